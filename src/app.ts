@@ -1,0 +1,69 @@
+/**
+ * Composition root: config → database → stores → domain services → router → one listener.
+ * main.ts runs it; tests and benchmarks start it on port 0.
+ */
+import { createConnectRouter } from "@connectrpc/connect";
+import { ensureBootstrapKey } from "./billing/bootstrap.js";
+import { SubjectService } from "./billing/subjects.js";
+import type { Config } from "./config.js";
+import { createDatabase } from "./db/datasource.js";
+import { SqlAuthStore } from "./db/stores/auth-store.js";
+import { SqlSubjectStore } from "./db/stores/subject-store.js";
+import { type Logger, createLogger } from "./log.js";
+import { createRestGateway } from "./rest/gateway.js";
+import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
+import { errorInterceptor } from "./rpc/errors.js";
+import { restServices, routes } from "./rpc/routes.js";
+import { type Listener, createRequestHandler, listen } from "./server.js";
+
+export interface App {
+  port: number;
+  url: string;
+  stop(): Promise<void>;
+}
+
+export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
+  const db = await createDatabase(config.databaseUrl);
+  await db.dataSource.initialize();
+  try {
+    if (config.runMigrations) {
+      const ran = await db.dataSource.runMigrations({ transaction: "each" });
+      if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((m) => m.name) });
+    }
+    const now = () => new Date();
+    const authStore = new SqlAuthStore(db.dataSource, db.entities);
+    if (config.bootstrapApiKey) {
+      await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
+    }
+    const subjects = new SubjectService(new SqlSubjectStore(db.dataSource, db.entities), now);
+
+    const router = createConnectRouter({
+      interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
+      jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
+    });
+    routes({ subjects })(router);
+    const rest = createRestGateway(restServices, router.handlers);
+    const health = async () => {
+      await db.dataSource.query("SELECT 1");
+      return true;
+    };
+    const listener: Listener = await listen(createRequestHandler({ router, rest, health, log }), config.port);
+    log.info("listening", { port: listener.port, store: db.dialect });
+
+    let stopping: Promise<void> | undefined;
+    return {
+      port: listener.port,
+      url: `http://127.0.0.1:${listener.port}`,
+      stop() {
+        stopping ??= (async () => {
+          await listener.close();
+          await db.dataSource.destroy();
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await db.dataSource.destroy().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * API keys (DESIGN §3): random, shown once, stored only as a SHA-256 hash, identified by a short
+ * visible prefix. Secret keys have full access; publishable keys only reach billing state.
+ */
+import { createHash } from "node:crypto";
+import { randomBase62 } from "./ids.js";
+import type { ApiKey, Caller, Environment, EnvironmentMode, KeyKind } from "./tenancy.js";
+
+/** `sk_test_…` / `pk_live_…` followed by 32 base62 characters (about 190 random bits). */
+export function generateKey(kind: KeyKind, mode: EnvironmentMode): string {
+  return `${kind === "secret" ? "sk" : "pk"}_${mode}_${randomBase62(32)}`;
+}
+
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
+/** What listings show of a key: its kind and mode and the first four random characters. */
+export function keyPrefix(key: string): string {
+  return key.slice(0, key.indexOf("_", 3) + 5);
+}
+
+export interface KeyWithEnvironment {
+  key: ApiKey;
+  environment: Environment;
+}
+
+/** Storage port for environments and keys. */
+export interface AuthStore {
+  findKeyByHash(hash: string): Promise<KeyWithEnvironment | undefined>;
+  findEnvironmentByName(name: string): Promise<Environment | undefined>;
+  /** Throws AlreadyExistsError when the name is taken. */
+  insertEnvironment(env: Environment): Promise<void>;
+  listEnvironments(): Promise<Environment[]>;
+  /** Throws AlreadyExistsError when a key with the same hash exists. */
+  insertKey(key: ApiKey, hash: string): Promise<void>;
+  listKeys(environmentId?: string): Promise<ApiKey[]>;
+  /** Sets revoked_at on a key not yet revoked; false when there is no such key. */
+  revokeKey(id: string, at: Date): Promise<boolean>;
+}
+
+export function callerOf(found: KeyWithEnvironment): Caller {
+  return { environmentId: found.environment.id, mode: found.environment.mode, keyKind: found.key.kind };
+}

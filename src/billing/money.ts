@@ -1,0 +1,69 @@
+/**
+ * Exact decimal arithmetic for money and usage (DESIGN §6). The only module that imports the
+ * decimal library; everything else uses these helpers, so the library can be swapped.
+ */
+import DecimalDefault from "decimal.js";
+import type { Decimal as DecimalClass } from "decimal.js";
+
+// decimal.js ships CommonJS-style typings; under NodeNext its default import is the class itself.
+const Base = DecimalDefault as unknown as typeof DecimalClass;
+/** A private, isolated Decimal constructor: 60 significant digits, half-up rounding. */
+const D = Base.clone({ precision: 60, rounding: Base.ROUND_HALF_UP, toExpNeg: -40, toExpPos: 60 });
+export type Decimal = DecimalClass;
+
+/** Digits kept after the point in storage: DECIMAL(38,12). */
+export const SCALE = 12;
+/** Digits allowed before the point in storage: 38 - 12. */
+export const INTEGER_DIGITS = 26;
+
+const DECIMAL_TEXT = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * Parses a decimal written as text (a JSON number's literal or a string). Returns undefined for
+ * anything that is not a finite decimal number ("abc", "", "NaN", "Infinity", "1,5").
+ */
+export function parseDecimal(text: string): Decimal | undefined {
+  const t = text.trim();
+  if (!DECIMAL_TEXT.test(t)) return undefined;
+  return new D(t);
+}
+
+/** Why a decimal cannot be stored exactly in DECIMAL(38,12), or undefined when it can. */
+export function storageProblem(d: Decimal): string | undefined {
+  if (d.decimalPlaces() > SCALE) return `must have at most ${SCALE} digits after the decimal point`;
+  if (d.abs().gte(new D(10).pow(INTEGER_DIGITS))) return `must have at most ${INTEGER_DIGITS} digits before the decimal point`;
+  return undefined;
+}
+
+/** Canonical text: no exponent, no trailing zeros after the point, "-0" becomes "0". */
+export function formatDecimal(d: Decimal): string {
+  if (d.isZero()) return "0";
+  return d.toFixed();
+}
+
+/** Canonical text of a stored value, e.g. MySQL's "1.500000000000" becomes "1.5". */
+export function canonicalDecimal(text: string): string {
+  const d = parseDecimal(text);
+  if (d === undefined) throw new Error(`not a decimal: ${text}`);
+  return formatDecimal(d);
+}
+
+export function dec(value: string | number): Decimal {
+  if (typeof value === "number" && !Number.isInteger(value)) {
+    throw new Error("decimals are never built from fractional JS numbers");
+  }
+  return new D(value);
+}
+
+export const ZERO = new D(0);
+
+export function sum(values: Iterable<Decimal>): Decimal {
+  let acc = ZERO;
+  for (const v of values) acc = acc.plus(v);
+  return acc;
+}
+
+/** Rounds to whole smallest currency units, half-up (away from zero on a tie), once per line. */
+export function roundAmount(d: Decimal): Decimal {
+  return d.toDecimalPlaces(0, D.ROUND_HALF_UP);
+}

@@ -1,0 +1,143 @@
+/**
+ * Subjects: the customers being billed. Pure rules and the use cases over a store port; the
+ * store (src/db) enforces uniqueness, this module enforces meaning.
+ */
+import { NotFoundError, Violations } from "./errors.js";
+import { newId } from "./ids.js";
+import { type Metadata, checkMetadata } from "./metadata.js";
+import { type Page, type PageResult, checkPage } from "./pagination.js";
+import type { Caller } from "./tenancy.js";
+
+export interface Subject {
+  id: string;
+  environmentId: string;
+  createdAt: Date;
+  email: string | null;
+  externalId: string | null;
+  metadata: Metadata;
+  name: string | null;
+}
+
+export interface SubjectPatch {
+  email?: string | null;
+  name?: string | null;
+  metadata?: Metadata;
+}
+
+/** Storage port. Implementations scope every query to `environmentId`. */
+export interface SubjectStore {
+  /** Throws AlreadyExistsError when a live subject of the environment has the same external ID. */
+  insert(subject: Subject): Promise<void>;
+  /** A live subject whose ID, or else whose external ID, equals `key`. */
+  findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined>;
+  /** Applies the patch to a live subject; returns it, or undefined when there is none. */
+  update(environmentId: string, id: string, patch: SubjectPatch, at: Date): Promise<Subject | undefined>;
+  list(environmentId: string, page: Page): Promise<PageResult<Subject>>;
+  /** Live subjects whose name or email contains `query`, ignoring case. */
+  search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>>;
+  /** Marks a live subject deleted and frees its external ID; false when there is none. */
+  softDelete(environmentId: string, id: string, at: Date): Promise<boolean>;
+}
+
+export const MAX_TEXT = 255;
+const EMAIL = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
+
+export interface CreateSubjectInput {
+  email?: string;
+  externalId?: string;
+  metadata: Metadata;
+  name?: string;
+}
+
+export interface UpdateSubjectInput {
+  email?: string;
+  name?: string;
+  metadata?: Metadata;
+}
+
+function checkEmail(email: string | undefined, v: Violations, allowEmpty: boolean): void {
+  if (email === undefined || (allowEmpty && email === "")) return;
+  if (email.length > 254 || !EMAIL.test(email)) v.add("email", "must be a valid email address");
+}
+
+function checkText(field: string, value: string | undefined, v: Violations, allowEmpty: boolean): void {
+  if (value === undefined) return;
+  if (!allowEmpty && value.length === 0) v.add(field, "must not be empty");
+  if (value.length > MAX_TEXT) v.add(field, `must have at most ${MAX_TEXT} characters`);
+}
+
+export class SubjectService {
+  constructor(
+    private readonly store: SubjectStore,
+    private readonly now: () => Date,
+  ) {}
+
+  async create(caller: Caller, input: CreateSubjectInput): Promise<Subject> {
+    const v = new Violations();
+    checkEmail(input.email, v, false);
+    checkText("external_id", input.externalId, v, false);
+    checkText("name", input.name, v, true);
+    checkMetadata(input.metadata, v.at("metadata"));
+    v.throwIfAny();
+    const subject: Subject = {
+      id: newId("subj"),
+      environmentId: caller.environmentId,
+      createdAt: this.now(),
+      email: input.email || null,
+      externalId: input.externalId ?? null,
+      metadata: input.metadata,
+      name: input.name || null,
+    };
+    await this.store.insert(subject);
+    return subject;
+  }
+
+  /** By ID or external ID; NotFoundError when the environment has no such live subject. */
+  async get(caller: Caller, key: string, field = "subject_id"): Promise<Subject> {
+    const v = new Violations();
+    if (key === "") v.add(field, "is required");
+    v.throwIfAny();
+    const subject = await this.store.findByIdOrExternalId(caller.environmentId, key);
+    if (!subject) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    return subject;
+  }
+
+  async update(caller: Caller, key: string, input: UpdateSubjectInput): Promise<Subject> {
+    const v = new Violations();
+    checkEmail(input.email, v, true);
+    checkText("name", input.name, v, true);
+    if (input.metadata) checkMetadata(input.metadata, v.at("metadata"));
+    v.throwIfAny();
+    const existing = await this.get(caller, key);
+    const patch: SubjectPatch = {};
+    if (input.email !== undefined) patch.email = input.email || null;
+    if (input.name !== undefined) patch.name = input.name || null;
+    if (input.metadata !== undefined) patch.metadata = input.metadata;
+    const updated = await this.store.update(caller.environmentId, existing.id, patch, this.now());
+    if (!updated) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    return updated;
+  }
+
+  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<Subject>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.list(caller.environmentId, page);
+  }
+
+  async search(caller: Caller, query: string, limit?: number, offset?: number): Promise<PageResult<Subject>> {
+    const v = new Violations();
+    if (query.trim() === "") v.add("query", "is required");
+    if (query.length > MAX_TEXT) v.add("query", `must have at most ${MAX_TEXT} characters`);
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.search(caller.environmentId, query, page);
+  }
+
+  async delete(caller: Caller, key: string): Promise<Subject> {
+    const subject = await this.get(caller, key);
+    const deleted = await this.store.softDelete(caller.environmentId, subject.id, this.now());
+    if (!deleted) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    return subject;
+  }
+}

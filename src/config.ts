@@ -1,0 +1,88 @@
+/**
+ * Configuration from the environment (DESIGN §2). The only module that reads process.env. A bad
+ * value stops the start with one message that lists every problem.
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+export type EnvironmentModeSetting = "test" | "live";
+
+export interface Config {
+  port: number;
+  databaseUrl: string;
+  bootstrapApiKey: string | undefined;
+  bootstrapEnvironmentMode: EnvironmentModeSetting;
+  publicBaseUrl: string;
+  logLevel: LogLevel;
+  runMigrations: boolean;
+  /** How long a verified API key is trusted before it is looked up again (ms); 0 looks up every call. */
+  apiKeyCacheMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  }
+}
+
+const LOG_LEVELS: LogLevel[] = ["debug", "info", "warn", "error"];
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Readonly<Config> {
+  const problems: string[] = [];
+
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+      return fallback;
+    }
+    return Number(raw);
+  };
+
+  const port = int("PORT", 8080, 0, 65535);
+  const databaseUrl = env.DATABASE_URL || "sqlite:./data/billing.db";
+  if (!/^(sqlite:|mysql:\/\/|mariadb:\/\/)/.test(databaseUrl)) {
+    problems.push("DATABASE_URL must start with sqlite:, mysql:// or mariadb:// (for example mysql://user:pass@host:3306/db)");
+  } else if (!databaseUrl.startsWith("sqlite:")) {
+    try {
+      const u = new URL(databaseUrl.replace(/^mariadb:/, "mysql:"));
+      if (u.pathname.length <= 1) problems.push("DATABASE_URL must name a database, as in mysql://user:pass@host:3306/db");
+    } catch {
+      problems.push("DATABASE_URL is not a valid URL");
+    }
+  }
+
+  const bootstrapApiKey = env.BILLING_BOOTSTRAP_API_KEY || undefined;
+  if (bootstrapApiKey !== undefined && !/^sk_(test|live)_[0-9A-Za-z]{16,}$/.test(bootstrapApiKey)) {
+    problems.push("BILLING_BOOTSTRAP_API_KEY must look like sk_test_ or sk_live_ followed by at least 16 letters or digits");
+  }
+  const bootstrapEnvironmentMode: EnvironmentModeSetting = bootstrapApiKey?.startsWith("sk_live_") ? "live" : "test";
+
+  let publicBaseUrl = env.PUBLIC_BASE_URL || `http://localhost:${port}`;
+  try {
+    const u = new URL(publicBaseUrl);
+    if (u.protocol !== "http:" && u.protocol !== "https:") problems.push("PUBLIC_BASE_URL must be an http or https URL");
+    publicBaseUrl = publicBaseUrl.replace(/\/+$/, "");
+  } catch {
+    problems.push("PUBLIC_BASE_URL is not a valid URL");
+  }
+
+  const logLevel = (env.LOG_LEVEL || "info") as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}`);
+
+  const rawMigrate = env.RUN_MIGRATIONS ?? "true";
+  if (rawMigrate !== "true" && rawMigrate !== "false") problems.push("RUN_MIGRATIONS must be true or false");
+
+  const apiKeyCacheMs = int("API_KEY_CACHE_MS", 0, 0, 60_000);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze({
+    port,
+    databaseUrl,
+    bootstrapApiKey,
+    bootstrapEnvironmentMode,
+    publicBaseUrl,
+    logLevel,
+    runMigrations: rawMigrate === "true",
+    apiKeyCacheMs,
+  });
+}

@@ -1,0 +1,51 @@
+/**
+ * Column helpers shared by every entity, so both stores hold the same values:
+ * - times are DATETIME(3) in UTC on MySQL and UTC text on SQLite;
+ * - decimals are DECIMAL(38,12) on MySQL and exact text on SQLite, read back in canonical form
+ *   ("1.500000000000" and "1.5" both become "1.5");
+ * - JSON documents are text, parsed and written here.
+ */
+import type { EntitySchemaColumnOptions, ValueTransformer } from "typeorm";
+import { canonicalDecimal } from "../billing/money.js";
+
+export type Dialect = "mysql" | "sqlite";
+
+/** True for TypeORM's MySQL-family driver types (MySQL and MariaDB), the branch migrations take. */
+export function isMysql(type: string): boolean {
+  return type === "mysql" || type === "mariadb";
+}
+
+export function idColumn(primary = false): EntitySchemaColumnOptions {
+  return { type: "varchar", length: 32, primary, nullable: false };
+}
+
+export function timeColumn(nullable = false): EntitySchemaColumnOptions {
+  // `default: null` on nullable columns: MariaDB reports their default as NULL, and without it
+  // TypeORM's schema diff would see a change that is not there.
+  return nullable ? { type: "datetime", precision: 3, nullable, default: null } : { type: "datetime", precision: 3, nullable };
+}
+
+export function textColumn(length: number, nullable = true): EntitySchemaColumnOptions {
+  return nullable ? { type: "varchar", length, nullable, default: null } : { type: "varchar", length, nullable };
+}
+
+export const jsonTransformer: ValueTransformer = {
+  to: (value: unknown) => (value === undefined ? undefined : value === null ? null : JSON.stringify(value)),
+  from: (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value ?? null),
+};
+
+export function jsonColumn(nullable = false): EntitySchemaColumnOptions {
+  return { type: "text", nullable, transformer: jsonTransformer };
+}
+
+export const decimalTransformer: ValueTransformer = {
+  to: (value: unknown) => (value === undefined || value === null ? value : canonicalDecimal(String(value))),
+  from: (value: unknown) => (value === undefined || value === null ? null : canonicalDecimal(String(value))),
+};
+
+/** An exact decimal (price, quantity, usage value). The domain passes and receives strings. */
+export function decimalColumn(dialect: Dialect, nullable = false): EntitySchemaColumnOptions {
+  return dialect === "mysql"
+    ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer }
+    : { type: "text", nullable, transformer: decimalTransformer };
+}

@@ -1,0 +1,92 @@
+/**
+ * Builds the TypeORM DataSource for MySQL/MariaDB (mysql2) or the embedded SQLite file
+ * (better-sqlite3). The only place that knows connection details.
+ */
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import mysql from "mysql2/promise";
+import { DataSource } from "typeorm";
+import type { Dialect } from "./columns.js";
+import { buildEntities } from "./entities/index.js";
+import { migrations } from "./migrations/index.js";
+
+export interface Database {
+  dataSource: DataSource;
+  dialect: Dialect;
+  entities: ReturnType<typeof buildEntities>;
+}
+
+export function dialectOf(url: string): Dialect {
+  if (url.startsWith("mysql://") || url.startsWith("mariadb://")) return "mysql";
+  if (url.startsWith("sqlite:")) return "sqlite";
+  throw new Error(`unsupported DATABASE_URL scheme: ${url.split(":")[0]}`);
+}
+
+/** `sqlite:./data/billing.db` → `./data/billing.db`; `sqlite::memory:` → `:memory:`. */
+export function sqlitePath(url: string): string {
+  return url.slice("sqlite:".length).replace(/^\/\//, "");
+}
+
+/**
+ * MySQL and MariaDB report column defaults differently; TypeORM reads them right only when told
+ * which one it talks to, so ask the server once.
+ */
+async function mysqlFlavor(u: URL): Promise<"mysql" | "mariadb"> {
+  const conn = await mysql.createConnection({
+    host: u.hostname,
+    port: u.port ? Number(u.port) : 3306,
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+  });
+  try {
+    const [rows] = await conn.query("SELECT VERSION() AS v");
+    return String((rows as { v: string }[])[0]?.v).includes("MariaDB") ? "mariadb" : "mysql";
+  } finally {
+    await conn.end();
+  }
+}
+
+export async function createDatabase(url: string, options: { poolSize?: number } = {}): Promise<Database> {
+  const dialect = dialectOf(url);
+  const entities = buildEntities(dialect);
+  const common = {
+    entities: Object.values(entities),
+    migrations,
+    migrationsTableName: "schema_migrations",
+    synchronize: false,
+    logging: false,
+  } as const;
+  if (dialect === "mysql") {
+    const u = new URL(url.replace(/^mariadb:/, "mysql:"));
+    const dataSource = new DataSource({
+      ...common,
+      type: await mysqlFlavor(u),
+      host: u.hostname,
+      port: u.port ? Number(u.port) : 3306,
+      username: decodeURIComponent(u.username),
+      password: decodeURIComponent(u.password),
+      database: decodeURIComponent(u.pathname.slice(1)),
+      charset: "utf8mb4_unicode_ci",
+      timezone: "Z",
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      poolSize: options.poolSize ?? 16,
+    });
+    return { dataSource, dialect, entities };
+  }
+  const path = sqlitePath(url);
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  const dataSource = new DataSource({
+    ...common,
+    type: "better-sqlite3",
+    database: path,
+    enableWAL: true,
+    prepareDatabase: (db: { function: (name: string, opts: object, fn: (...a: unknown[]) => unknown) => void; pragma: (s: string) => unknown }) => {
+      db.pragma("busy_timeout = 5000");
+      // SQLite's own lower() folds ASCII only; search must ignore case for every script, as on MySQL.
+      db.function("lower", { deterministic: true }, (s: unknown) => (s === null || s === undefined ? null : String(s).toLowerCase()));
+    },
+  });
+  return { dataSource, dialect, entities };
+}
+

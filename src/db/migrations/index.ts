@@ -1,0 +1,5 @@
+/** Every migration, in order. Listed by hand: no globs (they are brittle under ESM). */
+import type { MigrationInterface } from "typeorm";
+import { Foundation1795000000000 } from "./1795000000000-Foundation.js";
+
+export const migrations: (new () => MigrationInterface)[] = [Foundation1795000000000];

@@ -1,0 +1,29 @@
+/** A small structured logger: one JSON object per line on stderr. */
+import type { LogLevel } from "./config.js";
+
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+  const min = ORDER[level];
+  const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
+    if (ORDER[lvl] < min) return;
+    const extra: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(fields ?? {})) {
+      extra[k] = v instanceof Error ? { name: v.name, message: v.message, stack: v.stack } : v;
+    }
+    write(`${JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra })}\n`);
+  };
+  return {
+    debug: (m, f) => emit("debug", m, f),
+    info: (m, f) => emit("info", m, f),
+    warn: (m, f) => emit("warn", m, f),
+    error: (m, f) => emit("error", m, f),
+  };
+}

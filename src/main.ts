@@ -1,0 +1,39 @@
+/** `npm start`: reads the configuration, starts the service, stops it cleanly on SIGTERM/SIGINT. */
+import { startApp } from "./app.js";
+import { ConfigError, loadConfig } from "./config.js";
+import { createLogger } from "./log.js";
+
+let config;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(2);
+  }
+  throw err;
+}
+const log = createLogger(config.logLevel);
+const app = await startApp(config, log).catch((err) => {
+  log.error("could not start", { err });
+  process.exit(1);
+});
+
+let signalled = false;
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.on(signal, () => {
+    if (signalled) return;
+    signalled = true;
+    log.info("stopping: finishing requests in flight", { signal });
+    app.stop().then(
+      () => {
+        log.info("stopped");
+        process.exit(0);
+      },
+      (err) => {
+        log.error("unclean stop", { err });
+        process.exit(1);
+      },
+    );
+  });
+}

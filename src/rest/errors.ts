@@ -1,0 +1,68 @@
+/**
+ * REST error bodies: the Connect error JSON `{code, message, details}`. Each detail keeps
+ * Connect's `{type, value}` form (value is the base64 protobuf) and adds `debug`, the same detail
+ * as readable JSON, so a caller sees the reason and every violated field without decoding.
+ */
+import type { ServerResponse } from "node:http";
+import type { Http2ServerResponse } from "node:http2";
+import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
+import type { FieldViolation } from "../billing/errors.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { ERROR_DOMAIN } from "../rpc/errors.js";
+
+type Res = ServerResponse | Http2ServerResponse;
+
+const KNOWN = { "google.rpc.ErrorInfo": ErrorInfoSchema, "google.rpc.BadRequest": BadRequestSchema } as const;
+
+interface ConnectErrorJson {
+  code: string;
+  message?: string;
+  details?: { type: string; value: string; debug?: unknown }[];
+}
+
+function b64(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString("base64").replace(/=+$/, "");
+}
+
+function write(res: Res, status: number, body: ConnectErrorJson): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** An error raised by the bridge itself (before any handler ran). */
+export function sendError(res: Res, status: number, code: string, message: string, reason: string, violations: FieldViolation[] = []): void {
+  const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN });
+  const details: ConnectErrorJson["details"] = [
+    { type: "google.rpc.ErrorInfo", value: b64(toBinary(ErrorInfoSchema, info)), debug: toJson(ErrorInfoSchema, info) },
+  ];
+  if (violations.length > 0) {
+    const br = create(BadRequestSchema, { fieldViolations: violations.map((v) => ({ field: v.field, description: v.description })) });
+    details.push({
+      type: "google.rpc.BadRequest",
+      value: b64(toBinary(BadRequestSchema, br)),
+      debug: toJson(BadRequestSchema, br, { useProtoFieldName: true }),
+    });
+  }
+  write(res, status, { code, message, details });
+}
+
+/** Re-renders a Connect unary error response, adding readable `debug` to known details. */
+export function renderConnectError(res: Res, status: number, bytes: Uint8Array): void {
+  let body: ConnectErrorJson;
+  try {
+    body = JSON.parse(Buffer.from(bytes).toString("utf8")) as ConnectErrorJson;
+  } catch {
+    body = { code: "internal", message: "internal error" };
+  }
+  for (const d of body.details ?? []) {
+    const schema = KNOWN[d.type as keyof typeof KNOWN];
+    if (!schema) continue;
+    try {
+      d.debug = toJson(schema, fromBinary(schema, Buffer.from(d.value, "base64")), { useProtoFieldName: true });
+    } catch {
+      // leave the detail as Connect sent it
+    }
+  }
+  write(res, status, { code: body.code, message: body.message ?? "", details: body.details ?? [] });
+}

@@ -1,0 +1,241 @@
+/**
+ * The REST bridge: the documented JSON paths, built from the contract's google.api.http
+ * annotations, each calling the same Connect handler in-process. Authentication, validation,
+ * error mapping and logging therefore run once, identically, for REST, Connect and gRPC.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import {
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  type JsonValue,
+  fromBinary,
+  fromJson,
+  getOption,
+  toBinary,
+  toJson,
+} from "@bufbuild/protobuf";
+import { createContextValues } from "@connectrpc/connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { FieldViolation } from "../billing/errors.js";
+import { http } from "../gen/google/api/annotations_pb.js";
+import { API_KEY_HEADER } from "../rpc/auth.js";
+import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
+import { renderConnectError, sendError } from "./errors.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export const MAX_BODY_BYTES = 5 * 1024 * 1024;
+export const jsonWriteOptions = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
+
+export interface RestRoute {
+  httpMethod: string;
+  template: string;
+  method: DescMethod;
+  /** `*` (whole body), a field name, or "" (no body). */
+  body: string;
+  responseBody: string;
+  regex: RegExp;
+  params: string[];
+  literalSegments: number;
+}
+
+/** Reads every unary RPC's google.api.http rule into a route table, most specific paths first. */
+export function buildRoutes(services: DescService[]): RestRoute[] {
+  const out: RestRoute[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      if (method.methodKind !== "unary") continue;
+      const rule = getOption(method, http);
+      const p = rule.pattern;
+      if (p.case === undefined || p.case === "custom") continue;
+      const template = p.value;
+      const params: string[] = [];
+      const segments = template.split("/").filter(Boolean);
+      const regex = new RegExp(
+        `^/${segments
+          .map((seg) => {
+            const m = /^\{([a-z_][a-z0-9_.]*)\}$/.exec(seg);
+            if (m) {
+              params.push(m[1] as string);
+              return "([^/]+)";
+            }
+            return seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+          })
+          .join("/")}/?$`,
+      );
+      out.push({
+        httpMethod: p.case.toUpperCase(),
+        template,
+        method,
+        body: rule.body,
+        responseBody: rule.responseBody,
+        regex,
+        params,
+        literalSegments: segments.length - params.length,
+      });
+    }
+  }
+  return out.sort((a, b) => b.literalSegments - a.literalSegments || a.params.length - b.params.length);
+}
+
+function readBody(req: Req): Promise<Buffer | "too_large"> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) over = true;
+      else if (!over) chunks.push(c);
+    });
+    req.on("end", () => resolve(over ? "too_large" : Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
+}
+
+async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  if (body) for await (const c of body) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+export function createRestGateway(services: DescService[], handlers: readonly UniversalHandler[]) {
+  const routes = buildRoutes(services);
+  const byMethod = new Map<DescMethod, UniversalHandler>();
+  for (const h of handlers) byMethod.set(h.method, h);
+
+  /** Builds the request message's JSON from path parameters, the query string and the body. */
+  async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res) {
+    const input: DescMessage = route.method.input;
+    const violations: FieldViolation[] = [];
+    let json: Record<string, JsonValue> = {};
+
+    if (route.body !== "") {
+      const raw = await readBody(req);
+      if (raw === "too_large") {
+        sendError(res, 413, "resource_exhausted", `the request body is larger than ${MAX_BODY_BYTES} bytes`, "PAYLOAD_TOO_LARGE");
+        return undefined;
+      }
+      const text = raw.toString("utf8");
+      if (text.trim() !== "") {
+        let parsed: unknown;
+        try {
+          parsed = parseJson(text);
+        } catch (err) {
+          if (!(err instanceof JsonSyntaxError)) throw err;
+          sendError(res, 400, "invalid_argument", `the request body is not valid JSON: ${err.message}`, "MALFORMED_JSON", [
+            { field: "", description: `not valid JSON: ${err.message}` },
+          ]);
+          return undefined;
+        }
+        const checked = checkJson(input, parsed);
+        violations.push(...checked.violations);
+        json = checked.json;
+      }
+    }
+
+    for (const [key, raw] of url.searchParams) {
+      const field = findField(input, key);
+      if (!field || route.params.includes(field.name) || route.body === "*") continue;
+      const value = fromText(field, raw, field.name, violations);
+      if (value === undefined) continue;
+      if (field.fieldKind === "list") {
+        const list = (json[field.name] as JsonValue[] | undefined) ?? [];
+        list.push(value);
+        json[field.name] = list;
+      } else {
+        json[field.name] = value;
+      }
+    }
+
+    route.params.forEach((name, i) => {
+      const field = findField(input, name);
+      const raw = decodeURIComponent(match[i + 1] ?? "");
+      if (field) {
+        const value = fromText(field, raw, name, violations);
+        if (value !== undefined) json[field.name] = value;
+      }
+    });
+
+    if (violations.length > 0) {
+      sendError(res, 400, "invalid_argument", violations.map((v) => `${v.field || "body"}: ${v.description}`).join("; "), "INVALID_FIELD", violations);
+      return undefined;
+    }
+    return json;
+  }
+
+  async function serve(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res): Promise<void> {
+    const json = await requestJson(route, match, url, req, res);
+    if (json === undefined) return;
+    let message;
+    try {
+      message = fromJson(route.method.input, json, { ignoreUnknownFields: true });
+    } catch (err) {
+      sendError(res, 400, "invalid_argument", err instanceof Error ? err.message : "invalid request", "INVALID_FIELD");
+      return;
+    }
+    const handler = byMethod.get(route.method);
+    if (!handler) {
+      sendError(res, 501, "unimplemented", `${route.method.parent.typeName}/${route.method.name} is not implemented`, "UNIMPLEMENTED");
+      return;
+    }
+    const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1" });
+    const key = req.headers[API_KEY_HEADER];
+    if (typeof key === "string") header.set(API_KEY_HEADER, key);
+    const abort = new AbortController();
+    res.on("close", () => abort.abort());
+    const uRes = await handler({
+      httpVersion: "1.1",
+      url: `http://localhost${handler.requestPath}`,
+      method: "POST",
+      header,
+      body: once(toBinary(route.method.input, message)),
+      signal: abort.signal,
+      contextValues: createContextValues(),
+    });
+    const bytes = await collect(uRes.body);
+    if (uRes.status !== 200) {
+      renderConnectError(res, uRes.status, bytes);
+      return;
+    }
+    const out = fromBinary(route.method.output, bytes);
+    let body = toJson(route.method.output, out, jsonWriteOptions) as Record<string, JsonValue>;
+    if (route.responseBody !== "") body = body[route.responseBody] as Record<string, JsonValue>;
+    const text = JSON.stringify(body);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  /** Handles the request if its path is a REST route; returns false when it is not one. */
+  return function handleRest(req: Req, res: Res): boolean {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    let pathMatched = false;
+    const allowed: string[] = [];
+    for (const route of routes) {
+      const match = route.regex.exec(url.pathname);
+      if (!match) continue;
+      pathMatched = true;
+      if (route.httpMethod !== req.method) {
+        allowed.push(route.httpMethod);
+        continue;
+      }
+      serve(route, match, url, req, res).catch((err) => {
+        if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
+        else res.end();
+        console.error("rest bridge failed", err);
+      });
+      return true;
+    }
+    if (!pathMatched) return false;
+    res.setHeader("allow", [...new Set(allowed)].join(", "));
+    sendError(res, 405, "unimplemented", `${req.method} is not allowed on ${url.pathname}; use ${[...new Set(allowed)].join(" or ")}`, "METHOD_NOT_ALLOWED");
+    return true;
+  };
+}

@@ -1,0 +1,224 @@
+/**
+ * JSON input for the REST bridge, checked against the contract before the handler sees it:
+ * - numbers are parsed without loss (a JSON number sent to a decimal field keeps every digit);
+ * - every value is checked against its field's type, and each mismatch is reported with its
+ *   path (`usage_based_rates[1].price.amount.value: must be a string or a number`);
+ * - a JSON number is accepted for fields marked `(billing.v1.decimal)`, as the spec allows;
+ * - query-string values are converted by the field's type (`limit=abc` is a 400, `true` is a bool);
+ * - unknown fields are ignored; null means "not set".
+ * The result is plain proto3 JSON, which fromJson then reads.
+ */
+import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
+import { parse as parseLossless } from "lossless-json";
+import type { FieldViolation } from "../billing/errors.js";
+import { decimal } from "../gen/billing/v1/options_pb.js";
+
+/** A JSON number as written, digit for digit. */
+class NumberLiteral {
+  constructor(readonly text: string) {}
+}
+
+export class JsonSyntaxError extends Error {}
+
+/** Parses JSON text keeping numbers as their literal text. Throws JsonSyntaxError. */
+export function parseJson(text: string): unknown {
+  try {
+    return parseLossless(text, null, (t: string) => new NumberLiteral(t));
+  } catch (err) {
+    throw new JsonSyntaxError(err instanceof Error ? err.message : String(err));
+  }
+}
+
+const decimalCache = new WeakMap<DescField, boolean>();
+function isDecimal(field: DescField): boolean {
+  let v = decimalCache.get(field);
+  if (v === undefined) {
+    v = getOption(field, decimal);
+    decimalCache.set(field, v);
+  }
+  return v;
+}
+
+function fieldIndex(desc: DescMessage): Map<string, DescField> {
+  const m = new Map<string, DescField>();
+  for (const f of desc.fields) {
+    m.set(f.name, f);
+    m.set(f.jsonName, f);
+  }
+  return m;
+}
+const indexCache = new WeakMap<DescMessage, Map<string, DescField>>();
+export function findField(desc: DescMessage, name: string): DescField | undefined {
+  let idx = indexCache.get(desc);
+  if (!idx) {
+    idx = fieldIndex(desc);
+    indexCache.set(desc, idx);
+  }
+  return idx.get(name);
+}
+
+const INT32 = new Set([ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32]);
+const UINT32 = new Set([ScalarType.UINT32, ScalarType.FIXED32]);
+const INT64 = new Set([ScalarType.INT64, ScalarType.SINT64, ScalarType.SFIXED64, ScalarType.UINT64, ScalarType.FIXED64]);
+const FLOAT = new Set([ScalarType.DOUBLE, ScalarType.FLOAT]);
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+
+type Out = { ok: true; value: JsonValue } | { ok: false };
+
+class Walker {
+  readonly violations: FieldViolation[] = [];
+  private bad(path: string, description: string): Out {
+    this.violations.push({ field: path, description });
+    return { ok: false };
+  }
+
+  /** Plain JSON for a google.protobuf.Struct/Value: numbers become JS numbers. */
+  private plain(v: unknown): JsonValue {
+    if (v instanceof NumberLiteral) return Number(v.text);
+    if (Array.isArray(v)) return v.map((x) => this.plain(x));
+    if (v !== null && typeof v === "object") {
+      const o: Record<string, JsonValue> = {};
+      for (const [k, x] of Object.entries(v)) o[k] = this.plain(x);
+      return o;
+    }
+    return v as JsonValue;
+  }
+
+  scalar(field: DescField, type: ScalarType, v: unknown, path: string): Out {
+    if (type === ScalarType.STRING) {
+      if (typeof v === "string") return { ok: true, value: v };
+      if (v instanceof NumberLiteral && isDecimal(field)) return { ok: true, value: v.text };
+      return this.bad(path, isDecimal(field) ? "must be a decimal number or a string" : "must be a string");
+    }
+    if (type === ScalarType.BOOL) {
+      if (typeof v === "boolean") return { ok: true, value: v };
+      return this.bad(path, "must be true or false");
+    }
+    if (type === ScalarType.BYTES) {
+      if (typeof v === "string") return { ok: true, value: v };
+      return this.bad(path, "must be a base64 string");
+    }
+    const text = v instanceof NumberLiteral ? v.text : typeof v === "string" ? v.trim() : undefined;
+    if (FLOAT.has(type)) {
+      if (text !== undefined && text !== "" && Number.isFinite(Number(text))) return { ok: true, value: Number(text) };
+      return this.bad(path, "must be a number");
+    }
+    if (text === undefined || !/^-?\d+$/.test(text)) return this.bad(path, "must be an integer");
+    const n = BigInt(text);
+    if (INT32.has(type) && (n < -2147483648n || n > 2147483647n)) return this.bad(path, "is out of range");
+    if (UINT32.has(type) && (n < 0n || n > 4294967295n)) return this.bad(path, "is out of range");
+    if (INT64.has(type)) return { ok: true, value: n.toString() };
+    return { ok: true, value: Number(n) };
+  }
+
+  enumValue(e: DescEnum, v: unknown, path: string): Out {
+    if (typeof v === "string" && e.values.some((x) => x.name === v)) return { ok: true, value: v };
+    return this.bad(path, `must be one of ${e.values.map((x) => x.name).join(", ")}`);
+  }
+
+  message(desc: DescMessage, v: unknown, path: string): Out {
+    switch (desc.typeName) {
+      case "google.protobuf.Timestamp":
+        if (typeof v === "string" && RFC3339.test(v) && !Number.isNaN(Date.parse(v.replace(" ", "T")))) {
+          return { ok: true, value: v.replace(" ", "T") };
+        }
+        return this.bad(path, "must be an RFC 3339 date-time, such as 2026-01-31T00:00:00Z");
+      case "google.protobuf.Struct":
+        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return { ok: true, value: this.plain(v) };
+        return this.bad(path, "must be an object");
+      case "google.protobuf.Value":
+        return { ok: true, value: this.plain(v) };
+      case "google.protobuf.ListValue":
+        if (Array.isArray(v)) return { ok: true, value: this.plain(v) };
+        return this.bad(path, "must be an array");
+    }
+    if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) {
+      return this.bad(path, "must be an object");
+    }
+    const out: Record<string, JsonValue> = {};
+    let ok = true;
+    for (const [key, value] of Object.entries(v)) {
+      const field = findField(desc, key);
+      if (!field || value === null) continue; // unknown fields are ignored; null means not set
+      const r = this.field(field, value, path === "" ? field.name : `${path}.${field.name}`);
+      if (r.ok) out[field.name] = r.value;
+      else ok = false;
+    }
+    return ok ? { ok: true, value: out } : { ok: false };
+  }
+
+  field(field: DescField, v: unknown, path: string): Out {
+    switch (field.fieldKind) {
+      case "scalar":
+        return this.scalar(field, field.scalar, v, path);
+      case "enum":
+        return this.enumValue(field.enum, v, path);
+      case "message":
+        return this.message(field.message, v, path);
+      case "list": {
+        if (!Array.isArray(v)) return this.bad(path, "must be an array");
+        const out: JsonValue[] = [];
+        let ok = true;
+        v.forEach((item, i) => {
+          const p = `${path}[${i}]`;
+          const r =
+            item === null
+              ? this.bad(p, "must not be null")
+              : field.listKind === "scalar"
+                ? this.scalar(field, field.scalar, item, p)
+                : field.listKind === "enum"
+                  ? this.enumValue(field.enum, item, p)
+                  : this.message(field.message, item, p);
+          if (r.ok) out.push(r.value);
+          else ok = false;
+        });
+        return ok ? { ok: true, value: out } : { ok: false };
+      }
+      case "map": {
+        if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) return this.bad(path, "must be an object");
+        const out: Record<string, JsonValue> = {};
+        let ok = true;
+        for (const [key, item] of Object.entries(v)) {
+          const p = `${path}.${key}`;
+          const r =
+            item === null
+              ? this.bad(p, "must not be null")
+              : field.mapKind === "scalar"
+                ? this.scalar(field, field.scalar, item, p)
+                : field.mapKind === "enum"
+                  ? this.enumValue(field.enum, item, p)
+                  : this.message(field.message, item, p);
+          if (r.ok) out[key] = r.value;
+          else ok = false;
+        }
+        return ok ? { ok: true, value: out } : { ok: false };
+      }
+    }
+  }
+}
+
+/** Checks a parsed JSON body against a request message; returns proto3 JSON or the violations. */
+export function checkJson(desc: DescMessage, body: unknown): { json: Record<string, JsonValue>; violations: FieldViolation[] } {
+  const w = new Walker();
+  const r = w.message(desc, body, "");
+  if (!r.ok && w.violations.length === 0) w.violations.push({ field: "", description: "must be a JSON object" });
+  return { json: r.ok ? (r.value as Record<string, JsonValue>) : {}, violations: w.violations };
+}
+
+/** Converts one query-string or path value to the JSON its field expects. */
+export function fromText(field: DescField, raw: string, path: string, violations: FieldViolation[]): JsonValue | undefined {
+  const w = new Walker();
+  const kind = field.fieldKind === "list" ? field.listKind : field.fieldKind;
+  let r: Out;
+  if (kind === "scalar" && field.scalar === ScalarType.BOOL) {
+    r = raw === "true" || raw === "1" ? { ok: true, value: true } : raw === "false" || raw === "0" ? { ok: true, value: false } : { ok: false };
+    if (!r.ok) violations.push({ field: path, description: "must be true or false" });
+    return r.ok ? r.value : undefined;
+  }
+  if (kind === "scalar" && field.scalar !== undefined) r = w.scalar(field, field.scalar, field.scalar === ScalarType.STRING ? raw : new NumberLiteral(raw.trim()), path);
+  else if (kind === "enum" && field.enum) r = w.enumValue(field.enum, raw, path);
+  else r = w.message(field.message as DescMessage, raw, path);
+  violations.push(...w.violations);
+  return r.ok ? r.value : undefined;
+}

@@ -1,0 +1,82 @@
+/**
+ * The one place that maps domain errors to Connect/gRPC codes (and through the Connect code
+ * table to HTTP statuses). Every error carries a google.rpc.ErrorInfo with a stable `reason`;
+ * bad input also carries a google.rpc.BadRequest with every violated field and its path.
+ */
+import { type DescMessage, type MessageInitShape, create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import {
+  AbortedError,
+  AlreadyExistsError,
+  type BillingError,
+  BillingError as BillingErrorClass,
+  FailedPreconditionError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  UnauthenticatedError,
+} from "../billing/errors.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import type { Logger } from "../log.js";
+
+export const ERROR_DOMAIN = "billing.v1";
+
+function codeOf(err: BillingError): Code {
+  if (err instanceof InvalidArgumentError) return Code.InvalidArgument;
+  if (err instanceof NotFoundError) return Code.NotFound;
+  if (err instanceof AlreadyExistsError) return Code.AlreadyExists;
+  if (err instanceof FailedPreconditionError) return Code.FailedPrecondition;
+  if (err instanceof AbortedError) return Code.Aborted;
+  if (err instanceof UnauthenticatedError) return Code.Unauthenticated;
+  if (err instanceof PermissionDeniedError) return Code.PermissionDenied;
+  return Code.Internal;
+}
+
+export function toConnectError(err: BillingError): ConnectError {
+  const details: { desc: DescMessage; value: MessageInitShape<DescMessage> }[] = [
+    { desc: ErrorInfoSchema, value: { reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata } },
+  ];
+  if (err instanceof InvalidArgumentError) {
+    details.push({
+      desc: BadRequestSchema,
+      value: { fieldViolations: err.violations.map((v) => ({ field: v.field, description: v.description })) },
+    });
+  }
+  return new ConnectError(err.message, codeOf(err), undefined, details);
+}
+
+/** A ConnectError for bad input found at the wire boundary (before the domain runs). */
+export function invalidArgument(violations: { field: string; description: string }[]): ConnectError {
+  return toConnectError(new InvalidArgumentError(violations));
+}
+
+/** Connect's own decode errors name a field only in prose; give them a reason like ours. */
+function withReason(err: ConnectError): ConnectError {
+  if (err.details.length > 0 || err.code !== Code.InvalidArgument) return err;
+  return new ConnectError(err.rawMessage, err.code, err.metadata, [
+    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: "MALFORMED_REQUEST", domain: ERROR_DOMAIN }) },
+  ]);
+}
+
+/**
+ * Wraps every call: domain errors become their code; anything unexpected becomes `internal`
+ * with the message "internal error" (the cause is logged, never sent).
+ */
+export function errorInterceptor(log: Logger): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (err instanceof BillingErrorClass) throw toConnectError(err);
+      if (err instanceof ConnectError) {
+        if (err.code === Code.Internal || err.code === Code.Unknown) {
+          log.error("rpc failed", { rpc: req.url, err: err.cause ?? err });
+          throw new ConnectError("internal error", Code.Internal);
+        }
+        throw withReason(err);
+      }
+      log.error("rpc failed", { rpc: req.url, err });
+      throw new ConnectError("internal error", Code.Internal);
+    }
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * gRPC server reflection (grpc.reflection.v1), so `buf curl` and grpcurl can list and call the
+ * services with no schema file. Answers from the generated descriptors of the served files.
+ */
+import { type DescFile, type DescMessage, toBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { Code, type ServiceImpl } from "@connectrpc/connect";
+import {
+  type ServerReflectionRequest,
+  type ServerReflectionResponse,
+  ServerReflection,
+} from "../gen/grpc/reflection/v1/reflection_pb.js";
+
+export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerReflection> {
+  const byName = new Map<string, DescFile>();
+  const bySymbol = new Map<string, DescFile>();
+  const serviceNames: string[] = [];
+
+  const addMessage = (file: DescFile, m: DescMessage) => {
+    bySymbol.set(m.typeName, file);
+    for (const f of m.fields) bySymbol.set(`${m.typeName}.${f.name}`, file);
+    for (const n of m.nestedMessages) addMessage(file, n);
+    for (const e of m.nestedEnums) bySymbol.set(e.typeName, file);
+  };
+  const addFile = (file: DescFile) => {
+    if (byName.has(file.name + ".proto")) return;
+    byName.set(`${file.name}.proto`, file);
+    for (const dep of file.dependencies) addFile(dep);
+    for (const m of file.messages) addMessage(file, m);
+    for (const e of file.enums) bySymbol.set(e.typeName, file);
+    for (const x of file.extensions) bySymbol.set(x.typeName, file);
+    for (const s of file.services) {
+      bySymbol.set(s.typeName, file);
+      for (const m of s.methods) bySymbol.set(`${s.typeName}.${m.name}`, file);
+    }
+  };
+  for (const f of files) {
+    addFile(f);
+    for (const s of f.services) serviceNames.push(s.typeName);
+  }
+
+  /** The file and every file it depends on, each once, dependencies first. */
+  const withDeps = (file: DescFile): Uint8Array[] => {
+    const seen = new Set<string>();
+    const out: Uint8Array[] = [];
+    const visit = (f: DescFile) => {
+      if (seen.has(f.name)) return;
+      seen.add(f.name);
+      for (const d of f.dependencies) visit(d);
+      out.push(toBinary(FileDescriptorProtoSchema, f.proto));
+    };
+    visit(file);
+    return out.reverse();
+  };
+
+  const answer = (req: ServerReflectionRequest): ServerReflectionResponse["messageResponse"] => {
+    const notFound = (what: string) => ({
+      case: "errorResponse" as const,
+      value: { $typeName: "grpc.reflection.v1.ErrorResponse" as const, errorCode: Code.NotFound, errorMessage: `${what} not found` },
+    });
+    const files = (file: DescFile | undefined, what: string) =>
+      file
+        ? {
+            case: "fileDescriptorResponse" as const,
+            value: { $typeName: "grpc.reflection.v1.FileDescriptorResponse" as const, fileDescriptorProto: withDeps(file) },
+          }
+        : notFound(what);
+    const r = req.messageRequest;
+    switch (r.case) {
+      case "listServices":
+        return {
+          case: "listServicesResponse",
+          value: {
+            $typeName: "grpc.reflection.v1.ListServiceResponse",
+            service: serviceNames.map((name) => ({ $typeName: "grpc.reflection.v1.ServiceResponse" as const, name })),
+          },
+        };
+      case "fileByFilename":
+        return files(byName.get(r.value), `file ${r.value}`);
+      case "fileContainingSymbol":
+        return files(bySymbol.get(r.value.replace(/^\./, "")), `symbol ${r.value}`);
+      case "fileContainingExtension":
+        return notFound(`extension ${r.value.extensionNumber} of ${r.value.containingType}`);
+      case "allExtensionNumbersOfType":
+        return {
+          case: "allExtensionNumbersResponse",
+          value: { $typeName: "grpc.reflection.v1.ExtensionNumberResponse", baseTypeName: r.value, extensionNumber: [] },
+        };
+      default:
+        return { case: "errorResponse", value: { $typeName: "grpc.reflection.v1.ErrorResponse", errorCode: Code.InvalidArgument, errorMessage: "empty request" } };
+    }
+  };
+
+  return {
+    async *serverReflectionInfo(requests) {
+      for await (const req of requests) {
+        yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) };
+      }
+    },
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * One port for everything: a TCP listener looks at the first bytes of each connection and hands
+ * HTTP/2 (the cleartext preface, as gRPC clients send) to an h2c server and everything else to an
+ * HTTP/1.1 server. Both run the same request handler: Connect RPC (gRPC, gRPC-Web, Connect), then
+ * the REST bridge, then the few plain routes (health).
+ */
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
+import net, { type Socket } from "node:net";
+import { Duplex } from "node:stream";
+import type { ConnectRouter } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { Logger } from "./log.js";
+import { sendError } from "./rest/errors.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface HandlerParts {
+  router: ConnectRouter;
+  rest: (req: Req, res: Res) => boolean;
+  health: () => Promise<boolean>;
+  log: Logger;
+}
+
+export function createRequestHandler({ router, rest, health, log }: HandlerParts) {
+  const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  return (req: Req, res: Res): void => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const handler = rpc.get(path);
+    if (handler) {
+      const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);
+      handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
+        .catch((err) => log.warn("rpc stream ended early", { rpc: path, err }));
+      return;
+    }
+    if (rest(req, res)) return;
+    if (path === "/healthz" && req.method === "GET") {
+      health().then(
+        (ok) => {
+          res.writeHead(ok ? 200 : 503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: ok ? "ok" : "database unavailable" }));
+        },
+        () => {
+          res.writeHead(503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: "database unavailable" }));
+        },
+      );
+      return;
+    }
+    sendError(res, 404, "not_found", `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+  };
+}
+
+export interface Listener {
+  port: number;
+  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes every connection. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * The socket as a JS stream that first yields the bytes already read. The HTTP/2 session reads
+ * from a native socket handle directly and would never see bytes put back with unshift(); given
+ * a JS stream it reads through it.
+ */
+function replay(socket: Socket, head: Buffer): Duplex {
+  const d = new Duplex({
+    read() {
+      socket.resume();
+    },
+    write(chunk: Buffer, _enc, cb) {
+      socket.write(chunk, cb);
+    },
+    final(cb) {
+      socket.end();
+      cb();
+    },
+    destroy(err, cb) {
+      socket.destroy(err ?? undefined);
+      cb(err);
+    },
+  });
+  d.push(head);
+  socket.on("data", (c: Buffer) => {
+    if (!d.push(c)) socket.pause();
+  });
+  socket.on("end", () => d.push(null));
+  socket.on("close", () => d.destroy());
+  return d;
+}
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+export function listen(handler: (req: Req, res: Res) => void, port: number, host?: string): Promise<Listener> {
+  let inflight = 0;
+  let closing = false;
+  let drained: (() => void) | undefined;
+  const tracked = (req: Req, res: Res) => {
+    inflight++;
+    res.on("close", () => {
+      inflight--;
+      if (closing && inflight === 0) drained?.();
+    });
+    if (closing && "setHeader" in res && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+    handler(req, res);
+  };
+
+  const h1 = http.createServer({ keepAliveTimeout: 5_000 }, tracked);
+  const h2 = http2.createServer({}, tracked);
+  const sessions = new Set<Http2Session>();
+  h2.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+  });
+  const sockets = new Set<Socket>();
+
+  const tcp = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      const n = Math.min(head.length, PREFACE.length);
+      const isH2 = head.subarray(0, n).equals(PREFACE.subarray(0, n));
+      if (isH2 && head.length < PREFACE.length) return; // wait for the whole preface
+      socket.off("data", onData);
+      socket.pause();
+      if (isH2) {
+        h2.emit("connection", replay(socket, head));
+      } else {
+        socket.unshift(head);
+        h1.emit("connection", socket);
+      }
+      socket.resume();
+    };
+    socket.on("data", onData);
+  });
+
+  return new Promise((resolve, reject) => {
+    tcp.once("error", reject);
+    tcp.listen(port, host, () => {
+      const address = tcp.address();
+      resolve({
+        port: typeof address === "object" && address ? address.port : port,
+        async close(graceMs = 10_000) {
+          closing = true;
+          const stopped = new Promise<void>((r) => tcp.close(() => r()));
+          for (const s of sessions) s.close();
+          h1.closeIdleConnections();
+          if (inflight > 0) {
+            await Promise.race([new Promise<void>((r) => (drained = r)), new Promise((r) => setTimeout(r, graceMs).unref())]);
+          }
+          for (const socket of sockets) socket.destroy();
+          await stopped;
+        },
+      });
+    });
+  });
+}
