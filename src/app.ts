@@ -42,7 +42,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
     });
     routes({ subjects })(router);
-    const rest = createRestGateway(restServices, router.handlers);
+    const rest = createRestGateway(restServices, router.handlers, log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");
       return true;

@@ -19,6 +19,16 @@ export function idColumn(primary = false): EntitySchemaColumnOptions {
   return { type: "varchar", length: 32, primary, nullable: false };
 }
 
+/**
+ * A surrogate auto-increment primary key. Listings order by it, so they follow insertion order
+ * exactly (creation times can tie within a millisecond); the public ID is a unique column.
+ */
+export function seqColumn(dialect: Dialect): EntitySchemaColumnOptions {
+  return dialect === "mysql"
+    ? { type: "bigint", primary: true, generated: "increment", unsigned: true }
+    : { type: "integer", primary: true, generated: "increment" };
+}
+
 export function timeColumn(nullable = false): EntitySchemaColumnOptions {
   // `default: null` on nullable columns: MariaDB reports their default as NULL, and without it
   // TypeORM's schema diff would see a change that is not there.

@@ -20,6 +20,7 @@ import { createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { FieldViolation } from "../billing/errors.js";
 import { http } from "../gen/google/api/annotations_pb.js";
+import type { Logger } from "../log.js";
 import { API_KEY_HEADER } from "../rpc/auth.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
 import { renderConnectError, sendError } from "./errors.js";
@@ -106,7 +107,7 @@ async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Buf
   return Buffer.concat(chunks);
 }
 
-export function createRestGateway(services: DescService[], handlers: readonly UniversalHandler[]) {
+export function createRestGateway(services: DescService[], handlers: readonly UniversalHandler[], log: Logger) {
   const routes = buildRoutes(services);
   const byMethod = new Map<DescMethod, UniversalHandler>();
   for (const h of handlers) byMethod.set(h.method, h);
@@ -157,7 +158,13 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
 
     route.params.forEach((name, i) => {
       const field = findField(input, name);
-      const raw = decodeURIComponent(match[i + 1] ?? "");
+      let raw: string;
+      try {
+        raw = decodeURIComponent(match[i + 1] ?? "");
+      } catch {
+        violations.push({ field: name, description: "is not a valid percent-encoded path segment" });
+        return;
+      }
       if (field) {
         const value = fromText(field, raw, name, violations);
         if (value !== undefined) json[field.name] = value;
@@ -229,7 +236,7 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
       serve(route, match, url, req, res).catch((err) => {
         if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
         else res.end();
-        console.error("rest bridge failed", err);
+        log.error("rest bridge failed", { path: url.pathname, err });
       });
       return true;
     }

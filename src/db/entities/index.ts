@@ -4,7 +4,7 @@
  * map them to domain types.
  */
 import { EntitySchema } from "typeorm";
-import { type Dialect, idColumn, jsonColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, idColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface EnvironmentRow {
   id: string;
@@ -24,6 +24,8 @@ export interface ApiKeyRow {
 }
 
 export interface SubjectRow {
+  /** Insertion order: the clustered key on MySQL, and the order of every listing. */
+  seq?: string;
   id: string;
   environment_id: string;
   external_id: string | null;
@@ -37,7 +39,7 @@ export interface SubjectRow {
   deleted_at: Date | null;
 }
 
-export function buildEntities(_dialect: Dialect) {
+export function buildEntities(dialect: Dialect) {
   const Environment = new EntitySchema<EnvironmentRow>({
     name: "Environment",
     tableName: "environments",
@@ -70,7 +72,8 @@ export function buildEntities(_dialect: Dialect) {
     name: "Subject",
     tableName: "subjects",
     columns: {
-      id: idColumn(true),
+      seq: seqColumn(dialect),
+      id: idColumn(),
       environment_id: idColumn(),
       external_id: textColumn(255),
       external_id_key: textColumn(255),
@@ -81,8 +84,11 @@ export function buildEntities(_dialect: Dialect) {
       updated_at: timeColumn(),
       deleted_at: timeColumn(true),
     },
-    uniques: [{ name: "uq_subjects_env_external_id", columns: ["environment_id", "external_id_key"] }],
-    indices: [{ name: "ix_subjects_env_created", columns: ["environment_id", "created_at", "id"] }],
+    uniques: [
+      { name: "uq_subjects_id", columns: ["id"] },
+      { name: "uq_subjects_env_external_id", columns: ["environment_id", "external_id_key"] },
+    ],
+    indices: [{ name: "ix_subjects_env_seq", columns: ["environment_id", "seq"] }],
   });
 
   return { Environment, ApiKey, Subject };

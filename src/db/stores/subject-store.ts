@@ -83,8 +83,7 @@ export class SqlSubjectStore implements SubjectStore {
     const rows = await this.repo
       .createQueryBuilder("s")
       .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId })
-      .orderBy("s.created_at", "ASC")
-      .addOrderBy("s.id", "ASC")
+      .orderBy("s.seq", "ASC")
       .limit(page.limit + 1)
       .offset(page.offset)
       .getMany();
@@ -96,8 +95,7 @@ export class SqlSubjectStore implements SubjectStore {
       .createQueryBuilder("s")
       .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId })
       .andWhere("(LOWER(s.name) LIKE :p ESCAPE '!' OR LOWER(s.email) LIKE :p ESCAPE '!')", { p: likePattern(query) })
-      .orderBy("s.created_at", "ASC")
-      .addOrderBy("s.id", "ASC")
+      .orderBy("s.seq", "ASC")
       .limit(page.limit + 1)
       .offset(page.offset)
       .getMany();

@@ -360,7 +360,7 @@ export const SubjectService: GenService<{
     output: typeof UpdateSubjectResponseSchema;
   },
   /**
-   * Lists live subjects, oldest first (creation time, then ID).
+   * Lists live subjects in creation order, oldest first.
    * Errors: INVALID_ARGUMENT (400) for `limit` outside 1..100 or a negative `offset`.
    *
    * @generated from rpc billing.v1.SubjectService.ListSubjects
@@ -371,7 +371,7 @@ export const SubjectService: GenService<{
     output: typeof ListSubjectsResponseSchema;
   },
   /**
-   * Searches live subjects whose name or email contains `query`, ignoring case; same order and
+   * Searches live subjects whose name or email contains `query`, ignoring case; in creation order, with the same
    * paging as ListSubjects. Errors: INVALID_ARGUMENT (400) when `query` is missing or empty, or
    * for bad paging values.
    *

@@ -1,0 +1,564 @@
+/**
+ * Subject API benchmark: throughput and latency of the real server, REST and gRPC, against a
+ * fresh MariaDB database.
+ *
+ * What it measures, each case closed-loop (N workers, each sends its next request as soon as the
+ * previous one answered) for BENCH_SECONDS after a warm-up, at concurrency 1 and 32:
+ *   - REST `POST /subjects`      and gRPC SubjectService.CreateSubject (one INSERT + key lookup)
+ *   - REST `GET /subjects/{id}`  and gRPC SubjectService.GetSubject    (one SELECT + key lookup),
+ *     round-robin over subjects created before the run
+ *   - REST `GET /ping`           and gRPC HealthService.Ping           (no-op: no key, no database;
+ *     the transport's own cost, the ceiling for every other call)
+ * Reported per case: successful requests/s, p50 and p99 latency (ms), errors; then the ratios
+ * GetSubject / no-op per protocol and concurrency. Every response is checked (status 200 and the
+ * expected body); any error makes the run exit with status 1.
+ *
+ * Clients: REST uses node:http with a keep-alive Agent (maxSockets = concurrency, so one
+ * connection per worker); gRPC uses @connectrpc/connect-node's gRPC transport (all workers
+ * multiplex over one HTTP/2 connection, as a gRPC client does).
+ *
+ * The server runs in a child process (`node --import tsx src/main.ts`) so that it does not share
+ * an event loop with the load generator; client and server still share the machine's CPUs.
+ *
+ * Run:   npm run bench                      (needs MariaDB/MySQL at 127.0.0.1:3306, user root)
+ * Env:   BENCH_SECONDS=5                    measured seconds per case (after the warm-up)
+ *        BENCH_WARMUP_SECONDS=1             warm-up seconds per case (not measured)
+ *        BENCH_CONCURRENCY=1,32             concurrency levels
+ *        BENCH_SEED_SUBJECTS=1000           subjects created beforehand for GetSubject
+ *        BENCH_API_KEY_CACHE_MS=<ms>        the server's API_KEY_CACHE_MS (default: the config's default)
+ *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306   server to create the throw-away database on
+ *        BENCH_IN_PROCESS=1                 run the server in this process instead (shares the event loop)
+ * Output: progress on stderr; the report (Markdown) on stdout.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import mysql from "mysql2/promise";
+import { ConfigError, loadConfig } from "../src/config.js";
+import { HealthService } from "../src/gen/billing/v1/health_service_pb.js";
+import { SubjectService } from "../src/gen/billing/v1/subject_service_pb.js";
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+const API_KEY = "sk_test_bench000000000000000000";
+const REQUEST_TIMEOUT_MS = 30_000;
+const SERVER_START_TIMEOUT_MS = 60_000;
+const SERVER_STOP_TIMEOUT_MS = 15_000;
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Every variable the server's config reads; the child gets only the ones set below. */
+const CONFIG_VARS = [
+  "PORT",
+  "DATABASE_URL",
+  "BILLING_BOOTSTRAP_API_KEY",
+  "PUBLIC_BASE_URL",
+  "LOG_LEVEL",
+  "RUN_MIGRATIONS",
+  "API_KEY_CACHE_MS",
+];
+
+function envNumber(name: string, fallback: number, min: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min} (got ${JSON.stringify(raw)})`);
+  return n;
+}
+
+const settings = {
+  seconds: envNumber("BENCH_SECONDS", 5, 0.1),
+  warmupSeconds: envNumber("BENCH_WARMUP_SECONDS", 1, 0),
+  concurrencies: (process.env.BENCH_CONCURRENCY || "1,32").split(",").map((s) => {
+    const n = Number(s.trim());
+    if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_CONCURRENCY must list positive integers (got ${JSON.stringify(s)})`);
+    return n;
+  }),
+  seedSubjects: Math.floor(envNumber("BENCH_SEED_SUBJECTS", 1000, 1)),
+  apiKeyCacheMs: process.env.BENCH_API_KEY_CACHE_MS || undefined,
+  mysqlUrl: (process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306").replace(/\/+$/, ""),
+  inProcess: process.env.BENCH_IN_PROCESS === "1",
+};
+
+const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// Measurement
+
+/** One request; resolves when the answer was as expected, throws (with a short reason) if not. */
+type Call = () => Promise<void>;
+
+interface CaseResult {
+  name: string;
+  protocol: "REST" | "gRPC";
+  kind: "ping" | "get" | "create";
+  concurrency: number;
+  requests: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Failed requests, warm-up included. */
+  errors: number;
+  errorReasons: Map<string, number>;
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] as number;
+}
+
+function reasonOf(err: unknown): string {
+  if (err instanceof ConnectError) return `gRPC ${err.message}`.slice(0, 300);
+  if (err instanceof Error) return err.message.slice(0, 300);
+  return String(err).slice(0, 300);
+}
+
+/**
+ * Closed loop: `concurrency` workers, each calling `call` back to back until the end. Requests
+ * that start after the warm-up and finish before the end are measured; throughput is the number
+ * of those that succeeded over the measured window.
+ */
+async function measure(concurrency: number, call: Call): Promise<Omit<CaseResult, "name" | "protocol" | "kind">> {
+  const warmupEnd = process.hrtime.bigint() + BigInt(Math.round(settings.warmupSeconds * 1e9));
+  const end = warmupEnd + BigInt(Math.round(settings.seconds * 1e9));
+  const latencies: number[] = [];
+  let errors = 0;
+  const errorReasons = new Map<string, number>();
+
+  const worker = async () => {
+    for (;;) {
+      const start = process.hrtime.bigint();
+      if (start >= end) return;
+      try {
+        await call();
+      } catch (err) {
+        errors++;
+        const reason = reasonOf(err);
+        errorReasons.set(reason, (errorReasons.get(reason) ?? 0) + 1);
+        continue;
+      }
+      const stop = process.hrtime.bigint();
+      if (start >= warmupEnd && stop <= end) latencies.push(Number(stop - start) / 1e6);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    concurrency,
+    requests: sorted.length,
+    rps: sorted.length / settings.seconds,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    errors,
+    errorReasons,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients
+
+interface RestResponse {
+  status: number;
+  body: string;
+}
+
+/** One HTTP/1.1 request over `agent`; the whole response body is read. */
+function restRequest(agent: http.Agent, port: number, method: string, path: string, body?: string, apiKey?: string): Promise<RestResponse> {
+  return new Promise((resolvePromise, reject) => {
+    const headers: http.OutgoingHttpHeaders = { accept: "application/json" };
+    if (apiKey) headers["x-api-key"] = apiKey;
+    if (body !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = Buffer.byteLength(body);
+    }
+    const req = http.request({ agent, host: "127.0.0.1", port, method, path, headers, timeout: REQUEST_TIMEOUT_MS }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolvePromise({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`timed out after ${REQUEST_TIMEOUT_MS} ms`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Throws unless the status is 200 and the body contains `needle`. */
+function expect200(res: RestResponse, needle: string): void {
+  if (res.status !== 200) {
+    // Connect error JSON: {code, message, details}; keep the code and message only.
+    let detail = res.body.slice(0, 200);
+    try {
+      const e = JSON.parse(res.body) as { code?: string; message?: string };
+      if (e.code) detail = `${e.code}: ${e.message ?? ""}`;
+    } catch {
+      // not JSON: keep the raw start of the body
+    }
+    throw new Error(`HTTP ${res.status} ${detail}`);
+  }
+  if (!res.body.includes(needle)) throw new Error(`HTTP 200 but the body lacks ${needle}: ${res.body.slice(0, 200)}`);
+}
+
+let createSeq = 0;
+const runTag = randomBytes(4).toString("hex");
+/** A unique new subject (unique external_id across the whole run). */
+function nextSubject() {
+  const n = ++createSeq;
+  return { name: `Bench ${n}`, email: `b${n}@example.com`, externalId: `bench-${runTag}-${n}` };
+}
+const restSubjectBody = (s: ReturnType<typeof nextSubject>) => JSON.stringify({ name: s.name, email: s.email, external_id: s.externalId });
+
+// ---------------------------------------------------------------------------------------------
+// Server (child process or in-process) and database
+
+interface Server {
+  port: number;
+  /** Lines the server logged at warn or error level. */
+  problems: string[];
+  stop(): Promise<string>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const addr = s.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      s.close(() => resolvePromise(port));
+    });
+  });
+}
+
+/** Polls GET /healthz (which queries the database) until it answers 200. */
+async function waitReady(port: number, failed: () => Error | undefined): Promise<void> {
+  const agent = new http.Agent({ keepAlive: false });
+  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
+  try {
+    for (;;) {
+      const f = failed();
+      if (f) throw f;
+      try {
+        if ((await restRequest(agent, port, "GET", "/healthz")).status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`the server did not answer /healthz within ${SERVER_START_TIMEOUT_MS} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    agent.destroy();
+  }
+}
+
+function collectProblem(line: string, problems: string[]): void {
+  try {
+    const level = (JSON.parse(line) as { level?: string }).level;
+    if (level === "warn" || level === "error") problems.push(line);
+  } catch {
+    if (line.trim() !== "") problems.push(line); // not a log line: a crash trace or console.error
+  }
+}
+
+async function startChildServer(env: Record<string, string>): Promise<Server> {
+  const port = Number(env.PORT);
+  const problems: string[] = [];
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: REPO_ROOT,
+    env,
+    stdio: ["ignore", "inherit", "pipe"],
+  });
+  let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  const exit = new Promise<void>((r) =>
+    child.once("exit", (code, signal) => {
+      exited = { code, signal };
+      r();
+    }),
+  );
+  // Forward the server's log to our stderr, and keep its warnings and errors for the report.
+  let pending = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    process.stderr.write(chunk.toString("utf8").replace(/^(?=.)/gm, "[server] "));
+    pending += chunk.toString("utf8");
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const line of lines) collectProblem(line, problems);
+  });
+
+  const stop = async (): Promise<string> => {
+    if (!exited) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), SERVER_STOP_TIMEOUT_MS);
+      await exit;
+      clearTimeout(timer);
+    }
+    if (pending.trim() !== "") collectProblem(pending, problems);
+    return exited?.code === 0 ? "stopped cleanly (exit 0)" : `exited with code ${exited?.code}, signal ${exited?.signal}`;
+  };
+
+  try {
+    await waitReady(port, () => (exited ? new Error(`the server exited during start (code ${exited.code}, signal ${exited.signal})`) : undefined));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { port, problems, stop };
+}
+
+async function startInProcessServer(env: Record<string, string>): Promise<Server> {
+  const [{ startApp }, { createLogger }] = await Promise.all([import("../src/app.js"), import("../src/log.js")]);
+  const config = loadConfig(env);
+  const problems: string[] = [];
+  const log = createLogger(config.logLevel, (line) => {
+    process.stderr.write(`[server] ${line}`);
+    collectProblem(line, problems);
+  });
+  const app = await startApp(config, log);
+  return {
+    port: app.port,
+    problems,
+    async stop() {
+      await app.stop();
+      return "stopped (in-process)";
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<number> {
+  const dbName = `bench_${randomBytes(6).toString("hex")}`;
+  const adminUrl = new URL(settings.mysqlUrl);
+  const admin = await mysql.createConnection({
+    host: adminUrl.hostname,
+    port: adminUrl.port ? Number(adminUrl.port) : 3306,
+    user: decodeURIComponent(adminUrl.username),
+    password: decodeURIComponent(adminUrl.password),
+  });
+  const [versionRows] = await admin.query("SELECT VERSION() AS v");
+  const dbVersion = String((versionRows as { v: string }[])[0]?.v);
+
+  let server: Server | undefined;
+  const cleanup = async () => {
+    if (server) {
+      await server.stop();
+      server = undefined;
+    }
+    await admin.query(`DROP DATABASE IF EXISTS \`${dbName}\``);
+    await admin.end();
+  };
+  let interrupted = false;
+  process.once("SIGINT", () => {
+    interrupted = true;
+    progress("interrupted: stopping the server and dropping the database");
+    cleanup().finally(() => process.exit(130));
+  });
+
+  try {
+    await admin.query(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+    progress(`created database ${dbName} on ${dbVersion}`);
+
+    // The server's environment: ours without any of the config variables, then exactly these.
+    const port = settings.inProcess ? 0 : await freePort();
+    const serverEnv: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !CONFIG_VARS.includes(k)) serverEnv[k] = v;
+    Object.assign(serverEnv, {
+      DATABASE_URL: `${settings.mysqlUrl}/${dbName}`,
+      PORT: String(port),
+      BILLING_BOOTSTRAP_API_KEY: API_KEY,
+      LOG_LEVEL: "warn",
+    });
+    if (settings.apiKeyCacheMs !== undefined) serverEnv.API_KEY_CACHE_MS = settings.apiKeyCacheMs;
+    const config = loadConfig(serverEnv); // the same checks the server makes; tells us the effective values
+    const cacheNote =
+      settings.apiKeyCacheMs === undefined
+        ? `${config.apiKeyCacheMs} (the default${config.apiKeyCacheMs === 0 ? ": every authenticated call looks the key up in the database" : ""})`
+        : `${config.apiKeyCacheMs} (from BENCH_API_KEY_CACHE_MS)`;
+
+    progress(`starting the server ${settings.inProcess ? "in-process" : "in a child process"} (API_KEY_CACHE_MS=${config.apiKeyCacheMs})`);
+    server = settings.inProcess ? await startInProcessServer(serverEnv) : await startChildServer(serverEnv);
+    const serverPort = server.port;
+    const baseUrl = `http://127.0.0.1:${serverPort}`;
+    progress(`server ready at ${baseUrl}`);
+
+    // Subjects for GetSubject, created through the API itself.
+    const seedAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    const ids: string[] = [];
+    const seedWorker = async () => {
+      while (createSeq < settings.seedSubjects) {
+        const res = await restRequest(seedAgent, serverPort, "POST", "/subjects", restSubjectBody(nextSubject()), API_KEY);
+        expect200(res, '"id":"subj_');
+        ids.push((JSON.parse(res.body) as { id: string }).id);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, seedWorker));
+    seedAgent.destroy();
+    progress(`created ${ids.length} subjects for GetSubject`);
+
+    const grpcHeaders = { "x-api-key": API_KEY };
+    const results: CaseResult[] = [];
+    for (const concurrency of settings.concurrencies) {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+      const sessionManager = new Http2SessionManager(baseUrl);
+      const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: REQUEST_TIMEOUT_MS });
+      const health = createClient(HealthService, transport);
+      const subjects = createClient(SubjectService, transport);
+      let next = 0;
+      const nextId = () => ids[next++ % ids.length] as string;
+
+      const cases: { name: string; protocol: CaseResult["protocol"]; kind: CaseResult["kind"]; call: Call }[] = [
+        {
+          name: "REST `GET /ping` (no-op)",
+          protocol: "REST",
+          kind: "ping",
+          call: async () => expect200(await restRequest(agent, serverPort, "GET", "/ping"), '"ok":true'),
+        },
+        {
+          name: "REST `GET /subjects/{id}`",
+          protocol: "REST",
+          kind: "get",
+          call: async () => {
+            const id = nextId();
+            expect200(await restRequest(agent, serverPort, "GET", `/subjects/${id}`, undefined, API_KEY), `"id":"${id}"`);
+          },
+        },
+        {
+          name: "REST `POST /subjects`",
+          protocol: "REST",
+          kind: "create",
+          call: async () => {
+            const s = nextSubject();
+            expect200(await restRequest(agent, serverPort, "POST", "/subjects", restSubjectBody(s), API_KEY), `"external_id":"${s.externalId}"`);
+          },
+        },
+        {
+          name: "gRPC `HealthService.Ping` (no-op)",
+          protocol: "gRPC",
+          kind: "ping",
+          call: async () => {
+            const res = await health.ping({});
+            if (res.ok !== true) throw new Error("Ping answered ok=false");
+          },
+        },
+        {
+          name: "gRPC `SubjectService.GetSubject`",
+          protocol: "gRPC",
+          kind: "get",
+          call: async () => {
+            const id = nextId();
+            const res = await subjects.getSubject({ subjectId: id }, { headers: grpcHeaders });
+            if (res.subject?.id !== id) throw new Error(`GetSubject answered subject ${res.subject?.id}, not ${id}`);
+          },
+        },
+        {
+          name: "gRPC `SubjectService.CreateSubject`",
+          protocol: "gRPC",
+          kind: "create",
+          call: async () => {
+            const s = nextSubject();
+            const res = await subjects.createSubject(s, { headers: grpcHeaders });
+            if (res.subject?.externalId !== s.externalId || !res.subject.id.startsWith("subj_")) {
+              throw new Error(`CreateSubject answered ${JSON.stringify(res.subject)}`);
+            }
+          },
+        },
+      ];
+
+      for (const c of cases) {
+        if (interrupted) return 130;
+        progress(`${c.name}, concurrency ${concurrency}: ${settings.warmupSeconds} s warm-up + ${settings.seconds} s`);
+        const r = { name: c.name, protocol: c.protocol, kind: c.kind, ...(await measure(concurrency, c.call)) };
+        results.push(r);
+        progress(`  ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.errors} errors`);
+      }
+      agent.destroy();
+      sessionManager.abort();
+    }
+
+    // Stop the server now, so that its last log lines are in before the report.
+    const problems = server.problems;
+    const stopNote = await server.stop();
+    server = undefined;
+    report(results, { dbVersion, cacheNote, stopNote, problems });
+    return results.some((r) => r.errors > 0) ? 1 : 0;
+  } finally {
+    if (!interrupted) await cleanup();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report (stdout, Markdown)
+
+function fmt(n: number, digits: number): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : "–";
+}
+
+function report(results: CaseResult[], info: { dbVersion: string; cacheNote: string; stopNote: string; problems: string[] }): void {
+  const cpus = os.cpus();
+  const out: string[] = [];
+  out.push("## Subject API benchmark", "");
+  out.push(
+    `Machine: ${cpus.length} CPU${cpus.length === 1 ? "" : "s"} (${cpus[0]?.model.trim() ?? "unknown"}), ${os.totalmem() >> 30} GiB RAM, ` +
+      `Node ${process.version}, ${os.platform()} ${os.release()}; database ${info.dbVersion} on the same machine.`,
+  );
+  out.push(
+    `The load generator and the server (${settings.inProcess ? "in the same process and event loop" : "a child process"}) share these ${cpus.length} CPUs, ` +
+      "so the numbers are a lower bound for a dedicated server.",
+  );
+  out.push(
+    `Closed loop, ${settings.warmupSeconds} s warm-up + ${settings.seconds} s measured per case; ` +
+      `GetSubject round-robin over ${settings.seedSubjects} subjects; REST over HTTP/1.1 keep-alive (one connection per worker), ` +
+      "gRPC over one HTTP/2 connection.",
+  );
+  out.push(`Server config: API_KEY_CACHE_MS=${info.cacheNote}; LOG_LEVEL=warn.`, "");
+
+  out.push("| Case | Concurrency | Requests/s | p50 ms | p99 ms | Errors |");
+  out.push("|---|--:|--:|--:|--:|--:|");
+  for (const r of results) {
+    out.push(`| ${r.name} | ${r.concurrency} | ${fmt(r.rps, 0)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.errors} |`);
+  }
+  out.push("");
+
+  out.push("| Ratio (throughput) | " + settings.concurrencies.map((c) => `Concurrency ${c}`).join(" | ") + " |");
+  out.push("|---|" + settings.concurrencies.map(() => "--:|").join(""));
+  for (const protocol of ["REST", "gRPC"] as const) {
+    const cells = settings.concurrencies.map((c) => {
+      const get = results.find((r) => r.protocol === protocol && r.kind === "get" && r.concurrency === c);
+      const ping = results.find((r) => r.protocol === protocol && r.kind === "ping" && r.concurrency === c);
+      return get && ping && ping.rps > 0 ? `${(get.rps / ping.rps).toFixed(2)}` : "–";
+    });
+    out.push(`| ${protocol} GetSubject / ${protocol} no-op | ${cells.join(" | ")} |`);
+  }
+  out.push("");
+
+  const failed = results.filter((r) => r.errors > 0);
+  if (failed.length > 0) {
+    out.push("**Errors** (warm-up included):", "");
+    for (const r of failed) {
+      for (const [reason, n] of r.errorReasons) out.push(`- ${r.name}, concurrency ${r.concurrency}: ${n} × ${reason}`);
+    }
+    out.push("");
+  }
+  out.push(`Server: ${info.stopNote}; ${info.problems.length} warning/error log line${info.problems.length === 1 ? "" : "s"}.`);
+  for (const line of info.problems.slice(0, 10)) out.push(`    ${line.slice(0, 400)}`);
+  if (info.problems.length > 10) out.push(`    … and ${info.problems.length - 10} more`);
+  process.stdout.write(`${out.join("\n")}\n`);
+}
+
+try {
+  const code = await main();
+  process.exit(code);
+} catch (err) {
+  if (err instanceof ConfigError) process.stderr.write(`[bench] ${err.message}\n`);
+  else process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+}

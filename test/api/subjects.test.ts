@@ -1,0 +1,129 @@
+/**
+ * Subjects end to end: the same scenarios over REST, Connect, gRPC and gRPC-Web, on MariaDB and
+ * on SQLite, against the real server on a port.
+ */
+import test from "ava";
+import { STORES } from "../helpers/db.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
+import { APIS, type Json, ok, subjectsApi } from "../helpers/subjects-api.js";
+
+const uid = () => Math.random().toString(36).slice(2, 10);
+
+for (const store of STORES) {
+  let server: TestServer;
+  test.before(async () => {
+    server = await startTestServer(store);
+  });
+  test.after.always(async () => {
+    await server?.stop();
+  });
+
+  for (const api of APIS) {
+    const t0 = `${store} ${api}`;
+
+    test(`${t0}: create, get by ID and by external ID, update in part, delete`, async (t) => {
+      const s = subjectsApi(api, server.url, server.keys.a);
+      const ext = `ext-${uid()}`;
+      const created = ok(await s.create({ name: "Ada Lovelace", email: "ada@example.com", external_id: ext, metadata: { plan: "pro" } }));
+      t.regex(created.id, /^subj_[0-9A-Za-z]{22}$/);
+      t.deepEqual(
+        { ...created, id: undefined, created_at: undefined },
+        { id: undefined, created_at: undefined, name: "Ada Lovelace", email: "ada@example.com", external_id: ext, metadata: { plan: "pro" } },
+      );
+      t.regex(created.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+      t.deepEqual(ok(await s.get(created.id)), created);
+      t.deepEqual(ok(await s.get(ext)), created);
+
+      // Partial update: only the name changes; email, metadata and external_id stay.
+      const renamed = ok(await s.update(ext, { name: "Ada King" }));
+      t.is(renamed.name, "Ada King");
+      t.is(renamed.email, "ada@example.com");
+      t.deepEqual(renamed.metadata, { plan: "pro" });
+      t.is(renamed.external_id, ext);
+      // Metadata replaces the map; email "" clears it.
+      const updated = ok(await s.update(created.id, { metadata: { tier: "2" }, email: "" }));
+      t.deepEqual(updated.metadata, { tier: "2" });
+      t.is(updated.email, "");
+      t.is(updated.name, "Ada King");
+      t.deepEqual(ok(await s.get(created.id)), updated);
+
+      const deleted = ok(await s.delete(ext));
+      t.is(deleted.id, created.id);
+      t.is(deleted.deleted, true);
+      t.deepEqual(await s.get(created.id), { error: "not_found" });
+      t.deepEqual(await s.get(ext), { error: "not_found" });
+      t.deepEqual(await s.update(created.id, { name: "x" }), { error: "not_found" });
+      t.deepEqual(await s.delete(created.id), { error: "not_found" });
+    });
+
+    test(`${t0}: a subject with no fields is valid and emits every field`, async (t) => {
+      const s = subjectsApi(api, server.url, server.keys.a);
+      const created = ok(await s.create({}));
+      t.deepEqual(Object.keys(created).sort(), ["created_at", "email", "external_id", "id", "metadata", "name"]);
+      t.is(created.email, "");
+      t.deepEqual(created.metadata, {});
+    });
+
+    test(`${t0}: external_id is unique among live subjects, and free again after delete`, async (t) => {
+      const s = subjectsApi(api, server.url, server.keys.a);
+      const ext = `dup-${uid()}`;
+      const first = ok(await s.create({ external_id: ext }));
+      t.deepEqual(await s.create({ external_id: ext, name: "again" }), { error: "already_exists" });
+      ok(await s.delete(first.id));
+      const second = ok(await s.create({ external_id: ext }));
+      t.not(second.id, first.id);
+      t.is(ok(await s.get(ext)).id, second.id);
+    });
+
+    test(`${t0}: pagination: stable order, exact has_more, no overlap`, async (t) => {
+      const s = subjectsApi(api, server.url, await server.freshKey());
+      const empty = ok(await s.list());
+      t.deepEqual(empty, { has_more: false, subjects: [] });
+      const ids: string[] = [];
+      for (let i = 0; i < 7; i++) ids.push(ok(await s.create({ name: `p${i}` })).id);
+
+      const seen: string[] = [];
+      for (let offset = 0; offset < 7; offset += 3) {
+        const page = ok(await s.list(3, offset));
+        seen.push(...page.subjects.map((x: Json) => x.id));
+        t.is(page.has_more, offset + 3 < 7, `has_more at offset ${offset}`);
+      }
+      t.deepEqual(seen, ids);
+      // Exactly filling the last page leaves has_more false; one more makes it true.
+      t.false(ok(await s.list(7, 0)).has_more);
+      t.true(ok(await s.list(6, 0)).has_more);
+      t.deepEqual(ok(await s.list(100, 7)), { has_more: false, subjects: [] });
+      t.deepEqual(ok(await s.list(1, 6)).subjects.map((x: Json) => x.id), [ids[6]]);
+      // Default limit is 20: all seven in one page.
+      t.is(ok(await s.list()).subjects.length, 7);
+      // Deleted subjects leave the listing and the order of the rest.
+      ok(await s.delete(ids[2] as string));
+      t.deepEqual(ok(await s.list(100)).subjects.map((x: Json) => x.id), ids.filter((_, i) => i !== 2));
+    });
+
+    test(`${t0}: search matches name or email, ignoring case, as a substring`, async (t) => {
+      const s = subjectsApi(api, server.url, await server.freshKey());
+      const grace = ok(await s.create({ name: "Grace Hopper", email: "grace@navy.example" }));
+      const alan = ok(await s.create({ name: "Alan Turing", email: "alan@BLETCHLEY.example" }));
+      const percent = ok(await s.create({ name: "100% Ümlaut", email: "x_y@example.com" }));
+      const ids = async (q: string, limit?: number, offset?: number) => ok(await s.search(q, limit, offset)).subjects.map((x: Json) => x.id);
+      t.deepEqual(await ids("HOPPER"), [grace.id]);
+      t.deepEqual(await ids("bletchley"), [alan.id]);
+      t.deepEqual(await ids("example"), [grace.id, alan.id, percent.id]);
+      t.deepEqual(await ids("100%"), [percent.id]);
+      t.deepEqual(await ids("%"), [percent.id], "% is literal, not a wildcard");
+      t.deepEqual(await ids("x_y"), [percent.id]);
+      t.deepEqual(await ids("_"), [percent.id], "_ is literal, not a wildcard");
+      t.deepEqual(await ids("ümlaut"), [percent.id], "case folding beyond ASCII");
+      t.deepEqual(await ids("nobody"), []);
+      const page = ok(await s.search("example", 2, 0));
+      t.is(page.subjects.length, 2);
+      t.true(page.has_more);
+      const rest = ok(await s.search("example", 2, 2));
+      t.deepEqual(rest.subjects.map((x: Json) => x.id), [percent.id]);
+      t.false(rest.has_more);
+      ok(await s.delete(grace.id));
+      t.deepEqual(await ids("grace"), []);
+    });
+  }
+}

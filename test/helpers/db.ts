@@ -1,0 +1,40 @@
+/**
+ * Per-test-file databases: a fresh MariaDB database or SQLite file for each file and store, so
+ * ava's parallel test files never share state. MariaDB comes from TEST_MYSQL_URL (default
+ * mysql://root@127.0.0.1:3306); TEST_STORES picks the stores (default "mysql,sqlite").
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import mysql from "mysql2/promise";
+import { randomBase62 } from "../../src/billing/ids.js";
+
+export type Store = "mysql" | "sqlite";
+
+export const STORES: Store[] = (process.env.TEST_STORES ?? "mysql,sqlite").split(",").map((s) => s.trim()) as Store[];
+
+const MYSQL_BASE = (process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306").replace(/\/+$/, "");
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(store: Store): Promise<TestDatabase> {
+  if (store === "sqlite") {
+    const dir = mkdtempSync(join(tmpdir(), "billing-test-"));
+    return { url: `sqlite:${join(dir, "billing.db")}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  }
+  const name = `billing_test_${randomBase62(10).toLowerCase()}`;
+  const conn = await mysql.createConnection(`${MYSQL_BASE}/`);
+  await conn.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+  await conn.end();
+  return {
+    url: `${MYSQL_BASE}/${name}`,
+    drop: async () => {
+      const c = await mysql.createConnection(`${MYSQL_BASE}/`);
+      await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      await c.end();
+    },
+  };
+}

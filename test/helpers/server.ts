@@ -1,0 +1,83 @@
+/**
+ * Starts the real server on a free port against a fresh database, with two environments:
+ * A (test mode: a secret key, a publishable key, a revoked key) and B (live mode: a secret key).
+ */
+import { type App, startApp } from "../../src/app.js";
+import { newId } from "../../src/billing/ids.js";
+import { generateKey, hashKey, keyPrefix } from "../../src/billing/keys.js";
+import type { EnvironmentMode, KeyKind } from "../../src/billing/tenancy.js";
+import { loadConfig } from "../../src/config.js";
+import { createDatabase } from "../../src/db/datasource.js";
+import { SqlAuthStore } from "../../src/db/stores/auth-store.js";
+import { createLogger } from "../../src/log.js";
+import { type Store, type TestDatabase, createTestDatabase } from "./db.js";
+
+export interface TestKeys {
+  a: string;
+  aPublishable: string;
+  aRevoked: string;
+  b: string;
+}
+
+export interface TestServer {
+  store: Store;
+  /** A secret key of a brand-new environment, for tests that need an empty one. */
+  freshKey(mode?: EnvironmentMode): Promise<string>;
+  app: App;
+  url: string;
+  db: TestDatabase;
+  keys: TestKeys;
+  stop(): Promise<void>;
+}
+
+/** Creates environments and keys straight through the store, as the CLI does. */
+export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; freshKey: (mode?: EnvironmentMode) => Promise<string>; close: () => Promise<void> }> {
+  const db = await createDatabase(databaseUrl, { poolSize: 2 });
+  await db.dataSource.initialize();
+  await db.dataSource.runMigrations({ transaction: "each" });
+  const store = new SqlAuthStore(db.dataSource, db.entities);
+  const now = new Date();
+  const env = async (name: string, mode: EnvironmentMode) => {
+    const e = { id: newId("env"), name, mode, createdAt: now };
+    await store.insertEnvironment(e);
+    return e;
+  };
+  const key = async (environmentId: string, kind: KeyKind, mode: EnvironmentMode, revoked = false) => {
+    const k = generateKey(kind, mode);
+    await store.insertKey(
+      { id: newId("key"), environmentId, kind, prefix: keyPrefix(k), createdAt: now, revokedAt: revoked ? now : null },
+      hashKey(k),
+    );
+    return k;
+  };
+  const a = await env("env-a", "test");
+  const b = await env("env-b", "live");
+  const keys = {
+    a: await key(a.id, "secret", "test"),
+    aPublishable: await key(a.id, "publishable", "test"),
+    aRevoked: await key(a.id, "secret", "test", true),
+    b: await key(b.id, "secret", "live"),
+  };
+  const freshKey = async (mode: EnvironmentMode = "test") => key((await env(newId("env"), mode)).id, "secret", mode);
+  return { keys, freshKey, close: () => db.dataSource.destroy() };
+}
+
+export async function startTestServer(store: Store, env: Record<string, string> = {}): Promise<TestServer> {
+  const db = await createTestDatabase(store);
+  const seeded = await seedKeys(db.url);
+  const config = loadConfig({ DATABASE_URL: db.url, PORT: "0", LOG_LEVEL: "error", ...env });
+  const app = await startApp(config, createLogger("error"));
+  return {
+    store,
+    app,
+    url: app.url,
+    db,
+    keys: seeded.keys,
+    freshKey: seeded.freshKey,
+    async stop() {
+      await app.stop();
+      await seeded.close();
+      await db.drop();
+    },
+  };
+}
