@@ -1,0 +1,29 @@
+import test from "ava";
+import { ConfigError, loadConfig } from "../src/config.js";
+
+test("defaults: port 8080, embedded SQLite, info logs", (t) => {
+  const c = loadConfig({});
+  t.is(c.port, 8080);
+  t.is(c.databaseUrl, "sqlite:./data/billing.db");
+  t.is(c.publicBaseUrl, "http://localhost:8080");
+  t.is(c.logLevel, "info");
+  t.true(c.runMigrations);
+  t.is(c.bootstrapApiKey, undefined);
+});
+
+test("every problem is reported at once", (t) => {
+  const err = t.throws(
+    () => loadConfig({ PORT: "http", DATABASE_URL: "postgres://x", LOG_LEVEL: "loud", BILLING_BOOTSTRAP_API_KEY: "short", PUBLIC_BASE_URL: "ftp://x" }),
+    { instanceOf: ConfigError },
+  ) as ConfigError;
+  t.is(err.problems.length, 5);
+  for (const name of ["PORT", "DATABASE_URL", "LOG_LEVEL", "BILLING_BOOTSTRAP_API_KEY", "PUBLIC_BASE_URL"]) {
+    t.true(err.problems.some((p) => p.startsWith(name)), name);
+  }
+});
+
+test("a live bootstrap key makes a live environment; PUBLIC_BASE_URL loses its trailing slash", (t) => {
+  const c = loadConfig({ BILLING_BOOTSTRAP_API_KEY: "sk_live_abcdefghijklmnop", PUBLIC_BASE_URL: "https://billing.example.com/" });
+  t.is(c.bootstrapEnvironmentMode, "live");
+  t.is(c.publicBaseUrl, "https://billing.example.com");
+});
