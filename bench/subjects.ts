@@ -27,6 +27,7 @@
  *        BENCH_SEED_SUBJECTS=1000           subjects created beforehand for GetSubject
  *        BENCH_API_KEY_CACHE_MS=<ms>        the server's API_KEY_CACHE_MS (default: the config's default)
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306   server to create the throw-away database on
+ *        BENCH_SERVER_LOG_LEVEL=warn        the server's LOG_LEVEL (its log goes to stderr, prefixed [server])
  *        BENCH_IN_PROCESS=1                 run the server in this process instead (shares the event loop)
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
@@ -83,6 +84,7 @@ const settings = {
   seedSubjects: Math.floor(envNumber("BENCH_SEED_SUBJECTS", 1000, 1)),
   apiKeyCacheMs: process.env.BENCH_API_KEY_CACHE_MS || undefined,
   mysqlUrl: (process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306").replace(/\/+$/, ""),
+  serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
   inProcess: process.env.BENCH_IN_PROCESS === "1",
 };
 
@@ -125,7 +127,7 @@ function reasonOf(err: unknown): string {
  * that start after the warm-up and finish before the end are measured; throughput is the number
  * of those that succeeded over the measured window.
  */
-async function measure(concurrency: number, call: Call): Promise<Omit<CaseResult, "name" | "protocol" | "kind">> {
+async function measure(concurrency: number, call: Call, gone: () => boolean): Promise<Omit<CaseResult, "name" | "protocol" | "kind">> {
   const warmupEnd = process.hrtime.bigint() + BigInt(Math.round(settings.warmupSeconds * 1e9));
   const end = warmupEnd + BigInt(Math.round(settings.seconds * 1e9));
   const latencies: number[] = [];
@@ -135,7 +137,7 @@ async function measure(concurrency: number, call: Call): Promise<Omit<CaseResult
   const worker = async () => {
     for (;;) {
       const start = process.hrtime.bigint();
-      if (start >= end) return;
+      if (start >= end || gone()) return;
       try {
         await call();
       } catch (err) {
@@ -223,6 +225,8 @@ interface Server {
   port: number;
   /** Lines the server logged at warn or error level. */
   problems: string[];
+  /** Why the server is no longer running, if it stopped before stop() was called; undefined while it runs. */
+  exited(): string | undefined;
   stop(): Promise<string>;
 }
 
@@ -285,12 +289,16 @@ async function startChildServer(env: Record<string, string>): Promise<Server> {
   );
   // Forward the server's log to our stderr, and keep its warnings and errors for the report.
   let pending = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    process.stderr.write(chunk.toString("utf8").replace(/^(?=.)/gm, "[server] "));
-    pending += chunk.toString("utf8");
+  const onLine = (line: string) => {
+    process.stderr.write(`[server] ${line}\n`);
+    collectProblem(line, problems);
+  };
+  child.stderr?.setEncoding("utf8");
+  child.stderr?.on("data", (chunk: string) => {
+    pending += chunk;
     const lines = pending.split("\n");
     pending = lines.pop() ?? "";
-    for (const line of lines) collectProblem(line, problems);
+    lines.forEach(onLine);
   });
 
   const stop = async (): Promise<string> => {
@@ -300,7 +308,8 @@ async function startChildServer(env: Record<string, string>): Promise<Server> {
       await exit;
       clearTimeout(timer);
     }
-    if (pending.trim() !== "") collectProblem(pending, problems);
+    if (pending.trim() !== "") onLine(pending);
+    pending = "";
     return exited?.code === 0 ? "stopped cleanly (exit 0)" : `exited with code ${exited?.code}, signal ${exited?.signal}`;
   };
 
@@ -310,7 +319,12 @@ async function startChildServer(env: Record<string, string>): Promise<Server> {
     await stop();
     throw err;
   }
-  return { port, problems, stop };
+  // Exit code 0 with nothing logged at warn is main.ts's graceful SIGTERM/SIGINT path: someone signalled it.
+  const exitedEarly = () =>
+    exited
+      ? `the server exited unexpectedly (code ${exited.code}, signal ${exited.signal}${exited.code === 0 ? ": a graceful stop, so it was sent SIGTERM or SIGINT" : ""})`
+      : undefined;
+  return { port, problems, exited: exitedEarly, stop };
 }
 
 async function startInProcessServer(env: Record<string, string>): Promise<Server> {
@@ -325,6 +339,7 @@ async function startInProcessServer(env: Record<string, string>): Promise<Server
   return {
     port: app.port,
     problems,
+    exited: () => undefined,
     async stop() {
       await app.stop();
       return "stopped (in-process)";
@@ -375,7 +390,7 @@ async function main(): Promise<number> {
       DATABASE_URL: `${settings.mysqlUrl}/${dbName}`,
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
-      LOG_LEVEL: "warn",
+      LOG_LEVEL: settings.serverLogLevel,
     });
     if (settings.apiKeyCacheMs !== undefined) serverEnv.API_KEY_CACHE_MS = settings.apiKeyCacheMs;
     const config = loadConfig(serverEnv); // the same checks the server makes; tells us the effective values
@@ -404,9 +419,13 @@ async function main(): Promise<number> {
     seedAgent.destroy();
     progress(`created ${ids.length} subjects for GetSubject`);
 
+    let died: string | undefined;
+    const running = server;
+    const serverGone = () => running.exited() !== undefined;
     const grpcHeaders = { "x-api-key": API_KEY };
     const results: CaseResult[] = [];
     for (const concurrency of settings.concurrencies) {
+      if (serverGone()) break;
       const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
       const sessionManager = new Http2SessionManager(baseUrl);
       const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: REQUEST_TIMEOUT_MS });
@@ -475,10 +494,16 @@ async function main(): Promise<number> {
 
       for (const c of cases) {
         if (interrupted) return 130;
+        if (serverGone()) break;
         progress(`${c.name}, concurrency ${concurrency}: ${settings.warmupSeconds} s warm-up + ${settings.seconds} s`);
-        const r = { name: c.name, protocol: c.protocol, kind: c.kind, ...(await measure(concurrency, c.call)) };
+        const r = { name: c.name, protocol: c.protocol, kind: c.kind, ...(await measure(concurrency, c.call, serverGone)) };
         results.push(r);
         progress(`  ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.errors} errors`);
+        const why = running.exited();
+        if (why) {
+          died = `${why} during ${c.name} at concurrency ${concurrency}; the run was cut short there`;
+          progress(died);
+        }
       }
       agent.destroy();
       sessionManager.abort();
@@ -486,10 +511,11 @@ async function main(): Promise<number> {
 
     // Stop the server now, so that its last log lines are in before the report.
     const problems = server.problems;
-    const stopNote = await server.stop();
+    const stopped = await server.stop();
+    const stopNote = died ?? stopped;
     server = undefined;
     report(results, { dbVersion, cacheNote, stopNote, problems });
-    return results.some((r) => r.errors > 0) ? 1 : 0;
+    return died !== undefined || results.some((r) => r.errors > 0) ? 1 : 0;
   } finally {
     if (!interrupted) await cleanup();
   }
@@ -507,7 +533,7 @@ function report(results: CaseResult[], info: { dbVersion: string; cacheNote: str
   const out: string[] = [];
   out.push("## Subject API benchmark", "");
   out.push(
-    `Machine: ${cpus.length} CPU${cpus.length === 1 ? "" : "s"} (${cpus[0]?.model.trim() ?? "unknown"}), ${os.totalmem() >> 30} GiB RAM, ` +
+    `Machine: ${cpus.length} CPU${cpus.length === 1 ? "" : "s"} (${cpus[0]?.model.trim() ?? "unknown"}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ` +
       `Node ${process.version}, ${os.platform()} ${os.release()}; database ${info.dbVersion} on the same machine.`,
   );
   out.push(
@@ -519,7 +545,7 @@ function report(results: CaseResult[], info: { dbVersion: string; cacheNote: str
       `GetSubject round-robin over ${settings.seedSubjects} subjects; REST over HTTP/1.1 keep-alive (one connection per worker), ` +
       "gRPC over one HTTP/2 connection.",
   );
-  out.push(`Server config: API_KEY_CACHE_MS=${info.cacheNote}; LOG_LEVEL=warn.`, "");
+  out.push(`Server config: API_KEY_CACHE_MS=${info.cacheNote}; LOG_LEVEL=${settings.serverLogLevel}.`, "");
 
   out.push("| Case | Concurrency | Requests/s | p50 ms | p99 ms | Errors |");
   out.push("|---|--:|--:|--:|--:|--:|");

@@ -31,11 +31,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((m) => m.name) });
     }
     const now = () => new Date();
-    const authStore = new SqlAuthStore(db.dataSource, db.entities);
+    const authStore = new SqlAuthStore(db.sql, db.entities);
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
-    const subjects = new SubjectService(new SqlSubjectStore(db.dataSource, db.entities), now);
+    const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now);
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],

@@ -115,7 +115,9 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, host
   });
   const sockets = new Set<Socket>();
 
-  const tcp = net.createServer((socket) => {
+  // noDelay: HTTP/2 frames go out through the replay stream, so the HTTP/2 server never sets
+  // TCP_NODELAY itself; without it every gRPC call waits ~40 ms for a delayed ACK.
+  const tcp = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());

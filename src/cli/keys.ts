@@ -44,7 +44,7 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
   await db.dataSource.initialize();
   try {
     await db.dataSource.runMigrations({ transaction: "each" });
-    const store = new SqlAuthStore(db.dataSource, db.entities);
+    const store = new SqlAuthStore(db.sql, db.entities);
     const [cmd, sub] = args;
     const now = new Date();
     if (cmd === "env" && sub === "create") {

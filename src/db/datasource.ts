@@ -9,11 +9,13 @@ import { DataSource } from "typeorm";
 import type { Dialect } from "./columns.js";
 import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
+import { Sql } from "./sql.js";
 
 export interface Database {
   dataSource: DataSource;
   dialect: Dialect;
   entities: ReturnType<typeof buildEntities>;
+  sql: Sql;
 }
 
 export function dialectOf(url: string): Dialect {
@@ -72,7 +74,7 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       bigNumberStrings: true,
       poolSize: options.poolSize ?? 16,
     });
-    return { dataSource, dialect, entities };
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
   }
   const path = sqlitePath(url);
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
@@ -87,6 +89,6 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       db.function("lower", { deterministic: true }, (s: unknown) => (s === null || s === undefined ? null : String(s).toLowerCase()));
     },
   });
-  return { dataSource, dialect, entities };
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
 }
 

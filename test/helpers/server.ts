@@ -35,7 +35,7 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
   const db = await createDatabase(databaseUrl, { poolSize: 2 });
   await db.dataSource.initialize();
   await db.dataSource.runMigrations({ transaction: "each" });
-  const store = new SqlAuthStore(db.dataSource, db.entities);
+  const store = new SqlAuthStore(db.sql, db.entities);
   const now = new Date();
   const env = async (name: string, mode: EnvironmentMode) => {
     const e = { id: newId("env"), name, mode, createdAt: now };

@@ -1,9 +1,9 @@
-import type { DataSource, Repository } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import type { AuthStore, KeyWithEnvironment } from "../../billing/keys.js";
 import type { ApiKey, Environment, EnvironmentMode, KeyKind } from "../../billing/tenancy.js";
 import type { ApiKeyRow, Entities, EnvironmentRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import type { Sql } from "../sql.js";
 
 function toEnvironment(r: EnvironmentRow): Environment {
   return { id: r.id, name: r.name, mode: r.mode as EnvironmentMode, createdAt: r.created_at };
@@ -21,29 +21,28 @@ function toKey(r: ApiKeyRow): ApiKey {
 }
 
 export class SqlAuthStore implements AuthStore {
-  private readonly envs: Repository<EnvironmentRow>;
-  private readonly keys: Repository<ApiKeyRow>;
-  constructor(dataSource: DataSource, entities: Entities) {
-    this.envs = dataSource.getRepository(entities.Environment);
-    this.keys = dataSource.getRepository(entities.ApiKey);
-  }
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
 
   async findKeyByHash(hash: string): Promise<KeyWithEnvironment | undefined> {
-    const key = await this.keys.findOneBy({ key_hash: hash });
-    if (!key) return undefined;
-    const env = await this.envs.findOneBy({ id: key.environment_id });
-    if (!env) return undefined;
-    return { key: toKey(key), environment: toEnvironment(env) };
+    return this.sql.run(async (em) => {
+      const key = await em.findOneBy(this.entities.ApiKey, { key_hash: hash });
+      if (!key) return undefined;
+      const env = await em.findOneBy(this.entities.Environment, { id: key.environment_id });
+      return env ? { key: toKey(key), environment: toEnvironment(env) } : undefined;
+    });
   }
 
   async findEnvironmentByName(name: string): Promise<Environment | undefined> {
-    const r = await this.envs.findOneBy({ name });
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { name }));
     return r ? toEnvironment(r) : undefined;
   }
 
   async insertEnvironment(env: Environment): Promise<void> {
     try {
-      await this.envs.insert({ id: env.id, name: env.name, mode: env.mode, created_at: env.createdAt });
+      await this.sql.run((em) => em.insert(this.entities.Environment, { id: env.id, name: env.name, mode: env.mode, created_at: env.createdAt }));
     } catch (err) {
       if (isUniqueViolation(err)) throw new AlreadyExistsError("ENVIRONMENT_EXISTS", `environment ${env.name} already exists`);
       throw err;
@@ -51,20 +50,22 @@ export class SqlAuthStore implements AuthStore {
   }
 
   async listEnvironments(): Promise<Environment[]> {
-    return (await this.envs.find({ order: { created_at: "ASC", id: "ASC" } })).map(toEnvironment);
+    return (await this.sql.run((em) => em.find(this.entities.Environment, { order: { created_at: "ASC", id: "ASC" } }))).map(toEnvironment);
   }
 
   async insertKey(key: ApiKey, hash: string): Promise<void> {
     try {
-      await this.keys.insert({
-        id: key.id,
-        environment_id: key.environmentId,
-        kind: key.kind,
-        prefix: key.prefix,
-        key_hash: hash,
-        created_at: key.createdAt,
-        revoked_at: key.revokedAt,
-      });
+      await this.sql.run((em) =>
+        em.insert(this.entities.ApiKey, {
+          id: key.id,
+          environment_id: key.environmentId,
+          kind: key.kind,
+          prefix: key.prefix,
+          key_hash: hash,
+          created_at: key.createdAt,
+          revoked_at: key.revokedAt,
+        }),
+      );
     } catch (err) {
       if (isUniqueViolation(err)) throw new AlreadyExistsError("API_KEY_EXISTS", "this API key already exists");
       throw err;
@@ -72,20 +73,16 @@ export class SqlAuthStore implements AuthStore {
   }
 
   async listKeys(environmentId?: string): Promise<ApiKey[]> {
-    const rows = await this.keys.find({
-      where: environmentId ? { environment_id: environmentId } : {},
-      order: { created_at: "ASC", id: "ASC" },
-    });
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.ApiKey, { where: environmentId ? { environment_id: environmentId } : {}, order: { created_at: "ASC", id: "ASC" } }),
+    );
     return rows.map(toKey);
   }
 
   async revokeKey(id: string, at: Date): Promise<boolean> {
-    const res = await this.keys
-      .createQueryBuilder()
-      .update()
-      .set({ revoked_at: at })
-      .where("id = :id AND revoked_at IS NULL", { id })
-      .execute();
+    const res = await this.sql.run((em) =>
+      em.createQueryBuilder().update(this.entities.ApiKey).set({ revoked_at: at }).where("id = :id AND revoked_at IS NULL", { id }).execute(),
+    );
     return (res.affected ?? 0) > 0;
   }
 }

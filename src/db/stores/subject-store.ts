@@ -1,10 +1,10 @@
-import type { DataSource, Repository } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Subject, SubjectPatch, SubjectStore } from "../../billing/subjects.js";
 import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import type { Sql } from "../sql.js";
 
 function toSubject(r: SubjectRow): Subject {
   return {
@@ -24,25 +24,27 @@ function likePattern(query: string): string {
 }
 
 export class SqlSubjectStore implements SubjectStore {
-  private readonly repo: Repository<SubjectRow>;
-  constructor(dataSource: DataSource, entities: Entities) {
-    this.repo = dataSource.getRepository(entities.Subject);
-  }
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
 
   async insert(s: Subject): Promise<void> {
     try {
-      await this.repo.insert({
-        id: s.id,
-        environment_id: s.environmentId,
-        external_id: s.externalId,
-        external_id_key: s.externalId,
-        email: s.email,
-        name: s.name,
-        metadata: s.metadata,
-        created_at: s.createdAt,
-        updated_at: s.createdAt,
-        deleted_at: null,
-      });
+      await this.sql.run((em) =>
+        em.insert(this.entities.Subject, {
+          id: s.id,
+          environment_id: s.environmentId,
+          external_id: s.externalId,
+          external_id_key: s.externalId,
+          email: s.email,
+          name: s.name,
+          metadata: s.metadata,
+          created_at: s.createdAt,
+          updated_at: s.createdAt,
+          deleted_at: null,
+        }),
+      );
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new AlreadyExistsError("SUBJECT_EXTERNAL_ID_EXISTS", `a subject with external_id ${JSON.stringify(s.externalId)} already exists`, {
@@ -54,11 +56,13 @@ export class SqlSubjectStore implements SubjectStore {
   }
 
   async findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
-    const rows = await this.repo
-      .createQueryBuilder("s")
-      .where("s.environment_id = :env AND s.deleted_at IS NULL AND (s.id = :key OR s.external_id_key = :key)", { env: environmentId, key })
-      .limit(2)
-      .getMany();
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subject, "s")
+        .where("s.environment_id = :env AND s.deleted_at IS NULL AND (s.id = :key OR s.external_id_key = :key)", { env: environmentId, key })
+        .limit(2)
+        .getMany(),
+    );
     // An ID match wins over an external-ID match (an external ID may look like another subject's ID).
     const row = rows.find((r) => r.id === key) ?? rows[0];
     return row ? toSubject(row) : undefined;
@@ -69,46 +73,48 @@ export class SqlSubjectStore implements SubjectStore {
     if (patch.email !== undefined) set.email = patch.email;
     if (patch.name !== undefined) set.name = patch.name;
     if (patch.metadata !== undefined) set.metadata = patch.metadata;
-    await this.repo
-      .createQueryBuilder()
-      .update()
-      .set(set)
-      .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
-      .execute();
-    const row = await this.repo.findOneBy({ environment_id: environmentId, id });
+    const row = await this.sql.transaction(async (em) => {
+      await em
+        .createQueryBuilder()
+        .update(this.entities.Subject)
+        .set(set)
+        .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
+        .execute();
+      return em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
+    });
     return row && row.deleted_at === null ? toSubject(row) : undefined;
   }
 
-  async list(environmentId: string, page: Page): Promise<PageResult<Subject>> {
-    const rows = await this.repo
-      .createQueryBuilder("s")
-      .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId })
-      .orderBy("s.seq", "ASC")
-      .limit(page.limit + 1)
-      .offset(page.offset)
-      .getMany();
-    return toPageResult(rows.map(toSubject), page);
+  private page(environmentId: string, page: Page, query?: string): Promise<PageResult<Subject>> {
+    return this.sql.run(async (em) => {
+      const qb = em
+        .createQueryBuilder(this.entities.Subject, "s")
+        .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId });
+      if (query !== undefined) {
+        qb.andWhere("(LOWER(s.name) LIKE :p ESCAPE '!' OR LOWER(s.email) LIKE :p ESCAPE '!')", { p: likePattern(query) });
+      }
+      const rows = await qb.orderBy("s.seq", "ASC").limit(page.limit + 1).offset(page.offset).getMany();
+      return toPageResult(rows.map(toSubject), page);
+    });
   }
 
-  async search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {
-    const rows = await this.repo
-      .createQueryBuilder("s")
-      .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId })
-      .andWhere("(LOWER(s.name) LIKE :p ESCAPE '!' OR LOWER(s.email) LIKE :p ESCAPE '!')", { p: likePattern(query) })
-      .orderBy("s.seq", "ASC")
-      .limit(page.limit + 1)
-      .offset(page.offset)
-      .getMany();
-    return toPageResult(rows.map(toSubject), page);
+  list(environmentId: string, page: Page): Promise<PageResult<Subject>> {
+    return this.page(environmentId, page);
+  }
+
+  search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {
+    return this.page(environmentId, page, query);
   }
 
   async softDelete(environmentId: string, id: string, at: Date): Promise<boolean> {
-    const res = await this.repo
-      .createQueryBuilder()
-      .update()
-      .set({ deleted_at: at, updated_at: at, external_id_key: null })
-      .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
-      .execute();
+    const res = await this.sql.run((em) =>
+      em
+        .createQueryBuilder()
+        .update(this.entities.Subject)
+        .set({ deleted_at: at, updated_at: at, external_id_key: null })
+        .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
+        .execute(),
+    );
     return (res.affected ?? 0) > 0;
   }
 }
