@@ -13,7 +13,10 @@ export interface Config {
   publicBaseUrl: string;
   logLevel: LogLevel;
   runMigrations: boolean;
-  /** How long a verified API key is trusted before it is looked up again (ms); 0 looks up every call. */
+  /**
+   * How long a verified API key is trusted before it is looked up again (ms); 0 looks it up on
+   * every call. Also the longest a revoked key keeps working on a server that has just seen it.
+   */
   apiKeyCacheMs: number;
 }
 
@@ -72,7 +75,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const rawMigrate = env.RUN_MIGRATIONS ?? "true";
   if (rawMigrate !== "true" && rawMigrate !== "false") problems.push("RUN_MIGRATIONS must be true or false");
 
-  const apiKeyCacheMs = int("API_KEY_CACHE_MS", 0, 0, 60_000);
+  const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({

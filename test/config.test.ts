@@ -9,6 +9,7 @@ test("defaults: port 8080, embedded SQLite, info logs", (t) => {
   t.is(c.logLevel, "info");
   t.true(c.runMigrations);
   t.is(c.bootstrapApiKey, undefined);
+  t.is(c.apiKeyCacheMs, 2000);
 });
 
 test("every problem is reported at once", (t) => {

@@ -197,7 +197,10 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
     const key = req.headers[API_KEY_HEADER];
     if (typeof key === "string") header.set(API_KEY_HEADER, key);
     const abort = new AbortController();
-    res.on("close", () => abort.abort());
+    // Abort only a call whose client went away: abort() builds a DOMException, too dear for every call.
+    res.on("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
     const uRes = await handler({
       httpVersion: "1.1",
       url: `http://localhost${handler.requestPath}`,

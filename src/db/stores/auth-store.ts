@@ -3,6 +3,7 @@ import type { AuthStore, KeyWithEnvironment } from "../../billing/keys.js";
 import type { ApiKey, Environment, EnvironmentMode, KeyKind } from "../../billing/tenancy.js";
 import type { ApiKeyRow, Entities, EnvironmentRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import { fromDbTime, fromDbTimeOrNull } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 function toEnvironment(r: EnvironmentRow): Environment {
@@ -27,12 +28,19 @@ export class SqlAuthStore implements AuthStore {
   ) {}
 
   async findKeyByHash(hash: string): Promise<KeyWithEnvironment | undefined> {
-    return this.sql.run(async (em) => {
-      const key = await em.findOneBy(this.entities.ApiKey, { key_hash: hash });
-      if (!key) return undefined;
-      const env = await em.findOneBy(this.entities.Environment, { id: key.environment_id });
-      return env ? { key: toKey(key), environment: toEnvironment(env) } : undefined;
-    });
+    // Plain SQL, one round trip: this runs on every authenticated call.
+    const rows: (ApiKeyRow & { env_name: string; env_mode: string; env_created_at: unknown })[] = await this.sql.run((em) =>
+      em.query(
+        "SELECT k.id, k.environment_id, k.kind, k.prefix, k.created_at, k.revoked_at, e.name AS env_name, e.mode AS env_mode, e.created_at AS env_created_at FROM api_keys k JOIN environments e ON e.id = k.environment_id WHERE k.key_hash = ?",
+        [hash],
+      ),
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    return {
+      key: toKey({ ...r, created_at: fromDbTime(r.created_at), revoked_at: fromDbTimeOrNull(r.revoked_at) }),
+      environment: toEnvironment({ id: r.environment_id, name: r.env_name, mode: r.env_mode, created_at: fromDbTime(r.env_created_at) }),
+    };
   }
 
   async findEnvironmentByName(name: string): Promise<Environment | undefined> {

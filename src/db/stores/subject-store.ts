@@ -4,6 +4,7 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { Subject, SubjectPatch, SubjectStore } from "../../billing/subjects.js";
 import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 function toSubject(r: SubjectRow): Subject {
@@ -30,20 +31,13 @@ export class SqlSubjectStore implements SubjectStore {
   ) {}
 
   async insert(s: Subject): Promise<void> {
+    const at = dbTime(s.createdAt);
     try {
       await this.sql.run((em) =>
-        em.insert(this.entities.Subject, {
-          id: s.id,
-          environment_id: s.environmentId,
-          external_id: s.externalId,
-          external_id_key: s.externalId,
-          email: s.email,
-          name: s.name,
-          metadata: s.metadata,
-          created_at: s.createdAt,
-          updated_at: s.createdAt,
-          deleted_at: null,
-        }),
+        em.query(
+          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at],
+        ),
       );
     } catch (err) {
       if (isUniqueViolation(err)) {
@@ -56,16 +50,16 @@ export class SqlSubjectStore implements SubjectStore {
   }
 
   async findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
-    const rows = await this.sql.run((em) =>
-      em
-        .createQueryBuilder(this.entities.Subject, "s")
-        .where("s.environment_id = :env AND s.deleted_at IS NULL AND (s.id = :key OR s.external_id_key = :key)", { env: environmentId, key })
-        .limit(2)
-        .getMany(),
+    // Plain SQL: this is the hottest read of the service.
+    const rows: SubjectRow[] = await this.sql.run((em) =>
+      em.query(
+        "SELECT id, environment_id, external_id, email, name, metadata, created_at FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id = ? OR external_id_key = ?) LIMIT 2",
+        [environmentId, key, key],
+      ),
     );
     // An ID match wins over an external-ID match (an external ID may look like another subject's ID).
     const row = rows.find((r) => r.id === key) ?? rows[0];
-    return row ? toSubject(row) : undefined;
+    return row ? toSubject({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
   }
 
   async update(environmentId: string, id: string, patch: SubjectPatch, at: Date): Promise<Subject | undefined> {
