@@ -4,10 +4,14 @@
  */
 import { createConnectRouter } from "@connectrpc/connect";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
+import { PricingMetricService } from "./billing/catalog/metrics.js";
+import { RateCardService } from "./billing/catalog/rate-cards.js";
+import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
 import { SubjectService } from "./billing/subjects.js";
 import type { Config } from "./config.js";
 import { createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
+import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { type Logger, createLogger } from "./log.js";
 import { createRestGateway } from "./rest/gateway.js";
@@ -36,12 +40,17 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now);
+    const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
+    const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
+    const metrics = new PricingMetricService(metricStore, now);
+    const cards = new RateCardService(new SqlRateCardStore(db.sql, db.entities), metricStore, catalogStore, now);
+    const catalogs = new RateCatalogService(catalogStore, metricStore, now);
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
     });
-    routes({ subjects })(router);
+    routes({ subjects, metrics, cards, catalogs })(router);
     const rest = createRestGateway(restServices, router.handlers, log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");

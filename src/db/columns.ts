@@ -55,7 +55,13 @@ export const decimalTransformer: ValueTransformer = {
 
 /** An exact decimal (price, quantity, usage value). The domain passes and receives strings. */
 export function decimalColumn(dialect: Dialect, nullable = false): EntitySchemaColumnOptions {
-  return dialect === "mysql"
-    ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer }
-    : { type: "text", nullable, transformer: decimalTransformer };
+  const base: EntitySchemaColumnOptions =
+    dialect === "mysql"
+      ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer }
+      : { type: "text", nullable, transformer: decimalTransformer };
+  return nullable ? { ...base, default: null } : base;
+}
+
+export function intColumn(): EntitySchemaColumnOptions {
+  return { type: "int", nullable: false };
 }

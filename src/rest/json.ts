@@ -101,6 +101,10 @@ class Walker {
     }
     const text = v instanceof NumberLiteral ? v.text : typeof v === "string" ? v.trim() : undefined;
     if (FLOAT.has(type)) {
+      // Whole numbers beyond 2^53 would silently change on the way to a double.
+      if (text !== undefined && /^-?\d+$/.test(text) && !Number.isSafeInteger(Number(text))) {
+        return this.bad(path, `must be at most ${Number.MAX_SAFE_INTEGER}`);
+      }
       if (text !== undefined && text !== "" && Number.isFinite(Number(text))) return { ok: true, value: Number(text) };
       return this.bad(path, "must be a number");
     }

@@ -1,5 +1,6 @@
 /** Every migration, in order. Listed by hand: no globs (they are brittle under ESM). */
 import type { MigrationInterface } from "typeorm";
 import { Foundation1795000000000 } from "./1795000000000-Foundation.js";
+import { Catalog1795000000001 } from "./1795000000001-Catalog.js";
 
-export const migrations: (new () => MigrationInterface)[] = [Foundation1795000000000];
+export const migrations: (new () => MigrationInterface)[] = [Foundation1795000000000, Catalog1795000000001];

@@ -1,0 +1,94 @@
+/** Pricing metrics: which events, which value, which aggregation, which dimensions. */
+import { NotFoundError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { type Page, type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import { AGGREGATION_TYPES, type AggregationType, type PricingMetric } from "./types.js";
+
+export interface PricingMetricStore {
+  insert(metric: PricingMetric): Promise<void>;
+  get(environmentId: string, id: string): Promise<PricingMetric | undefined>;
+  /** The metrics of the environment among `ids` (unknown IDs are simply absent). */
+  getMany(environmentId: string, ids: string[]): Promise<PricingMetric[]>;
+  list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>>;
+}
+
+export interface CreatePricingMetricInput {
+  eventName: string;
+  name: string;
+  unit: string;
+  dimensions: string[];
+  aggregation?: { aggregationType: string; valueField?: string };
+}
+
+export const MAX_DIMENSIONS = 20;
+const FIELD = /^[A-Za-z0-9_.:-]{1,100}$/;
+
+export class PricingMetricService {
+  constructor(
+    private readonly store: PricingMetricStore,
+    private readonly now: () => Date,
+  ) {}
+
+  async create(caller: Caller, input: CreatePricingMetricInput): Promise<PricingMetric> {
+    const v = new Violations();
+    for (const [field, value] of [["event_name", input.eventName], ["name", input.name], ["unit", input.unit]] as const) {
+      if (value.trim() === "") v.add(field, "is required");
+      else if (value.length > 255) v.add(field, "must have at most 255 characters");
+    }
+    if (input.dimensions.length > MAX_DIMENSIONS) v.add("dimensions", `must have at most ${MAX_DIMENSIONS} entries`);
+    const seen = new Set<string>();
+    input.dimensions.forEach((d, i) => {
+      if (!FIELD.test(d)) v.at("dimensions").at(i).add("", "must be 1 to 100 letters, digits or _ . : -");
+      else if (seen.has(d)) v.at("dimensions").at(i).add("", `duplicates ${JSON.stringify(d)}`);
+      seen.add(d);
+    });
+    const av = v.at("aggregation");
+    let aggregation: PricingMetric["aggregation"] | undefined;
+    if (!input.aggregation) av.add("", "is required");
+    else {
+      const type = input.aggregation.aggregationType as AggregationType;
+      const field = input.aggregation.valueField;
+      if (!AGGREGATION_TYPES.includes(type)) {
+        av.add("aggregation_type", input.aggregation.aggregationType === "" ? "is required: sum, count, max or last" : "must be sum, count, max or last");
+      } else if (type === "count") {
+        if (field) av.add("value_field", "is not used by count");
+        else aggregation = { type, valueField: null };
+      } else if (!field) {
+        av.add("value_field", `is required for ${type}`);
+      } else if (!FIELD.test(field)) {
+        av.add("value_field", "must be 1 to 100 letters, digits or _ . : -");
+      } else if (seen.has(field)) {
+        av.add("value_field", "must not also be a dimension");
+      } else {
+        aggregation = { type, valueField: field };
+      }
+    }
+    v.throwIfAny();
+    const metric: PricingMetric = {
+      id: newId("pm"),
+      environmentId: caller.environmentId,
+      eventName: input.eventName,
+      name: input.name,
+      unit: input.unit,
+      dimensions: input.dimensions,
+      aggregation: aggregation as PricingMetric["aggregation"],
+      createdAt: this.now(),
+    };
+    await this.store.insert(metric);
+    return metric;
+  }
+
+  async get(caller: Caller, id: string): Promise<PricingMetric> {
+    const m = id === "" ? undefined : await this.store.get(caller.environmentId, id);
+    if (!m) throw new NotFoundError("PRICING_METRIC_NOT_FOUND", `pricing metric ${JSON.stringify(id)} not found`, { pricing_metric_id: id });
+    return m;
+  }
+
+  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<PricingMetric>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.list(caller.environmentId, page);
+  }
+}

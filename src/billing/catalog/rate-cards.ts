@@ -1,0 +1,101 @@
+/** Rate cards (plans): created whole and never changed. */
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { type Metadata, checkMetadata } from "../metadata.js";
+import { type Page, type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import type { PricingMetricStore } from "./metrics.js";
+import { checkRates } from "./rates.js";
+import type { RateCatalogStore } from "./rate-catalogs.js";
+import { BILLING_INTERVALS, type BillingInterval, type RateCard, type RatesInput } from "./types.js";
+
+export interface RateCardStore {
+  /**
+   * Inserts the card and its rates in one transaction. With a catalog, also claims the catalog's
+   * currency for the card's (atomically); throws FailedPreconditionError when the catalog already
+   * uses another currency.
+   */
+  insert(card: RateCard): Promise<void>;
+  get(environmentId: string, id: string): Promise<RateCard | undefined>;
+  list(environmentId: string, page: Page): Promise<PageResult<RateCard>>;
+}
+
+export interface CreateRateCardInput extends RatesInput {
+  billingInterval: string;
+  name: string;
+  description?: string;
+  metadata: Metadata;
+  rateCatalogId?: string;
+}
+
+/** The pricing metric IDs a rate input names, to load them in one query. */
+export function metricIdsOf(input: RatesInput): string[] {
+  return [...new Set(input.usageBasedRates.map((r) => r.pricingMetricId).filter((id) => id !== ""))];
+}
+
+export class RateCardService {
+  constructor(
+    private readonly cards: RateCardStore,
+    private readonly metrics: PricingMetricStore,
+    private readonly catalogs: RateCatalogStore,
+    private readonly now: () => Date,
+  ) {}
+
+  async create(caller: Caller, input: CreateRateCardInput): Promise<RateCard> {
+    const v = new Violations();
+    if (input.name.trim() === "") v.add("name", "is required");
+    else if (input.name.length > 255) v.add("name", "must have at most 255 characters");
+    if ((input.description ?? "").length > 2000) v.add("description", "must have at most 2000 characters");
+    if (!BILLING_INTERVALS.includes(input.billingInterval as BillingInterval)) {
+      v.add("billing_interval", input.billingInterval === "" ? "is required: monthly or yearly" : "must be monthly or yearly");
+    }
+    checkMetadata(input.metadata, v.at("metadata"));
+    let catalogCurrency: string | null = null;
+    if (input.rateCatalogId !== undefined) {
+      const catalog = input.rateCatalogId === "" ? undefined : await this.catalogs.get(caller.environmentId, input.rateCatalogId);
+      if (!catalog) v.add("rate_catalog_id", "no rate catalog with this ID exists");
+      else catalogCurrency = catalog.currency;
+    }
+    const metrics = new Map((await this.metrics.getMany(caller.environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
+    const rates = checkRates(input, { metrics, currency: catalogCurrency, owner: "rate card" }, v);
+    v.throwIfAny();
+    const now = this.now();
+    const card: RateCard = {
+      id: newId("rc"),
+      environmentId: caller.environmentId,
+      name: input.name,
+      description: input.description || null,
+      billingInterval: input.billingInterval as BillingInterval,
+      metadata: input.metadata,
+      rateCatalogId: input.rateCatalogId || null,
+      fixedRates: rates.fixed,
+      usageRates: rates.usage,
+      currency: rates.currency,
+      createdAt: now,
+      updatedAt: now,
+    };
+    try {
+      await this.cards.insert(card);
+    } catch (err) {
+      // The catalog took another currency between the check and the insert.
+      if (err instanceof FailedPreconditionError) {
+        throw new InvalidArgumentError([{ field: "rate_catalog_id", description: `the rate catalog's prices use another currency than ${card.currency}` }]);
+      }
+      throw err;
+    }
+    return card;
+  }
+
+  async get(caller: Caller, id: string): Promise<RateCard> {
+    const card = id === "" ? undefined : await this.cards.get(caller.environmentId, id);
+    if (!card) throw new NotFoundError("RATE_CARD_NOT_FOUND", `rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
+    return card;
+  }
+
+  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<RateCard>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.cards.list(caller.environmentId, page);
+  }
+}

@@ -1,0 +1,95 @@
+/** Rate catalogs: named collections of rates, added in bulk per billing interval. */
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { type Page, type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import type { PricingMetricStore } from "./metrics.js";
+import { checkRates } from "./rates.js";
+import { metricIdsOf } from "./rate-cards.js";
+import { BILLING_INTERVALS, type BillingInterval, type CatalogRate, type RateCatalog, type RateSet, type RatesInput } from "./types.js";
+
+export interface RateCatalogStore {
+  insert(catalog: RateCatalog): Promise<void>;
+  get(environmentId: string, id: string): Promise<RateCatalog | undefined>;
+  list(environmentId: string, page: Page): Promise<PageResult<RateCatalog>>;
+  /** Codes of the catalog's rates for one interval. */
+  codes(environmentId: string, catalogId: string, interval: BillingInterval): Promise<Set<string>>;
+  /**
+   * Adds the rates in one transaction, claiming the catalog's currency for them. Throws
+   * FailedPreconditionError when the catalog uses another currency by then, and
+   * AlreadyExistsError when a code was taken meanwhile (the unique key decides).
+   */
+  addRates(environmentId: string, catalogId: string, interval: BillingInterval, rates: RateSet): Promise<RateCatalog>;
+  listRates(environmentId: string, catalogId: string, page: Page): Promise<PageResult<CatalogRate>>;
+  /** Every rate of the catalog for one interval, in the order added. */
+  ratesFor(environmentId: string, catalogId: string, interval: BillingInterval): Promise<CatalogRate[]>;
+}
+
+export class RateCatalogService {
+  constructor(
+    private readonly catalogs: RateCatalogStore,
+    private readonly metrics: PricingMetricStore,
+    private readonly now: () => Date,
+  ) {}
+
+  async create(caller: Caller, input: { name: string; description: string }): Promise<RateCatalog> {
+    const v = new Violations();
+    if (input.name.trim() === "") v.add("name", "is required");
+    else if (input.name.length > 255) v.add("name", "must have at most 255 characters");
+    if (input.description.length > 2000) v.add("description", "must have at most 2000 characters");
+    v.throwIfAny();
+    const catalog: RateCatalog = {
+      id: newId("rcat"),
+      environmentId: caller.environmentId,
+      name: input.name,
+      description: input.description,
+      rateCount: 0,
+      currency: null,
+      createdAt: this.now(),
+    };
+    await this.catalogs.insert(catalog);
+    return catalog;
+  }
+
+  async get(caller: Caller, id: string): Promise<RateCatalog> {
+    const c = id === "" ? undefined : await this.catalogs.get(caller.environmentId, id);
+    if (!c) throw new NotFoundError("RATE_CATALOG_NOT_FOUND", `rate catalog ${JSON.stringify(id)} not found`, { rate_catalog_id: id });
+    return c;
+  }
+
+  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<RateCatalog>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.catalogs.list(caller.environmentId, page);
+  }
+
+  async addRates(caller: Caller, catalogId: string, input: RatesInput & { billingInterval: string }): Promise<RateCatalog> {
+    const catalog = await this.get(caller, catalogId);
+    const v = new Violations();
+    const interval = input.billingInterval as BillingInterval;
+    const validInterval = BILLING_INTERVALS.includes(interval);
+    if (!validInterval) v.add("billing_interval", input.billingInterval === "" ? "is required: monthly or yearly" : "must be monthly or yearly");
+    if (input.fixedRates.length + input.usageBasedRates.length === 0) v.add("", "give at least one rate in fixed_rates or usage_based_rates");
+    const taken = validInterval ? await this.catalogs.codes(caller.environmentId, catalog.id, interval) : new Set<string>();
+    const metrics = new Map((await this.metrics.getMany(caller.environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
+    const rates = checkRates(input, { metrics, takenCodes: taken, currency: catalog.currency, owner: "rate catalog" }, v);
+    v.throwIfAny();
+    try {
+      return await this.catalogs.addRates(caller.environmentId, catalog.id, interval, rates);
+    } catch (err) {
+      if (err instanceof FailedPreconditionError) {
+        throw new InvalidArgumentError([{ field: "", description: `the rate catalog's prices and rate cards use another currency than ${rates.currency}` }]);
+      }
+      throw err;
+    }
+  }
+
+  async listRates(caller: Caller, catalogId: string, limit?: number, offset?: number): Promise<PageResult<CatalogRate>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    const catalog = await this.get(caller, catalogId);
+    return this.catalogs.listRates(caller.environmentId, catalog.id, page);
+  }
+}

@@ -1,0 +1,71 @@
+/** Connect implementations of the catalog services: wire ⇄ domain only. */
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { PricingMetricService as Metrics } from "../../billing/catalog/metrics.js";
+import type { RateCardService as Cards } from "../../billing/catalog/rate-cards.js";
+import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-catalogs.js";
+import type { PricingMetricService } from "../../gen/billing/v1/pricing_metric_service_pb.js";
+import type { RateCardService } from "../../gen/billing/v1/rate_card_service_pb.js";
+import type { RateCatalogService } from "../../gen/billing/v1/rate_catalog_service_pb.js";
+import { callerOf } from "../context.js";
+import { catalogRateToPb, catalogToPb, metricToPb, pricingMetricInput, rateCardToPb, ratesInput } from "../convert/catalog.js";
+
+export function pricingMetricService(metrics: Metrics): ServiceImpl<typeof PricingMetricService> {
+  return {
+    async createPricingMetric(req, ctx) {
+      return { pricingMetric: metricToPb(await metrics.create(callerOf(ctx), pricingMetricInput(req))) };
+    },
+    async getPricingMetric(req, ctx) {
+      return { pricingMetric: metricToPb(await metrics.get(callerOf(ctx), req.pricingMetricId)) };
+    },
+    async listPricingMetrics(req, ctx) {
+      const page = await metrics.list(callerOf(ctx), req.limit, req.offset);
+      return { hasMore: page.hasMore, pricingMetrics: page.items.map(metricToPb) };
+    },
+  };
+}
+
+export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardService> {
+  return {
+    async createRateCard(req, ctx) {
+      const card = await cards.create(callerOf(ctx), {
+        billingInterval: req.billingInterval,
+        name: req.name,
+        description: req.description,
+        metadata: req.metadata,
+        rateCatalogId: req.rateCatalogId,
+        ...ratesInput(req),
+      });
+      return { rateCard: rateCardToPb(card) };
+    },
+    async getRateCard(req, ctx) {
+      return { rateCard: rateCardToPb(await cards.get(callerOf(ctx), req.rateCardId)) };
+    },
+    async listRateCards(req, ctx) {
+      const page = await cards.list(callerOf(ctx), req.limit, req.offset);
+      return { hasMore: page.hasMore, rateCards: page.items.map(rateCardToPb) };
+    },
+  };
+}
+
+export function rateCatalogService(catalogs: Catalogs): ServiceImpl<typeof RateCatalogService> {
+  return {
+    async createRateCatalog(req, ctx) {
+      return { rateCatalog: catalogToPb(await catalogs.create(callerOf(ctx), { name: req.name, description: req.description })) };
+    },
+    async getRateCatalog(req, ctx) {
+      return { rateCatalog: catalogToPb(await catalogs.get(callerOf(ctx), req.rateCatalogId)) };
+    },
+    async listRateCatalogs(req, ctx) {
+      const page = await catalogs.list(callerOf(ctx), req.limit, req.offset);
+      return { hasMore: page.hasMore, rateCatalogs: page.items.map(catalogToPb) };
+    },
+    async addRates(req, ctx) {
+      const catalog = await catalogs.addRates(callerOf(ctx), req.rateCatalogId, { billingInterval: req.billingInterval, ...ratesInput(req) });
+      return { rateCatalog: catalogToPb(catalog) };
+    },
+    async listCatalogRates(req, ctx) {
+      const page = await catalogs.listRates(callerOf(ctx), req.rateCatalogId, req.limit, req.offset);
+      return { hasMore: page.hasMore, rates: page.items.map(catalogRateToPb) };
+    },
+  };
+}
