@@ -41,6 +41,15 @@ test("buf curl lists every method through server reflection and calls one over g
   for (const m of ["CreateSubject", "GetSubject", "UpdateSubject", "ListSubjects", "SearchSubjects", "DeleteSubject"]) {
     t.true(methods.includes(`billing.v1.SubjectService/${m}`), m);
   }
+  for (const m of [
+    "PricingMetricService/CreatePricingMetric",
+    "RateCardService/CreateRateCard",
+    "RateCardService/GetRateCard",
+    "RateCatalogService/AddRates",
+    "RateCatalogService/ListCatalogRates",
+  ]) {
+    t.true(methods.includes(`billing.v1.${m}`), m);
+  }
   const created = await run(BUF, [
     "curl", "--protocol", "grpc", "--http2-prior-knowledge", "-H", `X-API-Key: ${server.keys.a}`,
     "-d", '{"name":"Via buf","external_id":"buf-1"}', `${server.url}/billing.v1.SubjectService/CreateSubject`,
