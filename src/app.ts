@@ -7,12 +7,14 @@ import { ensureBootstrapKey } from "./billing/bootstrap.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
 import { RateCardService } from "./billing/catalog/rate-cards.js";
 import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
+import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
 import type { Config } from "./config.js";
 import { createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
+import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
@@ -45,12 +47,15 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const metrics = new PricingMetricService(metricStore, now);
     const cards = new RateCardService(new SqlRateCardStore(db.sql, db.entities), metricStore, catalogStore, now);
     const catalogs = new RateCatalogService(catalogStore, metricStore, now);
+    const usageStore = new SqlUsageStore(db.sql, db.entities);
+    const ingest = new IngestService(usageStore, now);
+    const summaries = new SummaryService(usageStore, metrics, subjects);
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
     });
-    routes({ subjects, metrics, cards, catalogs })(router);
+    routes({ subjects, metrics, cards, catalogs, ingest, summaries })(router);
     const rest = createRestGateway(restServices, router.handlers, log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");

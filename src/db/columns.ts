@@ -6,7 +6,7 @@
  * - JSON documents are text, parsed and written here.
  */
 import type { EntitySchemaColumnOptions, ValueTransformer } from "typeorm";
-import { canonicalDecimal } from "../billing/money.js";
+import { canonicalDecimal, dec, formatDecimal } from "../billing/money.js";
 
 export type Dialect = "mysql" | "sqlite";
 
@@ -64,4 +64,16 @@ export function decimalColumn(dialect: Dialect, nullable = false): EntitySchemaC
 
 export function intColumn(): EntitySchemaColumnOptions {
   return { type: "int", nullable: false };
+}
+
+/** Exact a + b over decimal text, for SQLite (NULL counts as 0). */
+export function decAdd(a: unknown, b: unknown): string {
+  return formatDecimal(dec(String(a ?? "0")).plus(dec(String(b ?? "0"))));
+}
+
+/** Exact max(a, b) over decimal text, for SQLite (NULL is ignored). */
+export function decMax(a: unknown, b: unknown): string | null {
+  if (a === null || a === undefined) return b === null || b === undefined ? null : String(b);
+  if (b === null || b === undefined) return String(a);
+  return dec(String(b)).gt(dec(String(a))) ? String(b) : String(a);
 }

@@ -10,6 +10,7 @@ import type { Dialect } from "./columns.js";
 import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
 import { Sql } from "./sql.js";
+import { decAdd, decMax } from "./columns.js";
 
 export interface Database {
   dataSource: DataSource;
@@ -87,6 +88,9 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       db.pragma("busy_timeout = 5000");
       // SQLite's own lower() folds ASCII only; search must ignore case for every script, as on MySQL.
       db.function("lower", { deterministic: true }, (s: unknown) => (s === null || s === undefined ? null : String(s).toLowerCase()));
+      // Decimals are text on SQLite; its own + and MAX would go through floating point.
+      db.function("dec_add", { deterministic: true }, (a: unknown, b: unknown) => decAdd(a, b));
+      db.function("dec_max", { deterministic: true }, (a: unknown, b: unknown) => decMax(a, b));
     },
   });
   return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };

@@ -21,6 +21,11 @@ import type { Logger } from "../log.js";
 
 export const ERROR_DOMAIN = "billing.v1";
 
+/** The Connect code name of a domain error ("invalid_argument", "not_found", …). */
+export function codeName(err: BillingError): string {
+  return Code[codeOf(err)].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+}
+
 function codeOf(err: BillingError): Code {
   if (err instanceof InvalidArgumentError) return Code.InvalidArgument;
   if (err instanceof NotFoundError) return Code.NotFound;

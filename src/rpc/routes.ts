@@ -4,7 +4,9 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
+import type { IngestService as Ingest, SummaryService as Summaries } from "../billing/metering/usage.js";
 import type { SubjectService as Subjects } from "../billing/subjects.js";
+import { UsageEventService, file_billing_v1_usage_event_service } from "../gen/billing/v1/usage_event_service_pb.js";
 import { HealthService, file_billing_v1_health_service } from "../gen/billing/v1/health_service_pb.js";
 import { PricingMetricService, file_billing_v1_pricing_metric_service } from "../gen/billing/v1/pricing_metric_service_pb.js";
 import { RateCardService, file_billing_v1_rate_card_service } from "../gen/billing/v1/rate_card_service_pb.js";
@@ -15,8 +17,11 @@ import { reflectionService } from "./reflection.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
 import { healthService } from "./services/health-service.js";
 import { subjectService } from "./services/subject-service.js";
+import { usageEventService } from "./services/usage-service.js";
 
 export interface Services {
+  ingest: Ingest;
+  summaries: Summaries;
   subjects: Subjects;
   metrics: Metrics;
   cards: Cards;
@@ -29,18 +34,20 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_pricing_metric_service,
   file_billing_v1_rate_card_service,
   file_billing_v1_rate_catalog_service,
+  file_billing_v1_usage_event_service,
   file_billing_v1_health_service,
   file_grpc_reflection_v1_reflection,
 ];
 
 /** The services whose google.api.http annotations become REST routes. */
-export const restServices = [SubjectService, PricingMetricService, RateCardService, RateCatalogService, HealthService];
+export const restServices = [SubjectService, PricingMetricService, RateCardService, RateCatalogService, UsageEventService, HealthService];
 
 export function routes(services: Services) {
   return (router: ConnectRouter) => {
     router.service(HealthService, healthService());
     router.service(SubjectService, subjectService(services.subjects));
-    router.service(PricingMetricService, pricingMetricService(services.metrics));
+    router.service(PricingMetricService, pricingMetricService(services.metrics, services.summaries));
+    router.service(UsageEventService, usageEventService(services.ingest));
     router.service(RateCardService, rateCardService(services.cards));
     router.service(RateCatalogService, rateCatalogService(services.catalogs));
     router.service(ServerReflection, reflectionService(servedFiles));

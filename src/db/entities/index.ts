@@ -114,6 +114,36 @@ export interface RateCellRow extends PriceColumns {
   coordinates_hash: string;
 }
 
+/** A usage event as received: append-only. */
+export interface UsageEventRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  idempotency_key: string;
+  /** SHA-256 of the payload: a repeat of the key with the same one is a duplicate. */
+  fingerprint: string;
+  subject_id: string;
+  event_name: string;
+  occurred_at: Date;
+  data: Record<string, string>;
+  created_at: Date;
+}
+
+/** Exact hourly totals of one pricing metric for one subject and one combination of its dimensions. */
+export interface UsageRollupRow {
+  metric_id: string;
+  subject_id: string;
+  bucket_start: Date;
+  dims_hash: string;
+  dims: Record<string, string>;
+  sum_value: string;
+  event_count: string;
+  max_value: string | null;
+  last_value: string | null;
+  last_at: Date | null;
+  last_key: string | null;
+}
+
 export function buildEntities(dialect: Dialect) {
   const Environment = new EntitySchema<EnvironmentRow>({
     name: "Environment",
@@ -276,7 +306,44 @@ export function buildEntities(dialect: Dialect) {
     indices: [{ name: "ix_rate_cells_owner_seq", columns: ["owner_id", "seq"] }],
   });
 
-  return { Environment, ApiKey, Subject, PricingMetric, RateCard, RateCatalog, Rate, RateCell };
+  const UsageEvent = new EntitySchema<UsageEventRow>({
+    name: "UsageEvent",
+    tableName: "usage_events",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      idempotency_key: textColumn(255, false),
+      fingerprint: textColumn(64, false),
+      subject_id: idColumn(),
+      event_name: textColumn(255, false),
+      occurred_at: timeColumn(),
+      data: jsonColumn(),
+      created_at: timeColumn(),
+    },
+    uniques: [{ name: "uq_usage_events_env_key", columns: ["environment_id", "idempotency_key"] }],
+    indices: [{ name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] }],
+  });
+
+  const UsageRollup = new EntitySchema<UsageRollupRow>({
+    name: "UsageRollup",
+    tableName: "usage_rollups",
+    columns: {
+      metric_id: { ...idColumn(), primary: true },
+      subject_id: { ...idColumn(), primary: true },
+      bucket_start: { ...timeColumn(), primary: true },
+      dims_hash: { ...textColumn(64, false), primary: true },
+      dims: jsonColumn(),
+      sum_value: decimalColumn(dialect),
+      event_count: { type: "bigint", nullable: false },
+      max_value: decimalColumn(dialect, true),
+      last_value: decimalColumn(dialect, true),
+      last_at: timeColumn(true),
+      last_key: textColumn(255),
+    },
+  });
+
+  return { Environment, ApiKey, Subject, PricingMetric, RateCard, RateCatalog, Rate, RateCell, UsageEvent, UsageRollup };
 }
 
 export type Entities = ReturnType<typeof buildEntities>;

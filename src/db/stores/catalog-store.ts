@@ -23,11 +23,14 @@ import type {
   UsageRate,
 } from "../../billing/catalog/types.js";
 import { AlreadyExistsError, FailedPreconditionError } from "../../billing/errors.js";
+import { contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PriceColumns, PricingMetricRow, RateCardRow, RateCatalogRow, RateCellRow, RateRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import { fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
+import { upsertRollups } from "./usage-store.js";
 
 // ---- prices and rates ⇄ rows ----
 
@@ -168,9 +171,15 @@ export class SqlPricingMetricStore implements PricingMetricStore {
     private readonly entities: Entities,
   ) {}
 
+  /**
+   * Inserts the metric and, in the same transaction, adds the events already stored under its
+   * event name to its hourly totals. The environment row is locked exclusively meanwhile, so an
+   * event being ingested (which holds it shared) is either in this backfill or sees the metric.
+   */
   async insert(m: PricingMetric): Promise<void> {
-    await this.sql.run((em) =>
-      em.insert(this.entities.PricingMetric, {
+    await this.sql.transaction(async (em) => {
+      if (this.sql.dialect === "mysql") await em.query("SELECT id FROM environments WHERE id = ? FOR UPDATE", [m.environmentId]);
+      await em.insert(this.entities.PricingMetric, {
         id: m.id,
         environment_id: m.environmentId,
         event_name: m.eventName,
@@ -180,8 +189,26 @@ export class SqlPricingMetricStore implements PricingMetricStore {
         aggregation_type: m.aggregation.type,
         value_field: m.aggregation.valueField,
         created_at: m.createdAt,
-      }),
-    );
+      });
+      let after = "0";
+      for (;;) {
+        const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
+          "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000",
+          [m.environmentId, m.eventName, after],
+        );
+        if (rows.length === 0) break;
+        after = String(rows[rows.length - 1]?.seq);
+        const contributions = rows.flatMap((r) =>
+          contributionsOf([m], r.subject_id, {
+            eventName: m.eventName,
+            data: fromJsonText(r.data),
+            occurredAt: fromDbTime(r.occurred_at).getTime(),
+            idempotencyKey: r.idempotency_key,
+          }),
+        );
+        await upsertRollups(em, this.sql.dialect, mergeContributions(contributions));
+      }
+    });
   }
 
   async get(environmentId: string, id: string): Promise<PricingMetric | undefined> {

@@ -6,11 +6,17 @@ import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-
 import type { PricingMetricService } from "../../gen/billing/v1/pricing_metric_service_pb.js";
 import type { RateCardService } from "../../gen/billing/v1/rate_card_service_pb.js";
 import type { RateCatalogService } from "../../gen/billing/v1/rate_catalog_service_pb.js";
+import type { SummaryService as Summaries } from "../../billing/metering/usage.js";
 import { callerOf } from "../context.js";
+import { summaryInput, summaryToPb } from "../convert/usage.js";
 import { catalogRateToPb, catalogToPb, metricToPb, pricingMetricInput, rateCardToPb, ratesInput } from "../convert/catalog.js";
 
-export function pricingMetricService(metrics: Metrics): ServiceImpl<typeof PricingMetricService> {
+export function pricingMetricService(metrics: Metrics, summaries: Summaries): ServiceImpl<typeof PricingMetricService> {
   return {
+    async createPricingMetricSummary(req, ctx) {
+      const list = await summaries.summarize(callerOf(ctx), req.pricingMetricId, summaryInput(req));
+      return { summaries: list.map(summaryToPb) };
+    },
     async createPricingMetric(req, ctx) {
       return { pricingMetric: metricToPb(await metrics.create(callerOf(ctx), pricingMetricInput(req))) };
     },

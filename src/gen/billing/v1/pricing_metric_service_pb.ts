@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Aggregation, PricingMetric } from "./pricing_metric_pb.js";
+import type { Aggregation, Period, PricingMetric, PricingMetricSummary } from "./pricing_metric_pb.js";
 import { file_billing_v1_pricing_metric } from "./pricing_metric_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/pricing_metric_service.proto.
  */
 export const file_billing_v1_pricing_metric_service: GenFile = /*@__PURE__*/
-  fileDesc("CidiaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljX3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEijgEKGkNyZWF0ZVByaWNpbmdNZXRyaWNSZXF1ZXN0EhIKCmV2ZW50X25hbWUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgR1bml0GAMgASgJEhIKCmRpbWVuc2lvbnMYBCADKAkSLAoLYWdncmVnYXRpb24YBSABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlAKG0NyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZRIxCg5wcmljaW5nX21ldHJpYxgBIAEoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyI0ChdHZXRQcmljaW5nTWV0cmljUmVxdWVzdBIZChFwcmljaW5nX21ldHJpY19pZBgBIAEoCSJNChhHZXRQcmljaW5nTWV0cmljUmVzcG9uc2USMQoOcHJpY2luZ19tZXRyaWMYASABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWMiWQoZTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhMKBm9mZnNldBgCIAEoBUgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0ImIKGkxpc3RQcmljaW5nTWV0cmljc1Jlc3BvbnNlEhAKCGhhc19tb3JlGAEgASgIEjIKD3ByaWNpbmdfbWV0cmljcxgCIAMoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYzLJAwoUUHJpY2luZ01ldHJpY1NlcnZpY2USkwEKE0NyZWF0ZVByaWNpbmdNZXRyaWMSJi5iaWxsaW5nLnYxLkNyZWF0ZVByaWNpbmdNZXRyaWNSZXF1ZXN0GicuYmlsbGluZy52MS5DcmVhdGVQcmljaW5nTWV0cmljUmVzcG9uc2UiK4LT5JMCJToBKmIOcHJpY2luZ19tZXRyaWMiEC9wcmljaW5nLW1ldHJpY3MSmwEKEEdldFByaWNpbmdNZXRyaWMSIy5iaWxsaW5nLnYxLkdldFByaWNpbmdNZXRyaWNSZXF1ZXN0GiQuYmlsbGluZy52MS5HZXRQcmljaW5nTWV0cmljUmVzcG9uc2UiPILT5JMCNmIOcHJpY2luZ19tZXRyaWMSJC9wcmljaW5nLW1ldHJpY3Mve3ByaWNpbmdfbWV0cmljX2lkfRJ9ChJMaXN0UHJpY2luZ01ldHJpY3MSJS5iaWxsaW5nLnYxLkxpc3RQcmljaW5nTWV0cmljc1JlcXVlc3QaJi5iaWxsaW5nLnYxLkxpc3RQcmljaW5nTWV0cmljc1Jlc3BvbnNlIhiC0+STAhISEC9wcmljaW5nLW1ldHJpY3NiBnByb3RvMw", [file_billing_v1_pricing_metric, file_google_api_annotations]);
+  fileDesc("CidiaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljX3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEijgEKGkNyZWF0ZVByaWNpbmdNZXRyaWNSZXF1ZXN0EhIKCmV2ZW50X25hbWUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgR1bml0GAMgASgJEhIKCmRpbWVuc2lvbnMYBCADKAkSLAoLYWdncmVnYXRpb24YBSABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlAKG0NyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZRIxCg5wcmljaW5nX21ldHJpYxgBIAEoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyI0ChdHZXRQcmljaW5nTWV0cmljUmVxdWVzdBIZChFwcmljaW5nX21ldHJpY19pZBgBIAEoCSJNChhHZXRQcmljaW5nTWV0cmljUmVzcG9uc2USMQoOcHJpY2luZ19tZXRyaWMYASABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWMiWQoZTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhMKBm9mZnNldBgCIAEoBUgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0ImIKGkxpc3RQcmljaW5nTWV0cmljc1Jlc3BvbnNlEhAKCGhhc19tb3JlGAEgASgIEjIKD3ByaWNpbmdfbWV0cmljcxgCIAMoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyKmAQohQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0EhkKEXByaWNpbmdfbWV0cmljX2lkGAEgASgJEiIKBnBlcmlvZBgCIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEhIKCnN1YmplY3RfaWQYAyABKAkSEgoKZGltZW5zaW9ucxgEIAMoCRIaChJwZXJpb2RfZ3JhbnVsYXJpdHkYBSABKAkiWQoiQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXNwb25zZRIzCglzdW1tYXJpZXMYASADKAsyIC5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWNTdW1tYXJ5MosFChRQcmljaW5nTWV0cmljU2VydmljZRKTAQoTQ3JlYXRlUHJpY2luZ01ldHJpYxImLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1JlcXVlc3QaJy5iaWxsaW5nLnYxLkNyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZSIrgtPkkwIlOgEqYg5wcmljaW5nX21ldHJpYyIQL3ByaWNpbmctbWV0cmljcxKbAQoQR2V0UHJpY2luZ01ldHJpYxIjLmJpbGxpbmcudjEuR2V0UHJpY2luZ01ldHJpY1JlcXVlc3QaJC5iaWxsaW5nLnYxLkdldFByaWNpbmdNZXRyaWNSZXNwb25zZSI8gtPkkwI2Yg5wcmljaW5nX21ldHJpYxIkL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9Er8BChpDcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeRItLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0Gi4uYmlsbGluZy52MS5DcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeVJlc3BvbnNlIkKC0+STAjw6ASpiCXN1bW1hcmllcyIsL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9L3N1bW1hcnkSfQoSTGlzdFByaWNpbmdNZXRyaWNzEiUuYmlsbGluZy52MS5MaXN0UHJpY2luZ01ldHJpY3NSZXF1ZXN0GiYuYmlsbGluZy52MS5MaXN0UHJpY2luZ01ldHJpY3NSZXNwb25zZSIYgtPkkwISEhAvcHJpY2luZy1tZXRyaWNzYgZwcm90bzM", [file_billing_v1_pricing_metric, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.CreatePricingMetricRequest
@@ -152,6 +152,66 @@ export const ListPricingMetricsResponseSchema: GenMessage<ListPricingMetricsResp
   messageDesc(file_billing_v1_pricing_metric_service, 5);
 
 /**
+ * @generated from message billing.v1.CreatePricingMetricSummaryRequest
+ */
+export type CreatePricingMetricSummaryRequest = Message<"billing.v1.CreatePricingMetricSummaryRequest"> & {
+  /**
+   * @generated from field: string pricing_metric_id = 1;
+   */
+  pricingMetricId: string;
+
+  /**
+   * @generated from field: billing.v1.Period period = 2;
+   */
+  period?: Period | undefined;
+
+  /**
+   * The subject's ID or external ID.
+   *
+   * @generated from field: string subject_id = 3;
+   */
+  subjectId: string;
+
+  /**
+   * Dimensions to group by: a subset of the metric's dimensions.
+   *
+   * @generated from field: repeated string dimensions = 4;
+   */
+  dimensions: string[];
+
+  /**
+   * "hour", "day" or "week"; empty for one bucket over the whole period.
+   *
+   * @generated from field: string period_granularity = 5;
+   */
+  periodGranularity: string;
+};
+
+/**
+ * Describes the message billing.v1.CreatePricingMetricSummaryRequest.
+ * Use `create(CreatePricingMetricSummaryRequestSchema)` to create a new message.
+ */
+export const CreatePricingMetricSummaryRequestSchema: GenMessage<CreatePricingMetricSummaryRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_pricing_metric_service, 6);
+
+/**
+ * @generated from message billing.v1.CreatePricingMetricSummaryResponse
+ */
+export type CreatePricingMetricSummaryResponse = Message<"billing.v1.CreatePricingMetricSummaryResponse"> & {
+  /**
+   * @generated from field: repeated billing.v1.PricingMetricSummary summaries = 1;
+   */
+  summaries: PricingMetricSummary[];
+};
+
+/**
+ * Describes the message billing.v1.CreatePricingMetricSummaryResponse.
+ * Use `create(CreatePricingMetricSummaryResponseSchema)` to create a new message.
+ */
+export const CreatePricingMetricSummaryResponseSchema: GenMessage<CreatePricingMetricSummaryResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_pricing_metric_service, 7);
+
+/**
  * Pricing metrics: how usage events become billable quantities.
  *
  * @generated from service billing.v1.PricingMetricService
@@ -179,6 +239,23 @@ export const PricingMetricService: GenService<{
     methodKind: "unary";
     input: typeof GetPricingMetricRequestSchema;
     output: typeof GetPricingMetricResponseSchema;
+  },
+  /**
+   * Computes the metric for a subject over a period: one bucket for the whole period, or UTC
+   * hour/day/week buckets (weeks start Monday) clipped to the period; one summary per bucket and
+   * combination of the requested dimensions that has events, and one with value null for a bucket
+   * without events. Reads pre-aggregated hourly totals plus the raw events of the partial hours at
+   * the edges, so its cost does not grow with the number of events. Errors: INVALID_ARGUMENT (400)
+   * naming the field: a missing or inverted period, dimensions the metric does not have, an
+   * unknown granularity, a period of more than 10,000 buckets; NOT_FOUND (404) for the metric or
+   * the subject.
+   *
+   * @generated from rpc billing.v1.PricingMetricService.CreatePricingMetricSummary
+   */
+  createPricingMetricSummary: {
+    methodKind: "unary";
+    input: typeof CreatePricingMetricSummaryRequestSchema;
+    output: typeof CreatePricingMetricSummaryResponseSchema;
   },
   /**
    * Lists pricing metrics in creation order. Errors: INVALID_ARGUMENT (400) for bad paging values.

@@ -1,0 +1,201 @@
+/**
+ * Usage event rules (DESIGN §7): what a valid event is, how it is identified for idempotency,
+ * and what it adds to the hourly totals of each pricing metric that reads it.
+ */
+import { createHash } from "node:crypto";
+import type { PricingMetric } from "../catalog/types.js";
+import { coordinatesKey } from "../catalog/rates.js";
+import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
+import { HOUR } from "./periods.js";
+
+export const MAX_BATCH = 1000;
+export const MAX_KEY = 255;
+export const MAX_DATA_KEYS = 100;
+export const MAX_DATA_VALUE = 1000;
+
+export interface UsageEventInput {
+  idempotencyKey: string;
+  subjectId: string;
+  eventName: string;
+  data: Record<string, string>;
+  /** As sent; "" when left out. */
+  timestamp: string;
+}
+
+/** An event that passed the checks that need no database. */
+export interface PreparedEvent {
+  /** Position in the request, and the path prefix of its fields ("" or "events[3]."). */
+  index: number;
+  path: string;
+  idempotencyKey: string;
+  subjectKey: string;
+  eventName: string;
+  data: Record<string, string>;
+  occurredAt: number;
+  /** The timestamp as the caller gave it (normalised), or "" when defaulted: part of the fingerprint. */
+  givenTimestamp: string;
+}
+
+export type Outcome = { status: "accepted" | "duplicate"; id: string } | { status: "rejected"; error: BillingError };
+
+/** An event ready to be written, and what it adds to the totals if it is new. */
+export interface Candidate {
+  event: PreparedEvent;
+  id: string;
+  subjectId: string;
+  fingerprint: string;
+  contributions: Contribution[];
+}
+
+/** One event's (or many events') addition to one hourly total. */
+export interface Contribution {
+  metricId: string;
+  subjectId: string;
+  bucketStart: number;
+  dimsHash: string;
+  dims: Record<string, string>;
+  agg: Agg;
+}
+
+const OFFSET = /([Zz]|[+-]\d{2}:?\d{2})$/;
+const ISO = /^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
+
+/** Parses an RFC 3339 / ISO 8601 time; one without an offset is UTC. */
+export function parseTimestamp(text: string): number | undefined {
+  const t = text.trim();
+  if (!ISO.test(t)) return undefined;
+  const withZone = OFFSET.test(t) ? t : `${t.length === 10 ? `${t}T00:00:00` : t}Z`;
+  const ms = Date.parse(withZone.replace(" ", "T"));
+  if (Number.isNaN(ms)) return undefined;
+  const year = new Date(ms).getUTCFullYear();
+  return year >= 1970 && year <= 9999 ? ms : undefined;
+}
+
+/** Checks one event without the database; returns it prepared, or the error it is rejected with. */
+export function prepare(input: UsageEventInput, index: number, path: string, now: number): PreparedEvent | BillingError {
+  const v = new Violations(path.replace(/\.$/, ""));
+  if (input.idempotencyKey.trim() === "") v.add("idempotency_key", "is required");
+  else if (input.idempotencyKey.length > MAX_KEY) v.add("idempotency_key", `must have at most ${MAX_KEY} characters`);
+  if (input.subjectId.trim() === "") v.add("subject_id", "is required");
+  if (input.eventName.trim() === "") v.add("event_name", "is required");
+  else if (input.eventName.length > MAX_KEY) v.add("event_name", `must have at most ${MAX_KEY} characters`);
+  const keys = Object.keys(input.data);
+  if (keys.length > MAX_DATA_KEYS) v.add("data", `must have at most ${MAX_DATA_KEYS} keys`);
+  for (const k of keys) {
+    if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v.at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
+  }
+  let occurredAt = now;
+  let givenTimestamp = "";
+  if (input.timestamp !== "") {
+    const t = parseTimestamp(input.timestamp);
+    if (t === undefined) v.add("timestamp", "must be an RFC 3339 date-time, such as 2026-01-31T12:00:00Z");
+    else {
+      occurredAt = t;
+      givenTimestamp = new Date(t).toISOString();
+    }
+  }
+  if (!v.empty) {
+    try {
+      v.throwIfAny();
+    } catch (err) {
+      return err as BillingError;
+    }
+  }
+  return {
+    index,
+    path,
+    idempotencyKey: input.idempotencyKey,
+    subjectKey: input.subjectId,
+    eventName: input.eventName,
+    data: input.data,
+    occurredAt,
+    givenTimestamp,
+  };
+}
+
+/** What identifies an event's payload: a repeat with the same fingerprint is a duplicate. */
+export function fingerprint(subjectId: string, e: PreparedEvent): string {
+  const data = Object.keys(e.data)
+    .sort()
+    .map((k) => [k, e.data[k]]);
+  return createHash("sha256").update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp])).digest("hex");
+}
+
+export function hashCoordinates(dims: Record<string, string>): string {
+  return createHash("sha256").update(coordinatesKey(dims)).digest("hex");
+}
+
+/** What one event adds to the hourly totals of each metric reading its event name. */
+export function contributionsOf(metrics: readonly PricingMetric[], subjectId: string, e: { eventName: string; data: Record<string, string>; occurredAt: number; idempotencyKey: string }): Contribution[] {
+  const out: Contribution[] = [];
+  for (const m of metrics) {
+    if (m.eventName !== e.eventName) continue;
+    const agg = aggOfEvent(m, e.data, e.occurredAt, e.idempotencyKey);
+    if (!agg) continue;
+    const dims = coordinatesOf(m.dimensions, e.data);
+    out.push({ metricId: m.id, subjectId, bucketStart: Math.floor(e.occurredAt / HOUR) * HOUR, dimsHash: hashCoordinates(dims), dims, agg });
+  }
+  return out;
+}
+
+/**
+ * Decides, inside the ingest transaction, which prepared events can be written: the subject must
+ * exist in the environment, and every metric of the event's name that reads a value must find a
+ * decimal number in `data`.
+ */
+export function decide(
+  events: readonly PreparedEvent[],
+  metricsByName: ReadonlyMap<string, PricingMetric[]>,
+  subjectIds: ReadonlyMap<string, string>,
+): (Candidate | { event: PreparedEvent; error: BillingError })[] {
+  return events.map((e) => {
+    const subjectId = subjectIds.get(e.subjectKey);
+    if (!subjectId) {
+      return { event: e, error: new NotFoundError("SUBJECT_NOT_FOUND", `${e.path}subject_id: subject ${JSON.stringify(e.subjectKey)} not found`, { subject_id: e.subjectKey }) };
+    }
+    const metrics = metricsByName.get(e.eventName) ?? [];
+    const v = new Violations(e.path.replace(/\.$/, ""));
+    for (const m of metrics) {
+      if (!needsValue(m.aggregation.type)) continue;
+      const field = m.aggregation.valueField ?? "";
+      const problem = valueProblem(e.data[field]);
+      if (problem) v.at("data").add(field, `${problem}: pricing metric ${m.id} (${m.aggregation.type}) reads it`);
+    }
+    if (!v.empty) {
+      try {
+        v.throwIfAny();
+      } catch (err) {
+        return { event: e, error: err as InvalidArgumentError };
+      }
+    }
+    return { event: e, id: newId("ue"), subjectId, fingerprint: fingerprint(subjectId, e), contributions: contributionsOf(metrics, subjectId, { ...e }) };
+  });
+}
+
+/** Merges contributions to the same hourly total, sorted by key (a fixed lock order). */
+export function mergeContributions(list: Iterable<Contribution>): Contribution[] {
+  const byKey = new Map<string, Contribution>();
+  for (const c of list) {
+    const key = `${c.metricId}|${c.subjectId}|${c.bucketStart}|${c.dimsHash}`;
+    const prev = byKey.get(key);
+    byKey.set(key, prev ? { ...prev, agg: combine(prev.agg, c.agg) } : c);
+  }
+  return [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, c]) => c);
+}
+
+/** An event already stored under the same idempotency key decides what a candidate becomes. */
+export function classify(c: Candidate, stored: { id: string; fingerprint: string } | undefined): Outcome {
+  if (!stored) throw new Error(`event ${c.id} was neither inserted nor found`);
+  if (stored.id === c.id) return { status: "accepted", id: c.id };
+  if (stored.fingerprint === c.fingerprint) return { status: "duplicate", id: stored.id };
+  return {
+    status: "rejected",
+    error: new AlreadyExistsError(
+      "IDEMPOTENCY_KEY_REUSED",
+      `${c.event.path}idempotency_key: ${JSON.stringify(c.event.idempotencyKey)} was already used for an event with another payload`,
+      { idempotency_key: c.event.idempotencyKey, event_id: stored.id },
+    ),
+  };
+}

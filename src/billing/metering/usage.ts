@@ -1,0 +1,231 @@
+/**
+ * Metering use cases: ingesting events (one, a batch, or a stream, all through one group-commit
+ * path) and summarising a pricing metric over a period from hourly totals plus the raw events of
+ * the partial hours at its edges.
+ */
+import { createHash } from "node:crypto";
+import type { PricingMetricService } from "../catalog/metrics.js";
+import type { AggregationType } from "../catalog/types.js";
+import { coordinatesKey } from "../catalog/rates.js";
+import { type BillingError, Violations } from "../errors.js";
+import { dec } from "../money.js";
+import type { SubjectService } from "../subjects.js";
+import type { Caller } from "../tenancy.js";
+import { type Agg, aggOfEvent, combine, valueOf } from "./aggregate.js";
+import { MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
+import { GroupCommit } from "./group-commit.js";
+import { GRANULARITIES, type Granularity, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
+
+/** An hourly total as stored. */
+export interface StoredRollup {
+  bucketStart: number;
+  dims: Record<string, string>;
+  sum: string;
+  count: string;
+  max: string | null;
+  last: { at: number; key: string; value: string } | null;
+}
+
+export interface RawEvent {
+  occurredAt: number;
+  idempotencyKey: string;
+  data: Record<string, string>;
+}
+
+export interface UsageStore {
+  /**
+   * In one transaction: takes a shared lock on the environment (metric creation takes it
+   * exclusively, so an event is either in a new metric's backfill or sees the metric), loads the
+   * metrics of the events' names and the subjects they name, lets `decide` (events.ts) judge
+   * each event, writes the candidates with the unique (environment, idempotency key) deciding
+   * which are new, and adds the new ones' contributions to the hourly totals. Outcomes in order.
+   */
+  ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]>;
+  /** Hourly totals of a metric for a subject with bucketStart in [from, to). */
+  rollups(metricId: string, subjectId: string, from: number, to: number): Promise<StoredRollup[]>;
+  /** Raw events of a subject and event name with occurredAt in [from, to] (both inclusive). */
+  rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]>;
+}
+
+export class IngestService {
+  private readonly batchers = new Map<string, GroupCommit<PreparedEvent, Outcome>>();
+
+  constructor(
+    private readonly store: UsageStore,
+    private readonly now: () => Date,
+    private readonly options: { maxInFlightPerEnvironment: number } = { maxInFlightPerEnvironment: 2 },
+  ) {}
+
+  private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
+    let b = this.batchers.get(environmentId);
+    if (!b) {
+      b = new GroupCommit((events) => this.store.ingest(environmentId, events), MAX_BATCH, this.options.maxInFlightPerEnvironment);
+      this.batchers.set(environmentId, b);
+    }
+    return b;
+  }
+
+  /**
+   * Ingests events; each outcome is final (committed) when the promise resolves. `pathOf(i)` is
+   * the field-path prefix of event i in the request ("" for a single event, "events[i]." in a batch).
+   */
+  async ingest(caller: Caller, inputs: readonly UsageEventInput[], pathOf: (i: number) => string): Promise<Outcome[]> {
+    const now = this.now().getTime();
+    const outcomes: (Outcome | undefined)[] = new Array(inputs.length);
+    const ready: PreparedEvent[] = [];
+    inputs.forEach((input, i) => {
+      const p = prepare(input, i, pathOf(i), now);
+      if ("index" in p) ready.push(p);
+      else outcomes[i] = { status: "rejected", error: p as BillingError };
+    });
+    if (ready.length > 0) {
+      const results = await this.batcher(caller.environmentId).submit(ready);
+      ready.forEach((e, k) => {
+        outcomes[e.index] = results[k];
+      });
+    }
+    return outcomes as Outcome[];
+  }
+
+  /** Checks a batch's size; the events themselves are judged one by one. */
+  checkBatch(count: number): void {
+    const v = new Violations();
+    if (count === 0) v.add("events", "is required: at least one event");
+    if (count > MAX_BATCH) v.add("events", `must have at most ${MAX_BATCH} events (got ${count})`);
+    v.throwIfAny();
+  }
+}
+
+export interface SummaryInput {
+  period?: { start?: Date; end?: Date; inclusiveStart?: boolean; inclusiveEnd?: boolean };
+  subjectId: string;
+  dimensions: string[];
+  granularity: string;
+}
+
+export interface Summary {
+  id: string;
+  pricingMetricId: string;
+  subjectId: string;
+  period: Range;
+  coordinates: Record<string, string>;
+  value: string | null;
+}
+
+export const MAX_BUCKETS = 10_000;
+
+function fromStored(r: StoredRollup): Agg {
+  return {
+    sum: dec(r.sum),
+    count: dec(r.count),
+    max: r.max === null ? null : dec(r.max),
+    last: r.last ? { at: r.last.at, key: r.last.key, value: dec(r.last.value) } : null,
+  };
+}
+
+function project(dims: Record<string, string>, keys: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) out[k] = dims[k] ?? "";
+  return out;
+}
+
+export class SummaryService {
+  constructor(
+    private readonly store: UsageStore,
+    private readonly metrics: PricingMetricService,
+    private readonly subjects: SubjectService,
+  ) {}
+
+  async summarize(caller: Caller, metricId: string, input: SummaryInput): Promise<Summary[]> {
+    const v = new Violations();
+    const p = input.period;
+    if (!p) v.add("period", "is required");
+    else {
+      if (!p.start) v.at("period").add("start", "is required");
+      if (!p.end) v.at("period").add("end", "is required");
+      if (p.start && p.end && p.end.getTime() < p.start.getTime()) v.at("period").add("end", "must not be before period.start");
+    }
+    if (input.subjectId === "") v.add("subject_id", "is required");
+    const granularity = input.granularity === "" ? undefined : (input.granularity as Granularity);
+    if (granularity && !GRANULARITIES.includes(granularity)) v.add("period_granularity", "must be hour, day or week");
+    const metric = await this.metrics.get(caller, metricId);
+    const seen = new Set<string>();
+    input.dimensions.forEach((d, i) => {
+      if (!metric.dimensions.includes(d)) {
+        v.at("dimensions").at(i).add("", `is not a dimension of pricing metric ${metric.id} (its dimensions: ${metric.dimensions.join(", ") || "none"})`);
+      } else if (seen.has(d)) v.at("dimensions").at(i).add("", `duplicates ${JSON.stringify(d)}`);
+      seen.add(d);
+    });
+    const range: Range | undefined =
+      p?.start && p.end ? { start: p.start.getTime(), end: p.end.getTime(), inclusiveStart: p.inclusiveStart ?? true, inclusiveEnd: p.inclusiveEnd ?? false } : undefined;
+    if (range && v.empty && bucketCount(range, granularity) > MAX_BUCKETS) {
+      v.add("period_granularity", `makes more than ${MAX_BUCKETS} buckets for this period; use a coarser granularity or a shorter period`);
+    }
+    v.throwIfAny();
+    const subject = await this.subjects.get(caller, input.subjectId);
+    const r = range as Range;
+
+    // Whole hours from the hourly totals; the partial hours at the edges from raw events.
+    const split = splitByHours(r);
+    const parts: { at: number; dims: Record<string, string>; agg: Agg }[] = [];
+    if (split.fullTo > split.fullFrom) {
+      for (const row of await this.store.rollups(metric.id, subject.id, split.fullFrom, split.fullTo)) {
+        parts.push({ at: row.bucketStart, dims: row.dims, agg: fromStored(row) });
+      }
+    }
+    for (const edge of split.edges) {
+      for (const e of await this.store.rawEvents(subject.id, metric.eventName, edge.start, edge.end)) {
+        if (!contains(edge, e.occurredAt)) continue;
+        const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
+        if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
+      }
+    }
+
+    const list = buckets(r, granularity);
+    const byBucket = list.map(() => new Map<string, { coordinates: Record<string, string>; agg: Agg }>());
+    const bucketIndex = (t: number): number => {
+      if (!granularity) return 0;
+      // Buckets are consecutive and aligned: find by the aligned start.
+      const aligned = floorTo(granularity, t);
+      let lo = 0;
+      let hi = list.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (floorTo(granularity, (list[mid] as Range).start) <= aligned) lo = mid;
+        else hi = mid - 1;
+      }
+      return lo;
+    };
+    for (const part of parts) {
+      const i = bucketIndex(part.at);
+      const coords = project(part.dims, input.dimensions);
+      const key = coordinatesKey(coords);
+      const m = byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>;
+      const prev = m.get(key);
+      m.set(key, { coordinates: coords, agg: prev ? combine(prev.agg, part.agg) : part.agg });
+    }
+
+    const out: Summary[] = [];
+    list.forEach((bucket, i) => {
+      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+      const id = (key: string) =>
+        `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
+      if (groups.length === 0) {
+        out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
+        return;
+      }
+      for (const [key, g] of groups) {
+        out.push({
+          id: id(key),
+          pricingMetricId: metric.id,
+          subjectId: subject.id,
+          period: bucket,
+          coordinates: g.coordinates,
+          value: valueOf(metric.aggregation.type as AggregationType, g.agg),
+        });
+      }
+    });
+    return out;
+  }
+}
+

@@ -1,0 +1,232 @@
+/**
+ * Storage of usage: the append-only event table and the exact hourly totals kept in the same
+ * transaction as each insert. Hot paths are plain SQL with `?` placeholders (both stores).
+ */
+import type { EntityManager } from "typeorm";
+import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
+import {
+  type Candidate,
+  type Contribution,
+  type Outcome,
+  type PreparedEvent,
+  classify,
+  decide,
+  mergeContributions,
+} from "../../billing/metering/events.js";
+import type { RawEvent, StoredRollup, UsageStore } from "../../billing/metering/usage.js";
+import { formatDecimal } from "../../billing/money.js";
+import type { Entities } from "../entities/index.js";
+import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
+import type { Sql } from "../sql.js";
+
+const CHUNK = 500;
+
+function placeholders(n: number, width: number): string {
+  const row = `(${Array(width).fill("?").join(", ")})`;
+  return Array(n).fill(row).join(", ");
+}
+
+function chunks<T>(list: readonly T[], size = CHUNK): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+
+/** Deadlocks and lock timeouts (MySQL) and a busy database (SQLite) are worth one more try. */
+function retryable(err: unknown): boolean {
+  const e = err as { errno?: number; code?: string; driverError?: { errno?: number; code?: string } };
+  const errno = e?.driverError?.errno ?? e?.errno;
+  const code = e?.driverError?.code ?? e?.code;
+  return errno === 1213 || errno === 1205 || code === "SQLITE_BUSY";
+}
+
+export interface MetricRow {
+  id: string;
+  environment_id: string;
+  event_name: string;
+  dimensions: unknown;
+  aggregation_type: string;
+  value_field: string | null;
+}
+
+export function metricOfRow(r: MetricRow): PricingMetric {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    eventName: r.event_name,
+    name: "",
+    unit: "",
+    dimensions: fromJsonText<string[]>(r.dimensions) ?? [],
+    aggregation: { type: r.aggregation_type as AggregationType, valueField: r.value_field },
+    createdAt: new Date(0),
+  };
+}
+
+/** Adds contributions to the hourly totals (insert or add), in the caller's transaction. */
+export async function upsertRollups(em: EntityManager, dialect: "mysql" | "sqlite", contributions: Contribution[]): Promise<void> {
+  const cols = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
+  const newer =
+    dialect === "mysql"
+      ? "(last_at IS NULL OR (VALUES(last_at) IS NOT NULL AND (VALUES(last_at) > last_at OR (VALUES(last_at) = last_at AND VALUES(last_key) > last_key))))"
+      : "(last_at IS NULL OR (excluded.last_at IS NOT NULL AND (excluded.last_at > last_at OR (excluded.last_at = last_at AND excluded.last_key > last_key))))";
+  // MySQL applies assignments left to right with the new values, so last_at is set last.
+  const update =
+    dialect === "mysql"
+      ? `ON DUPLICATE KEY UPDATE sum_value = sum_value + VALUES(sum_value), event_count = event_count + VALUES(event_count),
+         max_value = CASE WHEN max_value IS NULL OR (VALUES(max_value) IS NOT NULL AND VALUES(max_value) > max_value) THEN VALUES(max_value) ELSE max_value END,
+         last_value = CASE WHEN ${newer} THEN VALUES(last_value) ELSE last_value END,
+         last_key = CASE WHEN ${newer} THEN VALUES(last_key) ELSE last_key END,
+         last_at = CASE WHEN ${newer} THEN VALUES(last_at) ELSE last_at END`
+      : `ON CONFLICT (metric_id, subject_id, bucket_start, dims_hash) DO UPDATE SET sum_value = dec_add(sum_value, excluded.sum_value),
+         event_count = event_count + excluded.event_count, max_value = dec_max(max_value, excluded.max_value),
+         last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
+         last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
+         last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
+  for (const part of chunks(contributions)) {
+    const params: unknown[] = [];
+    for (const c of part) {
+      params.push(
+        c.metricId,
+        c.subjectId,
+        dbTime(new Date(c.bucketStart)),
+        c.dimsHash,
+        JSON.stringify(c.dims),
+        formatDecimal(c.agg.sum),
+        formatDecimal(c.agg.count),
+        c.agg.max === null ? null : formatDecimal(c.agg.max),
+        c.agg.last ? formatDecimal(c.agg.last.value) : null,
+        c.agg.last ? dbTime(new Date(c.agg.last.at)) : null,
+        c.agg.last ? c.agg.last.key : null,
+      );
+    }
+    await em.query(`INSERT INTO usage_rollups (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params);
+  }
+}
+
+export class SqlUsageStore implements UsageStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.sql.transaction((em) => this.ingestInTransaction(em, environmentId, events));
+      } catch (err) {
+        if (!retryable(err) || attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 5 * attempt + Math.random() * 10));
+      }
+    }
+  }
+
+  private async ingestInTransaction(em: EntityManager, environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
+    const mysql = this.sql.dialect === "mysql";
+    // Shared lock: metric creation (with its backfill) holds this row exclusively.
+    if (mysql) await em.query("SELECT id FROM environments WHERE id = ? LOCK IN SHARE MODE", [environmentId]);
+
+    const names = [...new Set(events.map((e) => e.eventName))];
+    const metricRows: MetricRow[] = await em.query(
+      `SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics WHERE environment_id = ? AND event_name IN (${names.map(() => "?").join(", ")})`,
+      [environmentId, ...names],
+    );
+    const metricsByName = new Map<string, PricingMetric[]>();
+    for (const m of metricRows.map(metricOfRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
+
+    const keys = [...new Set(events.map((e) => e.subjectKey))];
+    const subjectIds = new Map<string, string>();
+    for (const part of chunks(keys)) {
+      const marks = part.map(() => "?").join(", ");
+      const rows: { id: string; external_id_key: string | null }[] = await em.query(
+        `SELECT id, external_id_key FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id IN (${marks}) OR external_id_key IN (${marks}))`,
+        [environmentId, ...part, ...part],
+      );
+      for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, r.id);
+      for (const r of rows) subjectIds.set(r.id, r.id); // an ID match wins over an external-ID match
+    }
+
+    const decided = decide(events, metricsByName, subjectIds);
+    const candidates = decided.filter((d): d is Candidate => "id" in d);
+    const outcomes = new Map<PreparedEvent, Outcome>();
+    for (const d of decided) if ("error" in d) outcomes.set(d.event, { status: "rejected", error: d.error });
+
+    if (candidates.length > 0) {
+      const now = dbTime(new Date());
+      const ignore = mysql ? "ON DUPLICATE KEY UPDATE id = id" : "ON CONFLICT (environment_id, idempotency_key) DO NOTHING";
+      for (const part of chunks(candidates)) {
+        const params: unknown[] = [];
+        for (const c of part) {
+          params.push(
+            c.id,
+            environmentId,
+            c.event.idempotencyKey,
+            c.fingerprint,
+            c.subjectId,
+            c.event.eventName,
+            dbTime(new Date(c.event.occurredAt)),
+            JSON.stringify(c.event.data),
+            now,
+          );
+        }
+        await em.query(
+          `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}`,
+          params,
+        );
+      }
+      // What is stored under each key now decides: ours (accepted), a twin (duplicate) or not (conflict).
+      const stored = new Map<string, { id: string; fingerprint: string }>();
+      const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))];
+      for (const part of chunks(uniqueKeys)) {
+        const rows: { id: string; idempotency_key: string; fingerprint: string }[] = await em.query(
+          `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})${mysql ? " LOCK IN SHARE MODE" : ""}`,
+          [environmentId, ...part],
+        );
+        for (const r of rows) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
+      }
+      const accepted: Contribution[] = [];
+      for (const c of candidates) {
+        const outcome = classify(c, stored.get(c.event.idempotencyKey));
+        outcomes.set(c.event, outcome);
+        if (outcome.status === "accepted") accepted.push(...c.contributions);
+      }
+      if (accepted.length > 0) await upsertRollups(em, this.sql.dialect, mergeContributions(accepted));
+    }
+    return events.map((e) => outcomes.get(e) as Outcome);
+  }
+
+  async rollups(metricId: string, subjectId: string, from: number, to: number): Promise<StoredRollup[]> {
+    const rows: {
+      bucket_start: unknown;
+      dims: unknown;
+      sum_value: unknown;
+      event_count: unknown;
+      max_value: unknown;
+      last_value: unknown;
+      last_at: unknown;
+      last_key: string | null;
+    }[] = await this.sql.run((em) =>
+      em.query(
+        "SELECT bucket_start, dims, sum_value, event_count, max_value, last_value, last_at, last_key FROM usage_rollups WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ?",
+        [metricId, subjectId, dbTime(new Date(from)), dbTime(new Date(to))],
+      ),
+    );
+    return rows.map((r) => ({
+      bucketStart: fromDbTime(r.bucket_start).getTime(),
+      dims: fromJsonText<Record<string, string>>(r.dims),
+      sum: String(r.sum_value),
+      count: String(r.event_count),
+      max: r.max_value === null ? null : String(r.max_value),
+      last: r.last_at === null || r.last_value === null ? null : { at: fromDbTime(r.last_at).getTime(), key: r.last_key ?? "", value: String(r.last_value) },
+    }));
+  }
+
+  async rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]> {
+    const rows: { occurred_at: unknown; idempotency_key: string; data: unknown }[] = await this.sql.run((em) =>
+      em.query(
+        "SELECT occurred_at, idempotency_key, data FROM usage_events WHERE subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ?",
+        [subjectId, eventName, dbTime(new Date(from)), dbTime(new Date(to))],
+      ),
+    );
+    return rows.map((r) => ({ occurredAt: fromDbTime(r.occurred_at).getTime(), idempotencyKey: r.idempotency_key, data: fromJsonText(r.data) }));
+  }
+}

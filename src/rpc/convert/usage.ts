@@ -1,0 +1,56 @@
+/** Metering wire ⇄ domain. */
+import { create } from "@bufbuild/protobuf";
+import { NullValue, ValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
+import type { UsageEventInput } from "../../billing/metering/events.js";
+import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
+import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen/billing/v1/pricing_metric_pb.js";
+import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
+import { type UsageEventError, UsageEventErrorSchema } from "../../gen/billing/v1/usage_event_pb.js";
+import { codeName } from "../errors.js";
+import { ts } from "./common.js";
+
+export function usageEventInput(e: { idempotencyKey: string; subjectId: string; eventName: string; data: Record<string, string>; timestamp: string }): UsageEventInput {
+  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: e.timestamp };
+}
+
+export function usageEventError(err: BillingError): UsageEventError {
+  return create(UsageEventErrorSchema, {
+    code: codeName(err),
+    message: err.message,
+    fieldViolations: err instanceof InvalidArgumentError ? err.violations.map((v) => ({ field: v.field, description: v.description })) : [],
+  });
+}
+
+export function summaryInput(req: CreatePricingMetricSummaryRequest): SummaryInput {
+  const p = req.period;
+  return {
+    period: p
+      ? {
+          start: p.start ? timestampDate(p.start) : undefined,
+          end: p.end ? timestampDate(p.end) : undefined,
+          inclusiveStart: p.inclusiveStart,
+          inclusiveEnd: p.inclusiveEnd,
+        }
+      : undefined,
+    subjectId: req.subjectId,
+    dimensions: req.dimensions,
+    granularity: req.periodGranularity,
+  };
+}
+
+export function summaryToPb(s: Summary): PricingMetricSummary {
+  return create(PricingMetricSummarySchema, {
+    id: s.id,
+    pricingMetricId: s.pricingMetricId,
+    subjectId: s.subjectId,
+    period: {
+      start: ts(new Date(s.period.start)),
+      end: ts(new Date(s.period.end)),
+      inclusiveStart: s.period.inclusiveStart,
+      inclusiveEnd: s.period.inclusiveEnd,
+    },
+    dimensionCoordinates: s.coordinates,
+    value: create(ValueSchema, s.value === null ? { kind: { case: "nullValue", value: NullValue.NULL_VALUE } } : { kind: { case: "stringValue", value: s.value } }),
+  });
+}

@@ -1,0 +1,95 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { Outcome } from "../../billing/metering/events.js";
+import type { IngestService } from "../../billing/metering/usage.js";
+import type { Caller } from "../../billing/tenancy.js";
+import type { UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
+import type { RejectedUsageEvent, UsageEventService } from "../../gen/billing/v1/usage_event_service_pb.js";
+import { callerOf } from "../context.js";
+import { usageEventError, usageEventInput } from "../convert/usage.js";
+
+/** A stream's events are committed in chunks of this many, or sooner once the first waited this long. */
+const STREAM_CHUNK = 1000;
+const STREAM_WAIT_MS = 50;
+const STREAM_IN_FLIGHT = 4;
+
+function counts(outcomes: Outcome[]) {
+  let accepted = 0;
+  let duplicate = 0;
+  let rejected = 0;
+  for (const o of outcomes) {
+    if (o.status === "accepted") accepted++;
+    else if (o.status === "duplicate") duplicate++;
+    else rejected++;
+  }
+  return { accepted, duplicate, rejected };
+}
+
+export function usageEventService(ingest: IngestService): ServiceImpl<typeof UsageEventService> {
+  return {
+    async createUsageEvent(req, ctx) {
+      const [outcome] = await ingest.ingest(callerOf(ctx), [usageEventInput(req)], () => "");
+      if (!outcome) throw new Error("no outcome");
+      if (outcome.status === "rejected") throw outcome.error;
+      return { id: outcome.id, status: outcome.status };
+    },
+
+    async createUsageEventBatch(req, ctx) {
+      ingest.checkBatch(req.events.length);
+      const outcomes = await ingest.ingest(callerOf(ctx), req.events.map(usageEventInput), (i) => `events[${i}].`);
+      return {
+        results: outcomes.map((o) => (o.status === "rejected" ? { id: "", status: "rejected", error: usageEventError(o.error) } : { id: o.id, status: o.status })),
+        ...counts(outcomes),
+      };
+    },
+
+    async streamUsageEvents(requests, ctx) {
+      const caller: Caller = callerOf(ctx);
+      let received = 0;
+      const totals = { accepted: 0, duplicate: 0, rejected: 0 };
+      const rejections: RejectedUsageEvent[] = [];
+      const inFlight: Promise<void>[] = [];
+      let chunk: UsageEventInputPb[] = [];
+      let chunkStart = 0;
+      let firstAt = 0;
+
+      const submit = async () => {
+        if (chunk.length === 0) return;
+        const events = chunk;
+        const base = chunkStart;
+        chunk = [];
+        const done = ingest.ingest(caller, events.map(usageEventInput), (i) => `events[${base + i}].`).then((outcomes) => {
+          const c = counts(outcomes);
+          totals.accepted += c.accepted;
+          totals.duplicate += c.duplicate;
+          totals.rejected += c.rejected;
+          outcomes.forEach((o, i) => {
+            if (o.status === "rejected") rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index: BigInt(base + i), error: usageEventError(o.error) });
+          });
+        });
+        inFlight.push(done);
+        // Back-pressure: read no further while too many chunks are being committed.
+        if (inFlight.length >= STREAM_IN_FLIGHT) await inFlight.shift();
+      };
+
+      for await (const event of requests) {
+        if (chunk.length === 0) {
+          chunkStart = received;
+          firstAt = Date.now();
+        }
+        chunk.push(event);
+        received++;
+        if (chunk.length >= STREAM_CHUNK || Date.now() - firstAt >= STREAM_WAIT_MS) await submit();
+      }
+      await submit();
+      await Promise.all(inFlight);
+      rejections.sort((a, b) => (a.index < b.index ? -1 : 1));
+      return {
+        received: BigInt(received),
+        accepted: BigInt(totals.accepted),
+        duplicate: BigInt(totals.duplicate),
+        rejected: BigInt(totals.rejected),
+        rejections,
+      };
+    },
+  };
+}
