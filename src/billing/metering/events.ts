@@ -157,11 +157,16 @@ export function decide(
     }
     const metrics = metricsByName.get(e.eventName) ?? [];
     const v = new Violations(e.path.replace(/\.$/, ""));
+    // One violation per field, naming every metric that reads it.
+    const readers = new Map<string, string[]>();
     for (const m of metrics) {
       if (!needsValue(m.aggregation.type)) continue;
       const field = m.aggregation.valueField ?? "";
+      readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
+    }
+    for (const [field, names] of readers) {
       const problem = valueProblem(e.data[field]);
-      if (problem) v.at("data").add(field, `${problem}: pricing metric ${m.id} (${m.aggregation.type}) reads it`);
+      if (problem) v.at("data").add(field, `${problem}: read by pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`);
     }
     if (!v.empty) {
       try {

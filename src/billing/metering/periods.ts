@@ -58,7 +58,8 @@ export function buckets(r: Range, g: Granularity | undefined): Range[] {
       start,
       end,
       inclusiveStart: start === r.start ? r.inclusiveStart : true,
-      inclusiveEnd: end === r.end ? r.inclusiveEnd : false,
+      // The range's inclusive end belongs to the bucket that starts there when one does.
+      inclusiveEnd: end === r.end && next(g, b) > r.end ? r.inclusiveEnd : false,
     };
     if (start < end || (start === end && bucket.inclusiveStart && bucket.inclusiveEnd)) out.push(bucket);
   }

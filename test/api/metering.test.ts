@@ -1,0 +1,387 @@
+/**
+ * Usage metering end to end on MariaDB and SQLite: idempotent ingestion (single, batch, gRPC
+ * stream), bad input, concurrency, restarts, exact aggregations, and summaries checked against a
+ * brute-force computation over the same events.
+ */
+import { toJson } from "@bufbuild/protobuf";
+import test from "ava";
+import type { EntityManager } from "typeorm";
+import { startApp } from "../../src/app.js";
+import { IngestService } from "../../src/billing/metering/usage.js";
+import { dec, formatDecimal } from "../../src/billing/money.js";
+import { loadConfig } from "../../src/config.js";
+import { createDatabase } from "../../src/db/datasource.js";
+import { Sql } from "../../src/db/sql.js";
+import { SqlUsageStore } from "../../src/db/stores/usage-store.js";
+import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
+import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
+import { createLogger } from "../../src/log.js";
+import { rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+async function ok(server: TestServer | { url: string }, key: string, method: string, path: string, body?: unknown): Promise<Json> {
+  const r = await rest(server.url, method, path, key, body);
+  if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+/** A fresh environment with a subject and metrics of every aggregation over event "api". */
+async function setup(server: TestServer) {
+  const key = await server.freshKey();
+  const subject = await ok(server, key, "POST", "/subjects", { external_id: `ext-${Math.random().toString(36).slice(2)}` });
+  const metric = async (aggregation: Json, dimensions: string[] = ["region", "model"]) =>
+    ok(server, key, "POST", "/pricing-metrics", { event_name: "api", name: "API", unit: "call", dimensions, aggregation });
+  const sum = await metric({ aggregation_type: "sum", value_field: "n" });
+  const count = await metric({ aggregation_type: "count" });
+  const max = await metric({ aggregation_type: "max", value_field: "n" });
+  const last = await metric({ aggregation_type: "last", value_field: "n" });
+  const summary = async (m: Json, period: Json, extra: Json = {}) => ok(server, key, "POST", `/pricing-metrics/${m.id}/summary`, { subject_id: subject.id, period, ...extra });
+  const total = async (m: Json) => (await summary(m, { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" }))[0].value;
+  return { key, subject, sum, count, max, last, summary, total };
+}
+
+const event = (subject: string, k: string, n: unknown, extra: Json = {}) => ({
+  idempotency_key: k,
+  subject_id: subject,
+  event_name: "api",
+  data: { n, region: "eu", model: "small" },
+  timestamp: "2026-03-01T10:00:00Z",
+  ...extra,
+});
+
+for (const store of STORES) {
+  let server: TestServer;
+  test.before(async () => {
+    server = await startTestServer(store);
+  });
+  test.after.always(async () => {
+    await server?.stop();
+  });
+
+  test(`${store}: accepted, duplicate, and 409 for the same key with another payload`, async (t) => {
+    const s = await setup(server);
+    // A JSON number with more digits than a double holds, sent as raw JSON text.
+    const raw = JSON.stringify(event(s.subject.external_id, "k1", "NUMBER")).replace('"NUMBER"', "12345678901234567890.5");
+    const first = await ok(server, s.key, "POST", "/usage-events", raw);
+    t.is(first.status, "accepted");
+    t.regex(first.id, /^ue_/);
+    const again = await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "k1", "12345678901234567890.5"));
+    t.deepEqual(again, { id: first.id, status: "duplicate" }, "same payload (subject by ID or external ID, number or string)");
+    const conflict = await rest(server.url, "POST", "/usage-events", s.key, event(s.subject.id, "k1", 1));
+    t.is(conflict.status, 409);
+    t.is(conflict.body.code, "already_exists");
+    t.is(await s.total(s.sum), "12345678901234567890.5");
+    t.is(await s.total(s.count), "1");
+  });
+
+  test(`${store}: bad events are 400s naming the field (or 404) and store nothing`, async (t) => {
+    const s = await setup(server);
+    const other = await ok(server, server.keys.b, "POST", "/subjects", {});
+    const cases: [Json, number, string[]][] = [
+      [{ idempotency_key: "" }, 400, ["idempotency_key"]],
+      [{ event_name: "" }, 400, ["event_name"]],
+      [{ subject_id: "" }, 400, ["subject_id"]],
+      [{ timestamp: "not a time" }, 400, ["timestamp"]],
+      [{ data: { n: "12abc" } }, 400, ["data.n"]],
+      [{ data: { region: "eu" } }, 400, ["data.n"]],
+      [{ data: { n: "1.0000000000001" } }, 400, ["data.n"]],
+      [{ data: { n: true } }, 400, ["data.n"]],
+      [{ data: "n=1" }, 400, ["data"]],
+      [{ subject_id: "nobody" }, 404, []],
+      [{ subject_id: other.id }, 404, []],
+    ];
+    for (const [over, status, fields] of cases) {
+      const r = await rest(server.url, "POST", "/usage-events", s.key, event(s.subject.id, "bad", 1, over));
+      t.is(r.status, status, JSON.stringify(over));
+      t.deepEqual(violatedFields(r.body), fields, JSON.stringify(over));
+    }
+    // None of them claimed the key or counted.
+    t.is(await s.total(s.count), null);
+    t.is((await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "bad", 1))).status, "accepted");
+    // An event name no metric reads needs no value.
+    t.is((await ok(server, s.key, "POST", "/usage-events", { ...event(s.subject.id, "free", "x"), event_name: "other" })).status, "accepted");
+  });
+
+  test(`${store}: 20 concurrent identical requests count once`, async (t) => {
+    const s = await setup(server);
+    const results = await Promise.all(Array.from({ length: 20 }, () => ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "same", "2.5"))));
+    t.is(results.filter((r) => r.status === "accepted").length, 1);
+    t.is(results.filter((r) => r.status === "duplicate").length, 19);
+    t.is(new Set(results.map((r) => r.id)).size, 1);
+    t.is(await s.total(s.sum), "2.5");
+    t.is(await s.total(s.count), "1");
+  });
+
+  test(`${store}: concurrent distinct events all count, exactly`, async (t) => {
+    const s = await setup(server);
+    await Promise.all(Array.from({ length: 200 }, (_, i) => ok(server, s.key, "POST", "/usage-events", event(s.subject.id, `c${i}`, "0.1"))));
+    t.is(await s.total(s.sum), "20");
+    t.is(await s.total(s.count), "200");
+  });
+
+  test(`${store}: a batch judges each event on its own, in order; over 1,000 is a 400`, async (t) => {
+    const s = await setup(server);
+    await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "seen", 1));
+    const r = await ok(server, s.key, "POST", "/usage-events/batch", {
+      events: [
+        event(s.subject.id, "b0", "1.25"),
+        event(s.subject.id, "seen", 1),
+        event(s.subject.id, "seen", 2),
+        event(s.subject.id, "", 1),
+        event("nobody", "b4", 1),
+        event(s.subject.id, "b5", "abc"),
+        event(s.subject.id, "b0", "1.25"),
+        event(s.subject.id, "b7", 3, { timestamp: "soon" }),
+        event(s.subject.id, "b8", "0.75"),
+      ],
+    });
+    t.deepEqual(
+      r.results.map((x: Json) => [x.status, x.error?.code ?? "", x.error?.field_violations.map((v: Json) => v.field) ?? []]),
+      [
+        ["accepted", "", []],
+        ["duplicate", "", []],
+        ["rejected", "already_exists", []],
+        ["rejected", "invalid_argument", ["events[3].idempotency_key"]],
+        ["rejected", "not_found", []],
+        ["rejected", "invalid_argument", ["events[5].data.n"]],
+        ["duplicate", "", []],
+        ["rejected", "invalid_argument", ["events[7].timestamp"]],
+        ["accepted", "", []],
+      ],
+    );
+    t.is(r.results[6].id, r.results[0].id, "a repeat within the batch is a duplicate of the first");
+    t.deepEqual([r.accepted, r.duplicate, r.rejected], [2, 2, 5]);
+    t.is(await s.total(s.sum), "3");
+
+    const tooMany = await rest(server.url, "POST", "/usage-events/batch", s.key, { events: Array.from({ length: 1001 }, (_, i) => event(s.subject.id, `x${i}`, 1)) });
+    t.is(tooMany.status, 400);
+    t.deepEqual(violatedFields(tooMany.body), ["events"]);
+    t.is((await rest(server.url, "POST", "/usage-events/batch", s.key, { events: [] })).status, 400);
+    t.is(await s.total(s.count), "3", "the refused batches wrote nothing");
+  });
+
+  test(`${store}: the gRPC stream commits everything it is sent and reports rejections by position`, async (t) => {
+    const s = await setup(server);
+    const c = rpcClient(UsageEventService, server.url, "grpc", s.key);
+    async function* events() {
+      for (let i = 0; i < 2500; i++) {
+        const bad = i % 1000 === 999;
+        yield {
+          idempotencyKey: i === 2400 ? "s0" : `s${i}`,
+          subjectId: s.subject.id,
+          eventName: "api",
+          data: { n: bad ? "oops" : "0.01", region: "us", model: "large" },
+          timestamp: "2026-03-02T00:00:00Z",
+        };
+      }
+    }
+    const res = await c.streamUsageEvents(events());
+    t.deepEqual([res.received, res.accepted, res.duplicate, res.rejected], [2500n, 2497n, 1n, 2n]);
+    t.deepEqual(
+      res.rejections.map((r) => [r.index, r.error?.fieldViolations[0]?.field]),
+      [
+        [999n, "events[999].data.n"],
+        [1999n, "events[1999].data.n"],
+      ],
+    );
+    t.is(await s.total(s.sum), "24.97");
+  });
+
+  test(`${store}: sum, count, max and last are exact; last breaks timestamp ties by idempotency key`, async (t) => {
+    const s = await setup(server);
+    const values: [string, string, string][] = [
+      ["a", "0.000000000001", "2026-03-01T10:00:00Z"],
+      ["b", "99999999999999.999999999999", "2026-03-01T11:00:00Z"],
+      ["c", "-5", "2026-03-01T12:00:00Z"],
+      ["e", "3", "2026-03-01T12:00:00Z"],
+      ["d", "7", "2026-03-01T12:00:00Z"],
+    ];
+    await ok(server, s.key, "POST", "/usage-events/batch", { events: values.map(([k, n, ts]) => event(s.subject.id, k, n, { timestamp: ts })) });
+    t.is(await s.total(s.sum), "100000000000005");
+    t.is(await s.total(s.count), "5");
+    t.is(await s.total(s.max), "99999999999999.999999999999");
+    t.is(await s.total(s.last), "3", "at 12:00 the keys c, d, e tie; e is greatest");
+  });
+
+  test(`${store}: summaries: exact period edges, dimensions, granularity, null for empty buckets`, async (t) => {
+    const s = await setup(server);
+    const at = (k: string, ts: string, n: string, region = "eu", model = "small") => event(s.subject.id, k, n, { timestamp: ts, data: { n, region, model } });
+    await ok(server, s.key, "POST", "/usage-events/batch", {
+      events: [
+        at("e1", "2026-03-02T00:00:00Z", "1"), // on the period start
+        at("e2", "2026-03-02T05:30:00Z", "2", "us"),
+        at("e3", "2026-03-03T23:59:59.999Z", "4", "us", "large"),
+        at("e4", "2026-03-05T00:00:00Z", "8"), // on the period end
+      ],
+    });
+    const period = (inclusive_start?: boolean, inclusive_end?: boolean) => ({ start: "2026-03-02T00:00:00Z", end: "2026-03-05T00:00:00Z", inclusive_start, inclusive_end });
+    const value = async (p: Json) => (await s.summary(s.sum, p))[0].value;
+    t.is(await value(period()), "7", "default: start inclusive, end exclusive");
+    t.is(await value(period(false, false)), "6");
+    t.is(await value(period(true, true)), "15");
+    t.is(await value(period(false, true)), "14");
+
+    const byRegion = await s.summary(s.sum, period(), { dimensions: ["region"] });
+    t.deepEqual(byRegion.map((x: Json) => [x.dimension_coordinates, x.value]), [
+      [{ region: "eu" }, "1"],
+      [{ region: "us" }, "6"],
+    ]);
+    const daily = await s.summary(s.sum, period(true, true), { period_granularity: "day" });
+    t.deepEqual(daily.map((x: Json) => [x.period.start, x.period.end, x.period.inclusive_end, x.value]), [
+      ["2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z", false, "3"],
+      ["2026-03-03T00:00:00Z", "2026-03-04T00:00:00Z", false, "4"],
+      ["2026-03-04T00:00:00Z", "2026-03-05T00:00:00Z", false, null],
+      ["2026-03-05T00:00:00Z", "2026-03-05T00:00:00Z", true, "8"],
+    ]);
+    t.deepEqual(daily[2].dimension_coordinates, {});
+    const weekly = await s.summary(s.count, { start: "2026-03-01T00:00:00Z", end: "2026-03-10T00:00:00Z" }, { period_granularity: "week", dimensions: ["model"] });
+    t.deepEqual(weekly.map((x: Json) => [x.period.start, x.dimension_coordinates, x.value]), [
+      ["2026-03-01T00:00:00Z", {}, null], // Sunday: the week of Monday Feb 23, clipped
+      ["2026-03-02T00:00:00Z", { model: "large" }, "1"],
+      ["2026-03-02T00:00:00Z", { model: "small" }, "3"],
+      ["2026-03-09T00:00:00Z", {}, null],
+    ]);
+    t.is(new Set(daily.map((x: Json) => x.id)).size, 4);
+    t.deepEqual((await s.summary(s.sum, period(), { period_granularity: "day" })).map((x: Json) => x.id).slice(0, 2), daily.map((x: Json) => x.id).slice(0, 2), "ids are stable");
+
+    const bad = async (body: Json) => violatedFields((await rest(server.url, "POST", `/pricing-metrics/${s.sum.id}/summary`, s.key, { subject_id: s.subject.id, period: period(), ...body })).body);
+    t.deepEqual(await bad({ dimensions: ["color"] }), ["dimensions[0]"]);
+    t.deepEqual(await bad({ period_granularity: "month" }), ["period_granularity"]);
+    t.deepEqual(await bad({ period: { start: "2026-03-05T00:00:00Z", end: "2026-03-02T00:00:00Z" } }), ["period.end"]);
+    t.deepEqual(await bad({ period: { start: "2026-03-05T00:00:00Z" } }), ["period.end"]);
+    t.deepEqual(await bad({ period: { start: "yesterday", end: "2026-03-02T00:00:00Z" } }), ["period.start"]);
+    t.deepEqual(await bad({ period: { start: "2000-01-01T00:00:00Z", end: "2026-01-01T00:00:00Z" }, period_granularity: "hour" }), ["period_granularity"]);
+    t.deepEqual(await bad({ subject_id: "" }), ["subject_id"]);
+    t.is((await rest(server.url, "POST", `/pricing-metrics/${s.sum.id}/summary`, s.key, { subject_id: "nobody", period: period() })).status, 404);
+    t.is((await rest(server.url, "POST", `/pricing-metrics/${s.sum.id}/summary`, server.keys.b, { subject_id: s.subject.id, period: period() })).status, 404);
+
+    // gRPC: the value is a google.protobuf.Value: a string, or null.
+    const c = rpcClient(PricingMetricService, server.url, "grpc", s.key);
+    const res = await c.createPricingMetricSummary({ pricingMetricId: s.sum.id, subjectId: s.subject.id, period: { start: { seconds: BigInt(Date.parse("2026-03-02T00:00:00Z") / 1000) }, end: { seconds: BigInt(Date.parse("2026-03-05T00:00:00Z") / 1000) } }, periodGranularity: "day" });
+    t.deepEqual(
+      res.summaries.map((x) => toJson(PricingMetricService.method.createPricingMetricSummary.output.field.summaries.message as never, x as never) as Json).map((x: Json) => x.value),
+      ["3", "4", null],
+    );
+  });
+
+  test(`${store}: summaries equal a brute-force computation over the same events, for random periods`, async (t) => {
+    const s = await setup(server);
+    let seed = 42;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const base = Date.parse("2026-04-01T00:00:00Z");
+    const HOUR = 3_600_000;
+    const events = Array.from({ length: 400 }, (_, i) => {
+      const onHour = rand() < 0.2;
+      const ts = base + Math.floor(rand() * 72) * HOUR + (onHour ? 0 : Math.floor(rand() * HOUR));
+      return {
+        k: `r${i}`,
+        ts,
+        n: `${Math.floor(rand() * 1000)}.${String(Math.floor(rand() * 1000)).padStart(3, "0")}`,
+        region: rand() < 0.5 ? "eu" : "us",
+        model: rand() < 0.3 ? "large" : "small",
+      };
+    });
+    for (let i = 0; i < events.length; i += 200) {
+      await ok(server, s.key, "POST", "/usage-events/batch", {
+        events: events.slice(i, i + 200).map((e) => ({ idempotency_key: e.k, subject_id: s.subject.id, event_name: "api", data: { n: e.n, region: e.region, model: e.model }, timestamp: new Date(e.ts).toISOString() })),
+      });
+    }
+    for (let trial = 0; trial < 12; trial++) {
+      const a = base + Math.floor(rand() * 80) * HOUR + (rand() < 0.5 ? 0 : Math.floor(rand() * HOUR));
+      const b = a + Math.floor(rand() * 40) * HOUR + (rand() < 0.5 ? 0 : Math.floor(rand() * HOUR));
+      const is = rand() < 0.5;
+      const ie = rand() < 0.5;
+      const inRange = (ts: number) => (is ? ts >= a : ts > a) && (ie ? ts <= b : ts < b);
+      const chosen = events.filter((e) => inRange(e.ts));
+      const sum = chosen.reduce((acc, e) => acc.plus(dec(e.n)), dec(0));
+      const max = chosen.reduce((m, e) => (m === null || dec(e.n).gt(m) ? dec(e.n) : m), null as ReturnType<typeof dec> | null);
+      const last = [...chosen].sort((x, y) => x.ts - y.ts || (x.k < y.k ? -1 : 1)).at(-1);
+      const period = { start: new Date(a).toISOString(), end: new Date(b).toISOString(), inclusive_start: is, inclusive_end: ie };
+      const label = JSON.stringify(period);
+      t.is((await s.summary(s.sum, period))[0].value, chosen.length ? formatDecimal(sum) : null, `sum ${label}`);
+      t.is((await s.summary(s.count, period))[0].value, chosen.length ? String(chosen.length) : null, `count ${label}`);
+      t.is((await s.summary(s.max, period))[0].value, max ? formatDecimal(max) : null, `max ${label}`);
+      t.is((await s.summary(s.last, period))[0].value, last ? formatDecimal(dec(last.n)) : null, `last ${label}`);
+      const byRegion = await s.summary(s.sum, period, { dimensions: ["region"] });
+      for (const row of byRegion.filter((x: Json) => x.value !== null)) {
+        const expected = chosen.filter((e) => e.region === row.dimension_coordinates.region).reduce((acc, e) => acc.plus(dec(e.n)), dec(0));
+        t.is(row.value, formatDecimal(expected), `region ${row.dimension_coordinates.region} ${label}`);
+      }
+    }
+  });
+
+  test(`${store}: a metric created after its events were ingested counts them`, async (t) => {
+    const s = await setup(server);
+    await ok(server, s.key, "POST", "/usage-events/batch", {
+      events: [event(s.subject.id, "late1", "1", { event_name: "later" }), event(s.subject.id, "late2", "2", { event_name: "later", timestamp: "2026-03-01T10:15:00Z" })],
+    });
+    const m = await ok(server, s.key, "POST", "/pricing-metrics", { event_name: "later", name: "Later", unit: "u", aggregation: { aggregation_type: "sum", value_field: "n" } });
+    t.is((await s.summary(m, { start: "2026-03-01T00:00:00Z", end: "2026-03-02T00:00:00Z" }))[0].value, "3");
+  });
+}
+
+test("mysql: duplicates survive a restart", async (t) => {
+  if (!STORES.includes("mysql")) return t.pass();
+  const server = await startTestServer("mysql");
+  try {
+    const s = await setup(server);
+    const first = await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "persist", 1));
+    await server.app.stop();
+    const app = await startApp(loadConfig({ DATABASE_URL: server.db.url, PORT: "0" }), createLogger("error"));
+    try {
+      t.deepEqual(await ok(app, s.key, "POST", "/usage-events", event(s.subject.id, "persist", 1)), { id: first.id, status: "duplicate" });
+    } finally {
+      await app.stop();
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
+for (const store of STORES) {
+  test(`${store}: a write that fails claims nothing: the retry is accepted and counted once`, async (t) => {
+    const server = await startTestServer(store);
+    try {
+      const s = await setup(server);
+      await server.app.stop();
+      const db = await createDatabase(server.db.url, { poolSize: 2 });
+      await db.dataSource.initialize();
+      // Fails every transaction after its statements ran, so the database rolls them back.
+      class FailingSql extends Sql {
+        failures = 1;
+        override transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+          return super.transaction(async (em) => {
+            const out = await fn(em);
+            if (this.failures-- > 0) throw new Error("connection lost before commit");
+            return out;
+          });
+        }
+      }
+      const env = (await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subject.id]))[0].environment_id;
+      const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
+      const ingest = new IngestService(new SqlUsageStore(new FailingSql(db.dataSource, db.dialect), db.entities), () => new Date());
+      const input = { idempotencyKey: "retry", subjectId: s.subject.id, eventName: "api", data: { n: "5" }, timestamp: "" };
+      await t.throwsAsync(ingest.ingest(caller, [input], () => ""), { message: /connection lost/ });
+      const [outcome] = await ingest.ingest(caller, [input], () => "");
+      t.is(outcome?.status, "accepted");
+      const [again] = await ingest.ingest(caller, [input], () => "");
+      t.is(again?.status, "duplicate");
+      const rows = await db.dataSource.query("SELECT COUNT(*) AS n FROM usage_events WHERE idempotency_key = 'retry'");
+      t.is(Number(rows[0].n), 1);
+      await db.dataSource.destroy();
+      const app = await startApp(loadConfig({ DATABASE_URL: server.db.url, PORT: "0" }), createLogger("error"));
+      try {
+        t.is((await ok(app, s.key, "POST", `/pricing-metrics/${s.sum.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value, "5");
+      } finally {
+        await app.stop();
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+}
