@@ -326,3 +326,54 @@ for (const store of STORES) {
     t.is((await rest(server.url, "POST", `/rate-catalogs/${cat.id}/add_rates`, b, { billing_interval: "monthly" })).status, 404);
   });
 }
+
+for (const store of STORES) {
+  test(`${store} grpc: every catalog operation`, async (t) => {
+    const server = await startTestServer(store);
+    try {
+      const key = server.keys.a;
+      const metrics = rpcClient(PricingMetricService, server.url, "grpc", key);
+      const cards = rpcClient(RateCardService, server.url, "grpc", key);
+      const catalogs = rpcClient(RateCatalogService, server.url, "grpc", key);
+      const m = (await metrics.createPricingMetric({ eventName: "e", name: "E", unit: "u", dimensions: ["region"], aggregation: { aggregationType: "max", valueField: "v" } })).pricingMetric!;
+      t.deepEqual((await metrics.listPricingMetrics({ limit: 10 })).pricingMetrics.map((x) => x.id), [m.id]);
+
+      const cat = (await catalogs.createRateCatalog({ name: "Cat", description: "d" })).rateCatalog!;
+      const added = await catalogs.addRates({
+        rateCatalogId: cat.id,
+        billingInterval: "yearly",
+        fixedRates: [{ code: "x", name: "X", price: { amount: { currencyCode: "JPY", value: "100" } } }],
+      });
+      t.is(added.rateCatalog?.rateCount, 1);
+      t.deepEqual((await catalogs.listRateCatalogs({})).rateCatalogs.map((c) => [c.id, c.rateCount]), [[cat.id, 1]]);
+
+      const card = (
+        await cards.createRateCard({
+          billingInterval: "yearly",
+          name: "G",
+          rateCatalogId: cat.id,
+          usageBasedRates: [
+            {
+              usageBasedRateType: "dimensional",
+              code: "d",
+              name: "D",
+              pricingMetricId: m.id,
+              includedUnits: 5,
+              dimensions: [{ key: "region", values: ["eu"] }],
+              pricingMatrix: { cells: [{ dimensionCoordinates: { region: "eu" }, price: { priceType: "package", amount: { currencyCode: "JPY", value: "10" }, packageUnits: 100, roundingBehavior: "round_up" } }] },
+            },
+          ],
+        })
+      ).rateCard!;
+      t.is(card.usageBasedRates[0]?.pricingMatrix?.cells[0]?.price?.packageUnits, 100);
+      const listed = await cards.listRateCards({ limit: 1 });
+      t.deepEqual([listed.hasMore, listed.rateCards[0]?.id], [false, card.id]);
+      const rest1 = await rest(server.url, "GET", `/rate-cards/${card.id}`, key);
+      t.deepEqual(toJson(RateCardService.method.getRateCard.output, await cards.getRateCard({ rateCardId: card.id }), J), { rate_card: rest1.body });
+      const err = await t.throwsAsync(cards.createRateCard({ billingInterval: "monthly", name: "bad", fixedRates: [{ code: "a", name: "A", price: { amount: { currencyCode: "USD", value: "-1" } } }] }));
+      t.regex(String(err?.message), /fixed_rates\[0\]\.price\.amount\.value/);
+    } finally {
+      await server.stop();
+    }
+  });
+}
