@@ -5,13 +5,15 @@
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_billing_v1_options } from "./options_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/common.proto.
  */
 export const file_billing_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChdiaWxsaW5nL3YxL2NvbW1vbi5wcm90bxIKYmlsbGluZy52MSI0CgZBbW91bnQSFQoNY3VycmVuY3lfY29kZRgBIAEoCRITCgV2YWx1ZRgCIAEoCUIEiLUYASKjAQoFUHJpY2USEgoKcHJpY2VfdHlwZRgBIAEoCRIiCgZhbW91bnQYAiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIaCg1wYWNrYWdlX3VuaXRzGAMgASgBSACIAQESHgoRcm91bmRpbmdfYmVoYXZpb3IYBCABKAlIAYgBAUIQCg5fcGFja2FnZV91bml0c0IUChJfcm91bmRpbmdfYmVoYXZpb3JiBnByb3RvMw", [file_billing_v1_options]);
+  fileDesc("ChdiaWxsaW5nL3YxL2NvbW1vbi5wcm90bxIKYmlsbGluZy52MSI0CgZBbW91bnQSFQoNY3VycmVuY3lfY29kZRgBIAEoCRITCgV2YWx1ZRgCIAEoCUIEiLUYASKjAQoFUHJpY2USEgoKcHJpY2VfdHlwZRgBIAEoCRIiCgZhbW91bnQYAiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIaCg1wYWNrYWdlX3VuaXRzGAMgASgBSACIAQESHgoRcm91bmRpbmdfYmVoYXZpb3IYBCABKAlIAYgBAUIQCg5fcGFja2FnZV91bml0c0IUChJfcm91bmRpbmdfYmVoYXZpb3IivAEKBlBlcmlvZBIpCgVzdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoDZW5kGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIcCg9pbmNsdXNpdmVfc3RhcnQYAyABKAhIAIgBARIaCg1pbmNsdXNpdmVfZW5kGAQgASgISAGIAQFCEgoQX2luY2x1c2l2ZV9zdGFydEIQCg5faW5jbHVzaXZlX2VuZGIGcHJvdG8z", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An amount of money in the smallest unit of its currency.
@@ -86,4 +88,38 @@ export type Price = Message<"billing.v1.Price"> & {
  */
 export const PriceSchema: GenMessage<Price> = /*@__PURE__*/
   messageDesc(file_billing_v1_common, 1);
+
+/**
+ * A time range. Defaults: start inclusive, end exclusive.
+ *
+ * @generated from message billing.v1.Period
+ */
+export type Period = Message<"billing.v1.Period"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp start = 1;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end = 2;
+   */
+  end?: Timestamp | undefined;
+
+  /**
+   * @generated from field: optional bool inclusive_start = 3;
+   */
+  inclusiveStart?: boolean | undefined;
+
+  /**
+   * @generated from field: optional bool inclusive_end = 4;
+   */
+  inclusiveEnd?: boolean | undefined;
+};
+
+/**
+ * Describes the message billing.v1.Period.
+ * Use `create(PeriodSchema)` to create a new message.
+ */
+export const PeriodSchema: GenMessage<Period> = /*@__PURE__*/
+  messageDesc(file_billing_v1_common, 2);
 

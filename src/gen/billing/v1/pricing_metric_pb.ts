@@ -4,15 +4,17 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Period } from "./common_pb.js";
+import { file_billing_v1_common } from "./common_pb.js";
+import type { Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/pricing_metric.proto.
  */
 export const file_billing_v1_pricing_metric: GenFile = /*@__PURE__*/
-  fileDesc("Ch9iaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljLnByb3RvEgpiaWxsaW5nLnYxIo0BCg1QcmljaW5nTWV0cmljEgoKAmlkGAEgASgJEhIKCmV2ZW50X25hbWUYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgR1bml0GAQgASgJEhIKCmRpbWVuc2lvbnMYBSADKAkSLAoLYWdncmVnYXRpb24YBiABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlEKC0FnZ3JlZ2F0aW9uEhgKEGFnZ3JlZ2F0aW9uX3R5cGUYASABKAkSGAoLdmFsdWVfZmllbGQYAiABKAlIAIgBAUIOCgxfdmFsdWVfZmllbGQivAEKBlBlcmlvZBIpCgVzdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoDZW5kGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIcCg9pbmNsdXNpdmVfc3RhcnQYAyABKAhIAIgBARIaCg1pbmNsdXNpdmVfZW5kGAQgASgISAGIAQFCEgoQX2luY2x1c2l2ZV9zdGFydEIQCg5faW5jbHVzaXZlX2VuZCK0AgoUUHJpY2luZ01ldHJpY1N1bW1hcnkSCgoCaWQYASABKAkSGQoRcHJpY2luZ19tZXRyaWNfaWQYAiABKAkSEgoKc3ViamVjdF9pZBgDIAEoCRIiCgZwZXJpb2QYBCABKAsyEi5iaWxsaW5nLnYxLlBlcmlvZBJZChVkaW1lbnNpb25fY29vcmRpbmF0ZXMYBSADKAsyOi5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWNTdW1tYXJ5LkRpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSJQoFdmFsdWUYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUaOwoZRGltZW5zaW9uQ29vcmRpbmF0ZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch9iaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljLnByb3RvEgpiaWxsaW5nLnYxIo0BCg1QcmljaW5nTWV0cmljEgoKAmlkGAEgASgJEhIKCmV2ZW50X25hbWUYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgR1bml0GAQgASgJEhIKCmRpbWVuc2lvbnMYBSADKAkSLAoLYWdncmVnYXRpb24YBiABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlEKC0FnZ3JlZ2F0aW9uEhgKEGFnZ3JlZ2F0aW9uX3R5cGUYASABKAkSGAoLdmFsdWVfZmllbGQYAiABKAlIAIgBAUIOCgxfdmFsdWVfZmllbGQitAIKFFByaWNpbmdNZXRyaWNTdW1tYXJ5EgoKAmlkGAEgASgJEhkKEXByaWNpbmdfbWV0cmljX2lkGAIgASgJEhIKCnN1YmplY3RfaWQYAyABKAkSIgoGcGVyaW9kGAQgASgLMhIuYmlsbGluZy52MS5QZXJpb2QSWQoVZGltZW5zaW9uX2Nvb3JkaW5hdGVzGAUgAygLMjouYmlsbGluZy52MS5QcmljaW5nTWV0cmljU3VtbWFyeS5EaW1lbnNpb25Db29yZGluYXRlc0VudHJ5EiUKBXZhbHVlGAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlGjsKGURpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_billing_v1_common, file_google_protobuf_struct]);
 
 /**
  * How usage events of one event name are aggregated into a value.
@@ -95,40 +97,6 @@ export const AggregationSchema: GenMessage<Aggregation> = /*@__PURE__*/
   messageDesc(file_billing_v1_pricing_metric, 1);
 
 /**
- * A time range. Defaults: start inclusive, end exclusive.
- *
- * @generated from message billing.v1.Period
- */
-export type Period = Message<"billing.v1.Period"> & {
-  /**
-   * @generated from field: google.protobuf.Timestamp start = 1;
-   */
-  start?: Timestamp | undefined;
-
-  /**
-   * @generated from field: google.protobuf.Timestamp end = 2;
-   */
-  end?: Timestamp | undefined;
-
-  /**
-   * @generated from field: optional bool inclusive_start = 3;
-   */
-  inclusiveStart?: boolean | undefined;
-
-  /**
-   * @generated from field: optional bool inclusive_end = 4;
-   */
-  inclusiveEnd?: boolean | undefined;
-};
-
-/**
- * Describes the message billing.v1.Period.
- * Use `create(PeriodSchema)` to create a new message.
- */
-export const PeriodSchema: GenMessage<Period> = /*@__PURE__*/
-  messageDesc(file_billing_v1_pricing_metric, 2);
-
-/**
  * The value of a pricing metric for one subject, one period bucket and one combination of the
  * requested dimensions.
  *
@@ -178,5 +146,5 @@ export type PricingMetricSummary = Message<"billing.v1.PricingMetricSummary"> & 
  * Use `create(PricingMetricSummarySchema)` to create a new message.
  */
 export const PricingMetricSummarySchema: GenMessage<PricingMetricSummary> = /*@__PURE__*/
-  messageDesc(file_billing_v1_pricing_metric, 3);
+  messageDesc(file_billing_v1_pricing_metric, 2);
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subject.proto.
  */
 export const file_billing_v1_subject: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEi3QEKB1N1YmplY3QSCgoCaWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZW1haWwYAyABKAkSEwoLZXh0ZXJuYWxfaWQYBCABKAkSMwoIbWV0YWRhdGEYBSADKAsyIS5iaWxsaW5nLnYxLlN1YmplY3QuTWV0YWRhdGFFbnRyeRIMCgRuYW1lGAYgASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEikAIKB1N1YmplY3QSCgoCaWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZW1haWwYAyABKAkSEwoLZXh0ZXJuYWxfaWQYBCABKAkSMwoIbWV0YWRhdGEYBSADKAsyIS5iaWxsaW5nLnYxLlN1YmplY3QuTWV0YWRhdGFFbnRyeRIMCgRuYW1lGAYgASgJEhUKDXRlc3RfY2xvY2tfaWQYByABKAkSGgoSaGFzX3BheW1lbnRfbWV0aG9kGAggASgIGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * A customer of the application that is being billed.
@@ -62,6 +62,20 @@ export type Subject = Message<"billing.v1.Subject"> & {
    * @generated from field: string name = 6;
    */
   name: string;
+
+  /**
+   * The test clock the subject lives on; empty for real time.
+   *
+   * @generated from field: string test_clock_id = 7;
+   */
+  testClockId: string;
+
+  /**
+   * True when a payment method is on file (saved by a hosted checkout).
+   *
+   * @generated from field: bool has_payment_method = 8;
+   */
+  hasPaymentMethod: boolean;
 };
 
 /**
