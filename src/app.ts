@@ -9,14 +9,19 @@ import { RateCardService } from "./billing/catalog/rate-cards.js";
 import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
 import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
+import { BillingEngine } from "./billing/subscriptions/engine.js";
+import { SubscriptionService } from "./billing/subscriptions/service.js";
+import { TestPaymentProvider } from "./billing/subscriptions/test-provider.js";
 import type { Config } from "./config.js";
 import { createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
+import { SqlBillingStore } from "./db/stores/billing-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
 import { createRestGateway } from "./rest/gateway.js";
+import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { restServices, routes } from "./rpc/routes.js";
@@ -41,7 +46,14 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
-    const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now);
+    const billingStore = new SqlBillingStore(db.sql, db.entities);
+    const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
+      clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
+      deleteBlocker: async (env, id) => {
+        const active = await billingStore.activeSubscriptions(env, id);
+        return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
+      },
+    });
     const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
     const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
     const metrics = new PricingMetricService(metricStore, now);
@@ -50,18 +62,37 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const usageStore = new SqlUsageStore(db.sql, db.entities);
     const ingest = new IngestService(usageStore, now);
     const summaries = new SummaryService(usageStore, metrics, subjects);
+    const cardStore = new SqlRateCardStore(db.sql, db.entities);
+    const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
+    const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), config.publicBaseUrl);
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
     });
-    routes({ subjects, metrics, cards, catalogs, ingest, summaries })(router);
+    routes({ subjects, metrics, cards, catalogs, ingest, summaries, subscriptions })(router);
     const rest = createRestGateway(restServices, router.handlers, log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");
       return true;
     };
-    const listener: Listener = await listen(createRequestHandler({ router, rest, health, log }), config.port);
+    const pages = createPages(subscriptions, log);
+    const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log }), config.port);
+    // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
+    // and the unique invoice key), so every server may run it.
+    let ticking = false;
+    const timer =
+      config.schedulerIntervalMs > 0
+        ? setInterval(() => {
+            if (ticking) return;
+            ticking = true;
+            engine
+              .closeDue(now(), null)
+              .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
+              .catch((err) => log.error("scheduler run failed", { err }))
+              .finally(() => (ticking = false));
+          }, config.schedulerIntervalMs)
+        : undefined;
     log.info("listening", { port: listener.port, store: db.dialect });
 
     let stopping: Promise<void> | undefined;
@@ -70,7 +101,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       url: `http://127.0.0.1:${listener.port}`,
       stop() {
         stopping ??= (async () => {
+          if (timer) clearInterval(timer);
           await listener.close();
+          while (ticking) await new Promise((r) => setTimeout(r, 20));
           await db.dataSource.destroy();
         })();
         return stopping;

@@ -18,6 +18,8 @@ export interface Config {
    * every call. Also the longest a revoked key keeps working on a server that has just seen it.
    */
   apiKeyCacheMs: number;
+  /** How often the scheduler closes due billing cycles (ms); 0 turns it off on this server. */
+  schedulerIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -76,6 +78,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (rawMigrate !== "true" && rawMigrate !== "false") problems.push("RUN_MIGRATIONS must be true or false");
 
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
+  const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -87,5 +90,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel,
     runMigrations: rawMigrate === "true",
     apiKeyCacheMs,
+    schedulerIntervalMs,
   });
 }

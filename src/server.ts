@@ -19,11 +19,12 @@ type Res = ServerResponse | Http2ServerResponse;
 export interface HandlerParts {
   router: ConnectRouter;
   rest: (req: Req, res: Res) => boolean;
+  pages: (req: Req, res: Res) => boolean;
   health: () => Promise<boolean>;
   log: Logger;
 }
 
-export function createRequestHandler({ router, rest, health, log }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, health, log }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   return (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -36,6 +37,7 @@ export function createRequestHandler({ router, rest, health, log }: HandlerParts
       return;
     }
     if (rest(req, res)) return;
+    if (pages(req, res)) return;
     if (path === "/healthz" && req.method === "GET") {
       health().then(
         (ok) => {

@@ -67,3 +67,21 @@ export function sum(values: Iterable<Decimal>): Decimal {
 export function roundAmount(d: Decimal): Decimal {
   return d.toDecimalPlaces(0, D.ROUND_HALF_UP);
 }
+
+/** ISO 4217 minor-unit exponents that are not 2. */
+const EXPONENTS: Record<string, number> = {
+  BIF: 0, CLP: 0, DJF: 0, GNF: 0, ISK: 0, JPY: 0, KMF: 0, KRW: 0, PYG: 0, RWF: 0, UGX: 0, UYI: 0, VND: 0, VUV: 0, XAF: 0, XOF: 0, XPF: 0,
+  BHD: 3, IQD: 3, JOD: 3, KWD: 3, LYD: 3, OMR: 3, TND: 3,
+};
+
+export function currencyExponent(currency: string): number {
+  return EXPONENTS[currency.toUpperCase()] ?? 2;
+}
+
+/** An amount in smallest units shown in major units for people: "12345" USD → "USD 123.45". */
+export function displayMoney(minor: string, currency: string): string {
+  const exp = currencyExponent(currency);
+  const major = new D(minor).div(new D(10).pow(exp));
+  const places = Math.max(exp, major.decimalPlaces());
+  return `${currency.toUpperCase()} ${major.toFixed(places)}`;
+}

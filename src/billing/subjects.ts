@@ -2,7 +2,7 @@
  * Subjects: the customers being billed. Pure rules and the use cases over a store port; the
  * store (src/db) enforces uniqueness, this module enforces meaning.
  */
-import { NotFoundError, Violations } from "./errors.js";
+import { FailedPreconditionError, NotFoundError, Violations } from "./errors.js";
 import { newId } from "./ids.js";
 import { type Metadata, checkMetadata } from "./metadata.js";
 import { type Page, type PageResult, checkPage } from "./pagination.js";
@@ -16,6 +16,8 @@ export interface Subject {
   externalId: string | null;
   metadata: Metadata;
   name: string | null;
+  testClockId: string | null;
+  hasPaymentMethod: boolean;
 }
 
 export interface SubjectPatch {
@@ -43,6 +45,7 @@ export const MAX_TEXT = 255;
 const EMAIL = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
 
 export interface CreateSubjectInput {
+  testClockId?: string;
   email?: string;
   externalId?: string;
   metadata: Metadata;
@@ -66,10 +69,18 @@ function checkText(field: string, value: string | undefined, v: Violations, allo
   if (value.length > MAX_TEXT) v.add(field, `must have at most ${MAX_TEXT} characters`);
 }
 
+/** What subjects ask of billing: whether a test clock exists, whether a subject may go. */
+export interface SubjectGuards {
+  clockExists(environmentId: string, clockId: string): Promise<boolean>;
+  /** Why the subject cannot be deleted (e.g. an active subscription), or undefined. */
+  deleteBlocker(environmentId: string, subjectId: string): Promise<string | undefined>;
+}
+
 export class SubjectService {
   constructor(
     private readonly store: SubjectStore,
     private readonly now: () => Date,
+    private readonly guards: SubjectGuards = { clockExists: async () => false, deleteBlocker: async () => undefined },
   ) {}
 
   async create(caller: Caller, input: CreateSubjectInput): Promise<Subject> {
@@ -78,6 +89,9 @@ export class SubjectService {
     checkText("external_id", input.externalId, v, false);
     checkText("name", input.name, v, true);
     checkMetadata(input.metadata, v.at("metadata"));
+    if (input.testClockId !== undefined && !(input.testClockId !== "" && (await this.guards.clockExists(caller.environmentId, input.testClockId)))) {
+      v.add("test_clock_id", "no test clock with this ID exists in this environment");
+    }
     v.throwIfAny();
     const subject: Subject = {
       id: newId("subj"),
@@ -87,6 +101,8 @@ export class SubjectService {
       externalId: input.externalId ?? null,
       metadata: input.metadata,
       name: input.name || null,
+      testClockId: input.testClockId ?? null,
+      hasPaymentMethod: false,
     };
     await this.store.insert(subject);
     return subject;
@@ -136,6 +152,8 @@ export class SubjectService {
 
   async delete(caller: Caller, key: string): Promise<Subject> {
     const subject = await this.get(caller, key);
+    const blocker = await this.guards.deleteBlocker(caller.environmentId, subject.id);
+    if (blocker) throw new FailedPreconditionError("SUBJECT_HAS_ACTIVE_SUBSCRIPTION", blocker, { subject_id: subject.id });
     const deleted = await this.store.softDelete(caller.environmentId, subject.id, this.now());
     if (!deleted) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return subject;

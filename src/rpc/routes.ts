@@ -6,6 +6,11 @@ import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js"
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
 import type { IngestService as Ingest, SummaryService as Summaries } from "../billing/metering/usage.js";
 import type { SubjectService as Subjects } from "../billing/subjects.js";
+import type { SubscriptionService as Subscriptions } from "../billing/subscriptions/service.js";
+import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
+import { InvoiceService, file_billing_v1_invoice_service } from "../gen/billing/v1/invoice_service_pb.js";
+import { SubscriptionService, file_billing_v1_subscription_service } from "../gen/billing/v1/subscription_service_pb.js";
+import { TestClockService, file_billing_v1_test_clock_service } from "../gen/billing/v1/test_clock_service_pb.js";
 import { UsageEventService, file_billing_v1_usage_event_service } from "../gen/billing/v1/usage_event_service_pb.js";
 import { HealthService, file_billing_v1_health_service } from "../gen/billing/v1/health_service_pb.js";
 import { PricingMetricService, file_billing_v1_pricing_metric_service } from "../gen/billing/v1/pricing_metric_service_pb.js";
@@ -15,11 +20,13 @@ import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { reflectionService } from "./reflection.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
+import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
 import { subjectService } from "./services/subject-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
 export interface Services {
+  subscriptions: Subscriptions;
   ingest: Ingest;
   summaries: Summaries;
   subjects: Subjects;
@@ -35,12 +42,27 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_rate_card_service,
   file_billing_v1_rate_catalog_service,
   file_billing_v1_usage_event_service,
+  file_billing_v1_subscription_service,
+  file_billing_v1_invoice_service,
+  file_billing_v1_customer_access_service,
+  file_billing_v1_test_clock_service,
   file_billing_v1_health_service,
   file_grpc_reflection_v1_reflection,
 ];
 
 /** The services whose google.api.http annotations become REST routes. */
-export const restServices = [SubjectService, PricingMetricService, RateCardService, RateCatalogService, UsageEventService, HealthService];
+export const restServices = [
+  SubjectService,
+  PricingMetricService,
+  RateCardService,
+  RateCatalogService,
+  UsageEventService,
+  SubscriptionService,
+  InvoiceService,
+  CustomerAccessService,
+  TestClockService,
+  HealthService,
+];
 
 export function routes(services: Services) {
   return (router: ConnectRouter) => {
@@ -48,6 +70,10 @@ export function routes(services: Services) {
     router.service(SubjectService, subjectService(services.subjects));
     router.service(PricingMetricService, pricingMetricService(services.metrics, services.summaries));
     router.service(UsageEventService, usageEventService(services.ingest));
+    router.service(SubscriptionService, subscriptionService(services.subscriptions));
+    router.service(InvoiceService, invoiceService(services.subscriptions));
+    router.service(CustomerAccessService, customerAccessService(services.subscriptions));
+    router.service(TestClockService, testClockService(services.subscriptions));
     router.service(RateCardService, rateCardService(services.cards));
     router.service(RateCatalogService, rateCatalogService(services.catalogs));
     router.service(ServerReflection, reflectionService(servedFiles));

@@ -28,7 +28,16 @@ for (const store of STORES) {
       t.regex(created.id, /^subj_[0-9A-Za-z]{22}$/);
       t.deepEqual(
         { ...created, id: undefined, created_at: undefined },
-        { id: undefined, created_at: undefined, name: "Ada Lovelace", email: "ada@example.com", external_id: ext, metadata: { plan: "pro" } },
+        {
+          id: undefined,
+          created_at: undefined,
+          name: "Ada Lovelace",
+          email: "ada@example.com",
+          external_id: ext,
+          metadata: { plan: "pro" },
+          test_clock_id: "",
+          has_payment_method: false,
+        },
       );
       t.regex(created.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
       t.deepEqual(ok(await s.get(created.id)), created);
@@ -59,7 +68,7 @@ for (const store of STORES) {
     test(`${t0}: a subject with no fields is valid and emits every field`, async (t) => {
       const s = subjectsApi(api, server.url, server.keys.a);
       const created = ok(await s.create({}));
-      t.deepEqual(Object.keys(created).sort(), ["created_at", "email", "external_id", "id", "metadata", "name"]);
+      t.deepEqual(Object.keys(created).sort(), ["created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
       t.is(created.email, "");
       t.deepEqual(created.metadata, {});
     });

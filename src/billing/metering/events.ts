@@ -43,6 +43,8 @@ export type Outcome = { status: "accepted" | "duplicate"; id: string } | { statu
 /** An event ready to be written, and what it adds to the totals if it is new. */
 export interface Candidate {
   event: PreparedEvent;
+  /** When it happened: the event's timestamp, or its subject's test clock time. */
+  occurredAt: number;
   id: string;
   subjectId: string;
   fingerprint: string;
@@ -143,17 +145,21 @@ export function contributionsOf(metrics: readonly PricingMetric[], subjectId: st
 /**
  * Decides, inside the ingest transaction, which prepared events can be written: the subject must
  * exist in the environment, and every metric of the event's name that reads a value must find a
- * decimal number in `data`.
+ * decimal number in `data`. `subjects` maps each subject key to its ID and, for a subject on a
+ * test clock, the clock's time.
  */
 export function decide(
   events: readonly PreparedEvent[],
   metricsByName: ReadonlyMap<string, PricingMetric[]>,
-  subjectIds: ReadonlyMap<string, string>,
+  subjects: ReadonlyMap<string, { id: string; clockTime: number | null }>,
 ): (Candidate | { event: PreparedEvent; error: BillingError })[] {
-  return events.map((e) => {
-    const subjectId = subjectIds.get(e.subjectKey);
+  return events.map((given) => {
+    const subject = subjects.get(given.subjectKey);
+    const subjectId = subject?.id;
+    // A subject on a test clock: an event without a timestamp happened at the clock's time.
+    const e = subject?.clockTime != null && given.givenTimestamp === "" ? { ...given, occurredAt: subject.clockTime } : given;
     if (!subjectId) {
-      return { event: e, error: new NotFoundError("SUBJECT_NOT_FOUND", `${e.path}subject_id: subject ${JSON.stringify(e.subjectKey)} not found`, { subject_id: e.subjectKey }) };
+      return { event: given, error: new NotFoundError("SUBJECT_NOT_FOUND", `${e.path}subject_id: subject ${JSON.stringify(e.subjectKey)} not found`, { subject_id: e.subjectKey }) };
     }
     const metrics = metricsByName.get(e.eventName) ?? [];
     const v = new Violations(e.path.replace(/\.$/, ""));
@@ -172,10 +178,10 @@ export function decide(
       try {
         v.throwIfAny();
       } catch (err) {
-        return { event: e, error: err as InvalidArgumentError };
+        return { event: given, error: err as InvalidArgumentError };
       }
     }
-    return { event: e, id: newId("ue"), subjectId, fingerprint: fingerprint(subjectId, e), contributions: contributionsOf(metrics, subjectId, { ...e }) };
+    return { event: given, occurredAt: e.occurredAt, id: newId("ue"), subjectId, fingerprint: fingerprint(subjectId, e), contributions: contributionsOf(metrics, subjectId, e) };
   });
 }
 

@@ -5,10 +5,10 @@
  */
 import { createHash } from "node:crypto";
 import type { PricingMetricService } from "../catalog/metrics.js";
-import type { AggregationType } from "../catalog/types.js";
+import type { AggregationType, PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import { type BillingError, Violations } from "../errors.js";
-import { dec } from "../money.js";
+import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
 import { type Agg, aggOfEvent, combine, valueOf } from "./aggregate.js";
@@ -130,6 +130,47 @@ function project(dims: Record<string, string>, keys: readonly string[]): Record<
 }
 
 export class SummaryService {
+  /** Hourly totals for the whole hours of a range, raw events for the partial hours at its edges. */
+  private async parts(metric: PricingMetric, subjectId: string, r: Range): Promise<{ at: number; dims: Record<string, string>; agg: Agg }[]> {
+    const split = splitByHours(r);
+    const parts: { at: number; dims: Record<string, string>; agg: Agg }[] = [];
+    if (split.fullTo > split.fullFrom) {
+      for (const row of await this.store.rollups(metric.id, subjectId, split.fullFrom, split.fullTo)) {
+        parts.push({ at: row.bucketStart, dims: row.dims, agg: fromStored(row) });
+      }
+    }
+    for (const edge of split.edges) {
+      for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
+        if (!contains(edge, e.occurredAt)) continue;
+        const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
+        if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
+      }
+    }
+    return parts;
+  }
+
+  /**
+   * The metric's value for a subject over [from, to), per combination of `groupBy` (a subset of
+   * its dimensions); only combinations with events. What invoices and billing state read.
+   */
+  async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[]): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
+    if (to.getTime() <= from.getTime()) return [];
+    const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
+    const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();
+    for (const part of await this.parts(metric, subjectId, range)) {
+      const coordinates = project(part.dims, groupBy);
+      const key = coordinatesKey(coordinates);
+      const prev = groups.get(key);
+      groups.set(key, { coordinates, agg: prev ? combine(prev.agg, part.agg) : part.agg });
+    }
+    const out: { coordinates: Record<string, string>; value: Decimal }[] = [];
+    for (const g of groups.values()) {
+      const v = valueOf(metric.aggregation.type, g.agg);
+      if (v !== null) out.push({ coordinates: g.coordinates, value: dec(v) });
+    }
+    return out;
+  }
+
   constructor(
     private readonly store: UsageStore,
     private readonly metrics: PricingMetricService,
@@ -165,22 +206,7 @@ export class SummaryService {
     const subject = await this.subjects.get(caller, input.subjectId);
     const r = range as Range;
 
-    // Whole hours from the hourly totals; the partial hours at the edges from raw events.
-    const split = splitByHours(r);
-    const parts: { at: number; dims: Record<string, string>; agg: Agg }[] = [];
-    if (split.fullTo > split.fullFrom) {
-      for (const row of await this.store.rollups(metric.id, subject.id, split.fullFrom, split.fullTo)) {
-        parts.push({ at: row.bucketStart, dims: row.dims, agg: fromStored(row) });
-      }
-    }
-    for (const edge of split.edges) {
-      for (const e of await this.store.rawEvents(subject.id, metric.eventName, edge.start, edge.end)) {
-        if (!contains(edge, e.occurredAt)) continue;
-        const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
-        if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
-      }
-    }
-
+    const parts = await this.parts(metric, subject.id, r);
     const list = buckets(r, granularity);
     const byBucket = list.map(() => new Map<string, { coordinates: Record<string, string>; agg: Agg }>());
     const bucketIndex = (t: number): number => {

@@ -37,6 +37,8 @@ export interface SubjectRow {
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
+  test_clock_id: string | null;
+  payment_method_id: string | null;
 }
 
 export interface PricingMetricRow {
@@ -144,6 +146,95 @@ export interface UsageRollupRow {
   last_key: string | null;
 }
 
+export interface SubscriptionRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  subject_id: string;
+  rate_card_id: string;
+  status: string;
+  cancels_at_end_of_cycle: boolean;
+  anchor: Date;
+  cycle_index: number;
+  period_start: Date;
+  period_end: Date;
+  usage_since: Date;
+  fixed_rate_quantities: Record<string, string>;
+  rate_multipliers: Record<string, string>;
+  metadata: Record<string, string>;
+  test_clock_id: string | null;
+  timeline_id: string | null;
+  cancelled_at: Date | null;
+  cancel_reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface InvoiceRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  subject_id: string;
+  subscription_id: string;
+  period_key: string;
+  status: string;
+  currency: string;
+  total: string;
+  hosted_token: string;
+  period_start: Date;
+  period_end: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface InvoiceLineRow {
+  seq?: string;
+  invoice_id: string;
+  position: number;
+  description: string;
+  quantity: string;
+  unit_amount: string;
+  amount: string;
+}
+
+export interface PaymentMethodRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  subject_id: string;
+  brand: string;
+  last4: string;
+  behavior: string;
+  created_at: Date;
+}
+
+export interface CheckoutRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  token: string;
+  subject_id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  success_url: string;
+  cancelled_url: string;
+  status: string;
+  amount_due: string;
+  currency: string;
+  description: string;
+  expires_at: Date;
+  created_at: Date;
+}
+
+export interface TestClockRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  name: string;
+  frozen_time: Date;
+  created_at: Date;
+}
+
 export function buildEntities(dialect: Dialect) {
   const Environment = new EntitySchema<EnvironmentRow>({
     name: "Environment",
@@ -188,6 +279,8 @@ export function buildEntities(dialect: Dialect) {
       created_at: timeColumn(),
       updated_at: timeColumn(),
       deleted_at: timeColumn(true),
+      test_clock_id: textColumn(32),
+      payment_method_id: textColumn(32),
     },
     uniques: [
       { name: "uq_subjects_id", columns: ["id"] },
@@ -343,7 +436,156 @@ export function buildEntities(dialect: Dialect) {
     },
   });
 
-  return { Environment, ApiKey, Subject, PricingMetric, RateCard, RateCatalog, Rate, RateCell, UsageEvent, UsageRollup };
+  const Subscription = new EntitySchema<SubscriptionRow>({
+    name: "Subscription",
+    tableName: "subscriptions",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      rate_card_id: idColumn(),
+      status: textColumn(12, false),
+      cancels_at_end_of_cycle: { type: "boolean", nullable: false },
+      anchor: timeColumn(),
+      cycle_index: intColumn(),
+      period_start: timeColumn(),
+      period_end: timeColumn(),
+      usage_since: timeColumn(),
+      fixed_rate_quantities: jsonColumn(),
+      rate_multipliers: jsonColumn(),
+      metadata: jsonColumn(),
+      test_clock_id: textColumn(32),
+      timeline_id: textColumn(32),
+      cancelled_at: timeColumn(true),
+      cancel_reason: textColumn(500),
+      created_at: timeColumn(),
+      updated_at: timeColumn(),
+    },
+    uniques: [{ name: "uq_subscriptions_id", columns: ["id"] }],
+    indices: [
+      { name: "ix_subscriptions_env_seq", columns: ["environment_id", "seq"] },
+      { name: "ix_subscriptions_subject", columns: ["subject_id", "status"] },
+      { name: "ix_subscriptions_due", columns: ["status", "test_clock_id", "period_end"] },
+    ],
+  });
+
+  const Invoice = new EntitySchema<InvoiceRow>({
+    name: "Invoice",
+    tableName: "invoices",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      subscription_id: idColumn(),
+      period_key: textColumn(40, false),
+      status: textColumn(16, false),
+      currency: textColumn(3, false),
+      total: decimalColumn(dialect),
+      hosted_token: textColumn(64, false),
+      period_start: timeColumn(),
+      period_end: timeColumn(),
+      created_at: timeColumn(),
+      updated_at: timeColumn(),
+    },
+    uniques: [
+      { name: "uq_invoices_id", columns: ["id"] },
+      { name: "uq_invoices_subscription_period", columns: ["subscription_id", "period_key"] },
+      { name: "uq_invoices_hosted_token", columns: ["hosted_token"] },
+    ],
+    indices: [{ name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] }],
+  });
+
+  const InvoiceLine = new EntitySchema<InvoiceLineRow>({
+    name: "InvoiceLine",
+    tableName: "invoice_lines",
+    columns: {
+      seq: seqColumn(dialect),
+      invoice_id: idColumn(),
+      position: intColumn(),
+      description: textColumn(1000, false),
+      quantity: decimalColumn(dialect),
+      unit_amount: decimalColumn(dialect),
+      amount: decimalColumn(dialect),
+    },
+    indices: [{ name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] }],
+  });
+
+  const PaymentMethod = new EntitySchema<PaymentMethodRow>({
+    name: "PaymentMethod",
+    tableName: "payment_methods",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      brand: textColumn(20, false),
+      last4: textColumn(4, false),
+      behavior: textColumn(20, false),
+      created_at: timeColumn(),
+    },
+    uniques: [{ name: "uq_payment_methods_id", columns: ["id"] }],
+  });
+
+  const Checkout = new EntitySchema<CheckoutRow>({
+    name: "Checkout",
+    tableName: "checkout_sessions",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      token: textColumn(64, false),
+      subject_id: idColumn(),
+      kind: textColumn(12, false),
+      payload: jsonColumn(),
+      success_url: textColumn(2000, false),
+      cancelled_url: textColumn(2000, false),
+      status: textColumn(12, false),
+      amount_due: decimalColumn(dialect),
+      currency: textColumn(3, false),
+      description: textColumn(500, false),
+      expires_at: timeColumn(),
+      created_at: timeColumn(),
+    },
+    uniques: [
+      { name: "uq_checkout_sessions_id", columns: ["id"] },
+      { name: "uq_checkout_sessions_token", columns: ["token"] },
+    ],
+  });
+
+  const TestClock = new EntitySchema<TestClockRow>({
+    name: "TestClock",
+    tableName: "test_clocks",
+    columns: {
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      name: textColumn(255, false),
+      frozen_time: timeColumn(),
+      created_at: timeColumn(),
+    },
+    uniques: [{ name: "uq_test_clocks_id", columns: ["id"] }],
+  });
+
+  return {
+    Environment,
+    ApiKey,
+    Subject,
+    PricingMetric,
+    RateCard,
+    RateCatalog,
+    Rate,
+    RateCell,
+    UsageEvent,
+    UsageRollup,
+    Subscription,
+    Invoice,
+    InvoiceLine,
+    PaymentMethod,
+    Checkout,
+    TestClock,
+  };
 }
 
 export type Entities = ReturnType<typeof buildEntities>;

@@ -16,6 +16,8 @@ function toSubject(r: SubjectRow): Subject {
     externalId: r.external_id,
     metadata: r.metadata ?? {},
     name: r.name,
+    testClockId: r.test_clock_id ?? null,
+    hasPaymentMethod: Boolean(r.payment_method_id),
   };
 }
 
@@ -35,8 +37,8 @@ export class SqlSubjectStore implements SubjectStore {
     try {
       await this.sql.run((em) =>
         em.query(
-          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at],
+          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
         ),
       );
     } catch (err) {
@@ -53,7 +55,7 @@ export class SqlSubjectStore implements SubjectStore {
     // Plain SQL: this is the hottest read of the service.
     const rows: SubjectRow[] = await this.sql.run((em) =>
       em.query(
-        "SELECT id, environment_id, external_id, email, name, metadata, created_at FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id = ? OR external_id_key = ?) LIMIT 2",
+        "SELECT id, environment_id, external_id, email, name, metadata, created_at, test_clock_id, payment_method_id FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id = ? OR external_id_key = ?) LIMIT 2",
         [environmentId, key, key],
       ),
     );

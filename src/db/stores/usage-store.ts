@@ -134,15 +134,16 @@ export class SqlUsageStore implements UsageStore {
     for (const m of metricRows.map(metricOfRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
 
     const keys = [...new Set(events.map((e) => e.subjectKey))];
-    const subjectIds = new Map<string, string>();
+    const subjectIds = new Map<string, { id: string; clockTime: number | null }>();
     for (const part of chunks(keys)) {
       const marks = part.map(() => "?").join(", ");
-      const rows: { id: string; external_id_key: string | null }[] = await em.query(
-        `SELECT id, external_id_key FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id IN (${marks}) OR external_id_key IN (${marks}))`,
+      const rows: { id: string; external_id_key: string | null; frozen_time: unknown }[] = await em.query(
+        `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND (s.id IN (${marks}) OR s.external_id_key IN (${marks}))`,
         [environmentId, ...part, ...part],
       );
-      for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, r.id);
-      for (const r of rows) subjectIds.set(r.id, r.id); // an ID match wins over an external-ID match
+      const value = (r: (typeof rows)[number]) => ({ id: r.id, clockTime: r.frozen_time == null ? null : fromDbTime(r.frozen_time).getTime() });
+      for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, value(r));
+      for (const r of rows) subjectIds.set(r.id, value(r)); // an ID match wins over an external-ID match
     }
 
     const decided = decide(events, metricsByName, subjectIds);
@@ -163,7 +164,7 @@ export class SqlUsageStore implements UsageStore {
             c.fingerprint,
             c.subjectId,
             c.event.eventName,
-            dbTime(new Date(c.event.occurredAt)),
+            dbTime(new Date(c.occurredAt)),
             JSON.stringify(c.event.data),
             now,
           );

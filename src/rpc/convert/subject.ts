@@ -13,11 +13,13 @@ export function subjectToPb(s: Subject): SubjectPb {
     externalId: s.externalId ?? "",
     metadata: s.metadata,
     name: s.name ?? "",
+    testClockId: s.testClockId ?? "",
+    hasPaymentMethod: s.hasPaymentMethod,
   });
 }
 
 export function createSubjectInput(req: CreateSubjectRequest): CreateSubjectInput {
-  return { email: req.email, externalId: req.externalId, metadata: req.metadata, name: req.name };
+  return { email: req.email, externalId: req.externalId, metadata: req.metadata, name: req.name, testClockId: req.testClockId };
 }
 
 export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInput {

@@ -1,0 +1,464 @@
+/**
+ * Subscription use cases: subscribe (at once, or through a hosted checkout), cancel, change rate
+ * card, invoices, billing state and test clocks. Money is computed by the engine and invoicing/.
+ */
+import { offeredAddOns } from "../catalog/addons.js";
+import type { RateCardStore } from "../catalog/rate-cards.js";
+import type { RateCard } from "../catalog/types.js";
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { newId, randomBase62 } from "../ids.js";
+import { cycleBounds } from "../invoicing/cycles.js";
+import { type Line, line, total } from "../invoicing/lines.js";
+import { type Metadata, checkMetadata } from "../metadata.js";
+import { type Decimal, ZERO, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
+import { type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import { type BillingEngine, multiplierOf } from "./engine.js";
+import type { BillingSubject, CheckoutSession, Invoice, PaymentProvider, Subscription, TestClock } from "./types.js";
+
+export const CHECKOUT_TTL_MS = 24 * 3_600_000;
+
+export interface CallbackUrls {
+  successUrl: string;
+  cancelledUrl: string;
+}
+
+export interface CreateSubscriptionInput {
+  rateCardId: string;
+  subjectId: string;
+  callbacks?: CallbackUrls;
+  createCheckoutSession: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+  metadata: Metadata;
+  timelineId: string;
+}
+
+export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
+
+function checkDecimals(map: Record<string, string>, v: Violations): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, raw] of Object.entries(map)) {
+    const d = parseDecimal(raw);
+    if (!d) v.add(k, "must be a decimal number");
+    else if (d.isNegative() && !d.isZero()) v.add(k, "must be at least 0");
+    else if (storageProblem(d)) v.add(k, storageProblem(d) as string);
+    else out[k] = formatDecimal(d);
+  }
+  return out;
+}
+
+function checkUrls(c: CallbackUrls | undefined, v: Violations): void {
+  const cv = v.at("checkout_callback_urls");
+  if (!c) {
+    cv.add("", "is required: this subscription needs a checkout (no payment method on file, or create_checkout_session is always)");
+    return;
+  }
+  for (const [field, url] of [["success_url", c.successUrl], ["cancelled_url", c.cancelledUrl]] as const) {
+    let ok = false;
+    try {
+      const u = new URL(url);
+      ok = u.protocol === "http:" || u.protocol === "https:";
+    } catch {
+      ok = false;
+    }
+    if (!ok) cv.add(field, url === "" ? "is required" : "must be an http or https URL");
+  }
+}
+
+export class SubscriptionService {
+  constructor(
+    private readonly engine: BillingEngine,
+    private readonly cards: RateCardStore,
+    private readonly provider: PaymentProvider,
+    private readonly publicBaseUrl: string,
+  ) {}
+
+  private get store() {
+    return this.engine.store;
+  }
+
+  /** The subject's "now": its test clock's time, or real time. */
+  async nowFor(subject: Pick<BillingSubject, "environmentId" | "testClockId">): Promise<Date> {
+    if (!subject.testClockId) return this.engine.now();
+    const clock = await this.store.clock(subject.environmentId, subject.testClockId);
+    return clock ? clock.frozenTime : this.engine.now();
+  }
+
+  async subject(caller: Caller, key: string, field = "subject_id"): Promise<BillingSubject> {
+    if (key === "") throw new InvalidArgumentError([{ field, description: "is required" }]);
+    const s = await this.store.subject(caller.environmentId, key);
+    if (!s) throw new NotFoundError("SUBJECT_NOT_FOUND", `${field}: subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    return s;
+  }
+
+  private async cardOf(caller: Caller, id: string, field = "rate_card_id"): Promise<RateCard> {
+    const card = id === "" ? undefined : await this.cards.get(caller.environmentId, id);
+    if (!card) throw new NotFoundError("RATE_CARD_NOT_FOUND", `${field}: rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
+    return card;
+  }
+
+  /** Checks quantities and multipliers against the card (and its catalog add-ons). */
+  private async checkTerms(card: RateCard, quantitiesIn: Record<string, string>, multipliersIn: Record<string, string>, v: Violations) {
+    const quantities = checkDecimals(quantitiesIn, v.at("fixed_rate_quantities"));
+    const multipliers = checkDecimals(multipliersIn, v.at("rate_price_multipliers"));
+    const catalogRates = card.rateCatalogId ? await this.engine.catalogs.ratesFor(card.environmentId, card.rateCatalogId, card.billingInterval) : [];
+    const addOns = offeredAddOns(card, catalogRates);
+    const fixedCodes = new Set(card.fixedRates.map((r) => r.code));
+    const addOnCodes = new Set(addOns.map((r) => r.rate.code));
+    const allCodes = new Set([...fixedCodes, ...card.usageRates.map((r) => r.code), ...addOnCodes]);
+    const missing = card.fixedRates.filter((r) => !(r.code in quantitiesIn)).map((r) => r.code);
+    if (missing.length > 0) v.add("fixed_rate_quantities", `every fixed rate needs a quantity; missing: ${missing.join(", ")}`);
+    for (const code of Object.keys(quantitiesIn)) {
+      if (!fixedCodes.has(code) && !addOnCodes.has(code)) v.at("fixed_rate_quantities").add(code, "is not a fixed rate of the rate card or of its catalog");
+    }
+    for (const code of Object.keys(multipliersIn)) {
+      if (!allCodes.has(code)) v.at("rate_price_multipliers").add(code, "is not a rate code of the rate card");
+    }
+    return { quantities, multipliers };
+  }
+
+  newSubscription(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, at: Date): Subscription {
+    const period = cycleBounds(at, 0, card.billingInterval);
+    return {
+      id: newId("sub"),
+      environmentId: caller.environmentId,
+      subjectId: subject.id,
+      rateCardId: card.id,
+      status: "active",
+      cancelsAtEndOfCycle: false,
+      anchor: at,
+      cycleIndex: 0,
+      periodStart: period.start,
+      periodEnd: period.end,
+      usageSince: period.start,
+      fixedRateQuantities: terms.quantities,
+      rateMultipliers: terms.multipliers,
+      metadata,
+      testClockId: subject.testClockId,
+      timelineId: null,
+      cancelledAt: null,
+      cancelReason: null,
+      createdAt: at,
+    };
+  }
+
+  async create(caller: Caller, input: CreateSubscriptionInput): Promise<StartResult> {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (input.subjectId === "") v.add("subject_id", "is required");
+    if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
+    checkMetadata(input.metadata, v.at("metadata"));
+    if (input.timelineId !== "") v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
+    v.throwIfAny();
+    const subject = await this.subject(caller, input.subjectId);
+    const card = await this.cardOf(caller, input.rateCardId);
+    const terms = await this.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
+    v.throwIfAny();
+
+    const now = await this.nowFor(subject);
+    const draft = this.newSubscription(caller, subject, card, terms, input.metadata, now);
+    const firstLines = await this.engine.fixedLines(card, draft);
+    const { fixed } = await this.engine.rates(card, terms.quantities);
+    const free = fixed.every((r) => dec(r.price.amount.value).isZero());
+    const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
+    if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
+
+    checkUrls(input.callbacks, v);
+    v.throwIfAny();
+    const session = await this.openCheckout(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks as CallbackUrls, card, total(firstLines), `Subscribe to ${card.name}`, now);
+    return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
+  }
+
+  checkoutUrl(session: CheckoutSession): string {
+    return `${this.publicBaseUrl}/hosted/checkout/${session.token}`;
+  }
+
+  private async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, callbacks: CallbackUrls, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+    const session: CheckoutSession = {
+      id: newId("sub").replace("sub_", "cs_"),
+      environmentId: caller.environmentId,
+      token: randomBase62(40),
+      subjectId: subject.id,
+      kind,
+      payload,
+      successUrl: callbacks.successUrl,
+      cancelledUrl: callbacks.cancelledUrl,
+      status: "open",
+      amountDue: formatDecimal(amountDue),
+      currency: card.currency ?? "USD",
+      description,
+      expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
+      createdAt: now,
+    };
+    await this.store.insertCheckout(session);
+    return session;
+  }
+
+  /** Starts a subscription: writes it and its first invoice (fixed charges in advance), then charges. */
+  private async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+    const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
+    await this.store.transaction(async (tx) => {
+      await tx.insertSubscription(draft);
+      await this.engine.writeInvoice(tx, invoice);
+    });
+    await this.engine.settle(invoice, paymentMethodId);
+    return draft;
+  }
+
+  async get(caller: Caller, id: string): Promise<Subscription> {
+    const s = id === "" ? undefined : await this.store.subscription(caller.environmentId, id);
+    if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(id)} not found`, { subscription_id: id });
+    return s;
+  }
+
+  async list(caller: Caller, filter: { subjectId: string; rateCardId: string }, limit?: number, offset?: number): Promise<PageResult<Subscription>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    if (filter.subjectId !== "" && filter.rateCardId !== "") v.add("rate_card_id", "cannot be used together with subject_id");
+    v.throwIfAny();
+    const subjectId = filter.subjectId === "" ? undefined : (await this.subject(caller, filter.subjectId)).id;
+    return this.store.listSubscriptions(caller.environmentId, { subjectId, rateCardId: filter.rateCardId || undefined }, page);
+  }
+
+  async cancel(caller: Caller, id: string, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
+    const v = new Violations();
+    if (input.atEndOfCycle === false) v.add("cancel_at_end_of_cycle", "only true is accepted; leave it out to cancel now");
+    if (input.reason.length > 500) v.add("reason", "must have at most 500 characters");
+    v.throwIfAny();
+    const current = await this.get(caller, id);
+    const subject = await this.subject(caller, current.subjectId);
+    const now = await this.nowFor(subject);
+    if (input.atEndOfCycle) {
+      return this.store.transaction(async (tx) => {
+        const s = await tx.lockSubscription(caller.environmentId, id);
+        if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
+        if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
+        const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
+        await tx.updateSubscription(next);
+        return next;
+      });
+    }
+    const card = await this.engine.card(current.environmentId, current.rateCardId);
+    const lines = await this.engine.usageLines(card, current, current.usageSince, now);
+    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, now, now);
+    const cancelled = await this.store.transaction(async (tx) => {
+      const s = await tx.lockSubscription(caller.environmentId, id);
+      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is already ${s?.status ?? "gone"}`);
+      if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) {
+        throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
+      }
+      await this.engine.writeInvoice(tx, invoice);
+      const next: Subscription = { ...s, status: "cancelled", cancelledAt: now, cancelReason: input.reason || null };
+      await tx.updateSubscription(next);
+      return next;
+    });
+    await this.engine.settle(invoice, subject.paymentMethodId);
+    return cancelled;
+  }
+
+  /** Per-cycle fixed total of a card at the given terms, unrounded. */
+  private async fixedTotal(card: RateCard, s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Promise<Decimal> {
+    const lines = await this.engine.fixedLines(card, s);
+    return lines.reduce((acc, l) => acc.plus(l.quantity.times(l.unitAmount)), ZERO);
+  }
+
+  async changeRateCard(caller: Caller, id: string, input: { rateCardId: string; behavior: string; callbacks?: CallbackUrls }): Promise<StartResult> {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (!["", "prorate", "rate_difference"].includes(input.behavior)) v.add("upgrade_behavior", "must be prorate or rate_difference");
+    v.throwIfAny();
+    const current = await this.get(caller, id);
+    const newCard = await this.cardOf(caller, input.rateCardId);
+    if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
+    if (newCard.billingInterval !== oldCard.billingInterval) throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
+    if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency) throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
+    const subject = await this.subject(caller, current.subjectId);
+    const now = await this.nowFor(subject);
+
+    // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
+    const quantities: Record<string, string> = {};
+    for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
+    const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
+    const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
+    const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+
+    const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
+    const lines = await this.engine.usageLines(oldCard, current, current.usageSince, now);
+    if (diff.gt(0)) {
+      const span = current.periodEnd.getTime() - current.periodStart.getTime();
+      const left = Math.max(0, current.periodEnd.getTime() - now.getTime());
+      const prorate = input.behavior !== "rate_difference";
+      const amount = prorate ? diff.times(left).div(span) : diff;
+      lines.push(line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), amount));
+    }
+    const charge = total(lines);
+    if (charge.gt(0) && !subject.paymentMethodId) {
+      checkUrls(input.callbacks, v);
+      v.throwIfAny();
+      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, charge, `Change to ${newCard.name}`, now);
+      return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
+    }
+    const invoice = this.engine.newInvoice(current, oldCard, `change:${now.getTime()}`, lines, current.usageSince, now, now);
+    const changed = await this.store.transaction(async (tx) => {
+      const s = await tx.lockSubscription(caller.environmentId, id);
+      if (!s || s.status !== "active" || s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime()) {
+        throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
+      }
+      await this.engine.writeInvoice(tx, invoice);
+      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: now };
+      await tx.updateSubscription(updated);
+      return updated;
+    });
+    await this.engine.settle(invoice, subject.paymentMethodId);
+    return { kind: "success", subscription: changed };
+  }
+
+  // ---- hosted checkout ----
+
+  async checkout(token: string): Promise<{ session: CheckoutSession; usable: boolean; now: Date }> {
+    const session = await this.store.checkout(token);
+    if (!session) throw new NotFoundError("CHECKOUT_NOT_FOUND", "no such checkout");
+    const subject = await this.store.subject(session.environmentId, session.subjectId);
+    const now = subject ? await this.nowFor(subject) : this.engine.now();
+    return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now };
+  }
+
+  /**
+   * Completes a checkout with a card number: declined cards change nothing; a good one is saved
+   * on the subject and what the checkout was for happens. A completed, cancelled or expired
+   * checkout cannot be used again.
+   */
+  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string } | { ok: false; message: string; gone?: boolean }> {
+    const { session, usable } = await this.checkout(token);
+    if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
+    const card = this.provider.tokenize(cardNumber);
+    if (!card.ok) return { ok: false, message: card.message };
+    const caller: Caller = { environmentId: session.environmentId, mode: "test", keyKind: "secret" };
+    const subject = await this.subject(caller, session.subjectId);
+    const pmId = newId("sub").replace("sub_", "pm_card_");
+    const claimed = await this.store.transaction(async (tx) => {
+      const locked = await tx.lockCheckout(token);
+      if (!locked || locked.status !== "open") return false;
+      await tx.insertPaymentMethod({ id: pmId, environmentId: session.environmentId, subjectId: subject.id, brand: card.brand, last4: card.last4, behavior: card.behavior, createdAt: this.engine.now() });
+      await tx.setSubjectPaymentMethod(subject.id, pmId);
+      await tx.updateCheckoutStatus(session.id, "completed");
+      return true;
+    });
+    if (!claimed) return { ok: false, gone: true, message: "This checkout is no longer available." };
+    if (session.kind === "subscribe") {
+      const input = (session.payload as { request: CreateSubscriptionInput }).request;
+      const withPm = { ...subject, paymentMethodId: pmId };
+      const rateCard = await this.cardOf(caller, input.rateCardId);
+      const now = await this.nowFor(withPm);
+      const draft = this.newSubscription(caller, withPm, rateCard, { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers }, input.metadata, now);
+      await this.start(draft, rateCard, await this.engine.fixedLines(rateCard, draft), pmId);
+    } else {
+      const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
+      await this.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
+    }
+    return { ok: true, redirect: session.successUrl };
+  }
+
+  async cancelCheckout(token: string): Promise<string> {
+    const { session } = await this.checkout(token);
+    if (session.status === "open") {
+      await this.store.transaction(async (tx) => {
+        const locked = await tx.lockCheckout(token);
+        if (locked?.status === "open") await tx.updateCheckoutStatus(session.id, "cancelled");
+      });
+    }
+    return session.cancelledUrl;
+  }
+
+  // ---- invoices ----
+
+  async listInvoices(caller: Caller, subjectKey: string, limit?: number, offset?: number): Promise<PageResult<Invoice>> {
+    const v = new Violations();
+    if (subjectKey === "") v.add("subject_id", "is required");
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    const subject = await this.subject(caller, subjectKey);
+    return this.store.listInvoices(caller.environmentId, subject.id, page);
+  }
+
+  async invoice(caller: Caller, id: string): Promise<Invoice> {
+    const inv = id === "" ? undefined : await this.store.invoice(caller.environmentId, id);
+    if (!inv) throw new NotFoundError("INVOICE_NOT_FOUND", `invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
+    return inv;
+  }
+
+  async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
+    const inv = await this.invoice(caller, id);
+    if (!(await this.store.setInvoiceStatus(inv.id, "open", to, this.engine.now()))) {
+      throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${id} is ${inv.status}; only an open invoice can become ${to}`);
+    }
+    return this.invoice(caller, id);
+  }
+
+  hostedInvoiceUrl(inv: Invoice): string {
+    return `${this.publicBaseUrl}/hosted/invoices/${inv.hostedToken}`;
+  }
+
+  invoiceByToken(token: string): Promise<Invoice | undefined> {
+    return this.store.invoiceByToken(token);
+  }
+
+  // ---- billing state ----
+
+  async billingState(caller: Caller, subjectKey: string) {
+    const subject = await this.subject(caller, subjectKey);
+    const now = await this.nowFor(subject);
+    const active = await this.store.activeSubscriptions(caller.environmentId, subject.id);
+    const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
+    let overage = false;
+    for (const s of active) {
+      const card = await this.engine.card(s.environmentId, s.rateCardId);
+      for (const { rate, used } of await this.engine.usedUnits(card, s, s.usageSince, s.periodEnd)) {
+        if (used.gt(dec(rate.includedUnits))) overage = true;
+        usage.push({ includedUnits: rate.includedUnits, pricingMetricId: rate.pricingMetricId, rateName: rate.name, usedUnits: formatDecimal(used) });
+      }
+    }
+    return {
+      hasActiveSubscription: active.length > 0,
+      hasOverage: overage,
+      active: active.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
+      usage,
+    };
+  }
+
+  // ---- test clocks ----
+
+  async createClock(caller: Caller, input: { name: string; frozenTime?: Date }): Promise<TestClock> {
+    if (caller.mode !== "test") throw new FailedPreconditionError("TEST_CLOCKS_TEST_ONLY", "test clocks exist only in test environments");
+    const v = new Violations();
+    if (input.name.length > 255) v.add("name", "must have at most 255 characters");
+    if (!input.frozenTime) v.add("frozen_time", "is required");
+    v.throwIfAny();
+    const clock: TestClock = { id: newId("sub").replace("sub_", "clk_"), environmentId: caller.environmentId, name: input.name, frozenTime: input.frozenTime as Date, createdAt: this.engine.now() };
+    await this.store.insertClock(clock);
+    return clock;
+  }
+
+  async clock(caller: Caller, id: string): Promise<TestClock> {
+    const c = id === "" ? undefined : await this.store.clock(caller.environmentId, id);
+    if (!c) throw new NotFoundError("TEST_CLOCK_NOT_FOUND", `test clock ${JSON.stringify(id)} not found`, { test_clock_id: id });
+    return c;
+  }
+
+  /** Moves the clock forward and runs every cycle close due up to the new time before returning. */
+  async advanceClock(caller: Caller, id: string, to: Date | undefined): Promise<TestClock> {
+    const clock = await this.clock(caller, id);
+    if (!to) throw new InvalidArgumentError([{ field: "frozen_time", description: "is required" }]);
+    if (to.getTime() < clock.frozenTime.getTime()) {
+      throw new InvalidArgumentError([{ field: "frozen_time", description: `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward` }]);
+    }
+    if (to.getTime() > clock.frozenTime.getTime() && !(await this.store.advanceClock(caller.environmentId, id, to))) {
+      throw new FailedPreconditionError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
+    }
+    await this.engine.closeDue(to, id);
+    return this.clock(caller, id);
+  }
+}

@@ -1,0 +1,147 @@
+/** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types and ports. */
+import type { Metadata } from "../metadata.js";
+import type { Page, PageResult } from "../pagination.js";
+
+export type SubscriptionStatus = "active" | "cancelled" | "paused";
+
+export interface Subscription {
+  id: string;
+  environmentId: string;
+  subjectId: string;
+  rateCardId: string;
+  status: SubscriptionStatus;
+  cancelsAtEndOfCycle: boolean;
+  /** effective_at: cycles are counted from it. */
+  anchor: Date;
+  cycleIndex: number;
+  periodStart: Date;
+  periodEnd: Date;
+  /** Start of the usage not yet invoiced (the period start, or the last rate-card change). */
+  usageSince: Date;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+  metadata: Metadata;
+  testClockId: string | null;
+  timelineId: string | null;
+  cancelledAt: Date | null;
+  cancelReason: string | null;
+  createdAt: Date;
+}
+
+export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible";
+
+export interface InvoiceLine {
+  description: string;
+  quantity: string;
+  unitAmount: string;
+  amount: string;
+}
+
+export interface Invoice {
+  id: string;
+  environmentId: string;
+  subjectId: string;
+  subscriptionId: string;
+  /** Unique per subscription: `cycle:<n>` for a cycle boundary, `change:<ms>`, `final`. */
+  periodKey: string;
+  status: InvoiceStatus;
+  currency: string;
+  total: string;
+  lines: InvoiceLine[];
+  /** The unguessable part of the hosted invoice URL. */
+  hostedToken: string;
+  periodStart: Date;
+  periodEnd: Date;
+  createdAt: Date;
+}
+
+export interface PaymentMethod {
+  id: string;
+  environmentId: string;
+  subjectId: string;
+  brand: string;
+  last4: string;
+  /** Test provider: what charges to this method do. */
+  behavior: "succeeds" | "charge_fails";
+  createdAt: Date;
+}
+
+export type CheckoutStatus = "open" | "completed" | "cancelled";
+
+export interface CheckoutSession {
+  id: string;
+  environmentId: string;
+  token: string;
+  subjectId: string;
+  kind: "subscribe" | "change";
+  /** What completing it does: the validated subscription (or change) request. */
+  payload: Record<string, unknown>;
+  successUrl: string;
+  cancelledUrl: string;
+  status: CheckoutStatus;
+  /** Amount due on completion (smallest units) and its currency, for the page. */
+  amountDue: string;
+  currency: string;
+  description: string;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
+export interface TestClock {
+  id: string;
+  environmentId: string;
+  name: string;
+  frozenTime: Date;
+  createdAt: Date;
+}
+
+/** A subject as billing needs it. */
+export interface BillingSubject {
+  id: string;
+  environmentId: string;
+  testClockId: string | null;
+  paymentMethodId: string | null;
+}
+
+/** Everything billing writes, in one transaction (`BillingStore.transaction`). */
+export interface BillingTx {
+  /** The subscription, locked until the transaction ends. */
+  lockSubscription(environmentId: string, id: string): Promise<Subscription | undefined>;
+  insertSubscription(s: Subscription): Promise<void>;
+  updateSubscription(s: Subscription): Promise<void>;
+  /** Throws AlreadyExistsError when the subscription already has an invoice for that period key. */
+  insertInvoice(i: Invoice): Promise<void>;
+  lockCheckout(token: string): Promise<CheckoutSession | undefined>;
+  updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
+  insertPaymentMethod(pm: PaymentMethod): Promise<void>;
+  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string): Promise<void>;
+}
+
+export interface BillingStore {
+  transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T>;
+  subject(environmentId: string, key: string): Promise<BillingSubject | undefined>;
+  subscription(environmentId: string, id: string): Promise<Subscription | undefined>;
+  listSubscriptions(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
+  activeSubscriptions(environmentId: string, subjectId: string): Promise<Subscription[]>;
+  /** Active subscriptions whose cycle ends at or before `now`: on real time (clockId null) or on one clock. */
+  dueSubscriptions(now: Date, clockId: string | null, limit: number): Promise<Subscription[]>;
+  invoice(environmentId: string, id: string): Promise<Invoice | undefined>;
+  invoiceByToken(token: string): Promise<Invoice | undefined>;
+  listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /** Sets the status if the invoice is in `from`; false otherwise. */
+  setInvoiceStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
+  paymentMethod(id: string): Promise<PaymentMethod | undefined>;
+  insertCheckout(c: CheckoutSession): Promise<void>;
+  checkout(token: string): Promise<CheckoutSession | undefined>;
+  insertClock(c: TestClock): Promise<void>;
+  clock(environmentId: string, id: string): Promise<TestClock | undefined>;
+  /** Moves the clock to `to` if it is not past it already; false otherwise. */
+  advanceClock(environmentId: string, id: string, to: Date): Promise<boolean>;
+}
+
+/** A payment processor. The built-in test provider stands in for a real one. */
+export interface PaymentProvider {
+  /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */
+  tokenize(cardNumber: string): { ok: true; brand: string; last4: string; behavior: PaymentMethod["behavior"] } | { ok: false; message: string };
+  charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true } | { ok: false; message: string }>;
+}

@@ -1,0 +1,325 @@
+/** Storage of subscriptions, invoices, payment methods, checkouts and test clocks. */
+import type { EntityManager } from "typeorm";
+import { In } from "typeorm";
+import { AlreadyExistsError } from "../../billing/errors.js";
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
+import type {
+  BillingStore,
+  BillingSubject,
+  BillingTx,
+  CheckoutSession,
+  CheckoutStatus,
+  Invoice,
+  InvoiceStatus,
+  PaymentMethod,
+  Subscription,
+  SubscriptionStatus,
+  TestClock,
+} from "../../billing/subscriptions/types.js";
+import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow } from "../entities/index.js";
+import { isUniqueViolation } from "../errors.js";
+import { dbTime } from "../raw.js";
+import type { Sql } from "../sql.js";
+
+function toSubscription(r: SubscriptionRow): Subscription {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    rateCardId: r.rate_card_id,
+    status: r.status as SubscriptionStatus,
+    cancelsAtEndOfCycle: Boolean(r.cancels_at_end_of_cycle),
+    anchor: r.anchor,
+    cycleIndex: Number(r.cycle_index),
+    periodStart: r.period_start,
+    periodEnd: r.period_end,
+    usageSince: r.usage_since,
+    fixedRateQuantities: r.fixed_rate_quantities ?? {},
+    rateMultipliers: r.rate_multipliers ?? {},
+    metadata: r.metadata ?? {},
+    testClockId: r.test_clock_id,
+    timelineId: r.timeline_id,
+    cancelledAt: r.cancelled_at,
+    cancelReason: r.cancel_reason,
+    createdAt: r.created_at,
+  };
+}
+
+function subscriptionRow(s: Subscription, at: Date): SubscriptionRow {
+  return {
+    id: s.id,
+    environment_id: s.environmentId,
+    subject_id: s.subjectId,
+    rate_card_id: s.rateCardId,
+    status: s.status,
+    cancels_at_end_of_cycle: s.cancelsAtEndOfCycle,
+    anchor: s.anchor,
+    cycle_index: s.cycleIndex,
+    period_start: s.periodStart,
+    period_end: s.periodEnd,
+    usage_since: s.usageSince,
+    fixed_rate_quantities: s.fixedRateQuantities,
+    rate_multipliers: s.rateMultipliers,
+    metadata: s.metadata,
+    test_clock_id: s.testClockId,
+    timeline_id: s.timelineId,
+    cancelled_at: s.cancelledAt,
+    cancel_reason: s.cancelReason,
+    created_at: s.createdAt,
+    updated_at: at,
+  };
+}
+
+function toInvoice(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    subscriptionId: r.subscription_id,
+    periodKey: r.period_key,
+    status: r.status as InvoiceStatus,
+    currency: r.currency,
+    total: r.total,
+    lines: lines.map((l) => ({ description: l.description, quantity: l.quantity, unitAmount: l.unit_amount, amount: l.amount })),
+    hostedToken: r.hosted_token,
+    periodStart: r.period_start,
+    periodEnd: r.period_end,
+    createdAt: r.created_at,
+  };
+}
+
+function toCheckout(r: CheckoutRow): CheckoutSession {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    token: r.token,
+    subjectId: r.subject_id,
+    kind: r.kind as CheckoutSession["kind"],
+    payload: r.payload,
+    successUrl: r.success_url,
+    cancelledUrl: r.cancelled_url,
+    status: r.status as CheckoutStatus,
+    amountDue: r.amount_due,
+    currency: r.currency,
+    description: r.description,
+    expiresAt: r.expires_at,
+    createdAt: r.created_at,
+  };
+}
+
+function toClock(r: TestClockRow): TestClock {
+  return { id: r.id, environmentId: r.environment_id, name: r.name, frozenTime: r.frozen_time, createdAt: r.created_at };
+}
+
+export class SqlBillingStore implements BillingStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  private lock(): { mode: "pessimistic_write" } | undefined {
+    return this.sql.dialect === "mysql" ? { mode: "pessimistic_write" } : undefined;
+  }
+
+  private async invoicesWithLines(em: EntityManager, rows: InvoiceRow[]): Promise<Invoice[]> {
+    if (rows.length === 0) return [];
+    const lines = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(rows.map((r) => r.id)) }, order: { invoice_id: "ASC", position: "ASC" } });
+    return rows.map((r) => toInvoice(r, lines.filter((l) => l.invoice_id === r.id)));
+  }
+
+  transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
+    const E = this.entities;
+    return this.sql.transaction((em) => {
+      const tx: BillingTx = {
+        lockSubscription: async (environmentId, id) => {
+          const r = await em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: this.lock() });
+          return r ? toSubscription(r) : undefined;
+        },
+        insertSubscription: async (s) => {
+          await em.insert(E.Subscription, subscriptionRow(s, s.createdAt));
+        },
+        updateSubscription: async (s) => {
+          const { id, environment_id, created_at, ...rest } = subscriptionRow(s, new Date());
+          await em.update(E.Subscription, { id, environment_id }, rest);
+        },
+        insertInvoice: async (i) => {
+          try {
+            await em.insert(E.Invoice, {
+              id: i.id,
+              environment_id: i.environmentId,
+              subject_id: i.subjectId,
+              subscription_id: i.subscriptionId,
+              period_key: i.periodKey,
+              status: i.status,
+              currency: i.currency,
+              total: i.total,
+              hosted_token: i.hostedToken,
+              period_start: i.periodStart,
+              period_end: i.periodEnd,
+              created_at: i.createdAt,
+              updated_at: i.createdAt,
+            });
+          } catch (err) {
+            if (isUniqueViolation(err)) throw new AlreadyExistsError("INVOICE_EXISTS", `subscription ${i.subscriptionId} already has an invoice for ${i.periodKey}`);
+            throw err;
+          }
+          if (i.lines.length > 0) {
+            await em.insert(
+              E.InvoiceLine,
+              i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount })),
+            );
+          }
+        },
+        lockCheckout: async (token) => {
+          const r = await em.findOne(E.Checkout, { where: { token }, lock: this.lock() });
+          return r ? toCheckout(r) : undefined;
+        },
+        updateCheckoutStatus: async (id, status) => {
+          await em.update(E.Checkout, { id }, { status });
+        },
+        insertPaymentMethod: async (pm) => {
+          await em.insert(E.PaymentMethod, {
+            id: pm.id,
+            environment_id: pm.environmentId,
+            subject_id: pm.subjectId,
+            brand: pm.brand,
+            last4: pm.last4,
+            behavior: pm.behavior,
+            created_at: pm.createdAt,
+          });
+        },
+        setSubjectPaymentMethod: async (subjectId, paymentMethodId) => {
+          await em.update(E.Subject, { id: subjectId }, { payment_method_id: paymentMethodId });
+        },
+      };
+      return fn(tx);
+    });
+  }
+
+  async subject(environmentId: string, key: string): Promise<BillingSubject | undefined> {
+    const rows: { id: string; environment_id: string; external_id_key: string | null; test_clock_id: string | null; payment_method_id: string | null }[] = await this.sql.run((em) =>
+      em.query(
+        "SELECT id, environment_id, external_id_key, test_clock_id, payment_method_id FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id = ? OR external_id_key = ?) LIMIT 2",
+        [environmentId, key, key],
+      ),
+    );
+    const r = rows.find((x) => x.id === key) ?? rows[0];
+    return r ? { id: r.id, environmentId: r.environment_id, testClockId: r.test_clock_id, paymentMethodId: r.payment_method_id } : undefined;
+  }
+
+  async subscription(environmentId: string, id: string): Promise<Subscription | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Subscription, { environment_id: environmentId, id }));
+    return r ? toSubscription(r) : undefined;
+  }
+
+  async listSubscriptions(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, {
+        where: { environment_id: environmentId, ...(filter.subjectId ? { subject_id: filter.subjectId } : {}), ...(filter.rateCardId ? { rate_card_id: filter.rateCardId } : {}) },
+        order: { seq: "ASC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      }),
+    );
+    return toPageResult(rows.map(toSubscription), page);
+  }
+
+  async activeSubscriptions(environmentId: string, subjectId: string): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "active" }, order: { seq: "ASC" } }));
+    return rows.map(toSubscription);
+  }
+
+  async dueSubscriptions(now: Date, clockId: string | null, limit: number): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.status = 'active' AND s.period_end <= :now", { now: dbTime(now) })
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .orderBy("s.period_end", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
+    return rows.map(toSubscription);
+  }
+
+  async invoice(environmentId: string, id: string): Promise<Invoice | undefined> {
+    return this.sql.run(async (em) => {
+      const r = await em.findOneBy(this.entities.Invoice, { environment_id: environmentId, id });
+      return r ? (await this.invoicesWithLines(em, [r]))[0] : undefined;
+    });
+  }
+
+  async invoiceByToken(token: string): Promise<Invoice | undefined> {
+    return this.sql.run(async (em) => {
+      const r = await em.findOneBy(this.entities.Invoice, { hosted_token: token });
+      return r ? (await this.invoicesWithLines(em, [r]))[0] : undefined;
+    });
+  }
+
+  async listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
+      const result = toPageResult(rows, page);
+      return { items: await this.invoicesWithLines(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
+  async setInvoiceStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean> {
+    const res = await this.sql.run((em) => em.update(this.entities.Invoice, { id, status: from }, { status: to, updated_at: at }));
+    return (res.affected ?? 0) > 0;
+  }
+
+  async paymentMethod(id: string): Promise<PaymentMethod | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.PaymentMethod, { id }));
+    return r
+      ? { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at }
+      : undefined;
+  }
+
+  async insertCheckout(c: CheckoutSession): Promise<void> {
+    await this.sql.run((em) =>
+      em.insert(this.entities.Checkout, {
+        id: c.id,
+        environment_id: c.environmentId,
+        token: c.token,
+        subject_id: c.subjectId,
+        kind: c.kind,
+        payload: c.payload as never,
+        success_url: c.successUrl,
+        cancelled_url: c.cancelledUrl,
+        status: c.status,
+        amount_due: c.amountDue,
+        currency: c.currency,
+        description: c.description.slice(0, 500),
+        expires_at: c.expiresAt,
+        created_at: c.createdAt,
+      }),
+    );
+  }
+
+  async checkout(token: string): Promise<CheckoutSession | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Checkout, { token }));
+    return r ? toCheckout(r) : undefined;
+  }
+
+  async insertClock(c: TestClock): Promise<void> {
+    await this.sql.run((em) => em.insert(this.entities.TestClock, { id: c.id, environment_id: c.environmentId, name: c.name, frozen_time: c.frozenTime, created_at: c.createdAt }));
+  }
+
+  async clock(environmentId: string, id: string): Promise<TestClock | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.TestClock, { environment_id: environmentId, id }));
+    return r ? toClock(r) : undefined;
+  }
+
+  async advanceClock(environmentId: string, id: string, to: Date): Promise<boolean> {
+    const res = await this.sql.run((em) =>
+      em
+        .createQueryBuilder()
+        .update(this.entities.TestClock)
+        .set({ frozen_time: to })
+        .where("environment_id = :env AND id = :id AND frozen_time <= :to", { env: environmentId, id, to: dbTime(to) })
+        .execute(),
+    );
+    return (res.affected ?? 0) > 0;
+  }
+}

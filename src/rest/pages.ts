@@ -1,0 +1,128 @@
+/**
+ * The pages people see: the hosted checkout (a plain HTML form that works without JavaScript) and
+ * the hosted invoice (readable and printable). Reached without an API key, through unguessable
+ * tokens in their URLs.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { NotFoundError } from "../billing/errors.js";
+import { displayMoney } from "../billing/money.js";
+import type { SubscriptionService } from "../billing/subscriptions/service.js";
+import type { CheckoutSession, Invoice } from "../billing/subscriptions/types.js";
+import type { Logger } from "../log.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+function esc(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
+}
+
+const STYLE = `body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#111}
+h1{font-size:1.5rem}table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem;border-bottom:1px solid #ddd}
+td.n,th.n{text-align:right}.total td{font-weight:bold;border-top:2px solid #111}label{display:block;font-weight:600;margin:.5rem 0 .25rem}
+input{font-size:1.1rem;padding:.5rem;width:100%;box-sizing:border-box}button{font-size:1.1rem;padding:.6rem 1.2rem;margin-top:1rem}
+.error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.muted{color:#555;font-size:.9rem}
+@media print{.noprint{display:none}body{margin:0}}`;
+
+function page(res: Res, status: number, title: string, body: string): void {
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
+  res.writeHead(status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "referrer-policy": "no-referrer", "x-frame-options": "DENY" });
+  res.end(html);
+}
+
+function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, error?: string): void {
+  page(
+    res,
+    status,
+    s.description,
+    `<main><h1>${esc(s.description)}</h1>
+<p>Due today: <strong>${esc(displayMoney(s.amountDue, s.currency))}</strong></p>
+${error ? `<p class="error" role="alert" id="error">${esc(error)}</p>` : ""}
+<form method="post" action="/hosted/checkout/${esc(token)}">
+<label for="card_number">Card number</label>
+<input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required aria-describedby="cards"${error ? ' aria-invalid="true"' : ""}>
+<p class="muted" id="cards">Test cards: 4242 4242 4242 4242 succeeds; 4000 0000 0000 0002 is declined.</p>
+<button type="submit">Pay and subscribe</button>
+</form>
+<p><a href="/hosted/checkout/${esc(token)}/cancel">Cancel and go back</a></p></main>`,
+  );
+}
+
+function gonePage(res: Res): void {
+  page(res, 410, "Checkout unavailable", "<main><h1>This checkout is no longer available</h1><p>It was completed, cancelled or has expired. Start again from the application.</p></main>");
+}
+
+export function invoiceHtml(inv: Invoice): string {
+  const m = (v: string) => esc(displayMoney(v, inv.currency));
+  const rows = inv.lines
+    .map((l) => `<tr><td>${esc(l.description)}</td><td class="n">${esc(l.quantity)}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`)
+    .join("");
+  return `<main><h1>Invoice ${esc(inv.id)}</h1>
+<p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>
+<table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="4">No charges</td></tr>'}</tbody>
+<tfoot><tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr></tfoot></table>
+<p class="noprint"><button type="button" onclick="window.print()">Print</button></p></main>`;
+}
+
+async function readForm(req: Req): Promise<URLSearchParams> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > 64 * 1024) break;
+    chunks.push(c);
+  }
+  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+}
+
+/** Handles the page routes; returns false for any other path. */
+export function createPages(subs: SubscriptionService, log: Logger) {
+  const handle = async (req: Req, res: Res, path: string): Promise<void> => {
+    let m = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})$/.exec(path);
+    if (m && req.method === "GET") {
+      const inv = await subs.invoiceByToken(m[1] as string);
+      if (!inv) return page(res, 404, "Not found", "<main><h1>Invoice not found</h1></main>");
+      return page(res, 200, `Invoice ${inv.id}`, invoiceHtml(inv));
+    }
+    m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
+    if (!m) return page(res, 404, "Not found", "<main><h1>Not found</h1></main>");
+    const token = m[1] as string;
+    let view;
+    try {
+      view = await subs.checkout(token);
+    } catch (err) {
+      if (err instanceof NotFoundError) return page(res, 404, "Not found", "<main><h1>Checkout not found</h1></main>");
+      throw err;
+    }
+    if (m[2]) {
+      const url = await subs.cancelCheckout(token);
+      res.writeHead(303, { location: url });
+      res.end();
+      return;
+    }
+    if (!view.usable) return gonePage(res);
+    if (req.method === "GET") return checkoutPage(res, 200, view.session, token);
+    if (req.method !== "POST") return page(res, 405, "Not allowed", "<main><h1>Method not allowed</h1></main>");
+    const form = await readForm(req);
+    const result = await subs.completeCheckout(token, form.get("card_number") ?? "");
+    if (result.ok) {
+      res.writeHead(303, { location: result.redirect });
+      res.end();
+      return;
+    }
+    if (result.gone) return gonePage(res);
+    return checkoutPage(res, 402, view.session, token, result.message);
+  };
+  return (req: Req, res: Res): boolean => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    if (!path.startsWith("/hosted/")) return false;
+    handle(req, res, path).catch((err) => {
+      log.error("page failed", { path, err });
+      if (!res.headersSent) page(res, 500, "Error", "<main><h1>Something went wrong</h1><p>Try again in a moment.</p></main>");
+      else res.end();
+    });
+    return true;
+  };
+}

@@ -1,0 +1,47 @@
+/** Subscriptions, invoices, billing state and test clocks: wire ⇄ domain. */
+import { create } from "@bufbuild/protobuf";
+import type { CallbackUrls } from "../../billing/subscriptions/service.js";
+import type { Invoice, Subscription, TestClock } from "../../billing/subscriptions/types.js";
+import { type Invoice as InvoicePb, InvoiceSchema } from "../../gen/billing/v1/invoice_pb.js";
+import { type Subscription as SubscriptionPb, SubscriptionSchema, type CheckoutCallbackUrls } from "../../gen/billing/v1/subscription_pb.js";
+import { type TestClock as TestClockPb, TestClockSchema } from "../../gen/billing/v1/test_clock_pb.js";
+import { ts } from "./common.js";
+
+export function subscriptionToPb(s: Subscription): SubscriptionPb {
+  const active = s.status === "active";
+  return create(SubscriptionSchema, {
+    id: s.id,
+    subjectId: s.subjectId,
+    rateCardId: s.rateCardId,
+    status: s.status,
+    cancelsAtEndOfCycle: s.cancelsAtEndOfCycle,
+    currentPeriod: active ? { start: ts(s.periodStart), end: ts(s.periodEnd), inclusiveStart: true, inclusiveEnd: false } : undefined,
+    cyclesNextAt: active ? ts(s.periodEnd) : undefined,
+    effectiveAt: ts(s.anchor),
+    fixedRateQuantities: s.fixedRateQuantities,
+    ratePriceMultipliers: s.rateMultipliers,
+    metadata: s.metadata,
+  });
+}
+
+export function callbacksOf(c: CheckoutCallbackUrls | undefined): CallbackUrls | undefined {
+  return c ? { successUrl: c.successUrl, cancelledUrl: c.cancelledUrl } : undefined;
+}
+
+export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
+  const money = (value: string) => ({ currencyCode: i.currency, value });
+  return create(InvoiceSchema, {
+    id: i.id,
+    subjectId: i.subjectId,
+    createdAt: ts(i.createdAt),
+    status: i.status,
+    hostedUrl,
+    totalAmount: money(i.total),
+    lineItems: i.lines.map((l) => ({ description: l.description, quantity: l.quantity, priceInUnitAmount: money(l.unitAmount), amount: money(l.amount) })),
+    subscriptionId: i.subscriptionId,
+  });
+}
+
+export function clockToPb(c: TestClock): TestClockPb {
+  return create(TestClockSchema, { id: c.id, name: c.name, frozenTime: ts(c.frozenTime), createdAt: ts(c.createdAt) });
+}

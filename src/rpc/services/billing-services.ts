@@ -1,0 +1,106 @@
+/** Connect implementations of subscriptions, invoices, customer access and test clocks. */
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { SubscriptionService as Subscriptions } from "../../billing/subscriptions/service.js";
+import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
+import type { InvoiceService } from "../../gen/billing/v1/invoice_service_pb.js";
+import type { SubscriptionService } from "../../gen/billing/v1/subscription_service_pb.js";
+import type { TestClockService } from "../../gen/billing/v1/test_clock_service_pb.js";
+import { callerOf } from "../context.js";
+import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
+
+export function subscriptionService(subs: Subscriptions): ServiceImpl<typeof SubscriptionService> {
+  return {
+    async createSubscription(req, ctx) {
+      const r = await subs.create(callerOf(ctx), {
+        rateCardId: req.rateCardId,
+        subjectId: req.subjectId,
+        callbacks: callbacksOf(req.checkoutCallbackUrls),
+        createCheckoutSession: req.createCheckoutSession,
+        fixedRateQuantities: req.fixedRateQuantities,
+        rateMultipliers: req.ratePriceMultipliers,
+        metadata: req.metadata,
+        timelineId: req.subscriptionTimelineId,
+      });
+      return {
+        result:
+          r.kind === "success"
+            ? { resultType: "success", subscription: subscriptionToPb(r.subscription) }
+            : { resultType: "requires_action", action: { requiresActionType: "checkout", checkoutUrl: r.checkoutUrl } },
+      };
+    },
+    async getSubscription(req, ctx) {
+      return { subscription: subscriptionToPb(await subs.get(callerOf(ctx), req.subscriptionId)) };
+    },
+    async listSubscriptions(req, ctx) {
+      const page = await subs.list(callerOf(ctx), { subjectId: req.subjectId, rateCardId: req.rateCardId }, req.limit, req.offset);
+      return { hasMore: page.hasMore, subscriptions: page.items.map(subscriptionToPb) };
+    },
+    async cancelSubscription(req, ctx) {
+      const s = await subs.cancel(callerOf(ctx), req.subscriptionId, { atEndOfCycle: req.cancelAtEndOfCycle, reason: req.reason });
+      return { subscription: subscriptionToPb(s) };
+    },
+    async changeRateCard(req, ctx) {
+      const r = await subs.changeRateCard(callerOf(ctx), req.subscriptionId, {
+        rateCardId: req.rateCardId,
+        behavior: req.upgradeBehavior,
+        callbacks: callbacksOf(req.checkoutCallbackUrls),
+      });
+      return {
+        result:
+          r.kind === "success"
+            ? { type: "success", subscription: subscriptionToPb(r.subscription) }
+            : { type: "requires_action", action: { type: "checkout", checkoutUrl: r.checkoutUrl } },
+      };
+    },
+  };
+}
+
+export function invoiceService(subs: Subscriptions): ServiceImpl<typeof InvoiceService> {
+  const pb = (i: Parameters<typeof subs.hostedInvoiceUrl>[0]) => invoiceToPb(i, subs.hostedInvoiceUrl(i));
+  return {
+    async listInvoices(req, ctx) {
+      const page = await subs.listInvoices(callerOf(ctx), req.subjectId, req.limit, req.offset);
+      return { hasMore: page.hasMore, invoices: page.items.map(pb) };
+    },
+    async getInvoice(req, ctx) {
+      return { invoice: pb(await subs.invoice(callerOf(ctx), req.invoiceId)) };
+    },
+    async voidInvoice(req, ctx) {
+      return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "void")) };
+    },
+    async markInvoiceUncollectible(req, ctx) {
+      return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "uncollectible")) };
+    },
+  };
+}
+
+export function customerAccessService(subs: Subscriptions): ServiceImpl<typeof CustomerAccessService> {
+  return {
+    async getBillingState(req, ctx) {
+      const s = await subs.billingState(callerOf(ctx), req.subjectId);
+      return {
+        billingState: {
+          hasActiveSubscription: s.hasActiveSubscription,
+          hasOverageForUsage: s.hasOverage,
+          activeSubscriptions: s.active,
+          usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
+        },
+      };
+    },
+  };
+}
+
+export function testClockService(subs: Subscriptions): ServiceImpl<typeof TestClockService> {
+  return {
+    async createTestClock(req, ctx) {
+      return { testClock: clockToPb(await subs.createClock(callerOf(ctx), { name: req.name, frozenTime: req.frozenTime ? timestampDate(req.frozenTime) : undefined })) };
+    },
+    async getTestClock(req, ctx) {
+      return { testClock: clockToPb(await subs.clock(callerOf(ctx), req.testClockId)) };
+    },
+    async advanceTestClock(req, ctx) {
+      return { testClock: clockToPb(await subs.advanceClock(callerOf(ctx), req.testClockId, req.frozenTime ? timestampDate(req.frozenTime) : undefined)) };
+    },
+  };
+}
