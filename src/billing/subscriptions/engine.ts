@@ -99,7 +99,8 @@ export class BillingEngine {
       lines: lines.map((l) => ({
         description: l.description,
         quantity: formatDecimal(l.quantity),
-        unitAmount: formatDecimal(l.unitAmount),
+        // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
+        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(12)),
         amount: formatDecimal(l.amount),
       })),
       hostedToken: randomBase62(32),

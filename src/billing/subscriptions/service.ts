@@ -287,18 +287,21 @@ export class SubscriptionService {
 
     const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
     const lines = await this.engine.usageLines(oldCard, current, current.usageSince, now);
+    let upgrade = ZERO;
     if (diff.gt(0)) {
       const span = current.periodEnd.getTime() - current.periodStart.getTime();
       const left = Math.max(0, current.periodEnd.getTime() - now.getTime());
       const prorate = input.behavior !== "rate_difference";
       const amount = prorate ? diff.times(left).div(span) : diff;
+      upgrade = amount;
       lines.push(line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), amount));
     }
-    const charge = total(lines);
-    if (charge.gt(0) && !subject.paymentMethodId) {
+    // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
+    // invoiced either way (and stays open without a card, like any cycle invoice).
+    if (upgrade.gt(0) && !subject.paymentMethodId) {
       checkUrls(input.callbacks, v);
       v.throwIfAny();
-      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, charge, `Change to ${newCard.name}`, now);
+      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, total(lines), `Change to ${newCard.name}`, now);
       return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
     }
     const invoice = this.engine.newInvoice(current, oldCard, `change:${now.getTime()}`, lines, current.usageSince, now, now);
