@@ -13,7 +13,7 @@ import { BillingEngine } from "./billing/subscriptions/engine.js";
 import { SubscriptionService } from "./billing/subscriptions/service.js";
 import { TestPaymentProvider } from "./billing/subscriptions/test-provider.js";
 import type { Config } from "./config.js";
-import { createDatabase } from "./db/datasource.js";
+import { type Database, createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
 import { SqlBillingStore } from "./db/stores/billing-store.js";
@@ -33,6 +33,31 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/** Stores and domain services over one database: what every server (and the benchmarks) run. */
+export function buildServices(db: Database, publicBaseUrl: string, now: () => Date) {
+  const billingStore = new SqlBillingStore(db.sql, db.entities);
+  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
+    clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
+    deleteBlocker: async (env, id) => {
+      const active = await billingStore.activeSubscriptions(env, id);
+      return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
+    },
+  });
+  const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
+  const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
+  const metrics = new PricingMetricService(metricStore, now);
+  const cardStore = new SqlRateCardStore(db.sql, db.entities);
+  const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
+  const catalogs = new RateCatalogService(catalogStore, metricStore, now);
+  const usageStore = new SqlUsageStore(db.sql, db.entities);
+  const ingest = new IngestService(usageStore, now);
+  const summaries = new SummaryService(usageStore, metrics, subjects);
+  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
+  const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
+
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, engine };
+}
+
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
@@ -46,31 +71,14 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
-    const billingStore = new SqlBillingStore(db.sql, db.entities);
-    const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
-      clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
-      deleteBlocker: async (env, id) => {
-        const active = await billingStore.activeSubscriptions(env, id);
-        return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
-      },
-    });
-    const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
-    const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
-    const metrics = new PricingMetricService(metricStore, now);
-    const cards = new RateCardService(new SqlRateCardStore(db.sql, db.entities), metricStore, catalogStore, now);
-    const catalogs = new RateCatalogService(catalogStore, metricStore, now);
-    const usageStore = new SqlUsageStore(db.sql, db.entities);
-    const ingest = new IngestService(usageStore, now);
-    const summaries = new SummaryService(usageStore, metrics, subjects);
-    const cardStore = new SqlRateCardStore(db.sql, db.entities);
-    const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
-    const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), config.publicBaseUrl);
+    const { engine, ...services } = buildServices(db, config.publicBaseUrl, now);
+    const { subscriptions } = services;
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
     });
-    routes({ subjects, metrics, cards, catalogs, ingest, summaries, subscriptions })(router);
+    routes(services)(router);
     const rest = createRestGateway(restServices, router.handlers, log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");
