@@ -34,7 +34,7 @@ export interface App {
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: string, now: () => Date) {
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date) {
   const billingStore = new SqlBillingStore(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
@@ -71,7 +71,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
-    const { engine, ...services } = buildServices(db, config.publicBaseUrl, now);
+    let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
+    const { engine, ...services } = buildServices(db, () => baseUrl, now);
     const { subscriptions } = services;
 
     const router = createConnectRouter({
@@ -101,6 +102,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
               .finally(() => (ticking = false));
           }, config.schedulerIntervalMs)
         : undefined;
+    if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
     log.info("listening", { port: listener.port, store: db.dialect });
 
     let stopping: Promise<void> | undefined;

@@ -10,7 +10,8 @@ export interface Config {
   databaseUrl: string;
   bootstrapApiKey: string | undefined;
   bootstrapEnvironmentMode: EnvironmentModeSetting;
-  publicBaseUrl: string;
+  /** Base of the URLs handed out; unset means http://localhost:<the port actually bound>. */
+  publicBaseUrl: string | undefined;
   logLevel: LogLevel;
   runMigrations: boolean;
   /**
@@ -62,13 +63,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const bootstrapEnvironmentMode: EnvironmentModeSetting = bootstrapApiKey?.startsWith("sk_live_") ? "live" : "test";
 
-  let publicBaseUrl = env.PUBLIC_BASE_URL || `http://localhost:${port}`;
-  try {
-    const u = new URL(publicBaseUrl);
-    if (u.protocol !== "http:" && u.protocol !== "https:") problems.push("PUBLIC_BASE_URL must be an http or https URL");
-    publicBaseUrl = publicBaseUrl.replace(/\/+$/, "");
-  } catch {
-    problems.push("PUBLIC_BASE_URL is not a valid URL");
+  let publicBaseUrl = env.PUBLIC_BASE_URL || undefined;
+  if (publicBaseUrl !== undefined) {
+    try {
+      const u = new URL(publicBaseUrl);
+      if (u.protocol !== "http:" && u.protocol !== "https:") problems.push("PUBLIC_BASE_URL must be an http or https URL");
+      publicBaseUrl = publicBaseUrl.replace(/\/+$/, "");
+    } catch {
+      problems.push("PUBLIC_BASE_URL is not a valid URL");
+    }
   }
 
   const logLevel = (env.LOG_LEVEL || "info") as LogLevel;

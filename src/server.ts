@@ -28,6 +28,21 @@ export function createRequestHandler({ router, rest, pages, health, log }: Handl
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   return (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    // CORS for the API (browser apps read billing state with a publishable key). API keys travel
+    // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
+    if (req.headers.origin && !path.startsWith("/hosted/")) {
+      res.setHeader("access-control-allow-origin", "*");
+      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin");
+      if (req.method === "OPTIONS") {
+        res.writeHead(204, {
+          "access-control-allow-methods": "GET, POST, PUT, DELETE",
+          "access-control-allow-headers": "x-api-key, content-type, connect-protocol-version, connect-timeout-ms, x-grpc-web, x-user-agent, grpc-timeout",
+          "access-control-max-age": "86400",
+        });
+        res.end();
+        return;
+      }
+    }
     const handler = rpc.get(path);
     if (handler) {
       const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);

@@ -5,7 +5,7 @@ test("defaults: port 8080, embedded SQLite, info logs", (t) => {
   const c = loadConfig({});
   t.is(c.port, 8080);
   t.is(c.databaseUrl, "sqlite:./data/billing.db");
-  t.is(c.publicBaseUrl, "http://localhost:8080");
+  t.is(c.publicBaseUrl, undefined, "derived from the port actually bound");
   t.is(c.logLevel, "info");
   t.true(c.runMigrations);
   t.is(c.bootstrapApiKey, undefined);

@@ -22,7 +22,7 @@ test("mysql: two runners racing over 40 due subscriptions bill each period exact
     await Promise.all(runners.map((db) => db.dataSource.initialize()));
     const to = new Date("2026-03-15T00:00:00Z");
     await runners[0]?.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-03-15 00:00:00.000", s.clockId]);
-    const engines = runners.map((db) => buildServices(db, "http://localhost", () => to).engine);
+    const engines = runners.map((db) => buildServices(db, () => "http://localhost", () => to).engine);
     const closed = await Promise.all(engines.map((e) => e.closeDue(to, s.clockId, 8)));
     t.is(closed[0] + closed[1], 80, `each of the 40 subscriptions closes two cycles (runners closed ${closed.join(" and ")})`);
 

@@ -71,7 +71,7 @@ export class SubscriptionService {
     private readonly engine: BillingEngine,
     private readonly cards: RateCardStore,
     private readonly provider: PaymentProvider,
-    private readonly publicBaseUrl: string,
+    private readonly publicBaseUrl: () => string,
   ) {}
 
   private get store() {
@@ -171,7 +171,7 @@ export class SubscriptionService {
   }
 
   checkoutUrl(session: CheckoutSession): string {
-    return `${this.publicBaseUrl}/hosted/checkout/${session.token}`;
+    return `${this.publicBaseUrl()}/hosted/checkout/${session.token}`;
   }
 
   private async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, callbacks: CallbackUrls, card: RateCard, amountDue: Decimal, description: string, now: Date) {
@@ -402,7 +402,7 @@ export class SubscriptionService {
   }
 
   hostedInvoiceUrl(inv: Invoice): string {
-    return `${this.publicBaseUrl}/hosted/invoices/${inv.hostedToken}`;
+    return `${this.publicBaseUrl()}/hosted/invoices/${inv.hostedToken}`;
   }
 
   invoiceByToken(token: string): Promise<Invoice | undefined> {
