@@ -35,10 +35,28 @@ export class BillingEngine {
     readonly now: () => Date,
   ) {}
 
+  // Rate cards and pricing metrics never change once created, so they are cached for ever.
+  private readonly cardCache = new Map<string, RateCard>();
+  private readonly metricCache = new Map<string, PricingMetric>();
+
   async card(environmentId: string, id: string): Promise<RateCard> {
+    const key = `${environmentId}/${id}`;
+    const hit = this.cardCache.get(key);
+    if (hit) return hit;
     const card = await this.cards.get(environmentId, id);
     if (!card) throw new Error(`rate card ${id} vanished`);
+    if (this.cardCache.size > 10_000) this.cardCache.clear();
+    this.cardCache.set(key, card);
     return card;
+  }
+
+  private async metricsOf(environmentId: string, ids: string[]): Promise<Map<string, PricingMetric>> {
+    const missing = ids.filter((id) => !this.metricCache.has(`${environmentId}/${id}`));
+    if (missing.length > 0) {
+      if (this.metricCache.size > 10_000) this.metricCache.clear();
+      for (const m of await this.metrics.getMany(environmentId, missing)) this.metricCache.set(`${environmentId}/${m.id}`, m);
+    }
+    return new Map(ids.map((id) => [id, this.metricCache.get(`${environmentId}/${id}`) as PricingMetric]));
   }
 
   /** The card's rates a subscription is charged for, catalog add-ons included. */
@@ -56,7 +74,7 @@ export class BillingEngine {
   /** Usage of [from, to) priced by the card's usage-based rates, in arrears. */
   async usageLines(card: RateCard, s: Subscription, from: Date, to: Date): Promise<Line[]> {
     const { usage } = await this.rates(card, s.fixedRateQuantities);
-    const metrics = new Map((await this.metrics.getMany(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))])).map((m) => [m.id, m]));
+    const metrics = await this.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: Line[] = [];
     for (const rate of usage) {
       const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
@@ -77,7 +95,7 @@ export class BillingEngine {
   /** Used units per usage-based rate for [from, to) (dimensional: the total over every cell). */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.rates(card, s.fixedRateQuantities);
-    const metrics = new Map((await this.metrics.getMany(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))])).map((m) => [m.id, m]));
+    const metrics = await this.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: { rate: (typeof usage)[number]; used: Decimal }[] = [];
     for (const rate of usage) {
       const measured = await this.usage.measure(metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, []);
@@ -140,36 +158,89 @@ export class BillingEngine {
     if (res.ok) await this.store.setInvoiceStatus(invoice.id, "open", "paid", at);
   }
 
+  /** The invoice that closes a subscription's current cycle, computed from committed usage. */
+  private async closingInvoice(s: Subscription): Promise<Invoice> {
+    const card = await this.card(s.environmentId, s.rateCardId);
+    const usageLines = await this.usageLines(card, s, s.usageSince, s.periodEnd);
+    const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
+    const fixed = s.cancelsAtEndOfCycle ? [] : await this.fixedLines(card, s);
+    return this.newInvoice(s, card, `cycle:${s.cycleIndex + 1}`, [...fixed, ...usageLines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd);
+  }
+
+  /** The subscription after its cycle closed: the next cycle, or cancelled. */
+  private async afterClose(s: Subscription): Promise<Subscription> {
+    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd };
+    const card = await this.card(s.environmentId, s.rateCardId);
+    const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
+    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start };
+  }
+
   /**
-   * Closes the current cycle of a due subscription: usage of the period that ended plus, unless
-   * it cancels now, the fixed charges of the period that starts. Safe to run twice or from two
-   * servers at once: the subscription row is locked and its cycle index re-checked, and the
-   * invoice's (subscription, period) key is unique.
+   * Closes the current cycle of due subscriptions: for each, usage of the period that ended
+   * plus, unless it cancels now, the fixed charges of the period that starts. All of a batch is
+   * written in one transaction that locks the subscription rows and re-checks each one (a row
+   * another runner holds is skipped; a row that moved on is left alone), and the invoice's
+   * (subscription, period) key is unique — so repeated or concurrent runs cannot bill twice.
+   * Returns how many cycles it closed.
    */
-  async closeCycle(snapshot: Subscription): Promise<boolean> {
-    const card = await this.card(snapshot.environmentId, snapshot.rateCardId);
-    const usageLines = await this.usageLines(card, snapshot, snapshot.usageSince, snapshot.periodEnd);
-    const cancelling = snapshot.cancelsAtEndOfCycle;
-    const next = cycleBounds(snapshot.anchor, snapshot.cycleIndex + 1, card.billingInterval);
-    const fixed = cancelling ? [] : await this.fixedLines(card, snapshot);
-    const at = snapshot.periodEnd;
-    const invoice = this.newInvoice(snapshot, card, `cycle:${snapshot.cycleIndex + 1}`, [...fixed, ...usageLines], snapshot.periodEnd, cancelling ? snapshot.periodEnd : next.end, at);
-    const done = await this.store.transaction(async (tx) => {
-      const s = await tx.lockSubscription(snapshot.environmentId, snapshot.id);
-      if (!s || s.status !== "active" || s.cycleIndex !== snapshot.cycleIndex || s.rateCardId !== snapshot.rateCardId) return false;
-      if (!(await this.writeInvoice(tx, invoice))) return false;
-      if (cancelling) {
-        await tx.updateSubscription({ ...s, status: "cancelled", cancelledAt: s.periodEnd, cancelsAtEndOfCycle: true });
-      } else {
-        await tx.updateSubscription({ ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start });
+  async closeCycles(snapshots: Subscription[], concurrency = 8): Promise<number> {
+    const invoices = new Map<string, Invoice>();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, snapshots.length) }, async () => {
+        while (next < snapshots.length) {
+          const s = snapshots[next++] as Subscription;
+          invoices.set(s.id, await this.closingInvoice(s));
+        }
+      }),
+    );
+    const byId = new Map(snapshots.map((s) => [s.id, s]));
+    let written: Invoice[] = [];
+    let closed = 0;
+    try {
+      [written, closed] = await this.store.transaction(async (tx) => {
+        const locked = await tx.lockSubscriptions(snapshots.map((s) => s.id));
+        const ready = locked.filter((s) => {
+          const snap = byId.get(s.id) as Subscription;
+          return s.status === "active" && s.cycleIndex === snap.cycleIndex && s.rateCardId === snap.rateCardId && s.usageSince.getTime() === snap.usageSince.getTime();
+        });
+        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0);
+        await tx.insertInvoices(out);
+        for (const s of ready) await tx.updateSubscription(await this.afterClose(s));
+        return [out, ready.length] as const;
+      });
+    } catch (err) {
+      if (!(err instanceof AlreadyExistsError) || snapshots.length === 1) {
+        if (err instanceof AlreadyExistsError) return 0;
+        throw err;
       }
-      return true;
-    });
-    if (done) {
-      const subject = await this.store.subject(snapshot.environmentId, snapshot.subjectId);
-      await this.settle(invoice, subject?.paymentMethodId ?? null);
+      // Some subscription was billed meanwhile: close them one at a time.
+      let n = 0;
+      for (const s of snapshots) n += await this.closeCycles([s]);
+      return n;
     }
-    return done;
+    await this.settleMany(written);
+    return closed;
+  }
+
+  /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method. */
+  async settleMany(list: Invoice[]): Promise<void> {
+    if (list.length === 0) return;
+    const at = this.now();
+    const zero = list.filter((i) => dec(i.total).lte(0)).map((i) => i.id);
+    const due = list.filter((i) => dec(i.total).gt(0));
+    const methods = await this.store.paymentMethodsOf([...new Set(due.map((i) => i.subjectId))]);
+    const paid: string[] = [...zero];
+    for (const i of due) {
+      const pm = methods.get(i.subjectId);
+      if (pm && (await this.provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
+    }
+    await this.store.setInvoicesStatus(paid, "open", "paid", at);
+  }
+
+  /** Closes one subscription's current cycle (see closeCycles); true when this call did it. */
+  async closeCycle(snapshot: Subscription): Promise<boolean> {
+    return (await this.closeCycles([snapshot])) > 0;
   }
 
   /**
@@ -179,18 +250,10 @@ export class BillingEngine {
   async closeDue(now: Date, clockId: string | null, concurrency = 8): Promise<number> {
     let closed = 0;
     for (;;) {
-      const due = await this.store.dueSubscriptions(now, clockId, 200);
+      const due = await this.store.dueSubscriptions(now, clockId, 500);
       if (due.length === 0) return closed;
       let progress = 0;
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: Math.min(concurrency, due.length) }, async () => {
-          while (next < due.length) {
-            const s = due[next++] as Subscription;
-            if (await this.closeCycle(s)) progress++;
-          }
-        }),
-      );
+      for (let k = 0; k < due.length; k += 100) progress += await this.closeCycles(due.slice(k, k + 100), concurrency);
       closed += progress;
       if (progress === 0) return closed; // another runner holds them; it will finish them
     }

@@ -107,10 +107,14 @@ export interface BillingSubject {
 export interface BillingTx {
   /** The subscription, locked until the transaction ends. */
   lockSubscription(environmentId: string, id: string): Promise<Subscription | undefined>;
+  /** Locks the subscriptions it can (on MySQL, rows another transaction holds are skipped). */
+  lockSubscriptions(ids: string[]): Promise<Subscription[]>;
   insertSubscription(s: Subscription): Promise<void>;
   updateSubscription(s: Subscription): Promise<void>;
   /** Throws AlreadyExistsError when the subscription already has an invoice for that period key. */
   insertInvoice(i: Invoice): Promise<void>;
+  /** Several invoices at once (multi-row inserts); the same unique key applies. */
+  insertInvoices(list: Invoice[]): Promise<void>;
   lockCheckout(token: string): Promise<CheckoutSession | undefined>;
   updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
   insertPaymentMethod(pm: PaymentMethod): Promise<void>;
@@ -131,6 +135,10 @@ export interface BillingStore {
   /** Sets the status if the invoice is in `from`; false otherwise. */
   setInvoiceStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
   paymentMethod(id: string): Promise<PaymentMethod | undefined>;
+  /** The saved payment method of each of these subjects that has one. */
+  paymentMethodsOf(subjectIds: string[]): Promise<Map<string, PaymentMethod>>;
+  /** Moves these invoices from `from` to `to` (those still in `from`). */
+  setInvoicesStatus(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
   insertCheckout(c: CheckoutSession): Promise<void>;
   checkout(token: string): Promise<CheckoutSession | undefined>;
   insertClock(c: TestClock): Promise<void>;

@@ -18,7 +18,7 @@ import type {
 } from "../../billing/subscriptions/types.js";
 import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime } from "../raw.js";
+import { dbTime, fromDbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 function toSubscription(r: SubscriptionRow): Subscription {
@@ -135,12 +135,69 @@ export class SqlBillingStore implements BillingStore {
           const r = await em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: this.lock() });
           return r ? toSubscription(r) : undefined;
         },
+        lockSubscriptions: async (ids) => {
+          if (ids.length === 0) return [];
+          const qb = em.createQueryBuilder(E.Subscription, "s").where("s.id IN (:...ids)", { ids });
+          if (this.sql.dialect === "mysql") qb.setLock("pessimistic_write").setOnLocked("skip_locked");
+          return (await qb.getMany()).map(toSubscription);
+        },
         insertSubscription: async (s) => {
           await em.insert(E.Subscription, subscriptionRow(s, s.createdAt));
         },
+        // Plain SQL: a cycle close updates every due subscription.
         updateSubscription: async (s) => {
-          const { id, environment_id, created_at, ...rest } = subscriptionRow(s, new Date());
-          await em.update(E.Subscription, { id, environment_id }, rest);
+          await em.query(
+            "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
+            [
+              s.rateCardId,
+              s.status,
+              s.cancelsAtEndOfCycle ? 1 : 0,
+              s.cycleIndex,
+              dbTime(s.periodStart),
+              dbTime(s.periodEnd),
+              dbTime(s.usageSince),
+              JSON.stringify(s.fixedRateQuantities),
+              JSON.stringify(s.rateMultipliers),
+              JSON.stringify(s.metadata),
+              s.cancelledAt ? dbTime(s.cancelledAt) : null,
+              s.cancelReason,
+              dbTime(new Date()),
+              s.id,
+              s.environmentId,
+            ],
+          );
+        },
+        insertInvoices: async (list) => {
+          if (list.length === 0) return;
+          try {
+            for (let k = 0; k < list.length; k += 500) {
+              await em.insert(
+                E.Invoice,
+                list.slice(k, k + 500).map((i) => ({
+                  id: i.id,
+                  environment_id: i.environmentId,
+                  subject_id: i.subjectId,
+                  subscription_id: i.subscriptionId,
+                  period_key: i.periodKey,
+                  status: i.status,
+                  currency: i.currency,
+                  total: i.total,
+                  hosted_token: i.hostedToken,
+                  period_start: i.periodStart,
+                  period_end: i.periodEnd,
+                  created_at: i.createdAt,
+                  updated_at: i.createdAt,
+                })),
+              );
+            }
+          } catch (err) {
+            if (isUniqueViolation(err)) throw new AlreadyExistsError("INVOICE_EXISTS", "one of these subscriptions already has an invoice for its period");
+            throw err;
+          }
+          const lines = list.flatMap((i) =>
+            i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount })),
+          );
+          for (let k = 0; k < lines.length; k += 500) await em.insert(E.InvoiceLine, lines.slice(k, k + 500));
         },
         insertInvoice: async (i) => {
           try {
@@ -274,6 +331,28 @@ export class SqlBillingStore implements BillingStore {
     return r
       ? { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at }
       : undefined;
+  }
+
+  async paymentMethodsOf(subjectIds: string[]): Promise<Map<string, PaymentMethod>> {
+    const out = new Map<string, PaymentMethod>();
+    if (subjectIds.length === 0) return out;
+    const rows: { subject_id: string; id: string; environment_id: string; brand: string; last4: string; behavior: string; created_at: unknown }[] = await this.sql.run((em) =>
+      em.query(
+        `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at FROM subjects s JOIN payment_methods p ON p.id = s.payment_method_id WHERE s.id IN (${subjectIds.map(() => "?").join(", ")})`,
+        subjectIds,
+      ),
+    );
+    for (const r of rows) {
+      out.set(r.subject_id, { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: fromDbTime(r.created_at) });
+    }
+    return out;
+  }
+
+  async setInvoicesStatus(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void> {
+    for (let k = 0; k < ids.length; k += 500) {
+      const part = ids.slice(k, k + 500);
+      await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Invoice).set({ status: to, updated_at: at }).where("id IN (:...ids) AND status = :from", { ids: part, from }).execute());
+    }
   }
 
   async insertCheckout(c: CheckoutSession): Promise<void> {
