@@ -31,64 +31,50 @@
  *        BENCH_IN_PROCESS=1                 run the server in this process instead (shares the event loop)
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import http from "node:http";
-import net from "node:net";
-import os from "node:os";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { ConnectError, createClient } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import mysql from "mysql2/promise";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { HealthService } from "../src/gen/billing/v1/health_service_pb.js";
 import { SubjectService } from "../src/gen/billing/v1/subject_service_pb.js";
+import {
+  REQUEST_TIMEOUT_MS,
+  type LoopResult,
+  type RestResponse,
+  type Server,
+  closedLoop,
+  collectProblem,
+  cpuCount,
+  createThrowawayDatabase,
+  envIntegers,
+  envNumber,
+  expectStatus200,
+  fmt,
+  freePort,
+  machineLine,
+  markdownTable,
+  progress,
+  restRequest,
+  serverEnvironment,
+  startChildServer,
+} from "./lib.js";
 
 // ---------------------------------------------------------------------------------------------
 // Settings
 
 const API_KEY = "sk_test_bench000000000000000000";
-const REQUEST_TIMEOUT_MS = 30_000;
-const SERVER_START_TIMEOUT_MS = 60_000;
-const SERVER_STOP_TIMEOUT_MS = 15_000;
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-
-/** Every variable the server's config reads; the child gets only the ones set below. */
-const CONFIG_VARS = [
-  "PORT",
-  "DATABASE_URL",
-  "BILLING_BOOTSTRAP_API_KEY",
-  "PUBLIC_BASE_URL",
-  "LOG_LEVEL",
-  "RUN_MIGRATIONS",
-  "API_KEY_CACHE_MS",
-];
-
-function envNumber(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min} (got ${JSON.stringify(raw)})`);
-  return n;
-}
 
 const settings = {
   seconds: envNumber("BENCH_SECONDS", 5, 0.1),
   warmupSeconds: envNumber("BENCH_WARMUP_SECONDS", 1, 0),
-  concurrencies: (process.env.BENCH_CONCURRENCY || "1,32").split(",").map((s) => {
-    const n = Number(s.trim());
-    if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_CONCURRENCY must list positive integers (got ${JSON.stringify(s)})`);
-    return n;
-  }),
+  concurrencies: envIntegers("BENCH_CONCURRENCY", "1,32"),
   seedSubjects: Math.floor(envNumber("BENCH_SEED_SUBJECTS", 1000, 1)),
   apiKeyCacheMs: process.env.BENCH_API_KEY_CACHE_MS || undefined,
-  mysqlUrl: (process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306").replace(/\/+$/, ""),
+  mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
   inProcess: process.env.BENCH_IN_PROCESS === "1",
 };
-
-const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
 // ---------------------------------------------------------------------------------------------
 // Measurement
@@ -96,30 +82,10 @@ const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 /** One request; resolves when the answer was as expected, throws (with a short reason) if not. */
 type Call = () => Promise<void>;
 
-interface CaseResult {
+interface CaseResult extends LoopResult {
   name: string;
   protocol: "REST" | "gRPC";
   kind: "ping" | "get" | "create";
-  concurrency: number;
-  requests: number;
-  rps: number;
-  p50: number;
-  p99: number;
-  /** Failed requests, warm-up included. */
-  errors: number;
-  errorReasons: Map<string, number>;
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] as number;
-}
-
-function reasonOf(err: unknown): string {
-  if (err instanceof ConnectError) return `gRPC ${err.message}`.slice(0, 300);
-  if (err instanceof Error) return err.message.slice(0, 300);
-  return String(err).slice(0, 300);
 }
 
 /**
@@ -127,85 +93,16 @@ function reasonOf(err: unknown): string {
  * that start after the warm-up and finish before the end are measured; throughput is the number
  * of those that succeeded over the measured window.
  */
-async function measure(concurrency: number, call: Call, gone: () => boolean): Promise<Omit<CaseResult, "name" | "protocol" | "kind">> {
-  const warmupEnd = process.hrtime.bigint() + BigInt(Math.round(settings.warmupSeconds * 1e9));
-  const end = warmupEnd + BigInt(Math.round(settings.seconds * 1e9));
-  const latencies: number[] = [];
-  let errors = 0;
-  const errorReasons = new Map<string, number>();
-
-  const worker = async () => {
-    for (;;) {
-      const start = process.hrtime.bigint();
-      if (start >= end || gone()) return;
-      try {
-        await call();
-      } catch (err) {
-        errors++;
-        const reason = reasonOf(err);
-        errorReasons.set(reason, (errorReasons.get(reason) ?? 0) + 1);
-        continue;
-      }
-      const stop = process.hrtime.bigint();
-      if (start >= warmupEnd && stop <= end) latencies.push(Number(stop - start) / 1e6);
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-
-  const sorted = Float64Array.from(latencies).sort();
-  return {
-    concurrency,
-    requests: sorted.length,
-    rps: sorted.length / settings.seconds,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    errors,
-    errorReasons,
-  };
+function measure(concurrency: number, call: Call, gone: () => boolean): Promise<LoopResult> {
+  return closedLoop({ concurrency, call, gone, warmupSeconds: settings.warmupSeconds, seconds: settings.seconds, window: "contained" });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Clients
 
-interface RestResponse {
-  status: number;
-  body: string;
-}
-
-/** One HTTP/1.1 request over `agent`; the whole response body is read. */
-function restRequest(agent: http.Agent, port: number, method: string, path: string, body?: string, apiKey?: string): Promise<RestResponse> {
-  return new Promise((resolvePromise, reject) => {
-    const headers: http.OutgoingHttpHeaders = { accept: "application/json" };
-    if (apiKey) headers["x-api-key"] = apiKey;
-    if (body !== undefined) {
-      headers["content-type"] = "application/json";
-      headers["content-length"] = Buffer.byteLength(body);
-    }
-    const req = http.request({ agent, host: "127.0.0.1", port, method, path, headers, timeout: REQUEST_TIMEOUT_MS }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolvePromise({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.on("timeout", () => req.destroy(new Error(`timed out after ${REQUEST_TIMEOUT_MS} ms`)));
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
 /** Throws unless the status is 200 and the body contains `needle`. */
 function expect200(res: RestResponse, needle: string): void {
-  if (res.status !== 200) {
-    // Connect error JSON: {code, message, details}; keep the code and message only.
-    let detail = res.body.slice(0, 200);
-    try {
-      const e = JSON.parse(res.body) as { code?: string; message?: string };
-      if (e.code) detail = `${e.code}: ${e.message ?? ""}`;
-    } catch {
-      // not JSON: keep the raw start of the body
-    }
-    throw new Error(`HTTP ${res.status} ${detail}`);
-  }
+  expectStatus200(res);
   if (!res.body.includes(needle)) throw new Error(`HTTP 200 but the body lacks ${needle}: ${res.body.slice(0, 200)}`);
 }
 
@@ -220,112 +117,6 @@ const restSubjectBody = (s: ReturnType<typeof nextSubject>) => JSON.stringify({ 
 
 // ---------------------------------------------------------------------------------------------
 // Server (child process or in-process) and database
-
-interface Server {
-  port: number;
-  /** Lines the server logged at warn or error level. */
-  problems: string[];
-  /** Why the server is no longer running, if it stopped before stop() was called; undefined while it runs. */
-  exited(): string | undefined;
-  stop(): Promise<string>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      s.close(() => resolvePromise(port));
-    });
-  });
-}
-
-/** Polls GET /healthz (which queries the database) until it answers 200. */
-async function waitReady(port: number, failed: () => Error | undefined): Promise<void> {
-  const agent = new http.Agent({ keepAlive: false });
-  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  try {
-    for (;;) {
-      const f = failed();
-      if (f) throw f;
-      try {
-        if ((await restRequest(agent, port, "GET", "/healthz")).status === 200) return;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > deadline) throw new Error(`the server did not answer /healthz within ${SERVER_START_TIMEOUT_MS} ms`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    agent.destroy();
-  }
-}
-
-function collectProblem(line: string, problems: string[]): void {
-  try {
-    const level = (JSON.parse(line) as { level?: string }).level;
-    if (level === "warn" || level === "error") problems.push(line);
-  } catch {
-    if (line.trim() !== "") problems.push(line); // not a log line: a crash trace or console.error
-  }
-}
-
-async function startChildServer(env: Record<string, string>): Promise<Server> {
-  const port = Number(env.PORT);
-  const problems: string[] = [];
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: REPO_ROOT,
-    env,
-    stdio: ["ignore", "inherit", "pipe"],
-  });
-  let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-  const exit = new Promise<void>((r) =>
-    child.once("exit", (code, signal) => {
-      exited = { code, signal };
-      r();
-    }),
-  );
-  // Forward the server's log to our stderr, and keep its warnings and errors for the report.
-  let pending = "";
-  const onLine = (line: string) => {
-    process.stderr.write(`[server] ${line}\n`);
-    collectProblem(line, problems);
-  };
-  child.stderr?.setEncoding("utf8");
-  child.stderr?.on("data", (chunk: string) => {
-    pending += chunk;
-    const lines = pending.split("\n");
-    pending = lines.pop() ?? "";
-    lines.forEach(onLine);
-  });
-
-  const stop = async (): Promise<string> => {
-    if (!exited) {
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), SERVER_STOP_TIMEOUT_MS);
-      await exit;
-      clearTimeout(timer);
-    }
-    if (pending.trim() !== "") onLine(pending);
-    pending = "";
-    return exited?.code === 0 ? "stopped cleanly (exit 0)" : `exited with code ${exited?.code}, signal ${exited?.signal}`;
-  };
-
-  try {
-    await waitReady(port, () => (exited ? new Error(`the server exited during start (code ${exited.code}, signal ${exited.signal})`) : undefined));
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-  // Exit code 0 with nothing logged at warn is main.ts's graceful SIGTERM/SIGINT path: someone signalled it.
-  const exitedEarly = () =>
-    exited
-      ? `the server exited unexpectedly (code ${exited.code}, signal ${exited.signal}${exited.code === 0 ? ": a graceful stop, so it was sent SIGTERM or SIGINT" : ""})`
-      : undefined;
-  return { port, problems, exited: exitedEarly, stop };
-}
 
 async function startInProcessServer(env: Record<string, string>): Promise<Server> {
   const [{ startApp }, { createLogger }] = await Promise.all([import("../src/app.js"), import("../src/log.js")]);
@@ -351,16 +142,8 @@ async function startInProcessServer(env: Record<string, string>): Promise<Server
 // Main
 
 async function main(): Promise<number> {
-  const dbName = `bench_${randomBytes(6).toString("hex")}`;
-  const adminUrl = new URL(settings.mysqlUrl);
-  const admin = await mysql.createConnection({
-    host: adminUrl.hostname,
-    port: adminUrl.port ? Number(adminUrl.port) : 3306,
-    user: decodeURIComponent(adminUrl.username),
-    password: decodeURIComponent(adminUrl.password),
-  });
-  const [versionRows] = await admin.query("SELECT VERSION() AS v");
-  const dbVersion = String((versionRows as { v: string }[])[0]?.v);
+  const db = await createThrowawayDatabase(settings.mysqlUrl, "bench");
+  const dbVersion = db.version;
 
   let server: Server | undefined;
   const cleanup = async () => {
@@ -368,8 +151,7 @@ async function main(): Promise<number> {
       await server.stop();
       server = undefined;
     }
-    await admin.query(`DROP DATABASE IF EXISTS \`${dbName}\``);
-    await admin.end();
+    await db.drop();
   };
   let interrupted = false;
   process.once("SIGINT", () => {
@@ -379,15 +161,12 @@ async function main(): Promise<number> {
   });
 
   try {
-    await admin.query(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
-    progress(`created database ${dbName} on ${dbVersion}`);
+    progress(`created database ${db.name} on ${dbVersion}`);
 
     // The server's environment: ours without any of the config variables, then exactly these.
     const port = settings.inProcess ? 0 : await freePort();
-    const serverEnv: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !CONFIG_VARS.includes(k)) serverEnv[k] = v;
-    Object.assign(serverEnv, {
-      DATABASE_URL: `${settings.mysqlUrl}/${dbName}`,
+    const serverEnv = serverEnvironment(process.env, {
+      DATABASE_URL: db.url,
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
       LOG_LEVEL: settings.serverLogLevel,
@@ -524,20 +303,13 @@ async function main(): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // Report (stdout, Markdown)
 
-function fmt(n: number, digits: number): string {
-  return Number.isFinite(n) ? n.toFixed(digits) : "–";
-}
-
 function report(results: CaseResult[], info: { dbVersion: string; cacheNote: string; stopNote: string; problems: string[] }): void {
-  const cpus = os.cpus();
+  const cpus = cpuCount();
   const out: string[] = [];
   out.push("## Subject API benchmark", "");
+  out.push(machineLine(info.dbVersion));
   out.push(
-    `Machine: ${cpus.length} CPU${cpus.length === 1 ? "" : "s"} (${cpus[0]?.model.trim() ?? "unknown"}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ` +
-      `Node ${process.version}, ${os.platform()} ${os.release()}; database ${info.dbVersion} on the same machine.`,
-  );
-  out.push(
-    `The load generator and the server (${settings.inProcess ? "in the same process and event loop" : "a child process"}) share these ${cpus.length} CPUs, ` +
+    `The load generator and the server (${settings.inProcess ? "in the same process and event loop" : "a child process"}) share these ${cpus} CPUs, ` +
       "so the numbers are a lower bound for a dedicated server.",
   );
   out.push(
@@ -547,24 +319,23 @@ function report(results: CaseResult[], info: { dbVersion: string; cacheNote: str
   );
   out.push(`Server config: API_KEY_CACHE_MS=${info.cacheNote}; LOG_LEVEL=${settings.serverLogLevel}.`, "");
 
-  out.push("| Case | Concurrency | Requests/s | p50 ms | p99 ms | Errors |");
-  out.push("|---|--:|--:|--:|--:|--:|");
-  for (const r of results) {
-    out.push(`| ${r.name} | ${r.concurrency} | ${fmt(r.rps, 0)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.errors} |`);
-  }
-  out.push("");
+  out.push(
+    ...markdownTable(
+      ["Case", "Concurrency", "Requests/s", "p50 ms", "p99 ms", "Errors"],
+      results.map((r) => [r.name, String(r.concurrency), fmt(r.rps, 0), fmt(r.p50, 2), fmt(r.p99, 2), String(r.errors)]),
+    ),
+    "",
+  );
 
-  out.push("| Ratio (throughput) | " + settings.concurrencies.map((c) => `Concurrency ${c}`).join(" | ") + " |");
-  out.push("|---|" + settings.concurrencies.map(() => "--:|").join(""));
-  for (const protocol of ["REST", "gRPC"] as const) {
+  const ratioRows = (["REST", "gRPC"] as const).map((protocol) => {
     const cells = settings.concurrencies.map((c) => {
       const get = results.find((r) => r.protocol === protocol && r.kind === "get" && r.concurrency === c);
       const ping = results.find((r) => r.protocol === protocol && r.kind === "ping" && r.concurrency === c);
       return get && ping && ping.rps > 0 ? `${(get.rps / ping.rps).toFixed(2)}` : "–";
     });
-    out.push(`| ${protocol} GetSubject / ${protocol} no-op | ${cells.join(" | ")} |`);
-  }
-  out.push("");
+    return [`${protocol} GetSubject / ${protocol} no-op`, ...cells];
+  });
+  out.push(...markdownTable(["Ratio (throughput)", ...settings.concurrencies.map((c) => `Concurrency ${c}`)], ratioRows), "");
 
   const failed = results.filter((r) => r.errors > 0);
   if (failed.length > 0) {

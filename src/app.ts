@@ -34,7 +34,7 @@ export interface App {
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date) {
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger) {
   const billingStore = new SqlBillingStore(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
@@ -49,7 +49,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const cardStore = new SqlRateCardStore(db.sql, db.entities);
   const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
   const catalogs = new RateCatalogService(catalogStore, metricStore, now);
-  const usageStore = new SqlUsageStore(db.sql, db.entities);
+  const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now);
   const summaries = new SummaryService(usageStore, metrics, subjects);
   const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
@@ -72,7 +72,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, ...services } = buildServices(db, () => baseUrl, now);
+    const { engine, ...services } = buildServices(db, () => baseUrl, now, log);
     const { subscriptions } = services;
 
     const router = createConnectRouter({

@@ -2,14 +2,23 @@ import { randomBytes } from "node:crypto";
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
+// Random bytes are drawn from the OS CSPRNG 4 KiB at a time, not one system call per ID.
+let pool = Buffer.alloc(0);
+let at = 0;
+function randomByte(): number {
+  if (at >= pool.length) {
+    pool = randomBytes(4096);
+    at = 0;
+  }
+  return pool[at++] as number;
+}
+
 /** `n` base62 characters from the OS CSPRNG (rejection sampling, so every character is uniform). */
 export function randomBase62(n: number): string {
   let out = "";
   while (out.length < n) {
-    for (const b of randomBytes(n * 2)) {
-      if (b < 248) out += ALPHABET[b % 62];
-      if (out.length === n) break;
-    }
+    const b = randomByte();
+    if (b < 248) out += ALPHABET[b % 62];
   }
   return out;
 }

@@ -29,9 +29,11 @@ export function parseDecimal(text: string): Decimal | undefined {
 }
 
 /** Why a decimal cannot be stored exactly in DECIMAL(38,12), or undefined when it can. */
+const INTEGER_LIMIT = new D(10).pow(INTEGER_DIGITS);
+
 export function storageProblem(d: Decimal): string | undefined {
   if (d.decimalPlaces() > SCALE) return `must have at most ${SCALE} digits after the decimal point`;
-  if (d.abs().gte(new D(10).pow(INTEGER_DIGITS))) return `must have at most ${INTEGER_DIGITS} digits before the decimal point`;
+  if (d.abs().gte(INTEGER_LIMIT)) return `must have at most ${INTEGER_DIGITS} digits before the decimal point`;
   return undefined;
 }
 

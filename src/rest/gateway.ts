@@ -5,17 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import {
-  type DescMessage,
-  type DescMethod,
-  type DescService,
-  type JsonValue,
-  fromBinary,
-  fromJson,
-  getOption,
-  toBinary,
-  toJson,
-} from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethod, type DescService, type JsonValue, getOption } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { FieldViolation } from "../billing/errors.js";
@@ -29,7 +19,6 @@ type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
-export const jsonWriteOptions = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
 
 export interface RestRoute {
   httpMethod: string;
@@ -95,10 +84,6 @@ function readBody(req: Req): Promise<Buffer | "too_large"> {
     req.on("end", () => resolve(over ? "too_large" : Buffer.concat(chunks)));
     req.on("error", reject);
   });
-}
-
-async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
-  yield bytes;
 }
 
 async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
@@ -181,19 +166,14 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
   async function serve(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res): Promise<void> {
     const json = await requestJson(route, match, url, req, res);
     if (json === undefined) return;
-    let message;
-    try {
-      message = fromJson(route.method.input, json, { ignoreUnknownFields: true });
-    } catch (err) {
-      sendError(res, 400, "invalid_argument", err instanceof Error ? err.message : "invalid request", "INVALID_FIELD");
-      return;
-    }
     const handler = byMethod.get(route.method);
     if (!handler) {
       sendError(res, 501, "unimplemented", `${route.method.parent.typeName}/${route.method.name} is not implemented`, "UNIMPLEMENTED");
       return;
     }
-    const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1" });
+    // The checked JSON is already canonical proto JSON (proto names, unknown fields dropped), so
+    // it goes to the handler as JSON: no re-encoding to binary and back.
+    const header = new Headers({ "content-type": "application/json", "connect-protocol-version": "1" });
     const key = req.headers[API_KEY_HEADER];
     if (typeof key === "string") header.set(API_KEY_HEADER, key);
     const abort = new AbortController();
@@ -206,7 +186,7 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
       url: `http://localhost${handler.requestPath}`,
       method: "POST",
       header,
-      body: once(toBinary(route.method.input, message)),
+      body: json,
       signal: abort.signal,
       contextValues: createContextValues(),
     });
@@ -215,12 +195,10 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
       renderConnectError(res, uRes.status, bytes);
       return;
     }
-    const out = fromBinary(route.method.output, bytes);
-    let body = toJson(route.method.output, out, jsonWriteOptions) as Record<string, JsonValue>;
-    if (route.responseBody !== "") body = body[route.responseBody] as Record<string, JsonValue>;
-    const text = JSON.stringify(body);
-    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-    res.end(text);
+    let out: Buffer | string = bytes;
+    if (route.responseBody !== "") out = JSON.stringify((JSON.parse(bytes.toString("utf8")) as Record<string, JsonValue>)[route.responseBody] ?? null);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) });
+    res.end(out);
   }
 
   /** Handles the request if its path is a REST route; returns false when it is not one. */

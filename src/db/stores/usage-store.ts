@@ -107,6 +107,8 @@ export class SqlUsageStore implements UsageStore {
   constructor(
     private readonly sql: Sql,
     private readonly entities: Entities,
+    /** Told about each retried transaction (deadlock, lock timeout), e.g. to log it. */
+    private readonly onRetry?: (err: unknown, attempt: number) => void,
   ) {}
 
   async ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
@@ -115,6 +117,7 @@ export class SqlUsageStore implements UsageStore {
         return await this.sql.transaction((em) => this.ingestInTransaction(em, environmentId, events));
       } catch (err) {
         if (!retryable(err) || attempt >= 5) throw err;
+      this.onRetry?.(err, attempt);
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.random() * 10));
       }
     }
@@ -177,7 +180,9 @@ export class SqlUsageStore implements UsageStore {
       // What is stored under each key now decides: ours (accepted), a twin (duplicate) or not (conflict).
       const stored = new Map<string, { id: string; fingerprint: string }>();
       const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))];
-      for (const part of chunks(uniqueKeys)) {
+      // At most 200 keys per lookup: beyond MariaDB's eq_range_index_dive_limit the IN list is
+      // planned as a range scan that share-locks unrelated rows (and deadlocks with other ingests).
+      for (const part of chunks(uniqueKeys, 200)) {
         const rows: { id: string; idempotency_key: string; fingerprint: string }[] = await em.query(
           `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})${mysql ? " LOCK IN SHARE MODE" : ""}`,
           [environmentId, ...part],

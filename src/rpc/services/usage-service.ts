@@ -48,6 +48,9 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       const totals = { accepted: 0, duplicate: 0, rejected: 0 };
       const rejections: RejectedUsageEvent[] = [];
       const inFlight: Promise<void>[] = [];
+      // A failed chunk must not become an unhandled rejection while the stream is still read;
+      // it is remembered and the call fails with it once reading stops.
+      let failure: unknown;
       let chunk: UsageEventInputPb[] = [];
       let chunkStart = 0;
       let firstAt = 0;
@@ -57,7 +60,8 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         const events = chunk;
         const base = chunkStart;
         chunk = [];
-        const done = ingest.ingest(caller, events.map(usageEventInput), (i) => `events[${base + i}].`).then((outcomes) => {
+        const done = ingest.ingest(caller, events.map(usageEventInput), (i) => `events[${base + i}].`).then(
+          (outcomes) => {
           const c = counts(outcomes);
           totals.accepted += c.accepted;
           totals.duplicate += c.duplicate;
@@ -65,13 +69,18 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
           outcomes.forEach((o, i) => {
             if (o.status === "rejected") rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index: BigInt(base + i), error: usageEventError(o.error) });
           });
-        });
+          },
+          (err) => {
+            failure ??= err;
+          },
+        );
         inFlight.push(done);
         // Back-pressure: read no further while too many chunks are being committed.
         if (inFlight.length >= STREAM_IN_FLIGHT) await inFlight.shift();
       };
 
       for await (const event of requests) {
+        if (failure !== undefined) break;
         if (chunk.length === 0) {
           chunkStart = received;
           firstAt = Date.now();
@@ -80,8 +89,9 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         received++;
         if (chunk.length >= STREAM_CHUNK || Date.now() - firstAt >= STREAM_WAIT_MS) await submit();
       }
-      await submit();
+      if (failure === undefined) await submit();
       await Promise.all(inFlight);
+      if (failure !== undefined) throw failure;
       rejections.sort((a, b) => (a.index < b.index ? -1 : 1));
       return {
         received: BigInt(received),

@@ -1,0 +1,1048 @@
+/**
+ * Metering benchmark: usage event ingestion (REST single and batch, the gRPC client stream)
+ * against the database's own ceiling, and the latency of a pricing metric summary over the
+ * current month for a subject with few and with very many events — on a fresh MariaDB database,
+ * in one run.
+ *
+ * What it measures, in this order:
+ *   1. setup: subjects and a pricing metric (event "api_call", sum of "n", dimension "region");
+ *   2. ingest, each event acknowledged only once committed (the API answers after the commit):
+ *      (a) REST `POST /usage-events`, one event per request, closed loop at concurrency 64;
+ *      (b) REST `POST /usage-events/batch`, 500 events per request, at concurrency 2 and 4;
+ *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
+ *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
+ *          built as cheaply as possible, since this process shares the CPUs with MariaDB;
+ *      (c) gRPC `UsageEventService/StreamUsageEvents`: 200,000 events in one stream, timed until
+ *          the one response, whose counts are checked;
+ *      Events of (a)–(d) go round-robin to BENCH_SUBJECTS subjects, region round-robin over three,
+ *      at a random time of the current month so far, with unique (ordered) idempotency keys.
+ *   3. summary: one subject is loaded with 1,000 events and one with 1,000,000, spread evenly over
+ *      the current month so far, through the batch endpoint as fast as it goes (each worker a
+ *      contiguous slice of the month); then `POST /pricing-metrics/{id}/summary` over the current
+ *      month (start = the month's first instant, end = now), sequentially, after a warm-up; every
+ *      answer's sum is checked against the exact sum of what was sent. The server answers whole
+ *      hours from hourly totals and the partial hour at the end from raw events, so for the large
+ *      subject two diagnostic rows bound what the minute of the hour does: the period ending on the
+ *      hour (no raw events) and 1 ms before it (a whole hour of raw events).
+ * Every response is checked (HTTP 200, every event "accepted"); any error, a wrong sum, or a
+ * table that does not hold exactly the accepted events makes the run exit with status 1. The
+ * server child's VmRSS is sampled every 200 ms throughout. Per phase the report also gives the CPU
+ * used by the server, MariaDB, this load generator and every other process (another test run on
+ * the same machine lowers every figure: the report names such processes), and MariaDB's commit,
+ * fsync, lock-wait and deadlock counters (server-wide: other clients of the same MariaDB count too).
+ *
+ * Run:   npm run bench:metering              (needs MariaDB/MySQL at 127.0.0.1:3306, user root)
+ * Env:   BENCH_SECONDS=10                    measured seconds per closed-loop case (after the warm-up)
+ *        BENCH_WARMUP_SECONDS=1              warm-up seconds per closed-loop case (not measured)
+ *        BENCH_SINGLE_CONCURRENCY=64         workers for single-event REST
+ *        BENCH_BATCH_SIZE=500                events per batch request and rows per ceiling INSERT (≤ 1000)
+ *        BENCH_BATCH_CONCURRENCY=2,4         workers for batch REST and for the ceiling
+ *        BENCH_STREAM_EVENTS=200000          events in the gRPC stream
+ *        BENCH_SUBJECTS=100                  subjects the ingest cases spread their events over
+ *        BENCH_SUMMARY_EVENTS=1000,1000000   events of the two summary subjects
+ *        BENCH_SUMMARY_REQUESTS=200          measured summary requests per subject (after BENCH_SUMMARY_WARMUP=20)
+ *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306   server to create the throw-away database on
+ *        BENCH_SERVER_LOG_LEVEL=warn         the server's LOG_LEVEL (its log goes to stderr, prefixed [server])
+ *        BENCH_SERVER_NODE_ARGS=…            node options for the server child only, space-separated, e.g.
+ *                                            "--cpu-prof --cpu-prof-dir=/tmp/prof" (written when it stops)
+ * Output: progress on stderr; the report (Markdown) on stdout.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import http from "node:http";
+import { createClient } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import mysql from "mysql2/promise";
+import { randomBase62 } from "../src/billing/ids.js";
+import { ConfigError } from "../src/config.js";
+import { dbTime } from "../src/db/raw.js";
+import { UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
+import {
+  type LoopResult,
+  type RestResponse,
+  RssSampler,
+  type Server,
+  type ThrowawayDatabase,
+  allProcessCpu,
+  closedLoop,
+  cpuCount,
+  createThrowawayDatabase,
+  envIntegers,
+  envNumber,
+  expectStatus200,
+  fmt,
+  fmtInt,
+  freePort,
+  machineBusySeconds,
+  machineLine,
+  markdownTable,
+  percentile,
+  processCpuSeconds,
+  progress,
+  reasonOf,
+  restRequest,
+  serverEnvironment,
+  startChildServer,
+  topProcesses,
+} from "./lib.js";
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+const API_KEY = "sk_test_benchmetering0000000000";
+const EVENT_NAME = "api_call";
+const REGIONS = ["eu", "us", "ap"] as const;
+const HOUR = 3_600_000;
+const LONG_TIMEOUT_MS = 600_000;
+
+const summaryEvents = envIntegers("BENCH_SUMMARY_EVENTS", "1000,1000000");
+if (summaryEvents.length !== 2) throw new Error("BENCH_SUMMARY_EVENTS must list two counts, e.g. 1000,1000000");
+
+const settings = {
+  seconds: envNumber("BENCH_SECONDS", 10, 0.1),
+  warmupSeconds: envNumber("BENCH_WARMUP_SECONDS", 1, 0),
+  singleConcurrency: Math.floor(envNumber("BENCH_SINGLE_CONCURRENCY", 64, 1)),
+  batchSize: Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1)),
+  batchConcurrencies: envIntegers("BENCH_BATCH_CONCURRENCY", "2,4"),
+  streamEvents: Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)),
+  subjects: Math.floor(envNumber("BENCH_SUBJECTS", 100, 1)),
+  summarySmall: summaryEvents[0] as number,
+  summaryLarge: summaryEvents[1] as number,
+  summaryRequests: Math.floor(envNumber("BENCH_SUMMARY_REQUESTS", 200, 1)),
+  summaryWarmup: Math.floor(envNumber("BENCH_SUMMARY_WARMUP", 20, 0)),
+  rssIntervalMs: 200,
+  mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
+  serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
+  serverNodeArgs: (process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean),
+};
+if (settings.batchSize > 1000) throw new Error("BENCH_BATCH_SIZE must be at most 1000 (the API's batch limit)");
+
+const GOALS = { singleEventsPerSec: 5_000, batchEventsPerSec: 50_000, batchShareOfCeiling: 0.5, summaryP50Ratio: 2, rssMb: 300 };
+
+// ---------------------------------------------------------------------------------------------
+// Events: values in hundredths, so that sums are exact in integer arithmetic
+
+const runTag = randomBytes(4).toString("hex");
+const now = () => Date.now();
+/** The first instant of the current UTC month, fixed for the whole run. */
+const MONTH_START = (() => {
+  const d = new Date();
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+})();
+
+/** 0.01 … 1000.00, varied. */
+const valueCents = (i: number): bigint => BigInt(((i * 7919) % 100_000) + 1);
+
+/** Canonical decimal text of hundredths, as the server writes decimals: "12.3", "12", "0.05". */
+function centsText(c: bigint): string {
+  const whole = c / 100n;
+  const frac = c % 100n;
+  if (frac === 0n) return String(whole);
+  return `${whole}.${String(frac).padStart(2, "0").replace(/0$/, "")}`;
+}
+
+interface Ev {
+  idempotencyKey: string;
+  subjectId: string;
+  data: { n: string; region: string };
+  timestamp: string;
+}
+
+const restEvent = (e: Ev) => ({ idempotency_key: e.idempotencyKey, subject_id: e.subjectId, event_name: EVENT_NAME, data: e.data, timestamp: e.timestamp });
+
+/** The ingest cases' events: round-robin over subjects and regions, a random time of the month so far. */
+class IngestEvents {
+  private seq = 0;
+  constructor(private readonly subjectIds: string[]) {}
+  next(): Ev {
+    const n = this.seq++;
+    return {
+      idempotencyKey: `in-${runTag}-${String(n).padStart(10, "0")}`,
+      subjectId: this.subjectIds[n % this.subjectIds.length] as string,
+      data: { n: centsText(valueCents(n)), region: REGIONS[n % REGIONS.length] as string },
+      timestamp: new Date(MONTH_START + Math.floor(Math.random() * (now() - MONTH_START))).toISOString(),
+    };
+  }
+  take(count: number): Ev[] {
+    return Array.from({ length: count }, () => this.next());
+  }
+}
+
+/** A summary subject's events: `count` spread evenly over [MONTH_START, until). */
+class SpreadEvents {
+  constructor(
+    readonly subjectId: string,
+    readonly count: number,
+    readonly until: number,
+    private readonly tag: string,
+  ) {}
+  at(i: number): number {
+    return MONTH_START + Math.floor(((i + 0.5) * (this.until - MONTH_START)) / this.count);
+  }
+  event(i: number): Ev {
+    return {
+      idempotencyKey: `${this.tag}-${runTag}-${String(i).padStart(10, "0")}`,
+      subjectId: this.subjectId,
+      data: { n: centsText(valueCents(i)), region: REGIONS[i % REGIONS.length] as string },
+      timestamp: new Date(this.at(i)).toISOString(),
+    };
+  }
+  /** Sums of the first k events, by k. */
+  private readonly prefixSums = new Map<number, bigint>();
+  /** The exact sum of the n of the events before `t`, in hundredths. */
+  sumCentsBefore(t: number): bigint {
+    const k = this.count - this.countFrom(t);
+    let sum = this.prefixSums.get(k);
+    if (sum === undefined) {
+      sum = 0n;
+      for (let i = 0; i < k; i++) sum += valueCents(i);
+      this.prefixSums.set(k, sum);
+    }
+    return sum;
+  }
+  /** How many events lie at or after `t`. */
+  countFrom(t: number): number {
+    let lo = 0;
+    let hi = this.count;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.at(mid) >= t) hi = mid;
+      else lo = mid + 1;
+    }
+    return this.count - lo;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks of the server's answers
+
+let acceptedTotal = 0;
+
+/** A single-event answer: 200 and {"status":"accepted"}. */
+function checkSingle(res: RestResponse): void {
+  expectStatus200(res);
+  const body = JSON.parse(res.body) as { id?: string; status?: string };
+  if (body.status !== "accepted" || !body.id?.startsWith("ue_")) throw new Error(`event not accepted: ${res.body.slice(0, 200)}`);
+  acceptedTotal++;
+}
+
+/** A batch answer: 200, `n` results, every one "accepted", and the counts agree. */
+function checkBatch(res: RestResponse, n: number): void {
+  expectStatus200(res);
+  const body = JSON.parse(res.body) as {
+    results?: { status?: string; error?: { code?: string; message?: string } }[];
+    accepted?: number;
+    duplicate?: number;
+    rejected?: number;
+  };
+  const results = body.results ?? [];
+  acceptedTotal += results.filter((r) => r.status === "accepted").length;
+  const bad = results.find((r) => r.status !== "accepted");
+  if (bad) throw new Error(`batch event ${bad.status}: ${bad.error?.code ?? ""} ${bad.error?.message ?? ""}`.slice(0, 300));
+  if (results.length !== n || body.accepted !== n || body.duplicate !== 0 || body.rejected !== 0) {
+    throw new Error(`batch of ${n}: ${results.length} results, accepted ${body.accepted}, duplicate ${body.duplicate}, rejected ${body.rejected}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU and MariaDB counters per phase
+
+const STATUS_VARS = ["Com_commit", "Innodb_data_fsyncs", "Innodb_deadlocks", "Innodb_row_lock_waits", "Innodb_row_lock_time", "Questions"] as const;
+type DbStatus = Record<(typeof STATUS_VARS)[number], number>;
+
+async function dbStatus(admin: mysql.Connection): Promise<DbStatus> {
+  const [rows] = await admin.query(`SHOW GLOBAL STATUS WHERE Variable_name IN (${STATUS_VARS.map(() => "?").join(", ")})`, [...STATUS_VARS]);
+  const out = Object.fromEntries(STATUS_VARS.map((v) => [v, Number.NaN])) as DbStatus;
+  for (const r of rows as { Variable_name: string; Value: string }[]) out[r.Variable_name as keyof DbStatus] = Number(r.Value);
+  return out;
+}
+
+interface PhaseRow {
+  label: string;
+  wallS: number;
+  events: number;
+  serverCpuS?: number;
+  dbCpuS?: number;
+  benchCpuS: number;
+  /** CPU of every other process on the machine (another test run, a build…): they compete for the same CPUs. */
+  otherCpuS?: number;
+  otherTop: string[];
+  status: DbStatus;
+  rssMaxMb: number;
+  rssEndMb: number;
+}
+
+class Phases {
+  readonly rows: PhaseRow[] = [];
+  private t0 = 0;
+  private events0 = 0;
+  private server0?: number;
+  private db0?: number;
+  private bench0 = process.cpuUsage();
+  private machine0?: number;
+  private procs0 = new Map<number, number>();
+  private status0?: DbStatus;
+  private readonly mine: Set<number>;
+
+  constructor(
+    private readonly admin: mysql.Connection,
+    private readonly serverPid: number | undefined,
+    private readonly dbPid: number | undefined,
+    private readonly rss: RssSampler,
+  ) {
+    // This process, the tsx/npm processes that started it, the server and MariaDB.
+    this.mine = new Set([process.pid, process.ppid, ...[serverPid, dbPid].filter((p): p is number => p !== undefined)]);
+  }
+
+  async begin(): Promise<void> {
+    this.status0 = await dbStatus(this.admin);
+    this.procs0 = await allProcessCpu();
+    this.machine0 = await machineBusySeconds();
+    this.server0 = await processCpuSeconds(this.serverPid);
+    this.db0 = await processCpuSeconds(this.dbPid);
+    this.bench0 = process.cpuUsage();
+    this.events0 = acceptedTotal;
+    this.t0 = performance.now();
+  }
+
+  async end(label: string, events = acceptedTotal - this.events0): Promise<PhaseRow> {
+    const wallS = (performance.now() - this.t0) / 1000;
+    const bench = process.cpuUsage(this.bench0);
+    const server1 = await processCpuSeconds(this.serverPid);
+    const db1 = await processCpuSeconds(this.dbPid);
+    const machine1 = await machineBusySeconds();
+    const procs1 = await allProcessCpu();
+    const status1 = await dbStatus(this.admin);
+    const rss = await this.rss.phase(label);
+    const serverCpuS = server1 !== undefined && this.server0 !== undefined ? server1 - this.server0 : undefined;
+    const dbCpuS = db1 !== undefined && this.db0 !== undefined ? db1 - this.db0 : undefined;
+    const benchCpuS = (bench.user + bench.system) / 1e6;
+    const otherCpuS =
+      machine1 !== undefined && this.machine0 !== undefined ? Math.max(0, machine1 - this.machine0 - (serverCpuS ?? 0) - (dbCpuS ?? 0) - benchCpuS) : undefined;
+    const status = Object.fromEntries(STATUS_VARS.map((v) => [v, status1[v] - (this.status0?.[v] ?? Number.NaN)])) as DbStatus;
+    const row: PhaseRow = {
+      label,
+      wallS,
+      events,
+      serverCpuS,
+      dbCpuS,
+      benchCpuS,
+      otherCpuS,
+      otherTop: otherCpuS !== undefined && otherCpuS / wallS >= 0.1 ? await topProcesses(this.procs0, procs1, wallS, this.mine) : [],
+      status,
+      rssMaxMb: rss.maxMb,
+      rssEndMb: rss.endMb,
+    };
+    this.rows.push(row);
+    return row;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+interface IngestResult {
+  name: string;
+  kind: "single" | "batch" | "stream" | "ceiling";
+  concurrency: number;
+  /** Events counted in the measured window (or the whole stream). */
+  events: number;
+  eventsPerSec: number;
+  /** Requests (statements for the ceiling) per second; NaN for the stream. */
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  errorReasons: Map<string, number>;
+  note?: string;
+}
+
+interface LoadResult {
+  label: string;
+  events: number;
+  seconds: number;
+  errors: number;
+  errorReasons: Map<string, number>;
+}
+
+/** Where a summary's period ends: now (the goal's case), or two diagnostics on the hour. */
+type PeriodEnd = "now" | "hour" | "hour-1ms";
+
+interface SummaryResult {
+  label: string;
+  end: PeriodEnd;
+  events: number;
+  rollupRows: number;
+  /** Raw events in the partial hour at the period's end (what the server reads besides hourly totals), at the first and the last request. */
+  edgeEvents: [number, number];
+  p50: number;
+  p99: number;
+  mean: number;
+  requests: number;
+  expected: string;
+  errors: number;
+  errorReasons: Map<string, number>;
+}
+
+const addReason = (m: Map<string, number>, err: unknown) => {
+  const r = reasonOf(err);
+  m.set(r, (m.get(r) ?? 0) + 1);
+};
+
+function fromLoop(name: string, kind: IngestResult["kind"], eventsPerRequest: number, r: LoopResult, note?: string): IngestResult {
+  return {
+    name,
+    kind,
+    concurrency: r.concurrency,
+    events: r.requests * eventsPerRequest,
+    eventsPerSec: r.rps * eventsPerRequest,
+    rps: r.rps,
+    p50: r.p50,
+    p99: r.p99,
+    errors: r.errors,
+    errorReasons: r.errorReasons,
+    note,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<number> {
+  const db: ThrowawayDatabase = await createThrowawayDatabase(settings.mysqlUrl, "bench_metering");
+  progress(`created database ${db.name} on ${db.version}`);
+  let server: Server | undefined;
+  let rss: RssSampler | undefined;
+  const pools: mysql.Pool[] = [];
+  const agents: http.Agent[] = [];
+  let sessionManager: Http2SessionManager | undefined;
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () =>
+    (cleaned ??= (async () => {
+      rss?.stop();
+      for (const a of agents) a.destroy();
+      sessionManager?.abort();
+      await Promise.allSettled(pools.map((p) => p.end()));
+      if (server) {
+        const s = server;
+        server = undefined;
+        await s.stop().catch((err) => progress(`stopping the server failed: ${reasonOf(err)}`));
+      }
+      await db.drop().catch((err) => progress(`dropping ${db.name} failed: ${reasonOf(err)}`));
+    })());
+  let interrupted = false;
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      interrupted = true;
+      progress(`${signal}: stopping the server and dropping the database`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
+
+  const ingest: IngestResult[] = [];
+  const loads: LoadResult[] = [];
+  const summaries: SummaryResult[] = [];
+  /** What the final table check found (one line), and any mismatch (each an error). */
+  let integrityNote: string | undefined;
+  const integrity: string[] = [];
+  let fatal: string | undefined;
+  let stopNote = "";
+  let problems: string[] = [];
+  let phases: Phases | undefined;
+  const startedAt = performance.now();
+  // How busy the machine is without us: 2 s of every process's CPU.
+  let quietBefore: number | undefined;
+  {
+    const m0 = await machineBusySeconds();
+    await new Promise((r) => setTimeout(r, 2000));
+    const m1 = await machineBusySeconds();
+    if (m0 !== undefined && m1 !== undefined) quietBefore = (m1 - m0) / 2;
+    if (quietBefore !== undefined && quietBefore > 0.1) progress(`warning: other processes use ${fmt(quietBefore * 100, 0)}% CPU: the figures will be lower`);
+  }
+
+  try {
+    const port = await freePort();
+    const serverEnv = serverEnvironment(process.env, {
+      DATABASE_URL: db.url,
+      PORT: String(port),
+      BILLING_BOOTSTRAP_API_KEY: API_KEY,
+      LOG_LEVEL: settings.serverLogLevel,
+    });
+    const nodeArgs = settings.serverNodeArgs.join(" ");
+    progress(`starting the server in a child process${nodeArgs ? ` (node ${nodeArgs})` : ""}`);
+    server = await startChildServer(serverEnv, settings.serverNodeArgs);
+    const running = server;
+    const baseUrl = `http://127.0.0.1:${port}`;
+    progress(`server ready at ${baseUrl} (pid ${running.pid})`);
+    if (running.pid === undefined) throw new Error("the server child has no pid");
+    rss = new RssSampler(running.pid, settings.rssIntervalMs);
+    const gone = () => running.exited() !== undefined;
+    const assertRunning = (during: string) => {
+      const why = running.exited();
+      if (why) throw new Error(`${why} during ${during}`);
+    };
+
+    let dbPid: number | undefined;
+    try {
+      const [rows] = await db.admin.query("SELECT @@pid_file AS f");
+      dbPid = Number((await readFile(String((rows as { f: string }[])[0]?.f), "utf8")).trim()) || undefined;
+    } catch {
+      dbPid = undefined; // MariaDB's CPU is then not reported
+    }
+    phases = new Phases(db.admin, running.pid, dbPid, rss);
+    const ph = phases;
+
+    // ---- 1. Setup: subjects and the pricing metric, through the API.
+    await ph.begin();
+    const setupAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    agents.push(setupAgent);
+    const post = async (path: string, body: unknown): Promise<{ id: string }> => {
+      const res = await restRequest(setupAgent, port, "POST", path, JSON.stringify(body), API_KEY);
+      expectStatus200(res);
+      return JSON.parse(res.body) as { id: string };
+    };
+    const subjectIds: string[] = [];
+    let made = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (made < settings.subjects) {
+          const n = made++;
+          subjectIds.push((await post("/subjects", { name: `Meter ${n}`, external_id: `meter-${runTag}-${n}` })).id);
+        }
+      }),
+    );
+    const smallSubject = (await post("/subjects", { name: "Small", external_id: `small-${runTag}` })).id;
+    const largeSubject = (await post("/subjects", { name: "Large", external_id: `large-${runTag}` })).id;
+    const metric = await post("/pricing-metrics", {
+      event_name: EVENT_NAME,
+      name: "API calls",
+      unit: "call",
+      dimensions: ["region"],
+      aggregation: { aggregation_type: "sum", value_field: "n" },
+    });
+    await ph.end("setup");
+    progress(`created ${subjectIds.length + 2} subjects and pricing metric ${metric.id}`);
+
+    const gen = new IngestEvents(subjectIds);
+    const loop = (concurrency: number, call: () => Promise<void>) =>
+      closedLoop({ concurrency, call, gone, warmupSeconds: settings.warmupSeconds, seconds: settings.seconds, window: "completed" });
+    const caseNote = `${settings.warmupSeconds} s warm-up + ${settings.seconds} s`;
+
+    // ---- 2a. Single-event REST.
+    {
+      const c = settings.singleConcurrency;
+      const agent = new http.Agent({ keepAlive: true, maxSockets: c });
+      agents.push(agent);
+      progress(`REST POST /usage-events, concurrency ${c}: ${caseNote}`);
+      await ph.begin();
+      const r = await loop(c, async () => checkSingle(await restRequest(agent, port, "POST", "/usage-events", JSON.stringify(restEvent(gen.next())), API_KEY)));
+      await ph.end(`single, c=${c}`);
+      ingest.push(fromLoop("REST `POST /usage-events` (1 event)", "single", 1, r));
+      progress(`  ${fmt(r.rps, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+      agent.destroy();
+      assertRunning("single-event ingest");
+    }
+
+    // ---- 2b. Batch REST.
+    const batchBody = (events: Ev[]) => JSON.stringify({ events: events.map(restEvent) });
+    for (const c of settings.batchConcurrencies) {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: c });
+      agents.push(agent);
+      progress(`REST POST /usage-events/batch (${settings.batchSize} events), concurrency ${c}: ${caseNote}`);
+      await ph.begin();
+      const r = await loop(c, async () =>
+        checkBatch(await restRequest(agent, port, "POST", "/usage-events/batch", batchBody(gen.take(settings.batchSize)), API_KEY, LONG_TIMEOUT_MS), settings.batchSize),
+      );
+      await ph.end(`batch ${settings.batchSize}, c=${c}`);
+      ingest.push(fromLoop(`REST \`POST /usage-events/batch\` (${settings.batchSize} events)`, "batch", settings.batchSize, r));
+      progress(`  ${fmt(r.rps * settings.batchSize, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+      agent.destroy();
+      assertRunning("batch ingest");
+    }
+
+    // ---- 2d. The ceiling: the server's INSERT of the same rows, straight into a copy of the table.
+    {
+      await db.admin.query(`CREATE TABLE \`${db.name}\`.usage_events_ceiling LIKE \`${db.name}\`.usage_events`);
+      const [envRows] = await db.admin.query(`SELECT id FROM \`${db.name}\`.environments WHERE name = 'default'`);
+      const environmentId = (envRows as { id: string }[])[0]?.id;
+      if (!environmentId) throw new Error("no default environment in the database");
+      // The statement is built as text, as the server's driver (mysql2, client-side placeholders) sends it,
+      // but cheaply: the load generator shares the CPUs with MariaDB, so its own cost would lower the ceiling.
+      // Every value is of the server's form: ue_ + 22 base62, a 64-hex fingerprint, DATETIME(3) text, the data as JSON.
+      const head = "INSERT INTO usage_events_ceiling (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ";
+      const idStem = `ue_${randomBase62(12)}`;
+      let idSeq = 0;
+      const quote = (v: string) => `'${v.replace(/[\\']/g, "\\$&")}'`;
+      let ceilingRows = 0;
+      for (const c of settings.batchConcurrencies) {
+        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z" });
+        pools.push(pool);
+        progress(`ceiling: ${settings.batchSize}-row INSERTs into usage_events_ceiling, concurrency ${c}: ${caseNote}`);
+        const rowsBefore = ceilingRows;
+        await ph.begin();
+        const r = await loop(c, async () => {
+          const created = quote(dbTime(new Date()));
+          const values: string[] = [];
+          for (const e of gen.take(settings.batchSize)) {
+            const id = `${idStem}${String(idSeq++).padStart(10, "0")}`;
+            const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
+            const at = dbTime(new Date(e.timestamp));
+            values.push(`('${id}', '${environmentId}', ${quote(e.idempotencyKey)}, '${fp}', '${e.subjectId}', '${EVENT_NAME}', '${at}', ${quote(JSON.stringify(e.data))}, ${created})`);
+          }
+          const [res] = await pool.query(`${head}${values.join(", ")} ON DUPLICATE KEY UPDATE id = id`);
+          const affected = (res as { affectedRows?: number }).affectedRows;
+          if (affected !== settings.batchSize) throw new Error(`INSERT affected ${affected} rows, not ${settings.batchSize}`);
+          ceilingRows += settings.batchSize;
+        });
+        await ph.end(`ceiling ${settings.batchSize}, c=${c} (rows)`, ceilingRows - rowsBefore);
+        ingest.push(fromLoop(`Ceiling: ${settings.batchSize}-row \`INSERT\` into MariaDB`, "ceiling", settings.batchSize, r, "per statement"));
+        progress(`  ${fmt(r.rps * settings.batchSize, 0)} rows/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+        await pool.end();
+        pools.splice(pools.indexOf(pool), 1);
+      }
+      const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_ceiling`);
+      const stored = Number((countRows as { n: number | string }[])[0]?.n);
+      if (stored !== ceilingRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows} were inserted`);
+    }
+
+    // ---- 2c. The gRPC client stream.
+    {
+      sessionManager = new Http2SessionManager(baseUrl);
+      const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: LONG_TIMEOUT_MS });
+      const client = createClient(UsageEventService, transport);
+      const n = settings.streamEvents;
+      async function* events() {
+        for (let i = 0; i < n; i++) {
+          const e = gen.next();
+          yield { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: e.timestamp };
+        }
+      }
+      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream`);
+      await ph.begin();
+      const errorReasons = new Map<string, number>();
+      let errors = 0;
+      const t0 = performance.now();
+      let seconds = Number.NaN;
+      try {
+        const res = await client.streamUsageEvents(events(), { headers: { "x-api-key": API_KEY } });
+        seconds = (performance.now() - t0) / 1000;
+        acceptedTotal += Number(res.accepted);
+        if (res.received !== BigInt(n) || res.accepted !== BigInt(n) || res.duplicate !== 0n || res.rejected !== 0n || res.rejections.length > 0) {
+          errors++;
+          const first = res.rejections[0];
+          addReason(
+            errorReasons,
+            new Error(
+              `stream of ${n}: received ${res.received}, accepted ${res.accepted}, duplicate ${res.duplicate}, rejected ${res.rejected}` +
+                (first ? `; first rejection #${first.index}: ${first.error?.code} ${first.error?.message}` : ""),
+            ),
+          );
+        }
+      } catch (err) {
+        errors++;
+        addReason(errorReasons, err);
+      }
+      await ph.end("gRPC stream");
+      ingest.push({
+        name: "gRPC `StreamUsageEvents` (client stream)",
+        kind: "stream",
+        concurrency: 1,
+        events: n,
+        eventsPerSec: n / seconds,
+        rps: Number.NaN,
+        p50: Number.NaN,
+        p99: Number.NaN,
+        errors,
+        errorReasons,
+        note: `${fmtInt(n)} events in ${fmt(seconds, 2)} s`,
+      });
+      progress(`  ${fmt(n / seconds, 0)} events/s (${fmt(seconds, 2)} s), ${errors} errors`);
+      sessionManager.abort();
+      sessionManager = undefined;
+      assertRunning("the gRPC stream");
+    }
+
+    // ---- 3. Summary subjects: load through the batch endpoint, then time summaries.
+    const batchResults = ingest.filter((r) => r.kind === "batch");
+    const bestBatch = batchResults.reduce<IngestResult | undefined>((a, b) => (!a || b.eventsPerSec > a.eventsPerSec ? b : a), undefined);
+    const loadConcurrency = bestBatch?.concurrency ?? Math.max(...settings.batchConcurrencies);
+    const load = async (label: string, spread: SpreadEvents): Promise<LoadResult> => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: loadConcurrency });
+      agents.push(agent);
+      const errorReasons = new Map<string, number>();
+      let errors = 0;
+      progress(`loading ${fmtInt(spread.count)} events for the ${label} subject: batches of ${settings.batchSize}, concurrency ${loadConcurrency}`);
+      await ph.begin();
+      const t0 = performance.now();
+      let lastReport = t0;
+      let sent = 0;
+      // Each worker sends a contiguous slice of the month, in time order.
+      await Promise.all(
+        Array.from({ length: loadConcurrency }, async (_, w) => {
+          const from = Math.floor((w * spread.count) / loadConcurrency);
+          const to = Math.floor(((w + 1) * spread.count) / loadConcurrency);
+          for (let i = from; i < to && !gone(); i += settings.batchSize) {
+            const events: Ev[] = [];
+            for (let k = i; k < Math.min(to, i + settings.batchSize); k++) events.push(spread.event(k));
+            try {
+              checkBatch(await restRequest(agent, port, "POST", "/usage-events/batch", batchBody(events), API_KEY, LONG_TIMEOUT_MS), events.length);
+            } catch (err) {
+              errors++;
+              addReason(errorReasons, err);
+            }
+            sent += events.length;
+            if (performance.now() - lastReport > 10_000) {
+              lastReport = performance.now();
+              progress(`  ${fmtInt(sent)} / ${fmtInt(spread.count)} (${fmt(sent / ((lastReport - t0) / 1000), 0)} events/s)`);
+            }
+          }
+        }),
+      );
+      const seconds = (performance.now() - t0) / 1000;
+      await ph.end(`load ${label}`);
+      agent.destroy();
+      progress(`  ${fmtInt(spread.count)} events in ${fmt(seconds, 1)} s (${fmt(spread.count / seconds, 0)} events/s), ${errors} errors`);
+      assertRunning(`the load of the ${label} subject`);
+      return { label, events: spread.count, seconds, errors, errorReasons };
+    };
+    const loadStart = now();
+    const small = new SpreadEvents(smallSubject, settings.summarySmall, loadStart, "sm");
+    const large = new SpreadEvents(largeSubject, settings.summaryLarge, loadStart, "lg");
+    loads.push(await load(fmtInt(small.count), small));
+    loads.push(await load(fmtInt(large.count), large));
+
+    const summarize = async (label: string, spread: SpreadEvents, end: PeriodEnd): Promise<SummaryResult> => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      agents.push(agent);
+      const [rollupRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_rollups WHERE subject_id = ?`, [spread.subjectId]);
+      const errorReasons = new Map<string, number>();
+      let errors = 0;
+      const latencies: number[] = [];
+      const path = `/pricing-metrics/${metric.id}/summary`;
+      // The period's (exclusive) end, and the raw events the server reads for the partial hour before it.
+      const endAt = (): number => {
+        const hourStart = Math.floor(now() / HOUR) * HOUR;
+        return end === "now" ? now() : end === "hour" ? hourStart : hourStart - 1;
+      };
+      const edge = (t: number) => spread.countFrom(Math.floor(t / HOUR) * HOUR) - spread.countFrom(t);
+      const edgeStart = edge(endAt());
+      progress(
+        `summary for the ${label} subject, period end ${end}: ${settings.summaryWarmup} warm-up + ${settings.summaryRequests} requests, sequential ` +
+          `(${fmtInt(edgeStart)} raw events in the partial hour)`,
+      );
+      await ph.begin();
+      let expected = "";
+      for (let i = 0; i < settings.summaryWarmup + settings.summaryRequests && !gone(); i++) {
+        const t = endAt();
+        expected = centsText(spread.sumCentsBefore(t));
+        const body = JSON.stringify({ subject_id: spread.subjectId, period: { start: new Date(MONTH_START).toISOString(), end: new Date(t).toISOString() } });
+        const t0 = performance.now();
+        try {
+          const res = await restRequest(agent, port, "POST", path, body, API_KEY);
+          const ms = performance.now() - t0;
+          expectStatus200(res);
+          const list = JSON.parse(res.body) as { value?: unknown }[];
+          if (!Array.isArray(list) || list.length !== 1) throw new Error(`expected one summary, got ${res.body.slice(0, 200)}`);
+          if (list[0]?.value !== expected) throw new Error(`summary value ${JSON.stringify(list[0]?.value)}, expected the exact sum ${expected}`);
+          if (i >= settings.summaryWarmup) latencies.push(ms);
+        } catch (err) {
+          errors++;
+          addReason(errorReasons, err);
+        }
+      }
+      await ph.end(`summary ${label}, end ${end}`, 0);
+      agent.destroy();
+      const sorted = Float64Array.from(latencies).sort();
+      const r: SummaryResult = {
+        label,
+        end,
+        events: spread.count,
+        rollupRows: Number((rollupRows as { n: number | string }[])[0]?.n),
+        edgeEvents: [edgeStart, edge(endAt())],
+        p50: percentile(sorted, 0.5),
+        p99: percentile(sorted, 0.99),
+        mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+        requests: latencies.length,
+        expected,
+        errors,
+        errorReasons,
+      };
+      progress(`  p50 ${fmt(r.p50, 2)} ms, p99 ${fmt(r.p99, 2)} ms, ${errors} errors`);
+      assertRunning(`the summaries of the ${label} subject`);
+      return r;
+    };
+    summaries.push(await summarize(fmtInt(small.count), small, "now"));
+    summaries.push(await summarize(fmtInt(large.count), large, "now"));
+    summaries.push(await summarize(fmtInt(large.count), large, "hour"));
+    summaries.push(await summarize(fmtInt(large.count), large, "hour-1ms"));
+
+    // ---- Integrity: the tables hold exactly the accepted events.
+    const [evRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events`);
+    const [ruRows] = await db.admin.query(`SELECT COALESCE(SUM(event_count), 0) AS n FROM \`${db.name}\`.usage_rollups`);
+    const storedEvents = Number((evRows as { n: number | string }[])[0]?.n);
+    const rolledUp = Number((ruRows as { n: number | string }[])[0]?.n);
+    if (storedEvents !== acceptedTotal) integrity.push(`usage_events holds ${storedEvents} rows, but ${acceptedTotal} events were accepted`);
+    if (rolledUp !== acceptedTotal) integrity.push(`usage_rollups counts ${rolledUp} events, but ${acceptedTotal} were accepted`);
+    integrityNote = `usage_events holds ${fmtInt(storedEvents)} rows and usage_rollups counts ${fmtInt(rolledUp)} events; the API accepted ${fmtInt(acceptedTotal)}`;
+  } catch (err) {
+    fatal = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    progress(`failed: ${fatal}`);
+  }
+
+  if (interrupted) return 130;
+  // Stop the server before the report, so that its last log lines are in.
+  if (server) {
+    const s = server;
+    problems = s.problems;
+    const died = s.exited();
+    await rss?.phase("stop");
+    server = undefined;
+    stopNote = died ?? (await s.stop());
+  }
+  const elapsedS = (performance.now() - startedAt) / 1000;
+  await cleanup();
+  const errors =
+    ingest.reduce((a, r) => a + r.errors, 0) + loads.reduce((a, r) => a + r.errors, 0) + summaries.reduce((a, r) => a + r.errors, 0) + integrity.length;
+  report({ dbVersion: db.version, ingest, loads, summaries, integrityNote, integrity, phases: phases?.rows ?? [], rss, quietBefore, problems, stopNote, fatal, elapsedS });
+  return fatal !== undefined || errors > 0 ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report (stdout, Markdown)
+
+function report(info: {
+  dbVersion: string;
+  ingest: IngestResult[];
+  loads: LoadResult[];
+  summaries: SummaryResult[];
+  integrityNote: string | undefined;
+  integrity: string[];
+  phases: PhaseRow[];
+  rss: RssSampler | undefined;
+  /** Share of one CPU other processes used just before the run. */
+  quietBefore: number | undefined;
+  problems: string[];
+  stopNote: string;
+  fatal: string | undefined;
+  elapsedS: number;
+}): void {
+  const cpus = cpuCount();
+  const out: string[] = [];
+  out.push("## Metering benchmark", "");
+  out.push(machineLine(info.dbVersion));
+  out.push(
+    `The load generator, the server (a child process) and MariaDB share these ${cpus} CPUs, so the numbers are a lower bound for a dedicated server; ` +
+      "MariaDB runs with its defaults here (innodb_flush_log_at_trx_commit=1: every commit is flushed to disk).",
+  );
+  out.push(
+    `Ingest: closed loop, ${settings.warmupSeconds} s warm-up + ${settings.seconds} s measured per case (throughput counts requests completed inside the window); ` +
+      `events go round-robin to ${settings.subjects} subjects and 3 regions, at random times of the current month, with unique idempotency keys; ` +
+      `one pricing metric reads them (sum of \`n\`, dimension \`region\`). An event counts once its request answered: the API answers after the commit. ` +
+      `REST over HTTP/1.1 keep-alive (one connection per worker), gRPC over one HTTP/2 connection. Server LOG_LEVEL=${settings.serverLogLevel}` +
+      `${settings.serverNodeArgs.length > 0 ? `, node options ${settings.serverNodeArgs.join(" ")}` : ""}.`,
+    "",
+  );
+
+  // Ingest table.
+  out.push("### Ingest", "");
+  out.push(
+    ...markdownTable(
+      ["Case", "Concurrency", "Events/s", "Requests/s", "p50 ms", "p99 ms", "Errors"],
+      info.ingest.map((r) => [
+        r.name + (r.note ? ` (${r.note})` : ""),
+        String(r.concurrency),
+        fmtInt(r.eventsPerSec),
+        Number.isFinite(r.rps) ? fmt(r.rps, r.rps < 100 ? 1 : 0) : "–",
+        fmt(r.p50, 1),
+        fmt(r.p99, 1),
+        String(r.errors),
+      ]),
+    ),
+    "",
+  );
+  const best = (kind: IngestResult["kind"]) =>
+    info.ingest.filter((r) => r.kind === kind).reduce<IngestResult | undefined>((a, b) => (!a || b.eventsPerSec > a.eventsPerSec ? b : a), undefined);
+  const single = best("single");
+  const batch = best("batch");
+  const ceiling = best("ceiling");
+  const stream = best("stream");
+  const share = batch && ceiling ? batch.eventsPerSec / ceiling.eventsPerSec : Number.NaN;
+  if (ceiling) {
+    out.push(
+      `Ceiling (the best of the direct INSERTs): ${fmtInt(ceiling.eventsPerSec)} events/s at concurrency ${ceiling.concurrency} — ` +
+        `the server's own \`usage_events\` INSERT (same 9 columns and kinds of values, as text the way its driver sends it, ON DUPLICATE KEY UPDATE included), ${settings.batchSize} rows per statement, autocommit, ` +
+        "into `usage_events_ceiling` (`CREATE TABLE … LIKE usage_events`: same indexes), without the server's other statements (locks, lookups, hourly totals).",
+    );
+    out.push(
+      `Batch ingest / ceiling: **${fmt(share, 2)}** (best batch ${batch ? `${fmtInt(batch.eventsPerSec)} events/s at concurrency ${batch.concurrency}` : "–"}).`,
+      "",
+    );
+  }
+
+  // Summary table.
+  out.push("### Summary latency", "");
+  out.push(
+    ...markdownTable(
+      ["Subject", "Loaded in", "Load events/s", "Load errors"],
+      info.loads.map((l) => [`${l.label} events`, `${fmt(l.seconds, 1)} s`, fmtInt(l.events / l.seconds), String(l.errors)]),
+    ),
+    "",
+  );
+  const endName: Record<PeriodEnd, string> = {
+    now: "now (the goal's case)",
+    hour: "the current hour's start (hourly totals only)",
+    "hour-1ms": "1 ms before it (a whole hour of raw events)",
+  };
+  out.push(
+    ...markdownTable(
+      ["Subject", "Period end", "Hourly totals read", "Raw events read", "Requests", "p50 ms", "p99 ms", "Sum check", "Errors"],
+      info.summaries.map((s) => [
+        `${s.label} events`,
+        endName[s.end],
+        fmtInt(s.rollupRows),
+        s.edgeEvents[0] === s.edgeEvents[1] ? fmtInt(s.edgeEvents[0]) : `${fmtInt(s.edgeEvents[0])} → ${fmtInt(s.edgeEvents[1])}`,
+        String(s.requests),
+        fmt(s.p50, 2),
+        fmt(s.p99, 2),
+        s.errors === 0 ? `= ${s.expected}` : "failed",
+        String(s.errors),
+      ]),
+    ),
+    "",
+  );
+  const sSmall = info.summaries.find((s) => s.events === settings.summarySmall && s.end === "now");
+  const sLarge = info.summaries.find((s) => s.events === settings.summaryLarge && s.end === "now");
+  const sHour = info.summaries.find((s) => s.events === settings.summaryLarge && s.end === "hour");
+  const sFull = info.summaries.find((s) => s.events === settings.summaryLarge && s.end === "hour-1ms");
+  const ratio = sSmall && sLarge ? sLarge.p50 / sSmall.p50 : Number.NaN;
+  out.push(
+    "Period: from the first instant of the current UTC month (inclusive) to the end shown (exclusive), no dimensions, no granularity; sequential, " +
+      `${settings.summaryWarmup} warm-up requests then ${settings.summaryRequests} measured per row; every answer's value is checked against the exact sum of the events in the period. ` +
+      `Events were spread evenly over the month so far and loaded with batches of ${settings.batchSize} at the best batch concurrency, each worker a contiguous slice of the month. ` +
+      "The server reads the whole hours from the hourly totals and the partial hour at the period's end from the raw events (\"Raw events read\"), " +
+      "so with the end at now the figure depends on the minute of the hour the run reaches this point; the two rows ending on the hour bound it.",
+  );
+  out.push(`p50 ${sLarge ? fmtInt(sLarge.events) : "–"} / p50 ${sSmall ? fmtInt(sSmall.events) : "–"} (period end now): **${fmt(ratio, 2)}**.`);
+  if (sHour && sFull && sSmall) {
+    const perEvent = ((sFull.p50 - sHour.p50) / Math.max(1, sFull.edgeEvents[0])) * 1000;
+    out.push(
+      `With a whole hour of raw events (the end of an hour): ${fmt(sFull.p50 / sSmall.p50, 2)}×; with none (on the hour): ${fmt(sHour.p50 / sSmall.p50, 2)}×; ` +
+        `each raw event of the partial hour costs about ${fmt(perEvent, 1)} µs.`,
+    );
+  }
+  out.push("");
+
+  // Resources per phase.
+  out.push("### Resources per phase", "");
+  const pct = (s: number | undefined, wall: number) => (s === undefined ? "–" : `${fmt((100 * s) / wall, 0)}%`);
+  out.push(
+    ...markdownTable(
+      ["Phase", "Wall s", "Events", "Server CPU", "MariaDB CPU", "Bench CPU", "Other CPU", "Commits", "Events/commit", "fsyncs", "Row-lock waits", "Lock wait ms", "Deadlocks", "Server RSS max MB"],
+      info.phases.map((p) => [
+        p.label,
+        fmt(p.wallS, 1),
+        Number.isFinite(p.events) ? fmtInt(p.events) : "–",
+        pct(p.serverCpuS, p.wallS),
+        pct(p.dbCpuS, p.wallS),
+        pct(p.benchCpuS, p.wallS),
+        pct(p.otherCpuS, p.wallS),
+        fmtInt(p.status.Com_commit),
+        p.status.Com_commit > 0 && p.events > 0 ? fmt(p.events / p.status.Com_commit, 1) : "–",
+        fmtInt(p.status.Innodb_data_fsyncs),
+        fmtInt(p.status.Innodb_row_lock_waits),
+        fmtInt(p.status.Innodb_row_lock_time),
+        fmtInt(p.status.Innodb_deadlocks),
+        fmt(p.rssMaxMb, 0),
+      ]),
+    ),
+    "",
+  );
+  out.push(
+    `CPU is a share of one core (${cpus * 100}% is the whole machine). Commits are explicit COMMITs (the server's transactions; the ceiling's INSERTs autocommit); ` +
+      "commits, fsyncs, lock waits and deadlocks are MariaDB's server-wide counters over the phase. " +
+      "Other CPU is every other process on the machine: anything above a few percent competed with the benchmark for the CPUs, and its clients may show up in MariaDB's counters.",
+  );
+  if (info.quietBefore !== undefined) out.push(`Other processes before the run: ${fmt(info.quietBefore * 100, 0)}% CPU.`);
+  const busy = info.phases.filter((p) => p.otherTop.length > 0 && p.wallS >= 1);
+  if (busy.length > 0) {
+    out.push("", "**The machine was not quiet** — other processes using CPU during:");
+    for (const p of busy) out.push(`- ${p.label}: ${p.otherTop.join("; ")}`);
+  }
+  const maxRss = info.rss?.maxMb ?? Number.NaN;
+  out.push(`Server resident memory (VmRSS every ${settings.rssIntervalMs} ms, ${info.rss?.sampleCount ?? 0} samples): max **${fmt(maxRss, 0)} MB**.`, "");
+
+  // Goals.
+  out.push("### Goals", "");
+  const met = (ok: boolean | undefined) => (ok === undefined ? "not measured" : ok ? "**met**" : "**missed**");
+  const goalRows: string[][] = [
+    [
+      "Single-event REST",
+      `≥ ${fmtInt(GOALS.singleEventsPerSec)} events/s`,
+      single ? `${fmtInt(single.eventsPerSec)} events/s` : "–",
+      met(single ? single.eventsPerSec >= GOALS.singleEventsPerSec : undefined),
+    ],
+    ["Batch REST", `≥ ${fmtInt(GOALS.batchEventsPerSec)} events/s`, batch ? `${fmtInt(batch.eventsPerSec)} events/s` : "–", met(batch ? batch.eventsPerSec >= GOALS.batchEventsPerSec : undefined)],
+    [
+      "Batch REST / ceiling",
+      `≥ ${fmt(GOALS.batchShareOfCeiling * 100, 0)}%`,
+      Number.isFinite(share) ? `${fmt(share * 100, 0)}%` : "–",
+      met(Number.isFinite(share) ? share >= GOALS.batchShareOfCeiling : undefined),
+    ],
+    [
+      `Summary p50, ${fmtInt(settings.summaryLarge)} / ${fmtInt(settings.summarySmall)} events`,
+      `≤ ${GOALS.summaryP50Ratio}×`,
+      Number.isFinite(ratio)
+        ? `${fmt(ratio, 2)}× (${fmt(sLarge?.p50 ?? Number.NaN, 2)} / ${fmt(sSmall?.p50 ?? Number.NaN, 2)} ms)` +
+          (sFull && sSmall ? `; ${fmt(sFull.p50 / sSmall.p50, 2)}× with a whole hour of raw events` : "")
+        : "–",
+      met(Number.isFinite(ratio) ? ratio <= GOALS.summaryP50Ratio : undefined),
+    ],
+    ["Server RSS", `< ${GOALS.rssMb} MB`, `${fmt(maxRss, 0)} MB`, met(Number.isFinite(maxRss) ? maxRss < GOALS.rssMb : undefined)],
+  ];
+  out.push(...markdownTable(["Goal", "Target", "Measured", "Result"], goalRows), "");
+  const missed = goalRows.filter((r) => r[3] === "**missed**").map((r) => r[0]);
+  const unmeasured = goalRows.filter((r) => r[3] === "not measured").map((r) => r[0]);
+  out.push(
+    missed.length === 0 && unmeasured.length === 0
+      ? "Every goal was met."
+      : `Met: ${goalRows.filter((r) => r[3] === "**met**").length} of ${goalRows.length}.` +
+          (missed.length > 0 ? ` Missed: ${missed.join("; ")}.` : "") +
+          (unmeasured.length > 0 ? ` Not measured: ${unmeasured.join("; ")}.` : ""),
+  );
+  if (stream) out.push(`(The gRPC stream has no goal of its own: ${fmtInt(stream.eventsPerSec)} events/s.)`);
+  out.push("");
+
+  // Checks, errors, server.
+  out.push("### Checks", "");
+  if (info.integrityNote) out.push(`- ${info.integrityNote}.`);
+  for (const line of info.integrity) out.push(`- **Mismatch**: ${line}.`);
+  out.push(
+    "- Every response was checked: HTTP 200 and every event `accepted` (batch results one by one and their counts; the stream's received/accepted/duplicate/rejected), " +
+      "and every summary's value against the exact sum of the values sent.",
+  );
+  const failed = [
+    ...info.ingest.flatMap((r) => [...r.errorReasons].map(([reason, n]) => `${r.name}, concurrency ${r.concurrency}: ${n} × ${reason}`)),
+    ...info.loads.flatMap((l) => [...l.errorReasons].map(([reason, n]) => `load of the ${l.label} subject: ${n} × ${reason}`)),
+    ...info.summaries.flatMap((s) => [...s.errorReasons].map(([reason, n]) => `summary of the ${s.label} subject: ${n} × ${reason}`)),
+  ];
+  if (failed.length > 0) {
+    out.push("", "**Errors** (warm-up included):", "");
+    for (const f of failed) out.push(`- ${f}`);
+  }
+  if (info.fatal) out.push("", `**The run stopped early**: ${info.fatal.split("\n")[0]}`);
+  out.push("");
+  out.push(`Server: ${info.stopNote || "not started"}; ${info.problems.length} warning/error log line${info.problems.length === 1 ? "" : "s"}.`);
+  for (const line of info.problems.slice(0, 10)) out.push(`    ${line.slice(0, 400)}`);
+  if (info.problems.length > 10) out.push(`    … and ${info.problems.length - 10} more`);
+  out.push(`Run time: ${fmt(info.elapsedS / 60, 1)} min.`);
+  process.stdout.write(`${out.join("\n")}\n`);
+}
+
+try {
+  const code = await main();
+  process.exit(code);
+} catch (err) {
+  if (err instanceof ConfigError) process.stderr.write(`[bench] ${err.message}\n`);
+  else process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+}
