@@ -8,18 +8,12 @@ import test from "ava";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.js";
 import { RateCatalogService } from "../../src/gen/billing/v1/rate_catalog_service_pb.js";
-import { rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const J = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
-
-async function ok(server: TestServer, key: string, method: string, path: string, body?: unknown): Promise<Json> {
-  const r = await rest(server.url, method, path, key, body);
-  if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
 
 const metricBody = (over: Json = {}) => ({
   event_name: "tokens",

@@ -16,16 +16,10 @@ import { SqlUsageStore } from "../../src/db/stores/usage-store.js";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
 import { createLogger } from "../../src/log.js";
-import { rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-
-async function ok(server: TestServer | { url: string }, key: string, method: string, path: string, body?: unknown): Promise<Json> {
-  const r = await rest(server.url, method, path, key, body);
-  if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
 
 /** A fresh environment with a subject and metrics of every aggregation over event "api". */
 async function setup(server: TestServer) {

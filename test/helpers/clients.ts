@@ -58,3 +58,11 @@ export function violatedFields(body: { details?: { type: string; debug?: { field
 export function reasonOf(body: { details?: { type: string; debug?: { reason?: string } }[] }): string | undefined {
   return body.details?.find((d) => d.type === "google.rpc.ErrorInfo")?.debug?.reason;
 }
+
+/** A REST call that must succeed: its JSON body, or an error naming the call and the answer. */
+// biome-ignore lint: JSON results are loosely typed in tests
+export async function ok(target: { url: string }, key: string, method: string, path: string, body?: unknown): Promise<any> {
+  const r = await rest(target.url, method, path, key, body);
+  if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}

@@ -191,7 +191,9 @@ export class SqlBillingStore implements BillingStore {
               );
             }
           } catch (err) {
-            if (isUniqueViolation(err)) throw new AlreadyExistsError("INVOICE_EXISTS", "one of these subscriptions already has an invoice for its period");
+            if (isUniqueViolation(err)) {
+              throw new AlreadyExistsError("INVOICE_EXISTS", `${list.length === 1 ? `subscription ${list[0]?.subscriptionId}` : "one of these subscriptions"} already has an invoice for its period`);
+            }
             throw err;
           }
           const lines = list.flatMap((i) =>
@@ -199,34 +201,7 @@ export class SqlBillingStore implements BillingStore {
           );
           for (let k = 0; k < lines.length; k += 500) await em.insert(E.InvoiceLine, lines.slice(k, k + 500));
         },
-        insertInvoice: async (i) => {
-          try {
-            await em.insert(E.Invoice, {
-              id: i.id,
-              environment_id: i.environmentId,
-              subject_id: i.subjectId,
-              subscription_id: i.subscriptionId,
-              period_key: i.periodKey,
-              status: i.status,
-              currency: i.currency,
-              total: i.total,
-              hosted_token: i.hostedToken,
-              period_start: i.periodStart,
-              period_end: i.periodEnd,
-              created_at: i.createdAt,
-              updated_at: i.createdAt,
-            });
-          } catch (err) {
-            if (isUniqueViolation(err)) throw new AlreadyExistsError("INVOICE_EXISTS", `subscription ${i.subscriptionId} already has an invoice for ${i.periodKey}`);
-            throw err;
-          }
-          if (i.lines.length > 0) {
-            await em.insert(
-              E.InvoiceLine,
-              i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount })),
-            );
-          }
-        },
+        insertInvoice: (i) => tx.insertInvoices([i]),
         lockCheckout: async (token) => {
           const r = await em.findOne(E.Checkout, { where: { token }, lock: this.lock() });
           return r ? toCheckout(r) : undefined;

@@ -114,7 +114,10 @@ export class SqlUsageStore implements UsageStore {
   async ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.sql.transaction((em) => this.ingestInTransaction(em, environmentId, events));
+        // READ COMMITTED: the key lookup after the insert must see events other transactions
+        // committed meanwhile, and a plain read does that without share-locking index ranges
+        // (which deadlocked concurrent ingests).
+        return await this.sql.transaction((em) => this.ingestInTransaction(em, environmentId, events), { readCommitted: true });
       } catch (err) {
         if (!retryable(err) || attempt >= 5) throw err;
       this.onRetry?.(err, attempt);
@@ -180,11 +183,11 @@ export class SqlUsageStore implements UsageStore {
       // What is stored under each key now decides: ours (accepted), a twin (duplicate) or not (conflict).
       const stored = new Map<string, { id: string; fingerprint: string }>();
       const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))];
-      // At most 200 keys per lookup: beyond MariaDB's eq_range_index_dive_limit the IN list is
-      // planned as a range scan that share-locks unrelated rows (and deadlocks with other ingests).
+      // At most 200 keys per lookup: beyond MariaDB's eq_range_index_dive_limit the IN list may be
+      // planned as a range scan.
       for (const part of chunks(uniqueKeys, 200)) {
         const rows: { id: string; idempotency_key: string; fingerprint: string }[] = await em.query(
-          `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})${mysql ? " LOCK IN SHARE MODE" : ""}`,
+          `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})`,
           [environmentId, ...part],
         );
         for (const r of rows) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
