@@ -11,6 +11,7 @@ import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
 import { BillingEngine } from "./billing/subscriptions/engine.js";
 import { SubscriptionService } from "./billing/subscriptions/service.js";
+import { TimelineService } from "./billing/subscriptions/timelines.js";
 import { TestPaymentProvider } from "./billing/subscriptions/test-provider.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
@@ -55,7 +56,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
 
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, engine };
+  const timelines = new TimelineService(subscriptions);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, timelines, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -73,7 +75,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
     const { engine, ...services } = buildServices(db, () => baseUrl, now, log);
-    const { subscriptions } = services;
+    const { timelines } = services;
 
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
@@ -85,7 +87,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await db.dataSource.query("SELECT 1");
       return true;
     };
-    const pages = createPages(subscriptions, log);
+    const pages = createPages(services.subscriptions, log);
     const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log }), config.port);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
     // and the unique invoice key), so every server may run it.
@@ -95,8 +97,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? setInterval(() => {
             if (ticking) return;
             ticking = true;
-            engine
-              .closeDue(now(), null)
+            timelines
+              .runDue(now(), null)
               .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
               .catch((err) => log.error("scheduler run failed", { err }))
               .finally(() => (ticking = false));

@@ -7,6 +7,8 @@ import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-cat
 import type { IngestService as Ingest, SummaryService as Summaries } from "../billing/metering/usage.js";
 import type { SubjectService as Subjects } from "../billing/subjects.js";
 import type { SubscriptionService as Subscriptions } from "../billing/subscriptions/service.js";
+import type { TimelineService as Timelines } from "../billing/subscriptions/timelines.js";
+import { SubscriptionTimelineService, file_billing_v1_subscription_timeline_service } from "../gen/billing/v1/subscription_timeline_service_pb.js";
 import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
 import { InvoiceService, file_billing_v1_invoice_service } from "../gen/billing/v1/invoice_service_pb.js";
 import { SubscriptionService, file_billing_v1_subscription_service } from "../gen/billing/v1/subscription_service_pb.js";
@@ -23,9 +25,11 @@ import { pricingMetricService, rateCardService, rateCatalogService } from "./ser
 import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
 import { subjectService } from "./services/subject-service.js";
+import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
 export interface Services {
+  timelines: Timelines;
   subscriptions: Subscriptions;
   ingest: Ingest;
   summaries: Summaries;
@@ -43,6 +47,7 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_rate_catalog_service,
   file_billing_v1_usage_event_service,
   file_billing_v1_subscription_service,
+  file_billing_v1_subscription_timeline_service,
   file_billing_v1_invoice_service,
   file_billing_v1_customer_access_service,
   file_billing_v1_test_clock_service,
@@ -58,6 +63,7 @@ export const restServices = [
   RateCatalogService,
   UsageEventService,
   SubscriptionService,
+  SubscriptionTimelineService,
   InvoiceService,
   CustomerAccessService,
   TestClockService,
@@ -71,6 +77,7 @@ export function routes(services: Services) {
     router.service(PricingMetricService, pricingMetricService(services.metrics, services.summaries));
     router.service(UsageEventService, usageEventService(services.ingest));
     router.service(SubscriptionService, subscriptionService(services.subscriptions));
+    router.service(SubscriptionTimelineService, subscriptionTimelineService(services.timelines));
     router.service(InvoiceService, invoiceService(services.subscriptions));
     router.service(CustomerAccessService, customerAccessService(services.subscriptions));
     router.service(TestClockService, testClockService(services.subscriptions));

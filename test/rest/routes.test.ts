@@ -13,7 +13,7 @@ function resolve(method: string, path: string): string | undefined {
   return r ? `${r.method.parent.name}/${r.method.name}` : undefined;
 }
 
-// From spec/billing-api.md and spec/sdk-compat.md (subjects, catalog, metering).
+// From spec/billing-api.md and spec/sdk-compat.md (all but the customer portal and checkout of 0.1.5).
 const documented: [string, string, string][] = [
   ["POST", "/subjects", "SubjectService/CreateSubject"],
   ["GET", "/subjects/subj_1", "SubjectService/GetSubject"],
@@ -35,6 +35,22 @@ const documented: [string, string, string][] = [
   ["GET", "/rate-catalogs/rcat_1/rates", "RateCatalogService/ListCatalogRates"],
   ["POST", "/usage-events", "UsageEventService/CreateUsageEvent"],
   ["POST", "/usage-events/batch", "UsageEventService/CreateUsageEventBatch"],
+  ["POST", "/subscriptions", "SubscriptionService/CreateSubscription"],
+  ["GET", "/subscriptions/sub_1", "SubscriptionService/GetSubscription"],
+  ["GET", "/subscriptions", "SubscriptionService/ListSubscriptions"],
+  ["POST", "/subscriptions/sub_1/cancel", "SubscriptionService/CancelSubscription"],
+  ["POST", "/subscriptions/sub_1/change-rate-card", "SubscriptionService/ChangeRateCard"],
+  ["GET", "/invoices", "InvoiceService/ListInvoices"],
+  ["GET", "/customer-access/subj_1/billing-state", "CustomerAccessService/GetBillingState"],
+  ["POST", "/subscription-timelines", "SubscriptionTimelineService/CreateSubscriptionTimeline"],
+  ["GET", "/subscription-timelines/stl_1", "SubscriptionTimelineService/GetSubscriptionTimeline"],
+  ["GET", "/subscription-timelines", "SubscriptionTimelineService/ListSubscriptionTimelines"],
+  ["POST", "/subscription-timelines/stl_1/start", "SubscriptionTimelineService/StartSubscriptionTimeline"],
+  ["POST", "/subscription-timelines/stl_1/items", "SubscriptionTimelineService/CreateTimelineItems"],
+  ["GET", "/subscription-timelines/stl_1/items", "SubscriptionTimelineService/ListTimelineItems"],
+  ["POST", "/test-clocks", "TestClockService/CreateTestClock"],
+  ["GET", "/test-clocks/clk_1", "TestClockService/GetTestClock"],
+  ["POST", "/test-clocks/clk_1/advance", "TestClockService/AdvanceTestClock"],
   ["GET", "/ping", "HealthService/Ping"],
 ];
 

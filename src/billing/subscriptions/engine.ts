@@ -247,10 +247,10 @@ export class BillingEngine {
    * Closes every cycle due by `now` — on real time (clockId null) or on one test clock —
    * including several cycles of one subscription when time jumped; returns how many it closed.
    */
-  async closeDue(now: Date, clockId: string | null, concurrency = 8): Promise<number> {
+  async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false): Promise<number> {
     let closed = 0;
     for (;;) {
-      const due = await this.store.dueSubscriptions(now, clockId, 500);
+      const due = await this.store.dueSubscriptions(now, clockId, 500, strict);
       if (due.length === 0) return closed;
       let progress = 0;
       for (let k = 0; k < due.length; k += 100) progress += await this.closeCycles(due.slice(k, k + 100), concurrency);

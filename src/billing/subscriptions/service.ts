@@ -68,14 +68,28 @@ function checkUrls(c: CallbackUrls | undefined, v: Violations): void {
 
 export class SubscriptionService {
   constructor(
-    private readonly engine: BillingEngine,
+    readonly engine: BillingEngine,
     private readonly cards: RateCardStore,
     private readonly provider: PaymentProvider,
     private readonly publicBaseUrl: () => string,
   ) {}
 
-  private get store() {
+  get store() {
     return this.engine.store;
+  }
+
+  /** What runs everything due up to a time: cycle closes, and (once wired) timeline transitions. */
+  private runDue: (now: Date, clockId: string | null) => Promise<number> = (now, clockId) => this.engine.closeDue(now, clockId);
+
+  useDueRunner(run: (now: Date, clockId: string | null) => Promise<number>): void {
+    this.runDue = run;
+  }
+
+  /** Starts a timeline whose checkout completed (wired by the timeline service). */
+  private timelineStarter?: (caller: Caller, payload: Record<string, unknown>) => Promise<void>;
+
+  useTimelineStarter(start: (caller: Caller, payload: Record<string, unknown>) => Promise<void>): void {
+    this.timelineStarter = start;
   }
 
   /** The subject's "now": its test clock's time, or real time. */
@@ -92,14 +106,14 @@ export class SubscriptionService {
     return s;
   }
 
-  private async cardOf(caller: Caller, id: string, field = "rate_card_id"): Promise<RateCard> {
+  async cardOf(caller: Caller, id: string, field = "rate_card_id"): Promise<RateCard> {
     const card = id === "" ? undefined : await this.cards.get(caller.environmentId, id);
     if (!card) throw new NotFoundError("RATE_CARD_NOT_FOUND", `${field}: rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
     return card;
   }
 
   /** Checks quantities and multipliers against the card (and its catalog add-ons). */
-  private async checkTerms(card: RateCard, quantitiesIn: Record<string, string>, multipliersIn: Record<string, string>, v: Violations) {
+  async checkTerms(card: RateCard, quantitiesIn: Record<string, string>, multipliersIn: Record<string, string>, v: Violations) {
     const quantities = checkDecimals(quantitiesIn, v.at("fixed_rate_quantities"));
     const multipliers = checkDecimals(multipliersIn, v.at("rate_price_multipliers"));
     const catalogRates = card.rateCatalogId ? await this.engine.catalogs.ratesFor(card.environmentId, card.rateCatalogId, card.billingInterval) : [];
@@ -149,15 +163,20 @@ export class SubscriptionService {
     if (input.subjectId === "") v.add("subject_id", "is required");
     if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
     checkMetadata(input.metadata, v.at("metadata"));
-    if (input.timelineId !== "") v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
     v.throwIfAny();
     const subject = await this.subject(caller, input.subjectId);
+    if (input.timelineId !== "") {
+      const tl = await this.store.timeline(caller.environmentId, input.timelineId);
+      if (!tl) v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
+      else if (tl.subjectId !== subject.id) v.add("subscription_timeline_id", "belongs to another subject");
+      else if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
+    }
     const card = await this.cardOf(caller, input.rateCardId);
     const terms = await this.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
     v.throwIfAny();
 
     const now = await this.nowFor(subject);
-    const draft = this.newSubscription(caller, subject, card, terms, input.metadata, now);
+    const draft = { ...this.newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
     const firstLines = await this.engine.fixedLines(card, draft);
     const { fixed } = await this.engine.rates(card, terms.quantities);
     const free = fixed.every((r) => dec(r.price.amount.value).isZero());
@@ -174,7 +193,7 @@ export class SubscriptionService {
     return `${this.publicBaseUrl()}/hosted/checkout/${session.token}`;
   }
 
-  private async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, callbacks: CallbackUrls, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+  async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, callbacks: CallbackUrls, card: RateCard, amountDue: Decimal, description: string, now: Date) {
     const session: CheckoutSession = {
       id: newId("sub").replace("sub_", "cs_"),
       environmentId: caller.environmentId,
@@ -196,9 +215,20 @@ export class SubscriptionService {
   }
 
   /** Starts a subscription: writes it and its first invoice (fixed charges in advance), then charges. */
-  private async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+  /**
+   * Starts a subscription: writes it and its first invoice (fixed charges in advance), then
+   * charges. A subscription linked to a draft timeline makes that timeline active.
+   */
+  async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
     const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
+    const items = draft.timelineId ? await this.store.timelineItems(draft.timelineId) : [];
     await this.store.transaction(async (tx) => {
+      if (draft.timelineId) {
+        const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
+        if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
+        const current = items.find((i) => i.start.getTime() <= draft.anchor.getTime() && (i.end === null || draft.anchor.getTime() < i.end.getTime()));
+        await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
+      }
       await tx.insertSubscription(draft);
       await this.engine.writeInvoice(tx, invoice);
     });
@@ -239,21 +269,26 @@ export class SubscriptionService {
         return next;
       });
     }
+    return this.cancelAt(current, now, input.reason || null, subject.paymentMethodId);
+  }
+
+  /** Cancels now (at `at`): a final invoice for the usage since the last one, no new fixed charges. */
+  async cancelAt(current: Subscription, at: Date, reason: string | null, paymentMethodId: string | null): Promise<Subscription> {
     const card = await this.engine.card(current.environmentId, current.rateCardId);
-    const lines = await this.engine.usageLines(card, current, current.usageSince, now);
-    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, now, now);
+    const lines = await this.engine.usageLines(card, current, current.usageSince, at);
+    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
     const cancelled = await this.store.transaction(async (tx) => {
-      const s = await tx.lockSubscription(caller.environmentId, id);
-      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is already ${s?.status ?? "gone"}`);
+      const s = await tx.lockSubscription(current.environmentId, current.id);
+      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) {
         throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       }
       await this.engine.writeInvoice(tx, invoice);
-      const next: Subscription = { ...s, status: "cancelled", cancelledAt: now, cancelReason: input.reason || null };
+      const next: Subscription = { ...s, status: "cancelled", cancelledAt: at, cancelReason: reason };
       await tx.updateSubscription(next);
       return next;
     });
-    await this.engine.settle(invoice, subject.paymentMethodId);
+    await this.engine.settle(invoice, paymentMethodId);
     return cancelled;
   }
 
@@ -285,38 +320,61 @@ export class SubscriptionService {
     const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
     const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
 
+    const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
+    // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
+    // invoiced either way (and stays open without a card, like any cycle invoice).
+    if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
+      checkUrls(input.callbacks, v);
+      v.throwIfAny();
+      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
+      return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
+    }
+    return { kind: "success", subscription: await this.applySwitch(current, newCard, next, now, plan.lines, subject.paymentMethodId) };
+  }
+
+  /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */
+  private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date, behavior: string) {
     const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
-    const lines = await this.engine.usageLines(oldCard, current, current.usageSince, now);
+    const lines = await this.engine.usageLines(oldCard, current, current.usageSince, at);
     let upgrade = ZERO;
     if (diff.gt(0)) {
       const span = current.periodEnd.getTime() - current.periodStart.getTime();
-      const left = Math.max(0, current.periodEnd.getTime() - now.getTime());
-      const prorate = input.behavior !== "rate_difference";
-      const amount = prorate ? diff.times(left).div(span) : diff;
-      upgrade = amount;
-      lines.push(line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), amount));
+      const left = Math.max(0, current.periodEnd.getTime() - at.getTime());
+      const prorate = behavior !== "rate_difference";
+      upgrade = prorate ? diff.times(left).div(span) : diff;
+      if (upgrade.gt(0)) {
+        lines.push(
+          line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), upgrade),
+        );
+      }
     }
-    // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
-    // invoiced either way (and stays open without a card, like any cycle invoice).
-    if (upgrade.gt(0) && !subject.paymentMethodId) {
-      checkUrls(input.callbacks, v);
-      v.throwIfAny();
-      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, total(lines), `Change to ${newCard.name}`, now);
-      return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
-    }
-    const invoice = this.engine.newInvoice(current, oldCard, `change:${now.getTime()}`, lines, current.usageSince, now, now);
+    return { lines, upgrade };
+  }
+
+  /** Writes a switch to `newCard` with `next` terms at `at`, invoices what it owes, charges. */
+  private async applySwitch(current: Subscription, newCard: RateCard, next: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date, lines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}`, lines, current.usageSince, at, at);
     const changed = await this.store.transaction(async (tx) => {
-      const s = await tx.lockSubscription(caller.environmentId, id);
+      const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s || s.status !== "active" || s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime()) {
         throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       }
       await this.engine.writeInvoice(tx, invoice);
-      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: now };
+      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
       return updated;
     });
-    await this.engine.settle(invoice, subject.paymentMethodId);
-    return { kind: "success", subscription: changed };
+    await this.engine.settle(invoice, paymentMethodId);
+    return changed;
+  }
+
+  /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */
+  async switchTo(current: Subscription, card: RateCard, terms: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date): Promise<Subscription> {
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const subject = await this.store.subject(current.environmentId, current.subjectId);
+    const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
+    return this.applySwitch(current, card, terms, at, plan.lines, subject?.paymentMethodId ?? null);
   }
 
   // ---- hosted checkout ----
@@ -358,9 +416,11 @@ export class SubscriptionService {
       const now = await this.nowFor(withPm);
       const draft = this.newSubscription(caller, withPm, rateCard, { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers }, input.metadata, now);
       await this.start(draft, rateCard, await this.engine.fixedLines(rateCard, draft), pmId);
-    } else {
+    } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       await this.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
+    } else {
+      await this.timelineStarter?.(caller, session.payload);
     }
     return { ok: true, redirect: session.successUrl };
   }
@@ -461,7 +521,7 @@ export class SubscriptionService {
     if (to.getTime() > clock.frozenTime.getTime() && !(await this.store.advanceClock(caller.environmentId, id, to))) {
       throw new FailedPreconditionError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
     }
-    await this.engine.closeDue(to, id);
+    await this.runDue(to, id);
     return this.clock(caller, id);
   }
 }

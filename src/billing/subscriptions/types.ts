@@ -73,7 +73,7 @@ export interface CheckoutSession {
   environmentId: string;
   token: string;
   subjectId: string;
-  kind: "subscribe" | "change";
+  kind: "subscribe" | "change" | "timeline";
   /** What completing it does: the validated subscription (or change) request. */
   payload: Record<string, unknown>;
   successUrl: string;
@@ -92,6 +92,36 @@ export interface TestClock {
   environmentId: string;
   name: string;
   frozenTime: Date;
+  createdAt: Date;
+}
+
+export type TimelineStatus = "draft" | "pending" | "active" | "completed";
+
+export interface Timeline {
+  id: string;
+  environmentId: string;
+  subjectId: string;
+  rateCardId: string;
+  subscriptionId: string | null;
+  status: TimelineStatus;
+  effectiveAt: Date | null;
+  /** When the timeline next needs the engine: start (pending) or the current item's end (active). */
+  nextTransitionAt: Date | null;
+  testClockId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface TimelineItem {
+  id: string;
+  timelineId: string;
+  environmentId: string;
+  start: Date;
+  /** null: runs until the subscription is cancelled. */
+  end: Date | null;
+  rateCardId: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
   createdAt: Date;
 }
 
@@ -118,6 +148,9 @@ export interface BillingTx {
   lockCheckout(token: string): Promise<CheckoutSession | undefined>;
   updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
   insertPaymentMethod(pm: PaymentMethod): Promise<void>;
+  lockTimeline(environmentId: string, id: string): Promise<Timeline | undefined>;
+  updateTimeline(t: Timeline): Promise<void>;
+  insertTimelineItems(items: TimelineItem[]): Promise<void>;
   setSubjectPaymentMethod(subjectId: string, paymentMethodId: string): Promise<void>;
 }
 
@@ -127,8 +160,11 @@ export interface BillingStore {
   subscription(environmentId: string, id: string): Promise<Subscription | undefined>;
   listSubscriptions(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
   activeSubscriptions(environmentId: string, subjectId: string): Promise<Subscription[]>;
-  /** Active subscriptions whose cycle ends at or before `now`: on real time (clockId null) or on one clock. */
-  dueSubscriptions(now: Date, clockId: string | null, limit: number): Promise<Subscription[]>;
+  /**
+   * Active subscriptions whose cycle ends at or before `now` (before it, when `strict`): on real
+   * time (clockId null) or on one clock.
+   */
+  dueSubscriptions(now: Date, clockId: string | null, limit: number, strict?: boolean): Promise<Subscription[]>;
   invoice(environmentId: string, id: string): Promise<Invoice | undefined>;
   invoiceByToken(token: string): Promise<Invoice | undefined>;
   listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
@@ -141,6 +177,13 @@ export interface BillingStore {
   setInvoicesStatus(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
   insertCheckout(c: CheckoutSession): Promise<void>;
   checkout(token: string): Promise<CheckoutSession | undefined>;
+  insertTimeline(t: Timeline): Promise<void>;
+  timeline(environmentId: string, id: string): Promise<Timeline | undefined>;
+  listTimelines(environmentId: string, page: Page): Promise<PageResult<Timeline>>;
+  /** Every item of a timeline, in time order. */
+  timelineItems(timelineId: string): Promise<TimelineItem[]>;
+  /** Pending or active timelines whose next transition is at or before `now`, earliest first. */
+  dueTimelines(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
   insertClock(c: TestClock): Promise<void>;
   clock(environmentId: string, id: string): Promise<TestClock | undefined>;
   /** Moves the clock to `to` if it is not past it already; false otherwise. */

@@ -15,8 +15,11 @@ import type {
   Subscription,
   SubscriptionStatus,
   TestClock,
+  Timeline,
+  TimelineItem,
+  TimelineStatus,
 } from "../../billing/subscriptions/types.js";
-import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow } from "../entities/index.js";
+import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow, TimelineItemRow, TimelineRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime, fromDbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
@@ -103,6 +106,36 @@ function toCheckout(r: CheckoutRow): CheckoutSession {
     currency: r.currency,
     description: r.description,
     expiresAt: r.expires_at,
+    createdAt: r.created_at,
+  };
+}
+
+function toTimeline(r: TimelineRow): Timeline {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    rateCardId: r.rate_card_id,
+    subscriptionId: r.subscription_id,
+    status: r.status as TimelineStatus,
+    effectiveAt: r.effective_at,
+    nextTransitionAt: r.next_transition_at,
+    testClockId: r.test_clock_id,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+function toItem(r: TimelineItemRow): TimelineItem {
+  return {
+    id: r.id,
+    timelineId: r.timeline_id,
+    environmentId: r.environment_id,
+    start: r.period_start,
+    end: r.period_end,
+    rateCardId: r.rate_card_id,
+    fixedRateQuantities: r.fixed_rate_quantities ?? {},
+    rateMultipliers: r.rate_multipliers ?? {},
     createdAt: r.created_at,
   };
 }
@@ -220,6 +253,34 @@ export class SqlBillingStore implements BillingStore {
             created_at: pm.createdAt,
           });
         },
+        lockTimeline: async (environmentId, id) => {
+          const r = await em.findOne(E.Timeline, { where: { environment_id: environmentId, id }, lock: this.lock() });
+          return r ? toTimeline(r) : undefined;
+        },
+        updateTimeline: async (t) => {
+          await em.update(
+            E.Timeline,
+            { id: t.id },
+            { subscription_id: t.subscriptionId, status: t.status, effective_at: t.effectiveAt, next_transition_at: t.nextTransitionAt, updated_at: t.updatedAt },
+          );
+        },
+        insertTimelineItems: async (items) => {
+          if (items.length === 0) return;
+          await em.insert(
+            E.TimelineItem,
+            items.map((i) => ({
+              id: i.id,
+              timeline_id: i.timelineId,
+              environment_id: i.environmentId,
+              period_start: i.start,
+              period_end: i.end,
+              rate_card_id: i.rateCardId,
+              fixed_rate_quantities: i.fixedRateQuantities,
+              rate_multipliers: i.rateMultipliers,
+              created_at: i.createdAt,
+            })),
+          );
+        },
         setSubjectPaymentMethod: async (subjectId, paymentMethodId) => {
           await em.update(E.Subject, { id: subjectId }, { payment_method_id: paymentMethodId });
         },
@@ -261,11 +322,11 @@ export class SqlBillingStore implements BillingStore {
     return rows.map(toSubscription);
   }
 
-  async dueSubscriptions(now: Date, clockId: string | null, limit: number): Promise<Subscription[]> {
+  async dueSubscriptions(now: Date, clockId: string | null, limit: number, strict = false): Promise<Subscription[]> {
     const rows = await this.sql.run((em) =>
       em
         .createQueryBuilder(this.entities.Subscription, "s")
-        .where("s.status = 'active' AND s.period_end <= :now", { now: dbTime(now) })
+        .where(`s.status = 'active' AND s.period_end ${strict ? "<" : "<="} :now`, { now: dbTime(now) })
         .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
         .orderBy("s.period_end", "ASC")
         .limit(limit)
@@ -354,6 +415,52 @@ export class SqlBillingStore implements BillingStore {
   async checkout(token: string): Promise<CheckoutSession | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.Checkout, { token }));
     return r ? toCheckout(r) : undefined;
+  }
+
+  async insertTimeline(t: Timeline): Promise<void> {
+    await this.sql.run((em) =>
+      em.insert(this.entities.Timeline, {
+        id: t.id,
+        environment_id: t.environmentId,
+        subject_id: t.subjectId,
+        rate_card_id: t.rateCardId,
+        subscription_id: t.subscriptionId,
+        status: t.status,
+        effective_at: t.effectiveAt,
+        next_transition_at: t.nextTransitionAt,
+        test_clock_id: t.testClockId,
+        created_at: t.createdAt,
+        updated_at: t.updatedAt,
+      }),
+    );
+  }
+
+  async timeline(environmentId: string, id: string): Promise<Timeline | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Timeline, { environment_id: environmentId, id }));
+    return r ? toTimeline(r) : undefined;
+  }
+
+  async listTimelines(environmentId: string, page: Page): Promise<PageResult<Timeline>> {
+    const rows = await this.sql.run((em) => em.find(this.entities.Timeline, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
+    return toPageResult(rows.map(toTimeline), page);
+  }
+
+  async timelineItems(timelineId: string): Promise<TimelineItem[]> {
+    const rows = await this.sql.run((em) => em.find(this.entities.TimelineItem, { where: { timeline_id: timelineId }, order: { period_start: "ASC", seq: "ASC" } }));
+    return rows.map(toItem);
+  }
+
+  async dueTimelines(now: Date, clockId: string | null, limit: number): Promise<Timeline[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Timeline, "t")
+        .where("t.status IN ('pending', 'active') AND t.next_transition_at IS NOT NULL AND t.next_transition_at <= :now", { now: dbTime(now) })
+        .andWhere(clockId === null ? "t.test_clock_id IS NULL" : "t.test_clock_id = :clock", { clock: clockId })
+        .orderBy("t.next_transition_at", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
+    return rows.map(toTimeline);
   }
 
   async insertClock(c: TestClock): Promise<void> {

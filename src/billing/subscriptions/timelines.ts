@@ -1,0 +1,277 @@
+/**
+ * Subscription timelines (DESIGN §9): a draft of consecutive items (rate card, quantities and
+ * multipliers over a period) that, once started, a subscription follows: pending until
+ * effective_at, then active on the item covering that time, moving to the next item at each
+ * boundary (invoiced like a rate-card change), completed with the subscription cancelled after
+ * the last item that has an end. An open-ended last item runs until cancelled.
+ */
+import type { RateCard } from "../catalog/types.js";
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { total } from "../invoicing/lines.js";
+import { parseTimestamp } from "../metering/events.js";
+import { dec } from "../money.js";
+import { type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
+import type { Subscription, Timeline, TimelineItem } from "./types.js";
+
+export interface TimelineItemInput {
+  start?: Date;
+  /** null: open-ended; a string to parse; undefined: left out (open-ended). */
+  end: string | null | undefined;
+  rateCardId: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+}
+
+export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { kind: "requires_action"; checkoutUrl: string };
+
+const covers = (i: TimelineItem, t: number) => i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
+
+export class TimelineService {
+  constructor(private readonly subs: SubscriptionService) {
+    subs.useDueRunner((now, clockId) => this.runDue(now, clockId));
+    subs.useTimelineStarter(async (caller, payload) => {
+      const p = payload as { timelineId: string; effectiveAt: string };
+      await this.begin(caller, p.timelineId, new Date(p.effectiveAt));
+    });
+  }
+
+  private get store() {
+    return this.subs.store;
+  }
+
+  async create(caller: Caller, input: { rateCardId: string; subjectId: string }): Promise<Timeline> {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (input.subjectId === "") v.add("subject_id", "is required");
+    v.throwIfAny();
+    const subject = await this.subs.subject(caller, input.subjectId);
+    const card = await this.subs.cardOf(caller, input.rateCardId);
+    const now = await this.subs.nowFor(subject);
+    const t: Timeline = {
+      id: newId("stl"),
+      environmentId: caller.environmentId,
+      subjectId: subject.id,
+      rateCardId: card.id,
+      subscriptionId: null,
+      status: "draft",
+      effectiveAt: null,
+      nextTransitionAt: null,
+      testClockId: subject.testClockId,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.store.insertTimeline(t);
+    return t;
+  }
+
+  async get(caller: Caller, id: string): Promise<Timeline> {
+    const t = id === "" ? undefined : await this.store.timeline(caller.environmentId, id);
+    if (!t) throw new NotFoundError("TIMELINE_NOT_FOUND", `subscription timeline ${JSON.stringify(id)} not found`, { subscription_timeline_id: id });
+    return t;
+  }
+
+  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<Timeline>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.listTimelines(caller.environmentId, page);
+  }
+
+  async items(caller: Caller, id: string, limit?: number, offset?: number): Promise<PageResult<TimelineItem>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    const t = await this.get(caller, id);
+    const all = await this.store.timelineItems(t.id);
+    return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
+  }
+
+  /** Adds items to a draft: with the items already there, consecutive, no overlap, no gap. */
+  async addItems(caller: Caller, id: string, inputs: TimelineItemInput[]): Promise<TimelineItem[]> {
+    const timeline = await this.get(caller, id);
+    if (timeline.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is ${timeline.status}; items can be added to a draft only`);
+    const v = new Violations();
+    if (inputs.length === 0) v.add("items", "is required: at least one item");
+    const base = await this.subs.cardOf(caller, timeline.rateCardId);
+    const now = await this.subs.nowFor({ environmentId: caller.environmentId, testClockId: timeline.testClockId });
+    const made: TimelineItem[] = [];
+    for (const [i, input] of inputs.entries()) {
+      const iv = v.at("items").at(i);
+      const pv = iv.at("period");
+      let end: Date | null = null;
+      if (!input.start) pv.add("start", "is required");
+      if (typeof input.end === "string") {
+        const ms = parseTimestamp(input.end);
+        if (ms === undefined) pv.add("end", "must be an RFC 3339 date-time or null");
+        else end = new Date(ms);
+      }
+      if (input.start && end && end.getTime() <= input.start.getTime()) pv.add("end", "must be after period.start");
+      const sv = iv.at("subscription_input");
+      let card: RateCard | undefined;
+      if (input.rateCardId === "") sv.add("rate_card_id", "is required");
+      else {
+        try {
+          card = await this.subs.cardOf(caller, input.rateCardId);
+        } catch {
+          sv.add("rate_card_id", "no rate card with this ID exists");
+        }
+      }
+      let terms = { quantities: {} as Record<string, string>, multipliers: {} as Record<string, string> };
+      if (card) {
+        if (card.billingInterval !== base.billingInterval) sv.add("rate_card_id", `is ${card.billingInterval}; the timeline's rate card is ${base.billingInterval}`);
+        else if (card.currency && base.currency && card.currency !== base.currency) sv.add("rate_card_id", `charges ${card.currency}; the timeline's rate card charges ${base.currency}`);
+        terms = await this.subs.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, sv);
+      }
+      made.push({
+        id: newId("stl").replace("stl_", "sti_"),
+        timelineId: timeline.id,
+        environmentId: caller.environmentId,
+        start: input.start ?? new Date(0),
+        end,
+        rateCardId: input.rateCardId,
+        fixedRateQuantities: terms.quantities,
+        rateMultipliers: terms.multipliers,
+        createdAt: now,
+      });
+    }
+    v.throwIfAny();
+    // Together with the items already there: in time order, each starting where the last ended.
+    const existing = await this.store.timelineItems(timeline.id);
+    const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort(
+      (a, b) => a.item.start.getTime() - b.item.start.getTime(),
+    );
+    for (let k = 1; k < all.length; k++) {
+      const prev = (all[k - 1] as (typeof all)[number]).item;
+      const cur = all[k] as (typeof all)[number];
+      const path = cur.index >= 0 ? v.at("items").at(cur.index).at("period") : v.at("items");
+      if (prev.end === null) path.add(cur.index >= 0 ? "start" : "", "overlaps an open-ended item before it: only the last item may have no end");
+      else if (cur.item.start.getTime() < prev.end.getTime()) path.add(cur.index >= 0 ? "start" : "", `overlaps the item that ends at ${prev.end.toISOString()}`);
+      else if (cur.item.start.getTime() > prev.end.getTime()) path.add(cur.index >= 0 ? "start" : "", `leaves a gap after the item that ends at ${prev.end.toISOString()}`);
+    }
+    v.throwIfAny();
+    await this.store.transaction(async (tx) => {
+      const locked = await tx.lockTimeline(caller.environmentId, timeline.id);
+      if (!locked || locked.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+      await tx.insertTimelineItems(made);
+    });
+    return made;
+  }
+
+  /** Starts a draft: pending until effective_at, or active now; a checkout first if a paid item needs a card. */
+  async start(caller: Caller, id: string, input: { callbacks?: CallbackUrls; createCheckoutSession: string; effectiveAt?: Date }): Promise<TimelineStartResult> {
+    const timeline = await this.get(caller, id);
+    if (timeline.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is ${timeline.status}; only a draft can be started`);
+    const v = new Violations();
+    if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
+    const subject = await this.subs.subject(caller, timeline.subjectId);
+    const now = await this.subs.nowFor(subject);
+    const effectiveAt = input.effectiveAt ?? now;
+    const items = await this.store.timelineItems(timeline.id);
+    if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
+    else if (!items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
+    v.throwIfAny();
+    let paid = false;
+    for (const item of items) {
+      const card = await this.subs.cardOf(caller, item.rateCardId);
+      const { fixed } = await this.subs.engine.rates(card, item.fixedRateQuantities);
+      if (fixed.some((r) => !dec(r.price.amount.value).isZero())) paid = true;
+    }
+    if (input.createCheckoutSession === "always" || (paid && !subject.paymentMethodId)) {
+      const cv = new Violations();
+      if (!input.callbacks) cv.add("checkout_callback_urls", "is required: starting this timeline needs a checkout");
+      cv.throwIfAny();
+      const first = items.find((i) => covers(i, effectiveAt.getTime())) as TimelineItem;
+      const card = await this.subs.cardOf(caller, first.rateCardId);
+      const lines = await this.subs.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
+      const amount = total(lines);
+      const session = await this.subs.openCheckout(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks as CallbackUrls, card, amount, `Subscribe to ${card.name}`, now);
+      return { kind: "requires_action", checkoutUrl: this.subs.checkoutUrl(session) };
+    }
+    return { kind: "success", timeline: await this.begin(caller, timeline.id, effectiveAt) };
+  }
+
+  /** Pending until effective_at, or active from it now. */
+  private async begin(caller: Caller, id: string, effectiveAt: Date): Promise<Timeline> {
+    const timeline = await this.get(caller, id);
+    const subject = await this.subs.subject(caller, timeline.subjectId);
+    const now = await this.subs.nowFor(subject);
+    if (effectiveAt.getTime() > now.getTime()) {
+      return this.store.transaction(async (tx) => {
+        const t = await tx.lockTimeline(caller.environmentId, id);
+        if (!t || t.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+        const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
+        await tx.updateTimeline(pending);
+        return pending;
+      });
+    }
+    await this.activate(timeline, effectiveAt);
+    return this.get(caller, id);
+  }
+
+  /** Creates the subscription from the item covering `at`; the timeline becomes active. */
+  private async activate(timeline: Timeline, at: Date): Promise<void> {
+    const caller: Caller = { environmentId: timeline.environmentId, mode: "test", keyKind: "secret" };
+    const items = await this.store.timelineItems(timeline.id);
+    const item = items.find((i) => covers(i, at.getTime()));
+    if (!item) throw new InvalidArgumentError([{ field: "effective_at", description: "no item of the timeline covers this time" }]);
+    const subject = await this.subs.subject(caller, timeline.subjectId);
+    const card = await this.subs.cardOf(caller, item.rateCardId);
+    const draft: Subscription = {
+      ...this.subs.newSubscription(caller, subject, card, { quantities: item.fixedRateQuantities, multipliers: item.rateMultipliers }, {}, at),
+      timelineId: timeline.id,
+    };
+    await this.subs.start(draft, card, await this.subs.engine.fixedLines(card, draft), subject.paymentMethodId);
+  }
+
+  /** Moves a due timeline on at its transition time. */
+  async transition(timeline: Timeline): Promise<void> {
+    const at = timeline.nextTransitionAt as Date;
+    if (timeline.status === "pending") {
+      await this.activate(timeline, at);
+      return;
+    }
+    const items = await this.store.timelineItems(timeline.id);
+    const next = items.find((i) => i.start.getTime() === at.getTime());
+    const sub = timeline.subscriptionId ? await this.store.subscription(timeline.environmentId, timeline.subscriptionId) : undefined;
+    const caller: Caller = { environmentId: timeline.environmentId, mode: "test", keyKind: "secret" };
+    if (sub && sub.status === "active") {
+      if (next) {
+        const card = await this.subs.cardOf(caller, next.rateCardId);
+        await this.subs.switchTo(sub, card, { fixedRateQuantities: next.fixedRateQuantities, rateMultipliers: next.rateMultipliers }, at);
+      } else {
+        const subject = await this.store.subject(timeline.environmentId, timeline.subjectId);
+        await this.subs.cancelAt(sub, at, "subscription timeline completed", subject?.paymentMethodId ?? null);
+      }
+    }
+    await this.store.transaction(async (tx) => {
+      const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
+      if (!t || t.nextTransitionAt?.getTime() !== at.getTime()) return;
+      const done = !next || !sub || sub.status !== "active";
+      await tx.updateTimeline({ ...t, status: done ? "completed" : "active", nextTransitionAt: done ? null : next.end, updatedAt: at });
+    });
+  }
+
+  /**
+   * Runs everything due up to `now`, in time order: cycle closes before a timeline transition
+   * at a later time; at the same instant the transition first (the new item's card then opens
+   * the next cycle).
+   */
+  async runDue(now: Date, clockId: string | null): Promise<number> {
+    const engine = this.subs.engine;
+    let n = 0;
+    const seen = new Set<string>();
+    for (;;) {
+      const [timeline] = await this.store.dueTimelines(now, clockId, 1);
+      if (!timeline) break;
+      const key = `${timeline.id}@${timeline.nextTransitionAt?.getTime()}`;
+      if (seen.has(key)) break; // another runner holds it; it will move it on
+      seen.add(key);
+      n += await engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true);
+      await this.transition(timeline);
+    }
+    return n + (await engine.closeDue(now, clockId));
+  }
+}
