@@ -28,6 +28,8 @@ export const CONFIG_VARS = [
   "LOG_LEVEL",
   "RUN_MIGRATIONS",
   "API_KEY_CACHE_MS",
+  "SCHEDULER_INTERVAL_MS",
+  "INGEST_COMMITS_IN_FLIGHT",
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@
  *        BENCH_SUMMARY_REQUESTS=200          measured summary requests per subject (after BENCH_SUMMARY_WARMUP=20)
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306   server to create the throw-away database on
  *        BENCH_SERVER_LOG_LEVEL=warn         the server's LOG_LEVEL (its log goes to stderr, prefixed [server])
+ *        BENCH_INGEST_COMMITS_IN_FLIGHT=…    the server's INGEST_COMMITS_IN_FLIGHT (default: the config's, 2)
  *        BENCH_SERVER_NODE_ARGS=…            node options for the server child only, space-separated, e.g.
  *                                            "--cpu-prof --cpu-prof-dir=/tmp/prof" (written when it stops)
  * Output: progress on stderr; the report (Markdown) on stdout.
@@ -467,6 +468,7 @@ async function main(): Promise<number> {
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
       LOG_LEVEL: settings.serverLogLevel,
+      ...(process.env.BENCH_INGEST_COMMITS_IN_FLIGHT ? { INGEST_COMMITS_IN_FLIGHT: process.env.BENCH_INGEST_COMMITS_IN_FLIGHT } : {}),
     });
     const nodeArgs = settings.serverNodeArgs.join(" ");
     progress(`starting the server in a child process${nodeArgs ? ` (node ${nodeArgs})` : ""}`);

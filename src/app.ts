@@ -35,7 +35,7 @@ export interface App {
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger) {
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
   const billingStore = new SqlBillingStore(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
@@ -51,7 +51,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
   const catalogs = new RateCatalogService(catalogStore, metricStore, now);
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
-  const ingest = new IngestService(usageStore, now);
+  const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
   const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
@@ -74,7 +74,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, ...services } = buildServices(db, () => baseUrl, now, log);
+    const { engine, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
     const { timelines } = services;
 
     const router = createConnectRouter({

@@ -21,6 +21,8 @@ export interface Config {
   apiKeyCacheMs: number;
   /** How often the scheduler closes due billing cycles (ms); 0 turns it off on this server. */
   schedulerIntervalMs: number;
+  /** Usage-ingest transactions of one environment in flight at once on this server (group commit). */
+  ingestCommitsInFlight: number;
 }
 
 export class ConfigError extends Error {
@@ -82,6 +84,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
+  const ingestCommitsInFlight = int("INGEST_COMMITS_IN_FLIGHT", 2, 1, 64);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -94,5 +97,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     runMigrations: rawMigrate === "true",
     apiKeyCacheMs,
     schedulerIntervalMs,
+    ingestCommitsInFlight,
   });
 }
