@@ -290,13 +290,12 @@ export class SqlBillingStore implements BillingStore {
   }
 
   async subject(environmentId: string, key: string): Promise<BillingSubject | undefined> {
-    const rows: { id: string; environment_id: string; external_id_key: string | null; test_clock_id: string | null; payment_method_id: string | null }[] = await this.sql.run((em) =>
-      em.query(
-        "SELECT id, environment_id, external_id_key, test_clock_id, payment_method_id FROM subjects WHERE environment_id = ? AND deleted_at IS NULL AND (id = ? OR external_id_key = ?) LIMIT 2",
-        [environmentId, key, key],
-      ),
-    );
-    const r = rows.find((x) => x.id === key) ?? rows[0];
+    // As in the subject store: an ID-shaped key is tried as an ID first, each lookup one unique key.
+    type Row = { id: string; environment_id: string; test_clock_id: string | null; payment_method_id: string | null };
+    const select = "SELECT id, environment_id, test_clock_id, payment_method_id FROM subjects";
+    const run = (where: string) => this.sql.run((em) => em.query(`${select} WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<Row[]>);
+    let r = key.startsWith("subj_") ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
+    r ??= (await run("environment_id = ? AND external_id_key = ?"))[0];
     return r ? { id: r.id, environmentId: r.environment_id, testClockId: r.test_clock_id, paymentMethodId: r.payment_method_id } : undefined;
   }
 
