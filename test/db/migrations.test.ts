@@ -50,3 +50,42 @@ for (const store of STORES) {
     }
   });
 }
+
+for (const store of STORES) {
+  test(`${store}: the minute-totals migration adds the events already stored`, async (t) => {
+    const tdb = await createTestDatabase(store);
+    const db = await createDatabase(tdb.url, { poolSize: 2 });
+    await db.dataSource.initialize();
+    try {
+      await db.dataSource.runMigrations({ transaction: "each" });
+      await db.dataSource.undoLastMigration({ transaction: "each" }); // back to before minute totals
+      const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
+      await q("INSERT INTO pricing_metrics (id, environment_id, event_name, name, unit, dimensions, aggregation_type, value_field, created_at) VALUES ('pm_1', 'env_1', 'api', 'API', 'u', '[\"region\"]', 'sum', 'n', '2026-01-01 00:00:00.000')");
+      const events: [string, string, string][] = [
+        ["k1", "2026-01-01 10:00:05.000", "1.5"],
+        ["k2", "2026-01-01 10:00:55.000", "2"],
+        ["k3", "2026-01-01 10:01:00.000", "0.25"],
+      ];
+      for (const [key, at, n] of events) {
+        await q(
+          "INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES (?, 'env_1', ?, 'f', 'subj_1', 'api', ?, ?, ?)",
+          [`ue_${key}`, key, at, JSON.stringify({ n, region: "eu" }), at],
+        );
+      }
+      await db.dataSource.runMigrations({ transaction: "each" });
+      const rows: { bucket_start: unknown; sum_value: unknown; event_count: unknown }[] = await q(
+        "SELECT bucket_start, sum_value, event_count FROM usage_rollups_minute WHERE metric_id = 'pm_1' ORDER BY bucket_start",
+      );
+      t.deepEqual(
+        rows.map((r) => [String(r.bucket_start instanceof Date ? r.bucket_start.toISOString() : r.bucket_start).slice(0, 16).replace(" ", "T"), Number(r.sum_value), Number(r.event_count)]),
+        [
+          ["2026-01-01T10:00", 3.5, 2],
+          ["2026-01-01T10:01", 0.25, 1],
+        ],
+      );
+    } finally {
+      await db.dataSource.destroy();
+      await tdb.drop();
+    }
+  });
+}

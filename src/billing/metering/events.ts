@@ -8,7 +8,9 @@ import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
-import { HOUR } from "./periods.js";
+import { HOUR, MINUTE } from "./periods.js";
+
+export type Grain = "hour" | "minute";
 
 export const MAX_BATCH = 1000;
 export const MAX_KEY = 255;
@@ -51,8 +53,9 @@ export interface Candidate {
   contributions: Contribution[];
 }
 
-/** One event's (or many events') addition to one hourly total. */
+/** One event's (or many events') addition to one hourly or minute total. */
 export interface Contribution {
+  grain: Grain;
   metricId: string;
   subjectId: string;
   bucketStart: number;
@@ -137,7 +140,10 @@ export function contributionsOf(metrics: readonly PricingMetric[], subjectId: st
     const agg = aggOfEvent(m, e.data, e.occurredAt, e.idempotencyKey);
     if (!agg) continue;
     const dims = coordinatesOf(m.dimensions, e.data);
-    out.push({ metricId: m.id, subjectId, bucketStart: Math.floor(e.occurredAt / HOUR) * HOUR, dimsHash: hashCoordinates(dims), dims, agg });
+    const dimsHash = hashCoordinates(dims);
+    // Hourly totals answer whole hours; minute totals the whole minutes of a period's edge hours.
+    out.push({ grain: "hour", metricId: m.id, subjectId, bucketStart: Math.floor(e.occurredAt / HOUR) * HOUR, dimsHash, dims, agg });
+    out.push({ grain: "minute", metricId: m.id, subjectId, bucketStart: Math.floor(e.occurredAt / MINUTE) * MINUTE, dimsHash, dims, agg });
   }
   return out;
 }
@@ -189,7 +195,7 @@ export function decide(
 export function mergeContributions(list: Iterable<Contribution>): Contribution[] {
   const byKey = new Map<string, Contribution>();
   for (const c of list) {
-    const key = `${c.metricId}|${c.subjectId}|${c.bucketStart}|${c.dimsHash}`;
+    const key = `${c.grain}|${c.metricId}|${c.subjectId}|${c.bucketStart}|${c.dimsHash}`;
     const prev = byKey.get(key);
     byKey.set(key, prev ? { ...prev, agg: combine(prev.agg, c.agg) } : c);
   }

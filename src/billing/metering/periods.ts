@@ -13,6 +13,7 @@ export interface Range {
   inclusiveEnd: boolean;
 }
 
+export const MINUTE = 60_000;
 export const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
@@ -67,11 +68,12 @@ export function buckets(r: Range, g: Granularity | undefined): Range[] {
 }
 
 /**
- * Splits a range into the whole hours inside it, [fullFrom, fullTo), which the hourly totals
- * answer, and the partial edges, which raw events answer: every instant of the range is in
- * exactly one part.
+ * Splits a range into the whole units (hours or minutes) inside it, [fullFrom, fullTo), which the
+ * totals of that grain answer, and the partial edges, which a finer grain or raw events answer:
+ * every instant of the range is in exactly one part.
  */
-export function splitByHours(r: Range): { fullFrom: number; fullTo: number; edges: Range[] } {
+export function splitByHours(r: Range, unit = HOUR): { fullFrom: number; fullTo: number; edges: Range[] } {
+  const HOUR = unit;
   let fullFrom = Math.ceil(r.start / HOUR) * HOUR;
   if (fullFrom === r.start && !r.inclusiveStart) fullFrom += HOUR;
   const fullTo = Math.floor(r.end / HOUR) * HOUR;

@@ -12,9 +12,9 @@ import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
 import { type Agg, aggOfEvent, combine, valueOf } from "./aggregate.js";
-import { MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
+import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
-import { GRANULARITIES, type Granularity, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
+import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
 
 /** An hourly total as stored. */
 export interface StoredRollup {
@@ -41,8 +41,8 @@ export interface UsageStore {
    * which are new, and adds the new ones' contributions to the hourly totals. Outcomes in order.
    */
   ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]>;
-  /** Hourly totals of a metric for a subject with bucketStart in [from, to). */
-  rollups(metricId: string, subjectId: string, from: number, to: number): Promise<StoredRollup[]>;
+  /** Hourly (or minute) totals of a metric for a subject with bucketStart in [from, to). */
+  rollups(metricId: string, subjectId: string, from: number, to: number, grain?: Grain): Promise<StoredRollup[]>;
   /** Raw events of a subject and event name with occurredAt in [from, to] (both inclusive). */
   rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]>;
 }
@@ -130,20 +130,30 @@ function project(dims: Record<string, string>, keys: readonly string[]): Record<
 }
 
 export class SummaryService {
-  /** Hourly totals for the whole hours of a range, raw events for the partial hours at its edges. */
+  /**
+   * Hourly totals for the whole hours of a range, minute totals for the whole minutes of its edge
+   * hours, raw events only for the partial minutes at its very edges: the cost does not grow with
+   * the number of events.
+   */
   private async parts(metric: PricingMetric, subjectId: string, r: Range): Promise<{ at: number; dims: Record<string, string>; agg: Agg }[]> {
-    const split = splitByHours(r);
     const parts: { at: number; dims: Record<string, string>; agg: Agg }[] = [];
-    if (split.fullTo > split.fullFrom) {
-      for (const row of await this.store.rollups(metric.id, subjectId, split.fullFrom, split.fullTo)) {
+    const totals = async (from: number, to: number, grain: Grain) => {
+      if (to <= from) return;
+      for (const row of await this.store.rollups(metric.id, subjectId, from, to, grain)) {
         parts.push({ at: row.bucketStart, dims: row.dims, agg: fromStored(row) });
       }
-    }
-    for (const edge of split.edges) {
-      for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
-        if (!contains(edge, e.occurredAt)) continue;
-        const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
-        if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
+    };
+    const hours = splitByHours(r, HOUR);
+    await totals(hours.fullFrom, hours.fullTo, "hour");
+    for (const hourEdge of hours.edges) {
+      const minutes = splitByHours(hourEdge, MINUTE);
+      await totals(minutes.fullFrom, minutes.fullTo, "minute");
+      for (const edge of minutes.edges) {
+        for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
+          if (!contains(edge, e.occurredAt)) continue;
+          const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
+          if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
+        }
       }
     }
     return parts;

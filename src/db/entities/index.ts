@@ -464,6 +464,24 @@ export function buildEntities(dialect: Dialect) {
     },
   });
 
+  const UsageRollupMinute = new EntitySchema<UsageRollupRow>({
+    name: "UsageRollupMinute",
+    tableName: "usage_rollups_minute",
+    columns: {
+      metric_id: { ...idColumn(), primary: true },
+      subject_id: { ...idColumn(), primary: true },
+      bucket_start: { ...timeColumn(), primary: true },
+      dims_hash: { ...textColumn(64, false), primary: true },
+      dims: jsonColumn(),
+      sum_value: decimalColumn(dialect),
+      event_count: { type: "bigint", nullable: false },
+      max_value: decimalColumn(dialect, true),
+      last_value: decimalColumn(dialect, true),
+      last_at: timeColumn(true),
+      last_key: textColumn(255),
+    },
+  });
+
   const Subscription = new EntitySchema<SubscriptionRow>({
     name: "Subscription",
     tableName: "subscriptions",
@@ -652,6 +670,7 @@ export function buildEntities(dialect: Dialect) {
     RateCell,
     UsageEvent,
     UsageRollup,
+    UsageRollupMinute,
     Subscription,
     Invoice,
     InvoiceLine,

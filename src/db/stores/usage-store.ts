@@ -7,6 +7,7 @@ import type { AggregationType, PricingMetric } from "../../billing/catalog/types
 import {
   type Candidate,
   type Contribution,
+  type Grain,
   type Outcome,
   type PreparedEvent,
   classify,
@@ -62,8 +63,13 @@ export function metricOfRow(r: MetricRow): PricingMetric {
   };
 }
 
-/** Adds contributions to the hourly totals (insert or add), in the caller's transaction. */
+/** Adds contributions to the hourly and minute totals (insert or add), in the caller's transaction. */
 export async function upsertRollups(em: EntityManager, dialect: "mysql" | "sqlite", contributions: Contribution[]): Promise<void> {
+  await upsertInto(em, dialect, "usage_rollups", contributions.filter((c) => c.grain === "hour"));
+  await upsertInto(em, dialect, "usage_rollups_minute", contributions.filter((c) => c.grain === "minute"));
+}
+
+async function upsertInto(em: EntityManager, dialect: "mysql" | "sqlite", table: string, contributions: Contribution[]): Promise<void> {
   const cols = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
   const newer =
     dialect === "mysql"
@@ -99,7 +105,7 @@ export async function upsertRollups(em: EntityManager, dialect: "mysql" | "sqlit
         c.agg.last ? c.agg.last.key : null,
       );
     }
-    await em.query(`INSERT INTO usage_rollups (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params);
+    await em.query(`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params);
   }
 }
 
@@ -203,7 +209,8 @@ export class SqlUsageStore implements UsageStore {
     return events.map((e) => outcomes.get(e) as Outcome);
   }
 
-  async rollups(metricId: string, subjectId: string, from: number, to: number): Promise<StoredRollup[]> {
+  async rollups(metricId: string, subjectId: string, from: number, to: number, grain: Grain = "hour"): Promise<StoredRollup[]> {
+    const table = grain === "hour" ? "usage_rollups" : "usage_rollups_minute";
     const rows: {
       bucket_start: unknown;
       dims: unknown;
@@ -215,7 +222,7 @@ export class SqlUsageStore implements UsageStore {
       last_key: string | null;
     }[] = await this.sql.run((em) =>
       em.query(
-        "SELECT bucket_start, dims, sum_value, event_count, max_value, last_value, last_at, last_key FROM usage_rollups WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ?",
+        `SELECT bucket_start, dims, sum_value, event_count, max_value, last_value, last_at, last_key FROM ${table} WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ?`,
         [metricId, subjectId, dbTime(new Date(from)), dbTime(new Date(to))],
       ),
     );
