@@ -897,7 +897,7 @@ function report(info: {
   };
   out.push(
     ...markdownTable(
-      ["Subject", "Period end", "Hourly totals read", "Raw events read", "Requests", "p50 ms", "p99 ms", "Sum check", "Errors"],
+      ["Subject", "Period end", "Hourly totals read", "Raw events in the partial hour", "Requests", "p50 ms", "p99 ms", "Sum check", "Errors"],
       info.summaries.map((s) => [
         `${s.label} events`,
         endName[s.end],
@@ -921,8 +921,8 @@ function report(info: {
     "Period: from the first instant of the current UTC month (inclusive) to the end shown (exclusive), no dimensions, no granularity; sequential, " +
       `${settings.summaryWarmup} warm-up requests then ${settings.summaryRequests} measured per row; every answer's value is checked against the exact sum of the events in the period. ` +
       `Events were spread evenly over the month so far and loaded with batches of ${settings.batchSize} at the best batch concurrency, each worker a contiguous slice of the month. ` +
-      "The server reads the whole hours from the hourly totals and the partial hour at the period's end from the raw events (\"Raw events read\"), " +
-      "so with the end at now the figure depends on the minute of the hour the run reaches this point; the two rows ending on the hour bound it.",
+      "The server reads the whole hours from the hourly totals, the whole minutes of the partial hour at the period's end from the minute totals, " +
+      "and only the events of the partial minute raw; \"Raw events in the partial hour\" is what a read of the partial hour from raw events would have to scan. The rows ending on the hour and 1 ms before it bound the case ending now.",
   );
   out.push(`p50 ${sLarge ? fmtInt(sLarge.events) : "–"} / p50 ${sSmall ? fmtInt(sSmall.events) : "–"} (period end now): **${fmt(ratio, 2)}**.`);
   if (sHour && sFull && sSmall) {
