@@ -246,8 +246,8 @@ export const PricingMetricService: GenService<{
    * Computes the metric for a subject over a period: one bucket for the whole period, or UTC
    * hour/day/week buckets (weeks start Monday) clipped to the period; one summary per bucket and
    * combination of the requested dimensions that has events, and one with value null for a bucket
-   * without events. Reads pre-aggregated hourly totals plus the raw events of the partial hours at
-   * the edges, so its cost does not grow with the number of events. Errors: INVALID_ARGUMENT (400)
+   * without events. Reads pre-aggregated hourly and minute totals plus the raw events of the partial
+   * minutes at the edges, so its cost does not grow with the number of events. Errors: INVALID_ARGUMENT (400)
    * naming the field: a missing or inverted period, dimensions the metric does not have, an
    * unknown granularity, a period of more than 10,000 buckets; NOT_FOUND (404) for the metric or
    * the subject.
