@@ -56,7 +56,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
 
-  const timelines = new TimelineService(subscriptions);
+  const timelines = new TimelineService(subscriptions, (id, err) => log?.error("subscription timeline transition failed", { timeline: id, err }));
   return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, timelines, engine };
 }
 

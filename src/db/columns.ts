@@ -35,6 +35,16 @@ export function timeColumn(nullable = false): EntitySchemaColumnOptions {
   return nullable ? { type: "datetime", precision: 3, nullable, default: null } : { type: "datetime", precision: 3, nullable };
 }
 
+/**
+ * Text compared byte for byte on MySQL too (SQLite's default): idempotency keys and event names
+ * are identifiers, and "abc", "ABC" and "abc " are three of them.
+ */
+export function exactTextColumn(dialect: Dialect, length: number, nullable = true): EntitySchemaColumnOptions {
+  const base = textColumn(length, nullable);
+  // The migration picks the server's binary collation without padding (utf8mb4_nopad_bin on MariaDB).
+  return dialect === "mysql" ? { ...base, charset: "utf8mb4", collation: "utf8mb4_nopad_bin" } : base;
+}
+
 export function textColumn(length: number, nullable = true): EntitySchemaColumnOptions {
   return nullable ? { type: "varchar", length, nullable, default: null } : { type: "varchar", length, nullable };
 }

@@ -58,7 +58,10 @@ for (const store of STORES) {
     await db.dataSource.initialize();
     try {
       await db.dataSource.runMigrations({ transaction: "each" });
-      await db.dataSource.undoLastMigration({ transaction: "each" }); // back to before minute totals
+      // Back to before the minute totals (and the migrations after them).
+      const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
+      for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("MinuteTotals"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
+      await db.dataSource.undoLastMigration({ transaction: "each" });
       const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
       await q("INSERT INTO pricing_metrics (id, environment_id, event_name, name, unit, dimensions, aggregation_type, value_field, created_at) VALUES ('pm_1', 'env_1', 'api', 'API', 'u', '[\"region\"]', 'sum', 'n', '2026-01-01 00:00:00.000')");
       const events: [string, string, string][] = [

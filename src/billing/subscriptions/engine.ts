@@ -202,7 +202,15 @@ export class BillingEngine {
         const locked = await tx.lockSubscriptions(snapshots.map((s) => s.id));
         const ready = locked.filter((s) => {
           const snap = byId.get(s.id) as Subscription;
-          return s.status === "active" && s.cycleIndex === snap.cycleIndex && s.rateCardId === snap.rateCardId && s.usageSince.getTime() === snap.usageSince.getTime();
+          // Everything the invoice was computed from must be unchanged, including a cancellation
+          // at the end of the cycle requested meanwhile (it drops the next period's fixed charges).
+          return (
+            s.status === "active" &&
+            s.cycleIndex === snap.cycleIndex &&
+            s.rateCardId === snap.rateCardId &&
+            s.usageSince.getTime() === snap.usageSince.getTime() &&
+            s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle
+          );
         });
         const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0);
         await tx.insertInvoices(out);

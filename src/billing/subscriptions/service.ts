@@ -58,7 +58,8 @@ function checkUrls(c: CallbackUrls | undefined, v: Violations): void {
     let ok = false;
     try {
       const u = new URL(url);
-      ok = u.protocol === "http:" || u.protocol === "https:";
+      // The URL parser drops tabs and line breaks, but the stored text becomes a Location header.
+      ok = (u.protocol === "http:" || u.protocol === "https:") && !/[\s\u0000-\u001f\u007f]/.test(url);
     } catch {
       ok = false;
     }
@@ -251,14 +252,30 @@ export class SubscriptionService {
     return this.store.listSubscriptions(caller.environmentId, { subjectId, rateCardId: filter.rateCardId || undefined }, page);
   }
 
+  /**
+   * Closes the cycles of `s` that ended by `at` — the scheduler may not have reached them yet — so
+   * that a cancellation or change applies to the cycle it happens in; returns the fresh row.
+   */
+  private async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
+    let current = s;
+    while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
+      await this.engine.closeCycles([current]);
+      const fresh = await this.store.subscription(current.environmentId, current.id);
+      if (!fresh || (fresh.cycleIndex === current.cycleIndex && fresh.status === current.status)) break; // another runner holds it
+      current = fresh;
+    }
+    return current;
+  }
+
   async cancel(caller: Caller, id: string, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
     const v = new Violations();
     if (input.atEndOfCycle === false) v.add("cancel_at_end_of_cycle", "only true is accepted; leave it out to cancel now");
     if (input.reason.length > 500) v.add("reason", "must have at most 500 characters");
     v.throwIfAny();
-    const current = await this.get(caller, id);
-    const subject = await this.subject(caller, current.subjectId);
+    const found = await this.get(caller, id);
+    const subject = await this.subject(caller, found.subjectId);
     const now = await this.nowFor(subject);
+    const current = await this.caughtUp(found, now);
     if (input.atEndOfCycle) {
       return this.store.transaction(async (tx) => {
         const s = await tx.lockSubscription(caller.environmentId, id);
@@ -283,7 +300,7 @@ export class SubscriptionService {
       if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) {
         throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       }
-      await this.engine.writeInvoice(tx, invoice);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       const next: Subscription = { ...s, status: "cancelled", cancelledAt: at, cancelReason: reason };
       await tx.updateSubscription(next);
       return next;
@@ -303,8 +320,9 @@ export class SubscriptionService {
     if (input.rateCardId === "") v.add("rate_card_id", "is required");
     if (!["", "prorate", "rate_difference"].includes(input.behavior)) v.add("upgrade_behavior", "must be prorate or rate_difference");
     v.throwIfAny();
-    const current = await this.get(caller, id);
+    const found = await this.get(caller, id);
     const newCard = await this.cardOf(caller, input.rateCardId);
+    const current = await this.caughtUp(found, await this.nowFor({ environmentId: found.environmentId, testClockId: found.testClockId }));
     if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
     if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
@@ -354,13 +372,15 @@ export class SubscriptionService {
   /** Writes a switch to `newCard` with `next` terms at `at`, invoices what it owes, charges. */
   private async applySwitch(current: Subscription, newCard: RateCard, next: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date, lines: Line[], paymentMethodId: string | null): Promise<Subscription> {
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
-    const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}`, lines, current.usageSince, at, at);
+    // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
+    // locked row's re-check below is what keeps one change from being applied twice.
+    const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}:${randomBase62(8)}`, lines, current.usageSince, at, at);
     const changed = await this.store.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s || s.status !== "active" || s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime()) {
         throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       }
-      await this.engine.writeInvoice(tx, invoice);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
       const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
       return updated;
@@ -414,7 +434,10 @@ export class SubscriptionService {
       const withPm = { ...subject, paymentMethodId: pmId };
       const rateCard = await this.cardOf(caller, input.rateCardId);
       const now = await this.nowFor(withPm);
-      const draft = this.newSubscription(caller, withPm, rateCard, { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers }, input.metadata, now);
+      const draft = {
+        ...this.newSubscription(caller, withPm, rateCard, { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers }, input.metadata, now),
+        timelineId: input.timelineId || null,
+      };
       await this.start(draft, rateCard, await this.engine.fixedLines(rateCard, draft), pmId);
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };

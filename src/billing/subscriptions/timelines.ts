@@ -30,7 +30,11 @@ export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { ki
 const covers = (i: TimelineItem, t: number) => i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
 
 export class TimelineService {
-  constructor(private readonly subs: SubscriptionService) {
+  constructor(
+    private readonly subs: SubscriptionService,
+    /** Told about a timeline that could not be moved on (the run goes on with the others). */
+    private readonly onError: (timelineId: string, err: unknown) => void = () => {},
+  ) {
     subs.useDueRunner((now, clockId) => this.runDue(now, clockId));
     subs.useTimelineStarter(async (caller, payload) => {
       const p = payload as { timelineId: string; effectiveAt: string };
@@ -226,10 +230,20 @@ export class TimelineService {
     await this.subs.start(draft, card, await this.subs.engine.fixedLines(card, draft), subject.paymentMethodId);
   }
 
+  /** Ends a timeline that has nothing left to run (its subject is gone). */
+  private async complete(timeline: Timeline, at: Date): Promise<void> {
+    await this.store.transaction(async (tx) => {
+      const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
+      if (t && t.status !== "completed") await tx.updateTimeline({ ...t, status: "completed", nextTransitionAt: null, updatedAt: at });
+    });
+  }
+
   /** Moves a due timeline on at its transition time. */
   async transition(timeline: Timeline): Promise<void> {
     const at = timeline.nextTransitionAt as Date;
     if (timeline.status === "pending") {
+      // A subject deleted while its timeline was pending: nothing to start.
+      if (!(await this.store.subject(timeline.environmentId, timeline.subjectId))) return this.complete(timeline, at);
       await this.activate(timeline, at);
       return;
     }
@@ -264,13 +278,19 @@ export class TimelineService {
     let n = 0;
     const seen = new Set<string>();
     for (;;) {
-      const [timeline] = await this.store.dueTimelines(now, clockId, 1);
+      const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
+      // The earliest due timeline not tried yet in this run (one that failed, or that another
+      // runner holds, is not tried again until the next run).
+      const timeline = (await this.store.dueTimelines(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
       if (!timeline) break;
-      const key = `${timeline.id}@${timeline.nextTransitionAt?.getTime()}`;
-      if (seen.has(key)) break; // another runner holds it; it will move it on
-      seen.add(key);
+      seen.add(keyOf(timeline));
       n += await engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true);
-      await this.transition(timeline);
+      try {
+        await this.transition(timeline);
+      } catch (err) {
+        // One timeline that cannot move on must not stop billing for everyone else.
+        this.onError(timeline.id, err);
+      }
     }
     return n + (await engine.closeDue(now, clockId));
   }

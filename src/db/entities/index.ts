@@ -4,7 +4,7 @@
  * map them to domain types.
  */
 import { EntitySchema } from "typeorm";
-import { type Dialect, decimalColumn, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, decimalColumn, exactTextColumn, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface EnvironmentRow {
   id: string;
@@ -332,7 +332,7 @@ export function buildEntities(dialect: Dialect) {
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
-      event_name: textColumn(255, false),
+      event_name: exactTextColumn(dialect, 255, false),
       name: textColumn(255, false),
       unit: textColumn(255, false),
       dimensions: jsonColumn(),
@@ -434,10 +434,10 @@ export function buildEntities(dialect: Dialect) {
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
-      idempotency_key: textColumn(255, false),
+      idempotency_key: exactTextColumn(dialect, 255, false),
       fingerprint: textColumn(64, false),
       subject_id: idColumn(),
-      event_name: textColumn(255, false),
+      event_name: exactTextColumn(dialect, 255, false),
       occurred_at: timeColumn(),
       data: jsonColumn(),
       created_at: timeColumn(),
@@ -460,7 +460,7 @@ export function buildEntities(dialect: Dialect) {
       max_value: decimalColumn(dialect, true),
       last_value: decimalColumn(dialect, true),
       last_at: timeColumn(true),
-      last_key: textColumn(255),
+      last_key: exactTextColumn(dialect, 255),
     },
   });
 
@@ -478,7 +478,7 @@ export function buildEntities(dialect: Dialect) {
       max_value: decimalColumn(dialect, true),
       last_value: decimalColumn(dialect, true),
       last_at: timeColumn(true),
-      last_key: textColumn(255),
+      last_key: exactTextColumn(dialect, 255),
     },
   });
 
