@@ -78,6 +78,23 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${linked.subscription_id}`)).rate_card_id, b);
   });
 
+  test(`${store}: a second checkout for a timeline already started cannot be paid (410), and takes no card`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: price(1000) }] });
+    const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: card });
+    await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
+      items: [{ period: { start: "2026-01-15T00:00:00Z", end: null }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } }],
+    });
+    const first = await s.call("POST", `/subscription-timelines/${tl.id}/start`, callbacks);
+    const second = await s.call("POST", `/subscription-timelines/${tl.id}/start`, callbacks);
+    t.is((await s.payCheckout(first.result.action.checkout_url, CARD_OK)).status, 303);
+    const late = await s.payCheckout(second.result.action.checkout_url, CARD_OK);
+    t.is(late.status, 410);
+    t.regex(late.text, /no longer available/);
+    t.is((await s.call("GET", `/subscription-timelines/${tl.id}`)).status, "active");
+    t.is((await s.subscriptions()).length, 1);
+  });
+
   test(`${store}: a callback URL with a line break is a 400`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: price(1000) }] });

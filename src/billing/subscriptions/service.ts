@@ -418,7 +418,21 @@ export class SubscriptionService {
     const card = this.provider.tokenize(cardNumber);
     if (!card.ok) return { ok: false, message: card.message };
     const caller: Caller = { environmentId: session.environmentId, mode: "test", keyKind: "secret" };
-    const subject = await this.subject(caller, session.subjectId);
+    const subject = await this.store.subject(session.environmentId, session.subjectId);
+    // What the checkout was for must still be possible before the card is taken and the checkout used.
+    const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
+    if (!subject) return stale;
+    if (session.kind === "change") {
+      const p = session.payload as { subscriptionId: string; rateCardId: string };
+      const sub = await this.store.subscription(session.environmentId, p.subscriptionId);
+      if (!sub || sub.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
+    } else if (session.kind === "timeline") {
+      const tl = await this.store.timeline(session.environmentId, (session.payload as { timelineId: string }).timelineId);
+      if (!tl || tl.status !== "draft") return stale;
+    } else if ((session.payload as { request: CreateSubscriptionInput }).request.timelineId) {
+      const tl = await this.store.timeline(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
+      if (!tl || tl.status !== "draft") return stale;
+    }
     const pmId = newId("sub").replace("sub_", "pm_card_");
     const claimed = await this.store.transaction(async (tx) => {
       const locked = await tx.lockCheckout(token);
