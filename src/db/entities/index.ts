@@ -446,41 +446,27 @@ export function buildEntities(dialect: Dialect) {
     indices: [{ name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] }],
   });
 
-  const UsageRollup = new EntitySchema<UsageRollupRow>({
-    name: "UsageRollup",
-    tableName: "usage_rollups",
-    columns: {
-      metric_id: { ...idColumn(), primary: true },
-      subject_id: { ...idColumn(), primary: true },
-      bucket_start: { ...timeColumn(), primary: true },
-      dims_hash: { ...textColumn(64, false), primary: true },
-      dims: jsonColumn(),
-      sum_value: decimalColumn(dialect),
-      event_count: { type: "bigint", nullable: false },
-      max_value: decimalColumn(dialect, true),
-      last_value: decimalColumn(dialect, true),
-      last_at: timeColumn(true),
-      last_key: exactTextColumn(dialect, 255),
-    },
-  });
-
-  const UsageRollupMinute = new EntitySchema<UsageRollupRow>({
-    name: "UsageRollupMinute",
-    tableName: "usage_rollups_minute",
-    columns: {
-      metric_id: { ...idColumn(), primary: true },
-      subject_id: { ...idColumn(), primary: true },
-      bucket_start: { ...timeColumn(), primary: true },
-      dims_hash: { ...textColumn(64, false), primary: true },
-      dims: jsonColumn(),
-      sum_value: decimalColumn(dialect),
-      event_count: { type: "bigint", nullable: false },
-      max_value: decimalColumn(dialect, true),
-      last_value: decimalColumn(dialect, true),
-      last_at: timeColumn(true),
-      last_key: exactTextColumn(dialect, 255),
-    },
-  });
+  /** Exact totals of one grain: `usage_rollups` per hour, `usage_rollups_minute` per minute. */
+  const rollups = (name: string, tableName: string) =>
+    new EntitySchema<UsageRollupRow>({
+      name,
+      tableName,
+      columns: {
+        metric_id: { ...idColumn(), primary: true },
+        subject_id: { ...idColumn(), primary: true },
+        bucket_start: { ...timeColumn(), primary: true },
+        dims_hash: { ...textColumn(64, false), primary: true },
+        dims: jsonColumn(),
+        sum_value: decimalColumn(dialect),
+        event_count: { type: "bigint", nullable: false },
+        max_value: decimalColumn(dialect, true),
+        last_value: decimalColumn(dialect, true),
+        last_at: timeColumn(true),
+        last_key: exactTextColumn(dialect, 255),
+      },
+    });
+  const UsageRollup = rollups("UsageRollup", "usage_rollups");
+  const UsageRollupMinute = rollups("UsageRollupMinute", "usage_rollups_minute");
 
   const Subscription = new EntitySchema<SubscriptionRow>({
     name: "Subscription",

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { isMysql } from "../columns.js";
+import { dropTables, runFor } from "./dialect.js";
 
 /**
  * The catalog: pricing metrics, rate cards, rate catalogs, their rates and matrix cells.
@@ -33,11 +33,10 @@ export class Catalog1795000000001 implements MigrationInterface {
   name = "Catalog1795000000001";
 
   async up(q: QueryRunner): Promise<void> {
-    for (const sql of isMysql(q.connection.driver.options.type) ? MYSQL : SQLITE) await q.query(sql);
+    await runFor(q, MYSQL, SQLITE);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-    for (const table of TABLES) await q.query(`DROP TABLE ${quote}${table}${quote}`);
+    await dropTables(q, TABLES);
   }
 }

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { isMysql } from "../columns.js";
+import { dropTables, runFor } from "./dialect.js";
 
 /**
  * Metering: usage events (append-only, unique per environment and idempotency key) and exact
@@ -23,11 +23,10 @@ export class Metering1795000000002 implements MigrationInterface {
   name = "Metering1795000000002";
 
   async up(q: QueryRunner): Promise<void> {
-    for (const sql of isMysql(q.connection.driver.options.type) ? MYSQL : SQLITE) await q.query(sql);
+    await runFor(q, MYSQL, SQLITE);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-    for (const table of TABLES) await q.query(`DROP TABLE ${quote}${table}${quote}`);
+    await dropTables(q, TABLES);
   }
 }

@@ -1,5 +1,6 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
 import { isMysql } from "../columns.js";
+import { dropTables, runFor } from "./dialect.js";
 
 /**
  * Billing: subscriptions, invoices and their lines (unique per subscription and period),
@@ -43,12 +44,12 @@ export class Billing1795000000003 implements MigrationInterface {
   name = "Billing1795000000003";
 
   async up(q: QueryRunner): Promise<void> {
-    for (const sql of isMysql(q.connection.driver.options.type) ? MYSQL : SQLITE) await q.query(sql);
+    await runFor(q, MYSQL, SQLITE);
   }
 
   async down(q: QueryRunner): Promise<void> {
+    await dropTables(q, TABLES);
     const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-    for (const table of TABLES) await q.query(`DROP TABLE ${quote}${table}${quote}`);
     for (const column of ["payment_method_id", "test_clock_id"]) {
       await q.query(`ALTER TABLE ${quote}subjects${quote} DROP COLUMN ${quote}${column}${quote}`);
     }

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { isMysql } from "../columns.js";
+import { dropTables, runFor } from "./dialect.js";
 
 /** Subscription timelines and their items. SQL generated from the entities per dialect, then reviewed. */
 const MYSQL = [
@@ -21,11 +21,10 @@ export class Timelines1795000000004 implements MigrationInterface {
   name = "Timelines1795000000004";
 
   async up(q: QueryRunner): Promise<void> {
-    for (const sql of isMysql(q.connection.driver.options.type) ? MYSQL : SQLITE) await q.query(sql);
+    await runFor(q, MYSQL, SQLITE);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-    for (const table of TABLES) await q.query(`DROP TABLE ${quote}${table}${quote}`);
+    await dropTables(q, TABLES);
   }
 }

@@ -1,6 +1,7 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
 import { contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import { isMysql } from "../columns.js";
+import { dropTables, runFor } from "./dialect.js";
 import { fromDbTime, fromJsonText } from "../raw.js";
 import { type MetricRow, metricOfRow, upsertRollups } from "../stores/usage-store.js";
 
@@ -22,7 +23,7 @@ export class MinuteTotals1795000000005 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     const mysql = isMysql(q.connection.driver.options.type);
-    for (const sql of mysql ? MYSQL : SQLITE) await q.query(sql);
+    await runFor(q, MYSQL, SQLITE);
     // The minute totals of the events already stored, per pricing metric reading them.
     const metrics: MetricRow[] = await q.query("SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics");
     for (const metric of metrics.map(metricOfRow)) {
@@ -48,7 +49,6 @@ export class MinuteTotals1795000000005 implements MigrationInterface {
   }
 
   async down(q: QueryRunner): Promise<void> {
-    const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-    await q.query(`DROP TABLE ${quote}usage_rollups_minute${quote}`);
+    await dropTables(q, ["usage_rollups_minute"]);
   }
 }
