@@ -166,6 +166,10 @@ export class SqlUsageStore implements UsageStore {
     if (candidates.length > 0) {
       const now = dbTime(new Date());
       const ignore = mysql ? "ON DUPLICATE KEY UPDATE id = id" : "ON CONFLICT (environment_id, idempotency_key) DO NOTHING";
+      // MariaDB answers the insert with the stored row of every input row, in order (the new one,
+      // or the one already under that key), which saves the lookup below.
+      const returning = em.connection.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
+      const stored = new Map<string, { id: string; fingerprint: string }>();
       for (const part of chunks(candidates)) {
         const params: unknown[] = [];
         for (const c of part) {
@@ -181,14 +185,16 @@ export class SqlUsageStore implements UsageStore {
             now,
           );
         }
-        await em.query(
-          `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}`,
+        const result: unknown = await em.query(
+          `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}${returning}`,
           params,
         );
+        if (returning && Array.isArray(result) && result.length === part.length) {
+          for (const r of result as { id: string; idempotency_key: string; fingerprint: string }[]) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
+        }
       }
       // What is stored under each key now decides: ours (accepted), a twin (duplicate) or not (conflict).
-      const stored = new Map<string, { id: string; fingerprint: string }>();
-      const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))];
+      const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))].filter((k) => !stored.has(k));
       // At most 200 keys per lookup: beyond MariaDB's eq_range_index_dive_limit the IN list may be
       // planned as a range scan.
       for (const part of chunks(uniqueKeys, 200)) {
