@@ -3,6 +3,7 @@
  * driver and percentiles, a plain node:http client, the server in a child process, a throw-away
  * MariaDB database, the server's resident memory, and Markdown output.
  */
+import { ConfigError } from "../src/config.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, readdir } from "node:fs/promises";
@@ -533,4 +534,23 @@ export function machineLine(dbVersion: string): string {
 
 export function cpuCount(): number {
   return os.cpus().length;
+}
+
+/** The report's closing lines on the server: how it stopped, and its warning/error log lines. */
+export function serverReportLines(stopNote: string, problems: readonly string[]): string[] {
+  const out = [`Server: ${stopNote}; ${problems.length} warning/error log line${problems.length === 1 ? "" : "s"}.`];
+  for (const line of problems.slice(0, 10)) out.push(`    ${line.slice(0, 400)}`);
+  if (problems.length > 10) out.push(`    … and ${problems.length - 10} more`);
+  return out;
+}
+
+/** Runs a benchmark's main and exits with its code; a failure (or a bad configuration) exits 1. */
+export async function runBenchmark(main: () => Promise<number>): Promise<never> {
+  try {
+    process.exit(await main());
+  } catch (err) {
+    if (err instanceof ConfigError) process.stderr.write(`[bench] ${err.message}\n`);
+    else process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  }
 }

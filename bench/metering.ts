@@ -55,7 +55,6 @@ import { createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import mysql from "mysql2/promise";
 import { randomBase62 } from "../src/billing/ids.js";
-import { ConfigError } from "../src/config.js";
 import { dbTime } from "../src/db/raw.js";
 import { UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
 import {
@@ -85,6 +84,8 @@ import {
   serverEnvironment,
   startChildServer,
   topProcesses,
+  runBenchmark,
+  serverReportLines,
 } from "./lib.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -1033,18 +1034,9 @@ function report(info: {
   }
   if (info.fatal) out.push("", `**The run stopped early**: ${info.fatal.split("\n")[0]}`);
   out.push("");
-  out.push(`Server: ${info.stopNote || "not started"}; ${info.problems.length} warning/error log line${info.problems.length === 1 ? "" : "s"}.`);
-  for (const line of info.problems.slice(0, 10)) out.push(`    ${line.slice(0, 400)}`);
-  if (info.problems.length > 10) out.push(`    … and ${info.problems.length - 10} more`);
+  out.push(...serverReportLines(info.stopNote || "not started", info.problems));
   out.push(`Run time: ${fmt(info.elapsedS / 60, 1)} min.`);
   process.stdout.write(`${out.join("\n")}\n`);
 }
 
-try {
-  const code = await main();
-  process.exit(code);
-} catch (err) {
-  if (err instanceof ConfigError) process.stderr.write(`[bench] ${err.message}\n`);
-  else process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-}
+await runBenchmark(main);

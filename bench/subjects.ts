@@ -35,7 +35,7 @@ import { randomBytes } from "node:crypto";
 import http from "node:http";
 import { createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import { ConfigError, loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/config.js";
 import { HealthService } from "../src/gen/billing/v1/health_service_pb.js";
 import { SubjectService } from "../src/gen/billing/v1/subject_service_pb.js";
 import {
@@ -58,6 +58,8 @@ import {
   restRequest,
   serverEnvironment,
   startChildServer,
+  runBenchmark,
+  serverReportLines,
 } from "./lib.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -345,17 +347,8 @@ function report(results: CaseResult[], info: { dbVersion: string; cacheNote: str
     }
     out.push("");
   }
-  out.push(`Server: ${info.stopNote}; ${info.problems.length} warning/error log line${info.problems.length === 1 ? "" : "s"}.`);
-  for (const line of info.problems.slice(0, 10)) out.push(`    ${line.slice(0, 400)}`);
-  if (info.problems.length > 10) out.push(`    … and ${info.problems.length - 10} more`);
+  out.push(...serverReportLines(info.stopNote, info.problems));
   process.stdout.write(`${out.join("\n")}\n`);
 }
 
-try {
-  const code = await main();
-  process.exit(code);
-} catch (err) {
-  if (err instanceof ConfigError) process.stderr.write(`[bench] ${err.message}\n`);
-  else process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-}
+await runBenchmark(main);

@@ -8,6 +8,14 @@ export interface Caller {
   keyKind: KeyKind;
 }
 
+/**
+ * The caller for work the service does on an environment's behalf (hosted checkouts, the
+ * scheduler): scoped to the environment like any call. Only `environmentId` is read on those paths.
+ */
+export function systemCaller(environmentId: string): Caller {
+  return { environmentId, mode: "test", keyKind: "secret" };
+}
+
 export interface Environment {
   id: string;
   name: string;

@@ -3,6 +3,19 @@
  * 0.3 ms of CPU per query, more than the query itself). Plain SQL here uses only `?`
  * placeholders and unquoted, non-reserved identifiers, so it runs unchanged on MySQL and SQLite.
  */
+import type { Sql } from "./sql.js";
+
+/**
+ * The live subject of an environment whose ID, or else whose external ID, is `key`, as a row
+ * of `columns`. An ID match wins (an external ID may look like another subject's ID); only a key
+ * shaped like an ID can be one, so other keys go straight to the external ID, and each lookup is
+ * one unique key (an `id = ? OR external_id_key = ?` query ran as a slower index merge).
+ */
+export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: string, columns: string): Promise<T | undefined> {
+  const run = (where: string) => sql.run((em) => em.query(`SELECT ${columns} FROM subjects WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<T[]>);
+  const byId = key.startsWith("subj_") ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
+  return byId ?? (await run("environment_id = ? AND external_id_key = ?"))[0];
+}
 
 /** A time as both stores hold DATETIME(3): `2026-01-31 12:00:00.000`, UTC. */
 export function dbTime(d: Date): string {

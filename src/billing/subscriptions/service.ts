@@ -12,7 +12,7 @@ import { type Line, line, total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Decimal, ZERO, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
-import type { Caller } from "../tenancy.js";
+import { type Caller, systemCaller } from "../tenancy.js";
 import { type BillingEngine, multiplierOf } from "./engine.js";
 import type { BillingSubject, CheckoutSession, Invoice, PaymentProvider, Subscription, TestClock } from "./types.js";
 
@@ -417,7 +417,7 @@ export class SubscriptionService {
     if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
     const card = this.provider.tokenize(cardNumber);
     if (!card.ok) return { ok: false, message: card.message };
-    const caller: Caller = { environmentId: session.environmentId, mode: "test", keyKind: "secret" };
+    const caller = systemCaller(session.environmentId);
     const subject = await this.store.subject(session.environmentId, session.subjectId);
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };

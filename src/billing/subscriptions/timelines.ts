@@ -12,7 +12,7 @@ import { total } from "../invoicing/lines.js";
 import { parseTimestamp } from "../metering/events.js";
 import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
-import type { Caller } from "../tenancy.js";
+import { type Caller, systemCaller } from "../tenancy.js";
 import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
 import type { Subscription, Timeline, TimelineItem } from "./types.js";
 
@@ -217,7 +217,7 @@ export class TimelineService {
 
   /** Creates the subscription from the item covering `at`; the timeline becomes active. */
   private async activate(timeline: Timeline, at: Date): Promise<void> {
-    const caller: Caller = { environmentId: timeline.environmentId, mode: "test", keyKind: "secret" };
+    const caller = systemCaller(timeline.environmentId);
     const items = await this.store.timelineItems(timeline.id);
     const item = items.find((i) => covers(i, at.getTime()));
     if (!item) throw new InvalidArgumentError([{ field: "effective_at", description: "no item of the timeline covers this time" }]);
@@ -250,7 +250,7 @@ export class TimelineService {
     const items = await this.store.timelineItems(timeline.id);
     const next = items.find((i) => i.start.getTime() === at.getTime());
     const sub = timeline.subscriptionId ? await this.store.subscription(timeline.environmentId, timeline.subscriptionId) : undefined;
-    const caller: Caller = { environmentId: timeline.environmentId, mode: "test", keyKind: "secret" };
+    const caller = systemCaller(timeline.environmentId);
     if (sub && sub.status === "active") {
       if (next) {
         const card = await this.subs.cardOf(caller, next.rateCardId);

@@ -1,9 +1,7 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import { isMysql } from "../columns.js";
 import { dropTables, runFor } from "./dialect.js";
-import { fromDbTime, fromJsonText } from "../raw.js";
-import { type MetricRow, metricOfRow, upsertRollups } from "../stores/usage-store.js";
+import { type MetricRow, backfillTotals, metricOfRow } from "../stores/usage-store.js";
 
 /**
  * Minute totals beside the hourly ones, so a read of a period whose edges fall inside an hour
@@ -26,26 +24,7 @@ export class MinuteTotals1795000000005 implements MigrationInterface {
     await runFor(q, MYSQL, SQLITE);
     // The minute totals of the events already stored, per pricing metric reading them.
     const metrics: MetricRow[] = await q.query("SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics");
-    for (const metric of metrics.map(metricOfRow)) {
-      let after = "0";
-      for (;;) {
-        const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await q.query(
-          "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000",
-          [metric.environmentId, metric.eventName, after],
-        );
-        if (rows.length === 0) break;
-        after = String(rows[rows.length - 1]?.seq);
-        const minute = rows.flatMap((r) =>
-          contributionsOf([metric], r.subject_id, {
-            eventName: metric.eventName,
-            data: fromJsonText(r.data),
-            occurredAt: fromDbTime(r.occurred_at).getTime(),
-            idempotencyKey: r.idempotency_key,
-          }).filter((c) => c.grain === "minute"),
-        );
-        await upsertRollups(q.manager, mysql ? "mysql" : "sqlite", mergeContributions(minute));
-      }
-    }
+    for (const metric of metrics.map(metricOfRow)) await backfillTotals(q.manager, mysql ? "mysql" : "sqlite", metric, ["minute"]);
   }
 
   async down(q: QueryRunner): Promise<void> {

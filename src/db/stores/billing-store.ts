@@ -21,7 +21,7 @@ import type {
 } from "../../billing/subscriptions/types.js";
 import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow, TimelineItemRow, TimelineRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime, fromDbTime } from "../raw.js";
+import { dbTime, findSubjectRow, fromDbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 function toSubscription(r: SubscriptionRow): Subscription {
@@ -290,12 +290,12 @@ export class SqlBillingStore implements BillingStore {
   }
 
   async subject(environmentId: string, key: string): Promise<BillingSubject | undefined> {
-    // As in the subject store: an ID-shaped key is tried as an ID first, each lookup one unique key.
-    type Row = { id: string; environment_id: string; test_clock_id: string | null; payment_method_id: string | null };
-    const select = "SELECT id, environment_id, test_clock_id, payment_method_id FROM subjects";
-    const run = (where: string) => this.sql.run((em) => em.query(`${select} WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<Row[]>);
-    let r = key.startsWith("subj_") ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
-    r ??= (await run("environment_id = ? AND external_id_key = ?"))[0];
+    const r = await findSubjectRow<{ id: string; environment_id: string; test_clock_id: string | null; payment_method_id: string | null }>(
+      this.sql,
+      environmentId,
+      key,
+      "id, environment_id, test_clock_id, payment_method_id",
+    );
     return r ? { id: r.id, environmentId: r.environment_id, testClockId: r.test_clock_id, paymentMethodId: r.payment_method_id } : undefined;
   }
 

@@ -23,14 +23,12 @@ import type {
   UsageRate,
 } from "../../billing/catalog/types.js";
 import { AlreadyExistsError, FailedPreconditionError } from "../../billing/errors.js";
-import { contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PriceColumns, PricingMetricRow, RateCardRow, RateCatalogRow, RateCellRow, RateRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
-import { upsertRollups } from "./usage-store.js";
+import { backfillTotals } from "./usage-store.js";
 
 // ---- prices and rates ⇄ rows ----
 
@@ -190,24 +188,7 @@ export class SqlPricingMetricStore implements PricingMetricStore {
         value_field: m.aggregation.valueField,
         created_at: m.createdAt,
       });
-      let after = "0";
-      for (;;) {
-        const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
-          "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000",
-          [m.environmentId, m.eventName, after],
-        );
-        if (rows.length === 0) break;
-        after = String(rows[rows.length - 1]?.seq);
-        const contributions = rows.flatMap((r) =>
-          contributionsOf([m], r.subject_id, {
-            eventName: m.eventName,
-            data: fromJsonText(r.data),
-            occurredAt: fromDbTime(r.occurred_at).getTime(),
-            idempotencyKey: r.idempotency_key,
-          }),
-        );
-        await upsertRollups(em, this.sql.dialect, mergeContributions(contributions));
-      }
+      await backfillTotals(em, this.sql.dialect, m);
     });
   }
 

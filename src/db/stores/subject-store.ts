@@ -4,7 +4,7 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { Subject, SubjectPatch, SubjectStore } from "../../billing/subjects.js";
 import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
+import { dbTime, findSubjectRow, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 function toSubject(r: SubjectRow): Subject {
@@ -52,13 +52,8 @@ export class SqlSubjectStore implements SubjectStore {
   }
 
   async findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
-    // Plain SQL: this is the hottest read of the service. An ID match wins over an external-ID
-    // match (an external ID may look like another subject's ID); only a key shaped like an ID
-    // can be one, so other keys go straight to the external ID, and each lookup is one unique key.
-    const select = "SELECT id, environment_id, external_id, email, name, metadata, created_at, test_clock_id, payment_method_id FROM subjects";
-    const run = (where: string) => this.sql.run((em) => em.query(`${select} WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<SubjectRow[]>);
-    let row = key.startsWith("subj_") ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
-    row ??= (await run("environment_id = ? AND external_id_key = ?"))[0];
+    // Plain SQL: this is the hottest read of the service.
+    const row = await findSubjectRow<SubjectRow>(this.sql, environmentId, key, "id, environment_id, external_id, email, name, metadata, created_at, test_clock_id, payment_method_id");
     return row ? toSubject({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
   }
 

@@ -11,6 +11,7 @@ import {
   type Outcome,
   type PreparedEvent,
   classify,
+  contributionsOf,
   decide,
   mergeContributions,
 } from "../../billing/metering/events.js";
@@ -106,6 +107,31 @@ async function upsertInto(em: EntityManager, dialect: "mysql" | "sqlite", table:
       );
     }
     await em.query(`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params);
+  }
+}
+
+/**
+ * Adds the events already stored under a metric's event name to its totals, in the caller's
+ * transaction, 5,000 events at a time; `grains` limits which totals (a migration adding one grain).
+ */
+export async function backfillTotals(em: EntityManager, dialect: "mysql" | "sqlite", metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"]): Promise<void> {
+  let after = "0";
+  for (;;) {
+    const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
+      "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000",
+      [metric.environmentId, metric.eventName, after],
+    );
+    if (rows.length === 0) return;
+    after = String(rows[rows.length - 1]?.seq);
+    const contributions = rows.flatMap((r) =>
+      contributionsOf([metric], r.subject_id, {
+        eventName: metric.eventName,
+        data: fromJsonText(r.data),
+        occurredAt: fromDbTime(r.occurred_at).getTime(),
+        idempotencyKey: r.idempotency_key,
+      }).filter((c) => grains.includes(c.grain)),
+    );
+    await upsertRollups(em, dialect, mergeContributions(contributions));
   }
 }
 
