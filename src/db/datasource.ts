@@ -74,6 +74,9 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       supportBigNumbers: true,
       bigNumberStrings: true,
       poolSize: options.poolSize ?? 16,
+      // Lets Sql.pipelined send a transaction's statements in one packet. Every statement still
+      // takes its values as `?` parameters, escaped by the driver.
+      multipleStatements: true,
     });
     return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
   }

@@ -5,13 +5,12 @@
  */
 import { toJson } from "@bufbuild/protobuf";
 import test from "ava";
-import type { EntityManager } from "typeorm";
 import { startApp } from "../../src/app.js";
 import { IngestService } from "../../src/billing/metering/usage.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
 import { loadConfig } from "../../src/config.js";
 import { createDatabase } from "../../src/db/datasource.js";
-import { Sql } from "../../src/db/sql.js";
+import { type Pipeline, Sql } from "../../src/db/sql.js";
 import { SqlUsageStore } from "../../src/db/stores/usage-store.js";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
@@ -348,12 +347,13 @@ for (const store of STORES) {
       // Fails every transaction after its statements ran, so the database rolls them back.
       class FailingSql extends Sql {
         failures = 1;
-        override transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-          return super.transaction(async (em) => {
-            const out = await fn(em);
+        override pipelined<T>(fn: (p: Pipeline) => Promise<T>, options?: { readCommitted?: boolean }): Promise<T> {
+          return super.pipelined(async (p) => {
+            const out = await fn(p);
+            await p.flush(); // the totals too: every statement has run
             if (this.failures-- > 0) throw new Error("connection lost before commit");
             return out;
-          });
+          }, options);
         }
       }
       const env = (await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subject.id]))[0].environment_id;

@@ -19,7 +19,8 @@ import type { RawEvent, StoredRollup, UsageStore } from "../../billing/metering/
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
-import type { Sql } from "../sql.js";
+import type { Dialect } from "../columns.js";
+import type { Pipeline, Sql, Statement } from "../sql.js";
 
 const CHUNK = 500;
 
@@ -65,12 +66,19 @@ export function metricOfRow(r: MetricRow): PricingMetric {
 }
 
 /** Adds contributions to the hourly and minute totals (insert or add), in the caller's transaction. */
-export async function upsertRollups(em: EntityManager, dialect: "mysql" | "sqlite", contributions: Contribution[]): Promise<void> {
-  await upsertInto(em, dialect, "usage_rollups", contributions.filter((c) => c.grain === "hour"));
-  await upsertInto(em, dialect, "usage_rollups_minute", contributions.filter((c) => c.grain === "minute"));
+export async function upsertRollups(em: EntityManager, dialect: Dialect, contributions: Contribution[]): Promise<void> {
+  for (const [sql, params] of rollupStatements(dialect, contributions)) await em.query(sql, [...params]);
 }
 
-async function upsertInto(em: EntityManager, dialect: "mysql" | "sqlite", table: string, contributions: Contribution[]): Promise<void> {
+/** The statements that add contributions to the hourly and minute totals (insert or add). */
+export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
+  return [
+    ...upsertInto(dialect, "usage_rollups", contributions.filter((c) => c.grain === "hour")),
+    ...upsertInto(dialect, "usage_rollups_minute", contributions.filter((c) => c.grain === "minute")),
+  ];
+}
+
+function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
   const cols = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
   const newer =
     dialect === "mysql"
@@ -89,7 +97,7 @@ async function upsertInto(em: EntityManager, dialect: "mysql" | "sqlite", table:
          last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
-  for (const part of chunks(contributions)) {
+  return chunks(contributions).map((part) => {
     const params: unknown[] = [];
     for (const c of part) {
       params.push(
@@ -106,15 +114,15 @@ async function upsertInto(em: EntityManager, dialect: "mysql" | "sqlite", table:
         c.agg.last ? c.agg.last.key : null,
       );
     }
-    await em.query(`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params);
-  }
+    return [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params] as const;
+  });
 }
 
 /**
  * Adds the events already stored under a metric's event name to its totals, in the caller's
  * transaction, 5,000 events at a time; `grains` limits which totals (a migration adding one grain).
  */
-export async function backfillTotals(em: EntityManager, dialect: "mysql" | "sqlite", metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"]): Promise<void> {
+export async function backfillTotals(em: EntityManager, dialect: Dialect, metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"]): Promise<void> {
   let after = "0";
   for (;;) {
     const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
@@ -149,40 +157,46 @@ export class SqlUsageStore implements UsageStore {
         // READ COMMITTED: the key lookup after the insert must see events other transactions
         // committed meanwhile, and a plain read does that without share-locking index ranges
         // (which deadlocked concurrent ingests).
-        return await this.sql.transaction((em) => this.ingestInTransaction(em, environmentId, events), { readCommitted: true });
+        return await this.sql.pipelined((p) => this.ingestInTransaction(p, environmentId, events), { readCommitted: true });
       } catch (err) {
         if (!retryable(err) || attempt >= 5) throw err;
-      this.onRetry?.(err, attempt);
+        this.onRetry?.(err, attempt);
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.random() * 10));
       }
     }
   }
 
-  private async ingestInTransaction(em: EntityManager, environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
+  /**
+   * On MySQL three round trips whatever the number of events (up to 500): the lock and the
+   * lookups (with BEGIN), the insert (its RETURNING decides each event), the totals (with COMMIT).
+   */
+  private async ingestInTransaction(p: Pipeline, environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
     const mysql = this.sql.dialect === "mysql";
+    const reads: Statement[] = [];
     // Shared lock: metric creation (with its backfill) holds this row exclusively.
-    if (mysql) await em.query("SELECT id FROM environments WHERE id = ? LOCK IN SHARE MODE", [environmentId]);
-
+    if (mysql) reads.push(["SELECT id FROM environments WHERE id = ? LOCK IN SHARE MODE", [environmentId]]);
     const names = [...new Set(events.map((e) => e.eventName))];
-    const metricRows: MetricRow[] = await em.query(
+    reads.push([
       `SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics WHERE environment_id = ? AND event_name IN (${names.map(() => "?").join(", ")})`,
       [environmentId, ...names],
-    );
-    const metricsByName = new Map<string, PricingMetric[]>();
-    for (const m of metricRows.map(metricOfRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
-
+    ]);
     const keys = [...new Set(events.map((e) => e.subjectKey))];
-    const subjectIds = new Map<string, { id: string; clockTime: number | null }>();
     for (const part of chunks(keys)) {
       const marks = part.map(() => "?").join(", ");
-      const rows: { id: string; external_id_key: string | null; frozen_time: unknown }[] = await em.query(
+      reads.push([
         `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND (s.id IN (${marks}) OR s.external_id_key IN (${marks}))`,
         [environmentId, ...part, ...part],
-      );
-      const value = (r: (typeof rows)[number]) => ({ id: r.id, clockTime: r.frozen_time == null ? null : fromDbTime(r.frozen_time).getTime() });
-      for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, value(r));
-      for (const r of rows) subjectIds.set(r.id, value(r)); // an ID match wins over an external-ID match
+      ]);
     }
+    const [metricRows, ...subjectParts] = (await p.run(reads)).slice(mysql ? 1 : 0) as [MetricRow[], ...{ id: string; external_id_key: string | null; frozen_time: unknown }[][]];
+
+    const metricsByName = new Map<string, PricingMetric[]>();
+    for (const m of metricRows.map(metricOfRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
+    const subjectIds = new Map<string, { id: string; clockTime: number | null }>();
+    const rows = subjectParts.flat();
+    const value = (r: (typeof rows)[number]) => ({ id: r.id, clockTime: r.frozen_time == null ? null : fromDbTime(r.frozen_time).getTime() });
+    for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, value(r));
+    for (const r of rows) subjectIds.set(r.id, value(r)); // an ID match wins over an external-ID match
 
     const decided = decide(events, metricsByName, subjectIds);
     const candidates = decided.filter((d): d is Candidate => "id" in d);
@@ -194,41 +208,37 @@ export class SqlUsageStore implements UsageStore {
       const ignore = mysql ? "ON DUPLICATE KEY UPDATE id = id" : "ON CONFLICT (environment_id, idempotency_key) DO NOTHING";
       // MariaDB answers the insert with the stored row of every input row, in order (the new one,
       // or the one already under that key), which saves the lookup below.
-      const returning = em.connection.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
+      const returning = this.sql.dataSource.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
       const stored = new Map<string, { id: string; fingerprint: string }>();
-      for (const part of chunks(candidates)) {
+      const inserts: Statement[] = chunks(candidates).map((part) => {
         const params: unknown[] = [];
         for (const c of part) {
-          params.push(
-            c.id,
-            environmentId,
-            c.event.idempotencyKey,
-            c.fingerprint,
-            c.subjectId,
-            c.event.eventName,
-            dbTime(new Date(c.occurredAt)),
-            JSON.stringify(c.event.data),
-            now,
-          );
+          params.push(c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now);
         }
-        const result: unknown = await em.query(
+        return [
           `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}${returning}`,
           params,
-        );
-        if (returning && Array.isArray(result) && result.length === part.length) {
+        ];
+      });
+      const inserted = await p.run(inserts);
+      if (returning) {
+        inserted.forEach((result, i) => {
+          if (!Array.isArray(result) || result.length !== (inserts[i]?.[1].length ?? 0) / 9) return;
           for (const r of result as { id: string; idempotency_key: string; fingerprint: string }[]) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
-        }
+        });
       }
       // What is stored under each key now decides: ours (accepted), a twin (duplicate) or not (conflict).
       const uniqueKeys = [...new Set(candidates.map((c) => c.event.idempotencyKey))].filter((k) => !stored.has(k));
       // At most 200 keys per lookup: beyond MariaDB's eq_range_index_dive_limit the IN list may be
       // planned as a range scan.
-      for (const part of chunks(uniqueKeys, 200)) {
-        const rows: { id: string; idempotency_key: string; fingerprint: string }[] = await em.query(
-          `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})`,
-          [environmentId, ...part],
-        );
-        for (const r of rows) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
+      const lookups: Statement[] = chunks(uniqueKeys, 200).map((part) => [
+        `SELECT id, idempotency_key, fingerprint FROM usage_events WHERE environment_id = ? AND idempotency_key IN (${part.map(() => "?").join(", ")})`,
+        [environmentId, ...part],
+      ]);
+      if (lookups.length > 0) {
+        for (const found of (await p.run(lookups)) as { id: string; idempotency_key: string; fingerprint: string }[][]) {
+          for (const r of found) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
+        }
       }
       const accepted: Contribution[] = [];
       for (const c of candidates) {
@@ -236,7 +246,8 @@ export class SqlUsageStore implements UsageStore {
         outcomes.set(c.event, outcome);
         if (outcome.status === "accepted") accepted.push(...c.contributions);
       }
-      if (accepted.length > 0) await upsertRollups(em, this.sql.dialect, mergeContributions(accepted));
+      // Nothing reads the totals' answers: they go with the COMMIT.
+      for (const st of rollupStatements(this.sql.dialect, mergeContributions(accepted))) p.defer(st);
     }
     return events.map((e) => outcomes.get(e) as Outcome);
   }
