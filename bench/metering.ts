@@ -12,9 +12,13 @@
  *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
  *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
  *          built as cheaply as possible, since this process shares the CPUs with MariaDB;
+ *      (e) the database bound: per 500 events one transaction, sent in one round trip, of that
+ *          INSERT plus the server's own upserts of the hourly and minute totals (built by its
+ *          code), into copies of the three tables: what MariaDB alone spends on the writes that
+ *          ingestion must make, at concurrency 2 and 4;
  *      (c) gRPC `UsageEventService/StreamUsageEvents`: 200,000 events in one stream, timed until
  *          the one response, whose counts are checked;
- *      Events of (a)–(d) go round-robin to BENCH_SUBJECTS subjects, region round-robin over three,
+ *      Events of (a)–(e) go round-robin to BENCH_SUBJECTS subjects, region round-robin over three,
  *      at a random time of the current month so far, with unique (ordered) idempotency keys.
  *   3. summary: one subject is loaded with 1,000 events and one with 1,000,000, spread evenly over
  *      the current month so far, through the batch endpoint as fast as it goes (each worker a
@@ -55,7 +59,10 @@ import { createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import mysql from "mysql2/promise";
 import { randomBase62 } from "../src/billing/ids.js";
+import type { PricingMetric } from "../src/billing/catalog/types.js";
+import { contributionsOf, mergeContributions } from "../src/billing/metering/events.js";
 import { dbTime } from "../src/db/raw.js";
+import { rollupStatements } from "../src/db/stores/usage-store.js";
 import { UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
 import {
   type LoopResult,
@@ -345,7 +352,7 @@ class Phases {
 
 interface IngestResult {
   name: string;
-  kind: "single" | "batch" | "stream" | "ceiling";
+  kind: "single" | "batch" | "stream" | "ceiling" | "bound";
   concurrency: number;
   /** Events counted in the measured window (or the whole stream). */
   events: number;
@@ -606,6 +613,68 @@ async function main(): Promise<number> {
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_ceiling`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== ceilingRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows} were inserted`);
+    }
+
+    // ---- 2e. The database bound: what MariaDB alone spends on the writes a batch needs (the
+    // events' INSERT and the server's own upserts of the hourly and minute totals, built by its
+    // code), one transaction per batch in one round trip, into copies of the three tables. No
+    // server can ingest faster on this machine than this, whatever it does in JavaScript.
+    {
+      for (const t of ["usage_events", "usage_rollups", "usage_rollups_minute"]) {
+        await db.admin.query(`CREATE TABLE \`${db.name}\`.${t}_bound LIKE \`${db.name}\`.${t}`);
+      }
+      const [envRows] = await db.admin.query(`SELECT id FROM \`${db.name}\`.environments WHERE name = 'default'`);
+      const environmentId = (envRows as { id: string }[])[0]?.id as string;
+      const boundMetric: PricingMetric = {
+        id: metric.id,
+        environmentId,
+        eventName: EVENT_NAME,
+        name: "",
+        unit: "",
+        dimensions: ["region"],
+        aggregation: { type: "sum", valueField: "n" },
+        createdAt: new Date(0),
+      };
+      const idStem = `ue_${randomBase62(12)}`;
+      let idSeq = 0;
+      let boundRows = 0;
+      for (const c of settings.batchConcurrencies) {
+        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z", multipleStatements: true });
+        pools.push(pool);
+        progress(`database bound: INSERT + totals upserts of ${settings.batchSize} events per transaction, concurrency ${c}: ${caseNote}`);
+        const rowsBefore = boundRows;
+        await ph.begin();
+        const r = await loop(c, async () => {
+          const created = dbTime(new Date());
+          const params: unknown[] = [];
+          const contributions = [];
+          for (const e of gen.take(settings.batchSize)) {
+            const at = new Date(e.timestamp).getTime();
+            const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
+            params.push(`${idStem}${String(idSeq++).padStart(10, "0")}`, environmentId, e.idempotencyKey, fp, e.subjectId, EVENT_NAME, dbTime(new Date(at)), JSON.stringify(e.data), created);
+            contributions.push(...contributionsOf([boundMetric], e.subjectId, { eventName: EVENT_NAME, data: e.data, occurredAt: at, idempotencyKey: e.idempotencyKey }));
+          }
+          const statements: (readonly [string, readonly unknown[]])[] = [
+            ["START TRANSACTION", []],
+            [
+              `INSERT INTO usage_events_bound (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${Array(settings.batchSize).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")} ON DUPLICATE KEY UPDATE id = id`,
+              params,
+            ],
+            ...rollupStatements("mysql", mergeContributions(contributions)).map(([sql, p]) => [sql.replace(/^INSERT INTO (usage_rollups\w*)/, "INSERT INTO $1_bound"), p] as const),
+            ["COMMIT", []],
+          ];
+          await pool.query(statements.map(([sql]) => sql).join(";\n"), statements.flatMap(([, p]) => p));
+          boundRows += settings.batchSize;
+        });
+        await ph.end(`bound ${settings.batchSize}, c=${c} (events)`, boundRows - rowsBefore);
+        ingest.push(fromLoop("Database bound: the `INSERT` + hourly and minute totals, one transaction", "bound", settings.batchSize, r, "per transaction"));
+        progress(`  ${fmt(r.rps * settings.batchSize, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+        await pool.end();
+        pools.splice(pools.indexOf(pool), 1);
+      }
+      const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_bound`);
+      const stored = Number((countRows as { n: number | string }[])[0]?.n);
+      if (stored !== boundRows) integrity.push(`usage_events_bound holds ${stored} rows, but ${boundRows} were inserted`);
     }
 
     // ---- 2c. The gRPC client stream.
@@ -876,6 +945,15 @@ function report(info: {
         `the server's own \`usage_events\` INSERT (same 9 columns and kinds of values, as text the way its driver sends it, ON DUPLICATE KEY UPDATE included), ${settings.batchSize} rows per statement, autocommit, ` +
         "into `usage_events_ceiling` (`CREATE TABLE … LIKE usage_events`: same indexes), without the server's other statements (locks, lookups, hourly totals).",
     );
+    const bound = best("bound");
+    if (bound) {
+      out.push(
+        `Database bound (the best of the direct transactions): ${fmtInt(bound.eventsPerSec)} events/s at concurrency ${bound.concurrency} = ${fmt(bound.eventsPerSec / ceiling.eventsPerSec, 2)} of the ceiling — ` +
+          `per ${settings.batchSize} events, one transaction in one round trip: the same INSERT plus the server's own upserts of the hourly and minute totals (its code builds them), ` +
+          "into copies of the three tables. What MariaDB alone needs for the writes ingestion must make; no server in front of it goes faster on this machine.",
+        `Batch ingest / database bound: **${fmt(batch ? batch.eventsPerSec / bound.eventsPerSec : Number.NaN, 2)}**.`,
+      );
+    }
     out.push(
       `Batch ingest / ceiling: **${fmt(share, 2)}** (best batch ${batch ? `${fmtInt(batch.eventsPerSec)} events/s at concurrency ${batch.concurrency}` : "–"}).`,
       "",
