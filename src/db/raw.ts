@@ -19,7 +19,8 @@ export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: st
 
 /** A time as both stores hold DATETIME(3): `2026-01-31 12:00:00.000`, UTC. */
 export function dbTime(d: Date): string {
-  return d.toISOString().replace("T", " ").replace("Z", "");
+  const iso = d.toISOString(); // 2026-01-31T12:00:00.000Z
+  return `${iso.slice(0, 10)} ${iso.slice(11, 23)}`;
 }
 
 /** A stored time back to a Date: MySQL (timezone Z) gives Dates, SQLite gives UTC text. */

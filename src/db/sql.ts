@@ -45,10 +45,9 @@ class MysqlPipeline implements Pipeline {
     this.deferred = [];
     if (all.length === 0) return [];
     this.sent = true;
-    const raw: unknown = await this.runner.query(
-      all.map(([sql]) => sql).join(";\n"),
-      all.flatMap(([, params]) => params),
-    );
+    const params: unknown[] = [];
+    for (const [, list] of all) for (const v of list) params.push(v);
+    const raw: unknown = await this.runner.query(all.map(([sql]) => sql).join(";\n"), params);
     // mysql2 answers a single statement with its result, several with one result per statement.
     const results = all.length === 1 ? [raw] : (raw as unknown[]);
     return results.slice(skip);

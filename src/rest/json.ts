@@ -66,6 +66,10 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\
 
 type Out = { ok: true; value: JsonValue } | { ok: false };
 
+const NOT_UNICODE = "must be valid Unicode text (it holds a lone UTF-16 surrogate, e.g. \\ud800)";
+/** A JSON string can escape half of a UTF-16 pair; such text has no UTF-8 form to store. */
+const wellFormed = (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+
 class Walker {
   readonly violations: FieldViolation[] = [];
   private bad(path: string, description: string): Out {
@@ -87,7 +91,7 @@ class Walker {
 
   scalar(field: DescField, type: ScalarType, v: unknown, path: string): Out {
     if (type === ScalarType.STRING) {
-      if (typeof v === "string") return { ok: true, value: v };
+      if (typeof v === "string") return wellFormed(v) ? { ok: true, value: v } : this.bad(path, NOT_UNICODE);
       if (v instanceof NumberLiteral && isDecimal(field)) return { ok: true, value: v.text };
       return this.bad(path, isDecimal(field) ? "must be a decimal number or a string" : "must be a string");
     }
@@ -185,8 +189,9 @@ class Walker {
         let ok = true;
         for (const [key, item] of Object.entries(v)) {
           const p = `${path}.${key}`;
-          const r =
-            item === null
+          const r = !wellFormed(key)
+            ? this.bad(p, `the key ${NOT_UNICODE}`)
+            : item === null
               ? this.bad(p, "must not be null")
               : field.mapKind === "scalar"
                 ? this.scalar(field, field.scalar, item, p)

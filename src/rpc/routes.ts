@@ -1,5 +1,6 @@
 /** Registers every service on one router: the single list of what the server serves. */
 import type { DescFile } from "@bufbuild/protobuf";
+import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
@@ -27,6 +28,11 @@ import { healthService } from "./services/health-service.js";
 import { subjectService } from "./services/subject-service.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
+
+// protobuf-es checks every string field for lone surrogates through encodeURIComponent, which
+// builds an escaped copy of each string; String.prototype.isWellFormed (Node 20) answers the
+// same question without the copy.
+configureTextEncoding({ ...getTextEncoding(), checkUtf8: (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed() });
 
 export interface Services {
   timelines: Timelines;

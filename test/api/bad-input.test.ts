@@ -31,6 +31,8 @@ for (const store of STORES) {
     { title: "an email without a domain dot", method: "POST", path: "/subjects", body: { email: "a@b" }, fields: ["email"] },
     { title: "an empty external_id", method: "POST", path: "/subjects", body: { external_id: "" }, fields: ["external_id"] },
     { title: "an over-long name", method: "POST", path: "/subjects", body: { name: "x".repeat(256) }, fields: ["name"] },
+    { title: "a lone UTF-16 surrogate in a string", method: "POST", path: "/subjects", body: '{"name": "a\\ud800b"}', fields: ["name"] },
+    { title: "a lone UTF-16 surrogate in a map key", method: "POST", path: "/subjects", body: '{"metadata": {"k\\udc00": "v"}}', fields: ["metadata.k\udc00"] },
     { title: "several problems at once", method: "POST", path: "/subjects", body: { email: "nope", external_id: "" }, fields: ["email", "external_id"] },
     { title: "limit 0", method: "GET", path: "/subjects?limit=0", fields: ["limit"] },
     { title: "limit 101", method: "GET", path: "/subjects?limit=101", fields: ["limit"] },

@@ -50,8 +50,8 @@ export function valueProblem(raw: string | undefined): string | undefined {
 export function aggOfEvent(metric: PricingMetric, data: Readonly<Record<string, string>>, at: number, key: string): Agg | undefined {
   if (!needsValue(metric.aggregation.type)) return { sum: ZERO, count: dec(1), max: null, last: null };
   const raw = data[metric.aggregation.valueField ?? ""];
-  const v = raw === undefined || valueProblem(raw) ? undefined : parseDecimal(raw);
-  if (!v) return undefined;
+  const v = raw === undefined ? undefined : parseDecimal(raw);
+  if (!v || storageProblem(v)) return undefined;
   return { sum: v, count: dec(1), max: v, last: { at, key, value: v } };
 }
 

@@ -128,8 +128,18 @@ export function fingerprint(subjectId: string, e: PreparedEvent): string {
   return createHash("sha256").update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp])).digest("hex");
 }
 
+/** Recent coordinates' hashes: a metric's events repeat a few combinations over and over. */
+const coordinateHashes = new Map<string, string>();
+
 export function hashCoordinates(dims: Record<string, string>): string {
-  return createHash("sha256").update(coordinatesKey(dims)).digest("hex");
+  const key = coordinatesKey(dims);
+  let hash = coordinateHashes.get(key);
+  if (hash === undefined) {
+    hash = createHash("sha256").update(key).digest("hex");
+    if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
+    coordinateHashes.set(key, hash);
+  }
+  return hash;
 }
 
 /** What one event adds to the hourly totals of each metric reading its event name. */
