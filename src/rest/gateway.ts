@@ -71,6 +71,12 @@ export function buildRoutes(services: DescService[]): RestRoute[] {
   return out.sort((a, b) => b.literalSegments - a.literalSegments || a.params.length - b.params.length);
 }
 
+/** "/subjects/{id}" → "subjects"; "/" → "". */
+function firstSegment(path: string): string {
+  const end = path.indexOf("/", 1);
+  return path.slice(1, end === -1 ? undefined : end);
+}
+
 function readBody(req: Req): Promise<Buffer | "too_large"> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -94,6 +100,13 @@ async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Buf
 
 export function createRestGateway(services: DescService[], handlers: readonly UniversalHandler[], log: Logger) {
   const routes = buildRoutes(services);
+  // Routes by their first path segment (all start with a literal one), so that a request tries a
+  // handful of patterns rather than all of them; each list keeps the most-specific-first order.
+  const byFirstSegment = new Map<string, RestRoute[]>();
+  for (const route of routes) {
+    const first = firstSegment(route.template);
+    byFirstSegment.set(first, [...(byFirstSegment.get(first) ?? []), route]);
+  }
   const byMethod = new Map<DescMethod, UniversalHandler>();
   for (const h of handlers) byMethod.set(h.method, h);
 
@@ -206,7 +219,7 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
     const url = new URL(req.url ?? "/", "http://localhost");
     let pathMatched = false;
     const allowed: string[] = [];
-    for (const route of routes) {
+    for (const route of byFirstSegment.get(firstSegment(url.pathname)) ?? []) {
       const match = route.regex.exec(url.pathname);
       if (!match) continue;
       pathMatched = true;
