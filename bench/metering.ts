@@ -614,6 +614,8 @@ async function main(): Promise<number> {
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_ceiling`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== ceilingRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows} were inserted`);
+      // Counted: the copy goes, so that its pages do not crowd the server's tables out of MariaDB's buffer pool in later phases.
+      await db.admin.query(`DROP TABLE \`${db.name}\`.usage_events_ceiling`);
     }
 
     // ---- 2e. The database bound: what MariaDB alone spends on the writes a batch needs (the
@@ -677,6 +679,7 @@ async function main(): Promise<number> {
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_bound`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== boundRows) integrity.push(`usage_events_bound holds ${stored} rows, but ${boundRows} were inserted`);
+      for (const t of ["usage_events", "usage_rollups", "usage_rollups_minute"]) await db.admin.query(`DROP TABLE \`${db.name}\`.${t}_bound`);
     }
 
     // ---- 2c. The gRPC client stream.
