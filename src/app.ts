@@ -21,7 +21,7 @@ import { SqlBillingStore } from "./db/stores/billing-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
-import { createRestGateway } from "./rest/gateway.js";
+import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
@@ -80,6 +80,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
       jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
+      // The same bound as a REST body (per message on a stream): a larger request is refused
+      // before it is read into memory, on every protocol.
+      readMaxBytes: MAX_BODY_BYTES,
     });
     routes(services)(router);
     const rest = createRestGateway(restServices, router.handlers, log);

@@ -25,7 +25,43 @@ export interface Pipeline {
   flush(): Promise<void>;
 }
 
-/** MySQL: one multi-statement packet per run; BEGIN goes with the first, COMMIT with the deferred. */
+/**
+ * A packet's size at most (estimated: SQL text plus three bytes per character of each parameter):
+ * well under max_allowed_packet (16 MB by default on MariaDB, 64 MB on MySQL) however large the
+ * statements, each of which the caller keeps to a few MB (rows in chunks). A statement larger
+ * than this goes alone, as it would without the pipeline.
+ */
+const PACKET_BYTES = 4 * 1024 * 1024;
+
+function estimatedBytes([sql, params]: Statement): number {
+  let n = sql.length;
+  for (const v of params) n += typeof v === "string" ? 3 * v.length + 2 : 24;
+  return n;
+}
+
+/**
+ * Consecutive runs of `list` of at most `maxItems` items and about `maxBytes` (by `sizeOf`); an
+ * item larger than `maxBytes` goes alone.
+ */
+export function groupBySize<T>(list: readonly T[], sizeOf: (item: T) => number, maxBytes: number, maxItems = Number.POSITIVE_INFINITY): T[][] {
+  const out: T[][] = [];
+  let current: T[] = [];
+  let size = 0;
+  for (const item of list) {
+    const n = sizeOf(item);
+    if (current.length > 0 && (current.length >= maxItems || size + n > maxBytes)) {
+      out.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(item);
+    size += n;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+/** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
 class MysqlPipeline implements Pipeline {
   private deferred: Statement[] = [];
   private begin: Statement[];
@@ -45,11 +81,15 @@ class MysqlPipeline implements Pipeline {
     this.deferred = [];
     if (all.length === 0) return [];
     this.sent = true;
-    const params: unknown[] = [];
-    for (const [, list] of all) for (const v of list) params.push(v);
-    const raw: unknown = await this.runner.query(all.map(([sql]) => sql).join(";\n"), params);
-    // mysql2 answers a single statement with its result, several with one result per statement.
-    const results = all.length === 1 ? [raw] : (raw as unknown[]);
+    const results: unknown[] = [];
+    for (const packet of groupBySize(all, estimatedBytes, PACKET_BYTES)) {
+      const params: unknown[] = [];
+      for (const [, list] of packet) for (const v of list) params.push(v);
+      const raw: unknown = await this.runner.query(packet.map(([sql]) => sql).join(";\n"), params);
+      // mysql2 answers a single statement with its result, several with one result per statement.
+      if (packet.length === 1) results.push(raw);
+      else results.push(...(raw as unknown[]));
+    }
     return results.slice(skip);
   }
 

@@ -77,6 +77,31 @@ class Walker {
     return { ok: false };
   }
 
+  /** The path of the first string or key in plain JSON that is not valid Unicode, if any. */
+  private malformedAt(v: unknown, path: string): string | undefined {
+    if (typeof v === "string") return wellFormed(v) ? undefined : path;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const at = this.malformedAt(v[i], `${path}[${i}]`);
+        if (at !== undefined) return at;
+      }
+      return undefined;
+    }
+    if (v !== null && typeof v === "object" && !(v instanceof NumberLiteral)) {
+      for (const [k, x] of Object.entries(v)) {
+        const at = wellFormed(k) ? this.malformedAt(x, `${path}.${k}`) : `${path}.${k}`;
+        if (at !== undefined) return at;
+      }
+    }
+    return undefined;
+  }
+
+  /** Plain JSON for a google.protobuf.Struct/Value/ListValue, checked for lone surrogates. */
+  private plainChecked(v: unknown, path: string): Out {
+    const at = this.malformedAt(v, path);
+    return at === undefined ? { ok: true, value: this.plain(v) } : this.bad(at, NOT_UNICODE);
+  }
+
   /** Plain JSON for a google.protobuf.Struct/Value: numbers become JS numbers. */
   private plain(v: unknown): JsonValue {
     if (v instanceof NumberLiteral) return Number(v.text);
@@ -133,12 +158,12 @@ class Walker {
         }
         return this.bad(path, "must be an RFC 3339 date-time, such as 2026-01-31T00:00:00Z");
       case "google.protobuf.Struct":
-        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return { ok: true, value: this.plain(v) };
+        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plainChecked(v, path);
         return this.bad(path, "must be an object");
       case "google.protobuf.Value":
-        return { ok: true, value: this.plain(v) };
+        return this.plainChecked(v, path);
       case "google.protobuf.ListValue":
-        if (Array.isArray(v)) return { ok: true, value: this.plain(v) };
+        if (Array.isArray(v)) return this.plainChecked(v, path);
         return this.bad(path, "must be an array");
     }
     if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) {

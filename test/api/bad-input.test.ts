@@ -44,6 +44,7 @@ for (const store of STORES) {
     { title: "search with an empty query", method: "GET", path: "/subjects/search?query=", fields: ["query"] },
     { title: "search with a bad limit", method: "GET", path: "/subjects/search?query=a&limit=0", fields: ["limit"] },
     { title: "update with an invalid email", method: "PUT", path: "/subjects/whatever", body: { email: "x@" }, fields: ["email"] },
+    { title: "update with a lone surrogate in metadata (a Struct)", method: "PUT", path: "/subjects/whatever", body: '{"metadata": {"k": "a\\ud800b"}}', fields: ["metadata.k"] },
   ];
 
   for (const c of cases) {

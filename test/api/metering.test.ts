@@ -337,6 +337,56 @@ test("mysql: duplicates survive a restart", async (t) => {
 });
 
 for (const store of STORES) {
+  test(`${store}: a batch of 1,000 events of 40 KB each is written in statements the database accepts`, async (t) => {
+    const server = await startTestServer(store);
+    const db = await createDatabase(server.db.url, { poolSize: 2 });
+    try {
+      const s = await setup(server);
+      await db.dataSource.initialize();
+      const env = (await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subject.id]))[0].environment_id;
+      const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
+      const ingest = new IngestService(new SqlUsageStore(db.sql, db.entities), () => new Date());
+      // 40 MB in all, 20 MB per 500 rows: more than MariaDB's default max_allowed_packet (16 MB).
+      const bulk: Record<string, string> = {};
+      for (let k = 0; k < 40; k++) bulk[`f${k}`] = "x".repeat(1000);
+      const inputs = Array.from({ length: 1000 }, (_, i) => ({
+        idempotencyKey: `big-${i}`,
+        subjectId: s.subject.id,
+        eventName: "api",
+        data: { ...bulk, n: "1.5", region: "eu", model: "small" },
+        timestamp: "2026-03-01T10:00:00Z",
+      }));
+      const outcomes = await ingest.ingest(caller, inputs, (i) => `events[${i}].`);
+      t.deepEqual(
+        outcomes.map((o) => o.status),
+        inputs.map(() => "accepted"),
+      );
+      t.is(await s.total(s.sum), "1500");
+      t.is(await s.total(s.count), "1000");
+    } finally {
+      await db.dataSource.destroy();
+      await server.stop();
+    }
+  });
+
+  test(`${store}: a Connect or gRPC request over 5 MB is refused before it is read, like a REST body`, async (t) => {
+    const server = await startTestServer(store);
+    try {
+      const s = await setup(server);
+      const big = JSON.stringify({ events: [event(s.subject.id, "too-big", "1", { data: { n: "1", pad: "x".repeat(6 * 1024 * 1024) } })] });
+      const res = await fetch(`${server.url}/billing.v1.UsageEventService/CreateUsageEventBatch`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "x-api-key": s.key },
+        body: big,
+      });
+      const body = (await res.json()) as { code: string };
+      t.is(body.code, "resource_exhausted");
+      t.is(await s.total(s.count), null);
+    } finally {
+      await server.stop();
+    }
+  });
+
   test(`${store}: a write that fails claims nothing: the retry is accepted and counted once`, async (t) => {
     const server = await startTestServer(store);
     try {

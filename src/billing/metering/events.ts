@@ -128,16 +128,23 @@ export function fingerprint(subjectId: string, e: PreparedEvent): string {
   return createHash("sha256").update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp])).digest("hex");
 }
 
-/** Recent coordinates' hashes: a metric's events repeat a few combinations over and over. */
+/**
+ * Recent coordinates' hashes: a metric's events repeat a few combinations over and over. Only
+ * short combinations are kept (at most 10,000 of up to 256 characters, about 5 MB), since
+ * dimension values may be long and come from callers.
+ */
 const coordinateHashes = new Map<string, string>();
+const CACHED_KEY_CHARS = 256;
 
 export function hashCoordinates(dims: Record<string, string>): string {
   const key = coordinatesKey(dims);
   let hash = coordinateHashes.get(key);
   if (hash === undefined) {
     hash = createHash("sha256").update(key).digest("hex");
-    if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
-    coordinateHashes.set(key, hash);
+    if (key.length <= CACHED_KEY_CHARS) {
+      if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
+      coordinateHashes.set(key, hash);
+    }
   }
   return hash;
 }

@@ -20,9 +20,11 @@ import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
 import type { Dialect } from "../columns.js";
-import type { Pipeline, Sql, Statement } from "../sql.js";
+import { type Pipeline, type Sql, type Statement, groupBySize } from "../sql.js";
 
 const CHUNK = 500;
+/** An event INSERT's size at most (estimated), well under max_allowed_packet (16 MB by default on MariaDB). */
+const INSERT_BYTES = 4 * 1024 * 1024;
 
 function placeholders(n: number, width: number): string {
   const row = `(${Array(width).fill("?").join(", ")})`;
@@ -210,7 +212,10 @@ export class SqlUsageStore implements UsageStore {
       // or the one already under that key), which saves the lookup below.
       const returning = this.sql.dataSource.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
       const stored = new Map<string, { id: string; fingerprint: string }>();
-      const inserts: Statement[] = chunks(candidates).map((part) => {
+      // At most 500 rows and about 4 MB per INSERT: a batch may carry up to 1,000 events of up to
+      // 100 KB each, and a statement must stay under the server's max_allowed_packet.
+      const rowBytes = (c: Candidate) => 3 * (JSON.stringify(c.event.data).length + c.event.idempotencyKey.length + c.event.eventName.length) + 300;
+      const inserts: Statement[] = groupBySize(candidates, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
         const params: unknown[] = [];
         for (const c of part) {
           params.push(c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now);
