@@ -82,6 +82,7 @@ for (const store of STORES) {
       [{ data: { n: "1.0000000000001" } }, 400, ["data.n"]],
       [{ data: { n: true } }, 400, ["data.n"]],
       [{ data: "n=1" }, 400, ["data"]],
+      [{ data: { n: "1", ["k".repeat(256)]: "v" } }, 400, [`data.${"k".repeat(256)}`]],
       [{ subject_id: "nobody" }, 404, []],
       [{ subject_id: other.id }, 404, []],
     ];
@@ -95,6 +96,24 @@ for (const store of STORES) {
     t.is((await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "bad", 1))).status, "accepted");
     // An event name no metric reads needs no value.
     t.is((await ok(server, s.key, "POST", "/usage-events", { ...event(s.subject.id, "free", "x"), event_name: "other" })).status, "accepted");
+  });
+
+  test(`${store}: the largest event the rules allow is stored whole (100 keys of 255 characters, values of 1,000)`, async (t) => {
+    const s = await setup(server);
+    const data: Record<string, string> = { n: "2", region: "eu", model: "small" };
+    // Three-byte UTF-8 characters: about 380 KB of JSON, beyond a 64 KB TEXT column.
+    for (let i = 0; Object.keys(data).length < 100; i++) data[`${String(i).padStart(3, "0")}${"語".repeat(252)}`] = "語".repeat(1000);
+    const r = await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "largest", "2", { data }));
+    t.is(r.status, "accepted");
+    t.is(await s.total(s.sum), "2");
+    const db = await createDatabase(server.db.url, { poolSize: 1 });
+    await db.dataSource.initialize();
+    try {
+      const stored = await db.dataSource.query("SELECT data FROM usage_events WHERE id = ?", [r.id]);
+      t.deepEqual(JSON.parse(stored[0].data), data);
+    } finally {
+      await db.dataSource.destroy();
+    }
   });
 
   test(`${store}: 20 concurrent identical requests count once`, async (t) => {

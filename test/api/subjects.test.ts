@@ -21,6 +21,15 @@ for (const store of STORES) {
   for (const api of APIS) {
     const t0 = `${store} ${api}`;
 
+    test(`${t0}: the largest metadata the rules allow (50 entries, three-byte characters) is kept whole`, async (t) => {
+      const s = subjectsApi(api, server.url, server.keys.a);
+      const metadata: Record<string, string> = {};
+      for (let i = 0; i < 50; i++) metadata[`${String(i).padStart(2, "0")}${"語".repeat(38)}`] = "語".repeat(500);
+      const created = ok(await s.create({ name: "Large", metadata }));
+      t.deepEqual(created.metadata, metadata);
+      t.deepEqual(ok(await s.get(created.id)).metadata, metadata);
+    });
+
     test(`${t0}: create, get by ID and by external ID, update in part, delete`, async (t) => {
       const s = subjectsApi(api, server.url, server.keys.a);
       const ext = `ext-${uid()}`;

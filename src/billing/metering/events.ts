@@ -89,7 +89,8 @@ export function prepare(input: UsageEventInput, index: number, path: string, now
   const keys = Object.keys(input.data);
   if (keys.length > MAX_DATA_KEYS) v.add("data", `must have at most ${MAX_DATA_KEYS} keys`);
   for (const k of keys) {
-    if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v.at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
+    if (k.length > MAX_KEY) v.at("data").add(k, `keys must have at most ${MAX_KEY} characters`);
+    else if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v.at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
   }
   let occurredAt = now;
   let givenTimestamp = "";
