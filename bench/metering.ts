@@ -1020,9 +1020,11 @@ function report(info: {
   // Resources per phase.
   out.push("### Resources per phase", "");
   const pct = (s: number | undefined, wall: number) => (s === undefined ? "–" : `${fmt((100 * s) / wall, 0)}%`);
+  // CPU time per event (or per row, for the ceiling): what a machine of a given size can sustain.
+  const perEvent = (s: number | undefined, events: number) => (s === undefined || !(events > 0) ? "–" : fmt((s * 1e6) / events, 1));
   out.push(
     ...markdownTable(
-      ["Phase", "Wall s", "Events", "Server CPU", "MariaDB CPU", "Bench CPU", "Other CPU", "Commits", "Events/commit", "fsyncs", "Row-lock waits", "Lock wait ms", "Deadlocks", "Server RSS max MB"],
+      ["Phase", "Wall s", "Events", "Server CPU", "MariaDB CPU", "Bench CPU", "Other CPU", "Server µs/event", "MariaDB µs/event", "Commits", "Events/commit", "fsyncs", "Row-lock waits", "Lock wait ms", "Deadlocks", "Server RSS max MB"],
       info.phases.map((p) => [
         p.label,
         fmt(p.wallS, 1),
@@ -1031,6 +1033,8 @@ function report(info: {
         pct(p.dbCpuS, p.wallS),
         pct(p.benchCpuS, p.wallS),
         pct(p.otherCpuS, p.wallS),
+        perEvent(p.serverCpuS, p.events),
+        perEvent(p.dbCpuS, p.events),
         fmtInt(p.status.Com_commit),
         p.status.Com_commit > 0 && p.events > 0 ? fmt(p.events / p.status.Com_commit, 1) : "–",
         fmtInt(p.status.Innodb_data_fsyncs),
