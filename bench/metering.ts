@@ -571,6 +571,34 @@ async function main(): Promise<number> {
       assertRunning("batch ingest");
     }
 
+    /**
+     * The direct-to-MariaDB cases (no server): one closed loop per batch concurrency, each call of
+     * `write` sending one batch of BENCH_BATCH_SIZE rows on its own pool; returns the rows written.
+     */
+    const directCases = async (
+      o: { progressLabel: string; phaseLabel: string; unit: string; name: string; kind: "ceiling" | "bound"; note: string; multipleStatements?: boolean },
+      write: (pool: mysql.Pool) => Promise<void>,
+    ): Promise<number> => {
+      let rows = 0;
+      for (const c of settings.batchConcurrencies) {
+        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z", multipleStatements: o.multipleStatements ?? false });
+        pools.push(pool);
+        progress(`${o.progressLabel}, concurrency ${c}: ${caseNote}`);
+        const before = rows;
+        await ph.begin();
+        const r = await loop(c, async () => {
+          await write(pool);
+          rows += settings.batchSize;
+        });
+        await ph.end(`${o.phaseLabel} ${settings.batchSize}, c=${c} (${o.unit})`, rows - before);
+        ingest.push(fromLoop(o.name, o.kind, settings.batchSize, r, o.note));
+        progress(`  ${fmt(r.rps * settings.batchSize, 0)} ${o.unit}/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+        await pool.end();
+        pools.splice(pools.indexOf(pool), 1);
+      }
+      return rows;
+    };
+
     // ---- 2d. The ceiling: the server's INSERT of the same rows, straight into a copy of the table.
     {
       await db.admin.query(`CREATE TABLE \`${db.name}\`.usage_events_ceiling LIKE \`${db.name}\`.usage_events`);
@@ -584,14 +612,16 @@ async function main(): Promise<number> {
       const idStem = `ue_${randomBase62(12)}`;
       let idSeq = 0;
       const quote = (v: string) => `'${v.replace(/[\\']/g, "\\$&")}'`;
-      let ceilingRows = 0;
-      for (const c of settings.batchConcurrencies) {
-        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z" });
-        pools.push(pool);
-        progress(`ceiling: ${settings.batchSize}-row INSERTs into usage_events_ceiling, concurrency ${c}: ${caseNote}`);
-        const rowsBefore = ceilingRows;
-        await ph.begin();
-        const r = await loop(c, async () => {
+      const ceilingRows = await directCases(
+        {
+          progressLabel: `ceiling: ${settings.batchSize}-row INSERTs into usage_events_ceiling`,
+          phaseLabel: "ceiling",
+          unit: "rows",
+          name: `Ceiling: ${settings.batchSize}-row \`INSERT\` into MariaDB`,
+          kind: "ceiling",
+          note: "per statement",
+        },
+        async (pool) => {
           const created = quote(dbTime(new Date()));
           const values: string[] = [];
           for (const e of gen.take(settings.batchSize)) {
@@ -603,14 +633,8 @@ async function main(): Promise<number> {
           const [res] = await pool.query(`${head}${values.join(", ")} ON DUPLICATE KEY UPDATE id = id`);
           const affected = (res as { affectedRows?: number }).affectedRows;
           if (affected !== settings.batchSize) throw new Error(`INSERT affected ${affected} rows, not ${settings.batchSize}`);
-          ceilingRows += settings.batchSize;
-        });
-        await ph.end(`ceiling ${settings.batchSize}, c=${c} (rows)`, ceilingRows - rowsBefore);
-        ingest.push(fromLoop(`Ceiling: ${settings.batchSize}-row \`INSERT\` into MariaDB`, "ceiling", settings.batchSize, r, "per statement"));
-        progress(`  ${fmt(r.rps * settings.batchSize, 0)} rows/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
-        await pool.end();
-        pools.splice(pools.indexOf(pool), 1);
-      }
+        },
+      );
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_ceiling`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== ceilingRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows} were inserted`);
@@ -640,14 +664,17 @@ async function main(): Promise<number> {
       };
       const idStem = `ue_${randomBase62(12)}`;
       let idSeq = 0;
-      let boundRows = 0;
-      for (const c of settings.batchConcurrencies) {
-        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z", multipleStatements: true });
-        pools.push(pool);
-        progress(`database bound: INSERT + totals upserts of ${settings.batchSize} events per transaction, concurrency ${c}: ${caseNote}`);
-        const rowsBefore = boundRows;
-        await ph.begin();
-        const r = await loop(c, async () => {
+      const boundRows = await directCases(
+        {
+          progressLabel: `database bound: INSERT + totals upserts of ${settings.batchSize} events per transaction`,
+          phaseLabel: "bound",
+          unit: "events",
+          name: "Database bound: the `INSERT` + hourly and minute totals, one transaction",
+          kind: "bound",
+          note: "per transaction",
+          multipleStatements: true,
+        },
+        async (pool) => {
           const created = dbTime(new Date());
           const params: unknown[] = [];
           const contributions = [];
@@ -668,14 +695,8 @@ async function main(): Promise<number> {
             ["COMMIT", []],
           ];
           await pool.query(statements.map(([sql]) => sql).join(";\n"), statements.flatMap(([, p]) => p));
-          boundRows += settings.batchSize;
-        });
-        await ph.end(`bound ${settings.batchSize}, c=${c} (events)`, boundRows - rowsBefore);
-        ingest.push(fromLoop("Database bound: the `INSERT` + hourly and minute totals, one transaction", "bound", settings.batchSize, r, "per transaction"));
-        progress(`  ${fmt(r.rps * settings.batchSize, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
-        await pool.end();
-        pools.splice(pools.indexOf(pool), 1);
-      }
+        },
+      );
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_bound`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== boundRows) integrity.push(`usage_events_bound holds ${stored} rows, but ${boundRows} were inserted`);
