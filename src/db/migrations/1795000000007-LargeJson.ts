@@ -6,6 +6,8 @@ import { isMysql } from "../columns.js";
  * larger values through (an event's `data` of 100 keys and values of up to 1,000 characters;
  * a subject's 50 metadata entries in three-byte characters). Such a value was a 500, and failed
  * every event that shared its group commit. SQLite's TEXT has no such bound.
+ * MariaDB cannot change a column's type in place: each table is copied (writes to it wait), so
+ * on a large usage_events table this migration takes a while; plan the upgrade for it.
  */
 const COLUMNS: Record<string, [column: string, nullable: boolean][]> = {
   subjects: [["metadata", false]],
