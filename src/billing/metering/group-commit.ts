@@ -2,9 +2,22 @@
  * Group commit: submissions that arrive while a commit is running wait and go together in the
  * next one, so many small concurrent requests share a transaction (and its durable flush). A
  * lone request commits at once; nothing waits on a timer.
+ *
+ * A shared commit that fails is retried one submission at a time before anyone is told, so that
+ * the submission that made it fail (an event the database refuses) fails alone and its
+ * neighbours' events are committed, not lost with it. Idempotency makes the retry safe: the
+ * failed commit wrote nothing.
  */
+interface Submission<T, R> {
+  items: T[];
+  resolve: (r: R[]) => void;
+  reject: (e: unknown) => void;
+  /** Retried after a shared commit failed: commits on its own. */
+  alone: boolean;
+}
+
 export class GroupCommit<T, R> {
-  private queue: { items: T[]; resolve: (r: R[]) => void; reject: (e: unknown) => void }[] = [];
+  private queue: Submission<T, R>[] = [];
   private inFlight = 0;
 
   constructor(
@@ -15,25 +28,31 @@ export class GroupCommit<T, R> {
 
   submit(items: T[]): Promise<R[]> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ items, resolve, reject });
+      this.queue.push({ items, resolve, reject, alone: false });
       this.pump();
     });
   }
 
+  /** The next group: the queue's head, and the submissions after it while they fit (never an `alone` one). */
+  private take(): Submission<T, R>[] {
+    const group = [this.queue.shift() as Submission<T, R>];
+    let size = group[0]?.items.length ?? 0;
+    if (group[0]?.alone) return group;
+    while (this.queue.length > 0) {
+      const next = this.queue[0] as Submission<T, R>;
+      if (next.alone || size + next.items.length > this.maxItems) break;
+      group.push(next);
+      size += next.items.length;
+      this.queue.shift();
+    }
+    return group;
+  }
+
   private pump(): void {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
-      const group: typeof this.queue = [];
-      let size = 0;
-      while (this.queue.length > 0) {
-        const next = this.queue[0] as (typeof this.queue)[number];
-        if (group.length > 0 && size + next.items.length > this.maxItems) break;
-        group.push(next);
-        size += next.items.length;
-        this.queue.shift();
-      }
+      const group = this.take();
       this.inFlight++;
-      const items = group.flatMap((g) => g.items);
-      this.flush(items)
+      this.flush(group.flatMap((g) => g.items))
         .then(
           (results) => {
             let at = 0;
@@ -43,7 +62,12 @@ export class GroupCommit<T, R> {
             }
           },
           (err) => {
-            for (const g of group) g.reject(err);
+            if (group.length === 1) {
+              group[0]?.reject(err);
+              return;
+            }
+            // Each on its own, first in line, in their order.
+            this.queue.unshift(...group.map((g) => ({ ...g, alone: true })));
           },
         )
         .finally(() => {
