@@ -388,6 +388,66 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: totals of long dimension values are written in statements the database accepts`, async (t) => {
+    const server = await startTestServer(store);
+    const db = await createDatabase(server.db.url, { poolSize: 2 });
+    try {
+      const s = await setup(server);
+      const dims = Array.from({ length: 20 }, (_, k) => `d${k}`);
+      const wide = await ok(server, s.key, "POST", "/pricing-metrics", { event_name: "wide", name: "Wide", unit: "call", dimensions: dims, aggregation: { aggregation_type: "sum", value_field: "n" } });
+      await db.dataSource.initialize();
+      const env = (await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subject.id]))[0].environment_id;
+      const ingest = new IngestService(new SqlUsageStore(db.sql, db.entities), () => new Date());
+      // Each event its own combination of 20 values of 1,000 three-byte characters: about 60 KB of
+      // dimensions per total, 18 MB per 300 totals (MariaDB's default max_allowed_packet is 16 MB).
+      const inputs = Array.from({ length: 300 }, (_, i) => {
+        const data: Record<string, string> = { n: "2" };
+        for (const d of dims) data[d] = `${i}`.padEnd(1000, "語");
+        return { idempotencyKey: `wide-${i}`, subjectId: s.subject.id, eventName: "wide", data, timestamp: "2026-03-01T10:00:00Z" };
+      });
+      const outcomes = await ingest.ingest({ environmentId: env, mode: "test", keyKind: "secret" }, inputs, (i) => `events[${i}].`);
+      t.deepEqual(
+        outcomes.map((o) => o.status),
+        inputs.map(() => "accepted"),
+      );
+      t.is((await ok(server, s.key, "POST", `/pricing-metrics/${wide.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value, "600");
+    } finally {
+      await db.dataSource.destroy();
+      await server.stop();
+    }
+  });
+
+  test(`${store}: the store tells a refused value from an unreachable database`, async (t) => {
+    const server = await startTestServer(store);
+    const db = await createDatabase(server.db.url, { poolSize: 1 });
+    try {
+      await db.dataSource.initialize();
+      const usage = new SqlUsageStore(db.sql, db.entities);
+      // A value the database refuses: a 300-character environment name (varchar(100), strict mode on MySQL;
+      // on SQLite a NOT NULL column given NULL).
+      const refused = await t.throwsAsync(
+        store === "mysql"
+          ? db.dataSource.query("INSERT INTO environments (id, name, mode, created_at) VALUES (?, ?, 'test', NOW())", ["env_x", "n".repeat(300)])
+          : db.dataSource.query("INSERT INTO environments (id, name, mode, created_at) VALUES (?, NULL, 'test', '2026-01-01')", ["env_x"]),
+      );
+      t.true(usage.failedOnData(refused), String(refused));
+      t.false(usage.failedOnData(new Error("connect ECONNREFUSED 127.0.0.1:1")));
+      if (store === "mysql") {
+        const down = await createDatabase("mysql://root@127.0.0.1:1/nothing", { poolSize: 1 }).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        t.truthy(down);
+        t.false(usage.failedOnData(down), String(down));
+      } else {
+        t.false(usage.failedOnData(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" })));
+      }
+    } finally {
+      await db.dataSource.destroy();
+      await server.stop();
+    }
+  });
+
   test(`${store}: a Connect or gRPC request over 5 MB is refused before it is read, like a REST body`, async (t) => {
     const server = await startTestServer(store);
     try {

@@ -6,7 +6,7 @@ import { GroupCommit } from "../../src/billing/metering/group-commit.js";
  * A commit that echoes its items upper-cased, records each call's items, fails any call that
  * `fails` says should, and holds the first call until `release()` so that later submissions queue.
  */
-function fakeCommit(fails: (items: string[], call: number) => boolean) {
+function fakeCommit(fails: (items: string[], call: number) => boolean, onCall: (call: number) => void = () => {}) {
   const calls: string[][] = [];
   let release!: () => void;
   const gate = new Promise<void>((r) => {
@@ -15,9 +15,10 @@ function fakeCommit(fails: (items: string[], call: number) => boolean) {
   const flush = async (items: string[]) => {
     const call = calls.length;
     calls.push(items);
+    onCall(call);
     if (call === 0) await gate;
     await new Promise((r) => setImmediate(r));
-    if (fails(items, call)) throw new Error(`commit ${call} failed`);
+    if (fails(items, call)) throw new Error(`commit ${call} failed${items.includes("down") ? " (database down)" : ""}`);
     return items.map((i) => i.toUpperCase());
   };
   return { calls, flush, release };
@@ -32,6 +33,8 @@ const cases: {
   maxInFlight: number;
   /** Submitted in order while the first commit is held. */
   submissions: string[][];
+  /** Submitted when the commit of that number starts. */
+  arriving?: { atCall: number; items: string[] }[];
   fails: (items: string[], call: number) => boolean;
   calls: string[][];
   outcomes: Outcome[];
@@ -95,18 +98,42 @@ const cases: {
     maxItems: 100,
     maxInFlight: 1,
     submissions: [["a"], ["poison"], ["b"]],
-    fails: (items, call) => items.includes("poison") || call === 1,
-    calls: [["a"], ["poison", "b"], ["poison"], ["b"]],
-    outcomes: [["A"], "error: commit 2 failed", ["B"]],
+    arriving: [{ atCall: 1, items: ["c"] }],
+    fails: (items) => items.includes("poison"),
+    calls: [["a"], ["poison", "b"], ["poison"], ["b"], ["c"]],
+    outcomes: [["A"], "error: commit 2 failed", ["B"], ["C"]],
+  },
+  {
+    title: "two in flight: a failing group is retried alone while the other commit runs",
+    maxItems: 100,
+    maxInFlight: 2,
+    submissions: [["a"], ["b"], ["poison"], ["c"]],
+    fails: (items) => items.includes("poison"),
+    calls: [["a"], ["b"], ["poison", "c"], ["poison"], ["c"]],
+    outcomes: [["A"], ["B"], "error: commit 3 failed", ["C"]],
+  },
+  {
+    title: "a failure that is not about the data (the database down) answers the whole group at once",
+    maxItems: 100,
+    maxInFlight: 1,
+    submissions: [["a"], ["b"], ["down"]],
+    fails: (items) => items.includes("down"),
+    calls: [["a"], ["b", "down"]],
+    outcomes: [["A"], "error: commit 1 failed (database down)", "error: commit 1 failed (database down)"],
   },
 ];
 
 for (const c of cases) {
   test(c.title, async (t) => {
-    const fake = fakeCommit(c.fails);
-    const gc = new GroupCommit<string, string>(fake.flush, c.maxItems, c.maxInFlight);
-    const pending = c.submissions.map((items) => settle(gc.submit(items)));
+    const pending: Promise<Outcome>[] = [];
+    const fake = fakeCommit(c.fails, (call) => {
+      for (const a of c.arriving ?? []) if (a.atCall === call) pending.push(settle(gc.submit(a.items)));
+    });
+    // The database refused a value, unless it is down.
+    const gc = new GroupCommit<string, string>(fake.flush, c.maxItems, c.maxInFlight, (err) => !String(err).includes("database down"));
+    pending.unshift(...c.submissions.map((items) => settle(gc.submit(items))));
     fake.release();
+    await Promise.all(pending); // arrivals join `pending` while these run
     t.deepEqual(await Promise.all(pending), c.outcomes);
     t.deepEqual(fake.calls, c.calls);
   });

@@ -3,10 +3,12 @@
  * next one, so many small concurrent requests share a transaction (and its durable flush). A
  * lone request commits at once; nothing waits on a timer.
  *
- * A shared commit that fails is retried one submission at a time before anyone is told, so that
- * the submission that made it fail (an event the database refuses) fails alone and its
- * neighbours' events are committed, not lost with it. Idempotency makes the retry safe: the
- * failed commit wrote nothing.
+ * A shared commit that fails because of what it carried (`isolate` says so: the database refused
+ * a value) is retried one submission at a time before anyone is told, so that the submission
+ * that made it fail fails alone and its neighbours' events are committed, not lost with it.
+ * Idempotency makes the retry safe: the failed commit wrote nothing. Any other failure (the
+ * database unreachable or busy) is everyone's answer at once: retrying each would only make N
+ * callers wait N times as long.
  */
 interface Submission<T, R> {
   items: T[];
@@ -24,6 +26,7 @@ export class GroupCommit<T, R> {
     private readonly flush: (items: T[]) => Promise<R[]>,
     private readonly maxItems: number,
     private readonly maxInFlight: number,
+    private readonly isolate: (err: unknown) => boolean = () => true,
   ) {}
 
   submit(items: T[]): Promise<R[]> {
@@ -62,8 +65,8 @@ export class GroupCommit<T, R> {
             }
           },
           (err) => {
-            if (group.length === 1) {
-              group[0]?.reject(err);
+            if (group.length === 1 || !this.isolate(err)) {
+              for (const g of group) g.reject(err);
               return;
             }
             // Each on its own, first in line, in their order.

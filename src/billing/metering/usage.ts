@@ -41,6 +41,11 @@ export interface UsageStore {
    * which are new, and adds the new ones' contributions to the hourly totals. Outcomes in order.
    */
   ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]>;
+  /**
+   * Whether an error of `ingest` is the database refusing what it was given (so the same events
+   * without some of them may commit), rather than the database being unreachable or busy.
+   */
+  failedOnData(err: unknown): boolean;
   /** Hourly (or minute) totals of a metric for a subject with bucketStart in [from, to). */
   rollups(metricId: string, subjectId: string, from: number, to: number, grain?: Grain): Promise<StoredRollup[]>;
   /** Raw events of a subject and event name with occurredAt in [from, to] (both inclusive). */
@@ -59,7 +64,9 @@ export class IngestService {
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
     let b = this.batchers.get(environmentId);
     if (!b) {
-      b = new GroupCommit((events) => this.store.ingest(environmentId, events), MAX_BATCH, this.options.maxInFlightPerEnvironment);
+      b = new GroupCommit((events) => this.store.ingest(environmentId, events), MAX_BATCH, this.options.maxInFlightPerEnvironment, (err) =>
+        this.store.failedOnData(err),
+      );
       this.batchers.set(environmentId, b);
     }
     return b;

@@ -99,7 +99,9 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
          last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
-  return chunks(contributions).map((part) => {
+  // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
+  const rowBytes = (c: Contribution) => 3 * (JSON.stringify(c.dims).length + (c.agg.last?.key.length ?? 0)) + 400;
+  return groupBySize(contributions, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
     const params: unknown[] = [];
     for (const c of part) {
       params.push(
@@ -255,6 +257,20 @@ export class SqlUsageStore implements UsageStore {
       for (const st of rollupStatements(this.sql.dialect, mergeContributions(accepted))) p.defer(st);
     }
     return events.map((e) => outcomes.get(e) as Outcome);
+  }
+
+  /**
+   * The database refused what it was given (a value, a statement), as opposed to being
+   * unreachable or busy (connection errors, lock timeouts, deadlocks, SQLITE_BUSY): only then
+   * can the same commit without some of its events succeed.
+   */
+  failedOnData(err: unknown): boolean {
+    type DriverError = { code?: string; sqlState?: string; fatal?: boolean };
+    const e = err as DriverError & { driverError?: DriverError };
+    const d = e?.driverError ?? e;
+    if (this.sql.dialect === "sqlite") return typeof d?.code === "string" && d.code.startsWith("SQLITE_") && !/^SQLITE_(BUSY|LOCKED)/.test(d.code);
+    // mysql2: an error the server answered has an SQLSTATE; a lost or refused connection is fatal.
+    return typeof d?.sqlState === "string" && d.fatal !== true && !retryable(err);
   }
 
   async rollups(metricId: string, subjectId: string, from: number, to: number, grain: Grain = "hour"): Promise<StoredRollup[]> {
