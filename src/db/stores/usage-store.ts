@@ -100,16 +100,17 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
   // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
-  const rowBytes = (c: Contribution) => 3 * (JSON.stringify(c.dims).length + (c.agg.last?.key.length ?? 0)) + 400;
-  return groupBySize(contributions, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
+  const rows = contributions.map((c) => ({ c, dims: JSON.stringify(c.dims) }));
+  const rowBytes = (r: (typeof rows)[number]) => 3 * (r.dims.length + (r.c.agg.last?.key.length ?? 0)) + 400;
+  return groupBySize(rows, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
     const params: unknown[] = [];
-    for (const c of part) {
+    for (const { c, dims } of part) {
       params.push(
         c.metricId,
         c.subjectId,
         dbTime(new Date(c.bucketStart)),
         c.dimsHash,
-        JSON.stringify(c.dims),
+        dims,
         formatDecimal(c.agg.sum),
         formatDecimal(c.agg.count),
         c.agg.max === null ? null : formatDecimal(c.agg.max),
