@@ -26,17 +26,22 @@ export interface Pipeline {
 }
 
 /**
- * A packet's size at most (estimated: SQL text plus three bytes per character of each parameter):
- * well under max_allowed_packet (16 MB by default on MariaDB, 64 MB on MySQL) however large the
- * statements, each of which the caller keeps to a few MB (rows in chunks). A statement larger
- * than this goes alone, as it would without the pipeline.
+ * A statement's or a packet's size at most (estimated by `paramsBytes`): well under
+ * max_allowed_packet (16 MB by default on MariaDB, 64 MB on MySQL). Stores keep each statement
+ * to this (rows grouped by `groupBySize`); the pipeline its packets. A statement larger than this
+ * goes alone.
  */
-const PACKET_BYTES = 4 * 1024 * 1024;
+export const STATEMENT_BYTES = 4 * 1024 * 1024;
 
-function estimatedBytes([sql, params]: Statement): number {
-  let n = sql.length;
+/** What parameters take on the wire, at most: three bytes per character of text (UTF-8, escaped). */
+export function paramsBytes(params: readonly unknown[]): number {
+  let n = 0;
   for (const v of params) n += typeof v === "string" ? 3 * v.length + 2 : 24;
   return n;
+}
+
+function estimatedBytes([sql, params]: Statement): number {
+  return sql.length + paramsBytes(params);
 }
 
 /**
@@ -82,7 +87,7 @@ class MysqlPipeline implements Pipeline {
     if (all.length === 0) return [];
     this.sent = true;
     const results: unknown[] = [];
-    for (const packet of groupBySize(all, estimatedBytes, PACKET_BYTES)) {
+    for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
       const params: unknown[] = [];
       for (const [, list] of packet) for (const v of list) params.push(v);
       const raw: unknown = await this.runner.query(packet.map(([sql]) => sql).join(";\n"), params);

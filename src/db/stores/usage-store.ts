@@ -20,11 +20,10 @@ import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
 import type { Dialect } from "../columns.js";
-import { type Pipeline, type Sql, type Statement, groupBySize } from "../sql.js";
+import { isRefusedValue, isTransient } from "../errors.js";
+import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, groupBySize, paramsBytes } from "../sql.js";
 
 const CHUNK = 500;
-/** An event INSERT's size at most (estimated), well under max_allowed_packet (16 MB by default on MariaDB). */
-const INSERT_BYTES = 4 * 1024 * 1024;
 
 function placeholders(n: number, width: number): string {
   const row = `(${Array(width).fill("?").join(", ")})`;
@@ -35,14 +34,6 @@ function chunks<T>(list: readonly T[], size = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
   return out;
-}
-
-/** Deadlocks and lock timeouts (MySQL) and a busy database (SQLite) are worth one more try. */
-function retryable(err: unknown): boolean {
-  const e = err as { errno?: number; code?: string; driverError?: { errno?: number; code?: string } };
-  const errno = e?.driverError?.errno ?? e?.errno;
-  const code = e?.driverError?.code ?? e?.code;
-  return errno === 1213 || errno === 1205 || code === "SQLITE_BUSY";
 }
 
 export interface MetricRow {
@@ -99,28 +90,21 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
          last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
+  const rows = contributions.map((c) => [
+    c.metricId,
+    c.subjectId,
+    dbTime(new Date(c.bucketStart)),
+    c.dimsHash,
+    JSON.stringify(c.dims),
+    formatDecimal(c.agg.sum),
+    formatDecimal(c.agg.count),
+    c.agg.max === null ? null : formatDecimal(c.agg.max),
+    c.agg.last ? formatDecimal(c.agg.last.value) : null,
+    c.agg.last ? dbTime(new Date(c.agg.last.at)) : null,
+    c.agg.last ? c.agg.last.key : null,
+  ]);
   // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
-  const rows = contributions.map((c) => ({ c, dims: JSON.stringify(c.dims) }));
-  const rowBytes = (r: (typeof rows)[number]) => 3 * (r.dims.length + (r.c.agg.last?.key.length ?? 0)) + 400;
-  return groupBySize(rows, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
-    const params: unknown[] = [];
-    for (const { c, dims } of part) {
-      params.push(
-        c.metricId,
-        c.subjectId,
-        dbTime(new Date(c.bucketStart)),
-        c.dimsHash,
-        dims,
-        formatDecimal(c.agg.sum),
-        formatDecimal(c.agg.count),
-        c.agg.max === null ? null : formatDecimal(c.agg.max),
-        c.agg.last ? formatDecimal(c.agg.last.value) : null,
-        c.agg.last ? dbTime(new Date(c.agg.last.at)) : null,
-        c.agg.last ? c.agg.last.key : null,
-      );
-    }
-    return [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, params] as const;
-  });
+  return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map((part) => [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, part.flat()] as const);
 }
 
 /**
@@ -164,7 +148,7 @@ export class SqlUsageStore implements UsageStore {
         // (which deadlocked concurrent ingests).
         return await this.sql.pipelined((p) => this.ingestInTransaction(p, environmentId, events), { readCommitted: true });
       } catch (err) {
-        if (!retryable(err) || attempt >= 5) throw err;
+        if (!isTransient(err) || attempt >= 5) throw err;
         this.onRetry?.(err, attempt);
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.random() * 10));
       }
@@ -217,21 +201,17 @@ export class SqlUsageStore implements UsageStore {
       const stored = new Map<string, { id: string; fingerprint: string }>();
       // At most 500 rows and about 4 MB per INSERT: a batch may carry up to 1,000 events of up to
       // 100 KB each, and a statement must stay under the server's max_allowed_packet.
-      const rowBytes = (c: Candidate) => 3 * (JSON.stringify(c.event.data).length + c.event.idempotencyKey.length + c.event.eventName.length) + 300;
-      const inserts: Statement[] = groupBySize(candidates, rowBytes, INSERT_BYTES, CHUNK).map((part) => {
-        const params: unknown[] = [];
-        for (const c of part) {
-          params.push(c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now);
-        }
-        return [
+      const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now]);
+      const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK);
+      const inserted = await p.run(
+        parts.map((part) => [
           `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}${returning}`,
-          params,
-        ];
-      });
-      const inserted = await p.run(inserts);
+          part.flat(),
+        ]),
+      );
       if (returning) {
         inserted.forEach((result, i) => {
-          if (!Array.isArray(result) || result.length !== (inserts[i]?.[1].length ?? 0) / 9) return;
+          if (!Array.isArray(result) || result.length !== parts[i]?.length) return;
           for (const r of result as { id: string; idempotency_key: string; fingerprint: string }[]) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
         });
       }
@@ -260,18 +240,9 @@ export class SqlUsageStore implements UsageStore {
     return events.map((e) => outcomes.get(e) as Outcome);
   }
 
-  /**
-   * The database refused what it was given (a value, a statement), as opposed to being
-   * unreachable or busy (connection errors, lock timeouts, deadlocks, SQLITE_BUSY): only then
-   * can the same commit without some of its events succeed.
-   */
+  /** The database refused a value (see isRefusedValue), rather than being unreachable or busy. */
   failedOnData(err: unknown): boolean {
-    type DriverError = { code?: string; sqlState?: string; fatal?: boolean };
-    const e = err as DriverError & { driverError?: DriverError };
-    const d = e?.driverError ?? e;
-    if (this.sql.dialect === "sqlite") return typeof d?.code === "string" && d.code.startsWith("SQLITE_") && !/^SQLITE_(BUSY|LOCKED)/.test(d.code);
-    // mysql2: an error the server answered has an SQLSTATE; a lost or refused connection is fatal.
-    return typeof d?.sqlState === "string" && d.fatal !== true && !retryable(err);
+    return isRefusedValue(err, this.sql.dialect);
   }
 
   async rollups(metricId: string, subjectId: string, from: number, to: number, grain: Grain = "hour"): Promise<StoredRollup[]> {
