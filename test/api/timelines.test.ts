@@ -150,6 +150,12 @@ for (const store of STORES) {
     await s.call("POST", `/subscription-timelines/${tl.id}/items`, { items: [item("2026-01-01T00:00:00Z", null, trial)] });
     const uncovered = await s.raw("POST", `/subscription-timelines/${tl.id}/start`, { ...callbacks, effective_at: "2025-12-01T00:00:00Z" });
     t.deepEqual(violatedFields(uncovered.body), ["effective_at"]);
+    const badUrls = await s.raw("POST", `/subscription-timelines/${tl.id}/start`, {
+      create_checkout_session: "always",
+      checkout_callback_urls: { success_url: "javascript:alert(1)", cancelled_url: "https://app.example/no\r\nX-Evil: 1" },
+    });
+    t.deepEqual([badUrls.status, violatedFields(badUrls.body).sort()], [400, ["checkout_callback_urls.cancelled_url", "checkout_callback_urls.success_url"]]);
+    t.is((await s.call("GET", `/subscription-timelines/${tl.id}`)).status, "draft", "a refused start changes nothing");
     t.is((await s.call("POST", `/subscription-timelines/${tl.id}/start`, callbacks)).result.result_type, "success");
     const late = await s.raw("POST", `/subscription-timelines/${tl.id}/items`, { items: [item("2026-03-01T00:00:00Z", null, trial)] });
     t.deepEqual([late.status, late.body.code], [400, "failed_precondition"]);

@@ -51,7 +51,7 @@ function checkDecimals(map: Record<string, string>, v: Violations): Record<strin
 function checkUrls(c: CallbackUrls | undefined, v: Violations): void {
   const cv = v.at("checkout_callback_urls");
   if (!c) {
-    cv.add("", "is required: this subscription needs a checkout (no payment method on file, or create_checkout_session is always)");
+    cv.add("", "is required: this needs a checkout (no payment method on file, or create_checkout_session is always)");
     return;
   }
   for (const [field, url] of [["success_url", c.successUrl], ["cancelled_url", c.cancelledUrl]] as const) {
@@ -184,9 +184,7 @@ export class SubscriptionService {
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
     if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
 
-    checkUrls(input.callbacks, v);
-    v.throwIfAny();
-    const session = await this.openCheckout(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks as CallbackUrls, card, total(firstLines), `Subscribe to ${card.name}`, now);
+    const session = await this.openCheckout(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks, card, total(firstLines), `Subscribe to ${card.name}`, now);
     return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
   }
 
@@ -194,7 +192,12 @@ export class SubscriptionService {
     return `${this.publicBaseUrl()}/hosted/checkout/${session.token}`;
   }
 
-  async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, callbacks: CallbackUrls, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+  /** Opens a hosted checkout; the callback URLs are required and checked here, for every kind. */
+  async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, given: CallbackUrls | undefined, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+    const v = new Violations();
+    checkUrls(given, v);
+    v.throwIfAny();
+    const callbacks = given as CallbackUrls;
     const session: CheckoutSession = {
       id: newId("sub").replace("sub_", "cs_"),
       environmentId: caller.environmentId,
@@ -342,9 +345,7 @@ export class SubscriptionService {
     // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
     // invoiced either way (and stays open without a card, like any cycle invoice).
     if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
-      checkUrls(input.callbacks, v);
-      v.throwIfAny();
-      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks as CallbackUrls, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
+      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
       return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
     }
     return { kind: "success", subscription: await this.applySwitch(current, newCard, next, now, plan.lines, subject.paymentMethodId) };

@@ -184,14 +184,11 @@ export class TimelineService {
       if (fixed.some((r) => !dec(r.price.amount.value).isZero())) paid = true;
     }
     if (input.createCheckoutSession === "always" || (paid && !subject.paymentMethodId)) {
-      const cv = new Violations();
-      if (!input.callbacks) cv.add("checkout_callback_urls", "is required: starting this timeline needs a checkout");
-      cv.throwIfAny();
       const first = items.find((i) => covers(i, effectiveAt.getTime())) as TimelineItem;
       const card = await this.subs.cardOf(caller, first.rateCardId);
       const lines = await this.subs.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
       const amount = total(lines);
-      const session = await this.subs.openCheckout(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks as CallbackUrls, card, amount, `Subscribe to ${card.name}`, now);
+      const session = await this.subs.openCheckout(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks, card, amount, `Subscribe to ${card.name}`, now);
       return { kind: "requires_action", checkoutUrl: this.subs.checkoutUrl(session) };
     }
     return { kind: "success", timeline: await this.begin(caller, timeline.id, effectiveAt) };
