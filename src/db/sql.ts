@@ -154,12 +154,8 @@ export class Sql {
     return this.queued(() => fn(this.dataSource.manager));
   }
 
-  /**
-   * `fn` in one transaction: all of it is committed, or none. `readCommitted` (MySQL) makes each
-   * statement see what others committed meanwhile, without locking reads.
-   */
-  transaction<T>(fn: (em: EntityManager) => Promise<T>, options: { readCommitted?: boolean } = {}): Promise<T> {
-    if (options.readCommitted && this.dialect === "mysql") return this.dataSource.transaction("READ COMMITTED", fn);
+  /** `fn` in one transaction: all of it is committed, or none. */
+  transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.queued(() => this.dataSource.transaction(fn));
   }
 

@@ -50,11 +50,6 @@ export function toConnectError(err: BillingError): ConnectError {
   return new ConnectError(err.message, codeOf(err), undefined, details);
 }
 
-/** A ConnectError for bad input found at the wire boundary (before the domain runs). */
-export function invalidArgument(violations: { field: string; description: string }[]): ConnectError {
-  return toConnectError(new InvalidArgumentError(violations));
-}
-
 /** Connect's own decode errors name a field only in prose; give them a reason like ours. */
 function withReason(err: ConnectError): ConnectError {
   if (err.details.length > 0 || err.code !== Code.InvalidArgument) return err;

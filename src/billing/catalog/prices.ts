@@ -82,8 +82,3 @@ export function checkPrice(input: PriceInput | undefined, v: Violations): Price 
   v.add("price_type", "must be flat or package");
   return undefined;
 }
-
-/** Every currency a price uses. */
-export function priceCurrency(p: Price): string {
-  return p.amount.currency;
-}

@@ -1,5 +1,5 @@
 /** Rate cards (plans): created whole and never changed. */
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
@@ -79,7 +79,7 @@ export class RateCardService {
     } catch (err) {
       // The catalog took another currency between the check and the insert.
       if (err instanceof FailedPreconditionError) {
-        throw new InvalidArgumentError([{ field: "rate_catalog_id", description: `the rate catalog's prices use another currency than ${card.currency}` }]);
+        invalid("rate_catalog_id", `the rate catalog's prices use another currency than ${card.currency}`);
       }
       throw err;
     }

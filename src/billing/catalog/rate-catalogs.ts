@@ -1,5 +1,5 @@
 /** Rate catalogs: named collections of rates, added in bulk per billing interval. */
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
@@ -79,7 +79,7 @@ export class RateCatalogService {
       return await this.catalogs.addRates(caller.environmentId, catalog.id, interval, rates);
     } catch (err) {
       if (err instanceof FailedPreconditionError) {
-        throw new InvalidArgumentError([{ field: "", description: `the rate catalog's prices and rate cards use another currency than ${rates.currency}` }]);
+        invalid("", `the rate catalog's prices and rate cards use another currency than ${rates.currency}`);
       }
       throw err;
     }

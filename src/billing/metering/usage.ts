@@ -11,7 +11,7 @@ import { type BillingError, Violations } from "../errors.js";
 import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
-import { type Agg, aggOfEvent, combine, valueOf } from "./aggregate.js";
+import { type Agg, aggOfEvent, combine, coordinatesOf, valueOf } from "./aggregate.js";
 import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
@@ -130,12 +130,6 @@ function fromStored(r: StoredRollup): Agg {
   };
 }
 
-function project(dims: Record<string, string>, keys: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const k of keys) out[k] = dims[k] ?? "";
-  return out;
-}
-
 export class SummaryService {
   /**
    * Hourly totals for the whole hours of a range, minute totals for the whole minutes of its edge
@@ -159,7 +153,7 @@ export class SummaryService {
         for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
           if (!contains(edge, e.occurredAt)) continue;
           const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
-          if (agg) parts.push({ at: e.occurredAt, dims: project(e.data, metric.dimensions), agg });
+          if (agg) parts.push({ at: e.occurredAt, dims: coordinatesOf(metric.dimensions, e.data), agg });
         }
       }
     }
@@ -175,7 +169,7 @@ export class SummaryService {
     const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
     const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();
     for (const part of await this.parts(metric, subjectId, range)) {
-      const coordinates = project(part.dims, groupBy);
+      const coordinates = coordinatesOf(groupBy, part.dims);
       const key = coordinatesKey(coordinates);
       const prev = groups.get(key);
       groups.set(key, { coordinates, agg: prev ? combine(prev.agg, part.agg) : part.agg });
@@ -241,7 +235,7 @@ export class SummaryService {
     };
     for (const part of parts) {
       const i = bucketIndex(part.at);
-      const coords = project(part.dims, input.dimensions);
+      const coords = coordinatesOf(input.dimensions, part.dims);
       const key = coordinatesKey(coords);
       const m = byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>;
       const prev = m.get(key);

@@ -14,7 +14,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, SCALE, ZERO, dec, formatDecimal } from "../money.js";
 import type { BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
 
 const ONE = dec(1);
@@ -118,7 +118,7 @@ export class BillingEngine {
         description: l.description,
         quantity: formatDecimal(l.quantity),
         // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
-        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(12)),
+        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
         amount: formatDecimal(l.amount),
       })),
       hostedToken: randomBase62(32),
@@ -244,11 +244,6 @@ export class BillingEngine {
       if (pm && (await this.provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
     }
     await this.store.setInvoicesStatus(paid, "open", "paid", at);
-  }
-
-  /** Closes one subscription's current cycle (see closeCycles); true when this call did it. */
-  async closeCycle(snapshot: Subscription): Promise<boolean> {
-    return (await this.closeCycles([snapshot])) > 0;
   }
 
   /**

@@ -5,7 +5,7 @@
 import { offeredAddOns } from "../catalog/addons.js";
 import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCard } from "../catalog/types.js";
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, line, total } from "../invoicing/lines.js";
@@ -14,7 +14,7 @@ import { type Decimal, ZERO, dec, formatDecimal, parseDecimal, storageProblem } 
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { type BillingEngine, multiplierOf } from "./engine.js";
-import type { BillingSubject, CheckoutSession, Invoice, PaymentProvider, Subscription, TestClock } from "./types.js";
+import { type BillingSubject, type CheckoutSession, type Invoice, type PaymentProvider, type Subscription, type TestClock, covers } from "./types.js";
 
 export const CHECKOUT_TTL_MS = 24 * 3_600_000;
 
@@ -101,7 +101,7 @@ export class SubscriptionService {
   }
 
   async subject(caller: Caller, key: string, field = "subject_id"): Promise<BillingSubject> {
-    if (key === "") throw new InvalidArgumentError([{ field, description: "is required" }]);
+    if (key === "") invalid(field, "is required");
     const s = await this.store.subject(caller.environmentId, key);
     if (!s) throw new NotFoundError("SUBJECT_NOT_FOUND", `${field}: subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return s;
@@ -199,7 +199,7 @@ export class SubscriptionService {
     v.throwIfAny();
     const callbacks = given as CallbackUrls;
     const session: CheckoutSession = {
-      id: newId("sub").replace("sub_", "cs_"),
+      id: newId("cs"),
       environmentId: caller.environmentId,
       token: randomBase62(40),
       subjectId: subject.id,
@@ -230,7 +230,7 @@ export class SubscriptionService {
       if (draft.timelineId) {
         const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
         if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
-        const current = items.find((i) => i.start.getTime() <= draft.anchor.getTime() && (i.end === null || draft.anchor.getTime() < i.end.getTime()));
+        const current = items.find((i) => covers(i, draft.anchor.getTime()));
         await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
       }
       await tx.insertSubscription(draft);
@@ -434,7 +434,7 @@ export class SubscriptionService {
       const tl = await this.store.timeline(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
       if (!tl || tl.status !== "draft") return stale;
     }
-    const pmId = newId("sub").replace("sub_", "pm_card_");
+    const pmId = newId("pm_card");
     const claimed = await this.store.transaction(async (tx) => {
       const locked = await tx.lockCheckout(token);
       if (!locked || locked.status !== "open") return false;
@@ -538,7 +538,7 @@ export class SubscriptionService {
     if (input.name.length > 255) v.add("name", "must have at most 255 characters");
     if (!input.frozenTime) v.add("frozen_time", "is required");
     v.throwIfAny();
-    const clock: TestClock = { id: newId("sub").replace("sub_", "clk_"), environmentId: caller.environmentId, name: input.name, frozenTime: input.frozenTime as Date, createdAt: this.engine.now() };
+    const clock: TestClock = { id: newId("clk"), environmentId: caller.environmentId, name: input.name, frozenTime: input.frozenTime as Date, createdAt: this.engine.now() };
     await this.store.insertClock(clock);
     return clock;
   }
@@ -552,9 +552,9 @@ export class SubscriptionService {
   /** Moves the clock forward and runs every cycle close due up to the new time before returning. */
   async advanceClock(caller: Caller, id: string, to: Date | undefined): Promise<TestClock> {
     const clock = await this.clock(caller, id);
-    if (!to) throw new InvalidArgumentError([{ field: "frozen_time", description: "is required" }]);
+    if (!to) invalid("frozen_time", "is required");
     if (to.getTime() < clock.frozenTime.getTime()) {
-      throw new InvalidArgumentError([{ field: "frozen_time", description: `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward` }]);
+      invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);
     }
     if (to.getTime() > clock.frozenTime.getTime() && !(await this.store.advanceClock(caller.environmentId, id, to))) {
       throw new FailedPreconditionError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");

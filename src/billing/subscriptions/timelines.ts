@@ -6,7 +6,7 @@
  * the last item that has an end. An open-ended last item runs until cancelled.
  */
 import type { RateCard } from "../catalog/types.js";
-import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
 import { total } from "../invoicing/lines.js";
 import { parseTimestamp } from "../metering/events.js";
@@ -14,7 +14,7 @@ import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
-import type { Subscription, Timeline, TimelineItem } from "./types.js";
+import { type Subscription, type Timeline, type TimelineItem, covers } from "./types.js";
 
 export interface TimelineItemInput {
   start?: Date;
@@ -27,7 +27,6 @@ export interface TimelineItemInput {
 
 export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { kind: "requires_action"; checkoutUrl: string };
 
-const covers = (i: TimelineItem, t: number) => i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
 
 export class TimelineService {
   constructor(
@@ -130,7 +129,7 @@ export class TimelineService {
         terms = await this.subs.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, sv);
       }
       made.push({
-        id: newId("stl").replace("stl_", "sti_"),
+        id: newId("sti"),
         timelineId: timeline.id,
         environmentId: caller.environmentId,
         start: input.start ?? new Date(0),
@@ -217,7 +216,7 @@ export class TimelineService {
     const caller = systemCaller(timeline.environmentId);
     const items = await this.store.timelineItems(timeline.id);
     const item = items.find((i) => covers(i, at.getTime()));
-    if (!item) throw new InvalidArgumentError([{ field: "effective_at", description: "no item of the timeline covers this time" }]);
+    if (!item) invalid("effective_at", "no item of the timeline covers this time");
     const subject = await this.subs.subject(caller, timeline.subjectId);
     const card = await this.subs.cardOf(caller, item.rateCardId);
     const draft: Subscription = {

@@ -125,6 +125,11 @@ export interface TimelineItem {
   createdAt: Date;
 }
 
+/** Whether a timeline item's period holds the instant `t` (ms): start inclusive, end exclusive. */
+export function covers(i: TimelineItem, t: number): boolean {
+  return i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
+}
+
 /** A subject as billing needs it. */
 export interface BillingSubject {
   id: string;
