@@ -5,6 +5,11 @@
  */
 import type { Sql } from "./sql.js";
 
+/** Only a key shaped like a subject ID can be one; any key can be an external ID. */
+export function mayBeSubjectId(key: string): boolean {
+  return key.startsWith("subj_");
+}
+
 /**
  * The live subject of an environment whose ID, or else whose external ID, is `key`, as a row
  * of `columns`. An ID match wins (an external ID may look like another subject's ID); only a key
@@ -13,7 +18,7 @@ import type { Sql } from "./sql.js";
  */
 export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: string, columns: string): Promise<T | undefined> {
   const run = (where: string) => sql.run((em) => em.query(`SELECT ${columns} FROM subjects WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<T[]>);
-  const byId = key.startsWith("subj_") ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
+  const byId = mayBeSubjectId(key) ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
   return byId ?? (await run("environment_id = ? AND external_id_key = ?"))[0];
 }
 

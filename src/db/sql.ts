@@ -44,6 +44,19 @@ function estimatedBytes([sql, params]: Statement): number {
   return sql.length + paramsBytes(params);
 }
 
+/** Consecutive runs of `list` of at most `size` items (multi-row statements, IN lists). */
+export function chunks<T>(list: readonly T[], size = 500): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+
+/** `n` rows of `width` placeholders for a multi-row VALUES list: `(?, ?), (?, ?)`. */
+export function placeholders(n: number, width: number): string {
+  const row = `(${Array(width).fill("?").join(", ")})`;
+  return Array(n).fill(row).join(", ");
+}
+
 /**
  * Consecutive runs of `list` of at most `maxItems` items and about `maxBytes` (by `sizeOf`); an
  * item larger than `maxBytes` goes alone.

@@ -116,6 +116,21 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: an event's subject_id is an ID before it is an external ID`, async (t) => {
+    const s = await setup(server);
+    // Another subject whose external ID is the first one's ID.
+    const twin = await ok(server, s.key, "POST", "/subjects", { external_id: s.subject.id });
+    const byExternal = await ok(server, s.key, "POST", "/subjects", { external_id: `ext-${Math.random().toString(36).slice(2)}` });
+    await ok(server, s.key, "POST", "/usage-events/batch", {
+      events: [event(s.subject.id, "by-id", "3"), event(byExternal.external_id, "by-external", "4")],
+    });
+    const total = async (subjectId: string) =>
+      (await ok(server, s.key, "POST", `/pricing-metrics/${s.sum.id}/summary`, { subject_id: subjectId, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value;
+    t.is(await total(s.subject.id), "3");
+    t.is(await total(twin.id), null);
+    t.is(await total(byExternal.id), "4");
+  });
+
   test(`${store}: 20 concurrent identical requests count once`, async (t) => {
     const s = await setup(server);
     const results = await Promise.all(Array.from({ length: 20 }, () => ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "same", "2.5"))));

@@ -19,10 +19,10 @@ import type {
   TimelineItem,
   TimelineStatus,
 } from "../../billing/subscriptions/types.js";
-import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, SubscriptionRow, TestClockRow, TimelineItemRow, TimelineRow } from "../entities/index.js";
+import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, PaymentMethodRow, SubscriptionRow, TestClockRow, TimelineItemRow, TimelineRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime, findSubjectRow, fromDbTime } from "../raw.js";
-import type { Sql } from "../sql.js";
+import { type Sql, chunks } from "../sql.js";
 
 function toSubscription(r: SubscriptionRow): Subscription {
   return {
@@ -108,6 +108,10 @@ function toCheckout(r: CheckoutRow): CheckoutSession {
     expiresAt: r.expires_at,
     createdAt: r.created_at,
   };
+}
+
+function toPaymentMethod(r: PaymentMethodRow): PaymentMethod {
+  return { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at };
 }
 
 function toTimeline(r: TimelineRow): Timeline {
@@ -203,10 +207,10 @@ export class SqlBillingStore implements BillingStore {
         insertInvoices: async (list) => {
           if (list.length === 0) return;
           try {
-            for (let k = 0; k < list.length; k += 500) {
+            for (const part of chunks(list)) {
               await em.insert(
                 E.Invoice,
-                list.slice(k, k + 500).map((i) => ({
+                part.map((i) => ({
                   id: i.id,
                   environment_id: i.environmentId,
                   subject_id: i.subjectId,
@@ -232,7 +236,7 @@ export class SqlBillingStore implements BillingStore {
           const lines = list.flatMap((i) =>
             i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount })),
           );
-          for (let k = 0; k < lines.length; k += 500) await em.insert(E.InvoiceLine, lines.slice(k, k + 500));
+          for (const part of chunks(lines)) await em.insert(E.InvoiceLine, part);
         },
         insertInvoice: (i) => tx.insertInvoices([i]),
         lockCheckout: async (token) => {
@@ -363,9 +367,7 @@ export class SqlBillingStore implements BillingStore {
 
   async paymentMethod(id: string): Promise<PaymentMethod | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.PaymentMethod, { id }));
-    return r
-      ? { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at }
-      : undefined;
+    return r ? toPaymentMethod(r) : undefined;
   }
 
   async paymentMethodsOf(subjectIds: string[]): Promise<Map<string, PaymentMethod>> {
@@ -378,14 +380,13 @@ export class SqlBillingStore implements BillingStore {
       ),
     );
     for (const r of rows) {
-      out.set(r.subject_id, { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: fromDbTime(r.created_at) });
+      out.set(r.subject_id, toPaymentMethod({ ...r, created_at: fromDbTime(r.created_at) }));
     }
     return out;
   }
 
   async setInvoicesStatus(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void> {
-    for (let k = 0; k < ids.length; k += 500) {
-      const part = ids.slice(k, k + 500);
+    for (const part of chunks(ids)) {
       await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Invoice).set({ status: to, updated_at: at }).where("id IN (:...ids) AND status = :from", { ids: part, from }).execute());
     }
   }

@@ -27,7 +27,7 @@ import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PriceColumns, PricingMetricRow, RateCardRow, RateCatalogRow, RateCellRow, RateRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import type { Sql } from "../sql.js";
+import { type Sql, chunks } from "../sql.js";
 import { backfillTotals } from "./usage-store.js";
 
 // ---- prices and rates ⇄ rows ----
@@ -127,8 +127,8 @@ async function loadCells(em: EntityManager, entities: Entities, rows: RateRow[])
 async function insertRates(em: EntityManager, entities: Entities, owner: Owner, set: { fixed: FixedRate[]; usage: UsageRate[] }): Promise<void> {
   const { rates, cells } = rateRows(owner, set);
   // Chunked multi-row INSERTs: one statement per 500 rows.
-  for (let i = 0; i < rates.length; i += 500) await em.insert(entities.Rate, rates.slice(i, i + 500));
-  for (let i = 0; i < cells.length; i += 500) await em.insert(entities.RateCell, cells.slice(i, i + 500));
+  for (const part of chunks(rates)) await em.insert(entities.Rate, part);
+  for (const part of chunks(cells)) await em.insert(entities.RateCell, part);
 }
 
 /**

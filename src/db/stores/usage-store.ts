@@ -18,23 +18,12 @@ import {
 import type { RawEvent, StoredRollup, UsageStore } from "../../billing/metering/usage.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
-import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
+import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient } from "../errors.js";
-import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, groupBySize, paramsBytes } from "../sql.js";
+import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 const CHUNK = 500;
-
-function placeholders(n: number, width: number): string {
-  const row = `(${Array(width).fill("?").join(", ")})`;
-  return Array(n).fill(row).join(", ");
-}
-
-function chunks<T>(list: readonly T[], size = CHUNK): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
-  return out;
-}
 
 export interface MetricRow {
   id: string;
@@ -169,14 +158,15 @@ export class SqlUsageStore implements UsageStore {
       `SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics WHERE environment_id = ? AND event_name IN (${names.map(() => "?").join(", ")})`,
       [environmentId, ...names],
     ]);
+    // Every key by external ID, the keys shaped like an ID also by ID: two unique-key lookups
+    // (as findSubjectRow does; `id IN (…) OR external_id_key IN (…)` ran as a slower index merge).
     const keys = [...new Set(events.map((e) => e.subjectKey))];
-    for (const part of chunks(keys)) {
-      const marks = part.map(() => "?").join(", ");
-      reads.push([
-        `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND (s.id IN (${marks}) OR s.external_id_key IN (${marks}))`,
-        [environmentId, ...part, ...part],
-      ]);
-    }
+    const subjectsWhere = (column: string, part: string[]): Statement => [
+      `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND s.${column} IN (${part.map(() => "?").join(", ")})`,
+      [environmentId, ...part],
+    ];
+    for (const part of chunks(keys)) reads.push(subjectsWhere("external_id_key", part));
+    for (const part of chunks(keys.filter(mayBeSubjectId))) reads.push(subjectsWhere("id", part));
     const [metricRows, ...subjectParts] = (await p.run(reads)).slice(mysql ? 1 : 0) as [MetricRow[], ...{ id: string; external_id_key: string | null; frozen_time: unknown }[][]];
 
     const metricsByName = new Map<string, PricingMetric[]>();
