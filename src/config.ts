@@ -2,14 +2,15 @@
  * Configuration from the environment (DESIGN §2). The only module that reads process.env. A bad
  * value stops the start with one message that lists every problem.
  */
+import type { EnvironmentMode } from "./billing/tenancy.js";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
-export type EnvironmentModeSetting = "test" | "live";
 
 export interface Config {
   port: number;
   databaseUrl: string;
   bootstrapApiKey: string | undefined;
-  bootstrapEnvironmentMode: EnvironmentModeSetting;
+  bootstrapEnvironmentMode: EnvironmentMode;
   /** Base of the URLs handed out; unset means http://localhost:<the port actually bound>. */
   publicBaseUrl: string | undefined;
   logLevel: LogLevel;
@@ -63,7 +64,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (bootstrapApiKey !== undefined && !/^sk_(test|live)_[0-9A-Za-z]{16,}$/.test(bootstrapApiKey)) {
     problems.push("BILLING_BOOTSTRAP_API_KEY must look like sk_test_ or sk_live_ followed by at least 16 letters or digits");
   }
-  const bootstrapEnvironmentMode: EnvironmentModeSetting = bootstrapApiKey?.startsWith("sk_live_") ? "live" : "test";
+  const bootstrapEnvironmentMode: EnvironmentMode = bootstrapApiKey?.startsWith("sk_live_") ? "live" : "test";
 
   let publicBaseUrl = env.PUBLIC_BASE_URL || undefined;
   if (publicBaseUrl !== undefined) {

@@ -5,19 +5,16 @@
  */
 import { toJson } from "@bufbuild/protobuf";
 import test from "ava";
-import { startApp } from "../../src/app.js";
 import { IngestService } from "../../src/billing/metering/usage.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
-import { loadConfig } from "../../src/config.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { type Pipeline, Sql } from "../../src/db/sql.js";
 import { SqlUsageStore } from "../../src/db/stores/usage-store.js";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
-import { createLogger } from "../../src/log.js";
 import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { type TestServer, startAppOn, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 /** A fresh environment with a subject and metrics of every aggregation over event "api". */
@@ -359,7 +356,7 @@ test("mysql: duplicates survive a restart", async (t) => {
     const s = await setup(server);
     const first = await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, "persist", 1));
     await server.app.stop();
-    const app = await startApp(loadConfig({ DATABASE_URL: server.db.url, PORT: "0" }), createLogger("error"));
+    const app = await startAppOn(server.db.url);
     try {
       t.deepEqual(await ok(app, s.key, "POST", "/usage-events", event(s.subject.id, "persist", 1)), { id: first.id, status: "duplicate" });
     } finally {
@@ -512,7 +509,7 @@ for (const store of STORES) {
       const rows = await db.dataSource.query("SELECT COUNT(*) AS n FROM usage_events WHERE idempotency_key = 'retry'");
       t.is(Number(rows[0].n), 1);
       await db.dataSource.destroy();
-      const app = await startApp(loadConfig({ DATABASE_URL: server.db.url, PORT: "0" }), createLogger("error"));
+      const app = await startAppOn(server.db.url);
       try {
         t.is((await ok(app, s.key, "POST", `/pricing-metrics/${s.sum.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value, "5");
       } finally {

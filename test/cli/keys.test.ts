@@ -2,11 +2,9 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import test from "ava";
-import { startApp } from "../../src/app.js";
-import { loadConfig } from "../../src/config.js";
-import { createLogger } from "../../src/log.js";
 import { rest } from "../helpers/clients.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
+import { startAppOn } from "../helpers/server.js";
 
 const run = promisify(execFile);
 
@@ -15,7 +13,7 @@ for (const store of STORES) {
     const tdb = await createTestDatabase(store);
     const cli = (...args: string[]) =>
       run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", ...args], { env: { ...process.env, DATABASE_URL: tdb.url } });
-    const app = await startApp(loadConfig({ DATABASE_URL: tdb.url, PORT: "0" }), createLogger("error"));
+    const app = await startAppOn(tdb.url);
     try {
       const env = await cli("env", "create", "acme", "--mode", "live");
       t.regex(env.stdout, /^env_\w+\tacme\tlive\n$/);
@@ -59,7 +57,7 @@ for (const store of STORES) {
     const key = "sk_test_bootstrapbootstrap000001";
     try {
       for (let i = 0; i < 2; i++) {
-        const app = await startApp(loadConfig({ DATABASE_URL: tdb.url, PORT: "0", BILLING_BOOTSTRAP_API_KEY: key }), createLogger("error"));
+        const app = await startAppOn(tdb.url, { BILLING_BOOTSTRAP_API_KEY: key });
         t.is((await rest(app.url, "GET", "/subjects", key)).status, 200);
         await app.stop();
       }

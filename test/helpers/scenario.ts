@@ -2,7 +2,7 @@
  * A billing scenario driven only through the public API, on a test clock: a fresh environment,
  * a clock, a subject, metrics, cards, subscriptions, events, clock advances, and the invoices.
  */
-import { rest } from "./clients.js";
+import { ok, rest } from "./clients.js";
 import type { TestServer } from "./server.js";
 import type { Json } from "./subjects-api.js";
 
@@ -17,10 +17,8 @@ export class Scenario {
   private seq = 0;
   constructor(readonly server: TestServer) {}
 
-  async call(method: string, path: string, body?: unknown, key = this.key): Promise<Json> {
-    const r = await rest(this.server.url, method, path, key, body);
-    if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body;
+  call(method: string, path: string, body?: unknown, key = this.key): Promise<Json> {
+    return ok(this.server, key, method, path, body);
   }
 
   async raw(method: string, path: string, body?: unknown) {

@@ -62,11 +62,15 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
   return { keys, freshKey, close: () => db.dataSource.destroy() };
 }
 
+/** The real app on a free port over the database at `url` (its migrations run), logging errors only. */
+export function startAppOn(url: string, env: Record<string, string> = {}): Promise<App> {
+  return startApp(loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", ...env }), createLogger("error"));
+}
+
 export async function startTestServer(store: Store, env: Record<string, string> = {}): Promise<TestServer> {
   const db = await createTestDatabase(store);
   const seeded = await seedKeys(db.url);
-  const config = loadConfig({ DATABASE_URL: db.url, PORT: "0", LOG_LEVEL: "error", ...env });
-  const app = await startApp(config, createLogger("error"));
+  const app = await startAppOn(db.url, env);
   return {
     store,
     app,
