@@ -1,6 +1,6 @@
 import { AlreadyExistsError } from "./errors.js";
 import { newId } from "./ids.js";
-import { type AuthStore, hashKey, keyPrefix } from "./keys.js";
+import { type AuthStore, hashKey, storeKey } from "./keys.js";
 import type { Environment, EnvironmentMode } from "./tenancy.js";
 
 export const DEFAULT_ENVIRONMENT = "default";
@@ -27,10 +27,7 @@ export async function ensureBootstrapKey(store: AuthStore, key: string, mode: En
   if (await store.findKeyByHash(hashKey(key))) return;
   const env = await ensureEnvironment(store, DEFAULT_ENVIRONMENT, mode, now);
   try {
-    await store.insertKey(
-      { id: newId("key"), environmentId: env.id, kind: "secret", prefix: keyPrefix(key), createdAt: now, revokedAt: null },
-      hashKey(key),
-    );
+    await storeKey(store, env.id, "secret", key, now);
   } catch (err) {
     if (!(err instanceof AlreadyExistsError)) throw err;
   }

@@ -3,7 +3,7 @@
  * visible prefix. Secret keys have full access; publishable keys only reach billing state.
  */
 import { createHash } from "node:crypto";
-import { randomBase62 } from "./ids.js";
+import { newId, randomBase62 } from "./ids.js";
 import type { ApiKey, Caller, Environment, EnvironmentMode, KeyKind } from "./tenancy.js";
 
 /** `sk_test_…` / `pk_live_…` followed by 32 base62 characters (about 190 random bits). */
@@ -37,6 +37,13 @@ export interface AuthStore {
   listKeys(environmentId?: string): Promise<ApiKey[]>;
   /** Sets revoked_at on a key not yet revoked; false when there is no such key. */
   revokeKey(id: string, at: Date): Promise<boolean>;
+}
+
+/** Stores a key for an environment: only its hash and its display prefix. Returns the record's ID. */
+export async function storeKey(store: AuthStore, environmentId: string, kind: KeyKind, key: string, now: Date, revoked = false): Promise<string> {
+  const id = newId("key");
+  await store.insertKey({ id, environmentId, kind, prefix: keyPrefix(key), createdAt: now, revokedAt: revoked ? now : null }, hashKey(key));
+  return id;
 }
 
 export function callerOf(found: KeyWithEnvironment): Caller {

@@ -8,8 +8,7 @@
  *   npm run keys -- revoke <key_id>
  */
 import { ensureEnvironment } from "../billing/bootstrap.js";
-import { newId } from "../billing/ids.js";
-import { generateKey, hashKey, keyPrefix } from "../billing/keys.js";
+import { generateKey, storeKey } from "../billing/keys.js";
 import type { EnvironmentMode } from "../billing/tenancy.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { createDatabase } from "../db/datasource.js";
@@ -64,8 +63,7 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
       if (!env) fail(`no environment named ${envName}; create it with: keys env create ${envName}`);
       const kind = args.includes("--publishable") ? "publishable" : "secret";
       const key = generateKey(kind, env.mode);
-      const id = newId("key");
-      await store.insertKey({ id, environmentId: env.id, kind, prefix: keyPrefix(key), createdAt: now, revokedAt: null }, hashKey(key));
+      const id = await storeKey(store, env.id, kind, key, now);
       out(`${id}\t${kind}\t${env.name}`);
       out(key);
       process.stderr.write("This key is shown once; only its hash is stored.\n");

@@ -4,7 +4,7 @@
  */
 import { type App, startApp } from "../../src/app.js";
 import { newId } from "../../src/billing/ids.js";
-import { generateKey, hashKey, keyPrefix } from "../../src/billing/keys.js";
+import { generateKey, storeKey } from "../../src/billing/keys.js";
 import type { EnvironmentMode, KeyKind } from "../../src/billing/tenancy.js";
 import { loadConfig } from "../../src/config.js";
 import { createDatabase } from "../../src/db/datasource.js";
@@ -44,10 +44,7 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
   };
   const key = async (environmentId: string, kind: KeyKind, mode: EnvironmentMode, revoked = false) => {
     const k = generateKey(kind, mode);
-    await store.insertKey(
-      { id: newId("key"), environmentId, kind, prefix: keyPrefix(k), createdAt: now, revokedAt: revoked ? now : null },
-      hashKey(k),
-    );
+    await storeKey(store, environmentId, kind, k, now, revoked);
     return k;
   };
   const a = await env("env-a", "test");
