@@ -1,5 +1,6 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
 import { isMysql } from "../columns.js";
+import { dropTables } from "./dialect.js";
 
 /** Environments, API keys and subjects. SQL generated from the entities per dialect, then reviewed. */
 export class Foundation1795000000000 implements MigrationInterface {
@@ -33,8 +34,6 @@ export class Foundation1795000000000 implements MigrationInterface {
   }
 
   async down(q: QueryRunner): Promise<void> {
-    for (const table of ["subjects", "api_keys", "environments"]) {
-      await q.query(isMysql(q.connection.driver.options.type) ? `DROP TABLE \`${table}\`` : `DROP TABLE "${table}"`);
-    }
+    await dropTables(q, ["subjects", "api_keys", "environments"]);
   }
 }

@@ -1,6 +1,5 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
-import { isMysql } from "../columns.js";
-import { dropTables, runFor } from "./dialect.js";
+import { dropTables, quoted, runFor } from "./dialect.js";
 
 /**
  * Billing: subscriptions, invoices and their lines (unique per subscription and period),
@@ -49,9 +48,8 @@ export class Billing1795000000003 implements MigrationInterface {
 
   async down(q: QueryRunner): Promise<void> {
     await dropTables(q, TABLES);
-    const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
     for (const column of ["payment_method_id", "test_clock_id"]) {
-      await q.query(`ALTER TABLE ${quote}subjects${quote} DROP COLUMN ${quote}${column}${quote}`);
+      await q.query(`ALTER TABLE ${quoted(q, "subjects")} DROP COLUMN ${quoted(q, column)}`);
     }
   }
 }

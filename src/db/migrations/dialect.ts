@@ -6,7 +6,11 @@ export async function runFor(q: QueryRunner, mysql: readonly string[], sqlite: r
   for (const sql of isMysql(q.connection.driver.options.type) ? mysql : sqlite) await q.query(sql);
 }
 
+/** An identifier quoted for the connection's dialect. */
+export function quoted(q: QueryRunner, name: string): string {
+  return isMysql(q.connection.driver.options.type) ? `\`${name}\`` : `"${name}"`;
+}
+
 export async function dropTables(q: QueryRunner, tables: readonly string[]): Promise<void> {
-  const quote = isMysql(q.connection.driver.options.type) ? "`" : '"';
-  for (const table of tables) await q.query(`DROP TABLE ${quote}${table}${quote}`);
+  for (const table of tables) await q.query(`DROP TABLE ${quoted(q, table)}`);
 }
