@@ -3,7 +3,7 @@
  * cancellation and at a rate-card change, written once per (subscription, period) — the unique
  * key makes a repeated or concurrent run unable to bill twice — and charged to the saved method.
  */
-import { chargedRates } from "../catalog/addons.js";
+import { type ChargedRates, chargedRates } from "../catalog/addons.js";
 import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCatalogStore } from "../catalog/rate-catalogs.js";
 import { coordinatesKey } from "../catalog/rates.js";
@@ -67,13 +67,20 @@ export class BillingEngine {
 
   /** Fixed charges of one cycle, in advance. */
   async fixedLines(card: RateCard, s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Promise<Line[]> {
-    const { fixed } = await this.rates(card, s.fixedRateQuantities);
+    return this.fixedLinesOf((await this.rates(card, s.fixedRateQuantities)).fixed, s);
+  }
+
+  /** Fixed charges of one cycle from rates already looked up (see rates). */
+  fixedLinesOf(fixed: ChargedRates["fixed"], s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Line[] {
     return fixed.flatMap((r) => fixedLine(r.name, r.price, dec(s.fixedRateQuantities[r.code] ?? "0"), multiplierOf(s, r.code)));
   }
 
   /** Usage of [from, to) priced by the card's usage-based rates, in arrears. */
   async usageLines(card: RateCard, s: Subscription, from: Date, to: Date): Promise<Line[]> {
-    const { usage } = await this.rates(card, s.fixedRateQuantities);
+    return this.usageLinesOf(card, (await this.rates(card, s.fixedRateQuantities)).usage, s, from, to);
+  }
+
+  private async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: Subscription, from: Date, to: Date): Promise<Line[]> {
     const metrics = await this.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: Line[] = [];
     for (const rate of usage) {
@@ -161,9 +168,10 @@ export class BillingEngine {
   /** The invoice that closes a subscription's current cycle, computed from committed usage. */
   private async closingInvoice(s: Subscription): Promise<Invoice> {
     const card = await this.card(s.environmentId, s.rateCardId);
-    const usageLines = await this.usageLines(card, s, s.usageSince, s.periodEnd);
+    const rates = await this.rates(card, s.fixedRateQuantities);
+    const usageLines = await this.usageLinesOf(card, rates.usage, s, s.usageSince, s.periodEnd);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    const fixed = s.cancelsAtEndOfCycle ? [] : await this.fixedLines(card, s);
+    const fixed = s.cancelsAtEndOfCycle ? [] : this.fixedLinesOf(rates.fixed, s);
     return this.newInvoice(s, card, `cycle:${s.cycleIndex + 1}`, [...fixed, ...usageLines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd);
   }
 

@@ -178,8 +178,8 @@ export class SubscriptionService {
 
     const now = await this.nowFor(subject);
     const draft = { ...this.newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
-    const firstLines = await this.engine.fixedLines(card, draft);
     const { fixed } = await this.engine.rates(card, terms.quantities);
+    const firstLines = this.engine.fixedLinesOf(fixed, draft);
     const free = fixed.every((r) => dec(r.price.amount.value).isZero());
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
     if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
