@@ -10,36 +10,31 @@
  *
  * Run:  npm run bench:billing   (BENCH_SUBSCRIPTIONS=10000, BENCH_SECONDS=10)
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import http from "node:http";
-import net from "node:net";
-import os from "node:os";
-import mysql from "mysql2/promise";
 import { buildServices } from "../src/app.js";
 import { newId, randomBase62 } from "../src/billing/ids.js";
 import { createDatabase } from "../src/db/datasource.js";
+import {
+  createThrowawayDatabase,
+  envNumber,
+  expectStatus200,
+  fmt,
+  fmtInt,
+  freePort,
+  machineLine,
+  markdownTable,
+  percentile,
+  progress as log,
+  restRequest,
+  runBenchmark,
+  serverEnvironment,
+  serverReportLines,
+  startChildServer,
+} from "./lib.js";
 
-const MYSQL = (process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306").replace(/\/+$/, "");
-const SUBSCRIPTIONS = Number(process.env.BENCH_SUBSCRIPTIONS || 10_000);
-const SECONDS = Number(process.env.BENCH_SECONDS || 10);
-const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
-
-function pct(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
-}
-
-async function withDatabase<T>(fn: (url: string) => Promise<T>): Promise<T> {
-  const name = `bench_${randomBase62(8).toLowerCase()}`;
-  const c = await mysql.createConnection(`${MYSQL}/`);
-  await c.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
-  try {
-    return await fn(`${MYSQL}/${name}`);
-  } finally {
-    await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
-    await c.end();
-  }
-}
+const MYSQL = process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306";
+const SUBSCRIPTIONS = Math.floor(envNumber("BENCH_SUBSCRIPTIONS", 10_000, 1));
+const SECONDS = envNumber("BENCH_SECONDS", 10, 0.1);
 
 async function parallel(n: number, total: number, fn: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
@@ -109,52 +104,16 @@ async function closeBench(url: string) {
   return { closed, seconds, perSecond: closed / seconds, invoices: Number(check.n), total: String(check.total), paid: Number(check.paid), expected, ok };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function request(agent: http.Agent, port: number, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host: "127.0.0.1", port, method, path, agent, headers: { "x-api-key": key, "content-type": "application/json" } }, (res) => {
-      let data = "";
-      res.on("data", (c) => (data += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: data }));
-    });
-    req.on("error", reject);
-    if (payload) req.write(payload);
-    req.end();
-  });
-}
-
 /** B. Billing-state latency with and without ingestion running. */
 async function stateBench(url: string) {
   const port = await freePort();
   const key = `sk_test_${randomBase62(24)}`;
-  const child: ChildProcess = spawn(process.execPath, ["--max-old-space-size=192", "--import", "tsx", "src/main.ts"], {
-    env: { PATH: process.env.PATH, DATABASE_URL: url, PORT: String(port), BILLING_BOOTSTRAP_API_KEY: key, LOG_LEVEL: "warn" },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const server = await startChildServer(serverEnvironment(process.env, { DATABASE_URL: url, PORT: String(port), BILLING_BOOTSTRAP_API_KEY: key, LOG_LEVEL: "warn" }));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   try {
-    for (let i = 0; ; i++) {
-      try {
-        if ((await request(agent, port, key, "GET", "/healthz")).status === 200) break;
-      } catch {
-        // not up yet
-      }
-      if (i > 200) throw new Error("server did not start");
-      await new Promise((r) => setTimeout(r, 100));
-    }
     const call = async (method: string, path: string, body?: unknown) => {
-      const r = await request(agent, port, key, method, path, body);
-      if (r.status !== 200) throw new Error(`${method} ${path}: ${r.status} ${r.body}`);
+      const r = await restRequest(agent, port, method, path, body === undefined ? undefined : JSON.stringify(body), key);
+      expectStatus200(r);
       return JSON.parse(r.body);
     };
     const metric = await call("POST", "/pricing-metrics", { event_name: "api", name: "API", unit: "call", aggregation: { aggregation_type: "sum", value_field: "n" } });
@@ -176,7 +135,7 @@ async function stateBench(url: string) {
         lat.push(Number(process.hrtime.bigint() - t) / 1e6);
         if (!r.has_active_subscription) throw new Error("no active subscription in billing state");
       }
-      return lat.sort((a, b) => a - b);
+      return Float64Array.from(lat).sort();
     };
     log("B: billing state without ingestion");
     const idle = await read(Math.max(3, SECONDS / 2));
@@ -205,34 +164,53 @@ async function stateBench(url: string) {
     await ingest;
     const rate = sent / ((Date.now() - t0) / 1000);
     const final = await call("GET", `/customer-access/reader/billing-state`);
-    return { idle, busy, rate, used: final.usage_data[0].used_units, writers: writers.length };
+    return { idle, busy, rate, used: final.usage_data[0].used_units, writers: writers.length, server };
   } finally {
     agent.destroy();
-    child.kill("SIGTERM");
-    await new Promise((r) => child.once("exit", r));
+    await server.stop();
   }
 }
 
-const cpus = os.cpus();
-const [{ v: version }] = (await (await mysql.createConnection(`${MYSQL}/`)).query("SELECT VERSION() AS v"))[0] as { v: string }[];
-const a = await withDatabase(closeBench);
-const b = await withDatabase(stateBench);
-const f = (n: number) => n.toFixed(2);
-process.stdout.write(`### Billing: closing due cycles, and billing state under ingestion
+/** A fresh database for `fn`, dropped afterwards. */
+async function withDatabase<T>(fn: (url: string) => Promise<T>): Promise<{ result: T; version: string }> {
+  const db = await createThrowawayDatabase(MYSQL);
+  try {
+    return { result: await fn(db.url), version: db.version };
+  } finally {
+    await db.drop();
+  }
+}
 
-Machine: ${cpus.length} CPUs (${cpus[0]?.model.trim()}), Node ${process.version}; MariaDB ${version} on the same machine.
-
-| Case | Result |
-|---|--:|
-| Subscriptions falling due at once | ${a.closed.toLocaleString("en")} |
-| Time to invoice them all (scheduler path, 16 in flight, batches of 100) | ${a.seconds.toFixed(2)} s |
-| **Subscriptions invoiced per second** | **${Math.round(a.perSecond).toLocaleString("en")}** (goal ≥ 1,000) |
-| Invoices written / paid / total checked | ${a.invoices.toLocaleString("en")} / ${a.paid.toLocaleString("en")} / ${a.ok ? "exact" : `MISMATCH (got ${a.total}, expected ${a.expected})`} |
-
-| Billing state (\`GET /customer-access/{id}/billing-state\`) | p50 ms | p99 ms | reads |
-|---|--:|--:|--:|
-| no ingestion | ${f(pct(b.idle, 50))} | ${f(pct(b.idle, 99))} | ${b.idle.length} |
-| while ingesting ${Math.round(b.rate).toLocaleString("en")} events/s (REST batches of 500, 2 clients) | ${f(pct(b.busy, 50))} | ${f(pct(b.busy, 99))} | ${b.busy.length} |
-`);
-if (!a.ok) process.exit(1);
-process.exit(0);
+await runBenchmark(async () => {
+  const { result: a, version } = await withDatabase(closeBench);
+  const { result: b } = await withDatabase(stateBench);
+  const ms = (sorted: Float64Array, p: number) => fmt(percentile(sorted, p), 2);
+  const lines = [
+    "### Billing: closing due cycles, and billing state under ingestion",
+    "",
+    machineLine(version),
+    "",
+    ...markdownTable(
+      ["Case", "Result"],
+      [
+        ["Subscriptions falling due at once", fmtInt(a.closed)],
+        ["Time to invoice them all (scheduler path, 16 in flight, batches of 100)", `${fmt(a.seconds, 2)} s`],
+        ["**Subscriptions invoiced per second**", `**${fmtInt(a.perSecond)}** (goal ≥ 1,000)`],
+        ["Invoices written / paid / total checked", `${fmtInt(a.invoices)} / ${fmtInt(a.paid)} / ${a.ok ? "exact" : `MISMATCH (got ${a.total}, expected ${a.expected})`}`],
+      ],
+    ),
+    "",
+    ...markdownTable(
+      ["Billing state (`GET /customer-access/{id}/billing-state`)", "p50 ms", "p99 ms", "reads"],
+      [
+        ["no ingestion", ms(b.idle, 0.5), ms(b.idle, 0.99), fmtInt(b.idle.length)],
+        [`while ingesting ${fmtInt(b.rate)} events/s (REST batches of 500, 2 clients)`, ms(b.busy, 0.5), ms(b.busy, 0.99), fmtInt(b.busy.length)],
+      ],
+    ),
+    "",
+    ...serverReportLines(await b.server.stop(), b.server.problems),
+    "",
+  ];
+  process.stdout.write(lines.join("\n"));
+  return a.ok ? 0 : 1;
+});
