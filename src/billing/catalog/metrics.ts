@@ -3,6 +3,7 @@ import { NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
+import { checkText } from "./rates.js";
 import { AGGREGATION_TYPES, type AggregationType, type PricingMetric } from "./types.js";
 
 export interface PricingMetricStore {
@@ -32,10 +33,7 @@ export class PricingMetricService {
 
   async create(caller: Caller, input: CreatePricingMetricInput): Promise<PricingMetric> {
     const v = new Violations();
-    for (const [field, value] of [["event_name", input.eventName], ["name", input.name], ["unit", input.unit]] as const) {
-      if (value.trim() === "") v.add(field, "is required");
-      else if (value.length > 255) v.add(field, "must have at most 255 characters");
-    }
+    for (const [field, value] of [["event_name", input.eventName], ["name", input.name], ["unit", input.unit]] as const) checkText(v, field, value, 255, true);
     if (input.dimensions.length > MAX_DIMENSIONS) v.add("dimensions", `must have at most ${MAX_DIMENSIONS} entries`);
     const seen = new Set<string>();
     input.dimensions.forEach((d, i) => {

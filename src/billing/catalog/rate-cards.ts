@@ -5,9 +5,9 @@ import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { PricingMetricStore } from "./metrics.js";
-import { checkRates } from "./rates.js";
+import { checkBillingInterval, checkRates, checkText } from "./rates.js";
 import type { RateCatalogStore } from "./rate-catalogs.js";
-import { BILLING_INTERVALS, type BillingInterval, type RateCard, type RatesInput } from "./types.js";
+import type { BillingInterval, RateCard, RatesInput } from "./types.js";
 
 export interface RateCardStore {
   /**
@@ -43,12 +43,9 @@ export class RateCardService {
 
   async create(caller: Caller, input: CreateRateCardInput): Promise<RateCard> {
     const v = new Violations();
-    if (input.name.trim() === "") v.add("name", "is required");
-    else if (input.name.length > 255) v.add("name", "must have at most 255 characters");
-    if ((input.description ?? "").length > 2000) v.add("description", "must have at most 2000 characters");
-    if (!BILLING_INTERVALS.includes(input.billingInterval as BillingInterval)) {
-      v.add("billing_interval", input.billingInterval === "" ? "is required: monthly or yearly" : "must be monthly or yearly");
-    }
+    checkText(v, "name", input.name, 255, true);
+    checkText(v, "description", input.description ?? "", 2000, false);
+    checkBillingInterval(input.billingInterval, v);
     checkMetadata(input.metadata, v.at("metadata"));
     let catalogCurrency: string | null = null;
     if (input.rateCatalogId !== undefined) {

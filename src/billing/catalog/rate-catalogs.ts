@@ -4,9 +4,9 @@ import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { PricingMetricStore } from "./metrics.js";
-import { checkRates } from "./rates.js";
+import { checkBillingInterval, checkRates, checkText } from "./rates.js";
 import { metricIdsOf } from "./rate-cards.js";
-import { BILLING_INTERVALS, type BillingInterval, type CatalogRate, type RateCatalog, type RateSet, type RatesInput } from "./types.js";
+import type { BillingInterval, CatalogRate, RateCatalog, RateSet, RatesInput } from "./types.js";
 
 export interface RateCatalogStore {
   insert(catalog: RateCatalog): Promise<void>;
@@ -34,9 +34,8 @@ export class RateCatalogService {
 
   async create(caller: Caller, input: { name: string; description: string }): Promise<RateCatalog> {
     const v = new Violations();
-    if (input.name.trim() === "") v.add("name", "is required");
-    else if (input.name.length > 255) v.add("name", "must have at most 255 characters");
-    if (input.description.length > 2000) v.add("description", "must have at most 2000 characters");
+    checkText(v, "name", input.name, 255, true);
+    checkText(v, "description", input.description, 2000, false);
     v.throwIfAny();
     const catalog: RateCatalog = {
       id: newId("rcat"),
@@ -67,16 +66,14 @@ export class RateCatalogService {
   async addRates(caller: Caller, catalogId: string, input: RatesInput & { billingInterval: string }): Promise<RateCatalog> {
     const catalog = await this.get(caller, catalogId);
     const v = new Violations();
-    const interval = input.billingInterval as BillingInterval;
-    const validInterval = BILLING_INTERVALS.includes(interval);
-    if (!validInterval) v.add("billing_interval", input.billingInterval === "" ? "is required: monthly or yearly" : "must be monthly or yearly");
+    const interval = checkBillingInterval(input.billingInterval, v);
     if (input.fixedRates.length + input.usageBasedRates.length === 0) v.add("", "give at least one rate in fixed_rates or usage_based_rates");
-    const taken = validInterval ? await this.catalogs.codes(caller.environmentId, catalog.id, interval) : new Set<string>();
+    const taken = interval ? await this.catalogs.codes(caller.environmentId, catalog.id, interval) : new Set<string>();
     const metrics = new Map((await this.metrics.getMany(caller.environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
     const rates = checkRates(input, { metrics, takenCodes: taken, currency: catalog.currency, owner: "rate catalog" }, v);
     v.throwIfAny();
     try {
-      return await this.catalogs.addRates(caller.environmentId, catalog.id, interval, rates);
+      return await this.catalogs.addRates(caller.environmentId, catalog.id, interval as BillingInterval, rates);
     } catch (err) {
       if (err instanceof FailedPreconditionError) {
         invalid("", `the rate catalog's prices and rate cards use another currency than ${rates.currency}`);

@@ -6,7 +6,7 @@
 import type { Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { checkPrice, checkWhole } from "./prices.js";
-import type { Dimension, FixedRate, MatrixCell, Price, PricingMetric, RateSet, RatesInput, UsageRate } from "./types.js";
+import { BILLING_INTERVALS, type BillingInterval, type Dimension, type FixedRate, type MatrixCell, type Price, type PricingMetric, type RateSet, type RatesInput, type UsageRate } from "./types.js";
 
 export const MAX_RATES = 500;
 export const MAX_CELLS = 2000;
@@ -31,9 +31,17 @@ export function coordinatesKey(coordinates: Record<string, string>): string {
   return JSON.stringify(Object.keys(coordinates).sort().map((k) => [k, coordinates[k]]));
 }
 
-function checkText(v: Violations, field: string, value: string, max: number, required: boolean): void {
+/** A text field: required (not blank) when `required`, at most `max` characters. */
+export function checkText(v: Violations, field: string, value: string, max: number, required: boolean): void {
   if (required && value.trim() === "") v.add(field, "is required");
   else if (value.length > max) v.add(field, `must have at most ${max} characters`);
+}
+
+/** The billing interval, or undefined (and a violation) when it is not monthly or yearly. */
+export function checkBillingInterval(value: string, v: Violations): BillingInterval | undefined {
+  if (BILLING_INTERVALS.includes(value as BillingInterval)) return value as BillingInterval;
+  v.add("billing_interval", value === "" ? "is required: monthly or yearly" : "must be monthly or yearly");
+  return undefined;
 }
 
 export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): RateSet {
