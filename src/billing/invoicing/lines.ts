@@ -78,10 +78,12 @@ export function dimensionalLines(
   multiplier: Decimal,
   keyOf: (coordinates: Record<string, string>) => string,
 ): Line[] {
-  const usedByKey = new Map<string, Decimal>();
+  // Per combination: its coordinates, what was used, and whether any of it was non-zero.
+  const usedByKey = new Map<string, { coordinates: Record<string, string>; used: Decimal; nonZero: boolean }>();
   for (const u of usage) {
     const k = keyOf(u.coordinates);
-    usedByKey.set(k, (usedByKey.get(k) ?? ZERO).plus(u.used));
+    const prev = usedByKey.get(k);
+    usedByKey.set(k, { coordinates: prev?.coordinates ?? u.coordinates, used: (prev?.used ?? ZERO).plus(u.used), nonZero: (prev?.nonZero ?? false) || !u.used.isZero() });
   }
   const cellKeys = new Set(cells.map((c) => keyOf(c.coordinates)));
   // Included units go first to the most expensive cells (a stable sort keeps matrix order on ties).
@@ -89,7 +91,7 @@ export function dimensionalLines(
   let left = included;
   const billable = new Map<number, Decimal>();
   for (const { cell, i } of ranked) {
-    const used = usedByKey.get(keyOf(cell.coordinates)) ?? ZERO;
+    const used = usedByKey.get(keyOf(cell.coordinates))?.used ?? ZERO;
     const covered = Decimal0Max(used).lt(left) ? Decimal0Max(used) : left;
     left = left.minus(covered);
     billable.set(i, Decimal0Max(used.minus(covered)));
@@ -103,15 +105,8 @@ export function dimensionalLines(
     out.push(line(`${name} (${describe(cell.coordinates)})`, p.quantity, p.unitAmount));
   });
   // Usage of a combination that has no cell: billed at zero, and named.
-  const unpriced = [...usage].filter((u) => !cellKeys.has(keyOf(u.coordinates)) && !u.used.isZero());
-  unpriced.sort((a, b) => (keyOf(a.coordinates) < keyOf(b.coordinates) ? -1 : 1));
-  const seen = new Set<string>();
-  for (const u of unpriced) {
-    const k = keyOf(u.coordinates);
-    if (seen.has(k)) continue;
-    seen.add(k);
-    out.push(line(`${name} (${describe(u.coordinates)}: no price for this combination)`, usedByKey.get(k) ?? u.used, ZERO));
-  }
+  const unpriced = [...usedByKey].filter(([k, u]) => !cellKeys.has(k) && u.nonZero).sort(([a], [b]) => (a < b ? -1 : 1));
+  for (const [, u] of unpriced) out.push(line(`${name} (${describe(u.coordinates)}: no price for this combination)`, u.used, ZERO));
   return out;
 }
 

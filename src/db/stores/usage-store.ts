@@ -52,12 +52,12 @@ export async function upsertRollups(em: EntityManager, dialect: Dialect, contrib
   for (const [sql, params] of rollupStatements(dialect, contributions)) await em.query(sql, [...params]);
 }
 
+/** Each grain's totals table. */
+const TOTALS_TABLE: Record<Grain, string> = { hour: "usage_rollups", minute: "usage_rollups_minute" };
+
 /** The statements that add contributions to the hourly and minute totals (insert or add). */
 export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
-  return [
-    ...upsertInto(dialect, "usage_rollups", contributions.filter((c) => c.grain === "hour")),
-    ...upsertInto(dialect, "usage_rollups_minute", contributions.filter((c) => c.grain === "minute")),
-  ];
+  return (["hour", "minute"] as const).flatMap((grain) => upsertInto(dialect, TOTALS_TABLE[grain], contributions.filter((c) => c.grain === grain)));
 }
 
 function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
@@ -236,7 +236,7 @@ export class SqlUsageStore implements UsageStore {
   }
 
   async rollups(metricId: string, subjectId: string, from: number, to: number, grain: Grain = "hour"): Promise<StoredRollup[]> {
-    const table = grain === "hour" ? "usage_rollups" : "usage_rollups_minute";
+    const table = TOTALS_TABLE[grain];
     const rows: {
       bucket_start: unknown;
       dims: unknown;
