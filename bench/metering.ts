@@ -599,12 +599,14 @@ async function main(): Promise<number> {
       return rows;
     };
 
+    // The environment of the bootstrap key: the direct cases write its rows as the server would.
+    const [envRows] = await db.admin.query(`SELECT id FROM \`${db.name}\`.environments WHERE name = 'default'`);
+    const environmentId = (envRows as { id: string }[])[0]?.id;
+    if (!environmentId) throw new Error("no default environment in the database");
+
     // ---- 2d. The ceiling: the server's INSERT of the same rows, straight into a copy of the table.
     {
       await db.admin.query(`CREATE TABLE \`${db.name}\`.usage_events_ceiling LIKE \`${db.name}\`.usage_events`);
-      const [envRows] = await db.admin.query(`SELECT id FROM \`${db.name}\`.environments WHERE name = 'default'`);
-      const environmentId = (envRows as { id: string }[])[0]?.id;
-      if (!environmentId) throw new Error("no default environment in the database");
       // The statement is built as text, as the server's driver (mysql2, client-side placeholders) sends it,
       // but cheaply: the load generator shares the CPUs with MariaDB, so its own cost would lower the ceiling.
       // Every value is of the server's form: ue_ + 22 base62, a 64-hex fingerprint, DATETIME(3) text, the data as JSON.
@@ -650,8 +652,6 @@ async function main(): Promise<number> {
       for (const t of ["usage_events", "usage_rollups", "usage_rollups_minute"]) {
         await db.admin.query(`CREATE TABLE \`${db.name}\`.${t}_bound LIKE \`${db.name}\`.${t}`);
       }
-      const [envRows] = await db.admin.query(`SELECT id FROM \`${db.name}\`.environments WHERE name = 'default'`);
-      const environmentId = (envRows as { id: string }[])[0]?.id as string;
       const boundMetric: PricingMetric = {
         id: metric.id,
         environmentId,
