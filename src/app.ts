@@ -25,7 +25,8 @@ import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
-import { restServices, routes } from "./rpc/routes.js";
+import { createDirectCaller } from "./rpc/direct.js";
+import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
 
 export interface App {
@@ -77,15 +78,18 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const { engine, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
     const { timelines } = services;
 
+    const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
+    const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true };
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(authStore, config.apiKeyCacheMs))],
-      jsonOptions: { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true },
+      interceptors: [errorInterceptor(log), authInterceptor(verifier)],
+      jsonOptions,
       // The same bound as a REST body (per message on a stream): a larger request is refused
       // before it is read into memory, on every protocol.
       readMaxBytes: MAX_BODY_BYTES,
     });
-    routes(services)(router);
-    const rest = createRestGateway(restServices, router.handlers, log);
+    const specs = implementations(services);
+    routes(specs)(router);
+    const rest = createRestGateway(restServices, createDirectCaller(specs, verifier, log, jsonOptions), log);
     const health = async () => {
       await db.dataSource.query("SELECT 1");
       return true;

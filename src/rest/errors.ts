@@ -6,6 +6,8 @@
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
 import type { FieldViolation } from "../billing/errors.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { ERROR_DOMAIN } from "../rpc/errors.js";
@@ -47,22 +49,19 @@ export function sendError(res: Res, status: number, code: string, message: strin
   write(res, status, { code, message, details });
 }
 
-/** Re-renders a Connect unary error response, adding readable `debug` to known details. */
-export function renderConnectError(res: Res, status: number, bytes: Uint8Array): void {
-  let body: ConnectErrorJson;
-  try {
-    body = JSON.parse(Buffer.from(bytes).toString("utf8")) as ConnectErrorJson;
-  } catch {
-    body = { code: "internal", message: "internal error" };
-  }
+/** A Connect error as a REST response: Connect's status and error JSON, with readable `debug` on known details. */
+export function sendConnectError(res: Res, err: ConnectError): void {
+  const body = errorToJson(err, undefined) as unknown as ConnectErrorJson;
   for (const d of body.details ?? []) {
     const schema = KNOWN[d.type as keyof typeof KNOWN];
+    delete d.debug;
     if (!schema) continue;
     try {
+      // Read back from the bytes sent, so that `debug` says exactly what `value` carries.
       d.debug = toJson(schema, fromBinary(schema, Buffer.from(d.value, "base64")), { useProtoFieldName: true });
     } catch {
-      // leave the detail as Connect sent it
+      // leave the detail without debug
     }
   }
-  write(res, status, { code: body.code, message: body.message ?? "", details: body.details ?? [] });
+  write(res, codeToHttpStatus(err.code), { code: body.code, message: body.message ?? "", details: body.details ?? [] });
 }

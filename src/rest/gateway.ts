@@ -1,19 +1,18 @@
 /**
  * The REST bridge: the documented JSON paths, built from the contract's google.api.http
- * annotations, each calling the same Connect handler in-process. Authentication, validation,
- * error mapping and logging therefore run once, identically, for REST, Connect and gRPC.
+ * annotations, each calling the same method implementation in-process (rpc/direct.ts) with the
+ * same authentication, error mapping and logging as Connect and gRPC calls.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { type DescMessage, type DescMethod, type DescService, type JsonValue, getOption } from "@bufbuild/protobuf";
-import { createContextValues } from "@connectrpc/connect";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { FieldViolation } from "../billing/errors.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
 import { API_KEY_HEADER } from "../rpc/auth.js";
+import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
-import { renderConnectError, sendError } from "./errors.js";
+import { sendConnectError, sendError } from "./errors.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -92,13 +91,7 @@ function readBody(req: Req): Promise<Buffer | "too_large"> {
   });
 }
 
-async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
-  const chunks: Uint8Array[] = [];
-  if (body) for await (const c of body) chunks.push(c);
-  return Buffer.concat(chunks);
-}
-
-export function createRestGateway(services: DescService[], handlers: readonly UniversalHandler[], log: Logger) {
+export function createRestGateway(services: DescService[], call: (c: DirectCall) => Promise<DirectResult>, log: Logger) {
   const routes = buildRoutes(services);
   // Routes by their first path segment (all start with a literal one), so that a request tries a
   // handful of patterns rather than all of them; each list keeps the most-specific-first order.
@@ -107,8 +100,6 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
     const first = firstSegment(route.template);
     byFirstSegment.set(first, [...(byFirstSegment.get(first) ?? []), route]);
   }
-  const byMethod = new Map<DescMethod, UniversalHandler>();
-  for (const h of handlers) byMethod.set(h.method, h);
 
   /** Builds the request message's JSON from path parameters, the query string and the body. */
   async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res) {
@@ -179,37 +170,13 @@ export function createRestGateway(services: DescService[], handlers: readonly Un
   async function serve(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res): Promise<void> {
     const json = await requestJson(route, match, url, req, res);
     if (json === undefined) return;
-    const handler = byMethod.get(route.method);
-    if (!handler) {
-      sendError(res, 501, "unimplemented", `${route.method.parent.typeName}/${route.method.name} is not implemented`, "UNIMPLEMENTED");
-      return;
-    }
-    // The checked JSON is already canonical proto JSON (proto names, unknown fields dropped), so
-    // it goes to the handler as JSON: no re-encoding to binary and back.
-    const header = new Headers({ "content-type": "application/json", "connect-protocol-version": "1" });
     const key = req.headers[API_KEY_HEADER];
-    if (typeof key === "string") header.set(API_KEY_HEADER, key);
-    const abort = new AbortController();
-    // Abort only a call whose client went away: abort() builds a DOMException, too dear for every call.
-    res.on("close", () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    const uRes = await handler({
-      httpVersion: "1.1",
-      url: `http://localhost${handler.requestPath}`,
-      method: "POST",
-      header,
-      body: json,
-      signal: abort.signal,
-      contextValues: createContextValues(),
-    });
-    const bytes = await collect(uRes.body);
-    if (uRes.status !== 200) {
-      renderConnectError(res, uRes.status, bytes);
+    const result = await call({ method: route.method, json, apiKey: typeof key === "string" ? key : undefined, requestMethod: req.method ?? "GET", url: url.pathname });
+    if (!result.ok) {
+      sendConnectError(res, result.error);
       return;
     }
-    let out: Buffer | string = bytes;
-    if (route.responseBody !== "") out = JSON.stringify((JSON.parse(bytes.toString("utf8")) as Record<string, JsonValue>)[route.responseBody] ?? null);
+    const out = JSON.stringify(route.responseBody === "" ? result.json : (result.json[route.responseBody] ?? null));
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) });
     res.end(out);
   }

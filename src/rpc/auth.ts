@@ -3,10 +3,12 @@
  * gRPC). The key decides the environment every query is scoped to. Publishable keys reach only
  * the methods listed in PUBLISHABLE.
  */
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { PermissionDeniedError, UnauthenticatedError } from "../billing/errors.js";
 import { type AuthStore, type KeyWithEnvironment, callerOf, hashKey } from "../billing/keys.js";
 import { toConnectError } from "./errors.js";
+import type { Caller } from "../billing/tenancy.js";
 import { callerKey } from "./context.js";
 
 /** Services that need no key: liveness and server reflection. */
@@ -44,24 +46,33 @@ export class KeyVerifier {
   }
 }
 
+/**
+ * The caller of `service`/`method` holding `key` (the X-API-Key value), or undefined for the
+ * services that need no key; throws the Connect error for a missing, unknown, revoked or
+ * publishable-where-secret-is-needed key. The Connect interceptor and the REST bridge both call it.
+ */
+export async function authenticate(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Caller | undefined> {
+  if (PUBLIC_SERVICES.has(service.typeName)) return undefined;
+  const trimmed = key?.trim();
+  if (!trimmed) {
+    throw toConnectError(new UnauthenticatedError("API_KEY_MISSING", "missing API key: send it in the X-API-Key header"));
+  }
+  const found = await verifier.verify(trimmed);
+  if (!found) {
+    throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
+  }
+  if (found.key.kind === "publishable" && !PUBLISHABLE.has(`${service.typeName}/${method.name}`)) {
+    throw toConnectError(
+      new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"),
+    );
+  }
+  return callerOf(found);
+}
+
 export function authInterceptor(verifier: KeyVerifier): Interceptor {
   return (next) => async (req) => {
-    if (PUBLIC_SERVICES.has(req.service.typeName)) return next(req);
-    const key = req.header.get(API_KEY_HEADER)?.trim();
-    if (!key) {
-      throw toConnectError(new UnauthenticatedError("API_KEY_MISSING", "missing API key: send it in the X-API-Key header"));
-    }
-    const found = await verifier.verify(key);
-    if (!found) {
-      throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
-    }
-    const method = `${req.service.typeName}/${req.method.name}`;
-    if (found.key.kind === "publishable" && !PUBLISHABLE.has(method)) {
-      throw toConnectError(
-        new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"),
-      );
-    }
-    req.contextValues.set(callerKey, callerOf(found));
+    const caller = await authenticate(verifier, req.service, req.method, req.header.get(API_KEY_HEADER) ?? undefined);
+    if (caller) req.contextValues.set(callerKey, caller);
     return next(req);
   };
 }

@@ -59,24 +59,30 @@ function withReason(err: ConnectError): ConnectError {
 }
 
 /**
- * Wraps every call: domain errors become their code; anything unexpected becomes `internal`
- * with the message "internal error" (the cause is logged, never sent).
+ * What a caller is told of an error: domain errors become their code; anything unexpected
+ * becomes `internal` with the message "internal error" (the cause is logged under `rpc`, never
+ * sent). The Connect interceptor and the REST bridge both call it.
  */
+export function publicError(err: unknown, log: Logger, rpc: string): ConnectError {
+  if (err instanceof BillingErrorClass) return toConnectError(err);
+  if (err instanceof ConnectError) {
+    if (err.code === Code.Internal || err.code === Code.Unknown) {
+      log.error("rpc failed", { rpc, err: err.cause ?? err });
+      return new ConnectError("internal error", Code.Internal);
+    }
+    return withReason(err);
+  }
+  log.error("rpc failed", { rpc, err });
+  return new ConnectError("internal error", Code.Internal);
+}
+
+/** Wraps every Connect, gRPC and gRPC-Web call with publicError. */
 export function errorInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
-      if (err instanceof BillingErrorClass) throw toConnectError(err);
-      if (err instanceof ConnectError) {
-        if (err.code === Code.Internal || err.code === Code.Unknown) {
-          log.error("rpc failed", { rpc: req.url, err: err.cause ?? err });
-          throw new ConnectError("internal error", Code.Internal);
-        }
-        throw withReason(err);
-      }
-      log.error("rpc failed", { rpc: req.url, err });
-      throw new ConnectError("internal error", Code.Internal);
+      throw publicError(err, log, req.url);
     }
   };
 }

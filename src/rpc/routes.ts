@@ -1,7 +1,7 @@
 /** Registers every service on one router: the single list of what the server serves. */
-import type { DescFile } from "@bufbuild/protobuf";
+import type { DescFile, DescService } from "@bufbuild/protobuf";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
-import type { ConnectRouter } from "@connectrpc/connect";
+import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
@@ -76,19 +76,29 @@ export const restServices = [
   HealthService,
 ];
 
-export function routes(services: Services) {
+/** A service with its implementation, checked against the service's methods. */
+const spec = <T extends DescService>(service: T, impl: ServiceImpl<T>): ServiceImplSpec => createServiceImplSpec(service, impl as never);
+
+/** Every served service with its implementation: the one list both the router and the REST bridge use. */
+export function implementations(services: Services): ServiceImplSpec[] {
+  return [
+    spec(HealthService, healthService()),
+    spec(SubjectService, subjectService(services.subjects)),
+    spec(PricingMetricService, pricingMetricService(services.metrics, services.summaries)),
+    spec(UsageEventService, usageEventService(services.ingest)),
+    spec(SubscriptionService, subscriptionService(services.subscriptions)),
+    spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
+    spec(InvoiceService, invoiceService(services.subscriptions)),
+    spec(CustomerAccessService, customerAccessService(services.subscriptions)),
+    spec(TestClockService, testClockService(services.subscriptions)),
+    spec(RateCardService, rateCardService(services.cards)),
+    spec(RateCatalogService, rateCatalogService(services.catalogs)),
+    spec(ServerReflection, reflectionService(servedFiles)),
+  ];
+}
+
+export function routes(specs: ServiceImplSpec[]) {
   return (router: ConnectRouter) => {
-    router.service(HealthService, healthService());
-    router.service(SubjectService, subjectService(services.subjects));
-    router.service(PricingMetricService, pricingMetricService(services.metrics, services.summaries));
-    router.service(UsageEventService, usageEventService(services.ingest));
-    router.service(SubscriptionService, subscriptionService(services.subscriptions));
-    router.service(SubscriptionTimelineService, subscriptionTimelineService(services.timelines));
-    router.service(InvoiceService, invoiceService(services.subscriptions));
-    router.service(CustomerAccessService, customerAccessService(services.subscriptions));
-    router.service(TestClockService, testClockService(services.subscriptions));
-    router.service(RateCardService, rateCardService(services.cards));
-    router.service(RateCatalogService, rateCatalogService(services.catalogs));
-    router.service(ServerReflection, reflectionService(servedFiles));
+    for (const spec of specs) for (const m of Object.values(spec.methods)) router.rpc(m.method, m.impl as never);
   };
 }
