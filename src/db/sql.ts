@@ -4,7 +4,7 @@
  * transactions in flight at once would run inside each other; so on SQLite every call is queued
  * behind the running transaction (SQLite serialises writers anyway).
  */
-import type { DataSource, EntityManager, QueryRunner } from "typeorm";
+import type { DataSource, EntityManager } from "typeorm";
 import type { Dialect } from "./columns.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
@@ -79,6 +79,20 @@ export function groupBySize<T>(list: readonly T[], sizeOf: (item: T) => number, 
   return out;
 }
 
+/** The driver's own pooled connection (mysql2's callback API), as TypeORM's MySQL driver holds it. */
+interface RawConnection {
+  query(sql: string, values: unknown[], cb: (err: Error | null, result: unknown) => void): void;
+  release(): void;
+  destroy(): void;
+}
+interface RawPool {
+  getConnection(cb: (err: Error | null, conn: RawConnection) => void): void;
+}
+
+function rawQuery(conn: RawConnection, sql: string, values: unknown[]): Promise<unknown> {
+  return new Promise((resolve, reject) => conn.query(sql, values, (err, result) => (err ? reject(err) : resolve(result))));
+}
+
 /** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
 class MysqlPipeline implements Pipeline {
   private deferred: Statement[] = [];
@@ -86,7 +100,7 @@ class MysqlPipeline implements Pipeline {
   sent = false;
 
   constructor(
-    private readonly runner: QueryRunner,
+    private readonly conn: RawConnection,
     readCommitted: boolean,
   ) {
     this.begin = [...(readCommitted ? [["SET TRANSACTION ISOLATION LEVEL READ COMMITTED", []] as const] : []), ["START TRANSACTION", []]];
@@ -103,7 +117,7 @@ class MysqlPipeline implements Pipeline {
     for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
       const params: unknown[] = [];
       for (const [, list] of packet) for (const v of list) params.push(v);
-      const raw: unknown = await this.runner.query(packet.map(([sql]) => sql).join(";\n"), params);
+      const raw: unknown = await rawQuery(this.conn, packet.map(([sql]) => sql).join(";\n"), params);
       // mysql2 answers a single statement with its result, several with one result per statement.
       if (packet.length === 1) results.push(raw);
       else results.push(...(raw as unknown[]));
@@ -186,18 +200,25 @@ export class Sql {
         return out;
       });
     }
-    const runner = this.dataSource.createQueryRunner("master");
-    const p = new MysqlPipeline(runner, options.readCommitted ?? false);
+    // The pool's connection itself rather than a TypeORM QueryRunner: the runner's bookkeeping
+    // per query (events, logging, timing) cost as much client CPU as the round trip (about
+    // 170 us each here), and ingestion makes three of them per transaction.
+    const pool = (this.dataSource.driver as unknown as { pool: RawPool }).pool;
+    const conn = await new Promise<RawConnection>((resolve, reject) => pool.getConnection((err, c) => (err ? reject(err) : resolve(c))));
+    const p = new MysqlPipeline(conn, options.readCommitted ?? false);
+    let reusable = true;
     try {
       const out = await fn(p);
       await p.commit();
       return out;
     } catch (err) {
-      // A failed statement stops the rest of its packet (COMMIT included); undo what ran.
-      if (p.sent) await runner.query("ROLLBACK").catch(() => undefined);
+      // A failed statement stops the rest of its packet (COMMIT included); undo what ran. A
+      // connection that cannot even roll back is not given back to the pool.
+      if (p.sent) await rawQuery(conn, "ROLLBACK", []).catch(() => (reusable = false));
       throw err;
     } finally {
-      await runner.release();
+      if (reusable) conn.release();
+      else conn.destroy();
     }
   }
 }
