@@ -17,7 +17,7 @@ export function mayBeSubjectId(key: string): boolean {
  * one unique key (an `id = ? OR external_id_key = ?` query ran as a slower index merge).
  */
 export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: string, columns: string): Promise<T | undefined> {
-  const run = (where: string) => sql.run((em) => em.query(`SELECT ${columns} FROM subjects WHERE ${where} LIMIT 1`, [environmentId, key]) as Promise<T[]>);
+  const run = (where: string) => sql.query<T[]>(`SELECT ${columns} FROM subjects WHERE ${where} LIMIT 1`, [environmentId, key]);
   const byId = mayBeSubjectId(key) ? (await run("environment_id = ? AND id = ? AND deleted_at IS NULL"))[0] : undefined;
   return byId ?? (await run("environment_id = ? AND external_id_key = ?"))[0];
 }

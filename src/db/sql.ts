@@ -181,6 +181,17 @@ export class Sql {
     return this.queued(() => fn(this.dataSource.manager));
   }
 
+  /**
+   * One plain statement outside a transaction: the hot reads (a subject, an API key, usage
+   * totals). On MySQL it goes straight through the pool's mysql2 connection: TypeORM's per-query
+   * bookkeeping cost the client as much CPU as the round trip itself (about 170 us each here).
+   */
+  query<T>(sql: string, params: readonly unknown[]): Promise<T> {
+    if (this.dialect === "sqlite") return this.queued(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>);
+    const pool = (this.dataSource.driver as unknown as { pool: RawPool & { query: RawConnection["query"] } }).pool;
+    return new Promise((resolve, reject) => pool.query(sql, [...params], (err, result) => (err ? reject(err) : resolve(result as T))));
+  }
+
   /** `fn` in one transaction: all of it is committed, or none. */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     return this.queued(() => this.dataSource.transaction(fn));

@@ -29,11 +29,9 @@ export class SqlAuthStore implements AuthStore {
 
   async findKeyByHash(hash: string): Promise<KeyWithEnvironment | undefined> {
     // Plain SQL, one round trip: this runs on every authenticated call.
-    const rows: (ApiKeyRow & { env_name: string; env_mode: string; env_created_at: unknown })[] = await this.sql.run((em) =>
-      em.query(
-        "SELECT k.id, k.environment_id, k.kind, k.prefix, k.created_at, k.revoked_at, e.name AS env_name, e.mode AS env_mode, e.created_at AS env_created_at FROM api_keys k JOIN environments e ON e.id = k.environment_id WHERE k.key_hash = ?",
-        [hash],
-      ),
+    const rows: (ApiKeyRow & { env_name: string; env_mode: string; env_created_at: unknown })[] = await this.sql.query(
+      "SELECT k.id, k.environment_id, k.kind, k.prefix, k.created_at, k.revoked_at, e.name AS env_name, e.mode AS env_mode, e.created_at AS env_created_at FROM api_keys k JOIN environments e ON e.id = k.environment_id WHERE k.key_hash = ?",
+      [hash],
     );
     const r = rows[0];
     if (!r) return undefined;

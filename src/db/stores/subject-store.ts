@@ -35,11 +35,9 @@ export class SqlSubjectStore implements SubjectStore {
   async insert(s: Subject): Promise<void> {
     const at = dbTime(s.createdAt);
     try {
-      await this.sql.run((em) =>
-        em.query(
-          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
-        ),
+      await this.sql.query(
+        "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
       );
     } catch (err) {
       if (isUniqueViolation(err)) {

@@ -246,11 +246,9 @@ export class SqlUsageStore implements UsageStore {
       last_value: unknown;
       last_at: unknown;
       last_key: string | null;
-    }[] = await this.sql.run((em) =>
-      em.query(
-        `SELECT bucket_start, dims, sum_value, event_count, max_value, last_value, last_at, last_key FROM ${table} WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ?`,
-        [metricId, subjectId, dbTime(new Date(from)), dbTime(new Date(to))],
-      ),
+    }[] = await this.sql.query(
+      `SELECT bucket_start, dims, sum_value, event_count, max_value, last_value, last_at, last_key FROM ${table} WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ?`,
+      [metricId, subjectId, dbTime(new Date(from)), dbTime(new Date(to))],
     );
     return rows.map((r) => ({
       bucketStart: fromDbTime(r.bucket_start).getTime(),
@@ -263,11 +261,9 @@ export class SqlUsageStore implements UsageStore {
   }
 
   async rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]> {
-    const rows: { occurred_at: unknown; idempotency_key: string; data: unknown }[] = await this.sql.run((em) =>
-      em.query(
-        "SELECT occurred_at, idempotency_key, data FROM usage_events WHERE subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ?",
-        [subjectId, eventName, dbTime(new Date(from)), dbTime(new Date(to))],
-      ),
+    const rows: { occurred_at: unknown; idempotency_key: string; data: unknown }[] = await this.sql.query(
+      "SELECT occurred_at, idempotency_key, data FROM usage_events WHERE subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ?",
+      [subjectId, eventName, dbTime(new Date(from)), dbTime(new Date(to))],
     );
     return rows.map((r) => ({ occurredAt: fromDbTime(r.occurred_at).getTime(), idempotencyKey: r.idempotency_key, data: fromJsonText(r.data) }));
   }
