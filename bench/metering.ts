@@ -66,6 +66,7 @@ import { dbTime } from "../src/db/raw.js";
 import { rollupStatements } from "../src/db/stores/usage-store.js";
 import { UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
 import {
+  LeanHttpPool,
   type LoopResult,
   type RestResponse,
   RssSampler,
@@ -425,12 +426,14 @@ async function main(): Promise<number> {
   let rss: RssSampler | undefined;
   const pools: mysql.Pool[] = [];
   const agents: http.Agent[] = [];
+  const leanPools: LeanHttpPool[] = [];
   let sessionManager: Http2SessionManager | undefined;
   let cleaned: Promise<void> | undefined;
   const cleanup = () =>
     (cleaned ??= (async () => {
       rss?.stop();
       for (const a of agents) a.destroy();
+      for (const p of leanPools) p.close();
       sessionManager?.abort();
       await Promise.allSettled(pools.map((p) => p.end()));
       if (server) {
@@ -542,32 +545,30 @@ async function main(): Promise<number> {
     // ---- 2a. Single-event REST.
     {
       const c = settings.singleConcurrency;
-      const agent = new http.Agent({ keepAlive: true, maxSockets: c });
-      agents.push(agent);
+      const client = new LeanHttpPool(port, c);
+      leanPools.push(client);
       progress(`REST POST /usage-events, concurrency ${c}: ${caseNote}`);
       await ph.begin();
-      const r = await loop(c, async () => checkSingle(await restRequest(agent, port, "POST", "/usage-events", JSON.stringify(restEvent(gen.next())), API_KEY)));
+      const r = await loop(c, async () => checkSingle(await client.request("POST", "/usage-events", JSON.stringify(restEvent(gen.next())), API_KEY)));
       await ph.end(`single, c=${c}`);
       ingest.push(fromLoop("REST `POST /usage-events` (1 event)", "single", 1, r));
       progress(`  ${fmt(r.rps, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
-      agent.destroy();
+      client.close();
       assertRunning("single-event ingest");
     }
 
     // ---- 2b. Batch REST.
     const batchBody = (events: Ev[]) => JSON.stringify({ events: events.map(restEvent) });
     for (const c of settings.batchConcurrencies) {
-      const agent = new http.Agent({ keepAlive: true, maxSockets: c });
-      agents.push(agent);
+      const client = new LeanHttpPool(port, c, LONG_TIMEOUT_MS);
+      leanPools.push(client);
       progress(`REST POST /usage-events/batch (${settings.batchSize} events), concurrency ${c}: ${caseNote}`);
       await ph.begin();
-      const r = await loop(c, async () =>
-        checkBatch(await restRequest(agent, port, "POST", "/usage-events/batch", batchBody(gen.take(settings.batchSize)), API_KEY, LONG_TIMEOUT_MS), settings.batchSize),
-      );
+      const r = await loop(c, async () => checkBatch(await client.request("POST", "/usage-events/batch", batchBody(gen.take(settings.batchSize)), API_KEY), settings.batchSize));
       await ph.end(`batch ${settings.batchSize}, c=${c}`);
       ingest.push(fromLoop(`REST \`POST /usage-events/batch\` (${settings.batchSize} events)`, "batch", settings.batchSize, r));
       progress(`  ${fmt(r.rps * settings.batchSize, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
-      agent.destroy();
+      client.close();
       assertRunning("batch ingest");
     }
 
@@ -936,7 +937,7 @@ function report(info: {
     `Ingest: closed loop, ${settings.warmupSeconds} s warm-up + ${settings.seconds} s measured per case (throughput counts requests completed inside the window); ` +
       `events go round-robin to ${settings.subjects} subjects and 3 regions, at random times of the current month, with unique idempotency keys; ` +
       `one pricing metric reads them (sum of \`n\`, dimension \`region\`). An event counts once its request answered: the API answers after the commit. ` +
-      `REST over HTTP/1.1 keep-alive (one connection per worker), gRPC over one HTTP/2 connection. Server LOG_LEVEL=${settings.serverLogLevel}` +
+      `REST over HTTP/1.1 keep-alive, one connection per worker, written and read by a lean client (bench/lib.ts LeanHttpConnection: Node's http client cost the shared CPUs twice as much); gRPC over one HTTP/2 connection. Server LOG_LEVEL=${settings.serverLogLevel}` +
       `${settings.serverNodeArgs.length > 0 ? `, node options ${settings.serverNodeArgs.join(" ")}` : ""}.`,
     "",
   );
