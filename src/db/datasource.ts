@@ -87,13 +87,20 @@ export async function createDatabase(url: string, options: { poolSize?: number }
     type: "better-sqlite3",
     database: path,
     enableWAL: true,
-    prepareDatabase: (db: { function: (name: string, opts: object, fn: (...a: unknown[]) => unknown) => void; pragma: (s: string) => unknown }) => {
+    prepareDatabase: (db: {
+      function: (name: string, opts: object, fn: (...a: unknown[]) => unknown) => void;
+      aggregate: (name: string, opts: { start: unknown; step: (acc: unknown, v: unknown) => unknown }) => void;
+      pragma: (s: string) => unknown;
+    }) => {
       db.pragma("busy_timeout = 5000");
       // SQLite's own lower() folds ASCII only; search must ignore case for every script, as on MySQL.
       db.function("lower", { deterministic: true }, (s: unknown) => (s === null || s === undefined ? null : String(s).toLowerCase()));
       // Decimals are text on SQLite; its own + and MAX would go through floating point.
       db.function("dec_add", { deterministic: true }, (a: unknown, b: unknown) => decAdd(a, b));
       db.function("dec_max", { deterministic: true }, (a: unknown, b: unknown) => decMax(a, b));
+      // Their aggregate forms, for totals added up in the database (SUM and MAX on MySQL).
+      db.aggregate("dec_sum", { start: "0", step: (acc: unknown, v: unknown) => (v === null || v === undefined ? acc : decAdd(acc, v)) });
+      db.aggregate("dec_max_of", { start: null, step: (acc: unknown, v: unknown) => decMax(acc, v) });
     },
   });
   return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };

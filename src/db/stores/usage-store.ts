@@ -15,7 +15,7 @@ import {
   decide,
   mergeContributions,
 } from "../../billing/metering/events.js";
-import type { RawEvent, StoredRollup, UsageStore } from "../../billing/metering/usage.js";
+import type { RawEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
@@ -257,6 +257,21 @@ export class SqlUsageStore implements UsageStore {
       count: String(r.event_count),
       max: r.max_value === null ? null : String(r.max_value),
       last: r.last_at === null || r.last_value === null ? null : { at: fromDbTime(r.last_at).getTime(), key: r.last_key ?? "", value: String(r.last_value) },
+    }));
+  }
+
+  async totalsByDims(metricId: string, subjectId: string, from: number, to: number, grain: Grain): Promise<StoredTotal[]> {
+    // Exact on both stores: DECIMAL arithmetic on MySQL, decimal-text aggregates on SQLite.
+    const [sum, max] = this.sql.dialect === "mysql" ? ["SUM", "MAX"] : ["dec_sum", "dec_max_of"];
+    const rows: { dims: unknown; sum_value: unknown; event_count: unknown; max_value: unknown }[] = await this.sql.query(
+      `SELECT MIN(dims) AS dims, ${sum}(sum_value) AS sum_value, ${sum}(event_count) AS event_count, ${max}(max_value) AS max_value FROM ${TOTALS_TABLE[grain]} WHERE metric_id = ? AND subject_id = ? AND bucket_start >= ? AND bucket_start < ? GROUP BY dims_hash`,
+      [metricId, subjectId, dbTime(new Date(from)), dbTime(new Date(to))],
+    );
+    return rows.map((r) => ({
+      dims: fromJsonText<Record<string, string>>(r.dims),
+      sum: String(r.sum_value),
+      count: String(r.event_count),
+      max: r.max_value === null ? null : String(r.max_value),
     }));
   }
 
