@@ -1,13 +1,17 @@
 /**
  * The server as a whole: health without a key, gRPC reflection as `buf curl` uses it, and a
- * graceful stop on SIGTERM that finishes the request in flight.
+ * graceful stop on SIGTERM that finishes the request in flight, and what an unexpected failure
+ * tells a caller.
  */
 import { spawn } from "node:child_process";
 import { promisify } from "node:util";
 import { execFile } from "node:child_process";
 import net from "node:net";
 import test from "ava";
-import { rest } from "../helpers/clients.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { createDatabase } from "../../src/db/datasource.js";
+import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
+import { rest, rpcClient } from "../helpers/clients.js";
 import { createTestDatabase } from "../helpers/db.js";
 import { type TestServer, seedKeys, startTestServer } from "../helpers/server.js";
 
@@ -103,3 +107,29 @@ test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async 
   t.regex(response, /"name":"In flight"/);
   await db.drop();
 });
+
+for (const store of ["mysql", "sqlite"] as const) {
+  test(`${store}: an unexpected failure is an internal error on REST and Connect, with nothing of its cause`, async (t) => {
+    const s = await startTestServer(store);
+    try {
+      const created = await rest(s.url, "POST", "/subjects", s.keys.a, { name: "Ada" });
+      t.is(created.status, 200);
+      const id = (created.body as { id: string }).id;
+      // The table the lookup reads goes away under the running server.
+      const db = await createDatabase(s.db.url, { poolSize: 1 });
+      await db.dataSource.initialize();
+      await db.dataSource.query("ALTER TABLE subjects RENAME TO subjects_gone");
+      await db.dataSource.destroy();
+
+      const r = await rest(s.url, "GET", `/subjects/${id}`, s.keys.a);
+      t.is(r.status, 500);
+      t.deepEqual(r.body, { code: "internal", message: "internal error", details: [] });
+
+      const err = await t.throwsAsync(rpcClient(SubjectService, s.url, "connect", s.keys.a).getSubject({ subjectId: id }));
+      t.is(err instanceof ConnectError && err.code, Code.Internal);
+      t.is(err?.message, "[internal] internal error");
+    } finally {
+      await s.stop();
+    }
+  });
+}
