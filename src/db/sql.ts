@@ -87,9 +87,10 @@ interface RawConnection {
 }
 interface RawPool {
   getConnection(cb: (err: Error | null, conn: RawConnection) => void): void;
+  query: RawConnection["query"];
 }
 
-function rawQuery(conn: RawConnection, sql: string, values: unknown[]): Promise<unknown> {
+function rawQuery(conn: Pick<RawConnection, "query">, sql: string, values: unknown[]): Promise<unknown> {
   return new Promise((resolve, reject) => conn.query(sql, values, (err, result) => (err ? reject(err) : resolve(result))));
 }
 
@@ -188,8 +189,12 @@ export class Sql {
    */
   query<T>(sql: string, params: readonly unknown[]): Promise<T> {
     if (this.dialect === "sqlite") return this.queued(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>);
-    const pool = (this.dataSource.driver as unknown as { pool: RawPool & { query: RawConnection["query"] } }).pool;
-    return new Promise((resolve, reject) => pool.query(sql, [...params], (err, result) => (err ? reject(err) : resolve(result as T))));
+    return rawQuery(this.pool(), sql, [...params]) as Promise<T>;
+  }
+
+  /** TypeORM's MySQL driver's mysql2 pool (callback API), which Sql.query and pipelined use directly. */
+  private pool(): RawPool {
+    return (this.dataSource.driver as unknown as { pool: RawPool }).pool;
   }
 
   /** `fn` in one transaction: all of it is committed, or none. */
@@ -214,8 +219,7 @@ export class Sql {
     // The pool's connection itself rather than a TypeORM QueryRunner: the runner's bookkeeping
     // per query (events, logging, timing) cost as much client CPU as the round trip (about
     // 170 us each here), and ingestion makes three of them per transaction.
-    const pool = (this.dataSource.driver as unknown as { pool: RawPool }).pool;
-    const conn = await new Promise<RawConnection>((resolve, reject) => pool.getConnection((err, c) => (err ? reject(err) : resolve(c))));
+    const conn = await new Promise<RawConnection>((resolve, reject) => this.pool().getConnection((err, c) => (err ? reject(err) : resolve(c))));
     const p = new MysqlPipeline(conn, options.readCommitted ?? false);
     let reusable = true;
     try {
