@@ -9,7 +9,7 @@
  * and an encoded body that the bridge read back. That machinery cost a REST call more than
  * the call itself (about four times a bare Node HTTP response on this project's machine).
  */
-import { type DescMethod, type JsonObject, type JsonWriteOptions, create, fromJson, isMessage, toJson } from "@bufbuild/protobuf";
+import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, create, fromJson, isMessage, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImplSpec, createContextValues } from "@connectrpc/connect";
 import type { Caller } from "../billing/tenancy.js";
 import type { Logger } from "../log.js";
@@ -69,7 +69,8 @@ class DirectContext implements HandlerContext {
 
 const NEVER_ABORTED = new AbortController().signal;
 
-export function createDirectCaller(specs: readonly ServiceImplSpec[], verifier: KeyVerifier, log: Logger, jsonOptions: Partial<JsonWriteOptions>) {
+/** `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does. */
+export function createDirectCaller(specs: readonly ServiceImplSpec[], verifier: KeyVerifier, log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
   const impls = new Map<DescMethod, ServiceImplSpec["methods"][string]>();
   for (const spec of specs) for (const m of Object.values(spec.methods)) if (m.kind === "unary") impls.set(m.method, m);
 
@@ -80,7 +81,7 @@ export function createDirectCaller(specs: readonly ServiceImplSpec[], verifier: 
       if (!spec || spec.kind !== "unary") throw new ConnectError(`${c.method.parent.typeName}.${c.method.name} is not implemented`, Code.Unimplemented);
       let input;
       try {
-        input = fromJson(c.method.input, c.json, { ignoreUnknownFields: true });
+        input = fromJson(c.method.input, c.json, jsonOptions);
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }
