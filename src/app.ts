@@ -54,7 +54,16 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now);
+  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now, (s, failure, err) =>
+    log?.error("subscription set aside: its billing cycle could not be closed", {
+      subscription: s.id,
+      environment: s.environmentId,
+      attempts: failure.attempts,
+      retry_at: failure.retryAt.toISOString(),
+      error: failure.message,
+      err,
+    }),
+  );
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
 
   const timelines = new TimelineService(subscriptions, (id, err) => log?.error("subscription timeline transition failed", { timeline: id, err }));

@@ -7,14 +7,27 @@ import type { Decimal as DecimalClass } from "decimal.js";
 
 // decimal.js ships CommonJS-style typings; under NodeNext its default import is the class itself.
 const Base = DecimalDefault as unknown as typeof DecimalClass;
-/** A private, isolated Decimal constructor: 60 significant digits, half-up rounding. */
-const D = Base.clone({ precision: 60, rounding: Base.ROUND_HALF_UP, toExpNeg: -40, toExpPos: 60 });
+/**
+ * A private, isolated Decimal constructor, half-up rounding. 100 significant digits: every sum
+ * the service stores (65 digits, below) and every product of accepted inputs is computed exactly.
+ */
+const D = Base.clone({ precision: 100, rounding: Base.ROUND_HALF_UP, toExpNeg: -40, toExpPos: 100 });
 export type Decimal = DecimalClass;
 
-/** Digits kept after the point in storage: DECIMAL(38,12). */
+/** Digits kept after the point, in every input and every stored decimal (DECIMAL(…,12)). */
 export const SCALE = 12;
-/** Digits allowed before the point in storage: 38 - 12. */
-export const INTEGER_DIGITS = 26;
+/**
+ * Digits allowed before the point in an input value (event values, prices, quantities,
+ * multipliers, included units): DESIGN §6. Single values are stored in DECIMAL(38,12).
+ */
+export const INTEGER_DIGITS = 20;
+/**
+ * Digits a stored sum can have before the point: usage totals, invoice lines and totals are
+ * DECIMAL(65,12). Usage totals of accepted values cannot reach it (it takes 10^33 events at the
+ * largest value); an invoice line can, in theory, when usage, price and multiplier are all near
+ * their limits — such an amount is refused by `amountProblem` before anything is written.
+ */
+export const SUM_INTEGER_DIGITS = 53;
 
 const DECIMAL_TEXT = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -28,13 +41,19 @@ export function parseDecimal(text: string): Decimal | undefined {
   return new D(t);
 }
 
-/** Why a decimal cannot be stored exactly in DECIMAL(38,12), or undefined when it can. */
 const INTEGER_LIMIT = new D(10).pow(INTEGER_DIGITS);
+const SUM_LIMIT = new D(10).pow(SUM_INTEGER_DIGITS);
 
+/** Why a decimal is outside the input limits (20 digits before the point, 12 after), or undefined. */
 export function storageProblem(d: Decimal): string | undefined {
   if (d.decimalPlaces() > SCALE) return `must have at most ${SCALE} digits after the decimal point`;
   if (d.abs().gte(INTEGER_LIMIT)) return `must have at most ${INTEGER_DIGITS} digits before the decimal point`;
   return undefined;
+}
+
+/** Why a computed sum or amount cannot be stored (more than 53 digits before the point), or undefined. */
+export function amountProblem(d: Decimal): string | undefined {
+  return d.abs().gte(SUM_LIMIT) ? `has more than ${SUM_INTEGER_DIGITS} digits before the decimal point, more than an invoice can hold` : undefined;
 }
 
 /** Canonical text: no exponent, no trailing zeros after the point, "-0" becomes "0". */

@@ -1,7 +1,7 @@
 /**
  * Column helpers shared by every entity, so both stores hold the same values:
  * - times are DATETIME(3) in UTC on MySQL and UTC text on SQLite;
- * - decimals are DECIMAL(38,12) on MySQL and exact text on SQLite, read back in canonical form
+ * - decimals are DECIMAL(38,12) on MySQL (sums DECIMAL(65,12)) and exact text on SQLite, read back in canonical form
  *   ("1.500000000000" and "1.5" both become "1.5");
  * - JSON documents are text, parsed and written here.
  */
@@ -75,6 +75,14 @@ export function decimalColumn(dialect: Dialect, nullable = false): EntitySchemaC
       ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer }
       : { type: "text", nullable, transformer: decimalTransformer };
   return nullable ? { ...base, default: null } : base;
+}
+
+/**
+ * An exact decimal that holds a sum (usage totals, invoice line quantities and amounts, invoice
+ * totals): DECIMAL(65,12) on MySQL, wide enough for any sum of accepted inputs (DESIGN §6).
+ */
+export function sumColumn(dialect: Dialect, nullable = false): EntitySchemaColumnOptions {
+  return dialect === "mysql" ? { ...decimalColumn(dialect, nullable), precision: 65 } : decimalColumn(dialect, nullable);
 }
 
 export function intColumn(): EntitySchemaColumnOptions {

@@ -3,7 +3,7 @@ import test from "ava";
 import { Violations } from "../../src/billing/errors.js";
 import { newId } from "../../src/billing/ids.js";
 import { generateKey, hashKey, keyPrefix } from "../../src/billing/keys.js";
-import { canonicalDecimal, dec, formatDecimal, parseDecimal, roundAmount, storageProblem } from "../../src/billing/money.js";
+import { amountProblem, canonicalDecimal, dec, formatDecimal, parseDecimal, roundAmount, storageProblem } from "../../src/billing/money.js";
 import { checkPage } from "../../src/billing/pagination.js";
 
 const pageCases: [number | undefined, number | undefined, string[], { limit: number; offset: number }][] = [
@@ -51,12 +51,28 @@ for (const [input, expected] of decimalCases) {
   });
 }
 
-test("storage bounds are DECIMAL(38,12)", (t) => {
+test("input values have at most 20 digits before the point and 12 after (DESIGN §6)", (t) => {
   t.is(storageProblem(dec("1.123456789012")), undefined);
   t.regex(storageProblem(dec("1.1234567890123")) ?? "", /12 digits after/);
-  t.is(storageProblem(dec("99999999999999999999999999")), undefined);
-  t.regex(storageProblem(dec("100000000000000000000000000")) ?? "", /26 digits before/);
+  t.is(storageProblem(dec("99999999999999999999.999999999999")), undefined);
+  t.is(storageProblem(dec("-99999999999999999999")), undefined);
+  t.regex(storageProblem(dec("100000000000000000000")) ?? "", /20 digits before/);
+  t.regex(storageProblem(dec("-100000000000000000000")) ?? "", /20 digits before/);
   t.is(canonicalDecimal("5.000000000000"), "5");
+});
+
+test("stored sums and amounts have at most 53 digits before the point: DECIMAL(65,12)", (t) => {
+  const largest = dec("9".repeat(53) + ".999999999999");
+  t.is(amountProblem(largest), undefined);
+  t.is(amountProblem(largest.neg()), undefined);
+  t.regex(amountProblem(dec(`1${"0".repeat(53)}`)) ?? "", /more than 53 digits/);
+  // The product of three inputs at their limits is exact (100 significant digits) and refused.
+  const top = dec("99999999999999999999.999999999999");
+  const product = top.times(top).times(top);
+  const n = (10n ** 32n - 1n) ** 3n; // the same product in integers, scale 36
+  const digits = n.toString();
+  t.is(formatDecimal(product), `${digits.slice(0, -36)}.${digits.slice(-36).replace(/0+$/, "")}`);
+  t.regex(amountProblem(product) ?? "", /more than 53 digits/);
 });
 
 const roundCases: [string, string][] = [

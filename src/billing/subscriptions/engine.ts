@@ -9,15 +9,38 @@ import type { RateCatalogStore } from "../catalog/rate-catalogs.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import type { PricingMetricStore } from "../catalog/metrics.js";
-import { AlreadyExistsError } from "../errors.js";
+import { AlreadyExistsError, BillingError, FailedPreconditionError } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
-import { type Decimal, SCALE, ZERO, dec, formatDecimal } from "../money.js";
-import type { BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
+import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
+import type { BillingFailure, BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
 
 const ONE = dec(1);
+
+/**
+ * How long a subscription whose cycle close failed is set aside before the next try, after
+ * `attempts` failures: 30 s, doubling, at most 1 hour, each with up to 20% jitter so that many
+ * subscriptions that failed together are not retried together.
+ */
+export function retryDelayMs(attempts: number, random = Math.random()): number {
+  const base = Math.min(30_000 * 2 ** Math.max(0, attempts - 1), 3_600_000);
+  return Math.round(base * (1 + 0.2 * random));
+}
+
+/** What is kept and shown of an error that failed a cycle close: its message, never a stack. */
+function failureMessage(err: unknown): string {
+  if (err instanceof BillingError) return err.message;
+  const text = err instanceof Error ? err.message : String(err);
+  return `internal error: ${text}`.slice(0, 500);
+}
+
+/** A cycle close's outcome: how many cycles it closed and how many subscriptions it set aside. */
+interface CloseOutcome {
+  closed: number;
+  setAside: number;
+}
 
 export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: string): Decimal {
   const m = s.rateMultipliers[code];
@@ -33,6 +56,8 @@ export class BillingEngine {
     private readonly usage: SummaryService,
     private readonly provider: PaymentProvider,
     readonly now: () => Date,
+    /** Told about each subscription set aside because its cycle close failed (to log it). */
+    private readonly onSetAside?: (s: Subscription, failure: BillingFailure, err: unknown) => void,
   ) {}
 
   // Rate cards and pricing metrics never change once created, so they are cached for ever.
@@ -111,7 +136,20 @@ export class BillingEngine {
     return out;
   }
 
+  /**
+   * The invoice of `lines`. Every amount must fit the stored sums (DESIGN §6): a line beyond
+   * 53 integer digits is refused here, before anything is written.
+   */
   newInvoice(s: Subscription, card: RateCard, periodKey: string, lines: Line[], periodStart: Date, periodEnd: Date, at: Date): Invoice {
+    for (const l of lines) {
+      for (const [what, d] of [["quantity", l.quantity], ["unit amount", l.unitAmount], ["amount", l.amount]] as const) {
+        const problem = amountProblem(d);
+        if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the ${what} of invoice line "${l.description}" ${problem}`);
+      }
+    }
+    const sum = total(lines);
+    const problem = amountProblem(sum);
+    if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the invoice total ${problem}`);
     return {
       id: newId("inv"),
       environmentId: s.environmentId,
@@ -120,7 +158,7 @@ export class BillingEngine {
       periodKey,
       status: "open",
       currency: card.currency ?? "USD",
-      total: formatDecimal(total(lines)),
+      total: formatDecimal(sum),
       lines: lines.map((l) => ({
         description: l.description,
         quantity: formatDecimal(l.quantity),
@@ -177,10 +215,10 @@ export class BillingEngine {
 
   /** The subscription after its cycle closed: the next cycle, or cancelled. */
   private async afterClose(s: Subscription): Promise<Subscription> {
-    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd };
+    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null };
     const card = await this.card(s.environmentId, s.rateCardId);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start };
+    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null };
   }
 
   /**
@@ -189,25 +227,39 @@ export class BillingEngine {
    * written in one transaction that locks the subscription rows and re-checks each one (a row
    * another runner holds is skipped; a row that moved on is left alone), and the invoice's
    * (subscription, period) key is unique — so repeated or concurrent runs cannot bill twice.
-   * Returns how many cycles it closed.
+   * A subscription whose close fails for any reason is set aside (see setAside) and the others
+   * go on. Returns how many cycles it closed.
    */
   async closeCycles(snapshots: Subscription[], concurrency = 8): Promise<number> {
+    return (await this.closeBatch(snapshots, concurrency)).closed;
+  }
+
+  private async closeBatch(snapshots: Subscription[], concurrency: number): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
+    const computed: Subscription[] = [];
+    let setAside = 0;
     let next = 0;
     await Promise.all(
       Array.from({ length: Math.min(concurrency, snapshots.length) }, async () => {
         while (next < snapshots.length) {
           const s = snapshots[next++] as Subscription;
-          invoices.set(s.id, await this.closingInvoice(s));
+          try {
+            invoices.set(s.id, await this.closingInvoice(s));
+            computed.push(s);
+          } catch (err) {
+            await this.setAside(s, err);
+            setAside++;
+          }
         }
       }),
     );
-    const byId = new Map(snapshots.map((s) => [s.id, s]));
+    if (computed.length === 0) return { closed: 0, setAside };
+    const byId = new Map(computed.map((s) => [s.id, s]));
     let written: Invoice[] = [];
     let closed = 0;
     try {
       [written, closed] = await this.store.transaction(async (tx) => {
-        const locked = await tx.lockSubscriptions(snapshots.map((s) => s.id));
+        const locked = await tx.lockSubscriptions(computed.map((s) => s.id));
         const ready = locked.filter((s) => {
           const snap = byId.get(s.id) as Subscription;
           // Everything the invoice was computed from must be unchanged, including a cancellation
@@ -226,17 +278,42 @@ export class BillingEngine {
         return [out, ready.length] as const;
       });
     } catch (err) {
-      if (!(err instanceof AlreadyExistsError) || snapshots.length === 1) {
-        if (err instanceof AlreadyExistsError) return 0;
-        throw err;
+      if (computed.length === 1) {
+        // Billed meanwhile by another runner: done by someone else.
+        if (err instanceof AlreadyExistsError) return { closed: 0, setAside };
+        await this.setAside(computed[0] as Subscription, err);
+        return { closed: 0, setAside: setAside + 1 };
       }
-      // Some subscription was billed meanwhile: close them one at a time.
-      let n = 0;
-      for (const s of snapshots) n += await this.closeCycles([s]);
-      return n;
+      // One subscription's write failed (billed meanwhile, or a value the database refused):
+      // close them one at a time, so that only that one is set aside.
+      const outcome = { closed: 0, setAside };
+      for (const s of computed) {
+        const one = await this.closeBatch([s], 1);
+        outcome.closed += one.closed;
+        outcome.setAside += one.setAside;
+      }
+      return outcome;
     }
     await this.settleMany(written);
-    return closed;
+    return { closed, setAside };
+  }
+
+  /**
+   * Sets a subscription whose cycle close failed aside: the error is kept on its row (and shown
+   * on the subscription as `billing_failure`), the scheduler skips it until a backoff has passed
+   * (real time), and nothing else waits for it. If even that cannot be written, the database is
+   * the problem and the original error stops the run.
+   */
+  private async setAside(s: Subscription, err: unknown): Promise<void> {
+    const attempts = (s.billingFailure?.attempts ?? 0) + 1;
+    const at = this.now();
+    const failure: BillingFailure = { message: failureMessage(err), attempts, failedAt: at, retryAt: new Date(at.getTime() + retryDelayMs(attempts)) };
+    try {
+      await this.store.setBillingFailure(s.environmentId, s.id, failure);
+    } catch {
+      throw err;
+    }
+    this.onSetAside?.(s, failure, err);
   }
 
   /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method. */
@@ -261,11 +338,15 @@ export class BillingEngine {
   async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false): Promise<number> {
     let closed = 0;
     for (;;) {
-      const due = await this.store.dueSubscriptions(now, clockId, 500, strict);
+      // Subscriptions set aside (their close failed) are not due again until their retry time.
+      const due = await this.store.dueSubscriptions(now, clockId, 500, strict, this.now());
       if (due.length === 0) return closed;
       let progress = 0;
-      for (let k = 0; k < due.length; k += 100) progress += await this.closeCycles(due.slice(k, k + 100), concurrency);
-      closed += progress;
+      for (let k = 0; k < due.length; k += 100) {
+        const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency);
+        closed += outcome.closed;
+        progress += outcome.closed + outcome.setAside;
+      }
       if (progress === 0) return closed; // another runner holds them; it will finish them
     }
   }

@@ -154,6 +154,7 @@ export class SubscriptionService {
       timelineId: null,
       cancelledAt: null,
       cancelReason: null,
+      billingFailure: null,
       createdAt: at,
     };
   }

@@ -25,7 +25,17 @@ export interface Subscription {
   timelineId: string | null;
   cancelledAt: Date | null;
   cancelReason: string | null;
+  /** Set while the subscription's cycle close keeps failing (it is set aside, see BillingEngine). */
+  billingFailure: BillingFailure | null;
   createdAt: Date;
+}
+
+/** Why a subscription's cycle close failed, and when the scheduler tries it again (real time). */
+export interface BillingFailure {
+  message: string;
+  attempts: number;
+  failedAt: Date;
+  retryAt: Date;
 }
 
 export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible";
@@ -169,7 +179,13 @@ export interface BillingStore {
    * Active subscriptions whose cycle ends at or before `now` (before it, when `strict`): on real
    * time (clockId null) or on one clock.
    */
-  dueSubscriptions(now: Date, clockId: string | null, limit: number, strict?: boolean): Promise<Subscription[]>;
+  /**
+   * Active subscriptions whose period ended by `now` (before it when strict), on real time
+   * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
+   */
+  dueSubscriptions(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]>;
+  /** Records a failed cycle close on the subscription row (outside any transaction). */
+  setBillingFailure(environmentId: string, id: string, failure: BillingFailure): Promise<void>;
   invoice(environmentId: string, id: string): Promise<Invoice | undefined>;
   invoiceByToken(token: string): Promise<Invoice | undefined>;
   listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;

@@ -4,7 +4,7 @@
  * map them to domain types.
  */
 import { EntitySchema } from "typeorm";
-import { type Dialect, decimalColumn, exactTextColumn, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, decimalColumn, exactTextColumn, idColumn, intColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface EnvironmentRow {
   id: string;
@@ -166,6 +166,10 @@ export interface SubscriptionRow {
   timeline_id: string | null;
   cancelled_at: Date | null;
   cancel_reason: string | null;
+  billing_error: string | null;
+  billing_attempts: number;
+  billing_failed_at: Date | null;
+  billing_retry_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -443,7 +447,11 @@ export function buildEntities(dialect: Dialect) {
       created_at: timeColumn(),
     },
     uniques: [{ name: "uq_usage_events_env_key", columns: ["environment_id", "idempotency_key"] }],
-    indices: [{ name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] }],
+    indices: [
+      { name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] },
+      // A new metric's backfill reads its event name's events of one environment only.
+      { name: "ix_usage_events_env_name", columns: ["environment_id", "event_name"] },
+    ],
   });
 
   /** Exact totals of one grain: `usage_rollups` per hour, `usage_rollups_minute` per minute. */
@@ -457,7 +465,7 @@ export function buildEntities(dialect: Dialect) {
         bucket_start: { ...timeColumn(), primary: true },
         dims_hash: { ...textColumn(64, false), primary: true },
         dims: jsonColumn(dialect),
-        sum_value: decimalColumn(dialect),
+        sum_value: sumColumn(dialect),
         event_count: { type: "bigint", nullable: false },
         max_value: decimalColumn(dialect, true),
         last_value: decimalColumn(dialect, true),
@@ -491,6 +499,11 @@ export function buildEntities(dialect: Dialect) {
       timeline_id: textColumn(32),
       cancelled_at: timeColumn(true),
       cancel_reason: textColumn(500),
+      // A cycle close that failed: set aside until billing_retry_at (real time), error kept.
+      billing_error: textColumn(500),
+      billing_attempts: { type: "int", nullable: false, default: 0 },
+      billing_failed_at: timeColumn(true),
+      billing_retry_at: timeColumn(true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     },
@@ -514,7 +527,7 @@ export function buildEntities(dialect: Dialect) {
       period_key: textColumn(40, false),
       status: textColumn(16, false),
       currency: textColumn(3, false),
-      total: decimalColumn(dialect),
+      total: sumColumn(dialect),
       hosted_token: textColumn(64, false),
       period_start: timeColumn(),
       period_end: timeColumn(),
@@ -537,9 +550,9 @@ export function buildEntities(dialect: Dialect) {
       invoice_id: idColumn(),
       position: intColumn(),
       description: textColumn(1000, false),
-      quantity: decimalColumn(dialect),
-      unit_amount: decimalColumn(dialect),
-      amount: decimalColumn(dialect),
+      quantity: sumColumn(dialect),
+      unit_amount: sumColumn(dialect),
+      amount: sumColumn(dialect),
     },
     indices: [{ name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] }],
   });
@@ -574,7 +587,7 @@ export function buildEntities(dialect: Dialect) {
       success_url: textColumn(2000, false),
       cancelled_url: textColumn(2000, false),
       status: textColumn(12, false),
-      amount_due: decimalColumn(dialect),
+      amount_due: sumColumn(dialect),
       currency: textColumn(3, false),
       description: textColumn(500, false),
       expires_at: timeColumn(),

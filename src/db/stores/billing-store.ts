@@ -4,6 +4,7 @@ import { In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type {
+  BillingFailure,
   BillingStore,
   BillingSubject,
   BillingTx,
@@ -44,6 +45,10 @@ function toSubscription(r: SubscriptionRow): Subscription {
     timelineId: r.timeline_id,
     cancelledAt: r.cancelled_at,
     cancelReason: r.cancel_reason,
+    billingFailure:
+      r.billing_error !== null && r.billing_error !== undefined
+        ? { message: r.billing_error, attempts: Number(r.billing_attempts), failedAt: r.billing_failed_at as Date, retryAt: r.billing_retry_at as Date }
+        : null,
     createdAt: r.created_at,
   };
 }
@@ -68,6 +73,10 @@ function subscriptionRow(s: Subscription, at: Date): SubscriptionRow {
     timeline_id: s.timelineId,
     cancelled_at: s.cancelledAt,
     cancel_reason: s.cancelReason,
+    billing_error: s.billingFailure?.message ?? null,
+    billing_attempts: s.billingFailure?.attempts ?? 0,
+    billing_failed_at: s.billingFailure?.failedAt ?? null,
+    billing_retry_at: s.billingFailure?.retryAt ?? null,
     created_at: s.createdAt,
     updated_at: at,
   };
@@ -184,7 +193,7 @@ export class SqlBillingStore implements BillingStore {
         // Plain SQL: a cycle close updates every due subscription.
         updateSubscription: async (s) => {
           await em.query(
-            "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
+            "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
             [
               s.rateCardId,
               s.status,
@@ -198,6 +207,10 @@ export class SqlBillingStore implements BillingStore {
               JSON.stringify(s.metadata),
               s.cancelledAt ? dbTime(s.cancelledAt) : null,
               s.cancelReason,
+              s.billingFailure?.message ?? null,
+              s.billingFailure?.attempts ?? 0,
+              s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
+              s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
               dbTime(new Date()),
               s.id,
               s.environmentId,
@@ -325,17 +338,31 @@ export class SqlBillingStore implements BillingStore {
     return rows.map(toSubscription);
   }
 
-  async dueSubscriptions(now: Date, clockId: string | null, limit: number, strict = false): Promise<Subscription[]> {
+  async dueSubscriptions(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]> {
     const rows = await this.sql.run((em) =>
       em
         .createQueryBuilder(this.entities.Subscription, "s")
         .where(`s.status = 'active' AND s.period_end ${strict ? "<" : "<="} :now`, { now: dbTime(now) })
         .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .andWhere("(s.billing_retry_at IS NULL OR s.billing_retry_at <= :realNow)", { realNow: dbTime(realNow) })
         .orderBy("s.period_end", "ASC")
         .limit(limit)
         .getMany(),
     );
     return rows.map(toSubscription);
+  }
+
+  async setBillingFailure(environmentId: string, id: string, f: BillingFailure): Promise<void> {
+    await this.sql.run((em) =>
+      em.query("UPDATE subscriptions SET billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ? WHERE id = ? AND environment_id = ?", [
+        f.message.slice(0, 500),
+        f.attempts,
+        dbTime(f.failedAt),
+        dbTime(f.retryAt),
+        id,
+        environmentId,
+      ]),
+    );
   }
 
   async invoice(environmentId: string, id: string): Promise<Invoice | undefined> {

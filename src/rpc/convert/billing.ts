@@ -21,6 +21,9 @@ export function subscriptionToPb(s: Subscription): SubscriptionPb {
     fixedRateQuantities: s.fixedRateQuantities,
     ratePriceMultipliers: s.rateMultipliers,
     metadata: s.metadata,
+    billingFailure: s.billingFailure
+      ? { message: s.billingFailure.message, attempts: s.billingFailure.attempts, failedAt: ts(s.billingFailure.failedAt), retryAt: ts(s.billingFailure.retryAt) }
+      : undefined,
   });
 }
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subscription.proto.
  */
 export const file_billing_v1_subscription: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL3YxL3N1YnNjcmlwdGlvbi5wcm90bxIKYmlsbGluZy52MSKRBQoMU3Vic2NyaXB0aW9uEgoKAmlkGAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSFAoMcmF0ZV9jYXJkX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIfChdjYW5jZWxzX2F0X2VuZF9vZl9jeWNsZRgFIAEoCBIqCg5jdXJyZW50X3BlcmlvZBgGIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEjIKDmN5Y2xlc19uZXh0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxlZmZlY3RpdmVfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wElAKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgJIAMoCzIxLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLkZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRJSChZyYXRlX3ByaWNlX211bHRpcGxpZXJzGAogAygLMjIuYmlsbGluZy52MS5TdWJzY3JpcHRpb24uUmF0ZVByaWNlTXVsdGlwbGllcnNFbnRyeRI4CghtZXRhZGF0YRgLIAMoCzImLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLk1ldGFkYXRhRW50cnkaOgoYRml4ZWRSYXRlUXVhbnRpdGllc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaOwoZUmF0ZVByaWNlTXVsdGlwbGllcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJCChRDaGVja291dENhbGxiYWNrVXJscxIVCg1jYW5jZWxsZWRfdXJsGAEgASgJEhMKC3N1Y2Nlc3NfdXJsGAIgASgJYgZwcm90bzM", [file_billing_v1_common, file_google_protobuf_timestamp]);
+  fileDesc("Ch1iaWxsaW5nL3YxL3N1YnNjcmlwdGlvbi5wcm90bxIKYmlsbGluZy52MSLGBQoMU3Vic2NyaXB0aW9uEgoKAmlkGAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSFAoMcmF0ZV9jYXJkX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIfChdjYW5jZWxzX2F0X2VuZF9vZl9jeWNsZRgFIAEoCBIqCg5jdXJyZW50X3BlcmlvZBgGIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEjIKDmN5Y2xlc19uZXh0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxlZmZlY3RpdmVfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wElAKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgJIAMoCzIxLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLkZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRJSChZyYXRlX3ByaWNlX211bHRpcGxpZXJzGAogAygLMjIuYmlsbGluZy52MS5TdWJzY3JpcHRpb24uUmF0ZVByaWNlTXVsdGlwbGllcnNFbnRyeRI4CghtZXRhZGF0YRgLIAMoCzImLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLk1ldGFkYXRhRW50cnkSMwoPYmlsbGluZ19mYWlsdXJlGAwgASgLMhouYmlsbGluZy52MS5CaWxsaW5nRmFpbHVyZRo6ChhGaXhlZFJhdGVRdWFudGl0aWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo7ChlSYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpABCg5CaWxsaW5nRmFpbHVyZRIPCgdtZXNzYWdlGAEgASgJEhAKCGF0dGVtcHRzGAIgASgFEi0KCWZhaWxlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIcmV0cnlfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKFENoZWNrb3V0Q2FsbGJhY2tVcmxzEhUKDWNhbmNlbGxlZF91cmwYASABKAkSEwoLc3VjY2Vzc191cmwYAiABKAliBnByb3RvMw", [file_billing_v1_common, file_google_protobuf_timestamp]);
 
 /**
  * A subject's subscription to a rate card.
@@ -92,6 +92,14 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
    * @generated from field: map<string, string> metadata = 11;
    */
   metadata: { [key: string]: string };
+
+  /**
+   * Set while the subscription's billing cycle cannot be closed: the scheduler set it aside and
+   * retries it with backoff; other subscriptions are billed meanwhile. Absent when billing is healthy.
+   *
+   * @generated from field: billing.v1.BillingFailure billing_failure = 12;
+   */
+  billingFailure?: BillingFailure | undefined;
 };
 
 /**
@@ -100,6 +108,48 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
  */
 export const SubscriptionSchema: GenMessage<Subscription> = /*@__PURE__*/
   messageDesc(file_billing_v1_subscription, 0);
+
+/**
+ * Why a subscription's billing cycle could not be closed, and when it is tried again.
+ *
+ * @generated from message billing.v1.BillingFailure
+ */
+export type BillingFailure = Message<"billing.v1.BillingFailure"> & {
+  /**
+   * What went wrong, e.g. "the amount of invoice line … has more than 53 digits …".
+   *
+   * @generated from field: string message = 1;
+   */
+  message: string;
+
+  /**
+   * Failed attempts so far.
+   *
+   * @generated from field: int32 attempts = 2;
+   */
+  attempts: number;
+
+  /**
+   * When the last attempt failed.
+   *
+   * @generated from field: google.protobuf.Timestamp failed_at = 3;
+   */
+  failedAt?: Timestamp | undefined;
+
+  /**
+   * The scheduler's next attempt (backoff from 30 s, doubling, at most 1 hour).
+   *
+   * @generated from field: google.protobuf.Timestamp retry_at = 4;
+   */
+  retryAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message billing.v1.BillingFailure.
+ * Use `create(BillingFailureSchema)` to create a new message.
+ */
+export const BillingFailureSchema: GenMessage<BillingFailure> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription, 1);
 
 /**
  * Where a hosted checkout sends the customer afterwards.
@@ -123,5 +173,5 @@ export type CheckoutCallbackUrls = Message<"billing.v1.CheckoutCallbackUrls"> & 
  * Use `create(CheckoutCallbackUrlsSchema)` to create a new message.
  */
 export const CheckoutCallbackUrlsSchema: GenMessage<CheckoutCallbackUrls> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription, 1);
+  messageDesc(file_billing_v1_subscription, 2);
 
