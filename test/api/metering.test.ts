@@ -66,6 +66,15 @@ for (const store of STORES) {
     t.is(await s.total(s.count), "1");
   });
 
+  test(`${store}: events at the largest accepted value sum exactly, beyond what one value may hold (DESIGN §6)`, async (t) => {
+    const s = await setup(server);
+    const top = "99999999999999999999.999999999999";
+    // Three in one hour and one minute: their totals have more integer digits than an input may.
+    for (const k of ["t1", "t2", "t3"]) t.is((await ok(server, s.key, "POST", "/usage-events", event(s.subject.id, k, top))).status, "accepted");
+    t.is(await s.total(s.sum), "299999999999999999999.999999999997");
+    t.is(await s.total(s.max), top);
+  });
+
   test(`${store}: bad events are 400s naming the field (or 404) and store nothing`, async (t) => {
     const s = await setup(server);
     const other = await ok(server, server.keys.b, "POST", "/subjects", {});
@@ -77,6 +86,8 @@ for (const store of STORES) {
       [{ data: { n: "12abc" } }, 400, ["data.n"]],
       [{ data: { region: "eu" } }, 400, ["data.n"]],
       [{ data: { n: "1.0000000000001" } }, 400, ["data.n"]],
+      [{ data: { n: "100000000000000000000" } }, 400, ["data.n"]], // 21 integer digits (DESIGN §6)
+      [{ data: { n: "-100000000000000000000" } }, 400, ["data.n"]],
       [{ data: { n: true } }, 400, ["data.n"]],
       [{ data: "n=1" }, 400, ["data"]],
       [{ data: { n: "1", ["k".repeat(256)]: "v" } }, 400, [`data.${"k".repeat(256)}`]],

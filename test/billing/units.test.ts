@@ -5,6 +5,7 @@ import { newId } from "../../src/billing/ids.js";
 import { generateKey, hashKey, keyPrefix } from "../../src/billing/keys.js";
 import { amountProblem, canonicalDecimal, dec, formatDecimal, parseDecimal, roundAmount, storageProblem } from "../../src/billing/money.js";
 import { checkPage } from "../../src/billing/pagination.js";
+import { retryDelayMs } from "../../src/billing/subscriptions/engine.js";
 
 const pageCases: [number | undefined, number | undefined, string[], { limit: number; offset: number }][] = [
   [undefined, undefined, [], { limit: 20, offset: 0 }],
@@ -107,3 +108,19 @@ test("keys: kind and mode in the prefix, stored as SHA-256, shown by a short pre
   t.not(hashKey(k), hashKey(generateKey("publishable", "live")));
   t.is(keyPrefix("sk_test_abcdefgh"), "sk_test_abcd");
 });
+
+const retryCases: [attempts: number, random: number, ms: number][] = [
+  [1, 0, 30_000],
+  [2, 0, 60_000],
+  [3, 0, 120_000],
+  [7, 0, 1_920_000],
+  [8, 0, 3_600_000], // capped at one hour
+  [50, 0, 3_600_000],
+  [1, 1, 36_000], // up to 20% jitter
+  [8, 0.5, 3_960_000],
+];
+for (const [attempts, random, ms] of retryCases) {
+  test(`a subscription set aside after ${attempts} failure(s) is retried after ${ms} ms (jitter ${random})`, (t) => {
+    t.is(retryDelayMs(attempts, random), ms);
+  });
+}

@@ -51,6 +51,29 @@ for (const store of STORES) {
   });
 }
 
+test("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
+  if (!STORES.includes("mysql")) return t.pass();
+  const tdb = await createTestDatabase("mysql");
+  const db = await createDatabase(tdb.url, { poolSize: 2 });
+  await db.dataSource.initialize();
+  try {
+    await db.dataSource.runMigrations({ transaction: "each" });
+    const rows: { t: string; c: string; type: string }[] = await db.dataSource.query(
+      "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
+    );
+    const sums = ["checkout_sessions.amount_due", "invoice_lines.amount", "invoice_lines.quantity", "invoice_lines.unit_amount", "invoices.total", "usage_rollups.sum_value", "usage_rollups_minute.sum_value"];
+    for (const r of rows) t.is(r.type, sums.includes(`${r.t}.${r.c}`) ? "decimal(65,12)" : "decimal(38,12)", `${r.t}.${r.c}`);
+    t.true(sums.every((name) => rows.some((r) => `${r.t}.${r.c}` === name)));
+    const largest = `${"9".repeat(53)}.999999999999`;
+    await db.dataSource.query("INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount) VALUES ('inv_x', 0, 'x', ?, ?, ?)", [largest, largest, largest]);
+    const [line] = await db.dataSource.query("SELECT amount FROM invoice_lines WHERE invoice_id = 'inv_x'");
+    t.is(String(line.amount), largest);
+  } finally {
+    await db.dataSource.destroy();
+    await tdb.drop();
+  }
+});
+
 for (const store of STORES) {
   test(`${store}: the minute-totals migration adds the events already stored`, async (t) => {
     const tdb = await createTestDatabase(store);

@@ -1,0 +1,123 @@
+/**
+ * One subscription whose cycle close fails must not delay anyone else's invoices (DESIGN §8):
+ * it is set aside with its error visible on the subscription (`billing_failure`), retried with
+ * backoff, and every other subscription, on the same clock, in the same environment or in
+ * another one, is billed meanwhile. On MariaDB and SQLite, through the public API and the real
+ * scheduler.
+ */
+import test from "ava";
+import { createDatabase } from "../../src/db/datasource.js";
+import { dbTime } from "../../src/db/raw.js";
+import { ok } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { Scenario } from "../helpers/scenario.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+// At the input limits (20 integer digits): a usage line of one such event at this price and
+// multiplier is about 10^60 cents, more than an invoice can hold (53 digits). Accepted at input,
+// it can only fail when the cycle closes.
+const BIG = "99999999999999999999";
+const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
+const usageRate = (metric: string, price: string) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price: usd(price) });
+
+async function withServer(store: (typeof STORES)[number], env: Record<string, string>, fn: (server: TestServer) => Promise<void>) {
+  const server = await startTestServer(store, env);
+  try {
+    await fn(server);
+  } finally {
+    await server.stop();
+  }
+}
+
+for (const store of STORES) {
+  test(`${store}: on a test clock, a subscription whose close fails is set aside and the others on the clock are invoiced`, async (t) => {
+    await withServer(store, {}, async (server) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const metric = await s.metric();
+      const card = await s.card({ usage_based_rates: [usageRate(metric, "2")] });
+      const poisonCard = await s.card({ name: "Huge", usage_based_rates: [usageRate(metric, BIG)] });
+      const poison = (await s.subscribe({ rate_card_id: poisonCard, rate_price_multipliers: { api: BIG } })).subscription;
+      const healthySubject = (await s.call("POST", "/subjects", { name: "Healthy", test_clock_id: s.clockId })).id;
+      const healthy = (await s.call("POST", "/subscriptions", { subject_id: healthySubject, rate_card_id: card })).result.subscription;
+      await s.events([["2026-01-20T00:00:00Z", BIG]]);
+      await s.call("POST", "/usage-events", { idempotency_key: "h1", subject_id: healthySubject, event_name: "usage", timestamp: "2026-01-20T00:00:00Z", data: { n: 5 } });
+
+      await s.advance("2026-02-16T00:00:00Z"); // 200: the advance itself does not fail
+      const healthyInvoices = (await s.call("GET", `/invoices?subject_id=${healthySubject}`)).invoices;
+      t.deepEqual(
+        healthyInvoices.map((i: Json) => i.total_amount.value),
+        ["10"],
+        "the healthy subscription on the same clock is invoiced",
+      );
+      const set = await s.call("GET", `/subscriptions/${poison.id}`);
+      t.is(set.status, "active");
+      t.is(set.current_period.start, "2026-01-15T00:00:00Z", "its cycle is not closed");
+      t.regex(set.billing_failure.message, /more than 53 digits/);
+      t.is(set.billing_failure.attempts, 1);
+      t.true(Date.parse(set.billing_failure.retry_at) > Date.parse(set.billing_failure.failed_at), "retried later, with backoff");
+      t.deepEqual(await s.invoices(), [], "nothing is written for the failing subscription");
+      t.is((await s.call("GET", `/subscriptions/${healthy.id}`)).billing_failure ?? null, null, "a healthy subscription shows no failure");
+
+      // The next cycle: the healthy one goes on; the failing one is not retried before its time.
+      await s.call("POST", "/usage-events", { idempotency_key: "h2", subject_id: healthySubject, event_name: "usage", timestamp: "2026-02-20T00:00:00Z", data: { n: 1 } });
+      await s.advance("2026-03-16T00:00:00Z");
+      t.is((await s.call("GET", `/invoices?subject_id=${healthySubject}`)).invoices.length, 2);
+      t.is((await s.call("GET", `/subscriptions/${poison.id}`)).billing_failure.attempts, 1);
+    });
+  });
+
+  test(`${store}: the scheduler bills every other subscription and environment while one keeps failing`, async (t) => {
+    await withServer(store, { SCHEDULER_INTERVAL_MS: "100" }, async (server) => {
+      const envA = await server.freshKey("test");
+      const envB = await server.freshKey("test");
+      const call = (key: string, method: string, path: string, body?: unknown) => ok(server, key, method, path, body);
+      const setUp = async (key: string, price: string, multiplier: string, value: string) => {
+        const metric = (await call(key, "POST", "/pricing-metrics", { event_name: "usage", name: "usage", unit: "unit", dimensions: [], aggregation: { aggregation_type: "sum", value_field: "n" } })).id;
+        const card = (await call(key, "POST", "/rate-cards", { billing_interval: "monthly", name: "Plan", usage_based_rates: [usageRate(metric, price)] })).id;
+        const subject = (await call(key, "POST", "/subjects", { name: "Customer" })).id;
+        const sub = (await call(key, "POST", "/subscriptions", { subject_id: subject, rate_card_id: card, rate_price_multipliers: { api: multiplier } })).result.subscription;
+        return { key, subject, sub, value };
+      };
+      const poison = await setUp(envA, BIG, BIG, BIG);
+      const others = [await setUp(envA, "2", "1", "7"), await setUp(envB, "3", "1", "4"), await setUp(envB, "1", "2", "10")];
+
+      // One event half an hour ago each; then each cycle's start moves back an hour and its end
+      // into the past, behind the API's back (the poison first in line: the scheduler takes the
+      // oldest first).
+      const now = Date.now();
+      const all = [poison, ...others];
+      for (const [i, x] of all.entries()) {
+        await call(x.key, "POST", "/usage-events", { idempotency_key: `k-${i}`, subject_id: x.subject, event_name: "usage", timestamp: new Date(now - 1_800_000).toISOString(), data: { n: x.value } });
+      }
+      const db = await createDatabase(server.db.url, { poolSize: 2 });
+      await db.dataSource.initialize();
+      try {
+        for (const [i, x] of all.entries()) {
+          const start = new Date(now - 3_600_000);
+          const end = new Date(now - 60_000 + i * 1000);
+          await db.dataSource.query("UPDATE subscriptions SET anchor = ?, period_start = ?, usage_since = ?, period_end = ? WHERE id = ?", [dbTime(start), dbTime(start), dbTime(start), dbTime(end), x.sub.id]);
+        }
+      } finally {
+        await db.dataSource.destroy();
+      }
+
+      const invoiced = async () => Promise.all(others.map(async (x) => (await call(x.key, "GET", `/invoices?subject_id=${x.subject}`)).invoices as Json[]));
+      let seen: Json[][] = [];
+      for (let i = 0; i < 200; i++) {
+        seen = await invoiced();
+        if (seen.every((list) => list.length > 0)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      t.deepEqual(
+        seen.map((list) => list.map((inv) => inv.total_amount.value)),
+        [["14"], ["12"], ["20"]],
+        "every other subscription, in the same environment and in another, is invoiced once",
+      );
+      const set = await call(envA, "GET", `/subscriptions/${poison.sub.id}`);
+      t.regex(set.billing_failure.message, /more than 53 digits/);
+      t.true(set.billing_failure.attempts >= 1);
+      t.deepEqual((await call(envA, "GET", `/invoices?subject_id=${poison.subject}`)).invoices, []);
+    });
+  });
+}
