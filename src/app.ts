@@ -4,6 +4,7 @@
  */
 import { createConnectRouter } from "@connectrpc/connect";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
+import { BillingError } from "./billing/errors.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
 import { RateCardService } from "./billing/catalog/rate-cards.js";
 import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
@@ -61,7 +62,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       attempts: failure.attempts,
       retry_at: failure.retryAt.toISOString(),
       error: failure.message,
-      err,
+      // A stack only for the unexpected: a billing rule's refusal is explained by its message.
+      ...(err instanceof BillingError ? {} : { err }),
     }),
   );
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);

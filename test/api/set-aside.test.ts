@@ -8,7 +8,7 @@
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
 import { dbTime } from "../../src/db/raw.js";
-import { ok } from "../helpers/clients.js";
+import { ok, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
@@ -31,6 +31,33 @@ async function withServer(store: (typeof STORES)[number], env: Record<string, st
 }
 
 for (const store of STORES) {
+  test(`${store}: fixed charges too large for an invoice are a 400 at subscribe, and nothing is written`, async (t) => {
+    await withServer(store, {}, async (server) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: usd(BIG) }] });
+      for (const callbacks of [{}, { create_checkout_session: "always" }]) {
+        const r = await s.raw("POST", "/subscriptions", {
+          subject_id: s.subjectId,
+          rate_card_id: card,
+          fixed_rate_quantities: { seats: BIG },
+          rate_price_multipliers: { seats: BIG },
+          checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" },
+          ...callbacks,
+        });
+        t.is(r.status, 400);
+        t.deepEqual(violatedFields(r.body), ["fixed_rate_quantities.seats"]);
+      }
+      const over = await s.raw("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: `1${BIG}` } });
+      t.is(over.status, 400);
+      t.deepEqual(violatedFields(over.body), ["fixed_rate_quantities.seats"], "21 integer digits");
+      t.deepEqual(await s.subscriptions(), []);
+      // At the limits, but within what an invoice holds: accepted.
+      const fits = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: BIG } });
+      t.is(fits.result_type, "success_after_checkout");
+      t.deepEqual((await s.bills()).map(([, totalValue]) => totalValue), ["9999999999999999999800000000000000000001"]);
+    });
+  });
+
   test(`${store}: on a test clock, a subscription whose close fails is set aside and the others on the clock are invoiced`, async (t) => {
     await withServer(store, {}, async (server) => {
       const s = await Scenario.start(server, "2026-01-15T00:00:00Z");

@@ -10,7 +10,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, line, total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
-import { type Decimal, ZERO, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
+import { type Decimal, ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { type BillingEngine, multiplierOf } from "./engine.js";
@@ -130,6 +130,20 @@ export class SubscriptionService {
     for (const code of Object.keys(multipliersIn)) {
       if (!allCodes.has(code)) v.at("rate_price_multipliers").add(code, "is not a rate code of the rate card");
     }
+    if (v.empty) {
+      // Each cycle's fixed charges must fit an invoice (DESIGN §6): refused now, not at a close.
+      const terms = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+      const lines: Line[] = [];
+      for (const rate of (await this.engine.rates(card, quantities)).fixed) {
+        for (const l of this.engine.fixedLinesOf([rate], terms)) {
+          const problem = amountProblem(l.amount);
+          if (problem) v.at("fixed_rate_quantities").add(rate.code, `its charge (quantity × price × multiplier) ${problem}`);
+          lines.push(l);
+        }
+      }
+      const problem = v.empty ? amountProblem(total(lines)) : undefined;
+      if (problem) v.add("fixed_rate_quantities", `the fixed charges of one cycle ${problem}`);
+    }
     return { quantities, multipliers };
   }
 
@@ -198,6 +212,8 @@ export class SubscriptionService {
     const v = new Violations();
     checkUrls(given, v);
     v.throwIfAny();
+    const tooLarge = amountProblem(amountDue);
+    if (tooLarge) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${tooLarge}`);
     const callbacks = given as CallbackUrls;
     const session: CheckoutSession = {
       id: newId("cs"),
