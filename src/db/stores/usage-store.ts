@@ -96,6 +96,9 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
   return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map((part) => [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, part.flat()] as const);
 }
 
+/** One page of a new metric's backfill: its event name's events of one environment (index ix_usage_events_env_name). */
+export const BACKFILL_PAGE_SQL = "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000";
+
 /**
  * Adds the events already stored under a metric's event name to its totals, in the caller's
  * transaction, 5,000 events at a time; `grains` limits which totals (a migration adding one grain).
@@ -104,7 +107,7 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
   let after = "0";
   for (;;) {
     const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
-      "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000",
+      BACKFILL_PAGE_SQL,
       [metric.environmentId, metric.eventName, after],
     );
     if (rows.length === 0) return;
