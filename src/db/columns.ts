@@ -3,7 +3,9 @@
  * - times are DATETIME(3) in UTC on MySQL and UTC text on SQLite;
  * - decimals are DECIMAL(38,12) on MySQL (sums DECIMAL(65,12)) and exact text on SQLite, read back in canonical form
  *   ("1.500000000000" and "1.5" both become "1.5");
- * - JSON documents are text, parsed and written here.
+ * - JSON documents are text, parsed and written here;
+ * - text compares byte for byte on both stores (`withBinaryText`): SQLite does so natively, and on
+ *   MySQL every text column has the server's binary collation without padding.
  */
 import type { EntitySchemaColumnOptions, ValueTransformer } from "typeorm";
 import { canonicalDecimal, dec, formatDecimal } from "../billing/money.js";
@@ -13,6 +15,37 @@ export type Dialect = "mysql" | "sqlite";
 /** True for TypeORM's MySQL-family driver types (MySQL and MariaDB), the branch migrations take. */
 export function isMysql(type: string): boolean {
   return type === "mysql" || type === "mariadb";
+}
+
+/**
+ * The binary, no-pad collation of utf8mb4 for a server's `SELECT VERSION()`: text under it
+ * compares byte for byte, as on SQLite ("abc", "ABC", "abc " and "Abc" with a combining accent
+ * are four values). MySQL 5.7 has no no-pad binary collation; utf8mb4_bin pads (trailing spaces
+ * are ignored there), which is the closest it has.
+ */
+export function binaryCollationFor(version: string): string {
+  return version.includes("MariaDB") ? "utf8mb4_nopad_bin" : /^([89]|\d{2,})\./.test(version) ? "utf8mb4_0900_bin" : "utf8mb4_bin";
+}
+
+/** MariaDB's, the server CI and the tests run on; entities built without a server use it. */
+export const DEFAULT_BINARY_COLLATION = "utf8mb4_nopad_bin";
+
+const TEXT_TYPES = new Set(["varchar", "char", "text", "mediumtext", "longtext"]);
+
+/**
+ * Every text column of `columns` with the binary collation on MySQL: identifiers (IDs and every
+ * column holding one, external IDs, rate codes, event names, idempotency keys, tokens, hashes,
+ * period keys, currency codes, enums) must compare byte for byte, and text that is not an
+ * identifier loses nothing by it (search folds case itself: see the subject store). One rule for
+ * every column, so a new column cannot forget it. On SQLite, columns are returned as they are.
+ */
+export function withBinaryText<T extends Record<string, EntitySchemaColumnOptions>>(dialect: Dialect, collation: string, columns: T): T {
+  if (dialect !== "mysql") return columns;
+  const out: Record<string, EntitySchemaColumnOptions> = {};
+  for (const [name, c] of Object.entries(columns)) {
+    out[name] = TEXT_TYPES.has(String(c.type)) ? { ...c, charset: "utf8mb4", collation } : c;
+  }
+  return out as T;
 }
 
 export function idColumn(primary = false): EntitySchemaColumnOptions {
@@ -33,16 +66,6 @@ export function timeColumn(nullable = false): EntitySchemaColumnOptions {
   // `default: null` on nullable columns: MariaDB reports their default as NULL, and without it
   // TypeORM's schema diff would see a change that is not there.
   return nullable ? { type: "datetime", precision: 3, nullable, default: null } : { type: "datetime", precision: 3, nullable };
-}
-
-/**
- * Text compared byte for byte on MySQL too (SQLite's default): idempotency keys and event names
- * are identifiers, and "abc", "ABC" and "abc " are three of them.
- */
-export function exactTextColumn(dialect: Dialect, length: number, nullable = true): EntitySchemaColumnOptions {
-  const base = textColumn(length, nullable);
-  // The migration picks the server's binary collation without padding (utf8mb4_nopad_bin on MariaDB).
-  return dialect === "mysql" ? { ...base, charset: "utf8mb4", collation: "utf8mb4_nopad_bin" } : base;
 }
 
 export function textColumn(length: number, nullable = true): EntitySchemaColumnOptions {

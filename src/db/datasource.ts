@@ -10,7 +10,7 @@ import type { Dialect } from "./columns.js";
 import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
 import { Sql } from "./sql.js";
-import { decAdd, decMax } from "./columns.js";
+import { binaryCollationFor, decAdd, decMax } from "./columns.js";
 
 export interface Database {
   dataSource: DataSource;
@@ -32,9 +32,9 @@ export function sqlitePath(url: string): string {
 
 /**
  * MySQL and MariaDB report column defaults differently; TypeORM reads them right only when told
- * which one it talks to, so ask the server once.
+ * which one it talks to, so ask the server once. Its version also names its binary collation.
  */
-async function mysqlFlavor(u: URL): Promise<"mysql" | "mariadb"> {
+async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryCollation: string }> {
   const conn = await mysql.createConnection({
     host: u.hostname,
     port: u.port ? Number(u.port) : 3306,
@@ -43,7 +43,8 @@ async function mysqlFlavor(u: URL): Promise<"mysql" | "mariadb"> {
   });
   try {
     const [rows] = await conn.query("SELECT VERSION() AS v");
-    return String((rows as { v: string }[])[0]?.v).includes("MariaDB") ? "mariadb" : "mysql";
+    const version = String((rows as { v: string }[])[0]?.v);
+    return { type: version.includes("MariaDB") ? "mariadb" : "mysql", binaryCollation: binaryCollationFor(version) };
   } finally {
     await conn.end();
   }
@@ -51,9 +52,7 @@ async function mysqlFlavor(u: URL): Promise<"mysql" | "mariadb"> {
 
 export async function createDatabase(url: string, options: { poolSize?: number } = {}): Promise<Database> {
   const dialect = dialectOf(url);
-  const entities = buildEntities(dialect);
   const common = {
-    entities: Object.values(entities),
     migrations,
     migrationsTableName: "schema_migrations",
     synchronize: false,
@@ -61,9 +60,12 @@ export async function createDatabase(url: string, options: { poolSize?: number }
   } as const;
   if (dialect === "mysql") {
     const u = new URL(url.replace(/^mariadb:/, "mysql:"));
+    const flavor = await mysqlFlavor(u);
+    const entities = buildEntities(dialect, flavor.binaryCollation);
     const dataSource = new DataSource({
       ...common,
-      type: await mysqlFlavor(u),
+      entities: Object.values(entities),
+      type: flavor.type,
       host: u.hostname,
       port: u.port ? Number(u.port) : 3306,
       username: decodeURIComponent(u.username),
@@ -78,12 +80,14 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       // takes its values as `?` parameters, escaped by the driver.
       multipleStatements: true,
     });
-    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, flavor.binaryCollation) };
   }
+  const entities = buildEntities(dialect);
   const path = sqlitePath(url);
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   const dataSource = new DataSource({
     ...common,
+    entities: Object.values(entities),
     type: "better-sqlite3",
     database: path,
     enableWAL: true,

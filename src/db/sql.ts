@@ -5,7 +5,7 @@
  * behind the running transaction (SQLite serialises writers anyway).
  */
 import type { DataSource, EntityManager } from "typeorm";
-import type { Dialect } from "./columns.js";
+import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
 export type Statement = readonly [sql: string, params: readonly unknown[]];
@@ -168,6 +168,8 @@ export class Sql {
   constructor(
     readonly dataSource: DataSource,
     readonly dialect: Dialect,
+    /** MySQL: the binary collation every text column has (see columns.ts); unused on SQLite. */
+    readonly binaryCollation: string = DEFAULT_BINARY_COLLATION,
   ) {}
 
   private queued<T>(fn: () => Promise<T>): Promise<T> {

@@ -58,8 +58,9 @@ export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): 
     checkText(rv, "code", code, MAX_CODE, true);
     if (code === "") return;
     const first = codes.get(code);
-    if (first) rv.add("code", `duplicates the code of ${first}`);
-    else if (ctx.takenCodes?.has(code)) rv.add("code", `is already used by a rate of this ${ctx.owner} for the interval`);
+    // Codes compare byte for byte, like every identifier: "Seats" and "seats" are two codes.
+    if (first) rv.add("code", `duplicates the code ${JSON.stringify(code)} of ${first}`);
+    else if (ctx.takenCodes?.has(code)) rv.add("code", `${JSON.stringify(code)} is already used by a rate of this ${ctx.owner} for the interval`);
     else codes.set(code, where);
   };
 

@@ -3,8 +3,8 @@
  * same definitions load under tsx without decorator metadata. Rows are plain objects; stores
  * map them to domain types.
  */
-import { EntitySchema } from "typeorm";
-import { type Dialect, decimalColumn, exactTextColumn, idColumn, intColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
+import { EntitySchema, type EntitySchemaColumnOptions } from "typeorm";
+import { DEFAULT_BINARY_COLLATION, type Dialect, decimalColumn, idColumn, intColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn, withBinaryText } from "../columns.js";
 
 export interface EnvironmentRow {
   id: string;
@@ -267,23 +267,29 @@ export interface TimelineItemRow {
   created_at: Date;
 }
 
-export function buildEntities(dialect: Dialect) {
+/**
+ * The tables of `dialect`. On MySQL every text column has `binaryCollation` (the server's binary
+ * no-pad collation, see columns.ts), so identifiers compare byte for byte as on SQLite.
+ */
+export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAULT_BINARY_COLLATION) {
+  const exact = <T extends Record<string, EntitySchemaColumnOptions>>(columns: T): T => withBinaryText(dialect, binaryCollation, columns);
+
   const Environment = new EntitySchema<EnvironmentRow>({
     name: "Environment",
     tableName: "environments",
-    columns: {
+    columns: exact({
       id: idColumn(true),
       name: textColumn(100, false),
       mode: textColumn(8, false),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_environments_name", columns: ["name"] }],
   });
 
   const ApiKey = new EntitySchema<ApiKeyRow>({
     name: "ApiKey",
     tableName: "api_keys",
-    columns: {
+    columns: exact({
       id: idColumn(true),
       environment_id: idColumn(),
       kind: textColumn(16, false),
@@ -291,7 +297,7 @@ export function buildEntities(dialect: Dialect) {
       key_hash: textColumn(64, false),
       created_at: timeColumn(),
       revoked_at: timeColumn(true),
-    },
+    }),
     uniques: [{ name: "uq_api_keys_key_hash", columns: ["key_hash"] }],
     indices: [{ name: "ix_api_keys_environment", columns: ["environment_id"] }],
   });
@@ -299,7 +305,7 @@ export function buildEntities(dialect: Dialect) {
   const Subject = new EntitySchema<SubjectRow>({
     name: "Subject",
     tableName: "subjects",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -313,7 +319,7 @@ export function buildEntities(dialect: Dialect) {
       deleted_at: timeColumn(true),
       test_clock_id: textColumn(32),
       payment_method_id: textColumn(32),
-    },
+    }),
     uniques: [
       { name: "uq_subjects_id", columns: ["id"] },
       { name: "uq_subjects_env_external_id", columns: ["environment_id", "external_id_key"] },
@@ -332,18 +338,18 @@ export function buildEntities(dialect: Dialect) {
   const PricingMetric = new EntitySchema<PricingMetricRow>({
     name: "PricingMetric",
     tableName: "pricing_metrics",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
-      event_name: exactTextColumn(dialect, 255, false),
+      event_name: textColumn(255, false),
       name: textColumn(255, false),
       unit: textColumn(255, false),
       dimensions: jsonColumn(dialect),
       aggregation_type: textColumn(8, false),
       value_field: textColumn(100),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_pricing_metrics_id", columns: ["id"] }],
     indices: [
       { name: "ix_pricing_metrics_env_seq", columns: ["environment_id", "seq"] },
@@ -354,7 +360,7 @@ export function buildEntities(dialect: Dialect) {
   const RateCard = new EntitySchema<RateCardRow>({
     name: "RateCard",
     tableName: "rate_cards",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -366,7 +372,7 @@ export function buildEntities(dialect: Dialect) {
       rate_catalog_id: textColumn(32),
       created_at: timeColumn(),
       updated_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_rate_cards_id", columns: ["id"] }],
     indices: [{ name: "ix_rate_cards_env_seq", columns: ["environment_id", "seq"] }],
   });
@@ -374,7 +380,7 @@ export function buildEntities(dialect: Dialect) {
   const RateCatalog = new EntitySchema<RateCatalogRow>({
     name: "RateCatalog",
     tableName: "rate_catalogs",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -383,7 +389,7 @@ export function buildEntities(dialect: Dialect) {
       rate_count: intColumn(),
       currency: textColumn(3),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_rate_catalogs_id", columns: ["id"] }],
     indices: [{ name: "ix_rate_catalogs_env_seq", columns: ["environment_id", "seq"] }],
   });
@@ -391,7 +397,7 @@ export function buildEntities(dialect: Dialect) {
   const Rate = new EntitySchema<RateRow>({
     name: "Rate",
     tableName: "rates",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -408,7 +414,7 @@ export function buildEntities(dialect: Dialect) {
       dimensions: jsonColumn(dialect, true),
       created_at: timeColumn(),
       ...priceColumns,
-    },
+    }),
     uniques: [
       { name: "uq_rates_id", columns: ["id"] },
       { name: "uq_rates_owner_interval_code", columns: ["owner_id", "billing_interval", "code"] },
@@ -419,14 +425,14 @@ export function buildEntities(dialect: Dialect) {
   const RateCell = new EntitySchema<RateCellRow>({
     name: "RateCell",
     tableName: "rate_cells",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       rate_id: idColumn(),
       owner_id: idColumn(),
       coordinates: jsonColumn(dialect),
       coordinates_hash: textColumn(64, false),
       ...priceColumns,
-    },
+    }),
     uniques: [{ name: "uq_rate_cells_rate_coordinates", columns: ["rate_id", "coordinates_hash"] }],
     indices: [{ name: "ix_rate_cells_owner_seq", columns: ["owner_id", "seq"] }],
   });
@@ -434,18 +440,18 @@ export function buildEntities(dialect: Dialect) {
   const UsageEvent = new EntitySchema<UsageEventRow>({
     name: "UsageEvent",
     tableName: "usage_events",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
-      idempotency_key: exactTextColumn(dialect, 255, false),
+      idempotency_key: textColumn(255, false),
       fingerprint: textColumn(64, false),
       subject_id: idColumn(),
-      event_name: exactTextColumn(dialect, 255, false),
+      event_name: textColumn(255, false),
       occurred_at: timeColumn(),
       data: jsonColumn(dialect),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_usage_events_env_key", columns: ["environment_id", "idempotency_key"] }],
     indices: [
       { name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] },
@@ -459,7 +465,7 @@ export function buildEntities(dialect: Dialect) {
     new EntitySchema<UsageRollupRow>({
       name,
       tableName,
-      columns: {
+      columns: exact({
         metric_id: { ...idColumn(), primary: true },
         subject_id: { ...idColumn(), primary: true },
         bucket_start: { ...timeColumn(), primary: true },
@@ -470,8 +476,8 @@ export function buildEntities(dialect: Dialect) {
         max_value: decimalColumn(dialect, true),
         last_value: decimalColumn(dialect, true),
         last_at: timeColumn(true),
-        last_key: exactTextColumn(dialect, 255),
-      },
+        last_key: textColumn(255),
+      }),
     });
   const UsageRollup = rollups("UsageRollup", "usage_rollups");
   const UsageRollupMinute = rollups("UsageRollupMinute", "usage_rollups_minute");
@@ -479,7 +485,7 @@ export function buildEntities(dialect: Dialect) {
   const Subscription = new EntitySchema<SubscriptionRow>({
     name: "Subscription",
     tableName: "subscriptions",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -506,7 +512,7 @@ export function buildEntities(dialect: Dialect) {
       billing_retry_at: timeColumn(true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_subscriptions_id", columns: ["id"] }],
     indices: [
       { name: "ix_subscriptions_env_seq", columns: ["environment_id", "seq"] },
@@ -518,7 +524,7 @@ export function buildEntities(dialect: Dialect) {
   const Invoice = new EntitySchema<InvoiceRow>({
     name: "Invoice",
     tableName: "invoices",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -533,7 +539,7 @@ export function buildEntities(dialect: Dialect) {
       period_end: timeColumn(),
       created_at: timeColumn(),
       updated_at: timeColumn(),
-    },
+    }),
     uniques: [
       { name: "uq_invoices_id", columns: ["id"] },
       { name: "uq_invoices_subscription_period", columns: ["subscription_id", "period_key"] },
@@ -545,7 +551,7 @@ export function buildEntities(dialect: Dialect) {
   const InvoiceLine = new EntitySchema<InvoiceLineRow>({
     name: "InvoiceLine",
     tableName: "invoice_lines",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       invoice_id: idColumn(),
       position: intColumn(),
@@ -553,14 +559,14 @@ export function buildEntities(dialect: Dialect) {
       quantity: sumColumn(dialect),
       unit_amount: sumColumn(dialect),
       amount: sumColumn(dialect),
-    },
+    }),
     indices: [{ name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] }],
   });
 
   const PaymentMethod = new EntitySchema<PaymentMethodRow>({
     name: "PaymentMethod",
     tableName: "payment_methods",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -569,14 +575,14 @@ export function buildEntities(dialect: Dialect) {
       last4: textColumn(4, false),
       behavior: textColumn(20, false),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_payment_methods_id", columns: ["id"] }],
   });
 
   const Checkout = new EntitySchema<CheckoutRow>({
     name: "Checkout",
     tableName: "checkout_sessions",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -592,7 +598,7 @@ export function buildEntities(dialect: Dialect) {
       description: textColumn(500, false),
       expires_at: timeColumn(),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [
       { name: "uq_checkout_sessions_id", columns: ["id"] },
       { name: "uq_checkout_sessions_token", columns: ["token"] },
@@ -602,21 +608,21 @@ export function buildEntities(dialect: Dialect) {
   const TestClock = new EntitySchema<TestClockRow>({
     name: "TestClock",
     tableName: "test_clocks",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
       name: textColumn(255, false),
       frozen_time: timeColumn(),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_test_clocks_id", columns: ["id"] }],
   });
 
   const Timeline = new EntitySchema<TimelineRow>({
     name: "Timeline",
     tableName: "subscription_timelines",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       environment_id: idColumn(),
@@ -629,7 +635,7 @@ export function buildEntities(dialect: Dialect) {
       test_clock_id: textColumn(32),
       created_at: timeColumn(),
       updated_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_subscription_timelines_id", columns: ["id"] }],
     indices: [
       { name: "ix_subscription_timelines_env_seq", columns: ["environment_id", "seq"] },
@@ -640,7 +646,7 @@ export function buildEntities(dialect: Dialect) {
   const TimelineItem = new EntitySchema<TimelineItemRow>({
     name: "TimelineItem",
     tableName: "timeline_items",
-    columns: {
+    columns: exact({
       seq: seqColumn(dialect),
       id: idColumn(),
       timeline_id: idColumn(),
@@ -651,7 +657,7 @@ export function buildEntities(dialect: Dialect) {
       fixed_rate_quantities: jsonColumn(dialect),
       rate_multipliers: jsonColumn(dialect),
       created_at: timeColumn(),
-    },
+    }),
     uniques: [{ name: "uq_timeline_items_id", columns: ["id"] }],
     indices: [{ name: "ix_timeline_items_timeline_start", columns: ["timeline_id", "period_start"] }],
   });

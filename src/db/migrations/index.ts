@@ -8,6 +8,18 @@ import { Timelines1795000000004 } from "./1795000000004-Timelines.js";
 import { MinuteTotals1795000000005 } from "./1795000000005-MinuteTotals.js";
 import { ExactIdentifiers1795000000006 } from "./1795000000006-ExactIdentifiers.js";
 import { LargeJson1795000000007 } from "./1795000000007-LargeJson.js";
+import { BinaryIdentifiers1795000000008 } from "./1795000000008-BinaryIdentifiers.js";
 import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
 
-export const migrations: (new () => MigrationInterface)[] = [Foundation1795000000000, Catalog1795000000001, Metering1795000000002, Billing1795000000003, Timelines1795000000004, MinuteTotals1795000000005, ExactIdentifiers1795000000006, LargeJson1795000000007, BillingLimits1795000000009];
+export const migrations: (new () => MigrationInterface)[] = [
+  Foundation1795000000000,
+  Catalog1795000000001,
+  Metering1795000000002,
+  Billing1795000000003,
+  Timelines1795000000004,
+  MinuteTotals1795000000005,
+  ExactIdentifiers1795000000006,
+  LargeJson1795000000007,
+  BinaryIdentifiers1795000000008,
+  BillingLimits1795000000009,
+];

@@ -124,6 +124,33 @@ async function loadCells(em: EntityManager, entities: Entities, rows: RateRow[])
   return byRate;
 }
 
+/** The codes of `set` that occur more than once in it (byte for byte), then those in `taken`. */
+function clashingCodes(set: { fixed: FixedRate[]; usage: UsageRate[] }, taken: Set<string> = new Set()): string[] {
+  const seen = new Set<string>();
+  const clashes = new Set<string>();
+  for (const { code } of [...set.fixed, ...set.usage]) {
+    if (seen.has(code) || taken.has(code)) clashes.add(code);
+    seen.add(code);
+  }
+  return [...clashes];
+}
+
+/**
+ * A unique-key violation while writing rates, as the domain error that names the codes: the
+ * domain checks codes (and cell coordinates) before writing, so this is a code taken by a
+ * concurrent write, or a rule the check missed; either way a 409 naming them, never a 500.
+ */
+function rateConflict(codes: string[], owner: "rate card" | "rate catalog"): AlreadyExistsError {
+  const named = codes.map((c) => JSON.stringify(c)).join(", ");
+  return new AlreadyExistsError(
+    "RATE_CODE_EXISTS",
+    codes.length > 0
+      ? `the ${owner} already has a rate with the code ${named} for this interval`
+      : `a rate of this request conflicts with another rate of the ${owner} (a unique key of its codes or matrix cells)`,
+    codes.length > 0 ? { code: codes.join(",") } : {},
+  );
+}
+
 async function insertRates(em: EntityManager, entities: Entities, owner: Owner, set: { fixed: FixedRate[]; usage: UsageRate[] }): Promise<void> {
   const { rates, cells } = rateRows(owner, set);
   // Chunked multi-row INSERTs: one statement per 500 rows.
@@ -220,6 +247,15 @@ export class SqlRateCardStore implements RateCardStore {
   ) {}
 
   async insert(card: RateCard): Promise<void> {
+    try {
+      await this.insertCard(card);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw rateConflict(clashingCodes({ fixed: card.fixedRates, usage: card.usageRates }), "rate card");
+      throw err;
+    }
+  }
+
+  private async insertCard(card: RateCard): Promise<void> {
     await this.sql.transaction(async (em) => {
       if (card.rateCatalogId && card.currency) {
         await claimCatalogCurrency(em, this.sql, card.environmentId, card.rateCatalogId, card.currency);
@@ -357,7 +393,8 @@ export class SqlRateCatalogStore implements RateCatalogStore {
       });
     } catch (err) {
       if (isUniqueViolation(err)) {
-        throw new AlreadyExistsError("RATE_CODE_EXISTS", "a rate with one of these codes was added to the catalog for this interval meanwhile");
+        // A concurrent add_rates took a code between the check and this write: name it.
+        throw rateConflict(clashingCodes(rates, await this.codes(environmentId, catalogId, interval)), "rate catalog");
       }
       throw err;
     }

@@ -23,7 +23,7 @@ function toSubject(r: SubjectRow): Subject {
 
 /** `%`, `_` and the escape character itself are literal in a search query. */
 function likePattern(query: string): string {
-  return `%${query.toLowerCase().replace(/[!%_]/g, (c) => `!${c}`)}%`;
+  return `%${query.replace(/[!%_]/g, (c) => `!${c}`)}%`;
 }
 
 export class SqlSubjectStore implements SubjectStore {
@@ -78,7 +78,12 @@ export class SqlSubjectStore implements SubjectStore {
         .createQueryBuilder(this.entities.Subject, "s")
         .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId });
       if (query !== undefined) {
-        qb.andWhere("(LOWER(s.name) LIKE :p ESCAPE '!' OR LOWER(s.email) LIKE :p ESCAPE '!')", { p: likePattern(query) });
+        // Case is ignored by lowering both sides with the same function (the columns compare byte
+        // for byte): on MySQL the server's LOWER under the columns' own collation, on SQLite
+        // JavaScript's toLowerCase (datasource.ts), so text always matches itself in any case the
+        // store's Unicode tables know. Accents are not ignored: `muller` does not find `Müller`.
+        const p = this.sql.dialect === "mysql" ? `LOWER(:p COLLATE ${this.sql.binaryCollation})` : "LOWER(:p)";
+        qb.andWhere(`(LOWER(s.name) LIKE ${p} ESCAPE '!' OR LOWER(s.email) LIKE ${p} ESCAPE '!')`, { p: likePattern(query) });
       }
       const rows = await qb.orderBy("s.seq", "ASC").limit(page.limit + 1).offset(page.offset).getMany();
       return toPageResult(rows.map(toSubject), page);
