@@ -1,0 +1,136 @@
+/**
+ * Strict instants for Connect JSON requests (DESIGN §4). protobuf-es reads a JSON Timestamp with
+ * Date.parse, which rolls 2026-02-30 over to 2 March, so a unary Connect JSON request to a method
+ * whose input holds a google.protobuf.Timestamp is read here first: every Timestamp string goes
+ * through the service's one parser (src/billing/time.ts). One it accepts is handed on as its
+ * canonical UTC text (so an offset-less time is UTC and digits past the millisecond are dropped,
+ * as on REST); one it refuses is noted with its field path and replaced by a placeholder, and the
+ * interceptor below, which runs after authentication, answers invalid_argument with every such
+ * field before the method is called. Binary requests carry seconds and nanos, which the domain
+ * range-checks itself; enveloped JSON (Connect streaming, gRPC-Web JSON) is left to protobuf-es
+ * and the domain's range check.
+ */
+import type { DescField, DescMessage } from "@bufbuild/protobuf";
+import { type Interceptor, createContextKey, createContextValues } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { parse as parseLossless, stringify as stringifyLossless } from "lossless-json";
+import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
+import { parseInstant } from "../billing/time.js";
+
+const TIMESTAMP = "google.protobuf.Timestamp";
+const PLACEHOLDER = "2000-01-01T00:00:00Z";
+
+/** Timestamp fields refused while reading the request's JSON: the interceptor reports them. */
+export const instantViolationsKey = createContextKey<FieldViolation[]>([], { description: "instant violations" });
+
+const holdsCache = new WeakMap<DescMessage, boolean>();
+/** Whether a message type holds a Timestamp anywhere (fields, lists, map values, nested). */
+function holdsTimestamp(desc: DescMessage, seen = new Set<DescMessage>()): boolean {
+  const cached = holdsCache.get(desc);
+  if (cached !== undefined) return cached;
+  if (desc.typeName === TIMESTAMP) return true;
+  if (seen.has(desc)) return false;
+  seen.add(desc);
+  const holds = desc.fields.some((f) => {
+    const m = messageOf(f);
+    return m !== undefined && holdsTimestamp(m, seen);
+  });
+  holdsCache.set(desc, holds);
+  return holds;
+}
+
+function messageOf(f: DescField): DescMessage | undefined {
+  if (f.fieldKind === "message") return f.message;
+  if (f.fieldKind === "list" && f.listKind === "message") return f.message;
+  if (f.fieldKind === "map" && f.mapKind === "message") return f.message;
+  return undefined;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** A Timestamp value: canonical text, or the placeholder with the violation noted. Non-strings are protobuf-es's to refuse. */
+function instant(v: unknown, path: string, out: FieldViolation[]): unknown {
+  if (typeof v !== "string") return v;
+  const p = parseInstant(v);
+  if (p.ok) return new Date(p.ms).toISOString();
+  out.push({ field: path, description: p.problem });
+  return PLACEHOLDER;
+}
+
+/** Rewrites the Timestamp strings of a message's JSON in place; field paths use proto names. */
+function walk(desc: DescMessage, json: Record<string, unknown>, prefix: string, out: FieldViolation[]): void {
+  for (const f of desc.fields) {
+    const key = f.name in json ? f.name : f.jsonName in json ? f.jsonName : undefined;
+    if (key === undefined) continue;
+    const m = messageOf(f);
+    if (!m || !holdsTimestamp(m)) continue;
+    const path = prefix === "" ? f.name : `${prefix}.${f.name}`;
+    const value = json[key];
+    const one = (v: unknown, p: string): unknown => {
+      if (m.typeName === TIMESTAMP) return instant(v, p, out);
+      if (isObject(v)) walk(m, v, p, out);
+      return v;
+    };
+    if (f.fieldKind === "list" && Array.isArray(value)) json[key] = value.map((v, i) => one(v, `${path}[${i}]`));
+    else if (f.fieldKind === "map" && isObject(value)) for (const k of Object.keys(value)) value[k] = one(value[k], `${path}.${k}`);
+    else if (f.fieldKind === "message") json[key] = one(value, path);
+  }
+}
+
+/** Reads up to a little past `max` bytes; the iterator stays open for the rest. */
+async function readUpTo(it: AsyncIterator<Uint8Array>, max: number): Promise<{ chunks: Uint8Array[]; size: number }> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size <= max) {
+    const r = await it.next();
+    if (r.done) break;
+    chunks.push(r.value);
+    size += r.value.byteLength;
+  }
+  return { chunks, size };
+}
+
+async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): AsyncIterable<Uint8Array> {
+  yield* chunks;
+  if (!rest) return;
+  for (let r = await rest.next(); !r.done; r = await rest.next()) yield r.value;
+}
+
+/**
+ * The request as the handler should read it: unchanged unless it is a unary Connect JSON request
+ * to a method whose input holds a Timestamp; then with its Timestamps read strictly (see above).
+ * A body over `maxBytes` or that is not JSON is handed on as it came, for Connect to refuse.
+ */
+export async function strictInstants(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number): Promise<UniversalServerRequest> {
+  const type = (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase();
+  if (req.method !== "POST" || type !== "application/json" || !holdsTimestamp(handler.method.input)) return req;
+  const body = req.body;
+  if (body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return req;
+  const iterator = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  const { chunks, size } = await readUpTo(iterator, maxBytes);
+  if (size > maxBytes) return { ...req, body: replay(chunks, iterator) };
+  let json: unknown;
+  try {
+    json = parseLossless(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    return { ...req, body: replay(chunks) };
+  }
+  if (!isObject(json)) return { ...req, body: replay(chunks) };
+  const violations: FieldViolation[] = [];
+  walk(handler.method.input, json, "", violations);
+  const contextValues = req.contextValues ?? createContextValues();
+  if (violations.length > 0) contextValues.set(instantViolationsKey, violations);
+  const bytes = Buffer.from(stringifyLossless(json) ?? "{}", "utf8");
+  const header = new Headers(req.header);
+  if (header.has("content-length")) header.set("content-length", String(bytes.byteLength));
+  return { ...req, header, contextValues, body: replay([bytes]) };
+}
+
+/** Answers invalid_argument, with every field, for Timestamps strictInstants refused (after authentication). */
+export function instantInterceptor(): Interceptor {
+  return (next) => async (req) => {
+    const violations = req.contextValues.get(instantViolationsKey);
+    if (violations.length > 0) throw new InvalidArgumentError(violations);
+    return next(req);
+  };
+}
