@@ -3,12 +3,14 @@
  * impossible date, leap years, offsets, fraction truncation, the range's bounds, and garbage.
  */
 import test from "ava";
+import fc from "fast-check";
 import { InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { prepare } from "../../src/billing/metering/events.js";
 import { END_INSTANT, MIN_INSTANT, RANGE_PROBLEM, checkInstant, parseInstant, parseRfc3339, readInstant } from "../../src/billing/time.js";
 import { storableTime } from "../../src/db/columns.js";
 import { dbTime } from "../../src/db/raw.js";
 import { instantOf } from "../../src/rpc/convert/common.js";
+import { format, inRangeMs, style } from "../helpers/instants.js";
 
 const iso = (text: string): string | undefined => {
   const p = parseInstant(text);
@@ -204,4 +206,24 @@ test("nothing outside years 1000–9999 reaches a store", (t) => {
     t.throws(() => dbTime(d), { message: /refusing to store/ });
     t.throws(() => storableTime(d), { message: /refusing to store/ });
   }
+});
+
+test("property: every text of an instant in range reads back as that millisecond; outside the range, none does", (t) => {
+  fc.assert(
+    fc.property(inRangeMs, style, (ms, s) => {
+      const text = format(ms, s);
+      const p = parseInstant(text);
+      return p.ok && p.ms === ms;
+    }),
+    { numRuns: 5000 },
+  );
+  const outside = fc.oneof(fc.integer({ min: Date.UTC(1000, 0, 1), max: MIN_INSTANT - 1 }), fc.integer({ min: END_INSTANT, max: Date.UTC(9999, 11, 31) }));
+  fc.assert(
+    fc.property(outside, style, (ms, s) => {
+      const p = parseInstant(format(ms, s));
+      return !p.ok && p.problem === RANGE_PROBLEM;
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass();
 });
