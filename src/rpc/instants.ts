@@ -1,14 +1,13 @@
 /**
  * Strict instants for Connect JSON requests (DESIGN §4). protobuf-es reads a JSON Timestamp with
- * Date.parse, which rolls 2026-02-30 over to 2 March, so a unary Connect JSON request to a method
+ * Date.parse, which rolls 2026-02-30 over to 2 March, so a JSON request to a method
  * whose input holds a google.protobuf.Timestamp is read here first: every Timestamp string goes
  * through the service's one parser (src/billing/time.ts). One it accepts is handed on as its
  * canonical UTC text (so an offset-less time is UTC and digits past the millisecond are dropped,
  * as on REST); one it refuses is noted with its field path and replaced by a placeholder, and the
  * interceptor below, which runs after authentication, answers invalid_argument with every such
- * field before the method is called. Binary requests carry seconds and nanos, which the domain
- * range-checks itself; enveloped JSON (Connect streaming, gRPC-Web JSON) is left to protobuf-es
- * and the domain's range check.
+ * field before the method is called. The same for the JSON variants of gRPC and gRPC-Web (one
+ * enveloped message). Binary requests carry seconds and nanos, which the domain range-checks.
  */
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import { type Interceptor, createContextKey, createContextValues } from "@connectrpc/connect";
@@ -96,31 +95,51 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
   for (let r = await rest.next(); !r.done; r = await rest.next()) yield r.value;
 }
 
+/** JSON bodies in one envelope per message (5 bytes: flags, big-endian length), unary requests only. */
+const ENVELOPED = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
+
 /**
- * The request as the handler should read it: unchanged unless it is a unary Connect JSON request
- * to a method whose input holds a Timestamp; then with its Timestamps read strictly (see above).
- * A body over `maxBytes` or that is not JSON is handed on as it came, for Connect to refuse.
+ * The request as the handler should read it: unchanged unless it is JSON (Connect's unary
+ * `application/json`, or one uncompressed envelope of `+json` on Connect streaming, gRPC or
+ * gRPC-Web) for a method taking one message whose type holds a Timestamp; then with its
+ * Timestamps read strictly (see above). A body over `maxBytes`, compressed, or that is not a JSON
+ * object is handed on as it came, for Connect to read or refuse.
  */
 export async function strictInstants(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number): Promise<UniversalServerRequest> {
-  const type = (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase();
-  if (req.method !== "POST" || type !== "application/json" || !holdsTimestamp(handler.method.input)) return req;
+  const type = (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
+  const enveloped = ENVELOPED.has(type);
+  if (req.method !== "POST" || (type !== "application/json" && !enveloped)) return req;
+  if (handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming" || !holdsTimestamp(handler.method.input)) return req;
   const body = req.body;
   if (body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return req;
   const iterator = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   const { chunks, size } = await readUpTo(iterator, maxBytes);
   if (size > maxBytes) return { ...req, body: replay(chunks, iterator) };
+  const raw = Buffer.concat(chunks);
+  let text: Buffer = raw;
+  if (enveloped) {
+    // One message, uncompressed (flags 0), filling the body exactly.
+    if (raw.length < 5 || raw[0] !== 0 || raw.readUInt32BE(1) !== raw.length - 5) return { ...req, body: replay([raw]) };
+    text = raw.subarray(5);
+  }
   let json: unknown;
   try {
-    json = parseLossless(Buffer.concat(chunks).toString("utf8"));
+    json = parseLossless(text.toString("utf8"));
   } catch {
-    return { ...req, body: replay(chunks) };
+    return { ...req, body: replay([raw]) };
   }
-  if (!isObject(json)) return { ...req, body: replay(chunks) };
+  if (!isObject(json)) return { ...req, body: replay([raw]) };
   const violations: FieldViolation[] = [];
   walk(handler.method.input, json, "", violations);
   const contextValues = req.contextValues ?? createContextValues();
   if (violations.length > 0) contextValues.set(instantViolationsKey, violations);
-  const bytes = Buffer.from(stringifyLossless(json) ?? "{}", "utf8");
+  const message = Buffer.from(stringifyLossless(json) ?? "{}", "utf8");
+  let bytes = message;
+  if (enveloped) {
+    bytes = Buffer.alloc(5 + message.length);
+    bytes.writeUInt32BE(message.length, 1);
+    message.copy(bytes, 5);
+  }
   const header = new Headers(req.header);
   if (header.has("content-length")) header.set("content-length", String(bytes.byteLength));
   return { ...req, header, contextValues, body: replay([bytes]) };

@@ -7,7 +7,8 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { type Timestamp, TimestampSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
@@ -192,7 +193,7 @@ for (const store of STORES) {
     });
   }
 
-  test(`${store} Connect JSON: an impossible date is refused with its field, never rolled over`, async (t) => {
+  test(`${store} Connect and gRPC-Web JSON: an impossible date is refused with its field, never rolled over`, async (t) => {
     const { s } = await setup();
     const post = async (method: string, body: Json) => {
       const res = await fetch(`${server.url}/billing.v1.TestClockService/${method}`, {
@@ -214,10 +215,59 @@ for (const store of STORES) {
         t.regex(r.body.message, problem, `${method} ${bad}`);
       }
     }
+    // Authentication comes first: no key is a 401 whatever the body holds.
+    const anonymous = await fetch(`${server.url}/billing.v1.TestClockService/CreateTestClock`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "x", frozen_time: "2026-02-30T00:00:00Z" }),
+    });
+    t.is(anonymous.status, 401);
+    // gRPC-Web with JSON: one enveloped message.
+    const grpcWeb = async (body: Json) => {
+      const json = Buffer.from(JSON.stringify(body));
+      const envelope = Buffer.alloc(5 + json.length);
+      envelope.writeUInt32BE(json.length, 1);
+      json.copy(envelope, 5);
+      const res = await fetch(`${server.url}/billing.v1.TestClockService/CreateTestClock`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web+json", "x-api-key": s.key },
+        body: envelope,
+      });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      // The status is in the headers (trailers-only) or in the body's trailer frame (flag 0x80).
+      const trailers = new Map<string, string>(res.headers.has("grpc-status") ? [["grpc-status", res.headers.get("grpc-status") ?? ""], ["grpc-message", res.headers.get("grpc-message") ?? ""]] : []);
+      for (let i = 0; i + 5 <= bytes.length; i += 5 + bytes.readUInt32BE(i + 1)) {
+        if (((bytes[i] ?? 0) & 0x80) === 0) continue;
+        for (const line of bytes.subarray(i + 5, i + 5 + bytes.readUInt32BE(i + 1)).toString().split("\r\n")) {
+          const colon = line.indexOf(":");
+          if (colon > 0) trailers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
+        }
+      }
+      return { status: trailers.get("grpc-status") ?? "", message: decodeURIComponent(trailers.get("grpc-message") ?? ""), bytes };
+    };
+    const refused = await grpcWeb({ name: "x", frozen_time: "2026-02-30T00:00:00Z" });
+    t.is(refused.status, "3", "invalid_argument");
+    t.regex(refused.message, /frozen_time: .*2026-02-30 is not a calendar date/);
     t.is(await count("test_clocks", s.subjectId), 1);
+    const accepted = await grpcWeb({ name: "x", frozen_time: "2026-02-28T12:00:00.9999" });
+    t.regex(accepted.bytes.subarray(5).toString(), /"frozen_time":"2026-02-28T12:00:00.999Z"/);
+
     const good = await post("CreateTestClock", { name: "x", frozenTime: "2026-02-28T12:00:00.123456-01:00" });
     t.is(good.status, 200);
     t.is(good.body.test_clock.frozen_time, "2026-02-28T13:00:00.123Z");
+    // Typed clients speaking JSON (Connect, gRPC-Web, gRPC): their requests pass through the check unchanged.
+    for (const [protocol, transport] of [
+      ["connect", createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: false })],
+      ["grpcweb", createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: false })],
+      ["grpc", createGrpcTransport({ baseUrl: server.url, useBinaryFormat: false })],
+    ] as const) {
+      const c = createClient(TestClockService, transport);
+      const made = await c.createTestClock({ name: protocol, frozenTime: at("2199-12-31T23:59:59.999Z") }, { headers: { "x-api-key": s.key } });
+      t.is(made.testClock?.frozenTime?.nanos, 999_000_000, protocol);
+      const err = ConnectError.from(await t.throwsAsync(c.createTestClock({ name: protocol, frozenTime: at("2200-01-01T00:00:00Z") }, { headers: { "x-api-key": s.key } })));
+      t.deepEqual([err.code, err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field)], [Code.InvalidArgument, ["frozen_time"]], protocol);
+    }
+    t.is(await count("test_clocks", s.subjectId), 6);
   });
 
   test(`${store}: cycle ends derived past 2200 are stored and read back; the clock cannot follow them there`, async (t) => {
