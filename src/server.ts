@@ -8,12 +8,12 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
 import net, { type Socket } from "node:net";
 import { Duplex } from "node:stream";
-import { type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
 import { MAX_BODY_BYTES } from "./rest/gateway.js";
-import { strictInstants } from "./rpc/instants.js";
+import { readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -47,9 +47,9 @@ export function createRequestHandler({ router, rest, pages, health, log }: Handl
     }
     const handler = rpc.get(path);
     if (handler) {
-      const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, createContextValues());
-      strictInstants(handler, uReq, MAX_BODY_BYTES)
-        .then((checked) => handler(checked))
+      const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);
+      // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts).
+      (readsInstants(handler, uReq) ? strictInstants(handler, uReq, MAX_BODY_BYTES).then(handler) : handler(uReq))
         .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
         .catch((err) => log.warn("rpc stream ended early", { rpc: path, err }));
       return;

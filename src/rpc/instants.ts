@@ -98,6 +98,16 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
 /** JSON bodies in one envelope per message (5 bytes: flags, big-endian length), unary requests only. */
 const ENVELOPED = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
 
+const contentType = (req: UniversalServerRequest) => (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
+
+/** Whether strictInstants has anything to do for this request (a cheap check, no body read). */
+export function readsInstants(handler: UniversalHandler, req: UniversalServerRequest): boolean {
+  const type = contentType(req);
+  if (req.method !== "POST" || (type !== "application/json" && !ENVELOPED.has(type))) return false;
+  if (handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming") return false;
+  return holdsTimestamp(handler.method.input);
+}
+
 /**
  * The request as the handler should read it: unchanged unless it is JSON (Connect's unary
  * `application/json`, or one uncompressed envelope of `+json` on Connect streaming, gRPC or
@@ -106,10 +116,8 @@ const ENVELOPED = new Set(["application/connect+json", "application/grpc+json", 
  * object is handed on as it came, for Connect to read or refuse.
  */
 export async function strictInstants(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number): Promise<UniversalServerRequest> {
-  const type = (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
-  const enveloped = ENVELOPED.has(type);
-  if (req.method !== "POST" || (type !== "application/json" && !enveloped)) return req;
-  if (handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming" || !holdsTimestamp(handler.method.input)) return req;
+  if (!readsInstants(handler, req)) return req;
+  const enveloped = ENVELOPED.has(contentType(req));
   const body = req.body;
   if (body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return req;
   const iterator = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
