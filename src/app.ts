@@ -26,6 +26,7 @@ import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
+import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
@@ -92,7 +93,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true };
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(verifier)],
+      interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
       jsonOptions,
       // The same bound as a REST body (per message on a stream): a larger request is refused
       // before it is read into memory, on every protocol.

@@ -12,6 +12,8 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
+import { MAX_BODY_BYTES } from "./rest/gateway.js";
+import { readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -46,7 +48,8 @@ export function createRequestHandler({ router, rest, pages, health, log }: Handl
     const handler = rpc.get(path);
     if (handler) {
       const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);
-      handler(uReq)
+      // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts).
+      (readsInstants(handler, uReq) ? strictInstants(handler, uReq, MAX_BODY_BYTES).then(handler) : handler(uReq))
         .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
         .catch((err) => log.warn("rpc stream ended early", { rpc: path, err }));
       return;

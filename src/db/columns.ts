@@ -62,10 +62,37 @@ export function seqColumn(dialect: Dialect): EntitySchemaColumnOptions {
     : { type: "integer", primary: true, generated: "increment" };
 }
 
+/** The times both stores can hold and give back as written: years 1000 to 9999 (MySQL's DATETIME range). */
+const STORABLE_FROM = Date.UTC(1000, 0, 1);
+const STORABLE_END = Date.UTC(10000, 0, 1);
+
+/**
+ * A time about to be written, checked: an invalid Date or one outside years 1000–9999 would be
+ * written as a negative or five-digit year (SQLite keeps any text; MySQL refuses or mangles it)
+ * that no read turns back into the same time. The service accepts only instants from 2000 to 2200
+ * (src/billing/time.ts) and derives none far from them, so this never fires on its own data; if a
+ * bug ever made such a time, the write fails (and its transaction rolls back) instead of leaving
+ * a row that breaks every later read.
+ */
+export function storableTime(d: Date): Date {
+  const ms = d.getTime();
+  if (!(ms >= STORABLE_FROM && ms < STORABLE_END)) {
+    throw new Error(`refusing to store the time ${Number.isNaN(ms) ? "Invalid Date" : d.toISOString()}: outside years 1000–9999`);
+  }
+  return d;
+}
+
+export const timeTransformer: ValueTransformer = {
+  to: (value: unknown) => (value instanceof Date ? storableTime(value) : value),
+  from: (value: unknown) => value,
+};
+
 export function timeColumn(nullable = false): EntitySchemaColumnOptions {
   // `default: null` on nullable columns: MariaDB reports their default as NULL, and without it
   // TypeORM's schema diff would see a change that is not there.
-  return nullable ? { type: "datetime", precision: 3, nullable, default: null } : { type: "datetime", precision: 3, nullable };
+  return nullable
+    ? { type: "datetime", precision: 3, nullable, default: null, transformer: timeTransformer }
+    : { type: "datetime", precision: 3, nullable, transformer: timeTransformer };
 }
 
 export function textColumn(length: number, nullable = true): EntitySchemaColumnOptions {

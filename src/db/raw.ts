@@ -3,6 +3,7 @@
  * 0.3 ms of CPU per query, more than the query itself). Plain SQL here uses only `?`
  * placeholders and unquoted, non-reserved identifiers, so it runs unchanged on MySQL and SQLite.
  */
+import { storableTime } from "./columns.js";
 import type { Sql } from "./sql.js";
 
 /** Only a key shaped like a subject ID can be one; any key can be an external ID. */
@@ -22,9 +23,12 @@ export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: st
   return byId ?? (await run("environment_id = ? AND external_id_key = ?"))[0];
 }
 
-/** A time as both stores hold DATETIME(3): `2026-01-31 12:00:00.000`, UTC. */
+/**
+ * A time as both stores hold DATETIME(3): `2026-01-31 12:00:00.000`, UTC. Throws for a time no
+ * store can hold and give back (see storableTime): never a negative or five-digit year.
+ */
 export function dbTime(d: Date): string {
-  const iso = d.toISOString(); // 2026-01-31T12:00:00.000Z
+  const iso = storableTime(d).toISOString(); // 2026-01-31T12:00:00.000Z
   return `${iso.slice(0, 10)} ${iso.slice(11, 23)}`;
 }
 

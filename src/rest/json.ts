@@ -11,6 +11,7 @@
 import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
 import { parse as parseLossless } from "lossless-json";
 import type { FieldViolation } from "../billing/errors.js";
+import { FORMAT_PROBLEM, parseInstant } from "../billing/time.js";
 import { decimal } from "../gen/billing/v1/options_pb.js";
 
 /** A JSON number as written, digit for digit. */
@@ -61,8 +62,6 @@ const INT32 = new Set([ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32]
 const UINT32 = new Set([ScalarType.UINT32, ScalarType.FIXED32]);
 const INT64 = new Set([ScalarType.INT64, ScalarType.SINT64, ScalarType.SFIXED64, ScalarType.UINT64, ScalarType.FIXED64]);
 const FLOAT = new Set([ScalarType.DOUBLE, ScalarType.FLOAT]);
-
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 
 type Out = { ok: true; value: JsonValue } | { ok: false };
 
@@ -152,11 +151,13 @@ class Walker {
 
   message(desc: DescMessage, v: unknown, path: string): Out {
     switch (desc.typeName) {
-      case "google.protobuf.Timestamp":
-        if (typeof v === "string" && RFC3339.test(v) && !Number.isNaN(Date.parse(v.replace(" ", "T")))) {
-          return { ok: true, value: v.replace(" ", "T") };
-        }
-        return this.bad(path, "must be an RFC 3339 date-time, such as 2026-01-31T00:00:00Z");
+      case "google.protobuf.Timestamp": {
+        // Read strictly here (protobuf-es's fromJson rolls 2026-02-30 over to March 2), range
+        // included, and handed on as the canonical UTC text of the millisecond read.
+        if (typeof v !== "string") return this.bad(path, FORMAT_PROBLEM);
+        const p = parseInstant(v);
+        return p.ok ? { ok: true, value: new Date(p.ms).toISOString() } : this.bad(path, p.problem);
+      }
       case "google.protobuf.Struct":
         if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plainChecked(v, path);
         return this.bad(path, "must be an object");

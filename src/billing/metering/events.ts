@@ -8,6 +8,7 @@ import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
+import { readInstant } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
 
 export type Grain = "hour" | "minute";
@@ -64,20 +65,6 @@ export interface Contribution {
   agg: Agg;
 }
 
-const OFFSET = /([Zz]|[+-]\d{2}:?\d{2})$/;
-const ISO = /^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
-
-/** Parses an RFC 3339 / ISO 8601 time; one without an offset is UTC. */
-export function parseTimestamp(text: string): number | undefined {
-  const t = text.trim();
-  if (!ISO.test(t)) return undefined;
-  const withZone = OFFSET.test(t) ? t : `${t.length === 10 ? `${t}T00:00:00` : t}Z`;
-  const ms = Date.parse(withZone.replace(" ", "T"));
-  if (Number.isNaN(ms)) return undefined;
-  const year = new Date(ms).getUTCFullYear();
-  return year >= 1970 && year <= 9999 ? ms : undefined;
-}
-
 /** Checks one event without the database; returns it prepared, or the error it is rejected with. */
 export function prepare(input: UsageEventInput, index: number, path: string, now: number): PreparedEvent | BillingError {
   const v = new Violations(path.replace(/\.$/, ""));
@@ -95,9 +82,8 @@ export function prepare(input: UsageEventInput, index: number, path: string, now
   let occurredAt = now;
   let givenTimestamp = "";
   if (input.timestamp !== "") {
-    const t = parseTimestamp(input.timestamp);
-    if (t === undefined) v.add("timestamp", "must be an RFC 3339 date-time, such as 2026-01-31T12:00:00Z");
-    else {
+    const t = readInstant(input.timestamp, v, "timestamp");
+    if (t !== undefined) {
       occurredAt = t;
       givenTimestamp = new Date(t).toISOString();
     }

@@ -11,6 +11,7 @@ import { type BillingError, Violations } from "../errors.js";
 import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
+import { checkInstant } from "../time.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, valueOf } from "./aggregate.js";
 import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
@@ -218,7 +219,9 @@ export class SummaryService {
     else {
       if (!p.start) v.at("period").add("start", "is required");
       if (!p.end) v.at("period").add("end", "is required");
-      if (p.start && p.end && p.end.getTime() < p.start.getTime()) v.at("period").add("end", "must not be before period.start");
+      const start = checkInstant(p.start, v.at("period"), "start");
+      const end = checkInstant(p.end, v.at("period"), "end");
+      if (start && end && end.getTime() < start.getTime()) v.at("period").add("end", "must not be before period.start");
     }
     if (input.subjectId === "") v.add("subject_id", "is required");
     const granularity = input.granularity === "" ? undefined : (input.granularity as Granularity);
@@ -232,7 +235,7 @@ export class SummaryService {
       seen.add(d);
     });
     const range: Range | undefined =
-      p?.start && p.end ? { start: p.start.getTime(), end: p.end.getTime(), inclusiveStart: p.inclusiveStart ?? true, inclusiveEnd: p.inclusiveEnd ?? false } : undefined;
+      p?.start && p.end && v.empty ? { start: p.start.getTime(), end: p.end.getTime(), inclusiveStart: p.inclusiveStart ?? true, inclusiveEnd: p.inclusiveEnd ?? false } : undefined;
     if (range && v.empty && bucketCount(range, granularity) > MAX_BUCKETS) {
       v.add("period_granularity", `makes more than ${MAX_BUCKETS} buckets for this period; use a coarser granularity or a shorter period`);
     }

@@ -13,6 +13,7 @@ import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Decimal, ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
+import { checkInstant } from "../time.js";
 import { type BillingEngine, multiplierOf } from "./engine.js";
 import { type BillingSubject, type CheckoutSession, type Invoice, type PaymentProvider, type Subscription, type TestClock, covers } from "./types.js";
 
@@ -554,8 +555,9 @@ export class SubscriptionService {
     const v = new Violations();
     if (input.name.length > 255) v.add("name", "must have at most 255 characters");
     if (!input.frozenTime) v.add("frozen_time", "is required");
+    const frozenTime = checkInstant(input.frozenTime, v, "frozen_time");
     v.throwIfAny();
-    const clock: TestClock = { id: newId("clk"), environmentId: caller.environmentId, name: input.name, frozenTime: input.frozenTime as Date, createdAt: this.engine.now() };
+    const clock: TestClock = { id: newId("clk"), environmentId: caller.environmentId, name: input.name, frozenTime: frozenTime as Date, createdAt: this.engine.now() };
     await this.store.insertClock(clock);
     return clock;
   }
@@ -569,6 +571,10 @@ export class SubscriptionService {
   /** Moves the clock forward and runs every cycle close due up to the new time before returning. */
   async advanceClock(caller: Caller, id: string, to: Date | undefined): Promise<TestClock> {
     const clock = await this.clock(caller, id);
+    const v = new Violations();
+    if (!to) v.add("frozen_time", "is required");
+    checkInstant(to, v, "frozen_time");
+    v.throwIfAny();
     if (!to) invalid("frozen_time", "is required");
     if (to.getTime() < clock.frozenTime.getTime()) {
       invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);

@@ -9,10 +9,10 @@ import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
 import { total } from "../invoicing/lines.js";
-import { parseTimestamp } from "../metering/events.js";
 import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
+import { checkInstant, parseInstant } from "../time.js";
 import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
 import { type Subscription, type Timeline, type TimelineItem, covers } from "./types.js";
 
@@ -106,12 +106,13 @@ export class TimelineService {
       const pv = iv.at("period");
       let end: Date | null = null;
       if (!input.start) pv.add("start", "is required");
+      const start = checkInstant(input.start, pv, "start");
       if (typeof input.end === "string") {
-        const ms = parseTimestamp(input.end);
-        if (ms === undefined) pv.add("end", "must be an RFC 3339 date-time or null");
-        else end = new Date(ms);
+        const p = parseInstant(input.end);
+        if (p.ok) end = new Date(p.ms);
+        else pv.add("end", `${p.problem}, or null for an item without an end`);
       }
-      if (input.start && end && end.getTime() <= input.start.getTime()) pv.add("end", "must be after period.start");
+      if (start && end && end.getTime() <= start.getTime()) pv.add("end", "must be after period.start");
       const sv = iv.at("subscription_input");
       let card: RateCard | undefined;
       if (input.rateCardId === "") sv.add("rate_card_id", "is required");
@@ -132,7 +133,7 @@ export class TimelineService {
         id: newId("sti"),
         timelineId: timeline.id,
         environmentId: caller.environmentId,
-        start: input.start ?? new Date(0),
+        start: start ?? new Date(0),
         end,
         rateCardId: input.rateCardId,
         fixedRateQuantities: terms.quantities,
@@ -169,12 +170,13 @@ export class TimelineService {
     if (timeline.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is ${timeline.status}; only a draft can be started`);
     const v = new Violations();
     if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
+    const given = checkInstant(input.effectiveAt, v, "effective_at");
     const subject = await this.subs.subject(caller, timeline.subjectId);
     const now = await this.subs.nowFor(subject);
-    const effectiveAt = input.effectiveAt ?? now;
+    const effectiveAt = given ?? now;
     const items = await this.store.timelineItems(timeline.id);
     if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
-    else if (!items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
+    else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
     let paid = false;
     for (const item of items) {

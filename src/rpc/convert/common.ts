@@ -7,6 +7,23 @@ export function ts(date: Date): Timestamp {
   return timestampFromDate(date);
 }
 
+/** Seconds a Date can hold (±8.64e12 s); beyond them no Date is made. */
+const DATE_LIMIT_SECONDS = 8_640_000_000_000n;
+
+/**
+ * A google.protobuf.Timestamp as a Date, truncated to the millisecond (protobuf-es's
+ * timestampDate rounds nanos, which can carry 23:59:59.9995 into the next second, day and year).
+ * Left out stays undefined; seconds or nanos that are no time (nanos outside 0–999,999,999,
+ * seconds beyond what a Date holds) become an invalid Date, which the domain refuses with the
+ * field's path along with the range check (src/billing/time.ts).
+ */
+export function instantOf(t: Timestamp | undefined): Date | undefined {
+  if (!t) return undefined;
+  const seconds = BigInt(t.seconds);
+  if (!Number.isInteger(t.nanos) || t.nanos < 0 || t.nanos > 999_999_999 || seconds > DATE_LIMIT_SECONDS || seconds < -DATE_LIMIT_SECONDS) return new Date(Number.NaN);
+  return new Date(Number(seconds) * 1000 + Math.floor(t.nanos / 1_000_000));
+}
+
 /** A google.protobuf.Struct used as `map<string,string>` with presence: every value must be a string. */
 export function stringMapFromStruct(obj: JsonObject, v: Violations): Record<string, string> {
   const out: Record<string, string> = {};

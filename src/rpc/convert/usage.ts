@@ -1,6 +1,6 @@
 /** Metering wire ⇄ domain. */
 import { create } from "@bufbuild/protobuf";
-import { NullValue, ValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { NullValue, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
 import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
@@ -8,7 +8,7 @@ import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen
 import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
 import { type UsageEventError, UsageEventErrorSchema } from "../../gen/billing/v1/usage_event_pb.js";
 import { codeName } from "../errors.js";
-import { ts } from "./common.js";
+import { instantOf, ts } from "./common.js";
 
 export function usageEventInput(e: { idempotencyKey: string; subjectId: string; eventName: string; data: Record<string, string>; timestamp: string }): UsageEventInput {
   return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: e.timestamp };
@@ -27,8 +27,8 @@ export function summaryInput(req: CreatePricingMetricSummaryRequest): SummaryInp
   return {
     period: p
       ? {
-          start: p.start ? timestampDate(p.start) : undefined,
-          end: p.end ? timestampDate(p.end) : undefined,
+          start: instantOf(p.start),
+          end: instantOf(p.end),
           inclusiveStart: p.inclusiveStart,
           inclusiveEnd: p.inclusiveEnd,
         }

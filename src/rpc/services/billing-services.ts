@@ -1,5 +1,4 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SubscriptionService as Subscriptions } from "../../billing/subscriptions/service.js";
 import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
@@ -8,6 +7,7 @@ import type { SubscriptionService } from "../../gen/billing/v1/subscription_serv
 import type { TestClockService } from "../../gen/billing/v1/test_clock_service_pb.js";
 import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
+import { instantOf } from "../convert/common.js";
 
 export function subscriptionService(subs: Subscriptions): ServiceImpl<typeof SubscriptionService> {
   return {
@@ -94,13 +94,13 @@ export function customerAccessService(subs: Subscriptions): ServiceImpl<typeof C
 export function testClockService(subs: Subscriptions): ServiceImpl<typeof TestClockService> {
   return {
     async createTestClock(req, ctx) {
-      return { testClock: clockToPb(await subs.createClock(callerOf(ctx), { name: req.name, frozenTime: req.frozenTime ? timestampDate(req.frozenTime) : undefined })) };
+      return { testClock: clockToPb(await subs.createClock(callerOf(ctx), { name: req.name, frozenTime: instantOf(req.frozenTime) })) };
     },
     async getTestClock(req, ctx) {
       return { testClock: clockToPb(await subs.clock(callerOf(ctx), req.testClockId)) };
     },
     async advanceTestClock(req, ctx) {
-      return { testClock: clockToPb(await subs.advanceClock(callerOf(ctx), req.testClockId, req.frozenTime ? timestampDate(req.frozenTime) : undefined)) };
+      return { testClock: clockToPb(await subs.advanceClock(callerOf(ctx), req.testClockId, instantOf(req.frozenTime))) };
     },
   };
 }

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { NullValue, ValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { NullValue, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { TimelineService as Timelines } from "../../billing/subscriptions/timelines.js";
 import type { Timeline, TimelineItem } from "../../billing/subscriptions/types.js";
@@ -12,7 +12,7 @@ import {
 import type { SubscriptionTimelineService } from "../../gen/billing/v1/subscription_timeline_service_pb.js";
 import { callerOf } from "../context.js";
 import { callbacksOf } from "../convert/billing.js";
-import { ts } from "../convert/common.js";
+import { instantOf, ts } from "../convert/common.js";
 
 function timelineToPb(t: Timeline): TimelinePb {
   return create(SubscriptionTimelineSchema, {
@@ -61,7 +61,7 @@ export function subscriptionTimelineService(timelines: Timelines): ServiceImpl<t
         req.items.map((i) => {
           const end = i.period?.end?.kind;
           return {
-            start: i.period?.start ? timestampDate(i.period.start) : undefined,
+            start: instantOf(i.period?.start),
             end: end?.case === "stringValue" ? end.value : end === undefined || end.case === "nullValue" ? null : "not a time",
             rateCardId: i.subscriptionInput?.rateCardId ?? "",
             fixedRateQuantities: i.subscriptionInput?.fixedRateQuantities ?? {},
@@ -79,7 +79,7 @@ export function subscriptionTimelineService(timelines: Timelines): ServiceImpl<t
       const r = await timelines.start(callerOf(ctx), req.subscriptionTimelineId, {
         callbacks: callbacksOf(req.checkoutCallbackUrls),
         createCheckoutSession: req.createCheckoutSession,
-        effectiveAt: req.effectiveAt ? timestampDate(req.effectiveAt) : undefined,
+        effectiveAt: instantOf(req.effectiveAt),
       });
       return {
         result:
