@@ -17,6 +17,43 @@ export interface Database {
   dialect: Dialect;
   entities: ReturnType<typeof buildEntities>;
   sql: Sql;
+  /**
+   * True when the database answers `SELECT 1` within `timeoutMs`; false when it fails or does
+   * not answer in time (a stopped or frozen server, a table or global lock). Never rejects, never
+   * waits longer than about `timeoutMs`, and never holds more than one connection: checks that
+   * arrive while one runs share its answer.
+   */
+  ping(timeoutMs: number): Promise<boolean>;
+}
+
+/** How long opening a MySQL connection may take before it fails (ETIMEDOUT → 503). */
+export const CONNECT_TIMEOUT_MS = 3_000;
+
+/**
+ * `check` bounded by `timeoutMs` (false when it fails or is late; `signal` is aborted then, so
+ * that the check lets go of what it holds), one at a time: callers meanwhile share its answer.
+ */
+function boundedCheck(check: (timeoutMs: number, signal: AbortSignal) => Promise<void>): (timeoutMs: number) => Promise<boolean> {
+  let running: Promise<boolean> | undefined;
+  return (timeoutMs) => {
+    running ??= (async () => {
+      const late = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<false>((r) => (timer = setTimeout(() => r(false), timeoutMs)));
+      try {
+        const attempt = check(timeoutMs, late.signal).then(
+          () => true,
+          () => false,
+        );
+        return await Promise.race([attempt, timedOut]);
+      } finally {
+        clearTimeout(timer);
+        late.abort();
+        running = undefined;
+      }
+    })();
+    return running;
+  };
 }
 
 export function dialectOf(url: string): Dialect {
@@ -40,6 +77,7 @@ async function mysqlFlavor(u: URL): Promise<"mysql" | "mariadb"> {
     port: u.port ? Number(u.port) : 3306,
     user: decodeURIComponent(u.username),
     password: decodeURIComponent(u.password),
+    connectTimeout: CONNECT_TIMEOUT_MS,
   });
   try {
     const [rows] = await conn.query("SELECT VERSION() AS v");
@@ -74,11 +112,37 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       supportBigNumbers: true,
       bigNumberStrings: true,
       poolSize: options.poolSize ?? 16,
+      // A server that is down refuses at once; one that accepts but never answers (frozen, or a
+      // network black hole) fails a new connection after this, rather than mysql2's 10 s.
+      connectTimeout: CONNECT_TIMEOUT_MS,
       // Lets Sql.pipelined send a transaction's statements in one packet. Every statement still
       // takes its values as `?` parameters, escaped by the driver.
       multipleStatements: true,
     });
-    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
+    // The health check opens its own connection each time rather than taking one of the pool's:
+    // a query that hangs (frozen server, a lock) is cut off by destroying that connection, so it
+    // never holds a pooled connection nor piles up new ones.
+    const ping = boundedCheck(async (timeoutMs, signal) => {
+      const c = await mysql.createConnection({
+        host: u.hostname,
+        port: u.port ? Number(u.port) : 3306,
+        user: decodeURIComponent(u.username),
+        password: decodeURIComponent(u.password),
+        database: decodeURIComponent(u.pathname.slice(1)),
+        connectTimeout: timeoutMs,
+      });
+      c.on("error", () => {}); // a late error of a connection given up on
+      // Whatever happens (answered, failed, or given up on while connecting or querying), the
+      // connection is destroyed: nothing is left waiting on the server.
+      if (signal.aborted) return c.destroy();
+      signal.addEventListener("abort", () => c.destroy(), { once: true });
+      try {
+        await c.query("SELECT 1");
+      } finally {
+        c.destroy();
+      }
+    });
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping };
   }
   const path = sqlitePath(url);
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
@@ -103,6 +167,9 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       db.aggregate("dec_max_of", { start: null, step: (acc: unknown, v: unknown) => decMax(acc, v) });
     },
   });
-  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
+  const ping = boundedCheck(async () => {
+    await dataSource.query("SELECT 1");
+  });
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping };
 }
 
