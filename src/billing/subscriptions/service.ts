@@ -54,7 +54,7 @@ function backoff(n: number): Promise<void> {
  * jittered backoff. Each attempt must re-read what it decides on. Past the last attempt the
  * AbortedError goes to the caller (409, retryable); any other error at once.
  */
-async function retryingRaces<T>(attempt: (n: number) => Promise<T>): Promise<T> {
+export async function retryingRaces<T>(attempt: (n: number) => Promise<T>): Promise<T> {
   for (let n = 1; ; n++) {
     try {
       return await attempt(n);
