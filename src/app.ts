@@ -26,6 +26,7 @@ import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
 
@@ -82,7 +83,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const { timelines } = services;
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
-    const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true };
+    // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
+    const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(verifier)],
       jsonOptions,

@@ -12,6 +12,7 @@ import { type DescEnum, type DescField, type DescMessage, type JsonValue, Scalar
 import { parse as parseLossless } from "lossless-json";
 import type { FieldViolation } from "../billing/errors.js";
 import { decimal } from "../gen/billing/v1/options_pb.js";
+import { NOT_UNICODE } from "../rpc/unicode.js";
 
 /** A JSON number as written, digit for digit. */
 class NumberLiteral {
@@ -66,7 +67,6 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\
 
 type Out = { ok: true; value: JsonValue } | { ok: false };
 
-const NOT_UNICODE = "must be valid Unicode text (it holds a lone UTF-16 surrogate, e.g. \\ud800)";
 /** A JSON string can escape half of a UTF-16 pair; such text has no UTF-8 form to store. */
 const wellFormed = (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 
