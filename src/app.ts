@@ -126,7 +126,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
           if (timer) clearInterval(timer);
           await listener.close();
           while (ticking) await new Promise((r) => setTimeout(r, 20));
-          await db.dataSource.destroy();
+          await db.close();
         })();
         return stopping;
       },

@@ -24,10 +24,16 @@ export interface Database {
    * arrive while one runs share its answer.
    */
   ping(timeoutMs: number): Promise<boolean>;
+  /** Closes the health check's connection and the data source. */
+  close(): Promise<void>;
 }
 
-/** How long opening a MySQL connection may take before it fails (ETIMEDOUT → 503). */
-export const CONNECT_TIMEOUT_MS = 3_000;
+/**
+ * How long opening a MySQL connection may take before it fails (ETIMEDOUT → 503). mysql2's
+ * default, set here on purpose: a server that is down refuses at once, and on a loaded machine
+ * (the test suite on two cores) a healthy server's handshake took over 3 s.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * `check` bounded by `timeoutMs` (false when it fails or is late; `signal` is aborted then, so
@@ -113,16 +119,18 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       bigNumberStrings: true,
       poolSize: options.poolSize ?? 16,
       // A server that is down refuses at once; one that accepts but never answers (frozen, or a
-      // network black hole) fails a new connection after this, rather than mysql2's 10 s.
+      // network black hole) fails a new connection after this.
       connectTimeout: CONNECT_TIMEOUT_MS,
       // Lets Sql.pipelined send a transaction's statements in one packet. Every statement still
       // takes its values as `?` parameters, escaped by the driver.
       multipleStatements: true,
     });
-    // The health check opens its own connection each time rather than taking one of the pool's:
-    // a query that hangs (frozen server, a lock) is cut off by destroying that connection, so it
-    // never holds a pooled connection nor piles up new ones.
-    const ping = boundedCheck(async (timeoutMs, signal) => {
+    // The health check has its own connection, never one of the pool's: a query that hangs
+    // (frozen server, a lock) is cut off by destroying that connection, so it never holds a
+    // pooled connection nor piles up new ones. It is kept between checks (no handshake each
+    // time); one that failed, or was closed by the server meanwhile, is replaced.
+    let kept: mysql.Connection | undefined;
+    const open = async (timeoutMs: number, signal: AbortSignal) => {
       const c = await mysql.createConnection({
         host: u.hostname,
         port: u.port ? Number(u.port) : 3306,
@@ -132,17 +140,40 @@ export async function createDatabase(url: string, options: { poolSize?: number }
         connectTimeout: timeoutMs,
       });
       c.on("error", () => {}); // a late error of a connection given up on
-      // Whatever happens (answered, failed, or given up on while connecting or querying), the
-      // connection is destroyed: nothing is left waiting on the server.
-      if (signal.aborted) return c.destroy();
-      signal.addEventListener("abort", () => c.destroy(), { once: true });
-      try {
-        await c.query("SELECT 1");
-      } finally {
+      // An idle kept connection does not keep the process alive.
+      (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
+      if (signal.aborted) {
         c.destroy();
+        throw new Error("health check given up");
+      }
+      return c;
+    };
+    const ping = boundedCheck(async (timeoutMs, signal) => {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const reused = kept !== undefined;
+        const c = kept ?? (await open(timeoutMs, signal));
+        kept = undefined;
+        const drop = () => c.destroy();
+        signal.addEventListener("abort", drop, { once: true });
+        try {
+          await c.query("SELECT 1");
+          signal.removeEventListener("abort", drop);
+          if (!signal.aborted) kept = c;
+          else c.destroy();
+          return;
+        } catch (err) {
+          c.destroy();
+          // A kept connection may have been closed by the server (wait_timeout): one fresh try.
+          if (!reused || signal.aborted) throw err;
+        }
       }
     });
-    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping };
+    const close = async () => {
+      kept?.destroy();
+      kept = undefined;
+      if (dataSource.isInitialized) await dataSource.destroy();
+    };
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping, close };
   }
   const path = sqlitePath(url);
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
@@ -170,6 +201,9 @@ export async function createDatabase(url: string, options: { poolSize?: number }
   const ping = boundedCheck(async () => {
     await dataSource.query("SELECT 1");
   });
-  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping };
+  const close = async () => {
+    if (dataSource.isInitialized) await dataSource.destroy();
+  };
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping, close };
 }
 
