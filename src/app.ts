@@ -28,8 +28,12 @@ import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
+
+/** How long /healthz waits for the database's answer before it reports 503. */
+export const HEALTH_TIMEOUT_MS = 1_500;
 
 export interface App {
   port: number;
@@ -91,7 +95,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const { timelines } = services;
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
-    const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true };
+    // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
+    const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
       jsonOptions,
@@ -102,10 +107,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const specs = implementations(services);
     routes(specs)(router);
     const rest = createRestGateway(restServices, createDirectCaller(specs, verifier, log, jsonOptions), log);
-    const health = async () => {
-      await db.dataSource.query("SELECT 1");
-      return true;
-    };
+    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
+    const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.subscriptions, log);
     const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log }), config.port);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
@@ -135,7 +138,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
           if (timer) clearInterval(timer);
           await listener.close();
           while (ticking) await new Promise((r) => setTimeout(r, 20));
-          await db.dataSource.destroy();
+          await db.close();
         })();
         return stopping;
       },

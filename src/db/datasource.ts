@@ -17,6 +17,49 @@ export interface Database {
   dialect: Dialect;
   entities: ReturnType<typeof buildEntities>;
   sql: Sql;
+  /**
+   * True when the database answers `SELECT 1` within `timeoutMs`; false when it fails or does
+   * not answer in time (a stopped or frozen server, a table or global lock). Never rejects, never
+   * waits longer than about `timeoutMs`, and never holds more than one connection: checks that
+   * arrive while one runs share its answer.
+   */
+  ping(timeoutMs: number): Promise<boolean>;
+  /** Closes the health check's connection and the data source. */
+  close(): Promise<void>;
+}
+
+/**
+ * How long opening a MySQL connection may take before it fails (ETIMEDOUT → 503). mysql2's
+ * default, set here on purpose: a server that is down refuses at once, and on a loaded machine
+ * (the test suite on two cores) a healthy server's handshake took over 3 s.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * `check` bounded by `timeoutMs` (false when it fails or is late; `signal` is aborted then, so
+ * that the check lets go of what it holds), one at a time: callers meanwhile share its answer.
+ */
+function boundedCheck(check: (timeoutMs: number, signal: AbortSignal) => Promise<void>): (timeoutMs: number) => Promise<boolean> {
+  let running: Promise<boolean> | undefined;
+  return (timeoutMs) => {
+    running ??= (async () => {
+      const late = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<false>((r) => (timer = setTimeout(() => r(false), timeoutMs)));
+      try {
+        const attempt = check(timeoutMs, late.signal).then(
+          () => true,
+          () => false,
+        );
+        return await Promise.race([attempt, timedOut]);
+      } finally {
+        clearTimeout(timer);
+        late.abort();
+        running = undefined;
+      }
+    })();
+    return running;
+  };
 }
 
 export function dialectOf(url: string): Dialect {
@@ -40,6 +83,7 @@ async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryC
     port: u.port ? Number(u.port) : 3306,
     user: decodeURIComponent(u.username),
     password: decodeURIComponent(u.password),
+    connectTimeout: CONNECT_TIMEOUT_MS,
   });
   try {
     const [rows] = await conn.query("SELECT VERSION() AS v");
@@ -76,11 +120,62 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       supportBigNumbers: true,
       bigNumberStrings: true,
       poolSize: options.poolSize ?? 16,
+      // A server that is down refuses at once; one that accepts but never answers (frozen, or a
+      // network black hole) fails a new connection after this.
+      connectTimeout: CONNECT_TIMEOUT_MS,
       // Lets Sql.pipelined send a transaction's statements in one packet. Every statement still
       // takes its values as `?` parameters, escaped by the driver.
       multipleStatements: true,
     });
-    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, flavor.binaryCollation) };
+    // The health check has its own connection, never one of the pool's: a query that hangs
+    // (frozen server, a lock) is cut off by destroying that connection, so it never holds a
+    // pooled connection nor piles up new ones. It is kept between checks (no handshake each
+    // time); one that failed, or was closed by the server meanwhile, is replaced.
+    let kept: mysql.Connection | undefined;
+    const open = async (timeoutMs: number, signal: AbortSignal) => {
+      const c = await mysql.createConnection({
+        host: u.hostname,
+        port: u.port ? Number(u.port) : 3306,
+        user: decodeURIComponent(u.username),
+        password: decodeURIComponent(u.password),
+        database: decodeURIComponent(u.pathname.slice(1)),
+        connectTimeout: timeoutMs,
+      });
+      c.on("error", () => {}); // a late error of a connection given up on
+      // An idle kept connection does not keep the process alive.
+      (c as unknown as { connection?: { stream?: { unref?: () => void } } }).connection?.stream?.unref?.();
+      if (signal.aborted) {
+        c.destroy();
+        throw new Error("health check given up");
+      }
+      return c;
+    };
+    const ping = boundedCheck(async (timeoutMs, signal) => {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const reused = kept !== undefined;
+        const c = kept ?? (await open(timeoutMs, signal));
+        kept = undefined;
+        const drop = () => c.destroy();
+        signal.addEventListener("abort", drop, { once: true });
+        try {
+          await c.query("SELECT 1");
+          signal.removeEventListener("abort", drop);
+          if (!signal.aborted) kept = c;
+          else c.destroy();
+          return;
+        } catch (err) {
+          c.destroy();
+          // A kept connection may have been closed by the server (wait_timeout): one fresh try.
+          if (!reused || signal.aborted) throw err;
+        }
+      }
+    });
+    const close = async () => {
+      kept?.destroy();
+      kept = undefined;
+      if (dataSource.isInitialized) await dataSource.destroy();
+    };
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, flavor.binaryCollation), ping, close };
   }
   const entities = buildEntities(dialect);
   const path = sqlitePath(url);
@@ -107,6 +202,12 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       db.aggregate("dec_max_of", { start: null, step: (acc: unknown, v: unknown) => decMax(acc, v) });
     },
   });
-  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect) };
+  const ping = boundedCheck(async () => {
+    await dataSource.query("SELECT 1");
+  });
+  const close = async () => {
+    if (dataSource.isInitialized) await dataSource.destroy();
+  };
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping, close };
 }
 

@@ -6,13 +6,67 @@ interface DriverFields {
   errno?: number;
   sqlState?: string;
   fatal?: boolean;
+  message?: string;
+  name?: string;
 }
 
 /** The driver's error fields, from TypeORM's QueryFailedError (its `driverError`) or the driver's own error. */
 function fieldsOf(err: unknown): DriverFields {
   const e = err as (DriverFields & { driverError?: DriverFields }) | undefined;
   const d = e?.driverError;
-  return { code: d?.code ?? e?.code, errno: d?.errno ?? e?.errno, sqlState: d?.sqlState ?? e?.sqlState, fatal: d?.fatal ?? e?.fatal };
+  return {
+    code: d?.code ?? e?.code,
+    errno: d?.errno ?? e?.errno,
+    sqlState: d?.sqlState ?? e?.sqlState,
+    fatal: d?.fatal ?? e?.fatal,
+    message: d?.message ?? e?.message,
+    name: e?.name,
+  };
+}
+
+/** Socket-level failures: the server is not there, went away, or does not answer. */
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "PROTOCOL_CONNECTION_LOST",
+  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "ER_CON_COUNT_ERROR", // too many connections
+  "ER_SERVER_SHUTDOWN",
+  "ER_CONNECTION_KILLED",
+  "SQLITE_CANTOPEN",
+  "SQLITE_IOERR",
+  "SQLITE_NOTADB",
+]);
+/** MySQL client/server error numbers of the same kind (2002 can't connect, 2006 gone away, 2013 lost, …). */
+const CONNECTION_ERRNOS = new Set([1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055]);
+/** mysql2 and TypeORM errors that carry no code, recognised by their message or name. */
+const CONNECTION_MESSAGES = [/^Pool is closed/, /in closed state/, /^connect ETIMEDOUT/, /Connection lost/i];
+const CONNECTION_NAMES = new Set(["CannotExecuteNotConnectedError", "ConnectionIsNotSetError", "ConnectionNotFoundError"]);
+
+/**
+ * The database cannot be reached: refused or lost connections, a server gone away, a connection
+ * that timed out, a pool that is closed, a SQLite file that cannot be opened or read. The caller
+ * should be told "unavailable" (503, retry later), never what the driver said.
+ */
+export function isUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, errno, fatal, message, name, sqlState } = fieldsOf(e);
+    if (code !== undefined && (CONNECTION_CODES.has(code) || code.startsWith("SQLITE_IOERR") || code.startsWith("SQLITE_CANTOPEN"))) return true;
+    if (errno !== undefined && CONNECTION_ERRNOS.has(errno)) return true;
+    // mysql2 marks an error that ended the connection as fatal (a query the server answered is not).
+    if (fatal === true && sqlState === undefined) return true;
+    if (name !== undefined && CONNECTION_NAMES.has(name)) return true;
+    if (typeof message === "string" && CONNECTION_MESSAGES.some((r) => r.test(message))) return true;
+  }
+  return false;
 }
 
 /** True for a unique-key violation on MySQL/MariaDB (ER_DUP_ENTRY) or SQLite. */

@@ -13,6 +13,7 @@ import { API_KEY_HEADER } from "../rpc/auth.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
 import { sendConnectError, sendError } from "./errors.js";
+import { NOT_UTF8, strictUtf8 } from "../rpc/unicode.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -91,6 +92,32 @@ function readBody(req: Req): Promise<Buffer | "too_large"> {
   });
 }
 
+/**
+ * The query string's parameters, decoded strictly: a value whose percent-encoding is not UTF-8 is
+ * null (URLSearchParams would put U+FFFD in its place). A name that is not UTF-8 names no field
+ * and is left out, as unknown parameters are.
+ */
+function queryParams(search: string): [string, string | null][] {
+  const out: [string, string | null][] = [];
+  for (const part of search.replace(/^\?/, "").split("&")) {
+    if (part === "") continue;
+    const eq = part.indexOf("=");
+    const [k, v] = eq === -1 ? [part, ""] : [part.slice(0, eq), part.slice(eq + 1)];
+    let key: string;
+    try {
+      key = decodeURIComponent(k.replace(/\+/g, " "));
+    } catch {
+      continue;
+    }
+    try {
+      out.push([key, decodeURIComponent(v.replace(/\+/g, " "))]);
+    } catch {
+      out.push([key, null]);
+    }
+  }
+  return out;
+}
+
 export function createRestGateway(services: DescService[], call: (c: DirectCall) => Promise<DirectResult>, log: Logger) {
   const routes = buildRoutes(services);
   // Routes by their first path segment (all start with a literal one), so that a request tries a
@@ -113,7 +140,12 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
         sendError(res, 413, "resource_exhausted", `the request body is larger than ${MAX_BODY_BYTES} bytes`, "PAYLOAD_TOO_LARGE");
         return undefined;
       }
-      const text = raw.toString("utf8");
+      // Strict: bytes that are not UTF-8 are a 400, never read as U+FFFD.
+      const text = strictUtf8(raw);
+      if (text === undefined) {
+        sendError(res, 400, "invalid_argument", NOT_UTF8, "INVALID_UTF8", [{ field: "", description: NOT_UTF8 }]);
+        return undefined;
+      }
       if (text.trim() !== "") {
         let parsed: unknown;
         try {
@@ -131,9 +163,13 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       }
     }
 
-    for (const [key, raw] of url.searchParams) {
+    for (const [key, raw] of queryParams(url.search)) {
       const field = findField(input, key);
       if (!field || route.params.includes(field.name) || route.body === "*") continue;
+      if (raw === null) {
+        violations.push({ field: field.name, description: "is not valid percent-encoded UTF-8" });
+        continue;
+      }
       const value = fromText(field, raw, field.name, violations);
       if (value === undefined) continue;
       if (field.fieldKind === "list") {

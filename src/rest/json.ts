@@ -13,6 +13,7 @@ import { parse as parseLossless } from "lossless-json";
 import type { FieldViolation } from "../billing/errors.js";
 import { FORMAT_PROBLEM, parseInstant } from "../billing/time.js";
 import { decimal } from "../gen/billing/v1/options_pb.js";
+import { NOT_UNICODE } from "../rpc/unicode.js";
 
 /** A JSON number as written, digit for digit. */
 class NumberLiteral {
@@ -65,7 +66,6 @@ const FLOAT = new Set([ScalarType.DOUBLE, ScalarType.FLOAT]);
 
 type Out = { ok: true; value: JsonValue } | { ok: false };
 
-const NOT_UNICODE = "must be valid Unicode text (it holds a lone UTF-16 surrogate, e.g. \\ud800)";
 /** A JSON string can escape half of a UTF-16 pair; such text has no UTF-8 form to store. */
 const wellFormed = (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 

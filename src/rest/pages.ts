@@ -9,6 +9,7 @@ import { NotFoundError } from "../billing/errors.js";
 import { displayMoney } from "../billing/money.js";
 import type { SubscriptionService } from "../billing/subscriptions/service.js";
 import type { CheckoutSession, Invoice } from "../billing/subscriptions/types.js";
+import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -120,7 +121,8 @@ export function createPages(subs: SubscriptionService, log: Logger) {
     if (!path.startsWith("/hosted/")) return false;
     handle(req, res, path).catch((err) => {
       log.error("page failed", { path, err });
-      if (!res.headersSent) page(res, 500, "Error", "<main><h1>Something went wrong</h1><p>Try again in a moment.</p></main>");
+      // An unreachable database is 503 (the page works again once it is back), anything else 500.
+      if (!res.headersSent) page(res, isUnavailable(err) ? 503 : 500, "Error", "<main><h1>Something went wrong</h1><p>Try again in a moment.</p></main>");
       else res.end();
     });
     return true;

@@ -16,6 +16,7 @@ import {
   PermissionDeniedError,
   UnauthenticatedError,
 } from "../billing/errors.js";
+import { isTransient, isUnavailable } from "../db/errors.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import type { Logger } from "../log.js";
 
@@ -58,20 +59,46 @@ function withReason(err: ConnectError): ConnectError {
   ]);
 }
 
+function withInfo(message: string, code: Code, reason: string): ConnectError {
+  return new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }]);
+}
+
 /**
- * What a caller is told of an error: domain errors become their code; anything unexpected
- * becomes `internal` with the message "internal error" (the cause is logged under `rpc`, never
- * sent). The Connect interceptor and the REST bridge both call it.
+ * Failures of the database rather than of the request, told apart by db/errors.ts: one that
+ * cannot be reached is `unavailable` (503); a deadlock or lock wait timeout that outlived the
+ * service's own retries is `aborted` (409). Both are worth retrying; neither says more.
+ */
+function databaseError(err: unknown, log: Logger, rpc: string): ConnectError | undefined {
+  if (isUnavailable(err)) {
+    log.warn("rpc failed: database unavailable", { rpc, err });
+    return withInfo("the database is unavailable; try again later", Code.Unavailable, "DATABASE_UNAVAILABLE");
+  }
+  if (isTransient(err)) {
+    log.warn("rpc failed: database conflict", { rpc, err });
+    return withInfo("the request conflicted with another one; try again", Code.Aborted, "CONFLICT");
+  }
+  return undefined;
+}
+
+/**
+ * What a caller is told of an error: domain errors become their code; an unreachable database
+ * is `unavailable` and a persistent lock conflict `aborted`; anything else unexpected becomes
+ * `internal` with the message "internal error" (the cause is logged under `rpc`, never sent).
+ * The Connect interceptor and the REST bridge both call it.
  */
 export function publicError(err: unknown, log: Logger, rpc: string): ConnectError {
   if (err instanceof BillingErrorClass) return toConnectError(err);
   if (err instanceof ConnectError) {
     if (err.code === Code.Internal || err.code === Code.Unknown) {
+      const db = databaseError(err.cause ?? err, log, rpc);
+      if (db) return db;
       log.error("rpc failed", { rpc, err: err.cause ?? err });
       return new ConnectError("internal error", Code.Internal);
     }
     return withReason(err);
   }
+  const db = databaseError(err, log, rpc);
+  if (db) return db;
   log.error("rpc failed", { rpc, err });
   return new ConnectError("internal error", Code.Internal);
 }

@@ -5,7 +5,7 @@
 import { offeredAddOns } from "../catalog/addons.js";
 import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCard } from "../catalog/types.js";
-import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
+import { AbortedError, FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, line, total } from "../invoicing/lines.js";
@@ -33,6 +33,37 @@ export interface CreateSubscriptionInput {
   rateMultipliers: Record<string, string>;
   metadata: Metadata;
   timelineId: string;
+}
+
+/** How many times a cancellation or change that lost a race to a cycle close (or a deadlock) is tried in all. */
+export const RACE_ATTEMPTS = 8;
+
+/** The error of an attempt that lost a race: retried inside the service, `aborted` (409) if it must give up. */
+function lostRace(id: string): AbortedError {
+  return new AbortedError("SUBSCRIPTION_CHANGED", `subscription ${id} changed meanwhile (a billing cycle closed or another change applied); try again`, { subscription_id: id });
+}
+
+/** A short jittered backoff before attempt `n + 1`: about 5, 10, 20, … ms, at most 160. */
+function backoff(n: number): Promise<void> {
+  const base = Math.min(160, 5 * 2 ** (n - 1));
+  return new Promise((r) => setTimeout(r, base / 2 + Math.random() * base));
+}
+
+/**
+ * Runs `attempt` until it does not lose a race (an AbortedError: the row moved on under it, or
+ * the database gave up on a deadlock or lock wait), at most RACE_ATTEMPTS times with a short
+ * jittered backoff. Each attempt must re-read what it decides on. Past the last attempt the
+ * AbortedError goes to the caller (409, retryable); any other error at once.
+ */
+export async function retryingRaces<T>(attempt: (n: number) => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt(n);
+    } catch (err) {
+      if (!(err instanceof AbortedError) || n >= RACE_ATTEMPTS) throw err;
+      await backoff(n);
+    }
+  }
 }
 
 export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
@@ -288,6 +319,11 @@ export class SubscriptionService {
     return current;
   }
 
+  /**
+   * Cancels now, or flags the subscription to cancel at the end of its cycle. A cycle close (the
+   * scheduler, a clock advance) racing it makes the attempt start over: re-read the row, catch
+   * up with closed cycles, recompute the final invoice, and try again under the row lock.
+   */
   async cancel(caller: Caller, id: string, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
     const v = new Violations();
     if (input.atEndOfCycle === false) v.add("cancel_at_end_of_cycle", "only true is accepted; leave it out to cancel now");
@@ -295,39 +331,58 @@ export class SubscriptionService {
     v.throwIfAny();
     const found = await this.get(caller, id);
     const subject = await this.subject(caller, found.subjectId);
-    const now = await this.nowFor(subject);
-    const current = await this.caughtUp(found, now);
-    if (input.atEndOfCycle) {
-      return this.store.transaction(async (tx) => {
-        const s = await tx.lockSubscription(caller.environmentId, id);
-        if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
-        if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
-        const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
-        await tx.updateSubscription(next);
-        return next;
-      });
-    }
-    return this.cancelAt(current, now, input.reason || null, subject.paymentMethodId);
+    const done = await retryingRaces(async (n) => {
+      const now = await this.nowFor(subject);
+      const current = await this.caughtUp(n === 1 ? found : await this.get(caller, id), now);
+      if (input.atEndOfCycle) {
+        const flagged = await this.store.transaction(async (tx) => {
+          const s = await tx.lockSubscription(caller.environmentId, id);
+          if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
+          if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
+          // A cycle that ended but is not closed yet (another runner holds it): wait for it, so
+          // that the flag applies to the cycle `now` is in.
+          if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
+          const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
+          await tx.updateSubscription(next);
+          return next;
+        });
+        return { subscription: flagged, invoice: undefined };
+      }
+      return this.tryCancelAt(current, now, input.reason || null, true);
+    });
+    if (done.invoice) await this.engine.settle(done.invoice, subject.paymentMethodId);
+    return done.subscription;
   }
 
   /** Cancels now (at `at`): a final invoice for the usage since the last one, no new fixed charges. */
   async cancelAt(current: Subscription, at: Date, reason: string | null, paymentMethodId: string | null): Promise<Subscription> {
+    const { subscription, invoice } = await this.tryCancelAt(current, at, reason, false);
+    await this.engine.settle(invoice, paymentMethodId);
+    return subscription;
+  }
+
+  /**
+   * One attempt at cancelling `current` at `at`, committed or not at all. Throws lostRace when
+   * the locked row is no longer what the final invoice was computed from (the fence: its
+   * usage_since, cycle and card), or — with `inCurrentPeriod`, the API's case — when its cycle
+   * ended by `at` without being closed yet. A cancelled subscription's cancels_at_end_of_cycle
+   * is false: it no longer cancels at any end of cycle.
+   */
+  private async tryCancelAt(current: Subscription, at: Date, reason: string | null, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const card = await this.engine.card(current.environmentId, current.rateCardId);
     const lines = await this.engine.usageLines(card, current, current.usageSince, at);
     const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
     const cancelled = await this.store.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
-      if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) {
-        throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
-      }
-      if (!(await this.engine.writeInvoice(tx, invoice))) throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
-      const next: Subscription = { ...s, status: "cancelled", cancelledAt: at, cancelReason: reason };
+      if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(current.id);
+      if (inCurrentPeriod && s.periodEnd.getTime() <= at.getTime()) throw lostRace(current.id);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
+      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason };
       await tx.updateSubscription(next);
       return next;
     });
-    await this.engine.settle(invoice, paymentMethodId);
-    return cancelled;
+    return { subscription: cancelled, invoice };
   }
 
   /** Per-cycle fixed total of a card at the given terms, unrounded. */
@@ -343,30 +398,37 @@ export class SubscriptionService {
     v.throwIfAny();
     const found = await this.get(caller, id);
     const newCard = await this.cardOf(caller, input.rateCardId);
-    const current = await this.caughtUp(found, await this.nowFor({ environmentId: found.environmentId, testClockId: found.testClockId }));
-    if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
-    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
-    if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
-    if (newCard.billingInterval !== oldCard.billingInterval) throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
-    if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency) throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
-    const subject = await this.subject(caller, current.subjectId);
-    const now = await this.nowFor(subject);
+    // A cycle close racing the change makes the attempt start over from a fresh read (retryingRaces).
+    const done = await retryingRaces(async (n): Promise<{ result: StartResult; invoice?: Invoice; paymentMethodId?: string | null }> => {
+      const fresh = n === 1 ? found : await this.get(caller, id);
+      const current = await this.caughtUp(fresh, await this.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId }));
+      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
+      const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+      if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
+      if (newCard.billingInterval !== oldCard.billingInterval) throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
+      if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency) throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
+      const subject = await this.subject(caller, current.subjectId);
+      const now = await this.nowFor(subject);
 
-    // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
-    const quantities: Record<string, string> = {};
-    for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
-    const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
-    const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
-    const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+      // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
+      const quantities: Record<string, string> = {};
+      for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
+      const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
+      const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
+      const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
 
-    const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
-    // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
-    // invoiced either way (and stays open without a card, like any cycle invoice).
-    if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
-      const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
-      return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
-    }
-    return { kind: "success", subscription: await this.applySwitch(current, newCard, next, now, plan.lines, subject.paymentMethodId) };
+      const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
+      // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
+      // invoiced either way (and stays open without a card, like any cycle invoice).
+      if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
+        const session = await this.openCheckout(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
+        return { result: { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) } };
+      }
+      const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan.lines, true);
+      return { result: { kind: "success", subscription }, invoice, paymentMethodId: subject.paymentMethodId };
+    });
+    if (done.invoice) await this.engine.settle(done.invoice, done.paymentMethodId ?? null);
+    return done.result;
   }
 
   /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */
@@ -390,22 +452,34 @@ export class SubscriptionService {
 
   /** Writes a switch to `newCard` with `next` terms at `at`, invoices what it owes, charges. */
   private async applySwitch(current: Subscription, newCard: RateCard, next: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date, lines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+    const { subscription, invoice } = await this.trySwitch(current, newCard, next, at, lines, false);
+    await this.engine.settle(invoice, paymentMethodId);
+    return subscription;
+  }
+
+  /**
+   * One attempt at the switch, committed or not at all: the old card's usage since usage_since
+   * (the fence) is invoiced up to `at`, which becomes the new usage_since. Throws lostRace when
+   * the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
+   * `at` without being closed yet.
+   */
+  private async trySwitch(current: Subscription, newCard: RateCard, next: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, at: Date, lines: Line[], inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check below is what keeps one change from being applied twice.
     const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}:${randomBase62(8)}`, lines, current.usageSince, at, at);
     const changed = await this.store.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
-      if (!s || s.status !== "active" || s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime()) {
-        throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
-      }
-      if (!(await this.engine.writeInvoice(tx, invoice))) throw new FailedPreconditionError("SUBSCRIPTION_CHANGED", "the subscription changed meanwhile; try again");
+      if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
+      if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
+      if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(current.id);
+      if (inCurrentPeriod && s.periodEnd.getTime() <= at.getTime()) throw lostRace(current.id);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
       return updated;
     });
-    await this.engine.settle(invoice, paymentMethodId);
-    return changed;
+    return { subscription: changed, invoice };
   }
 
   /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */

@@ -1,7 +1,7 @@
 /** Storage of subscriptions, invoices, payment methods, checkouts and test clocks. */
 import type { EntityManager } from "typeorm";
 import { In } from "typeorm";
-import { AlreadyExistsError } from "../../billing/errors.js";
+import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type {
   BillingFailure,
@@ -21,7 +21,7 @@ import type {
   TimelineStatus,
 } from "../../billing/subscriptions/types.js";
 import type { CheckoutRow, Entities, InvoiceLineRow, InvoiceRow, PaymentMethodRow, SubscriptionRow, TestClockRow, TimelineItemRow, TimelineRow } from "../entities/index.js";
-import { isUniqueViolation } from "../errors.js";
+import { isTransient, isUniqueViolation } from "../errors.js";
 import { dbTime, findSubjectRow, fromDbTime } from "../raw.js";
 import { type Sql, chunks } from "../sql.js";
 
@@ -173,7 +173,18 @@ export class SqlBillingStore implements BillingStore {
     return rows.map((r) => toInvoice(r, lines.filter((l) => l.invoice_id === r.id)));
   }
 
+  /**
+   * `fn` in one transaction. A deadlock or lock wait timeout (rolled back in full) is an
+   * AbortedError, which callers may retry.
+   */
   transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
+    return this.transactionOf(fn).catch((err: unknown) => {
+      if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
+      throw err;
+    });
+  }
+
+  private transactionOf<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
     const E = this.entities;
     return this.sql.transaction((em) => {
       const tx: BillingTx = {
