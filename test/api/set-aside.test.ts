@@ -8,7 +8,7 @@
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
 import { dbTime } from "../../src/db/raw.js";
-import { ok, violatedFields } from "../helpers/clients.js";
+import { ok, reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
@@ -86,11 +86,21 @@ for (const store of STORES) {
       t.deepEqual(await s.invoices(), [], "nothing is written for the failing subscription");
       t.is((await s.call("GET", `/subscriptions/${healthy.id}`)).billing_failure ?? null, null, "a healthy subscription shows no failure");
 
+      // A cancel or change needs the ended cycle closed first: it says why it cannot be.
+      for (const [path, body] of [["cancel", {}], ["change-rate-card", { rate_card_id: card }]] as const) {
+        const r = await s.raw("POST", `/subscriptions/${poison.id}/${path}`, body);
+        t.is(r.status, 400, path);
+        t.is(r.body.code, "failed_precondition", path);
+        t.is(reasonOf(r.body), "SUBSCRIPTION_BILLING_FAILED", path);
+        t.regex(r.body.message, /cannot be closed \(the amount of invoice line "API calls" has more than 53 digits/, path);
+      }
+      t.is((await s.call("GET", `/subscriptions/${poison.id}`)).billing_failure.attempts, 3, "each try is counted");
+
       // The next cycle: the healthy one goes on; the failing one is not retried before its time.
       await s.call("POST", "/usage-events", { idempotency_key: "h2", subject_id: healthySubject, event_name: "usage", timestamp: "2026-02-20T00:00:00Z", data: { n: 1 } });
       await s.advance("2026-03-16T00:00:00Z");
       t.is((await s.call("GET", `/invoices?subject_id=${healthySubject}`)).invoices.length, 2);
-      t.is((await s.call("GET", `/subscriptions/${poison.id}`)).billing_failure.attempts, 1);
+      t.is((await s.call("GET", `/subscriptions/${poison.id}`)).billing_failure.attempts, 3);
     });
   });
 

@@ -311,8 +311,18 @@ export class SubscriptionService {
   private async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
     let current = s;
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
+      const failedBefore = current.billingFailure?.attempts ?? 0;
       await this.engine.closeCycles([current]);
       const fresh = await this.store.subscription(current.environmentId, current.id);
+      const failure = fresh?.billingFailure;
+      if (fresh && failure && failure.attempts > failedBefore && fresh.cycleIndex === current.cycleIndex) {
+        // The close itself failed (and set the subscription aside): retrying cannot help.
+        throw new FailedPreconditionError(
+          "SUBSCRIPTION_BILLING_FAILED",
+          `subscription ${fresh.id}: its billing cycle that ended at ${fresh.periodEnd.toISOString()} cannot be closed (${failure.message}); nothing can change until it is`,
+          { subscription_id: fresh.id },
+        );
+      }
       if (!fresh || (fresh.cycleIndex === current.cycleIndex && fresh.status === current.status)) break; // another runner holds it
       current = fresh;
     }
