@@ -60,20 +60,25 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now, (s, failure, err) =>
-    log?.error("subscription set aside: its billing cycle could not be closed", {
-      subscription: s.id,
-      environment: s.environmentId,
-      attempts: failure.attempts,
-      retry_at: failure.retryAt.toISOString(),
-      error: failure.message,
-      // A stack only for the unexpected: a billing rule's refusal is explained by its message.
-      ...(err instanceof BillingError ? {} : { err }),
-    }),
-  );
+  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now, {
+    setAside: (s, failure, err) =>
+      log?.error("subscription set aside: its billing cycle could not be closed", {
+        subscription: s.id,
+        environment: s.environmentId,
+        attempts: failure.attempts,
+        retry_at: failure.retryAt.toISOString(),
+        error: failure.message,
+        // A stack only for the unexpected: a billing rule's refusal is explained by its message.
+        ...(err instanceof BillingError ? {} : { err }),
+      }),
+    settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
+  });
   const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
 
-  const timelines = new TimelineService(subscriptions, (id, err) => log?.error("subscription timeline transition failed", { timeline: id, err }));
+  const timelines = new TimelineService(subscriptions, (id, err) =>
+    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  );
   return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, timelines, engine };
 }
 

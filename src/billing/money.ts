@@ -51,6 +51,17 @@ export function storageProblem(d: Decimal): string | undefined {
   return undefined;
 }
 
+const UNIT_LIMIT = new D(10).pow(INTEGER_DIGITS);
+
+/**
+ * Why a usage rate's price × multiplier is too large to bill safely, or undefined: below 10^20
+ * smallest units per unit (or per package), any usage total below 10^33 — more than 10^13 events
+ * at the largest value — prices to less than the 53 digits an invoice line holds.
+ */
+export function unitAmountProblem(d: Decimal): string | undefined {
+  return d.abs().gte(UNIT_LIMIT) ? `must be below 10^${INTEGER_DIGITS} smallest units per unit (price × multiplier)` : undefined;
+}
+
 /** Why a computed sum or amount cannot be stored (more than 53 digits before the point), or undefined. */
 export function amountProblem(d: Decimal): string | undefined {
   return d.abs().gte(SUM_LIMIT) ? `has more than ${SUM_INTEGER_DIGITS} digits before the decimal point, more than an invoice can hold` : undefined;

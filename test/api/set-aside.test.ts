@@ -14,10 +14,22 @@ import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
-// At the input limits (20 integer digits): a usage line of one such event at this price and
-// multiplier is about 10^60 cents, more than an invoice can hold (53 digits). Accepted at input,
-// it can only fail when the cycle closes.
+// The largest whole number an input may have (20 integer digits).
 const BIG = "99999999999999999999";
+// A usage total no accepted input can make, written behind the API's back as an older version's
+// data could be: priced at 2 cents it is more than an invoice line can hold (53 digits).
+const HUGE_TOTAL = `9${"0".repeat(52)}`;
+
+/** Runs one statement on the server's database, as an operator (or an older version) could. */
+async function sql(server: TestServer, statement: string, params: unknown[]): Promise<void> {
+  const db = await createDatabase(server.db.url, { poolSize: 1 });
+  await db.dataSource.initialize();
+  try {
+    await db.dataSource.query(statement, params);
+  } finally {
+    await db.dataSource.destroy();
+  }
+}
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
 const usageRate = (metric: string, price: string) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price: usd(price) });
 
@@ -51,10 +63,29 @@ for (const store of STORES) {
       t.is(over.status, 400);
       t.deepEqual(violatedFields(over.body), ["fixed_rate_quantities.seats"], "21 integer digits");
       t.deepEqual(await s.subscriptions(), []);
+      // A usage rate whose price × multiplier reaches 10^20 per unit could price ordinary usage
+      // past what an invoice holds: refused at subscribe, naming the multiplier.
+      const metric = await s.metric();
+      const usageCard = await s.card({ name: "Metered", usage_based_rates: [usageRate(metric, BIG)] });
+      const metered = await s.raw("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: usageCard, rate_price_multipliers: { api: "1.5" } });
+      t.is(metered.status, 400);
+      t.deepEqual(violatedFields(metered.body), ["rate_price_multipliers.api"]);
+      t.deepEqual(await s.subscriptions(), []);
+
       // At the limits, but within what an invoice holds: accepted.
       const fits = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: BIG } });
       t.is(fits.result_type, "success_after_checkout");
       t.deepEqual((await s.bills()).map(([, totalValue]) => totalValue), ["9999999999999999999800000000000000000001"]);
+
+      // A change of rate card carries the quantities over: one whose fixed charge could not be
+      // invoiced at them is refused, and nothing changes.
+      const free = await s.card({ name: "Free seats", fixed_rates: [{ code: "seats", name: "Seats", price: usd(0) }] });
+      const big = (await s.subscribe({ rate_card_id: free, fixed_rate_quantities: { seats: BIG }, rate_price_multipliers: { seats: BIG } })).subscription;
+      const changed = await s.raw("POST", `/subscriptions/${big.id}/change-rate-card`, { rate_card_id: card });
+      t.is(changed.status, 400);
+      t.deepEqual(violatedFields(changed.body), ["rate_card_id"]);
+      t.regex(changed.body.message, /seats: its charge \(quantity × price × multiplier\) has more than 53 digits/);
+      t.is((await s.call("GET", `/subscriptions/${big.id}`)).rate_card_id, free);
     });
   });
 
@@ -63,12 +94,12 @@ for (const store of STORES) {
       const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
       const metric = await s.metric();
       const card = await s.card({ usage_based_rates: [usageRate(metric, "2")] });
-      const poisonCard = await s.card({ name: "Huge", usage_based_rates: [usageRate(metric, BIG)] });
-      const poison = (await s.subscribe({ rate_card_id: poisonCard, rate_price_multipliers: { api: BIG } })).subscription;
+      const poison = (await s.subscribe({ rate_card_id: card })).subscription;
       const healthySubject = (await s.call("POST", "/subjects", { name: "Healthy", test_clock_id: s.clockId })).id;
       const healthy = (await s.call("POST", "/subscriptions", { subject_id: healthySubject, rate_card_id: card })).result.subscription;
-      await s.events([["2026-01-20T00:00:00Z", BIG]]);
+      await s.events([["2026-01-20T00:00:00Z", "5"]]);
       await s.call("POST", "/usage-events", { idempotency_key: "h1", subject_id: healthySubject, event_name: "usage", timestamp: "2026-01-20T00:00:00Z", data: { n: 5 } });
+      for (const table of ["usage_rollups", "usage_rollups_minute"]) await sql(server, `UPDATE ${table} SET sum_value = ? WHERE subject_id = ?`, [HUGE_TOTAL, s.subjectId]);
 
       await s.advance("2026-02-16T00:00:00Z"); // 200: the advance itself does not fail
       const healthyInvoices = (await s.call("GET", `/invoices?subject_id=${healthySubject}`)).invoices;
@@ -104,6 +135,41 @@ for (const store of STORES) {
     });
   });
 
+  test(`${store}: a timeline waits for a set-aside subscription's cycle to close before moving on, and bills its usage once`, async (t) => {
+    await withServer(store, {}, async (server) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const metric = await s.metric();
+      const rate = (name: string) => ({ usage_based_rates: [{ ...usageRate(metric, "1"), name }] });
+      const a = await s.card({ name: "A", ...rate("API A") });
+      const b = await s.card({ name: "B", ...rate("API B") });
+      const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: a });
+      await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
+        items: [
+          { period: { start: "2026-01-15T00:00:00Z", end: "2026-02-20T00:00:00Z" }, subscription_input: { rate_card_id: a } },
+          { period: { start: "2026-02-20T00:00:00Z", end: null }, subscription_input: { rate_card_id: b } },
+        ],
+      });
+      await s.call("POST", `/subscription-timelines/${tl.id}/start`, { checkout_callback_urls: { success_url: "https://x.example/ok", cancelled_url: "https://x.example/no" } });
+      const subId = (await s.call("GET", `/subscription-timelines/${tl.id}`)).subscription_id;
+      await s.events([["2026-02-17T00:00:00Z", "5"]]);
+      // As if its close had just failed: set aside for an hour of real time.
+      const now = Date.now();
+      const setAside = "UPDATE subscriptions SET billing_error = 'internal error: connection lost', billing_attempts = 1, billing_failed_at = ?, billing_retry_at = ? WHERE id = ?";
+      await sql(server, setAside, [dbTime(new Date(now)), dbTime(new Date(now + 3_600_000)), subId]);
+      // Past the cycle end (02-15) and the timeline's switch (02-20): the cycle stays unclosed,
+      // and the switch waits for it rather than invoicing across the cycle boundary.
+      await s.advance("2026-02-21T00:00:00Z");
+      t.is((await s.call("GET", `/subscriptions/${subId}`)).rate_card_id, a);
+      t.deepEqual(await s.invoices(), []);
+      // The backoff has passed: the next advance closes the cycle, then switches to B.
+      await sql(server, "UPDATE subscriptions SET billing_retry_at = ? WHERE id = ?", [dbTime(new Date(now - 1000)), subId]);
+      await s.advance("2026-03-16T00:00:00Z");
+      t.is((await s.call("GET", `/subscriptions/${subId}`)).rate_card_id, b);
+      const lines = (await s.invoices()).flatMap((i: Json) => i.line_items.map((l: Json) => [l.description, l.quantity]));
+      t.deepEqual(lines, [["API A", "5"]], "the 5 units of 02-17, used on A, are billed once");
+    });
+  });
+
   test(`${store}: the scheduler bills every other subscription and environment while one keeps failing`, async (t) => {
     await withServer(store, { SCHEDULER_INTERVAL_MS: "100" }, async (server) => {
       const envA = await server.freshKey("test");
@@ -116,8 +182,10 @@ for (const store of STORES) {
         const sub = (await call(key, "POST", "/subscriptions", { subject_id: subject, rate_card_id: card, rate_price_multipliers: { api: multiplier } })).result.subscription;
         return { key, subject, sub, value };
       };
-      const poison = await setUp(envA, BIG, BIG, BIG);
+      const poison = await setUp(envA, "5", "1", "1");
       const others = [await setUp(envA, "2", "1", "7"), await setUp(envB, "3", "1", "4"), await setUp(envB, "1", "2", "10")];
+      // Anything thrown: here the subscription's rate card is gone (behind the API's back).
+      await sql(server, "UPDATE subscriptions SET rate_card_id = 'rc_gone' WHERE id = ?", [poison.sub.id]);
 
       // One event half an hour ago each; then each cycle's start moves back an hour and its end
       // into the past, behind the API's back (the poison first in line: the scheduler takes the
@@ -152,7 +220,7 @@ for (const store of STORES) {
         "every other subscription, in the same environment and in another, is invoiced once",
       );
       const set = await call(envA, "GET", `/subscriptions/${poison.sub.id}`);
-      t.regex(set.billing_failure.message, /more than 53 digits/);
+      t.regex(set.billing_failure.message, /^internal error: rate card rc_gone vanished/);
       t.true(set.billing_failure.attempts >= 1);
       t.deepEqual((await call(envA, "GET", `/invoices?subject_id=${poison.subject}`)).invoices, []);
     });

@@ -9,7 +9,7 @@ import type { RateCatalogStore } from "../catalog/rate-catalogs.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import type { PricingMetricStore } from "../catalog/metrics.js";
-import { AlreadyExistsError, BillingError, FailedPreconditionError } from "../errors.js";
+import { AbortedError, AlreadyExistsError, BillingError, FailedPreconditionError } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
@@ -36,6 +36,14 @@ function failureMessage(err: unknown): string {
   return `internal error: ${text}`.slice(0, 500);
 }
 
+/** What the engine reports of failures no caller sees: the scheduler's work. */
+export interface EngineEvents {
+  /** A subscription was set aside because its cycle close failed. */
+  setAside?(s: Subscription, failure: BillingFailure, err: unknown): void;
+  /** Charging or marking a committed invoice failed: it stays open. */
+  settleFailed?(invoiceId: string, err: unknown): void;
+}
+
 /** A cycle close's outcome: how many cycles it closed and how many subscriptions it set aside. */
 interface CloseOutcome {
   closed: number;
@@ -56,8 +64,8 @@ export class BillingEngine {
     private readonly usage: SummaryService,
     private readonly provider: PaymentProvider,
     readonly now: () => Date,
-    /** Told about each subscription set aside because its cycle close failed (to log it). */
-    private readonly onSetAside?: (s: Subscription, failure: BillingFailure, err: unknown) => void,
+    /** Told what went wrong where no caller can be (to log it). */
+    private readonly events: EngineEvents = {},
   ) {}
 
   // Rate cards and pricing metrics never change once created, so they are cached for ever.
@@ -279,8 +287,9 @@ export class BillingEngine {
       });
     } catch (err) {
       if (computed.length === 1) {
-        // Billed meanwhile by another runner: done by someone else.
-        if (err instanceof AlreadyExistsError) return { closed: 0, setAside };
+        // Billed meanwhile by another runner: done by someone else. A deadlock or lock timeout
+        // (AbortedError from the store) is not the subscription's fault: the next run retries it.
+        if (err instanceof AlreadyExistsError || err instanceof AbortedError) return { closed: 0, setAside };
         await this.setAside(computed[0] as Subscription, err);
         return { closed: 0, setAside: setAside + 1 };
       }
@@ -308,12 +317,14 @@ export class BillingEngine {
     const attempts = (s.billingFailure?.attempts ?? 0) + 1;
     const at = this.now();
     const failure: BillingFailure = { message: failureMessage(err), attempts, failedAt: at, retryAt: new Date(at.getTime() + retryDelayMs(attempts)) };
+    let recorded: boolean;
     try {
-      await this.store.setBillingFailure(s.environmentId, s.id, failure);
+      recorded = await this.store.setBillingFailure(s, failure);
     } catch {
       throw err;
     }
-    this.onSetAside?.(s, failure, err);
+    // Not recorded: the row moved on meanwhile (another runner closed that cycle).
+    if (recorded) this.events.setAside?.(s, failure, err);
   }
 
   /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method. */
@@ -326,7 +337,12 @@ export class BillingEngine {
     const paid: string[] = [...zero];
     for (const i of due) {
       const pm = methods.get(i.subjectId);
-      if (pm && (await this.provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
+      try {
+        if (pm && (await this.provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
+      } catch (err) {
+        // The invoice is written: it stays open, and the other invoices are settled.
+        this.events.settleFailed?.(i.id, err);
+      }
     }
     await this.store.setInvoicesStatus(paid, "open", "paid", at);
   }

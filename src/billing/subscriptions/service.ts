@@ -10,7 +10,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, line, total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
-import { type Decimal, ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
+import { type Decimal, ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem, unitAmountProblem } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
@@ -39,6 +39,25 @@ export interface CreateSubscriptionInput {
 export const RACE_ATTEMPTS = 8;
 
 /** The error of an attempt that lost a race: retried inside the service, `aborted` (409) if it must give up. */
+/**
+ * The fence of a cancel or change at `at`: the locked row's cycle must not have ended unclosed
+ * before it, or the final or change invoice would span the cycle boundary (billing usage the
+ * cycle close bills again, and skipping the next cycle's fixed charges). On the API's path
+ * (`inCurrentPeriod`) a cycle ending exactly at `at` must be closed first too: a lost race with
+ * the close, retried. On a timeline's path a transition at the cycle's end comes first; a cycle
+ * that ended before it unclosed (its close failed, the subscription is set aside) makes the
+ * transition wait for the next run.
+ */
+function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boolean): void {
+  const end = s.periodEnd.getTime();
+  if (inCurrentPeriod) {
+    if (end <= at.getTime()) throw lostRace(s.id);
+  } else if (end < at.getTime()) {
+    const why = s.billingFailure ? ` (${s.billingFailure.message})` : "";
+    throw new FailedPreconditionError("CYCLE_NOT_CLOSED", `subscription ${s.id}: its billing cycle that ended at ${s.periodEnd.toISOString()} is not closed yet${why}`, { subscription_id: s.id });
+  }
+}
+
 function lostRace(id: string): AbortedError {
   return new AbortedError("SUBSCRIPTION_CHANGED", `subscription ${id} changed meanwhile (a billing cycle closed or another change applied); try again`, { subscription_id: id });
 }
@@ -163,20 +182,41 @@ export class SubscriptionService {
       if (!allCodes.has(code)) v.at("rate_price_multipliers").add(code, "is not a rate code of the rate card");
     }
     if (v.empty) {
-      // Each cycle's fixed charges must fit an invoice (DESIGN §6): refused now, not at a close.
-      const terms = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
-      const lines: Line[] = [];
-      for (const rate of (await this.engine.rates(card, quantities)).fixed) {
-        for (const l of this.engine.fixedLinesOf([rate], terms)) {
-          const problem = amountProblem(l.amount);
-          if (problem) v.at("fixed_rate_quantities").add(rate.code, `its charge (quantity × price × multiplier) ${problem}`);
-          lines.push(l);
-        }
-      }
-      const problem = v.empty ? amountProblem(total(lines)) : undefined;
-      if (problem) v.add("fixed_rate_quantities", `the fixed charges of one cycle ${problem}`);
+      await this.checkBillable(card, { fixedRateQuantities: quantities, rateMultipliers: multipliers }, (kind, code, message) =>
+        kind === "total" ? v.add("fixed_rate_quantities", message) : v.at(kind === "fixed" ? "fixed_rate_quantities" : "rate_price_multipliers").add(code, message),
+      );
     }
     return { quantities, multipliers };
+  }
+
+  /**
+   * Whether `card` at `terms` can always be invoiced (DESIGN §6: nothing accepted may fail later
+   * for its size): each fixed charge and a cycle's fixed total below 10^53 smallest units, and
+   * each usage rate's price × multiplier below 10^20 per unit. Reports each problem found.
+   */
+  async checkBillable(card: RateCard, terms: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, report: (kind: "fixed" | "usage" | "total", code: string, message: string) => void): Promise<void> {
+    const rates = await this.engine.rates(card, terms.fixedRateQuantities);
+    const lines: Line[] = [];
+    let ok = true;
+    for (const rate of rates.fixed) {
+      for (const l of this.engine.fixedLinesOf([rate], terms)) {
+        const problem = amountProblem(l.amount);
+        if (problem) {
+          report("fixed", rate.code, `its charge (quantity × price × multiplier) ${problem}`);
+          ok = false;
+        }
+        lines.push(l);
+      }
+    }
+    const problem = ok ? amountProblem(total(lines)) : undefined;
+    if (problem) report("total", "", `the fixed charges of one cycle ${problem}`);
+    for (const rate of rates.usage) {
+      const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
+      const m = multiplierOf(terms, rate.code);
+      const largest = prices.reduce((acc, p) => (dec(p.amount.value).gt(acc) ? dec(p.amount.value) : acc), ZERO);
+      const unitProblem = unitAmountProblem(largest.times(m));
+      if (unitProblem) report("usage", rate.code, unitProblem);
+    }
   }
 
   newSubscription(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, at: Date): Subscription {
@@ -386,9 +426,9 @@ export class SubscriptionService {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(current.id);
-      if (inCurrentPeriod && s.periodEnd.getTime() <= at.getTime()) throw lostRace(current.id);
+      checkCycleClosed(s, at, inCurrentPeriod);
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
-      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason };
+      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason, billingFailure: null };
       await tx.updateSubscription(next);
       return next;
     });
@@ -426,6 +466,10 @@ export class SubscriptionService {
       const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
       const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
       const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+      // The carried-over terms must be billable on the new card too (DESIGN §6).
+      const refused: string[] = [];
+      await this.checkBillable(newCard, next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
+      if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
 
       const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
       // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
@@ -483,7 +527,7 @@ export class SubscriptionService {
       if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
       if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
       if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(current.id);
-      if (inCurrentPeriod && s.periodEnd.getTime() <= at.getTime()) throw lostRace(current.id);
+      checkCycleClosed(s, at, inCurrentPeriod);
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
@@ -664,7 +708,7 @@ export class SubscriptionService {
       invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);
     }
     if (to.getTime() > clock.frozenTime.getTime() && !(await this.store.advanceClock(caller.environmentId, id, to))) {
-      throw new FailedPreconditionError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
+      throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
     }
     await this.runDue(to, id);
     return this.clock(caller, id);

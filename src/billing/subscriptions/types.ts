@@ -184,8 +184,11 @@ export interface BillingStore {
    * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
    */
   dueSubscriptions(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]>;
-  /** Records a failed cycle close on the subscription row (outside any transaction). */
-  setBillingFailure(environmentId: string, id: string, failure: BillingFailure): Promise<void>;
+  /**
+   * Records a failed cycle close on the subscription row (outside any transaction), only if the
+   * row is still active in the cycle `s` was in; false when it had moved on.
+   */
+  setBillingFailure(s: Subscription, failure: BillingFailure): Promise<boolean>;
   invoice(environmentId: string, id: string): Promise<Invoice | undefined>;
   invoiceByToken(token: string): Promise<Invoice | undefined>;
   listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;

@@ -363,17 +363,15 @@ export class SqlBillingStore implements BillingStore {
     return rows.map(toSubscription);
   }
 
-  async setBillingFailure(environmentId: string, id: string, f: BillingFailure): Promise<void> {
-    await this.sql.run((em) =>
-      em.query("UPDATE subscriptions SET billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ? WHERE id = ? AND environment_id = ?", [
-        f.message.slice(0, 500),
-        f.attempts,
-        dbTime(f.failedAt),
-        dbTime(f.retryAt),
-        id,
-        environmentId,
-      ]),
+  async setBillingFailure(s: Subscription, f: BillingFailure): Promise<boolean> {
+    const res = await this.sql.run((em) =>
+      em.update(
+        this.entities.Subscription,
+        { id: s.id, environment_id: s.environmentId, status: "active", cycle_index: s.cycleIndex, usage_since: s.usageSince },
+        { billing_error: f.message.slice(0, 500), billing_attempts: f.attempts, billing_failed_at: f.failedAt, billing_retry_at: f.retryAt },
+      ),
     );
+    return (res.affected ?? 0) > 0;
   }
 
   async invoice(environmentId: string, id: string): Promise<Invoice | undefined> {
