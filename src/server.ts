@@ -12,8 +12,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
-import { MAX_BODY_BYTES } from "./rest/gateway.js";
-import { readsInstants, strictInstants } from "./rpc/instants.js";
+import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -24,9 +23,11 @@ export interface HandlerParts {
   pages: (req: Req, res: Res) => boolean;
   health: () => Promise<boolean>;
   log: Logger;
+  /** Whether an `x-api-key` header value is an active key (cached; no body is read before it). */
+  knownKey: (key: string | string[] | undefined) => Promise<boolean>;
 }
 
-export function createRequestHandler({ router, rest, pages, health, log }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, health, log, knownKey }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   return (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -48,10 +49,15 @@ export function createRequestHandler({ router, rest, pages, health, log }: Handl
     const handler = rpc.get(path);
     if (handler) {
       const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);
-      // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts).
-      (readsInstants(handler, uReq) ? strictInstants(handler, uReq, MAX_BODY_BYTES).then(handler) : handler(uReq))
+      // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts), for a caller
+      // whose key is known: anyone else gets the method's 401 without the body being read here.
+      const detour = async () => (readsInstants(handler, uReq) && (await knownKey(req.headers["x-api-key"])) ? handler(await strictInstants(handler, uReq, INSTANT_BODY_BYTES)) : handler(uReq));
+      detour()
         .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
-        .catch((err) => log.warn("rpc stream ended early", { rpc: path, err }));
+        .catch((err) => {
+          log.warn("rpc stream ended early", { rpc: path, err });
+          if (!res.headersSent) res.destroy();
+        });
       return;
     }
     if (rest(req, res)) return;

@@ -10,17 +10,27 @@
  * enveloped message). Binary requests carry seconds and nanos, which the domain range-checks.
  */
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
-import { type Interceptor, createContextKey, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, createContextKey, createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { parse as parseLossless, stringify as stringifyLossless } from "lossless-json";
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import { parseInstant } from "../billing/time.js";
+import { strictUtf8 } from "./unicode.js";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 const PLACEHOLDER = "2000-01-01T00:00:00Z";
 
 /** Timestamp fields refused while reading the request's JSON: the interceptor reports them. */
 export const instantViolationsKey = createContextKey<FieldViolation[]>([], { description: "instant violations" });
+/** Set (to the bound) when such a request's body was over the bound strictInstants reads. */
+export const instantTooLargeKey = createContextKey<number>(0, { description: "instant body too large" });
+
+/**
+ * How much of a request to a method holding a Timestamp is read and checked before the method:
+ * far more than any such request needs (a test clock, a summary period, timeline items), and
+ * little enough that parsing it costs a few milliseconds.
+ */
+export const INSTANT_BODY_BYTES = 256 * 1024;
 
 const holdsCache = new WeakMap<DescMessage, boolean>();
 /** Whether a message type holds a Timestamp anywhere (fields, lists, map values, nested). */
@@ -122,7 +132,13 @@ export async function strictInstants(handler: UniversalHandler, req: UniversalSe
   if (body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return req;
   const iterator = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   const { chunks, size } = await readUpTo(iterator, maxBytes);
-  if (size > maxBytes) return { ...req, body: replay(chunks, iterator) };
+  const contextValues = req.contextValues ?? createContextValues();
+  if (size > maxBytes) {
+    // Larger than any request to these methods needs: refused (by the interceptor, after
+    // authentication) rather than read leniently.
+    contextValues.set(instantTooLargeKey, maxBytes);
+    return { ...req, contextValues, body: replay(chunks, iterator) };
+  }
   const raw = Buffer.concat(chunks);
   let text: Buffer = raw;
   if (enveloped) {
@@ -130,16 +146,19 @@ export async function strictInstants(handler: UniversalHandler, req: UniversalSe
     if (raw.length < 5 || raw[0] !== 0 || raw.readUInt32BE(1) !== raw.length - 5) return { ...req, body: replay([raw]) };
     text = raw.subarray(5);
   }
+  // Strict UTF-8: bytes that are not are handed on as they came, for Connect's strict decoder
+  // to refuse (a lenient decode here would turn them into U+FFFD and hide them).
+  const decoded = strictUtf8(text);
+  if (decoded === undefined) return { ...req, body: replay([raw]) };
   let json: unknown;
   try {
-    json = parseLossless(text.toString("utf8"));
+    json = parseLossless(decoded);
   } catch {
     return { ...req, body: replay([raw]) };
   }
   if (!isObject(json)) return { ...req, body: replay([raw]) };
   const violations: FieldViolation[] = [];
   walk(handler.method.input, json, "", violations);
-  const contextValues = req.contextValues ?? createContextValues();
   if (violations.length > 0) contextValues.set(instantViolationsKey, violations);
   const message = Buffer.from(stringifyLossless(json) ?? "{}", "utf8");
   let bytes = message;
@@ -156,6 +175,8 @@ export async function strictInstants(handler: UniversalHandler, req: UniversalSe
 /** Answers invalid_argument, with every field, for Timestamps strictInstants refused (after authentication). */
 export function instantInterceptor(): Interceptor {
   return (next) => async (req) => {
+    const tooLarge = req.contextValues.get(instantTooLargeKey);
+    if (tooLarge > 0) throw new ConnectError(`a request to this method may have at most ${tooLarge} bytes`, Code.ResourceExhausted);
     const violations = req.contextValues.get(instantViolationsKey);
     if (violations.length > 0) throw new InvalidArgumentError(violations);
     return next(req);

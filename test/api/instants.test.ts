@@ -270,6 +270,27 @@ for (const store of STORES) {
     t.is(await count("test_clocks", s.subjectId), 6);
   });
 
+  test(`${store} Connect JSON: a body is read before the method only for a known key, and only up to 256 KiB`, async (t) => {
+    const { s } = await setup();
+    const post = async (key: string, body: string) => {
+      const res = await fetch(`${server.url}/billing.v1.TestClockService/CreateTestClock`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    const padded = (n: number, time: string) => JSON.stringify({ name: "x", frozen_time: time, padding: "a".repeat(n) });
+    // Without a valid key: the method's 401, whatever the body holds.
+    const anonymous = await post("sk_test_nope", padded(1024 * 1024, "2026-02-30T00:00:00Z"));
+    t.is(anonymous.status, 401);
+    t.is(anonymous.body.code, "unauthenticated");
+    // Over the bound: refused (never read leniently), whatever it holds.
+    const large = await post(s.key, padded(300 * 1024, "2026-01-01T00:00:00Z"));
+    t.is(large.status, 429, JSON.stringify(large.body)); // resource_exhausted on Connect's code table
+    t.is(large.body.code, "resource_exhausted");
+    const bad = await post(s.key, padded(200 * 1024, "2026-02-30T00:00:00Z"));
+    t.is(bad.status, 400);
+    t.regex(bad.body.message, /^frozen_time: /);
+    t.is((await post(s.key, padded(200 * 1024, "2026-01-01T00:00:00Z"))).status, 200);
+  });
+
   test(`${store}: cycle ends derived past 2200 are stored and read back; the clock cannot follow them there`, async (t) => {
     const s = await Scenario.start(server, "2199-12-31T00:00:00Z");
     const monthly = await s.card(free);

@@ -56,6 +56,16 @@ for (const store of STORES) {
     });
   }
 
+  test(`${store}: a body that is not UTF-8 is refused too on a method whose input holds a Timestamp (read before the method)`, async (t) => {
+    const key = await server.freshKey();
+    const body = concat(utf8('{"name": "a'), new Uint8Array([0xff]), utf8('b", "frozen_time": "2026-01-01T00:00:00Z"}'));
+    for (const path of ["/test-clocks", "/billing.v1.TestClockService/CreateTestClock"]) {
+      const r = await post(`${server.url}${path}`, key, body);
+      t.is(r.status, 400, `${path}: ${JSON.stringify(r.body)}`);
+      t.is(r.body.message, "the request body is not valid UTF-8", path);
+    }
+  });
+
   test(`${store}: valid UTF-8 beyond ASCII (and a surrogate pair escaped) is read as sent`, async (t) => {
     const key = await server.freshKey();
     const r = await post(`${server.url}/subjects`, key, utf8('{"name": "Zoë 😀 \\ud83d\\ude00", "external_id": "ü"}'));

@@ -29,11 +29,13 @@ export function retryDelayMs(attempts: number, random = Math.random()): number {
   return Math.round(base * (1 + 0.2 * random));
 }
 
-/** What is kept and shown of an error that failed a cycle close: its message, never a stack. */
-function failureMessage(err: unknown): string {
+/**
+ * What is kept and shown of an error that failed a cycle close: a billing rule's message; for
+ * anything unexpected only that it was (the cause, which may be a driver's text, is logged).
+ */
+function failureMessage(err: unknown, at: Date): string {
   if (err instanceof BillingError) return err.message;
-  const text = err instanceof Error ? err.message : String(err);
-  return `internal error: ${text}`.slice(0, 500);
+  return `internal error at ${at.toISOString()}; the server log has the cause`;
 }
 
 /** What the engine reports of failures no caller sees: the scheduler's work. */
@@ -316,7 +318,7 @@ export class BillingEngine {
   private async setAside(s: Subscription, err: unknown): Promise<void> {
     const attempts = (s.billingFailure?.attempts ?? 0) + 1;
     const at = this.now();
-    const failure: BillingFailure = { message: failureMessage(err), attempts, failedAt: at, retryAt: new Date(at.getTime() + retryDelayMs(attempts)) };
+    const failure: BillingFailure = { message: failureMessage(err, at), attempts, failedAt: at, retryAt: new Date(at.getTime() + retryDelayMs(attempts)) };
     let recorded: boolean;
     try {
       recorded = await this.store.setBillingFailure(s, failure);

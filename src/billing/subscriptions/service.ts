@@ -58,6 +58,9 @@ function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boolean): 
   }
 }
 
+/** After this long, a call that keeps losing races gives up (aborted) rather than try again. */
+const RACE_BUDGET_MS = 5_000;
+
 function lostRace(id: string): AbortedError {
   return new AbortedError("SUBSCRIPTION_CHANGED", `subscription ${id} changed meanwhile (a billing cycle closed or another change applied); try again`, { subscription_id: id });
 }
@@ -74,12 +77,15 @@ function backoff(n: number): Promise<void> {
  * jittered backoff. Each attempt must re-read what it decides on. Past the last attempt the
  * AbortedError goes to the caller (409, retryable); any other error at once.
  */
-export async function retryingRaces<T>(attempt: (n: number) => Promise<T>): Promise<T> {
+export async function retryingRaces<T>(attempt: (n: number) => Promise<T>, budgetMs = RACE_BUDGET_MS): Promise<T> {
+  const started = Date.now();
   for (let n = 1; ; n++) {
     try {
       return await attempt(n);
     } catch (err) {
-      if (!(err instanceof AbortedError) || n >= RACE_ATTEMPTS) throw err;
+      // Attempts are also bounded in time: a lock wait timeout alone can take the database's
+      // innodb_lock_wait_timeout (50 s by default), and the caller should hear `aborted` sooner.
+      if (!(err instanceof AbortedError) || n >= RACE_ATTEMPTS || Date.now() - started > budgetMs) throw err;
       await backoff(n);
     }
   }
