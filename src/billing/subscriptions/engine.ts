@@ -15,6 +15,7 @@ import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
+import { type Yielder, yielder } from "../yielding.js";
 import type { BillingFailure, BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
 
 const ONE = dec(1);
@@ -244,7 +245,7 @@ export class BillingEngine {
     return (await this.closeBatch(snapshots, concurrency)).closed;
   }
 
-  private async closeBatch(snapshots: Subscription[], concurrency: number): Promise<CloseOutcome> {
+  private async closeBatch(snapshots: Subscription[], concurrency: number, breathe: Yielder = yielder()): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
     const computed: Subscription[] = [];
     let setAside = 0;
@@ -253,6 +254,7 @@ export class BillingEngine {
       Array.from({ length: Math.min(concurrency, snapshots.length) }, async () => {
         while (next < snapshots.length) {
           const s = snapshots[next++] as Subscription;
+          await breathe(); // between reads, outside any transaction
           try {
             invoices.set(s.id, await this.closingInvoice(s));
             computed.push(s);
@@ -353,15 +355,16 @@ export class BillingEngine {
    * Closes every cycle due by `now` — on real time (clockId null) or on one test clock —
    * including several cycles of one subscription when time jumped; returns how many it closed.
    */
-  async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false): Promise<number> {
+  async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false, breathe: Yielder = yielder()): Promise<number> {
     let closed = 0;
     for (;;) {
+      await breathe();
       // Subscriptions set aside (their close failed) are not due again until their retry time.
       const due = await this.store.dueSubscriptions(now, clockId, 500, strict, this.now());
       if (due.length === 0) return closed;
       let progress = 0;
       for (let k = 0; k < due.length; k += 100) {
-        const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency);
+        const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency, breathe);
         closed += outcome.closed;
         progress += outcome.closed + outcome.setAside;
       }

@@ -13,6 +13,7 @@ import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { checkInstant, parseInstant } from "../time.js";
+import { yielder } from "../yielding.js";
 import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
 import { type Subscription, type Timeline, type TimelineItem, covers } from "./types.js";
 
@@ -273,16 +274,18 @@ export class TimelineService {
    */
   async runDue(now: Date, clockId: string | null): Promise<number> {
     const engine = this.subs.engine;
+    const breathe = yielder();
     let n = 0;
     const seen = new Set<string>();
     for (;;) {
+      await breathe();
       const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
       // The earliest due timeline not tried yet in this run (one that failed, or that another
       // runner holds, is not tried again until the next run).
       const timeline = (await this.store.dueTimelines(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
       if (!timeline) break;
       seen.add(keyOf(timeline));
-      n += await engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true);
+      n += await engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);
       try {
         await this.transition(timeline);
       } catch (err) {
@@ -290,6 +293,6 @@ export class TimelineService {
         this.onError(timeline.id, err);
       }
     }
-    return n + (await engine.closeDue(now, clockId));
+    return n + (await engine.closeDue(now, clockId, 8, false, breathe));
   }
 }
