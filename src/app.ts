@@ -115,7 +115,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.subscriptions, log);
-    const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log, knownKey: async (key) => typeof key === "string" && key !== "" && (await verifier.verify(key).catch(() => undefined)) !== undefined }), config.port);
+    const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log, knownKey: async (key) => typeof key === "string" && key !== "" && (await verifier.verify(key).catch(() => undefined)) !== undefined }), config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
     // and the unique invoice key), so every server may run it.
     let ticking = false;

@@ -24,6 +24,28 @@ export interface Config {
   schedulerIntervalMs: number;
   /** Usage-ingest transactions of one environment in flight at once on this server (group commit). */
   ingestCommitsInFlight: number;
+  /** Connection limits of the shared port (src/server.ts `listen`). */
+  connections: ConnectionLimits;
+}
+
+/** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
+export interface ConnectionLimits {
+  /**
+   * From accept until the protocol is known: the first bytes, or for HTTP/2 all 24 bytes of the
+   * connection preface. A connection that sends nothing, or half a preface, is closed then.
+   */
+  prefaceTimeoutMs: number;
+  /** HTTP/1.1: the whole header block of a request must arrive within this (else 408 and close). */
+  headersTimeoutMs: number;
+  /** HTTP/1.1: the whole request, headers and body, must arrive within this (else 408 and close). */
+  requestTimeoutMs: number;
+  /**
+   * No bytes for this long closes the connection: an HTTP/1.1 keep-alive connection between
+   * requests or a request in progress, an HTTP/2 session with no stream bytes (PINGs do not count).
+   */
+  idleTimeoutMs: number;
+  /** Open connections on the port at most; more are closed at accept. 0: no cap. */
+  maxConnections: number;
 }
 
 export class ConfigError extends Error {
@@ -87,6 +109,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
   const ingestCommitsInFlight = int("INGEST_COMMITS_IN_FLIGHT", 2, 1, 64);
 
+  const connections: ConnectionLimits = {
+    prefaceTimeoutMs: int("HTTP_PREFACE_TIMEOUT_MS", 10_000, 100, 600_000),
+    headersTimeoutMs: int("HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000),
+    requestTimeoutMs: int("HTTP_REQUEST_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    idleTimeoutMs: int("HTTP_IDLE_TIMEOUT_MS", 65_000, 100, 3_600_000),
+    maxConnections: int("HTTP_MAX_CONNECTIONS", 4_096, 0, 1_000_000),
+  };
+  // Node refuses a header timeout longer than the request timeout (the headers are part of it).
+  if (connections.headersTimeoutMs > connections.requestTimeoutMs) {
+    problems.push(`HTTP_HEADERS_TIMEOUT_MS (${connections.headersTimeoutMs}) must not be more than HTTP_REQUEST_TIMEOUT_MS (${connections.requestTimeoutMs})`);
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     port,
@@ -99,5 +133,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     apiKeyCacheMs,
     schedulerIntervalMs,
     ingestCommitsInFlight,
+    connections: Object.freeze(connections),
   });
 }

@@ -10,6 +10,7 @@ import net, { type Socket } from "node:net";
 import { Duplex } from "node:stream";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { ConnectionLimits } from "./config.js";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
@@ -118,7 +119,22 @@ function replay(socket: Socket, head: Buffer): Duplex {
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
-export function listen(handler: (req: Req, res: Res) => void, port: number, host?: string): Promise<Listener> {
+/**
+ * How often the HTTP/1.1 server looks for requests past their header or request timeout (Node
+ * checks only periodically): a quarter of the shorter timeout, at most once a second, so a
+ * timeout fires at most that much late.
+ */
+function checkingInterval(limits: ConnectionLimits): number {
+  return Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)));
+}
+
+/**
+ * Serves `handler` on one port for HTTP/1.1 and h2c, bounded by `limits`: a connection that does
+ * not finish its first bytes (the HTTP/2 preface) in time, an HTTP/1.1 request whose headers or
+ * whole request arrive too slowly, and a connection that moves no bytes for the idle timeout are
+ * closed and their sockets destroyed.
+ */
+export function listen(handler: (req: Req, res: Res) => void, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
   let inflight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -132,8 +148,28 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, host
     handler(req, res);
   };
 
-  const h1 = http.createServer({ keepAliveTimeout: 5_000 }, tracked);
+  // HTTP/1.1: headersTimeout and requestTimeout answer 408 and close (checked every
+  // connectionsCheckingInterval); keepAliveTimeout closes a connection idle between requests;
+  // timeout (no 'timeout' listener: the socket is destroyed) one that moves no bytes mid-request.
+  const h1 = http.createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.idleTimeoutMs,
+      connectionsCheckingInterval: checkingInterval(limits),
+    },
+    tracked,
+  );
+  h1.timeout = limits.idleTimeoutMs;
+  // The header and request timeouts need the server's connection list and its checking timer,
+  // which Node starts on 'listening'. h1 never listens itself (it is handed sockets), so start
+  // them here; without this neither timeout fires, nor does closeIdleConnections() close anything.
+  h1.emit("listening");
+  // HTTP/2: a session with no stream bytes either way (HEADERS or DATA; PINGs do not count) for
+  // the idle timeout is destroyed (no 'timeout' listener on the server): its client sees GOAWAY
+  // and the socket is closed. A stream that keeps sending or receiving keeps its session.
   const h2 = http2.createServer({}, tracked);
+  h2.setTimeout(limits.idleTimeoutMs);
   const sessions = new Set<Http2Session>();
   h2.on("session", (s) => {
     sessions.add(s);
@@ -147,12 +183,17 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, host
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    // One deadline from accept, not an inactivity timer: a byte every few seconds does not
+    // extend it. Until the protocol is known nothing else bounds the connection.
+    const sniffing = setTimeout(() => socket.destroy(), limits.prefaceTimeoutMs);
+    socket.on("close", () => clearTimeout(sniffing));
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       head = Buffer.concat([head, chunk]);
       const n = Math.min(head.length, PREFACE.length);
       const isH2 = head.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isH2 && head.length < PREFACE.length) return; // wait for the whole preface
+      clearTimeout(sniffing);
       socket.off("data", onData);
       socket.pause();
       if (isH2) {
@@ -165,6 +206,7 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, host
     };
     socket.on("data", onData);
   });
+  if (limits.maxConnections > 0) tcp.maxConnections = limits.maxConnections;
 
   return new Promise((resolve, reject) => {
     tcp.once("error", reject);
@@ -176,7 +218,7 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, host
           closing = true;
           const stopped = new Promise<void>((r) => tcp.close(() => r()));
           for (const s of sessions) s.close();
-          h1.closeIdleConnections();
+          h1.close(); // closes idle keep-alive connections and stops the checking timer
           if (inflight > 0) {
             await Promise.race([new Promise<void>((r) => (drained = r)), new Promise((r) => setTimeout(r, graceMs).unref())]);
           }

@@ -28,3 +28,21 @@ test("a live bootstrap key makes a live environment; PUBLIC_BASE_URL loses its t
   t.is(c.bootstrapEnvironmentMode, "live");
   t.is(c.publicBaseUrl, "https://billing.example.com");
 });
+
+test("connection limits: defaults, and bad values reported by name", (t) => {
+  t.deepEqual(loadConfig({}).connections, {
+    prefaceTimeoutMs: 10_000,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 60_000,
+    idleTimeoutMs: 65_000,
+    maxConnections: 4_096,
+  });
+  t.is(loadConfig({ HTTP_MAX_CONNECTIONS: "0" }).connections.maxConnections, 0, "0: no cap");
+  const err = t.throws(
+    () => loadConfig({ HTTP_PREFACE_TIMEOUT_MS: "0", HTTP_IDLE_TIMEOUT_MS: "1s", HTTP_MAX_CONNECTIONS: "-1" }),
+    { instanceOf: ConfigError },
+  ) as ConfigError;
+  t.deepEqual(err.problems.map((p) => p.split(" ", 1)[0]), ["HTTP_PREFACE_TIMEOUT_MS", "HTTP_IDLE_TIMEOUT_MS", "HTTP_MAX_CONNECTIONS"]);
+  const order = t.throws(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "15000" }), { instanceOf: ConfigError }) as ConfigError;
+  t.regex(order.problems[0]!, /^HTTP_HEADERS_TIMEOUT_MS \(20000\) must not be more than HTTP_REQUEST_TIMEOUT_MS \(15000\)/);
+});
