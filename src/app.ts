@@ -13,7 +13,7 @@ import { SubjectService } from "./billing/subjects.js";
 import { BillingEngine } from "./billing/subscriptions/engine.js";
 import { SubscriptionService } from "./billing/subscriptions/service.js";
 import { TimelineService } from "./billing/subscriptions/timelines.js";
-import { TestPaymentProvider } from "./billing/subscriptions/test-provider.js";
+import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
@@ -60,7 +60,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now, {
+  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,
@@ -73,7 +73,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
+  const subscriptions = new SubscriptionService(engine, cardStore, publicBaseUrl);
 
   const timelines = new TimelineService(subscriptions, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
