@@ -25,6 +25,7 @@ import { type Logger, createLogger } from "./log.js";
 import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
+import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
@@ -111,6 +112,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     });
     const specs = implementations(services);
     routes(specs)(router);
+    // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
+    checkBinaryRequests(router, MAX_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, verifier, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
