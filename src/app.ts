@@ -13,7 +13,7 @@ import { SubjectService } from "./billing/subjects.js";
 import { BillingEngine } from "./billing/subscriptions/engine.js";
 import { SubscriptionService } from "./billing/subscriptions/service.js";
 import { TimelineService } from "./billing/subscriptions/timelines.js";
-import { TestPaymentProvider } from "./billing/subscriptions/test-provider.js";
+import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
@@ -25,6 +25,7 @@ import { type Logger, createLogger } from "./log.js";
 import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
+import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
@@ -60,7 +61,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, new TestPaymentProvider(), now, {
+  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,
@@ -73,7 +74,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const subscriptions = new SubscriptionService(engine, cardStore, new TestPaymentProvider(), publicBaseUrl);
+  const subscriptions = new SubscriptionService(engine, cardStore, publicBaseUrl);
 
   const timelines = new TimelineService(subscriptions, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
@@ -111,6 +112,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     });
     const specs = implementations(services);
     routes(specs)(router);
+    // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
+    checkBinaryRequests(router, MAX_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, verifier, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);

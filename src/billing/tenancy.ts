@@ -10,10 +10,12 @@ export interface Caller {
 
 /**
  * The caller for work the service does on an environment's behalf (hosted checkouts, the
- * scheduler): scoped to the environment like any call. Only `environmentId` is read on those paths.
+ * scheduler): scoped to the environment like any call. Give the environment's real `mode` where
+ * anything mode-dependent (the payment provider) may be decided; the scheduler's paths read only
+ * `environmentId`.
  */
-export function systemCaller(environmentId: string): Caller {
-  return { environmentId, mode: "test", keyKind: "secret" };
+export function systemCaller(environmentId: string, mode: EnvironmentMode = "test"): Caller {
+  return { environmentId, mode, keyKind: "secret" };
 }
 
 export interface Environment {

@@ -8,7 +8,8 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { NotFoundError } from "../billing/errors.js";
 import { displayMoney } from "../billing/money.js";
 import type { SubscriptionService } from "../billing/subscriptions/service.js";
-import type { CheckoutSession, Invoice } from "../billing/subscriptions/types.js";
+import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../billing/subscriptions/service.js";
+import type { CheckoutSession, Invoice, PaymentProvider } from "../billing/subscriptions/types.js";
 import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 
@@ -32,7 +33,29 @@ function page(res: Res, status: number, title: string, body: string): void {
   res.end(html);
 }
 
-function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, error?: string): void {
+/**
+ * Cancelling is a POST (a button), never a GET: links are prefetched and followed by scanners,
+ * and a GET must change nothing.
+ */
+function cancelForm(token: string): string {
+  return `<form method="post" action="/hosted/checkout/${esc(token)}/cancel"><button type="submit">Cancel and go back</button></form>`;
+}
+
+/**
+ * The checkout form. `provider` is the environment's payment provider: its card hint (the test
+ * cards, in a test environment) is shown under the field. Without one (a live environment, no
+ * processor configured) there is no card field at all: the page says why, and offers only cancel.
+ */
+function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, provider: PaymentProvider | undefined, error?: string): void {
+  const hint = provider?.cardHint;
+  const form = provider
+    ? `<form method="post" action="/hosted/checkout/${esc(token)}">
+<label for="card_number">Card number</label>
+<input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required${hint ? ' aria-describedby="cards"' : ""}${error ? ' aria-invalid="true"' : ""}>
+${hint ? `<p class="muted" id="cards">${esc(hint)}</p>` : ""}
+<button type="submit">Pay and subscribe</button>
+</form>`
+    : "";
   page(
     res,
     status,
@@ -40,14 +63,42 @@ function checkoutPage(res: Res, status: number, s: CheckoutSession, token: strin
     `<main><h1>${esc(s.description)}</h1>
 <p>Due today: <strong>${esc(displayMoney(s.amountDue, s.currency))}</strong></p>
 ${error ? `<p class="error" role="alert" id="error">${esc(error)}</p>` : ""}
-<form method="post" action="/hosted/checkout/${esc(token)}">
-<label for="card_number">Card number</label>
-<input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required aria-describedby="cards"${error ? ' aria-invalid="true"' : ""}>
-<p class="muted" id="cards">Test cards: 4242 4242 4242 4242 succeeds; 4000 0000 0000 0002 is declined.</p>
-<button type="submit">Pay and subscribe</button>
-</form>
-<p><a href="/hosted/checkout/${esc(token)}/cancel">Cancel and go back</a></p></main>`,
+${form}
+${cancelForm(token)}</main>`,
   );
+}
+
+/** GET on the cancel address: asks to confirm (a prefetch or a scanner changes nothing). */
+function cancelConfirmPage(res: Res, s: CheckoutSession, token: string): void {
+  page(
+    res,
+    200,
+    `Cancel: ${s.description}`,
+    `<main><h1>Cancel this checkout?</h1>
+<p>${esc(s.description)}: nothing has been charged. Cancelling takes you back to the application.</p>
+${cancelForm(token)}
+<p><a href="/hosted/checkout/${esc(token)}">Return to the checkout</a></p></main>`,
+  );
+}
+
+/**
+ * Sends the browser on with a 303. The stored URL was normalized when the checkout was made;
+ * it is serialized again here (older rows), and should even that fail, the customer gets a page
+ * with a link instead of an error — this runs after the card was charged.
+ */
+function redirect(res: Res, url: string, title: string): void {
+  const location = normalizeCallbackUrl(url);
+  if (location !== undefined) {
+    res.writeHead(303, { location });
+    res.end();
+    return;
+  }
+  page(res, 200, title, `<main><h1>${esc(title)}</h1><p><a href="${esc(url)}">Continue to the application</a></p></main>`);
+}
+
+function notAllowed(res: Res): void {
+  res.setHeader("allow", "GET, POST");
+  page(res, 405, "Not allowed", "<main><h1>Method not allowed</h1></main>");
 }
 
 function gonePage(res: Res): void {
@@ -82,7 +133,8 @@ async function readForm(req: Req): Promise<URLSearchParams> {
 export function createPages(subs: SubscriptionService, log: Logger) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     let m = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})$/.exec(path);
-    if (m && req.method === "GET") {
+    if (m) {
+      if (req.method !== "GET") return notAllowed(res);
       const inv = await subs.invoiceByToken(m[1] as string);
       if (!inv) return page(res, 404, "Not found", "<main><h1>Invoice not found</h1></main>");
       return page(res, 200, `Invoice ${inv.id}`, invoiceHtml(inv));
@@ -97,24 +149,22 @@ export function createPages(subs: SubscriptionService, log: Logger) {
       if (err instanceof NotFoundError) return page(res, 404, "Not found", "<main><h1>Checkout not found</h1></main>");
       throw err;
     }
+    if (req.method !== "GET" && req.method !== "POST") return notAllowed(res);
     if (m[2]) {
-      const url = await subs.cancelCheckout(token);
-      res.writeHead(303, { location: url });
-      res.end();
-      return;
+      // GET asks to confirm; only the POST of its button cancels.
+      if (req.method === "GET") return view.usable ? cancelConfirmPage(res, view.session, token) : gonePage(res);
+      return redirect(res, await subs.cancelCheckout(token), "Checkout cancelled");
     }
     if (!view.usable) return gonePage(res);
-    if (req.method === "GET") return checkoutPage(res, 200, view.session, token);
-    if (req.method !== "POST") return page(res, 405, "Not allowed", "<main><h1>Method not allowed</h1></main>");
+    // No payment provider (a live environment): 409, no card field, no test-card hints.
+    if (!view.provider) return checkoutPage(res, 409, view.session, token, undefined, NO_PROVIDER_PAGE_MESSAGE);
+    if (req.method === "GET") return checkoutPage(res, 200, view.session, token, view.provider);
     const form = await readForm(req);
     const result = await subs.completeCheckout(token, form.get("card_number") ?? "");
-    if (result.ok) {
-      res.writeHead(303, { location: result.redirect });
-      res.end();
-      return;
-    }
+    if (result.ok) return redirect(res, result.redirect, "Payment complete");
     if (result.gone) return gonePage(res);
-    return checkoutPage(res, 402, view.session, token, result.message);
+    if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
+    return checkoutPage(res, 402, view.session, token, view.provider, result.message);
   };
   return (req: Req, res: Res): boolean => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";

@@ -150,7 +150,7 @@ for (const store of STORES) {
     t.is(seq, 4);
   });
 
-  test(`${store}: the hosted checkout: a labelled form, cancel link, one use only, expiry after 24 h`, async (t) => {
+  test(`${store}: the hosted checkout: a labelled form, cancel button, one use only, expiry after 24 h`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const card = await s.card({ name: "Pro <b>", fixed_rates: [{ code: "seats", name: "Seats", price: usd(1999) }] });
     const start = async () =>
@@ -168,7 +168,7 @@ for (const store of STORES) {
     t.regex(html, /Pro &lt;b&gt;/, "names are escaped");
     t.false(/<script/i.test(html), "works without JavaScript");
 
-    const cancel = await fetch(`${server.url}${path}/cancel`, { redirect: "manual" });
+    const cancel = await fetch(`${server.url}${path}/cancel`, { method: "POST", redirect: "manual" });
     t.deepEqual([cancel.status, cancel.headers.get("location")], [303, "https://app.example/cancelled"]);
     t.is((await s.payCheckout(url, CARD_OK)).status, 410, "a cancelled checkout cannot be completed");
 

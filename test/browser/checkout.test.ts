@@ -1,7 +1,8 @@
 /**
  * The hosted checkout in a real browser (headless Chromium from Debian's package): a person
  * finds the card field by its label, a declined card shows the message, a good card returns
- * them to the success URL with the subscription started. The page uses no JavaScript.
+ * them to the success URL with the subscription started; the cancel button returns them to the
+ * cancelled URL. The page uses no JavaScript.
  */
 import http from "node:http";
 import { existsSync } from "node:fs";
@@ -66,6 +67,20 @@ test("a person pays in the hosted checkout: declined first, then accepted and se
     // Going back to the used checkout shows that it is no longer available.
     await page.goto(r.result.action.checkout_url);
     t.regex(await page.locator("h1").innerText(), /no longer available/);
+
+    // Cancelling is a button (a POST form): it sends the customer to cancelled_url.
+    const again = await s.call("POST", "/subscriptions", {
+      subject_id: s.subjectId,
+      rate_card_id: card,
+      fixed_rate_quantities: { seats: 1 },
+      create_checkout_session: "always",
+      checkout_callback_urls: { success_url: `${appUrl}/welcome`, cancelled_url: `${appUrl}/pricing` },
+    });
+    await page.goto(again.result.action.checkout_url);
+    await page.getByRole("button", { name: "Cancel and go back" }).click();
+    await page.waitForURL(`${appUrl}/pricing`);
+    t.deepEqual(visits.filter((v) => v !== "/favicon.ico"), ["/welcome", "/pricing"]);
+    t.is((await s.subscriptions()).length, 1, "nothing more subscribed");
   } finally {
     await browser.close();
     app.close();

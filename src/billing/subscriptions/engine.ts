@@ -16,6 +16,8 @@ import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
+import type { EnvironmentMode } from "../tenancy.js";
+import type { PaymentProviders } from "./payments.js";
 import type { BillingFailure, BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
 
 const ONE = dec(1);
@@ -65,11 +67,37 @@ export class BillingEngine {
     readonly catalogs: RateCatalogStore,
     private readonly metrics: PricingMetricStore,
     private readonly usage: SummaryService,
-    private readonly provider: PaymentProvider,
+    /** The payment provider of each environment mode (payments.ts): none for live, so far. */
+    readonly payments: PaymentProviders,
     readonly now: () => Date,
     /** Told what went wrong where no caller can be (to log it). */
     private readonly events: EngineEvents = {},
   ) {}
+
+  // An environment's mode never changes (environments are created with it), so it is cached.
+  private readonly modeCache = new Map<string, EnvironmentMode>();
+
+  /**
+   * The payment provider of an environment, by its mode: undefined for a live environment (no
+   * real processor is configured), so nothing of a live environment is ever charged through the
+   * test provider. An unknown environment has none either.
+   */
+  async providerFor(environmentId: string): Promise<PaymentProvider | undefined> {
+    const mode = await this.modeOf(environmentId);
+    return mode === undefined ? undefined : this.payments.forMode(mode);
+  }
+
+  /** An environment's mode (cached), or undefined when there is no such environment. */
+  async modeOf(environmentId: string): Promise<EnvironmentMode | undefined> {
+    let mode = this.modeCache.get(environmentId);
+    if (mode === undefined) {
+      mode = await this.store.environmentMode(environmentId);
+      if (mode === undefined) return undefined;
+      if (this.modeCache.size > 10_000) this.modeCache.clear();
+      this.modeCache.set(environmentId, mode);
+    }
+    return mode;
+  }
 
   // Rate cards and pricing metrics never change once created, so they are cached for ever.
   private readonly cardCache = new Map<string, RateCard>();
@@ -210,7 +238,10 @@ export class BillingEngine {
     }
     const pm = paymentMethodId ? await this.store.paymentMethod(paymentMethodId) : undefined;
     if (!pm) return; // stays open until paid another way
-    const res = await this.provider.charge(pm, invoice.total, invoice.currency, invoice.id);
+    // A live environment has no provider: the invoice stays open (never the test provider).
+    const provider = await this.providerFor(invoice.environmentId);
+    if (!provider) return;
+    const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
     if (res.ok) await this.store.setInvoiceStatus(invoice.id, "open", "paid", at);
   }
 
@@ -331,7 +362,7 @@ export class BillingEngine {
     if (recorded) this.events.setAside?.(s, failure, err);
   }
 
-  /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method. */
+  /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method through its environment's provider. */
   async settleMany(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
     const at = this.now();
@@ -342,7 +373,9 @@ export class BillingEngine {
     for (const i of due) {
       const pm = methods.get(i.subjectId);
       try {
-        if (pm && (await this.provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
+        // A live environment has no provider: its invoices stay open (never the test provider).
+        const provider = pm ? await this.providerFor(i.environmentId) : undefined;
+        if (pm && provider && (await provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
       } catch (err) {
         // The invoice is written: it stays open, and the other invoices are settled.
         this.events.settleFailed?.(i.id, err);

@@ -15,9 +15,13 @@ import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import { type BillingEngine, multiplierOf } from "./engine.js";
-import { type BillingSubject, type CheckoutSession, type Invoice, type PaymentProvider, type Subscription, type TestClock, covers } from "./types.js";
+import { noPaymentProvider } from "./payments.js";
+import { type BillingSubject, type CheckoutSession, type Invoice, type PaymentProvider, type Subscription, type TestClock, type TimelineItem, covers } from "./types.js";
 
 export const CHECKOUT_TTL_MS = 24 * 3_600_000;
+
+/** What a hosted checkout of an environment without a payment provider (live) tells the customer. */
+export const NO_PROVIDER_PAGE_MESSAGE = "This environment has no payment provider configured, so this checkout cannot take a payment. Test cards are not accepted in live mode.";
 
 export interface CallbackUrls {
   successUrl: string;
@@ -105,30 +109,52 @@ function checkDecimals(map: Record<string, string>, v: Violations): Record<strin
   return out;
 }
 
-function checkUrls(c: CallbackUrls | undefined, v: Violations): void {
+/** The longest callback URL kept (the column holds 2000 characters), after normalizing. */
+export const MAX_CALLBACK_URL_LENGTH = 2000;
+
+/**
+ * A callback URL as it is kept and later sent in a Location header: the WHATWG URL
+ * serialization (`new URL(u).href`), which is ASCII only — the host in punycode, everything else
+ * beyond ASCII percent-encoded as UTF-8 — so the redirect after a payment cannot fail on it.
+ * Undefined when it is not an absolute http(s) URL.
+ */
+export function normalizeCallbackUrl(url: string): string | undefined {
+  // The URL parser drops tabs and line breaks and trims spaces: refused rather than guessed at.
+  if (/[\s\u0000-\u001f\u007f]/.test(url)) return undefined;
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") return undefined;
+  const href = u.href;
+  // Defensive: a serialization is ASCII; anything else could not be a header value.
+  return /^[\x21-\x7e]+$/.test(href) ? href : undefined;
+}
+
+/** Checks the callback URLs (every problem) and returns them normalized (normalizeCallbackUrl). */
+function checkUrls(c: CallbackUrls | undefined, v: Violations): CallbackUrls {
   const cv = v.at("checkout_callback_urls");
   if (!c) {
     cv.add("", "is required: this needs a checkout (no payment method on file, or create_checkout_session is always)");
-    return;
+    return { successUrl: "", cancelledUrl: "" };
   }
-  for (const [field, url] of [["success_url", c.successUrl], ["cancelled_url", c.cancelledUrl]] as const) {
-    let ok = false;
-    try {
-      const u = new URL(url);
-      // The URL parser drops tabs and line breaks, but the stored text becomes a Location header.
-      ok = (u.protocol === "http:" || u.protocol === "https:") && !/[\s\u0000-\u001f\u007f]/.test(url);
-    } catch {
-      ok = false;
-    }
-    if (!ok) cv.add(field, url === "" ? "is required" : "must be an http or https URL");
+  const out: CallbackUrls = { successUrl: "", cancelledUrl: "" };
+  for (const [field, key] of [["success_url", "successUrl"], ["cancelled_url", "cancelledUrl"]] as const) {
+    const url = c[key];
+    const normalized = normalizeCallbackUrl(url);
+    if (normalized === undefined) cv.add(field, url === "" ? "is required" : "must be an http or https URL");
+    else if (normalized.length > MAX_CALLBACK_URL_LENGTH) cv.add(field, `must have at most ${MAX_CALLBACK_URL_LENGTH} characters once encoded (it has ${normalized.length})`);
+    else out[key] = normalized;
   }
+  return out;
 }
 
 export class SubscriptionService {
   constructor(
     readonly engine: BillingEngine,
     private readonly cards: RateCardStore,
-    private readonly provider: PaymentProvider,
     private readonly publicBaseUrl: () => string,
   ) {}
 
@@ -275,10 +301,33 @@ export class SubscriptionService {
     const firstLines = this.engine.fixedLinesOf(fixed, draft);
     const free = fixed.every((r) => dec(r.price.amount.value).isZero());
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
+    if (!this.paymentsFor(caller)) {
+      // A live environment (no provider): only what needs no payment, now or later in its timeline.
+      if (!free) throw noPaymentProvider(`rate card ${card.id} has fixed charges, which need a payment`);
+      if (needsCheckout) throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
+      if (input.timelineId !== "" && (await this.anyPaidItem(caller, await this.store.timelineItems(input.timelineId)))) {
+        throw noPaymentProvider("the linked subscription timeline has items with fixed charges, which need a payment");
+      }
+    }
     if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
 
     const session = await this.openCheckout(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks, card, total(firstLines), `Subscribe to ${card.name}`, now);
     return { kind: "requires_action", checkoutUrl: this.checkoutUrl(session) };
+  }
+
+  /** The payment provider of the caller's environment (by its mode): none for a live one. */
+  paymentsFor(caller: Caller): PaymentProvider | undefined {
+    return this.engine.payments.forMode(caller.mode);
+  }
+
+  /** Whether any of these timeline items has a fixed charge (needs a payment). */
+  async anyPaidItem(caller: Caller, items: TimelineItem[]): Promise<boolean> {
+    for (const item of items) {
+      const card = await this.cardOf(caller, item.rateCardId);
+      const { fixed } = await this.engine.rates(card, item.fixedRateQuantities);
+      if (fixed.some((r) => !dec(r.price.amount.value).isZero())) return true;
+    }
+    return false;
   }
 
   checkoutUrl(session: CheckoutSession): string {
@@ -287,12 +336,13 @@ export class SubscriptionService {
 
   /** Opens a hosted checkout; the callback URLs are required and checked here, for every kind. */
   async openCheckout(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, given: CallbackUrls | undefined, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+    // Nothing that cannot be paid is opened (callers check first; this is the last guard).
+    if (!this.paymentsFor(caller)) throw noPaymentProvider("a hosted checkout cannot take a payment");
     const v = new Violations();
-    checkUrls(given, v);
+    const callbacks = checkUrls(given, v);
     v.throwIfAny();
     const tooLarge = amountProblem(amountDue);
     if (tooLarge) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${tooLarge}`);
-    const callbacks = given as CallbackUrls;
     const session: CheckoutSession = {
       id: newId("cs"),
       environmentId: caller.environmentId,
@@ -478,6 +528,7 @@ export class SubscriptionService {
       if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
 
       const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
+      if (plan.upgrade.gt(0) && !this.paymentsFor(caller)) throw noPaymentProvider("this change is an upgrade, which needs a payment");
       // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
       // invoiced either way (and stays open without a card, like any cycle invoice).
       if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
@@ -552,12 +603,17 @@ export class SubscriptionService {
 
   // ---- hosted checkout ----
 
-  async checkout(token: string): Promise<{ session: CheckoutSession; usable: boolean; now: Date }> {
+  /**
+   * A checkout as its page shows it: usable (open, not expired), and the provider it would be
+   * paid through — none in a live environment, where it cannot be paid (test cards refused).
+   */
+  async checkout(token: string): Promise<{ session: CheckoutSession; usable: boolean; now: Date; provider: PaymentProvider | undefined }> {
     const session = await this.store.checkout(token);
     if (!session) throw new NotFoundError("CHECKOUT_NOT_FOUND", "no such checkout");
     const subject = await this.store.subject(session.environmentId, session.subjectId);
     const now = subject ? await this.nowFor(subject) : this.engine.now();
-    return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now };
+    const provider = await this.engine.providerFor(session.environmentId);
+    return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now, provider };
   }
 
   /**
@@ -565,12 +621,14 @@ export class SubscriptionService {
    * on the subject and what the checkout was for happens. A completed, cancelled or expired
    * checkout cannot be used again.
    */
-  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string } | { ok: false; message: string; gone?: boolean }> {
-    const { session, usable } = await this.checkout(token);
+  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string } | { ok: false; message: string; gone?: boolean; noProvider?: boolean }> {
+    const { session, usable, provider } = await this.checkout(token);
     if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
-    const card = this.provider.tokenize(cardNumber);
+    // A live environment has no provider: no card is taken (test cards are refused), nothing changes.
+    if (!provider) return { ok: false, noProvider: true, message: NO_PROVIDER_PAGE_MESSAGE };
+    const card = provider.tokenize(cardNumber);
     if (!card.ok) return { ok: false, message: card.message };
-    const caller = systemCaller(session.environmentId);
+    const caller = systemCaller(session.environmentId, (await this.engine.modeOf(session.environmentId)) ?? "test");
     const subject = await this.store.subject(session.environmentId, session.subjectId);
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
@@ -615,6 +673,7 @@ export class SubscriptionService {
     return { ok: true, redirect: session.successUrl };
   }
 
+  /** Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to send the customer. */
   async cancelCheckout(token: string): Promise<string> {
     const { session } = await this.checkout(token);
     if (session.status === "open") {

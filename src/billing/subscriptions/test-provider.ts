@@ -14,6 +14,11 @@ export const TEST_CARDS = {
 } as const;
 
 export class TestPaymentProvider implements PaymentProvider {
+  /** Only ever for test environments (PaymentProviders refuses it for live ones). */
+  readonly test = true;
+  /** What the hosted checkout tells the customer. */
+  readonly cardHint = "Test cards: 4242 4242 4242 4242 succeeds; 4000 0000 0000 0002 is declined.";
+
   tokenize(cardNumber: string) {
     const digits = cardNumber.replace(/[\s-]/g, "");
     if (!/^\d{12,19}$/.test(digits)) return { ok: false as const, message: "Enter the card number: 12 to 19 digits." };

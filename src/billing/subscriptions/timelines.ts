@@ -9,11 +9,11 @@ import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
 import { total } from "../invoicing/lines.js";
-import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { checkInstant, parseInstant } from "../time.js";
 import { yielder } from "../yielding.js";
+import { noPaymentProvider } from "./payments.js";
 import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
 import { type Subscription, type Timeline, type TimelineItem, covers } from "./types.js";
 
@@ -179,11 +179,11 @@ export class TimelineService {
     if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
     else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
-    let paid = false;
-    for (const item of items) {
-      const card = await this.subs.cardOf(caller, item.rateCardId);
-      const { fixed } = await this.subs.engine.rates(card, item.fixedRateQuantities);
-      if (fixed.some((r) => !dec(r.price.amount.value).isZero())) paid = true;
+    const paid = await this.subs.anyPaidItem(caller, items);
+    if (!this.subs.paymentsFor(caller)) {
+      // A live environment (no provider): only a timeline that never needs a payment starts.
+      if (paid) throw noPaymentProvider("the timeline has items with fixed charges, which need a payment");
+      if (input.createCheckoutSession === "always") throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
     }
     if (input.createCheckoutSession === "always" || (paid && !subject.paymentMethodId)) {
       const first = items.find((i) => covers(i, effectiveAt.getTime())) as TimelineItem;

@@ -1,6 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types and ports. */
 import type { Metadata } from "../metadata.js";
 import type { Page, PageResult } from "../pagination.js";
+import type { EnvironmentMode } from "../tenancy.js";
 
 export type SubscriptionStatus = "active" | "cancelled" | "paused";
 
@@ -210,12 +211,18 @@ export interface BillingStore {
   dueTimelines(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
   insertClock(c: TestClock): Promise<void>;
   clock(environmentId: string, id: string): Promise<TestClock | undefined>;
+  /** The mode of an environment (undefined when there is no such environment). */
+  environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
   /** Moves the clock to `to` if it is not past it already; false otherwise. */
   advanceClock(environmentId: string, id: string, to: Date): Promise<boolean>;
 }
 
 /** A payment processor. The built-in test provider stands in for a real one. */
 export interface PaymentProvider {
+  /** A test provider (fake cards): never used by a live environment (see payments.ts). */
+  readonly test: boolean;
+  /** A line the hosted checkout shows under the card field (the test cards), if any. */
+  readonly cardHint?: string;
   /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */
   tokenize(cardNumber: string): { ok: true; brand: string; last4: string; behavior: PaymentMethod["behavior"] } | { ok: false; message: string };
   charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true } | { ok: false; message: string }>;

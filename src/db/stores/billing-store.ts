@@ -3,6 +3,7 @@ import type { EntityManager } from "typeorm";
 import { In } from "typeorm";
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
+import type { EnvironmentMode } from "../../billing/tenancy.js";
 import type {
   BillingFailure,
   BillingStore,
@@ -506,6 +507,11 @@ export class SqlBillingStore implements BillingStore {
   async clock(environmentId: string, id: string): Promise<TestClock | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.TestClock, { environment_id: environmentId, id }));
     return r ? toClock(r) : undefined;
+  }
+
+  async environmentMode(environmentId: string): Promise<EnvironmentMode | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { id: environmentId }));
+    return r ? (r.mode as EnvironmentMode) : undefined;
   }
 
   async advanceClock(environmentId: string, id: string, to: Date): Promise<boolean> {
