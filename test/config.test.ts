@@ -28,3 +28,16 @@ test("a live bootstrap key makes a live environment; PUBLIC_BASE_URL loses its t
   t.is(c.bootstrapEnvironmentMode, "live");
   t.is(c.publicBaseUrl, "https://billing.example.com");
 });
+
+test("admission control: defaults, and a byte bound below the largest body is refused", (t) => {
+  const c = loadConfig({});
+  t.is(c.maxRequestsInFlight, 256);
+  t.is(c.maxRequestBytesInFlight, 16 * 1024 * 1024);
+  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024) });
+  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight], [8, 6 * 1024 * 1024]);
+  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(
+    err.problems.map((p) => p.split(" ", 1)[0]),
+    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT"],
+  );
+});
