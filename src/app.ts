@@ -22,9 +22,10 @@ import { SqlBillingStore } from "./db/stores/billing-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
-import { MAX_BODY_BYTES, createRestGateway } from "./rest/gateway.js";
+import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
+import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
-import { KeyVerifier, authInterceptor } from "./rpc/auth.js";
+import { KeyVerifier, authInterceptor, authenticate } from "./rpc/auth.js";
 import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
@@ -106,19 +107,30 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const router = createConnectRouter({
       interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
       jsonOptions,
-      // The same bound as a REST body (per message on a stream): a larger request is refused
-      // before it is read into memory, on every protocol.
-      readMaxBytes: MAX_BODY_BYTES,
+      // The largest body any method takes; each method has its own, smaller or equal bound
+      // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
+      readMaxBytes: BULK_BODY_BYTES,
     });
     const specs = implementations(services);
-    routes(specs)(router);
+    routes(specs, bodyLimit)(router);
     // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
-    checkBinaryRequests(router, MAX_BODY_BYTES);
-    const rest = createRestGateway(restServices, createDirectCaller(specs, verifier, log, jsonOptions), log);
+    checkBinaryRequests(router, BULK_BODY_BYTES);
+    const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.subscriptions, log);
-    const listener: Listener = await listen(createRequestHandler({ router, rest, pages, health, log, knownKey: async (key) => typeof key === "string" && key !== "" && (await verifier.verify(key).catch(() => undefined)) !== undefined }), config.port, config.connections);
+    const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight);
+    const handler = createRequestHandler({
+      router,
+      rest,
+      pages,
+      health,
+      log,
+      // From the headers alone, before any of the body is read (DESIGN §10).
+      authenticate: (method, key) => authenticate(verifier, method.parent, method, key),
+      admission,
+    });
+    const listener: Listener = await listen(handler, config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
     // and the unique invoice key), so every server may run it.
     let ticking = false;

@@ -26,6 +26,13 @@ export interface Config {
   ingestCommitsInFlight: number;
   /** Connection limits of the shared port (src/server.ts `listen`). */
   connections: ConnectionLimits;
+  /**
+   * Admission control (DESIGN §10): API requests in flight at once on this server; one more is
+   * answered 503 (`unavailable`) with Retry-After at once, never queued. Health checks are exempt.
+   */
+  maxRequestsInFlight: number;
+  /** Request body bytes in flight at once on this server (declared lengths, else bytes read); over it: 503. */
+  maxRequestBytesInFlight: number;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -47,6 +54,9 @@ export interface ConnectionLimits {
   /** Open connections on the port at most; more are closed at accept. 0: no cap. */
   maxConnections: number;
 }
+
+/** The largest request body any route accepts (a usage-event batch): the byte bound's floor. */
+export const LARGEST_BODY_BYTES = 5 * 1024 * 1024;
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -108,6 +118,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
   const ingestCommitsInFlight = int("INGEST_COMMITS_IN_FLIGHT", 2, 1, 64);
+  const maxRequestsInFlight = int("MAX_REQUESTS_IN_FLIGHT", 256, 1, 100_000);
+  // At least the largest body one request may send, or such a request could never be admitted.
+  const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
 
   const connections: ConnectionLimits = {
     prefaceTimeoutMs: int("HTTP_PREFACE_TIMEOUT_MS", 10_000, 100, 600_000),
@@ -134,5 +147,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     schedulerIntervalMs,
     ingestCommitsInFlight,
     connections: Object.freeze(connections),
+    maxRequestsInFlight,
+    maxRequestBytesInFlight,
   });
 }

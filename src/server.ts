@@ -8,11 +8,18 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
 import net, { type Socket } from "node:net";
 import { Duplex } from "node:stream";
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
+import type { Caller } from "./billing/tenancy.js";
+import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isStreamingRequest, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
+import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.js";
+import { API_KEY_HEADER, type PreAuth, preAuthKey } from "./rpc/auth.js";
+import { publicError } from "./rpc/errors.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -20,23 +27,169 @@ type Res = ServerResponse | Http2ServerResponse;
 
 export interface HandlerParts {
   router: ConnectRouter;
-  rest: (req: Req, res: Res) => boolean;
+  rest: RestGateway;
   pages: (req: Req, res: Res) => boolean;
   health: () => Promise<boolean>;
   log: Logger;
-  /** Whether an `x-api-key` header value is an active key (cached; no body is read before it). */
-  knownKey: (key: string | string[] | undefined) => Promise<boolean>;
+  /**
+   * The caller of `method` with this `x-api-key` header value (cached verification; undefined for
+   * the services that need no key); throws for a missing, unknown, revoked or misplaced key.
+   * Called before any of the body is read.
+   */
+  authenticate: (method: DescMethod, key: string | undefined) => Promise<Caller | undefined>;
+  /** The server's bounds on requests and body bytes in flight. */
+  admission: Admission;
 }
 
-export function createRequestHandler({ router, rest, pages, health, log, knownKey }: HandlerParts) {
+/** Liveness, the transport's no-op and their RPC: never refused by admission control. */
+const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping"]);
+
+/**
+ * An unread HTTP/1.1 remainder up to this is read and discarded by Node so that the connection
+ * stays open for the next request; a larger (or unknown) one closes the connection instead.
+ */
+const DISCARD_BYTES = 64 * 1024;
+
+function declaredLength(req: Req): number | undefined {
+  const raw = req.headers["content-length"];
+  if (typeof raw !== "string" || !/^\d+$/.test(raw)) return undefined;
+  return Number(raw);
+}
+
+/**
+ * A request body as it is read, stopping at the bounds: more than `limit` bytes (unary calls;
+ * Connect bounds each message of a stream itself) is resource_exhausted; bytes the server has no
+ * room for (counted on `ticket` unless the declared length was already) are unavailable. The
+ * node stream is never destroyed here: what is left unread is dealt with by `leaveUnread`.
+ */
+async function* boundedBody(
+  req: Req,
+  o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void },
+): AsyncGenerator<Uint8Array> {
+  let size = 0;
+  let held = 0;
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (o.limit !== undefined && size > o.limit) {
+      o.refused();
+      throw bodyTooLarge(o.limit);
+    }
+    if (o.countBytes && o.ticket) {
+      if (!o.ticket.charge(chunk.length)) {
+        o.refused();
+        throw overloaded("request bytes");
+      }
+      held += chunk.length;
+    }
+    yield chunk;
+    // A stream's bytes are in flight until the next are asked for; a unary body's until the end.
+    if (o.streaming && o.ticket && held > 0) {
+      o.ticket.release(held);
+      held = 0;
+    }
+  }
+}
+
+/**
+ * A request answered before its body was read (whole): on HTTP/1.1 the connection is closed after
+ * the answer unless the rest is small and nothing was read (then Node discards it and keeps the
+ * connection); on HTTP/2 the stream is reset with NO_ERROR once the answer is sent, which tells
+ * the client to stop sending without failing the call.
+ */
+function leaveUnread(req: Req, res: Res, readAny: boolean): void {
+  if (req.complete) return;
+  if ("stream" in req) {
+    const stream = req.stream;
+    res.once("finish", () => {
+      if (!req.complete && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+    return;
+  }
+  const declared = declaredLength(req);
+  if (!readAny && declared !== undefined && declared <= DISCARD_BYTES) return;
+  if (!res.headersSent) res.setHeader("connection", "close");
+  lingeringClose(req.socket);
+}
+
+/** How long a connection closed with its request body unread goes on being read (and discarded). */
+const LINGER_MS = 2_000;
+
+/**
+ * A lingering close, as HTTP servers do it: once the answer is written the connection is closed
+ * for writing, and what the client still sends is read and discarded for up to LINGER_MS before
+ * the connection is destroyed. Destroyed at once, the socket would answer the client's next bytes
+ * with a reset, which can discard the answer before the client has read it.
+ */
+function lingeringClose(socket: Socket): void {
+  const s = socket as Socket & { lingering?: boolean };
+  if (s.lingering) return;
+  s.lingering = true;
+  s.destroySoon = function (this: Socket) {
+    this.end();
+    this.resume();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once("close", () => clearTimeout(timer));
+  };
+}
+
+/** A body that, read, throws `err`: how a refusal reaches Connect's protocol-specific error writer. */
+async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
+  throw err;
+}
+
+/**
+ * Every request, in this order: CORS preflight; admission (requests in flight; 503 at once);
+ * the route and its method from the method and path; the key from the headers (401/403, no body
+ * read); the declared length against the method's bound (413 / resource_exhausted) and the
+ * server's byte bound (503); then the handler, reading the body through `boundedBody`.
+ */
+export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
+
+  /** Runs a Connect handler and writes its response. */
+  const runRpc = (path: string, handler: UniversalHandler, req: Req, res: Res, pre: PreAuth, body: AsyncIterable<Uint8Array>, noLength = false) => {
+    const contextValues = createContextValues().set(preAuthKey, pre);
+    const uReq = { ...universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, contextValues), body };
+    if (noLength) {
+      uReq.header = new Headers(uReq.header);
+      uReq.header.delete("content-length");
+    }
+    // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts), for an authenticated caller.
+    const prepared = async () => {
+      if ("error" in pre || !readsInstants(handler, uReq)) return uReq;
+      try {
+        return await strictInstants(handler, uReq, INSTANT_BODY_BYTES);
+      } catch (err) {
+        if (!(err instanceof ConnectError)) throw err;
+        return { ...uReq, contextValues: createContextValues().set(preAuthKey, { error: err }), body: refusing(err) };
+      }
+    };
+    prepared()
+      .then((r) => handler(r))
+      .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
+      .catch((err) => {
+        log.warn("rpc stream ended early", { rpc: path, err });
+        if (!res.headersSent) res.destroy();
+      });
+  };
+
+  /** Answers `err` on the request's protocol without reading (more of) its body. */
+  const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, err: ConnectError, readAny = false) => {
+    leaveUnread(req, res, readAny);
+    // The error's metadata (Retry-After) become headers on REST and Connect unary, trailers on gRPC.
+    // Without the declared length: Connect would check it against the method's bound first.
+    if (handler) runRpc(path, handler, req, res, { error: err }, refusing(err), true);
+    else sendRefusal(res, err);
+  };
+
   return (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     // CORS for the API (browser apps read billing state with a publishable key). API keys travel
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {
       res.setHeader("access-control-allow-origin", "*");
-      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin");
+      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after");
       if (req.method === "OPTIONS") {
         res.writeHead(204, {
           "access-control-allow-methods": "GET, POST, PUT, DELETE",
@@ -47,22 +200,6 @@ export function createRequestHandler({ router, rest, pages, health, log, knownKe
         return;
       }
     }
-    const handler = rpc.get(path);
-    if (handler) {
-      const uReq = universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, undefined);
-      // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts), for a caller
-      // whose key is known: anyone else gets the method's 401 without the body being read here.
-      const detour = async () => (readsInstants(handler, uReq) && (await knownKey(req.headers["x-api-key"])) ? handler(await strictInstants(handler, uReq, INSTANT_BODY_BYTES)) : handler(uReq));
-      detour()
-        .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
-        .catch((err) => {
-          log.warn("rpc stream ended early", { rpc: path, err });
-          if (!res.headersSent) res.destroy();
-        });
-      return;
-    }
-    if (rest(req, res)) return;
-    if (pages(req, res)) return;
     if (path === "/healthz" && req.method === "GET") {
       health().then(
         (ok) => {
@@ -76,7 +213,76 @@ export function createRequestHandler({ router, rest, pages, health, log, knownKe
       );
       return;
     }
-    sendError(res, 404, "not_found", `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+
+    const handler = rpc.get(path);
+    let target: RestTarget | undefined;
+    if (!handler) {
+      const routed = rest.route(req, res);
+      if (routed === "answered") return;
+      target = routed;
+    }
+    const exempt = EXEMPT.has(path);
+    let ticket: Ticket | undefined;
+    if (!exempt && (handler || target || path.startsWith("/hosted/"))) {
+      ticket = admission.enter();
+      if (!ticket) {
+        refuse(path, handler, req, res, overloaded("requests"));
+        return;
+      }
+      const t = ticket;
+      res.once("close", () => t.leave());
+    }
+    if (!handler && !target) {
+      if (pages(req, res)) return;
+      sendError(res, 404, "not_found", `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+      return;
+    }
+
+    const method = (handler?.method ?? target?.method) as DescMethod;
+    const key = req.headers[API_KEY_HEADER];
+    authenticate(method, typeof key === "string" ? key : undefined)
+      .catch((err: unknown) => {
+        // A database that cannot be reached while the key is looked up: unavailable, as in a call.
+        throw err instanceof ConnectError ? err : publicError(err, log, path);
+      })
+      .then(
+        (caller) => {
+          const streaming = isStreamingRequest(method);
+          const limit = bodyLimit(method);
+          const declared = declaredLength(req);
+          if (!streaming && declared !== undefined && declared > limit) {
+            refuse(path, handler, req, res, bodyTooLarge(limit));
+            return;
+          }
+          // A unary body of known length counts in full at once; any other as it is read.
+          const countedUpFront = !streaming && declared !== undefined;
+          if (countedUpFront && ticket && !ticket.charge(declared)) {
+            refuse(path, handler, req, res, overloaded("request bytes"));
+            return;
+          }
+          let readAny = false;
+          const body = boundedBody(req, {
+            limit: streaming ? undefined : limit,
+            ticket,
+            countBytes: !countedUpFront,
+            streaming,
+            refused: () => leaveUnread(req, res, readAny),
+          });
+          const counted: AsyncIterable<Uint8Array> = {
+            [Symbol.asyncIterator]() {
+              readAny = true;
+              return body;
+            },
+          };
+          if (handler) runRpc(path, handler, req, res, { caller }, counted);
+          else rest.serve(target as RestTarget, req, res, caller, counted);
+        },
+        (err: ConnectError) => refuse(path, handler, req, res, err),
+      )
+      .catch((err) => {
+        log.error("request failed before its handler", { path, err });
+        if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
+      });
   };
 }
 

@@ -46,3 +46,16 @@ test("connection limits: defaults, and bad values reported by name", (t) => {
   const order = t.throws(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "15000" }), { instanceOf: ConfigError }) as ConfigError;
   t.regex(order.problems[0]!, /^HTTP_HEADERS_TIMEOUT_MS \(20000\) must not be more than HTTP_REQUEST_TIMEOUT_MS \(15000\)/);
 });
+
+test("admission control: defaults, and a byte bound below the largest body is refused", (t) => {
+  const c = loadConfig({});
+  t.is(c.maxRequestsInFlight, 256);
+  t.is(c.maxRequestBytesInFlight, 16 * 1024 * 1024);
+  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024) });
+  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight], [8, 6 * 1024 * 1024]);
+  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(
+    err.problems.map((p) => p.split(" ", 1)[0]),
+    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT"],
+  );
+});

@@ -1,15 +1,18 @@
 /**
  * The REST bridge: the documented JSON paths, built from the contract's google.api.http
  * annotations, each calling the same method implementation in-process (rpc/direct.ts) with the
- * same authentication, error mapping and logging as Connect and gRPC calls.
+ * same error mapping and logging as Connect and gRPC calls. The server (server.ts) finds the
+ * route first (`route`), authenticates the key and admits the request from its headers, and only
+ * then has the body read (`serve`), through a stream that stops at the method's bound.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { type DescMessage, type DescMethod, type DescService, type JsonValue, getOption } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
+import type { Caller } from "../billing/tenancy.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
-import { API_KEY_HEADER } from "../rpc/auth.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
 import { sendConnectError, sendError } from "./errors.js";
@@ -17,8 +20,6 @@ import { NOT_UTF8, strictUtf8 } from "../rpc/unicode.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
-
-export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 
 export interface RestRoute {
   httpMethod: string;
@@ -77,19 +78,28 @@ function firstSegment(path: string): string {
   return path.slice(1, end === -1 ? undefined : end);
 }
 
-function readBody(req: Req): Promise<Buffer | "too_large"> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    req.on("data", (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY_BYTES) over = true;
-      else if (!over) chunks.push(c);
-    });
-    req.on("end", () => resolve(over ? "too_large" : Buffer.concat(chunks)));
-    req.on("error", reject);
-  });
+/**
+ * The whole body, from a stream that refuses to go past the method's bound or the server's
+ * (server.ts); their ConnectErrors are thrown.
+ */
+async function readBody(body: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  for await (const c of body) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+/** A refusal while reading the body: 413 for one over its bound, else the error as it is, with its metadata (Retry-After) as headers. */
+export function sendRefusal(res: Res, err: ConnectError): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  err.metadata.forEach((value, key) => res.setHeader(key, value));
+  if (err.code === Code.ResourceExhausted) {
+    sendError(res, 413, "resource_exhausted", err.rawMessage, "PAYLOAD_TOO_LARGE");
+    return;
+  }
+  sendConnectError(res, err);
 }
 
 /**
@@ -129,15 +139,22 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
   }
 
   /** Builds the request message's JSON from path parameters, the query string and the body. */
-  async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res) {
+  async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, body: AsyncIterable<Uint8Array>, res: Res) {
     const input: DescMessage = route.method.input;
     const violations: FieldViolation[] = [];
     let json: Record<string, JsonValue> = {};
 
     if (route.body !== "") {
-      const raw = await readBody(req);
-      if (raw === "too_large") {
-        sendError(res, 413, "resource_exhausted", `the request body is larger than ${MAX_BODY_BYTES} bytes`, "PAYLOAD_TOO_LARGE");
+      let raw: Buffer;
+      try {
+        raw = await readBody(body);
+      } catch (err) {
+        if (!(err instanceof ConnectError)) {
+          // The client went away mid-body (the request is aborted): nobody to answer.
+          res.destroy();
+          return undefined;
+        }
+        sendRefusal(res, err);
         return undefined;
       }
       // Strict: bytes that are not UTF-8 are a 400, never read as U+FFFD.
@@ -203,11 +220,11 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     return json;
   }
 
-  async function serve(route: RestRoute, match: RegExpExecArray, url: URL, req: Req, res: Res): Promise<void> {
-    const json = await requestJson(route, match, url, req, res);
+  async function serve(target: RestTarget, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>, requestMethod: string): Promise<void> {
+    const { route, match, url } = target;
+    const json = await requestJson(route, match, url, body, res);
     if (json === undefined) return;
-    const key = req.headers[API_KEY_HEADER];
-    const result = await call({ method: route.method, json, apiKey: typeof key === "string" ? key : undefined, requestMethod: req.method ?? "GET", url: url.pathname });
+    const result = await call({ method: route.method, json, caller, requestMethod, url: url.pathname });
     if (!result.ok) {
       sendConnectError(res, result.error);
       return;
@@ -217,29 +234,47 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     res.end(out);
   }
 
-  /** Handles the request if its path is a REST route; returns false when it is not one. */
-  return function handleRest(req: Req, res: Res): boolean {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    let pathMatched = false;
-    const allowed: string[] = [];
-    for (const route of byFirstSegment.get(firstSegment(url.pathname)) ?? []) {
-      const match = route.regex.exec(url.pathname);
-      if (!match) continue;
-      pathMatched = true;
-      if (route.httpMethod !== req.method) {
-        allowed.push(route.httpMethod);
-        continue;
+  return {
+    /**
+     * The REST route of a request, read from its method and path only; undefined when its path is
+     * no REST route, "answered" when the path is one but not for this HTTP method (405 sent).
+     */
+    route(req: Req, res: Res): RestTarget | "answered" | undefined {
+      const url = new URL(req.url ?? "/", "http://localhost");
+      let pathMatched = false;
+      const allowed: string[] = [];
+      for (const route of byFirstSegment.get(firstSegment(url.pathname)) ?? []) {
+        const match = route.regex.exec(url.pathname);
+        if (!match) continue;
+        pathMatched = true;
+        if (route.httpMethod !== req.method) {
+          allowed.push(route.httpMethod);
+          continue;
+        }
+        return { route, match, url, method: route.method };
       }
-      serve(route, match, url, req, res).catch((err) => {
+      if (!pathMatched) return undefined;
+      res.setHeader("allow", [...new Set(allowed)].join(", "));
+      sendError(res, 405, "unimplemented", `${req.method} is not allowed on ${url.pathname}; use ${[...new Set(allowed)].join(" or ")}`, "METHOD_NOT_ALLOWED");
+      return "answered";
+    },
+
+    /** Serves a routed request for `caller` (authenticated by the server), reading the body from `body`. */
+    serve(target: RestTarget, req: Req, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>): void {
+      serve(target, res, caller, body, req.method ?? "GET").catch((err) => {
         if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
         else res.end();
-        log.error("rest bridge failed", { path: url.pathname, err });
+        log.error("rest bridge failed", { path: target.url.pathname, err });
       });
-      return true;
-    }
-    if (!pathMatched) return false;
-    res.setHeader("allow", [...new Set(allowed)].join(", "));
-    sendError(res, 405, "unimplemented", `${req.method} is not allowed on ${url.pathname}; use ${[...new Set(allowed)].join(" or ")}`, "METHOD_NOT_ALLOWED");
-    return true;
+    },
   };
 }
+
+export interface RestTarget {
+  route: RestRoute;
+  match: RegExpExecArray;
+  url: URL;
+  method: DescMethod;
+}
+
+export type RestGateway = ReturnType<typeof createRestGateway>;

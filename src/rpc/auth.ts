@@ -4,7 +4,7 @@
  * the methods listed in PUBLISHABLE.
  */
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { Interceptor } from "@connectrpc/connect";
+import { type ConnectError, type Interceptor, createContextKey } from "@connectrpc/connect";
 import { PermissionDeniedError, UnauthenticatedError } from "../billing/errors.js";
 import { type AuthStore, type KeyWithEnvironment, callerOf, hashKey } from "../billing/keys.js";
 import { toConnectError } from "./errors.js";
@@ -18,6 +18,13 @@ const PUBLIC_SERVICES = new Set(["billing.v1.HealthService", "grpc.reflection.v1
 const PUBLISHABLE = new Set<string>(["billing.v1.CustomerAccessService/GetBillingState"]);
 
 export const API_KEY_HEADER = "x-api-key";
+
+/**
+ * What the server decided from a call's headers before reading its body (server.ts): the caller,
+ * or the error to answer with. Unset when a call did not come through the server's handler.
+ */
+export type PreAuth = { caller: Caller | undefined } | { error: ConnectError };
+export const preAuthKey = createContextKey<PreAuth | undefined>(undefined, { description: "authenticated from headers" });
 
 /** Looks keys up, trusting a verified key for `cacheMs` (0: look up on every call). */
 export class KeyVerifier {
@@ -71,6 +78,12 @@ export async function authenticate(verifier: KeyVerifier, service: DescService, 
 
 export function authInterceptor(verifier: KeyVerifier): Interceptor {
   return (next) => async (req) => {
+    const pre = req.contextValues.get(preAuthKey);
+    if (pre !== undefined) {
+      if ("error" in pre) throw pre.error;
+      if (pre.caller) req.contextValues.set(callerKey, pre.caller);
+      return next(req);
+    }
     const caller = await authenticate(verifier, req.service, req.method, req.header.get(API_KEY_HEADER) ?? undefined);
     if (caller) req.contextValues.set(callerKey, caller);
     return next(req);

@@ -1,8 +1,9 @@
 /**
  * Calling a unary method's implementation in-process, as the REST bridge does: the request JSON
- * is read into the method's input message, the caller is authenticated (auth.ts) and errors are
- * mapped (errors.ts) by the same functions the Connect interceptors call, and the output message
- * is written back as proto JSON with the router's options.
+ * is read into the method's input message for the caller the server authenticated from the
+ * headers before reading the body (server.ts, with auth.ts), errors are mapped (errors.ts) by the
+ * same function the Connect interceptor calls, and the output message is written back as proto
+ * JSON with the router's options.
  *
  * It skips what only a wire protocol needs: Connect's universal handler builds a Headers object,
  * two linked AbortControllers (whose abort at the end of every call constructs a DOMException),
@@ -13,7 +14,6 @@ import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteO
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImplSpec, createContextValues } from "@connectrpc/connect";
 import type { Caller } from "../billing/tenancy.js";
 import type { Logger } from "../log.js";
-import { type KeyVerifier, authenticate } from "./auth.js";
 import { callerKey } from "./context.js";
 import { publicError } from "./errors.js";
 
@@ -23,8 +23,8 @@ export interface DirectCall {
   method: DescMethod;
   /** The request message as proto JSON (unknown fields are ignored). */
   json: JsonObject;
-  /** The X-API-Key header, if sent. */
-  apiKey: string | undefined;
+  /** The caller, authenticated from the X-API-Key header (undefined for the services that need no key). */
+  caller: Caller | undefined;
   /** The HTTP method and path the call came in on (context for the implementation). */
   requestMethod: string;
   url: string;
@@ -70,7 +70,7 @@ class DirectContext implements HandlerContext {
 const NEVER_ABORTED = new AbortController().signal;
 
 /** `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does. */
-export function createDirectCaller(specs: readonly ServiceImplSpec[], verifier: KeyVerifier, log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
+export function createDirectCaller(specs: readonly ServiceImplSpec[], log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
   const impls = new Map<DescMethod, ServiceImplSpec["methods"][string]>();
   for (const spec of specs) for (const m of Object.values(spec.methods)) if (m.kind === "unary") impls.set(m.method, m);
 
@@ -85,8 +85,7 @@ export function createDirectCaller(specs: readonly ServiceImplSpec[], verifier: 
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }
-      const caller = await authenticate(verifier, c.method.parent, c.method, c.apiKey);
-      const out = await spec.impl(input, new DirectContext(c.method, c.requestMethod, c.url, caller));
+      const out = await spec.impl(input, new DirectContext(c.method, c.requestMethod, c.url, c.caller));
       const message = isMessage(out, c.method.output) ? out : create(c.method.output, out);
       return { ok: true, json: toJson(c.method.output, message, jsonOptions) as JsonObject };
     } catch (err) {

@@ -1,5 +1,5 @@
 /** Registers every service on one router: the single list of what the server serves. */
-import type { DescFile, DescService } from "@bufbuild/protobuf";
+import type { DescFile, DescMethod, DescService } from "@bufbuild/protobuf";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
@@ -97,8 +97,11 @@ export function implementations(services: Services): ServiceImplSpec[] {
   ];
 }
 
-export function routes(specs: ServiceImplSpec[]) {
+/** `readMaxBytes`: each method's body bound (each message's, for a client stream), if not the router's. */
+export function routes(specs: ServiceImplSpec[], readMaxBytes?: (method: DescMethod) => number) {
   return (router: ConnectRouter) => {
-    for (const spec of specs) for (const m of Object.values(spec.methods)) router.rpc(m.method, m.impl as never);
+    for (const spec of specs) {
+      for (const m of Object.values(spec.methods)) router.rpc(m.method, m.impl as never, readMaxBytes ? { readMaxBytes: readMaxBytes(m.method) } : undefined);
+    }
   };
 }

@@ -7,10 +7,24 @@ import type { RejectedUsageEvent, UsageEventService } from "../../gen/billing/v1
 import { callerOf } from "../context.js";
 import { usageEventError, usageEventInput } from "../convert/usage.js";
 
-/** A stream's events are committed in chunks of this many, or sooner once the first waited this long. */
+/**
+ * A stream's events are committed in chunks of this many (or of about STREAM_CHUNK_BYTES, if
+ * fewer make that), or sooner once the first waited this long; at most STREAM_IN_FLIGHT chunks are
+ * held at once, so that a stream of any length holds a bounded number of events.
+ */
 const STREAM_CHUNK = 1000;
+const STREAM_CHUNK_BYTES = 2 * 1024 * 1024;
 const STREAM_WAIT_MS = 50;
 const STREAM_IN_FLIGHT = 4;
+/** A stream's response lists at most this many rejected events (the first, by position); its counts cover all. */
+export const STREAM_REJECTIONS_LISTED = 1000;
+
+/** About the bytes an event holds (its strings' lengths): enough to bound a chunk. */
+function sizeOf(e: UsageEventInputPb): number {
+  let n = e.idempotencyKey.length + e.subjectId.length + e.eventName.length + e.timestamp.length;
+  for (const k in e.data) n += k.length + (e.data[k]?.length ?? 0);
+  return n;
+}
 
 function counts(outcomes: Outcome[]) {
   let accepted = 0;
@@ -47,11 +61,15 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       let received = 0;
       const totals = { accepted: 0, duplicate: 0, rejected: 0 };
       const rejections: RejectedUsageEvent[] = [];
+      // The largest index listed, once the list is full (recomputed after a replacement).
+      let maxListed: bigint | undefined;
+      const listedMax = () => rejections.reduce((m, r) => (r.index > m ? r.index : m), 0n);
       const inFlight: Promise<void>[] = [];
       // A failed chunk must not become an unhandled rejection while the stream is still read;
       // it is remembered and the call fails with it once reading stops.
       let failure: unknown;
       let chunk: UsageEventInputPb[] = [];
+      let chunkBytes = 0;
       let chunkStart = 0;
       let firstAt = 0;
 
@@ -60,14 +78,23 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         const events = chunk;
         const base = chunkStart;
         chunk = [];
+        chunkBytes = 0;
         const done = ingest.ingest(caller, events.map(usageEventInput), (i) => `events[${base + i}].`).then(
           (outcomes) => {
           const c = counts(outcomes);
           totals.accepted += c.accepted;
           totals.duplicate += c.duplicate;
           totals.rejected += c.rejected;
+          // Chunks finish out of order: keep the first STREAM_REJECTIONS_LISTED by position, never more.
           outcomes.forEach((o, i) => {
-            if (o.status === "rejected") rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index: BigInt(base + i), error: usageEventError(o.error) });
+            if (o.status !== "rejected") return;
+            const index = BigInt(base + i);
+            if (rejections.length >= STREAM_REJECTIONS_LISTED) {
+              if (index > (maxListed ??= listedMax())) return;
+              rejections.splice(rejections.findIndex((r) => r.index === maxListed), 1);
+              maxListed = undefined;
+            }
+            rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index, error: usageEventError(o.error) });
           });
           },
           (err) => {
@@ -86,8 +113,9 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
           firstAt = Date.now();
         }
         chunk.push(event);
+        chunkBytes += sizeOf(event);
         received++;
-        if (chunk.length >= STREAM_CHUNK || Date.now() - firstAt >= STREAM_WAIT_MS) await submit();
+        if (chunk.length >= STREAM_CHUNK || chunkBytes >= STREAM_CHUNK_BYTES || Date.now() - firstAt >= STREAM_WAIT_MS) await submit();
       }
       if (failure === undefined) await submit();
       await Promise.all(inFlight);

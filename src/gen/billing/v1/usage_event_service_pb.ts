@@ -153,7 +153,8 @@ export type StreamUsageEventsResponse = Message<"billing.v1.StreamUsageEventsRes
   rejected: bigint;
 
   /**
-   * The rejected events, by position in the stream (0-based).
+   * The first 1,000 rejected events (at most), by position in the stream (0-based), in order;
+   * `rejected` counts them all.
    *
    * @generated from field: repeated billing.v1.RejectedUsageEvent rejections = 5;
    */
@@ -224,8 +225,9 @@ export const UsageEventService: GenService<{
   },
   /**
    * Client-streaming ingest for services that send a continuous stream: events are committed in
-   * batches as they arrive; the one response, sent after the last event is committed, counts the
-   * outcomes and lists every rejected event by its position in the stream.
+   * batches as they arrive (each message at most 1 MiB); the one response, sent after the last
+   * event is committed, counts every outcome and lists the first 1,000 rejected events by their
+   * position in the stream (a stream of any length is answered in bounded memory).
    *
    * @generated from rpc billing.v1.UsageEventService.StreamUsageEvents
    */

@@ -1,0 +1,141 @@
+/**
+ * What one request may cost before it is served (DESIGN §10): a body bound per method, checked
+ * before a byte more than the bound is buffered, and a bound per server on API requests and
+ * request-body bytes in flight. Over a bound the answer is immediate: `resource_exhausted`
+ * (REST 413) for a body too large, `unavailable` (503) with Retry-After for a server that is
+ * full. Nothing is ever queued.
+ */
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { LARGEST_BODY_BYTES } from "./config.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { ERROR_DOMAIN } from "./rpc/errors.js";
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/**
+ * A request body that holds many records: a usage-event batch (1,000 events) and the rate card
+ * and catalog calls (up to 500 rates with 2,000-character descriptions and 2,000 dimensional
+ * cells: about 3.5 MB in three-byte UTF-8).
+ */
+export const BULK_BODY_BYTES = LARGEST_BODY_BYTES;
+/**
+ * One usage event, also each message of a usage stream: the largest the rules allow (100 data
+ * keys of 255 characters with values of 1,000) is about 380 KB of UTF-8 JSON and about 760 KB
+ * with every character escaped as \uXXXX.
+ */
+export const EVENT_BODY_BYTES = 1 * MiB;
+/**
+ * Every other request: a subject with the most metadata (50 keys of 40 characters, values of
+ * 500) is at most about 165 KB even fully escaped; requests holding a Timestamp (test clocks,
+ * timelines and their items, summaries) were already read only up to this (rpc/instants.ts).
+ */
+export const DEFAULT_BODY_BYTES = 256 * KiB;
+
+const BULK = new Set([
+  "billing.v1.UsageEventService/CreateUsageEventBatch",
+  "billing.v1.RateCardService/CreateRateCard",
+  "billing.v1.RateCatalogService/CreateRateCatalog",
+  "billing.v1.RateCatalogService/AddRates",
+]);
+const EVENT = new Set(["billing.v1.UsageEventService/CreateUsageEvent", "billing.v1.UsageEventService/StreamUsageEvents"]);
+
+/** The most bytes a request body to `method` may have (for a client stream: each message). */
+export function bodyLimit(method: DescMethod): number {
+  const name = `${method.parent.typeName}/${method.name}`;
+  if (BULK.has(name)) return BULK_BODY_BYTES;
+  if (EVENT.has(name)) return EVENT_BODY_BYTES;
+  return DEFAULT_BODY_BYTES;
+}
+
+export const isStreamingRequest = (method: DescMethod) => method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
+
+export function bodyTooLarge(limit: number): ConnectError {
+  return new ConnectError(`the request body is larger than ${limit} bytes, the most this method accepts`, Code.ResourceExhausted, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: "PAYLOAD_TOO_LARGE", domain: ERROR_DOMAIN, metadata: { limit: String(limit) } } },
+  ]);
+}
+
+/** Seconds a client is told to wait after a 503 for a full server. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/** The answer of a full server: 503 / `unavailable`, Retry-After in the metadata (HTTP header or gRPC trailer) and a RetryInfo. */
+export function overloaded(what: string): ConnectError {
+  return new ConnectError(
+    `the server has too many ${what} in flight; retry after ${RETRY_AFTER_SECONDS} s`,
+    Code.Unavailable,
+    { "retry-after": String(RETRY_AFTER_SECONDS) },
+    [
+      { desc: ErrorInfoSchema, value: { reason: "OVERLOADED", domain: ERROR_DOMAIN } },
+      { desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(RETRY_AFTER_SECONDS) } } },
+    ],
+  );
+}
+
+/** One admitted request's share of the server's bounds, given back when its response closes. */
+export class Ticket {
+  private bytes = 0;
+  private left = false;
+  constructor(private readonly admission: Admission) {}
+
+  /** Counts `n` more body bytes in flight; false (nothing counted) when the server has no room. */
+  charge(n: number): boolean {
+    if (this.left) return true;
+    if (!this.admission.takeBytes(n)) return false;
+    this.bytes += n;
+    return true;
+  }
+
+  /** Gives back `n` bytes counted earlier (a stream's message once read on). */
+  release(n: number): void {
+    const m = Math.min(n, this.bytes);
+    this.bytes -= m;
+    this.admission.giveBytes(m);
+  }
+
+  leave(): void {
+    if (this.left) return;
+    this.left = true;
+    this.admission.giveBytes(this.bytes);
+    this.bytes = 0;
+    this.admission.leave();
+  }
+}
+
+/** The per-server bounds on requests and request-body bytes in flight. */
+export class Admission {
+  private requests = 0;
+  private bytes = 0;
+  constructor(
+    readonly maxRequests: number,
+    readonly maxBytes: number,
+  ) {}
+
+  /** A ticket for one more request, or undefined when `maxRequests` are in flight. */
+  enter(): Ticket | undefined {
+    if (this.requests >= this.maxRequests) return undefined;
+    this.requests++;
+    return new Ticket(this);
+  }
+
+  /** Requests and body bytes in flight now. */
+  get inFlight(): { requests: number; bytes: number } {
+    return { requests: this.requests, bytes: this.bytes };
+  }
+
+  /** @internal */
+  takeBytes(n: number): boolean {
+    if (n > 0 && this.bytes + n > this.maxBytes) return false;
+    this.bytes += n;
+    return true;
+  }
+  /** @internal */
+  giveBytes(n: number): void {
+    this.bytes -= n;
+  }
+  /** @internal */
+  leave(): void {
+    this.requests--;
+  }
+}
