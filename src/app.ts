@@ -25,7 +25,8 @@ import { type Logger, createLogger } from "./log.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
-import { KeyVerifier, authInterceptor, authenticate } from "./rpc/auth.js";
+import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
+import { RateLimiter } from "./ratelimit.js";
 import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
@@ -127,8 +128,10 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       health,
       log,
       // From the headers alone, before any of the body is read (DESIGN §10).
-      authenticate: (method, key) => authenticate(verifier, method.parent, method, key),
+      authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
       admission,
+      rateLimiter: new RateLimiter(),
+      rateLimits: config.rateLimits,
     });
     const listener: Listener = await listen(handler, config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks

@@ -3,6 +3,7 @@
  * value stops the start with one message that lists every problem.
  */
 import type { EnvironmentMode } from "./billing/tenancy.js";
+import type { Rate, RateLimits } from "./ratelimit.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -33,6 +34,11 @@ export interface Config {
   maxRequestsInFlight: number;
   /** Request body bytes in flight at once on this server (declared lengths, else bytes read); over it: 503. */
   maxRequestBytesInFlight: number;
+  /**
+   * Per-key rate limits (src/ratelimit.ts): the server-wide defaults of the usage-ingest and the
+   * API bucket; an environment may override either. rps 0 is unlimited.
+   */
+  rateLimits: RateLimits;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -122,6 +128,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
 
+  // Above what one server serves one key on the reference machine (README, Benchmarks), so that
+  // no test or benchmark meets them; lower them (or per environment) to share a server fairly.
+  const rate = (prefix: string, rpsDefault: number): Rate => {
+    const rps = int(`${prefix}_RPS`, rpsDefault, 0, 1_000_000);
+    const burst = int(`${prefix}_BURST`, 2 * rps, 0, 2_000_000);
+    if (rps > 0 && burst < 1) problems.push(`${prefix}_BURST must be at least 1 when ${prefix}_RPS is not 0`);
+    return Object.freeze({ rps, burst });
+  };
+  const rateLimits: RateLimits = Object.freeze({ ingest: rate("RATE_LIMIT_INGEST", 20_000), api: rate("RATE_LIMIT_API", 10_000) });
+
   const connections: ConnectionLimits = {
     prefaceTimeoutMs: int("HTTP_PREFACE_TIMEOUT_MS", 10_000, 100, 600_000),
     headersTimeoutMs: int("HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000),
@@ -149,5 +165,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     connections: Object.freeze(connections),
     maxRequestsInFlight,
     maxRequestBytesInFlight,
+    rateLimits,
   });
 }

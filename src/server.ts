@@ -13,12 +13,12 @@ import { ConnectError, type ConnectRouter, createContextValues } from "@connectr
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
-import type { Caller } from "./billing/tenancy.js";
 import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isStreamingRequest, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
 import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.js";
-import { API_KEY_HEADER, type PreAuth, preAuthKey } from "./rpc/auth.js";
+import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
+import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
@@ -32,13 +32,16 @@ export interface HandlerParts {
   health: () => Promise<boolean>;
   log: Logger;
   /**
-   * The caller of `method` with this `x-api-key` header value (cached verification; undefined for
-   * the services that need no key); throws for a missing, unknown, revoked or misplaced key.
-   * Called before any of the body is read.
+   * The caller of `method` with this `x-api-key` header value and its key (cached verification;
+   * undefined for the services that need no key); throws for a missing, unknown, revoked or
+   * misplaced key. Called before any of the body is read.
    */
-  authenticate: (method: DescMethod, key: string | undefined) => Promise<Caller | undefined>;
+  authenticate: (method: DescMethod, key: string | undefined) => Promise<Authenticated | undefined>;
   /** The server's bounds on requests and body bytes in flight. */
   admission: Admission;
+  /** Per-key token buckets, and the server's default limits (an environment may override them). */
+  rateLimiter?: RateLimiter;
+  rateLimits?: RateLimits;
 }
 
 /** Liveness, the transport's no-op and their RPC: never refused by admission control. */
@@ -144,7 +147,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * read); the declared length against the method's bound (413 / resource_exhausted) and the
  * server's byte bound (503); then the handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
 
   /** Runs a Connect handler and writes its response. */
@@ -189,7 +192,10 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {
       res.setHeader("access-control-allow-origin", "*");
-      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after");
+      res.setHeader(
+        "access-control-expose-headers",
+        "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset",
+      );
       if (req.method === "OPTIONS") {
         res.writeHead(204, {
           "access-control-allow-methods": "GET, POST, PUT, DELETE",
@@ -246,7 +252,21 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         throw err instanceof ConnectError ? err : publicError(err, log, path);
       })
       .then(
-        (caller) => {
+        (authed) => {
+          const caller = authed?.caller;
+          // The key's rate limit (ratelimit.ts), before the body: its headers on every answer, 429 over it.
+          if (authed && rateLimiter && rateLimits) {
+            const cls = rateClass(method);
+            const env = authed.found.environment;
+            const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
+            if (verdict) {
+              for (const [k, v] of Object.entries(rateLimitHeaders(verdict))) res.setHeader(k, v);
+              if (!verdict.allowed) {
+                refuse(path, handler, req, res, rateLimited(cls, verdict));
+                return;
+              }
+            }
+          }
           const streaming = isStreamingRequest(method);
           const limit = bodyLimit(method);
           const declared = declaredLength(req);

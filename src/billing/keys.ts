@@ -32,6 +32,8 @@ export interface AuthStore {
   /** Throws AlreadyExistsError when the name is taken. */
   insertEnvironment(env: Environment): Promise<void>;
   listEnvironments(): Promise<Environment[]>;
+  /** Sets (a number; 0 is unlimited) or clears (null) an environment's rate-limit overrides; undefined leaves one as it is. False: no such environment. */
+  setEnvironmentRateLimits(id: string, limits: { ingestRps?: number | null; apiRps?: number | null }): Promise<boolean>;
   /** Throws AlreadyExistsError when a key with the same hash exists. */
   insertKey(key: ApiKey, hash: string): Promise<void>;
   listKeys(environmentId?: string): Promise<ApiKey[]>;

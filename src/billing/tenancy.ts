@@ -23,6 +23,9 @@ export interface Environment {
   name: string;
   mode: EnvironmentMode;
   createdAt: Date;
+  /** Per-key rate limits of the environment's keys (requests a second); null or unset: the server's default, 0: unlimited. */
+  ingestRps?: number | null;
+  apiRps?: number | null;
 }
 
 export interface ApiKey {

@@ -3,6 +3,7 @@
  *
  *   npm run keys -- env create <name> [--mode test|live]
  *   npm run keys -- env list
+ *   npm run keys -- env set-limits <name> [--ingest-rps N|default] [--api-rps N|default]
  *   npm run keys -- create --env <name> [--publishable]     prints the new key once
  *   npm run keys -- list [--env <name>]
  *   npm run keys -- revoke <key_id>
@@ -17,6 +18,7 @@ import { SqlAuthStore } from "../db/stores/auth-store.js";
 const USAGE = `usage:
   keys env create <name> [--mode test|live]
   keys env list
+  keys env set-limits <name> [--ingest-rps N|default] [--api-rps N|default]
   keys create --env <name> [--publishable]
   keys list [--env <name>]
   keys revoke <key_id>`;
@@ -56,6 +58,26 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
       out(`${env.id}\t${env.name}\t${env.mode}`);
     } else if (cmd === "env" && sub === "list") {
       for (const e of await store.listEnvironments()) out(`${e.id}\t${e.name}\t${e.mode}\t${e.createdAt.toISOString()}`);
+    } else if (cmd === "env" && sub === "set-limits") {
+      // Requests a second per key of the environment; 0 is unlimited, "default" the server's default.
+      const name = args[2];
+      if (!name || name.startsWith("--")) fail(USAGE);
+      const rps = (flagName: string): number | null | undefined => {
+        if (!args.includes(flagName)) return undefined;
+        const raw = flag(args, flagName);
+        if (raw === "default") return null;
+        if (raw === undefined || !/^\d+$/.test(raw) || Number(raw) > 1_000_000) fail(`${flagName} must be an integer from 0 (unlimited) to 1000000, or default`);
+        return Number(raw);
+      };
+      const ingestRps = rps("--ingest-rps");
+      const apiRps = rps("--api-rps");
+      if (ingestRps === undefined && apiRps === undefined) fail(USAGE);
+      const env = await store.findEnvironmentByName(name);
+      if (!env) fail(`no environment named ${name}`);
+      await store.setEnvironmentRateLimits(env.id, { ingestRps, apiRps });
+      const after = (await store.findEnvironmentByName(name)) ?? env;
+      const show = (v: number | null | undefined) => (v === null || v === undefined ? "default" : v === 0 ? "unlimited" : `${v}/s`);
+      out(`${after.id}\t${after.name}\tingest ${show(after.ingestRps)}\tapi ${show(after.apiRps)}`);
     } else if (cmd === "create") {
       const envName = flag(args, "--env");
       if (!envName) fail(USAGE);

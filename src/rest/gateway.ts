@@ -13,6 +13,7 @@ import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
+import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
 import { sendConnectError, sendError } from "./errors.js";
@@ -95,7 +96,7 @@ export function sendRefusal(res: Res, err: ConnectError): void {
     return;
   }
   err.metadata.forEach((value, key) => res.setHeader(key, value));
-  if (err.code === Code.ResourceExhausted) {
+  if (err.code === Code.ResourceExhausted && !isRateLimited(err)) {
     sendError(res, 413, "resource_exhausted", err.rawMessage, "PAYLOAD_TOO_LARGE");
     return;
   }

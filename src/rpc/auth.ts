@@ -26,7 +26,11 @@ export const API_KEY_HEADER = "x-api-key";
 export type PreAuth = { caller: Caller | undefined } | { error: ConnectError };
 export const preAuthKey = createContextKey<PreAuth | undefined>(undefined, { description: "authenticated from headers" });
 
-/** Looks keys up, trusting a verified key for `cacheMs` (0: look up on every call). */
+/**
+ * Looks keys up, trusting a verified key for `cacheMs` (0: look up on every call). The key comes
+ * with its environment, and so with the environment's rate-limit overrides: a change to them
+ * reaches a server within `cacheMs` too.
+ */
 export class KeyVerifier {
   private readonly cache = new Map<string, { found: KeyWithEnvironment; until: number }>();
   constructor(
@@ -53,12 +57,23 @@ export class KeyVerifier {
   }
 }
 
+/** A caller with the key it used (its ID and environment, for the key's rate limits). */
+export interface Authenticated {
+  caller: Caller;
+  found: KeyWithEnvironment;
+}
+
 /**
- * The caller of `service`/`method` holding `key` (the X-API-Key value), or undefined for the
- * services that need no key; throws the Connect error for a missing, unknown, revoked or
- * publishable-where-secret-is-needed key. The Connect interceptor and the REST bridge both call it.
+ * The caller of `service`/`method` holding `key` (the X-API-Key value) with its verified key, or
+ * undefined for the services that need no key; throws the Connect error for a missing, unknown,
+ * revoked or publishable-where-secret-is-needed key. The server calls it from the headers.
  */
-export async function authenticate(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Caller | undefined> {
+export async function authenticateKey(
+  verifier: KeyVerifier,
+  service: DescService,
+  method: DescMethod,
+  key: string | undefined,
+): Promise<Authenticated | undefined> {
   if (PUBLIC_SERVICES.has(service.typeName)) return undefined;
   const trimmed = key?.trim();
   if (!trimmed) {
@@ -73,7 +88,12 @@ export async function authenticate(verifier: KeyVerifier, service: DescService, 
       new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"),
     );
   }
-  return callerOf(found);
+  return { caller: callerOf(found), found };
+}
+
+/** The caller of `service`/`method` holding `key` (see authenticateKey); the Connect interceptor calls it. */
+export async function authenticate(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Caller | undefined> {
+  return (await authenticateKey(verifier, service, method, key))?.caller;
 }
 
 export function authInterceptor(verifier: KeyVerifier): Interceptor {

@@ -11,6 +11,9 @@ export interface EnvironmentRow {
   name: string;
   mode: string;
   created_at: Date;
+  /** Per-key rate-limit overrides (requests a second; NULL: the server's default, 0: unlimited). */
+  rate_limit_ingest_rps?: number | null;
+  rate_limit_api_rps?: number | null;
 }
 
 export interface ApiKeyRow {
@@ -282,6 +285,8 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
       name: textColumn(100, false),
       mode: textColumn(8, false),
       created_at: timeColumn(),
+      rate_limit_ingest_rps: { type: "int", nullable: true },
+      rate_limit_api_rps: { type: "int", nullable: true },
     }),
     uniques: [{ name: "uq_environments_name", columns: ["name"] }],
   });

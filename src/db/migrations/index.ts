@@ -10,6 +10,7 @@ import { ExactIdentifiers1795000000006 } from "./1795000000006-ExactIdentifiers.
 import { LargeJson1795000000007 } from "./1795000000007-LargeJson.js";
 import { BinaryIdentifiers1795000000008 } from "./1795000000008-BinaryIdentifiers.js";
 import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
+import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -22,4 +23,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   LargeJson1795000000007,
   BinaryIdentifiers1795000000008,
   BillingLimits1795000000009,
+  RateLimits1795000000010,
 ];

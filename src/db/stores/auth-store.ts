@@ -6,8 +6,17 @@ import { isUniqueViolation } from "../errors.js";
 import { fromDbTime, fromDbTimeOrNull } from "../raw.js";
 import type { Sql } from "../sql.js";
 
+const rpsOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
 function toEnvironment(r: EnvironmentRow): Environment {
-  return { id: r.id, name: r.name, mode: r.mode as EnvironmentMode, createdAt: r.created_at };
+  return {
+    id: r.id,
+    name: r.name,
+    mode: r.mode as EnvironmentMode,
+    createdAt: r.created_at,
+    ingestRps: rpsOrNull(r.rate_limit_ingest_rps),
+    apiRps: rpsOrNull(r.rate_limit_api_rps),
+  };
 }
 
 function toKey(r: ApiKeyRow): ApiKey {
@@ -29,15 +38,22 @@ export class SqlAuthStore implements AuthStore {
 
   async findKeyByHash(hash: string): Promise<KeyWithEnvironment | undefined> {
     // Plain SQL, one round trip: this runs on every authenticated call.
-    const rows: (ApiKeyRow & { env_name: string; env_mode: string; env_created_at: unknown })[] = await this.sql.query(
-      "SELECT k.id, k.environment_id, k.kind, k.prefix, k.created_at, k.revoked_at, e.name AS env_name, e.mode AS env_mode, e.created_at AS env_created_at FROM api_keys k JOIN environments e ON e.id = k.environment_id WHERE k.key_hash = ?",
+    const rows: (ApiKeyRow & { env_name: string; env_mode: string; env_created_at: unknown; env_ingest_rps: unknown; env_api_rps: unknown })[] = await this.sql.query(
+      "SELECT k.id, k.environment_id, k.kind, k.prefix, k.created_at, k.revoked_at, e.name AS env_name, e.mode AS env_mode, e.created_at AS env_created_at, e.rate_limit_ingest_rps AS env_ingest_rps, e.rate_limit_api_rps AS env_api_rps FROM api_keys k JOIN environments e ON e.id = k.environment_id WHERE k.key_hash = ?",
       [hash],
     );
     const r = rows[0];
     if (!r) return undefined;
     return {
       key: toKey({ ...r, created_at: fromDbTime(r.created_at), revoked_at: fromDbTimeOrNull(r.revoked_at) }),
-      environment: toEnvironment({ id: r.environment_id, name: r.env_name, mode: r.env_mode, created_at: fromDbTime(r.env_created_at) }),
+      environment: toEnvironment({
+        id: r.environment_id,
+        name: r.env_name,
+        mode: r.env_mode,
+        created_at: fromDbTime(r.env_created_at),
+        rate_limit_ingest_rps: rpsOrNull(r.env_ingest_rps),
+        rate_limit_api_rps: rpsOrNull(r.env_api_rps),
+      }),
     };
   }
 
@@ -57,6 +73,15 @@ export class SqlAuthStore implements AuthStore {
 
   async listEnvironments(): Promise<Environment[]> {
     return (await this.sql.run((em) => em.find(this.entities.Environment, { order: { created_at: "ASC", id: "ASC" } }))).map(toEnvironment);
+  }
+
+  async setEnvironmentRateLimits(id: string, limits: { ingestRps?: number | null; apiRps?: number | null }): Promise<boolean> {
+    const set: Partial<EnvironmentRow> = {};
+    if (limits.ingestRps !== undefined) set.rate_limit_ingest_rps = limits.ingestRps;
+    if (limits.apiRps !== undefined) set.rate_limit_api_rps = limits.apiRps;
+    if (Object.keys(set).length === 0) return (await this.sql.run((em) => em.countBy(this.entities.Environment, { id }))) > 0;
+    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Environment).set(set).where("id = :id", { id }).execute());
+    return (res.affected ?? 0) > 0;
   }
 
   async insertKey(key: ApiKey, hash: string): Promise<void> {
