@@ -59,3 +59,18 @@ test("admission control: defaults, and a byte bound below the largest body is re
     ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT"],
   );
 });
+
+test("rate limits: defaults, burst twice the rate unless set, 0 unlimited, bad values reported by name", (t) => {
+  t.deepEqual(loadConfig({}).rateLimits, { ingest: { rps: 20_000, burst: 40_000 }, api: { rps: 10_000, burst: 20_000 } });
+  const c = loadConfig({ RATE_LIMIT_INGEST_RPS: "50", RATE_LIMIT_API_RPS: "5", RATE_LIMIT_API_BURST: "7" });
+  t.deepEqual(c.rateLimits, { ingest: { rps: 50, burst: 100 }, api: { rps: 5, burst: 7 } });
+  t.deepEqual(loadConfig({ RATE_LIMIT_API_RPS: "0" }).rateLimits.api, { rps: 0, burst: 0 }, "0: unlimited");
+  const err = t.throws(
+    () => loadConfig({ RATE_LIMIT_INGEST_RPS: "-1", RATE_LIMIT_API_RPS: "1.5", RATE_LIMIT_INGEST_BURST: "lots" }),
+    { instanceOf: ConfigError },
+  ) as ConfigError;
+  t.is(err.problems.length, 3);
+  for (const name of ["RATE_LIMIT_INGEST_RPS", "RATE_LIMIT_API_RPS", "RATE_LIMIT_INGEST_BURST"]) t.true(err.problems.some((p) => p.startsWith(name)), name);
+  const zero = t.throws(() => loadConfig({ RATE_LIMIT_API_RPS: "10", RATE_LIMIT_API_BURST: "0" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(zero.problems, ["RATE_LIMIT_API_BURST must be at least 1 when RATE_LIMIT_API_RPS is not 0"]);
+});
