@@ -128,7 +128,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
 
-  // Above what one server serves one key on the reference machine (README, Benchmarks), so that
+  // Above what one server has served one key in the benchmarks (README, Benchmarks), so that
   // no test or benchmark meets them; lower them (or per environment) to share a server fairly.
   const rate = (prefix: string, rpsDefault: number): Rate => {
     const rps = int(`${prefix}_RPS`, rpsDefault, 0, 1_000_000);
