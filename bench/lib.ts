@@ -31,6 +31,13 @@ export const CONFIG_VARS = [
   "API_KEY_CACHE_MS",
   "SCHEDULER_INTERVAL_MS",
   "INGEST_COMMITS_IN_FLIGHT",
+  "MAX_REQUESTS_IN_FLIGHT",
+  "MAX_REQUEST_BYTES_IN_FLIGHT",
+  "HTTP_PREFACE_TIMEOUT_MS",
+  "HTTP_HEADERS_TIMEOUT_MS",
+  "HTTP_REQUEST_TIMEOUT_MS",
+  "HTTP_IDLE_TIMEOUT_MS",
+  "HTTP_MAX_CONNECTIONS",
 ];
 
 // ---------------------------------------------------------------------------------------------
