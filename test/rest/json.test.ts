@@ -55,3 +55,28 @@ for (const [name, raw, value, ok] of queryCases) {
     t.is(violations.length === 0, ok);
   });
 }
+
+/** parseJson's result with each number shown as N:<literal>, to compare as plain JSON. */
+const shown = (text: string) => JSON.parse(JSON.stringify(parseJson(text), (_k, v) => (v && typeof v === "object" && v.constructor?.name === "NumberLiteral" ? `N:${v.text}` : v)));
+
+const parseCases: [string, unknown][] = [
+  ['{"a": 12345678901234567890.123456789012}', { a: "N:12345678901234567890.123456789012" }],
+  ['[0, -0, 1e400, -2.5E-3, 10]', ["N:0", "N:-0", "N:1e400", "N:-2.5E-3", "N:10"]],
+  ['{"s": "12, 3.5 and -7", "t": "a \\"quoted 1\\" b", "u": "ends with a backslash \\\\", "v": 4}', { s: "12, 3.5 and -7", t: 'a "quoted 1" b', u: "ends with a backslash \\", v: "N:4" }],
+  ['{"k1": {"k2": [true, null, "x", 3]}}', { k1: { k2: [true, null, "x", "N:3"] } }],
+  ['{"\\u0000#": "5"}', "N:5"], // the wrapper's own shape, written by a client: that number
+  ['{"\\u0000#": "abc"}', { "\u0000#": "abc" }], // not a number: left as it is
+  ['{"a": 1, "a": 2}', { a: "N:2" }], // duplicate keys: the last wins, as with JSON.parse
+];
+for (const [text, expected] of parseCases) {
+  test(`parseJson keeps every number's literal: ${text}`, (t) => {
+    t.deepEqual(shown(text), expected);
+  });
+}
+
+for (const bad of ['{"a":01}', '{"a": 1.}', '{"a": .5}', '{"a": +1}', '{"a":', '{"a": "b}', '{"a": 1} x', "", '{"a": 0x10}', '{"a": NaN}']) {
+  test(`parseJson refuses malformed JSON: ${JSON.stringify(bad)}`, (t) => {
+    const err = t.throws(() => parseJson(bad));
+    t.is(err?.constructor.name, "JsonSyntaxError");
+  });
+}
