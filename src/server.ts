@@ -387,6 +387,12 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
     tracked,
   );
   h1.timeout = limits.idleTimeoutMs;
+  // Mid-request, no bytes for the idle timeout closes the connection only when no response is
+  // under way: a long request (a test clock advanced over years of cycles) keeps its socket while
+  // its handler works. A body that stops arriving is bounded by requestTimeout.
+  h1.on("timeout", (socket: Socket) => {
+    if (!(socket as Socket & { _httpMessage?: unknown })._httpMessage) socket.destroy();
+  });
   // The header and request timeouts need the server's connection list and its checking timer,
   // which Node starts on 'listening'. h1 never listens itself (it is handed sockets), so start
   // them here; without this neither timeout fires, nor does closeIdleConnections() close anything.
@@ -400,6 +406,18 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
   h2.on("session", (s) => {
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
+  });
+  // An idle session is closed (GOAWAY) only when none of its streams is open: a call whose
+  // handler works for longer than the idle timeout keeps its session.
+  const openStreams = new WeakMap<Http2Session, number>();
+  h2.on("stream", (stream) => {
+    const session = stream.session;
+    if (!session) return;
+    openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+    stream.on("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+  });
+  h2.on("timeout", (session: Http2Session) => {
+    if ((openStreams.get(session) ?? 0) === 0) session.destroy();
   });
   const sockets = new Set<Socket>();
 

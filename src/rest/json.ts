@@ -28,6 +28,9 @@ const NUMBER_TOKEN = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
 const NUMBER_KEY = "\u0000#";
 const NUMBER_TEXT = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
+/** Up to this many characters, malformed JSON is re-read to say where it is wrong. */
+const SMALL_JSON = 64 * 1024;
+
 /** The index just past the string that opens at `start` (a quote), or -1 when it never closes. */
 function stringEnd(text: string, start: number): number {
   let k = start + 1;
@@ -73,11 +76,15 @@ export function parseJson(text: string): unknown {
       return typeof literal === "string" && NUMBER_TEXT.test(literal) && Object.keys(value).length === 1 ? new NumberLiteral(literal) : value;
     });
   } catch {
-    // Where the text is wrong, in the client's own positions.
-    try {
-      parseLossless(text);
-    } catch (err) {
-      throw new JsonSyntaxError(err instanceof Error ? err.message : String(err));
+    // Where the text is wrong, in the client's own positions: lossless-json says it, but only
+    // for small bodies (it is the slow, heap-hungry parser this one replaced; a large batch that
+    // is wrong near its end would hold the event loop and the heap for seconds).
+    if (text.length <= SMALL_JSON) {
+      try {
+        parseLossless(text);
+      } catch (err) {
+        throw new JsonSyntaxError(err instanceof Error ? err.message : String(err));
+      }
     }
     throw new JsonSyntaxError("invalid JSON");
   }

@@ -248,3 +248,27 @@ test("over the connection cap, a new connection is closed at once; the cap frees
   t.true(r.closed);
   t.regex(r.received, /^HTTP\/1\.1 200 [\s\S]*ok$/);
 });
+
+test("a request whose handler works longer than the idle timeout keeps its connection, on HTTP/1.1 and HTTP/2", async (t) => {
+  // A test clock advanced over two centuries of monthly cycles on the embedded store takes
+  // seconds, well past IDLE_MS, with no byte moving on the connection meanwhile.
+  const { Scenario } = await import("../helpers/scenario.js");
+  const { TestClockService } = await import("../../src/gen/billing/v1/test_clock_service_pb.js");
+  const { timestampFromDate } = await import("@bufbuild/protobuf/wkt");
+  for (const protocol of ["rest", "grpc"] as const) {
+    const s = await Scenario.start(server, "2000-01-01T00:00:00Z");
+    const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { amount: { currency_code: "USD", value: 0 } } }] });
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, null);
+    const to = "2199-01-01T00:00:00Z";
+    if (protocol === "rest") {
+      const r = await rest(server.url, "POST", `/test-clocks/${s.clockId}/advance`, s.key, { frozen_time: to });
+      t.is(r.status, 200, JSON.stringify(r.body));
+    } else {
+      const client = rpcClient(TestClockService, server.url, "grpc", s.key);
+      const r = await client.advanceTestClock({ testClockId: s.clockId, frozenTime: timestampFromDate(new Date(to)) });
+      t.is(r.testClock?.id, s.clockId);
+    }
+    const [sub] = await s.subscriptions();
+    t.is(sub?.current_period.start, to, protocol);
+  }
+});
