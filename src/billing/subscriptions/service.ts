@@ -2,7 +2,7 @@
  * Subscription use cases: subscribe (at once, or through a hosted checkout), cancel, change rate
  * card, invoices, billing state and test clocks. Money is computed by the engine and invoicing/.
  */
-import { offeredAddOns } from "../catalog/addons.js";
+import { type ChargedRates, chargedRates, offeredAddOns } from "../catalog/addons.js";
 import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCard } from "../catalog/types.js";
 import { AbortedError, FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
@@ -213,21 +213,23 @@ export class SubscriptionService {
     for (const code of Object.keys(multipliersIn)) {
       if (!allCodes.has(code)) v.at("rate_price_multipliers").add(code, "is not a rate code of the rate card");
     }
+    // The rates charged at these terms, from the catalog rates looked up above (once).
+    const rates = chargedRates(card, catalogRates, quantities);
     if (v.empty) {
-      await this.checkBillable(card, { fixedRateQuantities: quantities, rateMultipliers: multipliers }, (kind, code, message) =>
+      this.checkBillable(rates, { fixedRateQuantities: quantities, rateMultipliers: multipliers }, (kind, code, message) =>
         kind === "total" ? v.add("fixed_rate_quantities", message) : v.at(kind === "fixed" ? "fixed_rate_quantities" : "rate_price_multipliers").add(code, message),
       );
     }
-    return { quantities, multipliers };
+    return { quantities, multipliers, rates };
   }
 
   /**
-   * Whether `card` at `terms` can always be invoiced (DESIGN §6: nothing accepted may fail later
-   * for its size): each fixed charge and a cycle's fixed total below 10^53 smallest units, and
-   * each usage rate's price × multiplier below 10^20 per unit. Reports each problem found.
+   * Whether a card's charged `rates` at `terms` can always be invoiced (DESIGN §6: nothing
+   * accepted may fail later for its size): each fixed charge and a cycle's fixed total below
+   * 10^53 smallest units, and each usage rate's price × multiplier below 10^20 per unit.
+   * Reports each problem found.
    */
-  async checkBillable(card: RateCard, terms: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, report: (kind: "fixed" | "usage" | "total", code: string, message: string) => void): Promise<void> {
-    const rates = await this.engine.rates(card, terms.fixedRateQuantities);
+  checkBillable(rates: ChargedRates, terms: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, report: (kind: "fixed" | "usage" | "total", code: string, message: string) => void): void {
     const lines: Line[] = [];
     let ok = true;
     for (const rate of rates.fixed) {
@@ -297,7 +299,7 @@ export class SubscriptionService {
 
     const now = await this.nowFor(subject);
     const draft = { ...this.newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
-    const { fixed } = await this.engine.rates(card, terms.quantities);
+    const { fixed } = terms.rates;
     const firstLines = this.engine.fixedLinesOf(fixed, draft);
     const free = fixed.every((r) => dec(r.price.amount.value).isZero());
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
@@ -524,7 +526,7 @@ export class SubscriptionService {
       const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
       // The carried-over terms must be billable on the new card too (DESIGN §6).
       const refused: string[] = [];
-      await this.checkBillable(newCard, next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
+      this.checkBillable(await this.engine.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
       if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
 
       const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
