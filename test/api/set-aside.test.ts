@@ -6,10 +6,9 @@
  * scheduler.
  */
 import test from "ava";
-import { createDatabase } from "../../src/db/datasource.js";
 import { dbTime } from "../../src/db/raw.js";
 import { ok, reasonOf, violatedFields } from "../helpers/clients.js";
-import { STORES } from "../helpers/db.js";
+import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -22,13 +21,7 @@ const HUGE_TOTAL = `9${"0".repeat(52)}`;
 
 /** Runs one statement on the server's database, as an operator (or an older version) could. */
 async function sql(server: TestServer, statement: string, params: unknown[]): Promise<void> {
-  const db = await createDatabase(server.db.url, { poolSize: 1 });
-  await db.dataSource.initialize();
-  try {
-    await db.dataSource.query(statement, params);
-  } finally {
-    await db.dataSource.destroy();
-  }
+  await withDatabase(server.db.url, (db) => db.dataSource.query(statement, params), 1);
 }
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
 const usageRate = (metric: string, price: string) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price: usd(price) });
@@ -195,16 +188,10 @@ for (const store of STORES) {
       for (const [i, x] of all.entries()) {
         await call(x.key, "POST", "/usage-events", { idempotency_key: `k-${i}`, subject_id: x.subject, event_name: "usage", timestamp: new Date(now - 1_800_000).toISOString(), data: { n: x.value } });
       }
-      const db = await createDatabase(server.db.url, { poolSize: 2 });
-      await db.dataSource.initialize();
-      try {
-        for (const [i, x] of all.entries()) {
-          const start = new Date(now - 3_600_000);
-          const end = new Date(now - 60_000 + i * 1000);
-          await db.dataSource.query("UPDATE subscriptions SET anchor = ?, period_start = ?, usage_since = ?, period_end = ? WHERE id = ?", [dbTime(start), dbTime(start), dbTime(start), dbTime(end), x.sub.id]);
-        }
-      } finally {
-        await db.dataSource.destroy();
+      for (const [i, x] of all.entries()) {
+        const start = dbTime(new Date(now - 3_600_000));
+        const end = dbTime(new Date(now - 60_000 + i * 1000));
+        await sql(server, "UPDATE subscriptions SET anchor = ?, period_start = ?, usage_since = ?, period_end = ? WHERE id = ?", [start, start, start, end, x.sub.id]);
       }
 
       const invoiced = async () => Promise.all(others.map(async (x) => (await call(x.key, "GET", `/invoices?subject_id=${x.subject}`)).invoices as Json[]));

@@ -5,17 +5,12 @@
  * not every event of the environment (1.5 M events took 4 s before the index).
  */
 import test from "ava";
-import { createDatabase } from "../../src/db/datasource.js";
 import { BACKFILL_PAGE_SQL } from "../../src/db/stores/usage-store.js";
-import { STORES, createTestDatabase } from "../helpers/db.js";
+import { STORES, withMigratedDatabase } from "../helpers/db.js";
 
 test("mysql: a new metric's backfill reads its event name's events through the (environment, event_name) index", async (t) => {
   if (!STORES.includes("mysql")) return t.pass();
-  const tdb = await createTestDatabase("mysql");
-  const db = await createDatabase(tdb.url, { poolSize: 2 });
-  await db.dataSource.initialize();
-  try {
-    await db.dataSource.runMigrations({ transaction: "each" });
+  await withMigratedDatabase("mysql", async (db) => {
     // 20,000 events of other names in the environment, 50 of the metric's name.
     const rows: unknown[][] = [];
     for (let i = 0; i < 20_050; i++) {
@@ -35,8 +30,5 @@ test("mysql: a new metric's backfill reads its event name's events through the (
     t.true(Number(plan.rows) < 1000, `rows examined: ${plan.rows}`);
     const found = await db.dataSource.query(BACKFILL_PAGE_SQL, ["env_a", "target", "0"]);
     t.is(found.length, rows.filter((r) => r[5] === "target").length);
-  } finally {
-    await db.dataSource.destroy();
-    await tdb.drop();
-  }
+  });
 });

@@ -5,7 +5,7 @@
  */
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
-import { STORES, createTestDatabase } from "../helpers/db.js";
+import { STORES, createTestDatabase, withMigratedDatabase } from "../helpers/db.js";
 
 for (const store of STORES) {
   test(`${store}: an empty database migrated up matches the entities; down then up again too`, async (t) => {
@@ -53,11 +53,7 @@ for (const store of STORES) {
 
 test("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
   if (!STORES.includes("mysql")) return t.pass();
-  const tdb = await createTestDatabase("mysql");
-  const db = await createDatabase(tdb.url, { poolSize: 2 });
-  await db.dataSource.initialize();
-  try {
-    await db.dataSource.runMigrations({ transaction: "each" });
+  await withMigratedDatabase("mysql", async (db) => {
     const rows: { t: string; c: string; type: string }[] = await db.dataSource.query(
       "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
     );
@@ -68,10 +64,7 @@ test("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 intege
     await db.dataSource.query("INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount) VALUES ('inv_x', 0, 'x', ?, ?, ?)", [largest, largest, largest]);
     const [line] = await db.dataSource.query("SELECT amount FROM invoice_lines WHERE invoice_id = 'inv_x'");
     t.is(String(line.amount), largest);
-  } finally {
-    await db.dataSource.destroy();
-    await tdb.drop();
-  }
+  });
 });
 
 for (const store of STORES) {

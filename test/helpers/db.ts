@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mysql from "mysql2/promise";
 import { randomBase62 } from "../../src/billing/ids.js";
+import { type Database, createDatabase } from "../../src/db/datasource.js";
 
 export type Store = "mysql" | "sqlite";
 
@@ -37,4 +38,28 @@ export async function createTestDatabase(store: Store): Promise<TestDatabase> {
       await c.end();
     },
   };
+}
+
+/** Runs `fn` on a connection of its own to the database at `url` (a test server's, say), closed afterwards. */
+export async function withDatabase<T>(url: string, fn: (db: Database) => Promise<T>, poolSize = 2): Promise<T> {
+  const db = await createDatabase(url, { poolSize });
+  await db.dataSource.initialize();
+  try {
+    return await fn(db);
+  } finally {
+    await db.dataSource.destroy();
+  }
+}
+
+/** A fresh database of `store`, migrated, for `fn`; dropped afterwards. */
+export async function withMigratedDatabase<T>(store: Store, fn: (db: Database) => Promise<T>): Promise<T> {
+  const tdb = await createTestDatabase(store);
+  try {
+    return await withDatabase(tdb.url, async (db) => {
+      await db.dataSource.runMigrations({ transaction: "each" });
+      return fn(db);
+    });
+  } finally {
+    await tdb.drop();
+  }
 }
