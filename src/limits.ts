@@ -49,8 +49,6 @@ export function bodyLimit(method: DescMethod): number {
   return DEFAULT_BODY_BYTES;
 }
 
-export const isStreamingRequest = (method: DescMethod) => method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
-
 export function bodyTooLarge(limit: number): ConnectError {
   return new ConnectError(`the request body is larger than ${limit} bytes, the most this method accepts`, Code.ResourceExhausted, undefined, [
     { desc: ErrorInfoSchema, value: { reason: "PAYLOAD_TOO_LARGE", domain: ERROR_DOMAIN, metadata: { limit: String(limit) } } },

@@ -13,13 +13,14 @@ import { ConnectError, type ConnectRouter, createContextValues } from "@connectr
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
-import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isStreamingRequest, overloaded } from "./limits.js";
+import { type Admission, type Ticket, bodyLimit, bodyTooLarge, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
 import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.js";
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
+import { isStreamingRequest } from "./rpc/requests.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;

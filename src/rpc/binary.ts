@@ -17,6 +17,7 @@ import { type DescMessage, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { contentType } from "./requests.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
 export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
@@ -25,8 +26,6 @@ export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
 const WHOLE = new Set(["application/proto"]);
 /** Content types whose body is binary messages in envelopes (5 bytes: flags, big-endian length). */
 const ENVELOPED = new Set(["application/connect+proto", "application/grpc", "application/grpc+proto", "application/grpc-web", "application/grpc-web+proto"]);
-
-const contentType = (req: UniversalServerRequest) => (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
 
 function malformed(desc: DescMessage, err: unknown): ConnectError {
   const why = err instanceof Error ? err.message : String(err);

@@ -16,6 +16,7 @@ import { parse as parseLossless, stringify as stringifyLossless } from "lossless
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import { parseInstant } from "../billing/time.js";
 import { strictUtf8 } from "./unicode.js";
+import { contentType, isStreamingRequest } from "./requests.js";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 const PLACEHOLDER = "2000-01-01T00:00:00Z";
@@ -108,13 +109,11 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
 /** JSON bodies in one envelope per message (5 bytes: flags, big-endian length), unary requests only. */
 const ENVELOPED = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
 
-const contentType = (req: UniversalServerRequest) => (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
-
 /** Whether strictInstants has anything to do for this request (a cheap check, no body read). */
 export function readsInstants(handler: UniversalHandler, req: UniversalServerRequest): boolean {
   const type = contentType(req);
   if (req.method !== "POST" || (type !== "application/json" && !ENVELOPED.has(type))) return false;
-  if (handler.method.methodKind === "client_streaming" || handler.method.methodKind === "bidi_streaming") return false;
+  if (isStreamingRequest(handler.method)) return false;
   return holdsTimestamp(handler.method.input);
 }
 
