@@ -58,17 +58,20 @@ export function bodyTooLarge(limit: number): ConnectError {
 /** Seconds a client is told to wait after a 503 for a full server. */
 export const RETRY_AFTER_SECONDS = 1;
 
-/** The answer of a full server: 503 / `unavailable`, Retry-After in the metadata (HTTP header or gRPC trailer) and a RetryInfo. */
+/**
+ * A refusal the client should retry after `seconds`: Retry-After in the metadata (an HTTP header,
+ * or a gRPC trailer) and a RetryInfo beside the ErrorInfo of `reason`.
+ */
+export function retryLater(message: string, code: Code, seconds: number, reason: string, info: Record<string, string> = {}, headers: Record<string, string> = {}): ConnectError {
+  return new ConnectError(message, code, { "retry-after": String(seconds), ...headers }, [
+    { desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata: info } },
+    { desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(seconds) } } },
+  ]);
+}
+
+/** The answer of a full server: 503 / `unavailable`, retry after RETRY_AFTER_SECONDS. */
 export function overloaded(what: string): ConnectError {
-  return new ConnectError(
-    `the server has too many ${what} in flight; retry after ${RETRY_AFTER_SECONDS} s`,
-    Code.Unavailable,
-    { "retry-after": String(RETRY_AFTER_SECONDS) },
-    [
-      { desc: ErrorInfoSchema, value: { reason: "OVERLOADED", domain: ERROR_DOMAIN } },
-      { desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(RETRY_AFTER_SECONDS) } } },
-    ],
-  );
+  return retryLater(`the server has too many ${what} in flight; retry after ${RETRY_AFTER_SECONDS} s`, Code.Unavailable, RETRY_AFTER_SECONDS, "OVERLOADED");
 }
 
 /** One admitted request's share of the server's bounds, given back when its response closes. */

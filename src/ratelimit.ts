@@ -8,8 +8,7 @@
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { ERROR_DOMAIN } from "./rpc/errors.js";
+import { retryLater } from "./limits.js";
 
 export type RateClass = "ingest" | "api";
 
@@ -123,15 +122,7 @@ export function rateLimitHeaders(v: Verdict): Record<string, string> {
 export function rateLimited(cls: RateClass, v: Verdict): ConnectError {
   const after = v.retryAfter ?? 1;
   const what = cls === "ingest" ? "usage-ingest requests" : "API requests";
-  return new ConnectError(
-    `this API key is over its rate limit for ${what}; retry after ${after} s`,
-    Code.ResourceExhausted,
-    { "retry-after": String(after), ...rateLimitHeaders(v) },
-    [
-      { desc: ErrorInfoSchema, value: { reason: "RATE_LIMITED", domain: ERROR_DOMAIN, metadata: { limit: String(v.limit), class: cls } } },
-      { desc: RetryInfoSchema, value: { retryDelay: { seconds: BigInt(after) } } },
-    ],
-  );
+  return retryLater(`this API key is over its rate limit for ${what}; retry after ${after} s`, Code.ResourceExhausted, after, "RATE_LIMITED", { limit: String(v.limit), class: cls }, rateLimitHeaders(v));
 }
 
 export const isRateLimited = (err: ConnectError): boolean => err.code === Code.ResourceExhausted && err.metadata.has("retry-after");
