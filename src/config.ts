@@ -35,6 +35,11 @@ export interface Config {
   /** Request body bytes in flight at once on this server (declared lengths, else bytes read); over it: 503. */
   maxRequestBytesInFlight: number;
   /**
+   * Bulk requests (usage-event batches, rate cards, catalogs) in flight at once on this server;
+   * one more is answered 503 at once. Each costs tens of ms of the server's one thread.
+   */
+  maxBulkRequestsInFlight: number;
+  /**
    * Per-key rate limits (src/ratelimit.ts): the server-wide defaults of the usage-ingest and the
    * API bucket; an environment may override either. rps 0 is unlimited.
    */
@@ -127,6 +132,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const maxRequestsInFlight = int("MAX_REQUESTS_IN_FLIGHT", 256, 1, 100_000);
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
+  const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 2, 1, 10_000);
 
   // Above what one server has served one key in the benchmarks (README, Benchmarks), so that
   // no test or benchmark meets them; lower them (or per environment) to share a server fairly.
@@ -165,6 +171,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     connections: Object.freeze(connections),
     maxRequestsInFlight,
     maxRequestBytesInFlight,
+    maxBulkRequestsInFlight,
     rateLimits,
   });
 }

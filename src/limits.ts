@@ -1,7 +1,8 @@
 /**
  * What one request may cost before it is served (DESIGN §10): a body bound per method, checked
- * before a byte more than the bound is buffered, and a bound per server on API requests and
- * request-body bytes in flight. Over a bound the answer is immediate: `resource_exhausted`
+ * before a byte more than the bound is buffered, and a bound per server on API requests, on bulk
+ * requests (batches, rate cards, catalogs: the ones whose cost is CPU) and on request-body bytes
+ * in flight. Over a bound the answer is immediate: `resource_exhausted`
  * (REST 413) for a body too large, `unavailable` (503) with Retry-After for a server that is
  * full. Nothing is ever queued.
  */
@@ -41,6 +42,11 @@ const BULK = new Set([
 ]);
 const EVENT = new Set(["billing.v1.UsageEventService/CreateUsageEvent", "billing.v1.UsageEventService/StreamUsageEvents"]);
 
+/** Whether `method` carries many records (a usage-event batch, a rate card or catalog): a bulk request. */
+export function isBulk(method: DescMethod): boolean {
+  return BULK.has(`${method.parent.typeName}/${method.name}`);
+}
+
 /** The most bytes a request body to `method` may have (for a client stream: each message). */
 export function bodyLimit(method: DescMethod): number {
   const name = `${method.parent.typeName}/${method.name}`;
@@ -77,8 +83,22 @@ export function overloaded(what: string): ConnectError {
 /** One admitted request's share of the server's bounds, given back when its response closes. */
 export class Ticket {
   private bytes = 0;
+  private bulk = false;
   private left = false;
   constructor(private readonly admission: Admission) {}
+
+  /**
+   * Takes one of the server's bulk slots for this request; false when all are taken. A bulk
+   * request costs the server's one thread tens of milliseconds (parsing, checking and writing a
+   * thousand events), so only a few run at once: more would only queue on the CPU, in front of
+   * every cheap request, and hold their bodies in memory meanwhile.
+   */
+  enterBulk(): boolean {
+    if (this.bulk || this.left) return true;
+    if (!this.admission.takeBulk()) return false;
+    this.bulk = true;
+    return true;
+  }
 
   /** Counts `n` more body bytes in flight; false (nothing counted) when the server has no room. */
   charge(n: number): boolean {
@@ -100,17 +120,21 @@ export class Ticket {
     this.left = true;
     this.admission.giveBytes(this.bytes);
     this.bytes = 0;
+    if (this.bulk) this.admission.giveBulk();
+    this.bulk = false;
     this.admission.leave();
   }
 }
 
-/** The per-server bounds on requests and request-body bytes in flight. */
+/** The per-server bounds on requests, bulk requests and request-body bytes in flight. */
 export class Admission {
   private requests = 0;
+  private bulk = 0;
   private bytes = 0;
   constructor(
     readonly maxRequests: number,
     readonly maxBytes: number,
+    readonly maxBulk: number = Number.POSITIVE_INFINITY,
   ) {}
 
   /** A ticket for one more request, or undefined when `maxRequests` are in flight. */
@@ -121,8 +145,19 @@ export class Admission {
   }
 
   /** Requests and body bytes in flight now. */
-  get inFlight(): { requests: number; bytes: number } {
-    return { requests: this.requests, bytes: this.bytes };
+  get inFlight(): { requests: number; bulk: number; bytes: number } {
+    return { requests: this.requests, bulk: this.bulk, bytes: this.bytes };
+  }
+
+  /** @internal */
+  takeBulk(): boolean {
+    if (this.bulk >= this.maxBulk) return false;
+    this.bulk++;
+    return true;
+  }
+  /** @internal */
+  giveBulk(): void {
+    this.bulk--;
   }
 
   /** @internal */

@@ -13,7 +13,7 @@ import { ConnectError, type ConnectRouter, createContextValues } from "@connectr
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
-import { type Admission, type Ticket, bodyLimit, bodyTooLarge, overloaded } from "./limits.js";
+import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import { sendError } from "./rest/errors.js";
 import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.js";
@@ -145,8 +145,9 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
 /**
  * Every request, in this order: CORS preflight; admission (requests in flight; 503 at once);
  * the route and its method from the method and path; the key from the headers (401/403, no body
- * read); the declared length against the method's bound (413 / resource_exhausted) and the
- * server's byte bound (503); then the handler, reading the body through `boundedBody`.
+ * read); its rate limit (429); the declared length against the method's bound (413 /
+ * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
+ * handler, reading the body through `boundedBody`.
  */
 export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
@@ -237,6 +238,9 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         return;
       }
       const t = ticket;
+      // Given back once the answer is written (a client may send its next request at once) or
+      // the connection is gone, whichever comes first.
+      res.once("finish", () => t.leave());
       res.once("close", () => t.leave());
     }
     if (!handler && !target) {
@@ -273,6 +277,10 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
           const declared = declaredLength(req);
           if (!streaming && declared !== undefined && declared > limit) {
             refuse(path, handler, req, res, bodyTooLarge(limit));
+            return;
+          }
+          if (ticket && isBulk(method) && !ticket.enterBulk()) {
+            refuse(path, handler, req, res, overloaded("bulk requests"));
             return;
           }
           // A unary body of known length counts in full at once; any other as it is read.

@@ -51,12 +51,13 @@ test("admission control: defaults, and a byte bound below the largest body is re
   const c = loadConfig({});
   t.is(c.maxRequestsInFlight, 256);
   t.is(c.maxRequestBytesInFlight, 16 * 1024 * 1024);
-  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024) });
-  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight], [8, 6 * 1024 * 1024]);
-  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024" }), { instanceOf: ConfigError }) as ConfigError;
+  t.is(c.maxBulkRequestsInFlight, 2);
+  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024), MAX_BULK_REQUESTS_IN_FLIGHT: "4" });
+  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight, set.maxBulkRequestsInFlight], [8, 6 * 1024 * 1024, 4]);
+  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024", MAX_BULK_REQUESTS_IN_FLIGHT: "0" }), { instanceOf: ConfigError }) as ConfigError;
   t.deepEqual(
     err.problems.map((p) => p.split(" ", 1)[0]),
-    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT"],
+    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT", "MAX_BULK_REQUESTS_IN_FLIGHT"],
   );
 });
 

@@ -11,7 +11,12 @@ export function yielder(sliceMs = 20): Yielder {
   let since = performance.now();
   return async () => {
     if (performance.now() - since < sliceMs) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
     since = performance.now();
   };
+}
+
+/** One turn of the event loop: timers and I/O that are due run before the caller goes on. */
+export function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
 }

@@ -5,6 +5,7 @@
  * behind the running transaction (SQLite serialises writers anyway).
  */
 import type { DataSource, EntityManager } from "typeorm";
+import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
@@ -140,6 +141,20 @@ class MysqlPipeline implements Pipeline {
   }
 }
 
+/** How long a transaction on SQLite holds the event loop before letting it turn (see Sql.transaction). */
+const SQLITE_SLICE_MS = 10;
+
+/** Makes every statement of the transaction `em` first call `breathe` (its query runner's, so repositories too). */
+function breathing(em: EntityManager, breathe: Yielder): void {
+  const runner = em.queryRunner;
+  if (!runner) return;
+  const query = runner.query.bind(runner) as (...args: unknown[]) => Promise<unknown>;
+  (runner as { query: (...args: unknown[]) => Promise<unknown> }).query = async (...args: unknown[]) => {
+    await breathe();
+    return query(...args);
+  };
+}
+
 /** SQLite (in-process, no round trips): the statements one by one inside an ordinary transaction. */
 class SequentialPipeline implements Pipeline {
   private deferred: Statement[] = [];
@@ -199,9 +214,22 @@ export class Sql {
     return (this.dataSource.driver as unknown as { pool: RawPool }).pool;
   }
 
-  /** `fn` in one transaction: all of it is committed, or none. */
+  /**
+   * `fn` in one transaction: all of it is committed, or none. On SQLite each statement runs
+   * synchronously, so a transaction of many statements (a thousand events, a year of cycles)
+   * would hold the event loop until its end; there, before each statement, the transaction lets
+   * the loop turn once it has held it for SQLITE_SLICE_MS. That is safe because every other call
+   * waits in the queue behind this transaction: only timers and I/O (health checks, reading
+   * other requests) run meanwhile, never another statement.
+   */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.queued(() => this.dataSource.transaction(fn));
+    if (this.dialect !== "sqlite") return this.dataSource.transaction(fn);
+    return this.queued(() =>
+      this.dataSource.transaction((em) => {
+        breathing(em, yielder(SQLITE_SLICE_MS));
+        return fn(em);
+      }),
+    );
   }
 
   /**

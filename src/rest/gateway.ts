@@ -11,6 +11,7 @@ import { type DescMessage, type DescMethod, type DescService, type JsonValue, ge
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
+import { nextTurn } from "../billing/yielding.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
 import { isRateLimited } from "../ratelimit.js";
@@ -18,6 +19,9 @@ import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
 import { sendConnectError, sendError } from "./errors.js";
 import { NOT_UTF8, strictUtf8 } from "../rpc/unicode.js";
+
+/** A body at least this large lets the event loop turn between being parsed and being checked. */
+const LARGE_BODY_BYTES = 256 * 1024;
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -175,6 +179,8 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
           ]);
           return undefined;
         }
+        // Parsing a large body took its share of the event loop: let other requests in first.
+        if (raw.length >= LARGE_BODY_BYTES) await nextTurn();
         const checked = checkJson(input, parsed);
         violations.push(...checked.violations);
         json = checked.json;

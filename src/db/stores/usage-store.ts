@@ -24,6 +24,11 @@ import { isRefusedValue, isTransient } from "../errors.js";
 import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 const CHUNK = 500;
+/**
+ * Rows per statement on SQLite: statements there cost no round trip, and each runs synchronously
+ * on the event loop, so smaller ones let the transaction yield between them (Sql.transaction).
+ */
+const SQLITE_CHUNK = 100;
 
 export interface MetricRow {
   id: string;
@@ -195,7 +200,7 @@ export class SqlUsageStore implements UsageStore {
       // At most 500 rows and about 4 MB per INSERT: a batch may carry up to 1,000 events of up to
       // 100 KB each, and a statement must stay under the server's max_allowed_packet.
       const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now]);
-      const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK);
+      const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, mysql ? CHUNK : SQLITE_CHUNK);
       const inserted = await p.run(
         parts.map((part) => [
           `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}${returning}`,

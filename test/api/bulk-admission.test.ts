@@ -1,0 +1,104 @@
+/**
+ * Admission by cost (DESIGN §10): bulk requests (usage-event batches, rate cards, catalogs) each
+ * cost the server's one thread tens of milliseconds, so only MAX_BULK_REQUESTS_IN_FLIGHT of them
+ * run at once; one more is answered at once with 503 `unavailable` / OVERLOADED and Retry-After,
+ * on REST, Connect and gRPC, while cheap requests and single events go on being served; and the
+ * slot is free again once the bulk request is answered or its client has gone.
+ */
+import net from "node:net";
+import test from "ava";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.js";
+import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
+import { reasonOf, rest, rpcClient } from "../helpers/clients.js";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { startTestServer } from "../helpers/server.js";
+
+/** A batch whose body is declared but not yet sent: it holds its bulk slot until the body ends. */
+function heldBatch(port: number, key: string, body: string): { socket: net.Socket; answer(): string; finish(): Promise<string> } {
+  const socket = net.connect(port, "127.0.0.1");
+  const head = `POST /usage-events/batch HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nx-api-key: ${key}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`;
+  socket.write(head + body.slice(0, 10));
+  let answer = "";
+  socket.on("data", (c: Buffer) => (answer += c.toString()));
+  return {
+    socket,
+    answer: () => answer,
+    finish: () =>
+      new Promise((resolve) => {
+        socket.write(body.slice(10));
+        const check = () => (/\r\n\r\n[\s\S]*\}$/.test(answer) ? resolve(answer) : setTimeout(check, 10));
+        check();
+      }),
+  };
+}
+
+const event = (key: string) => ({ idempotency_key: key, subject_id: "bulk-user", event_name: "usage", data: { n: "1" } });
+
+/**
+ * A held batch that has the one bulk slot: a probe batch sent after it is refused while the held
+ * one has no answer yet. (The probe can get in first and take the slot itself; then try again.)
+ */
+async function holdSlot(url: string, key: string, tag: string) {
+  const port = Number(new URL(url).port);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const held = heldBatch(port, key, JSON.stringify({ events: [event(`${tag}-held-${attempt}`)] }));
+    await new Promise((ok) => setTimeout(ok, 20 + attempt * 10));
+    const probe = await rest(url, "POST", "/usage-events/batch", key, { events: [event(`${tag}-probe-${attempt}`)] });
+    if (probe.status === 503 && held.answer() === "") return { held, refusal: probe, refusedKey: `${tag}-probe-${attempt}`, heldKey: `${tag}-held-${attempt}` };
+    held.socket.destroy();
+  }
+  throw new Error("no held batch ever had the bulk slot");
+}
+
+for (const store of STORES) {
+  test(`${store}: one bulk request more than MAX_BULK_REQUESTS_IN_FLIGHT is answered 503 at once on every protocol; others go on; the slot frees`, async (t) => {
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1" });
+    const key = server.keys.a;
+    const sockets: net.Socket[] = [];
+    try {
+      t.is((await rest(server.url, "POST", "/subjects", key, { name: "Bulk user", external_id: "bulk-user" })).status, 200);
+      const first = await holdSlot(server.url, key, "first");
+      const { held, refusal: r } = first;
+      sockets.push(held.socket);
+      t.is(r.status, 503);
+      t.is(r.body.code, "unavailable");
+      t.is(r.headers.get("retry-after"), "1");
+      t.is(reasonOf(r.body), "OVERLOADED");
+      t.regex(r.body.message, /bulk requests/);
+      // A rate card is bulk too; over gRPC the refusal is UNAVAILABLE with retry-after.
+      const cards = rpcClient(RateCardService, server.url, "grpc", key);
+      const err = ConnectError.from(await t.throwsAsync(cards.createRateCard({ name: "Plan", billingInterval: "monthly" })));
+      t.is(err.code, Code.Unavailable);
+      t.is(err.metadata.get("retry-after"), "1");
+      // Cheap requests and single events are not bulk: served meanwhile.
+      t.is((await rest(server.url, "GET", "/subjects", key)).status, 200);
+      t.is((await rest(server.url, "POST", "/usage-events", key, event("single-1"))).status, 200);
+      const usage = rpcClient(UsageEventService, server.url, "connect", key);
+      t.is((await usage.createUsageEvent({ idempotencyKey: "single-2", subjectId: "bulk-user", eventName: "usage", data: { n: "1" } })).status, "accepted");
+      // The held batch ends and is answered; at once, its slot is free for the next.
+      t.regex(await held.finish(), /^HTTP\/1\.1 200/);
+      const after = await rest(server.url, "POST", "/usage-events/batch", key, { events: [event("after-1")] });
+      t.is(after.status, 200, JSON.stringify(after.body));
+      // A client that goes away mid-body frees its slot too.
+      const gone = await holdSlot(server.url, key, "gone");
+      sockets.push(gone.held.socket);
+      gone.held.socket.destroy();
+      let freed = await rest(server.url, "POST", "/usage-events/batch", key, { events: [event("freed-1")] });
+      for (let i = 0; i < 100 && freed.status === 503; i++) {
+        await new Promise((ok) => setTimeout(ok, 20));
+        freed = await rest(server.url, "POST", "/usage-events/batch", key, { events: [event("freed-1")] });
+      }
+      t.is(freed.status, 200);
+      // Every acknowledged event is stored once; nothing of a refused or abandoned batch is.
+      const stored = await withDatabase(server.db.url, async (db) => (await db.dataSource.query("SELECT idempotency_key AS k FROM usage_events")) as { k: string }[]);
+      const keys = stored.map((row) => row.k);
+      t.is(new Set(keys).size, keys.length);
+      for (const k of ["after-1", "freed-1", "single-1", "single-2", first.heldKey]) t.true(keys.includes(k), `${k} is stored`);
+      for (const k of [first.refusedKey, gone.refusedKey, gone.heldKey]) t.false(keys.includes(k), `${k} is not stored`);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await server.stop();
+    }
+  });
+}
