@@ -39,6 +39,8 @@ export interface Config {
    * one more is answered 503 at once. Each costs tens of ms of the server's one thread.
    */
   maxBulkRequestsInFlight: number;
+  /** How long a bulk request waits (unread, first come first served) for a slot before its 503; 0: at once. */
+  bulkQueueTimeoutMs: number;
   /**
    * Per-key rate limits (src/ratelimit.ts): the server-wide defaults of the usage-ingest and the
    * API bucket; an environment may override either. rps 0 is unlimited.
@@ -133,6 +135,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
   const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 2, 1, 10_000);
+  const bulkQueueTimeoutMs = int("BULK_QUEUE_TIMEOUT_MS", 5_000, 0, 60_000);
 
   // Above what one server has served one key in the benchmarks (README, Benchmarks), so that
   // no test or benchmark meets them; lower them (or per environment) to share a server fairly.
@@ -172,6 +175,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxRequestsInFlight,
     maxRequestBytesInFlight,
     maxBulkRequestsInFlight,
+    bulkQueueTimeoutMs,
     rateLimits,
   });
 }

@@ -88,16 +88,19 @@ export class Ticket {
   constructor(private readonly admission: Admission) {}
 
   /**
-   * Takes one of the server's bulk slots for this request; false when all are taken. A bulk
-   * request costs the server's one thread tens of milliseconds (parsing, checking and writing a
-   * thousand events), so only a few run at once: more would only queue on the CPU, in front of
-   * every cheap request, and hold their bodies in memory meanwhile.
+   * One of the server's bulk slots for this request: at once when one is free, else after the
+   * requests waiting before it (first come, first served), or false when none frees within the
+   * server's bulk wait or this request leaves meanwhile. A bulk request costs the server's one
+   * thread tens of milliseconds (parsing, checking and writing a thousand events), so only a few
+   * run at once: more would only queue on the CPU in front of every cheap request, and hold
+   * their bodies in memory meanwhile. A waiting request has not been read: its body stays with
+   * the client (TCP and HTTP/2 flow control), and the number waiting is bounded by the bound on
+   * requests in flight.
    */
-  enterBulk(): boolean {
+  async enterBulk(): Promise<boolean> {
     if (this.bulk || this.left) return true;
-    if (!this.admission.takeBulk()) return false;
-    this.bulk = true;
-    return true;
+    this.bulk = await this.admission.takeBulk(this);
+    return this.bulk;
   }
 
   /** Counts `n` more body bytes in flight; false (nothing counted) when the server has no room. */
@@ -121,6 +124,7 @@ export class Ticket {
     this.admission.giveBytes(this.bytes);
     this.bytes = 0;
     if (this.bulk) this.admission.giveBulk();
+    else this.admission.stopWaiting(this);
     this.bulk = false;
     this.admission.leave();
   }
@@ -130,11 +134,14 @@ export class Ticket {
 export class Admission {
   private requests = 0;
   private bulk = 0;
+  private readonly waiting = new Map<Ticket, (slot: boolean) => void>();
   private bytes = 0;
   constructor(
     readonly maxRequests: number,
     readonly maxBytes: number,
     readonly maxBulk: number = Number.POSITIVE_INFINITY,
+    /** How long a bulk request waits for a slot before it is refused (0: refused at once). */
+    readonly bulkWaitMs = 0,
   ) {}
 
   /** A ticket for one more request, or undefined when `maxRequests` are in flight. */
@@ -145,19 +152,45 @@ export class Admission {
   }
 
   /** Requests and body bytes in flight now. */
-  get inFlight(): { requests: number; bulk: number; bytes: number } {
-    return { requests: this.requests, bulk: this.bulk, bytes: this.bytes };
+  get inFlight(): { requests: number; bulk: number; waitingForBulk: number; bytes: number } {
+    return { requests: this.requests, bulk: this.bulk, waitingForBulk: this.waiting.size, bytes: this.bytes };
   }
 
   /** @internal */
-  takeBulk(): boolean {
-    if (this.bulk >= this.maxBulk) return false;
-    this.bulk++;
-    return true;
+  takeBulk(ticket: Ticket): Promise<boolean> {
+    if (this.bulk < this.maxBulk && this.waiting.size === 0) {
+      this.bulk++;
+      return Promise.resolve(true);
+    }
+    if (this.bulkWaitMs <= 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(ticket);
+        resolve(false);
+      }, this.bulkWaitMs);
+      this.waiting.set(ticket, (slot) => {
+        clearTimeout(timer);
+        resolve(slot);
+      });
+    });
+  }
+  /** @internal A slot given back goes to the longest-waiting request, if any. */
+  giveBulk(): void {
+    const next = this.waiting.entries().next();
+    if (next.done) {
+      this.bulk--;
+      return;
+    }
+    const [ticket, give] = next.value;
+    this.waiting.delete(ticket);
+    give(true);
   }
   /** @internal */
-  giveBulk(): void {
-    this.bulk--;
+  stopWaiting(ticket: Ticket): void {
+    const give = this.waiting.get(ticket);
+    if (!give) return;
+    this.waiting.delete(ticket);
+    give(false);
   }
 
   /** @internal */

@@ -279,32 +279,37 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
             refuse(path, handler, req, res, bodyTooLarge(limit));
             return;
           }
-          if (ticket && isBulk(method) && !ticket.enterBulk()) {
-            refuse(path, handler, req, res, overloaded("bulk requests"));
-            return;
-          }
-          // A unary body of known length counts in full at once; any other as it is read.
-          const countedUpFront = !streaming && declared !== undefined;
-          if (countedUpFront && ticket && !ticket.charge(declared)) {
-            refuse(path, handler, req, res, overloaded("request bytes"));
-            return;
-          }
-          let readAny = false;
-          const body = boundedBody(req, {
-            limit: streaming ? undefined : limit,
-            ticket,
-            countBytes: !countedUpFront,
-            streaming,
-            refused: () => leaveUnread(req, res, readAny),
-          });
-          const counted: AsyncIterable<Uint8Array> = {
-            [Symbol.asyncIterator]() {
-              readAny = true;
-              return body;
-            },
+          const serve = () => {
+            // A unary body of known length counts in full at once; any other as it is read.
+            const countedUpFront = !streaming && declared !== undefined;
+            if (countedUpFront && ticket && !ticket.charge(declared)) {
+              refuse(path, handler, req, res, overloaded("request bytes"));
+              return;
+            }
+            let readAny = false;
+            const body = boundedBody(req, {
+              limit: streaming ? undefined : limit,
+              ticket,
+              countBytes: !countedUpFront,
+              streaming,
+              refused: () => leaveUnread(req, res, readAny),
+            });
+            const counted: AsyncIterable<Uint8Array> = {
+              [Symbol.asyncIterator]() {
+                readAny = true;
+                return body;
+              },
+            };
+            if (handler) runRpc(path, handler, req, res, { caller }, counted);
+            else rest.serve(target as RestTarget, req, res, caller, counted);
           };
-          if (handler) runRpc(path, handler, req, res, { caller }, counted);
-          else rest.serve(target as RestTarget, req, res, caller, counted);
+          if (!ticket || !isBulk(method)) return serve();
+          // A bulk method waits for a slot (limits.ts) with its body unread.
+          return ticket.enterBulk().then((slot) => {
+            if (res.destroyed || res.writableEnded) return; // the client left while it waited
+            if (slot) serve();
+            else refuse(path, handler, req, res, overloaded("bulk requests"));
+          });
         },
         (err: ConnectError) => refuse(path, handler, req, res, err),
       )

@@ -1,9 +1,10 @@
 /**
  * Admission by cost (DESIGN §10): bulk requests (usage-event batches, rate cards, catalogs) each
  * cost the server's one thread tens of milliseconds, so only MAX_BULK_REQUESTS_IN_FLIGHT of them
- * run at once; one more is answered at once with 503 `unavailable` / OVERLOADED and Retry-After,
- * on REST, Connect and gRPC, while cheap requests and single events go on being served; and the
- * slot is free again once the bulk request is answered or its client has gone.
+ * run at once; one more waits, unread, first come first served, for BULK_QUEUE_TIMEOUT_MS and is
+ * then answered 503 `unavailable` / OVERLOADED with Retry-After, on REST, Connect and gRPC, while
+ * cheap requests and single events go on being served; and the slot is free again once the bulk
+ * request is answered or its client has gone.
  */
 import net from "node:net";
 import test from "ava";
@@ -53,7 +54,7 @@ async function holdSlot(url: string, key: string, tag: string) {
 
 for (const store of STORES) {
   test(`${store}: one bulk request more than MAX_BULK_REQUESTS_IN_FLIGHT is answered 503 at once on every protocol; others go on; the slot frees`, async (t) => {
-    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1" });
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "0" });
     const key = server.keys.a;
     const sockets: net.Socket[] = [];
     try {
@@ -102,3 +103,57 @@ for (const store of STORES) {
     }
   });
 }
+
+for (const store of STORES) {
+  test(`${store}: a bulk request over the bound waits its turn, first come first served, and is refused only after BULK_QUEUE_TIMEOUT_MS`, async (t) => {
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "60000" });
+    const port = Number(new URL(server.url).port);
+    const key = server.keys.a;
+    const sockets: net.Socket[] = [];
+    try {
+      t.is((await rest(server.url, "POST", "/subjects", key, { name: "Bulk user", external_id: "bulk-user" })).status, 200);
+      const first = heldBatch(port, key, JSON.stringify({ events: [event("q-first")] }));
+      sockets.push(first.socket);
+      await new Promise((ok) => setTimeout(ok, 100));
+      // Behind it: one that will leave while waiting, then one that stays.
+      const leaver = heldBatch(port, key, JSON.stringify({ events: [event("q-leaver")] }));
+      sockets.push(leaver.socket);
+      await new Promise((ok) => setTimeout(ok, 100));
+      let answered = false;
+      const waiting = rest(server.url, "POST", "/usage-events/batch", key, { events: [event("q-waiting")] }).then((r) => {
+        answered = true;
+        return r;
+      });
+      await new Promise((ok) => setTimeout(ok, 300));
+      t.false(answered, "the third batch waits while the first holds the slot");
+      t.is(first.answer(), "", "the first is still waiting for the rest of its body");
+      t.is((await rest(server.url, "GET", "/subjects", key)).status, 200, "cheap requests are served meanwhile");
+      leaver.socket.destroy();
+      t.regex(await first.finish(), /^HTTP\/1\.1 200/);
+      const r = await waiting;
+      t.is(r.status, 200, JSON.stringify(r.body));
+      t.is(r.body.accepted, 1);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await server.stop();
+    }
+  });
+}
+
+test("sqlite: a bulk request that waits longer than BULK_QUEUE_TIMEOUT_MS is answered 503 with Retry-After", async (t) => {
+  const server = await startTestServer("sqlite", { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "300" });
+  const port = Number(new URL(server.url).port);
+  const key = server.keys.a;
+  const first = heldBatch(port, key, JSON.stringify({ events: [event("t-first")] }));
+  try {
+    await new Promise((ok) => setTimeout(ok, 100));
+    const r = await rest(server.url, "POST", "/usage-events/batch", key, { events: [event("t-second")] });
+    t.is(r.status, 503);
+    t.is(r.headers.get("retry-after"), "1");
+    t.is(reasonOf(r.body), "OVERLOADED");
+    t.is(first.answer(), "", "the first still holds the slot");
+  } finally {
+    first.socket.destroy();
+    await server.stop();
+  }
+});
