@@ -11,7 +11,16 @@ import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
 import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
 import { BillingEngine } from "./billing/subscriptions/engine.js";
-import { SubscriptionService } from "./billing/subscriptions/service.js";
+import { BillingStates } from "./billing/subscriptions/billing-state.js";
+import { SubscriptionChanges } from "./billing/subscriptions/changes.js";
+import { Checkouts } from "./billing/subscriptions/checkout.js";
+import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
+import { Invoices } from "./billing/subscriptions/invoices.js";
+import { Lookups } from "./billing/subscriptions/lookups.js";
+import { Scheduler } from "./billing/subscriptions/scheduler.js";
+import { Subscriptions } from "./billing/subscriptions/subscribe.js";
+import { Terms } from "./billing/subscriptions/terms.js";
+import { TestClocks } from "./billing/subscriptions/test-clocks.js";
 import { TimelineService } from "./billing/subscriptions/timelines.js";
 import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
@@ -76,13 +85,23 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const subscriptions = new SubscriptionService(engine, cardStore, publicBaseUrl);
-
-  const timelines = new TimelineService(subscriptions, (id, err) =>
+  // The subscription use cases, each with what it needs; the scheduler runs what is due (cycle
+  // closes, timeline transitions) for the server's interval and for test clocks alike.
+  const lookups = new Lookups(engine, cardStore);
+  const terms = new Terms(lookups);
+  const checkouts = new Checkouts(lookups, publicBaseUrl);
+  const subscriptions = new Subscriptions(lookups, terms, checkouts);
+  const changes = new SubscriptionChanges(lookups, terms, checkouts);
+  const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
+  const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  const invoices = new Invoices(lookups, publicBaseUrl);
+  const billingStates = new BillingStates(lookups);
+  const scheduler = new Scheduler(engine, timelines, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
     log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
   );
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, timelines, engine };
+  const clocks = new TestClocks(lookups, scheduler);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -99,8 +118,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
-    const { timelines } = services;
+    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -119,7 +137,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
-    const pages = createPages(services.subscriptions, log);
+    const pages = createPages(services.hostedCheckout, services.invoices, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight);
     const handler = createRequestHandler({
       router,
@@ -142,7 +160,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? setInterval(() => {
             if (ticking) return;
             ticking = true;
-            timelines
+            scheduler
               .runDue(now(), null)
               .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
               .catch((err) => log.error("scheduler run failed", { err }))
