@@ -74,7 +74,7 @@ async function closeBench(url: string) {
     subjects[i] = subject.id;
     const pm = `pm_card_${randomBase62(22)}`;
     // Setup shortcut: the card a hosted checkout would have saved.
-    await svc.engine.store.transaction(async (tx) => {
+    await svc.engine.stores.transaction(async (tx) => {
       await tx.insertPaymentMethod({ id: pm, environmentId: env, subjectId: subject.id, brand: "visa", last4: "4242", behavior: "succeeds", createdAt: now });
       await tx.setSubjectPaymentMethod(subject.id, pm);
     });

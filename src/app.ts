@@ -27,7 +27,7 @@ import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
-import { SqlBillingStore } from "./db/stores/billing-store.js";
+import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
@@ -55,11 +55,11 @@ export interface App {
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
 export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
-  const billingStore = new SqlBillingStore(db.sql, db.entities);
+  const billingStores = sqlBillingStores(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
-    clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
+    clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
-      const active = await billingStore.activeSubscriptions(env, id);
+      const active = await billingStores.subscriptions.active(env, id);
       return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });
@@ -72,7 +72,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
+  const engine = new BillingEngine(billingStores, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,

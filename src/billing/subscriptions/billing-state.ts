@@ -7,9 +7,9 @@ export class BillingStates {
   constructor(private readonly lookups: Lookups) {}
 
   async billingState(caller: Caller, subjectKey: string) {
-    const { engine, store } = this.lookups;
+    const { engine, stores } = this.lookups;
     const subject = await this.lookups.subject(caller, subjectKey);
-    const active = await store.activeSubscriptions(caller.environmentId, subject.id);
+    const active = await stores.subscriptions.active(caller.environmentId, subject.id);
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;
     for (const s of active) {

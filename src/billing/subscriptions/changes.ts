@@ -55,8 +55,8 @@ export class SubscriptionChanges {
     return this.lookups.engine;
   }
 
-  private get store() {
-    return this.lookups.store;
+  private get stores() {
+    return this.lookups.stores;
   }
 
   /**
@@ -68,7 +68,7 @@ export class SubscriptionChanges {
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
       const failedBefore = current.billingFailure?.attempts ?? 0;
       await this.engine.closeCycles([current]);
-      const fresh = await this.store.subscription(current.environmentId, current.id);
+      const fresh = await this.stores.subscriptions.get(current.environmentId, current.id);
       const failure = fresh?.billingFailure;
       if (fresh && failure && failure.attempts > failedBefore && fresh.cycleIndex === current.cycleIndex) {
         // The close itself failed (and set the subscription aside): retrying cannot help.
@@ -100,7 +100,7 @@ export class SubscriptionChanges {
       const now = await this.lookups.nowFor(subject);
       const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
       if (input.atEndOfCycle) {
-        const flagged = await this.store.transaction(async (tx) => {
+        const flagged = await this.stores.transaction(async (tx) => {
           const s = await tx.lockSubscription(caller.environmentId, id);
           if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
           if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
@@ -137,7 +137,7 @@ export class SubscriptionChanges {
     const card = await this.engine.card(current.environmentId, current.rateCardId);
     const lines = await this.engine.usageLines(card, current, current.usageSince, at);
     const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
-    const cancelled = await this.store.transaction(async (tx) => {
+    const cancelled = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
@@ -231,7 +231,7 @@ export class SubscriptionChanges {
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check below is what keeps one change from being applied twice.
     const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}:${randomBase62(8)}`, lines, current.usageSince, at, at);
-    const changed = await this.store.transaction(async (tx) => {
+    const changed = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
       if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
@@ -248,7 +248,7 @@ export class SubscriptionChanges {
   /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */
   async switchTo(current: Subscription, card: RateCard, terms: SubscriptionTerms, at: Date): Promise<Subscription> {
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
-    const subject = await this.store.subject(current.environmentId, current.subjectId);
+    const subject = await this.stores.directory.subject(current.environmentId, current.subjectId);
     const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
     const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan.lines, false);
     await this.engine.settle(invoice, subject?.paymentMethodId ?? null);

@@ -99,7 +99,7 @@ export class Checkouts {
       expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
       createdAt: now,
     };
-    await this.lookups.store.insertCheckout(session);
+    await this.lookups.stores.checkouts.insert(session);
     return session;
   }
 }

@@ -25,8 +25,8 @@ export class HostedCheckout {
     return this.lookups.engine;
   }
 
-  private get store() {
-    return this.lookups.store;
+  private get stores() {
+    return this.lookups.stores;
   }
 
   /**
@@ -34,9 +34,9 @@ export class HostedCheckout {
    * paid through — none in a live environment, where it cannot be paid (test cards refused).
    */
   async checkout(token: string): Promise<{ session: CheckoutSession; usable: boolean; now: Date; provider: PaymentProvider | undefined }> {
-    const session = await this.store.checkout(token);
+    const session = await this.stores.checkouts.get(token);
     if (!session) throw new NotFoundError("CHECKOUT_NOT_FOUND", "no such checkout");
-    const subject = await this.store.subject(session.environmentId, session.subjectId);
+    const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.engine.now();
     const provider = await this.engine.providerFor(session.environmentId);
     return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now, provider };
@@ -55,23 +55,23 @@ export class HostedCheckout {
     const card = provider.tokenize(cardNumber);
     if (!card.ok) return { ok: false, message: card.message };
     const caller = systemCaller(session.environmentId, (await this.engine.modeOf(session.environmentId)) ?? "test");
-    const subject = await this.store.subject(session.environmentId, session.subjectId);
+    const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
     if (!subject) return stale;
     if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string };
-      const sub = await this.store.subscription(session.environmentId, p.subscriptionId);
+      const sub = await this.stores.subscriptions.get(session.environmentId, p.subscriptionId);
       if (!sub || sub.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
     } else if (session.kind === "timeline") {
-      const tl = await this.store.timeline(session.environmentId, (session.payload as { timelineId: string }).timelineId);
+      const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { timelineId: string }).timelineId);
       if (!tl || tl.status !== "draft") return stale;
     } else if ((session.payload as { request: CreateSubscriptionInput }).request.timelineId) {
-      const tl = await this.store.timeline(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
+      const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
       if (!tl || tl.status !== "draft") return stale;
     }
     const pmId = newId("pm_card");
-    const claimed = await this.store.transaction(async (tx) => {
+    const claimed = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockCheckout(token);
       if (!locked || locked.status !== "open") return false;
       await tx.insertPaymentMethod({ id: pmId, environmentId: session.environmentId, subjectId: subject.id, brand: card.brand, last4: card.last4, behavior: card.behavior, createdAt: this.engine.now() });
@@ -101,7 +101,7 @@ export class HostedCheckout {
   async cancelCheckout(token: string): Promise<string> {
     const { session } = await this.checkout(token);
     if (session.status === "open") {
-      await this.store.transaction(async (tx) => {
+      await this.stores.transaction(async (tx) => {
         const locked = await tx.lockCheckout(token);
         if (locked?.status === "open") await tx.updateCheckoutStatus(session.id, "cancelled");
       });

@@ -11,8 +11,8 @@ export class Invoices {
     private readonly publicBaseUrl: () => string,
   ) {}
 
-  private get store() {
-    return this.lookups.store;
+  private get stores() {
+    return this.lookups.stores;
   }
 
   async listInvoices(caller: Caller, subjectKey: string, limit?: number, offset?: number): Promise<PageResult<Invoice>> {
@@ -21,18 +21,18 @@ export class Invoices {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, subjectKey);
-    return this.store.listInvoices(caller.environmentId, subject.id, page);
+    return this.stores.invoices.list(caller.environmentId, subject.id, page);
   }
 
   async invoice(caller: Caller, id: string): Promise<Invoice> {
-    const inv = id === "" ? undefined : await this.store.invoice(caller.environmentId, id);
+    const inv = id === "" ? undefined : await this.stores.invoices.get(caller.environmentId, id);
     if (!inv) throw new NotFoundError("INVOICE_NOT_FOUND", `invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
     return inv;
   }
 
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.invoice(caller, id);
-    if (!(await this.store.setInvoiceStatus(inv.id, "open", to, this.lookups.engine.now()))) {
+    if (!(await this.stores.invoices.setStatus(inv.id, "open", to, this.lookups.engine.now()))) {
       throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${id} is ${inv.status}; only an open invoice can become ${to}`);
     }
     return this.invoice(caller, id);
@@ -43,6 +43,6 @@ export class Invoices {
   }
 
   invoiceByToken(token: string): Promise<Invoice | undefined> {
-    return this.store.invoiceByToken(token);
+    return this.stores.invoices.byToken(token);
   }
 }

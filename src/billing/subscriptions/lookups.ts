@@ -16,20 +16,20 @@ export class Lookups {
     private readonly cards: RateCardStore,
   ) {}
 
-  get store() {
-    return this.engine.store;
+  get stores() {
+    return this.engine.stores;
   }
 
   /** The subject's "now": its test clock's time, or real time. */
   async nowFor(subject: Pick<BillingSubject, "environmentId" | "testClockId">): Promise<Date> {
     if (!subject.testClockId) return this.engine.now();
-    const clock = await this.store.clock(subject.environmentId, subject.testClockId);
+    const clock = await this.stores.clocks.get(subject.environmentId, subject.testClockId);
     return clock ? clock.frozenTime : this.engine.now();
   }
 
   async subject(caller: Caller, key: string, field = "subject_id"): Promise<BillingSubject> {
     if (key === "") invalid(field, "is required");
-    const s = await this.store.subject(caller.environmentId, key);
+    const s = await this.stores.directory.subject(caller.environmentId, key);
     if (!s) throw new NotFoundError("SUBJECT_NOT_FOUND", `${field}: subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return s;
   }
@@ -41,7 +41,7 @@ export class Lookups {
   }
 
   async subscription(caller: Caller, id: string): Promise<Subscription> {
-    const s = id === "" ? undefined : await this.store.subscription(caller.environmentId, id);
+    const s = id === "" ? undefined : await this.stores.subscriptions.get(caller.environmentId, id);
     if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(id)} not found`, { subscription_id: id });
     return s;
   }

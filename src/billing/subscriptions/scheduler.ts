@@ -30,7 +30,7 @@ export class Scheduler {
       const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
       // The earliest due timeline not tried yet in this run (one that failed, or that another
       // runner holds, is not tried again until the next run).
-      const timeline = (await this.engine.store.dueTimelines(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
+      const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
       if (!timeline) break;
       seen.add(keyOf(timeline));
       n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);

@@ -69,8 +69,8 @@ export class Subscriptions {
     return this.lookups.engine;
   }
 
-  private get store() {
-    return this.lookups.store;
+  private get stores() {
+    return this.lookups.stores;
   }
 
   async create(caller: Caller, input: CreateSubscriptionInput): Promise<StartResult> {
@@ -82,7 +82,7 @@ export class Subscriptions {
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, input.subjectId);
     if (input.timelineId !== "") {
-      const tl = await this.store.timeline(caller.environmentId, input.timelineId);
+      const tl = await this.stores.timelines.get(caller.environmentId, input.timelineId);
       if (!tl) v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
       else if (tl.subjectId !== subject.id) v.add("subscription_timeline_id", "belongs to another subject");
       else if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
@@ -101,7 +101,7 @@ export class Subscriptions {
       // A live environment (no provider): only what needs no payment, now or later in its timeline.
       if (!free) throw noPaymentProvider(`rate card ${card.id} has fixed charges, which need a payment`);
       if (needsCheckout) throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
-      if (input.timelineId !== "" && (await this.terms.anyPaidItem(caller, await this.store.timelineItems(input.timelineId)))) {
+      if (input.timelineId !== "" && (await this.terms.anyPaidItem(caller, await this.stores.timelines.items(input.timelineId)))) {
         throw noPaymentProvider("the linked subscription timeline has items with fixed charges, which need a payment");
       }
     }
@@ -117,8 +117,8 @@ export class Subscriptions {
    */
   async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
     const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
-    const items = draft.timelineId ? await this.store.timelineItems(draft.timelineId) : [];
-    await this.store.transaction(async (tx) => {
+    const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
+    await this.stores.transaction(async (tx) => {
       if (draft.timelineId) {
         const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
         if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
@@ -148,6 +148,6 @@ export class Subscriptions {
     if (filter.subjectId !== "" && filter.rateCardId !== "") v.add("rate_card_id", "cannot be used together with subject_id");
     v.throwIfAny();
     const subjectId = filter.subjectId === "" ? undefined : (await this.lookups.subject(caller, filter.subjectId)).id;
-    return this.store.listSubscriptions(caller.environmentId, { subjectId, rateCardId: filter.rateCardId || undefined }, page);
+    return this.stores.subscriptions.list(caller.environmentId, { subjectId, rateCardId: filter.rateCardId || undefined }, page);
   }
 }

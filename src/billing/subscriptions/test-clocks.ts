@@ -13,8 +13,8 @@ export class TestClocks {
     private readonly scheduler: Scheduler,
   ) {}
 
-  private get store() {
-    return this.lookups.store;
+  private get stores() {
+    return this.lookups.stores;
   }
 
   async createClock(caller: Caller, input: { name: string; frozenTime?: Date }): Promise<TestClock> {
@@ -25,12 +25,12 @@ export class TestClocks {
     const frozenTime = checkInstant(input.frozenTime, v, "frozen_time");
     v.throwIfAny();
     const clock: TestClock = { id: newId("clk"), environmentId: caller.environmentId, name: input.name, frozenTime: frozenTime as Date, createdAt: this.lookups.engine.now() };
-    await this.store.insertClock(clock);
+    await this.stores.clocks.insert(clock);
     return clock;
   }
 
   async clock(caller: Caller, id: string): Promise<TestClock> {
-    const c = id === "" ? undefined : await this.store.clock(caller.environmentId, id);
+    const c = id === "" ? undefined : await this.stores.clocks.get(caller.environmentId, id);
     if (!c) throw new NotFoundError("TEST_CLOCK_NOT_FOUND", `test clock ${JSON.stringify(id)} not found`, { test_clock_id: id });
     return c;
   }
@@ -46,7 +46,7 @@ export class TestClocks {
     if (to.getTime() < clock.frozenTime.getTime()) {
       invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);
     }
-    if (to.getTime() > clock.frozenTime.getTime() && !(await this.store.advanceClock(caller.environmentId, id, to))) {
+    if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to))) {
       throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
     }
     await this.scheduler.runDue(to, id);

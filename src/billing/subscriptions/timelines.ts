@@ -48,8 +48,8 @@ export class TimelineService {
     return this.deps.lookups;
   }
 
-  private get store() {
-    return this.deps.lookups.store;
+  private get stores() {
+    return this.deps.lookups.stores;
   }
 
   async create(caller: Caller, input: { rateCardId: string; subjectId: string }): Promise<Timeline> {
@@ -73,12 +73,12 @@ export class TimelineService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.store.insertTimeline(t);
+    await this.stores.timelines.insert(t);
     return t;
   }
 
   async get(caller: Caller, id: string): Promise<Timeline> {
-    const t = id === "" ? undefined : await this.store.timeline(caller.environmentId, id);
+    const t = id === "" ? undefined : await this.stores.timelines.get(caller.environmentId, id);
     if (!t) throw new NotFoundError("TIMELINE_NOT_FOUND", `subscription timeline ${JSON.stringify(id)} not found`, { subscription_timeline_id: id });
     return t;
   }
@@ -87,7 +87,7 @@ export class TimelineService {
     const v = new Violations();
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
-    return this.store.listTimelines(caller.environmentId, page);
+    return this.stores.timelines.list(caller.environmentId, page);
   }
 
   async items(caller: Caller, id: string, limit?: number, offset?: number): Promise<PageResult<TimelineItem>> {
@@ -95,7 +95,7 @@ export class TimelineService {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     const t = await this.get(caller, id);
-    const all = await this.store.timelineItems(t.id);
+    const all = await this.stores.timelines.items(t.id);
     return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
   }
 
@@ -150,7 +150,7 @@ export class TimelineService {
     }
     v.throwIfAny();
     // Together with the items already there: in time order, each starting where the last ended.
-    const existing = await this.store.timelineItems(timeline.id);
+    const existing = await this.stores.timelines.items(timeline.id);
     const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort(
       (a, b) => a.item.start.getTime() - b.item.start.getTime(),
     );
@@ -163,7 +163,7 @@ export class TimelineService {
       else if (cur.item.start.getTime() > prev.end.getTime()) path.add(cur.index >= 0 ? "start" : "", `leaves a gap after the item that ends at ${prev.end.toISOString()}`);
     }
     v.throwIfAny();
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const locked = await tx.lockTimeline(caller.environmentId, timeline.id);
       if (!locked || locked.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
       await tx.insertTimelineItems(made);
@@ -181,7 +181,7 @@ export class TimelineService {
     const subject = await this.lookups.subject(caller, timeline.subjectId);
     const now = await this.lookups.nowFor(subject);
     const effectiveAt = given ?? now;
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
     else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
@@ -208,7 +208,7 @@ export class TimelineService {
     const subject = await this.lookups.subject(caller, timeline.subjectId);
     const now = await this.lookups.nowFor(subject);
     if (effectiveAt.getTime() > now.getTime()) {
-      return this.store.transaction(async (tx) => {
+      return this.stores.transaction(async (tx) => {
         const t = await tx.lockTimeline(caller.environmentId, id);
         if (!t || t.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
         const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
@@ -223,7 +223,7 @@ export class TimelineService {
   /** Creates the subscription from the item covering `at`; the timeline becomes active. */
   private async activate(timeline: Timeline, at: Date): Promise<void> {
     const caller = systemCaller(timeline.environmentId);
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     const item = items.find((i) => covers(i, at.getTime()));
     if (!item) invalid("effective_at", "no item of the timeline covers this time");
     const subject = await this.lookups.subject(caller, timeline.subjectId);
@@ -234,7 +234,7 @@ export class TimelineService {
 
   /** Ends a timeline that has nothing left to run (its subject is gone). */
   private async complete(timeline: Timeline, at: Date): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
       if (t && t.status !== "completed") await tx.updateTimeline({ ...t, status: "completed", nextTransitionAt: null, updatedAt: at });
     });
@@ -245,24 +245,24 @@ export class TimelineService {
     const at = timeline.nextTransitionAt as Date;
     if (timeline.status === "pending") {
       // A subject deleted while its timeline was pending: nothing to start.
-      if (!(await this.store.subject(timeline.environmentId, timeline.subjectId))) return this.complete(timeline, at);
+      if (!(await this.stores.directory.subject(timeline.environmentId, timeline.subjectId))) return this.complete(timeline, at);
       await this.activate(timeline, at);
       return;
     }
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     const next = items.find((i) => i.start.getTime() === at.getTime());
-    const sub = timeline.subscriptionId ? await this.store.subscription(timeline.environmentId, timeline.subscriptionId) : undefined;
+    const sub = timeline.subscriptionId ? await this.stores.subscriptions.get(timeline.environmentId, timeline.subscriptionId) : undefined;
     const caller = systemCaller(timeline.environmentId);
     if (sub && sub.status === "active") {
       if (next) {
         const card = await this.lookups.cardOf(caller, next.rateCardId);
         await this.deps.changes.switchTo(sub, card, { fixedRateQuantities: next.fixedRateQuantities, rateMultipliers: next.rateMultipliers }, at);
       } else {
-        const subject = await this.store.subject(timeline.environmentId, timeline.subjectId);
+        const subject = await this.stores.directory.subject(timeline.environmentId, timeline.subjectId);
         await this.deps.changes.cancelAt(sub, at, "subscription timeline completed", subject?.paymentMethodId ?? null);
       }
     }
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
       if (!t || t.nextTransitionAt?.getTime() !== at.getTime()) return;
       const done = !next || !sub || sub.status !== "active";

@@ -32,7 +32,7 @@ import { backfillTotals } from "./usage-store.js";
 
 // ---- prices and rates ⇄ rows ----
 
-function priceColumns(p: Price): PriceColumns {
+function priceToColumns(p: Price): PriceColumns {
   return {
     price_type: p.kind,
     price_currency: p.amount.currency,
@@ -42,7 +42,7 @@ function priceColumns(p: Price): PriceColumns {
   };
 }
 
-function priceOf(c: PriceColumns): Price {
+function priceFromColumns(c: PriceColumns): Price {
   const amount = { currency: c.price_currency ?? "", value: c.price_value ?? "0" };
   if (c.price_type === "package") {
     return { kind: "package", amount, packageUnits: c.package_units ?? "1", rounding: c.rounding_behavior as RoundingBehavior };
@@ -60,7 +60,7 @@ interface Owner {
   at: Date;
 }
 
-function rateRows(owner: Owner, rates: { fixed: FixedRate[]; usage: UsageRate[] }): { rates: RateRow[]; cells: RateCellRow[] } {
+function ratesToRows(owner: Owner, rates: { fixed: FixedRate[]; usage: UsageRate[] }): { rates: RateRow[]; cells: RateCellRow[] } {
   const common = (r: FixedRate | UsageRate) => ({
     id: r.id,
     environment_id: owner.environmentId,
@@ -75,12 +75,12 @@ function rateRows(owner: Owner, rates: { fixed: FixedRate[]; usage: UsageRate[] 
   const rows: RateRow[] = [];
   const cells: RateCellRow[] = [];
   for (const r of rates.fixed) {
-    rows.push({ ...common(r), kind: "fixed", pricing_metric_id: null, usage_type: null, included_units: null, dimensions: null, ...priceColumns(r.price) });
+    rows.push({ ...common(r), kind: "fixed", pricing_metric_id: null, usage_type: null, included_units: null, dimensions: null, ...priceToColumns(r.price) });
   }
   for (const r of rates.usage) {
     const usage = { kind: "usage_based", pricing_metric_id: r.pricingMetricId, usage_type: r.type, included_units: r.includedUnits };
     if (r.type === "simple") {
-      rows.push({ ...common(r), ...usage, dimensions: null, ...priceColumns(r.price) });
+      rows.push({ ...common(r), ...usage, dimensions: null, ...priceToColumns(r.price) });
       continue;
     }
     rows.push({ ...common(r), ...usage, dimensions: r.dimensions, ...NO_PRICE });
@@ -90,23 +90,23 @@ function rateRows(owner: Owner, rates: { fixed: FixedRate[]; usage: UsageRate[] 
         owner_id: owner.id,
         coordinates: cell.coordinates,
         coordinates_hash: createHash("sha256").update(coordinatesKey(cell.coordinates)).digest("hex"),
-        ...priceColumns(cell.price),
+        ...priceToColumns(cell.price),
       });
     }
   }
   return { rates: rows, cells };
 }
 
-function rateOf(row: RateRow, cells: RateCellRow[]): FixedRate | UsageRate {
+function rateFromRows(row: RateRow, cells: RateCellRow[]): FixedRate | UsageRate {
   const base = { id: row.id, code: row.code, name: row.name, description: row.description };
-  if (row.kind === "fixed") return { ...base, price: priceOf(row) };
+  if (row.kind === "fixed") return { ...base, price: priceFromColumns(row) };
   const usage = { ...base, pricingMetricId: row.pricing_metric_id ?? "", includedUnits: row.included_units ?? "0" };
-  if (row.usage_type === "simple") return { ...usage, type: "simple", price: priceOf(row) };
+  if (row.usage_type === "simple") return { ...usage, type: "simple", price: priceFromColumns(row) };
   return {
     ...usage,
     type: "dimensional",
     dimensions: row.dimensions ?? [],
-    cells: cells.map((c) => ({ coordinates: c.coordinates, price: priceOf(c) })),
+    cells: cells.map((c) => ({ coordinates: c.coordinates, price: priceFromColumns(c) })),
   };
 }
 
@@ -152,7 +152,7 @@ function rateConflict(codes: string[], owner: "rate card" | "rate catalog"): Alr
 }
 
 async function insertRates(em: EntityManager, entities: Entities, owner: Owner, set: { fixed: FixedRate[]; usage: UsageRate[] }): Promise<void> {
-  const { rates, cells } = rateRows(owner, set);
+  const { rates, cells } = ratesToRows(owner, set);
   // Chunked multi-row INSERTs: one statement per 500 rows.
   for (const part of chunks(rates)) await em.insert(entities.Rate, part);
   for (const part of chunks(cells)) await em.insert(entities.RateCell, part);
@@ -177,7 +177,7 @@ async function claimCatalogCurrency(em: EntityManager, sql: Sql, environmentId: 
 
 // ---- pricing metrics ----
 
-function toMetric(r: PricingMetricRow): PricingMetric {
+function metricFromRow(r: PricingMetricRow): PricingMetric {
   return {
     id: r.id,
     environmentId: r.environment_id,
@@ -221,20 +221,20 @@ export class SqlPricingMetricStore implements PricingMetricStore {
 
   async get(environmentId: string, id: string): Promise<PricingMetric | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.PricingMetric, { environment_id: environmentId, id }));
-    return r ? toMetric(r) : undefined;
+    return r ? metricFromRow(r) : undefined;
   }
 
   async getMany(environmentId: string, ids: string[]): Promise<PricingMetric[]> {
     if (ids.length === 0) return [];
     const rows = await this.sql.run((em) => em.findBy(this.entities.PricingMetric, { environment_id: environmentId, id: In(ids) }));
-    return rows.map(toMetric);
+    return rows.map(metricFromRow);
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>> {
     const rows = await this.sql.run((em) =>
       em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
     );
-    return toPageResult(rows.map(toMetric), page);
+    return toPageResult(rows.map(metricFromRow), page);
   }
 }
 
@@ -282,7 +282,7 @@ export class SqlRateCardStore implements RateCardStore {
     const rates = await em.find(this.entities.Rate, { where: { owner_id: In(cards.map((c) => c.id)) }, order: { seq: "ASC" } });
     const cells = await loadCells(em, this.entities, rates);
     return cards.map((c) => {
-      const own = rates.filter((r) => r.owner_id === c.id).map((r) => rateOf(r, cells.get(r.id) ?? []));
+      const own = rates.filter((r) => r.owner_id === c.id).map((r) => rateFromRows(r, cells.get(r.id) ?? []));
       return {
         id: c.id,
         environmentId: c.environment_id,
@@ -323,7 +323,7 @@ export class SqlRateCardStore implements RateCardStore {
 
 // ---- rate catalogs ----
 
-function toCatalog(r: RateCatalogRow): RateCatalog {
+function catalogFromRow(r: RateCatalogRow): RateCatalog {
   return {
     id: r.id,
     environmentId: r.environment_id,
@@ -335,8 +335,8 @@ function toCatalog(r: RateCatalogRow): RateCatalog {
   };
 }
 
-function toCatalogRate(row: RateRow, cells: RateCellRow[]): CatalogRate {
-  const rate = rateOf(row, cells);
+function catalogRateFromRows(row: RateRow, cells: RateCellRow[]): CatalogRate {
+  const rate = rateFromRows(row, cells);
   const base = { id: row.id, catalogId: row.owner_id, interval: row.billing_interval as BillingInterval };
   return row.kind === "fixed" ? { ...base, type: "fixed", rate: rate as FixedRate } : { ...base, type: "usage_based", rate: rate as UsageRate };
 }
@@ -363,14 +363,14 @@ export class SqlRateCatalogStore implements RateCatalogStore {
 
   async get(environmentId: string, id: string): Promise<RateCatalog | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.RateCatalog, { environment_id: environmentId, id }));
-    return r ? toCatalog(r) : undefined;
+    return r ? catalogFromRow(r) : undefined;
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<RateCatalog>> {
     const rows = await this.sql.run((em) =>
       em.find(this.entities.RateCatalog, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
     );
-    return toPageResult(rows.map(toCatalog), page);
+    return toPageResult(rows.map(catalogFromRow), page);
   }
 
   async codes(environmentId: string, catalogId: string, interval: BillingInterval): Promise<Set<string>> {
@@ -389,7 +389,7 @@ export class SqlRateCatalogStore implements RateCatalogStore {
         const added = rates.fixed.length + rates.usage.length;
         await em.query("UPDATE rate_catalogs SET rate_count = rate_count + ? WHERE id = ?", [added, catalogId]);
         const row = await em.findOneByOrFail(this.entities.RateCatalog, { id: catalogId });
-        return toCatalog(row);
+        return catalogFromRow(row);
       });
     } catch (err) {
       if (isUniqueViolation(err)) {
@@ -408,7 +408,7 @@ export class SqlRateCatalogStore implements RateCatalogStore {
         ...(opts.page ? { take: opts.page.limit + 1, skip: opts.page.offset } : {}),
       });
       const cells = await loadCells(em, this.entities, rows);
-      return rows.map((r) => toCatalogRate(r, cells.get(r.id) ?? []));
+      return rows.map((r) => catalogRateFromRows(r, cells.get(r.id) ?? []));
     });
   }
 
