@@ -6,7 +6,7 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
 import { BillingError } from "./billing/errors.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
-import { RateCardService } from "./billing/catalog/rate-cards.js";
+import { RateCardService, type RateCardStore } from "./billing/catalog/rate-cards.js";
 import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
 import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
@@ -53,6 +53,28 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/**
+ * The subscription use cases over one engine, each given what it needs; the scheduler runs what
+ * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
+ */
+export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger) {
+  const lookups = new Lookups(engine, cards);
+  const terms = new Terms(lookups);
+  const checkouts = new Checkouts(lookups, publicBaseUrl);
+  const subscriptions = new Subscriptions(lookups, terms, checkouts);
+  const changes = new SubscriptionChanges(lookups, terms, checkouts);
+  const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
+  const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  const invoices = new Invoices(lookups, publicBaseUrl);
+  const billingStates = new BillingStates(lookups);
+  const scheduler = new Scheduler(engine, timelines, (id, err) =>
+    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  );
+  const clocks = new TestClocks(lookups, scheduler);
+  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, scheduler, clocks };
+}
+
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
 export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
   const billingStores = sqlBillingStores(db.sql, db.entities);
@@ -72,7 +94,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStores, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
+  const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,
@@ -85,22 +107,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  // The subscription use cases, each with what it needs; the scheduler runs what is due (cycle
-  // closes, timeline transitions) for the server's interval and for test clocks alike.
-  const lookups = new Lookups(engine, cardStore);
-  const terms = new Terms(lookups);
-  const checkouts = new Checkouts(lookups, publicBaseUrl);
-  const subscriptions = new Subscriptions(lookups, terms, checkouts);
-  const changes = new SubscriptionChanges(lookups, terms, checkouts);
-  const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
-  const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
-  const invoices = new Invoices(lookups, publicBaseUrl);
-  const billingStates = new BillingStates(lookups);
-  const scheduler = new Scheduler(engine, timelines, (id, err) =>
-    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
-    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
-  );
-  const clocks = new TestClocks(lookups, scheduler);
+  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
   return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
 }
 

@@ -61,19 +61,35 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
   return m === undefined ? ONE : dec(m);
 }
 
+/** What the engine reads of the catalog: cards and metrics by ID, a catalog's rates (add-ons). */
+export interface EngineCatalog {
+  cards: Pick<RateCardStore, "get">;
+  catalogs: Pick<RateCatalogStore, "ratesFor">;
+  metrics: Pick<PricingMetricStore, "getMany">;
+}
+
+/** What the engine reads of usage: a metric's value for a subject over [from, to), grouped by dimensions. */
+export type UsageMeter = Pick<SummaryService, "measure">;
+
 export class BillingEngine {
+  private readonly cards: EngineCatalog["cards"];
+  readonly catalogs: EngineCatalog["catalogs"];
+  private readonly metrics: EngineCatalog["metrics"];
+
   constructor(
     readonly stores: BillingStores,
-    private readonly cards: RateCardStore,
-    readonly catalogs: RateCatalogStore,
-    private readonly metrics: PricingMetricStore,
-    private readonly usage: SummaryService,
+    catalog: EngineCatalog,
+    private readonly usage: UsageMeter,
     /** The payment provider of each environment mode (payments.ts): none for live, so far. */
     readonly payments: PaymentProviders,
     readonly now: () => Date,
     /** Told what went wrong where no caller can be (to log it). */
     private readonly events: EngineEvents = {},
-  ) {}
+  ) {
+    this.cards = catalog.cards;
+    this.catalogs = catalog.catalogs;
+    this.metrics = catalog.metrics;
+  }
 
   // An environment's mode never changes (environments are created with it), so it is cached.
   private readonly modeCache = new Map<string, EnvironmentMode>();

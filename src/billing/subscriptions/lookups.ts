@@ -13,7 +13,7 @@ import type { BillingSubject, PaymentProvider, Subscription } from "./types.js";
 export class Lookups {
   constructor(
     readonly engine: BillingEngine,
-    private readonly cards: RateCardStore,
+    private readonly cards: Pick<RateCardStore, "get">,
   ) {}
 
   get stores() {
