@@ -15,13 +15,20 @@ function plans(w: ReturnType<typeof world>) {
   w.card("small", [fixedRate("seats", "10")], [usageRate("calls", "api", "1")]);
   w.card("large", [fixedRate("seats", "30")], [usageRate("calls", "api", "1")]);
   w.card("yearly", [fixedRate("seats", "30")]).billingInterval = "yearly";
+  w.card("free", []);
+}
+
+/** A world with the plans above where `subjectId` (with a saved card that pays) is subscribed to `card` at `seats`. */
+async function subscribed(subjectId: string, card = "small", seats = "1", saved: "succeeds" | null = "succeeds") {
+  const w = world(JAN);
+  plans(w);
+  w.subject(subjectId, saved ?? undefined);
+  const sub = await w.subscribe(subjectId, card, card === "free" ? {} : { seats });
+  return { w, sub };
 }
 
 test("an upgrade mid-cycle invoices the old card's usage so far and the prorated difference, then runs on the new card", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_a", "succeeds");
-  const sub = await w.subscribe("subj_a", "small", { seats: "2" });
+  const { w, sub } = await subscribed("subj_a", "small", "2");
   w.usage.record("api", "subj_a", new Date("2026-01-10T00:00:00Z"), "7");
   w.moveTo(MID_JAN);
 
@@ -53,10 +60,7 @@ test("an upgrade mid-cycle invoices the old card's usage so far and the prorated
 });
 
 test("rate_difference charges the whole difference; a downgrade charges none", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_b", "succeeds");
-  const up = await w.subscribe("subj_b", "small", { seats: "1" });
+  const { w, sub: up } = await subscribed("subj_b", "small", "1");
   w.moveTo(MID_JAN);
   await w.changes.changeRateCard(w.caller, up.id, { rateCardId: "large", behavior: "rate_difference" });
   t.deepEqual(
@@ -71,11 +75,7 @@ test("rate_difference charges the whole difference; a downgrade charges none", a
 });
 
 test("an upgrade without a card on file asks for a checkout and changes nothing yet", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_c");
-  w.card("free", []);
-  const sub = await w.subscribe("subj_c", "free");
+  const { w, sub } = await subscribed("subj_c", "free", "", null);
   w.moveTo(MID_JAN);
   const r = await w.changes.changeRateCard(w.caller, sub.id, { rateCardId: "large", behavior: "prorate", callbacks: { successUrl: "https://example.com/ok", cancelledUrl: "https://example.com/no" } });
   t.is(r.kind, "requires_action");
@@ -86,20 +86,14 @@ test("an upgrade without a card on file asks for a checkout and changes nothing 
 });
 
 test("a change to a card of another interval or to the same card is refused", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_d", "succeeds");
-  const sub = await w.subscribe("subj_d", "small", { seats: "1" });
+  const { w, sub } = await subscribed("subj_d", "small", "1");
   await t.throwsAsync(w.changes.changeRateCard(w.caller, sub.id, { rateCardId: "yearly", behavior: "" }), { message: "the new rate card is yearly; the subscription is monthly" });
   await t.throwsAsync(w.changes.changeRateCard(w.caller, sub.id, { rateCardId: "small", behavior: "" }), { message: "the subscription is already on this rate card" });
   t.is(w.invoicesOf(sub.id).length, 1, "nothing invoiced");
 });
 
 test("cancelling now bills the usage since the last invoice, and no fixed charges", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_e", "succeeds");
-  const sub = await w.subscribe("subj_e", "small", { seats: "1" });
+  const { w, sub } = await subscribed("subj_e", "small", "1");
   w.usage.record("api", "subj_e", new Date("2026-01-05T00:00:00Z"), "4");
   w.moveTo(MID_JAN);
   const cancelled = await w.changes.cancel(w.caller, sub.id, { reason: "moving on" });
@@ -113,10 +107,7 @@ test("cancelling now bills the usage since the last invoice, and no fixed charge
 });
 
 test("cancelling at the end of the cycle bills that cycle's usage and no next fixed charges", async (t) => {
-  const w = world(JAN);
-  plans(w);
-  w.subject("subj_f", "succeeds");
-  const sub = await w.subscribe("subj_f", "small", { seats: "1" });
+  const { w, sub } = await subscribed("subj_f", "small", "1");
   w.usage.record("api", "subj_f", new Date("2026-01-20T00:00:00Z"), "2");
   w.moveTo(MID_JAN);
   const flagged = await w.changes.cancel(w.caller, sub.id, { atEndOfCycle: true, reason: "" });
