@@ -55,7 +55,7 @@ async function closeBench(url: string) {
   const env = newId("env");
   await db.dataSource.query("INSERT INTO environments (id, name, mode, created_at) VALUES (?, ?, 'test', ?)", [env, env, "2026-01-01 00:00:00.000"]);
   const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
-  const clock = await svc.subscriptions.createClock(caller, { name: "bench", frozenTime: now });
+  const clock = await svc.clocks.createClock(caller, { name: "bench", frozenTime: now });
   const metric = await svc.metrics.create(caller, { eventName: "api", name: "API", unit: "call", dimensions: [], aggregation: { aggregationType: "sum", valueField: "n" } });
   const card = await svc.cards.create(caller, {
     billingInterval: "monthly",
@@ -74,7 +74,7 @@ async function closeBench(url: string) {
     subjects[i] = subject.id;
     const pm = `pm_card_${randomBase62(22)}`;
     // Setup shortcut: the card a hosted checkout would have saved.
-    await svc.engine.store.transaction(async (tx) => {
+    await svc.engine.stores.transaction(async (tx) => {
       await tx.insertPaymentMethod({ id: pm, environmentId: env, subjectId: subject.id, brand: "visa", last4: "4242", behavior: "succeeds", createdAt: now });
       await tx.setSubjectPaymentMethod(subject.id, pm);
     });

@@ -6,19 +6,30 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
 import { BillingError } from "./billing/errors.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
-import { RateCardService } from "./billing/catalog/rate-cards.js";
+import { RateCardService, type RateCardStore } from "./billing/catalog/rate-cards.js";
 import { RateCatalogService } from "./billing/catalog/rate-catalogs.js";
 import { IngestService, SummaryService } from "./billing/metering/usage.js";
 import { SubjectService } from "./billing/subjects.js";
 import { BillingEngine } from "./billing/subscriptions/engine.js";
-import { SubscriptionService } from "./billing/subscriptions/service.js";
+import { BillingStates } from "./billing/subscriptions/billing-state.js";
+import { SubscriptionChanges } from "./billing/subscriptions/changes.js";
+import { Checkouts } from "./billing/subscriptions/checkout.js";
+import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
+import { Invoices } from "./billing/subscriptions/invoices.js";
+import { Lookups } from "./billing/subscriptions/lookups.js";
+import { Scheduler } from "./billing/subscriptions/scheduler.js";
+import { Subscriptions } from "./billing/subscriptions/subscribe.js";
+import { Terms } from "./billing/subscriptions/terms.js";
+import { TestClocks } from "./billing/subscriptions/test-clocks.js";
 import { TimelineService } from "./billing/subscriptions/timelines.js";
 import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
-import { SqlPricingMetricStore, SqlRateCardStore, SqlRateCatalogStore } from "./db/stores/catalog-store.js";
-import { SqlBillingStore } from "./db/stores/billing-store.js";
+import { SqlPricingMetricStore } from "./db/stores/metric-store.js";
+import { SqlRateCardStore } from "./db/stores/rate-card-store.js";
+import { SqlRateCatalogStore } from "./db/stores/rate-catalog-store.js";
+import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
@@ -44,13 +55,35 @@ export interface App {
   stop(): Promise<void>;
 }
 
+/**
+ * The subscription use cases over one engine, each given what it needs; the scheduler runs what
+ * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
+ */
+export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger) {
+  const lookups = new Lookups(engine, cards);
+  const terms = new Terms(lookups);
+  const checkouts = new Checkouts(lookups, publicBaseUrl);
+  const subscriptions = new Subscriptions(lookups, terms, checkouts);
+  const changes = new SubscriptionChanges(lookups, terms, checkouts);
+  const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
+  const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  const invoices = new Invoices(lookups, publicBaseUrl);
+  const billingStates = new BillingStates(lookups);
+  const scheduler = new Scheduler(engine, timelines, (id, err) =>
+    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  );
+  const clocks = new TestClocks(lookups, scheduler);
+  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, scheduler, clocks };
+}
+
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
 export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
-  const billingStore = new SqlBillingStore(db.sql, db.entities);
+  const billingStores = sqlBillingStores(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
-    clockExists: async (env, id) => (await billingStore.clock(env, id)) !== undefined,
+    clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
-      const active = await billingStore.activeSubscriptions(env, id);
+      const active = await billingStores.subscriptions.active(env, id);
       return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });
@@ -63,7 +96,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
   const summaries = new SummaryService(usageStore, metrics, subjects);
-  const engine = new BillingEngine(billingStore, cardStore, catalogStore, metricStore, summaries, builtInPaymentProviders(), now, {
+  const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,
@@ -76,13 +109,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const subscriptions = new SubscriptionService(engine, cardStore, publicBaseUrl);
-
-  const timelines = new TimelineService(subscriptions, (id, err) =>
-    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
-    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
-  );
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, timelines, engine };
+  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -99,8 +127,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
-    const { timelines } = services;
+    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -119,7 +146,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
-    const pages = createPages(services.subscriptions, log);
+    const pages = createPages(services.hostedCheckout, services.invoices, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,
@@ -142,7 +169,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? setInterval(() => {
             if (ticking) return;
             ticking = true;
-            timelines
+            scheduler
               .runDue(now(), null)
               .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
               .catch((err) => log.error("scheduler run failed", { err }))

@@ -48,6 +48,9 @@ export function withBinaryText<T extends Record<string, EntitySchemaColumnOption
   return out as T;
 }
 
+/** withBinaryText bound to one dialect and collation: what each aggregate's tables are built with. */
+export type ExactText = <T extends Record<string, EntitySchemaColumnOptions>>(columns: T) => T;
+
 export function idColumn(primary = false): EntitySchemaColumnOptions {
   return { type: "varchar", length: 32, primary, nullable: false };
 }

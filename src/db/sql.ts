@@ -178,6 +178,11 @@ class SequentialPipeline implements Pipeline {
   }
 }
 
+/** The lock a `findOne` takes to hold a row until its transaction ends: MySQL's FOR UPDATE; SQLite locks the whole database anyway. */
+export function rowLock(dialect: Dialect): { mode: "pessimistic_write" } | undefined {
+  return dialect === "mysql" ? { mode: "pessimistic_write" } : undefined;
+}
+
 export class Sql {
   private tail: Promise<unknown> = Promise.resolve();
   constructor(

@@ -7,8 +7,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { NotFoundError } from "../billing/errors.js";
 import { displayMoney } from "../billing/money.js";
-import type { SubscriptionService } from "../billing/subscriptions/service.js";
-import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../billing/subscriptions/service.js";
+import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../billing/subscriptions/checkout.js";
+import type { HostedCheckout } from "../billing/subscriptions/hosted-checkout.js";
+import type { Invoices } from "../billing/subscriptions/invoices.js";
 import type { CheckoutSession, Invoice, PaymentProvider } from "../billing/subscriptions/types.js";
 import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
@@ -130,12 +131,12 @@ async function readForm(req: Req): Promise<URLSearchParams> {
 }
 
 /** Handles the page routes; returns false for any other path. */
-export function createPages(subs: SubscriptionService, log: Logger) {
+export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     let m = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})$/.exec(path);
     if (m) {
       if (req.method !== "GET") return notAllowed(res);
-      const inv = await subs.invoiceByToken(m[1] as string);
+      const inv = await invoices.invoiceByToken(m[1] as string);
       if (!inv) return page(res, 404, "Not found", "<main><h1>Invoice not found</h1></main>");
       return page(res, 200, `Invoice ${inv.id}`, invoiceHtml(inv));
     }

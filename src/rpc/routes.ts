@@ -7,7 +7,11 @@ import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js"
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
 import type { IngestService as Ingest, SummaryService as Summaries } from "../billing/metering/usage.js";
 import type { SubjectService as Subjects } from "../billing/subjects.js";
-import type { SubscriptionService as Subscriptions } from "../billing/subscriptions/service.js";
+import type { BillingStates } from "../billing/subscriptions/billing-state.js";
+import type { SubscriptionChanges as Changes } from "../billing/subscriptions/changes.js";
+import type { Invoices } from "../billing/subscriptions/invoices.js";
+import type { Subscriptions } from "../billing/subscriptions/subscribe.js";
+import type { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import type { TimelineService as Timelines } from "../billing/subscriptions/timelines.js";
 import { SubscriptionTimelineService, file_billing_v1_subscription_timeline_service } from "../gen/billing/v1/subscription_timeline_service_pb.js";
 import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
@@ -37,6 +41,10 @@ configureTextEncoding({ ...getTextEncoding(), checkUtf8: (text: string) => (text
 export interface Services {
   timelines: Timelines;
   subscriptions: Subscriptions;
+  changes: Changes;
+  invoices: Invoices;
+  billingStates: BillingStates;
+  clocks: TestClocks;
   ingest: Ingest;
   summaries: Summaries;
   subjects: Subjects;
@@ -86,11 +94,11 @@ export function implementations(services: Services): ServiceImplSpec[] {
     spec(SubjectService, subjectService(services.subjects)),
     spec(PricingMetricService, pricingMetricService(services.metrics, services.summaries)),
     spec(UsageEventService, usageEventService(services.ingest)),
-    spec(SubscriptionService, subscriptionService(services.subscriptions)),
+    spec(SubscriptionService, subscriptionService(services.subscriptions, services.changes)),
     spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
-    spec(InvoiceService, invoiceService(services.subscriptions)),
-    spec(CustomerAccessService, customerAccessService(services.subscriptions)),
-    spec(TestClockService, testClockService(services.subscriptions)),
+    spec(InvoiceService, invoiceService(services.invoices)),
+    spec(CustomerAccessService, customerAccessService(services.billingStates)),
+    spec(TestClockService, testClockService(services.clocks)),
     spec(RateCardService, rateCardService(services.cards)),
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
     spec(ServerReflection, reflectionService(servedFiles)),

@@ -12,7 +12,8 @@ import { newId, randomBase62 } from "../../src/billing/ids.js";
 import type { CheckoutSession } from "../../src/billing/subscriptions/types.js";
 import { type Database, createDatabase } from "../../src/db/datasource.js";
 import { SqlAuthStore } from "../../src/db/stores/auth-store.js";
-import { SqlBillingStore } from "../../src/db/stores/billing-store.js";
+import type { BillingStores } from "../../src/billing/subscriptions/ports.js";
+import { sqlBillingStores } from "../../src/db/stores/billing-stores.js";
 import { reasonOf, rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
@@ -25,13 +26,13 @@ const callbacks = { success_url: "https://app.example/ok", cancelled_url: "https
 for (const store of STORES) {
   let server: TestServer;
   let db: Database;
-  let billing: SqlBillingStore;
+  let billing: BillingStores;
   let auth: SqlAuthStore;
   test.before(async () => {
     server = await startTestServer(store);
     db = await createDatabase(server.db.url, { poolSize: 2 });
     await db.dataSource.initialize();
-    billing = new SqlBillingStore(db.sql, db.entities);
+    billing = sqlBillingStores(db.sql, db.entities);
     auth = new SqlAuthStore(db.sql, db.entities);
   });
   test.after.always(async () => {
@@ -88,7 +89,7 @@ for (const store of STORES) {
       createdAt: now,
       ...over,
     };
-    await billing.insertCheckout(session);
+    await billing.checkouts.insert(session);
     return session;
   }
 
@@ -179,8 +180,8 @@ for (const store of STORES) {
     const paid = await pay(s.token);
     t.is(paid.status, 409);
     t.regex(await paid.text(), /no payment provider configured/);
-    t.is((await billing.checkout(s.token))?.status, "open", "the checkout is not used up");
-    t.is((await billing.subject(e.environmentId, e.subjectId))?.paymentMethodId, null, "no card saved");
+    t.is((await billing.checkouts.get(s.token))?.status, "open", "the checkout is not used up");
+    t.is((await billing.directory.subject(e.environmentId, e.subjectId))?.paymentMethodId, null, "no card saved");
     t.deepEqual(await e.subscriptions(), []);
     t.deepEqual(await e.invoices(), []);
     // Cancel still works.
@@ -217,7 +218,7 @@ for (const store of STORES) {
     t.is((await s.payCheckout(r.result.action.checkout_url, CARD_OK)).status, 410, "not twice");
 
     // A checkout stored before URLs were normalized still redirects (encoded at the redirect).
-    const environmentId = (await billing.checkout(new URL(r.result.action.checkout_url).pathname.split("/").at(-1) as string))?.environmentId as string;
+    const environmentId = (await billing.checkouts.get(new URL(r.result.action.checkout_url).pathname.split("/").at(-1) as string))?.environmentId as string;
     const legacy = await storedCheckout(environmentId, s.subjectId, { cancelledUrl: "https://app.example/zurück/日本" });
     const cancel = await fetch(`${server.url}/hosted/checkout/${legacy.token}/cancel`, { method: "POST", redirect: "manual" });
     t.deepEqual([cancel.status, cancel.headers.get("location")], [303, "https://app.example/zur%C3%BCck/%E6%97%A5%E6%9C%AC"]);
@@ -253,13 +254,13 @@ for (const store of STORES) {
       t.regex(html, /Cancel this checkout\?/);
       t.regex(html, new RegExp(`<form method="post" action="${path}/cancel">`));
     }
-    t.is((await billing.checkout(token))?.status, "open", "GET changed nothing");
+    t.is((await billing.checkouts.get(token))?.status, "open", "GET changed nothing");
     t.is((await fetch(`${server.url}${path}/cancel`, { method: "PUT", redirect: "manual" })).status, 405);
-    t.is((await billing.checkout(token))?.status, "open");
+    t.is((await billing.checkouts.get(token))?.status, "open");
 
     const post = await fetch(`${server.url}${path}/cancel`, { method: "POST", redirect: "manual" });
     t.deepEqual([post.status, post.headers.get("location")], [303, "https://app.example/cancelled"]);
-    t.is((await billing.checkout(token))?.status, "cancelled");
+    t.is((await billing.checkouts.get(token))?.status, "cancelled");
     t.is((await fetch(`${server.url}${path}/cancel`)).status, 410, "a cancelled checkout has nothing to confirm");
     t.is((await s.payCheckout(url, CARD_OK)).status, 410);
     t.deepEqual(await s.subscriptions(), []);

@@ -7,7 +7,7 @@ import test from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { AbortedError, FailedPreconditionError } from "../../src/billing/errors.js";
-import { RACE_ATTEMPTS, retryingRaces } from "../../src/billing/subscriptions/service.js";
+import { RACE_ATTEMPTS, retryingRaces } from "../../src/billing/subscriptions/races.js";
 import { isUnavailable } from "../../src/db/errors.js";
 import { createLogger } from "../../src/log.js";
 import { publicError } from "../../src/rpc/errors.js";

@@ -220,3 +220,15 @@ export function classify(c: Candidate, stored: { id: string; fingerprint: string
     ),
   };
 }
+
+/**
+ * The judgement an ingest needs inside its transaction, passed to the store (UsageStore.ingest)
+ * rather than imported by it: which events can be written (decide), and what each written
+ * candidate became once the unique idempotency key answered (classify).
+ */
+export interface IngestDecision {
+  decide: typeof decide;
+  classify: typeof classify;
+}
+
+export const ingestDecision: IngestDecision = { decide, classify };

@@ -14,7 +14,7 @@ import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import { nextTurn } from "../yielding.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, valueOf } from "./aggregate.js";
-import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, prepare } from "./events.js";
+import { type Grain, type IngestDecision, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
 
@@ -46,11 +46,12 @@ export interface UsageStore {
   /**
    * In one transaction: takes a shared lock on the environment (metric creation takes it
    * exclusively, so an event is either in a new metric's backfill or sees the metric), loads the
-   * metrics of the events' names and the subjects they name, lets `decide` (events.ts) judge
-   * each event, writes the candidates with the unique (environment, idempotency key) deciding
-   * which are new, and adds the new ones' contributions to the hourly totals. Outcomes in order.
+   * metrics of the events' names and the subjects they name, lets `decision.decide` (events.ts)
+   * judge each event, writes the candidates with the unique (environment, idempotency key)
+   * deciding which are new (`decision.classify`), and adds the new ones' contributions to the
+   * hourly totals. Outcomes in order.
    */
-  ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]>;
+  ingest(environmentId: string, events: PreparedEvent[], decision: IngestDecision): Promise<Outcome[]>;
   /**
    * Whether an error of `ingest` is the database refusing what it was given (so the same events
    * without some of them may commit), rather than the database being unreachable or busy.
@@ -82,7 +83,7 @@ export class IngestService {
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
     let b = this.batchers.get(environmentId);
     if (!b) {
-      b = new GroupCommit((events) => this.store.ingest(environmentId, events), MAX_BATCH, this.options.maxInFlightPerEnvironment, (err) =>
+      b = new GroupCommit((events) => this.store.ingest(environmentId, events, ingestDecision), MAX_BATCH, this.options.maxInFlightPerEnvironment, (err) =>
         this.store.failedOnData(err),
       );
       this.batchers.set(environmentId, b);

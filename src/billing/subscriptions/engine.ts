@@ -18,7 +18,8 @@ import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "..
 import { type Yielder, yielder } from "../yielding.js";
 import type { EnvironmentMode } from "../tenancy.js";
 import type { PaymentProviders } from "./payments.js";
-import type { BillingFailure, BillingStore, BillingTx, Invoice, PaymentProvider, Subscription } from "./types.js";
+import type { BillingStores, BillingTx } from "./ports.js";
+import type { BillingFailure, Invoice, PaymentProvider, Subscription } from "./types.js";
 
 const ONE = dec(1);
 
@@ -60,19 +61,35 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
   return m === undefined ? ONE : dec(m);
 }
 
+/** What the engine reads of the catalog: cards and metrics by ID, a catalog's rates (add-ons). */
+export interface EngineCatalog {
+  cards: Pick<RateCardStore, "get">;
+  catalogs: Pick<RateCatalogStore, "ratesFor">;
+  metrics: Pick<PricingMetricStore, "getMany">;
+}
+
+/** What the engine reads of usage: a metric's value for a subject over [from, to), grouped by dimensions. */
+export type UsageMeter = Pick<SummaryService, "measure">;
+
 export class BillingEngine {
+  private readonly cards: EngineCatalog["cards"];
+  readonly catalogs: EngineCatalog["catalogs"];
+  private readonly metrics: EngineCatalog["metrics"];
+
   constructor(
-    readonly store: BillingStore,
-    private readonly cards: RateCardStore,
-    readonly catalogs: RateCatalogStore,
-    private readonly metrics: PricingMetricStore,
-    private readonly usage: SummaryService,
+    readonly stores: BillingStores,
+    catalog: EngineCatalog,
+    private readonly usage: UsageMeter,
     /** The payment provider of each environment mode (payments.ts): none for live, so far. */
     readonly payments: PaymentProviders,
     readonly now: () => Date,
     /** Told what went wrong where no caller can be (to log it). */
     private readonly events: EngineEvents = {},
-  ) {}
+  ) {
+    this.cards = catalog.cards;
+    this.catalogs = catalog.catalogs;
+    this.metrics = catalog.metrics;
+  }
 
   // An environment's mode never changes (environments are created with it), so it is cached.
   private readonly modeCache = new Map<string, EnvironmentMode>();
@@ -91,7 +108,7 @@ export class BillingEngine {
   async modeOf(environmentId: string): Promise<EnvironmentMode | undefined> {
     let mode = this.modeCache.get(environmentId);
     if (mode === undefined) {
-      mode = await this.store.environmentMode(environmentId);
+      mode = await this.stores.directory.environmentMode(environmentId);
       if (mode === undefined) return undefined;
       if (this.modeCache.size > 10_000) this.modeCache.clear();
       this.modeCache.set(environmentId, mode);
@@ -233,16 +250,16 @@ export class BillingEngine {
     if (invoice.lines.length === 0) return;
     const at = this.now();
     if (dec(invoice.total).lte(0)) {
-      await this.store.setInvoiceStatus(invoice.id, "open", "paid", at);
+      await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
       return;
     }
-    const pm = paymentMethodId ? await this.store.paymentMethod(paymentMethodId) : undefined;
+    const pm = paymentMethodId ? await this.stores.paymentMethods.get(paymentMethodId) : undefined;
     if (!pm) return; // stays open until paid another way
     // A live environment has no provider: the invoice stays open (never the test provider).
     const provider = await this.providerFor(invoice.environmentId);
     if (!provider) return;
     const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
-    if (res.ok) await this.store.setInvoiceStatus(invoice.id, "open", "paid", at);
+    if (res.ok) await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
   }
 
   /** The invoice that closes a subscription's current cycle, computed from committed usage. */
@@ -301,7 +318,7 @@ export class BillingEngine {
     let written: Invoice[] = [];
     let closed = 0;
     try {
-      [written, closed] = await this.store.transaction(async (tx) => {
+      [written, closed] = await this.stores.transaction(async (tx) => {
         const locked = await tx.lockSubscriptions(computed.map((s) => s.id));
         const ready = locked.filter((s) => {
           const snap = byId.get(s.id) as Subscription;
@@ -354,7 +371,7 @@ export class BillingEngine {
     const failure: BillingFailure = { message: failureMessage(err, at), attempts, failedAt: at, retryAt: new Date(at.getTime() + retryDelayMs(attempts)) };
     let recorded: boolean;
     try {
-      recorded = await this.store.setBillingFailure(s, failure);
+      recorded = await this.stores.subscriptions.setBillingFailure(s, failure);
     } catch {
       throw err;
     }
@@ -368,7 +385,7 @@ export class BillingEngine {
     const at = this.now();
     const zero = list.filter((i) => dec(i.total).lte(0)).map((i) => i.id);
     const due = list.filter((i) => dec(i.total).gt(0));
-    const methods = await this.store.paymentMethodsOf([...new Set(due.map((i) => i.subjectId))]);
+    const methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
     const paid: string[] = [...zero];
     for (const i of due) {
       const pm = methods.get(i.subjectId);
@@ -381,7 +398,7 @@ export class BillingEngine {
         this.events.settleFailed?.(i.id, err);
       }
     }
-    await this.store.setInvoicesStatus(paid, "open", "paid", at);
+    await this.stores.invoices.setStatuses(paid, "open", "paid", at);
   }
 
   /**
@@ -393,7 +410,7 @@ export class BillingEngine {
     for (;;) {
       await breathe();
       // Subscriptions set aside (their close failed) are not due again until their retry time.
-      const due = await this.store.dueSubscriptions(now, clockId, 500, strict, this.now());
+      const due = await this.stores.subscriptions.due(now, clockId, 500, strict, this.now());
       if (due.length === 0) return closed;
       let progress = 0;
       for (let k = 0; k < due.length; k += 100) {

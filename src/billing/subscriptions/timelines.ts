@@ -12,10 +12,13 @@ import { total } from "../invoicing/lines.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { checkInstant, parseInstant } from "../time.js";
-import { yielder } from "../yielding.js";
+import type { SubscriptionChanges } from "./changes.js";
+import type { CallbackUrls, Checkouts } from "./checkout.js";
+import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
-import type { CallbackUrls, StartResult, SubscriptionService } from "./service.js";
-import { type Subscription, type Timeline, type TimelineItem, covers } from "./types.js";
+import type { Subscriptions } from "./subscribe.js";
+import type { Terms } from "./terms.js";
+import { type Timeline, type TimelineItem, covers } from "./types.js";
 
 export interface TimelineItemInput {
   start?: Date;
@@ -29,21 +32,24 @@ export interface TimelineItemInput {
 export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { kind: "requires_action"; checkoutUrl: string };
 
 
+/** What a timeline runs on: the subscription use cases it drives. */
+export interface TimelineDeps {
+  lookups: Lookups;
+  terms: Terms;
+  checkouts: Checkouts;
+  subscriptions: Subscriptions;
+  changes: SubscriptionChanges;
+}
+
 export class TimelineService {
-  constructor(
-    private readonly subs: SubscriptionService,
-    /** Told about a timeline that could not be moved on (the run goes on with the others). */
-    private readonly onError: (timelineId: string, err: unknown) => void = () => {},
-  ) {
-    subs.useDueRunner((now, clockId) => this.runDue(now, clockId));
-    subs.useTimelineStarter(async (caller, payload) => {
-      const p = payload as { timelineId: string; effectiveAt: string };
-      await this.begin(caller, p.timelineId, new Date(p.effectiveAt));
-    });
+  constructor(private readonly deps: TimelineDeps) {}
+
+  private get lookups() {
+    return this.deps.lookups;
   }
 
-  private get store() {
-    return this.subs.store;
+  private get stores() {
+    return this.deps.lookups.stores;
   }
 
   async create(caller: Caller, input: { rateCardId: string; subjectId: string }): Promise<Timeline> {
@@ -51,9 +57,9 @@ export class TimelineService {
     if (input.rateCardId === "") v.add("rate_card_id", "is required");
     if (input.subjectId === "") v.add("subject_id", "is required");
     v.throwIfAny();
-    const subject = await this.subs.subject(caller, input.subjectId);
-    const card = await this.subs.cardOf(caller, input.rateCardId);
-    const now = await this.subs.nowFor(subject);
+    const subject = await this.lookups.subject(caller, input.subjectId);
+    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const now = await this.lookups.nowFor(subject);
     const t: Timeline = {
       id: newId("stl"),
       environmentId: caller.environmentId,
@@ -67,12 +73,12 @@ export class TimelineService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.store.insertTimeline(t);
+    await this.stores.timelines.insert(t);
     return t;
   }
 
   async get(caller: Caller, id: string): Promise<Timeline> {
-    const t = id === "" ? undefined : await this.store.timeline(caller.environmentId, id);
+    const t = id === "" ? undefined : await this.stores.timelines.get(caller.environmentId, id);
     if (!t) throw new NotFoundError("TIMELINE_NOT_FOUND", `subscription timeline ${JSON.stringify(id)} not found`, { subscription_timeline_id: id });
     return t;
   }
@@ -81,7 +87,7 @@ export class TimelineService {
     const v = new Violations();
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
-    return this.store.listTimelines(caller.environmentId, page);
+    return this.stores.timelines.list(caller.environmentId, page);
   }
 
   async items(caller: Caller, id: string, limit?: number, offset?: number): Promise<PageResult<TimelineItem>> {
@@ -89,7 +95,7 @@ export class TimelineService {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     const t = await this.get(caller, id);
-    const all = await this.store.timelineItems(t.id);
+    const all = await this.stores.timelines.items(t.id);
     return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
   }
 
@@ -99,8 +105,8 @@ export class TimelineService {
     if (timeline.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is ${timeline.status}; items can be added to a draft only`);
     const v = new Violations();
     if (inputs.length === 0) v.add("items", "is required: at least one item");
-    const base = await this.subs.cardOf(caller, timeline.rateCardId);
-    const now = await this.subs.nowFor({ environmentId: caller.environmentId, testClockId: timeline.testClockId });
+    const base = await this.lookups.cardOf(caller, timeline.rateCardId);
+    const now = await this.lookups.nowFor({ environmentId: caller.environmentId, testClockId: timeline.testClockId });
     const made: TimelineItem[] = [];
     for (const [i, input] of inputs.entries()) {
       const iv = v.at("items").at(i);
@@ -119,7 +125,7 @@ export class TimelineService {
       if (input.rateCardId === "") sv.add("rate_card_id", "is required");
       else {
         try {
-          card = await this.subs.cardOf(caller, input.rateCardId);
+          card = await this.lookups.cardOf(caller, input.rateCardId);
         } catch {
           sv.add("rate_card_id", "no rate card with this ID exists");
         }
@@ -128,7 +134,7 @@ export class TimelineService {
       if (card) {
         if (card.billingInterval !== base.billingInterval) sv.add("rate_card_id", `is ${card.billingInterval}; the timeline's rate card is ${base.billingInterval}`);
         else if (card.currency && base.currency && card.currency !== base.currency) sv.add("rate_card_id", `charges ${card.currency}; the timeline's rate card charges ${base.currency}`);
-        terms = await this.subs.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, sv);
+        terms = await this.deps.terms.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, sv);
       }
       made.push({
         id: newId("sti"),
@@ -144,7 +150,7 @@ export class TimelineService {
     }
     v.throwIfAny();
     // Together with the items already there: in time order, each starting where the last ended.
-    const existing = await this.store.timelineItems(timeline.id);
+    const existing = await this.stores.timelines.items(timeline.id);
     const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort(
       (a, b) => a.item.start.getTime() - b.item.start.getTime(),
     );
@@ -157,7 +163,7 @@ export class TimelineService {
       else if (cur.item.start.getTime() > prev.end.getTime()) path.add(cur.index >= 0 ? "start" : "", `leaves a gap after the item that ends at ${prev.end.toISOString()}`);
     }
     v.throwIfAny();
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const locked = await tx.lockTimeline(caller.environmentId, timeline.id);
       if (!locked || locked.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
       await tx.insertTimelineItems(made);
@@ -172,37 +178,37 @@ export class TimelineService {
     const v = new Violations();
     if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
     const given = checkInstant(input.effectiveAt, v, "effective_at");
-    const subject = await this.subs.subject(caller, timeline.subjectId);
-    const now = await this.subs.nowFor(subject);
+    const subject = await this.lookups.subject(caller, timeline.subjectId);
+    const now = await this.lookups.nowFor(subject);
     const effectiveAt = given ?? now;
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
     else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
-    const paid = await this.subs.anyPaidItem(caller, items);
-    if (!this.subs.paymentsFor(caller)) {
+    const paid = await this.deps.terms.anyPaidItem(caller, items);
+    if (!this.lookups.paymentsFor(caller)) {
       // A live environment (no provider): only a timeline that never needs a payment starts.
       if (paid) throw noPaymentProvider("the timeline has items with fixed charges, which need a payment");
       if (input.createCheckoutSession === "always") throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
     }
     if (input.createCheckoutSession === "always" || (paid && !subject.paymentMethodId)) {
       const first = items.find((i) => covers(i, effectiveAt.getTime())) as TimelineItem;
-      const card = await this.subs.cardOf(caller, first.rateCardId);
-      const lines = await this.subs.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
+      const card = await this.lookups.cardOf(caller, first.rateCardId);
+      const lines = await this.lookups.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
       const amount = total(lines);
-      const session = await this.subs.openCheckout(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks, card, amount, `Subscribe to ${card.name}`, now);
-      return { kind: "requires_action", checkoutUrl: this.subs.checkoutUrl(session) };
+      const session = await this.deps.checkouts.open(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks, card, amount, `Subscribe to ${card.name}`, now);
+      return { kind: "requires_action", checkoutUrl: this.deps.checkouts.url(session) };
     }
     return { kind: "success", timeline: await this.begin(caller, timeline.id, effectiveAt) };
   }
 
-  /** Pending until effective_at, or active from it now. */
-  private async begin(caller: Caller, id: string, effectiveAt: Date): Promise<Timeline> {
+  /** Pending until effective_at, or active from it now (also when its paid checkout completes). */
+  async begin(caller: Caller, id: string, effectiveAt: Date): Promise<Timeline> {
     const timeline = await this.get(caller, id);
-    const subject = await this.subs.subject(caller, timeline.subjectId);
-    const now = await this.subs.nowFor(subject);
+    const subject = await this.lookups.subject(caller, timeline.subjectId);
+    const now = await this.lookups.nowFor(subject);
     if (effectiveAt.getTime() > now.getTime()) {
-      return this.store.transaction(async (tx) => {
+      return this.stores.transaction(async (tx) => {
         const t = await tx.lockTimeline(caller.environmentId, id);
         if (!t || t.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
         const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
@@ -217,21 +223,18 @@ export class TimelineService {
   /** Creates the subscription from the item covering `at`; the timeline becomes active. */
   private async activate(timeline: Timeline, at: Date): Promise<void> {
     const caller = systemCaller(timeline.environmentId);
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     const item = items.find((i) => covers(i, at.getTime()));
     if (!item) invalid("effective_at", "no item of the timeline covers this time");
-    const subject = await this.subs.subject(caller, timeline.subjectId);
-    const card = await this.subs.cardOf(caller, item.rateCardId);
-    const draft: Subscription = {
-      ...this.subs.newSubscription(caller, subject, card, { quantities: item.fixedRateQuantities, multipliers: item.rateMultipliers }, {}, at),
-      timelineId: timeline.id,
-    };
-    await this.subs.start(draft, card, await this.subs.engine.fixedLines(card, draft), subject.paymentMethodId);
+    const subject = await this.lookups.subject(caller, timeline.subjectId);
+    const card = await this.lookups.cardOf(caller, item.rateCardId);
+    const terms = { quantities: item.fixedRateQuantities, multipliers: item.rateMultipliers };
+    await this.deps.subscriptions.startNow(caller, subject, card, terms, {}, timeline.id, at);
   }
 
   /** Ends a timeline that has nothing left to run (its subject is gone). */
   private async complete(timeline: Timeline, at: Date): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
       if (t && t.status !== "completed") await tx.updateTimeline({ ...t, status: "completed", nextTransitionAt: null, updatedAt: at });
     });
@@ -242,57 +245,28 @@ export class TimelineService {
     const at = timeline.nextTransitionAt as Date;
     if (timeline.status === "pending") {
       // A subject deleted while its timeline was pending: nothing to start.
-      if (!(await this.store.subject(timeline.environmentId, timeline.subjectId))) return this.complete(timeline, at);
+      if (!(await this.stores.directory.subject(timeline.environmentId, timeline.subjectId))) return this.complete(timeline, at);
       await this.activate(timeline, at);
       return;
     }
-    const items = await this.store.timelineItems(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id);
     const next = items.find((i) => i.start.getTime() === at.getTime());
-    const sub = timeline.subscriptionId ? await this.store.subscription(timeline.environmentId, timeline.subscriptionId) : undefined;
+    const sub = timeline.subscriptionId ? await this.stores.subscriptions.get(timeline.environmentId, timeline.subscriptionId) : undefined;
     const caller = systemCaller(timeline.environmentId);
     if (sub && sub.status === "active") {
       if (next) {
-        const card = await this.subs.cardOf(caller, next.rateCardId);
-        await this.subs.switchTo(sub, card, { fixedRateQuantities: next.fixedRateQuantities, rateMultipliers: next.rateMultipliers }, at);
+        const card = await this.lookups.cardOf(caller, next.rateCardId);
+        await this.deps.changes.switchTo(sub, card, { fixedRateQuantities: next.fixedRateQuantities, rateMultipliers: next.rateMultipliers }, at);
       } else {
-        const subject = await this.store.subject(timeline.environmentId, timeline.subjectId);
-        await this.subs.cancelAt(sub, at, "subscription timeline completed", subject?.paymentMethodId ?? null);
+        const subject = await this.stores.directory.subject(timeline.environmentId, timeline.subjectId);
+        await this.deps.changes.cancelAt(sub, at, "subscription timeline completed", subject?.paymentMethodId ?? null);
       }
     }
-    await this.store.transaction(async (tx) => {
+    await this.stores.transaction(async (tx) => {
       const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
       if (!t || t.nextTransitionAt?.getTime() !== at.getTime()) return;
       const done = !next || !sub || sub.status !== "active";
       await tx.updateTimeline({ ...t, status: done ? "completed" : "active", nextTransitionAt: done ? null : next.end, updatedAt: at });
     });
-  }
-
-  /**
-   * Runs everything due up to `now`, in time order: cycle closes before a timeline transition
-   * at a later time; at the same instant the transition first (the new item's card then opens
-   * the next cycle).
-   */
-  async runDue(now: Date, clockId: string | null): Promise<number> {
-    const engine = this.subs.engine;
-    const breathe = yielder();
-    let n = 0;
-    const seen = new Set<string>();
-    for (;;) {
-      await breathe();
-      const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
-      // The earliest due timeline not tried yet in this run (one that failed, or that another
-      // runner holds, is not tried again until the next run).
-      const timeline = (await this.store.dueTimelines(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
-      if (!timeline) break;
-      seen.add(keyOf(timeline));
-      n += await engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);
-      try {
-        await this.transition(timeline);
-      } catch (err) {
-        // One timeline that cannot move on must not stop billing for everyone else.
-        this.onError(timeline.id, err);
-      }
-    }
-    return n + (await engine.closeDue(now, clockId, 8, false, breathe));
   }
 }

@@ -1,7 +1,5 @@
-/** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types and ports. */
+/** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { Metadata } from "../metadata.js";
-import type { Page, PageResult } from "../pagination.js";
-import type { EnvironmentMode } from "../tenancy.js";
 
 export type SubscriptionStatus = "active" | "cancelled" | "paused";
 
@@ -147,74 +145,6 @@ export interface BillingSubject {
   environmentId: string;
   testClockId: string | null;
   paymentMethodId: string | null;
-}
-
-/** Everything billing writes, in one transaction (`BillingStore.transaction`). */
-export interface BillingTx {
-  /** The subscription, locked until the transaction ends. */
-  lockSubscription(environmentId: string, id: string): Promise<Subscription | undefined>;
-  /** Locks the subscriptions it can (on MySQL, rows another transaction holds are skipped). */
-  lockSubscriptions(ids: string[]): Promise<Subscription[]>;
-  insertSubscription(s: Subscription): Promise<void>;
-  updateSubscription(s: Subscription): Promise<void>;
-  /** Throws AlreadyExistsError when the subscription already has an invoice for that period key. */
-  insertInvoice(i: Invoice): Promise<void>;
-  /** Several invoices at once (multi-row inserts); the same unique key applies. */
-  insertInvoices(list: Invoice[]): Promise<void>;
-  lockCheckout(token: string): Promise<CheckoutSession | undefined>;
-  updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
-  insertPaymentMethod(pm: PaymentMethod): Promise<void>;
-  lockTimeline(environmentId: string, id: string): Promise<Timeline | undefined>;
-  updateTimeline(t: Timeline): Promise<void>;
-  insertTimelineItems(items: TimelineItem[]): Promise<void>;
-  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string): Promise<void>;
-}
-
-export interface BillingStore {
-  transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T>;
-  subject(environmentId: string, key: string): Promise<BillingSubject | undefined>;
-  subscription(environmentId: string, id: string): Promise<Subscription | undefined>;
-  listSubscriptions(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
-  activeSubscriptions(environmentId: string, subjectId: string): Promise<Subscription[]>;
-  /**
-   * Active subscriptions whose cycle ends at or before `now` (before it, when `strict`): on real
-   * time (clockId null) or on one clock.
-   */
-  /**
-   * Active subscriptions whose period ended by `now` (before it when strict), on real time
-   * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
-   */
-  dueSubscriptions(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]>;
-  /**
-   * Records a failed cycle close on the subscription row (outside any transaction), only if the
-   * row is still active in the cycle `s` was in; false when it had moved on.
-   */
-  setBillingFailure(s: Subscription, failure: BillingFailure): Promise<boolean>;
-  invoice(environmentId: string, id: string): Promise<Invoice | undefined>;
-  invoiceByToken(token: string): Promise<Invoice | undefined>;
-  listInvoices(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
-  /** Sets the status if the invoice is in `from`; false otherwise. */
-  setInvoiceStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
-  paymentMethod(id: string): Promise<PaymentMethod | undefined>;
-  /** The saved payment method of each of these subjects that has one. */
-  paymentMethodsOf(subjectIds: string[]): Promise<Map<string, PaymentMethod>>;
-  /** Moves these invoices from `from` to `to` (those still in `from`). */
-  setInvoicesStatus(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
-  insertCheckout(c: CheckoutSession): Promise<void>;
-  checkout(token: string): Promise<CheckoutSession | undefined>;
-  insertTimeline(t: Timeline): Promise<void>;
-  timeline(environmentId: string, id: string): Promise<Timeline | undefined>;
-  listTimelines(environmentId: string, page: Page): Promise<PageResult<Timeline>>;
-  /** Every item of a timeline, in time order. */
-  timelineItems(timelineId: string): Promise<TimelineItem[]>;
-  /** Pending or active timelines whose next transition is at or before `now`, earliest first. */
-  dueTimelines(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
-  insertClock(c: TestClock): Promise<void>;
-  clock(environmentId: string, id: string): Promise<TestClock | undefined>;
-  /** The mode of an environment (undefined when there is no such environment). */
-  environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
-  /** Moves the clock to `to` if it is not past it already; false otherwise. */
-  advanceClock(environmentId: string, id: string, to: Date): Promise<boolean>;
 }
 
 /** A payment processor. The built-in test provider stands in for a real one. */

@@ -1,7 +1,7 @@
 import type { MigrationInterface, QueryRunner } from "typeorm";
 import { isMysql } from "../columns.js";
 import { dropTables, runFor } from "./dialect.js";
-import { type MetricRow, backfillTotals, metricOfRow } from "../stores/usage-store.js";
+import { type MetricRow, backfillTotals, metricFromLookupRow } from "../stores/usage-store.js";
 
 /**
  * Minute totals beside the hourly ones, so a read of a period whose edges fall inside an hour
@@ -24,7 +24,7 @@ export class MinuteTotals1795000000005 implements MigrationInterface {
     await runFor(q, MYSQL, SQLITE);
     // The minute totals of the events already stored, per pricing metric reading them.
     const metrics: MetricRow[] = await q.query("SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics");
-    for (const metric of metrics.map(metricOfRow)) await backfillTotals(q.manager, mysql ? "mysql" : "sqlite", metric, ["minute"]);
+    for (const metric of metrics.map(metricFromLookupRow)) await backfillTotals(q.manager, mysql ? "mysql" : "sqlite", metric, ["minute"]);
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -8,7 +8,7 @@ import type { Sql } from "../sql.js";
 
 const rpsOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
-function toEnvironment(r: EnvironmentRow): Environment {
+function environmentFromRow(r: EnvironmentRow): Environment {
   return {
     id: r.id,
     name: r.name,
@@ -19,7 +19,7 @@ function toEnvironment(r: EnvironmentRow): Environment {
   };
 }
 
-function toKey(r: ApiKeyRow): ApiKey {
+function apiKeyFromRow(r: ApiKeyRow): ApiKey {
   return {
     id: r.id,
     environmentId: r.environment_id,
@@ -45,8 +45,8 @@ export class SqlAuthStore implements AuthStore {
     const r = rows[0];
     if (!r) return undefined;
     return {
-      key: toKey({ ...r, created_at: fromDbTime(r.created_at), revoked_at: fromDbTimeOrNull(r.revoked_at) }),
-      environment: toEnvironment({
+      key: apiKeyFromRow({ ...r, created_at: fromDbTime(r.created_at), revoked_at: fromDbTimeOrNull(r.revoked_at) }),
+      environment: environmentFromRow({
         id: r.environment_id,
         name: r.env_name,
         mode: r.env_mode,
@@ -59,7 +59,7 @@ export class SqlAuthStore implements AuthStore {
 
   async findEnvironmentByName(name: string): Promise<Environment | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { name }));
-    return r ? toEnvironment(r) : undefined;
+    return r ? environmentFromRow(r) : undefined;
   }
 
   async insertEnvironment(env: Environment): Promise<void> {
@@ -72,7 +72,7 @@ export class SqlAuthStore implements AuthStore {
   }
 
   async listEnvironments(): Promise<Environment[]> {
-    return (await this.sql.run((em) => em.find(this.entities.Environment, { order: { created_at: "ASC", id: "ASC" } }))).map(toEnvironment);
+    return (await this.sql.run((em) => em.find(this.entities.Environment, { order: { created_at: "ASC", id: "ASC" } }))).map(environmentFromRow);
   }
 
   async setEnvironmentRateLimits(id: string, limits: { ingestRps?: number | null; apiRps?: number | null }): Promise<boolean> {
@@ -107,7 +107,7 @@ export class SqlAuthStore implements AuthStore {
     const rows = await this.sql.run((em) =>
       em.find(this.entities.ApiKey, { where: environmentId ? { environment_id: environmentId } : {}, order: { created_at: "ASC", id: "ASC" } }),
     );
-    return rows.map(toKey);
+    return rows.map(apiKeyFromRow);
   }
 
   async revokeKey(id: string, at: Date): Promise<boolean> {

@@ -7,7 +7,7 @@ import { isUniqueViolation } from "../errors.js";
 import { dbTime, findSubjectRow, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
 
-function toSubject(r: SubjectRow): Subject {
+function subjectFromRow(r: SubjectRow): Subject {
   return {
     id: r.id,
     environmentId: r.environment_id,
@@ -52,7 +52,7 @@ export class SqlSubjectStore implements SubjectStore {
   async findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
     // Plain SQL: this is the hottest read of the service.
     const row = await findSubjectRow<SubjectRow>(this.sql, environmentId, key, "id, environment_id, external_id, email, name, metadata, created_at, test_clock_id, payment_method_id");
-    return row ? toSubject({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
+    return row ? subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
   }
 
   async update(environmentId: string, id: string, patch: SubjectPatch, at: Date): Promise<Subject | undefined> {
@@ -69,7 +69,7 @@ export class SqlSubjectStore implements SubjectStore {
         .execute();
       return em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
     });
-    return row && row.deleted_at === null ? toSubject(row) : undefined;
+    return row && row.deleted_at === null ? subjectFromRow(row) : undefined;
   }
 
   private page(environmentId: string, page: Page, query?: string): Promise<PageResult<Subject>> {
@@ -86,7 +86,7 @@ export class SqlSubjectStore implements SubjectStore {
         qb.andWhere(`(LOWER(s.name) LIKE ${p} ESCAPE '!' OR LOWER(s.email) LIKE ${p} ESCAPE '!')`, { p: likePattern(query) });
       }
       const rows = await qb.orderBy("s.seq", "ASC").limit(page.limit + 1).offset(page.offset).getMany();
-      return toPageResult(rows.map(toSubject), page);
+      return toPageResult(rows.map(subjectFromRow), page);
     });
   }
 

@@ -8,11 +8,10 @@ import {
   type Candidate,
   type Contribution,
   type Grain,
+  type IngestDecision,
   type Outcome,
   type PreparedEvent,
-  classify,
   contributionsOf,
-  decide,
   mergeContributions,
 } from "../../billing/metering/events.js";
 import type { RawEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
@@ -39,7 +38,7 @@ export interface MetricRow {
   value_field: string | null;
 }
 
-export function metricOfRow(r: MetricRow): PricingMetric {
+export function metricFromLookupRow(r: MetricRow): PricingMetric {
   return {
     id: r.id,
     environmentId: r.environment_id,
@@ -137,13 +136,13 @@ export class SqlUsageStore implements UsageStore {
     private readonly onRetry?: (err: unknown, attempt: number) => void,
   ) {}
 
-  async ingest(environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
+  async ingest(environmentId: string, events: PreparedEvent[], decision: IngestDecision): Promise<Outcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
         // READ COMMITTED: the key lookup after the insert must see events other transactions
         // committed meanwhile, and a plain read does that without share-locking index ranges
         // (which deadlocked concurrent ingests).
-        return await this.sql.pipelined((p) => this.ingestInTransaction(p, environmentId, events), { readCommitted: true });
+        return await this.sql.pipelined((p) => this.ingestInTransaction(p, environmentId, events, decision), { readCommitted: true });
       } catch (err) {
         if (!isTransient(err) || attempt >= 5) throw err;
         this.onRetry?.(err, attempt);
@@ -156,7 +155,7 @@ export class SqlUsageStore implements UsageStore {
    * On MySQL three round trips whatever the number of events (up to 500): the lock and the
    * lookups (with BEGIN), the insert (its RETURNING decides each event), the totals (with COMMIT).
    */
-  private async ingestInTransaction(p: Pipeline, environmentId: string, events: PreparedEvent[]): Promise<Outcome[]> {
+  private async ingestInTransaction(p: Pipeline, environmentId: string, events: PreparedEvent[], decision: IngestDecision): Promise<Outcome[]> {
     const mysql = this.sql.dialect === "mysql";
     const reads: Statement[] = [];
     // Shared lock: metric creation (with its backfill) holds this row exclusively.
@@ -178,14 +177,14 @@ export class SqlUsageStore implements UsageStore {
     const [metricRows, ...subjectParts] = (await p.run(reads)).slice(mysql ? 1 : 0) as [MetricRow[], ...{ id: string; external_id_key: string | null; frozen_time: unknown }[][]];
 
     const metricsByName = new Map<string, PricingMetric[]>();
-    for (const m of metricRows.map(metricOfRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
+    for (const m of metricRows.map(metricFromLookupRow)) metricsByName.set(m.eventName, [...(metricsByName.get(m.eventName) ?? []), m]);
     const subjectIds = new Map<string, { id: string; clockTime: number | null }>();
     const rows = subjectParts.flat();
     const value = (r: (typeof rows)[number]) => ({ id: r.id, clockTime: r.frozen_time == null ? null : fromDbTime(r.frozen_time).getTime() });
     for (const r of rows) if (r.external_id_key !== null && !subjectIds.has(r.external_id_key)) subjectIds.set(r.external_id_key, value(r));
     for (const r of rows) subjectIds.set(r.id, value(r)); // an ID match wins over an external-ID match
 
-    const decided = decide(events, metricsByName, subjectIds);
+    const decided = decision.decide(events, metricsByName, subjectIds);
     const candidates = decided.filter((d): d is Candidate => "id" in d);
     const outcomes = new Map<PreparedEvent, Outcome>();
     for (const d of decided) if ("error" in d) outcomes.set(d.event, { status: "rejected", error: d.error });
@@ -228,7 +227,7 @@ export class SqlUsageStore implements UsageStore {
       }
       const accepted: Contribution[] = [];
       for (const c of candidates) {
-        const outcome = classify(c, stored.get(c.event.idempotencyKey));
+        const outcome = decision.classify(c, stored.get(c.event.idempotencyKey));
         outcomes.set(c.event, outcome);
         if (outcome.status === "accepted") accepted.push(...c.contributions);
       }

@@ -1,6 +1,6 @@
 /** Subscriptions, invoices, billing state and test clocks: wire ⇄ domain. */
 import { create } from "@bufbuild/protobuf";
-import type { CallbackUrls } from "../../billing/subscriptions/service.js";
+import type { CallbackUrls } from "../../billing/subscriptions/checkout.js";
 import type { Invoice, Subscription, TestClock } from "../../billing/subscriptions/types.js";
 import { type Invoice as InvoicePb, InvoiceSchema } from "../../gen/billing/v1/invoice_pb.js";
 import { type Subscription as SubscriptionPb, SubscriptionSchema, type CheckoutCallbackUrls } from "../../gen/billing/v1/subscription_pb.js";

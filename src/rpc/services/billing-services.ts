@@ -1,6 +1,10 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { SubscriptionService as Subscriptions } from "../../billing/subscriptions/service.js";
+import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
+import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
+import type { Invoices } from "../../billing/subscriptions/invoices.js";
+import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
+import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
 import type { InvoiceService } from "../../gen/billing/v1/invoice_service_pb.js";
 import type { SubscriptionService } from "../../gen/billing/v1/subscription_service_pb.js";
@@ -9,7 +13,7 @@ import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
 import { instantOf } from "../convert/common.js";
 
-export function subscriptionService(subs: Subscriptions): ServiceImpl<typeof SubscriptionService> {
+export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges): ServiceImpl<typeof SubscriptionService> {
   return {
     async createSubscription(req, ctx) {
       const r = await subs.create(callerOf(ctx), {
@@ -37,11 +41,11 @@ export function subscriptionService(subs: Subscriptions): ServiceImpl<typeof Sub
       return { hasMore: page.hasMore, subscriptions: page.items.map(subscriptionToPb) };
     },
     async cancelSubscription(req, ctx) {
-      const s = await subs.cancel(callerOf(ctx), req.subscriptionId, { atEndOfCycle: req.cancelAtEndOfCycle, reason: req.reason });
+      const s = await changes.cancel(callerOf(ctx), req.subscriptionId, { atEndOfCycle: req.cancelAtEndOfCycle, reason: req.reason });
       return { subscription: subscriptionToPb(s) };
     },
     async changeRateCard(req, ctx) {
-      const r = await subs.changeRateCard(callerOf(ctx), req.subscriptionId, {
+      const r = await changes.changeRateCard(callerOf(ctx), req.subscriptionId, {
         rateCardId: req.rateCardId,
         behavior: req.upgradeBehavior,
         callbacks: callbacksOf(req.checkoutCallbackUrls),
@@ -56,7 +60,7 @@ export function subscriptionService(subs: Subscriptions): ServiceImpl<typeof Sub
   };
 }
 
-export function invoiceService(subs: Subscriptions): ServiceImpl<typeof InvoiceService> {
+export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceService> {
   const pb = (i: Parameters<typeof subs.hostedInvoiceUrl>[0]) => invoiceToPb(i, subs.hostedInvoiceUrl(i));
   return {
     async listInvoices(req, ctx) {
@@ -75,7 +79,7 @@ export function invoiceService(subs: Subscriptions): ServiceImpl<typeof InvoiceS
   };
 }
 
-export function customerAccessService(subs: Subscriptions): ServiceImpl<typeof CustomerAccessService> {
+export function customerAccessService(subs: BillingStates): ServiceImpl<typeof CustomerAccessService> {
   return {
     async getBillingState(req, ctx) {
       const s = await subs.billingState(callerOf(ctx), req.subjectId);
@@ -91,7 +95,7 @@ export function customerAccessService(subs: Subscriptions): ServiceImpl<typeof C
   };
 }
 
-export function testClockService(subs: Subscriptions): ServiceImpl<typeof TestClockService> {
+export function testClockService(subs: TestClocks): ServiceImpl<typeof TestClockService> {
   return {
     async createTestClock(req, ctx) {
       return { testClock: clockToPb(await subs.createClock(callerOf(ctx), { name: req.name, frozenTime: instantOf(req.frozenTime) })) };

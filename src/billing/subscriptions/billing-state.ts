@@ -1,0 +1,29 @@
+/** A subject's billing state (customer access): its active subscriptions and each usage rate's units used against those included. */
+import { dec, formatDecimal } from "../money.js";
+import type { Caller } from "../tenancy.js";
+import type { Lookups } from "./lookups.js";
+
+export class BillingStates {
+  constructor(private readonly lookups: Lookups) {}
+
+  async billingState(caller: Caller, subjectKey: string) {
+    const { engine, stores } = this.lookups;
+    const subject = await this.lookups.subject(caller, subjectKey);
+    const active = await stores.subscriptions.active(caller.environmentId, subject.id);
+    const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
+    let overage = false;
+    for (const s of active) {
+      const card = await engine.card(s.environmentId, s.rateCardId);
+      for (const { rate, used } of await engine.usedUnits(card, s, s.usageSince, s.periodEnd)) {
+        if (used.gt(dec(rate.includedUnits))) overage = true;
+        usage.push({ includedUnits: rate.includedUnits, pricingMetricId: rate.pricingMetricId, rateName: rate.name, usedUnits: formatDecimal(used) });
+      }
+    }
+    return {
+      hasActiveSubscription: active.length > 0,
+      hasOverage: overage,
+      active: active.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
+      usage,
+    };
+  }
+}

@@ -1,0 +1,257 @@
+/**
+ * Cancelling a subscription (now, or at the end of its cycle) and changing its rate card (an
+ * upgrade charged prorated or as the rate difference, through a checkout without a card on
+ * file). Both first catch up with cycles that ended, then apply under the subscription's row
+ * lock with a fence (races.ts): a cycle close racing them makes the attempt start over.
+ */
+import type { RateCard } from "../catalog/types.js";
+import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
+import { randomBase62 } from "../ids.js";
+import { type Line, line, total } from "../invoicing/lines.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import type { Caller } from "../tenancy.js";
+import type { CallbackUrls, Checkouts } from "./checkout.js";
+import type { Lookups } from "./lookups.js";
+import { noPaymentProvider } from "./payments.js";
+import { lostRace, retryingRaces } from "./races.js";
+import type { StartResult } from "./subscribe.js";
+import type { Terms } from "./terms.js";
+import type { Invoice, Subscription } from "./types.js";
+
+type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
+
+/**
+ * The fence of a cancel or change at `at`: the locked row's cycle must not have ended unclosed
+ * before it, or the final or change invoice would span the cycle boundary (billing usage the
+ * cycle close bills again, and skipping the next cycle's fixed charges). On the API's path
+ * (`inCurrentPeriod`) a cycle ending exactly at `at` must be closed first too: a lost race with
+ * the close, retried. On a timeline's path a transition at the cycle's end comes first; a cycle
+ * that ended before it unclosed (its close failed, the subscription is set aside) makes the
+ * transition wait for the next run.
+ */
+function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boolean): void {
+  const end = s.periodEnd.getTime();
+  if (inCurrentPeriod) {
+    if (end <= at.getTime()) throw lostRace(s.id);
+  } else if (end < at.getTime()) {
+    const why = s.billingFailure ? ` (${s.billingFailure.message})` : "";
+    throw new FailedPreconditionError("CYCLE_NOT_CLOSED", `subscription ${s.id}: its billing cycle that ended at ${s.periodEnd.toISOString()} is not closed yet${why}`, { subscription_id: s.id });
+  }
+}
+
+/** Whether the locked row `s` is still what `current` was read as: its card, its usage fence and its cycle. */
+function unmoved(s: Subscription, current: Subscription): boolean {
+  return s.rateCardId === current.rateCardId && s.usageSince.getTime() === current.usageSince.getTime() && s.cycleIndex === current.cycleIndex;
+}
+
+export class SubscriptionChanges {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly terms: Terms,
+    private readonly checkouts: Checkouts,
+  ) {}
+
+  private get engine() {
+    return this.lookups.engine;
+  }
+
+  private get stores() {
+    return this.lookups.stores;
+  }
+
+  /**
+   * Closes the cycles of `s` that ended by `at` — the scheduler may not have reached them yet — so
+   * that a cancellation or change applies to the cycle it happens in; returns the fresh row.
+   */
+  private async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
+    let current = s;
+    while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
+      const failedBefore = current.billingFailure?.attempts ?? 0;
+      await this.engine.closeCycles([current]);
+      const fresh = await this.stores.subscriptions.get(current.environmentId, current.id);
+      const failure = fresh?.billingFailure;
+      if (fresh && failure && failure.attempts > failedBefore && fresh.cycleIndex === current.cycleIndex) {
+        // The close itself failed (and set the subscription aside): retrying cannot help.
+        throw new FailedPreconditionError(
+          "SUBSCRIPTION_BILLING_FAILED",
+          `subscription ${fresh.id}: its billing cycle that ended at ${fresh.periodEnd.toISOString()} cannot be closed (${failure.message}); nothing can change until it is`,
+          { subscription_id: fresh.id },
+        );
+      }
+      if (!fresh || (fresh.cycleIndex === current.cycleIndex && fresh.status === current.status)) break; // another runner holds it
+      current = fresh;
+    }
+    return current;
+  }
+
+  /**
+   * Cancels now, or flags the subscription to cancel at the end of its cycle. A cycle close (the
+   * scheduler, a clock advance) racing it makes the attempt start over: re-read the row, catch
+   * up with closed cycles, recompute the final invoice, and try again under the row lock.
+   */
+  async cancel(caller: Caller, id: string, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
+    const v = new Violations();
+    if (input.atEndOfCycle === false) v.add("cancel_at_end_of_cycle", "only true is accepted; leave it out to cancel now");
+    if (input.reason.length > 500) v.add("reason", "must have at most 500 characters");
+    v.throwIfAny();
+    const found = await this.lookups.subscription(caller, id);
+    const subject = await this.lookups.subject(caller, found.subjectId);
+    const done = await retryingRaces(async (n) => {
+      const now = await this.lookups.nowFor(subject);
+      const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
+      if (input.atEndOfCycle) {
+        const flagged = await this.stores.transaction(async (tx) => {
+          const s = await tx.lockSubscription(caller.environmentId, id);
+          if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
+          if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
+          // A cycle that ended but is not closed yet (another runner holds it): wait for it, so
+          // that the flag applies to the cycle `now` is in.
+          if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
+          const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
+          await tx.updateSubscription(next);
+          return next;
+        });
+        return { subscription: flagged, invoice: undefined };
+      }
+      return this.tryCancelAt(current, now, input.reason || null, true);
+    });
+    if (done.invoice) await this.engine.settle(done.invoice, subject.paymentMethodId);
+    return done.subscription;
+  }
+
+  /** Cancels now (at `at`): a final invoice for the usage since the last one, no new fixed charges. */
+  async cancelAt(current: Subscription, at: Date, reason: string | null, paymentMethodId: string | null): Promise<Subscription> {
+    const { subscription, invoice } = await this.tryCancelAt(current, at, reason, false);
+    await this.engine.settle(invoice, paymentMethodId);
+    return subscription;
+  }
+
+  /**
+   * One attempt at cancelling `current` at `at`, committed or not at all. Throws lostRace when
+   * the locked row is no longer what the final invoice was computed from (the fence: its
+   * usage_since, cycle and card), or — with `inCurrentPeriod`, the API's case — when its cycle
+   * ended by `at` without being closed yet. A cancelled subscription's cancels_at_end_of_cycle
+   * is false: it no longer cancels at any end of cycle.
+   */
+  private async tryCancelAt(current: Subscription, at: Date, reason: string | null, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+    const card = await this.engine.card(current.environmentId, current.rateCardId);
+    const lines = await this.engine.usageLines(card, current, current.usageSince, at);
+    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
+    const cancelled = await this.stores.transaction(async (tx) => {
+      const s = await tx.lockSubscription(current.environmentId, current.id);
+      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
+      if (!unmoved(s, current)) throw lostRace(current.id);
+      checkCycleClosed(s, at, inCurrentPeriod);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
+      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason, billingFailure: null };
+      await tx.updateSubscription(next);
+      return next;
+    });
+    return { subscription: cancelled, invoice };
+  }
+
+  /** Per-cycle fixed total of a card at the given terms, unrounded. */
+  private async fixedTotal(card: RateCard, s: SubscriptionTerms): Promise<Decimal> {
+    const lines = await this.engine.fixedLines(card, s);
+    return lines.reduce((acc, l) => acc.plus(l.quantity.times(l.unitAmount)), ZERO);
+  }
+
+  async changeRateCard(caller: Caller, id: string, input: { rateCardId: string; behavior: string; callbacks?: CallbackUrls }): Promise<StartResult> {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (!["", "prorate", "rate_difference"].includes(input.behavior)) v.add("upgrade_behavior", "must be prorate or rate_difference");
+    v.throwIfAny();
+    const found = await this.lookups.subscription(caller, id);
+    const newCard = await this.lookups.cardOf(caller, input.rateCardId);
+    // A cycle close racing the change makes the attempt start over from a fresh read (retryingRaces).
+    const done = await retryingRaces(async (n): Promise<{ result: StartResult; invoice?: Invoice; paymentMethodId?: string | null }> => {
+      const fresh = n === 1 ? found : await this.lookups.subscription(caller, id);
+      const current = await this.caughtUp(fresh, await this.lookups.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId }));
+      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
+      const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+      if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
+      if (newCard.billingInterval !== oldCard.billingInterval) throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
+      if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency) throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
+      const subject = await this.lookups.subject(caller, current.subjectId);
+      const now = await this.lookups.nowFor(subject);
+
+      // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
+      const quantities: Record<string, string> = {};
+      for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
+      const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
+      const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
+      const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+      // The carried-over terms must be billable on the new card too (DESIGN §6).
+      const refused: string[] = [];
+      this.terms.checkBillable(await this.engine.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
+      if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
+
+      const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
+      if (plan.upgrade.gt(0) && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change is an upgrade, which needs a payment");
+      // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
+      // invoiced either way (and stays open without a card, like any cycle invoice).
+      if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
+        const session = await this.checkouts.open(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
+        return { result: { kind: "requires_action", checkoutUrl: this.checkouts.url(session) } };
+      }
+      const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan.lines, true);
+      return { result: { kind: "success", subscription }, invoice, paymentMethodId: subject.paymentMethodId };
+    });
+    if (done.invoice) await this.engine.settle(done.invoice, done.paymentMethodId ?? null);
+    return done.result;
+  }
+
+  /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */
+  private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
+    const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
+    const lines = await this.engine.usageLines(oldCard, current, current.usageSince, at);
+    let upgrade = ZERO;
+    if (diff.gt(0)) {
+      const span = current.periodEnd.getTime() - current.periodStart.getTime();
+      const left = Math.max(0, current.periodEnd.getTime() - at.getTime());
+      const prorate = behavior !== "rate_difference";
+      upgrade = prorate ? diff.times(left).div(span) : diff;
+      if (upgrade.gt(0)) {
+        lines.push(
+          line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), upgrade),
+        );
+      }
+    }
+    return { lines, upgrade };
+  }
+
+  /**
+   * One attempt at the switch, committed or not at all: the old card's usage since usage_since
+   * (the fence) is invoiced up to `at`, which becomes the new usage_since. Throws lostRace when
+   * the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
+   * `at` without being closed yet.
+   */
+  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: Line[], inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
+    // locked row's re-check below is what keeps one change from being applied twice.
+    const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}:${randomBase62(8)}`, lines, current.usageSince, at, at);
+    const changed = await this.stores.transaction(async (tx) => {
+      const s = await tx.lockSubscription(current.environmentId, current.id);
+      if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
+      if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
+      if (!unmoved(s, current)) throw lostRace(current.id);
+      checkCycleClosed(s, at, inCurrentPeriod);
+      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
+      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
+      await tx.updateSubscription(updated);
+      return updated;
+    });
+    return { subscription: changed, invoice };
+  }
+
+  /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */
+  async switchTo(current: Subscription, card: RateCard, terms: SubscriptionTerms, at: Date): Promise<Subscription> {
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const subject = await this.stores.directory.subject(current.environmentId, current.subjectId);
+    const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
+    const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan.lines, false);
+    await this.engine.settle(invoice, subject?.paymentMethodId ?? null);
+    return subscription;
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * Storage ports of billing, one per aggregate: what the use cases and the engine read, and what
+ * they write inside one transaction (a cycle close locks subscriptions and writes invoices; a
+ * completed checkout saves a payment method on the subject). src/db implements them on SQL;
+ * test/fakes in memory.
+ */
+import type { Page, PageResult } from "../pagination.js";
+import type { EnvironmentMode } from "../tenancy.js";
+import type {
+  BillingFailure,
+  BillingSubject,
+  CheckoutSession,
+  CheckoutStatus,
+  Invoice,
+  InvoiceStatus,
+  PaymentMethod,
+  Subscription,
+  TestClock,
+  Timeline,
+  TimelineItem,
+} from "./types.js";
+
+export interface SubscriptionStore {
+  get(environmentId: string, id: string): Promise<Subscription | undefined>;
+  list(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
+  active(environmentId: string, subjectId: string): Promise<Subscription[]>;
+  /**
+   * Active subscriptions whose period ended by `now` (before it when strict), on real time
+   * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
+   */
+  due(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]>;
+  /**
+   * Records a failed cycle close on the subscription row (outside any transaction), only if the
+   * row is still active in the cycle `s` was in; false when it had moved on.
+   */
+  setBillingFailure(s: Subscription, failure: BillingFailure): Promise<boolean>;
+}
+
+export interface InvoiceStore {
+  get(environmentId: string, id: string): Promise<Invoice | undefined>;
+  byToken(token: string): Promise<Invoice | undefined>;
+  list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /** Sets the status if the invoice is in `from`; false otherwise. */
+  setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
+  /** Moves these invoices from `from` to `to` (those still in `from`). */
+  setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
+}
+
+export interface PaymentMethodStore {
+  get(id: string): Promise<PaymentMethod | undefined>;
+  /** The saved payment method of each of these subjects that has one. */
+  ofSubjects(subjectIds: string[]): Promise<Map<string, PaymentMethod>>;
+}
+
+export interface CheckoutStore {
+  insert(c: CheckoutSession): Promise<void>;
+  get(token: string): Promise<CheckoutSession | undefined>;
+}
+
+export interface TimelineStore {
+  insert(t: Timeline): Promise<void>;
+  get(environmentId: string, id: string): Promise<Timeline | undefined>;
+  list(environmentId: string, page: Page): Promise<PageResult<Timeline>>;
+  /** Every item of a timeline, in time order. */
+  items(timelineId: string): Promise<TimelineItem[]>;
+  /** Pending or active timelines whose next transition is at or before `now`, earliest first. */
+  due(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
+}
+
+export interface TestClockStore {
+  insert(c: TestClock): Promise<void>;
+  get(environmentId: string, id: string): Promise<TestClock | undefined>;
+  /** Moves the clock to `to` if it is not past it already; false otherwise. */
+  advance(environmentId: string, id: string, to: Date): Promise<boolean>;
+}
+
+/** Who billing bills: a subject as billing needs it (by ID or external ID), and an environment's mode. */
+export interface BillingDirectory {
+  subject(environmentId: string, key: string): Promise<BillingSubject | undefined>;
+  /** The mode of an environment (undefined when there is no such environment). */
+  environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
+}
+
+/** Subscription writes inside a transaction. */
+export interface SubscriptionWrites {
+  /** The subscription, locked until the transaction ends. */
+  lockSubscription(environmentId: string, id: string): Promise<Subscription | undefined>;
+  /** Locks the subscriptions it can (on MySQL, rows another transaction holds are skipped). */
+  lockSubscriptions(ids: string[]): Promise<Subscription[]>;
+  insertSubscription(s: Subscription): Promise<void>;
+  updateSubscription(s: Subscription): Promise<void>;
+}
+
+/** Invoice writes inside a transaction. */
+export interface InvoiceWrites {
+  /** Throws AlreadyExistsError when the subscription already has an invoice for that period key. */
+  insertInvoice(i: Invoice): Promise<void>;
+  /** Several invoices at once (multi-row inserts); the same unique key applies. */
+  insertInvoices(list: Invoice[]): Promise<void>;
+}
+
+/** Checkout writes inside a transaction. */
+export interface CheckoutWrites {
+  lockCheckout(token: string): Promise<CheckoutSession | undefined>;
+  updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
+}
+
+/** Payment-method writes inside a transaction: a saved card, and the subject it is saved on. */
+export interface PaymentMethodWrites {
+  insertPaymentMethod(pm: PaymentMethod): Promise<void>;
+  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string): Promise<void>;
+}
+
+/** Timeline writes inside a transaction. */
+export interface TimelineWrites {
+  lockTimeline(environmentId: string, id: string): Promise<Timeline | undefined>;
+  updateTimeline(t: Timeline): Promise<void>;
+  insertTimelineItems(items: TimelineItem[]): Promise<void>;
+}
+
+/** Everything billing writes in one transaction. */
+export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites;
+
+/** Billing's storage: a port per aggregate, and the transaction that spans them. */
+export interface BillingStores {
+  subscriptions: SubscriptionStore;
+  invoices: InvoiceStore;
+  paymentMethods: PaymentMethodStore;
+  checkouts: CheckoutStore;
+  timelines: TimelineStore;
+  clocks: TestClockStore;
+  directory: BillingDirectory;
+  /**
+   * `fn` in one transaction, committed or not at all. A deadlock or lock wait timeout (rolled
+   * back in full) is an AbortedError, which callers may retry.
+   */
+  transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T>;
+}

@@ -1,0 +1,46 @@
+/**
+ * The scheduler: runs everything due up to a time T — billing cycles that ended and timeline
+ * transitions — on real time (the server's interval) or on one test clock (when it is advanced).
+ * Safe with several runners at once (row locks and the unique invoice key).
+ */
+import { yielder } from "../yielding.js";
+import type { BillingEngine } from "./engine.js";
+import type { TimelineService } from "./timelines.js";
+import type { Timeline } from "./types.js";
+
+export class Scheduler {
+  constructor(
+    private readonly engine: BillingEngine,
+    private readonly timelines: TimelineService,
+    /** Told about a timeline that could not be moved on (the run goes on with the others). */
+    private readonly onTimelineError: (timelineId: string, err: unknown) => void = () => {},
+  ) {}
+
+  /**
+   * Runs everything due up to `now`, in time order: cycle closes before a timeline transition
+   * at a later time; at the same instant the transition first (the new item's card then opens
+   * the next cycle). Returns how many cycles it closed.
+   */
+  async runDue(now: Date, clockId: string | null): Promise<number> {
+    const breathe = yielder();
+    let n = 0;
+    const seen = new Set<string>();
+    for (;;) {
+      await breathe();
+      const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
+      // The earliest due timeline not tried yet in this run (one that failed, or that another
+      // runner holds, is not tried again until the next run).
+      const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
+      if (!timeline) break;
+      seen.add(keyOf(timeline));
+      n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);
+      try {
+        await this.timelines.transition(timeline);
+      } catch (err) {
+        // One timeline that cannot move on must not stop billing for everyone else.
+        this.onTimelineError(timeline.id, err);
+      }
+    }
+    return n + (await this.engine.closeDue(now, clockId, 8, false, breathe));
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Subscribing: a subject subscribes to a rate card at once (a card on file, or nothing to pay),
+ * or through a hosted checkout; the first invoice bills the first cycle's fixed charges in
+ * advance. Also reading subscriptions back (get, list).
+ */
+import type { RateCard } from "../catalog/types.js";
+import { FailedPreconditionError, Violations } from "../errors.js";
+import { newId } from "../ids.js";
+import { cycleBounds } from "../invoicing/cycles.js";
+import { type Line, total } from "../invoicing/lines.js";
+import { type Metadata, checkMetadata } from "../metadata.js";
+import { dec } from "../money.js";
+import { type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import type { CallbackUrls, Checkouts } from "./checkout.js";
+import type { Lookups } from "./lookups.js";
+import { noPaymentProvider } from "./payments.js";
+import type { Terms } from "./terms.js";
+import { type BillingSubject, type Subscription, covers } from "./types.js";
+
+export interface CreateSubscriptionInput {
+  rateCardId: string;
+  subjectId: string;
+  callbacks?: CallbackUrls;
+  createCheckoutSession: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+  metadata: Metadata;
+  timelineId: string;
+}
+
+export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
+
+/** A new subscription of `subject` to `card` at `at`, in its first cycle (not written yet). */
+export function newSubscription(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, at: Date): Subscription {
+  const period = cycleBounds(at, 0, card.billingInterval);
+  return {
+    id: newId("sub"),
+    environmentId: caller.environmentId,
+    subjectId: subject.id,
+    rateCardId: card.id,
+    status: "active",
+    cancelsAtEndOfCycle: false,
+    anchor: at,
+    cycleIndex: 0,
+    periodStart: period.start,
+    periodEnd: period.end,
+    usageSince: period.start,
+    fixedRateQuantities: terms.quantities,
+    rateMultipliers: terms.multipliers,
+    metadata,
+    testClockId: subject.testClockId,
+    timelineId: null,
+    cancelledAt: null,
+    cancelReason: null,
+    billingFailure: null,
+    createdAt: at,
+  };
+}
+
+export class Subscriptions {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly terms: Terms,
+    private readonly checkouts: Checkouts,
+  ) {}
+
+  private get engine() {
+    return this.lookups.engine;
+  }
+
+  private get stores() {
+    return this.lookups.stores;
+  }
+
+  async create(caller: Caller, input: CreateSubscriptionInput): Promise<StartResult> {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (input.subjectId === "") v.add("subject_id", "is required");
+    if (!["", "when_required", "always"].includes(input.createCheckoutSession)) v.add("create_checkout_session", "must be when_required or always");
+    checkMetadata(input.metadata, v.at("metadata"));
+    v.throwIfAny();
+    const subject = await this.lookups.subject(caller, input.subjectId);
+    if (input.timelineId !== "") {
+      const tl = await this.stores.timelines.get(caller.environmentId, input.timelineId);
+      if (!tl) v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
+      else if (tl.subjectId !== subject.id) v.add("subscription_timeline_id", "belongs to another subject");
+      else if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
+    }
+    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const terms = await this.terms.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
+    v.throwIfAny();
+
+    const now = await this.lookups.nowFor(subject);
+    const draft = { ...newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
+    const { fixed } = terms.rates;
+    const firstLines = this.engine.fixedLinesOf(fixed, draft);
+    const free = fixed.every((r) => dec(r.price.amount.value).isZero());
+    const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
+    if (!this.lookups.paymentsFor(caller)) {
+      // A live environment (no provider): only what needs no payment, now or later in its timeline.
+      if (!free) throw noPaymentProvider(`rate card ${card.id} has fixed charges, which need a payment`);
+      if (needsCheckout) throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
+      if (input.timelineId !== "" && (await this.terms.anyPaidItem(caller, await this.stores.timelines.items(input.timelineId)))) {
+        throw noPaymentProvider("the linked subscription timeline has items with fixed charges, which need a payment");
+      }
+    }
+    if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
+
+    const session = await this.checkouts.open(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks, card, total(firstLines), `Subscribe to ${card.name}`, now);
+    return { kind: "requires_action", checkoutUrl: this.checkouts.url(session) };
+  }
+
+  /**
+   * Starts a subscription: writes it and its first invoice (fixed charges in advance), then
+   * charges. A subscription linked to a draft timeline makes that timeline active.
+   */
+  async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+    const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
+    const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
+    await this.stores.transaction(async (tx) => {
+      if (draft.timelineId) {
+        const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
+        if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
+        const current = items.find((i) => covers(i, draft.anchor.getTime()));
+        await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
+      }
+      await tx.insertSubscription(draft);
+      await this.engine.writeInvoice(tx, invoice);
+    });
+    await this.engine.settle(invoice, paymentMethodId);
+    return draft;
+  }
+
+  /** Starts `card` for `subject` now on `terms` (a paid checkout, a timeline's first item). */
+  async startNow(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, timelineId: string | null, at: Date): Promise<Subscription> {
+    const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
+    return this.start(draft, card, await this.engine.fixedLines(card, draft), subject.paymentMethodId);
+  }
+
+  get(caller: Caller, id: string): Promise<Subscription> {
+    return this.lookups.subscription(caller, id);
+  }
+
+  async list(caller: Caller, filter: { subjectId: string; rateCardId: string }, limit?: number, offset?: number): Promise<PageResult<Subscription>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    if (filter.subjectId !== "" && filter.rateCardId !== "") v.add("rate_card_id", "cannot be used together with subject_id");
+    v.throwIfAny();
+    const subjectId = filter.subjectId === "" ? undefined : (await this.lookups.subject(caller, filter.subjectId)).id;
+    return this.stores.subscriptions.list(caller.environmentId, { subjectId, rateCardId: filter.rateCardId || undefined }, page);
+  }
+}

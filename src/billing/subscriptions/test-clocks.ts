@@ -1,0 +1,55 @@
+/** Test clocks: frozen time for test environments; advancing one runs everything due on it up to its new time (the scheduler). */
+import { AbortedError, FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
+import { newId } from "../ids.js";
+import type { Caller } from "../tenancy.js";
+import { checkInstant } from "../time.js";
+import type { Lookups } from "./lookups.js";
+import type { Scheduler } from "./scheduler.js";
+import type { TestClock } from "./types.js";
+
+export class TestClocks {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly scheduler: Scheduler,
+  ) {}
+
+  private get stores() {
+    return this.lookups.stores;
+  }
+
+  async createClock(caller: Caller, input: { name: string; frozenTime?: Date }): Promise<TestClock> {
+    if (caller.mode !== "test") throw new FailedPreconditionError("TEST_CLOCKS_TEST_ONLY", "test clocks exist only in test environments");
+    const v = new Violations();
+    if (input.name.length > 255) v.add("name", "must have at most 255 characters");
+    if (!input.frozenTime) v.add("frozen_time", "is required");
+    const frozenTime = checkInstant(input.frozenTime, v, "frozen_time");
+    v.throwIfAny();
+    const clock: TestClock = { id: newId("clk"), environmentId: caller.environmentId, name: input.name, frozenTime: frozenTime as Date, createdAt: this.lookups.engine.now() };
+    await this.stores.clocks.insert(clock);
+    return clock;
+  }
+
+  async clock(caller: Caller, id: string): Promise<TestClock> {
+    const c = id === "" ? undefined : await this.stores.clocks.get(caller.environmentId, id);
+    if (!c) throw new NotFoundError("TEST_CLOCK_NOT_FOUND", `test clock ${JSON.stringify(id)} not found`, { test_clock_id: id });
+    return c;
+  }
+
+  /** Moves the clock forward and runs everything due on it up to the new time before returning. */
+  async advanceClock(caller: Caller, id: string, to: Date | undefined): Promise<TestClock> {
+    const clock = await this.clock(caller, id);
+    const v = new Violations();
+    if (!to) v.add("frozen_time", "is required");
+    checkInstant(to, v, "frozen_time");
+    v.throwIfAny();
+    if (!to) invalid("frozen_time", "is required");
+    if (to.getTime() < clock.frozenTime.getTime()) {
+      invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);
+    }
+    if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to))) {
+      throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
+    }
+    await this.scheduler.runDue(to, id);
+    return this.clock(caller, id);
+  }
+}

@@ -1,0 +1,57 @@
+/** Tables of environments and their API keys (authentication). */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, idColumn, textColumn, timeColumn } from "../columns.js";
+
+export interface EnvironmentRow {
+  id: string;
+  name: string;
+  mode: string;
+  created_at: Date;
+  /** Per-key rate-limit overrides (requests a second; NULL: the server's default, 0: unlimited). */
+  rate_limit_ingest_rps?: number | null;
+  rate_limit_api_rps?: number | null;
+}
+
+export interface ApiKeyRow {
+  id: string;
+  environment_id: string;
+  kind: string;
+  prefix: string;
+  key_hash: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+export function environmentsEntities(_dialect: Dialect, exact: ExactText) {
+  const Environment = new EntitySchema<EnvironmentRow>({
+    name: "Environment",
+    tableName: "environments",
+    columns: exact({
+      id: idColumn(true),
+      name: textColumn(100, false),
+      mode: textColumn(8, false),
+      created_at: timeColumn(),
+      rate_limit_ingest_rps: { type: "int", nullable: true },
+      rate_limit_api_rps: { type: "int", nullable: true },
+    }),
+    uniques: [{ name: "uq_environments_name", columns: ["name"] }],
+  });
+
+  const ApiKey = new EntitySchema<ApiKeyRow>({
+    name: "ApiKey",
+    tableName: "api_keys",
+    columns: exact({
+      id: idColumn(true),
+      environment_id: idColumn(),
+      kind: textColumn(16, false),
+      prefix: textColumn(24, false),
+      key_hash: textColumn(64, false),
+      created_at: timeColumn(),
+      revoked_at: timeColumn(true),
+    }),
+    uniques: [{ name: "uq_api_keys_key_hash", columns: ["key_hash"] }],
+    indices: [{ name: "ix_api_keys_environment", columns: ["environment_id"] }],
+  });
+
+  return { Environment, ApiKey };
+}

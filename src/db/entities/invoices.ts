@@ -1,0 +1,76 @@
+/** Tables of invoices and their lines. */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, idColumn, intColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
+
+export interface InvoiceRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  subject_id: string;
+  subscription_id: string;
+  period_key: string;
+  status: string;
+  currency: string;
+  total: string;
+  hosted_token: string;
+  period_start: Date;
+  period_end: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface InvoiceLineRow {
+  seq?: string;
+  invoice_id: string;
+  position: number;
+  description: string;
+  quantity: string;
+  unit_amount: string;
+  amount: string;
+}
+
+export function invoicesEntities(dialect: Dialect, exact: ExactText) {
+  const Invoice = new EntitySchema<InvoiceRow>({
+    name: "Invoice",
+    tableName: "invoices",
+    columns: exact({
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      subscription_id: idColumn(),
+      period_key: textColumn(40, false),
+      status: textColumn(16, false),
+      currency: textColumn(3, false),
+      total: sumColumn(dialect),
+      hosted_token: textColumn(64, false),
+      period_start: timeColumn(),
+      period_end: timeColumn(),
+      created_at: timeColumn(),
+      updated_at: timeColumn(),
+    }),
+    uniques: [
+      { name: "uq_invoices_id", columns: ["id"] },
+      { name: "uq_invoices_subscription_period", columns: ["subscription_id", "period_key"] },
+      { name: "uq_invoices_hosted_token", columns: ["hosted_token"] },
+    ],
+    indices: [{ name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] }],
+  });
+
+  const InvoiceLine = new EntitySchema<InvoiceLineRow>({
+    name: "InvoiceLine",
+    tableName: "invoice_lines",
+    columns: exact({
+      seq: seqColumn(dialect),
+      invoice_id: idColumn(),
+      position: intColumn(),
+      description: textColumn(1000, false),
+      quantity: sumColumn(dialect),
+      unit_amount: sumColumn(dialect),
+      amount: sumColumn(dialect),
+    }),
+    indices: [{ name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] }],
+  });
+
+  return { Invoice, InvoiceLine };
+}

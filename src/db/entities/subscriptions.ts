@@ -1,0 +1,74 @@
+/** Tables of subscriptions. */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
+
+export interface SubscriptionRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  subject_id: string;
+  rate_card_id: string;
+  status: string;
+  cancels_at_end_of_cycle: boolean;
+  anchor: Date;
+  cycle_index: number;
+  period_start: Date;
+  period_end: Date;
+  usage_since: Date;
+  fixed_rate_quantities: Record<string, string>;
+  rate_multipliers: Record<string, string>;
+  metadata: Record<string, string>;
+  test_clock_id: string | null;
+  timeline_id: string | null;
+  cancelled_at: Date | null;
+  cancel_reason: string | null;
+  billing_error: string | null;
+  billing_attempts: number;
+  billing_failed_at: Date | null;
+  billing_retry_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
+  const Subscription = new EntitySchema<SubscriptionRow>({
+    name: "Subscription",
+    tableName: "subscriptions",
+    columns: exact({
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      rate_card_id: idColumn(),
+      status: textColumn(12, false),
+      cancels_at_end_of_cycle: { type: "boolean", nullable: false },
+      anchor: timeColumn(),
+      cycle_index: intColumn(),
+      period_start: timeColumn(),
+      period_end: timeColumn(),
+      usage_since: timeColumn(),
+      fixed_rate_quantities: jsonColumn(dialect),
+      rate_multipliers: jsonColumn(dialect),
+      metadata: jsonColumn(dialect),
+      test_clock_id: textColumn(32),
+      timeline_id: textColumn(32),
+      cancelled_at: timeColumn(true),
+      cancel_reason: textColumn(500),
+      // A cycle close that failed: set aside until billing_retry_at (real time), error kept.
+      billing_error: textColumn(500),
+      billing_attempts: { type: "int", nullable: false, default: 0 },
+      billing_failed_at: timeColumn(true),
+      billing_retry_at: timeColumn(true),
+      created_at: timeColumn(),
+      updated_at: timeColumn(),
+    }),
+    uniques: [{ name: "uq_subscriptions_id", columns: ["id"] }],
+    indices: [
+      { name: "ix_subscriptions_env_seq", columns: ["environment_id", "seq"] },
+      { name: "ix_subscriptions_subject", columns: ["subject_id", "status"] },
+      { name: "ix_subscriptions_due", columns: ["status", "test_clock_id", "period_end"] },
+    ],
+  });
+
+  return { Subscription };
+}

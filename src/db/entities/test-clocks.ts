@@ -1,0 +1,30 @@
+/** Tables of test clocks. */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, idColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
+
+export interface TestClockRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  name: string;
+  frozen_time: Date;
+  created_at: Date;
+}
+
+export function testClocksEntities(dialect: Dialect, exact: ExactText) {
+  const TestClock = new EntitySchema<TestClockRow>({
+    name: "TestClock",
+    tableName: "test_clocks",
+    columns: exact({
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      name: textColumn(255, false),
+      frozen_time: timeColumn(),
+      created_at: timeColumn(),
+    }),
+    uniques: [{ name: "uq_test_clocks_id", columns: ["id"] }],
+  });
+
+  return { TestClock };
+}

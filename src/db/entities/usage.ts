@@ -1,0 +1,84 @@
+/** Tables of usage: the append-only events and their exact hourly and minute totals. */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, decimalColumn, idColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
+
+/** A usage event as received: append-only. */
+export interface UsageEventRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  idempotency_key: string;
+  /** SHA-256 of the payload: a repeat of the key with the same one is a duplicate. */
+  fingerprint: string;
+  subject_id: string;
+  event_name: string;
+  occurred_at: Date;
+  data: Record<string, string>;
+  created_at: Date;
+}
+
+/** Exact hourly totals of one pricing metric for one subject and one combination of its dimensions. */
+export interface UsageRollupRow {
+  metric_id: string;
+  subject_id: string;
+  bucket_start: Date;
+  dims_hash: string;
+  dims: Record<string, string>;
+  sum_value: string;
+  event_count: string;
+  max_value: string | null;
+  last_value: string | null;
+  last_at: Date | null;
+  last_key: string | null;
+}
+
+export function usageEntities(dialect: Dialect, exact: ExactText) {
+  const UsageEvent = new EntitySchema<UsageEventRow>({
+    name: "UsageEvent",
+    tableName: "usage_events",
+    columns: exact({
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      idempotency_key: textColumn(255, false),
+      fingerprint: textColumn(64, false),
+      subject_id: idColumn(),
+      event_name: textColumn(255, false),
+      occurred_at: timeColumn(),
+      data: jsonColumn(dialect),
+      created_at: timeColumn(),
+    }),
+    uniques: [{ name: "uq_usage_events_env_key", columns: ["environment_id", "idempotency_key"] }],
+    indices: [
+      { name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] },
+      // A new metric's backfill reads its event name's events of one environment only.
+      { name: "ix_usage_events_env_name", columns: ["environment_id", "event_name"] },
+    ],
+  });
+
+  /** Exact totals of one grain: `usage_rollups` per hour, `usage_rollups_minute` per minute. */
+  const rollups = (name: string, tableName: string) =>
+    new EntitySchema<UsageRollupRow>({
+      name,
+      tableName,
+      columns: exact({
+        metric_id: { ...idColumn(), primary: true },
+        subject_id: { ...idColumn(), primary: true },
+        bucket_start: { ...timeColumn(), primary: true },
+        dims_hash: { ...textColumn(64, false), primary: true },
+        dims: jsonColumn(dialect),
+        sum_value: sumColumn(dialect),
+        event_count: { type: "bigint", nullable: false },
+        max_value: decimalColumn(dialect, true),
+        last_value: decimalColumn(dialect, true),
+        last_at: timeColumn(true),
+        last_key: textColumn(255),
+      }),
+    });
+
+  const UsageRollup = rollups("UsageRollup", "usage_rollups");
+
+  const UsageRollupMinute = rollups("UsageRollupMinute", "usage_rollups_minute");
+
+  return { UsageEvent, UsageRollup, UsageRollupMinute };
+}

@@ -1,0 +1,116 @@
+/** Storage of invoices and their lines. */
+import type { EntityManager } from "typeorm";
+import { In } from "typeorm";
+import { AlreadyExistsError } from "../../billing/errors.js";
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
+import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
+import type { Invoice, InvoiceStatus } from "../../billing/subscriptions/types.js";
+import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
+import { isUniqueViolation } from "../errors.js";
+import { type Sql, chunks } from "../sql.js";
+
+/** Rows → domain: an invoice row with its line rows. */
+export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    subscriptionId: r.subscription_id,
+    periodKey: r.period_key,
+    status: r.status as InvoiceStatus,
+    currency: r.currency,
+    total: r.total,
+    lines: lines.map((l) => ({ description: l.description, quantity: l.quantity, unitAmount: l.unit_amount, amount: l.amount })),
+    hostedToken: r.hosted_token,
+    periodStart: r.period_start,
+    periodEnd: r.period_end,
+    createdAt: r.created_at,
+  };
+}
+
+/** Domain → the invoice row (its lines are invoiceLineRows). */
+export function invoiceToRow(i: Invoice): InvoiceRow {
+  return {
+    id: i.id,
+    environment_id: i.environmentId,
+    subject_id: i.subjectId,
+    subscription_id: i.subscriptionId,
+    period_key: i.periodKey,
+    status: i.status,
+    currency: i.currency,
+    total: i.total,
+    hosted_token: i.hostedToken,
+    period_start: i.periodStart,
+    period_end: i.periodEnd,
+    created_at: i.createdAt,
+    updated_at: i.createdAt,
+  };
+}
+
+/** Domain → the line rows of an invoice, in order. */
+export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
+  return i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount }));
+}
+
+/** The invoice writes of a billing transaction on `em`. */
+export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
+  const insertInvoices = async (list: Invoice[]) => {
+    if (list.length === 0) return;
+    try {
+      for (const part of chunks(list)) await em.insert(E.Invoice, part.map(invoiceToRow));
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw new AlreadyExistsError("INVOICE_EXISTS", `${list.length === 1 ? `subscription ${list[0]?.subscriptionId}` : "one of these subscriptions"} already has an invoice for its period`);
+      }
+      throw err;
+    }
+    for (const part of chunks(list.flatMap(invoiceLineRows))) await em.insert(E.InvoiceLine, part);
+  };
+  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]) };
+}
+
+export class SqlInvoiceStore implements InvoiceStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  private async withLines(em: EntityManager, rows: InvoiceRow[]): Promise<Invoice[]> {
+    if (rows.length === 0) return [];
+    const lines = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(rows.map((r) => r.id)) }, order: { invoice_id: "ASC", position: "ASC" } });
+    return rows.map((r) => invoiceFromRows(r, lines.filter((l) => l.invoice_id === r.id)));
+  }
+
+  async get(environmentId: string, id: string): Promise<Invoice | undefined> {
+    return this.sql.run(async (em) => {
+      const r = await em.findOneBy(this.entities.Invoice, { environment_id: environmentId, id });
+      return r ? (await this.withLines(em, [r]))[0] : undefined;
+    });
+  }
+
+  async byToken(token: string): Promise<Invoice | undefined> {
+    return this.sql.run(async (em) => {
+      const r = await em.findOneBy(this.entities.Invoice, { hosted_token: token });
+      return r ? (await this.withLines(em, [r]))[0] : undefined;
+    });
+  }
+
+  async list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
+      const result = toPageResult(rows, page);
+      return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
+  async setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean> {
+    const res = await this.sql.run((em) => em.update(this.entities.Invoice, { id, status: from }, { status: to, updated_at: at }));
+    return (res.affected ?? 0) > 0;
+  }
+
+  async setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void> {
+    for (const part of chunks(ids)) {
+      await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Invoice).set({ status: to, updated_at: at }).where("id IN (:...ids) AND status = :from", { ids: part, from }).execute());
+    }
+  }
+}

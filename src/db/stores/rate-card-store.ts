@@ -1,0 +1,91 @@
+/** Storage of rate cards (their rates are rows of the shared rates table, rate-rows.ts). */
+import { In, type EntityManager } from "typeorm";
+import type { RateCardStore } from "../../billing/catalog/rate-cards.js";
+import type { BillingInterval, FixedRate, RateCard, UsageRate } from "../../billing/catalog/types.js";
+import type { Page, PageResult } from "../../billing/pagination.js";
+import { toPageResult } from "../../billing/pagination.js";
+import type { Entities, RateCardRow } from "../entities/index.js";
+import { isUniqueViolation } from "../errors.js";
+import { type Sql } from "../sql.js";
+import { type Owner, rateFromRows, loadCells, clashingCodes, rateConflict, insertRates, claimCatalogCurrency } from "./rate-rows.js";
+
+export class SqlRateCardStore implements RateCardStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async insert(card: RateCard): Promise<void> {
+    try {
+      await this.insertCard(card);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw rateConflict(clashingCodes({ fixed: card.fixedRates, usage: card.usageRates }), "rate card");
+      throw err;
+    }
+  }
+
+  private async insertCard(card: RateCard): Promise<void> {
+    await this.sql.transaction(async (em) => {
+      if (card.rateCatalogId && card.currency) {
+        await claimCatalogCurrency(em, this.sql, card.environmentId, card.rateCatalogId, card.currency);
+      }
+      await em.insert(this.entities.RateCard, {
+        id: card.id,
+        environment_id: card.environmentId,
+        name: card.name,
+        description: card.description,
+        billing_interval: card.billingInterval,
+        currency: card.currency,
+        metadata: card.metadata,
+        rate_catalog_id: card.rateCatalogId,
+        created_at: card.createdAt,
+        updated_at: card.updatedAt,
+      });
+      const owner: Owner = { kind: "card", id: card.id, environmentId: card.environmentId, interval: card.billingInterval, at: card.createdAt };
+      await insertRates(em, this.entities, owner, { fixed: card.fixedRates, usage: card.usageRates });
+    });
+  }
+
+  private async hydrate(em: EntityManager, cards: RateCardRow[]): Promise<RateCard[]> {
+    if (cards.length === 0) return [];
+    const rates = await em.find(this.entities.Rate, { where: { owner_id: In(cards.map((c) => c.id)) }, order: { seq: "ASC" } });
+    const cells = await loadCells(em, this.entities, rates);
+    return cards.map((c) => {
+      const own = rates.filter((r) => r.owner_id === c.id).map((r) => rateFromRows(r, cells.get(r.id) ?? []));
+      return {
+        id: c.id,
+        environmentId: c.environment_id,
+        name: c.name,
+        description: c.description,
+        billingInterval: c.billing_interval as BillingInterval,
+        metadata: c.metadata ?? {},
+        rateCatalogId: c.rate_catalog_id,
+        fixedRates: own.filter((r): r is FixedRate => !("pricingMetricId" in r)),
+        usageRates: own.filter((r): r is UsageRate => "pricingMetricId" in r),
+        currency: c.currency,
+        createdAt: c.created_at,
+        updatedAt: c.updated_at,
+      };
+    });
+  }
+
+  async get(environmentId: string, id: string): Promise<RateCard | undefined> {
+    return this.sql.run(async (em) => {
+      const row = await em.findOneBy(this.entities.RateCard, { environment_id: environmentId, id });
+      return row ? (await this.hydrate(em, [row]))[0] : undefined;
+    });
+  }
+
+  async list(environmentId: string, page: Page): Promise<PageResult<RateCard>> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.RateCard, {
+        where: { environment_id: environmentId },
+        order: { seq: "ASC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      });
+      const result = toPageResult(rows, page);
+      return { items: await this.hydrate(em, result.items), hasMore: result.hasMore };
+    });
+  }
+}

@@ -1,0 +1,168 @@
+/** Storage of subscriptions: reads, the due list of the scheduler, and the writes of a billing transaction. */
+import type { EntityManager } from "typeorm";
+import type { Page, PageResult } from "../../billing/pagination.js";
+import { toPageResult } from "../../billing/pagination.js";
+import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscriptions/ports.js";
+import type { BillingFailure, Subscription, SubscriptionStatus } from "../../billing/subscriptions/types.js";
+import type { Entities, SubscriptionRow } from "../entities/index.js";
+import { dbTime } from "../raw.js";
+import { type Sql, rowLock } from "../sql.js";
+
+/** Row → domain. */
+export function subscriptionFromRow(r: SubscriptionRow): Subscription {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    rateCardId: r.rate_card_id,
+    status: r.status as SubscriptionStatus,
+    cancelsAtEndOfCycle: Boolean(r.cancels_at_end_of_cycle),
+    anchor: r.anchor,
+    cycleIndex: Number(r.cycle_index),
+    periodStart: r.period_start,
+    periodEnd: r.period_end,
+    usageSince: r.usage_since,
+    fixedRateQuantities: r.fixed_rate_quantities ?? {},
+    rateMultipliers: r.rate_multipliers ?? {},
+    metadata: r.metadata ?? {},
+    testClockId: r.test_clock_id,
+    timelineId: r.timeline_id,
+    cancelledAt: r.cancelled_at,
+    cancelReason: r.cancel_reason,
+    billingFailure:
+      r.billing_error !== null && r.billing_error !== undefined
+        ? { message: r.billing_error, attempts: Number(r.billing_attempts), failedAt: r.billing_failed_at as Date, retryAt: r.billing_retry_at as Date }
+        : null,
+    createdAt: r.created_at,
+  };
+}
+
+/** Domain → row, as last updated at `at`. */
+export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
+  return {
+    id: s.id,
+    environment_id: s.environmentId,
+    subject_id: s.subjectId,
+    rate_card_id: s.rateCardId,
+    status: s.status,
+    cancels_at_end_of_cycle: s.cancelsAtEndOfCycle,
+    anchor: s.anchor,
+    cycle_index: s.cycleIndex,
+    period_start: s.periodStart,
+    period_end: s.periodEnd,
+    usage_since: s.usageSince,
+    fixed_rate_quantities: s.fixedRateQuantities,
+    rate_multipliers: s.rateMultipliers,
+    metadata: s.metadata,
+    test_clock_id: s.testClockId,
+    timeline_id: s.timelineId,
+    cancelled_at: s.cancelledAt,
+    cancel_reason: s.cancelReason,
+    billing_error: s.billingFailure?.message ?? null,
+    billing_attempts: s.billingFailure?.attempts ?? 0,
+    billing_failed_at: s.billingFailure?.failedAt ?? null,
+    billing_retry_at: s.billingFailure?.retryAt ?? null,
+    created_at: s.createdAt,
+    updated_at: at,
+  };
+}
+
+/** The subscription writes of a billing transaction on `em`. */
+export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): SubscriptionWrites {
+  return {
+    lockSubscription: async (environmentId, id) => {
+      const r = await em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: rowLock(sql.dialect) });
+      return r ? subscriptionFromRow(r) : undefined;
+    },
+    lockSubscriptions: async (ids) => {
+      if (ids.length === 0) return [];
+      const qb = em.createQueryBuilder(E.Subscription, "s").where("s.id IN (:...ids)", { ids });
+      if (sql.dialect === "mysql") qb.setLock("pessimistic_write").setOnLocked("skip_locked");
+      return (await qb.getMany()).map(subscriptionFromRow);
+    },
+    insertSubscription: async (s) => {
+      await em.insert(E.Subscription, subscriptionToRow(s, s.createdAt));
+    },
+    // Plain SQL: a cycle close updates every due subscription.
+    updateSubscription: async (s) => {
+      await em.query(
+        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
+        [
+          s.rateCardId,
+          s.status,
+          s.cancelsAtEndOfCycle ? 1 : 0,
+          s.cycleIndex,
+          dbTime(s.periodStart),
+          dbTime(s.periodEnd),
+          dbTime(s.usageSince),
+          JSON.stringify(s.fixedRateQuantities),
+          JSON.stringify(s.rateMultipliers),
+          JSON.stringify(s.metadata),
+          s.cancelledAt ? dbTime(s.cancelledAt) : null,
+          s.cancelReason,
+          s.billingFailure?.message ?? null,
+          s.billingFailure?.attempts ?? 0,
+          s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
+          s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
+          dbTime(new Date()),
+          s.id,
+          s.environmentId,
+        ],
+      );
+    },
+  };
+}
+
+export class SqlSubscriptionStore implements SubscriptionStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async get(environmentId: string, id: string): Promise<Subscription | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Subscription, { environment_id: environmentId, id }));
+    return r ? subscriptionFromRow(r) : undefined;
+  }
+
+  async list(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, {
+        where: { environment_id: environmentId, ...(filter.subjectId ? { subject_id: filter.subjectId } : {}), ...(filter.rateCardId ? { rate_card_id: filter.rateCardId } : {}) },
+        order: { seq: "ASC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      }),
+    );
+    return toPageResult(rows.map(subscriptionFromRow), page);
+  }
+
+  async active(environmentId: string, subjectId: string): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "active" }, order: { seq: "ASC" } }));
+    return rows.map(subscriptionFromRow);
+  }
+
+  async due(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where(`s.status = 'active' AND s.period_end ${strict ? "<" : "<="} :now`, { now: dbTime(now) })
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .andWhere("(s.billing_retry_at IS NULL OR s.billing_retry_at <= :realNow)", { realNow: dbTime(realNow) })
+        .orderBy("s.period_end", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
+    return rows.map(subscriptionFromRow);
+  }
+
+  async setBillingFailure(s: Subscription, f: BillingFailure): Promise<boolean> {
+    const res = await this.sql.run((em) =>
+      em.update(
+        this.entities.Subscription,
+        { id: s.id, environment_id: s.environmentId, status: "active", cycle_index: s.cycleIndex, usage_since: s.usageSince },
+        { billing_error: f.message.slice(0, 500), billing_attempts: f.attempts, billing_failed_at: f.failedAt, billing_retry_at: f.retryAt },
+      ),
+    );
+    return (res.affected ?? 0) > 0;
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * In-memory fakes of billing's storage ports (src/billing/subscriptions/ports.ts), for unit tests
+ * of the engine and the use cases without a database. A transaction runs alone (one at a time)
+ * and is committed or not at all: on an error every map is put back as it was.
+ */
+import { AlreadyExistsError } from "../../src/billing/errors.js";
+import type { Page, PageResult } from "../../src/billing/pagination.js";
+import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
+import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
+import type { EnvironmentMode } from "../../src/billing/tenancy.js";
+
+function page<T>(all: T[], p: Page): PageResult<T> {
+  return { items: all.slice(p.offset, p.offset + p.limit), hasMore: all.length > p.offset + p.limit };
+}
+
+/** Everything the fake holds: plain maps a test may read or seed directly. */
+export class BillingState {
+  environments = new Map<string, EnvironmentMode>();
+  subjects = new Map<string, BillingSubject>();
+  subscriptions = new Map<string, Subscription>();
+  invoices = new Map<string, Invoice>();
+  paymentMethods = new Map<string, PaymentMethod>();
+  checkouts = new Map<string, CheckoutSession>();
+  timelines = new Map<string, Timeline>();
+  timelineItems = new Map<string, TimelineItem>();
+  clocks = new Map<string, TestClock>();
+
+  snapshot(): BillingState {
+    const copy = new BillingState();
+    for (const key of Object.keys(this) as (keyof BillingState)[]) {
+      const map = this[key];
+      if (map instanceof Map) (copy[key] as Map<string, unknown>) = new Map([...map].map(([k, v]) => [k, structuredClone(v)]));
+    }
+    return copy;
+  }
+
+  restore(from: BillingState): void {
+    Object.assign(this, from);
+  }
+}
+
+/** A fault a test injects: runs before each transaction write; throw from it to make that write fail. */
+export type WriteFault = (write: keyof BillingTx, arg: unknown) => void;
+
+export class FakeBillingStores implements BillingStores {
+  readonly state = new BillingState();
+  /** Set by a test to make a write fail. */
+  fault: WriteFault = () => {};
+  private running: Promise<unknown> = Promise.resolve();
+
+  readonly subscriptions: BillingStores["subscriptions"] = {
+    get: async (env, id) => this.copy(this.state.subscriptions.get(id), env),
+    list: async (env, filter, p) =>
+      page(
+        [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && (!filter.subjectId || s.subjectId === filter.subjectId) && (!filter.rateCardId || s.rateCardId === filter.rateCardId)).map((s) => structuredClone(s)),
+        p,
+      ),
+    active: async (env, subjectId) => [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
+    due: async (now, clockId, limit, strict, realNow) =>
+      [...this.state.subscriptions.values()]
+        .filter((s) => s.status === "active" && (strict ? s.periodEnd < now : s.periodEnd <= now) && s.testClockId === clockId && (!s.billingFailure || s.billingFailure.retryAt <= realNow))
+        .sort((a, b) => a.periodEnd.getTime() - b.periodEnd.getTime())
+        .slice(0, limit)
+        .map((s) => structuredClone(s)),
+    setBillingFailure: async (s, failure) => {
+      const row = this.state.subscriptions.get(s.id);
+      if (!row || row.status !== "active" || row.cycleIndex !== s.cycleIndex || row.usageSince.getTime() !== s.usageSince.getTime()) return false;
+      row.billingFailure = structuredClone(failure);
+      return true;
+    },
+  };
+
+  readonly invoices: BillingStores["invoices"] = {
+    get: async (env, id) => this.copy(this.state.invoices.get(id), env),
+    byToken: async (token) => structuredClone([...this.state.invoices.values()].find((i) => i.hostedToken === token)),
+    list: async (env, subjectId, p) => page([...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)), p),
+    setStatus: async (id, from, to) => {
+      const inv = this.state.invoices.get(id);
+      if (!inv || inv.status !== from) return false;
+      inv.status = to;
+      return true;
+    },
+    setStatuses: async (ids, from, to) => {
+      for (const id of ids) await this.invoices.setStatus(id, from, to, new Date());
+    },
+  };
+
+  readonly paymentMethods: BillingStores["paymentMethods"] = {
+    get: async (id) => structuredClone(this.state.paymentMethods.get(id)),
+    ofSubjects: async (subjectIds) => {
+      const out = new Map<string, PaymentMethod>();
+      for (const id of subjectIds) {
+        const pmId = [...this.state.subjects.values()].find((s) => s.id === id)?.paymentMethodId;
+        const pm = pmId ? this.state.paymentMethods.get(pmId) : undefined;
+        if (pm) out.set(id, structuredClone(pm));
+      }
+      return out;
+    },
+  };
+
+  readonly checkouts: BillingStores["checkouts"] = {
+    insert: async (c) => void this.state.checkouts.set(c.token, structuredClone(c)),
+    get: async (token) => structuredClone(this.state.checkouts.get(token)),
+  };
+
+  readonly timelines: BillingStores["timelines"] = {
+    insert: async (t) => void this.state.timelines.set(t.id, structuredClone(t)),
+    get: async (env, id) => this.copy(this.state.timelines.get(id), env),
+    list: async (env, p) => page([...this.state.timelines.values()].filter((t) => t.environmentId === env).map((t) => structuredClone(t)), p),
+    items: async (timelineId) =>
+      [...this.state.timelineItems.values()].filter((i) => i.timelineId === timelineId).sort((a, b) => a.start.getTime() - b.start.getTime()).map((i) => structuredClone(i)),
+    due: async (now, clockId, limit) =>
+      [...this.state.timelines.values()]
+        .filter((t) => (t.status === "pending" || t.status === "active") && t.nextTransitionAt !== null && t.nextTransitionAt <= now && t.testClockId === clockId)
+        .sort((a, b) => (a.nextTransitionAt as Date).getTime() - (b.nextTransitionAt as Date).getTime())
+        .slice(0, limit)
+        .map((t) => structuredClone(t)),
+  };
+
+  readonly clocks: BillingStores["clocks"] = {
+    insert: async (c) => void this.state.clocks.set(c.id, structuredClone(c)),
+    get: async (env, id) => this.copy(this.state.clocks.get(id), env),
+    advance: async (env, id, to) => {
+      const c = this.state.clocks.get(id);
+      if (!c || c.environmentId !== env || c.frozenTime > to) return false;
+      c.frozenTime = to;
+      return true;
+    },
+  };
+
+  readonly directory: BillingStores["directory"] = {
+    subject: async (env, key) => this.copy(this.state.subjects.get(key), env),
+    environmentMode: async (env) => this.state.environments.get(env),
+  };
+
+  private copy<T extends { environmentId: string }>(row: T | undefined, env: string): T | undefined {
+    return row && row.environmentId === env ? structuredClone(row) : undefined;
+  }
+
+  transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
+    const run = this.running.then(async () => {
+      const before = this.state.snapshot();
+      try {
+        return await fn(this.tx());
+      } catch (err) {
+        this.state.restore(before);
+        throw err;
+      }
+    });
+    this.running = run.catch(() => undefined);
+    return run;
+  }
+
+  private tx(): BillingTx {
+    const s = this.state;
+    const write = <A>(name: keyof BillingTx, arg: A) => this.fault(name, arg);
+    const tx: BillingTx = {
+      lockSubscription: async (env, id) => this.copy(s.subscriptions.get(id), env),
+      lockSubscriptions: async (ids) => ids.flatMap((id) => (s.subscriptions.has(id) ? [structuredClone(s.subscriptions.get(id) as Subscription)] : [])),
+      insertSubscription: async (sub) => {
+        write("insertSubscription", sub);
+        s.subscriptions.set(sub.id, structuredClone(sub));
+      },
+      updateSubscription: async (sub) => {
+        write("updateSubscription", sub);
+        s.subscriptions.set(sub.id, structuredClone(sub));
+      },
+      insertInvoices: async (list) => {
+        write("insertInvoices", list);
+        for (const i of list) {
+          const taken = [...s.invoices.values()].some((x) => x.subscriptionId === i.subscriptionId && x.periodKey === i.periodKey);
+          if (taken) throw new AlreadyExistsError("INVOICE_EXISTS", `subscription ${i.subscriptionId} already has an invoice for its period`);
+          s.invoices.set(i.id, structuredClone(i));
+        }
+      },
+      insertInvoice: (i) => tx.insertInvoices([i]),
+      lockCheckout: async (token) => structuredClone(s.checkouts.get(token)),
+      updateCheckoutStatus: async (id, status) => {
+        for (const c of s.checkouts.values()) if (c.id === id) c.status = status;
+      },
+      insertPaymentMethod: async (pm) => void s.paymentMethods.set(pm.id, structuredClone(pm)),
+      setSubjectPaymentMethod: async (subjectId, pmId) => {
+        const subject = s.subjects.get(subjectId);
+        if (subject) subject.paymentMethodId = pmId;
+      },
+      lockTimeline: async (env, id) => this.copy(s.timelines.get(id), env),
+      updateTimeline: async (t) => void s.timelines.set(t.id, structuredClone(t)),
+      insertTimelineItems: async (items) => {
+        for (const i of items) s.timelineItems.set(i.id, structuredClone(i));
+      },
+    };
+    return tx;
+  }
+}
