@@ -3,6 +3,7 @@
  * main.ts runs it; tests and benchmarks start it on port 0.
  */
 import { createConnectRouter } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
 import { BillingError } from "./billing/errors.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
@@ -37,6 +38,8 @@ import { type Listener, createRequestHandler, listen } from "./server.js";
 
 /** How long /healthz waits for the database's answer before it reports 503. */
 export const HEALTH_TIMEOUT_MS = 1_500;
+/** How often an open grpc.health.v1 Watch looks at the database again. */
+export const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
 export interface App {
   port: number;
@@ -111,14 +114,18 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
       readMaxBytes: BULK_BODY_BYTES,
+      // gzip and brotli both ways, as connect-node's adapter offers by default. A compressed
+      // message is bounded after decompression by its method's readMaxBytes (routes below).
+      acceptCompression: [compressionGzip, compressionBrotli],
     });
-    const specs = implementations(services);
+    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
+    const health = () => db.ping(HEALTH_TIMEOUT_MS);
+    const shutdown = new AbortController();
+    const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
     routes(specs, bodyLimit)(router);
     // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
     checkBinaryRequests(router, BULK_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
-    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
-    const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.subscriptions, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight);
     const handler = createRequestHandler({
@@ -159,6 +166,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
+          shutdown.abort(); // open health Watch calls end rather than hold the shutdown
           await listener.close();
           while (ticking) await new Promise((r) => setTimeout(r, 20));
           await db.close();
