@@ -3,7 +3,6 @@
  * main.ts runs it; tests and benchmarks start it on port 0.
  */
 import { createConnectRouter } from "@connectrpc/connect";
-import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { ensureBootstrapKey } from "./billing/bootstrap.js";
 import { BillingError } from "./billing/errors.js";
 import { PricingMetricService } from "./billing/catalog/metrics.js";
@@ -29,6 +28,7 @@ import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { checkBinaryRequests } from "./rpc/binary.js";
+import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
@@ -116,7 +116,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       readMaxBytes: BULK_BODY_BYTES,
       // gzip and brotli both ways, as connect-node's adapter offers by default. A compressed
       // message is bounded after decompression by its method's readMaxBytes (routes below).
-      acceptCompression: [compressionGzip, compressionBrotli],
+      acceptCompression: ACCEPTED_COMPRESSION,
     });
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
