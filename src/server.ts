@@ -231,6 +231,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       const answer = unimplemented(flavour, path);
       leaveUnread(req, res, false);
       res.writeHead(200, answer.headers);
+      if (answer.trailers) res.addTrailers(answer.trailers);
       if (answer.body) res.end(answer.body);
       else res.end();
       return;

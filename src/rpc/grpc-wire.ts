@@ -181,15 +181,14 @@ export function grpcResponse(res: UniversalServerResponse, flavour: GrpcFlavour 
 
 /**
  * The answer to a gRPC call of a method the server does not have: HTTP 200 with grpc-status 12.
- * gRPC gets it as a trailers-only response (the status in the headers); gRPC-Web in a trailer
- * frame, base64 for grpc-web-text.
+ * gRPC gets the status in trailers (after headers, as Connect answers every gRPC call); gRPC-Web
+ * in a trailer frame, base64 for grpc-web-text.
  */
-export function unimplemented(flavour: GrpcFlavour, path: string): { headers: Record<string, string>; body?: Uint8Array } {
+export function unimplemented(flavour: GrpcFlavour, path: string): { headers: Record<string, string>; trailers?: Record<string, string>; body?: Uint8Array } {
   const message = `unknown method ${path}: this server has no such gRPC service or method`;
-  if (flavour === "grpc") {
-    return { headers: { "content-type": "application/grpc", "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) } };
-  }
-  const trailer = frame(TRAILER_FLAG, Buffer.from(`grpc-status: ${Code.Unimplemented}\r\ngrpc-message: ${encodeGrpcMessage(message)}\r\n`, "utf8"));
+  const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) };
+  if (flavour === "grpc") return { headers: { "content-type": "application/grpc" }, trailers: status };
+  const trailer = frame(TRAILER_FLAG, Buffer.from(`grpc-status: ${status["grpc-status"]}\r\ngrpc-message: ${status["grpc-message"]}\r\n`, "utf8"));
   if (flavour === "grpc-web") return { headers: { "content-type": "application/grpc-web+proto" }, body: trailer };
   return { headers: { "content-type": "application/grpc-web-text+proto" }, body: Buffer.from(Buffer.from(trailer).toString("base64"), "latin1") };
 }
