@@ -265,6 +265,23 @@ for (const store of STORES) {
     const hugeBody = (await huge.json()) as { code: string };
     t.is(hugeBody.code, "resource_exhausted");
 
+    // Malformed binary protobuf is bad input compressed or not (reason MALFORMED_PROTOBUF, never internal).
+    const garbage = gzipSync(Buffer.from([0xff, 0xff, 0xff]));
+    const binary = await fetch(`${s.url}/billing.v1.SubjectService/GetSubject`, {
+      method: "POST",
+      headers: { "content-type": "application/proto", "content-encoding": "gzip", "x-api-key": s.keys.a },
+      body: garbage,
+    });
+    t.is(binary.status, 400);
+    t.is(binary.headers.get("content-type"), "application/json");
+    t.is(reasonOf((await binary.json()) as { details?: { type: string; debug?: { reason?: string } }[] }), "MALFORMED_PROTOBUF");
+    const web = await fetch(`${s.url}/billing.v1.SubjectService/GetSubject`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "grpc-encoding": "gzip", "x-api-key": s.keys.a },
+      body: envelope(garbage, 1),
+    });
+    t.is(frames(Buffer.from(await web.arrayBuffer())).trailer["grpc-status"], "3");
+
     const clock = await post("/billing.v1.TestClockService/CreateTestClock", { name: "c", frozen_time: "2026-02-30T00:00:00Z" });
     t.is(clock.status, 400);
     const clockBody = (await clock.json()) as { code: string; details?: { type: string; debug?: { field_violations?: { field?: string }[] } }[] };
