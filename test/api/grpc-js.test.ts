@@ -17,7 +17,7 @@ import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/erro
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
 import { proxied } from "../helpers/db-proxy.js";
-import { type TestServer, seedKeys, startAppOn, startTestServer } from "../helpers/server.js";
+import { type TestServer, seedKeys, startAppOn, startTestServer, untilHealthy } from "../helpers/server.js";
 
 const definition = protoLoader.loadSync(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], {
   includeDirs: ["proto", "third_party"],
@@ -70,7 +70,11 @@ const track = <C extends grpc.Client>(c: C): C => {
 };
 
 test.before(async () => {
-  for (const store of STORES) servers.set(store, await startTestServer(store));
+  for (const store of STORES) {
+    const server = await startTestServer(store);
+    servers.set(store, server);
+    await untilHealthy(server.url);
+  }
 });
 
 test.after.always(async () => {
@@ -264,6 +268,7 @@ if (STORES.includes("mysql")) {
     const app = await startAppOn(url, { SCHEDULER_INTERVAL_MS: "0" });
     const h = health(app.url);
     try {
+      await untilHealthy(app.url);
       const call = h.Watch({ service: "billing.v1.SubjectService" });
       const seen: string[] = [];
       const next = () =>

@@ -15,7 +15,7 @@ import { CreateSubjectRequestSchema, CreateSubjectResponseSchema } from "../../s
 import { decodeGrpcMessage } from "../../src/rpc/grpc-message.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
 
 const BUF = "node_modules/.bin/buf";
 
@@ -32,7 +32,11 @@ function bufCurl(...args: string[]): Promise<{ code: number; out: string; err: s
 const servers = new Map<string, TestServer>();
 
 test.before(async () => {
-  for (const store of STORES) servers.set(store, await startTestServer(store));
+  for (const store of STORES) {
+    const server = await startTestServer(store);
+    servers.set(store, server);
+    await untilHealthy(server.url);
+  }
 });
 
 test.after.always(async () => {
