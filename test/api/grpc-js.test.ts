@@ -208,6 +208,20 @@ for (const store of STORES) {
       call.on("end", () => resolve(grpc.status.OK));
     });
     t.is(code, grpc.status.DEADLINE_EXCEEDED);
+
+    // The server's own answer, to a client with no timer of its own: grpc-status 4 in the trailers.
+    const session = http2.connect(s.url);
+    try {
+      const req = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc+proto", te: "trailers", "grpc-timeout": "300m" });
+      let trailers: http2.IncomingHttpHeaders = {};
+      req.on("trailers", (h) => (trailers = h));
+      req.on("data", () => {});
+      req.end(Buffer.alloc(5));
+      await new Promise((resolve, reject) => req.on("close", resolve).on("error", reject));
+      t.is(trailers["grpc-status"], String(grpc.status.DEADLINE_EXCEEDED), String(trailers["grpc-message"]));
+    } finally {
+      session.close();
+    }
   });
 
   test(`${store}: grpc.health.v1 Check, with no API key: SERVING for the server and its services, NOT_FOUND for others`, async (t) => {

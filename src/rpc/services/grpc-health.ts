@@ -56,18 +56,22 @@ export function grpcHealthService(o: HealthOptions): ServiceImpl<typeof Health> 
         // The set of services never changes while the server runs: unknown it stays.
         yield { status: Status.SERVICE_UNKNOWN };
         while (open()) await sleep(60_000, ...signals);
+        if (ctx.signal.aborted) throw ctx.signal.reason;
         return;
       }
       let last: Status | undefined;
       while (open()) {
         const now = await watchedStatus();
-        if (!open()) return;
+        if (!open()) break;
         if (now !== last) {
           last = now;
           yield { status: now };
         }
         await sleep(o.watchIntervalMs, ...signals);
       }
+      // The call's own end (its deadline: DEADLINE_EXCEEDED; a cancel) is the call's status; the
+      // server stopping ends it OK.
+      if (ctx.signal.aborted) throw ctx.signal.reason;
     },
   };
 }
