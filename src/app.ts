@@ -39,6 +39,7 @@ import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { checkBinaryRequests } from "./rpc/binary.js";
+import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
@@ -48,6 +49,8 @@ import { type Listener, createRequestHandler, listen } from "./server.js";
 
 /** How long /healthz waits for the database's answer before it reports 503. */
 export const HEALTH_TIMEOUT_MS = 1_500;
+/** How often an open grpc.health.v1 Watch looks at the database again. */
+export const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
 export interface App {
   port: number;
@@ -138,14 +141,18 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
       readMaxBytes: BULK_BODY_BYTES,
+      // gzip and brotli both ways, as connect-node's adapter offers by default. A compressed
+      // message is bounded after decompression by its method's readMaxBytes (routes below).
+      acceptCompression: ACCEPTED_COMPRESSION,
     });
-    const specs = implementations(services);
+    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
+    const health = () => db.ping(HEALTH_TIMEOUT_MS);
+    const shutdown = new AbortController();
+    const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
     routes(specs, bodyLimit)(router);
     // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
     checkBinaryRequests(router, BULK_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
-    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
-    const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.hostedCheckout, services.invoices, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
@@ -186,6 +193,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
+          shutdown.abort(); // open health Watch calls end rather than hold the shutdown
           await listener.close();
           while (ticking) await new Promise((r) => setTimeout(r, 20));
           await db.close();

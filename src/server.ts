@@ -20,6 +20,7 @@ import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.j
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
+import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
@@ -46,7 +47,7 @@ export interface HandlerParts {
 }
 
 /** Liveness, the transport's no-op and their RPC: never refused by admission control. */
-const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping"]);
+const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping", "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"]);
 
 /**
  * An unread HTTP/1.1 remainder up to this is read and discarded by Node so that the connection
@@ -155,7 +156,9 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
   /** Runs a Connect handler and writes its response. */
   const runRpc = (path: string, handler: UniversalHandler, req: Req, res: Res, pre: PreAuth, body: AsyncIterable<Uint8Array>, noLength = false) => {
     const contextValues = createContextValues().set(preAuthKey, pre);
-    const uReq = { ...universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, contextValues), body };
+    // gRPC clients' expectations connect-node does not meet (grpc-web-text, grpc-message): rpc/grpc-wire.ts.
+    const flavour = grpcFlavour(req.headers["content-type"]);
+    const uReq = grpcRequest({ ...universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, contextValues), body }, flavour);
     if (noLength) {
       uReq.header = new Headers(uReq.header);
       uReq.header.delete("content-length");
@@ -172,7 +175,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     };
     prepared()
       .then((r) => handler(r))
-      .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
+      .then((uRes) => universalResponseToNodeResponse(grpcResponse(uRes, flavour), res as ServerResponse))
       .catch((err) => {
         log.warn("rpc stream ended early", { rpc: path, err });
         if (!res.headersSent) res.destroy();
@@ -223,6 +226,17 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     }
 
     const handler = rpc.get(path);
+    const flavour: GrpcFlavour | undefined = grpcFlavour(req.headers["content-type"]);
+    if (!handler && flavour) {
+      // A gRPC client calling a method this server does not have: gRPC's answer, not an HTTP 404.
+      const answer = unimplemented(flavour, path);
+      leaveUnread(req, res, false);
+      res.writeHead(200, answer.headers);
+      if (answer.trailers) res.addTrailers(answer.trailers);
+      if (answer.body) res.end(answer.body);
+      else res.end();
+      return;
+    }
     let target: RestTarget | undefined;
     if (!handler) {
       const routed = rest.route(req, res);
@@ -273,7 +287,8 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
             }
           }
           const streaming = isStreamingRequest(method);
-          const limit = bodyLimit(method);
+          // A grpc-web-text body is base64: its bound on the wire is the bound's base64 length.
+          const limit = flavour === "grpc-web-text" ? base64Length(bodyLimit(method)) : bodyLimit(method);
           const declared = declaredLength(req);
           if (!streaming && declared !== undefined && declared > limit) {
             refuse(path, handler, req, res, bodyTooLarge(limit));

@@ -11,8 +11,8 @@ import { toConnectError } from "./errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import { callerKey } from "./context.js";
 
-/** Services that need no key: liveness and server reflection. */
-const PUBLIC_SERVICES = new Set(["billing.v1.HealthService", "grpc.reflection.v1.ServerReflection"]);
+/** Services that need no key: liveness, gRPC health and server reflection. */
+const PUBLIC_SERVICES = new Set(["billing.v1.HealthService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
 
 /** Methods a publishable key may call (`Service/Method`). */
 const PUBLISHABLE = new Set<string>(["billing.v1.CustomerAccessService/GetBillingState"]);

@@ -11,13 +11,16 @@
  * that does not decode makes the body's iterator throw that ConnectError, which Connect answers as
  * it is, in the caller's protocol. Nothing is read earlier than Connect reads it (a stream's
  * messages are checked one at a time, as they arrive), and what passes is handed on unchanged.
- * Bodies beyond the size bound, compressed ones and JSON are left to Connect.
+ * A compressed message (gzip or brotli) is checked decompressed, within the same bound; one that
+ * does not decompress or is too large decompressed is left to Connect, as are bodies beyond the
+ * size bound and JSON.
  */
 import { type DescMessage, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { contentType } from "./requests.js";
+import { decompressed } from "./compression.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
 export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
@@ -54,8 +57,14 @@ function concat(chunks: Uint8Array[], size: number): Uint8Array {
   return out;
 }
 
+/** Checks a compressed message if it decompresses within `maxBytes` (else Connect refuses it). */
+function checkCompressed(desc: DescMessage, bytes: Uint8Array, encoding: string, maxBytes: number): void {
+  const plain = decompressed(bytes, encoding, maxBytes);
+  if (plain !== undefined && plain !== "too large") check(desc, plain);
+}
+
 /** Connect unary: the whole body is the message. Over `maxBytes` it is handed on for Connect to refuse. */
-async function* wholeChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, maxBytes: number): AsyncIterable<Uint8Array> {
+async function* wholeChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, maxBytes: number, encoding: string): AsyncIterable<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   const it = body[Symbol.asyncIterator]();
@@ -69,7 +78,8 @@ async function* wholeChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage,
     }
   }
   const bytes = concat(chunks, size);
-  check(desc, bytes);
+  if (encoding === "identity") check(desc, bytes);
+  else checkCompressed(desc, bytes, encoding, maxBytes);
   yield bytes;
 }
 
@@ -78,7 +88,7 @@ async function* wholeChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage,
  * yielded as soon as it is whole. An envelope announced beyond `maxBytes` ends the checking: the
  * rest goes on unread for Connect to refuse.
  */
-async function* envelopesChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, maxBytes: number): AsyncIterable<Uint8Array> {
+async function* envelopesChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, maxBytes: number, encoding: string): AsyncIterable<Uint8Array> {
   let pending: Uint8Array[] = [];
   let size = 0;
   let passThrough = false;
@@ -101,6 +111,7 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, desc: DescMess
       }
       if (buf.byteLength - at < 5 + length) break;
       if (flags === 0) check(desc, buf.subarray(at + 5, at + 5 + length));
+      else if (flags === 1) checkCompressed(desc, buf.subarray(at + 5, at + 5 + length), encoding, maxBytes);
       at += 5 + length;
     }
     if (at > 0) yield buf.subarray(0, at);
@@ -124,9 +135,14 @@ export function strictBinary(handler: UniversalHandler, maxBytes: number): Unive
     const body = req.body;
     if (req.method !== "POST" || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return handler(req);
     const type = contentType(req);
-    const encoding = (req.header.get("content-encoding") ?? "identity").toLowerCase();
-    if (WHOLE.has(type) && encoding === "identity") return handler({ ...req, body: wholeChecked(body as AsyncIterable<Uint8Array>, desc, maxBytes) });
-    if (ENVELOPED.has(type)) return handler({ ...req, body: envelopesChecked(body as AsyncIterable<Uint8Array>, desc, maxBytes) });
+    if (WHOLE.has(type)) {
+      const encoding = (req.header.get("content-encoding") ?? "identity").trim().toLowerCase();
+      return handler({ ...req, body: wholeChecked(body as AsyncIterable<Uint8Array>, desc, maxBytes, encoding) });
+    }
+    if (ENVELOPED.has(type)) {
+      const encoding = (req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding") ?? "identity").trim().toLowerCase();
+      return handler({ ...req, body: envelopesChecked(body as AsyncIterable<Uint8Array>, desc, maxBytes, encoding) });
+    }
     return handler(req);
   };
   return Object.assign(wrapped, handler) as UniversalHandler;

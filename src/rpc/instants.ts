@@ -16,6 +16,7 @@ import { parse as parseLossless, stringify as stringifyLossless } from "lossless
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import { parseInstant } from "../billing/time.js";
 import { strictUtf8 } from "./unicode.js";
+import { decompressed } from "./compression.js";
 import { contentType, isStreamingRequest } from "./requests.js";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
@@ -109,6 +110,12 @@ async function* replay(chunks: Uint8Array[], rest?: AsyncIterator<Uint8Array>): 
 /** JSON bodies in one envelope per message (5 bytes: flags, big-endian length), unary requests only. */
 const ENVELOPED = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
 
+/** The request's compression: of the body (Connect unary) or of its compressed envelopes. */
+function encodingOf(req: UniversalServerRequest, enveloped: boolean): string {
+  const h = enveloped ? (req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding")) : req.header.get("content-encoding");
+  return (h ?? "identity").trim().toLowerCase();
+}
+
 /** Whether strictInstants has anything to do for this request (a cheap check, no body read). */
 export function readsInstants(handler: UniversalHandler, req: UniversalServerRequest): boolean {
   const type = contentType(req);
@@ -121,8 +128,10 @@ export function readsInstants(handler: UniversalHandler, req: UniversalServerReq
  * The request as the handler should read it: unchanged unless it is JSON (Connect's unary
  * `application/json`, or one uncompressed envelope of `+json` on Connect streaming, gRPC or
  * gRPC-Web) for a method taking one message whose type holds a Timestamp; then with its
- * Timestamps read strictly (see above). A body over `maxBytes`, compressed, or that is not a JSON
- * object is handed on as it came, for Connect to read or refuse.
+ * Timestamps read strictly (see above), and handed on uncompressed if it came compressed (gzip
+ * or brotli: a compressed body is no way around the strict reading). A body over `maxBytes`
+ * (compressed or not), or that is not a JSON object, is handed on as it came, for Connect to
+ * read or refuse.
  */
 export async function strictInstants(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number): Promise<UniversalServerRequest> {
   if (!readsInstants(handler, req)) return req;
@@ -140,10 +149,22 @@ export async function strictInstants(handler: UniversalHandler, req: UniversalSe
   }
   const raw = Buffer.concat(chunks);
   let text: Buffer = raw;
+  const encoding = encodingOf(req, enveloped);
+  let compressed = !enveloped && encoding !== "identity";
   if (enveloped) {
-    // One message, uncompressed (flags 0), filling the body exactly.
-    if (raw.length < 5 || raw[0] !== 0 || raw.readUInt32BE(1) !== raw.length - 5) return { ...req, body: replay([raw]) };
+    // One message (flags 0, or 1: compressed), filling the body exactly.
+    if (raw.length < 5 || (raw[0] !== 0 && raw[0] !== 1) || raw.readUInt32BE(1) !== raw.length - 5) return { ...req, body: replay([raw]) };
     text = raw.subarray(5);
+    compressed = raw[0] === 1;
+  }
+  if (compressed) {
+    const d = decompressed(text, encoding, maxBytes);
+    if (d === undefined) return { ...req, body: replay([raw]) };
+    if (d === "too large") {
+      contextValues.set(instantTooLargeKey, maxBytes);
+      return { ...req, contextValues, body: replay([raw]) };
+    }
+    text = d;
   }
   // Strict UTF-8: bytes that are not are handed on as they came, for Connect's strict decoder
   // to refuse (a lenient decode here would turn them into U+FFFD and hide them).
@@ -168,6 +189,8 @@ export async function strictInstants(handler: UniversalHandler, req: UniversalSe
   }
   const header = new Headers(req.header);
   if (header.has("content-length")) header.set("content-length", String(bytes.byteLength));
+  // Handed on uncompressed: a whole body without its encoding, an envelope with flags 0.
+  if (compressed && !enveloped) header.delete("content-encoding");
   return { ...req, header, contextValues, body: replay([bytes]) };
 }
 

@@ -1,17 +1,31 @@
 /**
- * gRPC server reflection (grpc.reflection.v1), so `buf curl` and grpcurl can list and call the
- * services with no schema file. Answers from the generated descriptors of the served files.
+ * gRPC server reflection, both versions tools call (grpc.reflection.v1 and the older v1alpha, the
+ * same messages under another package), so `buf curl` and grpcurl can list and call the services
+ * with no schema file. Answers from the generated descriptors of the served files, and of the
+ * files whose types the server sends without serving them (google.rpc error details, so a client
+ * can decode grpc-status-details-bin).
  */
-import { type DescFile, type DescMessage, toBinary } from "@bufbuild/protobuf";
+import { type DescFile, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, type ServiceImpl } from "@connectrpc/connect";
 import {
   type ServerReflectionRequest,
-  type ServerReflectionResponse,
   ServerReflection,
+  type ServerReflectionResponseSchema,
 } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 
-export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerReflection> {
+/** A response's oneof, the same shape in both versions. */
+type Answer = MessageInitShape<typeof ServerReflectionResponseSchema>["messageResponse"];
+
+/**
+ * The two reflection services over `files` (listed with their services) and `typeFiles`
+ * (resolvable by file name and symbol, their services not listed).
+ */
+export function reflectionServices(
+  files: DescFile[],
+  typeFiles: DescFile[] = [],
+): { v1: ServiceImpl<typeof ServerReflection>; v1alpha: ServiceImpl<typeof ServerReflectionV1alpha> } {
   const byName = new Map<string, DescFile>();
   const bySymbol = new Map<string, DescFile>();
   const serviceNames: string[] = [];
@@ -38,6 +52,7 @@ export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerR
     addFile(f);
     for (const s of f.services) serviceNames.push(s.typeName);
   }
+  for (const f of typeFiles) addFile(f);
 
   /** The file and every file it depends on, each once, dependencies first. */
   const withDeps = (file: DescFile): Uint8Array[] => {
@@ -53,16 +68,16 @@ export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerR
     return out.reverse();
   };
 
-  const answer = (req: ServerReflectionRequest): ServerReflectionResponse["messageResponse"] => {
+  const answer = (req: Pick<ServerReflectionRequest, "messageRequest">): Answer => {
     const notFound = (what: string) => ({
       case: "errorResponse" as const,
-      value: { $typeName: "grpc.reflection.v1.ErrorResponse" as const, errorCode: Code.NotFound, errorMessage: `${what} not found` },
+      value: { errorCode: Code.NotFound, errorMessage: `${what} not found` },
     });
     const files = (file: DescFile | undefined, what: string) =>
       file
         ? {
             case: "fileDescriptorResponse" as const,
-            value: { $typeName: "grpc.reflection.v1.FileDescriptorResponse" as const, fileDescriptorProto: withDeps(file) },
+            value: { fileDescriptorProto: withDeps(file) },
           }
         : notFound(what);
     const r = req.messageRequest;
@@ -70,10 +85,7 @@ export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerR
       case "listServices":
         return {
           case: "listServicesResponse",
-          value: {
-            $typeName: "grpc.reflection.v1.ListServiceResponse",
-            service: serviceNames.map((name) => ({ $typeName: "grpc.reflection.v1.ServiceResponse" as const, name })),
-          },
+          value: { service: serviceNames.map((name) => ({ name })) },
         };
       case "fileByFilename":
         return files(byName.get(r.value), `file ${r.value}`);
@@ -84,18 +96,23 @@ export function reflectionService(files: DescFile[]): ServiceImpl<typeof ServerR
       case "allExtensionNumbersOfType":
         return {
           case: "allExtensionNumbersResponse",
-          value: { $typeName: "grpc.reflection.v1.ExtensionNumberResponse", baseTypeName: r.value, extensionNumber: [] },
+          value: { baseTypeName: r.value, extensionNumber: [] },
         };
       default:
-        return { case: "errorResponse", value: { $typeName: "grpc.reflection.v1.ErrorResponse", errorCode: Code.InvalidArgument, errorMessage: "empty request" } };
+        return { case: "errorResponse", value: { errorCode: Code.InvalidArgument, errorMessage: "empty request" } };
     }
   };
 
-  return {
+  // The versions differ only in their messages' package: one answer, typed for each.
+  const v1: ServiceImpl<typeof ServerReflection> = {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) {
-        yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) };
-      }
+      for await (const req of requests) yield { validHost: req.host, originalRequest: req, messageResponse: answer(req) as never };
     },
   };
+  const v1alpha: ServiceImpl<typeof ServerReflectionV1alpha> = {
+    async *serverReflectionInfo(requests) {
+      for await (const req of requests) yield { validHost: req.host, originalRequest: req, messageResponse: answer(req as never) as never };
+    },
+  };
+  return { v1, v1alpha };
 }

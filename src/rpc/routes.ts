@@ -25,7 +25,12 @@ import { RateCardService, file_billing_v1_rate_card_service } from "../gen/billi
 import { RateCatalogService, file_billing_v1_rate_catalog_service } from "../gen/billing/v1/rate_catalog_service_pb.js";
 import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/v1/subject_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { reflectionService } from "./reflection.js";
+import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
+import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
+import { file_google_rpc_status } from "../gen/google/rpc/status_pb.js";
+import { reflectionServices } from "./reflection.js";
+import { type HealthOptions, grpcHealthService } from "./services/grpc-health.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
 import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
@@ -66,8 +71,16 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_customer_access_service,
   file_billing_v1_test_clock_service,
   file_billing_v1_health_service,
+  file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
+  file_grpc_reflection_v1alpha_reflection,
 ];
+
+/** Files of types the server sends but serves no service of: the error details (reflection resolves them). */
+export const typeFiles: DescFile[] = [file_google_rpc_status, file_google_rpc_error_details];
+
+/** Every served service's full name (what grpc.health.v1 knows besides ""). */
+export const servedServiceNames: string[] = servedFiles.flatMap((f) => f.services.map((s) => s.typeName));
 
 /** The services whose google.api.http annotations become REST routes. */
 export const restServices = [
@@ -87,8 +100,12 @@ export const restServices = [
 /** A service with its implementation, checked against the service's methods. */
 const spec = <T extends DescService>(service: T, impl: ServiceImpl<T>): ServiceImplSpec => createServiceImplSpec(service, impl as never);
 
-/** Every served service with its implementation: the one list both the router and the REST bridge use. */
-export function implementations(services: Services): ServiceImplSpec[] {
+/**
+ * Every served service with its implementation: the one list both the router and the REST bridge
+ * use. grpc.health.v1 is served when `health` is given.
+ */
+export function implementations(services: Services, health?: Omit<HealthOptions, "services">): ServiceImplSpec[] {
+  const reflection = reflectionServices(servedFiles, typeFiles);
   return [
     spec(HealthService, healthService()),
     spec(SubjectService, subjectService(services.subjects)),
@@ -101,7 +118,9 @@ export function implementations(services: Services): ServiceImplSpec[] {
     spec(TestClockService, testClockService(services.clocks)),
     spec(RateCardService, rateCardService(services.cards)),
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
-    spec(ServerReflection, reflectionService(servedFiles)),
+    spec(ServerReflection, reflection.v1),
+    spec(ServerReflectionV1alpha, reflection.v1alpha),
+    ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),
   ];
 }
 

@@ -4,76 +4,14 @@
  * answers 503 rather than hanging; once the proxy is gone (connections cut, nothing listening)
  * every protocol answers `unavailable` (503) without the driver's words, never `internal`.
  */
-import net, { type Socket } from "node:net";
 import test from "ava";
+import net from "node:net";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { rest, reasonOf, rpcClient } from "../helpers/clients.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
+import { Proxy } from "../helpers/db-proxy.js";
 import { seedKeys, startAppOn } from "../helpers/server.js";
-
-/** A TCP proxy to MariaDB that can freeze (accept, forward nothing) and be shut (cut everything, refuse). */
-class Proxy {
-  private server = net.createServer((client) => this.accept(client));
-  private pairs = new Set<[Socket, Socket]>();
-  private frozen = false;
-  port = 0;
-  constructor(private readonly target: { host: string; port: number }) {}
-
-  listen(): Promise<void> {
-    return new Promise((resolve) =>
-      this.server.listen(0, "127.0.0.1", () => {
-        this.port = (this.server.address() as net.AddressInfo).port;
-        resolve();
-      }),
-    );
-  }
-
-  private accept(client: Socket): void {
-    const upstream = net.connect(this.target.port, this.target.host);
-    const pair: [Socket, Socket] = [client, upstream];
-    this.pairs.add(pair);
-    const drop = () => {
-      this.pairs.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    if (this.frozen) this.pause(pair);
-  }
-
-  private pause([a, b]: [Socket, Socket]): void {
-    a.unpipe(b);
-    b.unpipe(a);
-    a.pause();
-    b.pause();
-  }
-
-  freeze(): void {
-    this.frozen = true;
-    for (const p of this.pairs) this.pause(p);
-  }
-
-  thaw(): void {
-    this.frozen = false;
-    for (const [a, b] of this.pairs) {
-      a.pipe(b);
-      b.pipe(a);
-    }
-  }
-
-  /** Cuts every connection and stops listening: new connections are refused. */
-  shut(): Promise<void> {
-    for (const [a, b] of this.pairs) {
-      a.destroy();
-      b.destroy();
-    }
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 test("mysql: a frozen database is a bounded 503 on /healthz; a database that is gone is 503 unavailable on REST, Connect and gRPC", async (t) => {
   if (!STORES.includes("mysql")) return t.pass();

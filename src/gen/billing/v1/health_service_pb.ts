@@ -11,7 +11,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/health_service.proto.
  */
 export const file_billing_v1_health_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9iaWxsaW5nL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIg0KC1BpbmdSZXF1ZXN0IhoKDFBpbmdSZXNwb25zZRIKCgJvaxgBIAEoCDJZCg1IZWFsdGhTZXJ2aWNlEkgKBFBpbmcSFy5iaWxsaW5nLnYxLlBpbmdSZXF1ZXN0GhguYmlsbGluZy52MS5QaW5nUmVzcG9uc2UiDYLT5JMCBxIFL3BpbmdiBnByb3RvMw", [file_google_api_annotations]);
+  fileDesc("Ch9iaWxsaW5nL3YxL2hlYWx0aF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIg0KC1BpbmdSZXF1ZXN0IhoKDFBpbmdSZXNwb25zZRIKCgJvaxgBIAEoCDJcCg1IZWFsdGhTZXJ2aWNlEksKBFBpbmcSFy5iaWxsaW5nLnYxLlBpbmdSZXF1ZXN0GhguYmlsbGluZy52MS5QaW5nUmVzcG9uc2UiEJACAYLT5JMCBxIFL3BpbmdiBnByb3RvMw", [file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.PingRequest

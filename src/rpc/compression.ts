@@ -1,0 +1,25 @@
+/**
+ * Request compression: gzip and brotli, as connect-node's adapter accepts by default. The
+ * server's own detours that read a request before Connect does (strict instants, the binary
+ * check) decompress with the same bound Connect applies after decompression.
+ */
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+
+/** What the router accepts and offers (`acceptCompression`). */
+export const ACCEPTED_COMPRESSION = [compressionGzip, compressionBrotli];
+
+/**
+ * `bytes` decompressed from `encoding`, at most `maxBytes` of them: "too large" past that, and
+ * undefined when they do not decompress or the encoding is none the server accepts (Connect
+ * then refuses the request in its own words).
+ */
+export function decompressed(bytes: Uint8Array, encoding: string, maxBytes: number): Buffer | "too large" | undefined {
+  try {
+    if (encoding === "gzip") return gunzipSync(bytes, { maxOutputLength: maxBytes });
+    if (encoding === "br") return brotliDecompressSync(bytes, { maxOutputLength: maxBytes });
+    return undefined;
+  } catch (err) {
+    return (err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE" ? "too large" : undefined;
+  }
+}
