@@ -6,6 +6,7 @@
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
 import { STORES, createTestDatabase, withMigratedDatabase } from "../helpers/db.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
 for (const store of STORES) {
   test(`${store}: an empty database migrated up matches the entities; down then up again too`, async (t) => {
@@ -51,8 +52,7 @@ for (const store of STORES) {
   });
 }
 
-test("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
   await withMigratedDatabase("mysql", async (db) => {
     const rows: { t: string; c: string; type: string }[] = await db.dataSource.query(
       "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
