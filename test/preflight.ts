@@ -2,8 +2,9 @@
  * Runs before `npm test`: says in its first line what the suite needs and is missing, and how to
  * get it, instead of letting hundreds of tests fail one connection timeout at a time.
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
- * browser test at CHROMIUM_PATH (default /usr/bin/chromium).
+ * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import mysql from "mysql2/promise";
 import { MYSQL_BASE, STORES, mysqlMissing } from "./helpers/db.js";
@@ -24,6 +25,7 @@ if (STORES.includes("mysql")) {
   }
 }
 if (!existsSync(CHROMIUM)) missing.push(chromiumMissing());
+if (spawnSync("jq", ["--version"]).status !== 0) missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq)");
 
 if (missing.length > 0) {
   console.error(`npm test cannot run: ${missing.join("; and ")}`);
