@@ -8,6 +8,7 @@
  *   npm run keys -- list [--env <name>]
  *   npm run keys -- revoke <key_id>
  */
+import { pathToFileURL } from "node:url";
 import { ensureEnvironment } from "../billing/bootstrap.js";
 import { generateKey, storeKey } from "../billing/keys.js";
 import type { EnvironmentMode } from "../billing/tenancy.js";
@@ -151,7 +152,7 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
       for (const k of await store.listKeys(env?.id)) {
         out(`${k.id}\t${k.kind}\t${names.get(k.environmentId) ?? k.environmentId}\t${k.prefix}…\t${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : "active"}`);
       }
-    } else {
+    } else if (command === "revoke") {
       const id = positionals[0] as string;
       if (!(await store.revokeKey(id, now))) fail(`no active key with id ${id}`);
       out(`revoked ${id}`);
@@ -161,4 +162,5 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
   }
 }
 
-await run(process.argv.slice(2));
+// Run as a command (npm run keys); imported (tests of parseArgs), it does nothing.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run(process.argv.slice(2));

@@ -1,7 +1,8 @@
 /**
  * The keys CLI refuses what it does not know (an unknown command or flag, an extra argument, a
  * flag without its value or given twice) with a message naming it, the usage, and exit code 2,
- * before it touches the database.
+ * before it touches the database. The parsing is checked in process; the command itself once per
+ * kind of outcome.
  */
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
+import { parseArgs } from "../../src/cli/keys.js";
 
 const run = promisify(execFile);
 
@@ -45,21 +47,47 @@ const refused: [string[], string][] = [
 ];
 
 for (const [args, message] of refused) {
-  test(`keys ${args.join(" ") || "(nothing)"}: refused`, async (t) => {
+  test(`keys ${args.join(" ") || "(nothing)"}: refused`, (t) => {
+    const parsed = parseArgs(args);
+    t.true("error" in parsed && parsed.error.startsWith(message), JSON.stringify(parsed));
+  });
+}
+
+test("what parseArgs reads from a good command line", (t) => {
+  t.deepEqual(parseArgs(["env", "set-limits", "acme", "--api-rps=50", "--ingest-rps", "default"]), {
+    command: "env set-limits",
+    positionals: ["acme"],
+    flags: new Map([
+      ["--api-rps", "50"],
+      ["--ingest-rps", "default"],
+    ]),
+  });
+  t.deepEqual(parseArgs(["create", "--publishable", "--env", "acme"]), {
+    command: "create",
+    positionals: [],
+    flags: new Map([
+      ["--publishable", ""],
+      ["--env", "acme"],
+    ]),
+  });
+});
+
+test("the command refuses with the message, the usage and exit code 2, before it opens the database", async (t) => {
+  for (const [args, message] of [refused[4], refused[6]] as [string[], string][]) {
     const dir = mkdtempSync(join(tmpdir(), "keys-args-"));
     try {
       const file = join(dir, "billing.db");
       const r = await keys(args, `sqlite:${file}`);
       t.is(r.code, 2, r.stderr);
-      t.true(r.stderr.startsWith(`${message}`), r.stderr);
+      t.true(r.stderr.startsWith(message), r.stderr);
       t.regex(r.stderr, /usage:\n {2}keys env create/);
       t.is(r.stdout, "");
       t.false(existsSync(file), "the database was not opened");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-}
+  }
+});
 
 test("keys --help prints the usage and exits 0", async (t) => {
   const r = await keys(["--help"], "sqlite:/nonexistent/dir/billing.db");
