@@ -8,6 +8,7 @@
  *   npm run keys -- list [--env <name>]
  *   npm run keys -- revoke <key_id>
  */
+import { pathToFileURL } from "node:url";
 import { ensureEnvironment } from "../billing/bootstrap.js";
 import { generateKey, storeKey } from "../billing/keys.js";
 import type { EnvironmentMode } from "../billing/tenancy.js";
@@ -23,9 +24,59 @@ const USAGE = `usage:
   keys list [--env <name>]
   keys revoke <key_id>`;
 
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
+/** What each command takes: its positional arguments by name, and its flags (with a value, or a switch). */
+const COMMANDS: Record<string, { positionals: string[]; flags: Record<string, "value" | "switch"> }> = {
+  "env create": { positionals: ["name"], flags: { "--mode": "value" } },
+  "env list": { positionals: [], flags: {} },
+  "env set-limits": { positionals: ["name"], flags: { "--ingest-rps": "value", "--api-rps": "value" } },
+  create: { positionals: [], flags: { "--env": "value", "--publishable": "switch" } },
+  list: { positionals: [], flags: { "--env": "value" } },
+  revoke: { positionals: ["key_id"], flags: {} },
+};
+
+export interface Parsed {
+  command: string;
+  positionals: string[];
+  /** Flags given; a switch's value is "". */
+  flags: Map<string, string>;
+}
+
+/**
+ * Reads the command line against COMMANDS; a word it does not know (an unknown command or flag,
+ * an extra argument, a flag twice or without its value) is a message saying so, with the usage.
+ */
+export function parseArgs(args: readonly string[]): Parsed | { error: string } {
+  const command = args[0] === "env" ? `env ${args[1] ?? ""}`.trim() : (args[0] ?? "");
+  const spec = COMMANDS[command];
+  if (!spec) return { error: command === "" ? "no command given" : `unknown command: keys ${command}` };
+  const rest = args.slice(command.split(" ").length);
+  const positionals: string[] = [];
+  const flags = new Map<string, string>();
+  for (let i = 0; i < rest.length; i++) {
+    const word = rest[i] as string;
+    if (word.startsWith("-")) {
+      const eq = word.indexOf("=");
+      const name = eq > 0 ? word.slice(0, eq) : word;
+      const kind = spec.flags[name];
+      const known = Object.keys(spec.flags);
+      if (!kind) return { error: `unknown flag ${name} for keys ${command}${known.length ? ` (it takes ${known.join(", ")})` : " (it takes no flags)"}` };
+      if (flags.has(name)) return { error: `${name} is given twice` };
+      if (kind === "switch") {
+        if (eq > 0) return { error: `${name} takes no value` };
+        flags.set(name, "");
+      } else {
+        const value = eq > 0 ? word.slice(eq + 1) : rest[++i];
+        if (value === undefined || value === "" || (eq < 0 && value.startsWith("--"))) return { error: `${name} needs a value` };
+        flags.set(name, value);
+      }
+    } else if (positionals.length < spec.positionals.length) {
+      positionals.push(word);
+    } else {
+      return { error: `unexpected argument ${JSON.stringify(word)} for keys ${command}` };
+    }
+  }
+  if (positionals.length < spec.positionals.length) return { error: `keys ${command} needs <${spec.positionals[positionals.length]}>` };
+  return { command, positionals, flags };
 }
 
 function fail(message: string): never {
@@ -34,6 +85,13 @@ function fail(message: string): never {
 }
 
 export async function run(args: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<void> {
+  if (args.length === 1 && (args[0] === "--help" || args[0] === "-h" || args[0] === "help")) {
+    out(USAGE);
+    return;
+  }
+  const parsed = parseArgs(args);
+  if ("error" in parsed) fail(`${parsed.error}\n${USAGE}`);
+  const { command, positionals, flags } = parsed;
   let config;
   try {
     config = loadConfig();
@@ -46,68 +104,63 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
   try {
     await db.dataSource.runMigrations({ transaction: "each" });
     const store = new SqlAuthStore(db.sql, db.entities);
-    const [cmd, sub] = args;
     const now = new Date();
-    if (cmd === "env" && sub === "create") {
-      const name = args[2];
-      if (!name || name.startsWith("--")) fail(USAGE);
-      const mode = (flag(args, "--mode") ?? "test") as EnvironmentMode;
+    if (command === "env create") {
+      const name = positionals[0] as string;
+      const mode = (flags.get("--mode") ?? "test") as EnvironmentMode;
       if (mode !== "test" && mode !== "live") fail("--mode must be test or live");
       if (await store.findEnvironmentByName(name)) fail(`environment ${name} already exists`);
       const env = await ensureEnvironment(store, name, mode, now);
       out(`${env.id}\t${env.name}\t${env.mode}`);
-    } else if (cmd === "env" && sub === "list") {
+    } else if (command === "env list") {
       for (const e of await store.listEnvironments()) out(`${e.id}\t${e.name}\t${e.mode}\t${e.createdAt.toISOString()}`);
-    } else if (cmd === "env" && sub === "set-limits") {
+    } else if (command === "env set-limits") {
       // Requests a second per key of the environment; 0 is unlimited, "default" the server's default.
-      const name = args[2];
-      if (!name || name.startsWith("--")) fail(USAGE);
+      const name = positionals[0] as string;
       const rps = (flagName: string): number | null | undefined => {
-        if (!args.includes(flagName)) return undefined;
-        const raw = flag(args, flagName);
+        if (!flags.has(flagName)) return undefined;
+        const raw = flags.get(flagName);
         if (raw === "default") return null;
         if (raw === undefined || !/^\d+$/.test(raw) || Number(raw) > 1_000_000) fail(`${flagName} must be an integer from 0 (unlimited) to 1000000, or default`);
         return Number(raw);
       };
       const ingestRps = rps("--ingest-rps");
       const apiRps = rps("--api-rps");
-      if (ingestRps === undefined && apiRps === undefined) fail(USAGE);
+      if (ingestRps === undefined && apiRps === undefined) fail(`keys env set-limits needs --ingest-rps or --api-rps\n${USAGE}`);
       const env = await store.findEnvironmentByName(name);
       if (!env) fail(`no environment named ${name}`);
       await store.setEnvironmentRateLimits(env.id, { ingestRps, apiRps });
       const after = (await store.findEnvironmentByName(name)) ?? env;
       const show = (v: number | null | undefined) => (v === null || v === undefined ? "default" : v === 0 ? "unlimited" : `${v}/s`);
       out(`${after.id}\t${after.name}\tingest ${show(after.ingestRps)}\tapi ${show(after.apiRps)}`);
-    } else if (cmd === "create") {
-      const envName = flag(args, "--env");
-      if (!envName) fail(USAGE);
+    } else if (command === "create") {
+      const envName = flags.get("--env");
+      if (!envName) fail(`keys create needs --env <name>\n${USAGE}`);
       const env = await store.findEnvironmentByName(envName);
       if (!env) fail(`no environment named ${envName}; create it with: keys env create ${envName}`);
-      const kind = args.includes("--publishable") ? "publishable" : "secret";
+      const kind = flags.has("--publishable") ? "publishable" : "secret";
       const key = generateKey(kind, env.mode);
       const id = await storeKey(store, env.id, kind, key, now);
       out(`${id}\t${kind}\t${env.name}`);
       out(key);
       process.stderr.write("This key is shown once; only its hash is stored.\n");
-    } else if (cmd === "list") {
-      const envName = flag(args, "--env");
+    } else if (command === "list") {
+      const envName = flags.get("--env");
       const env = envName ? await store.findEnvironmentByName(envName) : undefined;
       if (envName && !env) fail(`no environment named ${envName}`);
       const names = new Map((await store.listEnvironments()).map((e) => [e.id, e.name]));
       for (const k of await store.listKeys(env?.id)) {
         out(`${k.id}\t${k.kind}\t${names.get(k.environmentId) ?? k.environmentId}\t${k.prefix}…\t${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : "active"}`);
       }
-    } else if (cmd === "revoke") {
-      const id = args[1];
-      if (!id) fail(USAGE);
+    } else if (command === "revoke") {
+      const id = positionals[0] as string;
       if (!(await store.revokeKey(id, now))) fail(`no active key with id ${id}`);
       out(`revoked ${id}`);
-    } else {
-      fail(USAGE);
     }
   } finally {
     await db.dataSource.destroy();
   }
 }
 
-await run(process.argv.slice(2));
+// Run as a command (npm run keys); imported (tests of parseArgs), it does nothing.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run(process.argv.slice(2));

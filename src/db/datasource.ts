@@ -86,6 +86,16 @@ async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryC
     connectTimeout: CONNECT_TIMEOUT_MS,
   });
   try {
+    // A DATABASE_URL naming a database that is not there fails here, saying what to do, rather
+    // than as the driver's bare "Unknown database" from somewhere inside the pool. (config.ts
+    // has already refused a URL that names none.)
+    const name = decodeURIComponent(u.pathname.slice(1));
+    const [found] = await conn.query("SELECT SCHEMA_NAME AS s FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", [name]);
+    if ((found as unknown[]).length === 0) {
+      throw new Error(
+        `the database ${name} does not exist on ${u.hostname}:${u.port || 3306}: create it (CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;) or correct DATABASE_URL`,
+      );
+    }
     const [rows] = await conn.query("SELECT VERSION() AS v");
     const version = String((rows as { v: string }[])[0]?.v);
     return { type: version.includes("MariaDB") ? "mariadb" : "mysql", binaryCollation: binaryCollationFor(version) };

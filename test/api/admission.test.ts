@@ -13,7 +13,7 @@ import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
 import { ok, reasonOf, rest, rpcClient } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { type TestServer, startTestServer, useServer } from "../helpers/server.js";
 
 const MiB = 1024 * 1024;
 
@@ -103,13 +103,7 @@ function event(subjectId: string, key: string, bytes: number) {
 }
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   for (const [api, path, contentType] of [
     ["rest", "/subjects", "application/json"],

@@ -6,17 +6,11 @@
 import test from "ava";
 import { reasonOf, rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import { APIS, type Json, ok, subjectsApi } from "../helpers/subjects-api.js";
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   for (const api of APIS) {
     test(`${store} ${api}: missing, unknown and revoked keys are unauthenticated; publishable keys are denied`, async (t) => {

@@ -7,16 +7,10 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { PROTOCOLS, reasonOf, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   /** Number of subjects in a fresh environment's listing, to prove nothing was written. */
   const count = async (key: string) => (await rest(server.url, "GET", "/subjects?limit=100", key)).body.subjects.length;

@@ -6,7 +6,7 @@
 import test from "ava";
 import { STORES } from "../helpers/db.js";
 import { CARD_DECLINED, CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
@@ -606,13 +606,7 @@ const cases: Case[] = [
 ];
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
   for (const [title, run, expected] of cases) {
     test(`${store}: ${title}`, async (t) => {
       const s = await Scenario.start(server, "2026-01-15T00:00:00Z");

@@ -11,7 +11,7 @@ import { UsageEventInputSchema } from "../../src/gen/billing/v1/usage_event_pb.j
 import { ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 const GARBAGE = Buffer.from([0xff, 0xff, 0xff]);
 const envelope = (msg: Uint8Array, flags = 0) => {
@@ -69,13 +69,7 @@ const reasonOfBin = (b64: string | undefined) => {
 };
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   const GET_SUBJECT = "/billing.v1.SubjectService/GetSubject";
 

@@ -7,16 +7,10 @@
 import test from "ava";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store, { SCHEDULER_INTERVAL_MS: "0" });
 
   const freePlan = async (s: Scenario) => {
     const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { amount: { currency_code: "USD", value: 0 } } }] });

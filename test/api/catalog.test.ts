@@ -10,7 +10,7 @@ import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.j
 import { RateCatalogService } from "../../src/gen/billing/v1/rate_catalog_service_pb.js";
 import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const J = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
@@ -59,13 +59,7 @@ function cardBody(metricId: string, over: Json = {}): Json {
 }
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: pricing metrics of every aggregation type; get; list with limit and offset`, async (t) => {
     const key = await server.freshKey();

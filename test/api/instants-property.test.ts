@@ -10,18 +10,12 @@ import { END_INSTANT } from "../../src/billing/time.js";
 import { ok } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { format, inRangeMs, style } from "../helpers/instants.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 const RUNS = 60;
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: a test clock's frozen_time reads back as the millisecond written, in any accepted form`, async (t) => {
     const key = await server.freshKey("test");

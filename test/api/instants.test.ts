@@ -18,7 +18,7 @@ import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { type Protocol, type RestResponse, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 /** Refused on every instant field: [value, what the message says]. */
@@ -51,12 +51,9 @@ function descriptions(body: Json): string[] {
 }
 
 for (const store of STORES) {
-  let server: TestServer;
   let count: (table: string, environmentOf: string) => Promise<number>;
-  let close: () => Promise<void>;
-  test.before(async () => {
-    server = await startTestServer(store);
-    const db = await createDatabase(server.db.url, { poolSize: 1 });
+  const server = useServer(store, {}, async (started) => {
+    const db = await createDatabase(started.db.url, { poolSize: 1 });
     await db.dataSource.initialize();
     // Rows of a table in the environment of a subject.
     count = async (table, subjectId) => {
@@ -66,11 +63,7 @@ for (const store of STORES) {
       );
       return Number(rows[0]?.n);
     };
-    close = () => db.dataSource.destroy();
-  });
-  test.after.always(async () => {
-    await close?.();
-    await server?.stop();
+    return () => db.dataSource.destroy();
   });
 
   async function setup() {

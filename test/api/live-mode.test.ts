@@ -17,27 +17,22 @@ import { sqlBillingStores } from "../../src/db/stores/billing-stores.js";
 import { reasonOf, rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
 const callbacks = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" };
 
 for (const store of STORES) {
-  let server: TestServer;
   let db: Database;
   let billing: BillingStores;
   let auth: SqlAuthStore;
-  test.before(async () => {
-    server = await startTestServer(store);
-    db = await createDatabase(server.db.url, { poolSize: 2 });
+  const server = useServer(store, {}, async (started) => {
+    db = await createDatabase(started.db.url, { poolSize: 2 });
     await db.dataSource.initialize();
     billing = sqlBillingStores(db.sql, db.entities);
     auth = new SqlAuthStore(db.sql, db.entities);
-  });
-  test.after.always(async () => {
-    await db?.dataSource.destroy();
-    await server?.stop();
+    return () => db.dataSource.destroy();
   });
 
   /** An environment of `mode` through the API only (live: no test clock, real time). */

@@ -14,8 +14,9 @@ import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_se
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
 import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startAppOn, startTestServer } from "../helpers/server.js";
+import { type TestServer, startAppOn, startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
 /** A fresh environment with a subject and metrics of every aggregation over event "api". */
 async function setup(server: TestServer) {
@@ -42,13 +43,7 @@ const event = (subject: string, k: string, n: unknown, extra: Json = {}) => ({
 });
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: accepted, duplicate, and 409 for the same key with another payload`, async (t) => {
     const s = await setup(server);
@@ -360,8 +355,7 @@ for (const store of STORES) {
   });
 }
 
-test("mysql: duplicates survive a restart", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: duplicates survive a restart", async (t) => {
   const server = await startTestServer("mysql");
   try {
     const s = await setup(server);

@@ -7,20 +7,14 @@ import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const price = (value: number) => ({ amount: { currency_code: "USD", value } });
 const callbacks = { checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" } };
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: idempotency keys and event names are exact: case and trailing spaces matter`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");

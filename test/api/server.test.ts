@@ -12,19 +12,15 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { createDatabase } from "../../src/db/datasource.js";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { rest, rpcClient } from "../helpers/clients.js";
-import { createTestDatabase } from "../helpers/db.js";
-import { type TestServer, seedKeys, startTestServer } from "../helpers/server.js";
+import { STORES, createTestDatabase } from "../helpers/db.js";
+import { seedKeys, startTestServer, useServer } from "../helpers/server.js";
 
 const run = promisify(execFile);
 const BUF = "node_modules/.bin/buf";
 
-let server: TestServer;
-test.before(async () => {
-  server = await startTestServer("sqlite");
-});
-test.after.always(async () => {
-  await server?.stop();
-});
+// What these tests check does not depend on the store: they run on one that TEST_STORES selects.
+const STORE = STORES.includes("sqlite") ? "sqlite" : STORES[0];
+const server = useServer(STORE);
 
 test("GET /healthz answers without a key", async (t) => {
   const r = await rest(server.url, "GET", "/healthz");
@@ -64,7 +60,7 @@ test("buf curl lists every method through server reflection and calls one over g
 });
 
 test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async (t) => {
-  const db = await createTestDatabase("sqlite");
+  const db = await createTestDatabase(STORE);
   const { keys, close } = await seedKeys(db.url);
   await close();
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
@@ -108,7 +104,7 @@ test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async 
   await db.drop();
 });
 
-for (const store of ["mysql", "sqlite"] as const) {
+for (const store of STORES) {
   test(`${store}: an unexpected failure is an internal error on REST and Connect, with nothing of its cause`, async (t) => {
     const s = await startTestServer(store);
     try {

@@ -4,19 +4,13 @@
  */
 import test from "ava";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import { APIS, type Json, ok, subjectsApi } from "../helpers/subjects-api.js";
 
 const uid = () => Math.random().toString(36).slice(2, 10);
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   for (const api of APIS) {
     const t0 = `${store} ${api}`;

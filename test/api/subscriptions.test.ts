@@ -7,7 +7,7 @@ import test from "ava";
 import { rest, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
@@ -26,13 +26,7 @@ async function planWithUsage(s: Scenario) {
 }
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: bad subscription input is a 400 naming the field and creates nothing`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");

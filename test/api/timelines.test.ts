@@ -7,7 +7,7 @@ import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const seats = (value: number, name: string) => ({ fixed_rates: [{ code: "seats", name, price: { amount: { currency_code: "USD", value } } }] });
@@ -18,13 +18,7 @@ const item = (start: string, end: string | null, rate_card_id: string, seatsQty:
 const callbacks = { checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" } };
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   async function setup(at = "2026-01-01T00:00:00Z") {
     const s = await Scenario.start(server, at);

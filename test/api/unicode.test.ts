@@ -8,7 +8,7 @@
 import test from "ava";
 import { reasonOf, rest, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 /** Bytes sent as they are, with a JSON content type. */
 async function post(url: string, key: string, body: Uint8Array | string) {
@@ -29,13 +29,7 @@ const NOT_UTF8: [string, Uint8Array][] = [
 ];
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   const count = async (key: string) => (await rest(server.url, "GET", "/subjects?limit=100", key)).body.subjects.length;
 

@@ -9,12 +9,11 @@ import { existsSync } from "node:fs";
 import test from "ava";
 import { chromium } from "playwright-core";
 import { CARD_DECLINED, Scenario } from "../helpers/scenario.js";
+import { CHROMIUM, chromiumMissing } from "../helpers/chromium.js";
 import { startTestServer } from "../helpers/server.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-
 test("a person pays in the hosted checkout: declined first, then accepted and sent back", async (t) => {
-  t.true(existsSync(CHROMIUM), `Chromium is needed at ${CHROMIUM} (apt-get install chromium; .ci/run does it)`);
+  if (!existsSync(CHROMIUM)) throw new Error(chromiumMissing());
   const server = await startTestServer("sqlite");
   // The application the customer returns to.
   const visits: string[] = [];

@@ -4,12 +4,11 @@
  * that read must use the (environment_id, event_name) index and touch only that name's events,
  * not every event of the environment (1.5 M events took 4 s before the index).
  */
-import test from "ava";
 import { BACKFILL_PAGE_SQL } from "../../src/db/stores/usage-store.js";
-import { STORES, withMigratedDatabase } from "../helpers/db.js";
+import { withMigratedDatabase } from "../helpers/db.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
-test("mysql: a new metric's backfill reads its event name's events through the (environment, event_name) index", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: a new metric's backfill reads its event name's events through the (environment, event_name) index", async (t) => {
   await withMigratedDatabase("mysql", async (db) => {
     // 20,000 events of other names in the environment, 50 of the metric's name.
     const rows: unknown[][] = [];

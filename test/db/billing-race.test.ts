@@ -2,15 +2,13 @@
  * Two schedulers (two servers, each with its own connection pool) close the same due cycles at
  * once on MariaDB: every subscription gets exactly one invoice per period.
  */
-import test from "ava";
 import { buildServices } from "../../src/app.js";
 import { createDatabase } from "../../src/db/datasource.js";
-import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { startTestServer } from "../helpers/server.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
-test("mysql: two runners racing over 40 due subscriptions bill each period exactly once", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: two runners racing over 40 due subscriptions bill each period exactly once", async (t) => {
   const server = await startTestServer("mysql");
   try {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");

@@ -6,6 +6,7 @@
 import test from "ava";
 import { createDatabase } from "../../src/db/datasource.js";
 import { STORES, createTestDatabase, withMigratedDatabase } from "../helpers/db.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
 for (const store of STORES) {
   test(`${store}: an empty database migrated up matches the entities; down then up again too`, async (t) => {
@@ -51,8 +52,7 @@ for (const store of STORES) {
   });
 }
 
-test("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 integer digits", async (t) => {
   await withMigratedDatabase("mysql", async (db) => {
     const rows: { t: string; c: string; type: string }[] = await db.dataSource.query(
       "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
@@ -115,61 +115,59 @@ for (const store of STORES) {
  * binary-identifiers migration's down refuses, changing nothing, while two values of a unique key
  * would collide under the old collation, and restores it otherwise.
  */
-if (STORES.includes("mysql")) {
-  test("mysql: every text column compares byte for byte, as the entities say; down refuses to merge identifiers", async (t) => {
-    const tdb = await createTestDatabase("mysql");
-    const db = await createDatabase(tdb.url, { poolSize: 2 });
-    await db.dataSource.initialize();
-    const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
-    const collations = async (): Promise<Map<string, string>> => {
-      const rows: { t: string; c: string; k: string }[] = await q(
-        "SELECT TABLE_NAME AS t, COLUMN_NAME AS c, COLLATION_NAME AS k FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND COLLATION_NAME IS NOT NULL AND TABLE_NAME <> 'schema_migrations'",
-      );
-      return new Map(rows.map((r) => [`${r.t}.${r.c}`, r.k]));
-    };
-    try {
-      await db.dataSource.runMigrations({ transaction: "each" });
-      const binary = db.sql.binaryCollation;
-      const after = await collations();
-      t.true(after.size > 50);
-      t.deepEqual([...after].filter(([, k]) => k !== binary), []);
-      const tables: { t: string; k: string }[] = await q(
-        "SELECT TABLE_NAME AS t, TABLE_COLLATION AS k FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME <> 'schema_migrations'",
-      );
-      t.deepEqual(tables.filter((r) => r.k !== binary), []);
-      // The entities declare the same, column by column.
-      const declared = new Map<string, string | undefined>();
-      for (const m of db.dataSource.entityMetadatas) for (const c of m.columns) declared.set(`${m.tableName}.${c.databaseName}`, c.collation);
-      t.deepEqual([...after.keys()].filter((k) => declared.get(k) !== binary), []);
+mysqlOnly("mysql: every text column compares byte for byte, as the entities say; down refuses to merge identifiers", async (t) => {
+  const tdb = await createTestDatabase("mysql");
+  const db = await createDatabase(tdb.url, { poolSize: 2 });
+  await db.dataSource.initialize();
+  const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
+  const collations = async (): Promise<Map<string, string>> => {
+    const rows: { t: string; c: string; k: string }[] = await q(
+      "SELECT TABLE_NAME AS t, COLUMN_NAME AS c, COLLATION_NAME AS k FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND COLLATION_NAME IS NOT NULL AND TABLE_NAME <> 'schema_migrations'",
+    );
+    return new Map(rows.map((r) => [`${r.t}.${r.c}`, r.k]));
+  };
+  try {
+    await db.dataSource.runMigrations({ transaction: "each" });
+    const binary = db.sql.binaryCollation;
+    const after = await collations();
+    t.true(after.size > 50);
+    t.deepEqual([...after].filter(([, k]) => k !== binary), []);
+    const tables: { t: string; k: string }[] = await q(
+      "SELECT TABLE_NAME AS t, TABLE_COLLATION AS k FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME <> 'schema_migrations'",
+    );
+    t.deepEqual(tables.filter((r) => r.k !== binary), []);
+    // The entities declare the same, column by column.
+    const declared = new Map<string, string | undefined>();
+    for (const m of db.dataSource.entityMetadatas) for (const c of m.columns) declared.set(`${m.tableName}.${c.databaseName}`, c.collation);
+    t.deepEqual([...after.keys()].filter((k) => declared.get(k) !== binary), []);
 
-      // Back to just after the binary-identifiers migration.
-      const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
-      for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("BinaryIdentifiers"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
-      const atBinaryIdentifiers = await collations();
-      const subject = (id: string, ext: string) =>
-        q("INSERT INTO subjects (id, environment_id, external_id, external_id_key, metadata, created_at, updated_at) VALUES (?, 'env_1', ?, ?, '{}', '2026-01-01', '2026-01-01')", [id, ext, ext]);
-      await subject("subj_1", "ext_x");
-      await subject("subj_2", "Ext_x");
-      await subject("subj_3", "Muller");
-      await q("INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ('ue_1', 'env_1', 'k', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01'), ('ue_2', 'env_1', 'K', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01')");
-      const err = await t.throwsAsync(() => db.dataSource.undoLastMigration({ transaction: "each" }));
-      t.regex(err?.message ?? "", /subjects\.uq_subjects_env_external_id: \('env_1', 'Ext_x'\) and \('env_1', 'ext_x'\)/);
-      t.notRegex(err?.message ?? "", /usage_events|Muller/); // idempotency keys stay binary; one Muller collides with nothing
-      t.deepEqual(await collations(), atBinaryIdentifiers, "nothing changed");
+    // Back to just after the binary-identifiers migration.
+    const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
+    for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("BinaryIdentifiers"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
+    const atBinaryIdentifiers = await collations();
+    const subject = (id: string, ext: string) =>
+      q("INSERT INTO subjects (id, environment_id, external_id, external_id_key, metadata, created_at, updated_at) VALUES (?, 'env_1', ?, ?, '{}', '2026-01-01', '2026-01-01')", [id, ext, ext]);
+    await subject("subj_1", "ext_x");
+    await subject("subj_2", "Ext_x");
+    await subject("subj_3", "Muller");
+    await q("INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ('ue_1', 'env_1', 'k', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01'), ('ue_2', 'env_1', 'K', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01')");
+    const err = await t.throwsAsync(() => db.dataSource.undoLastMigration({ transaction: "each" }));
+    t.regex(err?.message ?? "", /subjects\.uq_subjects_env_external_id: \('env_1', 'Ext_x'\) and \('env_1', 'ext_x'\)/);
+    t.notRegex(err?.message ?? "", /usage_events|Muller/); // idempotency keys stay binary; one Muller collides with nothing
+    t.deepEqual(await collations(), atBinaryIdentifiers, "nothing changed");
 
-      await q("DELETE FROM subjects WHERE id = 'subj_2'");
-      await db.dataSource.undoLastMigration({ transaction: "each" });
-      const before = await collations();
-      t.is(before.get("subjects.external_id_key"), "utf8mb4_unicode_ci");
-      t.is(before.get("rates.code"), "utf8mb4_unicode_ci");
-      t.is(before.get("usage_events.idempotency_key"), binary);
-      t.is(before.get("pricing_metrics.event_name"), binary);
-      await db.dataSource.runMigrations({ transaction: "each" });
-      t.deepEqual(await collations(), after);
-      t.deepEqual((await db.dataSource.driver.createSchemaBuilder().log()).upQueries.map((x) => x.query), []);
-    } finally {
-      await db.dataSource.destroy();
-      await tdb.drop();
-    }
-  });
-}
+    await q("DELETE FROM subjects WHERE id = 'subj_2'");
+    await db.dataSource.undoLastMigration({ transaction: "each" });
+    const before = await collations();
+    t.is(before.get("subjects.external_id_key"), "utf8mb4_unicode_ci");
+    t.is(before.get("rates.code"), "utf8mb4_unicode_ci");
+    t.is(before.get("usage_events.idempotency_key"), binary);
+    t.is(before.get("pricing_metrics.event_name"), binary);
+    await db.dataSource.runMigrations({ transaction: "each" });
+    t.deepEqual(await collations(), after);
+    t.deepEqual((await db.dataSource.driver.createSchemaBuilder().log()).upQueries.map((x) => x.query), []);
+  } finally {
+    await db.dataSource.destroy();
+    await tdb.drop();
+  }
+});

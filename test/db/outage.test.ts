@@ -4,17 +4,16 @@
  * answers 503 rather than hanging; once the proxy is gone (connections cut, nothing listening)
  * every protocol answers `unavailable` (503) without the driver's words, never `internal`.
  */
-import test from "ava";
 import net from "node:net";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { rest, reasonOf, rpcClient } from "../helpers/clients.js";
-import { STORES, createTestDatabase } from "../helpers/db.js";
+import { createTestDatabase } from "../helpers/db.js";
 import { Proxy } from "../helpers/db-proxy.js";
 import { seedKeys, startAppOn } from "../helpers/server.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
 
-test("mysql: a frozen database is a bounded 503 on /healthz; a database that is gone is 503 unavailable on REST, Connect and gRPC", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: a frozen database is a bounded 503 on /healthz; a database that is gone is 503 unavailable on REST, Connect and gRPC", async (t) => {
   const db = await createTestDatabase("mysql");
   const seeded = await seedKeys(db.url);
   const direct = new URL(db.url);
@@ -78,8 +77,7 @@ test("mysql: a frozen database is a bounded 503 on /healthz; a database that is 
   }
 });
 
-test("mysql: a server pointed at a port where nothing listens does not start, and says why", async (t) => {
-  if (!STORES.includes("mysql")) return t.pass();
+mysqlOnly("mysql: a server pointed at a port where nothing listens does not start, and says why", async (t) => {
   // A port that was free a moment ago: nothing listens there.
   const probe = net.createServer();
   await new Promise<void>((r) => probe.listen(0, "127.0.0.1", () => r()));

@@ -14,7 +14,17 @@ export type Store = "mysql" | "sqlite";
 
 export const STORES: Store[] = (process.env.TEST_STORES ?? "mysql,sqlite").split(",").map((s) => s.trim()) as Store[];
 
-const MYSQL_BASE = (process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306").replace(/\/+$/, "");
+export const MYSQL_BASE = (process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306").replace(/\/+$/, "");
+
+/** What to tell a person whose MariaDB did not answer: what is missing and the two ways on. */
+export function mysqlMissing(cause: unknown): string {
+  const why = cause instanceof Error ? (cause as { code?: string }).code ?? cause.message : String(cause);
+  return (
+    `MariaDB/MySQL is not reachable at ${MYSQL_BASE} (${why}), and TEST_STORES=${STORES.join(",")} asks for it: ` +
+    "start MariaDB (e.g. `service mariadb start`; root with an empty password over TCP, as .ci/run sets up) or point TEST_MYSQL_URL at one, " +
+    "or run the SQLite half only with TEST_STORES=sqlite npm test"
+  );
+}
 
 export interface TestDatabase {
   url: string;
@@ -27,7 +37,12 @@ export async function createTestDatabase(store: Store): Promise<TestDatabase> {
     return { url: `sqlite:${join(dir, "billing.db")}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
   }
   const name = `billing_test_${randomBase62(10).toLowerCase()}`;
-  const conn = await mysql.createConnection(`${MYSQL_BASE}/`);
+  let conn: mysql.Connection;
+  try {
+    conn = await mysql.createConnection(`${MYSQL_BASE}/`);
+  } catch (e) {
+    throw new Error(mysqlMissing(e), { cause: e });
+  }
   await conn.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
   await conn.end();
   return {

@@ -2,6 +2,7 @@
  * Starts the real server on a free port against a fresh database, with two environments:
  * A (test mode: a secret key, a publishable key, a revoked key) and B (live mode: a secret key).
  */
+import test from "ava";
 import { type App, startApp } from "../../src/app.js";
 import { newId } from "../../src/billing/ids.js";
 import { generateKey, storeKey } from "../../src/billing/keys.js";
@@ -96,4 +97,37 @@ export async function untilHealthy(url: string): Promise<void> {
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * The server of a test file (or of one store's half of it): started before its tests, stopped
+ * after them even when they fail. The returned object reads through to the running server, so
+ * tests use it as a TestServer; touching it outside a test or hook before the start throws.
+ * `setUp` runs right after the start (ava may run a file's before hooks concurrently, so work
+ * that needs the server goes here); what it returns runs before the server stops.
+ */
+export function useServer(
+  store: Store,
+  env: Record<string, string> = {},
+  setUp?: (server: TestServer) => Promise<(() => Promise<void>) | undefined>,
+): TestServer {
+  let started: TestServer | undefined;
+  let tearDown: (() => Promise<void>) | undefined;
+  test.before(async () => {
+    started = await startTestServer(store, env);
+    tearDown = await setUp?.(started);
+  });
+  test.after.always(async () => {
+    try {
+      await tearDown?.();
+    } finally {
+      await started?.stop();
+    }
+  });
+  return new Proxy({} as TestServer, {
+    get(_, name) {
+      if (!started) throw new Error(`useServer(${store}): the server starts in test.before; read .${String(name)} inside a test`);
+      return Reflect.get(started, name);
+    },
+  });
 }

@@ -1,0 +1,33 @@
+/**
+ * Runs before `npm test`: says in its first line what the suite needs and is missing, and how to
+ * get it, instead of letting hundreds of tests fail one connection timeout at a time.
+ * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
+ * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import mysql from "mysql2/promise";
+import { MYSQL_BASE, STORES, mysqlMissing } from "./helpers/db.js";
+import { CHROMIUM, chromiumMissing } from "./helpers/chromium.js";
+
+const missing: string[] = [];
+const known = ["mysql", "sqlite"];
+const unknown = STORES.filter((s) => !known.includes(s));
+if (unknown.length > 0 || STORES.length === 0) {
+  missing.push(`TEST_STORES=${process.env.TEST_STORES ?? ""} names no store or an unknown one (${unknown.join(", ")}): use mysql, sqlite or mysql,sqlite`);
+}
+if (STORES.includes("mysql")) {
+  try {
+    const conn = await mysql.createConnection({ uri: `${MYSQL_BASE}/`, connectTimeout: 3000 });
+    await conn.end();
+  } catch (e) {
+    missing.push(mysqlMissing(e));
+  }
+}
+if (!existsSync(CHROMIUM)) missing.push(chromiumMissing());
+if (spawnSync("jq", ["--version"]).status !== 0) missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq)");
+
+if (missing.length > 0) {
+  console.error(`npm test cannot run: ${missing.join("; and ")}`);
+  process.exit(1);
+}
