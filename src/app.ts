@@ -27,10 +27,9 @@ import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
-import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
-import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
@@ -106,7 +105,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
+      interceptors: [errorInterceptor(log), authInterceptor(verifier)],
       jsonOptions,
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
@@ -114,8 +113,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     });
     const specs = implementations(services);
     routes(specs, bodyLimit)(router);
-    // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
-    checkBinaryRequests(router, BULK_BODY_BYTES);
+    // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
+    // not decode invalid_argument rather than internal (src/rpc/messages.ts).
+    checkRequestMessages(router, BULK_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);

@@ -21,7 +21,6 @@ import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
 import { isStreamingRequest } from "./rpc/requests.js";
-import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -159,18 +158,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       uReq.header = new Headers(uReq.header);
       uReq.header.delete("content-length");
     }
-    // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts), for an authenticated caller.
-    const prepared = async () => {
-      if ("error" in pre || !readsInstants(handler, uReq)) return uReq;
-      try {
-        return await strictInstants(handler, uReq, INSTANT_BODY_BYTES);
-      } catch (err) {
-        if (!(err instanceof ConnectError)) throw err;
-        return { ...uReq, contextValues: createContextValues().set(preAuthKey, { error: err }), body: refusing(err) };
-      }
-    };
-    prepared()
-      .then((r) => handler(r))
+    handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res as ServerResponse))
       .catch((err) => {
         log.warn("rpc stream ended early", { rpc: path, err });

@@ -1,7 +1,5 @@
 /** Wire ⇄ domain helpers shared by every converter. */
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { JsonObject } from "@bufbuild/protobuf";
-import type { Violations } from "../../billing/errors.js";
 
 export function ts(date: Date): Timestamp {
   return timestampFromDate(date);
@@ -22,14 +20,4 @@ export function instantOf(t: Timestamp | undefined): Date | undefined {
   const seconds = BigInt(t.seconds);
   if (!Number.isInteger(t.nanos) || t.nanos < 0 || t.nanos > 999_999_999 || seconds > DATE_LIMIT_SECONDS || seconds < -DATE_LIMIT_SECONDS) return new Date(Number.NaN);
   return new Date(Number(seconds) * 1000 + Math.floor(t.nanos / 1_000_000));
-}
-
-/** A google.protobuf.Struct used as `map<string,string>` with presence: every value must be a string. */
-export function stringMapFromStruct(obj: JsonObject, v: Violations): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(obj)) {
-    if (typeof value === "string") out[key] = value;
-    else v.add(key, "must be a string");
-  }
-  return out;
 }

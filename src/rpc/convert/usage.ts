@@ -6,12 +6,14 @@ import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
 import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen/billing/v1/pricing_metric_pb.js";
 import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
-import { type UsageEventError, UsageEventErrorSchema } from "../../gen/billing/v1/usage_event_pb.js";
+import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
+import type { CreateUsageEventRequest } from "../../gen/billing/v1/usage_event_service_pb.js";
 import { codeName } from "../errors.js";
 import { instantOf, ts } from "./common.js";
 
-export function usageEventInput(e: { idempotencyKey: string; subjectId: string; eventName: string; data: Record<string, string>; timestamp: string }): UsageEventInput {
-  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: e.timestamp };
+/** An event as sent; `timestampProblem`: why its JSON timestamp did not read (see rpc/context.ts DeferredProblems). */
+export function usageEventInput(e: UsageEventInputPb | CreateUsageEventRequest, timestampProblem?: string): UsageEventInput {
+  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: instantOf(e.timestamp), timestampProblem };
 }
 
 export function usageEventError(err: BillingError): UsageEventError {
