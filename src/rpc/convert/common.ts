@@ -1,4 +1,5 @@
 /** Wire ⇄ domain helpers shared by every converter. */
+import type { Message } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 export function ts(date: Date): Timestamp {
@@ -21,3 +22,15 @@ export function instantOf(t: Timestamp | undefined): Date | undefined {
   if (!Number.isInteger(t.nanos) || t.nanos < 0 || t.nanos > 999_999_999 || seconds > DATE_LIMIT_SECONDS || seconds < -DATE_LIMIT_SECONDS) return new Date(Number.NaN);
   return new Date(Number(seconds) * 1000 + Math.floor(t.nanos / 1_000_000));
 }
+
+/**
+ * Whether a binary request carries field number `no`, which its message no longer has (reserved):
+ * a client generated from an older contract, whose field would otherwise be dropped unread.
+ */
+export function carriesRetired(msg: Message, no: number): boolean {
+  return msg.$unknown?.some((f) => f.no === no) ?? false;
+}
+
+/** What a request carrying a retired field is told: the field, its old form and its new one. */
+export const retired = (oldNo: number, oldType: string, newNo: number, newType: string) =>
+  `was field ${oldNo} (${oldType}) in an older contract and is now field ${newNo} (${newType}): regenerate this client from the current contract`;

@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
-import { Violations } from "../../billing/errors.js";
+import { Violations, invalid } from "../../billing/errors.js";
 import type { CreateSubjectInput, Subject, UpdateSubjectInput } from "../../billing/subjects.js";
 import { type Subject as SubjectPb, SubjectSchema } from "../../gen/billing/v1/subject_pb.js";
 import type { CreateSubjectRequest, UpdateSubjectRequest } from "../../gen/billing/v1/subject_service_pb.js";
-import { ts } from "./common.js";
+import { carriesRetired, retired, ts } from "./common.js";
 
 export function subjectToPb(s: Subject): SubjectPb {
   return create(SubjectSchema, {
@@ -31,6 +31,7 @@ const UPDATABLE = new Set(["email", "name", "metadata"]);
  * that are set and `metadata` when it is not empty (a JSON body's keys become its mask, rpc/json.ts).
  */
 export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInput {
+  if (carriesRetired(req, 4)) invalid("metadata", retired(4, "a google.protobuf.Struct", 6, "a map<string,string>"));
   const paths = req.updateMask?.paths ?? [];
   if (paths.length === 0) {
     return { email: req.email, name: req.name, metadata: Object.keys(req.metadata).length > 0 ? req.metadata : undefined };

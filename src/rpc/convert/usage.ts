@@ -9,11 +9,18 @@ import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pri
 import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
 import type { CreateUsageEventRequest } from "../../gen/billing/v1/usage_event_service_pb.js";
 import { codeName } from "../errors.js";
-import { instantOf, ts } from "./common.js";
+import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
-/** An event as sent; `timestampProblem`: why its JSON timestamp did not read (see rpc/context.ts DeferredProblems). */
+const RETIRED_TIMESTAMP = retired(5, "an RFC 3339 string", 6, "a google.protobuf.Timestamp");
+
+/**
+ * An event as sent; `timestampProblem`: why its JSON timestamp did not read (see rpc/context.ts
+ * DeferredProblems). An event still carrying the string timestamp of an older contract (field 5)
+ * is rejected for it, rather than happening "now".
+ */
 export function usageEventInput(e: UsageEventInputPb | CreateUsageEventRequest, timestampProblem?: string): UsageEventInput {
-  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: instantOf(e.timestamp), timestampProblem };
+  const problem = timestampProblem ?? (carriesRetired(e, 5) ? RETIRED_TIMESTAMP : undefined);
+  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: instantOf(e.timestamp), timestampProblem: problem };
 }
 
 export function usageEventError(err: BillingError): UsageEventError {

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/usage_event.proto.
  */
 export const file_billing_v1_usage_event: GenFile = /*@__PURE__*/
-  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIu8BCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWgoQVXNhZ2VFdmVudFJlc3VsdBIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKgoFZXJyb3IYAyABKAsyGy5iaWxsaW5nLnYxLlVzYWdlRXZlbnRFcnJvciJwCg9Vc2FnZUV2ZW50RXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEj4KEGZpZWxkX3Zpb2xhdGlvbnMYAyADKAsyJC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbiI+ChhVc2FnZUV2ZW50RmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIvUBCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgFEAYiWgoQVXNhZ2VFdmVudFJlc3VsdBIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKgoFZXJyb3IYAyABKAsyGy5iaWxsaW5nLnYxLlVzYWdlRXZlbnRFcnJvciJwCg9Vc2FnZUV2ZW50RXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEj4KEGZpZWxkX3Zpb2xhdGlvbnMYAyADKAsyJC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbiI+ChhVc2FnZUV2ZW50RmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A usage event as sent by a caller.
@@ -55,7 +55,7 @@ export type UsageEventInput = Message<"billing.v1.UsageEventInput"> & {
    * When it happened; in JSON RFC 3339 (a time without an offset is UTC). Left out: now, or the
    * subject's test clock time. A bad value rejects this event only.
    *
-   * @generated from field: google.protobuf.Timestamp timestamp = 5;
+   * @generated from field: google.protobuf.Timestamp timestamp = 6;
    */
   timestamp?: Timestamp | undefined;
 };
