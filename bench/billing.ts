@@ -84,7 +84,7 @@ async function closeBench(url: string) {
   log(`A: setup took ${((Date.now() - t0) / 1000).toFixed(1)} s; sending 5 usage events per subject`);
   for (let i = 0; i < SUBSCRIPTIONS; i += 200) {
     const inputs = subjects.slice(i, i + 200).flatMap((s) =>
-      Array.from({ length: 5 }, (_, j) => ({ idempotencyKey: `${s}-${j}`, subjectId: s, eventName: "api", data: { n: "4.5" }, timestamp: `2026-01-2${j}T12:00:00Z` })),
+      Array.from({ length: 5 }, (_, j) => ({ idempotencyKey: `${s}-${j}`, subjectId: s, eventName: "api", data: { n: "4.5" }, timestamp: new Date(`2026-01-2${j}T12:00:00Z`) })),
     );
     const out = await svc.ingest.ingest(caller, inputs, () => "");
     if (out.some((o) => o.status !== "accepted")) throw new Error("an event was not accepted");

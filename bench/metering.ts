@@ -57,6 +57,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import http from "node:http";
 import { createClient } from "@connectrpc/connect";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import mysql from "mysql2/promise";
 import { randomBase62 } from "../src/billing/ids.js";
@@ -713,7 +714,7 @@ async function main(): Promise<number> {
       async function* events() {
         for (let i = 0; i < n; i++) {
           const e = gen.next();
-          yield { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: e.timestamp };
+          yield { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) };
         }
       }
       progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream`);
@@ -726,7 +727,7 @@ async function main(): Promise<number> {
         const res = await client.streamUsageEvents(events(), { headers: { "x-api-key": API_KEY } });
         seconds = (performance.now() - t0) / 1000;
         acceptedTotal += Number(res.accepted);
-        if (res.received !== BigInt(n) || res.accepted !== BigInt(n) || res.duplicate !== 0n || res.rejected !== 0n || res.rejections.length > 0) {
+        if (res.received !== n || res.accepted !== n || res.duplicate !== 0 || res.rejected !== 0 || res.rejections.length > 0) {
           errors++;
           const first = res.rejections[0];
           addReason(

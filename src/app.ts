@@ -38,11 +38,10 @@ import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
-import { checkBinaryRequests } from "./rpc/binary.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
-import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
@@ -136,7 +135,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
+      interceptors: [errorInterceptor(log), authInterceptor(verifier)],
       jsonOptions,
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
@@ -150,8 +149,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const shutdown = new AbortController();
     const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
     routes(specs, bodyLimit)(router);
-    // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
-    checkBinaryRequests(router, BULK_BODY_BYTES);
+    // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
+    // not decode invalid_argument rather than internal (src/rpc/messages.ts).
+    checkRequestMessages(router, BULK_BODY_BYTES);
     const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
     const pages = createPages(services.hostedCheckout, services.invoices, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);

@@ -22,7 +22,6 @@ import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimi
 import { publicError } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
-import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -163,18 +162,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       uReq.header = new Headers(uReq.header);
       uReq.header.delete("content-length");
     }
-    // JSON that may hold a Timestamp is read strictly first (src/rpc/instants.ts), for an authenticated caller.
-    const prepared = async () => {
-      if ("error" in pre || !readsInstants(handler, uReq)) return uReq;
-      try {
-        return await strictInstants(handler, uReq, INSTANT_BODY_BYTES);
-      } catch (err) {
-        if (!(err instanceof ConnectError)) throw err;
-        return { ...uReq, contextValues: createContextValues().set(preAuthKey, { error: err }), body: refusing(err) };
-      }
-    };
-    prepared()
-      .then((r) => handler(r))
+    handler(uReq)
       .then((uRes) => universalResponseToNodeResponse(grpcResponse(uRes, flavour), res as ServerResponse))
       .catch((err) => {
         log.warn("rpc stream ended early", { rpc: path, err });

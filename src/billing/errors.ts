@@ -24,9 +24,8 @@ export abstract class BillingError extends Error {
 /** Bad input. Carries every violated field so a caller can fix them all at once. */
 export class InvalidArgumentError extends BillingError {
   readonly violations: readonly FieldViolation[];
-  constructor(violations: readonly FieldViolation[], reason = "INVALID_FIELD") {
-    const message = violations.map((v) => `${v.field}: ${v.description}`).join("; ");
-    super(reason, message || "invalid request");
+  constructor(violations: readonly FieldViolation[], reason = "INVALID_FIELD", message?: string) {
+    super(reason, message ?? (violations.map((v) => `${v.field}: ${v.description}`).join("; ") || "invalid request"));
     this.violations = violations;
   }
 }

@@ -9,18 +9,18 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { type DescMessage, type DescMethod, type DescService, type JsonValue, getOption } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { FieldViolation } from "../billing/errors.js";
+import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import { nextTurn } from "../billing/yielding.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
 import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
-import { JsonSyntaxError, checkJson, findField, fromText, parseJson } from "./json.js";
+import { toConnectError } from "../rpc/errors.js";
+import { findField, fromText, invalidFields, readJsonMessage } from "../rpc/json.js";
 import { sendConnectError, sendError } from "./errors.js";
-import { NOT_UTF8, strictUtf8 } from "../rpc/unicode.js";
 
-/** A body at least this large lets the event loop turn between being parsed and being checked. */
+/** A body at least this large lets the event loop turn between being read and being served. */
 const LARGE_BODY_BYTES = 256 * 1024;
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -148,6 +148,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     const input: DescMessage = route.method.input;
     const violations: FieldViolation[] = [];
     let json: Record<string, JsonValue> = {};
+    let deferred: FieldViolation[] = [];
 
     if (route.body !== "") {
       let raw: Buffer;
@@ -162,29 +163,19 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
         sendRefusal(res, err);
         return undefined;
       }
-      // Strict: bytes that are not UTF-8 are a 400, never read as U+FFFD.
-      const text = strictUtf8(raw);
-      if (text === undefined) {
-        sendError(res, 400, "invalid_argument", NOT_UTF8, "INVALID_UTF8", [{ field: "", description: NOT_UTF8 }]);
+      // The one JSON reader (rpc/json.ts), as for JSON over Connect and gRPC: the same errors.
+      try {
+        const checked = readJsonMessage(input, raw);
+        violations.push(...checked.violations);
+        deferred = checked.deferred;
+        json = checked.json;
+      } catch (err) {
+        if (!(err instanceof InvalidArgumentError)) throw err;
+        sendConnectError(res, toConnectError(err));
         return undefined;
       }
-      if (text.trim() !== "") {
-        let parsed: unknown;
-        try {
-          parsed = parseJson(text);
-        } catch (err) {
-          if (!(err instanceof JsonSyntaxError)) throw err;
-          sendError(res, 400, "invalid_argument", `the request body is not valid JSON: ${err.message}`, "MALFORMED_JSON", [
-            { field: "", description: `not valid JSON: ${err.message}` },
-          ]);
-          return undefined;
-        }
-        // Parsing a large body took its share of the event loop: let other requests in first.
-        if (raw.length >= LARGE_BODY_BYTES) await nextTurn();
-        const checked = checkJson(input, parsed);
-        violations.push(...checked.violations);
-        json = checked.json;
-      }
+      // Reading a large body took its share of the event loop: let other requests in first.
+      if (raw.length >= LARGE_BODY_BYTES) await nextTurn();
     }
 
     for (const [key, raw] of queryParams(url.search)) {
@@ -221,17 +212,18 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     });
 
     if (violations.length > 0) {
-      sendError(res, 400, "invalid_argument", violations.map((v) => `${v.field || "body"}: ${v.description}`).join("; "), "INVALID_FIELD", violations);
+      sendConnectError(res, toConnectError(invalidFields(violations)));
       return undefined;
     }
-    return json;
+    return { json, deferred };
   }
 
   async function serve(target: RestTarget, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>, requestMethod: string): Promise<void> {
     const { route, match, url } = target;
-    const json = await requestJson(route, match, url, body, res);
-    if (json === undefined) return;
-    const result = await call({ method: route.method, json, caller, requestMethod, url: url.pathname });
+    const request = await requestJson(route, match, url, body, res);
+    if (request === undefined) return;
+    const { json, deferred } = request;
+    const result = await call({ method: route.method, json, deferred, caller, requestMethod, url: url.pathname });
     if (!result.ok) {
       sendConnectError(res, result.error);
       return;

@@ -3,7 +3,7 @@
  * server's own detours that read a request before Connect does (strict instants, the binary
  * check) decompress with the same bound Connect applies after decompression.
  */
-import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { brotliCompressSync, brotliDecompressSync, gunzipSync, gzipSync } from "node:zlib";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 
 /** What the router accepts and offers (`acceptCompression`). */
@@ -22,4 +22,9 @@ export function decompressed(bytes: Uint8Array, encoding: string, maxBytes: numb
   } catch (err) {
     return (err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE" ? "too large" : undefined;
   }
+}
+
+/** `bytes` compressed again with `encoding` (gzip or br), for a message rewritten after its check. */
+export function recompressed(bytes: Uint8Array, encoding: string): Uint8Array {
+  return encoding === "br" ? brotliCompressSync(bytes) : gzipSync(bytes);
 }

@@ -1,4 +1,5 @@
 import { type HandlerContext, createContextKey } from "@connectrpc/connect";
+import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 
 /** The authenticated caller, set by the auth interceptor for every call that needs a key. */
@@ -8,4 +9,36 @@ export function callerOf(ctx: HandlerContext): Caller {
   const caller = ctx.values.get(callerKey);
   if (!caller) throw new Error("no caller in context: the auth interceptor did not run");
   return caller;
+}
+
+/**
+ * Per-item instants of a request's JSON that did not read (src/rpc/json.ts), by message (0 for a
+ * unary request; the position in a client stream) and field path: the method takes each one to
+ * reject the one event holding it. Taken entries are dropped, so a long stream holds only those of
+ * messages not yet handled.
+ */
+export class DeferredProblems {
+  private readonly byMessage = new Map<number, Map<string, string>>();
+  add(message: number, violations: readonly FieldViolation[]): void {
+    if (violations.length === 0) return;
+    const m = this.byMessage.get(message) ?? new Map<string, string>();
+    for (const v of violations) m.set(v.field, v.description);
+    this.byMessage.set(message, m);
+  }
+  take(message: number, path: string): string | undefined {
+    const m = this.byMessage.get(message);
+    const problem = m?.get(path);
+    if (problem !== undefined) {
+      m?.delete(path);
+      if (m?.size === 0) this.byMessage.delete(message);
+    }
+    return problem;
+  }
+}
+
+export const deferredKey = createContextKey<DeferredProblems | undefined>(undefined, { description: "deferred problems" });
+
+/** The deferred problem of `path` in message `message` of the call, if any (taken). */
+export function deferredProblem(ctx: HandlerContext, message: number, path: string): string | undefined {
+  return ctx.values.get(deferredKey)?.take(message, path);
 }

@@ -12,9 +12,10 @@
  */
 import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, create, fromJson, isMessage, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImplSpec, createContextValues } from "@connectrpc/connect";
+import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import type { Logger } from "../log.js";
-import { callerKey } from "./context.js";
+import { DeferredProblems, callerKey, deferredKey } from "./context.js";
 import { publicError } from "./errors.js";
 
 export type DirectResult = { ok: true; json: JsonObject } | { ok: false; error: ConnectError };
@@ -23,6 +24,8 @@ export interface DirectCall {
   method: DescMethod;
   /** The request message as proto JSON (unknown fields are ignored). */
   json: JsonObject;
+  /** Per-item instants the JSON reader left out (rpc/json.ts), for the method to reject their items. */
+  deferred?: FieldViolation[];
   /** The caller, authenticated from the X-API-Key header (undefined for the services that need no key). */
   caller: Caller | undefined;
   /** The HTTP method and path the call came in on (context for the implementation). */
@@ -85,7 +88,13 @@ export function createDirectCaller(specs: readonly ServiceImplSpec[], log: Logge
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }
-      const out = await spec.impl(input, new DirectContext(c.method, c.requestMethod, c.url, c.caller));
+      const ctx = new DirectContext(c.method, c.requestMethod, c.url, c.caller);
+      if (c.deferred && c.deferred.length > 0) {
+        const problems = new DeferredProblems();
+        problems.add(0, c.deferred);
+        ctx.values.set(deferredKey, problems);
+      }
+      const out = await spec.impl(input, ctx);
       const message = isMessage(out, c.method.output) ? out : create(c.method.output, out);
       return { ok: true, json: toJson(c.method.output, message, jsonOptions) as JsonObject };
     } catch (err) {

@@ -14,6 +14,7 @@ import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_
 import { ok, reasonOf, rest, rpcClient } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type TestServer, startTestServer, useServer } from "../helpers/server.js";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 const MiB = 1024 * 1024;
 
@@ -232,13 +233,13 @@ for (const store of STORES) {
     const N = 50_000;
     async function* events() {
       for (let i = 0; i < N; i++) {
-        yield { idempotencyKey: `s-${i}`, subjectId: "subj_nobody_is_here", eventName: "api", data: { n: "1" }, timestamp: "2026-03-01T10:00:00Z" };
+        yield { idempotencyKey: `s-${i}`, subjectId: "subj_nobody_is_here", eventName: "api", data: { n: "1" }, timestamp: timestampFromDate(new Date("2026-03-01T10:00:00Z")) };
       }
     }
     const res = await client.streamUsageEvents(events(), { headers: { "x-api-key": server.keys.a } });
-    t.is(res.received, BigInt(N));
-    t.is(res.rejected, BigInt(N));
-    t.is(res.accepted, 0n);
+    t.is(res.received, N);
+    t.is(res.rejected, N);
+    t.is(res.accepted, 0);
     t.is(res.rejections.length, 1000);
     t.deepEqual(
       res.rejections.map((r) => Number(r.index)),

@@ -263,7 +263,7 @@ for (const store of STORES) {
     t.is(await count("test_clocks", s.subjectId), 6);
   });
 
-  test(`${store} Connect JSON: a body is read before the method only for a known key, and only up to 256 KiB`, async (t) => {
+  test(`${store} Connect JSON: a body is read before the method only for a known key, and only up to the method's bound (256 KiB)`, async (t) => {
     const { s } = await setup();
     const post = async (key: string, body: string) => {
       const res = await fetch(`${server.url}/billing.v1.TestClockService/CreateTestClock`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body });

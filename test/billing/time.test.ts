@@ -167,18 +167,21 @@ test("readInstant and checkInstant record the violation at the field's path", (t
   );
 });
 
-test("a usage event's timestamp: strict, in range, with its path", (t) => {
+test("a usage event's timestamp: in range, with its path; a problem the wire layer found rejects the event", (t) => {
   const input = { idempotencyKey: "k", subjectId: "s", eventName: "e", data: {} };
   const now = Date.UTC(2026, 0, 1);
-  const at = (timestamp: string) => prepare({ ...input, timestamp }, 3, "events[3].", now);
-  const good = at("2026-01-31T12:00:00.123456+02:00");
+  const at = (timestamp: Date | undefined, timestampProblem?: string) => prepare({ ...input, timestamp, timestampProblem }, 3, "events[3].", now);
+  const good = at(new Date("2026-01-31T10:00:00.123Z"));
   t.true("index" in good && good.occurredAt === Date.UTC(2026, 0, 31, 10, 0, 0, 123) && good.givenTimestamp === "2026-01-31T10:00:00.123Z");
-  for (const bad of ["2026-02-30T00:00:00Z", "2026-01-31", "2200-01-01T00:00:00Z", "1999-12-31T23:59:59.999Z"]) {
-    const r = at(bad);
+  for (const bad of ["2200-01-01T00:00:00Z", "1999-12-31T23:59:59.999Z"]) {
+    const r = at(new Date(bad));
     t.true(r instanceof InvalidArgumentError, bad);
-    t.deepEqual((r as InvalidArgumentError).violations.map((x) => x.field), ["events[3].timestamp"], bad);
+    t.deepEqual((r as InvalidArgumentError).violations, [{ field: "events[3].timestamp", description: RANGE_PROBLEM }], bad);
   }
-  const defaulted = at("");
+  const unread = at(undefined, "must be an RFC 3339 date-time, such as 2026-01-31T12:00:00Z");
+  t.deepEqual((unread as InvalidArgumentError).violations, [{ field: "events[3].timestamp", description: "must be an RFC 3339 date-time, such as 2026-01-31T12:00:00Z" }]);
+  t.true(at(new Date(Number.NaN)) instanceof InvalidArgumentError, "no time");
+  const defaulted = at(undefined);
   t.true("index" in defaulted && defaulted.occurredAt === now && defaulted.givenTimestamp === "");
 });
 

@@ -7,6 +7,7 @@
 import test from "ava";
 import { type Interceptor, Code, ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { buildServices } from "../../src/app.js";
 import { createDatabase } from "../../src/db/datasource.js";
@@ -111,7 +112,7 @@ test("UsageEventService and PricingMetricService: events are counted once, dupli
   const metric = (await metrics.createPricingMetric({ eventName: "rt_calls", name: "Calls", unit: "call", aggregation: { aggregationType: "sum", valueField: "n" } }))
     .pricingMetric!;
   const usage = client(UsageEventService, key);
-  const event = (idempotencyKey: string, n: string) => ({ idempotencyKey, subjectId: subject.id, eventName: "rt_calls", data: { n }, timestamp: "2026-03-02T10:00:00Z" });
+  const event = (idempotencyKey: string, n: string) => ({ idempotencyKey, subjectId: subject.id, eventName: "rt_calls", data: { n }, timestamp: timestampFromDate(new Date("2026-03-02T10:00:00Z")) });
 
   const first = await usage.createUsageEvent(event("e1", "2"));
   t.is(first.status, "accepted");
@@ -129,7 +130,7 @@ test("UsageEventService and PricingMetricService: events are counted once, dupli
 });
 
 test("UsageEventService: an event without a subject is InvalidArgument", async (t) => {
-  const err = await t.throwsAsync(client(UsageEventService, keys.a).createUsageEvent({ idempotencyKey: "x", eventName: "rt_calls", data: {}, timestamp: "2026-03-02T10:00:00Z" }));
+  const err = await t.throwsAsync(client(UsageEventService, keys.a).createUsageEvent({ idempotencyKey: "x", eventName: "rt_calls", data: {}, timestamp: timestampFromDate(new Date("2026-03-02T10:00:00Z")) }));
   t.is(ConnectError.from(err).code, Code.InvalidArgument);
   t.true(violations(err).some((v) => v.startsWith("subject_id")), violations(err).join("; "));
 });

@@ -8,7 +8,7 @@ import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
-import { readInstant } from "../time.js";
+import { checkInstant } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
 
 export type Grain = "hour" | "minute";
@@ -23,8 +23,13 @@ export interface UsageEventInput {
   subjectId: string;
   eventName: string;
   data: Record<string, string>;
-  /** As sent; "" when left out. */
-  timestamp: string;
+  /** When it happened, as sent (a google.protobuf.Timestamp's time, to the millisecond); undefined when left out. */
+  timestamp: Date | undefined;
+  /**
+   * Why the timestamp as sent is no instant (JSON text the wire layer could not read as one, in
+   * the parser's words): the event is rejected with it, naming its `timestamp`.
+   */
+  timestampProblem?: string;
 }
 
 /** An event that passed the checks that need no database. */
@@ -81,11 +86,12 @@ export function prepare(input: UsageEventInput, index: number, path: string, now
   }
   let occurredAt = now;
   let givenTimestamp = "";
-  if (input.timestamp !== "") {
-    const t = readInstant(input.timestamp, v, "timestamp");
+  if (input.timestampProblem !== undefined) v.add("timestamp", input.timestampProblem);
+  else {
+    const t = checkInstant(input.timestamp, v, "timestamp");
     if (t !== undefined) {
-      occurredAt = t;
-      givenTimestamp = new Date(t).toISOString();
+      occurredAt = t.getTime();
+      givenTimestamp = t.toISOString();
     }
   }
   if (!v.empty) {

@@ -1,7 +1,6 @@
 /** Wire ⇄ domain helpers shared by every converter. */
+import type { Message } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { JsonObject } from "@bufbuild/protobuf";
-import type { Violations } from "../../billing/errors.js";
 
 export function ts(date: Date): Timestamp {
   return timestampFromDate(date);
@@ -24,12 +23,14 @@ export function instantOf(t: Timestamp | undefined): Date | undefined {
   return new Date(Number(seconds) * 1000 + Math.floor(t.nanos / 1_000_000));
 }
 
-/** A google.protobuf.Struct used as `map<string,string>` with presence: every value must be a string. */
-export function stringMapFromStruct(obj: JsonObject, v: Violations): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(obj)) {
-    if (typeof value === "string") out[key] = value;
-    else v.add(key, "must be a string");
-  }
-  return out;
+/**
+ * Whether a binary request carries field number `no`, which its message no longer has (reserved):
+ * a client generated from an older contract, whose field would otherwise be dropped unread.
+ */
+export function carriesRetired(msg: Message, no: number): boolean {
+  return msg.$unknown?.some((f) => f.no === no) ?? false;
 }
+
+/** What a request carrying a retired field is told: the field, its old form and its new one. */
+export const retired = (oldNo: number, oldType: string, newNo: number, newType: string) =>
+  `was field ${oldNo} (${oldType}) in an older contract and is now field ${newNo} (${newType}): regenerate this client from the current contract`;

@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
-import { Violations } from "../../billing/errors.js";
+import { Violations, invalid } from "../../billing/errors.js";
 import type { CreateSubjectInput, Subject, UpdateSubjectInput } from "../../billing/subjects.js";
 import { type Subject as SubjectPb, SubjectSchema } from "../../gen/billing/v1/subject_pb.js";
 import type { CreateSubjectRequest, UpdateSubjectRequest } from "../../gen/billing/v1/subject_service_pb.js";
-import { stringMapFromStruct, ts } from "./common.js";
+import { carriesRetired, retired, ts } from "./common.js";
 
 export function subjectToPb(s: Subject): SubjectPb {
   return create(SubjectSchema, {
@@ -22,9 +22,29 @@ export function createSubjectInput(req: CreateSubjectRequest): CreateSubjectInpu
   return { email: req.email, externalId: req.externalId, metadata: req.metadata, name: req.name, testClockId: req.testClockId };
 }
 
+/** The fields an update may name in its mask; `subject_id` names the subject and changes nothing. */
+const UPDATABLE = new Set(["email", "name", "metadata"]);
+
+/**
+ * The update: with an `update_mask`, exactly the fields it names (a named `email` or `name` left
+ * out is cleared; a named `metadata` replaces the map, an empty one clears it); without, the fields
+ * that are set and `metadata` when it is not empty (a JSON body's keys become its mask, rpc/json.ts).
+ */
 export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInput {
+  if (carriesRetired(req, 4)) invalid("metadata", retired(4, "a google.protobuf.Struct", 6, "a map<string,string>"));
+  const paths = req.updateMask?.paths ?? [];
+  if (paths.length === 0) {
+    return { email: req.email, name: req.name, metadata: Object.keys(req.metadata).length > 0 ? req.metadata : undefined };
+  }
   const v = new Violations();
-  const metadata = req.metadata === undefined ? undefined : stringMapFromStruct(req.metadata, v.at("metadata"));
+  paths.forEach((p, i) => {
+    if (!UPDATABLE.has(p) && p !== "subject_id") v.at("update_mask").add(`paths[${i}]`, `cannot name "${p}": an update changes email, name or metadata`);
+  });
   v.throwIfAny();
-  return { email: req.email, name: req.name, metadata };
+  const named = new Set(paths);
+  return {
+    email: named.has("email") ? (req.email ?? "") : undefined,
+    name: named.has("name") ? (req.name ?? "") : undefined,
+    metadata: named.has("metadata") ? req.metadata : undefined,
+  };
 }

@@ -6,12 +6,21 @@ import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
 import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen/billing/v1/pricing_metric_pb.js";
 import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
-import { type UsageEventError, UsageEventErrorSchema } from "../../gen/billing/v1/usage_event_pb.js";
+import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
+import type { CreateUsageEventRequest } from "../../gen/billing/v1/usage_event_service_pb.js";
 import { codeName } from "../errors.js";
-import { instantOf, ts } from "./common.js";
+import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
-export function usageEventInput(e: { idempotencyKey: string; subjectId: string; eventName: string; data: Record<string, string>; timestamp: string }): UsageEventInput {
-  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: e.timestamp };
+const RETIRED_TIMESTAMP = retired(5, "an RFC 3339 string", 6, "a google.protobuf.Timestamp");
+
+/**
+ * An event as sent; `timestampProblem`: why its JSON timestamp did not read (see rpc/context.ts
+ * DeferredProblems). An event still carrying the string timestamp of an older contract (field 5)
+ * is rejected for it, rather than happening "now".
+ */
+export function usageEventInput(e: UsageEventInputPb | CreateUsageEventRequest, timestampProblem?: string): UsageEventInput {
+  const problem = timestampProblem ?? (carriesRetired(e, 5) ? RETIRED_TIMESTAMP : undefined);
+  return { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: e.eventName, data: e.data, timestamp: instantOf(e.timestamp), timestampProblem: problem };
 }
 
 export function usageEventError(err: BillingError): UsageEventError {

@@ -2,9 +2,11 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { Outcome } from "../../billing/metering/events.js";
 import type { IngestService } from "../../billing/metering/usage.js";
 import type { Caller } from "../../billing/tenancy.js";
+import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
 import type { RejectedUsageEvent, UsageEventService } from "../../gen/billing/v1/usage_event_service_pb.js";
-import { callerOf } from "../context.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { callerOf, deferredProblem } from "../context.js";
 import { usageEventError, usageEventInput } from "../convert/usage.js";
 
 /**
@@ -18,10 +20,12 @@ const STREAM_WAIT_MS = 50;
 const STREAM_IN_FLIGHT = 4;
 /** A stream's response lists at most this many rejected events (the first, by position); its counts cover all. */
 export const STREAM_REJECTIONS_LISTED = 1000;
+/** The most events one stream carries: its counts and positions are int32, as a batch's. */
+export const STREAM_MAX_EVENTS = 2_147_483_647;
 
 /** About the bytes an event holds (its strings' lengths): enough to bound a chunk. */
 function sizeOf(e: UsageEventInputPb): number {
-  let n = e.idempotencyKey.length + e.subjectId.length + e.eventName.length + e.timestamp.length;
+  let n = e.idempotencyKey.length + e.subjectId.length + e.eventName.length + 12;
   for (const k in e.data) n += k.length + (e.data[k]?.length ?? 0);
   return n;
 }
@@ -41,7 +45,7 @@ function counts(outcomes: Outcome[]) {
 export function usageEventService(ingest: IngestService): ServiceImpl<typeof UsageEventService> {
   return {
     async createUsageEvent(req, ctx) {
-      const [outcome] = await ingest.ingest(callerOf(ctx), [usageEventInput(req)], () => "");
+      const [outcome] = await ingest.ingest(callerOf(ctx), [usageEventInput(req, deferredProblem(ctx, 0, "timestamp"))], () => "");
       if (!outcome) throw new Error("no outcome");
       if (outcome.status === "rejected") throw outcome.error;
       return { id: outcome.id, status: outcome.status };
@@ -49,7 +53,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
 
     async createUsageEventBatch(req, ctx) {
       ingest.checkBatch(req.events.length);
-      const outcomes = await ingest.ingest(callerOf(ctx), req.events.map(usageEventInput), (i) => `events[${i}].`);
+      const outcomes = await ingest.ingest(callerOf(ctx), req.events.map((e, i) => usageEventInput(e, deferredProblem(ctx, 0, `events[${i}].timestamp`))), (i) => `events[${i}].`);
       return {
         results: outcomes.map((o) => (o.status === "rejected" ? { id: "", status: "rejected", error: usageEventError(o.error) } : { id: o.id, status: o.status })),
         ...counts(outcomes),
@@ -62,13 +66,13 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       const totals = { accepted: 0, duplicate: 0, rejected: 0 };
       const rejections: RejectedUsageEvent[] = [];
       // The largest index listed, once the list is full (recomputed after a replacement).
-      let maxListed: bigint | undefined;
-      const listedMax = () => rejections.reduce((m, r) => (r.index > m ? r.index : m), 0n);
+      let maxListed: number | undefined;
+      const listedMax = () => rejections.reduce((m, r) => (r.index > m ? r.index : m), 0);
       const inFlight: Promise<void>[] = [];
       // A failed chunk must not become an unhandled rejection while the stream is still read;
       // it is remembered and the call fails with it once reading stops.
       let failure: unknown;
-      let chunk: UsageEventInputPb[] = [];
+      let chunk: UsageEventInput[] = [];
       let chunkBytes = 0;
       let chunkStart = 0;
       let firstAt = 0;
@@ -79,7 +83,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         const base = chunkStart;
         chunk = [];
         chunkBytes = 0;
-        const done = ingest.ingest(caller, events.map(usageEventInput), (i) => `events[${base + i}].`).then(
+        const done = ingest.ingest(caller, events, (i) => `events[${base + i}].`).then(
           (outcomes) => {
           const c = counts(outcomes);
           totals.accepted += c.accepted;
@@ -88,7 +92,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
           // Chunks finish out of order: keep the first STREAM_REJECTIONS_LISTED by position, never more.
           outcomes.forEach((o, i) => {
             if (o.status !== "rejected") return;
-            const index = BigInt(base + i);
+            const index = base + i;
             if (rejections.length >= STREAM_REJECTIONS_LISTED) {
               if (index > (maxListed ??= listedMax())) return;
               rejections.splice(rejections.findIndex((r) => r.index === maxListed), 1);
@@ -108,11 +112,18 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
 
       for await (const event of requests) {
         if (failure !== undefined) break;
+        if (received === STREAM_MAX_EVENTS) {
+          failure = new ConnectError(
+            `a stream carries at most ${STREAM_MAX_EVENTS} events (its counts are int32); the first ${STREAM_MAX_EVENTS} were handled: send the rest on a new stream`,
+            Code.ResourceExhausted,
+          );
+          break;
+        }
         if (chunk.length === 0) {
           chunkStart = received;
           firstAt = Date.now();
         }
-        chunk.push(event);
+        chunk.push(usageEventInput(event, deferredProblem(ctx, received, "timestamp")));
         chunkBytes += sizeOf(event);
         received++;
         if (chunk.length >= STREAM_CHUNK || chunkBytes >= STREAM_CHUNK_BYTES || Date.now() - firstAt >= STREAM_WAIT_MS) await submit();
@@ -122,10 +133,8 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       if (failure !== undefined) throw failure;
       rejections.sort((a, b) => (a.index < b.index ? -1 : 1));
       return {
-        received: BigInt(received),
-        accepted: BigInt(totals.accepted),
-        duplicate: BigInt(totals.duplicate),
-        rejected: BigInt(totals.rejected),
+        received,
+        ...totals,
         rejections,
       };
     },

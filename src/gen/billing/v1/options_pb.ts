@@ -11,7 +11,7 @@ import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
  * Describes the file billing/v1/options.proto.
  */
 export const file_billing_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbDpJChBwZXJfaXRlbV9pbnN0YW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgIUg5wZXJJdGVtSW5zdGFudGIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The field holds an exact decimal carried as a string. On JSON input a JSON number is
@@ -21,4 +21,15 @@ export const file_billing_v1_options: GenFile = /*@__PURE__*/
  */
 export const decimal: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
   extDesc(file_billing_v1_options, 0);
+
+/**
+ * A google.protobuf.Timestamp of one item of a batch or stream (a usage event). On JSON input a
+ * string that is not a valid instant does not refuse the whole request: the method rejects the
+ * one item that holds it, naming the field (`events[3].timestamp`), as it does a bad binary
+ * Timestamp.
+ *
+ * @generated from extension: bool per_item_instant = 50002;
+ */
+export const per_item_instant: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
+  extDesc(file_billing_v1_options, 1);
 

@@ -7,14 +7,15 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
 import type { Subject } from "./subject_pb.js";
 import { file_billing_v1_subject } from "./subject_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { JsonObject, Message } from "@bufbuild/protobuf";
+import type { FieldMask } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/subject_service.proto.
  */
 export const file_billing_v1_subject_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBiaWxsaW5nL3YxL3N1YmplY3Rfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSKbAgoUQ3JlYXRlU3ViamVjdFJlcXVlc3QSEgoFZW1haWwYASABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgCIAEoCUgBiAEBEkAKCG1ldGFkYXRhGAMgAygLMi4uYmlsbGluZy52MS5DcmVhdGVTdWJqZWN0UmVxdWVzdC5NZXRhZGF0YUVudHJ5EhEKBG5hbWUYBCABKAlIAogBARIaCg10ZXN0X2Nsb2NrX2lkGAUgASgJSAOIAQEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWQiPQoVQ3JlYXRlU3ViamVjdFJlc3BvbnNlEiQKB3N1YmplY3QYASABKAsyEy5iaWxsaW5nLnYxLlN1YmplY3QiJwoRR2V0U3ViamVjdFJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCSI6ChJHZXRTdWJqZWN0UmVzcG9uc2USJAoHc3ViamVjdBgBIAEoCzITLmJpbGxpbmcudjEuU3ViamVjdCKPAQoUVXBkYXRlU3ViamVjdFJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCRISCgVlbWFpbBgCIAEoCUgAiAEBEhEKBG5hbWUYAyABKAlIAYgBARIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCCAoGX2VtYWlsQgcKBV9uYW1lIj0KFVVwZGF0ZVN1YmplY3RSZXNwb25zZRIkCgdzdWJqZWN0GAEgASgLMhMuYmlsbGluZy52MS5TdWJqZWN0IlMKE0xpc3RTdWJqZWN0c1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARITCgZvZmZzZXQYAiABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJPChRMaXN0U3ViamVjdHNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIlCghzdWJqZWN0cxgCIAMoCzITLmJpbGxpbmcudjEuU3ViamVjdCJkChVTZWFyY2hTdWJqZWN0c1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZvZmZzZXQYAyABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJRChZTZWFyY2hTdWJqZWN0c1Jlc3BvbnNlEhAKCGhhc19tb3JlGAEgASgIEiUKCHN1YmplY3RzGAIgAygLMhMuYmlsbGluZy52MS5TdWJqZWN0IioKFERlbGV0ZVN1YmplY3RSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkiNAoVRGVsZXRlU3ViamVjdFJlc3BvbnNlEgoKAmlkGAEgASgJEg8KB2RlbGV0ZWQYAiABKAgy1gUKDlN1YmplY3RTZXJ2aWNlEnMKDUNyZWF0ZVN1YmplY3QSIC5iaWxsaW5nLnYxLkNyZWF0ZVN1YmplY3RSZXF1ZXN0GiEuYmlsbGluZy52MS5DcmVhdGVTdWJqZWN0UmVzcG9uc2UiHYLT5JMCFzoBKmIHc3ViamVjdCIJL3N1YmplY3RzEncKCkdldFN1YmplY3QSHS5iaWxsaW5nLnYxLkdldFN1YmplY3RSZXF1ZXN0Gh4uYmlsbGluZy52MS5HZXRTdWJqZWN0UmVzcG9uc2UiKpACAYLT5JMCIWIHc3ViamVjdBIWL3N1YmplY3RzL3tzdWJqZWN0X2lkfRKAAQoNVXBkYXRlU3ViamVjdBIgLmJpbGxpbmcudjEuVXBkYXRlU3ViamVjdFJlcXVlc3QaIS5iaWxsaW5nLnYxLlVwZGF0ZVN1YmplY3RSZXNwb25zZSIqgtPkkwIkOgEqYgdzdWJqZWN0GhYvc3ViamVjdHMve3N1YmplY3RfaWR9EmcKDExpc3RTdWJqZWN0cxIfLmJpbGxpbmcudjEuTGlzdFN1YmplY3RzUmVxdWVzdBogLmJpbGxpbmcudjEuTGlzdFN1YmplY3RzUmVzcG9uc2UiFJACAYLT5JMCCxIJL3N1YmplY3RzEnQKDlNlYXJjaFN1YmplY3RzEiEuYmlsbGluZy52MS5TZWFyY2hTdWJqZWN0c1JlcXVlc3QaIi5iaWxsaW5nLnYxLlNlYXJjaFN1YmplY3RzUmVzcG9uc2UiG5ACAYLT5JMCEhIQL3N1YmplY3RzL3NlYXJjaBJ0Cg1EZWxldGVTdWJqZWN0EiAuYmlsbGluZy52MS5EZWxldGVTdWJqZWN0UmVxdWVzdBohLmJpbGxpbmcudjEuRGVsZXRlU3ViamVjdFJlc3BvbnNlIh6C0+STAhgqFi9zdWJqZWN0cy97c3ViamVjdF9pZH1iBnByb3RvMw", [file_billing_v1_subject, file_google_api_annotations, file_google_protobuf_struct]);
+  fileDesc("CiBiaWxsaW5nL3YxL3N1YmplY3Rfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSKbAgoUQ3JlYXRlU3ViamVjdFJlcXVlc3QSEgoFZW1haWwYASABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgCIAEoCUgBiAEBEkAKCG1ldGFkYXRhGAMgAygLMi4uYmlsbGluZy52MS5DcmVhdGVTdWJqZWN0UmVxdWVzdC5NZXRhZGF0YUVudHJ5EhEKBG5hbWUYBCABKAlIAogBARIaCg10ZXN0X2Nsb2NrX2lkGAUgASgJSAOIAQEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWQiPQoVQ3JlYXRlU3ViamVjdFJlc3BvbnNlEiQKB3N1YmplY3QYASABKAsyEy5iaWxsaW5nLnYxLlN1YmplY3QiJwoRR2V0U3ViamVjdFJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCSI6ChJHZXRTdWJqZWN0UmVzcG9uc2USJAoHc3ViamVjdBgBIAEoCzITLmJpbGxpbmcudjEuU3ViamVjdCKOAgoUVXBkYXRlU3ViamVjdFJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCRISCgVlbWFpbBgCIAEoCUgAiAEBEhEKBG5hbWUYAyABKAlIAYgBARJACghtZXRhZGF0YRgGIAMoCzIuLmJpbGxpbmcudjEuVXBkYXRlU3ViamVjdFJlcXVlc3QuTWV0YWRhdGFFbnRyeRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2saLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIHCgVfbmFtZUoECAQQBSI9ChVVcGRhdGVTdWJqZWN0UmVzcG9uc2USJAoHc3ViamVjdBgBIAEoCzITLmJpbGxpbmcudjEuU3ViamVjdCJTChNMaXN0U3ViamVjdHNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGb2Zmc2V0GAIgASgFSAGIAQFCCAoGX2xpbWl0QgkKB19vZmZzZXQiTwoUTGlzdFN1YmplY3RzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSJQoIc3ViamVjdHMYAiADKAsyEy5iaWxsaW5nLnYxLlN1YmplY3QiZAoVU2VhcmNoU3ViamVjdHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGb2Zmc2V0GAMgASgFSAGIAQFCCAoGX2xpbWl0QgkKB19vZmZzZXQiUQoWU2VhcmNoU3ViamVjdHNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIlCghzdWJqZWN0cxgCIAMoCzITLmJpbGxpbmcudjEuU3ViamVjdCIqChREZWxldGVTdWJqZWN0UmVxdWVzdBISCgpzdWJqZWN0X2lkGAEgASgJIjQKFURlbGV0ZVN1YmplY3RSZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdkZWxldGVkGAIgASgIMtYFCg5TdWJqZWN0U2VydmljZRJzCg1DcmVhdGVTdWJqZWN0EiAuYmlsbGluZy52MS5DcmVhdGVTdWJqZWN0UmVxdWVzdBohLmJpbGxpbmcudjEuQ3JlYXRlU3ViamVjdFJlc3BvbnNlIh2C0+STAhc6ASpiB3N1YmplY3QiCS9zdWJqZWN0cxJ3CgpHZXRTdWJqZWN0Eh0uYmlsbGluZy52MS5HZXRTdWJqZWN0UmVxdWVzdBoeLmJpbGxpbmcudjEuR2V0U3ViamVjdFJlc3BvbnNlIiqQAgGC0+STAiFiB3N1YmplY3QSFi9zdWJqZWN0cy97c3ViamVjdF9pZH0SgAEKDVVwZGF0ZVN1YmplY3QSIC5iaWxsaW5nLnYxLlVwZGF0ZVN1YmplY3RSZXF1ZXN0GiEuYmlsbGluZy52MS5VcGRhdGVTdWJqZWN0UmVzcG9uc2UiKoLT5JMCJDoBKmIHc3ViamVjdBoWL3N1YmplY3RzL3tzdWJqZWN0X2lkfRJnCgxMaXN0U3ViamVjdHMSHy5iaWxsaW5nLnYxLkxpc3RTdWJqZWN0c1JlcXVlc3QaIC5iaWxsaW5nLnYxLkxpc3RTdWJqZWN0c1Jlc3BvbnNlIhSQAgGC0+STAgsSCS9zdWJqZWN0cxJ0Cg5TZWFyY2hTdWJqZWN0cxIhLmJpbGxpbmcudjEuU2VhcmNoU3ViamVjdHNSZXF1ZXN0GiIuYmlsbGluZy52MS5TZWFyY2hTdWJqZWN0c1Jlc3BvbnNlIhuQAgGC0+STAhISEC9zdWJqZWN0cy9zZWFyY2gSdAoNRGVsZXRlU3ViamVjdBIgLmJpbGxpbmcudjEuRGVsZXRlU3ViamVjdFJlcXVlc3QaIS5iaWxsaW5nLnYxLkRlbGV0ZVN1YmplY3RSZXNwb25zZSIegtPkkwIYKhYvc3ViamVjdHMve3N1YmplY3RfaWR9YgZwcm90bzM", [file_billing_v1_subject, file_google_api_annotations, file_google_protobuf_field_mask]);
 
 /**
  * @generated from message billing.v1.CreateSubjectRequest
@@ -142,11 +143,21 @@ export type UpdateSubjectRequest = Message<"billing.v1.UpdateSubjectRequest"> & 
   name?: string | undefined;
 
   /**
-   * New metadata, replacing the old map; every value must be a string. Left out or null: unchanged.
+   * New metadata, replacing the old map (see update_mask for how to clear it).
    *
-   * @generated from field: google.protobuf.Struct metadata = 4;
+   * @generated from field: map<string, string> metadata = 6;
    */
-  metadata?: JsonObject | undefined;
+  metadata: { [key: string]: string };
+
+  /**
+   * The fields to change, among `email`, `name` and `metadata`. Left out: the fields that are set,
+   * and `metadata` when it is not empty; so a binary client clears `metadata` by naming it here
+   * with an empty map. In JSON (REST, Connect) a left-out mask is the body's keys that are not
+   * null, so `{"metadata": {}}` clears the map.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 5;
+   */
+  updateMask?: FieldMask | undefined;
 };
 
 /**
@@ -356,8 +367,8 @@ export const SubjectService: GenService<{
   },
   /**
    * Updates a subject in part: fields left out (or null) stay unchanged; an empty string clears
-   * `email` or `name`; `metadata`, when given, replaces the whole map. `external_id` cannot be
-   * changed. Errors: INVALID_ARGUMENT (400) naming the field; NOT_FOUND (404).
+   * `email` or `name`; `metadata`, when given, replaces the whole map (`update_mask` says which
+   * fields are given). `external_id` cannot be changed. Errors: INVALID_ARGUMENT (400) naming the field; NOT_FOUND (404).
    *
    * @generated from rpc billing.v1.SubjectService.UpdateSubject
    */

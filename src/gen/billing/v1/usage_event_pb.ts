@@ -5,13 +5,15 @@
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_billing_v1_options } from "./options_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/usage_event.proto.
  */
 export const file_billing_v1_usage_event: GenFile = /*@__PURE__*/
-  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIs0BCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEhEKCXRpbWVzdGFtcBgFIAEoCRorCglEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJaChBVc2FnZUV2ZW50UmVzdWx0EgoKAmlkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmJpbGxpbmcudjEuVXNhZ2VFdmVudEVycm9yInAKD1VzYWdlRXZlbnRFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSPgoQZmllbGRfdmlvbGF0aW9ucxgDIAMoCzIkLmJpbGxpbmcudjEuVXNhZ2VFdmVudEZpZWxkVmlvbGF0aW9uIj4KGFVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbhINCgVmaWVsZBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCWIGcHJvdG8z", [file_billing_v1_options]);
+  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIvUBCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgFEAYiWgoQVXNhZ2VFdmVudFJlc3VsdBIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKgoFZXJyb3IYAyABKAsyGy5iaWxsaW5nLnYxLlVzYWdlRXZlbnRFcnJvciJwCg9Vc2FnZUV2ZW50RXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEj4KEGZpZWxkX3Zpb2xhdGlvbnMYAyADKAsyJC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbiI+ChhVc2FnZUV2ZW50RmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A usage event as sent by a caller.
@@ -50,12 +52,12 @@ export type UsageEventInput = Message<"billing.v1.UsageEventInput"> & {
   data: { [key: string]: string };
 
   /**
-   * When it happened: RFC 3339 (a time without an offset is UTC). Default: now, or the subject's
-   * test clock time.
+   * When it happened; in JSON RFC 3339 (a time without an offset is UTC). Left out: now, or the
+   * subject's test clock time. A bad value rejects this event only.
    *
-   * @generated from field: string timestamp = 5;
+   * @generated from field: google.protobuf.Timestamp timestamp = 6;
    */
-  timestamp: string;
+  timestamp?: Timestamp | undefined;
 };
 
 /**

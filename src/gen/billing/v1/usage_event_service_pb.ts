@@ -8,13 +8,15 @@ import { file_billing_v1_options } from "./options_pb.js";
 import type { UsageEventError, UsageEventInput, UsageEventInputSchema, UsageEventResult } from "./usage_event_pb.js";
 import { file_billing_v1_usage_event } from "./usage_event_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/usage_event_service.proto.
  */
 export const file_billing_v1_usage_event_service: GenFile = /*@__PURE__*/
-  fileDesc("CiRiaWxsaW5nL3YxL3VzYWdlX2V2ZW50X3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEi3QEKF0NyZWF0ZVVzYWdlRXZlbnRSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEhIKCmV2ZW50X25hbWUYAyABKAkSQQoEZGF0YRgEIAMoCzItLmJpbGxpbmcudjEuQ3JlYXRlVXNhZ2VFdmVudFJlcXVlc3QuRGF0YUVudHJ5QgSItRgBEhEKCXRpbWVzdGFtcBgFIAEoCRorCglEYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI2ChhDcmVhdGVVc2FnZUV2ZW50UmVzcG9uc2USCgoCaWQYASABKAkSDgoGc3RhdHVzGAIgASgJIksKHENyZWF0ZVVzYWdlRXZlbnRCYXRjaFJlcXVlc3QSKwoGZXZlbnRzGAEgAygLMhsuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQihQEKHUNyZWF0ZVVzYWdlRXZlbnRCYXRjaFJlc3BvbnNlEi0KB3Jlc3VsdHMYASADKAsyHC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRSZXN1bHQSEAoIYWNjZXB0ZWQYAiABKAUSEQoJZHVwbGljYXRlGAMgASgFEhAKCHJlamVjdGVkGAQgASgFIpgBChlTdHJlYW1Vc2FnZUV2ZW50c1Jlc3BvbnNlEhAKCHJlY2VpdmVkGAEgASgDEhAKCGFjY2VwdGVkGAIgASgDEhEKCWR1cGxpY2F0ZRgDIAEoAxIQCghyZWplY3RlZBgEIAEoAxIyCgpyZWplY3Rpb25zGAUgAygLMh4uYmlsbGluZy52MS5SZWplY3RlZFVzYWdlRXZlbnQiTwoSUmVqZWN0ZWRVc2FnZUV2ZW50Eg0KBWluZGV4GAEgASgDEioKBWVycm9yGAIgASgLMhsuYmlsbGluZy52MS5Vc2FnZUV2ZW50RXJyb3Iy9gIKEVVzYWdlRXZlbnRTZXJ2aWNlEncKEENyZWF0ZVVzYWdlRXZlbnQSIy5iaWxsaW5nLnYxLkNyZWF0ZVVzYWdlRXZlbnRSZXF1ZXN0GiQuYmlsbGluZy52MS5DcmVhdGVVc2FnZUV2ZW50UmVzcG9uc2UiGILT5JMCEjoBKiINL3VzYWdlLWV2ZW50cxKMAQoVQ3JlYXRlVXNhZ2VFdmVudEJhdGNoEiguYmlsbGluZy52MS5DcmVhdGVVc2FnZUV2ZW50QmF0Y2hSZXF1ZXN0GikuYmlsbGluZy52MS5DcmVhdGVVc2FnZUV2ZW50QmF0Y2hSZXNwb25zZSIegtPkkwIYOgEqIhMvdXNhZ2UtZXZlbnRzL2JhdGNoElkKEVN0cmVhbVVzYWdlRXZlbnRzEhsuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQaJS5iaWxsaW5nLnYxLlN0cmVhbVVzYWdlRXZlbnRzUmVzcG9uc2UoAWIGcHJvdG8z", [file_billing_v1_options, file_billing_v1_usage_event, file_google_api_annotations]);
+  fileDesc("CiRiaWxsaW5nL3YxL3VzYWdlX2V2ZW50X3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEihQIKF0NyZWF0ZVVzYWdlRXZlbnRSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEhIKCmV2ZW50X25hbWUYAyABKAkSQQoEZGF0YRgEIAMoCzItLmJpbGxpbmcudjEuQ3JlYXRlVXNhZ2VFdmVudFJlcXVlc3QuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgFEAYiNgoYQ3JlYXRlVXNhZ2VFdmVudFJlc3BvbnNlEgoKAmlkGAEgASgJEg4KBnN0YXR1cxgCIAEoCSJLChxDcmVhdGVVc2FnZUV2ZW50QmF0Y2hSZXF1ZXN0EisKBmV2ZW50cxgBIAMoCzIbLmJpbGxpbmcudjEuVXNhZ2VFdmVudElucHV0IoUBCh1DcmVhdGVVc2FnZUV2ZW50QmF0Y2hSZXNwb25zZRItCgdyZXN1bHRzGAEgAygLMhwuYmlsbGluZy52MS5Vc2FnZUV2ZW50UmVzdWx0EhAKCGFjY2VwdGVkGAIgASgFEhEKCWR1cGxpY2F0ZRgDIAEoBRIQCghyZWplY3RlZBgEIAEoBSKYAQoZU3RyZWFtVXNhZ2VFdmVudHNSZXNwb25zZRIQCghyZWNlaXZlZBgBIAEoBRIQCghhY2NlcHRlZBgCIAEoBRIRCglkdXBsaWNhdGUYAyABKAUSEAoIcmVqZWN0ZWQYBCABKAUSMgoKcmVqZWN0aW9ucxgFIAMoCzIeLmJpbGxpbmcudjEuUmVqZWN0ZWRVc2FnZUV2ZW50Ik8KElJlamVjdGVkVXNhZ2VFdmVudBINCgVpbmRleBgBIAEoBRIqCgVlcnJvchgCIAEoCzIbLmJpbGxpbmcudjEuVXNhZ2VFdmVudEVycm9yMvYCChFVc2FnZUV2ZW50U2VydmljZRJ3ChBDcmVhdGVVc2FnZUV2ZW50EiMuYmlsbGluZy52MS5DcmVhdGVVc2FnZUV2ZW50UmVxdWVzdBokLmJpbGxpbmcudjEuQ3JlYXRlVXNhZ2VFdmVudFJlc3BvbnNlIhiC0+STAhI6ASoiDS91c2FnZS1ldmVudHMSjAEKFUNyZWF0ZVVzYWdlRXZlbnRCYXRjaBIoLmJpbGxpbmcudjEuQ3JlYXRlVXNhZ2VFdmVudEJhdGNoUmVxdWVzdBopLmJpbGxpbmcudjEuQ3JlYXRlVXNhZ2VFdmVudEJhdGNoUmVzcG9uc2UiHoLT5JMCGDoBKiITL3VzYWdlLWV2ZW50cy9iYXRjaBJZChFTdHJlYW1Vc2FnZUV2ZW50cxIbLmJpbGxpbmcudjEuVXNhZ2VFdmVudElucHV0GiUuYmlsbGluZy52MS5TdHJlYW1Vc2FnZUV2ZW50c1Jlc3BvbnNlKAFiBnByb3RvMw", [file_billing_v1_options, file_billing_v1_usage_event, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message billing.v1.CreateUsageEventRequest
@@ -41,9 +43,12 @@ export type CreateUsageEventRequest = Message<"billing.v1.CreateUsageEventReques
   data: { [key: string]: string };
 
   /**
-   * @generated from field: string timestamp = 5;
+   * When it happened; in JSON RFC 3339 (a time without an offset is UTC). Left out: now, or the
+   * subject's test clock time.
+   *
+   * @generated from field: google.protobuf.Timestamp timestamp = 6;
    */
-  timestamp: string;
+  timestamp?: Timestamp | undefined;
 };
 
 /**
@@ -129,28 +134,30 @@ export const CreateUsageEventBatchResponseSchema: GenMessage<CreateUsageEventBat
   messageDesc(file_billing_v1_usage_event_service, 3);
 
 /**
+ * Counts are int32, as in a batch (JSON numbers); a stream carries at most 2,147,483,647 events.
+ *
  * @generated from message billing.v1.StreamUsageEventsResponse
  */
 export type StreamUsageEventsResponse = Message<"billing.v1.StreamUsageEventsResponse"> & {
   /**
-   * @generated from field: int64 received = 1;
+   * @generated from field: int32 received = 1;
    */
-  received: bigint;
+  received: number;
 
   /**
-   * @generated from field: int64 accepted = 2;
+   * @generated from field: int32 accepted = 2;
    */
-  accepted: bigint;
+  accepted: number;
 
   /**
-   * @generated from field: int64 duplicate = 3;
+   * @generated from field: int32 duplicate = 3;
    */
-  duplicate: bigint;
+  duplicate: number;
 
   /**
-   * @generated from field: int64 rejected = 4;
+   * @generated from field: int32 rejected = 4;
    */
-  rejected: bigint;
+  rejected: number;
 
   /**
    * The first 1,000 rejected events (at most), by position in the stream (0-based), in order;
@@ -173,9 +180,11 @@ export const StreamUsageEventsResponseSchema: GenMessage<StreamUsageEventsRespon
  */
 export type RejectedUsageEvent = Message<"billing.v1.RejectedUsageEvent"> & {
   /**
-   * @generated from field: int64 index = 1;
+   * Position in the stream, 0-based.
+   *
+   * @generated from field: int32 index = 1;
    */
-  index: bigint;
+  index: number;
 
   /**
    * @generated from field: billing.v1.UsageEventError error = 2;

@@ -1,19 +1,27 @@
 /**
- * JSON input for the REST bridge, checked against the contract before the handler sees it:
+ * The one reader of JSON requests, for the REST bridge (src/rest/gateway.ts) and for JSON over
+ * Connect, gRPC and gRPC-Web (src/rpc/messages.ts), so that the same input gets the same error
+ * (code, reason, field paths) on every protocol. Each message is checked against the contract
+ * before a handler sees it:
  * - numbers are parsed without loss (a JSON number sent to a decimal field keeps every digit);
  * - every value is checked against its field's type, and each mismatch is reported with its
  *   path (`usage_based_rates[1].price.amount.value: must be a string or a number`);
  * - a JSON number is accepted for fields marked `(billing.v1.decimal)`, as the spec allows;
  * - query-string values are converted by the field's type (`limit=abc` is a 400, `true` is a bool);
- * - unknown fields are ignored; null means "not set".
+ * - unknown fields are ignored; null means "not set";
+ * - a Timestamp is read strictly by the service's one parser (src/billing/time.ts; protobuf-es's
+ *   own reader rolls 2026-02-30 over to 2 March) and handed on as canonical UTC text; one marked
+ *   `(billing.v1.per_item_instant)` that does not read is left out and reported apart
+ *   (`deferred`), for the method to reject the one event holding it;
+ * - a message with an `update_mask` the body leaves out gets the body's non-null keys as its mask.
  * The result is plain proto3 JSON, which fromJson then reads.
  */
 import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
 import { parse as parseLossless } from "lossless-json";
-import type { FieldViolation } from "../billing/errors.js";
+import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import { FORMAT_PROBLEM, parseInstant } from "../billing/time.js";
-import { decimal } from "../gen/billing/v1/options_pb.js";
-import { NOT_UNICODE } from "../rpc/unicode.js";
+import { decimal, per_item_instant } from "../gen/billing/v1/options_pb.js";
+import { NOT_UNICODE, notUtf8, strictUtf8 } from "./unicode.js";
 
 /** A JSON number as written, digit for digit. */
 class NumberLiteral {
@@ -128,8 +136,32 @@ type Out = { ok: true; value: JsonValue } | { ok: false };
 /** A JSON string can escape half of a UTF-16 pair; such text has no UTF-8 form to store. */
 const wellFormed = (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/**
+ * A key in a field path: a key holding a lone surrogate is spelled with the JSON escape the client
+ * wrote (`metadata.k\udc00`, as text), since the path itself travels as UTF-8 (in a
+ * google.rpc.BadRequest) and must read the same on every protocol.
+ */
+const keyInPath = (key: string) => (wellFormed(key) ? key : key.replace(LONE_SURROGATE, (c) => `\\u${c.charCodeAt(0).toString(16)}`));
+
+const perItemCache = new WeakMap<DescField, boolean>();
+function isPerItemInstant(field: DescField): boolean {
+  let v = perItemCache.get(field);
+  if (v === undefined) {
+    v = field.fieldKind === "message" && field.message.typeName === "google.protobuf.Timestamp" && getOption(field, per_item_instant);
+    perItemCache.set(field, v);
+  }
+  return v;
+}
+
+/** A FieldMask path as JSON writes it (lowerCamelCase); snake_case is read too. */
+const MASK_PATH = /^[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*(?:\.[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*)*$/;
+const camel = (path: string) => path.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+
 class Walker {
   readonly violations: FieldViolation[] = [];
+  /** Per-item instants that did not read: left out of the JSON, for the method to reject their item. */
+  readonly deferred: FieldViolation[] = [];
   private bad(path: string, description: string): Out {
     this.violations.push({ field: path, description });
     return { ok: false };
@@ -147,7 +179,7 @@ class Walker {
     }
     if (v !== null && typeof v === "object" && !(v instanceof NumberLiteral)) {
       for (const [k, x] of Object.entries(v)) {
-        const at = wellFormed(k) ? this.malformedAt(x, `${path}.${k}`) : `${path}.${k}`;
+        const at = wellFormed(k) ? this.malformedAt(x, `${path}.${k}`) : `${path}.${keyInPath(k)}`;
         if (at !== undefined) return at;
       }
     }
@@ -217,6 +249,13 @@ class Walker {
         const p = parseInstant(v);
         return p.ok ? { ok: true, value: new Date(p.ms).toISOString() } : this.bad(path, p.problem);
       }
+      case "google.protobuf.FieldMask": {
+        if (typeof v !== "string") return this.bad(path, "must be a string of comma-separated field names");
+        const paths = v === "" ? [] : v.split(",").map((x) => x.trim());
+        const wrong = paths.find((x) => !MASK_PATH.test(x));
+        if (wrong !== undefined) return this.bad(path, `must be comma-separated field names ("${wrong}" is not one)`);
+        return { ok: true, value: paths.map(camel).join(",") };
+      }
       case "google.protobuf.Struct":
         if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plainChecked(v, path);
         return this.bad(path, "must be an object");
@@ -234,9 +273,23 @@ class Walker {
     for (const [key, value] of Object.entries(v)) {
       const field = findField(desc, key);
       if (!field || value === null) continue; // unknown fields are ignored; null means not set
-      const r = this.field(field, value, path === "" ? field.name : `${path}.${field.name}`);
+      const at = path === "" ? field.name : `${path}.${field.name}`;
+      if (typeof value === "string" && isPerItemInstant(field)) {
+        const p = parseInstant(value);
+        if (p.ok) out[field.name] = new Date(p.ms).toISOString();
+        else this.deferred.push({ field: at, description: p.problem });
+        continue;
+      }
+      const r = this.field(field, value, at);
       if (r.ok) out[field.name] = r.value;
       else ok = false;
+    }
+    // A mask left out is the fields the body gives (AIP-134: the fields that are set).
+    const mask = findField(desc, "update_mask");
+    if (ok && mask?.fieldKind === "message" && mask.message.typeName === "google.protobuf.FieldMask" && !(mask.name in out)) {
+      out[mask.name] = Object.keys(out)
+        .map((name) => (findField(desc, name) as DescField).jsonName)
+        .join(",");
     }
     return ok ? { ok: true, value: out } : { ok: false };
   }
@@ -273,7 +326,7 @@ class Walker {
         const out: Record<string, JsonValue> = {};
         let ok = true;
         for (const [key, item] of Object.entries(v)) {
-          const p = `${path}.${key}`;
+          const p = `${path}.${keyInPath(key)}`;
           const r = !wellFormed(key)
             ? this.bad(p, `the key ${NOT_UNICODE}`)
             : item === null
@@ -292,12 +345,45 @@ class Walker {
   }
 }
 
+export interface CheckedJson {
+  /** The message as proto3 JSON (empty when there are violations). */
+  json: Record<string, JsonValue>;
+  /** Every field that is wrong, with its path (`usage_based_rates[1].price.amount.value`). */
+  violations: FieldViolation[];
+  /** Per-item instants that did not read (left out of `json`): the method rejects their item. */
+  deferred: FieldViolation[];
+}
+
 /** Checks a parsed JSON body against a request message; returns proto3 JSON or the violations. */
-export function checkJson(desc: DescMessage, body: unknown): { json: Record<string, JsonValue>; violations: FieldViolation[] } {
+export function checkJson(desc: DescMessage, body: unknown): CheckedJson {
   const w = new Walker();
   const r = w.message(desc, body, "");
   if (!r.ok && w.violations.length === 0) w.violations.push({ field: "", description: "must be a JSON object" });
-  return { json: r.ok ? (r.value as Record<string, JsonValue>) : {}, violations: w.violations };
+  return { json: r.ok ? (r.value as Record<string, JsonValue>) : {}, violations: w.violations, deferred: w.deferred };
+}
+
+/**
+ * One JSON request message from its bytes: strict UTF-8 (else INVALID_UTF8), JSON (else
+ * MALFORMED_JSON), then checkJson; an empty body is `{}`. Throws those two as InvalidArgumentError;
+ * the field violations are returned, for the caller to add its own (REST: path and query).
+ */
+export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): CheckedJson {
+  const text = strictUtf8(bytes);
+  if (text === undefined) throw notUtf8();
+  if (text.trim() === "") return checkJson(desc, {});
+  let parsed: unknown;
+  try {
+    parsed = parseJson(text);
+  } catch (err) {
+    if (!(err instanceof JsonSyntaxError)) throw err;
+    throw new InvalidArgumentError([{ field: "", description: `not valid JSON: ${err.message}` }], "MALFORMED_JSON", `the request body is not valid JSON: ${err.message}`);
+  }
+  return checkJson(desc, parsed);
+}
+
+/** The error for field violations of a request (reason INVALID_FIELD), on every protocol. */
+export function invalidFields(violations: readonly FieldViolation[]): InvalidArgumentError {
+  return new InvalidArgumentError(violations, "INVALID_FIELD", violations.map((v) => `${v.field || "body"}: ${v.description}`).join("; "));
 }
 
 /** Converts one query-string or path value to the JSON its field expects. */

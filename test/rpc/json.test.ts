@@ -1,7 +1,9 @@
 /** The REST bridge's JSON checks, table-driven over the contract's own messages. */
 import test from "ava";
 import { CreateSubjectRequestSchema, ListSubjectsRequestSchema, UpdateSubjectRequestSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
-import { checkJson, findField, fromText, parseJson } from "../../src/rest/json.js";
+import { CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../src/gen/billing/v1/usage_event_service_pb.js";
+import { checkJson, findField, fromText, parseJson, readJsonMessage } from "../../src/rpc/json.js";
+import { InvalidArgumentError } from "../../src/billing/errors.js";
 
 const cases: [string, typeof CreateSubjectRequestSchema | typeof UpdateSubjectRequestSchema, string, Record<string, unknown> | string[]][] = [
   ["plain fields pass", CreateSubjectRequestSchema, '{"name":"a","email":"b@c.de"}', { name: "a", email: "b@c.de" }],
@@ -14,8 +16,12 @@ const cases: [string, typeof CreateSubjectRequestSchema | typeof UpdateSubjectRe
   ["a non-string map value", CreateSubjectRequestSchema, '{"metadata":{"a":"x","b":2}}', ["metadata.b"]],
   ["a null map value", CreateSubjectRequestSchema, '{"metadata":{"a":null}}', ["metadata.a"]],
   ["several errors at once", CreateSubjectRequestSchema, '{"name":1,"email":2}', ["name", "email"]],
-  ["Struct keeps numbers as JSON numbers", UpdateSubjectRequestSchema, '{"metadata":{"a":1.5}}', { metadata: { a: 1.5 } }],
-  ["Struct must be an object", UpdateSubjectRequestSchema, '{"metadata":"x"}', ["metadata"]],
+  ["update metadata is a map of strings", UpdateSubjectRequestSchema, '{"metadata":{"a":1.5}}', ["metadata.a"]],
+  ["update metadata must be an object", UpdateSubjectRequestSchema, '{"metadata":"x"}', ["metadata"]],
+  ["a left-out update_mask is the body's non-null keys", UpdateSubjectRequestSchema, '{"metadata":{},"name":"n","email":null}', { metadata: {}, name: "n", update_mask: "metadata,name" }],
+  ["an update_mask given is kept (snake_case read as camelCase)", UpdateSubjectRequestSchema, '{"name":"n","update_mask":"name,external_id"}', { name: "n", update_mask: "name,externalId" }],
+  ["an update_mask must be a string of names", UpdateSubjectRequestSchema, '{"update_mask":["name"]}', ["update_mask"]],
+  ["an update_mask path must be a name", UpdateSubjectRequestSchema, '{"update_mask":"name,Bad-Path"}', ["update_mask"]],
 ];
 for (const [title, schema, text, expected] of cases) {
   test(title, (t) => {
@@ -80,3 +86,26 @@ for (const bad of ['{"a":01}', '{"a": 1.}', '{"a": .5}', '{"a": +1}', '{"a":', '
     t.is(err?.constructor.name, "JsonSyntaxError");
   });
 }
+
+test("a usage event's timestamp that does not read is left out and deferred to its event, with the parser's words", (t) => {
+  const batch = checkJson(
+    CreateUsageEventBatchRequestSchema,
+    parseJson('{"events":[{"event_name":"a","timestamp":"2026-01-31T12:00:00+02:00"},{"event_name":"b","timestamp":"2026-02-30T00:00:00Z"}]}'),
+  );
+  t.deepEqual(batch.violations, []);
+  t.deepEqual(batch.json, { events: [{ event_name: "a", timestamp: "2026-01-31T10:00:00.000Z" }, { event_name: "b" }] });
+  t.deepEqual(batch.deferred.map((d) => d.field), ["events[1].timestamp"]);
+  t.regex(batch.deferred[0]?.description ?? "", /2026-02-30 is not a calendar date/);
+  // Not a string: a wrong JSON type, refused with the request like any other.
+  t.deepEqual(checkJson(CreateUsageEventRequestSchema, parseJson('{"timestamp":5}')).violations.map((v) => v.field), ["timestamp"]);
+});
+
+test("readJsonMessage: bytes that are not UTF-8, malformed JSON and an empty body", (t) => {
+  const notUtf8 = t.throws(() => readJsonMessage(CreateSubjectRequestSchema, new Uint8Array([0x7b, 0xff, 0x7d])));
+  t.true(notUtf8 instanceof InvalidArgumentError);
+  t.is((notUtf8 as InvalidArgumentError).reason, "INVALID_UTF8");
+  const malformed = t.throws(() => readJsonMessage(CreateSubjectRequestSchema, new TextEncoder().encode('{"name":')));
+  t.is((malformed as InvalidArgumentError).reason, "MALFORMED_JSON");
+  t.deepEqual((malformed as InvalidArgumentError).violations.map((v) => v.field), [""]);
+  t.deepEqual(readJsonMessage(CreateSubjectRequestSchema, new Uint8Array()).json, {});
+});

@@ -1,0 +1,232 @@
+/**
+ * Every request message is checked on its way into Connect (Connect, gRPC and gRPC-Web), so that
+ * bad input gets the same answer as on REST, in the caller's protocol:
+ *
+ * - JSON (`application/json`, and each envelope of `+json`) is read by the one JSON reader the
+ *   REST bridge uses (src/rpc/json.ts): the same code, ErrorInfo reason and BadRequest field paths
+ *   for a wrong JSON type, malformed JSON, bytes that are not UTF-8 or an instant that does not
+ *   read (`{"name":5}` is INVALID_FIELD naming `name` everywhere, not protobuf-es's decode message).
+ *   What passes is handed on as the reader's plain proto3 JSON (decimals as written, Timestamps as
+ *   canonical UTC text), for Connect's fromJson; per-item instants that did not read are noted in
+ *   the call's context (DeferredProblems) for the method to reject their event.
+ * - Binary that does not decode is `invalid_argument` with reason MALFORMED_PROTOBUF, naming the
+ *   message type (Connect itself calls it `internal`, a 500 / grpc-status 13).
+ *
+ * Each RPC handler is wrapped: the body's iterator checks each message as it arrives (a stream's
+ * one at a time, nothing read earlier than Connect reads it) and throws the error for the first bad
+ * one, which Connect answers as it is. A compressed message (gzip or brotli: a compressed Connect
+ * unary body, or an envelope flagged compressed) is checked decompressed, within the same bound
+ * Connect applies after decompression: binary is handed on as sent, JSON as the reader's JSON
+ * (recompressed for a unary body, uncompressed in its envelope). Bodies beyond the size bound and
+ * messages that do not decompress (or are too large decompressed) are handed on unchecked, for
+ * Connect to refuse in its own words.
+ */
+import { type DescMessage, fromBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { InvalidArgumentError } from "../billing/errors.js";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { DeferredProblems, deferredKey } from "./context.js";
+import { decompressed, recompressed } from "./compression.js";
+import { toConnectError } from "./errors.js";
+import { invalidFields, readJsonMessage } from "./json.js";
+import { contentType } from "./requests.js";
+
+/** The reason of a request whose binary protobuf does not decode. */
+export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
+
+/** Content types whose body is one message (Connect unary). */
+const WHOLE_BINARY = new Set(["application/proto"]);
+const WHOLE_JSON = new Set(["application/json"]);
+/** Content types whose body is messages in envelopes (5 bytes: flags, big-endian length). */
+const ENVELOPED_BINARY = new Set(["application/connect+proto", "application/grpc", "application/grpc+proto", "application/grpc-web", "application/grpc-web+proto"]);
+const ENVELOPED_JSON = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
+
+/** Checks one message (the `index`-th of the request) and returns the bytes to hand on; throws a ConnectError. */
+type Check = (bytes: Uint8Array, index: number) => Uint8Array;
+
+function malformed(desc: DescMessage, err: unknown): ConnectError {
+  const why = err instanceof Error ? err.message : String(err);
+  return new ConnectError(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, Code.InvalidArgument, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: MALFORMED_PROTOBUF, domain: "billing.v1", metadata: { message_type: desc.typeName } } },
+  ]);
+}
+
+/** Binary: decodes as `desc` (the way Connect will), handed on unchanged. */
+function binaryCheck(desc: DescMessage): Check {
+  return (bytes) => {
+    try {
+      fromBinary(desc, bytes);
+    } catch (err) {
+      throw malformed(desc, err);
+    }
+    return bytes;
+  };
+}
+
+const encoder = new TextEncoder();
+
+/** JSON: read by the one JSON reader; handed on as its proto3 JSON; deferred problems noted in `problems`. */
+function jsonCheck(desc: DescMessage, problems: DeferredProblems): Check {
+  return (bytes, index) => {
+    let checked: ReturnType<typeof readJsonMessage>;
+    try {
+      checked = readJsonMessage(desc, bytes);
+    } catch (err) {
+      throw err instanceof InvalidArgumentError ? toConnectError(err) : err;
+    }
+    if (checked.violations.length > 0) throw toConnectError(invalidFields(checked.violations));
+    problems.add(index, checked.deferred);
+    return encoder.encode(JSON.stringify(checked.json));
+  };
+}
+
+/**
+ * `check` for a message compressed with `encoding`: decompressed (at most `maxBytes`) and checked;
+ * binary is handed on compressed as sent, rewritten JSON as `rewrite` makes it. A message that does
+ * not decompress, or is too large decompressed, is handed on as it is, for Connect to refuse.
+ */
+function compressedCheck(check: Check, encoding: string, maxBytes: number, rewrite: (plain: Uint8Array) => Uint8Array): Check {
+  return (bytes, index) => {
+    const plain = decompressed(bytes, encoding, maxBytes);
+    if (plain === undefined || plain === "too large") return bytes;
+    const checked = check(plain, index);
+    return checked === plain ? bytes : rewrite(checked);
+  };
+}
+
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+/** Connect unary: the whole body is the message. Over `maxBytes` it is handed on for Connect to refuse. */
+async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxBytes: number): AsyncIterable<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const it = body[Symbol.asyncIterator]();
+  for (let r = await it.next(); !r.done; r = await it.next()) {
+    chunks.push(r.value);
+    size += r.value.byteLength;
+    if (size > maxBytes) {
+      yield* chunks;
+      for (let rest = await it.next(); !rest.done; rest = await it.next()) yield rest.value;
+      return;
+    }
+  }
+  yield check(concat(chunks, size), 0);
+}
+
+function envelope(flags: number, data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(5 + data.byteLength);
+  out[0] = flags;
+  new DataView(out.buffer).setUint32(1, data.byteLength);
+  out.set(data, 5);
+  return out;
+}
+
+/**
+ * Enveloped messages: each complete uncompressed data envelope (flags 0) is checked and yielded
+ * (rewritten when the check rewrites it) as soon as it is whole. An envelope announced beyond
+ * `maxBytes` ends the checking: the rest goes on unread for Connect to refuse.
+ */
+async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, maxBytes: number, compressed?: Check): AsyncIterable<Uint8Array> {
+  let pending: Uint8Array[] = [];
+  let size = 0;
+  let passThrough = false;
+  let index = 0;
+  for await (const chunk of body) {
+    if (passThrough) {
+      yield chunk;
+      continue;
+    }
+    pending.push(chunk);
+    size += chunk.byteLength;
+    if (size < 5) continue;
+    let buf = concat(pending, size);
+    let at = 0;
+    const out: Uint8Array[] = [];
+    while (buf.byteLength - at >= 5) {
+      const flags = buf[at] as number;
+      const length = new DataView(buf.buffer, buf.byteOffset + at + 1, 4).getUint32(0);
+      if (length > maxBytes) {
+        passThrough = true;
+        break;
+      }
+      if (buf.byteLength - at < 5 + length) break;
+      const whole = buf.subarray(at, at + 5 + length);
+      const data = whole.subarray(5);
+      if (flags === 0) {
+        const checked = check(data, index++);
+        out.push(checked === data ? whole : envelope(0, checked));
+      } else if (flags === 1 && compressed) {
+        // A rewritten message goes on uncompressed (flag 0), which every protocol allows.
+        const checked = compressed(data, index++);
+        out.push(checked === data ? whole : envelope(0, checked));
+      } else {
+        out.push(whole);
+      }
+      at += 5 + length;
+    }
+    for (const o of out) yield o;
+    buf = buf.subarray(at);
+    if (passThrough) {
+      if (buf.byteLength > 0) yield buf;
+      pending = [];
+      size = 0;
+    } else {
+      pending = buf.byteLength > 0 ? [buf] : [];
+      size = buf.byteLength;
+    }
+  }
+  if (size > 0) yield concat(pending, size); // an incomplete envelope: Connect's to refuse
+}
+
+/** The handler, with its request messages checked as they reach it (see above). */
+export function checkedHandler(handler: UniversalHandler, maxBytes: number): UniversalHandler {
+  const desc = handler.method.input;
+  const binary = binaryCheck(desc);
+  const wrapped = (req: UniversalServerRequest) => {
+    const body = req.body;
+    if (req.method !== "POST" || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return handler(req);
+    const type = contentType(req);
+    const iterable = body as AsyncIterable<Uint8Array>;
+    const whole = WHOLE_BINARY.has(type) || WHOLE_JSON.has(type);
+    const enveloped = ENVELOPED_BINARY.has(type) || ENVELOPED_JSON.has(type);
+    if (!whole && !enveloped) return handler(req);
+    const encoding = (whole ? req.header.get("content-encoding") : (req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding")))?.trim().toLowerCase() ?? "identity";
+    const isJson = WHOLE_JSON.has(type) || ENVELOPED_JSON.has(type);
+    let check = binary;
+    let header = req.header;
+    let contextValues = req.contextValues;
+    if (isJson) {
+      const problems = new DeferredProblems();
+      contextValues = req.contextValues ?? createContextValues();
+      contextValues.set(deferredKey, problems);
+      check = jsonCheck(desc, problems);
+      header = new Headers(req.header);
+      header.delete("content-length"); // the JSON handed on is not the JSON sent
+    }
+    const plain = (b: Uint8Array) => b;
+    if (whole) {
+      // A compressed unary body stays compressed (its header says so): rewritten JSON is recompressed.
+      const c = encoding === "identity" ? check : compressedCheck(check, encoding, maxBytes, (b) => recompressed(b, encoding));
+      return handler({ ...req, header, contextValues, body: wholeChecked(iterable, c, maxBytes) });
+    }
+    const c = encoding === "identity" ? undefined : compressedCheck(check, encoding, maxBytes, plain);
+    return handler({ ...req, header, contextValues, body: envelopesChecked(iterable, check, maxBytes, c) });
+  };
+  return Object.assign(wrapped, handler) as UniversalHandler;
+}
+
+/** Wraps every handler of the router with checkedHandler (in place: the server reads router.handlers). */
+export function checkRequestMessages(router: ConnectRouter, maxBytes: number): void {
+  const wrapped = router.handlers.map((h) => checkedHandler(h, maxBytes));
+  router.handlers.splice(0, router.handlers.length, ...wrapped);
+}
