@@ -7,7 +7,6 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
 import net, { type Socket } from "node:net";
-import { Duplex } from "node:stream";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
@@ -313,37 +312,6 @@ export interface Listener {
   close(graceMs?: number): Promise<void>;
 }
 
-/**
- * The socket as a JS stream that first yields the bytes already read. The HTTP/2 session reads
- * from a native socket handle directly and would never see bytes put back with unshift(); given
- * a JS stream it reads through it.
- */
-function replay(socket: Socket, head: Buffer): Duplex {
-  const d = new Duplex({
-    read() {
-      socket.resume();
-    },
-    write(chunk: Buffer, _enc, cb) {
-      socket.write(chunk, cb);
-    },
-    final(cb) {
-      socket.end();
-      cb();
-    },
-    destroy(err, cb) {
-      socket.destroy(err ?? undefined);
-      cb(err);
-    },
-  });
-  d.push(head);
-  socket.on("data", (c: Buffer) => {
-    if (!d.push(c)) socket.pause();
-  });
-  socket.on("end", () => d.push(null));
-  socket.on("close", () => d.destroy());
-  return d;
-}
-
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 /**
@@ -422,8 +390,9 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
   });
   const sockets = new Set<Socket>();
 
-  // noDelay: HTTP/2 frames go out through the replay stream, so the HTTP/2 server never sets
-  // TCP_NODELAY itself; without it every gRPC call waits ~40 ms for a delayed ACK.
+  // noDelay on every accepted socket, before the protocol is known: the HTTP/2 session is handed
+  // the socket itself (below) but does not set TCP_NODELAY on a socket it did not accept, and
+  // without it every gRPC call would wait ~40 ms for a delayed ACK.
   const tcp = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -440,14 +409,19 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
       if (isH2 && head.length < PREFACE.length) return; // wait for the whole preface
       clearTimeout(sniffing);
       socket.off("data", onData);
+      // The bytes already read go back to the socket; both servers are handed the socket itself.
+      // The HTTP/2 session reads through the native handle and consumes what was put back on
+      // its own (Node >= 16.14, nodejs/node#41185); resume() after the HTTP/2 handoff would
+      // hand the socket's next bytes to the JS stream instead and break the framing. The HTTP/1.1
+      // parser reads through the stream, which must flow again.
       socket.pause();
+      socket.unshift(head);
       if (isH2) {
-        h2.emit("connection", replay(socket, head));
+        h2.emit("connection", socket);
       } else {
-        socket.unshift(head);
         h1.emit("connection", socket);
+        socket.resume();
       }
-      socket.resume();
     };
     socket.on("data", onData);
   });
