@@ -31,6 +31,7 @@ import { checkBinaryRequests } from "./rpc/binary.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { instantInterceptor } from "./rpc/instants.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { createUnaryInvoker } from "./rpc/invoke.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
@@ -105,8 +106,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
+    // One list of interceptors for every call path: connect-node's handlers, the REST bridge and
+    // the lean unary gRPC path (rpc/invoke.ts).
+    const interceptors = [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()];
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(verifier), instantInterceptor()],
+      interceptors,
       jsonOptions,
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
@@ -116,7 +120,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     routes(specs, bodyLimit)(router);
     // Binary protobuf that does not decode is invalid_argument, not internal (src/rpc/binary.ts).
     checkBinaryRequests(router, BULK_BODY_BYTES);
-    const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
+    const invoke = createUnaryInvoker(specs, interceptors);
+    const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const pages = createPages(services.subscriptions, log);
@@ -132,6 +137,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       admission,
       rateLimiter: new RateLimiter(),
       rateLimits: config.rateLimits,
+      // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).
+      invoke,
     });
     const listener: Listener = await listen(handler, config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks

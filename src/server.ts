@@ -8,7 +8,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
 import net, { type Socket } from "node:net";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
@@ -20,6 +20,8 @@ import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
 import { isStreamingRequest } from "./rpc/requests.js";
+import { decodeRequest, deadlineExceeded, grpcDeadline, servesLean, writeError, writeMessage } from "./rpc/grpc-unary.js";
+import type { UnaryInvoker } from "./rpc/invoke.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -42,6 +44,11 @@ export interface HandlerParts {
   /** Per-key token buckets, and the server's default limits (an environment may override them). */
   rateLimiter?: RateLimiter;
   rateLimits?: RateLimits;
+  /**
+   * The unary methods through the router's interceptors (rpc/invoke.ts): with it, unary binary
+   * gRPC is served by the lean path (rpc/grpc-unary.ts) rather than by connect-node.
+   */
+  invoke?: UnaryInvoker;
 }
 
 /** Liveness, the transport's no-op and their RPC: never refused by admission control. */
@@ -91,6 +98,45 @@ async function* boundedBody(
       held = 0;
     }
   }
+}
+
+/**
+ * A unary request body, whole, read within the same bounds as boundedBody (more than `limit`
+ * bytes: resource_exhausted; bytes the server has no room for: unavailable), without an async
+ * iterator: the lean gRPC path's reader. A client that cancels before the end: canceled.
+ */
+function readWhole(req: Req, o: { limit: number; ticket: Ticket | undefined; countBytes: boolean; refused: () => void }): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = (err: ConnectError) => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("aborted", onAborted);
+      reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > o.limit) {
+        o.refused();
+        return stop(bodyTooLarge(o.limit));
+      }
+      if (o.countBytes && o.ticket && !o.ticket.charge(chunk.length)) {
+        o.refused();
+        return stop(overloaded("request bytes"));
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      req.off("data", onData);
+      req.off("aborted", onAborted);
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    };
+    const onAborted = () => stop(new ConnectError("the client cancelled the call", Code.Canceled));
+    req.on("data", onData);
+    req.once("end", onEnd);
+    req.once("aborted", onAborted);
+  });
 }
 
 /**
@@ -147,7 +193,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * read); the declared length against the method's bound (413 / resource_exhausted) and the
  * server's byte bound (503); then the handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits, invoke }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
 
   /** Runs a Connect handler and writes its response. */
@@ -177,9 +223,71 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       });
   };
 
+  /**
+   * A unary binary gRPC call, served by the lean path (rpc/grpc-unary.ts) after the server's
+   * checks: the body read whole within its bounds, decoded once, the method called through the
+   * interceptors, the answer or error written with its trailers. A `grpc-timeout` that passes
+   * first answers deadline_exceeded and aborts the call's signal (the method itself runs on).
+   */
+  const serveLean = (path: string, method: DescMethod, req: Http2ServerRequest, res: Http2ServerResponse, caller: Authenticated["caller"] | undefined, read: Promise<Buffer>, timeoutMs: number | undefined, call: UnaryInvoker) => {
+    let answered = false;
+    let timer: NodeJS.Timeout | undefined;
+    let controller: AbortController | undefined;
+    if (timeoutMs !== undefined) {
+      controller = new AbortController();
+      const c = controller;
+      timer = setTimeout(() => {
+        if (answered) return;
+        answered = true;
+        const err = deadlineExceeded(timeoutMs);
+        c.abort(err);
+        leaveUnread(req, res, true);
+        writeError(res, err);
+      }, timeoutMs);
+      res.once("close", () => clearTimeout(timer));
+    }
+    read
+      .then((body) =>
+        call({
+          method,
+          message: decodeRequest(method, body),
+          contextValues: createContextValues().set(preAuthKey, { caller }),
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url: path,
+          header: () => nodeHeaders(req),
+          signal: controller?.signal,
+          timeoutMs,
+        }),
+      )
+      .then(
+        (out) => {
+          if (answered) return;
+          answered = true;
+          clearTimeout(timer);
+          writeMessage(res, method, out.message, out.header, out.trailer);
+        },
+        (err: unknown) => {
+          if (answered) return;
+          answered = true;
+          clearTimeout(timer);
+          leaveUnread(req, res, true);
+          writeError(res, publicError(err, log, path));
+        },
+      )
+      .catch((err) => {
+        log.warn("rpc stream ended early", { rpc: path, err });
+        if (!res.headersSent) res.destroy();
+      });
+  };
+
   /** Answers `err` on the request's protocol without reading (more of) its body. */
   const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, err: ConnectError, readAny = false) => {
     leaveUnread(req, res, readAny);
+    if (handler && invoke && "stream" in req && servesLean(handler.method, req)) {
+      writeError(res, err);
+      return;
+    }
     // The error's metadata (Retry-After) become headers on REST and Connect unary, trailers on gRPC.
     // Without the declared length: Connect would check it against the method's bound first.
     if (handler) runRpc(path, handler, req, res, { error: err }, refusing(err), true);
@@ -269,6 +377,16 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
           }
           const streaming = isStreamingRequest(method);
           const limit = bodyLimit(method);
+          const lean = handler && invoke && "stream" in req && servesLean(method, req) ? invoke : undefined;
+          let timeoutMs: number | undefined;
+          if (lean) {
+            try {
+              timeoutMs = grpcDeadline(req as Http2ServerRequest);
+            } catch (err) {
+              refuse(path, handler, req, res, err as ConnectError);
+              return;
+            }
+          }
           const declared = declaredLength(req);
           if (!streaming && declared !== undefined && declared > limit) {
             refuse(path, handler, req, res, bodyTooLarge(limit));
@@ -281,6 +399,12 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
             return;
           }
           let readAny = false;
+          if (lean) {
+            readAny = true;
+            const read = readWhole(req, { limit, ticket, countBytes: !countedUpFront, refused: () => leaveUnread(req, res, true) });
+            serveLean(path, method, req as Http2ServerRequest, res as Http2ServerResponse, caller, read, timeoutMs, lean);
+            return;
+          }
           const body = boundedBody(req, {
             limit: streaming ? undefined : limit,
             ticket,
@@ -304,6 +428,17 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
       });
   };
+}
+
+/** A request's headers as a Headers object (pseudo-headers left out): built only when something reads them. */
+function nodeHeaders(req: Req): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) h.append(k, x);
+    else h.set(k, String(v));
+  }
+  return h;
 }
 
 export interface Listener {

@@ -27,7 +27,7 @@ const WHOLE = new Set(["application/proto"]);
 /** Content types whose body is binary messages in envelopes (5 bytes: flags, big-endian length). */
 const ENVELOPED = new Set(["application/connect+proto", "application/grpc", "application/grpc+proto", "application/grpc-web", "application/grpc-web+proto"]);
 
-function malformed(desc: DescMessage, err: unknown): ConnectError {
+export function malformed(desc: DescMessage, err: unknown): ConnectError {
   const why = err instanceof Error ? err.message : String(err);
   return new ConnectError(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, Code.InvalidArgument, undefined, [
     { desc: ErrorInfoSchema, value: { reason: MALFORMED_PROTOBUF, domain: "billing.v1", metadata: { message_type: desc.typeName } } },
