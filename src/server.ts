@@ -160,6 +160,15 @@ function leaveUnread(req: Req, res: Res, readAny: boolean): void {
   lingeringClose(req.socket);
 }
 
+/**
+ * A lean gRPC call's error, trailers-only; a request still sending its body is then told to stop
+ * (RST_STREAM NO_ERROR, sent once the answer is out) without failing the call.
+ */
+function answerGrpcError(req: Http2ServerRequest, res: Http2ServerResponse, err: ConnectError): void {
+  writeError(res, err);
+  if (!req.complete && !res.stream.closed) res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
+}
+
 /** How long a connection closed with its request body unread goes on being read (and discarded). */
 const LINGER_MS = 2_000;
 
@@ -241,8 +250,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         answered = true;
         const err = deadlineExceeded(timeoutMs);
         c.abort(err);
-        leaveUnread(req, res, true);
-        writeError(res, err);
+        answerGrpcError(req, res, err);
       }, timeoutMs);
       res.once("close", () => clearTimeout(timer));
     }
@@ -271,8 +279,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
           if (answered) return;
           answered = true;
           clearTimeout(timer);
-          leaveUnread(req, res, true);
-          writeError(res, publicError(err, log, path));
+          answerGrpcError(req, res, publicError(err, log, path));
         },
       )
       .catch((err) => {
@@ -283,11 +290,11 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
 
   /** Answers `err` on the request's protocol without reading (more of) its body. */
   const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, err: ConnectError, readAny = false) => {
-    leaveUnread(req, res, readAny);
     if (handler && invoke && "stream" in req && servesLean(handler.method, req)) {
-      writeError(res, err);
+      answerGrpcError(req, res as Http2ServerResponse, err);
       return;
     }
+    leaveUnread(req, res, readAny);
     // The error's metadata (Retry-After) become headers on REST and Connect unary, trailers on gRPC.
     // Without the declared length: Connect would check it against the method's bound first.
     if (handler) runRpc(path, handler, req, res, { error: err }, refusing(err), true);
@@ -401,7 +408,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
           let readAny = false;
           if (lean) {
             readAny = true;
-            const read = readWhole(req, { limit, ticket, countBytes: !countedUpFront, refused: () => leaveUnread(req, res, true) });
+            const read = readWhole(req, { limit, ticket, countBytes: !countedUpFront, refused: () => {} });
             serveLean(path, method, req as Http2ServerRequest, res as Http2ServerResponse, caller, read, timeoutMs, lean);
             return;
           }
