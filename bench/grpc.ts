@@ -8,7 +8,9 @@
  *      (round-robin over subjects created before the run; one SELECT + cached key lookup)
  *   3. REST `GET /ping`                          vs  4. gRPC `HealthService/Ping` (no key, no database)
  *   5. REST `POST /usage-events/batch`           vs  6. gRPC `UsageEventService/StreamUsageEvents`
- *      (BENCH_EVENTS_PER_CALL events per batch or per stream, default 500, every one accepted)
+ *      (BENCH_EVENTS_PER_CALL events per batch or per stream, default 500, every one accepted;
+ *      not a timed window: after one warm-up call each worker makes BENCH_INGEST_CALLS calls,
+ *      default 3, and events/s and CPU are over the wall time of all of them)
  * Server CPU per call: the server child's user + system CPU time (/proc/<pid>/stat, all its
  * threads: what process.cpuUsage() reports inside it) over the measured window, divided by the
  * calls that completed in it (for ingest: per event). The window is "completed" (every call that
@@ -22,10 +24,11 @@
  *
  * Run:   npm run bench:grpc                  (needs MariaDB/MySQL at 127.0.0.1:3306, user root)
  * Env:   BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_CONCURRENCY=16 BENCH_GRPC_CONNECTIONS=4
- *        BENCH_EVENTS_PER_CALL=500 BENCH_SEED_SUBJECTS=200
+ *        BENCH_EVENTS_PER_CALL=500 BENCH_INGEST_CALLS=3 BENCH_SEED_SUBJECTS=200
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn
  *        BENCH_CPU_PROF=1                    run the server with --cpu-prof (profile written to the repo root on stop)
- * Output: progress on stderr; the report (Markdown) on stdout. About 1 minute with the defaults.
+ * Output: progress on stderr; the report (Markdown) on stdout. About a minute with the defaults on
+ *        a quiet machine (the ingest phases are fixed work: a busy machine makes them longer).
  */
 import { randomBytes } from "node:crypto";
 import http2 from "node:http2";
@@ -47,6 +50,7 @@ import {
   freePort,
   machineLine,
   markdownTable,
+  percentile,
   processCpuSeconds,
   progress,
   runBenchmark,
@@ -63,6 +67,7 @@ const settings = {
   concurrency: Math.floor(envNumber("BENCH_CONCURRENCY", 16, 1)),
   connections: Math.floor(envNumber("BENCH_GRPC_CONNECTIONS", 4, 1)),
   eventsPerCall: Math.floor(envNumber("BENCH_EVENTS_PER_CALL", 500, 1)),
+  ingestCallsPerWorker: Math.floor(envNumber("BENCH_INGEST_CALLS", 3, 1)),
   seedSubjects: Math.floor(envNumber("BENCH_SEED_SUBJECTS", 200, 1)),
   mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
@@ -145,6 +150,43 @@ interface Phase {
   /** Server CPU seconds over the measured window and calls completed in it. */
   cpuSeconds: number;
   windowCalls: number;
+}
+
+/**
+ * Ingest: calls take seconds each, too long for a window of a few seconds to count them fairly,
+ * so each worker makes `callsPerWorker` calls after one warm-up call, and the figures are the
+ * events sent over the wall time from the first measured call to the last answer, with the
+ * server's CPU over exactly that interval.
+ */
+async function fixedWork(name: string, protocol: "REST" | "gRPC", server: Server, callsPerWorker: number, call: () => Promise<void>, perCall: number): Promise<Phase> {
+  progress(`${protocol} ${name}: one warm-up call per worker, then ${callsPerWorker} each, concurrency ${settings.concurrency}`);
+  await Promise.all(Array.from({ length: settings.concurrency }, () => call()));
+  const cpuStart = await processCpuSeconds(server.pid);
+  const start = process.hrtime.bigint();
+  const latencies: number[] = [];
+  await Promise.all(
+    Array.from({ length: settings.concurrency }, async () => {
+      for (let i = 0; i < callsPerWorker; i++) {
+        const t = process.hrtime.bigint();
+        await call();
+        latencies.push(Number(process.hrtime.bigint() - t) / 1e6);
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const cpuSeconds = ((await processCpuSeconds(server.pid)) ?? Number.NaN) - (cpuStart ?? Number.NaN);
+  const sorted = Float64Array.from(latencies).sort();
+  const loop: LoopResult = {
+    concurrency: settings.concurrency,
+    requests: sorted.length,
+    rps: sorted.length / seconds,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    errors: 0,
+    errorReasons: new Map(),
+  };
+  progress(`  ${fmtInt(loop.rps * perCall)} events/s, server CPU ${fmt((cpuSeconds * 1e6) / (loop.requests * perCall), 0)} µs per event`);
+  return { name, protocol, loop, perCall, cpuSeconds, windowCalls: loop.requests };
 }
 
 async function phase(name: string, protocol: "REST" | "gRPC", server: Server, call: () => Promise<void>, perCall = 1): Promise<Phase> {
@@ -271,10 +313,11 @@ async function main(): Promise<number> {
       };
     };
     phases.push(
-      await phase(
+      await fixedWork(
         `POST /usage-events/batch (${n} events)`,
         "REST",
         s,
+        settings.ingestCallsPerWorker,
         async () => {
           const r = await rest.request("POST", "/usage-events/batch", JSON.stringify({ events: Array.from({ length: n }, event) }), API_KEY);
           expectStatus200(r);
@@ -285,10 +328,11 @@ async function main(): Promise<number> {
       ),
     );
     phases.push(
-      await phase(
+      await fixedWork(
         `UsageEventService/StreamUsageEvents (${n} events)`,
         "gRPC",
         s,
+        settings.ingestCallsPerWorker,
         async () => {
           const messages = Array.from({ length: n }, () => {
             const e = event();
