@@ -5,7 +5,7 @@
  * the REST bridge, then the few plain routes (health).
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
+import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import net, { type Socket } from "node:net";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
@@ -20,7 +20,7 @@ import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
 import { publicError } from "./rpc/errors.js";
 import { isStreamingRequest } from "./rpc/requests.js";
-import { decodeRequest, deadlineExceeded, grpcDeadline, servesLean, writeError, writeMessage } from "./rpc/grpc-unary.js";
+import { GrpcReply, decodeRequest, grpcDeadline, servesLean } from "./rpc/grpc-unary.js";
 import type { UnaryInvoker } from "./rpc/invoke.js";
 import { INSTANT_BODY_BYTES, readsInstants, strictInstants } from "./rpc/instants.js";
 
@@ -60,8 +60,8 @@ const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping"]);
  */
 const DISCARD_BYTES = 64 * 1024;
 
-function declaredLength(req: Req): number | undefined {
-  const raw = req.headers["content-length"];
+function declaredLength(req: Req | IncomingHttpHeaders): number | undefined {
+  const raw = ("headers" in req ? (req.headers as IncomingHttpHeaders) : req)["content-length"];
   if (typeof raw !== "string" || !/^\d+$/.test(raw)) return undefined;
   return Number(raw);
 }
@@ -101,41 +101,38 @@ async function* boundedBody(
 }
 
 /**
- * A unary request body, whole, read within the same bounds as boundedBody (more than `limit`
- * bytes: resource_exhausted; bytes the server has no room for: unavailable), without an async
- * iterator: the lean gRPC path's reader. A client that cancels before the end: canceled.
+ * A unary request body, whole, read from the HTTP/2 stream within the same bounds as boundedBody
+ * (more than `limit` bytes: resource_exhausted; bytes the server has no room for: unavailable),
+ * without an async iterator: the lean gRPC path's reader. A client that cancels first: canceled.
  */
-function readWhole(req: Req, o: { limit: number; ticket: Ticket | undefined; countBytes: boolean; refused: () => void }): Promise<Buffer> {
+function readWhole(stream: ServerHttp2Stream, o: { limit: number; ticket: Ticket | undefined; countBytes: boolean }): Promise<Buffer> {
+  // Callbacks inline rather than named: tsx (esbuild keepNames) wraps every named closure in a
+  // call that defines its name, per call. After the first outcome the rest is ignored (a stream
+  // answered early is closed by its reply).
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const stop = (err: ConnectError) => {
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.off("aborted", onAborted);
-      reject(err);
-    };
-    const onData = (chunk: Buffer) => {
+    let done = false;
+    stream.on("data", (chunk: Buffer) => {
+      if (done) return;
       size += chunk.length;
-      if (size > o.limit) {
-        o.refused();
-        return stop(bodyTooLarge(o.limit));
-      }
-      if (o.countBytes && o.ticket && !o.ticket.charge(chunk.length)) {
-        o.refused();
-        return stop(overloaded("request bytes"));
+      if (size > o.limit || (o.countBytes && o.ticket && !o.ticket.charge(chunk.length))) {
+        done = true;
+        reject(size > o.limit ? bodyTooLarge(o.limit) : overloaded("request bytes"));
+        return;
       }
       chunks.push(chunk);
-    };
-    const onEnd = () => {
-      req.off("data", onData);
-      req.off("aborted", onAborted);
+    });
+    stream.once("end", () => {
+      if (done) return;
+      done = true;
       resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
-    };
-    const onAborted = () => stop(new ConnectError("the client cancelled the call", Code.Canceled));
-    req.on("data", onData);
-    req.once("end", onEnd);
-    req.once("aborted", onAborted);
+    });
+    stream.once("aborted", () => {
+      if (done) return;
+      done = true;
+      reject(new ConnectError("the client cancelled the call", Code.Canceled));
+    });
   });
 }
 
@@ -158,15 +155,6 @@ function leaveUnread(req: Req, res: Res, readAny: boolean): void {
   if (!readAny && declared !== undefined && declared <= DISCARD_BYTES) return;
   if (!res.headersSent) res.setHeader("connection", "close");
   lingeringClose(req.socket);
-}
-
-/**
- * A lean gRPC call's error, trailers-only; a request still sending its body is then told to stop
- * (RST_STREAM NO_ERROR, sent once the answer is out) without failing the call.
- */
-function answerGrpcError(req: Http2ServerRequest, res: Http2ServerResponse, err: ConnectError): void {
-  writeError(res, err);
-  if (!req.complete && !res.stream.closed) res.stream.close(http2.constants.NGHTTP2_NO_ERROR);
 }
 
 /** How long a connection closed with its request body unread goes on being read (and discarded). */
@@ -232,68 +220,8 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       });
   };
 
-  /**
-   * A unary binary gRPC call, served by the lean path (rpc/grpc-unary.ts) after the server's
-   * checks: the body read whole within its bounds, decoded once, the method called through the
-   * interceptors, the answer or error written with its trailers. A `grpc-timeout` that passes
-   * first answers deadline_exceeded and aborts the call's signal (the method itself runs on).
-   */
-  const serveLean = (path: string, method: DescMethod, req: Http2ServerRequest, res: Http2ServerResponse, caller: Authenticated["caller"] | undefined, read: Promise<Buffer>, timeoutMs: number | undefined, call: UnaryInvoker) => {
-    let answered = false;
-    let timer: NodeJS.Timeout | undefined;
-    let controller: AbortController | undefined;
-    if (timeoutMs !== undefined) {
-      controller = new AbortController();
-      const c = controller;
-      timer = setTimeout(() => {
-        if (answered) return;
-        answered = true;
-        const err = deadlineExceeded(timeoutMs);
-        c.abort(err);
-        answerGrpcError(req, res, err);
-      }, timeoutMs);
-      res.once("close", () => clearTimeout(timer));
-    }
-    read
-      .then((body) =>
-        call({
-          method,
-          message: decodeRequest(method, body),
-          contextValues: createContextValues().set(preAuthKey, { caller }),
-          protocolName: "grpc",
-          requestMethod: "POST",
-          url: path,
-          header: () => nodeHeaders(req),
-          signal: controller?.signal,
-          timeoutMs,
-        }),
-      )
-      .then(
-        (out) => {
-          if (answered) return;
-          answered = true;
-          clearTimeout(timer);
-          writeMessage(res, method, out.message, out.header, out.trailer);
-        },
-        (err: unknown) => {
-          if (answered) return;
-          answered = true;
-          clearTimeout(timer);
-          answerGrpcError(req, res, publicError(err, log, path));
-        },
-      )
-      .catch((err) => {
-        log.warn("rpc stream ended early", { rpc: path, err });
-        if (!res.headersSent) res.destroy();
-      });
-  };
-
   /** Answers `err` on the request's protocol without reading (more of) its body. */
   const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, err: ConnectError, readAny = false) => {
-    if (handler && invoke && "stream" in req && servesLean(handler.method, req)) {
-      answerGrpcError(req, res as Http2ServerResponse, err);
-      return;
-    }
     leaveUnread(req, res, readAny);
     // The error's metadata (Retry-After) become headers on REST and Connect unary, trailers on gRPC.
     // Without the declared length: Connect would check it against the method's bound first.
@@ -301,7 +229,97 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     else sendRefusal(res, err);
   };
 
-  return (req: Req, res: Res): void => {
+  /**
+   * The caller of `method` from its key (looked up before any of the body is read; throws the
+   * refusal), and the key's rate limit (ratelimit.ts): its headers for every answer, and the
+   * refusal when over it.
+   */
+  const admitCaller = async (method: DescMethod, key: string | undefined, path: string): Promise<Admitted> => {
+    let authed: Authenticated | undefined;
+    try {
+      authed = await authenticate(method, key);
+    } catch (err) {
+      // A database that cannot be reached while the key is looked up: unavailable, as in a call.
+      throw err instanceof ConnectError ? err : publicError(err, log, path);
+    }
+    if (!authed || !rateLimiter || !rateLimits) return { caller: authed?.caller };
+    const cls = rateClass(method);
+    const env = authed.found.environment;
+    const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
+    if (!verdict) return { caller: authed.caller };
+    return { caller: authed.caller, limitHeaders: rateLimitHeaders(verdict), limited: verdict.allowed ? undefined : rateLimited(cls, verdict) };
+  };
+
+  /**
+   * A unary binary gRPC call (rpc/grpc-unary.ts servesLean), served on its HTTP/2 stream with the
+   * same checks in the same order as every other request: admission, the key and its rate limit
+   * from the headers, the declared length against the method's bound and the server's bytes;
+   * then the body read whole within those bounds, decoded once, the method called through the
+   * interceptors (rpc/invoke.ts), the answer or the error written with its trailers. A
+   * `grpc-timeout` that passes first answers deadline_exceeded and aborts the call's signal.
+   */
+  const serveGrpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, method: DescMethod, call: UnaryInvoker): void => {
+    const reply = new GrpcReply(stream);
+    let ticket: Ticket | undefined;
+    if (!EXEMPT.has(path)) {
+      ticket = admission.enter();
+      if (!ticket) return reply.fail(overloaded("requests"));
+      const t = ticket;
+      stream.once("close", () => t.leave());
+    }
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = grpcDeadline(headers);
+    } catch (err) {
+      return reply.fail(publicError(err, log, path));
+    }
+    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const key = headers[API_KEY_HEADER];
+    (async () => {
+      try {
+        const { caller, limitHeaders, limited } = await admitCaller(method, typeof key === "string" ? key : undefined, path);
+        reply.headers = limitHeaders;
+        if (limited) throw limited;
+        const limit = bodyLimit(method);
+        const declared = declaredLength(headers);
+        if (declared !== undefined && declared > limit) throw bodyTooLarge(limit);
+        // A body of known length counts in full at once; any other as it is read.
+        if (declared !== undefined && ticket && !ticket.charge(declared)) throw overloaded("request bytes");
+        const body = await readWhole(stream, { limit, ticket, countBytes: declared === undefined });
+        reply.complete = true;
+        const out = await call({
+          method,
+          message: decodeRequest(method, body),
+          contextValues: createContextValues().set(preAuthKey, { caller }),
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url: path,
+          header: () => headersOf(headers),
+          signal: reply.signal,
+          timeoutMs,
+        });
+        reply.message(method, out.message, out.header, out.trailer);
+      } catch (err) {
+        reply.fail(publicError(err, log, path));
+      }
+    })().catch((err) => {
+      log.warn("rpc stream ended early", { rpc: path, err });
+      if (!stream.destroyed) stream.destroy();
+    });
+  };
+
+  /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */
+  const grpcStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean => {
+    if (!invoke) return false;
+    const path = headers[":path"];
+    if (typeof path !== "string") return false;
+    const handler = rpc.get(path);
+    if (!handler || !servesLean(handler.method, headers)) return false;
+    serveGrpc(stream, headers, path, handler.method, invoke);
+    return true;
+  };
+
+  const handle = (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     // CORS for the API (browser apps read billing state with a publishable key). API keys travel
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
@@ -361,39 +379,16 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
 
     const method = (handler?.method ?? target?.method) as DescMethod;
     const key = req.headers[API_KEY_HEADER];
-    authenticate(method, typeof key === "string" ? key : undefined)
-      .catch((err: unknown) => {
-        // A database that cannot be reached while the key is looked up: unavailable, as in a call.
-        throw err instanceof ConnectError ? err : publicError(err, log, path);
-      })
+    admitCaller(method, typeof key === "string" ? key : undefined, path)
       .then(
-        (authed) => {
-          const caller = authed?.caller;
-          // The key's rate limit (ratelimit.ts), before the body: its headers on every answer, 429 over it.
-          if (authed && rateLimiter && rateLimits) {
-            const cls = rateClass(method);
-            const env = authed.found.environment;
-            const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
-            if (verdict) {
-              for (const [k, v] of Object.entries(rateLimitHeaders(verdict))) res.setHeader(k, v);
-              if (!verdict.allowed) {
-                refuse(path, handler, req, res, rateLimited(cls, verdict));
-                return;
-              }
-            }
+        ({ caller, limitHeaders, limited }) => {
+          if (limitHeaders) for (const [k, v] of Object.entries(limitHeaders)) res.setHeader(k, v);
+          if (limited) {
+            refuse(path, handler, req, res, limited);
+            return;
           }
           const streaming = isStreamingRequest(method);
           const limit = bodyLimit(method);
-          const lean = handler && invoke && "stream" in req && servesLean(method, req) ? invoke : undefined;
-          let timeoutMs: number | undefined;
-          if (lean) {
-            try {
-              timeoutMs = grpcDeadline(req as Http2ServerRequest);
-            } catch (err) {
-              refuse(path, handler, req, res, err as ConnectError);
-              return;
-            }
-          }
           const declared = declaredLength(req);
           if (!streaming && declared !== undefined && declared > limit) {
             refuse(path, handler, req, res, bodyTooLarge(limit));
@@ -406,12 +401,6 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
             return;
           }
           let readAny = false;
-          if (lean) {
-            readAny = true;
-            const read = readWhole(req, { limit, ticket, countBytes: !countedUpFront, refused: () => {} });
-            serveLean(path, method, req as Http2ServerRequest, res as Http2ServerResponse, caller, read, timeoutMs, lean);
-            return;
-          }
           const body = boundedBody(req, {
             limit: streaming ? undefined : limit,
             ticket,
@@ -435,12 +424,25 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
       });
   };
+  return Object.assign(handle, { grpcStream });
 }
 
+/** What the server decided from a call's key: its caller, the key's rate-limit headers, and the refusal when over the limit. */
+interface Admitted {
+  caller: Authenticated["caller"] | undefined;
+  limitHeaders?: Record<string, string>;
+  limited?: ConnectError;
+}
+
+/** The request handler, and optionally a handler of HTTP/2 streams it serves itself (true: served). */
+export type RequestHandler = ((req: Req, res: Res) => void) & {
+  grpcStream?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+};
+
 /** A request's headers as a Headers object (pseudo-headers left out): built only when something reads them. */
-function nodeHeaders(req: Req): Headers {
+function headersOf(headers: IncomingHttpHeaders): Headers {
   const h = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
+  for (const [k, v] of Object.entries(headers)) {
     if (k.startsWith(":") || v === undefined) continue;
     if (Array.isArray(v)) for (const x of v) h.append(k, x);
     else h.set(k, String(v));
@@ -471,7 +473,7 @@ function checkingInterval(limits: ConnectionLimits): number {
  * whole request arrive too slowly, and a connection that moves no bytes for the idle timeout are
  * closed and their sockets destroyed.
  */
-export function listen(handler: (req: Req, res: Res) => void, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
+export function listen(handler: RequestHandler, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
   let inflight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -511,7 +513,37 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
   // HTTP/2: a session with no stream bytes either way (HEADERS or DATA; PINGs do not count) for
   // the idle timeout is destroyed (no 'timeout' listener on the server): its client sees GOAWAY
   // and the socket is closed. A stream that keeps sending or receiving keeps its session.
-  const h2 = http2.createServer({}, tracked);
+  // No 'request' listener: each stream is offered to the handler's own HTTP/2 path first (lean
+  // unary gRPC), and only the others get Node's compatibility objects, built here as Node's own
+  // listener would (which it would do for every stream).
+  const h2 = http2.createServer({});
+  h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+    if (handler.grpcStream?.(stream, headers)) {
+      inflight++;
+      stream.once("close", () => {
+        inflight--;
+        if (closing && inflight === 0) drained?.();
+      });
+      return;
+    }
+    const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
+    const res = new http2.Http2ServerResponse(stream);
+    if (headers[":method"] === "CONNECT") {
+      res.statusCode = 405;
+      res.end();
+      return;
+    }
+    const expect = headers.expect;
+    if (expect !== undefined) {
+      if (expect.toLowerCase() !== "100-continue") {
+        res.statusCode = 417;
+        res.end();
+        return;
+      }
+      res.writeContinue();
+    }
+    tracked(req, res);
+  });
   h2.setTimeout(limits.idleTimeoutMs);
   const sessions = new Set<Http2Session>();
   h2.on("session", (s) => {
