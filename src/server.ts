@@ -2,7 +2,8 @@
  * One port for everything: a TCP listener looks at the first bytes of each connection and hands
  * HTTP/2 (the cleartext preface, as gRPC clients send) to an h2c server and everything else to an
  * HTTP/1.1 server. Both run the same request handler: Connect RPC (gRPC, gRPC-Web, Connect), then
- * the REST bridge, then the few plain routes (health).
+ * the REST bridge, then the few plain routes (health). Unary binary gRPC is served on its HTTP/2
+ * stream by the handler's lean path (grpcStream, rpc/grpc-unary.ts), with the same checks.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
