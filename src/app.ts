@@ -41,6 +41,7 @@ import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { createUnaryInvoker } from "./rpc/invoke.js";
 import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
@@ -134,8 +135,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
+    // One list of interceptors for every call path: connect-node's handlers, the REST bridge and
+    // the lean unary gRPC path (rpc/invoke.ts).
+    const interceptors = [errorInterceptor(log), authInterceptor(verifier)];
     const router = createConnectRouter({
-      interceptors: [errorInterceptor(log), authInterceptor(verifier)],
+      interceptors,
       jsonOptions,
       // The largest body any method takes; each method has its own, smaller or equal bound
       // (limits.ts), which the server checks for unary bodies and Connect for each message of a stream.
@@ -152,7 +156,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
     checkRequestMessages(router, BULK_BODY_BYTES);
-    const rest = createRestGateway(restServices, createDirectCaller(specs, log, jsonOptions), log);
+    const invoke = createUnaryInvoker(specs, interceptors);
+    const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     const pages = createPages(services.hostedCheckout, services.invoices, log);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
@@ -166,6 +171,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       admission,
       rateLimiter: new RateLimiter(),
       rateLimits: config.rateLimits,
+      // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).
+      invoke,
     });
     const listener: Listener = await listen(handler, config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks

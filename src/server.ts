@@ -2,14 +2,14 @@
  * One port for everything: a TCP listener looks at the first bytes of each connection and hands
  * HTTP/2 (the cleartext preface, as gRPC clients send) to an h2c server and everything else to an
  * HTTP/1.1 server. Both run the same request handler: Connect RPC (gRPC, gRPC-Web, Connect), then
- * the REST bridge, then the few plain routes (health).
+ * the REST bridge, then the few plain routes (health). Unary binary gRPC is served on its HTTP/2
+ * stream by the handler's lean path (grpcStream, rpc/grpc-unary.ts), with the same checks.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
-import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
+import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import net, { type Socket } from "node:net";
-import { Duplex } from "node:stream";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
@@ -22,6 +22,8 @@ import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimi
 import { publicError } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
+import { GrpcReply, decodeRequest, grpcDeadline, servesLean } from "./rpc/grpc-unary.js";
+import type { UnaryInvoker } from "./rpc/invoke.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -43,6 +45,11 @@ export interface HandlerParts {
   /** Per-key token buckets, and the server's default limits (an environment may override them). */
   rateLimiter?: RateLimiter;
   rateLimits?: RateLimits;
+  /**
+   * The unary methods through the router's interceptors (rpc/invoke.ts): with it, unary binary
+   * gRPC is served by the lean path (rpc/grpc-unary.ts) rather than by connect-node.
+   */
+  invoke?: UnaryInvoker;
 }
 
 /** Liveness, the transport's no-op and their RPC: never refused by admission control. */
@@ -54,8 +61,8 @@ const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping", "
  */
 const DISCARD_BYTES = 64 * 1024;
 
-function declaredLength(req: Req): number | undefined {
-  const raw = req.headers["content-length"];
+function declaredLength(req: Req | IncomingHttpHeaders): number | undefined {
+  const raw = ("headers" in req ? (req.headers as IncomingHttpHeaders) : req)["content-length"];
   if (typeof raw !== "string" || !/^\d+$/.test(raw)) return undefined;
   return Number(raw);
 }
@@ -92,6 +99,42 @@ async function* boundedBody(
       held = 0;
     }
   }
+}
+
+/**
+ * A unary request body, whole, read from the HTTP/2 stream within the same bounds as boundedBody
+ * (more than `limit` bytes: resource_exhausted; bytes the server has no room for: unavailable),
+ * without an async iterator: the lean gRPC path's reader. A client that cancels first: canceled.
+ */
+function readWhole(stream: ServerHttp2Stream, o: { limit: number; ticket: Ticket | undefined; countBytes: boolean }): Promise<Buffer> {
+  // Callbacks inline rather than named: tsx (esbuild keepNames) wraps every named closure in a
+  // call that defines its name, per call. After the first outcome the rest is ignored (a stream
+  // answered early is closed by its reply).
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    stream.on("data", (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > o.limit || (o.countBytes && o.ticket && !o.ticket.charge(chunk.length))) {
+        done = true;
+        reject(size > o.limit ? bodyTooLarge(o.limit) : overloaded("request bytes"));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.once("end", () => {
+      if (done) return;
+      done = true;
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    });
+    stream.once("aborted", () => {
+      if (done) return;
+      done = true;
+      reject(new ConnectError("the client cancelled the call", Code.Canceled));
+    });
+  });
 }
 
 /**
@@ -149,7 +192,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
  * handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits, invoke }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
 
   /** Runs a Connect handler and writes its response. */
@@ -179,7 +222,99 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     else sendRefusal(res, err);
   };
 
-  return (req: Req, res: Res): void => {
+  /**
+   * The caller of `method` from its key (looked up before any of the body is read; throws the
+   * refusal), and the key's rate limit (ratelimit.ts): its headers for every answer, and the
+   * refusal when over it.
+   */
+  const admitCaller = async (method: DescMethod, key: string | undefined, path: string): Promise<Admitted> => {
+    let authed: Authenticated | undefined;
+    try {
+      authed = await authenticate(method, key);
+    } catch (err) {
+      // A database that cannot be reached while the key is looked up: unavailable, as in a call.
+      throw err instanceof ConnectError ? err : publicError(err, log, path);
+    }
+    if (!authed || !rateLimiter || !rateLimits) return { caller: authed?.caller };
+    const cls = rateClass(method);
+    const env = authed.found.environment;
+    const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
+    if (!verdict) return { caller: authed.caller };
+    return { caller: authed.caller, limitHeaders: rateLimitHeaders(verdict), limited: verdict.allowed ? undefined : rateLimited(cls, verdict) };
+  };
+
+  /**
+   * A unary binary gRPC call (rpc/grpc-unary.ts servesLean), served on its HTTP/2 stream with the
+   * same checks in the same order as every other request: admission, the key and its rate limit
+   * from the headers, the declared length against the method's bound and the server's bytes;
+   * then the body read whole within those bounds, decoded once, the method called through the
+   * interceptors (rpc/invoke.ts), the answer or the error written with its trailers. A
+   * `grpc-timeout` that passes first answers deadline_exceeded and aborts the call's signal.
+   */
+  const serveGrpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, method: DescMethod, call: UnaryInvoker): void => {
+    const reply = new GrpcReply(stream);
+    let ticket: Ticket | undefined;
+    if (!EXEMPT.has(path)) {
+      ticket = admission.enter();
+      if (!ticket) return reply.fail(overloaded("requests"));
+      const t = ticket;
+      stream.once("close", () => t.leave());
+    }
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = grpcDeadline(headers);
+    } catch (err) {
+      return reply.fail(publicError(err, log, path));
+    }
+    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const key = headers[API_KEY_HEADER];
+    (async () => {
+      try {
+        const { caller, limitHeaders, limited } = await admitCaller(method, typeof key === "string" ? key : undefined, path);
+        reply.headers = limitHeaders;
+        if (limited) throw limited;
+        const limit = bodyLimit(method);
+        const declared = declaredLength(headers);
+        if (declared !== undefined && declared > limit) throw bodyTooLarge(limit);
+        // A bulk method waits for a slot (limits.ts) with its body unread.
+        if (ticket && isBulk(method) && !(await ticket.enterBulk())) throw overloaded("bulk requests");
+        // A body of known length counts in full at once; any other as it is read.
+        if (declared !== undefined && ticket && !ticket.charge(declared)) throw overloaded("request bytes");
+        const body = await readWhole(stream, { limit, ticket, countBytes: declared === undefined });
+        reply.complete = true;
+        const out = await call({
+          method,
+          message: decodeRequest(method, body),
+          contextValues: createContextValues().set(preAuthKey, { caller }),
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url: path,
+          header: () => headersOf(headers),
+          signal: reply.signal,
+          timeoutMs,
+        });
+        reply.message(method, out.message, out.header, out.trailer);
+      } catch (err) {
+        reply.fail(publicError(err, log, path));
+      }
+    })().catch((err) => {
+      log.warn("rpc stream ended early", { rpc: path, err });
+      if (!stream.destroyed) stream.destroy();
+    });
+  };
+
+  /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */
+  const grpcStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean => {
+    if (!invoke) return false;
+    const path = headers[":path"];
+    if (typeof path !== "string") return false;
+    const handler = rpc.get(path);
+    if (!handler || !servesLean(handler.method, headers)) return false;
+    serveGrpc(stream, headers, path, handler.method, invoke);
+    return true;
+  };
+
+  const handle = (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     // CORS for the API (browser apps read billing state with a publishable key). API keys travel
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
@@ -253,26 +388,13 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
 
     const method = (handler?.method ?? target?.method) as DescMethod;
     const key = req.headers[API_KEY_HEADER];
-    authenticate(method, typeof key === "string" ? key : undefined)
-      .catch((err: unknown) => {
-        // A database that cannot be reached while the key is looked up: unavailable, as in a call.
-        throw err instanceof ConnectError ? err : publicError(err, log, path);
-      })
+    admitCaller(method, typeof key === "string" ? key : undefined, path)
       .then(
-        (authed) => {
-          const caller = authed?.caller;
-          // The key's rate limit (ratelimit.ts), before the body: its headers on every answer, 429 over it.
-          if (authed && rateLimiter && rateLimits) {
-            const cls = rateClass(method);
-            const env = authed.found.environment;
-            const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
-            if (verdict) {
-              for (const [k, v] of Object.entries(rateLimitHeaders(verdict))) res.setHeader(k, v);
-              if (!verdict.allowed) {
-                refuse(path, handler, req, res, rateLimited(cls, verdict));
-                return;
-              }
-            }
+        ({ caller, limitHeaders, limited }) => {
+          if (limitHeaders) for (const [k, v] of Object.entries(limitHeaders)) res.setHeader(k, v);
+          if (limited) {
+            refuse(path, handler, req, res, limited);
+            return;
           }
           const streaming = isStreamingRequest(method);
           // A grpc-web-text body is base64: its bound on the wire is the bound's base64 length.
@@ -321,43 +443,36 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
       });
   };
+  return Object.assign(handle, { grpcStream });
+}
+
+/** What the server decided from a call's key: its caller, the key's rate-limit headers, and the refusal when over the limit. */
+interface Admitted {
+  caller: Authenticated["caller"] | undefined;
+  limitHeaders?: Record<string, string>;
+  limited?: ConnectError;
+}
+
+/** The request handler, and optionally a handler of HTTP/2 streams it serves itself (true: served). */
+export type RequestHandler = ((req: Req, res: Res) => void) & {
+  grpcStream?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+};
+
+/** A request's headers as a Headers object (pseudo-headers left out): built only when something reads them. */
+function headersOf(headers: IncomingHttpHeaders): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(headers)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) h.append(k, x);
+    else h.set(k, String(v));
+  }
+  return h;
 }
 
 export interface Listener {
   port: number;
   /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes every connection. */
   close(graceMs?: number): Promise<void>;
-}
-
-/**
- * The socket as a JS stream that first yields the bytes already read. The HTTP/2 session reads
- * from a native socket handle directly and would never see bytes put back with unshift(); given
- * a JS stream it reads through it.
- */
-function replay(socket: Socket, head: Buffer): Duplex {
-  const d = new Duplex({
-    read() {
-      socket.resume();
-    },
-    write(chunk: Buffer, _enc, cb) {
-      socket.write(chunk, cb);
-    },
-    final(cb) {
-      socket.end();
-      cb();
-    },
-    destroy(err, cb) {
-      socket.destroy(err ?? undefined);
-      cb(err);
-    },
-  });
-  d.push(head);
-  socket.on("data", (c: Buffer) => {
-    if (!d.push(c)) socket.pause();
-  });
-  socket.on("end", () => d.push(null));
-  socket.on("close", () => d.destroy());
-  return d;
 }
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -377,7 +492,7 @@ function checkingInterval(limits: ConnectionLimits): number {
  * whole request arrive too slowly, and a connection that moves no bytes for the idle timeout are
  * closed and their sockets destroyed.
  */
-export function listen(handler: (req: Req, res: Res) => void, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
+export function listen(handler: RequestHandler, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
   let inflight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -417,7 +532,37 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
   // HTTP/2: a session with no stream bytes either way (HEADERS or DATA; PINGs do not count) for
   // the idle timeout is destroyed (no 'timeout' listener on the server): its client sees GOAWAY
   // and the socket is closed. A stream that keeps sending or receiving keeps its session.
-  const h2 = http2.createServer({}, tracked);
+  // No 'request' listener: each stream is offered to the handler's own HTTP/2 path first (lean
+  // unary gRPC), and only the others get Node's compatibility objects, built here as Node's own
+  // listener would (which it would do for every stream).
+  const h2 = http2.createServer({});
+  h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+    if (handler.grpcStream?.(stream, headers)) {
+      inflight++;
+      stream.once("close", () => {
+        inflight--;
+        if (closing && inflight === 0) drained?.();
+      });
+      return;
+    }
+    const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
+    const res = new http2.Http2ServerResponse(stream);
+    if (headers[":method"] === "CONNECT") {
+      res.statusCode = 405;
+      res.end();
+      return;
+    }
+    const expect = headers.expect;
+    if (expect !== undefined) {
+      if (expect.toLowerCase() !== "100-continue") {
+        res.statusCode = 417;
+        res.end();
+        return;
+      }
+      res.writeContinue();
+    }
+    tracked(req, res);
+  });
   h2.setTimeout(limits.idleTimeoutMs);
   const sessions = new Set<Http2Session>();
   h2.on("session", (s) => {
@@ -438,8 +583,9 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
   });
   const sockets = new Set<Socket>();
 
-  // noDelay: HTTP/2 frames go out through the replay stream, so the HTTP/2 server never sets
-  // TCP_NODELAY itself; without it every gRPC call waits ~40 ms for a delayed ACK.
+  // noDelay on every accepted socket, before the protocol is known: the HTTP/2 session is handed
+  // the socket itself (below) but does not set TCP_NODELAY on a socket it did not accept, and
+  // without it every gRPC call would wait ~40 ms for a delayed ACK.
   const tcp = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -456,14 +602,19 @@ export function listen(handler: (req: Req, res: Res) => void, port: number, limi
       if (isH2 && head.length < PREFACE.length) return; // wait for the whole preface
       clearTimeout(sniffing);
       socket.off("data", onData);
+      // The bytes already read go back to the socket; both servers are handed the socket itself.
+      // The HTTP/2 session reads through the native handle and consumes what was put back on
+      // its own (Node >= 16.14, nodejs/node#41185); resume() after the HTTP/2 handoff would
+      // hand the socket's next bytes to the JS stream instead and break the framing. The HTTP/1.1
+      // parser reads through the stream, which must flow again.
       socket.pause();
+      socket.unshift(head);
       if (isH2) {
-        h2.emit("connection", replay(socket, head));
+        h2.emit("connection", socket);
       } else {
-        socket.unshift(head);
         h1.emit("connection", socket);
+        socket.resume();
       }
-      socket.resume();
     };
     socket.on("data", onData);
   });

@@ -1,22 +1,23 @@
 /**
  * Calling a unary method's implementation in-process, as the REST bridge does: the request JSON
  * is read into the method's input message for the caller the server authenticated from the
- * headers before reading the body (server.ts, with auth.ts), errors are mapped (errors.ts) by the
- * same function the Connect interceptor calls, and the output message is written back as proto
- * JSON with the router's options.
+ * headers before reading the body (server.ts, with auth.ts), the call goes through the server's
+ * one list of interceptors (invoke.ts: errors, auth) into the implementation, errors
+ * are what the client is told (errors.ts publicError), and the output message is written back as
+ * proto JSON with the router's options.
  *
- * It skips what only a wire protocol needs: Connect's universal handler builds a Headers object,
- * two linked AbortControllers (whose abort at the end of every call constructs a DOMException),
- * and an encoded body that the bridge read back. That machinery cost a REST call more than
- * the call itself (about four times a bare Node HTTP response on this project's machine).
+ * It skips what only a wire protocol needs (see invoke.ts): that machinery cost a REST call more
+ * than the call itself (about four times a bare Node HTTP response on this project's machine).
  */
-import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, create, fromJson, isMessage, toJson } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImplSpec, createContextValues } from "@connectrpc/connect";
+import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, fromJson, toJson } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import type { Logger } from "../log.js";
-import { DeferredProblems, callerKey, deferredKey } from "./context.js";
+import { preAuthKey } from "./auth.js";
+import { DeferredProblems, deferredKey } from "./context.js";
 import { publicError } from "./errors.js";
+import type { UnaryInvoker } from "./invoke.js";
 
 export type DirectResult = { ok: true; json: JsonObject } | { ok: false; error: ConnectError };
 
@@ -33,70 +34,37 @@ export interface DirectCall {
   url: string;
 }
 
-/** A call's context: what the implementations read (the caller in `values`) without per-call signals. */
-class DirectContext implements HandlerContext {
-  readonly service;
-  readonly protocolName = "rest";
-  readonly values: ContextValues = createContextValues();
-  private headers?: [Headers, Headers, Headers];
-  constructor(
-    readonly method: DescMethod,
-    readonly requestMethod: string,
-    readonly url: string,
-    caller: Caller | undefined,
-  ) {
-    this.service = method.parent;
-    if (caller) this.values.set(callerKey, caller);
-  }
-  /** Never aborted: a REST call runs to its end (an ingest commits) even if its client has gone. */
-  get signal(): AbortSignal {
-    return NEVER_ABORTED;
-  }
-  timeoutMs(): undefined {
-    return undefined;
-  }
-  private lazyHeaders(): [Headers, Headers, Headers] {
-    this.headers ??= [new Headers(), new Headers(), new Headers()];
-    return this.headers;
-  }
-  get requestHeader(): Headers {
-    return this.lazyHeaders()[0];
-  }
-  get responseHeader(): Headers {
-    return this.lazyHeaders()[1];
-  }
-  get responseTrailer(): Headers {
-    return this.lazyHeaders()[2];
-  }
-}
-
-const NEVER_ABORTED = new AbortController().signal;
-
-/** `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does. */
-export function createDirectCaller(specs: readonly ServiceImplSpec[], log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
-  const impls = new Map<DescMethod, ServiceImplSpec["methods"][string]>();
-  for (const spec of specs) for (const m of Object.values(spec.methods)) if (m.kind === "unary") impls.set(m.method, m);
-
+/**
+ * `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does.
+ * A REST call's signal is never aborted: it runs to its end (an ingest commits) even if its client has gone.
+ */
+export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
   return async function call(c: DirectCall): Promise<DirectResult> {
     const rpc = `/${c.method.parent.typeName}/${c.method.name}`;
     try {
-      const spec = impls.get(c.method);
-      if (!spec || spec.kind !== "unary") throw new ConnectError(`${c.method.parent.typeName}.${c.method.name} is not implemented`, Code.Unimplemented);
-      let input;
+      if (c.method.methodKind !== "unary") throw new ConnectError(`${c.method.parent.typeName}.${c.method.name} is not implemented`, Code.Unimplemented);
+      let message;
       try {
-        input = fromJson(c.method.input, c.json, jsonOptions);
+        message = fromJson(c.method.input, c.json, jsonOptions);
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }
-      const ctx = new DirectContext(c.method, c.requestMethod, c.url, c.caller);
+      const contextValues = createContextValues().set(preAuthKey, { caller: c.caller });
       if (c.deferred && c.deferred.length > 0) {
         const problems = new DeferredProblems();
         problems.add(0, c.deferred);
-        ctx.values.set(deferredKey, problems);
+        contextValues.set(deferredKey, problems);
       }
-      const out = await spec.impl(input, ctx);
-      const message = isMessage(out, c.method.output) ? out : create(c.method.output, out);
-      return { ok: true, json: toJson(c.method.output, message, jsonOptions) as JsonObject };
+      const out = await invoke({
+        method: c.method,
+        message,
+        contextValues,
+        protocolName: "rest",
+        requestMethod: c.requestMethod,
+        url: c.url,
+        header: () => new Headers(),
+      });
+      return { ok: true, json: toJson(c.method.output, out.message, jsonOptions) as JsonObject };
     } catch (err) {
       return { ok: false, error: publicError(err, log, rpc) };
     }

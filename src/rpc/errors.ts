@@ -87,6 +87,17 @@ function databaseError(err: unknown, log: Logger, rpc: string): ConnectError | u
  * The Connect interceptor and the REST bridge both call it.
  */
 export function publicError(err: unknown, log: Logger, rpc: string): ConnectError {
+  // Already told (the interceptor ran, and the call path maps what is thrown around it too): as is, logged once.
+  if (err instanceof ConnectError && published.has(err)) return err;
+  const out = toPublic(err, log, rpc);
+  published.add(out);
+  return out;
+}
+
+/** The errors publicError made: what a client may be told. */
+const published = new WeakSet<ConnectError>();
+
+function toPublic(err: unknown, log: Logger, rpc: string): ConnectError {
   if (err instanceof BillingErrorClass) return toConnectError(err);
   if (err instanceof ConnectError) {
     if (err.code === Code.Internal || err.code === Code.Unknown) {

@@ -45,7 +45,7 @@ const ENVELOPED_JSON = new Set(["application/connect+json", "application/grpc+js
 /** Checks one message (the `index`-th of the request) and returns the bytes to hand on; throws a ConnectError. */
 type Check = (bytes: Uint8Array, index: number) => Uint8Array;
 
-function malformed(desc: DescMessage, err: unknown): ConnectError {
+export function malformed(desc: DescMessage, err: unknown): ConnectError {
   const why = err instanceof Error ? err.message : String(err);
   return new ConnectError(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, Code.InvalidArgument, undefined, [
     { desc: ErrorInfoSchema, value: { reason: MALFORMED_PROTOBUF, domain: "billing.v1", metadata: { message_type: desc.typeName } } },

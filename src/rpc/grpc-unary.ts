@@ -1,0 +1,161 @@
+/**
+ * The lean path for unary gRPC (issue 13): `application/grpc` and `application/grpc+proto`
+ * requests to unary methods, uncompressed, are served here instead of by connect-node, into the
+ * same implementations and interceptors (invoke.ts). The server (server.ts) has already done what
+ * it does for every call before the body (admission, auth, rate limit, declared length) and reads
+ * the body within its bounds; this module is the wire: the request envelope, the deadline, and
+ * the response with its trailers, as connect-node writes them.
+ *
+ * The server serves these calls on the HTTP/2 stream itself, before Node's compatibility layer
+ * (Http2ServerRequest/Response) would be built for them: that layer costs about a fifth of the
+ * transport's CPU per call. Per call this path builds one buffer for the request and one for the
+ * response: no Headers objects unless an interceptor reads them, no AbortController unless the
+ * call has a deadline, no async-iterable pipeline, and the message is decoded once
+ * (connect-node's path decodes a binary message twice: binary.ts checks it, then Connect reads it).
+ */
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import { type DescMethod, type Message, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { malformed } from "./messages.js";
+import { encodeGrpcMessage } from "./grpc-message.js";
+
+/** What connect-node answers a binary gRPC request with. */
+const CONTENT_TYPE = "application/grpc+proto";
+
+/**
+ * Whether the lean path serves a request with these headers: a unary method, POST, binary gRPC,
+ * no request compression, and no Origin (a browser's call: its CORS headers are the compatibility
+ * path's). Anything else is connect-node's: streaming, gRPC-Web, Connect, JSON, gzip.
+ */
+export function servesLean(method: DescMethod, headers: IncomingHttpHeaders): boolean {
+  if (method.methodKind !== "unary" || headers[":method"] !== "POST" || headers.origin !== undefined) return false;
+  const type = headers["content-type"];
+  if (type !== "application/grpc" && type !== "application/grpc+proto") {
+    if (typeof type !== "string") return false;
+    const t = type.toLowerCase();
+    if (t !== "application/grpc" && t !== "application/grpc+proto") return false;
+  }
+  const encoding = headers["grpc-encoding"];
+  return encoding === undefined || encoding === "identity";
+}
+
+/** The call's deadline in ms from the `grpc-timeout` header (undefined: none); throws for a malformed one, as Connect does. */
+export function grpcDeadline(headers: IncomingHttpHeaders): number | undefined {
+  const raw = headers["grpc-timeout"];
+  if (raw === undefined) return undefined;
+  const t = parseTimeout(typeof raw === "string" ? raw : String(raw), Number.MAX_SAFE_INTEGER);
+  if (t.error) throw t.error;
+  return t.timeoutMs;
+}
+
+/**
+ * The request message of a unary call's body: exactly one uncompressed envelope whose message
+ * decodes as the method's input. The errors are Connect's for the same bodies, except that a
+ * message that does not decode is invalid_argument MALFORMED_PROTOBUF (binary.ts).
+ */
+export function decodeRequest(method: DescMethod, body: Buffer): Message {
+  if (body.length === 0) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
+  if (body.length < 5) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  const flags = body[0] as number;
+  const length = body.readUInt32BE(1);
+  if (body.length - 5 < length) throw new ConnectError(`protocol error: promised ${length} bytes in enveloped message, got ${body.length - 5} bytes`, Code.InvalidArgument);
+  if (body.length - 5 > length) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
+  if ((flags & 0b1) === 1) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+  try {
+    return fromBinary(method.input, body.subarray(5));
+  } catch (err) {
+    throw malformed(method.input, err);
+  }
+}
+
+type OutgoingHeaders = Record<string, string | number>;
+
+function headersObject(h: Headers | undefined, into: OutgoingHeaders): OutgoingHeaders {
+  h?.forEach((v, k) => {
+    into[k] = v;
+  });
+  return into;
+}
+
+/** The error of a call whose deadline passed before its answer (grpc-status 4). */
+export function deadlineExceeded(timeoutMs: number): ConnectError {
+  return new ConnectError(`the call's deadline of ${timeoutMs} ms passed before it was answered`, Code.DeadlineExceeded);
+}
+
+/**
+ * The answer of one lean call, written to its HTTP/2 stream: once, whichever comes first of the
+ * method's result, an error, or the deadline.
+ */
+export class GrpcReply {
+  /** Headers the server adds to the answer (the key's rate limit). */
+  headers: Record<string, string> | undefined;
+  /** Set once the request body was read to its end. */
+  complete = false;
+  private answered = false;
+  private timer: NodeJS.Timeout | undefined;
+  private controller: AbortController | undefined;
+
+  constructor(private readonly stream: ServerHttp2Stream) {}
+
+  /** Aborted when the deadline passes (undefined without one). */
+  get signal(): AbortSignal | undefined {
+    return this.controller?.signal;
+  }
+
+  /** Answers deadline_exceeded after `timeoutMs` unless answered before, and aborts the call's signal. */
+  deadline(timeoutMs: number): void {
+    const controller = new AbortController();
+    this.controller = controller;
+    this.timer = setTimeout(() => {
+      const err = deadlineExceeded(timeoutMs);
+      controller.abort(err);
+      this.fail(err);
+    }, timeoutMs);
+    this.stream.once("close", () => clearTimeout(this.timer));
+  }
+
+  private begin(): boolean {
+    if (this.answered) return false;
+    this.answered = true;
+    if (this.timer) clearTimeout(this.timer);
+    return !this.stream.destroyed && !this.stream.closed && !this.stream.headersSent;
+  }
+
+  private base(): OutgoingHeaders {
+    const out: OutgoingHeaders = { ":status": 200, "content-type": CONTENT_TYPE };
+    return this.headers ? Object.assign(out, this.headers) : out;
+  }
+
+  /** The call succeeded: headers, one envelope, trailers with grpc-status 0 (and any the method set). */
+  message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
+    if (!this.begin()) return;
+    const bytes = toBinary(method.output, message);
+    const envelope = Buffer.allocUnsafe(5 + bytes.length);
+    envelope[0] = 0;
+    envelope.writeUInt32BE(bytes.length, 1);
+    envelope.set(bytes, 5);
+    const stream = this.stream;
+    const trailers = trailer ? headersObject(trailer, { "grpc-status": "0" }) : OK_TRAILERS;
+    stream.respond(headersObject(header, this.base()), { waitForTrailers: true });
+    stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    stream.end(envelope);
+  }
+
+  /**
+   * The call failed: trailers-only (one HEADERS frame that ends the stream) with grpc-status,
+   * grpc-message (encoded as gRPC's HTTP/2 protocol says) and grpc-status-details-bin (a
+   * google.rpc.Status with the error's details, as connect-node encodes it); the error's metadata
+   * (Retry-After) too. A request still sending its body is then told to stop (RST_STREAM
+   * NO_ERROR, sent once the answer is out) without failing the call.
+   */
+  fail(err: ConnectError): void {
+    if (!this.begin()) return;
+    const status = setTrailerStatus(new Headers(), err);
+    status.set("grpc-message", encodeGrpcMessage(err.rawMessage));
+    this.stream.respond(headersObject(status, this.base()), { endStream: true });
+    if (!this.complete && this.stream.state.remoteClose !== 1) this.stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  }
+}
+
+const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });

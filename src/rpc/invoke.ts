@@ -1,0 +1,145 @@
+/**
+ * One call path into the unary method implementations: the request message goes through the
+ * server's one list of interceptors (errors, auth, strict instants: app.ts) and then to the
+ * implementation, exactly as connect-node's handlers run them (`applyInterceptors`, then
+ * `impl(message, context)`). connect-node uses the list for Connect, gRPC-Web and streaming gRPC;
+ * the REST bridge (direct.ts) and the lean unary gRPC path (grpc-unary.ts) call through here.
+ *
+ * What it skips is what only connect-node's wire machinery needs: per call, connect-node builds a
+ * Headers object for the request and two for the response, links two AbortControllers (whose
+ * abort at the end of every call constructs a DOMException) and runs the message through
+ * async-iterable pipelines. Here the headers are built only if something reads them, and the
+ * signal is the caller's (never aborted unless the call has a deadline).
+ */
+import { type DescMethod, type Message, create, isMessage } from "@bufbuild/protobuf";
+import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
+
+/** One unary call as a transport hands it in: the decoded request and what the implementation may read of the call. */
+export interface UnaryInvocation {
+  method: DescMethod;
+  message: Message;
+  /** The call's values: the server's pre-authentication (auth.ts preAuthKey) at least. */
+  contextValues: ContextValues;
+  /** "grpc", "rest": what context.protocolName says. */
+  protocolName: string;
+  requestMethod: string;
+  url: string;
+  /** The request's headers, built only when an interceptor or implementation reads them. */
+  header: () => Headers;
+  /** Aborted when the call should stop (its deadline); never aborted if absent. */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/** The output message, and the response headers and trailers the implementation set (undefined: none). */
+export interface UnaryOutcome {
+  message: Message;
+  header: Headers | undefined;
+  trailer: Headers | undefined;
+}
+
+export type UnaryInvoker = (call: UnaryInvocation) => Promise<UnaryOutcome>;
+
+const NEVER_ABORTED = new AbortController().signal;
+
+/** The implementation's view of a call (HandlerContext): response headers and trailers built on first use. */
+class CallContext implements HandlerContext {
+  readonly service;
+  readonly method;
+  responseHeaders?: Headers;
+  responseTrailers?: Headers;
+  constructor(
+    private readonly req: UnaryRequest,
+    readonly protocolName: string,
+    private readonly timeout: number | undefined,
+  ) {
+    this.service = req.service;
+    this.method = req.method;
+  }
+  get requestMethod() {
+    return this.req.requestMethod;
+  }
+  get url() {
+    return this.req.url;
+  }
+  get values() {
+    return this.req.contextValues;
+  }
+  get signal() {
+    return this.req.signal;
+  }
+  get requestHeader() {
+    return this.req.header;
+  }
+  timeoutMs(): number | undefined {
+    return this.timeout;
+  }
+  get responseHeader(): Headers {
+    this.responseHeaders ??= new Headers();
+    return this.responseHeaders;
+  }
+  get responseTrailer(): Headers {
+    this.responseTrailers ??= new Headers();
+    return this.responseTrailers;
+  }
+}
+
+/** As connect's applyInterceptors: the first interceptor of the list is the outermost. */
+function applyInterceptors(next: (req: UnaryRequest) => Promise<UnaryResponse>, interceptors: readonly Interceptor[]) {
+  return interceptors.reduceRight((n, i) => i(n as never) as unknown as typeof next, next);
+}
+
+/** The invoker of every unary method of `specs`, through `interceptors` (the router's list). */
+export function createUnaryInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): UnaryInvoker {
+  const chains = new Map<DescMethod, (req: UnaryRequest) => Promise<UnaryResponse>>();
+  for (const spec of specs) {
+    for (const m of Object.values(spec.methods)) {
+      if (m.kind !== "unary") continue;
+      const impl = m.impl as (input: Message, ctx: HandlerContext) => Promise<unknown>;
+      const output = m.method.output;
+      const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
+        const ctx = (req as UnaryRequest & { ctx: CallContext }).ctx;
+        const out = await impl(req.message, ctx);
+        const message = isMessage(out, output) ? out : create(output, out as never);
+        return {
+          stream: false,
+          service: req.service,
+          method: req.method,
+          message,
+          get header() {
+            return ctx.responseHeader;
+          },
+          get trailer() {
+            return ctx.responseTrailer;
+          },
+        } as UnaryResponse;
+      };
+      chains.set(m.method, applyInterceptors(innermost, interceptors));
+    }
+  }
+  return async (call) => {
+    const chain = chains.get(call.method);
+    if (!chain) throw new Error(`no unary implementation of ${call.method.parent.typeName}.${call.method.name}`);
+    let header: Headers | undefined;
+    // The interceptors' view of the call (request headers built on first read); the context rides
+    // along, also on a request an interceptor makes of its own by spreading this one.
+    const req = {
+      stream: false as const,
+      service: call.method.parent,
+      method: call.method,
+      requestMethod: call.requestMethod,
+      url: call.url,
+      signal: call.signal ?? NEVER_ABORTED,
+      contextValues: call.contextValues,
+      message: call.message,
+      get header(): Headers {
+        header ??= call.header();
+        return header;
+      },
+    } as unknown as UnaryRequest & { ctx: CallContext };
+    const ctx = new CallContext(req, call.protocolName, call.timeoutMs);
+    req.ctx = ctx;
+    const res = await chain(req);
+    return { message: res.message as Message, header: ctx.responseHeaders, trailer: ctx.responseTrailers };
+  };
+}
