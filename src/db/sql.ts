@@ -28,11 +28,13 @@ export interface Pipeline {
 
 /**
  * A statement's or a packet's size at most (estimated by `paramsBytes`): well under
- * max_allowed_packet (16 MB by default on MariaDB, 64 MB on MySQL). Stores keep each statement
- * to this (rows grouped by `groupBySize`); the pipeline its packets. A statement larger than this
- * goes alone.
+ * max_allowed_packet (16 MB by default on MariaDB, 64 MB on MySQL), and small enough that the
+ * driver's formatting of one packet (escaping every value, synchronously) holds the event loop
+ * for a few milliseconds, not tens: a 1,000-event batch of 1 KB events was one packet of about
+ * 1.2 MB whose formatting took 20–50 ms. Stores keep each statement to this (rows grouped by
+ * `groupBySize`); the pipeline its packets. A statement larger than this goes alone.
  */
-export const STATEMENT_BYTES = 4 * 1024 * 1024;
+export const STATEMENT_BYTES = 1024 * 1024;
 
 /** What parameters take on the wire, at most: three bytes per character of text (UTF-8, escaped). */
 export function paramsBytes(params: readonly unknown[]): number {

@@ -17,10 +17,10 @@ import type { Logger } from "../log.js";
 import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { toConnectError } from "../rpc/errors.js";
-import { findField, fromText, invalidFields, readJsonMessage } from "../rpc/json.js";
+import { findField, fromText, invalidFields, readJsonMessageAsync } from "../rpc/json.js";
 import { sendConnectError, sendError } from "./errors.js";
 
-/** A body at least this large lets the event loop turn between being read and being served. */
+/** A body at least this large lets the event loop turn between being parsed, checked and served. */
 const LARGE_BODY_BYTES = 256 * 1024;
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -165,7 +165,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       }
       // The one JSON reader (rpc/json.ts), as for JSON over Connect and gRPC: the same errors.
       try {
-        const checked = readJsonMessage(input, raw);
+        const checked = await readJsonMessageAsync(input, raw, nextTurn, LARGE_BODY_BYTES);
         violations.push(...checked.violations);
         deferred = checked.deferred;
         json = checked.json;

@@ -368,17 +368,34 @@ export function checkJson(desc: DescMessage, body: unknown): CheckedJson {
  * the field violations are returned, for the caller to add its own (REST: path and query).
  */
 export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): CheckedJson {
+  const parsed = parseJsonBody(bytes);
+  return checkJson(desc, parsed === EMPTY ? {} : parsed);
+}
+
+/**
+ * readJsonMessage for a caller that can wait: a large body lets the event loop turn between being
+ * parsed and being checked (a 1 MB batch takes about 15 ms to parse and 8 ms to check), so that no
+ * request holds the server's one thread for long.
+ */
+export async function readJsonMessageAsync(desc: DescMessage, bytes: Uint8Array, turn: () => Promise<void>, largeBytes: number): Promise<CheckedJson> {
+  const parsed = parseJsonBody(bytes);
+  if (bytes.byteLength >= largeBytes) await turn();
+  return checkJson(desc, parsed === EMPTY ? {} : parsed);
+}
+
+const EMPTY = Symbol("empty body");
+
+/** A JSON body's bytes read strictly (UTF-8, syntax), numbers kept as written; EMPTY for blank text. */
+function parseJsonBody(bytes: Uint8Array): unknown {
   const text = strictUtf8(bytes);
   if (text === undefined) throw notUtf8();
-  if (text.trim() === "") return checkJson(desc, {});
-  let parsed: unknown;
+  if (text.trim() === "") return EMPTY;
   try {
-    parsed = parseJson(text);
+    return parseJson(text);
   } catch (err) {
     if (!(err instanceof JsonSyntaxError)) throw err;
     throw new InvalidArgumentError([{ field: "", description: `not valid JSON: ${err.message}` }], "MALFORMED_JSON", `the request body is not valid JSON: ${err.message}`);
   }
-  return checkJson(desc, parsed);
 }
 
 /** The error for field violations of a request (reason INVALID_FIELD), on every protocol. */

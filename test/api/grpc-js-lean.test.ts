@@ -264,14 +264,14 @@ for (const store of STORES) {
     const result = await new Promise<{ received: string; accepted: string; duplicate: string; rejected: string; rejections: { index: string }[] }>((resolve, reject) => {
       const call = c.usage.StreamUsageEvents(metadata(key), (err: grpc.ServiceError | null, res: never) => (err ? reject(err) : resolve(res)));
       for (let i = 0; i < 300; i++) {
-        call.write({ idempotency_key: i === 299 ? "e0" : `e${i}`, subject_id: subject.id, event_name: "api", data: { n: i === 150 ? "oops" : "0.5" }, timestamp: "2026-03-01T10:00:00Z" });
+        call.write({ idempotency_key: i === 299 ? "e0" : `e${i}`, subject_id: subject.id, event_name: "api", data: { n: i === 150 ? "oops" : "0.5" }, timestamp: { seconds: String(Date.parse("2026-03-01T10:00:00Z") / 1000), nanos: 0 } });
       }
       call.end();
     });
-    t.deepEqual([result.received, result.accepted, result.duplicate, result.rejected], ["300", "298", "1", "1"]);
+    t.deepEqual([result.received, result.accepted, result.duplicate, result.rejected], [300, 298, 1, 1]);
     t.deepEqual(
       result.rejections.map((r) => r.index),
-      ["150"],
+      [150],
     );
     const summary = await ok(server, key, "POST", `/pricing-metrics/${metric.id}/summary`, {
       subject_id: subject.id,

@@ -20,6 +20,7 @@ import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient } from "../errors.js";
+import { nextTurn } from "../../billing/yielding.js";
 import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 const CHUNK = 500;
@@ -28,6 +29,8 @@ const CHUNK = 500;
  * on the event loop, so smaller ones let the transaction yield between them (Sql.transaction).
  */
 const SQLITE_CHUNK = 100;
+/** An ingest of at least this many events lets the event loop turn between its steps. */
+const LARGE_INGEST = 100;
 
 export interface MetricRow {
   id: string;
@@ -185,6 +188,9 @@ export class SqlUsageStore implements UsageStore {
     for (const r of rows) subjectIds.set(r.id, value(r)); // an ID match wins over an external-ID match
 
     const decided = decision.decide(events, metricsByName, subjectIds);
+    // Judging a large batch took its share of the event loop: let other requests in before its
+    // rows are built and written (safe inside the transaction: see Sql.transaction).
+    if (events.length >= LARGE_INGEST) await nextTurn();
     const candidates = decided.filter((d): d is Candidate => "id" in d);
     const outcomes = new Map<PreparedEvent, Outcome>();
     for (const d of decided) if ("error" in d) outcomes.set(d.event, { status: "rejected", error: d.error });
