@@ -134,7 +134,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const maxRequestsInFlight = int("MAX_REQUESTS_IN_FLIGHT", 256, 1, 100_000);
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
-  const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 2, 1, 10_000);
+  const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 1, 1, 10_000);
   const bulkQueueTimeoutMs = int("BULK_QUEUE_TIMEOUT_MS", 5_000, 0, 60_000);
 
   // Above what one server has served one key in the benchmarks (README, Benchmarks), so that

@@ -51,7 +51,7 @@ test("admission control: defaults, and a byte bound below the largest body is re
   const c = loadConfig({});
   t.is(c.maxRequestsInFlight, 256);
   t.is(c.maxRequestBytesInFlight, 16 * 1024 * 1024);
-  t.is(c.maxBulkRequestsInFlight, 2);
+  t.is(c.maxBulkRequestsInFlight, 1);
   t.is(c.bulkQueueTimeoutMs, 5_000);
   const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024), MAX_BULK_REQUESTS_IN_FLIGHT: "4" });
   t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight, set.maxBulkRequestsInFlight], [8, 6 * 1024 * 1024, 4]);
