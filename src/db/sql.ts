@@ -143,29 +143,31 @@ class MysqlPipeline implements Pipeline {
   }
 }
 
-/** How long a transaction on SQLite holds the event loop before letting it turn (see Sql.transaction). */
+/**
+ * How long an ingest transaction on SQLite holds the event loop before letting it turn. Each
+ * statement there runs synchronously, so a thousand events would hold the loop until the COMMIT;
+ * between statements the pipeline lets it turn once it has held it this long. That is safe for
+ * this server because every other call waits in the queue behind the transaction (Sql.queued):
+ * only timers and I/O run meanwhile. Only the ingest pipeline does this: a transaction that waits
+ * holds SQLite's write lock for longer, and another connection in the same process (a test's)
+ * that writes meanwhile would wait synchronously for the lock, holding the loop the transaction
+ * needs to finish.
+ */
 const SQLITE_SLICE_MS = 10;
-
-/** Makes every statement of the transaction `em` first call `breathe` (its query runner's, so repositories too). */
-function breathing(em: EntityManager, breathe: Yielder): void {
-  const runner = em.queryRunner;
-  if (!runner) return;
-  const query = runner.query.bind(runner) as (...args: unknown[]) => Promise<unknown>;
-  (runner as { query: (...args: unknown[]) => Promise<unknown> }).query = async (...args: unknown[]) => {
-    await breathe();
-    return query(...args);
-  };
-}
 
 /** SQLite (in-process, no round trips): the statements one by one inside an ordinary transaction. */
 class SequentialPipeline implements Pipeline {
   private deferred: Statement[] = [];
+  private readonly breathe: Yielder = yielder(SQLITE_SLICE_MS);
   constructor(private readonly em: EntityManager) {}
 
   async run(statements: readonly Statement[]): Promise<unknown[]> {
     await this.flush();
     const out: unknown[] = [];
-    for (const [sql, params] of statements) out.push(await this.em.query(sql, [...params]));
+    for (const [sql, params] of statements) {
+      await this.breathe();
+      out.push(await this.em.query(sql, [...params]));
+    }
     return out;
   }
 
@@ -176,7 +178,10 @@ class SequentialPipeline implements Pipeline {
   async flush(): Promise<void> {
     const list = this.deferred;
     this.deferred = [];
-    for (const [sql, params] of list) await this.em.query(sql, [...params]);
+    for (const [sql, params] of list) {
+      await this.breathe();
+      await this.em.query(sql, [...params]);
+    }
   }
 }
 
@@ -221,22 +226,9 @@ export class Sql {
     return (this.dataSource.driver as unknown as { pool: RawPool }).pool;
   }
 
-  /**
-   * `fn` in one transaction: all of it is committed, or none. On SQLite each statement runs
-   * synchronously, so a transaction of many statements (a thousand events, a year of cycles)
-   * would hold the event loop until its end; there, before each statement, the transaction lets
-   * the loop turn once it has held it for SQLITE_SLICE_MS. That is safe because every other call
-   * waits in the queue behind this transaction: only timers and I/O (health checks, reading
-   * other requests) run meanwhile, never another statement.
-   */
+  /** `fn` in one transaction: all of it is committed, or none. */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    if (this.dialect !== "sqlite") return this.dataSource.transaction(fn);
-    return this.queued(() =>
-      this.dataSource.transaction((em) => {
-        breathing(em, yielder(SQLITE_SLICE_MS));
-        return fn(em);
-      }),
-    );
+    return this.queued(() => this.dataSource.transaction(fn));
   }
 
   /**
