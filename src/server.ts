@@ -73,10 +73,7 @@ function declaredLength(req: Req | IncomingHttpHeaders): number | undefined {
  * room for (counted on `ticket` unless the declared length was already) are unavailable. The
  * node stream is never destroyed here: what is left unread is dealt with by `leaveUnread`.
  */
-async function* boundedBody(
-  req: Req,
-  o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void },
-): AsyncGenerator<Uint8Array> {
+async function* boundedBody(req: Req, o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void }): AsyncGenerator<Uint8Array> {
   let size = 0;
   let held = 0;
   for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -320,10 +317,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {
       res.setHeader("access-control-allow-origin", "*");
-      res.setHeader(
-        "access-control-expose-headers",
-        "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset",
-      );
+      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset");
       if (req.method === "OPTIONS") {
         res.writeHead(204, {
           "access-control-allow-methods": "GET, POST, PUT, DELETE",

@@ -108,8 +108,15 @@ for (const store of STORES) {
       t.is(ce.code, Code.InvalidArgument);
       t.regex(ce.rawMessage, /email/);
       const { BadRequestSchema } = await import("../../src/gen/google/rpc/error_details_pb.js");
-      t.deepEqual(ce.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["email"]);
-      for (const [limit, offset] of [[0, undefined], [101, undefined], [undefined, -1]] as const) {
+      t.deepEqual(
+        ce.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+        ["email"],
+      );
+      for (const [limit, offset] of [
+        [0, undefined],
+        [101, undefined],
+        [undefined, -1],
+      ] as const) {
         const e = ConnectError.from(await t.throwsAsync(c.listSubjects({ limit, offset })));
         t.is(e.code, Code.InvalidArgument);
       }

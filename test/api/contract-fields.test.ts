@@ -131,7 +131,10 @@ for (const store of STORES) {
     });
     t.is(r.status, 200);
     t.deepEqual([r.body.accepted, r.body.duplicate, r.body.rejected], [1, 0, 1]);
-    t.deepEqual(r.body.results[1].error.field_violations.map((v: Obj) => v.field), ["events[1].timestamp"]);
+    t.deepEqual(
+      r.body.results[1].error.field_violations.map((v: Obj) => v.field),
+      ["events[1].timestamp"],
+    );
     t.regex(r.body.results[1].error.field_violations[0].description, /2026-02-30 is not a calendar date/);
 
     // Connect JSON gives the same answer for the same body.

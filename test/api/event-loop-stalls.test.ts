@@ -113,15 +113,17 @@ for (const store of STORES) {
       // Encoded beforehand, and sent with a plain HTTP client: the clients share the server's
       // process (and its event loop), so they must cost it as little as possible.
       const bodies = Array.from({ length: 32 }, (_, b) =>
-        Buffer.from(JSON.stringify({
-          events: Array.from({ length: 1000 }, (_, i) => ({
-            idempotency_key: `b${b}-${i}`,
-            subject_id: "heavy",
-            event_name: "usage",
-            timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
-            data: { n: "1", pad },
-          })),
-        })),
+        Buffer.from(
+          JSON.stringify({
+            events: Array.from({ length: 1000 }, (_, i) => ({
+              idempotency_key: `b${b}-${i}`,
+              subject_id: "heavy",
+              event_name: "usage",
+              timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+              data: { n: "1", pad },
+            })),
+          }),
+        ),
       );
       const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
       t.teardown(() => agent.destroy());
@@ -129,7 +131,14 @@ for (const store of STORES) {
       const post = (body: Buffer) =>
         new Promise<{ status: number; retryAfter: string | undefined; text: string }>((resolve, reject) => {
           const req = http.request(
-            { host: target.hostname, port: target.port, path: "/usage-events/batch", method: "POST", agent, headers: { "content-type": "application/json", "x-api-key": s.key, "content-length": body.length } },
+            {
+              host: target.hostname,
+              port: target.port,
+              path: "/usage-events/batch",
+              method: "POST",
+              agent,
+              headers: { "content-type": "application/json", "x-api-key": s.key, "content-length": body.length },
+            },
             (res) => {
               const parts: Buffer[] = [];
               res.on("data", (c: Buffer) => parts.push(c));
@@ -154,7 +163,10 @@ for (const store of STORES) {
         accepted = (await Promise.all(bodies.map(send))).reduce((a, b) => a + b, 0);
       });
       t.is(accepted, 32_000);
-      t.true(refusals.every((r) => r === "503 1"), `refusals: ${[...new Set(refusals)].join(", ")}`);
+      t.true(
+        refusals.every((r) => r === "503 1"),
+        `refusals: ${[...new Set(refusals)].join(", ")}`,
+      );
       const summary = await rest(server.url, "GET", `/subjects/${s.subjectId}`, s.key);
       t.is(summary.status, 200);
       const stored = await withDatabase(server.db.url, async (db) => (await db.dataSource.query("SELECT COUNT(*) AS n, COUNT(DISTINCT idempotency_key) AS k FROM usage_events"))[0]);

@@ -25,7 +25,10 @@ for (const [limit, offset, fields, page] of pageCases) {
       return;
     }
     const err = t.throws(() => v.throwIfAny()) as { violations?: { field: string }[] } | undefined;
-    t.deepEqual(err?.violations?.map((x) => x.field), fields);
+    t.deepEqual(
+      err?.violations?.map((x) => x.field),
+      fields,
+    );
   });
 }
 

@@ -74,7 +74,15 @@ export class HostedCheckout {
     const claimed = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockCheckout(token);
       if (!locked || locked.status !== "open") return false;
-      await tx.insertPaymentMethod({ id: pmId, environmentId: session.environmentId, subjectId: subject.id, brand: card.brand, last4: card.last4, behavior: card.behavior, createdAt: this.engine.now() });
+      await tx.insertPaymentMethod({
+        id: pmId,
+        environmentId: session.environmentId,
+        subjectId: subject.id,
+        brand: card.brand,
+        last4: card.last4,
+        behavior: card.behavior,
+        createdAt: this.engine.now(),
+      });
       await tx.setSubjectPaymentMethod(subject.id, pmId);
       await tx.updateCheckoutStatus(session.id, "completed");
       return true;

@@ -62,9 +62,7 @@ export class SqlPricingMetricStore implements PricingMetricStore {
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
     return toPageResult(rows.map(metricFromRow), page);
   }
 }

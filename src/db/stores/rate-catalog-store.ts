@@ -52,16 +52,12 @@ export class SqlRateCatalogStore implements RateCatalogStore {
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<RateCatalog>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.RateCatalog, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.RateCatalog, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
     return toPageResult(rows.map(catalogFromRow), page);
   }
 
   async codes(environmentId: string, catalogId: string, interval: BillingInterval): Promise<Set<string>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.Rate, { select: { code: true }, where: { environment_id: environmentId, owner_id: catalogId, billing_interval: interval } }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.Rate, { select: { code: true }, where: { environment_id: environmentId, owner_id: catalogId, billing_interval: interval } }));
     return new Set(rows.map((r) => r.code));
   }
 
