@@ -7,7 +7,7 @@
  * (REST 429), reason RATE_LIMITED, with Retry-After.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { retryLater } from "./limits.js";
 
 export type RateClass = "ingest" | "api";

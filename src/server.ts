@@ -178,6 +178,7 @@ function lingeringClose(socket: Socket): void {
 }
 
 /** A body that, read, throws `err`: how a refusal reaches Connect's protocol-specific error writer. */
+// biome-ignore lint/correctness/useYield: a body that only throws; the generator form is what Connect reads
 async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
   throw err;
 }
@@ -253,7 +254,10 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     let ticket: Ticket | undefined;
     if (!EXEMPT.has(path)) {
       ticket = admission.enter();
-      if (!ticket) return reply.fail(overloaded("requests"));
+      if (!ticket) {
+        reply.fail(overloaded("requests"));
+        return;
+      }
       const t = ticket;
       stream.once("close", () => t.leave());
     }
@@ -261,7 +265,8 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     try {
       timeoutMs = grpcDeadline(headers);
     } catch (err) {
-      return reply.fail(publicError(err, log, path));
+      reply.fail(publicError(err, log, path));
+      return;
     }
     if (timeoutMs !== undefined) reply.deadline(timeoutMs);
     const key = headers[API_KEY_HEADER];

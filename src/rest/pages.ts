@@ -141,7 +141,7 @@ export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logge
     m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return page(res, 404, "Not found", "<main><h1>Not found</h1></main>");
     const token = m[1] as string;
-    let view;
+    let view: Awaited<ReturnType<HostedCheckout["checkout"]>>;
     try {
       view = await subs.checkout(token);
     } catch (err) {

@@ -88,12 +88,12 @@ for (const store of STORES) {
 
   test(`${store} rest: no input produces a 500`, async (t) => {
     const key = await server.freshKey();
-    const bodies = ['{"email": null, "name": null}', '{"metadata": null}', '"text"', "null", "true", "1e999", '{"name": "\\u0000"}', '{"external_id": "' + "é".repeat(255) + '"}'];
+    const bodies = ['{"email": null, "name": null}', '{"metadata": null}', '"text"', "null", "true", "1e999", '{"name": "\\u0000"}', `{"external_id": "${"é".repeat(255)}"}`];
     for (const body of bodies) {
       const r = await rest(server.url, "POST", "/subjects", key, body);
       t.true(r.status < 500, `${body} gave ${r.status}`);
     }
-    for (const path of ["/subjects/%E0%A4%A", "/subjects/" + "x".repeat(5000), "/subjects?limit=%00", "/subjects/search?query=" + "%25".repeat(300)]) {
+    for (const path of ["/subjects/%E0%A4%A", `/subjects/${"x".repeat(5000)}`, "/subjects?limit=%00", `/subjects/search?query=${"%25".repeat(300)}`]) {
       const r = await rest(server.url, "GET", path, key);
       t.true(r.status < 500, `${path} gave ${r.status}`);
     }

@@ -160,6 +160,7 @@ for (const store of STORES) {
         ],
       ],
       [{ usage_based_rates: [{ ...cardBody(other.id).usage_based_rates[0] }] }, ["usage_based_rates[0].pricing_metric_id"]],
+      // biome-ignore lint/correctness/noPrecisionLoss: an integer beyond 2^53 is what this case sends
       [{ usage_based_rates: [{ ...cardBody(metric.id).usage_based_rates[0], included_units: 9007199254740993 }] }, ["usage_based_rates[0].included_units"]],
       [{ rate_catalog_id: "rcat_nope" }, ["rate_catalog_id"]],
     ];

@@ -15,7 +15,7 @@ import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_se
 import { SubscriptionTimelineService } from "../../src/gen/billing/v1/subscription_timeline_service_pb.js";
 import { TestClockService } from "../../src/gen/billing/v1/test_clock_service_pb.js";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
-import { type Protocol, type RestResponse, rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { type Protocol, type RestResponse, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";

@@ -143,7 +143,7 @@ test(`${ONE_STORE}: Connect, gRPC and gRPC-Web: resource_exhausted RATE_LIMITED 
     t.is(res?.status, 429);
     t.is(res?.headers.get("retry-after"), "1");
     t.is(res?.headers.get("ratelimit-remaining"), "0");
-    t.is(((await res?.json()) as { code: string }).code, "resource_exhausted");
+    t.is(((await res!.json()) as { code: string }).code, "resource_exhausted");
   } finally {
     await server.stop();
   }

@@ -92,7 +92,10 @@ test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async 
   // New connections are refused while the old request is finishing.
   const refused = await new Promise<boolean>((r) => {
     const c = net.connect(port, "127.0.0.1");
-    c.once("connect", () => (c.destroy(), r(false)));
+    c.once("connect", () => {
+      c.destroy();
+      r(false);
+    });
     c.once("error", () => r(true));
   });
   t.true(refused, "a new connection was accepted after SIGTERM");

@@ -67,7 +67,7 @@ export class FakeBillingStores implements BillingStores {
         .map((s) => structuredClone(s)),
     setBillingFailure: async (s, failure) => {
       const row = this.state.subscriptions.get(s.id);
-      if (!row || row.status !== "active" || row.cycleIndex !== s.cycleIndex || row.usageSince.getTime() !== s.usageSince.getTime()) return false;
+      if (row?.status !== "active" || row.cycleIndex !== s.cycleIndex || row.usageSince.getTime() !== s.usageSince.getTime()) return false;
       row.billingFailure = structuredClone(failure);
       return true;
     },

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import type { PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
-import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
 import { checkInstant } from "../time.js";

@@ -102,7 +102,7 @@ export class SubscriptionChanges {
       if (input.atEndOfCycle) {
         const flagged = await this.stores.transaction(async (tx) => {
           const s = await tx.lockSubscription(caller.environmentId, id);
-          if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
+          if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
           if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
           // A cycle that ended but is not closed yet (another runner holds it): wait for it, so
           // that the flag applies to the cycle `now` is in.
@@ -139,7 +139,7 @@ export class SubscriptionChanges {
     const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
     const cancelled = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
-      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
+      if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);

@@ -33,6 +33,7 @@ export const MAX_CALLBACK_URL_LENGTH = 2000;
  */
 export function normalizeCallbackUrl(url: string): string | undefined {
   // The URL parser drops tabs and line breaks and trims spaces: refused rather than guessed at.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
   if (/[\s\u0000-\u001f\u007f]/.test(url)) return undefined;
   let u: URL;
   try {

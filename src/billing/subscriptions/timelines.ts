@@ -162,7 +162,7 @@ export class TimelineService {
     v.throwIfAny();
     await this.stores.transaction(async (tx) => {
       const locked = await tx.lockTimeline(caller.environmentId, timeline.id);
-      if (!locked || locked.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+      if (locked?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
       await tx.insertTimelineItems(made);
     });
     return made;
@@ -217,7 +217,7 @@ export class TimelineService {
     if (effectiveAt.getTime() > now.getTime()) {
       return this.stores.transaction(async (tx) => {
         const t = await tx.lockTimeline(caller.environmentId, id);
-        if (!t || t.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+        if (t?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
         const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
         await tx.updateTimeline(pending);
         return pending;

@@ -5,7 +5,7 @@ import type { AggregationType, PricingMetric } from "../../billing/catalog/types
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PricingMetricRow } from "../entities/index.js";
-import { type Sql } from "../sql.js";
+import type { Sql } from "../sql.js";
 import { backfillTotals } from "./usage-store.js";
 
 function metricFromRow(r: PricingMetricRow): PricingMetric {

@@ -132,7 +132,7 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
 export class SqlUsageStore implements UsageStore {
   constructor(
     private readonly sql: Sql,
-    private readonly entities: Entities,
+    _entities: Entities,
     /** Told about each retried transaction (deadlock, lock timeout), e.g. to log it. */
     private readonly onRetry?: (err: unknown, attempt: number) => void,
   ) {}

@@ -71,7 +71,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       const rejections: RejectedUsageEvent[] = [];
       // The largest index listed, once the list is full (recomputed after a replacement).
       let maxListed: number | undefined;
-      const listedMax = () => rejections.reduce((m, r) => (r.index > m ? r.index : m), 0);
+      const listedMax = () => rejections.reduce((m, r) => Math.max(r.index, m), 0);
       const inFlight: Promise<void>[] = [];
       // A failed chunk must not become an unhandled rejection while the stream is still read;
       // it is remembered and the call fails with it once reading stops.
