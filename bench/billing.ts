@@ -51,7 +51,11 @@ async function closeBench(url: string) {
   await db.dataSource.initialize();
   await db.dataSource.runMigrations();
   let now = new Date("2026-01-15T00:00:00Z");
-  const svc = buildServices(db, () => "http://localhost", () => now);
+  const svc = buildServices(
+    db,
+    () => "http://localhost",
+    () => now,
+  );
   const env = newId("env");
   await db.dataSource.query("INSERT INTO environments (id, name, mode, created_at) VALUES (?, ?, 'test', ?)", [env, env, "2026-01-01 00:00:00.000"]);
   const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
@@ -63,7 +67,16 @@ async function closeBench(url: string) {
     metadata: {},
     fixedRates: [{ code: "seats", name: "Seats", description: "", price: { priceType: "", amount: { currencyCode: "USD", value: "1000" } } }],
     usageBasedRates: [
-      { code: "api", name: "API calls", description: "", pricingMetricId: metric.id, includedUnits: 10, usageBasedRateType: "simple", price: { priceType: "", amount: { currencyCode: "USD", value: "0.5" } }, dimensions: [] },
+      {
+        code: "api",
+        name: "API calls",
+        description: "",
+        pricingMetricId: metric.id,
+        includedUnits: 10,
+        usageBasedRateType: "simple",
+        price: { priceType: "", amount: { currencyCode: "USD", value: "0.5" } },
+        dimensions: [],
+      },
     ],
   });
   log(`A: creating ${SUBSCRIPTIONS} subjects with a card on file and a subscription each`);
@@ -78,14 +91,22 @@ async function closeBench(url: string) {
       await tx.insertPaymentMethod({ id: pm, environmentId: env, subjectId: subject.id, brand: "visa", last4: "4242", behavior: "succeeds", createdAt: now });
       await tx.setSubjectPaymentMethod(subject.id, pm);
     });
-    const r = await svc.subscriptions.create(caller, { rateCardId: card.id, subjectId: subject.id, createCheckoutSession: "", fixedRateQuantities: { seats: "2" }, rateMultipliers: {}, metadata: {}, timelineId: "" });
+    const r = await svc.subscriptions.create(caller, {
+      rateCardId: card.id,
+      subjectId: subject.id,
+      createCheckoutSession: "",
+      fixedRateQuantities: { seats: "2" },
+      rateMultipliers: {},
+      metadata: {},
+      timelineId: "",
+    });
     if (r.kind !== "success") throw new Error("subscription did not start");
   });
   log(`A: setup took ${((Date.now() - t0) / 1000).toFixed(1)} s; sending 5 usage events per subject`);
   for (let i = 0; i < SUBSCRIPTIONS; i += 200) {
-    const inputs = subjects.slice(i, i + 200).flatMap((s) =>
-      Array.from({ length: 5 }, (_, j) => ({ idempotencyKey: `${s}-${j}`, subjectId: s, eventName: "api", data: { n: "4.5" }, timestamp: new Date(`2026-01-2${j}T12:00:00Z`) })),
-    );
+    const inputs = subjects
+      .slice(i, i + 200)
+      .flatMap((s) => Array.from({ length: 5 }, (_, j) => ({ idempotencyKey: `${s}-${j}`, subjectId: s, eventName: "api", data: { n: "4.5" }, timestamp: new Date(`2026-01-2${j}T12:00:00Z`) })));
     const out = await svc.ingest.ingest(caller, inputs, () => "");
     if (out.some((o) => o.status !== "accepted")) throw new Error("an event was not accepted");
   }
@@ -120,7 +141,9 @@ async function stateBench(url: string) {
     const card = await call("POST", "/rate-cards", {
       billing_interval: "monthly",
       name: "Free tier",
-      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric.id, included_units: 1000000, price: { amount: { currency_code: "USD", value: "0.01" } } }],
+      usage_based_rates: [
+        { usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric.id, included_units: 1000000, price: { amount: { currency_code: "USD", value: "0.01" } } },
+      ],
     });
     const subject = await call("POST", "/subjects", { external_id: "reader" });
     await call("POST", "/subscriptions", { subject_id: subject.id, rate_card_id: card.id });

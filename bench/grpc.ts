@@ -338,7 +338,16 @@ async function main(): Promise<number> {
           const messages = Array.from({ length: n }, () => {
             const e = event();
             return envelope(
-              toBinary(UsageEventInputSchema, create(UsageEventInputSchema, { idempotencyKey: e.idempotency_key, subjectId: e.subject_id, eventName: e.event_name, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) })),
+              toBinary(
+                UsageEventInputSchema,
+                create(UsageEventInputSchema, {
+                  idempotencyKey: e.idempotency_key,
+                  subjectId: e.subject_id,
+                  eventName: e.event_name,
+                  data: e.data,
+                  timestamp: timestampFromDate(new Date(e.timestamp)),
+                }),
+              ),
             );
           });
           // Written in slices of 50 events, as a client streaming them would.

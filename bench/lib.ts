@@ -156,15 +156,7 @@ export interface RestResponse {
 }
 
 /** One HTTP/1.1 request over `agent`; the whole response body is read. */
-export function restRequest(
-  agent: http.Agent,
-  port: number,
-  method: string,
-  path: string,
-  body?: string,
-  apiKey?: string,
-  timeoutMs = REQUEST_TIMEOUT_MS,
-): Promise<RestResponse> {
+export function restRequest(agent: http.Agent, port: number, method: string, path: string, body?: string, apiKey?: string, timeoutMs = REQUEST_TIMEOUT_MS): Promise<RestResponse> {
   return new Promise((resolvePromise, reject) => {
     const headers: http.OutgoingHttpHeaders = { accept: "application/json" };
     if (apiKey) headers["x-api-key"] = apiKey;
@@ -418,9 +410,7 @@ export async function startChildServer(env: Record<string, string>, nodeArgs: st
   }
   // Exit code 0 with nothing logged at warn is main.ts's graceful SIGTERM/SIGINT path: someone signalled it.
   const exitedEarly = () =>
-    exited
-      ? `the server exited unexpectedly (code ${exited.code}, signal ${exited.signal}${exited.code === 0 ? ": a graceful stop, so it was sent SIGTERM or SIGINT" : ""})`
-      : undefined;
+    exited ? `the server exited unexpectedly (code ${exited.code}, signal ${exited.signal}${exited.code === 0 ? ": a graceful stop, so it was sent SIGTERM or SIGINT" : ""})` : undefined;
   return { port, pid: child.pid, problems, exited: exitedEarly, stop };
 }
 
@@ -626,7 +616,14 @@ export function fmtInt(n: number): string {
 
 /** A Markdown table: the first column left-aligned, the others right-aligned. */
 export function markdownTable(header: string[], rows: string[][]): string[] {
-  return [`| ${header.join(" | ")} |`, `|---|${header.slice(1).map(() => "--:|").join("")}`, ...rows.map((r) => `| ${r.join(" | ")} |`)];
+  return [
+    `| ${header.join(" | ")} |`,
+    `|---|${header
+      .slice(1)
+      .map(() => "--:|")
+      .join("")}`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ];
 }
 
 /** "Machine: 2 CPUs (model), 23.5 GiB RAM, Node v20…, linux …; database … on the same machine." */

@@ -329,8 +329,7 @@ class Phases {
     const serverCpuS = server1 !== undefined && this.server0 !== undefined ? server1 - this.server0 : undefined;
     const dbCpuS = db1 !== undefined && this.db0 !== undefined ? db1 - this.db0 : undefined;
     const benchCpuS = (bench.user + bench.system) / 1e6;
-    const otherCpuS =
-      machine1 !== undefined && this.machine0 !== undefined ? Math.max(0, machine1 - this.machine0 - (serverCpuS ?? 0) - (dbCpuS ?? 0) - benchCpuS) : undefined;
+    const otherCpuS = machine1 !== undefined && this.machine0 !== undefined ? Math.max(0, machine1 - this.machine0 - (serverCpuS ?? 0) - (dbCpuS ?? 0) - benchCpuS) : undefined;
     const status = Object.fromEntries(STATUS_VARS.map((v) => [v, status1[v] - (this.status0?.[v] ?? Number.NaN)])) as DbStatus;
     const row: PhaseRow = {
       label,
@@ -539,8 +538,7 @@ async function main(): Promise<number> {
     progress(`created ${subjectIds.length + 2} subjects and pricing metric ${metric.id}`);
 
     const gen = new IngestEvents(subjectIds);
-    const loop = (concurrency: number, call: () => Promise<void>) =>
-      closedLoop({ concurrency, call, gone, warmupSeconds: settings.warmupSeconds, seconds: settings.seconds, window: "completed" });
+    const loop = (concurrency: number, call: () => Promise<void>) => closedLoop({ concurrency, call, gone, warmupSeconds: settings.warmupSeconds, seconds: settings.seconds, window: "completed" });
     const caseNote = `${settings.warmupSeconds} s warm-up + ${settings.seconds} s`;
 
     // ---- 2a. Single-event REST.
@@ -696,7 +694,10 @@ async function main(): Promise<number> {
             ...rollupStatements("mysql", mergeContributions(contributions)).map(([sql, p]) => [sql.replace(/^INSERT INTO (usage_rollups\w*)/, "INSERT INTO $1_bound"), p] as const),
             ["COMMIT", []],
           ];
-          await pool.query(statements.map(([sql]) => sql).join(";\n"), statements.flatMap(([, p]) => p));
+          await pool.query(
+            statements.map(([sql]) => sql).join(";\n"),
+            statements.flatMap(([, p]) => p),
+          );
         },
       );
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_bound`);
@@ -901,8 +902,7 @@ async function main(): Promise<number> {
   }
   const elapsedS = (performance.now() - startedAt) / 1000;
   await cleanup();
-  const errors =
-    ingest.reduce((a, r) => a + r.errors, 0) + loads.reduce((a, r) => a + r.errors, 0) + summaries.reduce((a, r) => a + r.errors, 0) + integrity.length;
+  const errors = ingest.reduce((a, r) => a + r.errors, 0) + loads.reduce((a, r) => a + r.errors, 0) + summaries.reduce((a, r) => a + r.errors, 0) + integrity.length;
   report({ dbVersion: db.version, ingest, loads, summaries, integrityNote, integrity, phases: phases?.rows ?? [], rss, quietBefore, problems, stopNote, fatal, elapsedS });
   return fatal !== undefined || errors > 0 ? 1 : 0;
 }
@@ -960,8 +960,7 @@ function report(info: {
     ),
     "",
   );
-  const best = (kind: IngestResult["kind"]) =>
-    info.ingest.filter((r) => r.kind === kind).reduce<IngestResult | undefined>((a, b) => (!a || b.eventsPerSec > a.eventsPerSec ? b : a), undefined);
+  const best = (kind: IngestResult["kind"]) => info.ingest.filter((r) => r.kind === kind).reduce<IngestResult | undefined>((a, b) => (!a || b.eventsPerSec > a.eventsPerSec ? b : a), undefined);
   const single = best("single");
   const batch = best("batch");
   const ceiling = best("ceiling");
@@ -982,10 +981,7 @@ function report(info: {
         `Batch ingest / database bound: **${fmt(batch ? batch.eventsPerSec / bound.eventsPerSec : Number.NaN, 2)}**.`,
       );
     }
-    out.push(
-      `Batch ingest / ceiling: **${fmt(share, 2)}** (best batch ${batch ? `${fmtInt(batch.eventsPerSec)} events/s at concurrency ${batch.concurrency}` : "–"}).`,
-      "",
-    );
+    out.push(`Batch ingest / ceiling: **${fmt(share, 2)}** (best batch ${batch ? `${fmtInt(batch.eventsPerSec)} events/s at concurrency ${batch.concurrency}` : "–"}).`, "");
   }
 
   // Summary table.
@@ -1029,7 +1025,7 @@ function report(info: {
       `${settings.summaryWarmup} warm-up requests then ${settings.summaryRequests} measured per row; every answer's value is checked against the exact sum of the events in the period. ` +
       `Events were spread evenly over the month so far and loaded with batches of ${settings.batchSize} at the best batch concurrency, each worker a contiguous slice of the month. ` +
       "The server reads the whole hours from the hourly totals, the whole minutes of the partial hour at the period's end from the minute totals, " +
-      "and only the events of the partial minute raw; \"Raw events in the partial hour\" is what a read of the partial hour from raw events would have to scan. The rows ending on the hour and 1 ms before it bound the case ending now.",
+      'and only the events of the partial minute raw; "Raw events in the partial hour" is what a read of the partial hour from raw events would have to scan. The rows ending on the hour and 1 ms before it bound the case ending now.',
   );
   out.push(`p50 ${sLarge ? fmtInt(sLarge.events) : "–"} / p50 ${sSmall ? fmtInt(sSmall.events) : "–"} (period end now): **${fmt(ratio, 2)}**.`);
   if (sHour && sFull && sSmall) {
@@ -1047,7 +1043,24 @@ function report(info: {
   const perEvent = (s: number | undefined, events: number) => (s === undefined || !(events > 0) ? "–" : fmt((s * 1e6) / events, 1));
   out.push(
     ...markdownTable(
-      ["Phase", "Wall s", "Events", "Server CPU", "MariaDB CPU", "Bench CPU", "Other CPU", "Server µs/event", "MariaDB µs/event", "Commits", "Events/commit", "fsyncs", "Row-lock waits", "Lock wait ms", "Deadlocks", "Server RSS max MB"],
+      [
+        "Phase",
+        "Wall s",
+        "Events",
+        "Server CPU",
+        "MariaDB CPU",
+        "Bench CPU",
+        "Other CPU",
+        "Server µs/event",
+        "MariaDB µs/event",
+        "Commits",
+        "Events/commit",
+        "fsyncs",
+        "Row-lock waits",
+        "Lock wait ms",
+        "Deadlocks",
+        "Server RSS max MB",
+      ],
       info.phases.map((p) => [
         p.label,
         fmt(p.wallS, 1),

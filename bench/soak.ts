@@ -286,9 +286,7 @@ async function ingestPhase(port: number, subjectIds: string[], deadline: number,
   const bodyOf = (id: string) => {
     const parts: string[] = [];
     for (let i = 0; i < settings.batchSize; i++) {
-      parts.push(
-        `{"idempotency_key":"${id}-${i}","subject_id":"${subjectIds[i % subjectIds.length]}","event_name":"${EVENT_NAME}","data":{"n":"1","pad":"${pad}"}}`,
-      );
+      parts.push(`{"idempotency_key":"${id}-${i}","subject_id":"${subjectIds[i % subjectIds.length]}","event_name":"${EVENT_NAME}","data":{"n":"1","pad":"${pad}"}}`);
     }
     return `{"events":[${parts.join(",")}]}`;
   };
@@ -407,15 +405,16 @@ function oversizedUpload(port: number, key: string | undefined): Promise<UploadO
         const n = Math.min(chunk.length, settings.oversizedBytes - sent);
         const more = socket.write(n === chunk.length ? chunk : chunk.subarray(0, n));
         sent += n;
-        if (!more) await new Promise<void>((r) => {
-          const go = () => {
-            socket.off("drain", go);
-            socket.off("close", go);
-            r();
-          };
-          socket.once("drain", go);
-          socket.once("close", go);
-        });
+        if (!more)
+          await new Promise<void>((r) => {
+            const go = () => {
+              socket.off("drain", go);
+              socket.off("close", go);
+              r();
+            };
+            socket.once("drain", go);
+            socket.once("close", go);
+          });
       }
     });
   });
@@ -725,22 +724,29 @@ async function main(): Promise<number> {
         await startServer();
       }
       for (const n of notes) progress(`  ${n}`);
-      progress(`  probe p99 ping ${fmt(percentile(Float64Array.from(p.ping).sort(), 0.99), 1)} ms, subject ${fmt(percentile(Float64Array.from(p.subject).sort(), 0.99), 1)} ms; RSS max ${fmt(r.maxMb, 0)} MB`);
+      progress(
+        `  probe p99 ping ${fmt(percentile(Float64Array.from(p.ping).sort(), 0.99), 1)} ms, subject ${fmt(percentile(Float64Array.from(p.subject).sort(), 0.99), 1)} ms; RSS max ${fmt(r.maxMb, 0)} MB`,
+      );
     };
 
-    if (settings.baselineSeconds > 0) await runPhase("0. baseline (probe only)", async (deadline) => {
-        await sleep(Math.max(0, deadline - performance.now()));
-      }, settings.baselineSeconds);
+    if (settings.baselineSeconds > 0)
+      await runPhase(
+        "0. baseline (probe only)",
+        async (deadline) => {
+          await sleep(Math.max(0, deadline - performance.now()));
+        },
+        settings.baselineSeconds,
+      );
     await runPhase("1. over-capacity batch ingest", (deadline, refusals, notes) => ingestPhase(port, subjectIds, deadline, gone, refusals, batches, notes), settings.phaseSeconds);
     await runPhase("2. oversized unauthenticated bodies", (deadline, _r, notes) => oversizedPhase(port, deadline, gone, notes), settings.phaseSeconds);
     await runPhase("3. idle and slow-header connections", (deadline, _r, notes) => slowConnectionsPhase(port, deadline, gone, notes), settings.phaseSeconds);
     await runPhase(
-        "4. gRPC stream",
-        async (_d, refusals, notes) => {
-          streamAcked = (await streamPhase(port, probeSubject, refusals, notes)).acked;
-        },
-        settings.streamTimeoutS,
-      );
+      "4. gRPC stream",
+      async (_d, refusals, notes) => {
+        streamAcked = (await streamPhase(port, probeSubject, refusals, notes)).acked;
+      },
+      settings.streamTimeoutS,
+    );
     await probe.stop();
     probe = undefined;
     gone();
@@ -756,9 +762,7 @@ async function main(): Promise<number> {
       perBatch.set(r.b, Number(r.n));
     const [streamRow] = await q<{ n: number | string }>(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events WHERE idempotency_key LIKE ?`, [`st-${runTag}-%`]);
     const streamStored = Number(streamRow?.n);
-    const [dupRow] = await q<{ n: number | string; d: number | string }>(
-      `SELECT COUNT(*) AS n, COUNT(DISTINCT environment_id, idempotency_key) AS d FROM \`${db.name}\`.usage_events`,
-    );
+    const [dupRow] = await q<{ n: number | string; d: number | string }>(`SELECT COUNT(*) AS n, COUNT(DISTINCT environment_id, idempotency_key) AS d FROM \`${db.name}\`.usage_events`);
     const [rollRow] = await q<{ n: number | string | null }>(`SELECT SUM(event_count) AS n FROM \`${db.name}\`.usage_rollups WHERE metric_id = ?`, [metric.id]);
     const totalRows = Number(dupRow?.n);
     const distinctKeys = Number(dupRow?.d);
@@ -813,7 +817,13 @@ async function main(): Promise<number> {
     out.push(
       `The load generator, the server (a child process: \`node --max-old-space-size=192 --import tsx src/main.ts\`, as \`npm start\`) and MariaDB share these CPUs, all on loopback. ` +
         `Server environment: DATABASE_URL (fresh database), PORT, BILLING_BOOTSTRAP_API_KEY, LOG_LEVEL=${settings.serverLogLevel}` +
-        `${Object.keys(settings.serverExtraEnv).length ? `, ${Object.entries(settings.serverExtraEnv).map(([k, v]) => `${k}=${v}`).join(", ")}` : ""}; everything else (admission control, HTTP timeouts, connection cap) at its default.`,
+        `${
+          Object.keys(settings.serverExtraEnv).length
+            ? `, ${Object.entries(settings.serverExtraEnv)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(", ")}`
+            : ""
+        }; everything else (admission control, HTTP timeouts, connection cap) at its default.`,
     );
     out.push(
       `Probe: every ${settings.probeIntervalMs} ms one \`GET /ping\` and one \`GET /subjects/{id}\` (valid key), open loop (latency from the tick; a slow answer does not hold back the next). ` +
@@ -872,7 +882,13 @@ async function main(): Promise<number> {
       ],
       ["Refusals (valid key) that are 429/503 with Retry-After", "all", `${fmtInt(refusalsAll.total - refusalsAll.bad)} of ${fmtInt(refusalsAll.total)}`, refusalsAll.bad === 0],
     ];
-    out.push(...markdownTable(["Goal", "Ceiling", "Measured", "Result"], goals.map(([g, c, m, ok]) => [g, c, m, ok ? "met" : "**missed**"])), "");
+    out.push(
+      ...markdownTable(
+        ["Goal", "Ceiling", "Measured", "Result"],
+        goals.map(([g, c, m, ok]) => [g, c, m, ok ? "met" : "**missed**"]),
+      ),
+      "",
+    );
     out.push(`Met: ${goals.filter((g) => g[3]).length} of ${goals.length}.`, "");
     out.push(...serverReportLines(stopNotes.join("; "), problems));
     process.stdout.write(`${out.join("\n")}\n`);

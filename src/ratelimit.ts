@@ -7,7 +7,7 @@
  * (REST 429), reason RATE_LIMITED, with Retry-After.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { retryLater } from "./limits.js";
 
 export type RateClass = "ingest" | "api";
@@ -35,11 +35,7 @@ export function effectiveLimits(defaults: RateLimits, o: RateOverrides | undefin
   return { ingest: pick(defaults.ingest, o?.ingestRps), api: pick(defaults.api, o?.apiRps) };
 }
 
-const INGEST = new Set([
-  "billing.v1.UsageEventService/CreateUsageEvent",
-  "billing.v1.UsageEventService/CreateUsageEventBatch",
-  "billing.v1.UsageEventService/StreamUsageEvents",
-]);
+const INGEST = new Set(["billing.v1.UsageEventService/CreateUsageEvent", "billing.v1.UsageEventService/CreateUsageEventBatch", "billing.v1.UsageEventService/StreamUsageEvents"]);
 
 export function rateClass(method: DescMethod): RateClass {
   return INGEST.has(`${method.parent.typeName}/${method.name}`) ? "ingest" : "api";
@@ -122,7 +118,14 @@ export function rateLimitHeaders(v: Verdict): Record<string, string> {
 export function rateLimited(cls: RateClass, v: Verdict): ConnectError {
   const after = v.retryAfter ?? 1;
   const what = cls === "ingest" ? "usage-ingest requests" : "API requests";
-  return retryLater(`this API key is over its rate limit for ${what}; retry after ${after} s`, Code.ResourceExhausted, after, "RATE_LIMITED", { limit: String(v.limit), class: cls }, rateLimitHeaders(v));
+  return retryLater(
+    `this API key is over its rate limit for ${what}; retry after ${after} s`,
+    Code.ResourceExhausted,
+    after,
+    "RATE_LIMITED",
+    { limit: String(v.limit), class: cls },
+    rateLimitHeaders(v),
+  );
 }
 
 export const isRateLimited = (err: ConnectError): boolean => err.code === Code.ResourceExhausted && err.metadata.has("retry-after");

@@ -73,10 +73,7 @@ function declaredLength(req: Req | IncomingHttpHeaders): number | undefined {
  * room for (counted on `ticket` unless the declared length was already) are unavailable. The
  * node stream is never destroyed here: what is left unread is dealt with by `leaveUnread`.
  */
-async function* boundedBody(
-  req: Req,
-  o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void },
-): AsyncGenerator<Uint8Array> {
+async function* boundedBody(req: Req, o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void }): AsyncGenerator<Uint8Array> {
   let size = 0;
   let held = 0;
   for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -181,6 +178,7 @@ function lingeringClose(socket: Socket): void {
 }
 
 /** A body that, read, throws `err`: how a refusal reaches Connect's protocol-specific error writer. */
+// biome-ignore lint/correctness/useYield: a body that only throws; the generator form is what Connect reads
 async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
   throw err;
 }
@@ -256,7 +254,10 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     let ticket: Ticket | undefined;
     if (!EXEMPT.has(path)) {
       ticket = admission.enter();
-      if (!ticket) return reply.fail(overloaded("requests"));
+      if (!ticket) {
+        reply.fail(overloaded("requests"));
+        return;
+      }
       const t = ticket;
       stream.once("close", () => t.leave());
     }
@@ -264,7 +265,8 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     try {
       timeoutMs = grpcDeadline(headers);
     } catch (err) {
-      return reply.fail(publicError(err, log, path));
+      reply.fail(publicError(err, log, path));
+      return;
     }
     if (timeoutMs !== undefined) reply.deadline(timeoutMs);
     const key = headers[API_KEY_HEADER];
@@ -320,10 +322,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {
       res.setHeader("access-control-allow-origin", "*");
-      res.setHeader(
-        "access-control-expose-headers",
-        "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset",
-      );
+      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset");
       if (req.method === "OPTIONS") {
         res.writeHead(204, {
           "access-control-allow-methods": "GET, POST, PUT, DELETE",

@@ -13,13 +13,15 @@ test("defaults: port 8080, embedded SQLite, info logs", (t) => {
 });
 
 test("every problem is reported at once", (t) => {
-  const err = t.throws(
-    () => loadConfig({ PORT: "http", DATABASE_URL: "postgres://x", LOG_LEVEL: "loud", BILLING_BOOTSTRAP_API_KEY: "short", PUBLIC_BASE_URL: "ftp://x" }),
-    { instanceOf: ConfigError },
-  ) as ConfigError;
+  const err = t.throws(() => loadConfig({ PORT: "http", DATABASE_URL: "postgres://x", LOG_LEVEL: "loud", BILLING_BOOTSTRAP_API_KEY: "short", PUBLIC_BASE_URL: "ftp://x" }), {
+    instanceOf: ConfigError,
+  }) as ConfigError;
   t.is(err.problems.length, 5);
   for (const name of ["PORT", "DATABASE_URL", "LOG_LEVEL", "BILLING_BOOTSTRAP_API_KEY", "PUBLIC_BASE_URL"]) {
-    t.true(err.problems.some((p) => p.startsWith(name)), name);
+    t.true(
+      err.problems.some((p) => p.startsWith(name)),
+      name,
+    );
   }
 });
 
@@ -38,11 +40,11 @@ test("connection limits: defaults, and bad values reported by name", (t) => {
     maxConnections: 4_096,
   });
   t.is(loadConfig({ HTTP_MAX_CONNECTIONS: "0" }).connections.maxConnections, 0, "0: no cap");
-  const err = t.throws(
-    () => loadConfig({ HTTP_PREFACE_TIMEOUT_MS: "0", HTTP_IDLE_TIMEOUT_MS: "1s", HTTP_MAX_CONNECTIONS: "-1" }),
-    { instanceOf: ConfigError },
-  ) as ConfigError;
-  t.deepEqual(err.problems.map((p) => p.split(" ", 1)[0]), ["HTTP_PREFACE_TIMEOUT_MS", "HTTP_IDLE_TIMEOUT_MS", "HTTP_MAX_CONNECTIONS"]);
+  const err = t.throws(() => loadConfig({ HTTP_PREFACE_TIMEOUT_MS: "0", HTTP_IDLE_TIMEOUT_MS: "1s", HTTP_MAX_CONNECTIONS: "-1" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(
+    err.problems.map((p) => p.split(" ", 1)[0]),
+    ["HTTP_PREFACE_TIMEOUT_MS", "HTTP_IDLE_TIMEOUT_MS", "HTTP_MAX_CONNECTIONS"],
+  );
   const order = t.throws(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: "20000", HTTP_REQUEST_TIMEOUT_MS: "15000" }), { instanceOf: ConfigError }) as ConfigError;
   t.regex(order.problems[0]!, /^HTTP_HEADERS_TIMEOUT_MS \(20000\) must not be more than HTTP_REQUEST_TIMEOUT_MS \(15000\)/);
 });
@@ -67,12 +69,13 @@ test("rate limits: defaults, burst twice the rate unless set, 0 unlimited, bad v
   const c = loadConfig({ RATE_LIMIT_INGEST_RPS: "50", RATE_LIMIT_API_RPS: "5", RATE_LIMIT_API_BURST: "7" });
   t.deepEqual(c.rateLimits, { ingest: { rps: 50, burst: 100 }, api: { rps: 5, burst: 7 } });
   t.deepEqual(loadConfig({ RATE_LIMIT_API_RPS: "0" }).rateLimits.api, { rps: 0, burst: 0 }, "0: unlimited");
-  const err = t.throws(
-    () => loadConfig({ RATE_LIMIT_INGEST_RPS: "-1", RATE_LIMIT_API_RPS: "1.5", RATE_LIMIT_INGEST_BURST: "lots" }),
-    { instanceOf: ConfigError },
-  ) as ConfigError;
+  const err = t.throws(() => loadConfig({ RATE_LIMIT_INGEST_RPS: "-1", RATE_LIMIT_API_RPS: "1.5", RATE_LIMIT_INGEST_BURST: "lots" }), { instanceOf: ConfigError }) as ConfigError;
   t.is(err.problems.length, 3);
-  for (const name of ["RATE_LIMIT_INGEST_RPS", "RATE_LIMIT_API_RPS", "RATE_LIMIT_INGEST_BURST"]) t.true(err.problems.some((p) => p.startsWith(name)), name);
+  for (const name of ["RATE_LIMIT_INGEST_RPS", "RATE_LIMIT_API_RPS", "RATE_LIMIT_INGEST_BURST"])
+    t.true(
+      err.problems.some((p) => p.startsWith(name)),
+      name,
+    );
   const zero = t.throws(() => loadConfig({ RATE_LIMIT_API_RPS: "10", RATE_LIMIT_API_BURST: "0" }), { instanceOf: ConfigError }) as ConfigError;
   t.deepEqual(zero.problems, ["RATE_LIMIT_API_BURST must be at least 1 when RATE_LIMIT_API_RPS is not 0"]);
 });

@@ -1,4 +1,4 @@
-import { Violations } from "./errors.js";
+import type { Violations } from "./errors.js";
 
 export interface Page {
   limit: number;

@@ -92,7 +92,7 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
   const parsed = parseArgs(args);
   if ("error" in parsed) fail(`${parsed.error}\n${USAGE}`);
   const { command, positionals, flags } = parsed;
-  let config;
+  let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();
   } catch (err) {

@@ -60,9 +60,7 @@ export function idColumn(primary = false): EntitySchemaColumnOptions {
  * exactly (creation times can tie within a millisecond); the public ID is a unique column.
  */
 export function seqColumn(dialect: Dialect): EntitySchemaColumnOptions {
-  return dialect === "mysql"
-    ? { type: "bigint", primary: true, generated: "increment", unsigned: true }
-    : { type: "integer", primary: true, generated: "increment" };
+  return dialect === "mysql" ? { type: "bigint", primary: true, generated: "increment", unsigned: true } : { type: "integer", primary: true, generated: "increment" };
 }
 
 /** The times both stores can hold and give back as written: years 1000 to 9999 (MySQL's DATETIME range). */
@@ -93,9 +91,7 @@ export const timeTransformer: ValueTransformer = {
 export function timeColumn(nullable = false): EntitySchemaColumnOptions {
   // `default: null` on nullable columns: MariaDB reports their default as NULL, and without it
   // TypeORM's schema diff would see a change that is not there.
-  return nullable
-    ? { type: "datetime", precision: 3, nullable, default: null, transformer: timeTransformer }
-    : { type: "datetime", precision: 3, nullable, transformer: timeTransformer };
+  return nullable ? { type: "datetime", precision: 3, nullable, default: null, transformer: timeTransformer } : { type: "datetime", precision: 3, nullable, transformer: timeTransformer };
 }
 
 export function textColumn(length: number, nullable = true): EntitySchemaColumnOptions {
@@ -104,7 +100,7 @@ export function textColumn(length: number, nullable = true): EntitySchemaColumnO
 
 export const jsonTransformer: ValueTransformer = {
   to: (value: unknown) => (value === undefined ? undefined : value === null ? null : JSON.stringify(value)),
-  from: (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value ?? null),
+  from: (value: unknown) => (typeof value === "string" ? JSON.parse(value) : (value ?? null)),
 };
 
 /**
@@ -124,9 +120,7 @@ export const decimalTransformer: ValueTransformer = {
 /** An exact decimal (price, quantity, usage value). The domain passes and receives strings. */
 export function decimalColumn(dialect: Dialect, nullable = false): EntitySchemaColumnOptions {
   const base: EntitySchemaColumnOptions =
-    dialect === "mysql"
-      ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer }
-      : { type: "text", nullable, transformer: decimalTransformer };
+    dialect === "mysql" ? { type: "decimal", precision: 38, scale: 12, nullable, transformer: decimalTransformer } : { type: "text", nullable, transformer: decimalTransformer };
   return nullable ? { ...base, default: null } : base;
 }
 

@@ -220,4 +220,3 @@ export async function createDatabase(url: string, options: { poolSize?: number }
   };
   return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping, close };
 }
-

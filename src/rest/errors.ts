@@ -35,9 +35,7 @@ function write(res: Res, status: number, body: ConnectErrorJson): void {
 /** An error raised by the bridge itself (before any handler ran). */
 export function sendError(res: Res, status: number, code: string, message: string, reason: string, violations: FieldViolation[] = []): void {
   const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN });
-  const details: ConnectErrorJson["details"] = [
-    { type: "google.rpc.ErrorInfo", value: b64(toBinary(ErrorInfoSchema, info)), debug: toJson(ErrorInfoSchema, info) },
-  ];
+  const details: ConnectErrorJson["details"] = [{ type: "google.rpc.ErrorInfo", value: b64(toBinary(ErrorInfoSchema, info)), debug: toJson(ErrorInfoSchema, info) }];
   if (violations.length > 0) {
     const br = create(BadRequestSchema, { fieldViolations: violations.map((v) => ({ field: v.field, description: v.description })) });
     details.push({

@@ -99,7 +99,9 @@ export function sendRefusal(res: Res, err: ConnectError): void {
     res.end();
     return;
   }
-  err.metadata.forEach((value, key) => res.setHeader(key, value));
+  err.metadata.forEach((value, key) => {
+    res.setHeader(key, value);
+  });
   if (err.code === Code.ResourceExhausted && !isRateLimited(err)) {
     sendError(res, 413, "resource_exhausted", err.rawMessage, "PAYLOAD_TOO_LARGE");
     return;

@@ -108,9 +108,7 @@ function gonePage(res: Res): void {
 
 export function invoiceHtml(inv: Invoice): string {
   const m = (v: string) => esc(displayMoney(v, inv.currency));
-  const rows = inv.lines
-    .map((l) => `<tr><td>${esc(l.description)}</td><td class="n">${esc(l.quantity)}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`)
-    .join("");
+  const rows = inv.lines.map((l) => `<tr><td>${esc(l.description)}</td><td class="n">${esc(l.quantity)}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`).join("");
   return `<main><h1>Invoice ${esc(inv.id)}</h1>
 <p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>
 <table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
@@ -143,7 +141,7 @@ export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logge
     m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return page(res, 404, "Not found", "<main><h1>Not found</h1></main>");
     const token = m[1] as string;
-    let view;
+    let view: Awaited<ReturnType<HostedCheckout["checkout"]>>;
     try {
       view = await subs.checkout(token);
     } catch (err) {

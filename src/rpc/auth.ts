@@ -68,12 +68,7 @@ export interface Authenticated {
  * undefined for the services that need no key; throws the Connect error for a missing, unknown,
  * revoked or publishable-where-secret-is-needed key. The server calls it from the headers.
  */
-export async function authenticateKey(
-  verifier: KeyVerifier,
-  service: DescService,
-  method: DescMethod,
-  key: string | undefined,
-): Promise<Authenticated | undefined> {
+export async function authenticateKey(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Authenticated | undefined> {
   if (PUBLIC_SERVICES.has(service.typeName)) return undefined;
   const trimmed = key?.trim();
   if (!trimmed) {
@@ -84,9 +79,7 @@ export async function authenticateKey(
     throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
   }
   if (found.key.kind === "publishable" && !PUBLISHABLE.has(`${service.typeName}/${method.name}`)) {
-    throw toConnectError(
-      new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"),
-    );
+    throw toConnectError(new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"));
   }
   return { caller: callerOf(found), found };
 }

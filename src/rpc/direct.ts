@@ -43,7 +43,7 @@ export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOption
     const rpc = `/${c.method.parent.typeName}/${c.method.name}`;
     try {
       if (c.method.methodKind !== "unary") throw new ConnectError(`${c.method.parent.typeName}.${c.method.name} is not implemented`, Code.Unimplemented);
-      let message;
+      let message: ReturnType<typeof fromJson>;
       try {
         message = fromJson(c.method.input, c.json, jsonOptions);
       } catch (err) {

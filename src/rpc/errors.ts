@@ -39,9 +39,7 @@ function codeOf(err: BillingError): Code {
 }
 
 export function toConnectError(err: BillingError): ConnectError {
-  const details: { desc: DescMessage; value: MessageInitShape<DescMessage> }[] = [
-    { desc: ErrorInfoSchema, value: { reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata } },
-  ];
+  const details: { desc: DescMessage; value: MessageInitShape<DescMessage> }[] = [{ desc: ErrorInfoSchema, value: { reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata } }];
   if (err instanceof InvalidArgumentError) {
     details.push({
       desc: BadRequestSchema,
@@ -54,9 +52,7 @@ export function toConnectError(err: BillingError): ConnectError {
 /** Connect's own decode errors name a field only in prose; give them a reason like ours. */
 function withReason(err: ConnectError): ConnectError {
   if (err.details.length > 0 || err.code !== Code.InvalidArgument) return err;
-  return new ConnectError(err.rawMessage, err.code, err.metadata, [
-    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: "MALFORMED_REQUEST", domain: ERROR_DOMAIN }) },
-  ]);
+  return new ConnectError(err.rawMessage, err.code, err.metadata, [{ desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: "MALFORMED_REQUEST", domain: ERROR_DOMAIN }) }]);
 }
 
 function withInfo(message: string, code: Code, reason: string): ConnectError {

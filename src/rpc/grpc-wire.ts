@@ -134,7 +134,11 @@ function notBase64(): ConnectError {
 async function* fromBase64(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
   let rest = "";
   for await (const chunk of body) {
-    const s = rest + Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString("latin1").replace(/[\r\n\t ]/g, "");
+    const s =
+      rest +
+      Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+        .toString("latin1")
+        .replace(/[\r\n\t ]/g, "");
     if (!BASE64.test(s)) throw notBase64();
     const whole = s.length - (s.length % 4);
     rest = s.slice(whole);

@@ -8,12 +8,8 @@
 import { type DescFile, type DescMessage, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, type ServiceImpl } from "@connectrpc/connect";
-import {
-  type ServerReflectionRequest,
-  ServerReflection,
-  type ServerReflectionResponseSchema,
-} from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import type { ServerReflectionRequest, ServerReflection, ServerReflectionResponseSchema } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import type { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 
 /** A response's oneof, the same shape in both versions. */
 type Answer = MessageInitShape<typeof ServerReflectionResponseSchema>["messageResponse"];
@@ -22,10 +18,7 @@ type Answer = MessageInitShape<typeof ServerReflectionResponseSchema>["messageRe
  * The two reflection services over `files` (listed with their services) and `typeFiles`
  * (resolvable by file name and symbol, their services not listed).
  */
-export function reflectionServices(
-  files: DescFile[],
-  typeFiles: DescFile[] = [],
-): { v1: ServiceImpl<typeof ServerReflection>; v1alpha: ServiceImpl<typeof ServerReflectionV1alpha> } {
+export function reflectionServices(files: DescFile[], typeFiles: DescFile[] = []): { v1: ServiceImpl<typeof ServerReflection>; v1alpha: ServiceImpl<typeof ServerReflectionV1alpha> } {
   const byName = new Map<string, DescFile>();
   const bySymbol = new Map<string, DescFile>();
   const serviceNames: string[] = [];
@@ -37,7 +30,7 @@ export function reflectionServices(
     for (const e of m.nestedEnums) bySymbol.set(e.typeName, file);
   };
   const addFile = (file: DescFile) => {
-    if (byName.has(file.name + ".proto")) return;
+    if (byName.has(`${file.name}.proto`)) return;
     byName.set(`${file.name}.proto`, file);
     for (const dep of file.dependencies) addFile(dep);
     for (const m of file.messages) addMessage(file, m);

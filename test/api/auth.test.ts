@@ -72,9 +72,7 @@ for (const store of STORES) {
 
   test(`${store}: 20 concurrent creates with one external_id make exactly one subject`, async (t) => {
     const ext = `race-${Math.random().toString(36).slice(2)}`;
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => rest(server.url, "POST", "/subjects", server.keys.a, { external_id: ext })),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, () => rest(server.url, "POST", "/subjects", server.keys.a, { external_id: ext })));
     t.is(results.filter((r) => r.status === 200).length, 1);
     t.is(results.filter((r) => r.status === 409).length, 19);
     const all = await rest(server.url, "GET", "/subjects?limit=100", server.keys.a);

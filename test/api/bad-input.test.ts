@@ -88,12 +88,12 @@ for (const store of STORES) {
 
   test(`${store} rest: no input produces a 500`, async (t) => {
     const key = await server.freshKey();
-    const bodies = ['{"email": null, "name": null}', '{"metadata": null}', '"text"', "null", "true", "1e999", '{"name": "\\u0000"}', '{"external_id": "' + "é".repeat(255) + '"}'];
+    const bodies = ['{"email": null, "name": null}', '{"metadata": null}', '"text"', "null", "true", "1e999", '{"name": "\\u0000"}', `{"external_id": "${"é".repeat(255)}"}`];
     for (const body of bodies) {
       const r = await rest(server.url, "POST", "/subjects", key, body);
       t.true(r.status < 500, `${body} gave ${r.status}`);
     }
-    for (const path of ["/subjects/%E0%A4%A", "/subjects/" + "x".repeat(5000), "/subjects?limit=%00", "/subjects/search?query=" + "%25".repeat(300)]) {
+    for (const path of ["/subjects/%E0%A4%A", `/subjects/${"x".repeat(5000)}`, "/subjects?limit=%00", `/subjects/search?query=${"%25".repeat(300)}`]) {
       const r = await rest(server.url, "GET", path, key);
       t.true(r.status < 500, `${path} gave ${r.status}`);
     }
@@ -108,8 +108,15 @@ for (const store of STORES) {
       t.is(ce.code, Code.InvalidArgument);
       t.regex(ce.rawMessage, /email/);
       const { BadRequestSchema } = await import("../../src/gen/google/rpc/error_details_pb.js");
-      t.deepEqual(ce.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["email"]);
-      for (const [limit, offset] of [[0, undefined], [101, undefined], [undefined, -1]] as const) {
+      t.deepEqual(
+        ce.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+        ["email"],
+      );
+      for (const [limit, offset] of [
+        [0, undefined],
+        [101, undefined],
+        [undefined, -1],
+      ] as const) {
         const e = ConnectError.from(await t.throwsAsync(c.listSubjects({ limit, offset })));
         t.is(e.code, Code.InvalidArgument);
       }

@@ -48,7 +48,15 @@ const cases: Case[] = [
       const sub = (await s.subscriptions())[0];
       return [before, await s.bills(), sub.current_period.start, sub.current_period.end];
     },
-    [1, [["paid", "120000", [["Platform", "1", "120000", "120000"]]], ["paid", "120000", [["Platform", "1", "120000", "120000"]]]], "2027-01-15T00:00:00Z", "2028-01-15T00:00:00Z"],
+    [
+      1,
+      [
+        ["paid", "120000", [["Platform", "1", "120000", "120000"]]],
+        ["paid", "120000", [["Platform", "1", "120000", "120000"]]],
+      ],
+      "2027-01-15T00:00:00Z",
+      "2028-01-15T00:00:00Z",
+    ],
   ],
   [
     "a start mid-month keeps its day and time",

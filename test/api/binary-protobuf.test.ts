@@ -51,7 +51,10 @@ function grpcWebTrailers(body: Buffer): Record<string, string> {
     const flags = body[at] as number;
     const len = body.readUInt32BE(at + 1);
     if (flags & 0x80) {
-      for (const line of body.subarray(at + 5, at + 5 + len).toString().split("\r\n")) {
+      for (const line of body
+        .subarray(at + 5, at + 5 + len)
+        .toString()
+        .split("\r\n")) {
         const i = line.indexOf(":");
         if (i > 0) out[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
       }
@@ -107,13 +110,21 @@ for (const store of STORES) {
   });
 
   test(`${store}: gRPC-Web: garbage in the envelope is grpc-status 3 (invalid_argument)`, async (t) => {
-    const res = await fetch(`${server.url}${GET_SUBJECT}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "x-api-key": server.keys.a }, body: envelope(GARBAGE) });
+    const res = await fetch(`${server.url}${GET_SUBJECT}`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "x-api-key": server.keys.a },
+      body: envelope(GARBAGE),
+    });
     const body = Buffer.from(await res.arrayBuffer());
     const trailers = { ...Object.fromEntries(res.headers), ...grpcWebTrailers(body) };
     t.is(trailers["grpc-status"], "3");
     t.regex(decodeURIComponent(trailers["grpc-message"] ?? ""), /not a valid billing\.v1\.GetSubjectRequest/);
     // An envelope announcing more bytes than sent is still Connect's protocol error, not internal.
-    const cut = await fetch(`${server.url}${GET_SUBJECT}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", "x-api-key": server.keys.a }, body: envelope(GARBAGE).subarray(0, 6) });
+    const cut = await fetch(`${server.url}${GET_SUBJECT}`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-api-key": server.keys.a },
+      body: envelope(GARBAGE).subarray(0, 6),
+    });
     const cutTrailers = { ...Object.fromEntries(cut.headers), ...grpcWebTrailers(Buffer.from(await cut.arrayBuffer())) };
     t.is(cutTrailers["grpc-status"], "3");
   });

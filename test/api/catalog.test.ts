@@ -149,7 +149,7 @@ for (const store of STORES) {
       [{ billing_interval: undefined, name: "" }, ["billing_interval", "name"]],
       [{ fixed_rates: [{ code: "x", name: "X", price: { amount: { currency_code: "USD", value: "abc" } } }] }, ["fixed_rates[0].price.amount.value"]],
       [{ fixed_rates: [{ code: "x", name: "X", price: { amount: { currency_code: "USD", value: true } } }] }, ["fixed_rates[0].price.amount.value"]],
-            // The first price (EUR) sets the card's currency; each USD price after it is reported.
+      // The first price (EUR) sets the card's currency; each USD price after it is reported.
       [
         { fixed_rates: [{ code: "tokens", name: "X", price: { amount: { currency_code: "EUR", value: 1 } } }] },
         [
@@ -160,6 +160,7 @@ for (const store of STORES) {
         ],
       ],
       [{ usage_based_rates: [{ ...cardBody(other.id).usage_based_rates[0] }] }, ["usage_based_rates[0].pricing_metric_id"]],
+      // biome-ignore lint/correctness/noPrecisionLoss: an integer beyond 2^53 is what this case sends
       [{ usage_based_rates: [{ ...cardBody(metric.id).usage_based_rates[0], included_units: 9007199254740993 }] }, ["usage_based_rates[0].included_units"]],
       [{ rate_catalog_id: "rcat_nope" }, ["rate_catalog_id"]],
     ];
@@ -177,9 +178,7 @@ for (const store of STORES) {
     const metric = await ok(server, key, "POST", "/pricing-metrics", metricBody());
     const regions = Array.from({ length: 10 }, (_, i) => `r${i}`);
     const models = Array.from({ length: 10 }, (_, i) => `m${i}`);
-    const cells = regions.flatMap((region, i) =>
-      models.map((model, j) => ({ dimension_coordinates: { region, model }, price: { amount: { currency_code: "EUR", value: `${i}.${j}00000000001` } } })),
-    );
+    const cells = regions.flatMap((region, i) => models.map((model, j) => ({ dimension_coordinates: { region, model }, price: { amount: { currency_code: "EUR", value: `${i}.${j}00000000001` } } })));
     const body = {
       billing_interval: "yearly",
       name: "Big",
@@ -282,10 +281,17 @@ for (const store of STORES) {
       fixed_rates: [{ code: "base", name: "Base", price: { amount: { currency_code: "USD", value: 1 } } }],
     });
     t.is(withCatalog.rate_catalog_id, cat.id);
-    t.deepEqual(withCatalog.fixed_rates.map((r: Json) => r.code), ["base"], "a card lists its own rates; the catalog's are add-ons");
+    t.deepEqual(
+      withCatalog.fixed_rates.map((r: Json) => r.code),
+      ["base"],
+      "a card lists its own rates; the catalog's are add-ons",
+    );
 
     const list = await ok(server, key, "GET", "/rate-catalogs");
-    t.deepEqual(list.rate_catalogs.map((c: Json) => [c.id, c.rate_count]), [[cat.id, 3]]);
+    t.deepEqual(
+      list.rate_catalogs.map((c: Json) => [c.id, c.rate_count]),
+      [[cat.id, 3]],
+    );
 
     // gRPC sees the same.
     const c = rpcClient(RateCatalogService, server.url, "grpc", key);
@@ -324,7 +330,10 @@ for (const store of STORES) {
       const cards = rpcClient(RateCardService, server.url, "grpc", key);
       const catalogs = rpcClient(RateCatalogService, server.url, "grpc", key);
       const m = (await metrics.createPricingMetric({ eventName: "e", name: "E", unit: "u", dimensions: ["region"], aggregation: { aggregationType: "max", valueField: "v" } })).pricingMetric!;
-      t.deepEqual((await metrics.listPricingMetrics({ limit: 10 })).pricingMetrics.map((x) => x.id), [m.id]);
+      t.deepEqual(
+        (await metrics.listPricingMetrics({ limit: 10 })).pricingMetrics.map((x) => x.id),
+        [m.id],
+      );
 
       const cat = (await catalogs.createRateCatalog({ name: "Cat", description: "d" })).rateCatalog!;
       const added = await catalogs.addRates({
@@ -333,7 +342,10 @@ for (const store of STORES) {
         fixedRates: [{ code: "x", name: "X", price: { amount: { currencyCode: "JPY", value: "100" } } }],
       });
       t.is(added.rateCatalog?.rateCount, 1);
-      t.deepEqual((await catalogs.listRateCatalogs({})).rateCatalogs.map((c) => [c.id, c.rateCount]), [[cat.id, 1]]);
+      t.deepEqual(
+        (await catalogs.listRateCatalogs({})).rateCatalogs.map((c) => [c.id, c.rateCount]),
+        [[cat.id, 1]],
+      );
 
       const card = (
         await cards.createRateCard({
@@ -348,7 +360,9 @@ for (const store of STORES) {
               pricingMetricId: m.id,
               includedUnits: 5,
               dimensions: [{ key: "region", values: ["eu"] }],
-              pricingMatrix: { cells: [{ dimensionCoordinates: { region: "eu" }, price: { priceType: "package", amount: { currencyCode: "JPY", value: "10" }, packageUnits: 100, roundingBehavior: "round_up" } }] },
+              pricingMatrix: {
+                cells: [{ dimensionCoordinates: { region: "eu" }, price: { priceType: "package", amount: { currencyCode: "JPY", value: "10" }, packageUnits: 100, roundingBehavior: "round_up" } }],
+              },
             },
           ],
         })
@@ -358,7 +372,9 @@ for (const store of STORES) {
       t.deepEqual([listed.hasMore, listed.rateCards[0]?.id], [false, card.id]);
       const rest1 = await rest(server.url, "GET", `/rate-cards/${card.id}`, key);
       t.deepEqual(toJson(RateCardService.method.getRateCard.output, await cards.getRateCard({ rateCardId: card.id }), J), { rate_card: rest1.body });
-      const err = await t.throwsAsync(cards.createRateCard({ billingInterval: "monthly", name: "bad", fixedRates: [{ code: "a", name: "A", price: { amount: { currencyCode: "USD", value: "-1" } } }] }));
+      const err = await t.throwsAsync(
+        cards.createRateCard({ billingInterval: "monthly", name: "bad", fixedRates: [{ code: "a", name: "A", price: { amount: { currencyCode: "USD", value: "-1" } } }] }),
+      );
       t.regex(String(err?.message), /fixed_rates\[0\]\.price\.amount\.value/);
     } finally {
       await server.stop();

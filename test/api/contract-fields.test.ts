@@ -29,10 +29,12 @@ const pkg = grpc.loadPackageDefinition(loaded) as unknown as { billing: { v1: Re
 
 // biome-ignore lint: grpc-js answers are loosely typed objects
 type Obj = any;
+// biome-ignore lint/complexity/noBannedTypes: grpc-js builds its clients' methods at run time, untyped
+type AnyFunction = Function;
 
-function clientOf(server: TestServer, service: string): grpc.Client & Record<string, Function> {
+function clientOf(server: TestServer, service: string): grpc.Client & Record<string, AnyFunction> {
   const Ctor = pkg.billing.v1[service] as grpc.ServiceClientConstructor;
-  return new Ctor(new URL(server.url).host, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  return new Ctor(new URL(server.url).host, grpc.credentials.createInsecure()) as grpc.Client & Record<string, AnyFunction>;
 }
 
 function keyed(key: string): grpc.Metadata {
@@ -42,9 +44,9 @@ function keyed(key: string): grpc.Metadata {
 }
 
 /** A unary grpc-js call as a promise. */
-function unary(client: grpc.Client & Record<string, Function>, method: string, req: Obj, key: string): Promise<Obj> {
+function unary(client: grpc.Client & Record<string, AnyFunction>, method: string, req: Obj, key: string): Promise<Obj> {
   return new Promise((resolve, reject) => {
-    (client[method] as Function).call(client, req, keyed(key), (err: grpc.ServiceError | null, res: Obj) => (err ? reject(err) : resolve(res)));
+    (client[method] as AnyFunction).call(client, req, keyed(key), (err: grpc.ServiceError | null, res: Obj) => (err ? reject(err) : resolve(res)));
   });
 }
 
@@ -131,7 +133,10 @@ for (const store of STORES) {
     });
     t.is(r.status, 200);
     t.deepEqual([r.body.accepted, r.body.duplicate, r.body.rejected], [1, 0, 1]);
-    t.deepEqual(r.body.results[1].error.field_violations.map((v: Obj) => v.field), ["events[1].timestamp"]);
+    t.deepEqual(
+      r.body.results[1].error.field_violations.map((v: Obj) => v.field),
+      ["events[1].timestamp"],
+    );
     t.regex(r.body.results[1].error.field_violations[0].description, /2026-02-30 is not a calendar date/);
 
     // Connect JSON gives the same answer for the same body.
@@ -156,7 +161,7 @@ for (const store of STORES) {
     const events = clientOf(server, "UsageEventService");
     try {
       const res: Obj = await new Promise((resolve, reject) => {
-        const call = (events.StreamUsageEvents as Function).call(events, keyed(key), (err: grpc.ServiceError | null, out: Obj) => (err ? reject(err) : resolve(out)));
+        const call = (events.StreamUsageEvents as AnyFunction).call(events, keyed(key), (err: grpc.ServiceError | null, out: Obj) => (err ? reject(err) : resolve(out)));
         call.write({ idempotency_key: "s0", subject_id: subject.id, event_name: "api", data: {}, timestamp: ts("2026-03-01T10:00:00Z") });
         call.write({ idempotency_key: "s1", subject_id: subject.id, event_name: "api", data: {}, timestamp: ts("1999-12-31T23:59:59Z") });
         call.write({ idempotency_key: "s2", subject_id: subject.id, event_name: "api", data: {} });

@@ -102,10 +102,12 @@ async function connectBinary<I extends DescMessage>(url: string, method: DescMet
 }
 
 // @grpc/grpc-js, with the services loaded from the contract's .proto files by @grpc/proto-loader.
-const loaded = protoLoader.loadSync(
-  ["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/test_clock_service.proto", "billing/v1/rate_card_service.proto"],
-  { includeDirs: ["proto", "third_party"], keepCase: true, longs: String, defaults: false },
-);
+const loaded = protoLoader.loadSync(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/test_clock_service.proto", "billing/v1/rate_card_service.proto"], {
+  includeDirs: ["proto", "third_party"],
+  keepCase: true,
+  longs: String,
+  defaults: false,
+});
 const grpcPackage = grpc.loadPackageDefinition(loaded) as unknown as { billing: { v1: Record<string, grpc.ServiceClientConstructor> } };
 
 /** A unary call from @grpc/grpc-js; the input is the binary message, read into grpc-js's object form by proto-loader's own codec. */

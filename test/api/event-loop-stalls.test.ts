@@ -74,118 +74,130 @@ for (const store of STORES) {
 
   test.serial(`${store}: a test clock advanced over ${years} years of monthly cycles never holds the event loop ${BOUND_MS} ms`, async (t) => {
     await withinBound(t, async () => {
-    const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
-    try {
-      const s = await Scenario.start(server, "2000-01-01T00:00:00Z");
-      const card = await s.card(seats);
-      await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, null);
-      const until = `${2000 + years}-01-01T00:00:00Z`;
-      const stall = await longestStall(() => s.advance(until));
-      const [sub] = await s.subscriptions();
-      t.is(sub?.current_period.start, until, "every cycle up to the new time was closed");
-      return stall;
-    } finally {
-      await server.stop();
-    }
+      const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
+      try {
+        const s = await Scenario.start(server, "2000-01-01T00:00:00Z");
+        const card = await s.card(seats);
+        await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, null);
+        const until = `${2000 + years}-01-01T00:00:00Z`;
+        const stall = await longestStall(() => s.advance(until));
+        const [sub] = await s.subscriptions();
+        t.is(sub?.current_period.start, until, "every cycle up to the new time was closed");
+        return stall;
+      } finally {
+        await server.stop();
+      }
     });
   });
 
   test.serial(`${store}: a timeline started in 2000 on real time is caught up by the scheduler without holding the event loop ${BOUND_MS} ms`, async (t) => {
     await withinBound(t, async () => {
-    const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "100" });
-    try {
-      const s = new Scenario(server);
-      s.key = await server.freshKey("test");
-      s.subjectId = (await s.call("POST", "/subjects", { name: "Since 2000" })).id;
-      const card = await s.card(seats);
-      const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: card });
-      await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
-        items: [{ period: { start: "2000-01-01T00:00:00Z", end: null }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } }],
-      });
-      let started: string | undefined;
-      let caughtUp = false;
-      const stall = await longestStall(async () => {
-        const r = await s.call("POST", `/subscription-timelines/${tl.id}/start`, { ...callbacks, effective_at: "2000-01-01T00:00:00Z" });
-        started = r.result.result_type;
-        // The scheduler closes every cycle since 2000, a step at a time, while requests go on.
-        for (let i = 0; i < 1200 && !caughtUp; i++) {
-          const [sub] = await s.subscriptions();
-          caughtUp = sub !== undefined && new Date(sub.current_period.end).getTime() > Date.now();
-          if (!caughtUp) await new Promise((r) => setTimeout(r, 100));
-        }
-      });
-      t.is(started, "success");
-      t.true(caughtUp, "the subscription's current period ends after now");
-      t.is((await s.invoices()).length, 100, "a full page of the quarter-century of monthly invoices");
-      return stall;
-    } finally {
-      await server.stop();
-    }
+      const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "100" });
+      try {
+        const s = new Scenario(server);
+        s.key = await server.freshKey("test");
+        s.subjectId = (await s.call("POST", "/subjects", { name: "Since 2000" })).id;
+        const card = await s.card(seats);
+        const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: card });
+        await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
+          items: [{ period: { start: "2000-01-01T00:00:00Z", end: null }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } }],
+        });
+        let started: string | undefined;
+        let caughtUp = false;
+        const stall = await longestStall(async () => {
+          const r = await s.call("POST", `/subscription-timelines/${tl.id}/start`, { ...callbacks, effective_at: "2000-01-01T00:00:00Z" });
+          started = r.result.result_type;
+          // The scheduler closes every cycle since 2000, a step at a time, while requests go on.
+          for (let i = 0; i < 1200 && !caughtUp; i++) {
+            const [sub] = await s.subscriptions();
+            caughtUp = sub !== undefined && new Date(sub.current_period.end).getTime() > Date.now();
+            if (!caughtUp) await new Promise((r) => setTimeout(r, 100));
+          }
+        });
+        t.is(started, "success");
+        t.true(caughtUp, "the subscription's current period ends after now");
+        t.is((await s.invoices()).length, 100, "a full page of the quarter-century of monthly invoices");
+        return stall;
+      } finally {
+        await server.stop();
+      }
     });
   });
 
   test.serial(`${store}: 32 clients posting 1,000-event batches at once never hold the event loop ${BOUND_MS} ms; each event stored once`, async (t) => {
     await withinBound(t, async () => {
-    const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
-    try {
-      const s = new Scenario(server);
-      s.key = await server.freshKey("test");
-      s.subjectId = (await s.call("POST", "/subjects", { name: "Heavy user", external_id: "heavy" })).id;
-      await s.metric({ aggregation_type: "sum", value_field: "n" });
-      const pad = "p".repeat(1000);
-      // Encoded beforehand, and sent with a plain HTTP client: the clients share the server's
-      // process (and its event loop), so they must cost it as little as possible.
-      const bodies = Array.from({ length: 32 }, (_, b) =>
-        Buffer.from(JSON.stringify({
-          events: Array.from({ length: 1000 }, (_, i) => ({
-            idempotency_key: `b${b}-${i}`,
-            subject_id: "heavy",
-            event_name: "usage",
-            timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
-            data: { n: "1", pad },
-          })),
-        })),
-      );
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-      t.teardown(() => agent.destroy());
-      const target = new URL(server.url);
-      const post = (body: Buffer) =>
-        new Promise<{ status: number; retryAfter: string | undefined; text: string }>((resolve, reject) => {
-          const req = http.request(
-            { host: target.hostname, port: target.port, path: "/usage-events/batch", method: "POST", agent, headers: { "content-type": "application/json", "x-api-key": s.key, "content-length": body.length } },
-            (res) => {
-              const parts: Buffer[] = [];
-              res.on("data", (c: Buffer) => parts.push(c));
-              res.on("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"] as string | undefined, text: Buffer.concat(parts).toString() }));
-            },
-          );
-          req.on("error", reject);
-          req.end(body);
+      const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
+      try {
+        const s = new Scenario(server);
+        s.key = await server.freshKey("test");
+        s.subjectId = (await s.call("POST", "/subjects", { name: "Heavy user", external_id: "heavy" })).id;
+        await s.metric({ aggregation_type: "sum", value_field: "n" });
+        const pad = "p".repeat(1000);
+        // Encoded beforehand, and sent with a plain HTTP client: the clients share the server's
+        // process (and its event loop), so they must cost it as little as possible.
+        const bodies = Array.from({ length: 32 }, (_, b) =>
+          Buffer.from(
+            JSON.stringify({
+              events: Array.from({ length: 1000 }, (_, i) => ({
+                idempotency_key: `b${b}-${i}`,
+                subject_id: "heavy",
+                event_name: "usage",
+                timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
+                data: { n: "1", pad },
+              })),
+            }),
+          ),
+        );
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+        t.teardown(() => agent.destroy());
+        const target = new URL(server.url);
+        const post = (body: Buffer) =>
+          new Promise<{ status: number; retryAfter: string | undefined; text: string }>((resolve, reject) => {
+            const req = http.request(
+              {
+                host: target.hostname,
+                port: target.port,
+                path: "/usage-events/batch",
+                method: "POST",
+                agent,
+                headers: { "content-type": "application/json", "x-api-key": s.key, "content-length": body.length },
+              },
+              (res) => {
+                const parts: Buffer[] = [];
+                res.on("data", (c: Buffer) => parts.push(c));
+                res.on("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"] as string | undefined, text: Buffer.concat(parts).toString() }));
+              },
+            );
+            req.on("error", reject);
+            req.end(body);
+          });
+        const refusals: string[] = [];
+        const send = async (body: Buffer): Promise<number> => {
+          for (;;) {
+            const r = await post(body);
+            if (r.status === 200) return (JSON.parse(r.text) as { accepted: number }).accepted;
+            refusals.push(`${r.status} ${r.retryAfter}`);
+            if (r.status !== 503 || r.retryAfter === undefined) throw new Error(`batch answered ${r.status}: ${r.text}`);
+            await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100));
+          }
+        };
+        let accepted = 0;
+        const stall = await longestStall(async () => {
+          accepted = (await Promise.all(bodies.map(send))).reduce((a, b) => a + b, 0);
         });
-      const refusals: string[] = [];
-      const send = async (body: Buffer): Promise<number> => {
-        for (;;) {
-          const r = await post(body);
-          if (r.status === 200) return (JSON.parse(r.text) as { accepted: number }).accepted;
-          refusals.push(`${r.status} ${r.retryAfter}`);
-          if (r.status !== 503 || r.retryAfter === undefined) throw new Error(`batch answered ${r.status}: ${r.text}`);
-          await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100));
-        }
-      };
-      let accepted = 0;
-      const stall = await longestStall(async () => {
-        accepted = (await Promise.all(bodies.map(send))).reduce((a, b) => a + b, 0);
-      });
-      t.is(accepted, 32_000);
-      t.true(refusals.every((r) => r === "503 1"), `refusals: ${[...new Set(refusals)].join(", ")}`);
-      const summary = await rest(server.url, "GET", `/subjects/${s.subjectId}`, s.key);
-      t.is(summary.status, 200);
-      const stored = await withDatabase(server.db.url, async (db) => (await db.dataSource.query("SELECT COUNT(*) AS n, COUNT(DISTINCT idempotency_key) AS k FROM usage_events"))[0]);
-      t.deepEqual([Number(stored.n), Number(stored.k)], [32_000, 32_000]);
-      return stall;
-    } finally {
-      await server.stop();
-    }
+        t.is(accepted, 32_000);
+        t.true(
+          refusals.every((r) => r === "503 1"),
+          `refusals: ${[...new Set(refusals)].join(", ")}`,
+        );
+        const summary = await rest(server.url, "GET", `/subjects/${s.subjectId}`, s.key);
+        t.is(summary.status, 200);
+        const stored = await withDatabase(server.db.url, async (db) => (await db.dataSource.query("SELECT COUNT(*) AS n, COUNT(DISTINCT idempotency_key) AS k FROM usage_events"))[0]);
+        t.deepEqual([Number(stored.n), Number(stored.k)], [32_000, 32_000]);
+        return stall;
+      } finally {
+        await server.stop();
+      }
     });
   });
 }

@@ -154,12 +154,7 @@ for (const store of STORES) {
 
   test(`${store}: unary calls succeed and read back what was written`, async (t) => {
     const md = metadata(server.keys.a);
-    const created = await unary<{ subject: { id: string; name: string; metadata: Record<string, string> } }>(
-      c.subjects,
-      "CreateSubject",
-      { name: "Zoë: 100% 😀", metadata: { plan: "pro" } },
-      md,
-    );
+    const created = await unary<{ subject: { id: string; name: string; metadata: Record<string, string> } }>(c.subjects, "CreateSubject", { name: "Zoë: 100% 😀", metadata: { plan: "pro" } }, md);
     t.regex(created.subject.id, /^subj_/);
     const got = await unary<{ subject: { id: string; name: string; metadata: Record<string, string> } }>(c.subjects, "GetSubject", { subject_id: created.subject.id }, md);
     t.is(got.subject.id, created.subject.id);
@@ -264,7 +259,13 @@ for (const store of STORES) {
     const result = await new Promise<{ received: string; accepted: string; duplicate: string; rejected: string; rejections: { index: string }[] }>((resolve, reject) => {
       const call = c.usage.StreamUsageEvents(metadata(key), (err: grpc.ServiceError | null, res: never) => (err ? reject(err) : resolve(res)));
       for (let i = 0; i < 300; i++) {
-        call.write({ idempotency_key: i === 299 ? "e0" : `e${i}`, subject_id: subject.id, event_name: "api", data: { n: i === 150 ? "oops" : "0.5" }, timestamp: { seconds: String(Date.parse("2026-03-01T10:00:00Z") / 1000), nanos: 0 } });
+        call.write({
+          idempotency_key: i === 299 ? "e0" : `e${i}`,
+          subject_id: subject.id,
+          event_name: "api",
+          data: { n: i === 150 ? "oops" : "0.5" },
+          timestamp: { seconds: String(Date.parse("2026-03-01T10:00:00Z") / 1000), nanos: 0 },
+        });
       }
       call.end();
     });

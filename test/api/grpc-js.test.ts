@@ -141,9 +141,7 @@ for (const store of STORES) {
   test(`${store}: grpc-js sends gzip and the server reads it; a compressed body is bounded after decompression`, async (t) => {
     const s = server();
     const c = track(subjects(s.url, { "grpc.default_compression_algorithm": grpc.compressionAlgorithms.gzip }));
-    const created = answered<{ subject: { id: string; name: string } }>(
-      await unary(c, "CreateSubject", { name: "Zipped Grace", external_id: `zip-${store}` }, keyed(s.keys.a)),
-    );
+    const created = answered<{ subject: { id: string; name: string } }>(await unary(c, "CreateSubject", { name: "Zipped Grace", external_id: `zip-${store}` }, keyed(s.keys.a)));
     t.is(created.subject.name, "Zipped Grace");
     const got = answered<{ subject: { name: string } }>(await unary(c, "GetSubject", { subject_id: created.subject.id }, keyed(s.keys.a)));
     t.is(got.subject.name, "Zipped Grace");

@@ -165,17 +165,29 @@ function fromText(text: Buffer): Buffer {
 
 test("gRPC-Web: grpc-message is spelled as gRPC says (colons as they are, non-ASCII and '%' percent-encoded)", async (t) => {
   const { url, keys } = anyServer();
-  const bad = await grpcWeb(url, "/billing.v1.SubjectService/CreateSubject", "application/grpc-web+proto", [envelope(toBinary(CreateSubjectRequestSchema, create(CreateSubjectRequestSchema, { email: "x" })))], keys.a);
+  const bad = await grpcWeb(
+    url,
+    "/billing.v1.SubjectService/CreateSubject",
+    "application/grpc-web+proto",
+    [envelope(toBinary(CreateSubjectRequestSchema, create(CreateSubjectRequestSchema, { email: "x" })))],
+    keys.a,
+  );
   t.is(bad.status, 200);
   const { trailer, trailerText } = frames(bad.body);
   t.is(trailer["grpc-status"], "3");
   t.true(trailerText.includes("grpc-message: email: must be a valid email address\r\n"), trailerText);
 
   const id = "ß☃ 100%";
-  const missing = await grpcWeb(url, "/billing.v1.SubjectService/GetSubject", "application/grpc-web+proto", [envelope(Buffer.concat([Buffer.from([0x0a, Buffer.byteLength(id)]), Buffer.from(id)]))], keys.a);
+  const missing = await grpcWeb(
+    url,
+    "/billing.v1.SubjectService/GetSubject",
+    "application/grpc-web+proto",
+    [envelope(Buffer.concat([Buffer.from([0x0a, Buffer.byteLength(id)]), Buffer.from(id)]))],
+    keys.a,
+  );
   const m = frames(missing.body).trailer;
   t.is(m["grpc-status"], "5");
-  t.is(m["grpc-message"], "subject \"%C3%9F%E2%98%83 100%25\" not found");
+  t.is(m["grpc-message"], 'subject "%C3%9F%E2%98%83 100%25" not found');
   t.is(decodeGrpcMessage(m["grpc-message"] as string), `subject ${JSON.stringify(id)} not found`);
 });
 
@@ -199,7 +211,13 @@ for (const store of STORES) {
     t.is(reply.subject?.externalId, `text-${store}`);
 
     // An error answers in text too, message as gRPC spells it.
-    const bad = await grpcWeb(s.url, "/billing.v1.SubjectService/CreateSubject", "application/grpc-web-text+proto", [Buffer.from(envelope(toBinary(CreateSubjectRequestSchema, create(CreateSubjectRequestSchema, { email: "x" }))).toString("base64"))], s.keys.a);
+    const bad = await grpcWeb(
+      s.url,
+      "/billing.v1.SubjectService/CreateSubject",
+      "application/grpc-web-text+proto",
+      [Buffer.from(envelope(toBinary(CreateSubjectRequestSchema, create(CreateSubjectRequestSchema, { email: "x" }))).toString("base64"))],
+      s.keys.a,
+    );
     const bt = frames(fromText(bad.body)).trailer;
     t.is(bt["grpc-status"], "3");
     t.is(bt["grpc-message"], "email: must be a valid email address");

@@ -45,8 +45,9 @@ for (const store of STORES) {
         const r = await ok(server, key, "POST", "/usage-events", { idempotency_key: `e${n++}`, subject_id: subject.id, event_name: "tick", data: {}, timestamp: text });
         if (r.status !== "accepted") throw new Error(`${text}: ${JSON.stringify(r)}`);
         const count = async (from: number) =>
-          (await ok(server, key, "POST", `/pricing-metrics/${metric.id}/summary`, { subject_id: subject.id, period: { start: at(from), end: at(from), inclusive_start: true, inclusive_end: true } }))[0]
-            .value;
+          (
+            await ok(server, key, "POST", `/pricing-metrics/${metric.id}/summary`, { subject_id: subject.id, period: { start: at(from), end: at(from), inclusive_start: true, inclusive_end: true } })
+          )[0].value;
         const exactly = await count(ms);
         const after = ms + 1 < END_INSTANT ? await count(ms + 1) : null;
         if (exactly !== "1" || after !== null) throw new Error(`${text} (${at(ms)}): counted ${exactly} at it and ${after} 1 ms later`);

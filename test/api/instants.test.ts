@@ -15,7 +15,7 @@ import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_se
 import { SubscriptionTimelineService } from "../../src/gen/billing/v1/subscription_timeline_service_pb.js";
 import { TestClockService } from "../../src/gen/billing/v1/test_clock_service_pb.js";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
-import { type Protocol, type RestResponse, rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { type Protocol, type RestResponse, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -57,10 +57,7 @@ for (const store of STORES) {
     await db.dataSource.initialize();
     // Rows of a table in the environment of a subject.
     count = async (table, subjectId) => {
-      const rows = await db.sql.query<{ n: unknown }[]>(
-        `SELECT COUNT(*) AS n FROM ${table} WHERE environment_id = (SELECT environment_id FROM subjects WHERE id = ?)`,
-        [subjectId],
-      );
+      const rows = await db.sql.query<{ n: unknown }[]>(`SELECT COUNT(*) AS n FROM ${table} WHERE environment_id = (SELECT environment_id FROM subjects WHERE id = ?)`, [subjectId]);
       return Number(rows[0]?.n);
     };
     return () => db.dataSource.destroy();
@@ -108,7 +105,12 @@ for (const store of STORES) {
       });
       t.deepEqual(
         r.results.map((x: Json) => [x.status, x.error?.field_violations.map((v: Json) => v.field) ?? []]),
-        [["accepted", []], ["accepted", []], ["accepted", []], ["rejected", ["events[3].timestamp"]]],
+        [
+          ["accepted", []],
+          ["accepted", []],
+          ["accepted", []],
+          ["rejected", ["events[3].timestamp"]],
+        ],
         bad,
       );
       t.regex(r.results[3].error.field_violations[0].description, problem, bad);
@@ -153,27 +155,40 @@ for (const store of STORES) {
       await refused(clocks.createTestClock({ name: "x", frozenTime: { seconds: 2n ** 62n, nanos: 0 } }), "frozen_time", /valid time/);
       await refused(clocks.advanceTestClock({ testClockId: s.clockId, frozenTime: year2300 }), "frozen_time", range);
       await refused(clocks.advanceTestClock({ testClockId: s.clockId, frozenTime: { seconds: at("2026-02-01T00:00:00Z").seconds, nanos: 1_000_000_000 } }), "frozen_time", /valid time/);
+      await refused(metrics.createPricingMetricSummary({ pricingMetricId: metric, subjectId: s.subjectId, period: { start: at("2026-01-01T00:00:00Z"), end: year2300 } }), "period.end", range);
       await refused(
-        metrics.createPricingMetricSummary({ pricingMetricId: metric, subjectId: s.subjectId, period: { start: at("2026-01-01T00:00:00Z"), end: year2300 } }),
-        "period.end",
-        range,
-      );
-      await refused(
-        timelines.createTimelineItems({ subscriptionTimelineId: timeline, items: [{ period: { start: at("1970-01-01T00:00:00Z") }, subscriptionInput: { rateCardId: card, fixedRateQuantities: { seats: "1" } } }] }),
+        timelines.createTimelineItems({
+          subscriptionTimelineId: timeline,
+          items: [{ period: { start: at("1970-01-01T00:00:00Z") }, subscriptionInput: { rateCardId: card, fixedRateQuantities: { seats: "1" } } }],
+        }),
         "items[0].period.start",
         range,
       );
       await refused(
         timelines.createTimelineItems({
           subscriptionTimelineId: timeline,
-          items: [{ period: { start: at("2026-01-01T00:00:00Z"), end: { kind: { case: "stringValue", value: "2026-02-30T00:00:00Z" } } }, subscriptionInput: { rateCardId: card, fixedRateQuantities: { seats: "1" } } }],
+          items: [
+            {
+              period: { start: at("2026-01-01T00:00:00Z"), end: { kind: { case: "stringValue", value: "2026-02-30T00:00:00Z" } } },
+              subscriptionInput: { rateCardId: card, fixedRateQuantities: { seats: "1" } },
+            },
+          ],
         }),
         "items[0].period.end",
         /not a calendar date/,
       );
-      await refused(timelines.startSubscriptionTimeline({ subscriptionTimelineId: timeline, effectiveAt: year2300, checkoutCallbackUrls: { successUrl: "https://app.example/ok", cancelledUrl: "https://app.example/no" } }), "effective_at", range, [
-        "subscription_timeline_id", // no items yet: reported together
-      ]);
+      await refused(
+        timelines.startSubscriptionTimeline({
+          subscriptionTimelineId: timeline,
+          effectiveAt: year2300,
+          checkoutCallbackUrls: { successUrl: "https://app.example/ok", cancelledUrl: "https://app.example/no" },
+        }),
+        "effective_at",
+        range,
+        [
+          "subscription_timeline_id", // no items yet: reported together
+        ],
+      );
       t.is(await count("test_clocks", s.subjectId), 1);
       t.is(await count("timeline_items", s.subjectId), 0);
       t.is((await s.call("GET", `/test-clocks/${s.clockId}`)).frozen_time, "2026-01-15T00:00:00Z");
@@ -228,10 +243,20 @@ for (const store of STORES) {
       });
       const bytes = Buffer.from(await res.arrayBuffer());
       // The status is in the headers (trailers-only) or in the body's trailer frame (flag 0x80).
-      const trailers = new Map<string, string>(res.headers.has("grpc-status") ? [["grpc-status", res.headers.get("grpc-status") ?? ""], ["grpc-message", res.headers.get("grpc-message") ?? ""]] : []);
+      const trailers = new Map<string, string>(
+        res.headers.has("grpc-status")
+          ? [
+              ["grpc-status", res.headers.get("grpc-status") ?? ""],
+              ["grpc-message", res.headers.get("grpc-message") ?? ""],
+            ]
+          : [],
+      );
       for (let i = 0; i + 5 <= bytes.length; i += 5 + bytes.readUInt32BE(i + 1)) {
         if (((bytes[i] ?? 0) & 0x80) === 0) continue;
-        for (const line of bytes.subarray(i + 5, i + 5 + bytes.readUInt32BE(i + 1)).toString().split("\r\n")) {
+        for (const line of bytes
+          .subarray(i + 5, i + 5 + bytes.readUInt32BE(i + 1))
+          .toString()
+          .split("\r\n")) {
           const colon = line.indexOf(":");
           if (colon > 0) trailers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
         }

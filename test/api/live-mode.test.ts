@@ -46,7 +46,8 @@ for (const store of STORES) {
     };
     const raw = (method: string, path: string, body?: unknown) => rest(server.url, method, path, key, body);
     const subjectId = (await call("POST", "/subjects", { name: "Customer" })).id as string;
-    const metric = (await call("POST", "/pricing-metrics", { event_name: "usage", name: "usage", unit: "unit", dimensions: [], aggregation: { aggregation_type: "sum", value_field: "n" } })).id as string;
+    const metric = (await call("POST", "/pricing-metrics", { event_name: "usage", name: "usage", unit: "unit", dimensions: [], aggregation: { aggregation_type: "sum", value_field: "n" } }))
+      .id as string;
     const card = async (body: Json) => (await call("POST", "/rate-cards", { billing_interval: "monthly", name: "Plan", ...body })).id as string;
     const paid = await card({ name: "Pro", fixed_rates: [{ code: "seats", name: "Seats", price: usd(1000) }] });
     const free = await card({ name: "Metered", usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price: usd(2) }] });
@@ -89,7 +90,12 @@ for (const store of STORES) {
   }
 
   const pay = (token: string, card = CARD_OK) =>
-    fetch(`${server.url}/hosted/checkout/${token}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ card_number: card }).toString(), redirect: "manual" });
+    fetch(`${server.url}/hosted/checkout/${token}`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ card_number: card }).toString(),
+      redirect: "manual",
+    });
 
   test(`${store}: live: a paid plan is refused with NO_PAYMENT_PROVIDER, before any checkout, and nothing is written`, async (t) => {
     const e = await env("live");
@@ -125,7 +131,10 @@ for (const store of STORES) {
     t.deepEqual(await e.invoices(), [], "nothing invoiced by the refused change");
 
     // A change to another free card is no payment: it works.
-    const free2 = await e.card({ name: "Metered 2", usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: e.metric, included_units: 10, price: usd(1) }] });
+    const free2 = await e.card({
+      name: "Metered 2",
+      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: e.metric, included_units: 10, price: usd(1) }],
+    });
     const changed = await e.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: free2 });
     t.is(changed.result.type, "success");
 
@@ -208,7 +217,10 @@ for (const store of STORES) {
     t.is(paid.location, new URL(success).href);
     t.is(paid.location, "https://xn--bcher-kva.example/willkommen/%E6%97%A5%E6%9C%AC%E8%AA%9E?name=Zo%C3%AB&emoji=%F0%9F%8E%89#gr%C3%B6%C3%9Fe");
     const invoices = await s.invoices();
-    t.deepEqual(invoices.map((i) => i.status), ["paid"]);
+    t.deepEqual(
+      invoices.map((i) => i.status),
+      ["paid"],
+    );
     t.is((await s.subscriptions()).length, 1);
     t.is((await s.payCheckout(r.result.action.checkout_url, CARD_OK)).status, 410, "not twice");
 

@@ -255,25 +255,34 @@ for (const store of STORES) {
     t.is(await value(period(false, true)), "14");
 
     const byRegion = await s.summary(s.sum, period(), { dimensions: ["region"] });
-    t.deepEqual(byRegion.map((x: Json) => [x.dimension_coordinates, x.value]), [
-      [{ region: "eu" }, "1"],
-      [{ region: "us" }, "6"],
-    ]);
+    t.deepEqual(
+      byRegion.map((x: Json) => [x.dimension_coordinates, x.value]),
+      [
+        [{ region: "eu" }, "1"],
+        [{ region: "us" }, "6"],
+      ],
+    );
     const daily = await s.summary(s.sum, period(true, true), { period_granularity: "day" });
-    t.deepEqual(daily.map((x: Json) => [x.period.start, x.period.end, x.period.inclusive_end, x.value]), [
-      ["2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z", false, "3"],
-      ["2026-03-03T00:00:00Z", "2026-03-04T00:00:00Z", false, "4"],
-      ["2026-03-04T00:00:00Z", "2026-03-05T00:00:00Z", false, null],
-      ["2026-03-05T00:00:00Z", "2026-03-05T00:00:00Z", true, "8"],
-    ]);
+    t.deepEqual(
+      daily.map((x: Json) => [x.period.start, x.period.end, x.period.inclusive_end, x.value]),
+      [
+        ["2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z", false, "3"],
+        ["2026-03-03T00:00:00Z", "2026-03-04T00:00:00Z", false, "4"],
+        ["2026-03-04T00:00:00Z", "2026-03-05T00:00:00Z", false, null],
+        ["2026-03-05T00:00:00Z", "2026-03-05T00:00:00Z", true, "8"],
+      ],
+    );
     t.deepEqual(daily[2].dimension_coordinates, {});
     const weekly = await s.summary(s.count, { start: "2026-03-01T00:00:00Z", end: "2026-03-10T00:00:00Z" }, { period_granularity: "week", dimensions: ["model"] });
-    t.deepEqual(weekly.map((x: Json) => [x.period.start, x.dimension_coordinates, x.value]), [
-      ["2026-03-01T00:00:00Z", {}, null], // Sunday: the week of Monday Feb 23, clipped
-      ["2026-03-02T00:00:00Z", { model: "large" }, "1"],
-      ["2026-03-02T00:00:00Z", { model: "small" }, "3"],
-      ["2026-03-09T00:00:00Z", {}, null],
-    ]);
+    t.deepEqual(
+      weekly.map((x: Json) => [x.period.start, x.dimension_coordinates, x.value]),
+      [
+        ["2026-03-01T00:00:00Z", {}, null], // Sunday: the week of Monday Feb 23, clipped
+        ["2026-03-02T00:00:00Z", { model: "large" }, "1"],
+        ["2026-03-02T00:00:00Z", { model: "small" }, "3"],
+        ["2026-03-09T00:00:00Z", {}, null],
+      ],
+    );
     t.is(new Set(daily.map((x: Json) => x.id)).size, 4);
     t.deepEqual((await s.summary(s.sum, period(), { period_granularity: "day" })).map((x: Json) => x.id).slice(0, 2), daily.map((x: Json) => x.id).slice(0, 2), "ids are stable");
 
@@ -290,7 +299,12 @@ for (const store of STORES) {
 
     // gRPC: the value is a google.protobuf.Value: a string, or null.
     const c = rpcClient(PricingMetricService, server.url, "grpc", s.key);
-    const res = await c.createPricingMetricSummary({ pricingMetricId: s.sum.id, subjectId: s.subject.id, period: { start: { seconds: BigInt(Date.parse("2026-03-02T00:00:00Z") / 1000) }, end: { seconds: BigInt(Date.parse("2026-03-05T00:00:00Z") / 1000) } }, periodGranularity: "day" });
+    const res = await c.createPricingMetricSummary({
+      pricingMetricId: s.sum.id,
+      subjectId: s.subject.id,
+      period: { start: { seconds: BigInt(Date.parse("2026-03-02T00:00:00Z") / 1000) }, end: { seconds: BigInt(Date.parse("2026-03-05T00:00:00Z") / 1000) } },
+      periodGranularity: "day",
+    });
     t.deepEqual(
       res.summaries.map((x) => toJson(PricingMetricService.method.createPricingMetricSummary.output.field.summaries.message as never, x as never) as Json).map((x: Json) => x.value),
       ["3", "4", null],
@@ -319,7 +333,9 @@ for (const store of STORES) {
     });
     for (let i = 0; i < events.length; i += 200) {
       await ok(server, s.key, "POST", "/usage-events/batch", {
-        events: events.slice(i, i + 200).map((e) => ({ idempotency_key: e.k, subject_id: s.subject.id, event_name: "api", data: { n: e.n, region: e.region, model: e.model }, timestamp: new Date(e.ts).toISOString() })),
+        events: events
+          .slice(i, i + 200)
+          .map((e) => ({ idempotency_key: e.k, subject_id: s.subject.id, event_name: "api", data: { n: e.n, region: e.region, model: e.model }, timestamp: new Date(e.ts).toISOString() })),
       });
     }
     for (let trial = 0; trial < 12; trial++) {
@@ -412,7 +428,13 @@ for (const store of STORES) {
     try {
       const s = await setup(server);
       const dims = Array.from({ length: 20 }, (_, k) => `d${k}`);
-      const wide = await ok(server, s.key, "POST", "/pricing-metrics", { event_name: "wide", name: "Wide", unit: "call", dimensions: dims, aggregation: { aggregation_type: "sum", value_field: "n" } });
+      const wide = await ok(server, s.key, "POST", "/pricing-metrics", {
+        event_name: "wide",
+        name: "Wide",
+        unit: "call",
+        dimensions: dims,
+        aggregation: { aggregation_type: "sum", value_field: "n" },
+      });
       await db.dataSource.initialize();
       const env = (await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subject.id]))[0].environment_id;
       const ingest = new IngestService(new SqlUsageStore(db.sql, db.entities), () => new Date());
@@ -428,7 +450,10 @@ for (const store of STORES) {
         outcomes.map((o) => o.status),
         inputs.map(() => "accepted"),
       );
-      t.is((await ok(server, s.key, "POST", `/pricing-metrics/${wide.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value, "600");
+      t.is(
+        (await ok(server, s.key, "POST", `/pricing-metrics/${wide.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value,
+        "600",
+      );
     } finally {
       await db.dataSource.destroy();
       await server.stop();
@@ -507,7 +532,10 @@ for (const store of STORES) {
       const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
       const ingest = new IngestService(new SqlUsageStore(new FailingSql(db.dataSource, db.dialect), db.entities), () => new Date());
       const input = { idempotencyKey: "retry", subjectId: s.subject.id, eventName: "api", data: { n: "5" }, timestamp: undefined };
-      await t.throwsAsync(ingest.ingest(caller, [input], () => ""), { message: /connection lost/ });
+      await t.throwsAsync(
+        ingest.ingest(caller, [input], () => ""),
+        { message: /connection lost/ },
+      );
       const [outcome] = await ingest.ingest(caller, [input], () => "");
       t.is(outcome?.status, "accepted");
       const [again] = await ingest.ingest(caller, [input], () => "");
@@ -517,7 +545,10 @@ for (const store of STORES) {
       await db.dataSource.destroy();
       const app = await startAppOn(server.db.url);
       try {
-        t.is((await ok(app, s.key, "POST", `/pricing-metrics/${s.sum.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value, "5");
+        t.is(
+          (await ok(app, s.key, "POST", `/pricing-metrics/${s.sum.id}/summary`, { subject_id: s.subject.id, period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" } }))[0].value,
+          "5",
+        );
       } finally {
         await app.stop();
       }

@@ -82,9 +82,7 @@ test(`${ONE_STORE}: REST: 429 RATE_LIMITED with Retry-After and RateLimit-* afte
     t.is(first.headers.get("ratelimit-limit"), "2");
     t.is(first.headers.get("ratelimit-remaining"), "1");
     const ingest = await untilLimited(() =>
-      n % 2 === 0
-        ? rest(server.url, "POST", "/usage-events", a, event(n++))
-        : rest(server.url, "POST", "/usage-events/batch", a, { events: [event(n++), event(n++), event(n++)] }),
+      n % 2 === 0 ? rest(server.url, "POST", "/usage-events", a, event(n++)) : rest(server.url, "POST", "/usage-events/batch", a, { events: [event(n++), event(n++), event(n++)] }),
     );
     const refused = ingest[ingest.length - 1] as RestResponse;
     t.is(refused.status, 429);
@@ -145,7 +143,7 @@ test(`${ONE_STORE}: Connect, gRPC and gRPC-Web: resource_exhausted RATE_LIMITED 
     t.is(res?.status, 429);
     t.is(res?.headers.get("retry-after"), "1");
     t.is(res?.headers.get("ratelimit-remaining"), "0");
-    t.is(((await res?.json()) as { code: string }).code, "resource_exhausted");
+    t.is(((await res!.json()) as { code: string }).code, "resource_exhausted");
   } finally {
     await server.stop();
   }
@@ -154,8 +152,7 @@ test(`${ONE_STORE}: Connect, gRPC and gRPC-Web: resource_exhausted RATE_LIMITED 
 for (const store of STORES) {
   test(`${store}: an environment's override set with the keys CLI applies (API_KEY_CACHE_MS=0); 0 is unlimited, default goes back`, async (t) => {
     const server = await startTestServer(store, { API_KEY_CACHE_MS: "0" });
-    const cli = (...args: string[]) =>
-      run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", ...args], { env: { ...process.env, DATABASE_URL: server.db.url } });
+    const cli = (...args: string[]) => run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", ...args], { env: { ...process.env, DATABASE_URL: server.db.url } });
     try {
       const { a, b } = server.keys;
       t.is((await rest(server.url, "GET", "/subjects", a)).headers.get("ratelimit-limit"), "20000", "the server's default");

@@ -38,7 +38,10 @@ for (const store of STORES) {
     const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
     await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: b, upgrade_behavior: "rate_difference" });
     await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: c, upgrade_behavior: "rate_difference" });
-    t.deepEqual((await s.bills()).map((x) => x[1]), ["1000", "1000", "3000"]);
+    t.deepEqual(
+      (await s.bills()).map((x) => x[1]),
+      ["1000", "1000", "3000"],
+    );
   });
 
   test(`${store}: a deleted subject's pending timeline does not stop the clock or other subjects' cycles`, async (t) => {
@@ -62,7 +65,10 @@ for (const store of STORES) {
     const a = await s.card({ name: "A", fixed_rates: [{ code: "seats", name: "Seats", price: price(1000) }] });
     const b = await s.card({ name: "B", fixed_rates: [{ code: "seats", name: "Seats", price: price(2000) }] });
     const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: a });
-    const item = (start: string, end: string | null, card: string) => ({ period: { start, end }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } });
+    const item = (start: string, end: string | null, card: string) => ({
+      period: { start, end },
+      subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} },
+    });
     await s.call("POST", `/subscription-timelines/${tl.id}/items`, { items: [item("2026-01-15T00:00:00Z", "2026-02-01T00:00:00Z", a), item("2026-02-01T00:00:00Z", null, b)] });
     const r = await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 }, subscription_timeline_id: tl.id }, CARD_OK);
     t.is(r.result_type, "success_after_checkout");

@@ -41,18 +41,19 @@ test("buf curl lists every method through server reflection and calls one over g
   for (const m of ["CreateSubject", "GetSubject", "UpdateSubject", "ListSubjects", "SearchSubjects", "DeleteSubject"]) {
     t.true(methods.includes(`billing.v1.SubjectService/${m}`), m);
   }
-  for (const m of [
-    "PricingMetricService/CreatePricingMetric",
-    "RateCardService/CreateRateCard",
-    "RateCardService/GetRateCard",
-    "RateCatalogService/AddRates",
-    "RateCatalogService/ListCatalogRates",
-  ]) {
+  for (const m of ["PricingMetricService/CreatePricingMetric", "RateCardService/CreateRateCard", "RateCardService/GetRateCard", "RateCatalogService/AddRates", "RateCatalogService/ListCatalogRates"]) {
     t.true(methods.includes(`billing.v1.${m}`), m);
   }
   const created = await run(BUF, [
-    "curl", "--protocol", "grpc", "--http2-prior-knowledge", "-H", `X-API-Key: ${server.keys.a}`,
-    "-d", '{"name":"Via buf","external_id":"buf-1"}', `${server.url}/billing.v1.SubjectService/CreateSubject`,
+    "curl",
+    "--protocol",
+    "grpc",
+    "--http2-prior-knowledge",
+    "-H",
+    `X-API-Key: ${server.keys.a}`,
+    "-d",
+    '{"name":"Via buf","external_id":"buf-1"}',
+    `${server.url}/billing.v1.SubjectService/CreateSubject`,
   ]);
   t.is(JSON.parse(created.stdout).subject.name, "Via buf");
   const got = await rest(server.url, "GET", "/subjects/buf-1", server.keys.a);
@@ -83,9 +84,7 @@ test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async 
   await new Promise((r) => sock.once("connect", r));
   let response = "";
   sock.on("data", (c) => (response += c.toString()));
-  sock.write(
-    `POST /subjects HTTP/1.1\r\nHost: x\r\nX-API-Key: ${keys.a}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
-  );
+  sock.write(`POST /subjects HTTP/1.1\r\nHost: x\r\nX-API-Key: ${keys.a}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
   await new Promise((r) => setTimeout(r, 200));
   const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
   child.kill("SIGTERM");
@@ -93,7 +92,10 @@ test("SIGTERM: stops accepting, finishes the request in flight, exits 0", async 
   // New connections are refused while the old request is finishing.
   const refused = await new Promise<boolean>((r) => {
     const c = net.connect(port, "127.0.0.1");
-    c.once("connect", () => (c.destroy(), r(false)));
+    c.once("connect", () => {
+      c.destroy();
+      r(false);
+    });
     c.once("error", () => r(true));
   });
   t.true(refused, "a new connection was accepted after SIGTERM");

@@ -68,7 +68,10 @@ for (const store of STORES) {
       // At the limits, but within what an invoice holds: accepted.
       const fits = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: BIG } });
       t.is(fits.result_type, "success_after_checkout");
-      t.deepEqual((await s.bills()).map(([, totalValue]) => totalValue), ["9999999999999999999800000000000000000001"]);
+      t.deepEqual(
+        (await s.bills()).map(([, totalValue]) => totalValue),
+        ["9999999999999999999800000000000000000001"],
+      );
 
       // A change of rate card carries the quantities over: one whose fixed charge could not be
       // invoiced at them is refused, and nothing changes.
@@ -111,7 +114,10 @@ for (const store of STORES) {
       t.is((await s.call("GET", `/subscriptions/${healthy.id}`)).billing_failure ?? null, null, "a healthy subscription shows no failure");
 
       // A cancel or change needs the ended cycle closed first: it says why it cannot be.
-      for (const [path, body] of [["cancel", {}], ["change-rate-card", { rate_card_id: card }]] as const) {
+      for (const [path, body] of [
+        ["cancel", {}],
+        ["change-rate-card", { rate_card_id: card }],
+      ] as const) {
         const r = await s.raw("POST", `/subscriptions/${poison.id}/${path}`, body);
         t.is(r.status, 400, path);
         t.is(r.body.code, "failed_precondition", path);
@@ -169,7 +175,8 @@ for (const store of STORES) {
       const envB = await server.freshKey("test");
       const call = (key: string, method: string, path: string, body?: unknown) => ok(server, key, method, path, body);
       const setUp = async (key: string, price: string, multiplier: string, value: string) => {
-        const metric = (await call(key, "POST", "/pricing-metrics", { event_name: "usage", name: "usage", unit: "unit", dimensions: [], aggregation: { aggregation_type: "sum", value_field: "n" } })).id;
+        const metric = (await call(key, "POST", "/pricing-metrics", { event_name: "usage", name: "usage", unit: "unit", dimensions: [], aggregation: { aggregation_type: "sum", value_field: "n" } }))
+          .id;
         const card = (await call(key, "POST", "/rate-cards", { billing_interval: "monthly", name: "Plan", usage_based_rates: [usageRate(metric, price)] })).id;
         const subject = (await call(key, "POST", "/subjects", { name: "Customer" })).id;
         const sub = (await call(key, "POST", "/subscriptions", { subject_id: subject, rate_card_id: card, rate_price_multipliers: { api: multiplier } })).result.subscription;

@@ -105,12 +105,18 @@ for (const store of STORES) {
       t.false(ok(await s.list(7, 0)).has_more);
       t.true(ok(await s.list(6, 0)).has_more);
       t.deepEqual(ok(await s.list(100, 7)), { has_more: false, subjects: [] });
-      t.deepEqual(ok(await s.list(1, 6)).subjects.map((x: Json) => x.id), [ids[6]]);
+      t.deepEqual(
+        ok(await s.list(1, 6)).subjects.map((x: Json) => x.id),
+        [ids[6]],
+      );
       // Default limit is 20: all seven in one page.
       t.is(ok(await s.list()).subjects.length, 7);
       // Deleted subjects leave the listing and the order of the rest.
       ok(await s.delete(ids[2] as string));
-      t.deepEqual(ok(await s.list(100)).subjects.map((x: Json) => x.id), ids.filter((_, i) => i !== 2));
+      t.deepEqual(
+        ok(await s.list(100)).subjects.map((x: Json) => x.id),
+        ids.filter((_, i) => i !== 2),
+      );
     });
 
     test(`${t0}: search matches name or email, ignoring case, as a substring`, async (t) => {
@@ -132,7 +138,10 @@ for (const store of STORES) {
       t.is(page.subjects.length, 2);
       t.true(page.has_more);
       const rest = ok(await s.search("example", 2, 2));
-      t.deepEqual(rest.subjects.map((x: Json) => x.id), [percent.id]);
+      t.deepEqual(
+        rest.subjects.map((x: Json) => x.id),
+        [percent.id],
+      );
       t.false(rest.has_more);
       ok(await s.delete(grace.id));
       t.deepEqual(await ids("grace"), []);

@@ -124,7 +124,12 @@ for (const store of STORES) {
     const { card } = await planWithUsage(s);
     await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1, storage: 0 } });
     let seq = 0;
-    for (const [day, n] of [["16", "33.25"], ["20", "80"], ["28", "12.5"], ["31", "7"]]) {
+    for (const [day, n] of [
+      ["16", "33.25"],
+      ["20", "80"],
+      ["28", "12.5"],
+      ["31", "7"],
+    ]) {
       await s.events([[`2026-01-${day}T12:00:00Z`, n as string]]);
       seq++;
     }
@@ -147,8 +152,7 @@ for (const store of STORES) {
   test(`${store}: the hosted checkout: a labelled form, cancel button, one use only, expiry after 24 h`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const card = await s.card({ name: "Pro <b>", fixed_rates: [{ code: "seats", name: "Seats", price: usd(1999) }] });
-    const start = async () =>
-      (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, null)).action.checkout_url as string;
+    const start = async () => (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, null)).action.checkout_url as string;
     const url = await start();
     t.regex(url, /^http:\/\/localhost:\d+\/hosted\/checkout\/[0-9A-Za-z]{40}$/);
     const path = new URL(url).pathname;

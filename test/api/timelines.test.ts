@@ -33,7 +33,11 @@ for (const store of STORES) {
     const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: trial });
     t.deepEqual([tl.status, tl.subscription_id, tl.rate_card_id], ["draft", "", trial]);
     const added = await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
-      items: [item("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", trial), item("2026-02-01T00:00:00Z", "2026-04-01T00:00:00Z", standard, 2), item("2026-04-01T00:00:00Z", "2026-06-01T00:00:00Z", discounted, 2)],
+      items: [
+        item("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", trial),
+        item("2026-02-01T00:00:00Z", "2026-04-01T00:00:00Z", standard, 2),
+        item("2026-04-01T00:00:00Z", "2026-06-01T00:00:00Z", discounted, 2),
+      ],
     });
     t.true(Array.isArray(added), "a bare array");
     t.deepEqual(
@@ -133,7 +137,9 @@ for (const store of STORES) {
     t.deepEqual((await bad([item("2026-02-01T00:00:00Z", "2026-01-01T00:00:00Z", trial)]))[0], ["items[0].period.end"], "ends before it starts");
     t.deepEqual((await bad([item("2026-01-01T00:00:00Z", null, "rc_nope")]))[0], ["items[0].subscription_input.rate_card_id"], "unknown rate card");
     t.deepEqual((await bad([item("2026-01-01T00:00:00Z", null, yearly)]))[0], ["items[0].subscription_input.rate_card_id"], "another billing interval");
-    const [fields, message] = await bad([{ period: { start: "2026-01-01T00:00:00Z", end: null }, subscription_input: { rate_card_id: standard, fixed_rate_quantities: {}, rate_price_multipliers: {} } }]);
+    const [fields, message] = await bad([
+      { period: { start: "2026-01-01T00:00:00Z", end: null }, subscription_input: { rate_card_id: standard, fixed_rate_quantities: {}, rate_price_multipliers: {} } },
+    ]);
     t.deepEqual(fields, ["items[0].subscription_input.fixed_rate_quantities"]);
     t.regex(message, /missing: seats/);
     t.deepEqual((await bad([item("2026-01-01T00:00:00Z", null, trial), item("2026-03-01T00:00:00Z", null, standard)]))[0], ["items[1].period.start"], "only the last may be open-ended");
@@ -157,6 +163,9 @@ for (const store of STORES) {
     t.deepEqual([twice.status, twice.body.code], [400, "failed_precondition"]);
     t.is((await other.raw("GET", `/subscription-timelines/${tl.id}`)).status, 404, "another environment cannot see it");
     const list = await s.call("GET", "/subscription-timelines");
-    t.deepEqual(list.subscription_timelines.map((x: Json) => x.id), [tl.id]);
+    t.deepEqual(
+      list.subscription_timelines.map((x: Json) => x.id),
+      [tl.id],
+    );
   });
 }

@@ -104,7 +104,10 @@ test.serial("every socket the server closes is destroyed: no descriptor is left 
     });
   });
   const outcomes = await Promise.all(sockets.map((s) => closedWithin(s, 10 * IDLE_MS)));
-  t.true(outcomes.every((o) => o.closed), "the server closed every stalled or idle socket");
+  t.true(
+    outcomes.every((o) => o.closed),
+    "the server closed every stalled or idle socket",
+  );
   t.true((await Promise.all(sessions)).every(Boolean), "and every idle h2c session");
   // Only our half-open ends are left: the server destroyed its ends rather than half-closing them.
   // (A client still writing when the server closed got a reset: its end is gone as well.)
@@ -142,7 +145,11 @@ test("HTTP/1.1 headers sent a line at a time, slower than the header timeout, ge
   const s = await connect();
   s.write("GET /ping HTTP/1.1\r\nHost: x\r\n");
   // A line every 100 ms (far inside the idle timeout) that never ends the header block.
-  dribble(s, Array.from({ length: 200 }, (_, i) => `X-Slow-${i}: y\r\n`), 100);
+  dribble(
+    s,
+    Array.from({ length: 200 }, (_, i) => `X-Slow-${i}: y\r\n`),
+    100,
+  );
   const r = await closedWithin(s, 10 * HEADERS_MS + 1_000);
   t.true(r.closed);
   t.true(r.received === "" || r.received.startsWith("HTTP/1.1 408"), r.received);
@@ -152,7 +159,11 @@ test("an HTTP/1.1 body sent slower than the request timeout gets 408 and a close
   const s = await connect();
   // With a valid key, so the body is read (a request without one may be refused before it is).
   s.write(`POST /subjects HTTP/1.1\r\nHost: x\r\nX-API-Key: ${server.keys.a}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`);
-  dribble(s, Array.from({ length: 1000 }, () => " "), 100);
+  dribble(
+    s,
+    Array.from({ length: 1000 }, () => " "),
+    100,
+  );
   const r = await closedWithin(s, 10 * REQUEST_MS);
   t.true(r.closed);
   t.true(r.received === "" || r.received.startsWith("HTTP/1.1 408"), r.received);
@@ -221,7 +232,10 @@ test("real calls succeed while stalled sockets are held, and after they are clos
     t.deepEqual(await rpcClient(HealthService, server.url, "grpc").ping({}), await rpcClient(HealthService, server.url, "connect").ping({}));
   };
   await calls();
-  t.true((await Promise.all(outcomes)).every((o) => o.closed), "every stalled socket was closed");
+  t.true(
+    (await Promise.all(outcomes)).every((o) => o.closed),
+    "every stalled socket was closed",
+  );
   await calls();
 });
 

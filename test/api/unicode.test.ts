@@ -12,7 +12,11 @@ import { useServer } from "../helpers/server.js";
 
 /** Bytes sent as they are, with a JSON content type. */
 async function post(url: string, key: string, body: Uint8Array | string) {
-  const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: typeof body === "string" ? body : (new Uint8Array(body).buffer as ArrayBuffer) });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: typeof body === "string" ? body : (new Uint8Array(body).buffer as ArrayBuffer),
+  });
   const text = await res.text();
   return { status: res.status, body: JSON.parse(text) };
 }

@@ -81,7 +81,17 @@ const rules: [string, (c: RatesInput) => void, string[], { takenCodes?: Set<stri
   ["a code taken in the catalog for the interval", (c) => void (c.fixedRates[0]!.code = "old"), ["fixed_rates[0].code"], { takenCodes: new Set(["old"]) }],
   ["an empty code", (c) => void (c.fixedRates[0]!.code = ""), ["fixed_rates[0].code"]],
   ["mixed currencies", (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[1]!.price!.amount!.currencyCode = "EUR"), ["usage_based_rates[1].pricing_matrix.cells[1].price.amount.currency_code"]],
-  ["a currency other than the catalog's", (c) => c, ["fixed_rates[0].price.amount.currency_code", "usage_based_rates[0].price.amount.currency_code", "usage_based_rates[1].pricing_matrix.cells[0].price.amount.currency_code", "usage_based_rates[1].pricing_matrix.cells[1].price.amount.currency_code"], { currency: "EUR" }],
+  [
+    "a currency other than the catalog's",
+    (c) => c,
+    [
+      "fixed_rates[0].price.amount.currency_code",
+      "usage_based_rates[0].price.amount.currency_code",
+      "usage_based_rates[1].pricing_matrix.cells[0].price.amount.currency_code",
+      "usage_based_rates[1].pricing_matrix.cells[1].price.amount.currency_code",
+    ],
+    { currency: "EUR" },
+  ],
   ["a bad currency code", (c) => void (c.fixedRates[0]!.price!.amount!.currencyCode = "US"), ["fixed_rates[0].price.amount.currency_code"]],
   ["package without package_units", (c) => void (c.usageBasedRates[0]!.price!.packageUnits = undefined), ["usage_based_rates[0].price.package_units"]],
   ["package without rounding_behavior", (c) => void (c.usageBasedRates[0]!.price!.roundingBehavior = undefined), ["usage_based_rates[0].price.rounding_behavior"]],
@@ -104,15 +114,49 @@ const rules: [string, (c: RatesInput) => void, string[], { takenCodes?: Set<stri
   ["a missing pricing_metric_id", (c) => void (c.usageBasedRates[0]!.pricingMetricId = ""), ["usage_based_rates[0].pricing_metric_id"]],
   ["a missing name", (c) => void (c.fixedRates[0]!.name = " "), ["fixed_rates[0].name"]],
   ["dimensions on a simple rate", (c) => void (c.usageBasedRates[0]!.dimensions = [{ key: "region", values: ["eu"], description: "" }]), ["usage_based_rates[0].dimensions"]],
-  ["a matrix cell with an unknown key", (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.shape = "x"), ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.shape"]],
-  ["a matrix cell with an unknown value", (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.region = "mars"), ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region"]],
-  ["a matrix cell missing a key", (c) => void delete c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.region, ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region"]],
+  [
+    "a matrix cell with an unknown key",
+    (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.shape = "x"),
+    ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.shape"],
+  ],
+  [
+    "a matrix cell with an unknown value",
+    (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.region = "mars"),
+    ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region"],
+  ],
+  [
+    "a matrix cell missing a key",
+    (c) => void delete c.usageBasedRates[1]!.pricingMatrix!.cells[0]!.dimensionCoordinates.region,
+    ["usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region"],
+  ],
   ["duplicate coordinates", (c) => void (c.usageBasedRates[1]!.pricingMatrix!.cells[1]!.dimensionCoordinates.region = "eu"), ["usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates"]],
-  ["a dimension its metric does not have", (c) => void (c.usageBasedRates[1]!.dimensions[0]!.key = "color"), ["usage_based_rates[1].dimensions[0].key", "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region", "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region", "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.color", "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.color"]],
+  [
+    "a dimension its metric does not have",
+    (c) => void (c.usageBasedRates[1]!.dimensions[0]!.key = "color"),
+    [
+      "usage_based_rates[1].dimensions[0].key",
+      "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region",
+      "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region",
+      "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.color",
+      "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.color",
+    ],
+  ],
   ["a duplicate dimension key", (c) => c.usageBasedRates[1]!.dimensions.push({ key: "region", values: ["eu"], description: "" }), ["usage_based_rates[1].dimensions[1].key"]],
-  ["a dimension without values", (c) => void (c.usageBasedRates[1]!.dimensions[0]!.values = []), ["usage_based_rates[1].dimensions[0].values", "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region", "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region"]],
+  [
+    "a dimension without values",
+    (c) => void (c.usageBasedRates[1]!.dimensions[0]!.values = []),
+    [
+      "usage_based_rates[1].dimensions[0].values",
+      "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region",
+      "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region",
+    ],
+  ],
   ["a duplicate dimension value", (c) => void c.usageBasedRates[1]!.dimensions[0]!.values.push("eu"), ["usage_based_rates[1].dimensions[0].values[2]"]],
-  ["a dimensional rate without dimensions", (c) => void (c.usageBasedRates[1]!.dimensions = []), ["usage_based_rates[1].dimensions", "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region", "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region"]],
+  [
+    "a dimensional rate without dimensions",
+    (c) => void (c.usageBasedRates[1]!.dimensions = []),
+    ["usage_based_rates[1].dimensions", "usage_based_rates[1].pricing_matrix.cells[0].dimension_coordinates.region", "usage_based_rates[1].pricing_matrix.cells[1].dimension_coordinates.region"],
+  ],
   ["a dimensional rate without cells", (c) => void (c.usageBasedRates[1]!.pricingMatrix = undefined), ["usage_based_rates[1].pricing_matrix.cells"]],
   ["a price on a dimensional rate", (c) => void (c.usageBasedRates[1]!.price = { priceType: "", amount: usd("1") }), ["usage_based_rates[1].price"]],
 ];
@@ -163,7 +207,10 @@ const catalogRates: CatalogRate[] = [
 ];
 
 test("add-ons: the catalog's rates of the card's interval whose codes the card does not use", (t) => {
-  t.deepEqual(offeredAddOns(card, catalogRates).map((r) => r.id), ["c1", "c4"]);
+  t.deepEqual(
+    offeredAddOns(card, catalogRates).map((r) => r.id),
+    ["c1", "c4"],
+  );
 });
 
 const addOnCases: [Record<string, string>, string[], string[]][] = [
@@ -177,8 +224,14 @@ const addOnCases: [Record<string, string>, string[], string[]][] = [
 for (const [quantities, fixed, usage] of addOnCases) {
   test(`add-ons charged for quantities ${JSON.stringify(quantities)}`, (t) => {
     const charged = chargedRates(card, catalogRates, quantities);
-    t.deepEqual(charged.fixed.map((r) => r.code), fixed);
-    t.deepEqual(charged.usage.map((r) => r.code), usage);
+    t.deepEqual(
+      charged.fixed.map((r) => r.code),
+      fixed,
+    );
+    t.deepEqual(
+      charged.usage.map((r) => r.code),
+      usage,
+    );
     t.is(charged.fixed.find((r) => r.code === "seats")?.id, "r1", "the card's own rate wins over the catalog's");
   });
 }

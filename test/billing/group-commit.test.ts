@@ -25,7 +25,11 @@ function fakeCommit(fails: (items: string[], call: number) => boolean, onCall: (
 }
 
 type Outcome = string[] | string;
-const settle = (p: Promise<string[]>): Promise<Outcome> => p.then((r) => r, (e: Error) => `error: ${e.message}`);
+const settle = (p: Promise<string[]>): Promise<Outcome> =>
+  p.then(
+    (r) => r,
+    (e: Error) => `error: ${e.message}`,
+  );
 
 const cases: {
   title: string;

@@ -25,7 +25,10 @@ for (const [limit, offset, fields, page] of pageCases) {
       return;
     }
     const err = t.throws(() => v.throwIfAny()) as { violations?: { field: string }[] } | undefined;
-    t.deepEqual(err?.violations?.map((x) => x.field), fields);
+    t.deepEqual(
+      err?.violations?.map((x) => x.field),
+      fields,
+    );
   });
 }
 
@@ -63,7 +66,7 @@ test("input values have at most 20 digits before the point and 12 after (DESIGN 
 });
 
 test("stored sums and amounts have at most 53 digits before the point: DECIMAL(65,12)", (t) => {
-  const largest = dec("9".repeat(53) + ".999999999999");
+  const largest = dec(`${"9".repeat(53)}.999999999999`);
   t.is(amountProblem(largest), undefined);
   t.is(amountProblem(largest.neg()), undefined);
   t.regex(amountProblem(dec(`1${"0".repeat(53)}`)) ?? "", /more than 53 digits/);

@@ -51,7 +51,10 @@ test("a person pays in the hosted checkout: declined first, then accepted and se
     await page.getByRole("button", { name: "Pay and subscribe" }).click();
     await page.waitForURL(`${appUrl}/welcome`);
     t.regex(await page.locator("h1").innerText(), /Welcome back/);
-    t.deepEqual(visits.filter((v) => v !== "/favicon.ico"), ["/welcome"]);
+    t.deepEqual(
+      visits.filter((v) => v !== "/favicon.ico"),
+      ["/welcome"],
+    );
     const [sub] = await s.subscriptions();
     t.is(sub?.status, "active");
     const [invoice] = await s.invoices();
@@ -78,7 +81,10 @@ test("a person pays in the hosted checkout: declined first, then accepted and se
     await page.goto(again.result.action.checkout_url);
     await page.getByRole("button", { name: "Cancel and go back" }).click();
     await page.waitForURL(`${appUrl}/pricing`);
-    t.deepEqual(visits.filter((v) => v !== "/favicon.ico"), ["/welcome", "/pricing"]);
+    t.deepEqual(
+      visits.filter((v) => v !== "/favicon.ico"),
+      ["/welcome", "/pricing"],
+    );
     t.is((await s.subscriptions()).length, 1, "nothing more subscribed");
   } finally {
     await browser.close();

@@ -11,8 +11,7 @@ const run = promisify(execFile);
 for (const store of STORES) {
   test(`${store}: create an environment and keys, use them, list them, revoke one`, async (t) => {
     const tdb = await createTestDatabase(store);
-    const cli = (...args: string[]) =>
-      run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", ...args], { env: { ...process.env, DATABASE_URL: tdb.url } });
+    const cli = (...args: string[]) => run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", ...args], { env: { ...process.env, DATABASE_URL: tdb.url } });
     const app = await startAppOn(tdb.url);
     try {
       const env = await cli("env", "create", "acme", "--mode", "live");
@@ -61,9 +60,7 @@ for (const store of STORES) {
         t.is((await rest(app.url, "GET", "/subjects", key)).status, 200);
         await app.stop();
       }
-      const listed = (
-        await run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", "list"], { env: { ...process.env, DATABASE_URL: tdb.url } })
-      ).stdout.trim().split("\n");
+      const listed = (await run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", "list"], { env: { ...process.env, DATABASE_URL: tdb.url } })).stdout.trim().split("\n");
       t.is(listed.length, 1);
       t.regex(listed[0] ?? "", /secret\tdefault\tsk_test_boot…\tactive/);
     } finally {

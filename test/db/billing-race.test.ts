@@ -20,7 +20,14 @@ mysqlOnly("mysql: two runners racing over 40 due subscriptions bill each period 
     await Promise.all(runners.map((db) => db.dataSource.initialize()));
     const to = new Date("2026-03-15T00:00:00Z");
     await runners[0]?.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-03-15 00:00:00.000", s.clockId]);
-    const engines = runners.map((db) => buildServices(db, () => "http://localhost", () => to).engine);
+    const engines = runners.map(
+      (db) =>
+        buildServices(
+          db,
+          () => "http://localhost",
+          () => to,
+        ).engine,
+    );
     const closed = await Promise.all(engines.map((e) => e.closeDue(to, s.clockId, 8)));
     t.is(closed[0] + closed[1], 80, `each of the 40 subscriptions closes two cycles (runners closed ${closed.join(" and ")})`);
 
@@ -29,7 +36,10 @@ mysqlOnly("mysql: two runners racing over 40 due subscriptions bill each period 
     t.deepEqual(dupes, []);
     const perSub = await db.dataSource.query("SELECT subscription_id, COUNT(*) AS n FROM invoices GROUP BY subscription_id");
     t.is(perSub.length, 40);
-    t.true(perSub.every((r: { n: unknown }) => Number(r.n) === 3), "cycle 0, 1 and 2");
+    t.true(
+      perSub.every((r: { n: unknown }) => Number(r.n) === 3),
+      "cycle 0, 1 and 2",
+    );
     const subs = await db.dataSource.query("SELECT cycle_index, period_start FROM subscriptions");
     t.true(subs.every((r: { cycle_index: number }) => Number(r.cycle_index) === 2));
     // Running again finds nothing due.

@@ -52,7 +52,11 @@ mysqlOnly("mysql: 50 cancels and rate-card changes racing cycle closes end in su
     await runner.dataSource.initialize();
     const raceAt = new Date("2026-02-20T00:00:00Z");
     await runner.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-02-20 00:00:00.000", s.clockId]);
-    const engine = buildServices(runner, () => "http://localhost", () => raceAt).engine;
+    const engine = buildServices(
+      runner,
+      () => "http://localhost",
+      () => raceAt,
+    ).engine;
 
     const calls = subs.map(async (sub, i) => {
       await new Promise((r) => setTimeout(r, (i * 7) % 40));
@@ -106,8 +110,14 @@ mysqlOnly("mysql: 50 cancels and rate-card changes racing cycle closes end in su
         const mine = lines.filter((l) => l.subscription_id === r.id);
         const used = mine.filter((l) => l.description === "Calls").reduce((n, l) => n + Number(l.quantity), 0);
         t.is(used, USED, `${r.id} (${r.op}, ${r.status}): every unit billed exactly once`);
-        const seats = mine.filter((l) => l.description === "Seats").map((l) => l.period_key).sort();
-        const pro = mine.filter((l) => l.description === "Seats Pro").map((l) => l.period_key).sort();
+        const seats = mine
+          .filter((l) => l.description === "Seats")
+          .map((l) => l.period_key)
+          .sort();
+        const pro = mine
+          .filter((l) => l.description === "Seats Pro")
+          .map((l) => l.period_key)
+          .sort();
         const done = r.status === 200;
         // Fixed charges in advance: cycle 0 and 1 for everyone; cycle 2 (Mar 15) on the card in force then, unless it was cancelled.
         const expectSeats = done && r.op !== "change" ? ["cycle:0", "cycle:1"] : done ? ["cycle:0", "cycle:1"] : ["cycle:0", "cycle:1", "cycle:2"];

@@ -142,8 +142,14 @@ scenario("subjects: an external ID is found, updated, deleted and refused as a d
     check(`${label}: delete flipped id`, status(await call("DELETE", `/subjects/${wrong}`)), 404);
     check(`${label}: billing state flipped id`, status(await call("GET", `/customer-access/${wrong}/billing-state`)), 404);
     check(`${label}: event for flipped id`, status(await event(wrong, `${label}-flipped`)), 404);
-    const batch = await call("POST", "/usage-events/batch", { events: [{ idempotency_key: `${label}-batch`, subject_id: wrong, event_name: "calls", timestamp: "2026-01-15T00:00:00Z", data: { n: 1 } }] });
-    check(`${label}: batch event for flipped id`, batch.body.results?.map((r: Json) => r.status), ["rejected"]);
+    const batch = await call("POST", "/usage-events/batch", {
+      events: [{ idempotency_key: `${label}-batch`, subject_id: wrong, event_name: "calls", timestamp: "2026-01-15T00:00:00Z", data: { n: 1 } }],
+    });
+    check(
+      `${label}: batch event for flipped id`,
+      batch.body.results?.map((r: Json) => r.status),
+      ["rejected"],
+    );
     check(`${label}: a still has no usage`, await total(A.id), [null]);
   }
 });
@@ -187,7 +193,14 @@ scenario("rate cards and catalogs: codes are distinct byte for byte; an exact du
     const again = await add({ fixed_rates: [fixed(a)] });
     check(`${label}: catalog add a again`, [again.status, again.body.message], [400, `fixed_rates[0].code: ${JSON.stringify(a)} is already used by a rate of this rate catalog for the interval`]);
     const listed = (await call("GET", `/rate-catalogs/${cat.id}/rates?limit=100`)).body.rates;
-    check(`${label}: catalog rates`, listed.map((r: Json) => [r.type, (r.fixed ?? r.usage_based).code]), [["fixed", a], ["usage_based", b]]);
+    check(
+      `${label}: catalog rates`,
+      listed.map((r: Json) => [r.type, (r.fixed ?? r.usage_based).code]),
+      [
+        ["fixed", a],
+        ["usage_based", b],
+      ],
+    );
     check(`${label}: catalog rate count`, (await call("GET", `/rate-catalogs/${cat.id}`)).body.rate_count, 2);
     check(`${label}: get flipped catalog id`, status(await call("GET", `/rate-catalogs/${flipId(cat.id)}`)), 404);
   }
@@ -286,7 +299,19 @@ for (const store of STORES) {
       const now = new Date();
       const rate = (code: string) => ({ id: newId("rate"), code, name: code, description: null, price: { kind: "flat" as const, amount: { currency: "USD", value: "1" } } });
       const cards = new SqlRateCardStore(db.sql, db.entities);
-      const card = { id: newId("rc"), environmentId: env, name: "x", description: null, billingInterval: "monthly" as const, metadata: {}, rateCatalogId: null, usageRates: [], currency: "USD", createdAt: now, updatedAt: now };
+      const card = {
+        id: newId("rc"),
+        environmentId: env,
+        name: "x",
+        description: null,
+        billingInterval: "monthly" as const,
+        metadata: {},
+        rateCatalogId: null,
+        usageRates: [],
+        currency: "USD",
+        createdAt: now,
+        updatedAt: now,
+      };
       const err = await t.throwsAsync(() => cards.insert({ ...card, fixedRates: [rate("seats"), rate("seats")] }), { instanceOf: AlreadyExistsError });
       t.regex(err?.message ?? "", /"seats"/);
       await cards.insert({ ...card, id: newId("rc"), fixedRates: [rate("Seats"), rate("seats")] });

@@ -57,7 +57,15 @@ mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 i
     const rows: { t: string; c: string; type: string }[] = await db.dataSource.query(
       "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
     );
-    const sums = ["checkout_sessions.amount_due", "invoice_lines.amount", "invoice_lines.quantity", "invoice_lines.unit_amount", "invoices.total", "usage_rollups.sum_value", "usage_rollups_minute.sum_value"];
+    const sums = [
+      "checkout_sessions.amount_due",
+      "invoice_lines.amount",
+      "invoice_lines.quantity",
+      "invoice_lines.unit_amount",
+      "invoices.total",
+      "usage_rollups.sum_value",
+      "usage_rollups_minute.sum_value",
+    ];
     for (const r of rows) t.is(r.type, sums.includes(`${r.t}.${r.c}`) ? "decimal(65,12)" : "decimal(38,12)", `${r.t}.${r.c}`);
     t.true(sums.every((name) => rows.some((r) => `${r.t}.${r.c}` === name)));
     const largest = `${"9".repeat(53)}.999999999999`;
@@ -79,7 +87,9 @@ for (const store of STORES) {
       for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("MinuteTotals"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
       await db.dataSource.undoLastMigration({ transaction: "each" });
       const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
-      await q("INSERT INTO pricing_metrics (id, environment_id, event_name, name, unit, dimensions, aggregation_type, value_field, created_at) VALUES ('pm_1', 'env_1', 'api', 'API', 'u', '[\"region\"]', 'sum', 'n', '2026-01-01 00:00:00.000')");
+      await q(
+        "INSERT INTO pricing_metrics (id, environment_id, event_name, name, unit, dimensions, aggregation_type, value_field, created_at) VALUES ('pm_1', 'env_1', 'api', 'API', 'u', '[\"region\"]', 'sum', 'n', '2026-01-01 00:00:00.000')",
+      );
       const events: [string, string, string][] = [
         ["k1", "2026-01-01 10:00:05.000", "1.5"],
         ["k2", "2026-01-01 10:00:55.000", "2"],
@@ -96,7 +106,13 @@ for (const store of STORES) {
         "SELECT bucket_start, sum_value, event_count FROM usage_rollups_minute WHERE metric_id = 'pm_1' ORDER BY bucket_start",
       );
       t.deepEqual(
-        rows.map((r) => [String(r.bucket_start instanceof Date ? r.bucket_start.toISOString() : r.bucket_start).slice(0, 16).replace(" ", "T"), Number(r.sum_value), Number(r.event_count)]),
+        rows.map((r) => [
+          String(r.bucket_start instanceof Date ? r.bucket_start.toISOString() : r.bucket_start)
+            .slice(0, 16)
+            .replace(" ", "T"),
+          Number(r.sum_value),
+          Number(r.event_count),
+        ]),
         [
           ["2026-01-01T10:00", 3.5, 2],
           ["2026-01-01T10:01", 0.25, 1],
@@ -131,15 +147,24 @@ mysqlOnly("mysql: every text column compares byte for byte, as the entities say;
     const binary = db.sql.binaryCollation;
     const after = await collations();
     t.true(after.size > 50);
-    t.deepEqual([...after].filter(([, k]) => k !== binary), []);
+    t.deepEqual(
+      [...after].filter(([, k]) => k !== binary),
+      [],
+    );
     const tables: { t: string; k: string }[] = await q(
       "SELECT TABLE_NAME AS t, TABLE_COLLATION AS k FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME <> 'schema_migrations'",
     );
-    t.deepEqual(tables.filter((r) => r.k !== binary), []);
+    t.deepEqual(
+      tables.filter((r) => r.k !== binary),
+      [],
+    );
     // The entities declare the same, column by column.
     const declared = new Map<string, string | undefined>();
     for (const m of db.dataSource.entityMetadatas) for (const c of m.columns) declared.set(`${m.tableName}.${c.databaseName}`, c.collation);
-    t.deepEqual([...after.keys()].filter((k) => declared.get(k) !== binary), []);
+    t.deepEqual(
+      [...after.keys()].filter((k) => declared.get(k) !== binary),
+      [],
+    );
 
     // Back to just after the binary-identifiers migration.
     const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
@@ -150,7 +175,9 @@ mysqlOnly("mysql: every text column compares byte for byte, as the entities say;
     await subject("subj_1", "ext_x");
     await subject("subj_2", "Ext_x");
     await subject("subj_3", "Muller");
-    await q("INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ('ue_1', 'env_1', 'k', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01'), ('ue_2', 'env_1', 'K', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01')");
+    await q(
+      "INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ('ue_1', 'env_1', 'k', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01'), ('ue_2', 'env_1', 'K', 'f', 'subj_1', 'api', '2026-01-01', '{}', '2026-01-01')",
+    );
     const err = await t.throwsAsync(() => db.dataSource.undoLastMigration({ transaction: "each" }));
     t.regex(err?.message ?? "", /subjects\.uq_subjects_env_external_id: \('env_1', 'Ext_x'\) and \('env_1', 'ext_x'\)/);
     t.notRegex(err?.message ?? "", /usage_events|Muller/); // idempotency keys stay binary; one Muller collides with nothing
@@ -165,7 +192,10 @@ mysqlOnly("mysql: every text column compares byte for byte, as the entities say;
     t.is(before.get("pricing_metrics.event_name"), binary);
     await db.dataSource.runMigrations({ transaction: "each" });
     t.deepEqual(await collations(), after);
-    t.deepEqual((await db.dataSource.driver.createSchemaBuilder().log()).upQueries.map((x) => x.query), []);
+    t.deepEqual(
+      (await db.dataSource.driver.createSchemaBuilder().log()).upQueries.map((x) => x.query),
+      [],
+    );
   } finally {
     await db.dataSource.destroy();
     await tdb.drop();

@@ -52,10 +52,13 @@ export class FakeBillingStores implements BillingStores {
     get: async (env, id) => this.copy(this.state.subscriptions.get(id), env),
     list: async (env, filter, p) =>
       page(
-        [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && (!filter.subjectId || s.subjectId === filter.subjectId) && (!filter.rateCardId || s.rateCardId === filter.rateCardId)).map((s) => structuredClone(s)),
+        [...this.state.subscriptions.values()]
+          .filter((s) => s.environmentId === env && (!filter.subjectId || s.subjectId === filter.subjectId) && (!filter.rateCardId || s.rateCardId === filter.rateCardId))
+          .map((s) => structuredClone(s)),
         p,
       ),
-    active: async (env, subjectId) => [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
+    active: async (env, subjectId) =>
+      [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
     due: async (now, clockId, limit, strict, realNow) =>
       [...this.state.subscriptions.values()]
         .filter((s) => s.status === "active" && (strict ? s.periodEnd < now : s.periodEnd <= now) && s.testClockId === clockId && (!s.billingFailure || s.billingFailure.retryAt <= realNow))
@@ -64,7 +67,7 @@ export class FakeBillingStores implements BillingStores {
         .map((s) => structuredClone(s)),
     setBillingFailure: async (s, failure) => {
       const row = this.state.subscriptions.get(s.id);
-      if (!row || row.status !== "active" || row.cycleIndex !== s.cycleIndex || row.usageSince.getTime() !== s.usageSince.getTime()) return false;
+      if (row?.status !== "active" || row.cycleIndex !== s.cycleIndex || row.usageSince.getTime() !== s.usageSince.getTime()) return false;
       row.billingFailure = structuredClone(failure);
       return true;
     },
@@ -73,7 +76,11 @@ export class FakeBillingStores implements BillingStores {
   readonly invoices: BillingStores["invoices"] = {
     get: async (env, id) => this.copy(this.state.invoices.get(id), env),
     byToken: async (token) => structuredClone([...this.state.invoices.values()].find((i) => i.hostedToken === token)),
-    list: async (env, subjectId, p) => page([...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)), p),
+    list: async (env, subjectId, p) =>
+      page(
+        [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
+        p,
+      ),
     setStatus: async (id, from, to) => {
       const inv = this.state.invoices.get(id);
       if (!inv || inv.status !== from) return false;
@@ -106,9 +113,16 @@ export class FakeBillingStores implements BillingStores {
   readonly timelines: BillingStores["timelines"] = {
     insert: async (t) => void this.state.timelines.set(t.id, structuredClone(t)),
     get: async (env, id) => this.copy(this.state.timelines.get(id), env),
-    list: async (env, p) => page([...this.state.timelines.values()].filter((t) => t.environmentId === env).map((t) => structuredClone(t)), p),
+    list: async (env, p) =>
+      page(
+        [...this.state.timelines.values()].filter((t) => t.environmentId === env).map((t) => structuredClone(t)),
+        p,
+      ),
     items: async (timelineId) =>
-      [...this.state.timelineItems.values()].filter((i) => i.timelineId === timelineId).sort((a, b) => a.start.getTime() - b.start.getTime()).map((i) => structuredClone(i)),
+      [...this.state.timelineItems.values()]
+        .filter((i) => i.timelineId === timelineId)
+        .sort((a, b) => a.start.getTime() - b.start.getTime())
+        .map((i) => structuredClone(i)),
     due: async (now, clockId, limit) =>
       [...this.state.timelines.values()]
         .filter((t) => (t.status === "pending" || t.status === "active") && t.nextTransitionAt !== null && t.nextTransitionAt <= now && t.testClockId === clockId)

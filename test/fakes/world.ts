@@ -50,7 +50,20 @@ export function world(start: Date) {
       return m;
     },
     card(id: string, fixedRates: FixedRate[], usageRates: UsageRate[] = []): RateCard {
-      const card: RateCard = { id, environmentId: ENV, name: id, description: null, billingInterval: "monthly", metadata: {}, rateCatalogId: null, fixedRates, usageRates, currency: "USD", createdAt: start, updatedAt: start };
+      const card: RateCard = {
+        id,
+        environmentId: ENV,
+        name: id,
+        description: null,
+        billingInterval: "monthly",
+        metadata: {},
+        rateCatalogId: null,
+        fixedRates,
+        usageRates,
+        currency: "USD",
+        createdAt: start,
+        updatedAt: start,
+      };
       catalog.cardsById.set(id, card);
       return card;
     },
@@ -69,7 +82,9 @@ export function world(start: Date) {
       return r.subscription;
     },
     invoicesOf(subscriptionId: string) {
-      return [...stores.state.invoices.values()].filter((i) => i.subscriptionId === subscriptionId).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.periodKey.localeCompare(b.periodKey));
+      return [...stores.state.invoices.values()]
+        .filter((i) => i.subscriptionId === subscriptionId)
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.periodKey.localeCompare(b.periodKey));
     },
     subscription(id: string): Subscription {
       return stores.state.subscriptions.get(id) as Subscription;

@@ -18,7 +18,7 @@ export const MYSQL_BASE = (process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1
 
 /** What to tell a person whose MariaDB did not answer: what is missing and the two ways on. */
 export function mysqlMissing(cause: unknown): string {
-  const why = cause instanceof Error ? (cause as { code?: string }).code ?? cause.message : String(cause);
+  const why = cause instanceof Error ? ((cause as { code?: string }).code ?? cause.message) : String(cause);
   return (
     `MariaDB/MySQL is not reachable at ${MYSQL_BASE} (${why}), and TEST_STORES=${STORES.join(",")} asks for it: ` +
     "start MariaDB (e.g. `service mariadb start`; root with an empty password over TCP, as .ci/run sets up) or point TEST_MYSQL_URL at one, " +

@@ -41,7 +41,7 @@ export function format(ms: number, s: Style): string {
   const time = `${pad(local.getUTCHours())}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())}`;
   const milli = pad(local.getUTCMilliseconds(), 3);
   const digits = milli === "000" ? s.digits : Math.max(3, s.digits);
-  let fraction = digits === 0 ? "" : `.${(milli + "000000").slice(0, Math.min(digits, 9)).padEnd(digits, "0")}`;
+  let fraction = digits === 0 ? "" : `.${`${milli}000000`.slice(0, Math.min(digits, 9)).padEnd(digits, "0")}`;
   if (digits >= 3) fraction += s.extra;
   const zone = s.offset === null ? "" : offset === 0 ? s.zero : `${offset < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`;
   return `${date}${s.separator}${time}${fraction}${zone}`;

@@ -106,11 +106,7 @@ export async function untilHealthy(url: string): Promise<void> {
  * `setUp` runs right after the start (ava may run a file's before hooks concurrently, so work
  * that needs the server goes here); what it returns runs before the server stops.
  */
-export function useServer(
-  store: Store,
-  env: Record<string, string> = {},
-  setUp?: (server: TestServer) => Promise<(() => Promise<void>) | undefined>,
-): TestServer {
+export function useServer(store: Store, env: Record<string, string> = {}, setUp?: (server: TestServer) => Promise<(() => Promise<void>) | undefined>): TestServer {
   let started: TestServer | undefined;
   let tearDown: (() => Promise<void>) | undefined;
   test.before(async () => {

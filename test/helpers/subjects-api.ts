@@ -52,8 +52,7 @@ function restApi(url: string, key: string | undefined): SubjectsApi {
     if (r.status === 200) return { ok: r.body };
     return { error: r.body.code };
   };
-  const page = (limit?: number, offset?: number) =>
-    [limit !== undefined ? `limit=${limit}` : "", offset !== undefined ? `offset=${offset}` : ""].filter(Boolean).join("&");
+  const page = (limit?: number, offset?: number) => [limit !== undefined ? `limit=${limit}` : "", offset !== undefined ? `offset=${offset}` : ""].filter(Boolean).join("&");
   return {
     create: (b) => call("POST", "/subjects", b),
     get: (id) => call("GET", `/subjects/${encodeURIComponent(id)}`),

@@ -67,7 +67,10 @@ test("every unary RPC of the served services has a REST route", (t) => {
   for (const s of restServices) {
     for (const m of s.methods) {
       if (m.methodKind !== "unary") continue;
-      t.true(routes.some((r) => r.method === m), `${s.typeName}/${m.name}`);
+      t.true(
+        routes.some((r) => r.method === m),
+        `${s.typeName}/${m.name}`,
+      );
     }
   }
 });

@@ -26,7 +26,11 @@ const cases: [string, typeof CreateSubjectRequestSchema | typeof UpdateSubjectRe
 for (const [title, schema, text, expected] of cases) {
   test(title, (t) => {
     const { json, violations } = checkJson(schema, parseJson(text));
-    if (Array.isArray(expected)) t.deepEqual(violations.map((v) => v.field), expected);
+    if (Array.isArray(expected))
+      t.deepEqual(
+        violations.map((v) => v.field),
+        expected,
+      );
     else {
       t.deepEqual(violations, []);
       t.deepEqual(json, expected);
@@ -36,7 +40,10 @@ for (const [title, schema, text, expected] of cases) {
 
 test("a body that is not an object is one violation on the body", (t) => {
   for (const text of ["[]", '"x"', "1", "true"]) {
-    t.deepEqual(checkJson(CreateSubjectRequestSchema, parseJson(text)).violations.map((v) => v.field), [""]);
+    t.deepEqual(
+      checkJson(CreateSubjectRequestSchema, parseJson(text)).violations.map((v) => v.field),
+      [""],
+    );
   }
 });
 
@@ -67,7 +74,7 @@ const shown = (text: string) => JSON.parse(JSON.stringify(parseJson(text), (_k, 
 
 const parseCases: [string, unknown][] = [
   ['{"a": 12345678901234567890.123456789012}', { a: "N:12345678901234567890.123456789012" }],
-  ['[0, -0, 1e400, -2.5E-3, 10]', ["N:0", "N:-0", "N:1e400", "N:-2.5E-3", "N:10"]],
+  ["[0, -0, 1e400, -2.5E-3, 10]", ["N:0", "N:-0", "N:1e400", "N:-2.5E-3", "N:10"]],
   ['{"s": "12, 3.5 and -7", "t": "a \\"quoted 1\\" b", "u": "ends with a backslash \\\\", "v": 4}', { s: "12, 3.5 and -7", t: 'a "quoted 1" b', u: "ends with a backslash \\", v: "N:4" }],
   ['{"k1": {"k2": [true, null, "x", 3]}}', { k1: { k2: [true, null, "x", "N:3"] } }],
   ['{"\\u0000#": "5"}', "N:5"], // the wrapper's own shape, written by a client: that number
@@ -94,10 +101,16 @@ test("a usage event's timestamp that does not read is left out and deferred to i
   );
   t.deepEqual(batch.violations, []);
   t.deepEqual(batch.json, { events: [{ event_name: "a", timestamp: "2026-01-31T10:00:00.000Z" }, { event_name: "b" }] });
-  t.deepEqual(batch.deferred.map((d) => d.field), ["events[1].timestamp"]);
+  t.deepEqual(
+    batch.deferred.map((d) => d.field),
+    ["events[1].timestamp"],
+  );
   t.regex(batch.deferred[0]?.description ?? "", /2026-02-30 is not a calendar date/);
   // Not a string: a wrong JSON type, refused with the request like any other.
-  t.deepEqual(checkJson(CreateUsageEventRequestSchema, parseJson('{"timestamp":5}')).violations.map((v) => v.field), ["timestamp"]);
+  t.deepEqual(
+    checkJson(CreateUsageEventRequestSchema, parseJson('{"timestamp":5}')).violations.map((v) => v.field),
+    ["timestamp"],
+  );
 });
 
 test("readJsonMessage: bytes that are not UTF-8, malformed JSON and an empty body", (t) => {
@@ -106,6 +119,9 @@ test("readJsonMessage: bytes that are not UTF-8, malformed JSON and an empty bod
   t.is((notUtf8 as InvalidArgumentError).reason, "INVALID_UTF8");
   const malformed = t.throws(() => readJsonMessage(CreateSubjectRequestSchema, new TextEncoder().encode('{"name":')));
   t.is((malformed as InvalidArgumentError).reason, "MALFORMED_JSON");
-  t.deepEqual((malformed as InvalidArgumentError).violations.map((v) => v.field), [""]);
+  t.deepEqual(
+    (malformed as InvalidArgumentError).violations.map((v) => v.field),
+    [""],
+  );
   t.deepEqual(readJsonMessage(CreateSubjectRequestSchema, new Uint8Array()).json, {});
 });

@@ -33,7 +33,12 @@ test.before(async () => {
   const db = await createDatabase(tdb.url, { poolSize: 2 });
   await db.dataSource.initialize();
   const log = createLogger("error");
-  const { engine: _engine, ...services } = buildServices(db, () => "http://localhost", () => new Date(), log);
+  const { engine: _engine, ...services } = buildServices(
+    db,
+    () => "http://localhost",
+    () => new Date(),
+    log,
+  );
   const router = { interceptors: [errorInterceptor(log), authInterceptor(new KeyVerifier(new SqlAuthStore(db.sql, db.entities), 0))] };
   const served = routes(implementations(services));
   client = <T extends DescService>(service: T, key?: string) => {
@@ -102,15 +107,17 @@ test("SubjectService: invalid input is InvalidArgument naming each field", async
   const fields = violations(err).map((v) => v.split(":")[0]);
   t.true(fields.includes("email"), violations(err).join("; "));
   const page = await t.throwsAsync(subjects.listSubjects({ limit: 101 }));
-  t.deepEqual(violations(page).map((v) => v.split(":")[0]), ["limit"]);
+  t.deepEqual(
+    violations(page).map((v) => v.split(":")[0]),
+    ["limit"],
+  );
 });
 
 test("UsageEventService and PricingMetricService: events are counted once, duplicates named, bad events rejected", async (t) => {
   const key = keys.a;
   const subject = (await client(SubjectService, key).createSubject({ name: "Metered" })).subject!;
   const metrics = client(PricingMetricService, key);
-  const metric = (await metrics.createPricingMetric({ eventName: "rt_calls", name: "Calls", unit: "call", aggregation: { aggregationType: "sum", valueField: "n" } }))
-    .pricingMetric!;
+  const metric = (await metrics.createPricingMetric({ eventName: "rt_calls", name: "Calls", unit: "call", aggregation: { aggregationType: "sum", valueField: "n" } })).pricingMetric!;
   const usage = client(UsageEventService, key);
   const event = (idempotencyKey: string, n: string) => ({ idempotencyKey, subjectId: subject.id, eventName: "rt_calls", data: { n }, timestamp: timestampFromDate(new Date("2026-03-02T10:00:00Z")) });
 
@@ -130,7 +137,12 @@ test("UsageEventService and PricingMetricService: events are counted once, dupli
 });
 
 test("UsageEventService: an event without a subject is InvalidArgument", async (t) => {
-  const err = await t.throwsAsync(client(UsageEventService, keys.a).createUsageEvent({ idempotencyKey: "x", eventName: "rt_calls", data: {}, timestamp: timestampFromDate(new Date("2026-03-02T10:00:00Z")) }));
+  const err = await t.throwsAsync(
+    client(UsageEventService, keys.a).createUsageEvent({ idempotencyKey: "x", eventName: "rt_calls", data: {}, timestamp: timestampFromDate(new Date("2026-03-02T10:00:00Z")) }),
+  );
   t.is(ConnectError.from(err).code, Code.InvalidArgument);
-  t.true(violations(err).some((v) => v.startsWith("subject_id")), violations(err).join("; "));
+  t.true(
+    violations(err).some((v) => v.startsWith("subject_id")),
+    violations(err).join("; "),
+  );
 });

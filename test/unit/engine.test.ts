@@ -81,8 +81,16 @@ test("a close that fails sets that subscription aside, bills the others, and ret
   t.is(aside.billingFailure?.attempts, 1);
   t.regex(aside.billingFailure?.message ?? "", /^internal error at 2026-02-15T00:00:00.000Z; the server log has the cause$/);
   t.true((aside.billingFailure?.retryAt.getTime() ?? 0) > FEB.getTime(), "retried after a backoff");
-  t.deepEqual(w.setAside.map((x) => x.subscription.id), [bad.id], "and it is reported");
-  t.deepEqual(w.invoicesOf(bad.id).map((i) => i.periodKey), ["cycle:0"], "nothing of the failed close is written");
+  t.deepEqual(
+    w.setAside.map((x) => x.subscription.id),
+    [bad.id],
+    "and it is reported",
+  );
+  t.deepEqual(
+    w.invoicesOf(bad.id).map((i) => i.periodKey),
+    ["cycle:0"],
+    "nothing of the failed close is written",
+  );
 
   w.stores.fault = () => {};
   t.is(await w.scheduler.runDue(FEB, null), 0, "not due again before its retry time");

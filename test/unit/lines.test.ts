@@ -90,12 +90,7 @@ const dimensionalCases: [string, ReturnType<typeof use>[], string, string[][]][]
     "12",
     [["Storage (region=eu, tier=basic)", "4", "1", "4"]],
   ],
-  [
-    "usage of one combination in several parts is summed",
-    [use("eu", "pro", "1"), use("eu", "pro", "2")],
-    "0",
-    [["Storage (region=eu, tier=pro)", "3", "3", "9"]],
-  ],
+  ["usage of one combination in several parts is summed", [use("eu", "pro", "1"), use("eu", "pro", "2")], "0", [["Storage (region=eu, tier=pro)", "3", "3", "9"]]],
   [
     "a combination without a cell is billed at zero and named",
     [use("ap", "basic", "7"), use("eu", "basic", "1")],

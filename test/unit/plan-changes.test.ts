@@ -53,10 +53,13 @@ test("an upgrade mid-cycle invoices the old card's usage so far and the prorated
   w.moveTo(FEB);
   t.is(await w.scheduler.runDue(FEB, null), 1);
   const closing = w.invoicesOf(sub.id).find((i) => i.periodKey === "cycle:1");
-  t.deepEqual(closing?.lines.map((l) => [l.description, l.quantity, l.amount]), [
-    ["seats", "2", "60"],
-    ["calls", "3", "3"],
-  ]);
+  t.deepEqual(
+    closing?.lines.map((l) => [l.description, l.quantity, l.amount]),
+    [
+      ["seats", "2", "60"],
+      ["calls", "3", "3"],
+    ],
+  );
 });
 
 test("rate_difference charges the whole difference; a downgrade charges none", async (t) => {
@@ -64,7 +67,10 @@ test("rate_difference charges the whole difference; a downgrade charges none", a
   w.moveTo(MID_JAN);
   await w.changes.changeRateCard(w.caller, up.id, { rateCardId: "large", behavior: "rate_difference" });
   t.deepEqual(
-    w.invoicesOf(up.id).find((i) => i.periodKey.startsWith("change:"))?.lines.map((l) => [l.description, l.amount]),
+    w
+      .invoicesOf(up.id)
+      .find((i) => i.periodKey.startsWith("change:"))
+      ?.lines.map((l) => [l.description, l.amount]),
     [["Upgrade from small to large", "20"]],
   );
 
@@ -99,7 +105,10 @@ test("cancelling now bills the usage since the last invoice, and no fixed charge
   const cancelled = await w.changes.cancel(w.caller, sub.id, { reason: "moving on" });
   t.deepEqual([cancelled.status, cancelled.cancelledAt, cancelled.cancelReason], ["cancelled", MID_JAN, "moving on"]);
   const final = w.invoicesOf(sub.id).find((i) => i.periodKey === "final");
-  t.deepEqual(final?.lines.map((l) => [l.description, l.amount]), [["calls", "4"]]);
+  t.deepEqual(
+    final?.lines.map((l) => [l.description, l.amount]),
+    [["calls", "4"]],
+  );
   t.deepEqual([final?.periodStart, final?.periodEnd], [JAN, MID_JAN]);
   const FEB = new Date("2026-02-01T00:00:00Z");
   w.moveTo(FEB);
@@ -115,6 +124,12 @@ test("cancelling at the end of the cycle bills that cycle's usage and no next fi
   const FEB = new Date("2026-02-01T00:00:00Z");
   w.moveTo(FEB);
   t.is(await w.scheduler.runDue(FEB, null), 1);
-  t.deepEqual(w.invoicesOf(sub.id).find((i) => i.periodKey === "cycle:1")?.lines.map((l) => [l.description, l.amount]), [["calls", "2"]]);
+  t.deepEqual(
+    w
+      .invoicesOf(sub.id)
+      .find((i) => i.periodKey === "cycle:1")
+      ?.lines.map((l) => [l.description, l.amount]),
+    [["calls", "2"]],
+  );
   t.deepEqual([w.subscription(sub.id).status, w.subscription(sub.id).cancelledAt], ["cancelled", FEB]);
 });

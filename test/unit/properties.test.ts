@@ -17,14 +17,11 @@ function holds(t: ExecutionContext, property: fc.IPropertyWithHooks<unknown> | f
 }
 
 /** A non-negative decimal with up to `places` digits after the point, as text. */
-const decimalText = (max = 10n ** 12n, places = 6) =>
-  fc.tuple(fc.bigInt({ min: 0n, max }), fc.integer({ min: 0, max: places })).map(([n, k]) => formatDecimal(dec(n.toString()).div(dec(10).pow(k))));
+const decimalText = (max = 10n ** 12n, places = 6) => fc.tuple(fc.bigInt({ min: 0n, max }), fc.integer({ min: 0, max: places })).map(([n, k]) => formatDecimal(dec(n.toString()).div(dec(10).pow(k))));
 const positiveWhole = (max = 1_000_000) => fc.integer({ min: 1, max }).map(String);
 
 const packagePrice = (rounding: "round_up" | "round_down") =>
-  fc.tuple(decimalText(10n ** 6n, 2), positiveWhole(10_000)).map(
-    ([value, units]): Price => ({ kind: "package", amount: { currency: "USD", value }, packageUnits: units, rounding }),
-  );
+  fc.tuple(decimalText(10n ** 6n, 2), positiveWhole(10_000)).map(([value, units]): Price => ({ kind: "package", amount: { currency: "USD", value }, packageUnits: units, rounding }));
 
 test("a round_up package price bills the fewest whole packages that cover the billable usage", (t) => {
   holds(
@@ -69,12 +66,8 @@ interface Event {
   key: string;
   value: string;
 }
-const events = fc.array(
-  fc.record({ at: fc.integer({ min: 0, max: 1_000 }), key: fc.string({ minLength: 1, maxLength: 4 }), value: decimalText(10n ** 9n, 3) }),
-  { maxLength: 40 },
-);
-const metric = (type: AggregationType): PricingMetric =>
-  ({ id: "m", code: "m", name: "m", aggregation: { type, valueField: type === "count" ? undefined : "v" } }) as unknown as PricingMetric;
+const events = fc.array(fc.record({ at: fc.integer({ min: 0, max: 1_000 }), key: fc.string({ minLength: 1, maxLength: 4 }), value: decimalText(10n ** 9n, 3) }), { maxLength: 40 });
+const metric = (type: AggregationType): PricingMetric => ({ id: "m", code: "m", name: "m", aggregation: { type, valueField: type === "count" ? undefined : "v" } }) as unknown as PricingMetric;
 
 function aggregate(type: AggregationType, list: readonly Event[]): Agg {
   let acc = EMPTY;
@@ -94,7 +87,10 @@ for (const type of ["sum", "count", "max", "last"] as AggregationType[]) {
         events.map((es) => [...new Map(es.map((e) => [`${e.at}|${e.key}`, e])).values()]),
         fc.infiniteStream(fc.nat()),
         (es, seeds) => {
-          const shuffled = es.map((e) => ({ e, r: seeds.next().value })).sort((a, b) => a.r - b.r).map((x) => x.e);
+          const shuffled = es
+            .map((e) => ({ e, r: seeds.next().value }))
+            .sort((a, b) => a.r - b.r)
+            .map((x) => x.e);
           return valueOf(type, aggregate(type, es)) === valueOf(type, aggregate(type, shuffled));
         },
       ),
@@ -122,7 +118,10 @@ test("dimensional lines and their total are the same in any order of usage", (t)
           dec(1),
           (c) => c.r,
         ).map((l) => `${l.description} ${formatDecimal(l.quantity)} ${formatDecimal(l.amount)}`);
-      const shuffled = us.map((u) => ({ u, k: seeds.next().value })).sort((a, b) => a.k - b.k).map((x) => x.u);
+      const shuffled = us
+        .map((u) => ({ u, k: seeds.next().value }))
+        .sort((a, b) => a.k - b.k)
+        .map((x) => x.u);
       return JSON.stringify(bill(us)) === JSON.stringify(bill(shuffled));
     }),
   );
@@ -136,7 +135,10 @@ const range = fc
   .map(([a, b, inclusiveStart, inclusiveEnd]): Range => ({ start: Math.min(a, b), end: Math.max(a, b), inclusiveStart, inclusiveEnd }));
 /** Instants that like to sit on hour boundaries and on the range's edges, where mistakes live. */
 const instants = fc.array(
-  fc.oneof(fc.integer({ min: 0, max: HOURS }).map((h) => h * HOUR), fc.integer({ min: 0, max: HOURS * HOUR })),
+  fc.oneof(
+    fc.integer({ min: 0, max: HOURS }).map((h) => h * HOUR),
+    fc.integer({ min: 0, max: HOURS * HOUR }),
+  ),
   { maxLength: 60 },
 );
 
@@ -170,8 +172,7 @@ test("usage aggregated per bucket and merged is the usage of the whole period, a
       fc.constantFrom<Granularity>("hour", "day", "week"),
       fc.array(fc.record({ at: fc.integer({ min: 0, max: HOURS * HOUR }), value: decimalText(10n ** 6n, 3) }), { maxLength: 40 }),
       (r, g, es) => {
-        const aggIn = (part: Range) =>
-          es.filter((e) => contains(part, e.at)).reduce<Agg>((acc, e, i) => combine(acc, aggOfEvent(metric("sum"), { v: e.value }, e.at, String(i)) ?? EMPTY), EMPTY);
+        const aggIn = (part: Range) => es.filter((e) => contains(part, e.at)).reduce<Agg>((acc, e, i) => combine(acc, aggOfEvent(metric("sum"), { v: e.value }, e.at, String(i)) ?? EMPTY), EMPTY);
         const whole = aggIn(r);
         const merged = buckets(r, g).map(aggIn).reduce(combine, EMPTY);
         const bill = (a: Agg) => total(simpleUsageLine("u", price, a.sum, dec(2), dec(1)));
@@ -187,7 +188,11 @@ test("a flat price in whole units: the lines of a split period add up to the lin
     fc.property(fc.array(fc.bigInt({ min: 0n, max: 10n ** 9n }), { minLength: 1, maxLength: 12 }), fc.bigInt({ min: 0n, max: 10n ** 6n }), (parts, unit) => {
       const q = (n: bigint): Decimal => dec(n.toString());
       const split = total(parts.map((p) => line("u", q(p), q(unit))));
-      const whole = line("u", parts.map(q).reduce((a, b) => a.plus(b)), q(unit)).amount;
+      const whole = line(
+        "u",
+        parts.map(q).reduce((a, b) => a.plus(b)),
+        q(unit),
+      ).amount;
       return split.eq(whole);
     }),
   );

@@ -33,12 +33,20 @@ export class PricingMetricService {
 
   async create(caller: Caller, input: CreatePricingMetricInput): Promise<PricingMetric> {
     const v = new Violations();
-    for (const [field, value] of [["event_name", input.eventName], ["name", input.name], ["unit", input.unit]] as const) checkText(v, field, value, 255, true);
+    for (const [field, value] of [
+      ["event_name", input.eventName],
+      ["name", input.name],
+      ["unit", input.unit],
+    ] as const)
+      checkText(v, field, value, 255, true);
     if (input.dimensions.length > MAX_DIMENSIONS) v.add("dimensions", `must have at most ${MAX_DIMENSIONS} entries`);
     const seen = new Set<string>();
     input.dimensions.forEach((d, i) => {
       if (!FIELD.test(d)) v.at("dimensions").at(i).add("", "must be 1 to 100 letters, digits or _ . : -");
-      else if (seen.has(d)) v.at("dimensions").at(i).add("", `duplicates ${JSON.stringify(d)}`);
+      else if (seen.has(d))
+        v.at("dimensions")
+          .at(i)
+          .add("", `duplicates ${JSON.stringify(d)}`);
       seen.add(d);
     });
     const av = v.at("aggregation");

@@ -28,7 +28,11 @@ export interface RateContext {
 
 /** Canonical text of a cell's coordinates: the unique key of the cell within its rate. */
 export function coordinatesKey(coordinates: Record<string, string>): string {
-  return JSON.stringify(Object.keys(coordinates).sort().map((k) => [k, coordinates[k]]));
+  return JSON.stringify(
+    Object.keys(coordinates)
+      .sort()
+      .map((k) => [k, coordinates[k]]),
+  );
 }
 
 /** A text field: required (not blank) when `required`, at most `max` characters. */
@@ -133,7 +137,10 @@ export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): 
       const values = new Set<string>();
       d.values.forEach((value, k) => {
         if (value === "") dv.at("values").at(k).add("", "must not be empty");
-        else if (values.has(value)) dv.at("values").at(k).add("", `duplicates the value ${JSON.stringify(value)}`);
+        else if (values.has(value))
+          dv.at("values")
+            .at(k)
+            .add("", `duplicates the value ${JSON.stringify(value)}`);
         values.add(value);
       });
       if (d.key !== "" && !byKey.has(d.key)) byKey.set(d.key, values);

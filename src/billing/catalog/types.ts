@@ -16,9 +16,7 @@ export interface Money {
   value: string;
 }
 
-export type Price =
-  | { kind: "flat"; amount: Money }
-  | { kind: "package"; amount: Money; packageUnits: string; rounding: RoundingBehavior };
+export type Price = { kind: "flat"; amount: Money } | { kind: "package"; amount: Money; packageUnits: string; rounding: RoundingBehavior };
 
 export interface FixedRate {
   id: string;
@@ -49,9 +47,7 @@ interface UsageRateBase {
   includedUnits: string;
 }
 
-export type UsageRate =
-  | (UsageRateBase & { type: "simple"; price: Price })
-  | (UsageRateBase & { type: "dimensional"; dimensions: Dimension[]; cells: MatrixCell[] });
+export type UsageRate = (UsageRateBase & { type: "simple"; price: Price }) | (UsageRateBase & { type: "dimensional"; dimensions: Dimension[]; cells: MatrixCell[] });
 
 export interface RateSet {
   fixed: FixedRate[];

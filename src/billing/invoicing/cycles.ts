@@ -16,9 +16,7 @@ export function addMonths(anchor: Date, months: number): Date {
   const year = y + Math.floor(m / 12);
   const month = ((m % 12) + 12) % 12;
   const day = Math.min(anchor.getUTCDate(), daysInMonth(year, month));
-  return new Date(
-    Date.UTC(year, month, day, anchor.getUTCHours(), anchor.getUTCMinutes(), anchor.getUTCSeconds(), anchor.getUTCMilliseconds()),
-  );
+  return new Date(Date.UTC(year, month, day, anchor.getUTCHours(), anchor.getUTCMinutes(), anchor.getUTCSeconds(), anchor.getUTCMilliseconds()));
 }
 
 /** Start of cycle `index` (0 is the anchor itself). */

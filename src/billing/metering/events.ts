@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import type { PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
-import { AlreadyExistsError, type BillingError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
 import { checkInstant } from "../time.js";
@@ -118,7 +118,9 @@ export function fingerprint(subjectId: string, e: PreparedEvent): string {
   const data = Object.keys(e.data)
     .sort()
     .map((k) => [k, e.data[k]]);
-  return createHash("sha256").update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp])).digest("hex");
+  return createHash("sha256")
+    .update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp]))
+    .digest("hex");
 }
 
 /**
@@ -143,7 +145,11 @@ export function hashCoordinates(dims: Record<string, string>): string {
 }
 
 /** What one event adds to the hourly totals of each metric reading its event name. */
-export function contributionsOf(metrics: readonly PricingMetric[], subjectId: string, e: { eventName: string; data: Record<string, string>; occurredAt: number; idempotencyKey: string }): Contribution[] {
+export function contributionsOf(
+  metrics: readonly PricingMetric[],
+  subjectId: string,
+  e: { eventName: string; data: Record<string, string>; occurredAt: number; idempotencyKey: string },
+): Contribution[] {
   const out: Contribution[] = [];
   for (const m of metrics) {
     if (m.eventName !== e.eventName) continue;
@@ -219,11 +225,10 @@ export function classify(c: Candidate, stored: { id: string; fingerprint: string
   if (stored.fingerprint === c.fingerprint) return { status: "duplicate", id: stored.id };
   return {
     status: "rejected",
-    error: new AlreadyExistsError(
-      "IDEMPOTENCY_KEY_REUSED",
-      `${c.event.path}idempotency_key: ${JSON.stringify(c.event.idempotencyKey)} was already used for an event with another payload`,
-      { idempotency_key: c.event.idempotencyKey, event_id: stored.id },
-    ),
+    error: new AlreadyExistsError("IDEMPOTENCY_KEY_REUSED", `${c.event.path}idempotency_key: ${JSON.stringify(c.event.idempotencyKey)} was already used for an event with another payload`, {
+      idempotency_key: c.event.idempotencyKey,
+      event_id: stored.id,
+    }),
   };
 }
 

@@ -83,8 +83,11 @@ export class IngestService {
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
     let b = this.batchers.get(environmentId);
     if (!b) {
-      b = new GroupCommit((events) => this.store.ingest(environmentId, events, ingestDecision), MAX_BATCH, this.options.maxInFlightPerEnvironment, (err) =>
-        this.store.failedOnData(err),
+      b = new GroupCommit(
+        (events) => this.store.ingest(environmentId, events, ingestDecision),
+        MAX_BATCH,
+        this.options.maxInFlightPerEnvironment,
+        (err) => this.store.failedOnData(err),
       );
       this.batchers.set(environmentId, b);
     }
@@ -238,8 +241,13 @@ export class SummaryService {
     const seen = new Set<string>();
     input.dimensions.forEach((d, i) => {
       if (!metric.dimensions.includes(d)) {
-        v.at("dimensions").at(i).add("", `is not a dimension of pricing metric ${metric.id} (its dimensions: ${metric.dimensions.join(", ") || "none"})`);
-      } else if (seen.has(d)) v.at("dimensions").at(i).add("", `duplicates ${JSON.stringify(d)}`);
+        v.at("dimensions")
+          .at(i)
+          .add("", `is not a dimension of pricing metric ${metric.id} (its dimensions: ${metric.dimensions.join(", ") || "none"})`);
+      } else if (seen.has(d))
+        v.at("dimensions")
+          .at(i)
+          .add("", `duplicates ${JSON.stringify(d)}`);
       seen.add(d);
     });
     const range: Range | undefined =
@@ -279,8 +287,7 @@ export class SummaryService {
     const out: Summary[] = [];
     list.forEach((bucket, i) => {
       const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()].sort(([a], [b]) => (a < b ? -1 : 1));
-      const id = (key: string) =>
-        `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
+      const id = (key: string) => `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
       if (groups.length === 0) {
         out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
         return;
@@ -299,4 +306,3 @@ export class SummaryService {
     return out;
   }
 }
-

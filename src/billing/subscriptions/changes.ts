@@ -102,7 +102,7 @@ export class SubscriptionChanges {
       if (input.atEndOfCycle) {
         const flagged = await this.stores.transaction(async (tx) => {
           const s = await tx.lockSubscription(caller.environmentId, id);
-          if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
+          if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
           if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
           // A cycle that ended but is not closed yet (another runner holds it): wait for it, so
           // that the flag applies to the cycle `now` is in.
@@ -139,7 +139,7 @@ export class SubscriptionChanges {
     const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
     const cancelled = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
-      if (!s || s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
+      if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
@@ -170,8 +170,10 @@ export class SubscriptionChanges {
       if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
       const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
       if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
-      if (newCard.billingInterval !== oldCard.billingInterval) throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
-      if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency) throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
+      if (newCard.billingInterval !== oldCard.billingInterval)
+        throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
+      if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency)
+        throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
       const subject = await this.lookups.subject(caller, current.subjectId);
       const now = await this.lookups.nowFor(subject);
 
@@ -191,7 +193,17 @@ export class SubscriptionChanges {
       // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
       // invoiced either way (and stays open without a card, like any cycle invoice).
       if (plan.upgrade.gt(0) && !subject.paymentMethodId) {
-        const session = await this.checkouts.open(caller, subject, "change", { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior }, input.callbacks, newCard, total(plan.lines), `Change to ${newCard.name}`, now);
+        const session = await this.checkouts.open(
+          caller,
+          subject,
+          "change",
+          { subscriptionId: id, rateCardId: newCard.id, behavior: input.behavior },
+          input.callbacks,
+          newCard,
+          total(plan.lines),
+          `Change to ${newCard.name}`,
+          now,
+        );
         return { result: { kind: "requires_action", checkoutUrl: this.checkouts.url(session) } };
       }
       const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan.lines, true);
@@ -213,7 +225,11 @@ export class SubscriptionChanges {
       upgrade = prorate ? diff.times(left).div(span) : diff;
       if (upgrade.gt(0)) {
         lines.push(
-          line(`Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`, dec(1), upgrade),
+          line(
+            `Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`,
+            dec(1),
+            upgrade,
+          ),
         );
       }
     }
@@ -226,7 +242,14 @@ export class SubscriptionChanges {
    * the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
    * `at` without being closed yet.
    */
-  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: Line[], inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+  private async trySwitch(
+    current: Subscription,
+    newCard: RateCard,
+    next: SubscriptionTerms,
+    at: Date,
+    lines: Line[],
+    inCurrentPeriod: boolean,
+  ): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check below is what keeps one change from being applied twice.

@@ -33,6 +33,7 @@ export const MAX_CALLBACK_URL_LENGTH = 2000;
  */
 export function normalizeCallbackUrl(url: string): string | undefined {
   // The URL parser drops tabs and line breaks and trims spaces: refused rather than guessed at.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
   if (/[\s\u0000-\u001f\u007f]/.test(url)) return undefined;
   let u: URL;
   try {
@@ -54,7 +55,10 @@ function checkUrls(c: CallbackUrls | undefined, v: Violations): CallbackUrls {
     return { successUrl: "", cancelledUrl: "" };
   }
   const out: CallbackUrls = { successUrl: "", cancelledUrl: "" };
-  for (const [field, key] of [["success_url", "successUrl"], ["cancelled_url", "cancelledUrl"]] as const) {
+  for (const [field, key] of [
+    ["success_url", "successUrl"],
+    ["cancelled_url", "cancelledUrl"],
+  ] as const) {
     const url = c[key];
     const normalized = normalizeCallbackUrl(url);
     if (normalized === undefined) cv.add(field, url === "" ? "is required" : "must be an http or https URL");
@@ -75,7 +79,17 @@ export class Checkouts {
   }
 
   /** Opens a hosted checkout; the callback URLs are required and checked here, for every kind. */
-  async open(caller: Caller, subject: BillingSubject, kind: CheckoutSession["kind"], payload: Record<string, unknown>, given: CallbackUrls | undefined, card: RateCard, amountDue: Decimal, description: string, now: Date) {
+  async open(
+    caller: Caller,
+    subject: BillingSubject,
+    kind: CheckoutSession["kind"],
+    payload: Record<string, unknown>,
+    given: CallbackUrls | undefined,
+    card: RateCard,
+    amountDue: Decimal,
+    description: string,
+    now: Date,
+  ) {
     // Nothing that cannot be paid is opened (callers check first; this is the last guard).
     if (!this.lookups.paymentsFor(caller)) throw noPaymentProvider("a hosted checkout cannot take a payment");
     const v = new Violations();

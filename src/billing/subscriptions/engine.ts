@@ -174,7 +174,16 @@ export class BillingEngine {
       } else {
         const keys = rate.dimensions.map((d) => d.key);
         const measured = await this.usage.measure(metric, s.subjectId, from, to, keys);
-        out.push(...dimensionalLines(rate.name, rate.cells, measured.map((x) => ({ coordinates: x.coordinates, used: x.value })), included, m, coordinatesKey));
+        out.push(
+          ...dimensionalLines(
+            rate.name,
+            rate.cells,
+            measured.map((x) => ({ coordinates: x.coordinates, used: x.value })),
+            included,
+            m,
+            coordinatesKey,
+          ),
+        );
       }
     }
     return out;
@@ -198,7 +207,11 @@ export class BillingEngine {
    */
   newInvoice(s: Subscription, card: RateCard, periodKey: string, lines: Line[], periodStart: Date, periodEnd: Date, at: Date): Invoice {
     for (const l of lines) {
-      for (const [what, d] of [["quantity", l.quantity], ["unit amount", l.unitAmount], ["amount", l.amount]] as const) {
+      for (const [what, d] of [
+        ["quantity", l.quantity],
+        ["unit amount", l.unitAmount],
+        ["amount", l.amount],
+      ] as const) {
         const problem = amountProblem(d);
         if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the ${what} of invoice line "${l.description}" ${problem}`);
       }

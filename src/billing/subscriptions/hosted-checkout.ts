@@ -62,19 +62,27 @@ export class HostedCheckout {
     if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string };
       const sub = await this.stores.subscriptions.get(session.environmentId, p.subscriptionId);
-      if (!sub || sub.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
+      if (sub?.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
     } else if (session.kind === "timeline") {
       const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { timelineId: string }).timelineId);
-      if (!tl || tl.status !== "draft") return stale;
+      if (tl?.status !== "draft") return stale;
     } else if ((session.payload as { request: CreateSubscriptionInput }).request.timelineId) {
       const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
-      if (!tl || tl.status !== "draft") return stale;
+      if (tl?.status !== "draft") return stale;
     }
     const pmId = newId("pm_card");
     const claimed = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockCheckout(token);
-      if (!locked || locked.status !== "open") return false;
-      await tx.insertPaymentMethod({ id: pmId, environmentId: session.environmentId, subjectId: subject.id, brand: card.brand, last4: card.last4, behavior: card.behavior, createdAt: this.engine.now() });
+      if (locked?.status !== "open") return false;
+      await tx.insertPaymentMethod({
+        id: pmId,
+        environmentId: session.environmentId,
+        subjectId: subject.id,
+        brand: card.brand,
+        last4: card.last4,
+        behavior: card.behavior,
+        createdAt: this.engine.now(),
+      });
       await tx.setSubjectPaymentMethod(subject.id, pmId);
       await tx.updateCheckoutStatus(session.id, "completed");
       return true;

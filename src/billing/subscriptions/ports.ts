@@ -6,19 +6,7 @@
  */
 import type { Page, PageResult } from "../pagination.js";
 import type { EnvironmentMode } from "../tenancy.js";
-import type {
-  BillingFailure,
-  BillingSubject,
-  CheckoutSession,
-  CheckoutStatus,
-  Invoice,
-  InvoiceStatus,
-  PaymentMethod,
-  Subscription,
-  TestClock,
-  Timeline,
-  TimelineItem,
-} from "./types.js";
+import type { BillingFailure, BillingSubject, CheckoutSession, CheckoutStatus, Invoice, InvoiceStatus, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "./types.js";
 
 export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;

@@ -32,7 +32,14 @@ export interface CreateSubscriptionInput {
 export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
 
 /** A new subscription of `subject` to `card` at `at`, in its first cycle (not written yet). */
-export function newSubscription(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, at: Date): Subscription {
+export function newSubscription(
+  caller: Caller,
+  subject: BillingSubject,
+  card: RateCard,
+  terms: { quantities: Record<string, string>; multipliers: Record<string, string> },
+  metadata: Metadata,
+  at: Date,
+): Subscription {
   const period = cycleBounds(at, 0, card.billingInterval);
   return {
     id: newId("sub"),
@@ -107,7 +114,17 @@ export class Subscriptions {
     }
     if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
 
-    const session = await this.checkouts.open(caller, subject, "subscribe", { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } }, input.callbacks, card, total(firstLines), `Subscribe to ${card.name}`, now);
+    const session = await this.checkouts.open(
+      caller,
+      subject,
+      "subscribe",
+      { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } },
+      input.callbacks,
+      card,
+      total(firstLines),
+      `Subscribe to ${card.name}`,
+      now,
+    );
     return { kind: "requires_action", checkoutUrl: this.checkouts.url(session) };
   }
 
@@ -133,7 +150,15 @@ export class Subscriptions {
   }
 
   /** Starts `card` for `subject` now on `terms` (a paid checkout, a timeline's first item). */
-  async startNow(caller: Caller, subject: BillingSubject, card: RateCard, terms: { quantities: Record<string, string>; multipliers: Record<string, string> }, metadata: Metadata, timelineId: string | null, at: Date): Promise<Subscription> {
+  async startNow(
+    caller: Caller,
+    subject: BillingSubject,
+    card: RateCard,
+    terms: { quantities: Record<string, string>; multipliers: Record<string, string> },
+    metadata: Metadata,
+    timelineId: string | null,
+    at: Date,
+  ): Promise<Subscription> {
     const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
     return this.start(draft, card, await this.engine.fixedLines(card, draft), subject.paymentMethodId);
   }

@@ -31,7 +31,6 @@ export interface TimelineItemInput {
 
 export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { kind: "requires_action"; checkoutUrl: string };
 
-
 /** What a timeline runs on: the subscription use cases it drives. */
 export interface TimelineDeps {
   lookups: Lookups;
@@ -151,9 +150,7 @@ export class TimelineService {
     v.throwIfAny();
     // Together with the items already there: in time order, each starting where the last ended.
     const existing = await this.stores.timelines.items(timeline.id);
-    const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort(
-      (a, b) => a.item.start.getTime() - b.item.start.getTime(),
-    );
+    const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort((a, b) => a.item.start.getTime() - b.item.start.getTime());
     for (let k = 1; k < all.length; k++) {
       const prev = (all[k - 1] as (typeof all)[number]).item;
       const cur = all[k] as (typeof all)[number];
@@ -165,7 +162,7 @@ export class TimelineService {
     v.throwIfAny();
     await this.stores.transaction(async (tx) => {
       const locked = await tx.lockTimeline(caller.environmentId, timeline.id);
-      if (!locked || locked.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+      if (locked?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
       await tx.insertTimelineItems(made);
     });
     return made;
@@ -196,7 +193,17 @@ export class TimelineService {
       const card = await this.lookups.cardOf(caller, first.rateCardId);
       const lines = await this.lookups.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
       const amount = total(lines);
-      const session = await this.deps.checkouts.open(caller, subject, "timeline", { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() }, input.callbacks, card, amount, `Subscribe to ${card.name}`, now);
+      const session = await this.deps.checkouts.open(
+        caller,
+        subject,
+        "timeline",
+        { timelineId: timeline.id, effectiveAt: effectiveAt.toISOString() },
+        input.callbacks,
+        card,
+        amount,
+        `Subscribe to ${card.name}`,
+        now,
+      );
       return { kind: "requires_action", checkoutUrl: this.deps.checkouts.url(session) };
     }
     return { kind: "success", timeline: await this.begin(caller, timeline.id, effectiveAt) };
@@ -210,7 +217,7 @@ export class TimelineService {
     if (effectiveAt.getTime() > now.getTime()) {
       return this.stores.transaction(async (tx) => {
         const t = await tx.lockTimeline(caller.environmentId, id);
-        if (!t || t.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
+        if (t?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
         const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
         await tx.updateTimeline(pending);
         return pending;

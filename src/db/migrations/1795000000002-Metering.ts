@@ -12,9 +12,9 @@ const MYSQL = [
 ];
 
 const SQLITE = [
-  "CREATE TABLE \"usage_events\" (\"seq\" integer PRIMARY KEY AUTOINCREMENT NOT NULL, \"id\" varchar(32) NOT NULL, \"environment_id\" varchar(32) NOT NULL, \"idempotency_key\" varchar(255) NOT NULL, \"fingerprint\" varchar(64) NOT NULL, \"subject_id\" varchar(32) NOT NULL, \"event_name\" varchar(255) NOT NULL, \"occurred_at\" datetime(3) NOT NULL, \"data\" text NOT NULL, \"created_at\" datetime(3) NOT NULL, CONSTRAINT \"uq_usage_events_env_key\" UNIQUE (\"environment_id\", \"idempotency_key\"))",
-  "CREATE INDEX \"ix_usage_events_subject_name_time\" ON \"usage_events\" (\"subject_id\", \"event_name\", \"occurred_at\")",
-  "CREATE TABLE \"usage_rollups\" (\"metric_id\" varchar(32) NOT NULL, \"subject_id\" varchar(32) NOT NULL, \"bucket_start\" datetime(3) NOT NULL, \"dims_hash\" varchar(64) NOT NULL, \"dims\" text NOT NULL, \"sum_value\" text NOT NULL, \"event_count\" bigint NOT NULL, \"max_value\" text, \"last_value\" text, \"last_at\" datetime(3), \"last_key\" varchar(255), PRIMARY KEY (\"metric_id\", \"subject_id\", \"bucket_start\", \"dims_hash\"))",
+  'CREATE TABLE "usage_events" ("seq" integer PRIMARY KEY AUTOINCREMENT NOT NULL, "id" varchar(32) NOT NULL, "environment_id" varchar(32) NOT NULL, "idempotency_key" varchar(255) NOT NULL, "fingerprint" varchar(64) NOT NULL, "subject_id" varchar(32) NOT NULL, "event_name" varchar(255) NOT NULL, "occurred_at" datetime(3) NOT NULL, "data" text NOT NULL, "created_at" datetime(3) NOT NULL, CONSTRAINT "uq_usage_events_env_key" UNIQUE ("environment_id", "idempotency_key"))',
+  'CREATE INDEX "ix_usage_events_subject_name_time" ON "usage_events" ("subject_id", "event_name", "occurred_at")',
+  'CREATE TABLE "usage_rollups" ("metric_id" varchar(32) NOT NULL, "subject_id" varchar(32) NOT NULL, "bucket_start" datetime(3) NOT NULL, "dims_hash" varchar(64) NOT NULL, "dims" text NOT NULL, "sum_value" text NOT NULL, "event_count" bigint NOT NULL, "max_value" text, "last_value" text, "last_at" datetime(3), "last_key" varchar(255), PRIMARY KEY ("metric_id", "subject_id", "bucket_start", "dims_hash"))',
 ];
 
 const TABLES = ["usage_rollups", "usage_events"];

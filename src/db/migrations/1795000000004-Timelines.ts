@@ -8,11 +8,11 @@ const MYSQL = [
 ];
 
 const SQLITE = [
-  "CREATE TABLE \"subscription_timelines\" (\"seq\" integer PRIMARY KEY AUTOINCREMENT NOT NULL, \"id\" varchar(32) NOT NULL, \"environment_id\" varchar(32) NOT NULL, \"subject_id\" varchar(32) NOT NULL, \"rate_card_id\" varchar(32) NOT NULL, \"subscription_id\" varchar(32), \"status\" varchar(12) NOT NULL, \"effective_at\" datetime(3), \"next_transition_at\" datetime(3), \"test_clock_id\" varchar(32), \"created_at\" datetime(3) NOT NULL, \"updated_at\" datetime(3) NOT NULL, CONSTRAINT \"uq_subscription_timelines_id\" UNIQUE (\"id\"))",
-  "CREATE INDEX \"ix_subscription_timelines_env_seq\" ON \"subscription_timelines\" (\"environment_id\", \"seq\")",
-  "CREATE INDEX \"ix_subscription_timelines_due\" ON \"subscription_timelines\" (\"status\", \"test_clock_id\", \"next_transition_at\")",
-  "CREATE TABLE \"timeline_items\" (\"seq\" integer PRIMARY KEY AUTOINCREMENT NOT NULL, \"id\" varchar(32) NOT NULL, \"timeline_id\" varchar(32) NOT NULL, \"environment_id\" varchar(32) NOT NULL, \"period_start\" datetime(3) NOT NULL, \"period_end\" datetime(3), \"rate_card_id\" varchar(32) NOT NULL, \"fixed_rate_quantities\" text NOT NULL, \"rate_multipliers\" text NOT NULL, \"created_at\" datetime(3) NOT NULL, CONSTRAINT \"uq_timeline_items_id\" UNIQUE (\"id\"))",
-  "CREATE INDEX \"ix_timeline_items_timeline_start\" ON \"timeline_items\" (\"timeline_id\", \"period_start\")",
+  'CREATE TABLE "subscription_timelines" ("seq" integer PRIMARY KEY AUTOINCREMENT NOT NULL, "id" varchar(32) NOT NULL, "environment_id" varchar(32) NOT NULL, "subject_id" varchar(32) NOT NULL, "rate_card_id" varchar(32) NOT NULL, "subscription_id" varchar(32), "status" varchar(12) NOT NULL, "effective_at" datetime(3), "next_transition_at" datetime(3), "test_clock_id" varchar(32), "created_at" datetime(3) NOT NULL, "updated_at" datetime(3) NOT NULL, CONSTRAINT "uq_subscription_timelines_id" UNIQUE ("id"))',
+  'CREATE INDEX "ix_subscription_timelines_env_seq" ON "subscription_timelines" ("environment_id", "seq")',
+  'CREATE INDEX "ix_subscription_timelines_due" ON "subscription_timelines" ("status", "test_clock_id", "next_transition_at")',
+  'CREATE TABLE "timeline_items" ("seq" integer PRIMARY KEY AUTOINCREMENT NOT NULL, "id" varchar(32) NOT NULL, "timeline_id" varchar(32) NOT NULL, "environment_id" varchar(32) NOT NULL, "period_start" datetime(3) NOT NULL, "period_end" datetime(3), "rate_card_id" varchar(32) NOT NULL, "fixed_rate_quantities" text NOT NULL, "rate_multipliers" text NOT NULL, "created_at" datetime(3) NOT NULL, CONSTRAINT "uq_timeline_items_id" UNIQUE ("id"))',
+  'CREATE INDEX "ix_timeline_items_timeline_start" ON "timeline_items" ("timeline_id", "period_start")',
 ];
 
 const TABLES = ["timeline_items", "subscription_timelines"];

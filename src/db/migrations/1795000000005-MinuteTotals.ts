@@ -13,7 +13,7 @@ const MYSQL = [
 ];
 
 const SQLITE = [
-  "CREATE TABLE \"usage_rollups_minute\" (\"metric_id\" varchar(32) NOT NULL, \"subject_id\" varchar(32) NOT NULL, \"bucket_start\" datetime(3) NOT NULL, \"dims_hash\" varchar(64) NOT NULL, \"dims\" text NOT NULL, \"sum_value\" text NOT NULL, \"event_count\" bigint NOT NULL, \"max_value\" text, \"last_value\" text, \"last_at\" datetime(3), \"last_key\" varchar(255), PRIMARY KEY (\"metric_id\", \"subject_id\", \"bucket_start\", \"dims_hash\"))",
+  'CREATE TABLE "usage_rollups_minute" ("metric_id" varchar(32) NOT NULL, "subject_id" varchar(32) NOT NULL, "bucket_start" datetime(3) NOT NULL, "dims_hash" varchar(64) NOT NULL, "dims" text NOT NULL, "sum_value" text NOT NULL, "event_count" bigint NOT NULL, "max_value" text, "last_value" text, "last_at" datetime(3), "last_key" varchar(255), PRIMARY KEY ("metric_id", "subject_id", "bucket_start", "dims_hash"))',
 ];
 
 export class MinuteTotals1795000000005 implements MigrationInterface {

@@ -63,10 +63,9 @@ const TEXT_TYPES = new Set(["char", "varchar", "text", "mediumtext", "longtext"]
  * converts) compare under OLD_COLLATION; up to three per key, as readable lines.
  */
 async function collisionsOnDown(q: QueryRunner, table: string): Promise<string[]> {
-  const columns: { name: string; type: string }[] = await q.query(
-    "SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
-    [table],
-  );
+  const columns: { name: string; type: string }[] = await q.query("SELECT COLUMN_NAME AS name, DATA_TYPE AS type FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", [
+    table,
+  ]);
   const kept = new Set((BINARY_BEFORE[table] ?? []).map(([c]) => c));
   const converted = new Set(columns.filter((c) => TEXT_TYPES.has(String(c.type).toLowerCase()) && !kept.has(c.name)).map((c) => c.name));
   const keyParts: { key: string; column: string }[] = await q.query(

@@ -7,10 +7,7 @@ import { runFor } from "./dialect.js";
  */
 const MYSQL_UP = ["ALTER TABLE `environments` ADD `rate_limit_ingest_rps` int NULL DEFAULT NULL, ADD `rate_limit_api_rps` int NULL DEFAULT NULL"];
 const MYSQL_DOWN = ["ALTER TABLE `environments` DROP COLUMN `rate_limit_ingest_rps`, DROP COLUMN `rate_limit_api_rps`"];
-const SQLITE_UP = [
-  'ALTER TABLE "environments" ADD COLUMN "rate_limit_ingest_rps" integer',
-  'ALTER TABLE "environments" ADD COLUMN "rate_limit_api_rps" integer',
-];
+const SQLITE_UP = ['ALTER TABLE "environments" ADD COLUMN "rate_limit_ingest_rps" integer', 'ALTER TABLE "environments" ADD COLUMN "rate_limit_api_rps" integer'];
 const SQLITE_DOWN = ['ALTER TABLE "environments" DROP COLUMN "rate_limit_api_rps"', 'ALTER TABLE "environments" DROP COLUMN "rate_limit_ingest_rps"'];
 
 export class RateLimits1795000000010 implements MigrationInterface {

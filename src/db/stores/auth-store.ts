@@ -104,16 +104,12 @@ export class SqlAuthStore implements AuthStore {
   }
 
   async listKeys(environmentId?: string): Promise<ApiKey[]> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.ApiKey, { where: environmentId ? { environment_id: environmentId } : {}, order: { created_at: "ASC", id: "ASC" } }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.ApiKey, { where: environmentId ? { environment_id: environmentId } : {}, order: { created_at: "ASC", id: "ASC" } }));
     return rows.map(apiKeyFromRow);
   }
 
   async revokeKey(id: string, at: Date): Promise<boolean> {
-    const res = await this.sql.run((em) =>
-      em.createQueryBuilder().update(this.entities.ApiKey).set({ revoked_at: at }).where("id = :id AND revoked_at IS NULL", { id }).execute(),
-    );
+    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.ApiKey).set({ revoked_at: at }).where("id = :id AND revoked_at IS NULL", { id }).execute());
     return (res.affected ?? 0) > 0;
   }
 }

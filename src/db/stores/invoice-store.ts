@@ -78,7 +78,12 @@ export class SqlInvoiceStore implements InvoiceStore {
   private async withLines(em: EntityManager, rows: InvoiceRow[]): Promise<Invoice[]> {
     if (rows.length === 0) return [];
     const lines = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(rows.map((r) => r.id)) }, order: { invoice_id: "ASC", position: "ASC" } });
-    return rows.map((r) => invoiceFromRows(r, lines.filter((l) => l.invoice_id === r.id)));
+    return rows.map((r) =>
+      invoiceFromRows(
+        r,
+        lines.filter((l) => l.invoice_id === r.id),
+      ),
+    );
   }
 
   async get(environmentId: string, id: string): Promise<Invoice | undefined> {

@@ -5,7 +5,7 @@ import type { AggregationType, PricingMetric } from "../../billing/catalog/types
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PricingMetricRow } from "../entities/index.js";
-import { type Sql } from "../sql.js";
+import type { Sql } from "../sql.js";
 import { backfillTotals } from "./usage-store.js";
 
 function metricFromRow(r: PricingMetricRow): PricingMetric {
@@ -62,9 +62,7 @@ export class SqlPricingMetricStore implements PricingMetricStore {
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
     return toPageResult(rows.map(metricFromRow), page);
   }
 }

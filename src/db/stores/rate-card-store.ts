@@ -6,7 +6,7 @@ import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, RateCardRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { type Sql } from "../sql.js";
+import type { Sql } from "../sql.js";
 import { type Owner, rateFromRows, loadCells, clashingCodes, rateConflict, insertRates, claimCatalogCurrency } from "./rate-rows.js";
 
 export class SqlRateCardStore implements RateCardStore {

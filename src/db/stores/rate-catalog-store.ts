@@ -5,7 +5,7 @@ import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, RateCatalogRow, RateCellRow, RateRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { type Sql } from "../sql.js";
+import type { Sql } from "../sql.js";
 import { type Owner, rateFromRows, loadCells, clashingCodes, rateConflict, insertRates, claimCatalogCurrency } from "./rate-rows.js";
 
 function catalogFromRow(r: RateCatalogRow): RateCatalog {
@@ -52,16 +52,12 @@ export class SqlRateCatalogStore implements RateCatalogStore {
   }
 
   async list(environmentId: string, page: Page): Promise<PageResult<RateCatalog>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.RateCatalog, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.RateCatalog, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
     return toPageResult(rows.map(catalogFromRow), page);
   }
 
   async codes(environmentId: string, catalogId: string, interval: BillingInterval): Promise<Set<string>> {
-    const rows = await this.sql.run((em) =>
-      em.find(this.entities.Rate, { select: { code: true }, where: { environment_id: environmentId, owner_id: catalogId, billing_interval: interval } }),
-    );
+    const rows = await this.sql.run((em) => em.find(this.entities.Rate, { select: { code: true }, where: { environment_id: environmentId, owner_id: catalogId, billing_interval: interval } }));
     return new Set(rows.map((r) => r.code));
   }
 

@@ -145,10 +145,7 @@ export async function insertRates(em: EntityManager, entities: Entities, owner: 
  */
 export async function claimCatalogCurrency(em: EntityManager, sql: Sql, environmentId: string, catalogId: string, currency: string): Promise<void> {
   const lock = sql.dialect === "mysql" ? " FOR UPDATE" : "";
-  const rows: { currency: string | null }[] = await em.query(`SELECT currency FROM rate_catalogs WHERE id = ? AND environment_id = ?${lock}`, [
-    catalogId,
-    environmentId,
-  ]);
+  const rows: { currency: string | null }[] = await em.query(`SELECT currency FROM rate_catalogs WHERE id = ? AND environment_id = ?${lock}`, [catalogId, environmentId]);
   const current = rows[0]?.currency ?? null;
   if (current !== null && current !== currency) {
     throw new FailedPreconditionError("CURRENCY_MISMATCH", `the rate catalog uses ${current}`, { currency: current });

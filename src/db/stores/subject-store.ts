@@ -61,12 +61,7 @@ export class SqlSubjectStore implements SubjectStore {
     if (patch.name !== undefined) set.name = patch.name;
     if (patch.metadata !== undefined) set.metadata = patch.metadata;
     const row = await this.sql.transaction(async (em) => {
-      await em
-        .createQueryBuilder()
-        .update(this.entities.Subject)
-        .set(set)
-        .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
-        .execute();
+      await em.createQueryBuilder().update(this.entities.Subject).set(set).where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id }).execute();
       return em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
     });
     return row && row.deleted_at === null ? subjectFromRow(row) : undefined;
@@ -74,9 +69,7 @@ export class SqlSubjectStore implements SubjectStore {
 
   private page(environmentId: string, page: Page, query?: string): Promise<PageResult<Subject>> {
     return this.sql.run(async (em) => {
-      const qb = em
-        .createQueryBuilder(this.entities.Subject, "s")
-        .where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId });
+      const qb = em.createQueryBuilder(this.entities.Subject, "s").where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId });
       if (query !== undefined) {
         // Case is ignored by lowering both sides with the same function (the columns compare byte
         // for byte): on MySQL the server's LOWER under the columns' own collation, on SQLite
@@ -85,7 +78,11 @@ export class SqlSubjectStore implements SubjectStore {
         const p = this.sql.dialect === "mysql" ? `LOWER(:p COLLATE ${this.sql.binaryCollation})` : "LOWER(:p)";
         qb.andWhere(`(LOWER(s.name) LIKE ${p} ESCAPE '!' OR LOWER(s.email) LIKE ${p} ESCAPE '!')`, { p: likePattern(query) });
       }
-      const rows = await qb.orderBy("s.seq", "ASC").limit(page.limit + 1).offset(page.offset).getMany();
+      const rows = await qb
+        .orderBy("s.seq", "ASC")
+        .limit(page.limit + 1)
+        .offset(page.offset)
+        .getMany();
       return toPageResult(rows.map(subjectFromRow), page);
     });
   }

@@ -79,11 +79,7 @@ export function timelineWrites(em: EntityManager, sql: Sql, E: Entities): Timeli
       return r ? timelineFromRow(r) : undefined;
     },
     updateTimeline: async (t) => {
-      await em.update(
-        E.Timeline,
-        { id: t.id },
-        { subscription_id: t.subscriptionId, status: t.status, effective_at: t.effectiveAt, next_transition_at: t.nextTransitionAt, updated_at: t.updatedAt },
-      );
+      await em.update(E.Timeline, { id: t.id }, { subscription_id: t.subscriptionId, status: t.status, effective_at: t.effectiveAt, next_transition_at: t.nextTransitionAt, updated_at: t.updatedAt });
     },
     insertTimelineItems: async (items) => {
       if (items.length === 0) return;

@@ -4,16 +4,7 @@
  */
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
-import {
-  type Candidate,
-  type Contribution,
-  type Grain,
-  type IngestDecision,
-  type Outcome,
-  type PreparedEvent,
-  contributionsOf,
-  mergeContributions,
-} from "../../billing/metering/events.js";
+import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import type { RawEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
@@ -64,7 +55,13 @@ const TOTALS_TABLE: Record<Grain, string> = { hour: "usage_rollups", minute: "us
 
 /** The statements that add contributions to the hourly and minute totals (insert or add). */
 export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
-  return (["hour", "minute"] as const).flatMap((grain) => upsertInto(dialect, TOTALS_TABLE[grain], contributions.filter((c) => c.grain === grain)));
+  return (["hour", "minute"] as const).flatMap((grain) =>
+    upsertInto(
+      dialect,
+      TOTALS_TABLE[grain],
+      contributions.filter((c) => c.grain === grain),
+    ),
+  );
 }
 
 function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
@@ -113,10 +110,11 @@ export const BACKFILL_PAGE_SQL = "SELECT seq, subject_id, occurred_at, idempoten
 export async function backfillTotals(em: EntityManager, dialect: Dialect, metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"]): Promise<void> {
   let after = "0";
   for (;;) {
-    const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(
-      BACKFILL_PAGE_SQL,
-      [metric.environmentId, metric.eventName, after],
-    );
+    const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(BACKFILL_PAGE_SQL, [
+      metric.environmentId,
+      metric.eventName,
+      after,
+    ]);
     if (rows.length === 0) return;
     after = String(rows[rows.length - 1]?.seq);
     const contributions = rows.flatMap((r) =>
@@ -134,7 +132,7 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
 export class SqlUsageStore implements UsageStore {
   constructor(
     private readonly sql: Sql,
-    private readonly entities: Entities,
+    _entities: Entities,
     /** Told about each retried transaction (deadlock, lock timeout), e.g. to log it. */
     private readonly onRetry?: (err: unknown, attempt: number) => void,
   ) {}
@@ -204,7 +202,17 @@ export class SqlUsageStore implements UsageStore {
       const stored = new Map<string, { id: string; fingerprint: string }>();
       // At most 500 rows and about 4 MB per INSERT: a batch may carry up to 1,000 events of up to
       // 100 KB each, and a statement must stay under the server's max_allowed_packet.
-      const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTime(new Date(c.occurredAt)), JSON.stringify(c.event.data), now]);
+      const rows = candidates.map((c) => [
+        c.id,
+        environmentId,
+        c.event.idempotencyKey,
+        c.fingerprint,
+        c.subjectId,
+        c.event.eventName,
+        dbTime(new Date(c.occurredAt)),
+        JSON.stringify(c.event.data),
+        now,
+      ]);
       const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, mysql ? CHUNK : SQLITE_CHUNK);
       const inserted = await p.run(
         parts.map((part) => [

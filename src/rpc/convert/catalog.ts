@@ -1,17 +1,7 @@
 /** Catalog wire ⇄ domain: shapes only; the rules live in src/billing/catalog. */
 import { create } from "@bufbuild/protobuf";
 import type { CreatePricingMetricInput } from "../../billing/catalog/metrics.js";
-import type {
-  CatalogRate,
-  FixedRate,
-  Price,
-  PriceInput,
-  PricingMetric,
-  RateCard,
-  RateCatalog,
-  RatesInput,
-  UsageRate,
-} from "../../billing/catalog/types.js";
+import type { CatalogRate, FixedRate, Price, PriceInput, PricingMetric, RateCard, RateCatalog, RatesInput, UsageRate } from "../../billing/catalog/types.js";
 import { type Price as PricePb, PriceSchema } from "../../gen/billing/v1/common_pb.js";
 import { type PricingMetric as PricingMetricPb, PricingMetricSchema } from "../../gen/billing/v1/pricing_metric_pb.js";
 import type { CreatePricingMetricRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
@@ -89,9 +79,7 @@ export function catalogToPb(c: RateCatalog): RateCatalogPb {
 
 export function catalogRateToPb(r: CatalogRate): CatalogRatePb {
   const base = { id: r.id, interval: r.interval, rateCatalogId: r.catalogId, type: r.type };
-  return r.type === "fixed"
-    ? create(CatalogRateSchema, { ...base, fixed: fixedRateToPb(r.rate) })
-    : create(CatalogRateSchema, { ...base, usageBased: usageRateToPb(r.rate) });
+  return r.type === "fixed" ? create(CatalogRateSchema, { ...base, fixed: fixedRateToPb(r.rate) }) : create(CatalogRateSchema, { ...base, usageBased: usageRateToPb(r.rate) });
 }
 
 // ---- in ----
@@ -118,9 +106,7 @@ export function ratesInput(req: { fixedRates: FixedRatePb[]; usageBasedRates: Us
       usageBasedRateType: r.usageBasedRateType,
       price: priceInput(r.price),
       dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description })),
-      pricingMatrix: r.pricingMatrix
-        ? { cells: r.pricingMatrix.cells.map((c) => ({ dimensionCoordinates: c.dimensionCoordinates, price: priceInput(c.price) })) }
-        : undefined,
+      pricingMatrix: r.pricingMatrix ? { cells: r.pricingMatrix.cells.map((c) => ({ dimensionCoordinates: c.dimensionCoordinates, price: priceInput(c.price) })) } : undefined,
     })),
   };
 }

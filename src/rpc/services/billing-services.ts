@@ -51,10 +51,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
         callbacks: callbacksOf(req.checkoutCallbackUrls),
       });
       return {
-        result:
-          r.kind === "success"
-            ? { type: "success", subscription: subscriptionToPb(r.subscription) }
-            : { type: "requires_action", action: { type: "checkout", checkoutUrl: r.checkoutUrl } },
+        result: r.kind === "success" ? { type: "success", subscription: subscriptionToPb(r.subscription) } : { type: "requires_action", action: { type: "checkout", checkoutUrl: r.checkoutUrl } },
       };
     },
   };

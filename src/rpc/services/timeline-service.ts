@@ -3,12 +3,7 @@ import { NullValue, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { TimelineService as Timelines } from "../../billing/subscriptions/timelines.js";
 import type { Timeline, TimelineItem } from "../../billing/subscriptions/types.js";
-import {
-  type SubscriptionTimeline as TimelinePb,
-  SubscriptionTimelineSchema,
-  type TimelineItem as TimelineItemPb,
-  TimelineItemSchema,
-} from "../../gen/billing/v1/subscription_timeline_pb.js";
+import { type SubscriptionTimeline as TimelinePb, SubscriptionTimelineSchema, type TimelineItem as TimelineItemPb, TimelineItemSchema } from "../../gen/billing/v1/subscription_timeline_pb.js";
 import type { SubscriptionTimelineService } from "../../gen/billing/v1/subscription_timeline_service_pb.js";
 import { callerOf } from "../context.js";
 import { callbacksOf } from "../convert/billing.js";

@@ -53,7 +53,11 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
 
     async createUsageEventBatch(req, ctx) {
       ingest.checkBatch(req.events.length);
-      const outcomes = await ingest.ingest(callerOf(ctx), req.events.map((e, i) => usageEventInput(e, deferredProblem(ctx, 0, `events[${i}].timestamp`))), (i) => `events[${i}].`);
+      const outcomes = await ingest.ingest(
+        callerOf(ctx),
+        req.events.map((e, i) => usageEventInput(e, deferredProblem(ctx, 0, `events[${i}].timestamp`))),
+        (i) => `events[${i}].`,
+      );
       return {
         results: outcomes.map((o) => (o.status === "rejected" ? { id: "", status: "rejected", error: usageEventError(o.error) } : { id: o.id, status: o.status })),
         ...counts(outcomes),
@@ -67,7 +71,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       const rejections: RejectedUsageEvent[] = [];
       // The largest index listed, once the list is full (recomputed after a replacement).
       let maxListed: number | undefined;
-      const listedMax = () => rejections.reduce((m, r) => (r.index > m ? r.index : m), 0);
+      const listedMax = () => rejections.reduce((m, r) => Math.max(r.index, m), 0);
       const inFlight: Promise<void>[] = [];
       // A failed chunk must not become an unhandled rejection while the stream is still read;
       // it is remembered and the call fails with it once reading stops.
@@ -83,28 +87,33 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         const base = chunkStart;
         chunk = [];
         chunkBytes = 0;
-        const done = ingest.ingest(caller, events, (i) => `events[${base + i}].`).then(
-          (outcomes) => {
-          const c = counts(outcomes);
-          totals.accepted += c.accepted;
-          totals.duplicate += c.duplicate;
-          totals.rejected += c.rejected;
-          // Chunks finish out of order: keep the first STREAM_REJECTIONS_LISTED by position, never more.
-          outcomes.forEach((o, i) => {
-            if (o.status !== "rejected") return;
-            const index = base + i;
-            if (rejections.length >= STREAM_REJECTIONS_LISTED) {
-              if (index > (maxListed ??= listedMax())) return;
-              rejections.splice(rejections.findIndex((r) => r.index === maxListed), 1);
-              maxListed = undefined;
-            }
-            rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index, error: usageEventError(o.error) });
-          });
-          },
-          (err) => {
-            failure ??= err;
-          },
-        );
+        const done = ingest
+          .ingest(caller, events, (i) => `events[${base + i}].`)
+          .then(
+            (outcomes) => {
+              const c = counts(outcomes);
+              totals.accepted += c.accepted;
+              totals.duplicate += c.duplicate;
+              totals.rejected += c.rejected;
+              // Chunks finish out of order: keep the first STREAM_REJECTIONS_LISTED by position, never more.
+              outcomes.forEach((o, i) => {
+                if (o.status !== "rejected") return;
+                const index = base + i;
+                if (rejections.length >= STREAM_REJECTIONS_LISTED) {
+                  if (index > (maxListed ??= listedMax())) return;
+                  rejections.splice(
+                    rejections.findIndex((r) => r.index === maxListed),
+                    1,
+                  );
+                  maxListed = undefined;
+                }
+                rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index, error: usageEventError(o.error) });
+              });
+            },
+            (err) => {
+              failure ??= err;
+            },
+          );
         inFlight.push(done);
         // Back-pressure: read no further while too many chunks are being committed.
         if (inFlight.length >= STREAM_IN_FLIGHT) await inFlight.shift();
