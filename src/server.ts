@@ -381,7 +381,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     }
     if (!handler && !target) {
       if (pages(req, res)) return;
-      sendError(res, 404, "not_found", `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+      sendError(res, Code.NotFound, `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
       return;
     }
 
@@ -439,7 +439,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       )
       .catch((err) => {
         log.error("request failed before its handler", { path, err });
-        if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
+        if (!res.headersSent) sendError(res, Code.Internal, "internal error", "INTERNAL");
       });
   };
   return Object.assign(handle, { grpcStream });

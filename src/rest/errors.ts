@@ -6,8 +6,8 @@
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
-import type { ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
+import type { Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString, errorToJson } from "@connectrpc/connect/protocol-connect";
 import type { FieldViolation } from "../billing/errors.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { ERROR_DOMAIN } from "../rpc/errors.js";
@@ -32,8 +32,13 @@ function write(res: Res, status: number, body: ConnectErrorJson): void {
   res.end(text);
 }
 
-/** An error raised by the bridge itself (before any handler ran). */
-export function sendError(res: Res, status: number, code: string, message: string, reason: string, violations: FieldViolation[] = []): void {
+/**
+ * An error raised by the bridge itself (before any handler ran), named by its code: the HTTP
+ * status is Connect's for that code unless `status` says otherwise (413 for a body too large and
+ * 405 for a wrong HTTP method, which HTTP has words for and Connect's table does not).
+ */
+export function sendError(res: Res, code: Code, message: string, reason: string, options: { violations?: FieldViolation[]; status?: number } = {}): void {
+  const violations = options.violations ?? [];
   const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN });
   const details: ConnectErrorJson["details"] = [{ type: "google.rpc.ErrorInfo", value: b64(toBinary(ErrorInfoSchema, info)), debug: toJson(ErrorInfoSchema, info) }];
   if (violations.length > 0) {
@@ -44,7 +49,7 @@ export function sendError(res: Res, status: number, code: string, message: strin
       debug: toJson(BadRequestSchema, br, { useProtoFieldName: true }),
     });
   }
-  write(res, status, { code, message, details });
+  write(res, options.status ?? codeToHttpStatus(code), { code: codeToString(code), message, details });
 }
 
 /** A Connect error as a REST response: Connect's status and error JSON, with readable `debug` on known details. */

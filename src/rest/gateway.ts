@@ -103,7 +103,7 @@ export function sendRefusal(res: Res, err: ConnectError): void {
     res.setHeader(key, value);
   });
   if (err.code === Code.ResourceExhausted && !isRateLimited(err)) {
-    sendError(res, 413, "resource_exhausted", err.rawMessage, "PAYLOAD_TOO_LARGE");
+    sendError(res, Code.ResourceExhausted, err.rawMessage, "PAYLOAD_TOO_LARGE", { status: 413 });
     return;
   }
   sendConnectError(res, err);
@@ -256,14 +256,14 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       }
       if (!pathMatched) return undefined;
       res.setHeader("allow", [...new Set(allowed)].join(", "));
-      sendError(res, 405, "unimplemented", `${req.method} is not allowed on ${url.pathname}; use ${[...new Set(allowed)].join(" or ")}`, "METHOD_NOT_ALLOWED");
+      sendError(res, Code.Unimplemented, `${req.method} is not allowed on ${url.pathname}; use ${[...new Set(allowed)].join(" or ")}`, "METHOD_NOT_ALLOWED", { status: 405 });
       return "answered";
     },
 
     /** Serves a routed request for `caller` (authenticated by the server), reading the body from `body`. */
     serve(target: RestTarget, req: Req, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>): void {
       serve(target, res, caller, body, req.method ?? "GET").catch((err) => {
-        if (!res.headersSent) sendError(res, 500, "internal", "internal error", "INTERNAL");
+        if (!res.headersSent) sendError(res, Code.Internal, "internal error", "INTERNAL");
         else res.end();
         log.error("rest bridge failed", { path: target.url.pathname, err });
       });
