@@ -14,6 +14,7 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { encodeGrpcMessage } from "./grpc-message.js";
+import { envelope } from "./requests.js";
 
 /** The gRPC flavours, from a request's content type; undefined for anything else. */
 export type GrpcFlavour = "grpc" | "grpc-web" | "grpc-web-text";
@@ -36,14 +37,6 @@ function respell(value: string): string {
 const TRAILER_FLAG = 0x80;
 const COMPRESSED_FLAG = 0x01;
 
-function frame(flags: number, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + data.byteLength);
-  out[0] = flags;
-  new DataView(out.buffer).setUint32(1, data.byteLength);
-  out.set(data, 5);
-  return out;
-}
-
 /**
  * A gRPC-Web trailer frame with its grpc-message respelled. A compressed trailer (with the
  * response's `encoding`) is sent back uncompressed: compression is each message's choice.
@@ -53,7 +46,7 @@ function mendTrailerFrame(flags: number, data: Uint8Array, encoding: string | nu
   if (flags & COMPRESSED_FLAG) {
     if (encoding === "gzip") text = gunzipSync(text);
     else if (encoding === "br") text = brotliDecompressSync(text);
-    else return frame(flags, data);
+    else return envelope(flags, data);
   }
   const lines = text.toString("utf8").split("\r\n");
   const mended = lines.map((line) => {
@@ -61,7 +54,7 @@ function mendTrailerFrame(flags: number, data: Uint8Array, encoding: string | nu
     if (colon < 0 || line.slice(0, colon).trim().toLowerCase() !== "grpc-message") return line;
     return `grpc-message: ${respell(line.slice(colon + 1).trim())}`;
   });
-  return frame(TRAILER_FLAG, Buffer.from(mended.join("\r\n"), "utf8"));
+  return envelope(TRAILER_FLAG, Buffer.from(mended.join("\r\n"), "utf8"));
 }
 
 /**
@@ -192,7 +185,7 @@ export function unimplemented(flavour: GrpcFlavour, path: string): { headers: Re
   const message = `unknown method ${path}: this server has no such gRPC service or method`;
   const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeGrpcMessage(message) };
   if (flavour === "grpc") return { headers: { "content-type": "application/grpc" }, trailers: status };
-  const trailer = frame(TRAILER_FLAG, Buffer.from(`grpc-status: ${status["grpc-status"]}\r\ngrpc-message: ${status["grpc-message"]}\r\n`, "utf8"));
+  const trailer = envelope(TRAILER_FLAG, Buffer.from(`grpc-status: ${status["grpc-status"]}\r\ngrpc-message: ${status["grpc-message"]}\r\n`, "utf8"));
   if (flavour === "grpc-web") return { headers: { "content-type": "application/grpc-web+proto" }, body: trailer };
   return { headers: { "content-type": "application/grpc-web-text+proto" }, body: Buffer.from(Buffer.from(trailer).toString("base64"), "latin1") };
 }

@@ -30,7 +30,7 @@ import { DeferredProblems, deferredKey } from "./context.js";
 import { decompressed, recompressed } from "./compression.js";
 import { toConnectError } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
-import { contentType } from "./requests.js";
+import { contentType, envelope } from "./requests.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
 export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
@@ -121,14 +121,6 @@ async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxB
     }
   }
   yield check(concat(chunks, size), 0);
-}
-
-function envelope(flags: number, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + data.byteLength);
-  out[0] = flags;
-  new DataView(out.buffer).setUint32(1, data.byteLength);
-  out.set(data, 5);
-  return out;
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
- * What the server's detours read of an RPC request before Connect does (src/server.ts, the
- * binary and strict-instant checks): one definition each.
+ * What the server's detours read and write of an RPC request before Connect does (src/server.ts,
+ * the message checks, the gRPC-Web transcoding): one definition each.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
@@ -10,3 +10,12 @@ export const contentType = (req: UniversalServerRequest): string => (req.header.
 
 /** Whether the client sends a stream of messages (client or bidi streaming), not one. */
 export const isStreamingRequest = (method: DescMethod): boolean => method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
+
+/** One enveloped message (Connect streaming, gRPC, gRPC-Web): a flags byte, the big-endian length, the data. */
+export function envelope(flags: number, data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(5 + data.byteLength);
+  out[0] = flags;
+  new DataView(out.buffer).setUint32(1, data.byteLength);
+  out.set(data, 5);
+  return out;
+}
