@@ -17,7 +17,7 @@ import test from "ava";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { ok, rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { type TestServer, useServer } from "../helpers/server.js";
 
 const loaded = protoLoader.loadSync(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto"], {
   includeDirs: ["proto", "third_party"],
@@ -76,13 +76,7 @@ function rawUnary(server: TestServer, path: string, bytes: Uint8Array, key: stri
 const ts = (iso: string, nanos = 0) => ({ seconds: String(Math.floor(Date.parse(iso) / 1000)), nanos });
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   test(`${store}: a usage event's timestamp is a Timestamp over gRPC and an RFC 3339 string over REST, read as the same millisecond`, async (t) => {
     const key = await server.freshKey();

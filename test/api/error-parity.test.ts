@@ -22,7 +22,7 @@ import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_
 import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { reasonOf, rest, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 
 /** What a caller can rely on: the same on every protocol. */
 interface Answer {
@@ -253,13 +253,7 @@ const cases: Case[] = [
 const bytesOf = (body: string | Uint8Array) => (typeof body === "string" ? new TextEncoder().encode(body) : body);
 
 for (const store of STORES) {
-  let server: TestServer;
-  test.before(async () => {
-    server = await startTestServer(store);
-  });
-  test.after.always(async () => {
-    await server?.stop();
-  });
+  const server = useServer(store);
 
   for (const c of cases) {
     test(`${store}: ${c.title}: the same code, reason and field paths on every protocol, and nothing written`, async (t) => {
