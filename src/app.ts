@@ -152,7 +152,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const shutdown = new AbortController();
     const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
-    routes(specs, bodyLimit)(router);
+    routes(specs, bodyLimit, jsonOptions)(router);
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
     checkRequestMessages(router, BULK_BODY_BYTES);

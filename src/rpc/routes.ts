@@ -2,6 +2,7 @@
 import type { DescFile, DescMethod, DescService } from "@bufbuild/protobuf";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
+import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
@@ -29,6 +30,7 @@ import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alp
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { file_google_rpc_status } from "../gen/google/rpc/status_pb.js";
+import { nullsEncoder } from "./json-out.js";
 import { reflectionServices } from "./reflection.js";
 import { type HealthOptions, grpcHealthService } from "./services/grpc-health.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
@@ -124,11 +126,21 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
   ];
 }
 
-/** `readMaxBytes`: each method's body bound (each message's, for a client stream), if not the router's. */
-export function routes(specs: ServiceImplSpec[], readMaxBytes?: (method: DescMethod) => number) {
+/**
+ * `readMaxBytes`: each method's body bound (each message's, for a client stream), if not the router's.
+ * `jsonOptions`: the router's; each method gets them with the text encoder of its output
+ * (json-out.ts nullsEncoder), so that JSON responses write `null` for unset optional fields.
+ */
+export function routes(specs: ServiceImplSpec[], readMaxBytes?: (method: DescMethod) => number, jsonOptions?: UniversalHandlerOptions["jsonOptions"]) {
   return (router: ConnectRouter) => {
     for (const spec of specs) {
-      for (const m of Object.values(spec.methods)) router.rpc(m.method, m.impl as never, readMaxBytes ? { readMaxBytes: readMaxBytes(m.method) } : undefined);
+      for (const m of Object.values(spec.methods)) {
+        const options = {
+          ...(readMaxBytes ? { readMaxBytes: readMaxBytes(m.method) } : {}),
+          ...(jsonOptions ? { jsonOptions: { ...jsonOptions, textEncoder: nullsEncoder(m.method.output) } } : {}),
+        };
+        router.rpc(m.method, m.impl as never, Object.keys(options).length > 0 ? options : undefined);
+      }
     }
   };
 }

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice.proto.
  */
 export const file_billing_v1_invoice: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEi8QEKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJIpQBCg9JbnZvaWNlTGluZUl0ZW0SEwoLZGVzY3JpcHRpb24YASABKAkSFgoIcXVhbnRpdHkYAiABKAlCBIi1GAESMAoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIiCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudGIGcHJvdG8z", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEi8QEKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJIpgBCg9JbnZvaWNlTGluZUl0ZW0SEwoLZGVzY3JpcHRpb24YASABKAkSGgoIcXVhbnRpdHkYAiABKAlCCIi1GAGYtRgBEjAKFHByaWNlX2luX3VuaXRfYW1vdW50GAMgASgLMhIuYmlsbGluZy52MS5BbW91bnQSIgoGYW1vdW50GAQgASgLMhIuYmlsbGluZy52MS5BbW91bnRiBnByb3RvMw", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An invoice: fixed charges of the cycle that starts and usage of the cycle that ended.
@@ -89,7 +89,8 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
   description: string;
 
   /**
-   * Units (or packages, for a package price) charged: a decimal string.
+   * Units (or packages, for a package price) charged: an exact decimal. On REST a JSON number
+   * written with its exact digits (the spec types it as a number); in proto3 JSON a string.
    *
    * @generated from field: string quantity = 2;
    */
