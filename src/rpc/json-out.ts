@@ -41,6 +41,11 @@ function isRestNumber(field: DescField): boolean {
   return v;
 }
 
+/** Whether an unset `f` is written as null: explicit presence (a oneof member is left out). */
+function nullWhenUnset(f: DescField): boolean {
+  return (f.fieldKind === "scalar" || f.fieldKind === "enum" || f.fieldKind === "message") && f.presence !== IMPLICIT && f.oneof === undefined;
+}
+
 /** A message field whose JSON is its own (Timestamp, Value, Struct…): written as protobuf-es writes it. */
 function opaque(desc: DescMessage): boolean {
   return hasCustomJsonRepresentation(desc);
@@ -57,7 +62,7 @@ function plan(desc: DescMessage, seen = new Set<DescMessage>()): Plan {
   let needsWalk = false;
   for (const f of fields) {
     if (isRestNumber(f)) needsWalk = true;
-    if ((f.fieldKind === "scalar" || f.fieldKind === "enum" || f.fieldKind === "message") && f.presence !== IMPLICIT && f.oneof === undefined) needsWalk = true;
+    if (nullWhenUnset(f)) needsWalk = true;
     const m = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : f.fieldKind === "map" && f.mapKind === "message" ? f.message : undefined;
     if (m && !opaque(m) && plan(m, seen).needsWalk) needsWalk = true;
   }
@@ -92,7 +97,7 @@ function walk(desc: DescMessage, json: JsonObject, w: Walk): JsonObject {
     const key = f.name;
     const value = json[key];
     if (value === undefined) {
-      if (f.fieldKind !== "list" && f.fieldKind !== "map" && f.presence !== IMPLICIT && f.oneof === undefined) out[key] = null;
+      if (nullWhenUnset(f)) out[key] = null;
       continue;
     }
     switch (f.fieldKind) {
