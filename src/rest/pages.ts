@@ -26,10 +26,10 @@ h1{font-size:1.5rem}table{border-collapse:collapse;width:100%}th,td{text-align:l
 td.n,th.n{text-align:right}.total td{font-weight:bold;border-top:2px solid #111}label{display:block;font-weight:600;margin:.5rem 0 .25rem}
 input{font-size:1.1rem;padding:.5rem;width:100%;box-sizing:border-box}button{font-size:1.1rem;padding:.6rem 1.2rem;margin-top:1rem}
 .error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.muted{color:#555;font-size:.9rem}
-td,th{overflow-wrap:anywhere}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
+td,th{overflow-wrap:break-word}td:first-child{overflow-wrap:anywhere}.nowrap{white-space:nowrap}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
 .box{border:1px solid #ccc;border-radius:6px;padding:0 1rem;margin:1rem 0}h2{font-size:1.2rem;margin-top:2rem}h3{font-size:1.05rem;margin-bottom:.25rem}
 a.button{display:inline-block;padding:.45rem 1rem;border:1px solid #111;border-radius:4px;color:#111;text-decoration:none;margin:.25rem 0}
-.over{color:#a00;font-weight:600}
+.over{color:#a00;font-weight:600}@media (max-width:30rem){th,td{padding:.35rem .25rem}.box{padding:0 .75rem}}
 @media print{.noprint{display:none}body{margin:0}a{color:#111;text-decoration:none}}`;
 
 /** Writes a whole page: the shared shell (viewport for phones, print styles) around `body`. */

@@ -21,6 +21,9 @@ import { type Req, type Res, esc, notAllowed, page, readForm, servePages } from 
 
 const day = (d: Date) => d.toISOString().slice(0, 10);
 
+/** A date that never breaks across lines (2026-01-15 is one word to a reader). */
+const dateHtml = (d: Date) => `<span class="nowrap">${day(d)}</span>`;
+
 const brand = (b: string) => (b === "" ? "Card" : `${b.charAt(0).toUpperCase()}${b.slice(1)}`);
 
 /** The host a return link names ("Return to app.example"). */
@@ -44,9 +47,9 @@ function returnLink(s: { returnUrl: string }): string {
 
 function statusText(p: PortalSubscription): string {
   const s = p.subscription;
-  if (s.status === "cancelled") return `Cancelled${s.cancelledAt ? ` on ${esc(day(s.cancelledAt))}` : ""}`;
+  if (s.status === "cancelled") return `Cancelled${s.cancelledAt ? ` on ${dateHtml(s.cancelledAt)}` : ""}`;
   if (s.status === "paused") return "Paused";
-  return s.cancelsAtEndOfCycle ? `Active, ends on ${esc(day(s.periodEnd))} (cancelled at the end of the period)` : "Active, renews automatically";
+  return s.cancelsAtEndOfCycle ? `Active, ends on ${dateHtml(s.periodEnd)} (cancelled at the end of the period)` : "Active, renews automatically";
 }
 
 function subscriptionHtml(base: string, p: PortalSubscription): string {
@@ -57,7 +60,7 @@ function subscriptionHtml(base: string, p: PortalSubscription): string {
       : `<table><thead><tr><th>Usage this period</th><th class="n">Used</th><th class="n">Included</th></tr></thead><tbody>${p.usage
           .map((u) => `<tr><td>${esc(u.rateName)}</td><td class="n${u.over ? " over" : ""}">${esc(u.usedUnits)}</td><td class="n">${esc(u.includedUnits)}</td></tr>`)
           .join("")}</tbody></table>`;
-  const period = s.status === "active" ? `<p>Current period: ${esc(day(s.periodStart))} – ${esc(day(s.periodEnd))}</p>` : "";
+  const period = s.status === "active" ? `<p>Current period: ${dateHtml(s.periodStart)} – ${dateHtml(s.periodEnd)}</p>` : "";
   const cancel = p.canCancel ? `<p class="noprint"><a class="button" href="${base}/subscriptions/${esc(s.id)}/cancel">Cancel at the end of the period…</a></p>` : "";
   return `<article class="box" aria-label="${esc(p.rateCardName)}"><h3>${esc(p.rateCardName)}</h3>
 <p>Status: <strong>${statusText(p)}</strong></p>
@@ -73,7 +76,7 @@ function portalHtml(v: PortalView, notice: string | undefined): string {
   const invoiceRows = v.invoices
     .map(
       (i) =>
-        `<tr><td>${esc(day(i.createdAt))}</td><td>${esc(i.status)}</td><td class="n">${esc(displayMoney(i.total, i.currency))}</td>` +
+        `<tr><td class="nowrap">${esc(day(i.createdAt))}</td><td>${esc(i.status)}</td><td class="n">${esc(displayMoney(i.total, i.currency))}</td>` +
         `<td><a href="/hosted/invoices/${esc(i.hostedToken)}" aria-label="View invoice of ${esc(day(i.createdAt))} (${esc(i.id)})">View</a></td></tr>`,
     )
     .join("");
@@ -139,7 +142,7 @@ function confirmCancelPage(res: Res, p: OpenPortal, s: PortalSubscription): void
     200,
     `Cancel ${s.rateCardName}?`,
     `<main><h1>Cancel ${esc(s.rateCardName)}?</h1>
-<p>Your subscription stays active until the end of the current period, <strong>${esc(day(sub.periodEnd))}</strong>, and then ends. Usage until then is billed on a final invoice; nothing renews after it.</p>
+<p>Your subscription stays active until the end of the current period, <strong>${dateHtml(sub.periodEnd)}</strong>, and then ends. Usage until then is billed on a final invoice; nothing renews after it.</p>
 <form method="post" action="${base}/subscriptions/${esc(sub.id)}/cancel"><button type="submit">Yes, cancel at the end of the period</button></form>
 <p><a href="${base}">No, keep my subscription</a></p></main>`,
   );
