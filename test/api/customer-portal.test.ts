@@ -133,6 +133,7 @@ for (const store of STORES) {
     t.is(res.status, 200);
     t.is(res.headers.get("cache-control"), "no-store");
     t.is(res.headers.get("referrer-policy"), "no-referrer", "the token never leaks to the return URL or elsewhere");
+    t.regex(res.headers.get("content-security-policy") ?? "", /default-src 'none'.*form-action 'self'/, "no script can run, forms post only to the portal");
     t.regex(html, /<meta name="viewport" content="width=device-width,initial-scale=1">/);
     t.regex(html, /@media print/);
     t.false(/<script/i.test(html), "works without JavaScript");
