@@ -17,6 +17,7 @@ import { Checkouts } from "./billing/subscriptions/checkout.js";
 import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
 import { Invoices } from "./billing/subscriptions/invoices.js";
 import { Lookups } from "./billing/subscriptions/lookups.js";
+import { CustomerPortal } from "./billing/subscriptions/portal.js";
 import { Scheduler } from "./billing/subscriptions/scheduler.js";
 import { Subscriptions } from "./billing/subscriptions/subscribe.js";
 import { Terms } from "./billing/subscriptions/terms.js";
@@ -36,6 +37,7 @@ import { type Logger, createLogger } from "./log.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
+import { createPortalPages } from "./rest/portal-pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
@@ -72,12 +74,13 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups);
+  const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
   const scheduler = new Scheduler(engine, timelines, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
     log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
   );
   const clocks = new TestClocks(lookups, scheduler);
-  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, scheduler, clocks };
+  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
@@ -112,8 +115,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
+  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -158,7 +161,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     checkRequestMessages(router, BULK_BODY_BYTES);
     const invoke = createUnaryInvoker(specs, interceptors);
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
-    const pages = createPages(services.hostedCheckout, services.invoices, log);
+    const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
+    const portalPages = createPortalPages(services.portal, log);
+    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => portalPages(req, res) || checkoutPages(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,

@@ -11,11 +11,14 @@ import type { SubjectService as Subjects } from "../billing/subjects.js";
 import type { BillingStates } from "../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges as Changes } from "../billing/subscriptions/changes.js";
 import type { Invoices } from "../billing/subscriptions/invoices.js";
+import type { CustomerPortal } from "../billing/subscriptions/portal.js";
 import type { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import type { TimelineService as Timelines } from "../billing/subscriptions/timelines.js";
 import { SubscriptionTimelineService, file_billing_v1_subscription_timeline_service } from "../gen/billing/v1/subscription_timeline_service_pb.js";
 import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
+import { CustomerPortalService, file_billing_v1_customer_portal_service } from "../gen/billing/v1/customer_portal_service_pb.js";
+import { CheckoutService, file_billing_v1_checkout_service } from "../gen/billing/v1/checkout_service_pb.js";
 import { InvoiceService, file_billing_v1_invoice_service } from "../gen/billing/v1/invoice_service_pb.js";
 import { SubscriptionService, file_billing_v1_subscription_service } from "../gen/billing/v1/subscription_service_pb.js";
 import { TestClockService, file_billing_v1_test_clock_service } from "../gen/billing/v1/test_clock_service_pb.js";
@@ -36,6 +39,7 @@ import { type HealthOptions, grpcHealthService } from "./services/grpc-health.js
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
 import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
+import { checkoutService, customerPortalService } from "./services/portal-services.js";
 import { subjectService } from "./services/subject-service.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
@@ -51,6 +55,7 @@ export interface Services {
   changes: Changes;
   invoices: Invoices;
   billingStates: BillingStates;
+  portal: CustomerPortal;
   clocks: TestClocks;
   ingest: Ingest;
   summaries: Summaries;
@@ -71,6 +76,8 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_subscription_timeline_service,
   file_billing_v1_invoice_service,
   file_billing_v1_customer_access_service,
+  file_billing_v1_customer_portal_service,
+  file_billing_v1_checkout_service,
   file_billing_v1_test_clock_service,
   file_billing_v1_health_service,
   file_grpc_health_v1_health,
@@ -95,6 +102,8 @@ export const restServices = [
   SubscriptionTimelineService,
   InvoiceService,
   CustomerAccessService,
+  CustomerPortalService,
+  CheckoutService,
   TestClockService,
   HealthService,
 ];
@@ -117,6 +126,8 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
     spec(InvoiceService, invoiceService(services.invoices)),
     spec(CustomerAccessService, customerAccessService(services.billingStates)),
+    spec(CustomerPortalService, customerPortalService(services.portal)),
+    spec(CheckoutService, checkoutService(services.subscriptions)),
     spec(TestClockService, testClockService(services.clocks)),
     spec(RateCardService, rateCardService(services.cards)),
     spec(RateCatalogService, rateCatalogService(services.catalogs)),

@@ -6,7 +6,7 @@
 import { AlreadyExistsError } from "../../src/billing/errors.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
-import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
+import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../src/billing/tenancy.js";
 
 function page<T>(all: T[], p: Page): PageResult<T> {
@@ -21,6 +21,7 @@ export class BillingState {
   invoices = new Map<string, Invoice>();
   paymentMethods = new Map<string, PaymentMethod>();
   checkouts = new Map<string, CheckoutSession>();
+  portals = new Map<string, PortalSession>();
   timelines = new Map<string, Timeline>();
   timelineItems = new Map<string, TimelineItem>();
   clocks = new Map<string, TestClock>();
@@ -81,6 +82,12 @@ export class FakeBillingStores implements BillingStores {
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
         p,
       ),
+    recent: async (env, subjectId, limit) =>
+      [...this.state.invoices.values()]
+        .filter((i) => i.environmentId === env && i.subjectId === subjectId)
+        .reverse()
+        .slice(0, limit)
+        .map((i) => structuredClone(i)),
     setStatus: async (id, from, to) => {
       const inv = this.state.invoices.get(id);
       if (!inv || inv.status !== from) return false;
@@ -108,6 +115,11 @@ export class FakeBillingStores implements BillingStores {
   readonly checkouts: BillingStores["checkouts"] = {
     insert: async (c) => void this.state.checkouts.set(c.token, structuredClone(c)),
     get: async (token) => structuredClone(this.state.checkouts.get(token)),
+  };
+
+  readonly portals: BillingStores["portals"] = {
+    insert: async (p) => void this.state.portals.set(p.token, structuredClone(p)),
+    get: async (token) => structuredClone(this.state.portals.get(token)),
   };
 
   readonly timelines: BillingStores["timelines"] = {
@@ -144,6 +156,7 @@ export class FakeBillingStores implements BillingStores {
 
   readonly directory: BillingStores["directory"] = {
     subject: async (env, key) => this.copy(this.state.subjects.get(key), env),
+    profile: async (env, id) => (this.copy(this.state.subjects.get(id), env) ? { name: null, email: null } : undefined),
     environmentMode: async (env) => this.state.environments.get(env),
   };
 

@@ -6,7 +6,21 @@
  */
 import type { Page, PageResult } from "../pagination.js";
 import type { EnvironmentMode } from "../tenancy.js";
-import type { BillingFailure, BillingSubject, CheckoutSession, CheckoutStatus, Invoice, InvoiceStatus, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "./types.js";
+import type {
+  BillingFailure,
+  BillingSubject,
+  CheckoutSession,
+  CheckoutStatus,
+  Invoice,
+  InvoiceStatus,
+  PaymentMethod,
+  PortalSession,
+  SubjectProfile,
+  Subscription,
+  TestClock,
+  Timeline,
+  TimelineItem,
+} from "./types.js";
 
 export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;
@@ -28,6 +42,8 @@ export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
   list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /** A subject's `limit` newest invoices, newest first (the customer portal's list). */
+  recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
   /** Sets the status if the invoice is in `from`; false otherwise. */
   setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
   /** Moves these invoices from `from` to `to` (those still in `from`). */
@@ -43,6 +59,12 @@ export interface PaymentMethodStore {
 export interface CheckoutStore {
   insert(c: CheckoutSession): Promise<void>;
   get(token: string): Promise<CheckoutSession | undefined>;
+}
+
+/** Customer portal sessions, found by their token (which is unique). */
+export interface PortalSessionStore {
+  insert(s: PortalSession): Promise<void>;
+  get(token: string): Promise<PortalSession | undefined>;
 }
 
 export interface TimelineStore {
@@ -65,6 +87,8 @@ export interface TestClockStore {
 /** Who billing bills: a subject as billing needs it (by ID or external ID), and an environment's mode. */
 export interface BillingDirectory {
   subject(environmentId: string, key: string): Promise<BillingSubject | undefined>;
+  /** A live subject's name and email, by its ID (what the customer portal greets). */
+  profile(environmentId: string, subjectId: string): Promise<SubjectProfile | undefined>;
   /** The mode of an environment (undefined when there is no such environment). */
   environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
 }
@@ -115,6 +139,7 @@ export interface BillingStores {
   invoices: InvoiceStore;
   paymentMethods: PaymentMethodStore;
   checkouts: CheckoutStore;
+  portals: PortalSessionStore;
   timelines: TimelineStore;
   clocks: TestClockStore;
   directory: BillingDirectory;

@@ -96,6 +96,21 @@ export interface CheckoutSession {
   createdAt: Date;
 }
 
+/**
+ * A customer portal session: the unguessable token of a hosted portal URL, for one subject, until
+ * it expires (real time). What the portal shows is read afresh on every page.
+ */
+export interface PortalSession {
+  id: string;
+  environmentId: string;
+  token: string;
+  subjectId: string;
+  /** Where the portal's return link goes (normalized like a checkout's callback URLs). */
+  returnUrl: string;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
 export interface TestClock {
   id: string;
   environmentId: string;
@@ -137,6 +152,12 @@ export interface TimelineItem {
 /** Whether a timeline item's period holds the instant `t` (ms): start inclusive, end exclusive. */
 export function covers(i: TimelineItem, t: number): boolean {
   return i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
+}
+
+/** What a subject is called, for the pages its customer sees (the customer portal). */
+export interface SubjectProfile {
+  name: string | null;
+  email: string | null;
 }
 
 /** A subject as billing needs it. */

@@ -108,6 +108,13 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
+  async recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "DESC" }, take: limit });
+      return this.withLines(em, rows);
+    });
+  }
+
   async setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean> {
     const res = await this.sql.run((em) => em.update(this.entities.Invoice, { id, status: from }, { status: to, updated_at: at }));
     return (res.affected ?? 0) > 0;
