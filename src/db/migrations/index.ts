@@ -11,6 +11,7 @@ import { LargeJson1795000000007 } from "./1795000000007-LargeJson.js";
 import { BinaryIdentifiers1795000000008 } from "./1795000000008-BinaryIdentifiers.js";
 import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
 import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
+import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -24,4 +25,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   BinaryIdentifiers1795000000008,
   BillingLimits1795000000009,
   RateLimits1795000000010,
+  InvoiceLifecycle1795000000012,
 ];
