@@ -297,9 +297,12 @@ export class BillingEngine {
   /**
    * The terms of an invoice that bills the usage of [from, to) of `s` (priced by `s`'s card and
    * terms), written at `at` on the subscription's clock: a draft until the environment's grace
-   * period has passed, or final at once when it is 0.
+   * period has passed, or final at once when it is 0. None for a card without usage-based rates.
    */
   async windowTerms(s: Subscription, from: Date, to: Date, at: Date): Promise<InvoiceTerms> {
+    // A card without usage-based rates bills no usage: nothing can come late, nothing to wait for.
+    const card = await this.card(s.environmentId, s.rateCardId);
+    if ((await this.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
     const grace = await this.graceSeconds(s.environmentId);
     return {
       window: { from, to, rateCardId: s.rateCardId, fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers },
@@ -498,7 +501,7 @@ export class BillingEngine {
     const invoice = lines.length > 0 ? this.newInvoice(s, card, `adjustment:${at.getTime()}:${randomBase62(8)}`, lines, s.cancelledAt ?? at, s.cancelledAt ?? at, at) : undefined;
     const wrote = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
-      if (!locked || locked.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
+      if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
       if (invoice) await tx.insertInvoice(invoice);
       await tx.updateSubscription({ ...locked, usageCheck: check });
       return invoice !== undefined;
@@ -508,12 +511,14 @@ export class BillingEngine {
   }
 
   /**
-   * Writes an invoice in the transaction unless it has no lines; false when the subscription
+   * Writes an invoice in the transaction unless it has no lines and no usage window; false when the subscription
    * already has one for that period (a repeated or concurrent run), which the caller must treat
    * as "done by someone else".
    */
   async writeInvoice(tx: BillingTx, invoice: Invoice): Promise<boolean> {
-    if (invoice.lines.length === 0) return true;
+    // An invoice of a usage window is written even without lines (usage within the included
+    // units, or none): late usage of that window can still land on it or be adjusted later.
+    if (invoice.lines.length === 0 && !invoice.window) return true;
     try {
       await tx.insertInvoice(invoice);
       return true;
@@ -525,7 +530,7 @@ export class BillingEngine {
 
   /** Finalized invoices are charged to the subject's saved method; zero totals are paid at once. */
   async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
-    if (invoice.lines.length === 0 || invoice.status !== "open") return;
+    if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
     const at = this.now();
     if (dec(invoice.total).lte(0)) {
       await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
@@ -622,7 +627,7 @@ export class BillingEngine {
             sameCheck(s.usageCheck, snap.usageCheck)
           );
         });
-        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0);
+        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
         await tx.insertInvoices(out);
         for (const s of ready) await tx.updateSubscription(await this.afterClose(s, checks.get(s.id) ?? null));
         return [out, ready.length] as const;

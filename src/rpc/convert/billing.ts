@@ -46,6 +46,8 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     finalizedAt: i.finalizedAt ? ts(i.finalizedAt) : undefined,
     periodStart: ts(i.periodStart),
     periodEnd: ts(i.periodEnd),
+    usagePeriodStart: i.window ? ts(i.window.from) : undefined,
+    usagePeriodEnd: i.window ? ts(i.window.to) : undefined,
   });
 }
 

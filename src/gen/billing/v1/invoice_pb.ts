@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice.proto.
  */
 export const file_billing_v1_invoice: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEitwMKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqIBCg9JbnZvaWNlTGluZUl0ZW0SEwoLZGVzY3JpcHRpb24YASABKAkSFgoIcXVhbnRpdHkYAiABKAlCBIi1GAESMAoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIiCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIMCgRraW5kGAUgASgJYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEipQQKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiogEKD0ludm9pY2VMaW5lSXRlbRITCgtkZXNjcmlwdGlvbhgBIAEoCRIWCghxdWFudGl0eRgCIAEoCUIEiLUYARIwChRwcmljZV9pbl91bml0X2Ftb3VudBgDIAEoCzISLmJpbGxpbmcudjEuQW1vdW50EiIKBmFtb3VudBgEIAEoCzISLmJpbGxpbmcudjEuQW1vdW50EgwKBGtpbmQYBSABKAliBnByb3RvMw", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An invoice: fixed charges of the cycle that starts and usage of the cycle that ended.
@@ -99,6 +99,19 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
    * @generated from field: google.protobuf.Timestamp period_end = 12;
    */
   periodEnd?: Timestamp | undefined;
+
+  /**
+   * The usage window its "usage" lines bill, [usage_period_start, usage_period_end); absent when
+   * it bills no usage (fixed charges only, or adjustments of earlier windows).
+   *
+   * @generated from field: google.protobuf.Timestamp usage_period_start = 13;
+   */
+  usagePeriodStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp usage_period_end = 14;
+   */
+  usagePeriodEnd?: Timestamp | undefined;
 };
 
 /**
