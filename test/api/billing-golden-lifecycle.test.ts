@@ -111,11 +111,7 @@ const cases: Case[] = [
       await invariant(t, s, m, "2026-01-15T00:00:00Z", "2026-02-15T00:00:00Z");
       return [before, preview, await s.bills()];
     },
-    [
-      [["draft", "20", [["API calls", "10", "2", "20"]]]],
-      [["draft", "30", [["API calls", "15", "2", "30"]]]],
-      [["open", "30", [["API calls", "15", "2", "30"]]]],
-    ],
+    [[["draft", "20", [["API calls", "10", "2", "20"]]]], [["draft", "30", [["API calls", "15", "2", "30"]]]], [["open", "30", [["API calls", "15", "2", "30"]]]]],
   ],
   [
     "a late event after finalization is billed as an adjustment line on the next invoice",

@@ -42,6 +42,9 @@ const GRACE_CACHE_MS = 5_000;
 /** An ended subscription's late usage is looked for again after this long (real time). */
 export const ENDED_RECHECK_MS = 3_600_000;
 
+/** How many ended subscriptions one real-time scheduler run looks at for late usage. */
+const ENDED_PER_RUN = 200;
+
 function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
@@ -466,13 +469,15 @@ export class BillingEngine {
   /**
    * Bills the late usage of ended (cancelled) subscriptions on real time (clockId null) or one test
    * clock: a final adjustment invoice per subscription that has some, finalized at once. On real
-   * time each subscription is looked at again after ENDED_RECHECK_MS; on a test clock all of them,
-   * every run. Returns how many adjustment invoices it wrote.
+   * time each subscription is looked at again after ENDED_RECHECK_MS, at most ENDED_PER_RUN of them
+   * a run (least recently checked first), so that a large backlog never delays cycle closes; on a
+   * test clock all of them, every run. Returns how many adjustment invoices it wrote.
    */
   async billEndedLateUsage(clockId: string | null, breathe: Yielder = yielder()): Promise<number> {
     let n = 0;
     const seen = new Set<string>();
     for (;;) {
+      if (clockId === null && seen.size >= ENDED_PER_RUN) return n;
       await breathe();
       const realNow = new Date();
       const batch = (await this.stores.subscriptions.ended(clockId, 100, clockId === null ? new Date(realNow.getTime() - ENDED_RECHECK_MS) : null)).filter((s) => !seen.has(s.id));
