@@ -303,7 +303,8 @@ export class BillingEngine {
    * period has passed, or final at once when it is 0. None for a card without usage-based rates.
    */
   async windowTerms(s: Subscription, from: Date, to: Date, at: Date): Promise<InvoiceTerms> {
-    // A card without usage-based rates bills no usage: nothing can come late, nothing to wait for.
+    // A card without usage-based rates, or an empty window, bills no usage: nothing can come late.
+    if (to.getTime() <= from.getTime()) return {};
     const card = await this.card(s.environmentId, s.rateCardId);
     if ((await this.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
     const grace = await this.graceSeconds(s.environmentId);
