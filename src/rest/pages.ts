@@ -115,7 +115,11 @@ export function invoiceHtml(inv: Invoice): string {
   const m = (v: string) => esc(displayMoney(v, inv.currency));
   const rows = inv.lines.map((l) => `<tr><td>${esc(l.description)}</td><td class="n">${esc(l.quantity)}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`).join("");
   return `<main><h1>Invoice ${esc(inv.id)}</h1>
-<p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>
+<p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>${
+    inv.status === "draft" && inv.finalizesAt
+      ? `\n<p class="draft">Draft: usage that still arrives for this period is added until it is finalized, ${esc(inv.finalizesAt.toISOString().replace(".000Z", "Z"))}. Amounts may change until then.</p>`
+      : ""
+  }
 <table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
 <tbody>${rows || '<tr><td colspan="4">No charges</td></tr>'}</tbody>
 <tfoot><tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr></tfoot></table>

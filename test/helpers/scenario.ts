@@ -26,9 +26,10 @@ export class Scenario {
     return rest(this.server.url, method, path, this.key, body);
   }
 
-  static async start(server: TestServer, at: string): Promise<Scenario> {
+  /** A scenario in a fresh test environment whose invoices are final at once, or drafts for `invoiceGraceSeconds`. */
+  static async start(server: TestServer, at: string, opts: { invoiceGraceSeconds?: number } = {}): Promise<Scenario> {
     const s = new Scenario(server);
-    s.key = await server.freshKey("test");
+    s.key = await server.freshKey("test", opts);
     s.clockId = (await s.call("POST", "/test-clocks", { name: "scenario", frozen_time: at })).id;
     s.subjectId = (await s.call("POST", "/subjects", { name: "Customer", test_clock_id: s.clockId })).id;
     return s;

@@ -12,6 +12,7 @@ import type {
   CheckoutSession,
   CheckoutStatus,
   Invoice,
+  InvoiceLine,
   InvoiceStatus,
   PaymentMethod,
   PortalSession,
@@ -36,6 +37,13 @@ export interface SubscriptionStore {
    * row is still active in the cycle `s` was in; false when it had moved on.
    */
   setBillingFailure(s: Subscription, failure: BillingFailure): Promise<boolean>;
+  /**
+   * Cancelled subscriptions on real time (clockId null) or one test clock, whose late usage has
+   * not been checked since `checkedBefore` (null: all), least recently checked first.
+   */
+  ended(clockId: string | null, limit: number, checkedBefore: Date | null): Promise<Subscription[]>;
+  /** Records that these subscriptions' late usage was checked at `at` (real time). */
+  markChecked(ids: string[], at: Date): Promise<void>;
 }
 
 export interface InvoiceStore {
@@ -48,6 +56,13 @@ export interface InvoiceStore {
   setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
   /** Moves these invoices from `from` to `to` (those still in `from`). */
   setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
+  /** Drafts whose grace period ended by `now` on real time (clockId null) or one test clock, earliest first. */
+  dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
+  /**
+   * A subscription's finalized invoices that bill a usage window (without their lines), each
+   * with what was billed for its window so far: its usage lines and every adjustment of it.
+   */
+  windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
 }
 
 export interface PaymentMethodStore {
@@ -91,6 +106,8 @@ export interface BillingDirectory {
   profile(environmentId: string, subjectId: string): Promise<SubjectProfile | undefined>;
   /** The mode of an environment (undefined when there is no such environment). */
   environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
+  /** How long an environment's cycle invoices stay drafts, in seconds (0: finalized at once). */
+  invoiceGraceSeconds(environmentId: string): Promise<number>;
 }
 
 /** Subscription writes inside a transaction. */
@@ -109,6 +126,8 @@ export interface InvoiceWrites {
   insertInvoice(i: Invoice): Promise<void>;
   /** Several invoices at once (multi-row inserts); the same unique key applies. */
   insertInvoices(list: Invoice[]): Promise<void>;
+  /** Writes a draft's final lines and total and makes it open, if it is still a draft; false otherwise. */
+  finalizeDraft(i: Invoice, at: Date): Promise<boolean>;
 }
 
 /** Checkout writes inside a transaction. */

@@ -7,12 +7,14 @@ import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
-import { type Line, total } from "../invoicing/lines.js";
+import { total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
+
+import type { BillLine } from "./engine.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import type { Terms } from "./terms.js";
@@ -61,6 +63,7 @@ export function newSubscription(
     cancelledAt: null,
     cancelReason: null,
     billingFailure: null,
+    usageCheck: null,
     createdAt: at,
   };
 }
@@ -166,7 +169,7 @@ export class Subscriptions {
    * Starts a subscription: writes it and its first invoice (fixed charges in advance), then
    * charges. A subscription linked to a draft timeline makes that timeline active.
    */
-  async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+  async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null): Promise<Subscription> {
     const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
     const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
     await this.stores.transaction(async (tx) => {

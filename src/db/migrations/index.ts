@@ -12,6 +12,7 @@ import { BinaryIdentifiers1795000000008 } from "./1795000000008-BinaryIdentifier
 import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
 import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
 import { CustomerPortal1795000000011 } from "./1795000000011-CustomerPortal.js";
+import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -26,4 +27,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   BillingLimits1795000000009,
   RateLimits1795000000010,
   CustomerPortal1795000000011,
+  InvoiceLifecycle1795000000012,
 ];

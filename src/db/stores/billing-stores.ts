@@ -47,6 +47,11 @@ export class SqlBillingDirectory implements BillingDirectory {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { id: environmentId }));
     return r ? (r.mode as EnvironmentMode) : undefined;
   }
+
+  async invoiceGraceSeconds(environmentId: string): Promise<number> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { id: environmentId }));
+    return Number(r?.invoice_grace_seconds ?? 3600);
+  }
 }
 
 export function sqlBillingStores(sql: Sql, entities: Entities): BillingStores {
