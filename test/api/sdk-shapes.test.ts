@@ -219,7 +219,7 @@ const BillingState = obj({
   usage_data: array(obj({ rate_name: str, pricing_metric_id: str, included_units: int, used_units: str })),
 });
 /** `quantity`: sdk-compat says int, billing-api.md (which wins) says number; quantities may be fractional. */
-const LineItem = obj({ description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount });
+const LineItem = obj({ description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount }, { kind: oneOf("fixed", "usage", "adjustment", "charge") });
 const Invoice = obj(
   {
     id: str,
@@ -230,7 +230,15 @@ const Invoice = obj(
     total_amount: Amount,
     line_items: array(LineItem),
   },
-  { subscription_id: str },
+  {
+    subscription_id: str,
+    finalizes_at: nullable(datetime),
+    finalized_at: nullable(datetime),
+    period_start: datetime,
+    period_end: datetime,
+    usage_period_start: nullable(datetime),
+    usage_period_end: nullable(datetime),
+  },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });
 const CheckoutSession = obj({ id: str, url: str, amount: Amount });
