@@ -18,6 +18,7 @@ import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
 import { Invoices } from "./billing/subscriptions/invoices.js";
 import { Lookups } from "./billing/subscriptions/lookups.js";
 import { CustomerPortal } from "./billing/subscriptions/portal.js";
+import { Pauses } from "./billing/subscriptions/pauses.js";
 import { Scheduler } from "./billing/subscriptions/scheduler.js";
 import { Subscriptions } from "./billing/subscriptions/subscribe.js";
 import { Terms } from "./billing/subscriptions/terms.js";
@@ -75,12 +76,13 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
-  const scheduler = new Scheduler(engine, timelines, (id, err) =>
+  const pauses = new Pauses(lookups, changes);
+  const scheduler = new Scheduler(engine, timelines, pauses, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
     log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
   );
   const clocks = new TestClocks(lookups, scheduler);
-  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
+  return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
@@ -114,9 +116,10 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
         ...(err instanceof BillingError ? {} : { err }),
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
+    finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
   });
-  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {

@@ -11,6 +11,7 @@ import type { SubjectService as Subjects } from "../billing/subjects.js";
 import type { BillingStates } from "../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges as Changes } from "../billing/subscriptions/changes.js";
 import type { Invoices } from "../billing/subscriptions/invoices.js";
+import type { Pauses } from "../billing/subscriptions/pauses.js";
 import type { CustomerPortal } from "../billing/subscriptions/portal.js";
 import type { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../billing/subscriptions/test-clocks.js";
@@ -53,6 +54,7 @@ export interface Services {
   timelines: Timelines;
   subscriptions: Subscriptions;
   changes: Changes;
+  pauses: Pauses;
   invoices: Invoices;
   billingStates: BillingStates;
   portal: CustomerPortal;
@@ -122,7 +124,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(SubjectService, subjectService(services.subjects)),
     spec(PricingMetricService, pricingMetricService(services.metrics, services.summaries)),
     spec(UsageEventService, usageEventService(services.ingest)),
-    spec(SubscriptionService, subscriptionService(services.subscriptions, services.changes)),
+    spec(SubscriptionService, subscriptionService(services.subscriptions, services.changes, services.pauses)),
     spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
     spec(InvoiceService, invoiceService(services.invoices)),
     spec(CustomerAccessService, customerAccessService(services.billingStates)),

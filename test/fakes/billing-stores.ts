@@ -64,6 +64,8 @@ export class FakeBillingStores implements BillingStores {
       ),
     active: async (env, subjectId) =>
       [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
+    paused: async (env, subjectId) =>
+      [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "paused").map((s) => structuredClone(s)),
     due: async (now, clockId, limit, strict, realNow) =>
       [...this.state.subscriptions.values()]
         .filter((s) => s.status === "active" && (strict ? s.periodEnd < now : s.periodEnd <= now) && s.testClockId === clockId && (!s.billingFailure || s.billingFailure.retryAt <= realNow))
@@ -80,6 +82,12 @@ export class FakeBillingStores implements BillingStores {
       [...this.state.subscriptions.values()]
         .filter((s) => s.status === "cancelled" && s.testClockId === clockId && (!checkedBefore || !this.state.checkedAt.has(s.id) || (this.state.checkedAt.get(s.id) as Date) < checkedBefore))
         .sort((a, b) => (this.state.checkedAt.get(a.id)?.getTime() ?? 0) - (this.state.checkedAt.get(b.id)?.getTime() ?? 0))
+        .slice(0, limit)
+        .map((s) => structuredClone(s)),
+    dueResumes: async (now, clockId, limit) =>
+      [...this.state.subscriptions.values()]
+        .filter((s) => s.status === "paused" && s.resumesAt !== null && s.resumesAt <= now && s.testClockId === clockId)
+        .sort((a, b) => (a.resumesAt as Date).getTime() - (b.resumesAt as Date).getTime())
         .slice(0, limit)
         .map((s) => structuredClone(s)),
     markChecked: async (ids, at) => {

@@ -19,8 +19,11 @@ export class BillingStates {
         usage.push({ includedUnits: rate.includedUnits, pricingMetricId: rate.pricingMetricId, rateName: rate.name, usedUnits: formatDecimal(used) });
       }
     }
+    // Paused subscriptions are listed apart, so an app can gate access on them (no usage: none is billed while paused).
+    const paused = await stores.subscriptions.paused(caller.environmentId, subject.id);
     return {
       hasActiveSubscription: active.length > 0,
+      paused: paused.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
       hasOverage: overage,
       active: active.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
       usage,

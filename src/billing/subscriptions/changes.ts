@@ -64,7 +64,7 @@ export class SubscriptionChanges {
    * Closes the cycles of `s` that ended by `at` — the scheduler may not have reached them yet — so
    * that a cancellation or change applies to the cycle it happens in; returns the fresh row.
    */
-  private async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
+  async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
     let current = s;
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
       const failedBefore = current.billingFailure?.attempts ?? 0;
@@ -100,6 +100,7 @@ export class SubscriptionChanges {
     const done = await retryingRaces(async (n) => {
       const now = await this.lookups.nowFor(subject);
       const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
+      if (current.status === "paused") return { subscription: await this.cancelPaused(current, now, input), invoice: undefined };
       if (input.atEndOfCycle) {
         const flagged = await this.stores.transaction(async (tx) => {
           const s = await tx.lockSubscription(caller.environmentId, id);
@@ -118,6 +119,23 @@ export class SubscriptionChanges {
     });
     if (done.invoice) await this.engine.settle(done.invoice, subject.paymentMethodId);
     return done.subscription;
+  }
+
+  /**
+   * Cancels a paused subscription now: no cycle runs, so there is no end of cycle to wait for
+   * and no usage to invoice (the pause invoiced its cycle's usage; usage while paused is not billed).
+   */
+  private async cancelPaused(current: Subscription, at: Date, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
+    if (input.atEndOfCycle) {
+      throw new FailedPreconditionError("SUBSCRIPTION_PAUSED", `subscription ${current.id} is paused: no cycle is running to end; cancel it now (without cancel_at_end_of_cycle)`);
+    }
+    return this.stores.transaction(async (tx) => {
+      const s = await tx.lockSubscription(current.environmentId, current.id);
+      if (s?.status !== "paused" || s.cycleEpoch !== current.cycleEpoch) throw lostRace(current.id);
+      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: input.reason || s.cancelReason, pausedAt: null, resumesAt: null };
+      await tx.updateSubscription(next);
+      return next;
+    });
   }
 
   /** Cancels now (at `at`): a final invoice for the usage since the last one, no new fixed charges. */

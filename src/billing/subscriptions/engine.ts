@@ -45,6 +45,11 @@ export const ENDED_RECHECK_MS = 3_600_000;
 /** How many ended subscriptions one real-time scheduler run looks at for late usage. */
 const ENDED_PER_RUN = 200;
 
+/** The (subscription, period) key of the invoice that opens cycle `n` (of the current epoch). */
+export function cycleKey(s: Pick<Subscription, "cycleEpoch">, n: number): string {
+  return s.cycleEpoch === 0 ? `cycle:${n}` : `cycle:${s.cycleEpoch}.${n}`;
+}
+
 function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
@@ -565,7 +570,7 @@ export class BillingEngine {
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
     const fixed = s.cancelsAtEndOfCycle ? [] : this.fixedLinesOf(rates.fixed, s);
     const terms = await this.windowTerms(s, s.usageSince, s.periodEnd, s.periodEnd);
-    const invoice = this.newInvoice(s, card, `cycle:${s.cycleIndex + 1}`, [...fixed, ...usageLines, ...late.lines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd, terms);
+    const invoice = this.newInvoice(s, card, cycleKey(s, s.cycleIndex + 1), [...fixed, ...usageLines, ...late.lines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd, terms);
     return { invoice, check: late.check };
   }
 

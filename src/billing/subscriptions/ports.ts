@@ -27,6 +27,8 @@ export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;
   list(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
   active(environmentId: string, subjectId: string): Promise<Subscription[]>;
+  /** A subject's paused subscriptions, oldest first. */
+  paused(environmentId: string, subjectId: string): Promise<Subscription[]>;
   /**
    * Active subscriptions whose period ended by `now` (before it when strict), on real time
    * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
@@ -42,6 +44,8 @@ export interface SubscriptionStore {
    * not been checked since `checkedBefore` (null: all), least recently checked first.
    */
   ended(clockId: string | null, limit: number, checkedBefore: Date | null): Promise<Subscription[]>;
+  /** Paused subscriptions whose resumes_at is at or before `now`, on real time (clockId null) or one test clock, earliest first. */
+  dueResumes(now: Date, clockId: string | null, limit: number): Promise<Subscription[]>;
   /** Records that these subscriptions' late usage was checked at `at` (real time). */
   markChecked(ids: string[], at: Date): Promise<void>;
 }

@@ -5,6 +5,7 @@
  */
 import { yielder } from "../yielding.js";
 import type { BillingEngine } from "./engine.js";
+import type { Pauses } from "./pauses.js";
 import type { TimelineService } from "./timelines.js";
 import type { Timeline } from "./types.js";
 
@@ -12,6 +13,7 @@ export class Scheduler {
   constructor(
     private readonly engine: BillingEngine,
     private readonly timelines: TimelineService,
+    private readonly pauses: Pauses,
     /** Told about a timeline that could not be moved on (the run goes on with the others). */
     private readonly onTimelineError: (timelineId: string, err: unknown) => void = () => {},
   ) {}
@@ -41,6 +43,9 @@ export class Scheduler {
         this.onTimelineError(timeline.id, err);
       }
     }
+    // Paused subscriptions due to resume start their new cycle at their resumes_at; cycles that
+    // ended since (time jumped) close below.
+    await this.pauses.resumeDue(now, clockId);
     n += await this.engine.closeDue(now, clockId, 8, false, breathe);
     // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
     await this.engine.finalizeDue(now, clockId, breathe);

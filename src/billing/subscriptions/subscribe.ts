@@ -64,6 +64,9 @@ export function newSubscription(
     cancelReason: null,
     billingFailure: null,
     usageCheck: null,
+    pausedAt: null,
+    resumesAt: null,
+    cycleEpoch: 0,
     createdAt: at,
   };
 }

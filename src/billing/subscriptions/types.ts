@@ -28,6 +28,15 @@ export interface Subscription {
   billingFailure: BillingFailure | null;
   /** Late-usage reconciliation state of its finalized windows (see UsageCheck). */
   usageCheck: UsageCheck | null;
+  /** While paused: since when, and when it resumes by itself (null: only by a call). */
+  pausedAt: Date | null;
+  resumesAt: Date | null;
+  /**
+   * How many times it resumed. A resume starts cycles afresh from the resume instant (it becomes
+   * the anchor, the cycle index starts over), so the epoch keeps the new cycles' invoice keys
+   * apart from those before the pause.
+   */
+  cycleEpoch: number;
   createdAt: Date;
 }
 

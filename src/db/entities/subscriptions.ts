@@ -36,6 +36,9 @@ export interface SubscriptionRow {
   billing_retry_at: Date | null;
   usage_check?: UsageCheckRow | null;
   usage_checked_at?: Date | null;
+  paused_at?: Date | null;
+  resumes_at?: Date | null;
+  cycle_epoch?: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -72,6 +75,11 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       // The event counts its finalized usage windows were last reconciled with (late usage).
       usage_check: jsonColumn(dialect, true),
       usage_checked_at: timeColumn(true),
+      // Paused: since when, and when it resumes by itself (NULL: only by a call).
+      paused_at: timeColumn(true),
+      resumes_at: timeColumn(true),
+      // Bumped by each resume: cycles restart from the resume instant under a new period key.
+      cycle_epoch: { type: "int", nullable: false, default: 0 },
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),
@@ -81,6 +89,7 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_subscriptions_subject", columns: ["subject_id", "status"] },
       { name: "ix_subscriptions_due", columns: ["status", "test_clock_id", "period_end"] },
       { name: "ix_subscriptions_status_checked", columns: ["status", "usage_checked_at"] },
+      { name: "ix_subscriptions_resumes", columns: ["status", "test_clock_id", "resumes_at"] },
     ],
   });
 

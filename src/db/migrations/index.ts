@@ -13,6 +13,7 @@ import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
 import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
 import { CustomerPortal1795000000011 } from "./1795000000011-CustomerPortal.js";
 import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
+import { PauseResume1795000000013 } from "./1795000000013-PauseResume.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -28,4 +29,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   RateLimits1795000000010,
   CustomerPortal1795000000011,
   InvoiceLifecycle1795000000012,
+  PauseResume1795000000013,
 ];

@@ -34,6 +34,9 @@ export function subscriptionFromRow(r: SubscriptionRow): Subscription {
         ? { message: r.billing_error, attempts: Number(r.billing_attempts), failedAt: r.billing_failed_at as Date, retryAt: r.billing_retry_at as Date }
         : null,
     usageCheck: r.usage_check ?? null,
+    pausedAt: r.paused_at ?? null,
+    resumesAt: r.resumes_at ?? null,
+    cycleEpoch: Number(r.cycle_epoch ?? 0),
     createdAt: r.created_at,
   };
 }
@@ -64,6 +67,9 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
     billing_failed_at: s.billingFailure?.failedAt ?? null,
     billing_retry_at: s.billingFailure?.retryAt ?? null,
     usage_check: s.usageCheck,
+    paused_at: s.pausedAt,
+    resumes_at: s.resumesAt,
+    cycle_epoch: s.cycleEpoch,
     created_at: s.createdAt,
     updated_at: at,
   };
@@ -88,7 +94,7 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
     // Plain SQL: a cycle close updates every due subscription.
     updateSubscription: async (s) => {
       await em.query(
-        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
+        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
         [
           s.rateCardId,
           s.status,
@@ -107,6 +113,10 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
           s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
           s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
           s.usageCheck ? JSON.stringify(s.usageCheck) : null,
+          s.pausedAt ? dbTime(s.pausedAt) : null,
+          s.resumesAt ? dbTime(s.resumesAt) : null,
+          s.cycleEpoch,
+          dbTime(s.anchor),
           dbTime(new Date()),
           s.id,
           s.environmentId,
@@ -144,6 +154,11 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     return rows.map(subscriptionFromRow);
   }
 
+  async paused(environmentId: string, subjectId: string): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "paused" }, order: { seq: "ASC" } }));
+    return rows.map(subscriptionFromRow);
+  }
+
   async due(now: Date, clockId: string | null, limit: number, strict: boolean, realNow: Date): Promise<Subscription[]> {
     const rows = await this.sql.run((em) =>
       em
@@ -168,6 +183,19 @@ export class SqlSubscriptionStore implements SubscriptionStore {
       // Never checked first (NULLs sort first on both stores), then the longest unchecked.
       return qb.orderBy("s.usage_checked_at", "ASC").addOrderBy("s.seq", "ASC").limit(limit).getMany();
     });
+    return rows.map(subscriptionFromRow);
+  }
+
+  async dueResumes(now: Date, clockId: string | null, limit: number): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.status = 'paused' AND s.resumes_at <= :now", { now: dbTime(now) })
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .orderBy("s.resumes_at", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
     return rows.map(subscriptionFromRow);
   }
 

@@ -16,14 +16,17 @@ export function subscriptionToPb(s: Subscription): SubscriptionPb {
     status: s.status,
     cancelsAtEndOfCycle: s.cancelsAtEndOfCycle,
     currentPeriod: active ? { start: ts(s.periodStart), end: ts(s.periodEnd), inclusiveStart: true, inclusiveEnd: false } : undefined,
-    cyclesNextAt: active ? ts(s.periodEnd) : undefined,
-    effectiveAt: ts(s.anchor),
+    cyclesNextAt: active ? ts(s.periodEnd) : s.status === "paused" && s.resumesAt ? ts(s.resumesAt) : undefined,
+    // When it started: a resume moves the cycles' anchor, never this.
+    effectiveAt: ts(s.createdAt),
     fixedRateQuantities: s.fixedRateQuantities,
     ratePriceMultipliers: s.rateMultipliers,
     metadata: s.metadata,
     billingFailure: s.billingFailure
       ? { message: s.billingFailure.message, attempts: s.billingFailure.attempts, failedAt: ts(s.billingFailure.failedAt), retryAt: ts(s.billingFailure.retryAt) }
       : undefined,
+    pausedAt: s.pausedAt ? ts(s.pausedAt) : undefined,
+    resumesAt: s.resumesAt ? ts(s.resumesAt) : undefined,
   });
 }
 

@@ -3,6 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
+import type { Pauses } from "../../billing/subscriptions/pauses.js";
 import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
@@ -13,7 +14,7 @@ import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
 import { instantOf } from "../convert/common.js";
 
-export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges): ServiceImpl<typeof SubscriptionService> {
+export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges, pauses: Pauses): ServiceImpl<typeof SubscriptionService> {
   return {
     async createSubscription(req, ctx) {
       const r = await subs.create(callerOf(ctx), {
@@ -43,6 +44,13 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
     async cancelSubscription(req, ctx) {
       const s = await changes.cancel(callerOf(ctx), req.subscriptionId, { atEndOfCycle: req.cancelAtEndOfCycle, reason: req.reason });
       return { subscription: subscriptionToPb(s) };
+    },
+    async pauseSubscription(req, ctx) {
+      const r = await pauses.pause(callerOf(ctx), req.subscriptionId, { resumesAt: instantOf(req.resumesAt) });
+      return { subscription: subscriptionToPb(r.subscription), cancelAtEndOfCycleCleared: r.clearedCancelAtEndOfCycle };
+    },
+    async resumeSubscription(req, ctx) {
+      return { subscription: subscriptionToPb(await pauses.resume(callerOf(ctx), req.subscriptionId)) };
     },
     async changeRateCard(req, ctx) {
       const r = await changes.changeRateCard(callerOf(ctx), req.subscriptionId, {
@@ -88,6 +96,7 @@ export function customerAccessService(subs: BillingStates): ServiceImpl<typeof C
           hasActiveSubscription: s.hasActiveSubscription,
           hasOverageForUsage: s.hasOverage,
           activeSubscriptions: s.active,
+          pausedSubscriptions: s.paused,
           usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
         },
       };

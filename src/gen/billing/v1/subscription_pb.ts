@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subscription.proto.
  */
 export const file_billing_v1_subscription: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL3YxL3N1YnNjcmlwdGlvbi5wcm90bxIKYmlsbGluZy52MSLGBQoMU3Vic2NyaXB0aW9uEgoKAmlkGAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSFAoMcmF0ZV9jYXJkX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIfChdjYW5jZWxzX2F0X2VuZF9vZl9jeWNsZRgFIAEoCBIqCg5jdXJyZW50X3BlcmlvZBgGIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEjIKDmN5Y2xlc19uZXh0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxlZmZlY3RpdmVfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wElAKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgJIAMoCzIxLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLkZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRJSChZyYXRlX3ByaWNlX211bHRpcGxpZXJzGAogAygLMjIuYmlsbGluZy52MS5TdWJzY3JpcHRpb24uUmF0ZVByaWNlTXVsdGlwbGllcnNFbnRyeRI4CghtZXRhZGF0YRgLIAMoCzImLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLk1ldGFkYXRhRW50cnkSMwoPYmlsbGluZ19mYWlsdXJlGAwgASgLMhouYmlsbGluZy52MS5CaWxsaW5nRmFpbHVyZRo6ChhGaXhlZFJhdGVRdWFudGl0aWVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo7ChlSYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpABCg5CaWxsaW5nRmFpbHVyZRIPCgdtZXNzYWdlGAEgASgJEhAKCGF0dGVtcHRzGAIgASgFEi0KCWZhaWxlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIcmV0cnlfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKFENoZWNrb3V0Q2FsbGJhY2tVcmxzEhUKDWNhbmNlbGxlZF91cmwYASABKAkSEwoLc3VjY2Vzc191cmwYAiABKAliBnByb3RvMw", [file_billing_v1_common, file_google_protobuf_timestamp]);
+  fileDesc("Ch1iaWxsaW5nL3YxL3N1YnNjcmlwdGlvbi5wcm90bxIKYmlsbGluZy52MSKlBgoMU3Vic2NyaXB0aW9uEgoKAmlkGAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSFAoMcmF0ZV9jYXJkX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIfChdjYW5jZWxzX2F0X2VuZF9vZl9jeWNsZRgFIAEoCBIqCg5jdXJyZW50X3BlcmlvZBgGIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEjIKDmN5Y2xlc19uZXh0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxlZmZlY3RpdmVfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wElAKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgJIAMoCzIxLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLkZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRJSChZyYXRlX3ByaWNlX211bHRpcGxpZXJzGAogAygLMjIuYmlsbGluZy52MS5TdWJzY3JpcHRpb24uUmF0ZVByaWNlTXVsdGlwbGllcnNFbnRyeRI4CghtZXRhZGF0YRgLIAMoCzImLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uLk1ldGFkYXRhRW50cnkSMwoPYmlsbGluZ19mYWlsdXJlGAwgASgLMhouYmlsbGluZy52MS5CaWxsaW5nRmFpbHVyZRItCglwYXVzZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJlc3VtZXNfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikAEKDkJpbGxpbmdGYWlsdXJlEg8KB21lc3NhZ2UYASABKAkSEAoIYXR0ZW1wdHMYAiABKAUSLQoJZmFpbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghyZXRyeV9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiQgoUQ2hlY2tvdXRDYWxsYmFja1VybHMSFQoNY2FuY2VsbGVkX3VybBgBIAEoCRITCgtzdWNjZXNzX3VybBgCIAEoCWIGcHJvdG8z", [file_billing_v1_common, file_google_protobuf_timestamp]);
 
 /**
  * A subject's subscription to a rate card.
@@ -40,7 +40,7 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
   rateCardId: string;
 
   /**
-   * "active", "cancelled" or "paused".
+   * "active", "cancelled" or "paused" (no cycle runs, nothing is charged, usage is not billed).
    *
    * @generated from field: string status = 4;
    */
@@ -61,7 +61,8 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
   currentPeriod?: Period | undefined;
 
   /**
-   * Start of the next cycle (the current period's end) while active; absent (JSON null) otherwise.
+   * Start of the next cycle (the current period's end) while active; while paused, resumes_at
+   * (when set); absent (JSON null) otherwise.
    *
    * @generated from field: google.protobuf.Timestamp cycles_next_at = 7;
    */
@@ -101,6 +102,20 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
    * @generated from field: billing.v1.BillingFailure billing_failure = 12;
    */
   billingFailure?: BillingFailure | undefined;
+
+  /**
+   * While "paused": since when; absent otherwise.
+   *
+   * @generated from field: google.protobuf.Timestamp paused_at = 13;
+   */
+  pausedAt?: Timestamp | undefined;
+
+  /**
+   * While "paused": when it resumes by itself; absent when only a call resumes it, or not paused.
+   *
+   * @generated from field: google.protobuf.Timestamp resumes_at = 14;
+   */
+  resumesAt?: Timestamp | undefined;
 };
 
 /**

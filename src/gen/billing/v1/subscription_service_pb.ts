@@ -8,13 +8,15 @@ import { file_billing_v1_options } from "./options_pb.js";
 import type { CheckoutCallbackUrls, Subscription } from "./subscription_pb.js";
 import { file_billing_v1_subscription } from "./subscription_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/subscription_service.proto.
  */
 export const file_billing_v1_subscription_service: GenFile = /*@__PURE__*/
-  fileDesc("CiViaWxsaW5nL3YxL3N1YnNjcmlwdGlvbl9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIocFChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEh8KF2NyZWF0ZV9jaGVja291dF9zZXNzaW9uGAQgASgJEmMKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgFIAMoCzI+LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5GaXhlZFJhdGVRdWFudGl0aWVzRW50cnlCBIi1GAESZQoWcmF0ZV9wcmljZV9tdWx0aXBsaWVycxgGIAMoCzI/LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5SYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5QgSItRgBEkUKCG1ldGFkYXRhGAcgAygLMjMuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSIAoYc3Vic2NyaXB0aW9uX3RpbWVsaW5lX2lkGAggASgJGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUgoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USNAoGcmVzdWx0GAEgASgLMiQuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXN1bHQiiwEKGENyZWF0ZVN1YnNjcmlwdGlvblJlc3VsdBITCgtyZXN1bHRfdHlwZRgBIAEoCRIuCgxzdWJzY3JpcHRpb24YAiABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbhIqCgZhY3Rpb24YAyABKAsyGi5iaWxsaW5nLnYxLkNoZWNrb3V0QWN0aW9uIkQKDkNoZWNrb3V0QWN0aW9uEhwKFHJlcXVpcmVzX2FjdGlvbl90eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCSIxChZHZXRTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJJChdHZXRTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKCAQoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGb2Zmc2V0GAIgASgFSAGIAQESFAoMcmF0ZV9jYXJkX2lkGAMgASgJEhIKCnN1YmplY3RfaWQYBCABKAlCCAoGX2xpbWl0QgkKB19vZmZzZXQiXgoZTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIvCg1zdWJzY3JpcHRpb25zGAIgAygLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24ihAEKGUNhbmNlbFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEiMKFmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGUYAiABKAhIAIgBARIOCgZyZWFzb24YAyABKAlCGQoXX2NhbmNlbF9hdF9lbmRfb2ZfY3ljbGUiTAoaQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24iogEKFUNoYW5nZVJhdGVDYXJkUmVxdWVzdBIXCg9zdWJzY3JpcHRpb25faWQYASABKAkSFAoMcmF0ZV9jYXJkX2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEhgKEHVwZ3JhZGVfYmVoYXZpb3IYBCABKAkiSgoWQ2hhbmdlUmF0ZUNhcmRSZXNwb25zZRIwCgZyZXN1bHQYASABKAsyIC5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVzdWx0IoYBChRDaGFuZ2VSYXRlQ2FyZFJlc3VsdBIMCgR0eXBlGAEgASgJEi4KDHN1YnNjcmlwdGlvbhgCIAEoCzIYLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uEjAKBmFjdGlvbhgDIAEoCzIgLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRBY3Rpb24iOgoUQ2hhbmdlUmF0ZUNhcmRBY3Rpb24SDAoEdHlwZRgBIAEoCRIUCgxjaGVja291dF91cmwYAiABKAky6gUKE1N1YnNjcmlwdGlvblNlcnZpY2USfgoSQ3JlYXRlU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXNwb25zZSIZgtPkkwITOgEqIg4vc3Vic2NyaXB0aW9ucxKVAQoPR2V0U3Vic2NyaXB0aW9uEiIuYmlsbGluZy52MS5HZXRTdWJzY3JpcHRpb25SZXF1ZXN0GiMuYmlsbGluZy52MS5HZXRTdWJzY3JpcHRpb25SZXNwb25zZSI5kAIBgtPkkwIwYgxzdWJzY3JpcHRpb24SIC9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9EnsKEUxpc3RTdWJzY3JpcHRpb25zEiQuYmlsbGluZy52MS5MaXN0U3Vic2NyaXB0aW9uc1JlcXVlc3QaJS5iaWxsaW5nLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiGZACAYLT5JMCEBIOL3N1YnNjcmlwdGlvbnMSpQEKEkNhbmNlbFN1YnNjcmlwdGlvbhIlLmJpbGxpbmcudjEuQ2FuY2VsU3Vic2NyaXB0aW9uUmVxdWVzdBomLmJpbGxpbmcudjEuQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2UiQILT5JMCOjoBKmIMc3Vic2NyaXB0aW9uIicvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9jYW5jZWwSlQEKDkNoYW5nZVJhdGVDYXJkEiEuYmlsbGluZy52MS5DaGFuZ2VSYXRlQ2FyZFJlcXVlc3QaIi5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVzcG9uc2UiPILT5JMCNjoBKiIxL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0vY2hhbmdlLXJhdGUtY2FyZGIGcHJvdG8z", [file_billing_v1_options, file_billing_v1_subscription, file_google_api_annotations]);
+  fileDesc("CiViaWxsaW5nL3YxL3N1YnNjcmlwdGlvbl9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIocFChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEh8KF2NyZWF0ZV9jaGVja291dF9zZXNzaW9uGAQgASgJEmMKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgFIAMoCzI+LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5GaXhlZFJhdGVRdWFudGl0aWVzRW50cnlCBIi1GAESZQoWcmF0ZV9wcmljZV9tdWx0aXBsaWVycxgGIAMoCzI/LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5SYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5QgSItRgBEkUKCG1ldGFkYXRhGAcgAygLMjMuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSIAoYc3Vic2NyaXB0aW9uX3RpbWVsaW5lX2lkGAggASgJGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUgoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USNAoGcmVzdWx0GAEgASgLMiQuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXN1bHQiiwEKGENyZWF0ZVN1YnNjcmlwdGlvblJlc3VsdBITCgtyZXN1bHRfdHlwZRgBIAEoCRIuCgxzdWJzY3JpcHRpb24YAiABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbhIqCgZhY3Rpb24YAyABKAsyGi5iaWxsaW5nLnYxLkNoZWNrb3V0QWN0aW9uIkQKDkNoZWNrb3V0QWN0aW9uEhwKFHJlcXVpcmVzX2FjdGlvbl90eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCSIxChZHZXRTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJJChdHZXRTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKCAQoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGb2Zmc2V0GAIgASgFSAGIAQESFAoMcmF0ZV9jYXJkX2lkGAMgASgJEhIKCnN1YmplY3RfaWQYBCABKAlCCAoGX2xpbWl0QgkKB19vZmZzZXQiXgoZTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIvCg1zdWJzY3JpcHRpb25zGAIgAygLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24ihAEKGUNhbmNlbFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEiMKFmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGUYAiABKAhIAIgBARIOCgZyZWFzb24YAyABKAlCGQoXX2NhbmNlbF9hdF9lbmRfb2ZfY3ljbGUiTAoaQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24iYwoYUGF1c2VTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIuCgpyZXN1bWVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJzChlQYXVzZVN1YnNjcmlwdGlvblJlc3BvbnNlEi4KDHN1YnNjcmlwdGlvbhgBIAEoCzIYLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uEiYKHmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGVfY2xlYXJlZBgCIAEoCCI0ChlSZXN1bWVTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJMChpSZXN1bWVTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKiAQoVQ2hhbmdlUmF0ZUNhcmRSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIUCgxyYXRlX2NhcmRfaWQYAiABKAkSQAoWY2hlY2tvdXRfY2FsbGJhY2tfdXJscxgDIAEoCzIgLmJpbGxpbmcudjEuQ2hlY2tvdXRDYWxsYmFja1VybHMSGAoQdXBncmFkZV9iZWhhdmlvchgEIAEoCSJKChZDaGFuZ2VSYXRlQ2FyZFJlc3BvbnNlEjAKBnJlc3VsdBgBIAEoCzIgLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRSZXN1bHQihgEKFENoYW5nZVJhdGVDYXJkUmVzdWx0EgwKBHR5cGUYASABKAkSLgoMc3Vic2NyaXB0aW9uGAIgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24SMAoGYWN0aW9uGAMgASgLMiAuYmlsbGluZy52MS5DaGFuZ2VSYXRlQ2FyZEFjdGlvbiI6ChRDaGFuZ2VSYXRlQ2FyZEFjdGlvbhIMCgR0eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCTKoCAoTU3Vic2NyaXB0aW9uU2VydmljZRJ+ChJDcmVhdGVTdWJzY3JpcHRpb24SJS5iaWxsaW5nLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaJi5iaWxsaW5nLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlc3BvbnNlIhmC0+STAhM6ASoiDi9zdWJzY3JpcHRpb25zEpUBCg9HZXRTdWJzY3JpcHRpb24SIi5iaWxsaW5nLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaIy5iaWxsaW5nLnYxLkdldFN1YnNjcmlwdGlvblJlc3BvbnNlIjmQAgGC0+STAjBiDHN1YnNjcmlwdGlvbhIgL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0SewoRTGlzdFN1YnNjcmlwdGlvbnMSJC5iaWxsaW5nLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVxdWVzdBolLmJpbGxpbmcudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZSIZkAIBgtPkkwIQEg4vc3Vic2NyaXB0aW9ucxKlAQoSQ2FuY2VsU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5DYW5jZWxTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5DYW5jZWxTdWJzY3JpcHRpb25SZXNwb25zZSJAgtPkkwI6OgEqYgxzdWJzY3JpcHRpb24iJy9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9L2NhbmNlbBKTAQoRUGF1c2VTdWJzY3JpcHRpb24SJC5iaWxsaW5nLnYxLlBhdXNlU3Vic2NyaXB0aW9uUmVxdWVzdBolLmJpbGxpbmcudjEuUGF1c2VTdWJzY3JpcHRpb25SZXNwb25zZSIxgtPkkwIrOgEqIiYvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9wYXVzZRKlAQoSUmVzdW1lU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5SZXN1bWVTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5SZXN1bWVTdWJzY3JpcHRpb25SZXNwb25zZSJAgtPkkwI6OgEqYgxzdWJzY3JpcHRpb24iJy9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9L3Jlc3VtZRKVAQoOQ2hhbmdlUmF0ZUNhcmQSIS5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVxdWVzdBoiLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRSZXNwb25zZSI8gtPkkwI2OgEqIjEvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9jaGFuZ2UtcmF0ZS1jYXJkYgZwcm90bzM", [file_billing_v1_options, file_billing_v1_subscription, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message billing.v1.CreateSubscriptionRequest
@@ -284,6 +286,88 @@ export const CancelSubscriptionResponseSchema: GenMessage<CancelSubscriptionResp
   messageDesc(file_billing_v1_subscription_service, 9);
 
 /**
+ * @generated from message billing.v1.PauseSubscriptionRequest
+ */
+export type PauseSubscriptionRequest = Message<"billing.v1.PauseSubscriptionRequest"> & {
+  /**
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * When it resumes by itself (RFC 3339); absent: only a call resumes it.
+   *
+   * @generated from field: google.protobuf.Timestamp resumes_at = 2;
+   */
+  resumesAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message billing.v1.PauseSubscriptionRequest.
+ * Use `create(PauseSubscriptionRequestSchema)` to create a new message.
+ */
+export const PauseSubscriptionRequestSchema: GenMessage<PauseSubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 10);
+
+/**
+ * @generated from message billing.v1.PauseSubscriptionResponse
+ */
+export type PauseSubscriptionResponse = Message<"billing.v1.PauseSubscriptionResponse"> & {
+  /**
+   * @generated from field: billing.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+
+  /**
+   * True when the pause cleared a pending cancellation at the end of the cycle.
+   *
+   * @generated from field: bool cancel_at_end_of_cycle_cleared = 2;
+   */
+  cancelAtEndOfCycleCleared: boolean;
+};
+
+/**
+ * Describes the message billing.v1.PauseSubscriptionResponse.
+ * Use `create(PauseSubscriptionResponseSchema)` to create a new message.
+ */
+export const PauseSubscriptionResponseSchema: GenMessage<PauseSubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 11);
+
+/**
+ * @generated from message billing.v1.ResumeSubscriptionRequest
+ */
+export type ResumeSubscriptionRequest = Message<"billing.v1.ResumeSubscriptionRequest"> & {
+  /**
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+};
+
+/**
+ * Describes the message billing.v1.ResumeSubscriptionRequest.
+ * Use `create(ResumeSubscriptionRequestSchema)` to create a new message.
+ */
+export const ResumeSubscriptionRequestSchema: GenMessage<ResumeSubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 12);
+
+/**
+ * @generated from message billing.v1.ResumeSubscriptionResponse
+ */
+export type ResumeSubscriptionResponse = Message<"billing.v1.ResumeSubscriptionResponse"> & {
+  /**
+   * @generated from field: billing.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+};
+
+/**
+ * Describes the message billing.v1.ResumeSubscriptionResponse.
+ * Use `create(ResumeSubscriptionResponseSchema)` to create a new message.
+ */
+export const ResumeSubscriptionResponseSchema: GenMessage<ResumeSubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 13);
+
+/**
  * @generated from message billing.v1.ChangeRateCardRequest
  */
 export type ChangeRateCardRequest = Message<"billing.v1.ChangeRateCardRequest"> & {
@@ -315,7 +399,7 @@ export type ChangeRateCardRequest = Message<"billing.v1.ChangeRateCardRequest"> 
  * Use `create(ChangeRateCardRequestSchema)` to create a new message.
  */
 export const ChangeRateCardRequestSchema: GenMessage<ChangeRateCardRequest> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 10);
+  messageDesc(file_billing_v1_subscription_service, 14);
 
 /**
  * @generated from message billing.v1.ChangeRateCardResponse
@@ -332,7 +416,7 @@ export type ChangeRateCardResponse = Message<"billing.v1.ChangeRateCardResponse"
  * Use `create(ChangeRateCardResponseSchema)` to create a new message.
  */
 export const ChangeRateCardResponseSchema: GenMessage<ChangeRateCardResponse> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 11);
+  messageDesc(file_billing_v1_subscription_service, 15);
 
 /**
  * Discriminated by type: "success" (subscription) or "requires_action" (action).
@@ -361,7 +445,7 @@ export type ChangeRateCardResult = Message<"billing.v1.ChangeRateCardResult"> & 
  * Use `create(ChangeRateCardResultSchema)` to create a new message.
  */
 export const ChangeRateCardResultSchema: GenMessage<ChangeRateCardResult> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 12);
+  messageDesc(file_billing_v1_subscription_service, 16);
 
 /**
  * @generated from message billing.v1.ChangeRateCardAction
@@ -385,7 +469,7 @@ export type ChangeRateCardAction = Message<"billing.v1.ChangeRateCardAction"> & 
  * Use `create(ChangeRateCardActionSchema)` to create a new message.
  */
 export const ChangeRateCardActionSchema: GenMessage<ChangeRateCardAction> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 13);
+  messageDesc(file_billing_v1_subscription_service, 17);
 
 /**
  * Subscriptions: who pays for which rate card, and their billing cycles.
@@ -443,6 +527,32 @@ export const SubscriptionService: GenService<{
     methodKind: "unary";
     input: typeof CancelSubscriptionRequestSchema;
     output: typeof CancelSubscriptionResponseSchema;
+  },
+  /**
+   * Pauses an active subscription now: the usage of its current cycle so far is invoiced (like a
+   * cancellation: a draft for the grace period), then no cycle runs and nothing is charged while
+   * it is "paused"; usage is stored but not billed. A pending cancellation at the end of the
+   * cycle is cleared (cancel_at_end_of_cycle_cleared says so). With resumes_at (in the future, in
+   * the supported range) it resumes by itself then. Errors: INVALID_ARGUMENT (400) for resumes_at;
+   * FAILED_PRECONDITION (400) unless active, or when it follows a subscription timeline.
+   *
+   * @generated from rpc billing.v1.SubscriptionService.PauseSubscription
+   */
+  pauseSubscription: {
+    methodKind: "unary";
+    input: typeof PauseSubscriptionRequestSchema;
+    output: typeof PauseSubscriptionResponseSchema;
+  },
+  /**
+   * Resumes a paused subscription now: a new cycle starts at this instant (its anchor from now
+   * on), with the fixed charges in advance. Errors: FAILED_PRECONDITION (400) unless paused.
+   *
+   * @generated from rpc billing.v1.SubscriptionService.ResumeSubscription
+   */
+  resumeSubscription: {
+    methodKind: "unary";
+    input: typeof ResumeSubscriptionRequestSchema;
+    output: typeof ResumeSubscriptionResponseSchema;
   },
   /**
    * Moves the subscription to another rate card from now on, in the same cycle: the old card's

@@ -1,0 +1,160 @@
+/**
+ * Pausing and resuming a subscription (DESIGN §8, issue 20).
+ * - Pause (active only): the usage of the current cycle so far is invoiced now, like a
+ *   cancellation (a draft for the grace period); then no cycle runs and nothing is charged, and
+ *   usage is stored but not billed. A pending cancellation at the end of the cycle is cleared (the
+ *   cycle it would end with is over) and the answer says so. A subscription that follows a
+ *   timeline cannot be paused: the timeline decides its cards and dates.
+ * - Resume (paused only; by a call, or at `resumes_at` through the scheduler and test clocks): a
+ *   new cycle starts at the resume instant, which becomes the cycles' anchor, with the fixed
+ *   charges in advance; usage is billed from then on.
+ * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
+ * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
+ */
+import { FailedPreconditionError, Violations } from "../errors.js";
+import { randomBase62 } from "../ids.js";
+import { cycleBounds } from "../invoicing/cycles.js";
+import type { Caller } from "../tenancy.js";
+import { checkInstant } from "../time.js";
+import type { SubscriptionChanges } from "./changes.js";
+import type { Lookups } from "./lookups.js";
+import { lostRace, retryingRaces } from "./races.js";
+import type { Invoice, Subscription } from "./types.js";
+
+export interface PauseResult {
+  subscription: Subscription;
+  /** The pause cleared a pending cancellation at the end of the cycle. */
+  clearedCancelAtEndOfCycle: boolean;
+}
+
+export class Pauses {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly changes: SubscriptionChanges,
+  ) {}
+
+  private get engine() {
+    return this.lookups.engine;
+  }
+
+  private get stores() {
+    return this.lookups.stores;
+  }
+
+  async pause(caller: Caller, id: string, input: { resumesAt?: Date }): Promise<PauseResult> {
+    const v = new Violations();
+    const resumesAt = checkInstant(input.resumesAt, v, "resumes_at");
+    v.throwIfAny();
+    const found = await this.lookups.subscription(caller, id);
+    const subject = await this.lookups.subject(caller, found.subjectId);
+    const done = await retryingRaces(async (n) => {
+      const now = await this.lookups.nowFor(subject);
+      if (resumesAt && resumesAt.getTime() <= now.getTime()) {
+        v.add("resumes_at", `must be after the subscription's current time (${now.toISOString()})`);
+        v.throwIfAny();
+      }
+      const current = await this.changes.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
+      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}; only an active subscription can be paused`);
+      if (current.timelineId) {
+        throw new FailedPreconditionError(
+          "SUBSCRIPTION_FOLLOWS_TIMELINE",
+          `subscription ${id} follows subscription timeline ${current.timelineId}, which decides its rate cards and dates; it cannot be paused`,
+          { subscription_timeline_id: current.timelineId },
+        );
+      }
+      const card = await this.engine.card(current.environmentId, current.rateCardId);
+      const lines = await this.engine.usageLines(card, current, current.usageSince, now);
+      const invoice = this.engine.newInvoice(
+        current,
+        card,
+        `pause:${now.getTime()}:${randomBase62(8)}`,
+        lines,
+        current.usageSince,
+        now,
+        now,
+        await this.engine.windowTerms(current, current.usageSince, now, now),
+      );
+      const paused = await this.stores.transaction(async (tx) => {
+        const s = await tx.lockSubscription(current.environmentId, current.id);
+        if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be paused`);
+        // The fence: the row is what the invoice was computed from, and its cycle has not ended.
+        if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(id);
+        if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
+        if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(id);
+        const next: Subscription = { ...s, status: "paused", pausedAt: now, resumesAt: resumesAt ?? null, cancelsAtEndOfCycle: false, usageSince: now, billingFailure: null };
+        await tx.updateSubscription(next);
+        return { subscription: next, clearedCancelAtEndOfCycle: s.cancelsAtEndOfCycle };
+      });
+      return { ...paused, invoice };
+    });
+    await this.engine.settle(done.invoice, subject.paymentMethodId);
+    return { subscription: done.subscription, clearedCancelAtEndOfCycle: done.clearedCancelAtEndOfCycle };
+  }
+
+  async resume(caller: Caller, id: string): Promise<Subscription> {
+    const found = await this.lookups.subscription(caller, id);
+    if (found.status !== "paused") throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${id} is ${found.status}; only a paused subscription can be resumed`);
+    const subject = await this.lookups.subject(caller, found.subjectId);
+    return this.resumeAt(found, await this.lookups.nowFor(subject), subject.paymentMethodId);
+  }
+
+  /**
+   * Resumes `found` at `at`: a new cycle from `at` (the new anchor), its fixed charges invoiced in
+   * advance and charged. FAILED_PRECONDITION when it is no longer paused (resumed meanwhile).
+   */
+  async resumeAt(found: Subscription, at: Date, paymentMethodId: string | null): Promise<Subscription> {
+    const card = await this.engine.card(found.environmentId, found.rateCardId);
+    const { invoice, subscription } = await retryingRaces(async () => {
+      const epoch = found.cycleEpoch + 1;
+      const period = cycleBounds(at, 0, card.billingInterval);
+      const next: Subscription = {
+        ...found,
+        status: "active",
+        pausedAt: null,
+        resumesAt: null,
+        anchor: at,
+        cycleEpoch: epoch,
+        cycleIndex: 0,
+        periodStart: period.start,
+        periodEnd: period.end,
+        usageSince: at,
+        billingFailure: null,
+      };
+      const lines = await this.engine.fixedLines(card, next);
+      const inv: Invoice = this.engine.newInvoice(next, card, `cycle:${epoch}.0`, lines, period.start, period.end, at);
+      const resumed = await this.stores.transaction(async (tx) => {
+        const s = await tx.lockSubscription(found.environmentId, found.id);
+        if (s?.status !== "paused" || s.cycleEpoch !== found.cycleEpoch) {
+          throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
+        }
+        await this.engine.writeInvoice(tx, inv);
+        const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck };
+        await tx.updateSubscription(row);
+        return row;
+      });
+      return { invoice: inv, subscription: resumed };
+    });
+    await this.engine.settle(invoice, paymentMethodId);
+    return subscription;
+  }
+
+  /** Resumes every paused subscription whose resumes_at is due by `now` (real time or one test clock); returns how many. */
+  async resumeDue(now: Date, clockId: string | null): Promise<number> {
+    let n = 0;
+    const failed = new Set<string>();
+    for (;;) {
+      const due = (await this.stores.subscriptions.dueResumes(now, clockId, 100)).filter((s) => !failed.has(s.id));
+      if (due.length === 0) return n;
+      for (const s of due) {
+        try {
+          const subject = await this.stores.directory.subject(s.environmentId, s.subjectId);
+          await this.resumeAt(s, s.resumesAt as Date, subject?.paymentMethodId ?? null);
+          n++;
+        } catch {
+          // Resumed meanwhile by a call or another runner; or failing: tried again next run.
+          failed.add(s.id);
+        }
+      }
+    }
+  }
+}

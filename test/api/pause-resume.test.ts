@@ -1,0 +1,262 @@
+/**
+ * Pausing and resuming subscriptions (DESIGN §8, issue 20), golden cases through the public API on
+ * test clocks, on MariaDB and SQLite: invoices line by line, periods, billing state and the rules;
+ * and (MariaDB) a pause racing a cycle close. Amounts in cents (USD); a line is [description,
+ * quantity, unit price, amount]; an invoice [status, total, lines].
+ */
+import test from "ava";
+import { buildServices } from "../../src/app.js";
+import { createDatabase } from "../../src/db/datasource.js";
+import { STORES } from "../helpers/db.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { startTestServer, useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
+const seats = (value: number | string = 1000, code = "seats", name = "Seats") => ({ code, name, price: usd(value) });
+const simple = (metric: string, price: Json) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price });
+
+/** The subject's only subscription. */
+async function only(s: Scenario): Promise<Json> {
+  return (await s.subscriptions())[0] as Json;
+}
+
+const period = (sub: Json) => (sub.current_period ? [sub.current_period.start, sub.current_period.end] : null);
+
+type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
+
+const cases: Case[] = [
+  [
+    "pause mid-cycle, then resume by call: the cycle's usage so far is invoiced, usage while paused is not, a new cycle starts at the resume",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd("0.5"))] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      await s.events([["2026-01-20T00:00:00Z", "40"]]);
+      await s.advance("2026-01-25T00:00:00Z");
+      const paused = await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.events([["2026-02-01T00:00:00Z", "100"]]);
+      await s.advance("2026-02-20T00:00:00Z");
+      const during = await only(s);
+      const resumed = await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      await s.events([["2026-03-01T00:00:00Z", "10"]]);
+      await s.advance("2026-03-20T00:00:00Z");
+      return [
+        [
+          paused.subscription.status,
+          paused.subscription.paused_at,
+          paused.subscription.resumes_at,
+          period(paused.subscription),
+          paused.subscription.cycles_next_at,
+          paused.cancel_at_end_of_cycle_cleared,
+        ],
+        [during.status, period(during)],
+        [resumed.status, period(resumed), resumed.cycles_next_at, resumed.paused_at, resumed.effective_at],
+        await s.bills(),
+      ];
+    },
+    [
+      ["paused", "2026-01-25T00:00:00Z", null, null, null, false],
+      ["paused", null],
+      ["active", ["2026-02-20T00:00:00Z", "2026-03-20T00:00:00Z"], "2026-03-20T00:00:00Z", null, "2026-01-15T00:00:00Z"],
+      [
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        ["paid", "20", [["API calls", "40", "0.5", "20"]]],
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        [
+          "paid",
+          "1005",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["API calls", "10", "0.5", "5"],
+          ],
+        ],
+      ],
+    ],
+  ],
+  [
+    "pause with resumes_at: a clock advance past it resumes at that instant, and closes the cycles since",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription;
+      await s.advance("2026-01-25T00:00:00Z");
+      const paused = await s.call("POST", `/subscriptions/${sub.id}/pause`, { resumes_at: "2026-02-10T12:00:00Z" });
+      await s.advance("2026-02-10T11:59:59Z");
+      const still = (await only(s)).status;
+      await s.advance("2026-04-01T00:00:00Z");
+      const after = await only(s);
+      return [paused.subscription.resumes_at, paused.subscription.cycles_next_at, still, after.status, period(after), (await s.invoices()).map((i) => i.created_at)];
+    },
+    ["2026-02-10T12:00:00Z", "2026-02-10T12:00:00Z", "paused", "active", ["2026-03-10T12:00:00Z", "2026-04-10T12:00:00Z"], ["2026-01-15T00:00:00Z", "2026-02-10T12:00:00Z", "2026-03-10T12:00:00Z"]],
+  ],
+  [
+    "billing state shows a paused subscription apart, with no usage",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ usage_based_rates: [simple(m, usd(1))] });
+      const sub = (await s.subscribe({ rate_card_id: card })).subscription;
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.events([["2026-01-16T00:00:00Z", "5"]]);
+      const state = await s.call("GET", `/customer-access/${s.subjectId}/billing-state`);
+      return [state.has_active_subscription, state.active_subscriptions, state.paused_subscriptions, state.usage_data];
+    },
+    // (filled in per run: the subscription and card IDs)
+    "see below",
+  ],
+  [
+    "cancel while paused: cancelled now, no invoice beyond the pause's; at the end of the cycle is refused",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ usage_based_rates: [simple(m, usd(1))] });
+      const sub = (await s.subscribe({ rate_card_id: card })).subscription;
+      await s.events([["2026-01-16T00:00:00Z", "3"]]);
+      await s.advance("2026-01-20T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.events([["2026-01-21T00:00:00Z", "50"]]);
+      await s.advance("2026-01-22T00:00:00Z");
+      const atEnd = await s.raw("POST", `/subscriptions/${sub.id}/cancel`, { cancel_at_end_of_cycle: true });
+      const cancelled = await s.call("POST", `/subscriptions/${sub.id}/cancel`, {});
+      await s.advance("2026-04-01T00:00:00Z");
+      return [atEnd.status, atEnd.body.code, cancelled.status, cancelled.paused_at, await s.bills()];
+    },
+    [400, "failed_precondition", "cancelled", null, [["open", "3", [["API calls", "3", "1", "3"]]]]],
+  ],
+  [
+    "a yearly plan: paused in June, resumed in September, a new yearly cycle from then",
+    async (s) => {
+      const card = await s.card({ billing_interval: "yearly", fixed_rates: [seats(120000, "platform", "Platform")] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { platform: 1 } })).subscription;
+      await s.advance("2026-06-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, { resumes_at: "2026-09-01T00:00:00Z" });
+      await s.advance("2027-01-15T00:00:00Z");
+      const after = await only(s);
+      return [period(after), (await s.invoices()).map((i) => [i.created_at, i.total_amount.value])];
+    },
+    [
+      ["2026-09-01T00:00:00Z", "2027-09-01T00:00:00Z"],
+      [
+        ["2026-01-15T00:00:00Z", "120000"],
+        ["2026-09-01T00:00:00Z", "120000"],
+      ],
+    ],
+  ],
+  [
+    "a pause clears a pending cancellation at the end of the cycle, and says so",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      await s.call("POST", `/subscriptions/${sub.id}/cancel`, { cancel_at_end_of_cycle: true });
+      const paused = await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-03-01T00:00:00Z");
+      return [paused.cancel_at_end_of_cycle_cleared, paused.subscription.cancels_at_end_of_cycle, (await only(s)).status];
+    },
+    [true, false, "paused"],
+  ],
+  [
+    "the rules: pause only an active one, resume only a paused one, resumes_at in the future and in range",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      const pause = (body: Json) => s.raw("POST", `/subscriptions/${sub.id}/pause`, body);
+      const resumeActive = await s.raw("POST", `/subscriptions/${sub.id}/resume`, {});
+      const past = await pause({ resumes_at: "2026-01-14T00:00:00Z" });
+      const now = await pause({ resumes_at: "2026-01-15T00:00:00Z" });
+      const range = await pause({ resumes_at: "2200-01-01T00:00:00Z" });
+      const bad = await pause({ resumes_at: "2026-02-30T00:00:00Z" });
+      const first = await pause({});
+      const again = await pause({});
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      const resumeAgain = await s.raw("POST", `/subscriptions/${sub.id}/resume`, {});
+      const unknown = await s.raw("POST", "/subscriptions/sub_nope/pause", {});
+      const field = (r: Json) => [r.status, r.body.code, r.body.details?.find((d: Json) => d.debug?.field_violations)?.debug.field_violations[0].field ?? null];
+      return [field(resumeActive), field(past), field(now), field(range), field(bad), first.status, field(again), field(resumeAgain), unknown.status];
+    },
+    [
+      [400, "failed_precondition", null],
+      [400, "invalid_argument", "resumes_at"],
+      [400, "invalid_argument", "resumes_at"],
+      [400, "invalid_argument", "resumes_at"],
+      [400, "invalid_argument", "resumes_at"],
+      200,
+      [400, "failed_precondition", null],
+      [400, "failed_precondition", null],
+      404,
+    ],
+  ],
+];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const got = await run(s);
+      if (expected === "see below") {
+        const sub = await only(s);
+        t.deepEqual(got, [false, [], [{ rate_card_id: sub.rate_card_id, subscription_id: sub.id }], []]);
+      } else t.deepEqual(got, expected);
+    });
+  }
+
+  test(`${store}: a subscription that follows a timeline cannot be paused`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [seats()] });
+    const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: card });
+    const item = { period: { start: "2026-01-15T00:00:00Z", end: null }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } };
+    await s.call("POST", `/subscription-timelines/${tl.id}/items`, { items: [item] });
+    const started = await s.call("POST", `/subscription-timelines/${tl.id}/start`, { checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" } });
+    if (started.result.result_type === "requires_action") await s.payCheckout(started.result.action.checkout_url, CARD_OK);
+    const sub = await only(s);
+    const r = await s.raw("POST", `/subscriptions/${sub.id}/pause`, {});
+    t.deepEqual([r.status, r.body.code], [400, "failed_precondition"]);
+    t.regex(r.body.message, /follows subscription timeline/);
+    t.is((await only(s)).status, "active");
+  });
+}
+
+mysqlOnly("mysql: a pause racing the close of the cycle it falls in has one outcome: no usage billed twice, no cycle charged twice", async (t) => {
+  const server = await startTestServer("mysql");
+  try {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+    const subs: string[] = [];
+    const subjects: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const subject = (await s.call("POST", "/subjects", { name: `c${i}`, test_clock_id: s.clockId })).id;
+      subjects.push(subject);
+      await s.subscribe({ rate_card_id: card, subject_id: subject, fixed_rate_quantities: { seats: 1 } });
+      subs.push((await s.call("GET", `/subscriptions?subject_id=${subject}`)).subscriptions[0].id);
+    }
+    await s.call("POST", "/usage-events/batch", {
+      events: subjects.map((subject_id, i) => ({ idempotency_key: `u${i}`, subject_id, event_name: "usage", timestamp: "2026-02-01T00:00:00Z", data: { n: "7" } })),
+    });
+    // The clock reaches the cycle's end behind the API's back; a scheduler closes while the API pauses.
+    const runner = await createDatabase(server.db.url, { poolSize: 8 });
+    await runner.dataSource.initialize();
+    const to = new Date("2026-02-15T00:00:00Z");
+    await runner.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-02-15 00:00:00.000", s.clockId]);
+    const engine = buildServices(
+      runner,
+      () => "http://localhost",
+      () => to,
+    ).engine;
+    const [, paused] = await Promise.all([engine.closeDue(to, s.clockId, 8), Promise.all(subs.map((id) => s.raw("POST", `/subscriptions/${id}/pause`, {})))]);
+    t.true(
+      paused.every((r) => r.status === 200),
+      JSON.stringify(paused.map((r) => r.status)),
+    );
+    const rows = (await runner.dataSource.query(
+      "SELECT i.subscription_id AS sub, l.kind AS kind, SUM(l.quantity) AS q FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id GROUP BY i.subscription_id, l.kind",
+    )) as { sub: string; kind: string; q: string }[];
+    for (const id of subs) {
+      const of = (kind: string) => Number(rows.find((r) => r.sub === id && r.kind === kind)?.q ?? 0);
+      t.is(of("usage"), 7, `${id}: the usage billed once`);
+      t.is(of("fixed"), 2, `${id}: the first cycle and the one the close opened, once each`);
+    }
+    await runner.dataSource.destroy();
+  } finally {
+    await server.stop();
+  }
+});
