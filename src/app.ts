@@ -91,8 +91,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
-      const active = await billingStores.subscriptions.active(env, id);
-      return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
+      const running = [...(await billingStores.subscriptions.active(env, id)), ...(await billingStores.subscriptions.paused(env, id))];
+      return running.length > 0 ? `the subject has an active or paused subscription (${running.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });
   const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
