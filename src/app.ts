@@ -35,6 +35,7 @@ import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
+import { createApiDocs, loadOpenApi } from "./rest/docs.js";
 import { createPages } from "./rest/pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
@@ -158,7 +159,10 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     checkRequestMessages(router, BULK_BODY_BYTES);
     const invoke = createUnaryInvoker(specs, interceptors);
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
-    const pages = createPages(services.hostedCheckout, services.invoices, log);
+    const hosted = createPages(services.hostedCheckout, services.invoices, log);
+    // GET /openapi.json and /docs (no key): the committed document generated from the contract.
+    const docs = createApiDocs(loadOpenApi(), () => baseUrl);
+    const pages = (req: Parameters<typeof hosted>[0], res: Parameters<typeof hosted>[1]) => docs(req, res) || hosted(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,
