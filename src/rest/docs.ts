@@ -66,18 +66,35 @@ function resolve(doc: OpenApiDocument, s: Schema): Schema {
   return s.$ref ? (doc.components.schemas[refName(s.$ref)] ?? {}) : s;
 }
 
-/** An object schema's fields as a table. */
+/** A schema without its `null` alternative (for input fields, where null is the same as left out). */
+function withoutNull(s: Schema): Schema {
+  if (s.anyOf) {
+    const rest = (s.anyOf as Schema[]).filter((x) => x.type !== "null");
+    return rest.length === 1 ? { ...rest[0], description: s.description } : { ...s, anyOf: rest };
+  }
+  if (Array.isArray(s.type)) {
+    const types = s.type.filter((t: string) => t !== "null");
+    return { ...s, type: types.length === 1 ? types[0] : types };
+  }
+  return s;
+}
+
+/**
+ * An object schema's fields as a table. A schema the server writes (additionalProperties false)
+ * always has every field, null where the type says so; one it reads takes any field left out or null.
+ */
 function fieldsTable(doc: OpenApiDocument, schema: Schema, caption: string): string {
   const s = resolve(doc, schema);
   if (s.type !== "object" || !s.properties) {
-    return `<p><strong>${esc(caption)}:</strong> ${typeOf(schema)}${schema.$ref ? "" : ""}</p>${schema.$ref ? "" : prose(s.description)}`;
+    return `<p><strong>${esc(caption)}:</strong> ${typeOf(schema)}</p>${schema.$ref ? "" : prose(s.description)}`;
   }
-  const required = new Set<string>(s.required ?? []);
+  const input = s.additionalProperties !== false;
   const rows = Object.entries(s.properties as Record<string, Schema>)
-    .map(([name, f]) => `<tr><td><code>${esc(name)}</code>${required.has(name) ? "" : ""}</td><td>${typeOf(f)}</td><td>${prose(f.description)}</td></tr>`)
+    .map(([name, f]) => `<tr><td><code>${esc(name)}</code></td><td>${typeOf(input ? withoutNull(f) : f)}</td><td>${prose(f.description)}</td></tr>`)
     .join("");
   const via = schema.$ref ? ` (<a href="#${schemaAnchor(refName(schema.$ref))}">${esc(refName(schema.$ref))}</a>)` : "";
-  return `<div class="scroll"><table><caption>${esc(caption)}${via}</caption><thead><tr><th>Field</th><th>Type</th><th>Description</th></tr></thead><tbody>${rows || '<tr><td colspan="3">No fields</td></tr>'}</tbody></table></div>`;
+  const note = input ? " — any field may be left out or null" : " — every field is always present";
+  return `<div class="scroll"><table><caption>${esc(caption)}${via}${note}</caption><thead><tr><th>Field</th><th>Type</th><th>Description</th></tr></thead><tbody>${rows || '<tr><td colspan="3">No fields</td></tr>'}</tbody></table></div>`;
 }
 
 /** A small example value for a schema (depth-limited), for the curl examples. */
