@@ -178,11 +178,11 @@ const opAnchor = (op: Operation) => `op-${op.operationId}`;
 const STYLE = `body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:1rem auto;padding:0 1rem;color:#111}
 h1{font-size:1.6rem}h2{font-size:1.35rem;border-bottom:2px solid #111;margin-top:2.5rem}h3{font-size:1.1rem;margin-top:2rem;word-break:break-all}
 code,pre{font-family:ui-monospace,monospace;font-size:.9em}p,li,h3{overflow-wrap:anywhere}td{overflow-wrap:break-word}pre{background:#f4f4f4;padding:.6rem;overflow-x:auto;white-space:pre}
-.scroll{overflow-x:auto;margin:.5rem 0}table{border-collapse:collapse;width:100%;font-size:.95rem}caption{text-align:left;font-weight:600;padding:.3rem 0}
+.scroll{overflow-x:auto;margin:.5rem 0}table{border-collapse:collapse;width:100%;font-size:.95rem}caption{text-align:left;font-weight:600;padding:.3rem 0;overflow-wrap:anywhere}
 th,td{text-align:left;vertical-align:top;padding:.3rem .4rem;border-bottom:1px solid #ddd}td p{margin:0 0 .3rem}
 .verb{display:inline-block;min-width:4.4rem;font-weight:700;font-family:ui-monospace,monospace}.muted{color:#555}
 nav ul{padding-left:1.2rem}nav li{margin:.15rem 0}section.op{border-top:1px solid #ccc}
-@media (max-width:40rem){body{font-size:15px}th,td{padding:.25rem}}
+@media (max-width:40rem){body{font-size:15px}table,tbody,tr,td,caption{display:block;width:auto}thead{display:none}tr{border-bottom:1px solid #ddd;padding:.3rem 0}td{border:0;padding:.1rem 0;overflow-wrap:anywhere}td:first-child{font-weight:600}}
 @media print{nav,.noprint{display:none}body{max-width:none;margin:0}section.op{break-inside:avoid-page}a{color:inherit;text-decoration:none}pre{white-space:pre-wrap}}`;
 
 /** The whole reference page. */
