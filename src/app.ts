@@ -17,6 +17,7 @@ import { Checkouts } from "./billing/subscriptions/checkout.js";
 import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
 import { Invoices } from "./billing/subscriptions/invoices.js";
 import { Lookups } from "./billing/subscriptions/lookups.js";
+import { CustomerPortal } from "./billing/subscriptions/portal.js";
 import { Scheduler } from "./billing/subscriptions/scheduler.js";
 import { Subscriptions } from "./billing/subscriptions/subscribe.js";
 import { Terms } from "./billing/subscriptions/terms.js";
@@ -37,6 +38,7 @@ import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
 import { createPages } from "./rest/pages.js";
+import { createPortalPages } from "./rest/portal-pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
@@ -73,12 +75,13 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups);
+  const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
   const scheduler = new Scheduler(engine, timelines, (id, err) =>
     // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
     log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
   );
   const clocks = new TestClocks(lookups, scheduler);
-  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, scheduler, clocks };
+  return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
@@ -113,8 +116,8 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
+  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
+  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -153,16 +156,17 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const health = () => db.ping(HEALTH_TIMEOUT_MS);
     const shutdown = new AbortController();
     const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
-    routes(specs, bodyLimit)(router);
+    routes(specs, bodyLimit, jsonOptions)(router);
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
     checkRequestMessages(router, BULK_BODY_BYTES);
     const invoke = createUnaryInvoker(specs, interceptors);
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
-    const hosted = createPages(services.hostedCheckout, services.invoices, log);
+    const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
+    const portalPages = createPortalPages(services.portal, log);
     // GET /openapi.json and /docs (no key): the committed document generated from the contract.
     const docs = createApiDocs(loadOpenApi(), () => baseUrl);
-    const pages = (req: Parameters<typeof hosted>[0], res: Parameters<typeof hosted>[1]) => docs(req, res) || hosted(req, res);
+    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || portalPages(req, res) || checkoutPages(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,

@@ -5,6 +5,7 @@
  *   npm run billing -- migrate up                applies the pending ones
  *   npm run billing -- status                    version, database, migrations, billing backlog
  *   npm run billing -- subscriptions retry-failed [--env <name|id>] [--subscription <id>]
+ *   npm run billing -- invoices finalize <invoice_id> [--env <name|id>]
  *   npm run billing -- invoices void <invoice_id> [--env <name|id>]
  *   npm run billing -- invoices mark-uncollectible <invoice_id> [--env <name|id>]
  *   npm run billing -- keys …                    the keys CLI (src/cli/keys.ts)
@@ -31,6 +32,8 @@ export const USAGE = `usage: billing <command> [--json]
   status                                  version, database, migrations, due and set-aside billing cycles
   subscriptions retry-failed [--env <name|id>] [--subscription <id>]
                                           retry set-aside subscriptions now (ends their backoff)
+  invoices finalize <invoice_id> [--env <name|id>]
+                                          a draft invoice is finalized now (open, then charged)
   invoices void <invoice_id> [--env <name|id>]
   invoices mark-uncollectible <invoice_id> [--env <name|id>]
                                           an open invoice becomes void or uncollectible
@@ -42,6 +45,7 @@ const COMMANDS: Record<string, CommandSpec> = {
   "migrate up": { positionals: [], flags: { ...JSON_FLAG } },
   status: { positionals: [], flags: { ...JSON_FLAG } },
   "subscriptions retry-failed": { positionals: [], flags: { ...JSON_FLAG, "--env": "value", "--subscription": "value" } },
+  "invoices finalize": { positionals: ["invoice_id"], flags: { ...JSON_FLAG, "--env": "value" } },
   "invoices void": { positionals: ["invoice_id"], flags: { ...JSON_FLAG, "--env": "value" } },
   "invoices mark-uncollectible": { positionals: ["invoice_id"], flags: { ...JSON_FLAG, "--env": "value" } },
 };
@@ -173,7 +177,7 @@ async function execute(command: string, positionals: string[], flags: Map<string
       ]);
       return;
     }
-    if (command === "invoices void" || command === "invoices mark-uncollectible") {
+    if (command === "invoices finalize" || command === "invoices void" || command === "invoices mark-uncollectible") {
       const id = positionals[0] as string;
       const envFlag = flags.get("--env");
       const envId = envFlag ? (await environment(db, envFlag)).id : await ops.invoiceEnvironment(id);
@@ -184,9 +188,9 @@ async function execute(command: string, positionals: string[], flags: Map<string
         () => publicBaseUrl,
         () => new Date(),
       );
-      const to = command === "invoices void" ? "void" : "uncollectible";
+      const caller = systemCaller(env.id, env.mode);
       try {
-        const inv = await invoices.setInvoiceStatus(systemCaller(env.id, env.mode), id, to);
+        const inv = command === "invoices finalize" ? await invoices.finalize(caller, id) : await invoices.setInvoiceStatus(caller, id, command === "invoices void" ? "void" : "uncollectible");
         print({ id: inv.id, environment_id: env.id, status: inv.status, total: inv.total, currency: inv.currency }, [`${inv.id}\t${env.name}\t${inv.status}`]);
       } catch (err) {
         if (err instanceof BillingError) throw new Refusal(err.message, 1);

@@ -4,6 +4,7 @@
  *   npm run keys -- env create <name> [--mode test|live]
  *   npm run keys -- env list
  *   npm run keys -- env set-limits <name> [--ingest-rps N|default] [--api-rps N|default]
+ *   npm run keys -- env set-invoice-grace <name> <seconds>  how long cycle invoices stay drafts (0: final at once)
  *   npm run keys -- create --env <name> [--publishable]     prints the new key once
  *   npm run keys -- list [--env <name>]
  *   npm run keys -- revoke <key_id>
@@ -21,6 +22,7 @@ const USAGE = `usage:
   keys env create <name> [--mode test|live]
   keys env list
   keys env set-limits <name> [--ingest-rps N|default] [--api-rps N|default]
+  keys env set-invoice-grace <name> <seconds>
   keys create --env <name> [--publishable]
   keys list [--env <name>]
   keys revoke <key_id>`;
@@ -30,6 +32,7 @@ const COMMANDS: Record<string, CommandSpec> = {
   "env create": { positionals: ["name"], flags: { "--mode": "value" } },
   "env list": { positionals: [], flags: {} },
   "env set-limits": { positionals: ["name"], flags: { "--ingest-rps": "value", "--api-rps": "value" } },
+  "env set-invoice-grace": { positionals: ["name", "seconds"], flags: {} },
   create: { positionals: [], flags: { "--env": "value", "--publishable": "switch" } },
   list: { positionals: [], flags: { "--env": "value" } },
   revoke: { positionals: ["key_id"], flags: {} },
@@ -98,6 +101,14 @@ export async function run(args: string[], out: (line: string) => void = (l) => p
       const after = (await store.findEnvironmentByName(name)) ?? env;
       const show = (v: number | null | undefined) => (v === null || v === undefined ? "default" : v === 0 ? "unlimited" : `${v}/s`);
       out(`${after.id}\t${after.name}\tingest ${show(after.ingestRps)}\tapi ${show(after.apiRps)}`);
+    } else if (command === "env set-invoice-grace") {
+      // How long an invoice that bills usage stays a draft (late usage of its period lands on it).
+      const [name, raw] = positionals as [string, string];
+      if (!/^\d+$/.test(raw) || Number(raw) > 31 * 86_400) fail("<seconds> must be an integer from 0 (finalize at once) to 2678400 (31 days)");
+      const env = await store.findEnvironmentByName(name);
+      if (!env) fail(`no environment named ${name}`);
+      await store.setInvoiceGraceSeconds(env.id, Number(raw));
+      out(`${env.id}\t${env.name}\tinvoice grace ${Number(raw)} s`);
     } else if (command === "create") {
       const envName = flags.get("--env");
       if (!envName) fail(`keys create needs --env <name>\n${USAGE}`);

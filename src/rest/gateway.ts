@@ -18,6 +18,7 @@ import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { toConnectError } from "../rpc/errors.js";
 import { findField, fromText, invalidFields, readJsonMessageAsync } from "../rpc/json.js";
+import { stringifyRest } from "../rpc/json-out.js";
 import { sendConnectError, sendError } from "./errors.js";
 
 /** A body at least this large lets the event loop turn between being parsed, checked and served. */
@@ -230,7 +231,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       sendConnectError(res, result.error);
       return;
     }
-    const out = JSON.stringify(route.responseBody === "" ? result.json : (result.json[route.responseBody] ?? null));
+    const out = stringifyRest(route.responseBody === "" ? result.json : (result.json[route.responseBody] ?? null), result.rawNumbers);
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) });
     res.end(out);
   }

@@ -21,7 +21,7 @@ import { type DescField, type DescMessage, type DescMethod, type DescService, Sc
 import { FeatureSet_FieldPresence, type FileDescriptorSet, type SourceCodeInfo_Location } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
-import { decimal } from "../gen/billing/v1/options_pb.js";
+import { decimal, rest_number } from "../gen/billing/v1/options_pb.js";
 import { needsKey, publishableMay } from "../rpc/auth.js";
 import { type RestRoute, buildRoutes } from "./gateway.js";
 
@@ -92,11 +92,18 @@ function withDescription(s: Schema, description: string | undefined): Schema {
   return description ? { ...s, description } : s;
 }
 
-/** Explicit presence: set or not, which JSON writes as a value or null (lists and maps are never null). */
+/**
+ * Explicit presence: set or not, which the JSON writer (rpc/json-out.ts) writes as a value or null.
+ * Lists and maps are never null; members of a real oneof are left out when unset (proto3
+ * `optional` fields have no oneof in protobuf-es).
+ */
 function hasPresence(field: DescField): boolean {
-  if (field.fieldKind === "list" || field.fieldKind === "map") return false;
-  return field.presence === FeatureSet_FieldPresence.EXPLICIT || field.oneof !== undefined;
+  if (field.fieldKind === "list" || field.fieldKind === "map" || field.oneof !== undefined) return false;
+  return field.presence === FeatureSet_FieldPresence.EXPLICIT;
 }
+
+/** A decimal the REST writer sends as a JSON number with its exact digits (invoice line quantity). */
+const restNumber = (field: DescField) => field.fieldKind === "scalar" && getOption(field, rest_number);
 
 function scalarSchema(type: ScalarType, isDecimal: boolean, mode: Mode): Schema {
   if (type === ScalarType.STRING) {
@@ -183,7 +190,8 @@ class Schemas {
       if (omit.has(field.name)) continue;
       properties[field.name] = this.field(field, mode);
     }
-    const names = Object.keys(properties);
+    // A member of a oneof is there only when it is the one set.
+    const names = Object.keys(properties).filter((name) => desc.fields.find((f) => f.name === name)?.oneof === undefined);
     return withDescription(
       {
         type: "object",
@@ -201,6 +209,7 @@ class Schemas {
   private value(field: DescField, mode: Mode): Schema {
     switch (field.fieldKind) {
       case "scalar":
+        if (mode === "output" && restNumber(field)) return { type: "number", description: "Written with the decimal's exact digits (parse it as a decimal, not a float)." };
         return scalarSchema(field.scalar, getOption(field, decimal), mode);
       case "enum":
         return { type: "string", enum: field.enum.values.map((v) => v.name) };

@@ -1,7 +1,7 @@
 /**
- * The pages people see: the hosted checkout (a plain HTML form that works without JavaScript) and
- * the hosted invoice (readable and printable). Reached without an API key, through unguessable
- * tokens in their URLs.
+ * The pages people see: the hosted checkout (a plain HTML form that works without JavaScript),
+ * the hosted invoice (readable and printable) and the customer portal (portal-pages.ts, on the
+ * same page shell). Reached without an API key, through unguessable tokens in their URLs.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
@@ -14,10 +14,10 @@ import type { CheckoutSession, Invoice, PaymentProvider } from "../billing/subsc
 import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+export type Req = IncomingMessage | Http2ServerRequest;
+export type Res = ServerResponse | Http2ServerResponse;
 
-function esc(s: string): string {
+export function esc(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
 }
 
@@ -26,9 +26,14 @@ h1{font-size:1.5rem}table{border-collapse:collapse;width:100%}th,td{text-align:l
 td.n,th.n{text-align:right}.total td{font-weight:bold;border-top:2px solid #111}label{display:block;font-weight:600;margin:.5rem 0 .25rem}
 input{font-size:1.1rem;padding:.5rem;width:100%;box-sizing:border-box}button{font-size:1.1rem;padding:.6rem 1.2rem;margin-top:1rem}
 .error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.muted{color:#555;font-size:.9rem}
-@media print{.noprint{display:none}body{margin:0}}`;
+td,th{overflow-wrap:break-word}td:first-child{overflow-wrap:anywhere}.nowrap{white-space:nowrap}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
+.box{border:1px solid #ccc;border-radius:6px;padding:0 1rem;margin:1rem 0}h2{font-size:1.2rem;margin-top:2rem}h3{font-size:1.05rem;margin-bottom:.25rem}
+a.button{display:inline-block;padding:.45rem 1rem;border:1px solid #111;border-radius:4px;color:#111;text-decoration:none;margin:.25rem 0}
+.over{color:#a00;font-weight:600}@media (max-width:30rem){th,td{padding:.35rem .25rem}.box{padding:0 .75rem}}
+@media print{.noprint{display:none}body{margin:0}a{color:#111;text-decoration:none}}`;
 
-function page(res: Res, status: number, title: string, body: string): void {
+/** Writes a whole page: the shared shell (viewport for phones, print styles) around `body`. */
+export function page(res: Res, status: number, title: string, body: string): void {
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
   res.writeHead(status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "referrer-policy": "no-referrer", "x-frame-options": "DENY" });
   res.end(html);
@@ -97,7 +102,7 @@ function redirect(res: Res, url: string, title: string): void {
   page(res, 200, title, `<main><h1>${esc(title)}</h1><p><a href="${esc(url)}">Continue to the application</a></p></main>`);
 }
 
-function notAllowed(res: Res): void {
+export function notAllowed(res: Res): void {
   res.setHeader("allow", "GET, POST");
   page(res, 405, "Not allowed", "<main><h1>Method not allowed</h1></main>");
 }
@@ -110,14 +115,19 @@ export function invoiceHtml(inv: Invoice): string {
   const m = (v: string) => esc(displayMoney(v, inv.currency));
   const rows = inv.lines.map((l) => `<tr><td>${esc(l.description)}</td><td class="n">${esc(l.quantity)}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`).join("");
   return `<main><h1>Invoice ${esc(inv.id)}</h1>
-<p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>
+<p>Status: <strong>${esc(inv.status)}</strong> · Issued ${esc(inv.createdAt.toISOString().slice(0, 10))} · Period ${esc(inv.periodStart.toISOString().slice(0, 10))} – ${esc(inv.periodEnd.toISOString().slice(0, 10))}</p>${
+    inv.status === "draft" && inv.finalizesAt
+      ? `\n<p class="draft">Draft: usage that still arrives for this period is added until it is finalized, ${esc(inv.finalizesAt.toISOString().replace(".000Z", "Z"))}. Amounts may change until then.</p>`
+      : ""
+  }
 <table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
 <tbody>${rows || '<tr><td colspan="4">No charges</td></tr>'}</tbody>
 <tfoot><tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr></tfoot></table>
 <p class="noprint"><button type="button" onclick="window.print()">Print</button></p></main>`;
 }
 
-async function readForm(req: Req): Promise<URLSearchParams> {
+/** A POSTed form (application/x-www-form-urlencoded), read up to 64 KiB. */
+export async function readForm(req: Req): Promise<URLSearchParams> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req as AsyncIterable<Buffer>) {
@@ -165,12 +175,20 @@ export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logge
     if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
     return checkoutPage(res, 402, view.session, token, view.provider, result.message);
   };
+  return servePages("/hosted/", handle, log);
+}
+
+/**
+ * The page routes under `prefix`: `handle` answers them (the path without the query); returns
+ * false for any other path. A page that fails answers 503 when the database cannot be reached
+ * (it works again once it is back), else 500, and is logged.
+ */
+export function servePages(prefix: string, handle: (req: Req, res: Res, path: string) => Promise<void>, log: Logger) {
   return (req: Req, res: Res): boolean => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
-    if (!path.startsWith("/hosted/")) return false;
+    if (!path.startsWith(prefix)) return false;
     handle(req, res, path).catch((err) => {
       log.error("page failed", { path, err });
-      // An unreachable database is 503 (the page works again once it is back), anything else 500.
       if (!res.headersSent) page(res, isUnavailable(err) ? 503 : 500, "Error", "<main><h1>Something went wrong</h1><p>Try again in a moment.</p></main>");
       else res.end();
     });

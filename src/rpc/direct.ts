@@ -4,7 +4,8 @@
  * headers before reading the body (server.ts, with auth.ts), the call goes through the server's
  * one list of interceptors (invoke.ts: errors, auth) into the implementation, errors
  * are what the client is told (errors.ts publicError), and the output message is written back as
- * proto JSON with the router's options.
+ * proto JSON with the router's options, then as REST writes it (json-out.ts: `null` for unset
+ * optional fields, spec numbers as JSON numbers).
  *
  * It skips what only a wire protocol needs (see invoke.ts): that machinery cost a REST call more
  * than the call itself (about four times a bare Node HTTP response on this project's machine).
@@ -18,8 +19,10 @@ import { preAuthKey } from "./auth.js";
 import { DeferredProblems, deferredKey } from "./context.js";
 import { publicError } from "./errors.js";
 import type { UnaryInvoker } from "./invoke.js";
+import { type RestJson, restJson } from "./json-out.js";
 
-export type DirectResult = { ok: true; json: JsonObject } | { ok: false; error: ConnectError };
+/** `json` holds raw numbers when `rawNumbers` is set: write it with json-out.ts stringifyRest. */
+export type DirectResult = ({ ok: true } & RestJson) | { ok: false; error: ConnectError };
 
 export interface DirectCall {
   method: DescMethod;
@@ -64,7 +67,7 @@ export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOption
         url: c.url,
         header: () => new Headers(),
       });
-      return { ok: true, json: toJson(c.method.output, out.message, jsonOptions) as JsonObject };
+      return { ok: true, ...restJson(c.method.output, toJson(c.method.output, out.message, jsonOptions) as JsonObject) };
     } catch (err) {
       return { ok: false, error: publicError(err, log, rpc) };
     }

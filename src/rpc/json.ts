@@ -8,12 +8,14 @@
  *   path (`usage_based_rates[1].price.amount.value: must be a string or a number`);
  * - a JSON number is accepted for fields marked `(billing.v1.decimal)`, as the spec allows;
  * - query-string values are converted by the field's type (`limit=abc` is a 400, `true` is a bool);
- * - unknown fields are ignored; null means "not set";
+ * - unknown fields are ignored; null means "not set" (DESIGN §4: absent);
  * - a Timestamp is read strictly by the service's one parser (src/billing/time.ts; protobuf-es's
  *   own reader rolls 2026-02-30 over to 2 March) and handed on as canonical UTC text; one marked
  *   `(billing.v1.per_item_instant)` that does not read is left out and reported apart
  *   (`deferred`), for the method to reject the one event holding it;
- * - a message with an `update_mask` the body leaves out gets the body's non-null keys as its mask.
+ * - a message with an `update_mask` the body leaves out gets the body's keys as its mask, null
+ *   ones included: `{"email": null}` in an update names `email` and leaves it unset, which clears it
+ *   (the field becomes absent, as null says), while a key left out leaves the field unchanged.
  * The result is plain proto3 JSON, which fromJson then reads.
  */
 import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
@@ -269,10 +271,16 @@ class Walker {
       return this.bad(path, "must be an object");
     }
     const out: Record<string, JsonValue> = {};
+    /** Fields the body gives as null: not set, but named (for a derived update_mask). */
+    const nulls: string[] = [];
     let ok = true;
     for (const [key, value] of Object.entries(v)) {
       const field = findField(desc, key);
-      if (!field || value === null) continue; // unknown fields are ignored; null means not set
+      if (!field) continue; // unknown fields are ignored
+      if (value === null) {
+        nulls.push(field.name); // null means not set
+        continue;
+      }
       const at = path === "" ? field.name : `${path}.${field.name}`;
       if (typeof value === "string" && isPerItemInstant(field)) {
         const p = parseInstant(value);
@@ -284,12 +292,12 @@ class Walker {
       if (r.ok) out[field.name] = r.value;
       else ok = false;
     }
-    // A mask left out is the fields the body gives (AIP-134: the fields that are set).
+    // A mask left out is the fields the body gives (AIP-134), a null one included: that field
+    // is named and left unset, so an update clears it.
     const mask = findField(desc, "update_mask");
     if (ok && mask?.fieldKind === "message" && mask.message.typeName === "google.protobuf.FieldMask" && !(mask.name in out)) {
-      out[mask.name] = Object.keys(out)
-        .map((name) => (findField(desc, name) as DescField).jsonName)
-        .join(",");
+      const named = new Set([...Object.keys(out), ...nulls.filter((name) => name !== mask.name)]);
+      out[mask.name] = [...named].map((name) => (findField(desc, name) as DescField).jsonName).join(",");
     }
     return ok ? { ok: true, value: out } : { ok: false };
   }

@@ -2,6 +2,7 @@
 import type { DescFile, DescMethod, DescService } from "@bufbuild/protobuf";
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
+import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
@@ -10,11 +11,14 @@ import type { SubjectService as Subjects } from "../billing/subjects.js";
 import type { BillingStates } from "../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges as Changes } from "../billing/subscriptions/changes.js";
 import type { Invoices } from "../billing/subscriptions/invoices.js";
+import type { CustomerPortal } from "../billing/subscriptions/portal.js";
 import type { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import type { TimelineService as Timelines } from "../billing/subscriptions/timelines.js";
 import { SubscriptionTimelineService, file_billing_v1_subscription_timeline_service } from "../gen/billing/v1/subscription_timeline_service_pb.js";
 import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
+import { CustomerPortalService, file_billing_v1_customer_portal_service } from "../gen/billing/v1/customer_portal_service_pb.js";
+import { CheckoutService, file_billing_v1_checkout_service } from "../gen/billing/v1/checkout_service_pb.js";
 import { InvoiceService, file_billing_v1_invoice_service } from "../gen/billing/v1/invoice_service_pb.js";
 import { SubscriptionService, file_billing_v1_subscription_service } from "../gen/billing/v1/subscription_service_pb.js";
 import { TestClockService, file_billing_v1_test_clock_service } from "../gen/billing/v1/test_clock_service_pb.js";
@@ -29,11 +33,13 @@ import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alp
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { file_google_rpc_status } from "../gen/google/rpc/status_pb.js";
+import { nullsEncoder } from "./json-out.js";
 import { reflectionServices } from "./reflection.js";
 import { type HealthOptions, grpcHealthService } from "./services/grpc-health.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
 import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
+import { checkoutService, customerPortalService } from "./services/portal-services.js";
 import { subjectService } from "./services/subject-service.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
@@ -49,6 +55,7 @@ export interface Services {
   changes: Changes;
   invoices: Invoices;
   billingStates: BillingStates;
+  portal: CustomerPortal;
   clocks: TestClocks;
   ingest: Ingest;
   summaries: Summaries;
@@ -69,6 +76,8 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_subscription_timeline_service,
   file_billing_v1_invoice_service,
   file_billing_v1_customer_access_service,
+  file_billing_v1_customer_portal_service,
+  file_billing_v1_checkout_service,
   file_billing_v1_test_clock_service,
   file_billing_v1_health_service,
   file_grpc_health_v1_health,
@@ -93,6 +102,8 @@ export const restServices = [
   SubscriptionTimelineService,
   InvoiceService,
   CustomerAccessService,
+  CustomerPortalService,
+  CheckoutService,
   TestClockService,
   HealthService,
 ];
@@ -115,6 +126,8 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
     spec(InvoiceService, invoiceService(services.invoices)),
     spec(CustomerAccessService, customerAccessService(services.billingStates)),
+    spec(CustomerPortalService, customerPortalService(services.portal)),
+    spec(CheckoutService, checkoutService(services.subscriptions)),
     spec(TestClockService, testClockService(services.clocks)),
     spec(RateCardService, rateCardService(services.cards)),
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
@@ -124,11 +137,21 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
   ];
 }
 
-/** `readMaxBytes`: each method's body bound (each message's, for a client stream), if not the router's. */
-export function routes(specs: ServiceImplSpec[], readMaxBytes?: (method: DescMethod) => number) {
+/**
+ * `readMaxBytes`: each method's body bound (each message's, for a client stream), if not the router's.
+ * `jsonOptions`: the router's; each method gets them with the text encoder of its output
+ * (json-out.ts nullsEncoder), so that JSON responses write `null` for unset optional fields.
+ */
+export function routes(specs: ServiceImplSpec[], readMaxBytes?: (method: DescMethod) => number, jsonOptions?: UniversalHandlerOptions["jsonOptions"]) {
   return (router: ConnectRouter) => {
     for (const spec of specs) {
-      for (const m of Object.values(spec.methods)) router.rpc(m.method, m.impl as never, readMaxBytes ? { readMaxBytes: readMaxBytes(m.method) } : undefined);
+      for (const m of Object.values(spec.methods)) {
+        const options = {
+          ...(readMaxBytes ? { readMaxBytes: readMaxBytes(m.method) } : {}),
+          ...(jsonOptions ? { jsonOptions: { ...jsonOptions, textEncoder: nullsEncoder(m.method.output) } } : {}),
+        };
+        router.rpc(m.method, m.impl as never, Object.keys(options).length > 0 ? options : undefined);
+      }
     }
   };
 }

@@ -238,7 +238,11 @@ const cases: Case[] = [
       await s.advance("2026-03-15T00:00:00Z");
       return s.bills();
     },
-    [["open", "1", [["API calls", "1", "0.5", "1"]]]],
+    // The first period's usage is all included: a $0 invoice records it (late usage of it would be adjusted).
+    [
+      ["paid", "0", []],
+      ["open", "1", [["API calls", "1", "0.5", "1"]]],
+    ],
   ],
   [
     "package, round_up: 999, 1000 and 1001 units of 1000-unit packages",
@@ -275,6 +279,7 @@ const cases: Case[] = [
       return s.bills();
     },
     [
+      ["paid", "0", []],
       ["open", "10", [["Tokens (1 × 1000 units)", "1", "10", "10"]]],
       ["open", "10", [["Tokens (1 × 1000 units)", "1", "10", "10"]]],
       ["open", "20", [["Tokens (2 × 1000 units)", "2", "10", "20"]]],

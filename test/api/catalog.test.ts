@@ -3,17 +3,20 @@
  * over REST and gRPC; exact decimal round-trips; rule violations as 400s that write nothing;
  * isolation between environments; a large card in one request.
  */
-import { toJson } from "@bufbuild/protobuf";
+import { type DescMessage, type JsonObject, type MessageShape, toJson } from "@bufbuild/protobuf";
 import test from "ava";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.js";
 import { RateCatalogService } from "../../src/gen/billing/v1/rate_catalog_service_pb.js";
+import { withNulls } from "../../src/rpc/json-out.js";
 import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const J = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
+/** A message as the server writes it in JSON (unset optional fields are null, src/rpc/json-out.ts). */
+const asServed = <D extends DescMessage>(desc: D, message: MessageShape<D>) => withNulls(desc, toJson(desc, message, J) as JsonObject);
 
 const metricBody = (over: Json = {}) => ({
   event_name: "tokens",
@@ -72,7 +75,8 @@ for (const store of STORES) {
     ]) {
       const m = await ok(server, key, "POST", "/pricing-metrics", metricBody({ aggregation, dimensions: [] }));
       t.regex(m.id, /^pm_[0-9A-Za-z]{22}$/);
-      t.deepEqual(m.aggregation, aggregation);
+      // value_field, absent for count, is null (DESIGN §4).
+      t.deepEqual(m.aggregation, { value_field: null, ...aggregation });
       t.deepEqual(m.dimensions, []);
       made.push(m);
     }
@@ -86,7 +90,7 @@ for (const store of STORES) {
     const c = rpcClient(PricingMetricService, server.url, "grpc", key);
     const viaGrpc = await c.createPricingMetric({ eventName: "e", name: "n", unit: "u", dimensions: ["a"], aggregation: { aggregationType: "count" } });
     const got = await c.getPricingMetric({ pricingMetricId: viaGrpc.pricingMetric!.id });
-    t.deepEqual(toJson(PricingMetricService.method.getPricingMetric.output, got, J), { pricing_metric: { ...(await ok(server, key, "GET", `/pricing-metrics/${viaGrpc.pricingMetric!.id}`)) } });
+    t.deepEqual(asServed(PricingMetricService.method.getPricingMetric.output, got), { pricing_metric: { ...(await ok(server, key, "GET", `/pricing-metrics/${viaGrpc.pricingMetric!.id}`)) } });
   });
 
   const metricCases: [string, Json, string[]][] = [
@@ -113,29 +117,37 @@ for (const store of STORES) {
     const card = await ok(server, key, "POST", "/rate-cards", cardBody(metric.id));
     t.regex(card.id, /^rc_/);
     t.is(card.billing_interval, "monthly");
-    t.is(card.rate_catalog_id, "");
+    t.is(card.rate_catalog_id, null, "no catalog: null, never an empty string");
+    t.is(card.description, "For teams");
     t.deepEqual(card.metadata, { tier: "pro" });
     t.regex(card.created_at, /Z$/);
     t.is(card.updated_at, card.created_at);
     const [seats] = card.fixed_rates;
     t.regex(seats.id, /^rate_/);
-    t.deepEqual({ ...seats, id: "" }, { id: "", code: "seats", name: "Seats", description: "per seat", price: { price_type: "flat", amount: { currency_code: "USD", value: "2000" } } });
+    t.deepEqual(
+      { ...seats, id: "" },
+      { id: "", code: "seats", name: "Seats", description: "per seat", price: { price_type: "flat", amount: { currency_code: "USD", value: "2000" }, package_units: null, rounding_behavior: null } },
+    );
     const [tokens, byRegion] = card.usage_based_rates;
     t.is(tokens.included_units, 1000, "included_units is a JSON number");
     t.is(tokens.usage_based_rate_type, "simple");
+    t.is(tokens.description, null, "no description: null");
+    t.is(tokens.pricing_matrix, null, "a simple rate's dimensional fields: null and []");
+    t.deepEqual(tokens.dimensions, []);
+    t.is(byRegion.price, null);
     t.deepEqual(tokens.price, { price_type: "package", amount: { currency_code: "USD", value: "0.000001" }, package_units: 1000, rounding_behavior: "round_down" });
     t.is(byRegion.usage_based_rate_type, "dimensional");
     t.is(byRegion.included_units, 0);
     t.deepEqual(byRegion.dimensions, [{ key: "region", values: ["eu", "us"], description: "where" }]);
     t.deepEqual(byRegion.pricing_matrix.cells, [
-      { dimension_coordinates: { region: "eu" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "12345678901234567890.5" } } },
-      { dimension_coordinates: { region: "us" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "0" } } },
+      { dimension_coordinates: { region: "eu" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "12345678901234567890.5" }, package_units: null, rounding_behavior: null } },
+      { dimension_coordinates: { region: "us" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "0" }, package_units: null, rounding_behavior: null } },
     ]);
     t.deepEqual(await ok(server, key, "GET", `/rate-cards/${card.id}`), card);
 
     const c = rpcClient(RateCardService, server.url, "grpc", key);
     const got = await c.getRateCard({ rateCardId: card.id });
-    t.deepEqual(toJson(RateCardService.method.getRateCard.output, got, J), { rate_card: card });
+    t.deepEqual(asServed(RateCardService.method.getRateCard.output, got), { rate_card: card });
     const list = await ok(server, key, "GET", "/rate-cards?limit=1");
     t.deepEqual(list, { has_more: false, rate_cards: [card] });
   });
@@ -242,7 +254,8 @@ for (const store of STORES) {
       ],
     );
     t.is(rates.rates[0].fixed.price.amount.value, "5000");
-    t.false("usage_based" in rates.rates[0]);
+    t.is(rates.rates[0].usage_based, null, "the other variant is null");
+    t.is(rates.rates[1].fixed, null);
     t.is(rates.rates[1].usage_based.pricing_matrix.cells[0].price.amount.value, "12345678901234567890.5");
     const last = await ok(server, key, "GET", `/rate-catalogs/${cat.id}/rates?limit=2&offset=2`);
     t.deepEqual([last.has_more, last.rates.length, last.rates[0].interval], [false, 1, "yearly"]);
@@ -371,7 +384,7 @@ for (const store of STORES) {
       const listed = await cards.listRateCards({ limit: 1 });
       t.deepEqual([listed.hasMore, listed.rateCards[0]?.id], [false, card.id]);
       const rest1 = await rest(server.url, "GET", `/rate-cards/${card.id}`, key);
-      t.deepEqual(toJson(RateCardService.method.getRateCard.output, await cards.getRateCard({ rateCardId: card.id }), J), { rate_card: rest1.body });
+      t.deepEqual(asServed(RateCardService.method.getRateCard.output, await cards.getRateCard({ rateCardId: card.id })), { rate_card: rest1.body });
       const err = await t.throwsAsync(
         cards.createRateCard({ billingInterval: "monthly", name: "bad", fixedRates: [{ code: "a", name: "A", price: { amount: { currencyCode: "USD", value: "-1" } } }] }),
       );

@@ -218,9 +218,10 @@ for (const store of STORES) {
       // No mask: the fields that are set; an empty map leaves metadata as it is.
       t.deepEqual((await update({ name: "Ada L." })).metadata, { a: "1" });
       t.deepEqual((await update({ metadata: { b: "2" } })).metadata, { b: "2" });
-      // A mask naming metadata with an empty map clears it; one naming email clears an email left out.
+      // A mask naming metadata with an empty map clears it; one naming email clears an email left
+      // out, which binary then leaves out (explicit presence: absent, not "").
       const cleared = await update({ update_mask: { paths: ["metadata", "email"] } });
-      t.deepEqual([cleared.metadata, cleared.email, cleared.name], [{}, "", "Ada L."]);
+      t.deepEqual([cleared.metadata, cleared.email, cleared.name], [{}, undefined, "Ada L."]);
       // A mask naming a field that no update changes is refused, naming its position.
       const err = await t.throwsAsync(update({ name: "x", update_mask: { paths: ["name", "external_id"] } }));
       t.is((err as grpc.ServiceError).code, grpc.status.INVALID_ARGUMENT);
@@ -230,11 +231,12 @@ for (const store of STORES) {
       subjects.close();
     }
 
-    // REST, as documented: metadata given replaces; left out or null stays; {} clears.
+    // REST, as documented: metadata given replaces; left out stays; {} or null (absent) clears.
     const put = (body: unknown) => ok(server, key, "PUT", `/subjects/${created.id}`, body);
     t.deepEqual((await put({ metadata: { c: "3" } })).metadata, { c: "3" });
     t.deepEqual((await put({ name: "Ada" })).metadata, { c: "3" });
-    t.deepEqual((await put({ metadata: null, email: "ada@example.com" })).metadata, { c: "3" });
+    t.deepEqual((await put({ metadata: null, email: "ada@example.com" })).metadata, {});
+    t.deepEqual((await put({ metadata: { c: "3" } })).metadata, { c: "3" });
     const emptied = await put({ metadata: {} });
     t.deepEqual([emptied.metadata, emptied.email, emptied.name], [{}, "ada@example.com", "Ada"]);
     t.deepEqual(Object.keys(emptied).sort(), ["created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);

@@ -183,6 +183,11 @@ for (const store of STORES) {
       ],
     );
     t.is(r.results[6].id, r.results[0].id, "a repeat within the batch is a duplicate of the first");
+    t.deepEqual(
+      r.results.map((x: Json) => (x.status === "rejected" ? [x.id, x.error !== null] : [typeof x.id, x.error])),
+      r.results.map((x: Json) => (x.status === "rejected" ? [null, true] : ["string", null])),
+      "a rejected event has no ID (null); an accepted one no error (null)",
+    );
     t.deepEqual([r.accepted, r.duplicate, r.rejected], [2, 2, 5]);
     t.is(await s.total(s.sum), "3");
 

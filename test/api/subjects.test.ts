@@ -38,7 +38,7 @@ for (const store of STORES) {
           email: "ada@example.com",
           external_id: ext,
           metadata: { plan: "pro" },
-          test_clock_id: "",
+          test_clock_id: null,
           has_payment_method: false,
         },
       );
@@ -52,12 +52,21 @@ for (const store of STORES) {
       t.is(renamed.email, "ada@example.com");
       t.deepEqual(renamed.metadata, { plan: "pro" });
       t.is(renamed.external_id, ext);
-      // Metadata replaces the map; email "" clears it.
+      // Metadata replaces the map; email "" clears it (absent: null).
       const updated = ok(await s.update(created.id, { metadata: { tier: "2" }, email: "" }));
       t.deepEqual(updated.metadata, { tier: "2" });
-      t.is(updated.email, "");
+      t.is(updated.email, null);
       t.is(updated.name, "Ada King");
       t.deepEqual(ok(await s.get(created.id)), updated);
+      // null clears too (null means absent, DESIGN §4); a key left out stays unchanged.
+      const withEmail = ok(await s.update(created.id, { email: "ada@example.org" }));
+      t.is(withEmail.email, "ada@example.org");
+      const cleared = ok(await s.update(created.id, { name: null, metadata: null }));
+      t.is(cleared.name, null);
+      t.deepEqual(cleared.metadata, {});
+      t.is(cleared.email, "ada@example.org");
+      t.is(cleared.external_id, ext);
+      t.deepEqual(ok(await s.get(created.id)), cleared);
 
       const deleted = ok(await s.delete(ext));
       t.is(deleted.id, created.id);
@@ -72,8 +81,14 @@ for (const store of STORES) {
       const s = subjectsApi(api, server.url, server.keys.a);
       const created = ok(await s.create({}));
       t.deepEqual(Object.keys(created).sort(), ["created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
-      t.is(created.email, "");
+      t.deepEqual(
+        { email: created.email, external_id: created.external_id, name: created.name, test_clock_id: created.test_clock_id },
+        { email: null, external_id: null, name: null, test_clock_id: null },
+      );
       t.deepEqual(created.metadata, {});
+      // null on input means absent, as leaving the key out does.
+      const nulls = ok(await s.create({ email: null, external_id: null, name: null }));
+      t.deepEqual([nulls.email, nulls.external_id, nulls.name], [null, null, null]);
     });
 
     test(`${t0}: external_id is unique among live subjects, and free again after delete`, async (t) => {

@@ -31,7 +31,7 @@ for (const store of STORES) {
   test(`${store}: a three-phase timeline (trial → standard → discounted), invoiced line by line`, async (t) => {
     const { s, trial, standard, discounted } = await setup();
     const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: trial });
-    t.deepEqual([tl.status, tl.subscription_id, tl.rate_card_id], ["draft", "", trial]);
+    t.deepEqual([tl.status, tl.subscription_id, tl.rate_card_id], ["draft", null, trial], "no subscription yet: null");
     const added = await s.call("POST", `/subscription-timelines/${tl.id}/items`, {
       items: [
         item("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z", trial),
@@ -87,7 +87,7 @@ for (const store of STORES) {
     const listed = await s.call("GET", `/subscription-timelines/${tl.id}/items`);
     t.is(listed.items[1].period.end, null, "an open-ended item's end is null");
     const r = await s.call("POST", `/subscription-timelines/${tl.id}/start`, { ...callbacks, effective_at: "2026-01-15T00:00:00Z" });
-    t.deepEqual([r.result.result_type, r.result.subscription_timeline.status, r.result.subscription_timeline.subscription_id], ["success", "pending", ""]);
+    t.deepEqual([r.result.result_type, r.result.subscription_timeline.status, r.result.subscription_timeline.subscription_id], ["success", "pending", null]);
     await s.advance("2026-01-14T23:59:59Z");
     t.is((await s.call("GET", `/subscription-timelines/${tl.id}`)).status, "pending");
     await s.advance("2026-01-15T00:00:00Z");

@@ -52,7 +52,8 @@ const refused: [string[], string][] = [
   [["frobnicate"], "unknown command: billing frobnicate"],
   [["migrate"], "unknown command: billing migrate"],
   [["migrate", "down"], "unknown command: billing migrate down"],
-  [["invoices", "finalize", "inv_1"], "unknown command: billing invoices finalize"],
+  [["invoices", "finalise", "inv_1"], "unknown command: billing invoices finalise"],
+  [["invoices", "finalize"], "billing invoices finalize needs <invoice_id>"],
   [["invoices", "void"], "billing invoices void needs <invoice_id>"],
   [["invoices", "void", "inv_1", "inv_2"], 'unexpected argument "inv_2" for billing invoices void'],
   [["status", "--jsn"], "unknown flag --jsn for billing status (it takes --json)"],
@@ -134,7 +135,7 @@ for (const store of STORES) {
       seeded = await seedKeys(url);
       app = await startAppOn(url, { SCHEDULER_INTERVAL_MS: "0" });
       const server = { url: app.url, freshKey: seeded.freshKey } as unknown as TestServer;
-      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
       const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { amount: { currency_code: "USD", value: 1000 } } }] });
       await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, CARD_FAILS_LATER);
       await s.advance("2026-02-15T00:00:00Z");
@@ -154,12 +155,29 @@ for (const store of STORES) {
       const again = await cli(url, "invoices", "void", a.id);
       t.is(again.code, 1);
       t.regex(again.stderr, /is void; only an open invoice can become void/);
+      const notDraft = await cli(url, "invoices", "finalize", a.id);
+      t.is(notDraft.code, 1);
+      t.regex(notDraft.stderr, /only a draft can be finalized/);
       const missing = await cli(url, "invoices", "void", "inv_doesnotexist");
       t.is(missing.code, 1);
       t.regex(missing.stderr, /invoice "inv_doesnotexist" not found/);
       const wrongEnv = await cli(url, "invoices", "void", a.id, "--env", "no-such-env");
       t.is(wrongEnv.code, 1);
       t.regex(wrongEnv.stderr, /no environment named or with ID no-such-env/);
+
+      // A draft: the usage invoice of a cycle that closed less than the grace period (1 h) ago.
+      const metered = await ok(server, s.key, "POST", "/subjects", { name: "Metered", test_clock_id: s.clockId });
+      const metric = await s.metric();
+      const usageCard = await s.card({
+        usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API", pricing_metric_id: metric, included_units: 0, price: { amount: { currency_code: "USD", value: 2 } } }],
+      });
+      await ok(server, s.key, "POST", "/subscriptions", { subject_id: metered.id, rate_card_id: usageCard });
+      await ok(server, s.key, "POST", "/usage-events", { idempotency_key: "m1", subject_id: metered.id, event_name: "usage", data: { n: 5 } });
+      await s.advance("2026-03-15T00:30:00Z");
+      const [draft] = (await ok(server, s.key, "GET", `/invoices?subject_id=${metered.id}`)).invoices;
+      t.is(draft?.status, "draft");
+      const finalized = await json(url, "invoices", "finalize", draft.id);
+      t.like(finalized, { id: draft.id, status: "open", total: "10" }, "finalized now; no card on file, so it stays open");
 
       // A subscription on real time, set aside (its close failed) with its retry an hour away,
       // and its cycle over: not due until the backoff ends — or the operator ends it.

@@ -6,7 +6,7 @@
 import { AlreadyExistsError } from "../../src/billing/errors.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
-import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
+import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../src/billing/tenancy.js";
 
 function page<T>(all: T[], p: Page): PageResult<T> {
@@ -21,9 +21,14 @@ export class BillingState {
   invoices = new Map<string, Invoice>();
   paymentMethods = new Map<string, PaymentMethod>();
   checkouts = new Map<string, CheckoutSession>();
+  portals = new Map<string, PortalSession>();
   timelines = new Map<string, Timeline>();
   timelineItems = new Map<string, TimelineItem>();
   clocks = new Map<string, TestClock>();
+  /** Draft grace period per environment, in seconds; an environment not in it has none (final at once). */
+  graceSeconds = new Map<string, number>();
+  /** When each ended subscription's late usage was last checked. */
+  checkedAt = new Map<string, Date>();
 
   snapshot(): BillingState {
     const copy = new BillingState();
@@ -71,6 +76,15 @@ export class FakeBillingStores implements BillingStores {
       row.billingFailure = structuredClone(failure);
       return true;
     },
+    ended: async (clockId, limit, checkedBefore) =>
+      [...this.state.subscriptions.values()]
+        .filter((s) => s.status === "cancelled" && s.testClockId === clockId && (!checkedBefore || !this.state.checkedAt.has(s.id) || (this.state.checkedAt.get(s.id) as Date) < checkedBefore))
+        .sort((a, b) => (this.state.checkedAt.get(a.id)?.getTime() ?? 0) - (this.state.checkedAt.get(b.id)?.getTime() ?? 0))
+        .slice(0, limit)
+        .map((s) => structuredClone(s)),
+    markChecked: async (ids, at) => {
+      for (const id of ids) this.state.checkedAt.set(id, at);
+    },
   };
 
   readonly invoices: BillingStores["invoices"] = {
@@ -81,6 +95,12 @@ export class FakeBillingStores implements BillingStores {
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
         p,
       ),
+    recent: async (env, subjectId, limit) =>
+      [...this.state.invoices.values()]
+        .filter((i) => i.environmentId === env && i.subjectId === subjectId)
+        .reverse()
+        .slice(0, limit)
+        .map((i) => structuredClone(i)),
     setStatus: async (id, from, to) => {
       const inv = this.state.invoices.get(id);
       if (!inv || inv.status !== from) return false;
@@ -89,6 +109,21 @@ export class FakeBillingStores implements BillingStores {
     },
     setStatuses: async (ids, from, to) => {
       for (const id of ids) await this.invoices.setStatus(id, from, to, new Date());
+    },
+    dueDrafts: async (now, clockId, limit) =>
+      [...this.state.invoices.values()]
+        .filter((i) => i.status === "draft" && i.finalizesAt !== null && i.finalizesAt <= now && i.clockId === clockId)
+        .sort((a, b) => (a.finalizesAt as Date).getTime() - (b.finalizesAt as Date).getTime())
+        .slice(0, limit)
+        .map((i) => structuredClone(i)),
+    windows: async (subscriptionId) => {
+      const all = [...this.state.invoices.values()];
+      return all
+        .filter((i) => i.subscriptionId === subscriptionId && i.status !== "draft" && i.window !== null)
+        .map((i) => ({
+          invoice: { ...structuredClone(i), lines: [] },
+          billed: [...i.lines.filter((l) => l.kind === "usage"), ...all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id))].map((l) => structuredClone(l)),
+        }));
     },
   };
 
@@ -108,6 +143,11 @@ export class FakeBillingStores implements BillingStores {
   readonly checkouts: BillingStores["checkouts"] = {
     insert: async (c) => void this.state.checkouts.set(c.token, structuredClone(c)),
     get: async (token) => structuredClone(this.state.checkouts.get(token)),
+  };
+
+  readonly portals: BillingStores["portals"] = {
+    insert: async (p) => void this.state.portals.set(p.token, structuredClone(p)),
+    get: async (token) => structuredClone(this.state.portals.get(token)),
   };
 
   readonly timelines: BillingStores["timelines"] = {
@@ -144,7 +184,9 @@ export class FakeBillingStores implements BillingStores {
 
   readonly directory: BillingStores["directory"] = {
     subject: async (env, key) => this.copy(this.state.subjects.get(key), env),
+    profile: async (env, id) => (this.copy(this.state.subjects.get(id), env) ? { name: null, email: null } : undefined),
     environmentMode: async (env) => this.state.environments.get(env),
+    invoiceGraceSeconds: async (env) => this.state.graceSeconds.get(env) ?? 0,
   };
 
   private copy<T extends { environmentId: string }>(row: T | undefined, env: string): T | undefined {
@@ -188,6 +230,13 @@ export class FakeBillingStores implements BillingStores {
         }
       },
       insertInvoice: (i) => tx.insertInvoices([i]),
+      finalizeDraft: async (i, at) => {
+        write("finalizeDraft", i);
+        const row = s.invoices.get(i.id);
+        if (row?.status !== "draft") return false;
+        s.invoices.set(i.id, { ...structuredClone(i), status: "open", finalizedAt: at });
+        return true;
+      },
       lockCheckout: async (token) => structuredClone(s.checkouts.get(token)),
       updateCheckoutStatus: async (id, status) => {
         for (const c of s.checkouts.values()) if (c.id === id) c.status = status;

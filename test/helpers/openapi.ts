@@ -6,7 +6,7 @@
 import Ajv2020Module, { type ValidateFunction } from "ajv/dist/2020.js";
 import { loadOpenApi } from "../../src/rest/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
-import type { OpenApiDocument, Schema } from "../../src/rest/openapi.js";
+import type { OpenApiDocument } from "../../src/rest/openapi.js";
 import { restServices } from "../../src/rpc/routes.js";
 
 // ajv is CommonJS: under NodeNext its default export is the module object, whose `default` is the class.
@@ -17,20 +17,9 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})
 /** A JSON pointer segment. */
 const seg = (s: string) => s.replace(/~/g, "~0").replace(/\//g, "~1");
 
-/**
- * `lax`: fields with explicit presence may be left out rather than written as null (what the
- * server did before it wrote null for them): their names are dropped from `required`.
- */
-export function responseValidator(doc: OpenApiDocument = loadOpenApi(), options: { lax?: boolean } = {}) {
-  const copy = structuredClone(doc) as OpenApiDocument & { $id?: string };
-  if (options.lax) {
-    for (const s of Object.values(copy.components.schemas)) {
-      if (!s.required || !s.properties) continue;
-      const nullableField = (f: Schema) =>
-        (Array.isArray(f.type) && f.type.includes("null")) || (f.anyOf as Schema[] | undefined)?.some((x) => x.type === "null") || Object.keys(f).every((k) => k === "description");
-      s.required = (s.required as string[]).filter((name) => !nullableField(s.properties[name]));
-    }
-  }
+/** A checker of REST answers against `doc`. */
+export function responseValidator(doc: OpenApiDocument = loadOpenApi()) {
+  const copy = structuredClone(doc) as OpenApiDocument;
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   ajv.addFormat("date-time", { type: "string", validate: (v: string) => RFC3339.test(v) && !Number.isNaN(Date.parse(v)) });
   for (const f of ["int32", "uint32", "int64", "double"]) ajv.addFormat(f, true);

@@ -2,6 +2,7 @@
  * A billing scenario driven only through the public API, on a test clock: a fresh environment,
  * a clock, a subject, metrics, cards, subscriptions, events, clock advances, and the invoices.
  */
+import { parse as parseLossless } from "lossless-json";
 import { ok, rest } from "./clients.js";
 import type { TestServer } from "./server.js";
 import type { Json } from "./subjects-api.js";
@@ -25,9 +26,10 @@ export class Scenario {
     return rest(this.server.url, method, path, this.key, body);
   }
 
-  static async start(server: TestServer, at: string): Promise<Scenario> {
+  /** A scenario in a fresh test environment whose invoices are final at once, or drafts for `invoiceGraceSeconds`. */
+  static async start(server: TestServer, at: string, opts: { invoiceGraceSeconds?: number } = {}): Promise<Scenario> {
     const s = new Scenario(server);
-    s.key = await server.freshKey("test");
+    s.key = await server.freshKey("test", opts);
     s.clockId = (await s.call("POST", "/test-clocks", { name: "scenario", frozen_time: at })).id;
     s.subjectId = (await s.call("POST", "/subjects", { name: "Customer", test_clock_id: s.clockId })).id;
     return s;
@@ -79,11 +81,19 @@ export class Scenario {
     await this.call("POST", `/test-clocks/${this.clockId}/advance`, { frozen_time: to });
   }
 
+  /**
+   * The subject's invoices, every JSON number read as its exact text: a line's `quantity` is a
+   * JSON number on REST (written with the decimal's digits), compared here digit for digit.
+   */
   async invoices(): Promise<Json[]> {
-    return (await this.call("GET", `/invoices?subject_id=${this.subjectId}&limit=100`)).invoices;
+    const path = `/invoices?subject_id=${this.subjectId}&limit=100`;
+    const res = await fetch(`${this.server.url}${path}`, { headers: { "x-api-key": this.key } });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${text}`);
+    return (parseLossless(text, null, (digits) => digits) as Json).invoices;
   }
 
-  /** Invoices as [status, total, [description, quantity, unit, amount][]], oldest first. */
+  /** Invoices as [status, total, [description, quantity, unit, amount][]], oldest first (quantity: its digits). */
   async bills(): Promise<[string, string, [string, string, string, string][]][]> {
     return (await this.invoices()).map((i) => [
       i.status,

@@ -20,10 +20,18 @@ export interface TestKeys {
   b: string;
 }
 
+export interface FreshEnvironment {
+  /** The environment's draft grace period (seconds); 0 when not given. */
+  invoiceGraceSeconds?: number;
+}
+
 export interface TestServer {
   store: Store;
-  /** A secret key of a brand-new environment, for tests that need an empty one. */
-  freshKey(mode?: EnvironmentMode): Promise<string>;
+  /**
+   * A secret key of a brand-new environment, for tests that need an empty one; its invoices are
+   * final at once unless `invoiceGraceSeconds` says otherwise.
+   */
+  freshKey(mode?: EnvironmentMode, opts?: FreshEnvironment): Promise<string>;
   app: App;
   url: string;
   db: TestDatabase;
@@ -32,15 +40,18 @@ export interface TestServer {
 }
 
 /** Creates environments and keys straight through the store, as the CLI does. */
-export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; freshKey: (mode?: EnvironmentMode) => Promise<string>; close: () => Promise<void> }> {
+export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; freshKey: (mode?: EnvironmentMode, opts?: FreshEnvironment) => Promise<string>; close: () => Promise<void> }> {
   const db = await createDatabase(databaseUrl, { poolSize: 2 });
   await db.dataSource.initialize();
   await db.dataSource.runMigrations({ transaction: "each" });
   const store = new SqlAuthStore(db.sql, db.entities);
   const now = new Date();
-  const env = async (name: string, mode: EnvironmentMode) => {
+  // The fixtures' environments finalize invoices at once (a grace period of 0), so that tests not
+  // about the draft grace period see final invoices; the default for a new environment is 1 hour.
+  const env = async (name: string, mode: EnvironmentMode, invoiceGraceSeconds = 0) => {
     const e = { id: newId("env"), name, mode, createdAt: now };
     await store.insertEnvironment(e);
+    await store.setInvoiceGraceSeconds(e.id, invoiceGraceSeconds);
     return e;
   };
   const key = async (environmentId: string, kind: KeyKind, mode: EnvironmentMode, revoked = false) => {
@@ -56,7 +67,7 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
     aRevoked: await key(a.id, "secret", "test", true),
     b: await key(b.id, "secret", "live"),
   };
-  const freshKey = async (mode: EnvironmentMode = "test") => key((await env(newId("env"), mode)).id, "secret", mode);
+  const freshKey = async (mode: EnvironmentMode = "test", opts: FreshEnvironment = {}) => key((await env(newId("env"), mode, opts.invoiceGraceSeconds ?? 0)).id, "secret", mode);
   return { keys, freshKey, close: () => db.dataSource.destroy() };
 }
 

@@ -3,9 +3,10 @@
  * Connect, gRPC and gRPC-Web. Results are proto-JSON objects (snake_case, as REST returns them);
  * failures are `{ error: code }` with the Connect code name (`not_found`, `invalid_argument`…).
  */
-import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { type DescMessage, type JsonObject, type MessageShape, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
+import { withNulls } from "../../src/rpc/json-out.js";
 import { type Protocol, rest, rpcClient } from "./clients.js";
 
 export type Api = "rest" | Protocol;
@@ -34,7 +35,8 @@ const CODE_NAMES: Record<number, string> = {
   [Code.Internal]: "internal",
 };
 
-const json = <D extends DescMessage>(desc: D, m: MessageShape<D>) => toJson(desc, m, { useProtoFieldName: true, alwaysEmitImplicit: true });
+/** As the server writes JSON (src/rpc/json-out.ts): unset optional fields are null. */
+const json = <D extends DescMessage>(desc: D, m: MessageShape<D>) => withNulls(desc, toJson(desc, m, { useProtoFieldName: true, alwaysEmitImplicit: true }) as JsonObject);
 
 async function rpc<D extends DescMessage>(desc: D, call: () => Promise<MessageShape<D>>, pick?: string): Promise<Result> {
   try {
@@ -67,9 +69,23 @@ function rpcApi(url: string, protocol: Protocol, key: string | undefined): Subje
   const c = rpcClient(SubjectService, url, protocol, key);
   const S = SubjectService.method;
   return {
-    create: (b) => rpc(S.createSubject.output, () => c.createSubject({ email: b.email, externalId: b.external_id, name: b.name, metadata: b.metadata ?? {} }), "subject"),
+    create: (b) =>
+      rpc(S.createSubject.output, () => c.createSubject({ email: b.email ?? undefined, externalId: b.external_id ?? undefined, name: b.name ?? undefined, metadata: b.metadata ?? {} }), "subject"),
     get: (id) => rpc(S.getSubject.output, () => c.getSubject({ subjectId: id }), "subject"),
-    update: (id, b) => rpc(S.updateSubject.output, () => c.updateSubject({ subjectId: id, email: b.email, name: b.name, metadata: b.metadata }), "subject"),
+    // A null in the body (REST: cleared) is the field named in the mask and left unset.
+    update: (id, b) =>
+      rpc(
+        S.updateSubject.output,
+        () =>
+          c.updateSubject({
+            subjectId: id,
+            email: b.email ?? undefined,
+            name: b.name ?? undefined,
+            metadata: b.metadata ?? undefined,
+            updateMask: Object.values(b).includes(null) ? { paths: Object.keys(b) } : undefined,
+          }),
+        "subject",
+      ),
     list: (limit, offset) => rpc(S.listSubjects.output, () => c.listSubjects({ limit, offset })),
     search: (query, limit, offset) => rpc(S.searchSubjects.output, () => c.searchSubjects({ query, limit, offset })),
     delete: (id) => rpc(S.deleteSubject.output, () => c.deleteSubject({ subjectId: id })),

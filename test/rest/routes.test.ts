@@ -13,7 +13,7 @@ function resolve(method: string, path: string): string | undefined {
   return r ? `${r.method.parent.name}/${r.method.name}` : undefined;
 }
 
-// From spec/billing-api.md and spec/sdk-compat.md (all but the customer portal and checkout of 0.1.5).
+// From spec/billing-api.md and spec/sdk-compat.md.
 const documented: [string, string, string][] = [
   ["POST", "/subjects", "SubjectService/CreateSubject"],
   ["GET", "/subjects/subj_1", "SubjectService/GetSubject"],
@@ -42,6 +42,8 @@ const documented: [string, string, string][] = [
   ["POST", "/subscriptions/sub_1/change-rate-card", "SubscriptionService/ChangeRateCard"],
   ["GET", "/invoices", "InvoiceService/ListInvoices"],
   ["GET", "/customer-access/subj_1/billing-state", "CustomerAccessService/GetBillingState"],
+  ["POST", "/customer-portal/sessions", "CustomerPortalService/CreateCustomerPortalSession"],
+  ["POST", "/checkout", "CheckoutService/CreateCheckout"],
   ["POST", "/subscription-timelines", "SubscriptionTimelineService/CreateSubscriptionTimeline"],
   ["GET", "/subscription-timelines/stl_1", "SubscriptionTimelineService/GetSubscriptionTimeline"],
   ["GET", "/subscription-timelines", "SubscriptionTimelineService/ListSubscriptionTimelines"],

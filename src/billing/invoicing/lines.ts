@@ -19,6 +19,8 @@ export interface Line {
   unitAmount: Decimal;
   /** Rounded to whole smallest units. */
   amount: Decimal;
+  /** A dimensional line: the cell (or unpriced combination) it prices, stable across recomputations. */
+  cell?: string;
 }
 
 /** What a quantity costs at a price: the quantity shown on the line, and the unit amount. */
@@ -102,11 +104,11 @@ export function dimensionalLines(
     if (b.isZero()) return;
     const p = priced(cell.price, b, multiplier);
     if (p.quantity.isZero()) return;
-    out.push(line(`${name} (${describe(cell.coordinates)})`, p.quantity, p.unitAmount));
+    out.push({ ...line(`${name} (${describe(cell.coordinates)})`, p.quantity, p.unitAmount), cell: keyOf(cell.coordinates) });
   });
   // Usage of a combination that has no cell: billed at zero, and named.
   const unpriced = [...usedByKey].filter(([k, u]) => !cellKeys.has(k) && u.nonZero).sort(([a], [b]) => (a < b ? -1 : 1));
-  for (const [, u] of unpriced) out.push(line(`${name} (${describe(u.coordinates)}: no price for this combination)`, u.used, ZERO));
+  for (const [k, u] of unpriced) out.push({ ...line(`${name} (${describe(u.coordinates)}: no price for this combination)`, u.used, ZERO), cell: `unpriced:${k}` });
   return out;
 }
 

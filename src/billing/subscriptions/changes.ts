@@ -7,13 +7,14 @@
 import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { randomBase62 } from "../ids.js";
-import { type Line, line, total } from "../invoicing/lines.js";
+import { line, total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import { lostRace, retryingRaces } from "./races.js";
+import { type BillLine, fixedBillLines } from "./engine.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, Subscription } from "./types.js";
@@ -136,7 +137,8 @@ export class SubscriptionChanges {
   private async tryCancelAt(current: Subscription, at: Date, reason: string | null, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const card = await this.engine.card(current.environmentId, current.rateCardId);
     const lines = await this.engine.usageLines(card, current, current.usageSince, at);
-    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at);
+    // The final invoice bills the usage so far: a draft for the grace period, like a cycle's.
+    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at, await this.engine.windowTerms(current, current.usageSince, at, at));
     const cancelled = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
@@ -225,11 +227,13 @@ export class SubscriptionChanges {
       upgrade = prorate ? diff.times(left).div(span) : diff;
       if (upgrade.gt(0)) {
         lines.push(
-          line(
-            `Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`,
-            dec(1),
-            upgrade,
-          ),
+          ...fixedBillLines([
+            line(
+              `Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`,
+              dec(1),
+              upgrade,
+            ),
+          ]),
         );
       }
     }
@@ -247,13 +251,22 @@ export class SubscriptionChanges {
     newCard: RateCard,
     next: SubscriptionTerms,
     at: Date,
-    lines: Line[],
+    lines: BillLine[],
     inCurrentPeriod: boolean,
   ): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check below is what keeps one change from being applied twice.
-    const invoice = this.engine.newInvoice(current, oldCard, `change:${at.getTime()}:${randomBase62(8)}`, lines, current.usageSince, at, at);
+    const invoice = this.engine.newInvoice(
+      current,
+      oldCard,
+      `change:${at.getTime()}:${randomBase62(8)}`,
+      lines,
+      current.usageSince,
+      at,
+      at,
+      await this.engine.windowTerms(current, current.usageSince, at, at),
+    );
     const changed = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });

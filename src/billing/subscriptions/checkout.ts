@@ -47,25 +47,27 @@ export function normalizeCallbackUrl(url: string): string | undefined {
   return /^[\x21-\x7e]+$/.test(href) ? href : undefined;
 }
 
+/**
+ * Checks one URL a hosted page sends the customer to (a checkout's callback, the portal's
+ * return_url): required, absolute http(s), at most MAX_CALLBACK_URL_LENGTH characters once
+ * normalized. Returns it normalized, or "" after recording the problem as `field`.
+ */
+export function checkCallbackUrl(url: string, field: string, v: Violations): string {
+  const normalized = normalizeCallbackUrl(url);
+  if (normalized === undefined) v.add(field, url === "" ? "is required" : "must be an http or https URL");
+  else if (normalized.length > MAX_CALLBACK_URL_LENGTH) v.add(field, `must have at most ${MAX_CALLBACK_URL_LENGTH} characters once encoded (it has ${normalized.length})`);
+  else return normalized;
+  return "";
+}
+
 /** Checks the callback URLs (every problem) and returns them normalized (normalizeCallbackUrl). */
-function checkUrls(c: CallbackUrls | undefined, v: Violations): CallbackUrls {
+export function checkUrls(c: CallbackUrls | undefined, v: Violations, why = "this needs a checkout (no payment method on file, or create_checkout_session is always)"): CallbackUrls {
   const cv = v.at("checkout_callback_urls");
   if (!c) {
-    cv.add("", "is required: this needs a checkout (no payment method on file, or create_checkout_session is always)");
+    cv.add("", `is required: ${why}`);
     return { successUrl: "", cancelledUrl: "" };
   }
-  const out: CallbackUrls = { successUrl: "", cancelledUrl: "" };
-  for (const [field, key] of [
-    ["success_url", "successUrl"],
-    ["cancelled_url", "cancelledUrl"],
-  ] as const) {
-    const url = c[key];
-    const normalized = normalizeCallbackUrl(url);
-    if (normalized === undefined) cv.add(field, url === "" ? "is required" : "must be an http or https URL");
-    else if (normalized.length > MAX_CALLBACK_URL_LENGTH) cv.add(field, `must have at most ${MAX_CALLBACK_URL_LENGTH} characters once encoded (it has ${normalized.length})`);
-    else out[key] = normalized;
-  }
-  return out;
+  return { successUrl: checkCallbackUrl(c.successUrl, "success_url", cv), cancelledUrl: checkCallbackUrl(c.cancelledUrl, "cancelled_url", cv) };
 }
 
 export class Checkouts {

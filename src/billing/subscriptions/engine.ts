@@ -19,9 +19,39 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EnvironmentMode } from "../tenancy.js";
 import type { PaymentProviders } from "./payments.js";
 import type { BillingStores, BillingTx } from "./ports.js";
-import type { BillingFailure, Invoice, PaymentProvider, Subscription } from "./types.js";
+import type { BillingFailure, Invoice, InvoiceLineKind, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
 
 const ONE = dec(1);
+
+/** A priced line and what it is: fixed, usage of the invoice's window (keyed by rate and cell), or an adjustment of an earlier window. */
+export type BillLine = Line & { kind: InvoiceLineKind; key: string | null; windowInvoiceId: string | null };
+
+export function fixedBillLines(lines: Line[]): BillLine[] {
+  return lines.map((l) => ({ ...l, kind: "fixed", key: null, windowInvoiceId: null }));
+}
+
+/** How an invoice is written: the usage window it bills, and until when it is a draft (null: final at once). */
+export interface InvoiceTerms {
+  window?: UsageWindow | null;
+  finalizesAt?: Date | null;
+}
+
+/** How long an environment's grace period setting is cached (an operator may change it). */
+const GRACE_CACHE_MS = 5_000;
+
+/** An ended subscription's late usage is looked for again after this long (real time). */
+export const ENDED_RECHECK_MS = 3_600_000;
+
+/** How many ended subscriptions one real-time scheduler run looks at for late usage. */
+const ENDED_PER_RUN = 200;
+
+function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function day(d: Date): string {
+  return d.toISOString().replace(".000Z", "Z");
+}
 
 /**
  * How long a subscription whose cycle close failed is set aside before the next try, after
@@ -48,6 +78,8 @@ export interface EngineEvents {
   setAside?(s: Subscription, failure: BillingFailure, err: unknown): void;
   /** Charging or marking a committed invoice failed: it stays open. */
   settleFailed?(invoiceId: string, err: unknown): void;
+  /** Finalizing a draft (or billing an ended subscription's late usage) failed: tried again on the next run. */
+  finalizeFailed?(id: string, err: unknown): void;
 }
 
 /** A cycle close's outcome: how many cycles it closed and how many subscriptions it set aside. */
@@ -147,41 +179,45 @@ export class BillingEngine {
   }
 
   /** Fixed charges of one cycle, in advance. */
-  async fixedLines(card: RateCard, s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Promise<Line[]> {
+  async fixedLines(card: RateCard, s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Promise<BillLine[]> {
     return this.fixedLinesOf((await this.rates(card, s.fixedRateQuantities)).fixed, s);
   }
 
   /** Fixed charges of one cycle from rates already looked up (see rates). */
-  fixedLinesOf(fixed: ChargedRates["fixed"], s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): Line[] {
-    return fixed.flatMap((r) => fixedLine(r.name, r.price, dec(s.fixedRateQuantities[r.code] ?? "0"), multiplierOf(s, r.code)));
+  fixedLinesOf(fixed: ChargedRates["fixed"], s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): BillLine[] {
+    return fixedBillLines(fixed.flatMap((r) => fixedLine(r.name, r.price, dec(s.fixedRateQuantities[r.code] ?? "0"), multiplierOf(s, r.code))));
   }
 
   /** Usage of [from, to) priced by the card's usage-based rates, in arrears. */
-  async usageLines(card: RateCard, s: Subscription, from: Date, to: Date): Promise<Line[]> {
+  async usageLines(card: RateCard, s: Pick<Subscription, "subjectId" | "fixedRateQuantities" | "rateMultipliers">, from: Date, to: Date): Promise<BillLine[]> {
     return this.usageLinesOf(card, (await this.rates(card, s.fixedRateQuantities)).usage, s, from, to);
   }
 
-  private async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: Subscription, from: Date, to: Date): Promise<Line[]> {
+  private async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: Pick<Subscription, "subjectId" | "rateMultipliers">, from: Date, to: Date): Promise<BillLine[]> {
     const metrics = await this.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
-    const out: Line[] = [];
+    const out: BillLine[] = [];
+    const keyed = (code: string, lines: Line[]): BillLine[] => lines.map((l) => ({ ...l, kind: "usage", key: `${code}|${l.cell ?? ""}`, windowInvoiceId: null }));
     for (const rate of usage) {
       const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
       const included = dec(rate.includedUnits);
       const m = multiplierOf(s, rate.code);
       if (rate.type === "simple") {
         const [measured] = await this.usage.measure(metric, s.subjectId, from, to, []);
-        out.push(...simpleUsageLine(rate.name, rate.price, measured?.value ?? ZERO, included, m));
+        out.push(...keyed(rate.code, simpleUsageLine(rate.name, rate.price, measured?.value ?? ZERO, included, m)));
       } else {
         const keys = rate.dimensions.map((d) => d.key);
         const measured = await this.usage.measure(metric, s.subjectId, from, to, keys);
         out.push(
-          ...dimensionalLines(
-            rate.name,
-            rate.cells,
-            measured.map((x) => ({ coordinates: x.coordinates, used: x.value })),
-            included,
-            m,
-            coordinatesKey,
+          ...keyed(
+            rate.code,
+            dimensionalLines(
+              rate.name,
+              rate.cells,
+              measured.map((x) => ({ coordinates: x.coordinates, used: x.value })),
+              included,
+              m,
+              coordinatesKey,
+            ),
           ),
         );
       }
@@ -205,7 +241,7 @@ export class BillingEngine {
    * The invoice of `lines`. Every amount must fit the stored sums (DESIGN §6): a line beyond
    * 53 integer digits is refused here, before anything is written.
    */
-  newInvoice(s: Subscription, card: RateCard, periodKey: string, lines: Line[], periodStart: Date, periodEnd: Date, at: Date): Invoice {
+  newInvoice(s: Subscription, card: RateCard, periodKey: string, lines: BillLine[], periodStart: Date, periodEnd: Date, at: Date, terms: InvoiceTerms = {}): Invoice {
     for (const l of lines) {
       for (const [what, d] of [
         ["quantity", l.quantity],
@@ -225,7 +261,7 @@ export class BillingEngine {
       subjectId: s.subjectId,
       subscriptionId: s.id,
       periodKey,
-      status: "open",
+      status: terms.finalizesAt ? "draft" : "open",
       currency: card.currency ?? "USD",
       total: formatDecimal(sum),
       lines: lines.map((l) => ({
@@ -234,21 +270,261 @@ export class BillingEngine {
         // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
         unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
         amount: formatDecimal(l.amount),
+        kind: l.kind,
+        key: l.key,
+        windowInvoiceId: l.windowInvoiceId,
       })),
       hostedToken: randomBase62(32),
       periodStart,
       periodEnd,
       createdAt: at,
+      window: terms.window ?? null,
+      finalizesAt: terms.finalizesAt ?? null,
+      clockId: s.testClockId,
+      finalizedAt: terms.finalizesAt ? null : this.now(),
     };
   }
 
+  private readonly graceCache = new Map<string, { seconds: number; until: number }>();
+
+  /** An environment's draft grace period in seconds (cached a few seconds). */
+  async graceSeconds(environmentId: string): Promise<number> {
+    const hit = this.graceCache.get(environmentId);
+    if (hit && hit.until > Date.now()) return hit.seconds;
+    const seconds = await this.stores.directory.invoiceGraceSeconds(environmentId);
+    if (this.graceCache.size > 10_000) this.graceCache.clear();
+    this.graceCache.set(environmentId, { seconds, until: Date.now() + GRACE_CACHE_MS });
+    return seconds;
+  }
+
   /**
-   * Writes an invoice in the transaction unless it has no lines; false when the subscription
+   * The terms of an invoice that bills the usage of [from, to) of `s` (priced by `s`'s card and
+   * terms), written at `at` on the subscription's clock: a draft until the environment's grace
+   * period has passed, or final at once when it is 0. None for a card without usage-based rates.
+   */
+  async windowTerms(s: Subscription, from: Date, to: Date, at: Date): Promise<InvoiceTerms> {
+    // A card without usage-based rates, or an empty window, bills no usage: nothing can come late.
+    if (to.getTime() <= from.getTime()) return {};
+    const card = await this.card(s.environmentId, s.rateCardId);
+    if ((await this.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
+    const grace = await this.graceSeconds(s.environmentId);
+    return {
+      window: { from, to, rateCardId: s.rateCardId, fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers },
+      finalizesAt: grace > 0 ? new Date(at.getTime() + grace * 1000) : null,
+    };
+  }
+
+  /** A window's usage lines as they are now, from the committed usage. */
+  private async windowLines(environmentId: string, subjectId: string, w: UsageWindow): Promise<BillLine[]> {
+    const card = await this.card(environmentId, w.rateCardId);
+    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers }, w.from, w.to);
+  }
+
+  /**
+   * A draft as it would finalize now: its usage lines recomputed from the committed usage of its
+   * window (late events of the period land on it), the other lines as written. Anything else is
+   * returned as stored.
+   */
+  async preview(inv: Invoice): Promise<Invoice> {
+    if (inv.status !== "draft" || !inv.window) return inv;
+    const usage = await this.windowLines(inv.environmentId, inv.subjectId, inv.window);
+    const lines = [
+      ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
+      ...usage.map((l) => ({
+        description: l.description,
+        quantity: formatDecimal(l.quantity),
+        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
+        amount: formatDecimal(l.amount),
+        kind: l.kind,
+        key: l.key,
+        windowInvoiceId: null,
+      })),
+      ...inv.lines.filter((l) => l.kind === "adjustment"),
+    ];
+    for (const l of lines) {
+      const problem = amountProblem(dec(l.amount));
+      if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount of invoice line "${l.description}" ${problem}`);
+    }
+    const sum = lines.reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+    const problem = amountProblem(sum);
+    if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the invoice total ${problem}`);
+    return { ...inv, lines, total: formatDecimal(sum) };
+  }
+
+  /**
+   * Finalizes a draft: its usage lines recomputed one last time, then open, then charged. Once:
+   * only the run that moves it out of draft writes it (another runner, or an operator's call,
+   * finds it finalized). Returns the invoice as it ended up, or undefined when it was no longer a draft.
+   */
+  async finalizeDraft(draft: Invoice): Promise<Invoice | undefined> {
+    const at = this.now();
+    const final: Invoice = { ...(await this.preview(draft)), status: "open", finalizedAt: at };
+    const done = await this.stores.transaction((tx) => tx.finalizeDraft(final, at));
+    if (!done) return undefined;
+    await this.settleMany([final]);
+    return final;
+  }
+
+  /** Finalizes every draft whose grace period ended by `now` (on real time or one test clock); returns how many. */
+  async finalizeDue(now: Date, clockId: string | null, breathe: Yielder = yielder()): Promise<number> {
+    let n = 0;
+    const failed = new Set<string>();
+    for (;;) {
+      await breathe();
+      const due = (await this.stores.invoices.dueDrafts(now, clockId, 100)).filter((i) => !failed.has(i.id));
+      if (due.length === 0) return n;
+      for (const inv of due) {
+        try {
+          if (await this.finalizeDraft(inv)) n++;
+        } catch (err) {
+          // It stays a draft and is tried again on the next run; the others go on.
+          failed.add(inv.id);
+          this.events.finalizeFailed?.(inv.id, err);
+        }
+      }
+    }
+  }
+
+  /**
+   * Late usage of a subscription's finalized windows: for each window whose usage changed since
+   * it was billed, an adjustment line per rate (and cell) for the difference between what its
+   * usage costs now and what was billed for it (its usage lines and earlier adjustments); and the
+   * reconciliation state to keep. Cheap when nothing changed: per pricing metric, a count of the
+   * subject's events over the span of the windows (events are append-only, so an equal count
+   * means no late event). Counts are read before any usage is measured, so an event committed
+   * meanwhile is at worst checked again next time, never missed.
+   */
+  async lateUsage(s: Subscription): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
+    const windows = await this.stores.invoices.windows(s.id);
+    if (windows.length === 0) return { lines: [], check: s.usageCheck };
+    const cards = new Map<string, RateCard>();
+    const metricIdsOf = new Map<string, string[]>();
+    for (const { invoice } of windows) {
+      const w = invoice.window as UsageWindow;
+      const card = cards.get(w.rateCardId) ?? (await this.card(s.environmentId, w.rateCardId));
+      cards.set(card.id, card);
+      metricIdsOf.set(invoice.id, [...new Set((await this.rates(card, w.fixedRateQuantities)).usage.map((r) => r.pricingMetricId))]);
+    }
+    const allMetrics = [...new Set([...metricIdsOf.values()].flat())];
+    const metrics = await this.metricsOf(s.environmentId, allMetrics);
+    const count = async (metricId: string, from: Date, to: Date): Promise<string> => {
+      const m = metrics.get(metricId) as PricingMetric;
+      const [c] = await this.usage.measure({ ...m, aggregation: { type: "count", valueField: null } }, s.subjectId, from, to, []);
+      return formatDecimal(c?.value ?? ZERO);
+    };
+    const from = new Date(Math.min(...windows.map((w) => (w.invoice.window as UsageWindow).from.getTime())));
+    const to = new Date(Math.max(...windows.map((w) => (w.invoice.window as UsageWindow).to.getTime())));
+    const prev = s.usageCheck;
+    const recheck = new Set<string>();
+    const known = new Set(prev?.windows ?? []);
+    for (const { invoice } of windows) if (!known.has(invoice.id)) recheck.add(invoice.id);
+    if (prev?.from && prev.to) {
+      for (const metricId of allMetrics) {
+        const before = prev.counts[metricId];
+        if (before === undefined || (await count(metricId, new Date(prev.from), new Date(prev.to))) !== before) {
+          for (const { invoice } of windows) if ((metricIdsOf.get(invoice.id) ?? []).includes(metricId)) recheck.add(invoice.id);
+        }
+      }
+    }
+    const counts: Record<string, string> = {};
+    for (const metricId of allMetrics) counts[metricId] = await count(metricId, from, to);
+    const check: UsageCheck = { windows: windows.map((w) => w.invoice.id), from: from.toISOString(), to: to.toISOString(), counts };
+    const lines: BillLine[] = [];
+    for (const { invoice, billed } of windows) {
+      if (!recheck.has(invoice.id)) continue;
+      const w = invoice.window as UsageWindow;
+      const now = await this.windowLines(s.environmentId, s.subjectId, w);
+      const was = new Map<string, { quantity: Decimal; amount: Decimal; unitAmount: Decimal; description: string }>();
+      for (const l of billed) {
+        const k = l.key ?? l.description;
+        const p = was.get(k);
+        was.set(k, {
+          quantity: (p?.quantity ?? ZERO).plus(dec(l.quantity)),
+          amount: (p?.amount ?? ZERO).plus(dec(l.amount)),
+          unitAmount: dec(l.unitAmount),
+          description: p?.description ?? (l.kind === "usage" ? l.description : l.description),
+        });
+      }
+      const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
+      for (const k of keys) {
+        const n = now.find((l) => (l.key ?? l.description) === k);
+        const b = was.get(k);
+        const dq = (n?.quantity ?? ZERO).minus(b?.quantity ?? ZERO);
+        const da = (n?.amount ?? ZERO).minus(b?.amount ?? ZERO);
+        if (dq.isZero() && da.isZero()) continue;
+        const what = n?.description ?? b?.description ?? k;
+        lines.push({
+          description: `Late usage adjustment: ${what.replace(/^Late usage adjustment: /, "").replace(/ \(period [^)]*\)$/, "")} (period ${day(w.from)} to ${day(w.to)})`,
+          quantity: dq,
+          unitAmount: n?.unitAmount ?? b?.unitAmount ?? ZERO,
+          amount: da,
+          kind: "adjustment",
+          key: k,
+          windowInvoiceId: invoice.id,
+        });
+      }
+    }
+    return { lines, check };
+  }
+
+  /**
+   * Bills the late usage of ended (cancelled) subscriptions on real time (clockId null) or one test
+   * clock: a final adjustment invoice per subscription that has some, finalized at once. On real
+   * time each subscription is looked at again after ENDED_RECHECK_MS, at most ENDED_PER_RUN of them
+   * a run (least recently checked first), so that a large backlog never delays cycle closes; on a
+   * test clock all of them, every run. Returns how many adjustment invoices it wrote.
+   */
+  async billEndedLateUsage(clockId: string | null, breathe: Yielder = yielder()): Promise<number> {
+    let n = 0;
+    const seen = new Set<string>();
+    for (;;) {
+      if (clockId === null && seen.size >= ENDED_PER_RUN) return n;
+      await breathe();
+      const realNow = new Date();
+      const batch = (await this.stores.subscriptions.ended(clockId, 100, clockId === null ? new Date(realNow.getTime() - ENDED_RECHECK_MS) : null)).filter((s) => !seen.has(s.id));
+      if (batch.length === 0) return n;
+      for (const s of batch) {
+        seen.add(s.id);
+        try {
+          if (await this.billLateUsageOf(s)) n++;
+        } catch (err) {
+          this.events.finalizeFailed?.(s.id, err);
+        }
+      }
+      await this.stores.subscriptions.markChecked(
+        batch.map((s) => s.id),
+        realNow,
+      );
+    }
+  }
+
+  /** One ended subscription's late usage, as a final adjustment invoice; false when it had none (or another runner billed it). */
+  private async billLateUsageOf(s: Subscription): Promise<boolean> {
+    const { lines, check } = await this.lateUsage(s);
+    if (lines.length === 0 && sameCheck(check, s.usageCheck)) return false;
+    const card = await this.card(s.environmentId, s.rateCardId);
+    const at = s.testClockId ? ((await this.stores.clocks.get(s.environmentId, s.testClockId))?.frozenTime ?? this.now()) : this.now();
+    const invoice = lines.length > 0 ? this.newInvoice(s, card, `adjustment:${at.getTime()}:${randomBase62(8)}`, lines, s.cancelledAt ?? at, s.cancelledAt ?? at, at) : undefined;
+    const wrote = await this.stores.transaction(async (tx) => {
+      const locked = await tx.lockSubscription(s.environmentId, s.id);
+      if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
+      if (invoice) await tx.insertInvoice(invoice);
+      await tx.updateSubscription({ ...locked, usageCheck: check });
+      return invoice !== undefined;
+    });
+    if (wrote && invoice) await this.settleMany([invoice]);
+    return wrote;
+  }
+
+  /**
+   * Writes an invoice in the transaction unless it has no lines and no usage window; false when the subscription
    * already has one for that period (a repeated or concurrent run), which the caller must treat
    * as "done by someone else".
    */
   async writeInvoice(tx: BillingTx, invoice: Invoice): Promise<boolean> {
-    if (invoice.lines.length === 0) return true;
+    // An invoice of a usage window is written even without lines (usage within the included
+    // units, or none): late usage of that window can still land on it or be adjusted later.
+    if (invoice.lines.length === 0 && !invoice.window) return true;
     try {
       await tx.insertInvoice(invoice);
       return true;
@@ -260,7 +536,7 @@ export class BillingEngine {
 
   /** Finalized invoices are charged to the subject's saved method; zero totals are paid at once. */
   async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
-    if (invoice.lines.length === 0) return;
+    if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
     const at = this.now();
     if (dec(invoice.total).lte(0)) {
       await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
@@ -275,22 +551,30 @@ export class BillingEngine {
     if (res.ok) await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
   }
 
-  /** The invoice that closes a subscription's current cycle, computed from committed usage. */
-  private async closingInvoice(s: Subscription): Promise<Invoice> {
+  /**
+   * The invoice that closes a subscription's current cycle, computed from committed usage: the
+   * next period's fixed charges, the usage of the period that ended (a draft for the grace
+   * period), and adjustments for late usage of earlier, finalized periods; with the
+   * reconciliation state to keep.
+   */
+  private async closingInvoice(s: Subscription): Promise<{ invoice: Invoice; check: UsageCheck | null }> {
+    const late = await this.lateUsage(s);
     const card = await this.card(s.environmentId, s.rateCardId);
     const rates = await this.rates(card, s.fixedRateQuantities);
     const usageLines = await this.usageLinesOf(card, rates.usage, s, s.usageSince, s.periodEnd);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
     const fixed = s.cancelsAtEndOfCycle ? [] : this.fixedLinesOf(rates.fixed, s);
-    return this.newInvoice(s, card, `cycle:${s.cycleIndex + 1}`, [...fixed, ...usageLines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd);
+    const terms = await this.windowTerms(s, s.usageSince, s.periodEnd, s.periodEnd);
+    const invoice = this.newInvoice(s, card, `cycle:${s.cycleIndex + 1}`, [...fixed, ...usageLines, ...late.lines], s.periodEnd, s.cancelsAtEndOfCycle ? s.periodEnd : next.end, s.periodEnd, terms);
+    return { invoice, check: late.check };
   }
 
   /** The subscription after its cycle closed: the next cycle, or cancelled. */
-  private async afterClose(s: Subscription): Promise<Subscription> {
-    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null };
+  private async afterClose(s: Subscription, check: UsageCheck | null): Promise<Subscription> {
+    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check };
     const card = await this.card(s.environmentId, s.rateCardId);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null };
+    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check };
   }
 
   /**
@@ -308,6 +592,7 @@ export class BillingEngine {
 
   private async closeBatch(snapshots: Subscription[], concurrency: number, breathe: Yielder = yielder()): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
+    const checks = new Map<string, UsageCheck | null>();
     const computed: Subscription[] = [];
     let setAside = 0;
     let next = 0;
@@ -317,7 +602,9 @@ export class BillingEngine {
           const s = snapshots[next++] as Subscription;
           await breathe(); // between reads, outside any transaction
           try {
-            invoices.set(s.id, await this.closingInvoice(s));
+            const { invoice, check } = await this.closingInvoice(s);
+            invoices.set(s.id, invoice);
+            checks.set(s.id, check);
             computed.push(s);
           } catch (err) {
             await this.setAside(s, err);
@@ -342,12 +629,13 @@ export class BillingEngine {
             s.cycleIndex === snap.cycleIndex &&
             s.rateCardId === snap.rateCardId &&
             s.usageSince.getTime() === snap.usageSince.getTime() &&
-            s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle
+            s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle &&
+            sameCheck(s.usageCheck, snap.usageCheck)
           );
         });
-        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0);
+        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
         await tx.insertInvoices(out);
-        for (const s of ready) await tx.updateSubscription(await this.afterClose(s));
+        for (const s of ready) await tx.updateSubscription(await this.afterClose(s, checks.get(s.id) ?? null));
         return [out, ready.length] as const;
       });
     } catch (err) {
@@ -368,7 +656,7 @@ export class BillingEngine {
       }
       return outcome;
     }
-    await this.settleMany(written);
+    await this.settleMany(written.filter((i) => i.status === "open"));
     return { closed, setAside };
   }
 

@@ -1,4 +1,7 @@
-/** Reading invoices (by ID, a subject's, a hosted page's token) and marking an open one void or uncollectible. */
+/**
+ * Reading invoices (by ID, a subject's, a hosted page's token; a draft as it would finalize now),
+ * finalizing a draft early, and marking an open one void or uncollectible.
+ */
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
@@ -21,17 +24,46 @@ export class Invoices {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, subjectKey);
-    return this.stores.invoices.list(caller.environmentId, subject.id, page);
+    const result = await this.stores.invoices.list(caller.environmentId, subject.id, page);
+    return { ...result, items: await Promise.all(result.items.map((i) => this.preview(i))) };
   }
 
   async invoice(caller: Caller, id: string): Promise<Invoice> {
+    return this.preview(await this.stored(caller, id));
+  }
+
+  private async stored(caller: Caller, id: string): Promise<Invoice> {
     const inv = id === "" ? undefined : await this.stores.invoices.get(caller.environmentId, id);
     if (!inv) throw new NotFoundError("INVOICE_NOT_FOUND", `invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
     return inv;
   }
 
+  /** A draft is shown as it would finalize now (late usage of its period lands on it); anything else as stored. */
+  private async preview(inv: Invoice): Promise<Invoice> {
+    try {
+      return await this.lookups.engine.preview(inv);
+    } catch {
+      // A preview that cannot be priced (an amount beyond the limits) shows the draft as written;
+      // finalizing it reports the problem.
+      return inv;
+    }
+  }
+
+  /**
+   * Finalizes a draft now, without waiting for its grace period: usage recomputed, then open and
+   * charged. FAILED_PRECONDITION unless it is a draft.
+   */
+  async finalize(caller: Caller, id: string): Promise<Invoice> {
+    const inv = await this.stored(caller, id);
+    if (inv.status !== "draft" || !(await this.lookups.engine.finalizeDraft(inv))) {
+      const now = await this.stored(caller, id);
+      throw new FailedPreconditionError("INVOICE_NOT_DRAFT", `invoice ${id} is ${now.status}; only a draft can be finalized`);
+    }
+    return this.invoice(caller, id);
+  }
+
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
-    const inv = await this.invoice(caller, id);
+    const inv = await this.stored(caller, id);
     if (!(await this.stores.invoices.setStatus(inv.id, "open", to, this.lookups.engine.now()))) {
       throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${id} is ${inv.status}; only an open invoice can become ${to}`);
     }
@@ -42,7 +74,8 @@ export class Invoices {
     return `${this.publicBaseUrl()}/hosted/invoices/${inv.hostedToken}`;
   }
 
-  invoiceByToken(token: string): Promise<Invoice | undefined> {
-    return this.stores.invoices.byToken(token);
+  async invoiceByToken(token: string): Promise<Invoice | undefined> {
+    const inv = await this.stores.invoices.byToken(token);
+    return inv ? this.preview(inv) : undefined;
   }
 }

@@ -6,7 +6,22 @@
  */
 import type { Page, PageResult } from "../pagination.js";
 import type { EnvironmentMode } from "../tenancy.js";
-import type { BillingFailure, BillingSubject, CheckoutSession, CheckoutStatus, Invoice, InvoiceStatus, PaymentMethod, Subscription, TestClock, Timeline, TimelineItem } from "./types.js";
+import type {
+  BillingFailure,
+  BillingSubject,
+  CheckoutSession,
+  CheckoutStatus,
+  Invoice,
+  InvoiceLine,
+  InvoiceStatus,
+  PaymentMethod,
+  PortalSession,
+  SubjectProfile,
+  Subscription,
+  TestClock,
+  Timeline,
+  TimelineItem,
+} from "./types.js";
 
 export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;
@@ -22,16 +37,32 @@ export interface SubscriptionStore {
    * row is still active in the cycle `s` was in; false when it had moved on.
    */
   setBillingFailure(s: Subscription, failure: BillingFailure): Promise<boolean>;
+  /**
+   * Cancelled subscriptions on real time (clockId null) or one test clock, whose late usage has
+   * not been checked since `checkedBefore` (null: all), least recently checked first.
+   */
+  ended(clockId: string | null, limit: number, checkedBefore: Date | null): Promise<Subscription[]>;
+  /** Records that these subscriptions' late usage was checked at `at` (real time). */
+  markChecked(ids: string[], at: Date): Promise<void>;
 }
 
 export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
   list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /** A subject's `limit` newest invoices, newest first (the customer portal's list). */
+  recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
   /** Sets the status if the invoice is in `from`; false otherwise. */
   setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
   /** Moves these invoices from `from` to `to` (those still in `from`). */
   setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
+  /** Drafts whose grace period ended by `now` on real time (clockId null) or one test clock, earliest first. */
+  dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
+  /**
+   * A subscription's finalized invoices that bill a usage window (without their lines), each
+   * with what was billed for its window so far: its usage lines and every adjustment of it.
+   */
+  windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
 }
 
 export interface PaymentMethodStore {
@@ -43,6 +74,12 @@ export interface PaymentMethodStore {
 export interface CheckoutStore {
   insert(c: CheckoutSession): Promise<void>;
   get(token: string): Promise<CheckoutSession | undefined>;
+}
+
+/** Customer portal sessions, found by their token (which is unique). */
+export interface PortalSessionStore {
+  insert(s: PortalSession): Promise<void>;
+  get(token: string): Promise<PortalSession | undefined>;
 }
 
 export interface TimelineStore {
@@ -65,8 +102,12 @@ export interface TestClockStore {
 /** Who billing bills: a subject as billing needs it (by ID or external ID), and an environment's mode. */
 export interface BillingDirectory {
   subject(environmentId: string, key: string): Promise<BillingSubject | undefined>;
+  /** A live subject's name and email, by its ID (what the customer portal greets). */
+  profile(environmentId: string, subjectId: string): Promise<SubjectProfile | undefined>;
   /** The mode of an environment (undefined when there is no such environment). */
   environmentMode(environmentId: string): Promise<EnvironmentMode | undefined>;
+  /** How long an environment's cycle invoices stay drafts, in seconds (0: finalized at once). */
+  invoiceGraceSeconds(environmentId: string): Promise<number>;
 }
 
 /** Subscription writes inside a transaction. */
@@ -85,6 +126,8 @@ export interface InvoiceWrites {
   insertInvoice(i: Invoice): Promise<void>;
   /** Several invoices at once (multi-row inserts); the same unique key applies. */
   insertInvoices(list: Invoice[]): Promise<void>;
+  /** Writes a draft's final lines and total and makes it open, if it is still a draft; false otherwise. */
+  finalizeDraft(i: Invoice, at: Date): Promise<boolean>;
 }
 
 /** Checkout writes inside a transaction. */
@@ -115,6 +158,7 @@ export interface BillingStores {
   invoices: InvoiceStore;
   paymentMethods: PaymentMethodStore;
   checkouts: CheckoutStore;
+  portals: PortalSessionStore;
   timelines: TimelineStore;
   clocks: TestClockStore;
   directory: BillingDirectory;

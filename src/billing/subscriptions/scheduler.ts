@@ -1,6 +1,6 @@
 /**
- * The scheduler: runs everything due up to a time T — billing cycles that ended and timeline
- * transitions — on real time (the server's interval) or on one test clock (when it is advanced).
+ * The scheduler: runs everything due up to a time T — billing cycles that ended, timeline
+ * transitions, drafts whose grace period ended, late usage of ended subscriptions — on real time (the server's interval) or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
 import { yielder } from "../yielding.js";
@@ -41,6 +41,10 @@ export class Scheduler {
         this.onTimelineError(timeline.id, err);
       }
     }
-    return n + (await this.engine.closeDue(now, clockId, 8, false, breathe));
+    n += await this.engine.closeDue(now, clockId, 8, false, breathe);
+    // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
+    await this.engine.finalizeDue(now, clockId, breathe);
+    await this.engine.billEndedLateUsage(clockId, breathe);
+    return n;
   }
 }

@@ -7,16 +7,18 @@ import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
-import { type Line, total } from "../invoicing/lines.js";
+import { total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
-import type { CallbackUrls, Checkouts } from "./checkout.js";
+import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
+
+import type { BillLine } from "./engine.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import type { Terms } from "./terms.js";
-import { type BillingSubject, type Subscription, covers } from "./types.js";
+import { type BillingSubject, type CheckoutSession, type Subscription, covers } from "./types.js";
 
 export interface CreateSubscriptionInput {
   rateCardId: string;
@@ -61,6 +63,7 @@ export function newSubscription(
     cancelledAt: null,
     cancelReason: null,
     billingFailure: null,
+    usageCheck: null,
     createdAt: at,
   };
 }
@@ -129,10 +132,44 @@ export class Subscriptions {
   }
 
   /**
+   * A standalone hosted checkout (POST /checkout, the 0.1.5 SDK's `checkout.create`): always a
+   * checkout, even for a free plan or a subject with a card on file. Completing it subscribes the
+   * subject to the card at quantity 1 for each of the card's own fixed rates (the SDK call has no
+   * quantities; catalog add-ons are left out, as they are opt-in) and no multipliers, exactly as
+   * a checkout of POST /subscriptions does. `amount` is the first cycle's fixed charges.
+   */
+  async checkout(caller: Caller, input: { rateCardId: string; subjectId: string; callbacks?: CallbackUrls }): Promise<{ session: CheckoutSession; url: string }> {
+    const v = new Violations();
+    if (input.subjectId === "") v.add("subject_id", "is required");
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    checkUrls(input.callbacks, v, "the customer is sent to one of them after the checkout");
+    v.throwIfAny();
+    const subject = await this.lookups.subject(caller, input.subjectId);
+    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const quantities = Object.fromEntries(card.fixedRates.map((r) => [r.code, "1"]));
+    const terms = await this.terms.checkTerms(card, quantities, {}, v);
+    v.throwIfAny();
+    const now = await this.lookups.nowFor(subject);
+    const firstLines = this.engine.fixedLinesOf(terms.rates.fixed, newSubscription(caller, subject, card, terms, {}, now));
+    const request: CreateSubscriptionInput = {
+      rateCardId: card.id,
+      subjectId: subject.id,
+      createCheckoutSession: "always",
+      fixedRateQuantities: terms.quantities,
+      rateMultipliers: terms.multipliers,
+      metadata: {},
+      timelineId: "",
+    };
+    // Refuses a live environment (no payment provider) and checks the callback URLs again.
+    const session = await this.checkouts.open(caller, subject, "subscribe", { request }, input.callbacks, card, total(firstLines), `Subscribe to ${card.name}`, now);
+    return { session, url: this.checkouts.url(session) };
+  }
+
+  /**
    * Starts a subscription: writes it and its first invoice (fixed charges in advance), then
    * charges. A subscription linked to a draft timeline makes that timeline active.
    */
-  async start(draft: Subscription, card: RateCard, firstLines: Line[], paymentMethodId: string | null): Promise<Subscription> {
+  async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null): Promise<Subscription> {
     const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
     const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
     await this.stores.transaction(async (tx) => {

@@ -26,6 +26,8 @@ export interface Subscription {
   cancelReason: string | null;
   /** Set while the subscription's cycle close keeps failing (it is set aside, see BillingEngine). */
   billingFailure: BillingFailure | null;
+  /** Late-usage reconciliation state of its finalized windows (see UsageCheck). */
+  usageCheck: UsageCheck | null;
   createdAt: Date;
 }
 
@@ -39,11 +41,47 @@ export interface BillingFailure {
 
 export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible";
 
+/**
+ * What a line is: a fixed charge (in advance), usage of the invoice's window (in arrears), an
+ * adjustment for late usage of an earlier, finalized window, or `charge` (written before lines
+ * had kinds).
+ */
+export type InvoiceLineKind = "fixed" | "usage" | "adjustment" | "charge";
+
 export interface InvoiceLine {
   description: string;
   quantity: string;
   unitAmount: string;
   amount: string;
+  kind: InvoiceLineKind;
+  /** Usage and adjustment lines: the rate (and cell) priced, stable across recomputations. */
+  key: string | null;
+  /** Adjustment lines: the invoice whose usage window this adjusts. */
+  windowInvoiceId: string | null;
+}
+
+/**
+ * The usage window an invoice bills, and what it was priced from: enough to recompute its
+ * usage lines (a draft at finalization; a finalized one when late usage arrives).
+ */
+export interface UsageWindow {
+  from: Date;
+  to: Date;
+  rateCardId: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+}
+
+/**
+ * What a subscription's finalized usage windows were last reconciled with: the windows (invoice
+ * IDs), the span [from, to) they cover, and the number of events per pricing metric in that span
+ * then. Events are append-only, so equal counts now mean no late usage arrived since.
+ */
+export interface UsageCheck {
+  windows: string[];
+  from: string | null;
+  to: string | null;
+  counts: Record<string, string>;
 }
 
 export interface Invoice {
@@ -62,6 +100,12 @@ export interface Invoice {
   periodStart: Date;
   periodEnd: Date;
   createdAt: Date;
+  /** The usage window its usage lines bill (none for an invoice of fixed charges only). */
+  window: UsageWindow | null;
+  /** A draft finalizes then, on its subscription's clock (clockId; null: real time). */
+  finalizesAt: Date | null;
+  clockId: string | null;
+  finalizedAt: Date | null;
 }
 
 export interface PaymentMethod {
@@ -92,6 +136,21 @@ export interface CheckoutSession {
   amountDue: string;
   currency: string;
   description: string;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
+/**
+ * A customer portal session: the unguessable token of a hosted portal URL, for one subject, until
+ * it expires (real time). What the portal shows is read afresh on every page.
+ */
+export interface PortalSession {
+  id: string;
+  environmentId: string;
+  token: string;
+  subjectId: string;
+  /** Where the portal's return link goes (normalized like a checkout's callback URLs). */
+  returnUrl: string;
   expiresAt: Date;
   createdAt: Date;
 }
@@ -137,6 +196,12 @@ export interface TimelineItem {
 /** Whether a timeline item's period holds the instant `t` (ms): start inclusive, end exclusive. */
 export function covers(i: TimelineItem, t: number): boolean {
   return i.start.getTime() <= t && (i.end === null || t < i.end.getTime());
+}
+
+/** What a subject is called, for the pages its customer sees (the customer portal). */
+export interface SubjectProfile {
+  name: string | null;
+  email: string | null;
 }
 
 /** A subject as billing needs it. */

@@ -10,6 +10,8 @@ export interface EnvironmentRow {
   /** Per-key rate-limit overrides (requests a second; NULL: the server's default, 0: unlimited). */
   rate_limit_ingest_rps?: number | null;
   rate_limit_api_rps?: number | null;
+  /** How long a cycle's invoice stays a draft (seconds; 0: finalized at once). */
+  invoice_grace_seconds?: number;
 }
 
 export interface ApiKeyRow {
@@ -33,6 +35,7 @@ export function environmentsEntities(_dialect: Dialect, exact: ExactText) {
       created_at: timeColumn(),
       rate_limit_ingest_rps: { type: "int", nullable: true },
       rate_limit_api_rps: { type: "int", nullable: true },
+      invoice_grace_seconds: { type: "int", nullable: false, default: 3600 },
     }),
     uniques: [{ name: "uq_environments_name", columns: ["name"] }],
   });

@@ -13,6 +13,7 @@ import { subscriptionsEntities } from "./subscriptions.js";
 import { invoicesEntities } from "./invoices.js";
 import { paymentMethodsEntities } from "./payment-methods.js";
 import { checkoutsEntities } from "./checkouts.js";
+import { portalSessionsEntities } from "./portal-sessions.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 
@@ -24,6 +25,7 @@ export type { SubscriptionRow } from "./subscriptions.js";
 export type { InvoiceRow, InvoiceLineRow } from "./invoices.js";
 export type { PaymentMethodRow } from "./payment-methods.js";
 export type { CheckoutRow } from "./checkouts.js";
+export type { PortalSessionRow } from "./portal-sessions.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 
@@ -41,6 +43,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
   const { Checkout } = checkoutsEntities(dialect, exact);
+  const { PortalSession } = portalSessionsEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
 
@@ -63,6 +66,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     InvoiceLine,
     PaymentMethod,
     Checkout,
+    PortalSession,
     TestClock,
   };
 }

@@ -1,6 +1,6 @@
 /** Tables of invoices and their lines. */
 import { EntitySchema } from "typeorm";
-import { type Dialect, type ExactText, idColumn, intColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, type ExactText, idColumn, intColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface InvoiceRow {
   seq?: string;
@@ -17,6 +17,19 @@ export interface InvoiceRow {
   period_end: Date;
   created_at: Date;
   updated_at: Date;
+  finalizes_at?: Date | null;
+  finalized_at?: Date | null;
+  clock_id?: string | null;
+  usage_from?: Date | null;
+  usage_to?: Date | null;
+  basis?: InvoiceBasisRow | null;
+}
+
+/** What an invoice's usage window was priced from (see UsageWindow in the domain). */
+export interface InvoiceBasisRow {
+  rateCardId: string;
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
 }
 
 export interface InvoiceLineRow {
@@ -27,6 +40,9 @@ export interface InvoiceLineRow {
   quantity: string;
   unit_amount: string;
   amount: string;
+  kind?: string;
+  line_key?: string | null;
+  window_invoice_id?: string | null;
 }
 
 export function invoicesEntities(dialect: Dialect, exact: ExactText) {
@@ -48,13 +64,25 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       period_end: timeColumn(),
       created_at: timeColumn(),
       updated_at: timeColumn(),
+      // A draft finalizes at finalizes_at on its subscription's clock (clock_id; NULL: real time).
+      finalizes_at: timeColumn(true),
+      finalized_at: timeColumn(true),
+      clock_id: textColumn(32),
+      // The usage window the invoice bills, and what it was priced from.
+      usage_from: timeColumn(true),
+      usage_to: timeColumn(true),
+      basis: jsonColumn(dialect, true),
     }),
     uniques: [
       { name: "uq_invoices_id", columns: ["id"] },
       { name: "uq_invoices_subscription_period", columns: ["subscription_id", "period_key"] },
       { name: "uq_invoices_hosted_token", columns: ["hosted_token"] },
     ],
-    indices: [{ name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] }],
+    indices: [
+      { name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] },
+      { name: "ix_invoices_status_finalizes", columns: ["status", "finalizes_at"] },
+      { name: "ix_invoices_subscription_seq", columns: ["subscription_id", "seq"] },
+    ],
   });
 
   const InvoiceLine = new EntitySchema<InvoiceLineRow>({
@@ -68,8 +96,15 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       quantity: sumColumn(dialect),
       unit_amount: sumColumn(dialect),
       amount: sumColumn(dialect),
+      // fixed, usage, adjustment (charge: written before lines had kinds).
+      kind: { type: "varchar", length: 16, nullable: false, default: "charge" },
+      line_key: textColumn(1000),
+      window_invoice_id: textColumn(32),
     }),
-    indices: [{ name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] }],
+    indices: [
+      { name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] },
+      { name: "ix_invoice_lines_window", columns: ["window_invoice_id"] },
+    ],
   });
 
   return { Invoice, InvoiceLine };

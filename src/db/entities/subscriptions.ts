@@ -2,6 +2,14 @@
 import { EntitySchema } from "typeorm";
 import { type Dialect, type ExactText, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
 
+/** See UsageCheck in src/billing/subscriptions/types.ts. */
+export interface UsageCheckRow {
+  windows: string[];
+  from: string | null;
+  to: string | null;
+  counts: Record<string, string>;
+}
+
 export interface SubscriptionRow {
   seq?: string;
   id: string;
@@ -26,6 +34,8 @@ export interface SubscriptionRow {
   billing_attempts: number;
   billing_failed_at: Date | null;
   billing_retry_at: Date | null;
+  usage_check?: UsageCheckRow | null;
+  usage_checked_at?: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -59,6 +69,9 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       billing_attempts: { type: "int", nullable: false, default: 0 },
       billing_failed_at: timeColumn(true),
       billing_retry_at: timeColumn(true),
+      // The event counts its finalized usage windows were last reconciled with (late usage).
+      usage_check: jsonColumn(dialect, true),
+      usage_checked_at: timeColumn(true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),
@@ -67,6 +80,7 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_subscriptions_env_seq", columns: ["environment_id", "seq"] },
       { name: "ix_subscriptions_subject", columns: ["subject_id", "status"] },
       { name: "ix_subscriptions_due", columns: ["status", "test_clock_id", "period_end"] },
+      { name: "ix_subscriptions_status_checked", columns: ["status", "usage_checked_at"] },
     ],
   });
 

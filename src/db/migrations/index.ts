@@ -11,6 +11,8 @@ import { LargeJson1795000000007 } from "./1795000000007-LargeJson.js";
 import { BinaryIdentifiers1795000000008 } from "./1795000000008-BinaryIdentifiers.js";
 import { BillingLimits1795000000009 } from "./1795000000009-BillingLimits.js";
 import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
+import { CustomerPortal1795000000011 } from "./1795000000011-CustomerPortal.js";
+import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -24,4 +26,6 @@ export const migrations: (new () => MigrationInterface)[] = [
   BinaryIdentifiers1795000000008,
   BillingLimits1795000000009,
   RateLimits1795000000010,
+  CustomerPortal1795000000011,
+  InvoiceLifecycle1795000000012,
 ];

@@ -84,6 +84,12 @@ export class SqlAuthStore implements AuthStore {
     return (res.affected ?? 0) > 0;
   }
 
+  /** How long the environment's invoices that bill usage stay drafts, in seconds (0: final at once). */
+  async setInvoiceGraceSeconds(id: string, seconds: number): Promise<boolean> {
+    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Environment).set({ invoice_grace_seconds: seconds }).where("id = :id", { id }).execute());
+    return (res.affected ?? 0) > 0;
+  }
+
   async insertKey(key: ApiKey, hash: string): Promise<void> {
     try {
       await this.sql.run((em) =>

@@ -4,7 +4,7 @@
  */
 import { AbortedError } from "../../billing/errors.js";
 import type { BillingDirectory, BillingStores, BillingTx } from "../../billing/subscriptions/ports.js";
-import type { BillingSubject } from "../../billing/subscriptions/types.js";
+import type { BillingSubject, SubjectProfile } from "../../billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../billing/tenancy.js";
 import type { Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
@@ -14,6 +14,7 @@ import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
 import { SqlInvoiceStore, invoiceWrites } from "./invoice-store.js";
 import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-store.js";
+import { SqlPortalSessionStore } from "./portal-session-store.js";
 import { SqlSubscriptionStore, subscriptionWrites } from "./subscription-store.js";
 import { SqlTimelineStore, timelineWrites } from "./timeline-store.js";
 
@@ -34,9 +35,22 @@ export class SqlBillingDirectory implements BillingDirectory {
     return r ? { id: r.id, environmentId: r.environment_id, testClockId: r.test_clock_id, paymentMethodId: r.payment_method_id } : undefined;
   }
 
+  async profile(environmentId: string, subjectId: string): Promise<SubjectProfile | undefined> {
+    const [r] = await this.sql.query<{ name: string | null; email: string | null }[]>("SELECT name, email FROM subjects WHERE environment_id = ? AND id = ? AND deleted_at IS NULL LIMIT 1", [
+      environmentId,
+      subjectId,
+    ]);
+    return r ? { name: r.name, email: r.email } : undefined;
+  }
+
   async environmentMode(environmentId: string): Promise<EnvironmentMode | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { id: environmentId }));
     return r ? (r.mode as EnvironmentMode) : undefined;
+  }
+
+  async invoiceGraceSeconds(environmentId: string): Promise<number> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.Environment, { id: environmentId }));
+    return Number(r?.invoice_grace_seconds ?? 3600);
   }
 }
 
@@ -46,6 +60,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities): BillingStores {
     invoices: new SqlInvoiceStore(sql, entities),
     paymentMethods: new SqlPaymentMethodStore(sql, entities),
     checkouts: new SqlCheckoutStore(sql, entities),
+    portals: new SqlPortalSessionStore(sql, entities),
     timelines: new SqlTimelineStore(sql, entities),
     clocks: new SqlTestClockStore(sql, entities),
     directory: new SqlBillingDirectory(sql, entities),

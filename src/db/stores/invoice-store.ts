@@ -4,9 +4,10 @@ import { In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
-import type { Invoice, InvoiceStatus } from "../../billing/subscriptions/types.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import { dbTime } from "../raw.js";
 import { type Sql, chunks } from "../sql.js";
 
 /** Rows → domain: an invoice row with its line rows. */
@@ -20,11 +21,27 @@ export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice
     status: r.status as InvoiceStatus,
     currency: r.currency,
     total: r.total,
-    lines: lines.map((l) => ({ description: l.description, quantity: l.quantity, unitAmount: l.unit_amount, amount: l.amount })),
+    lines: lines.map(lineFromRow),
     hostedToken: r.hosted_token,
     periodStart: r.period_start,
     periodEnd: r.period_end,
     createdAt: r.created_at,
+    window: r.usage_from && r.usage_to && r.basis ? { from: r.usage_from, to: r.usage_to, ...r.basis } : null,
+    finalizesAt: r.finalizes_at ?? null,
+    clockId: r.clock_id ?? null,
+    finalizedAt: r.finalized_at ?? null,
+  };
+}
+
+function lineFromRow(l: InvoiceLineRow): InvoiceLine {
+  return {
+    description: l.description,
+    quantity: l.quantity,
+    unitAmount: l.unit_amount,
+    amount: l.amount,
+    kind: (l.kind ?? "charge") as InvoiceLineKind,
+    key: l.line_key ?? null,
+    windowInvoiceId: l.window_invoice_id ?? null,
   };
 }
 
@@ -44,12 +61,28 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
     period_end: i.periodEnd,
     created_at: i.createdAt,
     updated_at: i.createdAt,
+    finalizes_at: i.finalizesAt,
+    finalized_at: i.finalizedAt,
+    clock_id: i.clockId,
+    usage_from: i.window?.from ?? null,
+    usage_to: i.window?.to ?? null,
+    basis: i.window ? { rateCardId: i.window.rateCardId, fixedRateQuantities: i.window.fixedRateQuantities, rateMultipliers: i.window.rateMultipliers } : null,
   };
 }
 
 /** Domain → the line rows of an invoice, in order. */
 export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
-  return i.lines.map((l, position) => ({ invoice_id: i.id, position, description: l.description.slice(0, 1000), quantity: l.quantity, unit_amount: l.unitAmount, amount: l.amount }));
+  return i.lines.map((l, position) => ({
+    invoice_id: i.id,
+    position,
+    description: l.description.slice(0, 1000),
+    quantity: l.quantity,
+    unit_amount: l.unitAmount,
+    amount: l.amount,
+    kind: l.kind,
+    line_key: l.key === null ? null : l.key.slice(0, 1000),
+    window_invoice_id: l.windowInvoiceId,
+  }));
 }
 
 /** The invoice writes of a billing transaction on `em`. */
@@ -66,7 +99,15 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     }
     for (const part of chunks(list.flatMap(invoiceLineRows))) await em.insert(E.InvoiceLine, part);
   };
-  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]) };
+  // A draft becomes open with its recomputed lines, once: only the run that moves it out of draft writes them.
+  const finalizeDraft = async (i: Invoice, at: Date) => {
+    const res = await em.update(E.Invoice, { id: i.id, status: "draft" }, { status: "open", total: i.total, finalized_at: at, updated_at: at });
+    if ((res.affected ?? 0) === 0) return false;
+    await em.delete(E.InvoiceLine, { invoice_id: i.id });
+    for (const part of chunks(invoiceLineRows(i))) await em.insert(E.InvoiceLine, part);
+    return true;
+  };
+  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), finalizeDraft };
 }
 
 export class SqlInvoiceStore implements InvoiceStore {
@@ -105,6 +146,45 @@ export class SqlInvoiceStore implements InvoiceStore {
       const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
       const result = toPageResult(rows, page);
       return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
+  async recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "DESC" }, take: limit });
+      return this.withLines(em, rows);
+    });
+  }
+
+  async dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]> {
+    return this.sql.run(async (em) => {
+      const rows = await em
+        .createQueryBuilder(this.entities.Invoice, "i")
+        .where("i.status = 'draft' AND i.finalizes_at <= :now", { now: dbTime(now) })
+        .andWhere(clockId === null ? "i.clock_id IS NULL" : "i.clock_id = :clock", { clock: clockId })
+        .orderBy("i.finalizes_at", "ASC")
+        .addOrderBy("i.seq", "ASC")
+        .limit(limit)
+        .getMany();
+      return this.withLines(em, rows);
+    });
+  }
+
+  async windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]> {
+    return this.sql.run(async (em) => {
+      const rows = await em
+        .createQueryBuilder(this.entities.Invoice, "i")
+        .where("i.subscription_id = :id AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { id: subscriptionId })
+        .orderBy("i.seq", "ASC")
+        .getMany();
+      if (rows.length === 0) return [];
+      const ids = rows.map((r) => r.id);
+      const own = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(ids), kind: "usage" }, order: { seq: "ASC" } });
+      const adjustments = await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(ids) }, order: { seq: "ASC" } });
+      return rows.map((r) => ({
+        invoice: invoiceFromRows(r, []),
+        billed: [...own.filter((l) => l.invoice_id === r.id), ...adjustments.filter((l) => l.window_invoice_id === r.id)].map(lineFromRow),
+      }));
     });
   }
 

@@ -33,6 +33,7 @@ export function subscriptionFromRow(r: SubscriptionRow): Subscription {
       r.billing_error !== null && r.billing_error !== undefined
         ? { message: r.billing_error, attempts: Number(r.billing_attempts), failedAt: r.billing_failed_at as Date, retryAt: r.billing_retry_at as Date }
         : null,
+    usageCheck: r.usage_check ?? null,
     createdAt: r.created_at,
   };
 }
@@ -62,6 +63,7 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
     billing_attempts: s.billingFailure?.attempts ?? 0,
     billing_failed_at: s.billingFailure?.failedAt ?? null,
     billing_retry_at: s.billingFailure?.retryAt ?? null,
+    usage_check: s.usageCheck,
     created_at: s.createdAt,
     updated_at: at,
   };
@@ -86,7 +88,7 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
     // Plain SQL: a cycle close updates every due subscription.
     updateSubscription: async (s) => {
       await em.query(
-        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
+        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
         [
           s.rateCardId,
           s.status,
@@ -104,6 +106,7 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
           s.billingFailure?.attempts ?? 0,
           s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
           s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
+          s.usageCheck ? JSON.stringify(s.usageCheck) : null,
           dbTime(new Date()),
           s.id,
           s.environmentId,
@@ -153,6 +156,24 @@ export class SqlSubscriptionStore implements SubscriptionStore {
         .getMany(),
     );
     return rows.map(subscriptionFromRow);
+  }
+
+  async ended(clockId: string | null, limit: number, checkedBefore: Date | null): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) => {
+      const qb = em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.status = 'cancelled'")
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId });
+      if (checkedBefore) qb.andWhere("(s.usage_checked_at IS NULL OR s.usage_checked_at < :before)", { before: dbTime(checkedBefore) });
+      // Never checked first (NULLs sort first on both stores), then the longest unchecked.
+      return qb.orderBy("s.usage_checked_at", "ASC").addOrderBy("s.seq", "ASC").limit(limit).getMany();
+    });
+    return rows.map(subscriptionFromRow);
+  }
+
+  async markChecked(ids: string[], at: Date): Promise<void> {
+    if (ids.length === 0) return;
+    await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Subscription).set({ usage_checked_at: at }).where("id IN (:...ids)", { ids }).execute());
   }
 
   async setBillingFailure(s: Subscription, f: BillingFailure): Promise<boolean> {

@@ -40,8 +40,14 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     status: i.status,
     hostedUrl,
     totalAmount: money(i.total),
-    lineItems: i.lines.map((l) => ({ description: l.description, quantity: l.quantity, priceInUnitAmount: money(l.unitAmount), amount: money(l.amount) })),
+    lineItems: i.lines.map((l) => ({ description: l.description, quantity: l.quantity, priceInUnitAmount: money(l.unitAmount), amount: money(l.amount), kind: l.kind })),
     subscriptionId: i.subscriptionId,
+    finalizesAt: i.status === "draft" && i.finalizesAt ? ts(i.finalizesAt) : undefined,
+    finalizedAt: i.finalizedAt ? ts(i.finalizedAt) : undefined,
+    periodStart: ts(i.periodStart),
+    periodEnd: ts(i.periodEnd),
+    usagePeriodStart: i.window ? ts(i.window.from) : undefined,
+    usagePeriodEnd: i.window ? ts(i.window.to) : undefined,
   });
 }
 

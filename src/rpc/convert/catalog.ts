@@ -26,7 +26,7 @@ export function priceToPb(p: Price): PricePb {
 }
 
 export function fixedRateToPb(r: FixedRate): FixedRatePb {
-  return create(FixedRateSchema, { id: r.id, code: r.code, name: r.name, description: r.description ?? "", price: priceToPb(r.price) });
+  return create(FixedRateSchema, { id: r.id, code: r.code, name: r.name, description: r.description ?? undefined, price: priceToPb(r.price) });
 }
 
 export function usageRateToPb(r: UsageRate): UsageBasedRatePb {
@@ -34,7 +34,7 @@ export function usageRateToPb(r: UsageRate): UsageBasedRatePb {
     id: r.id,
     code: r.code,
     name: r.name,
-    description: r.description ?? "",
+    description: r.description ?? undefined,
     pricingMetricId: r.pricingMetricId,
     includedUnits: Number(r.includedUnits),
     usageBasedRateType: r.type,
@@ -42,7 +42,7 @@ export function usageRateToPb(r: UsageRate): UsageBasedRatePb {
   if (r.type === "simple") return create(UsageBasedRateSchema, { ...base, price: priceToPb(r.price) });
   return create(UsageBasedRateSchema, {
     ...base,
-    dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description ?? "" })),
+    dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description ?? undefined })),
     pricingMatrix: { cells: r.cells.map((c) => ({ dimensionCoordinates: c.coordinates, price: priceToPb(c.price) })) },
   });
 }
@@ -52,11 +52,11 @@ export function rateCardToPb(c: RateCard): RateCardPb {
     id: c.id,
     billingInterval: c.billingInterval,
     name: c.name,
-    description: c.description ?? "",
+    description: c.description ?? undefined,
     createdAt: ts(c.createdAt),
     updatedAt: ts(c.updatedAt),
     metadata: c.metadata,
-    rateCatalogId: c.rateCatalogId ?? "",
+    rateCatalogId: c.rateCatalogId ?? undefined,
     fixedRates: c.fixedRates.map(fixedRateToPb),
     usageBasedRates: c.usageRates.map(usageRateToPb),
   });
@@ -96,16 +96,16 @@ function priceInput(p: PricePb | undefined): PriceInput | undefined {
 
 export function ratesInput(req: { fixedRates: FixedRatePb[]; usageBasedRates: UsageBasedRatePb[] }): RatesInput {
   return {
-    fixedRates: req.fixedRates.map((r) => ({ code: r.code, name: r.name, description: r.description, price: priceInput(r.price) })),
+    fixedRates: req.fixedRates.map((r) => ({ code: r.code, name: r.name, description: r.description ?? "", price: priceInput(r.price) })),
     usageBasedRates: req.usageBasedRates.map((r) => ({
       code: r.code,
       name: r.name,
-      description: r.description,
+      description: r.description ?? "",
       pricingMetricId: r.pricingMetricId,
       includedUnits: r.includedUnits,
       usageBasedRateType: r.usageBasedRateType,
       price: priceInput(r.price),
-      dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description })),
+      dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description ?? "" })),
       pricingMatrix: r.pricingMatrix ? { cells: r.pricingMatrix.cells.map((c) => ({ dimensionCoordinates: c.dimensionCoordinates, price: priceInput(c.price) })) } : undefined,
     })),
   };

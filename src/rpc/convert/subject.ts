@@ -9,11 +9,11 @@ export function subjectToPb(s: Subject): SubjectPb {
   return create(SubjectSchema, {
     id: s.id,
     createdAt: ts(s.createdAt),
-    email: s.email ?? "",
-    externalId: s.externalId ?? "",
+    email: s.email ?? undefined,
+    externalId: s.externalId ?? undefined,
     metadata: s.metadata,
-    name: s.name ?? "",
-    testClockId: s.testClockId ?? "",
+    name: s.name ?? undefined,
+    testClockId: s.testClockId ?? undefined,
     hasPaymentMethod: s.hasPaymentMethod,
   });
 }
@@ -28,7 +28,8 @@ const UPDATABLE = new Set(["email", "name", "metadata"]);
 /**
  * The update: with an `update_mask`, exactly the fields it names (a named `email` or `name` left
  * out is cleared; a named `metadata` replaces the map, an empty one clears it); without, the fields
- * that are set and `metadata` when it is not empty (a JSON body's keys become its mask, rpc/json.ts).
+ * that are set and `metadata` when it is not empty. A JSON body's keys become its mask, null ones
+ * included (rpc/json.ts): `{"email": null}` names `email` and leaves it unset, so it is cleared.
  */
 export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInput {
   if (carriesRetired(req, 4)) invalid("metadata", retired(4, "a google.protobuf.Struct", 6, "a map<string,string>"));

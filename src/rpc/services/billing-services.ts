@@ -67,6 +67,9 @@ export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceServic
     async getInvoice(req, ctx) {
       return { invoice: pb(await subs.invoice(callerOf(ctx), req.invoiceId)) };
     },
+    async finalizeInvoice(req, ctx) {
+      return { invoice: pb(await subs.finalize(callerOf(ctx), req.invoiceId)) };
+    },
     async voidInvoice(req, ctx) {
       return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "void")) };
     },

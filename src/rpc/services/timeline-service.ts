@@ -14,7 +14,7 @@ function timelineToPb(t: Timeline): TimelinePb {
     id: t.id,
     subjectId: t.subjectId,
     rateCardId: t.rateCardId,
-    subscriptionId: t.subscriptionId ?? "",
+    subscriptionId: t.subscriptionId ?? undefined,
     status: t.status,
     createdAt: ts(t.createdAt),
     updatedAt: ts(t.updatedAt),

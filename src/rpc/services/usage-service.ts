@@ -59,7 +59,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
         (i) => `events[${i}].`,
       );
       return {
-        results: outcomes.map((o) => (o.status === "rejected" ? { id: "", status: "rejected", error: usageEventError(o.error) } : { id: o.id, status: o.status })),
+        results: outcomes.map((o) => (o.status === "rejected" ? { status: "rejected", error: usageEventError(o.error) } : { id: o.id, status: o.status })),
         ...counts(outcomes),
       };
     },

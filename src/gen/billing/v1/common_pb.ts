@@ -67,7 +67,8 @@ export type Price = Message<"billing.v1.Price"> & {
   amount?: Amount | undefined;
 
   /**
-   * Package prices only: units per package, a whole number of at least 1.
+   * Package prices only: units per package, a whole number of at least 1. Absent (JSON null) for
+   * a flat price.
    *
    * @generated from field: optional double package_units = 3;
    */
@@ -75,7 +76,7 @@ export type Price = Message<"billing.v1.Price"> & {
 
   /**
    * Package prices only: "round_up" or "round_down", applied when the quantity is not a whole
-   * number of packages.
+   * number of packages. Absent (JSON null) for a flat price.
    *
    * @generated from field: optional string rounding_behavior = 4;
    */

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice.proto.
  */
 export const file_billing_v1_invoice: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEi8QEKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJIpQBCg9JbnZvaWNlTGluZUl0ZW0SEwoLZGVzY3JpcHRpb24YASABKAkSFgoIcXVhbnRpdHkYAiABKAlCBIi1GAESMAoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIiCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudGIGcHJvdG8z", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEipQQKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIoCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipgEKD0ludm9pY2VMaW5lSXRlbRITCgtkZXNjcmlwdGlvbhgBIAEoCRIaCghxdWFudGl0eRgCIAEoCUIIiLUYAZi1GAESMAoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIiCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIMCgRraW5kGAUgASgJYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An invoice: fixed charges of the cycle that starts and usage of the cycle that ended.
@@ -41,7 +41,9 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * "draft", "open" (finalized, awaiting payment), "paid", "void" or "uncollectible".
+   * "draft" (during its environment's grace period: late usage of its period still lands on it,
+   * and it is shown as it would finalize now), "open" (finalized, awaiting payment), "paid",
+   * "void" or "uncollectible".
    *
    * @generated from field: string status = 4;
    */
@@ -70,6 +72,46 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
    * @generated from field: string subscription_id = 8;
    */
   subscriptionId: string;
+
+  /**
+   * When a draft finalizes (on its subscription's clock); absent once it is finalized.
+   *
+   * @generated from field: google.protobuf.Timestamp finalizes_at = 9;
+   */
+  finalizesAt?: Timestamp | undefined;
+
+  /**
+   * When it was finalized (real time); absent while it is a draft.
+   *
+   * @generated from field: google.protobuf.Timestamp finalized_at = 10;
+   */
+  finalizedAt?: Timestamp | undefined;
+
+  /**
+   * The period it bills: usage in arrears up to period_start (for a cycle, the period that
+   * ended), fixed charges in advance for [period_start, period_end).
+   *
+   * @generated from field: google.protobuf.Timestamp period_start = 11;
+   */
+  periodStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp period_end = 12;
+   */
+  periodEnd?: Timestamp | undefined;
+
+  /**
+   * The usage window its "usage" lines bill, [usage_period_start, usage_period_end); absent when
+   * it bills no usage (fixed charges only, or adjustments of earlier windows).
+   *
+   * @generated from field: google.protobuf.Timestamp usage_period_start = 13;
+   */
+  usagePeriodStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp usage_period_end = 14;
+   */
+  usagePeriodEnd?: Timestamp | undefined;
 };
 
 /**
@@ -89,7 +131,8 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
   description: string;
 
   /**
-   * Units (or packages, for a package price) charged: a decimal string.
+   * Units (or packages, for a package price) charged: an exact decimal. On REST a JSON number
+   * written with its exact digits (the spec types it as a number); in proto3 JSON a string.
    *
    * @generated from field: string quantity = 2;
    */
@@ -106,6 +149,16 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
    * @generated from field: billing.v1.Amount amount = 4;
    */
   amount?: Amount | undefined;
+
+  /**
+   * "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "adjustment"
+   * (late usage of an earlier, already finalized period: the difference between what that
+   * period's usage costs now and what was billed for it; its description names the period), or
+   * "charge" (written before lines had kinds).
+   *
+   * @generated from field: string kind = 5;
+   */
+  kind: string;
 };
 
 /**

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice_service.proto.
  */
 export const file_billing_v1_invoice_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBiaWxsaW5nL3YxL2ludm9pY2Vfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSJnChNMaXN0SW52b2ljZXNSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZvZmZzZXQYAyABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJPChRMaXN0SW52b2ljZXNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIlCghpbnZvaWNlcxgCIAMoCzITLmJpbGxpbmcudjEuSW52b2ljZSInChFHZXRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjoKEkdldEludm9pY2VSZXNwb25zZRIkCgdpbnZvaWNlGAEgASgLMhMuYmlsbGluZy52MS5JbnZvaWNlIigKElZvaWRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjsKE1ZvaWRJbnZvaWNlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZSI1Ch9NYXJrSW52b2ljZVVuY29sbGVjdGlibGVSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiSAogTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZTKqBAoOSW52b2ljZVNlcnZpY2USZwoMTGlzdEludm9pY2VzEh8uYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXF1ZXN0GiAuYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXNwb25zZSIUkAIBgtPkkwILEgkvaW52b2ljZXMSdwoKR2V0SW52b2ljZRIdLmJpbGxpbmcudjEuR2V0SW52b2ljZVJlcXVlc3QaHi5iaWxsaW5nLnYxLkdldEludm9pY2VSZXNwb25zZSIqkAIBgtPkkwIhYgdpbnZvaWNlEhYvaW52b2ljZXMve2ludm9pY2VfaWR9En8KC1ZvaWRJbnZvaWNlEh4uYmlsbGluZy52MS5Wb2lkSW52b2ljZVJlcXVlc3QaHy5iaWxsaW5nLnYxLlZvaWRJbnZvaWNlUmVzcG9uc2UiL4LT5JMCKToBKmIHaW52b2ljZSIbL2ludm9pY2VzL3tpbnZvaWNlX2lkfS92b2lkErQBChhNYXJrSW52b2ljZVVuY29sbGVjdGlibGUSKy5iaWxsaW5nLnYxLk1hcmtJbnZvaWNlVW5jb2xsZWN0aWJsZVJlcXVlc3QaLC5iaWxsaW5nLnYxLk1hcmtJbnZvaWNlVW5jb2xsZWN0aWJsZVJlc3BvbnNlIj2C0+STAjc6ASpiB2ludm9pY2UiKS9pbnZvaWNlcy97aW52b2ljZV9pZH0vbWFya191bmNvbGxlY3RpYmxlYgZwcm90bzM", [file_billing_v1_invoice, file_google_api_annotations]);
+  fileDesc("CiBiaWxsaW5nL3YxL2ludm9pY2Vfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSJnChNMaXN0SW52b2ljZXNSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZvZmZzZXQYAyABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJPChRMaXN0SW52b2ljZXNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIlCghpbnZvaWNlcxgCIAMoCzITLmJpbGxpbmcudjEuSW52b2ljZSInChFHZXRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjoKEkdldEludm9pY2VSZXNwb25zZRIkCgdpbnZvaWNlGAEgASgLMhMuYmlsbGluZy52MS5JbnZvaWNlIiwKFkZpbmFsaXplSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSI/ChdGaW5hbGl6ZUludm9pY2VSZXNwb25zZRIkCgdpbnZvaWNlGAEgASgLMhMuYmlsbGluZy52MS5JbnZvaWNlIigKElZvaWRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjsKE1ZvaWRJbnZvaWNlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZSI1Ch9NYXJrSW52b2ljZVVuY29sbGVjdGlibGVSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiSAogTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZTK8BQoOSW52b2ljZVNlcnZpY2USZwoMTGlzdEludm9pY2VzEh8uYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXF1ZXN0GiAuYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXNwb25zZSIUkAIBgtPkkwILEgkvaW52b2ljZXMSdwoKR2V0SW52b2ljZRIdLmJpbGxpbmcudjEuR2V0SW52b2ljZVJlcXVlc3QaHi5iaWxsaW5nLnYxLkdldEludm9pY2VSZXNwb25zZSIqkAIBgtPkkwIhYgdpbnZvaWNlEhYvaW52b2ljZXMve2ludm9pY2VfaWR9Eo8BCg9GaW5hbGl6ZUludm9pY2USIi5iaWxsaW5nLnYxLkZpbmFsaXplSW52b2ljZVJlcXVlc3QaIy5iaWxsaW5nLnYxLkZpbmFsaXplSW52b2ljZVJlc3BvbnNlIjOC0+STAi06ASpiB2ludm9pY2UiHy9pbnZvaWNlcy97aW52b2ljZV9pZH0vZmluYWxpemUSfwoLVm9pZEludm9pY2USHi5iaWxsaW5nLnYxLlZvaWRJbnZvaWNlUmVxdWVzdBofLmJpbGxpbmcudjEuVm9pZEludm9pY2VSZXNwb25zZSIvgtPkkwIpOgEqYgdpbnZvaWNlIhsvaW52b2ljZXMve2ludm9pY2VfaWR9L3ZvaWQStAEKGE1hcmtJbnZvaWNlVW5jb2xsZWN0aWJsZRIrLmJpbGxpbmcudjEuTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVxdWVzdBosLmJpbGxpbmcudjEuTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVzcG9uc2UiPYLT5JMCNzoBKmIHaW52b2ljZSIpL2ludm9pY2VzL3tpbnZvaWNlX2lkfS9tYXJrX3VuY29sbGVjdGlibGViBnByb3RvMw", [file_billing_v1_invoice, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.ListInvoicesRequest
@@ -101,6 +101,40 @@ export const GetInvoiceResponseSchema: GenMessage<GetInvoiceResponse> = /*@__PUR
   messageDesc(file_billing_v1_invoice_service, 3);
 
 /**
+ * @generated from message billing.v1.FinalizeInvoiceRequest
+ */
+export type FinalizeInvoiceRequest = Message<"billing.v1.FinalizeInvoiceRequest"> & {
+  /**
+   * @generated from field: string invoice_id = 1;
+   */
+  invoiceId: string;
+};
+
+/**
+ * Describes the message billing.v1.FinalizeInvoiceRequest.
+ * Use `create(FinalizeInvoiceRequestSchema)` to create a new message.
+ */
+export const FinalizeInvoiceRequestSchema: GenMessage<FinalizeInvoiceRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 4);
+
+/**
+ * @generated from message billing.v1.FinalizeInvoiceResponse
+ */
+export type FinalizeInvoiceResponse = Message<"billing.v1.FinalizeInvoiceResponse"> & {
+  /**
+   * @generated from field: billing.v1.Invoice invoice = 1;
+   */
+  invoice?: Invoice | undefined;
+};
+
+/**
+ * Describes the message billing.v1.FinalizeInvoiceResponse.
+ * Use `create(FinalizeInvoiceResponseSchema)` to create a new message.
+ */
+export const FinalizeInvoiceResponseSchema: GenMessage<FinalizeInvoiceResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 5);
+
+/**
  * @generated from message billing.v1.VoidInvoiceRequest
  */
 export type VoidInvoiceRequest = Message<"billing.v1.VoidInvoiceRequest"> & {
@@ -115,7 +149,7 @@ export type VoidInvoiceRequest = Message<"billing.v1.VoidInvoiceRequest"> & {
  * Use `create(VoidInvoiceRequestSchema)` to create a new message.
  */
 export const VoidInvoiceRequestSchema: GenMessage<VoidInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_v1_invoice_service, 4);
+  messageDesc(file_billing_v1_invoice_service, 6);
 
 /**
  * @generated from message billing.v1.VoidInvoiceResponse
@@ -132,7 +166,7 @@ export type VoidInvoiceResponse = Message<"billing.v1.VoidInvoiceResponse"> & {
  * Use `create(VoidInvoiceResponseSchema)` to create a new message.
  */
 export const VoidInvoiceResponseSchema: GenMessage<VoidInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_v1_invoice_service, 5);
+  messageDesc(file_billing_v1_invoice_service, 7);
 
 /**
  * @generated from message billing.v1.MarkInvoiceUncollectibleRequest
@@ -149,7 +183,7 @@ export type MarkInvoiceUncollectibleRequest = Message<"billing.v1.MarkInvoiceUnc
  * Use `create(MarkInvoiceUncollectibleRequestSchema)` to create a new message.
  */
 export const MarkInvoiceUncollectibleRequestSchema: GenMessage<MarkInvoiceUncollectibleRequest> = /*@__PURE__*/
-  messageDesc(file_billing_v1_invoice_service, 6);
+  messageDesc(file_billing_v1_invoice_service, 8);
 
 /**
  * @generated from message billing.v1.MarkInvoiceUncollectibleResponse
@@ -166,7 +200,7 @@ export type MarkInvoiceUncollectibleResponse = Message<"billing.v1.MarkInvoiceUn
  * Use `create(MarkInvoiceUncollectibleResponseSchema)` to create a new message.
  */
 export const MarkInvoiceUncollectibleResponseSchema: GenMessage<MarkInvoiceUncollectibleResponse> = /*@__PURE__*/
-  messageDesc(file_billing_v1_invoice_service, 7);
+  messageDesc(file_billing_v1_invoice_service, 9);
 
 /**
  * Invoices. Finalized invoices never change, but for their status.
@@ -194,6 +228,18 @@ export const InvoiceService: GenService<{
     methodKind: "unary";
     input: typeof GetInvoiceRequestSchema;
     output: typeof GetInvoiceResponseSchema;
+  },
+  /**
+   * Finalizes a draft now, without waiting for its grace period: its usage is computed one last
+   * time, then it is open and charged to the saved payment method (paid on success). Errors:
+   * NOT_FOUND (404); FAILED_PRECONDITION (400) unless it is a draft.
+   *
+   * @generated from rpc billing.v1.InvoiceService.FinalizeInvoice
+   */
+  finalizeInvoice: {
+    methodKind: "unary";
+    input: typeof FinalizeInvoiceRequestSchema;
+    output: typeof FinalizeInvoiceResponseSchema;
   },
   /**
    * Voids an open invoice. Errors: FAILED_PRECONDITION (400) unless it is open.

@@ -11,7 +11,7 @@ import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
  * Describes the file billing/v1/options.proto.
  */
 export const file_billing_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbDpJChBwZXJfaXRlbV9pbnN0YW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgIUg5wZXJJdGVtSW5zdGFudGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbDpJChBwZXJfaXRlbV9pbnN0YW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgIUg5wZXJJdGVtSW5zdGFudDpACgtyZXN0X251bWJlchIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIKcmVzdE51bWJlcmIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The field holds an exact decimal carried as a string. On JSON input a JSON number is
@@ -32,4 +32,15 @@ export const decimal: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
  */
 export const per_item_instant: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
   extDesc(file_billing_v1_options, 1);
+
+/**
+ * A `(billing.v1.decimal)` string field that the REST JSON writes as a JSON number, its digits
+ * exactly as stored (never through a float), where the spec types it as a number (invoice line
+ * `quantity`). Proto3 JSON (Connect, gRPC and gRPC-Web with JSON) keeps it a string, as
+ * generated clients read a string field.
+ *
+ * @generated from extension: bool rest_number = 50003;
+ */
+export const rest_number: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
+  extDesc(file_billing_v1_options, 2);
 

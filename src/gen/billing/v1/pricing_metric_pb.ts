@@ -82,7 +82,8 @@ export type Aggregation = Message<"billing.v1.Aggregation"> & {
   aggregationType: string;
 
   /**
-   * The event data key holding the value; required for sum, max and last; absent for count.
+   * The event data key holding the value; required for sum, max and last; absent (JSON null)
+   * for count.
    *
    * @generated from field: optional string value_field = 2;
    */

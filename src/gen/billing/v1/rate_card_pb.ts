@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/rate_card.proto.
  */
 export const file_billing_v1_rate_card: GenFile = /*@__PURE__*/
-  fileDesc("ChpiaWxsaW5nL3YxL3JhdGVfY2FyZC5wcm90bxIKYmlsbGluZy52MSJqCglGaXhlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEiAKBXByaWNlGAUgASgLMhEuYmlsbGluZy52MS5QcmljZSKfAgoOVXNhZ2VCYXNlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEhkKEXByaWNpbmdfbWV0cmljX2lkGAUgASgJEhYKDmluY2x1ZGVkX3VuaXRzGAYgASgBEh0KFXVzYWdlX2Jhc2VkX3JhdGVfdHlwZRgHIAEoCRIgCgVwcmljZRgIIAEoCzIRLmJpbGxpbmcudjEuUHJpY2USKQoKZGltZW5zaW9ucxgJIAMoCzIVLmJpbGxpbmcudjEuRGltZW5zaW9uEjEKDnByaWNpbmdfbWF0cml4GAogASgLMhkuYmlsbGluZy52MS5QcmljaW5nTWF0cml4Ij0KCURpbWVuc2lvbhILCgNrZXkYASABKAkSDgoGdmFsdWVzGAIgAygJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIj0KDVByaWNpbmdNYXRyaXgSLAoFY2VsbHMYASADKAsyHS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsIsoBChFQcmljaW5nTWF0cml4Q2VsbBJWChVkaW1lbnNpb25fY29vcmRpbmF0ZXMYASADKAsyNy5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsLkRpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSIAoFcHJpY2UYAiABKAsyES5iaWxsaW5nLnYxLlByaWNlGjsKGURpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKWAwoIUmF0ZUNhcmQSCgoCaWQYASABKAkSGAoQYmlsbGluZ19pbnRlcnZhbBgCIAEoCRIMCgRuYW1lGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKCG1ldGFkYXRhGAcgAygLMiIuYmlsbGluZy52MS5SYXRlQ2FyZC5NZXRhZGF0YUVudHJ5EhcKD3JhdGVfY2F0YWxvZ19pZBgIIAEoCRIqCgtmaXhlZF9yYXRlcxgJIAMoCzIVLmJpbGxpbmcudjEuRml4ZWRSYXRlEjUKEXVzYWdlX2Jhc2VkX3JhdGVzGAogAygLMhouYmlsbGluZy52MS5Vc2FnZUJhc2VkUmF0ZRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFiBnByb3RvMw", [file_billing_v1_common, file_google_protobuf_timestamp]);
+  fileDesc("ChpiaWxsaW5nL3YxL3JhdGVfY2FyZC5wcm90bxIKYmlsbGluZy52MSJ/CglGaXhlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESIAoFcHJpY2UYBSABKAsyES5iaWxsaW5nLnYxLlByaWNlQg4KDF9kZXNjcmlwdGlvbiK0AgoOVXNhZ2VCYXNlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESGQoRcHJpY2luZ19tZXRyaWNfaWQYBSABKAkSFgoOaW5jbHVkZWRfdW5pdHMYBiABKAESHQoVdXNhZ2VfYmFzZWRfcmF0ZV90eXBlGAcgASgJEiAKBXByaWNlGAggASgLMhEuYmlsbGluZy52MS5QcmljZRIpCgpkaW1lbnNpb25zGAkgAygLMhUuYmlsbGluZy52MS5EaW1lbnNpb24SMQoOcHJpY2luZ19tYXRyaXgYCiABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhCDgoMX2Rlc2NyaXB0aW9uIlIKCURpbWVuc2lvbhILCgNrZXkYASABKAkSDgoGdmFsdWVzGAIgAygJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQFCDgoMX2Rlc2NyaXB0aW9uIj0KDVByaWNpbmdNYXRyaXgSLAoFY2VsbHMYASADKAsyHS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsIsoBChFQcmljaW5nTWF0cml4Q2VsbBJWChVkaW1lbnNpb25fY29vcmRpbmF0ZXMYASADKAsyNy5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsLkRpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSIAoFcHJpY2UYAiABKAsyES5iaWxsaW5nLnYxLlByaWNlGjsKGURpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLEAwoIUmF0ZUNhcmQSCgoCaWQYASABKAkSGAoQYmlsbGluZ19pbnRlcnZhbBgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoIbWV0YWRhdGEYByADKAsyIi5iaWxsaW5nLnYxLlJhdGVDYXJkLk1ldGFkYXRhRW50cnkSHAoPcmF0ZV9jYXRhbG9nX2lkGAggASgJSAGIAQESKgoLZml4ZWRfcmF0ZXMYCSADKAsyFS5iaWxsaW5nLnYxLkZpeGVkUmF0ZRI1ChF1c2FnZV9iYXNlZF9yYXRlcxgKIAMoCzIaLmJpbGxpbmcudjEuVXNhZ2VCYXNlZFJhdGUaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg4KDF9kZXNjcmlwdGlvbkISChBfcmF0ZV9jYXRhbG9nX2lkYgZwcm90bzM", [file_billing_v1_common, file_google_protobuf_timestamp]);
 
 /**
  * A rate billed at the start of each billing cycle: quantity × price × multiplier.
@@ -42,9 +42,11 @@ export type FixedRate = Message<"billing.v1.FixedRate"> & {
   name: string;
 
   /**
-   * @generated from field: string description = 4;
+   * Absent (JSON null) when not set.
+   *
+   * @generated from field: optional string description = 4;
    */
-  description: string;
+  description?: string | undefined;
 
   /**
    * @generated from field: billing.v1.Price price = 5;
@@ -86,9 +88,11 @@ export type UsageBasedRate = Message<"billing.v1.UsageBasedRate"> & {
   name: string;
 
   /**
-   * @generated from field: string description = 4;
+   * Absent (JSON null) when not set.
+   *
+   * @generated from field: optional string description = 4;
    */
-  description: string;
+  description?: string | undefined;
 
   /**
    * @generated from field: string pricing_metric_id = 5;
@@ -110,7 +114,7 @@ export type UsageBasedRate = Message<"billing.v1.UsageBasedRate"> & {
   usageBasedRateType: string;
 
   /**
-   * Simple rates: the price.
+   * Simple rates: the price; absent (JSON null) for a dimensional rate.
    *
    * @generated from field: billing.v1.Price price = 8;
    */
@@ -124,7 +128,8 @@ export type UsageBasedRate = Message<"billing.v1.UsageBasedRate"> & {
   dimensions: Dimension[];
 
   /**
-   * Dimensional rates: the price of each combination of dimension values.
+   * Dimensional rates: the price of each combination of dimension values; absent (JSON null) for
+   * a simple rate.
    *
    * @generated from field: billing.v1.PricingMatrix pricing_matrix = 10;
    */
@@ -153,9 +158,11 @@ export type Dimension = Message<"billing.v1.Dimension"> & {
   values: string[];
 
   /**
-   * @generated from field: string description = 3;
+   * Absent (JSON null) when not set.
+   *
+   * @generated from field: optional string description = 3;
    */
-  description: string;
+  description?: string | undefined;
 };
 
 /**
@@ -233,9 +240,11 @@ export type RateCard = Message<"billing.v1.RateCard"> & {
   name: string;
 
   /**
-   * @generated from field: string description = 4;
+   * Shown to the customer; absent (JSON null) when not set.
+   *
+   * @generated from field: optional string description = 4;
    */
-  description: string;
+  description?: string | undefined;
 
   /**
    * @generated from field: google.protobuf.Timestamp created_at = 5;
@@ -255,10 +264,11 @@ export type RateCard = Message<"billing.v1.RateCard"> & {
   /**
    * The rate catalog whose rates of the same billing interval this card offers as add-ons
    * (see the README: charged when a subscription gives their code a quantity of at least 1).
+   * Absent (JSON null) when the card has no catalog.
    *
-   * @generated from field: string rate_catalog_id = 8;
+   * @generated from field: optional string rate_catalog_id = 8;
    */
-  rateCatalogId: string;
+  rateCatalogId?: string | undefined;
 
   /**
    * @generated from field: repeated billing.v1.FixedRate fixed_rates = 9;

@@ -83,14 +83,14 @@ export type CatalogRate = Message<"billing.v1.CatalogRate"> & {
   type: string;
 
   /**
-   * Set when type is "fixed".
+   * Set when type is "fixed"; absent (JSON null) otherwise.
    *
    * @generated from field: billing.v1.FixedRate fixed = 5;
    */
   fixed?: FixedRate | undefined;
 
   /**
-   * Set when type is "usage_based".
+   * Set when type is "usage_based"; absent (JSON null) otherwise.
    *
    * @generated from field: billing.v1.UsageBasedRate usage_based = 6;
    */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subject.proto.
  */
 export const file_billing_v1_subject: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEikAIKB1N1YmplY3QSCgoCaWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZW1haWwYAyABKAkSEwoLZXh0ZXJuYWxfaWQYBCABKAkSMwoIbWV0YWRhdGEYBSADKAsyIS5iaWxsaW5nLnYxLlN1YmplY3QuTWV0YWRhdGFFbnRyeRIMCgRuYW1lGAYgASgJEhUKDXRlc3RfY2xvY2tfaWQYByABKAkSGgoSaGFzX3BheW1lbnRfbWV0aG9kGAggASgIGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEi2QIKB1N1YmplY3QSCgoCaWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoFZW1haWwYAyABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgEIAEoCUgBiAEBEjMKCG1ldGFkYXRhGAUgAygLMiEuYmlsbGluZy52MS5TdWJqZWN0Lk1ldGFkYXRhRW50cnkSEQoEbmFtZRgGIAEoCUgCiAEBEhoKDXRlc3RfY2xvY2tfaWQYByABKAlIA4gBARIaChJoYXNfcGF5bWVudF9tZXRob2QYCCABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWRiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A customer of the application that is being billed.
@@ -35,19 +35,19 @@ export type Subject = Message<"billing.v1.Subject"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * Email address; empty when not set.
+   * Email address; absent (JSON null) when not set.
    *
-   * @generated from field: string email = 3;
+   * @generated from field: optional string email = 3;
    */
-  email: string;
+  email?: string | undefined;
 
   /**
    * The caller's own ID for this subject; unique per environment among subjects that are not
-   * deleted. Accepted wherever a subject ID is. Empty when not set.
+   * deleted. Accepted wherever a subject ID is. Absent (JSON null) when not set.
    *
-   * @generated from field: string external_id = 4;
+   * @generated from field: optional string external_id = 4;
    */
-  externalId: string;
+  externalId?: string | undefined;
 
   /**
    * Caller-defined data.
@@ -57,18 +57,18 @@ export type Subject = Message<"billing.v1.Subject"> & {
   metadata: { [key: string]: string };
 
   /**
-   * Display name; empty when not set.
+   * Display name; absent (JSON null) when not set.
    *
-   * @generated from field: string name = 6;
+   * @generated from field: optional string name = 6;
    */
-  name: string;
+  name?: string | undefined;
 
   /**
-   * The test clock the subject lives on; empty for real time.
+   * The test clock the subject lives on; absent (JSON null) for real time.
    *
-   * @generated from field: string test_clock_id = 7;
+   * @generated from field: optional string test_clock_id = 7;
    */
-  testClockId: string;
+  testClockId?: string | undefined;
 
   /**
    * True when a payment method is on file (saved by a hosted checkout).

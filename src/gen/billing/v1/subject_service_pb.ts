@@ -129,14 +129,14 @@ export type UpdateSubjectRequest = Message<"billing.v1.UpdateSubjectRequest"> & 
   subjectId: string;
 
   /**
-   * New email; left out or null: unchanged; "": cleared.
+   * New email; left out: unchanged; null or "": cleared.
    *
    * @generated from field: optional string email = 2;
    */
   email?: string | undefined;
 
   /**
-   * New display name; left out or null: unchanged; "": cleared.
+   * New display name; left out: unchanged; null or "": cleared.
    *
    * @generated from field: optional string name = 3;
    */
@@ -152,8 +152,9 @@ export type UpdateSubjectRequest = Message<"billing.v1.UpdateSubjectRequest"> & 
   /**
    * The fields to change, among `email`, `name` and `metadata`. Left out: the fields that are set,
    * and `metadata` when it is not empty; so a binary client clears `metadata` by naming it here
-   * with an empty map. In JSON (REST, Connect) a left-out mask is the body's keys that are not
-   * null, so `{"metadata": {}}` clears the map.
+   * with an empty map. In JSON (REST, Connect) a left-out mask is the body's keys, null ones
+   * included (null means absent: the field is cleared), so `{"metadata": {}}` and
+   * `{"metadata": null}` clear the map and `{"email": null}` clears the email.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 5;
    */
@@ -366,9 +367,10 @@ export const SubjectService: GenService<{
     output: typeof GetSubjectResponseSchema;
   },
   /**
-   * Updates a subject in part: fields left out (or null) stay unchanged; an empty string clears
-   * `email` or `name`; `metadata`, when given, replaces the whole map (`update_mask` says which
-   * fields are given). `external_id` cannot be changed. Errors: INVALID_ARGUMENT (400) naming the field; NOT_FOUND (404).
+   * Updates a subject in part: fields left out stay unchanged; `null` (or an empty string) clears
+   * `email` or `name`; `metadata`, when given, replaces the whole map (null or `{}` clears it);
+   * `update_mask` says which fields are given. `external_id` cannot be changed.
+   * Errors: INVALID_ARGUMENT (400) naming the field; NOT_FOUND (404).
    *
    * @generated from rpc billing.v1.SubjectService.UpdateSubject
    */

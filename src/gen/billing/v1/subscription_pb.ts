@@ -54,14 +54,14 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
   cancelsAtEndOfCycle: boolean;
 
   /**
-   * The current billing cycle [start, end) while active; absent once cancelled.
+   * The current billing cycle [start, end) while active; absent (JSON null) otherwise.
    *
    * @generated from field: billing.v1.Period current_period = 6;
    */
   currentPeriod?: Period | undefined;
 
   /**
-   * Start of the next cycle (the current period's end) while active.
+   * Start of the next cycle (the current period's end) while active; absent (JSON null) otherwise.
    *
    * @generated from field: google.protobuf.Timestamp cycles_next_at = 7;
    */
@@ -95,7 +95,8 @@ export type Subscription = Message<"billing.v1.Subscription"> & {
 
   /**
    * Set while the subscription's billing cycle cannot be closed: the scheduler set it aside and
-   * retries it with backoff; other subscriptions are billed meanwhile. Absent when billing is healthy.
+   * retries it with backoff; other subscriptions are billed meanwhile. Absent (JSON null) when
+   * billing is healthy.
    *
    * @generated from field: billing.v1.BillingFailure billing_failure = 12;
    */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/usage_event.proto.
  */
 export const file_billing_v1_usage_event: GenFile = /*@__PURE__*/
-  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIvUBCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgFEAYiWgoQVXNhZ2VFdmVudFJlc3VsdBIKCgJpZBgBIAEoCRIOCgZzdGF0dXMYAiABKAkSKgoFZXJyb3IYAyABKAsyGy5iaWxsaW5nLnYxLlVzYWdlRXZlbnRFcnJvciJwCg9Vc2FnZUV2ZW50RXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEj4KEGZpZWxkX3Zpb2xhdGlvbnMYAyADKAsyJC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbiI+ChhVc2FnZUV2ZW50RmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChxiaWxsaW5nL3YxL3VzYWdlX2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIvUBCg9Vc2FnZUV2ZW50SW5wdXQSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnN1YmplY3RfaWQYAiABKAkSEgoKZXZlbnRfbmFtZRgDIAEoCRI5CgRkYXRhGAQgAygLMiUuYmlsbGluZy52MS5Vc2FnZUV2ZW50SW5wdXQuRGF0YUVudHJ5QgSItRgBEjMKCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBJC1GAEaKwoJRGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgFEAYiZgoQVXNhZ2VFdmVudFJlc3VsdBIPCgJpZBgBIAEoCUgAiAEBEg4KBnN0YXR1cxgCIAEoCRIqCgVlcnJvchgDIAEoCzIbLmJpbGxpbmcudjEuVXNhZ2VFdmVudEVycm9yQgUKA19pZCJwCg9Vc2FnZUV2ZW50RXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEj4KEGZpZWxkX3Zpb2xhdGlvbnMYAyADKAsyJC5iaWxsaW5nLnYxLlVzYWdlRXZlbnRGaWVsZFZpb2xhdGlvbiI+ChhVc2FnZUV2ZW50RmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A usage event as sent by a caller.
@@ -74,11 +74,12 @@ export const UsageEventInputSchema: GenMessage<UsageEventInput> = /*@__PURE__*/
  */
 export type UsageEventResult = Message<"billing.v1.UsageEventResult"> & {
   /**
-   * The event's ID: the new one when accepted, the stored one when a duplicate; empty when rejected.
+   * The event's ID: the new one when accepted, the stored one when a duplicate; absent (JSON
+   * null) when rejected.
    *
-   * @generated from field: string id = 1;
+   * @generated from field: optional string id = 1;
    */
-  id: string;
+  id?: string | undefined;
 
   /**
    * "accepted", "duplicate" or "rejected".
@@ -88,7 +89,7 @@ export type UsageEventResult = Message<"billing.v1.UsageEventResult"> & {
   status: string;
 
   /**
-   * Why it was rejected; absent otherwise.
+   * Why it was rejected; absent (JSON null) otherwise.
    *
    * @generated from field: billing.v1.UsageEventError error = 3;
    */
