@@ -37,6 +37,7 @@ import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
+import { createApiDocs, loadOpenApi } from "./rest/docs.js";
 import { createPages } from "./rest/pages.js";
 import { createPortalPages } from "./rest/portal-pages.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
@@ -166,7 +167,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
     const portalPages = createPortalPages(services.portal, log);
-    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => portalPages(req, res) || checkoutPages(req, res);
+    // GET /openapi.json and /docs (no key): the committed document generated from the contract.
+    const docs = createApiDocs(loadOpenApi(), () => baseUrl);
+    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || portalPages(req, res) || checkoutPages(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,

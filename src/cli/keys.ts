@@ -10,6 +10,7 @@
  *   npm run keys -- revoke <key_id>
  */
 import { pathToFileURL } from "node:url";
+import { type CommandSpec, type Parsed, parseCommandLine } from "./args.js";
 import { ensureEnvironment } from "../billing/bootstrap.js";
 import { generateKey, storeKey } from "../billing/keys.js";
 import type { EnvironmentMode } from "../billing/tenancy.js";
@@ -27,7 +28,7 @@ const USAGE = `usage:
   keys revoke <key_id>`;
 
 /** What each command takes: its positional arguments by name, and its flags (with a value, or a switch). */
-const COMMANDS: Record<string, { positionals: string[]; flags: Record<string, "value" | "switch"> }> = {
+const COMMANDS: Record<string, CommandSpec> = {
   "env create": { positionals: ["name"], flags: { "--mode": "value" } },
   "env list": { positionals: [], flags: {} },
   "env set-limits": { positionals: ["name"], flags: { "--ingest-rps": "value", "--api-rps": "value" } },
@@ -37,49 +38,13 @@ const COMMANDS: Record<string, { positionals: string[]; flags: Record<string, "v
   revoke: { positionals: ["key_id"], flags: {} },
 };
 
-export interface Parsed {
-  command: string;
-  positionals: string[];
-  /** Flags given; a switch's value is "". */
-  flags: Map<string, string>;
-}
-
 /**
- * Reads the command line against COMMANDS; a word it does not know (an unknown command or flag,
- * an extra argument, a flag twice or without its value) is a message saying so, with the usage.
+ * Reads the command line against COMMANDS (the parser every CLI shares, args.ts); a word it does
+ * not know (an unknown command or flag, an extra argument, a flag twice or without its value) is a
+ * message saying so, with the usage.
  */
 export function parseArgs(args: readonly string[]): Parsed | { error: string } {
-  const command = args[0] === "env" ? `env ${args[1] ?? ""}`.trim() : (args[0] ?? "");
-  const spec = COMMANDS[command];
-  if (!spec) return { error: command === "" ? "no command given" : `unknown command: keys ${command}` };
-  const rest = args.slice(command.split(" ").length);
-  const positionals: string[] = [];
-  const flags = new Map<string, string>();
-  for (let i = 0; i < rest.length; i++) {
-    const word = rest[i] as string;
-    if (word.startsWith("-")) {
-      const eq = word.indexOf("=");
-      const name = eq > 0 ? word.slice(0, eq) : word;
-      const kind = spec.flags[name];
-      const known = Object.keys(spec.flags);
-      if (!kind) return { error: `unknown flag ${name} for keys ${command}${known.length ? ` (it takes ${known.join(", ")})` : " (it takes no flags)"}` };
-      if (flags.has(name)) return { error: `${name} is given twice` };
-      if (kind === "switch") {
-        if (eq > 0) return { error: `${name} takes no value` };
-        flags.set(name, "");
-      } else {
-        const value = eq > 0 ? word.slice(eq + 1) : rest[++i];
-        if (value === undefined || value === "" || (eq < 0 && value.startsWith("--"))) return { error: `${name} needs a value` };
-        flags.set(name, value);
-      }
-    } else if (positionals.length < spec.positionals.length) {
-      positionals.push(word);
-    } else {
-      return { error: `unexpected argument ${JSON.stringify(word)} for keys ${command}` };
-    }
-  }
-  if (positionals.length < spec.positionals.length) return { error: `keys ${command} needs <${spec.positionals[positionals.length]}>` };
-  return { command, positionals, flags };
+  return parseCommandLine("keys", COMMANDS, args);
 }
 
 function fail(message: string): never {

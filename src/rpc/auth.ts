@@ -19,6 +19,12 @@ const PUBLISHABLE = new Set<string>(["billing.v1.CustomerAccessService/GetBillin
 
 export const API_KEY_HEADER = "x-api-key";
 
+/** Whether calls of `service` need a key (the OpenAPI document marks the others as open). */
+export const needsKey = (service: DescService): boolean => !PUBLIC_SERVICES.has(service.typeName);
+
+/** Whether a publishable key may call `method`. */
+export const publishableMay = (method: DescMethod): boolean => PUBLISHABLE.has(`${method.parent.typeName}/${method.name}`);
+
 /**
  * What the server decided from a call's headers before reading its body (server.ts): the caller,
  * or the error to answer with. Unset when a call did not come through the server's handler.
