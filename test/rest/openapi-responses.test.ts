@@ -185,6 +185,9 @@ for (const store of STORES) {
     else s.problems.push("no draft invoice after a rate-card change (FinalizeInvoice not exercised)");
     await s.call("POST", `/subscriptions/${sub.id}/cancel`, { cancel_at_end_of_cycle: true });
     const second = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: free });
+    // Pause (with a time it resumes by itself) and resume by a call.
+    await s.call("POST", `/subscriptions/${second.result.subscription.id}/pause`, { resumes_at: "2026-03-01T00:00:00Z" });
+    await s.call("POST", `/subscriptions/${second.result.subscription.id}/resume`, {});
     await s.call("POST", `/subscriptions/${second.result.subscription.id}/cancel`, {});
     await s.call("GET", `/subscriptions?subject_id=${s.subjectId}`);
 
