@@ -198,7 +198,11 @@ const Subscription = obj(
     rate_price_multipliers: map(str),
     metadata: map(str),
   },
-  { billing_failure: nullable(obj({ message: str, attempts: int, failed_at: datetime, retry_at: datetime })) },
+  {
+    billing_failure: nullable(obj({ message: str, attempts: int, failed_at: datetime, retry_at: datetime })),
+    paused_at: nullable(datetime),
+    resumes_at: nullable(datetime),
+  },
 );
 const CreateSubscriptionResponse = obj({
   result: union("result_type", {
@@ -212,12 +216,15 @@ const ChangeRateCardResponse = obj({
     requires_action: obj({ type: oneOf("requires_action"), action: obj({ type: oneOf("checkout"), checkout_url: str }) }, { subscription: isNull }),
   }),
 });
-const BillingState = obj({
-  active_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })),
-  has_active_subscription: bool,
-  has_overage_for_usage: bool,
-  usage_data: array(obj({ rate_name: str, pricing_metric_id: str, included_units: int, used_units: str })),
-});
+const BillingState = obj(
+  {
+    active_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })),
+    has_active_subscription: bool,
+    has_overage_for_usage: bool,
+    usage_data: array(obj({ rate_name: str, pricing_metric_id: str, included_units: int, used_units: str })),
+  },
+  { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })) },
+);
 /** `quantity`: sdk-compat says int, billing-api.md (which wins) says number; quantities may be fractional. */
 const LineItem = obj({ description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount }, { kind: oneOf("fixed", "usage", "adjustment", "charge") });
 const Invoice = obj(

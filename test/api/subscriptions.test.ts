@@ -99,6 +99,7 @@ for (const store of STORES) {
       has_overage_for_usage: false,
       active_subscriptions: [{ rate_card_id: card, subscription_id: sub.id }],
       usage_data: [{ included_units: 100, pricing_metric_id: m, rate_name: "API calls", used_units: "0" }],
+      paused_subscriptions: [],
     });
     await s.events([
       ["2026-01-16T00:00:00Z", "60.5"],
