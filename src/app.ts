@@ -17,7 +17,7 @@ import { Checkouts } from "./billing/subscriptions/checkout.js";
 import { HostedCheckout } from "./billing/subscriptions/hosted-checkout.js";
 import { Invoices } from "./billing/subscriptions/invoices.js";
 import { Lookups } from "./billing/subscriptions/lookups.js";
-import { Scheduler } from "./billing/subscriptions/scheduler.js";
+import { type RunProgress, Scheduler } from "./billing/subscriptions/scheduler.js";
 import { Subscriptions } from "./billing/subscriptions/subscribe.js";
 import { Terms } from "./billing/subscriptions/terms.js";
 import { TestClocks } from "./billing/subscriptions/test-clocks.js";
@@ -30,9 +30,12 @@ import { SqlPricingMetricStore } from "./db/stores/metric-store.js";
 import { SqlRateCardStore } from "./db/stores/rate-card-store.js";
 import { SqlRateCatalogStore } from "./db/stores/rate-catalog-store.js";
 import { sqlBillingStores } from "./db/stores/billing-stores.js";
+import { SqlOpsStore } from "./db/stores/ops-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
+import { Readiness, SchedulerWatch } from "./ops/health.js";
+import { Metrics } from "./ops/metrics.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createPages } from "./rest/pages.js";
@@ -47,8 +50,10 @@ import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
 
-/** How long /healthz waits for the database's answer before it reports 503. */
+/** How long /readyz (and the gRPC health service) waits for the database's answer before it reports 503. */
 export const HEALTH_TIMEOUT_MS = 1_500;
+/** A long run (migrations, a scheduler catch-up, a test clock advance) logs its progress at most this often. */
+export const PROGRESS_EVERY_MS = 5_000;
 /** How often an open grpc.health.v1 Watch looks at the database again. */
 export const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
@@ -62,7 +67,7 @@ export interface App {
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
  * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
  */
-export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger) {
+export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger, onProgress?: (p: RunProgress) => void) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
   const checkouts = new Checkouts(lookups, publicBaseUrl);
@@ -72,16 +77,24 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups);
-  const scheduler = new Scheduler(engine, timelines, (id, err) =>
-    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
-    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  const scheduler = new Scheduler(
+    engine,
+    timelines,
+    (id, err) =>
+      // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+      log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    onProgress,
   );
   const clocks = new TestClocks(lookups, scheduler);
   return { lookups, terms, checkouts, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, scheduler, clocks };
 }
 
-/** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
+/**
+ * Stores and domain services over one database. `ops`: the server's metrics (events ingested,
+ * group commits) and what is told of the real-time scheduler's progress (readiness).
+ */
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, ops: { metrics?: Metrics; alive?: () => void } = {}) {
+  const { metrics } = ops;
   const billingStores = sqlBillingStores(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
@@ -92,13 +105,24 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
   });
   const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
   const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
-  const metrics = new PricingMetricService(metricStore, now);
+  const pricingMetrics = new PricingMetricService(metricStore, now);
   const cardStore = new SqlRateCardStore(db.sql, db.entities);
   const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
   const catalogs = new RateCatalogService(catalogStore, metricStore, now);
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
-  const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
-  const summaries = new SummaryService(usageStore, metrics, subjects);
+  const debug = log?.enabled("debug") ?? false;
+  const ingest = new IngestService(usageStore, now, {
+    maxInFlightPerEnvironment: ingestCommitsInFlight,
+    outcomes: metrics && ((a, d, r) => metrics.countEvents(a, d, r)),
+    committed:
+      metrics || debug
+        ? (environment, events, requests, ms) => {
+            metrics?.observeCommit(events, requests);
+            if (debug) log?.debug("usage events committed", { environment, events, requests, ms: Math.round(ms * 100) / 100 });
+          }
+        : undefined,
+  });
+  const summaries = new SummaryService(usageStore, pricingMetrics, subjects);
   const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
@@ -112,25 +136,92 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
   });
-  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
+  const { subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler } = wireSubscriptions(
+    engine,
+    cardStore,
+    publicBaseUrl,
+    log,
+    log && progressLogger(log, ops.alive),
+  );
+  return { subjects, metrics: pricingMetrics, cards, catalogs, ingest, summaries, subscriptions, changes, timelines, hostedCheckout, invoices, billingStates, clocks, scheduler, engine };
+}
+
+/**
+ * Progress lines of long scheduler runs (a catch-up on real time, a test clock advanced over
+ * years): at most every PROGRESS_EVERY_MS while a run goes on, and one at the end of a run that
+ * logged any, with the cycles closed so far and the rate. `alive` is told of the real-time
+ * scheduler's progress (readiness: a long catch-up is not a stuck scheduler).
+ */
+export function progressLogger(log: Logger, alive?: () => void): (p: RunProgress) => void {
+  const lastLogged = new Map<string, number>();
+  return (p) => {
+    if (p.clockId === null) alive?.();
+    const key = `${p.clockId}@${p.startedAt}`;
+    const now = Date.now();
+    const last = lastLogged.get(key);
+    if (p.done) {
+      if (last !== undefined) log.info("scheduler run finished", progressFields(p, now));
+      lastLogged.delete(key);
+      return;
+    }
+    if (now - (last ?? p.startedAt) < PROGRESS_EVERY_MS) return;
+    lastLogged.set(key, now);
+    log.info("scheduler run in progress", progressFields(p, now));
+  };
+}
+
+function progressFields(p: RunProgress, now: number): Record<string, unknown> {
+  const seconds = (now - p.startedAt) / 1000;
+  return { clock: p.clockId ?? "real time", closed: p.closed, elapsed_s: Math.round(seconds * 10) / 10, per_s: seconds > 0 ? Math.round((p.closed / seconds) * 10) / 10 : null };
+}
+
+/**
+ * Runs the pending migrations with a line for each as it is applied (done of total, and its
+ * time): a migration that rewrites a large table takes a while, and the log says how far it got.
+ */
+async function runMigrations(db: Database, log: Logger): Promise<void> {
+  const known = db.dataSource.migrations;
+  let applied = 0;
+  try {
+    const [row] = (await db.dataSource.query("SELECT COUNT(*) AS n FROM schema_migrations")) as { n: unknown }[];
+    applied = Number(row?.n ?? 0);
+  } catch {
+    // No table yet: a new database, every migration is pending.
+  }
+  const total = Math.max(0, known.length - applied);
+  if (total > 0) log.info("applying migrations", { pending: total });
+  let done = 0;
+  const started = Date.now();
+  for (const m of known) {
+    const up = m.up.bind(m);
+    m.up = async (runner) => {
+      const t0 = Date.now();
+      await up(runner);
+      done++;
+      log.info("migration applied", { migration: m.name ?? m.constructor.name, done, total, ms: Date.now() - t0 });
+    };
+  }
+  const ran = await db.dataSource.runMigrations({ transaction: "each" });
+  if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((r) => r.name), ms: Date.now() - started });
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
   try {
-    if (config.runMigrations) {
-      const ran = await db.dataSource.runMigrations({ transaction: "each" });
-      if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((m) => m.name) });
-    }
+    if (config.runMigrations) await runMigrations(db, log);
     const now = () => new Date();
     const authStore = new SqlAuthStore(db.sql, db.entities);
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
+    // The app's own registry (never prom-client's global one): several apps in one process (tests) do not collide.
+    const metrics = new Metrics();
+    const ops = new SqlOpsStore(db.sql);
+    metrics.attach({ store: () => ops.snapshot(now()), pool: () => db.sql.connections() });
+    const schedulerWatch = config.schedulerIntervalMs > 0 ? new SchedulerWatch(config.schedulerIntervalMs) : undefined;
+    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, { metrics, alive: () => schedulerWatch?.alive() });
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -148,10 +239,17 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       // message is bounded after decompression by its method's readMaxBytes (routes below).
       acceptCompression: ACCEPTED_COMPRESSION,
     });
-    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
-    const health = () => db.ping(HEALTH_TIMEOUT_MS);
+    // Bounded: a frozen or locked database makes /readyz a 503 within HEALTH_TIMEOUT_MS, not a hang.
+    const readiness = new Readiness({
+      database: () => db.ping(HEALTH_TIMEOUT_MS),
+      migrationsApplied: async () => !(await db.dataSource.showMigrations()),
+      scheduler: schedulerWatch,
+      timeoutMs: HEALTH_TIMEOUT_MS,
+      log,
+    });
+    if (config.runMigrations) readiness.migrated();
     const shutdown = new AbortController();
-    const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
+    const specs = implementations(services, { check: () => readiness.ready(), watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
     routes(specs, bodyLimit)(router);
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
@@ -164,7 +262,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       router,
       rest,
       pages,
-      health,
+      readiness,
+      metrics,
+      metricsToken: config.metricsToken,
       log,
       // From the headers alone, before any of the body is read (DESIGN §10).
       authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
@@ -183,11 +283,21 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? setInterval(() => {
             if (ticking) return;
             ticking = true;
+            schedulerWatch?.alive();
+            const t0 = performance.now();
             scheduler
               .runDue(now(), null)
-              .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
+              .then((n) => {
+                const ms = performance.now() - t0;
+                metrics.schedulerRan(ms / 1000, n);
+                if (n > 0) log.info("billing cycles closed", { count: n, ms: Math.round(ms) });
+                else log.debug("scheduler run: nothing due", { ms: Math.round(ms * 100) / 100 });
+              })
               .catch((err) => log.error("scheduler run failed", { err }))
-              .finally(() => (ticking = false));
+              .finally(() => {
+                schedulerWatch?.alive();
+                ticking = false;
+              });
           }, config.schedulerIntervalMs)
         : undefined;
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;

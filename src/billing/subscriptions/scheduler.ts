@@ -14,6 +14,12 @@ export class Scheduler {
     private readonly timelines: TimelineService,
     /** Told about a timeline that could not be moved on (the run goes on with the others). */
     private readonly onTimelineError: (timelineId: string, err: unknown) => void = () => {},
+    /**
+     * Told of a run's progress: after each batch of cycle closes and each timeline transition
+     * (`done` false), and once at its end (`done` true), with the cycles closed so far and when
+     * the run started (Date.now()).
+     */
+    private readonly onProgress?: (p: RunProgress) => void,
   ) {}
 
   /**
@@ -24,6 +30,9 @@ export class Scheduler {
   async runDue(now: Date, clockId: string | null): Promise<number> {
     const breathe = yielder();
     let n = 0;
+    const started = Date.now();
+    const report = this.onProgress;
+    const onBatch = report && ((closed: number) => report({ clockId, closed: n + closed, startedAt: started, done: false }));
     const seen = new Set<string>();
     for (;;) {
       await breathe();
@@ -33,14 +42,25 @@ export class Scheduler {
       const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
       if (!timeline) break;
       seen.add(keyOf(timeline));
-      n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);
+      n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
       try {
         await this.timelines.transition(timeline);
       } catch (err) {
         // One timeline that cannot move on must not stop billing for everyone else.
         this.onTimelineError(timeline.id, err);
       }
+      report?.({ clockId, closed: n, startedAt: started, done: false });
     }
-    return n + (await this.engine.closeDue(now, clockId, 8, false, breathe));
+    n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
+    report?.({ clockId, closed: n, startedAt: started, done: true });
+    return n;
   }
+}
+
+/** A scheduler run's progress (the server logs a long one, and counts it as a sign of life). */
+export interface RunProgress {
+  clockId: string | null;
+  closed: number;
+  startedAt: number;
+  done: boolean;
 }
