@@ -103,7 +103,7 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       return active.length > 0 ? `the subject has an active subscription (${active.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });
-  const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
+  const metricStore = new SqlPricingMetricStore(db.sql, db.entities, log && backfillLogger(log));
   const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
   const pricingMetrics = new PricingMetricService(metricStore, now);
   const cardStore = new SqlRateCardStore(db.sql, db.entities);
@@ -167,6 +167,21 @@ export function progressLogger(log: Logger, alive?: () => void): (p: RunProgress
     if (now - (last ?? p.startedAt) < PROGRESS_EVERY_MS) return;
     lastLogged.set(key, now);
     log.info("scheduler run in progress", progressFields(p, now));
+  };
+}
+
+/**
+ * Progress lines of a new pricing metric's backfill (its event name's stored events added to its
+ * totals, 5,000 at a time, in the creating call): at most every PROGRESS_EVERY_MS.
+ */
+function backfillLogger(log: Logger): (metric: { id: string; environmentId: string }, events: number, startedAt: number) => void {
+  let last = 0;
+  return (metric, events, startedAt) => {
+    const now = Date.now();
+    if (now - Math.max(last, startedAt) < PROGRESS_EVERY_MS) return;
+    last = now;
+    const seconds = (now - startedAt) / 1000;
+    log.info("pricing metric backfill in progress", { metric: metric.id, environment: metric.environmentId, events, elapsed_s: Math.round(seconds * 10) / 10, per_s: Math.round(events / seconds) });
   };
 }
 

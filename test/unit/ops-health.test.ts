@@ -1,5 +1,6 @@
 /** Readiness's checks on their own (src/ops/health.ts): database, migrations, a stuck scheduler. */
 import test from "ava";
+import { progressLogger } from "../../src/app.js";
 import { createLogger } from "../../src/log.js";
 import { MIN_STUCK_MS, Readiness, STUCK_INTERVALS, SchedulerWatch } from "../../src/ops/health.js";
 
@@ -57,4 +58,30 @@ test("a migrations check that does not answer in time is unknown (not ready), ne
   t.deepEqual(await r.check(), { ready: false, checks: { database: "ok", migrations: "unknown", scheduler: "off" } });
   const down = new Readiness({ database: async () => false, migrationsApplied: async () => true, scheduler: undefined, timeoutMs: 30, log: quiet });
   t.deepEqual(await down.check(), { ready: false, checks: { database: "unavailable", migrations: "unknown", scheduler: "off" } });
+});
+
+test("progress lines of a long scheduler run (done so far and rate, at most every 5 s, and its end); a short run logs nothing; real-time progress is a sign of life", (t) => {
+  const lines: Record<string, unknown>[] = [];
+  let alive = 0;
+  const report = progressLogger(
+    createLogger("info", (l) => lines.push(JSON.parse(l))),
+    () => alive++,
+  );
+  const startedAt = Date.now() - 6_000;
+  report({ clockId: "clk_1", closed: 120, startedAt, done: false });
+  report({ clockId: "clk_1", closed: 130, startedAt, done: false });
+  report({ clockId: "clk_1", closed: 200, startedAt, done: true });
+  t.deepEqual(
+    lines.map((l) => [l.msg, l.clock, l.closed]),
+    [
+      ["scheduler run in progress", "clk_1", 120],
+      ["scheduler run finished", "clk_1", 200],
+    ],
+  );
+  t.true((lines[0]?.per_s as number) > 15 && (lines[0]?.per_s as number) < 25);
+  t.is(alive, 0, "a test clock's run says nothing of the real-time scheduler");
+  report({ clockId: null, closed: 3, startedAt: Date.now(), done: false });
+  report({ clockId: null, closed: 3, startedAt: Date.now(), done: true });
+  t.is(lines.length, 2, "a short run logs nothing");
+  t.is(alive, 2);
 });
