@@ -99,6 +99,15 @@ test("Connect: the id on the answer and in the error's details", async (t) => {
   t.is(body.code, "not_found");
   t.is(body.details[0]?.type, "google.rpc.ErrorInfo");
   t.is(requestIdOfBody(body), "connect-1");
+  // Refused by the message check before any interceptor (a wrong JSON type): the id too.
+  const badJson = await call({ subject_id: 5 }, "connect-2");
+  t.is(badJson.status, 400);
+  const badBody = (await badJson.json()) as ErrorBody;
+  t.deepEqual(
+    badBody.details.map((d) => d.type),
+    ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RequestInfo"],
+  );
+  t.is(requestIdOfBody(badBody), "connect-2");
   const made = await call({ subject_id: "nobody" });
   const id = made.headers.get("x-request-id") ?? "";
   t.regex(id, UUID);
