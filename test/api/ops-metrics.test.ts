@@ -5,12 +5,13 @@
  * token. The tests run one after the other: the counters are the server's, so each test reads
  * what its own traffic added.
  */
+import net from "node:net";
 import test from "ava";
 import { rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { grpcSubjects, grpcUnary, hasMetric, sample, scrape } from "../helpers/ops.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { useServer } from "../helpers/server.js";
+import { startTestServer, useServer } from "../helpers/server.js";
 
 // What these tests check does not depend on the store: they run on one that TEST_STORES selects.
 const STORE = STORES.includes("sqlite") ? "sqlite" : (STORES[0] ?? "sqlite");
@@ -145,4 +146,32 @@ test.serial("/metrics, /healthz and /readyz need no API key and are not rate lim
   await Promise.all(answers.map((r) => r.body?.cancel()));
   t.is((await rest(server.url, "GET", "/healthz")).status, 200);
   t.is((await rest(server.url, "GET", "/readyz")).status, 200);
+});
+
+test.serial("a full server (admission control) still answers /metrics, /readyz and /healthz, and counts what it refused", async (t) => {
+  const full = await startTestServer(STORE, { MAX_REQUESTS_IN_FLIGHT: "2" });
+  const held: net.Socket[] = [];
+  try {
+    const port = Number(new URL(full.url).port);
+    // Two requests whose bodies are still coming hold the two places.
+    for (let i = 0; i < 2; i++) {
+      const socket = net.connect(port, "127.0.0.1");
+      socket.on("error", () => {});
+      socket.write(`POST /subjects HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\nx-api-key: ${full.keys.a}\r\n\r\n{"name":`);
+      held.push(socket);
+    }
+    let refused = await rest(full.url, "GET", "/subjects", full.keys.a);
+    for (let i = 0; i < 50 && refused.status !== 503; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      refused = await rest(full.url, "GET", "/subjects", full.keys.a);
+    }
+    t.is(refused.status, 503);
+    const text = await scrape(full.url);
+    t.true(sample(text, "billing_requests_total", { protocol: "rest", procedure: "GET /subjects", code: "unavailable" }) >= 1);
+    t.is((await rest(full.url, "GET", "/readyz")).status, 200);
+    t.is((await rest(full.url, "GET", "/healthz")).status, 200);
+  } finally {
+    for (const s of held) s.destroy();
+    await full.stop();
+  }
 });
