@@ -225,6 +225,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     return label;
   };
   const accessLog = log.enabled("info");
+  // At debug, a line when a request arrives too: one that never ends shows up.
+  const arrivals = log.enabled("debug");
 
   /** The end of a request: its metrics and its access line. One function for every request (`this` is the response). */
   function finished(this: Res): void {
@@ -371,6 +373,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     setTrace(stream, trace);
     (stream as ServerHttp2Stream & { reply?: GrpcReply }).reply = reply;
     stream.once("close", leanFinished);
+    if (arrivals) log.debug("request received", { request_id: trace.id, method: "POST", path, http: "2.0" });
     let ticket: Ticket | undefined;
     if (!EXEMPT.has(path)) {
       ticket = admission.enter();
@@ -450,6 +453,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     setTrace(res, trace);
     res.setHeader(REQUEST_ID_HEADER, trace.id);
     res.once("close", finished);
+    if (arrivals) log.debug("request received", { request_id: trace.id, method: req.method, path, http: req.httpVersion });
     // CORS for the API (browser apps read billing state with a publishable key). API keys travel
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {

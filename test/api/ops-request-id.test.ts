@@ -185,7 +185,11 @@ test("log lines: one access line per request with its id (never the key), debug 
     t.truthy(lines.find((l) => l.msg === "request" && l.request_id === "log-2" && l.procedure === "POST /usage-events"));
     t.false(JSON.stringify(lines).includes(key), "no line holds the API key");
     t.false(JSON.stringify(lines).includes("Logged"), "no line holds a request body");
-    // Debug adds what info does not: the group commit of the event.
+    // Debug adds what info does not: each request's arrival, and the group commit of the event.
+    t.like(
+      lines.find((l) => l.msg === "request received" && l.request_id === "log-1"),
+      { level: "debug", method: "POST", path: "/subjects" },
+    );
     t.like(
       lines.find((l) => l.msg === "usage events committed"),
       { level: "debug", events: 1, requests: 1 },
