@@ -25,6 +25,7 @@ import { TimelineService } from "./billing/subscriptions/timelines.js";
 import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
+import { migrationsPending, runMigrations } from "./db/migrate.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore } from "./db/stores/metric-store.js";
 import { SqlRateCardStore } from "./db/stores/rate-card-store.js";
@@ -194,37 +195,21 @@ function progressFields(p: RunProgress, now: number): Record<string, unknown> {
  * Runs the pending migrations with a line for each as it is applied (done of total, and its
  * time): a migration that rewrites a large table takes a while, and the log says how far it got.
  */
-async function runMigrations(db: Database, log: Logger): Promise<void> {
-  const known = db.dataSource.migrations;
-  let applied = 0;
-  try {
-    const [row] = (await db.dataSource.query("SELECT COUNT(*) AS n FROM schema_migrations")) as { n: unknown }[];
-    applied = Number(row?.n ?? 0);
-  } catch {
-    // No table yet: a new database, every migration is pending.
-  }
-  const total = Math.max(0, known.length - applied);
-  if (total > 0) log.info("applying migrations", { pending: total });
-  let done = 0;
+async function migrate(db: Database, log: Logger): Promise<void> {
   const started = Date.now();
-  for (const m of known) {
-    const up = m.up.bind(m);
-    m.up = async (runner) => {
-      const t0 = Date.now();
-      await up(runner);
-      done++;
-      log.info("migration applied", { migration: m.name ?? m.constructor.name, done, total, ms: Date.now() - t0 });
-    };
-  }
-  const ran = await db.dataSource.runMigrations({ transaction: "each" });
-  if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((r) => r.name), ms: Date.now() - started });
+  const ran = await runMigrations(
+    db.dataSource,
+    (m) => log.info("migration applied", { migration: m.name, done: m.done, total: m.total, ms: m.ms }),
+    (pending) => log.info("applying migrations", { pending }),
+  );
+  if (ran.length > 0) log.info("migrations applied", { migrations: ran, ms: Date.now() - started });
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
   try {
-    if (config.runMigrations) await runMigrations(db, log);
+    if (config.runMigrations) await migrate(db, log);
     const now = () => new Date();
     const authStore = new SqlAuthStore(db.sql, db.entities);
     if (config.bootstrapApiKey) {
@@ -257,7 +242,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Bounded: a frozen or locked database makes /readyz a 503 within HEALTH_TIMEOUT_MS, not a hang.
     const readiness = new Readiness({
       database: () => db.ping(HEALTH_TIMEOUT_MS),
-      migrationsApplied: async () => !(await db.dataSource.showMigrations()),
+      migrationsApplied: async () => !(await migrationsPending(db.dataSource)),
       scheduler: schedulerWatch,
       timeoutMs: HEALTH_TIMEOUT_MS,
       log,

@@ -2,11 +2,12 @@
  * Readiness (GET /readyz and grpc.health.v1.Health) against a database that stops and comes back,
  * through the TCP proxy of test/helpers/db-proxy.ts (the shared MariaDB is never touched): 200
  * while it answers, 503 naming the database once it is gone (while /healthz, liveness, stays
- * 200), and 200 again once it is back. The checks themselves (migrations, a stuck scheduler) are
- * tested on their own in test/unit/ops-health.test.ts.
+ * 200), and 200 again once it is back; and migrations not applied (RUN_MIGRATIONS=false) until
+ * they are. A stuck scheduler is tested on its own in test/unit/ops-health.test.ts.
  */
+import test from "ava";
 import { rest } from "../helpers/clients.js";
-import { createTestDatabase } from "../helpers/db.js";
+import { STORES, createTestDatabase } from "../helpers/db.js";
 import { proxied } from "../helpers/db-proxy.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { grpcHealth, grpcUnary } from "../helpers/ops.js";
@@ -47,6 +48,27 @@ mysqlOnly("mysql: /readyz and the gRPC health service flip to 503 / NOT_SERVING 
     await app.stop();
     await proxy.shut();
     await seeded.close();
+    await db.drop();
+  }
+});
+
+test("with RUN_MIGRATIONS=false, /readyz is 503 naming the migrations until they are applied, then 200", async (t) => {
+  const store = STORES.includes("sqlite") ? "sqlite" : (STORES[0] ?? "sqlite");
+  const db = await createTestDatabase(store);
+  const app = await startAppOn(db.url, { RUN_MIGRATIONS: "false", SCHEDULER_INTERVAL_MS: "0" });
+  try {
+    const pending = await rest(app.url, "GET", "/readyz");
+    t.is(pending.status, 503);
+    t.deepEqual(pending.body, { status: "not ready", checks: { database: "ok", migrations: "pending", scheduler: "off" } });
+    t.is((await rest(app.url, "GET", "/healthz")).status, 200);
+    // Applied from elsewhere (as the CLI or another server would).
+    const seeded = await seedKeys(db.url);
+    await seeded.close();
+    const ready = await rest(app.url, "GET", "/readyz");
+    t.is(ready.status, 200);
+    t.deepEqual(ready.body, { status: "ready", checks: { database: "ok", migrations: "ok", scheduler: "off" } });
+  } finally {
+    await app.stop();
     await db.drop();
   }
 });

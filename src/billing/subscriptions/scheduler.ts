@@ -34,25 +34,29 @@ export class Scheduler {
     const report = this.onProgress;
     const onBatch = report && ((closed: number) => report({ clockId, closed: n + closed, startedAt: started, done: false }));
     const seen = new Set<string>();
-    for (;;) {
-      await breathe();
-      const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
-      // The earliest due timeline not tried yet in this run (one that failed, or that another
-      // runner holds, is not tried again until the next run).
-      const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
-      if (!timeline) break;
-      seen.add(keyOf(timeline));
-      n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
-      try {
-        await this.timelines.transition(timeline);
-      } catch (err) {
-        // One timeline that cannot move on must not stop billing for everyone else.
-        this.onTimelineError(timeline.id, err);
+    try {
+      for (;;) {
+        await breathe();
+        const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
+        // The earliest due timeline not tried yet in this run (one that failed, or that another
+        // runner holds, is not tried again until the next run).
+        const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
+        if (!timeline) break;
+        seen.add(keyOf(timeline));
+        n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
+        try {
+          await this.timelines.transition(timeline);
+        } catch (err) {
+          // One timeline that cannot move on must not stop billing for everyone else.
+          this.onTimelineError(timeline.id, err);
+        }
+        report?.({ clockId, closed: n, startedAt: started, done: false });
       }
-      report?.({ clockId, closed: n, startedAt: started, done: false });
+      n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
+    } finally {
+      // Also when the run fails: its progress lines end.
+      report?.({ clockId, closed: n, startedAt: started, done: true });
     }
-    n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
-    report?.({ clockId, closed: n, startedAt: started, done: true });
     return n;
   }
 }
