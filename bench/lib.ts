@@ -315,7 +315,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Polls GET /healthz (which queries the database) until it answers 200. */
+/** Polls GET /readyz (which queries the database) until it answers 200. */
 async function waitReady(port: number, failed: () => Error | undefined): Promise<void> {
   const agent = new http.Agent({ keepAlive: false });
   const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
@@ -324,11 +324,11 @@ async function waitReady(port: number, failed: () => Error | undefined): Promise
       const f = failed();
       if (f) throw f;
       try {
-        if ((await restRequest(agent, port, "GET", "/healthz")).status === 200) return;
+        if ((await restRequest(agent, port, "GET", "/readyz")).status === 200) return;
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`the server did not answer /healthz within ${SERVER_START_TIMEOUT_MS} ms`);
+      if (Date.now() > deadline) throw new Error(`the server did not answer /readyz within ${SERVER_START_TIMEOUT_MS} ms`);
       await new Promise((r) => setTimeout(r, 100));
     }
   } finally {
@@ -358,7 +358,7 @@ export const START_NODE_ARGS = ["--max-old-space-size=192"];
 
 /**
  * Starts `node [START_NODE_ARGS] [nodeArgs] --import tsx src/main.ts` with `env` (PORT must be set) and waits until
- * /healthz answers. `nodeArgs` are options for the child's node only, e.g. ["--cpu-prof"] (which
+ * /readyz answers. `nodeArgs` are options for the child's node only, e.g. ["--cpu-prof"] (which
  * NODE_OPTIONS does not allow); the profile is written when the server stops.
  */
 export async function startChildServer(env: Record<string, string>, nodeArgs: string[] = []): Promise<Server> {

@@ -19,7 +19,7 @@ import { Invoices } from "./billing/subscriptions/invoices.js";
 import { Lookups } from "./billing/subscriptions/lookups.js";
 import { CustomerPortal } from "./billing/subscriptions/portal.js";
 import { Pauses } from "./billing/subscriptions/pauses.js";
-import { Scheduler } from "./billing/subscriptions/scheduler.js";
+import { type RunProgress, Scheduler } from "./billing/subscriptions/scheduler.js";
 import { Subscriptions } from "./billing/subscriptions/subscribe.js";
 import { Terms } from "./billing/subscriptions/terms.js";
 import { TestClocks } from "./billing/subscriptions/test-clocks.js";
@@ -27,14 +27,18 @@ import { TimelineService } from "./billing/subscriptions/timelines.js";
 import { builtInPaymentProviders } from "./billing/subscriptions/payments.js";
 import type { Config } from "./config.js";
 import { type Database, createDatabase } from "./db/datasource.js";
+import { migrationsPending, runMigrations } from "./db/migrate.js";
 import { SqlAuthStore } from "./db/stores/auth-store.js";
 import { SqlPricingMetricStore } from "./db/stores/metric-store.js";
 import { SqlRateCardStore } from "./db/stores/rate-card-store.js";
 import { SqlRateCatalogStore } from "./db/stores/rate-catalog-store.js";
 import { sqlBillingStores } from "./db/stores/billing-stores.js";
+import { SqlOpsStore } from "./db/stores/ops-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
 import { type Logger, createLogger } from "./log.js";
+import { Readiness, SchedulerWatch } from "./ops/health.js";
+import { Metrics } from "./ops/metrics.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
@@ -51,8 +55,10 @@ import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
 
-/** How long /healthz waits for the database's answer before it reports 503. */
+/** How long /readyz (and the gRPC health service) waits for the database's answer before it reports 503. */
 export const HEALTH_TIMEOUT_MS = 1_500;
+/** A long run (migrations, a scheduler catch-up, a test clock advance) logs its progress at most this often. */
+export const PROGRESS_EVERY_MS = 5_000;
 /** How often an open grpc.health.v1 Watch looks at the database again. */
 export const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
@@ -66,7 +72,7 @@ export interface App {
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
  * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
  */
-export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger) {
+export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger, onProgress?: (p: RunProgress) => void) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
   const checkouts = new Checkouts(lookups, publicBaseUrl);
@@ -78,16 +84,25 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const billingStates = new BillingStates(lookups);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
   const pauses = new Pauses(lookups, changes);
-  const scheduler = new Scheduler(engine, timelines, pauses, (id, err) =>
-    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
-    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  const scheduler = new Scheduler(
+    engine,
+    timelines,
+    pauses,
+    (id, err) =>
+      // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+      log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    onProgress,
   );
   const clocks = new TestClocks(lookups, scheduler);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
-/** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
+/**
+ * Stores and domain services over one database. `ops`: the server's metrics (events ingested,
+ * group commits) and what is told of the real-time scheduler's progress (readiness).
+ */
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, ops: { metrics?: Metrics; alive?: () => void } = {}) {
+  const { metrics } = ops;
   const billingStores = sqlBillingStores(db.sql, db.entities);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
@@ -96,15 +111,26 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
       return running.length > 0 ? `the subject has an active or paused subscription (${running.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });
-  const metricStore = new SqlPricingMetricStore(db.sql, db.entities);
+  const metricStore = new SqlPricingMetricStore(db.sql, db.entities, log && backfillLogger(log));
   const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
-  const metrics = new PricingMetricService(metricStore, now);
+  const pricingMetrics = new PricingMetricService(metricStore, now);
   const cardStore = new SqlRateCardStore(db.sql, db.entities);
   const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
   const catalogs = new RateCatalogService(catalogStore, metricStore, now);
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
-  const ingest = new IngestService(usageStore, now, { maxInFlightPerEnvironment: ingestCommitsInFlight });
-  const summaries = new SummaryService(usageStore, metrics, subjects);
+  const debug = log?.enabled("debug") ?? false;
+  const ingest = new IngestService(usageStore, now, {
+    maxInFlightPerEnvironment: ingestCommitsInFlight,
+    outcomes: metrics && ((a, d, r) => metrics.countEvents(a, d, r)),
+    committed:
+      metrics || debug
+        ? (environment, events, requests, ms) => {
+            metrics?.observeCommit(events, requests);
+            if (debug) log?.debug("usage events committed", { environment, events, requests, ms: Math.round(ms * 100) / 100 });
+          }
+        : undefined,
+  });
+  const summaries = new SummaryService(usageStore, pricingMetrics, subjects);
   const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, builtInPaymentProviders(), now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
@@ -119,25 +145,109 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
   });
-  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(
+    engine,
+    cardStore,
+    publicBaseUrl,
+    log,
+    log && progressLogger(log, ops.alive),
+  );
+  return {
+    subjects,
+    metrics: pricingMetrics,
+    cards,
+    catalogs,
+    ingest,
+    summaries,
+    subscriptions,
+    changes,
+    pauses,
+    timelines,
+    hostedCheckout,
+    invoices,
+    billingStates,
+    portal,
+    clocks,
+    scheduler,
+    engine,
+  };
+}
+
+/**
+ * Progress lines of long scheduler runs (a catch-up on real time, a test clock advanced over
+ * years): at most every PROGRESS_EVERY_MS while a run goes on, and one at the end of a run that
+ * logged any, with the cycles closed so far and the rate. `alive` is told of the real-time
+ * scheduler's progress (readiness: a long catch-up is not a stuck scheduler).
+ */
+export function progressLogger(log: Logger, alive?: () => void): (p: RunProgress) => void {
+  const lastLogged = new Map<string, number>();
+  return (p) => {
+    if (p.clockId === null) alive?.();
+    const key = `${p.clockId}@${p.startedAt}`;
+    const now = Date.now();
+    const last = lastLogged.get(key);
+    if (p.done) {
+      if (last !== undefined) log.info("scheduler run finished", progressFields(p, now));
+      lastLogged.delete(key);
+      return;
+    }
+    if (now - (last ?? p.startedAt) < PROGRESS_EVERY_MS) return;
+    lastLogged.set(key, now);
+    log.info("scheduler run in progress", progressFields(p, now));
+  };
+}
+
+/**
+ * Progress lines of a new pricing metric's backfill (its event name's stored events added to its
+ * totals, 5,000 at a time, in the creating call): at most every PROGRESS_EVERY_MS.
+ */
+function backfillLogger(log: Logger): (metric: { id: string; environmentId: string }, events: number, startedAt: number) => void {
+  let last = 0;
+  return (metric, events, startedAt) => {
+    const now = Date.now();
+    if (now - Math.max(last, startedAt) < PROGRESS_EVERY_MS) return;
+    last = now;
+    const seconds = (now - startedAt) / 1000;
+    log.info("pricing metric backfill in progress", { metric: metric.id, environment: metric.environmentId, events, elapsed_s: Math.round(seconds * 10) / 10, per_s: Math.round(events / seconds) });
+  };
+}
+
+function progressFields(p: RunProgress, now: number): Record<string, unknown> {
+  const seconds = (now - p.startedAt) / 1000;
+  return { clock: p.clockId ?? "real time", closed: p.closed, elapsed_s: Math.round(seconds * 10) / 10, per_s: seconds > 0 ? Math.round((p.closed / seconds) * 10) / 10 : null };
+}
+
+/**
+ * Runs the pending migrations with a line for each as it is applied (done of total, and its
+ * time): a migration that rewrites a large table takes a while, and the log says how far it got.
+ */
+async function migrate(db: Database, log: Logger): Promise<void> {
+  const started = Date.now();
+  const ran = await runMigrations(
+    db.dataSource,
+    (m) => log.info("migration applied", { migration: m.name, done: m.done, total: m.total, ms: m.ms }),
+    (pending) => log.info("applying migrations", { pending }),
+  );
+  if (ran.length > 0) log.info("migrations applied", { migrations: ran, ms: Date.now() - started });
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
   try {
-    if (config.runMigrations) {
-      const ran = await db.dataSource.runMigrations({ transaction: "each" });
-      if (ran.length > 0) log.info("migrations applied", { migrations: ran.map((m) => m.name) });
-    }
+    if (config.runMigrations) await migrate(db, log);
     const now = () => new Date();
     const authStore = new SqlAuthStore(db.sql, db.entities);
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
+    // The app's own registry (never prom-client's global one): several apps in one process (tests) do not collide.
+    const metrics = new Metrics();
+    const ops = new SqlOpsStore(db.sql);
+    metrics.attach({ store: () => ops.snapshot(now()), pool: () => db.sql.connections() });
+    const schedulerWatch = config.schedulerIntervalMs > 0 ? new SchedulerWatch(config.schedulerIntervalMs) : undefined;
+    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, { metrics, alive: () => schedulerWatch?.alive() });
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -155,10 +265,17 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       // message is bounded after decompression by its method's readMaxBytes (routes below).
       acceptCompression: ACCEPTED_COMPRESSION,
     });
-    // Bounded: a frozen or locked database makes /healthz a 503 within HEALTH_TIMEOUT_MS, not a hang.
-    const health = () => db.ping(HEALTH_TIMEOUT_MS);
+    // Bounded: a frozen or locked database makes /readyz a 503 within HEALTH_TIMEOUT_MS, not a hang.
+    const readiness = new Readiness({
+      database: () => db.ping(HEALTH_TIMEOUT_MS),
+      migrationsApplied: async () => !(await migrationsPending(db.dataSource)),
+      scheduler: schedulerWatch,
+      timeoutMs: HEALTH_TIMEOUT_MS,
+      log,
+    });
+    if (config.runMigrations) readiness.migrated();
     const shutdown = new AbortController();
-    const specs = implementations(services, { check: health, watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
+    const specs = implementations(services, { check: () => readiness.ready(), watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped: shutdown.signal });
     routes(specs, bodyLimit, jsonOptions)(router);
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
@@ -175,7 +292,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       router,
       rest,
       pages,
-      health,
+      readiness,
+      metrics,
+      metricsToken: config.metricsToken,
       log,
       // From the headers alone, before any of the body is read (DESIGN §10).
       authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
@@ -194,11 +313,21 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? setInterval(() => {
             if (ticking) return;
             ticking = true;
+            schedulerWatch?.alive();
+            const t0 = performance.now();
             scheduler
               .runDue(now(), null)
-              .then((n) => n > 0 && log.info("billing cycles closed", { count: n }))
+              .then((n) => {
+                const ms = performance.now() - t0;
+                metrics.schedulerRan(ms / 1000, n);
+                if (n > 0) log.info("billing cycles closed", { count: n, ms: Math.round(ms) });
+                else log.debug("scheduler run: nothing due", { ms: Math.round(ms * 100) / 100 });
+              })
               .catch((err) => log.error("scheduler run failed", { err }))
-              .finally(() => (ticking = false));
+              .finally(() => {
+                schedulerWatch?.alive();
+                ticking = false;
+              });
           }, config.schedulerIntervalMs)
         : undefined;
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;

@@ -46,6 +46,11 @@ export interface Config {
    * API bucket; an environment may override either. rps 0 is unlimited.
    */
   rateLimits: RateLimits;
+  /**
+   * The bearer token GET /metrics asks for (`Authorization: Bearer <token>`); undefined: /metrics
+   * is open (as /healthz is), for a scraper on a private network.
+   */
+  metricsToken: string | undefined;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -159,6 +164,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.push(`HTTP_HEADERS_TIMEOUT_MS (${connections.headersTimeoutMs}) must not be more than HTTP_REQUEST_TIMEOUT_MS (${connections.requestTimeoutMs})`);
   }
 
+  const metricsToken = env.METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
+    problems.push("METRICS_TOKEN must be 16 to 256 printable ASCII characters without spaces");
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     port,
@@ -177,5 +187,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBulkRequestsInFlight,
     bulkQueueTimeoutMs,
     rateLimits,
+    metricsToken,
   });
 }

@@ -8,6 +8,8 @@ export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /** Whether lines of `level` are written: hot paths skip building a line nobody reads. */
+  enabled(level: LogLevel): boolean;
 }
 
 export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
@@ -25,5 +27,6 @@ export function createLogger(level: LogLevel, write: (line: string) => void = (l
     info: (m, f) => emit("info", m, f),
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
+    enabled: (lvl) => ORDER[lvl] >= min,
   };
 }

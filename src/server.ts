@@ -7,7 +7,9 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
+import { timingSafeEqual } from "node:crypto";
 import net, { type Socket } from "node:net";
+import { performance } from "node:perf_hooks";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
@@ -15,11 +17,15 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { ConnectionLimits } from "./config.js";
 import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
+import type { Readiness } from "./ops/health.js";
+import type { Metrics } from "./ops/metrics.js";
+import { REQUEST_ID_HEADER, RequestTrace, codeName, codeOfHttpStatus, requestIdFrom, setTrace, traceOf } from "./ops/trace.js";
 import { sendError } from "./rest/errors.js";
-import { type RestGateway, type RestTarget, sendRefusal } from "./rest/gateway.js";
+import { type RestGateway, type RestRoute, type RestTarget, sendRefusal } from "./rest/gateway.js";
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
-import { publicError } from "./rpc/errors.js";
+import { traceKey } from "./rpc/context.js";
+import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
 import { GrpcReply, decodeRequest, grpcDeadline, servesLean } from "./rpc/grpc-unary.js";
@@ -32,7 +38,11 @@ export interface HandlerParts {
   router: ConnectRouter;
   rest: RestGateway;
   pages: (req: Req, res: Res) => boolean;
-  health: () => Promise<boolean>;
+  /** GET /readyz and the gRPC health service: database, migrations, scheduler (ops/health.ts). */
+  readiness: Readiness;
+  /** The app's metrics (GET /metrics), and the bearer token a scrape must send (undefined: none). */
+  metrics: Metrics;
+  metricsToken?: string | undefined;
   log: Logger;
   /**
    * The caller of `method` with this `x-api-key` header value and its key (cached verification;
@@ -52,8 +62,19 @@ export interface HandlerParts {
   invoke?: UnaryInvoker;
 }
 
-/** Liveness, the transport's no-op and their RPC: never refused by admission control. */
-const EXEMPT = new Set(["/healthz", "/ping", "/billing.v1.HealthService/Ping", "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"]);
+/** Liveness, readiness, metrics, the transport's no-op and their RPC: never refused by admission control. */
+const EXEMPT = new Set(["/healthz", "/readyz", "/metrics", "/ping", "/billing.v1.HealthService/Ping", "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"]);
+
+/** The plain routes, answered before anything else (no key, no admission); their paths are their metrics' procedure label. */
+const PLAIN = new Set(["/healthz", "/readyz", "/metrics"]);
+
+/** Whether `header` (an Authorization value) is `Bearer <token>`, compared in constant time. */
+function bearerMatches(header: string | undefined, token: string): boolean {
+  if (typeof header !== "string" || !header.startsWith("Bearer ")) return false;
+  const given = Buffer.from(header.slice(7).trim());
+  const want = Buffer.from(token);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
 
 /**
  * An unread HTTP/1.1 remainder up to this is read and discarded by Node so that the connection
@@ -190,12 +211,101 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
  * handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, health, log, authenticate, admission, rateLimiter, rateLimits, invoke }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, rateLimiter, rateLimits, invoke }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
+  const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
+  const routeLabels = new Map<RestRoute, string>();
+  const routeLabel = (route: RestRoute): string => {
+    let label = routeLabels.get(route);
+    if (label === undefined) {
+      label = `${route.httpMethod} ${route.template}`;
+      routeLabels.set(route, label);
+    }
+    return label;
+  };
+  const accessLog = log.enabled("info");
+  // At debug, a line when a request arrives too: one that never ends shows up.
+  const arrivals = log.enabled("debug");
+
+  /** The end of a request: its metrics and its access line. One function for every request (`this` is the response). */
+  function finished(this: Res): void {
+    const trace = traceOf(this);
+    if (!trace) return;
+    let code = trace.code;
+    if (code === undefined) {
+      const grpcStatus = trace.grpcStatus?.();
+      if (grpcStatus != null) code = codeName(Number(grpcStatus));
+      else if (!this.writableFinished && !this.headersSent) code = "canceled";
+      else code = codeOfHttpStatus(this.statusCode);
+    }
+    end(trace, code, this.statusCode);
+  }
+
+  /** Records a request that ended with `code` (HTTP `status`): metrics, then the access line at info. */
+  const end = (trace: RequestTrace, code: string, status: number): void => {
+    const ms = performance.now() - trace.start;
+    metrics.observeRequest(trace.protocol, trace.procedure, code, ms / 1000);
+    if (!accessLog) return;
+    log.info("request", {
+      request_id: trace.id,
+      protocol: trace.protocol,
+      procedure: trace.procedure,
+      status,
+      code,
+      duration_ms: Math.round(ms * 1000) / 1000,
+      environment: trace.environmentId ?? null,
+    });
+  };
+
+  /** GET /healthz, /readyz and /metrics. */
+  const plain = (path: string, req: Req, res: Res): void => {
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.writeHead(405, { allow: "GET", "content-type": "application/json" });
+      res.end(JSON.stringify({ status: "method not allowed" }));
+      return;
+    }
+    if (path === "/healthz") {
+      // Liveness: the process answers. Nothing else is looked at (a database outage must not restart it).
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ status: "ok" }));
+      return;
+    }
+    if (path === "/readyz") {
+      readiness.check().then(
+        (r) => {
+          res.writeHead(r.ready ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" });
+          res.end(JSON.stringify({ status: r.ready ? "ready" : "not ready", checks: r.checks }));
+        },
+        () => {
+          res.writeHead(503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: "not ready" }));
+        },
+      );
+      return;
+    }
+    if (metricsToken !== undefined && !bearerMatches(req.headers.authorization, metricsToken)) {
+      res.writeHead(401, { "content-type": "application/json", "www-authenticate": 'Bearer realm="metrics"' });
+      res.end(JSON.stringify({ status: "unauthenticated: send Authorization: Bearer <METRICS_TOKEN>" }));
+      return;
+    }
+    metrics.expose().then(
+      ({ contentType, text }) => {
+        res.writeHead(200, { "content-type": contentType, "cache-control": "no-store" });
+        res.end(text);
+      },
+      (err) => {
+        log.error("metrics failed", { request_id: traceOf(res)?.id, err });
+        if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+        res.end("metrics failed\n");
+      },
+    );
+  };
 
   /** Runs a Connect handler and writes its response. */
   const runRpc = (path: string, handler: UniversalHandler, req: Req, res: Res, pre: PreAuth, body: AsyncIterable<Uint8Array>, noLength = false) => {
-    const contextValues = createContextValues().set(preAuthKey, pre);
+    const trace = traceOf(res);
+    const contextValues = createContextValues().set(preAuthKey, pre).set(traceKey, trace);
     // gRPC clients' expectations connect-node does not meet (grpc-web-text, grpc-message): rpc/grpc-wire.ts.
     const flavour = grpcFlavour(req.headers["content-type"]);
     const uReq = grpcRequest({ ...universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, contextValues), body }, flavour);
@@ -204,16 +314,23 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       uReq.header.delete("content-length");
     }
     handler(uReq)
-      .then((uRes) => universalResponseToNodeResponse(grpcResponse(uRes, flavour), res as ServerResponse))
+      .then((uRes) => {
+        // gRPC's status is in the trailers (or the headers of a trailers-only answer): read when the request ends.
+        if (trace && flavour) trace.grpcStatus = () => uRes.trailer?.get("grpc-status") ?? uRes.header?.get("grpc-status");
+        return universalResponseToNodeResponse(grpcResponse(uRes, flavour), res as ServerResponse);
+      })
       .catch((err) => {
-        log.warn("rpc stream ended early", { rpc: path, err });
+        log.warn("rpc stream ended early", { rpc: path, request_id: trace?.id, err });
         if (!res.headersSent) res.destroy();
       });
   };
 
   /** Answers `err` on the request's protocol without reading (more of) its body. */
-  const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, err: ConnectError, readAny = false) => {
+  const refuse = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res, refusal: ConnectError, readAny = false) => {
     leaveUnread(req, res, readAny);
+    const trace = traceOf(res);
+    const err = withRequestInfo(refusal, trace?.id);
+    if (trace) trace.code = codeName(err.code);
     // The error's metadata (Retry-After) become headers on REST and Connect unary, trailers on gRPC.
     // Without the declared length: Connect would check it against the method's bound first.
     if (handler) runRpc(path, handler, req, res, { error: err }, refusing(err), true);
@@ -225,14 +342,15 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
    * refusal), and the key's rate limit (ratelimit.ts): its headers for every answer, and the
    * refusal when over it.
    */
-  const admitCaller = async (method: DescMethod, key: string | undefined, path: string): Promise<Admitted> => {
+  const admitCaller = async (method: DescMethod, key: string | undefined, path: string, trace: RequestTrace): Promise<Admitted> => {
     let authed: Authenticated | undefined;
     try {
       authed = await authenticate(method, key);
     } catch (err) {
       // A database that cannot be reached while the key is looked up: unavailable, as in a call.
-      throw err instanceof ConnectError ? err : publicError(err, log, path);
+      throw err instanceof ConnectError ? err : publicError(err, log, path, trace.id);
     }
+    if (authed) trace.environmentId = authed.caller.environmentId;
     if (!authed || !rateLimiter || !rateLimits) return { caller: authed?.caller };
     const cls = rateClass(method);
     const env = authed.found.environment;
@@ -250,7 +368,12 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
    * `grpc-timeout` that passes first answers deadline_exceeded and aborts the call's signal.
    */
   const serveGrpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, method: DescMethod, call: UnaryInvoker): void => {
-    const reply = new GrpcReply(stream);
+    const trace = new RequestTrace(requestIdFrom(headers[REQUEST_ID_HEADER]), performance.now(), "grpc", procedures.get(path) ?? "other");
+    const reply = new GrpcReply(stream, trace.id);
+    setTrace(stream, trace);
+    (stream as ServerHttp2Stream & { reply?: GrpcReply }).reply = reply;
+    stream.once("close", leanFinished);
+    if (arrivals) log.debug("request received", { request_id: trace.id, method: "POST", path, http: "2.0" });
     let ticket: Ticket | undefined;
     if (!EXEMPT.has(path)) {
       ticket = admission.enter();
@@ -265,14 +388,14 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
     try {
       timeoutMs = grpcDeadline(headers);
     } catch (err) {
-      reply.fail(publicError(err, log, path));
+      reply.fail(publicError(err, log, path, trace.id));
       return;
     }
     if (timeoutMs !== undefined) reply.deadline(timeoutMs);
     const key = headers[API_KEY_HEADER];
     (async () => {
       try {
-        const { caller, limitHeaders, limited } = await admitCaller(method, typeof key === "string" ? key : undefined, path);
+        const { caller, limitHeaders, limited } = await admitCaller(method, typeof key === "string" ? key : undefined, path, trace);
         reply.headers = limitHeaders;
         if (limited) throw limited;
         const limit = bodyLimit(method);
@@ -287,7 +410,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         const out = await call({
           method,
           message: decodeRequest(method, body),
-          contextValues: createContextValues().set(preAuthKey, { caller }),
+          contextValues: createContextValues().set(preAuthKey, { caller }).set(traceKey, trace),
           protocolName: "grpc",
           requestMethod: "POST",
           url: path,
@@ -297,13 +420,20 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         });
         reply.message(method, out.message, out.header, out.trailer);
       } catch (err) {
-        reply.fail(publicError(err, log, path));
+        reply.fail(publicError(err, log, path, trace.id));
       }
     })().catch((err) => {
-      log.warn("rpc stream ended early", { rpc: path, err });
+      log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
       if (!stream.destroyed) stream.destroy();
     });
   };
+
+  /** The end of a lean gRPC call (`this` is its stream): the code its reply sent, or canceled. */
+  function leanFinished(this: ServerHttp2Stream): void {
+    const trace = traceOf(this);
+    const reply = (this as ServerHttp2Stream & { reply?: GrpcReply }).reply;
+    if (trace) end(trace, reply?.code ?? "canceled", 200);
+  }
 
   /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */
   const grpcStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean => {
@@ -318,38 +448,43 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
 
   const handle = (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    // The request id, on every answer (set before anything is written) and in the request's trace.
+    const trace = new RequestTrace(requestIdFrom(req.headers[REQUEST_ID_HEADER]), performance.now(), "http", "other");
+    setTrace(res, trace);
+    res.setHeader(REQUEST_ID_HEADER, trace.id);
+    res.once("close", finished);
+    if (arrivals) log.debug("request received", { request_id: trace.id, method: req.method, path, http: req.httpVersion });
     // CORS for the API (browser apps read billing state with a publishable key). API keys travel
     // in a header, never in cookies, so any origin may call; pages under /hosted/ are not shared.
     if (req.headers.origin && !path.startsWith("/hosted/")) {
       res.setHeader("access-control-allow-origin", "*");
-      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset");
+      res.setHeader("access-control-expose-headers", "grpc-status, grpc-message, grpc-status-details-bin, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset, x-request-id");
       if (req.method === "OPTIONS") {
+        trace.procedure = "preflight";
         res.writeHead(204, {
           "access-control-allow-methods": "GET, POST, PUT, DELETE",
-          "access-control-allow-headers": "x-api-key, content-type, connect-protocol-version, connect-timeout-ms, x-grpc-web, x-user-agent, grpc-timeout",
+          "access-control-allow-headers": "x-api-key, content-type, connect-protocol-version, connect-timeout-ms, x-grpc-web, x-user-agent, grpc-timeout, x-request-id",
           "access-control-max-age": "86400",
         });
         res.end();
         return;
       }
     }
-    if (path === "/healthz" && req.method === "GET") {
-      health().then(
-        (ok) => {
-          res.writeHead(ok ? 200 : 503, { "content-type": "application/json" });
-          res.end(JSON.stringify({ status: ok ? "ok" : "database unavailable" }));
-        },
-        () => {
-          res.writeHead(503, { "content-type": "application/json" });
-          res.end(JSON.stringify({ status: "database unavailable" }));
-        },
-      );
+    if (PLAIN.has(path)) {
+      trace.procedure = path;
+      plain(path, req, res);
       return;
     }
 
     const handler = rpc.get(path);
     const flavour: GrpcFlavour | undefined = grpcFlavour(req.headers["content-type"]);
+    if (handler) {
+      trace.protocol = flavour === undefined ? "connect" : flavour === "grpc" ? "grpc" : "grpc-web";
+      trace.procedure = procedures.get(path) ?? "other";
+    }
     if (!handler && flavour) {
+      trace.protocol = flavour === "grpc" ? "grpc" : "grpc-web";
+      trace.code = "unimplemented";
       // A gRPC client calling a method this server does not have: gRPC's answer, not an HTTP 404.
       const answer = unimplemented(flavour, path);
       leaveUnread(req, res, false);
@@ -364,6 +499,12 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
       const routed = rest.route(req, res);
       if (routed === "answered") return;
       target = routed;
+      if (target) {
+        trace.protocol = "rest";
+        trace.procedure = routeLabel(target.route);
+      } else if (path.startsWith("/hosted/")) {
+        trace.procedure = "hosted";
+      }
     }
     const exempt = EXEMPT.has(path);
     let ticket: Ticket | undefined;
@@ -387,7 +528,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
 
     const method = (handler?.method ?? target?.method) as DescMethod;
     const key = req.headers[API_KEY_HEADER];
-    admitCaller(method, typeof key === "string" ? key : undefined, path)
+    admitCaller(method, typeof key === "string" ? key : undefined, path, trace)
       .then(
         ({ caller, limitHeaders, limited }) => {
           if (limitHeaders) for (const [k, v] of Object.entries(limitHeaders)) res.setHeader(k, v);
@@ -438,7 +579,7 @@ export function createRequestHandler({ router, rest, pages, health, log, authent
         (err: ConnectError) => refuse(path, handler, req, res, err),
       )
       .catch((err) => {
-        log.error("request failed before its handler", { path, err });
+        log.error("request failed before its handler", { path, request_id: trace.id, err });
         if (!res.headersSent) sendError(res, Code.Internal, "internal error", "INTERNAL");
       });
   };

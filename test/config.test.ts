@@ -79,3 +79,12 @@ test("rate limits: defaults, burst twice the rate unless set, 0 unlimited, bad v
   const zero = t.throws(() => loadConfig({ RATE_LIMIT_API_RPS: "10", RATE_LIMIT_API_BURST: "0" }), { instanceOf: ConfigError }) as ConfigError;
   t.deepEqual(zero.problems, ["RATE_LIMIT_API_BURST must be at least 1 when RATE_LIMIT_API_RPS is not 0"]);
 });
+
+test("METRICS_TOKEN: unset by default (/metrics open); a short or spaced token is refused by name", (t) => {
+  t.is(loadConfig({}).metricsToken, undefined);
+  t.is(loadConfig({ METRICS_TOKEN: "scrape-0123456789abcdef" }).metricsToken, "scrape-0123456789abcdef");
+  for (const bad of ["short", "has a space in it 0123456789"]) {
+    const err = t.throws(() => loadConfig({ METRICS_TOKEN: bad }), { instanceOf: ConfigError }) as ConfigError;
+    t.true(err.problems[0]?.startsWith("METRICS_TOKEN"), bad);
+  }
+});

@@ -199,11 +199,30 @@ export class Sql {
     readonly binaryCollation: string = DEFAULT_BINARY_COLLATION,
   ) {}
 
+  /** SQLite: calls queued or running (the metrics' view of its one connection). */
+  private pending = 0;
+  private readonly settled = () => {
+    this.pending--;
+  };
+
   private queued<T>(fn: () => Promise<T>): Promise<T> {
     if (this.dialect !== "sqlite") return fn();
+    this.pending++;
     const result = this.tail.then(fn, fn);
-    this.tail = result.catch(() => undefined);
+    this.tail = result.then(this.settled, this.settled);
     return result;
+  }
+
+  /**
+   * The connections as the metrics report them: MySQL, the pool's (mysql2's own counts);
+   * SQLite, its one connection, in use while a call runs, and the calls queued behind it.
+   */
+  connections(): { max: number; inUse: number; idle: number; waiting: number } {
+    if (this.dialect === "sqlite") return { max: 1, inUse: this.pending > 0 ? 1 : 0, idle: this.pending > 0 ? 0 : 1, waiting: Math.max(0, this.pending - 1) };
+    const p = this.pool() as unknown as { _allConnections?: { length: number }; _freeConnections?: { length: number }; _connectionQueue?: { length: number }; config?: { connectionLimit?: number } };
+    const all = p._allConnections?.length ?? 0;
+    const free = p._freeConnections?.length ?? 0;
+    return { max: p.config?.connectionLimit ?? 0, inUse: all - free, idle: free, waiting: p._connectionQueue?.length ?? 0 };
   }
 
   /** One statement or a few reads, outside a transaction. */

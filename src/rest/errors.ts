@@ -2,6 +2,8 @@
  * REST error bodies: the Connect error JSON `{code, message, details}`. Each detail keeps
  * Connect's `{type, value}` form (value is the base64 protobuf) and adds `debug`, the same detail
  * as readable JSON, so a caller sees the reason and every violated field without decoding.
+ * Every body ends with a google.rpc.RequestInfo detail naming the request's id (ops/trace.ts),
+ * which the caller can quote and the server's log lines of the request carry.
  */
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
@@ -9,12 +11,13 @@ import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import type { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString, errorToJson } from "@connectrpc/connect/protocol-connect";
 import type { FieldViolation } from "../billing/errors.js";
-import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { traceOf } from "../ops/trace.js";
 import { ERROR_DOMAIN } from "../rpc/errors.js";
 
 type Res = ServerResponse | Http2ServerResponse;
 
-const KNOWN = { "google.rpc.ErrorInfo": ErrorInfoSchema, "google.rpc.BadRequest": BadRequestSchema } as const;
+const KNOWN = { "google.rpc.ErrorInfo": ErrorInfoSchema, "google.rpc.BadRequest": BadRequestSchema, "google.rpc.RequestInfo": RequestInfoSchema } as const;
 
 interface ConnectErrorJson {
   code: string;
@@ -27,6 +30,16 @@ function b64(bytes: Uint8Array): string {
 }
 
 function write(res: Res, status: number, body: ConnectErrorJson): void {
+  const trace = traceOf(res);
+  if (trace) {
+    trace.code = body.code;
+    const details = body.details ?? [];
+    if (!details.some((d) => d.type === "google.rpc.RequestInfo")) {
+      const info = create(RequestInfoSchema, { requestId: trace.id });
+      details.push({ type: "google.rpc.RequestInfo", value: b64(toBinary(RequestInfoSchema, info)), debug: toJson(RequestInfoSchema, info, { useProtoFieldName: true }) });
+    }
+    body.details = details;
+  }
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   res.end(text);

@@ -14,6 +14,7 @@ import type { Caller } from "../billing/tenancy.js";
 import { nextTurn } from "../billing/yielding.js";
 import { http } from "../gen/google/api/annotations_pb.js";
 import type { Logger } from "../log.js";
+import { traceOf } from "../ops/trace.js";
 import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { toConnectError } from "../rpc/errors.js";
@@ -226,7 +227,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     const request = await requestJson(route, match, url, body, res);
     if (request === undefined) return;
     const { json, deferred } = request;
-    const result = await call({ method: route.method, json, deferred, caller, requestMethod, url: url.pathname });
+    const result = await call({ method: route.method, json, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res) });
     if (!result.ok) {
       sendConnectError(res, result.error);
       return;
@@ -266,7 +267,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       serve(target, res, caller, body, req.method ?? "GET").catch((err) => {
         if (!res.headersSent) sendError(res, Code.Internal, "internal error", "INTERNAL");
         else res.end();
-        log.error("rest bridge failed", { path: target.url.pathname, err });
+        log.error("rest bridge failed", { path: target.url.pathname, request_id: traceOf(res)?.id, err });
       });
     },
   };

@@ -13,6 +13,7 @@ import type { Invoices } from "../billing/subscriptions/invoices.js";
 import type { CheckoutSession, Invoice, PaymentProvider } from "../billing/subscriptions/types.js";
 import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
+import { traceOf } from "../ops/trace.js";
 
 export type Req = IncomingMessage | Http2ServerRequest;
 export type Res = ServerResponse | Http2ServerResponse;
@@ -188,7 +189,8 @@ export function servePages(prefix: string, handle: (req: Req, res: Res, path: st
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (!path.startsWith(prefix)) return false;
     handle(req, res, path).catch((err) => {
-      log.error("page failed", { path, err });
+      log.error("page failed", { path, request_id: traceOf(res)?.id, err });
+      // An unreachable database is 503 (the page works again once it is back), anything else 500.
       if (!res.headersSent) page(res, isUnavailable(err) ? 503 : 500, "Error", "<main><h1>Something went wrong</h1><p>Try again in a moment.</p></main>");
       else res.end();
     });

@@ -1,9 +1,13 @@
 import { type HandlerContext, createContextKey } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
+import type { RequestTrace } from "../ops/trace.js";
 
 /** The authenticated caller, set by the auth interceptor for every call that needs a key. */
 export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "caller" });
+
+/** The request's trace (ops/trace.ts): its request id, and the code the error interceptor records. */
+export const traceKey = createContextKey<RequestTrace | undefined>(undefined, { description: "request trace" });
 
 export function callerOf(ctx: HandlerContext): Caller {
   const caller = ctx.values.get(callerKey);

@@ -15,8 +15,9 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import type { Logger } from "../log.js";
+import type { RequestTrace } from "../ops/trace.js";
 import { preAuthKey } from "./auth.js";
-import { DeferredProblems, deferredKey } from "./context.js";
+import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { publicError } from "./errors.js";
 import type { UnaryInvoker } from "./invoke.js";
 import { type RestJson, restJson } from "./json-out.js";
@@ -35,6 +36,8 @@ export interface DirectCall {
   /** The HTTP method and path the call came in on (context for the implementation). */
   requestMethod: string;
   url: string;
+  /** The request's trace (its id goes in log lines and error details). */
+  trace?: RequestTrace | undefined;
 }
 
 /**
@@ -52,7 +55,7 @@ export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOption
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }
-      const contextValues = createContextValues().set(preAuthKey, { caller: c.caller });
+      const contextValues = createContextValues().set(preAuthKey, { caller: c.caller }).set(traceKey, c.trace);
       if (c.deferred && c.deferred.length > 0) {
         const problems = new DeferredProblems();
         problems.add(0, c.deferred);
@@ -69,7 +72,7 @@ export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOption
       });
       return { ok: true, ...restJson(c.method.output, toJson(c.method.output, out.message, jsonOptions) as JsonObject) };
     } catch (err) {
-      return { ok: false, error: publicError(err, log, rpc) };
+      return { ok: false, error: publicError(err, log, rpc, c.trace?.id) };
     }
   };
 }

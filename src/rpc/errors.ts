@@ -17,8 +17,10 @@ import {
   UnauthenticatedError,
 } from "../billing/errors.js";
 import { isTransient, isUnavailable } from "../db/errors.js";
-import { BadRequestSchema, ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import type { Logger } from "../log.js";
+import { codeName as grpcCodeName } from "../ops/trace.js";
+import { traceKey } from "./context.js";
 
 export const ERROR_DOMAIN = "billing.v1";
 
@@ -64,13 +66,13 @@ function withInfo(message: string, code: Code, reason: string): ConnectError {
  * cannot be reached is `unavailable` (503); a deadlock or lock wait timeout that outlived the
  * service's own retries is `aborted` (409). Both are worth retrying; neither says more.
  */
-function databaseError(err: unknown, log: Logger, rpc: string): ConnectError | undefined {
+function databaseError(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError | undefined {
   if (isUnavailable(err)) {
-    log.warn("rpc failed: database unavailable", { rpc, err });
+    log.warn("rpc failed: database unavailable", { rpc, request_id: requestId, err });
     return withInfo("the database is unavailable; try again later", Code.Unavailable, "DATABASE_UNAVAILABLE");
   }
   if (isTransient(err)) {
-    log.warn("rpc failed: database conflict", { rpc, err });
+    log.warn("rpc failed: database conflict", { rpc, request_id: requestId, err });
     return withInfo("the request conflicted with another one; try again", Code.Aborted, "CONFLICT");
   }
   return undefined;
@@ -80,12 +82,26 @@ function databaseError(err: unknown, log: Logger, rpc: string): ConnectError | u
  * What a caller is told of an error: domain errors become their code; an unreachable database
  * is `unavailable` and a persistent lock conflict `aborted`; anything else unexpected becomes
  * `internal` with the message "internal error" (the cause is logged under `rpc`, never sent).
- * The Connect interceptor and the REST bridge both call it.
+ * The Connect interceptor and the REST bridge both call it. `requestId` (ops/trace.ts) goes in
+ * the log line of the cause and, as a google.rpc.RequestInfo detail, in what the caller is told.
  */
-export function publicError(err: unknown, log: Logger, rpc: string): ConnectError {
+export function publicError(err: unknown, log: Logger, rpc: string, requestId?: string): ConnectError {
   // Already told (the interceptor ran, and the call path maps what is thrown around it too): as is, logged once.
-  if (err instanceof ConnectError && published.has(err)) return err;
-  const out = toPublic(err, log, rpc);
+  if (err instanceof ConnectError && published.has(err)) return withRequestInfo(err, requestId);
+  const out = withRequestInfo(toPublic(err, log, rpc, requestId), requestId);
+  published.add(out);
+  return out;
+}
+
+/**
+ * `err` with a google.rpc.RequestInfo {request_id} detail after its others (a new error: errors
+ * may be shared), unless it has one or there is no id. What it returns counts as published.
+ */
+export function withRequestInfo(err: ConnectError, requestId: string | undefined): ConnectError {
+  if (requestId === undefined) return err;
+  for (const d of err.details) if ((("desc" in d ? d.desc.typeName : d.type) as string) === "google.rpc.RequestInfo") return err;
+  const out = new ConnectError(err.rawMessage, err.code, err.metadata, undefined, err.cause);
+  out.details.push(...err.details, { desc: RequestInfoSchema, value: { requestId } });
   published.add(out);
   return out;
 }
@@ -93,30 +109,36 @@ export function publicError(err: unknown, log: Logger, rpc: string): ConnectErro
 /** The errors publicError made: what a client may be told. */
 const published = new WeakSet<ConnectError>();
 
-function toPublic(err: unknown, log: Logger, rpc: string): ConnectError {
+function toPublic(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError {
   if (err instanceof BillingErrorClass) return toConnectError(err);
   if (err instanceof ConnectError) {
     if (err.code === Code.Internal || err.code === Code.Unknown) {
-      const db = databaseError(err.cause ?? err, log, rpc);
+      const db = databaseError(err.cause ?? err, log, rpc, requestId);
       if (db) return db;
-      log.error("rpc failed", { rpc, err: err.cause ?? err });
+      log.error("rpc failed", { rpc, request_id: requestId, err: err.cause ?? err });
       return new ConnectError("internal error", Code.Internal);
     }
     return withReason(err);
   }
-  const db = databaseError(err, log, rpc);
+  const db = databaseError(err, log, rpc, requestId);
   if (db) return db;
-  log.error("rpc failed", { rpc, err });
+  log.error("rpc failed", { rpc, request_id: requestId, err });
   return new ConnectError("internal error", Code.Internal);
 }
 
-/** Wraps every Connect, gRPC and gRPC-Web call with publicError. */
+/**
+ * Wraps every Connect, gRPC and gRPC-Web call with publicError, with the request's id (its trace
+ * in the call's context values, set by the server), and records the error's code on the trace.
+ */
 export function errorInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
-      throw publicError(err, log, req.url);
+      const trace = req.contextValues.get(traceKey);
+      const out = publicError(err, log, req.url, trace?.id);
+      if (trace) trace.code = grpcCodeName(out.code);
+      throw out;
     }
   };
 }

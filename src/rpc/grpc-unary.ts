@@ -17,6 +17,8 @@ import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:ht
 import { type DescMethod, type Message, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { codeName } from "../ops/trace.js";
+import { withRequestInfo } from "./errors.js";
 import { malformed } from "./messages.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 
@@ -92,11 +94,17 @@ export class GrpcReply {
   headers: Record<string, string> | undefined;
   /** Set once the request body was read to its end. */
   complete = false;
+  /** The code answered ("ok", "not_found", …), once answered. */
+  code: string | undefined;
   private answered = false;
   private timer: NodeJS.Timeout | undefined;
   private controller: AbortController | undefined;
 
-  constructor(private readonly stream: ServerHttp2Stream) {}
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    /** The request's id (ops/trace.ts): an `x-request-id` header on the answer, and a RequestInfo detail of an error. */
+    private readonly requestId: string,
+  ) {}
 
   /** Aborted when the deadline passes (undefined without one). */
   get signal(): AbortSignal | undefined {
@@ -123,13 +131,14 @@ export class GrpcReply {
   }
 
   private base(): OutgoingHeaders {
-    const out: OutgoingHeaders = { ":status": 200, "content-type": CONTENT_TYPE };
+    const out: OutgoingHeaders = { ":status": 200, "content-type": CONTENT_TYPE, "x-request-id": this.requestId };
     return this.headers ? Object.assign(out, this.headers) : out;
   }
 
   /** The call succeeded: headers, one envelope, trailers with grpc-status 0 (and any the method set). */
   message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
     if (!this.begin()) return;
+    this.code = "ok";
     const bytes = toBinary(method.output, message);
     const envelope = Buffer.allocUnsafe(5 + bytes.length);
     envelope[0] = 0;
@@ -149,8 +158,10 @@ export class GrpcReply {
    * (Retry-After) too. A request still sending its body is then told to stop (RST_STREAM
    * NO_ERROR, sent once the answer is out) without failing the call.
    */
-  fail(err: ConnectError): void {
+  fail(error: ConnectError): void {
     if (!this.begin()) return;
+    const err = withRequestInfo(error, this.requestId);
+    this.code = codeName(err.code);
     const status = setTrailerStatus(new Headers(), err);
     status.set("grpc-message", encodeGrpcMessage(err.rawMessage));
     this.stream.respond(headersObject(status, this.base()), { endStream: true });

@@ -26,9 +26,10 @@ import { Code, ConnectError, type ConnectRouter, createContextValues } from "@co
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { InvalidArgumentError } from "../billing/errors.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import { DeferredProblems, deferredKey } from "./context.js";
+import { type RequestTrace, codeName } from "../ops/trace.js";
+import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { decompressed, recompressed } from "./compression.js";
-import { toConnectError } from "./errors.js";
+import { toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
 import { contentType, envelope } from "./requests.js";
 
@@ -180,6 +181,22 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
   if (size > 0) yield concat(pending, size); // an incomplete envelope: Connect's to refuse
 }
 
+/**
+ * The body, with the request's id (ops/trace.ts) added as a RequestInfo detail to the error that
+ * reading or checking it throws (Connect answers that error itself, before any interceptor), and
+ * its code recorded on the trace.
+ */
+async function* traced(body: AsyncIterable<Uint8Array>, trace: RequestTrace): AsyncIterable<Uint8Array> {
+  try {
+    yield* body;
+  } catch (err) {
+    if (!(err instanceof ConnectError)) throw err;
+    const out = withRequestInfo(err, trace.id);
+    trace.code = codeName(out.code);
+    throw out;
+  }
+}
+
 /** The handler, with its request messages checked as they reach it (see above). */
 export function checkedHandler(handler: UniversalHandler, maxBytes: number): UniversalHandler {
   const desc = handler.method.input;
@@ -187,11 +204,13 @@ export function checkedHandler(handler: UniversalHandler, maxBytes: number): Uni
   const wrapped = (req: UniversalServerRequest) => {
     const body = req.body;
     if (req.method !== "POST" || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return handler(req);
+    const trace = req.contextValues?.get(traceKey);
+    const out = (b: AsyncIterable<Uint8Array>) => (trace ? traced(b, trace) : b);
     const type = contentType(req);
     const iterable = body as AsyncIterable<Uint8Array>;
     const whole = WHOLE_BINARY.has(type) || WHOLE_JSON.has(type);
     const enveloped = ENVELOPED_BINARY.has(type) || ENVELOPED_JSON.has(type);
-    if (!whole && !enveloped) return handler(req);
+    if (!whole && !enveloped) return handler(trace ? { ...req, body: out(iterable) } : req);
     const encoding = (whole ? req.header.get("content-encoding") : (req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding")))?.trim().toLowerCase() ?? "identity";
     const isJson = WHOLE_JSON.has(type) || ENVELOPED_JSON.has(type);
     let check = binary;
@@ -209,10 +228,10 @@ export function checkedHandler(handler: UniversalHandler, maxBytes: number): Uni
     if (whole) {
       // A compressed unary body stays compressed (its header says so): rewritten JSON is recompressed.
       const c = encoding === "identity" ? check : compressedCheck(check, encoding, maxBytes, (b) => recompressed(b, encoding));
-      return handler({ ...req, header, contextValues, body: wholeChecked(iterable, c, maxBytes) });
+      return handler({ ...req, header, contextValues, body: out(wholeChecked(iterable, c, maxBytes)) });
     }
     const c = encoding === "identity" ? undefined : compressedCheck(check, encoding, maxBytes, plain);
-    return handler({ ...req, header, contextValues, body: envelopesChecked(iterable, check, maxBytes, c) });
+    return handler({ ...req, header, contextValues, body: out(envelopesChecked(iterable, check, maxBytes, c)) });
   };
   return Object.assign(wrapped, handler) as UniversalHandler;
 }

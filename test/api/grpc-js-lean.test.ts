@@ -185,7 +185,7 @@ for (const store of STORES) {
     t.is(status.code, grpc.status.INVALID_ARGUMENT);
     t.deepEqual(
       status.details.map((d) => d.typeUrl),
-      ["type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.rpc.BadRequest"],
+      ["type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.rpc.BadRequest", "type.googleapis.com/google.rpc.RequestInfo"],
     );
     t.is(errorInfo(err)?.reason, "INVALID_FIELD");
     t.is(errorInfo(err)?.domain, "billing.v1");

@@ -78,7 +78,7 @@ for (const reflect of REFLECTION) {
       t.is(body.message, "email: must be a valid email address");
       t.deepEqual(
         body.details.map((d: { type: string }) => d.type),
-        ["google.rpc.ErrorInfo", "google.rpc.BadRequest"],
+        ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RequestInfo"],
       );
       if (protocol === "connect") {
         // Connect carries each detail decoded beside its bytes.

@@ -1,7 +1,7 @@
 /**
  * A database outage, simulated with a TCP proxy between the server and MariaDB (the shared
- * server itself is never stopped): while the proxy holds every byte (a frozen server) /healthz
- * answers 503 rather than hanging; once the proxy is gone (connections cut, nothing listening)
+ * server itself is never stopped): while the proxy holds every byte (a frozen server) /readyz
+ * answers 503 rather than hanging (and /healthz, liveness, stays 200); once the proxy is gone (connections cut, nothing listening)
  * every protocol answers `unavailable` (503) without the driver's words, never `internal`.
  */
 import net from "node:net";
@@ -13,7 +13,7 @@ import { Proxy } from "../helpers/db-proxy.js";
 import { seedKeys, startAppOn } from "../helpers/server.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 
-mysqlOnly("mysql: a frozen database is a bounded 503 on /healthz; a database that is gone is 503 unavailable on REST, Connect and gRPC", async (t) => {
+mysqlOnly("mysql: a frozen database is a bounded 503 on /readyz; a database that is gone is 503 unavailable on REST, Connect and gRPC", async (t) => {
   const db = await createTestDatabase("mysql");
   const seeded = await seedKeys(db.url);
   const direct = new URL(db.url);
@@ -26,20 +26,21 @@ mysqlOnly("mysql: a frozen database is a bounded 503 on /healthz; a database tha
   const app = await startAppOn(viaProxy.toString(), { API_KEY_CACHE_MS: "0", SCHEDULER_INTERVAL_MS: "0" });
   const key = seeded.keys.a;
   try {
-    t.is((await rest(app.url, "GET", "/healthz")).status, 200);
+    t.is((await rest(app.url, "GET", "/readyz")).status, 200);
     t.is((await rest(app.url, "POST", "/subjects", key, { name: "Ada" })).status, 200);
 
     // Frozen: connections are accepted, nothing comes back. Several checks at once share one.
     proxy.freeze();
-    const frozen = await Promise.all([0, 1, 2].map(() => rest(app.url, "GET", "/healthz")));
+    const frozen = await Promise.all([0, 1, 2].map(() => rest(app.url, "GET", "/readyz")));
     t.deepEqual(
       frozen.map((r) => r.status),
       [503, 503, 503],
     );
-    t.deepEqual(frozen[0]?.body, { status: "database unavailable" });
-    t.is((await rest(app.url, "GET", "/healthz")).status, 503, "a second round is bounded too");
+    t.deepEqual(frozen[0]?.body, { status: "not ready", checks: { database: "unavailable", migrations: "ok", scheduler: "off" } });
+    t.is((await rest(app.url, "GET", "/readyz")).status, 503, "a second round is bounded too");
+    t.is((await rest(app.url, "GET", "/healthz")).status, 200, "liveness does not look at the database");
     proxy.thaw();
-    t.is((await rest(app.url, "GET", "/healthz")).status, 200, "healthy again once the database answers");
+    t.is((await rest(app.url, "GET", "/readyz")).status, 200, "ready again once the database answers");
     t.is((await rest(app.url, "GET", "/subjects", key)).status, 200);
 
     // Gone: every connection is cut and nothing listens any more.
@@ -69,7 +70,7 @@ mysqlOnly("mysql: a frozen database is a bounded 503 on /healthz; a database tha
     });
     t.is(connect.status, 503);
     t.is(((await connect.json()) as { code: string }).code, "unavailable");
-    t.is((await rest(app.url, "GET", "/healthz")).status, 503);
+    t.is((await rest(app.url, "GET", "/readyz")).status, 503);
   } finally {
     await app.stop();
     await seeded.close();

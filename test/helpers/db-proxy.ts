@@ -12,9 +12,11 @@ export class Proxy {
   port = 0;
   constructor(private readonly target: { host: string; port: number }) {}
 
-  listen(): Promise<void> {
+  /** Listens on `port` (0: a free one); a proxy that was shut can listen again, as a database that comes back. */
+  listen(port = 0): Promise<void> {
+    if (!this.server.listening) this.server = net.createServer((client) => this.accept(client));
     return new Promise((resolve) =>
-      this.server.listen(0, "127.0.0.1", () => {
+      this.server.listen(port, "127.0.0.1", () => {
         this.port = (this.server.address() as net.AddressInfo).port;
         resolve();
       }),

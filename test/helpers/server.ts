@@ -96,14 +96,14 @@ export async function startTestServer(store: Store, env: Record<string, string> 
 }
 
 /**
- * Resolves once the server's health check (GET /healthz) answers 200: its database answers within
- * the check's bound. On a loaded machine a fresh MariaDB connection's handshake can take longer
- * than that bound, and the check honestly reports 503 until it has one; tests that assert a
- * healthy answer wait for it first.
+ * Resolves once the server's readiness check (GET /readyz) answers 200: its database answers
+ * within the check's bound. On a loaded machine a fresh MariaDB connection's handshake can take
+ * longer than that bound, and the check honestly reports 503 until it has one; tests that assert
+ * a healthy answer wait for it first.
  */
 export async function untilHealthy(url: string): Promise<void> {
   for (;;) {
-    const res = await fetch(`${url}/healthz`).catch(() => undefined);
+    const res = await fetch(`${url}/readyz`).catch(() => undefined);
     await res?.body?.cancel();
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 200));

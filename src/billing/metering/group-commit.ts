@@ -27,6 +27,8 @@ export class GroupCommit<T, R> {
     private readonly maxItems: number,
     private readonly maxInFlight: number,
     private readonly isolate: (err: unknown) => boolean = () => true,
+    /** Told of each commit that succeeded: its items, the submissions sharing it, and how long it took (ms). */
+    private readonly committed?: (items: number, submissions: number, ms: number) => void,
   ) {}
 
   submit(items: T[]): Promise<R[]> {
@@ -55,9 +57,12 @@ export class GroupCommit<T, R> {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const group = this.take();
       this.inFlight++;
-      this.flush(group.flatMap((g) => g.items))
+      const items = group.flatMap((g) => g.items);
+      const started = this.committed ? performance.now() : 0;
+      this.flush(items)
         .then(
           (results) => {
+            this.committed?.(items.length, group.length, performance.now() - started);
             let at = 0;
             for (const g of group) {
               g.resolve(results.slice(at, at + g.items.length));

@@ -68,6 +68,15 @@ export interface UsageStore {
   rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]>;
 }
 
+export interface IngestOptions {
+  /** Ingest transactions of one environment in flight at once (group commit). */
+  maxInFlightPerEnvironment: number;
+  /** Told of each ingest call's outcomes (the metrics). */
+  outcomes?: (accepted: number, duplicate: number, rejected: number) => void;
+  /** Told of each group commit: its environment, events, the calls sharing it and its duration (ms). */
+  committed?: (environmentId: string, events: number, requests: number, ms: number) => void;
+}
+
 /** A batch at least this large lets the event loop turn between checking and writing it. */
 const LARGE_BATCH = 100;
 
@@ -77,7 +86,7 @@ export class IngestService {
   constructor(
     private readonly store: UsageStore,
     private readonly now: () => Date,
-    private readonly options: { maxInFlightPerEnvironment: number } = { maxInFlightPerEnvironment: 2 },
+    private readonly options: IngestOptions = { maxInFlightPerEnvironment: 2 },
   ) {}
 
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
@@ -88,6 +97,7 @@ export class IngestService {
         MAX_BATCH,
         this.options.maxInFlightPerEnvironment,
         (err) => this.store.failedOnData(err),
+        this.options.committed && ((events, requests, ms) => this.options.committed?.(environmentId, events, requests, ms)),
       );
       this.batchers.set(environmentId, b);
     }
@@ -115,6 +125,15 @@ export class IngestService {
       ready.forEach((e, k) => {
         outcomes[e.index] = results[k];
       });
+    }
+    if (this.options.outcomes) {
+      let accepted = 0;
+      let duplicate = 0;
+      for (const o of outcomes as Outcome[]) {
+        if (o.status === "accepted") accepted++;
+        else if (o.status === "duplicate") duplicate++;
+      }
+      this.options.outcomes(accepted, duplicate, inputs.length - accepted - duplicate);
     }
     return outcomes as Outcome[];
   }

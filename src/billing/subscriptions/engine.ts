@@ -710,8 +710,9 @@ export class BillingEngine {
   /**
    * Closes every cycle due by `now` — on real time (clockId null) or on one test clock —
    * including several cycles of one subscription when time jumped; returns how many it closed.
+   * `onBatch` is told the count closed so far after each batch (progress of a long catch-up).
    */
-  async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false, breathe: Yielder = yielder()): Promise<number> {
+  async closeDue(now: Date, clockId: string | null, concurrency = 8, strict = false, breathe: Yielder = yielder(), onBatch?: (closed: number) => void): Promise<number> {
     let closed = 0;
     for (;;) {
       await breathe();
@@ -723,6 +724,7 @@ export class BillingEngine {
         const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency, breathe);
         closed += outcome.closed;
         progress += outcome.closed + outcome.setAside;
+        onBatch?.(closed);
       }
       if (progress === 0) return closed; // another runner holds them; it will finish them
     }

@@ -16,6 +16,12 @@ export class Scheduler {
     private readonly pauses: Pauses,
     /** Told about a timeline that could not be moved on (the run goes on with the others). */
     private readonly onTimelineError: (timelineId: string, err: unknown) => void = () => {},
+    /**
+     * Told of a run's progress: after each batch of cycle closes and each timeline transition
+     * (`done` false), and once at its end (`done` true), with the cycles closed so far and when
+     * the run started (Date.now()).
+     */
+    private readonly onProgress?: (p: RunProgress) => void,
   ) {}
 
   /**
@@ -26,30 +32,47 @@ export class Scheduler {
   async runDue(now: Date, clockId: string | null): Promise<number> {
     const breathe = yielder();
     let n = 0;
+    const started = Date.now();
+    const report = this.onProgress;
+    const onBatch = report && ((closed: number) => report({ clockId, closed: n + closed, startedAt: started, done: false }));
     const seen = new Set<string>();
-    for (;;) {
-      await breathe();
-      const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
-      // The earliest due timeline not tried yet in this run (one that failed, or that another
-      // runner holds, is not tried again until the next run).
-      const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
-      if (!timeline) break;
-      seen.add(keyOf(timeline));
-      n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe);
-      try {
-        await this.timelines.transition(timeline);
-      } catch (err) {
-        // One timeline that cannot move on must not stop billing for everyone else.
-        this.onTimelineError(timeline.id, err);
+    try {
+      for (;;) {
+        await breathe();
+        const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
+        // The earliest due timeline not tried yet in this run (one that failed, or that another
+        // runner holds, is not tried again until the next run).
+        const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
+        if (!timeline) break;
+        seen.add(keyOf(timeline));
+        n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
+        try {
+          await this.timelines.transition(timeline);
+        } catch (err) {
+          // One timeline that cannot move on must not stop billing for everyone else.
+          this.onTimelineError(timeline.id, err);
+        }
+        report?.({ clockId, closed: n, startedAt: started, done: false });
       }
+      // Paused subscriptions due to resume start their new cycle at their resumes_at; cycles that
+      // ended since (time jumped) close below.
+      await this.pauses.resumeDue(now, clockId);
+      n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
+      // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
+      await this.engine.finalizeDue(now, clockId, breathe);
+      await this.engine.billEndedLateUsage(clockId, breathe);
+    } finally {
+      // Also when the run fails: its progress lines end.
+      report?.({ clockId, closed: n, startedAt: started, done: true });
     }
-    // Paused subscriptions due to resume start their new cycle at their resumes_at; cycles that
-    // ended since (time jumped) close below.
-    await this.pauses.resumeDue(now, clockId);
-    n += await this.engine.closeDue(now, clockId, 8, false, breathe);
-    // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
-    await this.engine.finalizeDue(now, clockId, breathe);
-    await this.engine.billEndedLateUsage(clockId, breathe);
     return n;
   }
+}
+
+/** A scheduler run's progress (the server logs a long one, and counts it as a sign of life). */
+export interface RunProgress {
+  clockId: string | null;
+  closed: number;
+  startedAt: number;
+  done: boolean;
 }

@@ -25,6 +25,8 @@ export class SqlPricingMetricStore implements PricingMetricStore {
   constructor(
     private readonly sql: Sql,
     private readonly entities: Entities,
+    /** Told of a backfill's progress: the events added so far after each page of 5,000. */
+    private readonly onBackfill?: (metric: PricingMetric, events: number, startedAt: number) => void,
   ) {}
 
   /**
@@ -46,7 +48,9 @@ export class SqlPricingMetricStore implements PricingMetricStore {
         value_field: m.aggregation.valueField,
         created_at: m.createdAt,
       });
-      await backfillTotals(em, this.sql.dialect, m);
+      const started = Date.now();
+      const report = this.onBackfill;
+      await backfillTotals(em, this.sql.dialect, m, undefined, report && ((n) => report(m, n, started)));
     });
   }
 

@@ -106,9 +106,11 @@ export const BACKFILL_PAGE_SQL = "SELECT seq, subject_id, occurred_at, idempoten
 /**
  * Adds the events already stored under a metric's event name to its totals, in the caller's
  * transaction, 5,000 events at a time; `grains` limits which totals (a migration adding one grain).
+ * `onPage` is told the events added so far after each page (progress of a long backfill).
  */
-export async function backfillTotals(em: EntityManager, dialect: Dialect, metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"]): Promise<void> {
+export async function backfillTotals(em: EntityManager, dialect: Dialect, metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"], onPage?: (events: number) => void): Promise<void> {
   let after = "0";
+  let done = 0;
   for (;;) {
     const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(BACKFILL_PAGE_SQL, [
       metric.environmentId,
@@ -126,6 +128,8 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
       }).filter((c) => grains.includes(c.grain)),
     );
     await upsertRollups(em, dialect, mergeContributions(contributions));
+    done += rows.length;
+    onPage?.(done);
   }
 }
 

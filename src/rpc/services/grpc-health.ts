@@ -1,7 +1,7 @@
 /**
  * The standard gRPC health service (grpc.health.v1.Health), for Kubernetes gRPC probes, load
- * balancers and grpc_health_probe. The server is SERVING when its database answers (the check
- * /healthz makes) and NOT_SERVING otherwise; every served service has the server's status, and
+ * balancers and grpc_health_probe. The server is SERVING when it is ready (the checks /readyz
+ * makes: database, migrations, scheduler; src/ops/health.ts) and NOT_SERVING otherwise; every served service has the server's status, and
  * "" names the server itself. Needs no API key and is never refused by admission control.
  */
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
@@ -10,7 +10,7 @@ import { type Health, HealthCheckResponse_ServingStatus as Status } from "../../
 export interface HealthOptions {
   /** Names a client may ask about, besides "" (the whole server). */
   services: string[];
-  /** Whether the database answers (bounded in time by the caller). */
+  /** Whether the server is ready (bounded in time by the caller). */
   check: () => Promise<boolean>;
   /** How often Watch looks again while anyone watches. */
   watchIntervalMs: number;
