@@ -11,21 +11,12 @@
  * draft window, late events and adjustments.
  */
 import test, { type ExecutionContext } from "ava";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
-const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
-const seats = (value: number | string = 1000) => ({ code: "seats", name: "Seats", price: usd(value) });
-const simple = (metric: string, price: Json, included = 0, code = "api", name = "API calls") => ({
-  usage_based_rate_type: "simple",
-  code,
-  name,
-  pricing_metric_id: metric,
-  included_units: included,
-  price,
-});
 const HOUR = 3600;
 const JAN = "(period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)";
 const FEB = "(period 2026-02-15T00:00:00Z to 2026-03-15T00:00:00Z)";

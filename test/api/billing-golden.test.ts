@@ -4,21 +4,10 @@
  * A line is [description, quantity, unit price, amount]; an invoice [status, total, lines].
  */
 import test from "ava";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_DECLINED, CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
-import type { Json } from "../helpers/subjects-api.js";
-
-const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
-const seats = (value: number | string = 1000, code = "seats", name = "Seats") => ({ code, name, price: usd(value) });
-const simple = (metric: string, price: Json, included = 0, code = "api", name = "API calls") => ({
-  usage_based_rate_type: "simple",
-  code,
-  name,
-  pricing_metric_id: metric,
-  included_units: included,
-  price,
-});
 
 type Case = [string, (s: Scenario, t: import("ava").ExecutionContext) => Promise<unknown>, unknown];
 

@@ -7,15 +7,12 @@
 import test from "ava";
 import { buildServices } from "../../src/app.js";
 import { createDatabase } from "../../src/db/datasource.js";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-
-const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
-const seats = (value: number | string = 1000, code = "seats", name = "Seats") => ({ code, name, price: usd(value) });
-const simple = (metric: string, price: Json) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price });
 
 /** The subject's only subscription. */
 async function only(s: Scenario): Promise<Json> {

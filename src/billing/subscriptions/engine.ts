@@ -19,7 +19,7 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EnvironmentMode } from "../tenancy.js";
 import type { PaymentProviders } from "./payments.js";
 import type { BillingStores, BillingTx } from "./ports.js";
-import type { BillingFailure, Invoice, InvoiceLineKind, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
+import type { BillingFailure, Invoice, InvoiceLine, InvoiceLineKind, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
 
 const ONE = dec(1);
 
@@ -48,6 +48,20 @@ const ENDED_PER_RUN = 200;
 /** The (subscription, period) key of the invoice that opens cycle `n` (of the current epoch). */
 export function cycleKey(s: Pick<Subscription, "cycleEpoch">, n: number): string {
   return s.cycleEpoch === 0 ? `cycle:${n}` : `cycle:${s.cycleEpoch}.${n}`;
+}
+
+/** A priced line as an invoice keeps it. */
+function storedLine(l: BillLine): InvoiceLine {
+  return {
+    description: l.description,
+    quantity: formatDecimal(l.quantity),
+    // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
+    unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
+    amount: formatDecimal(l.amount),
+    kind: l.kind,
+    key: l.key,
+    windowInvoiceId: l.windowInvoiceId,
+  };
 }
 
 function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
@@ -269,16 +283,7 @@ export class BillingEngine {
       status: terms.finalizesAt ? "draft" : "open",
       currency: card.currency ?? "USD",
       total: formatDecimal(sum),
-      lines: lines.map((l) => ({
-        description: l.description,
-        quantity: formatDecimal(l.quantity),
-        // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
-        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
-        amount: formatDecimal(l.amount),
-        kind: l.kind,
-        key: l.key,
-        windowInvoiceId: l.windowInvoiceId,
-      })),
+      lines: lines.map(storedLine),
       hostedToken: randomBase62(32),
       periodStart,
       periodEnd,
@@ -333,19 +338,7 @@ export class BillingEngine {
   async preview(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft" || !inv.window) return inv;
     const usage = await this.windowLines(inv.environmentId, inv.subjectId, inv.window);
-    const lines = [
-      ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
-      ...usage.map((l) => ({
-        description: l.description,
-        quantity: formatDecimal(l.quantity),
-        unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
-        amount: formatDecimal(l.amount),
-        kind: l.kind,
-        key: l.key,
-        windowInvoiceId: null,
-      })),
-      ...inv.lines.filter((l) => l.kind === "adjustment"),
-    ];
+    const lines = [...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"), ...usage.map(storedLine), ...inv.lines.filter((l) => l.kind === "adjustment")];
     for (const l of lines) {
       const problem = amountProblem(dec(l.amount));
       if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount of invoice line "${l.description}" ${problem}`);
