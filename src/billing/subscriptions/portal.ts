@@ -150,7 +150,8 @@ export class CustomerPortal {
       subjectId: p.subject.id,
       profile: (await this.stores.directory.profile(env, p.subject.id)) ?? { name: null, email: null },
       subscriptions,
-      invoices: await this.stores.invoices.recent(env, p.subject.id, PORTAL_INVOICES_SHOWN),
+      // A draft as it would finalize now, as everywhere else it is read (late usage lands on it).
+      invoices: await Promise.all((await this.stores.invoices.recent(env, p.subject.id, PORTAL_INVOICES_SHOWN)).map((i) => this.lookups.engine.preview(i).catch(() => i))),
       paymentMethod: pm ? { brand: pm.brand, last4: pm.last4 } : null,
       canReplaceCard: provider !== undefined,
       cardHint: provider?.cardHint,
