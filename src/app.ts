@@ -44,6 +44,7 @@ import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { eventEncoder } from "./rpc/event-payload.js";
 import { createUnaryInvoker } from "./rpc/invoke.js";
 import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
@@ -87,8 +88,10 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
 export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
-  const billingStores = sqlBillingStores(db.sql, db.entities);
-  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
+  // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
+  const encode = eventEncoder(publicBaseUrl);
+  const billingStores = sqlBillingStores(db.sql, db.entities, encode);
+  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
       const running = [...(await billingStores.subscriptions.active(env, id)), ...(await billingStores.subscriptions.paused(env, id))];
