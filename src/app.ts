@@ -34,6 +34,12 @@ import { SqlRateCatalogStore } from "./db/stores/rate-catalog-store.js";
 import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
+import { SqlWebhookStore } from "./db/stores/webhook-store.js";
+import { DEFAULT_DELIVERY_OPTIONS, DeliveryWorker } from "./billing/events/delivery.js";
+import { WebhookEndpoints } from "./billing/events/endpoints.js";
+import { EventFeed } from "./billing/events/feed.js";
+import { hostGuard } from "./webhooks/guard.js";
+import { HttpWebhookSender } from "./webhooks/http-sender.js";
 import { type Logger, createLogger } from "./log.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
@@ -87,7 +93,7 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2) {
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, allowPrivateWebhookHosts = false) {
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
   const encode = eventEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
@@ -122,7 +128,45 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
   });
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
-  return { subjects, metrics, cards, catalogs, ingest, summaries, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, engine };
+  // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
+  const guard = hostGuard(allowPrivateWebhookHosts, () => {
+    try {
+      const u = new URL(publicBaseUrl());
+      return [u.host, u.hostname];
+    } catch {
+      return [];
+    }
+  });
+  const webhookStore = new SqlWebhookStore(db.sql, db.entities, encode, () => new Date());
+  const webhookEndpoints = new WebhookEndpoints(
+    webhookStore,
+    (u) => guard.checkUrl(u),
+    () => new Date(),
+  );
+  const events = new EventFeed(webhookStore, () => new Date());
+  return {
+    subjects,
+    metrics,
+    cards,
+    catalogs,
+    ingest,
+    summaries,
+    subscriptions,
+    changes,
+    pauses,
+    timelines,
+    hostedCheckout,
+    invoices,
+    billingStates,
+    portal,
+    clocks,
+    scheduler,
+    engine,
+    webhookEndpoints,
+    events,
+    webhookStore,
+    guard,
+  };
 }
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
@@ -139,7 +183,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight);
+    const { engine, scheduler, webhookStore, guard, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, config.webhooks.allowPrivateHosts);
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -201,6 +245,27 @@ export async function startApp(config: Config, log: Logger = createLogger(config
               .finally(() => (ticking = false));
           }, config.schedulerIntervalMs)
         : undefined;
+    // The webhook delivery worker: safe with several servers (deliveries are claimed under a row
+    // lock, then leased), so every server may run it.
+    const sender = new HttpWebhookSender(guard);
+    const worker = new DeliveryWorker(webhookStore, sender, now, {
+      ...DEFAULT_DELIVERY_OPTIONS,
+      timeoutMs: config.webhooks.timeoutMs,
+      retryBaseMs: config.webhooks.retryBaseMs,
+      retryWindowMs: config.webhooks.retryWindowSeconds * 1000,
+    });
+    let delivering = false;
+    const deliveryTimer =
+      config.webhooks.deliveryIntervalMs > 0
+        ? setInterval(() => {
+            if (delivering) return;
+            delivering = true;
+            worker
+              .runDue()
+              .catch((err) => log.error("webhook delivery run failed", { err }))
+              .finally(() => (delivering = false));
+          }, config.webhooks.deliveryIntervalMs)
+        : undefined;
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
     log.info("listening", { port: listener.port, store: db.dialect });
 
@@ -211,9 +276,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
+          if (deliveryTimer) clearInterval(deliveryTimer);
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown
           await listener.close();
-          while (ticking) await new Promise((r) => setTimeout(r, 20));
+          while (ticking || delivering) await new Promise((r) => setTimeout(r, 20));
+          sender.close();
           await db.close();
         })();
         return stopping;

@@ -46,6 +46,21 @@ export interface Config {
    * API bucket; an environment may override either. rps 0 is unlimited.
    */
   rateLimits: RateLimits;
+  /** Outgoing webhooks (README, "Webhooks and events"). */
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** How often this server looks for due deliveries (ms); 0: this server delivers none. */
+  deliveryIntervalMs: number;
+  /** How long one delivery attempt may take (ms). */
+  timeoutMs: number;
+  /** The first retry's delay (ms); it doubles with each failure (with jitter), up to 6 hours. */
+  retryBaseMs: number;
+  /** How long a delivery is retried after its event (seconds); then it is failed and its endpoint marked failing. */
+  retryWindowSeconds: number;
+  /** Whether endpoint URLs may point at this service's own host or private addresses. */
+  allowPrivateHosts: boolean;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -159,6 +174,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.push(`HTTP_HEADERS_TIMEOUT_MS (${connections.headersTimeoutMs}) must not be more than HTTP_REQUEST_TIMEOUT_MS (${connections.requestTimeoutMs})`);
   }
 
+  const rawAllowPrivate = env.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? "false";
+  if (rawAllowPrivate !== "true" && rawAllowPrivate !== "false") problems.push("WEBHOOK_ALLOW_PRIVATE_HOSTS must be true or false");
+  const webhooks: WebhookConfig = Object.freeze({
+    deliveryIntervalMs: int("WEBHOOK_DELIVERY_INTERVAL_MS", 250, 0, 3_600_000),
+    timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+    retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000),
+    retryWindowSeconds: int("WEBHOOK_RETRY_WINDOW_SECONDS", 3 * 86_400, 1, 30 * 86_400),
+    allowPrivateHosts: rawAllowPrivate === "true",
+  });
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     port,
@@ -177,5 +202,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBulkRequestsInFlight,
     bulkQueueTimeoutMs,
     rateLimits,
+    webhooks,
   });
 }

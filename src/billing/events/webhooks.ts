@@ -102,10 +102,17 @@ export interface WebhookStore {
   recordAttempt(claim: ClaimedDelivery, outcome: AttemptOutcome): Promise<boolean>;
   /** One event of an environment, by id. */
   event(environmentId: string, id: string): Promise<StoredEvent | undefined>;
-  /** An environment's events after `afterSeq` in order, of these types (all when empty), up to `limit`. */
-  eventsAfter(environmentId: string, afterSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]>;
-  /** The newest seq of an environment's events (0 when none). */
-  lastSeq(environmentId: string): Promise<number>;
+  /** An environment's events with afterSeq < seq <= uptoSeq in order, of these types (all when empty), up to `limit`. */
+  eventsBetween(environmentId: string, afterSeq: number, uptoSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]>;
+  /**
+   * How far events after `afterSeq` (of every environment) can be read without missing one: the
+   * end of the run of consecutive seqs, where a missing seq is skipped once an event after it
+   * is older than `gapWaitMs` (its transaction rolled back; one still open would be older than
+   * any transaction the service runs).
+   */
+  horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number>;
+  /** The newest seq of all events (0 when none). */
+  lastSeq(): Promise<number>;
   /** Writes events outside any other change (a transaction of their own). */
   emit(events: NewEvent[]): Promise<void>;
 }

@@ -72,10 +72,11 @@ export async function writeEvents(query: Query, encode: EventEncoder, now: () =>
     );
   }
   const envs = [...new Set(stored.map((e) => e.environmentId))];
-  const endpoints = (await query(`SELECT id, environment_id, event_types FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`, envs)) as {
+  const endpoints = (await query(`SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`, envs)) as {
     id: string;
     environment_id: string;
     event_types: unknown;
+    status: string;
   }[];
   if (endpoints.length === 0) return stored;
   const rows: unknown[][] = [];
@@ -84,7 +85,8 @@ export async function writeEvents(query: Query, encode: EventEncoder, now: () =>
     for (const e of stored) {
       if (e.environmentId !== ep.environment_id || (types.length > 0 && !types.includes(e.type))) continue;
       const t = dbTime(at);
-      rows.push([newId("whd"), e.environmentId, ep.id, e.id, t, "pending", 0, t, t, t]);
+      // A disabled endpoint's deliveries are held until it is enabled again.
+      rows.push([newId("whd"), e.environmentId, ep.id, e.id, t, ep.status === "enabled" ? "pending" : "held", 0, t, t, t]);
     }
   }
   for (const part of chunks(rows, 200)) {
@@ -346,19 +348,32 @@ export class SqlWebhookStore implements WebhookStore {
     return r ? eventFromRow(r) : undefined;
   }
 
-  async eventsAfter(environmentId: string, afterSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]> {
+  async eventsBetween(environmentId: string, afterSeq: number, uptoSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]> {
     const typeFilter = types.length > 0 ? ` AND type IN (${types.map(() => "?").join(", ")})` : "";
-    const rows = await this.sql.query<EventRaw[]>(`SELECT ${EVENT_COLUMNS} FROM events WHERE environment_id = ? AND seq > ?${typeFilter} ORDER BY seq LIMIT ?`, [
+    const rows = await this.sql.query<EventRaw[]>(`SELECT ${EVENT_COLUMNS} FROM events WHERE environment_id = ? AND seq > ? AND seq <= ?${typeFilter} ORDER BY seq LIMIT ?`, [
       environmentId,
       afterSeq,
+      uptoSeq,
       ...types,
       limit,
     ]);
     return rows.map(eventFromRow);
   }
 
-  async lastSeq(environmentId: string): Promise<number> {
-    const [r] = await this.sql.query<{ seq: unknown }[]>("SELECT MAX(seq) AS seq FROM events WHERE environment_id = ?", [environmentId]);
+  async horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number> {
+    const rows = await this.sql.query<{ seq: unknown; created_at: unknown }[]>("SELECT seq, created_at FROM events WHERE seq > ? ORDER BY seq LIMIT 2000", [afterSeq]);
+    const settled = now.getTime() - gapWaitMs;
+    let upto = afterSeq;
+    for (const r of rows) {
+      const seq = Number(r.seq);
+      if (seq !== upto + 1 && fromDbTime(r.created_at).getTime() > settled) break;
+      upto = seq;
+    }
+    return upto;
+  }
+
+  async lastSeq(): Promise<number> {
+    const [r] = await this.sql.query<{ seq: unknown }[]>("SELECT MAX(seq) AS seq FROM events", []);
     return r?.seq === null || r?.seq === undefined ? 0 : Number(r.seq);
   }
 
