@@ -287,14 +287,26 @@ export class SqlWebhookStore implements WebhookStore {
 
   async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
     const token = randomBase62(24);
-    const claimed = await this.sql.transaction(async (em) => {
+    // Candidates by a plain read first, then locked and updated by primary key only: a locking
+    // range scan of the due index (or a scan the optimizer prefers on a small table) would take
+    // gap locks that block the outbox's inserts and deadlock with them.
+    const candidates = await this.sql.query<{ seq: unknown }[]>("SELECT seq FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?", [
+      dbTime(now),
+      limit,
+    ]);
+    if (candidates.length === 0) return [];
+    const claimed = await this.sql.transactionReadCommitted(async (em) => {
       const lock = this.sql.dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
-      const rows = (await em.query(`SELECT id, attempts, event_created_at FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?${lock}`, [
-        dbTime(now),
-        limit,
-      ])) as { id: string; attempts: unknown; event_created_at: unknown }[];
+      const rows = (await em.query(
+        `SELECT seq, id, attempts, event_created_at FROM webhook_deliveries WHERE seq IN (${candidates.map(() => "?").join(", ")}) AND status = 'pending' AND next_attempt_at <= ?${lock}`,
+        [...candidates.map((c) => Number(c.seq)), dbTime(now)],
+      )) as { seq: unknown; id: string; attempts: unknown; event_created_at: unknown }[];
       if (rows.length === 0) return [];
-      await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE id IN (${rows.map(() => "?").join(", ")})`, [token, dbTime(leaseUntil), ...rows.map((r) => r.id)]);
+      await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`, [
+        token,
+        dbTime(leaseUntil),
+        ...rows.map((r) => Number(r.seq)),
+      ]);
       return rows;
     });
     if (claimed.length === 0) return [];
