@@ -34,7 +34,8 @@ import { SqlRateCatalogStore } from "./db/stores/rate-catalog-store.js";
 import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
-import { SqlWebhookStore } from "./db/stores/webhook-store.js";
+import { SqlThresholdStore, SqlWebhookStore } from "./db/stores/webhook-store.js";
+import { DEFAULT_THRESHOLD_PERCENTS, UsageThresholds } from "./billing/events/thresholds.js";
 import { DEFAULT_DELIVERY_OPTIONS, DeliveryWorker } from "./billing/events/delivery.js";
 import { WebhookEndpoints } from "./billing/events/endpoints.js";
 import { EventFeed } from "./billing/events/feed.js";
@@ -72,7 +73,13 @@ export interface App {
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
  * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
  */
-export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger) {
+export function wireSubscriptions(
+  engine: BillingEngine,
+  cards: Pick<RateCardStore, "get">,
+  publicBaseUrl: () => string,
+  log?: Logger,
+  thresholds?: { check(clockId: string | null): Promise<number> },
+) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
   const checkouts = new Checkouts(lookups, publicBaseUrl);
@@ -84,16 +91,30 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
   const billingStates = new BillingStates(lookups);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
   const pauses = new Pauses(lookups, changes);
-  const scheduler = new Scheduler(engine, timelines, pauses, (id, err) =>
-    // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
-    log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+  const scheduler = new Scheduler(
+    engine,
+    timelines,
+    pauses,
+    (id, err) =>
+      // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+      log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    thresholds,
   );
   const clocks = new TestClocks(lookups, scheduler);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
 /** Stores and domain services over one database: what every server (and the benchmarks) run. */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, allowPrivateWebhookHosts = false) {
+export interface EventOptions {
+  /** Whether webhook endpoint URLs may point at this service's own host or private addresses. */
+  allowPrivateWebhookHosts?: boolean;
+  /** Percentages of included units that fire usage.threshold_crossed. */
+  thresholdPercents?: number[];
+  /** How often real-time subscriptions' thresholds are checked (test clocks: at each advance). */
+  thresholdCheckMs?: number;
+}
+
+export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, eventOptions: EventOptions = {}) {
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
   const encode = eventEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
@@ -127,9 +148,16 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
   });
-  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log);
+  const thresholds = new UsageThresholds(
+    engine,
+    new SqlThresholdStore(db.sql, db.entities),
+    eventOptions.thresholdPercents ?? DEFAULT_THRESHOLD_PERCENTS,
+    eventOptions.thresholdCheckMs ?? 60_000,
+    (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
+  );
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(engine, cardStore, publicBaseUrl, log, thresholds);
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
-  const guard = hostGuard(allowPrivateWebhookHosts, () => {
+  const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
     try {
       const u = new URL(publicBaseUrl());
       return [u.host, u.hostname];
@@ -183,7 +211,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
     let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
-    const { engine, scheduler, webhookStore, guard, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, config.webhooks.allowPrivateHosts);
+    const { engine, scheduler, webhookStore, guard, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, {
+      allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
+      thresholdPercents: config.webhooks.thresholdPercents,
+      thresholdCheckMs: config.webhooks.thresholdCheckMs,
+    });
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).

@@ -61,6 +61,10 @@ export interface WebhookConfig {
   retryWindowSeconds: number;
   /** Whether endpoint URLs may point at this service's own host or private addresses. */
   allowPrivateHosts: boolean;
+  /** Percentages of a usage rate's included units that fire usage.threshold_crossed (empty: none). */
+  thresholdPercents: number[];
+  /** How often real-time subscriptions' usage thresholds are checked (ms). */
+  thresholdCheckMs: number;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -176,12 +180,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 
   const rawAllowPrivate = env.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? "false";
   if (rawAllowPrivate !== "true" && rawAllowPrivate !== "false") problems.push("WEBHOOK_ALLOW_PRIVATE_HOSTS must be true or false");
+  const rawPercents = (env.USAGE_THRESHOLD_PERCENTS ?? "80,100").trim();
+  const thresholdPercents = rawPercents === "" ? [] : rawPercents.split(",").map((p) => p.trim());
+  if (!thresholdPercents.every((p) => /^\d+$/.test(p) && Number(p) >= 1 && Number(p) <= 1000)) {
+    problems.push(`USAGE_THRESHOLD_PERCENTS must be a comma-separated list of whole percentages from 1 to 1000 (got ${JSON.stringify(rawPercents)})`);
+  }
   const webhooks: WebhookConfig = Object.freeze({
     deliveryIntervalMs: int("WEBHOOK_DELIVERY_INTERVAL_MS", 250, 0, 3_600_000),
     timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
     retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000),
     retryWindowSeconds: int("WEBHOOK_RETRY_WINDOW_SECONDS", 3 * 86_400, 1, 30 * 86_400),
     allowPrivateHosts: rawAllowPrivate === "true",
+    thresholdPercents: [...new Set(thresholdPercents.map(Number))].filter((p) => p >= 1 && p <= 1000),
+    thresholdCheckMs: int("USAGE_THRESHOLD_CHECK_INTERVAL_MS", 60_000, 1_000, 86_400_000),
   });
 
   if (problems.length > 0) throw new ConfigError(problems);

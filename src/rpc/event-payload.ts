@@ -10,7 +10,9 @@ import type { EventEncoder, EventResource } from "../billing/events/types.js";
 import { InvoiceSchema } from "../gen/billing/v1/invoice_pb.js";
 import { SubjectSchema } from "../gen/billing/v1/subject_pb.js";
 import { SubscriptionSchema } from "../gen/billing/v1/subscription_pb.js";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { invoiceToPb, subscriptionToPb } from "./convert/billing.js";
+import { ts } from "./convert/common.js";
 import { subjectToPb } from "./convert/subject.js";
 import { restJson, stringifyRest } from "./json-out.js";
 
@@ -20,7 +22,8 @@ function rest<D extends DescMessage>(desc: D, msg: MessageShape<D>): string {
   return stringifyRest(out.json, out.rawNumbers);
 }
 
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+/** A time as the API writes it (protobuf-es Timestamp JSON: RFC 3339, UTC, fractions only when there are any). */
+const iso = (d: Date | null) => (d ? (toJson(TimestampSchema, ts(d)) as string) : null);
 
 /** The encoder; `publicBaseUrl` builds invoices' `hosted_url` as GET /invoices/{id} does. */
 export function eventEncoder(publicBaseUrl: () => string): EventEncoder {

@@ -243,6 +243,46 @@ for (const store of STORES) {
     }
   });
 
+  test.serial(`${store}: usage.threshold_crossed fires once per period and threshold (80% and 100% of included units)`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-01T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({ usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: m, included_units: 100, price: usd("0.5") }] });
+    const sub = (await s.subscribe({ rate_card_id: card })).subscription;
+    const crossed = async () =>
+      (await s.call("GET", "/events?types=usage.threshold_crossed&limit=100")).events.map((e: Json) => {
+        const d = JSON.parse(e.data);
+        t.is(d.subscription_id, sub.id);
+        t.is(d.rate_code, "api");
+        t.is(d.included_units, "100");
+        return [d.threshold_percent, d.period.start, d.used_units];
+      });
+    await s.events([["2026-01-02T00:00:00Z", "50"]]);
+    await s.advance("2026-01-03T00:00:00Z");
+    t.deepEqual(await crossed(), [], "50% crosses nothing");
+    await s.events([["2026-01-03T00:00:00Z", "35"]]);
+    await s.advance("2026-01-04T00:00:00Z");
+    t.deepEqual(await crossed(), [[80, "2026-01-01T00:00:00Z", "85"]]);
+    await s.events([["2026-01-04T00:00:00Z", "30"]]);
+    await s.advance("2026-01-05T00:00:00Z");
+    await s.events([["2026-01-05T00:00:00Z", "30"]]);
+    await s.advance("2026-01-06T00:00:00Z");
+    await s.advance("2026-01-07T00:00:00Z");
+    t.deepEqual(await crossed(), [
+      [80, "2026-01-01T00:00:00Z", "85"],
+      [100, "2026-01-01T00:00:00Z", "115"],
+    ]);
+    // The next period starts afresh: 90% crosses 80% again, once.
+    await s.advance("2026-02-02T00:00:00Z");
+    await s.events([["2026-02-02T00:00:00Z", "90"]]);
+    await s.advance("2026-02-03T00:00:00Z");
+    await s.advance("2026-02-04T00:00:00Z");
+    t.deepEqual(await crossed(), [
+      [80, "2026-01-01T00:00:00Z", "85"],
+      [100, "2026-01-01T00:00:00Z", "115"],
+      [80, "2026-02-01T00:00:00Z", "90"],
+    ]);
+  });
+
   test.serial(`${store}: the URL guard refuses this service's own host and private addresses unless allowed`, async (t) => {
     const strict = await startTestServer(store, { PUBLIC_BASE_URL: "https://billing.example.com" });
     try {

@@ -32,6 +32,8 @@ export class BillingState {
   checkedAt = new Map<string, Date>();
   /** The outbox: events emitted by committed transactions, in order (keyed by their position). */
   events = new Map<string, NewEvent>();
+  /** Usage thresholds announced, by subscription, period, rate and percentage. */
+  thresholdMarks = new Map<string, string>();
 
   snapshot(): BillingState {
     const copy = new BillingState();
@@ -252,6 +254,12 @@ export class FakeBillingStores implements BillingStores {
         const moved = ids.filter((id) => s.invoices.get(id)?.status === from);
         for (const id of moved) (s.invoices.get(id) as Invoice).status = to;
         return moved;
+      },
+      markThreshold: async (m) => {
+        const key = `${m.subscriptionId}|${m.periodKey}|${m.rateCode}|${m.percent}`;
+        if (s.thresholdMarks.has(key)) return false;
+        s.thresholdMarks.set(key, m.eventId);
+        return true;
       },
       emit: async (events) => {
         for (const e of events) s.events.set(String(s.events.size).padStart(8, "0"), structuredClone(e));

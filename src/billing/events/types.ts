@@ -59,6 +59,8 @@ export type EventResource =
 
 /** An event as a use case emits it; the store adds its id and time. */
 export interface NewEvent {
+  /** Given when the caller must know it beforehand (else the store makes one). */
+  id?: string;
   type: EventType;
   environmentId: string;
   resource: EventResource;

@@ -4,6 +4,7 @@
  * completed checkout saves a payment method on the subject). src/db implements them on SQL;
  * test/fakes in memory.
  */
+import type { ThresholdWrites } from "../events/thresholds.js";
 import type { EventWrites } from "../events/types.js";
 import type { Page, PageResult } from "../pagination.js";
 import type { EnvironmentMode } from "../tenancy.js";
@@ -157,7 +158,7 @@ export interface TimelineWrites {
 }
 
 /** Everything billing writes in one transaction, and the events of those changes (the outbox). */
-export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites;
+export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites;
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

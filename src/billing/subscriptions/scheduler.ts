@@ -16,6 +16,8 @@ export class Scheduler {
     private readonly pauses: Pauses,
     /** Told about a timeline that could not be moved on (the run goes on with the others). */
     private readonly onTimelineError: (timelineId: string, err: unknown) => void = () => {},
+    /** usage.threshold_crossed checks (events/thresholds.ts), when events are wired. */
+    private readonly thresholds?: { check(clockId: string | null): Promise<number> },
   ) {}
 
   /**
@@ -27,6 +29,9 @@ export class Scheduler {
     const breathe = yielder();
     let n = 0;
     const seen = new Set<string>();
+    // Usage thresholds of the periods as they are before anything closes (a jump past a period's
+    // end must not skip that period's thresholds), and again after (the new periods).
+    await this.thresholds?.check(clockId);
     for (;;) {
       await breathe();
       const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
@@ -50,6 +55,7 @@ export class Scheduler {
     // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
     await this.engine.finalizeDue(now, clockId, breathe);
     await this.engine.billEndedLateUsage(clockId, breathe);
+    if (n > 0) await this.thresholds?.check(clockId);
     return n;
   }
 }

@@ -48,7 +48,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { PortalSession } = portalSessionsEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
-  const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt } = webhooksEntities(dialect, exact);
+  const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
 
   return {
     Timeline,
@@ -75,6 +75,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     WebhookEndpoint,
     WebhookDelivery,
     WebhookAttempt,
+    UsageThresholdMark,
   };
 }
 

@@ -62,6 +62,16 @@ export interface WebhookAttemptRow {
   error: string | null;
 }
 
+export interface UsageThresholdMarkRow {
+  seq?: string;
+  subscription_id: string;
+  period_key: string;
+  rate_code: string;
+  percent: number;
+  event_id: string;
+  created_at: Date;
+}
+
 export function webhooksEntities(dialect: Dialect, exact: ExactText) {
   const Event = new EntitySchema<EventRow>({
     name: "Event",
@@ -151,5 +161,22 @@ export function webhooksEntities(dialect: Dialect, exact: ExactText) {
     indices: [{ name: "ix_webhook_attempts_endpoint_seq", columns: ["endpoint_id", "seq"] }],
   });
 
-  return { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt };
+  // usage.threshold_crossed, once per (subscription, period, usage rate, percentage): the unique key
+  // makes a repeated or concurrent check unable to fire twice.
+  const UsageThresholdMark = new EntitySchema<UsageThresholdMarkRow>({
+    name: "UsageThresholdMark",
+    tableName: "usage_threshold_marks",
+    columns: exact({
+      seq: seqColumn(dialect),
+      subscription_id: idColumn(),
+      period_key: textColumn(64, false),
+      rate_code: textColumn(100, false),
+      percent: intColumn(),
+      event_id: idColumn(),
+      created_at: timeColumn(),
+    }),
+    uniques: [{ name: "uq_usage_threshold_marks", columns: ["subscription_id", "period_key", "rate_code", "percent"] }],
+  });
+
+  return { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark };
 }

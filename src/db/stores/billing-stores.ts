@@ -75,7 +75,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           ...checkoutWrites(em, sql, entities),
           ...paymentMethodWrites(em, entities),
           ...timelineWrites(em, sql, entities),
-          ...eventWrites(em, encode, now),
+          ...eventWrites(em, encode, now, sql.dialect),
         }),
       );
       return run.catch((err: unknown) => {

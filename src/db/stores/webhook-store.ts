@@ -3,13 +3,16 @@
  * transaction), webhook endpoints, the delivery queue the workers claim, and the delivery log.
  */
 import type { EntityManager } from "typeorm";
+import type { ThresholdStore, ThresholdWrites } from "../../billing/events/thresholds.js";
 import type { EventEncoder, EventType, EventWrites, NewEvent, StoredEvent } from "../../billing/events/types.js";
+import type { Subscription } from "../../billing/subscriptions/types.js";
 import type { AttemptOutcome, ClaimedDelivery, Delivery, DeliveryAttempt, DeliveryStatus, EndpointStatus, ReplayTarget, WebhookEndpoint, WebhookStore } from "../../billing/events/webhooks.js";
 import { newId, randomBase62 } from "../../billing/ids.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromDbTimeOrNull, fromJsonText } from "../raw.js";
 import { type Sql, chunks, placeholders } from "../sql.js";
+import { subscriptionFromRow } from "./subscription-store.js";
 
 type Query = (sql: string, params: unknown[]) => Promise<unknown>;
 
@@ -64,7 +67,7 @@ const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
 export async function writeEvents(query: Query, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
   const at = now();
-  const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
+  const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
   for (const part of chunks(stored, 200)) {
     await query(
       `INSERT INTO events (id, environment_id, type, data, created_at) VALUES ${placeholders(part.length, 5)}`,
@@ -98,13 +101,54 @@ export async function writeEvents(query: Query, encode: EventEncoder, now: () =>
   return stored;
 }
 
-/** The outbox write of one transaction (BillingTx.emit). */
-export function eventWrites(em: EntityManager, encode: EventEncoder, now: () => Date): EventWrites {
+/** The outbox write of one transaction (BillingTx.emit), and usage-threshold marks. */
+export function eventWrites(em: EntityManager, encode: EventEncoder, now: () => Date, dialect: "mysql" | "sqlite"): EventWrites & ThresholdWrites {
   return {
     emit: async (events) => {
       await writeEvents((sql, params) => em.query(sql, params), encode, now, events);
     },
+    markThreshold: async (m, at) => {
+      const ignore = dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
+      const n = await changed(em, `${ignore} INTO usage_threshold_marks (subscription_id, period_key, rate_code, percent, event_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [
+        m.subscriptionId,
+        m.periodKey,
+        m.rateCode,
+        m.percent,
+        m.eventId,
+        dbTime(at),
+      ]);
+      return n > 0;
+    },
   };
+}
+
+/** What a usage-threshold check reads. */
+export class SqlThresholdStore implements ThresholdStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async fired(subscriptionId: string, periodKey: string): Promise<Set<string>> {
+    const rows = await this.sql.query<{ rate_code: string; percent: unknown }[]>("SELECT rate_code, percent FROM usage_threshold_marks WHERE subscription_id = ? AND period_key = ?", [
+      subscriptionId,
+      periodKey,
+    ]);
+    return new Set(rows.map((r) => `${r.rate_code}@${Number(r.percent)}`));
+  }
+
+  async activeAfter(clockId: string | null, afterId: string, limit: number): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.status = 'active' AND s.id > :after", { after: afterId })
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .orderBy("s.id", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
+    return rows.map(subscriptionFromRow);
+  }
 }
 
 interface DeliveryRaw {
