@@ -52,7 +52,7 @@ export const DEFAULT_DELIVERY_OPTIONS: DeliveryOptions = {
   retryBaseMs: 30_000,
   maxDelayMs: 6 * 3_600_000,
   retryWindowMs: 3 * 24 * 3_600_000,
-  batch: 50,
+  batch: 200,
 };
 
 /** HMAC-SHA256 over `<t>.<body>` with the endpoint's secret, hex. */
@@ -95,13 +95,19 @@ export class DeliveryWorker {
       // The claim outlives the attempt by a margin; after it another server may take the delivery.
       const claims = await this.store.claimDue(at, this.options.batch, new Date(at.getTime() + 2 * this.options.timeoutMs + 1_000));
       if (claims.length === 0) return n;
-      await Promise.all(claims.map((c) => this.attempt(c).catch((err) => this.onError?.(err))));
+      const results = await Promise.all(claims.map((c) => this.attempt(c)));
+      try {
+        await this.store.recordAttempts(results);
+      } catch (err) {
+        // Not recorded: the claims expire and the deliveries are attempted again (at least once).
+        this.onError?.(err);
+      }
       n += claims.length;
       if (claims.length < this.options.batch) return n;
     }
   }
 
-  private async attempt(c: ClaimedDelivery): Promise<void> {
+  private async attempt(c: ClaimedDelivery): Promise<{ claim: ClaimedDelivery; outcome: AttemptOutcome }> {
     const body = eventBody(c.event, c.mode);
     const startedAt = this.now();
     const t = Math.floor(startedAt.getTime() / 1000);
@@ -131,21 +137,24 @@ export class DeliveryWorker {
         nextAttemptAt = new Date(next);
       }
     }
-    await this.store.recordAttempt(c, {
-      status: outcome,
-      nextAttemptAt,
-      attempt: {
-        id: newId("wha"),
-        deliveryId: c.id,
-        endpointId: c.endpoint.id,
-        eventId: c.event.id,
-        attemptedAt: startedAt,
-        succeeded: ok,
-        statusCode: res.statusCode,
-        latencyMs: Math.max(0, Math.round(res.latencyMs)),
-        responseExcerpt: res.excerpt,
-        error: error === null ? null : error.slice(0, 500),
+    return {
+      claim: c,
+      outcome: {
+        status: outcome,
+        nextAttemptAt,
+        attempt: {
+          id: newId("wha"),
+          deliveryId: c.id,
+          endpointId: c.endpoint.id,
+          eventId: c.event.id,
+          attemptedAt: startedAt,
+          succeeded: ok,
+          statusCode: res.statusCode,
+          latencyMs: Math.max(0, Math.round(res.latencyMs)),
+          responseExcerpt: res.excerpt,
+          error: error === null ? null : error.slice(0, 500),
+        },
       },
-    });
+    };
   }
 }

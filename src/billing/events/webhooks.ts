@@ -55,6 +55,8 @@ export interface DeliveryAttempt {
 
 /** A delivery claimed by one server until `leaseUntil`: what it needs to send it. */
 export interface ClaimedDelivery {
+  /** The store's row key. */
+  seq: number;
   id: string;
   leaseToken: string;
   attempts: number;
@@ -98,8 +100,11 @@ export interface WebhookStore {
    * until `leaseUntil`; a server that dies holding one leaves it due again then.
    */
   claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]>;
-  /** Records an attempt of a claimed delivery, if the claim is still this server's; false otherwise. */
-  recordAttempt(claim: ClaimedDelivery, outcome: AttemptOutcome): Promise<boolean>;
+  /**
+   * Records the attempts of claimed deliveries in one transaction, each only if its claim is still
+   * this server's (a claim that expired meanwhile belongs to whoever took the delivery over).
+   */
+  recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void>;
   /** One event of an environment, by id. */
   event(environmentId: string, id: string): Promise<StoredEvent | undefined>;
   /** An environment's events with afterSeq < seq <= uptoSeq in order, of these types (all when empty), up to `limit`. */

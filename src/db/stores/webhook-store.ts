@@ -354,6 +354,7 @@ export class SqlWebhookStore implements WebhookStore {
       return rows;
     });
     if (claimed.length === 0) return [];
+
     const details = await this.sql.query<(EventRaw & { delivery_id: string; endpoint_id: string; url: string; secret: string; mode: string })[]>(
       `SELECT d.id AS delivery_id, d.endpoint_id, w.url, w.secret, v.mode, e.seq, e.id, e.environment_id, e.type, e.data, e.created_at FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id JOIN events e ON e.id = d.event_id JOIN environments v ON v.id = d.environment_id WHERE d.id IN (${claimed.map(() => "?").join(", ")})`,
       claimed.map((r) => r.id),
@@ -364,6 +365,7 @@ export class SqlWebhookStore implements WebhookStore {
       const d = byId.get(r.id);
       if (!d) continue;
       out.push({
+        seq: Number(r.seq),
         id: r.id,
         leaseToken: token,
         attempts: Number(r.attempts),
@@ -376,26 +378,62 @@ export class SqlWebhookStore implements WebhookStore {
     return out;
   }
 
-  async recordAttempt(claim: ClaimedDelivery, outcome: AttemptOutcome): Promise<boolean> {
-    const a = outcome.attempt;
-    const at = dbTime(a.attemptedAt);
-    return this.sql.transaction(async (em) => {
-      const res = await changed(
-        em,
-        "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?",
-        [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.id, claim.leaseToken],
-      );
-      if (res === 0) return false;
-      await em.query(
-        "INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [a.id, a.deliveryId, a.endpointId, a.eventId, at, a.succeeded ? 1 : 0, a.statusCode, a.latencyMs, a.responseExcerpt, a.error],
-      );
-      if (outcome.status === "failed") {
-        await em.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [at, claim.endpoint.id]);
-      } else if (outcome.status === "succeeded") {
-        await em.query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [claim.endpoint.id]);
+  async recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void> {
+    if (results.length === 0) return;
+    await this.sql.transaction(async (em) => {
+      // Successes at once (by primary key, each still under its claim's token); the others one by one.
+      const ok = results.filter((r) => r.outcome.status === "succeeded");
+      const mine = new Set<string>();
+      for (const group of groupBy(ok, (r) => `${r.claim.leaseToken} ${r.outcome.attempt.statusCode}`).values()) {
+        const token = group[0]?.claim.leaseToken;
+        const seqs = group.map((r) => r.claim.seq);
+        const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
+        const rows = (await em.query(`SELECT seq, id FROM webhook_deliveries WHERE seq IN (${seqs.map(() => "?").join(", ")}) AND lease_token = ?`, [...seqs, token])) as {
+          seq: unknown;
+          id: string;
+        }[];
+        if (rows.length === 0) continue;
+        await em.query(
+          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`,
+          [at, group[0]?.outcome.attempt.statusCode, at, ...rows.map((r) => Number(r.seq))],
+        );
+        for (const r of rows) mine.add(r.id);
       }
-      return true;
+      for (const { claim, outcome } of results) {
+        if (outcome.status === "succeeded") continue;
+        const a = outcome.attempt;
+        const at = dbTime(a.attemptedAt);
+        const n = await changed(
+          em,
+          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ? AND lease_token = ?",
+          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq, claim.leaseToken],
+        );
+        if (n > 0) mine.add(claim.id);
+      }
+      const logged = results.filter((r) => mine.has(r.claim.id));
+      for (const part of chunks(logged, 200)) {
+        await em.query(
+          `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
+          part.flatMap(({ outcome: { attempt: a } }) => [
+            a.id,
+            a.deliveryId,
+            a.endpointId,
+            a.eventId,
+            dbTime(a.attemptedAt),
+            a.succeeded ? 1 : 0,
+            a.statusCode,
+            a.latencyMs,
+            a.responseExcerpt,
+            a.error,
+          ]),
+        );
+      }
+      // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
+      const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
+      const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
+      const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
+      for (const id of failing) await em.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]);
+      for (const id of healed) await em.query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]);
     });
   }
 
@@ -445,4 +483,15 @@ async function changed(em: EntityManager, sql: string, params: unknown[]): Promi
   if (!runner) throw new Error("changed() needs a transaction's entity manager");
   const res = await runner.query(sql, params, true);
   return res.affected ?? 0;
+}
+
+function groupBy<T>(list: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const m = new Map<string, T[]>();
+  for (const item of list) {
+    const k = key(item);
+    const g = m.get(k);
+    if (g) g.push(item);
+    else m.set(k, [item]);
+  }
+  return m;
 }
