@@ -138,7 +138,7 @@ async function main(): Promise<number> {
     out.push("## Webhooks: delivery lag and throughput to a local receiver", "");
     out.push(machineLine(db.version));
     out.push("Load generator, receiver (this process), server (a child process) and MariaDB share these CPUs.");
-    out.push(`Server: WEBHOOK_DELIVERY_INTERVAL_MS=${interval}, otherwise defaults (a batch of 50 deliveries claimed at once, sent in parallel).`, "");
+    out.push(`Server: WEBHOOK_DELIVERY_INTERVAL_MS=${interval}, otherwise defaults (up to 200 deliveries claimed at once, sent in parallel, recorded in one transaction).`, "");
     out.push(
       ...markdownTable(
         ["Phase", "Changes/s", "Delivered/s", "Lag p50 ms", "Lag p99 ms", "Lag max ms", "Missing", "Failed changes"],

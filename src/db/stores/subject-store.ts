@@ -7,7 +7,7 @@ import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime, findSubjectRow, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
-import { writeEvents } from "./webhook-store.js";
+import { emOutbox, pipelineOutbox, writeEvents } from "./webhook-store.js";
 
 function subjectFromRow(r: SubjectRow): Subject {
   return {
@@ -39,20 +39,13 @@ export class SqlSubjectStore implements SubjectStore {
   async insert(s: Subject, events: NewEvent[]): Promise<void> {
     const at = dbTime(s.createdAt);
     try {
-      await this.sql.transaction(async (em) => {
-        await em.query("INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-          s.id,
-          s.environmentId,
-          s.externalId,
-          s.externalId,
-          s.email,
-          s.name,
-          JSON.stringify(s.metadata),
-          at,
-          at,
-          s.testClockId,
+      // Pipelined (the create is hot): the subject and its events travel with the endpoints' read.
+      await this.sql.pipelined(async (p) => {
+        p.defer([
+          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
         ]);
-        await writeEvents((q, p) => em.query(q, p), this.encode, this.eventTime, events);
+        await writeEvents(pipelineOutbox(p), this.encode, this.eventTime, events);
       });
     } catch (err) {
       if (isUniqueViolation(err)) {
@@ -78,7 +71,7 @@ export class SqlSubjectStore implements SubjectStore {
     const row = await this.sql.transaction(async (em) => {
       await em.createQueryBuilder().update(this.entities.Subject).set(set).where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id }).execute();
       const r = await em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
-      if (r && r.deleted_at === null) await writeEvents((q, p) => em.query(q, p), this.encode, this.eventTime, events(subjectFromRow(r)));
+      if (r && r.deleted_at === null) await writeEvents(emOutbox(em), this.encode, this.eventTime, events(subjectFromRow(r)));
       return r;
     });
     return row && row.deleted_at === null ? subjectFromRow(row) : undefined;
@@ -121,7 +114,7 @@ export class SqlSubjectStore implements SubjectStore {
         .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
         .execute();
       if ((res.affected ?? 0) === 0) return false;
-      await writeEvents((q, p) => em.query(q, p), this.encode, this.eventTime, events);
+      await writeEvents(emOutbox(em), this.encode, this.eventTime, events);
       return true;
     });
   }

@@ -10,11 +10,27 @@ import type { AttemptOutcome, ClaimedDelivery, Delivery, DeliveryAttempt, Delive
 import { newId, randomBase62 } from "../../billing/ids.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
+import { isTransient } from "../errors.js";
 import { dbTime, fromDbTime, fromDbTimeOrNull, fromJsonText } from "../raw.js";
-import { type Sql, chunks, placeholders } from "../sql.js";
+import { type Pipeline, type Sql, chunks, placeholders } from "../sql.js";
 import { subscriptionFromRow } from "./subscription-store.js";
 
 type Query = (sql: string, params: unknown[]) => Promise<unknown>;
+
+/** How writeEvents reaches the transaction: reads whose results it needs, writes it does not. */
+export interface OutboxTx {
+  read: Query;
+  write: (sql: string, params: unknown[]) => Promise<unknown> | void;
+}
+
+/** A transaction's entity manager as an OutboxTx (one round trip per statement). */
+export const emOutbox = (em: EntityManager): OutboxTx => ({ read: (q, p) => em.query(q, p), write: (q, p) => em.query(q, p) });
+
+/** A Sql.pipelined transaction as an OutboxTx: writes go with the next read or the COMMIT. */
+export const pipelineOutbox = (p: Pipeline): OutboxTx => ({
+  read: async (q, params) => (await p.run([[q, params]]))[0],
+  write: (q, params) => p.defer([q, params]),
+});
 
 interface EndpointRaw {
   id: string;
@@ -64,18 +80,21 @@ const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
  * Writes events and one pending delivery per enabled endpoint of their environment that takes
  * their type, through `query` (the caller's transaction): the outbox write of a change.
  */
-export async function writeEvents(query: Query, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
+export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
   const at = now();
   const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
   for (const part of chunks(stored, 200)) {
-    await query(
+    await tx.write(
       `INSERT INTO events (id, environment_id, type, data, created_at) VALUES ${placeholders(part.length, 5)}`,
       part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt)]),
     );
   }
   const envs = [...new Set(stored.map((e) => e.environmentId))];
-  const endpoints = (await query(`SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`, envs)) as {
+  const endpoints = (await tx.read(
+    `SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`,
+    envs,
+  )) as {
     id: string;
     environment_id: string;
     event_types: unknown;
@@ -93,7 +112,7 @@ export async function writeEvents(query: Query, encode: EventEncoder, now: () =>
     }
   }
   for (const part of chunks(rows, 200)) {
-    await query(
+    await tx.write(
       `INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES ${placeholders(part.length, 10)}`,
       part.flat(),
     );
@@ -105,7 +124,7 @@ export async function writeEvents(query: Query, encode: EventEncoder, now: () =>
 export function eventWrites(em: EntityManager, encode: EventEncoder, now: () => Date, dialect: "mysql" | "sqlite"): EventWrites & ThresholdWrites {
   return {
     emit: async (events) => {
-      await writeEvents((sql, params) => em.query(sql, params), encode, now, events);
+      await writeEvents(emOutbox(em), encode, now, events);
     },
     markThreshold: async (m, at) => {
       const ignore = dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
@@ -222,6 +241,21 @@ export class SqlWebhookStore implements WebhookStore {
     private readonly now: () => Date,
   ) {}
 
+  /**
+   * An operator's write over an endpoint's deliveries, in READ COMMITTED (no gap locks against the
+   * worker and the outbox), retried when it still loses a deadlock to them.
+   */
+  private async retried<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.sql.transactionReadCommitted(fn);
+      } catch (err) {
+        if (attempt >= 5 || !isTransient(err)) throw err;
+        await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
+      }
+    }
+  }
+
   async insertEndpoint(e: WebhookEndpoint): Promise<void> {
     await this.sql.query(
       "INSERT INTO webhook_endpoints (id, environment_id, url, description, event_types, secret, status, failing_since, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -244,7 +278,7 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async updateEndpoint(e: WebhookEndpoint): Promise<void> {
-    await this.sql.transaction(async (em) => {
+    await this.retried(async (em) => {
       await em.query("UPDATE webhook_endpoints SET url = ?, description = ?, event_types = ?, secret = ?, status = ?, failing_since = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL", [
         e.url,
         e.description,
@@ -262,7 +296,7 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean> {
-    return this.sql.transaction(async (em) => {
+    return this.retried(async (em) => {
       const res = await em
         .createQueryBuilder()
         .update(this.entities.WebhookEndpoint)
@@ -305,7 +339,7 @@ export class SqlWebhookStore implements WebhookStore {
   async replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number> {
     const t = dbTime(at);
     const status = endpoint.status === "enabled" ? "pending" : "held";
-    return this.sql.transaction(async (em) => {
+    return this.retried(async (em) => {
       if ("eventId" in target) {
         const [ev] = (await em.query("SELECT id, created_at FROM events WHERE environment_id = ? AND id = ?", [endpoint.environmentId, target.eventId])) as { id: string; created_at: unknown }[];
         if (!ev) return 0;
@@ -473,7 +507,7 @@ export class SqlWebhookStore implements WebhookStore {
 
   async emit(events: NewEvent[]): Promise<void> {
     if (events.length === 0) return;
-    await this.sql.transaction((em) => writeEvents((s, p) => em.query(s, p), this.encode, this.now, events));
+    await this.sql.transaction((em) => writeEvents(emOutbox(em), this.encode, this.now, events));
   }
 }
 
