@@ -20,7 +20,7 @@ type Query = (sql: string, params: unknown[]) => Promise<unknown>;
 /** How writeEvents reaches the transaction: reads whose results it needs, writes it does not. */
 export interface OutboxTx {
   read: Query;
-  write: (sql: string, params: unknown[]) => Promise<unknown> | void;
+  write: (sql: string, params: unknown[]) => unknown;
 }
 
 /** A transaction's entity manager as an OutboxTx (one round trip per statement). */
@@ -29,7 +29,9 @@ export const emOutbox = (em: EntityManager): OutboxTx => ({ read: (q, p) => em.q
 /** A Sql.pipelined transaction as an OutboxTx: writes go with the next read or the COMMIT. */
 export const pipelineOutbox = (p: Pipeline): OutboxTx => ({
   read: async (q, params) => (await p.run([[q, params]]))[0],
-  write: (q, params) => p.defer([q, params]),
+  write: (q, params) => {
+    p.defer([q, params]);
+  },
 });
 
 interface EndpointRaw {
