@@ -9,7 +9,7 @@ import { EventService } from "../../src/gen/billing/v1/event_service_pb.js";
 import { rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type Receiver, startReceiver } from "../helpers/receiver.js";
-import { Scenario } from "../helpers/scenario.js";
+import { CARD_DECLINED, CARD_FAILS_LATER, Scenario } from "../helpers/scenario.js";
 import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
@@ -241,6 +241,49 @@ for (const store of STORES) {
       t.is(new Set([...seen, ...resumed]).size, 6);
       t.deepEqual(subjects, made.slice(3), `${protocol}: the three made while disconnected, in order`);
     }
+  });
+
+  test.serial(`${store}: the other events: a declined checkout, a failed payment, void, pause, resume, rate-card change`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-01T00:00:00Z");
+    const seats = (value: number) => ({ fixed_rates: [{ code: "seats", name: "Seats", price: usd(value) }] });
+    const cheap = await s.card(seats(1000));
+    const dear = await s.card(seats(3000));
+    const declined = await s.subscribe({ rate_card_id: cheap, fixed_rate_quantities: { seats: 1 } }, CARD_DECLINED);
+    t.is(declined.result_type, "declined");
+    const sub = (await s.subscribe({ rate_card_id: cheap, fixed_rate_quantities: { seats: 1 } }, CARD_FAILS_LATER)).subscription;
+    const types = async () => (await s.call("GET", "/events?limit=100")).events.map((e: Json) => e.type);
+    // The first invoice's charge is declined: it stays open, and can be voided.
+    const [first] = await s.invoices();
+    t.is(first.status, "open");
+    await s.call("POST", `/invoices/${first.id}/void`, {});
+    await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+    await s.advance("2026-01-10T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: dear, upgrade_behavior: "prorate" });
+    const seen = await types();
+    for (const type of [
+      "checkout.failed",
+      "checkout.completed",
+      "subscription.created",
+      "invoice.created",
+      "invoice.finalized",
+      "invoice.payment_failed",
+      "invoice.voided",
+      "subscription.paused",
+      "subscription.resumed",
+      "subscription.rate_card_changed",
+    ]) {
+      t.true(seen.includes(type), `${type} in ${seen.join(", ")}`);
+    }
+    t.false(seen.includes("invoice.paid"), "nothing was paid");
+    const events = (await s.call("GET", "/events?limit=100")).events;
+    const data = (type: string) => JSON.parse(events.find((e: Json) => e.type === type).data);
+    t.is(data("checkout.failed").status, "open");
+    t.truthy(data("checkout.failed").failure_message);
+    t.is(data("invoice.voided").status, "void");
+    t.is(data("subscription.paused").status, "paused");
+    t.is(data("subscription.resumed").status, "active");
+    t.is(data("subscription.rate_card_changed").rate_card_id, dear);
   });
 
   test.serial(`${store}: usage.threshold_crossed fires once per period and threshold (80% and 100% of included units)`, async (t) => {
