@@ -5,7 +5,10 @@
  */
 import { spawn } from "node:child_process";
 import test from "ava";
-import type { App } from "../../src/app.js";
+import { type App, buildServices } from "../../src/app.js";
+import { type Database, createDatabase } from "../../src/db/datasource.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
+import { Scenario } from "../helpers/scenario.js";
 import { rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type Receiver, startReceiver } from "../helpers/receiver.js";
@@ -86,3 +89,41 @@ for (const store of STORES) {
     }
   });
 }
+
+// MariaDB only: on SQLite, two more connections in the test's own process wait for the database
+// lock synchronously (better-sqlite3), holding the server's event loop for a minute and more.
+mysqlOnly("mysql: two schedulers checking the same usage thresholds at once announce each one once", async (t) => {
+  const server = await startTestServer("mysql", { SCHEDULER_INTERVAL_MS: "0" });
+  const runners: Database[] = [];
+  try {
+    const s = await Scenario.start(server, "2026-01-01T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({
+      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API", pricing_metric_id: m, included_units: 10, price: { amount: { currency_code: "USD", value: "1" } } }],
+    });
+    for (let i = 0; i < 10; i++) await s.subscribe({ rate_card_id: card }, null);
+    await s.events([["2026-01-02T00:00:00Z", "12"]]);
+    for (let i = 0; i < 2; i++) {
+      const db = await createDatabase(server.db.url, { poolSize: 4 });
+      await db.dataSource.initialize();
+      runners.push(db);
+    }
+    const to = new Date("2026-01-03T00:00:00Z");
+    const schedulers = runners.map(
+      (db) =>
+        buildServices(
+          db,
+          () => "http://localhost",
+          () => to,
+        ).scheduler,
+    );
+    // Both at once, twice each: every subscription crossed 80% and 100% of its 10 included units.
+    await Promise.all([...schedulers, ...schedulers].map((sc) => sc.runDue(to, s.clockId)));
+    const events = (await s.call("GET", "/events?types=usage.threshold_crossed&limit=100")).events.map((e: { data: string }) => JSON.parse(e.data));
+    t.is(events.length, 20, "10 subscriptions × 2 thresholds");
+    t.is(new Set(events.map((d: { subscription_id: string; threshold_percent: number }) => `${d.subscription_id}@${d.threshold_percent}`)).size, 20);
+  } finally {
+    for (const db of runners) await db.dataSource.destroy();
+    await server.stop();
+  }
+});
