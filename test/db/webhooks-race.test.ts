@@ -1,7 +1,8 @@
 /**
  * Webhook delivery with several servers on one database (DESIGN §1, §10): two servers deliver
  * every event once per endpoint; a server killed (SIGKILL) mid-delivery loses no event — its
- * claim expires and the event is delivered after a restart, with the same id.
+ * claim expires and the event is delivered after a restart, with the same id; and (MariaDB) two
+ * schedulers checking the same usage thresholds at once announce each threshold once.
  */
 import { spawn } from "node:child_process";
 import test from "ava";
