@@ -38,6 +38,13 @@ export const CONFIG_VARS = [
   "HTTP_REQUEST_TIMEOUT_MS",
   "HTTP_IDLE_TIMEOUT_MS",
   "HTTP_MAX_CONNECTIONS",
+  "WEBHOOK_DELIVERY_INTERVAL_MS",
+  "WEBHOOK_TIMEOUT_MS",
+  "WEBHOOK_RETRY_BASE_MS",
+  "WEBHOOK_RETRY_WINDOW_SECONDS",
+  "WEBHOOK_ALLOW_PRIVATE_HOSTS",
+  "USAGE_THRESHOLD_PERCENTS",
+  "USAGE_THRESHOLD_CHECK_INTERVAL_MS",
 ];
 
 // ---------------------------------------------------------------------------------------------

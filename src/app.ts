@@ -36,6 +36,13 @@ import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlOpsStore } from "./db/stores/ops-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
+import { SqlThresholdStore, SqlWebhookStore } from "./db/stores/webhook-store.js";
+import { DEFAULT_THRESHOLD_PERCENTS, UsageThresholds } from "./billing/events/thresholds.js";
+import { DEFAULT_DELIVERY_OPTIONS, DeliveryWorker } from "./billing/events/delivery.js";
+import { WebhookEndpoints } from "./billing/events/endpoints.js";
+import { EventFeed } from "./billing/events/feed.js";
+import { hostGuard } from "./webhooks/guard.js";
+import { HttpWebhookSender } from "./webhooks/http-sender.js";
 import { type Logger, createLogger } from "./log.js";
 import { Readiness, SchedulerWatch } from "./ops/health.js";
 import { Metrics } from "./ops/metrics.js";
@@ -49,6 +56,7 @@ import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { createDirectCaller } from "./rpc/direct.js";
+import { eventEncoder } from "./rpc/event-payload.js";
 import { createUnaryInvoker } from "./rpc/invoke.js";
 import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
@@ -72,7 +80,14 @@ export interface App {
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
  * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
  */
-export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardStore, "get">, publicBaseUrl: () => string, log?: Logger, onProgress?: (p: RunProgress) => void) {
+export function wireSubscriptions(
+  engine: BillingEngine,
+  cards: Pick<RateCardStore, "get">,
+  publicBaseUrl: () => string,
+  log?: Logger,
+  onProgress?: (p: RunProgress) => void,
+  thresholds?: { check(clockId: string | null): Promise<number> },
+) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
   const checkouts = new Checkouts(lookups, publicBaseUrl);
@@ -92,19 +107,40 @@ export function wireSubscriptions(engine: BillingEngine, cards: Pick<RateCardSto
       // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
       log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
     onProgress,
+    thresholds,
   );
   const clocks = new TestClocks(lookups, scheduler);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
+export interface EventOptions {
+  /** Whether webhook endpoint URLs may point at this service's own host or private addresses. */
+  allowPrivateWebhookHosts?: boolean;
+  /** Percentages of included units that fire usage.threshold_crossed. */
+  thresholdPercents?: number[];
+  /** How often real-time subscriptions' thresholds are checked (test clocks: at each advance). */
+  thresholdCheckMs?: number;
+}
+
 /**
  * Stores and domain services over one database. `ops`: the server's metrics (events ingested,
- * group commits) and what is told of the real-time scheduler's progress (readiness).
+ * group commits) and what is told of the real-time scheduler's progress (readiness); `eventOptions`:
+ * outgoing events (webhook host guard, usage thresholds).
  */
-export function buildServices(db: Database, publicBaseUrl: () => string, now: () => Date, log?: Logger, ingestCommitsInFlight = 2, ops: { metrics?: Metrics; alive?: () => void } = {}) {
+export function buildServices(
+  db: Database,
+  publicBaseUrl: () => string,
+  now: () => Date,
+  log?: Logger,
+  ingestCommitsInFlight = 2,
+  ops: { metrics?: Metrics; alive?: () => void } = {},
+  eventOptions: EventOptions = {},
+) {
   const { metrics } = ops;
-  const billingStores = sqlBillingStores(db.sql, db.entities);
-  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities), now, {
+  // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
+  const encode = eventEncoder(publicBaseUrl);
+  const billingStores = sqlBillingStores(db.sql, db.entities, encode);
+  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
       const running = [...(await billingStores.subscriptions.active(env, id)), ...(await billingStores.subscriptions.paused(env, id))];
@@ -145,13 +181,37 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
   });
+  const thresholds = new UsageThresholds(
+    engine,
+    new SqlThresholdStore(db.sql, db.entities),
+    eventOptions.thresholdPercents ?? DEFAULT_THRESHOLD_PERCENTS,
+    eventOptions.thresholdCheckMs ?? 60_000,
+    (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
+  );
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(
     engine,
     cardStore,
     publicBaseUrl,
     log,
     log && progressLogger(log, ops.alive),
+    thresholds,
   );
+  // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
+  const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
+    try {
+      const u = new URL(publicBaseUrl());
+      return [u.host, u.hostname];
+    } catch {
+      return [];
+    }
+  });
+  const webhookStore = new SqlWebhookStore(db.sql, db.entities, encode, () => new Date());
+  const webhookEndpoints = new WebhookEndpoints(
+    webhookStore,
+    (u) => guard.checkUrl(u),
+    () => new Date(),
+  );
+  const events = new EventFeed(webhookStore, () => new Date());
   return {
     subjects,
     metrics: pricingMetrics,
@@ -170,6 +230,10 @@ export function buildServices(db: Database, publicBaseUrl: () => string, now: ()
     clocks,
     scheduler,
     engine,
+    webhookEndpoints,
+    events,
+    webhookStore,
+    guard,
   };
 }
 
@@ -247,7 +311,19 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const ops = new SqlOpsStore(db.sql);
     metrics.attach({ store: () => ops.snapshot(now()), pool: () => db.sql.connections() });
     const schedulerWatch = config.schedulerIntervalMs > 0 ? new SchedulerWatch(config.schedulerIntervalMs) : undefined;
-    const { engine, scheduler, ...services } = buildServices(db, () => baseUrl, now, log, config.ingestCommitsInFlight, { metrics, alive: () => schedulerWatch?.alive() });
+    const { engine, scheduler, webhookStore, guard, ...services } = buildServices(
+      db,
+      () => baseUrl,
+      now,
+      log,
+      config.ingestCommitsInFlight,
+      { metrics, alive: () => schedulerWatch?.alive() },
+      {
+        allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
+        thresholdPercents: config.webhooks.thresholdPercents,
+        thresholdCheckMs: config.webhooks.thresholdCheckMs,
+      },
+    );
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
@@ -330,6 +406,27 @@ export async function startApp(config: Config, log: Logger = createLogger(config
               });
           }, config.schedulerIntervalMs)
         : undefined;
+    // The webhook delivery worker: safe with several servers (deliveries are claimed under a row
+    // lock, then leased), so every server may run it.
+    const sender = new HttpWebhookSender(guard);
+    const worker = new DeliveryWorker(webhookStore, sender, now, {
+      ...DEFAULT_DELIVERY_OPTIONS,
+      timeoutMs: config.webhooks.timeoutMs,
+      retryBaseMs: config.webhooks.retryBaseMs,
+      retryWindowMs: config.webhooks.retryWindowSeconds * 1000,
+    });
+    let delivering = false;
+    const deliveryTimer =
+      config.webhooks.deliveryIntervalMs > 0
+        ? setInterval(() => {
+            if (delivering) return;
+            delivering = true;
+            worker
+              .runDue()
+              .catch((err) => log.error("webhook delivery run failed", { err }))
+              .finally(() => (delivering = false));
+          }, config.webhooks.deliveryIntervalMs)
+        : undefined;
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
     log.info("listening", { port: listener.port, store: db.dialect });
 
@@ -340,9 +437,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
+          if (deliveryTimer) clearInterval(deliveryTimer);
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown
           await listener.close();
-          while (ticking) await new Promise((r) => setTimeout(r, 20));
+          while (ticking || delivering) await new Promise((r) => setTimeout(r, 20));
+          sender.close();
           await db.close();
         })();
         return stopping;

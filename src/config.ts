@@ -51,6 +51,25 @@ export interface Config {
    * is open (as /healthz is), for a scraper on a private network.
    */
   metricsToken: string | undefined;
+  /** Outgoing webhooks (README, "Webhooks and events"). */
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** How often this server looks for due deliveries (ms); 0: this server delivers none. */
+  deliveryIntervalMs: number;
+  /** How long one delivery attempt may take (ms). */
+  timeoutMs: number;
+  /** The first retry's delay (ms); it doubles with each failure (with jitter), up to 6 hours. */
+  retryBaseMs: number;
+  /** How long a delivery is retried after its event (seconds); then it is failed and its endpoint marked failing. */
+  retryWindowSeconds: number;
+  /** Whether endpoint URLs may point at this service's own host or private addresses. */
+  allowPrivateHosts: boolean;
+  /** Percentages of a usage rate's included units that fire usage.threshold_crossed (empty: none). */
+  thresholdPercents: number[];
+  /** How often real-time subscriptions' usage thresholds are checked (ms). */
+  thresholdCheckMs: number;
 }
 
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
@@ -168,6 +187,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (metricsToken !== undefined && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
     problems.push("METRICS_TOKEN must be 16 to 256 printable ASCII characters without spaces");
   }
+  const rawAllowPrivate = env.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? "false";
+  if (rawAllowPrivate !== "true" && rawAllowPrivate !== "false") problems.push("WEBHOOK_ALLOW_PRIVATE_HOSTS must be true or false");
+  const rawPercents = (env.USAGE_THRESHOLD_PERCENTS ?? "80,100").trim();
+  const thresholdPercents = rawPercents === "" ? [] : rawPercents.split(",").map((p) => p.trim());
+  if (!thresholdPercents.every((p) => /^\d+$/.test(p) && Number(p) >= 1 && Number(p) <= 1000)) {
+    problems.push(`USAGE_THRESHOLD_PERCENTS must be a comma-separated list of whole percentages from 1 to 1000 (got ${JSON.stringify(rawPercents)})`);
+  }
+  const webhooks: WebhookConfig = Object.freeze({
+    deliveryIntervalMs: int("WEBHOOK_DELIVERY_INTERVAL_MS", 250, 0, 3_600_000),
+    timeoutMs: int("WEBHOOK_TIMEOUT_MS", 10_000, 100, 120_000),
+    retryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 30_000, 1, 3_600_000),
+    retryWindowSeconds: int("WEBHOOK_RETRY_WINDOW_SECONDS", 3 * 86_400, 1, 30 * 86_400),
+    allowPrivateHosts: rawAllowPrivate === "true",
+    thresholdPercents: [...new Set(thresholdPercents.map(Number))].filter((p) => p >= 1 && p <= 1000),
+    thresholdCheckMs: int("USAGE_THRESHOLD_CHECK_INTERVAL_MS", 60_000, 1_000, 86_400_000),
+  });
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -188,5 +223,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bulkQueueTimeoutMs,
     rateLimits,
     metricsToken,
+    webhooks,
   });
 }

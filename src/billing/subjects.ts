@@ -3,6 +3,7 @@
  * store (src/db) enforces uniqueness, this module enforces meaning.
  */
 import { FailedPreconditionError, NotFoundError, Violations } from "./errors.js";
+import { type NewEvent, subjectEvent } from "./events/types.js";
 import { newId } from "./ids.js";
 import { type Metadata, checkMetadata } from "./metadata.js";
 import { type Page, type PageResult, checkPage } from "./pagination.js";
@@ -28,17 +29,20 @@ export interface SubjectPatch {
 
 /** Storage port. Implementations scope every query to `environmentId`. */
 export interface SubjectStore {
-  /** Throws AlreadyExistsError when a live subject of the environment has the same external ID. */
-  insert(subject: Subject): Promise<void>;
+  /**
+   * Throws AlreadyExistsError when a live subject of the environment has the same external ID.
+   * `events` are written in the same transaction (the outbox).
+   */
+  insert(subject: Subject, events: NewEvent[]): Promise<void>;
   /** A live subject whose ID, or else whose external ID, equals `key`. */
   findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined>;
-  /** Applies the patch to a live subject; returns it, or undefined when there is none. */
-  update(environmentId: string, id: string, patch: SubjectPatch, at: Date): Promise<Subject | undefined>;
+  /** Applies the patch to a live subject, with the events of the result; returns it, or undefined when there is none. */
+  update(environmentId: string, id: string, patch: SubjectPatch, at: Date, events: (updated: Subject) => NewEvent[]): Promise<Subject | undefined>;
   list(environmentId: string, page: Page): Promise<PageResult<Subject>>;
   /** Live subjects whose name or email contains `query`, ignoring case. */
   search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>>;
-  /** Marks a live subject deleted and frees its external ID; false when there is none. */
-  softDelete(environmentId: string, id: string, at: Date): Promise<boolean>;
+  /** Marks a live subject deleted and frees its external ID, with `events`; false when there is none. */
+  softDelete(environmentId: string, id: string, at: Date, events: NewEvent[]): Promise<boolean>;
 }
 
 export const MAX_TEXT = 255;
@@ -104,7 +108,7 @@ export class SubjectService {
       testClockId: input.testClockId ?? null,
       hasPaymentMethod: false,
     };
-    await this.store.insert(subject);
+    await this.store.insert(subject, [subjectEvent("subject.created", subject)]);
     return subject;
   }
 
@@ -129,7 +133,7 @@ export class SubjectService {
     if (input.email !== undefined) patch.email = input.email || null;
     if (input.name !== undefined) patch.name = input.name || null;
     if (input.metadata !== undefined) patch.metadata = input.metadata;
-    const updated = await this.store.update(caller.environmentId, existing.id, patch, this.now());
+    const updated = await this.store.update(caller.environmentId, existing.id, patch, this.now(), (u) => [subjectEvent("subject.updated", u)]);
     if (!updated) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return updated;
   }
@@ -154,7 +158,7 @@ export class SubjectService {
     const subject = await this.get(caller, key);
     const blocker = await this.guards.deleteBlocker(caller.environmentId, subject.id);
     if (blocker) throw new FailedPreconditionError("SUBJECT_HAS_ACTIVE_SUBSCRIPTION", blocker, { subject_id: subject.id });
-    const deleted = await this.store.softDelete(caller.environmentId, subject.id, this.now());
+    const deleted = await this.store.softDelete(caller.environmentId, subject.id, this.now(), [subjectEvent("subject.deleted", subject)]);
     if (!deleted) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return subject;
   }

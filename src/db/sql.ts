@@ -251,6 +251,15 @@ export class Sql {
   }
 
   /**
+   * `fn` in one READ COMMITTED transaction on MySQL (no gap locks: a queue's claim must not block
+   * the inserts that feed the queue); an ordinary transaction on SQLite.
+   */
+  transactionReadCommitted<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    if (this.dialect !== "mysql") return this.transaction(fn);
+    return this.dataSource.transaction("READ COMMITTED", fn);
+  }
+
+  /**
    * `fn` in one transaction, given as a Pipeline: on MySQL its statements travel in as few round
    * trips as `fn`'s need for results allows (the hot path of ingestion); all of it is committed,
    * or none.

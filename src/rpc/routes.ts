@@ -7,6 +7,8 @@ import type { PricingMetricService as Metrics } from "../billing/catalog/metrics
 import type { RateCardService as Cards } from "../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../billing/catalog/rate-catalogs.js";
 import type { IngestService as Ingest, SummaryService as Summaries } from "../billing/metering/usage.js";
+import type { WebhookEndpoints } from "../billing/events/endpoints.js";
+import type { EventFeed } from "../billing/events/feed.js";
 import type { SubjectService as Subjects } from "../billing/subjects.js";
 import type { BillingStates } from "../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges as Changes } from "../billing/subscriptions/changes.js";
@@ -29,6 +31,8 @@ import { PricingMetricService, file_billing_v1_pricing_metric_service } from "..
 import { RateCardService, file_billing_v1_rate_card_service } from "../gen/billing/v1/rate_card_service_pb.js";
 import { RateCatalogService, file_billing_v1_rate_catalog_service } from "../gen/billing/v1/rate_catalog_service_pb.js";
 import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/v1/subject_service_pb.js";
+import { EventService, file_billing_v1_event_service } from "../gen/billing/v1/event_service_pb.js";
+import { WebhookEndpointService, file_billing_v1_webhook_endpoint_service } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
@@ -41,6 +45,7 @@ import { pricingMetricService, rateCardService, rateCatalogService } from "./ser
 import { customerAccessService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { healthService } from "./services/health-service.js";
 import { checkoutService, customerPortalService } from "./services/portal-services.js";
+import { eventService, webhookEndpointService } from "./services/event-services.js";
 import { subjectService } from "./services/subject-service.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
@@ -65,6 +70,8 @@ export interface Services {
   metrics: Metrics;
   cards: Cards;
   catalogs: Catalogs;
+  webhookEndpoints: WebhookEndpoints;
+  events: EventFeed;
 }
 
 /** The contract files whose services are served (reflection reads these). */
@@ -82,6 +89,8 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_checkout_service,
   file_billing_v1_test_clock_service,
   file_billing_v1_health_service,
+  file_billing_v1_webhook_endpoint_service,
+  file_billing_v1_event_service,
   file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
   file_grpc_reflection_v1alpha_reflection,
@@ -108,6 +117,8 @@ export const restServices = [
   CheckoutService,
   TestClockService,
   HealthService,
+  WebhookEndpointService,
+  EventService,
 ];
 
 /** A service with its implementation, checked against the service's methods. */
@@ -133,6 +144,8 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(TestClockService, testClockService(services.clocks)),
     spec(RateCardService, rateCardService(services.cards)),
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
+    spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
+    spec(EventService, eventService(services.events, health?.stopped)),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),
     ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),

@@ -30,7 +30,7 @@ for (const store of STORES) {
   const server = useServer(store, {}, async (started) => {
     db = await createDatabase(started.db.url, { poolSize: 2 });
     await db.dataSource.initialize();
-    billing = sqlBillingStores(db.sql, db.entities);
+    billing = sqlBillingStores(db.sql, db.entities, () => "{}");
     auth = new SqlAuthStore(db.sql, db.entities);
     return () => db.dataSource.destroy();
   });

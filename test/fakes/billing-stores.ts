@@ -3,6 +3,7 @@
  * of the engine and the use cases without a database. A transaction runs alone (one at a time)
  * and is committed or not at all: on an error every map is put back as it was.
  */
+import type { NewEvent } from "../../src/billing/events/types.js";
 import { AlreadyExistsError } from "../../src/billing/errors.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
@@ -29,6 +30,10 @@ export class BillingState {
   graceSeconds = new Map<string, number>();
   /** When each ended subscription's late usage was last checked. */
   checkedAt = new Map<string, Date>();
+  /** The outbox: events emitted by committed transactions, in order (keyed by their position). */
+  events = new Map<string, NewEvent>();
+  /** Usage thresholds announced, by subscription, period, rate and percentage. */
+  thresholdMarks = new Map<string, string>();
 
   snapshot(): BillingState {
     const copy = new BillingState();
@@ -244,6 +249,20 @@ export class FakeBillingStores implements BillingStores {
         if (row?.status !== "draft") return false;
         s.invoices.set(i.id, { ...structuredClone(i), status: "open", finalizedAt: at });
         return true;
+      },
+      moveInvoices: async (ids, from, to) => {
+        const moved = ids.filter((id) => s.invoices.get(id)?.status === from);
+        for (const id of moved) (s.invoices.get(id) as Invoice).status = to;
+        return moved;
+      },
+      markThreshold: async (m) => {
+        const key = `${m.subscriptionId}|${m.periodKey}|${m.rateCode}|${m.percent}`;
+        if (s.thresholdMarks.has(key)) return false;
+        s.thresholdMarks.set(key, m.eventId);
+        return true;
+      },
+      emit: async (events) => {
+        for (const e of events) s.events.set(String(s.events.size).padStart(8, "0"), structuredClone(e));
       },
       lockCheckout: async (token) => structuredClone(s.checkouts.get(token)),
       updateCheckoutStatus: async (id, status) => {

@@ -77,6 +77,14 @@ for (const store of STORES) {
     // Health.
     await s.call("GET", "/ping", undefined, "");
 
+    // A webhook endpoint (a public host: the server's guard refuses private ones by default), so
+    // that everything below makes deliveries to list.
+    const ep = await s.call("POST", "/webhook-endpoints", { url: "https://hooks.example.com/billing", description: "all events" });
+    await s.call("GET", `/webhook-endpoints/${ep.id}`);
+    await s.call("GET", "/webhook-endpoints?limit=10");
+    await s.call("PUT", `/webhook-endpoints/${ep.id}`, { description: "renamed", event_types: [] });
+    await s.call("POST", `/webhook-endpoints/${ep.id}/rotate-secret`, {});
+
     // Subjects.
     const other = await s.call("POST", "/subjects", { name: "Other" });
     await s.call("GET", `/subjects/${s.subjectId}`);
@@ -194,6 +202,14 @@ for (const store of STORES) {
     // Hosted pages handed out by the API: a portal session and a standalone checkout.
     await s.call("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
     await s.call("POST", "/checkout", { subject_id: s.subjectId, rate_card_id: cheaper, ...callbacks });
+
+    // The event feed and the endpoint's deliveries, attempts and a replay; then the endpoint goes.
+    const feed = await s.call("GET", "/events?limit=5");
+    await s.call("GET", `/events/${feed.events[0].id}`);
+    await s.call("GET", `/webhook-endpoints/${ep.id}/deliveries?limit=5`);
+    await s.call("GET", `/webhook-endpoints/${ep.id}/attempts?limit=5`);
+    await s.call("POST", `/webhook-endpoints/${ep.id}/replay`, { event_id: feed.events[0].id });
+    await s.call("DELETE", `/webhook-endpoints/${ep.id}`);
 
     // Open invoices (their charge fails): void one, mark one uncollectible.
     const payer = await Checked.begin(server, validator, "2026-01-15T00:00:00Z");

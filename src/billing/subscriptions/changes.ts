@@ -6,6 +6,7 @@
  */
 import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
+import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { line, total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
@@ -111,6 +112,7 @@ export class SubscriptionChanges {
           if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
           const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
           await tx.updateSubscription(next);
+          await tx.emit([subscriptionEvent("subscription.updated", next)]);
           return next;
         });
         return { subscription: flagged, invoice: undefined };
@@ -134,6 +136,7 @@ export class SubscriptionChanges {
       if (s?.status !== "paused" || s.cycleEpoch !== current.cycleEpoch) throw lostRace(current.id);
       const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: input.reason || s.cancelReason, pausedAt: null, resumesAt: null };
       await tx.updateSubscription(next);
+      await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
       return next;
     });
   }
@@ -165,6 +168,7 @@ export class SubscriptionChanges {
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason, billingFailure: null };
       await tx.updateSubscription(next);
+      await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
       return next;
     });
     return { subscription: cancelled, invoice };
@@ -294,6 +298,7 @@ export class SubscriptionChanges {
       if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
+      await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
       return updated;
     });
     return { subscription: changed, invoice };

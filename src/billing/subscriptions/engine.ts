@@ -10,6 +10,7 @@ import { coordinatesKey } from "../catalog/rates.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import type { PricingMetricStore } from "../catalog/metrics.js";
 import { AbortedError, AlreadyExistsError, BillingError, FailedPreconditionError } from "../errors.js";
+import { invoiceEvent, newInvoiceEvents, subscriptionEvent } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
@@ -357,7 +358,11 @@ export class BillingEngine {
   async finalizeDraft(draft: Invoice): Promise<Invoice | undefined> {
     const at = this.now();
     const final: Invoice = { ...(await this.preview(draft)), status: "open", finalizedAt: at };
-    const done = await this.stores.transaction((tx) => tx.finalizeDraft(final, at));
+    const done = await this.stores.transaction(async (tx) => {
+      const moved = await tx.finalizeDraft(final, at);
+      if (moved) await tx.emit([invoiceEvent("invoice.finalized", final)]);
+      return moved;
+    });
     if (!done) return undefined;
     await this.settleMany([final]);
     return final;
@@ -506,7 +511,10 @@ export class BillingEngine {
     const wrote = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
       if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
-      if (invoice) await tx.insertInvoice(invoice);
+      if (invoice) {
+        await tx.insertInvoice(invoice);
+        await tx.emit(newInvoiceEvents(invoice));
+      }
       await tx.updateSubscription({ ...locked, usageCheck: check });
       return invoice !== undefined;
     });
@@ -525,6 +533,7 @@ export class BillingEngine {
     if (invoice.lines.length === 0 && !invoice.window) return true;
     try {
       await tx.insertInvoice(invoice);
+      await tx.emit(newInvoiceEvents(invoice));
       return true;
     } catch (err) {
       if (err instanceof AlreadyExistsError) return false;
@@ -537,7 +546,7 @@ export class BillingEngine {
     if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
     const at = this.now();
     if (dec(invoice.total).lte(0)) {
-      await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
+      await this.markPaid([invoice], at);
       return;
     }
     const pm = paymentMethodId ? await this.stores.paymentMethods.get(paymentMethodId) : undefined;
@@ -546,7 +555,33 @@ export class BillingEngine {
     const provider = await this.providerFor(invoice.environmentId);
     if (!provider) return;
     const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
-    if (res.ok) await this.stores.invoices.setStatus(invoice.id, "open", "paid", at);
+    if (res.ok) await this.markPaid([invoice], at);
+    else await this.paymentFailed([invoice]);
+  }
+
+  /**
+   * Open invoices become paid, each with its `invoice.paid` event in the same transaction (only
+   * those still open: another runner or a void got there first otherwise).
+   */
+  private async markPaid(list: Invoice[], at: Date): Promise<void> {
+    if (list.length === 0) return;
+    await this.stores.transaction(async (tx) => {
+      const moved = new Set(
+        await tx.moveInvoices(
+          list.map((i) => i.id),
+          "open",
+          "paid",
+          at,
+        ),
+      );
+      await tx.emit(list.filter((i) => moved.has(i.id)).map((i) => invoiceEvent("invoice.paid", { ...i, status: "paid" })));
+    });
+  }
+
+  /** A declined charge: the invoice stays open; `invoice.payment_failed` says so. */
+  private async paymentFailed(list: Invoice[]): Promise<void> {
+    if (list.length === 0) return;
+    await this.stores.transaction((tx) => tx.emit(list.map((i) => invoiceEvent("invoice.payment_failed", i))));
   }
 
   /**
@@ -633,7 +668,13 @@ export class BillingEngine {
         });
         const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
         await tx.insertInvoices(out);
-        for (const s of ready) await tx.updateSubscription(await this.afterClose(s, checks.get(s.id) ?? null));
+        const events = out.flatMap(newInvoiceEvents);
+        for (const s of ready) {
+          const after = await this.afterClose(s, checks.get(s.id) ?? null);
+          await tx.updateSubscription(after);
+          if (after.status === "cancelled") events.push(subscriptionEvent("subscription.cancelled", after));
+        }
+        await tx.emit(events);
         return [out, ready.length] as const;
       });
     } catch (err) {
@@ -682,22 +723,25 @@ export class BillingEngine {
   async settleMany(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
     const at = this.now();
-    const zero = list.filter((i) => dec(i.total).lte(0)).map((i) => i.id);
     const due = list.filter((i) => dec(i.total).gt(0));
     const methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
-    const paid: string[] = [...zero];
+    const paid = list.filter((i) => dec(i.total).lte(0));
+    const declined: Invoice[] = [];
     for (const i of due) {
       const pm = methods.get(i.subjectId);
       try {
         // A live environment has no provider: its invoices stay open (never the test provider).
         const provider = pm ? await this.providerFor(i.environmentId) : undefined;
-        if (pm && provider && (await provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i.id);
+        if (!pm || !provider) continue;
+        if ((await provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i);
+        else declined.push(i);
       } catch (err) {
         // The invoice is written: it stays open, and the other invoices are settled.
         this.events.settleFailed?.(i.id, err);
       }
     }
-    await this.stores.invoices.setStatuses(paid, "open", "paid", at);
+    await this.markPaid(paid, at);
+    await this.paymentFailed(declined);
   }
 
   /**

@@ -4,6 +4,7 @@
  * change or a timeline start) and cancelling it. Opening one is checkout.ts.
  */
 import { NotFoundError } from "../errors.js";
+import type { NewEvent } from "../events/types.js";
 import { newId } from "../ids.js";
 import { systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
@@ -53,7 +54,11 @@ export class HostedCheckout {
     // A live environment has no provider: no card is taken (test cards are refused), nothing changes.
     if (!provider) return { ok: false, noProvider: true, message: NO_PROVIDER_PAGE_MESSAGE };
     const card = provider.tokenize(cardNumber);
-    if (!card.ok) return { ok: false, message: card.message };
+    if (!card.ok) {
+      // A declined card changes nothing but is worth telling: the customer tried and could not pay.
+      await this.stores.transaction((tx) => tx.emit([checkoutEvent("checkout.failed", session, card.message)]));
+      return { ok: false, message: card.message };
+    }
     const caller = systemCaller(session.environmentId, (await this.engine.modeOf(session.environmentId)) ?? "test");
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     // What the checkout was for must still be possible before the card is taken and the checkout used.
@@ -85,6 +90,7 @@ export class HostedCheckout {
       });
       await tx.setSubjectPaymentMethod(subject.id, pmId);
       await tx.updateCheckoutStatus(session.id, "completed");
+      await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
       return true;
     });
     if (!claimed) return { ok: false, gone: true, message: "This checkout is no longer available." };
@@ -116,4 +122,13 @@ export class HostedCheckout {
     }
     return session.cancelledUrl;
   }
+}
+
+/**
+ * A checkout's event. `subscription_id` is the subscription a change checkout changes; a subscribe
+ * checkout's subscription is created after the checkout completes, with its own `subscription.created`.
+ */
+function checkoutEvent(type: "checkout.completed" | "checkout.failed", c: CheckoutSession, failure: string | null): NewEvent {
+  const subscriptionId = c.kind === "change" ? ((c.payload as { subscriptionId?: string }).subscriptionId ?? null) : null;
+  return { type, environmentId: c.environmentId, resource: { kind: "checkout", checkout: c, subscriptionId, failure } };
 }

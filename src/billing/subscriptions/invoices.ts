@@ -3,6 +3,7 @@
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
+import { invoiceEvent } from "../events/types.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { Lookups } from "./lookups.js";
@@ -64,7 +65,14 @@ export class Invoices {
 
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
-    if (!(await this.stores.invoices.setStatus(inv.id, "open", to, this.lookups.engine.now()))) {
+    const at = this.lookups.engine.now();
+    const moved = await this.stores.transaction(async (tx) => {
+      const done = (await tx.moveInvoices([inv.id], "open", to, at)).length > 0;
+      // Voiding is announced (invoice.voided); marking uncollectible has no event type.
+      if (done && to === "void") await tx.emit([invoiceEvent("invoice.voided", { ...inv, status: "void" })]);
+      return done;
+    });
+    if (!moved) {
       throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${id} is ${inv.status}; only an open invoice can become ${to}`);
     }
     return this.invoice(caller, id);

@@ -12,6 +12,7 @@
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
 import { FailedPreconditionError, Violations } from "../errors.js";
+import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import type { Caller } from "../tenancy.js";
@@ -83,6 +84,7 @@ export class Pauses {
         if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(id);
         const next: Subscription = { ...s, status: "paused", pausedAt: now, resumesAt: resumesAt ?? null, cancelsAtEndOfCycle: false, usageSince: now, billingFailure: null };
         await tx.updateSubscription(next);
+        await tx.emit([subscriptionEvent("subscription.paused", next)]);
         return { subscription: next, clearedCancelAtEndOfCycle: s.cancelsAtEndOfCycle };
       });
       return { ...paused, invoice };
@@ -130,6 +132,7 @@ export class Pauses {
         await this.engine.writeInvoice(tx, inv);
         const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck };
         await tx.updateSubscription(row);
+        await tx.emit([subscriptionEvent("subscription.resumed", row)]);
         return row;
       });
       return { invoice: inv, subscription: resumed };

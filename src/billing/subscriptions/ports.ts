@@ -4,6 +4,8 @@
  * completed checkout saves a payment method on the subject). src/db implements them on SQL;
  * test/fakes in memory.
  */
+import type { ThresholdWrites } from "../events/thresholds.js";
+import type { EventWrites } from "../events/types.js";
 import type { Page, PageResult } from "../pagination.js";
 import type { EnvironmentMode } from "../tenancy.js";
 import type {
@@ -132,6 +134,8 @@ export interface InvoiceWrites {
   insertInvoices(list: Invoice[]): Promise<void>;
   /** Writes a draft's final lines and total and makes it open, if it is still a draft; false otherwise. */
   finalizeDraft(i: Invoice, at: Date): Promise<boolean>;
+  /** Moves these invoices from `from` to `to` (those still in `from`, locked); returns the ids it moved. */
+  moveInvoices(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<string[]>;
 }
 
 /** Checkout writes inside a transaction. */
@@ -153,8 +157,8 @@ export interface TimelineWrites {
   insertTimelineItems(items: TimelineItem[]): Promise<void>;
 }
 
-/** Everything billing writes in one transaction. */
-export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites;
+/** Everything billing writes in one transaction, and the events of those changes (the outbox). */
+export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites;
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

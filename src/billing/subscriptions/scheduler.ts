@@ -22,6 +22,8 @@ export class Scheduler {
      * the run started (Date.now()).
      */
     private readonly onProgress?: (p: RunProgress) => void,
+    /** usage.threshold_crossed checks (events/thresholds.ts), when events are wired. */
+    private readonly thresholds?: { check(clockId: string | null): Promise<number> },
   ) {}
 
   /**
@@ -36,6 +38,9 @@ export class Scheduler {
     const report = this.onProgress;
     const onBatch = report && ((closed: number) => report({ clockId, closed: n + closed, startedAt: started, done: false }));
     const seen = new Set<string>();
+    // Usage thresholds of the periods as they are before anything closes (a jump past a period's
+    // end must not skip that period's thresholds), and again after (the new periods).
+    await this.thresholds?.check(clockId);
     try {
       for (;;) {
         await breathe();
@@ -61,6 +66,7 @@ export class Scheduler {
       // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
+      if (n > 0) await this.thresholds?.check(clockId);
     } finally {
       // Also when the run fails: its progress lines end.
       report?.({ clockId, closed: n, startedAt: started, done: true });

@@ -4,6 +4,7 @@
  * advance. Also reading subscriptions back (get, list).
  */
 import type { RateCard } from "../catalog/types.js";
+import { subscriptionEvent } from "../events/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
@@ -183,6 +184,8 @@ export class Subscriptions {
         await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
       }
       await tx.insertSubscription(draft);
+      // A subscription exists only once it is active (a checkout's at its completion): both at once.
+      await tx.emit([subscriptionEvent("subscription.created", draft), subscriptionEvent("subscription.activated", draft)]);
       await this.engine.writeInvoice(tx, invoice);
     });
     await this.engine.settle(invoice, paymentMethodId);

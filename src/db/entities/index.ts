@@ -16,6 +16,7 @@ import { checkoutsEntities } from "./checkouts.js";
 import { portalSessionsEntities } from "./portal-sessions.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
+import { webhooksEntities } from "./webhooks.js";
 
 export type { EnvironmentRow, ApiKeyRow } from "./environments.js";
 export type { SubjectRow } from "./subjects.js";
@@ -28,6 +29,7 @@ export type { CheckoutRow } from "./checkouts.js";
 export type { PortalSessionRow } from "./portal-sessions.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
+export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
 
 /**
  * The tables of `dialect`. On MySQL every text column has `binaryCollation` (the server's binary
@@ -46,6 +48,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { PortalSession } = portalSessionsEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
+  const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
 
   return {
     Timeline,
@@ -68,6 +71,11 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     Checkout,
     PortalSession,
     TestClock,
+    Event,
+    WebhookEndpoint,
+    WebhookDelivery,
+    WebhookAttempt,
+    UsageThresholdMark,
   };
 }
 

@@ -3,6 +3,7 @@
  * (each aggregate's writes on one entity manager).
  */
 import { AbortedError } from "../../billing/errors.js";
+import type { EventEncoder } from "../../billing/events/types.js";
 import type { BillingDirectory, BillingStores, BillingTx } from "../../billing/subscriptions/ports.js";
 import type { BillingSubject, SubjectProfile } from "../../billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../billing/tenancy.js";
@@ -17,6 +18,7 @@ import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-sto
 import { SqlPortalSessionStore } from "./portal-session-store.js";
 import { SqlSubscriptionStore, subscriptionWrites } from "./subscription-store.js";
 import { SqlTimelineStore, timelineWrites } from "./timeline-store.js";
+import { eventWrites } from "./webhook-store.js";
 
 /** Subjects and environments as billing reads them. */
 export class SqlBillingDirectory implements BillingDirectory {
@@ -54,7 +56,8 @@ export class SqlBillingDirectory implements BillingDirectory {
   }
 }
 
-export function sqlBillingStores(sql: Sql, entities: Entities): BillingStores {
+/** `encode` freezes each event's resource as wire JSON; `now` stamps events (real time). */
+export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEncoder, now: () => Date = () => new Date()): BillingStores {
   return {
     subscriptions: new SqlSubscriptionStore(sql, entities),
     invoices: new SqlInvoiceStore(sql, entities),
@@ -72,6 +75,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities): BillingStores {
           ...checkoutWrites(em, sql, entities),
           ...paymentMethodWrites(em, entities),
           ...timelineWrites(em, sql, entities),
+          ...eventWrites(em, encode, now, sql.dialect),
         }),
       );
       return run.catch((err: unknown) => {

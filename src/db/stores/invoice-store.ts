@@ -99,6 +99,18 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     }
     for (const part of chunks(list.flatMap(invoiceLineRows))) await em.insert(E.InvoiceLine, part);
   };
+  const moveInvoices = async (ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date) => {
+    const moved: string[] = [];
+    for (const part of chunks(ids)) {
+      const marks = part.map(() => "?").join(", ");
+      const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
+      const rows = (await em.query(`SELECT id FROM invoices WHERE id IN (${marks}) AND status = ?${lock}`, [...part, from])) as { id: string }[];
+      if (rows.length === 0) continue;
+      await em.query(`UPDATE invoices SET status = ?, updated_at = ? WHERE id IN (${rows.map(() => "?").join(", ")})`, [to, dbTime(at), ...rows.map((r) => r.id)]);
+      moved.push(...rows.map((r) => r.id));
+    }
+    return moved;
+  };
   // A draft becomes open with its recomputed lines, once: only the run that moves it out of draft writes them.
   const finalizeDraft = async (i: Invoice, at: Date) => {
     const res = await em.update(E.Invoice, { id: i.id, status: "draft" }, { status: "open", total: i.total, finalized_at: at, updated_at: at });
@@ -107,7 +119,7 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     for (const part of chunks(invoiceLineRows(i))) await em.insert(E.InvoiceLine, part);
     return true;
   };
-  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), finalizeDraft };
+  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), finalizeDraft, moveInvoices };
 }
 
 export class SqlInvoiceStore implements InvoiceStore {

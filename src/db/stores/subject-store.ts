@@ -1,4 +1,5 @@
 import { AlreadyExistsError } from "../../billing/errors.js";
+import type { EventEncoder, NewEvent } from "../../billing/events/types.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Subject, SubjectPatch, SubjectStore } from "../../billing/subjects.js";
@@ -6,6 +7,7 @@ import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime, findSubjectRow, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
+import { emOutbox, pipelineOutbox, writeEvents } from "./webhook-store.js";
 
 function subjectFromRow(r: SubjectRow): Subject {
   return {
@@ -30,15 +32,21 @@ export class SqlSubjectStore implements SubjectStore {
   constructor(
     private readonly sql: Sql,
     private readonly entities: Entities,
+    private readonly encode: EventEncoder,
+    private readonly eventTime: () => Date = () => new Date(),
   ) {}
 
-  async insert(s: Subject): Promise<void> {
+  async insert(s: Subject, events: NewEvent[]): Promise<void> {
     const at = dbTime(s.createdAt);
     try {
-      await this.sql.query(
-        "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
-      );
+      // Pipelined (the create is hot): the subject and its events travel with the endpoints' read.
+      await this.sql.pipelined(async (p) => {
+        p.defer([
+          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
+        ]);
+        await writeEvents(pipelineOutbox(p), this.encode, this.eventTime, events);
+      });
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new AlreadyExistsError("SUBJECT_EXTERNAL_ID_EXISTS", `a subject with external_id ${JSON.stringify(s.externalId)} already exists`, {
@@ -55,14 +63,16 @@ export class SqlSubjectStore implements SubjectStore {
     return row ? subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
   }
 
-  async update(environmentId: string, id: string, patch: SubjectPatch, at: Date): Promise<Subject | undefined> {
+  async update(environmentId: string, id: string, patch: SubjectPatch, at: Date, events: (updated: Subject) => NewEvent[]): Promise<Subject | undefined> {
     const set: Partial<SubjectRow> = { updated_at: at };
     if (patch.email !== undefined) set.email = patch.email;
     if (patch.name !== undefined) set.name = patch.name;
     if (patch.metadata !== undefined) set.metadata = patch.metadata;
     const row = await this.sql.transaction(async (em) => {
       await em.createQueryBuilder().update(this.entities.Subject).set(set).where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id }).execute();
-      return em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
+      const r = await em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
+      if (r && r.deleted_at === null) await writeEvents(emOutbox(em), this.encode, this.eventTime, events(subjectFromRow(r)));
+      return r;
     });
     return row && row.deleted_at === null ? subjectFromRow(row) : undefined;
   }
@@ -95,15 +105,17 @@ export class SqlSubjectStore implements SubjectStore {
     return this.page(environmentId, page, query);
   }
 
-  async softDelete(environmentId: string, id: string, at: Date): Promise<boolean> {
-    const res = await this.sql.run((em) =>
-      em
+  async softDelete(environmentId: string, id: string, at: Date, events: NewEvent[]): Promise<boolean> {
+    return this.sql.transaction(async (em) => {
+      const res = await em
         .createQueryBuilder()
         .update(this.entities.Subject)
         .set({ deleted_at: at, updated_at: at, external_id_key: null })
         .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
-        .execute(),
-    );
-    return (res.affected ?? 0) > 0;
+        .execute();
+      if ((res.affected ?? 0) === 0) return false;
+      await writeEvents(emOutbox(em), this.encode, this.eventTime, events);
+      return true;
+    });
   }
 }

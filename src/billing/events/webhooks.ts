@@ -1,0 +1,123 @@
+/**
+ * Webhook endpoints and their deliveries: the domain types and the storage port. An endpoint
+ * receives the events of its environment whose type it lists (all when it lists none); each
+ * (endpoint, event) is one delivery, attempted until it succeeds or its retry window ends.
+ */
+import type { Page, PageResult } from "../pagination.js";
+import type { EventType, NewEvent, StoredEvent } from "./types.js";
+
+export type EndpointStatus = "enabled" | "disabled";
+export type DeliveryStatus = "pending" | "succeeded" | "failed";
+
+export interface WebhookEndpoint {
+  id: string;
+  environmentId: string;
+  url: string;
+  description: string | null;
+  /** The event types sent to it; empty: every type. */
+  eventTypes: EventType[];
+  secret: string;
+  status: EndpointStatus;
+  /** When a delivery to it last ran out of retries (null: it is healthy); cleared by a success. */
+  failingSince: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Delivery {
+  id: string;
+  environmentId: string;
+  endpointId: string;
+  eventId: string;
+  eventType: EventType;
+  eventCreatedAt: Date;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: Date | null;
+  lastAttemptAt: Date | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: Date;
+}
+
+export interface DeliveryAttempt {
+  id: string;
+  deliveryId: string;
+  endpointId: string;
+  eventId: string;
+  attemptedAt: Date;
+  succeeded: boolean;
+  statusCode: number | null;
+  latencyMs: number;
+  responseExcerpt: string | null;
+  error: string | null;
+}
+
+/** A delivery claimed by one server until `leaseUntil`: what it needs to send it. */
+export interface ClaimedDelivery {
+  /** The store's row key. */
+  seq: number;
+  id: string;
+  leaseToken: string;
+  attempts: number;
+  eventCreatedAt: Date;
+  endpoint: Pick<WebhookEndpoint, "id" | "url" | "secret" | "environmentId">;
+  event: StoredEvent;
+  /** The environment's mode (carried in the payload). */
+  mode: string;
+}
+
+/** What became of an attempt, and what to do next. */
+export interface AttemptOutcome {
+  attempt: DeliveryAttempt;
+  /** succeeded; pending (retry at nextAttemptAt); failed (retries exhausted: the endpoint is marked failing). */
+  status: DeliveryStatus;
+  nextAttemptAt: Date | null;
+}
+
+export type ReplayTarget = { eventId: string } | { failedSince: Date };
+
+export interface WebhookStore {
+  insertEndpoint(e: WebhookEndpoint): Promise<void>;
+  getEndpoint(environmentId: string, id: string): Promise<WebhookEndpoint | undefined>;
+  listEndpoints(environmentId: string, page: Page): Promise<PageResult<WebhookEndpoint>>;
+  updateEndpoint(e: WebhookEndpoint): Promise<void>;
+  /** Soft-deletes it; its pending deliveries are dropped. False when there is none. */
+  deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean>;
+  /** An endpoint's deliveries, newest first, optionally of one status or one event. */
+  listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page): Promise<PageResult<Delivery>>;
+  /** An endpoint's attempts, newest first (optionally of one delivery). */
+  listAttempts(endpointId: string, deliveryId: string | undefined, page: Page): Promise<PageResult<DeliveryAttempt>>;
+  /**
+   * Makes deliveries due again now: one event's (created when the endpoint never had it, e.g.
+   * it was created later or filtered the type out), or every failed one whose event is at or
+   * after `failedSince`. Returns how many.
+   */
+  replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number>;
+  /**
+   * Claims up to `limit` due deliveries of enabled endpoints for this server: each row is
+   * locked while it is claimed (rows another server holds are skipped), and the claim lasts
+   * until `leaseUntil`; a server that dies holding one leaves it due again then.
+   */
+  claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]>;
+  /**
+   * Records the attempts of claimed deliveries in one transaction, each only if its claim is still
+   * this server's (a claim that expired meanwhile belongs to whoever took the delivery over).
+   */
+  recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void>;
+  /** One event of an environment, by id. */
+  event(environmentId: string, id: string): Promise<StoredEvent | undefined>;
+  /** An environment's events with afterSeq < seq <= uptoSeq in order, of these types (all when empty), up to `limit`. */
+  eventsBetween(environmentId: string, afterSeq: number, uptoSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]>;
+  /**
+   * How far events after `afterSeq` (of every environment) can be read without missing one: the
+   * end of the run of consecutive seqs, where a missing seq is skipped once an event after it
+   * is older than `gapWaitMs` (its transaction rolled back; one still open would be older than
+   * any transaction the service runs).
+   */
+  horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number>;
+  /** The newest seq of all events (0 when none). */
+  lastSeq(): Promise<number>;
+  /** Writes events outside any other change (a transaction of their own). */
+  emit(events: NewEvent[]): Promise<void>;
+}

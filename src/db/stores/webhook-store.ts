@@ -1,0 +1,533 @@
+/**
+ * Outgoing events on SQL: the outbox writer (events and their deliveries, inside the caller's
+ * transaction), webhook endpoints, the delivery queue the workers claim, and the delivery log.
+ */
+import type { EntityManager } from "typeorm";
+import type { ThresholdStore, ThresholdWrites } from "../../billing/events/thresholds.js";
+import type { EventEncoder, EventType, EventWrites, NewEvent, StoredEvent } from "../../billing/events/types.js";
+import type { Subscription } from "../../billing/subscriptions/types.js";
+import type { AttemptOutcome, ClaimedDelivery, Delivery, DeliveryAttempt, DeliveryStatus, EndpointStatus, ReplayTarget, WebhookEndpoint, WebhookStore } from "../../billing/events/webhooks.js";
+import { newId, randomBase62 } from "../../billing/ids.js";
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
+import type { Entities } from "../entities/index.js";
+import { isTransient } from "../errors.js";
+import { dbTime, fromDbTime, fromDbTimeOrNull, fromJsonText } from "../raw.js";
+import { type Pipeline, type Sql, chunks, placeholders } from "../sql.js";
+import { subscriptionFromRow } from "./subscription-store.js";
+
+type Query = (sql: string, params: unknown[]) => Promise<unknown>;
+
+/** How writeEvents reaches the transaction: reads whose results it needs, writes it does not. */
+export interface OutboxTx {
+  read: Query;
+  write: (sql: string, params: unknown[]) => unknown;
+}
+
+/** A transaction's entity manager as an OutboxTx (one round trip per statement). */
+export const emOutbox = (em: EntityManager): OutboxTx => ({ read: (q, p) => em.query(q, p), write: (q, p) => em.query(q, p) });
+
+/** A Sql.pipelined transaction as an OutboxTx: writes go with the next read or the COMMIT. */
+export const pipelineOutbox = (p: Pipeline): OutboxTx => ({
+  read: async (q, params) => (await p.run([[q, params]]))[0],
+  write: (q, params) => {
+    p.defer([q, params]);
+  },
+});
+
+interface EndpointRaw {
+  id: string;
+  environment_id: string;
+  url: string;
+  description: string | null;
+  event_types: unknown;
+  secret: string;
+  status: string;
+  failing_since: unknown;
+  created_at: unknown;
+  updated_at: unknown;
+}
+
+function endpointFromRow(r: EndpointRaw): WebhookEndpoint {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    url: r.url,
+    description: r.description,
+    eventTypes: fromJsonText<EventType[]>(r.event_types) ?? [],
+    secret: r.secret,
+    status: r.status as EndpointStatus,
+    failingSince: fromDbTimeOrNull(r.failing_since),
+    createdAt: fromDbTime(r.created_at),
+    updatedAt: fromDbTime(r.updated_at),
+  };
+}
+
+interface EventRaw {
+  seq: unknown;
+  id: string;
+  environment_id: string;
+  type: string;
+  data: string;
+  created_at: unknown;
+}
+
+function eventFromRow(r: EventRaw): StoredEvent {
+  return { seq: Number(r.seq), id: r.id, environmentId: r.environment_id, type: r.type as EventType, createdAt: fromDbTime(r.created_at), data: r.data };
+}
+
+const ENDPOINT_COLUMNS = "id, environment_id, url, description, event_types, secret, status, failing_since, created_at, updated_at";
+const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
+
+/**
+ * Writes events and one pending delivery per enabled endpoint of their environment that takes
+ * their type, through `query` (the caller's transaction): the outbox write of a change.
+ */
+export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
+  if (events.length === 0) return [];
+  const at = now();
+  const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
+  for (const part of chunks(stored, 200)) {
+    await tx.write(
+      `INSERT INTO events (id, environment_id, type, data, created_at) VALUES ${placeholders(part.length, 5)}`,
+      part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt)]),
+    );
+  }
+  const envs = [...new Set(stored.map((e) => e.environmentId))];
+  const endpoints = (await tx.read(
+    `SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`,
+    envs,
+  )) as {
+    id: string;
+    environment_id: string;
+    event_types: unknown;
+    status: string;
+  }[];
+  if (endpoints.length === 0) return stored;
+  const rows: unknown[][] = [];
+  for (const ep of endpoints) {
+    const types = fromJsonText<string[]>(ep.event_types) ?? [];
+    for (const e of stored) {
+      if (e.environmentId !== ep.environment_id || (types.length > 0 && !types.includes(e.type))) continue;
+      const t = dbTime(at);
+      // A disabled endpoint's deliveries are held until it is enabled again.
+      rows.push([newId("whd"), e.environmentId, ep.id, e.id, t, ep.status === "enabled" ? "pending" : "held", 0, t, t, t]);
+    }
+  }
+  for (const part of chunks(rows, 200)) {
+    await tx.write(
+      `INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES ${placeholders(part.length, 10)}`,
+      part.flat(),
+    );
+  }
+  return stored;
+}
+
+/** The outbox write of one transaction (BillingTx.emit), and usage-threshold marks. */
+export function eventWrites(em: EntityManager, encode: EventEncoder, now: () => Date, dialect: "mysql" | "sqlite"): EventWrites & ThresholdWrites {
+  return {
+    emit: async (events) => {
+      await writeEvents(emOutbox(em), encode, now, events);
+    },
+    markThreshold: async (m, at) => {
+      const ignore = dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
+      const n = await changed(em, `${ignore} INTO usage_threshold_marks (subscription_id, period_key, rate_code, percent, event_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`, [
+        m.subscriptionId,
+        m.periodKey,
+        m.rateCode,
+        m.percent,
+        m.eventId,
+        dbTime(at),
+      ]);
+      return n > 0;
+    },
+  };
+}
+
+/** What a usage-threshold check reads. */
+export class SqlThresholdStore implements ThresholdStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async fired(subscriptionId: string, periodKey: string): Promise<Set<string>> {
+    const rows = await this.sql.query<{ rate_code: string; percent: unknown }[]>("SELECT rate_code, percent FROM usage_threshold_marks WHERE subscription_id = ? AND period_key = ?", [
+      subscriptionId,
+      periodKey,
+    ]);
+    return new Set(rows.map((r) => `${r.rate_code}@${Number(r.percent)}`));
+  }
+
+  async activeAfter(clockId: string | null, afterId: string, limit: number): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.status = 'active' AND s.id > :after", { after: afterId })
+        .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
+        .orderBy("s.id", "ASC")
+        .limit(limit)
+        .getMany(),
+    );
+    return rows.map(subscriptionFromRow);
+  }
+}
+
+interface DeliveryRaw {
+  id: string;
+  environment_id: string;
+  endpoint_id: string;
+  event_id: string;
+  type: string;
+  event_created_at: unknown;
+  status: string;
+  attempts: unknown;
+  next_attempt_at: unknown;
+  last_attempt_at: unknown;
+  last_status_code: unknown;
+  last_error: string | null;
+  created_at: unknown;
+}
+
+function deliveryFromRow(r: DeliveryRaw): Delivery {
+  const status = r.status === "held" ? "pending" : (r.status as DeliveryStatus);
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    endpointId: r.endpoint_id,
+    eventId: r.event_id,
+    eventType: r.type as EventType,
+    eventCreatedAt: fromDbTime(r.event_created_at),
+    status,
+    attempts: Number(r.attempts),
+    nextAttemptAt: status === "pending" ? fromDbTime(r.next_attempt_at) : null,
+    lastAttemptAt: fromDbTimeOrNull(r.last_attempt_at),
+    lastStatusCode: r.last_status_code === null ? null : Number(r.last_status_code),
+    lastError: r.last_error,
+    createdAt: fromDbTime(r.created_at),
+  };
+}
+
+interface AttemptRaw {
+  id: string;
+  delivery_id: string;
+  endpoint_id: string;
+  event_id: string;
+  attempted_at: unknown;
+  succeeded: unknown;
+  status_code: unknown;
+  latency_ms: unknown;
+  response_excerpt: string | null;
+  error: string | null;
+}
+
+function attemptFromRow(r: AttemptRaw): DeliveryAttempt {
+  return {
+    id: r.id,
+    deliveryId: r.delivery_id,
+    endpointId: r.endpoint_id,
+    eventId: r.event_id,
+    attemptedAt: fromDbTime(r.attempted_at),
+    succeeded: Boolean(Number(r.succeeded)),
+    statusCode: r.status_code === null ? null : Number(r.status_code),
+    latencyMs: Number(r.latency_ms),
+    responseExcerpt: r.response_excerpt,
+    error: r.error,
+  };
+}
+
+export class SqlWebhookStore implements WebhookStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+    private readonly encode: EventEncoder,
+    private readonly now: () => Date,
+  ) {}
+
+  /**
+   * An operator's write over an endpoint's deliveries, in READ COMMITTED (no gap locks against the
+   * worker and the outbox), retried when it still loses a deadlock to them.
+   */
+  private async retried<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.sql.transactionReadCommitted(fn);
+      } catch (err) {
+        if (attempt >= 5 || !isTransient(err)) throw err;
+        await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
+      }
+    }
+  }
+
+  async insertEndpoint(e: WebhookEndpoint): Promise<void> {
+    await this.sql.query(
+      "INSERT INTO webhook_endpoints (id, environment_id, url, description, event_types, secret, status, failing_since, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [e.id, e.environmentId, e.url, e.description, JSON.stringify(e.eventTypes), e.secret, e.status, null, dbTime(e.createdAt), dbTime(e.updatedAt)],
+    );
+  }
+
+  async getEndpoint(environmentId: string, id: string): Promise<WebhookEndpoint | undefined> {
+    const [r] = await this.sql.query<EndpointRaw[]>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE environment_id = ? AND id = ? AND deleted_at IS NULL`, [environmentId, id]);
+    return r ? endpointFromRow(r) : undefined;
+  }
+
+  async listEndpoints(environmentId: string, page: Page): Promise<PageResult<WebhookEndpoint>> {
+    const rows = await this.sql.query<EndpointRaw[]>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE environment_id = ? AND deleted_at IS NULL ORDER BY seq LIMIT ? OFFSET ?`, [
+      environmentId,
+      page.limit + 1,
+      page.offset,
+    ]);
+    return toPageResult(rows.map(endpointFromRow), page);
+  }
+
+  async updateEndpoint(e: WebhookEndpoint): Promise<void> {
+    await this.retried(async (em) => {
+      await em.query("UPDATE webhook_endpoints SET url = ?, description = ?, event_types = ?, secret = ?, status = ?, failing_since = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL", [
+        e.url,
+        e.description,
+        JSON.stringify(e.eventTypes),
+        e.secret,
+        e.status,
+        e.failingSince ? dbTime(e.failingSince) : null,
+        dbTime(e.updatedAt),
+        e.id,
+      ]);
+      // A disabled endpoint's pending deliveries are held (not attempted) until it is enabled again.
+      if (e.status === "disabled") await em.query("UPDATE webhook_deliveries SET status = 'held' WHERE endpoint_id = ? AND status = 'pending'", [e.id]);
+      else await em.query("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ? WHERE endpoint_id = ? AND status = 'held'", [dbTime(e.updatedAt), e.id]);
+    });
+  }
+
+  async deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean> {
+    return this.retried(async (em) => {
+      const res = await em
+        .createQueryBuilder()
+        .update(this.entities.WebhookEndpoint)
+        .set({ deleted_at: at, updated_at: at })
+        .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
+        .execute();
+      if ((res.affected ?? 0) === 0) return false;
+      await em.query("DELETE FROM webhook_deliveries WHERE endpoint_id = ? AND status IN ('pending', 'held')", [id]);
+      return true;
+    });
+  }
+
+  async listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page): Promise<PageResult<Delivery>> {
+    const where = ["d.endpoint_id = ?"];
+    const params: unknown[] = [endpointId];
+    if (filter.status === "pending") where.push("d.status IN ('pending', 'held')");
+    else if (filter.status) {
+      where.push("d.status = ?");
+      params.push(filter.status);
+    }
+    if (filter.eventId) {
+      where.push("d.event_id = ?");
+      params.push(filter.eventId);
+    }
+    const rows = await this.sql.query<DeliveryRaw[]>(
+      `SELECT d.id, d.environment_id, d.endpoint_id, d.event_id, e.type, d.event_created_at, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.created_at FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE ${where.join(" AND ")} ORDER BY d.seq DESC LIMIT ? OFFSET ?`,
+      [...params, page.limit + 1, page.offset],
+    );
+    return toPageResult(rows.map(deliveryFromRow), page);
+  }
+
+  async listAttempts(endpointId: string, deliveryId: string | undefined, page: Page): Promise<PageResult<DeliveryAttempt>> {
+    const rows = await this.sql.query<AttemptRaw[]>(
+      `SELECT id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error FROM webhook_attempts WHERE endpoint_id = ?${deliveryId ? " AND delivery_id = ?" : ""} ORDER BY seq DESC LIMIT ? OFFSET ?`,
+      [endpointId, ...(deliveryId ? [deliveryId] : []), page.limit + 1, page.offset],
+    );
+    return toPageResult(rows.map(attemptFromRow), page);
+  }
+
+  async replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number> {
+    const t = dbTime(at);
+    const status = endpoint.status === "enabled" ? "pending" : "held";
+    return this.retried(async (em) => {
+      if ("eventId" in target) {
+        const [ev] = (await em.query("SELECT id, created_at FROM events WHERE environment_id = ? AND id = ?", [endpoint.environmentId, target.eventId])) as { id: string; created_at: unknown }[];
+        if (!ev) return 0;
+        const [d] = (await em.query("SELECT id FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?", [endpoint.id, ev.id])) as { id: string }[];
+        if (d) {
+          // A replayed delivery gets a fresh retry window from now (event_created_at is its start).
+          await em.query("UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE id = ?", [status, t, t, t, d.id]);
+        } else {
+          await em.query(
+            "INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            [newId("whd"), endpoint.environmentId, endpoint.id, ev.id, t, status, t, t, t],
+          );
+        }
+        return 1;
+      }
+      return changed(
+        em,
+        "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE endpoint_id = ? AND status = 'failed' AND created_at >= ?",
+        [status, t, t, t, endpoint.id, dbTime(target.failedSince)],
+      );
+    });
+  }
+
+  async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
+    const token = randomBase62(24);
+    // Candidates by a plain read first, then locked and updated by primary key only: a locking
+    // range scan of the due index (or a scan the optimizer prefers on a small table) would take
+    // gap locks that block the outbox's inserts and deadlock with them.
+    const candidates = await this.sql.query<{ seq: unknown }[]>("SELECT seq FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?", [
+      dbTime(now),
+      limit,
+    ]);
+    if (candidates.length === 0) return [];
+    const claimed = await this.sql.transactionReadCommitted(async (em) => {
+      const lock = this.sql.dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
+      const rows = (await em.query(
+        `SELECT seq, id, attempts, event_created_at FROM webhook_deliveries WHERE seq IN (${candidates.map(() => "?").join(", ")}) AND status = 'pending' AND next_attempt_at <= ?${lock}`,
+        [...candidates.map((c) => Number(c.seq)), dbTime(now)],
+      )) as { seq: unknown; id: string; attempts: unknown; event_created_at: unknown }[];
+      if (rows.length === 0) return [];
+      await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`, [
+        token,
+        dbTime(leaseUntil),
+        ...rows.map((r) => Number(r.seq)),
+      ]);
+      return rows;
+    });
+    if (claimed.length === 0) return [];
+
+    const details = await this.sql.query<(EventRaw & { delivery_id: string; endpoint_id: string; url: string; secret: string; mode: string })[]>(
+      `SELECT d.id AS delivery_id, d.endpoint_id, w.url, w.secret, v.mode, e.seq, e.id, e.environment_id, e.type, e.data, e.created_at FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id JOIN events e ON e.id = d.event_id JOIN environments v ON v.id = d.environment_id WHERE d.id IN (${claimed.map(() => "?").join(", ")})`,
+      claimed.map((r) => r.id),
+    );
+    const byId = new Map(details.map((d) => [d.delivery_id, d]));
+    const out: ClaimedDelivery[] = [];
+    for (const r of claimed) {
+      const d = byId.get(r.id);
+      if (!d) continue;
+      out.push({
+        seq: Number(r.seq),
+        id: r.id,
+        leaseToken: token,
+        attempts: Number(r.attempts),
+        eventCreatedAt: fromDbTime(r.event_created_at),
+        endpoint: { id: d.endpoint_id, url: d.url, secret: d.secret, environmentId: d.environment_id },
+        event: eventFromRow(d),
+        mode: d.mode,
+      });
+    }
+    return out;
+  }
+
+  async recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void> {
+    if (results.length === 0) return;
+    await this.sql.transaction(async (em) => {
+      // Successes at once (by primary key, each still under its claim's token); the others one by one.
+      const ok = results.filter((r) => r.outcome.status === "succeeded");
+      const mine = new Set<string>();
+      for (const group of groupBy(ok, (r) => `${r.claim.leaseToken} ${r.outcome.attempt.statusCode}`).values()) {
+        const token = group[0]?.claim.leaseToken;
+        const seqs = group.map((r) => r.claim.seq);
+        const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
+        const rows = (await em.query(`SELECT seq, id FROM webhook_deliveries WHERE seq IN (${seqs.map(() => "?").join(", ")}) AND lease_token = ?`, [...seqs, token])) as {
+          seq: unknown;
+          id: string;
+        }[];
+        if (rows.length === 0) continue;
+        await em.query(
+          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`,
+          [at, group[0]?.outcome.attempt.statusCode, at, ...rows.map((r) => Number(r.seq))],
+        );
+        for (const r of rows) mine.add(r.id);
+      }
+      for (const { claim, outcome } of results) {
+        if (outcome.status === "succeeded") continue;
+        const a = outcome.attempt;
+        const at = dbTime(a.attemptedAt);
+        const n = await changed(
+          em,
+          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ? AND lease_token = ?",
+          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq, claim.leaseToken],
+        );
+        if (n > 0) mine.add(claim.id);
+      }
+      const logged = results.filter((r) => mine.has(r.claim.id));
+      for (const part of chunks(logged, 200)) {
+        await em.query(
+          `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
+          part.flatMap(({ outcome: { attempt: a } }) => [
+            a.id,
+            a.deliveryId,
+            a.endpointId,
+            a.eventId,
+            dbTime(a.attemptedAt),
+            a.succeeded ? 1 : 0,
+            a.statusCode,
+            a.latencyMs,
+            a.responseExcerpt,
+            a.error,
+          ]),
+        );
+      }
+      // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
+      const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
+      const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
+      const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
+      for (const id of failing) await em.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]);
+      for (const id of healed) await em.query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]);
+    });
+  }
+
+  async event(environmentId: string, id: string): Promise<StoredEvent | undefined> {
+    const [r] = await this.sql.query<EventRaw[]>(`SELECT ${EVENT_COLUMNS} FROM events WHERE environment_id = ? AND id = ?`, [environmentId, id]);
+    return r ? eventFromRow(r) : undefined;
+  }
+
+  async eventsBetween(environmentId: string, afterSeq: number, uptoSeq: number, types: readonly EventType[], limit: number): Promise<StoredEvent[]> {
+    const typeFilter = types.length > 0 ? ` AND type IN (${types.map(() => "?").join(", ")})` : "";
+    const rows = await this.sql.query<EventRaw[]>(`SELECT ${EVENT_COLUMNS} FROM events WHERE environment_id = ? AND seq > ? AND seq <= ?${typeFilter} ORDER BY seq LIMIT ?`, [
+      environmentId,
+      afterSeq,
+      uptoSeq,
+      ...types,
+      limit,
+    ]);
+    return rows.map(eventFromRow);
+  }
+
+  async horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number> {
+    const rows = await this.sql.query<{ seq: unknown; created_at: unknown }[]>("SELECT seq, created_at FROM events WHERE seq > ? ORDER BY seq LIMIT 2000", [afterSeq]);
+    const settled = now.getTime() - gapWaitMs;
+    let upto = afterSeq;
+    for (const r of rows) {
+      const seq = Number(r.seq);
+      if (seq !== upto + 1 && fromDbTime(r.created_at).getTime() > settled) break;
+      upto = seq;
+    }
+    return upto;
+  }
+
+  async lastSeq(): Promise<number> {
+    const [r] = await this.sql.query<{ seq: unknown }[]>("SELECT MAX(seq) AS seq FROM events", []);
+    return r?.seq === null || r?.seq === undefined ? 0 : Number(r.seq);
+  }
+
+  async emit(events: NewEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    await this.sql.transaction((em) => writeEvents(emOutbox(em), this.encode, this.now, events));
+  }
+}
+
+/** Rows a statement in a transaction changed (the query runner's structured result, on both drivers). */
+async function changed(em: EntityManager, sql: string, params: unknown[]): Promise<number> {
+  const runner = em.queryRunner;
+  if (!runner) throw new Error("changed() needs a transaction's entity manager");
+  const res = await runner.query(sql, params, true);
+  return res.affected ?? 0;
+}
+
+function groupBy<T>(list: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const m = new Map<string, T[]>();
+  for (const item of list) {
+    const k = key(item);
+    const g = m.get(k);
+    if (g) g.push(item);
+    else m.set(k, [item]);
+  }
+  return m;
+}
