@@ -62,6 +62,14 @@ export class FakeBillingStores implements BillingStores {
           .map((s) => structuredClone(s)),
         p,
       ),
+    listAll: async (env, filter, p) =>
+      page(
+        [...this.state.subscriptions.values()]
+          .filter((s) => s.environmentId === env && (!filter.status || s.status === filter.status) && (!filter.rateCardId || s.rateCardId === filter.rateCardId))
+          .reverse()
+          .map((s) => structuredClone(s)),
+        p,
+      ),
     active: async (env, subjectId) =>
       [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
     paused: async (env, subjectId) =>
@@ -101,6 +109,14 @@ export class FakeBillingStores implements BillingStores {
     list: async (env, subjectId, p) =>
       page(
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
+        p,
+      ),
+    listAll: async (env, status, p) =>
+      page(
+        [...this.state.invoices.values()]
+          .filter((i) => i.environmentId === env && (!status || i.status === status))
+          .reverse()
+          .map((i) => structuredClone(i)),
         p,
       ),
     recent: async (env, subjectId, limit) =>
@@ -182,6 +198,14 @@ export class FakeBillingStores implements BillingStores {
   readonly clocks: BillingStores["clocks"] = {
     insert: async (c) => void this.state.clocks.set(c.id, structuredClone(c)),
     get: async (env, id) => this.copy(this.state.clocks.get(id), env),
+    list: async (env, p) =>
+      page(
+        [...this.state.clocks.values()]
+          .filter((c) => c.environmentId === env)
+          .reverse()
+          .map((c) => structuredClone(c)),
+        p,
+      ),
     advance: async (env, id, to) => {
       const c = this.state.clocks.get(id);
       if (!c || c.environmentId !== env || c.frozenTime > to) return false;

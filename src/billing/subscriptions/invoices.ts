@@ -6,7 +6,9 @@ import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { Lookups } from "./lookups.js";
-import type { Invoice } from "./types.js";
+import type { Invoice, InvoiceStatus } from "./types.js";
+
+export const INVOICE_STATUSES: readonly InvoiceStatus[] = ["draft", "open", "paid", "void", "uncollectible"];
 
 export class Invoices {
   constructor(
@@ -26,6 +28,18 @@ export class Invoices {
     const subject = await this.lookups.subject(caller, subjectKey);
     const result = await this.stores.invoices.list(caller.environmentId, subject.id, page);
     return { ...result, items: await Promise.all(result.items.map((i) => this.preview(i))) };
+  }
+
+  /**
+   * The environment's invoices across subjects, newest first, of one status or any (the operator
+   * dashboard's list). Drafts are shown as stored: a list does not price each one again.
+   */
+  async listAll(caller: Caller, status: string, limit?: number, offset?: number): Promise<PageResult<Invoice>> {
+    const v = new Violations();
+    if (status !== "" && !INVOICE_STATUSES.includes(status as InvoiceStatus)) v.add("status", `must be one of ${INVOICE_STATUSES.join(", ")}`);
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.stores.invoices.listAll(caller.environmentId, (status || undefined) as InvoiceStatus | undefined, page);
   }
 
   async invoice(caller: Caller, id: string): Promise<Invoice> {

@@ -14,6 +14,7 @@ import { invoicesEntities } from "./invoices.js";
 import { paymentMethodsEntities } from "./payment-methods.js";
 import { checkoutsEntities } from "./checkouts.js";
 import { portalSessionsEntities } from "./portal-sessions.js";
+import { dashboardSessionsEntities } from "./dashboard-sessions.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 
@@ -26,6 +27,7 @@ export type { InvoiceRow, InvoiceLineRow } from "./invoices.js";
 export type { PaymentMethodRow } from "./payment-methods.js";
 export type { CheckoutRow } from "./checkouts.js";
 export type { PortalSessionRow } from "./portal-sessions.js";
+export type { DashboardSessionRow } from "./dashboard-sessions.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 
@@ -44,6 +46,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
   const { Checkout } = checkoutsEntities(dialect, exact);
   const { PortalSession } = portalSessionsEntities(dialect, exact);
+  const { DashboardSession } = dashboardSessionsEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
 
@@ -67,6 +70,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     PaymentMethod,
     Checkout,
     PortalSession,
+    DashboardSession,
     TestClock,
   };
 }

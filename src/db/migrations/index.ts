@@ -14,6 +14,7 @@ import { RateLimits1795000000010 } from "./1795000000010-RateLimits.js";
 import { CustomerPortal1795000000011 } from "./1795000000011-CustomerPortal.js";
 import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
 import { PauseResume1795000000013 } from "./1795000000013-PauseResume.js";
+import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSessions.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -30,4 +31,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   CustomerPortal1795000000011,
   InvoiceLifecycle1795000000012,
   PauseResume1795000000013,
+  DashboardSessions1795000000015,
 ];

@@ -149,6 +149,20 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
+  /** Newest first over ix_invoices_env_status_seq (environment, status, seq). */
+  async listAll(environmentId: string, status: InvoiceStatus | undefined, page: Page): Promise<PageResult<Invoice>> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, {
+        where: { environment_id: environmentId, ...(status ? { status } : {}) },
+        order: { seq: "DESC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      });
+      const result = toPageResult(rows, page);
+      return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
   async recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]> {
     return this.sql.run(async (em) => {
       const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "DESC" }, take: limit });

@@ -149,6 +149,19 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     return toPageResult(rows.map(subscriptionFromRow), page);
   }
 
+  /** Newest first over ix_subscriptions_env_status_seq (environment, status, seq) or ix_subscriptions_env_seq. */
+  async listAll(environmentId: string, filter: { status?: SubscriptionStatus; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, {
+        where: { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.rateCardId ? { rate_card_id: filter.rateCardId } : {}) },
+        order: { seq: "DESC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      }),
+    );
+    return toPageResult(rows.map(subscriptionFromRow), page);
+  }
+
   async active(environmentId: string, subjectId: string): Promise<Subscription[]> {
     const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "active" }, order: { seq: "ASC" } }));
     return rows.map(subscriptionFromRow);
