@@ -214,7 +214,8 @@ ${pager("/dashboard/subjects", q, offset, PAGE, result.hasMore)}`,
   async function usageCharts(c: Caller, subjectId: string, metricIds: string[], q: URLSearchParams, clockNow: Date): Promise<string> {
     const days = [1, 7, 30, 90].includes(Number(q.get("days"))) ? Number(q.get("days")) : 7;
     const granularity = days <= 1 ? "hour" : days <= 30 ? "day" : "week";
-    const end = new Date(Math.ceil(clockNow.getTime() / 3_600_000) * 3_600_000);
+    // To the end of the current hour (the subject's clock): usage of this hour is shown.
+    const end = new Date((Math.floor(clockNow.getTime() / 3_600_000) + 1) * 3_600_000);
     const start = new Date(end.getTime() - days * 86_400_000);
     const choose = [1, 7, 30, 90].map((d) => (d === days ? `<strong>${d} d</strong>` : `<a href="/dashboard/subjects/${esc(subjectId)}?days=${d}#usage">${d} d</a>`)).join(" · ");
     const charts: string[] = [];

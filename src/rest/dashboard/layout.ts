@@ -8,7 +8,7 @@ import { type Res, esc } from "../pages.js";
 
 const STYLE = `*{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
 header{background:#17212b;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
-header a{color:#fff}header .env{font-size:.9rem;opacity:.9}header form{margin:0 0 0 auto}header button{margin:0;font-size:.9rem;padding:.25rem .75rem}
+header a{color:#fff}header .badge{color:#111}header .env{font-size:.9rem;opacity:.9}header form{margin:0 0 0 auto}header button{margin:0;font-size:.9rem;padding:.25rem .75rem}
 nav ul{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:.25rem .9rem}nav a{text-decoration:none}nav a[aria-current=page]{text-decoration:underline;font-weight:600}
 main{max-width:72rem;margin:0 auto;padding:1rem}h1{font-size:1.4rem;margin:.5rem 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.75rem 1rem;margin:0 0 1rem}
