@@ -146,8 +146,12 @@ for (const store of STORES) {
     await signIn(mine, s.key);
     t.is((await mine.get(`/dashboard/invoices/${invoiceId}`)).status, 200);
     t.is((await mine.get(`/dashboard/subjects/${s.subjectId}`)).status, 200);
+    const overview = await (await mine.get("/dashboard")).text();
+    t.regex(overview, /Invoiced this month.*?<strong>USD 49\.00<\/strong> <span class="muted">on 1 invoice</s, "revenue by currency, exact on both stores");
+    t.regex(overview, /None: every billing cycle closed/);
     const other = browser(server);
     await signIn(other, await server.freshKey("test"));
+    t.regex(await (await other.get("/dashboard")).text(), /Invoiced this month.*?Nothing invoiced/s);
     for (const path of [`/dashboard/subjects/${s.subjectId}`, `/dashboard/invoices/${invoiceId}`, `/dashboard/subscriptions/${subscriptionId}`, `/dashboard/clocks/${s.clockId}`]) {
       t.is((await other.get(path)).status, 404, path);
     }

@@ -4,6 +4,7 @@
  * and is committed or not at all: on an error every map is put back as it was.
  */
 import { AlreadyExistsError } from "../../src/billing/errors.js";
+import { dec, formatDecimal } from "../../src/billing/money.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
 import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
@@ -62,6 +63,14 @@ export class FakeBillingStores implements BillingStores {
           .map((s) => structuredClone(s)),
         p,
       ),
+    failing: async (env, p) =>
+      page(
+        [...this.state.subscriptions.values()]
+          .filter((s) => s.environmentId === env && s.billingFailure)
+          .sort((a, b) => (a.billingFailure as { retryAt: Date }).retryAt.getTime() - (b.billingFailure as { retryAt: Date }).retryAt.getTime())
+          .map((s) => structuredClone(s)),
+        p,
+      ),
     listAll: async (env, filter, p) =>
       page(
         [...this.state.subscriptions.values()]
@@ -111,6 +120,15 @@ export class FakeBillingStores implements BillingStores {
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
         p,
       ),
+    revenue: async (env, from, to) => {
+      const by = new Map<string, { currency: string; total: string; count: number }>();
+      for (const i of this.state.invoices.values()) {
+        if (i.environmentId !== env || !i.finalizedAt || i.finalizedAt < from || i.finalizedAt >= to || !["open", "paid", "uncollectible"].includes(i.status)) continue;
+        const r = by.get(i.currency) ?? { currency: i.currency, total: "0", count: 0 };
+        by.set(i.currency, { currency: i.currency, total: formatDecimal(dec(r.total).plus(dec(i.total))), count: r.count + 1 });
+      }
+      return [...by.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1));
+    },
     listAll: async (env, status, p) =>
       page(
         [...this.state.invoices.values()]

@@ -42,6 +42,21 @@ export class Invoices {
     return this.stores.invoices.listAll(caller.environmentId, (status || undefined) as InvoiceStatus | undefined, page);
   }
 
+  /**
+   * What the environment invoiced per currency in a calendar month (UTC) of `at`, and in the
+   * month before: invoices finalized in it that bill something (not void).
+   */
+  async revenueByMonth(caller: Caller, at: Date): Promise<{ month: string; totals: { currency: string; total: string; count: number }[] }[]> {
+    const start = (y: number, m: number) => new Date(Date.UTC(y, m, 1));
+    const y = at.getUTCFullYear();
+    const m = at.getUTCMonth();
+    const months = [
+      [start(y, m), start(y, m + 1)],
+      [start(y, m - 1), start(y, m)],
+    ] as const;
+    return Promise.all(months.map(async ([from, to]) => ({ month: from.toISOString().slice(0, 7), totals: await this.stores.invoices.revenue(caller.environmentId, from, to) })));
+  }
+
   async invoice(caller: Caller, id: string): Promise<Invoice> {
     return this.preview(await this.stored(caller, id));
   }

@@ -27,6 +27,8 @@ import type {
 export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;
   list(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
+  /** The environment's subscriptions set aside (their cycle close keeps failing), the next retry first. */
+  failing(environmentId: string, page: Page): Promise<PageResult<Subscription>>;
   /** The environment's subscriptions, newest first, of one status and/or rate card (the dashboard's list). */
   listAll(environmentId: string, filter: { status?: SubscriptionStatus; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
   active(environmentId: string, subjectId: string): Promise<Subscription[]>;
@@ -57,6 +59,11 @@ export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
   list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /**
+   * Totals of the invoices finalized in [from, to) that bill something (open, paid or
+   * uncollectible: not void), per currency, exact decimal text in the smallest unit.
+   */
+  revenue(environmentId: string, from: Date, to: Date): Promise<{ currency: string; total: string; count: number }[]>;
   /** The environment's invoices across subjects, newest first, of one status or any (the dashboard's list). */
   listAll(environmentId: string, status: InvoiceStatus | undefined, page: Page): Promise<PageResult<Invoice>>;
   /** A subject's `limit` newest invoices, newest first (the customer portal's list). */

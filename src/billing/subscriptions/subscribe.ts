@@ -207,6 +207,14 @@ export class Subscriptions {
     return this.lookups.subscription(caller, id);
   }
 
+  /** The environment's subscriptions set aside because their cycle close keeps failing (the error is on each), next retry first. */
+  async listFailing(caller: Caller, limit?: number, offset?: number): Promise<PageResult<Subscription>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.stores.subscriptions.failing(caller.environmentId, page);
+  }
+
   /** The environment's subscriptions, newest first, of one status and/or rate card ("": any); the operator dashboard's list. */
   async listAll(caller: Caller, filter: { status: string; rateCardId: string }, limit?: number, offset?: number): Promise<PageResult<Subscription>> {
     const v = new Violations();

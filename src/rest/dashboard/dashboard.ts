@@ -177,13 +177,39 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
   }
 
   async function overview(res: Res, open: OpenOperatorSession, c: Caller): Promise<void> {
-    const [active, drafts, unpaid] = await Promise.all([s.subscriptions.listAll(c, { status: "active", rateCardId: "" }, 10), s.invoices.listAll(c, "draft", 10), s.invoices.listAll(c, "open", 10)]);
+    const [active, drafts, unpaid, failing, revenue] = await Promise.all([
+      s.subscriptions.listAll(c, { status: "active", rateCardId: "" }, 10),
+      s.invoices.listAll(c, "draft", 10),
+      s.invoices.listAll(c, "open", 10),
+      s.subscriptions.listFailing(c, 10),
+      s.invoices.revenueByMonth(c, new Date()),
+    ]);
     const more = (r: { hasMore: boolean }, href: string) => (r.hasMore ? `<p><a href="${href}">All…</a></p>` : "");
+    const revenueCards = revenue
+      .map(
+        (r, i) =>
+          `<div class="card" aria-labelledby="rev-${i}"><h2 id="rev-${i}" style="margin-top:0">Invoiced ${i === 0 ? "this month" : "last month"} <span class="muted">(${r.month})</span></h2>${
+            r.totals.length === 0
+              ? '<p class="muted">Nothing invoiced.</p>'
+              : `<ul>${r.totals.map((x) => `<li><strong>${esc(displayMoney(x.total, x.currency))}</strong> <span class="muted">on ${x.count} invoice${x.count === 1 ? "" : "s"}</span></li>`).join("")}</ul>`
+          }</div>`,
+      )
+      .join("");
+    const failingRows = failing.items.map((x) => [
+      subLink(x.id),
+      subjectLink(x.subjectId),
+      `<span class="error">${esc(x.billingFailure?.message ?? "")}</span>`,
+      String(x.billingFailure?.attempts ?? 0),
+      x.billingFailure ? minute(x.billingFailure.retryAt) : "",
+    ]);
     dashPage(
       res,
       200,
       "Overview",
       `<h1>Overview</h1>
+<div class="grid">${revenueCards}</div>
+<p class="muted">Revenue: invoices finalized in the month (UTC), void ones left out.</p>
+<section aria-labelledby="h-failing"><h2 id="h-failing">Subscriptions needing attention</h2>${table("Subscriptions whose billing cycle could not be closed", ["Subscription", "Subject", "Error", "#Attempts", "Next retry"], failingRows, "None: every billing cycle closed.")}${more(failing, "/dashboard/subscriptions")}</section>
 <section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
 <section aria-labelledby="h-drafts"><h2 id="h-drafts">Draft invoices</h2>${table("Draft invoices", INVOICE_HEAD, invoiceRows(drafts.items), "No drafts waiting.")}${more(drafts, "/dashboard/invoices?status=draft")}</section>
 <section aria-labelledby="h-open"><h2 id="h-open">Open invoices (unpaid)</h2>${table("Open invoices", INVOICE_HEAD, invoiceRows(unpaid.items), "No open invoices.")}${more(unpaid, "/dashboard/invoices?status=open")}</section>`,
