@@ -198,6 +198,37 @@ for (const store of STORES) {
     t.true((await (await b.get("/dashboard/subscriptions?status=cancelled")).text()).includes(subscriptionId));
   });
 
+  test.serial(`${store}: changing the rate card: the preview shows the prorated upgrade and changes nothing; the POST changes it`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-01T00:00:00Z");
+    const team = await s.card({ name: "Team", fixed_rates: [{ code: "seats", name: "Seats", price: usd(3100) }] });
+    const business = await s.card({ name: "Business", fixed_rates: [{ code: "seats", name: "Seats", price: usd(6200) }] });
+    const sub = (await s.subscribe({ rate_card_id: team, fixed_rate_quantities: { seats: 1 } })).subscription;
+    await s.advance("2026-01-11T00:00:00Z");
+    const b = browser(server);
+    await signIn(b, s.key);
+    const page = await (await b.get(`/dashboard/subscriptions/${sub.id}`)).text();
+    t.regex(page, /<option value="rc_\w+">Business \(monthly, USD\)<\/option>/);
+    const preview = await b.get(`/dashboard/subscriptions/${sub.id}/change?rate_card_id=${business}&behavior=prorate`);
+    t.is(preview.status, 200);
+    const html = await preview.text();
+    t.regex(html, /Upgrade from Team to Business \(prorated: 67\.74% of the period left\)/);
+    t.regex(html, /Total now: <strong>USD 21\.00<\/strong>/);
+    t.is((await s.call("GET", `/subscriptions/${sub.id}`)).rate_card_id, team, "the preview changed nothing");
+    t.is((await s.invoices()).length, 1);
+    const full = await (await b.get(`/dashboard/subscriptions/${sub.id}/change?rate_card_id=${business}&behavior=rate_difference`)).text();
+    t.regex(full, /Total now: <strong>USD 31\.00<\/strong>/);
+    t.is((await b.get(`/dashboard/subscriptions/${sub.id}/change?rate_card_id=${team}&behavior=prorate`)).status, 409, "already on it");
+
+    const csrf = csrfOf(html);
+    t.is((await b.post(`/dashboard/subscriptions/${sub.id}/change`, { rate_card_id: business, behavior: "prorate" })).status, 403, "no token");
+    const done = await b.post(`/dashboard/subscriptions/${sub.id}/change`, { csrf, rate_card_id: business, behavior: "prorate" });
+    t.is(done.status, 303);
+    t.is(done.headers.get("location"), `/dashboard/subscriptions/${sub.id}?done=changed`);
+    t.is((await s.call("GET", `/subscriptions/${sub.id}`)).rate_card_id, business);
+    const last = (await s.invoices()).at(-1);
+    t.is(last.total_amount.value, "2100");
+  });
+
   test.serial(`${store}: signing out ends the session on the server; the old cookie opens nothing`, async (t) => {
     const b = browser(server);
     await signIn(b, server.keys.a);

@@ -12,6 +12,8 @@
  *   GET  /dashboard/subscriptions[?status=&rate_card_id=]
  *   GET  /dashboard/subscriptions/{id}         with the cancel forms
  *   POST /dashboard/subscriptions/{id}/cancel  when=now | end_of_cycle
+ *   GET  /dashboard/subscriptions/{id}/change?rate_card_id=&behavior=   the proration preview (changes nothing)
+ *   POST /dashboard/subscriptions/{id}/change  the change, through the API's change-rate-card use case
  *   GET  /dashboard/invoices[?status=]
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
@@ -67,6 +69,7 @@ const NOTICES: Record<string, string> = {
   finalized: "The invoice was finalized.",
   voided: "The invoice was voided.",
   advanced: "The test clock was advanced; everything due up to its new time has run.",
+  changed: "The subscription moved to the new rate card; the old card's usage so far was invoiced.",
 };
 
 function cookies(req: Req): Map<string, string> {
@@ -320,6 +323,17 @@ ${sub.status === "active" && !sub.cancelsAtEndOfCycle ? `<form method="post" act
 <form method="post" action="/dashboard/subscriptions/${esc(sub.id)}/cancel" class="inline">${csrf}<input type="hidden" name="when" value="now"><button type="submit" class="danger">Cancel now</button></form>
 <p class="muted">Cancelling now bills the usage so far on a final invoice and charges no new fixed fees.</p></section>`
       : "";
+    const cards = sub.status === "active" ? await s.cards.list(c, 100) : undefined;
+    const changeForm =
+      cards && cards.items.length > 1
+        ? `<section aria-labelledby="h-change" class="card"><h2 id="h-change" style="margin-top:0">Change rate card</h2>
+<form method="get" action="/dashboard/subscriptions/${esc(sub.id)}/change" class="filters"><div><label for="rate_card_id">New rate card</label><select id="rate_card_id" name="rate_card_id">${cards.items
+            .filter((x) => x.id !== sub.rateCardId)
+            .map((x) => `<option value="${esc(x.id)}">${esc(x.name)} (${esc(x.billingInterval)}${x.currency ? `, ${esc(x.currency)}` : ""})</option>`)
+            .join("")}</select></div>
+<div><label for="behavior">Upgrade charge</label><select id="behavior" name="behavior"><option value="prorate">prorated for the rest of the period</option><option value="rate_difference">the full difference</option></select></div>
+<div><button type="submit">Preview the change</button></div></form><p class="muted">The preview changes nothing; you confirm on the next page.</p></section>`
+        : "";
     const rates = card
       ? `<p>${esc(card.name)} <span class="muted">(${esc(card.billingInterval)})</span></p>${table(
           "Fixed quantities",
@@ -336,8 +350,40 @@ ${sub.status === "active" && !sub.cancelsAtEndOfCycle ? `<form method="post" act
 <div class="grid"><div class="card"><dl><dt>Status</dt><dd>${badge(sub.status)}${sub.cancelsAtEndOfCycle && sub.status === "active" ? " (ends at period end)" : ""}</dd><dt>Subject</dt><dd>${subjectLink(sub.subjectId)}</dd>
 <dt>Rate card</dt><dd class="mono">${esc(sub.rateCardId)}</dd><dt>Current period</dt><dd>${minute(sub.periodStart)} – ${minute(sub.periodEnd)}</dd>${sub.cancelledAt ? `<dt>Cancelled</dt><dd>${minute(sub.cancelledAt)}</dd>` : ""}
 ${sub.billingFailure ? `<dt>Billing failure</dt><dd class="error">${esc(sub.billingFailure.message)} (attempts: ${sub.billingFailure.attempts})</dd>` : ""}</dl></div><div class="card">${rates}</div></div>
-${forms}
+${changeForm}${forms}
 <section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices of this subscription", INVOICE_HEAD, invoiceRows(mine), "No invoices yet.")}</section>`,
+      open,
+      "/dashboard/subscriptions",
+    );
+  }
+
+  async function changePreviewPage(res: Res, open: OpenOperatorSession, c: Caller, id: string, q: URLSearchParams): Promise<void> {
+    const rateCardId = q.get("rate_card_id") ?? "";
+    const behavior = q.get("behavior") ?? "prorate";
+    let p: Awaited<ReturnType<SubscriptionChanges["previewChange"]>>;
+    try {
+      p = await s.changes.previewChange(c, id, { rateCardId, behavior });
+    } catch (err) {
+      if (err instanceof BillingError && !(err instanceof NotFoundError)) return refusalPage(res, open, err, `/dashboard/subscriptions/${id}`);
+      throw err;
+    }
+    const m = (v: string) => (p.currency ? esc(displayMoney(v, p.currency)) : esc(v));
+    const lines = table(
+      "What the change invoices now",
+      ["Description", "#Quantity", "#Unit price", "#Amount"],
+      p.lines.map((l) => [esc(l.description), esc(l.quantity), m(l.unitAmount), m(l.amount)]),
+      "Nothing: no usage so far and no upgrade charge.",
+    );
+    dashPage(
+      res,
+      200,
+      "Preview: change rate card",
+      `<h1>Change ${subLink(id)} from ${esc(p.from.name)} to ${esc(p.to.name)}?</h1>
+<div class="card"><p>At ${minute(p.at)} (the subject's time), this change invoices the old card's usage so far${p.upgrade !== "0" ? ` and an upgrade charge of <strong>${m(p.upgrade)}</strong>` : ""}; the new card applies from then, in the same cycle.${p.upgrade === "0" ? " A downgrade or an equal price charges nothing for the fixed rates." : ""}</p>
+${lines}<p>Total now: <strong>${m(p.total)}</strong></p>
+${p.needsCheckout ? '<p class="error">The subject has no card on file: the change waits for a checkout, whose link the next page shows.</p>' : ""}
+<form method="post" action="/dashboard/subscriptions/${esc(id)}/change">${csrfField(open.session.csrfToken)}<input type="hidden" name="rate_card_id" value="${esc(p.to.id)}"><input type="hidden" name="behavior" value="${esc(behavior)}">
+<button type="submit">Change to ${esc(p.to.name)}</button></form><p><a href="/dashboard/subscriptions/${esc(id)}">Keep ${esc(p.from.name)}</a></p></div>`,
       open,
       "/dashboard/subscriptions",
     );
@@ -462,7 +508,7 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
   }
 
   /** A POST of a signed-in form: runs `change` after the CSRF check, then 303 to `to`. */
-  async function post(req: Req, res: Res, open: OpenOperatorSession, back: string, change: (form: URLSearchParams) => Promise<string>): Promise<void> {
+  async function post(req: Req, res: Res, open: OpenOperatorSession, back: string, change: (form: URLSearchParams) => Promise<string>, answered?: (to: string) => boolean): Promise<void> {
     const form = await readForm(req);
     if (!sameToken(form.get("csrf") ?? "", open.session.csrfToken)) {
       return dashPage(
@@ -480,6 +526,7 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
       if (err instanceof BillingError && !(err instanceof NotFoundError)) return refusalPage(res, open, err, back);
       throw err;
     }
+    if (answered?.(to)) return;
     redirect(res, to);
   }
 
@@ -500,6 +547,38 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
           await s.changes.cancel(c, id, { ...(atEnd ? { atEndOfCycle: true } : {}), reason: "cancelled from the dashboard" });
           return `${back}?done=${atEnd ? "cancelling" : "cancelled"}`;
         });
+      },
+    ],
+    ["GET", new RegExp(`^/dashboard/subscriptions/${ID}/change$`), (_req, res, open, c, m, q) => changePreviewPage(res, open, c, m[1] as string, q)],
+    [
+      "POST",
+      new RegExp(`^/dashboard/subscriptions/${ID}/change$`),
+      async (req, res, open, c, m) => {
+        const id = m[1] as string;
+        const back = `/dashboard/subscriptions/${id}`;
+        let checkoutUrl: string | undefined;
+        await post(
+          req,
+          res,
+          open,
+          back,
+          async (form) => {
+            const r = await s.changes.changeRateCard(c, id, { rateCardId: form.get("rate_card_id") ?? "", behavior: form.get("behavior") ?? "" });
+            if (r.kind === "requires_action") checkoutUrl = r.checkoutUrl;
+            return `${back}?done=changed`;
+          },
+          (to) => {
+            if (checkoutUrl === undefined) return false;
+            dashPage(
+              res,
+              200,
+              "Checkout needed",
+              `<h1>The change waits for a payment</h1><p>The subject has no card on file. Send them this checkout; the change happens when it is paid:</p><p><a href="${esc(checkoutUrl)}">${esc(checkoutUrl)}</a></p><p><a href="${esc(to.split("?")[0] as string)}">Back to the subscription</a></p>`,
+              open,
+            );
+            return true;
+          },
+        );
       },
     ],
     ["GET", /^\/dashboard\/invoices$/, (_req, res, open, c, _m, q) => invoicesPage(res, open, c, q)],
