@@ -113,6 +113,8 @@ async function main(): Promise<void> {
     await shot("invoices", "/dashboard/invoices");
     const drafts = (await call("GET", `/invoices?subject_id=${subjects[0].id}`)).invoices.filter((x: Json) => x.status === "draft");
     if (drafts[0]) await shot("invoice", `/dashboard/invoices/${drafts[0].id}`);
+    await shot("events", "/dashboard/events");
+    await shot("change-preview", `/dashboard/subscriptions/${subs[0].id}/change?rate_card_id=${subs[0].rate_card_id === team.id ? starter.id : team.id}&behavior=prorate`);
     await shot("catalog", "/dashboard/catalog");
     await shot("clock", `/dashboard/clocks/${clock.id}`);
     await page.setViewportSize({ width: 390, height: 844 });

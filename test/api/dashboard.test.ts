@@ -146,6 +146,10 @@ for (const store of STORES) {
     await signIn(mine, s.key);
     t.is((await mine.get(`/dashboard/invoices/${invoiceId}`)).status, 200);
     t.is((await mine.get(`/dashboard/subjects/${s.subjectId}`)).status, 200);
+    await s.call("POST", "/usage-events", { idempotency_key: "dash-evt-1", subject_id: s.subjectId, event_name: "page_view", data: { path: "<b>/home</b>" } });
+    const events = await (await mine.get("/dashboard/events")).text();
+    t.regex(events, /dash-evt-1/);
+    t.regex(events, /&lt;b&gt;\/home&lt;\/b&gt;/, "event data is escaped");
     const overview = await (await mine.get("/dashboard")).text();
     t.regex(overview, /Invoiced this month.*?<strong>USD 49\.00<\/strong> <span class="muted">on 1 invoice</s, "revenue by currency, exact on both stores");
     t.regex(overview, /None: every billing cycle closed/);
@@ -158,7 +162,7 @@ for (const store of STORES) {
     const csrf = csrfOf(await (await other.get("/dashboard")).text());
     t.is((await other.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf, when: "now" })).status, 404);
     t.is((await other.post(`/dashboard/invoices/${invoiceId}/void`, { csrf })).status, 404);
-    for (const path of ["/dashboard/invoices", "/dashboard/subscriptions", "/dashboard/subjects", "/dashboard/clocks", "/dashboard"]) {
+    for (const path of ["/dashboard/invoices", "/dashboard/subscriptions", "/dashboard/subjects", "/dashboard/clocks", "/dashboard/events", "/dashboard"]) {
       const html = await (await other.get(path)).text();
       t.false(html.includes(s.subjectId) || html.includes(invoiceId) || html.includes(subscriptionId) || html.includes(s.clockId), path);
     }

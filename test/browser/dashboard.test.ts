@@ -1,6 +1,7 @@
 /**
  * The operator dashboard in a real browser (headless Chromium from Debian's package), with
- * JavaScript off (the pages have none): an operator signs in with a secret key, walks every page,
+ * JavaScript off (the pages have none): an operator signs in with a secret key, walks every page
+ * (overview, subjects, a subject, events, catalog, clocks, invoices, an invoice, subscriptions),
  * advances a test clock past a cycle end (a draft invoice appears), finalizes that draft,
  * cancels the subscription, and signs out; after that the dashboard sends them to the sign-in
  * page. Also: the pages read on a phone without sideways scrolling of the page itself, and the
@@ -37,6 +38,7 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
       fixed_rates: [{ code: "seats", name: "Seats", price: usd(4900) }],
       usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: m, included_units: 1000, price: usd("0.5") }],
     });
+    await s.card({ name: "Business", fixed_rates: [{ code: "seats", name: "Seats", price: usd(9900) }] });
     const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
     await s.events([
       ["2026-01-15T00:00:00Z", "700"],
@@ -81,6 +83,12 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
     t.is(await chart.count(), 1, "the usage chart is labelled");
     await shot("subject");
 
+    // Events: the newest stored events.
+    await page.getByRole("link", { name: "Events" }).click();
+    await page.waitForURL(`${server.url}/dashboard/events`);
+    t.regex(await main(), /e2\s+\{"n":"550"\}/);
+    await shot("events");
+
     // Catalog: the card's rates and prices.
     await page.getByRole("link", { name: "Catalog" }).click();
     await page.waitForURL(`${server.url}/dashboard/catalog`);
@@ -121,6 +129,13 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
     await page.getByRole("link", { name: sub.id }).first().click();
     await page.waitForURL(`${server.url}/dashboard/subscriptions/${sub.id}`);
     await shot("subscription");
+    // The proration preview: nothing changes until the operator confirms (they do not, here).
+    await page.getByRole("button", { name: "Preview the change" }).click();
+    await page.waitForURL(/\/change\?rate_card_id=rc_\w+&behavior=prorate$/);
+    t.regex(await page.locator("h1").innerText(), /from Team to Business\?/);
+    await shot("change-preview");
+    await page.getByRole("link", { name: "Keep Team" }).click();
+    await page.waitForURL(`${server.url}/dashboard/subscriptions/${sub.id}`);
     await page.getByRole("button", { name: "Cancel now" }).click();
     await page.waitForURL(/\?done=cancelled$/);
     t.regex(await page.getByRole("status").innerText(), /was cancelled/);

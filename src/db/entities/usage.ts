@@ -53,6 +53,8 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] },
       // A new metric's backfill reads its event name's events of one environment only.
       { name: "ix_usage_events_env_name", columns: ["environment_id", "event_name"] },
+      // The operator dashboard's recent events, newest first.
+      { name: "ix_usage_events_env_seq", columns: ["environment_id", "seq"] },
     ],
   });
 

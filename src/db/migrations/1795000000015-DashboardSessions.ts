@@ -7,7 +7,8 @@ import { binaryCollation, runFor } from "./dialect.js";
  * token; the key it was opened with, so a revoked key ends them; the CSRF token of its forms; the
  * expiry), and the indexes of the dashboard's lists across subjects: invoices by status and
  * subscriptions by status, newest first, paginated, an environment's test clocks, the
- * overview's revenue (finalized invoices by finalization time) and its set-aside subscriptions. On MySQL the new table's default is the
+ * overview's revenue (finalized invoices by finalization time) and its set-aside subscriptions,
+ * and an environment's newest usage events. On MySQL the new table's default is the
  * server's binary no-pad collation (migration 8's rule), as in migration 11.
  */
 const mysql = (collation: string) => [
@@ -18,8 +19,10 @@ const mysql = (collation: string) => [
   "CREATE INDEX `ix_test_clocks_env_seq` ON `test_clocks` (`environment_id`, `seq`)",
   "CREATE INDEX `ix_invoices_env_finalized` ON `invoices` (`environment_id`, `finalized_at`)",
   "CREATE INDEX `ix_subscriptions_env_retry` ON `subscriptions` (`environment_id`, `billing_retry_at`)",
+  "CREATE INDEX `ix_usage_events_env_seq` ON `usage_events` (`environment_id`, `seq`)",
 ];
 const MYSQL_DOWN = [
+  "DROP INDEX `ix_usage_events_env_seq` ON `usage_events`",
   "DROP INDEX `ix_subscriptions_env_retry` ON `subscriptions`",
   "DROP INDEX `ix_invoices_env_finalized` ON `invoices`",
   "DROP INDEX `ix_test_clocks_env_seq` ON `test_clocks`",
@@ -36,8 +39,10 @@ const SQLITE = [
   'CREATE INDEX "ix_test_clocks_env_seq" ON "test_clocks" ("environment_id", "seq")',
   'CREATE INDEX "ix_invoices_env_finalized" ON "invoices" ("environment_id", "finalized_at")',
   'CREATE INDEX "ix_subscriptions_env_retry" ON "subscriptions" ("environment_id", "billing_retry_at")',
+  'CREATE INDEX "ix_usage_events_env_seq" ON "usage_events" ("environment_id", "seq")',
 ];
 const SQLITE_DOWN = [
+  'DROP INDEX "ix_usage_events_env_seq"',
   'DROP INDEX "ix_subscriptions_env_retry"',
   'DROP INDEX "ix_invoices_env_finalized"',
   'DROP INDEX "ix_test_clocks_env_seq"',

@@ -5,7 +5,8 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import type { RawEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
@@ -298,6 +299,27 @@ export class SqlUsageStore implements UsageStore {
       count: String(r.event_count),
       max: r.max_value === null ? null : String(r.max_value),
     }));
+  }
+
+  /** Over ix_usage_events_env_seq (environment, seq), newest first. */
+  async recentEvents(environmentId: string, page: Page): Promise<PageResult<StoredEvent>> {
+    // limit and offset are checked integers (checkPage), written into the statement.
+    const rows: { id: string; idempotency_key: string; subject_id: string; event_name: string; occurred_at: unknown; created_at: unknown; data: unknown }[] = await this.sql.query(
+      `SELECT id, idempotency_key, subject_id, event_name, occurred_at, created_at, data FROM usage_events WHERE environment_id = ? ORDER BY seq DESC LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}`,
+      [environmentId],
+    );
+    return toPageResult(
+      rows.map((r) => ({
+        id: r.id,
+        idempotencyKey: r.idempotency_key,
+        subjectId: r.subject_id,
+        eventName: r.event_name,
+        occurredAt: fromDbTime(r.occurred_at),
+        createdAt: fromDbTime(r.created_at),
+        data: fromJsonText<Record<string, unknown>>(r.data),
+      })),
+      page,
+    );
   }
 
   async rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]> {

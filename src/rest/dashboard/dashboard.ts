@@ -17,6 +17,7 @@
  *   GET  /dashboard/invoices[?status=]
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
+ *   GET  /dashboard/events                     the newest stored usage events
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
  *   GET  /dashboard/clocks, /dashboard/clocks/{id}; POST /dashboard/clocks/{id}/advance
  *
@@ -30,7 +31,7 @@ import type { RateCardService } from "../../billing/catalog/rate-cards.js";
 import type { Price, RateCard, UsageRate } from "../../billing/catalog/types.js";
 import { BillingError, InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import { randomBase62 } from "../../billing/ids.js";
-import type { SummaryService } from "../../billing/metering/usage.js";
+import type { IngestService, SummaryService } from "../../billing/metering/usage.js";
 import { displayMoney } from "../../billing/money.js";
 import { type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
 import type { SubjectService } from "../../billing/subjects.js";
@@ -55,6 +56,7 @@ export interface DashboardServices {
   cards: RateCardService;
   metrics: PricingMetricService;
   summaries: SummaryService;
+  ingest: IngestService;
 }
 
 export const SESSION_COOKIE = "billing_dashboard";
@@ -468,6 +470,33 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
     );
   }
 
+  async function eventsPage(res: Res, open: OpenOperatorSession, c: Caller, q: URLSearchParams): Promise<void> {
+    const offset = offsetOf(q);
+    const result = await s.ingest.recentEvents(c, PAGE, offset);
+    const rows = result.items.map((e) => {
+      const data = JSON.stringify(e.data);
+      return [
+        `<span class="mono">${esc(e.id)}</span>`,
+        minute(e.occurredAt),
+        subjectLink(e.subjectId),
+        `<span class="mono">${esc(e.eventName)}</span>`,
+        `<span class="mono">${esc(e.idempotencyKey)}</span>`,
+        `<span class="mono">${esc(data.length > 160 ? `${data.slice(0, 160)}…` : data)}</span>`,
+        minute(e.createdAt),
+      ];
+    });
+    dashPage(
+      res,
+      200,
+      "Events",
+      `<h1>Usage events</h1>${table("Stored usage events, newest first", ["Event", "Occurred", "Subject", "Name", "Idempotency key", "Data", "Received"], rows, "No events yet.")}
+${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
+<p class="muted">Accepted events only: a rejected event is not stored; the ingest call's answer names it with its reason, and the server's metrics count it.</p>`,
+      open,
+      "/dashboard/events",
+    );
+  }
+
   async function clocksPage(res: Res, open: OpenOperatorSession, c: Caller, q: URLSearchParams): Promise<void> {
     if (open.environment.mode !== "test") {
       return dashPage(res, 200, "Test clocks", "<h1>Test clocks</h1><p>Test clocks exist only in test environments; this is a live environment.</p>", open, "/dashboard/clocks");
@@ -597,6 +626,7 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
       },
     ],
     ["GET", /^\/dashboard\/catalog$/, (_req, res, open, c, _m, q) => catalogPage(res, open, c, q)],
+    ["GET", /^\/dashboard\/events$/, (_req, res, open, c, _m, q) => eventsPage(res, open, c, q)],
     ["GET", /^\/dashboard\/clocks$/, (_req, res, open, c, _m, q) => clocksPage(res, open, c, q)],
     ["GET", new RegExp(`^/dashboard/clocks/${ID}$`), (_req, res, open, c, m, q) => clockPage(res, open, c, m[1] as string, q)],
     [

@@ -23,7 +23,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}dt
 .badge{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e8eaed;font-size:.85rem}.badge.active,.badge.paid{background:#dff3e4}.badge.draft,.badge.paused{background:#fff4d6}.badge.open{background:#e0ecff}.badge.void,.badge.cancelled,.badge.uncollectible{background:#f3e0e0}
 svg.chart{width:100%;height:auto;max-height:16rem;background:#fff}svg.chart text{font-size:11px;fill:#333}svg.chart rect.bar{fill:#3b6ea8}
 .signin{max-width:26rem;margin:4rem auto}.signin input{width:100%}
-@media (max-width:40rem){main{padding:.5rem}th,td{padding:.3rem .25rem}header form{margin:0}}`;
+@media (max-width:40rem){main{padding:.5rem}th,td{padding:.3rem .4rem;white-space:nowrap}.scroll .mono{overflow-wrap:normal}header form{margin:0}}`;
 
 /** The dashboard's Content-Security-Policy: no script at all, nothing loaded from elsewhere, forms post only here, no framing. */
 export const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -33,6 +33,7 @@ export const NAV: [string, string][] = [
   ["/dashboard/subjects", "Subjects"],
   ["/dashboard/subscriptions", "Subscriptions"],
   ["/dashboard/invoices", "Invoices"],
+  ["/dashboard/events", "Events"],
   ["/dashboard/catalog", "Catalog"],
   ["/dashboard/clocks", "Test clocks"],
 ];
