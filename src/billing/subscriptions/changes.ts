@@ -216,9 +216,17 @@ export class SubscriptionChanges {
    * up to its subject's time first); nothing is written. The change itself and its preview both
    * go through here, so the preview shows what the change does.
    */
-  private async planChange(caller: Caller, fresh: Subscription, newCard: RateCard, behavior: string) {
+  private async planChange(caller: Caller, fresh: Subscription, newCard: RateCard, behavior: string, readOnly = false) {
     const id = fresh.id;
-    const current = await this.caughtUp(fresh, await this.lookups.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId }));
+    const at = await this.lookups.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId });
+    // A preview writes nothing: where the change would first close a cycle that is due, it says so instead.
+    if (readOnly && fresh.status === "active" && fresh.periodEnd.getTime() <= at.getTime()) {
+      throw new FailedPreconditionError(
+        "CYCLE_CLOSE_DUE",
+        `subscription ${id}: its cycle that ended at ${fresh.periodEnd.toISOString()} is not closed yet; the scheduler closes it shortly (or the change does, first): preview again then`,
+      );
+    }
+    const current = readOnly ? fresh : await this.caughtUp(fresh, at);
     if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
     const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
     if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
@@ -248,7 +256,8 @@ export class SubscriptionChanges {
    * What changing the subscription to `rateCardId` would invoice now, without changing anything:
    * the old card's usage so far and, for an upgrade, the prorated (or full) fixed-price
    * difference; whether a checkout would be needed (no card on file). The operator dashboard's
-   * preview; the same checks as the change refuse what the change would refuse.
+   * preview; the same checks as the change refuse what the change would refuse. Read-only: a
+   * subscription whose ended cycle is not closed yet is refused (CYCLE_CLOSE_DUE), not caught up.
    */
   async previewChange(caller: Caller, id: string, input: { rateCardId: string; behavior: string }) {
     const v = new Violations();
@@ -257,7 +266,7 @@ export class SubscriptionChanges {
     v.throwIfAny();
     const found = await this.lookups.subscription(caller, id);
     const card = await this.lookups.cardOf(caller, input.rateCardId);
-    const { oldCard, newCard, plan, subject, now } = await this.planChange(caller, found, card, input.behavior);
+    const { oldCard, newCard, plan, subject, now } = await this.planChange(caller, found, card, input.behavior, true);
     return {
       from: oldCard,
       to: newCard,
