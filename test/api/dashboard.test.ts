@@ -145,7 +145,9 @@ for (const store of STORES) {
     const mine = browser(server);
     await signIn(mine, s.key);
     t.is((await mine.get(`/dashboard/invoices/${invoiceId}`)).status, 200);
-    t.is((await mine.get(`/dashboard/subjects/${s.subjectId}`)).status, 200);
+    const subjectPage = await (await mine.get(`/dashboard/subjects/${s.subjectId}`)).text();
+    t.true(subjectPage.includes(invoiceId) && subjectPage.includes(subscriptionId), "the subject's invoices and subscriptions");
+    t.true((await (await mine.get(`/dashboard/subscriptions/${subscriptionId}`)).text()).includes(invoiceId), "the subscription's invoices");
     await s.call("POST", "/usage-events", { idempotency_key: "dash-evt-1", subject_id: s.subjectId, event_name: "page_view", data: { path: "<b>/home</b>" } });
     const events = await (await mine.get("/dashboard/events")).text();
     t.regex(events, /dash-evt-1/);

@@ -129,10 +129,10 @@ export class FakeBillingStores implements BillingStores {
       }
       return [...by.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1));
     },
-    listAll: async (env, status, p) =>
+    listAll: async (env, filter, p) =>
       page(
         [...this.state.invoices.values()]
-          .filter((i) => i.environmentId === env && (!status || i.status === status))
+          .filter((i) => i.environmentId === env && (!filter.status || i.status === filter.status) && (!filter.subscriptionId || i.subscriptionId === filter.subscriptionId))
           .reverse()
           .map((i) => structuredClone(i)),
         p,

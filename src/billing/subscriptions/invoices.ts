@@ -32,14 +32,15 @@ export class Invoices {
 
   /**
    * The environment's invoices across subjects, newest first, of one status or any (the operator
-   * dashboard's list). Drafts are shown as stored: a list does not price each one again.
+   * dashboard's list), or of one subscription ("": any; one of another environment: none).
+   * Drafts are shown as stored: a list does not price each one again.
    */
-  async listAll(caller: Caller, status: string, limit?: number, offset?: number): Promise<PageResult<Invoice>> {
+  async listAll(caller: Caller, status: string, limit?: number, offset?: number, subscriptionId = ""): Promise<PageResult<Invoice>> {
     const v = new Violations();
     if (status !== "" && !INVOICE_STATUSES.includes(status as InvoiceStatus)) v.add("status", `must be one of ${INVOICE_STATUSES.join(", ")}`);
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
-    return this.stores.invoices.listAll(caller.environmentId, (status || undefined) as InvoiceStatus | undefined, page);
+    return this.stores.invoices.listAll(caller.environmentId, { status: (status || undefined) as InvoiceStatus | undefined, subscriptionId: subscriptionId || undefined }, page);
   }
 
   /**

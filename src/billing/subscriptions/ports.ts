@@ -64,8 +64,8 @@ export interface InvoiceStore {
    * uncollectible: not void), per currency, exact decimal text in the smallest unit.
    */
   revenue(environmentId: string, from: Date, to: Date): Promise<{ currency: string; total: string; count: number }[]>;
-  /** The environment's invoices across subjects, newest first, of one status or any (the dashboard's list). */
-  listAll(environmentId: string, status: InvoiceStatus | undefined, page: Page): Promise<PageResult<Invoice>>;
+  /** The environment's invoices across subjects, newest first, of one status or any, of one subscription or any (the dashboard's lists). */
+  listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>>;
   /** A subject's `limit` newest invoices, newest first (the customer portal's list). */
   recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
   /** Sets the status if the invoice is in `from`; false otherwise. */

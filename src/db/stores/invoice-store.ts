@@ -160,11 +160,11 @@ export class SqlInvoiceStore implements InvoiceStore {
     return rows.map((r) => ({ currency: r.currency, total: formatDecimal(dec(String(r.total))), count: Number(r.n) }));
   }
 
-  /** Newest first over ix_invoices_env_status_seq (environment, status, seq). */
-  async listAll(environmentId: string, status: InvoiceStatus | undefined, page: Page): Promise<PageResult<Invoice>> {
+  /** Newest first over ix_invoices_env_status_seq (environment, status, seq), or ix_invoices_subscription_seq for one subscription's. */
+  async listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>> {
     return this.sql.run(async (em) => {
       const rows = await em.find(this.entities.Invoice, {
-        where: { environment_id: environmentId, ...(status ? { status } : {}) },
+        where: { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.subscriptionId ? { subscription_id: filter.subscriptionId } : {}) },
         order: { seq: "DESC" },
         take: page.limit + 1,
         skip: page.offset,

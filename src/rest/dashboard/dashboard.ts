@@ -261,12 +261,21 @@ ${pager("/dashboard/subjects", q, offset, PAGE, result.hasMore)}`,
     return `<section aria-labelledby="usage"><h2 id="usage">Usage</h2><p>Period: ${choose} <span class="muted">(${minute(start)} – ${minute(end)})</span></p>${charts.join("") || '<p class="muted">No usage-based rates on active subscriptions.</p>'}</section>`;
   }
 
+  /** The subject page's invoice pages (its own offset, so the usage period choice stays apart). */
+  function invoicePager(subjectId: string, offset: number, hasMore: boolean): string {
+    const link = (o: number, label: string, rel: string) => `<a rel="${rel}" href="/dashboard/subjects/${esc(subjectId)}${o > 0 ? `?invoices_offset=${o}` : ""}#h-invs">${label}</a>`;
+    const prev = offset > 0 ? link(Math.max(0, offset - PAGE), "← Previous invoices", "prev") : "";
+    const next = hasMore ? link(offset + PAGE, "Next invoices →", "next") : "";
+    return prev || next ? `<p class="pager">${prev}${next}</p>` : "";
+  }
+
   async function subjectPage(res: Res, open: OpenOperatorSession, c: Caller, id: string, q: URLSearchParams): Promise<void> {
     const subject = await s.subjects.get(c, id);
+    const invoiceOffset = offsetOf(new URLSearchParams({ offset: q.get("invoices_offset") ?? "0" }));
     const [state, subs, invs] = await Promise.all([
       s.billingStates.billingState(c, subject.id),
       s.subscriptions.list(c, { subjectId: subject.id, rateCardId: "" }, 100),
-      s.invoices.listInvoices(c, subject.id, 100),
+      s.invoices.listInvoices(c, subject.id, PAGE, invoiceOffset),
     ]);
     const clock = subject.testClockId ? await s.clocks.clock(c, subject.testClockId) : undefined;
     const usage = table(
@@ -284,8 +293,8 @@ ${pager("/dashboard/subjects", q, offset, PAGE, result.hasMore)}`,
 <div class="grid"><div class="card"><dl><dt>ID</dt><dd class="mono">${esc(subject.id)}</dd><dt>Email</dt><dd>${esc(subject.email ?? "—")}</dd><dt>External ID</dt><dd class="mono">${esc(subject.externalId ?? "—")}</dd>
 <dt>Payment method</dt><dd>${subject.hasPaymentMethod ? "on file" : "none"}</dd><dt>Created</dt><dd>${minute(subject.createdAt)}</dd>${clock ? `<dt>Test clock</dt><dd><a href="/dashboard/clocks/${esc(clock.id)}">${esc(clock.name || clock.id)}</a> at ${minute(clock.frozenTime)}</dd>` : ""}</dl></div>
 <div class="card" aria-labelledby="h-state"><h2 id="h-state" style="margin-top:0">Billing state</h2><p>${state.hasActiveSubscription ? "Has an active subscription" : "No active subscription"}${state.paused.length ? `; ${state.paused.length} paused` : ""}${state.hasOverage ? ' · <strong class="error">over an included amount</strong>' : ""}</p>${usage}</div></div>
-<section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items), "No subscriptions.")}</section>
-<section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices", INVOICE_HEAD, invoiceRows(invs.items), "No invoices.")}</section>
+<section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items), "No subscriptions.")}${subs.hasMore ? '<p class="muted">The first 100 are shown.</p>' : ""}</section>
+<section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices, oldest first", INVOICE_HEAD, invoiceRows(invs.items), "No invoices.")}${invoicePager(subject.id, invoiceOffset, invs.hasMore)}</section>
 ${await usageCharts(c, subject.id, metricIds, q, clock?.frozenTime ?? new Date())}`,
       open,
       "/dashboard/subjects",
@@ -315,8 +324,8 @@ ${pager("/dashboard/subscriptions", q, offset, PAGE, result.hasMore)}`,
   async function subscriptionPage(res: Res, open: OpenOperatorSession, c: Caller, id: string, q: URLSearchParams): Promise<void> {
     const sub = await s.subscriptions.get(c, id);
     const card = await s.cards.get(c, sub.rateCardId).catch(() => undefined);
-    const invs = await s.invoices.listInvoices(c, sub.subjectId, 100);
-    const mine = invs.items.filter((i) => i.subscriptionId === sub.id);
+    const offset = offsetOf(q);
+    const mine = await s.invoices.listAll(c, "", PAGE, offset, sub.id);
     const csrf = csrfField(open.session.csrfToken);
     const canCancel = sub.status === "active" || sub.status === "paused";
     const forms = canCancel
@@ -353,7 +362,7 @@ ${sub.status === "active" && !sub.cancelsAtEndOfCycle ? `<form method="post" act
 <dt>Rate card</dt><dd class="mono">${esc(sub.rateCardId)}</dd><dt>Current period</dt><dd>${minute(sub.periodStart)} – ${minute(sub.periodEnd)}</dd>${sub.cancelledAt ? `<dt>Cancelled</dt><dd>${minute(sub.cancelledAt)}</dd>` : ""}
 ${sub.billingFailure ? `<dt>Billing failure</dt><dd class="error">${esc(sub.billingFailure.message)} (attempts: ${sub.billingFailure.attempts})</dd>` : ""}</dl></div><div class="card">${rates}</div></div>
 ${changeForm}${forms}
-<section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices of this subscription", INVOICE_HEAD, invoiceRows(mine), "No invoices yet.")}</section>`,
+<section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices of this subscription, newest first", INVOICE_HEAD, invoiceRows(mine.items), "No invoices yet.")}${pager(`/dashboard/subscriptions/${sub.id}`, q, offset, PAGE, mine.hasMore)}</section>`,
       open,
       "/dashboard/subscriptions",
     );
