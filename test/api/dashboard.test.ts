@@ -149,15 +149,20 @@ for (const store of STORES) {
     t.true(subjectPage.includes(invoiceId) && subjectPage.includes(subscriptionId), "the subject's invoices and subscriptions");
     t.true((await (await mine.get(`/dashboard/subscriptions/${subscriptionId}`)).text()).includes(invoiceId), "the subscription's invoices");
     await s.call("POST", "/usage-events", { idempotency_key: "dash-evt-1", subject_id: s.subjectId, event_name: "page_view", data: { path: "<b>/home</b>" } });
+    t.is((await s.call("POST", "/usage-events", { idempotency_key: "dash-evt-1", subject_id: s.subjectId, event_name: "page_view", data: { path: "<b>/home</b>" } })).status, "duplicate");
     const events = await (await mine.get("/dashboard/events")).text();
     t.regex(events, /dash-evt-1/);
     t.regex(events, /&lt;b&gt;\/home&lt;\/b&gt;/, "event data is escaped");
     const overview = await (await mine.get("/dashboard")).text();
     t.regex(overview, /Invoiced this month.*?<strong>USD 49\.00<\/strong> <span class="muted">on 1 invoice</s, "revenue by currency, exact on both stores");
     t.regex(overview, /None: every billing cycle closed/);
+    t.regex(overview, /Events ingested per hour, last 7 days <span class="muted">\(1 accepted, UTC\)/, "the duplicate is not counted");
+    t.regex(overview, /role="img" aria-label="Events ingested per hour, last 7 days: 168 buckets, largest 1"/);
     const other = browser(server);
     await signIn(other, await server.freshKey("test"));
-    t.regex(await (await other.get("/dashboard")).text(), /Invoiced this month.*?Nothing invoiced/s);
+    const otherOverview = await (await other.get("/dashboard")).text();
+    t.regex(otherOverview, /Invoiced this month.*?Nothing invoiced/s);
+    t.regex(otherOverview, /\(0 accepted, UTC\)/);
     for (const path of [`/dashboard/subjects/${s.subjectId}`, `/dashboard/invoices/${invoiceId}`, `/dashboard/subscriptions/${subscriptionId}`, `/dashboard/clocks/${s.clockId}`]) {
       t.is((await other.get(path)).status, 404, path);
     }

@@ -67,6 +67,8 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
     t.is(await page.locator("h1").innerText(), "Overview");
     t.regex(await page.getByLabel("Environment").innerText(), /test/);
     t.regex(await main(), new RegExp(sub.id));
+    t.regex(await main(), /Events ingested per hour, last 7 days \(3 accepted, UTC\)/);
+    t.is(await page.getByRole("img", { name: /^Events ingested per hour, last 7 days: 168 buckets, largest [1-3]$/ }).count(), 1);
     await shot("overview");
 
     // Subjects: search, then the subject's page with its billing state and usage chart.

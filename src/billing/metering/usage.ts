@@ -55,6 +55,8 @@ export interface StoredEvent {
 }
 
 export interface UsageStore {
+  /** Events accepted per hour of arrival in [from, to) (hours without any left out). */
+  ingestedPerHour(environmentId: string, from: Date, to: Date): Promise<{ hour: Date; accepted: number }[]>;
   /** The environment's stored events, newest first (the operator dashboard). */
   recentEvents(environmentId: string, page: Page): Promise<PageResult<StoredEvent>>;
   /**
@@ -102,6 +104,17 @@ export class IngestService {
     private readonly now: () => Date,
     private readonly options: IngestOptions = { maxInFlightPerEnvironment: 2 },
   ) {}
+
+  /**
+   * Events the environment ingested (accepted) per hour over the `hours` hours up to the hour of
+   * `now`, one entry per hour, 0 for an hour without any (the dashboard's chart).
+   */
+  async ingestedPerHour(caller: Caller, hours: number): Promise<{ hour: Date; accepted: number }[]> {
+    const end = (Math.floor(this.now().getTime() / HOUR) + 1) * HOUR;
+    const start = end - hours * HOUR;
+    const found = new Map((await this.store.ingestedPerHour(caller.environmentId, new Date(start), new Date(end))).map((r) => [r.hour.getTime(), r.accepted]));
+    return Array.from({ length: hours }, (_, i) => ({ hour: new Date(start + i * HOUR), accepted: found.get(start + i * HOUR) ?? 0 }));
+  }
 
   /** The environment's stored events, newest first (the operator dashboard's events page). */
   async recentEvents(caller: Caller, limit?: number, offset?: number): Promise<PageResult<StoredEvent>> {

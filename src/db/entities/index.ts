@@ -40,7 +40,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Environment, ApiKey } = environmentsEntities(dialect, exact);
   const { Subject } = subjectsEntities(dialect, exact);
   const { PricingMetric, RateCard, RateCatalog, Rate, RateCell } = catalogEntities(dialect, exact);
-  const { UsageEvent, UsageRollup, UsageRollupMinute } = usageEntities(dialect, exact);
+  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour } = usageEntities(dialect, exact);
   const { Subscription } = subscriptionsEntities(dialect, exact);
   const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
@@ -64,6 +64,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     UsageEvent,
     UsageRollup,
     UsageRollupMinute,
+    IngestHour,
     Subscription,
     Invoice,
     InvoiceLine,

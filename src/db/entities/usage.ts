@@ -82,5 +82,16 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
 
   const UsageRollupMinute = rollups("UsageRollupMinute", "usage_rollups_minute");
 
-  return { UsageEvent, UsageRollup, UsageRollupMinute };
+  /** Events an environment's ingest calls accepted (stored) per hour of arrival (the dashboard's chart). */
+  const IngestHour = new EntitySchema<{ environment_id: string; hour: Date; accepted: string }>({
+    name: "IngestHour",
+    tableName: "environment_ingest_hours",
+    columns: exact({
+      environment_id: { ...idColumn(), primary: true },
+      hour: { ...timeColumn(), primary: true },
+      accepted: { type: "bigint", nullable: false },
+    }),
+  });
+
+  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour };
 }

@@ -8,7 +8,8 @@ import { binaryCollation, runFor } from "./dialect.js";
  * expiry), and the indexes of the dashboard's lists across subjects: invoices by status and
  * subscriptions by status, newest first, paginated, an environment's test clocks, the
  * overview's revenue (finalized invoices by finalization time) and its set-aside subscriptions,
- * and an environment's newest usage events. On MySQL the new table's default is the
+ * an environment's newest usage events, and its events accepted per hour of arrival
+ * (environment_ingest_hours: one row per environment and hour, added to in each ingest transaction). On MySQL the new table's default is the
  * server's binary no-pad collation (migration 8's rule), as in migration 11.
  */
 const mysql = (collation: string) => [
@@ -20,8 +21,11 @@ const mysql = (collation: string) => [
   "CREATE INDEX `ix_invoices_env_finalized` ON `invoices` (`environment_id`, `finalized_at`)",
   "CREATE INDEX `ix_subscriptions_env_retry` ON `subscriptions` (`environment_id`, `billing_retry_at`)",
   "CREATE INDEX `ix_usage_events_env_seq` ON `usage_events` (`environment_id`, `seq`)",
+  "CREATE TABLE `environment_ingest_hours` (`environment_id` varchar(32) NOT NULL, `hour` datetime(3) NOT NULL, `accepted` bigint NOT NULL, PRIMARY KEY (`environment_id`, `hour`)) " +
+    `ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=${collation}`,
 ];
 const MYSQL_DOWN = [
+  "DROP TABLE `environment_ingest_hours`",
   "DROP INDEX `ix_usage_events_env_seq` ON `usage_events`",
   "DROP INDEX `ix_subscriptions_env_retry` ON `subscriptions`",
   "DROP INDEX `ix_invoices_env_finalized` ON `invoices`",
@@ -40,8 +44,10 @@ const SQLITE = [
   'CREATE INDEX "ix_invoices_env_finalized" ON "invoices" ("environment_id", "finalized_at")',
   'CREATE INDEX "ix_subscriptions_env_retry" ON "subscriptions" ("environment_id", "billing_retry_at")',
   'CREATE INDEX "ix_usage_events_env_seq" ON "usage_events" ("environment_id", "seq")',
+  'CREATE TABLE "environment_ingest_hours" ("environment_id" varchar(32) NOT NULL, "hour" datetime(3) NOT NULL, "accepted" bigint NOT NULL, PRIMARY KEY ("environment_id", "hour"))',
 ];
 const SQLITE_DOWN = [
+  'DROP TABLE "environment_ingest_hours"',
   'DROP INDEX "ix_usage_events_env_seq"',
   'DROP INDEX "ix_subscriptions_env_retry"',
   'DROP INDEX "ix_invoices_env_finalized"',

@@ -54,6 +54,19 @@ export async function upsertRollups(em: EntityManager, dialect: Dialect, contrib
 /** Each grain's totals table. */
 const TOTALS_TABLE: Record<Grain, string> = { hour: "usage_rollups", minute: "usage_rollups_minute" };
 
+/** `2026-01-31 12:34:56.789` → `2026-01-31 12:00:00.000`. */
+const hourOf = (dbNow: string) => `${dbNow.slice(0, 13)}:00:00.000`;
+
+/** Adds `accepted` events to an environment's hour (insert or add). */
+function ingestHourStatement(dialect: Dialect, environmentId: string, hour: string, accepted: number): Statement {
+  return [
+    `INSERT INTO environment_ingest_hours (environment_id, hour, accepted) VALUES (?, ?, ?) ${
+      dialect === "mysql" ? "ON DUPLICATE KEY UPDATE accepted = accepted + VALUES(accepted)" : "ON CONFLICT (environment_id, hour) DO UPDATE SET accepted = accepted + excluded.accepted"
+    }`,
+    [environmentId, hour, accepted],
+  ];
+}
+
 /** The statements that add contributions to the hourly and minute totals (insert or add). */
 export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
   return (["hour", "minute"] as const).flatMap((grain) =>
@@ -252,6 +265,10 @@ export class SqlUsageStore implements UsageStore {
       }
       // Nothing reads the totals' answers: they go with the COMMIT.
       for (const st of rollupStatements(this.sql.dialect, mergeContributions(accepted))) p.defer(st);
+      // The environment's events accepted this hour (of arrival), last: every ingest transaction
+      // of the environment takes this row's lock just before its COMMIT, so it waits on no other.
+      const acceptedCount = candidates.reduce((n, c) => n + (outcomes.get(c.event)?.status === "accepted" ? 1 : 0), 0);
+      if (acceptedCount > 0) p.defer(ingestHourStatement(this.sql.dialect, environmentId, hourOf(now), acceptedCount));
     }
     return events.map((e) => outcomes.get(e) as Outcome);
   }
@@ -299,6 +316,16 @@ export class SqlUsageStore implements UsageStore {
       count: String(r.event_count),
       max: r.max_value === null ? null : String(r.max_value),
     }));
+  }
+
+  /** Events accepted per hour of arrival in [from, to), hours without events left out. */
+  async ingestedPerHour(environmentId: string, from: Date, to: Date): Promise<{ hour: Date; accepted: number }[]> {
+    const rows: { hour: unknown; accepted: unknown }[] = await this.sql.query("SELECT hour, accepted FROM environment_ingest_hours WHERE environment_id = ? AND hour >= ? AND hour < ? ORDER BY hour", [
+      environmentId,
+      dbTime(from),
+      dbTime(to),
+    ]);
+    return rows.map((r) => ({ hour: fromDbTime(r.hour), accepted: Number(r.accepted) }));
   }
 
   /** Over ix_usage_events_env_seq (environment, seq), newest first. */

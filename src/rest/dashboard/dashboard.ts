@@ -189,6 +189,12 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
       s.subscriptions.listFailing(c, 10),
       s.invoices.revenueByMonth(c, new Date()),
     ]);
+    const hours = await s.ingest.ingestedPerHour(c, 7 * 24);
+    const ingested = hours.reduce((n, h) => n + h.accepted, 0);
+    const chart = barChart(
+      "Events ingested per hour, last 7 days",
+      hours.map((h) => ({ label: `${h.hour.toISOString().slice(5, 13).replace("T", " ")}h`, value: h.accepted, tick: h.hour.getUTCHours() === 0 ? h.hour.toISOString().slice(5, 10) : null })),
+    );
     const more = (r: { hasMore: boolean }, href: string) => (r.hasMore ? `<p><a href="${href}">All…</a></p>` : "");
     const revenueCards = revenue
       .map(
@@ -214,6 +220,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
       `<h1>Overview</h1>
 <div class="grid">${revenueCards}</div>
 <p class="muted">Revenue: invoices finalized in the month (UTC), void ones left out.</p>
+<section aria-labelledby="h-ingest" class="card"><h2 id="h-ingest" style="margin-top:0">Events ingested per hour, last 7 days <span class="muted">(${ingested} accepted, UTC)</span></h2>${chart}</section>
 <section aria-labelledby="h-failing"><h2 id="h-failing">Subscriptions needing attention</h2>${table("Subscriptions whose billing cycle could not be closed", ["Subscription", "Subject", "Error", "#Attempts", "Next retry"], failingRows, "None: every billing cycle closed.")}${more(failing, "/dashboard/subscriptions")}</section>
 <section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
 <section aria-labelledby="h-drafts"><h2 id="h-drafts">Draft invoices</h2>${table("Draft invoices", INVOICE_HEAD, invoiceRows(drafts.items), "No drafts waiting.")}${more(drafts, "/dashboard/invoices?status=draft")}</section>

@@ -93,7 +93,7 @@ export function pager(base: string, params: URLSearchParams, offset: number, lim
  * A bar chart as inline SVG: one bar per bucket, labelled for assistive technology (role img, a
  * title naming what it shows and its largest value); the same numbers follow in a table.
  */
-export function barChart(label: string, bars: { label: string; value: number }[]): string {
+export function barChart(label: string, bars: { label: string; value: number; tick?: string | null }[]): string {
   const width = 640;
   const height = 180;
   const top = 16;
@@ -108,7 +108,9 @@ export function barChart(label: string, bars: { label: string; value: number }[]
       const h = max > 0 ? ((height - top - bottom) * b.value) / max : 0;
       const x = i * step + (step - barW) / 2;
       const y = height - bottom - h;
-      const tick = i % every === 0 ? `<text x="${(x + barW / 2).toFixed(1)}" y="${height - 10}" text-anchor="middle">${esc(b.label)}</text>` : "";
+      // A bar's own tick label (null: none), else every few bars' label.
+      const text = b.tick !== undefined ? b.tick : i % every === 0 ? b.label : null;
+      const tick = text !== null ? `<text x="${(x + barW / 2).toFixed(1)}" y="${height - 10}" text-anchor="middle">${esc(text)}</text>` : "";
       return `<rect class="bar" x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}"><title>${esc(b.label)}: ${esc(String(b.value))}</title></rect>${tick}`;
     })
     .join("");
