@@ -180,6 +180,12 @@ for (const store of STORES) {
     const { scenario: s, invoiceId, subscriptionId } = await scenario();
     const b = browser(server);
     await signIn(b, s.key);
+    const evil = (await s.call("POST", "/subjects", { name: '<script>alert("x")</script>', email: "a'b@example.com" })).id;
+    const found = await (await b.get(`/dashboard/subjects?q=${encodeURIComponent("<script>")}`)).text();
+    t.true(found.includes(evil));
+    t.false(found.includes("<script>"), "names are escaped, the search term too");
+    t.regex(found, /&lt;script&gt;alert\(&quot;x&quot;\)&lt;\/script&gt;/);
+    t.regex(await (await b.get(`/dashboard/subjects/${evil}`)).text(), /<h1>&lt;script&gt;/);
     const list = await (await b.get("/dashboard/invoices?status=paid")).text();
     t.true(list.includes(invoiceId));
     t.false((await (await b.get("/dashboard/invoices?status=draft")).text()).includes(invoiceId));
