@@ -212,7 +212,10 @@ for (const store of STORES) {
     const now = await b.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf, when: "now" });
     t.is(now.status, 303);
     t.is((await s.call("GET", `/subscriptions/${subscriptionId}`)).status, "cancelled");
-    t.true((await (await b.get("/dashboard/subscriptions?status=cancelled")).text()).includes(subscriptionId));
+    const cancelled = await (await b.get("/dashboard/subscriptions?status=cancelled")).text();
+    t.true(cancelled.includes(subscriptionId));
+    t.regex(cancelled, /<span title="rc_\w+">Team<\/span>/, "the rate card by name");
+    t.false((await (await b.get("/dashboard/subscriptions?status=active")).text()).includes(subscriptionId));
   });
 
   test.serial(`${store}: changing the rate card: the preview shows the prorated upgrade and changes nothing; the POST changes it`, async (t) => {

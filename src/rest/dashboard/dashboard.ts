@@ -126,12 +126,13 @@ function invoiceRows(items: Invoice[]): string[][] {
 }
 const INVOICE_HEAD = ["Invoice", "Status", "Subject", "Period", "#Total", "Created"];
 
-function subscriptionRows(items: Subscription[]): string[][] {
+/** Rows of subscriptions; `names`: rate card names by ID (an ID without one is shown as is). */
+function subscriptionRows(items: Subscription[], names: Map<string, string> = new Map()): string[][] {
   return items.map((s) => [
     subLink(s.id),
     `${badge(s.status)}${s.cancelsAtEndOfCycle && s.status === "active" ? ' <span class="muted">ends at period end</span>' : ""}${s.billingFailure ? ' <span class="badge void">set aside</span>' : ""}`,
     subjectLink(s.subjectId),
-    `<span class="mono">${esc(s.rateCardId)}</span>`,
+    names.has(s.rateCardId) ? `<span title="${esc(s.rateCardId)}">${esc(names.get(s.rateCardId) as string)}</span>` : `<span class="mono">${esc(s.rateCardId)}</span>`,
     s.status === "active" ? `${day(s.periodStart)} – ${day(s.periodEnd)}` : "",
   ]);
 }
@@ -160,6 +161,13 @@ export function createDashboard(sessions: OperatorSessions, s: DashboardServices
   const sessionCookie = (token: string) => `${SESSION_COOKIE}=${token}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${opts.sessionSeconds}${secure}`;
   const clearSession = `${SESSION_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`;
   const loginCookie = (token: string) => `${LOGIN_COOKIE}=${token}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=3600${secure}`;
+
+  /** The names of the rate cards of these subscriptions (one read per distinct card, through the catalog use case). */
+  async function cardNames(c: Caller, subs: Subscription[]): Promise<Map<string, string>> {
+    const ids = [...new Set(subs.map((x) => x.rateCardId))];
+    const cards = await Promise.all(ids.map((id) => s.cards.get(c, id).catch(() => undefined)));
+    return new Map(cards.filter((x): x is RateCard => x !== undefined).map((x) => [x.id, x.name]));
+  }
 
   function signInPage(res: Res, status: number, error?: string): void {
     const token = randomBase62(32);
@@ -222,7 +230,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <p class="muted">Revenue: invoices finalized in the month (UTC), void ones left out.</p>
 <section aria-labelledby="h-ingest" class="card"><h2 id="h-ingest" style="margin-top:0">Events ingested per hour, last 7 days <span class="muted">(${ingested} accepted, UTC)</span></h2>${chart}</section>
 <section aria-labelledby="h-failing"><h2 id="h-failing">Subscriptions needing attention</h2>${table("Subscriptions whose billing cycle could not be closed", ["Subscription", "Subject", "Error", "#Attempts", "Next retry"], failingRows, "None: every billing cycle closed.")}${more(failing, "/dashboard/subscriptions")}</section>
-<section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
+<section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items, await cardNames(c, active.items)), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
 <section aria-labelledby="h-drafts"><h2 id="h-drafts">Draft invoices</h2>${table("Draft invoices", INVOICE_HEAD, invoiceRows(drafts.items), "No drafts waiting.")}${more(drafts, "/dashboard/invoices?status=draft")}</section>
 <section aria-labelledby="h-open"><h2 id="h-open">Open invoices (unpaid)</h2>${table("Open invoices", INVOICE_HEAD, invoiceRows(unpaid.items), "No open invoices.")}${more(unpaid, "/dashboard/invoices?status=open")}</section>`,
       open,
@@ -300,7 +308,7 @@ ${pager("/dashboard/subjects", q, offset, PAGE, result.hasMore)}`,
 <div class="grid"><div class="card"><dl><dt>ID</dt><dd class="mono">${esc(subject.id)}</dd><dt>Email</dt><dd>${esc(subject.email ?? "—")}</dd><dt>External ID</dt><dd class="mono">${esc(subject.externalId ?? "—")}</dd>
 <dt>Payment method</dt><dd>${subject.hasPaymentMethod ? "on file" : "none"}</dd><dt>Created</dt><dd>${minute(subject.createdAt)}</dd>${clock ? `<dt>Test clock</dt><dd><a href="/dashboard/clocks/${esc(clock.id)}">${esc(clock.name || clock.id)}</a> at ${minute(clock.frozenTime)}</dd>` : ""}</dl></div>
 <div class="card" aria-labelledby="h-state"><h2 id="h-state" style="margin-top:0">Billing state</h2><p>${state.hasActiveSubscription ? "Has an active subscription" : "No active subscription"}${state.paused.length ? `; ${state.paused.length} paused` : ""}${state.hasOverage ? ' · <strong class="error">over an included amount</strong>' : ""}</p>${usage}</div></div>
-<section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items), "No subscriptions.")}${subs.hasMore ? '<p class="muted">The first 100 are shown.</p>' : ""}</section>
+<section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items, await cardNames(c, subs.items)), "No subscriptions.")}${subs.hasMore ? '<p class="muted">The first 100 are shown.</p>' : ""}</section>
 <section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices, oldest first", INVOICE_HEAD, invoiceRows(invs.items), "No invoices.")}${invoicePager(subject.id, invoiceOffset, invs.hasMore)}</section>
 ${await usageCharts(c, subject.id, metricIds, q, clock?.frozenTime ?? new Date())}`,
       open,
@@ -321,7 +329,7 @@ ${await usageCharts(c, subject.id, metricIds, q, clock?.frozenTime ?? new Date()
       `<h1>Subscriptions</h1>
 <form method="get" action="/dashboard/subscriptions" class="filters"><div><label for="status">Status</label><select id="status" name="status">${options}</select></div>
 <div><label for="rate_card_id">Rate card ID</label><input id="rate_card_id" name="rate_card_id" value="${esc(rateCardId)}"></div><div><button type="submit">Filter</button></div></form>
-${table("Subscriptions, newest first", SUBSCRIPTION_HEAD, subscriptionRows(result.items), "No subscriptions match.")}
+${table("Subscriptions, newest first", SUBSCRIPTION_HEAD, subscriptionRows(result.items, await cardNames(c, result.items)), "No subscriptions match.")}
 ${pager("/dashboard/subscriptions", q, offset, PAGE, result.hasMore)}`,
       open,
       "/dashboard/subscriptions",
