@@ -51,6 +51,9 @@ import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
 import { createPages } from "./rest/pages.js";
 import { createPortalPages } from "./rest/portal-pages.js";
+import { createDashboard } from "./rest/dashboard/dashboard.js";
+import { OperatorSessions } from "./billing/operator-sessions.js";
+import { SqlDashboardSessionStore } from "./db/stores/dashboard-session-store.js";
 import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
@@ -360,9 +363,12 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
     const portalPages = createPortalPages(services.portal, log);
+    // The operator dashboard (/dashboard): sessions opened with a secret key, checked by the API's own verifier.
+    const operatorSessions = new OperatorSessions(new SqlDashboardSessionStore(db.sql, db.entities), (key) => verifier.verify(key), config.dashboardSessionSeconds * 1000, now);
+    const dashboard = createDashboard(operatorSessions, services, { secureCookies: baseUrl.startsWith("https:"), sessionSeconds: config.dashboardSessionSeconds }, log);
     // GET /openapi.json and /docs (no key): the committed document generated from the contract.
     const docs = createApiDocs(loadOpenApi(), () => baseUrl);
-    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || portalPages(req, res) || checkoutPages(req, res);
+    const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
     const handler = createRequestHandler({
       router,

@@ -51,6 +51,8 @@ export interface Config {
    * is open (as /healthz is), for a scraper on a private network.
    */
   metricsToken: string | undefined;
+  /** How long an operator dashboard session lasts from sign-in (seconds). */
+  dashboardSessionSeconds: number;
   /** Outgoing webhooks (README, "Webhooks and events"). */
   webhooks: WebhookConfig;
 }
@@ -153,6 +155,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (rawMigrate !== "true" && rawMigrate !== "false") problems.push("RUN_MIGRATIONS must be true or false");
 
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
+  const dashboardSessionSeconds = int("DASHBOARD_SESSION_SECONDS", 8 * 3600, 1, 30 * 86400);
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
   const ingestCommitsInFlight = int("INGEST_COMMITS_IN_FLIGHT", 2, 1, 64);
   const maxRequestsInFlight = int("MAX_REQUESTS_IN_FLIGHT", 256, 1, 100_000);
@@ -224,5 +227,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimits,
     metricsToken,
     webhooks,
+    dashboardSessionSeconds,
   });
 }

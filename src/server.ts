@@ -504,11 +504,13 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         trace.procedure = routeLabel(target.route);
       } else if (path.startsWith("/hosted/")) {
         trace.procedure = "hosted";
+      } else if (path === "/dashboard" || path.startsWith("/dashboard/")) {
+        trace.procedure = "dashboard";
       }
     }
     const exempt = EXEMPT.has(path);
     let ticket: Ticket | undefined;
-    if (!exempt && (handler || target || path.startsWith("/hosted/"))) {
+    if (!exempt && (handler || target || path.startsWith("/hosted/") || path.startsWith("/dashboard"))) {
       ticket = admission.enter();
       if (!ticket) {
         refuse(path, handler, req, res, overloaded("requests"));

@@ -5,6 +5,7 @@
  */
 import type { NewEvent } from "../../src/billing/events/types.js";
 import { AlreadyExistsError } from "../../src/billing/errors.js";
+import { dec, formatDecimal } from "../../src/billing/money.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
 import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
@@ -67,6 +68,22 @@ export class FakeBillingStores implements BillingStores {
           .map((s) => structuredClone(s)),
         p,
       ),
+    failing: async (env, p) =>
+      page(
+        [...this.state.subscriptions.values()]
+          .filter((s) => s.environmentId === env && s.billingFailure)
+          .sort((a, b) => (a.billingFailure as { retryAt: Date }).retryAt.getTime() - (b.billingFailure as { retryAt: Date }).retryAt.getTime())
+          .map((s) => structuredClone(s)),
+        p,
+      ),
+    listAll: async (env, filter, p) =>
+      page(
+        [...this.state.subscriptions.values()]
+          .filter((s) => s.environmentId === env && (!filter.status || s.status === filter.status) && (!filter.rateCardId || s.rateCardId === filter.rateCardId))
+          .reverse()
+          .map((s) => structuredClone(s)),
+        p,
+      ),
     active: async (env, subjectId) =>
       [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
     paused: async (env, subjectId) =>
@@ -106,6 +123,23 @@ export class FakeBillingStores implements BillingStores {
     list: async (env, subjectId, p) =>
       page(
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),
+        p,
+      ),
+    revenue: async (env, from, to) => {
+      const by = new Map<string, { currency: string; total: string; count: number }>();
+      for (const i of this.state.invoices.values()) {
+        if (i.environmentId !== env || !i.finalizedAt || i.finalizedAt < from || i.finalizedAt >= to || !["open", "paid", "uncollectible"].includes(i.status)) continue;
+        const r = by.get(i.currency) ?? { currency: i.currency, total: "0", count: 0 };
+        by.set(i.currency, { currency: i.currency, total: formatDecimal(dec(r.total).plus(dec(i.total))), count: r.count + 1 });
+      }
+      return [...by.values()].sort((a, b) => (a.currency < b.currency ? -1 : 1));
+    },
+    listAll: async (env, filter, p) =>
+      page(
+        [...this.state.invoices.values()]
+          .filter((i) => i.environmentId === env && (!filter.status || i.status === filter.status) && (!filter.subscriptionId || i.subscriptionId === filter.subscriptionId))
+          .reverse()
+          .map((i) => structuredClone(i)),
         p,
       ),
     recent: async (env, subjectId, limit) =>
@@ -187,6 +221,14 @@ export class FakeBillingStores implements BillingStores {
   readonly clocks: BillingStores["clocks"] = {
     insert: async (c) => void this.state.clocks.set(c.id, structuredClone(c)),
     get: async (env, id) => this.copy(this.state.clocks.get(id), env),
+    list: async (env, p) =>
+      page(
+        [...this.state.clocks.values()]
+          .filter((c) => c.environmentId === env)
+          .reverse()
+          .map((c) => structuredClone(c)),
+        p,
+      ),
     advance: async (env, id, to) => {
       const c = this.state.clocks.get(id);
       if (!c || c.environmentId !== env || c.frozenTime > to) return false;

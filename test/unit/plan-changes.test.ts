@@ -133,3 +133,42 @@ test("cancelling at the end of the cycle bills that cycle's usage and no next fi
   );
   t.deepEqual([w.subscription(sub.id).status, w.subscription(sub.id).cancelledAt], ["cancelled", FEB]);
 });
+
+test("the preview of a change shows what the change then invoices, and writes nothing", async (t) => {
+  const { w, sub } = await subscribed("subj_p", "small", "2");
+  w.usage.record("api", "subj_p", new Date("2026-01-10T00:00:00Z"), "7");
+  w.moveTo(MID_JAN);
+  const before = [w.invoicesOf(sub.id).length, w.subscription(sub.id)];
+  const p = await w.changes.previewChange(w.caller, sub.id, { rateCardId: "large", behavior: "prorate" });
+  t.deepEqual(
+    p.lines.map((l) => [l.description, l.quantity, l.amount]),
+    [
+      ["calls", "7", "7"],
+      ["Upgrade from small to large (prorated: 50% of the period left)", "1", "20"],
+    ],
+  );
+  t.deepEqual([p.total, p.upgrade, p.needsCheckout, p.from.id, p.to.id], ["27", "20", false, "small", "large"]);
+  t.deepEqual([w.invoicesOf(sub.id).length, w.subscription(sub.id)], before, "nothing written");
+  t.is((await w.changes.previewChange(w.caller, sub.id, { rateCardId: "large", behavior: "rate_difference" })).upgrade, "40");
+  t.is((await w.changes.previewChange(w.caller, sub.id, { rateCardId: "free", behavior: "" })).upgrade, "0", "a downgrade charges nothing");
+
+  await w.changes.changeRateCard(w.caller, sub.id, { rateCardId: "large", behavior: "prorate" });
+  const change = w.invoicesOf(sub.id).find((i) => i.periodKey.startsWith("change:"));
+  t.deepEqual(
+    change?.lines.map((l) => [l.description, l.quantity, l.amount]),
+    p.lines.map((l) => [l.description, l.quantity, l.amount]),
+  );
+});
+
+test("the preview refuses what the change refuses, and does not close a due cycle itself", async (t) => {
+  const { w, sub } = await subscribed("subj_q", "small", "1");
+  await t.throwsAsync(() => w.changes.previewChange(w.caller, sub.id, { rateCardId: "yearly", behavior: "prorate" }), { message: /the new rate card is yearly/ });
+  await t.throwsAsync(() => w.changes.previewChange(w.caller, sub.id, { rateCardId: "small", behavior: "prorate" }), { message: /already on this rate card/ });
+  // The cycle ended, and no scheduler has closed it yet.
+  w.moveTo(new Date("2026-02-02T00:00:00Z"));
+  const invoices = w.invoicesOf(sub.id).length;
+  const err = await t.throwsAsync(() => w.changes.previewChange(w.caller, sub.id, { rateCardId: "large", behavior: "prorate" }));
+  t.is((err as { reason?: string }).reason, "CYCLE_CLOSE_DUE");
+  t.is(w.invoicesOf(sub.id).length, invoices, "no cycle closed by the preview");
+  t.is(w.subscription(sub.id).cycleIndex, 0);
+});

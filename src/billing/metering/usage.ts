@@ -12,6 +12,7 @@ import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
+import { type Page, type PageResult, checkPage } from "../pagination.js";
 import { nextTurn } from "../yielding.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, valueOf } from "./aggregate.js";
 import { type Grain, type IngestDecision, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
@@ -42,7 +43,22 @@ export interface RawEvent {
   data: Record<string, string>;
 }
 
+/** A stored (accepted) event as an operator reads it. */
+export interface StoredEvent {
+  id: string;
+  idempotencyKey: string;
+  subjectId: string;
+  eventName: string;
+  occurredAt: Date;
+  createdAt: Date;
+  data: Record<string, unknown>;
+}
+
 export interface UsageStore {
+  /** Events accepted per hour of arrival in [from, to) (hours without any left out). */
+  ingestedPerHour(environmentId: string, from: Date, to: Date): Promise<{ hour: Date; accepted: number }[]>;
+  /** The environment's stored events, newest first (the operator dashboard). */
+  recentEvents(environmentId: string, page: Page): Promise<PageResult<StoredEvent>>;
   /**
    * In one transaction: takes a shared lock on the environment (metric creation takes it
    * exclusively, so an event is either in a new metric's backfill or sees the metric), loads the
@@ -88,6 +104,25 @@ export class IngestService {
     private readonly now: () => Date,
     private readonly options: IngestOptions = { maxInFlightPerEnvironment: 2 },
   ) {}
+
+  /**
+   * Events the environment ingested (accepted) per hour over the `hours` hours up to the hour of
+   * `now`, one entry per hour, 0 for an hour without any (the dashboard's chart).
+   */
+  async ingestedPerHour(caller: Caller, hours: number): Promise<{ hour: Date; accepted: number }[]> {
+    const end = (Math.floor(this.now().getTime() / HOUR) + 1) * HOUR;
+    const start = end - hours * HOUR;
+    const found = new Map((await this.store.ingestedPerHour(caller.environmentId, new Date(start), new Date(end))).map((r) => [r.hour.getTime(), r.accepted]));
+    return Array.from({ length: hours }, (_, i) => ({ hour: new Date(start + i * HOUR), accepted: found.get(start + i * HOUR) ?? 0 }));
+  }
+
+  /** The environment's stored events, newest first (the operator dashboard's events page). */
+  async recentEvents(caller: Caller, limit?: number, offset?: number): Promise<PageResult<StoredEvent>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.recentEvents(caller.environmentId, page);
+  }
 
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
     let b = this.batchers.get(environmentId);

@@ -190,29 +190,7 @@ export class SubscriptionChanges {
     // A cycle close racing the change makes the attempt start over from a fresh read (retryingRaces).
     const done = await retryingRaces(async (n): Promise<{ result: StartResult; invoice?: Invoice; paymentMethodId?: string | null }> => {
       const fresh = n === 1 ? found : await this.lookups.subscription(caller, id);
-      const current = await this.caughtUp(fresh, await this.lookups.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId }));
-      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
-      const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
-      if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
-      if (newCard.billingInterval !== oldCard.billingInterval)
-        throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
-      if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency)
-        throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
-      const subject = await this.lookups.subject(caller, current.subjectId);
-      const now = await this.lookups.nowFor(subject);
-
-      // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
-      const quantities: Record<string, string> = {};
-      for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
-      const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
-      const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
-      const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
-      // The carried-over terms must be billable on the new card too (DESIGN §6).
-      const refused: string[] = [];
-      this.terms.checkBillable(await this.engine.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
-      if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
-
-      const plan = await this.switchPlan(current, oldCard, newCard, next, now, input.behavior);
+      const { current, next, subject, now, plan } = await this.planChange(caller, fresh, newCard, input.behavior);
       if (plan.upgrade.gt(0) && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change is an upgrade, which needs a payment");
       // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
       // invoiced either way (and stays open without a card, like any cycle invoice).
@@ -235,6 +213,74 @@ export class SubscriptionChanges {
     });
     if (done.invoice) await this.engine.settle(done.invoice, done.paymentMethodId ?? null);
     return done.result;
+  }
+
+  /**
+   * The checks of a change to `newCard` and what it would invoice now (the subscription caught
+   * up to its subject's time first); nothing is written. The change itself and its preview both
+   * go through here, so the preview shows what the change does.
+   */
+  private async planChange(caller: Caller, fresh: Subscription, newCard: RateCard, behavior: string, readOnly = false) {
+    const id = fresh.id;
+    const at = await this.lookups.nowFor({ environmentId: fresh.environmentId, testClockId: fresh.testClockId });
+    // A preview writes nothing: where the change would first close a cycle that is due, it says so instead.
+    if (readOnly && fresh.status === "active" && fresh.periodEnd.getTime() <= at.getTime()) {
+      throw new FailedPreconditionError(
+        "CYCLE_CLOSE_DUE",
+        `subscription ${id}: its cycle that ended at ${fresh.periodEnd.toISOString()} is not closed yet; the scheduler closes it shortly (or the change does, first): preview again then`,
+      );
+    }
+    const current = readOnly ? fresh : await this.caughtUp(fresh, at);
+    if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
+    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
+    if (newCard.billingInterval !== oldCard.billingInterval)
+      throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
+    if (newCard.currency && oldCard.currency && newCard.currency !== oldCard.currency)
+      throw new FailedPreconditionError("CURRENCY_MISMATCH", `the new rate card charges ${newCard.currency}, not ${oldCard.currency}`);
+    const subject = await this.lookups.subject(caller, current.subjectId);
+    const now = await this.lookups.nowFor(subject);
+
+    // The new card's terms: quantities of codes it shares with the old one carry over; its other fixed rates get 1.
+    const quantities: Record<string, string> = {};
+    for (const r of newCard.fixedRates) quantities[r.code] = current.fixedRateQuantities[r.code] ?? "1";
+    const codes = new Set([...newCard.fixedRates.map((r) => r.code), ...newCard.usageRates.map((r) => r.code)]);
+    const multipliers = Object.fromEntries(Object.entries(current.rateMultipliers).filter(([code]) => codes.has(code)));
+    const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
+    // The carried-over terms must be billable on the new card too (DESIGN §6).
+    const refused: string[] = [];
+    this.terms.checkBillable(await this.engine.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
+    if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
+
+    const plan = await this.switchPlan(current, oldCard, newCard, next, now, behavior);
+    return { current, oldCard, newCard, next, subject, now, plan };
+  }
+
+  /**
+   * What changing the subscription to `rateCardId` would invoice now, without changing anything:
+   * the old card's usage so far and, for an upgrade, the prorated (or full) fixed-price
+   * difference; whether a checkout would be needed (no card on file). The operator dashboard's
+   * preview; the same checks as the change refuse what the change would refuse. Read-only: a
+   * subscription whose ended cycle is not closed yet is refused (CYCLE_CLOSE_DUE), not caught up.
+   */
+  async previewChange(caller: Caller, id: string, input: { rateCardId: string; behavior: string }) {
+    const v = new Violations();
+    if (input.rateCardId === "") v.add("rate_card_id", "is required");
+    if (!["", "prorate", "rate_difference"].includes(input.behavior)) v.add("upgrade_behavior", "must be prorate or rate_difference");
+    v.throwIfAny();
+    const found = await this.lookups.subscription(caller, id);
+    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const { oldCard, newCard, plan, subject, now } = await this.planChange(caller, found, card, input.behavior, true);
+    return {
+      from: oldCard,
+      to: newCard,
+      at: now,
+      currency: newCard.currency ?? oldCard.currency ?? "",
+      lines: plan.lines.map((l) => ({ description: l.description, quantity: formatDecimal(l.quantity), unitAmount: formatDecimal(l.unitAmount), amount: formatDecimal(l.amount) })),
+      total: formatDecimal(total(plan.lines)),
+      upgrade: formatDecimal(plan.upgrade),
+      needsCheckout: plan.upgrade.gt(0) && !subject.paymentMethodId,
+    };
   }
 
   /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */

@@ -7,7 +7,9 @@ import { invoiceEvent } from "../events/types.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { Lookups } from "./lookups.js";
-import type { Invoice } from "./types.js";
+import type { Invoice, InvoiceStatus } from "./types.js";
+
+export const INVOICE_STATUSES: readonly InvoiceStatus[] = ["draft", "open", "paid", "void", "uncollectible"];
 
 export class Invoices {
   constructor(
@@ -27,6 +29,34 @@ export class Invoices {
     const subject = await this.lookups.subject(caller, subjectKey);
     const result = await this.stores.invoices.list(caller.environmentId, subject.id, page);
     return { ...result, items: await Promise.all(result.items.map((i) => this.preview(i))) };
+  }
+
+  /**
+   * The environment's invoices across subjects, newest first, of one status or any (the operator
+   * dashboard's list), or of one subscription ("": any; one of another environment: none).
+   * Drafts are shown as stored: a list does not price each one again.
+   */
+  async listAll(caller: Caller, status: string, limit?: number, offset?: number, subscriptionId = ""): Promise<PageResult<Invoice>> {
+    const v = new Violations();
+    if (status !== "" && !INVOICE_STATUSES.includes(status as InvoiceStatus)) v.add("status", `must be one of ${INVOICE_STATUSES.join(", ")}`);
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.stores.invoices.listAll(caller.environmentId, { status: (status || undefined) as InvoiceStatus | undefined, subscriptionId: subscriptionId || undefined }, page);
+  }
+
+  /**
+   * What the environment invoiced per currency in a calendar month (UTC) of `at`, and in the
+   * month before: invoices finalized in it that bill something (not void).
+   */
+  async revenueByMonth(caller: Caller, at: Date): Promise<{ month: string; totals: { currency: string; total: string; count: number }[] }[]> {
+    const start = (y: number, m: number) => new Date(Date.UTC(y, m, 1));
+    const y = at.getUTCFullYear();
+    const m = at.getUTCMonth();
+    const months = [
+      [start(y, m), start(y, m + 1)],
+      [start(y, m - 1), start(y, m)],
+    ] as const;
+    return Promise.all(months.map(async ([from, to]) => ({ month: from.toISOString().slice(0, 7), totals: await this.stores.invoices.revenue(caller.environmentId, from, to) })));
   }
 
   async invoice(caller: Caller, id: string): Promise<Invoice> {

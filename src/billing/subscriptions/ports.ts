@@ -20,6 +20,7 @@ import type {
   PortalSession,
   SubjectProfile,
   Subscription,
+  SubscriptionStatus,
   TestClock,
   Timeline,
   TimelineItem,
@@ -28,6 +29,10 @@ import type {
 export interface SubscriptionStore {
   get(environmentId: string, id: string): Promise<Subscription | undefined>;
   list(environmentId: string, filter: { subjectId?: string; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
+  /** The environment's subscriptions set aside (their cycle close keeps failing), the next retry first. */
+  failing(environmentId: string, page: Page): Promise<PageResult<Subscription>>;
+  /** The environment's subscriptions, newest first, of one status and/or rate card (the dashboard's list). */
+  listAll(environmentId: string, filter: { status?: SubscriptionStatus; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
   active(environmentId: string, subjectId: string): Promise<Subscription[]>;
   /** A subject's paused subscriptions, oldest first. */
   paused(environmentId: string, subjectId: string): Promise<Subscription[]>;
@@ -56,6 +61,13 @@ export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
   list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /**
+   * Totals of the invoices finalized in [from, to) that bill something (open, paid or
+   * uncollectible: not void), per currency, exact decimal text in the smallest unit.
+   */
+  revenue(environmentId: string, from: Date, to: Date): Promise<{ currency: string; total: string; count: number }[]>;
+  /** The environment's invoices across subjects, newest first, of one status or any, of one subscription or any (the dashboard's lists). */
+  listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>>;
   /** A subject's `limit` newest invoices, newest first (the customer portal's list). */
   recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
   /** Sets the status if the invoice is in `from`; false otherwise. */
@@ -101,6 +113,8 @@ export interface TimelineStore {
 export interface TestClockStore {
   insert(c: TestClock): Promise<void>;
   get(environmentId: string, id: string): Promise<TestClock | undefined>;
+  /** The environment's clocks, newest first. */
+  list(environmentId: string, page: Page): Promise<PageResult<TestClock>>;
   /** Moves the clock to `to` if it is not past it already; false otherwise. */
   advance(environmentId: string, id: string, to: Date): Promise<boolean>;
 }

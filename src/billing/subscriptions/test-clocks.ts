@@ -1,6 +1,7 @@
 /** Test clocks: frozen time for test environments; advancing one runs everything due on it up to its new time (the scheduler). */
 import { AbortedError, FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
 import { newId } from "../ids.js";
+import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { Lookups } from "./lookups.js";
@@ -33,6 +34,14 @@ export class TestClocks {
     const c = id === "" ? undefined : await this.stores.clocks.get(caller.environmentId, id);
     if (!c) throw new NotFoundError("TEST_CLOCK_NOT_FOUND", `test clock ${JSON.stringify(id)} not found`, { test_clock_id: id });
     return c;
+  }
+
+  /** The environment's test clocks, newest first. */
+  async listClocks(caller: Caller, limit?: number, offset?: number): Promise<PageResult<TestClock>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.stores.clocks.list(caller.environmentId, page);
   }
 
   /** Moves the clock forward and runs everything due on it up to the new time before returning. */

@@ -14,6 +14,7 @@ import { invoicesEntities } from "./invoices.js";
 import { paymentMethodsEntities } from "./payment-methods.js";
 import { checkoutsEntities } from "./checkouts.js";
 import { portalSessionsEntities } from "./portal-sessions.js";
+import { dashboardSessionsEntities } from "./dashboard-sessions.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
@@ -27,6 +28,7 @@ export type { InvoiceRow, InvoiceLineRow } from "./invoices.js";
 export type { PaymentMethodRow } from "./payment-methods.js";
 export type { CheckoutRow } from "./checkouts.js";
 export type { PortalSessionRow } from "./portal-sessions.js";
+export type { DashboardSessionRow } from "./dashboard-sessions.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
@@ -40,12 +42,13 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Environment, ApiKey } = environmentsEntities(dialect, exact);
   const { Subject } = subjectsEntities(dialect, exact);
   const { PricingMetric, RateCard, RateCatalog, Rate, RateCell } = catalogEntities(dialect, exact);
-  const { UsageEvent, UsageRollup, UsageRollupMinute } = usageEntities(dialect, exact);
+  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour } = usageEntities(dialect, exact);
   const { Subscription } = subscriptionsEntities(dialect, exact);
   const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
   const { Checkout } = checkoutsEntities(dialect, exact);
   const { PortalSession } = portalSessionsEntities(dialect, exact);
+  const { DashboardSession } = dashboardSessionsEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
   const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
@@ -64,12 +67,14 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     UsageEvent,
     UsageRollup,
     UsageRollupMinute,
+    IngestHour,
     Subscription,
     Invoice,
     InvoiceLine,
     PaymentMethod,
     Checkout,
     PortalSession,
+    DashboardSession,
     TestClock,
     Event,
     WebhookEndpoint,

@@ -82,6 +82,8 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] },
       { name: "ix_invoices_status_finalizes", columns: ["status", "finalizes_at"] },
       { name: "ix_invoices_subscription_seq", columns: ["subscription_id", "seq"] },
+      { name: "ix_invoices_env_status_seq", columns: ["environment_id", "status", "seq"] },
+      { name: "ix_invoices_env_finalized", columns: ["environment_id", "finalized_at"] },
     ],
   });
 

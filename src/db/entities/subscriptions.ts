@@ -86,6 +86,8 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
     uniques: [{ name: "uq_subscriptions_id", columns: ["id"] }],
     indices: [
       { name: "ix_subscriptions_env_seq", columns: ["environment_id", "seq"] },
+      { name: "ix_subscriptions_env_status_seq", columns: ["environment_id", "status", "seq"] },
+      { name: "ix_subscriptions_env_retry", columns: ["environment_id", "billing_retry_at"] },
       { name: "ix_subscriptions_subject", columns: ["subject_id", "status"] },
       { name: "ix_subscriptions_due", columns: ["status", "test_clock_id", "period_end"] },
       { name: "ix_subscriptions_status_checked", columns: ["status", "usage_checked_at"] },

@@ -24,6 +24,7 @@ export function testClocksEntities(dialect: Dialect, exact: ExactText) {
       created_at: timeColumn(),
     }),
     uniques: [{ name: "uq_test_clocks_id", columns: ["id"] }],
+    indices: [{ name: "ix_test_clocks_env_seq", columns: ["environment_id", "seq"] }],
   });
 
   return { TestClock };

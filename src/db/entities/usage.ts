@@ -53,6 +53,8 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_usage_events_subject_name_time", columns: ["subject_id", "event_name", "occurred_at"] },
       // A new metric's backfill reads its event name's events of one environment only.
       { name: "ix_usage_events_env_name", columns: ["environment_id", "event_name"] },
+      // The operator dashboard's recent events, newest first.
+      { name: "ix_usage_events_env_seq", columns: ["environment_id", "seq"] },
     ],
   });
 
@@ -80,5 +82,16 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
 
   const UsageRollupMinute = rollups("UsageRollupMinute", "usage_rollups_minute");
 
-  return { UsageEvent, UsageRollup, UsageRollupMinute };
+  /** Events an environment's ingest calls accepted (stored) per hour of arrival (the dashboard's chart). */
+  const IngestHour = new EntitySchema<{ environment_id: string; hour: Date; accepted: string }>({
+    name: "IngestHour",
+    tableName: "environment_ingest_hours",
+    columns: exact({
+      environment_id: { ...idColumn(), primary: true },
+      hour: { ...timeColumn(), primary: true },
+      accepted: { type: "bigint", nullable: false },
+    }),
+  });
+
+  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour };
 }

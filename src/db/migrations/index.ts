@@ -15,6 +15,7 @@ import { CustomerPortal1795000000011 } from "./1795000000011-CustomerPortal.js";
 import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.js";
 import { PauseResume1795000000013 } from "./1795000000013-PauseResume.js";
 import { Webhooks1795000000014 } from "./1795000000014-Webhooks.js";
+import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSessions.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -32,4 +33,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   InvoiceLifecycle1795000000012,
   PauseResume1795000000013,
   Webhooks1795000000014,
+  DashboardSessions1795000000015,
 ];

@@ -1,4 +1,5 @@
 /** Storage of test clocks. */
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { TestClockStore } from "../../billing/subscriptions/ports.js";
 import type { TestClock } from "../../billing/subscriptions/types.js";
 import type { Entities, TestClockRow } from "../entities/index.js";
@@ -28,6 +29,11 @@ export class SqlTestClockStore implements TestClockStore {
   async get(environmentId: string, id: string): Promise<TestClock | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.TestClock, { environment_id: environmentId, id }));
     return r ? testClockFromRow(r) : undefined;
+  }
+
+  async list(environmentId: string, page: Page): Promise<PageResult<TestClock>> {
+    const rows = await this.sql.run((em) => em.find(this.entities.TestClock, { where: { environment_id: environmentId }, order: { seq: "DESC" }, take: page.limit + 1, skip: page.offset }));
+    return toPageResult(rows.map(testClockFromRow), page);
   }
 
   async advance(environmentId: string, id: string, to: Date): Promise<boolean> {

@@ -2,6 +2,7 @@
 import type { EntityManager } from "typeorm";
 import { In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
+import { dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus } from "../../billing/subscriptions/types.js";
@@ -156,6 +157,30 @@ export class SqlInvoiceStore implements InvoiceStore {
   async list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>> {
     return this.sql.run(async (em) => {
       const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
+      const result = toPageResult(rows, page);
+      return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
+  /** Over ix_invoices_env_finalized; exact on both stores (DECIMAL SUM on MySQL, the dec_sum aggregate on SQLite). */
+  async revenue(environmentId: string, from: Date, to: Date): Promise<{ currency: string; total: string; count: number }[]> {
+    const sum = this.sql.dialect === "mysql" ? "SUM" : "dec_sum";
+    const rows: { currency: string; total: unknown; n: unknown }[] = await this.sql.query(
+      `SELECT currency, ${sum}(total) AS total, COUNT(*) AS n FROM invoices WHERE environment_id = ? AND finalized_at >= ? AND finalized_at < ? AND status IN ('open', 'paid', 'uncollectible') GROUP BY currency ORDER BY currency`,
+      [environmentId, dbTime(from), dbTime(to)],
+    );
+    return rows.map((r) => ({ currency: r.currency, total: formatDecimal(dec(String(r.total))), count: Number(r.n) }));
+  }
+
+  /** Newest first over ix_invoices_env_status_seq (environment, status, seq), or ix_invoices_subscription_seq for one subscription's. */
+  async listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>> {
+    return this.sql.run(async (em) => {
+      const rows = await em.find(this.entities.Invoice, {
+        where: { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.subscriptionId ? { subscription_id: filter.subscriptionId } : {}) },
+        order: { seq: "DESC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      });
       const result = toPageResult(rows, page);
       return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
     });

@@ -1,5 +1,5 @@
 /** Storage of subscriptions: reads, the due list of the scheduler, and the writes of a billing transaction. */
-import type { EntityManager } from "typeorm";
+import { IsNull, Not, type EntityManager } from "typeorm";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscriptions/ports.js";
@@ -142,6 +142,32 @@ export class SqlSubscriptionStore implements SubscriptionStore {
       em.find(this.entities.Subscription, {
         where: { environment_id: environmentId, ...(filter.subjectId ? { subject_id: filter.subjectId } : {}), ...(filter.rateCardId ? { rate_card_id: filter.rateCardId } : {}) },
         order: { seq: "ASC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      }),
+    );
+    return toPageResult(rows.map(subscriptionFromRow), page);
+  }
+
+  /** Over ix_subscriptions_env_retry. */
+  async failing(environmentId: string, page: Page): Promise<PageResult<Subscription>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, {
+        where: { environment_id: environmentId, billing_retry_at: Not(IsNull()) },
+        order: { billing_retry_at: "ASC", seq: "ASC" },
+        take: page.limit + 1,
+        skip: page.offset,
+      }),
+    );
+    return toPageResult(rows.map(subscriptionFromRow), page);
+  }
+
+  /** Newest first over ix_subscriptions_env_status_seq (environment, status, seq) or ix_subscriptions_env_seq. */
+  async listAll(environmentId: string, filter: { status?: SubscriptionStatus; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, {
+        where: { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.rateCardId ? { rate_card_id: filter.rateCardId } : {}) },
+        order: { seq: "DESC" },
         take: page.limit + 1,
         skip: page.offset,
       }),

@@ -5,7 +5,8 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import type { RawEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
@@ -52,6 +53,19 @@ export async function upsertRollups(em: EntityManager, dialect: Dialect, contrib
 
 /** Each grain's totals table. */
 const TOTALS_TABLE: Record<Grain, string> = { hour: "usage_rollups", minute: "usage_rollups_minute" };
+
+/** `2026-01-31 12:34:56.789` → `2026-01-31 12:00:00.000`. */
+const hourOf = (dbNow: string) => `${dbNow.slice(0, 13)}:00:00.000`;
+
+/** Adds `accepted` events to an environment's hour (insert or add). */
+function ingestHourStatement(dialect: Dialect, environmentId: string, hour: string, accepted: number): Statement {
+  return [
+    `INSERT INTO environment_ingest_hours (environment_id, hour, accepted) VALUES (?, ?, ?) ${
+      dialect === "mysql" ? "ON DUPLICATE KEY UPDATE accepted = accepted + VALUES(accepted)" : "ON CONFLICT (environment_id, hour) DO UPDATE SET accepted = accepted + excluded.accepted"
+    }`,
+    [environmentId, hour, accepted],
+  ];
+}
 
 /** The statements that add contributions to the hourly and minute totals (insert or add). */
 export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
@@ -251,6 +265,10 @@ export class SqlUsageStore implements UsageStore {
       }
       // Nothing reads the totals' answers: they go with the COMMIT.
       for (const st of rollupStatements(this.sql.dialect, mergeContributions(accepted))) p.defer(st);
+      // The environment's events accepted this hour (of arrival), last: every ingest transaction
+      // of the environment takes this row's lock just before its COMMIT, so it waits on no other.
+      const acceptedCount = candidates.reduce((n, c) => n + (outcomes.get(c.event)?.status === "accepted" ? 1 : 0), 0);
+      if (acceptedCount > 0) p.defer(ingestHourStatement(this.sql.dialect, environmentId, hourOf(now), acceptedCount));
     }
     return events.map((e) => outcomes.get(e) as Outcome);
   }
@@ -298,6 +316,37 @@ export class SqlUsageStore implements UsageStore {
       count: String(r.event_count),
       max: r.max_value === null ? null : String(r.max_value),
     }));
+  }
+
+  /** Events accepted per hour of arrival in [from, to), hours without events left out. */
+  async ingestedPerHour(environmentId: string, from: Date, to: Date): Promise<{ hour: Date; accepted: number }[]> {
+    const rows: { hour: unknown; accepted: unknown }[] = await this.sql.query("SELECT hour, accepted FROM environment_ingest_hours WHERE environment_id = ? AND hour >= ? AND hour < ? ORDER BY hour", [
+      environmentId,
+      dbTime(from),
+      dbTime(to),
+    ]);
+    return rows.map((r) => ({ hour: fromDbTime(r.hour), accepted: Number(r.accepted) }));
+  }
+
+  /** Over ix_usage_events_env_seq (environment, seq), newest first. */
+  async recentEvents(environmentId: string, page: Page): Promise<PageResult<StoredEvent>> {
+    // limit and offset are checked integers (checkPage), written into the statement.
+    const rows: { id: string; idempotency_key: string; subject_id: string; event_name: string; occurred_at: unknown; created_at: unknown; data: unknown }[] = await this.sql.query(
+      `SELECT id, idempotency_key, subject_id, event_name, occurred_at, created_at, data FROM usage_events WHERE environment_id = ? ORDER BY seq DESC LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}`,
+      [environmentId],
+    );
+    return toPageResult(
+      rows.map((r) => ({
+        id: r.id,
+        idempotencyKey: r.idempotency_key,
+        subjectId: r.subject_id,
+        eventName: r.event_name,
+        occurredAt: fromDbTime(r.occurred_at),
+        createdAt: fromDbTime(r.created_at),
+        data: fromJsonText<Record<string, unknown>>(r.data),
+      })),
+      page,
+    );
   }
 
   async rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]> {

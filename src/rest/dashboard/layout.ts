@@ -1,0 +1,120 @@
+/**
+ * The operator dashboard's shell: a wider page than the hosted pages' (tables of many columns),
+ * with the navigation, the environment it acts on and the sign-out form. Everything shown is
+ * escaped with pages.ts `esc`; charts are inline SVG (no script, no external asset).
+ */
+import type { OpenOperatorSession } from "../../billing/operator-sessions.js";
+import { type Res, esc } from "../pages.js";
+
+const STYLE = `*{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
+header{background:#17212b;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
+header a{color:#fff}header .badge{color:#111}header .env{font-size:.9rem;opacity:.9}header form{margin:0 0 0 auto}header button{margin:0;font-size:.9rem;padding:.25rem .75rem}
+nav ul{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:.25rem .9rem}nav a{text-decoration:none}nav a[aria-current=page]{text-decoration:underline;font-weight:600}
+main{max-width:72rem;margin:0 auto;padding:1rem}h1{font-size:1.4rem;margin:.5rem 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
+.card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.75rem 1rem;margin:0 0 1rem}
+.scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #e3e6ea;vertical-align:top}
+th{font-size:.85rem;color:#444}td.n,th.n{text-align:right}.mono{font-family:ui-monospace,monospace;font-size:.85rem;overflow-wrap:anywhere}
+form.inline{display:inline}label{font-weight:600;display:block;margin:.25rem 0}input,select{font-size:1rem;padding:.35rem .5rem;max-width:100%}
+button{font-size:1rem;padding:.4rem .9rem;cursor:pointer}.danger{color:#fff;background:#a40000;border:1px solid #700}
+.filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:end;margin-bottom:.75rem}.filters div{min-width:10rem}
+.error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
+.muted{color:#555;font-size:.9rem}.pager{display:flex;gap:1rem;margin:.75rem 0}.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:1rem}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
+.badge{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e8eaed;font-size:.85rem}.badge.active,.badge.paid{background:#dff3e4}.badge.draft,.badge.paused{background:#fff4d6}.badge.open{background:#e0ecff}.badge.void,.badge.cancelled,.badge.uncollectible{background:#f3e0e0}
+svg.chart{width:100%;height:auto;max-height:16rem;background:#fff}svg.chart text{font-size:11px;fill:#333}svg.chart rect.bar{fill:#3b6ea8}
+.signin{max-width:26rem;margin:4rem auto}.signin input{width:100%}
+@media (max-width:40rem){main{padding:.5rem}th,td{padding:.3rem .4rem;white-space:nowrap}.scroll .mono{overflow-wrap:normal}header form{margin:0}}`;
+
+/** The dashboard's Content-Security-Policy: no script at all, nothing loaded from elsewhere, forms post only here, no framing. */
+export const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+export const NAV: [string, string][] = [
+  ["/dashboard", "Overview"],
+  ["/dashboard/subjects", "Subjects"],
+  ["/dashboard/subscriptions", "Subscriptions"],
+  ["/dashboard/invoices", "Invoices"],
+  ["/dashboard/events", "Events"],
+  ["/dashboard/catalog", "Catalog"],
+  ["/dashboard/clocks", "Test clocks"],
+];
+
+/** The hidden CSRF field every form of a session carries. */
+export const csrfField = (token: string) => `<input type="hidden" name="csrf" value="${esc(token)}">`;
+
+function headerHtml(open: OpenOperatorSession, current: string): string {
+  const links = NAV.map(([href, label]) => `<li><a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a></li>`).join("");
+  return `<header><strong>Billing</strong><span class="env" aria-label="Environment">Environment: ${esc(open.environment.name)} <span class="badge">${esc(open.environment.mode)}</span> · key ${esc(open.keyPrefix)}… · <a href="/dashboard/sign-in">switch</a></span>
+<nav aria-label="Dashboard"><ul>${links}</ul></nav>
+<form method="post" action="/dashboard/sign-out">${csrfField(open.session.csrfToken)}<button type="submit">Sign out</button></form></header>`;
+}
+
+/** Writes a dashboard page (signed in: the header with navigation; else none). */
+export function dashPage(res: Res, status: number, title: string, body: string, open?: OpenOperatorSession, current = "", headers: Record<string, string | string[]> = {}): void {
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)} · Billing dashboard</title><style>${STYLE}</style></head><body>${open ? headerHtml(open, current) : ""}<main>${body}</main></body></html>`;
+  res.writeHead(status, {
+    "content-type": "text/html; charset=utf-8",
+    "cache-control": "no-store",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "content-security-policy": CSP,
+    ...headers,
+  });
+  res.end(html);
+}
+
+export const day = (d: Date) => d.toISOString().slice(0, 10);
+export const minute = (d: Date) => `${d.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+export const badge = (status: string) => `<span class="badge ${esc(status)}">${esc(status)}</span>`;
+
+/** A table inside a horizontal scroller (phones), with a caption for screen readers. */
+export function table(caption: string, head: string[], rows: string[][], empty: string): string {
+  if (rows.length === 0) return `<p class="muted">${esc(empty)}</p>`;
+  const th = head.map((h) => (h.startsWith("#") ? `<th class="n" scope="col">${esc(h.slice(1))}</th>` : `<th scope="col">${esc(h)}</th>`)).join("");
+  const body = rows.map((r) => `<tr>${r.map((c, i) => (head[i]?.startsWith("#") ? `<td class="n">${c}</td>` : `<td>${c}</td>`)).join("")}</tr>`).join("");
+  return `<div class="scroll"><table><caption class="muted" style="text-align:left">${esc(caption)}</caption><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
+}
+
+/** Previous/next links of a list (offset paging, the API's limit/offset). */
+export function pager(base: string, params: URLSearchParams, offset: number, limit: number, hasMore: boolean): string {
+  const link = (o: number, label: string, rel: string) => {
+    const p = new URLSearchParams(params);
+    if (o > 0) p.set("offset", String(o));
+    else p.delete("offset");
+    const q = p.toString();
+    return `<a rel="${rel}" href="${esc(base + (q ? `?${q}` : ""))}">${label}</a>`;
+  };
+  const prev = offset > 0 ? link(Math.max(0, offset - limit), "← Previous", "prev") : "";
+  const next = hasMore ? link(offset + limit, "Next →", "next") : "";
+  return prev || next ? `<p class="pager">${prev}${next}</p>` : "";
+}
+
+/**
+ * A bar chart as inline SVG: one bar per bucket, labelled for assistive technology (role img, a
+ * title naming what it shows and its largest value); the same numbers follow in a table.
+ */
+export function barChart(label: string, bars: { label: string; value: number; tick?: string | null }[]): string {
+  const width = 640;
+  const height = 180;
+  const top = 16;
+  const bottom = 28;
+  const max = Math.max(0, ...bars.map((b) => b.value));
+  const n = Math.max(1, bars.length);
+  const step = width / n;
+  const barW = Math.max(1, step * 0.8);
+  const every = Math.max(1, Math.ceil(n / 8));
+  const rects = bars
+    .map((b, i) => {
+      const h = max > 0 ? ((height - top - bottom) * b.value) / max : 0;
+      const x = i * step + (step - barW) / 2;
+      const y = height - bottom - h;
+      // A bar's own tick label (null: none), else every few bars' label.
+      const text = b.tick !== undefined ? b.tick : i % every === 0 ? b.label : null;
+      const tick = text !== null ? `<text x="${(x + barW / 2).toFixed(1)}" y="${height - 10}" text-anchor="middle">${esc(text)}</text>` : "";
+      return `<rect class="bar" x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}"><title>${esc(b.label)}: ${esc(String(b.value))}</title></rect>${tick}`;
+    })
+    .join("");
+  const summary = `${label}: ${bars.length} buckets, largest ${max}`;
+  return `<svg class="chart" viewBox="0 0 ${width} ${height}" role="img" aria-label="${esc(summary)}" preserveAspectRatio="xMidYMid meet"><title>${esc(summary)}</title>
+<line x1="0" y1="${height - bottom}" x2="${width}" y2="${height - bottom}" stroke="#999"/><text x="2" y="11">${esc(String(max))}</text>${rects}</svg>`;
+}
