@@ -29,7 +29,7 @@ import { run as runKeys } from "./keys.js";
 export const USAGE = `usage: billing <command> [--json]
   migrate status                          list applied and pending migrations
   migrate up                              apply the pending migrations
-  status                                  version, database, migrations, due and set-aside billing cycles
+  status                                  version, database, migrations, due and set-aside billing cycles, webhook backlog
   subscriptions retry-failed [--env <name|id>] [--subscription <id>]
                                           retry set-aside subscriptions now (ends their backoff)
   invoices finalize <invoice_id> [--env <name|id>]
@@ -124,6 +124,8 @@ async function execute(command: string, positionals: string[], flags: Map<string
         report = { migrations: { applied: m.applied.length, pending: m.pending.length } };
         if (m.pending.length === 0) {
           report.billing = { due_cycles: await ops.dueCycles(new Date()), set_aside_subscriptions: (await ops.setAside()).length };
+          const hooks = await ops.webhookBacklog();
+          report.webhooks = { pending_deliveries: hooks.pendingDeliveries, failing_endpoints: hooks.failingEndpoints };
         }
       });
     } catch (err) {
@@ -134,11 +136,13 @@ async function execute(command: string, positionals: string[], flags: Map<string
     const doc = { version: VERSION, database: { kind, reachable }, ...report };
     const m = report.migrations as { applied: number; pending: number } | undefined;
     const b = report.billing as { due_cycles: number; set_aside_subscriptions: number } | undefined;
+    const w = report.webhooks as { pending_deliveries: number; failing_endpoints: number } | undefined;
     print(doc, [
       `version\t${VERSION}`,
       `database\t${kind}, ${reachable ? "reachable" : "NOT reachable"}`,
       ...(m ? [`migrations\t${m.applied} applied, ${m.pending} pending`] : []),
       ...(b ? [`due cycles\t${b.due_cycles}`, `set-aside subscriptions\t${b.set_aside_subscriptions}`] : []),
+      ...(w ? [`webhook deliveries pending\t${w.pending_deliveries}`, `webhook endpoints failing\t${w.failing_endpoints}`] : []),
       ...(report.error ? [`error\t${report.error}`] : []),
     ]);
     if (!reachable) throw new Refusal("", 1);

@@ -22,6 +22,11 @@ export interface StoreSnapshot {
   failing: number;
   /** Invoices by status. */
   invoices: Record<string, number>;
+  /** Webhook deliveries waiting to be sent (pending, or held by a disabled endpoint), and the creation time of the oldest pending one's event. */
+  webhookPending: number;
+  webhookOldestPendingAt: Date | null;
+  /** Webhook endpoints marked failing (a delivery ran out of retries). */
+  webhookEndpointsFailing: number;
 }
 
 /** The database's connections: for MySQL the pool's; for SQLite the one connection and the calls queued for it. */
@@ -122,6 +127,33 @@ export class Metrics {
         if (!s.value) return;
         for (const status of INVOICE_STATUSES) this.set({ status }, s.value.invoices[status] ?? 0);
         for (const [status, n] of Object.entries(s.value.invoices)) this.set({ status }, n);
+      },
+    });
+    new Gauge({
+      name: "billing_webhook_deliveries_pending",
+      help: "Webhook deliveries not yet delivered: waiting for their first attempt or a retry, or held by a disabled endpoint.",
+      registers,
+      collect: async function (this: Gauge) {
+        const s = await store();
+        if (s.value) this.set(s.value.webhookPending);
+      },
+    });
+    new Gauge({
+      name: "billing_webhook_lag_seconds",
+      help: "Age of the event of the oldest delivery still pending (its commit to now); 0 when none is pending.",
+      registers,
+      collect: async function (this: Gauge) {
+        const s = await store();
+        if (s.value) this.set(s.value.webhookOldestPendingAt ? Math.max(0, (Date.now() - s.value.webhookOldestPendingAt.getTime()) / 1000) : 0);
+      },
+    });
+    new Gauge({
+      name: "billing_webhook_endpoints_failing",
+      help: "Webhook endpoints marked failing: a delivery ran out of its retries (a replay that succeeds clears it).",
+      registers,
+      collect: async function (this: Gauge) {
+        const s = await store();
+        if (s.value) this.set(s.value.webhookEndpointsFailing);
       },
     });
     new Gauge({

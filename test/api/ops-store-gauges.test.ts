@@ -2,7 +2,7 @@
  * The gauges /metrics reads from the store, on both stores: the scheduler's lag is the age of
  * the oldest cycle due on real time (set-aside subscriptions waiting for their retry and test
  * clock subscriptions left out), failing subscriptions are the active ones set aside, invoices
- * are counted by status. The scheduler is off here, so the rows stay as the test leaves them.
+ * are counted by status; webhook deliveries pending, their lag and failing endpoints are counted.
  */
 import test from "ava";
 import { dbTime } from "../../src/db/raw.js";
@@ -12,7 +12,8 @@ import { sample, scrape } from "../helpers/ops.js";
 import { useServer } from "../helpers/server.js";
 
 for (const store of STORES) {
-  const server = useServer(store, { SCHEDULER_INTERVAL_MS: "0" });
+  // Neither the scheduler nor the webhook worker runs here, so the rows stay as the test leaves them.
+  const server = useServer(store, { SCHEDULER_INTERVAL_MS: "0", WEBHOOK_DELIVERY_INTERVAL_MS: "0" });
 
   test(`${store}: scheduler lag, failing subscriptions and invoices by status, read on scrape`, async (t) => {
     const key = await server.freshKey();
@@ -54,5 +55,21 @@ for (const store of STORES) {
     t.true(lag >= 10 * 86_400 && lag < 10 * 86_400 + 60, `lag ${lag}: the oldest due cycle not set aside`);
     t.is(sample(after, "billing_subscriptions_failing"), 1);
     t.is(sample(after, "billing_store_scrape_success"), 1);
+    t.is(sample(after, "billing_webhook_deliveries_pending"), 0, "no endpoint yet: nothing to deliver");
+    t.is(sample(after, "billing_webhook_lag_seconds"), 0);
+
+    // An endpoint, then one change: one delivery pending (nobody delivers here); then the endpoint is marked failing.
+    const endpoint = await call("POST", "/webhook-endpoints", { url: "https://hooks.example.com/billing" });
+    await call("POST", "/subjects", { name: "Watched" });
+    await withDatabase(server.db.url, async (db) => {
+      await db.dataSource.query("UPDATE webhook_deliveries SET event_created_at = ? WHERE endpoint_id = ?", [dbTime(new Date(Date.now() - 120_000)), endpoint.id]);
+      await db.dataSource.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?", [dbTime(new Date()), endpoint.id]);
+    });
+    await new Promise((r) => setTimeout(r, 1_100));
+    const hooks = await scrape(server.url);
+    t.is(sample(hooks, "billing_webhook_deliveries_pending"), 1);
+    const hookLag = sample(hooks, "billing_webhook_lag_seconds");
+    t.true(hookLag >= 120 && hookLag < 180, `webhook lag ${hookLag}: the oldest pending delivery's event`);
+    t.is(sample(hooks, "billing_webhook_endpoints_failing"), 1);
   });
 }

@@ -129,6 +129,7 @@ for (const store of STORES) {
         database: { kind: store, reachable: true },
         migrations: { applied: before.pending.length, pending: 0 },
         billing: { due_cycles: 0, set_aside_subscriptions: 0 },
+        webhooks: { pending_deliveries: 0, failing_endpoints: 0 },
       });
 
       // Open invoices: a card whose charges fail.

@@ -53,6 +53,13 @@ export class OperatorStore {
     );
   }
 
+  /** Webhook deliveries not yet delivered (pending or held by a disabled endpoint), and endpoints marked failing. */
+  async webhookBacklog(): Promise<{ pendingDeliveries: number; failingEndpoints: number }> {
+    const [d] = await this.db.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('pending', 'held')", []);
+    const [e] = await this.db.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE failing_since IS NOT NULL AND deleted_at IS NULL", []);
+    return { pendingDeliveries: Number(d?.n ?? 0), failingEndpoints: Number(e?.n ?? 0) };
+  }
+
   /** Active subscriptions set aside: their last cycle close failed and is retried with backoff. */
   async setAside(environmentId?: string): Promise<{ id: string; environmentId: string; error: string; attempts: number; retryAt: Date | null }[]> {
     const rows = await this.db.sql.run((em) =>

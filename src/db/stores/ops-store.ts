@@ -1,6 +1,7 @@
 /**
  * What the operations endpoints read from the store (src/ops): the scheduler's oldest due cycle,
- * the subscriptions set aside, the invoices by status, and whether migrations are pending. Small
+ * the subscriptions set aside, the invoices by status, webhook deliveries pending and endpoints
+ * failing, and whether migrations are pending. Small
  * queries outside any transaction, read on a scrape or a readiness check, never on a request.
  */
 import type { StoreSnapshot } from "../../ops/metrics.js";
@@ -23,6 +24,19 @@ export class SqlOpsStore {
     const rows = await this.sql.query<{ status: string; n: unknown }[]>("SELECT status, COUNT(*) AS n FROM invoices GROUP BY status", []);
     const invoices: Record<string, number> = {};
     for (const r of rows) invoices[r.status] = Number(r.n);
-    return { oldestDueAt: fromDbTimeOrNull(due?.t), failing: Number(failing?.n ?? 0), invoices };
+    // Deliveries not yet delivered, by the due index (status first); the oldest pending event's age is the webhook lag.
+    const [pending] = await this.sql.query<{ n: unknown; t: unknown }[]>(
+      "SELECT COUNT(*) AS n, MIN(CASE WHEN status = 'pending' THEN event_created_at END) AS t FROM webhook_deliveries WHERE status IN ('pending', 'held')",
+      [],
+    );
+    const [endpoints] = await this.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE failing_since IS NOT NULL AND deleted_at IS NULL", []);
+    return {
+      oldestDueAt: fromDbTimeOrNull(due?.t),
+      failing: Number(failing?.n ?? 0),
+      invoices,
+      webhookPending: Number(pending?.n ?? 0),
+      webhookOldestPendingAt: fromDbTimeOrNull(pending?.t),
+      webhookEndpointsFailing: Number(endpoints?.n ?? 0),
+    };
   }
 }
