@@ -7,6 +7,7 @@
 import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
+import { isTransient } from "./errors.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
 export type Statement = readonly [sql: string, params: readonly unknown[]];
@@ -155,6 +156,9 @@ class MysqlPipeline implements Pipeline {
  */
 const SQLITE_SLICE_MS = 10;
 
+/** How many times a SQLite transaction that found the file locked by another process is tried (about 1.3 s of backoff in all). */
+const SQLITE_BUSY_ATTEMPTS = 7;
+
 /** SQLite (in-process, no round trips): the statements one by one inside an ordinary transaction. */
 class SequentialPipeline implements Pipeline {
   private deferred: Statement[] = [];
@@ -245,9 +249,25 @@ export class Sql {
     return (this.dataSource.driver as unknown as { pool: RawPool }).pool;
   }
 
-  /** `fn` in one transaction: all of it is committed, or none. */
+  /**
+   * `fn` in one transaction: all of it is committed, or none. On SQLite, a transaction that finds
+   * the database file locked by another process (SQLITE_BUSY: a second server on the same file; in
+   * one process calls are queued and never meet) is rolled back and run again, a few times with a
+   * short backoff, before its caller hears `aborted`: a lost race is retried inside the service
+   * (DESIGN §4). `fn` must only work in the transaction (it may run more than once).
+   */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.queued(() => this.dataSource.transaction(fn));
+    if (this.dialect !== "sqlite") return this.dataSource.transaction(fn);
+    return this.queued(async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.dataSource.transaction(fn);
+        } catch (err) {
+          if (attempt >= SQLITE_BUSY_ATTEMPTS || !isTransient(err)) throw err;
+          await new Promise((r) => setTimeout(r, 10 * 2 ** attempt * (0.5 + Math.random())));
+        }
+      }
+    });
   }
 
   /**
