@@ -445,7 +445,7 @@ export class BillingEngine {
           quantity: (p?.quantity ?? ZERO).plus(dec(l.quantity)),
           amount: (p?.amount ?? ZERO).plus(dec(l.amount)),
           unitAmount: dec(l.unitAmount),
-          description: p?.description ?? (l.kind === "usage" ? l.description : l.description),
+          description: p?.description ?? l.description,
         });
       }
       const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
