@@ -183,6 +183,7 @@ export function buildServices(
       }),
     settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
+    resumeFailed: (subscription, err) => log?.error("resuming a paused subscription failed; tried again on the next run", { subscription, err }),
   });
   const thresholds = new UsageThresholds(
     engine,

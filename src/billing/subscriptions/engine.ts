@@ -100,6 +100,8 @@ export interface EngineEvents {
   settleFailed?(invoiceId: string, err: unknown): void;
   /** Finalizing a draft (or billing an ended subscription's late usage) failed: tried again on the next run. */
   finalizeFailed?(id: string, err: unknown): void;
+  /** Resuming a paused subscription at its `resumes_at` failed unexpectedly: tried again on the next run. */
+  resumeFailed?(subscriptionId: string, err: unknown): void;
 }
 
 /** A cycle close's outcome: how many cycles it closed and how many subscriptions it set aside. */
@@ -136,7 +138,7 @@ export class BillingEngine {
     readonly payments: PaymentProviders,
     readonly now: () => Date,
     /** Told what went wrong where no caller can be (to log it). */
-    private readonly events: EngineEvents = {},
+    readonly events: EngineEvents = {},
   ) {
     this.cards = catalog.cards;
     this.catalogs = catalog.catalogs;

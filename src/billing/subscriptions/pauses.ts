@@ -11,7 +11,7 @@
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
-import { FailedPreconditionError, Violations } from "../errors.js";
+import { BillingError, FailedPreconditionError, Violations } from "../errors.js";
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
@@ -153,8 +153,10 @@ export class Pauses {
           const subject = await this.stores.directory.subject(s.environmentId, s.subjectId);
           await this.resumeAt(s, s.resumesAt as Date, subject?.paymentMethodId ?? null);
           n++;
-        } catch {
-          // Resumed meanwhile by a call or another runner; or failing: tried again next run.
+        } catch (err) {
+          // Resumed meanwhile by a call or another runner (a billing error: expected, not logged);
+          // or failing: logged, and tried again on the next run.
+          if (!(err instanceof BillingError)) this.engine.events.resumeFailed?.(s.id, err);
           failed.add(s.id);
         }
       }
