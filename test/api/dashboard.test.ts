@@ -176,6 +176,42 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${subscriptionId}`)).status, "active");
   });
 
+  test.serial(`${store}: rejected usage events are kept with their reasons and shown newest first; another environment sees none`, async (t) => {
+    const { scenario: s } = await scenario();
+    const b = browser(server);
+    await signIn(b, s.key);
+    t.regex(await (await b.get("/dashboard/events?show=rejected")).text(), /No rejected events\./);
+    const batch = await s.call("POST", "/usage-events/batch", {
+      events: [
+        { idempotency_key: "rej-ok-1", subject_id: s.subjectId, event_name: "page_view", data: {} },
+        { idempotency_key: "rej-nobody", subject_id: "<i>nobody</i>", event_name: "page_view", data: {}, timestamp: "2026-01-14T10:00:00Z" },
+        { idempotency_key: "", subject_id: s.subjectId, event_name: "page_view", data: {} },
+      ],
+    });
+    t.deepEqual(
+      batch.results.map((r: { status: string }) => r.status),
+      ["accepted", "rejected", "rejected"],
+    );
+    // A single event refused with 400/404 is kept too.
+    t.is((await s.raw("POST", "/usage-events", { idempotency_key: "rej-single", subject_id: "ghost", event_name: "x".repeat(300), data: {} })).status, 400);
+    const page = await b.get("/dashboard/events?show=rejected");
+    t.is(page.status, 200);
+    const html = await page.text();
+    const rows = [...html.matchAll(/<tr><td>(.*?)<\/tr>/g)].map((m) => m[1] as string);
+    t.is(rows.length, 3, "three rejected events");
+    t.regex(rows[0] as string, /INVALID_FIELD.*event_name: must have at most 255 characters.*>event_name<.*ghost.*x{254}…/, "newest first; the name as sent, cut");
+    t.regex(rows[1] as string, /INVALID_FIELD.*events\[2\]\.idempotency_key: is required.*events\[2\]\.idempotency_key/);
+    t.regex(
+      rows[2] as string,
+      /SUBJECT_NOT_FOUND.*events\[1\]\.subject_id: subject &quot;&lt;i&gt;nobody&lt;\/i&gt;&quot; not found.*events\[1\]\.subject_id.*&lt;i&gt;nobody&lt;\/i&gt;.*rej-nobody.*2026-01-14T10:00:00\.000Z/,
+    );
+    t.false(html.includes("<i>nobody</i>"), "escaped");
+    t.regex(await (await b.get("/dashboard/events")).text(), /rej-ok-1/, "the accepted one is on the accepted tab");
+    const other = browser(server);
+    await signIn(other, await server.freshKey("test"));
+    t.regex(await (await other.get("/dashboard/events?show=rejected")).text(), /No rejected events\./);
+  });
+
   test.serial(`${store}: the pages act through the use cases: void an open invoice, cancel, advance a clock`, async (t) => {
     const { scenario: s, invoiceId, subscriptionId } = await scenario();
     const b = browser(server);

@@ -17,7 +17,7 @@
  *   GET  /dashboard/invoices[?status=]
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
- *   GET  /dashboard/events                     the newest stored usage events
+ *   GET  /dashboard/events[?show=rejected]     the newest stored usage events, or the newest rejected ones with their reasons
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
  *   GET  /dashboard/clocks, /dashboard/clocks/{id}; POST /dashboard/clocks/{id}/advance
  *
@@ -31,7 +31,7 @@ import type { RateCardService } from "../../billing/catalog/rate-cards.js";
 import type { Price, RateCard, UsageRate } from "../../billing/catalog/types.js";
 import { BillingError, InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import { randomBase62 } from "../../billing/ids.js";
-import type { IngestService, SummaryService } from "../../billing/metering/usage.js";
+import { type IngestService, REJECTED_KEPT, type SummaryService } from "../../billing/metering/usage.js";
 import { displayMoney } from "../../billing/money.js";
 import { type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
 import type { SubjectService } from "../../billing/subjects.js";
@@ -496,6 +496,31 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
 
   async function eventsPage(res: Res, open: OpenOperatorSession, c: Caller, q: URLSearchParams): Promise<void> {
     const offset = offsetOf(q);
+    const rejectedTab = q.get("show") === "rejected";
+    const tabs = `<nav aria-label="Which events" class="filters"><a href="/dashboard/events"${rejectedTab ? "" : ' aria-current="page"'}>Accepted</a><a href="/dashboard/events?show=rejected"${rejectedTab ? ' aria-current="page"' : ""}>Rejected</a></nav>`;
+    if (rejectedTab) {
+      const result = await s.ingest.rejectedEvents(c, PAGE, offset);
+      const rows = result.items.map((e) => [
+        minute(e.receivedAt),
+        `<span class="mono">${esc(e.reason)}</span>`,
+        `<span class="error">${esc(e.message)}</span>`,
+        `<span class="mono">${esc(e.field ?? "")}</span>`,
+        `<span class="mono">${esc(e.subjectId)}</span>`,
+        `<span class="mono">${esc(e.eventName)}</span>`,
+        `<span class="mono">${esc(e.idempotencyKey)}</span>`,
+        e.timestamp ? `<span class="mono">${esc(e.timestamp)}</span>` : '<span class="muted">none</span>',
+      ]);
+      return dashPage(
+        res,
+        200,
+        "Rejected events",
+        `<h1>Usage events</h1>${tabs}${table("Rejected usage events, newest first", ["Received", "Reason", "Message", "Field", "Subject (as sent)", "Name", "Idempotency key", "Timestamp"], rows, "No rejected events.")}
+${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
+<p class="muted">Events an ingest call refused, with the reason it answered; nothing of them was stored as usage. The fields are as sent, cut to 255 characters; the environment keeps its newest ${REJECTED_KEPT.toLocaleString("en-US")}.</p>`,
+        open,
+        "/dashboard/events",
+      );
+    }
     const result = await s.ingest.recentEvents(c, PAGE, offset);
     const rows = result.items.map((e) => {
       const data = JSON.stringify(e.data);
@@ -513,9 +538,9 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
       res,
       200,
       "Events",
-      `<h1>Usage events</h1>${table("Stored usage events, newest first", ["Event", "Occurred", "Subject", "Name", "Idempotency key", "Data", "Received"], rows, "No events yet.")}
+      `<h1>Usage events</h1>${tabs}${table("Stored usage events, newest first", ["Event", "Occurred", "Subject", "Name", "Idempotency key", "Data", "Received"], rows, "No events yet.")}
 ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
-<p class="muted">Accepted events only: a rejected event is not stored; the ingest call's answer names it with its reason, and the server's metrics count it.</p>`,
+<p class="muted">Accepted events. The ones an ingest call refused are under <a href="/dashboard/events?show=rejected">Rejected</a>, with their reasons.</p>`,
       open,
       "/dashboard/events",
     );
