@@ -12,6 +12,8 @@ import { type TestServer, startTestServer, useServer } from "../helpers/server.j
 import { keyPrefix } from "../../src/billing/keys.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { SqlAuthStore } from "../../src/db/stores/auth-store.js";
+import { rest } from "../helpers/clients.js";
+import { startReceiver } from "../helpers/receiver.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
 
@@ -210,6 +212,51 @@ for (const store of STORES) {
     const other = browser(server);
     await signIn(other, await server.freshKey("test"));
     t.regex(await (await other.get("/dashboard/events?show=rejected")).text(), /No rejected events\./);
+  });
+
+  test.serial(`${store}: the overview lists webhook endpoints needing attention (failing, with the last error), not healthy ones; the endpoint's page shows its deliveries`, async (t) => {
+    const fast = await startTestServer(store, { WEBHOOK_ALLOW_PRIVATE_HOSTS: "true", WEBHOOK_DELIVERY_INTERVAL_MS: "50", WEBHOOK_RETRY_BASE_MS: "100", WEBHOOK_RETRY_WINDOW_SECONDS: "1" });
+    const broken = await startReceiver();
+    const healthy = await startReceiver();
+    try {
+      broken.answer = () => 503;
+      const key = await fast.freshKey("test");
+      const b = browser(fast);
+      await signIn(b, key);
+      t.regex(await (await b.get("/dashboard")).text(), /None: every webhook endpoint is delivering\./);
+      const bad = (await rest(fast.url, "POST", "/webhook-endpoints", key, { url: `${broken.url}/hooks?x=<b>` })).body;
+      const good = (await rest(fast.url, "POST", "/webhook-endpoints", key, { url: `${healthy.url}/fine` })).body;
+      await rest(fast.url, "POST", "/subjects", key, { name: "A" });
+      for (let i = 0; ; i++) {
+        const ep = (await rest(fast.url, "GET", `/webhook-endpoints/${bad.id}`, key)).body;
+        if (ep.failing_since) break;
+        if (i > 200) throw new Error("the endpoint never failed");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await healthy.until((l) => l.length >= 1);
+      const html = await (await b.get("/dashboard")).text();
+      const section = html.slice(html.indexOf('id="h-webhooks"'), html.indexOf('id="h-active"'));
+      t.true(section.includes(`href="/dashboard/webhooks/${bad.id}"`), "linked to the endpoint's page");
+      t.true(section.includes("/hooks?x=&lt;b&gt;"), "the URL, escaped");
+      t.regex(section, /<span class="badge void">failing<\/span>/);
+      t.regex(section, /HTTP 503/, "the last error");
+      t.regex(section, /<td class="n">1<\/td><td>/, "one delivery failed in the last 24 hours");
+      t.false(section.includes(good.id) || section.includes("/fine"), "a healthy endpoint is not listed");
+      const page = await b.get(`/dashboard/webhooks/${bad.id}`);
+      t.is(page.status, 200);
+      const detail = await page.text();
+      t.regex(detail, /subject\.created/);
+      t.regex(detail, /<span class="badge failed">failed<\/span>/);
+      t.regex(await (await b.get(`/dashboard/webhooks/${bad.id}?status=succeeded`)).text(), /No deliveries\./);
+      const other = browser(fast);
+      await signIn(other, await fast.freshKey("test"));
+      t.is((await other.get(`/dashboard/webhooks/${bad.id}`)).status, 404, "another environment's endpoint");
+      t.regex(await (await other.get("/dashboard")).text(), /None: every webhook endpoint is delivering\./);
+    } finally {
+      await broken.close();
+      await healthy.close();
+      await fast.stop();
+    }
   });
 
   test.serial(`${store}: the pages act through the use cases: void an open invoice, cancel, advance a clock`, async (t) => {

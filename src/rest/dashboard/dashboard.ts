@@ -18,6 +18,7 @@
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
  *   GET  /dashboard/events[?show=rejected]     the newest stored usage events, or the newest rejected ones with their reasons
+ *   GET  /dashboard/webhooks/{id}[?status=]     a webhook endpoint and its deliveries (linked from the overview's endpoints needing attention)
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
  *   GET  /dashboard/clocks, /dashboard/clocks/{id}; POST /dashboard/clocks/{id}/advance
  *
@@ -28,6 +29,7 @@
  */
 import type { PricingMetricService } from "../../billing/catalog/metrics.js";
 import type { RateCardService } from "../../billing/catalog/rate-cards.js";
+import type { WebhookEndpoints } from "../../billing/events/endpoints.js";
 import type { Price, RateCard, UsageRate } from "../../billing/catalog/types.js";
 import { BillingError, InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import { randomBase62 } from "../../billing/ids.js";
@@ -57,6 +59,7 @@ export interface DashboardServices {
   metrics: PricingMetricService;
   summaries: SummaryService;
   ingest: IngestService;
+  webhookEndpoints: WebhookEndpoints;
 }
 
 export const SESSION_COOKIE = "billing_dashboard";
@@ -190,12 +193,13 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
   }
 
   async function overview(res: Res, open: OpenOperatorSession, c: Caller): Promise<void> {
-    const [active, drafts, unpaid, failing, revenue] = await Promise.all([
+    const [active, drafts, unpaid, failing, revenue, endpoints] = await Promise.all([
       s.subscriptions.listAll(c, { status: "active", rateCardId: "" }, 10),
       s.invoices.listAll(c, "draft", 10),
       s.invoices.listAll(c, "open", 10),
       s.subscriptions.listFailing(c, 10),
       s.invoices.revenueByMonth(c, new Date()),
+      s.webhookEndpoints.needingAttention(c, 24),
     ]);
     const hours = await s.ingest.ingestedPerHour(c, 7 * 24);
     const ingested = hours.reduce((n, h) => n + h.accepted, 0);
@@ -221,6 +225,16 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
       String(x.billingFailure?.attempts ?? 0),
       x.billingFailure ? minute(x.billingFailure.retryAt) : "",
     ]);
+    const endpointRows = endpoints.map((x) => [
+      `<a class="mono" href="/dashboard/webhooks/${esc(x.endpoint.id)}">${esc(x.endpoint.url)}</a>`,
+      `${badge(x.endpoint.status)}${x.endpoint.failingSince ? ' <span class="badge void">failing</span>' : ""}`,
+      x.endpoint.failingSince ? minute(x.endpoint.failingSince) : "",
+      String(x.retrying),
+      String(x.failedRecently),
+      x.lastError
+        ? `<span class="error">${esc(x.lastError.error ?? (x.lastError.statusCode !== null ? `HTTP ${x.lastError.statusCode}` : "failed"))}</span> <span class="muted">${minute(x.lastError.at)}</span>`
+        : "",
+    ]);
     dashPage(
       res,
       200,
@@ -230,6 +244,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <p class="muted">Revenue: invoices finalized in the month (UTC), void ones left out.</p>
 <section aria-labelledby="h-ingest" class="card"><h2 id="h-ingest" style="margin-top:0">Events ingested per hour, last 7 days <span class="muted">(${ingested} accepted, UTC)</span></h2>${chart}</section>
 <section aria-labelledby="h-failing"><h2 id="h-failing">Subscriptions needing attention</h2>${table("Subscriptions whose billing cycle could not be closed", ["Subscription", "Subject", "Error", "#Attempts", "Next retry"], failingRows, "None: every billing cycle closed.")}${more(failing, "/dashboard/subscriptions")}</section>
+<section aria-labelledby="h-webhooks"><h2 id="h-webhooks">Webhook endpoints needing attention</h2>${table("Webhook endpoints failing, retrying deliveries, or with deliveries failed in the last 24 hours", ["Endpoint", "Status", "Failing since", "#Retrying", "#Failed (24 h)", "Last error"], endpointRows, "None: every webhook endpoint is delivering.")}</section>
 <section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items, await cardNames(c, active.items)), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
 <section aria-labelledby="h-drafts"><h2 id="h-drafts">Draft invoices</h2>${table("Draft invoices", INVOICE_HEAD, invoiceRows(drafts.items), "No drafts waiting.")}${more(drafts, "/dashboard/invoices?status=draft")}</section>
 <section aria-labelledby="h-open"><h2 id="h-open">Open invoices (unpaid)</h2>${table("Open invoices", INVOICE_HEAD, invoiceRows(unpaid.items), "No open invoices.")}${more(unpaid, "/dashboard/invoices?status=open")}</section>`,
@@ -546,6 +561,37 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
     );
   }
 
+  async function webhookPage(res: Res, open: OpenOperatorSession, c: Caller, id: string, q: URLSearchParams): Promise<void> {
+    const offset = offsetOf(q);
+    const status = q.get("status") ?? "";
+    const e = await s.webhookEndpoints.get(c, id);
+    const deliveries = await s.webhookEndpoints.deliveries(c, e.id, { status, eventId: "" }, PAGE, offset);
+    const rows = deliveries.items.map((d) => [
+      `<span class="mono">${esc(d.id)}</span>`,
+      `<span class="mono">${esc(d.eventType)}</span> <span class="muted mono">${esc(d.eventId)}</span>`,
+      badge(d.status),
+      String(d.attempts),
+      d.lastAttemptAt ? minute(d.lastAttemptAt) : "",
+      d.lastError || d.lastStatusCode !== null ? `<span class="error">${esc(d.lastError ?? `HTTP ${d.lastStatusCode}`)}</span>` : "",
+      d.status === "pending" && d.nextAttemptAt ? minute(d.nextAttemptAt) : "",
+    ]);
+    const options = ["", "pending", "succeeded", "failed"].map((x) => `<option value="${x}"${x === status ? " selected" : ""}>${x || "any"}</option>`).join("");
+    dashPage(
+      res,
+      200,
+      "Webhook endpoint",
+      `<h1>Webhook endpoint</h1>
+<div class="card"><dl><dt>URL</dt><dd class="mono">${esc(e.url)}</dd><dt>ID</dt><dd class="mono">${esc(e.id)}</dd><dt>Status</dt><dd>${badge(e.status)}</dd>
+<dt>Failing since</dt><dd>${e.failingSince ? `<span class="error">${minute(e.failingSince)}</span>` : "not failing"}</dd>
+<dt>Events</dt><dd class="mono">${esc(e.eventTypes.join(", ") || "every type")}</dd>${e.description ? `<dt>Description</dt><dd>${esc(e.description)}</dd>` : ""}</dl></div>
+<form method="get" action="/dashboard/webhooks/${esc(e.id)}" class="filters"><div><label for="status">Delivery status</label><select id="status" name="status">${options}</select></div><div><button type="submit">Filter</button></div></form>
+${table("Deliveries, newest first", ["Delivery", "Event", "Status", "#Attempts", "Last attempt", "Last error", "Next attempt"], rows, "No deliveries.")}
+${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
+      open,
+      "/dashboard",
+    );
+  }
+
   async function clocksPage(res: Res, open: OpenOperatorSession, c: Caller, q: URLSearchParams): Promise<void> {
     if (open.environment.mode !== "test") {
       return dashPage(res, 200, "Test clocks", "<h1>Test clocks</h1><p>Test clocks exist only in test environments; this is a live environment.</p>", open, "/dashboard/clocks");
@@ -676,6 +722,7 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
     ],
     ["GET", /^\/dashboard\/catalog$/, (_req, res, open, c, _m, q) => catalogPage(res, open, c, q)],
     ["GET", /^\/dashboard\/events$/, (_req, res, open, c, _m, q) => eventsPage(res, open, c, q)],
+    ["GET", new RegExp(`^/dashboard/webhooks/${ID}$`), (_req, res, open, c, m, q) => webhookPage(res, open, c, m[1] as string, q)],
     ["GET", /^\/dashboard\/clocks$/, (_req, res, open, c, _m, q) => clocksPage(res, open, c, q)],
     ["GET", new RegExp(`^/dashboard/clocks/${ID}$`), (_req, res, open, c, m, q) => clockPage(res, open, c, m[1] as string, q)],
     [
