@@ -3,7 +3,9 @@
  * publishable, revoked or unknown key is refused), the session cookie's attributes, CSRF refusal
  * on every form (sign-in included), a key of one environment never seeing another's subject,
  * invoice, subscription or clock (404), sign-out ending the session on the server (the old cookie
- * no longer opens anything), and expiry.
+ * no longer opens anything), and expiry. Also: rejected usage events with their reasons, the
+ * webhook endpoints needing attention, and the environment switcher (a browser signed in to
+ * several environments acts for the active one only).
  */
 import test from "ava";
 import { STORES } from "../helpers/db.js";
@@ -330,6 +332,72 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${sub.id}`)).rate_card_id, business);
     const last = (await s.invoices()).at(-1);
     t.is(last.total_amount.value, "2100");
+  });
+
+  test.serial(`${store}: the switcher: signing in to another environment adds it; each request acts for the active one only; a revoked key's environment drops out; sign-out ends all`, async (t) => {
+    const { scenario: s, invoiceId, subscriptionId } = await scenario();
+    const liveKey = await server.freshKey("live");
+    const before = await s.call("GET", `/subscriptions/${subscriptionId}`);
+    const b = browser(server);
+    await signIn(b, s.key);
+    const first = await (await b.get("/dashboard")).text();
+    t.false(first.includes('action="/dashboard/switch"'), "one environment: no switcher");
+    await signIn(b, liveKey);
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 2, "the cookie holds both sign-ins");
+    const html = await (await b.get("/dashboard")).text();
+    const options = [...html.matchAll(/<option value="(env_\w+)"( selected)?>([^<]+)<\/option>/g)].map((m) => ({ id: m[1] as string, selected: m[2] !== undefined, label: m[3] as string }));
+    t.is(options.length, 2);
+    t.true(options[0]?.selected, "the newest sign-in is active");
+    t.regex(options[0]?.label as string, /\(live\)$/);
+    t.regex(options[1]?.label as string, /\(test\)$/);
+    t.regex(html, /<span class="badge">live<\/span>/);
+    const [live, test_] = options as unknown as [{ id: string }, { id: string }];
+    // The live environment is active: the test environment's records are 404, even signed in to it.
+    for (const path of [`/dashboard/subjects/${s.subjectId}`, `/dashboard/invoices/${invoiceId}`, `/dashboard/subscriptions/${subscriptionId}`, `/dashboard/clocks/${s.clockId}`]) {
+      t.is((await b.get(path)).status, 404, path);
+    }
+    const liveCsrf = csrfOf(html);
+    t.is((await b.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf: liveCsrf, when: "now" })).status, 404);
+    // Switching needs the active session's CSRF token, and an environment the browser signed in to.
+    t.is((await b.post("/dashboard/switch", { environment_id: test_.id })).status, 403);
+    t.is((await b.post("/dashboard/switch", { csrf: "x".repeat(43), environment_id: test_.id })).status, 403);
+    t.is((await b.post("/dashboard/switch", { csrf: liveCsrf, environment_id: "env_notmine" })).status, 404);
+    const sw = await b.post("/dashboard/switch", { csrf: liveCsrf, environment_id: test_.id });
+    t.is(sw.status, 303);
+    t.is((await b.get(`/dashboard/subjects/${s.subjectId}`)).status, 200, "now the test environment's");
+    const testHtml = await (await b.get("/dashboard")).text();
+    t.regex(testHtml, new RegExp(`<option value="${test_.id}" selected>`));
+    t.is((await b.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf: liveCsrf, when: "now" })).status, 403, "the other environment's CSRF token is refused");
+    t.deepEqual(await s.call("GET", `/subscriptions/${subscriptionId}`), before, "nothing changed");
+    // Signing in again to an environment replaces its sign-in (still two).
+    await signIn(b, s.key);
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 2);
+    // The live key is revoked: its environment drops out of the switcher.
+    const db = await createDatabase(server.db.url, { poolSize: 1 });
+    await db.dataSource.initialize();
+    try {
+      const auth = new SqlAuthStore(db.sql, db.entities);
+      const record = (await auth.listKeys()).find((k) => k.prefix === keyPrefix(liveKey) && k.revokedAt === null);
+      t.true(await auth.revokeKey((record as { id: string }).id, new Date()));
+    } finally {
+      await db.dataSource.destroy();
+    }
+    const dropped = await b.get("/dashboard/subjects");
+    t.is(dropped.status, 303, "the cookie is rewritten without it");
+    t.is(dropped.headers.get("location"), "/dashboard/subjects");
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 1);
+    const after = await (await b.get("/dashboard")).text();
+    t.false(after.includes(live.id), "the live environment is gone");
+    t.regex(after, /Environment: /);
+    // Sign-out ends every sign-in of the browser.
+    const tokens = (b.cookies.get("billing_dashboard") as string).split(".");
+    await signIn(b, await server.freshKey("test"));
+    const all = [...tokens, ...(b.cookies.get("billing_dashboard") as string).split(".")];
+    t.is((await b.post("/dashboard/sign-out", { csrf: csrfOf(await (await b.get("/dashboard")).text()) })).status, 303);
+    for (const token of new Set(all)) {
+      const replay = await fetch(`${server.url}/dashboard`, { headers: { cookie: `billing_dashboard=${token}` }, redirect: "manual" });
+      t.is(replay.headers.get("location"), "/dashboard/sign-in");
+    }
   });
 
   test.serial(`${store}: signing out ends the session on the server; the old cookie opens nothing`, async (t) => {

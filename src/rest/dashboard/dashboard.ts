@@ -4,8 +4,10 @@
  * session's environment), never a second data path.
  *
  *   GET  /dashboard/sign-in                    the sign-in form (a secret key of the environment)
- *   POST /dashboard/sign-in                    opens a session: HttpOnly, SameSite=Strict cookie with an expiry
- *   POST /dashboard/sign-out                   ends the session (deleted on the server) and clears the cookie
+ *   POST /dashboard/sign-in                    opens a session: HttpOnly, SameSite=Strict cookie with an expiry; a browser
+ *                                              signed in to other environments keeps them (the switcher), this one active
+ *   POST /dashboard/switch                     environment_id: makes another environment of the browser's the active one
+ *   POST /dashboard/sign-out                   ends the browser's sessions (deleted on the server) and clears the cookie
  *   GET  /dashboard                            overview
  *   GET  /dashboard/subjects[?q=]              subjects, searched
  *   GET  /dashboard/subjects/{id}              a subject: billing state, subscriptions, invoices, usage charts
@@ -24,8 +26,10 @@
  *
  * A GET never changes anything. Every POST carries the session's CSRF token (the sign-in form a
  * token bound to a short-lived pre-session cookie), compared in constant time; without it: 403.
- * Everything a session reads or changes is scoped to its key's environment: another
- * environment's IDs are 404, as on the API. A changing POST answers 303 back to its page.
+ * The cookie holds one session token per environment the browser signed in to (at most
+ * MAX_BROWSER_SESSIONS), the active one first; a request acts for the active environment only
+ * (its caller, its CSRF token): another environment's IDs are 404, as on the API, even one the
+ * browser is signed in to, until it is switched to. A changing POST answers 303 back to its page.
  */
 import type { PricingMetricService } from "../../billing/catalog/metrics.js";
 import type { RateCardService } from "../../billing/catalog/rate-cards.js";
@@ -35,7 +39,7 @@ import { BillingError, InvalidArgumentError, NotFoundError } from "../../billing
 import { randomBase62 } from "../../billing/ids.js";
 import { type IngestService, REJECTED_KEPT, type SummaryService } from "../../billing/metering/usage.js";
 import { displayMoney } from "../../billing/money.js";
-import { type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
+import { MAX_BROWSER_SESSIONS, type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
 import type { SubjectService } from "../../billing/subjects.js";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
@@ -46,7 +50,7 @@ import type { Invoice, Subscription } from "../../billing/subscriptions/types.js
 import type { Caller } from "../../billing/tenancy.js";
 import type { Logger } from "../../log.js";
 import { type Req, type Res, esc, readForm, servePages } from "../pages.js";
-import { badge, barChart, csrfField, dashPage, day, minute, pager, table } from "./layout.js";
+import { type DashSession, badge, barChart, csrfField, dashPage, day, minute, pager, table } from "./layout.js";
 
 export interface DashboardServices {
   subjects: SubjectService;
@@ -179,7 +183,7 @@ export function createDashboard(sessions: OperatorSessions, s: DashboardServices
       status,
       "Sign in",
       `<div class="signin card"><h1>Billing dashboard</h1>
-<p>Sign in with a <strong>secret API key</strong> of the environment you operate. The dashboard sees that environment only.</p>
+<p>Sign in with a <strong>secret API key</strong> of the environment you operate. The dashboard shows one environment at a time; signing in with a key of another environment adds it to the switcher at the top.</p>
 ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <form method="post" action="/dashboard/sign-in">${csrfField(token)}
 <label for="api_key">Secret API key</label>
@@ -746,6 +750,8 @@ ${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
 
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     const jar = cookies(req);
+    // The browser's sign-ins, one per environment, the active one first (`token.token…`).
+    const tokens = (jar.get(SESSION_COOKIE) ?? "").split(".").filter((x) => x !== "");
     if (path === "/dashboard/sign-in") {
       if (req.method === "GET") return signInPage(res, 200);
       if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", undefined, "", { allow: "GET, POST" });
@@ -754,26 +760,45 @@ ${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
       if (expected === "" || !sameToken(form.get("csrf") ?? "", expected)) return signInPage(res, 403, "The sign-in form expired or came from elsewhere. Try again.");
       const result = await sessions.signIn(form.get("api_key") ?? "");
       if (!result.ok) return signInPage(res, 401, result.message);
-      // A sign-in replaces the browser's previous session (switching environment): it ends on the server too.
-      const previous = jar.get(SESSION_COOKIE);
-      if (previous) await sessions.signOut(previous);
-      return redirect(res, "/dashboard", { "set-cookie": [sessionCookie(result.token), `${LOGIN_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`] });
+      // A sign-in adds its environment to the browser's session and makes it the active one; an
+      // earlier sign-in to the same environment is replaced (ended on the server), and so are the
+      // oldest beyond MAX_BROWSER_SESSIONS and any that no longer open.
+      const held = await sessions.openAll(tokens);
+      const others = held.filter((h) => h.open.environment.id !== result.open.environment.id);
+      const kept = others.slice(0, MAX_BROWSER_SESSIONS - 1).map((h) => h.token);
+      for (const t of tokens) if (!kept.includes(t)) await sessions.signOut(t);
+      return redirect(res, "/dashboard", {
+        "set-cookie": [sessionCookie([result.token, ...kept].join(".")), `${LOGIN_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`],
+      });
     }
-    const token = jar.get(SESSION_COOKIE) ?? "";
-    const open = token ? await sessions.open(token) : undefined;
+    const held = tokens.length > 0 ? await sessions.openAll(tokens) : [];
+    const active = held[0];
     if (path === "/dashboard/sign-out") {
       if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", undefined, "", { allow: "POST" });
-      if (open) {
+      if (active) {
         const form = await readForm(req);
-        if (!sameToken(form.get("csrf") ?? "", open.session.csrfToken))
-          return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date.</p>', open);
-        await sessions.signOut(token);
+        if (!sameToken(form.get("csrf") ?? "", active.open.session.csrfToken))
+          return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date.</p>', active.open);
+        // Every environment's sign-in ends.
+        for (const t of tokens) await sessions.signOut(t);
       }
       return redirect(res, "/dashboard/sign-in", { "set-cookie": clearSession });
     }
-    if (!open) {
-      if (req.method === "GET") return redirect(res, "/dashboard/sign-in", token ? { "set-cookie": clearSession } : {});
+    if (!active) {
+      if (req.method === "GET") return redirect(res, "/dashboard/sign-in", tokens.length > 0 ? { "set-cookie": clearSession } : {});
       return dashPage(res, 401, "Signed out", '<h1>Your session has ended</h1><p><a href="/dashboard/sign-in">Sign in again</a></p>');
+    }
+    // A sign-in that no longer opens (expired, its key revoked) drops out of the browser's list.
+    if (held.length !== tokens.length && req.method === "GET") return redirect(res, req.url ?? "/dashboard", { "set-cookie": sessionCookie(held.map((h) => h.token).join(".")) });
+    const open: DashSession = { ...active.open, environments: held.map((h) => h.open.environment) };
+    if (path === "/dashboard/switch") {
+      if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", open, "", { allow: "POST" });
+      const form = await readForm(req);
+      if (!sameToken(form.get("csrf") ?? "", open.session.csrfToken))
+        return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date. Reload the page and try again.</p>', open);
+      const to = held.find((h) => h.open.environment.id === form.get("environment_id"));
+      if (!to) return dashPage(res, 404, "Not found", "<h1>Not found</h1><p>This browser is not signed in to that environment.</p>", open);
+      return redirect(res, "/dashboard", { "set-cookie": sessionCookie([to.token, ...held.filter((h) => h !== to).map((h) => h.token)].join(".")) });
     }
     const c = OperatorSessions.callerOf(open);
     for (const [method, re, fn] of routes) {
