@@ -225,7 +225,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
     const failingRows = failing.items.map((x) => [
       subLink(x.id),
       subjectLink(x.subjectId),
-      `<span class="error">${esc(x.billingFailure?.message ?? "")}</span>`,
+      `<span class="err">${esc(x.billingFailure?.message ?? "")}</span>`,
       String(x.billingFailure?.attempts ?? 0),
       x.billingFailure ? minute(x.billingFailure.retryAt) : "",
     ]);
@@ -236,7 +236,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
       String(x.retrying),
       String(x.failedRecently),
       x.lastError
-        ? `<span class="error">${esc(x.lastError.error ?? (x.lastError.statusCode !== null ? `HTTP ${x.lastError.statusCode}` : "failed"))}</span> <span class="muted">${minute(x.lastError.at)}</span>`
+        ? `<span class="err">${esc(x.lastError.error ?? (x.lastError.statusCode !== null ? `HTTP ${x.lastError.statusCode}` : "failed"))}</span> <span class="muted">${minute(x.lastError.at)}</span>`
         : "",
     ]);
     dashPage(
@@ -522,7 +522,7 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
       const rows = result.items.map((e) => [
         minute(e.receivedAt),
         `<span class="mono">${esc(e.reason)}</span>`,
-        `<span class="error">${esc(e.message)}</span>`,
+        `<span class="err">${esc(e.message)}</span>`,
         `<span class="mono">${esc(e.field ?? "")}</span>`,
         `<span class="mono">${esc(e.subjectId)}</span>`,
         `<span class="mono">${esc(e.eventName)}</span>`,
@@ -576,7 +576,7 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
       badge(d.status),
       String(d.attempts),
       d.lastAttemptAt ? minute(d.lastAttemptAt) : "",
-      d.lastError || d.lastStatusCode !== null ? `<span class="error">${esc(d.lastError ?? `HTTP ${d.lastStatusCode}`)}</span>` : "",
+      d.lastError || d.lastStatusCode !== null ? `<span class="err">${esc(d.lastError ?? `HTTP ${d.lastStatusCode}`)}</span>` : "",
       d.status === "pending" && d.nextAttemptAt ? minute(d.nextAttemptAt) : "",
     ]);
     const options = ["", "pending", "succeeded", "failed"].map((x) => `<option value="${x}"${x === status ? " selected" : ""}>${x || "any"}</option>`).join("");
