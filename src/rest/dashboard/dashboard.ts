@@ -751,7 +751,10 @@ ${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     const jar = cookies(req);
     // The browser's sign-ins, one per environment, the active one first (`token.token…`).
-    const tokens = (jar.get(SESSION_COOKIE) ?? "").split(".").filter((x) => x !== "");
+    const tokens = (jar.get(SESSION_COOKIE) ?? "")
+      .split(".")
+      .filter((x) => x !== "")
+      .slice(0, 2 * MAX_BROWSER_SESSIONS);
     if (path === "/dashboard/sign-in") {
       if (req.method === "GET") return signInPage(res, 200);
       if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", undefined, "", { allow: "GET, POST" });
