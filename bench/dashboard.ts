@@ -140,6 +140,7 @@ interface PageCase {
 
 async function main(): Promise<number> {
   const perSubject = Math.floor(EVENTS / SUBJECTS / 10) * 10;
+  if (perSubject === 0) throw new Error("BENCH_EVENTS must be at least 10 × BENCH_SUBJECTS (events come in bursts of 10 per subject)");
   const bursts = perSubject / 10;
   const events = perSubject * SUBJECTS;
   progress(`environment: ${fmtInt(SUBJECTS)} subjects, ${fmtInt(events)} events (${perSubject} per subject), ${SUBSCRIPTIONS} subscriptions`);
@@ -180,8 +181,9 @@ async function main(): Promise<number> {
 
     // Bulk SQL: subjects, events, totals, rejected events.
     const t0 = Date.now();
-    const base = new Date(Math.floor((Date.now() - 30 * DAY) / 3_600_000) * 3_600_000);
-    const spanMinutes = 30 * 24 * 60;
+    // From 2 hours after the hour 30 days ago to an hour ago: inside the subject page's 30 days.
+    const base = new Date(Math.floor((Date.now() - 30 * DAY) / 3_600_000) * 3_600_000 + 2 * 3_600_000);
+    const spanMinutes = 30 * 24 * 60 - 180;
     const gap = bursts > 0 ? Math.floor(spanMinutes / bursts) : 1;
     await admin.query("SET SESSION unique_checks = 0");
     const chunked = async (what: string, total: number, sql: (from: number, to: number) => string, params: unknown[]) => {
