@@ -28,7 +28,8 @@
  * flow of thought tolerates) even on a loaded machine; rows over it say so.
  *
  * Plans: the benchmark also starts the service in its own process on the same database, records
- * every SELECT its MySQL connections send while one request of each page runs, and runs each again
+ * every SELECT its MySQL connections send while one request of each page runs (the service's
+ * background work at that moment included), and runs each again
  * under MariaDB's ANALYZE (the plan with the rows each table access really read): a full scan
  * (type ALL, or a full index scan) that read 1,000 rows or more fails the check; the most rows
  * one access read is reported per page. Substring search of subjects (`?q=`) has no index to
@@ -389,7 +390,7 @@ async function explainPages(url: string, key: string, pages: PageCase[], admin: 
         for (const step of plan as { table: string | null; type: string | null; key: string | null; rows: number | string | null; r_rows: number | string | null }[]) {
           const table = String(step.table ?? "");
           const read = Number(step.r_rows ?? 0);
-          worstRows = Math.max(worstRows, read);
+          if (Number.isFinite(read)) worstRows = Math.max(worstRows, read);
           const full = step.type === "ALL" || step.type === "index";
           if (full && read >= FULL_SCAN_ROWS && !table.startsWith("<")) {
             const note = `${table}: ${step.type === "ALL" ? "full table scan" : "full index scan"} (${fmtInt(read)} rows read)`;
