@@ -34,7 +34,15 @@ async function main(): Promise<void> {
   const url = `sqlite:${join(dir, "billing.db")}`;
   // Webhooks to a closed local port: the overview shows the endpoint needing attention.
   const app = await startApp(
-    loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", BILLING_BOOTSTRAP_API_KEY: key, WEBHOOK_ALLOW_PRIVATE_HOSTS: "true", WEBHOOK_DELIVERY_INTERVAL_MS: "200", WEBHOOK_RETRY_BASE_MS: "500" }),
+    loadConfig({
+      DATABASE_URL: url,
+      PORT: "0",
+      LOG_LEVEL: "error",
+      BILLING_BOOTSTRAP_API_KEY: key,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
+      WEBHOOK_DELIVERY_INTERVAL_MS: "200",
+      WEBHOOK_RETRY_BASE_MS: "500",
+    }),
     createLogger("error"),
   );
   // A second environment (live), as the CLI makes one: the switcher lists both.
