@@ -1,8 +1,9 @@
 /**
  * `npm run screenshots`: the operator dashboard's screenshots for the README. Starts the service
  * on a throw-away SQLite database with a bootstrap key, builds a small test environment through
- * the public REST API (a test clock, customers on two plans, usage, a cycle closed into draft
- * invoices), then signs in with headless Chromium (Debian's, or CHROMIUM_PATH) and writes one PNG
+ * the public REST API (a test clock, customers on two plans, usage, events refused, a webhook
+ * endpoint that cannot be reached, a cycle closed into draft invoices) and a second, live
+ * environment, then signs in to both with headless Chromium (Debian's, or CHROMIUM_PATH) and writes one PNG
  * per page to docs/screenshots/ (or the directory given as the first argument).
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -10,7 +11,10 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 import { startApp } from "../src/app.js";
-import { generateKey } from "../src/billing/keys.js";
+import { ensureEnvironment } from "../src/billing/bootstrap.js";
+import { generateKey, storeKey } from "../src/billing/keys.js";
+import { createDatabase } from "../src/db/datasource.js";
+import { SqlAuthStore } from "../src/db/stores/auth-store.js";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/log.js";
 
@@ -27,7 +31,30 @@ async function main(): Promise<void> {
   mkdirSync(OUT, { recursive: true });
   const dir = mkdtempSync(join(tmpdir(), "billing-screenshots-"));
   const key = generateKey("secret", "test");
-  const app = await startApp(loadConfig({ DATABASE_URL: `sqlite:${join(dir, "billing.db")}`, PORT: "0", LOG_LEVEL: "error", BILLING_BOOTSTRAP_API_KEY: key }), createLogger("error"));
+  const url = `sqlite:${join(dir, "billing.db")}`;
+  // Webhooks to a closed local port: the overview shows the endpoint needing attention.
+  const app = await startApp(
+    loadConfig({
+      DATABASE_URL: url,
+      PORT: "0",
+      LOG_LEVEL: "error",
+      BILLING_BOOTSTRAP_API_KEY: key,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: "true",
+      WEBHOOK_DELIVERY_INTERVAL_MS: "200",
+      WEBHOOK_RETRY_BASE_MS: "500",
+    }),
+    createLogger("error"),
+  );
+  // A second environment (live), as the CLI makes one: the switcher lists both.
+  const liveKey = generateKey("secret", "live");
+  const db = await createDatabase(url, { poolSize: 1 });
+  await db.dataSource.initialize();
+  try {
+    const auth = new SqlAuthStore(db.sql, db.entities);
+    await storeKey(auth, (await ensureEnvironment(auth, "production", "live", new Date())).id, "secret", liveKey, new Date());
+  } finally {
+    await db.dataSource.destroy();
+  }
   const call = async (method: string, path: string, body?: unknown): Promise<Json> => {
     const res = await fetch(`${app.url}${path}`, { method, headers: { "x-api-key": key, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await res.text();
@@ -38,6 +65,7 @@ async function main(): Promise<void> {
   try {
     // A clock 32 days back, so that advancing it to today closes every monthly cycle once.
     const start = new Date(Math.floor((Date.now() - 32 * DAY) / DAY) * DAY);
+    await call("POST", "/webhook-endpoints", { url: "http://127.0.0.1:9/billing-hooks", description: "CRM sync" });
     const clock = await call("POST", "/test-clocks", { name: "demo", frozen_time: start.toISOString() });
     const metric = await call("POST", "/pricing-metrics", { event_name: "api_call", name: "API calls", unit: "call", dimensions: [], aggregation: { aggregation_type: "count" } });
     const team = await call("POST", "/rate-cards", {
@@ -85,6 +113,13 @@ async function main(): Promise<void> {
       }
       for (let j = 0; j < events.length; j += 1000) await call("POST", "/usage-events/batch", { events: events.slice(j, j + 1000) });
     }
+    // Events refused: an unknown customer, a missing idempotency key.
+    await call("POST", "/usage-events/batch", {
+      events: [
+        { idempotency_key: "imp-77", subject_id: "cust-9999", event_name: "api_call", data: {} },
+        { idempotency_key: "", subject_id: "cust-1000", event_name: "api_call", data: {} },
+      ],
+    });
     // Half an hour past the cycle end (a month on, clamped to the month's last day): the closed
     // cycles' invoices are drafts for the environment's grace period (1 hour by default).
     const y = start.getUTCFullYear();
@@ -100,9 +135,13 @@ async function main(): Promise<void> {
     };
     await page.goto(`${app.url}/dashboard/sign-in`);
     await shot("sign-in");
-    await page.getByLabel("Secret API key").fill(key);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(`${app.url}/dashboard`);
+    // Signed in to both environments, the test one active.
+    for (const k of [liveKey, key]) {
+      await page.goto(`${app.url}/dashboard/sign-in`);
+      await page.getByLabel("Secret API key").fill(k);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.waitForURL(`${app.url}/dashboard`);
+    }
     await shot("overview");
     await shot("subjects", "/dashboard/subjects");
     const subjects = (await call("GET", "/subjects?limit=10")).subjects;
@@ -114,6 +153,7 @@ async function main(): Promise<void> {
     const drafts = (await call("GET", `/invoices?subject_id=${subjects[0].id}`)).invoices.filter((x: Json) => x.status === "draft");
     if (drafts[0]) await shot("invoice", `/dashboard/invoices/${drafts[0].id}`);
     await shot("events", "/dashboard/events");
+    await shot("events-rejected", "/dashboard/events?show=rejected");
     await shot("change-preview", `/dashboard/subscriptions/${subs[0].id}/change?rate_card_id=${subs[0].rate_card_id === team.id ? starter.id : team.id}&behavior=prorate`);
     await shot("catalog", "/dashboard/catalog");
     await shot("clock", `/dashboard/clocks/${clock.id}`);

@@ -161,6 +161,7 @@ export function buildServices(
   const ingest = new IngestService(usageStore, now, {
     maxInFlightPerEnvironment: ingestCommitsInFlight,
     outcomes: metrics && ((a, d, r) => metrics.countEvents(a, d, r)),
+    rejectedNotStored: (err) => log?.warn("rejected usage events not kept for the dashboard", { err }),
     committed:
       metrics || debug
         ? (environment, events, requests, ms) => {

@@ -1,7 +1,8 @@
 /**
  * Operator dashboard sessions (issue 19): a secret key of an environment is exchanged for a
  * session, whose random token lives only in the operator's cookie (the store keeps its SHA-256).
- * A session sees exactly the environment of its key; it ends at its expiry, at sign-out, or as
+ * A session sees exactly the environment of its key; a browser may hold one session per
+ * environment it signed in to (the switcher), each acting for its own environment only; it ends at its expiry, at sign-out, or as
  * soon as its key is revoked. Each session has its own CSRF token, which every form posts back.
  */
 import { timingSafeEqual } from "node:crypto";
@@ -31,11 +32,16 @@ export interface OperatorSessionStore {
   insert(s: OperatorSession, tokenHash: string): Promise<void>;
   /** The session with this token hash, its environment and whether its key is revoked (undefined: none). */
   get(tokenHash: string): Promise<(OpenOperatorSession & { keyRevoked: boolean }) | undefined>;
+  /** The sessions with these token hashes (those that exist, in any order), each with its hash. */
+  getMany(tokenHashes: string[]): Promise<(OpenOperatorSession & { keyRevoked: boolean; tokenHash: string })[]>;
   /** Deletes the session with this token hash; false when there was none. */
   delete(tokenHash: string): Promise<boolean>;
   /** Deletes sessions that expired before `now` (at most `limit`); how many. */
   deleteExpired(now: Date, limit: number): Promise<number>;
 }
+
+/** The most environments one browser holds sign-ins for at once (the switcher's). */
+export const MAX_BROWSER_SESSIONS = 10;
 
 export type SignIn = { ok: true; token: string; open: OpenOperatorSession } | { ok: false; message: string };
 
@@ -85,6 +91,24 @@ export class OperatorSessions {
     const found = await this.store.get(hashKey(token));
     if (!found || found.keyRevoked || found.session.expiresAt.getTime() <= this.now().getTime()) return undefined;
     return { session: found.session, environment: found.environment, keyPrefix: found.keyPrefix };
+  }
+
+  /**
+   * The open sessions of a browser's tokens (one per environment it signed in to), in the
+   * tokens' order; unknown, expired and revoked ones are left out. At most MAX_BROWSER_SESSIONS.
+   */
+  async openAll(tokens: readonly string[]): Promise<{ token: string; open: OpenOperatorSession }[]> {
+    const valid = [...new Set(tokens.filter((t) => /^[0-9A-Za-z]{43}$/.test(t)))].slice(0, MAX_BROWSER_SESSIONS);
+    if (valid.length === 0) return [];
+    const found = new Map((await this.store.getMany(valid.map(hashKey))).map((f) => [f.tokenHash, f]));
+    const now = this.now().getTime();
+    const out: { token: string; open: OpenOperatorSession }[] = [];
+    for (const token of valid) {
+      const f = found.get(hashKey(token));
+      if (!f || f.keyRevoked || f.session.expiresAt.getTime() <= now) continue;
+      out.push({ token, open: { session: f.session, environment: f.environment, keyPrefix: f.keyPrefix } });
+    }
+    return out;
   }
 
   /** Ends the session of this token (sign-out): it no longer opens, whoever holds the cookie. */

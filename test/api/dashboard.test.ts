@@ -3,7 +3,9 @@
  * publishable, revoked or unknown key is refused), the session cookie's attributes, CSRF refusal
  * on every form (sign-in included), a key of one environment never seeing another's subject,
  * invoice, subscription or clock (404), sign-out ending the session on the server (the old cookie
- * no longer opens anything), and expiry.
+ * no longer opens anything), and expiry. Also: rejected usage events with their reasons, the
+ * webhook endpoints needing attention, and the environment switcher (a browser signed in to
+ * several environments acts for the active one only).
  */
 import test from "ava";
 import { STORES } from "../helpers/db.js";
@@ -12,6 +14,8 @@ import { type TestServer, startTestServer, useServer } from "../helpers/server.j
 import { keyPrefix } from "../../src/billing/keys.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { SqlAuthStore } from "../../src/db/stores/auth-store.js";
+import { rest } from "../helpers/clients.js";
+import { startReceiver } from "../helpers/receiver.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
 
@@ -176,6 +180,87 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${subscriptionId}`)).status, "active");
   });
 
+  test.serial(`${store}: rejected usage events are kept with their reasons and shown newest first; another environment sees none`, async (t) => {
+    const { scenario: s } = await scenario();
+    const b = browser(server);
+    await signIn(b, s.key);
+    t.regex(await (await b.get("/dashboard/events?show=rejected")).text(), /No rejected events\./);
+    const batch = await s.call("POST", "/usage-events/batch", {
+      events: [
+        { idempotency_key: "rej-ok-1", subject_id: s.subjectId, event_name: "page_view", data: {} },
+        { idempotency_key: "rej-nobody", subject_id: "<i>nobody</i>", event_name: "page_view", data: {}, timestamp: "2026-01-14T10:00:00Z" },
+        { idempotency_key: "", subject_id: s.subjectId, event_name: "page_view", data: {} },
+      ],
+    });
+    t.deepEqual(
+      batch.results.map((r: { status: string }) => r.status),
+      ["accepted", "rejected", "rejected"],
+    );
+    // A single event refused with 400/404 is kept too.
+    t.is((await s.raw("POST", "/usage-events", { idempotency_key: "rej-single", subject_id: "ghost", event_name: "x".repeat(300), data: {} })).status, 400);
+    const page = await b.get("/dashboard/events?show=rejected");
+    t.is(page.status, 200);
+    const html = await page.text();
+    const rows = [...html.matchAll(/<tr><td>(.*?)<\/tr>/g)].map((m) => m[1] as string);
+    t.is(rows.length, 3, "three rejected events");
+    t.regex(rows[0] as string, /INVALID_FIELD.*event_name: must have at most 255 characters.*>event_name<.*ghost.*x{254}…/, "newest first; the name as sent, cut");
+    t.regex(rows[1] as string, /INVALID_FIELD.*events\[2\]\.idempotency_key: is required.*events\[2\]\.idempotency_key/);
+    t.regex(
+      rows[2] as string,
+      /SUBJECT_NOT_FOUND.*events\[1\]\.subject_id: subject &quot;&lt;i&gt;nobody&lt;\/i&gt;&quot; not found.*events\[1\]\.subject_id.*&lt;i&gt;nobody&lt;\/i&gt;.*rej-nobody.*2026-01-14T10:00:00\.000Z/,
+    );
+    t.false(html.includes("<i>nobody</i>"), "escaped");
+    t.regex(await (await b.get("/dashboard/events")).text(), /rej-ok-1/, "the accepted one is on the accepted tab");
+    const other = browser(server);
+    await signIn(other, await server.freshKey("test"));
+    t.regex(await (await other.get("/dashboard/events?show=rejected")).text(), /No rejected events\./);
+  });
+
+  test.serial(`${store}: the overview lists webhook endpoints needing attention (failing, with the last error), not healthy ones; the endpoint's page shows its deliveries`, async (t) => {
+    const fast = await startTestServer(store, { WEBHOOK_ALLOW_PRIVATE_HOSTS: "true", WEBHOOK_DELIVERY_INTERVAL_MS: "50", WEBHOOK_RETRY_BASE_MS: "100", WEBHOOK_RETRY_WINDOW_SECONDS: "1" });
+    const broken = await startReceiver();
+    const healthy = await startReceiver();
+    try {
+      broken.answer = () => 503;
+      const key = await fast.freshKey("test");
+      const b = browser(fast);
+      await signIn(b, key);
+      t.regex(await (await b.get("/dashboard")).text(), /None: every webhook endpoint is delivering\./);
+      const bad = (await rest(fast.url, "POST", "/webhook-endpoints", key, { url: `${broken.url}/hooks?x=<b>` })).body;
+      const good = (await rest(fast.url, "POST", "/webhook-endpoints", key, { url: `${healthy.url}/fine` })).body;
+      await rest(fast.url, "POST", "/subjects", key, { name: "A" });
+      for (let i = 0; ; i++) {
+        const ep = (await rest(fast.url, "GET", `/webhook-endpoints/${bad.id}`, key)).body;
+        if (ep.failing_since) break;
+        if (i > 200) throw new Error("the endpoint never failed");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await healthy.until((l) => l.length >= 1);
+      const html = await (await b.get("/dashboard")).text();
+      const section = html.slice(html.indexOf('id="h-webhooks"'), html.indexOf('id="h-active"'));
+      t.true(section.includes(`href="/dashboard/webhooks/${bad.id}"`), "linked to the endpoint's page");
+      t.true(section.includes("/hooks?x=&lt;b&gt;"), "the URL, escaped");
+      t.regex(section, /<span class="badge void">failing<\/span>/);
+      t.regex(section, /HTTP 503/, "the last error");
+      t.regex(section, /<td class="n">1<\/td><td>/, "one delivery failed in the last 24 hours");
+      t.false(section.includes(good.id) || section.includes("/fine"), "a healthy endpoint is not listed");
+      const page = await b.get(`/dashboard/webhooks/${bad.id}`);
+      t.is(page.status, 200);
+      const detail = await page.text();
+      t.regex(detail, /subject\.created/);
+      t.regex(detail, /<span class="badge failed">failed<\/span>/);
+      t.regex(await (await b.get(`/dashboard/webhooks/${bad.id}?status=succeeded`)).text(), /No deliveries\./);
+      const other = browser(fast);
+      await signIn(other, await fast.freshKey("test"));
+      t.is((await other.get(`/dashboard/webhooks/${bad.id}`)).status, 404, "another environment's endpoint");
+      t.regex(await (await other.get("/dashboard")).text(), /None: every webhook endpoint is delivering\./);
+    } finally {
+      await broken.close();
+      await healthy.close();
+      await fast.stop();
+    }
+  });
+
   test.serial(`${store}: the pages act through the use cases: void an open invoice, cancel, advance a clock`, async (t) => {
     const { scenario: s, invoiceId, subscriptionId } = await scenario();
     const b = browser(server);
@@ -247,6 +332,72 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${sub.id}`)).rate_card_id, business);
     const last = (await s.invoices()).at(-1);
     t.is(last.total_amount.value, "2100");
+  });
+
+  test.serial(`${store}: the switcher: signing in to another environment adds it; each request acts for the active one only; a revoked key's environment drops out; sign-out ends all`, async (t) => {
+    const { scenario: s, invoiceId, subscriptionId } = await scenario();
+    const liveKey = await server.freshKey("live");
+    const before = await s.call("GET", `/subscriptions/${subscriptionId}`);
+    const b = browser(server);
+    await signIn(b, s.key);
+    const first = await (await b.get("/dashboard")).text();
+    t.false(first.includes('action="/dashboard/switch"'), "one environment: no switcher");
+    await signIn(b, liveKey);
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 2, "the cookie holds both sign-ins");
+    const html = await (await b.get("/dashboard")).text();
+    const options = [...html.matchAll(/<option value="(env_\w+)"( selected)?>([^<]+)<\/option>/g)].map((m) => ({ id: m[1] as string, selected: m[2] !== undefined, label: m[3] as string }));
+    t.is(options.length, 2);
+    t.true(options[0]?.selected, "the newest sign-in is active");
+    t.regex(options[0]?.label as string, /\(live\)$/);
+    t.regex(options[1]?.label as string, /\(test\)$/);
+    t.regex(html, /<span class="badge">live<\/span>/);
+    const [live, test_] = options as unknown as [{ id: string }, { id: string }];
+    // The live environment is active: the test environment's records are 404, even signed in to it.
+    for (const path of [`/dashboard/subjects/${s.subjectId}`, `/dashboard/invoices/${invoiceId}`, `/dashboard/subscriptions/${subscriptionId}`, `/dashboard/clocks/${s.clockId}`]) {
+      t.is((await b.get(path)).status, 404, path);
+    }
+    const liveCsrf = csrfOf(html);
+    t.is((await b.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf: liveCsrf, when: "now" })).status, 404);
+    // Switching needs the active session's CSRF token, and an environment the browser signed in to.
+    t.is((await b.post("/dashboard/switch", { environment_id: test_.id })).status, 403);
+    t.is((await b.post("/dashboard/switch", { csrf: "x".repeat(43), environment_id: test_.id })).status, 403);
+    t.is((await b.post("/dashboard/switch", { csrf: liveCsrf, environment_id: "env_notmine" })).status, 404);
+    const sw = await b.post("/dashboard/switch", { csrf: liveCsrf, environment_id: test_.id });
+    t.is(sw.status, 303);
+    t.is((await b.get(`/dashboard/subjects/${s.subjectId}`)).status, 200, "now the test environment's");
+    const testHtml = await (await b.get("/dashboard")).text();
+    t.regex(testHtml, new RegExp(`<option value="${test_.id}" selected>`));
+    t.is((await b.post(`/dashboard/subscriptions/${subscriptionId}/cancel`, { csrf: liveCsrf, when: "now" })).status, 403, "the other environment's CSRF token is refused");
+    t.deepEqual(await s.call("GET", `/subscriptions/${subscriptionId}`), before, "nothing changed");
+    // Signing in again to an environment replaces its sign-in (still two).
+    await signIn(b, s.key);
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 2);
+    // The live key is revoked: its environment drops out of the switcher.
+    const db = await createDatabase(server.db.url, { poolSize: 1 });
+    await db.dataSource.initialize();
+    try {
+      const auth = new SqlAuthStore(db.sql, db.entities);
+      const record = (await auth.listKeys()).find((k) => k.prefix === keyPrefix(liveKey) && k.revokedAt === null);
+      t.true(await auth.revokeKey((record as { id: string }).id, new Date()));
+    } finally {
+      await db.dataSource.destroy();
+    }
+    const dropped = await b.get("/dashboard/subjects");
+    t.is(dropped.status, 303, "the cookie is rewritten without it");
+    t.is(dropped.headers.get("location"), "/dashboard/subjects");
+    t.is((b.cookies.get("billing_dashboard") as string).split(".").length, 1);
+    const after = await (await b.get("/dashboard")).text();
+    t.false(after.includes(live.id), "the live environment is gone");
+    t.regex(after, /Environment: /);
+    // Sign-out ends every sign-in of the browser.
+    const tokens = (b.cookies.get("billing_dashboard") as string).split(".");
+    await signIn(b, await server.freshKey("test"));
+    const all = [...tokens, ...(b.cookies.get("billing_dashboard") as string).split(".")];
+    t.is((await b.post("/dashboard/sign-out", { csrf: csrfOf(await (await b.get("/dashboard")).text()) })).status, 303);
+    for (const token of new Set(all)) {
+      const replay = await fetch(`${server.url}/dashboard`, { headers: { cookie: `billing_dashboard=${token}` }, redirect: "manual" });
+      t.is(replay.headers.get("location"), "/dashboard/sign-in");
+    }
   });
 
   test.serial(`${store}: signing out ends the session on the server; the old cookie opens nothing`, async (t) => {

@@ -3,7 +3,8 @@
  * JavaScript off (the pages have none): an operator signs in with a secret key, walks every page
  * (overview, subjects, a subject, events, catalog, clocks, invoices, an invoice, subscriptions),
  * advances a test clock past a cycle end (a draft invoice appears), finalizes that draft,
- * cancels the subscription, and signs out; after that the dashboard sends them to the sign-in
+ * cancels the subscription, reads the rejected events with their reasons, signs in to a second
+ * environment and switches back with the switcher, and signs out; after that the dashboard sends them to the sign-in
  * page. Also: the pages read on a phone without sideways scrolling of the page itself, and the
  * charts carry accessible labels. Screenshots go to TEST_ARTIFACTS_DIR.
  */
@@ -45,6 +46,8 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
       ["2026-01-14T12:00:00Z", "1"],
     ]);
     await s.events([["2026-01-15T00:00:00Z", "550"]]);
+    // And an event refused: its subject does not exist.
+    t.is((await s.raw("POST", "/usage-events", { idempotency_key: "lost-1", subject_id: "cus_unknown", event_name: "usage", data: { n: "3" } })).status, 404);
 
     const page = await browser.newPage({ javaScriptEnabled: false, viewport: { width: 1280, height: 900 } });
     const shot = async (name: string) => {
@@ -90,6 +93,11 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
     await page.waitForURL(`${server.url}/dashboard/events`);
     t.regex(await main(), /e2\s+\{"n":"550"\}/);
     await shot("events");
+    // The rejected ones, with their reasons.
+    await page.getByRole("navigation", { name: "Which events" }).getByRole("link", { name: "Rejected" }).click();
+    await page.waitForURL(`${server.url}/dashboard/events?show=rejected`);
+    t.regex(await main(), /SUBJECT_NOT_FOUND\s+subject_id: subject "cus_unknown" not found\s+subject_id\s+cus_unknown\s+usage\s+lost-1/);
+    await shot("events-rejected");
 
     // Catalog: the card's rates and prices.
     await page.getByRole("link", { name: "Catalog" }).click();
@@ -142,6 +150,26 @@ test("an operator signs in, walks every page, advances a clock, finalizes a draf
     await page.waitForURL(/\?done=cancelled$/);
     t.regex(await page.getByRole("status").innerText(), /was cancelled/);
     t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, "cancelled");
+
+    // Another environment (live): signing in adds it; the switcher lists both and switches back.
+    await page.getByRole("link", { name: "add an environment" }).click();
+    await page.getByLabel("Secret API key").fill(server.keys.b);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${server.url}/dashboard`);
+    t.regex(await page.getByLabel("Environment", { exact: true }).innerText(), /env-b live/);
+    const envs = page.getByLabel("Switch environment");
+    t.deepEqual(
+      (await envs.locator("option").allInnerTexts()).map((x) => x.replace(/^env_\w+/, "env_…")),
+      ["env-b (live)", "env_… (test)"],
+    );
+    await page.goto(`${server.url}/dashboard/subscriptions/${sub.id}`);
+    t.is(await page.locator("h1").innerText(), "Not found", "the test environment's subscription, with the live one active");
+    await page.getByLabel("Switch environment").selectOption({ index: 1 });
+    await page.getByRole("button", { name: "Switch" }).click();
+    await page.waitForURL(`${server.url}/dashboard`);
+    t.regex(await page.getByLabel("Environment", { exact: true }).innerText(), /test/);
+    await page.goto(`${server.url}/dashboard/subscriptions/${sub.id}`);
+    t.regex(await page.locator("h1").innerText(), new RegExp(sub.id));
 
     // On a phone: the page itself never scrolls sideways (wide tables scroll in their box).
     await page.setViewportSize({ width: 375, height: 800 });

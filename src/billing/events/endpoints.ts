@@ -8,7 +8,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { EVENT_TYPES, type EventType, isEventType } from "./types.js";
-import type { Delivery, DeliveryAttempt, DeliveryStatus, EndpointStatus, WebhookEndpoint, WebhookStore } from "./webhooks.js";
+import type { Delivery, DeliveryAttempt, DeliveryStatus, EndpointAttention, EndpointStatus, WebhookEndpoint, WebhookStore } from "./webhooks.js";
 
 export const MAX_URL = 2000;
 export const MAX_ENDPOINTS_PER_ENVIRONMENT = 100;
@@ -98,6 +98,11 @@ export class WebhookEndpoints {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     return this.store.listEndpoints(caller.environmentId, page);
+  }
+
+  /** Endpoints failing, retrying deliveries, or with a delivery failed in the last `hours` hours (the dashboard's overview). */
+  async needingAttention(caller: Caller, hours = 24): Promise<EndpointAttention[]> {
+    return this.store.endpointsNeedingAttention(caller.environmentId, new Date(this.now().getTime() - hours * 3_600_000));
   }
 
   async update(caller: Caller, id: string, input: EndpointInput): Promise<WebhookEndpoint> {

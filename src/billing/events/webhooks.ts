@@ -75,12 +75,28 @@ export interface AttemptOutcome {
   nextAttemptAt: Date | null;
 }
 
+/** An endpoint needing the operator's attention (the dashboard's overview), and why. */
+export interface EndpointAttention {
+  endpoint: WebhookEndpoint;
+  /** Deliveries attempted and failed that will be tried again (at most 1,000 counted). */
+  retrying: number;
+  /** Deliveries that ran out of retries since the time asked about (at most 1,000 counted). */
+  failedRecently: number;
+  /** The endpoint's latest failed attempt. */
+  lastError: { at: Date; statusCode: number | null; error: string | null } | null;
+}
+
 export type ReplayTarget = { eventId: string } | { failedSince: Date };
 
 export interface WebhookStore {
   insertEndpoint(e: WebhookEndpoint): Promise<void>;
   getEndpoint(environmentId: string, id: string): Promise<WebhookEndpoint | undefined>;
   listEndpoints(environmentId: string, page: Page): Promise<PageResult<WebhookEndpoint>>;
+  /**
+   * The environment's endpoints that are failing (a delivery ran out of retries and none has
+   * succeeded since), have deliveries being retried, or had a delivery fail since `since`.
+   */
+  endpointsNeedingAttention(environmentId: string, since: Date): Promise<EndpointAttention[]>;
   updateEndpoint(e: WebhookEndpoint): Promise<void>;
   /** Soft-deletes it; its pending deliveries are dropped. False when there is none. */
   deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean>;

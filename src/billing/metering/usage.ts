@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import type { PricingMetricService } from "../catalog/metrics.js";
 import type { AggregationType, PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
-import { type BillingError, Violations } from "../errors.js";
+import { type BillingError, InvalidArgumentError, Violations } from "../errors.js";
 import { type Decimal, dec } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
@@ -54,7 +54,56 @@ export interface StoredEvent {
   data: Record<string, unknown>;
 }
 
+/** A usage event an ingest call rejected, as the operator reads it: what was sent (cut short) and why. */
+export interface RejectedEvent {
+  receivedAt: Date;
+  idempotencyKey: string;
+  subjectId: string;
+  eventName: string;
+  /** The timestamp as sent (ISO 8601), null when left out or unreadable. */
+  timestamp: string | null;
+  /** The error's reason code (INVALID_FIELD, SUBJECT_NOT_FOUND, IDEMPOTENCY_KEY_REUSED, …). */
+  reason: string;
+  message: string;
+  /** The field path(s) named by the error ("events[3].data.tokens"), null when it names none. */
+  field: string | null;
+}
+
+/** The newest rejected events an environment keeps (older ones are pruned as new ones come). */
+export const REJECTED_KEPT = 10_000;
+
+/** Cuts a text to `n` characters (code points, so no surrogate pair is split). */
+function cut(s: string, n: number): string {
+  if (s.length <= n) return s;
+  const chars = Array.from(s);
+  return chars.length <= n ? s : `${chars.slice(0, n - 1).join("")}…`;
+}
+
+/** What the dashboard keeps of a rejected event: the fields as sent, cut to the store's lengths. */
+export function rejectedEvent(input: UsageEventInput, error: BillingError, receivedAt: Date): RejectedEvent {
+  const violations = error instanceof InvalidArgumentError ? error.violations : [];
+  const named = violations.length > 0 ? [...new Set(violations.map((v) => v.field))].join(", ") : (/^([A-Za-z0-9_.[\]]+): /.exec(error.message)?.[1] ?? "");
+  const t = input.timestamp;
+  return {
+    receivedAt,
+    idempotencyKey: cut(input.idempotencyKey, 255),
+    subjectId: cut(input.subjectId, 255),
+    eventName: cut(input.eventName, 255),
+    timestamp: t && !Number.isNaN(t.getTime()) ? cut(t.toISOString(), 64) : null,
+    reason: cut(error.reason, 64),
+    message: cut(error.message, 1000),
+    field: named === "" ? null : cut(named, 255),
+  };
+}
+
 export interface UsageStore {
+  /**
+   * Stores rejected events of one ingest call (one multi-row insert), and now and then prunes the
+   * environment's beyond its newest `keep`.
+   */
+  recordRejected(environmentId: string, events: RejectedEvent[], keep: number): Promise<void>;
+  /** The environment's rejected events, newest first. */
+  rejectedEvents(environmentId: string, page: Page): Promise<PageResult<RejectedEvent>>;
   /** Events accepted per hour of arrival in [from, to) (hours without any left out). */
   ingestedPerHour(environmentId: string, from: Date, to: Date): Promise<{ hour: Date; accepted: number }[]>;
   /** The environment's stored events, newest first (the operator dashboard). */
@@ -89,6 +138,8 @@ export interface IngestOptions {
   maxInFlightPerEnvironment: number;
   /** Told of each ingest call's outcomes (the metrics). */
   outcomes?: (accepted: number, duplicate: number, rejected: number) => void;
+  /** Told when rejected events could not be stored (the ingest call answers as usual). */
+  rejectedNotStored?: (err: unknown) => void;
   /** Told of each group commit: its environment, events, the calls sharing it and its duration (ms). */
   committed?: (environmentId: string, events: number, requests: number, ms: number) => void;
 }
@@ -122,6 +173,14 @@ export class IngestService {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     return this.store.recentEvents(caller.environmentId, page);
+  }
+
+  /** The environment's rejected events with their reasons, newest first (the dashboard's events page). */
+  async rejectedEvents(caller: Caller, limit?: number, offset?: number): Promise<PageResult<RejectedEvent>> {
+    const v = new Violations();
+    const page = checkPage(limit, offset, v);
+    v.throwIfAny();
+    return this.store.rejectedEvents(caller.environmentId, page);
   }
 
   private batcher(environmentId: string): GroupCommit<PreparedEvent, Outcome> {
@@ -160,6 +219,20 @@ export class IngestService {
       ready.forEach((e, k) => {
         outcomes[e.index] = results[k];
       });
+    }
+    // The rejected ones are kept for the operator (one insert per call); failing to keep them
+    // never fails the call, which has its answer already.
+    const rejected: RejectedEvent[] = [];
+    const receivedAt = this.now();
+    (outcomes as Outcome[]).forEach((o, i) => {
+      if (o.status === "rejected") rejected.push(rejectedEvent(inputs[i] as UsageEventInput, o.error, receivedAt));
+    });
+    if (rejected.length > 0) {
+      try {
+        await this.store.recordRejected(caller.environmentId, rejected, REJECTED_KEPT);
+      } catch (err) {
+        this.options.rejectedNotStored?.(err);
+      }
     }
     if (this.options.outcomes) {
       let accepted = 0;

@@ -42,7 +42,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Environment, ApiKey } = environmentsEntities(dialect, exact);
   const { Subject } = subjectsEntities(dialect, exact);
   const { PricingMetric, RateCard, RateCatalog, Rate, RateCell } = catalogEntities(dialect, exact);
-  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour } = usageEntities(dialect, exact);
+  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent } = usageEntities(dialect, exact);
   const { Subscription } = subscriptionsEntities(dialect, exact);
   const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
@@ -68,6 +68,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     UsageRollup,
     UsageRollupMinute,
     IngestHour,
+    RejectedUsageEvent,
     Subscription,
     Invoice,
     InvoiceLine,

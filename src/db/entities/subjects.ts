@@ -43,7 +43,11 @@ export function subjectsEntities(dialect: Dialect, exact: ExactText) {
       { name: "uq_subjects_id", columns: ["id"] },
       { name: "uq_subjects_env_external_id", columns: ["environment_id", "external_id_key"] },
     ],
-    indices: [{ name: "ix_subjects_env_seq", columns: ["environment_id", "seq"] }],
+    indices: [
+      { name: "ix_subjects_env_seq", columns: ["environment_id", "seq"] },
+      // A page of the live subjects from the index alone (any offset), then only that page's rows.
+      { name: "ix_subjects_env_live_seq", columns: ["environment_id", "deleted_at", "seq"] },
+    ],
   });
 
   return { Subject };

@@ -17,6 +17,20 @@ export interface UsageEventRow {
   created_at: Date;
 }
 
+/** A rejected usage event: its fields as sent (cut to the columns' lengths) and why it was refused. */
+export interface RejectedUsageEventRow {
+  seq?: string;
+  environment_id: string;
+  received_at: Date;
+  idempotency_key: string;
+  subject_id: string;
+  event_name: string;
+  event_time: string | null;
+  reason: string;
+  message: string;
+  field: string | null;
+}
+
 /** Exact hourly totals of one pricing metric for one subject and one combination of its dimensions. */
 export interface UsageRollupRow {
   metric_id: string;
@@ -93,5 +107,24 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
     }),
   });
 
-  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour };
+  /** Usage events an ingest call rejected, with the reason (the dashboard's events page); an environment keeps its newest. */
+  const RejectedUsageEvent = new EntitySchema<RejectedUsageEventRow>({
+    name: "RejectedUsageEvent",
+    tableName: "rejected_usage_events",
+    columns: exact({
+      seq: seqColumn(dialect),
+      environment_id: idColumn(),
+      received_at: timeColumn(),
+      idempotency_key: textColumn(255, false),
+      subject_id: textColumn(255, false),
+      event_name: textColumn(255, false),
+      event_time: textColumn(64),
+      reason: textColumn(64, false),
+      message: textColumn(1000, false),
+      field: textColumn(255),
+    }),
+    indices: [{ name: "ix_rejected_usage_events_env_seq", columns: ["environment_id", "seq"] }],
+  });
+
+  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent };
 }

@@ -138,6 +138,8 @@ export function webhooksEntities(dialect: Dialect, exact: ExactText) {
     indices: [
       { name: "ix_webhook_deliveries_due", columns: ["status", "next_attempt_at"] },
       { name: "ix_webhook_deliveries_endpoint_seq", columns: ["endpoint_id", "seq"] },
+      // The dashboard's endpoints needing attention: their deliveries being retried, or failed lately.
+      { name: "ix_webhook_deliveries_endpoint_status", columns: ["endpoint_id", "status", "updated_at"] },
     ],
   });
 

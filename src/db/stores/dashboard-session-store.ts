@@ -40,20 +40,24 @@ export class SqlDashboardSessionStore implements OperatorSessionStore {
   }
 
   async get(tokenHash: string): Promise<(OpenOperatorSession & { keyRevoked: boolean }) | undefined> {
-    // One round trip on every dashboard request: the session, its key (revoked?) and its environment.
-    const rows: JoinedRow[] = await this.sql.query(
-      "SELECT s.id, s.environment_id, s.key_id, s.csrf_token, s.expires_at, s.created_at, e.name AS env_name, e.mode AS env_mode, k.prefix AS key_prefix, k.revoked_at AS key_revoked_at " +
-        "FROM dashboard_sessions s JOIN api_keys k ON k.id = s.key_id AND k.environment_id = s.environment_id JOIN environments e ON e.id = s.environment_id WHERE s.token_hash = ?",
-      [tokenHash],
+    return (await this.getMany([tokenHash]))[0];
+  }
+
+  async getMany(tokenHashes: string[]): Promise<(OpenOperatorSession & { keyRevoked: boolean; tokenHash: string })[]> {
+    if (tokenHashes.length === 0) return [];
+    // One round trip on every dashboard request: the browser's sessions, their keys (revoked?) and environments.
+    const rows: (JoinedRow & { token_hash: string })[] = await this.sql.query(
+      "SELECT s.id, s.token_hash, s.environment_id, s.key_id, s.csrf_token, s.expires_at, s.created_at, e.name AS env_name, e.mode AS env_mode, k.prefix AS key_prefix, k.revoked_at AS key_revoked_at " +
+        `FROM dashboard_sessions s JOIN api_keys k ON k.id = s.key_id AND k.environment_id = s.environment_id JOIN environments e ON e.id = s.environment_id WHERE s.token_hash IN (${tokenHashes.map(() => "?").join(", ")})`,
+      tokenHashes,
     );
-    const r = rows[0];
-    if (!r) return undefined;
-    return {
+    return rows.map((r) => ({
+      tokenHash: r.token_hash,
       session: { id: r.id, environmentId: r.environment_id, keyId: r.key_id, csrfToken: r.csrf_token, expiresAt: fromDbTime(r.expires_at), createdAt: fromDbTime(r.created_at) },
       environment: { id: r.environment_id, name: r.env_name, mode: r.env_mode as EnvironmentMode },
       keyPrefix: r.key_prefix,
       keyRevoked: r.key_revoked_at !== null && r.key_revoked_at !== undefined,
-    };
+    }));
   }
 
   async delete(tokenHash: string): Promise<boolean> {

@@ -97,8 +97,21 @@ export class SqlSubjectStore implements SubjectStore {
     });
   }
 
-  list(environmentId: string, page: Page): Promise<PageResult<Subject>> {
-    return this.page(environmentId, page);
+  /**
+   * A deferred join: the page's seqs from ix_subjects_env_live_seq alone (an offset skips index
+   * entries, not rows), then only the page's rows. limit and offset are checked integers.
+   */
+  async list(environmentId: string, page: Page): Promise<PageResult<Subject>> {
+    const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
+      "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id " +
+        `FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
+        "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
+      [environmentId],
+    );
+    return toPageResult(
+      rows.map((r) => subjectFromRow({ ...r, metadata: fromJsonText(r.metadata), created_at: fromDbTime(r.created_at) } as SubjectRow)),
+      page,
+    );
   }
 
   search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {

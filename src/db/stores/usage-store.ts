@@ -5,7 +5,7 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
@@ -147,7 +147,13 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
   }
 }
 
+/** Rejected events written for an environment between two prunes of its oldest (recordRejected). */
+const PRUNE_EVERY = 1000;
+
 export class SqlUsageStore implements UsageStore {
+  /** Per environment, rejected events written since this process last pruned its oldest. */
+  private readonly rejectedSincePrune = new Map<string, number>();
+
   constructor(
     private readonly sql: Sql,
     _entities: Entities,
@@ -271,6 +277,64 @@ export class SqlUsageStore implements UsageStore {
       if (acceptedCount > 0) p.defer(ingestHourStatement(this.sql.dialect, environmentId, hourOf(now), acceptedCount));
     }
     return events.map((e) => outcomes.get(e) as Outcome);
+  }
+
+  /**
+   * One INSERT of the call's rejected events (more only past the statement's size); then, once
+   * per 1,000 rejected events written for an environment by this process (and at its first), the
+   * rows beyond the environment's newest `keep` are deleted, 5,000 at most at a time, both over
+   * ix_rejected_usage_events_env_seq.
+   */
+  async recordRejected(environmentId: string, events: RejectedEvent[], keep: number): Promise<void> {
+    const rows = events.map((e) => [environmentId, dbTime(e.receivedAt), e.idempotencyKey, e.subjectId, e.eventName, e.timestamp, e.reason, e.message, e.field]);
+    for (const part of groupBySize(rows, paramsBytes, STATEMENT_BYTES, this.sql.dialect === "mysql" ? CHUNK : SQLITE_CHUNK)) {
+      await this.sql.query(
+        `INSERT INTO rejected_usage_events (environment_id, received_at, idempotency_key, subject_id, event_name, event_time, reason, message, field) VALUES ${placeholders(part.length, 9)}`,
+        part.flat(),
+      );
+    }
+    const since = this.rejectedSincePrune.get(environmentId);
+    const written = (since ?? PRUNE_EVERY) + events.length;
+    if (written < PRUNE_EVERY) {
+      this.rejectedSincePrune.set(environmentId, written);
+      return;
+    }
+    this.rejectedSincePrune.set(environmentId, 0);
+    const edge: { seq: unknown }[] = await this.sql.query(`SELECT seq FROM rejected_usage_events WHERE environment_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ${Number(keep)}`, [environmentId]);
+    const oldest = edge[0];
+    if (!oldest) return;
+    const limit = this.sql.dialect === "mysql" ? " ORDER BY seq LIMIT 5000" : "";
+    await this.sql.query(`DELETE FROM rejected_usage_events WHERE environment_id = ? AND seq <= ?${limit}`, [environmentId, String(oldest.seq)]);
+  }
+
+  /** Over ix_rejected_usage_events_env_seq (environment, seq), newest first. */
+  async rejectedEvents(environmentId: string, page: Page): Promise<PageResult<RejectedEvent>> {
+    const rows: {
+      received_at: unknown;
+      idempotency_key: string;
+      subject_id: string;
+      event_name: string;
+      event_time: string | null;
+      reason: string;
+      message: string;
+      field: string | null;
+    }[] = await this.sql.query(
+      `SELECT received_at, idempotency_key, subject_id, event_name, event_time, reason, message, field FROM rejected_usage_events WHERE environment_id = ? ORDER BY seq DESC LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}`,
+      [environmentId],
+    );
+    return toPageResult(
+      rows.map((r) => ({
+        receivedAt: fromDbTime(r.received_at),
+        idempotencyKey: r.idempotency_key,
+        subjectId: r.subject_id,
+        eventName: r.event_name,
+        timestamp: r.event_time,
+        reason: r.reason,
+        message: r.message,
+        field: r.field,
+      })),
+      page,
+    );
   }
 
   /** The database refused a value (see isRefusedValue), rather than being unreachable or busy. */

@@ -6,7 +6,18 @@ import type { EntityManager } from "typeorm";
 import type { ThresholdStore, ThresholdWrites } from "../../billing/events/thresholds.js";
 import type { EventEncoder, EventType, EventWrites, NewEvent, StoredEvent } from "../../billing/events/types.js";
 import type { Subscription } from "../../billing/subscriptions/types.js";
-import type { AttemptOutcome, ClaimedDelivery, Delivery, DeliveryAttempt, DeliveryStatus, EndpointStatus, ReplayTarget, WebhookEndpoint, WebhookStore } from "../../billing/events/webhooks.js";
+import type {
+  AttemptOutcome,
+  ClaimedDelivery,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  EndpointAttention,
+  EndpointStatus,
+  ReplayTarget,
+  WebhookEndpoint,
+  WebhookStore,
+} from "../../billing/events/webhooks.js";
 import { newId, randomBase62 } from "../../billing/ids.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
@@ -277,6 +288,47 @@ export class SqlWebhookStore implements WebhookStore {
       page.offset,
     ]);
     return toPageResult(rows.map(endpointFromRow), page);
+  }
+
+  /**
+   * The environment's endpoints (at most 100), then two grouped counts over
+   * ix_webhook_deliveries_endpoint_status (endpoint, status, updated_at): deliveries pending after
+   * a failed attempt, and deliveries failed since `since`, each bounded by a LIMIT; then, for the
+   * endpoints needing attention only, their latest failed attempt (ix_webhook_attempts_endpoint_seq).
+   */
+  async endpointsNeedingAttention(environmentId: string, since: Date): Promise<EndpointAttention[]> {
+    const endpoints = (
+      await this.sql.query<EndpointRaw[]>(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE environment_id = ? AND deleted_at IS NULL ORDER BY seq LIMIT 100`, [environmentId])
+    ).map(endpointFromRow);
+    if (endpoints.length === 0) return [];
+    const ids = endpoints.map((e) => e.id);
+    const inList = ids.map(() => "?").join(", ");
+    const counted = async (where: string, params: unknown[]) => {
+      const rows = await this.sql.query<{ endpoint_id: string; n: unknown }[]>(
+        `SELECT endpoint_id, COUNT(*) AS n FROM (SELECT endpoint_id FROM webhook_deliveries WHERE endpoint_id IN (${inList}) AND ${where} LIMIT 1000) d GROUP BY endpoint_id`,
+        [...ids, ...params],
+      );
+      return new Map(rows.map((r) => [r.endpoint_id, Number(r.n)]));
+    };
+    const retrying = await counted("status = 'pending' AND attempts > 0", []);
+    const failed = await counted("status = 'failed' AND updated_at >= ?", [dbTime(since)]);
+    const out: EndpointAttention[] = [];
+    for (const e of endpoints) {
+      const r = retrying.get(e.id) ?? 0;
+      const f = failed.get(e.id) ?? 0;
+      if (e.failingSince === null && r === 0 && f === 0) continue;
+      const [last] = await this.sql.query<{ attempted_at: unknown; status_code: unknown; error: string | null }[]>(
+        "SELECT attempted_at, status_code, error FROM webhook_attempts WHERE endpoint_id = ? AND succeeded = 0 ORDER BY seq DESC LIMIT 1",
+        [e.id],
+      );
+      out.push({
+        endpoint: e,
+        retrying: r,
+        failedRecently: f,
+        lastError: last ? { at: fromDbTime(last.attempted_at), statusCode: last.status_code === null ? null : Number(last.status_code), error: last.error } : null,
+      });
+    }
+    return out;
   }
 
   async updateEndpoint(e: WebhookEndpoint): Promise<void> {

@@ -4,8 +4,10 @@
  * session's environment), never a second data path.
  *
  *   GET  /dashboard/sign-in                    the sign-in form (a secret key of the environment)
- *   POST /dashboard/sign-in                    opens a session: HttpOnly, SameSite=Strict cookie with an expiry
- *   POST /dashboard/sign-out                   ends the session (deleted on the server) and clears the cookie
+ *   POST /dashboard/sign-in                    opens a session: HttpOnly, SameSite=Strict cookie with an expiry; a browser
+ *                                              signed in to other environments keeps them (the switcher), this one active
+ *   POST /dashboard/switch                     environment_id: makes another environment of the browser's the active one
+ *   POST /dashboard/sign-out                   ends the browser's sessions (deleted on the server) and clears the cookie
  *   GET  /dashboard                            overview
  *   GET  /dashboard/subjects[?q=]              subjects, searched
  *   GET  /dashboard/subjects/{id}              a subject: billing state, subscriptions, invoices, usage charts
@@ -17,23 +19,27 @@
  *   GET  /dashboard/invoices[?status=]
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
- *   GET  /dashboard/events                     the newest stored usage events
+ *   GET  /dashboard/events[?show=rejected]     the newest stored usage events, or the newest rejected ones with their reasons
+ *   GET  /dashboard/webhooks/{id}[?status=]     a webhook endpoint and its deliveries (linked from the overview's endpoints needing attention)
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
  *   GET  /dashboard/clocks, /dashboard/clocks/{id}; POST /dashboard/clocks/{id}/advance
  *
  * A GET never changes anything. Every POST carries the session's CSRF token (the sign-in form a
  * token bound to a short-lived pre-session cookie), compared in constant time; without it: 403.
- * Everything a session reads or changes is scoped to its key's environment: another
- * environment's IDs are 404, as on the API. A changing POST answers 303 back to its page.
+ * The cookie holds one session token per environment the browser signed in to (at most
+ * MAX_BROWSER_SESSIONS), the active one first; a request acts for the active environment only
+ * (its caller, its CSRF token): another environment's IDs are 404, as on the API, even one the
+ * browser is signed in to, until it is switched to. A changing POST answers 303 back to its page.
  */
 import type { PricingMetricService } from "../../billing/catalog/metrics.js";
 import type { RateCardService } from "../../billing/catalog/rate-cards.js";
+import type { WebhookEndpoints } from "../../billing/events/endpoints.js";
 import type { Price, RateCard, UsageRate } from "../../billing/catalog/types.js";
 import { BillingError, InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import { randomBase62 } from "../../billing/ids.js";
-import type { IngestService, SummaryService } from "../../billing/metering/usage.js";
+import { type IngestService, REJECTED_KEPT, type SummaryService } from "../../billing/metering/usage.js";
 import { displayMoney } from "../../billing/money.js";
-import { type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
+import { MAX_BROWSER_SESSIONS, type OpenOperatorSession, OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
 import type { SubjectService } from "../../billing/subjects.js";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
@@ -44,7 +50,7 @@ import type { Invoice, Subscription } from "../../billing/subscriptions/types.js
 import type { Caller } from "../../billing/tenancy.js";
 import type { Logger } from "../../log.js";
 import { type Req, type Res, esc, readForm, servePages } from "../pages.js";
-import { badge, barChart, csrfField, dashPage, day, minute, pager, table } from "./layout.js";
+import { type DashSession, badge, barChart, csrfField, dashPage, day, minute, pager, table } from "./layout.js";
 
 export interface DashboardServices {
   subjects: SubjectService;
@@ -57,6 +63,7 @@ export interface DashboardServices {
   metrics: PricingMetricService;
   summaries: SummaryService;
   ingest: IngestService;
+  webhookEndpoints: WebhookEndpoints;
 }
 
 export const SESSION_COOKIE = "billing_dashboard";
@@ -176,7 +183,7 @@ export function createDashboard(sessions: OperatorSessions, s: DashboardServices
       status,
       "Sign in",
       `<div class="signin card"><h1>Billing dashboard</h1>
-<p>Sign in with a <strong>secret API key</strong> of the environment you operate. The dashboard sees that environment only.</p>
+<p>Sign in with a <strong>secret API key</strong> of the environment you operate. The dashboard shows one environment at a time; signing in with a key of another environment adds it to the switcher at the top.</p>
 ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <form method="post" action="/dashboard/sign-in">${csrfField(token)}
 <label for="api_key">Secret API key</label>
@@ -190,12 +197,13 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
   }
 
   async function overview(res: Res, open: OpenOperatorSession, c: Caller): Promise<void> {
-    const [active, drafts, unpaid, failing, revenue] = await Promise.all([
+    const [active, drafts, unpaid, failing, revenue, endpoints] = await Promise.all([
       s.subscriptions.listAll(c, { status: "active", rateCardId: "" }, 10),
       s.invoices.listAll(c, "draft", 10),
       s.invoices.listAll(c, "open", 10),
       s.subscriptions.listFailing(c, 10),
       s.invoices.revenueByMonth(c, new Date()),
+      s.webhookEndpoints.needingAttention(c, 24),
     ]);
     const hours = await s.ingest.ingestedPerHour(c, 7 * 24);
     const ingested = hours.reduce((n, h) => n + h.accepted, 0);
@@ -217,9 +225,19 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
     const failingRows = failing.items.map((x) => [
       subLink(x.id),
       subjectLink(x.subjectId),
-      `<span class="error">${esc(x.billingFailure?.message ?? "")}</span>`,
+      `<span class="err">${esc(x.billingFailure?.message ?? "")}</span>`,
       String(x.billingFailure?.attempts ?? 0),
       x.billingFailure ? minute(x.billingFailure.retryAt) : "",
+    ]);
+    const endpointRows = endpoints.map((x) => [
+      `<a class="mono" href="/dashboard/webhooks/${esc(x.endpoint.id)}">${esc(x.endpoint.url)}</a>`,
+      `${badge(x.endpoint.status)}${x.endpoint.failingSince ? ' <span class="badge void">failing</span>' : ""}`,
+      x.endpoint.failingSince ? minute(x.endpoint.failingSince) : "",
+      String(x.retrying),
+      String(x.failedRecently),
+      x.lastError
+        ? `<span class="err">${esc(x.lastError.error ?? (x.lastError.statusCode !== null ? `HTTP ${x.lastError.statusCode}` : "failed"))}</span> <span class="muted">${minute(x.lastError.at)}</span>`
+        : "",
     ]);
     dashPage(
       res,
@@ -230,6 +248,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <p class="muted">Revenue: invoices finalized in the month (UTC), void ones left out.</p>
 <section aria-labelledby="h-ingest" class="card"><h2 id="h-ingest" style="margin-top:0">Events ingested per hour, last 7 days <span class="muted">(${ingested} accepted, UTC)</span></h2>${chart}</section>
 <section aria-labelledby="h-failing"><h2 id="h-failing">Subscriptions needing attention</h2>${table("Subscriptions whose billing cycle could not be closed", ["Subscription", "Subject", "Error", "#Attempts", "Next retry"], failingRows, "None: every billing cycle closed.")}${more(failing, "/dashboard/subscriptions")}</section>
+<section aria-labelledby="h-webhooks"><h2 id="h-webhooks">Webhook endpoints needing attention</h2>${table("Webhook endpoints failing, retrying deliveries, or with deliveries failed in the last 24 hours", ["Endpoint", "Status", "Failing since", "#Retrying", "#Failed (24 h)", "Last error"], endpointRows, "None: every webhook endpoint is delivering.")}</section>
 <section aria-labelledby="h-active"><h2 id="h-active">Active subscriptions (newest)</h2>${table("Active subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(active.items, await cardNames(c, active.items)), "No active subscriptions.")}${more(active, "/dashboard/subscriptions?status=active")}</section>
 <section aria-labelledby="h-drafts"><h2 id="h-drafts">Draft invoices</h2>${table("Draft invoices", INVOICE_HEAD, invoiceRows(drafts.items), "No drafts waiting.")}${more(drafts, "/dashboard/invoices?status=draft")}</section>
 <section aria-labelledby="h-open"><h2 id="h-open">Open invoices (unpaid)</h2>${table("Open invoices", INVOICE_HEAD, invoiceRows(unpaid.items), "No open invoices.")}${more(unpaid, "/dashboard/invoices?status=open")}</section>`,
@@ -496,6 +515,31 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
 
   async function eventsPage(res: Res, open: OpenOperatorSession, c: Caller, q: URLSearchParams): Promise<void> {
     const offset = offsetOf(q);
+    const rejectedTab = q.get("show") === "rejected";
+    const tabs = `<nav aria-label="Which events" class="filters"><a href="/dashboard/events"${rejectedTab ? "" : ' aria-current="page"'}>Accepted</a><a href="/dashboard/events?show=rejected"${rejectedTab ? ' aria-current="page"' : ""}>Rejected</a></nav>`;
+    if (rejectedTab) {
+      const result = await s.ingest.rejectedEvents(c, PAGE, offset);
+      const rows = result.items.map((e) => [
+        minute(e.receivedAt),
+        `<span class="mono">${esc(e.reason)}</span>`,
+        `<span class="err">${esc(e.message)}</span>`,
+        `<span class="mono">${esc(e.field ?? "")}</span>`,
+        `<span class="mono">${esc(e.subjectId)}</span>`,
+        `<span class="mono">${esc(e.eventName)}</span>`,
+        `<span class="mono">${esc(e.idempotencyKey)}</span>`,
+        e.timestamp ? `<span class="mono">${esc(e.timestamp)}</span>` : '<span class="muted">none</span>',
+      ]);
+      return dashPage(
+        res,
+        200,
+        "Rejected events",
+        `<h1>Usage events</h1>${tabs}${table("Rejected usage events, newest first", ["Received", "Reason", "Message", "Field", "Subject (as sent)", "Name", "Idempotency key", "Timestamp"], rows, "No rejected events.")}
+${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
+<p class="muted">Events an ingest call refused, with the reason it answered; nothing of them was stored as usage. The fields are as sent, cut to 255 characters; the environment keeps its newest ${REJECTED_KEPT.toLocaleString("en-US")}.</p>`,
+        open,
+        "/dashboard/events",
+      );
+    }
     const result = await s.ingest.recentEvents(c, PAGE, offset);
     const rows = result.items.map((e) => {
       const data = JSON.stringify(e.data);
@@ -513,11 +557,42 @@ ${pager("/dashboard/catalog", q, offset, PAGE, cards.hasMore)}</section>
       res,
       200,
       "Events",
-      `<h1>Usage events</h1>${table("Stored usage events, newest first", ["Event", "Occurred", "Subject", "Name", "Idempotency key", "Data", "Received"], rows, "No events yet.")}
+      `<h1>Usage events</h1>${tabs}${table("Stored usage events, newest first", ["Event", "Occurred", "Subject", "Name", "Idempotency key", "Data", "Received"], rows, "No events yet.")}
 ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
-<p class="muted">Accepted events only: a rejected event is not stored; the ingest call's answer names it with its reason, and the server's metrics count it.</p>`,
+<p class="muted">Accepted events. The ones an ingest call refused are under <a href="/dashboard/events?show=rejected">Rejected</a>, with their reasons.</p>`,
       open,
       "/dashboard/events",
+    );
+  }
+
+  async function webhookPage(res: Res, open: OpenOperatorSession, c: Caller, id: string, q: URLSearchParams): Promise<void> {
+    const offset = offsetOf(q);
+    const status = q.get("status") ?? "";
+    const e = await s.webhookEndpoints.get(c, id);
+    const deliveries = await s.webhookEndpoints.deliveries(c, e.id, { status, eventId: "" }, PAGE, offset);
+    const rows = deliveries.items.map((d) => [
+      `<span class="mono">${esc(d.id)}</span>`,
+      `<span class="mono">${esc(d.eventType)}</span> <span class="muted mono">${esc(d.eventId)}</span>`,
+      badge(d.status),
+      String(d.attempts),
+      d.lastAttemptAt ? minute(d.lastAttemptAt) : "",
+      d.lastError || d.lastStatusCode !== null ? `<span class="err">${esc(d.lastError ?? `HTTP ${d.lastStatusCode}`)}</span>` : "",
+      d.status === "pending" && d.nextAttemptAt ? minute(d.nextAttemptAt) : "",
+    ]);
+    const options = ["", "pending", "succeeded", "failed"].map((x) => `<option value="${x}"${x === status ? " selected" : ""}>${x || "any"}</option>`).join("");
+    dashPage(
+      res,
+      200,
+      "Webhook endpoint",
+      `<h1>Webhook endpoint</h1>
+<div class="card"><dl><dt>URL</dt><dd class="mono">${esc(e.url)}</dd><dt>ID</dt><dd class="mono">${esc(e.id)}</dd><dt>Status</dt><dd>${badge(e.status)}</dd>
+<dt>Failing since</dt><dd>${e.failingSince ? `<span class="error">${minute(e.failingSince)}</span>` : "not failing"}</dd>
+<dt>Events</dt><dd class="mono">${esc(e.eventTypes.join(", ") || "every type")}</dd>${e.description ? `<dt>Description</dt><dd>${esc(e.description)}</dd>` : ""}</dl></div>
+<form method="get" action="/dashboard/webhooks/${esc(e.id)}" class="filters"><div><label for="status">Delivery status</label><select id="status" name="status">${options}</select></div><div><button type="submit">Filter</button></div></form>
+${table("Deliveries, newest first", ["Delivery", "Event", "Status", "#Attempts", "Last attempt", "Last error", "Next attempt"], rows, "No deliveries.")}
+${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
+      open,
+      "/dashboard",
     );
   }
 
@@ -651,6 +726,7 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
     ],
     ["GET", /^\/dashboard\/catalog$/, (_req, res, open, c, _m, q) => catalogPage(res, open, c, q)],
     ["GET", /^\/dashboard\/events$/, (_req, res, open, c, _m, q) => eventsPage(res, open, c, q)],
+    ["GET", new RegExp(`^/dashboard/webhooks/${ID}$`), (_req, res, open, c, m, q) => webhookPage(res, open, c, m[1] as string, q)],
     ["GET", /^\/dashboard\/clocks$/, (_req, res, open, c, _m, q) => clocksPage(res, open, c, q)],
     ["GET", new RegExp(`^/dashboard/clocks/${ID}$`), (_req, res, open, c, m, q) => clockPage(res, open, c, m[1] as string, q)],
     [
@@ -674,6 +750,11 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
 
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     const jar = cookies(req);
+    // The browser's sign-ins, one per environment, the active one first (`token.token…`).
+    const tokens = (jar.get(SESSION_COOKIE) ?? "")
+      .split(".")
+      .filter((x) => x !== "")
+      .slice(0, 2 * MAX_BROWSER_SESSIONS);
     if (path === "/dashboard/sign-in") {
       if (req.method === "GET") return signInPage(res, 200);
       if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", undefined, "", { allow: "GET, POST" });
@@ -682,26 +763,45 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
       if (expected === "" || !sameToken(form.get("csrf") ?? "", expected)) return signInPage(res, 403, "The sign-in form expired or came from elsewhere. Try again.");
       const result = await sessions.signIn(form.get("api_key") ?? "");
       if (!result.ok) return signInPage(res, 401, result.message);
-      // A sign-in replaces the browser's previous session (switching environment): it ends on the server too.
-      const previous = jar.get(SESSION_COOKIE);
-      if (previous) await sessions.signOut(previous);
-      return redirect(res, "/dashboard", { "set-cookie": [sessionCookie(result.token), `${LOGIN_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`] });
+      // A sign-in adds its environment to the browser's session and makes it the active one; an
+      // earlier sign-in to the same environment is replaced (ended on the server), and so are the
+      // oldest beyond MAX_BROWSER_SESSIONS and any that no longer open.
+      const held = await sessions.openAll(tokens);
+      const others = held.filter((h) => h.open.environment.id !== result.open.environment.id);
+      const kept = others.slice(0, MAX_BROWSER_SESSIONS - 1).map((h) => h.token);
+      for (const t of tokens) if (!kept.includes(t)) await sessions.signOut(t);
+      return redirect(res, "/dashboard", {
+        "set-cookie": [sessionCookie([result.token, ...kept].join(".")), `${LOGIN_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`],
+      });
     }
-    const token = jar.get(SESSION_COOKIE) ?? "";
-    const open = token ? await sessions.open(token) : undefined;
+    const held = tokens.length > 0 ? await sessions.openAll(tokens) : [];
+    const active = held[0];
     if (path === "/dashboard/sign-out") {
       if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", undefined, "", { allow: "POST" });
-      if (open) {
+      if (active) {
         const form = await readForm(req);
-        if (!sameToken(form.get("csrf") ?? "", open.session.csrfToken))
-          return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date.</p>', open);
-        await sessions.signOut(token);
+        if (!sameToken(form.get("csrf") ?? "", active.open.session.csrfToken))
+          return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date.</p>', active.open);
+        // Every environment's sign-in ends.
+        for (const t of tokens) await sessions.signOut(t);
       }
       return redirect(res, "/dashboard/sign-in", { "set-cookie": clearSession });
     }
-    if (!open) {
-      if (req.method === "GET") return redirect(res, "/dashboard/sign-in", token ? { "set-cookie": clearSession } : {});
+    if (!active) {
+      if (req.method === "GET") return redirect(res, "/dashboard/sign-in", tokens.length > 0 ? { "set-cookie": clearSession } : {});
       return dashPage(res, 401, "Signed out", '<h1>Your session has ended</h1><p><a href="/dashboard/sign-in">Sign in again</a></p>');
+    }
+    // A sign-in that no longer opens (expired, its key revoked) drops out of the browser's list.
+    if (held.length !== tokens.length && req.method === "GET") return redirect(res, req.url ?? "/dashboard", { "set-cookie": sessionCookie(held.map((h) => h.token).join(".")) });
+    const open: DashSession = { ...active.open, environments: held.map((h) => h.open.environment) };
+    if (path === "/dashboard/switch") {
+      if (req.method !== "POST") return dashPage(res, 405, "Not allowed", "<h1>Method not allowed</h1>", open, "", { allow: "POST" });
+      const form = await readForm(req);
+      if (!sameToken(form.get("csrf") ?? "", open.session.csrfToken))
+        return dashPage(res, 403, "Refused", '<h1>Refused</h1><p class="error" role="alert">The form\'s security token is missing or out of date. Reload the page and try again.</p>', open);
+      const to = held.find((h) => h.open.environment.id === form.get("environment_id"));
+      if (!to) return dashPage(res, 404, "Not found", "<h1>Not found</h1><p>This browser is not signed in to that environment.</p>", open);
+      return redirect(res, "/dashboard", { "set-cookie": sessionCookie([to.token, ...held.filter((h) => h !== to).map((h) => h.token)].join(".")) });
     }
     const c = OperatorSessions.callerOf(open);
     for (const [method, re, fn] of routes) {

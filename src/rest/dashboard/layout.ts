@@ -4,11 +4,12 @@
  * escaped with pages.ts `esc`; charts are inline SVG (no script, no external asset).
  */
 import type { OpenOperatorSession } from "../../billing/operator-sessions.js";
+import type { EnvironmentMode } from "../../billing/tenancy.js";
 import { type Res, esc } from "../pages.js";
 
 const STYLE = `*{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
 header{background:#17212b;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
-header a{color:#fff}header .badge{color:#111}header .env{font-size:.9rem;opacity:.9}header form{margin:0 0 0 auto}header button{margin:0;font-size:.9rem;padding:.25rem .75rem}
+header a{color:#fff}header .badge{color:#111}header .env{font-size:.9rem;opacity:.9}header form{margin:0 0 0 auto}header form.switch{display:inline;margin:0}header select{font-size:.9rem;padding:.15rem .3rem}.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}header button{margin:0;font-size:.9rem;padding:.25rem .75rem}
 nav ul{list-style:none;margin:0;padding:0;display:flex;flex-wrap:wrap;gap:.25rem .9rem}nav a{text-decoration:none}nav a[aria-current=page]{text-decoration:underline;font-weight:600}
 main{max-width:72rem;margin:0 auto;padding:1rem}h1{font-size:1.4rem;margin:.5rem 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.75rem 1rem;margin:0 0 1rem}
@@ -18,7 +19,7 @@ form.inline{display:inline}label{font-weight:600;display:block;margin:.25rem 0}i
 button{font-size:1rem;padding:.4rem .9rem;cursor:pointer}.danger{color:#fff;background:#a40000;border:1px solid #700}
 .filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:end;margin-bottom:.75rem}.filters div{min-width:10rem}
 .error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
-.muted{color:#555;font-size:.9rem}.pager{display:flex;gap:1rem;margin:.75rem 0}.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:1rem}
+.muted{color:#555;font-size:.9rem}.err{color:#a00}.pager{display:flex;gap:1rem;margin:.75rem 0}.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:1rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 .badge{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e8eaed;font-size:.85rem}.badge.active,.badge.paid{background:#dff3e4}.badge.draft,.badge.paused{background:#fff4d6}.badge.open{background:#e0ecff}.badge.void,.badge.cancelled,.badge.uncollectible{background:#f3e0e0}
 svg.chart{width:100%;height:auto;max-height:16rem;background:#fff}svg.chart text{font-size:11px;fill:#333}svg.chart rect.bar{fill:#3b6ea8}
@@ -41,15 +42,27 @@ export const NAV: [string, string][] = [
 /** The hidden CSRF field every form of a session carries. */
 export const csrfField = (token: string) => `<input type="hidden" name="csrf" value="${esc(token)}">`;
 
-function headerHtml(open: OpenOperatorSession, current: string): string {
+/** A signed-in page's session, with the environments the browser is signed in to (the switcher's, the active one first). */
+export type DashSession = OpenOperatorSession & { environments?: { id: string; name: string; mode: EnvironmentMode }[] };
+
+/** The environment switcher: a form posting the chosen environment (with the session's CSRF token). */
+function switcherHtml(open: DashSession): string {
+  const envs = open.environments ?? [];
+  const add = '<a href="/dashboard/sign-in">add an environment</a>';
+  if (envs.length < 2) return add;
+  const options = envs.map((e) => `<option value="${esc(e.id)}"${e.id === open.environment.id ? " selected" : ""}>${esc(e.name)} (${esc(e.mode)})</option>`).join("");
+  return `<form method="post" action="/dashboard/switch" class="switch">${csrfField(open.session.csrfToken)}<label for="environment_id" class="sr">Switch environment</label><select id="environment_id" name="environment_id">${options}</select><button type="submit">Switch</button></form> ${add}`;
+}
+
+function headerHtml(open: DashSession, current: string): string {
   const links = NAV.map(([href, label]) => `<li><a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a></li>`).join("");
-  return `<header><strong>Billing</strong><span class="env" aria-label="Environment">Environment: ${esc(open.environment.name)} <span class="badge">${esc(open.environment.mode)}</span> · key ${esc(open.keyPrefix)}… · <a href="/dashboard/sign-in">switch</a></span>
+  return `<header><strong>Billing</strong><span class="env" aria-label="Environment">Environment: ${esc(open.environment.name)} <span class="badge">${esc(open.environment.mode)}</span> · key ${esc(open.keyPrefix)}… · ${switcherHtml(open)}</span>
 <nav aria-label="Dashboard"><ul>${links}</ul></nav>
 <form method="post" action="/dashboard/sign-out">${csrfField(open.session.csrfToken)}<button type="submit">Sign out</button></form></header>`;
 }
 
 /** Writes a dashboard page (signed in: the header with navigation; else none). */
-export function dashPage(res: Res, status: number, title: string, body: string, open?: OpenOperatorSession, current = "", headers: Record<string, string | string[]> = {}): void {
+export function dashPage(res: Res, status: number, title: string, body: string, open?: DashSession, current = "", headers: Record<string, string | string[]> = {}): void {
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)} · Billing dashboard</title><style>${STYLE}</style></head><body>${open ? headerHtml(open, current) : ""}<main>${body}</main></body></html>`;
   res.writeHead(status, {
     "content-type": "text/html; charset=utf-8",
