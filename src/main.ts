@@ -36,21 +36,21 @@ async function serve(): Promise<void> {
   });
 
   let signalled = false;
-  for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    process.on(signal, () => {
-      if (signalled) return;
-      signalled = true;
-      log.info("stopping: finishing requests in flight", { signal });
-      app.stop().then(
-        () => {
-          log.info("stopped");
-          process.exit(0);
-        },
-        (err) => {
-          log.error("unclean stop", { err });
-          process.exit(1);
-        },
-      );
-    });
-  }
+  const stop = (signal: string) => {
+    if (signalled) return;
+    signalled = true;
+    log.info("stopping: finishing requests in flight", { signal });
+    app.stop().then(
+      () => {
+        log.info("stopped");
+        process.exit(0);
+      },
+      (err) => {
+        log.error("unclean stop", { err });
+        process.exit(1);
+      },
+    );
+  };
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => stop(signal));
+  // A cluster worker whose primary is gone (killed) exits at once: node:cluster's own 'disconnect' handling.
 }
