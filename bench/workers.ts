@@ -17,7 +17,7 @@
  * processes' load) lowers every figure.
  *
  * Run:   npx tsx bench/workers.ts             (needs MariaDB/MySQL at 127.0.0.1:3306, user root)
- * Env:   BENCH_WORKERS=1,2                    the WORKERS values, in order
+ * Env:   BENCH_WORKERS=1,2                    the WORKERS values, in order (1,2,1,2 interleaves runs)
  *        BENCH_SECONDS=10                     measured seconds per case (after BENCH_WARMUP_SECONDS=2)
  *        BENCH_SINGLE_CONCURRENCY=64          connections for single events
  *        BENCH_BATCH_SIZE=100                 events per batch request
@@ -242,8 +242,11 @@ await runBenchmark(async () => {
     .join(" ");
   for (const n of settings.workers) await runOne(n, rows, problems, failures);
 
+  // The ratio is to the mean of the first WORKERS value's runs of the same case (a list such as
+  // 1,2,1,2 interleaves runs, so that a machine whose speed drifts shows it).
+  const firstRuns = (label: string) => rows.filter((r) => r.label === label && r.workers === settings.workers[0]);
   const base = new Map<string, number>();
-  for (const r of rows) if (!base.has(r.label)) base.set(r.label, r.eventsPerSec);
+  for (const r of rows) if (!base.has(r.label)) base.set(r.label, firstRuns(r.label).reduce((a, x) => a + x.eventsPerSec, 0) / firstRuns(r.label).length);
   const out: string[] = [
     "## Multi-process scaling (WORKERS)",
     "",
@@ -251,7 +254,7 @@ await runBenchmark(async () => {
     `Load average before: ${loadBefore}. ${settings.seconds} s measured per case after ${settings.warmupSeconds} s of warm-up.`,
     "",
     ...markdownTable(
-      ["case", "WORKERS", "events/s", `× WORKERS=${settings.workers[0]}`, "p50 ms", "p99 ms", "server cores", "MariaDB cores", "load average after"],
+      ["case", "WORKERS", "events/s", `× WORKERS=${settings.workers[0]} (mean)`, "p50 ms", "p99 ms", "server cores", "MariaDB cores", "load average after"],
       rows.map((r) => [
         r.label,
         String(r.workers),
