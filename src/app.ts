@@ -300,6 +300,23 @@ async function migrate(db: Database, log: Logger): Promise<void> {
   if (ran.length > 0) log.info("migrations applied", { migrations: ran, ms: Date.now() - started });
 }
 
+/**
+ * What a server does to its database before it serves, alone: the migrations (unless
+ * RUN_MIGRATIONS=false) and the bootstrap key. WORKERS > 1: the primary does it once, before forking.
+ */
+export async function prepareDatabase(config: Config, log: Logger): Promise<void> {
+  const db = await createDatabase(config.databaseUrl);
+  await db.dataSource.initialize();
+  try {
+    if (config.runMigrations) await migrate(db, log);
+    if (config.bootstrapApiKey) {
+      await ensureBootstrapKey(new SqlAuthStore(db.sql, db.entities), config.bootstrapApiKey, config.bootstrapEnvironmentMode, new Date());
+    }
+  } finally {
+    await db.close();
+  }
+}
+
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();

@@ -21,6 +21,11 @@ export interface Config {
    * every call. Also the longest a revoked key keeps working on a server that has just seen it.
    */
   apiKeyCacheMs: number;
+  /**
+   * Server processes sharing the port (src/cluster.ts); 1: this process serves alone. Above 1 a
+   * primary runs the migrations, forks them and starts again one that dies. MySQL/MariaDB only.
+   */
+  workers: number;
   /** How often the scheduler closes due billing cycles (ms); 0 turns it off on this server. */
   schedulerIntervalMs: number;
   /** Usage-ingest transactions of one environment in flight at once on this server (group commit). */
@@ -157,6 +162,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
   const dashboardSessionSeconds = int("DASHBOARD_SESSION_SECONDS", 8 * 3600, 1, 30 * 86400);
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
+  const workers = int("WORKERS", 1, 1, 64);
+  if (workers > 1 && databaseUrl.startsWith("sqlite:")) {
+    // One file, one writer at a time: more processes would only queue on its lock (and each
+    // would checkpoint and sync the same WAL); the embedded store is for one process.
+    problems.push(`WORKERS above 1 needs MySQL or MariaDB (DATABASE_URL=mysql://…); the embedded SQLite store serves from one process (got WORKERS=${workers})`);
+  }
   const ingestCommitsInFlight = int("INGEST_COMMITS_IN_FLIGHT", 2, 1, 64);
   const maxRequestsInFlight = int("MAX_REQUESTS_IN_FLIGHT", 256, 1, 100_000);
   // At least the largest body one request may send, or such a request could never be admitted.
@@ -217,6 +228,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel,
     runMigrations: rawMigrate === "true",
     apiKeyCacheMs,
+    workers,
     schedulerIntervalMs,
     ingestCommitsInFlight,
     connections: Object.freeze(connections),

@@ -1,5 +1,11 @@
-/** `npm start`: reads the configuration, starts the service, stops it cleanly on SIGTERM/SIGINT. */
+/**
+ * `npm start`: reads the configuration, starts the service, stops it cleanly on SIGTERM/SIGINT.
+ * WORKERS > 1: this process is the primary of that many server processes (src/cluster.ts), each
+ * of which runs this file again as a cluster worker.
+ */
+import cluster from "node:cluster";
 import { startApp } from "./app.js";
+import { runPrimary } from "./cluster.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./log.js";
 
@@ -14,14 +20,23 @@ try {
   throw err;
 }
 const log = createLogger(config.logLevel);
-const app = await startApp(config, log).catch((err) => {
-  log.error("could not start", { err });
-  process.exit(1);
-});
+if (cluster.isPrimary && config.workers > 1) {
+  await runPrimary(config, log).catch((err) => {
+    log.error("could not start", { err });
+    process.exit(1);
+  });
+} else {
+  await serve();
+}
 
-let signalled = false;
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.on(signal, () => {
+async function serve(): Promise<void> {
+  const app = await startApp(config, log).catch((err) => {
+    log.error("could not start", { err });
+    process.exit(1);
+  });
+
+  let signalled = false;
+  const stop = (signal: string) => {
     if (signalled) return;
     signalled = true;
     log.info("stopping: finishing requests in flight", { signal });
@@ -35,5 +50,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
         process.exit(1);
       },
     );
-  });
+  };
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => stop(signal));
+  // A cluster worker whose primary is gone (killed) exits at once: node:cluster's own 'disconnect' handling.
 }

@@ -88,3 +88,15 @@ test("METRICS_TOKEN: unset by default (/metrics open); a short or spaced token i
     t.true(err.problems[0]?.startsWith("METRICS_TOKEN"), bad);
   }
 });
+
+test("WORKERS: 1 by default; above 1 on MySQL/MariaDB only, refused on the embedded SQLite store", (t) => {
+  t.is(loadConfig({}).workers, 1);
+  t.is(loadConfig({ WORKERS: "3", DATABASE_URL: "mysql://root@127.0.0.1:3306/billing" }).workers, 3);
+  t.is(loadConfig({ WORKERS: "1", DATABASE_URL: "sqlite:./x.db" }).workers, 1);
+  const sqlite = t.throws(() => loadConfig({ WORKERS: "2" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(sqlite.problems, ["WORKERS above 1 needs MySQL or MariaDB (DATABASE_URL=mysql://…); the embedded SQLite store serves from one process (got WORKERS=2)"]);
+  for (const bad of ["0", "65", "two"]) {
+    const err = t.throws(() => loadConfig({ WORKERS: bad, DATABASE_URL: "mysql://root@127.0.0.1:3306/billing" }), { instanceOf: ConfigError }) as ConfigError;
+    t.true(err.problems[0]?.startsWith("WORKERS must be an integer from 1 to 64"), bad);
+  }
+});

@@ -10,6 +10,7 @@ import type { Dialect } from "./columns.js";
 import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
 import { Sql } from "./sql.js";
+import { type SqliteConnection, WalSync, startCheckpointer } from "./sqlite-offloop.js";
 import { binaryCollationFor, decAdd, decMax } from "./columns.js";
 
 export interface Database {
@@ -190,18 +191,36 @@ export async function createDatabase(url: string, options: { poolSize?: number }
   const entities = buildEntities(dialect);
   const path = sqlitePath(url);
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  // COMMIT's fsync and the WAL checkpoints run off the event loop (sqlite-offloop.ts).
+  let wal: WalSync | undefined;
+  let closing: Promise<void> | undefined;
   const dataSource = new DataSource({
     ...common,
     entities: Object.values(entities),
     type: "better-sqlite3",
     database: path,
     enableWAL: true,
-    prepareDatabase: (db: {
-      function: (name: string, opts: object, fn: (...a: unknown[]) => unknown) => void;
-      aggregate: (name: string, opts: { start: unknown; step: (acc: unknown, v: unknown) => unknown }) => void;
-      pragma: (s: string) => unknown;
-    }) => {
+    prepareDatabase: (
+      db: {
+        function: (name: string, opts: object, fn: (...a: unknown[]) => unknown) => void;
+        aggregate: (name: string, opts: { start: unknown; step: (acc: unknown, v: unknown) => unknown }) => void;
+        pragma: (s: string) => unknown;
+        close: () => unknown;
+      } & SqliteConnection,
+    ) => {
       db.pragma("busy_timeout = 5000");
+      if (path !== ":memory:") {
+        const sync = new WalSync(path, db);
+        const checkpointer = startCheckpointer(path, db, (err) => process.emitWarning(`SQLite checkpoints are back on the event loop: ${err instanceof Error ? err.message : String(err)}`));
+        wal = sync;
+        // However the connection is closed (the data source destroyed), the thread and the file go with it.
+        const closeConnection = db.close.bind(db);
+        db.close = () => {
+          const out = closeConnection();
+          closing = Promise.all([sync.close(), checkpointer.close()]).then(() => {});
+          return out;
+        };
+      }
       // SQLite's own lower() folds ASCII only; search must ignore case for every script, as on MySQL.
       db.function("lower", { deterministic: true }, (s: unknown) => (s === null || s === undefined ? null : String(s).toLowerCase()));
       // Decimals are text on SQLite; its own + and MAX would go through floating point.
@@ -217,6 +236,7 @@ export async function createDatabase(url: string, options: { poolSize?: number }
   });
   const close = async () => {
     if (dataSource.isInitialized) await dataSource.destroy();
+    await closing;
   };
-  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect), ping, close };
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, undefined, () => wal?.afterWrite()), ping, close };
 }

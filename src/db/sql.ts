@@ -201,6 +201,11 @@ export class Sql {
     readonly dialect: Dialect,
     /** MySQL: the binary collation every text column has (see columns.ts); unused on SQLite. */
     readonly binaryCollation: string = DEFAULT_BINARY_COLLATION,
+    /**
+     * SQLite: resolves once what the connection committed is on disk (an fsync off the event
+     * loop, sqlite-offloop.ts); every call waits for it before it answers.
+     */
+    private readonly durable?: () => Promise<void> | undefined,
   ) {}
 
   /** SQLite: calls queued or running (the metrics' view of its one connection). */
@@ -214,7 +219,12 @@ export class Sql {
     this.pending++;
     const result = this.tail.then(fn, fn);
     this.tail = result.then(this.settled, this.settled);
-    return result;
+    const durable = this.durable;
+    if (durable === undefined) return result;
+    return result.then(async (value) => {
+      await durable();
+      return value;
+    });
   }
 
   /**
