@@ -28,7 +28,7 @@ import { traceKey } from "./rpc/context.js";
 import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
-import { GrpcReply, decodeRequest, grpcDeadline, servesLean } from "./rpc/grpc-unary.js";
+import { GrpcReply, decodeRequest, grpcDeadline, requestCompression, responseCompression, servesLean } from "./rpc/grpc-unary.js";
 import type { UnaryInvoker } from "./rpc/invoke.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -392,6 +392,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       return;
     }
     if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const compression = requestCompression(headers);
+    reply.compression = responseCompression(headers, compression);
     const key = headers[API_KEY_HEADER];
     (async () => {
       try {
@@ -407,9 +409,11 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         if (declared !== undefined && ticket && !ticket.charge(declared)) throw overloaded("request bytes");
         const body = await readWhole(stream, { limit, ticket, countBytes: declared === undefined });
         reply.complete = true;
+        // A compressed message is bounded again after decompression, as Connect bounds it.
+        const decoded = decodeRequest(method, body, compression, limit);
         const out = await call({
           method,
-          message: decodeRequest(method, body),
+          message: decoded instanceof Promise ? await decoded : decoded,
           contextValues: createContextValues().set(preAuthKey, { caller }).set(traceKey, trace),
           protocolName: "grpc",
           requestMethod: "POST",
@@ -481,6 +485,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     if (handler) {
       trace.protocol = flavour === undefined ? "connect" : flavour === "grpc" ? "grpc" : "grpc-web";
       trace.procedure = procedures.get(path) ?? "other";
+      if (req.method === "GET") connectGetHeaders(res);
     }
     if (!handler && flavour) {
       trace.protocol = flavour === "grpc" ? "grpc" : "grpc-web";
@@ -586,6 +591,23 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       });
   };
   return Object.assign(handle, { grpcStream });
+}
+
+/**
+ * The caching policy of a Connect GET (a NO_SIDE_EFFECTS method, the message in the query string)
+ * answer, success or error: never stored by any cache. Its answer is one API key's view of billing
+ * state that changes with every ingest, and the server sends no validator to revalidate with; a
+ * shared cache must never hand it to another key, and a browser's cache should not keep it on
+ * disk. `Vary` names what the answer depends on besides the URL (whose query already holds the
+ * message, `encoding`, `compression` and `connect`): the key header and the negotiated response
+ * compression, for a cache that ignores `no-store`.
+ */
+const CONNECT_GET_CACHE_CONTROL = "private, no-store";
+const CONNECT_GET_VARY = "X-API-Key, Accept-Encoding";
+
+function connectGetHeaders(res: Res): void {
+  res.setHeader("cache-control", CONNECT_GET_CACHE_CONTROL);
+  res.setHeader("vary", CONNECT_GET_VARY);
 }
 
 /** What the server decided from a call's key: its caller, the key's rate-limit headers, and the refusal when over the limit. */
