@@ -151,6 +151,8 @@ export class GrpcReply {
   headers: Record<string, string> | undefined;
   /** The answer's compression (responseCompression): `grpc-encoding` on every answer with a message. */
   compression: Compression | undefined;
+  /** The call's admission ticket (limits.ts), given back when its stream closes (server.ts). */
+  ticket: { leave(): void } | undefined;
   /** Set once the request body was read to its end. */
   complete = false;
   /** The code answered ("ok", "not_found", …), once answered. */
@@ -217,13 +219,21 @@ export class GrpcReply {
   private write(flags: number, bytes: Uint8Array, header: Headers | undefined, trailer: Headers | undefined): void {
     const stream = this.stream;
     if (stream.destroyed || stream.closed) return; // the client went while the answer was compressed
-    const envelope = Buffer.allocUnsafe(5 + bytes.length);
+    const n = bytes.length;
+    const envelope = Buffer.allocUnsafe(5 + n);
     envelope[0] = flags;
-    envelope.writeUInt32BE(bytes.length, 1);
+    envelope[1] = n >>> 24;
+    envelope[2] = (n >>> 16) & 0xff;
+    envelope[3] = (n >>> 8) & 0xff;
+    envelope[4] = n & 0xff;
     envelope.set(bytes, 5);
-    const trailers = trailer ? headersObject(trailer, { "grpc-status": "0" }) : OK_TRAILERS;
-    stream.respond(headersObject(header, this.base()), { waitForTrailers: true });
-    stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    stream.respond(headersObject(header, this.base()), WITH_TRAILERS);
+    if (trailer) {
+      const trailers = headersObject(trailer, { "grpc-status": "0" });
+      stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    } else {
+      stream.on("wantTrailers", sendOk);
+    }
     stream.end(envelope);
   }
 
@@ -240,9 +250,21 @@ export class GrpcReply {
     this.code = codeName(err.code);
     const status = setTrailerStatus(new Headers(), err);
     status.set("grpc-message", encodeGrpcMessage(err.rawMessage));
-    this.stream.respond(headersObject(status, this.base()), { endStream: true });
+    this.stream.respond(headersObject(status, this.base()), TRAILERS_ONLY);
     if (!this.complete && this.stream.state.remoteClose !== 1) this.stream.close(http2.constants.NGHTTP2_NO_ERROR);
   }
 }
 
 const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });
+
+/** The trailers of a call that succeeded with none of its own (`this` is the stream): one function, no closure per call. */
+function sendOk(this: ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/**
+ * respond()'s options (Node copies them). No `date` header: gRPC clients do not read it, and
+ * grpc-go and grpc-java send none; it is one header less to encode per call.
+ */
+const WITH_TRAILERS = Object.freeze({ waitForTrailers: true, sendDate: false });
+const TRAILERS_ONLY = Object.freeze({ endStream: true, sendDate: false });
