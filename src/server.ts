@@ -727,15 +727,23 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
   // unary gRPC), and only the others get Node's compatibility objects, built here as Node's own
   // listener would (which it would do for every stream).
   const h2 = http2.createServer({});
+  // An idle session is closed (GOAWAY) only when none of its streams is open: a call whose
+  // handler works for longer than the idle timeout keeps its session. Counted here, with the
+  // lean streams in flight, in one close listener per stream.
+  const openStreams = new WeakMap<Http2Session, number>();
   h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+    const session = stream.session;
+    if (session) openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
     if (handler.grpcStream?.(stream, headers)) {
       inflight++;
-      stream.once("close", () => {
+      stream.on("close", () => {
+        if (session) openStreams.set(session, (openStreams.get(session) ?? 1) - 1);
         inflight--;
         if (closing && inflight === 0) drained?.();
       });
       return;
     }
+    if (session) stream.on("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
     const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
     const res = new http2.Http2ServerResponse(stream);
     if (headers[":method"] === "CONNECT") {
@@ -759,15 +767,6 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
   h2.on("session", (s) => {
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
-  });
-  // An idle session is closed (GOAWAY) only when none of its streams is open: a call whose
-  // handler works for longer than the idle timeout keeps its session.
-  const openStreams = new WeakMap<Http2Session, number>();
-  h2.on("stream", (stream) => {
-    const session = stream.session;
-    if (!session) return;
-    openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
-    stream.on("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
   });
   h2.on("timeout", (session: Http2Session) => {
     if ((openStreams.get(session) ?? 0) === 0) session.destroy();
