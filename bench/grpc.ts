@@ -128,24 +128,39 @@ class GrpcClient {
     });
   }
 
-  /** One call: `body` is the whole request (envelopes); resolves with the answer's body once grpc-status is 0. */
+  /** Request headers per path and key, built once (node:http2 copies them per request). */
+  private readonly headers = new Map<string, http2.OutgoingHttpHeaders>();
+
+  /**
+   * One call: `body` is the whole request (envelopes); resolves with the answer's body once
+   * grpc-status is 0. The listeners are anonymous arrows: tsx (esbuild keepNames) names every
+   * named closure with Object.defineProperty, per call.
+   */
   call(path: string, body: Buffer | Buffer[], key?: string): Promise<Buffer> {
     const session = this.sessions[this.next++ % this.sessions.length] as http2.ClientHttp2Session;
-    const headers: http2.OutgoingHttpHeaders = { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" };
-    if (key) headers["x-api-key"] = key;
+    const id = key ? `${path} ${key}` : path;
+    let headers = this.headers.get(id);
+    if (!headers) {
+      headers = { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" };
+      if (key) headers["x-api-key"] = key;
+      this.headers.set(id, headers);
+    }
     return new Promise((resolve, reject) => {
       const stream = session.request(headers);
       const chunks: Buffer[] = [];
       let status: string | undefined;
       let message = "";
-      const read = (h: http2.IncomingHttpHeaders) => {
-        if (h["grpc-status"] !== undefined) {
-          status = String(h["grpc-status"]);
-          message = String(h["grpc-message"] ?? "");
-        }
-      };
-      stream.on("response", read);
-      stream.on("trailers", read);
+      // grpc-status comes in the trailers, or in the headers of a trailers-only answer.
+      stream.on("response", (h: http2.IncomingHttpHeaders) => {
+        if (h["grpc-status"] === undefined) return;
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      });
+      stream.on("trailers", (h: http2.IncomingHttpHeaders) => {
+        if (h["grpc-status"] === undefined) return;
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      });
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("error", reject);
       stream.on("close", () => {
