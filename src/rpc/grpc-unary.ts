@@ -1,8 +1,7 @@
 /**
  * The lean path for unary gRPC (issue 13): `application/grpc` and `application/grpc+proto`
  * requests to unary methods, uncompressed or in gzip or brotli, are served here instead of by
- * connect-node, into the
- * same implementations and interceptors (invoke.ts). The server (server.ts) has already done what
+ * connect-node, into the same implementations and interceptors (invoke.ts). The server (server.ts) has already done what
  * it does for every call before the body (admission, auth, rate limit, declared length) and reads
  * the body within its bounds; this module is the wire: the request envelope, the deadline, and
  * the response with its trailers, as connect-node writes them.
