@@ -24,7 +24,7 @@ import { sendError } from "./rest/errors.js";
 import { type RestGateway, type RestRoute, type RestTarget, sendRefusal } from "./rest/gateway.js";
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
-import { traceKey } from "./rpc/context.js";
+import { CallValues, traceKey } from "./rpc/context.js";
 import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
@@ -433,7 +433,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         const out = await call({
           method,
           message: decoded instanceof Promise ? await decoded : decoded,
-          contextValues: createContextValues().set(preAuthKey, { caller }).set(traceKey, trace),
+          contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
           protocolName: "grpc",
           requestMethod: "POST",
           url: path,
