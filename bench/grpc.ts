@@ -27,9 +27,11 @@
  *        BENCH_EVENTS_PER_CALL=500 BENCH_INGEST_CALLS=3 BENCH_SEED_SUBJECTS=200
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn
  *        BENCH_CPU_PROF=1                    run the server with --cpu-prof (profile written to the repo root on stop)
+ *        BENCH_GRPC_STOCK_BIND=1             the gRPC client with Node's own AsyncResource.bind (see leanAsyncResourceBind)
  * Output: progress on stderr; the report (Markdown) on stdout. About a minute with the defaults on
  *        a quiet machine (the ingest phases are fixed work: a busy machine makes them longer).
  */
+import { AsyncResource } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
 import http2 from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -73,10 +75,33 @@ const settings = {
   mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
   cpuProf: process.env.BENCH_CPU_PROF === "1",
+  stockBind: process.env.BENCH_GRPC_STOCK_BIND === "1",
 };
 
 // ---------------------------------------------------------------------------------------------
 // A lean gRPC client over node:http2
+
+/**
+ * The load generator's one change to Node (none to the server): node:http2's client `request()`
+ * binds each new stream's connect callback with `AsyncResource.prototype.bind`, which on Node 20
+ * also defines a deprecated `asyncResource` accessor (DEP0172) out of two fresh
+ * `util.deprecate()` wrappers, on every call: about a sixth of this client's CPU per call in a
+ * profile, on the two CPUs the server shares. This `bind` does what the callback needs (it runs in
+ * the resource's async scope, with the caller's `this`) without the deprecated property, so the
+ * client stays node:http2's and the bytes on the wire are the same. BENCH_GRPC_STOCK_BIND=1
+ * keeps Node's own.
+ */
+function leanAsyncResourceBind(): void {
+  type Bindable = { bind(fn: (...args: unknown[]) => unknown, thisArg?: unknown): (...args: unknown[]) => unknown };
+  (AsyncResource.prototype as unknown as Bindable).bind = function bind(this: AsyncResource, fn, thisArg) {
+    const resource = this;
+    if (thisArg !== undefined) return resource.runInAsyncScope.bind(resource, fn, thisArg) as (...args: unknown[]) => unknown;
+    return function (this: unknown, ...args: unknown[]) {
+      return resource.runInAsyncScope(fn, this, ...args);
+    };
+  };
+}
+if (!settings.stockBind) leanAsyncResourceBind();
 
 function envelope(message: Uint8Array): Buffer {
   const b = Buffer.allocUnsafe(5 + message.byteLength);
@@ -103,24 +128,39 @@ class GrpcClient {
     });
   }
 
-  /** One call: `body` is the whole request (envelopes); resolves with the answer's body once grpc-status is 0. */
+  /** Request headers per path and key, built once (node:http2 copies them per request). */
+  private readonly headers = new Map<string, http2.OutgoingHttpHeaders>();
+
+  /**
+   * One call: `body` is the whole request (envelopes); resolves with the answer's body once
+   * grpc-status is 0. The listeners are anonymous arrows: tsx (esbuild keepNames) names every
+   * named closure with Object.defineProperty, per call.
+   */
   call(path: string, body: Buffer | Buffer[], key?: string): Promise<Buffer> {
     const session = this.sessions[this.next++ % this.sessions.length] as http2.ClientHttp2Session;
-    const headers: http2.OutgoingHttpHeaders = { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" };
-    if (key) headers["x-api-key"] = key;
+    const id = key ? `${path} ${key}` : path;
+    let headers = this.headers.get(id);
+    if (!headers) {
+      headers = { ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" };
+      if (key) headers["x-api-key"] = key;
+      this.headers.set(id, headers);
+    }
     return new Promise((resolve, reject) => {
       const stream = session.request(headers);
       const chunks: Buffer[] = [];
       let status: string | undefined;
       let message = "";
-      const read = (h: http2.IncomingHttpHeaders) => {
-        if (h["grpc-status"] !== undefined) {
-          status = String(h["grpc-status"]);
-          message = String(h["grpc-message"] ?? "");
-        }
-      };
-      stream.on("response", read);
-      stream.on("trailers", read);
+      // grpc-status comes in the trailers, or in the headers of a trailers-only answer.
+      stream.on("response", (h: http2.IncomingHttpHeaders) => {
+        if (h["grpc-status"] === undefined) return;
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      });
+      stream.on("trailers", (h: http2.IncomingHttpHeaders) => {
+        if (h["grpc-status"] === undefined) return;
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      });
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("error", reject);
       stream.on("close", () => {

@@ -24,11 +24,11 @@ import { sendError } from "./rest/errors.js";
 import { type RestGateway, type RestRoute, type RestTarget, sendRefusal } from "./rest/gateway.js";
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
-import { traceKey } from "./rpc/context.js";
+import { CallValues, traceKey } from "./rpc/context.js";
 import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
-import { GrpcReply, decodeRequest, grpcDeadline, servesLean } from "./rpc/grpc-unary.js";
+import { GrpcReply, decodeRequest, grpcDeadline, requestCompression, responseCompression, servesLean } from "./rpc/grpc-unary.js";
 import type { UnaryInvoker } from "./rpc/invoke.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -47,9 +47,10 @@ export interface HandlerParts {
   /**
    * The caller of `method` with this `x-api-key` header value and its key (cached verification;
    * undefined for the services that need no key); throws for a missing, unknown, revoked or
-   * misplaced key. Called before any of the body is read.
+   * misplaced key. Called before any of the body is read. Synchronous when no lookup is needed
+   * (a cached key, a service that needs none).
    */
-  authenticate: (method: DescMethod, key: string | undefined) => Promise<Authenticated | undefined>;
+  authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
   /** The server's bounds on requests and body bytes in flight. */
   admission: Admission;
   /** Per-key token buckets, and the server's default limits (an environment may override them). */
@@ -142,12 +143,13 @@ function readWhole(stream: ServerHttp2Stream, o: { limit: number; ticket: Ticket
       }
       chunks.push(chunk);
     });
-    stream.once("end", () => {
+    // on, not once: each fires at most once, and once() wraps its listener per call.
+    stream.on("end", () => {
       if (done) return;
       done = true;
       resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
     });
-    stream.once("aborted", () => {
+    stream.on("aborted", () => {
       if (done) return;
       done = true;
       reject(new ConnectError("the client cancelled the call", Code.Canceled));
@@ -340,18 +342,33 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
   /**
    * The caller of `method` from its key (looked up before any of the body is read; throws the
    * refusal), and the key's rate limit (ratelimit.ts): its headers for every answer, and the
-   * refusal when over it.
+   * refusal when over it. Synchronous when the key needs no lookup (the lean gRPC path awaits
+   * only a promise); admitCaller always answers with a promise.
    */
-  const admitCaller = async (method: DescMethod, key: string | undefined, path: string, trace: RequestTrace): Promise<Admitted> => {
-    let authed: Authenticated | undefined;
+  const admitNow = (method: DescMethod, key: string | undefined, path: string, trace: RequestTrace): Admitted | Promise<Admitted> => {
+    let authed: Authenticated | undefined | Promise<Authenticated | undefined>;
     try {
-      authed = await authenticate(method, key);
+      authed = authenticate(method, key);
     } catch (err) {
-      // A database that cannot be reached while the key is looked up: unavailable, as in a call.
       throw err instanceof ConnectError ? err : publicError(err, log, path, trace.id);
     }
+    if (authed instanceof Promise) {
+      return authed.then(
+        (a) => limitOf(method, a, trace),
+        // A database that cannot be reached while the key is looked up: unavailable, as in a call.
+        (err) => {
+          throw err instanceof ConnectError ? err : publicError(err, log, path, trace.id);
+        },
+      );
+    }
+    return limitOf(method, authed, trace);
+  };
+  const admitCaller = async (method: DescMethod, key: string | undefined, path: string, trace: RequestTrace): Promise<Admitted> => admitNow(method, key, path, trace);
+
+  const limitOf = (method: DescMethod, authed: Authenticated | undefined, trace: RequestTrace): Admitted => {
     if (authed) trace.environmentId = authed.caller.environmentId;
-    if (!authed || !rateLimiter || !rateLimits) return { caller: authed?.caller };
+    if (!authed) return NO_CALLER;
+    if (!rateLimiter || !rateLimits) return { caller: authed.caller };
     const cls = rateClass(method);
     const env = authed.found.environment;
     const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
@@ -371,8 +388,9 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     const trace = new RequestTrace(requestIdFrom(headers[REQUEST_ID_HEADER]), performance.now(), "grpc", procedures.get(path) ?? "other");
     const reply = new GrpcReply(stream, trace.id);
     setTrace(stream, trace);
-    (stream as ServerHttp2Stream & { reply?: GrpcReply }).reply = reply;
-    stream.once("close", leanFinished);
+    (stream as LeanStream).reply = reply;
+    // One listener for the end of the call: its metrics, and its admission ticket given back.
+    stream.on("close", leanFinished);
     if (arrivals) log.debug("request received", { request_id: trace.id, method: "POST", path, http: "2.0" });
     let ticket: Ticket | undefined;
     if (!EXEMPT.has(path)) {
@@ -381,8 +399,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         reply.fail(overloaded("requests"));
         return;
       }
-      const t = ticket;
-      stream.once("close", () => t.leave());
+      reply.ticket = ticket;
     }
     let timeoutMs: number | undefined;
     try {
@@ -392,10 +409,14 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       return;
     }
     if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const compression = requestCompression(headers);
+    reply.compression = responseCompression(headers, compression);
     const key = headers[API_KEY_HEADER];
     (async () => {
       try {
-        const { caller, limitHeaders, limited } = await admitCaller(method, typeof key === "string" ? key : undefined, path, trace);
+        // No promise to wait for when the key needs no lookup (cached, or a service without keys).
+        const admitted = admitNow(method, typeof key === "string" ? key : undefined, path, trace);
+        const { caller, limitHeaders, limited } = admitted instanceof Promise ? await admitted : admitted;
         reply.headers = limitHeaders;
         if (limited) throw limited;
         const limit = bodyLimit(method);
@@ -407,14 +428,17 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         if (declared !== undefined && ticket && !ticket.charge(declared)) throw overloaded("request bytes");
         const body = await readWhole(stream, { limit, ticket, countBytes: declared === undefined });
         reply.complete = true;
+        // A compressed message is bounded again after decompression, as Connect bounds it.
+        const decoded = decodeRequest(method, body, compression, limit);
         const out = await call({
           method,
-          message: decodeRequest(method, body),
-          contextValues: createContextValues().set(preAuthKey, { caller }).set(traceKey, trace),
+          message: decoded instanceof Promise ? await decoded : decoded,
+          contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
           protocolName: "grpc",
           requestMethod: "POST",
           url: path,
-          header: () => headersOf(headers),
+          // Bound, not an arrow: tsx names every arrow held by a property, per call.
+          header: headersOf.bind(undefined, headers),
           signal: reply.signal,
           timeoutMs,
         });
@@ -428,10 +452,11 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     });
   };
 
-  /** The end of a lean gRPC call (`this` is its stream): the code its reply sent, or canceled. */
-  function leanFinished(this: ServerHttp2Stream): void {
+  /** The end of a lean gRPC call (`this` is its stream): its admission ticket back, and the code its reply sent, or canceled. */
+  function leanFinished(this: LeanStream): void {
+    const reply = this.reply;
+    reply?.ticket?.leave();
     const trace = traceOf(this);
-    const reply = (this as ServerHttp2Stream & { reply?: GrpcReply }).reply;
     if (trace) end(trace, reply?.code ?? "canceled", 200);
   }
 
@@ -481,6 +506,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     if (handler) {
       trace.protocol = flavour === undefined ? "connect" : flavour === "grpc" ? "grpc" : "grpc-web";
       trace.procedure = procedures.get(path) ?? "other";
+      if (req.method === "GET") connectGetHeaders(res);
     }
     if (!handler && flavour) {
       trace.protocol = flavour === "grpc" ? "grpc" : "grpc-web";
@@ -588,6 +614,23 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
   return Object.assign(handle, { grpcStream });
 }
 
+/**
+ * The caching policy of a Connect GET (a NO_SIDE_EFFECTS method, the message in the query string)
+ * answer, success or error: never stored by any cache. Its answer is one API key's view of billing
+ * state that changes with every ingest, and the server sends no validator to revalidate with; a
+ * shared cache must never hand it to another key, and a browser's cache should not keep it on
+ * disk. `Vary` names what the answer depends on besides the URL (whose query already holds the
+ * message, `encoding`, `compression` and `connect`): the key header and the negotiated response
+ * compression, for a cache that ignores `no-store`.
+ */
+const CONNECT_GET_CACHE_CONTROL = "private, no-store";
+const CONNECT_GET_VARY = "X-API-Key, Accept-Encoding";
+
+function connectGetHeaders(res: Res): void {
+  res.setHeader("cache-control", CONNECT_GET_CACHE_CONTROL);
+  res.setHeader("vary", CONNECT_GET_VARY);
+}
+
 /** What the server decided from a call's key: its caller, the key's rate-limit headers, and the refusal when over the limit. */
 interface Admitted {
   caller: Authenticated["caller"] | undefined;
@@ -595,10 +638,16 @@ interface Admitted {
   limited?: ConnectError;
 }
 
+/** A call of a service that needs no key. */
+const NO_CALLER: Admitted = Object.freeze({ caller: undefined });
+
 /** The request handler, and optionally a handler of HTTP/2 streams it serves itself (true: served). */
 export type RequestHandler = ((req: Req, res: Res) => void) & {
   grpcStream?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
 };
+
+/** An HTTP/2 stream served by the lean gRPC path, with its reply. */
+type LeanStream = ServerHttp2Stream & { reply?: GrpcReply };
 
 /** A request's headers as a Headers object (pseudo-headers left out): built only when something reads them. */
 function headersOf(headers: IncomingHttpHeaders): Headers {
@@ -678,15 +727,23 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
   // unary gRPC), and only the others get Node's compatibility objects, built here as Node's own
   // listener would (which it would do for every stream).
   const h2 = http2.createServer({});
+  // An idle session is closed (GOAWAY) only when none of its streams is open: a call whose
+  // handler works for longer than the idle timeout keeps its session. Counted here, with the
+  // lean streams in flight, in one close listener per stream.
+  const openStreams = new WeakMap<Http2Session, number>();
   h2.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
+    const session = stream.session;
+    if (session) openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
     if (handler.grpcStream?.(stream, headers)) {
       inflight++;
-      stream.once("close", () => {
+      stream.on("close", () => {
+        if (session) openStreams.set(session, (openStreams.get(session) ?? 1) - 1);
         inflight--;
         if (closing && inflight === 0) drained?.();
       });
       return;
     }
+    if (session) stream.on("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
     const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
     const res = new http2.Http2ServerResponse(stream);
     if (headers[":method"] === "CONNECT") {
@@ -710,15 +767,6 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
   h2.on("session", (s) => {
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
-  });
-  // An idle session is closed (GOAWAY) only when none of its streams is open: a call whose
-  // handler works for longer than the idle timeout keeps its session.
-  const openStreams = new WeakMap<Http2Session, number>();
-  h2.on("stream", (stream) => {
-    const session = stream.session;
-    if (!session) return;
-    openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
-    stream.on("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
   });
   h2.on("timeout", (session: Http2Session) => {
     if ((openStreams.get(session) ?? 0) === 0) session.destroy();

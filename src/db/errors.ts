@@ -14,8 +14,10 @@ interface DriverFields {
 function fieldsOf(err: unknown): DriverFields {
   const e = err as (DriverFields & { driverError?: DriverFields }) | undefined;
   const d = e?.driverError;
+  // Only a driver's string code: other errors (a ConnectError's is a number) say nothing here.
+  const code: unknown = d?.code ?? e?.code;
   return {
-    code: d?.code ?? e?.code,
+    code: typeof code === "string" ? code : undefined,
     errno: d?.errno ?? e?.errno,
     sqlState: d?.sqlState ?? e?.sqlState,
     fatal: d?.fatal ?? e?.fatal,

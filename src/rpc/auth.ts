@@ -38,26 +38,34 @@ export const preAuthKey = createContextKey<PreAuth | undefined>(undefined, { des
  * reaches a server within `cacheMs` too.
  */
 export class KeyVerifier {
-  private readonly cache = new Map<string, { found: KeyWithEnvironment; until: number }>();
+  /**
+   * Keyed by the key itself rather than its hash: a hit costs no SHA-256 (the key is in the
+   * request's memory anyway for as long); the caller is kept with it, built once.
+   */
+  private readonly cache = new Map<string, { found: KeyWithEnvironment; authenticated: Authenticated; until: number }>();
   constructor(
     private readonly store: AuthStore,
     private readonly cacheMs: number,
   ) {}
 
+  /** The verified key and its caller if `key` is cached and fresh (no lookup); undefined otherwise. */
+  cached(key: string): Authenticated | undefined {
+    if (this.cacheMs <= 0) return undefined;
+    const hit = this.cache.get(key);
+    return hit && hit.until > Date.now() ? hit.authenticated : undefined;
+  }
+
   async verify(key: string): Promise<KeyWithEnvironment | undefined> {
-    const hash = hashKey(key);
-    if (this.cacheMs > 0) {
-      const hit = this.cache.get(hash);
-      if (hit && hit.until > Date.now()) return hit.found;
-    }
-    const found = await this.store.findKeyByHash(hash);
+    const hit = this.cached(key);
+    if (hit) return hit.found;
+    const found = await this.store.findKeyByHash(hashKey(key));
     if (!found || found.key.revokedAt !== null) {
-      this.cache.delete(hash);
+      this.cache.delete(key);
       return undefined;
     }
     if (this.cacheMs > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
-      this.cache.set(hash, { found, until: Date.now() + this.cacheMs });
+      this.cache.set(key, { found, authenticated: { caller: callerOf(found), found }, until: Date.now() + this.cacheMs });
     }
     return found;
   }
@@ -72,22 +80,32 @@ export interface Authenticated {
 /**
  * The caller of `service`/`method` holding `key` (the X-API-Key value) with its verified key, or
  * undefined for the services that need no key; throws the Connect error for a missing, unknown,
- * revoked or publishable-where-secret-is-needed key. The server calls it from the headers.
+ * revoked or publishable-where-secret-is-needed key. The server calls it from the headers. The
+ * answer is synchronous (no promise) when it needs no lookup: a service that needs no key, a
+ * missing key, a key the verifier has cached.
  */
-export async function authenticateKey(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Authenticated | undefined> {
+export function authenticateKey(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Authenticated | undefined | Promise<Authenticated | undefined> {
   if (PUBLIC_SERVICES.has(service.typeName)) return undefined;
   const trimmed = key?.trim();
   if (!trimmed) {
     throw toConnectError(new UnauthenticatedError("API_KEY_MISSING", "missing API key: send it in the X-API-Key header"));
   }
-  const found = await verifier.verify(trimmed);
-  if (!found) {
-    throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
-  }
-  if (found.key.kind === "publishable" && !PUBLISHABLE.has(`${service.typeName}/${method.name}`)) {
+  const hit = verifier.cached(trimmed);
+  if (hit) return allowed(hit, service, method);
+  return verifier.verify(trimmed).then((found) => {
+    if (!found) {
+      throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
+    }
+    return allowed({ caller: callerOf(found), found }, service, method);
+  });
+}
+
+/** `authenticated`, unless its key is publishable and `method` is not one such a key may call (throws). */
+function allowed(authenticated: Authenticated, service: DescService, method: DescMethod): Authenticated {
+  if (authenticated.found.key.kind === "publishable" && !PUBLISHABLE.has(`${service.typeName}/${method.name}`)) {
     throw toConnectError(new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"));
   }
-  return { caller: callerOf(found), found };
+  return authenticated;
 }
 
 /** The caller of `service`/`method` holding `key` (see authenticateKey); the Connect interceptor calls it. */

@@ -109,6 +109,15 @@ export function withRequestInfo(err: ConnectError, requestId: string | undefined
 /** The errors publicError made: what a client may be told. */
 const published = new WeakSet<ConnectError>();
 
+/**
+ * `err`, a protocol error of the client's making (a compressed message without an encoding) that
+ * publicError passes as it is, though its code is internal (as Connect and grpc-go answer it).
+ */
+export function told(err: ConnectError): ConnectError {
+  published.add(err);
+  return err;
+}
+
 function toPublic(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError {
   if (err instanceof BillingErrorClass) return toConnectError(err);
   if (err instanceof ConnectError) {

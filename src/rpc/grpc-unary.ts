@@ -1,7 +1,7 @@
 /**
  * The lean path for unary gRPC (issue 13): `application/grpc` and `application/grpc+proto`
- * requests to unary methods, uncompressed, are served here instead of by connect-node, into the
- * same implementations and interceptors (invoke.ts). The server (server.ts) has already done what
+ * requests to unary methods, uncompressed or in gzip or brotli, are served here instead of by
+ * connect-node, into the same implementations and interceptors (invoke.ts). The server (server.ts) has already done what
  * it does for every call before the body (admission, auth, rate limit, declared length) and reads
  * the body within its bounds; this module is the wire: the request envelope, the deadline, and
  * the response with its trailers, as connect-node writes them.
@@ -12,23 +12,36 @@
  * response: no Headers objects unless an interceptor reads them, no AbortController unless the
  * call has a deadline, no async-iterable pipeline, and the message is decoded once
  * (connect-node's path decodes a binary message twice: binary.ts checks it, then Connect reads it).
+ *
+ * Compression is negotiated as connect-node does (compressionNegotiate): a request in gzip or br
+ * (`grpc-encoding`) is decompressed within the method's bound; the answer is compressed with the
+ * first encoding of the client's `grpc-accept-encoding` the server has (without that header, the
+ * request's), `grpc-encoding` says which, and a message under COMPRESS_MIN_BYTES goes uncompressed
+ * (connect-node's default compressMinBytes). grpc-js always sends
+ * `grpc-accept-encoding: identity,deflate,gzip`, so its answers over 1 KiB come back in gzip.
  */
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { type DescMethod, type Message, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Compression } from "@connectrpc/connect/protocol";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { codeName } from "../ops/trace.js";
-import { withRequestInfo } from "./errors.js";
+import { told, withRequestInfo } from "./errors.js";
 import { malformed } from "./messages.js";
+import { ACCEPTED_COMPRESSION } from "./compression.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 
 /** What connect-node answers a binary gRPC request with. */
 const CONTENT_TYPE = "application/grpc+proto";
 
+/** connect-node's default compressMinBytes: a response message smaller than this is not compressed. */
+export const COMPRESS_MIN_BYTES = 1024;
+
 /**
  * Whether the lean path serves a request with these headers: a unary method, POST, binary gRPC,
- * no request compression, and no Origin (a browser's call: its CORS headers are the compatibility
- * path's). Anything else is connect-node's: streaming, gRPC-Web, Connect, JSON, gzip.
+ * no request compression or one the server has (gzip, br), and no Origin (a browser's call: its
+ * CORS headers are the compatibility path's). Anything else is connect-node's: streaming,
+ * gRPC-Web, Connect, JSON, an unknown compression (answered unimplemented with the ones it has).
  */
 export function servesLean(method: DescMethod, headers: IncomingHttpHeaders): boolean {
   if (method.methodKind !== "unary" || headers[":method"] !== "POST" || headers.origin !== undefined) return false;
@@ -39,7 +52,41 @@ export function servesLean(method: DescMethod, headers: IncomingHttpHeaders): bo
     if (t !== "application/grpc" && t !== "application/grpc+proto") return false;
   }
   const encoding = headers["grpc-encoding"];
-  return encoding === undefined || encoding === "identity";
+  return encoding === undefined || encoding === "identity" || byName.has(encoding as string);
+}
+
+const byName = new Map<string, Compression>(ACCEPTED_COMPRESSION.map((c) => [c.name, c]));
+
+/** The request's compression (`grpc-encoding`; undefined: identity). servesLean let only known ones in. */
+export function requestCompression(headers: IncomingHttpHeaders): Compression | undefined {
+  const encoding = headers["grpc-encoding"];
+  return encoding === undefined ? undefined : byName.get(encoding as string);
+}
+
+/** `grpc-accept-encoding` values seen, with what they choose (null: none); a few distinct values are all any client sends. */
+const accepted = new Map<string, Compression | null>();
+
+/**
+ * The answer's compression, as connect-node's compressionNegotiate: the first of the client's
+ * `grpc-accept-encoding` the server has, or without that header the request's own.
+ */
+export function responseCompression(headers: IncomingHttpHeaders, request: Compression | undefined): Compression | undefined {
+  const accept = headers["grpc-accept-encoding"];
+  if (accept === undefined || accept === "") return request;
+  const value = String(accept);
+  let found = accepted.get(value);
+  if (found === undefined) {
+    found = null;
+    for (const name of value.split(",")) {
+      const c = byName.get(name.trim());
+      if (c) {
+        found = c;
+        break;
+      }
+    }
+    if (accepted.size < 64) accepted.set(value, found);
+  }
+  return found ?? undefined;
 }
 
 /** The call's deadline in ms from the `grpc-timeout` header (undefined: none); throws for a malformed one, as Connect does. */
@@ -52,20 +99,29 @@ export function grpcDeadline(headers: IncomingHttpHeaders): number | undefined {
 }
 
 /**
- * The request message of a unary call's body: exactly one uncompressed envelope whose message
- * decodes as the method's input. The errors are Connect's for the same bodies, except that a
- * message that does not decode is invalid_argument MALFORMED_PROTOBUF (binary.ts).
+ * The request message of a unary call's body: exactly one envelope whose message, decompressed
+ * with `compression` (the request's `grpc-encoding`) to at most `readMaxBytes`, decodes as the
+ * method's input; a promise only when the message is compressed. The errors are Connect's for the
+ * same bodies, except that a message that does not decode is invalid_argument MALFORMED_PROTOBUF
+ * (binary.ts).
  */
-export function decodeRequest(method: DescMethod, body: Buffer): Message {
+export function decodeRequest(method: DescMethod, body: Buffer, compression?: Compression, readMaxBytes = Number.MAX_SAFE_INTEGER): Message | Promise<Message> {
   if (body.length === 0) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
   if (body.length < 5) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
   const flags = body[0] as number;
   const length = body.readUInt32BE(1);
   if (body.length - 5 < length) throw new ConnectError(`protocol error: promised ${length} bytes in enveloped message, got ${body.length - 5} bytes`, Code.InvalidArgument);
   if (body.length - 5 > length) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
-  if ((flags & 0b1) === 1) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+  if ((flags & 0b1) === 1) {
+    if (!compression) throw told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
+    return compression.decompress(body.subarray(5), readMaxBytes).then((bytes) => parse(method, bytes));
+  }
+  return parse(method, body.subarray(5));
+}
+
+function parse(method: DescMethod, bytes: Uint8Array): Message {
   try {
-    return fromBinary(method.input, body.subarray(5));
+    return fromBinary(method.input, bytes);
   } catch (err) {
     throw malformed(method.input, err);
   }
@@ -92,6 +148,10 @@ export function deadlineExceeded(timeoutMs: number): ConnectError {
 export class GrpcReply {
   /** Headers the server adds to the answer (the key's rate limit). */
   headers: Record<string, string> | undefined;
+  /** The answer's compression (responseCompression): `grpc-encoding` on every answer with a message. */
+  compression: Compression | undefined;
+  /** The call's admission ticket (limits.ts), given back when its stream closes (server.ts). */
+  ticket: { leave(): void } | undefined;
   /** Set once the request body was read to its end. */
   complete = false;
   /** The code answered ("ok", "not_found", …), once answered. */
@@ -132,22 +192,47 @@ export class GrpcReply {
 
   private base(): OutgoingHeaders {
     const out: OutgoingHeaders = { ":status": 200, "content-type": CONTENT_TYPE, "x-request-id": this.requestId };
+    if (this.compression) out["grpc-encoding"] = this.compression.name;
     return this.headers ? Object.assign(out, this.headers) : out;
   }
 
-  /** The call succeeded: headers, one envelope, trailers with grpc-status 0 (and any the method set). */
+  /**
+   * The call succeeded: headers, one envelope (compressed with `compression` when the message is
+   * at least COMPRESS_MIN_BYTES), trailers with grpc-status 0 (and any the method set).
+   */
   message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
     if (!this.begin()) return;
     this.code = "ok";
     const bytes = toBinary(method.output, message);
-    const envelope = Buffer.allocUnsafe(5 + bytes.length);
-    envelope[0] = 0;
-    envelope.writeUInt32BE(bytes.length, 1);
-    envelope.set(bytes, 5);
+    const compression = this.compression;
+    if (compression === undefined || bytes.length < COMPRESS_MIN_BYTES) {
+      this.write(0, bytes, header, trailer);
+      return;
+    }
+    compression.compress(bytes).then(
+      (compressed) => this.write(1, compressed, header, trailer),
+      () => this.write(0, bytes, header, trailer),
+    );
+  }
+
+  private write(flags: number, bytes: Uint8Array, header: Headers | undefined, trailer: Headers | undefined): void {
     const stream = this.stream;
-    const trailers = trailer ? headersObject(trailer, { "grpc-status": "0" }) : OK_TRAILERS;
-    stream.respond(headersObject(header, this.base()), { waitForTrailers: true });
-    stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    if (stream.destroyed || stream.closed) return; // the client went while the answer was compressed
+    const n = bytes.length;
+    const envelope = Buffer.allocUnsafe(5 + n);
+    envelope[0] = flags;
+    envelope[1] = n >>> 24;
+    envelope[2] = (n >>> 16) & 0xff;
+    envelope[3] = (n >>> 8) & 0xff;
+    envelope[4] = n & 0xff;
+    envelope.set(bytes, 5);
+    stream.respond(headersObject(header, this.base()), WITH_TRAILERS);
+    if (trailer) {
+      const trailers = headersObject(trailer, { "grpc-status": "0" });
+      stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    } else {
+      stream.on("wantTrailers", sendOk);
+    }
     stream.end(envelope);
   }
 
@@ -164,9 +249,21 @@ export class GrpcReply {
     this.code = codeName(err.code);
     const status = setTrailerStatus(new Headers(), err);
     status.set("grpc-message", encodeGrpcMessage(err.rawMessage));
-    this.stream.respond(headersObject(status, this.base()), { endStream: true });
+    this.stream.respond(headersObject(status, this.base()), TRAILERS_ONLY);
     if (!this.complete && this.stream.state.remoteClose !== 1) this.stream.close(http2.constants.NGHTTP2_NO_ERROR);
   }
 }
 
 const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });
+
+/** The trailers of a call that succeeded with none of its own (`this` is the stream): one function, no closure per call. */
+function sendOk(this: ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+/**
+ * respond()'s options (Node copies them). No `date` header: gRPC clients do not read it, and
+ * grpc-go and grpc-java send none; it is one header less to encode per call.
+ */
+const WITH_TRAILERS = Object.freeze({ waitForTrailers: true, sendDate: false });
+const TRAILERS_ONLY = Object.freeze({ endStream: true, sendDate: false });

@@ -4,9 +4,12 @@
  * through the server's lean gRPC path; the client stream through connect-node. Every answer is
  * read the way grpc-js reads it: status code, `details` (the decoded grpc-message) and the
  * grpc-status-details-bin trailer (a google.rpc.Status, decoded here field by field).
+ * Compression on the lean path: grpc-js with gzip on both ways, and the bytes on the wire read
+ * with a raw HTTP/2 client (compressed flag, `grpc-encoding`, a small answer left uncompressed).
  */
 import http2 from "node:http2";
 import path from "node:path";
+import { brotliCompressSync, gunzipSync, gzipSync } from "node:zlib";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { fromBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
@@ -140,6 +143,54 @@ async function heldCall(url: string, headers: Record<string, string>, holdMs: nu
   }
 }
 
+interface RawAnswer {
+  /** The HEADERS frame that opened the answer (holding grpc-status when the answer is trailers-only). */
+  headers: http2.IncomingHttpHeaders;
+  trailers: http2.IncomingHttpHeaders;
+  /** The first envelope of the body: its flags and its payload as sent (undefined: no body). */
+  flags?: number;
+  payload?: Buffer;
+}
+
+/** One unary gRPC call over a raw HTTP/2 stream, as grpc-js sends it but with an envelope of our own making. */
+async function rawCall(url: string, headers: Record<string, string>, flags: number, payload: Buffer): Promise<RawAnswer> {
+  const session = http2.connect(url);
+  try {
+    const req = session.request({ ":method": "POST", "content-type": "application/grpc", te: "trailers", ...headers });
+    const answer: RawAnswer = { headers: {}, trailers: {} };
+    const chunks: Buffer[] = [];
+    req.on("response", (h) => (answer.headers = h));
+    req.on("trailers", (h) => (answer.trailers = h));
+    req.on("data", (d: Buffer) => chunks.push(d));
+    const frame = Buffer.alloc(5);
+    frame[0] = flags;
+    frame.writeUInt32BE(payload.length, 1);
+    req.end(Buffer.concat([frame, payload]));
+    await new Promise((resolve, reject) => req.on("close", resolve).on("error", reject));
+    const body = Buffer.concat(chunks);
+    if (body.length >= 5) {
+      answer.flags = body[0];
+      answer.payload = body.subarray(5, 5 + body.readUInt32BE(1));
+    }
+    return answer;
+  } finally {
+    session.close();
+  }
+}
+
+/** A string field of a message in the protobuf binary format (length as a varint). */
+function stringField(field: number, value: string): Buffer {
+  const bytes = Buffer.from(value);
+  const len: number[] = [];
+  let n = bytes.length;
+  while (n > 0x7f) {
+    len.push(0x80 | (n & 0x7f));
+    n >>>= 7;
+  }
+  len.push(n);
+  return Buffer.concat([Buffer.from([(field << 3) | 2, ...len]), bytes]);
+}
+
 for (const store of STORES) {
   let server: TestServer;
   let c: ReturnType<typeof clients>;
@@ -250,6 +301,90 @@ for (const store of STORES) {
     // grpc-js's own deadline: the client gives up and says so.
     const err = await failure(unary(c.subjects, "GetSubject", { subject_id: "sub_x" }, metadata(server.keys.a), { deadline: Date.now() - 1 }));
     t.is(err.code, grpc.status.DEADLINE_EXCEEDED);
+  });
+
+  test(`${store}: grpc-js with gzip both ways: requests read, a large answer and a small one come back right`, async (t) => {
+    const key = await server.freshKey();
+    const address = `127.0.0.1:${server.app.port}`;
+    const options = { "grpc.default_compression_algorithm": grpc.compressionAlgorithms.gzip };
+    const zipped = new billing.SubjectService(address, grpc.credentials.createInsecure(), options) as AnyClient;
+    const healthZipped = new billing.HealthService(address, grpc.credentials.createInsecure(), options) as AnyClient;
+    try {
+      const md = metadata(key);
+      // 20 subjects with 200 characters of metadata each: the list is far over 1 KiB.
+      for (let i = 0; i < 20; i++) {
+        await unary(zipped, "CreateSubject", { name: `Zipped ${i}`, external_id: `zip-${i}`, metadata: { note: String(i).repeat(200).slice(0, 200) } }, md);
+      }
+      const list = await unary<{ subjects: { name: string; metadata: Record<string, string> }[] }>(zipped, "ListSubjects", { limit: 100 }, md);
+      t.is(list.subjects.length, 20);
+      t.deepEqual(list.subjects.map((x) => x.name).sort(), Array.from({ length: 20 }, (_, i) => `Zipped ${i}`).sort());
+      t.true(list.subjects.every((x) => x.metadata.note?.length === 200));
+      t.deepEqual(await unary(healthZipped, "Ping", {}, metadata()), { ok: true }, "a small answer");
+      // An error answer reads as without compression.
+      const missing = await failure(unary(zipped, "GetSubject", { subject_id: "sub_nobody: 100%" }, md));
+      t.is(missing.code, grpc.status.NOT_FOUND);
+      t.is(missing.details, 'subject "sub_nobody: 100%" not found');
+      // 1 MB of name compresses to about 1 KB: under the 256 KiB bound on the wire, over it once read.
+      const huge = await failure(unary(zipped, "CreateSubject", { name: "a".repeat(1024 * 1024) }, md));
+      t.is(huge.code, grpc.status.RESOURCE_EXHAUSTED, huge.details);
+      t.is((await unary<{ subjects: unknown[] }>(zipped, "ListSubjects", { limit: 100 }, md)).subjects.length, 20, "nothing was written");
+    } finally {
+      zipped.close();
+      healthZipped.close();
+    }
+  });
+
+  test(`${store}: on the wire: an answer over 1 KiB is gzip for a client that accepts it, a small one is not; gzip and br requests are read`, async (t) => {
+    const key = await server.freshKey();
+    const accepts = { "grpc-accept-encoding": "identity,deflate,gzip", "x-api-key": key }; // what grpc-js sends
+    for (let i = 0; i < 10; i++) await ok(server, key, "POST", "/subjects", { name: `Wire ${i}`, metadata: { note: "n".repeat(200) } });
+    // ListSubjectsRequest { limit: 100 } (field 1, varint), uncompressed: a large answer in gzip.
+    const list = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/ListSubjects", ...accepts }, 0, Buffer.from([0x08, 100]));
+    t.is(list.trailers["grpc-status"], "0", String(list.trailers["grpc-message"]));
+    t.is(list.headers["grpc-encoding"], "gzip");
+    t.is(list.flags, 1, "the answer's message is compressed");
+    t.regex(gunzipSync(list.payload as Buffer).toString("latin1"), /Wire 9/);
+    t.true((list.payload as Buffer).length < 1024, "and smaller than it was");
+
+    // A small answer stays uncompressed (flag 0) under the same grpc-encoding.
+    const ping = await rawCall(server.url, { ":path": "/billing.v1.HealthService/Ping", "grpc-accept-encoding": "gzip" }, 0, Buffer.alloc(0));
+    t.is(ping.trailers["grpc-status"], "0");
+    t.is(ping.headers["grpc-encoding"], "gzip");
+    t.is(ping.flags, 0);
+    // Without grpc-accept-encoding nothing is compressed, whatever its size.
+    const plain = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/ListSubjects", "x-api-key": key }, 0, Buffer.from([0x08, 100]));
+    t.is(plain.headers["grpc-encoding"], undefined);
+    t.is(plain.flags, 0);
+    t.regex((plain.payload as Buffer).toString("latin1"), /Wire 9/);
+
+    // A request in gzip, and one in br with an answer asked in br (CreateSubjectRequest: name is field 4).
+    const gz = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/CreateSubject", "grpc-encoding": "gzip", "x-api-key": key }, 1, gzipSync(stringField(4, "Gzipped: ☃")));
+    t.is(gz.trailers["grpc-status"], "0", String(gz.trailers["grpc-message"]));
+    t.is(gz.headers["grpc-encoding"], "gzip", "without grpc-accept-encoding the answer takes the request's compression");
+    t.regex(gz.payload?.toString("utf8") ?? "", /Gzipped: ☃/, "a small answer uncompressed");
+    const br = await rawCall(
+      server.url,
+      { ":path": "/billing.v1.SubjectService/ListSubjects", "grpc-encoding": "br", "grpc-accept-encoding": "br", "x-api-key": key },
+      1,
+      brotliCompressSync(Buffer.from([0x08, 100])),
+    );
+    t.is(br.trailers["grpc-status"], "0", String(br.trailers["grpc-message"]));
+    t.is(br.headers["grpc-encoding"], "br");
+    t.is(br.flags, 1);
+
+    // Served by the lean path: its errors are trailers-only (connect-node sends headers, then trailers).
+    const nobody = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/GetSubject", "grpc-encoding": "gzip", "x-api-key": key }, 1, gzipSync(stringField(1, "nobody")));
+    t.is(nobody.headers["grpc-status"], String(grpc.status.NOT_FOUND));
+    // Compressed bytes without a grpc-encoding: internal, as Connect answers.
+    const unnamed = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/GetSubject", "x-api-key": key }, 1, gzipSync(stringField(1, "nobody")));
+    t.is(unnamed.headers["grpc-status"], String(grpc.status.INTERNAL));
+    t.is(decodeURIComponent(String(unnamed.headers["grpc-message"])), "received compressed envelope, but do not know how to decompress");
+    // Bytes that are not gzip: invalid_argument; an encoding the server lacks: unimplemented.
+    const notGzip = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/GetSubject", "grpc-encoding": "gzip", "x-api-key": key }, 1, Buffer.from("not gzip"));
+    t.is((notGzip.headers["grpc-status"] ?? notGzip.trailers["grpc-status"]) as string, String(grpc.status.INVALID_ARGUMENT), String(notGzip.headers["grpc-message"]));
+    const snappy = await rawCall(server.url, { ":path": "/billing.v1.SubjectService/GetSubject", "grpc-encoding": "snappy", "x-api-key": key }, 1, Buffer.from("x"));
+    t.is((snappy.headers["grpc-status"] ?? snappy.trailers["grpc-status"]) as string, String(grpc.status.UNIMPLEMENTED));
+    t.deepEqual((await ok(server, key, "GET", "/subjects?limit=100")).subjects.length, 11, "only the gzip request created a subject");
   });
 
   test(`${store}: client-streaming ingest commits every event and counts the outcomes`, async (t) => {

@@ -3,7 +3,7 @@
  * server reflection v1 and v1alpha (services, the standard health service, error-detail types);
  * gRPC-Web answers with grpc-message spelled as gRPC says; application/grpc-web-text (base64, the
  * grpc-web browser client's default) in and out; an unknown gRPC-Web method as UNIMPLEMENTED;
- * Connect GET for a read-only RPC; and Connect requests in gzip, still bounded and still strict.
+ * Connect GET for a read-only RPC (never cached: `Cache-Control: private, no-store`); and Connect requests in gzip, still bounded and still strict.
  */
 import { execFile } from "node:child_process";
 import http from "node:http";
@@ -257,9 +257,19 @@ for (const store of STORES) {
     const body = (await got.json()) as { subject: { id: string; name: string } };
     t.is(body.subject.id, id);
     t.is(body.subject.name, "Got By GET");
+    // One key's view of billing state: stored by no cache, shared or private; what it depends on
+    // besides the URL (which holds the message, encoding, compression and connect) named in Vary.
+    t.is(got.headers.get("cache-control"), "private, no-store");
+    t.is(got.headers.get("vary"), "X-API-Key, Accept-Encoding");
+    // The same policy for a client that accepts a compressed answer.
+    const zipped = await fetch(`${s.url}/billing.v1.SubjectService/ListSubjects${query({ limit: 100 })}`, { headers: { "x-api-key": s.keys.a, "accept-encoding": "gzip" } });
+    t.is(zipped.status, 200);
+    t.is(zipped.headers.get("cache-control"), "private, no-store");
+    t.is(zipped.headers.get("vary"), "X-API-Key, Accept-Encoding");
 
     const noKey = await fetch(`${s.url}${path}`);
     t.is(noKey.status, 401);
+    t.is(noKey.headers.get("cache-control"), "private, no-store", "an error is not cached either");
     t.is(((await noKey.json()) as { code: string }).code, "unauthenticated");
     const otherEnv = await fetch(`${s.url}${path}`, { headers: { "x-api-key": s.keys.b } });
     t.is(otherEnv.status, 404, "scoped to the key's environment as for POST");
