@@ -16,6 +16,7 @@ import { InvoiceLifecycle1795000000012 } from "./1795000000012-InvoiceLifecycle.
 import { PauseResume1795000000013 } from "./1795000000013-PauseResume.js";
 import { Webhooks1795000000014 } from "./1795000000014-Webhooks.js";
 import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSessions.js";
+import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -34,4 +35,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   PauseResume1795000000013,
   Webhooks1795000000014,
   DashboardSessions1795000000015,
+  EventFanOut1795000000017,
 ];

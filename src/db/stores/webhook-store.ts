@@ -12,27 +12,46 @@ import { type Page, type PageResult, toPageResult } from "../../billing/paginati
 import type { Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
 import { dbTime, fromDbTime, fromDbTimeOrNull, fromJsonText } from "../raw.js";
-import { type Pipeline, type Sql, chunks, placeholders } from "../sql.js";
+import { type Pipeline, type Sql, afterCommit, chunks, placeholders } from "../sql.js";
 import { subscriptionFromRow } from "./subscription-store.js";
 
-type Query = (sql: string, params: unknown[]) => Promise<unknown>;
-
-/** How writeEvents reaches the transaction: reads whose results it needs, writes it does not. */
+/** How writeEvents reaches the transaction: statements whose results it does not need, and its commit. */
 export interface OutboxTx {
-  read: Query;
   write: (sql: string, params: unknown[]) => unknown;
+  afterCommit: (fn: () => void) => void;
+  /** The database (its DataSource): whose delivery workers hear of the commit (watchOutbox). */
+  source: object;
 }
 
-/** A transaction's entity manager as an OutboxTx (one round trip per statement). */
-export const emOutbox = (em: EntityManager): OutboxTx => ({ read: (q, p) => em.query(q, p), write: (q, p) => em.query(q, p) });
+/** A transaction's entity manager (of Sql.transaction) as an OutboxTx (one round trip per statement). */
+export const emOutbox = (em: EntityManager): OutboxTx => ({ write: (q, p) => em.query(q, p), afterCommit: (fn) => afterCommit(em, fn), source: em.connection });
 
 /** A Sql.pipelined transaction as an OutboxTx: writes go with the next read or the COMMIT. */
-export const pipelineOutbox = (p: Pipeline): OutboxTx => ({
-  read: async (q, params) => (await p.run([[q, params]]))[0],
+export const pipelineOutbox = (p: Pipeline, source: object): OutboxTx => ({
   write: (q, params) => {
     p.defer([q, params]);
   },
+  afterCommit: (fn) => p.afterCommit(fn),
+  source,
 });
+
+const outboxWatchers = new WeakMap<object, Set<() => void>>();
+
+/**
+ * Calls `fn` whenever a transaction of this process that wrote events to `source` (a DataSource)
+ * has committed: the delivery worker fans them out at once rather than at its next poll (which
+ * remains, for events other servers write). Returns the unsubscribe.
+ */
+export function watchOutbox(source: object, fn: () => void): () => void {
+  let set = outboxWatchers.get(source);
+  if (!set) outboxWatchers.set(source, (set = new Set()));
+  set.add(fn);
+  return () => set.delete(fn);
+}
+
+function outboxCommitted(source: object): void {
+  for (const fn of outboxWatchers.get(source) ?? []) fn();
+}
 
 interface EndpointRaw {
   id: string;
@@ -79,8 +98,10 @@ const ENDPOINT_COLUMNS = "id, environment_id, url, description, event_types, sec
 const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
 
 /**
- * Writes events and one pending delivery per enabled endpoint of their environment that takes
- * their type, through `query` (the caller's transaction): the outbox write of a change.
+ * Writes events through `tx` (the caller's transaction): the outbox write of a change. Each is
+ * marked for fan-out (`fanout = 1`); the delivery worker writes its deliveries, one per endpoint
+ * that takes it (SqlWebhookStore.fanOut), so the change's transaction reads nothing and costs one
+ * statement per 200 events.
  */
 export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
@@ -88,37 +109,12 @@ export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () =>
   const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
   for (const part of chunks(stored, 200)) {
     await tx.write(
-      `INSERT INTO events (id, environment_id, type, data, created_at) VALUES ${placeholders(part.length, 5)}`,
-      part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt)]),
+      `INSERT INTO events (id, environment_id, type, data, created_at, fanout) VALUES ${placeholders(part.length, 6)}`,
+      part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt), 1]),
     );
   }
-  const envs = [...new Set(stored.map((e) => e.environmentId))];
-  const endpoints = (await tx.read(
-    `SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`,
-    envs,
-  )) as {
-    id: string;
-    environment_id: string;
-    event_types: unknown;
-    status: string;
-  }[];
-  if (endpoints.length === 0) return stored;
-  const rows: unknown[][] = [];
-  for (const ep of endpoints) {
-    const types = fromJsonText<string[]>(ep.event_types) ?? [];
-    for (const e of stored) {
-      if (e.environmentId !== ep.environment_id || (types.length > 0 && !types.includes(e.type))) continue;
-      const t = dbTime(at);
-      // A disabled endpoint's deliveries are held until it is enabled again.
-      rows.push([newId("whd"), e.environmentId, ep.id, e.id, t, ep.status === "enabled" ? "pending" : "held", 0, t, t, t]);
-    }
-  }
-  for (const part of chunks(rows, 200)) {
-    await tx.write(
-      `INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES ${placeholders(part.length, 10)}`,
-      part.flat(),
-    );
-  }
+  const source = tx.source;
+  tx.afterCommit(() => outboxCommitted(source));
   return stored;
 }
 
@@ -365,6 +361,84 @@ export class SqlWebhookStore implements WebhookStore {
     });
   }
 
+  async fanOut(limit: number, leaseUntil: Date): Promise<{ events: number; claims: ClaimedDelivery[] }> {
+    const mysql = this.sql.dialect === "mysql";
+    const token = randomBase62(24);
+    // READ COMMITTED on MySQL: the locking read of the fan-out index takes no gap locks (it must
+    // not block the changes' inserts of new events), and SKIP LOCKED passes over events another
+    // server is fanning out and those of transactions not yet committed.
+    return this.sql.pipelined(
+      async (p) => {
+        const [events] = (await p.run([[`SELECT ${EVENT_COLUMNS} FROM events WHERE fanout = 1 ORDER BY seq LIMIT ?${mysql ? " FOR UPDATE SKIP LOCKED" : ""}`, [limit]]])) as [EventRaw[]];
+        if (events.length === 0) return { events: 0, claims: [] };
+        const envs = [...new Set(events.map((e) => e.environment_id))];
+        // A shared lock on the endpoints: an endpoint disabled or deleted meanwhile waits for this
+        // transaction, then holds or drops the deliveries it wrote.
+        const [endpoints] = (await p.run([
+          [
+            `SELECT w.id, w.environment_id, w.url, w.secret, w.event_types, w.status, w.created_at, v.mode FROM webhook_endpoints w JOIN environments v ON v.id = w.environment_id WHERE w.environment_id IN (${envs.map(() => "?").join(", ")}) AND w.deleted_at IS NULL${mysql ? " LOCK IN SHARE MODE" : ""}`,
+            envs,
+          ],
+        ])) as [{ id: string; environment_id: string; url: string; secret: string; event_types: unknown; status: string; created_at: unknown; mode: string }[]];
+        const seqs = events.map((e) => Number(e.seq));
+        const mark = [`UPDATE events SET fanout = 0 WHERE seq IN (${seqs.map(() => "?").join(", ")})`, seqs] as const;
+        const eps = endpoints.map((w) => ({ ...w, types: fromJsonText<string[]>(w.event_types) ?? [], since: fromDbTime(w.created_at).getTime() }));
+        const rows: unknown[][] = [];
+        const sent = new Map<string, Omit<ClaimedDelivery, "seq">>();
+        const at = dbTime(new Date());
+        const lease = dbTime(leaseUntil);
+        for (const r of events) {
+          const e = eventFromRow(r);
+          const t = dbTime(e.createdAt);
+          for (const w of eps) {
+            // An endpoint takes the events of its environment made since it was created, of its types (all when none).
+            if (w.environment_id !== e.environmentId || w.since > e.createdAt.getTime() || (w.types.length > 0 && !w.types.includes(e.type))) continue;
+            const id = newId("whd");
+            if (w.status === "enabled") {
+              // Claimed by this server at once (the lease as claimDue's): sent now, without a claim of its own.
+              rows.push([id, e.environmentId, w.id, e.id, t, "pending", 0, lease, token, at, at]);
+              sent.set(id, {
+                id,
+                leaseToken: token,
+                attempts: 0,
+                eventCreatedAt: e.createdAt,
+                endpoint: { id: w.id, url: w.url, secret: w.secret, environmentId: w.environment_id },
+                event: e,
+                mode: w.mode,
+              });
+            } else {
+              // A disabled endpoint's deliveries are held until it is enabled again.
+              rows.push([id, e.environmentId, w.id, e.id, t, "held", 0, at, null, at, at]);
+            }
+          }
+        }
+        if (rows.length === 0) {
+          p.defer(mark);
+          return { events: events.length, claims: [] };
+        }
+        // IGNORE: a delivery of the same (endpoint, event) made by a replay before the fan-out stays
+        // as it is (and is not sent from here); only rows under this claim's token are sent.
+        const ignore = mysql ? "INSERT IGNORE" : "INSERT OR IGNORE";
+        const statements: [string, unknown[]][] = chunks(rows, 200).map((part) => [
+          `${ignore} INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, lease_token, created_at, updated_at) VALUES ${placeholders(part.length, 11)}`,
+          part.flat(),
+        ]);
+        const ids = [...sent.keys()];
+        const mine = ids.length === 0 ? [] : [[`SELECT seq, id FROM webhook_deliveries WHERE id IN (${ids.map(() => "?").join(", ")}) AND lease_token = ?`, [...ids, token]] as [string, unknown[]]];
+        const results = await p.run([...statements, [mark[0], [...mark[1]]], ...mine]);
+        if (mine.length === 0) return { events: events.length, claims: [] };
+        const owned = results[results.length - 1] as { seq: unknown; id: string }[];
+        const out: ClaimedDelivery[] = [];
+        for (const o of owned) {
+          const c = sent.get(o.id);
+          if (c) out.push({ ...c, seq: Number(o.seq) });
+        }
+        return { events: events.length, claims: out };
+      },
+      { readCommitted: true },
+    );
+  }
+
   async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
     const token = randomBase62(24);
     // Candidates by a plain read first, then locked and updated by primary key only: a locking
@@ -511,6 +585,29 @@ export class SqlWebhookStore implements WebhookStore {
     if (events.length === 0) return;
     await this.sql.transaction((em) => writeEvents(emOutbox(em), this.encode, this.now, events));
   }
+}
+
+/**
+ * Deliveries not yet delivered (pending, or held by a disabled endpoint), counting those of
+ * events not yet fanned out (one per endpoint that will take the event), and the creation time
+ * of the oldest event with one pending to an enabled endpoint (null when none): the webhook lag.
+ */
+export async function webhookBacklog(sql: Sql): Promise<{ pending: number; oldestPendingAt: Date | null }> {
+  // By the due index (status first), and by the fan-out index (fanout first).
+  const [d] = await sql.query<{ n: unknown; t: unknown }[]>(
+    "SELECT COUNT(*) AS n, MIN(CASE WHEN status = 'pending' THEN event_created_at END) AS t FROM webhook_deliveries WHERE status IN ('pending', 'held')",
+    [],
+  );
+  const quoted = sql.dialect === "mysql" ? "CONCAT('\"', e.type, '\"')" : "('\"' || e.type || '\"')";
+  const [f] = await sql.query<{ n: unknown; t: unknown }[]>(
+    `SELECT COUNT(*) AS n, MIN(CASE WHEN w.status = 'enabled' THEN e.created_at END) AS t FROM events e JOIN webhook_endpoints w ON w.environment_id = e.environment_id AND w.deleted_at IS NULL AND w.created_at <= e.created_at WHERE e.fanout = 1 AND (w.event_types = '[]' OR INSTR(w.event_types, ${quoted}) > 0)`,
+    [],
+  );
+  const times = [fromDbTimeOrNull(d?.t), fromDbTimeOrNull(f?.t)].filter((t): t is Date => t !== null);
+  return {
+    pending: Number(d?.n ?? 0) + Number(f?.n ?? 0),
+    oldestPendingAt: times.length === 0 ? null : new Date(Math.min(...times.map((t) => t.getTime()))),
+  };
 }
 
 /** Rows a statement in a transaction changed (the query runner's structured result, on both drivers). */
