@@ -298,6 +298,9 @@ async function migrate(db: Database, log: Logger): Promise<void> {
   if (ran.length > 0) log.info("migrations applied", { migrations: ran, ms: Date.now() - started });
 }
 
+/** How long after a commit that wrote events the delivery worker fans them out (events of commits meanwhile join the batch). */
+const WAKE_DELAY_MS = 10;
+
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
@@ -424,7 +427,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Runs one at a time: a call while one runs is remembered and made when it ends (with the
     // retries if any of the calls asked for them). The poll (every deliveryIntervalMs) does the
     // retries and fans out what other servers wrote; a commit of this server that wrote events
-    // wakes it at once for the fan-out alone.
+    // wakes it (WAKE_DELAY_MS later) for the fan-out alone.
     let delivering = false;
     let deliveryStopped = false;
     let queued: { retries: boolean } | undefined;
@@ -451,10 +454,14 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         ? watchOutbox(db.dataSource, () => {
             if (woken) return;
             woken = true;
-            setImmediate(() => {
-              woken = false;
-              deliver(false);
-            });
+            // A few milliseconds later: the events of the commits meanwhile go in the same batch.
+            setTimeout(
+              () => {
+                woken = false;
+                deliver(false);
+              },
+              Math.min(WAKE_DELAY_MS, config.webhooks.deliveryIntervalMs),
+            );
           })
         : undefined;
     const deliveryTimer = config.webhooks.deliveryIntervalMs > 0 ? setInterval(() => deliver(true), config.webhooks.deliveryIntervalMs) : undefined;

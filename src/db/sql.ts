@@ -27,6 +27,11 @@ export interface Pipeline {
   flush(): Promise<void>;
   /** Runs `fn` once the transaction has committed (never when it rolls back). */
   afterCommit(fn: () => void): void;
+  /**
+   * Sends what was deferred, then `statements`, then the COMMIT, in one round trip; returns the
+   * statements' results. Nothing may be run or deferred after it.
+   */
+  finish(statements: readonly Statement[]): Promise<unknown[]>;
 }
 
 /**
@@ -166,7 +171,16 @@ class MysqlPipeline implements Pipeline {
     this.committed.push(fn);
   }
 
+  private finished = false;
+
+  async finish(statements: readonly Statement[]): Promise<unknown[]> {
+    const out = await this.run([...statements, ["COMMIT", []]]);
+    this.finished = true;
+    return out.slice(0, statements.length);
+  }
+
   async commit(): Promise<void> {
+    if (this.finished) return;
     if (!this.sent && this.deferred.length === 0) return; // nothing was ever sent: no transaction to end
     await this.run([["COMMIT", []]]);
   }
@@ -210,6 +224,11 @@ class SequentialPipeline implements Pipeline {
 
   afterCommit(fn: () => void): void {
     this.committed.push(fn);
+  }
+
+  /** The statements; the transaction commits when the pipelined function returns. */
+  finish(statements: readonly Statement[]): Promise<unknown[]> {
+    return this.run(statements);
   }
 
   async flush(): Promise<void> {

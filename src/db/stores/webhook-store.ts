@@ -425,7 +425,7 @@ export class SqlWebhookStore implements WebhookStore {
         ]);
         const ids = [...sent.keys()];
         const mine = ids.length === 0 ? [] : [[`SELECT seq, id FROM webhook_deliveries WHERE id IN (${ids.map(() => "?").join(", ")}) AND lease_token = ?`, [...ids, token]] as [string, unknown[]]];
-        const results = await p.run([...statements, [mark[0], [...mark[1]]], ...mine]);
+        const results = await p.finish([...statements, [mark[0], [...mark[1]]], ...mine]);
         if (mine.length === 0) return { events: events.length, claims: [] };
         const owned = results[results.length - 1] as { seq: unknown; id: string }[];
         const out: ClaimedDelivery[] = [];
@@ -490,39 +490,37 @@ export class SqlWebhookStore implements WebhookStore {
 
   async recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void> {
     if (results.length === 0) return;
-    await this.sql.transaction(async (em) => {
-      // Successes at once (by primary key, each still under its claim's token); the others one by one.
-      const ok = results.filter((r) => r.outcome.status === "succeeded");
-      const mine = new Set<string>();
-      for (const group of groupBy(ok, (r) => `${r.claim.leaseToken} ${r.outcome.attempt.statusCode}`).values()) {
-        const token = group[0]?.claim.leaseToken;
-        const seqs = group.map((r) => r.claim.seq);
+    const lock = this.sql.dialect === "mysql" ? " FOR UPDATE" : "";
+    // Two round trips on MySQL: the claims still this server's (locked until the commit, so that no
+    // other server takes one over meanwhile), then every write with the COMMIT.
+    await this.sql.pipelined(async (p) => {
+      const byToken = [...groupBy(results, (r) => r.claim.leaseToken)];
+      const found = (await p.run(
+        byToken.map(([token, group]) => [`SELECT seq FROM webhook_deliveries WHERE seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`, [...group.map((r) => r.claim.seq), token]]),
+      )) as { seq: unknown }[][];
+      const mine = new Set(found.flat().map((r) => Number(r.seq)));
+      const logged = results.filter((r) => mine.has(r.claim.seq));
+      if (logged.length === 0) return;
+      // Successes at once (by primary key), grouped by status code; the others one by one.
+      const ok = logged.filter((r) => r.outcome.status === "succeeded");
+      for (const group of groupBy(ok, (r) => String(r.outcome.attempt.statusCode)).values()) {
         const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
-        const rows = (await em.query(`SELECT seq, id FROM webhook_deliveries WHERE seq IN (${seqs.map(() => "?").join(", ")}) AND lease_token = ?`, [...seqs, token])) as {
-          seq: unknown;
-          id: string;
-        }[];
-        if (rows.length === 0) continue;
-        await em.query(
-          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`,
-          [at, group[0]?.outcome.attempt.statusCode, at, ...rows.map((r) => Number(r.seq))],
-        );
-        for (const r of rows) mine.add(r.id);
+        p.defer([
+          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${group.map(() => "?").join(", ")})`,
+          [at, group[0]?.outcome.attempt.statusCode, at, ...group.map((r) => r.claim.seq)],
+        ]);
       }
-      for (const { claim, outcome } of results) {
+      for (const { claim, outcome } of logged) {
         if (outcome.status === "succeeded") continue;
         const a = outcome.attempt;
         const at = dbTime(a.attemptedAt);
-        const n = await changed(
-          em,
-          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ? AND lease_token = ?",
-          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq, claim.leaseToken],
-        );
-        if (n > 0) mine.add(claim.id);
+        p.defer([
+          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ?",
+          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq],
+        ]);
       }
-      const logged = results.filter((r) => mine.has(r.claim.id));
       for (const part of chunks(logged, 200)) {
-        await em.query(
+        p.defer([
           `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
           part.flatMap(({ outcome: { attempt: a } }) => [
             a.id,
@@ -536,14 +534,14 @@ export class SqlWebhookStore implements WebhookStore {
             a.responseExcerpt,
             a.error,
           ]),
-        );
+        ]);
       }
       // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
       const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
       const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
       const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
-      for (const id of failing) await em.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]);
-      for (const id of healed) await em.query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]);
+      for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]]);
+      for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]]);
     });
   }
 
