@@ -492,57 +492,78 @@ export class SqlWebhookStore implements WebhookStore {
     if (results.length === 0) return;
     const lock = this.sql.dialect === "mysql" ? " FOR UPDATE" : "";
     // Two round trips on MySQL: the claims still this server's (locked until the commit, so that no
-    // other server takes one over meanwhile), then every write with the COMMIT.
-    await this.sql.pipelined(async (p) => {
-      const byToken = [...groupBy(results, (r) => r.claim.leaseToken)];
-      const found = (await p.run(
-        byToken.map(([token, group]) => [`SELECT seq FROM webhook_deliveries WHERE seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`, [...group.map((r) => r.claim.seq), token]]),
-      )) as { seq: unknown }[][];
-      const mine = new Set(found.flat().map((r) => Number(r.seq)));
-      const logged = results.filter((r) => mine.has(r.claim.seq));
-      if (logged.length === 0) return;
-      // Successes at once (by primary key), grouped by status code; the others one by one.
-      const ok = logged.filter((r) => r.outcome.status === "succeeded");
-      for (const group of groupBy(ok, (r) => String(r.outcome.attempt.statusCode)).values()) {
-        const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
-        p.defer([
-          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${group.map(() => "?").join(", ")})`,
-          [at, group[0]?.outcome.attempt.statusCode, at, ...group.map((r) => r.claim.seq)],
-        ]);
+    // other server takes one over meanwhile), then every write with the COMMIT. READ COMMITTED: no
+    // next-key lock at the end of the table against a fan-out's inserts (which holds its endpoints
+    // shared while this clears their failing mark: a deadlock in REPEATABLE READ). A deadlock lost
+    // anyway is retried: unrecorded claims would be sent again once their lease ends.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.recordOnce(results, lock);
+        return;
+      } catch (err) {
+        if (attempt >= 4 || !isTransient(err)) throw err;
+        await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
       }
-      for (const { claim, outcome } of logged) {
-        if (outcome.status === "succeeded") continue;
-        const a = outcome.attempt;
-        const at = dbTime(a.attemptedAt);
-        p.defer([
-          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ?",
-          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq],
-        ]);
-      }
-      for (const part of chunks(logged, 200)) {
-        p.defer([
-          `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
-          part.flatMap(({ outcome: { attempt: a } }) => [
-            a.id,
-            a.deliveryId,
-            a.endpointId,
-            a.eventId,
-            dbTime(a.attemptedAt),
-            a.succeeded ? 1 : 0,
-            a.statusCode,
-            a.latencyMs,
-            a.responseExcerpt,
-            a.error,
+    }
+  }
+
+  private async recordOnce(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[], lock: string): Promise<void> {
+    await this.sql.pipelined(
+      async (p) => {
+        const byToken = [...groupBy(results, (r) => r.claim.leaseToken)];
+        const found = (await p.run(
+          byToken.map(([token, group]) => [
+            `SELECT seq FROM webhook_deliveries WHERE seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`,
+            [...group.map((r) => r.claim.seq), token],
           ]),
-        ]);
-      }
-      // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
-      const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
-      const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
-      const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
-      for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]]);
-      for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]]);
-    });
+        )) as { seq: unknown }[][];
+        const mine = new Set(found.flat().map((r) => Number(r.seq)));
+        const logged = results.filter((r) => mine.has(r.claim.seq));
+        if (logged.length === 0) return;
+        // Successes at once (by primary key), grouped by status code; the others one by one.
+        const ok = logged.filter((r) => r.outcome.status === "succeeded");
+        for (const group of groupBy(ok, (r) => String(r.outcome.attempt.statusCode)).values()) {
+          const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
+          p.defer([
+            `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${group.map(() => "?").join(", ")})`,
+            [at, group[0]?.outcome.attempt.statusCode, at, ...group.map((r) => r.claim.seq)],
+          ]);
+        }
+        for (const { claim, outcome } of logged) {
+          if (outcome.status === "succeeded") continue;
+          const a = outcome.attempt;
+          const at = dbTime(a.attemptedAt);
+          p.defer([
+            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ?",
+            [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq],
+          ]);
+        }
+        for (const part of chunks(logged, 200)) {
+          p.defer([
+            `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
+            part.flatMap(({ outcome: { attempt: a } }) => [
+              a.id,
+              a.deliveryId,
+              a.endpointId,
+              a.eventId,
+              dbTime(a.attemptedAt),
+              a.succeeded ? 1 : 0,
+              a.statusCode,
+              a.latencyMs,
+              a.responseExcerpt,
+              a.error,
+            ]),
+          ]);
+        }
+        // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
+        const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
+        const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
+        const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
+        for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]]);
+        for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]]);
+      },
+      { readCommitted: true },
+    );
   }
 
   async event(environmentId: string, id: string): Promise<StoredEvent | undefined> {
