@@ -79,6 +79,9 @@ export function retryDelayMs(attempts: number, o: Pick<DeliveryOptions, "retryBa
   return Math.round(base * (0.5 + random));
 }
 
+type FanOut = Awaited<ReturnType<WebhookStore["fanOut"]>>;
+const NOTHING_FANNED_OUT: FanOut = { events: 0, claims: [] };
+
 export class DeliveryWorker {
   constructor(
     private readonly store: WebhookStore,
@@ -95,11 +98,16 @@ export class DeliveryWorker {
    */
   async runDue(options: { retries: boolean } = { retries: true }): Promise<number> {
     let n = 0;
+    // Once a fan-out takes less than a batch, the events are done for this run (a commit meanwhile wakes another).
+    let fanOut = true;
     for (;;) {
       const at = this.now();
       // The claim outlives the attempt by a margin; after it another server may take the delivery.
       const leaseUntil = new Date(at.getTime() + 2 * this.options.timeoutMs + 1_000);
-      const { events, claims: fresh } = await this.store.fanOut(this.options.batch, leaseUntil);
+      const taken: FanOut = fanOut ? await this.store.fanOut(this.options.batch, leaseUntil) : NOTHING_FANNED_OUT;
+      const events = taken.events;
+      const fresh = taken.claims;
+      fanOut = events >= this.options.batch;
       const due = options.retries ? await this.store.claimDue(at, this.options.batch, leaseUntil) : [];
       const claims = fresh.length === 0 ? due : due.length === 0 ? fresh : [...fresh, ...due];
       if (claims.length > 0) {
