@@ -36,7 +36,7 @@ import { sqlBillingStores } from "./db/stores/billing-stores.js";
 import { SqlOpsStore } from "./db/stores/ops-store.js";
 import { SqlSubjectStore } from "./db/stores/subject-store.js";
 import { SqlUsageStore } from "./db/stores/usage-store.js";
-import { SqlThresholdStore, SqlWebhookStore } from "./db/stores/webhook-store.js";
+import { SqlThresholdStore, SqlWebhookStore, watchOutbox } from "./db/stores/webhook-store.js";
 import { DEFAULT_THRESHOLD_PERCENTS, UsageThresholds } from "./billing/events/thresholds.js";
 import { DEFAULT_DELIVERY_OPTIONS, DeliveryWorker } from "./billing/events/delivery.js";
 import { WebhookEndpoints } from "./billing/events/endpoints.js";
@@ -317,6 +317,9 @@ export async function prepareDatabase(config: Config, log: Logger): Promise<void
   }
 }
 
+/** How long after a commit that wrote events the delivery worker fans them out (events of commits meanwhile join the batch). */
+const WAKE_DELAY_MS = 10;
+
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl);
   await db.dataSource.initialize();
@@ -440,18 +443,47 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       retryBaseMs: config.webhooks.retryBaseMs,
       retryWindowMs: config.webhooks.retryWindowSeconds * 1000,
     });
+    // Runs one at a time: a call while one runs is remembered and made when it ends (with the
+    // retries if any of the calls asked for them). The poll (every deliveryIntervalMs) does the
+    // retries and fans out what other servers wrote; a commit of this server that wrote events
+    // wakes it (WAKE_DELAY_MS later) for the fan-out alone.
     let delivering = false;
-    const deliveryTimer =
+    let deliveryStopped = false;
+    let queued: { retries: boolean } | undefined;
+    const deliver = (retries: boolean) => {
+      if (deliveryStopped) return;
+      if (delivering) {
+        queued = { retries: retries || (queued?.retries ?? false) };
+        return;
+      }
+      delivering = true;
+      worker
+        .runDue({ retries })
+        .catch((err) => log.error("webhook delivery run failed", { err }))
+        .finally(() => {
+          delivering = false;
+          const next = queued;
+          queued = undefined;
+          if (next) deliver(next.retries);
+        });
+    };
+    let woken = false;
+    const unwatch =
       config.webhooks.deliveryIntervalMs > 0
-        ? setInterval(() => {
-            if (delivering) return;
-            delivering = true;
-            worker
-              .runDue()
-              .catch((err) => log.error("webhook delivery run failed", { err }))
-              .finally(() => (delivering = false));
-          }, config.webhooks.deliveryIntervalMs)
+        ? watchOutbox(db.dataSource, () => {
+            if (woken) return;
+            woken = true;
+            // A few milliseconds later: the events of the commits meanwhile go in the same batch.
+            setTimeout(
+              () => {
+                woken = false;
+                deliver(false);
+              },
+              Math.min(WAKE_DELAY_MS, config.webhooks.deliveryIntervalMs),
+            );
+          })
         : undefined;
+    const deliveryTimer = config.webhooks.deliveryIntervalMs > 0 ? setInterval(() => deliver(true), config.webhooks.deliveryIntervalMs) : undefined;
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
     log.info("listening", { port: listener.port, store: db.dialect });
 
@@ -463,6 +495,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
           if (deliveryTimer) clearInterval(deliveryTimer);
+          unwatch?.();
+          deliveryStopped = true;
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown
           await listener.close();
           while (ticking || delivering) await new Promise((r) => setTimeout(r, 20));

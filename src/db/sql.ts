@@ -25,6 +25,34 @@ export interface Pipeline {
   defer(statement: Statement): void;
   /** Sends what was deferred now (without committing). */
   flush(): Promise<void>;
+  /** Runs `fn` once the transaction has committed (never when it rolls back). */
+  afterCommit(fn: () => void): void;
+  /**
+   * Sends what was deferred, then `statements`, then the COMMIT, in one round trip; returns the
+   * statements' results. Nothing may be run or deferred after it.
+   */
+  finish(statements: readonly Statement[]): Promise<unknown[]>;
+}
+
+/**
+ * Runs `fn` once the transaction of `em` (one of Sql.transaction or transactionReadCommitted)
+ * has committed; never when it rolls back. Outside such a transaction, nothing runs.
+ */
+export function afterCommit(em: EntityManager, fn: () => void): void {
+  const data = em.queryRunner?.data as { afterCommit?: (() => void)[] } | undefined;
+  if (data) (data.afterCommit ??= []).push(fn);
+}
+
+/** Runs `fn(em)`, then (after the caller's commit) what it registered with afterCommit. */
+async function withAfterCommit<T>(run: (fn: (em: EntityManager) => Promise<T>) => Promise<T>, fn: (em: EntityManager) => Promise<T>): Promise<T> {
+  let last: EntityManager | undefined;
+  const out = await run((em) => {
+    last = em;
+    return fn(em);
+  });
+  const hooks = (last?.queryRunner?.data as { afterCommit?: (() => void)[] } | undefined)?.afterCommit;
+  for (const h of hooks ?? []) h();
+  return out;
 }
 
 /**
@@ -101,6 +129,7 @@ function rawQuery(conn: Pick<RawConnection, "query">, sql: string, values: unkno
 /** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
 class MysqlPipeline implements Pipeline {
   private deferred: Statement[] = [];
+  readonly committed: (() => void)[] = [];
   private begin: Statement[];
   sent = false;
 
@@ -138,7 +167,20 @@ class MysqlPipeline implements Pipeline {
     if (this.deferred.length > 0) await this.run([]);
   }
 
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
+  }
+
+  private finished = false;
+
+  async finish(statements: readonly Statement[]): Promise<unknown[]> {
+    const out = await this.run([...statements, ["COMMIT", []]]);
+    this.finished = true;
+    return out.slice(0, statements.length);
+  }
+
   async commit(): Promise<void> {
+    if (this.finished) return;
     if (!this.sent && this.deferred.length === 0) return; // nothing was ever sent: no transaction to end
     await this.run([["COMMIT", []]]);
   }
@@ -162,6 +204,7 @@ const SQLITE_BUSY_ATTEMPTS = 7;
 /** SQLite (in-process, no round trips): the statements one by one inside an ordinary transaction. */
 class SequentialPipeline implements Pipeline {
   private deferred: Statement[] = [];
+  readonly committed: (() => void)[] = [];
   private readonly breathe: Yielder = yielder(SQLITE_SLICE_MS);
   constructor(private readonly em: EntityManager) {}
 
@@ -177,6 +220,15 @@ class SequentialPipeline implements Pipeline {
 
   defer(statement: Statement): void {
     this.deferred.push(statement);
+  }
+
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
+  }
+
+  /** The statements; the transaction commits when the pipelined function returns. */
+  finish(statements: readonly Statement[]): Promise<unknown[]> {
+    return this.run(statements);
   }
 
   async flush(): Promise<void> {
@@ -267,11 +319,11 @@ export class Sql {
    * (DESIGN §4). `fn` must only work in the transaction (it may run more than once).
    */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    if (this.dialect !== "sqlite") return this.dataSource.transaction(fn);
+    if (this.dialect !== "sqlite") return withAfterCommit((f) => this.dataSource.transaction(f), fn);
     return this.queued(async () => {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.dataSource.transaction(fn);
+          return await withAfterCommit((f) => this.dataSource.transaction(f), fn);
         } catch (err) {
           if (attempt >= SQLITE_BUSY_ATTEMPTS || !isTransient(err)) throw err;
           await new Promise((r) => setTimeout(r, 10 * 2 ** attempt * (0.5 + Math.random())));
@@ -286,7 +338,7 @@ export class Sql {
    */
   transactionReadCommitted<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "mysql") return this.transaction(fn);
-    return this.dataSource.transaction("READ COMMITTED", fn);
+    return withAfterCommit((f) => this.dataSource.transaction("READ COMMITTED", f), fn);
   }
 
   /**
@@ -296,12 +348,15 @@ export class Sql {
    */
   async pipelined<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean } = {}): Promise<T> {
     if (this.dialect === "sqlite") {
-      return this.transaction(async (em) => {
-        const p = new SequentialPipeline(em);
-        const out = await fn(p);
+      let p: SequentialPipeline | undefined;
+      const out = await this.transaction(async (em) => {
+        p = new SequentialPipeline(em);
+        const r = await fn(p);
         await p.flush();
-        return out;
+        return r;
       });
+      for (const h of p?.committed ?? []) h();
+      return out;
     }
     // The pool's connection itself rather than a TypeORM QueryRunner: the runner's bookkeeping
     // per query (events, logging, timing) cost as much client CPU as the round trip (about
@@ -312,6 +367,7 @@ export class Sql {
     try {
       const out = await fn(p);
       await p.commit();
+      for (const h of p.committed) h();
       return out;
     } catch (err) {
       // A failed statement stops the rest of its packet (COMMIT included); undo what ran. A

@@ -2,7 +2,8 @@
  * The gauges /metrics reads from the store, on both stores: the scheduler's lag is the age of
  * the oldest cycle due on real time (set-aside subscriptions waiting for their retry and test
  * clock subscriptions left out), failing subscriptions are the active ones set aside, invoices
- * are counted by status; webhook deliveries pending, their lag and failing endpoints are counted.
+ * are counted by status; webhook deliveries pending (an event not yet fanned out counts once per
+ * endpoint that will take it), their lag and failing endpoints are counted.
  */
 import test from "ava";
 import { dbTime } from "../../src/db/raw.js";
@@ -58,12 +59,17 @@ for (const store of STORES) {
     t.is(sample(after, "billing_webhook_deliveries_pending"), 0, "no endpoint yet: nothing to deliver");
     t.is(sample(after, "billing_webhook_lag_seconds"), 0);
 
-    // An endpoint, then one change: one delivery pending (nobody delivers here); then the endpoint is marked failing.
-    const endpoint = await call("POST", "/webhook-endpoints", { url: "https://hooks.example.com/billing" });
-    await call("POST", "/subjects", { name: "Watched" });
+    // In an environment of its own: an endpoint, then one change: one delivery pending (nobody
+    // fans the event out nor delivers it here); the event and the endpoint made two minutes and an
+    // hour ago; then the endpoint is marked failing.
+    const hookKey = await server.freshKey();
+    const endpoint = await ok(server, hookKey, "POST", "/webhook-endpoints", { url: "https://hooks.example.com/billing" });
+    await ok(server, hookKey, "POST", "/subjects", { name: "Watched" });
     await withDatabase(server.db.url, async (db) => {
-      await db.dataSource.query("UPDATE webhook_deliveries SET event_created_at = ? WHERE endpoint_id = ?", [dbTime(new Date(Date.now() - 120_000)), endpoint.id]);
-      await db.dataSource.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ?", [dbTime(new Date()), endpoint.id]);
+      const env = (await db.dataSource.query("SELECT environment_id FROM webhook_endpoints WHERE id = ?", [endpoint.id]))[0].environment_id;
+      t.is(Number((await db.dataSource.query("SELECT COUNT(*) AS n FROM events WHERE environment_id = ?", [env]))[0].n), 1, "the one change's event");
+      await db.dataSource.query("UPDATE events SET created_at = ? WHERE environment_id = ?", [dbTime(new Date(Date.now() - 120_000)), env]);
+      await db.dataSource.query("UPDATE webhook_endpoints SET created_at = ?, failing_since = ? WHERE id = ?", [dbTime(new Date(Date.now() - 3_600_000)), dbTime(new Date()), endpoint.id]);
     });
     await new Promise((r) => setTimeout(r, 1_100));
     const hooks = await scrape(server.url);

@@ -1,7 +1,8 @@
 /**
  * Outgoing events and webhooks (DESIGN §10, issue 16) through the public API, on MariaDB and
  * SQLite, with a real HTTP receiver on a port: events of a billing lifecycle, signed; retries with
- * the same id and the delivery log; replay; the URL guard; WatchEvents resuming from a cursor.
+ * the same id and the delivery log; replay; the URL guard; WatchEvents resuming from a cursor; a
+ * commit that wrote events wakes the delivery worker (no waiting for its poll).
  */
 import { createHmac } from "node:crypto";
 import test from "ava";
@@ -104,6 +105,28 @@ for (const store of STORES) {
     const deliveries = await s.call("GET", `/webhook-endpoints/${ep.id}/deliveries?limit=100`);
     t.true(deliveries.deliveries.length >= want.length);
     t.true(deliveries.deliveries.every((d: Json) => d.status === "succeeded" && d.attempts === 1));
+  });
+
+  test.serial(`${store}: a commit that wrote events wakes this server's worker: with a poll of ten minutes, the events arrive anyway, each once`, async (t) => {
+    const slow = await startTestServer(store, { ...FAST, WEBHOOK_DELIVERY_INTERVAL_MS: "600000" });
+    try {
+      const hook = await receiver();
+      const key = await slow.freshKey();
+      await rest(slow.url, "POST", "/webhook-endpoints", key, { url: hook.url, event_types: ["subject.created", "subject.updated"] });
+      const subject = (await rest(slow.url, "POST", "/subjects", key, { name: "Woken" })).body;
+      // Another path to the outbox: an update in a transaction of TypeORM's (not the pipelined create).
+      await rest(slow.url, "PUT", `/subjects/${subject.id}`, key, { name: "Woken again" });
+      const made = await Promise.all(Array.from({ length: 20 }, (_, i) => rest(slow.url, "POST", "/subjects", key, { name: `w${i}` })));
+      await hook.until((l) => l.length >= 22, 60_000);
+      await new Promise((r) => setTimeout(r, 300));
+      t.is(hook.received.length, 22);
+      t.deepEqual(
+        hook.received.map((r) => `${r.json.type} ${r.json.data.id}`).sort(),
+        [...[subject, ...made.map((m) => m.body)].map((b) => `subject.created ${b.id}`), `subject.updated ${subject.id}`].sort(),
+      );
+    } finally {
+      await slow.stop();
+    }
   });
 
   test.serial(`${store}: a receiver failing twice then succeeding gets the event three times with the same id, and the log shows it`, async (t) => {

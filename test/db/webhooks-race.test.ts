@@ -1,11 +1,15 @@
 /**
  * Webhook delivery with several servers on one database (DESIGN §1, §10): two servers deliver
- * every event once per endpoint; a server killed (SIGKILL) mid-delivery loses no event — its
- * claim expires and the event is delivered after a restart, with the same id; and (MariaDB) two
- * schedulers checking the same usage thresholds at once announce each threshold once.
+ * every event once per endpoint; events written by a server that does not deliver are fanned out
+ * by another (its poll), once per endpoint that existed when they were made; a server killed
+ * (SIGKILL) mid-delivery loses no event — its claim expires and the event is delivered after a
+ * restart, with the same id; (MariaDB) a fan-out that dies before its commit loses nothing and,
+ * while it holds its events, no other server sends them; and (MariaDB) two schedulers checking
+ * the same usage thresholds at once announce each threshold once.
  */
 import { spawn } from "node:child_process";
 import test from "ava";
+import mysql from "mysql2/promise";
 import { type App, buildServices } from "../../src/app.js";
 import { type Database, createDatabase } from "../../src/db/datasource.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
@@ -62,6 +66,39 @@ for (const store of STORES) {
     }
   });
 
+  test.serial(`${store}: events written by a server that does not deliver are fanned out by another, once per endpoint that existed when they were made`, async (t) => {
+    // Server a makes the changes and delivers nothing (no worker: no wake on its commits); b only
+    // polls the database for events to fan out.
+    const a = await startTestServer(store, { ...FAST, WEBHOOK_DELIVERY_INTERVAL_MS: "0" });
+    let b: App | undefined;
+    const hooks: Receiver[] = [];
+    try {
+      const key = await a.freshKey();
+      const early = (await rest(a.url, "POST", "/subjects", key, { name: "before any endpoint" })).body;
+      await new Promise((r) => setTimeout(r, 20));
+      hooks.push(await startReceiver(), await startReceiver());
+      for (const h of hooks) await rest(a.url, "POST", "/webhook-endpoints", key, { url: h.url, event_types: ["subject.created"] });
+      const n = 50;
+      const made = new Set<string>();
+      for (let i = 0; i < n; i++) made.add((await rest(a.url, "POST", "/subjects", key, { name: `s${i}` })).body.id);
+      b = await startAppOn(a.db.url, FAST);
+      for (const h of hooks) await h.until((l) => l.length >= n, 60_000);
+      await new Promise((r) => setTimeout(r, 500)); // anything late would show now
+      for (const h of hooks) {
+        t.is(h.received.length, n, "each event once");
+        t.deepEqual(h.received.map((r) => r.json.data.id).sort(), [...made].sort(), "the subjects made after the endpoint, and not the one before");
+      }
+      t.false(
+        hooks[0]?.received.some((r) => r.json.data.id === early.id),
+        "an event made before the endpoint existed",
+      );
+    } finally {
+      for (const h of hooks) await h.close();
+      await b?.stop();
+      await a.stop();
+    }
+  });
+
   test.serial(`${store}: a server killed mid-delivery loses no event: it is delivered after a restart`, async (t) => {
     // The API server here delivers nothing; a child process does, and is killed mid-request.
     const api: TestServer = await startTestServer(store, { ...FAST, WEBHOOK_DELIVERY_INTERVAL_MS: "0" });
@@ -96,6 +133,48 @@ for (const store of STORES) {
     }
   });
 }
+
+// MariaDB only: SKIP LOCKED is MariaDB's (SQLite runs one writer at a time, and a transaction of a
+// process that dies is rolled back by its journal).
+mysqlOnly("mysql: a fan-out that dies before its commit loses nothing: while it holds its events no other server sends them, then they are delivered once", async (t) => {
+  const a = await startTestServer("mysql", { ...FAST, WEBHOOK_DELIVERY_INTERVAL_MS: "0" });
+  let b: App | undefined;
+  const hook = await startReceiver();
+  const conn = await mysql.createConnection(a.db.url);
+  try {
+    const key = await a.freshKey();
+    await rest(a.url, "POST", "/webhook-endpoints", key, { url: hook.url, event_types: ["subject.created"] });
+    const ids: string[] = [];
+    for (let i = 0; i < 20; i++) ids.push((await rest(a.url, "POST", "/subjects", key, { name: `s${i}` })).body.id);
+    // Another server's fan-out, midway: the first 10 events locked, one delivery written, no commit.
+    await conn.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    await conn.query("START TRANSACTION");
+    const [held] = (await conn.query("SELECT seq, id, environment_id, created_at FROM events WHERE fanout = 1 ORDER BY seq LIMIT 10 FOR UPDATE SKIP LOCKED")) as unknown as [
+      { id: string; environment_id: string; created_at: Date }[],
+    ];
+    t.is(held.length, 10);
+    const [[ep]] = (await conn.query("SELECT id FROM webhook_endpoints")) as unknown as [{ id: string }[]];
+    await conn.query(
+      "INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, lease_token, created_at, updated_at) VALUES ('whd_dying', ?, ?, ?, ?, 'pending', 0, ?, 'dying', ?, ?)",
+      [held[0]?.environment_id, ep?.id, held[0]?.id, held[0]?.created_at, new Date(Date.now() + 60_000), new Date(), new Date()],
+    );
+    b = await startAppOn(a.db.url, FAST);
+    await hook.until((l) => l.length >= 10, 60_000);
+    await new Promise((r) => setTimeout(r, 500));
+    t.deepEqual(hook.received.map((r) => r.json.data.id).sort(), ids.slice(10).sort(), "only the events no fan-out held");
+    // The holder dies: its transaction is rolled back, and its events are fanned out by b.
+    conn.destroy();
+    await hook.until((l) => l.length >= 20, 60_000);
+    await new Promise((r) => setTimeout(r, 500));
+    t.is(hook.received.length, 20, "each event once");
+    t.deepEqual(hook.received.map((r) => r.json.data.id).sort(), [...ids].sort());
+  } finally {
+    conn.destroy();
+    await hook.close();
+    await b?.stop();
+    await a.stop();
+  }
+});
 
 // MariaDB only: on SQLite, two more connections in the test's own process wait for the database
 // lock synchronously (better-sqlite3), holding the server's event loop for a minute and more.

@@ -1,5 +1,6 @@
 /**
- * The webhook delivery worker (DESIGN §10): claims due deliveries (one server at a time per
+ * The webhook delivery worker (DESIGN §10): fans out new events into deliveries (one per endpoint,
+ * claimed by the server that wrote them) and claims due deliveries (one server at a time per
  * delivery: a row lock to claim, then a lease), sends each signed, and records the attempt.
  * A failure is retried with exponential backoff and jitter until the retry window (3 days from
  * the event) ends; then the delivery is `failed` and its endpoint marked failing. At least once:
@@ -78,6 +79,9 @@ export function retryDelayMs(attempts: number, o: Pick<DeliveryOptions, "retryBa
   return Math.round(base * (0.5 + random));
 }
 
+type FanOut = Awaited<ReturnType<WebhookStore["fanOut"]>>;
+const NOTHING_FANNED_OUT: FanOut = { events: 0, claims: [] };
+
 export class DeliveryWorker {
   constructor(
     private readonly store: WebhookStore,
@@ -87,23 +91,36 @@ export class DeliveryWorker {
     private readonly onError?: (err: unknown) => void,
   ) {}
 
-  /** Sends every delivery due now (claimed batch by batch); returns how many attempts it made. */
-  async runDue(): Promise<number> {
+  /**
+   * Fans out the events not yet fanned out and sends their deliveries, and (with `retries`) every
+   * other delivery due now (retries, replays, an enabled endpoint's held ones), batch by batch;
+   * returns how many attempts it made.
+   */
+  async runDue(options: { retries: boolean } = { retries: true }): Promise<number> {
     let n = 0;
+    // Once a fan-out takes less than a batch, the events are done for this run (a commit meanwhile wakes another).
+    let fanOut = true;
     for (;;) {
       const at = this.now();
       // The claim outlives the attempt by a margin; after it another server may take the delivery.
-      const claims = await this.store.claimDue(at, this.options.batch, new Date(at.getTime() + 2 * this.options.timeoutMs + 1_000));
-      if (claims.length === 0) return n;
-      const results = await Promise.all(claims.map((c) => this.attempt(c)));
-      try {
-        await this.store.recordAttempts(results);
-      } catch (err) {
-        // Not recorded: the claims expire and the deliveries are attempted again (at least once).
-        this.onError?.(err);
+      const leaseUntil = new Date(at.getTime() + 2 * this.options.timeoutMs + 1_000);
+      const taken: FanOut = fanOut ? await this.store.fanOut(this.options.batch, leaseUntil) : NOTHING_FANNED_OUT;
+      const events = taken.events;
+      const fresh = taken.claims;
+      fanOut = events >= this.options.batch;
+      const due = options.retries ? await this.store.claimDue(at, this.options.batch, leaseUntil) : [];
+      const claims = fresh.length === 0 ? due : due.length === 0 ? fresh : [...fresh, ...due];
+      if (claims.length > 0) {
+        const results = await Promise.all(claims.map((c) => this.attempt(c)));
+        try {
+          await this.store.recordAttempts(results);
+        } catch (err) {
+          // Not recorded: the claims expire and the deliveries are attempted again (at least once).
+          this.onError?.(err);
+        }
+        n += claims.length;
       }
-      n += claims.length;
-      if (claims.length < this.options.batch) return n;
+      if (events < this.options.batch && due.length < this.options.batch) return n;
     }
   }
 

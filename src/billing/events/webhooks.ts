@@ -117,6 +117,15 @@ export interface WebhookStore {
    */
   claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]>;
   /**
+   * Fans out up to `limit` events not yet fanned out (oldest first), in one transaction: each
+   * event is locked (events another server is fanning out are skipped), one delivery is written
+   * per endpoint of its environment that takes its type and existed when it was made (held when the
+   * endpoint is disabled), and the event is marked done. The deliveries to enabled endpoints come
+   * back claimed by this server until `leaseUntil` (as from claimDue), with how many events it took. A server that dies before
+   * the commit leaves the events to be fanned out again; one that dies after it, its claims to expire.
+   */
+  fanOut(limit: number, leaseUntil: Date): Promise<{ events: number; claims: ClaimedDelivery[] }>;
+  /**
    * Records the attempts of claimed deliveries in one transaction, each only if its claim is still
    * this server's (a claim that expired meanwhile belongs to whoever took the delivery over).
    */

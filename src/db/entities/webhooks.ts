@@ -13,6 +13,8 @@ export interface EventRow {
   type: string;
   data: string;
   created_at: Date;
+  /** 1 until the delivery worker has written the event's deliveries (fanned it out), then 0. */
+  fanout?: number;
 }
 
 export interface WebhookEndpointRow {
@@ -84,9 +86,13 @@ export function webhooksEntities(dialect: Dialect, exact: ExactText) {
       // The resource's JSON text, frozen at the change (not parsed by the store).
       data: { type: dialect === "mysql" ? "mediumtext" : "text", nullable: false },
       created_at: timeColumn(),
+      fanout: { type: "int", nullable: false, default: 0 },
     }),
     uniques: [{ name: "uq_events_id", columns: ["id"] }],
-    indices: [{ name: "ix_events_env_seq", columns: ["environment_id", "seq"] }],
+    indices: [
+      { name: "ix_events_env_seq", columns: ["environment_id", "seq"] },
+      { name: "ix_events_fanout", columns: ["fanout", "seq"] },
+    ],
   });
 
   const WebhookEndpoint = new EntitySchema<WebhookEndpointRow>({

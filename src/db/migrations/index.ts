@@ -17,6 +17,7 @@ import { PauseResume1795000000013 } from "./1795000000013-PauseResume.js";
 import { Webhooks1795000000014 } from "./1795000000014-Webhooks.js";
 import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSessions.js";
 import { DashboardScale1795000000016 } from "./1795000000016-DashboardScale.js";
+import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -36,4 +37,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   Webhooks1795000000014,
   DashboardSessions1795000000015,
   DashboardScale1795000000016,
+  EventFanOut1795000000017,
 ];

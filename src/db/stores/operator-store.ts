@@ -7,6 +7,7 @@
 import { IsNull, MigrationExecutor, Not } from "typeorm";
 import type { Database } from "../datasource.js";
 import { dbTime } from "../raw.js";
+import { webhookBacklog } from "./webhook-store.js";
 
 export interface MigrationState {
   applied: string[];
@@ -53,11 +54,11 @@ export class OperatorStore {
     );
   }
 
-  /** Webhook deliveries not yet delivered (pending or held by a disabled endpoint), and endpoints marked failing. */
+  /** Webhook deliveries not yet delivered (pending or held by a disabled endpoint; those of events not yet fanned out too), and endpoints marked failing. */
   async webhookBacklog(): Promise<{ pendingDeliveries: number; failingEndpoints: number }> {
-    const [d] = await this.db.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status IN ('pending', 'held')", []);
+    const { pending } = await webhookBacklog(this.db.sql);
     const [e] = await this.db.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE failing_since IS NOT NULL AND deleted_at IS NULL", []);
-    return { pendingDeliveries: Number(d?.n ?? 0), failingEndpoints: Number(e?.n ?? 0) };
+    return { pendingDeliveries: pending, failingEndpoints: Number(e?.n ?? 0) };
   }
 
   /** Active subscriptions set aside: their last cycle close failed and is retried with backoff. */

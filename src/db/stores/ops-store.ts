@@ -7,6 +7,7 @@
 import type { StoreSnapshot } from "../../ops/metrics.js";
 import { dbTime, fromDbTimeOrNull } from "../raw.js";
 import type { Sql } from "../sql.js";
+import { webhookBacklog } from "./webhook-store.js";
 
 export class SqlOpsStore {
   constructor(private readonly sql: Sql) {}
@@ -24,18 +25,15 @@ export class SqlOpsStore {
     const rows = await this.sql.query<{ status: string; n: unknown }[]>("SELECT status, COUNT(*) AS n FROM invoices GROUP BY status", []);
     const invoices: Record<string, number> = {};
     for (const r of rows) invoices[r.status] = Number(r.n);
-    // Deliveries not yet delivered, by the due index (status first); the oldest pending event's age is the webhook lag.
-    const [pending] = await this.sql.query<{ n: unknown; t: unknown }[]>(
-      "SELECT COUNT(*) AS n, MIN(CASE WHEN status = 'pending' THEN event_created_at END) AS t FROM webhook_deliveries WHERE status IN ('pending', 'held')",
-      [],
-    );
+    // Deliveries not yet delivered (those of events not yet fanned out too); the oldest pending event's age is the webhook lag.
+    const pending = await webhookBacklog(this.sql);
     const [endpoints] = await this.sql.query<{ n: unknown }[]>("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE failing_since IS NOT NULL AND deleted_at IS NULL", []);
     return {
       oldestDueAt: fromDbTimeOrNull(due?.t),
       failing: Number(failing?.n ?? 0),
       invoices,
-      webhookPending: Number(pending?.n ?? 0),
-      webhookOldestPendingAt: fromDbTimeOrNull(pending?.t),
+      webhookPending: pending.pending,
+      webhookOldestPendingAt: pending.oldestPendingAt,
       webhookEndpointsFailing: Number(endpoints?.n ?? 0),
     };
   }

@@ -39,13 +39,13 @@ export class SqlSubjectStore implements SubjectStore {
   async insert(s: Subject, events: NewEvent[]): Promise<void> {
     const at = dbTime(s.createdAt);
     try {
-      // Pipelined (the create is hot): the subject and its events travel with the endpoints' read.
+      // Pipelined (the create is hot): the subject and its events travel with the COMMIT, one round trip.
       await this.sql.pipelined(async (p) => {
         p.defer([
           "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
           [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
         ]);
-        await writeEvents(pipelineOutbox(p), this.encode, this.eventTime, events);
+        await writeEvents(pipelineOutbox(p, this.sql.dataSource), this.encode, this.eventTime, events);
       });
     } catch (err) {
       if (isUniqueViolation(err)) {

@@ -23,27 +23,46 @@ import { type Page, type PageResult, toPageResult } from "../../billing/paginati
 import type { Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
 import { dbTime, fromDbTime, fromDbTimeOrNull, fromJsonText } from "../raw.js";
-import { type Pipeline, type Sql, chunks, placeholders } from "../sql.js";
+import { type Pipeline, type Sql, afterCommit, chunks, placeholders } from "../sql.js";
 import { subscriptionFromRow } from "./subscription-store.js";
 
-type Query = (sql: string, params: unknown[]) => Promise<unknown>;
-
-/** How writeEvents reaches the transaction: reads whose results it needs, writes it does not. */
+/** How writeEvents reaches the transaction: statements whose results it does not need, and its commit. */
 export interface OutboxTx {
-  read: Query;
   write: (sql: string, params: unknown[]) => unknown;
+  afterCommit: (fn: () => void) => void;
+  /** The database (its DataSource): whose delivery workers hear of the commit (watchOutbox). */
+  source: object;
 }
 
-/** A transaction's entity manager as an OutboxTx (one round trip per statement). */
-export const emOutbox = (em: EntityManager): OutboxTx => ({ read: (q, p) => em.query(q, p), write: (q, p) => em.query(q, p) });
+/** A transaction's entity manager (of Sql.transaction) as an OutboxTx (one round trip per statement). */
+export const emOutbox = (em: EntityManager): OutboxTx => ({ write: (q, p) => em.query(q, p), afterCommit: (fn) => afterCommit(em, fn), source: em.connection });
 
 /** A Sql.pipelined transaction as an OutboxTx: writes go with the next read or the COMMIT. */
-export const pipelineOutbox = (p: Pipeline): OutboxTx => ({
-  read: async (q, params) => (await p.run([[q, params]]))[0],
+export const pipelineOutbox = (p: Pipeline, source: object): OutboxTx => ({
   write: (q, params) => {
     p.defer([q, params]);
   },
+  afterCommit: (fn) => p.afterCommit(fn),
+  source,
 });
+
+const outboxWatchers = new WeakMap<object, Set<() => void>>();
+
+/**
+ * Calls `fn` whenever a transaction of this process that wrote events to `source` (a DataSource)
+ * has committed: the delivery worker fans them out at once rather than at its next poll (which
+ * remains, for events other servers write). Returns the unsubscribe.
+ */
+export function watchOutbox(source: object, fn: () => void): () => void {
+  let set = outboxWatchers.get(source);
+  if (!set) outboxWatchers.set(source, (set = new Set()));
+  set.add(fn);
+  return () => set.delete(fn);
+}
+
+function outboxCommitted(source: object): void {
+  for (const fn of outboxWatchers.get(source) ?? []) fn();
+}
 
 interface EndpointRaw {
   id: string;
@@ -90,8 +109,10 @@ const ENDPOINT_COLUMNS = "id, environment_id, url, description, event_types, sec
 const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
 
 /**
- * Writes events and one pending delivery per enabled endpoint of their environment that takes
- * their type, through `query` (the caller's transaction): the outbox write of a change.
+ * Writes events through `tx` (the caller's transaction): the outbox write of a change. Each is
+ * marked for fan-out (`fanout = 1`); the delivery worker writes its deliveries, one per endpoint
+ * that takes it (SqlWebhookStore.fanOut), so the change's transaction reads nothing and costs one
+ * statement per 200 events.
  */
 export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
@@ -99,37 +120,12 @@ export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () =>
   const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
   for (const part of chunks(stored, 200)) {
     await tx.write(
-      `INSERT INTO events (id, environment_id, type, data, created_at) VALUES ${placeholders(part.length, 5)}`,
-      part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt)]),
+      `INSERT INTO events (id, environment_id, type, data, created_at, fanout) VALUES ${placeholders(part.length, 6)}`,
+      part.flatMap((e) => [e.id, e.environmentId, e.type, e.data, dbTime(e.createdAt), 1]),
     );
   }
-  const envs = [...new Set(stored.map((e) => e.environmentId))];
-  const endpoints = (await tx.read(
-    `SELECT id, environment_id, event_types, status FROM webhook_endpoints WHERE environment_id IN (${envs.map(() => "?").join(", ")}) AND deleted_at IS NULL`,
-    envs,
-  )) as {
-    id: string;
-    environment_id: string;
-    event_types: unknown;
-    status: string;
-  }[];
-  if (endpoints.length === 0) return stored;
-  const rows: unknown[][] = [];
-  for (const ep of endpoints) {
-    const types = fromJsonText<string[]>(ep.event_types) ?? [];
-    for (const e of stored) {
-      if (e.environmentId !== ep.environment_id || (types.length > 0 && !types.includes(e.type))) continue;
-      const t = dbTime(at);
-      // A disabled endpoint's deliveries are held until it is enabled again.
-      rows.push([newId("whd"), e.environmentId, ep.id, e.id, t, ep.status === "enabled" ? "pending" : "held", 0, t, t, t]);
-    }
-  }
-  for (const part of chunks(rows, 200)) {
-    await tx.write(
-      `INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES ${placeholders(part.length, 10)}`,
-      part.flat(),
-    );
-  }
+  const source = tx.source;
+  tx.afterCommit(() => outboxCommitted(source));
   return stored;
 }
 
@@ -417,6 +413,84 @@ export class SqlWebhookStore implements WebhookStore {
     });
   }
 
+  async fanOut(limit: number, leaseUntil: Date): Promise<{ events: number; claims: ClaimedDelivery[] }> {
+    const mysql = this.sql.dialect === "mysql";
+    const token = randomBase62(24);
+    // READ COMMITTED on MySQL: the locking read of the fan-out index takes no gap locks (it must
+    // not block the changes' inserts of new events), and SKIP LOCKED passes over events another
+    // server is fanning out and those of transactions not yet committed.
+    return this.sql.pipelined(
+      async (p) => {
+        const [events] = (await p.run([[`SELECT ${EVENT_COLUMNS} FROM events WHERE fanout = 1 ORDER BY seq LIMIT ?${mysql ? " FOR UPDATE SKIP LOCKED" : ""}`, [limit]]])) as [EventRaw[]];
+        if (events.length === 0) return { events: 0, claims: [] };
+        const envs = [...new Set(events.map((e) => e.environment_id))];
+        // A shared lock on the endpoints: an endpoint disabled or deleted meanwhile waits for this
+        // transaction, then holds or drops the deliveries it wrote.
+        const [endpoints] = (await p.run([
+          [
+            `SELECT w.id, w.environment_id, w.url, w.secret, w.event_types, w.status, w.created_at, v.mode FROM webhook_endpoints w JOIN environments v ON v.id = w.environment_id WHERE w.environment_id IN (${envs.map(() => "?").join(", ")}) AND w.deleted_at IS NULL${mysql ? " LOCK IN SHARE MODE" : ""}`,
+            envs,
+          ],
+        ])) as [{ id: string; environment_id: string; url: string; secret: string; event_types: unknown; status: string; created_at: unknown; mode: string }[]];
+        const seqs = events.map((e) => Number(e.seq));
+        const mark = [`UPDATE events SET fanout = 0 WHERE seq IN (${seqs.map(() => "?").join(", ")})`, seqs] as const;
+        const eps = endpoints.map((w) => ({ ...w, types: fromJsonText<string[]>(w.event_types) ?? [], since: fromDbTime(w.created_at).getTime() }));
+        const rows: unknown[][] = [];
+        const sent = new Map<string, Omit<ClaimedDelivery, "seq">>();
+        const at = dbTime(new Date());
+        const lease = dbTime(leaseUntil);
+        for (const r of events) {
+          const e = eventFromRow(r);
+          const t = dbTime(e.createdAt);
+          for (const w of eps) {
+            // An endpoint takes the events of its environment made since it was created, of its types (all when none).
+            if (w.environment_id !== e.environmentId || w.since > e.createdAt.getTime() || (w.types.length > 0 && !w.types.includes(e.type))) continue;
+            const id = newId("whd");
+            if (w.status === "enabled") {
+              // Claimed by this server at once (the lease as claimDue's): sent now, without a claim of its own.
+              rows.push([id, e.environmentId, w.id, e.id, t, "pending", 0, lease, token, at, at]);
+              sent.set(id, {
+                id,
+                leaseToken: token,
+                attempts: 0,
+                eventCreatedAt: e.createdAt,
+                endpoint: { id: w.id, url: w.url, secret: w.secret, environmentId: w.environment_id },
+                event: e,
+                mode: w.mode,
+              });
+            } else {
+              // A disabled endpoint's deliveries are held until it is enabled again.
+              rows.push([id, e.environmentId, w.id, e.id, t, "held", 0, at, null, at, at]);
+            }
+          }
+        }
+        if (rows.length === 0) {
+          p.defer(mark);
+          return { events: events.length, claims: [] };
+        }
+        // IGNORE: a delivery of the same (endpoint, event) made by a replay before the fan-out stays
+        // as it is (and is not sent from here); only rows under this claim's token are sent.
+        const ignore = mysql ? "INSERT IGNORE" : "INSERT OR IGNORE";
+        const statements: [string, unknown[]][] = chunks(rows, 200).map((part) => [
+          `${ignore} INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, lease_token, created_at, updated_at) VALUES ${placeholders(part.length, 11)}`,
+          part.flat(),
+        ]);
+        const ids = [...sent.keys()];
+        const mine = ids.length === 0 ? [] : [[`SELECT seq, id FROM webhook_deliveries WHERE id IN (${ids.map(() => "?").join(", ")}) AND lease_token = ?`, [...ids, token]] as [string, unknown[]]];
+        const results = await p.finish([...statements, [mark[0], [...mark[1]]], ...mine]);
+        if (mine.length === 0) return { events: events.length, claims: [] };
+        const owned = results[results.length - 1] as { seq: unknown; id: string }[];
+        const out: ClaimedDelivery[] = [];
+        for (const o of owned) {
+          const c = sent.get(o.id);
+          if (c) out.push({ ...c, seq: Number(o.seq) });
+        }
+        return { events: events.length, claims: out };
+      },
+      { readCommitted: true },
+    );
+  }
+
   async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
     const token = randomBase62(24);
     // Candidates by a plain read first, then locked and updated by primary key only: a locking
@@ -468,61 +542,80 @@ export class SqlWebhookStore implements WebhookStore {
 
   async recordAttempts(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[]): Promise<void> {
     if (results.length === 0) return;
-    await this.sql.transaction(async (em) => {
-      // Successes at once (by primary key, each still under its claim's token); the others one by one.
-      const ok = results.filter((r) => r.outcome.status === "succeeded");
-      const mine = new Set<string>();
-      for (const group of groupBy(ok, (r) => `${r.claim.leaseToken} ${r.outcome.attempt.statusCode}`).values()) {
-        const token = group[0]?.claim.leaseToken;
-        const seqs = group.map((r) => r.claim.seq);
-        const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
-        const rows = (await em.query(`SELECT seq, id FROM webhook_deliveries WHERE seq IN (${seqs.map(() => "?").join(", ")}) AND lease_token = ?`, [...seqs, token])) as {
-          seq: unknown;
-          id: string;
-        }[];
-        if (rows.length === 0) continue;
-        await em.query(
-          `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`,
-          [at, group[0]?.outcome.attempt.statusCode, at, ...rows.map((r) => Number(r.seq))],
-        );
-        for (const r of rows) mine.add(r.id);
+    const lock = this.sql.dialect === "mysql" ? " FOR UPDATE" : "";
+    // Two round trips on MySQL: the claims still this server's (locked until the commit, so that no
+    // other server takes one over meanwhile), then every write with the COMMIT. READ COMMITTED: no
+    // next-key lock at the end of the table against a fan-out's inserts (which holds its endpoints
+    // shared while this clears their failing mark: a deadlock in REPEATABLE READ). A deadlock lost
+    // anyway is retried: unrecorded claims would be sent again once their lease ends.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.recordOnce(results, lock);
+        return;
+      } catch (err) {
+        if (attempt >= 4 || !isTransient(err)) throw err;
+        await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
       }
-      for (const { claim, outcome } of results) {
-        if (outcome.status === "succeeded") continue;
-        const a = outcome.attempt;
-        const at = dbTime(a.attemptedAt);
-        const n = await changed(
-          em,
-          "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ? AND lease_token = ?",
-          [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq, claim.leaseToken],
-        );
-        if (n > 0) mine.add(claim.id);
-      }
-      const logged = results.filter((r) => mine.has(r.claim.id));
-      for (const part of chunks(logged, 200)) {
-        await em.query(
-          `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
-          part.flatMap(({ outcome: { attempt: a } }) => [
-            a.id,
-            a.deliveryId,
-            a.endpointId,
-            a.eventId,
-            dbTime(a.attemptedAt),
-            a.succeeded ? 1 : 0,
-            a.statusCode,
-            a.latencyMs,
-            a.responseExcerpt,
-            a.error,
+    }
+  }
+
+  private async recordOnce(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[], lock: string): Promise<void> {
+    await this.sql.pipelined(
+      async (p) => {
+        const byToken = [...groupBy(results, (r) => r.claim.leaseToken)];
+        const found = (await p.run(
+          byToken.map(([token, group]) => [
+            `SELECT seq FROM webhook_deliveries WHERE seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`,
+            [...group.map((r) => r.claim.seq), token],
           ]),
-        );
-      }
-      // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
-      const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
-      const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
-      const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
-      for (const id of failing) await em.query("UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]);
-      for (const id of healed) await em.query("UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]);
-    });
+        )) as { seq: unknown }[][];
+        const mine = new Set(found.flat().map((r) => Number(r.seq)));
+        const logged = results.filter((r) => mine.has(r.claim.seq));
+        if (logged.length === 0) return;
+        // Successes at once (by primary key), grouped by status code; the others one by one.
+        const ok = logged.filter((r) => r.outcome.status === "succeeded");
+        for (const group of groupBy(ok, (r) => String(r.outcome.attempt.statusCode)).values()) {
+          const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
+          p.defer([
+            `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${group.map(() => "?").join(", ")})`,
+            [at, group[0]?.outcome.attempt.statusCode, at, ...group.map((r) => r.claim.seq)],
+          ]);
+        }
+        for (const { claim, outcome } of logged) {
+          if (outcome.status === "succeeded") continue;
+          const a = outcome.attempt;
+          const at = dbTime(a.attemptedAt);
+          p.defer([
+            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ?",
+            [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq],
+          ]);
+        }
+        for (const part of chunks(logged, 200)) {
+          p.defer([
+            `INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, event_id, attempted_at, succeeded, status_code, latency_ms, response_excerpt, error) VALUES ${placeholders(part.length, 10)}`,
+            part.flatMap(({ outcome: { attempt: a } }) => [
+              a.id,
+              a.deliveryId,
+              a.endpointId,
+              a.eventId,
+              dbTime(a.attemptedAt),
+              a.succeeded ? 1 : 0,
+              a.statusCode,
+              a.latencyMs,
+              a.responseExcerpt,
+              a.error,
+            ]),
+          ]);
+        }
+        // An endpoint whose delivery ran out of retries is failing until one of its deliveries succeeds.
+        const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
+        const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
+        const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
+        for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]]);
+        for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]]);
+      },
+      { readCommitted: true },
+    );
   }
 
   async event(environmentId: string, id: string): Promise<StoredEvent | undefined> {
@@ -563,6 +656,29 @@ export class SqlWebhookStore implements WebhookStore {
     if (events.length === 0) return;
     await this.sql.transaction((em) => writeEvents(emOutbox(em), this.encode, this.now, events));
   }
+}
+
+/**
+ * Deliveries not yet delivered (pending, or held by a disabled endpoint), counting those of
+ * events not yet fanned out (one per endpoint that will take the event), and the creation time
+ * of the oldest event with one pending to an enabled endpoint (null when none): the webhook lag.
+ */
+export async function webhookBacklog(sql: Sql): Promise<{ pending: number; oldestPendingAt: Date | null }> {
+  // By the due index (status first), and by the fan-out index (fanout first).
+  const [d] = await sql.query<{ n: unknown; t: unknown }[]>(
+    "SELECT COUNT(*) AS n, MIN(CASE WHEN status = 'pending' THEN event_created_at END) AS t FROM webhook_deliveries WHERE status IN ('pending', 'held')",
+    [],
+  );
+  const quoted = sql.dialect === "mysql" ? "CONCAT('\"', e.type, '\"')" : "('\"' || e.type || '\"')";
+  const [f] = await sql.query<{ n: unknown; t: unknown }[]>(
+    `SELECT COUNT(*) AS n, MIN(CASE WHEN w.status = 'enabled' THEN e.created_at END) AS t FROM events e JOIN webhook_endpoints w ON w.environment_id = e.environment_id AND w.deleted_at IS NULL AND w.created_at <= e.created_at WHERE e.fanout = 1 AND (w.event_types = '[]' OR INSTR(w.event_types, ${quoted}) > 0)`,
+    [],
+  );
+  const times = [fromDbTimeOrNull(d?.t), fromDbTimeOrNull(f?.t)].filter((t): t is Date => t !== null);
+  return {
+    pending: Number(d?.n ?? 0) + Number(f?.n ?? 0),
+    oldestPendingAt: times.length === 0 ? null : new Date(Math.min(...times.map((t) => t.getTime()))),
+  };
 }
 
 /** Rows a statement in a transaction changed (the query runner's structured result, on both drivers). */
