@@ -208,20 +208,43 @@ export class SqlInvoiceStore implements InvoiceStore {
   }
 
   async windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]> {
+    return (await this.windowsOf([subscriptionId])).get(subscriptionId) ?? [];
+  }
+
+  async windowsOf(subscriptionIds: string[]): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>> {
+    const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
+    if (subscriptionIds.length === 0) return out;
     return this.sql.run(async (em) => {
-      const rows = await em
-        .createQueryBuilder(this.entities.Invoice, "i")
-        .where("i.subscription_id = :id AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { id: subscriptionId })
-        .orderBy("i.seq", "ASC")
-        .getMany();
-      if (rows.length === 0) return [];
-      const ids = rows.map((r) => r.id);
-      const own = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(ids), kind: "usage" }, order: { seq: "ASC" } });
-      const adjustments = await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(ids) }, order: { seq: "ASC" } });
-      return rows.map((r) => ({
-        invoice: invoiceFromRows(r, []),
-        billed: [...own.filter((l) => l.invoice_id === r.id), ...adjustments.filter((l) => l.window_invoice_id === r.id)].map(lineFromRow),
-      }));
+      const rows: InvoiceRow[] = [];
+      for (const part of chunks(subscriptionIds)) {
+        rows.push(
+          ...(await em
+            .createQueryBuilder(this.entities.Invoice, "i")
+            .where("i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { ids: part })
+            .orderBy("i.seq", "ASC")
+            .getMany()),
+        );
+      }
+      if (rows.length === 0) return out;
+      const own = new Map<string, InvoiceLineRow[]>();
+      const adjustments = new Map<string, InvoiceLineRow[]>();
+      const add = (m: Map<string, InvoiceLineRow[]>, key: string, l: InvoiceLineRow) => {
+        const list = m.get(key);
+        if (list) list.push(l);
+        else m.set(key, [l]);
+      };
+      for (const part of chunks(rows.map((r) => r.id))) {
+        for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: "usage" }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
+        for (const l of await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(part) }, order: { seq: "ASC" } })) add(adjustments, l.window_invoice_id as string, l);
+      }
+      // Lines in seq order per window, as one subscription's read gave them (chunks keep each window's lines in one part).
+      rows.sort((x, y) => Number(x.seq) - Number(y.seq));
+      for (const r of rows) {
+        const list = out.get(r.subscription_id) ?? [];
+        list.push({ invoice: invoiceFromRows(r, []), billed: [...(own.get(r.id) ?? []), ...(adjustments.get(r.id) ?? [])].map(lineFromRow) });
+        out.set(r.subscription_id, list);
+      }
+      return out;
     });
   }
 
