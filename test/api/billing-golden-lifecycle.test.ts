@@ -459,12 +459,12 @@ const cases: Case[] = [
     },
     [
       [
-        ["paid", "20", [["API calls", "10", "2", "20"]]],
-        ["paid", "2", [[`Late usage adjustment: API calls ${JAN}`, "1", "2", "2"]]],
+        ["open", "20", [["API calls", "10", "2", "20"]]],
+        ["open", "2", [[`Late usage adjustment: API calls ${JAN}`, "1", "2", "2"]]],
       ],
       [
-        ["paid", "40", [["API calls", "20", "2", "40"]]],
-        ["paid", "6", [[`Late usage adjustment: API calls ${JAN}`, "3", "2", "6"]]],
+        ["open", "40", [["API calls", "20", "2", "40"]]],
+        ["open", "6", [[`Late usage adjustment: API calls ${JAN}`, "3", "2", "6"]]],
       ],
     ],
   ],
