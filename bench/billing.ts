@@ -9,11 +9,16 @@
  *     batches of 500 usage events; the same reads without ingestion for comparison.
  *
  * Run:  npm run bench:billing   (BENCH_SUBSCRIPTIONS=10000, BENCH_SECONDS=10)
+ *       BENCH_PARTS=A      only the cycle close (A)
+ *       BENCH_CPU_PROF=1   a CPU profile of the close (this process) written to the repo root
+ * The close also reports its cost per closed subscription (bench/probe.ts): this process's CPU,
+ * the SQL round trips and statements it sends, MariaDB's CPU (every client's).
  */
 import http from "node:http";
 import { buildServices } from "../src/app.js";
 import { newId, randomBase62 } from "../src/billing/ids.js";
 import { createDatabase } from "../src/db/datasource.js";
+import { costLine, probe } from "./probe.js";
 import {
   createThrowawayDatabase,
   envNumber,
@@ -116,15 +121,15 @@ async function closeBench(url: string) {
   await db.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-02-15 00:00:00.000", clock.id]);
   now = to;
   log(`A: closing ${SUBSCRIPTIONS} due cycles`);
-  const start = process.hrtime.bigint();
-  const closed = await svc.engine.closeDue(to, clock.id, 16);
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const { result: closed, cost } = await probe("billing-close", () => svc.engine.closeDue(to, clock.id, 16));
+  const seconds = cost.seconds;
+  log(`A: ${costLine(cost, closed, "closed subscription").replaceAll("\n", "\n[bench] A: ")}`);
   const [check] = await db.dataSource.query("SELECT COUNT(*) AS n, SUM(total) AS total, SUM(status = 'paid') AS paid FROM invoices WHERE period_key = 'cycle:1'");
   // Each: seats 2 × 1000 + (22.5 − 10) × 0.5 = 6.25 → 6; 2006 per invoice.
   const expected = 2006 * SUBSCRIPTIONS;
   const ok = Number(check.n) === SUBSCRIPTIONS && Number(check.total) === expected && Number(check.paid) === SUBSCRIPTIONS && closed === SUBSCRIPTIONS;
   await db.dataSource.destroy();
-  return { closed, seconds, perSecond: closed / seconds, invoices: Number(check.n), total: String(check.total), paid: Number(check.paid), expected, ok };
+  return { closed, seconds, perSecond: closed / seconds, invoices: Number(check.n), total: String(check.total), paid: Number(check.paid), expected, ok, cost };
 }
 
 /** B. Billing-state latency with and without ingestion running. */
@@ -208,8 +213,10 @@ async function withDatabase<T>(fn: (url: string) => Promise<T>): Promise<{ resul
 
 await runBenchmark(async () => {
   const { result: a, version } = await withDatabase(closeBench);
-  const { result: b } = await withDatabase(stateBench);
+  const onlyClose = process.env.BENCH_PARTS === "A";
+  const b = onlyClose ? undefined : (await withDatabase(stateBench)).result;
   const ms = (sorted: Float64Array, p: number) => fmt(percentile(sorted, p), 2);
+  const cost = (n: number) => fmt(n / a.closed, 2);
   const lines = [
     "### Billing: closing due cycles, and billing state under ingestion",
     "",
@@ -222,18 +229,24 @@ await runBenchmark(async () => {
         ["Time to invoice them all (scheduler path, 16 in flight, batches of 100)", `${fmt(a.seconds, 2)} s`],
         ["**Subscriptions invoiced per second**", `**${fmtInt(a.perSecond)}** (goal ≥ 1,000)`],
         ["Invoices written / paid / total checked", `${fmtInt(a.invoices)} / ${fmtInt(a.paid)} / ${a.ok ? "exact" : `MISMATCH (got ${a.total}, expected ${a.expected})`}`],
+        ["Per closed subscription: CPU of the closing process", `${fmtInt((a.cost.cpuSeconds * 1e6) / a.closed)} µs`],
+        ["Per closed subscription: SQL round trips / statements", `${cost(a.cost.sql.roundTrips)} / ${cost(a.cost.sql.statements)}`],
       ],
     ),
     "",
-    ...markdownTable(
-      ["Billing state (`GET /customer-access/{id}/billing-state`)", "p50 ms", "p99 ms", "reads"],
-      [
-        ["no ingestion", ms(b.idle, 0.5), ms(b.idle, 0.99), fmtInt(b.idle.length)],
-        [`while ingesting ${fmtInt(b.rate)} events/s (REST batches of 500, 2 clients)`, ms(b.busy, 0.5), ms(b.busy, 0.99), fmtInt(b.busy.length)],
-      ],
-    ),
-    "",
-    ...serverReportLines(await b.server.stop(), b.server.problems),
+    ...(b === undefined
+      ? []
+      : [
+          ...markdownTable(
+            ["Billing state (`GET /customer-access/{id}/billing-state`)", "p50 ms", "p99 ms", "reads"],
+            [
+              ["no ingestion", ms(b.idle, 0.5), ms(b.idle, 0.99), fmtInt(b.idle.length)],
+              [`while ingesting ${fmtInt(b.rate)} events/s (REST batches of 500, 2 clients)`, ms(b.busy, 0.5), ms(b.busy, 0.99), fmtInt(b.busy.length)],
+            ],
+          ),
+          "",
+          ...serverReportLines(await b.server.stop(), b.server.problems),
+        ]),
     "",
   ];
   process.stdout.write(lines.join("\n"));

@@ -433,6 +433,41 @@ const cases: Case[] = [
       ["open", "3", [["Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-20T00:00:00Z)", "3", "1", "3"]]],
     ],
   ],
+  [
+    // A cycle close reads the usage windows of a whole batch of subscriptions at once: each one's
+    // late usage must still be adjusted on its own invoice, by its own amount.
+    "two subscriptions closed in the same run: each one's late usage is adjusted on its own next invoice",
+    { grace: 0 },
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ usage_based_rates: [simple(m, usd(2))] });
+      const first = s.subjectId;
+      await s.subscribe({ rate_card_id: card });
+      await s.events([["2026-01-20T00:00:00Z", "10"]]);
+      const second = (await s.call("POST", "/subjects", { name: "Second", test_clock_id: s.clockId })).id;
+      s.subjectId = second;
+      await s.subscribe({ rate_card_id: card });
+      await s.events([["2026-01-20T00:00:00Z", "20"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      await s.events([["2026-01-21T00:00:00Z", "3"]]);
+      s.subjectId = first;
+      await s.events([["2026-01-21T00:00:00Z", "1"]]);
+      await s.advance("2026-03-15T00:00:00Z");
+      const billsOfFirst = await s.bills();
+      s.subjectId = second;
+      return [billsOfFirst, await s.bills()];
+    },
+    [
+      [
+        ["open", "20", [["API calls", "10", "2", "20"]]],
+        ["open", "2", [[`Late usage adjustment: API calls ${JAN}`, "1", "2", "2"]]],
+      ],
+      [
+        ["open", "40", [["API calls", "20", "2", "40"]]],
+        ["open", "6", [[`Late usage adjustment: API calls ${JAN}`, "3", "2", "6"]]],
+      ],
+    ],
+  ],
 ];
 
 for (const store of STORES) {

@@ -8,7 +8,7 @@ import { AlreadyExistsError } from "../../src/billing/errors.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
 import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
-import type { BillingSubject, CheckoutSession, Invoice, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
+import type { BillingSubject, CheckoutSession, Invoice, InvoiceLine, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../src/billing/tenancy.js";
 
 function page<T>(all: T[], p: Page): PageResult<T> {
@@ -163,16 +163,26 @@ export class FakeBillingStores implements BillingStores {
         .sort((a, b) => (a.finalizesAt as Date).getTime() - (b.finalizesAt as Date).getTime())
         .slice(0, limit)
         .map((i) => structuredClone(i)),
-    windows: async (subscriptionId) => {
-      const all = [...this.state.invoices.values()];
-      return all
-        .filter((i) => i.subscriptionId === subscriptionId && i.status !== "draft" && i.window !== null)
-        .map((i) => ({
-          invoice: { ...structuredClone(i), lines: [] },
-          billed: [...i.lines.filter((l) => l.kind === "usage"), ...all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id))].map((l) => structuredClone(l)),
-        }));
+    windows: async (subscriptionId) => (await this.invoices.windowsOf([subscriptionId])).get(subscriptionId) ?? [],
+    windowsOf: async (subscriptionIds) => {
+      const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
+      for (const subscriptionId of subscriptionIds) {
+        const list = this.windowsOne(subscriptionId);
+        if (list.length > 0) out.set(subscriptionId, list);
+      }
+      return out;
     },
   };
+
+  private windowsOne(subscriptionId: string): { invoice: Invoice; billed: InvoiceLine[] }[] {
+    const all = [...this.state.invoices.values()];
+    return all
+      .filter((i) => i.subscriptionId === subscriptionId && i.status !== "draft" && i.window !== null)
+      .map((i) => ({
+        invoice: { ...structuredClone(i), lines: [] },
+        billed: [...i.lines.filter((l) => l.kind === "usage"), ...all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id))].map((l) => structuredClone(l)),
+      }));
+  }
 
   readonly paymentMethods: BillingStores["paymentMethods"] = {
     get: async (id) => structuredClone(this.state.paymentMethods.get(id)),
@@ -275,6 +285,9 @@ export class FakeBillingStores implements BillingStores {
       updateSubscription: async (sub) => {
         write("updateSubscription", sub);
         s.subscriptions.set(sub.id, structuredClone(sub));
+      },
+      updateSubscriptions: async (list) => {
+        for (const sub of list) await tx.updateSubscription(sub);
       },
       insertInvoices: async (list) => {
         write("insertInvoices", list);

@@ -92,6 +92,9 @@ function failureMessage(err: unknown, at: Date): string {
   return `internal error at ${at.toISOString()}; the server log has the cause`;
 }
 
+/** A subscription's finalized usage windows as the invoice store reads them (InvoiceStore.windows). */
+type WindowsOf = Awaited<ReturnType<BillingStores["invoices"]["windows"]>>;
+
 /** What the engine reports of failures no caller sees: the scheduler's work. */
 export interface EngineEvents {
   /** A subscription was set aside because its cycle close failed. */
@@ -397,10 +400,11 @@ export class BillingEngine {
    * reconciliation state to keep. Cheap when nothing changed: per pricing metric, a count of the
    * subject's events over the span of the windows (events are append-only, so an equal count
    * means no late event). Counts are read before any usage is measured, so an event committed
-   * meanwhile is at worst checked again next time, never missed.
+   * meanwhile is at worst checked again next time, never missed. `read`: the subscription's
+   * windows when the caller has read them already (a cycle close reads its batch's at once).
    */
-  async lateUsage(s: Subscription): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
-    const windows = await this.stores.invoices.windows(s.id);
+  async lateUsage(s: Subscription, read?: WindowsOf): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
+    const windows = read ?? (await this.stores.invoices.windows(s.id));
     if (windows.length === 0) return { lines: [], check: s.usageCheck };
     const cards = new Map<string, RateCard>();
     const metricIdsOf = new Map<string, string[]>();
@@ -592,8 +596,8 @@ export class BillingEngine {
    * period), and adjustments for late usage of earlier, finalized periods; with the
    * reconciliation state to keep.
    */
-  private async closingInvoice(s: Subscription): Promise<{ invoice: Invoice; check: UsageCheck | null }> {
-    const late = await this.lateUsage(s);
+  private async closingInvoice(s: Subscription, windows?: WindowsOf): Promise<{ invoice: Invoice; check: UsageCheck | null }> {
+    const late = await this.lateUsage(s, windows);
     const card = await this.card(s.environmentId, s.rateCardId);
     const rates = await this.rates(card, s.fixedRateQuantities);
     const usageLines = await this.usageLinesOf(card, rates.usage, s, s.usageSince, s.periodEnd);
@@ -631,13 +635,15 @@ export class BillingEngine {
     const computed: Subscription[] = [];
     let setAside = 0;
     let next = 0;
+    // The batch's finalized usage windows in one read (each subscription's late-usage check needs its own).
+    const windows = await this.stores.invoices.windowsOf(snapshots.map((s) => s.id));
     await Promise.all(
       Array.from({ length: Math.min(concurrency, snapshots.length) }, async () => {
         while (next < snapshots.length) {
           const s = snapshots[next++] as Subscription;
           await breathe(); // between reads, outside any transaction
           try {
-            const { invoice, check } = await this.closingInvoice(s);
+            const { invoice, check } = await this.closingInvoice(s, windows.get(s.id) ?? []);
             invoices.set(s.id, invoice);
             checks.set(s.id, check);
             computed.push(s);
@@ -671,11 +677,13 @@ export class BillingEngine {
         const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
         await tx.insertInvoices(out);
         const events = out.flatMap(newInvoiceEvents);
+        const updated: Subscription[] = [];
         for (const s of ready) {
           const after = await this.afterClose(s, checks.get(s.id) ?? null);
-          await tx.updateSubscription(after);
+          updated.push(after);
           if (after.status === "cancelled") events.push(subscriptionEvent("subscription.cancelled", after));
         }
+        await tx.updateSubscriptions(updated);
         await tx.emit(events);
         return [out, ready.length] as const;
       });

@@ -81,6 +81,8 @@ export interface InvoiceStore {
    * with what was billed for its window so far: its usage lines and every adjustment of it.
    */
   windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
+  /** The windows (as `windows`) of each of these subscriptions, in one read: what a cycle close of a batch needs. */
+  windowsOf(subscriptionIds: string[]): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
 }
 
 export interface PaymentMethodStore {
@@ -138,6 +140,8 @@ export interface SubscriptionWrites {
   lockSubscriptions(ids: string[]): Promise<Subscription[]>;
   insertSubscription(s: Subscription): Promise<void>;
   updateSubscription(s: Subscription): Promise<void>;
+  /** Several subscriptions at once (a cycle close's batch): on MySQL in one round trip. */
+  updateSubscriptions(list: Subscription[]): Promise<void>;
 }
 
 /** Invoice writes inside a transaction. */

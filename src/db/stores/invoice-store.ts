@@ -2,14 +2,14 @@
 import type { EntityManager } from "typeorm";
 import { In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
-import { dec, formatDecimal } from "../../billing/money.js";
+import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
-import { type Sql, chunks } from "../sql.js";
+import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 /** Rows → domain: an invoice row with its line rows. */
 export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice {
@@ -86,19 +86,66 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
   }));
 }
 
+const INSERT_INVOICES =
+  "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis) VALUES ";
+const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id) VALUES ";
+
+const timeOrNull = (d: Date | null | undefined) => (d ? dbTime(d) : null);
+
+/** An invoice row's values as INSERT_INVOICES lists them (what the entity's transformers would write). */
+function invoiceValues(i: Invoice): unknown[] {
+  const r = invoiceToRow(i);
+  return [
+    r.id,
+    r.environment_id,
+    r.subject_id,
+    r.subscription_id,
+    r.period_key,
+    r.status,
+    r.currency,
+    canonicalDecimal(r.total),
+    r.hosted_token,
+    dbTime(r.period_start),
+    dbTime(r.period_end),
+    dbTime(r.created_at),
+    dbTime(r.updated_at),
+    timeOrNull(r.finalizes_at),
+    timeOrNull(r.finalized_at),
+    r.clock_id ?? null,
+    timeOrNull(r.usage_from),
+    timeOrNull(r.usage_to),
+    r.basis ? JSON.stringify(r.basis) : null,
+  ];
+}
+
+function lineValues(l: InvoiceLineRow): unknown[] {
+  return [l.invoice_id, l.position, l.description, canonicalDecimal(l.quantity), canonicalDecimal(l.unit_amount), canonicalDecimal(l.amount), l.kind, l.line_key ?? null, l.window_invoice_id ?? null];
+}
+
+/**
+ * Multi-row INSERTs of `rows` (each a row's values for `insert`'s columns), as few statements as
+ * STATEMENT_BYTES allows, at most 200 rows each. Plain SQL: a cycle close writes a hundred
+ * invoices and their lines at once, and TypeORM's insert builder cost more CPU than their round trips.
+ */
+async function insertRows(em: EntityManager, insert: string, rows: unknown[][]): Promise<void> {
+  if (rows.length === 0) return;
+  const width = (rows[0] as unknown[]).length;
+  for (const part of groupBySize(rows, paramsBytes, STATEMENT_BYTES, 200)) await em.query(insert + placeholders(part.length, width), part.flat());
+}
+
 /** The invoice writes of a billing transaction on `em`. */
 export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
   const insertInvoices = async (list: Invoice[]) => {
     if (list.length === 0) return;
     try {
-      for (const part of chunks(list)) await em.insert(E.Invoice, part.map(invoiceToRow));
+      await insertRows(em, INSERT_INVOICES, list.map(invoiceValues));
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new AlreadyExistsError("INVOICE_EXISTS", `${list.length === 1 ? `subscription ${list[0]?.subscriptionId}` : "one of these subscriptions"} already has an invoice for its period`);
       }
       throw err;
     }
-    for (const part of chunks(list.flatMap(invoiceLineRows))) await em.insert(E.InvoiceLine, part);
+    await insertRows(em, INSERT_LINES, list.flatMap(invoiceLineRows).map(lineValues));
   };
   const moveInvoices = async (ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date) => {
     const moved: string[] = [];
@@ -117,7 +164,7 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     const res = await em.update(E.Invoice, { id: i.id, status: "draft" }, { status: "open", total: i.total, finalized_at: at, updated_at: at });
     if ((res.affected ?? 0) === 0) return false;
     await em.delete(E.InvoiceLine, { invoice_id: i.id });
-    for (const part of chunks(invoiceLineRows(i))) await em.insert(E.InvoiceLine, part);
+    await insertRows(em, INSERT_LINES, invoiceLineRows(i).map(lineValues));
     return true;
   };
   return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), finalizeDraft, moveInvoices };
@@ -208,20 +255,43 @@ export class SqlInvoiceStore implements InvoiceStore {
   }
 
   async windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]> {
+    return (await this.windowsOf([subscriptionId])).get(subscriptionId) ?? [];
+  }
+
+  async windowsOf(subscriptionIds: string[]): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>> {
+    const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
+    if (subscriptionIds.length === 0) return out;
     return this.sql.run(async (em) => {
-      const rows = await em
-        .createQueryBuilder(this.entities.Invoice, "i")
-        .where("i.subscription_id = :id AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { id: subscriptionId })
-        .orderBy("i.seq", "ASC")
-        .getMany();
-      if (rows.length === 0) return [];
-      const ids = rows.map((r) => r.id);
-      const own = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(ids), kind: "usage" }, order: { seq: "ASC" } });
-      const adjustments = await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(ids) }, order: { seq: "ASC" } });
-      return rows.map((r) => ({
-        invoice: invoiceFromRows(r, []),
-        billed: [...own.filter((l) => l.invoice_id === r.id), ...adjustments.filter((l) => l.window_invoice_id === r.id)].map(lineFromRow),
-      }));
+      const rows: InvoiceRow[] = [];
+      for (const part of chunks(subscriptionIds)) {
+        rows.push(
+          ...(await em
+            .createQueryBuilder(this.entities.Invoice, "i")
+            .where("i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { ids: part })
+            .orderBy("i.seq", "ASC")
+            .getMany()),
+        );
+      }
+      if (rows.length === 0) return out;
+      const own = new Map<string, InvoiceLineRow[]>();
+      const adjustments = new Map<string, InvoiceLineRow[]>();
+      const add = (m: Map<string, InvoiceLineRow[]>, key: string, l: InvoiceLineRow) => {
+        const list = m.get(key);
+        if (list) list.push(l);
+        else m.set(key, [l]);
+      };
+      for (const part of chunks(rows.map((r) => r.id))) {
+        for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: "usage" }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
+        for (const l of await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(part) }, order: { seq: "ASC" } })) add(adjustments, l.window_invoice_id as string, l);
+      }
+      // Lines in seq order per window, as one subscription's read gave them (chunks keep each window's lines in one part).
+      rows.sort((x, y) => Number(x.seq) - Number(y.seq));
+      for (const r of rows) {
+        const list = out.get(r.subscription_id) ?? [];
+        list.push({ invoice: invoiceFromRows(r, []), billed: [...(own.get(r.id) ?? []), ...(adjustments.get(r.id) ?? [])].map(lineFromRow) });
+        out.set(r.subscription_id, list);
+      }
+      return out;
     });
   }
 

@@ -6,7 +6,7 @@ import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscr
 import type { BillingFailure, Subscription, SubscriptionStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, SubscriptionRow } from "../entities/index.js";
 import { dbTime } from "../raw.js";
-import { type Sql, rowLock } from "../sql.js";
+import { STATEMENT_BYTES, type Sql, type Statement, groupBySize, paramsBytes, rowLock } from "../sql.js";
 
 /** Row → domain. */
 export function subscriptionFromRow(r: SubscriptionRow): Subscription {
@@ -75,6 +75,63 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
   };
 }
 
+const UPDATE_SUBSCRIPTION =
+  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
+
+/** A subscription's UPDATE statement (plain SQL: a cycle close updates every due subscription). */
+function updateStatement(s: Subscription, at: string): Statement {
+  return [
+    UPDATE_SUBSCRIPTION,
+    [
+      s.rateCardId,
+      s.status,
+      s.cancelsAtEndOfCycle ? 1 : 0,
+      s.cycleIndex,
+      dbTime(s.periodStart),
+      dbTime(s.periodEnd),
+      dbTime(s.usageSince),
+      JSON.stringify(s.fixedRateQuantities),
+      JSON.stringify(s.rateMultipliers),
+      JSON.stringify(s.metadata),
+      s.cancelledAt ? dbTime(s.cancelledAt) : null,
+      s.cancelReason,
+      s.billingFailure?.message ?? null,
+      s.billingFailure?.attempts ?? 0,
+      s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
+      s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
+      s.usageCheck ? JSON.stringify(s.usageCheck) : null,
+      s.pausedAt ? dbTime(s.pausedAt) : null,
+      s.resumesAt ? dbTime(s.resumesAt) : null,
+      s.cycleEpoch,
+      dbTime(s.anchor),
+      at,
+      s.id,
+      s.environmentId,
+    ],
+  ];
+}
+
+/**
+ * Updates subscriptions in the transaction of `em`. On MySQL the statements go together, one
+ * multi-statement packet per STATEMENT_BYTES (a cycle close's batch of 100 was 100 round trips,
+ * each costing the client more CPU than the UPDATE costs the database); on SQLite, in-process,
+ * one by one.
+ */
+async function updateSubscriptions(em: EntityManager, sql: Sql, list: readonly Subscription[]): Promise<void> {
+  const at = dbTime(new Date());
+  const statements = list.map((s) => updateStatement(s, at));
+  if (sql.dialect !== "mysql") {
+    for (const [q, params] of statements) await em.query(q, [...params]);
+    return;
+  }
+  for (const packet of groupBySize(statements, ([q, params]) => q.length + paramsBytes(params), STATEMENT_BYTES)) {
+    await em.query(
+      packet.map(([q]) => q).join(";\n"),
+      packet.flatMap(([, params]) => params),
+    );
+  }
+}
+
 /** The subscription writes of a billing transaction on `em`. */
 export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): SubscriptionWrites {
   return {
@@ -91,38 +148,8 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
     insertSubscription: async (s) => {
       await em.insert(E.Subscription, subscriptionToRow(s, s.createdAt));
     },
-    // Plain SQL: a cycle close updates every due subscription.
-    updateSubscription: async (s) => {
-      await em.query(
-        "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?",
-        [
-          s.rateCardId,
-          s.status,
-          s.cancelsAtEndOfCycle ? 1 : 0,
-          s.cycleIndex,
-          dbTime(s.periodStart),
-          dbTime(s.periodEnd),
-          dbTime(s.usageSince),
-          JSON.stringify(s.fixedRateQuantities),
-          JSON.stringify(s.rateMultipliers),
-          JSON.stringify(s.metadata),
-          s.cancelledAt ? dbTime(s.cancelledAt) : null,
-          s.cancelReason,
-          s.billingFailure?.message ?? null,
-          s.billingFailure?.attempts ?? 0,
-          s.billingFailure ? dbTime(s.billingFailure.failedAt) : null,
-          s.billingFailure ? dbTime(s.billingFailure.retryAt) : null,
-          s.usageCheck ? JSON.stringify(s.usageCheck) : null,
-          s.pausedAt ? dbTime(s.pausedAt) : null,
-          s.resumesAt ? dbTime(s.resumesAt) : null,
-          s.cycleEpoch,
-          dbTime(s.anchor),
-          dbTime(new Date()),
-          s.id,
-          s.environmentId,
-        ],
-      );
-    },
+    updateSubscription: (s) => updateSubscriptions(em, sql, [s]),
+    updateSubscriptions: (list) => updateSubscriptions(em, sql, list),
   };
 }
 

@@ -4,7 +4,7 @@
  */
 import type { EntityManager } from "typeorm";
 import type { ThresholdStore, ThresholdWrites } from "../../billing/events/thresholds.js";
-import type { EventEncoder, EventType, EventWrites, NewEvent, StoredEvent } from "../../billing/events/types.js";
+import type { EventEncoder, EventResource, EventType, EventWrites, NewEvent, StoredEvent } from "../../billing/events/types.js";
 import type { Subscription } from "../../billing/subscriptions/types.js";
 import type {
   AttemptOutcome,
@@ -108,6 +108,20 @@ function eventFromRow(r: EventRaw): StoredEvent {
 const ENDPOINT_COLUMNS = "id, environment_id, url, description, event_types, secret, status, failing_since, created_at, updated_at";
 const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
 
+/** The one object a resource is (its JSON depends on nothing else), or undefined for resources that carry more. */
+function resourceObject(r: EventResource): object | undefined {
+  switch (r.kind) {
+    case "invoice":
+      return r.invoice;
+    case "subscription":
+      return r.subscription;
+    case "subject":
+      return r.subject;
+    default:
+      return undefined;
+  }
+}
+
 /**
  * Writes events through `tx` (the caller's transaction): the outbox write of a change. Each is
  * marked for fan-out (`fanout = 1`); the delivery worker writes its deliveries, one per endpoint
@@ -117,7 +131,19 @@ const EVENT_COLUMNS = "seq, id, environment_id, type, data, created_at";
 export async function writeEvents(tx: OutboxTx, encode: EventEncoder, now: () => Date, events: NewEvent[]): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
   const at = now();
-  const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: encode(e.resource) }));
+  // Events of one resource object carry the same JSON (a new invoice's created and finalized): encoded once.
+  const encoded = new Map<object, string>();
+  const data = (r: EventResource): string => {
+    const key = resourceObject(r);
+    if (key === undefined) return encode(r);
+    let text = encoded.get(key);
+    if (text === undefined) {
+      text = encode(r);
+      encoded.set(key, text);
+    }
+    return text;
+  };
+  const stored: StoredEvent[] = events.map((e) => ({ seq: 0, id: e.id ?? newId("evt"), environmentId: e.environmentId, type: e.type, createdAt: at, data: data(e.resource) }));
   for (const part of chunks(stored, 200)) {
     await tx.write(
       `INSERT INTO events (id, environment_id, type, data, created_at, fanout) VALUES ${placeholders(part.length, 6)}`,
