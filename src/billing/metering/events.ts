@@ -2,7 +2,7 @@
  * Usage event rules (DESIGN §7): what a valid event is, how it is identified for idempotency,
  * and what it adds to the hourly totals of each pricing metric that reads it.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
@@ -115,12 +115,16 @@ export function prepare(input: UsageEventInput, index: number, path: string, now
 
 /** What identifies an event's payload: a repeat with the same fingerprint is a duplicate. */
 export function fingerprint(subjectId: string, e: PreparedEvent): string {
-  const data = Object.keys(e.data)
-    .sort()
-    .map((k) => [k, e.data[k]]);
-  return createHash("sha256")
-    .update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp]))
-    .digest("hex");
+  const keys = Object.keys(e.data);
+  if (keys.length > 1) keys.sort();
+  // The JSON text of [subjectId, eventName, [[key, value], …] (keys sorted), givenTimestamp],
+  // written directly (its SHA-256 is what events stored so far hold).
+  let data = "";
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as string;
+    data += `${i === 0 ? "" : ","}[${JSON.stringify(k)},${JSON.stringify(e.data[k])}]`;
+  }
+  return hash("sha256", `[${JSON.stringify(subjectId)},${JSON.stringify(e.eventName)},[${data}],${JSON.stringify(e.givenTimestamp)}]`, "hex");
 }
 
 /**
@@ -133,15 +137,15 @@ const CACHED_KEY_CHARS = 256;
 
 export function hashCoordinates(dims: Record<string, string>): string {
   const key = coordinatesKey(dims);
-  let hash = coordinateHashes.get(key);
-  if (hash === undefined) {
-    hash = createHash("sha256").update(key).digest("hex");
+  let h = coordinateHashes.get(key);
+  if (h === undefined) {
+    h = hash("sha256", key, "hex");
     if (key.length <= CACHED_KEY_CHARS) {
       if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
-      coordinateHashes.set(key, hash);
+      coordinateHashes.set(key, h);
     }
   }
-  return hash;
+  return h;
 }
 
 /** What one event adds to the hourly totals of each metric reading its event name. */
