@@ -8,7 +8,7 @@ import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
-import { checkInstant } from "../time.js";
+import { checkInstant, isSupported } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
 
 export type Grain = "hour" | "minute";
@@ -72,31 +72,34 @@ export interface Contribution {
 
 /** Checks one event without the database; returns it prepared, or the error it is rejected with. */
 export function prepare(input: UsageEventInput, index: number, path: string, now: number): PreparedEvent | BillingError {
-  const v = new Violations(path.replace(/\.$/, ""));
-  if (input.idempotencyKey.trim() === "") v.add("idempotency_key", "is required");
-  else if (input.idempotencyKey.length > MAX_KEY) v.add("idempotency_key", `must have at most ${MAX_KEY} characters`);
-  if (input.subjectId.trim() === "") v.add("subject_id", "is required");
-  if (input.eventName.trim() === "") v.add("event_name", "is required");
-  else if (input.eventName.length > MAX_KEY) v.add("event_name", `must have at most ${MAX_KEY} characters`);
-  const keys = Object.keys(input.data);
-  if (keys.length > MAX_DATA_KEYS) v.add("data", `must have at most ${MAX_DATA_KEYS} keys`);
-  for (const k of keys) {
-    if (k.length > MAX_KEY) v.at("data").add(k, `keys must have at most ${MAX_KEY} characters`);
-    else if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v.at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
+  // Made only for an event with something wrong (most have nothing).
+  let found: Violations | undefined;
+  const v = () => (found ??= new Violations(path.endsWith(".") ? path.slice(0, -1) : path));
+  if (input.idempotencyKey.trim() === "") v().add("idempotency_key", "is required");
+  else if (input.idempotencyKey.length > MAX_KEY) v().add("idempotency_key", `must have at most ${MAX_KEY} characters`);
+  if (input.subjectId.trim() === "") v().add("subject_id", "is required");
+  if (input.eventName.trim() === "") v().add("event_name", "is required");
+  else if (input.eventName.length > MAX_KEY) v().add("event_name", `must have at most ${MAX_KEY} characters`);
+  let keys = 0;
+  for (const _ in input.data) keys++;
+  if (keys > MAX_DATA_KEYS) v().add("data", `must have at most ${MAX_DATA_KEYS} keys`);
+  for (const k in input.data) {
+    if (k.length > MAX_KEY) v().at("data").add(k, `keys must have at most ${MAX_KEY} characters`);
+    else if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v().at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
   }
   let occurredAt = now;
   let givenTimestamp = "";
-  if (input.timestampProblem !== undefined) v.add("timestamp", input.timestampProblem);
-  else {
-    const t = checkInstant(input.timestamp, v, "timestamp");
+  if (input.timestampProblem !== undefined) v().add("timestamp", input.timestampProblem);
+  else if (input.timestamp !== undefined) {
+    const t = isSupported(input.timestamp) ? input.timestamp : checkInstant(input.timestamp, v(), "timestamp");
     if (t !== undefined) {
       occurredAt = t.getTime();
       givenTimestamp = t.toISOString();
     }
   }
-  if (!v.empty) {
+  if (found && !found.empty) {
     try {
-      v.throwIfAny();
+      found.throwIfAny();
     } catch (err) {
       return err as BillingError;
     }
@@ -179,6 +182,23 @@ export function decide(
   metricsByName: ReadonlyMap<string, PricingMetric[]>,
   subjects: ReadonlyMap<string, { id: string; clockTime: number | null }>,
 ): (Candidate | { event: PreparedEvent; error: BillingError })[] {
+  // Per event name: each field a value is read from, and the metrics reading it (one violation
+  // per field, naming every metric that reads it).
+  const readersByName = new Map<string, [field: string, names: string][]>();
+  const readersOf = (eventName: string, metrics: readonly PricingMetric[]) => {
+    let list = readersByName.get(eventName);
+    if (list === undefined) {
+      const readers = new Map<string, string[]>();
+      for (const m of metrics) {
+        if (!needsValue(m.aggregation.type)) continue;
+        const field = m.aggregation.valueField ?? "";
+        readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
+      }
+      list = [...readers].map(([field, names]) => [field, `pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`]);
+      readersByName.set(eventName, list);
+    }
+    return list;
+  };
   return events.map((given) => {
     const subject = subjects.get(given.subjectKey);
     const subjectId = subject?.id;
@@ -188,21 +208,14 @@ export function decide(
       return { event: given, error: new NotFoundError("SUBJECT_NOT_FOUND", `${e.path}subject_id: subject ${JSON.stringify(e.subjectKey)} not found`, { subject_id: e.subjectKey }) };
     }
     const metrics = metricsByName.get(e.eventName) ?? [];
-    const v = new Violations(e.path.replace(/\.$/, ""));
-    // One violation per field, naming every metric that reads it.
-    const readers = new Map<string, string[]>();
-    for (const m of metrics) {
-      if (!needsValue(m.aggregation.type)) continue;
-      const field = m.aggregation.valueField ?? "";
-      readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
-    }
-    for (const [field, names] of readers) {
+    let found: Violations | undefined;
+    for (const [field, readers] of readersOf(e.eventName, metrics)) {
       const problem = valueProblem(e.data[field]);
-      if (problem) v.at("data").add(field, `${problem}: read by pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`);
+      if (problem) (found ??= new Violations(e.path.replace(/\.$/, ""))).at("data").add(field, `${problem}: read by ${readers}`);
     }
-    if (!v.empty) {
+    if (found) {
       try {
-        v.throwIfAny();
+        found.throwIfAny();
       } catch (err) {
         return { event: given, error: err as InvalidArgumentError };
       }
