@@ -11,9 +11,11 @@
  * Run:   npx tsx bench/ingest-cpu.ts
  * Env:   BENCH_BATCHES=200 BENCH_BATCH_SIZE=500 BENCH_BATCH_CONCURRENCY=2 BENCH_STORE=mariadb|sqlite
  *        BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"  (node options for the server child)
+ *        BENCH_PROBE=0   no ping probe: the CPU figure is then the batches' alone
+ *        BENCH_LOOP_DELAY=0   no event-loop delay histogram in the server (bench/loop-delay.mjs, 5 ms resolution)
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -37,6 +39,10 @@ const batchSize = Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1));
 const concurrency = Math.floor(envNumber("BENCH_BATCH_CONCURRENCY", 2, 1));
 const store = process.env.BENCH_STORE === "sqlite" ? "sqlite" : "mariadb";
 const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean);
+/** BENCH_PROBE=0: no ping probe (its requests' CPU then does not count in the per-event figure). */
+const probeOn = process.env.BENCH_PROBE !== "0";
+/** The server's own event-loop delay over the measured batches (bench/loop-delay.mjs), unless BENCH_LOOP_DELAY=0. */
+const loopDelayOn = process.env.BENCH_LOOP_DELAY !== "0";
 const REGIONS = ["eu", "us", "ap"];
 const runTag = randomBytes(4).toString("hex");
 const d = new Date();
@@ -46,15 +52,31 @@ async function main(): Promise<void> {
   const db = store === "mariadb" ? await createThrowawayDatabase(process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306", "bench_cpu") : undefined;
   const dir = store === "sqlite" ? await mkdtemp(join(tmpdir(), "bench-cpu-")) : undefined;
   const port = await freePort();
+  const delayFile = join(await mkdtemp(join(tmpdir(), "bench-delay-")), "delay.json");
   const server = await startChildServer(
     serverEnvironment(process.env, {
       DATABASE_URL: db ? db.url : `sqlite:${join(dir as string, "bench.db")}`,
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
       LOG_LEVEL: "warn",
+      ...(loopDelayOn ? { BENCH_LOOP_DELAY_FILE: delayFile } : {}),
     }),
-    nodeArgs,
+    loopDelayOn ? [...nodeArgs, "--import", "./bench/loop-delay.mjs"] : nodeArgs,
   );
+  /** Asks the server for its event-loop delay since the last ask (and starts over). */
+  const loopDelay = async (): Promise<{ p50: number; p99: number; max: number; mean: number } | undefined> => {
+    if (!loopDelayOn || server.pid === undefined) return undefined;
+    await rm(delayFile, { force: true });
+    process.kill(server.pid, "SIGUSR2");
+    for (let i = 0; i < 100; i++) {
+      try {
+        return JSON.parse(await readFile(delayFile, "utf8"));
+      } catch {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    return undefined;
+  };
   try {
     const setup = new LeanHttpConnection(port);
     const post = async (path: string, body: unknown) => {
@@ -86,7 +108,7 @@ async function main(): Promise<void> {
     const bodies = Array.from({ length: batches }, body);
     const probe = new LeanHttpConnection(port);
     const lat: number[] = [];
-    let probing = true;
+    let probing = probeOn;
     const probeLoop = (async () => {
       while (probing) {
         const t0 = performance.now();
@@ -95,6 +117,7 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 20));
       }
     })();
+    await loopDelay();
     const cpu0 = await processCpuSeconds(server.pid);
     const t0 = performance.now();
     let next = 0;
@@ -111,6 +134,7 @@ async function main(): Promise<void> {
     );
     const seconds = (performance.now() - t0) / 1000;
     const cpu1 = await processCpuSeconds(server.pid);
+    const delay = await loopDelay();
     probing = false;
     await probeLoop;
     const events = batches * batchSize;
@@ -122,7 +146,13 @@ async function main(): Promise<void> {
     const sorted = Float64Array.from(lat).sort();
     const cpuUs = cpu0 !== undefined && cpu1 !== undefined ? ((cpu1 - cpu0) * 1e6) / events : Number.NaN;
     process.stdout.write(
-      `${store} batches=${batches}x${batchSize} c=${concurrency}: ${fmt(events / seconds, 0)} events/s, server CPU ${fmt(cpuUs, 1)} µs/event; ping p50 ${fmt(percentile(sorted, 0.5), 1)} ms p99 ${fmt(percentile(sorted, 0.99), 1)} ms max ${fmt(sorted[sorted.length - 1] ?? 0, 1)} ms (${lat.length} pings)\n`,
+      `${store} batches=${batches}x${batchSize} c=${concurrency}: ${fmt(events / seconds, 0)} events/s, server CPU ${fmt(cpuUs, 1)} µs/event; ${
+        delay ? `event-loop delay p50 ${delay.p50} ms p99 ${delay.p99} ms max ${delay.max} ms; ` : ""
+      }${
+        lat.length === 0
+          ? "no probe"
+          : `ping p50 ${fmt(percentile(sorted, 0.5), 1)} ms p99 ${fmt(percentile(sorted, 0.99), 1)} ms max ${fmt(sorted[sorted.length - 1] ?? 0, 1)} ms (${lat.length} pings)`
+      }\n`,
     );
     pool.close();
     probe.close();
