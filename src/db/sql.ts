@@ -142,7 +142,8 @@ class MysqlPipeline implements Pipeline {
     for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
       // Each statement formatted on its own: a statement with its values inline (mysqlText) may
       // hold a `?` in a literal, which must not take a later statement's parameter.
-      const text = packet.map(([sql, params]) => (params.length === 0 ? sql : this.conn.format(sql, [...params]))).join(";\n");
+      let text = "";
+      for (const [sql, params] of packet) text += `${text === "" ? "" : ";\n"}${params.length === 0 ? sql : this.conn.format(sql, [...params])}`;
       const raw: unknown = await rawQuery(this.conn, text, undefined);
       // mysql2 answers a single statement with its result, several with one result per statement.
       if (packet.length === 1) results.push(raw);

@@ -141,13 +141,19 @@ function inlineSizes(rows: readonly string[]): number[] {
   return out;
 }
 
-/** Rows' VALUES text as statements without parameters, split by inlineSizes. */
+/**
+ * Rows' VALUES text as statements without parameters, split by inlineSizes. Appended one by one
+ * (V8 joins such text lazily and copies it once, when the driver writes it).
+ */
 function inlineStatements(head: string, tail: string, rows: readonly string[], sizes = inlineSizes(rows)): Statement[] {
-  let start = 0;
-  return sizes.map((n) => {
-    const part = rows.slice(start, (start += n));
-    return [`${head}${part.join(", ")}${tail}`, []] as const;
-  });
+  const out: Statement[] = [];
+  let i = 0;
+  for (const n of sizes) {
+    let text = head + rows[i++];
+    for (let k = 1; k < n; k++) text += `, ${rows[i++]}`;
+    out.push([text + tail, []]);
+  }
+  return out;
 }
 
 /**
