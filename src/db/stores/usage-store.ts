@@ -323,6 +323,9 @@ export class SqlUsageStore implements UsageStore {
           for (const r of found) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
         }
       }
+      // Writing took a round trip; what follows (each outcome, the totals' statements) is the
+      // transaction's other long stretch of work for a large batch: let other requests in first.
+      if (candidates.length >= LARGE_INGEST) await nextTurn();
       const accepted: Contribution[] = [];
       for (const c of candidates) {
         const outcome = decision.classify(c, stored.get(c.event.idempotencyKey));
