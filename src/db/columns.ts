@@ -64,8 +64,8 @@ export function seqColumn(dialect: Dialect): EntitySchemaColumnOptions {
 }
 
 /** The times both stores can hold and give back as written: years 1000 to 9999 (MySQL's DATETIME range). */
-const STORABLE_FROM = Date.UTC(1000, 0, 1);
-const STORABLE_END = Date.UTC(10000, 0, 1);
+export const STORABLE_FROM = Date.UTC(1000, 0, 1);
+export const STORABLE_END = Date.UTC(10000, 0, 1);
 
 /**
  * A time about to be written, checked: an invalid Date or one outside years 1000–9999 would be

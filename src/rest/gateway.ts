@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { type DescMessage, type DescMethod, type DescService, type JsonValue, getOption } from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethod, type DescService, type JsonValue, type Message, getOption } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
@@ -17,6 +17,7 @@ import type { Logger } from "../log.js";
 import { traceOf } from "../ops/trace.js";
 import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
+import { fastRequestReaders } from "../rpc/convert/usage.js";
 import { toConnectError } from "../rpc/errors.js";
 import { findField, fromText, invalidFields, readJsonMessageAsync } from "../rpc/json.js";
 import { stringifyRest } from "../rpc/json-out.js";
@@ -153,6 +154,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     const violations: FieldViolation[] = [];
     let json: Record<string, JsonValue> = {};
     let deferred: FieldViolation[] = [];
+    let message: Message | undefined;
 
     if (route.body !== "") {
       let raw: Buffer;
@@ -169,10 +171,13 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       }
       // The one JSON reader (rpc/json.ts), as for JSON over Connect and gRPC: the same errors.
       try {
-        const checked = await readJsonMessageAsync(input, raw, nextTurn, LARGE_BODY_BYTES);
+        // A body that is the whole message (no path or query fields) may be read straight into it.
+        const fast = route.body === "*" && route.params.length === 0 ? fastRequestReaders.get(input.typeName) : undefined;
+        const checked = await readJsonMessageAsync(input, raw, nextTurn, LARGE_BODY_BYTES, fast);
         violations.push(...checked.violations);
         deferred = checked.deferred;
         json = checked.json;
+        message = checked.message;
       } catch (err) {
         if (!(err instanceof InvalidArgumentError)) throw err;
         sendConnectError(res, toConnectError(err));
@@ -219,15 +224,15 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
       sendConnectError(res, toConnectError(invalidFields(violations)));
       return undefined;
     }
-    return { json, deferred };
+    return { json, deferred, message };
   }
 
   async function serve(target: RestTarget, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>, requestMethod: string): Promise<void> {
     const { route, match, url } = target;
     const request = await requestJson(route, match, url, body, res);
     if (request === undefined) return;
-    const { json, deferred } = request;
-    const result = await call({ method: route.method, json, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res) });
+    const { json, deferred, message } = request;
+    const result = await call({ method: route.method, json, message, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res) });
     if (!result.ok) {
       sendConnectError(res, result.error);
       return;

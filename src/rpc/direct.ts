@@ -10,7 +10,7 @@
  * It skips what only a wire protocol needs (see invoke.ts): that machinery cost a REST call more
  * than the call itself (about four times a bare Node HTTP response on this project's machine).
  */
-import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, fromJson, toJson } from "@bufbuild/protobuf";
+import { type DescMethod, type JsonObject, type JsonReadOptions, type JsonWriteOptions, type Message, fromJson, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
@@ -29,6 +29,8 @@ export interface DirectCall {
   method: DescMethod;
   /** The request message as proto JSON (unknown fields are ignored). */
   json: JsonObject;
+  /** The request message itself, when the body was read straight into it (rpc/convert fastRequestReaders): `json` is then unused. */
+  message?: Message | undefined;
   /** Per-item instants the JSON reader left out (rpc/json.ts), for the method to reject their items. */
   deferred?: FieldViolation[];
   /** The caller, authenticated from the X-API-Key header (undefined for the services that need no key). */
@@ -49,9 +51,9 @@ export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOption
     const rpc = `/${c.method.parent.typeName}/${c.method.name}`;
     try {
       if (c.method.methodKind !== "unary") throw new ConnectError(`${c.method.parent.typeName}.${c.method.name} is not implemented`, Code.Unimplemented);
-      let message: ReturnType<typeof fromJson>;
+      let message: Message;
       try {
-        message = fromJson(c.method.input, c.json, jsonOptions);
+        message = c.message ?? fromJson(c.method.input, c.json, jsonOptions);
       } catch (err) {
         throw ConnectError.from(err, Code.InvalidArgument);
       }

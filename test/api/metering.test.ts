@@ -465,6 +465,33 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: text with quotes, backslashes, question marks and control characters is stored as sent`, async (t) => {
+    const server = await startTestServer(store);
+    const db = await createDatabase(server.db.url, { poolSize: 1 });
+    try {
+      const s = await setup(server);
+      // Characters SQL string literals escape, a `?` (a placeholder outside a literal), and text
+      // a literal holds as it is; the region is a dimension (stored in the totals' JSON too).
+      const tricky = ["it's", 'a "b"', "back\\slash\\", "q?x??", "nul\u0000ctl\u001a\b\t\r\n", "語\u2028😀", "\\'", "?'?"];
+      const events = tricky.map((text, i) => event(s.subject.id, `key-${i}-${text}`, `${i + 1}`, { event_name: "api", data: { n: `${i + 1}`, region: text, model: `m${text}`, [`k${text}`]: text } }));
+      const first = await ok(server, s.key, "POST", "/usage-events/batch", { events });
+      t.is(first.accepted, tricky.length, JSON.stringify(first));
+      const again = await ok(server, s.key, "POST", "/usage-events/batch", { events });
+      t.is(again.duplicate, tricky.length, "the same events again are duplicates, key by key");
+      await db.dataSource.initialize();
+      const rows: { idempotency_key: string; data: unknown }[] = await db.dataSource.query("SELECT idempotency_key, data FROM usage_events WHERE subject_id = ?", [s.subject.id]);
+      t.deepEqual(
+        rows.map((r) => [r.idempotency_key, typeof r.data === "string" ? JSON.parse(r.data) : r.data]).sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)),
+        events.map((e) => [e.idempotency_key, e.data]).sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)),
+      );
+      const byRegion = await s.summary(s.last, { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" }, { dimensions: ["region", "model"] });
+      t.deepEqual(byRegion.map((r: Json) => [r.dimension_coordinates.region, r.dimension_coordinates.model, r.value]).sort(), tricky.map((text, i) => [text, `m${text}`, `${i + 1}`]).sort());
+    } finally {
+      await db.dataSource.destroy();
+      await server.stop();
+    }
+  });
+
   test(`${store}: the store tells a refused value from an unreachable database`, async (t) => {
     const server = await startTestServer(store);
     const db = await createDatabase(server.db.url, { poolSize: 1 });

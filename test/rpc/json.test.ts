@@ -1,9 +1,11 @@
 /** The REST bridge's JSON checks, table-driven over the contract's own messages. */
+import { equals, fromJson } from "@bufbuild/protobuf";
 import test from "ava";
 import { CreateSubjectRequestSchema, ListSubjectsRequestSchema, UpdateSubjectRequestSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../src/gen/billing/v1/usage_event_service_pb.js";
 import { checkJson, findField, fromText, parseJson, readJsonMessage } from "../../src/rpc/json.js";
 import { InvalidArgumentError } from "../../src/billing/errors.js";
+import { fastRequestReaders } from "../../src/rpc/convert/usage.js";
 
 const cases: [string, typeof CreateSubjectRequestSchema | typeof UpdateSubjectRequestSchema, string, Record<string, unknown> | string[]][] = [
   ["plain fields pass", CreateSubjectRequestSchema, '{"name":"a","email":"b@c.de"}', { name: "a", email: "b@c.de" }],
@@ -131,3 +133,46 @@ test("readJsonMessage: bytes that are not UTF-8, malformed JSON and an empty bod
   );
   t.deepEqual(readJsonMessage(CreateSubjectRequestSchema, new Uint8Array()).json, {});
 });
+
+/**
+ * The ingest bodies' fast readers (rpc/convert/usage.ts) must give exactly the message the general
+ * way gives (checkJson, then fromJson) for a body they take, and must leave every other body (one
+ * the general way rejects, defers or reads differently) to it.
+ */
+const ev = (extra: Record<string, unknown> = {}) => ({
+  idempotency_key: "k",
+  subject_id: "s",
+  event_name: "api",
+  data: { n: "1.5", region: "eu" },
+  timestamp: "2026-03-01T10:00:00.123+02:00",
+  ...extra,
+});
+const fastCases: [string, typeof CreateUsageEventRequestSchema | typeof CreateUsageEventBatchRequestSchema, string, "taken" | "left"][] = [
+  ["a plain event", CreateUsageEventRequestSchema, JSON.stringify(ev()), "taken"],
+  ["camelCase names, no timestamp, empty data", CreateUsageEventRequestSchema, '{"idempotencyKey":"k","subjectId":"s","eventName":"e","data":{}}', "taken"],
+  ["a duplicate key: the last wins", CreateUsageEventRequestSchema, '{"subject_id":"a","subjectId":"b","event_name":"e"}', "taken"],
+  ["a time out of range (before 2000)", CreateUsageEventRequestSchema, JSON.stringify(ev({ timestamp: "1999-12-31T23:59:59.999Z" })), "left"],
+  ["a plain batch", CreateUsageEventBatchRequestSchema, JSON.stringify({ events: [ev(), ev({ idempotency_key: "k2", data: { 'a"b': "x\\y\u2028" } })] }), "taken"],
+  ["an empty batch", CreateUsageEventBatchRequestSchema, '{"events":[]}', "taken"],
+  ["a number in data", CreateUsageEventRequestSchema, JSON.stringify(ev()).replace('"1.5"', "1.5"), "left"],
+  ["a null field", CreateUsageEventRequestSchema, JSON.stringify(ev({ event_name: null })), "left"],
+  ["an unknown field", CreateUsageEventRequestSchema, JSON.stringify(ev({ zzz: "1" })), "left"],
+  ["a timestamp that does not read", CreateUsageEventRequestSchema, JSON.stringify(ev({ timestamp: "2026-02-30T00:00:00Z" })), "left"],
+  ["a lone surrogate", CreateUsageEventRequestSchema, JSON.stringify(ev({ subject_id: "\ud800" })), "left"],
+  ["a __proto__ key in data", CreateUsageEventRequestSchema, '{"event_name":"e","data":{"__proto__":"x"}}', "left"],
+  ["a batch with one bad event", CreateUsageEventBatchRequestSchema, JSON.stringify({ events: [ev(), ev({ data: [] })] }), "left"],
+  ["a batch that is no list", CreateUsageEventBatchRequestSchema, '{"events":{}}', "left"],
+];
+for (const [title, schema, text, expected] of fastCases) {
+  test(`fast reader: ${title}`, (t) => {
+    const fast = fastRequestReaders.get(schema.typeName);
+    if (!fast) return t.fail("no fast reader");
+    const message = fast(parseJson(text));
+    if (expected === "left") return t.is(message, undefined);
+    const checked = checkJson(schema, parseJson(text));
+    t.deepEqual(checked.violations, []);
+    t.deepEqual(checked.deferred, []);
+    t.truthy(message);
+    t.true(equals(schema, message as never, fromJson(schema, checked.json)), JSON.stringify(checked.json));
+  });
+}

@@ -16,6 +16,9 @@ export interface Agg {
   last: { at: number; key: string; value: Decimal } | null;
 }
 
+/** One event's count (decimals are immutable: one object serves every event). */
+const ONE = dec(1);
+
 export const EMPTY: Agg = { sum: ZERO, count: ZERO, max: null, last: null };
 
 function later(a: Agg["last"], b: Agg["last"]): Agg["last"] {
@@ -48,11 +51,11 @@ export function valueProblem(raw: string | undefined): string | undefined {
 
 /** One event's contribution to a metric, or undefined when the event does not count for it. */
 export function aggOfEvent(metric: PricingMetric, data: Readonly<Record<string, string>>, at: number, key: string): Agg | undefined {
-  if (!needsValue(metric.aggregation.type)) return { sum: ZERO, count: dec(1), max: null, last: null };
+  if (!needsValue(metric.aggregation.type)) return { sum: ZERO, count: ONE, max: null, last: null };
   const raw = data[metric.aggregation.valueField ?? ""];
   const v = raw === undefined ? undefined : parseDecimal(raw);
   if (!v || storageProblem(v)) return undefined;
-  return { sum: v, count: dec(1), max: v, last: { at, key, value: v } };
+  return { sum: v, count: ONE, max: v, last: { at, key, value: v } };
 }
 
 /** The metric's value from an aggregate, as a canonical decimal string; null when nothing counted. */

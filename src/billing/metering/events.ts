@@ -2,13 +2,13 @@
  * Usage event rules (DESIGN §7): what a valid event is, how it is identified for idempotency,
  * and what it adds to the hourly totals of each pricing metric that reads it.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
-import { checkInstant } from "../time.js";
+import { checkInstant, isSupported } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
 
 export type Grain = "hour" | "minute";
@@ -72,31 +72,34 @@ export interface Contribution {
 
 /** Checks one event without the database; returns it prepared, or the error it is rejected with. */
 export function prepare(input: UsageEventInput, index: number, path: string, now: number): PreparedEvent | BillingError {
-  const v = new Violations(path.replace(/\.$/, ""));
-  if (input.idempotencyKey.trim() === "") v.add("idempotency_key", "is required");
-  else if (input.idempotencyKey.length > MAX_KEY) v.add("idempotency_key", `must have at most ${MAX_KEY} characters`);
-  if (input.subjectId.trim() === "") v.add("subject_id", "is required");
-  if (input.eventName.trim() === "") v.add("event_name", "is required");
-  else if (input.eventName.length > MAX_KEY) v.add("event_name", `must have at most ${MAX_KEY} characters`);
-  const keys = Object.keys(input.data);
-  if (keys.length > MAX_DATA_KEYS) v.add("data", `must have at most ${MAX_DATA_KEYS} keys`);
-  for (const k of keys) {
-    if (k.length > MAX_KEY) v.at("data").add(k, `keys must have at most ${MAX_KEY} characters`);
-    else if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v.at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
+  // Made only for an event with something wrong (most have nothing).
+  let found: Violations | undefined;
+  const v = () => (found ??= new Violations(path.endsWith(".") ? path.slice(0, -1) : path));
+  if (input.idempotencyKey.trim() === "") v().add("idempotency_key", "is required");
+  else if (input.idempotencyKey.length > MAX_KEY) v().add("idempotency_key", `must have at most ${MAX_KEY} characters`);
+  if (input.subjectId.trim() === "") v().add("subject_id", "is required");
+  if (input.eventName.trim() === "") v().add("event_name", "is required");
+  else if (input.eventName.length > MAX_KEY) v().add("event_name", `must have at most ${MAX_KEY} characters`);
+  let keys = 0;
+  for (const _ in input.data) keys++;
+  if (keys > MAX_DATA_KEYS) v().add("data", `must have at most ${MAX_DATA_KEYS} keys`);
+  for (const k in input.data) {
+    if (k.length > MAX_KEY) v().at("data").add(k, `keys must have at most ${MAX_KEY} characters`);
+    else if ((input.data[k] ?? "").length > MAX_DATA_VALUE) v().at("data").add(k, `must have at most ${MAX_DATA_VALUE} characters`);
   }
   let occurredAt = now;
   let givenTimestamp = "";
-  if (input.timestampProblem !== undefined) v.add("timestamp", input.timestampProblem);
-  else {
-    const t = checkInstant(input.timestamp, v, "timestamp");
+  if (input.timestampProblem !== undefined) v().add("timestamp", input.timestampProblem);
+  else if (input.timestamp !== undefined) {
+    const t = isSupported(input.timestamp) ? input.timestamp : checkInstant(input.timestamp, v(), "timestamp");
     if (t !== undefined) {
       occurredAt = t.getTime();
       givenTimestamp = t.toISOString();
     }
   }
-  if (!v.empty) {
+  if (found && !found.empty) {
     try {
-      v.throwIfAny();
+      found.throwIfAny();
     } catch (err) {
       return err as BillingError;
     }
@@ -115,12 +118,16 @@ export function prepare(input: UsageEventInput, index: number, path: string, now
 
 /** What identifies an event's payload: a repeat with the same fingerprint is a duplicate. */
 export function fingerprint(subjectId: string, e: PreparedEvent): string {
-  const data = Object.keys(e.data)
-    .sort()
-    .map((k) => [k, e.data[k]]);
-  return createHash("sha256")
-    .update(JSON.stringify([subjectId, e.eventName, data, e.givenTimestamp]))
-    .digest("hex");
+  const keys = Object.keys(e.data);
+  if (keys.length > 1) keys.sort();
+  // The JSON text of [subjectId, eventName, [[key, value], …] (keys sorted), givenTimestamp],
+  // written directly (its SHA-256 is what events stored so far hold).
+  let data = "";
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as string;
+    data += `${i === 0 ? "" : ","}[${JSON.stringify(k)},${JSON.stringify(e.data[k])}]`;
+  }
+  return hash("sha256", `[${JSON.stringify(subjectId)},${JSON.stringify(e.eventName)},[${data}],${JSON.stringify(e.givenTimestamp)}]`, "hex");
 }
 
 /**
@@ -133,15 +140,15 @@ const CACHED_KEY_CHARS = 256;
 
 export function hashCoordinates(dims: Record<string, string>): string {
   const key = coordinatesKey(dims);
-  let hash = coordinateHashes.get(key);
-  if (hash === undefined) {
-    hash = createHash("sha256").update(key).digest("hex");
+  let h = coordinateHashes.get(key);
+  if (h === undefined) {
+    h = hash("sha256", key, "hex");
     if (key.length <= CACHED_KEY_CHARS) {
       if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
-      coordinateHashes.set(key, hash);
+      coordinateHashes.set(key, h);
     }
   }
-  return hash;
+  return h;
 }
 
 /** What one event adds to the hourly totals of each metric reading its event name. */
@@ -175,6 +182,23 @@ export function decide(
   metricsByName: ReadonlyMap<string, PricingMetric[]>,
   subjects: ReadonlyMap<string, { id: string; clockTime: number | null }>,
 ): (Candidate | { event: PreparedEvent; error: BillingError })[] {
+  // Per event name: each field a value is read from, and the metrics reading it (one violation
+  // per field, naming every metric that reads it).
+  const readersByName = new Map<string, [field: string, names: string][]>();
+  const readersOf = (eventName: string, metrics: readonly PricingMetric[]) => {
+    let list = readersByName.get(eventName);
+    if (list === undefined) {
+      const readers = new Map<string, string[]>();
+      for (const m of metrics) {
+        if (!needsValue(m.aggregation.type)) continue;
+        const field = m.aggregation.valueField ?? "";
+        readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
+      }
+      list = [...readers].map(([field, names]) => [field, `pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`]);
+      readersByName.set(eventName, list);
+    }
+    return list;
+  };
   return events.map((given) => {
     const subject = subjects.get(given.subjectKey);
     const subjectId = subject?.id;
@@ -184,21 +208,14 @@ export function decide(
       return { event: given, error: new NotFoundError("SUBJECT_NOT_FOUND", `${e.path}subject_id: subject ${JSON.stringify(e.subjectKey)} not found`, { subject_id: e.subjectKey }) };
     }
     const metrics = metricsByName.get(e.eventName) ?? [];
-    const v = new Violations(e.path.replace(/\.$/, ""));
-    // One violation per field, naming every metric that reads it.
-    const readers = new Map<string, string[]>();
-    for (const m of metrics) {
-      if (!needsValue(m.aggregation.type)) continue;
-      const field = m.aggregation.valueField ?? "";
-      readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
-    }
-    for (const [field, names] of readers) {
+    let found: Violations | undefined;
+    for (const [field, readers] of readersOf(e.eventName, metrics)) {
       const problem = valueProblem(e.data[field]);
-      if (problem) v.at("data").add(field, `${problem}: read by pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`);
+      if (problem) (found ??= new Violations(e.path.replace(/\.$/, ""))).at("data").add(field, `${problem}: read by ${readers}`);
     }
-    if (!v.empty) {
+    if (found) {
       try {
-        v.throwIfAny();
+        found.throwIfAny();
       } catch (err) {
         return { event: given, error: err as InvalidArgumentError };
       }

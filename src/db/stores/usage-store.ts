@@ -9,11 +9,11 @@ import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, U
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
-import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
+import { dbTime, dbTimeOfMs, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient } from "../errors.js";
 import { nextTurn } from "../../billing/yielding.js";
-import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
+import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, mysqlText, paramsBytes, placeholders } from "../sql.js";
 
 const CHUNK = 500;
 /**
@@ -78,8 +78,10 @@ export function rollupStatements(dialect: Dialect, contributions: Contribution[]
   );
 }
 
-function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
-  const cols = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
+const ROLLUP_COLUMNS = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
+
+/** What a totals row already there gets from the new one: sums added, max and last kept. */
+function rollupUpdate(dialect: Dialect): string {
   const newer =
     dialect === "mysql"
       ? "(last_at IS NULL OR (VALUES(last_at) IS NOT NULL AND (VALUES(last_at) > last_at OR (VALUES(last_at) = last_at AND VALUES(last_key) > last_key))))"
@@ -97,21 +99,80 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
          last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
+  return update;
+}
+const ROLLUP_UPDATE: Record<Dialect, string> = { mysql: rollupUpdate("mysql"), sqlite: rollupUpdate("sqlite") };
+
+function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
+  const cols = ROLLUP_COLUMNS;
+  const update = ROLLUP_UPDATE[dialect];
   const rows = contributions.map((c) => [
     c.metricId,
     c.subjectId,
-    dbTime(new Date(c.bucketStart)),
+    dbTimeOfMs(c.bucketStart),
     c.dimsHash,
     JSON.stringify(c.dims),
     formatDecimal(c.agg.sum),
     formatDecimal(c.agg.count),
     c.agg.max === null ? null : formatDecimal(c.agg.max),
     c.agg.last ? formatDecimal(c.agg.last.value) : null,
-    c.agg.last ? dbTime(new Date(c.agg.last.at)) : null,
+    c.agg.last ? dbTimeOfMs(c.agg.last.at) : null,
     c.agg.last ? c.agg.last.key : null,
   ]);
   // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
   return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map((part) => [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, part.flat()] as const);
+}
+
+/** How many of `rows` (VALUES text) each statement takes: at most CHUNK rows and about STATEMENT_BYTES (3 bytes a character, at most, in UTF-8). */
+function inlineSizes(rows: readonly string[]): number[] {
+  const out: number[] = [];
+  let start = 0;
+  let bytes = 0;
+  for (let i = 0; i < rows.length; i++) {
+    const n = 3 * (rows[i] as string).length + 2;
+    if (i > start && (i - start >= CHUNK || bytes + n > STATEMENT_BYTES)) {
+      out.push(i - start);
+      start = i;
+      bytes = 0;
+    }
+    bytes += n;
+  }
+  if (rows.length > start) out.push(rows.length - start);
+  return out;
+}
+
+/**
+ * Rows' VALUES text as statements without parameters, split by inlineSizes. Appended one by one
+ * (V8 joins such text lazily and copies it once, when the driver writes it).
+ */
+function inlineStatements(head: string, tail: string, rows: readonly string[], sizes = inlineSizes(rows)): Statement[] {
+  const out: Statement[] = [];
+  let i = 0;
+  for (const n of sizes) {
+    let text = head + rows[i++];
+    for (let k = 1; k < n; k++) text += `, ${rows[i++]}`;
+    out.push([text + tail, []]);
+  }
+  return out;
+}
+
+/**
+ * MySQL: rollupStatements with the values written inline (mysqlText; decimals, times and hashes
+ * are text the service made, needing no escape): the same rows, without the driver formatting
+ * eleven placeholders per total.
+ */
+export function rollupStatementsInline(contributions: Contribution[]): Statement[] {
+  const byGrain: Record<Grain, string[]> = { hour: [], minute: [] };
+  for (const c of contributions) {
+    const a = c.agg;
+    const last = a.last;
+    byGrain[c.grain].push(
+      `(${mysqlText(c.metricId)}, ${mysqlText(c.subjectId)}, '${dbTimeOfMs(c.bucketStart)}', '${c.dimsHash}', ${mysqlText(JSON.stringify(c.dims))}, '${formatDecimal(a.sum)}', '${formatDecimal(a.count)}', ${
+        a.max === null ? "NULL" : `'${formatDecimal(a.max)}'`
+      }, ${last ? `'${formatDecimal(last.value)}', '${dbTimeOfMs(last.at)}', ${mysqlText(last.key)}` : "NULL, NULL, NULL"})`,
+    );
+  }
+  return (["hour", "minute"] as const).flatMap((grain) => inlineStatements(`INSERT INTO ${TOTALS_TABLE[grain]} (${ROLLUP_COLUMNS}) VALUES `, ` ${ROLLUP_UPDATE.mysql}`, byGrain[grain]));
 }
 
 /** One page of a new metric's backfill: its event name's events of one environment (index ix_usage_events_env_name). */
@@ -224,29 +285,34 @@ export class SqlUsageStore implements UsageStore {
       // or the one already under that key), which saves the lookup below.
       const returning = this.sql.dataSource.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
       const stored = new Map<string, { id: string; fingerprint: string }>();
-      // At most 500 rows and about 4 MB per INSERT: a batch may carry up to 1,000 events of up to
+      // At most 500 rows and about 1 MB per INSERT: a batch may carry up to 1,000 events of up to
       // 100 KB each, and a statement must stay under the server's max_allowed_packet.
-      const rows = candidates.map((c) => [
-        c.id,
-        environmentId,
-        c.event.idempotencyKey,
-        c.fingerprint,
-        c.subjectId,
-        c.event.eventName,
-        dbTime(new Date(c.occurredAt)),
-        JSON.stringify(c.event.data),
-        now,
-      ]);
-      const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, mysql ? CHUNK : SQLITE_CHUNK);
-      const inserted = await p.run(
-        parts.map((part) => [
-          `INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ${placeholders(part.length, 9)} ${ignore}${returning}`,
-          part.flat(),
-        ]),
-      );
+      const head = "INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ";
+      const tail = ` ${ignore}${returning}`;
+      let statements: Statement[];
+      let partSizes: number[];
+      if (mysql) {
+        // The values inline (mysqlText), rather than nine placeholders per event for the driver to format.
+        const env = mysqlText(environmentId);
+        const created = `'${now}'`;
+        const rows = candidates.map(
+          (c) =>
+            `(${mysqlText(c.id)}, ${env}, ${mysqlText(c.event.idempotencyKey)}, '${c.fingerprint}', ${mysqlText(c.subjectId)}, ${mysqlText(c.event.eventName)}, '${dbTimeOfMs(c.occurredAt)}', ${mysqlText(
+              JSON.stringify(c.event.data),
+            )}, ${created})`,
+        );
+        partSizes = inlineSizes(rows);
+        statements = inlineStatements(head, tail, rows, partSizes);
+      } else {
+        const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTimeOfMs(c.occurredAt), JSON.stringify(c.event.data), now]);
+        const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, SQLITE_CHUNK);
+        statements = parts.map((part) => [`${head}${placeholders(part.length, 9)}${tail}`, part.flat()]);
+        partSizes = parts.map((part) => part.length);
+      }
+      const inserted = await p.run(statements);
       if (returning) {
         inserted.forEach((result, i) => {
-          if (!Array.isArray(result) || result.length !== parts[i]?.length) return;
+          if (!Array.isArray(result) || result.length !== partSizes[i]) return;
           for (const r of result as { id: string; idempotency_key: string; fingerprint: string }[]) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
         });
       }
@@ -263,6 +329,9 @@ export class SqlUsageStore implements UsageStore {
           for (const r of found) stored.set(r.idempotency_key, { id: r.id, fingerprint: r.fingerprint });
         }
       }
+      // Writing took a round trip; what follows (each outcome, the totals' statements) is the
+      // transaction's other long stretch of work for a large batch: let other requests in first.
+      if (candidates.length >= LARGE_INGEST) await nextTurn();
       const accepted: Contribution[] = [];
       for (const c of candidates) {
         const outcome = decision.classify(c, stored.get(c.event.idempotencyKey));
@@ -270,7 +339,8 @@ export class SqlUsageStore implements UsageStore {
         if (outcome.status === "accepted") accepted.push(...c.contributions);
       }
       // Nothing reads the totals' answers: they go with the COMMIT.
-      for (const st of rollupStatements(this.sql.dialect, mergeContributions(accepted))) p.defer(st);
+      const merged = mergeContributions(accepted);
+      for (const st of mysql ? rollupStatementsInline(merged) : rollupStatements(this.sql.dialect, merged)) p.defer(st);
       // The environment's events accepted this hour (of arrival), last: every ingest transaction
       // of the environment takes this row's lock just before its COMMIT, so it waits on no other.
       const acceptedCount = candidates.reduce((n, c) => n + (outcomes.get(c.event)?.status === "accepted" ? 1 : 0), 0);

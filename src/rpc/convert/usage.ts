@@ -1,13 +1,15 @@
 /** Metering wire ⇄ domain. */
-import { create } from "@bufbuild/protobuf";
+import { type Message, create } from "@bufbuild/protobuf";
 import { NullValue, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
 import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
 import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen/billing/v1/pricing_metric_pb.js";
 import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
-import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
-import type { CreateUsageEventRequest } from "../../gen/billing/v1/usage_event_service_pb.js";
+import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb, UsageEventInputSchema } from "../../gen/billing/v1/usage_event_pb.js";
+import { type CreateUsageEventRequest, CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../gen/billing/v1/usage_event_service_pb.js";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { parseInstant } from "../../billing/time.js";
 import { codeName } from "../errors.js";
 import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
@@ -63,3 +65,105 @@ export function summaryToPb(s: Summary): PricingMetricSummary {
     value: create(ValueSchema, s.value === null ? { kind: { case: "nullValue", value: NullValue.NULL_VALUE } } : { kind: { case: "stringValue", value: s.value } }),
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// The common case of an ingest body, read straight into its message
+
+const isText = (v: unknown): v is string => typeof v === "string" && (v as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+interface PlainEvent {
+  idempotencyKey: string;
+  subjectId: string;
+  eventName: string;
+  data: Record<string, string>;
+  timestamp?: ReturnType<typeof create<typeof TimestampSchema>>;
+}
+
+/**
+ * One event of a parsed JSON body when it is plainly valid: an object of only the message's own
+ * fields (snake_case or lowerCamelCase), text that is valid Unicode, `data` an object of texts and
+ * `timestamp` an instant that reads. Anything else (a number, a null, an unknown field, a bad
+ * timestamp...) is undefined: the body then goes the general way (rpc/json.ts checkJson, then
+ * fromJson), which says what is wrong exactly as before. Duplicate keys: the last wins, as there.
+ */
+function plainEvent(v: unknown): PlainEvent | undefined {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return undefined;
+  const e: PlainEvent = { idempotencyKey: "", subjectId: "", eventName: "", data: {} };
+  for (const key in v) {
+    const x = (v as Record<string, unknown>)[key];
+    switch (key) {
+      case "idempotency_key":
+      case "idempotencyKey":
+        if (!isText(x)) return undefined;
+        e.idempotencyKey = x;
+        break;
+      case "subject_id":
+      case "subjectId":
+        if (!isText(x)) return undefined;
+        e.subjectId = x;
+        break;
+      case "event_name":
+      case "eventName":
+        if (!isText(x)) return undefined;
+        e.eventName = x;
+        break;
+      case "data": {
+        if (x === null || typeof x !== "object" || Array.isArray(x)) return undefined;
+        const data: Record<string, string> = {};
+        for (const k in x) {
+          const value = (x as Record<string, unknown>)[k];
+          if (k === "__proto__" || !isText(k) || !isText(value)) return undefined;
+          data[k] = value;
+        }
+        e.data = data;
+        break;
+      }
+      case "timestamp": {
+        if (typeof x !== "string") return undefined;
+        const p = parseInstant(x);
+        if (!p.ok) return undefined;
+        const seconds = Math.floor(p.ms / 1000);
+        e.timestamp = create(TimestampSchema, { seconds: BigInt(seconds), nanos: (p.ms - seconds * 1000) * 1_000_000 });
+        break;
+      }
+      default:
+        return undefined;
+    }
+  }
+  return e;
+}
+
+/**
+ * Readers of the ingest requests' JSON bodies (parsed) straight into their messages, for the REST
+ * bridge: a 500-event batch otherwise went through the general check (a JSON copy of it) and
+ * protobuf's fromJson (another), about a fifth of the server's CPU per event. Undefined: not plainly
+ * valid, read the general way.
+ */
+export const fastRequestReaders: ReadonlyMap<string, (parsed: unknown) => Message | undefined> = new Map<string, (parsed: unknown) => Message | undefined>([
+  [
+    CreateUsageEventRequestSchema.typeName,
+    (parsed) => {
+      const e = plainEvent(parsed);
+      return e && create(CreateUsageEventRequestSchema, e);
+    },
+  ],
+  [
+    CreateUsageEventBatchRequestSchema.typeName,
+    (parsed) => {
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return undefined;
+      let list: unknown;
+      for (const key in parsed) {
+        if (key !== "events") return undefined;
+        list = (parsed as Record<string, unknown>)[key];
+      }
+      if (!Array.isArray(list)) return undefined;
+      const events: UsageEventInputPb[] = new Array(list.length);
+      for (let i = 0; i < list.length; i++) {
+        const e = plainEvent(list[i]);
+        if (!e) return undefined;
+        events[i] = create(UsageEventInputSchema, e);
+      }
+      return create(CreateUsageEventBatchRequestSchema, { events });
+    },
+  ],
+]);
