@@ -47,6 +47,8 @@ export function subjectsEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_subjects_env_seq", columns: ["environment_id", "seq"] },
       // A page of the live subjects from the index alone (any offset), then only that page's rows.
       { name: "ix_subjects_env_live_seq", columns: ["environment_id", "deleted_at", "seq"] },
+      // Search walks live subjects in seq order matching name or email from the index alone (migration 18).
+      { name: "ix_subjects_env_live_search", columns: ["environment_id", "deleted_at", "seq", "name", "email"] },
     ],
   });
 

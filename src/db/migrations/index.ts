@@ -18,6 +18,7 @@ import { Webhooks1795000000014 } from "./1795000000014-Webhooks.js";
 import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSessions.js";
 import { DashboardScale1795000000016 } from "./1795000000016-DashboardScale.js";
 import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
+import { SubjectSearch1795000000018 } from "./1795000000018-SubjectSearch.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -38,4 +39,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   DashboardSessions1795000000015,
   DashboardScale1795000000016,
   EventFanOut1795000000017,
+  SubjectSearch1795000000018,
 ];

@@ -77,26 +77,6 @@ export class SqlSubjectStore implements SubjectStore {
     return row && row.deleted_at === null ? subjectFromRow(row) : undefined;
   }
 
-  private page(environmentId: string, page: Page, query?: string): Promise<PageResult<Subject>> {
-    return this.sql.run(async (em) => {
-      const qb = em.createQueryBuilder(this.entities.Subject, "s").where("s.environment_id = :env AND s.deleted_at IS NULL", { env: environmentId });
-      if (query !== undefined) {
-        // Case is ignored by lowering both sides with the same function (the columns compare byte
-        // for byte): on MySQL the server's LOWER under the columns' own collation, on SQLite
-        // JavaScript's toLowerCase (datasource.ts), so text always matches itself in any case the
-        // store's Unicode tables know. Accents are not ignored: `muller` does not find `Müller`.
-        const p = this.sql.dialect === "mysql" ? `LOWER(:p COLLATE ${this.sql.binaryCollation})` : "LOWER(:p)";
-        qb.andWhere(`(LOWER(s.name) LIKE ${p} ESCAPE '!' OR LOWER(s.email) LIKE ${p} ESCAPE '!')`, { p: likePattern(query) });
-      }
-      const rows = await qb
-        .orderBy("s.seq", "ASC")
-        .limit(page.limit + 1)
-        .offset(page.offset)
-        .getMany();
-      return toPageResult(rows.map(subjectFromRow), page);
-    });
-  }
-
   /**
    * A deferred join: the page's seqs from ix_subjects_env_live_seq alone (an offset skips index
    * entries, not rows), then only the page's rows. limit and offset are checked integers.
@@ -114,8 +94,29 @@ export class SqlSubjectStore implements SubjectStore {
     );
   }
 
-  search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {
-    return this.page(environmentId, page, query);
+  /**
+   * A substring match of the name or the email (no index can seek one): the page's seqs from
+   * ix_subjects_env_live_search, which holds both columns (the walk reads index entries alone),
+   * then only the page's rows. Case is ignored by lowering both sides with the same function (the
+   * columns compare byte for byte): on MySQL the server's LOWER under the columns' own collation,
+   * on SQLite JavaScript's toLowerCase (datasource.ts), so text always matches itself in any case
+   * the store's Unicode tables know. Accents are not ignored: `muller` does not find `Müller`.
+   */
+  async search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {
+    const p = this.sql.dialect === "mysql" ? `LOWER(? COLLATE ${this.sql.binaryCollation})` : "LOWER(?)";
+    const pattern = likePattern(query);
+    const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
+      "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id " +
+        "FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL " +
+        `AND (LOWER(name) LIKE ${p} ESCAPE '!' OR LOWER(email) LIKE ${p} ESCAPE '!') ` +
+        `ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
+        "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
+      [environmentId, pattern, pattern],
+    );
+    return toPageResult(
+      rows.map((r) => subjectFromRow({ ...r, metadata: fromJsonText(r.metadata), created_at: fromDbTime(r.created_at) } as SubjectRow)),
+      page,
+    );
   }
 
   async softDelete(environmentId: string, id: string, at: Date, events: NewEvent[]): Promise<boolean> {
