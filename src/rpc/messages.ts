@@ -31,6 +31,8 @@ import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { decompressed, recompressed } from "./compression.js";
 import { toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
+import { plainUsageEventInput } from "./usage-event-wire.js";
+import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
 import { contentType, envelope } from "./requests.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
@@ -53,9 +55,14 @@ export function malformed(desc: DescMessage, err: unknown): ConnectError {
   ]);
 }
 
-/** Binary: decodes as `desc` (the way Connect will), handed on unchanged. */
+/**
+ * Binary: decodes as `desc` (the way Connect will), handed on unchanged. A stream's event that is
+ * plainly well formed (rpc/usage-event-wire.ts) is certain to decode: it is not decoded twice.
+ */
 function binaryCheck(desc: DescMessage): Check {
+  const plain = desc.typeName === UsageEventInputSchema.typeName ? plainUsageEventInput : undefined;
   return (bytes) => {
+    if (plain?.(bytes)) return bytes;
     try {
       fromBinary(desc, bytes);
     } catch (err) {
@@ -144,29 +151,33 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
     if (size < 5) continue;
     let buf = concat(pending, size);
     let at = 0;
+    // The envelopes handed on as sent are yielded together, as one run of the buffer: a stream's
+    // small messages then pass the generators between here and Connect's own envelope reader once
+    // per chunk read, not once each (the same bytes; a bad message still throws before any of its chunk).
     const out: Uint8Array[] = [];
+    let runStart = 0;
+    const endRun = (to: number) => {
+      if (to > runStart) out.push(buf.subarray(runStart, to));
+    };
     while (buf.byteLength - at >= 5) {
       const flags = buf[at] as number;
-      const length = new DataView(buf.buffer, buf.byteOffset + at + 1, 4).getUint32(0);
+      const length = (buf[at + 1] as number) * 0x1000000 + (((buf[at + 2] as number) << 16) | ((buf[at + 3] as number) << 8) | (buf[at + 4] as number));
       if (length > maxBytes) {
         passThrough = true;
         break;
       }
       if (buf.byteLength - at < 5 + length) break;
-      const whole = buf.subarray(at, at + 5 + length);
-      const data = whole.subarray(5);
-      if (flags === 0) {
-        const checked = check(data, index++);
-        out.push(checked === data ? whole : envelope(0, checked));
-      } else if (flags === 1 && compressed) {
+      const data = buf.subarray(at + 5, at + 5 + length);
+      const checked = flags === 0 ? check(data, index++) : flags === 1 && compressed ? compressed(data, index++) : data;
+      if (checked !== data) {
         // A rewritten message goes on uncompressed (flag 0), which every protocol allows.
-        const checked = compressed(data, index++);
-        out.push(checked === data ? whole : envelope(0, checked));
-      } else {
-        out.push(whole);
+        endRun(at);
+        out.push(envelope(0, checked));
+        runStart = at + 5 + length;
       }
       at += 5 + length;
     }
+    endRun(at);
     for (const o of out) yield o;
     buf = buf.subarray(at);
     if (passThrough) {

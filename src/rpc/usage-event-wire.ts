@@ -1,0 +1,94 @@
+/**
+ * A quick look at a UsageEventInput in the protobuf binary format (a stream's message): is it
+ * plainly well formed, so that protobuf-es's fromBinary is certain to decode it? The request check
+ * (rpc/messages.ts) otherwise decodes every message once only to see that it decodes, before
+ * Connect decodes it again for the method: for a stream of small events that first decode was
+ * about a tenth of the server's CPU per event.
+ *
+ * "Plain": only the message's own fields (1, 2, 3 strings; 4 map entries of a string key 1 and a
+ * string value 2; 6 a Timestamp of varints seconds 1 and nanos 2), each with a one-byte tag, in
+ * any order and number; lengths within bounds; strings all ASCII; varints short enough that no
+ * reader can find them overlong. Anything else (an unknown or reserved field, another wire type,
+ * non-ASCII text, a long varint...) is not plain and the check decodes it as before, with the same
+ * error if it does not decode: this only ever skips a decode that would have succeeded.
+ */
+
+/** The varint at `at` if it ends within `max` bytes and before `end` (then `pos` is just after it); else -1. */
+function shortVarint(b: Uint8Array, at: number, end: number, max: number): number {
+  let value = 0;
+  let mul = 1;
+  for (let i = 0; i < max; i++) {
+    if (at + i >= end) return -1;
+    const byte = b[at + i] as number;
+    value += (byte & 0x7f) * mul;
+    mul *= 128;
+    if ((byte & 0x80) === 0) {
+      pos = at + i + 1;
+      return value;
+    }
+  }
+  return -1;
+}
+
+/** Where shortVarint left off (one module-level slot rather than an array per varint). */
+let pos = 0;
+
+function ascii(b: Uint8Array, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if ((b[i] as number) > 0x7f) return false;
+  return true;
+}
+
+/** The end of a length-delimited field whose length starts at `at`, if within `end`; else -1. */
+function delimited(b: Uint8Array, at: number, end: number): number {
+  // At most 4 length bytes (< 2^28): a longer message is no event.
+  const len = shortVarint(b, at, end, 4);
+  if (len < 0 || pos + len > end) return -1;
+  return pos + len;
+}
+
+function mapEntry(b: Uint8Array, from: number, to: number): boolean {
+  let at = from;
+  while (at < to) {
+    const tag = b[at] as number;
+    if (tag !== 0x0a && tag !== 0x12) return false;
+    const start = at + 1;
+    const stop = delimited(b, start, to);
+    if (stop < 0 || !ascii(b, pos, stop)) return false;
+    at = stop;
+  }
+  return true;
+}
+
+function timestamp(b: Uint8Array, from: number, to: number): boolean {
+  let at = from;
+  while (at < to) {
+    const tag = b[at] as number;
+    // seconds (int64): at most 9 bytes; nanos (int32): at most 5.
+    if (tag === 0x08) {
+      if (shortVarint(b, at + 1, to, 9) < 0) return false;
+    } else if (tag === 0x10) {
+      if (shortVarint(b, at + 1, to, 5) < 0) return false;
+    } else return false;
+    at = pos;
+  }
+  return true;
+}
+
+/** True when `b` is a plainly well-formed UsageEventInput (see above): fromBinary will decode it. */
+export function plainUsageEventInput(b: Uint8Array): boolean {
+  const end = b.byteLength;
+  let at = 0;
+  while (at < end) {
+    const tag = b[at] as number;
+    const stop = tag === 0x0a || tag === 0x12 || tag === 0x1a || tag === 0x22 || tag === 0x32 ? delimited(b, at + 1, end) : -1;
+    if (stop < 0) return false;
+    const start = pos;
+    if (tag === 0x22) {
+      if (!mapEntry(b, start, stop)) return false;
+    } else if (tag === 0x32) {
+      if (!timestamp(b, start, stop)) return false;
+    } else if (!ascii(b, start, stop)) return false;
+    at = stop;
+  }
+  return true;
+}
