@@ -29,6 +29,7 @@ import { codeName } from "../ops/trace.js";
 import { told, withRequestInfo } from "./errors.js";
 import { malformed } from "./messages.js";
 import { ACCEPTED_COMPRESSION } from "./compression.js";
+import { fastBinaryWriters } from "./fast-binary.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 
 /** What connect-node answers a binary gRPC request with. */
@@ -203,7 +204,7 @@ export class GrpcReply {
   message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
     if (!this.begin()) return;
     this.code = "ok";
-    const bytes = toBinary(method.output, message);
+    const bytes = fastBinaryWriters.get(method.output)?.(message) ?? toBinary(method.output, message);
     const compression = this.compression;
     if (compression === undefined || bytes.length < COMPRESS_MIN_BYTES) {
       this.write(0, bytes, header, trailer);
