@@ -12,6 +12,8 @@
  * response: no Headers objects unless an interceptor reads them, no AbortController unless the
  * call has a deadline, no async-iterable pipeline, and the message is decoded once
  * (connect-node's path decodes a binary message twice: binary.ts checks it, then Connect reads it).
+ * The answers with a Subject (GetSubject, CreateSubject, UpdateSubject) are written by
+ * fast-binary.ts's one-buffer writer, the same bytes as toBinary's at a fraction of its CPU.
  *
  * Compression is negotiated as connect-node does (compressionNegotiate): a request in gzip or br
  * (`grpc-encoding`) is decompressed within the method's bound; the answer is compressed with the
