@@ -12,6 +12,8 @@
  * response: no Headers objects unless an interceptor reads them, no AbortController unless the
  * call has a deadline, no async-iterable pipeline, and the message is decoded once
  * (connect-node's path decodes a binary message twice: binary.ts checks it, then Connect reads it).
+ * The answers with a Subject (GetSubject, CreateSubject, UpdateSubject) are written by
+ * fast-binary.ts's one-buffer writer, the same bytes as toBinary's at a fraction of its CPU.
  *
  * Compression is negotiated as connect-node does (compressionNegotiate): a request in gzip or br
  * (`grpc-encoding`) is decompressed within the method's bound; the answer is compressed with the
@@ -29,6 +31,7 @@ import { codeName } from "../ops/trace.js";
 import { told, withRequestInfo } from "./errors.js";
 import { malformed } from "./messages.js";
 import { ACCEPTED_COMPRESSION } from "./compression.js";
+import { fastBinaryWriters } from "./fast-binary.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 
 /** What connect-node answers a binary gRPC request with. */
@@ -203,7 +206,7 @@ export class GrpcReply {
   message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
     if (!this.begin()) return;
     this.code = "ok";
-    const bytes = toBinary(method.output, message);
+    const bytes = fastBinaryWriters.get(method.output)?.(message) ?? toBinary(method.output, message);
     const compression = this.compression;
     if (compression === undefined || bytes.length < COMPRESS_MIN_BYTES) {
       this.write(0, bytes, header, trailer);
