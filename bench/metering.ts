@@ -11,7 +11,10 @@
  *      (b) REST `POST /usage-events/batch`, 500 events per request, at concurrency 2 and 4;
  *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
  *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
- *          built as cheaply as possible, since this process shares the CPUs with MariaDB;
+ *          built as cheaply as possible, since this process shares the CPUs with MariaDB; and the
+ *          single-row ceiling: 1-row INSERTs, autocommit, at the single-event case's concurrency
+ *          (issue 18 asks single-event REST to reach it: the server's group commit against one
+ *          commit per row);
  *      (e) the database bound: per 500 events one transaction, sent in one round trip, of that
  *          INSERT plus the server's own upserts of the hourly and minute totals (built by its
  *          code), into copies of the three tables: what MariaDB alone spends on the writes that
@@ -354,7 +357,7 @@ class Phases {
 
 interface IngestResult {
   name: string;
-  kind: "single" | "batch" | "stream" | "ceiling" | "bound";
+  kind: "single" | "batch" | "stream" | "ceiling" | "ceiling-single" | "bound";
   concurrency: number;
   /** Events counted in the measured window (or the whole stream). */
   events: number;
@@ -637,9 +640,35 @@ async function main(): Promise<number> {
           if (affected !== settings.batchSize) throw new Error(`INSERT affected ${affected} rows, not ${settings.batchSize}`);
         },
       );
+      // The single-row ceiling (issue 18: single-event REST against it, at the same concurrency):
+      // one row per INSERT, autocommit (a commit each, as MariaDB groups concurrent commits), on
+      // as many connections as the single-event case has clients.
+      let singleRows = 0;
+      {
+        const c = settings.singleConcurrency;
+        const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z" });
+        pools.push(pool);
+        progress(`ceiling: 1-row INSERTs (autocommit) into usage_events_ceiling, concurrency ${c}: ${caseNote}`);
+        await ph.begin();
+        const r = await loop(c, async () => {
+          const [e] = gen.take(1);
+          if (!e) throw new Error("no event to insert");
+          const id = `${idStem}${String(idSeq++).padStart(10, "0")}`;
+          const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
+          const row = `('${id}', '${environmentId}', ${quote(e.idempotencyKey)}, '${fp}', '${e.subjectId}', '${EVENT_NAME}', '${dbTime(new Date(e.timestamp))}', ${quote(JSON.stringify(e.data))}, ${quote(dbTime(new Date()))})`;
+          const [res] = await pool.query(`${head}${row} ON DUPLICATE KEY UPDATE id = id`);
+          if ((res as { affectedRows?: number }).affectedRows !== 1) throw new Error("a 1-row INSERT did not insert its row");
+          singleRows++;
+        });
+        await ph.end(`ceiling 1, c=${c} (rows)`, singleRows);
+        ingest.push(fromLoop("Ceiling: 1-row `INSERT` into MariaDB, autocommit", "ceiling-single", 1, r, "per statement"));
+        progress(`  ${fmt(r.rps, 0)} rows/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
+        await pool.end();
+        pools.splice(pools.indexOf(pool), 1);
+      }
       const [countRows] = await db.admin.query(`SELECT COUNT(*) AS n FROM \`${db.name}\`.usage_events_ceiling`);
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
-      if (stored !== ceilingRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows} were inserted`);
+      if (stored !== ceilingRows + singleRows) integrity.push(`usage_events_ceiling holds ${stored} rows, but ${ceilingRows + singleRows} were inserted`);
       // Counted: the copy goes, so that its pages do not crowd the server's tables out of MariaDB's buffer pool in later phases.
       await db.admin.query(`DROP TABLE \`${db.name}\`.usage_events_ceiling`);
     }
@@ -962,6 +991,7 @@ function report(info: {
   );
   const best = (kind: IngestResult["kind"]) => info.ingest.filter((r) => r.kind === kind).reduce<IngestResult | undefined>((a, b) => (!a || b.eventsPerSec > a.eventsPerSec ? b : a), undefined);
   const single = best("single");
+  const ceilingSingle = best("ceiling-single");
   const batch = best("batch");
   const ceiling = best("ceiling");
   const stream = best("stream");
@@ -1105,6 +1135,12 @@ function report(info: {
       `≥ ${fmtInt(GOALS.singleEventsPerSec)} events/s`,
       single ? `${fmtInt(single.eventsPerSec)} events/s` : "–",
       met(single ? single.eventsPerSec >= GOALS.singleEventsPerSec : undefined),
+    ],
+    [
+      "Single-event REST / 1-row autocommit ceiling, same concurrency (issue 18)",
+      "≥ 1.0×",
+      single && ceilingSingle ? `${fmt(single.eventsPerSec / ceilingSingle.eventsPerSec, 2)}× (${fmtInt(single.eventsPerSec)} / ${fmtInt(ceilingSingle.eventsPerSec)})` : "–",
+      met(single && ceilingSingle ? single.eventsPerSec >= ceilingSingle.eventsPerSec : undefined),
     ],
     ["Batch REST", `≥ ${fmtInt(GOALS.batchEventsPerSec)} events/s`, batch ? `${fmtInt(batch.eventsPerSec)} events/s` : "–", met(batch ? batch.eventsPerSec >= GOALS.batchEventsPerSec : undefined)],
     [
