@@ -82,11 +82,20 @@ export class SqlSubjectStore implements SubjectStore {
    * entries, not rows), then only the page's rows. limit and offset are checked integers.
    */
   async list(environmentId: string, page: Page): Promise<PageResult<Subject>> {
+    return this.livePage(environmentId, "", [], page);
+  }
+
+  /**
+   * A page of an environment's live subjects in seq order, `filter` (SQL ANDed to the inner
+   * WHERE, with its `params`) narrowing them: the page's seqs from the index alone, then only the
+   * page's rows (a deferred join). limit and offset are checked integers.
+   */
+  private async livePage(environmentId: string, filter: string, params: unknown[], page: Page): Promise<PageResult<Subject>> {
     const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
       "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id " +
-        `FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
+        `FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL${filter} ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
         "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
-      [environmentId],
+      [environmentId, ...params],
     );
     return toPageResult(
       rows.map((r) => subjectFromRow({ ...r, metadata: fromJsonText(r.metadata), created_at: fromDbTime(r.created_at) } as SubjectRow)),
@@ -105,18 +114,7 @@ export class SqlSubjectStore implements SubjectStore {
   async search(environmentId: string, query: string, page: Page): Promise<PageResult<Subject>> {
     const p = this.sql.dialect === "mysql" ? `LOWER(? COLLATE ${this.sql.binaryCollation})` : "LOWER(?)";
     const pattern = likePattern(query);
-    const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
-      "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id " +
-        "FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL " +
-        `AND (LOWER(name) LIKE ${p} ESCAPE '!' OR LOWER(email) LIKE ${p} ESCAPE '!') ` +
-        `ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
-        "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
-      [environmentId, pattern, pattern],
-    );
-    return toPageResult(
-      rows.map((r) => subjectFromRow({ ...r, metadata: fromJsonText(r.metadata), created_at: fromDbTime(r.created_at) } as SubjectRow)),
-      page,
-    );
+    return this.livePage(environmentId, ` AND (LOWER(name) LIKE ${p} ESCAPE '!' OR LOWER(email) LIKE ${p} ESCAPE '!')`, [pattern, pattern], page);
   }
 
   async softDelete(environmentId: string, id: string, at: Date, events: NewEvent[]): Promise<boolean> {
