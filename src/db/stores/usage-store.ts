@@ -9,6 +9,7 @@ import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, U
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
+import type { RejectedUsageEventRow } from "../entities/usage.js";
 import { dbTime, dbTimeOfMs, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient } from "../errors.js";
@@ -379,16 +380,7 @@ export class SqlUsageStore implements UsageStore {
 
   /** Over ix_rejected_usage_events_env_seq (environment, seq), newest first. */
   async rejectedEvents(environmentId: string, page: Page): Promise<PageResult<RejectedEvent>> {
-    const rows: {
-      received_at: unknown;
-      idempotency_key: string;
-      subject_id: string;
-      event_name: string;
-      event_time: string | null;
-      reason: string;
-      message: string;
-      field: string | null;
-    }[] = await this.sql.query(
+    const rows: (Omit<RejectedUsageEventRow, "seq" | "environment_id" | "received_at"> & { received_at: unknown })[] = await this.sql.query(
       `SELECT received_at, idempotency_key, subject_id, event_name, event_time, reason, message, field FROM rejected_usage_events WHERE environment_id = ? ORDER BY seq DESC LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}`,
       [environmentId],
     );
