@@ -617,6 +617,12 @@ async function main(): Promise<number> {
       const idStem = `ue_${randomBase62(12)}`;
       let idSeq = 0;
       const quote = (v: string) => `'${v.replace(/[\\']/g, "\\$&")}'`;
+      /** One row of the server's form for the ceiling's INSERTs. */
+      const ceilingRow = (e: { idempotencyKey: string; subjectId: string; timestamp: string; data: unknown }, created: string) => {
+        const id = `${idStem}${String(idSeq++).padStart(10, "0")}`;
+        const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
+        return `('${id}', '${environmentId}', ${quote(e.idempotencyKey)}, '${fp}', '${e.subjectId}', '${EVENT_NAME}', '${dbTime(new Date(e.timestamp))}', ${quote(JSON.stringify(e.data))}, ${created})`;
+      };
       const ceilingRows = await directCases(
         {
           progressLabel: `ceiling: ${settings.batchSize}-row INSERTs into usage_events_ceiling`,
@@ -629,12 +635,7 @@ async function main(): Promise<number> {
         async (pool) => {
           const created = quote(dbTime(new Date()));
           const values: string[] = [];
-          for (const e of gen.take(settings.batchSize)) {
-            const id = `${idStem}${String(idSeq++).padStart(10, "0")}`;
-            const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
-            const at = dbTime(new Date(e.timestamp));
-            values.push(`('${id}', '${environmentId}', ${quote(e.idempotencyKey)}, '${fp}', '${e.subjectId}', '${EVENT_NAME}', '${at}', ${quote(JSON.stringify(e.data))}, ${created})`);
-          }
+          for (const e of gen.take(settings.batchSize)) values.push(ceilingRow(e, created));
           const [res] = await pool.query(`${head}${values.join(", ")} ON DUPLICATE KEY UPDATE id = id`);
           const affected = (res as { affectedRows?: number }).affectedRows;
           if (affected !== settings.batchSize) throw new Error(`INSERT affected ${affected} rows, not ${settings.batchSize}`);
@@ -653,10 +654,7 @@ async function main(): Promise<number> {
         const r = await loop(c, async () => {
           const [e] = gen.take(1);
           if (!e) throw new Error("no event to insert");
-          const id = `${idStem}${String(idSeq++).padStart(10, "0")}`;
-          const fp = createHash("sha256").update(e.idempotencyKey).digest("hex");
-          const row = `('${id}', '${environmentId}', ${quote(e.idempotencyKey)}, '${fp}', '${e.subjectId}', '${EVENT_NAME}', '${dbTime(new Date(e.timestamp))}', ${quote(JSON.stringify(e.data))}, ${quote(dbTime(new Date()))})`;
-          const [res] = await pool.query(`${head}${row} ON DUPLICATE KEY UPDATE id = id`);
+          const [res] = await pool.query(`${head}${ceilingRow(e, quote(dbTime(new Date())))} ON DUPLICATE KEY UPDATE id = id`);
           if ((res as { affectedRows?: number }).affectedRows !== 1) throw new Error("a 1-row INSERT did not insert its row");
           singleRows++;
         });
