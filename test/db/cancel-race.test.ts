@@ -84,6 +84,12 @@ mysqlOnly("mysql: 50 cancels and rate-card changes racing cycle closes end in su
     // Lost races are retried inside the service: without that, about a third of these calls are
     // aborted (measured with one attempt); with it, a call gives up only after losing eight times.
     t.true(aborted <= 2, `${aborted} of ${N} calls aborted`);
+    // An aborted call changed nothing: its subscription is as it was, active on card A, not flagged.
+    // (A cancellation once committed and was then answered 409, because settling its final
+    // invoice afterwards lost a deadlock; settling no longer fails the call that committed.)
+    for (const r of results.filter((x) => x.status === 409)) {
+      t.like(await s.call("GET", `/subscriptions/${r.id}`), { status: "active", cancels_at_end_of_cycle: false, rate_card_id: cardA }, `${r.id} (${r.op}): aborted, unchanged`);
+    }
     for (const r of results.filter((x) => x.status === 200)) {
       const sub = r.op === "change" ? r.body.result.subscription : r.body;
       if (r.op === "cancel_now") t.like(sub, { status: "cancelled", cancels_at_end_of_cycle: false });
@@ -101,6 +107,9 @@ mysqlOnly("mysql: 50 cancels and rate-card changes racing cycle closes end in su
     const check = await createDatabase(server.db.url, { poolSize: 2 });
     await check.dataSource.initialize();
     try {
+      // Every card was good: every invoice ended paid (a charge whose paid mark lost a deadlock was written again).
+      const unpaid = await check.dataSource.query("SELECT subscription_id, period_key, status FROM invoices WHERE status <> 'paid'");
+      t.deepEqual(unpaid, [], "every invoice is paid");
       const dupes = await check.dataSource.query("SELECT subscription_id, period_key FROM invoices GROUP BY subscription_id, period_key HAVING COUNT(*) > 1");
       t.deepEqual(dupes, []);
       const lines: { subscription_id: string; period_key: string; description: string; quantity: string }[] = await check.dataSource.query(

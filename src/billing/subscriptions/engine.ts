@@ -19,8 +19,9 @@ import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "..
 import { type Yielder, yielder } from "../yielding.js";
 import type { EnvironmentMode } from "../tenancy.js";
 import type { PaymentProviders } from "./payments.js";
+import { retryingRaces } from "./races.js";
 import type { BillingStores, BillingTx } from "./ports.js";
-import type { BillingFailure, Invoice, InvoiceLine, InvoiceLineKind, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
+import type { BillingFailure, Invoice, InvoiceLine, InvoiceLineKind, PaymentMethod, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
 
 const ONE = dec(1);
 
@@ -547,47 +548,60 @@ export class BillingEngine {
     }
   }
 
-  /** Finalized invoices are charged to the subject's saved method; zero totals are paid at once. */
+  /**
+   * Finalized invoices are charged to the subject's saved method; zero totals are paid at once.
+   * Settling comes after the change that wrote the invoice committed, so it never fails its
+   * caller: a charge or a write that fails leaves the invoice open (settleFailed says why), to be
+   * paid another way; the change stands, and its call succeeds.
+   */
   async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
     if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
     const at = this.now();
-    if (dec(invoice.total).lte(0)) {
-      await this.markPaid([invoice], at);
-      return;
+    try {
+      if (dec(invoice.total).lte(0)) {
+        await this.markPaid([invoice], at);
+        return;
+      }
+      const pm = paymentMethodId ? await this.stores.paymentMethods.get(paymentMethodId) : undefined;
+      if (!pm) return; // stays open until paid another way
+      // A live environment has no provider: the invoice stays open (never the test provider).
+      const provider = await this.providerFor(invoice.environmentId);
+      if (!provider) return;
+      const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
+      if (res.ok) await this.markPaid([invoice], at);
+      else await this.paymentFailed([invoice]);
+    } catch (err) {
+      this.events.settleFailed?.(invoice.id, err);
     }
-    const pm = paymentMethodId ? await this.stores.paymentMethods.get(paymentMethodId) : undefined;
-    if (!pm) return; // stays open until paid another way
-    // A live environment has no provider: the invoice stays open (never the test provider).
-    const provider = await this.providerFor(invoice.environmentId);
-    if (!provider) return;
-    const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
-    if (res.ok) await this.markPaid([invoice], at);
-    else await this.paymentFailed([invoice]);
   }
 
   /**
    * Open invoices become paid, each with its `invoice.paid` event in the same transaction (only
-   * those still open: another runner or a void got there first otherwise).
+   * those still open: another runner or a void got there first otherwise). A transaction that
+   * loses a deadlock to a cycle close is run again (retryingRaces): the card was charged, and
+   * the invoice must say so.
    */
   private async markPaid(list: Invoice[], at: Date): Promise<void> {
     if (list.length === 0) return;
-    await this.stores.transaction(async (tx) => {
-      const moved = new Set(
-        await tx.moveInvoices(
-          list.map((i) => i.id),
-          "open",
-          "paid",
-          at,
-        ),
-      );
-      await tx.emit(list.filter((i) => moved.has(i.id)).map((i) => invoiceEvent("invoice.paid", { ...i, status: "paid" })));
-    });
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const moved = new Set(
+          await tx.moveInvoices(
+            list.map((i) => i.id),
+            "open",
+            "paid",
+            at,
+          ),
+        );
+        await tx.emit(list.filter((i) => moved.has(i.id)).map((i) => invoiceEvent("invoice.paid", { ...i, status: "paid" })));
+      }),
+    );
   }
 
-  /** A declined charge: the invoice stays open; `invoice.payment_failed` says so. */
+  /** A declined charge: the invoice stays open; `invoice.payment_failed` says so (written again if its transaction loses a deadlock). */
   private async paymentFailed(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
-    await this.stores.transaction((tx) => tx.emit(list.map((i) => invoiceEvent("invoice.payment_failed", i))));
+    await retryingRaces(() => this.stores.transaction((tx) => tx.emit(list.map((i) => invoiceEvent("invoice.payment_failed", i)))));
   }
 
   /**
@@ -729,12 +743,22 @@ export class BillingEngine {
     if (recorded) this.events.setAside?.(s, failure, err);
   }
 
-  /** Settles invoices: zero totals paid at once, the rest charged to each subject's saved method through its environment's provider. */
+  /**
+   * Settles invoices: zero totals paid at once, the rest charged to each subject's saved method
+   * through its environment's provider. Like settle, it never fails its caller: what cannot be
+   * settled stays open (settleFailed).
+   */
   async settleMany(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
     const at = this.now();
     const due = list.filter((i) => dec(i.total).gt(0));
-    const methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
+    let methods: Map<string, PaymentMethod>;
+    try {
+      methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
+    } catch (err) {
+      for (const i of due) this.events.settleFailed?.(i.id, err);
+      methods = new Map();
+    }
     const paid = list.filter((i) => dec(i.total).lte(0));
     const declined: Invoice[] = [];
     for (const i of due) {
@@ -750,8 +774,18 @@ export class BillingEngine {
         this.events.settleFailed?.(i.id, err);
       }
     }
-    await this.markPaid(paid, at);
-    await this.paymentFailed(declined);
+    // Written after the invoices' own transaction committed: a failure here leaves them open, and
+    // the close (or change) that wrote them stands.
+    try {
+      await this.markPaid(paid, at);
+    } catch (err) {
+      for (const i of paid) this.events.settleFailed?.(i.id, err);
+    }
+    try {
+      await this.paymentFailed(declined);
+    } catch (err) {
+      for (const i of declined) this.events.settleFailed?.(i.id, err);
+    }
   }
 
   /**
