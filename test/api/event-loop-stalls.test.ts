@@ -1,7 +1,8 @@
 /**
  * No single request holds the server's event loop (issue 12, DESIGN §10): while the server works
- * through a long request, an event-loop delay monitor (perf_hooks.monitorEventLoopDelay, in the
- * process the server runs in) must never see the loop held for 100 ms or more. The cases are the
+ * through a long request, an event-loop monitor in the process the server runs in (longestStall:
+ * a gap between a 10 ms timer's runs, counted only as far as the process used CPU in it) must
+ * never see the loop held for 100 ms or more. The cases are the
  * ones that froze the whole server on the embedded store, where every query runs synchronously:
  * - a test clock advanced over decades of monthly cycles;
  * - a timeline started at the earliest instant the API accepts (2000-01-01), on real time, so
@@ -14,7 +15,7 @@
  * it every time.
  */
 import http from "node:http";
-import { type IntervalHistogram, PerformanceObserver, monitorEventLoopDelay } from "node:perf_hooks";
+import { PerformanceObserver, performance } from "node:perf_hooks";
 import test, { type ExecutionContext } from "ava";
 import { rest } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
@@ -24,28 +25,46 @@ import { startTestServer } from "../helpers/server.js";
 const BOUND_MS = 100;
 
 /**
- * Runs `work` under an event-loop delay monitor (10 ms resolution): the longest delay seen, in ms,
- * and, to tell a stall of the code from one of the collector, the longest garbage-collection pause.
+ * Runs `work` under an event-loop monitor: a timer every TICK_MS measures each gap between its
+ * runs in wall time and in this process's CPU time. The loop was *held* for what both saw: a gap
+ * of 180 ms in which the process ran for 40 ms is the machine (another test file, MariaDB, the
+ * kernel) pausing the process, not code holding the loop; code that holds the loop for 180 ms
+ * burns those 180 ms of CPU. Returns the longest hold in ms; the longest wall-clock delay and the
+ * longest garbage-collection pause are kept for the failure message.
  */
+const TICK_MS = 10;
 async function longestStall(work: () => Promise<void>): Promise<number> {
-  const h: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   let gc = 0;
   const observer = new PerformanceObserver((list) => {
     for (const e of list.getEntries()) gc = Math.max(gc, e.duration);
   });
   observer.observe({ entryTypes: ["gc"] });
-  h.enable();
+  let held = 0;
+  let wallMax = 0;
+  let lastWall = performance.now();
+  let lastCpu = process.cpuUsage();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    const cpu = process.cpuUsage(lastCpu);
+    const wall = now - lastWall - TICK_MS;
+    wallMax = Math.max(wallMax, wall);
+    held = Math.max(held, Math.min(wall, (cpu.user + cpu.system) / 1000 - TICK_MS));
+    lastWall = now;
+    lastCpu = process.cpuUsage();
+  }, TICK_MS);
   try {
     await work();
   } finally {
-    h.disable();
+    clearInterval(timer);
     observer.disconnect();
   }
   lastGcMs = gc;
-  return h.max / 1e6;
+  lastWallMs = wallMax;
+  return held;
 }
-/** The longest garbage-collection pause of the last longestStall, in ms (for the failure message). */
+/** The longest garbage-collection pause and wall-clock delay of the last longestStall, in ms (for the failure message). */
 let lastGcMs = 0;
+let lastWallMs = 0;
 
 /**
  * Runs `attempt` (a whole case: its own server, its own data, its own correctness checks; it
@@ -59,9 +78,9 @@ async function withinBound(t: ExecutionContext, attempt: () => Promise<number>):
   let stall = Number.POSITIVE_INFINITY;
   for (let i = 0; i < ATTEMPTS && !(stall < BOUND_MS); i++) {
     stall = await attempt();
-    seen.push(`${stall.toFixed(1)} ms (longest GC pause ${lastGcMs.toFixed(1)} ms)`);
+    seen.push(`${stall.toFixed(1)} ms held (longest wall-clock delay ${lastWallMs.toFixed(1)} ms, GC pause ${lastGcMs.toFixed(1)} ms)`);
   }
-  t.log(`longest event-loop delay, per attempt: ${seen.join("; ")}`);
+  t.log(`longest event-loop hold, per attempt: ${seen.join("; ")}`);
   t.true(stall < BOUND_MS, `the event loop was held for at least ${BOUND_MS} ms in every attempt: ${seen.join("; ")}`);
 }
 
