@@ -72,8 +72,14 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
 }
 
 /** The real app on a free port over the database at `url` (its migrations run), logging errors only. */
+/**
+ * A test server waits up to a minute for its bulk lane (BULK_QUEUE_TIMEOUT_MS, 5 s by default):
+ * a file's cases run at once against one server, and a few dozen of them creating rate cards
+ * under a loaded CI machine queued longer than 5 s for the one bulk slot and were refused. The
+ * tests of the bulk lane itself set their own bounds.
+ */
 export function startAppOn(url: string, env: Record<string, string> = {}): Promise<App> {
-  return startApp(loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", ...env }), createLogger("error"));
+  return startApp(loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", BULK_QUEUE_TIMEOUT_MS: "60000", ...env }), createLogger("error"));
 }
 
 export async function startTestServer(store: Store, env: Record<string, string> = {}): Promise<TestServer> {
