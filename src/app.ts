@@ -146,7 +146,7 @@ export function buildServices(
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
-      const running = [...(await billingStores.subscriptions.active(env, id)), ...(await billingStores.subscriptions.paused(env, id))];
+      const running = await billingStores.subscriptions.running(env, id);
       return running.length > 0 ? `the subject has an active or paused subscription (${running.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
   });

@@ -84,10 +84,8 @@ export class FakeBillingStores implements BillingStores {
           .map((s) => structuredClone(s)),
         p,
       ),
-    active: async (env, subjectId) =>
-      [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "active").map((s) => structuredClone(s)),
-    paused: async (env, subjectId) =>
-      [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && s.status === "paused").map((s) => structuredClone(s)),
+    running: async (env, subjectId) =>
+      [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && (s.status === "active" || s.status === "paused")).map((s) => structuredClone(s)),
     due: async (now, clockId, limit, strict, realNow) =>
       [...this.state.subscriptions.values()]
         .filter((s) => s.status === "active" && (strict ? s.periodEnd < now : s.periodEnd <= now) && s.testClockId === clockId && (!s.billingFailure || s.billingFailure.retryAt <= realNow))

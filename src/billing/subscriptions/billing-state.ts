@@ -9,7 +9,8 @@ export class BillingStates {
   async billingState(caller: Caller, subjectKey: string) {
     const { engine, stores } = this.lookups;
     const subject = await this.lookups.subject(caller, subjectKey);
-    const active = await stores.subscriptions.active(caller.environmentId, subject.id);
+    const running = await stores.subscriptions.running(caller.environmentId, subject.id);
+    const active = running.filter((s) => s.status === "active");
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;
     for (const s of active) {
@@ -20,7 +21,7 @@ export class BillingStates {
       }
     }
     // Paused subscriptions are listed apart, so an app can gate access on them (no usage: none is billed while paused).
-    const paused = await stores.subscriptions.paused(caller.environmentId, subject.id);
+    const paused = running.filter((s) => s.status === "paused");
     return {
       hasActiveSubscription: active.length > 0,
       paused: paused.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),

@@ -33,9 +33,8 @@ export interface SubscriptionStore {
   failing(environmentId: string, page: Page): Promise<PageResult<Subscription>>;
   /** The environment's subscriptions, newest first, of one status and/or rate card (the dashboard's list). */
   listAll(environmentId: string, filter: { status?: SubscriptionStatus; rateCardId?: string }, page: Page): Promise<PageResult<Subscription>>;
-  active(environmentId: string, subjectId: string): Promise<Subscription[]>;
-  /** A subject's paused subscriptions, oldest first. */
-  paused(environmentId: string, subjectId: string): Promise<Subscription[]>;
+  /** A subject's active and paused subscriptions, oldest first, in one read (billing state needs both). */
+  running(environmentId: string, subjectId: string): Promise<Subscription[]>;
   /**
    * Active subscriptions whose period ended by `now` (before it when strict), on real time
    * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.

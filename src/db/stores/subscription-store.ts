@@ -1,5 +1,5 @@
 /** Storage of subscriptions: reads, the due list of the scheduler, and the writes of a billing transaction. */
-import { IsNull, Not, type EntityManager } from "typeorm";
+import { In, IsNull, Not, type EntityManager } from "typeorm";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscriptions/ports.js";
@@ -202,13 +202,10 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     return toPageResult(rows.map(subscriptionFromRow), page);
   }
 
-  async active(environmentId: string, subjectId: string): Promise<Subscription[]> {
-    const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "active" }, order: { seq: "ASC" } }));
-    return rows.map(subscriptionFromRow);
-  }
-
-  async paused(environmentId: string, subjectId: string): Promise<Subscription[]> {
-    const rows = await this.sql.run((em) => em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: "paused" }, order: { seq: "ASC" } }));
+  async running(environmentId: string, subjectId: string): Promise<Subscription[]> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.Subscription, { where: { environment_id: environmentId, subject_id: subjectId, status: In(["active", "paused"]) }, order: { seq: "ASC" } }),
+    );
     return rows.map(subscriptionFromRow);
   }
 
