@@ -11,6 +11,7 @@
  * Run:  npm run bench:billing   (BENCH_SUBSCRIPTIONS=10000, BENCH_SECONDS=10)
  *       BENCH_PARTS=A      only the cycle close (A); BENCH_PARTS=B only billing state (B)
  *       BENCH_CPU_PROF=1   a CPU profile of the close (this process) written to the repo root
+ *       BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"   node options for B's server child
  * The close also reports its cost per closed subscription (bench/probe.ts): this process's CPU,
  * the SQL round trips and statements it sends, MariaDB's CPU (every client's).
  */
@@ -136,7 +137,8 @@ async function closeBench(url: string) {
 async function stateBench(url: string) {
   const port = await freePort();
   const key = `sk_test_${randomBase62(24)}`;
-  const server = await startChildServer(serverEnvironment(process.env, { DATABASE_URL: url, PORT: String(port), BILLING_BOOTSTRAP_API_KEY: key, LOG_LEVEL: "warn" }));
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean);
+  const server = await startChildServer(serverEnvironment(process.env, { DATABASE_URL: url, PORT: String(port), BILLING_BOOTSTRAP_API_KEY: key, LOG_LEVEL: "warn" }), nodeArgs);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   try {
     const call = async (method: string, path: string, body?: unknown) => {

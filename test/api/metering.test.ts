@@ -241,6 +241,70 @@ for (const store of STORES) {
     t.is(await s.total(s.last), "3", "at 12:00 the keys c, d, e tie; e is greatest");
   });
 
+  // A period starting mid-minute reads a sum or count as the whole minute's totals less the events
+  // before its start (usage.ts parts); a max, and an end mid-minute, from the events themselves.
+  test(`${store}: summaries starting mid-minute: every aggregation and combination equals a count of the events`, async (t) => {
+    const s = await setup(server);
+    const minute = Date.parse("2026-03-02T10:15:00Z");
+    const events: { k: string; at: number; n: string; region: string; model: string }[] = [];
+    // Offsets in ms from the minute: before it, inside it on both sides of the starts below, after it.
+    const offsets = [-1, 0, 1, 7_000, 7_122, 7_123, 7_124, 30_000, 59_999, 60_000, 60_001, 125_000];
+    offsets.forEach((o, i) => {
+      events.push({ k: `m${i}`, at: minute + o, n: `${i + 1}.5`, region: i % 2 ? "eu" : "us", model: "small" });
+    });
+    // A combination whose only events in the start's minute are before the start: none in the answer.
+    events.push({ k: "early", at: minute, n: "100", region: "ap", model: "tiny" });
+    await ok(server, s.key, "POST", "/usage-events/batch", {
+      events: events.map((e) => event(s.subject.id, e.k, e.n, { timestamp: new Date(e.at).toISOString(), data: { n: e.n, region: e.region, model: e.model } })),
+    });
+    const expect = (agg: "sum" | "count" | "max", start: number, end: number, inclusiveStart: boolean, inclusiveEnd: boolean, grouped = true) => {
+      const inside = events.filter((e) => (inclusiveStart ? e.at >= start : e.at > start) && (inclusiveEnd ? e.at <= end : e.at < end));
+      const groups = new Map<string, string[]>();
+      for (const e of inside) {
+        const k = grouped ? `${e.region}/${e.model}` : "all";
+        groups.set(k, [...(groups.get(k) ?? []), e.n]);
+      }
+      const value = (ns: string[]) =>
+        agg === "count" ? String(ns.length) : agg === "sum" ? formatDecimal(ns.reduce((a, n) => a.plus(dec(n)), dec(0))) : formatDecimal(ns.map((n) => dec(n)).reduce((a, b) => (b.gt(a) ? b : a)));
+      return [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, ns]) => [k, value(ns)]);
+    };
+    for (const startOffset of [1, 7_123, 59_999]) {
+      for (const [endOffset, inclusiveStart, inclusiveEnd] of [
+        [180_000, true, false],
+        [180_000, false, false],
+        [60_000, true, false],
+        [30_000, true, true],
+        [3_600_000 * 3, false, true],
+      ] as const) {
+        const start = minute + startOffset;
+        const end = minute + endOffset;
+        if (end <= start) continue;
+        const period = { start: new Date(start).toISOString(), end: new Date(end).toISOString(), inclusive_start: inclusiveStart, inclusive_end: inclusiveEnd };
+        for (const agg of ["sum", "count", "max"] as const) {
+          const got = await s.summary(s[agg], period, { dimensions: ["region", "model"] });
+          const want = expect(agg, start, end, inclusiveStart, inclusiveEnd);
+          t.deepEqual(
+            got
+              .filter((x: Json) => x.value !== null)
+              .map((x: Json) => [`${x.dimension_coordinates.region}/${x.dimension_coordinates.model}`, x.value])
+              .sort(([a]: string[], [b]: string[]) => ((a as string) < (b as string) ? -1 : 1)),
+            want,
+            `${agg} over ${JSON.stringify(period)}`,
+          );
+          if (want.length === 0)
+            t.deepEqual(
+              got.map((x: Json) => [x.dimension_coordinates, x.value]),
+              [[{}, null]],
+              "no events: one empty row",
+            );
+          else t.is(got.length, want.length, "no row for a combination with no events in the period");
+          const whole = await s.summary(s[agg], period);
+          t.is(whole[0].value, expect(agg, start, end, inclusiveStart, inclusiveEnd, false)[0]?.[1] ?? null, `${agg} over ${JSON.stringify(period)}, no dimensions`);
+        }
+      }
+    }
+  });
+
   test(`${store}: summaries: exact period edges, dimensions, granularity, null for empty buckets`, async (t) => {
     const s = await setup(server);
     const at = (k: string, ts: string, n: string, region = "eu", model = "small") => event(s.subject.id, k, n, { timestamp: ts, data: { n, region, model } });

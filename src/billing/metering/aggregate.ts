@@ -37,6 +37,14 @@ export function combine(a: Agg, b: Agg): Agg {
   };
 }
 
+/**
+ * An aggregate taken away by combine: its sum and count negated (a sum's or a count's events to
+ * leave out of totals that hold them). A max or a last cannot be taken away: it has none.
+ */
+export function negated(a: Agg): Agg {
+  return { sum: a.sum.negated(), count: a.count.negated(), max: null, last: null };
+}
+
 export function needsValue(type: AggregationType): boolean {
   return type !== "count";
 }

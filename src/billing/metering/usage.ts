@@ -14,7 +14,7 @@ import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import { nextTurn } from "../yielding.js";
-import { type Agg, aggOfEvent, combine, coordinatesOf, valueOf } from "./aggregate.js";
+import { type Agg, aggOfEvent, combine, coordinatesOf, negated, valueOf } from "./aggregate.js";
 import { type Grain, type IngestDecision, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
@@ -306,16 +306,31 @@ export class SummaryService {
         parts.push({ at: row.bucketStart, dims: row.dims, agg: fromStored(row) });
       }
     };
+    const raw = async (edge: Range, sign: 1 | -1) => {
+      for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
+        if (!contains(edge, e.occurredAt)) continue;
+        const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
+        if (agg) parts.push({ at: sign === 1 ? e.occurredAt : r.start, dims: coordinatesOf(metric.dimensions, e.data), agg: sign === 1 ? agg : negated(agg) });
+      }
+    };
+    // A sum or count can take a partial minute at the range's start as its whole minute's totals
+    // less the events before the start: a subscription's usage starts mid-minute, and a busy
+    // subject's first minute held thousands of events that every billing-state read added up
+    // one by one (what precedes the start is usually a few, or none).
+    const subtractable = addedUp && (metric.aggregation.type === "sum" || metric.aggregation.type === "count");
     const hours = splitByHours(r, HOUR);
     await totals(hours.fullFrom, hours.fullTo, "hour");
     for (const hourEdge of hours.edges) {
       const minutes = splitByHours(hourEdge, MINUTE);
       await totals(minutes.fullFrom, minutes.fullTo, "minute");
       for (const edge of minutes.edges) {
-        for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
-          if (!contains(edge, e.occurredAt)) continue;
-          const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
-          if (agg) parts.push({ at: e.occurredAt, dims: coordinatesOf(metric.dimensions, e.data), agg });
+        const minute = Math.floor(edge.start / MINUTE) * MINUTE;
+        if (subtractable && edge.start > minute && edge.end === minute + MINUTE && !edge.inclusiveEnd) {
+          await totals(minute, minute + MINUTE, "minute");
+          // Before the start: [minute, start) when the start is in the range, [minute, start] when not.
+          await raw({ start: minute, end: edge.start, inclusiveStart: true, inclusiveEnd: !edge.inclusiveStart }, -1);
+        } else {
+          await raw(edge, 1);
         }
       }
     }
@@ -413,7 +428,10 @@ export class SummaryService {
 
     const out: Summary[] = [];
     list.forEach((bucket, i) => {
-      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()].sort(([a], [b]) => (a < b ? -1 : 1));
+      // A combination whose events all fell before the range's start nets to none (parts: a partial first minute).
+      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()]
+        .filter(([, g]) => !g.agg.count.isZero())
+        .sort(([a], [b]) => (a < b ? -1 : 1));
       const id = (key: string) => `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
       if (groups.length === 0) {
         out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
