@@ -436,9 +436,7 @@ export class SummaryService {
     const out: Summary[] = [];
     list.forEach((bucket, i) => {
       // A combination whose events all fell before the range's start nets to none (parts: a partial first minute).
-      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()]
-        .filter(([, g]) => !g.agg.count.isZero())
-        .sort(([a], [b]) => (a < b ? -1 : 1));
+      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()].filter(([, g]) => !g.agg.count.isZero()).sort(([a], [b]) => (a < b ? -1 : 1));
       const id = (key: string) => `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
       if (groups.length === 0) {
         out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
