@@ -419,6 +419,9 @@ export async function readJsonMessageAsync(
   largeBytes: number,
   fast?: (parsed: unknown) => Message | undefined,
 ): Promise<CheckedJson & { message?: Message }> {
+  // A large body is parsed in a turn of its own: several that arrive together would otherwise be
+  // parsed one after the other in the same turn.
+  if (bytes.byteLength >= largeBytes) await turn();
   const parsed = parseJsonBody(bytes);
   if (bytes.byteLength >= largeBytes) await turn();
   // A body the method's fast reader takes whole (rpc/convert) is its message already; any other
