@@ -118,6 +118,17 @@ for (const store of STORES) {
     const viaPublishable = await rest(server.url, "GET", `/customer-access/${own.body.external_id}/billing-state`, a.aPublishable);
     t.deepEqual([viaPublishable.status, viaPublishable.body.has_active_subscription], [200, false]);
     t.is((await rest(server.url, "GET", "/customer-access/nobody/billing-state", a.a)).status, 404);
+
+    // A key that is one subject's ID and another's external ID names the first (an ID match wins),
+    // whichever of the two has the subscription.
+    const twin = await s.call("POST", "/subjects", { name: "Twin", external_id: s.subjectId });
+    t.true((await state()).has_active_subscription, "the subscribed subject, by its ID");
+    t.is((await s.call("GET", `/customer-access/${twin.id}/billing-state`)).has_active_subscription, false, "the other, by its own ID");
+    const plain = await s.call("POST", "/subjects", { name: "Plain" });
+    const named = await s.call("POST", "/subjects", { name: "Named", external_id: plain.id });
+    await s.subscribe({ subject_id: named.id, rate_card_id: card, fixed_rate_quantities: { seats: 1, storage: 1 } });
+    t.true((await s.call("GET", `/customer-access/${named.id}/billing-state`)).has_active_subscription, "the subscribed one, by its ID");
+    t.is((await s.call("GET", `/customer-access/${plain.id}/billing-state`)).has_active_subscription, false, "the unsubscribed subject its ID names, not the subscribed one whose external ID it is");
   });
 
   test(`${store}: invariant: at the end of a period, billing state's used units are what is billed`, async (t) => {

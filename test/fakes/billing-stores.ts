@@ -84,6 +84,13 @@ export class FakeBillingStores implements BillingStores {
           .map((s) => structuredClone(s)),
         p,
       ),
+    runningOfKey: async (env, key) => {
+      const subject = this.state.subjects.get(key);
+      if (!subject || subject.environmentId !== env) return undefined;
+      return [...this.state.subscriptions.values()]
+        .filter((s) => s.environmentId === env && s.subjectId === subject.id && (s.status === "active" || s.status === "paused"))
+        .map((s) => structuredClone(s));
+    },
     running: async (env, subjectId) =>
       [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && (s.status === "active" || s.status === "paused")).map((s) => structuredClone(s)),
     due: async (now, clockId, limit, strict, realNow) =>

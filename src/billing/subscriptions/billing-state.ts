@@ -8,8 +8,8 @@ export class BillingStates {
 
   async billingState(caller: Caller, subjectKey: string) {
     const { engine, stores } = this.lookups;
-    const subject = await this.lookups.subject(caller, subjectKey);
-    const running = await stores.subscriptions.running(caller.environmentId, subject.id);
+    // The subject and its subscriptions in one read; a key that names no subject is looked up for its error.
+    const running = (subjectKey === "" ? undefined : await stores.subscriptions.runningOfKey(caller.environmentId, subjectKey)) ?? (await this.lookups.subject(caller, subjectKey), []);
     const active = running.filter((s) => s.status === "active");
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;

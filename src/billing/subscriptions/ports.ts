@@ -36,6 +36,11 @@ export interface SubscriptionStore {
   /** A subject's active and paused subscriptions, oldest first, in one read (billing state needs both). */
   running(environmentId: string, subjectId: string): Promise<Subscription[]>;
   /**
+   * The same for the subject a key names (its ID, or its external ID: an ID match wins), in one
+   * read when it has some; undefined when no subject has that key.
+   */
+  runningOfKey(environmentId: string, key: string): Promise<Subscription[] | undefined>;
+  /**
    * Active subscriptions whose period ended by `now` (before it when strict), on real time
    * (clockId null) or one test clock, oldest first; those set aside until after `realNow` are not due.
    */

@@ -5,7 +5,7 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscriptions/ports.js";
 import type { BillingFailure, Subscription, SubscriptionStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, SubscriptionRow } from "../entities/index.js";
-import { dbTime } from "../raw.js";
+import { dbTime, findSubjectRow, mayBeSubjectId } from "../raw.js";
 import { STATEMENT_BYTES, type Sql, type Statement, groupBySize, paramsBytes, rowLock } from "../sql.js";
 
 /** Row → domain. */
@@ -200,6 +200,26 @@ export class SqlSubscriptionStore implements SubscriptionStore {
       }),
     );
     return toPageResult(rows.map(subscriptionFromRow), page);
+  }
+
+  async runningOfKey(environmentId: string, key: string): Promise<Subscription[] | undefined> {
+    // One round trip for the subscriptions of the subject found by ID or external ID (findSubjectRow's rule).
+    const byId = mayBeSubjectId(key);
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Subscription, "s")
+        .where("s.environment_id = :env AND s.status IN ('active', 'paused')", { env: environmentId })
+        .andWhere(`s.subject_id IN (SELECT j.id FROM subjects j WHERE j.environment_id = :env AND (${byId ? "(j.id = :key AND j.deleted_at IS NULL) OR " : ""}j.external_id_key = :key))`, { key })
+        .orderBy("s.seq", "ASC")
+        .getMany(),
+    );
+    const list = rows.map(subscriptionFromRow);
+    const mine = list.filter((x) => x.subjectId === key);
+    if (mine.length > 0) return mine;
+    // None, or only those of a subject whose external ID is the key: the subject the key names decides.
+    const subject = await findSubjectRow<{ id: string }>(this.sql, environmentId, key, "id");
+    if (!subject) return undefined;
+    return list.filter((x) => x.subjectId === subject.id);
   }
 
   async running(environmentId: string, subjectId: string): Promise<Subscription[]> {
