@@ -30,7 +30,7 @@ let slice = 0;
 /**
  * One turn of the event loop: timers and I/O that are due run before the caller goes on. Callers
  * that resume once TURN_SLICE_MS of yielded work has run in this turn are put off to the next
- * turn (a timer), where the first of them starts a new slice: yielded work takes turns with the
+ * turn, where the first of them starts a new slice: yielded work takes turns with the
  * rest of the server, a slice at a time, however many callers there are.
  */
 export function nextTurn(): Promise<void> {
@@ -50,5 +50,6 @@ function resumeInSlice(resolve: () => void, putOffIn: number): void {
     resolve();
     return;
   }
-  setTimeout(resumeInSlice, 0, resolve, slice);
+  // A turn later: immediates queued now run in the next turn's check phase, after its timers and I/O.
+  setImmediate(resumeInSlice, resolve, slice);
 }
