@@ -8,7 +8,7 @@
  */
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "../helpers/grpc-package.js";
 import { fromJson, toBinary } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
@@ -19,13 +19,7 @@ import { ok, rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type TestServer, useServer } from "../helpers/server.js";
 
-const loaded = protoLoader.loadSync(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto"], {
-  includeDirs: ["proto", "third_party"],
-  keepCase: true,
-  longs: String,
-  defaults: true,
-});
-const pkg = grpc.loadPackageDefinition(loaded) as unknown as { billing: { v1: Record<string, grpc.ServiceClientConstructor> } };
+const pkg = grpcPackage(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto"], { defaults: true }) as { billing: { v1: Record<string, grpc.ServiceClientConstructor> } };
 
 // biome-ignore lint: grpc-js answers are loosely typed objects
 type Obj = any;

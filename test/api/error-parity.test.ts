@@ -13,7 +13,7 @@ import { errorFromJson } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "../helpers/grpc-package.js";
 import test from "ava";
 import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.js";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
@@ -102,17 +102,13 @@ async function connectBinary<I extends DescMessage>(url: string, method: DescMet
 }
 
 // @grpc/grpc-js, with the services loaded from the contract's .proto files by @grpc/proto-loader.
-const loaded = protoLoader.loadSync(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/test_clock_service.proto", "billing/v1/rate_card_service.proto"], {
-  includeDirs: ["proto", "third_party"],
-  keepCase: true,
-  longs: String,
+const billingPackage = grpcPackage(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/test_clock_service.proto", "billing/v1/rate_card_service.proto"], {
   defaults: false,
-});
-const grpcPackage = grpc.loadPackageDefinition(loaded) as unknown as { billing: { v1: Record<string, grpc.ServiceClientConstructor> } };
+}) as { billing: { v1: Record<string, grpc.ServiceClientConstructor> } };
 
 /** A unary call from @grpc/grpc-js; the input is the binary message, read into grpc-js's object form by proto-loader's own codec. */
 async function grpcJs(url: string, method: DescMethod, key: string, bytes: Uint8Array): Promise<Answer | "ok"> {
-  const Ctor = grpcPackage.billing.v1[method.parent.name] as grpc.ServiceClientConstructor;
+  const Ctor = billingPackage.billing.v1[method.parent.name] as grpc.ServiceClientConstructor;
   const def = Ctor.service[method.name] as grpc.MethodDefinition<unknown, unknown>;
   const client = new Ctor(new URL(url).host, grpc.credentials.createInsecure());
   const metadata = new grpc.Metadata();

@@ -8,28 +8,18 @@
  * with a raw HTTP/2 client (compressed flag, `grpc-encoding`, a small answer left uncompressed).
  */
 import http2 from "node:http2";
-import path from "node:path";
 import { brotliCompressSync, gunzipSync, gzipSync } from "node:zlib";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { fromBinary } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "../helpers/grpc-package.js";
 import test from "ava";
 import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { ok } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 
-const ROOT = path.resolve(import.meta.dirname, "../..");
-const definition = protoLoader.loadSync(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/health_service.proto"], {
-  includeDirs: [path.join(ROOT, "proto"), path.join(ROOT, "third_party")],
-  keepCase: true,
-  longs: String,
-  defaults: true,
-  oneofs: true,
-});
-// biome-ignore lint: grpc-js package objects are untyped
-const billing = (grpc.loadPackageDefinition(definition) as any).billing.v1;
+const billing = grpcPackage(["billing/v1/subject_service.proto", "billing/v1/usage_event_service.proto", "billing/v1/health_service.proto"], { defaults: true, oneofs: true }).billing.v1;
 
 // biome-ignore lint: grpc-js clients are untyped
 type AnyClient = any;

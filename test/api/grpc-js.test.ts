@@ -10,7 +10,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { createRegistry, fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "../helpers/grpc-package.js";
 import test from "ava";
 import { CreateSubjectRequestSchema, CreateSubjectResponseSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
@@ -19,16 +19,7 @@ import { STORES, createTestDatabase } from "../helpers/db.js";
 import { proxied } from "../helpers/db-proxy.js";
 import { type TestServer, seedKeys, startAppOn, startTestServer, untilHealthy } from "../helpers/server.js";
 
-const definition = protoLoader.loadSync(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], {
-  includeDirs: ["proto", "third_party"],
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
-// biome-ignore lint: proto-loader's package object is untyped
-const pkg = grpc.loadPackageDefinition(definition) as any;
+const pkg = grpcPackage(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], { enums: String, defaults: true, oneofs: true });
 const SubjectClient = pkg.billing.v1.SubjectService as typeof grpc.Client;
 const HealthClient = pkg.grpc.health.v1.Health as typeof grpc.Client;
 

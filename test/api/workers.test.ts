@@ -9,7 +9,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "../helpers/grpc-package.js";
 import { createTestDatabase, withDatabase } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 
@@ -18,16 +18,7 @@ const KEY = "sk_test_workersWORKERSworkers01";
 /** Distinct idempotency keys; each client sends (some of) them, in its own order. */
 const KEYS = 1200;
 
-const definition = protoLoader.loadSync(["billing/v1/usage_event_service.proto", "grpc/health/v1/health.proto"], {
-  includeDirs: ["proto", "third_party"],
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
-// biome-ignore lint: proto-loader's package object is untyped
-const pkg = grpc.loadPackageDefinition(definition) as any;
+const pkg = grpcPackage(["billing/v1/usage_event_service.proto", "grpc/health/v1/health.proto"], { enums: String, defaults: true, oneofs: true });
 // biome-ignore lint: generated client methods are untyped
 type Untyped = grpc.Client & Record<string, any>;
 

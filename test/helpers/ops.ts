@@ -2,9 +2,8 @@
  * Helpers of the operations tests: scraping GET /metrics and reading one sample of the
  * Prometheus text format, and a grpc-js SubjectService client from the project's protos.
  */
-import path from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import { grpcPackage } from "./grpc-package.js";
 
 /** The text of GET /metrics (with the bearer token when given); throws unless it is a 200. */
 export async function scrape(url: string, token?: string): Promise<string> {
@@ -32,17 +31,7 @@ export function hasMetric(text: string, name: string): boolean {
   return text.split("\n").some((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
 }
 
-const ROOT = path.resolve(import.meta.dirname, "../..");
-const definition = protoLoader.loadSync(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], {
-  includeDirs: [path.join(ROOT, "proto"), path.join(ROOT, "third_party")],
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
-// biome-ignore lint: grpc-js package objects are untyped
-const pkg = grpc.loadPackageDefinition(definition) as any;
+const pkg = grpcPackage(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], { enums: String, defaults: true, oneofs: true });
 
 // biome-ignore lint: generated client methods are untyped
 export type Untyped = grpc.Client & Record<string, any>;
