@@ -88,25 +88,21 @@ function rollupUpdate(dialect: Dialect): string {
       ? "(last_at IS NULL OR (VALUES(last_at) IS NOT NULL AND (VALUES(last_at) > last_at OR (VALUES(last_at) = last_at AND VALUES(last_key) > last_key))))"
       : "(last_at IS NULL OR (excluded.last_at IS NOT NULL AND (excluded.last_at > last_at OR (excluded.last_at = last_at AND excluded.last_key > last_key))))";
   // MySQL applies assignments left to right with the new values, so last_at is set last.
-  const update =
-    dialect === "mysql"
-      ? `ON DUPLICATE KEY UPDATE sum_value = sum_value + VALUES(sum_value), event_count = event_count + VALUES(event_count),
+  return dialect === "mysql"
+    ? `ON DUPLICATE KEY UPDATE sum_value = sum_value + VALUES(sum_value), event_count = event_count + VALUES(event_count),
          max_value = CASE WHEN max_value IS NULL OR (VALUES(max_value) IS NOT NULL AND VALUES(max_value) > max_value) THEN VALUES(max_value) ELSE max_value END,
          last_value = CASE WHEN ${newer} THEN VALUES(last_value) ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN VALUES(last_key) ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN VALUES(last_at) ELSE last_at END`
-      : `ON CONFLICT (metric_id, subject_id, bucket_start, dims_hash) DO UPDATE SET sum_value = dec_add(sum_value, excluded.sum_value),
+    : `ON CONFLICT (metric_id, subject_id, bucket_start, dims_hash) DO UPDATE SET sum_value = dec_add(sum_value, excluded.sum_value),
          event_count = event_count + excluded.event_count, max_value = dec_max(max_value, excluded.max_value),
          last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
          last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
          last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
-  return update;
 }
 const ROLLUP_UPDATE: Record<Dialect, string> = { mysql: rollupUpdate("mysql"), sqlite: rollupUpdate("sqlite") };
 
 function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
-  const cols = ROLLUP_COLUMNS;
-  const update = ROLLUP_UPDATE[dialect];
   const rows = contributions.map((c) => [
     c.metricId,
     c.subjectId,
@@ -121,40 +117,25 @@ function upsertInto(dialect: Dialect, table: string, contributions: Contribution
     c.agg.last ? c.agg.last.key : null,
   ]);
   // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
-  return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map((part) => [`INSERT INTO ${table} (${cols}) VALUES ${placeholders(part.length, 11)} ${update}`, part.flat()] as const);
+  return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map(
+    (part) => [`INSERT INTO ${table} (${ROLLUP_COLUMNS}) VALUES ${placeholders(part.length, 11)} ${ROLLUP_UPDATE[dialect]}`, part.flat()] as const,
+  );
 }
 
-/** How many of `rows` (VALUES text) each statement takes: at most CHUNK rows and about STATEMENT_BYTES (3 bytes a character, at most, in UTF-8). */
-function inlineSizes(rows: readonly string[]): number[] {
-  const out: number[] = [];
-  let start = 0;
-  let bytes = 0;
-  for (let i = 0; i < rows.length; i++) {
-    const n = 3 * (rows[i] as string).length + 2;
-    if (i > start && (i - start >= CHUNK || bytes + n > STATEMENT_BYTES)) {
-      out.push(i - start);
-      start = i;
-      bytes = 0;
-    }
-    bytes += n;
-  }
-  if (rows.length > start) out.push(rows.length - start);
-  return out;
-}
+/** VALUES text's size at most: 3 bytes a character in UTF-8. */
+const inlineBytes = (row: string) => 3 * row.length + 2;
 
 /**
- * Rows' VALUES text as statements without parameters, split by inlineSizes. Appended one by one
- * (V8 joins such text lazily and copies it once, when the driver writes it).
+ * Rows' VALUES text as statements without parameters, at most CHUNK rows and about
+ * STATEMENT_BYTES each (groupBySize). Appended one by one (V8 joins such text lazily and copies it
+ * once, when the driver writes it).
  */
-function inlineStatements(head: string, tail: string, rows: readonly string[], sizes = inlineSizes(rows)): Statement[] {
-  const out: Statement[] = [];
-  let i = 0;
-  for (const n of sizes) {
-    let text = head + rows[i++];
-    for (let k = 1; k < n; k++) text += `, ${rows[i++]}`;
-    out.push([text + tail, []]);
-  }
-  return out;
+function inlineStatements(head: string, tail: string, parts: readonly (readonly string[])[]): Statement[] {
+  return parts.map((part) => {
+    let text = head + part[0];
+    for (let k = 1; k < part.length; k++) text += `, ${part[k]}`;
+    return [text + tail, []] as const;
+  });
 }
 
 /**
@@ -173,7 +154,9 @@ export function rollupStatementsInline(contributions: Contribution[]): Statement
       }, ${last ? `'${formatDecimal(last.value)}', '${dbTimeOfMs(last.at)}', ${mysqlText(last.key)}` : "NULL, NULL, NULL"})`,
     );
   }
-  return (["hour", "minute"] as const).flatMap((grain) => inlineStatements(`INSERT INTO ${TOTALS_TABLE[grain]} (${ROLLUP_COLUMNS}) VALUES `, ` ${ROLLUP_UPDATE.mysql}`, byGrain[grain]));
+  return (["hour", "minute"] as const).flatMap((grain) =>
+    inlineStatements(`INSERT INTO ${TOTALS_TABLE[grain]} (${ROLLUP_COLUMNS}) VALUES `, ` ${ROLLUP_UPDATE.mysql}`, groupBySize(byGrain[grain], inlineBytes, STATEMENT_BYTES, CHUNK)),
+  );
 }
 
 /** One page of a new metric's backfill: its event name's events of one environment (index ix_usage_events_env_name). */
@@ -302,8 +285,9 @@ export class SqlUsageStore implements UsageStore {
               JSON.stringify(c.event.data),
             )}, ${created})`,
         );
-        partSizes = inlineSizes(rows);
-        statements = inlineStatements(head, tail, rows, partSizes);
+        const parts = groupBySize(rows, inlineBytes, STATEMENT_BYTES, CHUNK);
+        statements = inlineStatements(head, tail, parts);
+        partSizes = parts.map((part) => part.length);
       } else {
         const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTimeOfMs(c.occurredAt), JSON.stringify(c.event.data), now]);
         const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, SQLITE_CHUNK);
