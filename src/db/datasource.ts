@@ -75,10 +75,6 @@ export function sqlitePath(url: string): string {
 }
 
 /**
- * MySQL and MariaDB report column defaults differently; TypeORM reads them right only when told
- * which one it talks to, so ask the server once. Its version also names its binary collation.
- */
-/**
  * The driver's formatting of `?` parameters, except that text without parameters is sent as it
  * is: the driver would otherwise scan all of it (quotes and comments included) for a `?` it has
  * no value for, which for an ingest packet of a megabyte of inline values cost as much as building it.
@@ -88,6 +84,10 @@ function queryFormat(this: { config: { stringifyObjects?: boolean; timezone?: st
   return mysql.format(sql, values as Parameters<typeof mysql.format>[1], this.config.stringifyObjects, this.config.timezone as Parameters<typeof mysql.format>[3]);
 }
 
+/**
+ * MySQL and MariaDB report column defaults differently; TypeORM reads them right only when told
+ * which one it talks to, so ask the server once. Its version also names its binary collation.
+ */
 async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryCollation: string }> {
   const conn = await mysql.createConnection({
     host: u.hostname,
