@@ -8,8 +8,13 @@ export class BillingStates {
 
   async billingState(caller: Caller, subjectKey: string) {
     const { engine, stores } = this.lookups;
-    // The subject and its subscriptions in one read; a key that names no subject is looked up for its error.
-    const running = (subjectKey === "" ? undefined : await stores.subscriptions.runningOfKey(caller.environmentId, subjectKey)) ?? (await this.lookups.subject(caller, subjectKey), []);
+    // The subject and its subscriptions in one read. A key that names no subject (or none at all)
+    // is looked up as every call looks a subject up, for the error it gets.
+    let running = subjectKey === "" ? undefined : await stores.subscriptions.runningOfKey(caller.environmentId, subjectKey);
+    if (running === undefined) {
+      await this.lookups.subject(caller, subjectKey);
+      running = [];
+    }
     const active = running.filter((s) => s.status === "active");
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;
