@@ -34,15 +34,19 @@ class Out {
     }
     buf[this.pos++] = n;
   }
-  /** A length-delimited string whose UTF-8 length is `length`. */
-  string(s: string, length: number): void {
+  /** String field `no` whose UTF-8 length is `length`: its tag and the length-delimited text; nothing when unset (-1). */
+  string(no: number, s: string | undefined, length: number): void {
+    if (length < 0) return;
+    this.buf[this.pos++] = tag(no, 2);
     this.varint(length);
-    this.pos += this.buf.write(s, this.pos, length, "utf8");
+    this.pos += this.buf.write(s as string, this.pos, length, "utf8");
   }
 }
 
 /** Tag bytes: field number << 3 | wire type (2: length-delimited, 0: varint). All fit one byte here. */
-const tag = (no: number, wireType: number) => (no << 3) | wireType;
+function tag(no: number, wireType: number): number {
+  return (no << 3) | wireType;
+}
 
 /** The UTF-8 length of an optional string field (-1: unset). */
 function utf8Length(v: string | undefined): number {
@@ -71,8 +75,9 @@ interface SubjectPlan {
 function planSubject(s: Subject): SubjectPlan | undefined {
   if ((s as Unknown).$unknown?.length) return undefined;
   let size = 0;
-  const id = s.id === "" ? 0 : Buffer.byteLength(s.id, "utf8");
-  if (id > 0) size += 1 + varintLength(id) + id;
+  // A proto3 string without presence: unset when empty.
+  const id = s.id === "" ? -1 : Buffer.byteLength(s.id, "utf8");
+  size += fieldSize(id);
   let created = -1;
   let seconds = 0;
   let nanos = 0;
@@ -105,10 +110,7 @@ function planSubject(s: Subject): SubjectPlan | undefined {
 }
 
 function writeSubject(out: Out, s: Subject, p: SubjectPlan): void {
-  if (p.id > 0) {
-    out.buf[out.pos++] = tag(1, 2);
-    out.string(s.id, p.id);
-  }
+  out.string(1, s.id, p.id);
   if (p.created >= 0) {
     out.buf[out.pos++] = tag(2, 2);
     out.varint(p.created);
@@ -121,30 +123,16 @@ function writeSubject(out: Out, s: Subject, p: SubjectPlan): void {
       out.varint(p.nanos);
     }
   }
-  if (p.email >= 0) {
-    out.buf[out.pos++] = tag(3, 2);
-    out.string(s.email as string, p.email);
-  }
-  if (p.externalId >= 0) {
-    out.buf[out.pos++] = tag(4, 2);
-    out.string(s.externalId as string, p.externalId);
-  }
+  out.string(3, s.email, p.email);
+  out.string(4, s.externalId, p.externalId);
   for (const [k, v, kl, vl, entry] of p.metadata) {
     out.buf[out.pos++] = tag(5, 2);
     out.varint(entry);
-    out.buf[out.pos++] = tag(1, 2);
-    out.string(k, kl);
-    out.buf[out.pos++] = tag(2, 2);
-    out.string(v, vl);
+    out.string(1, k, kl);
+    out.string(2, v, vl);
   }
-  if (p.name >= 0) {
-    out.buf[out.pos++] = tag(6, 2);
-    out.string(s.name as string, p.name);
-  }
-  if (p.testClockId >= 0) {
-    out.buf[out.pos++] = tag(7, 2);
-    out.string(s.testClockId as string, p.testClockId);
-  }
+  out.string(6, s.name, p.name);
+  out.string(7, s.testClockId, p.testClockId);
   if (s.hasPaymentMethod) {
     out.buf[out.pos++] = tag(8, 0);
     out.buf[out.pos++] = 1;
