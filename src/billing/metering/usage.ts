@@ -329,8 +329,9 @@ export class SummaryService {
       for (const edge of minutes.edges) {
         const minute = Math.floor(edge.start / MINUTE) * MINUTE;
         if (subtractable && edge.start > minute && edge.end === minute + MINUTE && !edge.inclusiveEnd) {
-          // The whole minute with the whole minutes after it (when there are any: they start at its end).
-          if (minutes.fullTo > minutes.fullFrom && fullFrom === minute + MINUTE) fullFrom = minute;
+          // The whole minute with the whole minutes after it, when there are any (a start edge
+          // ends where they begin).
+          if (minutes.fullTo > minutes.fullFrom) fullFrom = minute;
           else reads.push(totals(minute, minute + MINUTE, "minute"));
           // Before the start: [minute, start) when the start is in the range, [minute, start] when not.
           reads.push(raw({ start: minute, end: edge.start, inclusiveStart: true, inclusiveEnd: !edge.inclusiveStart }, -1));
