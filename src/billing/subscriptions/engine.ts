@@ -549,30 +549,15 @@ export class BillingEngine {
   }
 
   /**
-   * Finalized invoices are charged to the subject's saved method; zero totals are paid at once.
-   * Settling comes after the change that wrote the invoice committed, so it never fails its
-   * caller: a charge or a write that fails leaves the invoice open (settleFailed says why), to be
-   * paid another way; the change stands, and its call succeeds.
+   * Settles one invoice just written, charging `paymentMethodId` (the subject's, or the one its
+   * checkout saved); see settleWith.
    */
   async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
     if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
-    const at = this.now();
-    try {
-      if (dec(invoice.total).lte(0)) {
-        await this.markPaid([invoice], at);
-        return;
-      }
+    await this.settleWith([invoice], async () => {
       const pm = paymentMethodId ? await this.stores.paymentMethods.get(paymentMethodId) : undefined;
-      if (!pm) return; // stays open until paid another way
-      // A live environment has no provider: the invoice stays open (never the test provider).
-      const provider = await this.providerFor(invoice.environmentId);
-      if (!provider) return;
-      const res = await provider.charge(pm, invoice.total, invoice.currency, invoice.id);
-      if (res.ok) await this.markPaid([invoice], at);
-      else await this.paymentFailed([invoice]);
-    } catch (err) {
-      this.events.settleFailed?.(invoice.id, err);
-    }
+      return () => pm;
+    });
   }
 
   /**
@@ -743,28 +728,38 @@ export class BillingEngine {
     if (recorded) this.events.setAside?.(s, failure, err);
   }
 
-  /**
-   * Settles invoices: zero totals paid at once, the rest charged to each subject's saved method
-   * through its environment's provider. Like settle, it never fails its caller: what cannot be
-   * settled stays open (settleFailed).
-   */
+  /** Settles invoices just written (a cycle close's, a finalized draft...), each charged to its subject's saved method; see settleWith. */
   async settleMany(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
+    await this.settleWith(list, async (due) => {
+      const methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
+      return (i) => methods.get(i.subjectId);
+    });
+  }
+
+  /**
+   * Settles invoices: zero totals paid at once, the rest charged to the method `methodsOf` finds
+   * for each (none: it stays open until paid another way) through its environment's provider (a
+   * live environment has none: never the test provider). Settling comes after the change that
+   * wrote the invoices committed, so it never fails its caller: a read, a charge or a write that
+   * fails leaves its invoices open (settleFailed says why), the change stands and its call succeeds.
+   */
+  private async settleWith(list: Invoice[], methodsOf: (due: Invoice[]) => Promise<(i: Invoice) => PaymentMethod | undefined>): Promise<void> {
     const at = this.now();
     const due = list.filter((i) => dec(i.total).gt(0));
-    let methods: Map<string, PaymentMethod>;
-    try {
-      methods = await this.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
-    } catch (err) {
-      for (const i of due) this.events.settleFailed?.(i.id, err);
-      methods = new Map();
-    }
     const paid = list.filter((i) => dec(i.total).lte(0));
     const declined: Invoice[] = [];
-    for (const i of due) {
-      const pm = methods.get(i.subjectId);
+    let methodOf: (i: Invoice) => PaymentMethod | undefined = () => undefined;
+    if (due.length > 0) {
       try {
-        // A live environment has no provider: its invoices stay open (never the test provider).
+        methodOf = await methodsOf(due);
+      } catch (err) {
+        for (const i of due) this.events.settleFailed?.(i.id, err);
+      }
+    }
+    for (const i of due) {
+      const pm = methodOf(i);
+      try {
         const provider = pm ? await this.providerFor(i.environmentId) : undefined;
         if (!pm || !provider) continue;
         if ((await provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i);
@@ -774,8 +769,6 @@ export class BillingEngine {
         this.events.settleFailed?.(i.id, err);
       }
     }
-    // Written after the invoices' own transaction committed: a failure here leaves them open, and
-    // the close (or change) that wrote them stands.
     try {
       await this.markPaid(paid, at);
     } catch (err) {
