@@ -203,23 +203,21 @@ export class SqlSubscriptionStore implements SubscriptionStore {
   }
 
   async runningOfKey(environmentId: string, key: string): Promise<Subscription[] | undefined> {
-    // One round trip for the subscriptions of the subject found by ID or external ID (findSubjectRow's rule).
-    const byId = mayBeSubjectId(key);
+    // One round trip for the subscriptions of the subject the key names (findSubjectRow's rule:
+    // an ID match wins over an external ID match), whether the key is an ID or an external ID.
+    const byId = "(SELECT j.id FROM subjects j WHERE j.environment_id = :env AND j.id = :key AND j.deleted_at IS NULL)";
+    const byExternalId = "(SELECT j.id FROM subjects j WHERE j.environment_id = :env AND j.external_id_key = :key LIMIT 1)";
     const rows = await this.sql.run((em) =>
       em
         .createQueryBuilder(this.entities.Subscription, "s")
         .where("s.environment_id = :env AND s.status IN ('active', 'paused')", { env: environmentId })
-        .andWhere(`s.subject_id IN (SELECT j.id FROM subjects j WHERE j.environment_id = :env AND (${byId ? "(j.id = :key AND j.deleted_at IS NULL) OR " : ""}j.external_id_key = :key))`, { key })
+        .andWhere(`s.subject_id = ${mayBeSubjectId(key) ? `COALESCE(${byId}, ${byExternalId})` : byExternalId}`, { key })
         .orderBy("s.seq", "ASC")
         .getMany(),
     );
-    const list = rows.map(subscriptionFromRow);
-    const mine = list.filter((x) => x.subjectId === key);
-    if (mine.length > 0) return mine;
-    // None, or only those of a subject whose external ID is the key: the subject the key names decides.
-    const subject = await findSubjectRow<{ id: string }>(this.sql, environmentId, key, "id");
-    if (!subject) return undefined;
-    return list.filter((x) => x.subjectId === subject.id);
+    if (rows.length > 0) return rows.map(subscriptionFromRow);
+    // None running: whether the key names a subject at all decides between none and not found.
+    return (await findSubjectRow<{ id: string }>(this.sql, environmentId, key, "id")) ? [] : undefined;
   }
 
   async running(environmentId: string, subjectId: string): Promise<Subscription[]> {
