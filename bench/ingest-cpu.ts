@@ -13,6 +13,8 @@
  *        BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"  (node options for the server child)
  *        BENCH_PROBE=0   no ping probe: the CPU figure is then the batches' alone
  *        BENCH_LOOP_DELAY=0   no event-loop delay histogram in the server (bench/loop-delay.mjs, 5 ms resolution)
+ *        BENCH_SINGLE=1   single events instead (`POST /usage-events`, one event a request): BENCH_BATCHES
+ *                         requests at BENCH_BATCH_CONCURRENCY; e.g. BENCH_BATCHES=30000 BENCH_BATCH_CONCURRENCY=64
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -35,8 +37,10 @@ import {
 
 const API_KEY = `sk_test_${randomBytes(12).toString("hex")}`;
 const batches = Math.floor(envNumber("BENCH_BATCHES", 200, 1));
-const batchSize = Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1));
+const batchSize = process.env.BENCH_SINGLE === "1" ? 1 : Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1));
 const concurrency = Math.floor(envNumber("BENCH_BATCH_CONCURRENCY", 2, 1));
+/** BENCH_SINGLE=1: one event a request to the single-event path. */
+const single = process.env.BENCH_SINGLE === "1";
 const store = process.env.BENCH_STORE === "sqlite" ? "sqlite" : "mariadb";
 const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean);
 /** BENCH_PROBE=0: no ping probe (its requests' CPU then does not count in the per-event figure). */
@@ -100,11 +104,16 @@ async function main(): Promise<void> {
           timestamp: new Date(MONTH_START + Math.floor(Math.random() * (Date.now() - MONTH_START))).toISOString(),
         });
       }
-      return JSON.stringify({ events });
+      return JSON.stringify(single ? events[0] : { events });
+    };
+    const path = single ? "/usage-events" : "/usage-events/batch";
+    const acceptedOf = (answer: string) => {
+      const r = JSON.parse(answer) as { accepted?: number; status?: string };
+      return single ? (r.status === "accepted" ? 1 : 0) : r.accepted;
     };
     const pool = new LeanHttpPool(port, concurrency);
     // Warm-up: 10 batches.
-    for (let i = 0; i < 10; i++) expectStatus200(await pool.request("POST", "/usage-events/batch", body(), API_KEY));
+    for (let i = 0; i < 10; i++) expectStatus200(await pool.request("POST", path, body(), API_KEY));
     const bodies = Array.from({ length: batches }, body);
     const probe = new LeanHttpConnection(port);
     const lat: number[] = [];
@@ -125,10 +134,10 @@ async function main(): Promise<void> {
       Array.from({ length: concurrency }, async () => {
         while (next < bodies.length) {
           const b = bodies[next++] as string;
-          const res = await pool.request("POST", "/usage-events/batch", b, API_KEY);
+          const res = await pool.request("POST", path, b, API_KEY);
           expectStatus200(res);
-          const r = JSON.parse(res.body) as { accepted: number };
-          if (r.accepted !== batchSize) throw new Error(`accepted ${r.accepted} of ${batchSize}: ${res.body.slice(0, 300)}`);
+          const accepted = acceptedOf(res.body);
+          if (accepted !== batchSize) throw new Error(`accepted ${accepted} of ${batchSize}: ${res.body.slice(0, 300)}`);
         }
       }),
     );
@@ -146,7 +155,7 @@ async function main(): Promise<void> {
     const sorted = Float64Array.from(lat).sort();
     const cpuUs = cpu0 !== undefined && cpu1 !== undefined ? ((cpu1 - cpu0) * 1e6) / events : Number.NaN;
     process.stdout.write(
-      `${store} batches=${batches}x${batchSize} c=${concurrency}: ${fmt(events / seconds, 0)} events/s, server CPU ${fmt(cpuUs, 1)} µs/event; ${
+      `${store} ${single ? `single events=${batches}` : `batches=${batches}x${batchSize}`} c=${concurrency}: ${fmt(events / seconds, 0)} events/s, server CPU ${fmt(cpuUs, 1)} µs/event; ${
         delay ? `event-loop delay p50 ${delay.p50} ms p99 ${delay.p99} ms max ${delay.max} ms; ` : ""
       }${
         lat.length === 0
