@@ -27,6 +27,7 @@
  *        BENCH_EVENTS_PER_CALL=500 BENCH_INGEST_CALLS=3 BENCH_SEED_SUBJECTS=200
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn
  *        BENCH_CPU_PROF=1                    run the server with --cpu-prof (profile written to the repo root on stop)
+ *        BENCH_SERVER_NODE_ARGS="…"          more node options for the server child only, space-separated
  *        BENCH_GRPC_STOCK_BIND=1             the gRPC client with Node's own AsyncResource.bind (see leanAsyncResourceBind)
  *        BENCH_GRPC_CASES=get,ping,ingest    which pairs of phases run (all three by default; e.g. `get` to profile GetSubject alone)
  * Output: progress on stderr; the report (Markdown) on stdout. About a minute with the defaults on
@@ -247,7 +248,8 @@ async function phase(name: string, protocol: "REST" | "gRPC", server: Server, ca
     window: "completed",
   });
   clearTimeout(t1);
-  clearTimeout(t2);
+  // Not t2: the loop can end a moment before its timer runs (a late timer on a busy loop), and
+  // clearing it then left cpuEnd unset and this wait spinning for ever (a run hung so).
   while (cpuEnd === undefined && server.exited() === undefined) await new Promise((r) => setTimeout(r, 20));
   if (loop.errors > 0) {
     const reasons = [...loop.errorReasons].map(([r, n]) => `${n}× ${r}`).join("; ");
@@ -285,7 +287,7 @@ async function main(): Promise<number> {
       RATE_LIMIT_API_RPS: "0",
       RATE_LIMIT_INGEST_RPS: "0",
     });
-    server = await startChildServer(env, settings.cpuProf ? ["--cpu-prof"] : []);
+    server = await startChildServer(env, [...(settings.cpuProf ? ["--cpu-prof"] : []), ...(process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean)]);
     const s = server;
     const url = `http://127.0.0.1:${s.port}`;
     progress(`server ready at ${url} (pid ${s.pid})`);

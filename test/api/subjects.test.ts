@@ -162,4 +162,44 @@ for (const store of STORES) {
       t.deepEqual(await ids("grace"), []);
     });
   }
+
+  test(`${store}: many lookups at once (one batch) each find their own subject, by the same rule as one alone`, async (t) => {
+    // The server looks subjects up in batches (the lookups of one event-loop turn together): ID
+    // matches first, then external IDs for the keys still unfound, each environment apart.
+    const a = subjectsApi("rest", server.url, server.keys.a);
+    const b = subjectsApi("rest", server.url, server.keys.b);
+    const u = uid();
+    const plain = await Promise.all(Array.from({ length: 20 }, (_, i) => a.create({ name: `P${i}`, external_id: `p-${u}-${i}` }).then(ok)));
+    const noExternal = ok(await a.create({ name: "No external ID" }));
+    // A key that is one subject's ID and another's external ID names the first.
+    const twin = ok(await a.create({ name: "Twin", external_id: (plain[0] as Json).id }));
+    // An external ID shaped like an ID that is no subject's.
+    const idShaped = ok(await a.create({ name: "ID-shaped", external_id: `subj_${u}notAnId0000000` }));
+    const gone = ok(await a.create({ name: "Deleted", external_id: `gone-${u}` }));
+    ok(await a.delete(gone.id));
+    const inB = ok(await b.create({ name: "Other environment", external_id: `p-${u}-0` }));
+
+    const cases: [api: typeof a, key: string, expected: string | "not_found"][] = [
+      ...plain.flatMap((p: Json) => [[a, p.id, p.id] as [typeof a, string, string], [a, p.external_id, p.id] as [typeof a, string, string]]),
+      [a, noExternal.id, noExternal.id],
+      [a, (plain[0] as Json).id, (plain[0] as Json).id],
+      [a, twin.id, twin.id],
+      [a, idShaped.external_id, idShaped.id],
+      [a, gone.id, "not_found"],
+      [a, `gone-${u}`, "not_found"],
+      [a, `subj_${u}missing00000000`, "not_found"],
+      [a, `nobody-${u}`, "not_found"],
+      [a, inB.id, "not_found"],
+      [b, `p-${u}-0`, inB.id],
+      [b, (plain[1] as Json).id, "not_found"],
+      [b, `p-${u}-1`, "not_found"],
+    ];
+    // Each case three times over, all at once, in a shuffled order.
+    const calls = [...cases, ...cases, ...cases].sort(() => Math.random() - 0.5);
+    const answers = await Promise.all(calls.map(([api, key]) => api.get(key)));
+    calls.forEach(([, key, expected], i) => {
+      const r = answers[i] as { ok?: Json; error?: string };
+      t.is(r.ok ? r.ok.id : r.error, expected, `GET /subjects/${key}`);
+    });
+  });
 }

@@ -5,8 +5,8 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { Subject, SubjectPatch, SubjectStore } from "../../billing/subjects.js";
 import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime, findSubjectRow, fromDbTime, fromJsonText } from "../raw.js";
-import type { Sql } from "../sql.js";
+import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
+import { type Sql, chunks } from "../sql.js";
 import { emOutbox, pipelineOutbox, writeEvents } from "./webhook-store.js";
 
 function subjectFromRow(r: SubjectRow): Subject {
@@ -57,10 +57,65 @@ export class SqlSubjectStore implements SubjectStore {
     }
   }
 
-  async findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
-    // Plain SQL: this is the hottest read of the service.
-    const row = await findSubjectRow<SubjectRow>(this.sql, environmentId, key, "id, environment_id, external_id, email, name, metadata, created_at, test_clock_id, payment_method_id");
-    return row ? subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) }) : undefined;
+  /**
+   * The hottest read of the service, batched: the lookups that arrive in one turn of the event
+   * loop go to the database together (by ID, then by external ID for the keys still unfound),
+   * one round trip for many calls instead of one each. Under load every round trip costs the
+   * server a socket write and the database a wake-up, more than the lookup itself.
+   */
+  findByIdOrExternalId(environmentId: string, key: string): Promise<Subject | undefined> {
+    return new Promise((resolve, reject) => {
+      if (this.lookups === undefined) {
+        this.lookups = new Map();
+        setImmediate(() => this.lookUpBatch());
+      }
+      let keys = this.lookups.get(environmentId);
+      if (keys === undefined) this.lookups.set(environmentId, (keys = new Map()));
+      const waiting = keys.get(key);
+      if (waiting) waiting.push({ resolve, reject });
+      else keys.set(key, [{ resolve, reject }]);
+    });
+  }
+
+  /** Lookups waiting for the next batch: environment → key → callers. */
+  private lookups: Map<string, Map<string, { resolve: (s: Subject | undefined) => void; reject: (err: unknown) => void }[]>> | undefined;
+
+  private lookUpBatch(): void {
+    const batch = this.lookups ?? new Map();
+    this.lookups = undefined;
+    for (const [environmentId, keys] of batch) {
+      this.findMany(environmentId, [...keys.keys()]).then(
+        (found) => {
+          for (const [key, waiting] of keys) for (const w of waiting) w.resolve(found.get(key));
+        },
+        (err) => {
+          for (const waiting of keys.values()) for (const w of waiting) w.reject(err);
+        },
+      );
+    }
+  }
+
+  /** Subjects by key (findSubjectRow's rule: a live subject's ID first, then an external ID). */
+  private async findMany(environmentId: string, keys: string[]): Promise<Map<string, Subject>> {
+    const found = new Map<string, Subject>();
+    const read = async (column: "id" | "external_id_key", list: string[]) => {
+      for (const part of chunks(list)) {
+        const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
+          "SELECT id, environment_id, external_id, external_id_key, email, name, metadata, created_at, test_clock_id, payment_method_id FROM subjects " +
+            `WHERE environment_id = ? AND ${column} IN (${part.map(() => "?").join(", ")})${column === "id" ? " AND deleted_at IS NULL" : ""}`,
+          [environmentId, ...part],
+        );
+        for (const row of rows) {
+          const key = column === "id" ? row.id : row.external_id_key;
+          if (key !== null) found.set(key, subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) } as SubjectRow));
+        }
+      }
+    };
+    const ids = keys.filter(mayBeSubjectId);
+    if (ids.length > 0) await read("id", ids);
+    const rest = keys.filter((k) => !found.has(k));
+    if (rest.length > 0) await read("external_id_key", rest);
+    return found;
   }
 
   async update(environmentId: string, id: string, patch: SubjectPatch, at: Date, events: (updated: Subject) => NewEvent[]): Promise<Subject | undefined> {
