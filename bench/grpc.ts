@@ -238,7 +238,7 @@ async function phase(name: string, protocol: "REST" | "gRPC", server: Server, ca
   let cpuStart: number | undefined;
   let cpuEnd: number | undefined;
   const t1 = setTimeout(async () => (cpuStart = await processCpuSeconds(server.pid)), settings.warmupSeconds * 1000);
-  const t2 = setTimeout(async () => (cpuEnd = await processCpuSeconds(server.pid)), (settings.warmupSeconds + settings.seconds) * 1000);
+  setTimeout(async () => (cpuEnd = await processCpuSeconds(server.pid)), (settings.warmupSeconds + settings.seconds) * 1000);
   const loop = await closedLoop({
     concurrency: settings.concurrency,
     warmupSeconds: settings.warmupSeconds,
@@ -248,7 +248,7 @@ async function phase(name: string, protocol: "REST" | "gRPC", server: Server, ca
     window: "completed",
   });
   clearTimeout(t1);
-  // Not t2: the loop can end a moment before its timer runs (a late timer on a busy loop), and
+  // Not the end timer: the loop can end a moment before it runs (a late timer on a busy loop), and
   // clearing it then left cpuEnd unset and this wait spinning for ever (a run hung so).
   while (cpuEnd === undefined && server.exited() === undefined) await new Promise((r) => setTimeout(r, 20));
   if (loop.errors > 0) {
