@@ -15,6 +15,7 @@
  *        BENCH_LOOP_DELAY=0   no event-loop delay histogram in the server (bench/loop-delay.mjs, 5 ms resolution)
  *        BENCH_SINGLE=1   single events instead (`POST /usage-events`, one event a request): BENCH_BATCHES
  *                         requests at BENCH_BATCH_CONCURRENCY; e.g. BENCH_BATCHES=30000 BENCH_BATCH_CONCURRENCY=64
+ *        BENCH_INGEST_COMMITS_IN_FLIGHT=N   the server's INGEST_COMMITS_IN_FLIGHT (default: the config's, 2)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -63,6 +64,7 @@ async function main(): Promise<void> {
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
       LOG_LEVEL: "warn",
+      ...(process.env.BENCH_INGEST_COMMITS_IN_FLIGHT ? { INGEST_COMMITS_IN_FLIGHT: process.env.BENCH_INGEST_COMMITS_IN_FLIGHT } : {}),
       ...(loopDelayOn ? { BENCH_LOOP_DELAY_FILE: delayFile } : {}),
     }),
     loopDelayOn ? [...nodeArgs, "--import", "./bench/loop-delay.mjs"] : nodeArgs,
