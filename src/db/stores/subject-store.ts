@@ -9,6 +9,13 @@ import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import { type Sql, chunks } from "../sql.js";
 import { emOutbox, pipelineOutbox, writeEvents } from "./webhook-store.js";
 
+/**
+ * A key longer than this names no subject: an external ID holds at most 255 characters (510
+ * UTF-16 code units), an ID fewer. Longer keys are not sent (a batch of huge keys would make one
+ * statement beyond the server's max_allowed_packet and fail its neighbours' lookups with it).
+ */
+const MAX_KEY_UNITS = 510;
+
 function subjectFromRow(r: SubjectRow): Subject {
   return {
     id: r.id,
@@ -81,12 +88,23 @@ export class SqlSubjectStore implements SubjectStore {
   private lookups: Map<string, Map<string, { resolve: (s: Subject | undefined) => void; reject: (err: unknown) => void }[]>> | undefined;
 
   private lookUpBatch(): void {
-    const batch = this.lookups ?? new Map();
+    const batch = this.lookups;
+    if (batch === undefined) return;
     this.lookups = undefined;
     for (const [environmentId, keys] of batch) {
       this.findMany(environmentId, [...keys.keys()]).then(
         (found) => {
-          for (const [key, waiting] of keys) for (const w of waiting) w.resolve(found.get(key));
+          for (const [key, waiting] of keys) {
+            const subject = found.get(key);
+            if (subject instanceof Error) {
+              for (const w of waiting) w.reject(subject);
+              continue;
+            }
+            // Callers of the same key each get their own object.
+            waiting.forEach((w, i) => {
+              w.resolve(subject && i > 0 ? { ...subject, createdAt: new Date(subject.createdAt.getTime()), metadata: { ...subject.metadata } } : subject);
+            });
+          }
         },
         (err) => {
           for (const waiting of keys.values()) for (const w of waiting) w.reject(err);
@@ -95,9 +113,13 @@ export class SqlSubjectStore implements SubjectStore {
     }
   }
 
-  /** Subjects by key (findSubjectRow's rule: a live subject's ID first, then an external ID). */
-  private async findMany(environmentId: string, keys: string[]): Promise<Map<string, Subject>> {
-    const found = new Map<string, Subject>();
+  /**
+   * Subjects by key (findSubjectRow's rule: a live subject's ID first, then an external ID). A row
+   * that cannot be read (its metadata no JSON) fails its own key's lookups only, as an Error in
+   * the map; a key too long to be any subject's is not sent.
+   */
+  private async findMany(environmentId: string, keys: string[]): Promise<Map<string, Subject | Error>> {
+    const found = new Map<string, Subject | Error>();
     const read = async (column: "id" | "external_id_key", list: string[]) => {
       for (const part of chunks(list)) {
         const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
@@ -107,13 +129,20 @@ export class SqlSubjectStore implements SubjectStore {
         );
         for (const row of rows) {
           const key = column === "id" ? row.id : row.external_id_key;
-          if (key !== null) found.set(key, subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) } as SubjectRow));
+          // Filed under the value stored; an ID match is never replaced by an external ID's.
+          if (key === null || found.has(key)) continue;
+          try {
+            found.set(key, subjectFromRow({ ...row, metadata: fromJsonText(row.metadata), created_at: fromDbTime(row.created_at) } as SubjectRow));
+          } catch (err) {
+            found.set(key, err instanceof Error ? err : new Error(String(err)));
+          }
         }
       }
     };
-    const ids = keys.filter(mayBeSubjectId);
+    const possible = keys.filter((k) => k.length <= MAX_KEY_UNITS);
+    const ids = possible.filter(mayBeSubjectId);
     if (ids.length > 0) await read("id", ids);
-    const rest = keys.filter((k) => !found.has(k));
+    const rest = possible.filter((k) => !found.has(k));
     if (rest.length > 0) await read("external_id_key", rest);
     return found;
   }
