@@ -86,10 +86,7 @@ export class FakeBillingStores implements BillingStores {
       ),
     runningOfKey: async (env, key) => {
       const subject = this.state.subjects.get(key);
-      if (!subject || subject.environmentId !== env) return undefined;
-      return [...this.state.subscriptions.values()]
-        .filter((s) => s.environmentId === env && s.subjectId === subject.id && (s.status === "active" || s.status === "paused"))
-        .map((s) => structuredClone(s));
+      return subject && subject.environmentId === env ? this.subscriptions.running(env, subject.id) : undefined;
     },
     running: async (env, subjectId) =>
       [...this.state.subscriptions.values()].filter((s) => s.environmentId === env && s.subjectId === subjectId && (s.status === "active" || s.status === "paused")).map((s) => structuredClone(s)),
