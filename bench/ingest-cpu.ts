@@ -16,6 +16,7 @@
  *        BENCH_SINGLE=1   single events instead (`POST /usage-events`, one event a request): BENCH_BATCHES
  *                         requests at BENCH_BATCH_CONCURRENCY; e.g. BENCH_BATCHES=30000 BENCH_BATCH_CONCURRENCY=64
  *        BENCH_INGEST_COMMITS_IN_FLIGHT=N   the server's INGEST_COMMITS_IN_FLIGHT (default: the config's, 2)
+ *        BENCH_SERVER_LOG_LEVEL=debug   the server's LOG_LEVEL (default warn; debug logs each group commit with its events and ms)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
       DATABASE_URL: db ? db.url : `sqlite:${join(dir as string, "bench.db")}`,
       PORT: String(port),
       BILLING_BOOTSTRAP_API_KEY: API_KEY,
-      LOG_LEVEL: "warn",
+      LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
       ...(process.env.BENCH_INGEST_COMMITS_IN_FLIGHT ? { INGEST_COMMITS_IN_FLIGHT: process.env.BENCH_INGEST_COMMITS_IN_FLIGHT } : {}),
       ...(loopDelayOn ? { BENCH_LOOP_DELAY_FILE: delayFile } : {}),
     }),
