@@ -3,6 +3,7 @@
  * (SqlSubjectStore.findByIdOrExternalId), on both stores: every caller gets what a lookup of its
  * key alone would give (a live subject's ID first, then an external ID, per environment), the
  * batch takes a handful of queries whatever its size, and what fails one key fails it alone.
+ * Lookups made while a batch is in flight wait for its answer and then go together.
  */
 import test from "ava";
 import type { EventEncoder } from "../../src/billing/events/types.js";
@@ -96,6 +97,58 @@ for (const store of STORES) {
       // By ID in parts of 500 and by external ID in parts of 500, per environment: a handful,
       // where 2,600 lookups one by one would have been 2,600 queries or more.
       t.true(queries <= 8, `${queries} queries`);
+    });
+  });
+}
+
+for (const store of STORES) {
+  test(`${store}: lookups made while a batch is in flight wait for it and go together in the next, even when it failed`, async (t) => {
+    await withMigratedDatabase(store, async (db) => {
+      const subjects = new SqlSubjectStore(db.sql, db.entities, noEvents);
+      const environmentId = newId("env");
+      const made: Subject[] = [];
+      for (let i = 0; i < 31; i++) {
+        const s: Subject = {
+          id: newId("subj"),
+          environmentId,
+          createdAt: new Date("2026-11-01T00:00:00.000Z"),
+          email: null,
+          externalId: `w-${i}`,
+          metadata: {},
+          name: null,
+          testClockId: null,
+          hasPaymentMethod: false,
+        };
+        await subjects.insert(s, []);
+        made.push(s);
+      }
+      // The first batch's query waits until released, then fails.
+      const realQuery = db.sql.query.bind(db.sql);
+      const sent: number[] = [];
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((r) => (release = r));
+      db.sql.query = ((sql: string, params: readonly unknown[]) => {
+        sent.push(params.length - 1);
+        if (sent.length === 1) return held.then(() => Promise.reject(new Error("the database went away")));
+        return realQuery(sql, params);
+      }) as typeof db.sql.query;
+      const first = subjects.findByIdOrExternalId(environmentId, (made[0] as Subject).id);
+      // Thirty lookups, three per turn over ten turns, while the first batch is in flight.
+      const later: Promise<Subject | undefined>[] = [];
+      for (let turn = 0; turn < 10; turn++) {
+        await new Promise((r) => setImmediate(r));
+        for (let j = 0; j < 3; j++) later.push(subjects.findByIdOrExternalId(environmentId, (made[1 + turn * 3 + j] as Subject).id));
+      }
+      t.deepEqual(sent, [1], "nothing else is sent while the first batch is in flight");
+      release();
+      await t.throwsAsync(first, { message: "the database went away" });
+      const answers = await Promise.all(later);
+      db.sql.query = realQuery;
+      t.deepEqual(
+        answers.map((s) => s?.id),
+        made.slice(1).map((s) => s.id),
+      );
+      t.deepEqual(sent, [1, 30], "the thirty went as one batch (all found by ID: no external-ID query)");
     });
   });
 }
