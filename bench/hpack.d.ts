@@ -1,0 +1,10 @@
+/** The part of hpack.js (no types of its own) that bench/lean-grpc.ts uses: a header block decoder. */
+declare module "hpack.js" {
+  interface Decompressor {
+    write(block: Buffer): void;
+    execute(): void;
+    read(): { name: string; value: string; neverIndex: boolean } | null;
+  }
+  const hpack: { decompressor: { create(options: { table: { maxSize: number } }): Decompressor } };
+  export default hpack;
+}
