@@ -29,6 +29,7 @@ import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
 import { isStreamingRequest } from "./rpc/requests.js";
 import { GrpcReply, decodeRequest, grpcDeadline, requestCompression, responseCompression, servesLean } from "./rpc/grpc-unary.js";
+import { envelopedMessages, servesLeanStream } from "./rpc/grpc-stream.js";
 import type { UnaryInvoker } from "./rpc/invoke.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -452,6 +453,67 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     });
   };
 
+  /**
+   * A client-streaming binary gRPC call (rpc/grpc-stream.ts servesLeanStream), after the checks
+   * every request gets (admission, the key and its rate limit, a bulk slot): its messages are
+   * read from the counted body as they arrive and handed to the method through the interceptors
+   * (rpc/invoke.ts); the answer or the error is written with its trailers (GrpcReply). A
+   * `grpc-timeout` that passes first answers deadline_exceeded, and the client is told to stop.
+   */
+  const serveGrpcStream = (
+    req: Http2ServerRequest,
+    res: Http2ServerResponse,
+    path: string,
+    method: DescMethod,
+    caller: Admitted["caller"],
+    limitHeaders: Record<string, string> | undefined,
+    body: AsyncIterable<Uint8Array>,
+    call: UnaryInvoker,
+  ): void => {
+    const trace = traceOf(res) as RequestTrace;
+    // The answer goes on the stream itself: the compatibility response built for this stream
+    // would send trailers of its own when the stream asks for them.
+    res.stream.removeAllListeners("wantTrailers");
+    const reply = new GrpcReply(res.stream, trace.id);
+    reply.headers = limitHeaders;
+    // The code of the metrics and the access line (finished): what the reply sent.
+    trace.grpcStatus = () => (reply.status === undefined ? undefined : String(reply.status));
+    const headers = req.headers;
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = grpcDeadline(headers);
+    } catch (err) {
+      reply.fail(publicError(err, log, path, trace.id));
+      return;
+    }
+    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const compression = requestCompression(headers);
+    reply.compression = responseCompression(headers, compression);
+    (async () => {
+      try {
+        const out = await call({
+          method,
+          message: envelopedMessages(body, method, compression, bodyLimit(method), () => {
+            reply.complete = true;
+          }),
+          contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url: path,
+          header: headersOf.bind(undefined, headers),
+          signal: reply.signal,
+          timeoutMs,
+        });
+        reply.message(method, out.message, out.header, out.trailer);
+      } catch (err) {
+        reply.fail(publicError(err, log, path, trace.id));
+      }
+    })().catch((err) => {
+      log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
+      if (!res.stream.destroyed) res.stream.destroy();
+    });
+  };
+
   /** The end of a lean gRPC call (`this` is its stream): its admission ticket back, and the code its reply sent, or canceled. */
   function leanFinished(this: LeanStream): void {
     const reply = this.reply;
@@ -593,7 +655,9 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
                 return body;
               },
             };
-            if (handler) runRpc(path, handler, req, res, { caller }, counted);
+            if (handler && invoke && flavour === "grpc" && req.httpVersionMajor === 2 && servesLeanStream(method, req.headers)) {
+              serveGrpcStream(req as Http2ServerRequest, res as Http2ServerResponse, path, method, caller, limitHeaders, counted, invoke);
+            } else if (handler) runRpc(path, handler, req, res, { caller }, counted);
             else rest.serve(target as RestTarget, req, res, caller, counted);
           };
           if (!ticket || !isBulk(method)) return serve();

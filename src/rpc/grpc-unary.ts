@@ -43,11 +43,21 @@ export const COMPRESS_MIN_BYTES = 1024;
 /**
  * Whether the lean path serves a request with these headers: a unary method, POST, binary gRPC,
  * no request compression or one the server has (gzip, br), and no Origin (a browser's call: its
- * CORS headers are the compatibility path's). Anything else is connect-node's: streaming,
- * gRPC-Web, Connect, JSON, an unknown compression (answered unimplemented with the ones it has).
+ * CORS headers are the compatibility path's). Client streams have a lean path of their own
+ * (grpc-stream.ts); anything else is connect-node's: server and bidirectional streaming, gRPC-Web,
+ * Connect, JSON, an unknown compression (answered unimplemented with the ones it has).
  */
 export function servesLean(method: DescMethod, headers: IncomingHttpHeaders): boolean {
-  if (method.methodKind !== "unary" || headers[":method"] !== "POST" || headers.origin !== undefined) return false;
+  return method.methodKind === "unary" && leanGrpcRequest(headers);
+}
+
+/**
+ * A request the lean gRPC paths serve, whatever its method: POST, binary gRPC, no request
+ * compression or one the server has (gzip, br), and no Origin (a browser's call: its CORS headers
+ * are the compatibility path's).
+ */
+export function leanGrpcRequest(headers: IncomingHttpHeaders): boolean {
+  if (headers[":method"] !== "POST" || headers.origin !== undefined) return false;
   const type = headers["content-type"];
   if (type !== "application/grpc" && type !== "application/grpc+proto") {
     if (typeof type !== "string") return false;
@@ -122,7 +132,8 @@ export function decodeRequest(method: DescMethod, body: Buffer, compression?: Co
   return parse(method, body.subarray(5));
 }
 
-function parse(method: DescMethod, bytes: Uint8Array): Message {
+/** One message of `method`'s input in the binary format; invalid_argument MALFORMED_PROTOBUF if it does not decode. */
+export function parse(method: DescMethod, bytes: Uint8Array): Message {
   try {
     return fromBinary(method.input, bytes);
   } catch (err) {
@@ -159,6 +170,8 @@ export class GrpcReply {
   complete = false;
   /** The code answered ("ok", "not_found", …), once answered. */
   code: string | undefined;
+  /** The grpc-status answered (0 for ok), once answered. */
+  status: number | undefined;
   private answered = false;
   private timer: NodeJS.Timeout | undefined;
   private controller: AbortController | undefined;
@@ -206,6 +219,7 @@ export class GrpcReply {
   message(method: DescMethod, message: Message, header?: Headers, trailer?: Headers): void {
     if (!this.begin()) return;
     this.code = "ok";
+    this.status = 0;
     const bytes = fastBinaryWriters.get(method.output)?.(message) ?? toBinary(method.output, message);
     const compression = this.compression;
     if (compression === undefined || bytes.length < COMPRESS_MIN_BYTES) {
@@ -250,6 +264,7 @@ export class GrpcReply {
     if (!this.begin()) return;
     const err = withRequestInfo(error, this.requestId);
     this.code = codeName(err.code);
+    this.status = err.code;
     const status = setTrailerStatus(new Headers(), err);
     status.set("grpc-message", encodeGrpcMessage(err.rawMessage));
     this.stream.respond(headersObject(status, this.base()), TRAILERS_ONLY);

@@ -14,10 +14,13 @@
 import { type DescMethod, type Message, create, isMessage } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 
-/** One unary call as a transport hands it in: the decoded request and what the implementation may read of the call. */
+/**
+ * One unary or client-streaming call as a transport hands it in: the decoded request (a client
+ * stream's messages as they are read) and what the implementation may read of the call.
+ */
 export interface UnaryInvocation {
   method: DescMethod;
-  message: Message;
+  message: Message | AsyncIterable<Message>;
   /** The call's values: the server's pre-authentication (auth.ts preAuthKey) at least. */
   contextValues: ContextValues;
   /** "grpc", "rest": what context.protocolName says. */
@@ -89,20 +92,24 @@ function applyInterceptors(next: (req: UnaryRequest) => Promise<UnaryResponse>, 
   return interceptors.reduceRight((n, i) => i(n as never) as unknown as typeof next, next);
 }
 
-/** The invoker of every unary method of `specs`, through `interceptors` (the router's list). */
+/**
+ * The invoker of every unary and client-streaming method of `specs`, through `interceptors` (the
+ * router's list). A client stream's interceptors see a stream request whose message is the
+ * messages' iterable, as connect-node gives them; its answer is one message, as a unary one.
+ */
 export function createUnaryInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): UnaryInvoker {
   const chains = new Map<DescMethod, (req: UnaryRequest) => Promise<UnaryResponse>>();
   for (const spec of specs) {
     for (const m of Object.values(spec.methods)) {
-      if (m.kind !== "unary") continue;
-      const impl = m.impl as (input: Message, ctx: HandlerContext) => Promise<unknown>;
+      if (m.kind !== "unary" && m.kind !== "client_streaming") continue;
+      const impl = m.impl as (input: Message | AsyncIterable<Message>, ctx: HandlerContext) => Promise<unknown>;
       const output = m.method.output;
       const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
         const ctx = (req as UnaryRequest & { ctx: CallContext }).ctx;
         const out = await impl(req.message, ctx);
         const message = isMessage(out, output) ? out : create(output, out as never);
         return {
-          stream: false,
+          stream: req.stream,
           service: req.service,
           method: req.method,
           message,
@@ -119,12 +126,12 @@ export function createUnaryInvoker(specs: readonly ServiceImplSpec[], intercepto
   }
   return async (call) => {
     const chain = chains.get(call.method);
-    if (!chain) throw new Error(`no unary implementation of ${call.method.parent.typeName}.${call.method.name}`);
+    if (!chain) throw new Error(`no unary or client-streaming implementation of ${call.method.parent.typeName}.${call.method.name}`);
     let header: Headers | undefined;
     // The interceptors' view of the call (request headers built on first read); the context rides
     // along, also on a request an interceptor makes of its own by spreading this one.
     const req = {
-      stream: false as const,
+      stream: call.method.methodKind !== "unary",
       service: call.method.parent,
       method: call.method,
       requestMethod: call.requestMethod,
