@@ -10,7 +10,8 @@
  * decompress, check, parse), several promises per message; a streamed event cost the server about
  * 60 µs against 31–47 for a batched one, a fifth of it in that pipeline (bench/README.md). Here
  * the envelopes of each chunk the body yields are split and decoded at once, and the method reads
- * them through one async generator. The answers are connect-node's: the same errors for a message
+ * them through one async generator; a usage event plainly encoded is read by
+ * usage-event-wire.ts's reader rather than protobuf-es's. The answers are connect-node's: the same errors for a message
  * over the method's bound (resource_exhausted), a compressed message without `grpc-encoding`
  * (internal), an envelope cut short at the end (invalid_argument), and a message that does not
  * decode (invalid_argument MALFORMED_PROTOBUF, as rpc/messages.ts makes it for connect-node).
@@ -21,6 +22,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { told } from "./errors.js";
 import { leanGrpcRequest, parse } from "./grpc-unary.js";
+import { readPlainUsageEventInput } from "./usage-event-wire.js";
+import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
 
 /** Whether the lean stream path serves a request with these headers: a client-streaming method, and a request grpc-unary.ts's leanGrpcRequest takes. */
 export function servesLeanStream(method: DescMethod, headers: IncomingHttpHeaders): boolean {
@@ -33,6 +36,10 @@ export function servesLeanStream(method: DescMethod, headers: IncomingHttpHeader
  * `readMaxBytes`. `ended` is called once the body was read to its end.
  */
 export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method: DescMethod, compression: Compression | undefined, readMaxBytes: number, ended: () => void): AsyncGenerator<Message> {
+  // A usage event as clients plainly send it is read without protobuf-es's reflective reader
+  // (usage-event-wire.ts: the same message); anything else is decoded by fromBinary.
+  const plain = method.input.typeName === UsageEventInputSchema.typeName ? readPlainUsageEventInput : undefined;
+  const decode = (bytes: Uint8Array): Message => plain?.(bytes) ?? parse(method, bytes);
   let held: Buffer | undefined;
   for await (const chunk of body) {
     const buf: Buffer = held === undefined ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.concat([held, chunk]);
@@ -53,11 +60,11 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
     for (const envelope of envelopes) {
       const bytes = envelope.subarray(5);
       if (((envelope[0] as number) & 0b1) === 0) {
-        yield parse(method, bytes);
+        yield decode(bytes);
         continue;
       }
       if (!compression) throw told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
-      yield parse(method, await compression.decompress(bytes, readMaxBytes));
+      yield decode(await compression.decompress(bytes, readMaxBytes));
     }
   }
   if (held !== undefined) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
