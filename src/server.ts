@@ -10,9 +10,9 @@ import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Ses
 import { timingSafeEqual } from "node:crypto";
 import net, { type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
-import type { DescMethod } from "@bufbuild/protobuf";
+import type { DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { Compression, UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
 import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
@@ -402,16 +402,9 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       }
       reply.ticket = ticket;
     }
-    let timeoutMs: number | undefined;
-    try {
-      timeoutMs = grpcDeadline(headers);
-    } catch (err) {
-      reply.fail(publicError(err, log, path, trace.id));
-      return;
-    }
-    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
-    const compression = requestCompression(headers);
-    reply.compression = responseCompression(headers, compression);
+    const wire = leanWire(reply, headers, path, trace);
+    if (!wire) return;
+    const { timeoutMs, compression } = wire;
     const key = headers[API_KEY_HEADER];
     (async () => {
       try {
@@ -431,26 +424,63 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         reply.complete = true;
         // A compressed message is bounded again after decompression, as Connect bounds it.
         const decoded = decodeRequest(method, body, compression, limit);
-        const out = await call({
-          method,
-          message: decoded instanceof Promise ? await decoded : decoded,
-          contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
-          protocolName: "grpc",
-          requestMethod: "POST",
-          url: path,
-          // Bound, not an arrow: tsx names every arrow held by a property, per call.
-          header: headersOf.bind(undefined, headers),
-          signal: reply.signal,
-          timeoutMs,
-        });
-        reply.message(method, out.message, out.header, out.trailer);
+        await leanCall(call, method, decoded instanceof Promise ? await decoded : decoded, caller, trace, path, headers, reply, timeoutMs);
       } catch (err) {
         reply.fail(publicError(err, log, path, trace.id));
       }
-    })().catch((err) => {
-      log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
-      if (!stream.destroyed) stream.destroy();
+    })().catch((err) => leanBroken(stream, path, trace, err));
+  };
+
+  /**
+   * What a lean gRPC call's headers say of its wire: the deadline (`grpc-timeout`, started on the
+   * reply) and the request's compression (the answer's chosen on the reply); undefined, with the
+   * error answered, for a malformed `grpc-timeout`.
+   */
+  const leanWire = (reply: GrpcReply, headers: IncomingHttpHeaders, path: string, trace: RequestTrace): { timeoutMs: number | undefined; compression: Compression | undefined } | undefined => {
+    let timeoutMs: number | undefined;
+    try {
+      timeoutMs = grpcDeadline(headers);
+    } catch (err) {
+      reply.fail(publicError(err, log, path, trace.id));
+      return undefined;
+    }
+    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    const compression = requestCompression(headers);
+    reply.compression = responseCompression(headers, compression);
+    return { timeoutMs, compression };
+  };
+
+  /** A lean gRPC call's method through the interceptors (rpc/invoke.ts), and its answer written. */
+  const leanCall = async (
+    call: UnaryInvoker,
+    method: DescMethod,
+    message: Message | AsyncIterable<Message>,
+    caller: Admitted["caller"],
+    trace: RequestTrace,
+    path: string,
+    headers: IncomingHttpHeaders,
+    reply: GrpcReply,
+    timeoutMs: number | undefined,
+  ): Promise<void> => {
+    const out = await call({
+      method,
+      message,
+      contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
+      protocolName: "grpc",
+      requestMethod: "POST",
+      url: path,
+      // Bound, not an arrow: tsx names every arrow held by a property, per call.
+      header: headersOf.bind(undefined, headers),
+      signal: reply.signal,
+      timeoutMs,
     });
+    reply.message(method, out.message, out.header, out.trailer);
+  };
+
+  /** A lean call whose answer could not even be written: logged, and its stream destroyed. */
+  const leanBroken = (stream: ServerHttp2Stream, path: string, trace: RequestTrace, err: unknown): void => {
+    log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
+    if (!stream.destroyed) stream.destroy();
   };
 
   /**
@@ -479,39 +509,14 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     // The code of the metrics and the access line (finished): what the reply sent.
     trace.grpcStatus = () => (reply.status === undefined ? undefined : String(reply.status));
     const headers = req.headers;
-    let timeoutMs: number | undefined;
-    try {
-      timeoutMs = grpcDeadline(headers);
-    } catch (err) {
-      reply.fail(publicError(err, log, path, trace.id));
-      return;
-    }
-    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
-    const compression = requestCompression(headers);
-    reply.compression = responseCompression(headers, compression);
-    (async () => {
-      try {
-        const out = await call({
-          method,
-          message: envelopedMessages(body, method, compression, bodyLimit(method), () => {
-            reply.complete = true;
-          }),
-          contextValues: new CallValues().set(preAuthKey, { caller }).set(traceKey, trace),
-          protocolName: "grpc",
-          requestMethod: "POST",
-          url: path,
-          header: headersOf.bind(undefined, headers),
-          signal: reply.signal,
-          timeoutMs,
-        });
-        reply.message(method, out.message, out.header, out.trailer);
-      } catch (err) {
-        reply.fail(publicError(err, log, path, trace.id));
-      }
-    })().catch((err) => {
-      log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
-      if (!res.stream.destroyed) res.stream.destroy();
+    const wire = leanWire(reply, headers, path, trace);
+    if (!wire) return;
+    const messages = envelopedMessages(body, method, wire.compression, bodyLimit(method), () => {
+      reply.complete = true;
     });
+    leanCall(call, method, messages, caller, trace, path, headers, reply, wire.timeoutMs)
+      .catch((err) => reply.fail(publicError(err, log, path, trace.id)))
+      .catch((err) => leanBroken(res.stream, path, trace, err));
   };
 
   /** The end of a lean gRPC call (`this` is its stream): its admission ticket back, and the code its reply sent, or canceled. */
