@@ -40,23 +40,39 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
   // (usage-event-wire.ts: the same message); anything else is decoded by fromBinary.
   const plain = method.input.typeName === UsageEventInputSchema.typeName ? readPlainUsageEventInput : undefined;
   const decode = (bytes: Uint8Array): Message => plain?.(bytes) ?? parse(method, bytes);
-  let held: Buffer | undefined;
+  // The start of an envelope not yet whole, in the chunks it came in: joined once it is whole
+  // (joining at every chunk would copy a large message once per chunk).
+  let held: Buffer[] = [];
+  let heldBytes = 0;
   for await (const chunk of body) {
-    const buf: Buffer = held === undefined ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.concat([held, chunk]);
-    held = undefined;
+    const c = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let buf = c;
+    if (held.length > 0) {
+      held.push(c);
+      heldBytes += c.length;
+      if (heldBytes < 5) continue;
+      const length = lengthOf(held);
+      if (length > readMaxBytes) throw tooLarge(length, readMaxBytes);
+      if (heldBytes < 5 + length) continue;
+      buf = Buffer.concat(held, heldBytes);
+      held = [];
+      heldBytes = 0;
+    }
     let at = 0;
     // The chunk's envelopes, split at once (a length over the bound fails here, before any of
     // them is handed on, as in connect-node); each is decoded as the method asks for it.
     const envelopes: Buffer[] = [];
     while (buf.length - at >= 5) {
       const length = buf.readUInt32BE(at + 1);
-      if (length > readMaxBytes) throw new ConnectError(`message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
+      if (length > readMaxBytes) throw tooLarge(length, readMaxBytes);
       if (buf.length - at - 5 < length) break;
       envelopes.push(buf.subarray(at, at + 5 + length));
       at += 5 + length;
     }
-    // What is left of an envelope waits for the next chunk (copied: the chunk's memory is the socket's).
-    if (at < buf.length) held = Buffer.from(buf.subarray(at));
+    if (at < buf.length) {
+      held = [buf.subarray(at)];
+      heldBytes = buf.length - at;
+    }
     for (const envelope of envelopes) {
       const bytes = envelope.subarray(5);
       if (((envelope[0] as number) & 0b1) === 0) {
@@ -67,6 +83,23 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
       yield decode(await compression.decompress(bytes, readMaxBytes));
     }
   }
-  if (held !== undefined) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  if (heldBytes > 0) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
   ended();
+}
+
+/** The message length in the header of the envelope that starts `parts` (at least 5 bytes in all). */
+function lengthOf(parts: readonly Buffer[]): number {
+  let length = 0;
+  let i = 0;
+  for (const part of parts) {
+    for (const byte of part) {
+      if (i > 0) length = length * 256 + byte;
+      if (++i === 5) return length;
+    }
+  }
+  return length;
+}
+
+function tooLarge(length: number, readMaxBytes: number): ConnectError {
+  return new ConnectError(`message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
 }
