@@ -4,7 +4,9 @@
  * check) decompress with the same bound Connect applies after decompression.
  */
 import { brotliCompressSync, brotliDecompressSync, gunzipSync, gzipSync } from "node:zlib";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { told } from "./errors.js";
 
 /** What the router accepts and offers (`acceptCompression`). */
 export const ACCEPTED_COMPRESSION = [compressionGzip, compressionBrotli];
@@ -27,4 +29,13 @@ export function decompressed(bytes: Uint8Array, encoding: string, maxBytes: numb
 /** `bytes` compressed again with `encoding` (gzip or br), for a message rewritten after its check. */
 export function recompressed(bytes: Uint8Array, encoding: string): Uint8Array {
   return encoding === "br" ? brotliCompressSync(bytes) : gzipSync(bytes);
+}
+
+/**
+ * The refusal of a message flagged compressed in a request that names no compression: Connect's
+ * own words (internal), marked to be told, so that the error interceptor does not hide them
+ * behind "internal error" when a stream's message is the one refused.
+ */
+export function compressedWithoutEncoding(): ConnectError {
+  return told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
 }

@@ -20,7 +20,7 @@ import type { IncomingHttpHeaders } from "node:http2";
 import type { DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
-import { told } from "./errors.js";
+import { compressedWithoutEncoding } from "./compression.js";
 import { leanGrpcRequest, parse } from "./grpc-unary.js";
 import { readPlainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
@@ -79,7 +79,7 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
         yield decode(bytes);
         continue;
       }
-      if (!compression) throw told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
+      if (!compression) throw compressedWithoutEncoding();
       yield decode(await compression.decompress(bytes, readMaxBytes));
     }
   }

@@ -28,9 +28,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { codeName } from "../ops/trace.js";
-import { told, withRequestInfo } from "./errors.js";
+import { withRequestInfo } from "./errors.js";
 import { malformed } from "./messages.js";
-import { ACCEPTED_COMPRESSION } from "./compression.js";
+import { ACCEPTED_COMPRESSION, compressedWithoutEncoding } from "./compression.js";
 import { fastBinaryWriters } from "./fast-binary.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 
@@ -126,7 +126,7 @@ export function decodeRequest(method: DescMethod, body: Buffer, compression?: Co
   if (body.length - 5 < length) throw new ConnectError(`protocol error: promised ${length} bytes in enveloped message, got ${body.length - 5} bytes`, Code.InvalidArgument);
   if (body.length - 5 > length) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
   if ((flags & 0b1) === 1) {
-    if (!compression) throw told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
+    if (!compression) throw compressedWithoutEncoding();
     return compression.decompress(body.subarray(5), readMaxBytes).then((bytes) => parse(method, bytes));
   }
   return parse(method, body.subarray(5));

@@ -28,8 +28,8 @@ import { InvalidArgumentError } from "../billing/errors.js";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
 import { DeferredProblems, deferredKey, traceKey } from "./context.js";
-import { decompressed, recompressed } from "./compression.js";
-import { told, toConnectError, withRequestInfo } from "./errors.js";
+import { compressedWithoutEncoding, decompressed, recompressed } from "./compression.js";
+import { toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
 import { plainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
@@ -168,9 +168,8 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
       }
       if (buf.byteLength - at < 5 + length) break;
       const data = buf.subarray(at + 5, at + 5 + length);
-      // Connect's own refusal, in words the caller is told (within a stream it would reach the
-      // error interceptor as an unexplained internal error), as the lean gRPC paths tell it.
-      if (flags === 1 && !compressed) throw told(new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal));
+      // Refused here as the lean gRPC paths refuse it, in words the caller is told.
+      if (flags === 1 && !compressed) throw compressedWithoutEncoding();
       const checked = flags === 0 ? check(data, index++) : flags === 1 && compressed ? compressed(data, index++) : data;
       if (checked !== data) {
         // A rewritten message goes on uncompressed (flag 0), which every protocol allows.
