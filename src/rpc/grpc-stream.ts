@@ -22,6 +22,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressedWithoutEncoding } from "./compression.js";
 import { leanGrpcRequest, parse } from "./grpc-unary.js";
+import { envelopeLength } from "./requests.js";
 import { readPlainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
 
@@ -51,7 +52,7 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
       held.push(c);
       heldBytes += c.length;
       if (heldBytes < 5) continue;
-      const length = lengthOf(held);
+      const length = envelopeLength(held);
       if (length > readMaxBytes) throw tooLarge(length, readMaxBytes);
       if (heldBytes < 5 + length) continue;
       buf = Buffer.concat(held, heldBytes);
@@ -85,19 +86,6 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
   }
   if (heldBytes > 0) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
   ended();
-}
-
-/** The message length in the header of the envelope that starts `parts` (at least 5 bytes in all). */
-function lengthOf(parts: readonly Buffer[]): number {
-  let length = 0;
-  let i = 0;
-  for (const part of parts) {
-    for (const byte of part) {
-      if (i > 0) length = length * 256 + byte;
-      if (++i === 5) return length;
-    }
-  }
-  return length;
 }
 
 function tooLarge(length: number, readMaxBytes: number): ConnectError {

@@ -33,7 +33,7 @@ import { toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
 import { plainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
-import { contentType, envelope } from "./requests.js";
+import { contentType, envelope, envelopeLength } from "./requests.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
 export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
@@ -149,6 +149,12 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
     pending.push(chunk);
     size += chunk.byteLength;
     if (size < 5) continue;
+    // An envelope not yet whole waits in the chunks it came in, joined once when whole (joining
+    // at every chunk copied a large message once per chunk); one past the bound goes on at once.
+    if (pending.length > 1) {
+      const length = envelopeLength(pending);
+      if (length <= maxBytes && size < 5 + length) continue;
+    }
     let buf = concat(pending, size);
     let at = 0;
     // The envelopes handed on as sent are yielded together, as one run of the buffer: a stream's

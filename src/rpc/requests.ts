@@ -19,3 +19,16 @@ export function envelope(flags: number, data: Uint8Array): Uint8Array {
   out.set(data, 5);
   return out;
 }
+
+/** The data length in the header of the envelope that starts `parts` (chunks of at least 5 bytes in all). */
+export function envelopeLength(parts: readonly Uint8Array[]): number {
+  let length = 0;
+  let i = 0;
+  for (const part of parts) {
+    for (const byte of part) {
+      if (i > 0) length = length * 256 + byte;
+      if (++i === 5) return length;
+    }
+  }
+  return length;
+}
