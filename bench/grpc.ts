@@ -22,7 +22,7 @@
  * round-robin, messages encoded with the generated schemas, every answer checked (grpc-status 0;
  * the subject's ID in the reply; the stream's counts). Any error makes the run exit with status 1.
  * The report gives the load generator's own CPU per call beside the server's: node:http2's client
- * (BENCH_GRPC_CLIENT=node) cost about 71 µs per GetSubject here, the lean one 26–28, REST's 17–20.
+ * (BENCH_GRPC_CLIENT=node) cost about 71 µs per GetSubject here, the lean one 23–29, REST's 17–20.
  *
  * Run:   npm run bench:grpc                  (needs MariaDB/MySQL at 127.0.0.1:3306, user root)
  * Env:   BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_CONCURRENCY=16 BENCH_GRPC_CONNECTIONS=4
