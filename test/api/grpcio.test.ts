@@ -1,0 +1,152 @@
+/**
+ * The server as Python's grpcio sees it (gRPC's C core: its own HTTP/2, HPACK and flow control,
+ * not Node's): test/grpcio/client.py, with the project's messages built from `buf build`'s
+ * FileDescriptorSet of proto/ and third_party/. Unary calls, error messages read back exactly
+ * (colons, `%`, non-ASCII), error details decoded from grpc-status-details-bin, gzip both ways and
+ * a compressed body bounded after decompression, deadlines, the grpc.health.v1 service, an
+ * unknown method, and client-streaming ingest past the flow-control windows, exactly once.
+ * Python is Debian's (/usr/bin/python3 with python3-grpcio and python3-protobuf, which .ci/run
+ * installs); GRPCIO_PYTHON names another interpreter.
+ */
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import test from "ava";
+import { ok } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+
+const GRPCIO_PYTHON = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
+const CLIENT = path.resolve(import.meta.dirname, "../grpcio/client.py");
+const BUF = "node_modules/.bin/buf";
+
+// biome-ignore lint: what the Python client saw, as JSON
+type Seen = Record<string, any>;
+
+let dir = "";
+let descriptors = "";
+const servers = new Map<string, TestServer>();
+
+/** Runs one case of the Python client against `server`: what it printed, parsed. */
+function python(server: TestServer, kase: string, input: Record<string, unknown> = {}): Promise<Seen> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(GRPCIO_PYTHON, [CLIENT, kase], { stdio: ["pipe", "pipe", "pipe"], timeout: 120_000 });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`client.py ${kase} exited ${code}: ${err}`));
+      try {
+        resolve(JSON.parse(out));
+      } catch {
+        reject(new Error(`client.py ${kase} printed no JSON: ${out} ${err}`));
+      }
+    });
+    child.stdin.end(JSON.stringify({ target: server.url.replace(/^http:\/\//, ""), descriptors, key: server.keys.a, ...input }));
+  });
+}
+
+test.before(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "grpcio-"));
+  descriptors = path.join(dir, "billing.binpb");
+  // The image of the contract, imports included: what any other language's tooling starts from.
+  await new Promise<void>((resolve, reject) =>
+    execFile(BUF, ["build", "-o", descriptors], { timeout: 60_000 }, (error, _stdout, stderr) => (error ? reject(new Error(`buf build: ${stderr}`)) : resolve())),
+  );
+  for (const store of STORES) {
+    const server = await startTestServer(store);
+    servers.set(store, server);
+    await untilHealthy(server.url);
+  }
+});
+
+test.after.always(async () => {
+  for (const s of servers.values()) await s.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const unique = () => Math.random().toString(36).slice(2);
+
+for (const store of STORES) {
+  const server = () => servers.get(store) as TestServer;
+
+  test(`${store}: grpcio unary calls create and read a subject`, async (t) => {
+    const seen = await python(server(), "unary", { external_id: `py-${unique()}` });
+    t.regex(seen.created.ok?.subject?.id ?? "", /^subj_/, JSON.stringify(seen.created));
+    t.like(seen.got.ok?.subject, { id: seen.created.ok.subject.id, name: "Ada Lovelace", metadata: { plan: "pro" } });
+  });
+
+  test(`${store}: grpcio reads error messages exactly and decodes their details`, async (t) => {
+    const odd = "zß☃ 100%: ok";
+    const seen = await python(server(), "errors", { odd_id: odd });
+    t.like(seen.bad_email.error, { code: "INVALID_ARGUMENT", details: "email: must be a valid email address" });
+    const status = seen.bad_email.error.status;
+    t.like(status, { code: 3, message: "email: must be a valid email address" });
+    t.deepEqual(
+      status.details.map((d: { type: string }) => d.type),
+      ["google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RequestInfo"],
+    );
+    t.deepEqual(status.details[0].value, { reason: "INVALID_FIELD", domain: "billing.v1" });
+    t.deepEqual(status.details[1].value, { field_violations: [{ field: "email", description: "must be a valid email address" }] });
+    t.regex(status.details[2].value.request_id, /^[0-9a-f-]{36}$/);
+    t.like(seen.not_found.error, { code: "NOT_FOUND", details: `subject ${JSON.stringify(odd)} not found` });
+    t.like(seen.no_key.error, { code: "UNAUTHENTICATED", details: "missing API key: send it in the X-API-Key header" });
+    t.is(seen.bad_key.error?.code, "UNAUTHENTICATED");
+  });
+
+  test(`${store}: grpcio gzip both ways; a compressed body is bounded after decompression and writes nothing`, async (t) => {
+    const external = `pyzip-${unique()}`;
+    const seen = await python(server(), "gzip", { external_id: external });
+    const big = Object.fromEntries([1, 2, 3, 4].map((i) => [`k${i}`, String(i).repeat(400)]));
+    t.like(seen.created.ok?.subject, { name: "Zipped Grace", metadata: big }, JSON.stringify(seen.created).slice(0, 300));
+    t.like(seen.got.ok?.subject, { name: "Zipped Grace", metadata: big });
+    t.is(seen.huge.error?.code, "RESOURCE_EXHAUSTED", JSON.stringify(seen.huge).slice(0, 300));
+    const list = await ok(server(), server().keys.a, "GET", "/subjects?limit=100");
+    t.false(JSON.stringify(list).includes("aaaaaaaaaa"), "nothing was written");
+  });
+
+  test(`${store}: grpcio deadlines: a call within one answers, a stream past one ends DEADLINE_EXCEEDED`, async (t) => {
+    const seen = await python(server(), "deadline");
+    t.truthy(seen.within.ok, JSON.stringify(seen.within));
+    t.deepEqual(seen.watch, { messages: [{ status: "SERVING" }], code: "DEADLINE_EXCEEDED" });
+  });
+
+  test(`${store}: grpcio grpc.health.v1: Check with no key, Watch's first answer, open until cancelled`, async (t) => {
+    const services = ["", "billing.v1.SubjectService", "billing.v1.UsageEventService", "grpc.health.v1.Health", "billing.v1.NoSuchService"];
+    const seen = await python(server(), "health", { services });
+    for (const s of services.slice(0, 4)) t.deepEqual(seen.check[s], { ok: { status: "SERVING" } }, s);
+    t.is(seen.check["billing.v1.NoSuchService"].error?.code, "NOT_FOUND");
+    t.deepEqual(seen.watch, {
+      "": { first: { status: "SERVING" }, ended: "CANCELLED" },
+      "billing.v1.NoSuchService": { first: { status: "SERVICE_UNKNOWN" }, ended: "CANCELLED" },
+    });
+  });
+
+  test(`${store}: grpcio calling a method the server does not have gets UNIMPLEMENTED`, async (t) => {
+    const seen = await python(server(), "unimplemented");
+    t.like(seen.result.error, { code: "UNIMPLEMENTED", details: "unknown method /billing.v1.NoSuchService/DoIt: this server has no such gRPC service or method" });
+  });
+
+  test(`${store}: grpcio client-streaming ingest: every event once, past the flow-control windows, gzip included`, async (t) => {
+    const key = await server().freshKey();
+    const s = { ...server(), keys: { ...server().keys, a: key } };
+    const subject = await ok(s, key, "POST", "/subjects", { external_id: `py-${unique()}` });
+    const metric = await ok(s, key, "POST", "/pricing-metrics", { event_name: "api", name: "API", unit: "call", aggregation: { aggregation_type: "sum", value_field: "n" } });
+    const seen = await python(s, "stream", { subject_id: subject.id });
+    // int32 counts: proto JSON numbers. Zero counts are left out of proto JSON.
+    t.like(seen.first, { received: 300, accepted: 298, duplicate: 1, rejected: 1 });
+    t.deepEqual(
+      seen.first.rejections.map((r: { index?: number }) => r.index ?? 0),
+      [150],
+    );
+    t.like(seen.second, { received: 5000, accepted: 4701, duplicate: 298, rejected: 1 }, JSON.stringify(seen.second).slice(0, 300));
+    const summary = await ok(s, key, "POST", `/pricing-metrics/${metric.id}/summary`, {
+      subject_id: subject.id,
+      period: { start: "2000-01-01T00:00:00Z", end: "2100-01-01T00:00:00Z" },
+    });
+    t.is(summary[0].value, "2499.5", "4,999 events of 0.5, each once");
+  });
+}
