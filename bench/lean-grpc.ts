@@ -101,8 +101,10 @@ interface Call {
   reject: (err: Error) => void;
   chunks: Buffer[];
   headersSeen: boolean;
-  /** Data not yet sent (flow control), and whether END_STREAM goes with its last frame. */
+  /** Data not yet sent (flow control); its last frame carries END_STREAM once `source` is done. */
   pending: Buffer[];
+  /** More of the body, made as the windows let it go (a long stream), until done. */
+  source?: Iterator<Buffer>;
   sendWindow: number;
   /** The header block being received (HEADERS, then CONTINUATIONs) and whether it ends the stream. */
   block?: Buffer[];
@@ -146,10 +148,12 @@ export class LeanGrpcConnection {
   private readonly authority: string;
 
   /**
-   * One call to `path` with `body` (its envelopes; an array is sent as it is, slice by slice):
-   * resolves with the answer's body once its trailers say grpc-status 0, rejects otherwise.
+   * One call to `path` with `body` (its envelopes; an array is sent as it is, slice by slice; an
+   * iterator's slices are made only as the flow-control windows let them go, so a long stream is
+   * encoded while it is sent, as a client streaming from its source would): resolves with the
+   * answer's body once its trailers say grpc-status 0, rejects otherwise.
    */
-  call(path: string, body: Buffer | Buffer[], key?: string): Promise<Buffer> {
+  call(path: string, body: Buffer | Buffer[] | Iterator<Buffer>, key?: string): Promise<Buffer> {
     if (this.failed) return Promise.reject(this.failed);
     const id = this.nextStream;
     this.nextStream += 2;
@@ -168,7 +172,15 @@ export class LeanGrpcConnection {
       this.blocks.set(blockKey, block);
     }
     return new Promise((resolve, reject) => {
-      const call: Call = { resolve, reject, chunks: [], headersSeen: false, pending: Array.isArray(body) ? [...body] : [body], sendWindow: this.initialWindow };
+      const call: Call = {
+        resolve,
+        reject,
+        chunks: [],
+        headersSeen: false,
+        pending: Array.isArray(body) ? [...body] : Buffer.isBuffer(body) ? [body] : [],
+        source: Array.isArray(body) || Buffer.isBuffer(body) ? undefined : body,
+        sendWindow: this.initialWindow,
+      };
       this.calls.set(id, call);
       this.send(frame(HEADERS, END_HEADERS, id, block));
       this.sendData(id, call);
@@ -177,14 +189,22 @@ export class LeanGrpcConnection {
 
   /** Sends what the windows allow of a stream's pending data; the last frame ends the stream. */
   private sendData(id: number, call: Call): void {
-    while (call.pending.length > 0) {
+    for (;;) {
+      // One slice ahead of the one being sent, so that the last frame is known to be the last.
+      if (call.source && call.pending.length < 2) {
+        const next = call.source.next();
+        if (next.done) call.source = undefined;
+        else call.pending.push(next.value);
+        continue;
+      }
+      if (call.pending.length === 0) break;
       const head = call.pending[0] as Buffer;
       const n = Math.min(head.length, this.maxFrame, call.sendWindow, this.connectionWindow);
       if (n === 0 && head.length > 0) {
         this.blocked.add(id);
         return;
       }
-      const last = n === head.length && call.pending.length === 1;
+      const last = n === head.length && call.pending.length === 1 && !call.source;
       this.send(frame(DATA, last ? END_STREAM : 0, id, head.subarray(0, n)));
       call.sendWindow -= n;
       this.connectionWindow -= n;

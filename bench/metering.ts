@@ -20,7 +20,11 @@
  *          code), into copies of the three tables: what MariaDB alone spends on the writes that
  *          ingestion must make, at concurrency 2 and 4;
  *      (c) gRPC `UsageEventService/StreamUsageEvents`: 200,000 events in one stream, timed until
- *          the one response, whose counts are checked;
+ *          the one response, whose counts are checked; sent by the lean gRPC client
+ *          (bench/lean-grpc.ts: HTTP/2 framed by hand, events encoded 1,000 at a time as flow
+ *          control lets them go), as REST's cases use a lean HTTP/1.1 client: connect-es's
+ *          transport cost this process about 80 µs of CPU per event, on the CPUs the server and
+ *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it);
  *      Events of (a)–(e) go round-robin to BENCH_SUBJECTS subjects, region round-robin over three,
  *      at a random time of the current month so far, with unique (ordered) idempotency keys.
  *   3. summary: one subject is loaded with 1,000 events and one with 1,000,000, spread evenly over
@@ -46,6 +50,8 @@
  *        BENCH_BATCH_SIZE=500                events per batch request and rows per ceiling INSERT (≤ 1000)
  *        BENCH_BATCH_CONCURRENCY=2,4         workers for batch REST and for the ceiling
  *        BENCH_STREAM_EVENTS=200000          events in the gRPC stream
+ *        BENCH_STREAM_CLIENT=connect         send the stream with connect-es's gRPC transport (@connectrpc/connect-node)
+ *                                            instead of the lean client (bench/lean-grpc.ts; see (c))
  *        BENCH_SUBJECTS=100                  subjects the ingest cases spread their events over
  *        BENCH_SUMMARY_EVENTS=1000,1000000   events of the two summary subjects
  *        BENCH_SUMMARY_REQUESTS=200          measured summary requests per subject (after BENCH_SUMMARY_WARMUP=20)
@@ -60,6 +66,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import http from "node:http";
 import { createClient } from "@connectrpc/connect";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import mysql from "mysql2/promise";
@@ -68,7 +75,9 @@ import type { PricingMetric } from "../src/billing/catalog/types.js";
 import { contributionsOf, mergeContributions } from "../src/billing/metering/events.js";
 import { dbTime } from "../src/db/raw.js";
 import { rollupStatements } from "../src/db/stores/usage-store.js";
-import { UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
+import { UsageEventInputSchema } from "../src/gen/billing/v1/usage_event_pb.js";
+import { type StreamUsageEventsResponse, StreamUsageEventsResponseSchema, UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
+import { LeanGrpcConnection } from "./lean-grpc.js";
 import {
   LeanHttpPool,
   type LoopResult,
@@ -120,6 +129,8 @@ const settings = {
   batchSize: Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1)),
   batchConcurrencies: envIntegers("BENCH_BATCH_CONCURRENCY", "2,4"),
   streamEvents: Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)),
+  /** BENCH_STREAM_CLIENT=connect: the stream through connect-es's gRPC transport, as before the lean client. */
+  streamClient: process.env.BENCH_STREAM_CLIENT === "connect" ? "connect" : "lean",
   subjects: Math.floor(envNumber("BENCH_SUBJECTS", 100, 1)),
   summarySmall: summaryEvents[0] as number,
   summaryLarge: summaryEvents[1] as number,
@@ -735,24 +746,50 @@ async function main(): Promise<number> {
 
     // ---- 2c. The gRPC client stream.
     {
-      sessionManager = new Http2SessionManager(baseUrl);
-      const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: LONG_TIMEOUT_MS });
-      const client = createClient(UsageEventService, transport);
       const n = settings.streamEvents;
-      async function* events() {
-        for (let i = 0; i < n; i++) {
-          const e = gen.next();
-          yield { idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) };
+      const message = (e: Ev) => ({ idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) });
+      /** The stream's envelopes, 1,000 events to a slice, encoded as the lean client sends them (flow control paces it). */
+      function* slices(): Generator<Buffer> {
+        for (let i = 0; i < n; i += 1000) {
+          const parts: Buffer[] = [];
+          for (let k = i; k < Math.min(n, i + 1000); k++) {
+            const bytes = toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())));
+            const head = Buffer.allocUnsafe(5);
+            head[0] = 0;
+            head.writeUInt32BE(bytes.byteLength, 1);
+            parts.push(head, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+          }
+          yield Buffer.concat(parts);
         }
       }
-      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream`);
+      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`);
       await ph.begin();
       const errorReasons = new Map<string, number>();
       let errors = 0;
       const t0 = performance.now();
       let seconds = Number.NaN;
       try {
-        const res = await client.streamUsageEvents(events(), { headers: { "x-api-key": API_KEY } });
+        let res: StreamUsageEventsResponse;
+        if (settings.streamClient === "connect") {
+          sessionManager = new Http2SessionManager(baseUrl);
+          const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: LONG_TIMEOUT_MS });
+          const client = createClient(UsageEventService, transport);
+          res = await client.streamUsageEvents(
+            (async function* () {
+              for (let i = 0; i < n; i++) yield message(gen.next());
+            })(),
+            { headers: { "x-api-key": API_KEY } },
+          );
+        } else {
+          const conn = new LeanGrpcConnection(port);
+          try {
+            const body = await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY);
+            if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
+            res = fromBinary(StreamUsageEventsResponseSchema, body.subarray(5, 5 + body.readUInt32BE(1)));
+          } finally {
+            conn.close();
+          }
+        }
         seconds = (performance.now() - t0) / 1000;
         acceptedTotal += Number(res.accepted);
         if (res.received !== n || res.accepted !== n || res.duplicate !== 0 || res.rejected !== 0 || res.rejections.length > 0) {
@@ -785,7 +822,7 @@ async function main(): Promise<number> {
         note: `${fmtInt(n)} events in ${fmt(seconds, 2)} s`,
       });
       progress(`  ${fmt(n / seconds, 0)} events/s (${fmt(seconds, 2)} s), ${errors} errors`);
-      sessionManager.abort();
+      sessionManager?.abort();
       sessionManager = undefined;
       assertRunning("the gRPC stream");
     }
@@ -965,7 +1002,7 @@ function report(info: {
     `Ingest: closed loop, ${settings.warmupSeconds} s warm-up + ${settings.seconds} s measured per case (throughput counts requests completed inside the window); ` +
       `events go round-robin to ${settings.subjects} subjects and 3 regions, at random times of the current month, with unique idempotency keys; ` +
       `one pricing metric reads them (sum of \`n\`, dimension \`region\`). An event counts once its request answered: the API answers after the commit. ` +
-      `REST over HTTP/1.1 keep-alive, one connection per worker, written and read by a lean client (bench/lib.ts LeanHttpConnection: Node's http client cost the shared CPUs twice as much); gRPC over one HTTP/2 connection. Server LOG_LEVEL=${settings.serverLogLevel}` +
+      `REST over HTTP/1.1 keep-alive, one connection per worker, written and read by a lean client (bench/lib.ts LeanHttpConnection: Node's http client cost the shared CPUs twice as much); gRPC over one HTTP/2 connection, ${settings.streamClient === "connect" ? "sent by connect-es's gRPC transport" : "framed by a lean client (bench/lean-grpc.ts; connect-es's transport cost this process about 80 µs of CPU per event)"}. Server LOG_LEVEL=${settings.serverLogLevel}` +
       `${settings.serverNodeArgs.length > 0 ? `, node options ${settings.serverNodeArgs.join(" ")}` : ""}.`,
     "",
   );
