@@ -9,6 +9,14 @@
  *   2. ingest, each event acknowledged only once committed (the API answers after the commit):
  *      (a) REST `POST /usage-events`, one event per request, closed loop at concurrency 64;
  *      (b) REST `POST /usage-events/batch`, 500 events per request, at concurrency 2 and 4;
+ *      (c) gRPC `UsageEventService/StreamUsageEvents`: one stream of as many events as the best
+ *          batch case of (b) ingested in its window (equal work; BENCH_STREAM_EVENTS to choose),
+ *          timed until the one response, whose counts are checked; sent by the lean gRPC client
+ *          (bench/lean-grpc.ts: HTTP/2 framed by hand, events encoded 1,000 at a time as flow
+ *          control lets them go), as REST's cases use a lean HTTP/1.1 client: connect-es's
+ *          transport cost this process about 80 µs of CPU per event, on the CPUs the server and
+ *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it); run right after (b), before the direct
+ *          cases, so that it finds MariaDB as the batches did;
  *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
  *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
  *          built as cheaply as possible, since this process shares the CPUs with MariaDB; and the
@@ -19,12 +27,6 @@
  *          INSERT plus the server's own upserts of the hourly and minute totals (built by its
  *          code), into copies of the three tables: what MariaDB alone spends on the writes that
  *          ingestion must make, at concurrency 2 and 4;
- *      (c) gRPC `UsageEventService/StreamUsageEvents`: 200,000 events in one stream, timed until
- *          the one response, whose counts are checked; sent by the lean gRPC client
- *          (bench/lean-grpc.ts: HTTP/2 framed by hand, events encoded 1,000 at a time as flow
- *          control lets them go), as REST's cases use a lean HTTP/1.1 client: connect-es's
- *          transport cost this process about 80 µs of CPU per event, on the CPUs the server and
- *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it);
  *      Events of (a)–(e) go round-robin to BENCH_SUBJECTS subjects, region round-robin over three,
  *      at a random time of the current month so far, with unique (ordered) idempotency keys.
  *   3. summary: one subject is loaded with 1,000 events and one with 1,000,000, spread evenly over
@@ -49,7 +51,8 @@
  *        BENCH_SINGLE_CONCURRENCY=64         workers for single-event REST
  *        BENCH_BATCH_SIZE=500                events per batch request and rows per ceiling INSERT (≤ 1000)
  *        BENCH_BATCH_CONCURRENCY=2,4         workers for batch REST and for the ceiling
- *        BENCH_STREAM_EVENTS=200000          events in the gRPC stream
+ *        BENCH_STREAM_EVENTS=…               events in the gRPC stream (default: as many as the best REST batch
+ *                                            case ingested in its measured window, to the thousand: equal work)
  *        BENCH_STREAM_CLIENT=connect         send the stream with connect-es's gRPC transport (@connectrpc/connect-node)
  *                                            instead of the lean client (bench/lean-grpc.ts; see (c))
  *        BENCH_SUBJECTS=100                  subjects the ingest cases spread their events over
@@ -128,7 +131,8 @@ const settings = {
   singleConcurrency: Math.floor(envNumber("BENCH_SINGLE_CONCURRENCY", 64, 1)),
   batchSize: Math.floor(envNumber("BENCH_BATCH_SIZE", 500, 1)),
   batchConcurrencies: envIntegers("BENCH_BATCH_CONCURRENCY", "2,4"),
-  streamEvents: Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)),
+  /** Events in the stream; by default as many as the best REST batch case ingested in its window (equal work). */
+  streamEvents: process.env.BENCH_STREAM_EVENTS ? Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)) : undefined,
   /** BENCH_STREAM_CLIENT=connect: the stream through connect-es's gRPC transport, as before the lean client. */
   streamClient: process.env.BENCH_STREAM_CLIENT === "connect" ? "connect" : "lean",
   subjects: Math.floor(envNumber("BENCH_SUBJECTS", 100, 1)),
@@ -585,6 +589,96 @@ async function main(): Promise<number> {
       assertRunning("batch ingest");
     }
 
+    // ---- 2c. The gRPC client stream, right after the REST batches it is compared with, so that
+    // both find MariaDB in the same state: the ceiling's and the bound's hundreds of thousands of
+    // rows (written into copies, then dropped) leave it flushing pages and checkpointing for a while.
+    {
+      // Equal work by default: as many events as the best batch case wrote in its window. MariaDB
+      // slows as a long ingest goes on here (its redo log of 96 MB fills and it flushes pages: a
+      // 40 s batch phase ran at about half the rate of a 10 s one), so a stream carrying twice the
+      // batches' events would be measured against a MariaDB the batches never met.
+      const bestBatchEvents = Math.max(0, ...ingest.filter((r) => r.kind === "batch").map((r) => r.events));
+      const n = settings.streamEvents ?? Math.max(1000, Math.round(bestBatchEvents / 1000) * 1000);
+      const message = (e: Ev) => ({ idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) });
+      /** The stream's envelopes, 1,000 events to a slice, encoded as the lean client sends them (flow control paces it). */
+      function* slices(): Generator<Buffer> {
+        for (let i = 0; i < n; i += 1000) {
+          const parts: Buffer[] = [];
+          for (let k = i; k < Math.min(n, i + 1000); k++) {
+            const bytes = toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())));
+            const head = Buffer.allocUnsafe(5);
+            head[0] = 0;
+            head.writeUInt32BE(bytes.byteLength, 1);
+            parts.push(head, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+          }
+          yield Buffer.concat(parts);
+        }
+      }
+      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`);
+      await ph.begin();
+      const errorReasons = new Map<string, number>();
+      let errors = 0;
+      const t0 = performance.now();
+      let seconds = Number.NaN;
+      try {
+        let res: StreamUsageEventsResponse;
+        if (settings.streamClient === "connect") {
+          sessionManager = new Http2SessionManager(baseUrl);
+          const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: LONG_TIMEOUT_MS });
+          const client = createClient(UsageEventService, transport);
+          res = await client.streamUsageEvents(
+            (async function* () {
+              for (let i = 0; i < n; i++) yield message(gen.next());
+            })(),
+            { headers: { "x-api-key": API_KEY } },
+          );
+        } else {
+          const conn = new LeanGrpcConnection(port);
+          try {
+            const body = await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY);
+            if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
+            res = fromBinary(StreamUsageEventsResponseSchema, body.subarray(5, 5 + body.readUInt32BE(1)));
+          } finally {
+            conn.close();
+          }
+        }
+        seconds = (performance.now() - t0) / 1000;
+        acceptedTotal += Number(res.accepted);
+        if (res.received !== n || res.accepted !== n || res.duplicate !== 0 || res.rejected !== 0 || res.rejections.length > 0) {
+          errors++;
+          const first = res.rejections[0];
+          addReason(
+            errorReasons,
+            new Error(
+              `stream of ${n}: received ${res.received}, accepted ${res.accepted}, duplicate ${res.duplicate}, rejected ${res.rejected}` +
+                (first ? `; first rejection #${first.index}: ${first.error?.code} ${first.error?.message}` : ""),
+            ),
+          );
+        }
+      } catch (err) {
+        errors++;
+        addReason(errorReasons, err);
+      }
+      await ph.end("gRPC stream");
+      ingest.push({
+        name: "gRPC `StreamUsageEvents` (client stream)",
+        kind: "stream",
+        concurrency: 1,
+        events: n,
+        eventsPerSec: n / seconds,
+        rps: Number.NaN,
+        p50: Number.NaN,
+        p99: Number.NaN,
+        errors,
+        errorReasons,
+        note: `${fmtInt(n)} events in ${fmt(seconds, 2)} s`,
+      });
+      progress(`  ${fmt(n / seconds, 0)} events/s (${fmt(seconds, 2)} s), ${errors} errors`);
+      sessionManager?.abort();
+      sessionManager = undefined;
+      assertRunning("the gRPC stream");
+    }
+
     /**
      * The direct-to-MariaDB cases (no server): one closed loop per batch concurrency, each call of
      * `write` sending one batch of BENCH_BATCH_SIZE rows on its own pool; returns the rows written.
@@ -742,89 +836,6 @@ async function main(): Promise<number> {
       const stored = Number((countRows as { n: number | string }[])[0]?.n);
       if (stored !== boundRows) integrity.push(`usage_events_bound holds ${stored} rows, but ${boundRows} were inserted`);
       for (const t of ["usage_events", "usage_rollups", "usage_rollups_minute"]) await db.admin.query(`DROP TABLE \`${db.name}\`.${t}_bound`);
-    }
-
-    // ---- 2c. The gRPC client stream.
-    {
-      const n = settings.streamEvents;
-      const message = (e: Ev) => ({ idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) });
-      /** The stream's envelopes, 1,000 events to a slice, encoded as the lean client sends them (flow control paces it). */
-      function* slices(): Generator<Buffer> {
-        for (let i = 0; i < n; i += 1000) {
-          const parts: Buffer[] = [];
-          for (let k = i; k < Math.min(n, i + 1000); k++) {
-            const bytes = toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())));
-            const head = Buffer.allocUnsafe(5);
-            head[0] = 0;
-            head.writeUInt32BE(bytes.byteLength, 1);
-            parts.push(head, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-          }
-          yield Buffer.concat(parts);
-        }
-      }
-      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`);
-      await ph.begin();
-      const errorReasons = new Map<string, number>();
-      let errors = 0;
-      const t0 = performance.now();
-      let seconds = Number.NaN;
-      try {
-        let res: StreamUsageEventsResponse;
-        if (settings.streamClient === "connect") {
-          sessionManager = new Http2SessionManager(baseUrl);
-          const transport = createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: LONG_TIMEOUT_MS });
-          const client = createClient(UsageEventService, transport);
-          res = await client.streamUsageEvents(
-            (async function* () {
-              for (let i = 0; i < n; i++) yield message(gen.next());
-            })(),
-            { headers: { "x-api-key": API_KEY } },
-          );
-        } else {
-          const conn = new LeanGrpcConnection(port);
-          try {
-            const body = await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY);
-            if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
-            res = fromBinary(StreamUsageEventsResponseSchema, body.subarray(5, 5 + body.readUInt32BE(1)));
-          } finally {
-            conn.close();
-          }
-        }
-        seconds = (performance.now() - t0) / 1000;
-        acceptedTotal += Number(res.accepted);
-        if (res.received !== n || res.accepted !== n || res.duplicate !== 0 || res.rejected !== 0 || res.rejections.length > 0) {
-          errors++;
-          const first = res.rejections[0];
-          addReason(
-            errorReasons,
-            new Error(
-              `stream of ${n}: received ${res.received}, accepted ${res.accepted}, duplicate ${res.duplicate}, rejected ${res.rejected}` +
-                (first ? `; first rejection #${first.index}: ${first.error?.code} ${first.error?.message}` : ""),
-            ),
-          );
-        }
-      } catch (err) {
-        errors++;
-        addReason(errorReasons, err);
-      }
-      await ph.end("gRPC stream");
-      ingest.push({
-        name: "gRPC `StreamUsageEvents` (client stream)",
-        kind: "stream",
-        concurrency: 1,
-        events: n,
-        eventsPerSec: n / seconds,
-        rps: Number.NaN,
-        p50: Number.NaN,
-        p99: Number.NaN,
-        errors,
-        errorReasons,
-        note: `${fmtInt(n)} events in ${fmt(seconds, 2)} s`,
-      });
-      progress(`  ${fmt(n / seconds, 0)} events/s (${fmt(seconds, 2)} s), ${errors} errors`);
-      sessionManager?.abort();
-      sessionManager = undefined;
-      assertRunning("the gRPC stream");
     }
 
     // ---- 3. Summary subjects: load through the batch endpoint, then time summaries.
