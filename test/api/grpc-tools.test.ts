@@ -14,8 +14,8 @@ import test from "ava";
 import { CreateSubjectRequestSchema, CreateSubjectResponseSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { decodeGrpcMessage } from "../../src/rpc/grpc-message.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
-import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { STORES, type Store } from "../helpers/db.js";
+import { type TestServer, useServers } from "../helpers/server.js";
 
 const BUF = "node_modules/.bin/buf";
 
@@ -29,22 +29,10 @@ function bufCurl(...args: string[]): Promise<{ code: number; out: string; err: s
   });
 }
 
-const servers = new Map<string, TestServer>();
-
-test.before(async () => {
-  for (const store of STORES) {
-    const server = await startTestServer(store);
-    servers.set(store, server);
-    await untilHealthy(server.url);
-  }
-});
-
-test.after.always(async () => {
-  for (const s of servers.values()) await s.stop();
-});
+const serverOf = useServers();
 
 /** The server for checks that involve no storage (reflection, validation before any query). */
-const anyServer = () => servers.get(STORES[0] as string) as TestServer;
+const anyServer = () => serverOf(STORES[0] as Store);
 
 const PROTOCOLS = ["grpc", "grpcweb", "connect"] as const;
 const REFLECTION = ["grpc-v1", "grpc-v1alpha"] as const;
@@ -193,7 +181,7 @@ test("gRPC-Web: grpc-message is spelled as gRPC says (colons as they are, non-AS
 
 for (const store of STORES) {
   test(`${store}: application/grpc-web-text: a base64 request (split anywhere, padded segments) gets a base64 answer`, async (t) => {
-    const s = servers.get(store) as TestServer;
+    const s = serverOf(store);
     const message = envelope(toBinary(CreateSubjectRequestSchema, create(CreateSubjectRequestSchema, { name: "Text Mode ☃", externalId: `text-${store}` })));
     // Two separately encoded (and padded) segments, written in chunks that cut through base64 groups.
     const text = Buffer.from(message.subarray(0, 4).toString("base64") + message.subarray(4).toString("base64"), "latin1");
@@ -241,7 +229,7 @@ test("gRPC-Web and grpc-web-text: an unknown method is grpc-status 12 UNIMPLEMEN
 
 for (const store of STORES) {
   test(`${store}: Connect GET reads a subject (the message in the query), with the key checked as for POST`, async (t) => {
-    const s = servers.get(store) as TestServer;
+    const s = serverOf(store);
     const created = await fetch(`${s.url}/billing.v1.SubjectService/CreateSubject`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-api-key": s.keys.a },
@@ -280,7 +268,7 @@ for (const store of STORES) {
   });
 
   test(`${store}: Connect in gzip: read and answered; a body bounded after decompression; Timestamps still read strictly`, async (t) => {
-    const s = servers.get(store) as TestServer;
+    const s = serverOf(store);
     const post = (path: string, json: unknown) =>
       fetch(`${s.url}${path}`, {
         method: "POST",

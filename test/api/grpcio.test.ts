@@ -14,8 +14,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import test from "ava";
 import { ok } from "../helpers/clients.js";
-import { STORES } from "../helpers/db.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { STORES, type Store } from "../helpers/db.js";
+import { type TestServer, useServers } from "../helpers/server.js";
 
 const GRPCIO_PYTHON = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
 const CLIENT = path.resolve(import.meta.dirname, "../grpcio/client.py");
@@ -26,7 +26,7 @@ type Seen = Record<string, any>;
 
 let dir = "";
 let descriptors = "";
-const servers = new Map<string, TestServer>();
+const server = useServers();
 
 /** Runs one case of the Python client against `server`: what it printed, parsed. */
 function python(server: TestServer, kase: string, input: Record<string, unknown> = {}): Promise<Seen> {
@@ -56,32 +56,24 @@ test.before(async () => {
   await new Promise<void>((resolve, reject) =>
     execFile(BUF, ["build", "-o", descriptors], { timeout: 60_000 }, (error, _stdout, stderr) => (error ? reject(new Error(`buf build: ${stderr}`)) : resolve())),
   );
-  for (const store of STORES) {
-    const server = await startTestServer(store);
-    servers.set(store, server);
-    await untilHealthy(server.url);
-  }
 });
 
 test.after.always(async () => {
-  for (const s of servers.values()) await s.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 const unique = () => Math.random().toString(36).slice(2);
 
 for (const store of STORES) {
-  const server = () => servers.get(store) as TestServer;
-
   test(`${store}: grpcio unary calls create and read a subject`, async (t) => {
-    const seen = await python(server(), "unary", { external_id: `py-${unique()}` });
+    const seen = await python(server(store), "unary", { external_id: `py-${unique()}` });
     t.regex(seen.created.ok?.subject?.id ?? "", /^subj_/, JSON.stringify(seen.created));
     t.like(seen.got.ok?.subject, { id: seen.created.ok.subject.id, name: "Ada Lovelace", metadata: { plan: "pro" } });
   });
 
   test(`${store}: grpcio reads error messages exactly and decodes their details`, async (t) => {
     const odd = "zß☃ 100%: ok";
-    const seen = await python(server(), "errors", { odd_id: odd });
+    const seen = await python(server(store), "errors", { odd_id: odd });
     t.like(seen.bad_email.error, { code: "INVALID_ARGUMENT", details: "email: must be a valid email address" });
     const status = seen.bad_email.error.status;
     t.like(status, { code: 3, message: "email: must be a valid email address" });
@@ -99,24 +91,24 @@ for (const store of STORES) {
 
   test(`${store}: grpcio gzip both ways; a compressed body is bounded after decompression and writes nothing`, async (t) => {
     const external = `pyzip-${unique()}`;
-    const seen = await python(server(), "gzip", { external_id: external });
+    const seen = await python(server(store), "gzip", { external_id: external });
     const big = Object.fromEntries([1, 2, 3, 4].map((i) => [`k${i}`, String(i).repeat(400)]));
     t.like(seen.created.ok?.subject, { name: "Zipped Grace", metadata: big }, JSON.stringify(seen.created).slice(0, 300));
     t.like(seen.got.ok?.subject, { name: "Zipped Grace", metadata: big });
     t.is(seen.huge.error?.code, "RESOURCE_EXHAUSTED", JSON.stringify(seen.huge).slice(0, 300));
-    const list = await ok(server(), server().keys.a, "GET", "/subjects?limit=100");
+    const list = await ok(server(store), server(store).keys.a, "GET", "/subjects?limit=100");
     t.false(JSON.stringify(list).includes("aaaaaaaaaa"), "nothing was written");
   });
 
   test(`${store}: grpcio deadlines: a call within one answers, a stream past one ends DEADLINE_EXCEEDED`, async (t) => {
-    const seen = await python(server(), "deadline");
+    const seen = await python(server(store), "deadline");
     t.truthy(seen.within.ok, JSON.stringify(seen.within));
     t.deepEqual(seen.watch, { messages: [{ status: "SERVING" }], code: "DEADLINE_EXCEEDED" });
   });
 
   test(`${store}: grpcio grpc.health.v1: Check with no key, Watch's first answer, open until cancelled`, async (t) => {
     const services = ["", "billing.v1.SubjectService", "billing.v1.UsageEventService", "grpc.health.v1.Health", "billing.v1.NoSuchService"];
-    const seen = await python(server(), "health", { services });
+    const seen = await python(server(store), "health", { services });
     for (const s of services.slice(0, 4)) t.deepEqual(seen.check[s], { ok: { status: "SERVING" } }, s);
     t.is(seen.check["billing.v1.NoSuchService"].error?.code, "NOT_FOUND");
     t.deepEqual(seen.watch, {
@@ -126,13 +118,13 @@ for (const store of STORES) {
   });
 
   test(`${store}: grpcio calling a method the server does not have gets UNIMPLEMENTED`, async (t) => {
-    const seen = await python(server(), "unimplemented");
+    const seen = await python(server(store), "unimplemented");
     t.like(seen.result.error, { code: "UNIMPLEMENTED", details: "unknown method /billing.v1.NoSuchService/DoIt: this server has no such gRPC service or method" });
   });
 
   test(`${store}: grpcio client-streaming ingest: every event once, past the flow-control windows, gzip included`, async (t) => {
-    const key = await server().freshKey();
-    const s = { ...server(), keys: { ...server().keys, a: key } };
+    const key = await server(store).freshKey();
+    const s = { ...server(store), keys: { ...server(store).keys, a: key } };
     const subject = await ok(s, key, "POST", "/subjects", { external_id: `py-${unique()}` });
     const metric = await ok(s, key, "POST", "/pricing-metrics", { event_name: "api", name: "API", unit: "call", aggregation: { aggregation_type: "sum", value_field: "n" } });
     const seen = await python(s, "stream", { subject_id: subject.id });

@@ -11,7 +11,7 @@ import { loadConfig } from "../../src/config.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { SqlAuthStore } from "../../src/db/stores/auth-store.js";
 import { createLogger } from "../../src/log.js";
-import { type Store, type TestDatabase, createTestDatabase } from "./db.js";
+import { STORES, type Store, type TestDatabase, createTestDatabase } from "./db.js";
 
 export interface TestKeys {
   a: string;
@@ -143,4 +143,28 @@ export function useServer(store: Store, env: Record<string, string> = {}, setUp?
       return Reflect.get(started, name);
     },
   });
+}
+
+/**
+ * One server per store of `stores` (every store the suite runs on by default), started and
+ * healthy in test.before and stopped in test.after.always; the returned function gives a store's
+ * server inside a test.
+ */
+export function useServers(stores: readonly Store[] = STORES): (store: Store) => TestServer {
+  const servers = new Map<Store, TestServer>();
+  test.before(async () => {
+    for (const store of stores) {
+      const server = await startTestServer(store);
+      servers.set(store, server);
+      await untilHealthy(server.url);
+    }
+  });
+  test.after.always(async () => {
+    for (const s of servers.values()) await s.stop();
+  });
+  return (store) => {
+    const server = servers.get(store);
+    if (!server) throw new Error(`useServers: no server for ${store}; it starts in test.before, read it inside a test`);
+    return server;
+  };
 }
