@@ -15,7 +15,7 @@ import { CreateSubjectRequestSchema, CreateSubjectResponseSchema } from "../../s
 import { decodeGrpcMessage } from "../../src/rpc/grpc-message.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES, type Store } from "../helpers/db.js";
-import { type TestServer, useServers } from "../helpers/server.js";
+import { useServers } from "../helpers/server.js";
 
 const BUF = "node_modules/.bin/buf";
 

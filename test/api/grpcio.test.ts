@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import test from "ava";
 import { ok } from "../helpers/clients.js";
-import { STORES, type Store } from "../helpers/db.js";
+import { STORES } from "../helpers/db.js";
 import { type TestServer, useServers } from "../helpers/server.js";
 
 const GRPCIO_PYTHON = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
@@ -103,7 +103,12 @@ for (const store of STORES) {
   test(`${store}: grpcio deadlines: a call within one answers, a stream past one ends DEADLINE_EXCEEDED`, async (t) => {
     const seen = await python(server(store), "deadline");
     t.truthy(seen.within.ok, JSON.stringify(seen.within));
-    t.deepEqual(seen.watch, { messages: [{ status: "SERVING" }], code: "DEADLINE_EXCEEDED" });
+    t.is(seen.watch.code, "DEADLINE_EXCEEDED", JSON.stringify(seen.watch));
+    // Watch answers at once; on a loaded machine the deadline may pass before that first answer.
+    t.true(
+      seen.watch.messages.every((m: { status?: string }) => m.status === "SERVING"),
+      JSON.stringify(seen.watch),
+    );
   });
 
   test(`${store}: grpcio grpc.health.v1: Check with no key, Watch's first answer, open until cancelled`, async (t) => {
