@@ -65,10 +65,13 @@ test.after.always(async () => {
 const unique = () => Math.random().toString(36).slice(2);
 
 for (const store of STORES) {
-  test(`${store}: grpcio unary calls create and read a subject`, async (t) => {
+  test(`${store}: grpcio unary calls create, read and update a subject (proto3 optional, FieldMask)`, async (t) => {
     const seen = await python(server(store), "unary", { external_id: `py-${unique()}` });
     t.regex(seen.created.ok?.subject?.id ?? "", /^subj_/, JSON.stringify(seen.created));
-    t.like(seen.got.ok?.subject, { id: seen.created.ok.subject.id, name: "Ada Lovelace", metadata: { plan: "pro" } });
+    t.like(seen.got.ok?.subject, { id: seen.created.ok.subject.id, name: "Ada Lovelace", email: "ada@example.com", metadata: { plan: "pro" } });
+    const updated = seen.updated.ok?.subject;
+    t.like(updated, { id: seen.created.ok.subject.id, name: "Ada King", email: "ada@example.com" }, JSON.stringify(seen.updated));
+    t.is(updated.metadata, undefined, "cleared: an empty map is left out of proto JSON");
   });
 
   test(`${store}: grpcio reads error messages exactly and decodes their details`, async (t) => {

@@ -90,10 +90,14 @@ def events(n, subject, key_of, value_of):
 out = {}
 if case == "unary":
     ch = channel()
-    created = unary(ch, "/billing.v1.SubjectService/CreateSubject", {"name": "Ada Lovelace", "external_id": args["external_id"], "metadata": {"plan": "pro"}})
+    created = unary(ch, "/billing.v1.SubjectService/CreateSubject", {"name": "Ada Lovelace", "email": "ada@example.com", "external_id": args["external_id"], "metadata": {"plan": "pro"}})
     out["created"] = created
     if "ok" in created:
-        out["got"] = unary(ch, "/billing.v1.SubjectService/GetSubject", {"subject_id": created["ok"]["subject"]["id"]})
+        sid = created["ok"]["subject"]["id"]
+        out["got"] = unary(ch, "/billing.v1.SubjectService/GetSubject", {"subject_id": sid})
+        # proto3 optional and a FieldMask: the name changes, the metadata is cleared by naming it
+        # with an empty map, the email (not set, not named) stays.
+        out["updated"] = unary(ch, "/billing.v1.SubjectService/UpdateSubject", {"subject_id": sid, "name": "Ada King", "update_mask": "name,metadata"})
 elif case == "errors":
     ch = channel()
     out["bad_email"] = unary(ch, "/billing.v1.SubjectService/CreateSubject", {"email": "not an email", "name": "x"})
