@@ -64,8 +64,10 @@ test.after.always(async () => {
 
 const unique = () => Math.random().toString(36).slice(2);
 
+// One Python client at a time: each starts an interpreter and gRPC's C core, and the suite's
+// other files share the machine's CPUs meanwhile.
 for (const store of STORES) {
-  test(`${store}: grpcio unary calls create, read and update a subject (proto3 optional, FieldMask)`, async (t) => {
+  test.serial(`${store}: grpcio unary calls create, read and update a subject (proto3 optional, FieldMask)`, async (t) => {
     const seen = await python(server(store), "unary", { external_id: `py-${unique()}` });
     t.regex(seen.created.ok?.subject?.id ?? "", /^subj_/, JSON.stringify(seen.created));
     t.like(seen.got.ok?.subject, { id: seen.created.ok.subject.id, name: "Ada Lovelace", email: "ada@example.com", metadata: { plan: "pro" } });
@@ -74,7 +76,7 @@ for (const store of STORES) {
     t.is(updated.metadata, undefined, "cleared: an empty map is left out of proto JSON");
   });
 
-  test(`${store}: grpcio reads error messages exactly and decodes their details`, async (t) => {
+  test.serial(`${store}: grpcio reads error messages exactly and decodes their details`, async (t) => {
     const odd = "zß☃ 100%: ok";
     const seen = await python(server(store), "errors", { odd_id: odd });
     t.like(seen.bad_email.error, { code: "INVALID_ARGUMENT", details: "email: must be a valid email address" });
@@ -92,7 +94,7 @@ for (const store of STORES) {
     t.is(seen.bad_key.error?.code, "UNAUTHENTICATED");
   });
 
-  test(`${store}: grpcio gzip both ways; a compressed body is bounded after decompression and writes nothing`, async (t) => {
+  test.serial(`${store}: grpcio gzip both ways; a compressed body is bounded after decompression and writes nothing`, async (t) => {
     const external = `pyzip-${unique()}`;
     const seen = await python(server(store), "gzip", { external_id: external });
     const big = Object.fromEntries([1, 2, 3, 4].map((i) => [`k${i}`, String(i).repeat(400)]));
@@ -103,7 +105,7 @@ for (const store of STORES) {
     t.false(JSON.stringify(list).includes("aaaaaaaaaa"), "nothing was written");
   });
 
-  test(`${store}: grpcio deadlines: a call within one answers, a stream past one ends DEADLINE_EXCEEDED`, async (t) => {
+  test.serial(`${store}: grpcio deadlines: a call within one answers, a stream past one ends DEADLINE_EXCEEDED`, async (t) => {
     const seen = await python(server(store), "deadline");
     t.truthy(seen.within.ok, JSON.stringify(seen.within));
     t.is(seen.watch.code, "DEADLINE_EXCEEDED", JSON.stringify(seen.watch));
@@ -114,7 +116,7 @@ for (const store of STORES) {
     );
   });
 
-  test(`${store}: grpcio grpc.health.v1: Check with no key, Watch's first answer, open until cancelled`, async (t) => {
+  test.serial(`${store}: grpcio grpc.health.v1: Check with no key, Watch's first answer, open until cancelled`, async (t) => {
     const services = ["", "billing.v1.SubjectService", "billing.v1.UsageEventService", "grpc.health.v1.Health", "billing.v1.NoSuchService"];
     const seen = await python(server(store), "health", { services });
     for (const s of services.slice(0, 4)) t.deepEqual(seen.check[s], { ok: { status: "SERVING" } }, s);
@@ -125,12 +127,12 @@ for (const store of STORES) {
     });
   });
 
-  test(`${store}: grpcio calling a method the server does not have gets UNIMPLEMENTED`, async (t) => {
+  test.serial(`${store}: grpcio calling a method the server does not have gets UNIMPLEMENTED`, async (t) => {
     const seen = await python(server(store), "unimplemented");
     t.like(seen.result.error, { code: "UNIMPLEMENTED", details: "unknown method /billing.v1.NoSuchService/DoIt: this server has no such gRPC service or method" });
   });
 
-  test(`${store}: grpcio client-streaming ingest: every event once, past the flow-control windows, gzip included`, async (t) => {
+  test.serial(`${store}: grpcio client-streaming ingest: every event once, past the flow-control windows, gzip included`, async (t) => {
     const key = await server(store).freshKey();
     const s = { ...server(store), keys: { ...server(store).keys, a: key } };
     const subject = await ok(s, key, "POST", "/subjects", { external_id: `py-${unique()}` });
