@@ -391,7 +391,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // GET /openapi.json and /docs (no key): the committed document generated from the contract.
     const docs = createApiDocs(loadOpenApi(), () => baseUrl);
     const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res);
-    const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs);
+    const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs, config.bulkLaneMinBytes);
     const handler = createRequestHandler({
       router,
       rest,

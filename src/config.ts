@@ -46,6 +46,8 @@ export interface Config {
   maxBulkRequestsInFlight: number;
   /** How long a bulk request waits (unread, first come first served) for a slot before its 503; 0: at once. */
   bulkQueueTimeoutMs: number;
+  /** A bulk request that declares a body smaller than this is served outside the bulk lane (0: none is). */
+  bulkLaneMinBytes: number;
   /**
    * Per-key rate limits (src/ratelimit.ts): the server-wide defaults of the usage-ingest and the
    * API bucket; an environment may override either. rps 0 is unlimited.
@@ -174,6 +176,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
   const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 1, 1, 10_000);
   const bulkQueueTimeoutMs = int("BULK_QUEUE_TIMEOUT_MS", 5_000, 0, 60_000);
+  // 16 KiB: a rate card or a batch of about a hundred events, a few milliseconds of the thread.
+  const bulkLaneMinBytes = int("BULK_LANE_MIN_BYTES", 16 * 1024, 0, 1024 * 1024);
 
   // Above what one server has served one key in the benchmarks (README, Benchmarks), so that
   // no test or benchmark meets them; lower them (or per environment) to share a server fairly.
@@ -236,6 +240,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxRequestBytesInFlight,
     maxBulkRequestsInFlight,
     bulkQueueTimeoutMs,
+    bulkLaneMinBytes,
     rateLimits,
     metricsToken,
     webhooks,

@@ -95,10 +95,13 @@ export class Ticket {
    * run at once: more would only queue on the CPU in front of every cheap request, and hold
    * their bodies in memory meanwhile. A waiting request has not been read: its body stays with
    * the client (TCP and HTTP/2 flow control), and the number waiting is bounded by the bound on
-   * requests in flight.
+   * requests in flight. A request that declares a body smaller than the server's
+   * `bulkLaneMinBytes` (a rate card, a batch of a few events: a few milliseconds of the thread)
+   * needs no slot: it is not held behind large ones (`declared`: its Content-Length, if it sent one).
    */
-  async enterBulk(): Promise<boolean> {
+  async enterBulk(declared?: number): Promise<boolean> {
     if (this.bulk || this.left) return true;
+    if (declared !== undefined && declared < this.admission.bulkLaneMinBytes) return true;
     this.bulk = await this.admission.takeBulk(this);
     return this.bulk;
   }
@@ -142,6 +145,8 @@ export class Admission {
     readonly maxBulk: number = Number.POSITIVE_INFINITY,
     /** How long a bulk request waits for a slot before it is refused (0: refused at once). */
     readonly bulkWaitMs = 0,
+    /** A bulk request declaring a smaller body takes no slot (0: every bulk request takes one). */
+    readonly bulkLaneMinBytes = 0,
   ) {}
 
   /** A ticket for one more request, or undefined when `maxRequests` are in flight. */

@@ -416,8 +416,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         const limit = bodyLimit(method);
         const declared = declaredLength(headers);
         if (declared !== undefined && declared > limit) throw bodyTooLarge(limit);
-        // A bulk method waits for a slot (limits.ts) with its body unread.
-        if (ticket && isBulk(method) && !(await ticket.enterBulk())) throw overloaded("bulk requests");
+        // A bulk method waits for a slot (limits.ts) with its body unread, unless its body is small.
+        if (ticket && isBulk(method) && !(await ticket.enterBulk(declared))) throw overloaded("bulk requests");
         // A body of known length counts in full at once; any other as it is read.
         if (declared !== undefined && ticket && !ticket.charge(declared)) throw overloaded("request bytes");
         const body = await readWhole(stream, { limit, ticket, countBytes: declared === undefined });
@@ -666,8 +666,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
             else rest.serve(target as RestTarget, req, res, caller, counted);
           };
           if (!ticket || !isBulk(method)) return serve();
-          // A bulk method waits for a slot (limits.ts) with its body unread.
-          return ticket.enterBulk().then((slot) => {
+          // A bulk method waits for a slot (limits.ts) with its body unread, unless its body is small.
+          return ticket.enterBulk(declared).then((slot) => {
             if (res.destroyed || res.writableEnded) return; // the client left while it waited
             if (slot) serve();
             else refuse(path, handler, req, res, overloaded("bulk requests"));

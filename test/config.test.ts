@@ -55,12 +55,15 @@ test("admission control: defaults, and a byte bound below the largest body is re
   t.is(c.maxRequestBytesInFlight, 16 * 1024 * 1024);
   t.is(c.maxBulkRequestsInFlight, 1);
   t.is(c.bulkQueueTimeoutMs, 5_000);
-  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024), MAX_BULK_REQUESTS_IN_FLIGHT: "4" });
-  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight, set.maxBulkRequestsInFlight], [8, 6 * 1024 * 1024, 4]);
-  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024", MAX_BULK_REQUESTS_IN_FLIGHT: "0" }), { instanceOf: ConfigError }) as ConfigError;
+  t.is(c.bulkLaneMinBytes, 16 * 1024);
+  const set = loadConfig({ MAX_REQUESTS_IN_FLIGHT: "8", MAX_REQUEST_BYTES_IN_FLIGHT: String(6 * 1024 * 1024), MAX_BULK_REQUESTS_IN_FLIGHT: "4", BULK_LANE_MIN_BYTES: "0" });
+  t.deepEqual([set.maxRequestsInFlight, set.maxRequestBytesInFlight, set.maxBulkRequestsInFlight, set.bulkLaneMinBytes], [8, 6 * 1024 * 1024, 4, 0]);
+  const err = t.throws(() => loadConfig({ MAX_REQUESTS_IN_FLIGHT: "0", MAX_REQUEST_BYTES_IN_FLIGHT: "1024", MAX_BULK_REQUESTS_IN_FLIGHT: "0", BULK_LANE_MIN_BYTES: "-1" }), {
+    instanceOf: ConfigError,
+  }) as ConfigError;
   t.deepEqual(
     err.problems.map((p) => p.split(" ", 1)[0]),
-    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT", "MAX_BULK_REQUESTS_IN_FLIGHT"],
+    ["MAX_REQUESTS_IN_FLIGHT", "MAX_REQUEST_BYTES_IN_FLIGHT", "MAX_BULK_REQUESTS_IN_FLIGHT", "BULK_LANE_MIN_BYTES"],
   );
 });
 

@@ -36,6 +36,16 @@ function heldBatch(port: number, key: string, body: string): { socket: net.Socke
 
 const event = (key: string) => ({ idempotency_key: key, subject_id: "bulk-user", event_name: "usage", data: { n: "1" } });
 
+/** The lane's own tests hold and probe it with one-event batches: there, every bulk request takes a slot. */
+const EVERY_BULK_IN_LANE = { BULK_LANE_MIN_BYTES: "0" };
+
+/** A batch body of at least `bytes` (events padded with a long dimension value), its first event keyed `key`. */
+function bigBatch(key: string, bytes: number): string {
+  const events = [];
+  for (let i = 0; JSON.stringify({ events }).length < bytes; i++) events.push({ ...event(i === 0 ? key : `${key}-${i}`), data: { n: "1", pad: "x".repeat(900) } });
+  return JSON.stringify({ events });
+}
+
 /**
  * A held batch that has the one bulk slot: a probe batch sent after it is refused while the held
  * one has no answer yet. (The probe can get in first and take the slot itself; then try again.)
@@ -54,7 +64,7 @@ async function holdSlot(url: string, key: string, tag: string) {
 
 for (const store of STORES) {
   test(`${store}: one bulk request more than MAX_BULK_REQUESTS_IN_FLIGHT is answered 503 at once on every protocol; others go on; the slot frees`, async (t) => {
-    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "0" });
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "0", ...EVERY_BULK_IN_LANE });
     const key = server.keys.a;
     const sockets: net.Socket[] = [];
     try {
@@ -106,7 +116,7 @@ for (const store of STORES) {
 
 for (const store of STORES) {
   test(`${store}: a bulk request over the bound waits its turn, first come first served, and is refused only after BULK_QUEUE_TIMEOUT_MS`, async (t) => {
-    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "60000" });
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "60000", ...EVERY_BULK_IN_LANE });
     const port = Number(new URL(server.url).port);
     const key = server.keys.a;
     const sockets: net.Socket[] = [];
@@ -141,7 +151,7 @@ for (const store of STORES) {
 }
 
 test("sqlite: a bulk request that waits longer than BULK_QUEUE_TIMEOUT_MS is answered 503 with Retry-After", async (t) => {
-  const server = await startTestServer("sqlite", { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "300" });
+  const server = await startTestServer("sqlite", { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "300", ...EVERY_BULK_IN_LANE });
   const port = Number(new URL(server.url).port);
   const key = server.keys.a;
   const first = heldBatch(port, key, JSON.stringify({ events: [event("t-first")] }));
@@ -157,3 +167,67 @@ test("sqlite: a bulk request that waits longer than BULK_QUEUE_TIMEOUT_MS is ans
     await server.stop();
   }
 });
+
+for (const store of STORES) {
+  test(`${store}: a bulk request declaring a body under BULK_LANE_MIN_BYTES is not held behind large ones; a large one still is`, async (t) => {
+    // The lane's bound at 16 KiB (the default): a one-event batch or a small rate card is a few
+    // milliseconds of the thread, and would otherwise wait (or, past BULK_QUEUE_TIMEOUT_MS, be
+    // refused) behind a 1,000-event batch.
+    const server = await startTestServer(store, { MAX_BULK_REQUESTS_IN_FLIGHT: "1", BULK_QUEUE_TIMEOUT_MS: "0", BULK_LANE_MIN_BYTES: String(16 * 1024) });
+    const port = Number(new URL(server.url).port);
+    const key = server.keys.a;
+    const sockets: net.Socket[] = [];
+    try {
+      t.is((await rest(server.url, "POST", "/subjects", key, { name: "Bulk user", external_id: "bulk-user" })).status, 200);
+      // A 20 KB batch, its body declared and not yet sent, holds the one slot; a large batch
+      // sent after it is refused. (The large one can get in first and take the slot itself; then
+      // both go and the next attempt starts over.)
+      let held: ReturnType<typeof heldBatch> | undefined;
+      let heldKey = "";
+      let refusedKey = "";
+      for (let attempt = 0; attempt < 50 && !refusedKey; attempt++) {
+        const h = heldBatch(port, key, bigBatch(`lane-held-${attempt}`, 20 * 1024));
+        sockets.push(h.socket);
+        await new Promise((ok) => setTimeout(ok, 20 + attempt * 10));
+        const large = await rest(server.url, "POST", "/usage-events/batch", key, JSON.parse(bigBatch(`lane-large-${attempt}`, 20 * 1024)));
+        if (large.status === 503 && h.answer() === "") {
+          held = h;
+          heldKey = `lane-held-${attempt}`;
+          refusedKey = `lane-large-${attempt}`;
+          t.is(reasonOf(large.body), "OVERLOADED");
+        } else h.socket.destroy();
+      }
+      if (!held) throw new Error("no held batch ever had the bulk slot");
+      t.is(held.answer(), "", "the held batch still has the slot");
+      // Small bulk requests are served meanwhile, on REST and on Connect.
+      const small = await rest(server.url, "POST", "/usage-events/batch", key, { events: [event("lane-small")] });
+      t.is(small.status, 200, JSON.stringify(small.body));
+      t.is(small.body.accepted, 1);
+      const card = await rest(server.url, "POST", "/rate-cards", key, { name: "Small plan", billing_interval: "monthly" });
+      t.is(card.status, 200, JSON.stringify(card.body));
+      // Connect with its length declared (a plain POST): served. connect-es's own client sends its
+      // body chunked, with no length to judge it by: it takes the lane like any unknown length.
+      const viaConnect = await fetch(`${server.url}/billing.v1.UsageEventService/CreateUsageEventBatch`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key },
+        body: JSON.stringify({ events: [{ idempotencyKey: "lane-small-connect", subjectId: "bulk-user", eventName: "usage", data: { n: "1" } }] }),
+      });
+      t.is(viaConnect.status, 200, await viaConnect.clone().text());
+      t.is(((await viaConnect.json()) as { accepted: number }).accepted, 1);
+      const usage = rpcClient(UsageEventService, server.url, "connect", key);
+      const chunked = ConnectError.from(
+        await t.throwsAsync(usage.createUsageEventBatch({ events: [{ idempotencyKey: "lane-chunked", subjectId: "bulk-user", eventName: "usage", data: { n: "1" } }] })),
+      );
+      t.is(chunked.code, Code.Unavailable);
+      t.regex(await held.finish(), /^HTTP\/1\.1 200/);
+      const stored = await withDatabase(server.db.url, async (db) => (await db.dataSource.query("SELECT idempotency_key AS k FROM usage_events")) as { k: string }[]);
+      const keys = new Set(stored.map((row) => row.k));
+      for (const k of [heldKey, "lane-small", "lane-small-connect"]) t.true(keys.has(k), `${k} is stored`);
+      t.false(keys.has(refusedKey), "the refused large batch is not stored");
+      t.false(keys.has("lane-chunked"), "nor the refused chunked one");
+    } finally {
+      for (const s of sockets) s.destroy();
+      await server.stop();
+    }
+  });
+}
