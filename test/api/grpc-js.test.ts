@@ -17,7 +17,7 @@ import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/erro
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
 import { proxied } from "../helpers/db-proxy.js";
-import { type TestServer, seedKeys, startAppOn, startTestServer, untilHealthy } from "../helpers/server.js";
+import { seedKeys, startAppOn, untilHealthy, useServers } from "../helpers/server.js";
 
 const pkg = grpcPackage(["billing/v1/subject_service.proto", "grpc/health/v1/health.proto"], { enums: String, defaults: true, oneofs: true });
 const SubjectClient = pkg.billing.v1.SubjectService as typeof grpc.Client;
@@ -53,28 +53,19 @@ function answered<T>(r: { ok: T } | { err: grpc.ServiceError }): T {
   return r.ok;
 }
 
-const servers = new Map<string, TestServer>();
+const serverOf = useServers();
 const clients: grpc.Client[] = [];
 const track = <C extends grpc.Client>(c: C): C => {
   clients.push(c);
   return c;
 };
 
-test.before(async () => {
-  for (const store of STORES) {
-    const server = await startTestServer(store);
-    servers.set(store, server);
-    await untilHealthy(server.url);
-  }
-});
-
-test.after.always(async () => {
+test.after.always(() => {
   for (const c of clients) c.close();
-  for (const s of servers.values()) await s.stop();
 });
 
 for (const store of STORES) {
-  const server = () => servers.get(store) as TestServer;
+  const server = () => serverOf(store);
 
   test(`${store}: grpc-js unary calls create and read a subject`, async (t) => {
     const s = server();
