@@ -43,7 +43,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { GetSubjectRequestSchema } from "../src/gen/billing/v1/subject_service_pb.js";
 import { UsageEventInputSchema } from "../src/gen/billing/v1/usage_event_pb.js";
-import { LeanGrpcConnection } from "./lean-grpc.js";
+import { LeanGrpcConnection, envelope, unwrap } from "./lean-grpc.js";
 import { StreamUsageEventsResponseSchema } from "../src/gen/billing/v1/usage_event_service_pb.js";
 import {
   type LoopResult,
@@ -110,20 +110,6 @@ function leanAsyncResourceBind(): void {
   };
 }
 if (!settings.stockBind) leanAsyncResourceBind();
-
-function envelope(message: Uint8Array): Buffer {
-  const b = Buffer.allocUnsafe(5 + message.byteLength);
-  b[0] = 0;
-  b.writeUInt32BE(message.byteLength, 1);
-  b.set(message, 5);
-  return b;
-}
-
-/** The one message of a unary answer (its envelope stripped). */
-function unwrap(body: Buffer): Buffer {
-  if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
-  return body.subarray(5, 5 + body.readUInt32BE(1));
-}
 
 /** BENCH_GRPC_CLIENT=node: node:http2's client, as before the lean one (lean-grpc.ts). */
 class NodeGrpcClient {

@@ -17,6 +17,21 @@
 import net from "node:net";
 import hpack from "hpack.js";
 
+/** One message in a gRPC envelope (uncompressed). */
+export function envelope(message: Uint8Array): Buffer {
+  const b = Buffer.allocUnsafe(5 + message.byteLength);
+  b[0] = 0;
+  b.writeUInt32BE(message.byteLength, 1);
+  b.set(message, 5);
+  return b;
+}
+
+/** The one message of a unary or client-streaming call's answer (its envelope stripped). */
+export function unwrap(body: Buffer): Buffer {
+  if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
+  return body.subarray(5, 5 + body.readUInt32BE(1));
+}
+
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 const DATA = 0x0;
 const HEADERS = 0x1;

@@ -80,7 +80,7 @@ import { dbTime } from "../src/db/raw.js";
 import { rollupStatements } from "../src/db/stores/usage-store.js";
 import { UsageEventInputSchema } from "../src/gen/billing/v1/usage_event_pb.js";
 import { type StreamUsageEventsResponse, StreamUsageEventsResponseSchema, UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
-import { LeanGrpcConnection } from "./lean-grpc.js";
+import { LeanGrpcConnection, envelope, unwrap } from "./lean-grpc.js";
 import {
   LeanHttpPool,
   type LoopResult,
@@ -604,13 +604,7 @@ async function main(): Promise<number> {
       function* slices(): Generator<Buffer> {
         for (let i = 0; i < n; i += 1000) {
           const parts: Buffer[] = [];
-          for (let k = i; k < Math.min(n, i + 1000); k++) {
-            const bytes = toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())));
-            const head = Buffer.allocUnsafe(5);
-            head[0] = 0;
-            head.writeUInt32BE(bytes.byteLength, 1);
-            parts.push(head, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-          }
+          for (let k = i; k < Math.min(n, i + 1000); k++) parts.push(envelope(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())))));
           yield Buffer.concat(parts);
         }
       }
@@ -635,9 +629,7 @@ async function main(): Promise<number> {
         } else {
           const conn = new LeanGrpcConnection(port);
           try {
-            const body = await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY);
-            if (body.length < 5) throw new Error(`gRPC answer of ${body.length} bytes: no message`);
-            res = fromBinary(StreamUsageEventsResponseSchema, body.subarray(5, 5 + body.readUInt32BE(1)));
+            res = fromBinary(StreamUsageEventsResponseSchema, unwrap(await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY)));
           } finally {
             conn.close();
           }

@@ -99,7 +99,7 @@ export function plainUsageEventInput(b: Uint8Array): boolean {
   return true;
 }
 
-/** The varint at `at` (within `end`), exact as a bigint when it is longer than 7 bytes; `pos` is just after it. */
+/** The varint at `at` (its message already checked whole by plainUsageEventInput), exact as a bigint when it is longer than 7 bytes; `pos` is just after it. */
 function exactVarint(b: Uint8Array, at: number): number | bigint {
   let value = 0;
   let i = 0;
