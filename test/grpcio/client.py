@@ -39,12 +39,16 @@ def channel(compression=None):
     return grpc.insecure_channel(args["target"], options=OPTIONS, compression=compression)
 
 
-def callable_of(ch, path, kind="unary_unary"):
-    """The method `path` (/package.Service/Method) of the channel, typed by its descriptor."""
+def message_classes(path):
+    """The request and response classes of the method `path` (/package.Service/Method), from its descriptor."""
     service, name = path.strip("/").split("/")
     method = pool.FindServiceByName(service).FindMethodByName(name)
-    request = message_class(method.input_type.full_name)
-    response = message_class(method.output_type.full_name)
+    return message_class(method.input_type.full_name), message_class(method.output_type.full_name)
+
+
+def callable_of(ch, path, kind="unary_unary"):
+    """The method `path` of the channel, typed by its descriptor, and its request class."""
+    request, response = message_classes(path)
     return getattr(ch, kind)(path, request_serializer=lambda m: m.SerializeToString(), response_deserializer=response.FromString), request
 
 
@@ -79,7 +83,7 @@ def unary(ch, path, body, key=None, **kw):
 
 
 def events(n, subject, key_of, value_of):
-    _, request = callable_of(channel(), "/billing.v1.UsageEventService/StreamUsageEvents", "stream_unary")
+    request, _ = message_classes("/billing.v1.UsageEventService/StreamUsageEvents")
     for i in range(n):
         yield json_format.ParseDict(
             {"idempotency_key": key_of(i), "subject_id": subject, "event_name": "api", "data": {"n": value_of(i)}, "timestamp": "2026-03-01T10:00:00Z"},
