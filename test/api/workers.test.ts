@@ -7,6 +7,7 @@
  * again and the service answers throughout; SIGTERM stops all of it cleanly.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import http from "node:http";
 import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { grpcPackage } from "../helpers/grpc-package.js";
@@ -228,9 +229,11 @@ mysqlOnly(`mysql: WORKERS=${WORKERS} on one port and one database: concurrent ov
       process.kill(workerPids.get(victim) as number, "SIGKILL");
       const restarted = await logs.until((l) => l.msg === "worker exited; starting it again" && l.worker === victim, 30_000, "worker exited");
       t.is(restarted.signal, "SIGKILL");
-      // The others answer meanwhile; then the new one listens.
-      const health = await fetch(`${url}/healthz`);
-      t.is(health.status, 200);
+      // The others answer meanwhile (on a new connection: fetch's pool may still hold an idle
+      // keep-alive socket to the killed worker, which fails as "other side closed"); then the
+      // new one listens.
+      const health = await new Promise<number>((resolve, reject) => http.get(`${url}/healthz`, { agent: false }, (res) => resolve(res.resume().statusCode ?? 0)).on("error", reject));
+      t.is(health, 200);
       const again = await logs.until((l) => l.msg === "worker listening" && l.worker === victim && l.pid !== workerPids.get(victim), 300_000, "worker listening again");
       t.not(again.pid, workerPids.get(victim));
     })();
