@@ -8,3 +8,9 @@ declare module "hpack.js" {
   const hpack: { decompressor: { create(options: { table: { maxSize: number } }): Decompressor } };
   export default hpack;
 }
+
+/** hpack.js's copy of HPACK's static table (RFC 7541 Appendix A), for bench/lean-grpc.ts's request encoder. */
+declare module "hpack.js/lib/hpack/static-table.js" {
+  const staticTable: { table: { name: string; value: string }[] };
+  export default staticTable;
+}

@@ -5,17 +5,22 @@
  * LeanHttpConnection (lib.ts) is to REST: it sends what any gRPC client sends and checks every
  * answer, at a fraction of the CPU.
  *
- * What it does of HTTP/2: the preface and SETTINGS (no server push; HEADER_TABLE_SIZE 0, so the
- * server's header blocks use no dynamic table and each decodes on its own: the decoded blocks
- * are kept by their bytes, and a repeated one is not decoded again); HEADERS + CONTINUATION,
+ * What it does of HTTP/2: the preface and SETTINGS (no server push); HEADERS + CONTINUATION,
  * padding; flow control both ways (the server's windows and MAX_FRAME_SIZE bound what it sends;
  * its own windows are opened wide and topped up); PING answered; RST_STREAM and GOAWAY fail the
- * calls they end. Header blocks are decoded with hpack.js (Huffman included), except an answer's
- * headers that start with `:status: 200`; the request's are literals without indexing, built once
- * per path and key. What a tick sends goes in one write.
+ * calls they end. What a tick sends goes in one write.
+ *
+ * Header fields are coded as gRPC's clients code them (grpc-js through nghttp2, the C core,
+ * grpc-go): one HPACK dynamic table each way, of 4096 bytes. A request's fields go as literals with
+ * incremental indexing the first time and as one-byte indexes after (HpackEncoder); the server's
+ * blocks are decoded in order with hpack.js (Huffman included), a block of indexed fields only
+ * looked up by its bytes. Until 2026-11-24 this client sent every field as a literal without
+ * indexing and asked for HEADER_TABLE_SIZE 0: no real client does that, and it cost the server
+ * 4–17 µs more per call (bench/README.md). BENCH_GRPC_HPACK=literal keeps that coding.
  */
 import net from "node:net";
 import hpack from "hpack.js";
+import hpackStatic from "hpack.js/lib/hpack/static-table.js";
 
 /** One message in a gRPC envelope (uncompressed). */
 export function envelope(message: Uint8Array): Buffer {
@@ -86,9 +91,91 @@ function hpackInt(value: number, n: number, high: number): Buffer {
   return Buffer.from(out);
 }
 
-/** A request's header block: every field a literal without indexing, with a new name. */
-function requestBlock(headers: [string, string][]): Buffer {
+/** A request's header block as before: every field a literal without indexing, with a new name (BENCH_GRPC_HPACK=literal). */
+function literalBlock(headers: [string, string][]): Buffer {
   return Buffer.concat(headers.flatMap(([name, value]) => [Buffer.from([0x00]), hpackString(name), hpackString(value)]));
+}
+
+/** HPACK's static table (RFC 7541 Appendix A): index by "name\0value", and the first index of each name. */
+const STATIC_FIELDS = new Map<string, number>();
+const STATIC_NAMES = new Map<string, number>();
+hpackStatic.table.forEach(({ name, value }, i) => {
+  STATIC_FIELDS.set(`${name}\0${value}`, i + 1);
+  if (!STATIC_NAMES.has(name)) STATIC_NAMES.set(name, i + 1);
+});
+
+/**
+ * A request header encoder as gRPC's clients have one per connection (nghttp2's for grpc-js, the C
+ * core's, grpc-go's): a field already in the dynamic table goes as its index, one byte; any other
+ * as a literal with incremental indexing (its name by index when the static table has it), and is
+ * added to the table, oldest entries evicted past the server's HEADER_TABLE_SIZE (RFC 7541 §4).
+ * So a connection's second call to a path sends a header block of a few bytes.
+ */
+export class HpackEncoder {
+  /** Entries by insertion number: the newest is dynamic index 62. */
+  private readonly keys: string[] = [];
+  private readonly sizes: number[] = [];
+  private readonly newest = new Map<string, number>();
+  private inserted = 0;
+  private oldest = 0;
+  private size = 0;
+  private pendingResize: number | undefined;
+
+  constructor(private maxSize = 4096) {}
+
+  /** The server's SETTINGS_HEADER_TABLE_SIZE: the next block starts with a size update to it (4096 at most). */
+  resize(limit: number): void {
+    const next = Math.min(limit, 4096);
+    if (next === this.maxSize) return;
+    this.maxSize = next;
+    this.pendingResize = next;
+    this.evict(0);
+  }
+
+  encode(headers: [string, string][]): Buffer {
+    const out: Buffer[] = [];
+    if (this.pendingResize !== undefined) {
+      out.push(hpackInt(this.pendingResize, 5, 0x20));
+      this.pendingResize = undefined;
+    }
+    for (const [name, value] of headers) {
+      const key = `${name}\0${value}`;
+      const fixed = STATIC_FIELDS.get(key);
+      if (fixed !== undefined) {
+        out.push(hpackInt(fixed, 7, 0x80));
+        continue;
+      }
+      const at = this.newest.get(key);
+      if (at !== undefined && at >= this.oldest) {
+        out.push(hpackInt(62 + (this.inserted - 1 - at), 7, 0x80));
+        continue;
+      }
+      const nameIndex = STATIC_NAMES.get(name);
+      out.push(nameIndex === undefined ? Buffer.concat([Buffer.from([0x40]), hpackString(name)]) : hpackInt(nameIndex, 6, 0x40));
+      out.push(hpackString(value));
+      this.insert(key, Buffer.byteLength(name) + Buffer.byteLength(value) + 32);
+    }
+    return Buffer.concat(out);
+  }
+
+  private insert(key: string, size: number): void {
+    this.evict(size);
+    if (size > this.maxSize) return; // larger than the table: it empties it and is not added
+    this.keys.push(key);
+    this.sizes.push(size);
+    this.newest.set(key, this.inserted++);
+    this.size += size;
+  }
+
+  /** Evicts the oldest entries until `room` more bytes fit. */
+  private evict(room: number): void {
+    while (this.oldest < this.inserted && this.size + room > this.maxSize) {
+      const key = this.keys[this.oldest] as string;
+      this.size -= this.sizes[this.oldest] as number;
+      if (this.newest.get(key) === this.oldest) this.newest.delete(key);
+      this.oldest++;
+    }
+  }
 }
 
 type Header = { name: string; value: string };
@@ -109,6 +196,57 @@ function decodeBlock(block: Buffer): Header[] {
     decodedBlocks.set(key, headers);
   }
   return headers;
+}
+
+/** Whether every field of a header block is an indexed one (RFC 7541 §6.1): decoding it leaves the dynamic table as it was. */
+function allIndexed(block: Buffer): boolean {
+  let i = 0;
+  while (i < block.length) {
+    const b = block[i++] as number;
+    if ((b & 0x80) === 0) return false;
+    if ((b & 0x7f) === 0x7f) while (i < block.length && ((block[i++] as number) & 0x80) !== 0);
+  }
+  return true;
+}
+
+/**
+ * The answers' header decoder of one connection whose dynamic table the server may use (4096
+ * bytes, the default every gRPC client keeps): every block is decoded, in the order received. A
+ * block of indexed fields only is looked up by its bytes until the next block that changes the table.
+ */
+class ConnectionDecoder {
+  private readonly decompressor = hpack.decompressor.create({ table: { maxSize: 4096 } });
+  private readonly seen = new Map<string, Header[]>();
+
+  decode(block: Buffer): Header[] {
+    const indexed = allIndexed(block);
+    const key = indexed ? block.toString("latin1") : "";
+    if (indexed) {
+      const known = this.seen.get(key);
+      if (known) return known;
+    } else this.seen.clear();
+    this.decompressor.write(block);
+    this.decompressor.execute();
+    const headers: Header[] = [];
+    for (let h = this.decompressor.read(); h !== null; h = this.decompressor.read()) headers.push({ name: h.name, value: h.value });
+    if (indexed && this.seen.size < 1000) this.seen.set(key, headers);
+    return headers;
+  }
+}
+
+/**
+ * How a connection codes header fields. `indexed` (the default): as gRPC's clients do, requests
+ * through HpackEncoder and the server's answers through its dynamic table. `literal`
+ * (BENCH_GRPC_HPACK=literal): as this client did before, requests as literals without indexing and
+ * HEADER_TABLE_SIZE 0 for the answers, the costliest header blocks for the server to decode and encode.
+ */
+export type HpackMode = "indexed" | "literal";
+
+export function hpackModeFromEnv(): HpackMode {
+  const v = process.env.BENCH_GRPC_HPACK;
+  if (v === undefined || v === "" || v === "indexed") return "indexed";
+  if (v === "literal") return "literal";
+  throw new Error(`BENCH_GRPC_HPACK must be indexed or literal, not ${JSON.stringify(v)}`);
 }
 
 interface Call {
@@ -141,15 +279,23 @@ export class LeanGrpcConnection {
   /** What the server sent this connection since the last WINDOW_UPDATE of ours. */
   private received = 0;
   private readonly blocks = new Map<string, Buffer>();
+  private readonly fields = new Map<string, [string, string][]>();
   /** Streams waiting for the connection's window, in order. */
   private readonly blocked = new Set<number>();
 
-  constructor(port: number, host = "127.0.0.1", authority = `${host}:${port}`) {
+  private readonly encoder: HpackEncoder | undefined;
+  private readonly decoder: ConnectionDecoder | undefined;
+
+  constructor(port: number, host = "127.0.0.1", authority = `${host}:${port}`, mode: HpackMode = hpackModeFromEnv()) {
     this.authority = authority;
     this.socket = net.connect({ port, host, noDelay: true });
+    if (mode === "indexed") {
+      this.encoder = new HpackEncoder();
+      this.decoder = new ConnectionDecoder();
+    }
     const settings = Buffer.alloc(18);
-    settings.writeUInt16BE(0x1, 0); // HEADER_TABLE_SIZE 0
-    settings.writeUInt32BE(0, 2);
+    settings.writeUInt16BE(0x1, 0); // HEADER_TABLE_SIZE: 0 for literal, else the default
+    settings.writeUInt32BE(mode === "literal" ? 0 : 4096, 2);
     settings.writeUInt16BE(0x2, 6); // ENABLE_PUSH 0
     settings.writeUInt32BE(0, 8);
     settings.writeUInt16BE(0x4, 12); // INITIAL_WINDOW_SIZE
@@ -173,9 +319,9 @@ export class LeanGrpcConnection {
     const id = this.nextStream;
     this.nextStream += 2;
     const blockKey = `${path} ${key ?? ""}`;
-    let block = this.blocks.get(blockKey);
-    if (block === undefined) {
-      block = requestBlock([
+    let fields = this.fields.get(blockKey);
+    if (fields === undefined) {
+      fields = [
         [":method", "POST"],
         [":scheme", "http"],
         [":path", path],
@@ -183,8 +329,14 @@ export class LeanGrpcConnection {
         ["content-type", "application/grpc"],
         ["te", "trailers"],
         ...(key ? ([["x-api-key", key]] as [string, string][]) : []),
-      ]);
-      this.blocks.set(blockKey, block);
+      ];
+      this.fields.set(blockKey, fields);
+    }
+    // Encoded as the call is sent: an encoder's blocks must reach the server in the order it made them.
+    let block = this.encoder?.encode(fields);
+    if (block === undefined) {
+      block = this.blocks.get(blockKey);
+      if (block === undefined) this.blocks.set(blockKey, (block = literalBlock(fields)));
     }
     return new Promise((resolve, reject) => {
       const call: Call = {
@@ -283,6 +435,7 @@ export class LeanGrpcConnection {
         if (flags & PRIORITY) block = block.subarray(5);
         if (!call) {
           if (!(flags & END_HEADERS)) throw new Error("CONTINUATION of a stream with no call is not handled");
+          this.decoder?.decode(Buffer.from(block)); // it may change the dynamic table
           return;
         }
         call.block = [Buffer.from(block)];
@@ -312,6 +465,7 @@ export class LeanGrpcConnection {
             this.initialWindow = value;
             for (const c of this.calls.values()) c.sendWindow += delta;
           } else if (id === 0x5) this.maxFrame = value;
+          else if (id === 0x1) this.encoder?.resize(value);
         }
         this.send(frame(SETTINGS, ACK, 0));
         this.unblock();
@@ -353,20 +507,22 @@ export class LeanGrpcConnection {
     const block = call.block?.length === 1 ? (call.block[0] as Buffer) : Buffer.concat(call.block ?? []);
     const ends = call.blockEnds === true;
     call.block = undefined;
+    // With a dynamic table every block is decoded in the order received; without one (literal), the
+    // answer's headers, which vary per call (a request ID), are decoded only when their first
+    // field is not `:status: 200` as the static table's entry 8 (0x88), after a table size update
+    // (0x20) at most: pseudo-header fields come first.
+    const decoded = this.decoder?.decode(block);
     if (!call.headersSeen) {
       call.headersSeen = true;
-      // The answer's headers vary per call (a request ID, the date), so they are decoded only
-      // when their first field is not `:status: 200` as the static table's entry 8 (0x88), after
-      // a table size update (0x20) at most: pseudo-header fields come first.
       const first = block[0] === 0x20 ? block[1] : block[0];
-      const status = first === 0x88 ? "200" : decodeBlock(block).find((h) => h.name === ":status")?.value;
+      const status = decoded ? decoded.find((h) => h.name === ":status")?.value : first === 0x88 ? "200" : decodeBlock(block).find((h) => h.name === ":status")?.value;
       if (status !== "200") {
         this.end(stream, call, new Error(`HTTP status ${status}`));
         return;
       }
       if (!ends) return;
     }
-    if (ends) this.finish(stream, call, decodeBlock(block));
+    if (ends) this.finish(stream, call, decoded ?? decodeBlock(block));
   }
 
   /** The stream ended: grpc-status 0 in the trailers (or a trailers-only answer) resolves. */
