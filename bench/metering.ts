@@ -9,14 +9,17 @@
  *   2. ingest, each event acknowledged only once committed (the API answers after the commit):
  *      (a) REST `POST /usage-events`, one event per request, closed loop at concurrency 64;
  *      (b) REST `POST /usage-events/batch`, 500 events per request, at concurrency 2 and 4;
- *      (c) gRPC `UsageEventService/StreamUsageEvents`: one stream of as many events as the best
+ *      (c) gRPC `UsageEventService/StreamUsageEvents` against REST batches in the same database
+ *          state, as A B B A: a batch phase at (b)'s best concurrency, two streams, a batch phase
+ *          again; the streams' events over their time against the mean of the two batch phases
+ *          (two identical batch phases in a row differ by half here: the tables outgrow the buffer
+ *          pool, so whichever runs second loses). Each stream carries as many events as the best
  *          batch case of (b) ingested in its window (equal work; BENCH_STREAM_EVENTS to choose),
  *          timed until the one response, whose counts are checked; sent by the lean gRPC client
  *          (bench/lean-grpc.ts: HTTP/2 framed by hand, events encoded 1,000 at a time as flow
  *          control lets them go), as REST's cases use a lean HTTP/1.1 client: connect-es's
  *          transport cost this process about 80 µs of CPU per event, on the CPUs the server and
- *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it); run right after (b), before the direct
- *          cases, so that it finds MariaDB as the batches did;
+ *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it);
  *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
  *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
  *          built as cheaply as possible, since this process shares the CPUs with MariaDB; and the
@@ -39,7 +42,8 @@
  *      totals and only the partial minute from raw events, so for the large subject two
  *      diagnostic rows bound what the minute of the hour does: the period ending on the hour
  *      (hourly totals only) and 1 ms before it (59 minute totals and a minute of raw events).
- * Every response is checked (HTTP 200, every event "accepted"); any error, a wrong sum, or a
+ * Before each phase MariaDB writes out the dirty pages the earlier ones left (Phases.settle), so
+ * that no phase pays for another's flushing. Every response is checked (HTTP 200, every event "accepted"); any error, a wrong sum, or a
  * table that does not hold exactly the accepted events makes the run exit with status 1. The
  * server child's VmRSS is sampled every 200 ms throughout. Per phase the report also gives the CPU
  * used by the server, MariaDB, this load generator and every other process (another test run on
@@ -56,6 +60,9 @@
  *                                            case ingested in its measured window, to the thousand: equal work)
  *        BENCH_STREAM_CLIENT=connect         send the stream with connect-es's gRPC transport (@connectrpc/connect-node)
  *                                            instead of the lean client (bench/lean-grpc.ts; see (c))
+ *        BENCH_STREAMS=1                     streams at once sharing those events, each on its own connection (lean client)
+ *        BENCH_SETTLE_SECONDS=60             before each phase, MariaDB writes out the earlier phases' dirty pages
+ *                                            (innodb_max_dirty_pages_pct 0 for that time, then restored); 0: no settling
  *        BENCH_SUBJECTS=100                  subjects the ingest cases spread their events over
  *        BENCH_SUMMARY_EVENTS=1000,1000000   events of the two summary subjects
  *        BENCH_SUMMARY_REQUESTS=200          measured summary requests per subject (after BENCH_SUMMARY_WARMUP=20)
@@ -136,6 +143,8 @@ const settings = {
   streamEvents: process.env.BENCH_STREAM_EVENTS ? Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)) : undefined,
   /** BENCH_STREAM_CLIENT=connect: the stream through connect-es's gRPC transport, as before the lean client. */
   streamClient: process.env.BENCH_STREAM_CLIENT === "connect" ? "connect" : "lean",
+  /** BENCH_STREAMS: streams at once (each on its own connection, the lean client only), sharing the stream's events. */
+  streams: Math.floor(envNumber("BENCH_STREAMS", 1, 1)),
   subjects: Math.floor(envNumber("BENCH_SUBJECTS", 100, 1)),
   summarySmall: summaryEvents[0] as number,
   summaryLarge: summaryEvents[1] as number,
@@ -303,8 +312,21 @@ interface PhaseRow {
   rssEndMb: number;
 }
 
+/** What MariaDB still has to write from earlier phases: dirty pages and checkpoint age. */
+async function flushBacklog(admin: mysql.Connection): Promise<{ dirty: number; total: number; age: number; maxAge: number }> {
+  const names = ["Innodb_buffer_pool_pages_dirty", "Innodb_buffer_pool_pages_total", "Innodb_checkpoint_age", "Innodb_checkpoint_max_age"];
+  const [rows] = await admin.query(`SHOW GLOBAL STATUS WHERE Variable_name IN (${names.map(() => "?").join(", ")})`, names);
+  const v = new Map((rows as { Variable_name: string; Value: string }[]).map((r) => [r.Variable_name, Number(r.Value)]));
+  return { dirty: v.get(names[0] as string) ?? 0, total: v.get(names[1] as string) ?? 1, age: v.get(names[2] as string) ?? 0, maxAge: v.get(names[3] as string) ?? 1 };
+}
+
+/** The longest a phase waits for MariaDB to write out earlier phases' pages (BENCH_SETTLE_SECONDS; 0: no wait, no flush). */
+const SETTLE_MAX_S = envNumber("BENCH_SETTLE_SECONDS", 60, 0);
+
 class Phases {
   readonly rows: PhaseRow[] = [];
+  /** Before each phase: how long it waited for MariaDB to finish flushing the earlier phases' pages. */
+  readonly settled: { before: string; seconds: number; dirtyPages: number; timedOut: boolean }[] = [];
   private t0 = 0;
   private events0 = 0;
   private server0?: number;
@@ -325,7 +347,49 @@ class Phases {
     this.mine = new Set([process.pid, process.ppid, ...[serverPid, dbPid].filter((p): p is number => p !== undefined)]);
   }
 
-  async begin(): Promise<void> {
+  /**
+   * Before a phase: MariaDB writes out what earlier phases (and earlier runs) left in its buffer
+   * pool, so that every phase starts from the same state: dirty pages under 1% of the pool and
+   * checkpoint age under 1% of its maximum. MariaDB 10.11 does not flush at idle below its limits
+   * (innodb_max_dirty_pages_pct 90, adaptive flushing from 10% of the redo log): left alone, the
+   * phase after a heavy one paid for its predecessor's flushing (two batch phases in a row ran at
+   * 10,750 then 6,300 events/s, MariaDB at 55 then 94 µs per event). The documented way to make
+   * it flush everything now is innodb_max_dirty_pages_pct = 0: it is set for the few seconds
+   * that takes, then given back its value (in a finally), at most SETTLE_MAX_S.
+   */
+  async settle(before: string): Promise<void> {
+    if (SETTLE_MAX_S <= 0) return;
+    const settled = (b: Awaited<ReturnType<typeof flushBacklog>>) => b.dirty <= 0.01 * b.total && b.age <= 0.01 * b.maxAge;
+    let b = await flushBacklog(this.admin);
+    const first = b.dirty;
+    if (settled(b)) {
+      this.settled.push({ before, seconds: 0, dirtyPages: first, timedOut: false });
+      return;
+    }
+    const t0 = performance.now();
+    const [rows] = await this.admin.query("SELECT @@GLOBAL.innodb_max_dirty_pages_pct AS pct");
+    const pct = Number((rows as { pct: number | string }[])[0]?.pct);
+    let timedOut = false;
+    try {
+      await this.admin.query("SET GLOBAL innodb_max_dirty_pages_pct = 0");
+      while (!settled(b)) {
+        if (performance.now() - t0 > SETTLE_MAX_S * 1000) {
+          timedOut = true;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 200));
+        b = await flushBacklog(this.admin);
+      }
+    } finally {
+      await this.admin.query("SET GLOBAL innodb_max_dirty_pages_pct = ?", [pct]);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    this.settled.push({ before, seconds, dirtyPages: first, timedOut });
+    progress(`  MariaDB wrote out ${first} dirty pages in ${fmt(seconds, 1)} s before ${before}${timedOut ? " (not all: time limit)" : ""}`);
+  }
+
+  async begin(settleFor?: string): Promise<void> {
+    if (settleFor !== undefined) await this.settle(settleFor);
     this.status0 = await dbStatus(this.admin);
     this.procs0 = await allProcessCpu();
     this.machine0 = await machineBusySeconds();
@@ -373,7 +437,7 @@ class Phases {
 
 interface IngestResult {
   name: string;
-  kind: "single" | "batch" | "stream" | "ceiling" | "ceiling-single" | "bound" | "bound-hourly";
+  kind: "single" | "batch" | "batch-pair" | "stream" | "ceiling" | "ceiling-single" | "bound" | "bound-hourly";
   concurrency: number;
   /** Events counted in the measured window (or the whole stream). */
   events: number;
@@ -566,7 +630,7 @@ async function main(): Promise<number> {
       const client = new LeanHttpPool(port, c);
       leanPools.push(client);
       progress(`REST POST /usage-events, concurrency ${c}: ${caseNote}`);
-      await ph.begin();
+      await ph.begin("single-event ingest");
       const r = await loop(c, async () => checkSingle(await client.request("POST", "/usage-events", JSON.stringify(restEvent(gen.next())), API_KEY)));
       await ph.end(`single, c=${c}`);
       ingest.push(fromLoop("REST `POST /usage-events` (1 event)", "single", 1, r));
@@ -577,40 +641,47 @@ async function main(): Promise<number> {
 
     // ---- 2b. Batch REST.
     const batchBody = (events: Ev[]) => JSON.stringify({ events: events.map(restEvent) });
-    for (const c of settings.batchConcurrencies) {
+    const batchPhase = async (c: number, kind: "batch" | "batch-pair", label: string): Promise<void> => {
       const client = new LeanHttpPool(port, c, LONG_TIMEOUT_MS);
       leanPools.push(client);
-      progress(`REST POST /usage-events/batch (${settings.batchSize} events), concurrency ${c}: ${caseNote}`);
-      await ph.begin();
+      progress(`REST POST /usage-events/batch (${settings.batchSize} events), concurrency ${c}${label}: ${caseNote}`);
+      await ph.begin(`batch ingest, concurrency ${c}${label}`);
       const r = await loop(c, async () => checkBatch(await client.request("POST", "/usage-events/batch", batchBody(gen.take(settings.batchSize)), API_KEY), settings.batchSize));
-      await ph.end(`batch ${settings.batchSize}, c=${c}`);
-      ingest.push(fromLoop(`REST \`POST /usage-events/batch\` (${settings.batchSize} events)`, "batch", settings.batchSize, r));
+      await ph.end(`batch ${settings.batchSize}, c=${c}${label}`);
+      ingest.push(fromLoop(`REST \`POST /usage-events/batch\` (${settings.batchSize} events)${label}`, kind, settings.batchSize, r));
       progress(`  ${fmt(r.rps * settings.batchSize, 0)} events/s, p50 ${fmt(r.p50, 1)} ms, p99 ${fmt(r.p99, 1)} ms, ${r.errors} errors`);
       client.close();
       assertRunning("batch ingest");
-    }
+    };
+    for (const c of settings.batchConcurrencies) await batchPhase(c, "batch", "");
 
-    // ---- 2c. The gRPC client stream, right after the REST batches it is compared with, so that
-    // both find MariaDB in the same state: the ceiling's and the bound's hundreds of thousands of
-    // rows (written into copies, then dropped) leave it flushing pages and checkpointing for a while.
-    {
-      // Equal work by default: as many events as the best batch case wrote in its window. MariaDB
-      // slows as a long ingest goes on here (its redo log of 96 MB fills and it flushes pages: a
-      // 40 s batch phase ran at about half the rate of a 10 s one), so a stream carrying twice the
-      // batches' events would be measured against a MariaDB the batches never met.
-      const bestBatchEvents = Math.max(0, ...ingest.filter((r) => r.kind === "batch").map((r) => r.events));
-      const n = settings.streamEvents ?? Math.max(1000, Math.round(bestBatchEvents / 1000) * 1000);
+    // ---- 2c. The gRPC client stream against REST batches in the same database state. Two batch
+    // phases in a row differ by half here (10,750 then 6,300 events/s: the tables grow past what
+    // the buffer pool holds, and random-time index and totals writes start to read pages), so the
+    // comparison is its own block, A B B A: a batch phase at the best batch concurrency, two
+    // streams, a batch phase again, and the ratio of their sums (a linear drift cancels out).
+    // Equal work: each stream carries as many events as the best batch case wrote in its window.
+    const bestBatchEvents = Math.max(0, ...ingest.filter((r) => r.kind === "batch").map((r) => r.events));
+    const bestBatchConcurrency = ingest.filter((r) => r.kind === "batch").reduce((a, b) => (b.eventsPerSec > a.eventsPerSec ? b : a)).concurrency;
+    const streamEvents = settings.streamEvents ?? Math.max(1000, Math.round(bestBatchEvents / 1000) * 1000);
+    const streamPhase = async (label: string): Promise<void> => {
+      const n = streamEvents;
       const message = (e: Ev) => ({ idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) });
       /** The stream's envelopes, 1,000 events to a slice, encoded as the lean client sends them (flow control paces it). */
-      function* slices(): Generator<Buffer> {
-        for (let i = 0; i < n; i += 1000) {
+      function* slices(count: number): Generator<Buffer> {
+        for (let i = 0; i < count; i += 1000) {
           const parts: Buffer[] = [];
-          for (let k = i; k < Math.min(n, i + 1000); k++) parts.push(envelope(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())))));
+          for (let k = i; k < Math.min(count, i + 1000); k++) parts.push(envelope(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())))));
           yield Buffer.concat(parts);
         }
       }
-      progress(`gRPC StreamUsageEvents: ${fmtInt(n)} events in one stream (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`);
-      await ph.begin();
+      // BENCH_STREAMS streams at once, each on its own connection, share the n events.
+      const streams = settings.streams;
+      const shares = Array.from({ length: streams }, (_, i) => Math.floor(n / streams) + (i < n % streams ? 1 : 0));
+      progress(
+        `gRPC StreamUsageEvents: ${fmtInt(n)} events in ${streams === 1 ? "one stream" : `${streams} streams at once`} (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`,
+      );
+      await ph.begin(`the gRPC stream${label}`);
       const errorReasons = new Map<string, number>();
       let errors = 0;
       const t0 = performance.now();
@@ -628,12 +699,24 @@ async function main(): Promise<number> {
             { headers: { "x-api-key": API_KEY } },
           );
         } else {
-          const conn = new LeanGrpcConnection(port);
-          try {
-            res = fromBinary(StreamUsageEventsResponseSchema, unwrap(await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(), API_KEY)));
-          } finally {
-            conn.close();
-          }
+          const answers = await Promise.all(
+            shares.map(async (count) => {
+              const conn = new LeanGrpcConnection(port);
+              try {
+                return fromBinary(StreamUsageEventsResponseSchema, unwrap(await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(count), API_KEY)));
+              } finally {
+                conn.close();
+              }
+            }),
+          );
+          res = answers.reduce((a, b) => ({
+            $typeName: a.$typeName,
+            received: a.received + b.received,
+            accepted: a.accepted + b.accepted,
+            duplicate: a.duplicate + b.duplicate,
+            rejected: a.rejected + b.rejected,
+            rejections: [...a.rejections, ...b.rejections],
+          }));
         }
         seconds = (performance.now() - t0) / 1000;
         acceptedTotal += Number(res.accepted);
@@ -652,11 +735,11 @@ async function main(): Promise<number> {
         errors++;
         addReason(errorReasons, err);
       }
-      await ph.end("gRPC stream");
+      await ph.end(`gRPC stream${label}`);
       ingest.push({
-        name: "gRPC `StreamUsageEvents` (client stream)",
+        name: `gRPC \`StreamUsageEvents\` (client stream)${label}`,
         kind: "stream",
-        concurrency: 1,
+        concurrency: settings.streamClient === "connect" ? 1 : settings.streams,
         events: n,
         eventsPerSec: n / seconds,
         rps: Number.NaN,
@@ -670,7 +753,11 @@ async function main(): Promise<number> {
       sessionManager?.abort();
       sessionManager = undefined;
       assertRunning("the gRPC stream");
-    }
+    };
+    await batchPhase(bestBatchConcurrency, "batch-pair", " (A B B A: 1st A)");
+    await streamPhase(" (A B B A: 1st B)");
+    await streamPhase(" (A B B A: 2nd B)");
+    await batchPhase(bestBatchConcurrency, "batch-pair", " (A B B A: 2nd A)");
 
     /**
      * The direct-to-MariaDB cases (no server): one closed loop per batch concurrency, each call of
@@ -686,7 +773,7 @@ async function main(): Promise<number> {
         pools.push(pool);
         progress(`${o.progressLabel}, concurrency ${c}: ${caseNote}`);
         const before = rows;
-        await ph.begin();
+        await ph.begin(`${o.phaseLabel}, concurrency ${c}`);
         const r = await loop(c, async () => {
           await write(pool);
           rows += settings.batchSize;
@@ -748,7 +835,7 @@ async function main(): Promise<number> {
         const pool = mysql.createPool({ ...db.connection, database: db.name, connectionLimit: c, charset: "utf8mb4_unicode_ci", timezone: "Z" });
         pools.push(pool);
         progress(`ceiling: 1-row INSERTs (autocommit) into usage_events_ceiling, concurrency ${c}: ${caseNote}`);
-        await ph.begin();
+        await ph.begin("the 1-row ceiling");
         const r = await loop(c, async () => {
           const [e] = gen.take(1);
           if (!e) throw new Error("no event to insert");
@@ -858,7 +945,7 @@ async function main(): Promise<number> {
       const errorReasons = new Map<string, number>();
       let errors = 0;
       progress(`loading ${fmtInt(spread.count)} events for the ${label} subject: batches of ${settings.batchSize}, concurrency ${loadConcurrency}`);
-      await ph.begin();
+      await ph.begin(`the ${label} subject's load`);
       const t0 = performance.now();
       let lastReport = t0;
       let sent = 0;
@@ -916,7 +1003,7 @@ async function main(): Promise<number> {
         `summary for the ${label} subject, period end ${end}: ${settings.summaryWarmup} warm-up + ${settings.summaryRequests} requests, sequential ` +
           `(${fmtInt(edgeStart)} raw events in the partial hour)`,
       );
-      await ph.begin();
+      await ph.begin(`the ${label} subject's summaries`);
       let expected = "";
       for (let i = 0; i < settings.summaryWarmup + settings.summaryRequests && !gone(); i++) {
         const t = endAt();
@@ -988,7 +1075,22 @@ async function main(): Promise<number> {
   const elapsedS = (performance.now() - startedAt) / 1000;
   await cleanup();
   const errors = ingest.reduce((a, r) => a + r.errors, 0) + loads.reduce((a, r) => a + r.errors, 0) + summaries.reduce((a, r) => a + r.errors, 0) + integrity.length;
-  report({ dbVersion: db.version, ingest, loads, summaries, integrityNote, integrity, phases: phases?.rows ?? [], rss, quietBefore, problems, stopNote, fatal, elapsedS });
+  report({
+    dbVersion: db.version,
+    ingest,
+    loads,
+    summaries,
+    integrityNote,
+    integrity,
+    phases: phases?.rows ?? [],
+    settled: phases?.settled ?? [],
+    rss,
+    quietBefore,
+    problems,
+    stopNote,
+    fatal,
+    elapsedS,
+  });
   return fatal !== undefined || errors > 0 ? 1 : 0;
 }
 
@@ -1003,6 +1105,7 @@ function report(info: {
   integrityNote: string | undefined;
   integrity: string[];
   phases: PhaseRow[];
+  settled: Phases["settled"];
   rss: RssSampler | undefined;
   /** Share of one CPU other processes used just before the run. */
   quietBefore: number | undefined;
@@ -1050,7 +1153,19 @@ function report(info: {
   const ceilingSingle = best("ceiling-single");
   const batch = best("batch");
   const ceiling = best("ceiling");
-  const stream = best("stream");
+  // The A B B A block (2c): the streams' events over their time against the mean of the two batch phases around them.
+  const pairBatches = info.ingest.filter((r) => r.kind === "batch-pair");
+  const pairStreams = info.ingest.filter((r) => r.kind === "stream");
+  const pair =
+    pairBatches.length > 0 && pairStreams.length > 0
+      ? {
+          concurrency: pairBatches[0]?.concurrency ?? 0,
+          batches: pairBatches,
+          streams: pairStreams,
+          batchRate: pairBatches.reduce((a, b) => a + b.eventsPerSec, 0) / pairBatches.length,
+          streamRate: pairStreams.reduce((a, b) => a + b.events, 0) / pairStreams.reduce((a, b) => a + b.events / b.eventsPerSec, 0),
+        }
+      : undefined;
   const share = batch && ceiling ? batch.eventsPerSec / ceiling.eventsPerSec : Number.NaN;
   if (ceiling) {
     out.push(
@@ -1180,6 +1295,15 @@ function report(info: {
       "Other CPU is every other process on the machine: anything above a few percent competed with the benchmark for the CPUs, and its clients may show up in MariaDB's counters.",
   );
   if (info.quietBefore !== undefined) out.push(`Other processes before the run: ${fmt(info.quietBefore * 100, 0)}% CPU.`);
+  const waits = info.settled.filter((w) => w.dirtyPages > 0 && w.seconds > 0);
+  out.push(
+    SETTLE_MAX_S <= 0
+      ? "Phases did not wait for MariaDB to settle (BENCH_SETTLE_SECONDS=0): each paid for the page flushing of the ones before it."
+      : `Before each phase MariaDB wrote out what the earlier ones left (innodb_max_dirty_pages_pct 0 until dirty pages and checkpoint age were under 1%, then its value again; at most ${fmt(SETTLE_MAX_S, 0)} s): ` +
+          (waits.length === 0
+            ? "nothing to write."
+            : `${waits.map((w) => `${fmtInt(w.dirtyPages)} dirty pages in ${fmt(w.seconds, 1)} s before ${w.before}${w.timedOut ? " (not all)" : ""}`).join("; ")}.`),
+  );
   const busy = info.phases.filter((p) => p.otherTop.length > 0 && p.wallS >= 1);
   if (busy.length > 0) {
     out.push("", "**The machine was not quiet** — other processes using CPU during:");
@@ -1221,6 +1345,12 @@ function report(info: {
       met(Number.isFinite(ratio) ? ratio <= GOALS.summaryP50Ratio : undefined),
     ],
     ["Server RSS", `< ${GOALS.rssMb} MB`, `${fmt(maxRss, 0)} MB`, met(Number.isFinite(maxRss) ? maxRss < GOALS.rssMb : undefined)],
+    [
+      "gRPC client stream / REST batches, same database state (A B B A; issue 18)",
+      "≥ 1.0×",
+      pair ? `${fmt(pair.streamRate / pair.batchRate, 2)}× (${fmtInt(pair.streamRate)} / ${fmtInt(pair.batchRate)} events/s)` : "–",
+      met(pair ? pair.streamRate >= pair.batchRate : undefined),
+    ],
   ];
   out.push(...markdownTable(["Goal", "Target", "Measured", "Result"], goalRows), "");
   const missed = goalRows.filter((r) => r[3] === "**missed**").map((r) => r[0]);
@@ -1232,7 +1362,12 @@ function report(info: {
           (missed.length > 0 ? ` Missed: ${missed.join("; ")}.` : "") +
           (unmeasured.length > 0 ? ` Not measured: ${unmeasured.join("; ")}.` : ""),
   );
-  if (stream) out.push(`(The gRPC stream has no goal of its own: ${fmtInt(stream.eventsPerSec)} events/s.)`);
+  if (pair) {
+    out.push(
+      `The stream against the batches: batch phases at concurrency ${pair.concurrency} of ${pair.batches.map((b) => fmtInt(b.eventsPerSec)).join(" and ")} events/s around two streams of ` +
+        `${pair.streams.map((b) => `${fmtInt(b.events)} events at ${fmtInt(b.eventsPerSec)}/s`).join(" and ")}: all the streams' events over their time, against the mean of the batch phases.`,
+    );
+  }
   out.push("");
 
   // Checks, errors, server.
