@@ -49,7 +49,6 @@ import {
   type LoopResult,
   LeanHttpPool,
   type Server,
-  closedLoop,
   cpuCount,
   createThrowawayDatabase,
   envNumber,
@@ -59,6 +58,7 @@ import {
   freePort,
   machineLine,
   markdownTable,
+  measuredLoop,
   percentile,
   processCpuSeconds,
   progress,
@@ -253,38 +253,18 @@ function cpuSecondsSince(start: NodeJS.CpuUsage): number {
 
 async function phase(name: string, protocol: "REST" | "gRPC", server: Server, call: () => Promise<void>, perCall = 1): Promise<Phase> {
   progress(`${protocol} ${name}: ${settings.warmupSeconds} s warm-up, ${settings.seconds} s measured, concurrency ${settings.concurrency}`);
-  let cpuStart: number | undefined;
-  let cpuEnd: number | undefined;
-  let clientStart: NodeJS.CpuUsage | undefined;
-  let clientCpuSeconds = Number.NaN;
-  const t1 = setTimeout(async () => {
-    clientStart = process.cpuUsage();
-    cpuStart = await processCpuSeconds(server.pid);
-  }, settings.warmupSeconds * 1000);
-  setTimeout(
-    async () => {
-      if (clientStart) clientCpuSeconds = cpuSecondsSince(clientStart);
-      cpuEnd = await processCpuSeconds(server.pid);
-    },
-    (settings.warmupSeconds + settings.seconds) * 1000,
-  );
-  const loop = await closedLoop({
+  const { loop, cpuSeconds, clientCpuSeconds } = await measuredLoop({
     concurrency: settings.concurrency,
     warmupSeconds: settings.warmupSeconds,
     seconds: settings.seconds,
     call,
     gone: () => server.exited() !== undefined,
-    window: "completed",
+    pid: server.pid,
   });
-  clearTimeout(t1);
-  // Not the end timer: the loop can end a moment before it runs (a late timer on a busy loop), and
-  // clearing it then left cpuEnd unset and this wait spinning for ever (a run hung so).
-  while (cpuEnd === undefined && server.exited() === undefined) await new Promise((r) => setTimeout(r, 20));
   if (loop.errors > 0) {
     const reasons = [...loop.errorReasons].map(([r, n]) => `${n}× ${r}`).join("; ");
     throw new Error(`${protocol} ${name}: ${loop.errors} calls failed: ${reasons}`);
   }
-  const cpuSeconds = (cpuEnd ?? Number.NaN) - (cpuStart ?? Number.NaN);
   progress(`  ${fmtInt(loop.rps * perCall)} ${perCall > 1 ? "events" : "calls"}/s, server CPU ${fmt((cpuSeconds * 1e6) / (loop.requests * perCall), 0)} µs per ${perCall > 1 ? "event" : "call"}`);
   return { name, protocol, loop, perCall, cpuSeconds, clientCpuSeconds, windowCalls: loop.requests };
 }

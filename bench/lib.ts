@@ -155,6 +155,38 @@ export async function closedLoop(o: LoopOptions): Promise<LoopResult> {
   };
 }
 
+/**
+ * A closed loop (window "completed") with the CPU it cost: the process `pid`'s (a server child's
+ * user + system seconds, from /proc) and this process's own, both over the measured window only
+ * (timers at the end of the warm-up and of the window). Failed calls are left in `loop.errors`.
+ */
+export async function measuredLoop(o: Omit<LoopOptions, "window"> & { pid: number | undefined }): Promise<{ loop: LoopResult; cpuSeconds: number; clientCpuSeconds: number }> {
+  let cpuStart: number | undefined;
+  let cpuEnd: number | undefined;
+  let clientStart: NodeJS.CpuUsage | undefined;
+  let clientCpuSeconds = Number.NaN;
+  const t1 = setTimeout(async () => {
+    clientStart = process.cpuUsage();
+    cpuStart = await processCpuSeconds(o.pid);
+  }, o.warmupSeconds * 1000);
+  setTimeout(
+    async () => {
+      if (clientStart) {
+        const d = process.cpuUsage(clientStart);
+        clientCpuSeconds = (d.user + d.system) / 1e6;
+      }
+      cpuEnd = await processCpuSeconds(o.pid);
+    },
+    (o.warmupSeconds + o.seconds) * 1000,
+  );
+  const loop = await closedLoop({ ...o, window: "completed" });
+  clearTimeout(t1);
+  // Not the end timer: the loop can end a moment before it runs (a late timer on a busy loop), and
+  // clearing it then left cpuEnd unset and this wait spinning for ever (a run hung so).
+  while (cpuEnd === undefined && !o.gone()) await new Promise((r) => setTimeout(r, 20));
+  return { loop, cpuSeconds: (cpuEnd ?? Number.NaN) - (cpuStart ?? Number.NaN), clientCpuSeconds };
+}
+
 // ---------------------------------------------------------------------------------------------
 // REST client
 

@@ -29,7 +29,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createInterface } from "node:readline";
 import { LeanGrpcConnection, envelope, unwrap } from "./lean-grpc.js";
-import { LeanHttpPool, REPO_ROOT, START_NODE_ARGS, closedLoop, cpuCount, envNumber, fmt, fmtInt, markdownTable, processCpuSeconds, progress, runBenchmark } from "./lib.js";
+import { LeanHttpPool, REPO_ROOT, START_NODE_ARGS, cpuCount, envNumber, fmt, fmtInt, markdownTable, measuredLoop, progress, runBenchmark } from "./lib.js";
 
 const settings = {
   seconds: envNumber("BENCH_SECONDS", 5, 0.1),
@@ -124,36 +124,17 @@ interface Row {
 
 async function phase(protocol: Row["protocol"], child: Child, call: () => Promise<void>): Promise<Row> {
   progress(`${protocol}: ${settings.warmupSeconds} s warm-up, ${settings.seconds} s measured, concurrency ${settings.concurrency}`);
-  let cpuStart: number | undefined;
-  let cpuEnd: number | undefined;
-  let clientStart: NodeJS.CpuUsage | undefined;
-  let clientSeconds = Number.NaN;
-  setTimeout(async () => {
-    clientStart = process.cpuUsage();
-    cpuStart = await processCpuSeconds(child.pid);
-  }, settings.warmupSeconds * 1000);
-  setTimeout(
-    async () => {
-      if (clientStart) {
-        const d = process.cpuUsage(clientStart);
-        clientSeconds = (d.user + d.system) / 1e6;
-      }
-      cpuEnd = await processCpuSeconds(child.pid);
-    },
-    (settings.warmupSeconds + settings.seconds) * 1000,
-  );
-  const loop = await closedLoop({
+  const { loop, cpuSeconds, clientCpuSeconds } = await measuredLoop({
     concurrency: settings.concurrency,
     warmupSeconds: settings.warmupSeconds,
     seconds: settings.seconds,
     call,
     gone: () => child.process.exitCode !== null,
-    window: "completed",
+    pid: child.pid,
   });
-  while (cpuEnd === undefined && child.process.exitCode === null) await new Promise((r) => setTimeout(r, 20));
   if (loop.errors > 0) throw new Error(`${protocol}: ${loop.errors} calls failed: ${[...loop.errorReasons].map(([r, k]) => `${k}× ${r}`).join("; ")}`);
-  const serverUs = (((cpuEnd ?? Number.NaN) - (cpuStart ?? Number.NaN)) * 1e6) / loop.requests;
-  const clientUs = (clientSeconds * 1e6) / loop.requests;
+  const serverUs = (cpuSeconds * 1e6) / loop.requests;
+  const clientUs = (clientCpuSeconds * 1e6) / loop.requests;
   progress(`  ${fmtInt(loop.rps)} calls/s, server CPU ${fmt(serverUs, 1)} µs per call`);
   return { protocol, rps: loop.rps, p50: loop.p50, p99: loop.p99, serverUs, clientUs };
 }
