@@ -327,6 +327,8 @@ class Phases {
   readonly rows: PhaseRow[] = [];
   /** Before each phase: how long it waited for MariaDB to finish flushing the earlier phases' pages. */
   readonly settled: { before: string; seconds: number; dirtyPages: number; timedOut: boolean }[] = [];
+  /** Why MariaDB could not be made to flush (no privilege): then no phase is settled. */
+  cannotSettle: string | undefined;
   private t0 = 0;
   private events0 = 0;
   private server0?: number;
@@ -358,7 +360,7 @@ class Phases {
    * that takes, then given back its value (in a finally), at most SETTLE_MAX_S.
    */
   async settle(before: string): Promise<void> {
-    if (SETTLE_MAX_S <= 0) return;
+    if (SETTLE_MAX_S <= 0 || this.cannotSettle !== undefined) return;
     const settled = (b: Awaited<ReturnType<typeof flushBacklog>>) => b.dirty <= 0.01 * b.total && b.age <= 0.01 * b.maxAge;
     let b = await flushBacklog(this.admin);
     const first = b.dirty;
@@ -372,6 +374,13 @@ class Phases {
     let timedOut = false;
     try {
       await this.admin.query("SET GLOBAL innodb_max_dirty_pages_pct = 0");
+    } catch (err) {
+      // No privilege to set it (SUPER or SYSTEM_VARIABLES_ADMIN): the run goes on unsettled, and says so.
+      this.cannotSettle = reasonOf(err);
+      progress(`  cannot make MariaDB flush (${this.cannotSettle}): phases are not settled`);
+      return;
+    }
+    try {
       while (!settled(b)) {
         if (performance.now() - t0 > SETTLE_MAX_S * 1000) {
           timedOut = true;
@@ -1084,6 +1093,7 @@ async function main(): Promise<number> {
     integrity,
     phases: phases?.rows ?? [],
     settled: phases?.settled ?? [],
+    cannotSettle: phases?.cannotSettle,
     rss,
     quietBefore,
     problems,
@@ -1106,6 +1116,7 @@ function report(info: {
   integrity: string[];
   phases: PhaseRow[];
   settled: Phases["settled"];
+  cannotSettle: string | undefined;
   rss: RssSampler | undefined;
   /** Share of one CPU other processes used just before the run. */
   quietBefore: number | undefined;
@@ -1297,8 +1308,8 @@ function report(info: {
   if (info.quietBefore !== undefined) out.push(`Other processes before the run: ${fmt(info.quietBefore * 100, 0)}% CPU.`);
   const waits = info.settled.filter((w) => w.dirtyPages > 0 && w.seconds > 0);
   out.push(
-    SETTLE_MAX_S <= 0
-      ? "Phases did not wait for MariaDB to settle (BENCH_SETTLE_SECONDS=0): each paid for the page flushing of the ones before it."
+    SETTLE_MAX_S <= 0 || info.cannotSettle !== undefined
+      ? `Phases did not wait for MariaDB to settle (${info.cannotSettle !== undefined ? `it could not be made to flush: ${info.cannotSettle}` : "BENCH_SETTLE_SECONDS=0"}): each paid for the page flushing of the ones before it.`
       : `Before each phase MariaDB wrote out what the earlier ones left (innodb_max_dirty_pages_pct 0 until dirty pages and checkpoint age were under 1%, then its value again; at most ${fmt(SETTLE_MAX_S, 0)} s): ` +
           (waits.length === 0
             ? "nothing to write."
