@@ -16,7 +16,8 @@
  * blocks are decoded in order with hpack.js (Huffman included), a block of indexed fields only
  * looked up by its bytes. Until 2026-11-24 this client sent every field as a literal without
  * indexing and asked for HEADER_TABLE_SIZE 0: no real client does that, and it cost the server
- * 4–17 µs more per call (bench/README.md). BENCH_GRPC_HPACK=literal keeps that coding.
+ * more per call (about 4 µs in bench:transport; see bench/README.md). BENCH_GRPC_HPACK=literal
+ * keeps that coding.
  */
 import net from "node:net";
 import hpack from "hpack.js";
