@@ -4,7 +4,7 @@
  * clock rules, the delete guard, and the usage invariant between billing state and invoices.
  */
 import test from "ava";
-import { rest, violatedFields } from "../helpers/clients.js";
+import { reasonOf, rest, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -117,7 +117,12 @@ for (const store of STORES) {
     const own = await rest(server.url, "POST", "/subjects", a.a, { external_id: `pub-${Date.now()}` });
     const viaPublishable = await rest(server.url, "GET", `/customer-access/${own.body.external_id}/billing-state`, a.aPublishable);
     t.deepEqual([viaPublishable.status, viaPublishable.body.has_active_subscription], [200, false]);
-    t.is((await rest(server.url, "GET", "/customer-access/nobody/billing-state", a.a)).status, 404);
+    // A key that names no subject: the not-found every subject lookup gives, and an empty key is refused.
+    const nobody = await rest(server.url, "GET", "/customer-access/nobody/billing-state", a.a);
+    t.deepEqual([nobody.status, nobody.body.code, reasonOf(nobody.body), nobody.body.message], [404, "not_found", "SUBJECT_NOT_FOUND", 'subject_id: subject "nobody" not found']);
+    const unsubscribed = await rest(server.url, "POST", "/subjects", a.a, { name: "No subscription" });
+    const none = await rest(server.url, "GET", `/customer-access/${unsubscribed.body.id}/billing-state`, a.a);
+    t.deepEqual([none.status, none.body.has_active_subscription, none.body.active_subscriptions], [200, false, []]);
 
     // A key that is one subject's ID and another's external ID names the first (an ID match wins),
     // whichever of the two has the subscription.

@@ -1,20 +1,19 @@
 /** A subject's billing state (customer access): its active subscriptions and each usage rate's units used against those included. */
 import { dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
-import type { Lookups } from "./lookups.js";
+import { invalid } from "../errors.js";
+import { type Lookups, subjectNotFound } from "./lookups.js";
 
 export class BillingStates {
   constructor(private readonly lookups: Lookups) {}
 
   async billingState(caller: Caller, subjectKey: string) {
     const { engine, stores } = this.lookups;
-    // The subject and its subscriptions in one read. A key that names no subject (or none at all)
-    // is looked up as every call looks a subject up, for the error it gets.
-    let running = subjectKey === "" ? undefined : await stores.subscriptions.runningOfKey(caller.environmentId, subjectKey);
-    if (running === undefined) {
-      await this.lookups.subject(caller, subjectKey);
-      running = [];
-    }
+    // The subject and its subscriptions in one read, which also tells a key that names no subject
+    // (the error every subject lookup gives, without looking it up again).
+    if (subjectKey === "") invalid("subject_id", "is required");
+    const running = await stores.subscriptions.runningOfKey(caller.environmentId, subjectKey);
+    if (running === undefined) throw subjectNotFound(subjectKey);
     const active = running.filter((s) => s.status === "active");
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;

@@ -10,6 +10,11 @@ import type { Caller } from "../tenancy.js";
 import type { BillingEngine } from "./engine.js";
 import type { BillingSubject, PaymentProvider, Subscription } from "./types.js";
 
+/** The error of a subject key that names no subject of the caller's environment. */
+export function subjectNotFound(key: string, field = "subject_id"): NotFoundError {
+  return new NotFoundError("SUBJECT_NOT_FOUND", `${field}: subject ${JSON.stringify(key)} not found`, { subject_id: key });
+}
+
 export class Lookups {
   constructor(
     readonly engine: BillingEngine,
@@ -30,7 +35,7 @@ export class Lookups {
   async subject(caller: Caller, key: string, field = "subject_id"): Promise<BillingSubject> {
     if (key === "") invalid(field, "is required");
     const s = await this.stores.directory.subject(caller.environmentId, key);
-    if (!s) throw new NotFoundError("SUBJECT_NOT_FOUND", `${field}: subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    if (!s) throw subjectNotFound(key, field);
     return s;
   }
 
