@@ -60,7 +60,7 @@ import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
 import { createDirectCaller } from "./rpc/direct.js";
 import { eventEncoder } from "./rpc/event-payload.js";
-import { createUnaryInvoker } from "./rpc/invoke.js";
+import { createInvoker } from "./rpc/invoke.js";
 import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
@@ -381,7 +381,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
     checkRequestMessages(router, BULK_BODY_BYTES);
-    const invoke = createUnaryInvoker(specs, interceptors);
+    const invoke = createInvoker(specs, interceptors);
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
     const portalPages = createPortalPages(services.portal, log);

@@ -30,7 +30,7 @@ import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse,
 import { isStreamingRequest } from "./rpc/requests.js";
 import { GrpcReply, decodeRequest, grpcDeadline, requestCompression, responseCompression, servesLean } from "./rpc/grpc-unary.js";
 import { envelopedMessages, servesLeanStream } from "./rpc/grpc-stream.js";
-import type { UnaryInvoker } from "./rpc/invoke.js";
+import type { Invoker } from "./rpc/invoke.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -61,7 +61,7 @@ export interface HandlerParts {
    * The unary methods through the router's interceptors (rpc/invoke.ts): with it, unary binary
    * gRPC is served by the lean path (rpc/grpc-unary.ts) rather than by connect-node.
    */
-  invoke?: UnaryInvoker;
+  invoke?: Invoker;
 }
 
 /** Liveness, readiness, metrics, the transport's no-op and their RPC: never refused by admission control. */
@@ -385,7 +385,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
    * interceptors (rpc/invoke.ts), the answer or the error written with its trailers. A
    * `grpc-timeout` that passes first answers deadline_exceeded and aborts the call's signal.
    */
-  const serveGrpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, method: DescMethod, call: UnaryInvoker): void => {
+  const serveGrpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, method: DescMethod, call: Invoker): void => {
     const trace = new RequestTrace(requestIdFrom(headers[REQUEST_ID_HEADER]), performance.now(), "grpc", procedures.get(path) ?? "other");
     const reply = new GrpcReply(stream, trace.id);
     setTrace(stream, trace);
@@ -452,7 +452,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
 
   /** A lean gRPC call's method through the interceptors (rpc/invoke.ts), and its answer written. */
   const leanCall = async (
-    call: UnaryInvoker,
+    call: Invoker,
     method: DescMethod,
     message: Message | AsyncIterable<Message>,
     caller: Admitted["caller"],
@@ -498,7 +498,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     caller: Admitted["caller"],
     limitHeaders: Record<string, string> | undefined,
     body: AsyncIterable<Uint8Array>,
-    call: UnaryInvoker,
+    call: Invoker,
   ): void => {
     const trace = traceOf(res) as RequestTrace;
     // The answer goes on the stream itself: the compatibility response built for this stream

@@ -19,7 +19,7 @@ import type { RequestTrace } from "../ops/trace.js";
 import { preAuthKey } from "./auth.js";
 import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { publicError } from "./errors.js";
-import type { UnaryInvoker } from "./invoke.js";
+import type { Invoker } from "./invoke.js";
 import { type RestJson, restJson } from "./json-out.js";
 
 /** `json` holds raw numbers when `rawNumbers` is set: write it with json-out.ts stringifyRest. */
@@ -46,7 +46,7 @@ export interface DirectCall {
  * `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does.
  * A REST call's signal is never aborted: it runs to its end (an ingest commits) even if its client has gone.
  */
-export function createDirectCaller(invoke: UnaryInvoker, log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
+export function createDirectCaller(invoke: Invoker, log: Logger, jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>) {
   return async function call(c: DirectCall): Promise<DirectResult> {
     const rpc = `/${c.method.parent.typeName}/${c.method.name}`;
     try {

@@ -1,9 +1,10 @@
 /**
- * One call path into the unary method implementations: the request message goes through the
- * server's one list of interceptors (errors, auth, strict instants: app.ts) and then to the
- * implementation, exactly as connect-node's handlers run them (`applyInterceptors`, then
- * `impl(message, context)`). connect-node uses the list for Connect, gRPC-Web and streaming gRPC;
- * the REST bridge (direct.ts) and the lean unary gRPC path (grpc-unary.ts) call through here.
+ * One call path into the implementations of the methods that answer once (unary and
+ * client-streaming): the request goes through the server's one list of interceptors (errors, auth,
+ * strict instants: app.ts) and then to the implementation, exactly as connect-node's handlers run
+ * them (`applyInterceptors`, then `impl(message, context)`). connect-node uses the list for
+ * Connect, gRPC-Web and gRPC's server and bidirectional streams; the REST bridge (direct.ts) and
+ * the lean gRPC paths (grpc-unary.ts, and grpc-stream.ts for client streams) call through here.
  *
  * What it skips is what only connect-node's wire machinery needs: per call, connect-node builds a
  * Headers object for the request and two for the response, links two AbortControllers (whose
@@ -18,7 +19,7 @@ import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, Unary
  * One unary or client-streaming call as a transport hands it in: the decoded request (a client
  * stream's messages as they are read) and what the implementation may read of the call.
  */
-export interface UnaryInvocation {
+export interface Invocation {
   method: DescMethod;
   message: Message | AsyncIterable<Message>;
   /** The call's values: the server's pre-authentication (auth.ts preAuthKey) at least. */
@@ -35,13 +36,13 @@ export interface UnaryInvocation {
 }
 
 /** The output message, and the response headers and trailers the implementation set (undefined: none). */
-export interface UnaryOutcome {
+export interface InvocationOutcome {
   message: Message;
   header: Headers | undefined;
   trailer: Headers | undefined;
 }
 
-export type UnaryInvoker = (call: UnaryInvocation) => Promise<UnaryOutcome>;
+export type Invoker = (call: Invocation) => Promise<InvocationOutcome>;
 
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -97,7 +98,7 @@ function applyInterceptors(next: (req: UnaryRequest) => Promise<UnaryResponse>, 
  * router's list). A client stream's interceptors see a stream request whose message is the
  * messages' iterable, as connect-node gives them; its answer is one message, as a unary one.
  */
-export function createUnaryInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): UnaryInvoker {
+export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): Invoker {
   const chains = new Map<DescMethod, (req: UnaryRequest) => Promise<UnaryResponse>>();
   for (const spec of specs) {
     for (const m of Object.values(spec.methods)) {
