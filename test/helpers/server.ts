@@ -146,22 +146,19 @@ export function useServer(store: Store, env: Record<string, string> = {}, setUp?
 }
 
 /**
- * One server per store of `stores` (every store the suite runs on by default), started and
- * healthy in test.before and stopped in test.after.always; the returned function gives a store's
- * server inside a test.
+ * One server per store of `stores` (every store the suite runs on by default), each a useServer
+ * that waits until healthy after its start; the returned function gives a store's server itself
+ * (not useServer's read-through proxy: a test may spread it).
  */
 export function useServers(stores: readonly Store[] = STORES): (store: Store) => TestServer {
   const servers = new Map<Store, TestServer>();
-  test.before(async () => {
-    for (const store of stores) {
-      const server = await startTestServer(store);
-      servers.set(store, server);
+  for (const store of stores) {
+    useServer(store, {}, async (server) => {
       await untilHealthy(server.url);
-    }
-  });
-  test.after.always(async () => {
-    for (const s of servers.values()) await s.stop();
-  });
+      servers.set(store, server);
+      return undefined;
+    });
+  }
   return (store) => {
     const server = servers.get(store);
     if (!server) throw new Error(`useServers: no server for ${store}; it starts in test.before, read it inside a test`);
