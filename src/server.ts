@@ -58,8 +58,9 @@ export interface HandlerParts {
   rateLimiter?: RateLimiter;
   rateLimits?: RateLimits;
   /**
-   * The unary methods through the router's interceptors (rpc/invoke.ts): with it, unary binary
-   * gRPC is served by the lean path (rpc/grpc-unary.ts) rather than by connect-node.
+   * The unary and client-streaming methods through the router's interceptors (rpc/invoke.ts):
+   * with it, binary gRPC to them is served by the lean paths (rpc/grpc-unary.ts,
+   * rpc/grpc-stream.ts) rather than by connect-node.
    */
   invoke?: Invoker;
 }
