@@ -1,6 +1,6 @@
 /**
- * Runs before `npm test`: says in its first line what the suite needs and is missing, and how to
- * get it, instead of letting hundreds of tests fail one connection timeout at a time.
+ * Runs before `npm test`'s tests, after scripts/test-prerequisites.sh has installed what it could:
+ * says in one line what the suite needs and is still missing, and how to get it, instead of letting hundreds of tests fail one connection timeout at a time.
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test.
@@ -26,12 +26,12 @@ if (STORES.includes("mysql")) {
   }
 }
 if (!existsSync(CHROMIUM)) missing.push(chromiumMissing());
-if (spawnSync("jq", ["--version"]).status !== 0) missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq)");
+if (spawnSync("jq", ["--version"]).status !== 0) missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
 
 const python = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
 if (spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
   missing.push(
-    `${python} cannot import grpc and google.protobuf, which the grpcio test needs (test/api/grpcio.test.ts): install them (apt-get install python3-grpcio python3-protobuf) or name another interpreter in GRPCIO_PYTHON`,
+    `${python} cannot import grpc and google.protobuf, which the grpcio test needs (test/api/grpcio.test.ts): install them (apt-get install python3-grpcio python3-protobuf; npm test does so when run as root) or name another interpreter in GRPCIO_PYTHON`,
   );
 }
 

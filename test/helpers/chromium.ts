@@ -2,5 +2,5 @@
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 export function chromiumMissing(): string {
-  return `Chromium, which the browser test (test/browser) drives, is not at ${CHROMIUM}: install it (apt-get install chromium; .ci/run does) or point CHROMIUM_PATH at one`;
+  return `Chromium, which the browser test (test/browser) drives, is not at ${CHROMIUM}: install it (apt-get install chromium; npm test does so when run as root) or point CHROMIUM_PATH at one`;
 }

@@ -21,7 +21,7 @@ export function mysqlMissing(cause: unknown): string {
   const why = cause instanceof Error ? ((cause as { code?: string }).code ?? cause.message) : String(cause);
   return (
     `MariaDB/MySQL is not reachable at ${MYSQL_BASE} (${why}), and TEST_STORES=${STORES.join(",")} asks for it: ` +
-    "start MariaDB (e.g. `service mariadb start`; root with an empty password over TCP, as .ci/run sets up) or point TEST_MYSQL_URL at one, " +
+    "start MariaDB (e.g. `service mariadb start`; root with an empty password over TCP, as npm test sets up when run as root) or point TEST_MYSQL_URL at one, " +
     "or run the SQLite half only with TEST_STORES=sqlite npm test"
   );
 }
