@@ -26,7 +26,8 @@ if (STORES.includes("mysql")) {
   }
 }
 if (!existsSync(CHROMIUM)) missing.push(chromiumMissing());
-if (spawnSync("jq", ["--version"]).status !== 0) missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
+if (spawnSync("jq", ["--version"]).status !== 0)
+  missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
 
 const python = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
 if (spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
