@@ -1,33 +1,60 @@
 /**
  * Outbound webhook HTTP: one POST per attempt with a total timeout, redirects never followed (a
- * 3xx is a failed attempt), at most 64 KiB of the response read and 1,000 characters of it kept,
- * and every resolved address checked by the host guard before connecting (so a name that
- * resolves to a private address is refused at connection time too).
+ * 3xx is a failed attempt), at most 64 KiB of the response read and 1,000 characters of it kept.
+ * The host guard is asked before connecting, twice: about the URL's literal host (Node never calls
+ * a custom `lookup` for an IP literal, so this is the only check an address like
+ * `[::ffff:127.0.0.1]` meets) and about every address a name resolves to (so a name that resolves
+ * to a private address is refused at connection time too). A refused attempt sends nothing and
+ * records why as its error.
  */
 import { lookup as dnsLookup } from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
 import type { WebhookRequest, WebhookResponse, WebhookSender } from "../billing/events/delivery.js";
-import type { HostGuard } from "./guard.js";
+import { type HostGuard, addressProblem } from "./guard.js";
 
 const READ_LIMIT = 64 * 1024;
 const EXCERPT = 1000;
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+/** Every address of a name (dns.lookup with `all: true`; tests give a resolver of their own). */
+export type Resolver = (hostname: string, options: { family?: number; hints?: number }, callback: (err: NodeJS.ErrnoException | null, addresses: ResolvedAddress[]) => void) => void;
+
+const systemResolver: Resolver = (hostname, options, callback) =>
+  dnsLookup(hostname, { family: options.family ?? 0, hints: options.hints, all: true }, (err, addresses) => callback(err, err ? [] : addresses));
 
 export class HttpWebhookSender implements WebhookSender {
   private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 32 });
 
-  constructor(private readonly guard: HostGuard) {}
+  constructor(
+    private readonly guard: HostGuard,
+    private readonly resolve: Resolver = systemResolver,
+  ) {}
 
   private readonly lookup: LookupFunction = (hostname, options, callback) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    const family = typeof options.family === "number" ? options.family : options.family === "IPv6" ? 6 : options.family === "IPv4" ? 4 : undefined;
+    this.resolve(hostname, { family, hints: options.hints }, (err, list) => {
       if (err) return callback(err, "", 0);
-      const list = addresses as unknown as { address: string; family: number }[];
       const blocked = list.find((a) => !this.guard.allowsAddress(a.address));
-      if (blocked) return callback(Object.assign(new Error(`${hostname} resolves to ${blocked.address}, a private address webhooks may not reach`), { code: "EBLOCKED" }), "", 0);
-      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: unknown) => void)(null, list);
-      const first = list[0] as { address: string; family: number };
+      if (blocked) {
+        const why = addressProblem(blocked.address);
+        return callback(
+          Object.assign(new Error(`not sent: ${hostname} resolves to ${blocked.address}${why ? ` (${why})` : ""}, an address webhooks may not reach (WEBHOOK_ALLOW_PRIVATE_HOSTS=true allows it)`), {
+            code: "EBLOCKED",
+          }),
+          "",
+          0,
+        );
+      }
+      const first = list[0];
+      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), "", 0);
+      if (options.all) return (callback as unknown as (e: null, a: ResolvedAddress[]) => void)(null, list);
       callback(null, first.address, first.family);
     });
   };
@@ -36,6 +63,7 @@ export class HttpWebhookSender implements WebhookSender {
     const started = performance.now();
     return new Promise((resolve) => {
       let settled = false;
+      let timer: NodeJS.Timeout | undefined;
       const finish = (r: Omit<WebhookResponse, "latencyMs">) => {
         if (settled) return;
         settled = true;
@@ -49,6 +77,13 @@ export class HttpWebhookSender implements WebhookSender {
         finish({ statusCode: null, excerpt: null, error: "invalid URL" });
         return;
       }
+      // The literal host, before any connection: `lookup` below is not called for an IP literal.
+      const refused = this.guard.checkUrl(url);
+      if (refused) {
+        const why = addressProblem(url.hostname);
+        finish({ statusCode: null, excerpt: null, error: `not sent: the URL ${refused}${why ? `; ${url.hostname} is ${why}` : ""}` });
+        return;
+      }
       const isHttps = url.protocol === "https:";
       const body = Buffer.from(req.body);
       const request = (isHttps ? https : http).request(url, {
@@ -57,7 +92,7 @@ export class HttpWebhookSender implements WebhookSender {
         agent: isHttps ? this.httpsAgent : this.httpAgent,
         lookup: this.lookup,
       });
-      const timer = setTimeout(() => {
+      timer = setTimeout(() => {
         request.destroy(new Error(`timed out after ${req.timeoutMs} ms`));
       }, req.timeoutMs);
       request.on("error", (err: Error & { code?: string }) => finish({ statusCode: null, excerpt: null, error: err.message || err.code || "request failed" }));
