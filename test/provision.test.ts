@@ -161,7 +161,7 @@ test("MariaDB installed but not running: started, not installed again", (t) => {
 });
 
 test("TEST_STORES=sqlite or another TEST_MYSQL_URL: MariaDB left alone", (t) => {
-  for (const env of [{ TEST_STORES: "sqlite" }, { TEST_MYSQL_URL: "mysql://someone@db.example:3306" }]) {
+  for (const env of [{ TEST_STORES: "sqlite" }, { TEST_MYSQL_URL: "mysql://someone@db.example:3306" }] as Record<string, string>[]) {
     const r = run({ mariadb: "absent" }, env);
     t.is(r.status, 0);
     t.deepEqual(r.calls, [], JSON.stringify(env));
