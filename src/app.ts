@@ -292,10 +292,13 @@ function progressFields(p: RunProgress, now: number): Record<string, unknown> {
  */
 async function migrate(db: Database, log: Logger): Promise<void> {
   const started = Date.now();
-  const ran = await runMigrations(
-    db.dataSource,
-    (m) => log.info("migration applied", { migration: m.name, done: m.done, total: m.total, ms: m.ms }),
-    (pending) => log.info("applying migrations", { pending }),
+  // Without the statements' time limit: a migration that rewrites a large table may take minutes.
+  const ran = await db.unbounded(() =>
+    runMigrations(
+      db.dataSource,
+      (m) => log.info("migration applied", { migration: m.name, done: m.done, total: m.total, ms: m.ms }),
+      (pending) => log.info("applying migrations", { pending }),
+    ),
   );
   if (ran.length > 0) log.info("migrations applied", { migrations: ran, ms: Date.now() - started });
 }
@@ -305,7 +308,7 @@ async function migrate(db: Database, log: Logger): Promise<void> {
  * RUN_MIGRATIONS=false) and the bootstrap key. WORKERS > 1: the primary does it once, before forking.
  */
 export async function prepareDatabase(config: Config, log: Logger): Promise<void> {
-  const db = await createDatabase(config.databaseUrl);
+  const db = await createDatabase(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs });
   await db.dataSource.initialize();
   try {
     if (config.runMigrations) await migrate(db, log);
@@ -321,7 +324,7 @@ export async function prepareDatabase(config: Config, log: Logger): Promise<void
 const WAKE_DELAY_MS = 10;
 
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
-  const db = await createDatabase(config.databaseUrl);
+  const db = await createDatabase(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs });
   await db.dataSource.initialize();
   try {
     if (config.runMigrations) await migrate(db, log);

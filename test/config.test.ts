@@ -103,3 +103,13 @@ test("WORKERS: 1 by default; above 1 on MySQL/MariaDB only, refused on the embed
     t.true(err.problems[0]?.startsWith("WORKERS must be an integer from 1 to 64"), bad);
   }
 });
+
+test("DATABASE_STATEMENT_TIMEOUT_MS: 5 s by default; from 100 ms to 10 minutes", (t) => {
+  t.is(loadConfig({}).databaseStatementTimeoutMs, 5_000);
+  t.is(loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: "100" }).databaseStatementTimeoutMs, 100);
+  t.is(loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: "600000" }).databaseStatementTimeoutMs, 600_000);
+  for (const bad of ["0", "99", "600001", "5s", "-1"]) {
+    const err = t.throws(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: bad }), { instanceOf: ConfigError }) as ConfigError;
+    t.deepEqual(err.problems, [`DATABASE_STATEMENT_TIMEOUT_MS must be an integer from 100 to 600000 (got ${JSON.stringify(bad)})`], bad);
+  }
+});

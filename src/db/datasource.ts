@@ -11,6 +11,7 @@ import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
 import { Sql } from "./sql.js";
 import { type SqliteConnection, WalSync, startCheckpointer } from "./sqlite-offloop.js";
+import { type TimeLimit, boundedMysql2 } from "./time-limit.js";
 import { binaryCollationFor, decAdd, decMax } from "./columns.js";
 
 export interface Database {
@@ -25,6 +26,11 @@ export interface Database {
    * arrive while one runs share its answer.
    */
   ping(timeoutMs: number): Promise<boolean>;
+  /**
+   * Runs `fn` with no time limit on statements (the migrations: a migration that rewrites a large
+   * table may rightly take minutes). Only while nothing else uses the database (before serving).
+   */
+  unbounded<T>(fn: () => Promise<T>): Promise<T>;
   /** Closes the health check's connection and the data source. */
   close(): Promise<void>;
 }
@@ -115,8 +121,35 @@ async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryC
   }
 }
 
-export async function createDatabase(url: string, options: { poolSize?: number } = {}): Promise<Database> {
+/**
+ * How long SQLite waits (synchronously) for a file another process has locked, when no time
+ * limit is given.
+ */
+const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+
+export interface DatabaseOptions {
+  poolSize?: number;
+  /**
+   * The time limit of each database statement and of each wait for a connection, in ms
+   * (DATABASE_STATEMENT_TIMEOUT_MS); past it the caller hears `unavailable`. Unset: no limit
+   * (tools and tests that open the database themselves). SQLite: how long a file locked by
+   * another process is waited for.
+   */
+  statementTimeoutMs?: number;
+}
+
+export async function createDatabase(url: string, options: DatabaseOptions = {}): Promise<Database> {
   const dialect = dialectOf(url);
+  const limit: TimeLimit = { ms: options.statementTimeoutMs ?? 0 };
+  const unbounded = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const ms = limit.ms;
+    limit.ms = 0;
+    try {
+      return await fn();
+    } finally {
+      limit.ms = ms;
+    }
+  };
   const common = {
     migrations,
     migrationsTableName: "schema_migrations",
@@ -149,6 +182,8 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       // which carry their values inline (sql.ts mysqlText).
       multipleStatements: true,
       extra: { queryFormat },
+      // mysql2 whose pools bound every statement and every wait for a connection (time-limit.ts).
+      driver: boundedMysql2(limit),
     });
     // The health check has its own connection, never one of the pool's: a query that hangs
     // (frozen server, a lock) is cut off by destroying that connection, so it never holds a
@@ -198,7 +233,7 @@ export async function createDatabase(url: string, options: { poolSize?: number }
       kept = undefined;
       if (dataSource.isInitialized) await dataSource.destroy();
     };
-    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, flavor.binaryCollation), ping, close };
+    return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, flavor.binaryCollation, undefined, limit), ping, unbounded, close };
   }
   const entities = buildEntities(dialect);
   const path = sqlitePath(url);
@@ -220,7 +255,9 @@ export async function createDatabase(url: string, options: { poolSize?: number }
         close: () => unknown;
       } & SqliteConnection,
     ) => {
-      db.pragma("busy_timeout = 5000");
+      // A file locked by another process is waited for (synchronously) up to the limit; past it
+      // the statement fails SQLITE_BUSY, which Sql answers as `unavailable`.
+      db.pragma(`busy_timeout = ${Math.round(limit.ms > 0 ? limit.ms : SQLITE_BUSY_TIMEOUT_MS)}`);
       if (path !== ":memory:") {
         const sync = new WalSync(path, db);
         const checkpointer = startCheckpointer(path, db, (err) => process.emitWarning(`SQLite checkpoints are back on the event loop: ${err instanceof Error ? err.message : String(err)}`));
@@ -250,5 +287,5 @@ export async function createDatabase(url: string, options: { poolSize?: number }
     if (dataSource.isInitialized) await dataSource.destroy();
     await closing;
   };
-  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, undefined, () => wal?.afterWrite()), ping, close };
+  return { dataSource, dialect, entities, sql: new Sql(dataSource, dialect, undefined, () => wal?.afterWrite(), limit), ping, unbounded, close };
 }

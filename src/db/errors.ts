@@ -39,7 +39,8 @@ const CONNECTION_CODES = new Set([
   "EAI_AGAIN",
   "EPIPE",
   "PROTOCOL_CONNECTION_LOST",
-  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "PROTOCOL_SEQUENCE_TIMEOUT", // a statement past its time limit (time-limit.ts)
+  "DATABASE_TIMEOUT", // no connection within the time limit, or SQLite locked for all of it (time-limit.ts)
   "ER_CON_COUNT_ERROR", // too many connections
   "ER_SERVER_SHUTDOWN",
   "ER_CONNECTION_KILLED",

@@ -8,6 +8,7 @@ import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
 import { isTransient } from "./errors.js";
+import { DatabaseTimeoutError, type TimeLimit } from "./time-limit.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
 export type Statement = readonly [sql: string, params: readonly unknown[]];
@@ -280,7 +281,21 @@ export class Sql {
      * loop, sqlite-offloop.ts); every call waits for it before it answers.
      */
     private readonly durable?: () => Promise<void> | undefined,
+    /**
+     * The time limit of statements (time-limit.ts; 0: none). MySQL's pool applies it itself;
+     * here it decides on SQLite when a file locked by another process is `unavailable`.
+     */
+    private readonly limit: TimeLimit = { ms: 0 },
   ) {}
+
+  /**
+   * SQLite: a statement outside a transaction that found the file locked for all of busy_timeout
+   * (the time limit) is `unavailable`: the database did not answer in time.
+   */
+  private lockedIsUnavailable(err: unknown): never {
+    if (this.limit.ms > 0 && isTransient(err)) throw new DatabaseTimeoutError(`the database stayed locked for ${this.limit.ms} ms`, { cause: err });
+    throw err;
+  }
 
   /** SQLite: calls queued or running (the metrics' view of its one connection). */
   private pending = 0;
@@ -315,7 +330,8 @@ export class Sql {
 
   /** One statement or a few reads, outside a transaction. */
   run<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    return this.queued(() => fn(this.dataSource.manager));
+    if (this.dialect === "sqlite") return this.queued(() => fn(this.dataSource.manager)).catch((err: unknown) => this.lockedIsUnavailable(err));
+    return fn(this.dataSource.manager);
   }
 
   /**
@@ -324,7 +340,7 @@ export class Sql {
    * bookkeeping cost the client as much CPU as the round trip itself (about 170 us each here).
    */
   query<T>(sql: string, params: readonly unknown[]): Promise<T> {
-    if (this.dialect === "sqlite") return this.queued(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>);
+    if (this.dialect === "sqlite") return this.queued(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>).catch((err: unknown) => this.lockedIsUnavailable(err));
     return rawQuery(this.pool(), sql, [...params]) as Promise<T>;
   }
 
@@ -338,17 +354,22 @@ export class Sql {
    * the database file locked by another process (SQLITE_BUSY: a second server on the same file; in
    * one process calls are queued and never meet) is rolled back and run again, a few times with a
    * short backoff, before its caller hears `aborted`: a lost race is retried inside the service
-   * (DESIGN §4). `fn` must only work in the transaction (it may run more than once).
+   * (DESIGN §4). The tries end at the time limit: a file still locked then is `unavailable`.
+   * `fn` must only work in the transaction (it may run more than once).
    */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "sqlite") return withAfterCommit((f) => this.dataSource.transaction(f), fn);
     return this.queued(async () => {
+      const started = performance.now();
       for (let attempt = 1; ; attempt++) {
         try {
           return await withAfterCommit((f) => this.dataSource.transaction(f), fn);
         } catch (err) {
-          if (attempt >= SQLITE_BUSY_ATTEMPTS || !isTransient(err)) throw err;
-          await new Promise((r) => setTimeout(r, 10 * 2 ** attempt * (0.5 + Math.random())));
+          if (!isTransient(err)) throw err;
+          const backoff = 10 * 2 ** attempt * (0.5 + Math.random());
+          if (this.limit.ms > 0 && performance.now() - started + backoff >= this.limit.ms) this.lockedIsUnavailable(err);
+          if (attempt >= SQLITE_BUSY_ATTEMPTS) throw err;
+          await new Promise((r) => setTimeout(r, backoff));
         }
       }
     });

@@ -125,6 +125,15 @@ const cases: {
     calls: [["a"], ["b", "down"]],
     outcomes: [["A"], "error: commit 1 failed (database down)", "error: commit 1 failed (database down)"],
   },
+  {
+    title: "the database unreachable: the submissions waiting for a commit of their own hear it too, without a commit each",
+    maxItems: 1,
+    maxInFlight: 1,
+    submissions: [["down"], ["b"], ["c"]],
+    fails: (items) => items.includes("down"),
+    calls: [["down"]],
+    outcomes: ["error: commit 0 failed (database down)", "error: commit 0 failed (database down)", "error: commit 0 failed (database down)"],
+  },
 ];
 
 for (const c of cases) {
@@ -133,8 +142,9 @@ for (const c of cases) {
     const fake = fakeCommit(c.fails, (call) => {
       for (const a of c.arriving ?? []) if (a.atCall === call) pending.push(settle(gc.submit(a.items)));
     });
-    // The database refused a value, unless it is down.
-    const gc = new GroupCommit<string, string>(fake.flush, c.maxItems, c.maxInFlight, (err) => !String(err).includes("database down"));
+    // The database refused a value, unless it is down (unreachable).
+    const down = (err: unknown) => String(err).includes("database down");
+    const gc = new GroupCommit<string, string>(fake.flush, c.maxItems, c.maxInFlight, (err) => !down(err), undefined, down);
     pending.unshift(...c.submissions.map((items) => settle(gc.submit(items))));
     fake.release();
     await Promise.all(pending); // arrivals join `pending` while these run

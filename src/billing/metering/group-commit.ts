@@ -8,7 +8,10 @@
  * that made it fail fails alone and its neighbours' events are committed, not lost with it.
  * Idempotency makes the retry safe: the failed commit wrote nothing. Any other failure (the
  * database unreachable or busy) is everyone's answer at once: retrying each would only make N
- * callers wait N times as long.
+ * callers wait N times as long. A database that is unreachable (`unreachable` says so: it did
+ * not answer within its time limit, or refused) is also the answer of the submissions waiting
+ * for a commit of their own: they would only wait as long again for the same answer, and a
+ * caller hears `unavailable` within the time limit of one commit, not of several in a row.
  */
 interface Submission<T, R> {
   items: T[];
@@ -29,6 +32,7 @@ export class GroupCommit<T, R> {
     private readonly isolate: (err: unknown) => boolean = () => true,
     /** Told of each commit that succeeded: its items, the submissions sharing it, and how long it took (ms). */
     private readonly committed?: (items: number, submissions: number, ms: number) => void,
+    private readonly unreachable: (err: unknown) => boolean = () => false,
   ) {}
 
   submit(items: T[]): Promise<R[]> {
@@ -72,6 +76,7 @@ export class GroupCommit<T, R> {
           (err) => {
             if (group.length === 1 || !this.isolate(err)) {
               for (const g of group) g.reject(err);
+              if (this.unreachable(err)) for (const g of this.queue.splice(0)) g.reject(err);
               return;
             }
             // Each on its own, first in line, in their order.

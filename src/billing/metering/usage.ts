@@ -122,6 +122,8 @@ export interface UsageStore {
    * without some of them may commit), rather than the database being unreachable or busy.
    */
   failedOnData(err: unknown): boolean;
+  /** Whether an error is the database being unreachable or not answering in time (`unavailable`). */
+  failedUnreachable(err: unknown): boolean;
   /** Hourly (or minute) totals of a metric for a subject with bucketStart in [from, to). */
   rollups(metricId: string, subjectId: string, from: number, to: number, grain?: Grain): Promise<StoredRollup[]>;
   /**
@@ -192,6 +194,7 @@ export class IngestService {
         this.options.maxInFlightPerEnvironment,
         (err) => this.store.failedOnData(err),
         this.options.committed && ((events, requests, ms) => this.options.committed?.(environmentId, events, requests, ms)),
+        (err) => this.store.failedUnreachable(err),
       );
       this.batchers.set(environmentId, b);
     }

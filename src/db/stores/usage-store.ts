@@ -12,7 +12,7 @@ import type { Entities } from "../entities/index.js";
 import type { RejectedUsageEventRow } from "../entities/usage.js";
 import { dbTime, dbTimeOfMs, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
-import { isRefusedValue, isTransient } from "../errors.js";
+import { isRefusedValue, isTransient, isUnavailable } from "../errors.js";
 import { nextTurn } from "../../billing/yielding.js";
 import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, mysqlText, paramsBytes, placeholders } from "../sql.js";
 
@@ -386,6 +386,11 @@ export class SqlUsageStore implements UsageStore {
   /** The database refused a value (see isRefusedValue), rather than being unreachable or busy. */
   failedOnData(err: unknown): boolean {
     return isRefusedValue(err, this.sql.dialect);
+  }
+
+  /** The database unreachable, or past its time limit (see isUnavailable). */
+  failedUnreachable(err: unknown): boolean {
+    return isUnavailable(err);
   }
 
   async rollups(metricId: string, subjectId: string, from: number, to: number, grain: Grain = "hour"): Promise<StoredRollup[]> {
