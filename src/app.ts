@@ -58,6 +58,9 @@ import { KeyVerifier, authInterceptor, authenticateKey } from "./rpc/auth.js";
 import { RateLimiter } from "./ratelimit.js";
 import { ACCEPTED_COMPRESSION } from "./rpc/compression.js";
 import { errorInterceptor } from "./rpc/errors.js";
+import { idempotencyInterceptor } from "./rpc/idempotency.js";
+
+import { SqlIdempotencyStore } from "./db/stores/idempotency-store.js";
 import { createDirectCaller } from "./rpc/direct.js";
 import { eventEncoder } from "./rpc/event-payload.js";
 import { createInvoker } from "./rpc/invoke.js";
@@ -65,6 +68,9 @@ import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
+
+/** How often a server deletes expired idempotency keys. */
+const IDEMPOTENCY_SWEEP_MS = 60_000;
 
 /** How long /readyz (and the gRPC health service) waits for the database's answer before it reports 503. */
 export const HEALTH_TIMEOUT_MS = 1_500;
@@ -354,11 +360,13 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     );
 
     const verifier = new KeyVerifier(authStore, config.apiKeyCacheMs);
+    const idempotencyStore = new SqlIdempotencyStore(db.sql);
     // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
     const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
     // One list of interceptors for every call path: connect-node's handlers, the REST bridge and
     // the lean unary gRPC path (rpc/invoke.ts).
-    const interceptors = [errorInterceptor(log), authInterceptor(verifier)];
+    // Idempotency-Key (DESIGN §12) after the key check, so the key is scoped to the caller's environment.
+    const interceptors = [errorInterceptor(log), authInterceptor(verifier), idempotencyInterceptor(idempotencyStore, log)];
     const router = createConnectRouter({
       interceptors,
       jsonOptions,
@@ -487,6 +495,11 @@ export async function startApp(config: Config, log: Logger = createLogger(config
           })
         : undefined;
     const deliveryTimer = config.webhooks.deliveryIntervalMs > 0 ? setInterval(() => deliver(true), config.webhooks.deliveryIntervalMs) : undefined;
+    // Idempotency keys past their 24 hours (DESIGN §12), a thousand at a time; every server may sweep.
+    const sweepTimer = setInterval(() => {
+      idempotencyStore.sweep(new Date(), 1000).catch((err) => log.warn("idempotency key sweep failed", { err }));
+    }, IDEMPOTENCY_SWEEP_MS);
+    sweepTimer.unref();
     if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
     log.info("listening", { port: listener.port, store: db.dialect });
 
@@ -498,6 +511,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
           if (deliveryTimer) clearInterval(deliveryTimer);
+          clearInterval(sweepTimer);
           unwatch?.();
           deliveryStopped = true;
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown

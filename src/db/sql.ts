@@ -4,6 +4,7 @@
  * transactions in flight at once would run inside each other; so on SQLite every call is queued
  * behind the running transaction (SQLite serialises writers anyway).
  */
+import { markChange, pendingMark } from "./change-scope.js";
 import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
@@ -47,9 +48,12 @@ export function afterCommit(em: EntityManager, fn: () => void): void {
 /** Runs `fn(em)`, then (after the caller's commit) what it registered with afterCommit. */
 async function withAfterCommit<T>(run: (fn: (em: EntityManager) => Promise<T>) => Promise<T>, fn: (em: EntityManager) => Promise<T>): Promise<T> {
   let last: EntityManager | undefined;
-  const out = await run((em) => {
+  const out = await run(async (em) => {
     last = em;
-    return fn(em);
+    const r = await fn(em);
+    // A call holding an idempotency key: the key is marked changed in this same transaction.
+    await markChange(em, (h) => afterCommit(em, h));
+    return r;
   });
   const hooks = (last?.queryRunner?.data as { afterCommit?: (() => void)[] } | undefined)?.afterCommit;
   for (const h of hooks ?? []) h();
@@ -406,6 +410,12 @@ export class Sql {
     // 170 us each here), and ingestion makes three of them per transaction.
     const conn = await new Promise<RawConnection>((resolve, reject) => this.pool().getConnection((err, c) => (err ? reject(err) : resolve(c))));
     const p = new MysqlPipeline(conn, options.readCommitted ?? false);
+    // A call holding an idempotency key: the key is marked changed in this same transaction.
+    const mark = pendingMark();
+    if (mark) {
+      p.defer(mark.statement);
+      p.afterCommit(mark.committed);
+    }
     let reusable = true;
     try {
       const out = await fn(p);

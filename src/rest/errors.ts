@@ -79,5 +79,7 @@ export function sendConnectError(res: Res, err: ConnectError): void {
       // leave the detail without debug
     }
   }
+  // The error's metadata are headers, as Connect sends them on a unary error (Idempotent-Replayed).
+  if (!res.headersSent) for (const [name, value] of err.metadata) res.setHeader(name, value);
   write(res, codeToHttpStatus(err.code), { code: body.code, message: body.message ?? "", details: body.details ?? [] });
 }

@@ -6,7 +6,7 @@
  * then has the body read (`serve`), through a stream that stops at the method's bound.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders } from "node:http2";
 import { type DescMessage, type DescMethod, type DescService, type JsonValue, type Message, getOption } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
@@ -19,9 +19,20 @@ import { isRateLimited } from "../ratelimit.js";
 import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { fastRequestReaders } from "../rpc/convert/usage.js";
 import { toConnectError } from "../rpc/errors.js";
+import { REPLAYED_HEADER } from "../rpc/idempotency.js";
 import { findField, fromText, invalidFields, readJsonMessageAsync } from "../rpc/json.js";
 import { stringifyRest } from "../rpc/json-out.js";
 import { sendConnectError, sendError } from "./errors.js";
+
+/** A request's headers as a fetch Headers (HTTP/2's pseudo-headers left out), for what the method reads of them. */
+function requestHeaders(h: IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(h)) {
+    if (name.startsWith(":") || value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
+  }
+  return out;
+}
 
 /** A body at least this large lets the event loop turn between being parsed, checked and served. */
 const LARGE_BODY_BYTES = 256 * 1024;
@@ -232,13 +243,15 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     const request = await requestJson(route, match, url, body, res);
     if (request === undefined) return;
     const { json, deferred, message } = request;
-    const result = await call({ method: route.method, json, message, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res) });
+    const header = () => requestHeaders((res as { req?: { headers: IncomingHttpHeaders } }).req?.headers ?? {});
+    const result = await call({ method: route.method, json, message, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res), header });
     if (!result.ok) {
       sendConnectError(res, result.error);
       return;
     }
     const out = stringifyRest(route.responseBody === "" ? result.json : (result.json[route.responseBody] ?? null), result.rawNumbers);
-    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out) });
+    const replayed = result.header?.get(REPLAYED_HEADER);
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(out), ...(replayed ? { [REPLAYED_HEADER]: replayed } : {}) });
     res.end(out);
   }
 

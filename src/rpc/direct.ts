@@ -23,7 +23,7 @@ import type { Invoker } from "./invoke.js";
 import { type RestJson, restJson } from "./json-out.js";
 
 /** `json` holds raw numbers when `rawNumbers` is set: write it with json-out.ts stringifyRest. */
-export type DirectResult = ({ ok: true } & RestJson) | { ok: false; error: ConnectError };
+export type DirectResult = ({ ok: true; header?: Headers | undefined } & RestJson) | { ok: false; error: ConnectError };
 
 export interface DirectCall {
   method: DescMethod;
@@ -40,6 +40,8 @@ export interface DirectCall {
   url: string;
   /** The request's trace (its id goes in log lines and error details). */
   trace?: RequestTrace | undefined;
+  /** The request's headers, for what reads them (Idempotency-Key: rpc/idempotency.ts). */
+  header?: (() => Headers) | undefined;
 }
 
 /**
@@ -70,9 +72,9 @@ export function createDirectCaller(invoke: Invoker, log: Logger, jsonOptions: Pa
         protocolName: "rest",
         requestMethod: c.requestMethod,
         url: c.url,
-        header: () => new Headers(),
+        header: c.header ?? (() => new Headers()),
       });
-      return { ok: true, ...restJson(c.method.output, toJson(c.method.output, out.message, jsonOptions) as JsonObject) };
+      return { ok: true, header: out.header, ...restJson(c.method.output, toJson(c.method.output, out.message, jsonOptions) as JsonObject) };
     } catch (err) {
       return { ok: false, error: publicError(err, log, rpc, c.trace?.id) };
     }

@@ -148,6 +148,9 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
     const ctx = new CallContext(req, call.protocolName, call.timeoutMs);
     req.ctx = ctx;
     const res = await chain(req);
+    // An interceptor that answered by itself (a replay: rpc/idempotency.ts) gave headers of its own.
+    const own = Object.getOwnPropertyDescriptor(res, "header")?.value as Headers | undefined;
+    if (own !== undefined) for (const [name, value] of own) ctx.responseHeader.set(name, value);
     return { message: res.message as Message, header: ctx.responseHeaders, trailer: ctx.responseTrailers };
   };
 }

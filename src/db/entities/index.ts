@@ -15,6 +15,7 @@ import { paymentMethodsEntities } from "./payment-methods.js";
 import { checkoutsEntities } from "./checkouts.js";
 import { portalSessionsEntities } from "./portal-sessions.js";
 import { dashboardSessionsEntities } from "./dashboard-sessions.js";
+import { idempotencyEntities } from "./idempotency.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
@@ -29,6 +30,7 @@ export type { PaymentMethodRow } from "./payment-methods.js";
 export type { CheckoutRow } from "./checkouts.js";
 export type { PortalSessionRow } from "./portal-sessions.js";
 export type { DashboardSessionRow } from "./dashboard-sessions.js";
+export type { IdempotencyKeyRow } from "./idempotency.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
@@ -49,6 +51,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Checkout } = checkoutsEntities(dialect, exact);
   const { PortalSession } = portalSessionsEntities(dialect, exact);
   const { DashboardSession } = dashboardSessionsEntities(dialect, exact);
+  const { IdempotencyKey } = idempotencyEntities(dialect, exact);
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
   const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
@@ -76,6 +79,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     Checkout,
     PortalSession,
     DashboardSession,
+    IdempotencyKey,
     TestClock,
     Event,
     WebhookEndpoint,

@@ -19,6 +19,7 @@ import { DashboardSessions1795000000015 } from "./1795000000015-DashboardSession
 import { DashboardScale1795000000016 } from "./1795000000016-DashboardScale.js";
 import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
 import { SubjectSearch1795000000018 } from "./1795000000018-SubjectSearch.js";
+import { IdempotencyKeys1795000000019 } from "./1795000000019-IdempotencyKeys.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -40,4 +41,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   DashboardScale1795000000016,
   EventFanOut1795000000017,
   SubjectSearch1795000000018,
+  IdempotencyKeys1795000000019,
 ];

@@ -1,0 +1,119 @@
+/**
+ * Idempotent writes on every protocol (DESIGN §12): the interceptor every unary mutating call
+ * goes through, after the key check (auth.ts) and inside the error interceptor (errors.ts), on
+ * each call path (connect-node, the lean gRPC path, the REST bridge: invoke.ts).
+ *
+ * With an `Idempotency-Key` header (gRPC metadata `idempotency-key`), the call claims the key for
+ * its environment (db/stores/idempotency-store.ts) before it runs; its transactions mark the key
+ * changed as they commit (db/change-scope.ts); its outcome, success or a 4xx error, is stored when
+ * it ends. A repeat with the same method and request message gets that outcome again, with
+ * `Idempotent-Replayed: true`, and changes nothing. A 5xx, `unavailable` or `aborted` outcome of
+ * a call that committed nothing is not stored: the key is let go, and the retry runs.
+ *
+ * The fingerprint is the SHA-256 of the method and the request message's protobuf bytes, so a
+ * call and its retry compare alike whichever protocol each came in on; the replay is the stored
+ * output message, written by the retry's protocol as the first call's was by its own.
+ */
+import { createHash } from "node:crypto";
+import { type DescMethod, create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem } from "../billing/idempotency.js";
+import { AbortedError, FailedPreconditionError, InvalidArgumentError } from "../billing/errors.js";
+import type { Logger } from "../log.js";
+import { callerKey, traceKey } from "./context.js";
+import { publicError } from "./errors.js";
+
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const REPLAYED_HEADER = "idempotent-replayed";
+
+/** Usage ingest keeps its own key in each event (DESIGN §7): the header adds nothing there. */
+const OWN_KEYS = new Set(["billing.v1.UsageEventService/CreateUsageEvent", "billing.v1.UsageEventService/CreateUsageEventBatch", "billing.v1.UsageEventService/StreamUsageEvents"]);
+
+/** Whether calls of `method` take an Idempotency-Key: unary, not NO_SIDE_EFFECTS, not ingest. */
+export function takesIdempotencyKey(method: DescMethod): boolean {
+  return method.methodKind === "unary" && method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS && !OWN_KEYS.has(`${method.parent.typeName}/${method.name}`);
+}
+
+/** Outcomes stored: success, and errors that are the request's (4xx) rather than the moment's. */
+const NOT_STORED = new Set([Code.Unavailable, Code.Aborted, Code.Internal, Code.Unknown, Code.DataLoss, Code.DeadlineExceeded, Code.Canceled, Code.ResourceExhausted, Code.Unimplemented]);
+
+function errorOutcome(err: ConnectError): IdempotencyOutcome {
+  const details = err.details.map((d) =>
+    "desc" in d
+      ? { type: d.desc.typeName, value: Buffer.from(toBinary(d.desc, isMessage(d.value, d.desc) ? d.value : create(d.desc, d.value as never))).toString("base64") }
+      : { type: d.type, value: Buffer.from(d.value).toString("base64") },
+  );
+  return { ok: false, code: err.code, message: err.rawMessage, details };
+}
+
+function replayedError(o: Extract<IdempotencyOutcome, { ok: false }>): ConnectError {
+  const err = new ConnectError(o.message, o.code as Code, new Headers({ [REPLAYED_HEADER]: "true" }));
+  for (const d of o.details) err.details.push({ type: d.type, value: new Uint8Array(Buffer.from(d.value, "base64")) });
+  return err;
+}
+
+export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now: () => Date = () => new Date()): Interceptor {
+  return (next) => async (req) => {
+    if (req.stream || !takesIdempotencyKey(req.method)) return next(req);
+    const key = req.header.get(IDEMPOTENCY_KEY_HEADER);
+    const caller = req.contextValues.get(callerKey);
+    if (key === null || caller === undefined) return next(req);
+    const problem = idempotencyKeyProblem(key);
+    if (problem !== undefined) throw new InvalidArgumentError([{ field: "Idempotency-Key", description: problem }], "INVALID_IDEMPOTENCY_KEY", `Idempotency-Key: ${problem}`);
+    const method = req.method;
+    const rpc = `${method.parent.typeName}/${method.name}`;
+    const fingerprint = createHash("sha256").update(rpc).update("\n").update(toBinary(method.input, req.message)).digest("hex");
+
+    let result = await store.claim(caller.environmentId, key, fingerprint, rpc, now());
+    // A first call still running: wait a little for its outcome (a client's quick retry of a call
+    // that timed out on its side), then tell the caller to retry later.
+    for (let waited = 0; result.kind === "in_use" && waited < IDEMPOTENCY_IN_USE_WAIT_MS; waited += 50) {
+      await new Promise((r) => setTimeout(r, 50));
+      result = await store.claim(caller.environmentId, key, fingerprint, rpc, now());
+    }
+    switch (result.kind) {
+      case "replay": {
+        const o = result.outcome;
+        if (!o.ok) throw replayedError(o);
+        const header = new Headers({ [REPLAYED_HEADER]: "true" });
+        return { stream: false, service: req.service, method, header, trailer: new Headers(), message: fromBinary(method.output, Buffer.from(o.message, "base64")) } as never;
+      }
+      case "reused":
+        throw new InvalidArgumentError(
+          [{ field: "Idempotency-Key", description: `was used for another request (${result.rpc === rpc ? "other parameters" : result.rpc}) within the last 24 hours` }],
+          "IDEMPOTENCY_KEY_REUSED",
+          `Idempotency-Key ${JSON.stringify(key)} was already used with other parameters; use a new key for a new request`,
+        );
+      case "in_use":
+        throw new AbortedError("IDEMPOTENCY_KEY_IN_USE", `a request with Idempotency-Key ${JSON.stringify(key)} is still being processed; retry it later`);
+      case "lost":
+        throw new FailedPreconditionError(
+          "IDEMPOTENCY_OUTCOME_LOST",
+          `the request with Idempotency-Key ${JSON.stringify(key)} made its change, but the server stopped before it stored the answer; look the resource up rather than retrying`,
+        );
+    }
+    const claim = result.claim;
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await store.within(claim, () => next(req));
+    } catch (err) {
+      const out = publicError(err, log, req.url, req.contextValues.get(traceKey)?.id);
+      try {
+        if (!NOT_STORED.has(out.code) || !(await store.release(claim))) await store.complete(claim, errorOutcome(out), now());
+      } catch (e) {
+        log.warn("idempotency key: outcome not stored", { rpc, err: e });
+      }
+      throw out;
+    }
+    if (!res.stream) {
+      try {
+        await store.complete(claim, { ok: true, message: Buffer.from(toBinary(method.output, res.message)).toString("base64") }, now());
+      } catch (e) {
+        // The change is committed and marked: a retry is answered IDEMPOTENCY_OUTCOME_LOST after the lease, never run again.
+        log.warn("idempotency key: outcome not stored", { rpc, err: e });
+      }
+    }
+    return res;
+  };
+}
