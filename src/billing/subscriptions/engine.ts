@@ -22,6 +22,7 @@ import type { PaymentProviders } from "./payments.js";
 import { retryingRaces } from "./races.js";
 import type { BillingStores, BillingTx } from "./ports.js";
 import type { BillingFailure, Invoice, InvoiceLine, InvoiceLineKind, PaymentMethod, PaymentProvider, Subscription, UsageCheck, UsageWindow } from "./types.js";
+import { chargeKey } from "./types.js";
 
 const ONE = dec(1);
 
@@ -762,7 +763,7 @@ export class BillingEngine {
       try {
         const provider = pm ? await this.providerFor(i.environmentId) : undefined;
         if (!pm || !provider) continue;
-        if ((await provider.charge(pm, i.total, i.currency, i.id)).ok) paid.push(i);
+        if ((await provider.charge(pm, i.total, i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
         else declined.push(i);
       } catch (err) {
         // The invoice is written: it stays open, and the other invoices are settled.

@@ -229,5 +229,19 @@ export interface PaymentProvider {
   readonly cardHint?: string;
   /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */
   tokenize(cardNumber: string): { ok: true; brand: string; last4: string; behavior: PaymentMethod["behavior"] } | { ok: false; message: string };
+  /**
+   * Charges `amount`. `idempotencyKey` is chargeKey(invoice, attempt): the provider answers a
+   * repeat of one attempt (a crash between the charge and its commit, then a retry) with the
+   * first charge's outcome, never a second charge.
+   */
   charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true } | { ok: false; message: string }>;
+}
+
+/**
+ * The provider's idempotency key of one payment attempt of an invoice (DESIGN §12): the same for
+ * a retried call of that attempt, another for the next attempt. Today each invoice is charged
+ * once, when it is settled (attempt 1).
+ */
+export function chargeKey(invoiceId: string, attempt: number): string {
+  return `${invoiceId}:attempt-${attempt}`;
 }
