@@ -17,6 +17,7 @@
  * Descriptions come from the .proto comments when given (the generated code keeps none:
  * scripts/openapi.ts reads them from `buf build`'s image).
  */
+import { takesIdempotencyKey } from "../rpc/idempotency.js";
 import { type DescField, type DescMessage, type DescMethod, type DescService, ScalarType, getOption } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence, type FileDescriptorSet, type SourceCodeInfo_Location } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
@@ -53,7 +54,7 @@ export interface Operation {
 
 export interface Parameter {
   name: string;
-  in: "path" | "query";
+  in: "path" | "query" | "header";
   required: boolean;
   description?: string;
   schema: Schema;
@@ -347,6 +348,16 @@ export function buildOpenApi(services: DescService[], options: BuildOptions): Op
       const field = input.fields.find((f) => f.name === name);
       if (!field) throw new Error(`${route.template}: {${name}} is not a field of ${input.typeName}`);
       parameters.push({ name, in: "path", required: true, schema: textSchema(field, schemas), ...describe(comments(`${input.typeName}.${name}`)) });
+    }
+    if (takesIdempotencyKey(method)) {
+      parameters.push({
+        name: "Idempotency-Key",
+        in: "header",
+        required: false,
+        description:
+          "1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours.",
+        schema: { type: "string", minLength: 1, maxLength: 255 },
+      });
     }
     let requestBody: Operation["requestBody"];
     if (route.body === "*") {
