@@ -81,8 +81,8 @@ export interface IdempotencyStore {
   complete(claim: IdempotencyClaim, outcome: IdempotencyOutcome, now: Date): Promise<void>;
   /**
    * The call failed in a way not stored (5xx, unavailable, a retryable conflict): the key is let
-   * go so that the retry runs, unless the call committed a change (then its outcome is stored:
-   * returns false, and the caller completes it instead).
+   * go so that the retry runs (true), unless the call committed a change: then the claim lapses
+   * at once, and a retry is told the outcome was lost rather than run again (false).
    */
   release(claim: IdempotencyClaim): Promise<boolean>;
   /** Deletes keys past their expiry, at most `limit`; how many. */

@@ -7,8 +7,10 @@
  * its environment (db/stores/idempotency-store.ts) before it runs; its transactions mark the key
  * changed as they commit (db/change-scope.ts); its outcome, success or a 4xx error, is stored when
  * it ends. A repeat with the same method and request message gets that outcome again, with
- * `Idempotent-Replayed: true`, and changes nothing. A 5xx, `unavailable` or `aborted` outcome of
- * a call that committed nothing is not stored: the key is let go, and the retry runs.
+ * `Idempotent-Replayed: true`, and changes nothing. A 5xx, `unavailable` or `aborted` outcome is
+ * not stored: the key is let go and the retry runs, unless the call had committed a change (a
+ * statement that timed out after its commit went through): then the retry is told the outcome
+ * was lost, never run twice.
  *
  * The fingerprint is the SHA-256 of the method and the request message's protobuf bytes, so a
  * call and its retry compare alike whichever protocol each came in on; the replay is the stored
@@ -100,7 +102,8 @@ export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now
     } catch (err) {
       const out = publicError(err, log, req.url, req.contextValues.get(traceKey)?.id);
       try {
-        if (!NOT_STORED.has(out.code) || !(await store.release(claim))) await store.complete(claim, errorOutcome(out), now());
+        if (NOT_STORED.has(out.code)) await store.release(claim);
+        else await store.complete(claim, errorOutcome(out), now());
       } catch (e) {
         log.warn("idempotency key: outcome not stored", { rpc, err: e });
       }

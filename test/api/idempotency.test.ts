@@ -7,11 +7,17 @@
  * is a 409 IDEMPOTENCY_KEY_IN_USE; a dead claim is taken over only if it changed nothing; expired
  * keys are swept; and on MariaDB a key is honoured across two server processes.
  */
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type UnaryRequest, createContextValues } from "@connectrpc/connect";
 import * as grpc from "@grpc/grpc-js";
 import test from "ava";
 import { decide } from "../../src/billing/idempotency.js";
 import { SqlIdempotencyStore } from "../../src/db/stores/idempotency-store.js";
-import { STORES, withDatabase } from "../helpers/db.js";
+import { CreateSubjectRequestSchema, CreateSubjectResponseSchema, SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
+import { createLogger } from "../../src/log.js";
+import { callerKey } from "../../src/rpc/context.js";
+import { idempotencyInterceptor } from "../../src/rpc/idempotency.js";
+import { STORES, withDatabase, withMigratedDatabase } from "../helpers/db.js";
 import { grpcPackage } from "../helpers/grpc-package.js";
 import { usd } from "../helpers/catalog-bodies.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
@@ -288,6 +294,53 @@ if (STORES.includes("mysql")) {
     } finally {
       await second.stop();
     }
+  });
+}
+
+for (const store of STORES) {
+  test(`${store}: a 5xx outcome is not stored: the retry runs, unless the call had committed a change`, async (t) => {
+    await withMigratedDatabase(store, async (db) => {
+      const intercept = idempotencyInterceptor(new SqlIdempotencyStore(db.sql), createLogger("error"));
+      const method = SubjectService.method.createSubject;
+      const call = (key: string) =>
+        ({
+          stream: false,
+          service: SubjectService,
+          method,
+          url: "/billing.v1.SubjectService/CreateSubject",
+          requestMethod: "POST",
+          signal: new AbortController().signal,
+          header: new Headers({ "idempotency-key": key }),
+          contextValues: createContextValues().set(callerKey, { environmentId: "env_one", mode: "test", keyKind: "secret" }),
+          message: create(CreateSubjectRequestSchema, { name: "Ada" }),
+        }) as unknown as UnaryRequest;
+      let runs = 0;
+      const answer = () => ({ stream: false, service: SubjectService, method, header: new Headers(), trailer: new Headers(), message: create(CreateSubjectResponseSchema, {}) });
+      const unavailable = async () => {
+        runs++;
+        throw new ConnectError("the database is unavailable", Code.Unavailable);
+      };
+      const ok = async () => {
+        runs++;
+        return answer();
+      };
+      // Nothing committed: the retry runs, and its success is what a third call gets.
+      await t.throwsAsync(intercept(unavailable as never)(call("k1")), { message: /unavailable/ });
+      await intercept(ok as never)(call("k1"));
+      await intercept(ok as never)(call("k1"));
+      t.is(runs, 3 - 1, "the third call was a replay");
+      // A change committed, then the call failed: never run again, told the outcome was lost.
+      runs = 0;
+      const changedThenFailed = async () => {
+        runs++;
+        await db.sql.transaction((em) => em.query("SELECT 1"));
+        throw new ConnectError("the database is unavailable", Code.Unavailable);
+      };
+      await t.throwsAsync(intercept(changedThenFailed as never)(call("k2")));
+      const retry = await t.throwsAsync(intercept(ok as never)(call("k2")));
+      t.is(runs, 1);
+      t.is((retry as unknown as { reason: string }).reason, "IDEMPOTENCY_OUTCOME_LOST");
+    });
   });
 }
 

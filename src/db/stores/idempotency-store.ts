@@ -103,7 +103,12 @@ export class SqlIdempotencyStore implements IdempotencyStore {
         `SELECT changed FROM idempotency_keys WHERE environment_id = ? AND idem_key = ? AND claim_token = ?${this.sql.dialect === "mysql" ? " FOR UPDATE" : ""}`,
         [claim.environmentId, claim.key, claim.token],
       );
-      if (rows[0] !== undefined && Number(rows[0].changed) === 1) return false;
+      if (rows[0] !== undefined && Number(rows[0].changed) === 1) {
+        // The change stands: never run the call again. The claim lapses now, so a retry hears
+        // IDEMPOTENCY_OUTCOME_LOST at once rather than IN_USE until the lease ends.
+        await em.query("UPDATE idempotency_keys SET locked_until = ? WHERE environment_id = ? AND idem_key = ? AND claim_token = ?", [dbTime(new Date()), claim.environmentId, claim.key, claim.token]);
+        return false;
+      }
       await em.query("DELETE FROM idempotency_keys WHERE environment_id = ? AND idem_key = ? AND claim_token = ?", [claim.environmentId, claim.key, claim.token]);
       return true;
     });
