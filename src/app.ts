@@ -391,7 +391,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     routes(specs, bodyLimit, jsonOptions)(router);
     // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
     // not decode invalid_argument rather than internal (src/rpc/messages.ts).
-    checkRequestMessages(router, BULK_BODY_BYTES);
+    checkRequestMessages(router, bodyLimit, jsonOptions);
     const invoke = createInvoker(specs, interceptors);
     const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
     const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);

@@ -160,7 +160,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
   }
 
   /** Builds the request message's JSON from path parameters, the query string and the body. */
-  async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, body: AsyncIterable<Uint8Array>, res: Res) {
+  async function requestJson(route: RestRoute, match: RegExpExecArray, url: URL, body: AsyncIterable<Uint8Array>, res: Res, encoding: string | undefined) {
     const input: DescMessage = route.method.input;
     const violations: FieldViolation[] = [];
     let json: Record<string, JsonValue> = {};
@@ -178,6 +178,17 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
           return undefined;
         }
         sendRefusal(res, err);
+        return undefined;
+      }
+      // A body is read as sent: compressed JSON would otherwise be refused as bytes that are not UTF-8.
+      if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
+        sendError(
+          res,
+          Code.InvalidArgument,
+          `REST request bodies are read as sent: Content-Encoding ${encoding} is not accepted (send the JSON uncompressed; Connect and gRPC take gzip and br)`,
+          "UNSUPPORTED_CONTENT_ENCODING",
+          { status: 415 },
+        );
         return undefined;
       }
       // The one JSON reader (rpc/json.ts), as for JSON over Connect and gRPC: the same errors.
@@ -240,7 +251,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
 
   async function serve(target: RestTarget, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>, requestMethod: string): Promise<void> {
     const { route, match, url } = target;
-    const request = await requestJson(route, match, url, body, res);
+    const request = await requestJson(route, match, url, body, res, target.encoding);
     if (request === undefined) return;
     const { json, deferred, message } = request;
     const header = () => requestHeaders((res as { req?: { headers: IncomingHttpHeaders } }).req?.headers ?? {});
@@ -272,7 +283,8 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
           allowed.push(route.httpMethod);
           continue;
         }
-        return { route, match, url, method: route.method };
+        const encoding = req.headers["content-encoding"];
+        return { route, match, url, method: route.method, encoding: typeof encoding === "string" ? encoding : undefined };
       }
       if (!pathMatched) return undefined;
       res.setHeader("allow", [...new Set(allowed)].join(", "));
@@ -296,6 +308,8 @@ export interface RestTarget {
   match: RegExpExecArray;
   url: URL;
   method: DescMethod;
+  /** The request's Content-Encoding: a body is read only as sent (identity); any other is refused, 415. */
+  encoding?: string | undefined;
 }
 
 export type RestGateway = ReturnType<typeof createRestGateway>;

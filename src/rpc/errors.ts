@@ -4,7 +4,7 @@
  * bad input also carries a google.rpc.BadRequest with every violated field and its path.
  */
 import { type DescMessage, type MessageInitShape, create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import {
   AbortedError,
   AlreadyExistsError,
@@ -110,12 +110,13 @@ export function withRequestInfo(err: ConnectError, requestId: string | undefined
 const published = new WeakSet<ConnectError>();
 
 /**
- * `err`, a protocol error of the client's making (a compressed message without an encoding) that
- * publicError passes as it is, though its code is internal (as Connect and grpc-go answer it).
+ * Bytes of the caller's that do not read as what the request says they are (not the compression
+ * it names, not base64, an envelope no protocol has): invalid_argument with `reason`
+ * (MALFORMED_COMPRESSION, MALFORMED_ENVELOPE, MALFORMED_BASE64, …) in an ErrorInfo, as every error
+ * of the service carries one. Never a 500 / internal: the request is at fault, not the server.
  */
-export function told(err: ConnectError): ConnectError {
-  published.add(err);
-  return err;
+export function malformedRequest(message: string, reason: string, metadata?: Record<string, string>): ConnectError {
+  return new ConnectError(message, Code.InvalidArgument, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata } }]);
 }
 
 function toPublic(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError {
@@ -138,16 +139,39 @@ function toPublic(err: unknown, log: Logger, rpc: string, requestId: string | un
 /**
  * Wraps every Connect, gRPC and gRPC-Web call with publicError, with the request's id (its trace
  * in the call's context values, set by the server), and records the error's code on the trace.
+ * A server stream fails while its messages are read, after the call returned: those errors too
+ * (WatchEvents' not_found for an unknown cursor would otherwise reach the client as internal).
  */
 export function errorInterceptor(log: Logger): Interceptor {
   return (next) => async (req) => {
     try {
-      return await next(req);
+      const res = await next(req);
+      const kind = req.method.methodKind;
+      return res.stream && (kind === "server_streaming" || kind === "bidi_streaming") ? { ...res, message: publishedMessages(res.message, log, req) } : res;
     } catch (err) {
-      const trace = req.contextValues.get(traceKey);
-      const out = publicError(err, log, req.url, trace?.id);
-      if (trace) trace.code = grpcCodeName(out.code);
-      throw out;
+      throw callError(err, log, req);
     }
   };
+}
+
+/** What the caller of `req` is told of `err` (publicError), its code recorded on the request's trace. */
+function callError(err: unknown, log: Logger, req: { url: string; contextValues: ContextValues }): ConnectError {
+  const trace = req.contextValues.get(traceKey);
+  const out = publicError(err, log, req.url, trace?.id);
+  if (trace) trace.code = grpcCodeName(out.code);
+  return out;
+}
+
+/**
+ * A server stream's messages, with the error that ends it made public (callError); a stream that
+ * ends because its client left or its deadline passed ends with the abort's error (canceled,
+ * deadline_exceeded), which is no failure of the server's.
+ */
+async function* publishedMessages<T>(messages: AsyncIterable<T>, log: Logger, req: { url: string; contextValues: ContextValues; signal: AbortSignal }): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (err) {
+    if (req.signal.aborted && (err === req.signal.reason || (err instanceof Error && err.name === "AbortError"))) throw ConnectError.from(err);
+    throw callError(err, log, req);
+  }
 }

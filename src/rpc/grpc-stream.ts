@@ -11,10 +11,12 @@
  * 60 µs against 31–47 for a batched one, a fifth of it in that pipeline (bench/README.md). Here
  * the envelopes of each chunk the body yields are split and decoded at once, and the method reads
  * them through one async generator; a usage event plainly encoded is read by
- * usage-event-wire.ts's reader rather than protobuf-es's. The answers are connect-node's: the same errors for a message
- * over the method's bound (resource_exhausted), a compressed message without `grpc-encoding`
- * (internal), an envelope cut short at the end (invalid_argument), and a message that does not
- * decode (invalid_argument MALFORMED_PROTOBUF, as rpc/messages.ts makes it for connect-node).
+ * usage-event-wire.ts's reader rather than protobuf-es's. The answers are those of the
+ * connect-node path (rpc/messages.ts): the same errors for a message over the method's bound
+ * (resource_exhausted), a message that does not decode (invalid_argument MALFORMED_PROTOBUF),
+ * envelope flags other than 0x00 and 0x01, a compressed message without `grpc-encoding` or an
+ * envelope cut short at the end (invalid_argument MALFORMED_ENVELOPE), and bytes that do not
+ * decompress (invalid_argument MALFORMED_COMPRESSION).
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { DescMethod, Message } from "@bufbuild/protobuf";
@@ -22,7 +24,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressedWithoutEncoding } from "./compression.js";
 import { leanGrpcRequest, parse } from "./grpc-unary.js";
-import { envelopeLength } from "./requests.js";
+import { envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 import { readPlainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
 
@@ -76,15 +78,17 @@ export async function* envelopedMessages(body: AsyncIterable<Uint8Array>, method
     }
     for (const envelope of envelopes) {
       const bytes = envelope.subarray(5);
-      if (((envelope[0] as number) & 0b1) === 0) {
+      const flags = envelope[0] as number;
+      if (flags === 0) {
         yield decode(bytes);
         continue;
       }
+      if (flags !== 1) throw unknownEnvelopeFlags(flags);
       if (!compression) throw compressedWithoutEncoding();
       yield decode(await compression.decompress(bytes, readMaxBytes));
     }
   }
-  if (heldBytes > 0) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  if (heldBytes > 0) throw incompleteEnvelope();
   ended();
 }
 

@@ -33,6 +33,7 @@ import { malformed } from "./messages.js";
 import { ACCEPTED_COMPRESSION, compressedWithoutEncoding } from "./compression.js";
 import { fastBinaryWriters } from "./fast-binary.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
+import { incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 
 /** What connect-node answers a binary gRPC request with. */
 const CONTENT_TYPE = "application/grpc+proto";
@@ -115,21 +116,23 @@ export function grpcDeadline(headers: IncomingHttpHeaders): number | undefined {
  * The request message of a unary call's body: exactly one envelope whose message, decompressed
  * with `compression` (the request's `grpc-encoding`) to at most `readMaxBytes`, decodes as the
  * method's input; a promise only when the message is compressed. The errors are Connect's for the
- * same bodies, except that a message that does not decode is invalid_argument MALFORMED_PROTOBUF
- * (binary.ts).
+ * same bodies, except that what the caller's bytes get wrong is invalid_argument with a reason
+ * where Connect says internal: a message that does not decode (MALFORMED_PROTOBUF, messages.ts),
+ * flags other than 0x00 and 0x01, a compressed message without an encoding or a body that ends
+ * inside its envelope (MALFORMED_ENVELOPE), bytes that do not decompress (MALFORMED_COMPRESSION,
+ * compression.ts).
  */
 export function decodeRequest(method: DescMethod, body: Buffer, compression?: Compression, readMaxBytes = Number.MAX_SAFE_INTEGER): Message | Promise<Message> {
   if (body.length === 0) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
-  if (body.length < 5) throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  if (body.length < 5) throw incompleteEnvelope();
   const flags = body[0] as number;
   const length = body.readUInt32BE(1);
-  if (body.length - 5 < length) throw new ConnectError(`protocol error: promised ${length} bytes in enveloped message, got ${body.length - 5} bytes`, Code.InvalidArgument);
+  if (body.length - 5 < length) throw incompleteEnvelope(`promised ${length} bytes in enveloped message, got ${body.length - 5} bytes`);
   if (body.length - 5 > length) throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
-  if ((flags & 0b1) === 1) {
-    if (!compression) throw compressedWithoutEncoding();
-    return compression.decompress(body.subarray(5), readMaxBytes).then((bytes) => parse(method, bytes));
-  }
-  return parse(method, body.subarray(5));
+  if (flags === 0) return parse(method, body.subarray(5));
+  if (flags !== 1) throw unknownEnvelopeFlags(flags);
+  if (!compression) throw compressedWithoutEncoding();
+  return compression.decompress(body.subarray(5), readMaxBytes).then((bytes) => parse(method, bytes));
 }
 
 /** One message of `method`'s input in the binary format; invalid_argument MALFORMED_PROTOBUF if it does not decode. */

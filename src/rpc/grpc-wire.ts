@@ -11,8 +11,9 @@
  *   UNIMPLEMENTED), not with an HTTP 404.
  */
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { malformedRequest } from "./errors.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 import { envelope } from "./requests.js";
 
@@ -119,8 +120,11 @@ function decodeGroups(s: string): Buffer {
   return Buffer.concat(parts);
 }
 
+/** The reason of a request whose base64 (a grpc-web-text body, a Connect GET's `message` with `base64=1`) does not decode. */
+export const MALFORMED_BASE64 = "MALFORMED_BASE64";
+
 function notBase64(): ConnectError {
-  return new ConnectError("the application/grpc-web-text request body is not valid base64", Code.InvalidArgument);
+  return malformedRequest("the application/grpc-web-text request body is not valid base64", MALFORMED_BASE64);
 }
 
 /** A base64 request body decoded as it arrives (line breaks and spaces ignored). */

@@ -18,22 +18,36 @@
  * unary body, or an envelope flagged compressed) is checked decompressed, within the same bound
  * Connect applies after decompression: binary is handed on as sent, JSON as the reader's JSON
  * (recompressed for a unary body, uncompressed in its envelope). Bodies beyond the size bound and
- * messages that do not decompress (or are too large decompressed) are handed on unchecked, for
- * Connect to refuse in its own words.
+ * messages too large decompressed are handed on unchecked, for Connect to refuse in its own words.
+ *
+ * What the caller's bytes get wrong below the message is refused here too, invalid_argument with
+ * a reason where Connect would answer internal (a 500 / grpc-status 13): bytes that do not
+ * decompress as the named encoding (MALFORMED_COMPRESSION), envelope flags other than 0x00 and
+ * 0x01, 0x01 in a request that names no compression, or a body that ends inside an envelope
+ * (MALFORMED_ENVELOPE).
+ *
+ * A Connect GET carries its message in the query string, which Connect decodes before any
+ * interceptor runs: the message is checked here the same way (base64 that does not decode is
+ * MALFORMED_BASE64), and a GET the server already refused (no key, say: the call's PreAuth
+ * holds the error) is answered with that refusal before its message is looked at.
  */
-import { type DescMessage, fromBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
-import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { type DescMessage, type DescMethod, type JsonWriteOptions, fromBinary } from "@bufbuild/protobuf";
+import { base64Decode } from "@bufbuild/protobuf/wire";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
+import { type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse, createAsyncIterable } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { InvalidArgumentError } from "../billing/errors.js";
-import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
+import { preAuthKey } from "./auth.js";
 import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { compressedWithoutEncoding, decompressed, recompressed } from "./compression.js";
-import { toConnectError, withRequestInfo } from "./errors.js";
+import { malformedRequest, toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
 import { plainUsageEventInput } from "./usage-event-wire.js";
 import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
-import { contentType, envelope, envelopeLength } from "./requests.js";
+import { MALFORMED_BASE64 } from "./grpc-wire.js";
+import { contentType, envelope, envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 
 /** The reason of a request whose binary protobuf does not decode. */
 export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
@@ -50,9 +64,7 @@ type Check = (bytes: Uint8Array, index: number) => Uint8Array;
 
 export function malformed(desc: DescMessage, err: unknown): ConnectError {
   const why = err instanceof Error ? err.message : String(err);
-  return new ConnectError(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, Code.InvalidArgument, undefined, [
-    { desc: ErrorInfoSchema, value: { reason: MALFORMED_PROTOBUF, domain: "billing.v1", metadata: { message_type: desc.typeName } } },
-  ]);
+  return malformedRequest(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, MALFORMED_PROTOBUF, { message_type: desc.typeName });
 }
 
 /**
@@ -92,7 +104,8 @@ function jsonCheck(desc: DescMessage, problems: DeferredProblems): Check {
 /**
  * `check` for a message compressed with `encoding`: decompressed (at most `maxBytes`) and checked;
  * binary is handed on compressed as sent, rewritten JSON as `rewrite` makes it. A message that does
- * not decompress, or is too large decompressed, is handed on as it is, for Connect to refuse.
+ * not decompress is refused (MALFORMED_COMPRESSION); one too large decompressed, or in an encoding
+ * the server lacks, is handed on as it is, for Connect to refuse.
  */
 function compressedCheck(check: Check, encoding: string, maxBytes: number, rewrite: (plain: Uint8Array) => Uint8Array): Check {
   return (bytes, index) => {
@@ -174,9 +187,11 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
       }
       if (buf.byteLength - at < 5 + length) break;
       const data = buf.subarray(at + 5, at + 5 + length);
-      // Refused here as the lean gRPC paths refuse it, in words the caller is told.
+      // Refused here as the lean gRPC paths refuse them: no request sends other flags (0x80 is a
+      // gRPC-Web answer's trailers, 0x02 a Connect answer's end), nor a compressed message unnamed.
+      if (flags > 1) throw unknownEnvelopeFlags(flags);
       if (flags === 1 && !compressed) throw compressedWithoutEncoding();
-      const checked = flags === 0 ? check(data, index++) : flags === 1 && compressed ? compressed(data, index++) : data;
+      const checked = flags === 0 ? check(data, index++) : (compressed as Check)(data, index++);
       if (checked !== data) {
         // A rewritten message goes on uncompressed (flag 0), which every protocol allows.
         endRun(at);
@@ -197,7 +212,7 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
       size = buf.byteLength;
     }
   }
-  if (size > 0) yield concat(pending, size); // an incomplete envelope: Connect's to refuse
+  if (size > 0) throw incompleteEnvelope();
 }
 
 /**
@@ -216,11 +231,85 @@ async function* traced(body: AsyncIterable<Uint8Array>, trace: RequestTrace): As
   }
 }
 
-/** The handler, with its request messages checked as they reach it (see above). */
-export function checkedHandler(handler: UniversalHandler, maxBytes: number): UniversalHandler {
+/**
+ * A Connect unary error answer, as Connect writes one (its status, the error JSON, the error's
+ * metadata as headers), with the request's id: for a GET answered here, before Connect.
+ */
+function connectErrorResponse(error: ConnectError, trace: RequestTrace | undefined, jsonOptions: Partial<JsonWriteOptions> | undefined): UniversalServerResponse {
+  const err = trace ? withRequestInfo(error, trace.id) : error;
+  if (trace) trace.code = codeName(err.code);
+  const body = errorToJsonBytes(err, jsonOptions);
+  const header = new Headers({ "content-type": "application/json" });
+  err.metadata.forEach((value, key) => {
+    header.set(key, value);
+  });
+  header.set("content-length", String(body.byteLength));
+  return { status: codeToHttpStatus(err.code), header, body: createAsyncIterable([body]) };
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * A Connect GET (see above): answered with the call's refusal if the server made one; else its
+ * query-string message read as Connect will read it (`base64`, `compression`, `encoding`) and
+ * checked like a POST's. Binary goes on as sent; JSON as the reader's JSON, uncompressed. What
+ * Connect refuses in its own words (a method without GET, an unknown encoding or compression, a
+ * message too large) goes on unchecked.
+ */
+function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, binary: Check, maxBytes: number, jsonOptions: Partial<JsonWriteOptions> | undefined): Promise<UniversalServerResponse> {
+  const trace = req.contextValues?.get(traceKey);
+  const pre = req.contextValues?.get(preAuthKey);
+  if (pre !== undefined && "error" in pre) return Promise.resolve(connectErrorResponse(pre.error, trace, jsonOptions));
+  if (handler.method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return handler(req);
+  const url = new URL(req.url);
+  const query = url.searchParams;
+  const encoding = query.get("encoding");
+  if (encoding !== "proto" && encoding !== "json") return handler(req);
+  try {
+    const message = query.get("message") ?? "";
+    let bytes: Uint8Array;
+    if (query.get("base64") === "1") {
+      try {
+        bytes = base64Decode(message);
+      } catch {
+        throw malformedRequest("the request's `message` parameter is not valid base64 (base64=1)", MALFORMED_BASE64);
+      }
+    } else {
+      bytes = encoder.encode(message);
+    }
+    const compression = query.get("compression");
+    if (compression !== null && compression !== "identity") {
+      const plain = decompressed(bytes, compression, maxBytes);
+      if (plain === undefined || plain === "too large") return handler(req);
+      bytes = plain;
+    }
+    if (encoding === "proto") {
+      binary(bytes, 0);
+      return handler(req);
+    }
+    const problems = new DeferredProblems();
+    const checked = jsonCheck(handler.method.input, problems)(bytes, 0);
+    query.set("message", decoder.decode(checked));
+    query.delete("base64");
+    query.delete("compression");
+    const contextValues = req.contextValues ?? createContextValues();
+    contextValues.set(deferredKey, problems);
+    return handler({ ...req, url: url.toString(), contextValues });
+  } catch (err) {
+    if (!(err instanceof ConnectError)) throw err;
+    return Promise.resolve(connectErrorResponse(err, trace, jsonOptions));
+  }
+}
+
+/**
+ * The handler, with its request messages checked as they reach it (see above). `jsonOptions`:
+ * the router's, for the error JSON of a GET answered here.
+ */
+export function checkedHandler(handler: UniversalHandler, maxBytes: number, jsonOptions?: Partial<JsonWriteOptions>): UniversalHandler {
   const desc = handler.method.input;
   const binary = binaryCheck(desc);
   const wrapped = (req: UniversalServerRequest) => {
+    if (req.method === "GET") return checkedGet(handler, req, binary, maxBytes, jsonOptions);
     const body = req.body;
     if (req.method !== "POST" || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return handler(req);
     const trace = req.contextValues?.get(traceKey);
@@ -255,8 +344,12 @@ export function checkedHandler(handler: UniversalHandler, maxBytes: number): Uni
   return Object.assign(wrapped, handler) as UniversalHandler;
 }
 
-/** Wraps every handler of the router with checkedHandler (in place: the server reads router.handlers). */
-export function checkRequestMessages(router: ConnectRouter, maxBytes: number): void {
-  const wrapped = router.handlers.map((h) => checkedHandler(h, maxBytes));
+/**
+ * Wraps every handler of the router with checkedHandler (in place: the server reads router.handlers).
+ * `maxBytes`: the bound of every message, or of each method's (the readMaxBytes Connect applies to
+ * it): a message within it that the body ends inside of is refused here, one beyond it left to Connect.
+ */
+export function checkRequestMessages(router: ConnectRouter, maxBytes: number | ((method: DescMethod) => number), jsonOptions?: Partial<JsonWriteOptions>): void {
+  const wrapped = router.handlers.map((h) => checkedHandler(h, typeof maxBytes === "number" ? maxBytes : maxBytes(h.method), jsonOptions));
   router.handlers.splice(0, router.handlers.length, ...wrapped);
 }

@@ -3,7 +3,9 @@
  * the message checks, the gRPC-Web transcoding): one definition each.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { malformedRequest } from "./errors.js";
 
 /** The request's media type, lower-cased, without parameters (`application/grpc+proto`). */
 export const contentType = (req: UniversalServerRequest): string => (req.header.get("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
@@ -31,4 +33,18 @@ export function envelopeLength(parts: readonly Uint8Array[]): number {
     }
   }
   return length;
+}
+
+/** The reason of an envelope (gRPC, gRPC-Web, Connect streaming) no request may send, or one cut short. */
+export const MALFORMED_ENVELOPE = "MALFORMED_ENVELOPE";
+
+/** The refusal of an envelope whose flags are neither 0x00 (a message) nor 0x01 (a compressed message): nothing else is a request's. */
+export function unknownEnvelopeFlags(flags: number): ConnectError {
+  const hex = `0x${flags.toString(16).padStart(2, "0")}`;
+  return malformedRequest(`protocol error: envelope flags ${hex} are not valid in a request (0x00: a message, 0x01: a compressed message)`, MALFORMED_ENVELOPE, { flags: hex });
+}
+
+/** The refusal of a body that ends inside an envelope (Connect's words; `detail` says how far). */
+export function incompleteEnvelope(detail?: string): ConnectError {
+  return malformedRequest(detail === undefined ? "protocol error: incomplete envelope" : `protocol error: ${detail}`, MALFORMED_ENVELOPE);
 }
