@@ -120,6 +120,19 @@ async function* boundedBody(req: Req, o: { limit: number | undefined; ticket: Ti
       held = 0;
     }
   }
+  // An HTTP/2 body ends (rather than fails) when the client resets its stream: not a whole stream.
+  if ("stream" in req && req.stream.aborted) throw new ConnectError("the client cancelled the call", Code.Canceled);
+}
+
+/** A call's own deadline from its headers (`grpc-timeout`, `connect-timeout-ms`), ms; undefined: none or unreadable. */
+function ownDeadline(headers: IncomingHttpHeaders): number | undefined {
+  const connect = headers["connect-timeout-ms"];
+  if (typeof connect === "string" && /^\d{1,10}$/.test(connect)) return Number(connect);
+  try {
+    return grpcDeadline(headers);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -240,7 +253,9 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     if (code === undefined) {
       const grpcStatus = trace.grpcStatus?.();
       if (grpcStatus != null) code = codeName(Number(grpcStatus));
-      else if (!this.writableFinished && !this.headersSent) code = "canceled";
+      // The client went first: an HTTP/2 stream it reset before the answer ended (gRPC clients
+      // cancel so, and on a deadline), a connection closed before any answer.
+      else if (("stream" in this && this.stream.aborted) || (!this.writableFinished && !this.headersSent)) code = trace.goneCode();
       else code = codeOfHttpStatus(this.statusCode);
     }
     end(trace, code, this.statusCode);
@@ -309,6 +324,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
   /** Runs a Connect handler and writes its response. */
   const runRpc = (path: string, handler: UniversalHandler, req: Req, res: Res, pre: PreAuth, body: AsyncIterable<Uint8Array>, noLength = false) => {
     const trace = traceOf(res);
+    if (trace) trace.deadlineMs ??= ownDeadline(req.headers);
     const contextValues = createContextValues().set(preAuthKey, pre).set(traceKey, trace);
     // gRPC clients' expectations connect-node does not meet (grpc-web-text, grpc-message): rpc/grpc-wire.ts.
     const flavour = grpcFlavour(req.headers["content-type"]);
@@ -445,7 +461,10 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       reply.fail(publicError(err, log, path, trace.id));
       return undefined;
     }
-    if (timeoutMs !== undefined) reply.deadline(timeoutMs);
+    if (timeoutMs !== undefined) {
+      reply.deadline(timeoutMs);
+      trace.deadlineMs = timeoutMs;
+    }
     const compression = requestCompression(headers);
     reply.compression = responseCompression(headers, compression);
     return { timeoutMs, compression };
@@ -525,7 +544,7 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     const reply = this.reply;
     reply?.ticket?.leave();
     const trace = traceOf(this);
-    if (trace) end(trace, reply?.code ?? "canceled", 200);
+    if (trace) end(trace, reply?.code ?? trace.goneCode(), 200);
   }
 
   /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */

@@ -33,6 +33,8 @@ export class RequestTrace {
   code: string | undefined = undefined;
   /** The grpc-status a gRPC response reported in its headers or trailers (served by connect-node). */
   grpcStatus: (() => string | null | undefined) | undefined = undefined;
+  /** The call's own deadline (`grpc-timeout`, `connect-timeout-ms`), ms from its start; undefined: none. */
+  deadlineMs: number | undefined = undefined;
   constructor(
     readonly id: string,
     /** performance.now() when the request arrived. */
@@ -41,6 +43,15 @@ export class RequestTrace {
     /** A bounded label: a method's full name, a REST route's template, a plain route, or "other". */
     public procedure: string,
   ) {}
+
+  /**
+   * The code of a call whose client went away before it was answered (an HTTP/2 stream it reset,
+   * a connection it closed): deadline_exceeded once the call's own deadline had passed (a gRPC
+   * client gives up then), else canceled.
+   */
+  goneCode(now = performance.now()): string {
+    return this.deadlineMs !== undefined && now - this.start >= this.deadlineMs ? "deadline_exceeded" : "canceled";
+  }
 }
 
 const TRACE = Symbol("request trace");
