@@ -49,6 +49,7 @@ import { Metrics } from "./ops/metrics.js";
 import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
+import { FormBodies } from "./rest/form-body.js";
 import { createPages } from "./rest/pages.js";
 import { createPortalPages } from "./rest/portal-pages.js";
 import { createDashboard } from "./rest/dashboard/dashboard.js";
@@ -96,6 +97,7 @@ export function wireSubscriptions(
   log?: Logger,
   onProgress?: (p: RunProgress) => void,
   thresholds?: { check(clockId: string | null): Promise<number> },
+  stopping?: AbortSignal,
 ) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
@@ -118,7 +120,7 @@ export function wireSubscriptions(
     onProgress,
     thresholds,
   );
-  const clocks = new TestClocks(lookups, scheduler);
+  const clocks = new TestClocks(lookups, scheduler, stopping);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
@@ -142,7 +144,7 @@ export function buildServices(
   now: () => Date,
   log?: Logger,
   ingestCommitsInFlight = 2,
-  ops: { metrics?: Metrics; alive?: () => void } = {},
+  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal } = {},
   eventOptions: EventOptions = {},
 ) {
   const { metrics } = ops;
@@ -206,6 +208,7 @@ export function buildServices(
     log,
     log && progressLogger(log, ops.alive),
     thresholds,
+    ops.stopping,
   );
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
   const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
@@ -345,13 +348,15 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const ops = new SqlOpsStore(db.sql);
     metrics.attach({ store: () => ops.snapshot(now()), pool: () => db.sql.connections() });
     const schedulerWatch = config.schedulerIntervalMs > 0 ? new SchedulerWatch(config.schedulerIntervalMs) : undefined;
+    const draining = new AbortController();
     const { engine, scheduler, webhookStore, guard, ...services } = buildServices(
       db,
       () => baseUrl,
       now,
       log,
       config.ingestCommitsInFlight,
-      { metrics, alive: () => schedulerWatch?.alive() },
+      // Aborted once SHUTDOWN_TIMEOUT_MS has passed on a stop: a clock advance still running ends cleanly.
+      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal },
       {
         allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
         thresholdPercents: config.webhooks.thresholdPercents,
@@ -414,6 +419,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       // From the headers alone, before any of the body is read (DESIGN §10).
       authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
       admission,
+      forms: new FormBodies(config.maxFormBodiesInFlight, config.formBodyTimeoutMs),
       rateLimiter: new RateLimiter(),
       rateLimits: config.rateLimits,
       // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).
@@ -515,7 +521,16 @@ export async function startApp(config: Config, log: Logger = createLogger(config
           unwatch?.();
           deliveryStopped = true;
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown
-          await listener.close();
+          // Requests in flight finish within SHUTDOWN_TIMEOUT_MS; then a clock advance still running
+          // ends between two steps and answers 503 (stopping), and what is left is cut.
+          const { overdue, cut } = await listener.close(config.shutdownTimeoutMs, () => draining.abort());
+          if (overdue > 0) {
+            log.warn("stopping: requests still in flight after SHUTDOWN_TIMEOUT_MS were told to stop; those not answered 1 s later were cut", {
+              requests: overdue,
+              cut,
+              shutdown_timeout_ms: config.shutdownTimeoutMs,
+            });
+          }
           while (ticking || delivering) await new Promise((r) => setTimeout(r, 20));
           sender.close();
           await db.close();

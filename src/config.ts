@@ -46,6 +46,18 @@ export interface Config {
   /** Request body bytes in flight at once on this server (declared lengths, else bytes read); over it: 503. */
   maxRequestBytesInFlight: number;
   /**
+   * A form POSTed to a page that needs no key (hosted checkout and portal, dashboard) must arrive
+   * whole within this (ms) of its headers, else 408; it is read before the request is admitted.
+   */
+  formBodyTimeoutMs: number;
+  /** Such form bodies read at once on this server, apart from MAX_REQUESTS_IN_FLIGHT; one more: 503. */
+  maxFormBodiesInFlight: number;
+  /**
+   * On SIGTERM/SIGINT, how long requests in flight may go on (ms); then work still running is
+   * told to stop (a test-clock advance answers 503 between two steps) and connections are closed.
+   */
+  shutdownTimeoutMs: number;
+  /**
    * Bulk requests (usage-event batches, rate cards, catalogs) in flight at once on this server;
    * one more is answered 503 at once. Each costs tens of ms of the server's one thread.
    */
@@ -186,6 +198,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // At least the largest body one request may send, or such a request could never be admitted.
   const maxRequestBytesInFlight = int("MAX_REQUEST_BYTES_IN_FLIGHT", 16 * 1024 * 1024, LARGEST_BODY_BYTES, 2 ** 40);
   const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 1, 1, 10_000);
+  const formBodyTimeoutMs = int("FORM_BODY_TIMEOUT_MS", 5_000, 100, 60_000);
+  const maxFormBodiesInFlight = int("MAX_FORM_BODIES_IN_FLIGHT", 256, 1, 100_000);
+  const shutdownTimeoutMs = int("SHUTDOWN_TIMEOUT_MS", 25_000, 0, 3_600_000);
   const bulkQueueTimeoutMs = int("BULK_QUEUE_TIMEOUT_MS", 5_000, 0, 60_000);
   // 16 KiB: a rate card or a batch of about a hundred events, a few milliseconds of the thread.
   const bulkLaneMinBytes = int("BULK_LANE_MIN_BYTES", 16 * 1024, 0, 1024 * 1024);
@@ -251,6 +266,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxRequestsInFlight,
     maxRequestBytesInFlight,
     maxBulkRequestsInFlight,
+    formBodyTimeoutMs,
+    maxFormBodiesInFlight,
+    shutdownTimeoutMs,
     bulkQueueTimeoutMs,
     bulkLaneMinBytes,
     rateLimits,

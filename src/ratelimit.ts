@@ -111,6 +111,16 @@ export class RateLimiter {
     return verdict;
   }
 
+  /** What `take` would say now, without taking a token: whether one is there (undefined: unlimited). */
+  peek(keyId: string, cls: RateClass, rate: Rate): Verdict | undefined {
+    if (rate.rps <= 0) return undefined;
+    const b = this.buckets.get(`${cls}:${keyId}`);
+    const tokens = b ? Math.min(b.burst, b.tokens + ((this.now() - b.at) / 1000) * b.rps) : rate.burst;
+    const verdict: Verdict = { allowed: tokens >= 1, limit: rate.burst, remaining: Math.floor(tokens), reset: Math.ceil((rate.burst - tokens) / rate.rps) };
+    if (!verdict.allowed) verdict.retryAfter = Math.max(1, Math.ceil((1 - tokens) / rate.rps));
+    return verdict;
+  }
+
   private sweep(now: number): void {
     for (const [id, b] of this.buckets) {
       if (b.tokens + ((now - b.at) / 1000) * b.rps >= b.burst) this.buckets.delete(id);

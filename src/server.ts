@@ -15,12 +15,14 @@ import { Code, ConnectError, type ConnectRouter, createContextValues } from "@co
 import type { Compression, UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
-import { type Admission, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
+import { type Admission, RETRY_AFTER_SECONDS, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import type { Readiness } from "./ops/health.js";
 import type { Metrics } from "./ops/metrics.js";
 import { REQUEST_ID_HEADER, RequestTrace, codeName, codeOfHttpStatus, requestIdFrom, setTrace, traceOf } from "./ops/trace.js";
 import { sendError } from "./rest/errors.js";
+import type { FormBodies, FormRefusal } from "./rest/form-body.js";
+import { page as formPage } from "./rest/pages.js";
 import { type RestGateway, type RestRoute, type RestTarget, sendRefusal } from "./rest/gateway.js";
 import { API_KEY_HEADER, type Authenticated, type PreAuth, preAuthKey } from "./rpc/auth.js";
 import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "./ratelimit.js";
@@ -54,6 +56,8 @@ export interface HandlerParts {
   authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
   /** The server's bounds on requests and body bytes in flight. */
   admission: Admission;
+  /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (rest/form-body.ts). */
+  forms?: FormBodies;
   /** Per-key token buckets, and the server's default limits (an environment may override them). */
   rateLimiter?: RateLimiter;
   rateLimits?: RateLimits;
@@ -228,7 +232,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
  * handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, rateLimiter, rateLimits, invoke }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, forms, rateLimiter, rateLimits, invoke }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
   const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
@@ -558,6 +562,52 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     return true;
   };
 
+  /**
+   * An admission ticket for the request, given back once the answer is written (a client may send
+   * its next request at once) or the connection is gone, whichever comes first; undefined, with
+   * the 503 answered, when the server is full.
+   */
+  const enter = (path: string, handler: UniversalHandler | undefined, req: Req, res: Res): Ticket | undefined => {
+    const ticket = admission.enter();
+    if (!ticket) {
+      refuse(path, handler, req, res, overloaded("requests"));
+      return undefined;
+    }
+    res.once("finish", () => ticket.leave());
+    res.once("close", () => ticket.leave());
+    return ticket;
+  };
+
+  /** A page (or no route at all); `admit`: take its admission ticket first (a form read beforehand). */
+  const servePage = (path: string, req: Req, res: Res, admit: boolean): void => {
+    if (admit && !enter(path, undefined, req, res)) return;
+    if (pages(req, res)) return;
+    sendError(res, Code.NotFound, `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+  };
+
+  /**
+   * A page's form that was not read whole: 408 past the deadline, 413 over the bound, 503 when
+   * the server reads as many forms as it may; the connection (HTTP/1.1) is closed or the stream
+   * reset, so the sender stops. A client that went away gets nothing, and a debug line.
+   */
+  const refuseForm = (req: Req, res: Res, refusal: FormRefusal | "full"): void => {
+    const trace = traceOf(res);
+    if (refusal === "gone") {
+      log.debug("form body: the client went away before sending it", { request_id: trace?.id });
+      return;
+    }
+    leaveUnread(req, res, true);
+    if (res.headersSent || res.destroyed) return;
+    if (refusal === "full") res.setHeader("retry-after", String(RETRY_AFTER_SECONDS));
+    const [status, title, text] =
+      refusal === "timeout"
+        ? [408, "Request timeout", "The form took too long to arrive. Try again."]
+        : refusal === "too_large"
+          ? [413, "Form too large", `A form may have at most ${forms?.maxBytes ?? 0} bytes.`]
+          : [503, "Busy", `The server is busy. Try again in ${RETRY_AFTER_SECONDS} s.`];
+    formPage(res, status, title, `<main><h1>${title}</h1><p>${text}</p></main>`);
+  };
+
   const handle = (req: Req, res: Res): void => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     // The request id, on every answer (set before anything is written) and in the request's trace.
@@ -622,22 +672,24 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       }
     }
     const exempt = EXEMPT.has(path);
+    const page = !handler && !target && (path.startsWith("/hosted/") || path.startsWith("/dashboard"));
+    // A form POSTed to a page (no API key) is read whole, within its own bound, deadline and
+    // count (rest/form-body.ts), before the request takes an admission slot: a slow sender
+    // without a key never holds one of the API's.
+    if (page && forms && req.method === "POST") {
+      forms.read(req, res).then((refusal) => {
+        if (refusal === undefined) servePage(path, req, res, true);
+        else refuseForm(req, res, refusal);
+      });
+      return;
+    }
     let ticket: Ticket | undefined;
-    if (!exempt && (handler || target || path.startsWith("/hosted/") || path.startsWith("/dashboard"))) {
-      ticket = admission.enter();
-      if (!ticket) {
-        refuse(path, handler, req, res, overloaded("requests"));
-        return;
-      }
-      const t = ticket;
-      // Given back once the answer is written (a client may send its next request at once) or
-      // the connection is gone, whichever comes first.
-      res.once("finish", () => t.leave());
-      res.once("close", () => t.leave());
+    if (!exempt && (handler || target || page)) {
+      ticket = enter(path, handler, req, res);
+      if (!ticket) return;
     }
     if (!handler && !target) {
-      if (pages(req, res)) return;
-      sendError(res, Code.NotFound, `no route for ${req.method} ${path}`, "ROUTE_NOT_FOUND");
+      servePage(path, req, res, false);
       return;
     }
 
@@ -751,9 +803,17 @@ function headersOf(headers: IncomingHttpHeaders): Headers {
 
 export interface Listener {
   port: number;
-  /** Stops accepting, lets in-flight requests finish (up to `graceMs`), then closes every connection. */
-  close(graceMs?: number): Promise<void>;
+  /**
+   * Stops accepting and lets in-flight requests finish for up to `graceMs`; then, if any are
+   * left, calls `overdue` (work in flight is told to stop and answer) and waits up to
+   * SHUTDOWN_ANSWER_MS more; then closes every connection. Resolves with the number of requests
+   * in flight when `graceMs` passed (overdue) and when the connections were closed (cut).
+   */
+  close(graceMs?: number, overdue?: () => void): Promise<{ overdue: number; cut: number }>;
 }
+
+/** After the drain's deadline, how long work told to stop has to write its answer before the connections are closed. */
+export const SHUTDOWN_ANSWER_MS = 1_000;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -905,16 +965,22 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
       const address = tcp.address();
       resolve({
         port: typeof address === "object" && address ? address.port : port,
-        async close(graceMs = 10_000) {
+        async close(graceMs = 10_000, overdue?: () => void) {
           closing = true;
           const stopped = new Promise<void>((r) => tcp.close(() => r()));
           for (const s of sessions) s.close();
           h1.close(); // closes idle keep-alive connections and stops the checking timer
-          if (inflight > 0) {
-            await Promise.race([new Promise<void>((r) => (drained = r)), new Promise((r) => setTimeout(r, graceMs).unref())]);
+          const drain = (ms: number) => Promise.race([new Promise<void>((r) => (drained = r)), new Promise((r) => setTimeout(r, ms).unref())]);
+          if (inflight > 0) await drain(graceMs);
+          const late = inflight;
+          if (late > 0 && overdue) {
+            overdue();
+            await drain(SHUTDOWN_ANSWER_MS);
           }
+          const cut = inflight;
           for (const socket of sockets) socket.destroy();
           await stopped;
+          return { overdue: late, cut };
         },
       });
     });

@@ -113,3 +113,16 @@ test("DATABASE_STATEMENT_TIMEOUT_MS: 5 s by default; from 100 ms to 10 minutes",
     t.deepEqual(err.problems, [`DATABASE_STATEMENT_TIMEOUT_MS must be an integer from 100 to 600000 (got ${JSON.stringify(bad)})`], bad);
   }
 });
+
+test("key-less form bodies and the shutdown drain: defaults, bounds, bad values reported by name", (t) => {
+  const d = loadConfig({});
+  t.deepEqual([d.formBodyTimeoutMs, d.maxFormBodiesInFlight, d.shutdownTimeoutMs], [5_000, 256, 25_000]);
+  const set = loadConfig({ FORM_BODY_TIMEOUT_MS: "100", MAX_FORM_BODIES_IN_FLIGHT: "1", SHUTDOWN_TIMEOUT_MS: "0" });
+  t.deepEqual([set.formBodyTimeoutMs, set.maxFormBodiesInFlight, set.shutdownTimeoutMs], [100, 1, 0]);
+  const err = t.throws(() => loadConfig({ FORM_BODY_TIMEOUT_MS: "99", MAX_FORM_BODIES_IN_FLIGHT: "0", SHUTDOWN_TIMEOUT_MS: "1h" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(err.problems, [
+    'FORM_BODY_TIMEOUT_MS must be an integer from 100 to 60000 (got "99")',
+    'MAX_FORM_BODIES_IN_FLIGHT must be an integer from 1 to 100000 (got "0")',
+    'SHUTDOWN_TIMEOUT_MS must be an integer from 0 to 3600000 (got "1h")',
+  ]);
+});

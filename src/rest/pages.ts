@@ -3,6 +3,7 @@
  * the hosted invoice (readable and printable) and the customer portal (portal-pages.ts, on the
  * same page shell). Reached without an API key, through unguessable tokens in their URLs.
  */
+import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { NotFoundError } from "../billing/errors.js";
@@ -14,6 +15,7 @@ import type { CheckoutSession, Invoice, PaymentProvider } from "../billing/subsc
 import { isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 import { traceOf } from "../ops/trace.js";
+import { formBodyOf } from "./form-body.js";
 
 export type Req = IncomingMessage | Http2ServerRequest;
 export type Res = ServerResponse | Http2ServerResponse;
@@ -33,11 +35,54 @@ a.button{display:inline-block;padding:.45rem 1rem;border:1px solid #111;border-r
 .over{color:#a00;font-weight:600}@media (max-width:30rem){th,td{padding:.35rem .25rem}.box{padding:0 .75rem}}
 @media print{.noprint{display:none}body{margin:0}a{color:#111;text-decoration:none}}`;
 
-/** Writes a whole page: the shared shell (viewport for phones, print styles) around `body`. */
-export function page(res: Res, status: number, title: string, body: string): void {
+/** The one inline script any page has: the hosted invoice's Print button (allowed by its hash, nothing else runs). */
+const PRINT_SCRIPT = "window.print()";
+
+/**
+ * Every page's Content-Security-Policy (hosted checkout, invoice and portal, the dashboard): no
+ * script but the Print button's handler, nothing loaded from elsewhere (the CSS is inline), forms
+ * post only to this service, no framing. A bug that let markup through escaping could still not
+ * run anything. `formTargets`: other origins a form may end up at (a browser applies form-action
+ * to the redirect after the POST too: the checkout's 303 to the application's callback).
+ */
+export function pageCsp(formTargets: readonly string[] = []): string {
+  const forms = ["'self'", ...formTargets].join(" ");
+  return `default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; script-src 'unsafe-hashes' '${PRINT_HASH}'; form-action ${forms}; frame-ancestors 'none'; base-uri 'none'`;
+}
+const PRINT_HASH = `sha256-${createHash("sha256").update(PRINT_SCRIPT).digest("base64")}`;
+
+/** The headers of every page (the hosted pages and the dashboard): see pageCsp. */
+export function pageHeaders(formTargets: readonly string[] = []): Record<string, string> {
+  return {
+    "content-type": "text/html; charset=utf-8",
+    "cache-control": "no-store",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "content-security-policy": pageCsp(formTargets),
+  };
+}
+
+/** The origin of an http(s) URL, for form-action; undefined for anything else. */
+export function originOf(url: string): string | undefined {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes a whole page: the shared shell (viewport for phones, print styles) around `body`, with pageHeaders. */
+export function page(res: Res, status: number, title: string, body: string, formTargets: readonly string[] = []): void {
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
-  res.writeHead(status, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "referrer-policy": "no-referrer", "x-frame-options": "DENY" });
+  res.writeHead(status, pageHeaders(formTargets));
   res.end(html);
+}
+
+/** Where a checkout's forms may end up: this service and the application's callbacks (their 303s). */
+function callbackOrigins(s: CheckoutSession): string[] {
+  return [...new Set([originOf(s.successUrl), originOf(s.cancelledUrl)].filter((o): o is string => o !== undefined))];
 }
 
 /**
@@ -72,6 +117,7 @@ ${hint ? `<p class="muted" id="cards">${esc(hint)}</p>` : ""}
 ${error ? `<p class="error" role="alert" id="error">${esc(error)}</p>` : ""}
 ${form}
 ${cancelForm(token)}</main>`,
+    callbackOrigins(s),
   );
 }
 
@@ -85,6 +131,7 @@ function cancelConfirmPage(res: Res, s: CheckoutSession, token: string): void {
 <p>${esc(s.description)}: nothing has been charged. Cancelling takes you back to the application.</p>
 ${cancelForm(token)}
 <p><a href="/hosted/checkout/${esc(token)}">Return to the checkout</a></p></main>`,
+    callbackOrigins(s),
   );
 }
 
@@ -124,19 +171,16 @@ export function invoiceHtml(inv: Invoice): string {
 <table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
 <tbody>${rows || '<tr><td colspan="4">No charges</td></tr>'}</tbody>
 <tfoot><tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr></tfoot></table>
-<p class="noprint"><button type="button" onclick="window.print()">Print</button></p></main>`;
+<p class="noprint"><button type="button" onclick="${PRINT_SCRIPT}">Print</button></p></main>`;
 }
 
-/** A POSTed form (application/x-www-form-urlencoded), read up to 64 KiB. */
+/**
+ * A POSTed form (application/x-www-form-urlencoded), as the server read it before the page was
+ * called (rest/form-body.ts: bounded, with its own deadline, before admission); empty when there
+ * was none (the form's CSRF check then refuses it).
+ */
 export async function readForm(req: Req): Promise<URLSearchParams> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req as AsyncIterable<Buffer>) {
-    size += c.length;
-    if (size > 64 * 1024) break;
-    chunks.push(c);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
+  return new URLSearchParams((formBodyOf(req) ?? "").toString("utf8"));
 }
 
 /** Handles the page routes; returns false for any other path. */

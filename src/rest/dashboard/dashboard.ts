@@ -5,7 +5,8 @@
  *
  *   GET  /dashboard/sign-in                    the sign-in form (a secret key of the environment)
  *   POST /dashboard/sign-in                    opens a session: HttpOnly, SameSite=Strict cookie with an expiry; a browser
- *                                              signed in to other environments keeps them (the switcher), this one active
+ *                                              signed in to other environments keeps them (the switcher), this one active;
+ *                                              failed sign-ins are throttled per address and per server (429, Retry-After)
  *   POST /dashboard/switch                     environment_id: makes another environment of the browser's the active one
  *   POST /dashboard/sign-out                   ends the browser's sessions (deleted on the server) and clears the cookie
  *   GET  /dashboard                            overview
@@ -50,6 +51,7 @@ import type { Invoice, Subscription } from "../../billing/subscriptions/types.js
 import type { Caller } from "../../billing/tenancy.js";
 import type { Logger } from "../../log.js";
 import { type Req, type Res, esc, readForm, servePages } from "../pages.js";
+import { SignInThrottle } from "./sign-in-throttle.js";
 import { type DashSession, badge, barChart, csrfField, dashPage, day, minute, pager, table } from "./layout.js";
 
 export interface DashboardServices {
@@ -161,10 +163,13 @@ export interface DashboardOptions {
   secureCookies: boolean;
   /** The session's lifetime (the cookie's Max-Age), seconds. */
   sessionSeconds: number;
+  /** Failed sign-ins' throttle (default: SIGN_IN_PER_ADDRESS and SIGN_IN_GLOBAL on real time). */
+  throttle?: SignInThrottle;
 }
 
 export function createDashboard(sessions: OperatorSessions, s: DashboardServices, opts: DashboardOptions, log: Logger) {
   const secure = opts.secureCookies ? "; Secure" : "";
+  const throttle = opts.throttle ?? new SignInThrottle();
   const sessionCookie = (token: string) => `${SESSION_COOKIE}=${token}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${opts.sessionSeconds}${secure}`;
   const clearSession = `${SESSION_COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0${secure}`;
   const loginCookie = (token: string) => `${LOGIN_COOKIE}=${token}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=3600${secure}`;
@@ -176,7 +181,7 @@ export function createDashboard(sessions: OperatorSessions, s: DashboardServices
     return new Map(cards.filter((x): x is RateCard => x !== undefined).map((x) => [x.id, x.name]));
   }
 
-  function signInPage(res: Res, status: number, error?: string): void {
+  function signInPage(res: Res, status: number, error?: string, headers: Record<string, string> = {}): void {
     const token = randomBase62(32);
     dashPage(
       res,
@@ -192,7 +197,7 @@ ${error ? `<p class="error" role="alert">${esc(error)}</p>` : ""}
 <p class="muted">The session lasts ${Math.round(opts.sessionSeconds / 60)} minutes, or until you sign out.</p></div>`,
       undefined,
       "",
-      { "set-cookie": loginCookie(token) },
+      { ...headers, "set-cookie": loginCookie(token) },
     );
   }
 
@@ -761,8 +766,16 @@ ${pager(`/dashboard/webhooks/${e.id}`, q, offset, PAGE, deliveries.hasMore)}`,
       const form = await readForm(req);
       const expected = jar.get(LOGIN_COOKIE) ?? "";
       if (expected === "" || !sameToken(form.get("csrf") ?? "", expected)) return signInPage(res, 403, "The sign-in form expired or came from elsewhere. Try again.");
+      // Failed sign-ins are throttled per client address and for the server (sign-in-throttle.ts):
+      // while throttled, no key is looked at.
+      const address = req.socket?.remoteAddress;
+      const wait = throttle.refusal(address);
+      if (wait !== undefined) return signInPage(res, 429, `Too many failed sign-ins. Try again in ${wait} s.`, { "retry-after": String(wait) });
       const result = await sessions.signIn(form.get("api_key") ?? "");
-      if (!result.ok) return signInPage(res, 401, result.message);
+      if (!result.ok) {
+        throttle.failed(address);
+        return signInPage(res, 401, result.message);
+      }
       // A sign-in adds its environment to the browser's session and makes it the active one; an
       // earlier sign-in to the same environment is replaced (ended on the server), and so are the
       // oldest beyond MAX_BROWSER_SESSIONS and any that no longer open.

@@ -5,7 +5,7 @@
  */
 import type { OpenOperatorSession } from "../../billing/operator-sessions.js";
 import type { EnvironmentMode } from "../../billing/tenancy.js";
-import { type Res, esc } from "../pages.js";
+import { type Res, esc, pageHeaders } from "../pages.js";
 
 const STYLE = `*{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
 header{background:#17212b;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
@@ -25,9 +25,6 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}dt
 svg.chart{width:100%;height:auto;max-height:16rem;background:#fff}svg.chart text{font-size:11px;fill:#333}svg.chart rect.bar{fill:#3b6ea8}
 .signin{max-width:26rem;margin:4rem auto}.signin input{width:100%}
 @media (max-width:40rem){main{padding:.5rem}th,td{padding:.3rem .4rem;white-space:nowrap}.scroll .mono{overflow-wrap:normal}header form{margin:0}}`;
-
-/** The dashboard's Content-Security-Policy: no script at all, nothing loaded from elsewhere, forms post only here, no framing. */
-export const CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 export const NAV: [string, string][] = [
   ["/dashboard", "Overview"],
@@ -64,15 +61,8 @@ function headerHtml(open: DashSession, current: string): string {
 /** Writes a dashboard page (signed in: the header with navigation; else none). */
 export function dashPage(res: Res, status: number, title: string, body: string, open?: DashSession, current = "", headers: Record<string, string | string[]> = {}): void {
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)} · Billing dashboard</title><style>${STYLE}</style></head><body>${open ? headerHtml(open, current) : ""}<main>${body}</main></body></html>`;
-  res.writeHead(status, {
-    "content-type": "text/html; charset=utf-8",
-    "cache-control": "no-store",
-    "referrer-policy": "no-referrer",
-    "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff",
-    "content-security-policy": CSP,
-    ...headers,
-  });
+  // The hosted pages' headers (pages.ts pageHeaders): the same Content-Security-Policy, nosniff, no framing.
+  res.writeHead(status, { ...pageHeaders(), ...headers });
   res.end(html);
 }
 
