@@ -39,7 +39,7 @@ async function serve(): Promise<void> {
   const stop = (signal: string) => {
     if (signalled) return;
     signalled = true;
-    log.info("stopping: finishing requests in flight", { signal });
+    log.info("stopping: finishing requests in flight", { signal, shutdown_timeout_ms: config.shutdownTimeoutMs });
     app.stop().then(
       () => {
         log.info("stopped");

@@ -36,6 +36,8 @@ export class FailedPreconditionError extends BillingError {}
 export class AbortedError extends BillingError {}
 export class UnauthenticatedError extends BillingError {}
 export class PermissionDeniedError extends BillingError {}
+/** The service cannot do it now (it is stopping); the same request later, to this or another server, can. */
+export class UnavailableError extends BillingError {}
 
 /**
  * Collects field violations during validation, then throws them all at once.

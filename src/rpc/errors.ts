@@ -15,6 +15,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   UnauthenticatedError,
+  UnavailableError,
 } from "../billing/errors.js";
 import { isTransient, isUnavailable } from "../db/errors.js";
 import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
@@ -37,6 +38,7 @@ function codeOf(err: BillingError): Code {
   if (err instanceof AbortedError) return Code.Aborted;
   if (err instanceof UnauthenticatedError) return Code.Unauthenticated;
   if (err instanceof PermissionDeniedError) return Code.PermissionDenied;
+  if (err instanceof UnavailableError) return Code.Unavailable;
   return Code.Internal;
 }
 

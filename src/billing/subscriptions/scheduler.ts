@@ -3,6 +3,7 @@
  * transitions, drafts whose grace period ended, late usage of ended subscriptions — on real time (the server's interval) or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
+import { UnavailableError } from "../errors.js";
 import { yielder } from "../yielding.js";
 import type { BillingEngine } from "./engine.js";
 import type { Pauses } from "./pauses.js";
@@ -29,14 +30,23 @@ export class Scheduler {
   /**
    * Runs everything due up to `now`, in time order: cycle closes before a timeline transition
    * at a later time; at the same instant the transition first (the new item's card then opens
-   * the next cycle). Returns how many cycles it closed.
+   * the next cycle). Returns how many cycles it closed. Once `stop` is aborted (the server is
+   * stopping), the run ends between two steps (never inside a transaction) with an
+   * UnavailableError: what ran is whole, and a later run does the rest.
    */
-  async runDue(now: Date, clockId: string | null): Promise<number> {
+  async runDue(now: Date, clockId: string | null, stop?: AbortSignal): Promise<number> {
     const breathe = yielder();
     let n = 0;
     const started = Date.now();
     const report = this.onProgress;
-    const onBatch = report && ((closed: number) => report({ clockId, closed: n + closed, startedAt: started, done: false }));
+    const check = () => {
+      if (stop?.aborted) throw new UnavailableError("SERVER_STOPPING", `the server is stopping: not everything due by ${now.toISOString()} has run (${n} cycles closed); run it again to finish`);
+    };
+    // After each batch of cycle closes, outside its transaction: a stop ends the run there.
+    const onBatch = (closed: number) => {
+      report?.({ clockId, closed: n + closed, startedAt: started, done: false });
+      check();
+    };
     const seen = new Set<string>();
     // Usage thresholds of the periods as they are before anything closes (a jump past a period's
     // end must not skip that period's thresholds), and again after (the new periods).
@@ -44,6 +54,7 @@ export class Scheduler {
     try {
       for (;;) {
         await breathe();
+        check();
         const keyOf = (t: Timeline) => `${t.id}@${t.nextTransitionAt?.getTime()}`;
         // The earliest due timeline not tried yet in this run (one that failed, or that another
         // runner holds, is not tried again until the next run).
@@ -61,9 +72,11 @@ export class Scheduler {
       }
       // Paused subscriptions due to resume start their new cycle at their resumes_at; cycles that
       // ended since (time jumped) close below.
+      check();
       await this.pauses.resumeDue(now, clockId);
       n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
       // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
+      check();
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
       if (n > 0) await this.thresholds?.check(clockId);

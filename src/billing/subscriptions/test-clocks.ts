@@ -12,6 +12,8 @@ export class TestClocks {
   constructor(
     private readonly lookups: Lookups,
     private readonly scheduler: Scheduler,
+    /** Aborted when the server stops: an advance in flight then ends between two steps (Scheduler.runDue). */
+    private readonly stop?: AbortSignal,
   ) {}
 
   private get stores() {
@@ -44,7 +46,11 @@ export class TestClocks {
     return this.stores.clocks.list(caller.environmentId, page);
   }
 
-  /** Moves the clock forward and runs everything due on it up to the new time before returning. */
+  /**
+   * Moves the clock forward and runs everything due on it up to the new time before returning.
+   * Cut short by the server stopping (UnavailableError), the clock is at its new time with part of
+   * the work done, each part whole; advancing it again to the same time runs the rest.
+   */
   async advanceClock(caller: Caller, id: string, to: Date | undefined): Promise<TestClock> {
     const clock = await this.clock(caller, id);
     const v = new Violations();
@@ -58,7 +64,7 @@ export class TestClocks {
     if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to))) {
       throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
     }
-    await this.scheduler.runDue(to, id);
+    await this.scheduler.runDue(to, id, this.stop);
     return this.clock(caller, id);
   }
 }
