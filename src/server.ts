@@ -344,7 +344,9 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         return universalResponseToNodeResponse(grpcResponse(uRes, flavour), res as ServerResponse);
       })
       .catch((err) => {
-        log.warn("rpc stream ended early", { rpc: path, request_id: trace?.id, err });
+        // A client that went away (a reset stream, a closed connection) is not the server's failure.
+        if (("stream" in res && res.stream.aborted) || req.socket?.destroyed) log.debug("rpc: the client went away", { rpc: path, request_id: trace?.id });
+        else log.warn("rpc stream ended early", { rpc: path, request_id: trace?.id, err });
         if (!res.headersSent) res.destroy();
       });
   };
@@ -503,7 +505,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
 
   /** A lean call whose answer could not even be written: logged, and its stream destroyed. */
   const leanBroken = (stream: ServerHttp2Stream, path: string, trace: RequestTrace, err: unknown): void => {
-    log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
+    if (stream.aborted) log.debug("rpc: the client went away", { rpc: path, request_id: trace.id });
+    else log.warn("rpc stream ended early", { rpc: path, request_id: trace.id, err });
     if (!stream.destroyed) stream.destroy();
   };
 

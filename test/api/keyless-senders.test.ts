@@ -16,7 +16,7 @@ import { rest } from "../helpers/clients.js";
 import { useServer } from "../helpers/server.js";
 
 // Where the bodies are read does not depend on the store.
-const server = useServer("sqlite", { MAX_REQUESTS_IN_FLIGHT: "16", FORM_BODY_TIMEOUT_MS: "3000" });
+const server = useServer("sqlite", { MAX_REQUESTS_IN_FLIGHT: "16", FORM_BODY_TIMEOUT_MS: "5000" });
 
 /** A slow sender's declared body: at a byte a second it would take this many seconds to finish. */
 const BODY = 1_000;
