@@ -46,7 +46,7 @@ import { HttpWebhookSender } from "./webhooks/http-sender.js";
 import { type Logger, createLogger } from "./log.js";
 import { Readiness, SchedulerWatch } from "./ops/health.js";
 import { Metrics } from "./ops/metrics.js";
-import { Admission, BULK_BODY_BYTES, bodyLimit } from "./limits.js";
+import { Admission, BULK_BODY_BYTES, KeylessStreams, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
 import { FormBodies } from "./rest/form-body.js";
@@ -420,6 +420,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
       admission,
       forms: new FormBodies(config.maxFormBodiesInFlight, config.formBodyTimeoutMs),
+      keylessStreams: new KeylessStreams(config.maxReflectionStreams, config.reflectionStreamTimeoutMs),
       rateLimiter: new RateLimiter(),
       rateLimits: config.rateLimits,
       // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).

@@ -53,6 +53,12 @@ export interface Config {
   /** Such form bodies read at once on this server, apart from MAX_REQUESTS_IN_FLIGHT; one more: 503. */
   maxFormBodiesInFlight: number;
   /**
+   * gRPC server reflection streams (no key): how many at once on this server, apart from
+   * MAX_REQUESTS_IN_FLIGHT (one more: 503 / UNAVAILABLE), and how long (ms) each may stay open.
+   */
+  maxReflectionStreams: number;
+  reflectionStreamTimeoutMs: number;
+  /**
    * On SIGTERM/SIGINT, how long requests in flight may go on (ms); then work still running is
    * told to stop (a test-clock advance answers 503 between two steps) and connections are closed.
    */
@@ -200,6 +206,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const maxBulkRequestsInFlight = int("MAX_BULK_REQUESTS_IN_FLIGHT", 1, 1, 10_000);
   const formBodyTimeoutMs = int("FORM_BODY_TIMEOUT_MS", 5_000, 100, 60_000);
   const maxFormBodiesInFlight = int("MAX_FORM_BODIES_IN_FLIGHT", 256, 1, 100_000);
+  const maxReflectionStreams = int("MAX_REFLECTION_STREAMS", 64, 1, 100_000);
+  const reflectionStreamTimeoutMs = int("REFLECTION_STREAM_TIMEOUT_MS", 30_000, 100, 3_600_000);
   const shutdownTimeoutMs = int("SHUTDOWN_TIMEOUT_MS", 25_000, 0, 3_600_000);
   const bulkQueueTimeoutMs = int("BULK_QUEUE_TIMEOUT_MS", 5_000, 0, 60_000);
   // 16 KiB: a rate card or a batch of about a hundred events, a few milliseconds of the thread.
@@ -268,6 +276,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBulkRequestsInFlight,
     formBodyTimeoutMs,
     maxFormBodiesInFlight,
+    maxReflectionStreams,
+    reflectionStreamTimeoutMs,
     shutdownTimeoutMs,
     bulkQueueTimeoutMs,
     bulkLaneMinBytes,

@@ -213,3 +213,37 @@ export class Admission {
     this.requests--;
   }
 }
+
+/**
+ * Streams a caller without a key may open (gRPC server reflection, which `buf curl` and grpcurl
+ * use): counted apart from the API's admission slots, at most `max` at once, each cut after
+ * `timeoutMs` (a reflection conversation takes milliseconds), so that no key-less caller can hold
+ * one of the API's slots, or many of these, for long (DESIGN §10).
+ */
+export class KeylessStreams {
+  private open = 0;
+  constructor(
+    readonly max: number,
+    readonly timeoutMs: number,
+  ) {}
+
+  /** Streams open now. */
+  get inFlight(): number {
+    return this.open;
+  }
+
+  /** Room for one more, with `cut` called when its time is up: what to call when it ends (undefined: full). */
+  enter(cut: () => void): (() => void) | undefined {
+    if (this.open >= this.max) return undefined;
+    this.open++;
+    const timer = setTimeout(cut, this.timeoutMs);
+    timer.unref?.();
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.open--;
+      clearTimeout(timer);
+    };
+  }
+}

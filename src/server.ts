@@ -15,7 +15,7 @@ import { Code, ConnectError, type ConnectRouter, createContextValues } from "@co
 import type { Compression, UniversalHandler } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ConnectionLimits } from "./config.js";
-import { type Admission, RETRY_AFTER_SECONDS, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
+import { type Admission, type KeylessStreams, RETRY_AFTER_SECONDS, type Ticket, bodyLimit, bodyTooLarge, isBulk, overloaded } from "./limits.js";
 import type { Logger } from "./log.js";
 import type { Readiness } from "./ops/health.js";
 import type { Metrics } from "./ops/metrics.js";
@@ -58,6 +58,8 @@ export interface HandlerParts {
   admission: Admission;
   /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (rest/form-body.ts). */
   forms?: FormBodies;
+  /** Key-less gRPC reflection streams: their own count and lifetime (limits.ts KeylessStreams). */
+  keylessStreams?: KeylessStreams;
   /** Per-key token buckets, and the server's default limits (an environment may override them). */
   rateLimiter?: RateLimiter;
   rateLimits?: RateLimits;
@@ -71,6 +73,16 @@ export interface HandlerParts {
 
 /** Liveness, readiness, metrics, the transport's no-op and their RPC: never refused by admission control. */
 const EXEMPT = new Set(["/healthz", "/readyz", "/metrics", "/ping", "/billing.v1.HealthService/Ping", "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch"]);
+
+/** Key-less streams counted apart from admission (HandlerParts.keylessStreams): gRPC server reflection. */
+const KEYLESS_STREAMS = new Set(["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"]);
+
+/** Ends a request's stream at once: an HTTP/2 stream is reset (the client sees CANCELLED), an HTTP/1.1 connection closed. */
+function cutStream(req: Req): void {
+  const stream = (req as Http2ServerRequest).stream as ServerHttp2Stream | undefined;
+  if (stream) stream.close(http2.constants.NGHTTP2_CANCEL);
+  else req.socket.destroy();
+}
 
 /** The plain routes, answered before anything else (no key, no admission); their paths are their metrics' procedure label. */
 const PLAIN = new Set(["/healthz", "/readyz", "/metrics"]);
@@ -232,7 +244,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
  * handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, forms, rateLimiter, rateLimits, invoke }: HandlerParts) {
+export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, forms, keylessStreams, rateLimiter, rateLimits, invoke }: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
   const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
@@ -687,7 +699,19 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       return;
     }
     let ticket: Ticket | undefined;
-    if (!exempt && (handler || target || page)) {
+    if (keylessStreams && KEYLESS_STREAMS.has(path)) {
+      // Server reflection needs no key: it never takes an API slot, only one of its own few, for a short while.
+      const leave = keylessStreams.enter(() => {
+        log.debug("reflection stream cut: open longer than REFLECTION_STREAM_TIMEOUT_MS", { request_id: traceOf(res)?.id });
+        cutStream(req);
+      });
+      if (!leave) {
+        refuse(path, handler, req, res, overloaded("reflection streams"));
+        return;
+      }
+      res.once("finish", leave);
+      res.once("close", leave);
+    } else if (!exempt && (handler || target || page)) {
       ticket = enter(path, handler, req, res);
       if (!ticket) return;
     }

@@ -126,3 +126,12 @@ test("key-less form bodies and the shutdown drain: defaults, bounds, bad values 
     'SHUTDOWN_TIMEOUT_MS must be an integer from 0 to 3600000 (got "1h")',
   ]);
 });
+
+test("key-less reflection streams: defaults, bounds, bad values reported by name", (t) => {
+  const d = loadConfig({});
+  t.deepEqual([d.maxReflectionStreams, d.reflectionStreamTimeoutMs], [64, 30_000]);
+  const set = loadConfig({ MAX_REFLECTION_STREAMS: "1", REFLECTION_STREAM_TIMEOUT_MS: "100" });
+  t.deepEqual([set.maxReflectionStreams, set.reflectionStreamTimeoutMs], [1, 100]);
+  const err = t.throws(() => loadConfig({ MAX_REFLECTION_STREAMS: "0", REFLECTION_STREAM_TIMEOUT_MS: "99" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(err.problems, ['MAX_REFLECTION_STREAMS must be an integer from 1 to 100000 (got "0")', 'REFLECTION_STREAM_TIMEOUT_MS must be an integer from 100 to 3600000 (got "99")']);
+});

@@ -164,6 +164,14 @@ function callError(err: unknown, log: Logger, req: { url: string; contextValues:
   return out;
 }
 
+/** Node's error for a stream that closed before its end (ERR_STREAM_PREMATURE_CLOSE), itself or as the cause. */
+function closedEarly(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 3; e = e.cause, depth++) {
+    if ((e as { code?: unknown }).code === "ERR_STREAM_PREMATURE_CLOSE") return true;
+  }
+  return false;
+}
+
 /**
  * A server stream's messages, with the error that ends it made public (callError); a stream that
  * ends because its client left or its deadline passed ends with the abort's error (canceled,
@@ -174,6 +182,9 @@ async function* publishedMessages<T>(messages: AsyncIterable<T>, log: Logger, re
     yield* messages;
   } catch (err) {
     if (req.signal.aborted && (err === req.signal.reason || (err instanceof Error && err.name === "AbortError"))) throw ConnectError.from(err);
+    // The request stream closed under the call (the client reset it, or the server cut a
+    // key-less stream past its time): canceled, no failure of the server's.
+    if (closedEarly(err)) throw new ConnectError("the stream was closed before it ended", Code.Canceled);
     throw callError(err, log, req);
   }
 }
