@@ -116,25 +116,34 @@ function declaredLength(req: Req | IncomingHttpHeaders): number | undefined {
 async function* boundedBody(req: Req, o: { limit: number | undefined; ticket: Ticket | undefined; countBytes: boolean; streaming: boolean; refused: () => void }): AsyncGenerator<Uint8Array> {
   let size = 0;
   let held = 0;
-  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (o.limit !== undefined && size > o.limit) {
-      o.refused();
-      throw bodyTooLarge(o.limit);
-    }
-    if (o.countBytes && o.ticket) {
-      if (!o.ticket.charge(chunk.length)) {
+  try {
+    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (o.limit !== undefined && size > o.limit) {
         o.refused();
-        throw overloaded("request bytes");
+        throw bodyTooLarge(o.limit);
       }
-      held += chunk.length;
+      if (o.countBytes && o.ticket) {
+        if (!o.ticket.charge(chunk.length)) {
+          o.refused();
+          throw overloaded("request bytes");
+        }
+        held += chunk.length;
+      }
+      yield chunk;
+      // A stream's bytes are in flight until the next are asked for; a unary body's until the end.
+      if (o.streaming && o.ticket && held > 0) {
+        o.ticket.release(held);
+        held = 0;
+      }
     }
-    yield chunk;
-    // A stream's bytes are in flight until the next are asked for; a unary body's until the end.
-    if (o.streaming && o.ticket && held > 0) {
-      o.ticket.release(held);
-      held = 0;
+  } catch (err) {
+    // A body whose client reset its stream or closed its connection midway fails on Node's side
+    // (premature close): the client's choice, canceled, never an internal error of the server.
+    if (!(err instanceof ConnectError) && (("stream" in req && req.stream.aborted) || req.aborted || req.socket?.destroyed)) {
+      throw new ConnectError("the client cancelled the call", Code.Canceled);
     }
+    throw err;
   }
   // An HTTP/2 body ends (rather than fails) when the client resets its stream: not a whole stream.
   if ("stream" in req && req.stream.aborted) throw new ConnectError("the client cancelled the call", Code.Canceled);

@@ -13,9 +13,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import test from "ava";
+import { type App, startApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/log.js";
 import { ok } from "../helpers/clients.js";
-import { STORES } from "../helpers/db.js";
-import { type TestServer, useServers } from "../helpers/server.js";
+import { STORES, createTestDatabase } from "../helpers/db.js";
+import { sample, scrape } from "../helpers/ops.js";
+import { type TestServer, seedKeys, useServers } from "../helpers/server.js";
 
 const GRPCIO_PYTHON = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
 const CLIENT = path.resolve(import.meta.dirname, "../grpcio/client.py");
@@ -152,3 +156,47 @@ for (const store of STORES) {
     t.is(summary[0].value, "2499.5", "4,999 events of 0.5, each once");
   });
 }
+
+// A usage stream grpcio gives up on (its cancel(), its deadline) is written and counted as what it
+// was, canceled or deadline_exceeded at info, never ok, and leaves no warning, error or stack in
+// the server's log. One server whose every log line (debug included) is kept; counting does not
+// depend on the store.
+test.serial("sqlite: grpcio giving up on a usage stream (cancel, deadline) is logged at info as canceled / deadline_exceeded, with no error or stack", async (t) => {
+  const db = await createTestDatabase("sqlite");
+  const seeded = await seedKeys(db.url);
+  const lines: Record<string, unknown>[] = [];
+  let app: App | undefined;
+  try {
+    app = await startApp(
+      loadConfig({ DATABASE_URL: db.url, PORT: "0", LOG_LEVEL: "debug", SCHEDULER_INTERVAL_MS: "0" }),
+      createLogger("debug", (l) => lines.push(JSON.parse(l))),
+    );
+    const s = { store: "sqlite", url: app.url, keys: seeded.keys } as unknown as TestServer;
+    const procedure = "billing.v1.UsageEventService/StreamUsageEvents";
+    const accessLines = () => lines.filter((l) => l.msg === "request" && l.procedure === procedure);
+    for (const [giveUp, code, grpcCode] of [
+      ["cancel", "canceled", "CANCELLED"],
+      ["deadline", "deadline_exceeded", "DEADLINE_EXCEEDED"],
+    ] as const) {
+      const subject = await ok(s, seeded.keys.a, "POST", "/subjects", { external_id: `py-${giveUp}-${unique()}` });
+      const before = accessLines().length;
+      const seen = await python(s, "abandon", { subject_id: subject.id, give_up: giveUp });
+      t.is(seen.code, grpcCode, giveUp);
+      // The stream's close is seen a moment after the client's.
+      for (let i = 0; i < 50 && accessLines().length === before; i++) await new Promise((r) => setTimeout(r, 100));
+      const written = accessLines().slice(before);
+      t.is(written.length, 1, `${giveUp}: one access line`);
+      t.like(written[0], { level: "info", protocol: "grpc", code }, giveUp);
+    }
+    const metrics = await scrape(app.url);
+    for (const code of ["canceled", "deadline_exceeded"]) t.is(sample(metrics, "billing_requests_total", { protocol: "grpc", procedure, code }), 1, code);
+    t.is(sample(metrics, "billing_requests_total", { protocol: "grpc", procedure, code: "ok" }), 0);
+    const loud = lines.filter((l) => l.level === "warn" || l.level === "error");
+    t.deepEqual(loud, [], "no warning or error line");
+    t.false(/"stack"|\n\s+at /.test(JSON.stringify(lines)), "no stack trace in any line");
+  } finally {
+    await app?.stop();
+    await seeded.close();
+    await db.drop();
+  }
+});

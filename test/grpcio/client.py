@@ -164,6 +164,32 @@ elif case == "stream":
         out["second"] = as_dict(second)
     except grpc.RpcError as e:
         out["second"] = {"error": failure(e)}
+elif case == "abandon":
+    # A usage stream given up midway: three events, then the client cancels it ("cancel") or
+    # lets its deadline pass ("deadline") while its request iterator waits for more.
+    import threading
+
+    ch = channel()
+    stream, _ = callable_of(ch, "/billing.v1.UsageEventService/StreamUsageEvents", "stream_unary")
+    more = threading.Event()
+
+    def slow():
+        yield from events(3, args["subject_id"], lambda i: f"a{i}", lambda i: "1")
+        more.wait(30)
+
+    timeout = 1 if args["give_up"] == "deadline" else None
+    future = stream.future(slow(), metadata=keyed(), timeout=timeout)
+    if args["give_up"] == "cancel":
+        threading.Timer(0.5, future.cancel).start()
+    try:
+        future.result()
+        out["code"] = "OK"
+    except grpc.FutureCancelledError:
+        out["code"] = "CANCELLED"
+    except grpc.RpcError as e:
+        out["code"] = e.code().name
+    more.set()
+    ch.close()
 else:
     raise SystemExit(f"unknown case {case}")
 
