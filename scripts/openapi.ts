@@ -18,8 +18,8 @@ export const OPENAPI_FILE = fileURLToPath(new URL("../openapi/openapi.json", imp
 
 const image = execFileSync(fileURLToPath(new URL("../node_modules/.bin/buf", import.meta.url)), ["build", "-o", "-#format=binpb"], { cwd: root, maxBuffer: 64 * 1024 * 1024 });
 const comments = commentsFromDescriptorSet(fromBinary(FileDescriptorSetSchema, image));
-const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
-const text = `${JSON.stringify(buildOpenApi(restServices, { version, comments: (name) => comments.get(name) }), null, 2)}\n`;
+const { version, license } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string; license: string };
+const text = `${JSON.stringify(buildOpenApi(restServices, { version, license, comments: (name) => comments.get(name) }), null, 2)}\n`;
 
 if (process.argv.includes("--check")) {
   let current = "";

@@ -4,7 +4,8 @@
  * descriptors, so that it says what the server does (DESIGN §4):
  * - proto field names (snake_case); every output field is always present (`required`);
  * - a field with explicit presence (proto3 `optional`, a message, a oneof member) is nullable:
- *   absent is written as JSON null;
+ *   absent is written as JSON null; except, in responses, one marked `(billing.v1.always_set)`,
+ *   which every response sets (the writer, rpc/json-out.ts, never writes it as null);
  * - `(billing.v1.decimal)` fields and 64-bit integers are strings; Timestamps RFC 3339 strings;
  *   maps are objects; enums their value names;
  * - `response_body: "x"` answers field x alone (a bare array for a repeated field);
@@ -22,7 +23,7 @@ import { type DescField, type DescMessage, type DescMethod, type DescService, Sc
 import { FeatureSet_FieldPresence, type FileDescriptorSet, type SourceCodeInfo_Location } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
-import { decimal, rest_number } from "../gen/billing/v1/options_pb.js";
+import { always_set, decimal, rest_number } from "../gen/billing/v1/options_pb.js";
 import { needsKey, publishableMay } from "../rpc/auth.js";
 import { type RestRoute, buildRoutes } from "./gateway.js";
 
@@ -31,7 +32,7 @@ export type Schema = Record<string, any>;
 
 export interface OpenApiDocument {
   openapi: "3.1.0";
-  info: { title: string; version: string; description: string };
+  info: { title: string; version: string; description: string; license: { name: string; identifier: string } };
   servers: { url: string }[];
   tags: { name: string; description?: string }[];
   paths: Record<string, Record<string, Operation>>;
@@ -235,8 +236,8 @@ class Schemas {
     let s = this.value(field, mode);
     if (field.fieldKind === "list") s = { type: "array", items: s };
     else if (field.fieldKind === "map") s = { type: "object", additionalProperties: s };
-    // Output: absent is null. Input: null means absent, for any field.
-    if (mode === "input" || hasPresence(field)) s = nullable(s);
+    // Output: absent is null, unless every response sets it. Input: null means absent, for any field.
+    if (mode === "input" || (hasPresence(field) && !getOption(field, always_set))) s = nullable(s);
     return withDescription(s, this.comments(`${field.parent.typeName}.${field.name}`));
   }
 }
@@ -278,7 +279,16 @@ const CODES_BY_NAME = new Map<string, Code>(
 
 /** Statuses the bridge itself answers with, besides those of Connect's table. */
 export const BRIDGE_STATUSES: Record<number, { name: string; codes: string[]; description: string }> = {
-  413: { name: "PayloadTooLarge", codes: ["resource_exhausted"], description: "The body is larger than the method's bound (reason PAYLOAD_TOO_LARGE)." },
+  413: {
+    name: "PayloadTooLarge",
+    codes: ["resource_exhausted"],
+    description: "The body (or the Content-Length a request declares, whatever its method) is larger than the method's bound (reason PAYLOAD_TOO_LARGE).",
+  },
+  415: {
+    name: "UnsupportedMediaType",
+    codes: ["invalid_argument"],
+    description: "A request body sent with a Content-Encoding other than identity: REST bodies are read as sent (reason UNSUPPORTED_CONTENT_ENCODING).",
+  },
 };
 
 const STATUS_TEXT: Record<number, [string, string]> = {
@@ -288,6 +298,7 @@ const STATUS_TEXT: Record<number, [string, string]> = {
   404: ["NotFound", "The resource does not exist in the key's environment."],
   409: ["Conflict", "Already exists, or a write lost a race and gave up (aborted: retry)."],
   413: ["PayloadTooLarge", BRIDGE_STATUSES[413]?.description ?? ""],
+  415: ["UnsupportedMediaType", BRIDGE_STATUSES[415]?.description ?? ""],
   429: ["TooManyRequests", "Over the key's rate limit; Retry-After says when to try again."],
   500: ["InternalError", 'An unexpected failure (message "internal error"; the cause is logged).'],
   503: ["Unavailable", "The server is at its bound of requests in flight (Retry-After), or the database cannot be reached."],
@@ -300,16 +311,20 @@ function codesFor(status: number): string[] {
   return [...new Set([...codes, ...(BRIDGE_STATUSES[status]?.codes ?? [])])].sort();
 }
 
-/** The error statuses a route can answer with. */
+/**
+ * The error statuses a route can answer with: those its comment names (`NOT_FOUND (404)`, also
+ * across a line break), and those of the bridge and the server for any route of its kind.
+ */
 function errorStatuses(route: RestRoute, comment: string, hasInput: boolean): number[] {
-  const out = new Set<number>([500, 503]);
-  for (const m of comment.matchAll(/\b([A-Z]+(?:_[A-Z]+)*) \((\d{3})\)/g)) {
+  // Any request may declare a Content-Length over its method's bound (server.ts refuses it unread).
+  const out = new Set<number>([413, 500, 503]);
+  for (const m of comment.matchAll(/\b([A-Z]+(?:_[A-Z]+)*)\s+\((\d{3})\)/g)) {
     const code = CODES_BY_NAME.get(m[1] as string);
     if (code !== undefined) out.add(codeToHttpStatus(code));
   }
   if (hasInput) out.add(400);
   if (route.params.length > 0) out.add(404);
-  if (route.body !== "") out.add(413);
+  if (route.body !== "") out.add(415); // a compressed body (gateway.ts)
   if (route.httpMethod !== "GET") out.add(409); // a write that loses a race and gives up is aborted (DESIGN §4)
   if (needsKey(route.method.parent)) {
     out.add(401);
@@ -323,6 +338,8 @@ const firstSentence = (text: string) => (/^(.*?\.)(\s|$)/s.exec(text)?.[1] ?? te
 
 export interface BuildOptions {
   version: string;
+  /** The SPDX identifier of the project's license (package.json `license`); Apache-2.0 when not given. */
+  license?: string;
   comments?: Comments;
 }
 
@@ -457,6 +474,7 @@ export function buildOpenApi(services: DescService[], options: BuildOptions): Op
         "The REST-style JSON paths, transcoded from the google.api.http annotations of the Protobuf contract onto the same handlers as gRPC and Connect. " +
         "JSON uses proto field names and always has every field: a value that is absent is null, a list [], a map {}. Decimals (amounts, quantities) are strings; " +
         "times are RFC 3339 UTC. Every call carries X-API-Key, except the ones marked as needing none. Generated from proto/ by scripts/openapi.ts.",
+      license: { name: options.license ?? "Apache-2.0", identifier: options.license ?? "Apache-2.0" },
     },
     servers: [{ url: "/" }],
     tags,

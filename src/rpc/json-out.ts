@@ -7,7 +7,9 @@
  *   set, at every depth, where protobuf-es leaves the key out (DESIGN §4: every field is emitted,
  *   and an absent optional value is `null`, never `""`; SDK models declare these `Optional`).
  *   Proto3 JSON readers take `null` as "not set", so this is still valid proto3 JSON for Connect
- *   clients. Members of a real `oneof` stay left out when unset (the contract has none today);
+ *   clients. Members of a real `oneof` stay left out when unset (the contract has none today).
+ *   A field marked `(billing.v1.always_set)` is never written as null: the OpenAPI document types
+ *   it non-null, so a response that leaves it out is a server bug, thrown (an internal error);
  * - on REST only, fields marked `(billing.v1.rest_number)` (invoice line `quantity`) as a JSON
  *   number token with the decimal's exact digits, never through a JS number. Proto3 JSON keeps them
  *   strings: a generated client reads a string field only from a JSON string.
@@ -16,7 +18,7 @@ import { type DescField, type DescMessage, type JsonObject, type JsonValue, getO
 import { hasCustomJsonRepresentation } from "@bufbuild/protobuf/wkt";
 import { LosslessNumber, stringify as losslessStringify } from "lossless-json";
 import { canonicalDecimal } from "../billing/money.js";
-import { rest_number } from "../gen/billing/v1/options_pb.js";
+import { always_set, rest_number } from "../gen/billing/v1/options_pb.js";
 
 /** FeatureSet.FieldPresence.IMPLICIT: proto3 fields without `optional` (always emitted). */
 const IMPLICIT = 2;
@@ -25,6 +27,8 @@ const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 interface Plan {
   /** Fields in field-number order (the order protobuf-es writes them). */
   fields: DescField[];
+  /** The `(billing.v1.always_set)` fields. */
+  alwaysSet: Set<DescField>;
   /** Whether anything in this message (at any depth) needs more than protobuf-es wrote. */
   needsWalk: boolean;
 }
@@ -55,8 +59,9 @@ function plan(desc: DescMessage, seen = new Set<DescMessage>()): Plan {
   const known = plans.get(desc);
   if (known) return known;
   const fields = [...desc.fields].sort((a, b) => a.number - b.number);
+  const alwaysSet = new Set(fields.filter((f) => nullWhenUnset(f) && getOption(f, always_set)));
   // Recursive messages: assume a walk is needed while the plan is being made.
-  const p: Plan = { fields, needsWalk: true };
+  const p: Plan = { fields, alwaysSet, needsWalk: true };
   if (seen.has(desc)) return p;
   seen.add(desc);
   let needsWalk = false;
@@ -97,6 +102,7 @@ function walk(desc: DescMessage, json: JsonObject, w: Walk): JsonObject {
     const key = f.name;
     const value = json[key];
     if (value === undefined) {
+      if (p.alwaysSet.has(f)) throw new Error(`${desc.typeName}.${key} is always set in responses, and this one leaves it out`);
       if (nullWhenUnset(f)) out[key] = null;
       continue;
     }

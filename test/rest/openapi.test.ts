@@ -84,7 +84,10 @@ test("the wire conventions in the schemas: decimals as strings, optional fields 
   t.deepEqual(s.AmountInput?.properties.value.type, ["string", "number", "null"]);
   t.deepEqual(s.Price?.properties.package_units.type, ["number", "null"], "proto3 optional: nullable");
   t.deepEqual(s.Price?.required, ["price_type", "amount", "package_units", "rounding_behavior"], "every field always present");
-  t.deepEqual(s.Subject?.properties.created_at, { type: ["string", "null"], format: "date-time", description: "When the subject was created (RFC 3339, UTC)." });
+  t.deepEqual(s.Subject?.properties.created_at, { type: "string", format: "date-time", description: "When the subject was created (RFC 3339, UTC)." }, "(billing.v1.always_set): never null");
+  t.deepEqual(s.Invoice?.properties.finalized_at.type, ["string", "null"], "a Timestamp not always set is nullable");
+  t.deepEqual(s.Invoice?.properties.total_amount.$ref, "#/components/schemas/Amount", "an always-set message field is a plain reference, not anyOf with null");
+  t.deepEqual(s.PeriodInput?.properties.start.type, ["string", "null"], "requests may still leave an always-set field out (null is absent)");
   t.deepEqual(s.Subject?.properties.metadata.additionalProperties, { type: "string" });
   const items = doc.paths["/subscription-timelines/{subscription_timeline_id}/items"]?.post?.responses["200"].content["application/json"].schema as Schema;
   t.is(items.type, "array", "a bare array");
