@@ -46,6 +46,7 @@ import { HttpWebhookSender } from "./webhooks/http-sender.js";
 import { type Logger, createLogger } from "./log.js";
 import { Readiness, SchedulerWatch } from "./ops/health.js";
 import { Metrics } from "./ops/metrics.js";
+import { type Tracing, detached, startTracing, tracedProvider } from "./ops/tracing.js";
 import { Admission, BULK_BODY_BYTES, KeylessStreams, bodyLimit } from "./limits.js";
 import { createRestGateway } from "./rest/gateway.js";
 import { createApiDocs, loadOpenApi } from "./rest/docs.js";
@@ -83,6 +84,8 @@ export const HEALTH_WATCH_INTERVAL_MS = 1_000;
 export interface App {
   port: number;
   url: string;
+  /** The app's tracing; undefined (no tracing SDK started) without OTEL_EXPORTER_OTLP_ENDPOINT. */
+  tracing: Tracing | undefined;
   stop(): Promise<void>;
 }
 
@@ -144,10 +147,10 @@ export function buildServices(
   now: () => Date,
   log?: Logger,
   ingestCommitsInFlight = 2,
-  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal } = {},
+  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal; tracing?: Tracing | undefined } = {},
   eventOptions: EventOptions = {},
 ) {
-  const { metrics } = ops;
+  const { metrics, tracing } = ops;
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
   const encode = eventEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
@@ -179,7 +182,9 @@ export function buildServices(
         : undefined,
   });
   const summaries = new SummaryService(usageStore, pricingMetrics, subjects);
-  const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, builtInPaymentProviders(), now, {
+  // With tracing on, each charge of a provider is a span of its own.
+  const payments = builtInPaymentProviders(tracing && ((p, name) => tracedProvider(p, tracing, name)));
+  const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, payments, now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
         subscription: s.id,
@@ -335,8 +340,12 @@ const WAKE_DELAY_MS = 10;
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
   const db = await createDatabase(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs });
   await db.dataSource.initialize();
+  let tracing: Tracing | undefined;
   try {
     if (config.runMigrations) await migrate(db, log);
+    // Spans over OTLP only with OTEL_EXPORTER_OTLP_ENDPOINT set; otherwise nothing of the SDK is loaded.
+    tracing = await startTracing(config.tracing, log);
+    db.sql.tracing = tracing;
     const now = () => new Date();
     const authStore = new SqlAuthStore(db.sql, db.entities);
     if (config.bootstrapApiKey) {
@@ -356,7 +365,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       log,
       config.ingestCommitsInFlight,
       // Aborted once SHUTDOWN_TIMEOUT_MS has passed on a stop: a clock advance still running ends cleanly.
-      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal },
+      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal, tracing },
       {
         allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
         thresholdPercents: config.webhooks.thresholdPercents,
@@ -425,6 +434,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       rateLimits: config.rateLimits,
       // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).
       invoke,
+      tracing,
     });
     const listener: Listener = await listen(handler, config.port, config.connections);
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
@@ -454,7 +464,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         : undefined;
     // The webhook delivery worker: safe with several servers (deliveries are claimed under a row
     // lock, then leased), so every server may run it.
-    const sender = new HttpWebhookSender(guard);
+    const sender = new HttpWebhookSender(guard, undefined, tracing);
     const worker = new DeliveryWorker(webhookStore, sender, now, {
       ...DEFAULT_DELIVERY_OPTIONS,
       timeoutMs: config.webhooks.timeoutMs,
@@ -475,8 +485,8 @@ export async function startApp(config: Config, log: Logger = createLogger(config
         return;
       }
       delivering = true;
-      worker
-        .runDue({ retries })
+      // Outside the trace of the request whose commit woke it: each attempt is a trace of its own.
+      detached(() => worker.runDue({ retries }))
         .catch((err) => log.error("webhook delivery run failed", { err }))
         .finally(() => {
           delivering = false;
@@ -514,6 +524,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     return {
       port: listener.port,
       url: `http://127.0.0.1:${listener.port}`,
+      tracing,
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
@@ -535,12 +546,15 @@ export async function startApp(config: Config, log: Logger = createLogger(config
           while (ticking || delivering) await new Promise((r) => setTimeout(r, 20));
           sender.close();
           await db.close();
+          // The spans still waiting for their batch are exported before the app is stopped.
+          await tracing?.shutdown();
         })();
         return stopping;
       },
     };
   } catch (err) {
     await db.dataSource.destroy().catch(() => {});
+    await tracing?.shutdown().catch(() => {});
     throw err;
   }
 }

@@ -86,6 +86,19 @@ export interface Config {
   dashboardSessionSeconds: number;
   /** Outgoing webhooks (README, "Webhooks and events"). */
   webhooks: WebhookConfig;
+  /** Span export over OTLP (README, "Tracing"); undefined: OTEL_EXPORTER_OTLP_ENDPOINT unset, no tracing SDK started. */
+  tracing: TracingConfig | undefined;
+}
+
+export interface TracingConfig {
+  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces` appended. */
+  endpoint: string;
+  /** Headers sent with each export (OTEL_EXPORTER_OTLP_HEADERS: `key=value` pairs, comma-separated, values URL-encoded). */
+  headers: Record<string, string>;
+  /** The `service.name` of the spans (OTEL_SERVICE_NAME). */
+  serviceName: string;
+  /** How long spans wait to be exported in a batch (ms; OTEL_BSP_SCHEDULE_DELAY). */
+  scheduleDelayMs: number;
 }
 
 export interface WebhookConfig {
@@ -256,6 +269,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     thresholdCheckMs: int("USAGE_THRESHOLD_CHECK_INTERVAL_MS", 60_000, 1_000, 86_400_000),
   });
 
+  const tracing = tracingConfig(env, problems, int("OTEL_BSP_SCHEDULE_DELAY", 5_000, 1, 600_000));
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     port,
@@ -284,6 +299,45 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimits,
     metricsToken,
     webhooks,
+    tracing,
     dashboardSessionSeconds,
   });
+}
+
+/**
+ * Tracing's settings, from the OpenTelemetry SDK's standard variables: undefined unless
+ * OTEL_EXPORTER_OTLP_ENDPOINT is set. Sampling is always on (parent-based: a caller's
+ * `traceparent` that says "not sampled" is followed).
+ */
+function tracingConfig(env: Record<string, string | undefined>, problems: string[], scheduleDelayMs: number): TracingConfig | undefined {
+  const raw = env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined;
+  if (raw === undefined) return undefined;
+  let endpoint = "";
+  try {
+    const u = new URL(raw);
+    if (u.protocol !== "http:" && u.protocol !== "https:") problems.push("OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL (the OTLP/HTTP receiver, as in http://collector:4318)");
+    // The signal's path goes after the base URL's own path (OTLP exporter specification).
+    endpoint = `${raw.replace(/\/+$/, "")}/v1/traces`;
+  } catch {
+    problems.push(`OTEL_EXPORTER_OTLP_ENDPOINT is not a valid URL (got ${JSON.stringify(raw)})`);
+  }
+  const headers: Record<string, string> = {};
+  for (const pair of (env.OTEL_EXPORTER_OTLP_HEADERS ?? "").split(",")) {
+    if (pair.trim() === "") continue;
+    const eq = pair.indexOf("=");
+    const key = eq > 0 ? pair.slice(0, eq).trim() : "";
+    let value: string | undefined;
+    try {
+      value = eq > 0 ? decodeURIComponent(pair.slice(eq + 1).trim()) : undefined;
+    } catch {
+      value = undefined;
+    }
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key) || value === undefined || !/^[\t\x20-\x7e]*$/.test(value)) {
+      problems.push("OTEL_EXPORTER_OTLP_HEADERS must be comma-separated key=value pairs (header names; values URL-encoded printable ASCII)");
+      break;
+    }
+    headers[key.toLowerCase()] = value;
+  }
+  const serviceName = env.OTEL_SERVICE_NAME || "usage-billing";
+  return Object.freeze({ endpoint, headers: Object.freeze(headers), serviceName, scheduleDelayMs });
 }

@@ -1,5 +1,10 @@
-/** A small structured logger: one JSON object per line on stderr. */
+/**
+ * A small structured logger: one JSON object per line on stderr. A line written while a span is
+ * in progress (tracing on: ops/tracing.ts) carries its `trace_id` and `span_id`, unless its
+ * fields give their own.
+ */
 import type { LogLevel } from "./config.js";
+import { activeSpanIds } from "./ops/tracing.js";
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -19,6 +24,10 @@ export function createLogger(level: LogLevel, write: (line: string) => void = (l
     const extra: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(fields ?? {})) {
       extra[k] = v instanceof Error ? { name: v.name, message: v.message, stack: v.stack } : v;
+    }
+    if (extra.trace_id === undefined) {
+      const ids = activeSpanIds();
+      if (ids) Object.assign(extra, ids);
     }
     write(`${JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra })}\n`);
   };

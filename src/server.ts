@@ -19,6 +19,7 @@ import { type Admission, type KeylessStreams, RETRY_AFTER_SECONDS, type Ticket, 
 import type { Logger } from "./log.js";
 import type { Readiness } from "./ops/health.js";
 import type { Metrics } from "./ops/metrics.js";
+import { type Tracing, spanIds } from "./ops/tracing.js";
 import { REQUEST_ID_HEADER, RequestTrace, codeName, codeOfHttpStatus, requestIdFrom, setTrace, traceOf } from "./ops/trace.js";
 import { sendError } from "./rest/errors.js";
 import type { FormBodies, FormRefusal } from "./rest/form-body.js";
@@ -69,6 +70,11 @@ export interface HandlerParts {
    * rpc/grpc-stream.ts) rather than by connect-node.
    */
   invoke?: Invoker;
+  /**
+   * Tracing (ops/tracing.ts), when OTEL_EXPORTER_OTLP_ENDPOINT is set: each request runs in its
+   * server span, a child of the caller's `traceparent`. Without it the handler is not wrapped.
+   */
+  tracing?: Tracing | undefined;
 }
 
 /** Liveness, readiness, metrics, the transport's no-op and their RPC: never refused by admission control. */
@@ -253,7 +259,23 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
  * resource_exhausted); a bulk slot for a bulk method and the server's byte bound (503); then the
  * handler, reading the body through `boundedBody`.
  */
-export function createRequestHandler({ router, rest, pages, readiness, metrics, metricsToken, log, authenticate, admission, forms, keylessStreams, rateLimiter, rateLimits, invoke }: HandlerParts) {
+export function createRequestHandler({
+  router,
+  rest,
+  pages,
+  readiness,
+  metrics,
+  metricsToken,
+  log,
+  authenticate,
+  admission,
+  forms,
+  keylessStreams,
+  rateLimiter,
+  rateLimits,
+  invoke,
+  tracing,
+}: HandlerParts) {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
   const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
@@ -290,6 +312,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
   const end = (trace: RequestTrace, code: string, status: number): void => {
     const ms = performance.now() - trace.start;
     metrics.observeRequest(trace.protocol, trace.procedure, code, ms / 1000);
+    const span = trace.span;
+    if (span) tracing?.endRequest(span, trace, code, status);
     if (!accessLog) return;
     log.info("request", {
       request_id: trace.id,
@@ -299,6 +323,8 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
       code,
       duration_ms: Math.round(ms * 1000) / 1000,
       environment: trace.environmentId ?? null,
+      // The request's own trace (tracing on): the line is written when it ends, outside its span.
+      ...(span && spanIds(span)),
     });
   };
 
@@ -582,7 +608,11 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
     if (typeof path !== "string") return false;
     const handler = rpc.get(path);
     if (!handler || !servesLean(handler.method, headers)) return false;
-    serveGrpc(stream, headers, path, handler.method, invoke);
+    if (tracing) {
+      const span = tracing.serveRequest(headers, () => serveGrpc(stream, headers, path, handler.method, invoke));
+      const trace = traceOf(stream);
+      if (trace) trace.span = span;
+    } else serveGrpc(stream, headers, path, handler.method, invoke);
     return true;
   };
 
@@ -788,7 +818,21 @@ export function createRequestHandler({ router, rest, pages, readiness, metrics, 
         if (!res.headersSent) sendError(res, Code.Internal, "internal error", "INTERNAL");
       });
   };
-  return Object.assign(handle, { grpcStream });
+  /**
+   * A request in its server span (tracing on): `handle` sets the request's trace at once, which
+   * then holds the span. The plain routes (probes and scrapes, every few seconds) make no traces.
+   */
+  const traced = (req: Req, res: Res): void => {
+    if (PLAIN.has((req.url ?? "/").split("?", 1)[0] ?? "/")) {
+      handle(req, res);
+      return;
+    }
+    const span = (tracing as Tracing).serveRequest(req.headers, () => handle(req, res));
+    const trace = traceOf(res);
+    if (trace) trace.span = span;
+    else span.end();
+  };
+  return Object.assign(tracing ? traced : handle, { grpcStream });
 }
 
 /**

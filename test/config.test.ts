@@ -135,3 +135,32 @@ test("key-less reflection streams: defaults, bounds, bad values reported by name
   const err = t.throws(() => loadConfig({ MAX_REFLECTION_STREAMS: "0", REFLECTION_STREAM_TIMEOUT_MS: "99" }), { instanceOf: ConfigError }) as ConfigError;
   t.deepEqual(err.problems, ['MAX_REFLECTION_STREAMS must be an integer from 1 to 100000 (got "0")', 'REFLECTION_STREAM_TIMEOUT_MS must be an integer from 100 to 3600000 (got "99")']);
 });
+
+test("tracing: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans to <endpoint>/v1/traces, service usage-billing, headers and batch delay read", (t) => {
+  t.is(loadConfig({}).tracing, undefined);
+  t.is(loadConfig({ OTEL_SERVICE_NAME: "ignored", OTEL_BSP_SCHEDULE_DELAY: "100" }).tracing, undefined, "nothing without the endpoint");
+  t.deepEqual(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }).tracing, {
+    endpoint: "http://collector:4318/v1/traces",
+    headers: {},
+    serviceName: "usage-billing",
+    scheduleDelayMs: 5000,
+  });
+  t.deepEqual(
+    loadConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "https://otel.example/base/",
+      OTEL_EXPORTER_OTLP_HEADERS: "Authorization=Bearer%20abc, x-tenant = blue",
+      OTEL_SERVICE_NAME: "billing-eu",
+      OTEL_BSP_SCHEDULE_DELAY: "250",
+    }).tracing,
+    { endpoint: "https://otel.example/base/v1/traces", headers: { authorization: "Bearer abc", "x-tenant": "blue" }, serviceName: "billing-eu", scheduleDelayMs: 250 },
+  );
+  const bad = t.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318", OTEL_EXPORTER_OTLP_HEADERS: "no-equals-sign", OTEL_BSP_SCHEDULE_DELAY: "soon" }), {
+    instanceOf: ConfigError,
+  }) as ConfigError;
+  t.deepEqual(
+    bad.problems.map((p) => p.split(" ")[0]),
+    ["OTEL_BSP_SCHEDULE_DELAY", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"],
+  );
+  const notUrl = t.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" }), { instanceOf: ConfigError }) as ConfigError;
+  t.regex(notUrl.problems[0] ?? "", /^OTEL_EXPORTER_OTLP_ENDPOINT is not a valid URL/);
+});

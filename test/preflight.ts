@@ -36,6 +36,12 @@ if (spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
   );
 }
 
+if (!existsSync("/usr/bin/protoc") || !existsSync("/usr/bin/grpc_python_plugin")) {
+  missing.push(
+    "/usr/bin/protoc and /usr/bin/grpc_python_plugin, which the Python how-to's test runs (test/clients/python-howto.test.ts), are not both installed: install them (apt-get install protobuf-compiler protobuf-compiler-grpc; npm test does so when run as root)",
+  );
+}
+
 if (missing.length > 0) {
   console.error(`npm test cannot run: ${missing.join("; and ")}`);
   process.exit(1);

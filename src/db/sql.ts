@@ -10,6 +10,7 @@ import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
 import { isTransient } from "./errors.js";
 import { DatabaseTimeoutError, type TimeLimit } from "./time-limit.js";
+import { SpanKind, type Tracing } from "../ops/tracing.js";
 
 /** One SQL statement with `?` placeholders and its parameters. */
 export type Statement = readonly [sql: string, params: readonly unknown[]];
@@ -275,6 +276,23 @@ export function rowLock(dialect: Dialect): { mode: "pessimistic_write" } | undef
 
 export class Sql {
   private tail: Promise<unknown> = Promise.resolve();
+  /**
+   * Tracing (ops/tracing.ts), set by the app when OTEL_EXPORTER_OTLP_ENDPOINT is set: each
+   * transaction made while a span is in progress (a request's) runs in a span of its own.
+   */
+  tracing: Tracing | undefined = undefined;
+
+  /** `fn` in a database transaction's span when tracing is on and a span is in progress. */
+  private traced<T>(fn: () => Promise<T>, readCommitted = false, pipelined = false): Promise<T> {
+    const tracing = this.tracing;
+    if (tracing === undefined) return fn();
+    return tracing.inChildSpan(
+      "db.transaction",
+      SpanKind.CLIENT,
+      { "db.system.name": this.dialect === "mysql" ? "mysql" : "sqlite", "db.transaction.isolation": readCommitted ? "read_committed" : "default", "db.transaction.pipelined": pipelined },
+      fn,
+    );
+  }
   constructor(
     readonly dataSource: DataSource,
     readonly dialect: Dialect,
@@ -362,6 +380,11 @@ export class Sql {
    * `fn` must only work in the transaction (it may run more than once).
    */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    if (this.tracing === undefined) return this.transactionOnce(fn);
+    return this.traced(() => this.transactionOnce(fn));
+  }
+
+  private transactionOnce<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "sqlite") return withAfterCommit((f) => this.dataSource.transaction(f), fn);
     return this.queued(async () => {
       const started = performance.now();
@@ -385,7 +408,7 @@ export class Sql {
    */
   transactionReadCommitted<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "mysql") return this.transaction(fn);
-    return withAfterCommit((f) => this.dataSource.transaction("READ COMMITTED", f), fn);
+    return this.traced(() => withAfterCommit((f) => this.dataSource.transaction("READ COMMITTED", f), fn), true);
   }
 
   /**
@@ -393,10 +416,15 @@ export class Sql {
    * trips as `fn`'s need for results allows (the hot path of ingestion); all of it is committed,
    * or none.
    */
-  async pipelined<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean } = {}): Promise<T> {
+  pipelined<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean } = {}): Promise<T> {
+    if (this.tracing === undefined) return this.pipelinedOnce(fn, options);
+    return this.traced(() => this.pipelinedOnce(fn, options), options.readCommitted ?? false, true);
+  }
+
+  private async pipelinedOnce<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean }): Promise<T> {
     if (this.dialect === "sqlite") {
       let p: SequentialPipeline | undefined;
-      const out = await this.transaction(async (em) => {
+      const out = await this.transactionOnce(async (em) => {
         p = new SequentialPipeline(em);
         const r = await fn(p);
         await p.flush();

@@ -8,6 +8,7 @@
  * closure per request, no AsyncLocalStorage (which on Node 20 costs every promise of the process).
  */
 import { randomUUID } from "node:crypto";
+import type { Span } from "@opentelemetry/api";
 
 export const REQUEST_ID_HEADER = "x-request-id";
 
@@ -35,6 +36,8 @@ export class RequestTrace {
   grpcStatus: (() => string | null | undefined) | undefined = undefined;
   /** The call's own deadline (`grpc-timeout`, `connect-timeout-ms`), ms from its start; undefined: none. */
   deadlineMs: number | undefined = undefined;
+  /** The request's server span (tracing on: ops/tracing.ts), ended with the request. */
+  span: Span | undefined = undefined;
   constructor(
     readonly id: string,
     /** performance.now() when the request arrived. */

@@ -5,13 +5,15 @@
  * a custom `lookup` for an IP literal, so this is the only check an address like
  * `[::ffff:127.0.0.1]` meets) and about every address a name resolves to (so a name that resolves
  * to a private address is refused at connection time too). A refused attempt sends nothing and
- * records why as its error.
+ * records why as its error. With tracing on, each attempt is a span of its own (a new trace: the
+ * delivery runs later than the request that wrote its event), whose `traceparent` goes with it.
  */
 import { lookup as dnsLookup } from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
 import type { WebhookRequest, WebhookResponse, WebhookSender } from "../billing/events/delivery.js";
+import { SpanKind, SpanStatusCode, type Tracing } from "../ops/tracing.js";
 import { type HostGuard, addressProblem } from "./guard.js";
 
 const READ_LIMIT = 64 * 1024;
@@ -35,6 +37,7 @@ export class HttpWebhookSender implements WebhookSender {
   constructor(
     private readonly guard: HostGuard,
     private readonly resolve: Resolver = systemResolver,
+    private readonly tracing?: Tracing,
   ) {}
 
   private readonly lookup: LookupFunction = (hostname, options, callback) => {
@@ -60,6 +63,28 @@ export class HttpWebhookSender implements WebhookSender {
   };
 
   send(req: WebhookRequest): Promise<WebhookResponse> {
+    const tracing = this.tracing;
+    if (tracing === undefined) return this.attempt(req);
+    let host = "";
+    try {
+      host = new URL(req.url).host;
+    } catch {}
+    const attributes = { "server.address": host, "billing.webhook_delivery": req.headers["webhook-id"] ?? "" };
+    return tracing.inSpan(
+      "webhook.deliver",
+      SpanKind.CLIENT,
+      attributes,
+      async (span) => {
+        const out = await this.attempt({ ...req, headers: tracing.inject(span, { ...req.headers }) });
+        if (out.statusCode !== null) span.setAttribute("http.response.status_code", out.statusCode);
+        if (out.error !== null) span.setStatus({ code: SpanStatusCode.ERROR, message: out.error });
+        return out;
+      },
+      true,
+    );
+  }
+
+  private attempt(req: WebhookRequest): Promise<WebhookResponse> {
     const started = performance.now();
     return new Promise((resolve) => {
       let settled = false;

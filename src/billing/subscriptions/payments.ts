@@ -24,9 +24,12 @@ export class PaymentProviders {
   }
 }
 
-/** What this build has: the test provider for test environments, nothing for live ones. */
-export function builtInPaymentProviders(): PaymentProviders {
-  return new PaymentProviders({ test: new TestPaymentProvider() });
+/**
+ * What this build has: the test provider for test environments, nothing for live ones. `wrap`
+ * dresses each provider (by its name) for the app, as tracing does with a span per charge.
+ */
+export function builtInPaymentProviders(wrap: (provider: PaymentProvider, name: string) => PaymentProvider = (p) => p): PaymentProviders {
+  return new PaymentProviders({ test: wrap(new TestPaymentProvider(), "test") });
 }
 
 export const NO_PAYMENT_PROVIDER_MESSAGE = "this live environment has no payment provider configured";
