@@ -352,7 +352,8 @@ export interface paths {
         /**
          * Lists subscriptions in creation order, optionally of one subject or of one rate card (not both).
          * @description Lists subscriptions in creation order, optionally of one subject or of one rate card (not
-         *     both). Errors: INVALID_ARGUMENT (400) for both filters or bad paging values.
+         *     both). Errors: INVALID_ARGUMENT (400) for both filters or bad paging values; NOT_FOUND (404)
+         *     for a subject_id that is no subject of the environment (an unknown rate_card_id lists none).
          */
         get: operations["ListSubscriptions"];
         put?: never;
@@ -1086,12 +1087,12 @@ export interface components {
              * Format: date-time
              * @description When the last attempt failed.
              */
-            failed_at: string | null;
+            failed_at: string;
             /**
              * Format: date-time
              * @description The scheduler's next attempt (backoff from 30 s, doubling, at most 1 hour).
              */
-            retry_at: string | null;
+            retry_at: string;
         };
         BillingState: {
             has_active_subscription: boolean;
@@ -1122,7 +1123,7 @@ export interface components {
             checkout_url: string;
         };
         ChangeRateCardResponse: {
-            result: components["schemas"]["ChangeRateCardResult"] | null;
+            result: components["schemas"]["ChangeRateCardResult"];
         };
         /** @description Discriminated by type: "success" (subscription) or "requires_action" (action). */
         ChangeRateCardResult: {
@@ -1147,7 +1148,7 @@ export interface components {
             /** @description The hosted checkout page to send the customer to. */
             url: string;
             /** @description Due when the checkout is completed: the first cycle's fixed charges (smallest currency unit). */
-            amount: components["schemas"]["Amount"] | null;
+            amount: components["schemas"]["Amount"];
         };
         CreateCheckoutRequest: {
             /** @description Where the customer goes after paying (success_url) or cancelling (cancelled_url). Required. */
@@ -1223,7 +1224,7 @@ export interface components {
             subscription_timeline_id?: string | null;
         };
         CreateSubscriptionResponse: {
-            result: components["schemas"]["CreateSubscriptionResult"] | null;
+            result: components["schemas"]["CreateSubscriptionResult"];
         };
         /** @description Discriminated by result_type: "success" (subscription) or "requires_action" (action). */
         CreateSubscriptionResult: {
@@ -1288,7 +1289,7 @@ export interface components {
              * Format: date-time
              * @description When the URL stops working (a 410 page after that).
              */
-            expires_at: string | null;
+            expires_at: string;
         };
         DeleteSubjectResponse: {
             /** @description ID of the deleted subject. */
@@ -1357,7 +1358,7 @@ export interface components {
             id: string;
             subject_id: string;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /**
              * @description "draft" (during its environment's grace period: late usage of its period still lands on it,
              *     and it is shown as it would finalize now), "open" (finalized, awaiting payment), "paid",
@@ -1367,7 +1368,7 @@ export interface components {
             /** @description The hosted invoice page: readable and printable, reachable without an API key. */
             hosted_url: string;
             /** @description The sum of the rounded line amounts. */
-            total_amount: components["schemas"]["Amount"] | null;
+            total_amount: components["schemas"]["Amount"];
             line_items: components["schemas"]["InvoiceLineItem"][];
             subscription_id: string;
             /**
@@ -1385,9 +1386,9 @@ export interface components {
              * @description The period it bills: usage in arrears up to period_start (for a cycle, the period that
              *     ended), fixed charges in advance for [period_start, period_end).
              */
-            period_start: string | null;
+            period_start: string;
             /** Format: date-time */
-            period_end: string | null;
+            period_end: string;
             /**
              * Format: date-time
              * @description The usage window its "usage" lines bill, [usage_period_start, usage_period_end); absent when
@@ -1404,9 +1405,9 @@ export interface components {
              *     written with its exact digits (the spec types it as a number); in proto3 JSON a string.
              */
             quantity: number;
-            price_in_unit_amount: components["schemas"]["Amount"] | null;
+            price_in_unit_amount: components["schemas"]["Amount"];
             /** @description quantity × unit price × multiplier, rounded once to whole smallest units, half-up. */
-            amount: components["schemas"]["Amount"] | null;
+            amount: components["schemas"]["Amount"];
             /**
              * @description "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "adjustment"
              *     (late usage of an earlier, already finalized period: the difference between what that
@@ -1476,11 +1477,11 @@ export interface components {
         /** @description A time range. Defaults: start inclusive, end exclusive. */
         Period: {
             /** Format: date-time */
-            start: string | null;
+            start: string;
             /** Format: date-time */
-            end: string | null;
-            inclusive_start: boolean | null;
-            inclusive_end: boolean | null;
+            end: string;
+            inclusive_start: boolean;
+            inclusive_end: boolean;
         };
         /** @description A time range. Defaults: start inclusive, end exclusive. */
         PeriodInput: {
@@ -1503,7 +1504,7 @@ export interface components {
             /** @description "flat" or "package". */
             price_type: string;
             /** @description Per unit (flat) or per package (package). At least 0. */
-            amount: components["schemas"]["Amount"] | null;
+            amount: components["schemas"]["Amount"];
             /**
              * Format: double
              * @description Package prices only: units per package, a whole number of at least 1. Absent (JSON null) for
@@ -1569,7 +1570,7 @@ export interface components {
             unit: string;
             /** @description Event data keys by which usage can be grouped (and priced, by dimensional rates). */
             dimensions: string[];
-            aggregation: components["schemas"]["Aggregation"] | null;
+            aggregation: components["schemas"]["Aggregation"];
         };
         /**
          * @description The value of a pricing metric for one subject, one period bucket and one combination of the
@@ -1580,7 +1581,7 @@ export interface components {
             id: string;
             pricing_metric_id: string;
             subject_id: string;
-            period: components["schemas"]["Period"] | null;
+            period: components["schemas"]["Period"];
             /**
              * @description The requested dimensions' values this summary is for; empty when none were requested or the
              *     bucket has no events.
@@ -1604,9 +1605,9 @@ export interface components {
             /** @description Shown to the customer; absent (JSON null) when not set. */
             description: string | null;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /** Format: date-time */
-            updated_at: string | null;
+            updated_at: string;
             metadata: {
                 [key: string]: string;
             };
@@ -1644,7 +1645,7 @@ export interface components {
             subjects: components["schemas"]["Subject"][];
         };
         StartSubscriptionTimelineResponse: {
-            result: components["schemas"]["StartSubscriptionTimelineResult"] | null;
+            result: components["schemas"]["StartSubscriptionTimelineResult"];
         };
         /** @description Discriminated by result_type: "success" (subscription_timeline) or "requires_action" (action). */
         StartSubscriptionTimelineResult: {
@@ -1660,7 +1661,7 @@ export interface components {
              * Format: date-time
              * @description When the subject was created (RFC 3339, UTC).
              */
-            created_at: string | null;
+            created_at: string;
             /** @description Email address; absent (JSON null) when not set. */
             email: string | null;
             /**
@@ -1701,7 +1702,7 @@ export interface components {
              * Format: date-time
              * @description When the subscription started.
              */
-            effective_at: string | null;
+            effective_at: string;
             /** @description Quantity per fixed-rate code (decimal strings). */
             fixed_rate_quantities: {
                 [key: string]: string;
@@ -1755,9 +1756,9 @@ export interface components {
             /** @description "draft", "pending" (started, effective_at in the future), "active" or "completed". */
             status: string;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /** Format: date-time */
-            updated_at: string | null;
+            updated_at: string;
         };
         /** @description A clock that subjects created with it live on, moved only forward and only by the caller. */
         TestClock: {
@@ -1765,9 +1766,9 @@ export interface components {
             id: string;
             name: string;
             /** Format: date-time */
-            frozen_time: string | null;
+            frozen_time: string;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
         };
         TimelineCheckoutAction: {
             /** @description "checkout". */
@@ -1778,12 +1779,12 @@ export interface components {
         TimelineItem: {
             id: string;
             subscription_timeline_id: string;
-            period: components["schemas"]["TimelineItemPeriod"] | null;
-            subscription_input: components["schemas"]["billing.v1.SubscriptionInput"] | null;
+            period: components["schemas"]["TimelineItemPeriod"];
+            subscription_input: components["schemas"]["billing.v1.SubscriptionInput"];
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /** Format: date-time */
-            updated_at: string | null;
+            updated_at: string;
         };
         TimelineItemInput: {
             period?: components["schemas"]["TimelineItemPeriodInput"] | null;
@@ -1792,11 +1793,11 @@ export interface components {
         /** @description [start, end); an open-ended item has end null. */
         TimelineItemPeriod: {
             /** Format: date-time */
-            start: string | null;
+            start: string;
             /** @description An RFC 3339 time, or null for an item that runs until the subscription is cancelled. */
             end: unknown;
-            inclusive_start: boolean | null;
-            inclusive_end: boolean | null;
+            inclusive_start: boolean;
+            inclusive_end: boolean;
         };
         /** @description [start, end); an open-ended item has end null. */
         TimelineItemPeriodInput: {
@@ -1947,7 +1948,7 @@ export interface components {
             /** @description Why the last attempt failed (timeout, connection refused, a non-2xx status); null when it succeeded. */
             last_error: string | null;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
         };
         /** @description One attempt of a delivery: the delivery log. */
         WebhookDeliveryAttempt: {
@@ -1956,7 +1957,7 @@ export interface components {
             delivery_id: string;
             event_id: string;
             /** Format: date-time */
-            attempted_at: string | null;
+            attempted_at: string;
             succeeded: boolean;
             /** Format: int32 */
             status_code: number | null;
@@ -1992,9 +1993,9 @@ export interface components {
              */
             failing_since: string | null;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /** Format: date-time */
-            updated_at: string | null;
+            updated_at: string;
         };
         "billing.v1.SubscriptionInput": {
             rate_card_id: string;
@@ -2083,7 +2084,7 @@ export interface components {
                 } & components["schemas"]["Error"];
             };
         };
-        /** @description The body is larger than the method's bound (reason PAYLOAD_TOO_LARGE). */
+        /** @description The body (or the Content-Length a request declares, whatever its method) is larger than the method's bound (reason PAYLOAD_TOO_LARGE). */
         PayloadTooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -2092,6 +2093,18 @@ export interface components {
                 "application/json": {
                     /** @enum {unknown} */
                     code?: "resource_exhausted";
+                } & components["schemas"]["Error"];
+            };
+        };
+        /** @description A request body sent with a Content-Encoding other than identity: REST bodies are read as sent (reason UNSUPPORTED_CONTENT_ENCODING). */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    /** @enum {unknown} */
+                    code?: "invalid_argument";
                 } & components["schemas"]["Error"];
             };
         };
@@ -2169,6 +2182,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2204,6 +2218,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2234,6 +2249,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2290,6 +2306,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2324,6 +2341,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2357,6 +2375,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2388,6 +2407,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2423,6 +2443,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2452,6 +2473,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2498,6 +2520,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2529,6 +2552,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2564,6 +2588,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2593,6 +2618,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2624,6 +2650,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2659,6 +2686,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2688,6 +2716,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2731,6 +2760,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2765,6 +2795,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2795,8 +2826,10 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2829,6 +2862,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2861,6 +2895,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2897,6 +2933,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2926,6 +2963,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2968,6 +3006,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3012,6 +3051,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3050,6 +3090,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3093,6 +3134,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3122,6 +3164,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3158,6 +3201,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3187,6 +3231,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3219,6 +3264,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3259,6 +3305,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3303,6 +3350,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3335,6 +3383,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3364,6 +3413,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3402,6 +3452,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3440,6 +3491,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3478,6 +3530,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3507,6 +3560,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3543,6 +3597,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3579,6 +3634,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3614,6 +3670,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3643,6 +3700,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3684,6 +3742,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3707,6 +3766,7 @@ export interface operations {
                     "application/json": components["schemas"]["PingResponse"];
                 };
             };
+            413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
         };
@@ -3735,6 +3795,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3770,6 +3831,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3799,6 +3861,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3844,6 +3907,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3877,6 +3941,7 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3915,6 +3980,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3950,6 +4016,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -3983,6 +4050,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4025,6 +4093,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4058,6 +4127,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4087,6 +4157,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

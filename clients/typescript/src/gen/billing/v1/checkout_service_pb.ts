@@ -6,6 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Amount } from "./common_pb.js";
 import { file_billing_v1_common } from "./common_pb.js";
+import { file_billing_v1_options } from "./options_pb.js";
 import type { CheckoutCallbackUrls } from "./subscription_pb.js";
 import { file_billing_v1_subscription } from "./subscription_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
@@ -15,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/checkout_service.proto.
  */
 export const file_billing_v1_checkout_service: GenFile = /*@__PURE__*/
-  fileDesc("CiFiaWxsaW5nL3YxL2NoZWNrb3V0X3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEigwEKFUNyZWF0ZUNoZWNrb3V0UmVxdWVzdBJAChZjaGVja291dF9jYWxsYmFja191cmxzGAEgASgLMiAuYmlsbGluZy52MS5DaGVja291dENhbGxiYWNrVXJscxIUCgxyYXRlX2NhcmRfaWQYAiABKAkSEgoKc3ViamVjdF9pZBgDIAEoCSJPChZDcmVhdGVDaGVja291dFJlc3BvbnNlEjUKEGNoZWNrb3V0X3Nlc3Npb24YASABKAsyGy5iaWxsaW5nLnYxLkNoZWNrb3V0U2Vzc2lvbiJOCg9DaGVja291dFNlc3Npb24SCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEiIKBmFtb3VudBgDIAEoCzISLmJpbGxpbmcudjEuQW1vdW50MpIBCg9DaGVja291dFNlcnZpY2USfwoOQ3JlYXRlQ2hlY2tvdXQSIS5iaWxsaW5nLnYxLkNyZWF0ZUNoZWNrb3V0UmVxdWVzdBoiLmJpbGxpbmcudjEuQ3JlYXRlQ2hlY2tvdXRSZXNwb25zZSImgtPkkwIgOgEqYhBjaGVja291dF9zZXNzaW9uIgkvY2hlY2tvdXRiBnByb3RvMw", [file_billing_v1_common, file_billing_v1_subscription, file_google_api_annotations]);
+  fileDesc("CiFiaWxsaW5nL3YxL2NoZWNrb3V0X3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEigwEKFUNyZWF0ZUNoZWNrb3V0UmVxdWVzdBJAChZjaGVja291dF9jYWxsYmFja191cmxzGAEgASgLMiAuYmlsbGluZy52MS5DaGVja291dENhbGxiYWNrVXJscxIUCgxyYXRlX2NhcmRfaWQYAiABKAkSEgoKc3ViamVjdF9pZBgDIAEoCSJPChZDcmVhdGVDaGVja291dFJlc3BvbnNlEjUKEGNoZWNrb3V0X3Nlc3Npb24YASABKAsyGy5iaWxsaW5nLnYxLkNoZWNrb3V0U2Vzc2lvbiJUCg9DaGVja291dFNlc3Npb24SCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEigKBmFtb3VudBgDIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBMpIBCg9DaGVja291dFNlcnZpY2USfwoOQ3JlYXRlQ2hlY2tvdXQSIS5iaWxsaW5nLnYxLkNyZWF0ZUNoZWNrb3V0UmVxdWVzdBoiLmJpbGxpbmcudjEuQ3JlYXRlQ2hlY2tvdXRSZXNwb25zZSImgtPkkwIgOgEqYhBjaGVja291dF9zZXNzaW9uIgkvY2hlY2tvdXRiBnByb3RvMw", [file_billing_v1_common, file_billing_v1_options, file_billing_v1_subscription, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.CreateCheckoutRequest

@@ -11,7 +11,7 @@ import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
  * Describes the file billing/v1/options.proto.
  */
 export const file_billing_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbDpJChBwZXJfaXRlbV9pbnN0YW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgIUg5wZXJJdGVtSW5zdGFudDpACgtyZXN0X251bWJlchIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIKcmVzdE51bWJlcmIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChhiaWxsaW5nL3YxL29wdGlvbnMucHJvdG8SCmJpbGxpbmcudjE6OQoHZGVjaW1hbBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY0YYDIAEoCFIHZGVjaW1hbDpJChBwZXJfaXRlbV9pbnN0YW50Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjShgMgASgIUg5wZXJJdGVtSW5zdGFudDpACgtyZXN0X251bWJlchIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIKcmVzdE51bWJlcjo+CgphbHdheXNfc2V0Eh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjUhgMgASgIUglhbHdheXNTZXRiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * The field holds an exact decimal carried as a string. On JSON input a JSON number is
@@ -43,4 +43,16 @@ export const per_item_instant: GenExtension<FieldOptions, boolean> = /*@__PURE__
  */
 export const rest_number: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
   extDesc(file_billing_v1_options, 2);
+
+/**
+ * A field with explicit presence (a message such as a google.protobuf.Timestamp, or a proto3
+ * `optional`) that every response sets: the OpenAPI document types it non-null in responses,
+ * and the JSON writer (src/rpc/json-out.ts) never writes it as null (a response that leaves it
+ * out is a server bug, answered as an internal error). A request may still leave it out, where
+ * the method allows.
+ *
+ * @generated from extension: bool always_set = 50004;
+ */
+export const always_set: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
+  extDesc(file_billing_v1_options, 3);
 

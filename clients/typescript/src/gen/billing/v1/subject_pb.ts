@@ -4,6 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subject.proto.
  */
 export const file_billing_v1_subject: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEi2QIKB1N1YmplY3QSCgoCaWQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoFZW1haWwYAyABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgEIAEoCUgBiAEBEjMKCG1ldGFkYXRhGAUgAygLMiEuYmlsbGluZy52MS5TdWJqZWN0Lk1ldGFkYXRhRW50cnkSEQoEbmFtZRgGIAEoCUgCiAEBEhoKDXRlc3RfY2xvY2tfaWQYByABKAlIA4gBARIaChJoYXNfcGF5bWVudF9tZXRob2QYCCABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWRiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEi3wIKB1N1YmplY3QSCgoCaWQYASABKAkSNAoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESEgoFZW1haWwYAyABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgEIAEoCUgBiAEBEjMKCG1ldGFkYXRhGAUgAygLMiEuYmlsbGluZy52MS5TdWJqZWN0Lk1ldGFkYXRhRW50cnkSEQoEbmFtZRgGIAEoCUgCiAEBEhoKDXRlc3RfY2xvY2tfaWQYByABKAlIA4gBARIaChJoYXNfcGF5bWVudF9tZXRob2QYCCABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWRiBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A customer of the application that is being billed.

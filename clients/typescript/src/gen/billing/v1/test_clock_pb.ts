@@ -4,6 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/test_clock.proto.
  */
 export const file_billing_v1_test_clock: GenFile = /*@__PURE__*/
-  fileDesc("ChtiaWxsaW5nL3YxL3Rlc3RfY2xvY2sucHJvdG8SCmJpbGxpbmcudjEihgEKCVRlc3RDbG9jaxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi8KC2Zyb3plbl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcGIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChtiaWxsaW5nL3YxL3Rlc3RfY2xvY2sucHJvdG8SCmJpbGxpbmcudjEikgEKCVRlc3RDbG9jaxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEjUKC2Zyb3plbl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARI0CgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYAWIGcHJvdG8z", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A clock that subjects created with it live on, moved only forward and only by the caller.
