@@ -70,6 +70,7 @@ import { checkRequestMessages } from "./rpc/messages.js";
 import { StrictJsonDecoder } from "./rpc/unicode.js";
 import { implementations, restServices, routes } from "./rpc/routes.js";
 import { type Listener, createRequestHandler, listen } from "./server.js";
+import { describeCertificate, readTlsPair, watchTlsPair } from "./tls.js";
 
 /** How often a server deletes expired idempotency keys. */
 const IDEMPOTENCY_SWEEP_MS = 60_000;
@@ -337,7 +338,16 @@ export async function prepareDatabase(config: Config, log: Logger): Promise<void
 /** How long after a commit that wrote events the delivery worker fans them out (events of commits meanwhile join the batch). */
 const WAKE_DELAY_MS = 10;
 
+/** The host of App.url: the address bound (HOST), or 127.0.0.1 when every interface is. */
+function urlHost(host: string | undefined): string {
+  if (host === undefined || host === "0.0.0.0" || host === "::") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 export async function startApp(config: Config, log: Logger = createLogger(config.logLevel)): Promise<App> {
+  // TLS_CERT_FILE and TLS_KEY_FILE: a pair that does not work stops the start before anything else.
+  const tlsPair = config.tls ? readTlsPair(config.tls) : undefined;
+  const scheme = tlsPair ? "https" : "http";
   const db = await createDatabase(config.databaseUrl, { statementTimeoutMs: config.databaseStatementTimeoutMs });
   await db.dataSource.initialize();
   let tracing: Tracing | undefined;
@@ -351,7 +361,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     if (config.bootstrapApiKey) {
       await ensureBootstrapKey(authStore, config.bootstrapApiKey, config.bootstrapEnvironmentMode, now());
     }
-    let baseUrl = config.publicBaseUrl ?? `http://localhost:${config.port}`;
+    let baseUrl = config.publicBaseUrl ?? `${scheme}://localhost:${config.port}`;
     // The app's own registry (never prom-client's global one): several apps in one process (tests) do not collide.
     const metrics = new Metrics();
     const ops = new SqlOpsStore(db.sql);
@@ -436,7 +446,10 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       invoke,
       tracing,
     });
-    const listener: Listener = await listen(handler, config.port, config.connections);
+    const listener: Listener = await listen(handler, config.port, config.connections, config.host, tlsPair);
+    // A changed certificate or key serves the connections made from then on (src/tls.ts).
+    const unwatchTls = config.tls && listener.setSecureContext ? watchTlsPair(config.tls, listener.setSecureContext, log) : undefined;
+    if (tlsPair) log.info("TLS certificate loaded", { cert_file: config.tls?.certFile, ...describeCertificate(tlsPair.cert) });
     // The scheduler: closes due billing cycles on real time. Safe with several servers (row locks
     // and the unique invoice key), so every server may run it.
     let ticking = false;
@@ -517,19 +530,20 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       idempotencyStore.sweep(new Date(), 1000).catch((err) => log.warn("idempotency key sweep failed", { err }));
     }, IDEMPOTENCY_SWEEP_MS);
     sweepTimer.unref();
-    if (config.publicBaseUrl === undefined) baseUrl = `http://localhost:${listener.port}`;
-    log.info("listening", { port: listener.port, store: db.dialect });
+    if (config.publicBaseUrl === undefined) baseUrl = `${scheme}://localhost:${listener.port}`;
+    log.info("listening", { port: listener.port, host: config.host ?? null, tls: tlsPair !== undefined, store: db.dialect });
 
     let stopping: Promise<void> | undefined;
     return {
       port: listener.port,
-      url: `http://127.0.0.1:${listener.port}`,
+      url: `${scheme}://${urlHost(config.host)}:${listener.port}`,
       tracing,
       stop() {
         stopping ??= (async () => {
           if (timer) clearInterval(timer);
           if (deliveryTimer) clearInterval(deliveryTimer);
           clearInterval(sweepTimer);
+          unwatchTls?.();
           unwatch?.();
           deliveryStopped = true;
           shutdown.abort(); // open health Watch calls end rather than hold the shutdown

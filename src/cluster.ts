@@ -21,6 +21,7 @@ import cluster, { type Worker } from "node:cluster";
 import { prepareDatabase } from "./app.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
+import { readTlsPair } from "./tls.js";
 
 export const RESTART_BASE_MS = 500;
 export const RESTART_MAX_MS = 30_000;
@@ -37,6 +38,8 @@ interface Slot {
 
 /** The primary: prepares the database, forks the workers, keeps them up, stops them on a signal. */
 export async function runPrimary(config: Readonly<Config>, log: Logger): Promise<void> {
+  // A certificate and key that do not work stop the start here, not in every worker over and over.
+  if (config.tls) readTlsPair(config.tls);
   await prepareDatabase(config, log);
   const slots: Slot[] = Array.from({ length: config.workers }, (_, index) => ({ index, worker: undefined, startedAt: 0, failures: 0, restartTimer: undefined }));
   let stopping = false;

@@ -2,6 +2,7 @@
  * Configuration from the environment (DESIGN §2). The only module that reads process.env. A bad
  * value stops the start with one message that lists every problem.
  */
+import { isIP } from "node:net";
 import type { EnvironmentMode } from "./billing/tenancy.js";
 import type { Rate, RateLimits } from "./ratelimit.js";
 
@@ -9,6 +10,10 @@ export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export interface Config {
   port: number;
+  /** The address the port is bound on (HOST); undefined: every interface, IPv6 and IPv4. */
+  host: string | undefined;
+  /** The certificate and key (PEM files) the port serves TLS with; undefined: cleartext (src/tls.ts). */
+  tls: TlsFiles | undefined;
   databaseUrl: string;
   /**
    * The time limit of each database statement and each wait for a database connection (ms): past
@@ -18,7 +23,7 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   bootstrapApiKey: string | undefined;
   bootstrapEnvironmentMode: EnvironmentMode;
-  /** Base of the URLs handed out; unset means http://localhost:<the port actually bound>. */
+  /** Base of the URLs handed out; unset means http://localhost:<the port actually bound> (https:// with TLS). */
   publicBaseUrl: string | undefined;
   logLevel: LogLevel;
   runMigrations: boolean;
@@ -118,6 +123,12 @@ export interface WebhookConfig {
   thresholdCheckMs: number;
 }
 
+/** TLS_CERT_FILE and TLS_KEY_FILE: read at start, and again when either changes (src/tls.ts). */
+export interface TlsFiles {
+  certFile: string;
+  keyFile: string;
+}
+
 /** Timeouts (ms) and the connection cap of the one port, for HTTP/1.1 and h2c alike. */
 export interface ConnectionLimits {
   /**
@@ -163,6 +174,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   };
 
   const port = int("PORT", 8080, 0, 65535);
+  const host = env.HOST || undefined;
+  if (host !== undefined && isIP(host) === 0 && !/^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) {
+    problems.push(`HOST must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name (got ${JSON.stringify(host)})`);
+  }
+  const certFile = env.TLS_CERT_FILE || undefined;
+  const keyFile = env.TLS_KEY_FILE || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    problems.push(`TLS_CERT_FILE and TLS_KEY_FILE go together: ${certFile === undefined ? "TLS_KEY_FILE is set but TLS_CERT_FILE is not" : "TLS_CERT_FILE is set but TLS_KEY_FILE is not"}`);
+  }
+  const tls: TlsFiles | undefined = certFile !== undefined && keyFile !== undefined ? Object.freeze({ certFile, keyFile }) : undefined;
   const databaseUrl = env.DATABASE_URL || "sqlite:./data/billing.db";
   if (!/^(sqlite:|mysql:\/\/|mariadb:\/\/)/.test(databaseUrl)) {
     problems.push("DATABASE_URL must start with sqlite:, mysql:// or mariadb:// (for example mysql://user:pass@host:3306/db)");
@@ -274,6 +295,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     port,
+    host,
+    tls,
     databaseUrl,
     databaseStatementTimeoutMs,
     bootstrapApiKey,

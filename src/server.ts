@@ -9,6 +9,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { timingSafeEqual } from "node:crypto";
 import net, { type Socket } from "node:net";
+import tls, { type TLSSocket } from "node:tls";
 import { performance } from "node:perf_hooks";
 import type { DescMethod, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, createContextValues } from "@connectrpc/connect";
@@ -890,6 +891,14 @@ export interface Listener {
    * in flight when `graceMs` passed (overdue) and when the connections were closed (cut).
    */
   close(graceMs?: number, overdue?: () => void): Promise<{ overdue: number; cut: number }>;
+  /** With TLS: serves new connections with this certificate and key (those open keep theirs). */
+  setSecureContext?(pair: TlsPair): void;
+}
+
+/** A PEM certificate (chain) and its private key. */
+export interface TlsPair {
+  cert: Buffer;
+  key: Buffer;
 }
 
 /** After the drain's deadline, how long work told to stop has to write its answer before the connections are closed. */
@@ -910,9 +919,11 @@ function checkingInterval(limits: ConnectionLimits): number {
  * Serves `handler` on one port for HTTP/1.1 and h2c, bounded by `limits`: a connection that does
  * not finish its first bytes (the HTTP/2 preface) in time, an HTTP/1.1 request whose headers or
  * whole request arrive too slowly, and a connection that moves no bytes for the idle timeout are
- * closed and their sockets destroyed.
+ * closed and their sockets destroyed. On `host` (undefined: every interface). With `secure`, TLS
+ * instead of cleartext: ALPN picks HTTP/2 (h2) or HTTP/1.1 in place of the sniffer, and the
+ * handshake must finish within the preface timeout.
  */
-export function listen(handler: RequestHandler, port: number, limits: ConnectionLimits, host?: string): Promise<Listener> {
+export function listen(handler: RequestHandler, port: number, limits: ConnectionLimits, host?: string, secure?: TlsPair): Promise<Listener> {
   let inflight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -1005,10 +1016,28 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
   // noDelay on every accepted socket, before the protocol is known: the HTTP/2 session is handed
   // the socket itself (below) but does not set TCP_NODELAY on a socket it did not accept, and
   // without it every gRPC call would wait ~40 ms for a delayed ACK.
+  // TLS: each accepted socket goes to a TLS server (no listener of its own) instead of the sniffer.
+  // Its ALPN picks the protocol, h2 (gRPC, HTTP/2 clients) or http/1.1 (REST, browsers, a client
+  // that offers none), and the secured socket goes to the same HTTP/2 or HTTP/1.1 server as a
+  // cleartext one: every path, limit and timeout is the same. handshakeTimeout is one deadline from
+  // accept (Node's, not an inactivity timer), as the preface's is; a failed handshake is destroyed.
+  const secured = secure ? tls.createServer({ cert: secure.cert, key: secure.key, ALPNProtocols: ["h2", "http/1.1"], handshakeTimeout: limits.prefaceTimeoutMs }) : undefined;
+  secured?.on("secureConnection", (socket: TLSSocket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    if (socket.alpnProtocol === "h2") h2.emit("connection", socket);
+    else h1.emit("connection", socket);
+  });
+  secured?.on("tlsClientError", (_err: Error, socket: TLSSocket) => socket.destroy());
+
   const tcp = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    if (secured) {
+      secured.emit("connection", socket);
+      return;
+    }
     // One deadline from accept, not an inactivity timer: a byte every few seconds does not
     // extend it. Until the protocol is known nothing else bounds the connection.
     const sniffing = setTimeout(() => socket.destroy(), limits.prefaceTimeoutMs);
@@ -1045,6 +1074,7 @@ export function listen(handler: RequestHandler, port: number, limits: Connection
       const address = tcp.address();
       resolve({
         port: typeof address === "object" && address ? address.port : port,
+        ...(secured ? { setSecureContext: (pair: TlsPair) => secured.setSecureContext({ cert: pair.cert, key: pair.key }) } : {}),
         async close(graceMs = 10_000, overdue?: () => void) {
           closing = true;
           const stopped = new Promise<void>((r) => tcp.close(() => r()));

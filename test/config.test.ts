@@ -164,3 +164,21 @@ test("tracing: off unless OTEL_EXPORTER_OTLP_ENDPOINT is set; spans to <endpoint
   const notUrl = t.throws(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" }), { instanceOf: ConfigError }) as ConfigError;
   t.regex(notUrl.problems[0] ?? "", /^OTEL_EXPORTER_OTLP_ENDPOINT is not a valid URL/);
 });
+
+test("HOST: unset binds every interface; an address or host name is kept; anything else is refused by name", (t) => {
+  t.is(loadConfig({}).host, undefined);
+  for (const host of ["127.0.0.1", "::1", "0.0.0.0", "::", "billing.internal", "localhost"]) t.is(loadConfig({ HOST: host }).host, host);
+  for (const host of ["http://x", "1.2.3.4:80", "a b", "[::1]"]) {
+    const err = t.throws(() => loadConfig({ HOST: host }), { instanceOf: ConfigError }) as ConfigError;
+    t.true(err.problems[0]?.startsWith("HOST must be an IP address"), host);
+  }
+});
+
+test("TLS_CERT_FILE and TLS_KEY_FILE: neither is cleartext, both are TLS, one alone is refused naming the other", (t) => {
+  t.is(loadConfig({}).tls, undefined);
+  t.deepEqual(loadConfig({ TLS_CERT_FILE: "/etc/billing/cert.pem", TLS_KEY_FILE: "/etc/billing/key.pem" }).tls, { certFile: "/etc/billing/cert.pem", keyFile: "/etc/billing/key.pem" });
+  const noKey = t.throws(() => loadConfig({ TLS_CERT_FILE: "/c.pem" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(noKey.problems, ["TLS_CERT_FILE and TLS_KEY_FILE go together: TLS_CERT_FILE is set but TLS_KEY_FILE is not"]);
+  const noCert = t.throws(() => loadConfig({ TLS_KEY_FILE: "/k.pem" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(noCert.problems, ["TLS_CERT_FILE and TLS_KEY_FILE go together: TLS_KEY_FILE is set but TLS_CERT_FILE is not"]);
+});
