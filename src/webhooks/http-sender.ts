@@ -69,7 +69,13 @@ export class HttpWebhookSender implements WebhookSender {
     try {
       host = new URL(req.url).host;
     } catch {}
-    const attributes = { "server.address": host, "billing.webhook_delivery": req.headers["webhook-id"] ?? "" };
+    const h = req.headers;
+    const attributes = {
+      "server.address": host,
+      "billing.webhook.delivery_id": h["billing-delivery-id"] ?? "",
+      "billing.webhook.event_id": h["billing-event-id"] ?? "",
+      "billing.webhook.event_type": h["billing-event-type"] ?? "",
+    };
     return tracing.inSpan(
       "webhook.deliver",
       SpanKind.CLIENT,

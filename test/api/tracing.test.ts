@@ -255,7 +255,8 @@ for (const store of STORES) {
     t.is(span.name, "webhook.deliver");
     t.is(span.kind, 3, "a client span");
     t.deepEqual(attr(span, "http.response.status_code"), { intValue: 200 });
-    t.deepEqual(attr(span, "billing.webhook_delivery"), { stringValue: delivery?.headers["webhook-id"] });
+    t.deepEqual(attr(span, "billing.webhook.delivery_id"), { stringValue: delivery?.headers["billing-delivery-id"] });
+    t.deepEqual(attr(span, "billing.webhook.event_type"), { stringValue: "subject.created" });
   });
 
   test(`${store}: a payment provider's charge is a span of the request that made it`, async (t) => {
