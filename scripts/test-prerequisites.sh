@@ -9,6 +9,7 @@
 #   Chromium at CHROMIUM_PATH (default /usr/bin/chromium): the browser tests;
 #   jq: the README's walk-through;
 #   Python's grpc and google.protobuf for GRPCIO_PYTHON (default /usr/bin/python3): the grpcio test.
+#   promtool (Debian's prometheus): test/api/ops-metrics-lint.test.ts checks /metrics with it.
 #   protoc and grpc_python_plugin at /usr/bin: the Python how-to's test (test/clients/python-howto.test.ts).
 #
 # Packages come from Debian's apt, and only when this runs as root on a machine with apt-get.
@@ -97,6 +98,7 @@ fi
 need jq command -v jq
 [ -n "${GRPCIO_PYTHON:-}" ] || need "python3-grpcio python3-protobuf" "$python" -c "import grpc, google.protobuf"
 need "protobuf-compiler protobuf-compiler-grpc" test -x "$root_fs/usr/bin/protoc" -a -x "$root_fs/usr/bin/grpc_python_plugin"
+need prometheus test -x "$root_fs/usr/bin/promtool"
 
 if [ "${#missing[@]}" -gt 0 ] || [ -n "$mariadb_missing" ]; then
   # Not root or no apt: one line with the command, then test/preflight.ts says what each is for.

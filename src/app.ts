@@ -45,6 +45,7 @@ import { hostGuard } from "./webhooks/guard.js";
 import { HttpWebhookSender } from "./webhooks/http-sender.js";
 import { type Logger, createLogger } from "./log.js";
 import { Readiness, SchedulerWatch } from "./ops/health.js";
+import { buildInfo } from "./ops/build-info.js";
 import { Metrics } from "./ops/metrics.js";
 import { type Tracing, detached, startTracing, tracedProvider } from "./ops/tracing.js";
 import { Admission, BULK_BODY_BYTES, KeylessStreams, bodyLimit } from "./limits.js";
@@ -363,7 +364,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     }
     let baseUrl = config.publicBaseUrl ?? `${scheme}://localhost:${config.port}`;
     // The app's own registry (never prom-client's global one): several apps in one process (tests) do not collide.
-    const metrics = new Metrics();
+    const metrics = new Metrics(buildInfo(config.buildCommit));
     const ops = new SqlOpsStore(db.sql);
     metrics.attach({ store: () => ops.snapshot(now()), pool: () => db.sql.connections() });
     const schedulerWatch = config.schedulerIntervalMs > 0 ? new SchedulerWatch(config.schedulerIntervalMs) : undefined;
@@ -427,6 +428,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
     const docs = createApiDocs(loadOpenApi(), () => baseUrl);
     const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res);
     const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs, config.bulkLaneMinBytes);
+    metrics.attach({ inFlight: () => admission.inFlight });
     const handler = createRequestHandler({
       router,
       rest,

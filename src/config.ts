@@ -87,6 +87,11 @@ export interface Config {
    * is open (as /healthz is), for a scraper on a private network.
    */
   metricsToken: string | undefined;
+  /**
+   * The commit the server was built from, for billing_build_info (BUILD_COMMIT); undefined: read
+   * from git at start if the code is a checkout, else "unknown".
+   */
+  buildCommit: string | undefined;
   /** How long an operator dashboard session lasts from sign-in (seconds). */
   dashboardSessionSeconds: number;
   /** Outgoing webhooks (README, "Webhooks and events"). */
@@ -273,6 +278,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (metricsToken !== undefined && !/^[\x21-\x7e]{16,256}$/.test(metricsToken)) {
     problems.push("METRICS_TOKEN must be 16 to 256 printable ASCII characters without spaces");
   }
+  const buildCommit = env.BUILD_COMMIT?.trim() || undefined;
+  if (buildCommit !== undefined && !/^[0-9A-Za-z._-]{1,64}$/.test(buildCommit)) {
+    problems.push("BUILD_COMMIT must be 1 to 64 letters, digits, '.', '_' or '-' (a commit id or tag)");
+  }
   const rawAllowPrivate = env.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? "false";
   if (rawAllowPrivate !== "true" && rawAllowPrivate !== "false") problems.push("WEBHOOK_ALLOW_PRIVATE_HOSTS must be true or false");
   const rawPercents = (env.USAGE_THRESHOLD_PERCENTS ?? "80,100").trim();
@@ -321,6 +330,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bulkLaneMinBytes,
     rateLimits,
     metricsToken,
+    buildCommit,
     webhooks,
     tracing,
     dashboardSessionSeconds,

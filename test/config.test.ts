@@ -92,6 +92,16 @@ test("METRICS_TOKEN: unset by default (/metrics open); a short or spaced token i
   }
 });
 
+test("BUILD_COMMIT: unset by default (git at start, else unknown); a value that is no commit id or tag is refused by name", (t) => {
+  t.is(loadConfig({}).buildCommit, undefined);
+  t.is(loadConfig({ BUILD_COMMIT: " 5fb20d3a " }).buildCommit, "5fb20d3a");
+  t.is(loadConfig({ BUILD_COMMIT: "v1.2.3-rc_1" }).buildCommit, "v1.2.3-rc_1");
+  for (const bad of ["has space", 'quote"', "x".repeat(65)]) {
+    const err = t.throws(() => loadConfig({ BUILD_COMMIT: bad }), { instanceOf: ConfigError }) as ConfigError;
+    t.true(err.problems[0]?.startsWith("BUILD_COMMIT"), bad);
+  }
+});
+
 test("WORKERS: 1 by default; above 1 on MySQL/MariaDB only, refused on the embedded SQLite store", (t) => {
   t.is(loadConfig({}).workers, 1);
   t.is(loadConfig({ WORKERS: "3", DATABASE_URL: "mysql://root@127.0.0.1:3306/billing" }).workers, 3);

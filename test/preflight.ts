@@ -3,7 +3,8 @@
  * says in one line what the suite needs and is still missing, and how to get it, instead of letting hundreds of tests fail one connection timeout at a time.
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through;
- * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test.
+ * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
+ * promtool (Debian's prometheus) for the metrics lint.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -39,6 +40,12 @@ if (spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
 if (!existsSync("/usr/bin/protoc") || !existsSync("/usr/bin/grpc_python_plugin")) {
   missing.push(
     "/usr/bin/protoc and /usr/bin/grpc_python_plugin, which the Python how-to's test runs (test/clients/python-howto.test.ts), are not both installed: install them (apt-get install protobuf-compiler protobuf-compiler-grpc; npm test does so when run as root)",
+  );
+}
+
+if (!existsSync("/usr/bin/promtool")) {
+  missing.push(
+    "/usr/bin/promtool, which checks the /metrics exposition (test/api/ops-metrics-lint.test.ts), is not installed: install it (apt-get install prometheus; npm test does so when run as root)",
   );
 }
 

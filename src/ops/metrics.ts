@@ -11,8 +11,17 @@
  * on scrape: three small queries, one at a time whatever the number of scrapers, reused for a
  * second, and given up on after STORE_TIMEOUT_MS (the previous values are reported then, and
  * billing_store_scrape_success is 0).
+ *
+ * The exposition passes `promtool check metrics`: prom-client's default `nodejs_active_handles_total`,
+ * `nodejs_active_requests_total` and `nodejs_active_resources_total` are gauges with a counter's
+ * name, so they are removed (the same counts stay, by type, in `nodejs_active_handles`,
+ * `nodejs_active_requests` and `nodejs_active_resources`).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { BuildInfo } from "./build-info.js";
+
+/** prom-client default gauges named like counters (promtool: "non-counter metrics should not have _total suffix"). */
+const MISNAMED_DEFAULTS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
 /** What the scrape reads from the store (db/stores/ops-store.ts). */
 export interface StoreSnapshot {
@@ -37,9 +46,18 @@ export interface PoolStats {
   waiting: number;
 }
 
+/** What holds admission control's slots now (limits.ts Admission.inFlight). */
+export interface InFlight {
+  requests: number;
+  bulk: number;
+  waitingForBulk: number;
+  bytes: number;
+}
+
 export interface MetricsSources {
   store?: () => Promise<StoreSnapshot>;
   pool?: () => PoolStats;
+  inFlight?: () => InFlight;
 }
 
 /** How long a scrape waits for the store's answer before it reports the previous values. */
@@ -71,9 +89,18 @@ export class Metrics {
   private snapshot: { at: number; ok: boolean; value: StoreSnapshot | undefined } = { at: 0, ok: false, value: undefined };
   private reading: Promise<void> | undefined;
 
-  constructor() {
+  constructor(build?: BuildInfo) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
+    for (const name of MISNAMED_DEFAULTS) this.registry.removeSingleMetric(name);
+    if (build) {
+      new Gauge({
+        name: "billing_build_info",
+        help: "Always 1: the server's version (package.json), the commit it was built from and the Node.js version running it.",
+        labelNames: ["version", "commit", "node"],
+        registers,
+      }).set({ version: build.version, commit: build.commit, node: build.node }, 1);
+    }
     this.requests = new Counter({
       name: "billing_requests_total",
       help: "Requests answered, by protocol (rest, connect, grpc, grpc-web, http), procedure (method or REST route) and code (Connect's names: ok, not_found, …).",
@@ -195,11 +222,26 @@ export class Metrics {
         if (p) this.set(p.waiting);
       },
     });
+    const inFlightNow = () => this.sources.inFlight?.();
+    const inFlight = (name: string, help: string, read: (f: InFlight) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect: function (this: Gauge) {
+          const f = inFlightNow();
+          if (f) this.set(read(f));
+        },
+      });
+    inFlight("billing_requests_in_flight", "Requests holding an admission slot now (MAX_REQUESTS_IN_FLIGHT); /healthz, /readyz, /metrics and /ping take none.", (f) => f.requests);
+    inFlight("billing_request_bytes_in_flight", "Request body bytes counted against MAX_REQUEST_BYTES_IN_FLIGHT now.", (f) => f.bytes);
+    inFlight("billing_bulk_requests_in_flight", "Bulk requests (batch ingest, rate cards…) holding a bulk slot now (MAX_BULK_REQUESTS_IN_FLIGHT).", (f) => f.bulk);
+    inFlight("billing_bulk_requests_waiting", "Bulk requests waiting for a bulk slot now (up to BULK_QUEUE_TIMEOUT_MS).", (f) => f.waitingForBulk);
   }
 
-  /** Where the scrape-time gauges read from (set once the store is open). */
+  /** Where the scrape-time gauges read from (the store once open, admission control once made); adds to earlier sources. */
   attach(sources: MetricsSources): void {
-    this.sources = sources;
+    this.sources = { ...this.sources, ...sources };
   }
 
   /** One answered request. `seconds`: from its arrival to the end of its answer. */
