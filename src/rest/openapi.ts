@@ -142,6 +142,8 @@ function wellKnown(desc: DescMessage, mode: Mode): Schema | undefined {
     case "google.protobuf.FieldMask":
       return { type: "string", description: "Comma-separated field names." };
     case "google.protobuf.Struct":
+      // Any JSON object (generated clients type it as a map of unknown values, not an empty object).
+      return { type: "object", additionalProperties: true };
     case "google.protobuf.Empty":
       return { type: "object" };
     case "google.protobuf.Value":

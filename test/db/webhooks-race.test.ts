@@ -205,7 +205,7 @@ mysqlOnly("mysql: two schedulers checking the same usage thresholds at once anno
     );
     // Both at once, twice each: every subscription crossed 80% and 100% of its 10 included units.
     await Promise.all([...schedulers, ...schedulers].map((sc) => sc.runDue(to, s.clockId)));
-    const events = (await s.call("GET", "/events?types=usage.threshold_crossed&limit=100")).events.map((e: { data: string }) => JSON.parse(e.data));
+    const events = (await s.call("GET", "/events?types=usage.threshold_crossed&limit=100")).events.map((e: { data: { subscription_id: string; threshold_percent: number } }) => e.data);
     t.is(events.length, 20, "10 subscriptions × 2 thresholds");
     t.is(new Set(events.map((d: { subscription_id: string; threshold_percent: number }) => `${d.subscription_id}@${d.threshold_percent}`)).size, 20);
   } finally {

@@ -1,5 +1,5 @@
 /** Events and webhook endpoints: domain → wire. */
-import { create } from "@bufbuild/protobuf";
+import { type JsonObject, create } from "@bufbuild/protobuf";
 import type { StoredEvent } from "../../billing/events/types.js";
 import type { Delivery, DeliveryAttempt, WebhookEndpoint } from "../../billing/events/webhooks.js";
 import { type Event as EventPb, EventSchema } from "../../gen/billing/v1/event_pb.js";
@@ -13,8 +13,10 @@ import {
 } from "../../gen/billing/v1/webhook_endpoint_pb.js";
 import { ts } from "./common.js";
 
+/** `data` as a JSON object (a Struct), as webhook bodies carry it; the store keeps its JSON text. */
 export function eventToPb(e: StoredEvent, mode: string): EventPb {
-  return create(EventSchema, { id: e.id, type: e.type, createdAt: ts(e.createdAt), environmentId: e.environmentId, mode, data: e.data });
+  const data = JSON.parse(e.data) as JsonObject;
+  return create(EventSchema, { id: e.id, type: e.type, createdAt: ts(e.createdAt), environmentId: e.environmentId, mode, data });
 }
 
 /** `withSecret`: only the answers of create and rotate carry the signing secret. */

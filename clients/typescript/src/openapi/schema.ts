@@ -1323,12 +1323,18 @@ export interface components {
             /** @description For example `subscription.created`; the README lists every type. */
             type: string;
             /** Format: date-time */
-            created_at: string | null;
+            created_at: string;
             /** @description The environment the event belongs to, and its mode (`test` or `live`). */
             environment_id: string;
             mode: string;
-            /** @description The resource as the REST API returns it, as JSON text, frozen when the change committed. */
-            data: string;
+            /**
+             * @description The resource as the REST API returns it, frozen when the change committed: a JSON object, as in
+             *     webhook bodies. Its numbers are JSON numbers (a Struct holds them as doubles: exact up to 15
+             *     significant digits; webhook bodies carry every digit).
+             */
+            data: {
+                [key: string]: unknown;
+            };
         };
         /** @description A rate billed at the start of each billing cycle: quantity × price × multiplier. */
         FixedRate: {

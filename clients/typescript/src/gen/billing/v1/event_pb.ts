@@ -4,15 +4,16 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/event.proto.
  */
 export const file_billing_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChZiaWxsaW5nL3YxL2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIoUBCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmVudmlyb25tZW50X2lkGAQgASgJEgwKBG1vZGUYBSABKAkSDAoEZGF0YRgGIAEoCWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZiaWxsaW5nL3YxL2V2ZW50LnByb3RvEgpiaWxsaW5nLnYxIrABCgVFdmVudBIKCgJpZBgBIAEoCRIMCgR0eXBlGAIgASgJEjQKCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEhYKDmVudmlyb25tZW50X2lkGAQgASgJEgwKBG1vZGUYBSABKAkSKwoEZGF0YRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBKC1GAFKBAgGEAdiBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Something that happened to a resource, written in the transaction of the change.
@@ -53,11 +54,13 @@ export type Event = Message<"billing.v1.Event"> & {
   mode: string;
 
   /**
-   * The resource as the REST API returns it, as JSON text, frozen when the change committed.
+   * The resource as the REST API returns it, frozen when the change committed: a JSON object, as in
+   * webhook bodies. Its numbers are JSON numbers (a Struct holds them as doubles: exact up to 15
+   * significant digits; webhook bodies carry every digit).
    *
-   * @generated from field: string data = 6;
+   * @generated from field: google.protobuf.Struct data = 7;
    */
-  data: string;
+  data?: JsonObject | undefined;
 };
 
 /**
