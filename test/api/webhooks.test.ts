@@ -6,6 +6,7 @@
  */
 import { createHmac } from "node:crypto";
 import test from "ava";
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { EventService } from "../../src/gen/billing/v1/event_service_pb.js";
 import { rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
@@ -27,6 +28,10 @@ function verify(secret: string, header: string, body: string, toleranceSeconds =
 }
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
+
+/** A request's headers as a receiver hands them to the standardwebhooks library. */
+const headersOf = (r: { headers: Record<string, string | string[] | undefined> }): Record<string, string> =>
+  Object.fromEntries(Object.entries(r.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : String(v)]));
 
 for (const store of STORES) {
   const server = useServer(store, FAST);
@@ -98,7 +103,7 @@ for (const store of STORES) {
       page.events.map((e: Json) => e.type),
       ["subscription.created", "subscription.cancelled"],
     );
-    t.deepEqual(JSON.parse(page.events[0].data), byType("subscription.created")[0].data);
+    t.deepEqual(page.events[0].data, byType("subscription.created")[0].data, "GET /events gives data as the object the webhook carried");
     const one = await s.call("GET", `/events/${page.events[0].id}`);
     t.is(one.id, page.events[0].id);
     // And every delivery of the endpoint succeeded at its first attempt.
@@ -188,7 +193,21 @@ for (const store of STORES) {
     const all = await rest(server.url, "POST", `/webhook-endpoints/${ep.id}/replay`, key, { failed_since: since });
     t.deepEqual(all.body, { replayed: 1 });
     await hook.until((l) => l.slice(tries).some((r) => r.json.data.id === b.id));
-    t.deepEqual(await failed(), []);
+    // Each replay is a new delivery (its own id); the failed ones stay in the log as they were.
+    const replays = async () => (await rest(server.url, "GET", `/webhook-endpoints/${ep.id}/deliveries?status=succeeded`, key)).body.deliveries;
+    for (let i = 0; (await replays()).length < 2; i++) {
+      if (i > 200) throw new Error("the replays never succeeded");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const stillFailed = await failed();
+    t.deepEqual(stillFailed.map((d: Json) => d.event_id).sort(), [eventOfA, hook.received.find((r) => r.json.data.id === b.id)?.json.id].sort());
+    t.deepEqual((await replays()).map((d: Json) => d.event_id).sort(), stillFailed.map((d: Json) => d.event_id).sort());
+    t.true(
+      (await replays()).every((d: Json) => !stillFailed.some((f: Json) => f.id === d.id)),
+      "a replay has its own delivery id",
+    );
+    const again = await rest(server.url, "POST", `/webhook-endpoints/${ep.id}/replay`, key, { failed_since: since });
+    t.deepEqual(again.body, { replayed: 0 }, "a failed delivery already replayed is not replayed again by failed_since");
     const healed = (await rest(server.url, "GET", `/webhook-endpoints/${ep.id}`, key)).body;
     t.is(healed.failing_since, null, "a success clears failing");
     // Neither or both: a 400.
@@ -196,6 +215,121 @@ for (const store of STORES) {
     t.is(bad.status, 400);
     const unknown = await rest(server.url, "POST", `/webhook-endpoints/${ep.id}/replay`, key, { event_id: "evt_nope" });
     t.is(unknown.status, 404);
+  });
+
+  test.serial(`${store}: Standard Webhooks: each delivery verifies with the standardwebhooks library and the secret the API gave; a tampered body, another id or another secret fails`, async (t) => {
+    const hook = await receiver();
+    const key = await server.freshKey();
+    const ep = (await rest(server.url, "POST", "/webhook-endpoints", key, { url: hook.url, event_types: ["subject.created", "subject.updated"] })).body;
+    const other = (await rest(server.url, "POST", "/webhook-endpoints", key, { url: `${hook.url}/other`, event_types: ["subject.deleted"] })).body;
+    const subject = (await rest(server.url, "POST", "/subjects", key, { name: "Ada", metadata: { plan: "pro" } })).body;
+    await rest(server.url, "PUT", `/subjects/${subject.id}`, key, { name: "Ada L." });
+    await hook.until((l) => l.length >= 2);
+    const wh = new Webhook(ep.secret);
+    for (const r of hook.received) {
+      const h = headersOf(r);
+      t.deepEqual(wh.verify(r.body, h), r.json, "verified with the endpoint's secret as the API gave it");
+      t.is(h["webhook-id"], h["billing-delivery-id"], "webhook-id is the delivery's id");
+      t.regex(h["webhook-id"] ?? "", /^whd_/);
+      t.regex(h["webhook-timestamp"] ?? "", /^\d+$/);
+      t.is(`t=${h["webhook-timestamp"]}`, (h["billing-signature"] ?? "").split(",")[0], "the attempt's time, in seconds, in both signatures");
+      t.regex(h["webhook-signature"] ?? "", /^v1,[A-Za-z0-9+/]+={0,2}$/);
+      t.true(verify(ep.secret, h["billing-signature"] ?? "", r.body), "Billing-Signature is still sent");
+      t.throws(() => wh.verify(r.body.replace('"Ada', '"Eve'), h), { instanceOf: WebhookVerificationError }, "a tampered body fails");
+      t.throws(() => new Webhook(other.secret).verify(r.body, h), { instanceOf: WebhookVerificationError }, "another endpoint's secret fails");
+      t.throws(() => wh.verify(r.body, { ...h, "webhook-id": "whd_someotherdelivery000000" }), { instanceOf: WebhookVerificationError }, "the id is signed");
+    }
+    t.not(headersOf(hook.received[0] as never)["webhook-id"], headersOf(hook.received[1] as never)["webhook-id"]);
+
+    // The events as GET /events, GetEvent and ListEvents give them: `data` is the object the webhook carried.
+    const page = (await rest(server.url, "GET", "/events?types=subject.created&types=subject.updated", key)).body;
+    t.is(page.events.length, 2);
+    for (const e of page.events) {
+      const sent = hook.received.find((r) => r.json.id === e.id)?.json;
+      t.deepEqual(e, sent, "GET /events gives the event as the webhook body has it");
+      t.deepEqual((await rest(server.url, "GET", `/events/${e.id}`, key)).body, sent);
+      for (const protocol of ["grpc", "connect"] as const) {
+        const client = rpcClient(EventService, server.url, protocol, key);
+        t.deepEqual((await client.getEvent({ eventId: e.id })).event?.data, sent.data, `${protocol}: GetEvent`);
+        const listed = (await client.listEvents({ types: [e.type] })).events.find((x) => x.id === e.id);
+        t.deepEqual(listed?.data, sent.data, `${protocol}: ListEvents`);
+      }
+    }
+    t.is(page.events[0].data.metadata.plan, "pro");
+  });
+
+  test.serial(`${store}: Standard Webhooks: a retried attempt keeps webhook-id, with a new timestamp and signature, and verifies`, async (t) => {
+    const slow = await startTestServer(store, { ...FAST, WEBHOOK_RETRY_BASE_MS: "300", WEBHOOK_RETRY_WINDOW_SECONDS: "60" });
+    try {
+      const hook = await receiver();
+      let first = 0;
+      // Failing for 1.5 s: the retry that succeeds is at least a second after the first attempt.
+      hook.answer = (r, n) => {
+        if (n === 1) first = r.at;
+        return r.at - first < 1500 ? 500 : 200;
+      };
+      const key = await slow.freshKey();
+      const ep = (await rest(slow.url, "POST", "/webhook-endpoints", key, { url: hook.url, event_types: ["subject.created"] })).body;
+      await rest(slow.url, "POST", "/subjects", key, { name: "Retried" });
+      await hook.until((l) => l.some((r) => r.at - first >= 1500), 30_000);
+      const all = hook.received.map(headersOf);
+      t.true(all.length >= 2);
+      const firstH = all[0] as Record<string, string>;
+      const lastH = all.at(-1) as Record<string, string>;
+      t.true(
+        all.every((h) => h["webhook-id"] === firstH["webhook-id"]),
+        "the same webhook-id on every attempt",
+      );
+      t.true(
+        hook.received.every((r) => r.body === hook.received[0]?.body),
+        "the same body",
+      );
+      t.true(Number(lastH["webhook-timestamp"]) > Number(firstH["webhook-timestamp"]), "the attempt's own time");
+      t.not(lastH["webhook-signature"], firstH["webhook-signature"]);
+      const wh = new Webhook(ep.secret);
+      for (const [i, r] of hook.received.entries()) t.deepEqual(wh.verify(r.body, all[i] as Record<string, string>), r.json);
+      // Another attempt's timestamp with this attempt's signature does not verify.
+      t.throws(() => wh.verify(hook.received[0]?.body ?? "", { ...firstH, "webhook-timestamp": lastH["webhook-timestamp"] as string }), { instanceOf: WebhookVerificationError });
+    } finally {
+      await slow.stop();
+    }
+  });
+
+  test.serial(`${store}: a replay of a delivered event is a new delivery: a new webhook-id, the same event`, async (t) => {
+    const hook = await receiver();
+    const key = await server.freshKey();
+    const ep = (await rest(server.url, "POST", "/webhook-endpoints", key, { url: hook.url, event_types: ["subject.created"] })).body;
+    await rest(server.url, "POST", "/subjects", key, { name: "Replayed" });
+    await hook.until((l) => l.length === 1);
+    const eventId = hook.received[0]?.json.id;
+    const deliveries = async () => (await rest(server.url, "GET", `/webhook-endpoints/${ep.id}/deliveries?event_id=${eventId}`, key)).body.deliveries;
+    for (let i = 0; (await deliveries())[0]?.status !== "succeeded"; i++) {
+      if (i > 200) throw new Error("the delivery never succeeded");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (let n = 2; n <= 3; n++) {
+      t.deepEqual((await rest(server.url, "POST", `/webhook-endpoints/${ep.id}/replay`, key, { event_id: eventId })).body, { replayed: 1 });
+      await hook.until((l) => l.length === n);
+      for (let i = 0; (await deliveries()).some((d: Json) => d.status !== "succeeded"); i++) {
+        if (i > 200) throw new Error("the replay never succeeded");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const ids = hook.received.map((r) => headersOf(r)["webhook-id"]);
+    t.is(new Set(ids).size, 3, "each replay has its own webhook-id");
+    t.true(
+      hook.received.every((r) => r.body === hook.received[0]?.body),
+      "the same event, byte for byte",
+    );
+    const wh = new Webhook(ep.secret);
+    for (const r of hook.received) t.deepEqual(wh.verify(r.body, headersOf(r)), r.json);
+    const log = await deliveries();
+    t.deepEqual(
+      log.map((d: Json) => d.id),
+      [...ids].reverse(),
+      "the delivery log lists the three deliveries of the event, newest first",
+    );
+    t.true(log.every((d: Json) => d.status === "succeeded" && d.attempts === 1 && d.event_id === eventId));
   });
 
   test.serial(`${store}: endpoints: update, filter, disable, rotate, delete, validation`, async (t) => {
@@ -257,7 +391,7 @@ for (const store of STORES) {
       const subjects: string[] = [];
       for await (const m of client.watchEvents({ after: seen.at(-1) ?? "", types: ["subject.created"] }, { signal: ac2.signal })) {
         resumed.push(m.event?.id ?? "");
-        subjects.push(JSON.parse(m.event?.data ?? "{}").id);
+        subjects.push(String(m.event?.data?.id));
         if (resumed.length === 3) break;
       }
       ac2.abort();
@@ -300,7 +434,7 @@ for (const store of STORES) {
     }
     t.false(seen.includes("invoice.paid"), "nothing was paid");
     const events = (await s.call("GET", "/events?limit=100")).events;
-    const data = (type: string) => JSON.parse(events.find((e: Json) => e.type === type).data);
+    const data = (type: string) => events.find((e: Json) => e.type === type).data;
     t.is(data("checkout.failed").status, "open");
     t.truthy(data("checkout.failed").failure_message);
     t.is(data("invoice.voided").status, "void");
@@ -316,7 +450,7 @@ for (const store of STORES) {
     const sub = (await s.subscribe({ rate_card_id: card })).subscription;
     const crossed = async () =>
       (await s.call("GET", "/events?types=usage.threshold_crossed&limit=100")).events.map((e: Json) => {
-        const d = JSON.parse(e.data);
+        const d = e.data;
         t.is(d.subscription_id, sub.id);
         t.is(d.rate_code, "api");
         t.is(d.included_units, "100");

@@ -5,7 +5,9 @@
  * A failure is retried with exponential backoff and jitter until the retry window (3 days from
  * the event) ends; then the delivery is `failed` and its endpoint marked failing. At least once:
  * a server that dies mid-delivery leaves its claim to expire, and another server (or itself after
- * a restart) sends the event again, with the same `id`.
+ * a restart) sends the event again, with the same `id`. Each attempt is signed twice: the
+ * `Billing-Signature` header (Stripe's scheme) and the Standard Webhooks headers, whose
+ * `webhook-id` is the delivery's id.
  */
 import { createHmac } from "node:crypto";
 import { newId } from "../ids.js";
@@ -63,6 +65,26 @@ export function sign(secret: string, t: number, body: string): string {
 
 export function signatureHeader(secret: string, t: number, body: string): string {
   return `t=${t},v1=${sign(secret, t, body)}`;
+}
+
+/**
+ * The Standard Webhooks key of an endpoint secret (https://www.standardwebhooks.com): the bytes
+ * that the base64 after `whsec_` decodes to, as every `standardwebhooks` / svix library reads a
+ * `whsec_` secret. A secret is `whsec_` and 32 base62 characters, all of them base64 digits, so
+ * the key is 24 bytes and a receiver verifies with the secret exactly as the API gave it.
+ */
+export function standardWebhookKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith("whsec_") ? secret.slice(6) : secret, "base64");
+}
+
+/**
+ * The Standard Webhooks headers of one attempt: `webhook-id` (the delivery's id: the same on every
+ * retry of it, a new one for a replay), `webhook-timestamp` (the attempt's unix seconds) and
+ * `webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">` with standardWebhookKey.
+ */
+export function standardWebhookHeaders(secret: string, id: string, t: number, body: string): Record<string, string> {
+  const signature = createHmac("sha256", standardWebhookKey(secret)).update(`${id}.${t}.${body}`).digest("base64");
+  return { "webhook-id": id, "webhook-timestamp": String(t), "webhook-signature": `v1,${signature}` };
 }
 
 /** The body of a delivery: the event with its resource as stored (its JSON text, verbatim). */
@@ -139,6 +161,7 @@ export class DeliveryWorker {
         "billing-event-id": c.event.id,
         "billing-event-type": c.event.type,
         "billing-delivery-id": c.id,
+        ...standardWebhookHeaders(c.endpoint.secret, c.id, t, body),
       },
     });
     const ok = res.statusCode !== null && res.statusCode >= 200 && res.statusCode < 300;

@@ -105,9 +105,11 @@ export interface WebhookStore {
   /** An endpoint's attempts, newest first (optionally of one delivery). */
   listAttempts(endpointId: string, deliveryId: string | undefined, page: Page): Promise<PageResult<DeliveryAttempt>>;
   /**
-   * Makes deliveries due again now: one event's (created when the endpoint never had it, e.g.
-   * it was created later or filtered the type out), or every failed one whose event is at or
-   * after `failedSince`. Returns how many.
+   * Sends again now: one event (a first delivery when the endpoint never had it, e.g. it was
+   * created later or filtered the type out), or every delivery that failed since `failedSince`.
+   * A delivery that succeeded or failed is replayed as a new delivery with its own id (a receiver
+   * deduplicating by `webhook-id` processes it again); one still pending is made due now, keeping
+   * its id. Returns how many.
    */
   replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number>;
   /**

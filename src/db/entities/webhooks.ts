@@ -48,6 +48,7 @@ export interface WebhookDeliveryRow {
   last_error: string | null;
   created_at: Date;
   updated_at: Date;
+  replay_of: string;
 }
 
 export interface WebhookAttemptRow {
@@ -136,10 +137,13 @@ export function webhooksEntities(dialect: Dialect, exact: ExactText) {
       last_error: textColumn(500),
       created_at: timeColumn(),
       updated_at: timeColumn(),
+      // The delivery this one replays ('' for the event's first delivery to the endpoint).
+      replay_of: { type: "varchar", length: 32, nullable: false, default: "" },
     }),
     uniques: [
       { name: "uq_webhook_deliveries_id", columns: ["id"] },
-      { name: "uq_webhook_deliveries_endpoint_event", columns: ["endpoint_id", "event_id"] },
+      // One first delivery per (endpoint, event), and one replay of each delivery.
+      { name: "uq_webhook_deliveries_endpoint_event_replay", columns: ["endpoint_id", "event_id", "replay_of"] },
     ],
     indices: [
       { name: "ix_webhook_deliveries_due", columns: ["status", "next_attempt_at"] },

@@ -20,6 +20,7 @@ import { DashboardScale1795000000016 } from "./1795000000016-DashboardScale.js";
 import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
 import { SubjectSearch1795000000018 } from "./1795000000018-SubjectSearch.js";
 import { IdempotencyKeys1795000000019 } from "./1795000000019-IdempotencyKeys.js";
+import { DeliveryReplays1795000000020 } from "./1795000000020-DeliveryReplays.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -42,4 +43,5 @@ export const migrations: (new () => MigrationInterface)[] = [
   EventFanOut1795000000017,
   SubjectSearch1795000000018,
   IdempotencyKeys1795000000019,
+  DeliveryReplays1795000000020,
 ];

@@ -412,29 +412,55 @@ export class SqlWebhookStore implements WebhookStore {
     return toPageResult(rows.map(attemptFromRow), page);
   }
 
+  /**
+   * A replay of a delivery that was delivered or ran out of retries is a new delivery (its own id,
+   * the `webhook-id` receivers dedupe by; `replay_of` names the one it replays), due now with a
+   * fresh retry window; the replayed one keeps its status and log. A delivery still pending (or
+   * held) has not been delivered yet: it is made due now instead, keeping its id. Only the latest
+   * delivery of an (endpoint, event) is replayed (the one no other replays), and each one at most
+   * once (the unique key, with INSERT IGNORE: two replays at once make one).
+   */
   async replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number> {
     const t = dbTime(at);
     const status = endpoint.status === "enabled" ? "pending" : "held";
+    const ignore = this.sql.dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
+    const insert = async (em: EntityManager, rows: { eventId: string; replayOf: string }[]) => {
+      let n = 0;
+      for (const part of chunks(rows, 200)) {
+        n += await changed(
+          em,
+          `${ignore} INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at, replay_of) VALUES ${placeholders(part.length, 11)}`,
+          part.flatMap((r) => [newId("whd"), endpoint.environmentId, endpoint.id, r.eventId, t, status, 0, t, t, t, r.replayOf]),
+        );
+      }
+      return n;
+    };
+    // The latest deliveries: those no other delivery replays.
+    const latest = "NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.endpoint_id = d.endpoint_id AND r.event_id = d.event_id AND r.replay_of = d.id)";
     return this.retried(async (em) => {
       if ("eventId" in target) {
-        const [ev] = (await em.query("SELECT id, created_at FROM events WHERE environment_id = ? AND id = ?", [endpoint.environmentId, target.eventId])) as { id: string; created_at: unknown }[];
+        const [ev] = (await em.query("SELECT id FROM events WHERE environment_id = ? AND id = ?", [endpoint.environmentId, target.eventId])) as { id: string }[];
         if (!ev) return 0;
-        const [d] = (await em.query("SELECT id FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?", [endpoint.id, ev.id])) as { id: string }[];
-        if (d) {
-          // A replayed delivery gets a fresh retry window from now (event_created_at is its start).
+        const [d] = (await em.query(`SELECT d.id, d.status FROM webhook_deliveries d WHERE d.endpoint_id = ? AND d.event_id = ? AND ${latest}`, [endpoint.id, ev.id])) as {
+          id: string;
+          status: string;
+        }[];
+        if (d && (d.status === "pending" || d.status === "held")) {
+          // Not delivered yet: sent now, with a fresh retry window from now (event_created_at is its start).
           await em.query("UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE id = ?", [status, t, t, t, d.id]);
         } else {
-          await em.query(
-            "INSERT INTO webhook_deliveries (id, environment_id, endpoint_id, event_id, event_created_at, status, attempts, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
-            [newId("whd"), endpoint.environmentId, endpoint.id, ev.id, t, status, t, t, t],
-          );
+          // The endpoint's first delivery of the event (it was created later, or filtered the type out), or a replay.
+          await insert(em, [{ eventId: ev.id, replayOf: d ? d.id : "" }]);
         }
         return 1;
       }
-      return changed(
+      const failed = (await em.query(`SELECT d.id, d.event_id FROM webhook_deliveries d WHERE d.endpoint_id = ? AND d.status = 'failed' AND d.created_at >= ? AND ${latest}`, [
+        endpoint.id,
+        dbTime(target.failedSince),
+      ])) as { id: string; event_id: string }[];
+      return insert(
         em,
-        "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE endpoint_id = ? AND status = 'failed' AND created_at >= ?",
-        [status, t, t, t, endpoint.id, dbTime(target.failedSince)],
+        failed.map((d) => ({ eventId: d.event_id, replayOf: d.id })),
       );
     });
   }
