@@ -6,12 +6,15 @@
 import cluster from "node:cluster";
 import { startApp } from "./app.js";
 import { runPrimary } from "./cluster.js";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, loadConfig, readSettings, takeEnvFile } from "./config.js";
 import { createLogger } from "./log.js";
 
 let config: ReturnType<typeof loadConfig>;
 try {
-  config = loadConfig();
+  // `npm start -- --env-file PATH` (or ENV_FILE): the settings of that file over the environment.
+  const args = takeEnvFile(process.argv.slice(2));
+  if ("error" in args) throw new ConfigError([args.error]);
+  config = loadConfig(readSettings(process.env, args.envFile).env);
 } catch (err) {
   if (err instanceof ConfigError) {
     process.stderr.write(`${err.message}\n`);

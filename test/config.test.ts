@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import test from "ava";
-import { ConfigError, loadConfig } from "../src/config.js";
+import { ConfigError, describeDatabase, loadConfig, readSettings, takeEnvFile } from "../src/config.js";
 
 test("defaults: port 8080, embedded SQLite, info logs", (t) => {
   const c = loadConfig({});
@@ -191,4 +194,34 @@ test("TLS_CERT_FILE and TLS_KEY_FILE: neither is cleartext, both are TLS, one al
   t.deepEqual(noKey.problems, ["TLS_CERT_FILE and TLS_KEY_FILE go together: TLS_CERT_FILE is set but TLS_KEY_FILE is not"]);
   const noCert = t.throws(() => loadConfig({ TLS_KEY_FILE: "/k.pem" }), { instanceOf: ConfigError }) as ConfigError;
   t.deepEqual(noCert.problems, ["TLS_CERT_FILE and TLS_KEY_FILE go together: TLS_KEY_FILE is set but TLS_CERT_FILE is not"]);
+});
+
+test("the env file (ENV_FILE or --env-file) is read over the environment; a conflict or an unreadable file is an error", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "config-env-file-"));
+  const file = join(dir, "billing.env");
+  writeFileSync(file, '# comment\nDATABASE_URL="mysql://billing:s3cret@db:3306/billing"\nPORT=9090\n');
+  try {
+    const viaVariable = readSettings({ ENV_FILE: file, LOG_LEVEL: "debug" });
+    t.is(viaVariable.env.DATABASE_URL, "mysql://billing:s3cret@db:3306/billing");
+    t.is(viaVariable.databaseFrom, "env-file");
+    t.is(loadConfig(viaVariable.env).port, 9090);
+    t.is(loadConfig(viaVariable.env).logLevel, "debug", "the environment's own settings stay");
+    t.is(readSettings({ PORT: "9090" }, file).envFile, file, "the flag names the file");
+    t.is(readSettings({ DATABASE_URL: "sqlite:x.db" }).databaseFrom, "environment");
+    t.is(readSettings({}).databaseFrom, "default");
+    const conflict = t.throws(() => readSettings({ DATABASE_URL: "sqlite:other.db", PORT: "1" }, file), { instanceOf: ConfigError }) as ConfigError;
+    t.is(conflict.problems.length, 2);
+    t.throws(() => readSettings({}, join(dir, "nope.env")), { instanceOf: ConfigError, message: /cannot be read \(ENOENT\)/ });
+    t.deepEqual(takeEnvFile(["list", "--env-file", file]), { envFile: file, args: ["list"] });
+    t.deepEqual(takeEnvFile([`--env-file=${file}`, "list"]), { envFile: file, args: ["list"] });
+    t.deepEqual(takeEnvFile(["--env-file"]), { error: "--env-file needs a path" });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("describeDatabase redacts the password and makes a SQLite path absolute", (t) => {
+  t.is(describeDatabase("mysql://billing:s3cret@db:3306/billing"), "mysql://billing:***@db:3306/billing");
+  t.is(describeDatabase("mysql://root@127.0.0.1:3306/test"), "mysql://root@127.0.0.1:3306/test");
+  t.is(describeDatabase("sqlite:./data/billing.db"), `sqlite:${resolve("data/billing.db")}`);
 });

@@ -1,5 +1,6 @@
 /**
- * The operator CLI, against the configured database (DATABASE_URL, as the server reads it):
+ * The operator CLI, against the configured database (DATABASE_URL, as the server reads it, with
+ * the server's env file when given: `--env-file PATH` anywhere on the command line; settings.ts):
  *
  *   npm run billing -- migrate status            applied and pending migrations
  *   npm run billing -- migrate up                applies the pending ones
@@ -19,14 +20,14 @@ import { pathToFileURL } from "node:url";
 import { buildServices } from "../app.js";
 import { BillingError } from "../billing/errors.js";
 import { systemCaller } from "../billing/tenancy.js";
-import { ConfigError, loadConfig } from "../config.js";
 import { type Database, createDatabase, dialectOf } from "../db/datasource.js";
 import { SqlAuthStore } from "../db/stores/auth-store.js";
 import { OperatorStore } from "../db/stores/operator-store.js";
 import { type CommandSpec, parseCommandLine, wantsHelp } from "./args.js";
 import { run as runKeys } from "./keys.js";
+import { cliSettings, databaseLine, takeEnvFile } from "./settings.js";
 
-export const USAGE = `usage: billing <command> [--json]
+export const USAGE = `usage: billing [--env-file PATH] <command> [--json]
   migrate status                          list applied and pending migrations
   migrate up                              apply the pending migrations
   status                                  version, database, migrations, due and set-aside billing cycles, webhook backlog
@@ -204,31 +205,35 @@ async function execute(command: string, positionals: string[], flags: Map<string
   });
 }
 
-/** Runs one command line; its exit code. `env`: the configuration's environment (DATABASE_URL, …). */
-export async function run(args: string[], io: Io = STDIO, env: Record<string, string | undefined> = process.env): Promise<number> {
+/** The commands that change the database: they say which database first. */
+const WRITES = new Set(["migrate up", "subscriptions retry-failed", "invoices finalize", "invoices void", "invoices mark-uncollectible"]);
+
+/** Runs one command line; its exit code. `env`: the configuration's environment (DATABASE_URL, ENV_FILE, …). */
+export async function run(argv: string[], io: Io = STDIO, env: Record<string, string | undefined> = process.env): Promise<number> {
+  const taken = takeEnvFile(argv);
+  const args = "error" in taken ? argv : taken.args;
   if (args[0] === "keys") {
-    await runKeys(args.slice(1), io.out);
+    // The keys CLI reads --env-file itself, wherever it is.
+    const at = argv.indexOf("keys");
+    await runKeys([...argv.slice(0, at), ...argv.slice(at + 1)], io.out, env);
     return 0;
   }
   if (wantsHelp(args)) {
     io.out(USAGE);
     return 0;
   }
-  const parsed = parseArgs(args);
+  const parsed = "error" in taken ? taken : parseArgs(args);
   if ("error" in parsed) {
     io.err(`${parsed.error}\n${USAGE}`);
     return 2;
   }
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      io.err(err.message);
-      return 2;
-    }
-    throw err;
+  const settings = cliSettings(argv, env);
+  if ("error" in settings) {
+    io.err(settings.error);
+    return 2;
   }
+  const { config } = settings;
+  if (WRITES.has(parsed.command)) io.err(databaseLine(settings));
   try {
     await execute(parsed.command, parsed.positionals, parsed.flags, config.databaseUrl, config.publicBaseUrl ?? `http://localhost:${config.port}`, io.out);
     return 0;

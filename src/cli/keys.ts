@@ -1,5 +1,7 @@
 /**
- * Manages environments and API keys against the configured database (DATABASE_URL).
+ * Manages environments and API keys against the configured database: DATABASE_URL, read as the
+ * server reads it, with the server's env file when given (`--env-file PATH`, anywhere; settings.ts).
+ * Commands that write say on stderr which database they write to.
  *
  *   npm run keys -- env create <name> [--mode test|live]
  *   npm run keys -- env list
@@ -14,11 +16,11 @@ import { type CommandSpec, type Parsed, parseCommandLine } from "./args.js";
 import { ensureEnvironment } from "../billing/bootstrap.js";
 import { generateKey, storeKey } from "../billing/keys.js";
 import type { EnvironmentMode } from "../billing/tenancy.js";
-import { ConfigError, loadConfig } from "../config.js";
 import { createDatabase } from "../db/datasource.js";
 import { SqlAuthStore } from "../db/stores/auth-store.js";
+import { cliSettings, databaseLine, takeEnvFile } from "./settings.js";
 
-const USAGE = `usage:
+const USAGE = `usage: keys [--env-file PATH] <command>
   keys env create <name> [--mode test|live]
   keys env list
   keys env set-limits <name> [--ingest-rps N|default] [--api-rps N|default]
@@ -52,21 +54,24 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-export async function run(args: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<void> {
+/** The commands that change the database: they say which database first. */
+const WRITES = new Set(["env create", "env set-limits", "env set-invoice-grace", "create", "revoke"]);
+
+export async function run(argv: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`), environment: Record<string, string | undefined> = process.env): Promise<void> {
+  const withoutEnvFile = takeEnvFile(argv);
+  const args = "error" in withoutEnvFile ? argv : withoutEnvFile.args;
   if (args.length === 1 && (args[0] === "--help" || args[0] === "-h" || args[0] === "help")) {
     out(USAGE);
     return;
   }
+  if ("error" in withoutEnvFile) fail(`${withoutEnvFile.error}\n${USAGE}`);
   const parsed = parseArgs(args);
   if ("error" in parsed) fail(`${parsed.error}\n${USAGE}`);
   const { command, positionals, flags } = parsed;
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) fail(err.message);
-    throw err;
-  }
+  const settings = cliSettings(argv, environment);
+  if ("error" in settings) fail(settings.error);
+  const { config } = settings;
+  if (WRITES.has(command)) process.stderr.write(`${databaseLine(settings)}\n`);
   const db = await createDatabase(config.databaseUrl, { poolSize: 2 });
   await db.dataSource.initialize();
   try {
