@@ -971,9 +971,11 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sends again, now: one event (`event_id`, even one the endpoint never had), or every failed delivery created at or after `failed_since`.
+         * Sends again, now: one event (`event_id`, even one the endpoint never had), or every failed delivery created at or after `failed_since` and not yet replayed.
          * @description Sends again, now: one event (`event_id`, even one the endpoint never had), or every failed
-         *     delivery created at or after `failed_since`. Each gets a fresh retry window.
+         *     delivery created at or after `failed_since` and not yet replayed. Each gets a fresh retry
+         *     window. A delivery that succeeded or failed is replayed as a new delivery (a new id, hence a
+         *     new `webhook-id`: receivers process it again); one still pending is made due now, keeping its id.
          *     Errors: INVALID_ARGUMENT (400) unless exactly one of the two is given; NOT_FOUND (404) for
          *     an unknown endpoint or event.
          */
@@ -1641,7 +1643,7 @@ export interface components {
         ReplayWebhookEventsResponse: {
             /**
              * Format: int32
-             * @description How many deliveries were made due again.
+             * @description How many deliveries were made due (new ones, and pending ones made due now).
              */
             replayed: number;
         };

@@ -418,7 +418,7 @@ export const ReplayWebhookEventsRequestSchema: GenMessage<ReplayWebhookEventsReq
  */
 export type ReplayWebhookEventsResponse = Message<"billing.v1.ReplayWebhookEventsResponse"> & {
   /**
-   * How many deliveries were made due again.
+   * How many deliveries were made due (new ones, and pending ones made due now).
    *
    * @generated from field: int32 replayed = 1;
    */
@@ -434,7 +434,8 @@ export const ReplayWebhookEventsResponseSchema: GenMessage<ReplayWebhookEventsRe
 
 /**
  * Webhook endpoints of the caller's environment, their delivery log and replay. Deliveries are
- * signed (`Billing-Signature: t=…,v1=…`), at least once, without an ordering promise.
+ * signed twice (the Standard Webhooks headers `webhook-id`, `webhook-timestamp`,
+ * `webhook-signature`, and `Billing-Signature: t=…,v1=…`), at least once, without an ordering promise.
  *
  * @generated from service billing.v1.WebhookEndpointService
  */
@@ -526,7 +527,9 @@ export const WebhookEndpointService: GenService<{
   },
   /**
    * Sends again, now: one event (`event_id`, even one the endpoint never had), or every failed
-   * delivery created at or after `failed_since`. Each gets a fresh retry window.
+   * delivery created at or after `failed_since` and not yet replayed. Each gets a fresh retry
+   * window. A delivery that succeeded or failed is replayed as a new delivery (a new id, hence a
+   * new `webhook-id`: receivers process it again); one still pending is made due now, keeping its id.
    * Errors: INVALID_ARGUMENT (400) unless exactly one of the two is given; NOT_FOUND (404) for
    * an unknown endpoint or event.
    *
