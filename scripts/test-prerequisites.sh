@@ -99,6 +99,7 @@ need jq command -v jq
 [ -n "${GRPCIO_PYTHON:-}" ] || need "python3-grpcio python3-protobuf" "$python" -c "import grpc, google.protobuf"
 need "protobuf-compiler protobuf-compiler-grpc" test -x "$root_fs/usr/bin/protoc" -a -x "$root_fs/usr/bin/grpc_python_plugin"
 need prometheus test -x "$root_fs/usr/bin/promtool"
+need "openssl curl" test -x "$root_fs/usr/bin/openssl" -a -x "$root_fs/usr/bin/curl"
 
 if [ "${#missing[@]}" -gt 0 ] || [ -n "$mariadb_missing" ]; then
   # Not root or no apt: one line with the command, then test/preflight.ts says what each is for.

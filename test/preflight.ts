@@ -4,7 +4,7 @@
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
- * promtool (Debian's prometheus) for the metrics lint.
+ * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -46,6 +46,12 @@ if (!existsSync("/usr/bin/protoc") || !existsSync("/usr/bin/grpc_python_plugin")
 if (!existsSync("/usr/bin/promtool")) {
   missing.push(
     "/usr/bin/promtool, which checks the /metrics exposition (test/api/ops-metrics-lint.test.ts), is not installed: install it (apt-get install prometheus; npm test does so when run as root)",
+  );
+}
+
+if (!existsSync("/usr/bin/openssl") || !existsSync("/usr/bin/curl")) {
+  missing.push(
+    "/usr/bin/openssl and /usr/bin/curl, with which the TLS test makes its certificate and calls over https (test/api/tls.test.ts), are not both installed: install them (apt-get install openssl curl; npm test does so when run as root)",
   );
 }
 
