@@ -97,6 +97,14 @@ fi
 [ -n "${CHROMIUM_PATH:-}" ] || need chromium test -x "$chromium"
 need jq command -v jq
 [ -n "${GRPCIO_PYTHON:-}" ] || need "python3-grpcio python3-protobuf" "$python" -c "import grpc, google.protobuf"
+# Node 24 for the second pass (`npm run test:node24`, .ci/run step 7), only when asked: the npm
+# registry's `node` package and better-sqlite3 built for it, in .node24/ (scripts/node24.sh).
+if [ -n "${TEST_NODE24:-}" ]; then
+  bash "$(dirname "$0")/node24.sh" provision || {
+    say "Node 24 could not be provisioned (scripts/node24.sh provision)"
+    exit 1
+  }
+fi
 need "protobuf-compiler protobuf-compiler-grpc" test -x "$root_fs/usr/bin/protoc" -a -x "$root_fs/usr/bin/grpc_python_plugin"
 need prometheus test -x "$root_fs/usr/bin/promtool"
 need "openssl curl" test -x "$root_fs/usr/bin/openssl" -a -x "$root_fs/usr/bin/curl"
