@@ -599,7 +599,9 @@ export function createRequestHandler({
     const reply = this.reply;
     reply?.ticket?.leave();
     const trace = traceOf(this);
-    if (trace) end(trace, reply?.code ?? trace.goneCode(), 200);
+    // A stream the client reset before the answer was done is canceled (or past its deadline),
+    // whatever the call's failure then said (reading a reset stream fails in its own ways).
+    if (trace) end(trace, this.aborted ? trace.goneCode() : (reply?.code ?? trace.goneCode()), 200);
   }
 
   /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */
