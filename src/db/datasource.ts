@@ -10,6 +10,7 @@ import type { Dialect } from "./columns.js";
 import { buildEntities } from "./entities/index.js";
 import { migrations } from "./migrations/index.js";
 import { Sql } from "./sql.js";
+import { loadSqlite } from "./sqlite-module.js";
 import { type SqliteConnection, WalSync, startCheckpointer } from "./sqlite-offloop.js";
 import { type TimeLimit, boundedMysql2 } from "./time-limit.js";
 import { binaryCollationFor, decAdd, decMax } from "./columns.js";
@@ -245,6 +246,8 @@ export async function createDatabase(url: string, options: DatabaseOptions = {})
     ...common,
     entities: Object.values(entities),
     type: "better-sqlite3",
+    // 12 on Node 20, 13 on Node ≥ 22 when installed (sqlite-module.ts).
+    driver: loadSqlite(),
     database: path,
     enableWAL: true,
     prepareDatabase: (

@@ -15,9 +15,9 @@
  * Not for ":memory:" (no file, no WAL).
  */
 import { type FileHandle, open } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import { Worker } from "node:worker_threads";
+import { SQLITE_MODULE_PATH } from "./sqlite-module.js";
 
 /** How often the checkpoint thread copies the WAL into the database file. */
 export const CHECKPOINT_EVERY_MS = 200;
@@ -51,7 +51,7 @@ parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.cl
 export function startCheckpointer(path: string, conn: SqliteConnection, onFailure: (err: unknown) => void): { close(): Promise<void> } {
   const worker = new Worker(CHECKPOINTER, {
     eval: true,
-    workerData: { module: createRequire(import.meta.url).resolve("better-sqlite3"), path, everyMs: CHECKPOINT_EVERY_MS },
+    workerData: { module: SQLITE_MODULE_PATH, path, everyMs: CHECKPOINT_EVERY_MS },
   });
   worker.unref();
   let closing = false;
