@@ -80,7 +80,7 @@ test("the command refuses with the message, the usage and exit code 2, before it
       const r = await keys(args, `sqlite:${file}`);
       t.is(r.code, 2, r.stderr);
       t.true(r.stderr.startsWith(message), r.stderr);
-      t.regex(r.stderr, /usage:\n {2}keys env create/);
+      t.regex(r.stderr, /usage: keys \[--env-file PATH\] <command>\n {2}keys env create/);
       t.is(r.stdout, "");
       t.false(existsSync(file), "the database was not opened");
     } finally {
@@ -92,7 +92,7 @@ test("the command refuses with the message, the usage and exit code 2, before it
 test("keys --help prints the usage and exits 0", async (t) => {
   const r = await keys(["--help"], "sqlite:/nonexistent/dir/billing.db");
   t.is(r.code, 0, r.stderr);
-  t.regex(r.stdout, /^usage:\n {2}keys env create <name>/);
+  t.regex(r.stdout, /^usage: keys \[--env-file PATH\] <command>\n {2}keys env create <name>/);
 });
 
 test("known flags in either form, --flag value and --flag=value, still work", async (t) => {

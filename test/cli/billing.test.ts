@@ -80,16 +80,16 @@ test("a command line it does not understand: the message, the usage, exit 2, and
       const r = await billing(`sqlite:${file}`, ...args);
       t.is(r.code, 2, r.stderr);
       t.regex(r.stderr, /^unknown (command|flag)/);
-      t.regex(r.stderr, /usage: billing <command> \[--json\]\n {2}migrate status/);
+      t.regex(r.stderr, /usage: billing \[--env-file PATH\] <command> \[--json\]\n {2}migrate status/);
       t.is(r.stdout, "");
     }
     t.false(existsSync(file), "the database was not opened");
     const help = await billing(`sqlite:${file}`, "--help");
     t.is(help.code, 0);
-    t.regex(help.stdout, /^usage: billing <command>/);
+    t.regex(help.stdout, /^usage: billing \[--env-file PATH\] <command>/);
     t.regex(help.stdout, /invoices mark-uncollectible <invoice_id>/);
     const keysHelp = await billing(`sqlite:${file}`, "keys", "--help");
-    t.regex(keysHelp.stdout, /^usage:\n {2}keys env create/, "the keys commands are reachable through billing keys");
+    t.regex(keysHelp.stdout, /^usage: keys \[--env-file PATH\] <command>\n {2}keys env create/, "the keys commands are reachable through billing keys");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

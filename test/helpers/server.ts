@@ -41,7 +41,7 @@ export interface TestServer {
 
 /** Creates environments and keys straight through the store, as the CLI does. */
 export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; freshKey: (mode?: EnvironmentMode, opts?: FreshEnvironment) => Promise<string>; close: () => Promise<void> }> {
-  const db = await createDatabase(databaseUrl, { poolSize: 2 });
+  const db = await createDatabase(databaseUrl, { poolSize: 2, statementTimeoutMs: TEST_STATEMENT_TIMEOUT_MS });
   await db.dataSource.initialize();
   await db.dataSource.runMigrations({ transaction: "each" });
   const store = new SqlAuthStore(db.sql, db.entities);
@@ -71,6 +71,15 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
   return { keys, freshKey, close: () => db.dataSource.destroy() };
 }
 
+/**
+ * How long a test's database statement or wait for a connection may take (the server's
+ * DATABASE_STATEMENT_TIMEOUT_MS, 5 s by default, and the fixtures' own connection): on CI's
+ * loaded two-core machine, with every test file's servers and databases at once, a wait for the
+ * SQLite file's lock or a MariaDB fsync took longer than 5 s, and the call was answered 503. The
+ * tests of the limit itself (test/db/outage.test.ts) set their own.
+ */
+export const TEST_STATEMENT_TIMEOUT_MS = 60_000;
+
 /** The real app on a free port over the database at `url` (its migrations run), logging errors only. */
 /**
  * A test server waits up to a minute for its bulk lane (BULK_QUEUE_TIMEOUT_MS, 5 s by default):
@@ -79,7 +88,10 @@ export async function seedKeys(databaseUrl: string): Promise<{ keys: TestKeys; f
  * tests of the bulk lane itself set their own bounds.
  */
 export function startAppOn(url: string, env: Record<string, string> = {}): Promise<App> {
-  return startApp(loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", BULK_QUEUE_TIMEOUT_MS: "60000", ...env }), createLogger("error"));
+  return startApp(
+    loadConfig({ DATABASE_URL: url, PORT: "0", LOG_LEVEL: "error", BULK_QUEUE_TIMEOUT_MS: "60000", DATABASE_STATEMENT_TIMEOUT_MS: String(TEST_STATEMENT_TIMEOUT_MS), ...env }),
+    createLogger("error"),
+  );
 }
 
 export async function startTestServer(store: Store, env: Record<string, string> = {}): Promise<TestServer> {
