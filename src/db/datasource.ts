@@ -126,7 +126,8 @@ async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryC
  * How long SQLite waits (synchronously) for a file another process has locked, when no time
  * limit is given.
  */
-const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+/** How long one SQLite statement waits, synchronously, for a lock another connection holds (then Sql retries). */
+const SQLITE_BUSY_WAIT_MS = 200;
 
 export interface DatabaseOptions {
   poolSize?: number;
@@ -258,9 +259,10 @@ export async function createDatabase(url: string, options: DatabaseOptions = {})
         close: () => unknown;
       } & SqliteConnection,
     ) => {
-      // A file locked by another process is waited for (synchronously) up to the limit; past it
-      // the statement fails SQLITE_BUSY, which Sql answers as `unavailable`.
-      db.pragma(`busy_timeout = ${Math.round(limit.ms > 0 ? limit.ms : SQLITE_BUSY_TIMEOUT_MS)}`);
+      // A file locked by another connection is waited for synchronously (the event loop held) for
+      // a short while only; Sql tries again after a backoff until the time limit, then answers
+      // `unavailable` (Sql.whileBusy).
+      db.pragma(`busy_timeout = ${SQLITE_BUSY_WAIT_MS}`);
       if (path !== ":memory:") {
         const sync = new WalSync(path, db);
         const checkpointer = startCheckpointer(path, db, (err) => process.emitWarning(`SQLite checkpoints are back on the event loop: ${err instanceof Error ? err.message : String(err)}`));

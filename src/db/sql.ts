@@ -319,6 +319,30 @@ export class Sql {
     throw err;
   }
 
+  /**
+   * SQLite: `attempt` run again, after a short backoff, while it finds the file locked by another
+   * connection (SQLITE_BUSY), until the time limit (then `unavailable`; without a limit, a few
+   * tries, then the error). Each try waits for the lock synchronously for a short busy_timeout
+   * only (datasource.ts): the backoff between tries leaves the event loop free, so that the
+   * connection holding the lock — another process, or one of this process's own (a CLI or a
+   * test's fixtures) — can finish its transaction meanwhile.
+   */
+  private async whileBusy<T>(attempt: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    for (let n = 1; ; n++) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!isTransient(err)) throw err;
+        const backoff = Math.min(500, 10 * 2 ** n) * (0.5 + Math.random());
+        if (this.limit.ms > 0) {
+          if (performance.now() - started + backoff >= this.limit.ms) this.lockedIsUnavailable(err);
+        } else if (n >= SQLITE_BUSY_ATTEMPTS) throw err;
+        await new Promise((r) => setTimeout(r, backoff));
+      }
+    }
+  }
+
   /** SQLite: calls queued or running (the metrics' view of its one connection). */
   private pending = 0;
   private readonly settled = () => {
@@ -352,7 +376,7 @@ export class Sql {
 
   /** One statement or a few reads, outside a transaction. */
   run<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    if (this.dialect === "sqlite") return this.queued(() => fn(this.dataSource.manager)).catch((err: unknown) => this.lockedIsUnavailable(err));
+    if (this.dialect === "sqlite") return this.queued(() => this.whileBusy(() => fn(this.dataSource.manager)));
     return fn(this.dataSource.manager);
   }
 
@@ -362,7 +386,7 @@ export class Sql {
    * bookkeeping cost the client as much CPU as the round trip itself (about 170 us each here).
    */
   query<T>(sql: string, params: readonly unknown[]): Promise<T> {
-    if (this.dialect === "sqlite") return this.queued(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>).catch((err: unknown) => this.lockedIsUnavailable(err));
+    if (this.dialect === "sqlite") return this.queued(() => this.whileBusy(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>));
     return rawQuery(this.pool(), sql, [...params]) as Promise<T>;
   }
 
@@ -386,20 +410,7 @@ export class Sql {
 
   private transactionOnce<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "sqlite") return withAfterCommit((f) => this.dataSource.transaction(f), fn);
-    return this.queued(async () => {
-      const started = performance.now();
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await withAfterCommit((f) => this.dataSource.transaction(f), fn);
-        } catch (err) {
-          if (!isTransient(err)) throw err;
-          const backoff = 10 * 2 ** attempt * (0.5 + Math.random());
-          if (this.limit.ms > 0 && performance.now() - started + backoff >= this.limit.ms) this.lockedIsUnavailable(err);
-          if (attempt >= SQLITE_BUSY_ATTEMPTS) throw err;
-          await new Promise((r) => setTimeout(r, backoff));
-        }
-      }
-    });
+    return this.queued(() => this.whileBusy(() => withAfterCommit((f) => this.dataSource.transaction(f), fn)));
   }
 
   /**
