@@ -601,7 +601,9 @@ export function createRequestHandler({
     const trace = traceOf(this);
     // A stream the client reset before the answer was done is canceled (or past its deadline),
     // whatever the call's failure then said (reading a reset stream fails in its own ways).
-    if (trace) end(trace, this.aborted ? trace.goneCode() : (reply?.code ?? trace.goneCode()), 200);
+    // (Unless this server's own deadline had already answered it.)
+    const code = reply?.code === "deadline_exceeded" ? reply.code : this.aborted ? trace?.goneCode() : (reply?.code ?? trace?.goneCode());
+    if (trace && code) end(trace, code, 200);
   }
 
   /** Serves the HTTP/2 stream if it is a lean gRPC call (true), before any compatibility object is built for it. */

@@ -49,11 +49,16 @@ export class RequestTrace {
 
   /**
    * The code of a call whose client went away before it was answered (an HTTP/2 stream it reset,
-   * a connection it closed): deadline_exceeded once the call's own deadline had passed (a gRPC
-   * client gives up then), else canceled.
+   * a connection it closed): deadline_exceeded once the call's own deadline had about passed (a
+   * gRPC client gives up then), else canceled. "About": the client counts its deadline from
+   * before it sent the call, this server from when the call arrived, so the reset of a deadline
+   * comes a little before the deadline by this server's count (up to a tenth of it, at least
+   * 250 ms, is taken as the deadline's).
    */
   goneCode(now = performance.now()): string {
-    return this.deadlineMs !== undefined && now - this.start >= this.deadlineMs ? "deadline_exceeded" : "canceled";
+    if (this.deadlineMs === undefined) return "canceled";
+    const slack = Math.max(250, this.deadlineMs / 10);
+    return now - this.start >= this.deadlineMs - slack ? "deadline_exceeded" : "canceled";
   }
 }
 

@@ -30,7 +30,8 @@ async function abandoned(giveUp: "cancel" | "deadline"): Promise<grpc.ServiceErr
       const options = giveUp === "deadline" ? { deadline: Date.now() + 1_000 } : {};
       const call = usage.StreamUsageEvents(md, options, (err: grpc.ServiceError | null) => resolve(err ?? undefined));
       for (let i = 0; i < 3; i++) call.write({ idempotency_key: `e${i}`, subject_id: subject.id, event_name: "api", data: {}, timestamp: { seconds: "1772000000", nanos: 0 } });
-      if (giveUp === "cancel") setTimeout(() => call.cancel(), 300);
+      // Late enough that a loaded server has taken the call in (its key checked) before the reset.
+      if (giveUp === "cancel") setTimeout(() => call.cancel(), 1_500);
     });
   } finally {
     usage.close();
