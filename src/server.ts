@@ -31,7 +31,7 @@ import { type RateLimiter, type RateLimits, effectiveLimits, rateClass, rateLimi
 import { CallValues, traceKey } from "./rpc/context.js";
 import { publicError, withRequestInfo } from "./rpc/errors.js";
 import { type GrpcFlavour, base64Length, grpcFlavour, grpcRequest, grpcResponse, unimplemented } from "./rpc/grpc-wire.js";
-import { isStreamingRequest } from "./rpc/requests.js";
+import { headersOf, isStreamingRequest } from "./rpc/requests.js";
 import { GrpcReply, decodeRequest, grpcDeadline, requestCompression, responseCompression, servesLean } from "./rpc/grpc-unary.js";
 import { envelopedMessages, servesLeanStream } from "./rpc/grpc-stream.js";
 import type { Invoker } from "./rpc/invoke.js";
@@ -874,17 +874,6 @@ export type RequestHandler = ((req: Req, res: Res) => void) & {
 
 /** An HTTP/2 stream served by the lean gRPC path, with its reply. */
 type LeanStream = ServerHttp2Stream & { reply?: GrpcReply };
-
-/** A request's headers as a Headers object (pseudo-headers left out): built only when something reads them. */
-function headersOf(headers: IncomingHttpHeaders): Headers {
-  const h = new Headers();
-  for (const [k, v] of Object.entries(headers)) {
-    if (k.startsWith(":") || v === undefined) continue;
-    if (Array.isArray(v)) for (const x of v) h.append(k, x);
-    else h.set(k, String(v));
-  }
-  return h;
-}
 
 export interface Listener {
   port: number;

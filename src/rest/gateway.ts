@@ -20,19 +20,10 @@ import type { DirectCall, DirectResult } from "../rpc/direct.js";
 import { fastRequestReaders } from "../rpc/convert/usage.js";
 import { toConnectError } from "../rpc/errors.js";
 import { REPLAYED_HEADER } from "../rpc/idempotency.js";
+import { headersOf } from "../rpc/requests.js";
 import { findField, fromText, invalidFields, readJsonMessageAsync } from "../rpc/json.js";
 import { stringifyRest } from "../rpc/json-out.js";
 import { sendConnectError, sendError } from "./errors.js";
-
-/** A request's headers as a fetch Headers (HTTP/2's pseudo-headers left out), for what the method reads of them. */
-function requestHeaders(h: IncomingHttpHeaders): Headers {
-  const out = new Headers();
-  for (const [name, value] of Object.entries(h)) {
-    if (name.startsWith(":") || value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
-  }
-  return out;
-}
 
 /** A body at least this large lets the event loop turn between being parsed, checked and served. */
 const LARGE_BODY_BYTES = 256 * 1024;
@@ -254,7 +245,7 @@ export function createRestGateway(services: DescService[], call: (c: DirectCall)
     const request = await requestJson(route, match, url, body, res, target.encoding);
     if (request === undefined) return;
     const { json, deferred, message } = request;
-    const header = () => requestHeaders((res as { req?: { headers: IncomingHttpHeaders } }).req?.headers ?? {});
+    const header = () => headersOf((res as { req?: { headers: IncomingHttpHeaders } }).req?.headers ?? {});
     const result = await call({ method: route.method, json, message, deferred, caller, requestMethod, url: url.pathname, trace: traceOf(res), header });
     if (!result.ok) {
       sendConnectError(res, result.error);

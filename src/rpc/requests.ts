@@ -2,6 +2,7 @@
  * What the server's detours read and write of an RPC request before Connect does (src/server.ts,
  * the message checks, the gRPC-Web transcoding): one definition each.
  */
+import type { IncomingHttpHeaders } from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
@@ -47,4 +48,15 @@ export function unknownEnvelopeFlags(flags: number): ConnectError {
 /** The refusal of a body that ends inside an envelope (Connect's words; `detail` says how far). */
 export function incompleteEnvelope(detail?: string): ConnectError {
   return malformedRequest(detail === undefined ? "protocol error: incomplete envelope" : `protocol error: ${detail}`, MALFORMED_ENVELOPE);
+}
+
+/** A request's Node headers as a fetch Headers, HTTP/2's pseudo-headers left out (for the interceptors and implementations that read them). */
+export function headersOf(headers: IncomingHttpHeaders): Headers {
+  const h = new Headers();
+  for (const [k, v] of Object.entries(headers)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) h.append(k, x);
+    else h.set(k, String(v));
+  }
+  return h;
 }
