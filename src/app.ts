@@ -444,8 +444,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       keylessStreams: new KeylessStreams(config.maxReflectionStreams, config.reflectionStreamTimeoutMs),
       rateLimiter: new RateLimiter(),
       rateLimits: config.rateLimits,
-      // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts).
-      invoke,
+      // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts);
+      // LEAN_GRPC=off leaves every gRPC call to connect-node.
+      invoke: config.leanGrpc ? invoke : undefined,
       tracing,
     });
     const listener: Listener = await listen(handler, config.port, config.connections, config.host, tlsPair);

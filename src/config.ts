@@ -31,6 +31,12 @@ export interface Config {
   logLevel: LogLevel;
   runMigrations: boolean;
   /**
+   * LEAN_GRPC (on/off, default on): unary binary gRPC and the ingest client stream are served by
+   * the lean path on their HTTP/2 streams; off sends every gRPC call through connect-node (the
+   * same answers, at several times the server CPU; for comparing the two paths).
+   */
+  leanGrpc: boolean;
+  /**
    * How long a verified API key is trusted before it is looked up again (ms); 0 looks it up on
    * every call. Also the longest a revoked key keeps working on a server that has just seen it.
    */
@@ -232,6 +238,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const rawMigrate = env.RUN_MIGRATIONS ?? "true";
   if (rawMigrate !== "true" && rawMigrate !== "false") problems.push("RUN_MIGRATIONS must be true or false");
 
+  const rawLean = env.LEAN_GRPC ?? "on";
+  if (rawLean !== "on" && rawLean !== "off") problems.push(`LEAN_GRPC must be on or off (got ${JSON.stringify(rawLean)})`);
+
   const apiKeyCacheMs = int("API_KEY_CACHE_MS", 2_000, 0, 60_000);
   const dashboardSessionSeconds = int("DASHBOARD_SESSION_SECONDS", 8 * 3600, 1, 30 * 86400);
   const schedulerIntervalMs = int("SCHEDULER_INTERVAL_MS", 5_000, 0, 3_600_000);
@@ -316,6 +325,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicBaseUrl,
     logLevel,
     runMigrations: rawMigrate === "true",
+    leanGrpc: rawLean === "on",
     apiKeyCacheMs,
     workers,
     schedulerIntervalMs,

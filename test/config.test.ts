@@ -225,3 +225,11 @@ test("describeDatabase redacts the password and makes a SQLite path absolute", (
   t.is(describeDatabase("mysql://root@127.0.0.1:3306/test"), "mysql://root@127.0.0.1:3306/test");
   t.is(describeDatabase("sqlite:./data/billing.db"), `sqlite:${resolve("data/billing.db")}`);
 });
+
+test("LEAN_GRPC: on by default; off sends every gRPC call through connect-node; anything else is refused by name", (t) => {
+  t.true(loadConfig({}).leanGrpc);
+  t.true(loadConfig({ LEAN_GRPC: "on" }).leanGrpc);
+  t.false(loadConfig({ LEAN_GRPC: "off" }).leanGrpc);
+  const err = t.throws(() => loadConfig({ LEAN_GRPC: "false" }), { instanceOf: ConfigError });
+  t.regex(err?.message ?? "", /LEAN_GRPC must be on or off \(got "false"\)/);
+});
