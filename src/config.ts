@@ -7,7 +7,6 @@ import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import type { EnvironmentMode } from "./billing/tenancy.js";
-import type { Rate, RateLimits } from "./ratelimit.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -107,6 +106,18 @@ export interface Config {
   webhooks: WebhookConfig;
   /** Span export over OTLP (README, "Tracing"); undefined: OTEL_EXPORTER_OTLP_ENDPOINT unset, no tracing SDK started. */
   tracing: TracingConfig | undefined;
+}
+
+/** One token bucket's shape (src/ratelimit.ts): `rps` tokens a second up to `burst`; rps 0 is unlimited. */
+export interface Rate {
+  rps: number;
+  burst: number;
+}
+
+/** The server's default rate limits per key, one bucket per class of call (src/ratelimit.ts). */
+export interface RateLimits {
+  ingest: Rate;
+  api: Rate;
 }
 
 export interface TracingConfig {

@@ -4,7 +4,7 @@
  * fields give their own.
  */
 import type { LogLevel } from "./config.js";
-import { activeSpanIds } from "./ops/tracing.js";
+import { activeSpanIds } from "./ops/span-ids.js";
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 

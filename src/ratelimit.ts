@@ -8,20 +8,10 @@
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, type ConnectError } from "@connectrpc/connect";
+import type { Rate, RateLimits } from "./config.js";
 import { retryLater } from "./limits.js";
 
 export type RateClass = "ingest" | "api";
-
-/** One bucket's shape: `rps` tokens a second up to `burst`; rps 0 is unlimited. */
-export interface Rate {
-  rps: number;
-  burst: number;
-}
-
-export interface RateLimits {
-  ingest: Rate;
-  api: Rate;
-}
 
 /** An environment's overrides (null: the server's default); an override's burst is twice its rate. */
 export interface RateOverrides {

@@ -13,7 +13,6 @@ import { AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TracerProvider
 import type { TracingConfig } from "../config.js";
 import type { Logger } from "../log.js";
 import type { RequestTrace } from "./trace.js";
-import type { Tracing } from "./tracing.js";
 
 /** Codes of a request that are the server's failure (its span's status is ERROR); the others are the caller's. */
 const SERVER_FAULTS = new Set(["unknown", "internal", "unavailable", "data_loss", "deadline_exceeded", "unimplemented"]);
@@ -25,7 +24,7 @@ const propagator = new W3CTraceContextPropagator();
 let contextManager: AsyncLocalStorageContextManager | undefined;
 
 /** One app's tracer and exporter (see Tracing for what each method does). */
-export class OtelTracing implements Tracing {
+export class OtelTracing {
   private readonly provider: TracerProvider;
   private readonly tracer;
 

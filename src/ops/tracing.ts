@@ -15,7 +15,7 @@
  * manager (registered once per process, only when tracing starts): it reaches the database
  * transactions and the log lines of the request without being passed along.
  */
-import { type Attributes, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, context, isSpanContextValid, trace } from "@opentelemetry/api";
+import { type Attributes, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, context } from "@opentelemetry/api";
 import type { PaymentProvider } from "../billing/subscriptions/types.js";
 import type { TracingConfig } from "../config.js";
 import type { Logger } from "../log.js";
@@ -59,18 +59,6 @@ export async function startTracing(config: TracingConfig | undefined, log: Logge
 /** `fn` outside any trace: background work started from a request (a delivery run it woke) is not part of that request's trace. */
 export function detached<T>(fn: () => T): T {
   return context.with(ROOT_CONTEXT, fn);
-}
-
-/** The trace and span ids of the span in progress, for a log line; undefined when there is none. */
-export function activeSpanIds(): { trace_id: string; span_id: string } | undefined {
-  const span = trace.getSpan(context.active());
-  if (span === undefined) return undefined;
-  return spanIds(span);
-}
-
-export function spanIds(span: Span): { trace_id: string; span_id: string } | undefined {
-  const sc = span.spanContext();
-  return isSpanContextValid(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : undefined;
 }
 
 /** A payment provider whose charges each run in a span (a client span: the call leaves the service for a real processor). */

@@ -7,7 +7,8 @@
  * one client usually holds whole); behind a proxy every client shares the proxy's bucket.
  */
 import { isIPv6 } from "node:net";
-import { type Rate, RateLimiter } from "../../ratelimit.js";
+import type { Rate } from "../../config.js";
+import { RateLimiter } from "../../ratelimit.js";
 
 /** Per address: 10 wrong keys at once, then one every 6 seconds (10 a minute). */
 export const SIGN_IN_PER_ADDRESS: Rate = Object.freeze({ rps: 1 / 6, burst: 10 });
