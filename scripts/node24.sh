@@ -66,7 +66,7 @@ run_tests() {
   local tree="$dir/tree"
   rm -rf "$tree" && mkdir -p "$tree"
   # The working tree as it is (uncommitted changes included), without git and the built modules.
-  tar -c --exclude=./.git --exclude=./.node24 --exclude=./node_modules --exclude=./data --exclude=./scratch . | tar -x -C "$tree" || return 1
+  tar -c --exclude=./.git --exclude=./.node24 --exclude=./dist --exclude=./node_modules --exclude=./data --exclude=./scratch . | tar -x -C "$tree" || return 1
   # Hard links cost no copy; a file system that refuses them gets a copy.
   cp -al node_modules "$tree/node_modules" 2>/dev/null || { rm -rf "$tree/node_modules"; cp -a node_modules "$tree/node_modules"; } || return 1
   # ava's and other tools' caches are written in place: the copy gets its own.
