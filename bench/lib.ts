@@ -46,6 +46,10 @@ export const CONFIG_VARS = [
   "WEBHOOK_ALLOW_PRIVATE_HOSTS",
   "USAGE_THRESHOLD_PERCENTS",
   "USAGE_THRESHOLD_CHECK_INTERVAL_MS",
+  "LEAN_GRPC",
+  "METRICS_TOKEN",
+  "OTEL_EXPORTER_OTLP_ENDPOINT",
+  "ENV_FILE",
 ];
 
 // ---------------------------------------------------------------------------------------------
