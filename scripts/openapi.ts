@@ -1,6 +1,6 @@
 /**
  * Writes openapi/openapi.json, the OpenAPI 3.1 document of the REST paths, from the contract:
- * routes and schemas from the generated descriptors (src/rest/openapi.ts, over the bridge's own
+ * routes and schemas from the generated descriptors (src/openapi/build.ts, over the bridge's own
  * route table), descriptions from the .proto comments, which only `buf build`'s image keeps.
  * Run by `npm run generate` after buf generate; CI runs it and fails when the committed file
  * differs (.ci/run). `--check` exits 1 instead of writing when the file is stale.
@@ -10,7 +10,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
-import { buildOpenApi, commentsFromDescriptorSet } from "../src/rest/openapi.js";
+import { buildOpenApi } from "../src/openapi/build.js";
+import { commentsFromDescriptorSet } from "../src/openapi/comments.js";
 import { restServices } from "../src/rpc/routes.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));

@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { OpenApiDocument, Operation, Parameter, Schema } from "./openapi.js";
+import type { OpenApiDocument, Operation, Parameter, Schema } from "../openapi/types.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;

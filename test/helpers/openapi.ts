@@ -6,7 +6,7 @@
 import Ajv2020Module, { type ValidateFunction } from "ajv/dist/2020.js";
 import { loadOpenApi } from "../../src/rest/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
-import type { OpenApiDocument } from "../../src/rest/openapi.js";
+import type { OpenApiDocument } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
 
 // ajv is CommonJS: under NodeNext its default export is the module object, whose `default` is the class.

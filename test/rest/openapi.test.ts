@@ -9,7 +9,8 @@ import { promisify } from "node:util";
 import test from "ava";
 import { loadOpenApi } from "../../src/rest/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
-import { type Schema, buildOpenApi } from "../../src/rest/openapi.js";
+import { buildOpenApi } from "../../src/openapi/build.js";
+import type { Schema } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
 import { startTestServer } from "../helpers/server.js";
 
