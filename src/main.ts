@@ -6,7 +6,8 @@
 import cluster from "node:cluster";
 import { startApp } from "./app.js";
 import { runPrimary } from "./cluster.js";
-import { ConfigError, loadConfig, readSettings, takeEnvFile } from "./config.js";
+import { ConfigError, loadConfig } from "./config.js";
+import { readSettings, takeEnvFile } from "./env-file.js";
 import { createLogger } from "./log.js";
 
 let config: ReturnType<typeof loadConfig>;

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import test from "ava";
-import { ConfigError, describeDatabase, loadConfig, readSettings, takeEnvFile } from "../src/config.js";
+import { ConfigError, loadConfig } from "../src/config.js";
+import { describeDatabase, readSettings, takeEnvFile } from "../src/env-file.js";
 
 test("defaults: port 8080, embedded SQLite, info logs", (t) => {
   const c = loadConfig({});

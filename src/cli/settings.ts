@@ -6,7 +6,8 @@
  * command creates a database that nothing named: with neither an env file nor DATABASE_URL, the
  * default SQLite file must already exist (the server made it).
  */
-import { type Config, ConfigError, describeDatabase, loadConfig, missingSqliteFile, readSettings, type Settings, takeEnvFile } from "../config.js";
+import { type Config, ConfigError, loadConfig } from "../config.js";
+import { describeDatabase, missingSqliteFile, readSettings, type Settings, takeEnvFile } from "../env-file.js";
 
 export { takeEnvFile };
 

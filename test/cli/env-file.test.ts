@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
-import { describeDatabase } from "../../src/config.js";
+import { describeDatabase } from "../../src/env-file.js";
 import { rest } from "../helpers/clients.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
 
