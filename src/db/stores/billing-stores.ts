@@ -18,7 +18,7 @@ import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-sto
 import { SqlPortalSessionStore } from "./portal-session-store.js";
 import { SqlSubscriptionStore, subscriptionWrites } from "./subscription-store.js";
 import { SqlTimelineStore, timelineWrites } from "./timeline-store.js";
-import { eventWrites } from "./webhook-store.js";
+import { eventWrites } from "./outbox.js";
 
 /** Subjects and environments as billing reads them. */
 export class SqlBillingDirectory implements BillingDirectory {

@@ -7,7 +7,7 @@
 import { IsNull, MigrationExecutor, Not } from "typeorm";
 import type { Database } from "../datasource.js";
 import { dbTime } from "../raw.js";
-import { webhookBacklog } from "./webhook-store.js";
+import { webhookBacklog } from "./webhook-queue.js";
 
 export interface MigrationState {
   applied: string[];

@@ -7,7 +7,7 @@
 import type { StoreSnapshot } from "../../ops/metrics.js";
 import { dbTime, fromDbTimeOrNull } from "../raw.js";
 import type { Sql } from "../sql.js";
-import { webhookBacklog } from "./webhook-store.js";
+import { webhookBacklog } from "./webhook-queue.js";
 
 export class SqlOpsStore {
   constructor(private readonly sql: Sql) {}

@@ -7,7 +7,7 @@ import type { Entities, SubjectRow } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import { type Sql, chunks } from "../sql.js";
-import { emOutbox, pipelineOutbox, writeEvents } from "./webhook-store.js";
+import { emOutbox, pipelineOutbox, writeEvents } from "./outbox.js";
 
 /**
  * A key longer than this names no subject: an external ID holds at most 255 characters (510
