@@ -15,11 +15,10 @@
  *          (two identical batch phases in a row differ by half here: the tables outgrow the buffer
  *          pool, so whichever runs second loses). Each stream carries as many events as the best
  *          batch case of (b) ingested in its window (equal work; BENCH_STREAM_EVENTS to choose),
- *          timed until the one response, whose counts are checked; sent by the lean gRPC client
- *          (bench/lean-grpc.ts: HTTP/2 framed by hand, events encoded 1,000 at a time as flow
- *          control lets them go), as REST's cases use a lean HTTP/1.1 client: connect-es's
- *          transport cost this process about 80 µs of CPU per event, on the CPUs the server and
- *          MariaDB share (BENCH_STREAM_CLIENT=connect keeps it);
+ *          timed until the one response, whose counts are checked; sent by @grpc/grpc-js, the
+ *          events encoded before the clock starts: connect-es's transport cost this process about
+ *          80 µs of CPU per event, on the CPUs the server and MariaDB share
+ *          (BENCH_STREAM_CLIENT=connect keeps it);
  *      (d) the ceiling: rows of the server's form (its INSERT's columns) as 500-row INSERTs straight
  *          into a copy of the table (`usage_events_ceiling`), autocommit, at concurrency 2 and 4,
  *          built as cheaply as possible, since this process shares the CPUs with MariaDB; and the
@@ -59,8 +58,8 @@
  *        BENCH_STREAM_EVENTS=…               events in the gRPC stream (default: as many as the best REST batch
  *                                            case ingested in its measured window, to the thousand: equal work)
  *        BENCH_STREAM_CLIENT=connect         send the stream with connect-es's gRPC transport (@connectrpc/connect-node)
- *                                            instead of the lean client (bench/lean-grpc.ts; see (c))
- *        BENCH_STREAMS=1                     streams at once sharing those events, each on its own connection (lean client)
+ *                                            instead of @grpc/grpc-js (see (c))
+ *        BENCH_STREAMS=1                     streams at once sharing those events, each on its own connection (grpc-js)
  *        BENCH_SETTLE_SECONDS=60             before each phase, MariaDB writes out the earlier phases' dirty pages
  *                                            (innodb_max_dirty_pages_pct 0 for that time, then restored); 0: no settling
  *        BENCH_SUBJECTS=100                  subjects the ingest cases spread their events over
@@ -77,6 +76,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import http from "node:http";
 import { createClient } from "@connectrpc/connect";
+import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
@@ -88,7 +88,6 @@ import { dbTime } from "../src/db/raw.js";
 import { rollupStatements } from "../src/db/stores/usage-store.js";
 import { UsageEventInputSchema } from "../src/gen/billing/v1/usage_event_pb.js";
 import { type StreamUsageEventsResponse, StreamUsageEventsResponseSchema, UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
-import { LeanGrpcConnection, envelope, unwrap } from "./lean-grpc.js";
 import {
   LeanHttpPool,
   type LoopResult,
@@ -141,9 +140,9 @@ const settings = {
   batchConcurrencies: envIntegers("BENCH_BATCH_CONCURRENCY", "2,4"),
   /** Events in the stream; by default as many as the best REST batch case ingested in its window (equal work). */
   streamEvents: process.env.BENCH_STREAM_EVENTS ? Math.floor(envNumber("BENCH_STREAM_EVENTS", 200_000, 1)) : undefined,
-  /** BENCH_STREAM_CLIENT=connect: the stream through connect-es's gRPC transport, as before the lean client. */
-  streamClient: process.env.BENCH_STREAM_CLIENT === "connect" ? "connect" : "lean",
-  /** BENCH_STREAMS: streams at once (each on its own connection, the lean client only), sharing the stream's events. */
+  /** BENCH_STREAM_CLIENT=connect: the stream through connect-es's gRPC transport instead of @grpc/grpc-js. */
+  streamClient: process.env.BENCH_STREAM_CLIENT === "connect" ? "connect" : "grpc-js",
+  /** BENCH_STREAMS: streams at once (each on its own connection, grpc-js only), sharing the stream's events. */
   streams: Math.floor(envNumber("BENCH_STREAMS", 1, 1)),
   subjects: Math.floor(envNumber("BENCH_SUBJECTS", 100, 1)),
   summarySmall: summaryEvents[0] as number,
@@ -487,6 +486,24 @@ interface SummaryResult {
   errorReasons: Map<string, number>;
 }
 
+/**
+ * One StreamUsageEvents call of already encoded messages through @grpc/grpc-js, on a connection
+ * of its own (a local subchannel pool); resolves with the answer's bytes.
+ */
+function grpcJsStream(port: number, messages: Buffer[]): Promise<Buffer> {
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 });
+  const metadata = new grpc.Metadata();
+  metadata.set("x-api-key", API_KEY);
+  const identity = (b: Buffer) => b;
+  return new Promise<Buffer>((resolve, reject) => {
+    const call = client.makeClientStreamRequest("/billing.v1.UsageEventService/StreamUsageEvents", identity, identity, metadata, { deadline: Date.now() + LONG_TIMEOUT_MS }, (err, res) =>
+      err || !res ? reject(err) : resolve(res),
+    );
+    for (const m of messages) call.write(m);
+    call.end();
+  }).finally(() => client.close());
+}
+
 const addReason = (m: Map<string, number>, err: unknown) => {
   const r = reasonOf(err);
   m.set(r, (m.get(r) ?? 0) + 1);
@@ -677,19 +694,16 @@ async function main(): Promise<number> {
     const streamPhase = async (label: string): Promise<void> => {
       const n = streamEvents;
       const message = (e: Ev) => ({ idempotencyKey: e.idempotencyKey, subjectId: e.subjectId, eventName: EVENT_NAME, data: e.data, timestamp: timestampFromDate(new Date(e.timestamp)) });
-      /** The stream's envelopes, 1,000 events to a slice, encoded as the lean client sends them (flow control paces it). */
-      function* slices(count: number): Generator<Buffer> {
-        for (let i = 0; i < count; i += 1000) {
-          const parts: Buffer[] = [];
-          for (let k = i; k < Math.min(count, i + 1000); k++) parts.push(envelope(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next())))));
-          yield Buffer.concat(parts);
-        }
-      }
-      // BENCH_STREAMS streams at once, each on its own connection, share the n events.
+      // BENCH_STREAMS streams at once, each on its own connection, share the n events; for grpc-js
+      // each stream's messages are encoded before the clock starts (this process shares the CPUs).
       const streams = settings.streams;
       const shares = Array.from({ length: streams }, (_, i) => Math.floor(n / streams) + (i < n % streams ? 1 : 0));
+      const encoded =
+        settings.streamClient === "connect"
+          ? []
+          : shares.map((count) => Array.from({ length: count }, () => Buffer.from(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, message(gen.next()))))));
       progress(
-        `gRPC StreamUsageEvents: ${fmtInt(n)} events in ${streams === 1 ? "one stream" : `${streams} streams at once`} (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "the lean client, bench/lean-grpc.ts"})`,
+        `gRPC StreamUsageEvents: ${fmtInt(n)} events in ${streams === 1 ? "one stream" : `${streams} streams at once`} (${settings.streamClient === "connect" ? "connect-es's gRPC transport" : "@grpc/grpc-js"})`,
       );
       await ph.begin(`the gRPC stream${label}`);
       const errorReasons = new Map<string, number>();
@@ -709,16 +723,7 @@ async function main(): Promise<number> {
             { headers: { "x-api-key": API_KEY } },
           );
         } else {
-          const answers = await Promise.all(
-            shares.map(async (count) => {
-              const conn = new LeanGrpcConnection(port);
-              try {
-                return fromBinary(StreamUsageEventsResponseSchema, unwrap(await conn.call("/billing.v1.UsageEventService/StreamUsageEvents", slices(count), API_KEY)));
-              } finally {
-                conn.close();
-              }
-            }),
-          );
+          const answers = await Promise.all(encoded.map(async (messages) => fromBinary(StreamUsageEventsResponseSchema, await grpcJsStream(port, messages))));
           res = answers.reduce((a, b) => ({
             $typeName: a.$typeName,
             received: a.received + b.received,
@@ -1136,7 +1141,7 @@ function report(info: {
     `Ingest: closed loop, ${settings.warmupSeconds} s warm-up + ${settings.seconds} s measured per case (throughput counts requests completed inside the window); ` +
       `events go round-robin to ${settings.subjects} subjects and 3 regions, at random times of the current month, with unique idempotency keys; ` +
       `one pricing metric reads them (sum of \`n\`, dimension \`region\`). An event counts once its request answered: the API answers after the commit. ` +
-      `REST over HTTP/1.1 keep-alive, one connection per worker, written and read by a lean client (bench/lib.ts LeanHttpConnection: Node's http client cost the shared CPUs twice as much); gRPC over one HTTP/2 connection, ${settings.streamClient === "connect" ? "sent by connect-es's gRPC transport" : "framed by a lean client (bench/lean-grpc.ts; connect-es's transport cost this process about 80 µs of CPU per event)"}. Server LOG_LEVEL=${settings.serverLogLevel}` +
+      `REST over HTTP/1.1 keep-alive, one connection per worker, written and read by a lean client (bench/lib.ts LeanHttpConnection: Node's http client cost the shared CPUs twice as much); gRPC over one HTTP/2 connection, ${settings.streamClient === "connect" ? "sent by connect-es's gRPC transport" : "sent by @grpc/grpc-js (connect-es's transport cost this process about 80 µs of CPU per event)"}. Server LOG_LEVEL=${settings.serverLogLevel}` +
       `${settings.serverNodeArgs.length > 0 ? `, node options ${settings.serverNodeArgs.join(" ")}` : ""}.`,
     "",
   );

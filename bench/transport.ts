@@ -13,14 +13,15 @@
  *     the body read to its end, then `respond()` with :status, content-type and x-request-id
  *     (waitForTrailers), `end()` with one envelope, `sendTrailers()` with grpc-status 0, exactly
  *     the calls grpc-unary.ts's GrpcReply makes for an answer.
- * The load generator: REST over one HTTP/1.1 connection per worker (LeanHttpPool), gRPC over
- * BENCH_GRPC_CONNECTIONS HTTP/2 connections (lean-grpc.ts, HPACK as gRPC's clients code it);
- * phases REST, gRPC, REST, gRPC (so a drift of the machine shows), each BENCH_WARMUP_SECONDS +
- * BENCH_SECONDS at BENCH_CONCURRENCY; every answer is checked (status, bytes, grpc-status 0).
+ * The load generator is h2load (bench/h2load.ts), as in bench:grpc: gRPC `-c BENCH_GRPC_CONNECTIONS
+ * -m BENCH_GRPC_STREAMS`, HTTP/1.1 `--h1` over as many connections as gRPC has streams in flight;
+ * phases HTTP/1.1, gRPC, HTTP/1.1, gRPC (so a drift of the machine shows), each BENCH_WARMUP_CALLS
+ * then BENCH_CALLS measured; h2load checks every status, and one call of each kind through
+ * node:http and @grpc/grpc-js checks the answer's bytes first.
  *
- * Run: npm run bench:transport
- * Env: BENCH_SECONDS=5 BENCH_WARMUP_SECONDS=1 BENCH_CONCURRENCY=16 BENCH_GRPC_CONNECTIONS=4
- *      BENCH_TRANSPORT_BYTES=256 BENCH_GRPC_HPACK=indexed|literal (lean-grpc.ts)
+ * Run: npm run bench:transport     (needs h2load: apt-get install -y nghttp2-client)
+ * Env: BENCH_CALLS=40000 BENCH_WARMUP_CALLS=4000 BENCH_GRPC_CONNECTIONS=2 BENCH_GRPC_STREAMS=8
+ *      BENCH_TRANSPORT_BYTES=256
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -28,14 +29,15 @@ import http from "node:http";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createInterface } from "node:readline";
-import { LeanGrpcConnection, envelope, unwrap } from "./lean-grpc.js";
-import { LeanHttpPool, REPO_ROOT, START_NODE_ARGS, cpuCount, envNumber, fmt, fmtInt, markdownTable, measuredLoop, progress, runBenchmark } from "./lib.js";
+import * as grpc from "@grpc/grpc-js";
+import { type H2loadOptions, grpcFrame, h2load, h2loadCommand, requireH2load } from "./h2load.js";
+import { REPO_ROOT, START_NODE_ARGS, cpuCount, envNumber, fmt, fmtInt, markdownTable, processCpuSeconds, progress, restRequest, runBenchmark } from "./lib.js";
 
 const settings = {
-  seconds: envNumber("BENCH_SECONDS", 5, 0.1),
-  warmupSeconds: envNumber("BENCH_WARMUP_SECONDS", 1, 0),
-  concurrency: Math.floor(envNumber("BENCH_CONCURRENCY", 16, 1)),
-  connections: Math.floor(envNumber("BENCH_GRPC_CONNECTIONS", 4, 1)),
+  calls: Math.floor(envNumber("BENCH_CALLS", 40_000, 1)),
+  warmupCalls: Math.floor(envNumber("BENCH_WARMUP_CALLS", 4_000, 1)),
+  connections: Math.floor(envNumber("BENCH_GRPC_CONNECTIONS", 2, 1)),
+  streams: Math.floor(envNumber("BENCH_GRPC_STREAMS", 8, 1)),
   bytes: Math.floor(envNumber("BENCH_TRANSPORT_BYTES", 256, 0)),
 };
 
@@ -46,7 +48,7 @@ const GRPC_PATH = "/bench.v1.Transport/Call";
 
 function serve(): void {
   const body = Buffer.alloc(settings.bytes, "x");
-  const answer = envelope(body);
+  const answer = grpcFrame(body);
   let n = 0;
   const requestId = () => `req_${(n++).toString(36).padStart(12, "0")}`;
   const h1 = http.createServer((req, res) => {
@@ -122,66 +124,75 @@ interface Row {
   clientUs: number;
 }
 
-async function phase(protocol: Row["protocol"], child: Child, call: () => Promise<void>): Promise<Row> {
-  progress(`${protocol}: ${settings.warmupSeconds} s warm-up, ${settings.seconds} s measured, concurrency ${settings.concurrency}`);
-  const { loop, cpuSeconds, clientCpuSeconds } = await measuredLoop({
-    concurrency: settings.concurrency,
-    warmupSeconds: settings.warmupSeconds,
-    seconds: settings.seconds,
-    call,
-    gone: () => child.process.exitCode !== null,
-    pid: child.pid,
-  });
-  if (loop.errors > 0) throw new Error(`${protocol}: ${loop.errors} calls failed: ${[...loop.errorReasons].map(([r, k]) => `${k}× ${r}`).join("; ")}`);
-  const serverUs = (cpuSeconds * 1e6) / loop.requests;
-  const clientUs = (clientCpuSeconds * 1e6) / loop.requests;
-  progress(`  ${fmtInt(loop.rps)} calls/s, server CPU ${fmt(serverUs, 1)} µs per call`);
-  return { protocol, rps: loop.rps, p50: loop.p50, p99: loop.p99, serverUs, clientUs };
+async function phase(protocol: Row["protocol"], child: Child, o: Omit<H2loadOptions, "requests">): Promise<Row> {
+  progress(`${protocol}: ${settings.warmupCalls} warm-up calls, ${settings.calls} measured`);
+  await h2load({ ...o, requests: settings.warmupCalls });
+  const cpuStart = await processCpuSeconds(child.pid);
+  const r = await h2load({ ...o, requests: settings.calls });
+  const cpuSeconds = ((await processCpuSeconds(child.pid)) ?? Number.NaN) - (cpuStart ?? Number.NaN);
+  const serverUs = (cpuSeconds * 1e6) / r.succeeded;
+  const clientUs = (r.clientCpuSeconds * 1e6) / r.succeeded;
+  progress(`  ${fmtInt(r.rps)} calls/s, server CPU ${fmt(serverUs, 1)} µs per call`);
+  return { protocol, rps: r.rps, p50: r.p50, p99: r.p99, serverUs, clientUs };
+}
+
+/** One call of each kind, its answer checked (h2load counts statuses only). */
+async function checkAnswers(child: Child, expected: Buffer, request: Buffer): Promise<void> {
+  const res = await restRequest(new http.Agent(), child.h1, "GET", "/x");
+  if (res.status !== 200 || res.body !== expected.toString("utf8")) throw new Error(`HTTP ${res.status}, ${res.body.length} bytes`);
+  const client = new grpc.Client(`127.0.0.1:${child.h2}`, grpc.credentials.createInsecure());
+  const identity = (b: Buffer) => b;
+  try {
+    const body = await new Promise<Buffer>((resolve, reject) => client.makeUnaryRequest(GRPC_PATH, identity, identity, request, (err, answer) => (err || !answer ? reject(err) : resolve(answer))));
+    if (!body.equals(expected)) throw new Error(`a gRPC answer of ${body.length} bytes`);
+  } finally {
+    client.close();
+  }
 }
 
 async function main(): Promise<number> {
+  requireH2load();
   const child = await startChild();
   const expected = Buffer.alloc(settings.bytes, "x");
-  const rest = new LeanHttpPool(child.h1, settings.concurrency);
-  const grpc = Array.from({ length: settings.connections }, () => new LeanGrpcConnection(child.h2));
-  const request = envelope(randomBytes(32));
-  let next = 0;
-  const restCall = async () => {
-    const res = await rest.request("GET", "/x");
-    if (res.status !== 200 || res.body !== expected.toString("utf8")) throw new Error(`HTTP ${res.status}, ${res.body.length} bytes`);
-  };
-  const grpcCall = async () => {
-    const body = unwrap(await (grpc[next++ % grpc.length] as LeanGrpcConnection).call(GRPC_PATH, request));
-    if (!body.equals(expected)) throw new Error(`an answer of ${body.length} bytes`);
+  const request = randomBytes(32);
+  const h1: Omit<H2loadOptions, "requests"> = { url: `http://127.0.0.1:${child.h1}/x`, connections: settings.connections * settings.streams, streams: 1, h1: true };
+  const h2: Omit<H2loadOptions, "requests"> = {
+    url: `http://127.0.0.1:${child.h2}${GRPC_PATH}`,
+    body: grpcFrame(request),
+    headers: { "content-type": "application/grpc", te: "trailers" },
+    connections: settings.connections,
+    streams: settings.streams,
   };
   const rows: Row[] = [];
   try {
+    await checkAnswers(child, expected, request);
     for (let round = 0; round < 2; round++) {
-      rows.push(await phase("HTTP/1.1", child, restCall));
-      rows.push(await phase("HTTP/2 gRPC", child, grpcCall));
+      rows.push(await phase("HTTP/1.1", child, h1));
+      rows.push(await phase("HTTP/2 gRPC", child, h2));
     }
   } finally {
-    rest.close();
-    for (const c of grpc) c.close();
     child.process.kill("SIGTERM");
   }
   const mean = (p: Row["protocol"]) => {
     const r = rows.filter((x) => x.protocol === p);
     return r.reduce((s, x) => s + x.serverUs, 0) / r.length;
   };
-  const h1 = mean("HTTP/1.1");
-  const h2 = mean("HTTP/2 gRPC");
+  const h1Us = mean("HTTP/1.1");
+  const h2Us = mean("HTTP/2 gRPC");
   const lines = [
     "## The transports' floor, one run",
     "",
-    `Machine: ${cpuCount()} CPUs, Node ${process.version}. Each call answered with ${settings.bytes} fixed bytes by a bare server (no service, no database); concurrency ${settings.concurrency}, ${settings.warmupSeconds} s warm-up and ${settings.seconds} s measured per phase; gRPC over ${settings.connections} HTTP/2 connections (lean-grpc.ts, HPACK ${process.env.BENCH_GRPC_HPACK || "indexed"}), HTTP/1.1 over one connection per worker.`,
+    `Machine: ${cpuCount()} CPUs, Node ${process.version}. Each call answered with ${settings.bytes} fixed bytes by a bare server (no service, no database); ${settings.warmupCalls} warm-up and ${settings.calls} measured calls per phase, sent by h2load: gRPC \`-c ${settings.connections} -m ${settings.streams}\`, HTTP/1.1 \`--h1 -c ${settings.connections * settings.streams}\`.`,
+    "",
+    `    ${h2loadCommand({ ...h2, requests: settings.calls })}`,
+    `    ${h2loadCommand({ ...h1, requests: settings.calls })}`,
     "",
     ...markdownTable(
       ["phase", "transport", "calls/s", "p50 ms", "p99 ms", "server CPU µs per call", "load generator CPU µs per call"],
       rows.map((r, i) => [String(i + 1), r.protocol, fmtInt(r.rps), fmt(r.p50, 2), fmt(r.p99, 2), fmt(r.serverUs, 1), fmt(r.clientUs, 1)]),
     ),
     "",
-    `Server CPU per call, mean of the two phases: HTTP/1.1 ${fmt(h1, 1)} µs, HTTP/2 gRPC ${fmt(h2, 1)} µs: HTTP/2 costs ${fmt(h2 - h1, 1)} µs more per call (${fmt(h2 / h1, 2)}×) before any of the service's work.`,
+    `Server CPU per call, mean of the two phases: HTTP/1.1 ${fmt(h1Us, 1)} µs, HTTP/2 gRPC ${fmt(h2Us, 1)} µs: HTTP/2 costs ${fmt(h2Us - h1Us, 1)} µs more per call (${fmt(h2Us / h1Us, 2)}×) before any of the service's work.`,
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
   return 0;
