@@ -5,20 +5,33 @@
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
  * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test.
+ *
+ * `tsx test/preflight.ts <level>` checks only what that test level needs (test/levels.ts): `db`
+ * MariaDB; `browser` Chromium; `api` MariaDB and the tools above but Chromium. With no level:
+ * everything, for `npm test`.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import mysql from "mysql2/promise";
 import { MYSQL_BASE, STORES, mysqlMissing } from "./helpers/db.js";
 import { CHROMIUM, chromiumMissing } from "./helpers/chromium.js";
+import { LEVEL_NAMES, type Level } from "./levels.js";
+
+const level = process.argv[2] as Level | undefined;
+if (level !== undefined && !LEVEL_NAMES.includes(level)) {
+  console.error(`usage: tsx test/preflight.ts [${LEVEL_NAMES.join("|")}] (got ${level})`);
+  process.exit(2);
+}
+/** Whether the run needs what `levels` need: every level when none is named. */
+const needs = (...levels: Level[]) => level === undefined || levels.includes(level);
 
 const missing: string[] = [];
 const known = ["mysql", "sqlite"];
 const unknown = STORES.filter((s) => !known.includes(s));
-if (unknown.length > 0 || STORES.length === 0) {
+if (needs("api", "db") && (unknown.length > 0 || STORES.length === 0)) {
   missing.push(`TEST_STORES=${process.env.TEST_STORES ?? ""} names no store or an unknown one (${unknown.join(", ")}): use mysql, sqlite or mysql,sqlite`);
 }
-if (STORES.includes("mysql")) {
+if (needs("api", "db") && STORES.includes("mysql")) {
   try {
     const conn = await mysql.createConnection({ uri: `${MYSQL_BASE}/`, connectTimeout: 3000 });
     await conn.end();
@@ -26,36 +39,36 @@ if (STORES.includes("mysql")) {
     missing.push(mysqlMissing(e));
   }
 }
-if (!existsSync(CHROMIUM)) missing.push(chromiumMissing());
-if (spawnSync("jq", ["--version"]).status !== 0)
+if (needs("browser") && !existsSync(CHROMIUM)) missing.push(chromiumMissing());
+if (needs("api") && spawnSync("jq", ["--version"]).status !== 0)
   missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
 
 const python = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
-if (spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
+if (needs("api") && spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
   missing.push(
     `${python} cannot import grpc and google.protobuf, which the grpcio test needs (test/api/grpcio.test.ts): install them (apt-get install python3-grpcio python3-protobuf; npm test does so when run as root) or name another interpreter in GRPCIO_PYTHON`,
   );
 }
 
-if (!existsSync("/usr/bin/protoc") || !existsSync("/usr/bin/grpc_python_plugin")) {
+if (needs("api") && (!existsSync("/usr/bin/protoc") || !existsSync("/usr/bin/grpc_python_plugin"))) {
   missing.push(
     "/usr/bin/protoc and /usr/bin/grpc_python_plugin, which the Python how-to's test runs (test/clients/python-howto.test.ts), are not both installed: install them (apt-get install protobuf-compiler protobuf-compiler-grpc; npm test does so when run as root)",
   );
 }
 
-if (!existsSync("/usr/bin/promtool")) {
+if (needs("api") && !existsSync("/usr/bin/promtool")) {
   missing.push(
     "/usr/bin/promtool, which checks the /metrics exposition (test/api/ops-metrics-lint.test.ts), is not installed: install it (apt-get install prometheus; npm test does so when run as root)",
   );
 }
 
-if (!existsSync("/usr/bin/openssl") || !existsSync("/usr/bin/curl")) {
+if (needs("api") && (!existsSync("/usr/bin/openssl") || !existsSync("/usr/bin/curl"))) {
   missing.push(
     "/usr/bin/openssl and /usr/bin/curl, with which the TLS test makes its certificate and calls over https (test/api/tls.test.ts), are not both installed: install them (apt-get install openssl curl; npm test does so when run as root)",
   );
 }
 
 if (missing.length > 0) {
-  console.error(`npm test cannot run: ${missing.join("; and ")}`);
+  console.error(`${level ? `npm run test:${level}` : "npm test"} cannot run: ${missing.join("; and ")}`);
   process.exit(1);
 }
