@@ -6,8 +6,10 @@
  * Two servers on one throw-away MariaDB database, started as `npm start` starts one: the lean one
  * (LEAN_GRPC=on, the default: unary binary gRPC and the ingest stream on the lean path) and the
  * connect-node one (LEAN_GRPC=off: every gRPC call through connect-node). REST goes to the lean
- * one. Per case, BENCH_ROUNDS rounds of phases interleaved (lean, connect-node, REST, lean, …), so
- * a drift of the machine shows in both paths alike:
+ * one. BENCH_BASELINE=<commit> runs that commit's two servers too (its tree from git archive, on a
+ * database of its own), to show what a change did to each path in the same run. Per case,
+ * BENCH_ROUNDS rounds of phases interleaved (lean, connect-node, [baseline's lean, connect-node,]
+ * REST, lean, …), so a drift of the machine shows in every path alike:
  *   get     SubjectService/GetSubject  and  REST GET /subjects/{id}   (the same subject)
  *   ping    HealthService/Ping         and  REST GET /ping            (no key, no database)
  *   ingest  UsageEventService/StreamUsageEvents  and  REST POST /usage-events/batch
@@ -33,11 +35,12 @@
  * Env:   BENCH_CALLS=20000 BENCH_WARMUP_CALLS=2000 BENCH_GRPC_CONNECTIONS=2 BENCH_GRPC_STREAMS=8
  *        BENCH_ROUNDS=2 BENCH_GRPC_CASES=get,ping,ingest BENCH_EVENTS_PER_CALL=500
  *        BENCH_INGEST_STREAMS=4 BENCH_INGEST_CALLS=4 BENCH_SEED_SUBJECTS=50
- *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn
+ *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn BENCH_BASELINE=<commit>
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
 import { randomBytes } from "node:crypto";
 import http from "node:http";
+import os from "node:os";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -49,6 +52,8 @@ import { type H2loadOptions, checkCodes, grpcFrame, h2load, h2loadCommand, reque
 import {
   LeanHttpPool,
   type Server,
+  type ThrowawayDatabase,
+  checkoutTree,
   cpuCount,
   createThrowawayDatabase,
   envNumber,
@@ -82,9 +87,12 @@ const settings = {
   mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
   cases: new Set((process.env.BENCH_GRPC_CASES || "get,ping,ingest").split(",").map((c) => c.trim())),
+  /** A commit whose servers run beside this checkout's, on a database of their own (e.g. the tree before a change). */
+  baseline: process.env.BENCH_BASELINE || undefined,
 };
 
-type Path = "lean" | "connect-node" | "REST";
+/** "lean", "connect-node", "REST", with " @<commit>" for the baseline tree's servers. */
+type Path = string;
 
 interface Phase {
   case: string;
@@ -101,9 +109,20 @@ interface Phase {
 }
 
 interface Target {
-  path: Exclude<Path, "REST">;
+  path: Path;
   server: Server;
   client: grpc.Client;
+}
+
+/** A tree's two servers (LEAN_GRPC on and off) on a database of its own, seeded through its API. */
+interface Tree {
+  /** "" for this checkout, " @abc1234" for BENCH_BASELINE. */
+  suffix: string;
+  lean: Target;
+  connect: Target;
+  /** REST over HTTP/1.1 to the lean server: the setup and the batch phases. */
+  rest: LeanHttpPool;
+  subjects: string[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -209,142 +228,207 @@ async function fixedWork(name: string, path: Path, round: number, server: Server
 // ---------------------------------------------------------------------------------------------
 // Main
 
+interface Run {
+  id: string;
+  db: ThrowawayDatabase[];
+  servers: Server[];
+}
+
+/** Starts a tree's two servers on a new database and creates its subjects and pricing metric. */
+async function startTree(run: Run, root: string | undefined, suffix: string): Promise<Tree> {
+  const db = await createThrowawayDatabase(settings.mysqlUrl, "bench");
+  run.db.push(db);
+  const start = async (lean: "on" | "off"): Promise<Target> => {
+    const env = serverEnvironment(process.env, {
+      DATABASE_URL: db.url,
+      PORT: String(await freePort()),
+      BILLING_BOOTSTRAP_API_KEY: API_KEY,
+      LOG_LEVEL: settings.serverLogLevel,
+      LEAN_GRPC: lean,
+      // No per-key limit: the benchmark sends from one key as fast as the server answers.
+      RATE_LIMIT_API_RPS: "0",
+      RATE_LIMIT_INGEST_RPS: "0",
+    });
+    const server = await startChildServer(env, [], root);
+    run.servers.push(server);
+    const path = `${lean === "on" ? "lean" : "connect-node"}${suffix}`;
+    progress(`${path}: LEAN_GRPC=${lean} ready at http://127.0.0.1:${server.port} (pid ${server.pid}), database ${db.name}`);
+    return { path, server, client: new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure()) };
+  };
+  const lean = await start("on");
+  const connect = await start("off");
+  const rest = new LeanHttpPool(lean.server.port, settings.ingestStreams + 1);
+  const subjects: string[] = [];
+  for (let i = 0; i < settings.seedSubjects; i++) {
+    const r = await rest.request("POST", "/subjects", JSON.stringify({ name: `Bench ${i}`, external_id: `grpc-${run.id}-${i}` }), API_KEY);
+    expectStatus200(r);
+    subjects.push((JSON.parse(r.body) as { id: string }).id);
+  }
+  const metric = { event_name: "api_call", name: "API calls", unit: "call", dimensions: ["region"], aggregation: { aggregation_type: "sum", value_field: "n" } };
+  expectStatus200(await rest.request("POST", "/pricing-metrics", JSON.stringify(metric), API_KEY));
+  progress(`created ${subjects.length} subjects and a pricing metric`);
+  await checkAnswers([lean, connect], subjects[0] as string);
+  return { suffix, lean, connect, rest, subjects };
+}
+
+/** A unary case: per round, each tree's lean and connect-node servers, then REST to this checkout's lean one. */
+async function unaryCase(
+  trees: Tree[],
+  agent: http.Agent,
+  commands: Map<string, string>,
+  name: string,
+  method: string,
+  message: (t: Tree) => Uint8Array,
+  restPath: (t: Tree) => string,
+  key?: string,
+): Promise<Phase[]> {
+  progress(`${name}: ${settings.rounds} rounds of ${settings.warmupCalls} warm-up + ${settings.calls} measured calls per phase`);
+  const phases: Phase[] = [];
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const tree of trees) {
+      for (const t of [tree.lean, tree.connect]) {
+        const o = grpcOptions(t.server.port, method, message(tree), key);
+        commands.set(`${name} gRPC`, h2loadCommand({ ...o, requests: settings.calls }));
+        phases.push(await unaryPhase(name, t.path, round, t.server, agent, o));
+      }
+    }
+    const tree = trees[0] as Tree;
+    const o = restOptions(tree.lean.server.port, restPath(tree), key);
+    commands.set(`${name} REST`, h2loadCommand({ ...o, requests: settings.calls }));
+    phases.push(await unaryPhase(name, "REST", round, tree.lean.server, agent, o));
+  }
+  return phases;
+}
+
+/** The ingest case: per round, each tree's client streams through grpc-js, then REST batches to this checkout. */
+async function ingestCase(trees: Tree[], runId: string): Promise<Phase[]> {
+  const n = settings.eventsPerCall;
+  progress(`ingest: ${settings.rounds} rounds; ${settings.ingestStreams} calls at once, one warm-up and ${settings.ingestCalls} measured each, ${n} events a call`);
+  const now = Date.now();
+  let seq = 0;
+  const event = (subjects: string[]) => {
+    const k = seq++;
+    return {
+      idempotencyKey: `${runId}-${k}`,
+      subjectId: subjects[k % subjects.length] as string,
+      eventName: "api_call",
+      data: { n: "1", region: ["eu", "us", "ap"][k % 3] as string },
+      at: new Date(now - (k % 3_600_000)),
+    };
+  };
+  // Every call's body is made before its phase starts: the load generator's CPU in the measured
+  // window is then the transport's (grpc-js framing, HTTP/1.1 writes), not encoding.
+  const callsPerPhase = settings.ingestStreams * (1 + settings.ingestCalls);
+  const streamBodies = (tree: Tree) =>
+    Array.from({ length: callsPerPhase }, () =>
+      Array.from({ length: n }, () => {
+        const e = event(tree.subjects);
+        return Buffer.from(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, { ...e, timestamp: timestampFromDate(e.at) })));
+      }),
+    );
+  const batchBodies = (tree: Tree) =>
+    Array.from({ length: callsPerPhase }, () => {
+      const events = Array.from({ length: n }, () => {
+        const e = event(tree.subjects);
+        return { idempotency_key: e.idempotencyKey, subject_id: e.subjectId, event_name: e.eventName, data: e.data, timestamp: e.at.toISOString() };
+      });
+      return JSON.stringify({ events });
+    });
+  const streamOnce = (t: Target, bodies: Buffer[][]) => async () => {
+    const res = fromBinary(StreamUsageEventsResponseSchema, await streamCall(t.client, "/billing.v1.UsageEventService/StreamUsageEvents", bodies.pop() as Buffer[], API_KEY));
+    if (res.accepted !== n) throw new Error(`${t.path}: ${res.accepted} of ${n} events accepted (${res.duplicate} duplicate, ${res.rejected} rejected)`);
+  };
+  const batchOnce = (rest: LeanHttpPool, bodies: string[]) => async () => {
+    const r = await rest.request("POST", "/usage-events/batch", bodies.pop() as string, API_KEY);
+    expectStatus200(r);
+    const accepted = (JSON.parse(r.body) as { accepted: number }).accepted;
+    if (accepted !== n) throw new Error(`REST: ${accepted} of ${n} events accepted`);
+  };
+  const phases: Phase[] = [];
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const tree of trees) for (const t of [tree.lean, tree.connect]) phases.push(await fixedWork("StreamUsageEvents", t.path, round, t.server, streamOnce(t, streamBodies(tree))));
+    const tree = trees[0] as Tree;
+    phases.push(await fixedWork("StreamUsageEvents", "REST", round, tree.lean.server, batchOnce(tree.rest, batchBodies(tree))));
+  }
+  return phases;
+}
+
 async function main(): Promise<number> {
   const h2loadVersion = requireH2load();
-  const load = (await import("node:fs/promises")).readFile;
-  const loadAverage = async () => ((await load("/proc/loadavg", "utf8").catch(() => "")) as string).split(" ").slice(0, 3).join(" ");
-  const loadBefore = await loadAverage();
-  const db = await createThrowawayDatabase(settings.mysqlUrl, "bench");
-  const servers: Server[] = [];
+  const loadBefore = loadAverage();
+  const baseline = settings.baseline ? checkoutTree(settings.baseline) : undefined;
+  const run: Run = { id: randomBytes(4).toString("hex"), db: [], servers: [] };
   const cleanup = async () => {
-    for (const s of servers.splice(0)) await s.stop();
-    await db.drop();
+    for (const s of run.servers.splice(0)) await s.stop();
+    for (const db of run.db.splice(0)) await db.drop();
   };
   process.once("SIGINT", () => {
-    progress("interrupted: stopping the servers and dropping the database");
+    progress("interrupted: stopping the servers and dropping the databases");
     cleanup().finally(() => process.exit(130));
   });
   try {
-    progress(`created database ${db.name} on ${db.version}; ${h2loadVersion}; load average ${loadBefore}`);
-    const start = async (lean: "on" | "off") => {
-      const env = serverEnvironment(process.env, {
-        DATABASE_URL: db.url,
-        PORT: String(await freePort()),
-        BILLING_BOOTSTRAP_API_KEY: API_KEY,
-        LOG_LEVEL: settings.serverLogLevel,
-        LEAN_GRPC: lean,
-        // No per-key limit: the benchmark sends from one key as fast as the server answers.
-        RATE_LIMIT_API_RPS: "0",
-        RATE_LIMIT_INGEST_RPS: "0",
-      });
-      const s = await startChildServer(env);
-      servers.push(s);
-      progress(`server LEAN_GRPC=${lean} ready at http://127.0.0.1:${s.port} (pid ${s.pid})`);
-      return s;
-    };
-    const leanServer = await start("on");
-    const connectServer = await start("off");
-    const targets: Target[] = [
-      { path: "lean", server: leanServer, client: new grpc.Client(`127.0.0.1:${leanServer.port}`, grpc.credentials.createInsecure()) },
-      { path: "connect-node", server: connectServer, client: new grpc.Client(`127.0.0.1:${connectServer.port}`, grpc.credentials.createInsecure()) },
-    ];
+    progress(`${h2loadVersion}; load average ${loadBefore}${baseline ? `; baseline ${baseline.commit} in ${baseline.root}` : ""}`);
+    const trees = [await startTree(run, undefined, "")];
+    if (baseline) trees.push(await startTree(run, baseline.root, ` @${baseline.commit.slice(0, 7)}`));
     const agent = new http.Agent({ keepAlive: true });
-    const rest = new LeanHttpPool(leanServer.port, settings.ingestStreams + 1);
-    const run = randomBytes(4).toString("hex");
-
-    // Setup through the API: subjects, and a metric for the events.
-    const ids: string[] = [];
-    for (let i = 0; i < settings.seedSubjects; i++) {
-      const r = await rest.request("POST", "/subjects", JSON.stringify({ name: `Bench ${i}`, external_id: `grpc-${run}-${i}` }), API_KEY);
-      expectStatus200(r);
-      ids.push((JSON.parse(r.body) as { id: string }).id);
-    }
-    const metric = { event_name: "api_call", name: "API calls", unit: "call", dimensions: ["region"], aggregation: { aggregation_type: "sum", value_field: "n" } };
-    expectStatus200(await rest.request("POST", "/pricing-metrics", JSON.stringify(metric), API_KEY));
-    progress(`created ${ids.length} subjects and a pricing metric`);
-    const subjectId = ids[0] as string;
-    await checkAnswers(targets, subjectId);
-
-    const phases: Phase[] = [];
     const commands = new Map<string, string>();
-    const unaryCase = async (name: string, method: string, message: Uint8Array, restPath: string, key?: string) => {
-      progress(`${name}: ${settings.rounds} rounds of ${settings.warmupCalls} warm-up + ${settings.calls} measured calls per phase`);
-      for (let round = 1; round <= settings.rounds; round++) {
-        for (const t of targets) {
-          const o = grpcOptions(t.server.port, method, message, key);
-          commands.set(`${name} gRPC`, h2loadCommand({ ...o, requests: settings.calls }));
-          phases.push(await unaryPhase(name, t.path, round, t.server, agent, o));
-        }
-        const o = restOptions(leanServer.port, restPath, key);
-        commands.set(`${name} REST`, h2loadCommand({ ...o, requests: settings.calls }));
-        phases.push(await unaryPhase(name, "REST", round, leanServer, agent, o));
-      }
-    };
+    const phases: Phase[] = [];
+    const subject = (t: Tree) => t.subjects[0] as string;
     if (settings.cases.has("get"))
-      await unaryCase("GetSubject", "billing.v1.SubjectService/GetSubject", toBinary(GetSubjectRequestSchema, create(GetSubjectRequestSchema, { subjectId })), `/subjects/${subjectId}`, API_KEY);
-    if (settings.cases.has("ping")) await unaryCase("Ping", "billing.v1.HealthService/Ping", toBinary(PingRequestSchema, create(PingRequestSchema)), "/ping");
+      phases.push(
+        ...(await unaryCase(
+          trees,
+          agent,
+          commands,
+          "GetSubject",
+          "billing.v1.SubjectService/GetSubject",
+          (t) => toBinary(GetSubjectRequestSchema, create(GetSubjectRequestSchema, { subjectId: subject(t) })),
+          (t) => `/subjects/${subject(t)}`,
+          API_KEY,
+        )),
+      );
+    const ping = toBinary(PingRequestSchema, create(PingRequestSchema));
+    if (settings.cases.has("ping"))
+      phases.push(
+        ...(await unaryCase(
+          trees,
+          agent,
+          commands,
+          "Ping",
+          "billing.v1.HealthService/Ping",
+          () => ping,
+          () => "/ping",
+        )),
+      );
+    if (settings.cases.has("ingest")) phases.push(...(await ingestCase(trees, run.id)));
 
-    if (settings.cases.has("ingest")) {
-      const n = settings.eventsPerCall;
-      progress(`ingest: ${settings.rounds} rounds; ${settings.ingestStreams} calls at once, one warm-up and ${settings.ingestCalls} measured each, ${n} events a call`);
-      const now = Date.now();
-      let seq = 0;
-      const event = () => {
-        const k = seq++;
-        return {
-          idempotencyKey: `${run}-${k}`,
-          subjectId: ids[k % ids.length] as string,
-          eventName: "api_call",
-          data: { n: "1", region: ["eu", "us", "ap"][k % 3] as string },
-          at: new Date(now - (k % 3_600_000)),
-        };
-      };
-      // Every call's body is made before its phase starts: the load generator's CPU in the
-      // measured window is then the transport's (grpc-js framing, HTTP/1.1 writes), not encoding.
-      const callsPerPhase = settings.ingestStreams * (1 + settings.ingestCalls);
-      const streamBodies = () =>
-        Array.from({ length: callsPerPhase }, () =>
-          Array.from({ length: n }, () => {
-            const e = event();
-            return Buffer.from(toBinary(UsageEventInputSchema, create(UsageEventInputSchema, { ...e, timestamp: timestampFromDate(e.at) })));
-          }),
-        );
-      const batchBodies = () =>
-        Array.from({ length: callsPerPhase }, () => {
-          const events = Array.from({ length: n }, () => {
-            const e = event();
-            return { idempotency_key: e.idempotencyKey, subject_id: e.subjectId, event_name: e.eventName, data: e.data, timestamp: e.at.toISOString() };
-          });
-          return JSON.stringify({ events });
-        });
-      const streamOnce = (t: Target, bodies: Buffer[][]) => async () => {
-        const res = fromBinary(StreamUsageEventsResponseSchema, await streamCall(t.client, "/billing.v1.UsageEventService/StreamUsageEvents", bodies.pop() as Buffer[], API_KEY));
-        if (res.accepted !== n) throw new Error(`${t.path}: ${res.accepted} of ${n} events accepted (${res.duplicate} duplicate, ${res.rejected} rejected)`);
-      };
-      const batchOnce = (bodies: string[]) => async () => {
-        const r = await rest.request("POST", "/usage-events/batch", bodies.pop() as string, API_KEY);
-        expectStatus200(r);
-        const accepted = (JSON.parse(r.body) as { accepted: number }).accepted;
-        if (accepted !== n) throw new Error(`REST: ${accepted} of ${n} events accepted`);
-      };
-      for (let round = 1; round <= settings.rounds; round++) {
-        for (const t of targets) phases.push(await fixedWork("StreamUsageEvents", t.path, round, t.server, streamOnce(t, streamBodies())));
-        phases.push(await fixedWork("StreamUsageEvents", "REST", round, leanServer, batchOnce(batchBodies())));
-      }
+    for (const t of trees) {
+      t.lean.client.close();
+      t.connect.client.close();
+      t.rest.close();
     }
-
-    for (const t of targets) t.client.close();
-    rest.close();
     agent.destroy();
     const notes: string[] = [];
-    for (const s of servers.splice(0)) notes.push(`${s === leanServer ? "lean" : "connect-node"} ${await s.stop()}`);
-    const problems = [...leanServer.problems, ...connectServer.problems];
-    report(phases, { dbVersion: db.version, h2loadVersion, commands, loadBefore, loadAfter: await loadAverage(), stopNote: notes.join("; "), problems });
+    const problems: string[] = [];
+    for (const t of trees)
+      for (const target of [t.lean, t.connect]) {
+        notes.push(`${target.path} ${await target.server.stop()}`);
+        problems.push(...target.server.problems);
+      }
+    run.servers.splice(0);
+    const dbVersion = (run.db[0] as ThrowawayDatabase).version;
+    report(phases, { dbVersion, h2loadVersion, commands, loadBefore, loadAfter: loadAverage(), stopNote: notes.join("; "), problems, baseline: trees[1]?.suffix });
     return 0;
   } finally {
     await cleanup();
   }
 }
+
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
 
 // ---------------------------------------------------------------------------------------------
 // Report
@@ -357,6 +441,8 @@ interface RunNotes {
   loadAfter: string;
   stopNote: string;
   problems: string[];
+  /** " @abc1234" when a baseline tree ran too. */
+  baseline: string | undefined;
 }
 
 /** Server CPU µs per call (per event for ingest) over every round of one case and path. */
@@ -372,13 +458,38 @@ function ratePer(phases: Phase[], name: string, path: Path): number {
   return ps.reduce((a, p) => a + p.rps * p.perCall, 0) / ps.length;
 }
 
+const unitOf = (name: string) => (name === "StreamUsageEvents" ? "event" : "call");
+
+/** Issue 35's rule: connect-node's server CPU ÷ the lean path's, for each case, ≥ 2. */
+function ruleLines(phases: Phase[], cases: string[], suffix: string): string[] {
+  const rows = cases.map((name) => {
+    const lean = cpuPer(phases, name, `lean${suffix}`);
+    const connect = cpuPer(phases, name, `connect-node${suffix}`);
+    const unit = unitOf(name);
+    return [`${name}${suffix}`, `${fmt(lean, 2)} µs/${unit}`, `${fmt(connect, 2)} µs/${unit}`, `${fmt(connect / lean, 2)}×`, "≥ 2×", connect / lean >= 2 ? "met" : "missed"];
+  });
+  return [...markdownTable(["server CPU, all rounds", "lean", "connect-node", "connect-node ÷ lean", "rule", ""], rows), ""];
+}
+
+/** This checkout against the baseline tree, path by path. */
+function baselineLines(phases: Phase[], cases: string[], suffix: string): string[] {
+  const rows: string[][] = [];
+  for (const name of cases)
+    for (const path of ["lean", "connect-node"]) {
+      const now = cpuPer(phases, name, path);
+      const before = cpuPer(phases, name, `${path}${suffix}`);
+      rows.push([name, path, fmt(before, 2), fmt(now, 2), `${now >= before ? "+" : ""}${fmt(now - before, 2)}`, `${fmt(now / before, 2)}×`]);
+    }
+  return [...markdownTable(["server CPU µs per call or event", "path", `baseline${suffix}`, "this checkout", "difference", "ratio"], rows), ""];
+}
+
 function report(phases: Phase[], notes: RunNotes): void {
   const ingest = `${settings.eventsPerCall} events a call, ${settings.ingestStreams} calls at once`;
   const lines = [
     "## gRPC: the lean path, connect-node and REST, one run",
     "",
     machineLine(notes.dbVersion),
-    `${notes.h2loadVersion}; load average ${notes.loadBefore} before, ${notes.loadAfter} after (the load generators and both servers share these ${cpuCount()} CPUs).`,
+    `${notes.h2loadVersion}; load average ${notes.loadBefore} before, ${notes.loadAfter} after (the load generators, the servers and MariaDB share these ${cpuCount()} CPUs).`,
     `Unary: ${settings.warmupCalls} warm-up + ${settings.calls} measured calls per phase, gRPC -c ${settings.connections} -m ${settings.streams}, REST --h1 -c ${settings.connections * settings.streams}; ingest: ${ingest}, one warm-up + ${settings.ingestCalls} each, gRPC by @grpc/grpc-js, REST batches over HTTP/1.1. ${settings.rounds} rounds, interleaved.`,
     "",
     ...[...notes.commands].map(([k, v]) => `    ${k}: ${v}`),
@@ -401,13 +512,8 @@ function report(phases: Phase[], notes: RunNotes): void {
     "",
   ];
   const cases = [...new Set(phases.map((p) => p.case))];
-  const rule = cases.map((name) => {
-    const lean = cpuPer(phases, name, "lean");
-    const connect = cpuPer(phases, name, "connect-node");
-    const unit = name === "StreamUsageEvents" ? "event" : "call";
-    return [name, `${fmt(lean, 2)} µs/${unit}`, `${fmt(connect, 2)} µs/${unit}`, `${fmt(connect / lean, 2)}×`, "≥ 2×", connect / lean >= 2 ? "met: the lean path may stay" : "missed"];
-  });
-  lines.push(...markdownTable(["server CPU, all rounds", "lean", "connect-node", "connect-node ÷ lean", "rule", ""], rule), "");
+  lines.push(...ruleLines(phases, cases, ""));
+  if (notes.baseline) lines.push(...ruleLines(phases, cases, notes.baseline), ...baselineLines(phases, cases, notes.baseline));
   const goal = (label: string, name: string, factor: number) => {
     if (!cases.includes(name)) return [];
     const a = ratePer(phases, name, "lean");

@@ -4,13 +4,14 @@
  * MariaDB database, the server's resident memory, and Markdown output.
  */
 import { ConfigError } from "../src/config.js";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { readFile, readdir } from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import os from "node:os";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConnectError } from "@connectrpc/connect";
 import mysql from "mysql2/promise";
@@ -403,13 +404,14 @@ export const START_NODE_ARGS = ["--max-old-space-size=192"];
 /**
  * Starts `node [START_NODE_ARGS] [nodeArgs] --import tsx src/main.ts` with `env` (PORT must be set) and waits until
  * /readyz answers. `nodeArgs` are options for the child's node only, e.g. ["--cpu-prof"] (which
- * NODE_OPTIONS does not allow); the profile is written when the server stops.
+ * NODE_OPTIONS does not allow); the profile is written when the server stops. `root`: the tree
+ * whose src/main.ts runs (another commit's, see checkoutTree).
  */
-export async function startChildServer(env: Record<string, string>, nodeArgs: string[] = []): Promise<Server> {
+export async function startChildServer(env: Record<string, string>, nodeArgs: string[] = [], root = REPO_ROOT): Promise<Server> {
   const port = Number(env.PORT);
   const problems: string[] = [];
   const child: ChildProcess = spawn(process.execPath, [...START_NODE_ARGS, ...nodeArgs, "--import", "tsx", "src/main.ts"], {
-    cwd: REPO_ROOT,
+    cwd: root,
     env,
     stdio: ["ignore", "inherit", "pipe"],
   });
@@ -456,6 +458,19 @@ export async function startChildServer(env: Record<string, string>, nodeArgs: st
   const exitedEarly = () =>
     exited ? `the server exited unexpectedly (code ${exited.code}, signal ${exited.signal}${exited.code === 0 ? ": a graceful stop, so it was sent SIGTERM or SIGINT" : ""})` : undefined;
   return { port, pid: child.pid, problems, exited: exitedEarly, stop };
+}
+
+/**
+ * The tree of `commit` (git archive) in a temporary directory, with this checkout's node_modules
+ * linked in, to run that commit's server beside this one's; removed when this process exits.
+ */
+export function checkoutTree(commit: string): { root: string; commit: string } {
+  const full = execFileSync("git", ["rev-parse", "--verify", `${commit}^{commit}`], { cwd: REPO_ROOT, encoding: "utf8" }).trim();
+  const root = mkdtempSync(join(os.tmpdir(), `bench-tree-${full.slice(0, 7)}-`));
+  process.once("exit", () => rmSync(root, { recursive: true, force: true }));
+  execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "archive", full, root], { cwd: REPO_ROOT });
+  symlinkSync(join(REPO_ROOT, "node_modules"), join(root, "node_modules"));
+  return { root, commit: full };
 }
 
 // ---------------------------------------------------------------------------------------------
