@@ -38,6 +38,7 @@
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn BENCH_BASELINE=<commit>
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import os from "node:os";
@@ -51,6 +52,7 @@ import { StreamUsageEventsResponseSchema } from "../src/gen/billing/v1/usage_eve
 import { type H2loadOptions, checkCodes, grpcFrame, h2load, h2loadCommand, requestCounts, requireH2load } from "./h2load.js";
 import {
   LeanHttpPool,
+  REPO_ROOT,
   type Server,
   type ThrowawayDatabase,
   checkoutTree,
@@ -424,6 +426,17 @@ async function main(): Promise<number> {
   }
 }
 
+/** HEAD's short hash, with "+ uncommitted changes" when the tree differs from it. */
+function treeState(): string {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: REPO_ROOT, encoding: "utf8" }).trim() !== "";
+    return dirty ? `${head} + uncommitted changes in src/` : head;
+  } catch {
+    return "an unknown commit (no git)";
+  }
+}
+
 const loadAverage = () =>
   os
     .loadavg()
@@ -489,7 +502,7 @@ function report(phases: Phase[], notes: RunNotes): void {
     "## gRPC: the lean path, connect-node and REST, one run",
     "",
     machineLine(notes.dbVersion),
-    `${notes.h2loadVersion}; load average ${notes.loadBefore} before, ${notes.loadAfter} after (the load generators, the servers and MariaDB share these ${cpuCount()} CPUs).`,
+    `This checkout at ${treeState()}; ${notes.h2loadVersion}; load average ${notes.loadBefore} before, ${notes.loadAfter} after (the load generators, the servers and MariaDB share these ${cpuCount()} CPUs).`,
     `Unary: ${settings.warmupCalls} warm-up + ${settings.calls} measured calls per phase, gRPC -c ${settings.connections} -m ${settings.streams}, REST --h1 -c ${settings.connections * settings.streams}; ingest: ${ingest}, one warm-up + ${settings.ingestCalls} each, gRPC by @grpc/grpc-js, REST batches over HTTP/1.1. ${settings.rounds} rounds, interleaved.`,
     "",
     ...[...notes.commands].map(([k, v]) => `    ${k}: ${v}`),
