@@ -16,7 +16,7 @@
  * the SQL round trips and statements it sends, MariaDB's CPU (every client's).
  */
 import http from "node:http";
-import { buildServices } from "../src/app.js";
+import { buildServices } from "../src/wiring/services.js";
 import { newId, randomBase62 } from "../src/billing/ids.js";
 import { createDatabase } from "../src/db/datasource.js";
 import { costLine, probe } from "./probe.js";

@@ -18,7 +18,7 @@
  * MySQL/MariaDB only: config.ts refuses WORKERS > 1 on the embedded SQLite file.
  */
 import cluster, { type Worker } from "node:cluster";
-import { prepareDatabase } from "./app.js";
+import { prepareDatabase } from "./wiring/database.js";
 import type { Config } from "./config.js";
 import type { Logger } from "./log.js";
 import { readTlsPair } from "./tls.js";

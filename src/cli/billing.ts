@@ -17,7 +17,7 @@
  */
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { buildServices } from "../app.js";
+import { buildServices } from "../wiring/services.js";
 import { BillingError } from "../billing/errors.js";
 import { systemCaller } from "../billing/tenancy.js";
 import { type Database, createDatabase, dialectOf } from "../db/datasource.js";

@@ -121,7 +121,13 @@ export class Metrics {
     this.tickDuration = new Histogram({ name: "billing_scheduler_tick_duration_seconds", help: "Duration of a scheduler run (everything due on real time).", buckets: DURATION_BUCKETS, registers });
     this.lastTick = new Gauge({ name: "billing_scheduler_last_tick_timestamp_seconds", help: "When the scheduler last finished a run (Unix time); 0 before its first.", registers });
     this.cyclesClosed = new Counter({ name: "billing_cycles_closed_total", help: "Billing cycles closed by this server's scheduler (real time; test clocks not counted).", registers });
+    this.storeGauges(registers);
+    this.poolGauges(registers);
+    this.inFlightGauges(registers);
+  }
 
+  /** The gauges read from the store at scrape time (one snapshot per scrape, bounded: readStore). */
+  private storeGauges(registers: Registry[]): void {
     const store = async () => {
       await this.readStore();
       return this.snapshot;
@@ -191,6 +197,10 @@ export class Metrics {
         this.set((await store()).ok ? 1 : 0);
       },
     });
+  }
+
+  /** The database pool's connections, read at scrape time. */
+  private poolGauges(registers: Registry[]): void {
     const pool = () => this.sources.pool?.();
     new Gauge({
       name: "billing_db_pool_connections",
@@ -222,6 +232,10 @@ export class Metrics {
         if (p) this.set(p.waiting);
       },
     });
+  }
+
+  /** Admission control's counts now (limits.ts Admission). */
+  private inFlightGauges(registers: Registry[]): void {
     const inFlightNow = () => this.sources.inFlight?.();
     const inFlight = (name: string, help: string, read: (f: InFlight) => number) =>
       new Gauge({

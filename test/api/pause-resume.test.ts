@@ -5,7 +5,7 @@
  * quantity, unit price, amount]; an invoice [status, total, lines].
  */
 import test from "ava";
-import { buildServices } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";

@@ -2,7 +2,7 @@
  * Two schedulers (two servers, each with its own connection pool) close the same due cycles at
  * once on MariaDB: every subscription gets exactly one invoice per period.
  */
-import { buildServices } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { Scenario } from "../helpers/scenario.js";
 import { startTestServer } from "../helpers/server.js";

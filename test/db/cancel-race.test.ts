@@ -6,7 +6,7 @@
  * never a 400 or a 500; and nothing is billed twice: each subscription's invoiced usage is
  * exactly its subject's ingested usage, and each fixed charge appears once per cycle.
  */
-import { buildServices } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { rest } from "../helpers/clients.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";

@@ -5,7 +5,7 @@
  * ended (final adjustment invoices). Each late unit is billed once: the recorded event counts on
  * the locked subscription row are the fence.
  */
-import { buildServices } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { Scenario } from "../helpers/scenario.js";

@@ -10,7 +10,8 @@
 import { spawn } from "node:child_process";
 import test from "ava";
 import mysql from "mysql2/promise";
-import { type App, buildServices } from "../../src/app.js";
+import type { App } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { type Database, createDatabase } from "../../src/db/datasource.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { Scenario } from "../helpers/scenario.js";

@@ -2,7 +2,7 @@
  * A billing world in memory: the real engine and subscription use cases (wired as app.ts wires
  * them) over the fakes of their ports, on a clock the test moves. No database, no server.
  */
-import { wireSubscriptions } from "../../src/app.js";
+import { wireSubscriptions } from "../../src/wiring/services.js";
 import type { FixedRate, PricingMetric, RateCard, UsageRate } from "../../src/billing/catalog/types.js";
 import { BillingEngine } from "../../src/billing/subscriptions/engine.js";
 import { builtInPaymentProviders } from "../../src/billing/subscriptions/payments.js";

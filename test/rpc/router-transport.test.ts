@@ -9,7 +9,7 @@ import { type Interceptor, Code, ConnectError, createClient, createRouterTranspo
 import type { DescService } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
-import { buildServices } from "../../src/app.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { PricingMetricService } from "../../src/gen/billing/v1/pricing_metric_service_pb.js";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";

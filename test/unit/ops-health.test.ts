@@ -1,6 +1,6 @@
 /** Readiness's checks on their own (src/ops/health.ts): database, migrations, a stuck scheduler. */
 import test from "ava";
-import { progressLogger } from "../../src/app.js";
+import { progressLogger } from "../../src/wiring/progress.js";
 import { createLogger } from "../../src/log.js";
 import { MIN_STUCK_MS, Readiness, STUCK_INTERVALS, SchedulerWatch } from "../../src/ops/health.js";
 

@@ -1,0 +1,211 @@
+/**
+ * The domain wired over its stores: every store over one database, the domain services over
+ * them, and the subscription use cases over one billing engine. The server (src/app.ts), the CLI,
+ * tests and benchmarks build their services here.
+ */
+import { BillingError } from "../billing/errors.js";
+import { PricingMetricService } from "../billing/catalog/metrics.js";
+import { RateCardService, type RateCardStore } from "../billing/catalog/rate-cards.js";
+import { RateCatalogService } from "../billing/catalog/rate-catalogs.js";
+import { IngestService, SummaryService } from "../billing/metering/usage.js";
+import { SubjectService } from "../billing/subjects.js";
+import { BillingEngine } from "../billing/subscriptions/engine.js";
+import { BillingStates } from "../billing/subscriptions/billing-state.js";
+import { SubscriptionChanges } from "../billing/subscriptions/changes.js";
+import { Checkouts } from "../billing/subscriptions/checkout.js";
+import { HostedCheckout } from "../billing/subscriptions/hosted-checkout.js";
+import { Invoices } from "../billing/subscriptions/invoices.js";
+import { Lookups } from "../billing/subscriptions/lookups.js";
+import { CustomerPortal } from "../billing/subscriptions/portal.js";
+import { Pauses } from "../billing/subscriptions/pauses.js";
+import { type RunProgress, Scheduler } from "../billing/subscriptions/scheduler.js";
+import { Subscriptions } from "../billing/subscriptions/subscribe.js";
+import { Terms } from "../billing/subscriptions/terms.js";
+import { TestClocks } from "../billing/subscriptions/test-clocks.js";
+import { TimelineService } from "../billing/subscriptions/timelines.js";
+import { builtInPaymentProviders } from "../billing/subscriptions/payments.js";
+import { DEFAULT_THRESHOLD_PERCENTS, UsageThresholds } from "../billing/events/thresholds.js";
+import { WebhookEndpoints } from "../billing/events/endpoints.js";
+import { EventFeed } from "../billing/events/feed.js";
+import type { Database } from "../db/datasource.js";
+import { SqlPricingMetricStore } from "../db/stores/metric-store.js";
+import { SqlRateCardStore } from "../db/stores/rate-card-store.js";
+import { SqlRateCatalogStore } from "../db/stores/rate-catalog-store.js";
+import { sqlBillingStores } from "../db/stores/billing-stores.js";
+import { SqlSubjectStore } from "../db/stores/subject-store.js";
+import { SqlUsageStore } from "../db/stores/usage-store.js";
+import { SqlThresholdStore } from "../db/stores/threshold-store.js";
+import { SqlWebhookStore } from "../db/stores/webhook-store.js";
+import type { Logger } from "../log.js";
+import type { Metrics } from "../ops/metrics.js";
+import { type Tracing, tracedProvider } from "../ops/tracing.js";
+import { eventEncoder } from "../rpc/event-payload.js";
+import { hostGuard } from "../webhooks/guard.js";
+import { backfillLogger, progressLogger } from "./progress.js";
+
+/**
+ * The subscription use cases over one engine, each given what it needs; the scheduler runs what
+ * is due (cycle closes, timeline transitions) for the server's interval and for test clocks alike.
+ */
+export function wireSubscriptions(
+  engine: BillingEngine,
+  cards: Pick<RateCardStore, "get">,
+  publicBaseUrl: () => string,
+  log?: Logger,
+  onProgress?: (p: RunProgress) => void,
+  thresholds?: { check(clockId: string | null): Promise<number> },
+  stopping?: AbortSignal,
+) {
+  const lookups = new Lookups(engine, cards);
+  const terms = new Terms(lookups);
+  const checkouts = new Checkouts(lookups, publicBaseUrl);
+  const subscriptions = new Subscriptions(lookups, terms, checkouts);
+  const changes = new SubscriptionChanges(lookups, terms, checkouts);
+  const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
+  const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  const invoices = new Invoices(lookups, publicBaseUrl);
+  const billingStates = new BillingStates(lookups);
+  const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
+  const pauses = new Pauses(lookups, changes);
+  const scheduler = new Scheduler(
+    engine,
+    timelines,
+    pauses,
+    (id, err) =>
+      // A billing rule's refusal (e.g. a cycle not closed yet) is explained by its message; retried next run.
+      log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    onProgress,
+    thresholds,
+  );
+  const clocks = new TestClocks(lookups, scheduler, stopping);
+  return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
+}
+
+export interface EventOptions {
+  /** Whether webhook endpoint URLs may point at this service's own host or private addresses. */
+  allowPrivateWebhookHosts?: boolean;
+  /** Percentages of included units that fire usage.threshold_crossed. */
+  thresholdPercents?: number[];
+  /** How often real-time subscriptions' thresholds are checked (test clocks: at each advance). */
+  thresholdCheckMs?: number;
+}
+
+/**
+ * Stores and domain services over one database. `ops`: the server's metrics (events ingested,
+ * group commits) and what is told of the real-time scheduler's progress (readiness); `eventOptions`:
+ * outgoing events (webhook host guard, usage thresholds).
+ */
+export function buildServices(
+  db: Database,
+  publicBaseUrl: () => string,
+  now: () => Date,
+  log?: Logger,
+  ingestCommitsInFlight = 2,
+  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal; tracing?: Tracing | undefined } = {},
+  eventOptions: EventOptions = {},
+) {
+  const { metrics, tracing } = ops;
+  // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
+  const encode = eventEncoder(publicBaseUrl);
+  const billingStores = sqlBillingStores(db.sql, db.entities, encode);
+  const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
+    clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
+    deleteBlocker: async (env, id) => {
+      const running = await billingStores.subscriptions.running(env, id);
+      return running.length > 0 ? `the subject has an active or paused subscription (${running.map((x) => x.id).join(", ")}); cancel it first` : undefined;
+    },
+  });
+  const metricStore = new SqlPricingMetricStore(db.sql, db.entities, log && backfillLogger(log));
+  const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
+  const pricingMetrics = new PricingMetricService(metricStore, now);
+  const cardStore = new SqlRateCardStore(db.sql, db.entities);
+  const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
+  const catalogs = new RateCatalogService(catalogStore, metricStore, now);
+  const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
+  const debug = log?.enabled("debug") ?? false;
+  const ingest = new IngestService(usageStore, now, {
+    maxInFlightPerEnvironment: ingestCommitsInFlight,
+    outcomes: metrics && ((a, d, r) => metrics.countEvents(a, d, r)),
+    rejectedNotStored: (err) => log?.warn("rejected usage events not kept for the dashboard", { err }),
+    committed:
+      metrics || debug
+        ? (environment, events, requests, ms) => {
+            metrics?.observeCommit(events, requests);
+            if (debug) log?.debug("usage events committed", { environment, events, requests, ms: Math.round(ms * 100) / 100 });
+          }
+        : undefined,
+  });
+  const summaries = new SummaryService(usageStore, pricingMetrics, subjects);
+  // With tracing on, each charge of a provider is a span of its own.
+  const payments = builtInPaymentProviders(tracing && ((p, name) => tracedProvider(p, tracing, name)));
+  const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, payments, now, {
+    setAside: (s, failure, err) =>
+      log?.error("subscription set aside: its billing cycle could not be closed", {
+        subscription: s.id,
+        environment: s.environmentId,
+        attempts: failure.attempts,
+        retry_at: failure.retryAt.toISOString(),
+        error: failure.message,
+        // A stack only for the unexpected: a billing rule's refusal is explained by its message.
+        ...(err instanceof BillingError ? {} : { err }),
+      }),
+    settleFailed: (invoice, err) => log?.error("charging an invoice failed; it stays open", { invoice, err }),
+    finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
+    resumeFailed: (subscription, err) => log?.error("resuming a paused subscription failed; tried again on the next run", { subscription, err }),
+  });
+  const thresholds = new UsageThresholds(
+    engine,
+    new SqlThresholdStore(db.sql, db.entities),
+    eventOptions.thresholdPercents ?? DEFAULT_THRESHOLD_PERCENTS,
+    eventOptions.thresholdCheckMs ?? 60_000,
+    (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
+  );
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(
+    engine,
+    cardStore,
+    publicBaseUrl,
+    log,
+    log && progressLogger(log, ops.alive),
+    thresholds,
+    ops.stopping,
+  );
+  // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
+  const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
+    try {
+      const u = new URL(publicBaseUrl());
+      return [u.host, u.hostname];
+    } catch {
+      return [];
+    }
+  });
+  const webhookStore = new SqlWebhookStore(db.sql, db.entities, encode, () => new Date());
+  const webhookEndpoints = new WebhookEndpoints(
+    webhookStore,
+    (u) => guard.checkUrl(u),
+    () => new Date(),
+  );
+  const events = new EventFeed(webhookStore, () => new Date());
+  return {
+    subjects,
+    metrics: pricingMetrics,
+    cards,
+    catalogs,
+    ingest,
+    summaries,
+    subscriptions,
+    changes,
+    pauses,
+    timelines,
+    hostedCheckout,
+    invoices,
+    billingStates,
+    portal,
+    clocks,
+    scheduler,
+    engine,
+    webhookEndpoints,
+    events,
+    webhookStore,
+    guard,
+  };
+}
