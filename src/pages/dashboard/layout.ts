@@ -1,11 +1,13 @@
 /**
  * The operator dashboard's shell: a wider page than the hosted pages' (tables of many columns),
- * with the navigation, the environment it acts on and the sign-out form. Everything shown is
- * escaped with pages.ts `esc`; charts are inline SVG (no script, no external asset).
+ * with the navigation, the environment it acts on and the sign-out form; and the parts its pages
+ * share (tables, pager, badges, bar charts). Everything is written with html.ts's template, which
+ * escapes what it is given; charts are inline SVG (no script, no external asset).
  */
 import type { OpenOperatorSession } from "../../billing/operator-sessions.js";
 import type { EnvironmentMode } from "../../billing/tenancy.js";
-import { type Res, esc, pageHeaders } from "../pages.js";
+import { type Html, type Value, html, raw } from "../html.js";
+import { type Res, pageHeaders } from "../shell.js";
 
 const STYLE = `*{box-sizing:border-box}body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
 header{background:#17212b;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center}
@@ -37,66 +39,69 @@ export const NAV: [string, string][] = [
 ];
 
 /** The hidden CSRF field every form of a session carries. */
-export const csrfField = (token: string) => `<input type="hidden" name="csrf" value="${esc(token)}">`;
+export const csrfField = (token: string) => html`<input type="hidden" name="csrf" value="${token}">`;
 
 /** A signed-in page's session, with the environments the browser is signed in to (the switcher's, the active one first). */
 export type DashSession = OpenOperatorSession & { environments?: { id: string; name: string; mode: EnvironmentMode }[] };
 
 /** The environment switcher: a form posting the chosen environment (with the session's CSRF token). */
-function switcherHtml(open: DashSession): string {
+function switcherHtml(open: DashSession): Html {
   const envs = open.environments ?? [];
-  const add = '<a href="/dashboard/sign-in">add an environment</a>';
+  const add = html`<a href="/dashboard/sign-in">add an environment</a>`;
   if (envs.length < 2) return add;
-  const options = envs.map((e) => `<option value="${esc(e.id)}"${e.id === open.environment.id ? " selected" : ""}>${esc(e.name)} (${esc(e.mode)})</option>`).join("");
-  return `<form method="post" action="/dashboard/switch" class="switch">${csrfField(open.session.csrfToken)}<label for="environment_id" class="sr">Switch environment</label><select id="environment_id" name="environment_id">${options}</select><button type="submit">Switch</button></form> ${add}`;
+  const options = envs.map((e) => html`<option value="${e.id}"${e.id === open.environment.id ? html` selected` : ""}>${e.name} (${e.mode})</option>`);
+  return html`<form method="post" action="/dashboard/switch" class="switch">${csrfField(open.session.csrfToken)}<label for="environment_id" class="sr">Switch environment</label><select id="environment_id" name="environment_id">${options}</select><button type="submit">Switch</button></form> ${add}`;
 }
 
-function headerHtml(open: DashSession, current: string): string {
-  const links = NAV.map(([href, label]) => `<li><a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a></li>`).join("");
-  return `<header><strong>Billing</strong><span class="env" aria-label="Environment">Environment: ${esc(open.environment.name)} <span class="badge">${esc(open.environment.mode)}</span> · key ${esc(open.keyPrefix)}… · ${switcherHtml(open)}</span>
+function headerHtml(open: DashSession, current: string): Html {
+  const links = NAV.map(([href, label]) => html`<li><a href="${href}"${href === current ? html` aria-current="page"` : ""}>${label}</a></li>`);
+  return html`<header><strong>Billing</strong><span class="env" aria-label="Environment">Environment: ${open.environment.name} <span class="badge">${open.environment.mode}</span> · key ${open.keyPrefix}… · ${switcherHtml(open)}</span>
 <nav aria-label="Dashboard"><ul>${links}</ul></nav>
 <form method="post" action="/dashboard/sign-out">${csrfField(open.session.csrfToken)}<button type="submit">Sign out</button></form></header>`;
 }
 
 /** Writes a dashboard page (signed in: the header with navigation; else none). */
-export function dashPage(res: Res, status: number, title: string, body: string, open?: DashSession, current = "", headers: Record<string, string | string[]> = {}): void {
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)} · Billing dashboard</title><style>${STYLE}</style></head><body>${open ? headerHtml(open, current) : ""}<main>${body}</main></body></html>`;
-  // The hosted pages' headers (pages.ts pageHeaders): the same Content-Security-Policy, nosniff, no framing.
+export function dashPage(res: Res, status: number, title: string, body: Html, open?: DashSession, current = "", headers: Record<string, string | string[]> = {}): void {
+  const doc = html`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${title} · Billing dashboard</title><style>${raw(STYLE)}</style></head><body>${open ? headerHtml(open, current) : ""}<main>${body}</main></body></html>`;
+  // The hosted pages' headers (shell.ts pageHeaders): the same Content-Security-Policy, nosniff, no framing.
   res.writeHead(status, { ...pageHeaders(), ...headers });
-  res.end(html);
+  res.end(doc.text);
 }
 
 export const day = (d: Date) => d.toISOString().slice(0, 10);
 export const minute = (d: Date) => `${d.toISOString().slice(0, 16).replace("T", " ")} UTC`;
-export const badge = (status: string) => `<span class="badge ${esc(status)}">${esc(status)}</span>`;
+export const badge = (status: string) => html`<span class="badge ${status}">${status}</span>`;
 
-/** A table inside a horizontal scroller (phones), with a caption for screen readers. */
-export function table(caption: string, head: string[], rows: string[][], empty: string): string {
-  if (rows.length === 0) return `<p class="muted">${esc(empty)}</p>`;
-  const th = head.map((h) => (h.startsWith("#") ? `<th class="n" scope="col">${esc(h.slice(1))}</th>` : `<th scope="col">${esc(h)}</th>`)).join("");
-  const body = rows.map((r) => `<tr>${r.map((c, i) => (head[i]?.startsWith("#") ? `<td class="n">${c}</td>` : `<td>${c}</td>`)).join("")}</tr>`).join("");
-  return `<div class="scroll"><table><caption class="muted" style="text-align:left">${esc(caption)}</caption><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
+/**
+ * A table inside a horizontal scroller (phones), with a caption for screen readers. A heading
+ * that starts with # is a number column (right-aligned). Cells are escaped unless they are Html.
+ */
+export function table(caption: string, head: string[], rows: Value[][], empty: string): Html {
+  if (rows.length === 0) return html`<p class="muted">${empty}</p>`;
+  const th = head.map((h) => (h.startsWith("#") ? html`<th class="n" scope="col">${h.slice(1)}</th>` : html`<th scope="col">${h}</th>`));
+  const body = rows.map((r) => html`<tr>${r.map((c, i) => (head[i]?.startsWith("#") ? html`<td class="n">${c}</td>` : html`<td>${c}</td>`))}</tr>`);
+  return html`<div class="scroll"><table><caption class="muted" style="text-align:left">${caption}</caption><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 /** Previous/next links of a list (offset paging, the API's limit/offset). */
-export function pager(base: string, params: URLSearchParams, offset: number, limit: number, hasMore: boolean): string {
+export function pager(base: string, params: URLSearchParams, offset: number, limit: number, hasMore: boolean): Html | "" {
   const link = (o: number, label: string, rel: string) => {
     const p = new URLSearchParams(params);
     if (o > 0) p.set("offset", String(o));
     else p.delete("offset");
     const q = p.toString();
-    return `<a rel="${rel}" href="${esc(base + (q ? `?${q}` : ""))}">${label}</a>`;
+    return html`<a rel="${rel}" href="${base + (q ? `?${q}` : "")}">${label}</a>`;
   };
   const prev = offset > 0 ? link(Math.max(0, offset - limit), "← Previous", "prev") : "";
   const next = hasMore ? link(offset + limit, "Next →", "next") : "";
-  return prev || next ? `<p class="pager">${prev}${next}</p>` : "";
+  return prev || next ? html`<p class="pager">${prev}${next}</p>` : "";
 }
 
 /**
  * A bar chart as inline SVG: one bar per bucket, labelled for assistive technology (role img, a
  * title naming what it shows and its largest value); the same numbers follow in a table.
  */
-export function barChart(label: string, bars: { label: string; value: number; tick?: string | null }[]): string {
+export function barChart(label: string, bars: { label: string; value: number; tick?: string | null }[]): Html {
   const width = 640;
   const height = 180;
   const top = 16;
@@ -106,18 +111,16 @@ export function barChart(label: string, bars: { label: string; value: number; ti
   const step = width / n;
   const barW = Math.max(1, step * 0.8);
   const every = Math.max(1, Math.ceil(n / 8));
-  const rects = bars
-    .map((b, i) => {
-      const h = max > 0 ? ((height - top - bottom) * b.value) / max : 0;
-      const x = i * step + (step - barW) / 2;
-      const y = height - bottom - h;
-      // A bar's own tick label (null: none), else every few bars' label.
-      const text = b.tick !== undefined ? b.tick : i % every === 0 ? b.label : null;
-      const tick = text !== null ? `<text x="${(x + barW / 2).toFixed(1)}" y="${height - 10}" text-anchor="middle">${esc(text)}</text>` : "";
-      return `<rect class="bar" x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}"><title>${esc(b.label)}: ${esc(String(b.value))}</title></rect>${tick}`;
-    })
-    .join("");
+  const rects = bars.map((b, i) => {
+    const h = max > 0 ? ((height - top - bottom) * b.value) / max : 0;
+    const x = i * step + (step - barW) / 2;
+    const y = height - bottom - h;
+    // A bar's own tick label (null: none), else every few bars' label.
+    const text = b.tick !== undefined ? b.tick : i % every === 0 ? b.label : null;
+    const tick = text !== null ? html`<text x="${(x + barW / 2).toFixed(1)}" y="${height - 10}" text-anchor="middle">${text}</text>` : "";
+    return html`<rect class="bar" x="${x.toFixed(1)}" y="${y.toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}"><title>${b.label}: ${String(b.value)}</title></rect>${tick}`;
+  });
   const summary = `${label}: ${bars.length} buckets, largest ${max}`;
-  return `<svg class="chart" viewBox="0 0 ${width} ${height}" role="img" aria-label="${esc(summary)}" preserveAspectRatio="xMidYMid meet"><title>${esc(summary)}</title>
-<line x1="0" y1="${height - bottom}" x2="${width}" y2="${height - bottom}" stroke="#999"/><text x="2" y="11">${esc(String(max))}</text>${rects}</svg>`;
+  return html`<svg class="chart" viewBox="0 0 ${width} ${height}" role="img" aria-label="${summary}" preserveAspectRatio="xMidYMid meet"><title>${summary}</title>
+<line x1="0" y1="${height - bottom}" x2="${width}" y2="${height - bottom}" stroke="#999"/><text x="2" y="11">${String(max)}</text>${rects}</svg>`;
 }

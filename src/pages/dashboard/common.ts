@@ -1,0 +1,111 @@
+/**
+ * What the dashboard's pages share: the services they read and change, a page's context and
+ * answer (View), paging, links, the subscription and invoice rows, notices and refusals.
+ */
+import type { PricingMetricService } from "../../billing/catalog/metrics.js";
+import type { RateCardService } from "../../billing/catalog/rate-cards.js";
+import type { RateCard } from "../../billing/catalog/types.js";
+import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
+import type { WebhookEndpoints } from "../../billing/events/endpoints.js";
+import type { IngestService, SummaryService } from "../../billing/metering/usage.js";
+import { displayMoney } from "../../billing/money.js";
+import type { SubjectService } from "../../billing/subjects.js";
+import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
+import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
+import type { Invoices } from "../../billing/subscriptions/invoices.js";
+import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
+import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
+import type { Invoice, Subscription } from "../../billing/subscriptions/types.js";
+import type { Caller } from "../../billing/tenancy.js";
+import { type Html, type Value, html } from "../html.js";
+import { type DashSession, badge, day } from "./layout.js";
+
+export interface DashboardServices {
+  subjects: SubjectService;
+  subscriptions: Subscriptions;
+  changes: SubscriptionChanges;
+  invoices: Invoices;
+  billingStates: BillingStates;
+  clocks: TestClocks;
+  cards: RateCardService;
+  metrics: PricingMetricService;
+  summaries: SummaryService;
+  ingest: IngestService;
+  webhookEndpoints: WebhookEndpoints;
+}
+
+/** A signed-in request to a page: its session, the caller it acts as, the path's captures and the query. */
+export interface PageContext {
+  open: DashSession;
+  caller: Caller;
+  s: DashboardServices;
+  /** The route's captures (the IDs in the path). */
+  params: string[];
+  query: URLSearchParams;
+}
+
+/** A page's answer, written in the dashboard's shell: `current` is the navigation entry it belongs to. */
+export interface View {
+  status?: number;
+  title: string;
+  body: Html;
+  current?: string;
+}
+
+/** Rows per list page. */
+export const PAGE = 20;
+
+export function offsetOf(q: URLSearchParams): number {
+  const o = Number(q.get("offset") ?? "0");
+  return Number.isInteger(o) && o >= 0 && o <= 1_000_000 ? o : 0;
+}
+
+export const money = (i: Invoice) => displayMoney(i.total, i.currency);
+export const subjectLink = (id: string) => html`<a class="mono" href="/dashboard/subjects/${id}">${id}</a>`;
+export const subLink = (id: string) => html`<a class="mono" href="/dashboard/subscriptions/${id}">${id}</a>`;
+export const invLink = (id: string) => html`<a class="mono" href="/dashboard/invoices/${id}">${id}</a>`;
+
+export function invoiceRows(items: Invoice[]): Value[][] {
+  return items.map((i) => [invLink(i.id), badge(i.status), subjectLink(i.subjectId), `${day(i.periodStart)} – ${day(i.periodEnd)}`, money(i), day(i.createdAt)]);
+}
+export const INVOICE_HEAD = ["Invoice", "Status", "Subject", "Period", "#Total", "Created"];
+
+/** Rows of subscriptions; `names`: rate card names by ID (an ID without one is shown as is). */
+export function subscriptionRows(items: Subscription[], names: Map<string, string> = new Map()): Value[][] {
+  return items.map((s) => [
+    subLink(s.id),
+    html`${badge(s.status)}${s.cancelsAtEndOfCycle && s.status === "active" ? html` <span class="muted">ends at period end</span>` : ""}${s.billingFailure ? html` <span class="badge void">set aside</span>` : ""}`,
+    subjectLink(s.subjectId),
+    names.has(s.rateCardId) ? html`<span title="${s.rateCardId}">${names.get(s.rateCardId) as string}</span>` : html`<span class="mono">${s.rateCardId}</span>`,
+    s.status === "active" ? `${day(s.periodStart)} – ${day(s.periodEnd)}` : "",
+  ]);
+}
+export const SUBSCRIPTION_HEAD = ["Subscription", "Status", "Subject", "Rate card", "Current period"];
+
+/** The names of the rate cards of these subscriptions (one read per distinct card, through the catalog use case). */
+export async function cardNames(s: DashboardServices, c: Caller, subs: Subscription[]): Promise<Map<string, string>> {
+  const ids = [...new Set(subs.map((x) => x.rateCardId))];
+  const cards = await Promise.all(ids.map((id) => s.cards.get(c, id).catch(() => undefined)));
+  return new Map(cards.filter((x): x is RateCard => x !== undefined).map((x) => [x.id, x.name]));
+}
+
+/** Notices shown once after a change (`?done=`): fixed texts, nothing echoed. */
+const NOTICES: Record<string, string> = {
+  cancelled: "The subscription was cancelled.",
+  cancelling: "The subscription will be cancelled at the end of its current period.",
+  finalized: "The invoice was finalized.",
+  voided: "The invoice was voided.",
+  advanced: "The test clock was advanced; everything due up to its new time has run.",
+  changed: "The subscription moved to the new rate card; the old card's usage so far was invoiced.",
+};
+
+export function notice(q: URLSearchParams): Html | "" {
+  const done = q.get("done") ?? "";
+  return Object.hasOwn(NOTICES, done) ? html`<p class="notice" role="status">${NOTICES[done] as string}</p>` : "";
+}
+
+/** A refused change or bad input, said on the page it came from. */
+export function refusal(err: BillingError, back: string): View {
+  const status = err instanceof InvalidArgumentError ? 400 : 409;
+  return { status, title: "Not done", body: html`<h1>Not done</h1><p class="error" role="alert">${err.message}</p><p><a href="${back}">Back</a></p>` };
+}

@@ -1,0 +1,44 @@
+/** GET /dashboard/invoices[?status=] and GET /dashboard/invoices/{id} (with finalize for a draft, void for an open one, and the hosted page's link). */
+import { displayMoney } from "../../../billing/money.js";
+import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
+import { html, join } from "../../html.js";
+import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectLink } from "../common.js";
+import { badge, csrfField, minute, pager, table } from "../layout.js";
+
+export async function invoicesPage({ s, caller: c, query: q }: PageContext): Promise<View> {
+  const status = q.get("status") ?? "";
+  const offset = offsetOf(q);
+  const result = await s.invoices.listAll(c, status, PAGE, offset);
+  const options = ["", ...INVOICE_STATUSES].map((x) => html`<option value="${x}"${x === status ? html` selected` : ""}>${x || "any"}</option>`);
+  const body = html`<h1>Invoices</h1>
+<form method="get" action="/dashboard/invoices" class="filters"><div><label for="status">Status</label><select id="status" name="status">${options}</select></div><div><button type="submit">Filter</button></div></form>
+${table("Invoices, newest first", INVOICE_HEAD, invoiceRows(result.items), "No invoices match.")}
+${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
+  return { title: "Invoices", body, current: "/dashboard/invoices" };
+}
+
+export async function invoicePage({ s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
+  const inv = await s.invoices.invoice(c, id as string);
+  const csrf = csrfField(open.session.csrfToken);
+  const m = (v: string) => displayMoney(v, inv.currency);
+  const lines = table(
+    "Lines",
+    ["Description", "#Quantity", "#Unit price", "#Amount"],
+    inv.lines.map((l) => [l.description, l.quantity, m(l.unitAmount), m(l.amount)]),
+    "No charges.",
+  );
+  const actions = join(
+    [
+      inv.status === "draft" ? html`<form method="post" action="/dashboard/invoices/${inv.id}/finalize" class="inline">${csrf}<button type="submit">Finalize now</button></form>` : "",
+      inv.status === "open" ? html`<form method="post" action="/dashboard/invoices/${inv.id}/void" class="inline">${csrf}<button type="submit" class="danger">Void</button></form>` : "",
+      html`<a href="/hosted/invoices/${inv.hostedToken}" target="_blank" rel="noopener">Open the hosted page</a>`,
+    ],
+    " ",
+  );
+  const body = html`<h1>Invoice <span class="mono">${inv.id}</span></h1>${notice(q)}
+<div class="card"><dl><dt>Status</dt><dd>${badge(inv.status)}</dd><dt>Subject</dt><dd>${subjectLink(inv.subjectId)}</dd><dt>Subscription</dt><dd>${subLink(inv.subscriptionId)}</dd>
+<dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
+${lines}
+<p>${actions}</p>`;
+  return { title: `Invoice ${inv.id}`, body, current: "/dashboard/invoices" };
+}

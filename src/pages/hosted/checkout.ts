@@ -1,0 +1,127 @@
+/**
+ * The hosted pages reached through unguessable tokens, without an API key: the checkout (a plain
+ * HTML form that works without JavaScript) and the invoice (invoice.ts). The customer portal is
+ * portal.ts, on the same shell.
+ *
+ *   GET  /hosted/invoices/{token}             the invoice
+ *   GET  /hosted/checkout/{token}             the checkout form (POST: pays)
+ *   GET  /hosted/checkout/{token}/cancel      asks to confirm (POST: cancels, back to the application)
+ */
+import { NotFoundError } from "../../billing/errors.js";
+import { displayMoney } from "../../billing/money.js";
+import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../../billing/subscriptions/checkout.js";
+import type { HostedCheckout } from "../../billing/subscriptions/hosted-checkout.js";
+import type { Invoices } from "../../billing/subscriptions/invoices.js";
+import type { CheckoutSession, PaymentProvider } from "../../billing/subscriptions/types.js";
+import type { Logger } from "../../log.js";
+import { type Html, html } from "../html.js";
+import { type Req, type Res, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
+import { invoiceHtml } from "./invoice.js";
+
+/** Where a checkout's forms may end up: this service and the application's callbacks (their 303s). */
+function callbackOrigins(s: CheckoutSession): string[] {
+  return [...new Set([originOf(s.successUrl), originOf(s.cancelledUrl)].filter((o): o is string => o !== undefined))];
+}
+
+/**
+ * Cancelling is a POST (a button), never a GET: links are prefetched and followed by scanners,
+ * and a GET must change nothing.
+ */
+function cancelForm(token: string): Html {
+  return html`<form method="post" action="/hosted/checkout/${token}/cancel"><button type="submit">Cancel and go back</button></form>`;
+}
+
+/**
+ * The checkout form. `provider` is the environment's payment provider: its card hint (the test
+ * cards, in a test environment) is shown under the field. Without one (a live environment, no
+ * processor configured) there is no card field at all: the page says why, and offers only cancel.
+ */
+function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, provider: PaymentProvider | undefined, error?: string): void {
+  const hint = provider?.cardHint;
+  const form = provider
+    ? html`<form method="post" action="/hosted/checkout/${token}">
+<label for="card_number">Card number</label>
+<input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required${hint ? html` aria-describedby="cards"` : ""}${error ? html` aria-invalid="true"` : ""}>
+${hint ? html`<p class="muted" id="cards">${hint}</p>` : ""}
+<button type="submit">Pay and subscribe</button>
+</form>`
+    : "";
+  const body = html`<main><h1>${s.description}</h1>
+<p>Due today: <strong>${displayMoney(s.amountDue, s.currency)}</strong></p>
+${error ? html`<p class="error" role="alert" id="error">${error}</p>` : ""}
+${form}
+${cancelForm(token)}</main>`;
+  page(res, status, s.description, body, callbackOrigins(s));
+}
+
+/** GET on the cancel address: asks to confirm (a prefetch or a scanner changes nothing). */
+function cancelConfirmPage(res: Res, s: CheckoutSession, token: string): void {
+  const body = html`<main><h1>Cancel this checkout?</h1>
+<p>${s.description}: nothing has been charged. Cancelling takes you back to the application.</p>
+${cancelForm(token)}
+<p><a href="/hosted/checkout/${token}">Return to the checkout</a></p></main>`;
+  page(res, 200, `Cancel: ${s.description}`, body, callbackOrigins(s));
+}
+
+/**
+ * Sends the browser on with a 303. The stored URL was normalized when the checkout was made;
+ * it is serialized again here (older rows), and should even that fail, the customer gets a page
+ * with a link instead of an error — this runs after the card was charged.
+ */
+function redirect(res: Res, url: string, title: string): void {
+  const location = normalizeCallbackUrl(url);
+  if (location !== undefined) {
+    res.writeHead(303, { location });
+    res.end();
+    return;
+  }
+  messagePage(res, 200, title, title, html`<a href="${url}">Continue to the application</a>`);
+}
+
+function gonePage(res: Res): void {
+  messagePage(res, 410, "Checkout unavailable", "This checkout is no longer available", "It was completed, cancelled or has expired. Start again from the application.");
+}
+
+/** GET or POST on a checkout (`cancel`: its cancel address). */
+async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string, cancel: boolean): Promise<void> {
+  let view: Awaited<ReturnType<HostedCheckout["checkout"]>>;
+  try {
+    view = await subs.checkout(token);
+  } catch (err) {
+    if (err instanceof NotFoundError) return messagePage(res, 404, "Not found", "Checkout not found");
+    throw err;
+  }
+  if (req.method !== "GET" && req.method !== "POST") return notAllowed(res);
+  if (cancel) {
+    // GET asks to confirm; only the POST of its button cancels.
+    if (req.method === "GET") return view.usable ? cancelConfirmPage(res, view.session, token) : gonePage(res);
+    return redirect(res, await subs.cancelCheckout(token), "Checkout cancelled");
+  }
+  if (!view.usable) return gonePage(res);
+  // No payment provider (a live environment): 409, no card field, no test-card hints.
+  if (!view.provider) return checkoutPage(res, 409, view.session, token, undefined, NO_PROVIDER_PAGE_MESSAGE);
+  if (req.method === "GET") return checkoutPage(res, 200, view.session, token, view.provider);
+  const form = await readForm(req);
+  const result = await subs.completeCheckout(token, form.get("card_number") ?? "");
+  if (result.ok) return redirect(res, result.redirect, "Payment complete");
+  if (result.gone) return gonePage(res);
+  if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
+  return checkoutPage(res, 402, view.session, token, view.provider, result.message);
+}
+
+/** Handles the hosted checkout and invoice routes; returns false for any other path. */
+export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger) {
+  const handle = async (req: Req, res: Res, path: string): Promise<void> => {
+    const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})$/.exec(path);
+    if (inv) {
+      if (req.method !== "GET") return notAllowed(res);
+      const found = await invoices.invoiceByToken(inv[1] as string);
+      if (!found) return messagePage(res, 404, "Not found", "Invoice not found");
+      return page(res, 200, `Invoice ${found.id}`, invoiceHtml(found));
+    }
+    const m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
+    if (!m) return messagePage(res, 404, "Not found", "Not found");
+    return checkout(req, res, subs, m[1] as string, m[2] !== undefined);
+  };
+  return servePages("/hosted/", handle, log);
+}

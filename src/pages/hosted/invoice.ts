@@ -1,0 +1,22 @@
+/** The hosted invoice (GET /hosted/invoices/{token}): readable, printable, with a Print button. */
+import { displayMoney } from "../../billing/money.js";
+import type { Invoice } from "../../billing/subscriptions/types.js";
+import { type Html, html } from "../html.js";
+import { PRINT_SCRIPT } from "../shell.js";
+
+const day = (d: Date) => d.toISOString().slice(0, 10);
+
+export function invoiceHtml(inv: Invoice): Html {
+  const m = (v: string) => displayMoney(v, inv.currency);
+  const rows = inv.lines.map((l) => html`<tr><td>${l.description}</td><td class="n">${l.quantity}</td><td class="n">${m(l.unitAmount)}</td><td class="n">${m(l.amount)}</td></tr>`);
+  const draft =
+    inv.status === "draft" && inv.finalizesAt
+      ? html`\n<p class="draft">Draft: usage that still arrives for this period is added until it is finalized, ${inv.finalizesAt.toISOString().replace(".000Z", "Z")}. Amounts may change until then.</p>`
+      : "";
+  return html`<main><h1>Invoice ${inv.id}</h1>
+<p>Status: <strong>${inv.status}</strong> · Issued ${day(inv.createdAt)} · Period ${day(inv.periodStart)} – ${day(inv.periodEnd)}</p>${draft}
+<table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
+<tbody>${rows.length > 0 ? rows : html`<tr><td colspan="4">No charges</td></tr>`}</tbody>
+<tfoot><tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr></tfoot></table>
+<p class="noprint"><button type="button" onclick="${PRINT_SCRIPT}">Print</button></p></main>`;
+}
