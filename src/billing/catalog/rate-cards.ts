@@ -5,7 +5,7 @@ import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { PricingMetricStore } from "./metrics.js";
-import { checkBillingInterval, checkRates, checkText } from "./rates.js";
+import { checkBillingInterval, checkRates, checkText, metricIdsOf } from "./rates.js";
 import type { RateCatalogStore } from "./rate-catalogs.js";
 import type { BillingInterval, RateCard, RatesInput } from "./types.js";
 
@@ -26,11 +26,6 @@ export interface CreateRateCardInput extends RatesInput {
   description?: string;
   metadata: Metadata;
   rateCatalogId?: string;
-}
-
-/** The pricing metric IDs a rate input names, to load them in one query. */
-export function metricIdsOf(input: RatesInput): string[] {
-  return [...new Set(input.usageBasedRates.map((r) => r.pricingMetricId).filter((id) => id !== ""))];
 }
 
 export class RateCardService {

@@ -4,8 +4,7 @@ import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import type { PricingMetricStore } from "./metrics.js";
-import { checkBillingInterval, checkRates, checkText } from "./rates.js";
-import { metricIdsOf } from "./rate-cards.js";
+import { checkBillingInterval, checkRates, checkText, metricIdsOf } from "./rates.js";
 import type { BillingInterval, CatalogRate, RateCatalog, RateSet, RatesInput } from "./types.js";
 
 export interface RateCatalogStore {

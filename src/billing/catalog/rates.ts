@@ -6,7 +6,22 @@
 import type { Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { checkPrice, checkWhole } from "./prices.js";
-import { BILLING_INTERVALS, type BillingInterval, type Dimension, type FixedRate, type MatrixCell, type Price, type PricingMetric, type RateSet, type RatesInput, type UsageRate } from "./types.js";
+import {
+  BILLING_INTERVALS,
+  type BillingInterval,
+  type Dimension,
+  type DimensionInput,
+  type FixedRate,
+  type FixedRateInput,
+  type MatrixCell,
+  type Price,
+  type PriceInput,
+  type PricingMetric,
+  type RateSet,
+  type RatesInput,
+  type UsageRate,
+  type UsageRateInput,
+} from "./types.js";
 
 export const MAX_RATES = 500;
 export const MAX_CELLS = 2000;
@@ -35,6 +50,11 @@ export function coordinatesKey(coordinates: Record<string, string>): string {
   );
 }
 
+/** The pricing metric IDs a rate input names, to load them in one query. */
+export function metricIdsOf(input: RatesInput): string[] {
+  return [...new Set(input.usageBasedRates.map((r) => r.pricingMetricId).filter((id) => id !== ""))];
+}
+
 /** A text field: required (not blank) when `required`, at most `max` characters. */
 export function checkText(v: Violations, field: string, value: string, max: number, required: boolean): void {
   if (required && value.trim() === "") v.add(field, "is required");
@@ -48,153 +68,170 @@ export function checkBillingInterval(value: string, v: Violations): BillingInter
   return undefined;
 }
 
+/** What the checks of one request share: the codes seen so far and every price (for the currency rule). */
+interface RatesCheck {
+  ctx: RateContext;
+  /** Each code seen so far, with where it was first seen (`fixed_rates[0]`). */
+  codes: Map<string, string>;
+  prices: { price: Price; path: Violations }[];
+}
+
 export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): RateSet {
   const fixed: FixedRate[] = [];
   const usage: UsageRate[] = [];
-  const codes = new Map<string, string>();
-  const prices: { price: Price; path: Violations }[] = [];
+  const check: RatesCheck = { ctx, codes: new Map(), prices: [] };
 
   if (input.fixedRates.length + input.usageBasedRates.length > MAX_RATES) {
     v.add("", `a ${ctx.owner} can have at most ${MAX_RATES} rates per request`);
   }
-
-  const checkCode = (rv: Violations, code: string, where: string) => {
-    checkText(rv, "code", code, MAX_CODE, true);
-    if (code === "") return;
-    const first = codes.get(code);
-    // Codes compare byte for byte, like every identifier: "Seats" and "seats" are two codes.
-    if (first) rv.add("code", `duplicates the code ${JSON.stringify(code)} of ${first}`);
-    else if (ctx.takenCodes?.has(code)) rv.add("code", `${JSON.stringify(code)} is already used by a rate of this ${ctx.owner} for the interval`);
-    else codes.set(code, where);
-  };
-
   input.fixedRates.forEach((r, i) => {
-    const where = `fixed_rates[${i}]`;
-    const rv = v.at("fixed_rates").at(i);
-    checkCode(rv, r.code, where);
-    checkText(rv, "name", r.name, MAX_NAME, true);
-    checkText(rv, "description", r.description, MAX_DESCRIPTION, false);
-    const pv = rv.at("price");
-    const price = checkPrice(r.price, pv);
-    if (price) {
-      prices.push({ price, path: pv });
-      fixed.push({ id: newId("rate"), code: r.code, name: r.name, description: r.description || null, price });
-    }
+    const rate = checkFixedRate(check, r, i, v.at("fixed_rates").at(i));
+    if (rate) fixed.push(rate);
   });
-
   input.usageBasedRates.forEach((r, i) => {
-    const where = `usage_based_rates[${i}]`;
-    const rv = v.at("usage_based_rates").at(i);
-    checkCode(rv, r.code, where);
-    checkText(rv, "name", r.name, MAX_NAME, true);
-    checkText(rv, "description", r.description, MAX_DESCRIPTION, false);
-    const included = checkWhole(r.includedUnits, 0, rv, "included_units");
-    let metric: PricingMetric | undefined;
-    if (r.pricingMetricId === "") rv.add("pricing_metric_id", "is required");
-    else {
-      metric = ctx.metrics.get(r.pricingMetricId);
-      if (!metric) rv.add("pricing_metric_id", "no pricing metric with this ID exists");
-    }
-    const base = {
-      id: newId("rate"),
-      code: r.code,
-      name: r.name,
-      description: r.description || null,
-      pricingMetricId: r.pricingMetricId,
-      includedUnits: included ?? "0",
-    };
-
-    if (r.usageBasedRateType === "simple") {
-      if (r.dimensions.length > 0) rv.add("dimensions", "is only for dimensional rates");
-      if (r.pricingMatrix) rv.add("pricing_matrix", "is only for dimensional rates");
-      const pv = rv.at("price");
-      const price = checkPrice(r.price, pv);
-      if (price) {
-        prices.push({ price, path: pv });
-        usage.push({ ...base, type: "simple", price });
-      }
-      return;
-    }
-    if (r.usageBasedRateType !== "dimensional") {
-      rv.add("usage_based_rate_type", r.usageBasedRateType === "" ? "is required: simple or dimensional" : "must be simple or dimensional");
-      return;
-    }
-
-    if (r.price) rv.add("price", "is not used by dimensional rates: each matrix cell has its price");
-    const dimensions: Dimension[] = [];
-    const byKey = new Map<string, Set<string>>();
-    if (r.dimensions.length === 0) rv.add("dimensions", "is required for a dimensional rate");
-    r.dimensions.forEach((d, j) => {
-      const dv = rv.at("dimensions").at(j);
-      checkText(dv, "key", d.key, MAX_NAME, true);
-      checkText(dv, "description", d.description, MAX_DESCRIPTION, false);
-      if (d.key !== "" && byKey.has(d.key)) dv.add("key", `duplicates the key ${JSON.stringify(d.key)}`);
-      else if (d.key !== "" && metric && !metric.dimensions.includes(d.key)) {
-        dv.add("key", `is not a dimension of pricing metric ${metric.id} (its dimensions: ${metric.dimensions.join(", ") || "none"})`);
-      }
-      if (d.values.length === 0) dv.add("values", "is required: at least one value");
-      if (d.values.length > MAX_DIMENSION_VALUES) dv.add("values", `must have at most ${MAX_DIMENSION_VALUES} values`);
-      const values = new Set<string>();
-      d.values.forEach((value, k) => {
-        if (value === "") dv.at("values").at(k).add("", "must not be empty");
-        else if (values.has(value))
-          dv.at("values")
-            .at(k)
-            .add("", `duplicates the value ${JSON.stringify(value)}`);
-        values.add(value);
-      });
-      if (d.key !== "" && !byKey.has(d.key)) byKey.set(d.key, values);
-      dimensions.push({ key: d.key, values: d.values, description: d.description || null });
-    });
-
-    const cells: MatrixCell[] = [];
-    const mv = rv.at("pricing_matrix");
-    const rawCells = r.pricingMatrix?.cells ?? [];
-    if (rawCells.length === 0) mv.add("cells", "is required: at least one cell");
-    if (rawCells.length > MAX_CELLS) mv.add("cells", `must have at most ${MAX_CELLS} cells`);
-    const seen = new Map<string, number>();
-    rawCells.forEach((cell, j) => {
-      const cv = mv.at("cells").at(j);
-      const coordsV = cv.at("dimension_coordinates");
-      let complete = true;
-      for (const [key, value] of Object.entries(cell.dimensionCoordinates)) {
-        const values = byKey.get(key);
-        if (!values) {
-          coordsV.add(key, "is not a dimension of this rate");
-          complete = false;
-        } else if (!values.has(value)) {
-          coordsV.add(key, `must be one of the values of dimension ${JSON.stringify(key)}: ${[...values].join(", ")}`);
-          complete = false;
-        }
-      }
-      for (const key of byKey.keys()) {
-        if (!(key in cell.dimensionCoordinates)) {
-          coordsV.add(key, "is required: a cell names every dimension of the rate");
-          complete = false;
-        }
-      }
-      if (complete) {
-        const k = coordinatesKey(cell.dimensionCoordinates);
-        const first = seen.get(k);
-        if (first !== undefined) coordsV.add("", `duplicates the coordinates of cells[${first}]`);
-        else seen.set(k, j);
-      }
-      const pv = cv.at("price");
-      const price = checkPrice(cell.price, pv);
-      if (price) {
-        prices.push({ price, path: pv });
-        cells.push({ coordinates: { ...cell.dimensionCoordinates }, price });
-      }
-    });
-    usage.push({ ...base, type: "dimensional", dimensions, cells });
+    const rate = checkUsageRate(check, r, i, v.at("usage_based_rates").at(i));
+    if (rate) usage.push(rate);
   });
 
   // One currency for every price: the owner's if it has one, else the first price's.
-  const currency = ctx.currency ?? prices[0]?.price.amount.currency ?? null;
-  for (const { price, path } of prices) {
+  const currency = ctx.currency ?? check.prices[0]?.price.amount.currency ?? null;
+  for (const { price, path } of check.prices) {
     if (currency !== null && price.amount.currency !== currency) {
       path.at("amount").add("currency_code", `must be ${currency}: every price of a ${ctx.owner} uses one currency`);
     }
   }
   return { fixed, usage, currency };
+}
+
+/** A rate's code: required, unique within the request and not taken already. */
+function checkCode(check: RatesCheck, rv: Violations, code: string, where: string): void {
+  checkText(rv, "code", code, MAX_CODE, true);
+  if (code === "") return;
+  const first = check.codes.get(code);
+  // Codes compare byte for byte, like every identifier: "Seats" and "seats" are two codes.
+  if (first) rv.add("code", `duplicates the code ${JSON.stringify(code)} of ${first}`);
+  else if (check.ctx.takenCodes?.has(code)) rv.add("code", `${JSON.stringify(code)} is already used by a rate of this ${check.ctx.owner} for the interval`);
+  else check.codes.set(code, where);
+}
+
+/** A price at `pv`, kept for the currency rule; undefined when it is invalid. */
+function checkedPrice(check: RatesCheck, input: PriceInput | undefined, pv: Violations): Price | undefined {
+  const price = checkPrice(input, pv);
+  if (price) check.prices.push({ price, path: pv });
+  return price;
+}
+
+function checkFixedRate(check: RatesCheck, r: FixedRateInput, i: number, rv: Violations): FixedRate | undefined {
+  checkCode(check, rv, r.code, `fixed_rates[${i}]`);
+  checkText(rv, "name", r.name, MAX_NAME, true);
+  checkText(rv, "description", r.description, MAX_DESCRIPTION, false);
+  const price = checkedPrice(check, r.price, rv.at("price"));
+  return price ? { id: newId("rate"), code: r.code, name: r.name, description: r.description || null, price } : undefined;
+}
+
+function checkUsageRate(check: RatesCheck, r: UsageRateInput, i: number, rv: Violations): UsageRate | undefined {
+  checkCode(check, rv, r.code, `usage_based_rates[${i}]`);
+  checkText(rv, "name", r.name, MAX_NAME, true);
+  checkText(rv, "description", r.description, MAX_DESCRIPTION, false);
+  const included = checkWhole(r.includedUnits, 0, rv, "included_units");
+  let metric: PricingMetric | undefined;
+  if (r.pricingMetricId === "") rv.add("pricing_metric_id", "is required");
+  else {
+    metric = check.ctx.metrics.get(r.pricingMetricId);
+    if (!metric) rv.add("pricing_metric_id", "no pricing metric with this ID exists");
+  }
+  const base = {
+    id: newId("rate"),
+    code: r.code,
+    name: r.name,
+    description: r.description || null,
+    pricingMetricId: r.pricingMetricId,
+    includedUnits: included ?? "0",
+  };
+
+  if (r.usageBasedRateType === "simple") {
+    if (r.dimensions.length > 0) rv.add("dimensions", "is only for dimensional rates");
+    if (r.pricingMatrix) rv.add("pricing_matrix", "is only for dimensional rates");
+    const price = checkedPrice(check, r.price, rv.at("price"));
+    return price ? { ...base, type: "simple", price } : undefined;
+  }
+  if (r.usageBasedRateType !== "dimensional") {
+    rv.add("usage_based_rate_type", r.usageBasedRateType === "" ? "is required: simple or dimensional" : "must be simple or dimensional");
+    return undefined;
+  }
+
+  if (r.price) rv.add("price", "is not used by dimensional rates: each matrix cell has its price");
+  const byKey = new Map<string, Set<string>>();
+  const dimensions = checkDimensions(r.dimensions, metric, byKey, rv);
+  const cells = checkCells(check, r.pricingMatrix?.cells ?? [], byKey, rv.at("pricing_matrix"));
+  return { ...base, type: "dimensional", dimensions, cells };
+}
+
+/** A dimensional rate's dimensions; `byKey` gets each key's values (the first of a duplicated key). */
+function checkDimensions(input: DimensionInput[], metric: PricingMetric | undefined, byKey: Map<string, Set<string>>, rv: Violations): Dimension[] {
+  const dimensions: Dimension[] = [];
+  if (input.length === 0) rv.add("dimensions", "is required for a dimensional rate");
+  input.forEach((d, j) => {
+    const dv = rv.at("dimensions").at(j);
+    checkText(dv, "key", d.key, MAX_NAME, true);
+    checkText(dv, "description", d.description, MAX_DESCRIPTION, false);
+    if (d.key !== "" && byKey.has(d.key)) dv.add("key", `duplicates the key ${JSON.stringify(d.key)}`);
+    else if (d.key !== "" && metric && !metric.dimensions.includes(d.key)) {
+      dv.add("key", `is not a dimension of pricing metric ${metric.id} (its dimensions: ${metric.dimensions.join(", ") || "none"})`);
+    }
+    if (d.values.length === 0) dv.add("values", "is required: at least one value");
+    if (d.values.length > MAX_DIMENSION_VALUES) dv.add("values", `must have at most ${MAX_DIMENSION_VALUES} values`);
+    const values = new Set<string>();
+    d.values.forEach((value, k) => {
+      if (value === "") dv.at("values").at(k).add("", "must not be empty");
+      else if (values.has(value))
+        dv.at("values")
+          .at(k)
+          .add("", `duplicates the value ${JSON.stringify(value)}`);
+      values.add(value);
+    });
+    if (d.key !== "" && !byKey.has(d.key)) byKey.set(d.key, values);
+    dimensions.push({ key: d.key, values: d.values, description: d.description || null });
+  });
+  return dimensions;
+}
+
+type CellInput = NonNullable<UsageRateInput["pricingMatrix"]>["cells"][number];
+
+/** A dimensional rate's pricing matrix: each cell names one value of every dimension, once. */
+function checkCells(check: RatesCheck, rawCells: CellInput[], byKey: Map<string, Set<string>>, mv: Violations): MatrixCell[] {
+  const cells: MatrixCell[] = [];
+  if (rawCells.length === 0) mv.add("cells", "is required: at least one cell");
+  if (rawCells.length > MAX_CELLS) mv.add("cells", `must have at most ${MAX_CELLS} cells`);
+  const seen = new Map<string, number>();
+  rawCells.forEach((cell, j) => {
+    const cv = mv.at("cells").at(j);
+    const coordsV = cv.at("dimension_coordinates");
+    let complete = true;
+    for (const [key, value] of Object.entries(cell.dimensionCoordinates)) {
+      const values = byKey.get(key);
+      if (!values) {
+        coordsV.add(key, "is not a dimension of this rate");
+        complete = false;
+      } else if (!values.has(value)) {
+        coordsV.add(key, `must be one of the values of dimension ${JSON.stringify(key)}: ${[...values].join(", ")}`);
+        complete = false;
+      }
+    }
+    for (const key of byKey.keys()) {
+      if (!(key in cell.dimensionCoordinates)) {
+        coordsV.add(key, "is required: a cell names every dimension of the rate");
+        complete = false;
+      }
+    }
+    if (complete) {
+      const k = coordinatesKey(cell.dimensionCoordinates);
+      const first = seen.get(k);
+      if (first !== undefined) coordsV.add("", `duplicates the coordinates of cells[${first}]`);
+      else seen.set(k, j);
+    }
+    const price = checkedPrice(check, cell.price, cv.at("price"));
+    if (price) cells.push({ coordinates: { ...cell.dimensionCoordinates }, price });
+  });
+  return cells;
 }
