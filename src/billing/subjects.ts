@@ -7,19 +7,8 @@ import { type NewEvent, subjectEvent } from "./events/types.js";
 import { newId } from "./ids.js";
 import { type Metadata, checkMetadata } from "./metadata.js";
 import { type Page, type PageResult, checkPage } from "./pagination.js";
+import type { Subject } from "./subject-types.js";
 import type { Caller } from "./tenancy.js";
-
-export interface Subject {
-  id: string;
-  environmentId: string;
-  createdAt: Date;
-  email: string | null;
-  externalId: string | null;
-  metadata: Metadata;
-  name: string | null;
-  testClockId: string | null;
-  hasPaymentMethod: boolean;
-}
 
 export interface SubjectPatch {
   email?: string | null;

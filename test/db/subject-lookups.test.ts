@@ -8,7 +8,7 @@
 import test from "ava";
 import type { EventEncoder } from "../../src/billing/events/types.js";
 import { newId } from "../../src/billing/ids.js";
-import type { Subject } from "../../src/billing/subjects.js";
+import type { Subject } from "../../src/billing/subject-types.js";
 import { dbTime } from "../../src/db/raw.js";
 import { SqlSubjectStore } from "../../src/db/stores/subject-store.js";
 import { STORES, withMigratedDatabase } from "../helpers/db.js";

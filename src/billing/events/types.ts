@@ -5,7 +5,7 @@
  * is after the change; the store gives it an id and a time and freezes the resource's wire JSON
  * (an encoder injected from src/rpc, so this folder never imports the transport).
  */
-import type { Subject } from "../subjects.js";
+import type { Subject } from "../subject-types.js";
 import type { CheckoutSession, Invoice, Subscription } from "../subscriptions/types.js";
 
 /** Every event type, in the order the README's table lists them. */

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Violations, invalid } from "../../billing/errors.js";
-import type { CreateSubjectInput, Subject, UpdateSubjectInput } from "../../billing/subjects.js";
+import type { Subject } from "../../billing/subject-types.js";
+import type { CreateSubjectInput, UpdateSubjectInput } from "../../billing/subjects.js";
 import { type Subject as SubjectPb, SubjectSchema } from "../../gen/billing/v1/subject_pb.js";
 import type { CreateSubjectRequest, UpdateSubjectRequest } from "../../gen/billing/v1/subject_service_pb.js";
 import { carriesRetired, retired, ts } from "./common.js";
