@@ -11,7 +11,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import test from "ava";
-import { SIGN_IN_GLOBAL, SIGN_IN_PER_ADDRESS } from "../../src/rest/dashboard/sign-in-throttle.js";
+import { SIGN_IN_GLOBAL, SIGN_IN_PER_ADDRESS } from "../../src/pages/dashboard/sign-in-throttle.js";
 import { rest } from "../helpers/clients.js";
 import { useServer } from "../helpers/server.js";
 

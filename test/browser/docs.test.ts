@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
 import { chromium } from "playwright-core";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 import { CHROMIUM, chromiumMissing } from "../helpers/chromium.js";
 import { startTestServer } from "../helpers/server.js";
 

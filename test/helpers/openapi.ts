@@ -4,7 +4,7 @@
  * every operation and status seen is counted, so a test can ask what it has not yet exercised.
  */
 import Ajv2020Module, { type ValidateFunction } from "ajv/dist/2020.js";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import type { OpenApiDocument } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";

@@ -9,7 +9,7 @@
  */
 import { request } from "node:http";
 import test from "ava";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import { restServices } from "../../src/rpc/routes.js";
 import { ok, rest } from "../helpers/clients.js";

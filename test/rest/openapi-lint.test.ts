@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 
 const redocly = (file: string) =>
   promisify(execFile)("node_modules/.bin/redocly", ["lint", file, "--config", "redocly.yaml", "--format", "json"], { maxBuffer: 16 * 1024 * 1024 }).then(

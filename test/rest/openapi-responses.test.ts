@@ -7,7 +7,7 @@
  * answered 200 at least once. A second test shows that the check fails on a mismatch.
  */
 import test from "ava";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 import { rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { responseValidator } from "../helpers/openapi.js";

@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import test from "ava";
-import { loadOpenApi } from "../../src/rest/docs.js";
+import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import { buildOpenApi } from "../../src/openapi/build.js";
 import type { Schema } from "../../src/openapi/types.js";

@@ -8,7 +8,7 @@
  */
 import { randomBase62 } from "../../billing/ids.js";
 import { MAX_BROWSER_SESSIONS, type OperatorSessions, sameToken } from "../../billing/operator-sessions.js";
-import { SignInThrottle } from "../../rest/dashboard/sign-in-throttle.js";
+import { SignInThrottle } from "./sign-in-throttle.js";
 import { html } from "../html.js";
 import { type Req, type Res, readForm } from "../shell.js";
 import { type DashSession, csrfField, dashPage } from "./layout.js";
