@@ -1,5 +1,5 @@
 /**
- * Every page people see sends the same security headers from one place (rest/pages.ts
+ * Every page people see sends the same security headers from one place (src/pages/shell.ts
  * pageHeaders): the hosted checkout (its form, its cancel confirmation), the hosted invoice, the
  * customer portal, the dashboard, and their error pages. A Content-Security-Policy that runs no
  * script but the invoice's Print button, loads nothing from elsewhere, lets forms post only here

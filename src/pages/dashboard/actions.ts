@@ -10,14 +10,14 @@ import type { PageContext, View } from "./common.js";
 export type Action = (ctx: PageContext, form: URLSearchParams) => Promise<string | View>;
 
 /** POST /dashboard/subscriptions/{id}/cancel: when=now | end_of_cycle. */
-export const cancelSubscription: Action = async ({ s, caller: c, params: [id] }, form) => {
+export const cancelSubscription: Action = async ({ services: s, caller: c, params: [id] }, form) => {
   const atEnd = form.get("when") === "end_of_cycle";
   await s.changes.cancel(c, id as string, { ...(atEnd ? { atEndOfCycle: true } : {}), reason: "cancelled from the dashboard" });
   return `/dashboard/subscriptions/${id}?done=${atEnd ? "cancelling" : "cancelled"}`;
 };
 
 /** POST /dashboard/subscriptions/{id}/change: through the API's change-rate-card use case; without a card on file, the checkout to send. */
-export const changeRateCard: Action = async ({ s, caller: c, params: [id] }, form) => {
+export const changeRateCard: Action = async ({ services: s, caller: c, params: [id] }, form) => {
   const back = `/dashboard/subscriptions/${id}`;
   const r = await s.changes.changeRateCard(c, id as string, { rateCardId: form.get("rate_card_id") ?? "", behavior: form.get("behavior") ?? "" });
   if (r.kind !== "requires_action") return `${back}?done=changed`;
@@ -29,14 +29,14 @@ export const changeRateCard: Action = async ({ s, caller: c, params: [id] }, for
 };
 
 /** POST /dashboard/invoices/{id}/finalize | /void. */
-export const finalizeOrVoid: Action = async ({ s, caller: c, params: [id, verb] }) => {
+export const finalizeOrVoid: Action = async ({ services: s, caller: c, params: [id, verb] }) => {
   if (verb === "finalize") await s.invoices.finalize(c, id as string);
   else await s.invoices.setInvoiceStatus(c, id as string, "void");
   return `/dashboard/invoices/${id}?done=${verb === "finalize" ? "finalized" : "voided"}`;
 };
 
 /** POST /dashboard/clocks/{id}/advance: frozen_time as datetime-local sends it, read as UTC. */
-export const advanceClock: Action = async ({ s, caller: c, params: [param] }, form) => {
+export const advanceClock: Action = async ({ services: s, caller: c, params: [param] }, form) => {
   const id = param as string;
   const raw = (form.get("frozen_time") ?? "").trim();
   // datetime-local sends 2026-02-15T00:00 (minutes; seconds when given): read as UTC.

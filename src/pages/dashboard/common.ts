@@ -38,7 +38,7 @@ export interface DashboardServices {
 export interface PageContext {
   open: DashSession;
   caller: Caller;
-  s: DashboardServices;
+  services: DashboardServices;
   /** The route's captures (the IDs in the path). */
   params: string[];
   query: URLSearchParams;

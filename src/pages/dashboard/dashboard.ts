@@ -45,7 +45,7 @@ export function createDashboard(sessions: OperatorSessions, s: DashboardServices
     const open: DashSession = { ...active.open, environments: held.map((h) => h.open.environment) };
     if (path === "/dashboard/switch") return browser.switchTo(req, res, held, open);
     const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
-    return dispatch(ROUTES, req, res, path, { open, caller: OperatorSessions.callerOf(open), s, query });
+    return dispatch(ROUTES, req, res, path, { open, caller: OperatorSessions.callerOf(open), services: s, query });
   };
 
   const serve = servePages("/dashboard", handle, log);

@@ -31,7 +31,7 @@ ${table(`Rates of ${card.name}`, ["Code", "Name", "Kind", "Price", "#Included"],
 <p><a href="/dashboard/subscriptions?rate_card_id=${card.id}">Subscriptions on this card</a></p></article>`;
 }
 
-export async function catalogPage({ s, caller: c, query: q }: PageContext): Promise<View> {
+export async function catalogPage({ services: s, caller: c, query: q }: PageContext): Promise<View> {
   const offset = offsetOf(q);
   const [cards, metrics] = await Promise.all([s.cards.list(c, PAGE, offset), s.metrics.list(c, 100)]);
   const metricRows = metrics.items.map((m) => [

@@ -6,7 +6,7 @@ import { html } from "../../html.js";
 import { type PageContext, type View, refusal, subLink } from "../common.js";
 import { csrfField, minute, table } from "../layout.js";
 
-export async function changePreviewPage({ s, caller: c, open, params: [param], query: q }: PageContext): Promise<View> {
+export async function changePreviewPage({ services: s, caller: c, open, params: [param], query: q }: PageContext): Promise<View> {
   const id = param as string;
   const rateCardId = q.get("rate_card_id") ?? "";
   const behavior = q.get("behavior") ?? "prorate";

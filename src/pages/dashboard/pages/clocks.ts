@@ -3,7 +3,7 @@ import { html } from "../../html.js";
 import { PAGE, type PageContext, type View, notice, offsetOf } from "../common.js";
 import { csrfField, minute, pager, table } from "../layout.js";
 
-export async function clocksPage({ s, caller: c, open, query: q }: PageContext): Promise<View> {
+export async function clocksPage({ services: s, caller: c, open, query: q }: PageContext): Promise<View> {
   if (open.environment.mode !== "test") {
     return { title: "Test clocks", body: html`<h1>Test clocks</h1><p>Test clocks exist only in test environments; this is a live environment.</p>`, current: "/dashboard/clocks" };
   }
@@ -14,7 +14,7 @@ export async function clocksPage({ s, caller: c, open, query: q }: PageContext):
   return { title: "Test clocks", body, current: "/dashboard/clocks" };
 }
 
-export async function clockPage({ s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
+export async function clockPage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
   const clock = await s.clocks.clock(c, id as string);
   const from = q.get("from");
   const moved =

@@ -10,7 +10,7 @@ function tabs(rejected: boolean) {
   return html`<nav aria-label="Which events" class="filters"><a href="/dashboard/events"${rejected ? "" : html` aria-current="page"`}>Accepted</a><a href="/dashboard/events?show=rejected"${rejected ? html` aria-current="page"` : ""}>Rejected</a></nav>`;
 }
 
-async function rejectedEvents({ s, caller: c, query: q }: PageContext, offset: number): Promise<View> {
+async function rejectedEvents({ services: s, caller: c, query: q }: PageContext, offset: number): Promise<View> {
   const result = await s.ingest.rejectedEvents(c, PAGE, offset);
   const rows = result.items.map((e) => [
     minute(e.receivedAt),
@@ -30,7 +30,7 @@ ${pager("/dashboard/events", q, offset, PAGE, result.hasMore)}
 }
 
 export async function eventsPage(ctx: PageContext): Promise<View> {
-  const { s, caller: c, query: q } = ctx;
+  const { services: s, caller: c, query: q } = ctx;
   const offset = offsetOf(q);
   if (q.get("show") === "rejected") return rejectedEvents(ctx, offset);
   const result = await s.ingest.recentEvents(c, PAGE, offset);

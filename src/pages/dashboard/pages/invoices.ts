@@ -5,7 +5,7 @@ import { html, join } from "../../html.js";
 import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectLink } from "../common.js";
 import { badge, csrfField, minute, pager, table } from "../layout.js";
 
-export async function invoicesPage({ s, caller: c, query: q }: PageContext): Promise<View> {
+export async function invoicesPage({ services: s, caller: c, query: q }: PageContext): Promise<View> {
   const status = q.get("status") ?? "";
   const offset = offsetOf(q);
   const result = await s.invoices.listAll(c, status, PAGE, offset);
@@ -17,7 +17,7 @@ ${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
   return { title: "Invoices", body, current: "/dashboard/invoices" };
 }
 
-export async function invoicePage({ s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
+export async function invoicePage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
   const inv = await s.invoices.invoice(c, id as string);
   const csrf = csrfField(open.session.csrfToken);
   const m = (v: string) => displayMoney(v, inv.currency);

@@ -4,9 +4,9 @@ import { type Html, html } from "../../html.js";
 import { INVOICE_HEAD, type PageContext, SUBSCRIPTION_HEAD, type View, cardNames, invoiceRows, subLink, subjectLink, subscriptionRows } from "../common.js";
 import { badge, barChart, minute, table } from "../layout.js";
 
-type Revenue = Awaited<ReturnType<PageContext["s"]["invoices"]["revenueByMonth"]>>;
-type Endpoints = Awaited<ReturnType<PageContext["s"]["webhookEndpoints"]["needingAttention"]>>;
-type Failing = Awaited<ReturnType<PageContext["s"]["subscriptions"]["listFailing"]>>;
+type Revenue = Awaited<ReturnType<PageContext["services"]["invoices"]["revenueByMonth"]>>;
+type Endpoints = Awaited<ReturnType<PageContext["services"]["webhookEndpoints"]["needingAttention"]>>;
+type Failing = Awaited<ReturnType<PageContext["services"]["subscriptions"]["listFailing"]>>;
 
 const more = (r: { hasMore: boolean }, href: string) => (r.hasMore ? html`<p><a href="${href}">All…</a></p>` : "");
 
@@ -51,7 +51,7 @@ function endpointsTable(endpoints: Endpoints): Html {
   );
 }
 
-export async function overview({ s, caller: c }: PageContext): Promise<View> {
+export async function overview({ services: s, caller: c }: PageContext): Promise<View> {
   const [active, drafts, unpaid, failing, revenue, endpoints] = await Promise.all([
     s.subscriptions.listAll(c, { status: "active", rateCardId: "" }, 10),
     s.invoices.listAll(c, "draft", 10),

@@ -35,7 +35,7 @@ function invoicePager(subjectId: string, offset: number, hasMore: boolean): Html
   return prev || next ? html`<p class="pager">${prev}${next}</p>` : "";
 }
 
-export async function subjectPage({ s, caller: c, params: [id], query: q }: PageContext): Promise<View> {
+export async function subjectPage({ services: s, caller: c, params: [id], query: q }: PageContext): Promise<View> {
   const subject = await s.subjects.get(c, id as string);
   const invoiceOffset = offsetOf(new URLSearchParams({ offset: q.get("invoices_offset") ?? "0" }));
   const [state, subs, invs] = await Promise.all([

@@ -3,7 +3,7 @@ import { html } from "../../html.js";
 import { PAGE, type PageContext, type View, offsetOf, subjectLink } from "../common.js";
 import { day, pager, table } from "../layout.js";
 
-export async function subjectsPage({ s, caller: c, query: q }: PageContext): Promise<View> {
+export async function subjectsPage({ services: s, caller: c, query: q }: PageContext): Promise<View> {
   const term = (q.get("q") ?? "").trim();
   const offset = offsetOf(q);
   const result = term ? await s.subjects.search(c, term, PAGE, offset) : await s.subjects.list(c, PAGE, offset);

@@ -34,7 +34,7 @@ function ratesHtml(sub: Subscription, card: RateCard | undefined): Html | "" {
   return html`<p>${card.name} <span class="muted">(${card.billingInterval})</span></p>${table("Fixed quantities", ["Rate", "#Quantity"], rows, "No fixed rates.")}`;
 }
 
-export async function subscriptionPage({ s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
+export async function subscriptionPage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
   const sub = await s.subscriptions.get(c, id as string);
   const card = await s.cards.get(c, sub.rateCardId).catch(() => undefined);
   const offset = offsetOf(q);

@@ -3,7 +3,7 @@ import { html } from "../../html.js";
 import { PAGE, type PageContext, SUBSCRIPTION_HEAD, type View, cardNames, offsetOf, subscriptionRows } from "../common.js";
 import { pager, table } from "../layout.js";
 
-export async function subscriptionsPage({ s, caller: c, query: q }: PageContext): Promise<View> {
+export async function subscriptionsPage({ services: s, caller: c, query: q }: PageContext): Promise<View> {
   const status = q.get("status") ?? "";
   const rateCardId = (q.get("rate_card_id") ?? "").trim();
   const offset = offsetOf(q);

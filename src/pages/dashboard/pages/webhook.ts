@@ -3,7 +3,7 @@ import { html } from "../../html.js";
 import { PAGE, type PageContext, type View, offsetOf } from "../common.js";
 import { badge, minute, pager, table } from "../layout.js";
 
-export async function webhookPage({ s, caller: c, params: [id], query: q }: PageContext): Promise<View> {
+export async function webhookPage({ services: s, caller: c, params: [id], query: q }: PageContext): Promise<View> {
   const offset = offsetOf(q);
   const status = q.get("status") ?? "";
   const e = await s.webhookEndpoints.get(c, id as string);
