@@ -14,7 +14,8 @@ import { dbTime, dbTimeOfMs, fromDbTime, fromJsonText, mayBeSubjectId } from "..
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient, isUnavailable } from "../errors.js";
 import { nextTurn } from "../../billing/yielding.js";
-import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, mysqlText, paramsBytes, placeholders } from "../sql.js";
+import { mysqlText } from "../mysql-escape.js";
+import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 const CHUNK = 500;
 /**

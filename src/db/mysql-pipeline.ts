@@ -1,0 +1,84 @@
+/**
+ * MySQL transactions in as few round trips as they allow (Sql.pipelined), on the pool's own
+ * mysql2 connection rather than through TypeORM's query runner.
+ */
+import { type Pipeline, STATEMENT_BYTES, type Statement, estimatedBytes, groupBySize } from "./statements.js";
+
+/** The driver's own pooled connection (mysql2's callback API), as TypeORM's MySQL driver holds it. */
+export interface RawConnection {
+  query(sql: string, values: unknown[] | undefined, cb: (err: Error | null, result: unknown) => void): void;
+  /** The driver's own formatting of `?` placeholders (escaping each value). */
+  format(sql: string, values: unknown[]): string;
+  release(): void;
+  destroy(): void;
+}
+export interface RawPool {
+  getConnection(cb: (err: Error | null, conn: RawConnection) => void): void;
+  query: RawConnection["query"];
+}
+
+export function rawQuery(conn: Pick<RawConnection, "query">, sql: string, values: unknown[] | undefined): Promise<unknown> {
+  return new Promise((resolve, reject) => conn.query(sql, values, (err, result) => (err ? reject(err) : resolve(result))));
+}
+
+/** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
+export class MysqlPipeline implements Pipeline {
+  private deferred: Statement[] = [];
+  readonly committed: (() => void)[] = [];
+  private begin: Statement[];
+  sent = false;
+
+  constructor(
+    private readonly conn: RawConnection,
+    readCommitted: boolean,
+  ) {
+    this.begin = [...(readCommitted ? [["SET TRANSACTION ISOLATION LEVEL READ COMMITTED", []] as const] : []), ["START TRANSACTION", []]];
+  }
+
+  async run(statements: readonly Statement[]): Promise<unknown[]> {
+    const all = [...this.begin, ...this.deferred, ...statements];
+    const skip = all.length - statements.length;
+    this.begin = [];
+    this.deferred = [];
+    if (all.length === 0) return [];
+    this.sent = true;
+    const results: unknown[] = [];
+    for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
+      // Each statement formatted on its own: a statement with its values inline (mysqlText) may
+      // hold a `?` in a literal, which must not take a later statement's parameter.
+      let text = "";
+      for (const [sql, params] of packet) text += `${text === "" ? "" : ";\n"}${params.length === 0 ? sql : this.conn.format(sql, [...params])}`;
+      const raw: unknown = await rawQuery(this.conn, text, undefined);
+      // mysql2 answers a single statement with its result, several with one result per statement.
+      if (packet.length === 1) results.push(raw);
+      else results.push(...(raw as unknown[]));
+    }
+    return results.slice(skip);
+  }
+
+  defer(statement: Statement): void {
+    this.deferred.push(statement);
+  }
+
+  async flush(): Promise<void> {
+    if (this.deferred.length > 0) await this.run([]);
+  }
+
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
+  }
+
+  private finished = false;
+
+  async finish(statements: readonly Statement[]): Promise<unknown[]> {
+    const out = await this.run([...statements, ["COMMIT", []]]);
+    this.finished = true;
+    return out.slice(0, statements.length);
+  }
+
+  async commit(): Promise<void> {
+    if (this.finished) return;
+    if (!this.sent && this.deferred.length === 0) return; // nothing was ever sent: no transaction to end
+    await this.run([["COMMIT", []]]);
+  }
+}
