@@ -4,7 +4,7 @@
  * (the first write of a process prunes, then one per 1,000 rejected events written).
  */
 import test from "ava";
-import type { RejectedEvent } from "../../src/billing/metering/usage.js";
+import type { RejectedEvent } from "../../src/billing/metering/usage-store.js";
 import { SqlUsageStore } from "../../src/db/stores/usage-store.js";
 import { STORES, withMigratedDatabase } from "../helpers/db.js";
 

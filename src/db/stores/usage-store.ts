@@ -5,7 +5,7 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage.js";
+import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage-store.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
