@@ -5,7 +5,7 @@ import { newId } from "../../src/billing/ids.js";
 import { generateKey, hashKey, keyPrefix } from "../../src/billing/keys.js";
 import { amountProblem, canonicalDecimal, dec, formatDecimal, parseDecimal, roundAmount, storageProblem } from "../../src/billing/money.js";
 import { checkPage } from "../../src/billing/pagination.js";
-import { retryDelayMs } from "../../src/billing/subscriptions/engine.js";
+import { retryDelayMs } from "../../src/billing/subscriptions/cycle-close.js";
 
 const pageCases: [number | undefined, number | undefined, string[], { limit: number; offset: number }][] = [
   [undefined, undefined, [], { limit: 20, offset: 0 }],

@@ -1,7 +1,8 @@
 /** In-memory fakes of what the billing engine reads of the catalog and of usage (EngineCatalog, UsageMeter). */
 import type { CatalogRate, PricingMetric, RateCard } from "../../src/billing/catalog/types.js";
 import { type Decimal, ZERO, dec } from "../../src/billing/money.js";
-import type { EngineCatalog, UsageMeter } from "../../src/billing/subscriptions/engine.js";
+import type { UsageMeter } from "../../src/billing/subscriptions/invoice-building.js";
+import type { EngineCatalog } from "../../src/billing/subscriptions/reads.js";
 
 export class FakeCatalog implements EngineCatalog {
   readonly cardsById = new Map<string, RateCard>();

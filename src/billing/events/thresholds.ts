@@ -6,11 +6,11 @@
  * a test clock advanced twice) never fires twice. Checked by the scheduler: on a test clock at
  * every advance, on real time at most every `realTimeEveryMs`.
  */
+import type { RateCard, UsageRate } from "../catalog/types.js";
 import { newId } from "../ids.js";
-import { dec, formatDecimal } from "../money.js";
-import type { BillingEngine } from "../subscriptions/engine.js";
+import { type Decimal, dec, formatDecimal } from "../money.js";
 import type { Subscription } from "../subscriptions/types.js";
-import type { NewEvent, UsageThreshold } from "./types.js";
+import type { EventWrites, NewEvent, UsageThreshold } from "./types.js";
 
 /** A threshold announced for one subscription, period, rate and percentage. */
 export interface ThresholdMark {
@@ -34,6 +34,17 @@ export interface ThresholdWrites {
   markThreshold(m: ThresholdMark, at: Date): Promise<boolean>;
 }
 
+/**
+ * What a check reads of billing (the billing engine): rate cards, the used units per usage rate
+ * of a period, the time, and a transaction to write marks and events in.
+ */
+export interface ThresholdBilling {
+  reads: { card(environmentId: string, id: string): Promise<RateCard> };
+  builder: { usedUnits(card: RateCard, s: Subscription, from: Date, to: Date): Promise<{ rate: UsageRate; used: Decimal }[]> };
+  now(): Date;
+  stores: { transaction<T>(fn: (tx: ThresholdWrites & EventWrites) => Promise<T>): Promise<T> };
+}
+
 export const DEFAULT_THRESHOLD_PERCENTS = [80, 100];
 
 /** The key of a subscription's current period: its cycle (the epoch counts resumes). */
@@ -45,7 +56,7 @@ export class UsageThresholds {
   private lastRealTime = 0;
 
   constructor(
-    private readonly engine: BillingEngine,
+    private readonly engine: ThresholdBilling,
     private readonly store: ThresholdStore,
     private readonly percents: readonly number[] = DEFAULT_THRESHOLD_PERCENTS,
     private readonly realTimeEveryMs = 60_000,
@@ -77,11 +88,11 @@ export class UsageThresholds {
   }
 
   private async checkOne(s: Subscription): Promise<number> {
-    const card = await this.engine.card(s.environmentId, s.rateCardId);
+    const card = await this.engine.reads.card(s.environmentId, s.rateCardId);
     const key = periodKey(s);
     const fired = await this.store.fired(s.id, key);
     const crossed: { mark: ThresholdMark; event: NewEvent }[] = [];
-    for (const { rate, used } of await this.engine.usedUnits(card, s, s.usageSince, s.periodEnd)) {
+    for (const { rate, used } of await this.engine.builder.usedUnits(card, s, s.usageSince, s.periodEnd)) {
       const included = dec(rate.includedUnits);
       if (!included.gt(0)) continue;
       for (const percent of this.percents) {

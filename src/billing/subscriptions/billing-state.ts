@@ -18,8 +18,8 @@ export class BillingStates {
     const usage: { includedUnits: string; pricingMetricId: string; rateName: string; usedUnits: string }[] = [];
     let overage = false;
     for (const s of active) {
-      const card = await engine.card(s.environmentId, s.rateCardId);
-      for (const { rate, used } of await engine.usedUnits(card, s, s.usageSince, s.periodEnd)) {
+      const card = await engine.reads.card(s.environmentId, s.rateCardId);
+      for (const { rate, used } of await engine.builder.usedUnits(card, s, s.usageSince, s.periodEnd)) {
         if (used.gt(dec(rate.includedUnits))) overage = true;
         usage.push({ includedUnits: rate.includedUnits, pricingMetricId: rate.pricingMetricId, rateName: rate.name, usedUnits: formatDecimal(used) });
       }

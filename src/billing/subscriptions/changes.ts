@@ -15,7 +15,7 @@ import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import { lostRace, retryingRaces } from "./races.js";
-import { type BillLine, fixedBillLines } from "./engine.js";
+import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, Subscription } from "./types.js";
@@ -69,7 +69,7 @@ export class SubscriptionChanges {
     let current = s;
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
       const failedBefore = current.billingFailure?.attempts ?? 0;
-      await this.engine.closeCycles([current]);
+      await this.engine.cycles.closeCycles([current]);
       const fresh = await this.stores.subscriptions.get(current.environmentId, current.id);
       const failure = fresh?.billingFailure;
       if (fresh && failure && failure.attempts > failedBefore && fresh.cycleIndex === current.cycleIndex) {
@@ -119,7 +119,7 @@ export class SubscriptionChanges {
       }
       return this.tryCancelAt(current, now, input.reason || null, true);
     });
-    if (done.invoice) await this.engine.settle(done.invoice, subject.paymentMethodId);
+    if (done.invoice) await this.engine.settlement.settle(done.invoice, subject.paymentMethodId);
     return done.subscription;
   }
 
@@ -144,7 +144,7 @@ export class SubscriptionChanges {
   /** Cancels now (at `at`): a final invoice for the usage since the last one, no new fixed charges. */
   async cancelAt(current: Subscription, at: Date, reason: string | null, paymentMethodId: string | null): Promise<Subscription> {
     const { subscription, invoice } = await this.tryCancelAt(current, at, reason, false);
-    await this.engine.settle(invoice, paymentMethodId);
+    await this.engine.settlement.settle(invoice, paymentMethodId);
     return subscription;
   }
 
@@ -156,16 +156,16 @@ export class SubscriptionChanges {
    * is false: it no longer cancels at any end of cycle.
    */
   private async tryCancelAt(current: Subscription, at: Date, reason: string | null, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
-    const card = await this.engine.card(current.environmentId, current.rateCardId);
-    const lines = await this.engine.usageLines(card, current, current.usageSince, at);
+    const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
+    const lines = await this.engine.builder.usageLines(card, current, current.usageSince, at);
     // The final invoice bills the usage so far: a draft for the grace period, like a cycle's.
-    const invoice = this.engine.newInvoice(current, card, "final", lines, current.usageSince, at, at, await this.engine.windowTerms(current, current.usageSince, at, at));
+    const invoice = this.engine.builder.newInvoice(current, card, "final", lines, current.usageSince, at, at, await this.engine.builder.windowTerms(current, current.usageSince, at, at));
     const cancelled = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
-      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
+      if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason, billingFailure: null };
       await tx.updateSubscription(next);
       await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
@@ -176,7 +176,7 @@ export class SubscriptionChanges {
 
   /** Per-cycle fixed total of a card at the given terms, unrounded. */
   private async fixedTotal(card: RateCard, s: SubscriptionTerms): Promise<Decimal> {
-    const lines = await this.engine.fixedLines(card, s);
+    const lines = await this.engine.builder.fixedLines(card, s);
     return lines.reduce((acc, l) => acc.plus(l.quantity.times(l.unitAmount)), ZERO);
   }
 
@@ -211,7 +211,7 @@ export class SubscriptionChanges {
       const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan.lines, true);
       return { result: { kind: "success", subscription }, invoice, paymentMethodId: subject.paymentMethodId };
     });
-    if (done.invoice) await this.engine.settle(done.invoice, done.paymentMethodId ?? null);
+    if (done.invoice) await this.engine.settlement.settle(done.invoice, done.paymentMethodId ?? null);
     return done.result;
   }
 
@@ -232,7 +232,7 @@ export class SubscriptionChanges {
     }
     const current = readOnly ? fresh : await this.caughtUp(fresh, at);
     if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}`);
-    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     if (newCard.id === oldCard.id) throw new FailedPreconditionError("SAME_RATE_CARD", "the subscription is already on this rate card");
     if (newCard.billingInterval !== oldCard.billingInterval)
       throw new FailedPreconditionError("INTERVAL_MISMATCH", `the new rate card is ${newCard.billingInterval}; the subscription is ${oldCard.billingInterval}`);
@@ -249,7 +249,7 @@ export class SubscriptionChanges {
     const next = { fixedRateQuantities: quantities, rateMultipliers: multipliers };
     // The carried-over terms must be billable on the new card too (DESIGN §6).
     const refused: string[] = [];
-    this.terms.checkBillable(await this.engine.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
+    this.terms.checkBillable(await this.engine.reads.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
     if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
 
     const plan = await this.switchPlan(current, oldCard, newCard, next, now, behavior);
@@ -286,7 +286,7 @@ export class SubscriptionChanges {
   /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */
   private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
     const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
-    const lines = await this.engine.usageLines(oldCard, current, current.usageSince, at);
+    const lines = await this.engine.builder.usageLines(oldCard, current, current.usageSince, at);
     let upgrade = ZERO;
     if (diff.gt(0)) {
       const span = current.periodEnd.getTime() - current.periodStart.getTime();
@@ -322,10 +322,10 @@ export class SubscriptionChanges {
     lines: BillLine[],
     inCurrentPeriod: boolean,
   ): Promise<{ subscription: Subscription; invoice: Invoice }> {
-    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check below is what keeps one change from being applied twice.
-    const invoice = this.engine.newInvoice(
+    const invoice = this.engine.builder.newInvoice(
       current,
       oldCard,
       `change:${at.getTime()}:${randomBase62(8)}`,
@@ -333,7 +333,7 @@ export class SubscriptionChanges {
       current.usageSince,
       at,
       at,
-      await this.engine.windowTerms(current, current.usageSince, at, at),
+      await this.engine.builder.windowTerms(current, current.usageSince, at, at),
     );
     const changed = await this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
@@ -341,7 +341,7 @@ export class SubscriptionChanges {
       if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
-      if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(current.id);
+      if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(current.id);
       const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
       await tx.updateSubscription(updated);
       await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
@@ -352,11 +352,11 @@ export class SubscriptionChanges {
 
   /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */
   async switchTo(current: Subscription, card: RateCard, terms: SubscriptionTerms, at: Date): Promise<Subscription> {
-    const oldCard = await this.engine.card(current.environmentId, current.rateCardId);
+    const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     const subject = await this.stores.directory.subject(current.environmentId, current.subjectId);
     const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
     const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan.lines, false);
-    await this.engine.settle(invoice, subject?.paymentMethodId ?? null);
+    await this.engine.settlement.settle(invoice, subject?.paymentMethodId ?? null);
     return subscription;
   }
 }

@@ -39,7 +39,7 @@ export class HostedCheckout {
     if (!session) throw new NotFoundError("CHECKOUT_NOT_FOUND", "no such checkout");
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.engine.now();
-    const provider = await this.engine.providerFor(session.environmentId);
+    const provider = await this.engine.reads.providerFor(session.environmentId);
     return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now, provider };
   }
 
@@ -59,7 +59,7 @@ export class HostedCheckout {
       await this.stores.transaction((tx) => tx.emit([checkoutEvent("checkout.failed", session, card.message)]));
       return { ok: false, message: card.message };
     }
-    const caller = systemCaller(session.environmentId, (await this.engine.modeOf(session.environmentId)) ?? "test");
+    const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };

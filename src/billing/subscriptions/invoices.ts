@@ -72,7 +72,7 @@ export class Invoices {
   /** A draft is shown as it would finalize now (late usage of its period lands on it); anything else as stored. */
   private async preview(inv: Invoice): Promise<Invoice> {
     try {
-      return await this.lookups.engine.preview(inv);
+      return await this.lookups.engine.drafts.preview(inv);
     } catch {
       // A preview that cannot be priced (an amount beyond the limits) shows the draft as written;
       // finalizing it reports the problem.
@@ -86,7 +86,7 @@ export class Invoices {
    */
   async finalize(caller: Caller, id: string): Promise<Invoice> {
     const inv = await this.stored(caller, id);
-    if (inv.status !== "draft" || !(await this.lookups.engine.finalizeDraft(inv))) {
+    if (inv.status !== "draft" || !(await this.lookups.engine.drafts.finalizeDraft(inv))) {
       const now = await this.stored(caller, id);
       throw new FailedPreconditionError("INVOICE_NOT_DRAFT", `invoice ${id} is ${now.status}; only a draft can be finalized`);
     }

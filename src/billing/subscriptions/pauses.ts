@@ -63,9 +63,9 @@ export class Pauses {
           { subscription_timeline_id: current.timelineId },
         );
       }
-      const card = await this.engine.card(current.environmentId, current.rateCardId);
-      const lines = await this.engine.usageLines(card, current, current.usageSince, now);
-      const invoice = this.engine.newInvoice(
+      const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
+      const lines = await this.engine.builder.usageLines(card, current, current.usageSince, now);
+      const invoice = this.engine.builder.newInvoice(
         current,
         card,
         `pause:${now.getTime()}:${randomBase62(8)}`,
@@ -73,7 +73,7 @@ export class Pauses {
         current.usageSince,
         now,
         now,
-        await this.engine.windowTerms(current, current.usageSince, now, now),
+        await this.engine.builder.windowTerms(current, current.usageSince, now, now),
       );
       const paused = await this.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(current.environmentId, current.id);
@@ -81,7 +81,7 @@ export class Pauses {
         // The fence: the row is what the invoice was computed from, and its cycle has not ended.
         if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(id);
         if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
-        if (!(await this.engine.writeInvoice(tx, invoice))) throw lostRace(id);
+        if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(id);
         const next: Subscription = { ...s, status: "paused", pausedAt: now, resumesAt: resumesAt ?? null, cancelsAtEndOfCycle: false, usageSince: now, billingFailure: null };
         await tx.updateSubscription(next);
         await tx.emit([subscriptionEvent("subscription.paused", next)]);
@@ -89,7 +89,7 @@ export class Pauses {
       });
       return { ...paused, invoice };
     });
-    await this.engine.settle(done.invoice, subject.paymentMethodId);
+    await this.engine.settlement.settle(done.invoice, subject.paymentMethodId);
     return { subscription: done.subscription, clearedCancelAtEndOfCycle: done.clearedCancelAtEndOfCycle };
   }
 
@@ -105,7 +105,7 @@ export class Pauses {
    * advance and charged. FAILED_PRECONDITION when it is no longer paused (resumed meanwhile).
    */
   async resumeAt(found: Subscription, at: Date, paymentMethodId: string | null): Promise<Subscription> {
-    const card = await this.engine.card(found.environmentId, found.rateCardId);
+    const card = await this.engine.reads.card(found.environmentId, found.rateCardId);
     const { invoice, subscription } = await retryingRaces(async () => {
       const epoch = found.cycleEpoch + 1;
       const period = cycleBounds(at, 0, card.billingInterval);
@@ -122,14 +122,14 @@ export class Pauses {
         usageSince: at,
         billingFailure: null,
       };
-      const lines = await this.engine.fixedLines(card, next);
-      const inv: Invoice = this.engine.newInvoice(next, card, `cycle:${epoch}.0`, lines, period.start, period.end, at);
+      const lines = await this.engine.builder.fixedLines(card, next);
+      const inv: Invoice = this.engine.builder.newInvoice(next, card, `cycle:${epoch}.0`, lines, period.start, period.end, at);
       const resumed = await this.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(found.environmentId, found.id);
         if (s?.status !== "paused" || s.cycleEpoch !== found.cycleEpoch) {
           throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
         }
-        await this.engine.writeInvoice(tx, inv);
+        await this.engine.builder.writeInvoice(tx, inv);
         const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck };
         await tx.updateSubscription(row);
         await tx.emit([subscriptionEvent("subscription.resumed", row)]);
@@ -137,7 +137,7 @@ export class Pauses {
       });
       return { invoice: inv, subscription: resumed };
     });
-    await this.engine.settle(invoice, paymentMethodId);
+    await this.engine.settlement.settle(invoice, paymentMethodId);
     return subscription;
   }
 

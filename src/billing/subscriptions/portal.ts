@@ -129,7 +129,7 @@ export class CustomerPortal {
     if (!session) return undefined;
     if (this.engine.now().getTime() >= session.expiresAt.getTime()) return { state: "expired", session };
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
-    const mode = await this.engine.modeOf(session.environmentId);
+    const mode = await this.engine.reads.modeOf(session.environmentId);
     if (!subject || subject.id !== session.subjectId || !mode) return { state: "gone", session };
     return { state: "open", portal: { session, subject, caller: systemCaller(session.environmentId, mode) } };
   }
@@ -151,7 +151,7 @@ export class CustomerPortal {
       profile: (await this.stores.directory.profile(env, p.subject.id)) ?? { name: null, email: null },
       subscriptions,
       // A draft as it would finalize now, as everywhere else it is read (late usage lands on it).
-      invoices: await Promise.all((await this.stores.invoices.recent(env, p.subject.id, PORTAL_INVOICES_SHOWN)).map((i) => this.lookups.engine.preview(i).catch(() => i))),
+      invoices: await Promise.all((await this.stores.invoices.recent(env, p.subject.id, PORTAL_INVOICES_SHOWN)).map((i) => this.lookups.engine.drafts.preview(i).catch(() => i))),
       paymentMethod: pm ? { brand: pm.brand, last4: pm.last4 } : null,
       canReplaceCard: provider !== undefined,
       cardHint: provider?.cardHint,
@@ -167,13 +167,13 @@ export class CustomerPortal {
 
   /**
    * A subscription as the portal shows it. Usage is what billing state reports (the same
-   * engine.usedUnits over the current period), grouped by subscription.
+   * engine.builder.usedUnits over the current period), grouped by subscription.
    */
   private async describe(s: Subscription): Promise<PortalSubscription> {
-    const card = await this.engine.card(s.environmentId, s.rateCardId);
+    const card = await this.engine.reads.card(s.environmentId, s.rateCardId);
     const usage: PortalUsage[] = [];
     if (s.status === "active") {
-      for (const { rate, used } of await this.engine.usedUnits(card, s, s.usageSince, s.periodEnd)) {
+      for (const { rate, used } of await this.engine.builder.usedUnits(card, s, s.usageSince, s.periodEnd)) {
         usage.push({ rateName: rate.name, usedUnits: formatDecimal(used), includedUnits: String(rate.includedUnits), over: used.gt(dec(rate.includedUnits)) });
       }
     }

@@ -15,7 +15,7 @@ import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
 
-import type { BillLine } from "./engine.js";
+import type { BillLine } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import type { Terms } from "./terms.js";
@@ -108,7 +108,7 @@ export class Subscriptions {
     const now = await this.lookups.nowFor(subject);
     const draft = { ...newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
     const { fixed } = terms.rates;
-    const firstLines = this.engine.fixedLinesOf(fixed, draft);
+    const firstLines = this.engine.builder.fixedLinesOf(fixed, draft);
     const free = fixed.every((r) => dec(r.price.amount.value).isZero());
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
     if (!this.lookups.paymentsFor(caller)) {
@@ -154,7 +154,7 @@ export class Subscriptions {
     const terms = await this.terms.checkTerms(card, quantities, {}, v);
     v.throwIfAny();
     const now = await this.lookups.nowFor(subject);
-    const firstLines = this.engine.fixedLinesOf(terms.rates.fixed, newSubscription(caller, subject, card, terms, {}, now));
+    const firstLines = this.engine.builder.fixedLinesOf(terms.rates.fixed, newSubscription(caller, subject, card, terms, {}, now));
     const request: CreateSubscriptionInput = {
       rateCardId: card.id,
       subjectId: subject.id,
@@ -174,7 +174,7 @@ export class Subscriptions {
    * charges. A subscription linked to a draft timeline makes that timeline active.
    */
   async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null): Promise<Subscription> {
-    const invoice = this.engine.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
+    const invoice = this.engine.builder.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
     const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
     await this.stores.transaction(async (tx) => {
       if (draft.timelineId) {
@@ -186,9 +186,9 @@ export class Subscriptions {
       await tx.insertSubscription(draft);
       // A subscription exists only once it is active (a checkout's at its completion): both at once.
       await tx.emit([subscriptionEvent("subscription.created", draft), subscriptionEvent("subscription.activated", draft)]);
-      await this.engine.writeInvoice(tx, invoice);
+      await this.engine.builder.writeInvoice(tx, invoice);
     });
-    await this.engine.settle(invoice, paymentMethodId);
+    await this.engine.settlement.settle(invoice, paymentMethodId);
     return draft;
   }
 
@@ -203,7 +203,7 @@ export class Subscriptions {
     at: Date,
   ): Promise<Subscription> {
     const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
-    return this.start(draft, card, await this.engine.fixedLines(card, draft), subject.paymentMethodId);
+    return this.start(draft, card, await this.engine.builder.fixedLines(card, draft), subject.paymentMethodId);
   }
 
   get(caller: Caller, id: string): Promise<Subscription> {

@@ -9,7 +9,7 @@ import type { Violations } from "../errors.js";
 import { type Line, total } from "../invoicing/lines.js";
 import { ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem, unitAmountProblem } from "../money.js";
 import type { Caller } from "../tenancy.js";
-import { multiplierOf } from "./engine.js";
+import { multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import type { Subscription, TimelineItem } from "./types.js";
 
@@ -36,7 +36,7 @@ export class Terms {
   async checkTerms(card: RateCard, quantitiesIn: Record<string, string>, multipliersIn: Record<string, string>, v: Violations) {
     const quantities = checkDecimals(quantitiesIn, v.at("fixed_rate_quantities"));
     const multipliers = checkDecimals(multipliersIn, v.at("rate_price_multipliers"));
-    const catalogRates = card.rateCatalogId ? await this.engine.catalogs.ratesFor(card.environmentId, card.rateCatalogId, card.billingInterval) : [];
+    const catalogRates = card.rateCatalogId ? await this.engine.reads.catalogs.ratesFor(card.environmentId, card.rateCatalogId, card.billingInterval) : [];
     const addOns = offeredAddOns(card, catalogRates);
     const fixedCodes = new Set(card.fixedRates.map((r) => r.code));
     const addOnCodes = new Set(addOns.map((r) => r.rate.code));
@@ -69,7 +69,7 @@ export class Terms {
     const lines: Line[] = [];
     let ok = true;
     for (const rate of rates.fixed) {
-      for (const l of this.engine.fixedLinesOf([rate], terms)) {
+      for (const l of this.engine.builder.fixedLinesOf([rate], terms)) {
         const problem = amountProblem(l.amount);
         if (problem) {
           report("fixed", rate.code, `its charge (quantity × price × multiplier) ${problem}`);
@@ -93,7 +93,7 @@ export class Terms {
   async anyPaidItem(caller: Caller, items: TimelineItem[]): Promise<boolean> {
     for (const item of items) {
       const card = await this.lookups.cardOf(caller, item.rateCardId);
-      const { fixed } = await this.engine.rates(card, item.fixedRateQuantities);
+      const { fixed } = await this.engine.reads.rates(card, item.fixedRateQuantities);
       if (fixed.some((r) => !dec(r.price.amount.value).isZero())) return true;
     }
     return false;

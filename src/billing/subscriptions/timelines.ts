@@ -191,7 +191,7 @@ export class TimelineService {
     if (input.createCheckoutSession === "always" || (paid && !subject.paymentMethodId)) {
       const first = items.find((i) => covers(i, effectiveAt.getTime())) as TimelineItem;
       const card = await this.lookups.cardOf(caller, first.rateCardId);
-      const lines = await this.lookups.engine.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
+      const lines = await this.lookups.engine.builder.fixedLines(card, { fixedRateQuantities: first.fixedRateQuantities, rateMultipliers: first.rateMultipliers });
       const amount = total(lines);
       const session = await this.deps.checkouts.open(
         caller,

@@ -1,0 +1,78 @@
+/**
+ * Drafts: an invoice of a usage window stays a draft for its environment's grace period, so that
+ * late usage of the window lands on it; it is shown as it would finalize now, and finalized
+ * (usage recomputed, open, charged) when the grace period ends or an operator asks.
+ */
+import { FailedPreconditionError } from "../errors.js";
+import { invoiceEvent } from "../events/types.js";
+import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
+import { type Yielder, yielder } from "../yielding.js";
+import type { EngineContext } from "./engine-context.js";
+import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
+import type { Settlement } from "./settlement.js";
+import type { Invoice } from "./types.js";
+
+export class Drafts {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly builder: InvoiceBuilder,
+    private readonly settlement: Settlement,
+  ) {}
+
+  /**
+   * A draft as it would finalize now: its usage lines recomputed from the committed usage of its
+   * window (late events of the period land on it), the other lines as written. Anything else is
+   * returned as stored.
+   */
+  async preview(inv: Invoice): Promise<Invoice> {
+    if (inv.status !== "draft" || !inv.window) return inv;
+    const usage = await this.builder.windowLines(inv.environmentId, inv.subjectId, inv.window);
+    const lines = [...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"), ...usage.map(storedLine), ...inv.lines.filter((l) => l.kind === "adjustment")];
+    for (const l of lines) {
+      const problem = amountProblem(dec(l.amount));
+      if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount of invoice line "${l.description}" ${problem}`);
+    }
+    const sum = lines.reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+    const problem = amountProblem(sum);
+    if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the invoice total ${problem}`);
+    return { ...inv, lines, total: formatDecimal(sum) };
+  }
+
+  /**
+   * Finalizes a draft: its usage lines recomputed one last time, then open, then charged. Once:
+   * only the run that moves it out of draft writes it (another runner, or an operator's call,
+   * finds it finalized). Returns the invoice as it ended up, or undefined when it was no longer a draft.
+   */
+  async finalizeDraft(draft: Invoice): Promise<Invoice | undefined> {
+    const at = this.ctx.now();
+    const final: Invoice = { ...(await this.preview(draft)), status: "open", finalizedAt: at };
+    const done = await this.ctx.stores.transaction(async (tx) => {
+      const moved = await tx.finalizeDraft(final, at);
+      if (moved) await tx.emit([invoiceEvent("invoice.finalized", final)]);
+      return moved;
+    });
+    if (!done) return undefined;
+    await this.settlement.settleMany([final]);
+    return final;
+  }
+
+  /** Finalizes every draft whose grace period ended by `now` (on real time or one test clock); returns how many. */
+  async finalizeDue(now: Date, clockId: string | null, breathe: Yielder = yielder()): Promise<number> {
+    let n = 0;
+    const failed = new Set<string>();
+    for (;;) {
+      await breathe();
+      const due = (await this.ctx.stores.invoices.dueDrafts(now, clockId, 100)).filter((i) => !failed.has(i.id));
+      if (due.length === 0) return n;
+      for (const inv of due) {
+        try {
+          if (await this.finalizeDraft(inv)) n++;
+        } catch (err) {
+          // It stays a draft and is tried again on the next run; the others go on.
+          failed.add(inv.id);
+          this.ctx.events.finalizeFailed?.(inv.id, err);
+        }
+      }
+    }
+  }
+}

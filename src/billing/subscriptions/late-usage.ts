@@ -1,0 +1,179 @@
+/**
+ * Late usage: events that arrive after a usage window was finalized are billed as adjustment
+ * lines (on the next cycle's invoice, or on a final adjustment invoice of an ended subscription),
+ * each the difference between what the window's usage costs now and what was billed for it.
+ */
+import type { PricingMetric, RateCard } from "../catalog/types.js";
+import { newInvoiceEvents } from "../events/types.js";
+import { randomBase62 } from "../ids.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Yielder, yielder } from "../yielding.js";
+import type { EngineContext } from "./engine-context.js";
+import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js";
+import type { BillingStores } from "./ports.js";
+import type { BillingReads } from "./reads.js";
+import type { Settlement } from "./settlement.js";
+import type { Subscription, UsageCheck, UsageWindow } from "./types.js";
+
+/** An ended subscription's late usage is looked for again after this long (real time). */
+export const ENDED_RECHECK_MS = 3_600_000;
+
+/** How many ended subscriptions one real-time scheduler run looks at for late usage. */
+const ENDED_PER_RUN = 200;
+
+/** Whether two reconciliation states are the same (nothing was checked in between). */
+export function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function day(d: Date): string {
+  return d.toISOString().replace(".000Z", "Z");
+}
+
+/** A subscription's finalized usage windows as the invoice store reads them (InvoiceStore.windows). */
+export type WindowsOf = Awaited<ReturnType<BillingStores["invoices"]["windows"]>>;
+
+export class LateUsage {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly reads: BillingReads,
+    private readonly builder: InvoiceBuilder,
+    private readonly usage: UsageMeter,
+    private readonly settlement: Settlement,
+  ) {}
+
+  /**
+   * Late usage of a subscription's finalized windows: for each window whose usage changed since
+   * it was billed, an adjustment line per rate (and cell) for the difference between what its
+   * usage costs now and what was billed for it (its usage lines and earlier adjustments); and the
+   * reconciliation state to keep. Cheap when nothing changed: per pricing metric, a count of the
+   * subject's events over the span of the windows (events are append-only, so an equal count
+   * means no late event). Counts are read before any usage is measured, so an event committed
+   * meanwhile is at worst checked again next time, never missed. `read`: the subscription's
+   * windows when the caller has read them already (a cycle close reads its batch's at once).
+   */
+  async adjustments(s: Subscription, read?: WindowsOf): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
+    const windows = read ?? (await this.ctx.stores.invoices.windows(s.id));
+    if (windows.length === 0) return { lines: [], check: s.usageCheck };
+    const cards = new Map<string, RateCard>();
+    const metricIdsOf = new Map<string, string[]>();
+    for (const { invoice } of windows) {
+      const w = invoice.window as UsageWindow;
+      const card = cards.get(w.rateCardId) ?? (await this.reads.card(s.environmentId, w.rateCardId));
+      cards.set(card.id, card);
+      metricIdsOf.set(invoice.id, [...new Set((await this.reads.rates(card, w.fixedRateQuantities)).usage.map((r) => r.pricingMetricId))]);
+    }
+    const allMetrics = [...new Set([...metricIdsOf.values()].flat())];
+    const metrics = await this.reads.metricsOf(s.environmentId, allMetrics);
+    const count = async (metricId: string, from: Date, to: Date): Promise<string> => {
+      const m = metrics.get(metricId) as PricingMetric;
+      const [c] = await this.usage.measure({ ...m, aggregation: { type: "count", valueField: null } }, s.subjectId, from, to, []);
+      return formatDecimal(c?.value ?? ZERO);
+    };
+    const from = new Date(Math.min(...windows.map((w) => (w.invoice.window as UsageWindow).from.getTime())));
+    const to = new Date(Math.max(...windows.map((w) => (w.invoice.window as UsageWindow).to.getTime())));
+    const prev = s.usageCheck;
+    const recheck = new Set<string>();
+    const known = new Set(prev?.windows ?? []);
+    for (const { invoice } of windows) if (!known.has(invoice.id)) recheck.add(invoice.id);
+    if (prev?.from && prev.to) {
+      for (const metricId of allMetrics) {
+        const before = prev.counts[metricId];
+        if (before === undefined || (await count(metricId, new Date(prev.from), new Date(prev.to))) !== before) {
+          for (const { invoice } of windows) if ((metricIdsOf.get(invoice.id) ?? []).includes(metricId)) recheck.add(invoice.id);
+        }
+      }
+    }
+    const counts: Record<string, string> = {};
+    for (const metricId of allMetrics) counts[metricId] = await count(metricId, from, to);
+    const check: UsageCheck = { windows: windows.map((w) => w.invoice.id), from: from.toISOString(), to: to.toISOString(), counts };
+    const lines: BillLine[] = [];
+    for (const { invoice, billed } of windows) {
+      if (!recheck.has(invoice.id)) continue;
+      const w = invoice.window as UsageWindow;
+      const now = await this.builder.windowLines(s.environmentId, s.subjectId, w);
+      const was = new Map<string, { quantity: Decimal; amount: Decimal; unitAmount: Decimal; description: string }>();
+      for (const l of billed) {
+        const k = l.key ?? l.description;
+        const p = was.get(k);
+        was.set(k, {
+          quantity: (p?.quantity ?? ZERO).plus(dec(l.quantity)),
+          amount: (p?.amount ?? ZERO).plus(dec(l.amount)),
+          unitAmount: dec(l.unitAmount),
+          description: p?.description ?? l.description,
+        });
+      }
+      const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
+      for (const k of keys) {
+        const n = now.find((l) => (l.key ?? l.description) === k);
+        const b = was.get(k);
+        const dq = (n?.quantity ?? ZERO).minus(b?.quantity ?? ZERO);
+        const da = (n?.amount ?? ZERO).minus(b?.amount ?? ZERO);
+        if (dq.isZero() && da.isZero()) continue;
+        const what = n?.description ?? b?.description ?? k;
+        lines.push({
+          description: `Late usage adjustment: ${what.replace(/^Late usage adjustment: /, "").replace(/ \(period [^)]*\)$/, "")} (period ${day(w.from)} to ${day(w.to)})`,
+          quantity: dq,
+          unitAmount: n?.unitAmount ?? b?.unitAmount ?? ZERO,
+          amount: da,
+          kind: "adjustment",
+          key: k,
+          windowInvoiceId: invoice.id,
+        });
+      }
+    }
+    return { lines, check };
+  }
+
+  /**
+   * Bills the late usage of ended (cancelled) subscriptions on real time (clockId null) or one test
+   * clock: a final adjustment invoice per subscription that has some, finalized at once. On real
+   * time each subscription is looked at again after ENDED_RECHECK_MS, at most ENDED_PER_RUN of them
+   * a run (least recently checked first), so that a large backlog never delays cycle closes; on a
+   * test clock all of them, every run. Returns how many adjustment invoices it wrote.
+   */
+  async billEnded(clockId: string | null, breathe: Yielder = yielder()): Promise<number> {
+    let n = 0;
+    const seen = new Set<string>();
+    for (;;) {
+      if (clockId === null && seen.size >= ENDED_PER_RUN) return n;
+      await breathe();
+      const realNow = new Date();
+      const batch = (await this.ctx.stores.subscriptions.ended(clockId, 100, clockId === null ? new Date(realNow.getTime() - ENDED_RECHECK_MS) : null)).filter((s) => !seen.has(s.id));
+      if (batch.length === 0) return n;
+      for (const s of batch) {
+        seen.add(s.id);
+        try {
+          if (await this.billLateUsageOf(s)) n++;
+        } catch (err) {
+          this.ctx.events.finalizeFailed?.(s.id, err);
+        }
+      }
+      await this.ctx.stores.subscriptions.markChecked(
+        batch.map((s) => s.id),
+        realNow,
+      );
+    }
+  }
+
+  /** One ended subscription's late usage, as a final adjustment invoice; false when it had none (or another runner billed it). */
+  private async billLateUsageOf(s: Subscription): Promise<boolean> {
+    const { lines, check } = await this.adjustments(s);
+    if (lines.length === 0 && sameCheck(check, s.usageCheck)) return false;
+    const card = await this.reads.card(s.environmentId, s.rateCardId);
+    const at = s.testClockId ? ((await this.ctx.stores.clocks.get(s.environmentId, s.testClockId))?.frozenTime ?? this.ctx.now()) : this.ctx.now();
+    const invoice = lines.length > 0 ? this.builder.newInvoice(s, card, `adjustment:${at.getTime()}:${randomBase62(8)}`, lines, s.cancelledAt ?? at, s.cancelledAt ?? at, at) : undefined;
+    const wrote = await this.ctx.stores.transaction(async (tx) => {
+      const locked = await tx.lockSubscription(s.environmentId, s.id);
+      if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
+      if (invoice) {
+        await tx.insertInvoice(invoice);
+        await tx.emit(newInvoiceEvents(invoice));
+      }
+      await tx.updateSubscription({ ...locked, usageCheck: check });
+      return invoice !== undefined;
+    });
+    if (wrote && invoice) await this.settlement.settleMany([invoice]);
+    return wrote;
+  }
+}

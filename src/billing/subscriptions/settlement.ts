@@ -1,0 +1,114 @@
+/**
+ * Settlement: invoices just written are charged to a saved payment method through their
+ * environment's provider and marked paid (`invoice.paid`), or stay open after a declined charge
+ * (`invoice.payment_failed`). Settling never fails its caller: the change that wrote the
+ * invoices has committed.
+ */
+import { invoiceEvent } from "../events/types.js";
+import { dec } from "../money.js";
+import type { EngineContext } from "./engine-context.js";
+import { retryingRaces } from "./races.js";
+import type { BillingReads } from "./reads.js";
+import type { Invoice, PaymentMethod } from "./types.js";
+import { chargeKey } from "./types.js";
+
+export class Settlement {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly reads: BillingReads,
+  ) {}
+
+  /**
+   * Settles one invoice just written, charging `paymentMethodId` (the subject's, or the one its
+   * checkout saved); see settleWith.
+   */
+  async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
+    if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
+    await this.settleWith([invoice], async () => {
+      const pm = paymentMethodId ? await this.ctx.stores.paymentMethods.get(paymentMethodId) : undefined;
+      return () => pm;
+    });
+  }
+
+  /**
+   * Open invoices become paid, each with its `invoice.paid` event in the same transaction (only
+   * those still open: another runner or a void got there first otherwise). A transaction that
+   * loses a deadlock to a cycle close is run again (retryingRaces): the card was charged, and
+   * the invoice must say so.
+   */
+  private async markPaid(list: Invoice[], at: Date): Promise<void> {
+    if (list.length === 0) return;
+    await retryingRaces(() =>
+      this.ctx.stores.transaction(async (tx) => {
+        const moved = new Set(
+          await tx.moveInvoices(
+            list.map((i) => i.id),
+            "open",
+            "paid",
+            at,
+          ),
+        );
+        await tx.emit(list.filter((i) => moved.has(i.id)).map((i) => invoiceEvent("invoice.paid", { ...i, status: "paid" })));
+      }),
+    );
+  }
+
+  /** A declined charge: the invoice stays open; `invoice.payment_failed` says so (written again if its transaction loses a deadlock). */
+  private async paymentFailed(list: Invoice[]): Promise<void> {
+    if (list.length === 0) return;
+    await retryingRaces(() => this.ctx.stores.transaction((tx) => tx.emit(list.map((i) => invoiceEvent("invoice.payment_failed", i)))));
+  }
+
+  /** Settles invoices just written (a cycle close's, a finalized draft...), each charged to its subject's saved method; see settleWith. */
+  async settleMany(list: Invoice[]): Promise<void> {
+    if (list.length === 0) return;
+    await this.settleWith(list, async (due) => {
+      const methods = await this.ctx.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
+      return (i) => methods.get(i.subjectId);
+    });
+  }
+
+  /**
+   * Settles invoices: zero totals paid at once, the rest charged to the method `methodsOf` finds
+   * for each (none: it stays open until paid another way) through its environment's provider (a
+   * live environment has none: never the test provider). Settling comes after the change that
+   * wrote the invoices committed, so it never fails its caller: a read, a charge or a write that
+   * fails leaves its invoices open (settleFailed says why), the change stands and its call succeeds.
+   */
+  private async settleWith(list: Invoice[], methodsOf: (due: Invoice[]) => Promise<(i: Invoice) => PaymentMethod | undefined>): Promise<void> {
+    const at = this.ctx.now();
+    const due = list.filter((i) => dec(i.total).gt(0));
+    const paid = list.filter((i) => dec(i.total).lte(0));
+    const declined: Invoice[] = [];
+    let methodOf: (i: Invoice) => PaymentMethod | undefined = () => undefined;
+    if (due.length > 0) {
+      try {
+        methodOf = await methodsOf(due);
+      } catch (err) {
+        for (const i of due) this.ctx.events.settleFailed?.(i.id, err);
+      }
+    }
+    for (const i of due) {
+      const pm = methodOf(i);
+      try {
+        const provider = pm ? await this.reads.providerFor(i.environmentId) : undefined;
+        if (!pm || !provider) continue;
+        if ((await provider.charge(pm, i.total, i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
+        else declined.push(i);
+      } catch (err) {
+        // The invoice is written: it stays open, and the other invoices are settled.
+        this.ctx.events.settleFailed?.(i.id, err);
+      }
+    }
+    try {
+      await this.markPaid(paid, at);
+    } catch (err) {
+      for (const i of paid) this.ctx.events.settleFailed?.(i.id, err);
+    }
+    try {
+      await this.paymentFailed(declined);
+    } catch (err) {
+      for (const i of declined) this.ctx.events.settleFailed?.(i.id, err);
+    }
+  }
+}
