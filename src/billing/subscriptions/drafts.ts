@@ -4,11 +4,11 @@
  * (usage recomputed, open, charged) when the grace period ends or an operator asks.
  */
 import { FailedPreconditionError } from "../errors.js";
-import { invoiceEvent } from "../events/types.js";
 import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
+import { checkTransition, transitionEvents } from "./invoice-states.js";
 import type { Settlement } from "./settlement.js";
 import type { Invoice } from "./types.js";
 
@@ -44,11 +44,12 @@ export class Drafts {
    * finds it finalized). Returns the invoice as it ended up, or undefined when it was no longer a draft.
    */
   async finalizeDraft(draft: Invoice): Promise<Invoice | undefined> {
+    const finalize = checkTransition("draft", "open");
     const at = this.ctx.now();
-    const final: Invoice = { ...(await this.preview(draft)), status: "open", finalizedAt: at };
+    const final: Invoice = { ...(await this.preview(draft)), status: finalize.to, finalizedAt: at };
     const done = await this.ctx.stores.transaction(async (tx) => {
       const moved = await tx.finalizeDraft(final, at);
-      if (moved) await tx.emit([invoiceEvent("invoice.finalized", final)]);
+      if (moved) await tx.emit(transitionEvents(finalize, [final]));
       return moved;
     });
     if (!done) return undefined;

@@ -9,6 +9,8 @@
  * - drafts: previewing and finalizing drafts at the end of their grace period (drafts.ts);
  * - lateUsage: adjustments for usage that arrived after its window was billed (late-usage.ts);
  * - cycles: closing due cycles, setting aside those that fail (cycle-close.ts).
+ *
+ * How an invoice's status may change is invoice-states.ts.
  */
 import type { Yielder } from "../yielding.js";
 import { CycleClose } from "./cycle-close.js";

@@ -3,9 +3,9 @@
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
-import { invoiceEvent } from "../events/types.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
+import { canTransition, checkTransition, transitionEvents } from "./invoice-states.js";
 import type { Lookups } from "./lookups.js";
 import type { Invoice, InvoiceStatus } from "./types.js";
 
@@ -86,7 +86,7 @@ export class Invoices {
    */
   async finalize(caller: Caller, id: string): Promise<Invoice> {
     const inv = await this.stored(caller, id);
-    if (inv.status !== "draft" || !(await this.lookups.engine.drafts.finalizeDraft(inv))) {
+    if (!canTransition(inv.status, "open") || !(await this.lookups.engine.drafts.finalizeDraft(inv))) {
       const now = await this.stored(caller, id);
       throw new FailedPreconditionError("INVOICE_NOT_DRAFT", `invoice ${id} is ${now.status}; only a draft can be finalized`);
     }
@@ -95,11 +95,13 @@ export class Invoices {
 
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
+    const move = checkTransition("open", to);
     const at = this.lookups.engine.now();
     const moved = await this.stores.transaction(async (tx) => {
-      const done = (await tx.moveInvoices([inv.id], "open", to, at)).length > 0;
+      const done = (await tx.moveInvoices([inv.id], move.from, move.to, at)).length > 0;
       // Voiding is announced (invoice.voided); marking uncollectible has no event type.
-      if (done && to === "void") await tx.emit([invoiceEvent("invoice.voided", { ...inv, status: "void" })]);
+      const events = done ? transitionEvents(move, [inv]) : [];
+      if (events.length > 0) await tx.emit(events);
       return done;
     });
     if (!moved) {

@@ -7,6 +7,7 @@
 import { invoiceEvent } from "../events/types.js";
 import { dec } from "../money.js";
 import type { EngineContext } from "./engine-context.js";
+import { checkTransition, transitionEvents } from "./invoice-states.js";
 import { retryingRaces } from "./races.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, PaymentMethod } from "./types.js";
@@ -38,17 +39,23 @@ export class Settlement {
    */
   private async markPaid(list: Invoice[], at: Date): Promise<void> {
     if (list.length === 0) return;
+    const pay = checkTransition("open", "paid");
     await retryingRaces(() =>
       this.ctx.stores.transaction(async (tx) => {
         const moved = new Set(
           await tx.moveInvoices(
             list.map((i) => i.id),
-            "open",
-            "paid",
+            pay.from,
+            pay.to,
             at,
           ),
         );
-        await tx.emit(list.filter((i) => moved.has(i.id)).map((i) => invoiceEvent("invoice.paid", { ...i, status: "paid" })));
+        await tx.emit(
+          transitionEvents(
+            pay,
+            list.filter((i) => moved.has(i.id)),
+          ),
+        );
       }),
     );
   }
