@@ -1,6 +1,6 @@
 /**
- * The command-line reader the CLIs share (keys.ts, billing.ts): a command of one or two words
- * (`list`, `env create`), its positional arguments by name, and its flags, each taking a value
+ * The CLI's command-line reader: a command of one or more words (`status`, `migrate up`,
+ * `keys env create`), its positional arguments by name, and its flags, each taking a value
  * (`--env acme` or `--env=acme`) or a switch (`--json`). Anything it does not know is an error
  * message naming it, which the CLI prints with its usage and exit code 2.
  */
@@ -17,18 +17,40 @@ export interface Parsed {
   flags: Map<string, string>;
 }
 
+/** Every proper prefix of a command's words ("keys", "keys env" for "keys env create"): the groups. */
+export function groupsOf(commands: Iterable<string>): Set<string> {
+  const groups = new Set<string>();
+  for (const command of commands) {
+    const words = command.split(" ");
+    for (let n = 1; n < words.length; n++) groups.add(words.slice(0, n).join(" "));
+  }
+  return groups;
+}
+
 /**
- * Reads `args` against `commands` (keys are the command words, e.g. "env create"); `program` names
- * the CLI in messages. A first word that starts a two-word command is read with the next word.
+ * The command words at the start of `args`: words are taken while they make a group or a
+ * command, up to the first flag; the first word that makes neither is taken too (so an unknown
+ * command is named whole: "invoices finalise"). The result is a command, a group, "" or unknown.
+ */
+export function commandWords(commandNames: Iterable<string>, args: readonly string[]): string {
+  const names = new Set(commandNames);
+  const groups = groupsOf(names);
+  const words: string[] = [];
+  for (const word of args) {
+    if (word.startsWith("-")) break;
+    words.push(word);
+    const sofar = words.join(" ");
+    if (!groups.has(sofar)) break;
+  }
+  return words.join(" ");
+}
+
+/**
+ * Reads `args` against `commands` (keys are the command words, e.g. "keys env create");
+ * `program` names the CLI in messages.
  */
 export function parseCommandLine(program: string, commands: Record<string, CommandSpec>, args: readonly string[]): Parsed | { error: string } {
-  const groups = new Set(
-    Object.keys(commands)
-      .filter((c) => c.includes(" "))
-      .map((c) => c.split(" ")[0]),
-  );
-  const first = args[0] ?? "";
-  const command = groups.has(first) ? `${first} ${args[1] ?? ""}`.trim() : first;
+  const command = commandWords(Object.keys(commands), args);
   const spec = commands[command];
   if (!spec) return { error: command === "" ? "no command given" : `unknown command: ${program} ${command}` };
   const rest = args.slice(command.split(" ").length);
@@ -61,7 +83,13 @@ export function parseCommandLine(program: string, commands: Record<string, Comma
   return { command, positionals, flags };
 }
 
-/** True when the command line asks for help (`--help`, `-h` or `help` anywhere before a `--`). */
-export function wantsHelp(args: readonly string[]): boolean {
-  return args.some((a) => a === "--help" || a === "-h") || args[0] === "help";
+/**
+ * The command line a request for help is about (what follows a first word `help`, or everything
+ * but `--help` and `-h` when either is anywhere), whose command words (commandWords) name the
+ * topic; undefined when it asks for no help.
+ */
+export function helpTopic(args: readonly string[]): string[] | undefined {
+  if (args[0] === "help") return args.slice(1);
+  if (!args.some((a) => a === "--help" || a === "-h")) return undefined;
+  return args.filter((a) => a !== "--help" && a !== "-h");
 }

@@ -73,14 +73,14 @@ test("a command line it does not understand: the message, the usage, exit 2, and
   const dir = mkdtempSync(join(tmpdir(), "billing-cli-"));
   try {
     const file = join(dir, "billing.db");
-    for (const args of [
-      ["invoices", "frob"],
-      ["status", "--verbose"],
-    ]) {
+    for (const [args, shown] of [
+      [["invoices", "frob"], /\nusage: billing \[--env-file PATH\] invoices <command> \[--json\]\n {2}invoices finalize/],
+      [["status", "--verbose"], /\nusage: billing \[--env-file PATH\] status \[--json\]\n/],
+    ] as const) {
       const r = await billing(`sqlite:${file}`, ...args);
       t.is(r.code, 2, r.stderr);
       t.regex(r.stderr, /^unknown (command|flag)/);
-      t.regex(r.stderr, /usage: billing \[--env-file PATH\] <command> \[--json\]\n {2}migrate status/);
+      t.regex(r.stderr, shown);
       t.is(r.stdout, "");
     }
     t.false(existsSync(file), "the database was not opened");
@@ -89,7 +89,10 @@ test("a command line it does not understand: the message, the usage, exit 2, and
     t.regex(help.stdout, /^usage: billing \[--env-file PATH\] <command>/);
     t.regex(help.stdout, /invoices mark-uncollectible <invoice_id>/);
     const keysHelp = await billing(`sqlite:${file}`, "keys", "--help");
-    t.regex(keysHelp.stdout, /^usage: keys \[--env-file PATH\] <command>\n {2}keys env create/, "the keys commands are reachable through billing keys");
+    t.is(keysHelp.code, 0);
+    t.regex(keysHelp.stdout, /^usage: billing \[--env-file PATH\] keys <command> \[--json\]\n {2}keys env create/, "the keys commands are reachable through billing keys");
+    const alias = await run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", "--help"]);
+    t.is(alias.stdout, keysHelp.stdout, "src/cli/keys.ts is billing keys");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -121,6 +124,20 @@ for (const store of STORES) {
       const invoiceBeforeMigrate = await cli(url, "invoices", "void", "inv_1");
       t.is(invoiceBeforeMigrate.code, 1);
       t.regex(invoiceBeforeMigrate.stderr, /pending migration\(s\).*billing migrate up first/);
+      // No command but migrate up applies a migration: each refuses and says how to migrate.
+      for (const args of [
+        ["keys", "env", "list"],
+        ["keys", "list", "--json"],
+        ["keys", "env", "create", "acme"],
+        ["keys", "create", "--env", "acme"],
+        ["subscriptions", "retry-failed"],
+      ]) {
+        const r = await cli(url, ...args);
+        t.is(r.code, 1, args.join(" "));
+        t.regex(r.stderr, /the database has \d+ pending migration\(s\) \(.*\), and this command applies none: run billing migrate up first \(npm run billing -- migrate up\)\n$/);
+        t.is(r.stdout, "");
+      }
+      t.deepEqual((await json(url, "migrate", "status")).applied, [], "nothing was migrated");
       t.deepEqual((await json(url, "migrate", "up")).applied, before.pending);
       t.deepEqual(await json(url, "migrate", "status"), { applied: before.pending, pending: [] });
       t.regex((await cli(url, "migrate", "up")).stdout, /nothing to apply/);

@@ -59,6 +59,10 @@ for (const store of STORES) {
     writeFileSync(envFile, `# the server's settings\nDATABASE_URL=${tdb.url}\nPORT=0\nLOG_LEVEL="info"\n`);
     let child: ChildProcess | undefined;
     try {
+      // The operator CLI reads the file for its own commands (and migrates only when asked).
+      const migrated = await cli("billing", ["migrate", "up", "--env-file", envFile]);
+      t.is(migrated.code, 0, migrated.stderr);
+      t.true(migrated.stderr.includes(`DATABASE_URL from ${envFile}`));
       const env = await cli("keys", ["--env-file", envFile, "env", "create", "acme"]);
       t.is(env.code, 0, env.stderr);
       t.true(env.stderr.includes(`database: ${describeDatabase(tdb.url)} (DATABASE_URL from ${envFile})`), env.stderr);
@@ -68,11 +72,8 @@ for (const store of STORES) {
       const key = made.stdout.trim().split("\n")[1] ?? "";
       t.regex(key, /^sk_test_/);
 
-      // The operator CLI passes --env-file on to the keys commands, and reads it for its own.
+      // The same file, given before `keys`.
       t.regex((await cli("billing", ["--env-file", envFile, "keys", "list"])).stdout, /\tacme\t.*active/);
-      const migrated = await cli("billing", ["migrate", "up", "--env-file", envFile]);
-      t.is(migrated.code, 0, migrated.stderr);
-      t.true(migrated.stderr.includes(`DATABASE_URL from ${envFile}`));
 
       const server = await startServer(envFile);
       child = server.child;
@@ -91,6 +92,7 @@ for (const store of STORES) {
     const envFile = join(dir, "billing.env");
     writeFileSync(envFile, `DATABASE_URL=${a.url}\n`);
     try {
+      t.is((await cli("billing", ["migrate", "up"], { ...bareEnv(), DATABASE_URL: a.url })).code, 0);
       t.is((await cli("keys", ["env", "create", "acme"], { ...bareEnv(), DATABASE_URL: a.url })).code, 0);
       const refused = await cli("keys", ["create", "--env", "acme", "--env-file", envFile], { ...bareEnv(), DATABASE_URL: b.url });
       t.is(refused.code, 2);

@@ -1,12 +1,25 @@
-/** The keys CLI against a real database, and the keys it makes against the real server. */
+/**
+ * The keys commands (`billing keys …`, also run as src/cli/keys.ts) against a real database, and
+ * the keys they make against the real server; --json on each, exit codes 0 done / 1 refused /
+ * 2 usage.
+ */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import test from "ava";
+import { run as runCli } from "../../src/cli/billing.js";
 import { rest } from "../helpers/clients.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
 import { startAppOn } from "../helpers/server.js";
 
 const run = promisify(execFile);
+
+/** `billing <args>` in this process (the same `run` the command calls): its exit code and what it wrote. */
+async function cli(databaseUrl: string, ...args: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const code = await runCli(args, { out: (l) => (stdout += `${l}\n`), err: (l) => (stderr += `${l}\n`) }, { DATABASE_URL: databaseUrl });
+  return { code, stdout, stderr };
+}
 
 for (const store of STORES) {
   test(`${store}: create an environment and keys, use them, list them, revoke one`, async (t) => {
@@ -63,6 +76,61 @@ for (const store of STORES) {
       const listed = (await run(process.execPath, ["--import", "tsx", "src/cli/keys.ts", "list"], { env: { ...process.env, DATABASE_URL: tdb.url } })).stdout.trim().split("\n");
       t.is(listed.length, 1);
       t.regex(listed[0] ?? "", /secret\tdefault\tsk_test_boot…\tactive/);
+    } finally {
+      await tdb.drop();
+    }
+  });
+}
+
+for (const store of STORES) {
+  test(`${store}: every keys command with --json, flags in either form, and its exit codes`, async (t) => {
+    const tdb = await createTestDatabase(store);
+    const url = tdb.url;
+    const json = async (...args: string[]) => {
+      const r = await cli(url, ...args, "--json");
+      t.is(r.code, 0, `${args.join(" ")}: ${r.stderr}`);
+      return JSON.parse(r.stdout);
+    };
+    try {
+      t.is((await cli(url, "migrate", "up")).code, 0);
+      const env = await json("keys", "env", "create", "acme", "--mode=live");
+      t.like(env, { name: "acme", mode: "live" });
+      t.regex(env.id, /^env_\w+$/);
+      t.is((await cli(url, "keys", "env", "create", "acme")).code, 1, "already exists: refused");
+      t.is((await cli(url, "keys", "env", "create", "beta", "--mode", "prod")).code, 2, "a bad --mode: usage");
+      const listed = await json("keys", "env", "list");
+      t.deepEqual(
+        listed.environments.map((e: { name: string }) => e.name),
+        ["acme"],
+      );
+      t.like(listed.environments[0], { id: env.id, mode: "live", ingest_rps: null, api_rps: null });
+      t.deepEqual(await json("keys", "env", "set-limits", "acme", "--api-rps", "50", "--ingest-rps=0"), { id: env.id, name: "acme", ingest_rps: 0, api_rps: 50 });
+      t.deepEqual(await json("keys", "env", "set-invoice-grace", "acme", "7200"), { id: env.id, name: "acme", invoice_grace_seconds: 7200 });
+      t.is((await cli(url, "keys", "env", "set-limits", "nope", "--api-rps", "1")).code, 1, "no such environment: refused");
+      t.is((await cli(url, "keys", "env", "set-limits", "acme")).code, 2, "neither rate: usage");
+
+      const made = await json("keys", "create", "--publishable", "--env", "acme");
+      t.like(made, { kind: "publishable", environment: "acme" });
+      t.regex(made.key, /^pk_live_/);
+      const text = await cli(url, "keys", "create", "--env=acme");
+      t.is(text.code, 0, text.stderr);
+      t.regex(text.stdout, /^key_\w+\tsecret\tacme\nsk_live_\w+\n$/);
+      t.regex(text.stderr, /This key is shown once/);
+      t.is((await cli(url, "keys", "create", "--env", "nope")).code, 1);
+      t.is((await cli(url, "keys", "create")).code, 2, "no --env: usage");
+
+      const keys = (await json("keys", "list", "--env=acme")).keys;
+      t.is(keys.length, 2);
+      t.like(
+        keys.find((k: { id: string }) => k.id === made.id),
+        { kind: "publishable", environment: "acme", prefix: made.key.slice(0, 12), revoked_at: null },
+      );
+      t.false(JSON.stringify(keys).includes(made.key), "a listing never shows the key itself");
+      const revoked = await json("keys", "revoke", made.id);
+      t.is(revoked.id, made.id);
+      t.regex(revoked.revoked_at, /^\d{4}-\d\d-\d\dT/);
+      t.is((await cli(url, "keys", "revoke", made.id)).code, 1, "revoking twice: refused");
+      t.regex((await cli(url, "keys", "list")).stdout, /\tpublishable\tacme\tpk_live_\w+…\trevoked \d{4}-/);
     } finally {
       await tdb.drop();
     }
