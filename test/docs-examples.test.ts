@@ -14,18 +14,19 @@
  * - A line `[NAME=value …] npm start` is not run: the test starts the server itself (a fresh
  *   SQLite database, a free port, SCHEDULER_INTERVAL_MS=0), with those variables, before the
  *   page's first block. `localhost:8080` means that server, in the commands and in the outputs.
- * - `npm run [-s] billing -- …` runs the CLI from source (`tsx src/cli/billing.ts …`), the
- *   same program as the compiled one, so that each example does not build the project first.
+ * - `npm run [-s] billing -- …` runs the CLI from source (`node --import tsx src/cli/billing.ts`),
+ *   the same program as the compiled one, so that each example does not build the project first;
+ *   `npx buf …` runs buf's binary directly (the same program without npx's Node start).
  * - Each page runs its blocks in order in one bash shell (variables carry from block to block),
  *   against a fresh server of its own; the pages of docs/guides/walkthrough/ share one server
- *   and run in the order of their file names, each in its own shell.
+ *   and run in the order of their file names, each in its own shell and its own test.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import { createTestDatabase } from "./helpers/db.js";
 import { startAppOn } from "./helpers/server.js";
 
@@ -35,6 +36,8 @@ const RUN = "sh";
 const SHOWN = new Set(["text", "console", "yaml", "json", "python", "go", "ts", "proto"]);
 const START = /^((?:[A-Z][A-Z0-9_]*=\S+ )*)npm start\s*$/;
 const WALKTHROUGH = "docs/guides/walkthrough/";
+/** buf's own binary, which `npx buf` runs through a Node wrapper: called directly, a call costs no Node start. */
+const BUF = [`${ROOT}node_modules/@bufbuild/buf-${process.platform}-${process.arch}/bin/buf`].find((p) => existsSync(p));
 
 interface Block {
   file: string;
@@ -146,7 +149,8 @@ const MARK = "\u001e";
 function scriptOf(steps: Step[], port: number, errDir: string): string {
   const lines = [
     "set -o pipefail",
-    'npm() { if [ "$1" = run ] && { [ "$2" = billing ] || { [ "$2" = -s ] && [ "$3" = billing ]; }; }; then shift 2; [ "$1" = billing ] && shift; [ "$1" = -- ] && shift; tsx src/cli/billing.ts "$@"; else command npm "$@"; fi; }',
+    'npm() { if [ "$1" = run ] && { [ "$2" = billing ] || { [ "$2" = -s ] && [ "$3" = billing ]; }; }; then shift 2; [ "$1" = billing ] && shift; [ "$1" = -- ] && shift; node --import tsx src/cli/billing.ts "$@"; else command npm "$@"; fi; }',
+    ...(BUF ? [`npx() { if [ "$1" = buf ]; then shift; "${BUF}" "$@"; else command npx "$@"; fi; }`] : []),
   ];
   steps.forEach((s, i) => {
     const code = s.code.filter((l) => !START.test(l)).map((l) => l.replaceAll("localhost:8080", `localhost:${port}`));
@@ -213,18 +217,22 @@ function serverEnv(steps: Step[]): Record<string, string> {
   return env;
 }
 
-/** Runs pages one after another on one fresh server. */
-async function runOnOneServer(pages: { file: string; steps: Step[] }[]): Promise<string[]> {
+interface Page {
+  file: string;
+  steps: Step[];
+}
+
+/** A fresh server for the given pages (its variables from their `npm start` lines), stopped by `stop`. */
+async function serverFor(pages: Page[]) {
   const db = await createTestDatabase("sqlite");
   const app = await startAppOn(db.url, serverEnv(pages.flatMap((p) => p.steps)));
-  try {
-    const problems: string[] = [];
-    for (const p of pages) problems.push(...(await runPage(p.file, p.steps, app.port, { DATABASE_URL: db.url })));
-    return problems;
-  } finally {
-    await app.stop();
-    await db.drop();
-  }
+  return {
+    run: (p: Page) => runPage(p.file, p.steps, app.port, { DATABASE_URL: db.url }),
+    async stop() {
+      await app.stop();
+      await db.drop();
+    },
+  };
 }
 
 const files = markdownFiles();
@@ -246,19 +254,46 @@ test("the wildcard and JSON comparison", (t) => {
   t.false(matches("200", "404"));
 });
 
+function report(t: ExecutionContext, problems: string[]) {
+  if (problems.length > 0) t.fail(problems.join("\n\n"));
+  else t.pass();
+}
+
+// The walk-through's pages run one after another on one server, each its own test (so that a
+// result arrives after each page), while the other pages run beside them.
 const walkthrough = pages.filter((p) => p.file.startsWith(WALKTHROUGH) && p.steps.length > 0);
-if (walkthrough.length > 0)
-  test(`the walk-through (${walkthrough.map((p) => relative(WALKTHROUGH, p.file)).join(", ")}) runs on one server and shows what it prints`, async (t) => {
-    const problems = await runOnOneServer(walkthrough);
-    if (problems.length > 0) t.fail(problems.join("\n\n"));
-    else t.pass();
-  });
+let walk: { server: ReturnType<typeof serverFor>; runs: Promise<string[]>[]; last: Promise<unknown> } | undefined;
+/** Starts the walk-through (its server, then its pages in order) the first time one of its tests asks. */
+function walkthroughRun(i: number): Promise<string[]> {
+  if (!walk) {
+    const server = serverFor(walkthrough);
+    let last: Promise<unknown> = server;
+    const runs = walkthrough.map((p) => {
+      const done = last.then(async () => (await server).run(p));
+      last = done.catch(() => undefined);
+      return done;
+    });
+    walk = { server, runs, last };
+  }
+  return walk.runs[i] as Promise<string[]>;
+}
+test.after.always(async () => {
+  if (!walk) return;
+  await walk.last;
+  await (await walk.server).stop();
+});
+walkthrough.forEach((p, i) => {
+  test(`the walk-through: ${relative(WALKTHROUGH, p.file)} runs on the walk-through's server and shows what it prints`, async (t) => report(t, await walkthroughRun(i)));
+});
 
 for (const p of pages.filter((p) => !p.file.startsWith(WALKTHROUGH) && p.steps.length > 0))
   test(`${p.file} runs and shows what it prints`, async (t) => {
-    const problems = await runOnOneServer([p]);
-    if (problems.length > 0) t.fail(problems.join("\n\n"));
-    else t.pass();
+    const server = await serverFor([p]);
+    try {
+      report(t, await server.run(p));
+    } finally {
+      await server.stop();
+    }
   });
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes. */
