@@ -34,7 +34,7 @@
  *                                   at 127.0.0.1:3306, user root)
  * Env:   BENCH_CALLS=20000 BENCH_WARMUP_CALLS=2000 BENCH_GRPC_CONNECTIONS=2 BENCH_GRPC_STREAMS=8
  *        BENCH_ROUNDS=2 BENCH_GRPC_CASES=get,ping,ingest BENCH_EVENTS_PER_CALL=500
- *        BENCH_INGEST_STREAMS=4 BENCH_INGEST_CALLS=4 BENCH_SEED_SUBJECTS=50
+ *        BENCH_INGEST_STREAMS=4 BENCH_INGEST_CALLS=8 BENCH_SEED_SUBJECTS=50
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn BENCH_BASELINE=<commit>
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
@@ -84,7 +84,7 @@ const settings = {
   rounds: Math.floor(envNumber("BENCH_ROUNDS", 2, 1)),
   eventsPerCall: Math.floor(envNumber("BENCH_EVENTS_PER_CALL", 500, 1)),
   ingestStreams: Math.floor(envNumber("BENCH_INGEST_STREAMS", 4, 1)),
-  ingestCalls: Math.floor(envNumber("BENCH_INGEST_CALLS", 4, 1)),
+  ingestCalls: Math.floor(envNumber("BENCH_INGEST_CALLS", 8, 1)),
   seedSubjects: Math.floor(envNumber("BENCH_SEED_SUBJECTS", 50, 1)),
   mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
@@ -360,10 +360,13 @@ async function main(): Promise<number> {
   const loadBefore = loadAverage();
   const baseline = settings.baseline ? checkoutTree(settings.baseline) : undefined;
   const run: Run = { id: randomBytes(4).toString("hex"), db: [], servers: [] };
-  const cleanup = async () => {
-    for (const s of run.servers.splice(0)) await s.stop();
-    for (const db of run.db.splice(0)) await db.drop();
-  };
+  // One cleanup, however many ask for it (an interrupt, and main's own end when its calls fail).
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () =>
+    (cleaned ??= (async () => {
+      for (const s of run.servers.splice(0)) await s.stop();
+      for (const db of run.db.splice(0)) await db.drop();
+    })());
   process.once("SIGINT", () => {
     progress("interrupted: stopping the servers and dropping the databases");
     cleanup().finally(() => process.exit(130));
