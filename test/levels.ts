@@ -33,7 +33,7 @@ export const LEVELS = {
   ],
   api: [
     "test/api/",
-    "test/bench/",
+    "test/build.test.ts",
     "test/clients/",
     "test/cli/billing.test.ts",
     "test/cli/env-file.test.ts",
