@@ -7,7 +7,7 @@
 #     server): Debian's mariadb-server installed if absent, started if installed but not running,
 #     root let in over TCP with the empty password, database `test` created;
 #   Chromium at CHROMIUM_PATH (default /usr/bin/chromium): the browser tests;
-#   jq: the README's walk-through;
+#   jq: the docs' examples (test/docs-examples.test.ts);
 #   Python's grpc and google.protobuf for GRPCIO_PYTHON (default /usr/bin/python3): the grpcio test.
 #   promtool (Debian's prometheus): test/api/ops-metrics-lint.test.ts checks /metrics with it.
 #   protoc and grpc_python_plugin at /usr/bin: the Python how-to's test (test/clients/python-howto.test.ts).

@@ -39,7 +39,6 @@ export const LEVELS = {
     "test/cli/env-file.test.ts",
     "test/cli/keys.test.ts",
     "test/docs-examples.test.ts",
-    "test/readme.test.ts",
     "test/rest/openapi-errors.test.ts",
     "test/rest/openapi-responses.test.ts",
     "test/rest/openapi.test.ts",

@@ -2,7 +2,7 @@
  * Runs before `npm test`'s tests, after scripts/test-prerequisites.sh has installed what it could:
  * says in one line what the suite needs and is still missing, and how to get it, instead of letting hundreds of tests fail one connection timeout at a time.
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
- * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the README's walk-through;
+ * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the docs' examples;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
  * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test.
  *
@@ -41,7 +41,7 @@ if (needs("api", "db") && STORES.includes("mysql")) {
 }
 if (needs("browser") && !existsSync(CHROMIUM)) missing.push(chromiumMissing());
 if (needs("api") && spawnSync("jq", ["--version"]).status !== 0)
-  missing.push("jq, which the README's walk-through uses (test/readme.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
+  missing.push("jq, which the docs' examples use (test/docs-examples.test.ts), is not on PATH: install it (apt-get install jq; npm test does so when run as root)");
 
 const python = process.env.GRPCIO_PYTHON || "/usr/bin/python3";
 if (needs("api") && spawnSync(python, ["-c", "import grpc, google.protobuf"]).status !== 0) {
