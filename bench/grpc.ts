@@ -36,6 +36,7 @@
  *        BENCH_ROUNDS=2 BENCH_GRPC_CASES=get,ping,ingest BENCH_EVENTS_PER_CALL=500
  *        BENCH_INGEST_STREAMS=4 BENCH_INGEST_CALLS=8 BENCH_SEED_SUBJECTS=50
  *        BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306 BENCH_SERVER_LOG_LEVEL=warn BENCH_BASELINE=<commit>
+ *        BENCH_SERVER_NODE_ARGS="--cpu-prof"   more node options for the server children
  * Output: progress on stderr; the report (Markdown) on stdout.
  */
 import { execFileSync } from "node:child_process";
@@ -89,6 +90,8 @@ const settings = {
   mysqlUrl: process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306",
   serverLogLevel: process.env.BENCH_SERVER_LOG_LEVEL || "warn",
   cases: new Set((process.env.BENCH_GRPC_CASES || "get,ping,ingest").split(",").map((c) => c.trim())),
+  /** More node options for the server children, space-separated (e.g. --cpu-prof: a profile per server in its tree's root on stop). */
+  serverNodeArgs: (process.env.BENCH_SERVER_NODE_ARGS || "").split(" ").filter(Boolean),
   /** A commit whose servers run beside this checkout's, on a database of their own (e.g. the tree before a change). */
   baseline: process.env.BENCH_BASELINE || undefined,
 };
@@ -251,7 +254,7 @@ async function startTree(run: Run, root: string | undefined, suffix: string): Pr
       RATE_LIMIT_API_RPS: "0",
       RATE_LIMIT_INGEST_RPS: "0",
     });
-    const server = await startChildServer(env, [], root);
+    const server = await startChildServer(env, settings.serverNodeArgs, root);
     run.servers.push(server);
     const path = `${lean === "on" ? "lean" : "connect-node"}${suffix}`;
     progress(`${path}: LEAN_GRPC=${lean} ready at http://127.0.0.1:${server.port} (pid ${server.pid}), database ${db.name}`);
