@@ -19,7 +19,7 @@ import { buildHandler } from "./wiring/serving.js";
 import { buildServices } from "./wiring/services.js";
 import { SqlIdempotencyStore } from "./db/stores/idempotency-store.js";
 import { KeyVerifier } from "./rpc/auth.js";
-import { type Listener, listen } from "./server.js";
+import { type Listener, listen } from "./edge/listener.js";
 import { describeCertificate, readTlsPair, watchTlsPair } from "./tls.js";
 
 export interface App {

@@ -10,7 +10,7 @@ import { readFileSync, statSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { TlsFiles } from "./config.js";
 import type { Logger } from "./log.js";
-import type { TlsPair } from "./server.js";
+import type { TlsPair } from "./edge/listener.js";
 
 /** How often the certificate and key files are looked at for a change (ms). */
 export const TLS_RELOAD_CHECK_MS = 1_000;

@@ -1,4 +1,4 @@
-import { type ContextKey, type ContextValues, type HandlerContext, createContextKey } from "@connectrpc/connect";
+import { type HandlerContext, createContextKey } from "@connectrpc/connect";
 import type { FieldViolation } from "../billing/errors.js";
 import type { Caller } from "../billing/tenancy.js";
 import type { RequestTrace } from "../ops/trace.js";
@@ -10,23 +10,12 @@ export const callerKey = createContextKey<Caller | undefined>(undefined, { descr
 export const traceKey = createContextKey<RequestTrace | undefined>(undefined, { description: "request trace" });
 
 /**
- * Connect's ContextValues, as createContextValues makes them (each value stored under its key's
- * symbol) but as a class: its three methods on the prototype rather than three closures built per
- * call. The lean gRPC path makes one per call.
+ * The call's response headers and trailers, for an interceptor that answers by itself (an
+ * idempotent replay: idempotency.ts): what it sets there is the call's. The server's invoker
+ * (invoke.ts: the lean gRPC path and the REST bridge) sets it; connect-node's handlers do not
+ * give interceptors theirs.
  */
-export class CallValues implements ContextValues {
-  get<T>(key: ContextKey<T>): T {
-    return key.id in this ? ((this as unknown as Record<symbol, T>)[key.id] as T) : key.defaultValue;
-  }
-  set<T>(key: ContextKey<T>, value: T): this {
-    (this as unknown as Record<symbol, T>)[key.id] = value;
-    return this;
-  }
-  delete(key: ContextKey<unknown>): this {
-    delete (this as unknown as Record<symbol, unknown>)[key.id];
-    return this;
-  }
-}
+export const responseHeadersKey = createContextKey<{ header: Headers; trailer: Headers } | undefined>(undefined, { description: "response headers" });
 
 export function callerOf(ctx: HandlerContext): Caller {
   const caller = ctx.values.get(callerKey);

@@ -23,7 +23,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem } from "../billing/idempotency.js";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError } from "../billing/errors.js";
 import type { Logger } from "../log.js";
-import { callerKey, traceKey } from "./context.js";
+import { callerKey, responseHeadersKey, traceKey } from "./context.js";
 import { publicError } from "./errors.js";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -78,8 +78,13 @@ export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now
       case "replay": {
         const o = result.outcome;
         if (!o.ok) throw replayedError(o);
-        const header = new Headers({ [REPLAYED_HEADER]: "true" });
-        return { stream: false, service: req.service, method, header, trailer: new Headers(), message: fromBinary(method.output, Buffer.from(o.message, "base64")) } as never;
+        // The call's own response headers where the call path gives them (context.ts), so that the
+        // protocol's headers and trailers stay; else headers of its own, which replace them.
+        const own = req.contextValues.get(responseHeadersKey);
+        const header = own?.header ?? new Headers();
+        header.set(REPLAYED_HEADER, "true");
+        const message = fromBinary(method.output, Buffer.from(o.message, "base64"));
+        return { stream: false, service: req.service, method, header, trailer: own?.trailer ?? new Headers(), message } as never;
       }
       case "reused":
         throw new InvalidArgumentError(

@@ -1,19 +1,16 @@
 /**
  * One call path into the implementations of the methods that answer once (unary and
- * client-streaming): the request goes through the server's one list of interceptors (errors, auth,
- * strict instants: app.ts) and then to the implementation, exactly as connect-node's handlers run
- * them (`applyInterceptors`, then `impl(message, context)`). connect-node uses the list for
- * Connect, gRPC-Web and gRPC's server and bidirectional streams; the REST bridge (direct.ts) and
- * the lean gRPC paths (grpc-unary.ts, and grpc-stream.ts for client streams) call through here.
- *
- * What it skips is what only connect-node's wire machinery needs: per call, connect-node builds a
- * Headers object for the request and two for the response, links two AbortControllers (whose
- * abort at the end of every call constructs a DOMException) and runs the message through
- * async-iterable pipelines. Here the headers are built only if something reads them, and the
- * signal is the caller's (never aborted unless the call has a deadline).
+ * client-streaming), for the REST bridge (direct.ts) and the lean gRPC path (edge/lean/): the
+ * request goes through the server's one list of interceptors (errors, auth, idempotency: app.ts)
+ * and then to the implementation, as connect-node's handlers run them (its
+ * invokeUnaryImplementation: `applyInterceptors`, then `impl(message, context)`, and the headers
+ * and trailers of the response the interceptors return become the call's). An interceptor that
+ * answers by itself finds the call's response headers in its context values (context.ts
+ * responseHeadersKey). connect-node serves every other call with the same list.
  */
 import { type DescMethod, type Message, create, isMessage } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
+import { responseHeadersKey } from "./context.js";
 
 /**
  * One unary or client-streaming call as a transport hands it in: the decoded request (a client
@@ -31,104 +28,59 @@ export interface Invocation {
   /** The request's headers, built only when an interceptor or implementation reads them. */
   header: () => Headers;
   /** Aborted when the call should stop (its deadline); never aborted if absent. */
-  signal?: AbortSignal;
-  timeoutMs?: number;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number | undefined;
 }
 
-/** The output message, and the response headers and trailers the implementation set (undefined: none). */
+/** The output message, and the call's response headers and trailers. */
 export interface InvocationOutcome {
   message: Message;
-  header: Headers | undefined;
-  trailer: Headers | undefined;
+  header: Headers;
+  trailer: Headers;
 }
 
 export type Invoker = (call: Invocation) => Promise<InvocationOutcome>;
 
 const NEVER_ABORTED = new AbortController().signal;
 
-/** The implementation's view of a call (HandlerContext): response headers and trailers built on first use. */
-class CallContext implements HandlerContext {
-  readonly service;
-  readonly method;
-  responseHeaders?: Headers;
-  responseTrailers?: Headers;
-  constructor(
-    private readonly req: UnaryRequest,
-    readonly protocolName: string,
-    private readonly timeout: number | undefined,
-  ) {
-    this.service = req.service;
-    this.method = req.method;
-  }
-  get requestMethod() {
-    return this.req.requestMethod;
-  }
-  get url() {
-    return this.req.url;
-  }
-  get values() {
-    return this.req.contextValues;
-  }
-  get signal() {
-    return this.req.signal;
-  }
-  get requestHeader() {
-    return this.req.header;
-  }
-  timeoutMs(): number | undefined {
-    return this.timeout;
-  }
-  get responseHeader(): Headers {
-    this.responseHeaders ??= new Headers();
-    return this.responseHeaders;
-  }
-  get responseTrailer(): Headers {
-    this.responseTrailers ??= new Headers();
-    return this.responseTrailers;
-  }
-}
+type Chain = (req: UnaryRequest) => Promise<UnaryResponse>;
 
-/** As connect's applyInterceptors: the first interceptor of the list is the outermost. */
-function applyInterceptors(next: (req: UnaryRequest) => Promise<UnaryResponse>, interceptors: readonly Interceptor[]) {
-  return interceptors.reduceRight((n, i) => i(n as never) as unknown as typeof next, next);
+/** As connect's copyHeaders: the headers an interceptor's response carries become the call's. */
+function copyHeaders(from: Headers, to: Headers): void {
+  if (from === to) return;
+  for (const key of [...to.keys()]) to.delete(key);
+  for (const [key, value] of from) to.set(key, value);
 }
 
 /**
  * The invoker of every unary and client-streaming method of `specs`, through `interceptors` (the
- * router's list). A client stream's interceptors see a stream request whose message is the
- * messages' iterable, as connect-node gives them; its answer is one message, as a unary one.
+ * router's list; the first is the outermost). A client stream's interceptors see a stream request
+ * whose message is the messages' iterable, as connect-node gives them; its answer is one message.
  */
 export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): Invoker {
-  const chains = new Map<DescMethod, (req: UnaryRequest) => Promise<UnaryResponse>>();
+  const chains = new Map<DescMethod, Chain>();
   for (const spec of specs) {
     for (const m of Object.values(spec.methods)) {
       if (m.kind !== "unary" && m.kind !== "client_streaming") continue;
       const impl = m.impl as (input: Message | AsyncIterable<Message>, ctx: HandlerContext) => Promise<unknown>;
       const output = m.method.output;
-      const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
-        const ctx = (req as UnaryRequest & { ctx: CallContext }).ctx;
+      const innermost: Chain = async (req) => {
+        const ctx = (req as UnaryRequest & { ctx: HandlerContext }).ctx;
         const out = await impl(req.message, ctx);
         const message = isMessage(out, output) ? out : create(output, out as never);
-        return {
-          stream: req.stream,
-          service: req.service,
-          method: req.method,
-          message,
-          get header() {
-            return ctx.responseHeader;
-          },
-          get trailer() {
-            return ctx.responseTrailer;
-          },
-        } as UnaryResponse;
+        return { stream: false, service: req.service, method: req.method, message, header: ctx.responseHeader, trailer: ctx.responseTrailer } as UnaryResponse;
       };
-      chains.set(m.method, applyInterceptors(innermost, interceptors));
+      chains.set(
+        m.method,
+        interceptors.reduceRight<Chain>((next, i) => i(next as never) as unknown as Chain, innermost),
+      );
     }
   }
   return async (call) => {
     const chain = chains.get(call.method);
     if (!chain) throw new Error(`no unary or client-streaming implementation of ${call.method.parent.typeName}.${call.method.name}`);
     let header: Headers | undefined;
+    const signal = call.signal ?? NEVER_ABORTED;
     // The interceptors' view of the call (request headers built on first read); the context rides
     // along, also on a request an interceptor makes of its own by spreading this one.
     const req = {
@@ -137,20 +89,34 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
       method: call.method,
       requestMethod: call.requestMethod,
       url: call.url,
-      signal: call.signal ?? NEVER_ABORTED,
+      signal,
       contextValues: call.contextValues,
       message: call.message,
       get header(): Headers {
         header ??= call.header();
         return header;
       },
-    } as unknown as UnaryRequest & { ctx: CallContext };
-    const ctx = new CallContext(req, call.protocolName, call.timeoutMs);
+    } as unknown as UnaryRequest & { ctx: HandlerContext };
+    const ctx: HandlerContext = {
+      service: call.method.parent,
+      method: call.method,
+      protocolName: call.protocolName,
+      requestMethod: call.requestMethod,
+      url: call.url,
+      signal,
+      values: call.contextValues,
+      get requestHeader() {
+        return req.header;
+      },
+      timeoutMs: () => call.timeoutMs,
+      responseHeader: new Headers(),
+      responseTrailer: new Headers(),
+    };
     req.ctx = ctx;
+    call.contextValues.set(responseHeadersKey, { header: ctx.responseHeader, trailer: ctx.responseTrailer });
     const res = await chain(req);
-    // An interceptor that answered by itself (a replay: rpc/idempotency.ts) gave headers of its own.
-    const own = Object.getOwnPropertyDescriptor(res, "header")?.value as Headers | undefined;
-    if (own !== undefined) for (const [name, value] of own) ctx.responseHeader.set(name, value);
-    return { message: res.message as Message, header: ctx.responseHeaders, trailer: ctx.responseTrailers };
+    copyHeaders(res.header, ctx.responseHeader);
+    copyHeaders(res.trailer, ctx.responseTrailer);
+    return { message: res.message as Message, header: ctx.responseHeader, trailer: ctx.responseTrailer };
   };
 }

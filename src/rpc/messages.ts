@@ -30,11 +30,6 @@
  * interceptor runs: the message is checked here the same way (base64 that does not decode is
  * MALFORMED_BASE64), and a GET the server already refused (no key, say: the call's PreAuth
  * holds the error) is answered with that refusal before its message is looked at.
- *
- * "Connect" here is connect-node 2.1.2 (@connectrpc/connect 2.1.2): what it does before any
- * interceptor runs (a binary message that does not parse is `internal`, the GET query's
- * parameters, the bound applied after decompression, its unary error answer) is that version's,
- * to check again on an upgrade; test/api/bad-encoding*.test.ts and error-parity.test.ts pin it.
  */
 import { type DescMessage, type DescMethod, type JsonWriteOptions, fromBinary } from "@bufbuild/protobuf";
 import { base64Decode } from "@bufbuild/protobuf/wire";
@@ -49,8 +44,6 @@ import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { compressedWithoutEncoding, decompressed, recompressed } from "./compression.js";
 import { malformedRequest, toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
-import { plainUsageEventInput } from "./usage-event-wire.js";
-import { UsageEventInputSchema } from "../gen/billing/v1/usage_event_pb.js";
 import { MALFORMED_BASE64 } from "./grpc-wire.js";
 import { contentType, envelope, envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 
@@ -72,14 +65,9 @@ export function malformed(desc: DescMessage, err: unknown): ConnectError {
   return malformedRequest(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, MALFORMED_PROTOBUF, { message_type: desc.typeName });
 }
 
-/**
- * Binary: decodes as `desc` (the way Connect will), handed on unchanged. A stream's event that is
- * plainly well formed (rpc/usage-event-wire.ts) is certain to decode: it is not decoded twice.
- */
+/** Binary: decodes as `desc` (the way Connect will), handed on unchanged. */
 function binaryCheck(desc: DescMessage): Check {
-  const plain = desc.typeName === UsageEventInputSchema.typeName ? plainUsageEventInput : undefined;
   return (bytes) => {
-    if (plain?.(bytes)) return bytes;
     try {
       fromBinary(desc, bytes);
     } catch (err) {
@@ -121,8 +109,16 @@ function compressedCheck(check: Check, encoding: string, maxBytes: number, rewri
   };
 }
 
-/** The chunks as one buffer (the one chunk itself, uncopied). */
-const concat = (chunks: Uint8Array[], size: number): Uint8Array => (chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks, size));
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
 
 /** Connect unary: the whole body is the message. Over `maxBytes` it is handed on for Connect to refuse. */
 async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxBytes: number): AsyncIterable<Uint8Array> {

@@ -11,7 +11,7 @@ import test from "ava";
 import { loadConfig } from "../../src/config.js";
 import { HealthService } from "../../src/gen/billing/v1/health_service_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
-import { listen } from "../../src/server.js";
+import { listen } from "../../src/edge/listener.js";
 import { rest, rpcClient } from "../helpers/clients.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";

@@ -11,7 +11,6 @@ import { type CreateUsageEventRequest, CreateUsageEventBatchRequestSchema, Creat
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { parseInstant } from "../../billing/time.js";
 import { codeName } from "../errors.js";
-import { wellFormed } from "../json-parse.js";
 import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
 const RETIRED_TIMESTAMP = retired(5, "an RFC 3339 string", 6, "a google.protobuf.Timestamp");
@@ -70,7 +69,7 @@ export function summaryToPb(s: Summary): PricingMetricSummary {
 // ---------------------------------------------------------------------------------------------
 // The common case of an ingest body, read straight into its message
 
-const isText = (v: unknown): v is string => typeof v === "string" && wellFormed(v);
+const isText = (v: unknown): v is string => typeof v === "string" && (v as unknown as { isWellFormed(): boolean }).isWellFormed();
 
 interface PlainEvent {
   idempotencyKey: string;
