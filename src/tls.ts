@@ -1,5 +1,5 @@
 /**
- * TLS on the one port (TLS_CERT_FILE, TLS_KEY_FILE; src/server.ts `listen`): the certificate and
+ * TLS on the one port (TLS_CERT_FILE, TLS_KEY_FILE; src/edge/listener.ts `listen`): the certificate and
  * key are read and checked as a pair at start (a pair that does not work stops the start), and
  * read again whenever either file changes, looked at every TLS_RELOAD_CHECK_MS: a new pair that
  * works serves the connections made from then on; one that does not (unreadable, not PEM, a key

@@ -26,7 +26,7 @@ export const needsKey = (service: DescService): boolean => !PUBLIC_SERVICES.has(
 export const publishableMay = (method: DescMethod): boolean => PUBLISHABLE.has(`${method.parent.typeName}/${method.name}`);
 
 /**
- * What the server decided from a call's headers before reading its body (server.ts): the caller,
+ * What the server decided from a call's headers before reading its body (edge/admit.ts): the caller,
  * or the error to answer with. Unset when a call did not come through the server's handler.
  */
 export type PreAuth = { caller: Caller | undefined } | { error: ConnectError };

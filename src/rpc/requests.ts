@@ -1,5 +1,5 @@
 /**
- * What the server's detours read and write of an RPC request before Connect does (src/server.ts,
+ * What the server's detours read and write of an RPC request before Connect does (src/edge, the lean gRPC path,
  * the message checks, the gRPC-Web transcoding): one definition each.
  */
 import type { IncomingHttpHeaders } from "node:http2";
