@@ -11,7 +11,7 @@ import type { Logger } from "../log.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
 import { sendError } from "../rest/errors.js";
 import type { FormBodies, FormRefusal } from "../rest/form-body.js";
-import { page as formPage } from "../rest/pages.js";
+import { messagePage } from "../pages/shell.js";
 import { sendRefusal } from "../rest/gateway.js";
 import { withRequestInfo } from "../rpc/errors.js";
 import { leaveUnread } from "./body.js";
@@ -42,7 +42,7 @@ function refuseForm(req: Req, res: Res, refusal: Exclude<FormRefusal, "gone"> | 
       : refusal === "too_large"
         ? [413, "Form too large", `A form may have at most ${maxBytes} bytes.`]
         : [503, "Busy", `The server is busy. Try again in ${RETRY_AFTER_SECONDS} s.`];
-  formPage(res, status, title, `<main><h1>${title}</h1><p>${text}</p></main>`);
+  messagePage(res, status, title, title, text);
 }
 
 export function createPageServer(pages: (req: Req, res: Res) => boolean, forms: FormBodies | undefined, slot: Slot, log: Logger) {
