@@ -48,10 +48,17 @@ export interface Responder {
 }
 
 export interface AdmitParts {
+  /** The server's bounds on requests and body bytes in flight. */
   admission: Admission;
+  /** Key-less gRPC reflection streams: their own count and lifetime (limits.ts KeylessStreams). */
   keylessStreams?: KeylessStreams | undefined;
-  /** The caller of `method` with this key (undefined for services that need no key); throws the refusal. */
+  /**
+   * The caller of `method` with this `x-api-key` header value and its key (cached verification;
+   * undefined for the services that need no key); throws for a missing, unknown, revoked or
+   * misplaced key. Called before any of the body is read.
+   */
   authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
+  /** Per-key token buckets, and the server's default limits (an environment may override them). */
   rateLimiter?: RateLimiter | undefined;
   rateLimits?: RateLimits | undefined;
   log: Logger;

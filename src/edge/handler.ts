@@ -16,20 +16,15 @@ import { performance } from "node:perf_hooks";
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
-import type { Admission, KeylessStreams } from "../limits.js";
-import type { Logger } from "../log.js";
 import type { Readiness } from "../ops/health.js";
 import type { Metrics } from "../ops/metrics.js";
 import { REQUEST_ID_HEADER, RequestTrace, requestIdFrom, setTrace } from "../ops/trace.js";
 import type { Tracing } from "../ops/tracing.js";
-import type { RateLimits } from "../config.js";
-import type { RateLimiter } from "../ratelimit.js";
 import type { FormBodies } from "../rest/form-body.js";
 import type { RestGateway, RestRoute, RestTarget } from "../rest/gateway.js";
-import type { Authenticated } from "../rpc/auth.js";
 import { base64Length, grpcFlavour, unimplemented } from "../rpc/grpc-wire.js";
 import type { Invoker } from "../rpc/invoke.js";
-import { type Responder, createAdmitChain } from "./admit.js";
+import { type AdmitParts, type Responder, createAdmitChain } from "./admit.js";
 import { leaveUnread } from "./body.js";
 import { connectGetHeaders, connectResponder } from "./connect.js";
 import { leanResponder, servesLean } from "./lean/serve.js";
@@ -38,7 +33,8 @@ import { traced, createObserver } from "./observe.js";
 import { createPageServer, refuseHttp } from "./pages.js";
 import { PLAIN, createPlainRoutes } from "./plain.js";
 
-export interface HandlerParts {
+/** What the handler serves with; the admit chain's parts (admit.ts) among them. */
+export interface HandlerParts extends AdmitParts {
   router: ConnectRouter;
   rest: RestGateway;
   pages: (req: Req, res: Res) => boolean;
@@ -47,22 +43,8 @@ export interface HandlerParts {
   /** The app's metrics (GET /metrics), and the bearer token a scrape must send (undefined: none). */
   metrics: Metrics;
   metricsToken?: string | undefined;
-  log: Logger;
-  /**
-   * The caller of `method` with this `x-api-key` header value and its key (cached verification;
-   * undefined for the services that need no key); throws for a missing, unknown, revoked or
-   * misplaced key. Called before any of the body is read.
-   */
-  authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
-  /** The server's bounds on requests and body bytes in flight. */
-  admission: Admission;
   /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (rest/form-body.ts). */
   forms?: FormBodies;
-  /** Key-less gRPC reflection streams: their own count and lifetime (limits.ts KeylessStreams). */
-  keylessStreams?: KeylessStreams;
-  /** Per-key token buckets, and the server's default limits (an environment may override them). */
-  rateLimiter?: RateLimiter;
-  rateLimits?: RateLimits;
   /**
    * The unary and client-streaming methods through the router's interceptors (rpc/invoke.ts):
    * with it, binary gRPC to them is served by the lean path (lean/) rather than by connect-node.
