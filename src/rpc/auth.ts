@@ -108,11 +108,6 @@ function allowed(authenticated: Authenticated, service: DescService, method: Des
   return authenticated;
 }
 
-/** The caller of `service`/`method` holding `key` (see authenticateKey); the Connect interceptor calls it. */
-export async function authenticate(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Promise<Caller | undefined> {
-  return (await authenticateKey(verifier, service, method, key))?.caller;
-}
-
 export function authInterceptor(verifier: KeyVerifier): Interceptor {
   return (next) => async (req) => {
     const pre = req.contextValues.get(preAuthKey);
@@ -121,7 +116,8 @@ export function authInterceptor(verifier: KeyVerifier): Interceptor {
       if (pre.caller) req.contextValues.set(callerKey, pre.caller);
       return next(req);
     }
-    const caller = await authenticate(verifier, req.service, req.method, req.header.get(API_KEY_HEADER) ?? undefined);
+    // A call that did not come through the server's handler (an in-process transport): its key now.
+    const caller = (await authenticateKey(verifier, req.service, req.method, req.header.get(API_KEY_HEADER) ?? undefined))?.caller;
     if (caller) req.contextValues.set(callerKey, caller);
     return next(req);
   };
