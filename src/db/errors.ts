@@ -1,4 +1,10 @@
-/** Translates driver errors so nothing above src/db sees a TypeORM or driver error. */
+/**
+ * Translates driver errors so nothing above src/db sees a TypeORM or driver error: Sql hands its
+ * callers an unreachable database as StorageUnavailableError and a lost lock conflict as
+ * StorageConflictError (billing/storage-errors.ts); stores turn unique-key violations into the
+ * domain's AlreadyExistsError where a caller may cause one.
+ */
+import { StorageConflictError, StorageUnavailableError } from "../billing/storage-errors.js";
 import type { Dialect } from "./columns.js";
 
 interface DriverFields {
@@ -60,6 +66,7 @@ const CONNECTION_NAMES = new Set(["CannotExecuteNotConnectedError", "ConnectionI
  * should be told "unavailable" (503, retry later), never what the driver said.
  */
 export function isUnavailable(err: unknown): boolean {
+  if (err instanceof StorageUnavailableError) return true;
   for (let e = err, depth = 0; e !== undefined && e !== null && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
     const { code, errno, fatal, message, name, sqlState } = fieldsOf(e);
     if (code !== undefined && (CONNECTION_CODES.has(code) || code.startsWith("SQLITE_IOERR") || code.startsWith("SQLITE_CANTOPEN"))) return true;
@@ -80,6 +87,7 @@ export function isUniqueViolation(err: unknown): boolean {
 
 /** Deadlocks and lock timeouts (MySQL) and a busy database (SQLite): worth one more try. */
 export function isTransient(err: unknown): boolean {
+  if (err instanceof StorageConflictError) return true;
   const { code, errno } = fieldsOf(err);
   return errno === 1213 || errno === 1205 || code === "SQLITE_BUSY";
 }
@@ -93,4 +101,33 @@ export function isRefusedValue(err: unknown, dialect: Dialect): boolean {
   if (dialect === "sqlite") return typeof code === "string" && code.startsWith("SQLITE_") && !/^SQLITE_(BUSY|LOCKED)/.test(code);
   // mysql2: an error the server answered has an SQLSTATE; a lost or refused connection is fatal.
   return typeof sqlState === "string" && fatal !== true && !isTransient(err);
+}
+
+/**
+ * `err` as the stores' callers hear it: an unreachable database (isUnavailable) as
+ * StorageUnavailableError, a deadlock, lock wait timeout or busy file (isTransient) as
+ * StorageConflictError, each with the driver's message and the driver's error as its cause;
+ * anything else as it is.
+ */
+export function storageError(err: unknown): unknown {
+  if (err instanceof StorageUnavailableError || err instanceof StorageConflictError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  if (isUnavailable(err)) return withDriverStack(new StorageUnavailableError(message, { cause: err }), err);
+  if (isTransient(err)) return withDriverStack(new StorageConflictError(message, { cause: err }), err);
+  return err;
+}
+
+/** `out` with the driver error's stack (where it failed, which logs show), under `out`'s own name. */
+function withDriverStack(out: Error, err: unknown): Error {
+  const stack = err instanceof Error ? err.stack : undefined;
+  const at = stack?.indexOf("\n    at ") ?? -1;
+  if (stack !== undefined && at >= 0) out.stack = `${out.name}: ${out.message}${stack.slice(at)}`;
+  return out;
+}
+
+/** `p`, its failure translated by storageError. */
+export function translated<T>(p: Promise<T>): Promise<T> {
+  return p.catch((err: unknown) => {
+    throw storageError(err);
+  });
 }

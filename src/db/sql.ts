@@ -8,7 +8,7 @@ import { markChange, pendingMark } from "./change-scope.js";
 import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
-import { isTransient } from "./errors.js";
+import { isTransient, translated } from "./errors.js";
 import { DatabaseTimeoutError, type TimeLimit } from "./time-limit.js";
 import { SpanKind, type Tracing } from "../ops/tracing.js";
 import { type RawConnection, type RawPool, MysqlPipeline, rawQuery } from "./mysql-pipeline.js";
@@ -100,6 +100,11 @@ export function rowLock(dialect: Dialect): { mode: "pessimistic_write" } | undef
   return dialect === "mysql" ? { mode: "pessimistic_write" } : undefined;
 }
 
+/**
+ * Every way into the database, for the stores. Each call's failure reaches its caller translated
+ * (errors.ts storageError): an unreachable database is StorageUnavailableError, a lost lock
+ * conflict StorageConflictError, never the driver's error itself.
+ */
 export class Sql {
   private tail: Promise<unknown> = Promise.resolve();
   /**
@@ -202,8 +207,8 @@ export class Sql {
 
   /** One statement or a few reads, outside a transaction. */
   run<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    if (this.dialect === "sqlite") return this.queued(() => this.whileBusy(() => fn(this.dataSource.manager)));
-    return fn(this.dataSource.manager);
+    if (this.dialect === "sqlite") return translated(this.queued(() => this.whileBusy(() => fn(this.dataSource.manager))));
+    return translated(fn(this.dataSource.manager));
   }
 
   /**
@@ -212,8 +217,8 @@ export class Sql {
    * bookkeeping cost the client as much CPU as the round trip itself (about 170 us each here).
    */
   query<T>(sql: string, params: readonly unknown[]): Promise<T> {
-    if (this.dialect === "sqlite") return this.queued(() => this.whileBusy(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>));
-    return rawQuery(this.pool(), sql, [...params]) as Promise<T>;
+    if (this.dialect === "sqlite") return translated(this.queued(() => this.whileBusy(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>)));
+    return translated(rawQuery(this.pool(), sql, [...params]) as Promise<T>);
   }
 
   /** TypeORM's MySQL driver's mysql2 pool (callback API), which Sql.query and pipelined use directly. */
@@ -230,8 +235,8 @@ export class Sql {
    * `fn` must only work in the transaction (it may run more than once).
    */
   transaction<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
-    if (this.tracing === undefined) return this.transactionOnce(fn);
-    return this.traced(() => this.transactionOnce(fn));
+    if (this.tracing === undefined) return translated(this.transactionOnce(fn));
+    return translated(this.traced(() => this.transactionOnce(fn)));
   }
 
   private transactionOnce<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
@@ -245,7 +250,7 @@ export class Sql {
    */
   transactionReadCommitted<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
     if (this.dialect !== "mysql") return this.transaction(fn);
-    return this.traced(() => withAfterCommit((f) => this.dataSource.transaction("READ COMMITTED", f), fn), true);
+    return translated(this.traced(() => withAfterCommit((f) => this.dataSource.transaction("READ COMMITTED", f), fn), true));
   }
 
   /**
@@ -254,8 +259,8 @@ export class Sql {
    * or none.
    */
   pipelined<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean } = {}): Promise<T> {
-    if (this.tracing === undefined) return this.pipelinedOnce(fn, options);
-    return this.traced(() => this.pipelinedOnce(fn, options), options.readCommitted ?? false, true);
+    if (this.tracing === undefined) return translated(this.pipelinedOnce(fn, options));
+    return translated(this.traced(() => this.pipelinedOnce(fn, options), options.readCommitted ?? false, true));
   }
 
   private async pipelinedOnce<T>(fn: (p: Pipeline) => Promise<T>, options: { readCommitted?: boolean }): Promise<T> {

@@ -17,7 +17,7 @@ import {
   UnauthenticatedError,
   UnavailableError,
 } from "../billing/errors.js";
-import { isTransient, isUnavailable } from "../db/errors.js";
+import { StorageConflictError, StorageUnavailableError } from "../billing/storage-errors.js";
 import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import type { Logger } from "../log.js";
 import { codeName as grpcCodeName } from "../ops/trace.js";
@@ -64,16 +64,17 @@ function withInfo(message: string, code: Code, reason: string): ConnectError {
 }
 
 /**
- * Failures of the database rather than of the request, told apart by db/errors.ts: one that
- * cannot be reached is `unavailable` (503); a deadlock or lock wait timeout that outlived the
- * service's own retries is `aborted` (409). Both are worth retrying; neither says more.
+ * Failures of the database rather than of the request, as the stores report them
+ * (billing/storage-errors.ts): one that cannot be reached is `unavailable` (503); a deadlock or
+ * lock wait timeout that outlived the service's own retries is `aborted` (409). Both are worth
+ * retrying; neither says more.
  */
 function databaseError(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError | undefined {
-  if (isUnavailable(err)) {
+  if (err instanceof StorageUnavailableError) {
     log.warn("rpc failed: database unavailable", { rpc, request_id: requestId, err });
     return withInfo("the database is unavailable; try again later", Code.Unavailable, "DATABASE_UNAVAILABLE");
   }
-  if (isTransient(err)) {
+  if (err instanceof StorageConflictError) {
     log.warn("rpc failed: database conflict", { rpc, request_id: requestId, err });
     return withInfo("the request conflicted with another one; try again", Code.Aborted, "CONFLICT");
   }

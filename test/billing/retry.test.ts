@@ -1,14 +1,15 @@
 /**
  * Lost races and database failures as the caller sees them: a lost race is retried a bounded
  * number of times and then `aborted` (409); legit preconditions are not retried; driver errors
- * of an unreachable database are `unavailable` (503), deadlocks `aborted`, and neither says more.
+ * of an unreachable database are `unavailable` (503), deadlocks `aborted`, and neither says more
+ * (src/db translates them, storageError; the transport maps what it gives).
  */
 import test from "ava";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { AbortedError, FailedPreconditionError } from "../../src/billing/errors.js";
 import { RACE_ATTEMPTS, retryingRaces } from "../../src/billing/subscriptions/races.js";
-import { isUnavailable } from "../../src/db/errors.js";
+import { isUnavailable, storageError } from "../../src/db/errors.js";
 import { createLogger } from "../../src/log.js";
 import { publicError } from "../../src/rpc/errors.js";
 
@@ -60,7 +61,7 @@ const unavailable: [string, object][] = [
 for (const [name, err] of unavailable) {
   test(`an unreachable database (${name}) is unavailable, 503, with nothing of the driver's message`, (t) => {
     t.true(isUnavailable(err));
-    const pub = publicError(err, quiet, "test");
+    const pub = publicError(storageError(err), quiet, "test");
     t.is(pub.code, Code.Unavailable);
     t.is(codeToHttpStatus(pub.code), 503);
     t.is(pub.rawMessage, "the database is unavailable; try again later");
@@ -69,10 +70,10 @@ for (const [name, err] of unavailable) {
 
 test("a deadlock that escaped is aborted; a refused value or a missing table is not unavailable", (t) => {
   const deadlock = { name: "QueryFailedError", message: "Deadlock found", driverError: { errno: 1213, code: "ER_LOCK_DEADLOCK", sqlState: "40001" } };
-  t.is(publicError(deadlock, quiet, "test").code, Code.Aborted);
+  t.is(publicError(storageError(deadlock), quiet, "test").code, Code.Aborted);
   const noTable = { name: "QueryFailedError", message: "Table doesn't exist", driverError: { errno: 1146, code: "ER_NO_SUCH_TABLE", sqlState: "42S02" } };
   t.false(isUnavailable(noTable));
-  t.is(publicError(noTable, quiet, "test").code, Code.Internal);
+  t.is(publicError(storageError(noTable), quiet, "test").code, Code.Internal);
   t.false(isUnavailable(Object.assign(new Error("no such table: x"), { code: "SQLITE_ERROR" })));
-  t.is(publicError(new ConnectError("boom", Code.Internal, undefined, undefined, new Error("Pool is closed.")), quiet, "test").code, Code.Unavailable);
+  t.is(publicError(new ConnectError("boom", Code.Internal, undefined, undefined, storageError(new Error("Pool is closed."))), quiet, "test").code, Code.Unavailable);
 });
