@@ -85,7 +85,7 @@ import { randomBase62 } from "../src/billing/ids.js";
 import type { PricingMetric } from "../src/billing/catalog/types.js";
 import { contributionsOf, mergeContributions } from "../src/billing/metering/events.js";
 import { dbTime } from "../src/db/raw.js";
-import { rollupStatements } from "../src/db/stores/usage-store.js";
+import { rollupStatements } from "../src/db/stores/usage-sql.js";
 import { UsageEventInputSchema } from "../src/gen/billing/v1/usage_event_pb.js";
 import { type StreamUsageEventsResponse, StreamUsageEventsResponseSchema, UsageEventService } from "../src/gen/billing/v1/usage_event_service_pb.js";
 import {

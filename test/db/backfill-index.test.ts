@@ -4,7 +4,7 @@
  * that read must use the (environment_id, event_name) index and touch only that name's events,
  * not every event of the environment (1.5 M events took 4 s before the index).
  */
-import { BACKFILL_PAGE_SQL } from "../../src/db/stores/usage-store.js";
+import { BACKFILL_PAGE_SQL } from "../../src/db/stores/usage-sql.js";
 import { withMigratedDatabase } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 

@@ -7,22 +7,15 @@ import type { AggregationType, PricingMetric } from "../../billing/catalog/types
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
 import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage-store.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
-import { formatDecimal } from "../../billing/money.js";
 import type { Entities } from "../entities/index.js";
 import type { RejectedUsageEventRow } from "../entities/usage.js";
-import { dbTime, dbTimeOfMs, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
+import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import type { Dialect } from "../columns.js";
 import { isRefusedValue, isTransient, isUnavailable } from "../errors.js";
 import { nextTurn } from "../../billing/yielding.js";
-import { mysqlText } from "../mysql-escape.js";
 import { type Pipeline, STATEMENT_BYTES, type Sql, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
+import { BACKFILL_PAGE_SQL, CHUNK, SQLITE_CHUNK, TOTALS_TABLE, eventInsertStatements, hourOf, ingestHourStatement, rollupStatements, rollupStatementsInline } from "./usage-sql.js";
 
-const CHUNK = 500;
-/**
- * Rows per statement on SQLite: statements there cost no round trip, and each runs synchronously
- * on the event loop, so smaller ones let the transaction yield between them (Sql.transaction).
- */
-const SQLITE_CHUNK = 100;
 /** An ingest of at least this many events lets the event loop turn between its steps. */
 const LARGE_INGEST = 100;
 
@@ -52,116 +45,6 @@ export function metricFromLookupRow(r: MetricRow): PricingMetric {
 export async function upsertRollups(em: EntityManager, dialect: Dialect, contributions: Contribution[]): Promise<void> {
   for (const [sql, params] of rollupStatements(dialect, contributions)) await em.query(sql, [...params]);
 }
-
-/** Each grain's totals table. */
-const TOTALS_TABLE: Record<Grain, string> = { hour: "usage_rollups", minute: "usage_rollups_minute" };
-
-/** `2026-01-31 12:34:56.789` → `2026-01-31 12:00:00.000`. */
-const hourOf = (dbNow: string) => `${dbNow.slice(0, 13)}:00:00.000`;
-
-/** Adds `accepted` events to an environment's hour (insert or add). */
-function ingestHourStatement(dialect: Dialect, environmentId: string, hour: string, accepted: number): Statement {
-  return [
-    `INSERT INTO environment_ingest_hours (environment_id, hour, accepted) VALUES (?, ?, ?) ${
-      dialect === "mysql" ? "ON DUPLICATE KEY UPDATE accepted = accepted + VALUES(accepted)" : "ON CONFLICT (environment_id, hour) DO UPDATE SET accepted = accepted + excluded.accepted"
-    }`,
-    [environmentId, hour, accepted],
-  ];
-}
-
-/** The statements that add contributions to the hourly and minute totals (insert or add). */
-export function rollupStatements(dialect: Dialect, contributions: Contribution[]): Statement[] {
-  return (["hour", "minute"] as const).flatMap((grain) =>
-    upsertInto(
-      dialect,
-      TOTALS_TABLE[grain],
-      contributions.filter((c) => c.grain === grain),
-    ),
-  );
-}
-
-const ROLLUP_COLUMNS = "metric_id, subject_id, bucket_start, dims_hash, dims, sum_value, event_count, max_value, last_value, last_at, last_key";
-
-/** What a totals row already there gets from the new one: sums added, max and last kept. */
-function rollupUpdate(dialect: Dialect): string {
-  const newer =
-    dialect === "mysql"
-      ? "(last_at IS NULL OR (VALUES(last_at) IS NOT NULL AND (VALUES(last_at) > last_at OR (VALUES(last_at) = last_at AND VALUES(last_key) > last_key))))"
-      : "(last_at IS NULL OR (excluded.last_at IS NOT NULL AND (excluded.last_at > last_at OR (excluded.last_at = last_at AND excluded.last_key > last_key))))";
-  // MySQL applies assignments left to right with the new values, so last_at is set last.
-  return dialect === "mysql"
-    ? `ON DUPLICATE KEY UPDATE sum_value = sum_value + VALUES(sum_value), event_count = event_count + VALUES(event_count),
-         max_value = CASE WHEN max_value IS NULL OR (VALUES(max_value) IS NOT NULL AND VALUES(max_value) > max_value) THEN VALUES(max_value) ELSE max_value END,
-         last_value = CASE WHEN ${newer} THEN VALUES(last_value) ELSE last_value END,
-         last_key = CASE WHEN ${newer} THEN VALUES(last_key) ELSE last_key END,
-         last_at = CASE WHEN ${newer} THEN VALUES(last_at) ELSE last_at END`
-    : `ON CONFLICT (metric_id, subject_id, bucket_start, dims_hash) DO UPDATE SET sum_value = dec_add(sum_value, excluded.sum_value),
-         event_count = event_count + excluded.event_count, max_value = dec_max(max_value, excluded.max_value),
-         last_value = CASE WHEN ${newer} THEN excluded.last_value ELSE last_value END,
-         last_key = CASE WHEN ${newer} THEN excluded.last_key ELSE last_key END,
-         last_at = CASE WHEN ${newer} THEN excluded.last_at ELSE last_at END`;
-}
-const ROLLUP_UPDATE: Record<Dialect, string> = { mysql: rollupUpdate("mysql"), sqlite: rollupUpdate("sqlite") };
-
-function upsertInto(dialect: Dialect, table: string, contributions: Contribution[]): Statement[] {
-  const rows = contributions.map((c) => [
-    c.metricId,
-    c.subjectId,
-    dbTimeOfMs(c.bucketStart),
-    c.dimsHash,
-    JSON.stringify(c.dims),
-    formatDecimal(c.agg.sum),
-    formatDecimal(c.agg.count),
-    c.agg.max === null ? null : formatDecimal(c.agg.max),
-    c.agg.last ? formatDecimal(c.agg.last.value) : null,
-    c.agg.last ? dbTimeOfMs(c.agg.last.at) : null,
-    c.agg.last ? c.agg.last.key : null,
-  ]);
-  // Like the events' INSERT, by rows and by size: a row's dimension values may be long.
-  return groupBySize(rows, paramsBytes, STATEMENT_BYTES, CHUNK).map(
-    (part) => [`INSERT INTO ${table} (${ROLLUP_COLUMNS}) VALUES ${placeholders(part.length, 11)} ${ROLLUP_UPDATE[dialect]}`, part.flat()] as const,
-  );
-}
-
-/** VALUES text's size at most: 3 bytes a character in UTF-8. */
-const inlineBytes = (row: string) => 3 * row.length + 2;
-
-/**
- * Rows' VALUES text as statements without parameters, at most CHUNK rows and about
- * STATEMENT_BYTES each (groupBySize). Appended one by one (V8 joins such text lazily and copies it
- * once, when the driver writes it).
- */
-function inlineStatements(head: string, tail: string, parts: readonly (readonly string[])[]): Statement[] {
-  return parts.map((part) => {
-    let text = head + part[0];
-    for (let k = 1; k < part.length; k++) text += `, ${part[k]}`;
-    return [text + tail, []] as const;
-  });
-}
-
-/**
- * MySQL: rollupStatements with the values written inline (mysqlText; decimals, times and hashes
- * are text the service made, needing no escape): the same rows, without the driver formatting
- * eleven placeholders per total.
- */
-export function rollupStatementsInline(contributions: Contribution[]): Statement[] {
-  const byGrain: Record<Grain, string[]> = { hour: [], minute: [] };
-  for (const c of contributions) {
-    const a = c.agg;
-    const last = a.last;
-    byGrain[c.grain].push(
-      `(${mysqlText(c.metricId)}, ${mysqlText(c.subjectId)}, '${dbTimeOfMs(c.bucketStart)}', '${c.dimsHash}', ${mysqlText(JSON.stringify(c.dims))}, '${formatDecimal(a.sum)}', '${formatDecimal(a.count)}', ${
-        a.max === null ? "NULL" : `'${formatDecimal(a.max)}'`
-      }, ${last ? `'${formatDecimal(last.value)}', '${dbTimeOfMs(last.at)}', ${mysqlText(last.key)}` : "NULL, NULL, NULL"})`,
-    );
-  }
-  return (["hour", "minute"] as const).flatMap((grain) =>
-    inlineStatements(`INSERT INTO ${TOTALS_TABLE[grain]} (${ROLLUP_COLUMNS}) VALUES `, ` ${ROLLUP_UPDATE.mysql}`, groupBySize(byGrain[grain], inlineBytes, STATEMENT_BYTES, CHUNK)),
-  );
-}
-
-/** One page of a new metric's backfill: its event name's events of one environment (index ix_usage_events_env_name). */
-export const BACKFILL_PAGE_SQL = "SELECT seq, subject_id, occurred_at, idempotency_key, data FROM usage_events WHERE environment_id = ? AND event_name = ? AND seq > ? ORDER BY seq LIMIT 5000";
 
 /**
  * Adds the events already stored under a metric's event name to its totals, in the caller's
@@ -265,36 +148,11 @@ export class SqlUsageStore implements UsageStore {
 
     if (candidates.length > 0) {
       const now = dbTime(new Date());
-      const ignore = mysql ? "ON DUPLICATE KEY UPDATE id = id" : "ON CONFLICT (environment_id, idempotency_key) DO NOTHING";
       // MariaDB answers the insert with the stored row of every input row, in order (the new one,
       // or the one already under that key), which saves the lookup below.
       const returning = this.sql.dataSource.driver.options.type === "mariadb" ? " RETURNING id, idempotency_key, fingerprint" : "";
       const stored = new Map<string, { id: string; fingerprint: string }>();
-      // At most 500 rows and about 1 MB per INSERT: a batch may carry up to 1,000 events of up to
-      // 100 KB each, and a statement must stay under the server's max_allowed_packet.
-      const head = "INSERT INTO usage_events (id, environment_id, idempotency_key, fingerprint, subject_id, event_name, occurred_at, data, created_at) VALUES ";
-      const tail = ` ${ignore}${returning}`;
-      let statements: Statement[];
-      let partSizes: number[];
-      if (mysql) {
-        // The values inline (mysqlText), rather than nine placeholders per event for the driver to format.
-        const env = mysqlText(environmentId);
-        const created = `'${now}'`;
-        const rows = candidates.map(
-          (c) =>
-            `(${mysqlText(c.id)}, ${env}, ${mysqlText(c.event.idempotencyKey)}, '${c.fingerprint}', ${mysqlText(c.subjectId)}, ${mysqlText(c.event.eventName)}, '${dbTimeOfMs(c.occurredAt)}', ${mysqlText(
-              JSON.stringify(c.event.data),
-            )}, ${created})`,
-        );
-        const parts = groupBySize(rows, inlineBytes, STATEMENT_BYTES, CHUNK);
-        statements = inlineStatements(head, tail, parts);
-        partSizes = parts.map((part) => part.length);
-      } else {
-        const rows = candidates.map((c) => [c.id, environmentId, c.event.idempotencyKey, c.fingerprint, c.subjectId, c.event.eventName, dbTimeOfMs(c.occurredAt), JSON.stringify(c.event.data), now]);
-        const parts = groupBySize(rows, paramsBytes, STATEMENT_BYTES, SQLITE_CHUNK);
-        statements = parts.map((part) => [`${head}${placeholders(part.length, 9)}${tail}`, part.flat()]);
-        partSizes = parts.map((part) => part.length);
-      }
+      const { statements, partSizes } = eventInsertStatements(this.sql.dialect, environmentId, candidates, now, returning);
       const inserted = await p.run(statements);
       if (returning) {
         inserted.forEach((result, i) => {
