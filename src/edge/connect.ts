@@ -12,7 +12,7 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { Logger } from "../log.js";
 import { codeName, traceOf } from "../ops/trace.js";
 import { type PreAuth, preAuthKey } from "../rpc/auth.js";
-import { traceKey } from "../rpc/context.js";
+import { replaySeamKey, traceKey } from "../rpc/context.js";
 import { withRequestInfo } from "../rpc/errors.js";
 import { type GrpcFlavour, grpcRequest, grpcResponse } from "../rpc/grpc-wire.js";
 import type { Responder } from "./admit.js";
@@ -53,7 +53,7 @@ async function* refusing(err: ConnectError): AsyncGenerator<Uint8Array> {
 function runRpc(log: Logger, path: string, handler: UniversalHandler, req: Req, res: Res, pre: PreAuth, body: AsyncIterable<Uint8Array>, flavour: GrpcFlavour | undefined, noLength = false): void {
   const trace = traceOf(res);
   if (trace) trace.deadlineMs ??= ownDeadline(req);
-  const contextValues = createContextValues().set(preAuthKey, pre).set(traceKey, trace);
+  const contextValues = createContextValues().set(preAuthKey, pre).set(traceKey, trace).set(replaySeamKey, true);
   const uReq = grpcRequest({ ...universalRequestFromNodeRequest(req as IncomingMessage, res as ServerResponse, undefined, contextValues), body }, flavour);
   if (noLength) {
     uReq.header = new Headers(uReq.header);

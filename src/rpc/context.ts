@@ -10,12 +10,12 @@ export const callerKey = createContextKey<Caller | undefined>(undefined, { descr
 export const traceKey = createContextKey<RequestTrace | undefined>(undefined, { description: "request trace" });
 
 /**
- * The call's response headers and trailers, for an interceptor that answers by itself (an
- * idempotent replay: idempotency.ts): what it sets there is the call's. The server's invoker
- * (invoke.ts: the lean gRPC path and the REST bridge) sets it; connect-node's handlers do not
- * give interceptors theirs.
+ * Set by the server's call paths (edge/connect.ts for connect-node, invoke.ts for the lean gRPC
+ * path and the REST bridge), whose implementations can give a stored answer in their place
+ * (idempotency.ts `replaying`): an idempotent replay then goes on to the implementation, so that
+ * its answer has the call's own response headers and trailers on every protocol.
  */
-export const responseHeadersKey = createContextKey<{ header: Headers; trailer: Headers } | undefined>(undefined, { description: "response headers" });
+export const replaySeamKey = createContextKey<boolean>(false, { description: "replay at the implementation" });
 
 export function callerOf(ctx: HandlerContext): Caller {
   const caller = ctx.values.get(callerKey);

@@ -14,16 +14,20 @@
  *
  * The fingerprint is the SHA-256 of the method and the request message's protobuf bytes, so a
  * call and its retry compare alike whichever protocol each came in on; the replay is the stored
- * output message, written by the retry's protocol as the first call's was by its own.
+ * output message, written by the retry's protocol as the first call's was by its own. On the
+ * server's call paths (context.ts replaySeamKey) a replay goes on to the method, where the stored
+ * answer stands in for the implementation (`replaying`): the answer and its `Idempotent-Replayed`
+ * header are then the call's own, with the protocol's headers and trailers (connect-node gives an
+ * interceptor that answers by itself no way to keep them).
  */
 import { createHash } from "node:crypto";
-import { type DescMethod, create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
+import { type DescMethod, type Message, create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type ServiceImplSpec, createContextKey } from "@connectrpc/connect";
 import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem } from "../billing/idempotency.js";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError } from "../billing/errors.js";
 import type { Logger } from "../log.js";
-import { callerKey, responseHeadersKey, traceKey } from "./context.js";
+import { callerKey, replaySeamKey, traceKey } from "./context.js";
 import { publicError } from "./errors.js";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -55,6 +59,31 @@ function replayedError(o: Extract<IdempotencyOutcome, { ok: false }>): ConnectEr
   return err;
 }
 
+/** The stored answer of a replayed call, for `replaying` to give in place of the implementation. */
+const replayKey = createContextKey<Message | undefined>(undefined, { description: "idempotent replay" });
+
+/** `spec` with each unary method answering a replayed call (replayKey) with its stored answer, marked replayed. */
+export function replaying(spec: ServiceImplSpec): ServiceImplSpec {
+  const methods: ServiceImplSpec["methods"] = {};
+  for (const [name, m] of Object.entries(spec.methods)) {
+    if (m.kind !== "unary") {
+      methods[name] = m;
+      continue;
+    }
+    const impl = m.impl;
+    methods[name] = {
+      ...m,
+      impl: (input, ctx) => {
+        const replay = ctx.values.get(replayKey);
+        if (replay === undefined) return impl(input, ctx);
+        ctx.responseHeader.set(REPLAYED_HEADER, "true");
+        return replay;
+      },
+    } as typeof m;
+  }
+  return { ...spec, methods };
+}
+
 export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now: () => Date = () => new Date()): Interceptor {
   return (next) => async (req) => {
     if (req.stream || !takesIdempotencyKey(req.method)) return next(req);
@@ -78,13 +107,12 @@ export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now
       case "replay": {
         const o = result.outcome;
         if (!o.ok) throw replayedError(o);
-        // The call's own response headers where the call path gives them (context.ts), so that the
-        // protocol's headers and trailers stay; else headers of its own, which replace them.
-        const own = req.contextValues.get(responseHeadersKey);
-        const header = own?.header ?? new Headers();
-        header.set(REPLAYED_HEADER, "true");
         const message = fromBinary(method.output, Buffer.from(o.message, "base64"));
-        return { stream: false, service: req.service, method, header, trailer: own?.trailer ?? new Headers(), message } as never;
+        if (req.contextValues.get(replaySeamKey)) {
+          req.contextValues.set(replayKey, message);
+          return next(req);
+        }
+        return { stream: false, service: req.service, method, header: new Headers({ [REPLAYED_HEADER]: "true" }), trailer: new Headers(), message } as never;
       }
       case "reused":
         throw new InvalidArgumentError(

@@ -4,13 +4,13 @@
  * request goes through the server's one list of interceptors (errors, auth, idempotency: app.ts)
  * and then to the implementation, as connect-node's handlers run them (its
  * invokeUnaryImplementation: `applyInterceptors`, then `impl(message, context)`, and the headers
- * and trailers of the response the interceptors return become the call's). An interceptor that
- * answers by itself finds the call's response headers in its context values (context.ts
- * responseHeadersKey). connect-node serves every other call with the same list.
+ * and trailers of the response the interceptors return become the call's). An idempotent replay
+ * reaches the implementation's seam as on connect-node (context.ts replaySeamKey). connect-node
+ * serves every other call with the same list.
  */
 import { type DescMethod, type Message, create, isMessage } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
-import { responseHeadersKey } from "./context.js";
+import { replaySeamKey } from "./context.js";
 
 /**
  * One unary or client-streaming call as a transport hands it in: the decoded request (a client
@@ -113,7 +113,7 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
       responseTrailer: new Headers(),
     };
     req.ctx = ctx;
-    call.contextValues.set(responseHeadersKey, { header: ctx.responseHeader, trailer: ctx.responseTrailer });
+    call.contextValues.set(replaySeamKey, true);
     const res = await chain(req);
     copyHeaders(res.header, ctx.responseHeader);
     copyHeaders(res.trailer, ctx.responseTrailer);

@@ -26,8 +26,7 @@ import { createPortalPages } from "../pages/hosted/portal.js";
 import { type KeyVerifier, authInterceptor, authenticateKey } from "../rpc/auth.js";
 import { ACCEPTED_COMPRESSION } from "../rpc/compression.js";
 import { errorInterceptor } from "../rpc/errors.js";
-import { idempotencyInterceptor } from "../rpc/idempotency.js";
-import { createDirectCaller } from "../rpc/direct.js";
+import { idempotencyInterceptor, replaying } from "../rpc/idempotency.js";
 import { createInvoker } from "../rpc/invoke.js";
 import { checkRequestMessages } from "../rpc/messages.js";
 import { implementations, restServices, routes } from "../rpc/routes.js";
@@ -82,7 +81,8 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
     log,
   });
   if (config.runMigrations) readiness.migrated();
-  const specs = implementations(services, { check: () => readiness.ready(), watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped });
+  // An idempotent replay answers at the implementation's seam, on every call path (rpc/idempotency.ts).
+  const specs = implementations(services, { check: () => readiness.ready(), watchIntervalMs: HEALTH_WATCH_INTERVAL_MS, stopped }).map(replaying);
   routes(specs, bodyLimit, jsonOptions)(router);
   // Every request message read as REST reads it: JSON by the one JSON reader, binary that does
   // not decode invalid_argument rather than internal (src/rpc/messages.ts).

@@ -5,10 +5,7 @@
  * grpc-status-details-bin, the other trailers and headers, and the response message (IDs and
  * instants of the two servers' own making aside). One difference is known and left out: a
  * deadline that passes before the body has arrived is answered deadline_exceeded at once by the
- * lean path (test/api/grpc-js-lean), while connect-node waits for the body. One is a known fault,
- * marked failing: an Idempotency-Key replay through connect-node's gRPC loses the protocol's
- * headers and trailers (grpc-status among them), because connect-node gives an interceptor that
- * answers by itself no way to reach the call's own (rpc/context.ts responseHeadersKey).
+ * lean path (test/api/grpc-js-lean), while connect-node waits for the body.
  */
 import http2 from "node:http2";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -139,9 +136,6 @@ function clients(server: TestServer) {
 
 type Case = (server: TestServer, c: ReturnType<typeof clients>) => Promise<unknown>;
 
-/** Cases known to differ, each with its reason in the file's comment. */
-const KNOWN_FAULTS = new Set(["an Idempotency-Key replay: the same answer, marked replayed"]);
-
 const CASES: [string, Case][] = [
   [
     "success with request metadata: the answer, its headers and trailers",
@@ -262,7 +256,7 @@ for (const store of STORES) {
   const lean = useServer(store, LIMITS);
   const connect = useServer(store, { ...LIMITS, LEAN_GRPC: "off" });
   for (const [name, run] of CASES) {
-    (KNOWN_FAULTS.has(name) ? test.failing : test)(`${store}: ${name}: the lean path answers as connect-node does`, async (t) => {
+    test(`${store}: ${name}: the lean path answers as connect-node does`, async (t) => {
       const [a, b] = [clients(lean), clients(connect)];
       try {
         const viaLean = await run(lean, a);
