@@ -27,6 +27,7 @@ import { type KeyVerifier, authInterceptor, authenticateKey } from "../rpc/auth.
 import { ACCEPTED_COMPRESSION } from "../rpc/compression.js";
 import { errorInterceptor } from "../rpc/errors.js";
 import { idempotencyInterceptor, replaying } from "../rpc/idempotency.js";
+import { createDirectCaller } from "../rpc/direct.js";
 import { createInvoker } from "../rpc/invoke.js";
 import { checkRequestMessages } from "../rpc/messages.js";
 import { implementations, restServices, routes } from "../rpc/routes.js";
