@@ -1,6 +1,6 @@
 /**
- * One call path into the implementations of the methods that answer once (unary and
- * client-streaming), for the REST bridge (direct.ts) and the lean gRPC path (edge/lean/): the
+ * One call path into the implementations of the unary methods, for the REST bridge
+ * (rest/gateway.ts) and the lean gRPC path (edge/lean/): the
  * request goes through the server's one list of interceptors (errors, auth, idempotency: app.ts)
  * and then to the implementation, as connect-node's handlers run them (its
  * invokeUnaryImplementation: `applyInterceptors`, then `impl(message, context)`, and the headers
@@ -13,12 +13,12 @@ import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, Unary
 import { replaySeamKey } from "./context.js";
 
 /**
- * One unary or client-streaming call as a transport hands it in: the decoded request (a client
- * stream's messages as they are read) and what the implementation may read of the call.
+ * One unary call as a transport hands it in: the decoded request and what the implementation
+ * may read of the call.
  */
 export interface Invocation {
   method: DescMethod;
-  message: Message | AsyncIterable<Message>;
+  message: Message;
   /** The call's values: the server's pre-authentication (auth.ts preAuthKey) at least. */
   contextValues: ContextValues;
   /** "grpc", "rest": what context.protocolName says. */
@@ -53,16 +53,15 @@ function copyHeaders(from: Headers, to: Headers): void {
 }
 
 /**
- * The invoker of every unary and client-streaming method of `specs`, through `interceptors` (the
- * router's list; the first is the outermost). A client stream's interceptors see a stream request
- * whose message is the messages' iterable, as connect-node gives them; its answer is one message.
+ * The invoker of every unary method of `specs`, through `interceptors` (the router's list; the
+ * first is the outermost).
  */
 export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): Invoker {
   const chains = new Map<DescMethod, Chain>();
   for (const spec of specs) {
     for (const m of Object.values(spec.methods)) {
-      if (m.kind !== "unary" && m.kind !== "client_streaming") continue;
-      const impl = m.impl as (input: Message | AsyncIterable<Message>, ctx: HandlerContext) => Promise<unknown>;
+      if (m.kind !== "unary") continue;
+      const impl = m.impl as (input: Message, ctx: HandlerContext) => Promise<unknown>;
       const output = m.method.output;
       const innermost: Chain = async (req) => {
         const ctx = (req as UnaryRequest & { ctx: HandlerContext }).ctx;
@@ -78,13 +77,13 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
   }
   return async (call) => {
     const chain = chains.get(call.method);
-    if (!chain) throw new Error(`no unary or client-streaming implementation of ${call.method.parent.typeName}.${call.method.name}`);
+    if (!chain) throw new Error(`no unary implementation of ${call.method.parent.typeName}.${call.method.name}`);
     let header: Headers | undefined;
     const signal = call.signal ?? NEVER_ABORTED;
     // The interceptors' view of the call (request headers built on first read); the context rides
     // along, also on a request an interceptor makes of its own by spreading this one.
     const req = {
-      stream: call.method.methodKind !== "unary",
+      stream: false,
       service: call.method.parent,
       method: call.method,
       requestMethod: call.requestMethod,

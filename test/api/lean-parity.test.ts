@@ -233,6 +233,8 @@ const CASES: [string, Case][] = [
     },
   ],
   [
+    // Through connect-node on both servers: the lean path serves unary calls only (a lean client
+    // stream missed the 2× rule: bench/README.md, gRPC); the case keeps the two configurations alike.
     "the ingest client stream",
     async (s, c) => {
       const key = await s.freshKey();

@@ -1,14 +1,14 @@
 /**
- * The lean gRPC path: binary gRPC over HTTP/2 to a unary method or to a client stream (the usage
- * ingest), served by the server itself into the same implementations and interceptors as every
- * other call (rpc/invoke.ts), rather than through connect-node's per-call pipelines (linked abort
- * controllers, Headers objects, async-iterable transforms; bench/README.md has the figures). It
+ * The lean gRPC path: binary gRPC over HTTP/2 to a unary method, served by the server itself into
+ * the same implementations and interceptors as every other call (rpc/invoke.ts), rather than
+ * through connect-node's per-call pipelines (linked abort controllers, Headers objects,
+ * async-iterable transforms; bench/README.md, gRPC, has the figures against the 2× rule). It
  * comes after the same admit chain (admit.ts), answers as connect-node does (test/api/lean-parity
  * runs each case through both paths), and every message is encoded and decoded by protobuf-es.
  * Without an invoker (LEAN_GRPC=off) every call is connect-node's.
  */
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescMethod, Message } from "@bufbuild/protobuf";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import type { Caller } from "../../billing/tenancy.js";
 import { bodyLimit } from "../../limits.js";
@@ -22,7 +22,7 @@ import { headersOf } from "../../rpc/requests.js";
 import type { Responder } from "../admit.js";
 import { readAll } from "../body.js";
 import { GrpcReply } from "./reply.js";
-import { grpcDeadline, isProtocolError, requestCompression, responseCompression, streamMessages, unaryMessage } from "./wire.js";
+import { grpcDeadline, isProtocolError, requestCompression, responseCompression, unaryMessage } from "./wire.js";
 
 export { servesLean } from "./wire.js";
 
@@ -39,7 +39,7 @@ export interface LeanCall {
 /**
  * The responder of a lean call: its answer or error written on the HTTP/2 stream with its
  * trailers (reply.ts). A `grpc-timeout` that passes first answers deadline_exceeded and aborts the
- * call's signal; a client stream's client is then told to stop.
+ * call's signal.
  */
 export function leanResponder(c: LeanCall): Responder {
   const { log, path, method, req, res, trace } = c;
@@ -65,16 +65,9 @@ export function leanResponder(c: LeanCall): Responder {
     const compression = requestCompression(req.headers);
     reply.compression = responseCompression(req.headers, compression);
     const limit = bodyLimit(method);
-    let message: Message | AsyncIterable<Message>;
-    if (method.methodKind === "unary") {
-      const whole = await readAll(body);
-      reply.complete = true;
-      message = await unaryMessage(method, whole, compression, limit);
-    } else {
-      message = streamMessages(body, method, compression, limit, () => {
-        reply.complete = true;
-      });
-    }
+    const whole = await readAll(body);
+    reply.complete = true;
+    const message = await unaryMessage(method, whole, compression, limit);
     const out = await c.invoke({
       method,
       message,

@@ -1,9 +1,9 @@
 /**
  * The request side of the lean gRPC path: which requests it serves, what their headers say of the
- * wire (compression both ways, the deadline), and their messages decoded from the body with
+ * wire (compression both ways, the deadline), and the message decoded from the body with
  * protobuf-es (`fromBinary`). The errors are those connect-node gives for the same bodies
  * (rpc/messages.ts checks them on that path), so both paths answer alike (test/api/lean-parity):
- * a message over the method's bound is resource_exhausted; what the caller's bytes get wrong is
+ * what the caller's bytes get wrong is
  * invalid_argument with a reason where Connect says internal: a message that does not decode
  * (MALFORMED_PROTOBUF), flags other than 0x00 and 0x01, a compressed message without an encoding
  * or a body that ends inside its envelope (MALFORMED_ENVELOPE), bytes that do not decompress
@@ -21,16 +21,17 @@ import type { Compression } from "@connectrpc/connect/protocol";
 import { parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { ACCEPTED_COMPRESSION, compressedWithoutEncoding } from "../../rpc/compression.js";
 import { malformed } from "../../rpc/messages.js";
-import { envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "../../rpc/requests.js";
+import { incompleteEnvelope, unknownEnvelopeFlags } from "../../rpc/requests.js";
 
 /**
- * Whether the lean path serves a call of `method` with these headers: a unary or client-streaming
- * method, POST, binary gRPC, no request compression or one the server has (gzip, br), and no
- * Origin (a browser's call: its CORS headers are connect-node's). Anything else is connect-node's:
- * server and bidirectional streaming, gRPC-Web, Connect, JSON, an unknown compression.
+ * Whether the lean path serves a call of `method` with these headers: a unary method, POST,
+ * binary gRPC, no request compression or one the server has (gzip, br), and no Origin (a
+ * browser's call: its CORS headers are connect-node's). Anything else is connect-node's: every
+ * stream (the ingest client stream too: bench/README.md, gRPC, measured it under the 2× rule),
+ * gRPC-Web, Connect, JSON, an unknown compression.
  */
 export function servesLean(method: DescMethod, headers: IncomingHttpHeaders): boolean {
-  if (method.methodKind !== "unary" && method.methodKind !== "client_streaming") return false;
+  if (method.methodKind !== "unary") return false;
   if (headers[":method"] !== "POST" || headers.origin !== undefined) return false;
   const type = String(headers["content-type"]).toLowerCase();
   if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
@@ -105,51 +106,4 @@ async function decode(method: DescMethod, bytes: Uint8Array, flags: number, comp
   } catch (err) {
     throw malformed(method.input, err);
   }
-}
-
-/**
- * The messages of a client stream's body (gRPC envelopes, in chunks as read), each decompressed
- * with `compression` and decoded as `method`'s input, each within `readMaxBytes`. `ended` is
- * called once the body was read to its end. The envelopes of each chunk are split at once (a
- * length over the bound fails there, before any of them is handed on, as in connect-node).
- */
-export async function* streamMessages(body: AsyncIterable<Uint8Array>, method: DescMethod, compression: Compression | undefined, readMaxBytes: number, ended: () => void): AsyncGenerator<Message> {
-  // The start of an envelope not yet whole, in the chunks it came in: joined once it is whole
-  // (joining at every chunk would copy a large message once per chunk).
-  let held: Buffer[] = [];
-  let heldBytes = 0;
-  for await (const chunk of body) {
-    let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    if (held.length > 0) {
-      held.push(buf);
-      heldBytes += buf.length;
-      if (heldBytes < 5) continue;
-      const length = envelopeLength(held);
-      if (length > readMaxBytes) throw tooLarge(length, readMaxBytes);
-      if (heldBytes < 5 + length) continue;
-      buf = Buffer.concat(held, heldBytes);
-      held = [];
-      heldBytes = 0;
-    }
-    let at = 0;
-    const envelopes: Buffer[] = [];
-    while (buf.length - at >= 5) {
-      const length = buf.readUInt32BE(at + 1);
-      if (length > readMaxBytes) throw tooLarge(length, readMaxBytes);
-      if (buf.length - at - 5 < length) break;
-      envelopes.push(buf.subarray(at, at + 5 + length));
-      at += 5 + length;
-    }
-    if (at < buf.length) {
-      held = [buf.subarray(at)];
-      heldBytes = buf.length - at;
-    }
-    for (const envelope of envelopes) yield await decode(method, envelope.subarray(5), envelope[0] as number, compression, readMaxBytes);
-  }
-  if (heldBytes > 0) throw incompleteEnvelope();
-  ended();
-}
-
-function tooLarge(length: number, readMaxBytes: number): ConnectError {
-  return new ConnectError(`message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
 }
