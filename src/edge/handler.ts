@@ -5,9 +5,8 @@
  * 1. CORS preflight for the API;
  * 2. the plain routes (plain.ts: health, readiness, metrics: no key, no admission);
  * 3. an RPC path: a gRPC call of a method the server lacks is answered unimplemented; the others
- *    go through the admit chain (admit.ts) to the lean path (lean/: unary binary gRPC and the
- *    ingest client stream, when an invoker is given) or to connect-node (connect.ts: gRPC,
- *    gRPC-Web, Connect);
+ *    go through the admit chain (admit.ts) to the lean path (lean/: unary binary gRPC, when an
+ *    invoker is given) or to connect-node (connect.ts: gRPC, gRPC-Web, Connect);
  * 4. a REST route (rest/gateway.ts), through the same admit chain, into the same handlers;
  * 5. the pages (a form POSTed to one is read first, within its own bounds: pages.ts).
  */
@@ -46,7 +45,7 @@ export interface HandlerParts extends AdmitParts {
   /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (rest/form-body.ts). */
   forms?: FormBodies;
   /**
-   * The unary and client-streaming methods through the router's interceptors (rpc/invoke.ts):
+   * The unary methods through the router's interceptors (rpc/invoke.ts):
    * with it, binary gRPC to them is served by the lean path (lean/) rather than by connect-node.
    */
   invoke?: Invoker | undefined;
