@@ -7,13 +7,13 @@
  */
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
-import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
-import type { Code, ConnectError } from "@connectrpc/connect";
-import { codeToHttpStatus, codeToString, errorToJson } from "@connectrpc/connect/protocol-connect";
+import { fromBinary, toJson } from "@bufbuild/protobuf";
+import { type Code, ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
 import type { FieldViolation } from "../billing/errors.js";
 import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { traceOf } from "../ops/trace.js";
-import { ERROR_DOMAIN } from "../rpc/errors.js";
+import { ERROR_DOMAIN, withRequestInfo } from "../rpc/errors.js";
 
 type Res = ServerResponse | Http2ServerResponse;
 
@@ -25,48 +25,25 @@ interface ConnectErrorJson {
   details?: { type: string; value: string; debug?: unknown }[];
 }
 
-function b64(bytes: Uint8Array): string {
-  return Buffer.from(bytes).toString("base64").replace(/=+$/, "");
-}
-
-function write(res: Res, status: number, body: ConnectErrorJson): void {
-  const trace = traceOf(res);
-  if (trace) {
-    trace.code = body.code;
-    const details = body.details ?? [];
-    if (!details.some((d) => d.type === "google.rpc.RequestInfo")) {
-      const info = create(RequestInfoSchema, { requestId: trace.id });
-      details.push({ type: "google.rpc.RequestInfo", value: b64(toBinary(RequestInfoSchema, info)), debug: toJson(RequestInfoSchema, info, { useProtoFieldName: true }) });
-    }
-    body.details = details;
-  }
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
-
 /**
  * An error raised by the bridge itself (before any handler ran), named by its code: the HTTP
  * status is Connect's for that code unless `status` says otherwise (413 for a body too large and
  * 405 for a wrong HTTP method, which HTTP has words for and Connect's table does not).
  */
 export function sendError(res: Res, code: Code, message: string, reason: string, options: { violations?: FieldViolation[]; status?: number } = {}): void {
+  const details: ConstructorParameters<typeof ConnectError>[3] = [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }];
   const violations = options.violations ?? [];
-  const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN });
-  const details: ConnectErrorJson["details"] = [{ type: "google.rpc.ErrorInfo", value: b64(toBinary(ErrorInfoSchema, info)), debug: toJson(ErrorInfoSchema, info) }];
-  if (violations.length > 0) {
-    const br = create(BadRequestSchema, { fieldViolations: violations.map((v) => ({ field: v.field, description: v.description })) });
-    details.push({
-      type: "google.rpc.BadRequest",
-      value: b64(toBinary(BadRequestSchema, br)),
-      debug: toJson(BadRequestSchema, br, { useProtoFieldName: true }),
-    });
-  }
-  write(res, options.status ?? codeToHttpStatus(code), { code: codeToString(code), message, details });
+  if (violations.length > 0) details.push({ desc: BadRequestSchema, value: { fieldViolations: violations.map((v) => ({ field: v.field, description: v.description })) } });
+  sendConnectError(res, new ConnectError(message, code, undefined, details), options.status);
 }
 
-/** A Connect error as a REST response: Connect's status and error JSON, with readable `debug` on known details. */
-export function sendConnectError(res: Res, err: ConnectError): void {
+/**
+ * A Connect error as a REST response: Connect's status (or `status`) and error JSON, with readable
+ * `debug` on known details and the request's id as a RequestInfo detail.
+ */
+export function sendConnectError(res: Res, error: ConnectError, status = codeToHttpStatus(error.code)): void {
+  const trace = traceOf(res);
+  const err = withRequestInfo(error, trace?.id);
   const body = errorToJson(err, undefined) as unknown as ConnectErrorJson;
   for (const d of body.details ?? []) {
     const schema = KNOWN[d.type as keyof typeof KNOWN];
@@ -79,7 +56,10 @@ export function sendConnectError(res: Res, err: ConnectError): void {
       // leave the detail without debug
     }
   }
-  // The error's metadata are headers, as Connect sends them on a unary error (Idempotent-Replayed).
+  if (trace) trace.code = body.code;
+  // The error's metadata are headers, as connect-node 2.1.2 sends them on a unary error (Idempotent-Replayed).
   if (!res.headersSent) for (const [name, value] of err.metadata) res.setHeader(name, value);
-  write(res, codeToHttpStatus(err.code), { code: body.code, message: body.message ?? "", details: body.details ?? [] });
+  const text = JSON.stringify({ code: body.code, message: body.message ?? "", details: body.details ?? [] });
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
 }

@@ -1,14 +1,15 @@
 /**
- * Where connect-node's gRPC and gRPC-Web answers differ from what gRPC clients expect, mended
- * around its handlers by the server (src/server.ts):
- * - `grpc-message` is written with encodeURIComponent (`email%3A must be …` in grpc-js); it is
- *   respelled as gRPC's HTTP/2 protocol says (grpc-message.ts), in the gRPC trailers and in the
- *   trailer frame at the end of a gRPC-Web body;
- * - `application/grpc-web-text` (base64; the grpc-web browser client's default mode) is not
- *   served: such a request is decoded into `application/grpc-web` on its way in and its answer
- *   encoded back on the way out, chunk by chunk, so streams stay streams;
- * - a gRPC call to a method the server does not have is answered as gRPC (status 12
- *   UNIMPLEMENTED), not with an HTTP 404.
+ * Where connect-node 2.1.2's gRPC and gRPC-Web answers differ from what gRPC clients expect,
+ * mended around its handlers by the server (src/server.ts). Each is a behaviour of that version,
+ * to check again on an upgrade (the tests in test/api/grpc-tools.test.ts pin the answers):
+ * - `grpc-message` is written with encodeURIComponent (setTrailerStatus; `email%3A must be …` in
+ *   grpc-js); it is respelled as gRPC's HTTP/2 protocol says (grpc-message.ts), in the gRPC
+ *   trailers and in the trailer frame at the end of a gRPC-Web body;
+ * - `application/grpc-web-text` (base64; the grpc-web browser client's default mode) is refused
+ *   as an unsupported media type: such a request is decoded into `application/grpc-web` on its way
+ *   in and its answer encoded back on the way out, chunk by chunk, so streams stay streams;
+ * - a gRPC call to a method the server does not have is answered with an HTTP 404: it is
+ *   answered as gRPC (status 12 UNIMPLEMENTED).
  */
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { Code, type ConnectError } from "@connectrpc/connect";
@@ -26,7 +27,7 @@ export function grpcFlavour(contentType: string | undefined): GrpcFlavour | unde
   return m ? (m[1] as GrpcFlavour) : undefined;
 }
 
-/** connect-node's encodeURIComponent spelling of a grpc-message, respelled as gRPC's protocol says. */
+/** connect-node 2.1.2's encodeURIComponent spelling of a grpc-message, respelled as gRPC's protocol says. */
 function respell(value: string): string {
   try {
     return encodeGrpcMessage(decodeURIComponent(value));
@@ -39,8 +40,9 @@ const TRAILER_FLAG = 0x80;
 const COMPRESSED_FLAG = 0x01;
 
 /**
- * A gRPC-Web trailer frame with its grpc-message respelled. A compressed trailer (with the
- * response's `encoding`) is sent back uncompressed: compression is each message's choice.
+ * A gRPC-Web trailer frame with its grpc-message respelled. connect-node 2.1.2 compresses a
+ * trailer frame over compressMinBytes like a message (with the response's `encoding`); it is sent
+ * back uncompressed: compression is each message's choice.
  */
 function mendTrailerFrame(flags: number, data: Uint8Array, encoding: string | null): Uint8Array {
   let text: Buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
@@ -59,37 +61,16 @@ function mendTrailerFrame(flags: number, data: Uint8Array, encoding: string | nu
 }
 
 /**
- * A gRPC-Web response body with its trailer frame mended. Data frames go on as they come (a
- * chunk of whole frames unchanged, without a copy); bytes of an unfinished frame wait for the rest.
+ * A gRPC-Web response body with its trailer frame mended. connect-node 2.1.2 yields each envelope
+ * as one chunk (transformJoinEnvelopes), the trailer frame last: a chunk that is not exactly one
+ * trailer frame goes on as it is.
  */
 async function* mendWebBody(body: AsyncIterable<Uint8Array>, encoding: string | null): AsyncIterable<Uint8Array> {
-  let pending: Uint8Array = new Uint8Array(0);
   for await (const chunk of body) {
-    let buf = chunk;
-    if (pending.byteLength > 0) {
-      buf = new Uint8Array(pending.byteLength + chunk.byteLength);
-      buf.set(pending);
-      buf.set(chunk, pending.byteLength);
-    }
-    let at = 0;
-    let from = 0;
-    const out: Uint8Array[] = [];
-    while (buf.byteLength - at >= 5) {
-      const flags = buf[at] as number;
-      const length = new DataView(buf.buffer, buf.byteOffset + at + 1, 4).getUint32(0);
-      if (buf.byteLength - at - 5 < length) break;
-      if (flags & TRAILER_FLAG) {
-        if (at > from) out.push(buf.subarray(from, at));
-        out.push(mendTrailerFrame(flags, buf.subarray(at + 5, at + 5 + length), encoding));
-        from = at + 5 + length;
-      }
-      at += 5 + length;
-    }
-    if (at > from) out.push(buf.subarray(from, at));
-    pending = buf.subarray(at);
-    for (const o of out) yield o;
+    const flags = chunk[0] ?? 0;
+    const whole = chunk.byteLength >= 5 && new DataView(chunk.buffer, chunk.byteOffset + 1, 4).getUint32(0) === chunk.byteLength - 5;
+    yield flags & TRAILER_FLAG && whole ? mendTrailerFrame(flags, chunk.subarray(5), encoding) : chunk;
   }
-  if (pending.byteLength > 0) yield pending;
 }
 
 /** A gRPC body, then its trailers (filled in by Connect as the body ends) with grpc-message respelled. */
@@ -182,7 +163,7 @@ export function grpcResponse(res: UniversalServerResponse, flavour: GrpcFlavour 
 
 /**
  * The answer to a gRPC call of a method the server does not have: HTTP 200 with grpc-status 12.
- * gRPC gets the status in trailers (after headers, as Connect answers every gRPC call); gRPC-Web
+ * gRPC gets the status in trailers (after headers, as connect-node 2.1.2 answers every gRPC call); gRPC-Web
  * in a trailer frame, base64 for grpc-web-text.
  */
 export function unimplemented(flavour: GrpcFlavour, path: string): { headers: Record<string, string>; trailers?: Record<string, string>; body?: Uint8Array } {

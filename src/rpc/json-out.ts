@@ -1,5 +1,5 @@
 /**
- * The one writer of JSON responses, for the REST bridge (rpc/direct.ts, rest/gateway.ts) and for
+ * The one writer of JSON responses, for the REST bridge (rest/gateway.ts) and for
  * JSON over Connect, gRPC and gRPC-Web (the router's per-method jsonOptions, routes.ts): protobuf-es
  * proto3 JSON (proto field names, every implicit-presence field emitted: `""`, `0`, `false`, `[]`,
  * `{}`), then
@@ -19,6 +19,7 @@ import { hasCustomJsonRepresentation } from "@bufbuild/protobuf/wkt";
 import { LosslessNumber, stringify as losslessStringify } from "lossless-json";
 import { canonicalDecimal } from "../billing/money.js";
 import { always_set, rest_number } from "../gen/billing/v1/options_pb.js";
+import { fieldFlag } from "./json.js";
 
 /** FeatureSet.FieldPresence.IMPLICIT: proto3 fields without `optional` (always emitted). */
 const IMPLICIT = 2;
@@ -34,16 +35,7 @@ interface Plan {
 }
 
 const plans = new WeakMap<DescMessage, Plan>();
-const restNumberCache = new WeakMap<DescField, boolean>();
-
-function isRestNumber(field: DescField): boolean {
-  let v = restNumberCache.get(field);
-  if (v === undefined) {
-    v = field.fieldKind === "scalar" && getOption(field, rest_number);
-    restNumberCache.set(field, v);
-  }
-  return v;
-}
+const isRestNumber = fieldFlag(rest_number, (f) => f.fieldKind === "scalar");
 
 /** Whether an unset `f` is written as null: explicit presence (a oneof member is left out). */
 function nullWhenUnset(f: DescField): boolean {
@@ -161,9 +153,9 @@ export function stringifyRest(value: unknown, rawNumbers: boolean): string {
 }
 
 /**
- * The text encoder of a method's JSON output (Connect's serializer hands it the text protobuf-es
- * wrote): the same text with its unset explicit-presence fields as `null`. Connect takes one
- * encoder per method (routes.ts), which is how it knows the output message.
+ * The text encoder of a method's JSON output (connect-node 2.1.2's serializer hands it the text
+ * protobuf-es wrote): the same text with its unset explicit-presence fields as `null`. Connect
+ * takes one encoder per method (routes.ts), which is how it knows the output message.
  */
 export function nullsEncoder(desc: DescMessage): { encode(text?: string): Uint8Array } {
   const encoder = new TextEncoder();

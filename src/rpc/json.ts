@@ -3,7 +3,8 @@
  * Connect, gRPC and gRPC-Web (src/rpc/messages.ts), so that the same input gets the same error
  * (code, reason, field paths) on every protocol. Each message is checked against the contract
  * before a handler sees it:
- * - numbers are parsed without loss (a JSON number sent to a decimal field keeps every digit);
+ * - text is strict UTF-8 and numbers are read without loss (json-parse.ts); a string or key with
+ *   a lone UTF-16 surrogate is a violation at its path;
  * - every value is checked against its field's type, and each mismatch is reported with its
  *   path (`usage_based_rates[1].price.amount.value: must be a string or a number`);
  * - a JSON number is accepted for fields marked `(billing.v1.decimal)`, as the spec allows;
@@ -18,124 +19,29 @@
  *   (the field becomes absent, as null says), while a key left out leaves the field unchanged.
  * The result is plain proto3 JSON, which fromJson then reads.
  */
-import { type DescEnum, type DescField, type DescMessage, type JsonValue, type Message, ScalarType, getOption } from "@bufbuild/protobuf";
-import { parse as parseLossless } from "lossless-json";
+import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
+import type { GenExtension } from "@bufbuild/protobuf/codegenv2";
+import type { FieldOptions } from "@bufbuild/protobuf/wkt";
 import { type FieldViolation, InvalidArgumentError } from "../billing/errors.js";
 import { FORMAT_PROBLEM, parseInstant } from "../billing/time.js";
 import { decimal, per_item_instant } from "../gen/billing/v1/options_pb.js";
-import { NOT_UNICODE, notUtf8, strictUtf8 } from "./unicode.js";
+import { NOT_UNICODE, NumberLiteral, parseJsonBody, wellFormed } from "./json-parse.js";
 
-/** A JSON number as written, digit for digit. */
-class NumberLiteral {
-  constructor(readonly text: string) {}
-}
-
-export class JsonSyntaxError extends Error {}
-
-/** A JSON number token (RFC 8259 grammar), outside strings. */
-const NUMBER_TOKEN = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
-/** The key of the one-key object a number token is wrapped in before JSON.parse (see parseJson). */
-const NUMBER_KEY = "\u0000#";
-const NUMBER_TEXT = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
-
-/** Up to this many characters, malformed JSON is re-read to say where it is wrong. */
-const SMALL_JSON = 64 * 1024;
-
-/** The index just past the string that opens at `start` (a quote), or -1 when it never closes. */
-function stringEnd(text: string, start: number): number {
-  let k = start + 1;
-  for (;;) {
-    k = text.indexOf('"', k);
-    if (k < 0) return -1;
-    let slashes = 0;
-    while (text.charCodeAt(k - 1 - slashes) === 92) slashes++;
-    if (slashes % 2 === 0) return k + 1;
-    k++;
-  }
-}
-
-/** Whether a digit or minus sign (a number token's start) occurs outside strings; true for a string that never closes. */
-function hasNumberOutsideStrings(text: string): boolean {
-  let i = 0;
-  for (;;) {
-    const q = text.indexOf('"', i);
-    const stop = q < 0 ? text.length : q;
-    for (let k = i; k < stop; k++) {
-      const c = text.charCodeAt(k);
-      if ((c >= 48 && c <= 57) || c === 45) return true;
+/** A boolean field option of the contract (billing.v1 options.proto), read once per field; false where `applies` says no. */
+export function fieldFlag(option: GenExtension<FieldOptions, boolean>, applies: (field: DescField) => boolean = () => true): (field: DescField) => boolean {
+  const cache = new WeakMap<DescField, boolean>();
+  return (field) => {
+    let v = cache.get(field);
+    if (v === undefined) {
+      v = applies(field) && getOption(field, option);
+      cache.set(field, v);
     }
-    if (q < 0) return false;
-    const end = stringEnd(text, q);
-    if (end < 0) return true;
-    i = end;
-  }
+    return v;
+  };
 }
 
-/**
- * Parses JSON text keeping numbers as their literal text. Throws JsonSyntaxError.
- * The native parser does the work: every number token outside strings is first rewritten as a
- * one-key object `{"\u0000#":"<literal>"}`, which the reviver turns into a NumberLiteral (an
- * object a client writes that way is read as that number, which it could have sent as such).
- * lossless-json, used before, built each string a character at a time: one 1 MB batch held about
- * 30 MB of heap while parsed, and a few at once exhausted the 192 MB heap. Duplicate keys: the
- * last one wins, as with JSON.parse. On malformed text lossless-json reports where the error is.
- */
-export function parseJson(text: string): unknown {
-  // Most bodies (a batch of events, whose values are strings) hold no number at all: the native
-  // parser alone reads them, without the rewriting and the reviver (an object keyed "\u0000#"
-  // written by the client still goes the long way, to be read as the number it spells).
-  if (!hasNumberOutsideStrings(text) && !text.includes("\\u0000")) {
-    try {
-      return JSON.parse(text);
-    } catch {
-      // malformed: the long way says where
-    }
-  }
-  const parts: string[] = [];
-  let i = 0;
-  while (i < text.length) {
-    const q = text.indexOf('"', i);
-    const outside = q < 0 ? text.slice(i) : text.slice(i, q);
-    parts.push(outside.replace(NUMBER_TOKEN, (n) => `{"\\u0000#":"${n}"}`)); // NUMBER_KEY, escaped as JSON
-    if (q < 0) break;
-    const end = stringEnd(text, q);
-    if (end < 0) {
-      parts.push(text.slice(q));
-      break;
-    }
-    parts.push(text.slice(q, end));
-    i = end;
-  }
-  try {
-    return JSON.parse(parts.join(""), (_key, value: unknown) => {
-      if (value === null || typeof value !== "object" || !(NUMBER_KEY in value)) return value;
-      const literal = (value as Record<string, unknown>)[NUMBER_KEY];
-      return typeof literal === "string" && NUMBER_TEXT.test(literal) && Object.keys(value).length === 1 ? new NumberLiteral(literal) : value;
-    });
-  } catch {
-    // Where the text is wrong, in the client's own positions: lossless-json says it, but only
-    // for small bodies (it is the slow, heap-hungry parser this one replaced; a large batch that
-    // is wrong near its end would hold the event loop and the heap for seconds).
-    if (text.length <= SMALL_JSON) {
-      try {
-        parseLossless(text);
-      } catch (err) {
-        throw new JsonSyntaxError(err instanceof Error ? err.message : String(err));
-      }
-    }
-    throw new JsonSyntaxError("invalid JSON");
-  }
-}
-
-const decimalCache = new WeakMap<DescField, boolean>();
-function isDecimal(field: DescField): boolean {
-  let v = decimalCache.get(field);
-  if (v === undefined) {
-    v = getOption(field, decimal);
-    decimalCache.set(field, v);
-  }
-  return v;
-}
+const isDecimal = fieldFlag(decimal);
+const isPerItemInstant = fieldFlag(per_item_instant, (f) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp");
 
 function fieldIndex(desc: DescMessage): Map<string, DescField> {
   const m = new Map<string, DescField>();
@@ -162,9 +68,6 @@ const FLOAT = new Set([ScalarType.DOUBLE, ScalarType.FLOAT]);
 
 type Out = { ok: true; value: JsonValue } | { ok: false };
 
-/** A JSON string can escape half of a UTF-16 pair; such text has no UTF-8 form to store. */
-const wellFormed = (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
-
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 /**
  * A key in a field path: a key holding a lone surrogate is spelled with the JSON escape the client
@@ -172,16 +75,6 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  * google.rpc.BadRequest) and must read the same on every protocol.
  */
 const keyInPath = (key: string) => (wellFormed(key) ? key : key.replace(LONE_SURROGATE, (c) => `\\u${c.charCodeAt(0).toString(16)}`));
-
-const perItemCache = new WeakMap<DescField, boolean>();
-function isPerItemInstant(field: DescField): boolean {
-  let v = perItemCache.get(field);
-  if (v === undefined) {
-    v = field.fieldKind === "message" && field.message.typeName === "google.protobuf.Timestamp" && getOption(field, per_item_instant);
-    perItemCache.set(field, v);
-  }
-  return v;
-}
 
 /** A FieldMask path as JSON writes it (lowerCamelCase); snake_case is read too. */
 const MASK_PATH = /^[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*(?:\.[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*)*$/;
@@ -196,41 +89,28 @@ class Walker {
     return { ok: false };
   }
 
-  /** The path of the first string or key in plain JSON that is not valid Unicode, if any. */
-  private malformedAt(v: unknown, path: string): string | undefined {
-    if (typeof v === "string") return wellFormed(v) ? undefined : path;
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        const at = this.malformedAt(v[i], `${path}[${i}]`);
-        if (at !== undefined) return at;
-      }
-      return undefined;
-    }
-    if (v !== null && typeof v === "object" && !(v instanceof NumberLiteral)) {
-      for (const [k, x] of Object.entries(v)) {
-        const at = wellFormed(k) ? this.malformedAt(x, `${path}.${k}`) : `${path}.${keyInPath(k)}`;
-        if (at !== undefined) return at;
-      }
-    }
-    return undefined;
-  }
-
-  /** Plain JSON for a google.protobuf.Struct/Value/ListValue, checked for lone surrogates. */
-  private plainChecked(v: unknown, path: string): Out {
-    const at = this.malformedAt(v, path);
-    return at === undefined ? { ok: true, value: this.plain(v) } : this.bad(at, NOT_UNICODE);
-  }
-
-  /** Plain JSON for a google.protobuf.Struct/Value: numbers become JS numbers. */
-  private plain(v: unknown): JsonValue {
-    if (v instanceof NumberLiteral) return Number(v.text);
-    if (Array.isArray(v)) return v.map((x) => this.plain(x));
-    if (v !== null && typeof v === "object") {
+  /**
+   * Plain JSON for a google.protobuf.Struct/Value/ListValue (numbers become JS numbers); the first
+   * string or key that is not valid Unicode (a JSON string can escape half of a UTF-16 pair) is
+   * the one violation.
+   */
+  private plain(v: unknown, path: string): Out {
+    let at: string | undefined;
+    const copy = (x: unknown, p: string): JsonValue => {
+      if (at !== undefined) return null;
+      if (x instanceof NumberLiteral) return Number(x.text);
+      if (typeof x === "string" && !wellFormed(x)) at = p;
+      if (Array.isArray(x)) return x.map((y, i) => copy(y, `${p}[${i}]`));
+      if (x === null || typeof x !== "object") return x as JsonValue;
       const o: Record<string, JsonValue> = {};
-      for (const [k, x] of Object.entries(v)) o[k] = this.plain(x);
+      for (const [k, y] of Object.entries(x)) {
+        if (!wellFormed(k)) at ??= `${p}.${keyInPath(k)}`;
+        o[k] = copy(y, `${p}.${k}`);
+      }
       return o;
-    }
-    return v as JsonValue;
+    };
+    const value = copy(v, path);
+    return at === undefined ? { ok: true, value } : this.bad(at, NOT_UNICODE);
   }
 
   scalar(field: DescField, type: ScalarType, v: unknown, path: string): Out {
@@ -286,12 +166,12 @@ class Walker {
         return { ok: true, value: paths.map(camel).join(",") };
       }
       case "google.protobuf.Struct":
-        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plainChecked(v, path);
+        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plain(v, path);
         return this.bad(path, "must be an object");
       case "google.protobuf.Value":
-        return this.plainChecked(v, path);
+        return this.plain(v, path);
       case "google.protobuf.ListValue":
-        if (Array.isArray(v)) return this.plainChecked(v, path);
+        if (Array.isArray(v)) return this.plain(v, path);
         return this.bad(path, "must be an array");
     }
     if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) {
@@ -329,6 +209,14 @@ class Walker {
     return ok ? { ok: true, value: out } : { ok: false };
   }
 
+  /** One item of a list or map field (never null). */
+  private item(field: DescField & { fieldKind: "list" | "map" }, v: unknown, path: string): Out {
+    if (v === null) return this.bad(path, "must not be null");
+    const kind = field.fieldKind === "list" ? field.listKind : field.mapKind;
+    if (kind === "scalar") return this.scalar(field, field.scalar as ScalarType, v, path);
+    return kind === "enum" ? this.enumValue(field.enum as DescEnum, v, path) : this.message(field.message as DescMessage, v, path);
+  }
+
   field(field: DescField, v: unknown, path: string): Out {
     switch (field.fieldKind) {
       case "scalar":
@@ -339,22 +227,8 @@ class Walker {
         return this.message(field.message, v, path);
       case "list": {
         if (!Array.isArray(v)) return this.bad(path, "must be an array");
-        const out: JsonValue[] = [];
-        let ok = true;
-        v.forEach((item, i) => {
-          const p = `${path}[${i}]`;
-          const r =
-            item === null
-              ? this.bad(p, "must not be null")
-              : field.listKind === "scalar"
-                ? this.scalar(field, field.scalar, item, p)
-                : field.listKind === "enum"
-                  ? this.enumValue(field.enum, item, p)
-                  : this.message(field.message, item, p);
-          if (r.ok) out.push(r.value);
-          else ok = false;
-        });
-        return ok ? { ok: true, value: out } : { ok: false };
+        const items = v.map((item, i) => this.item(field, item, `${path}[${i}]`));
+        return items.every((r) => r.ok) ? { ok: true, value: items.map((r) => (r as { value: JsonValue }).value) } : { ok: false };
       }
       case "map": {
         if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) return this.bad(path, "must be an object");
@@ -362,15 +236,7 @@ class Walker {
         let ok = true;
         for (const [key, item] of Object.entries(v)) {
           const p = `${path}.${keyInPath(key)}`;
-          const r = !wellFormed(key)
-            ? this.bad(p, `the key ${NOT_UNICODE}`)
-            : item === null
-              ? this.bad(p, "must not be null")
-              : field.mapKind === "scalar"
-                ? this.scalar(field, field.scalar, item, p)
-                : field.mapKind === "enum"
-                  ? this.enumValue(field.enum, item, p)
-                  : this.message(field.message, item, p);
+          const r = wellFormed(key) ? this.item(field, item, p) : this.bad(p, `the key ${NOT_UNICODE}`);
           if (r.ok) out[key] = r.value;
           else ok = false;
         }
@@ -398,52 +264,11 @@ export function checkJson(desc: DescMessage, body: unknown): CheckedJson {
 }
 
 /**
- * One JSON request message from its bytes: strict UTF-8 (else INVALID_UTF8), JSON (else
- * MALFORMED_JSON), then checkJson; an empty body is `{}`. Throws those two as InvalidArgumentError;
- * the field violations are returned, for the caller to add its own (REST: path and query).
+ * One JSON request message from its bytes: parseJsonBody, then checkJson. The field violations
+ * are returned, for the caller to add its own (REST: path and query).
  */
 export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): CheckedJson {
-  const parsed = parseJsonBody(bytes);
-  return checkJson(desc, parsed === EMPTY ? {} : parsed);
-}
-
-/**
- * readJsonMessage for a caller that can wait: a large body lets the event loop turn between being
- * parsed and being checked (a 1 MB batch takes about 15 ms to parse and 8 ms to check), so that no
- * request holds the server's one thread for long.
- */
-export async function readJsonMessageAsync(
-  desc: DescMessage,
-  bytes: Uint8Array,
-  turn: () => Promise<void>,
-  largeBytes: number,
-  fast?: (parsed: unknown) => Message | undefined,
-): Promise<CheckedJson & { message?: Message }> {
-  // A large body is parsed in a turn of its own: several that arrive together would otherwise be
-  // parsed one after the other in the same turn.
-  if (bytes.byteLength >= largeBytes) await turn();
-  const parsed = parseJsonBody(bytes);
-  if (bytes.byteLength >= largeBytes) await turn();
-  // A body the method's fast reader takes whole (rpc/convert) is its message already; any other
-  // goes the general way, which names what is wrong.
-  const message = fast && parsed !== EMPTY ? fast(parsed) : undefined;
-  if (message) return { json: {}, violations: [], deferred: [], message };
-  return checkJson(desc, parsed === EMPTY ? {} : parsed);
-}
-
-const EMPTY = Symbol("empty body");
-
-/** A JSON body's bytes read strictly (UTF-8, syntax), numbers kept as written; EMPTY for blank text. */
-function parseJsonBody(bytes: Uint8Array): unknown {
-  const text = strictUtf8(bytes);
-  if (text === undefined) throw notUtf8();
-  if (text.trim() === "") return EMPTY;
-  try {
-    return parseJson(text);
-  } catch (err) {
-    if (!(err instanceof JsonSyntaxError)) throw err;
-    throw new InvalidArgumentError([{ field: "", description: `not valid JSON: ${err.message}` }], "MALFORMED_JSON", `the request body is not valid JSON: ${err.message}`);
-  }
+  return checkJson(desc, parseJsonBody(bytes));
 }
 
 /** The error for field violations of a request (reason INVALID_FIELD), on every protocol. */

@@ -30,6 +30,11 @@
  * interceptor runs: the message is checked here the same way (base64 that does not decode is
  * MALFORMED_BASE64), and a GET the server already refused (no key, say: the call's PreAuth
  * holds the error) is answered with that refusal before its message is looked at.
+ *
+ * "Connect" here is connect-node 2.1.2 (@connectrpc/connect 2.1.2): what it does before any
+ * interceptor runs (a binary message that does not parse is `internal`, the GET query's
+ * parameters, the bound applied after decompression, its unary error answer) is that version's,
+ * to check again on an upgrade; test/api/bad-encoding*.test.ts and error-parity.test.ts pin it.
  */
 import { type DescMessage, type DescMethod, type JsonWriteOptions, fromBinary } from "@bufbuild/protobuf";
 import { base64Decode } from "@bufbuild/protobuf/wire";
@@ -109,16 +114,8 @@ function compressedCheck(check: Check, encoding: string, maxBytes: number, rewri
   };
 }
 
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0] as Uint8Array;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
+/** The chunks as one buffer (the one chunk itself, uncopied). */
+const concat = (chunks: Uint8Array[], size: number): Uint8Array => (chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks, size));
 
 /** Connect unary: the whole body is the message. Over `maxBytes` it is handed on for Connect to refuse. */
 async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxBytes: number): AsyncIterable<Uint8Array> {

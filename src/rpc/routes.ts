@@ -1,6 +1,5 @@
 /** Registers every service on one router: the single list of what the server serves. */
 import type { DescFile, DescMethod, DescService } from "@bufbuild/protobuf";
-import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
@@ -50,11 +49,6 @@ import { subjectService } from "./services/subject-service.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
-// protobuf-es checks every string field for lone surrogates through encodeURIComponent, which
-// builds an escaped copy of each string; String.prototype.isWellFormed (Node 20) answers the
-// same question without the copy.
-configureTextEncoding({ ...getTextEncoding(), checkUtf8: (text: string) => (text as unknown as { isWellFormed(): boolean }).isWellFormed() });
-
 export interface Services {
   timelines: Timelines;
   subscriptions: Subscriptions;
@@ -102,24 +96,8 @@ export const typeFiles: DescFile[] = [file_google_rpc_status, file_google_rpc_er
 /** Every served service's full name (what grpc.health.v1 knows besides ""). */
 export const servedServiceNames: string[] = servedFiles.flatMap((f) => f.services.map((s) => s.typeName));
 
-/** The services whose google.api.http annotations become REST routes. */
-export const restServices = [
-  SubjectService,
-  PricingMetricService,
-  RateCardService,
-  RateCatalogService,
-  UsageEventService,
-  SubscriptionService,
-  SubscriptionTimelineService,
-  InvoiceService,
-  CustomerAccessService,
-  CustomerPortalService,
-  CheckoutService,
-  TestClockService,
-  HealthService,
-  WebhookEndpointService,
-  EventService,
-];
+/** The services whose google.api.http annotations become REST routes: the contract's own (billing.v1), in servedFiles' order. */
+export const restServices: DescService[] = servedFiles.flatMap((f) => f.services).filter((s) => s.typeName.startsWith("billing.v1."));
 
 /** A service with its implementation, checked against the service's methods. */
 const spec = <T extends DescService>(service: T, impl: ServiceImpl<T>): ServiceImplSpec => createServiceImplSpec(service, impl as never);

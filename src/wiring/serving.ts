@@ -27,11 +27,9 @@ import { type KeyVerifier, authInterceptor, authenticateKey } from "../rpc/auth.
 import { ACCEPTED_COMPRESSION } from "../rpc/compression.js";
 import { errorInterceptor } from "../rpc/errors.js";
 import { idempotencyInterceptor, replaying } from "../rpc/idempotency.js";
-import { createDirectCaller } from "../rpc/direct.js";
 import { createInvoker } from "../rpc/invoke.js";
 import { checkRequestMessages } from "../rpc/messages.js";
 import { implementations, restServices, routes } from "../rpc/routes.js";
-import { StrictJsonDecoder } from "../rpc/unicode.js";
 import type { buildServices } from "./services.js";
 
 /** How long /readyz (and the gRPC health service) waits for the database's answer before it reports 503. */
@@ -57,8 +55,8 @@ export interface ServingParts {
 }
 
 export function buildHandler({ config, db, services, verifier, idempotencyStore, metrics, schedulerWatch, log, tracing, now, baseUrl, stopped }: ServingParts) {
-  // Connect reads JSON bodies through textDecoder: strict UTF-8 and no lone surrogates (rpc/unicode.ts).
-  const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true, textDecoder: new StrictJsonDecoder() };
+  // Connect is handed only JSON the one reader has read (rpc/messages.ts): strict UTF-8, no lone surrogates.
+  const jsonOptions = { ignoreUnknownFields: true, useProtoFieldName: true, alwaysEmitImplicit: true };
   // One list of interceptors for every call path: connect-node's handlers, the REST bridge and
   // the lean unary gRPC path (rpc/invoke.ts).
   // Idempotency-Key (DESIGN §12) after the key check, so the key is scoped to the caller's environment.
@@ -89,7 +87,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   // not decode invalid_argument rather than internal (src/rpc/messages.ts).
   checkRequestMessages(router, bodyLimit, jsonOptions);
   const invoke = createInvoker(specs, interceptors);
-  const rest = createRestGateway(restServices, createDirectCaller(invoke, log, jsonOptions), log);
+  const rest = createRestGateway(restServices, invoke, log, jsonOptions);
   const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
   const portalPages = createPortalPages(services.portal, log);
   // The operator dashboard (/dashboard): sessions opened with a secret key, checked by the API's own verifier.

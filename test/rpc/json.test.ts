@@ -3,7 +3,8 @@ import { equals, fromJson } from "@bufbuild/protobuf";
 import test from "ava";
 import { CreateSubjectRequestSchema, ListSubjectsRequestSchema, UpdateSubjectRequestSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
 import { CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../src/gen/billing/v1/usage_event_service_pb.js";
-import { checkJson, findField, fromText, parseJson, readJsonMessage } from "../../src/rpc/json.js";
+import { checkJson, findField, fromText, readJsonMessage } from "../../src/rpc/json.js";
+import { parseJson } from "../../src/rpc/json-parse.js";
 import { InvalidArgumentError } from "../../src/billing/errors.js";
 import { fastRequestReaders } from "../../src/rpc/convert/usage.js";
 

@@ -11,6 +11,7 @@ import { type CreateUsageEventRequest, CreateUsageEventBatchRequestSchema, Creat
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { parseInstant } from "../../billing/time.js";
 import { codeName } from "../errors.js";
+import { wellFormed } from "../json-parse.js";
 import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
 const RETIRED_TIMESTAMP = retired(5, "an RFC 3339 string", 6, "a google.protobuf.Timestamp");
@@ -69,7 +70,7 @@ export function summaryToPb(s: Summary): PricingMetricSummary {
 // ---------------------------------------------------------------------------------------------
 // The common case of an ingest body, read straight into its message
 
-const isText = (v: unknown): v is string => typeof v === "string" && (v as unknown as { isWellFormed(): boolean }).isWellFormed();
+const isText = (v: unknown): v is string => typeof v === "string" && wellFormed(v);
 
 interface PlainEvent {
   idempotencyKey: string;
