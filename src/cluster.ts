@@ -4,7 +4,7 @@
  * - runs the migrations (and creates the bootstrap key) once, before forking;
  * - forks N workers, each the whole service (`startApp`) on the shared port: the primary accepts
  *   the connections and hands each to a worker (round robin), which sniffs HTTP/1.1 or HTTP/2 on
- *   it as a single process does (src/server.ts);
+ *   it as a single process does (src/edge/listener.ts);
  * - starts again a worker that dies, after a backoff (RESTART_BASE_MS, doubling up to
  *   RESTART_MAX_MS; back to the base once a worker has stayed up RESTART_RESET_MS), and logs it;
  * - on SIGTERM or SIGINT, passes SIGTERM to every worker (each finishes its requests in flight, as

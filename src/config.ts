@@ -46,7 +46,7 @@ export interface Config {
   schedulerIntervalMs: number;
   /** Usage-ingest transactions of one environment in flight at once on this server (group commit). */
   ingestCommitsInFlight: number;
-  /** Connection limits of the shared port (src/server.ts `listen`). */
+  /** Connection limits of the shared port (src/edge/listener.ts `listen`). */
   connections: ConnectionLimits;
   /**
    * Admission control (DESIGN §10): API requests in flight at once on this server; one more is

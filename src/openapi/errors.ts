@@ -54,7 +54,7 @@ function codesFor(status: number): string[] {
  * across a line break), and those of the bridge and the server for any route of its kind.
  */
 export function errorStatuses(route: RestRoute, comment: string, hasInput: boolean): number[] {
-  // Any request may declare a Content-Length over its method's bound (server.ts refuses it unread).
+  // Any request may declare a Content-Length over its method's bound (src/edge/admit.ts refuses it unread).
   const out = new Set<number>([413, 500, 503]);
   for (const m of comment.matchAll(/\b([A-Z]+(?:_[A-Z]+)*)\s+\((\d{3})\)/g)) {
     const code = CODES_BY_NAME.get(m[1] as string);

@@ -4,7 +4,7 @@
  *
  * Per request the cost is two map lookups and two increments: the children of each (protocol,
  * procedure) pair and code are kept, so prom-client's label hashing runs once per series, not
- * per request. The procedure label is bounded (server.ts: a method's full name, a REST route's
+ * per request. The procedure label is bounded (src/edge/observe.ts: a method's full name, a REST route's
  * template, a plain route, "other"); the duration histogram has no code label.
  *
  * What the store knows (the scheduler's lag, failing subscriptions, invoices by status) is read

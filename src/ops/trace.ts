@@ -3,7 +3,7 @@
  * every response, in every log line of the request and in the details of its errors), and what
  * its access-log line and its metrics say: protocol, procedure, code, duration, environment.
  *
- * One small object per request, made by the server (server.ts) and reached from the response
+ * One small object per request, made by the request pipeline (src/edge/handler.ts) and reached from the response
  * (`traceOf(res)`, a symbol property) or the call's context values (rpc/context.ts traceKey): no
  * closure per request, no AsyncLocalStorage (which on Node 20 costs every promise of the process).
  */

@@ -7,7 +7,7 @@
  * and per payment provider call.
  *
  * Without the setting nothing of the SDK is started: no provider, no exporter, no context manager
- * (the API's no-op), and the server's hot paths run as they do without tracing (server.ts only
+ * (the API's no-op), and the server's hot paths run as they do without tracing (src/edge only
  * wraps its handler when a Tracing exists). No auto-instrumentation: the spans are the ones made
  * here, so none is doubled and the driver's hot paths stay untouched.
  *

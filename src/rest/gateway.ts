@@ -2,7 +2,7 @@
  * The REST bridge: the documented JSON paths, built from the contract's google.api.http
  * annotations, each calling the same method implementation through the one invoker (rpc/invoke.ts:
  * the server's interceptors, then the implementation) with the same error mapping (rpc/errors.ts
- * publicError) and logging as Connect and gRPC calls. The server (server.ts) finds the route first
+ * publicError) and logging as Connect and gRPC calls. The request pipeline (src/edge/handler.ts) finds the route first
  * (`route`), authenticates the key and admits the request from its headers, and only then has the
  * body read (`serve`), through a stream that stops at the method's bound. The request message is
  * read by the one JSON reader (rpc/json.ts) from the body, the query string and the path; the
@@ -97,7 +97,7 @@ function firstSegment(path: string): string {
 
 /**
  * The whole body, from a stream that refuses to go past the method's bound or the server's
- * (server.ts); their ConnectErrors are thrown.
+ * (src/edge/body.ts); their ConnectErrors are thrown.
  */
 async function readBody(body: AsyncIterable<Uint8Array>): Promise<Buffer> {
   const chunks: Uint8Array[] = [];

@@ -1,6 +1,6 @@
 /**
  * Where connect-node 2.1.2's gRPC and gRPC-Web answers differ from what gRPC clients expect,
- * mended around its handlers by the server (src/server.ts). Each is a behaviour of that version,
+ * mended around its handlers by the request pipeline (src/edge/connect.ts). Each is a behaviour of that version,
  * to check again on an upgrade (the tests in test/api/grpc-tools.test.ts pin the answers):
  * - `grpc-message` is written with encodeURIComponent (setTrailerStatus; `email%3A must be …` in
  *   grpc-js); it is respelled as gRPC's HTTP/2 protocol says (grpc-message.ts), in the gRPC

@@ -113,7 +113,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
     keylessStreams: new KeylessStreams(config.maxReflectionStreams, config.reflectionStreamTimeoutMs),
     rateLimiter: new RateLimiter(),
     rateLimits: config.rateLimits,
-    // Unary binary gRPC through the lean path into the same interceptors (rpc/grpc-unary.ts);
+    // Unary binary gRPC through the lean path into the same interceptors (src/edge/lean);
     // LEAN_GRPC=off leaves every gRPC call to connect-node.
     invoke: config.leanGrpc ? invoke : undefined,
     tracing,
