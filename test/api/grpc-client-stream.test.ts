@@ -1,9 +1,9 @@
 /**
- * Client-streaming gRPC on its lean path (rpc/grpc-stream.ts) answers as connect-node does, on
- * both stores, against the server on a port: each request is sent twice over node:http2, once as
- * a plain gRPC client sends it (the lean path) and once with an Origin header (a browser's call,
- * which connect-node serves), and both answers must carry the same grpc-status, grpc-message and
- * counts. The cases: envelopes split across DATA frames at every byte, messages in gzip, a
+ * Client-streaming gRPC (the ingest stream, served by connect-node: the lean path serves unary
+ * calls only) at the edges of its framing, on both stores, against the server on a port: each
+ * request is sent twice over node:http2, once as a plain gRPC client sends it and once with an
+ * Origin header (a browser's call), and both answers must carry the same grpc-status,
+ * grpc-message and counts. The cases: envelopes split across DATA frames at every byte, messages in gzip, a
  * compressed message without `grpc-encoding`, a message over the method's bound (its header whole
  * or in two frames), a large event in many frames, an envelope cut short at the end, and bytes
  * that are not an event after a good one.
