@@ -27,9 +27,9 @@ export interface Config {
   logLevel: LogLevel;
   runMigrations: boolean;
   /**
-   * LEAN_GRPC (on/off, default on): unary binary gRPC and the ingest client stream are served by
-   * the lean path on their HTTP/2 streams; off sends every gRPC call through connect-node (the
-   * same answers, at several times the server CPU; for comparing the two paths).
+   * LEAN_GRPC (on/off, default on): unary binary gRPC is served by the lean path (src/edge/lean);
+   * off sends every gRPC call through connect-node (the same answers, at about three times the
+   * server CPU per call: bench/README.md, gRPC; for comparing the two paths).
    */
   leanGrpc: boolean;
   /**

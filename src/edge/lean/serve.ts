@@ -3,7 +3,7 @@
  * the same implementations and interceptors as every other call (rpc/invoke.ts), rather than
  * through connect-node's per-call pipelines (linked abort controllers, Headers objects,
  * async-iterable transforms; bench/README.md, gRPC, has the figures against the 2× rule). It
- * comes after the same admit chain (admit.ts), answers as connect-node does (test/api/lean-parity
+ * comes after the same admit chain (admit.ts), answers as connect-node does (test/api/lean-parity.test.ts
  * runs each case through both paths), and every message is encoded and decoded by protobuf-es.
  * Without an invoker (LEAN_GRPC=off) every call is connect-node's.
  */
