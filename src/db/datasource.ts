@@ -9,7 +9,7 @@ import { boundedCheck } from "./bounded-check.js";
 import { type Dialect, decAdd, decMax } from "./columns.js";
 import type { Database, DatabaseOptions } from "./database.js";
 import { buildEntities } from "./entities/index.js";
-import { migrations } from "./migrations/index.js";
+import { schemaOptions } from "./migrations/index.js";
 import { openMysql } from "./mysql-connect.js";
 import { Sql } from "./sql.js";
 import { loadSqlite } from "./sqlite-module.js";
@@ -62,11 +62,7 @@ function openSqlite(url: string, limit: TimeLimit, unbounded: Database["unbounde
   let wal: WalSync | undefined;
   let closing: Promise<void> | undefined;
   const dataSource = new DataSource({
-    migrations,
-    migrationsTableName: "schema_migrations",
-    synchronize: false,
-    logging: false,
-    entities: Object.values(entities),
+    ...schemaOptions(entities),
     type: "better-sqlite3",
     // 12 on Node 20, 13 on Node ≥ 22 when installed (sqlite-module.ts).
     driver: loadSqlite(),

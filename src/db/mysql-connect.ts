@@ -15,7 +15,7 @@ import { boundedCheck } from "./bounded-check.js";
 import { binaryCollationFor } from "./columns.js";
 import type { Database, DatabaseOptions } from "./database.js";
 import { buildEntities } from "./entities/index.js";
-import { migrations } from "./migrations/index.js";
+import { schemaOptions } from "./migrations/index.js";
 import { queryFormat, sqlModeRefusal } from "./mysql-escape.js";
 import { Sql } from "./sql.js";
 import { type TimeLimit, boundedMysql2 } from "./time-limit.js";
@@ -141,11 +141,7 @@ export async function openMysql(url: string, options: DatabaseOptions, limit: Ti
   const entities = buildEntities("mysql", flavor.binaryCollation);
   const { host, port, user, password } = endpoint(u);
   const dataSource = new DataSource({
-    migrations,
-    migrationsTableName: "schema_migrations",
-    synchronize: false,
-    logging: false,
-    entities: Object.values(entities),
+    ...schemaOptions(entities),
     type: flavor.type,
     host,
     port,

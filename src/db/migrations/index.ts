@@ -45,3 +45,14 @@ export const migrations: (new () => MigrationInterface)[] = [
   IdempotencyKeys1795000000019,
   DeliveryReplays1795000000020,
 ];
+
+/** The table TypeORM records applied migrations in, on both stores. */
+export const MIGRATIONS_TABLE = "schema_migrations";
+
+/**
+ * The DataSource options both stores share: the schema comes from these migrations alone (never
+ * synchronized from the entities), and TypeORM logs nothing of its own.
+ */
+export function schemaOptions<E extends object>(entities: Record<string, E>) {
+  return { migrations, migrationsTableName: MIGRATIONS_TABLE, synchronize: false, logging: false, entities: Object.values(entities) };
+}

@@ -6,6 +6,7 @@
  */
 import { IsNull, MigrationExecutor, Not } from "typeorm";
 import type { Database } from "../datasource.js";
+import { MIGRATIONS_TABLE } from "../migrations/index.js";
 import { dbTime } from "../raw.js";
 import { webhookBacklog } from "./webhook-queue.js";
 
@@ -24,7 +25,7 @@ export class OperatorStore {
     const runner = this.db.dataSource.createQueryRunner();
     let hasTable: boolean;
     try {
-      hasTable = await runner.hasTable("schema_migrations");
+      hasTable = await runner.hasTable(MIGRATIONS_TABLE);
     } finally {
       await runner.release();
     }
