@@ -888,6 +888,7 @@ async function main(): Promise<number> {
         dimensions: ["region"],
         aggregation: { type: "sum", valueField: "n" },
         createdAt: new Date(0),
+        archivedAt: null,
       };
       const idStem = `ue_${randomBase62(12)}`;
       let idSeq = 0;

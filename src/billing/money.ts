@@ -4,6 +4,7 @@
  */
 import DecimalDefault from "decimal.js";
 import type { Decimal as DecimalClass } from "decimal.js";
+import { currencyExponent } from "./currencies.js";
 
 // decimal.js ships CommonJS-style typings; under NodeNext its default import is the class itself.
 const Base = DecimalDefault as unknown as typeof DecimalClass;
@@ -98,38 +99,6 @@ export function sum(values: Iterable<Decimal>): Decimal {
 /** Rounds to whole smallest currency units, half-up (away from zero on a tie), once per line. */
 export function roundAmount(d: Decimal): Decimal {
   return d.toDecimalPlaces(0, D.ROUND_HALF_UP);
-}
-
-/** ISO 4217 minor-unit exponents that are not 2. */
-const EXPONENTS: Record<string, number> = {
-  BIF: 0,
-  CLP: 0,
-  DJF: 0,
-  GNF: 0,
-  ISK: 0,
-  JPY: 0,
-  KMF: 0,
-  KRW: 0,
-  PYG: 0,
-  RWF: 0,
-  UGX: 0,
-  UYI: 0,
-  VND: 0,
-  VUV: 0,
-  XAF: 0,
-  XOF: 0,
-  XPF: 0,
-  BHD: 3,
-  IQD: 3,
-  JOD: 3,
-  KWD: 3,
-  LYD: 3,
-  OMR: 3,
-  TND: 3,
-};
-
-export function currencyExponent(currency: string): number {
-  return EXPONENTS[currency.toUpperCase()] ?? 2;
 }
 
 /** An amount in smallest units shown in major units for people: "12345" USD → "USD 123.45". */

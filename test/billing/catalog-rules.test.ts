@@ -17,6 +17,7 @@ const metric: PricingMetric = {
   dimensions: ["region", "model"],
   aggregation: { type: "sum", valueField: "n" },
   createdAt: new Date(0),
+  archivedAt: null,
 };
 const metrics = new Map([[metric.id, metric]]);
 
@@ -191,6 +192,7 @@ const card: RateCard = {
   currency: "USD",
   createdAt: new Date(0),
   updatedAt: new Date(0),
+  archivedAt: null,
 };
 const flat = { kind: "flat" as const, amount: { currency: "USD", value: "5" } };
 const catalogRates: CatalogRate[] = [
@@ -202,7 +204,7 @@ const catalogRates: CatalogRate[] = [
     catalogId: "rcat_1",
     interval: "monthly",
     type: "usage_based",
-    rate: { id: "c4", code: "api", name: "API", description: null, pricingMetricId: "pm", includedUnits: "0", type: "simple", price: flat },
+    rate: { id: "c4", code: "api", name: "API", description: null, pricingMetricId: "pm", includedUnits: "0", minimumAmount: null, maximumAmount: null, type: "simple", price: flat },
   },
 ];
 

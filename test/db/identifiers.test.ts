@@ -311,6 +311,7 @@ for (const store of STORES) {
         currency: "USD",
         createdAt: now,
         updatedAt: now,
+        archivedAt: null,
       };
       const err = await t.throwsAsync(() => cards.insert({ ...card, fixedRates: [rate("seats"), rate("seats")] }), { instanceOf: AlreadyExistsError });
       t.regex(err?.message ?? "", /"seats"/);

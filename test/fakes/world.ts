@@ -18,7 +18,18 @@ export function fixedRate(code: string, value: string): FixedRate {
 }
 
 export function usageRate(code: string, metricId: string, value: string, includedUnits = "0"): UsageRate {
-  return { id: `rate_${code}`, code, name: code, description: null, pricingMetricId: metricId, includedUnits, type: "simple", price: { kind: "flat", amount: { currency: "USD", value } } };
+  return {
+    id: `rate_${code}`,
+    code,
+    name: code,
+    description: null,
+    pricingMetricId: metricId,
+    includedUnits,
+    minimumAmount: null,
+    maximumAmount: null,
+    type: "simple",
+    price: { kind: "flat", amount: { currency: "USD", value } },
+  };
 }
 
 export function world(start: Date) {
@@ -45,7 +56,7 @@ export function world(start: Date) {
       now = t;
     },
     metric(id: string): PricingMetric {
-      const m: PricingMetric = { id, environmentId: ENV, eventName: id, name: id, unit: "unit", dimensions: [], aggregation: { type: "sum", valueField: "n" }, createdAt: start };
+      const m: PricingMetric = { id, environmentId: ENV, eventName: id, name: id, unit: "unit", dimensions: [], aggregation: { type: "sum", valueField: "n" }, createdAt: start, archivedAt: null };
       catalog.metricsById.set(id, m);
       return m;
     },
@@ -63,6 +74,7 @@ export function world(start: Date) {
         currency: "USD",
         createdAt: start,
         updatedAt: start,
+        archivedAt: null,
       };
       catalog.cardsById.set(id, card);
       return card;

@@ -80,6 +80,7 @@ export class PricingMetricService {
       dimensions: input.dimensions,
       aggregation: aggregation as PricingMetric["aggregation"],
       createdAt: this.now(),
+      archivedAt: null,
     };
     await this.store.insert(metric);
     return metric;

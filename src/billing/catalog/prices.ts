@@ -1,6 +1,6 @@
 /** Price rules (DESIGN §5): one shape per price type, amounts ≥ 0, package units ≥ 1. */
 import type { Violations } from "../errors.js";
-import { formatDecimal, parseDecimal, storageProblem } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
 import type { Money, Price, PriceInput } from "./types.js";
 
 const CURRENCY = /^[A-Za-z]{3}$/;
@@ -81,4 +81,32 @@ export function checkPrice(input: PriceInput | undefined, v: Violations): Price 
   }
   v.add("price_type", "must be flat or package");
   return undefined;
+}
+
+/** Whether a price charges nothing whatever the quantity (every amount it has is zero). */
+export function isFreePrice(p: Price): boolean {
+  const zero = (m: Money | null) => m === null || dec(m.value).isZero();
+  switch (p.kind) {
+    case "flat":
+    case "package":
+      return zero(p.amount);
+    case "tiered":
+      return p.tiers.every((t) => zero(t.unitAmount) && zero(t.flatAmount));
+    case "percentage":
+      return dec(p.percent).isZero() && zero(p.fixedPerEvent);
+  }
+}
+
+/** The largest amount a price charges per unit, package or event, to bound invoice lines. */
+export function largestUnitAmount(p: Price): Decimal {
+  const max = (xs: Decimal[]) => xs.reduce((a, b) => (b.gt(a) ? b : a), ZERO);
+  switch (p.kind) {
+    case "flat":
+    case "package":
+      return dec(p.amount.value);
+    case "tiered":
+      return max(p.tiers.flatMap((t) => [dec(t.unitAmount.value), dec(t.flatAmount?.value ?? "0")]));
+    case "percentage":
+      return max([dec(p.percent).div(100), dec(p.fixedPerEvent?.value ?? "0")]);
+  }
 }

@@ -64,6 +64,7 @@ export class RateCardService {
       usageRates: rates.usage,
       currency: rates.currency,
       createdAt: now,
+      archivedAt: null,
       updatedAt: now,
     };
     try {

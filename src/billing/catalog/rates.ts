@@ -21,6 +21,7 @@ import {
   type RatesInput,
   type UsageRate,
   type UsageRateInput,
+  priceCurrency,
 } from "./types.js";
 
 export const MAX_RATES = 500;
@@ -94,9 +95,9 @@ export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): 
   });
 
   // One currency for every price: the owner's if it has one, else the first price's.
-  const currency = ctx.currency ?? check.prices[0]?.price.amount.currency ?? null;
+  const currency = ctx.currency ?? (check.prices[0] ? priceCurrency(check.prices[0].price) : null);
   for (const { price, path } of check.prices) {
-    if (currency !== null && price.amount.currency !== currency) {
+    if (currency !== null && priceCurrency(price) !== currency) {
       path.at("amount").add("currency_code", `must be ${currency}: every price of a ${ctx.owner} uses one currency`);
     }
   }
@@ -147,6 +148,8 @@ function checkUsageRate(check: RatesCheck, r: UsageRateInput, i: number, rv: Vio
     description: r.description || null,
     pricingMetricId: r.pricingMetricId,
     includedUnits: included ?? "0",
+    minimumAmount: null,
+    maximumAmount: null,
   };
 
   if (r.usageBasedRateType === "simple") {

@@ -16,7 +16,38 @@ export interface Money {
   value: string;
 }
 
-export type Price = { kind: "flat"; amount: Money } | { kind: "package"; amount: Money; packageUnits: string; rounding: RoundingBehavior };
+export type TiersMode = "graduated" | "volume";
+
+/** One tier of a tiered price: the units after the previous tier's `upTo`, up to and including its own. */
+export interface Tier {
+  /** Canonical decimal text; null on the last tier (no bound). */
+  upTo: string | null;
+  unitAmount: Money;
+  /** Charged once when the tier is touched (graduated) or reached (volume). */
+  flatAmount: Money | null;
+}
+
+/**
+ * A price (DESIGN §13). Every kind names its currency: flat and package through `amount`,
+ * tiered and percentage through `currency` (see `priceCurrency`).
+ */
+export type Price =
+  | { kind: "flat"; amount: Money }
+  | { kind: "package"; amount: Money; packageUnits: string; rounding: RoundingBehavior }
+  | { kind: "tiered"; currency: string; mode: TiersMode; tiers: Tier[] }
+  | {
+      kind: "percentage";
+      currency: string;
+      /** Percent of the period's sum, canonical decimal text (e.g. "2.9"). */
+      percent: string;
+      /** Charged per counted event; null when none. */
+      fixedPerEvent: Money | null;
+    };
+
+/** The currency a price is in. */
+export function priceCurrency(p: Price): string {
+  return p.kind === "flat" || p.kind === "package" ? p.amount.currency : p.currency;
+}
 
 export interface FixedRate {
   id: string;
@@ -45,6 +76,10 @@ interface UsageRateBase {
   pricingMetricId: string;
   /** Whole units included before the price applies, canonical decimal text. */
   includedUnits: string;
+  /** Per period, the rate's amount is raised to this (a line of kind "minimum"); null when none. */
+  minimumAmount: Money | null;
+  /** Per period, the rate's amount is capped at this (a line of kind "maximum"); null when none. */
+  maximumAmount: Money | null;
 }
 
 export type UsageRate = (UsageRateBase & { type: "simple"; price: Price }) | (UsageRateBase & { type: "dimensional"; dimensions: Dimension[]; cells: MatrixCell[] });
@@ -69,10 +104,12 @@ export interface RateCard {
   currency: string | null;
   createdAt: Date;
   updatedAt: Date;
+  /** When it was archived (no new subscriptions); null while it is not. */
+  archivedAt: Date | null;
 }
 
-export type AggregationType = "sum" | "count" | "max" | "last";
-export const AGGREGATION_TYPES: readonly AggregationType[] = ["sum", "count", "max", "last"];
+export type AggregationType = "sum" | "count" | "max" | "last" | "unique_count";
+export const AGGREGATION_TYPES: readonly AggregationType[] = ["sum", "count", "max", "last", "unique_count"];
 
 export interface PricingMetric {
   id: string;
@@ -83,6 +120,8 @@ export interface PricingMetric {
   dimensions: string[];
   aggregation: { type: AggregationType; valueField: string | null };
   createdAt: Date;
+  /** When it was archived (no new rates may use it); null while it is not. */
+  archivedAt: Date | null;
 }
 
 export interface RateCatalog {
@@ -107,11 +146,22 @@ export interface AmountInput {
   value: string;
 }
 
+export interface TierInput {
+  /** Absent: no bound. */
+  upTo?: string;
+  unitAmount?: AmountInput;
+  flatAmount?: AmountInput;
+}
+
 export interface PriceInput {
   priceType: string;
   amount?: AmountInput;
   packageUnits?: number;
   roundingBehavior?: string;
+  tiersMode?: string;
+  tiers?: TierInput[];
+  percent?: string;
+  fixedAmountPerEvent?: AmountInput;
 }
 
 export interface FixedRateInput {
@@ -137,6 +187,8 @@ export interface UsageRateInput {
   price?: PriceInput;
   dimensions: DimensionInput[];
   pricingMatrix?: { cells: { dimensionCoordinates: Record<string, string>; price?: PriceInput }[] };
+  minimumAmount?: AmountInput;
+  maximumAmount?: AmountInput;
 }
 
 export interface RatesInput {

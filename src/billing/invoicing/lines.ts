@@ -25,6 +25,7 @@ export interface Line {
 
 /** What a quantity costs at a price: the quantity shown on the line, and the unit amount. */
 export function priced(price: Price, quantity: Decimal, multiplier: Decimal): { quantity: Decimal; unitAmount: Decimal } {
+  if (price.kind === "tiered" || price.kind === "percentage") throw new Error(`${price.kind} prices are not priced here yet`);
   const unit = dec(price.amount.value).times(multiplier);
   if (price.kind === "flat") return { quantity, unitAmount: unit };
   const packages = quantity.div(dec(price.packageUnits));
@@ -59,6 +60,7 @@ function Decimal0Max(d: Decimal): Decimal {
 
 /** Price per single unit, to rank cells: a package's amount spread over its units. */
 function perUnit(p: Price): Decimal {
+  if (p.kind === "tiered" || p.kind === "percentage") throw new Error(`${p.kind} prices are not ranked here yet`);
   return p.kind === "flat" ? dec(p.amount.value) : dec(p.amount.value).div(dec(p.packageUnits));
 }
 

@@ -78,6 +78,8 @@ export function valueOf(type: AggregationType, a: Agg): string | null {
       return a.max === null ? null : formatDecimal(a.max);
     case "last":
       return a.last === null ? null : formatDecimal(a.last.value);
+    case "unique_count":
+      throw new Error("unique_count is not read from hourly totals");
   }
 }
 

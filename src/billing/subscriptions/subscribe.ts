@@ -3,6 +3,7 @@
  * or through a hosted checkout; the first invoice bills the first cycle's fixed charges in
  * advance. Also reading subscriptions back (get, list).
  */
+import { isFreePrice, largestUnitAmount } from "../catalog/prices.js";
 import type { RateCard } from "../catalog/types.js";
 import { subscriptionEvent } from "../events/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
@@ -109,7 +110,7 @@ export class Subscriptions {
     const draft = { ...newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
     const { fixed } = terms.rates;
     const firstLines = this.engine.builder.fixedLinesOf(fixed, draft);
-    const free = fixed.every((r) => dec(r.price.amount.value).isZero());
+    const free = fixed.every((r) => isFreePrice(r.price));
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
     if (!this.lookups.paymentsFor(caller)) {
       // A live environment (no provider): only what needs no payment, now or later in its timeline.

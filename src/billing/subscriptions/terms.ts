@@ -4,6 +4,7 @@
  * size (DESIGN §6).
  */
 import { type ChargedRates, chargedRates, offeredAddOns } from "../catalog/addons.js";
+import { isFreePrice, largestUnitAmount } from "../catalog/prices.js";
 import type { RateCard } from "../catalog/types.js";
 import type { Violations } from "../errors.js";
 import { type Line, total } from "../invoicing/lines.js";
@@ -83,7 +84,7 @@ export class Terms {
     for (const rate of rates.usage) {
       const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
       const m = multiplierOf(terms, rate.code);
-      const largest = prices.reduce((acc, p) => (dec(p.amount.value).gt(acc) ? dec(p.amount.value) : acc), ZERO);
+      const largest = prices.reduce((acc, p) => (largestUnitAmount(p).gt(acc) ? largestUnitAmount(p) : acc), ZERO);
       const unitProblem = unitAmountProblem(largest.times(m));
       if (unitProblem) report("usage", rate.code, unitProblem);
     }
@@ -94,7 +95,7 @@ export class Terms {
     for (const item of items) {
       const card = await this.lookups.cardOf(caller, item.rateCardId);
       const { fixed } = await this.engine.reads.rates(card, item.fixedRateQuantities);
-      if (fixed.some((r) => !dec(r.price.amount.value).isZero())) return true;
+      if (fixed.some((r) => !isFreePrice(r.price))) return true;
     }
     return false;
   }

@@ -18,6 +18,7 @@ function metricFromRow(r: PricingMetricRow): PricingMetric {
     dimensions: r.dimensions ?? [],
     aggregation: { type: r.aggregation_type as AggregationType, valueField: r.value_field },
     createdAt: r.created_at,
+    archivedAt: null,
   };
 }
 

@@ -64,6 +64,7 @@ export class SqlRateCardStore implements RateCardStore {
         usageRates: own.filter((r): r is UsageRate => "pricingMetricId" in r),
         currency: c.currency,
         createdAt: c.created_at,
+        archivedAt: null,
         updatedAt: c.updated_at,
       };
     });

@@ -14,6 +14,7 @@ import { type Sql, chunks } from "../sql.js";
 // ---- prices and rates ⇄ rows ----
 
 export function priceToColumns(p: Price): PriceColumns {
+  if (p.kind === "tiered" || p.kind === "percentage") throw new Error(`${p.kind} prices are not stored yet`);
   return {
     price_type: p.kind,
     price_currency: p.amount.currency,
@@ -81,7 +82,7 @@ export function ratesToRows(owner: Owner, rates: { fixed: FixedRate[]; usage: Us
 export function rateFromRows(row: RateRow, cells: RateCellRow[]): FixedRate | UsageRate {
   const base = { id: row.id, code: row.code, name: row.name, description: row.description };
   if (row.kind === "fixed") return { ...base, price: priceFromColumns(row) };
-  const usage = { ...base, pricingMetricId: row.pricing_metric_id ?? "", includedUnits: row.included_units ?? "0" };
+  const usage = { ...base, pricingMetricId: row.pricing_metric_id ?? "", includedUnits: row.included_units ?? "0", minimumAmount: null, maximumAmount: null };
   if (row.usage_type === "simple") return { ...usage, type: "simple", price: priceFromColumns(row) };
   return {
     ...usage,

@@ -38,6 +38,7 @@ export function metricFromLookupRow(r: MetricRow): PricingMetric {
     dimensions: fromJsonText<string[]>(r.dimensions) ?? [],
     aggregation: { type: r.aggregation_type as AggregationType, valueField: r.value_field },
     createdAt: new Date(0),
+    archivedAt: null,
   };
 }
 

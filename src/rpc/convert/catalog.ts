@@ -1,8 +1,8 @@
 /** Catalog wire ⇄ domain: shapes only; the rules live in src/billing/catalog. */
 import { create } from "@bufbuild/protobuf";
 import type { CreatePricingMetricInput } from "../../billing/catalog/metrics.js";
-import type { CatalogRate, FixedRate, Price, PriceInput, PricingMetric, RateCard, RateCatalog, RatesInput, UsageRate } from "../../billing/catalog/types.js";
-import { type Price as PricePb, PriceSchema } from "../../gen/billing/v1/common_pb.js";
+import type { AmountInput, CatalogRate, FixedRate, Money, Price, PriceInput, PricingMetric, RateCard, RateCatalog, RatesInput, UsageRate } from "../../billing/catalog/types.js";
+import { type Amount as AmountPb, type Price as PricePb, PriceSchema } from "../../gen/billing/v1/common_pb.js";
 import { type PricingMetric as PricingMetricPb, PricingMetricSchema } from "../../gen/billing/v1/pricing_metric_pb.js";
 import type { CreatePricingMetricRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
 import {
@@ -18,11 +18,23 @@ import { ts } from "./common.js";
 
 // ---- out ----
 
+const amountPb = (m: Money) => ({ currencyCode: m.currency, value: m.value });
+
 export function priceToPb(p: Price): PricePb {
-  const amount = { currencyCode: p.amount.currency, value: p.amount.value };
-  return p.kind === "package"
-    ? create(PriceSchema, { priceType: "package", amount, packageUnits: Number(p.packageUnits), roundingBehavior: p.rounding })
-    : create(PriceSchema, { priceType: "flat", amount });
+  switch (p.kind) {
+    case "flat":
+      return create(PriceSchema, { priceType: "flat", amount: amountPb(p.amount) });
+    case "package":
+      return create(PriceSchema, { priceType: "package", amount: amountPb(p.amount), packageUnits: Number(p.packageUnits), roundingBehavior: p.rounding });
+    case "tiered":
+      return create(PriceSchema, {
+        priceType: "tiered",
+        tiersMode: p.mode,
+        tiers: p.tiers.map((t) => ({ upTo: t.upTo ?? undefined, unitAmount: amountPb(t.unitAmount), flatAmount: t.flatAmount ? amountPb(t.flatAmount) : undefined })),
+      });
+    case "percentage":
+      return create(PriceSchema, { priceType: "percentage", percent: p.percent, fixedAmountPerEvent: p.fixedPerEvent ? amountPb(p.fixedPerEvent) : undefined });
+  }
 }
 
 export function fixedRateToPb(r: FixedRate): FixedRatePb {
@@ -38,6 +50,8 @@ export function usageRateToPb(r: UsageRate): UsageBasedRatePb {
     pricingMetricId: r.pricingMetricId,
     includedUnits: Number(r.includedUnits),
     usageBasedRateType: r.type,
+    minimumAmount: r.minimumAmount ? amountPb(r.minimumAmount) : undefined,
+    maximumAmount: r.maximumAmount ? amountPb(r.maximumAmount) : undefined,
   };
   if (r.type === "simple") return create(UsageBasedRateSchema, { ...base, price: priceToPb(r.price) });
   return create(UsageBasedRateSchema, {
@@ -59,6 +73,8 @@ export function rateCardToPb(c: RateCard): RateCardPb {
     rateCatalogId: c.rateCatalogId ?? undefined,
     fixedRates: c.fixedRates.map(fixedRateToPb),
     usageBasedRates: c.usageRates.map(usageRateToPb),
+    archived: c.archivedAt !== null,
+    archivedAt: c.archivedAt ? ts(c.archivedAt) : undefined,
   });
 }
 
@@ -70,6 +86,8 @@ export function metricToPb(m: PricingMetric): PricingMetricPb {
     unit: m.unit,
     dimensions: m.dimensions,
     aggregation: { aggregationType: m.aggregation.type, valueField: m.aggregation.valueField ?? undefined },
+    archived: m.archivedAt !== null,
+    archivedAt: m.archivedAt ? ts(m.archivedAt) : undefined,
   });
 }
 
@@ -84,13 +102,21 @@ export function catalogRateToPb(r: CatalogRate): CatalogRatePb {
 
 // ---- in ----
 
+function amountInput(a: AmountPb | undefined): AmountInput | undefined {
+  return a ? { currencyCode: a.currencyCode, value: a.value } : undefined;
+}
+
 function priceInput(p: PricePb | undefined): PriceInput | undefined {
   if (!p) return undefined;
   return {
     priceType: p.priceType,
-    amount: p.amount ? { currencyCode: p.amount.currencyCode, value: p.amount.value } : undefined,
+    amount: amountInput(p.amount),
     packageUnits: p.packageUnits,
     roundingBehavior: p.roundingBehavior,
+    tiersMode: p.tiersMode,
+    tiers: p.tiers.map((t) => ({ upTo: t.upTo, unitAmount: amountInput(t.unitAmount), flatAmount: amountInput(t.flatAmount) })),
+    percent: p.percent,
+    fixedAmountPerEvent: amountInput(p.fixedAmountPerEvent),
   };
 }
 
@@ -107,6 +133,8 @@ export function ratesInput(req: { fixedRates: FixedRatePb[]; usageBasedRates: Us
       price: priceInput(r.price),
       dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description ?? "" })),
       pricingMatrix: r.pricingMatrix ? { cells: r.pricingMatrix.cells.map((c) => ({ dimensionCoordinates: c.dimensionCoordinates, price: priceInput(c.price) })) } : undefined,
+      minimumAmount: amountInput(r.minimumAmount),
+      maximumAmount: amountInput(r.maximumAmount),
     })),
   };
 }

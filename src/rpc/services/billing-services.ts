@@ -1,5 +1,5 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
@@ -51,6 +51,9 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
     },
     async resumeSubscription(req, ctx) {
       return { subscription: subscriptionToPb(await pauses.resume(callerOf(ctx), req.subscriptionId)) };
+    },
+    async updateSubscription() {
+      throw new ConnectError("updating a subscription is not built yet", Code.Unimplemented);
     },
     async changeRateCard(req, ctx) {
       const r = await changes.changeRateCard(callerOf(ctx), req.subscriptionId, {

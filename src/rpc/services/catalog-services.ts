@@ -1,5 +1,5 @@
 /** Connect implementations of the catalog services: wire ⇄ domain only. */
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-catalogs.js";
@@ -27,6 +27,9 @@ export function pricingMetricService(metrics: Metrics, summaries: Summaries): Se
       const page = await metrics.list(callerOf(ctx), req.limit, req.offset);
       return { hasMore: page.hasMore, pricingMetrics: page.items.map(metricToPb) };
     },
+    async archivePricingMetric() {
+      throw new ConnectError("archiving a pricing metric is not built yet", Code.Unimplemented);
+    },
   };
 }
 
@@ -49,6 +52,9 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
     async listRateCards(req, ctx) {
       const page = await cards.list(callerOf(ctx), req.limit, req.offset);
       return { hasMore: page.hasMore, rateCards: page.items.map(rateCardToPb) };
+    },
+    async archiveRateCard() {
+      throw new ConnectError("archiving a rate card is not built yet", Code.Unimplemented);
     },
   };
 }

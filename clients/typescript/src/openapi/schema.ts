@@ -160,6 +160,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/pricing-metrics/{pricing_metric_id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archives a pricing metric: no new rate may use it; rates already using it keep metering and billing, and its events are still accepted.
+         * @description Archives a pricing metric: no new rate may use it; rates already using it keep metering and
+         *     billing, and its events are still accepted. Archiving an archived metric changes nothing and
+         *     answers the metric. Errors: NOT_FOUND (404).
+         */
+        post: operations["ArchivePricingMetric"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rate-cards": {
         parameters: {
             query?: never;
@@ -204,6 +226,28 @@ export interface paths {
         get: operations["GetRateCard"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/rate-cards/{rate_card_id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archives a rate card: no new subscription, timeline item or rate-card change may use it; subscriptions already on it continue and renew.
+         * @description Archives a rate card: no new subscription, timeline item or rate-card change may use it;
+         *     subscriptions already on it continue and renew. Archiving an archived card changes nothing
+         *     and answers the card. Errors: NOT_FOUND (404).
+         */
+        post: operations["ArchiveRateCard"];
         delete?: never;
         options?: never;
         head?: never;
@@ -392,7 +436,20 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Changes an active subscription's fixed-rate quantities (seats), multipliers and metadata from now on.
+         * @description Changes an active subscription's fixed-rate quantities (seats), multipliers and metadata from
+         *     now on. Codes left out keep their quantity and multiplier; a metadata value of "" removes that
+         *     key. With proration_behavior "create_prorations" (the default) the change is billed for the
+         *     remaining fraction of the current period at once: an increase on a new invoice charged now
+         *     (lines of kind "proration"), a decrease as a negative "proration" line on the next invoice
+         *     (an invoice is never negative: what it cannot take goes to the following ones); "none"
+         *     applies the new quantities from the next cycle's charges. The proration invoice, if any, is
+         *     in the answer. Errors: INVALID_ARGUMENT (400) naming the field: an unknown rate code, a
+         *     negative quantity or multiplier, a bad proration_behavior; NOT_FOUND (404);
+         *     FAILED_PRECONDITION (400) unless active, or when it follows a subscription timeline.
+         */
+        patch: operations["UpdateSubscription"];
         trace?: never;
     };
     "/subscriptions/{subscription_id}/cancel": {
@@ -455,7 +512,11 @@ export interface paths {
         /**
          * Resumes a paused subscription now: a new cycle starts at this instant (its anchor from now on), with the fixed charges in advance.
          * @description Resumes a paused subscription now: a new cycle starts at this instant (its anchor from now
-         *     on), with the fixed charges in advance. Errors: FAILED_PRECONDITION (400) unless paused.
+         *     on), with the fixed charges in advance. With proration_behavior "create_prorations" (the
+         *     default) the fixed charges paid before the pause for the part of that cycle the pause left
+         *     unused are credited on the resume's invoice (a "proration" line; what the invoice cannot
+         *     take goes to the next ones: an invoice is never negative); "none" credits nothing. Errors:
+         *     INVALID_ARGUMENT (400) for proration_behavior; FAILED_PRECONDITION (400) unless paused.
          */
         post: operations["ResumeSubscription"];
         delete?: never;
@@ -1038,21 +1099,29 @@ export interface components {
         };
         /** @description The aggregation, discriminated by `aggregation_type`. */
         Aggregation: {
-            /** @description "sum", "count", "max" or "last" (the latest event by timestamp). */
+            /**
+             * @description "sum", "count", "max", "last" (the latest event by timestamp) or "unique_count" (the number
+             *     of distinct values of `value_field` in the period: a period's value is a distinct count over
+             *     the whole period, never a sum of its buckets' counts).
+             */
             aggregation_type: string;
             /**
-             * @description The event data key holding the value; required for sum, max and last; absent (JSON null)
-             *     for count.
+             * @description The event data key holding the value; required for sum, max, last and unique_count; absent
+             *     (JSON null) for count.
              */
             value_field: string | null;
         };
         /** @description The aggregation, discriminated by `aggregation_type`. */
         AggregationInput: {
-            /** @description "sum", "count", "max" or "last" (the latest event by timestamp). */
+            /**
+             * @description "sum", "count", "max", "last" (the latest event by timestamp) or "unique_count" (the number
+             *     of distinct values of `value_field` in the period: a period's value is a distinct count over
+             *     the whole period, never a sum of its buckets' counts).
+             */
             aggregation_type?: string | null;
             /**
-             * @description The event data key holding the value; required for sum, max and last; absent (JSON null)
-             *     for count.
+             * @description The event data key holding the value; required for sum, max, last and unique_count; absent
+             *     (JSON null) for count.
              */
             value_field?: string | null;
         };
@@ -1417,10 +1486,13 @@ export interface components {
             /** @description quantity × unit price × multiplier, rounded once to whole smallest units, half-up. */
             amount: components["schemas"]["Amount"];
             /**
-             * @description "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "adjustment"
-             *     (late usage of an earlier, already finalized period: the difference between what that
-             *     period's usage costs now and what was billed for it; its description names the period), or
-             *     "charge" (written before lines had kinds).
+             * @description "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "minimum" (what
+             *     raises a usage rate to its minimum amount for the period), "maximum" (negative: what a usage
+             *     rate's maximum amount takes off), "proration" (a mid-cycle change of quantities or
+             *     multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
+             *     period; negative for a credit), "adjustment" (late usage of an earlier, already finalized
+             *     period: the difference between what that period's usage costs now and what was billed for
+             *     it; its description names the period), or "charge" (written before lines had kinds).
              */
             kind: string;
         };
@@ -1504,48 +1576,138 @@ export interface components {
             ok: boolean;
         };
         /**
-         * @description A price: flat (scales linearly with the quantity) or package (charged per whole package).
+         * @description A price (DESIGN §13), discriminated by `price_type`:
+         *     - "flat": `amount` per unit; "package": `amount` per whole package of `package_units`;
+         *     - "tiered": `tiers` priced `graduated` (each unit at the tier its position falls in, plus each
+         *       touched tier's flat amount once) or `volume` (every unit at the tier the whole quantity
+         *       reaches, plus that tier's flat amount); a quantity of 0 touches no tier;
+         *     - "percentage" (usage-based rates only): `percent` of the period's sum of a money value in the
+         *       smallest unit, plus `fixed_amount_per_event` for each counted event.
          *     On input `price_type` may be left out: a price with `package_units` or `rounding_behavior` is a
          *     package price, otherwise flat. On output it is always set.
          */
         Price: {
-            /** @description "flat" or "package". */
+            /** @description "flat", "package", "tiered" or "percentage". */
             price_type: string;
-            /** @description Per unit (flat) or per package (package). At least 0. */
-            amount: components["schemas"]["Amount"];
+            /**
+             * @description Flat and package prices: per unit (flat) or per package (package), at least 0. Absent (JSON
+             *     null) for tiered and percentage prices.
+             */
+            amount: components["schemas"]["Amount"] | null;
             /**
              * Format: double
-             * @description Package prices only: units per package, a whole number of at least 1. Absent (JSON null) for
-             *     a flat price.
+             * @description Package prices only: units per package, a whole number of at least 1. Absent (JSON null)
+             *     otherwise.
              */
             package_units: number | null;
             /**
              * @description Package prices only: "round_up" or "round_down", applied when the quantity is not a whole
-             *     number of packages. Absent (JSON null) for a flat price.
+             *     number of packages. Absent (JSON null) otherwise.
              */
             rounding_behavior: string | null;
+            /** @description Tiered prices only: "graduated" or "volume". Absent (JSON null) otherwise. */
+            tiers_mode: string | null;
+            /**
+             * @description Tiered prices only: at least one tier, `up_to` strictly increasing, the last `up_to` null.
+             *     Empty for other prices.
+             */
+            tiers: components["schemas"]["PriceTier"][];
+            /**
+             * @description Percentage prices only: the percent of the period's sum, 0 to 100, e.g. "2.9". On input a
+             *     JSON number or a string. Absent (JSON null) otherwise.
+             */
+            percent: string | null;
+            /**
+             * @description Percentage prices only: charged once per counted event; optional. Its currency is the price's
+             *     currency; without it the price takes the currency of the other prices of its rate card.
+             *     Absent (JSON null) otherwise.
+             */
+            fixed_amount_per_event: components["schemas"]["Amount"] | null;
         };
         /**
-         * @description A price: flat (scales linearly with the quantity) or package (charged per whole package).
+         * @description A price (DESIGN §13), discriminated by `price_type`:
+         *     - "flat": `amount` per unit; "package": `amount` per whole package of `package_units`;
+         *     - "tiered": `tiers` priced `graduated` (each unit at the tier its position falls in, plus each
+         *       touched tier's flat amount once) or `volume` (every unit at the tier the whole quantity
+         *       reaches, plus that tier's flat amount); a quantity of 0 touches no tier;
+         *     - "percentage" (usage-based rates only): `percent` of the period's sum of a money value in the
+         *       smallest unit, plus `fixed_amount_per_event` for each counted event.
          *     On input `price_type` may be left out: a price with `package_units` or `rounding_behavior` is a
          *     package price, otherwise flat. On output it is always set.
          */
         PriceInput: {
-            /** @description "flat" or "package". */
+            /** @description "flat", "package", "tiered" or "percentage". */
             price_type?: string | null;
-            /** @description Per unit (flat) or per package (package). At least 0. */
+            /**
+             * @description Flat and package prices: per unit (flat) or per package (package), at least 0. Absent (JSON
+             *     null) for tiered and percentage prices.
+             */
             amount?: components["schemas"]["AmountInput"] | null;
             /**
              * Format: double
-             * @description Package prices only: units per package, a whole number of at least 1. Absent (JSON null) for
-             *     a flat price.
+             * @description Package prices only: units per package, a whole number of at least 1. Absent (JSON null)
+             *     otherwise.
              */
             package_units?: number | string | null;
             /**
              * @description Package prices only: "round_up" or "round_down", applied when the quantity is not a whole
-             *     number of packages. Absent (JSON null) for a flat price.
+             *     number of packages. Absent (JSON null) otherwise.
              */
             rounding_behavior?: string | null;
+            /** @description Tiered prices only: "graduated" or "volume". Absent (JSON null) otherwise. */
+            tiers_mode?: string | null;
+            /**
+             * @description Tiered prices only: at least one tier, `up_to` strictly increasing, the last `up_to` null.
+             *     Empty for other prices.
+             */
+            tiers?: components["schemas"]["PriceTierInput"][] | null;
+            /**
+             * @description Percentage prices only: the percent of the period's sum, 0 to 100, e.g. "2.9". On input a
+             *     JSON number or a string. Absent (JSON null) otherwise.
+             */
+            percent?: string | number | null;
+            /**
+             * @description Percentage prices only: charged once per counted event; optional. Its currency is the price's
+             *     currency; without it the price takes the currency of the other prices of its rate card.
+             *     Absent (JSON null) otherwise.
+             */
+            fixed_amount_per_event?: components["schemas"]["AmountInput"] | null;
+        };
+        /**
+         * @description One tier of a tiered price: the units up to and including `up_to` (after the previous tier's
+         *     `up_to`).
+         */
+        PriceTier: {
+            /**
+             * @description The last unit this tier prices, greater than the previous tier's; null (no bound) on the last
+             *     tier only. On input a JSON number or a string.
+             */
+            up_to: string | null;
+            /** @description Per unit in this tier, at least 0. */
+            unit_amount: components["schemas"]["Amount"];
+            /**
+             * @description Charged once when the tier is touched (graduated) or reached (volume); absent (JSON null)
+             *     when none.
+             */
+            flat_amount: components["schemas"]["Amount"] | null;
+        };
+        /**
+         * @description One tier of a tiered price: the units up to and including `up_to` (after the previous tier's
+         *     `up_to`).
+         */
+        PriceTierInput: {
+            /**
+             * @description The last unit this tier prices, greater than the previous tier's; null (no bound) on the last
+             *     tier only. On input a JSON number or a string.
+             */
+            up_to?: string | number | null;
+            /** @description Per unit in this tier, at least 0. */
+            unit_amount?: components["schemas"]["AmountInput"] | null;
+            /**
+             * @description Charged once when the tier is touched (graduated) or reached (volume); absent (JSON null)
+             *     when none.
+             */
+            flat_amount?: components["schemas"]["AmountInput"] | null;
         };
         PricingMatrix: {
             cells: components["schemas"]["PricingMatrixCell"][];
@@ -1579,6 +1741,13 @@ export interface components {
             /** @description Event data keys by which usage can be grouped (and priced, by dimensional rates). */
             dimensions: string[];
             aggregation: components["schemas"]["Aggregation"];
+            /** @description True once archived: no new rate may use it; rates already using it keep metering and billing. */
+            archived: boolean;
+            /**
+             * Format: date-time
+             * @description When it was archived; absent (JSON null) while it is not.
+             */
+            archived_at: string | null;
         };
         /**
          * @description The value of a pricing metric for one subject, one period bucket and one combination of the
@@ -1602,7 +1771,7 @@ export interface components {
         };
         /**
          * @description A plan: a billing interval with fixed and usage-based rates. Rate cards do not change once
-         *     created.
+         *     created, except that they can be archived.
          */
         RateCard: {
             /** @description `rc_` followed by 22 base62 characters. */
@@ -1627,6 +1796,16 @@ export interface components {
             rate_catalog_id: string | null;
             fixed_rates: components["schemas"]["FixedRate"][];
             usage_based_rates: components["schemas"]["UsageBasedRate"][];
+            /**
+             * @description True once archived: no new subscription, timeline item or rate-card change may use it;
+             *     subscriptions already on it continue.
+             */
+            archived: boolean;
+            /**
+             * Format: date-time
+             * @description When it was archived; absent (JSON null) while it is not.
+             */
+            archived_at: string | null;
         };
         /** @description A named collection of rates, added in bulk per billing interval. */
         RateCatalog: {
@@ -1816,6 +1995,14 @@ export interface components {
             inclusive_start?: boolean | null;
             inclusive_end?: boolean | null;
         };
+        UpdateSubscriptionResponse: {
+            subscription: components["schemas"]["Subscription"] | null;
+            /**
+             * @description The invoice that charges an increase at once; absent (JSON null) when the change charged
+             *     nothing now.
+             */
+            proration_invoice: components["schemas"]["Invoice"] | null;
+        };
         /**
          * @description A rate billed at the end of each billing cycle from the usage its pricing metric measures,
          *     discriminated by `usage_based_rate_type`.
@@ -1845,6 +2032,18 @@ export interface components {
              *     a simple rate.
              */
             pricing_matrix: components["schemas"]["PricingMatrix"] | null;
+            /**
+             * @description Per billing period: the rate's amount (every line of the rate, multiplier applied) is raised
+             *     to this amount; the difference is its own invoice line of kind "minimum". Prorated for a
+             *     usage window shorter than its cycle. Absent (JSON null) when the rate has none.
+             */
+            minimum_amount: components["schemas"]["Amount"] | null;
+            /**
+             * @description Per billing period: the rate's amount is capped at this amount (a line of kind "maximum"
+             *     takes off the excess). At least `minimum_amount`; prorated like it. Absent (JSON null) when
+             *     the rate has none.
+             */
+            maximum_amount: components["schemas"]["Amount"] | null;
         };
         /**
          * @description A rate billed at the end of each billing cycle from the usage its pricing metric measures,
@@ -1875,6 +2074,18 @@ export interface components {
              *     a simple rate.
              */
             pricing_matrix?: components["schemas"]["PricingMatrixInput"] | null;
+            /**
+             * @description Per billing period: the rate's amount (every line of the rate, multiplier applied) is raised
+             *     to this amount; the difference is its own invoice line of kind "minimum". Prorated for a
+             *     usage window shorter than its cycle. Absent (JSON null) when the rate has none.
+             */
+            minimum_amount?: components["schemas"]["AmountInput"] | null;
+            /**
+             * @description Per billing period: the rate's amount is capped at this amount (a line of kind "maximum"
+             *     takes off the excess). At least `minimum_amount`; prorated like it. Absent (JSON null) when
+             *     the rate has none.
+             */
+            maximum_amount?: components["schemas"]["AmountInput"] | null;
         };
         UsageData: {
             /** Format: double */
@@ -2396,6 +2607,8 @@ export interface operations {
                 limit?: number;
                 /** @description Number to skip, at least 0; default 0. */
                 offset?: number;
+                /** @description true: only archived metrics; false: only metrics that are not archived; absent: every metric. */
+                archived?: boolean;
             };
             header?: never;
             path?: never;
@@ -2534,6 +2747,45 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    ArchivePricingMetric: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                pricing_metric_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PricingMetric"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     ListRateCards: {
         parameters: {
             query?: {
@@ -2541,6 +2793,8 @@ export interface operations {
                 limit?: number;
                 /** @description Number to skip, at least 0; default 0. */
                 offset?: number;
+                /** @description true: only archived cards; false: only cards that are not archived; absent: every card. */
+                archived?: boolean;
             };
             header?: never;
             path?: never;
@@ -2627,6 +2881,45 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ArchiveRateCard: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                rate_card_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateCard"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -2977,6 +3270,63 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    UpdateSubscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description New quantity per fixed-rate code (the card's, or an add-on of its catalog); codes left out
+                     *     keep theirs.
+                     */
+                    fixed_rate_quantities?: {
+                        [key: string]: string | number;
+                    } | null;
+                    /** @description New multiplier per rate code; codes left out keep theirs. */
+                    rate_price_multipliers?: {
+                        [key: string]: string | number;
+                    } | null;
+                    /** @description Keys to set; a value of "" removes the key. Keys left out keep their value. */
+                    metadata?: {
+                        [key: string]: string;
+                    } | null;
+                    /** @description "create_prorations" (default) or "none". */
+                    proration_behavior?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpdateSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     CancelSubscription: {
         parameters: {
             query?: never;
@@ -3079,7 +3429,10 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": Record<string, never>;
+                "application/json": {
+                    /** @description "create_prorations" (default): credit the unused fixed time paid before the pause; "none". */
+                    proration_behavior?: string | null;
+                };
             };
         };
         responses: {

@@ -5,8 +5,18 @@ import { type Html, html, join, raw } from "../../html.js";
 import { PAGE, type PageContext, type View, offsetOf } from "../common.js";
 import { pager, table } from "../layout.js";
 
-const priceText = (p: Price) =>
-  p.kind === "flat" ? displayMoney(p.amount.value, p.amount.currency) : `${displayMoney(p.amount.value, p.amount.currency)} per ${p.packageUnits} units (${p.rounding.replace("_", " ")})`;
+function priceText(p: Price): string {
+  switch (p.kind) {
+    case "flat":
+      return displayMoney(p.amount.value, p.amount.currency);
+    case "package":
+      return `${displayMoney(p.amount.value, p.amount.currency)} per ${p.packageUnits} units (${p.rounding.replace("_", " ")})`;
+    case "tiered":
+      return `${p.mode} tiers (${p.tiers.length})`;
+    case "percentage":
+      return `${p.percent}%${p.fixedPerEvent ? ` + ${displayMoney(p.fixedPerEvent.value, p.fixedPerEvent.currency)} per event` : ""}`;
+  }
+}
 
 function usageRateText(r: UsageRate): Html | string {
   if (r.type === "simple") return priceText(r.price);

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/common.proto.
  */
 export const file_billing_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChdiaWxsaW5nL3YxL2NvbW1vbi5wcm90bxIKYmlsbGluZy52MSI0CgZBbW91bnQSFQoNY3VycmVuY3lfY29kZRgBIAEoCRITCgV2YWx1ZRgCIAEoCUIEiLUYASKpAQoFUHJpY2USEgoKcHJpY2VfdHlwZRgBIAEoCRIoCgZhbW91bnQYAiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIaCg1wYWNrYWdlX3VuaXRzGAMgASgBSACIAQESHgoRcm91bmRpbmdfYmVoYXZpb3IYBCABKAlIAYgBAUIQCg5fcGFja2FnZV91bml0c0IUChJfcm91bmRpbmdfYmVoYXZpb3Ii1AEKBlBlcmlvZBIvCgVzdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESLQoDZW5kGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIiCg9pbmNsdXNpdmVfc3RhcnQYAyABKAhCBKC1GAFIAIgBARIgCg1pbmNsdXNpdmVfZW5kGAQgASgIQgSgtRgBSAGIAQFCEgoQX2luY2x1c2l2ZV9zdGFydEIQCg5faW5jbHVzaXZlX2VuZGIGcHJvdG8z", [file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChdiaWxsaW5nL3YxL2NvbW1vbi5wcm90bxIKYmlsbGluZy52MSI0CgZBbW91bnQSFQoNY3VycmVuY3lfY29kZRgBIAEoCRITCgV2YWx1ZRgCIAEoCUIEiLUYASLNAgoFUHJpY2USEgoKcHJpY2VfdHlwZRgBIAEoCRIiCgZhbW91bnQYAiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIaCg1wYWNrYWdlX3VuaXRzGAMgASgBSACIAQESHgoRcm91bmRpbmdfYmVoYXZpb3IYBCABKAlIAYgBARIXCgp0aWVyc19tb2RlGAUgASgJSAKIAQESJAoFdGllcnMYBiADKAsyFS5iaWxsaW5nLnYxLlByaWNlVGllchIaCgdwZXJjZW50GAcgASgJQgSItRgBSAOIAQESMgoWZml4ZWRfYW1vdW50X3Blcl9ldmVudBgIIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QhAKDl9wYWNrYWdlX3VuaXRzQhQKEl9yb3VuZGluZ19iZWhhdmlvckINCgtfdGllcnNfbW9kZUIKCghfcGVyY2VudCKHAQoJUHJpY2VUaWVyEhgKBXVwX3RvGAEgASgJQgSItRgBSACIAQESLQoLdW5pdF9hbW91bnQYAiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARInCgtmbGF0X2Ftb3VudBgDIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QggKBl91cF90byLUAQoGUGVyaW9kEi8KBXN0YXJ0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARItCgNlbmQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEiIKD2luY2x1c2l2ZV9zdGFydBgDIAEoCEIEoLUYAUgAiAEBEiAKDWluY2x1c2l2ZV9lbmQYBCABKAhCBKC1GAFIAYgBAUISChBfaW5jbHVzaXZlX3N0YXJ0QhAKDl9pbmNsdXNpdmVfZW5kYgZwcm90bzM", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An amount of money in the smallest unit of its currency.
@@ -45,7 +45,13 @@ export const AmountSchema: GenMessage<Amount> = /*@__PURE__*/
   messageDesc(file_billing_v1_common, 0);
 
 /**
- * A price: flat (scales linearly with the quantity) or package (charged per whole package).
+ * A price (DESIGN §13), discriminated by `price_type`:
+ * - "flat": `amount` per unit; "package": `amount` per whole package of `package_units`;
+ * - "tiered": `tiers` priced `graduated` (each unit at the tier its position falls in, plus each
+ *   touched tier's flat amount once) or `volume` (every unit at the tier the whole quantity
+ *   reaches, plus that tier's flat amount); a quantity of 0 touches no tier;
+ * - "percentage" (usage-based rates only): `percent` of the period's sum of a money value in the
+ *   smallest unit, plus `fixed_amount_per_event` for each counted event.
  * On input `price_type` may be left out: a price with `package_units` or `rounding_behavior` is a
  * package price, otherwise flat. On output it is always set.
  *
@@ -53,22 +59,23 @@ export const AmountSchema: GenMessage<Amount> = /*@__PURE__*/
  */
 export type Price = Message<"billing.v1.Price"> & {
   /**
-   * "flat" or "package".
+   * "flat", "package", "tiered" or "percentage".
    *
    * @generated from field: string price_type = 1;
    */
   priceType: string;
 
   /**
-   * Per unit (flat) or per package (package). At least 0.
+   * Flat and package prices: per unit (flat) or per package (package), at least 0. Absent (JSON
+   * null) for tiered and percentage prices.
    *
    * @generated from field: billing.v1.Amount amount = 2;
    */
   amount?: Amount | undefined;
 
   /**
-   * Package prices only: units per package, a whole number of at least 1. Absent (JSON null) for
-   * a flat price.
+   * Package prices only: units per package, a whole number of at least 1. Absent (JSON null)
+   * otherwise.
    *
    * @generated from field: optional double package_units = 3;
    */
@@ -76,11 +83,43 @@ export type Price = Message<"billing.v1.Price"> & {
 
   /**
    * Package prices only: "round_up" or "round_down", applied when the quantity is not a whole
-   * number of packages. Absent (JSON null) for a flat price.
+   * number of packages. Absent (JSON null) otherwise.
    *
    * @generated from field: optional string rounding_behavior = 4;
    */
   roundingBehavior?: string | undefined;
+
+  /**
+   * Tiered prices only: "graduated" or "volume". Absent (JSON null) otherwise.
+   *
+   * @generated from field: optional string tiers_mode = 5;
+   */
+  tiersMode?: string | undefined;
+
+  /**
+   * Tiered prices only: at least one tier, `up_to` strictly increasing, the last `up_to` null.
+   * Empty for other prices.
+   *
+   * @generated from field: repeated billing.v1.PriceTier tiers = 6;
+   */
+  tiers: PriceTier[];
+
+  /**
+   * Percentage prices only: the percent of the period's sum, 0 to 100, e.g. "2.9". On input a
+   * JSON number or a string. Absent (JSON null) otherwise.
+   *
+   * @generated from field: optional string percent = 7;
+   */
+  percent?: string | undefined;
+
+  /**
+   * Percentage prices only: charged once per counted event; optional. Its currency is the price's
+   * currency; without it the price takes the currency of the other prices of its rate card.
+   * Absent (JSON null) otherwise.
+   *
+   * @generated from field: billing.v1.Amount fixed_amount_per_event = 8;
+   */
+  fixedAmountPerEvent?: Amount | undefined;
 };
 
 /**
@@ -89,6 +128,44 @@ export type Price = Message<"billing.v1.Price"> & {
  */
 export const PriceSchema: GenMessage<Price> = /*@__PURE__*/
   messageDesc(file_billing_v1_common, 1);
+
+/**
+ * One tier of a tiered price: the units up to and including `up_to` (after the previous tier's
+ * `up_to`).
+ *
+ * @generated from message billing.v1.PriceTier
+ */
+export type PriceTier = Message<"billing.v1.PriceTier"> & {
+  /**
+   * The last unit this tier prices, greater than the previous tier's; null (no bound) on the last
+   * tier only. On input a JSON number or a string.
+   *
+   * @generated from field: optional string up_to = 1;
+   */
+  upTo?: string | undefined;
+
+  /**
+   * Per unit in this tier, at least 0.
+   *
+   * @generated from field: billing.v1.Amount unit_amount = 2;
+   */
+  unitAmount?: Amount | undefined;
+
+  /**
+   * Charged once when the tier is touched (graduated) or reached (volume); absent (JSON null)
+   * when none.
+   *
+   * @generated from field: billing.v1.Amount flat_amount = 3;
+   */
+  flatAmount?: Amount | undefined;
+};
+
+/**
+ * Describes the message billing.v1.PriceTier.
+ * Use `create(PriceTierSchema)` to create a new message.
+ */
+export const PriceTierSchema: GenMessage<PriceTier> = /*@__PURE__*/
+  messageDesc(file_billing_v1_common, 2);
 
 /**
  * A time range. Defaults: start inclusive, end exclusive.
@@ -122,5 +199,5 @@ export type Period = Message<"billing.v1.Period"> & {
  * Use `create(PeriodSchema)` to create a new message.
  */
 export const PeriodSchema: GenMessage<Period> = /*@__PURE__*/
-  messageDesc(file_billing_v1_common, 2);
+  messageDesc(file_billing_v1_common, 3);
 

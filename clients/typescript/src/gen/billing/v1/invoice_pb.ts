@@ -151,10 +151,13 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
   amount?: Amount | undefined;
 
   /**
-   * "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "adjustment"
-   * (late usage of an earlier, already finalized period: the difference between what that
-   * period's usage costs now and what was billed for it; its description names the period), or
-   * "charge" (written before lines had kinds).
+   * "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "minimum" (what
+   * raises a usage rate to its minimum amount for the period), "maximum" (negative: what a usage
+   * rate's maximum amount takes off), "proration" (a mid-cycle change of quantities or
+   * multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
+   * period; negative for a credit), "adjustment" (late usage of an earlier, already finalized
+   * period: the difference between what that period's usage costs now and what was billed for
+   * it; its description names the period), or "charge" (written before lines had kinds).
    *
    * @generated from field: string kind = 5;
    */

@@ -7,15 +7,15 @@ import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Period } from "./common_pb.js";
 import { file_billing_v1_common } from "./common_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
-import type { Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file billing/v1/pricing_metric.proto.
  */
 export const file_billing_v1_pricing_metric: GenFile = /*@__PURE__*/
-  fileDesc("Ch9iaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljLnByb3RvEgpiaWxsaW5nLnYxIpMBCg1QcmljaW5nTWV0cmljEgoKAmlkGAEgASgJEhIKCmV2ZW50X25hbWUYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgR1bml0GAQgASgJEhIKCmRpbWVuc2lvbnMYBSADKAkSMgoLYWdncmVnYXRpb24YBiABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uQgSgtRgBIlEKC0FnZ3JlZ2F0aW9uEhgKEGFnZ3JlZ2F0aW9uX3R5cGUYASABKAkSGAoLdmFsdWVfZmllbGQYAiABKAlIAIgBAUIOCgxfdmFsdWVfZmllbGQiugIKFFByaWNpbmdNZXRyaWNTdW1tYXJ5EgoKAmlkGAEgASgJEhkKEXByaWNpbmdfbWV0cmljX2lkGAIgASgJEhIKCnN1YmplY3RfaWQYAyABKAkSKAoGcGVyaW9kGAQgASgLMhIuYmlsbGluZy52MS5QZXJpb2RCBKC1GAESWQoVZGltZW5zaW9uX2Nvb3JkaW5hdGVzGAUgAygLMjouYmlsbGluZy52MS5QcmljaW5nTWV0cmljU3VtbWFyeS5EaW1lbnNpb25Db29yZGluYXRlc0VudHJ5EiUKBXZhbHVlGAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlGjsKGURpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AWIGcHJvdG8z", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_struct]);
+  fileDesc("Ch9iaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljLnByb3RvEgpiaWxsaW5nLnYxItYBCg1QcmljaW5nTWV0cmljEgoKAmlkGAEgASgJEhIKCmV2ZW50X25hbWUYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgR1bml0GAQgASgJEhIKCmRpbWVuc2lvbnMYBSADKAkSMgoLYWdncmVnYXRpb24YBiABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uQgSgtRgBEhAKCGFyY2hpdmVkGAcgASgIEi8KC2FyY2hpdmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJRCgtBZ2dyZWdhdGlvbhIYChBhZ2dyZWdhdGlvbl90eXBlGAEgASgJEhgKC3ZhbHVlX2ZpZWxkGAIgASgJSACIAQFCDgoMX3ZhbHVlX2ZpZWxkIroCChRQcmljaW5nTWV0cmljU3VtbWFyeRIKCgJpZBgBIAEoCRIZChFwcmljaW5nX21ldHJpY19pZBgCIAEoCRISCgpzdWJqZWN0X2lkGAMgASgJEigKBnBlcmlvZBgEIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kQgSgtRgBElkKFWRpbWVuc2lvbl9jb29yZGluYXRlcxgFIAMoCzI6LmJpbGxpbmcudjEuUHJpY2luZ01ldHJpY1N1bW1hcnkuRGltZW5zaW9uQ29vcmRpbmF0ZXNFbnRyeRIlCgV2YWx1ZRgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRo7ChlEaW1lbnNpb25Db29yZGluYXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFiBnByb3RvMw", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * How usage events of one event name are aggregated into a value.
@@ -60,6 +60,20 @@ export type PricingMetric = Message<"billing.v1.PricingMetric"> & {
    * @generated from field: billing.v1.Aggregation aggregation = 6;
    */
   aggregation?: Aggregation | undefined;
+
+  /**
+   * True once archived: no new rate may use it; rates already using it keep metering and billing.
+   *
+   * @generated from field: bool archived = 7;
+   */
+  archived: boolean;
+
+  /**
+   * When it was archived; absent (JSON null) while it is not.
+   *
+   * @generated from field: google.protobuf.Timestamp archived_at = 8;
+   */
+  archivedAt?: Timestamp | undefined;
 };
 
 /**
@@ -76,15 +90,17 @@ export const PricingMetricSchema: GenMessage<PricingMetric> = /*@__PURE__*/
  */
 export type Aggregation = Message<"billing.v1.Aggregation"> & {
   /**
-   * "sum", "count", "max" or "last" (the latest event by timestamp).
+   * "sum", "count", "max", "last" (the latest event by timestamp) or "unique_count" (the number
+   * of distinct values of `value_field` in the period: a period's value is a distinct count over
+   * the whole period, never a sum of its buckets' counts).
    *
    * @generated from field: string aggregation_type = 1;
    */
   aggregationType: string;
 
   /**
-   * The event data key holding the value; required for sum, max and last; absent (JSON null)
-   * for count.
+   * The event data key holding the value; required for sum, max, last and unique_count; absent
+   * (JSON null) for count.
    *
    * @generated from field: optional string value_field = 2;
    */

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/pricing_metric_service.proto.
  */
 export const file_billing_v1_pricing_metric_service: GenFile = /*@__PURE__*/
-  fileDesc("CidiaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljX3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEijgEKGkNyZWF0ZVByaWNpbmdNZXRyaWNSZXF1ZXN0EhIKCmV2ZW50X25hbWUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgR1bml0GAMgASgJEhIKCmRpbWVuc2lvbnMYBCADKAkSLAoLYWdncmVnYXRpb24YBSABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlAKG0NyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZRIxCg5wcmljaW5nX21ldHJpYxgBIAEoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyI0ChdHZXRQcmljaW5nTWV0cmljUmVxdWVzdBIZChFwcmljaW5nX21ldHJpY19pZBgBIAEoCSJNChhHZXRQcmljaW5nTWV0cmljUmVzcG9uc2USMQoOcHJpY2luZ19tZXRyaWMYASABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWMiWQoZTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhMKBm9mZnNldBgCIAEoBUgBiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0ImIKGkxpc3RQcmljaW5nTWV0cmljc1Jlc3BvbnNlEhAKCGhhc19tb3JlGAEgASgIEjIKD3ByaWNpbmdfbWV0cmljcxgCIAMoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyKmAQohQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0EhkKEXByaWNpbmdfbWV0cmljX2lkGAEgASgJEiIKBnBlcmlvZBgCIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEhIKCnN1YmplY3RfaWQYAyABKAkSEgoKZGltZW5zaW9ucxgEIAMoCRIaChJwZXJpb2RfZ3JhbnVsYXJpdHkYBSABKAkiWQoiQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXNwb25zZRIzCglzdW1tYXJpZXMYASADKAsyIC5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWNTdW1tYXJ5MpIFChRQcmljaW5nTWV0cmljU2VydmljZRKTAQoTQ3JlYXRlUHJpY2luZ01ldHJpYxImLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1JlcXVlc3QaJy5iaWxsaW5nLnYxLkNyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZSIrgtPkkwIlOgEqYg5wcmljaW5nX21ldHJpYyIQL3ByaWNpbmctbWV0cmljcxKeAQoQR2V0UHJpY2luZ01ldHJpYxIjLmJpbGxpbmcudjEuR2V0UHJpY2luZ01ldHJpY1JlcXVlc3QaJC5iaWxsaW5nLnYxLkdldFByaWNpbmdNZXRyaWNSZXNwb25zZSI/kAIBgtPkkwI2Yg5wcmljaW5nX21ldHJpYxIkL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9Er8BChpDcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeRItLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0Gi4uYmlsbGluZy52MS5DcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeVJlc3BvbnNlIkKC0+STAjw6ASpiCXN1bW1hcmllcyIsL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9L3N1bW1hcnkSgAEKEkxpc3RQcmljaW5nTWV0cmljcxIlLmJpbGxpbmcudjEuTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBomLmJpbGxpbmcudjEuTGlzdFByaWNpbmdNZXRyaWNzUmVzcG9uc2UiG5ACAYLT5JMCEhIQL3ByaWNpbmctbWV0cmljc2IGcHJvdG8z", [file_billing_v1_common, file_billing_v1_pricing_metric, file_google_api_annotations]);
+  fileDesc("CidiaWxsaW5nL3YxL3ByaWNpbmdfbWV0cmljX3NlcnZpY2UucHJvdG8SCmJpbGxpbmcudjEijgEKGkNyZWF0ZVByaWNpbmdNZXRyaWNSZXF1ZXN0EhIKCmV2ZW50X25hbWUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgR1bml0GAMgASgJEhIKCmRpbWVuc2lvbnMYBCADKAkSLAoLYWdncmVnYXRpb24YBSABKAsyFy5iaWxsaW5nLnYxLkFnZ3JlZ2F0aW9uIlAKG0NyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZRIxCg5wcmljaW5nX21ldHJpYxgBIAEoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyI0ChdHZXRQcmljaW5nTWV0cmljUmVxdWVzdBIZChFwcmljaW5nX21ldHJpY19pZBgBIAEoCSJNChhHZXRQcmljaW5nTWV0cmljUmVzcG9uc2USMQoOcHJpY2luZ19tZXRyaWMYASABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWMifQoZTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBISCgVsaW1pdBgBIAEoBUgAiAEBEhMKBm9mZnNldBgCIAEoBUgBiAEBEhUKCGFyY2hpdmVkGAMgASgISAKIAQFCCAoGX2xpbWl0QgkKB19vZmZzZXRCCwoJX2FyY2hpdmVkImIKGkxpc3RQcmljaW5nTWV0cmljc1Jlc3BvbnNlEhAKCGhhc19tb3JlGAEgASgIEjIKD3ByaWNpbmdfbWV0cmljcxgCIAMoCzIZLmJpbGxpbmcudjEuUHJpY2luZ01ldHJpYyKmAQohQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0EhkKEXByaWNpbmdfbWV0cmljX2lkGAEgASgJEiIKBnBlcmlvZBgCIAEoCzISLmJpbGxpbmcudjEuUGVyaW9kEhIKCnN1YmplY3RfaWQYAyABKAkSEgoKZGltZW5zaW9ucxgEIAMoCRIaChJwZXJpb2RfZ3JhbnVsYXJpdHkYBSABKAkiWQoiQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXNwb25zZRIzCglzdW1tYXJpZXMYASADKAsyIC5iaWxsaW5nLnYxLlByaWNpbmdNZXRyaWNTdW1tYXJ5IjgKG0FyY2hpdmVQcmljaW5nTWV0cmljUmVxdWVzdBIZChFwcmljaW5nX21ldHJpY19pZBgBIAEoCSJRChxBcmNoaXZlUHJpY2luZ01ldHJpY1Jlc3BvbnNlEjEKDnByaWNpbmdfbWV0cmljGAEgASgLMhkuYmlsbGluZy52MS5QcmljaW5nTWV0cmljMsoGChRQcmljaW5nTWV0cmljU2VydmljZRKTAQoTQ3JlYXRlUHJpY2luZ01ldHJpYxImLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1JlcXVlc3QaJy5iaWxsaW5nLnYxLkNyZWF0ZVByaWNpbmdNZXRyaWNSZXNwb25zZSIrgtPkkwIlOgEqYg5wcmljaW5nX21ldHJpYyIQL3ByaWNpbmctbWV0cmljcxKeAQoQR2V0UHJpY2luZ01ldHJpYxIjLmJpbGxpbmcudjEuR2V0UHJpY2luZ01ldHJpY1JlcXVlc3QaJC5iaWxsaW5nLnYxLkdldFByaWNpbmdNZXRyaWNSZXNwb25zZSI/kAIBgtPkkwI2Yg5wcmljaW5nX21ldHJpYxIkL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9Er8BChpDcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeRItLmJpbGxpbmcudjEuQ3JlYXRlUHJpY2luZ01ldHJpY1N1bW1hcnlSZXF1ZXN0Gi4uYmlsbGluZy52MS5DcmVhdGVQcmljaW5nTWV0cmljU3VtbWFyeVJlc3BvbnNlIkKC0+STAjw6ASpiCXN1bW1hcmllcyIsL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9L3N1bW1hcnkSgAEKEkxpc3RQcmljaW5nTWV0cmljcxIlLmJpbGxpbmcudjEuTGlzdFByaWNpbmdNZXRyaWNzUmVxdWVzdBomLmJpbGxpbmcudjEuTGlzdFByaWNpbmdNZXRyaWNzUmVzcG9uc2UiG5ACAYLT5JMCEhIQL3ByaWNpbmctbWV0cmljcxK1AQoUQXJjaGl2ZVByaWNpbmdNZXRyaWMSJy5iaWxsaW5nLnYxLkFyY2hpdmVQcmljaW5nTWV0cmljUmVxdWVzdBooLmJpbGxpbmcudjEuQXJjaGl2ZVByaWNpbmdNZXRyaWNSZXNwb25zZSJKkAICgtPkkwJBOgEqYg5wcmljaW5nX21ldHJpYyIsL3ByaWNpbmctbWV0cmljcy97cHJpY2luZ19tZXRyaWNfaWR9L2FyY2hpdmViBnByb3RvMw", [file_billing_v1_common, file_billing_v1_pricing_metric, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.CreatePricingMetricRequest
@@ -122,6 +122,13 @@ export type ListPricingMetricsRequest = Message<"billing.v1.ListPricingMetricsRe
    * @generated from field: optional int32 offset = 2;
    */
   offset?: number | undefined;
+
+  /**
+   * true: only archived metrics; false: only metrics that are not archived; absent: every metric.
+   *
+   * @generated from field: optional bool archived = 3;
+   */
+  archived?: boolean | undefined;
 };
 
 /**
@@ -214,6 +221,40 @@ export const CreatePricingMetricSummaryResponseSchema: GenMessage<CreatePricingM
   messageDesc(file_billing_v1_pricing_metric_service, 7);
 
 /**
+ * @generated from message billing.v1.ArchivePricingMetricRequest
+ */
+export type ArchivePricingMetricRequest = Message<"billing.v1.ArchivePricingMetricRequest"> & {
+  /**
+   * @generated from field: string pricing_metric_id = 1;
+   */
+  pricingMetricId: string;
+};
+
+/**
+ * Describes the message billing.v1.ArchivePricingMetricRequest.
+ * Use `create(ArchivePricingMetricRequestSchema)` to create a new message.
+ */
+export const ArchivePricingMetricRequestSchema: GenMessage<ArchivePricingMetricRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_pricing_metric_service, 8);
+
+/**
+ * @generated from message billing.v1.ArchivePricingMetricResponse
+ */
+export type ArchivePricingMetricResponse = Message<"billing.v1.ArchivePricingMetricResponse"> & {
+  /**
+   * @generated from field: billing.v1.PricingMetric pricing_metric = 1;
+   */
+  pricingMetric?: PricingMetric | undefined;
+};
+
+/**
+ * Describes the message billing.v1.ArchivePricingMetricResponse.
+ * Use `create(ArchivePricingMetricResponseSchema)` to create a new message.
+ */
+export const ArchivePricingMetricResponseSchema: GenMessage<ArchivePricingMetricResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_pricing_metric_service, 9);
+
+/**
  * Pricing metrics: how usage events become billable quantities.
  *
  * @generated from service billing.v1.PricingMetricService
@@ -268,6 +309,18 @@ export const PricingMetricService: GenService<{
     methodKind: "unary";
     input: typeof ListPricingMetricsRequestSchema;
     output: typeof ListPricingMetricsResponseSchema;
+  },
+  /**
+   * Archives a pricing metric: no new rate may use it; rates already using it keep metering and
+   * billing, and its events are still accepted. Archiving an archived metric changes nothing and
+   * answers the metric. Errors: NOT_FOUND (404).
+   *
+   * @generated from rpc billing.v1.PricingMetricService.ArchivePricingMetric
+   */
+  archivePricingMetric: {
+    methodKind: "unary";
+    input: typeof ArchivePricingMetricRequestSchema;
+    output: typeof ArchivePricingMetricResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_v1_pricing_metric_service, 0);

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Price } from "./common_pb.js";
+import type { Amount, Price } from "./common_pb.js";
 import { file_billing_v1_common } from "./common_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/rate_card.proto.
  */
 export const file_billing_v1_rate_card: GenFile = /*@__PURE__*/
-  fileDesc("ChpiaWxsaW5nL3YxL3JhdGVfY2FyZC5wcm90bxIKYmlsbGluZy52MSJ/CglGaXhlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESIAoFcHJpY2UYBSABKAsyES5iaWxsaW5nLnYxLlByaWNlQg4KDF9kZXNjcmlwdGlvbiK0AgoOVXNhZ2VCYXNlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESGQoRcHJpY2luZ19tZXRyaWNfaWQYBSABKAkSFgoOaW5jbHVkZWRfdW5pdHMYBiABKAESHQoVdXNhZ2VfYmFzZWRfcmF0ZV90eXBlGAcgASgJEiAKBXByaWNlGAggASgLMhEuYmlsbGluZy52MS5QcmljZRIpCgpkaW1lbnNpb25zGAkgAygLMhUuYmlsbGluZy52MS5EaW1lbnNpb24SMQoOcHJpY2luZ19tYXRyaXgYCiABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhCDgoMX2Rlc2NyaXB0aW9uIlIKCURpbWVuc2lvbhILCgNrZXkYASABKAkSDgoGdmFsdWVzGAIgAygJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQFCDgoMX2Rlc2NyaXB0aW9uIj0KDVByaWNpbmdNYXRyaXgSLAoFY2VsbHMYASADKAsyHS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsIsoBChFQcmljaW5nTWF0cml4Q2VsbBJWChVkaW1lbnNpb25fY29vcmRpbmF0ZXMYASADKAsyNy5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXhDZWxsLkRpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSIAoFcHJpY2UYAiABKAsyES5iaWxsaW5nLnYxLlByaWNlGjsKGURpbWVuc2lvbkNvb3JkaW5hdGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLQAwoIUmF0ZUNhcmQSCgoCaWQYASABKAkSGAoQYmlsbGluZ19pbnRlcnZhbBgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESNAoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESNAoKdXBkYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESNAoIbWV0YWRhdGEYByADKAsyIi5iaWxsaW5nLnYxLlJhdGVDYXJkLk1ldGFkYXRhRW50cnkSHAoPcmF0ZV9jYXRhbG9nX2lkGAggASgJSAGIAQESKgoLZml4ZWRfcmF0ZXMYCSADKAsyFS5iaWxsaW5nLnYxLkZpeGVkUmF0ZRI1ChF1c2FnZV9iYXNlZF9yYXRlcxgKIAMoCzIaLmJpbGxpbmcudjEuVXNhZ2VCYXNlZFJhdGUaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg4KDF9kZXNjcmlwdGlvbkISChBfcmF0ZV9jYXRhbG9nX2lkYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChpiaWxsaW5nL3YxL3JhdGVfY2FyZC5wcm90bxIKYmlsbGluZy52MSJ/CglGaXhlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESIAoFcHJpY2UYBSABKAsyES5iaWxsaW5nLnYxLlByaWNlQg4KDF9kZXNjcmlwdGlvbiKMAwoOVXNhZ2VCYXNlZFJhdGUSCgoCaWQYASABKAkSDAoEY29kZRgCIAEoCRIMCgRuYW1lGAMgASgJEhgKC2Rlc2NyaXB0aW9uGAQgASgJSACIAQESGQoRcHJpY2luZ19tZXRyaWNfaWQYBSABKAkSFgoOaW5jbHVkZWRfdW5pdHMYBiABKAESHQoVdXNhZ2VfYmFzZWRfcmF0ZV90eXBlGAcgASgJEiAKBXByaWNlGAggASgLMhEuYmlsbGluZy52MS5QcmljZRIpCgpkaW1lbnNpb25zGAkgAygLMhUuYmlsbGluZy52MS5EaW1lbnNpb24SMQoOcHJpY2luZ19tYXRyaXgYCiABKAsyGS5iaWxsaW5nLnYxLlByaWNpbmdNYXRyaXgSKgoObWluaW11bV9hbW91bnQYCyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudBIqCg5tYXhpbXVtX2Ftb3VudBgMIAEoCzISLmJpbGxpbmcudjEuQW1vdW50Qg4KDF9kZXNjcmlwdGlvbiJSCglEaW1lbnNpb24SCwoDa2V5GAEgASgJEg4KBnZhbHVlcxgCIAMoCRIYCgtkZXNjcmlwdGlvbhgDIAEoCUgAiAEBQg4KDF9kZXNjcmlwdGlvbiI9Cg1QcmljaW5nTWF0cml4EiwKBWNlbGxzGAEgAygLMh0uYmlsbGluZy52MS5QcmljaW5nTWF0cml4Q2VsbCLKAQoRUHJpY2luZ01hdHJpeENlbGwSVgoVZGltZW5zaW9uX2Nvb3JkaW5hdGVzGAEgAygLMjcuYmlsbGluZy52MS5QcmljaW5nTWF0cml4Q2VsbC5EaW1lbnNpb25Db29yZGluYXRlc0VudHJ5EiAKBXByaWNlGAIgASgLMhEuYmlsbGluZy52MS5QcmljZRo7ChlEaW1lbnNpb25Db29yZGluYXRlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikwQKCFJhdGVDYXJkEgoKAmlkGAEgASgJEhgKEGJpbGxpbmdfaW50ZXJ2YWwYAiABKAkSDAoEbmFtZRgDIAEoCRIYCgtkZXNjcmlwdGlvbhgEIAEoCUgAiAEBEjQKCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCnVwZGF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCG1ldGFkYXRhGAcgAygLMiIuYmlsbGluZy52MS5SYXRlQ2FyZC5NZXRhZGF0YUVudHJ5EhwKD3JhdGVfY2F0YWxvZ19pZBgIIAEoCUgBiAEBEioKC2ZpeGVkX3JhdGVzGAkgAygLMhUuYmlsbGluZy52MS5GaXhlZFJhdGUSNQoRdXNhZ2VfYmFzZWRfcmF0ZXMYCiADKAsyGi5iaWxsaW5nLnYxLlVzYWdlQmFzZWRSYXRlEhAKCGFyY2hpdmVkGAsgASgIEi8KC2FyY2hpdmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCDgoMX2Rlc2NyaXB0aW9uQhIKEF9yYXRlX2NhdGFsb2dfaWRiBnByb3RvMw", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A rate billed at the start of each billing cycle: quantity × price × multiplier.
@@ -135,6 +135,24 @@ export type UsageBasedRate = Message<"billing.v1.UsageBasedRate"> & {
    * @generated from field: billing.v1.PricingMatrix pricing_matrix = 10;
    */
   pricingMatrix?: PricingMatrix | undefined;
+
+  /**
+   * Per billing period: the rate's amount (every line of the rate, multiplier applied) is raised
+   * to this amount; the difference is its own invoice line of kind "minimum". Prorated for a
+   * usage window shorter than its cycle. Absent (JSON null) when the rate has none.
+   *
+   * @generated from field: billing.v1.Amount minimum_amount = 11;
+   */
+  minimumAmount?: Amount | undefined;
+
+  /**
+   * Per billing period: the rate's amount is capped at this amount (a line of kind "maximum"
+   * takes off the excess). At least `minimum_amount`; prorated like it. Absent (JSON null) when
+   * the rate has none.
+   *
+   * @generated from field: billing.v1.Amount maximum_amount = 12;
+   */
+  maximumAmount?: Amount | undefined;
 };
 
 /**
@@ -216,7 +234,7 @@ export const PricingMatrixCellSchema: GenMessage<PricingMatrixCell> = /*@__PURE_
 
 /**
  * A plan: a billing interval with fixed and usage-based rates. Rate cards do not change once
- * created.
+ * created, except that they can be archived.
  *
  * @generated from message billing.v1.RateCard
  */
@@ -280,6 +298,21 @@ export type RateCard = Message<"billing.v1.RateCard"> & {
    * @generated from field: repeated billing.v1.UsageBasedRate usage_based_rates = 10;
    */
   usageBasedRates: UsageBasedRate[];
+
+  /**
+   * True once archived: no new subscription, timeline item or rate-card change may use it;
+   * subscriptions already on it continue.
+   *
+   * @generated from field: bool archived = 11;
+   */
+  archived: boolean;
+
+  /**
+   * When it was archived; absent (JSON null) while it is not.
+   *
+   * @generated from field: google.protobuf.Timestamp archived_at = 12;
+   */
+  archivedAt?: Timestamp | undefined;
 };
 
 /**

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/rate_card_service.proto.
  */
 export const file_billing_v1_rate_card_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJiaWxsaW5nL3YxL3JhdGVfY2FyZF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIvICChVDcmVhdGVSYXRlQ2FyZFJlcXVlc3QSGAoQYmlsbGluZ19pbnRlcnZhbBgBIAEoCRIMCgRuYW1lGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESQQoIbWV0YWRhdGEYBCADKAsyLy5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhwKD3JhdGVfY2F0YWxvZ19pZBgFIAEoCUgBiAEBEioKC2ZpeGVkX3JhdGVzGAYgAygLMhUuYmlsbGluZy52MS5GaXhlZFJhdGUSNQoRdXNhZ2VfYmFzZWRfcmF0ZXMYByADKAsyGi5iaWxsaW5nLnYxLlVzYWdlQmFzZWRSYXRlGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGVzY3JpcHRpb25CEgoQX3JhdGVfY2F0YWxvZ19pZCJBChZDcmVhdGVSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiKgoSR2V0UmF0ZUNhcmRSZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCSI+ChNHZXRSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiVAoUTGlzdFJhdGVDYXJkc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARITCgZvZmZzZXQYAiABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJTChVMaXN0UmF0ZUNhcmRzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSKAoKcmF0ZV9jYXJkcxgCIAMoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQy/gIKD1JhdGVDYXJkU2VydmljZRJ6Cg5DcmVhdGVSYXRlQ2FyZBIhLmJpbGxpbmcudjEuQ3JlYXRlUmF0ZUNhcmRSZXF1ZXN0GiIuYmlsbGluZy52MS5DcmVhdGVSYXRlQ2FyZFJlc3BvbnNlIiGC0+STAhs6ASpiCXJhdGVfY2FyZCILL3JhdGUtY2FyZHMSgAEKC0dldFJhdGVDYXJkEh4uYmlsbGluZy52MS5HZXRSYXRlQ2FyZFJlcXVlc3QaHy5iaWxsaW5nLnYxLkdldFJhdGVDYXJkUmVzcG9uc2UiMJACAYLT5JMCJ2IJcmF0ZV9jYXJkEhovcmF0ZS1jYXJkcy97cmF0ZV9jYXJkX2lkfRJsCg1MaXN0UmF0ZUNhcmRzEiAuYmlsbGluZy52MS5MaXN0UmF0ZUNhcmRzUmVxdWVzdBohLmJpbGxpbmcudjEuTGlzdFJhdGVDYXJkc1Jlc3BvbnNlIhaQAgGC0+STAg0SCy9yYXRlLWNhcmRzYgZwcm90bzM", [file_billing_v1_rate_card, file_google_api_annotations]);
+  fileDesc("CiJiaWxsaW5nL3YxL3JhdGVfY2FyZF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIvICChVDcmVhdGVSYXRlQ2FyZFJlcXVlc3QSGAoQYmlsbGluZ19pbnRlcnZhbBgBIAEoCRIMCgRuYW1lGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESQQoIbWV0YWRhdGEYBCADKAsyLy5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhwKD3JhdGVfY2F0YWxvZ19pZBgFIAEoCUgBiAEBEioKC2ZpeGVkX3JhdGVzGAYgAygLMhUuYmlsbGluZy52MS5GaXhlZFJhdGUSNQoRdXNhZ2VfYmFzZWRfcmF0ZXMYByADKAsyGi5iaWxsaW5nLnYxLlVzYWdlQmFzZWRSYXRlGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGVzY3JpcHRpb25CEgoQX3JhdGVfY2F0YWxvZ19pZCJBChZDcmVhdGVSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiKgoSR2V0UmF0ZUNhcmRSZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCSI+ChNHZXRSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQieAoUTGlzdFJhdGVDYXJkc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARITCgZvZmZzZXQYAiABKAVIAYgBARIVCghhcmNoaXZlZBgDIAEoCEgCiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0QgsKCV9hcmNoaXZlZCJTChVMaXN0UmF0ZUNhcmRzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSKAoKcmF0ZV9jYXJkcxgCIAMoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiLgoWQXJjaGl2ZVJhdGVDYXJkUmVxdWVzdBIUCgxyYXRlX2NhcmRfaWQYASABKAkiQgoXQXJjaGl2ZVJhdGVDYXJkUmVzcG9uc2USJwoJcmF0ZV9jYXJkGAEgASgLMhQuYmlsbGluZy52MS5SYXRlQ2FyZDKYBAoPUmF0ZUNhcmRTZXJ2aWNlEnoKDkNyZWF0ZVJhdGVDYXJkEiEuYmlsbGluZy52MS5DcmVhdGVSYXRlQ2FyZFJlcXVlc3QaIi5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVzcG9uc2UiIYLT5JMCGzoBKmIJcmF0ZV9jYXJkIgsvcmF0ZS1jYXJkcxKAAQoLR2V0UmF0ZUNhcmQSHi5iaWxsaW5nLnYxLkdldFJhdGVDYXJkUmVxdWVzdBofLmJpbGxpbmcudjEuR2V0UmF0ZUNhcmRSZXNwb25zZSIwkAIBgtPkkwInYglyYXRlX2NhcmQSGi9yYXRlLWNhcmRzL3tyYXRlX2NhcmRfaWR9EmwKDUxpc3RSYXRlQ2FyZHMSIC5iaWxsaW5nLnYxLkxpc3RSYXRlQ2FyZHNSZXF1ZXN0GiEuYmlsbGluZy52MS5MaXN0UmF0ZUNhcmRzUmVzcG9uc2UiFpACAYLT5JMCDRILL3JhdGUtY2FyZHMSlwEKD0FyY2hpdmVSYXRlQ2FyZBIiLmJpbGxpbmcudjEuQXJjaGl2ZVJhdGVDYXJkUmVxdWVzdBojLmJpbGxpbmcudjEuQXJjaGl2ZVJhdGVDYXJkUmVzcG9uc2UiO5ACAoLT5JMCMjoBKmIJcmF0ZV9jYXJkIiIvcmF0ZS1jYXJkcy97cmF0ZV9jYXJkX2lkfS9hcmNoaXZlYgZwcm90bzM", [file_billing_v1_rate_card, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.CreateRateCardRequest
@@ -132,6 +132,13 @@ export type ListRateCardsRequest = Message<"billing.v1.ListRateCardsRequest"> & 
    * @generated from field: optional int32 offset = 2;
    */
   offset?: number | undefined;
+
+  /**
+   * true: only archived cards; false: only cards that are not archived; absent: every card.
+   *
+   * @generated from field: optional bool archived = 3;
+   */
+  archived?: boolean | undefined;
 };
 
 /**
@@ -162,6 +169,40 @@ export type ListRateCardsResponse = Message<"billing.v1.ListRateCardsResponse"> 
  */
 export const ListRateCardsResponseSchema: GenMessage<ListRateCardsResponse> = /*@__PURE__*/
   messageDesc(file_billing_v1_rate_card_service, 5);
+
+/**
+ * @generated from message billing.v1.ArchiveRateCardRequest
+ */
+export type ArchiveRateCardRequest = Message<"billing.v1.ArchiveRateCardRequest"> & {
+  /**
+   * @generated from field: string rate_card_id = 1;
+   */
+  rateCardId: string;
+};
+
+/**
+ * Describes the message billing.v1.ArchiveRateCardRequest.
+ * Use `create(ArchiveRateCardRequestSchema)` to create a new message.
+ */
+export const ArchiveRateCardRequestSchema: GenMessage<ArchiveRateCardRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_rate_card_service, 6);
+
+/**
+ * @generated from message billing.v1.ArchiveRateCardResponse
+ */
+export type ArchiveRateCardResponse = Message<"billing.v1.ArchiveRateCardResponse"> & {
+  /**
+   * @generated from field: billing.v1.RateCard rate_card = 1;
+   */
+  rateCard?: RateCard | undefined;
+};
+
+/**
+ * Describes the message billing.v1.ArchiveRateCardResponse.
+ * Use `create(ArchiveRateCardResponseSchema)` to create a new message.
+ */
+export const ArchiveRateCardResponseSchema: GenMessage<ArchiveRateCardResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_rate_card_service, 7);
 
 /**
  * Rate cards (plans).
@@ -204,6 +245,18 @@ export const RateCardService: GenService<{
     methodKind: "unary";
     input: typeof ListRateCardsRequestSchema;
     output: typeof ListRateCardsResponseSchema;
+  },
+  /**
+   * Archives a rate card: no new subscription, timeline item or rate-card change may use it;
+   * subscriptions already on it continue and renew. Archiving an archived card changes nothing
+   * and answers the card. Errors: NOT_FOUND (404).
+   *
+   * @generated from rpc billing.v1.RateCardService.ArchiveRateCard
+   */
+  archiveRateCard: {
+    methodKind: "unary";
+    input: typeof ArchiveRateCardRequestSchema;
+    output: typeof ArchiveRateCardResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_v1_rate_card_service, 0);

@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Invoice } from "./invoice_pb.js";
+import { file_billing_v1_invoice } from "./invoice_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
 import type { CheckoutCallbackUrls, Subscription } from "./subscription_pb.js";
 import { file_billing_v1_subscription } from "./subscription_pb.js";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subscription_service.proto.
  */
 export const file_billing_v1_subscription_service: GenFile = /*@__PURE__*/
-  fileDesc("CiViaWxsaW5nL3YxL3N1YnNjcmlwdGlvbl9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIocFChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEh8KF2NyZWF0ZV9jaGVja291dF9zZXNzaW9uGAQgASgJEmMKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgFIAMoCzI+LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5GaXhlZFJhdGVRdWFudGl0aWVzRW50cnlCBIi1GAESZQoWcmF0ZV9wcmljZV9tdWx0aXBsaWVycxgGIAMoCzI/LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5SYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5QgSItRgBEkUKCG1ldGFkYXRhGAcgAygLMjMuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSIAoYc3Vic2NyaXB0aW9uX3RpbWVsaW5lX2lkGAggASgJGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWAoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USOgoGcmVzdWx0GAEgASgLMiQuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXN1bHRCBKC1GAEiiwEKGENyZWF0ZVN1YnNjcmlwdGlvblJlc3VsdBITCgtyZXN1bHRfdHlwZRgBIAEoCRIuCgxzdWJzY3JpcHRpb24YAiABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbhIqCgZhY3Rpb24YAyABKAsyGi5iaWxsaW5nLnYxLkNoZWNrb3V0QWN0aW9uIkQKDkNoZWNrb3V0QWN0aW9uEhwKFHJlcXVpcmVzX2FjdGlvbl90eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCSIxChZHZXRTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJJChdHZXRTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKCAQoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGb2Zmc2V0GAIgASgFSAGIAQESFAoMcmF0ZV9jYXJkX2lkGAMgASgJEhIKCnN1YmplY3RfaWQYBCABKAlCCAoGX2xpbWl0QgkKB19vZmZzZXQiXgoZTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIvCg1zdWJzY3JpcHRpb25zGAIgAygLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24ihAEKGUNhbmNlbFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEiMKFmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGUYAiABKAhIAIgBARIOCgZyZWFzb24YAyABKAlCGQoXX2NhbmNlbF9hdF9lbmRfb2ZfY3ljbGUiTAoaQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24iYwoYUGF1c2VTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIuCgpyZXN1bWVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJzChlQYXVzZVN1YnNjcmlwdGlvblJlc3BvbnNlEi4KDHN1YnNjcmlwdGlvbhgBIAEoCzIYLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uEiYKHmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGVfY2xlYXJlZBgCIAEoCCI0ChlSZXN1bWVTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJMChpSZXN1bWVTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKiAQoVQ2hhbmdlUmF0ZUNhcmRSZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIUCgxyYXRlX2NhcmRfaWQYAiABKAkSQAoWY2hlY2tvdXRfY2FsbGJhY2tfdXJscxgDIAEoCzIgLmJpbGxpbmcudjEuQ2hlY2tvdXRDYWxsYmFja1VybHMSGAoQdXBncmFkZV9iZWhhdmlvchgEIAEoCSJQChZDaGFuZ2VSYXRlQ2FyZFJlc3BvbnNlEjYKBnJlc3VsdBgBIAEoCzIgLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRSZXN1bHRCBKC1GAEihgEKFENoYW5nZVJhdGVDYXJkUmVzdWx0EgwKBHR5cGUYASABKAkSLgoMc3Vic2NyaXB0aW9uGAIgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24SMAoGYWN0aW9uGAMgASgLMiAuYmlsbGluZy52MS5DaGFuZ2VSYXRlQ2FyZEFjdGlvbiI6ChRDaGFuZ2VSYXRlQ2FyZEFjdGlvbhIMCgR0eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCTKoCAoTU3Vic2NyaXB0aW9uU2VydmljZRJ+ChJDcmVhdGVTdWJzY3JpcHRpb24SJS5iaWxsaW5nLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlcXVlc3QaJi5iaWxsaW5nLnYxLkNyZWF0ZVN1YnNjcmlwdGlvblJlc3BvbnNlIhmC0+STAhM6ASoiDi9zdWJzY3JpcHRpb25zEpUBCg9HZXRTdWJzY3JpcHRpb24SIi5iaWxsaW5nLnYxLkdldFN1YnNjcmlwdGlvblJlcXVlc3QaIy5iaWxsaW5nLnYxLkdldFN1YnNjcmlwdGlvblJlc3BvbnNlIjmQAgGC0+STAjBiDHN1YnNjcmlwdGlvbhIgL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0SewoRTGlzdFN1YnNjcmlwdGlvbnMSJC5iaWxsaW5nLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVxdWVzdBolLmJpbGxpbmcudjEuTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZSIZkAIBgtPkkwIQEg4vc3Vic2NyaXB0aW9ucxKlAQoSQ2FuY2VsU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5DYW5jZWxTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5DYW5jZWxTdWJzY3JpcHRpb25SZXNwb25zZSJAgtPkkwI6OgEqYgxzdWJzY3JpcHRpb24iJy9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9L2NhbmNlbBKTAQoRUGF1c2VTdWJzY3JpcHRpb24SJC5iaWxsaW5nLnYxLlBhdXNlU3Vic2NyaXB0aW9uUmVxdWVzdBolLmJpbGxpbmcudjEuUGF1c2VTdWJzY3JpcHRpb25SZXNwb25zZSIxgtPkkwIrOgEqIiYvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9wYXVzZRKlAQoSUmVzdW1lU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5SZXN1bWVTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5SZXN1bWVTdWJzY3JpcHRpb25SZXNwb25zZSJAgtPkkwI6OgEqYgxzdWJzY3JpcHRpb24iJy9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9L3Jlc3VtZRKVAQoOQ2hhbmdlUmF0ZUNhcmQSIS5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVxdWVzdBoiLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRSZXNwb25zZSI8gtPkkwI2OgEqIjEvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9jaGFuZ2UtcmF0ZS1jYXJkYgZwcm90bzM", [file_billing_v1_options, file_billing_v1_subscription, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("CiViaWxsaW5nL3YxL3N1YnNjcmlwdGlvbl9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIocFChlDcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCRISCgpzdWJqZWN0X2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEh8KF2NyZWF0ZV9jaGVja291dF9zZXNzaW9uGAQgASgJEmMKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgFIAMoCzI+LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5GaXhlZFJhdGVRdWFudGl0aWVzRW50cnlCBIi1GAESZQoWcmF0ZV9wcmljZV9tdWx0aXBsaWVycxgGIAMoCzI/LmJpbGxpbmcudjEuQ3JlYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5SYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5QgSItRgBEkUKCG1ldGFkYXRhGAcgAygLMjMuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSIAoYc3Vic2NyaXB0aW9uX3RpbWVsaW5lX2lkGAggASgJGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWAoaQ3JlYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USOgoGcmVzdWx0GAEgASgLMiQuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXN1bHRCBKC1GAEiiwEKGENyZWF0ZVN1YnNjcmlwdGlvblJlc3VsdBITCgtyZXN1bHRfdHlwZRgBIAEoCRIuCgxzdWJzY3JpcHRpb24YAiABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbhIqCgZhY3Rpb24YAyABKAsyGi5iaWxsaW5nLnYxLkNoZWNrb3V0QWN0aW9uIkQKDkNoZWNrb3V0QWN0aW9uEhwKFHJlcXVpcmVzX2FjdGlvbl90eXBlGAEgASgJEhQKDGNoZWNrb3V0X3VybBgCIAEoCSIxChZHZXRTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCSJJChdHZXRTdWJzY3JpcHRpb25SZXNwb25zZRIuCgxzdWJzY3JpcHRpb24YASABKAsyGC5iaWxsaW5nLnYxLlN1YnNjcmlwdGlvbiKCAQoYTGlzdFN1YnNjcmlwdGlvbnNSZXF1ZXN0EhIKBWxpbWl0GAEgASgFSACIAQESEwoGb2Zmc2V0GAIgASgFSAGIAQESFAoMcmF0ZV9jYXJkX2lkGAMgASgJEhIKCnN1YmplY3RfaWQYBCABKAlCCAoGX2xpbWl0QgkKB19vZmZzZXQiXgoZTGlzdFN1YnNjcmlwdGlvbnNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIvCg1zdWJzY3JpcHRpb25zGAIgAygLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24ihAEKGUNhbmNlbFN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEiMKFmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGUYAiABKAhIAIgBARIOCgZyZWFzb24YAyABKAlCGQoXX2NhbmNlbF9hdF9lbmRfb2ZfY3ljbGUiTAoaQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24iYwoYUGF1c2VTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIuCgpyZXN1bWVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJzChlQYXVzZVN1YnNjcmlwdGlvblJlc3BvbnNlEi4KDHN1YnNjcmlwdGlvbhgBIAEoCzIYLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uEiYKHmNhbmNlbF9hdF9lbmRfb2ZfY3ljbGVfY2xlYXJlZBgCIAEoCCJQChlSZXN1bWVTdWJzY3JpcHRpb25SZXF1ZXN0EhcKD3N1YnNjcmlwdGlvbl9pZBgBIAEoCRIaChJwcm9yYXRpb25fYmVoYXZpb3IYAiABKAkijQQKGVVwZGF0ZVN1YnNjcmlwdGlvblJlcXVlc3QSFwoPc3Vic2NyaXB0aW9uX2lkGAEgASgJEmMKFWZpeGVkX3JhdGVfcXVhbnRpdGllcxgCIAMoCzI+LmJpbGxpbmcudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5GaXhlZFJhdGVRdWFudGl0aWVzRW50cnlCBIi1GAESZQoWcmF0ZV9wcmljZV9tdWx0aXBsaWVycxgDIAMoCzI/LmJpbGxpbmcudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdC5SYXRlUHJpY2VNdWx0aXBsaWVyc0VudHJ5QgSItRgBEkUKCG1ldGFkYXRhGAQgAygLMjMuYmlsbGluZy52MS5VcGRhdGVTdWJzY3JpcHRpb25SZXF1ZXN0Lk1ldGFkYXRhRW50cnkSGgoScHJvcmF0aW9uX2JlaGF2aW9yGAUgASgJGjoKGEZpeGVkUmF0ZVF1YW50aXRpZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjsKGVJhdGVQcmljZU11bHRpcGxpZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEifAoaVXBkYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24SLgoRcHJvcmF0aW9uX2ludm9pY2UYAiABKAsyEy5iaWxsaW5nLnYxLkludm9pY2UiTAoaUmVzdW1lU3Vic2NyaXB0aW9uUmVzcG9uc2USLgoMc3Vic2NyaXB0aW9uGAEgASgLMhguYmlsbGluZy52MS5TdWJzY3JpcHRpb24iogEKFUNoYW5nZVJhdGVDYXJkUmVxdWVzdBIXCg9zdWJzY3JpcHRpb25faWQYASABKAkSFAoMcmF0ZV9jYXJkX2lkGAIgASgJEkAKFmNoZWNrb3V0X2NhbGxiYWNrX3VybHMYAyABKAsyIC5iaWxsaW5nLnYxLkNoZWNrb3V0Q2FsbGJhY2tVcmxzEhgKEHVwZ3JhZGVfYmVoYXZpb3IYBCABKAkiUAoWQ2hhbmdlUmF0ZUNhcmRSZXNwb25zZRI2CgZyZXN1bHQYASABKAsyIC5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVzdWx0QgSgtRgBIoYBChRDaGFuZ2VSYXRlQ2FyZFJlc3VsdBIMCgR0eXBlGAEgASgJEi4KDHN1YnNjcmlwdGlvbhgCIAEoCzIYLmJpbGxpbmcudjEuU3Vic2NyaXB0aW9uEjAKBmFjdGlvbhgDIAEoCzIgLmJpbGxpbmcudjEuQ2hhbmdlUmF0ZUNhcmRBY3Rpb24iOgoUQ2hhbmdlUmF0ZUNhcmRBY3Rpb24SDAoEdHlwZRgBIAEoCRIUCgxjaGVja291dF91cmwYAiABKAkyuwkKE1N1YnNjcmlwdGlvblNlcnZpY2USfgoSQ3JlYXRlU3Vic2NyaXB0aW9uEiUuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXF1ZXN0GiYuYmlsbGluZy52MS5DcmVhdGVTdWJzY3JpcHRpb25SZXNwb25zZSIZgtPkkwITOgEqIg4vc3Vic2NyaXB0aW9ucxKVAQoPR2V0U3Vic2NyaXB0aW9uEiIuYmlsbGluZy52MS5HZXRTdWJzY3JpcHRpb25SZXF1ZXN0GiMuYmlsbGluZy52MS5HZXRTdWJzY3JpcHRpb25SZXNwb25zZSI5kAIBgtPkkwIwYgxzdWJzY3JpcHRpb24SIC9zdWJzY3JpcHRpb25zL3tzdWJzY3JpcHRpb25faWR9EnsKEUxpc3RTdWJzY3JpcHRpb25zEiQuYmlsbGluZy52MS5MaXN0U3Vic2NyaXB0aW9uc1JlcXVlc3QaJS5iaWxsaW5nLnYxLkxpc3RTdWJzY3JpcHRpb25zUmVzcG9uc2UiGZACAYLT5JMCEBIOL3N1YnNjcmlwdGlvbnMSpQEKEkNhbmNlbFN1YnNjcmlwdGlvbhIlLmJpbGxpbmcudjEuQ2FuY2VsU3Vic2NyaXB0aW9uUmVxdWVzdBomLmJpbGxpbmcudjEuQ2FuY2VsU3Vic2NyaXB0aW9uUmVzcG9uc2UiQILT5JMCOjoBKmIMc3Vic2NyaXB0aW9uIicvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9jYW5jZWwSkwEKEVBhdXNlU3Vic2NyaXB0aW9uEiQuYmlsbGluZy52MS5QYXVzZVN1YnNjcmlwdGlvblJlcXVlc3QaJS5iaWxsaW5nLnYxLlBhdXNlU3Vic2NyaXB0aW9uUmVzcG9uc2UiMYLT5JMCKzoBKiImL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0vcGF1c2USpQEKElJlc3VtZVN1YnNjcmlwdGlvbhIlLmJpbGxpbmcudjEuUmVzdW1lU3Vic2NyaXB0aW9uUmVxdWVzdBomLmJpbGxpbmcudjEuUmVzdW1lU3Vic2NyaXB0aW9uUmVzcG9uc2UiQILT5JMCOjoBKmIMc3Vic2NyaXB0aW9uIicvc3Vic2NyaXB0aW9ucy97c3Vic2NyaXB0aW9uX2lkfS9yZXN1bWUSkAEKElVwZGF0ZVN1YnNjcmlwdGlvbhIlLmJpbGxpbmcudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVxdWVzdBomLmJpbGxpbmcudjEuVXBkYXRlU3Vic2NyaXB0aW9uUmVzcG9uc2UiK4LT5JMCJToBKjIgL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0SlQEKDkNoYW5nZVJhdGVDYXJkEiEuYmlsbGluZy52MS5DaGFuZ2VSYXRlQ2FyZFJlcXVlc3QaIi5iaWxsaW5nLnYxLkNoYW5nZVJhdGVDYXJkUmVzcG9uc2UiPILT5JMCNjoBKiIxL3N1YnNjcmlwdGlvbnMve3N1YnNjcmlwdGlvbl9pZH0vY2hhbmdlLXJhdGUtY2FyZGIGcHJvdG8z", [file_billing_v1_invoice, file_billing_v1_options, file_billing_v1_subscription, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message billing.v1.CreateSubscriptionRequest
@@ -341,6 +343,13 @@ export type ResumeSubscriptionRequest = Message<"billing.v1.ResumeSubscriptionRe
    * @generated from field: string subscription_id = 1;
    */
   subscriptionId: string;
+
+  /**
+   * "create_prorations" (default): credit the unused fixed time paid before the pause; "none".
+   *
+   * @generated from field: string proration_behavior = 2;
+   */
+  prorationBehavior: string;
 };
 
 /**
@@ -349,6 +358,77 @@ export type ResumeSubscriptionRequest = Message<"billing.v1.ResumeSubscriptionRe
  */
 export const ResumeSubscriptionRequestSchema: GenMessage<ResumeSubscriptionRequest> = /*@__PURE__*/
   messageDesc(file_billing_v1_subscription_service, 12);
+
+/**
+ * @generated from message billing.v1.UpdateSubscriptionRequest
+ */
+export type UpdateSubscriptionRequest = Message<"billing.v1.UpdateSubscriptionRequest"> & {
+  /**
+   * @generated from field: string subscription_id = 1;
+   */
+  subscriptionId: string;
+
+  /**
+   * New quantity per fixed-rate code (the card's, or an add-on of its catalog); codes left out
+   * keep theirs.
+   *
+   * @generated from field: map<string, string> fixed_rate_quantities = 2;
+   */
+  fixedRateQuantities: { [key: string]: string };
+
+  /**
+   * New multiplier per rate code; codes left out keep theirs.
+   *
+   * @generated from field: map<string, string> rate_price_multipliers = 3;
+   */
+  ratePriceMultipliers: { [key: string]: string };
+
+  /**
+   * Keys to set; a value of "" removes the key. Keys left out keep their value.
+   *
+   * @generated from field: map<string, string> metadata = 4;
+   */
+  metadata: { [key: string]: string };
+
+  /**
+   * "create_prorations" (default) or "none".
+   *
+   * @generated from field: string proration_behavior = 5;
+   */
+  prorationBehavior: string;
+};
+
+/**
+ * Describes the message billing.v1.UpdateSubscriptionRequest.
+ * Use `create(UpdateSubscriptionRequestSchema)` to create a new message.
+ */
+export const UpdateSubscriptionRequestSchema: GenMessage<UpdateSubscriptionRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 13);
+
+/**
+ * @generated from message billing.v1.UpdateSubscriptionResponse
+ */
+export type UpdateSubscriptionResponse = Message<"billing.v1.UpdateSubscriptionResponse"> & {
+  /**
+   * @generated from field: billing.v1.Subscription subscription = 1;
+   */
+  subscription?: Subscription | undefined;
+
+  /**
+   * The invoice that charges an increase at once; absent (JSON null) when the change charged
+   * nothing now.
+   *
+   * @generated from field: billing.v1.Invoice proration_invoice = 2;
+   */
+  prorationInvoice?: Invoice | undefined;
+};
+
+/**
+ * Describes the message billing.v1.UpdateSubscriptionResponse.
+ * Use `create(UpdateSubscriptionResponseSchema)` to create a new message.
+ */
+export const UpdateSubscriptionResponseSchema: GenMessage<UpdateSubscriptionResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_subscription_service, 14);
 
 /**
  * @generated from message billing.v1.ResumeSubscriptionResponse
@@ -365,7 +445,7 @@ export type ResumeSubscriptionResponse = Message<"billing.v1.ResumeSubscriptionR
  * Use `create(ResumeSubscriptionResponseSchema)` to create a new message.
  */
 export const ResumeSubscriptionResponseSchema: GenMessage<ResumeSubscriptionResponse> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 13);
+  messageDesc(file_billing_v1_subscription_service, 15);
 
 /**
  * @generated from message billing.v1.ChangeRateCardRequest
@@ -399,7 +479,7 @@ export type ChangeRateCardRequest = Message<"billing.v1.ChangeRateCardRequest"> 
  * Use `create(ChangeRateCardRequestSchema)` to create a new message.
  */
 export const ChangeRateCardRequestSchema: GenMessage<ChangeRateCardRequest> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 14);
+  messageDesc(file_billing_v1_subscription_service, 16);
 
 /**
  * @generated from message billing.v1.ChangeRateCardResponse
@@ -416,7 +496,7 @@ export type ChangeRateCardResponse = Message<"billing.v1.ChangeRateCardResponse"
  * Use `create(ChangeRateCardResponseSchema)` to create a new message.
  */
 export const ChangeRateCardResponseSchema: GenMessage<ChangeRateCardResponse> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 15);
+  messageDesc(file_billing_v1_subscription_service, 17);
 
 /**
  * Discriminated by type: "success" (subscription) or "requires_action" (action).
@@ -445,7 +525,7 @@ export type ChangeRateCardResult = Message<"billing.v1.ChangeRateCardResult"> & 
  * Use `create(ChangeRateCardResultSchema)` to create a new message.
  */
 export const ChangeRateCardResultSchema: GenMessage<ChangeRateCardResult> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 16);
+  messageDesc(file_billing_v1_subscription_service, 18);
 
 /**
  * @generated from message billing.v1.ChangeRateCardAction
@@ -469,7 +549,7 @@ export type ChangeRateCardAction = Message<"billing.v1.ChangeRateCardAction"> & 
  * Use `create(ChangeRateCardActionSchema)` to create a new message.
  */
 export const ChangeRateCardActionSchema: GenMessage<ChangeRateCardAction> = /*@__PURE__*/
-  messageDesc(file_billing_v1_subscription_service, 17);
+  messageDesc(file_billing_v1_subscription_service, 19);
 
 /**
  * Subscriptions: who pays for which rate card, and their billing cycles.
@@ -546,7 +626,11 @@ export const SubscriptionService: GenService<{
   },
   /**
    * Resumes a paused subscription now: a new cycle starts at this instant (its anchor from now
-   * on), with the fixed charges in advance. Errors: FAILED_PRECONDITION (400) unless paused.
+   * on), with the fixed charges in advance. With proration_behavior "create_prorations" (the
+   * default) the fixed charges paid before the pause for the part of that cycle the pause left
+   * unused are credited on the resume's invoice (a "proration" line; what the invoice cannot
+   * take goes to the next ones: an invoice is never negative); "none" credits nothing. Errors:
+   * INVALID_ARGUMENT (400) for proration_behavior; FAILED_PRECONDITION (400) unless paused.
    *
    * @generated from rpc billing.v1.SubscriptionService.ResumeSubscription
    */
@@ -554,6 +638,25 @@ export const SubscriptionService: GenService<{
     methodKind: "unary";
     input: typeof ResumeSubscriptionRequestSchema;
     output: typeof ResumeSubscriptionResponseSchema;
+  },
+  /**
+   * Changes an active subscription's fixed-rate quantities (seats), multipliers and metadata from
+   * now on. Codes left out keep their quantity and multiplier; a metadata value of "" removes that
+   * key. With proration_behavior "create_prorations" (the default) the change is billed for the
+   * remaining fraction of the current period at once: an increase on a new invoice charged now
+   * (lines of kind "proration"), a decrease as a negative "proration" line on the next invoice
+   * (an invoice is never negative: what it cannot take goes to the following ones); "none"
+   * applies the new quantities from the next cycle's charges. The proration invoice, if any, is
+   * in the answer. Errors: INVALID_ARGUMENT (400) naming the field: an unknown rate code, a
+   * negative quantity or multiplier, a bad proration_behavior; NOT_FOUND (404);
+   * FAILED_PRECONDITION (400) unless active, or when it follows a subscription timeline.
+   *
+   * @generated from rpc billing.v1.SubscriptionService.UpdateSubscription
+   */
+  updateSubscription: {
+    methodKind: "unary";
+    input: typeof UpdateSubscriptionRequestSchema;
+    output: typeof UpdateSubscriptionResponseSchema;
   },
   /**
    * Moves the subscription to another rate card from now on, in the same cycle: the old card's
