@@ -55,7 +55,7 @@ export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible"
  * adjustment for late usage of an earlier, finalized window, or `charge` (written before lines
  * had kinds).
  */
-export type InvoiceLineKind = "fixed" | "usage" | "adjustment" | "charge";
+export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge";
 
 export interface InvoiceLine {
   description: string;

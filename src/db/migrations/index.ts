@@ -21,6 +21,9 @@ import { EventFanOut1795000000017 } from "./1795000000017-EventFanOut.js";
 import { SubjectSearch1795000000018 } from "./1795000000018-SubjectSearch.js";
 import { IdempotencyKeys1795000000019 } from "./1795000000019-IdempotencyKeys.js";
 import { DeliveryReplays1795000000020 } from "./1795000000020-DeliveryReplays.js";
+import { PricesAndArchive1795000000021 } from "./1795000000021-PricesAndArchive.js";
+import { UniqueCounts1795000000022 } from "./1795000000022-UniqueCounts.js";
+import { SeatChanges1795000000023 } from "./1795000000023-SeatChanges.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -44,6 +47,9 @@ export const migrations: (new () => MigrationInterface)[] = [
   SubjectSearch1795000000018,
   IdempotencyKeys1795000000019,
   DeliveryReplays1795000000020,
+  PricesAndArchive1795000000021,
+  UniqueCounts1795000000022,
+  SeatChanges1795000000023,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */
