@@ -56,7 +56,7 @@ export class PricingMetricService {
       const type = input.aggregation.aggregationType as AggregationType;
       const field = input.aggregation.valueField;
       if (!AGGREGATION_TYPES.includes(type)) {
-        av.add("aggregation_type", input.aggregation.aggregationType === "" ? "is required: sum, count, max or last" : "must be sum, count, max or last");
+        av.add("aggregation_type", input.aggregation.aggregationType === "" ? "is required: sum, count, max, last or unique_count" : "must be sum, count, max, last or unique_count");
       } else if (type === "count") {
         if (field) av.add("value_field", "is not used by count");
         else aggregation = { type, valueField: null };
