@@ -13,6 +13,7 @@ export interface PricingMetricRow {
   aggregation_type: string;
   value_field: string | null;
   created_at: Date;
+  archived_at: Date | null;
 }
 
 export interface RateCardRow {
@@ -27,6 +28,7 @@ export interface RateCardRow {
   rate_catalog_id: string | null;
   created_at: Date;
   updated_at: Date;
+  archived_at: Date | null;
 }
 
 export interface RateCatalogRow {
@@ -40,13 +42,27 @@ export interface RateCatalogRow {
   created_at: Date;
 }
 
+/** A tier as stored: canonical decimal text in the price's currency (`price_currency`). */
+export interface TierColumn {
+  up_to: string | null;
+  unit_amount: string;
+  flat_amount: string | null;
+}
+
 /** Price columns, shared by rates (simple and fixed) and matrix cells. */
 export interface PriceColumns {
   price_type: string | null;
   price_currency: string | null;
+  /** Flat and package prices: the amount. */
   price_value: string | null;
   package_units: string | null;
   rounding_behavior: string | null;
+  /** Tiered prices: graduated or volume, and the tiers. */
+  tiers_mode: string | null;
+  tiers: TierColumn[] | null;
+  /** Percentage prices: the percent and the fee per counted event. */
+  percent: string | null;
+  fixed_per_event: string | null;
 }
 
 /** A rate of a rate card or of a rate catalog (owner_kind), in the order given. */
@@ -66,6 +82,10 @@ export interface RateRow extends PriceColumns {
   included_units: string | null;
   dimensions: { key: string; values: string[]; description: string | null }[] | null;
   created_at: Date;
+  /** Usage-based rates: the per-period minimum and maximum, in `limits_currency`. */
+  minimum_amount: string | null;
+  maximum_amount: string | null;
+  limits_currency: string | null;
 }
 
 export interface RateCellRow extends PriceColumns {
@@ -77,14 +97,23 @@ export interface RateCellRow extends PriceColumns {
   coordinates_hash: string;
 }
 
-export function catalogEntities(dialect: Dialect, exact: ExactText) {
-  const priceColumns = {
-    price_type: textColumn(8),
+/** The price columns of rates and matrix cells. */
+function priceColumnsOf(dialect: Dialect) {
+  return {
+    price_type: textColumn(10),
     price_currency: textColumn(3),
     price_value: decimalColumn(dialect, true),
     package_units: decimalColumn(dialect, true),
     rounding_behavior: textColumn(10),
+    tiers_mode: textColumn(10),
+    tiers: jsonColumn(dialect, true),
+    percent: decimalColumn(dialect, true),
+    fixed_per_event: decimalColumn(dialect, true),
   };
+}
+
+export function catalogEntities(dialect: Dialect, exact: ExactText) {
+  const priceColumns = priceColumnsOf(dialect);
 
   const PricingMetric = new EntitySchema<PricingMetricRow>({
     name: "PricingMetric",
@@ -100,6 +129,7 @@ export function catalogEntities(dialect: Dialect, exact: ExactText) {
       aggregation_type: textColumn(8, false),
       value_field: textColumn(100),
       created_at: timeColumn(),
+      archived_at: timeColumn(true),
     }),
     uniques: [{ name: "uq_pricing_metrics_id", columns: ["id"] }],
     indices: [
@@ -123,6 +153,7 @@ export function catalogEntities(dialect: Dialect, exact: ExactText) {
       rate_catalog_id: textColumn(32),
       created_at: timeColumn(),
       updated_at: timeColumn(),
+      archived_at: timeColumn(true),
     }),
     uniques: [{ name: "uq_rate_cards_id", columns: ["id"] }],
     indices: [{ name: "ix_rate_cards_env_seq", columns: ["environment_id", "seq"] }],
@@ -164,6 +195,9 @@ export function catalogEntities(dialect: Dialect, exact: ExactText) {
       included_units: decimalColumn(dialect, true),
       dimensions: jsonColumn(dialect, true),
       created_at: timeColumn(),
+      minimum_amount: decimalColumn(dialect, true),
+      maximum_amount: decimalColumn(dialect, true),
+      limits_currency: textColumn(3),
       ...priceColumns,
     }),
     uniques: [

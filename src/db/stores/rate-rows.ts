@@ -1,38 +1,89 @@
 /**
  * Rates as rows, shared by the rate-card and rate-catalog stores: rates of cards and of catalogs
  * share one table (`owner_kind`), their matrix cells another; prices are DECIMAL(38,12) columns
- * on MySQL and exact text on SQLite.
+ * on MySQL and exact text on SQLite (tiers: JSON of canonical decimal text).
  */
 import { createHash } from "node:crypto";
 import { In, type EntityManager } from "typeorm";
 import { coordinatesKey } from "../../billing/catalog/rates.js";
-import type { BillingInterval, FixedRate, Price, RoundingBehavior, UsageRate } from "../../billing/catalog/types.js";
+import { type BillingInterval, type FixedRate, type Price, type RoundingBehavior, type TiersMode, type UsageRate, priceCurrency } from "../../billing/catalog/types.js";
+import { canonicalDecimal } from "../../billing/money.js";
 import { AlreadyExistsError, FailedPreconditionError } from "../../billing/errors.js";
 import type { Entities, PriceColumns, RateCellRow, RateRow } from "../entities/index.js";
 import { type Sql, chunks } from "../sql.js";
 
 // ---- prices and rates ⇄ rows ----
 
+/** No price (a dimensional rate's own row: its prices are in its cells). */
+export const NO_PRICE: PriceColumns = {
+  price_type: null,
+  price_currency: null,
+  price_value: null,
+  package_units: null,
+  rounding_behavior: null,
+  tiers_mode: null,
+  tiers: null,
+  percent: null,
+  fixed_per_event: null,
+};
+
+/**
+ * A price as columns: the currency in `price_currency` for every kind; tiers as JSON holding
+ * canonical decimal text (each tier's amounts are in the price's one currency, which validation
+ * guarantees), the other amounts as decimal columns.
+ */
 export function priceToColumns(p: Price): PriceColumns {
-  if (p.kind === "tiered" || p.kind === "percentage") throw new Error(`${p.kind} prices are not stored yet`);
-  return {
-    price_type: p.kind,
-    price_currency: p.amount.currency,
-    price_value: p.amount.value,
-    package_units: p.kind === "package" ? p.packageUnits : null,
-    rounding_behavior: p.kind === "package" ? p.rounding : null,
-  };
+  const currency = { ...NO_PRICE, price_type: p.kind, price_currency: priceCurrency(p) };
+  switch (p.kind) {
+    case "flat":
+      return { ...currency, price_value: p.amount.value };
+    case "package":
+      return { ...currency, price_value: p.amount.value, package_units: p.packageUnits, rounding_behavior: p.rounding };
+    case "tiered":
+      return {
+        ...currency,
+        tiers_mode: p.mode,
+        tiers: p.tiers.map((t) => ({ up_to: t.upTo, unit_amount: t.unitAmount.value, flat_amount: t.flatAmount?.value ?? null })),
+      };
+    case "percentage":
+      return { ...currency, percent: p.percent, fixed_per_event: p.fixedPerEvent?.value ?? null };
+  }
 }
+
+/** Tier text read back canonical ("1.500000000000" and "1.5" are one value), as decimal columns are. */
+const canonical = (v: string | null): string | null => (v === null ? null : canonicalDecimal(v));
 
 export function priceFromColumns(c: PriceColumns): Price {
-  const amount = { currency: c.price_currency ?? "", value: c.price_value ?? "0" };
-  if (c.price_type === "package") {
-    return { kind: "package", amount, packageUnits: c.package_units ?? "1", rounding: c.rounding_behavior as RoundingBehavior };
+  const currency = c.price_currency ?? "";
+  const money = (value: string) => ({ currency, value });
+  const amount = money(c.price_value ?? "0");
+  switch (c.price_type) {
+    case "package":
+      return { kind: "package", amount, packageUnits: c.package_units ?? "1", rounding: c.rounding_behavior as RoundingBehavior };
+    case "tiered":
+      return {
+        kind: "tiered",
+        currency,
+        mode: c.tiers_mode as TiersMode,
+        tiers: (c.tiers ?? []).map((t) => {
+          const flat = canonical(t.flat_amount);
+          return { upTo: canonical(t.up_to), unitAmount: money(canonicalDecimal(t.unit_amount)), flatAmount: flat === null ? null : money(flat) };
+        }),
+      };
+    case "percentage":
+      return { kind: "percentage", currency, percent: c.percent ?? "0", fixedPerEvent: c.fixed_per_event === null ? null : money(c.fixed_per_event) };
+    default:
+      return { kind: "flat", amount };
   }
-  return { kind: "flat", amount };
 }
 
-export const NO_PRICE: PriceColumns = { price_type: null, price_currency: null, price_value: null, package_units: null, rounding_behavior: null };
+const NO_LIMITS = { minimum_amount: null, maximum_amount: null, limits_currency: null };
+
+/** A usage rate's minimum and maximum: their values, and their one currency (the card's). */
+function limitsToColumns(r: UsageRate): Pick<RateRow, "minimum_amount" | "maximum_amount" | "limits_currency"> {
+  const currency = r.minimumAmount?.currency ?? r.maximumAmount?.currency ?? null;
+  return { minimum_amount: r.minimumAmount?.value ?? null, maximum_amount: r.maximumAmount?.value ?? null, limits_currency: currency };
+}
 
 export interface Owner {
   kind: "card" | "catalog";
@@ -57,10 +108,10 @@ export function ratesToRows(owner: Owner, rates: { fixed: FixedRate[]; usage: Us
   const rows: RateRow[] = [];
   const cells: RateCellRow[] = [];
   for (const r of rates.fixed) {
-    rows.push({ ...common(r), kind: "fixed", pricing_metric_id: null, usage_type: null, included_units: null, dimensions: null, ...priceToColumns(r.price) });
+    rows.push({ ...common(r), kind: "fixed", pricing_metric_id: null, usage_type: null, included_units: null, dimensions: null, ...NO_LIMITS, ...priceToColumns(r.price) });
   }
   for (const r of rates.usage) {
-    const usage = { kind: "usage_based", pricing_metric_id: r.pricingMetricId, usage_type: r.type, included_units: r.includedUnits };
+    const usage = { kind: "usage_based", pricing_metric_id: r.pricingMetricId, usage_type: r.type, included_units: r.includedUnits, ...limitsToColumns(r) };
     if (r.type === "simple") {
       rows.push({ ...common(r), ...usage, dimensions: null, ...priceToColumns(r.price) });
       continue;
@@ -82,7 +133,14 @@ export function ratesToRows(owner: Owner, rates: { fixed: FixedRate[]; usage: Us
 export function rateFromRows(row: RateRow, cells: RateCellRow[]): FixedRate | UsageRate {
   const base = { id: row.id, code: row.code, name: row.name, description: row.description };
   if (row.kind === "fixed") return { ...base, price: priceFromColumns(row) };
-  const usage = { ...base, pricingMetricId: row.pricing_metric_id ?? "", includedUnits: row.included_units ?? "0", minimumAmount: null, maximumAmount: null };
+  const limit = (value: string | null) => (value === null ? null : { currency: row.limits_currency ?? "", value });
+  const usage = {
+    ...base,
+    pricingMetricId: row.pricing_metric_id ?? "",
+    includedUnits: row.included_units ?? "0",
+    minimumAmount: limit(row.minimum_amount),
+    maximumAmount: limit(row.maximum_amount),
+  };
   if (row.usage_type === "simple") return { ...usage, type: "simple", price: priceFromColumns(row) };
   return {
     ...usage,
