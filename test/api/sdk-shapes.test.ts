@@ -135,14 +135,18 @@ function check(shape: Shape, v: unknown, path: string, out: string[]): void {
 
 const Amount = obj({ currency_code: str, value: str });
 /** `price_type` is set on our output (the spec allows null); a flat price carries the package fields as null. */
+/** Ours: the tiered and percentage fields (DESIGN §13), null or empty on a flat or package price. */
+const notTieredOrPercentage = { tiers_mode: isNull, tiers: emptyArray, percent: isNull, fixed_amount_per_event: isNull };
 const Price = union("price_type", {
-  flat: obj({ amount: Amount, price_type: oneOf("flat") }, { package_units: isNull, rounding_behavior: isNull }),
-  package: obj({ amount: Amount, package_units: int, rounding_behavior: oneOf("round_up", "round_down"), price_type: oneOf("package") }),
+  flat: obj({ amount: Amount, price_type: oneOf("flat") }, { package_units: isNull, rounding_behavior: isNull, ...notTieredOrPercentage }),
+  package: obj({ amount: Amount, package_units: int, rounding_behavior: oneOf("round_up", "round_down"), price_type: oneOf("package") }, notTieredOrPercentage),
 });
 const FixedRate = obj({ id: str, code: str, name: str, description: nullable(str), price: Price });
 const rateBase = { id: str, code: str, name: str, description: nullable(str), included_units: int, pricing_metric_id: str };
+/** Ours: a usage rate's minimum and maximum per period (DESIGN §13). */
+const minMax = { minimum_amount: nullable(Amount), maximum_amount: nullable(Amount) };
 const UsageBasedRate = union("usage_based_rate_type", {
-  simple: obj({ ...rateBase, price: Price, usage_based_rate_type: oneOf("simple") }, { dimensions: emptyArray, pricing_matrix: isNull }),
+  simple: obj({ ...rateBase, price: Price, usage_based_rate_type: oneOf("simple") }, { dimensions: emptyArray, pricing_matrix: isNull, ...minMax }),
   dimensional: obj(
     {
       ...rateBase,
@@ -150,22 +154,27 @@ const UsageBasedRate = union("usage_based_rate_type", {
       pricing_matrix: obj({ cells: array(obj({ dimension_coordinates: map(str), price: Price })) }),
       usage_based_rate_type: oneOf("dimensional"),
     },
-    { price: isNull },
+    { price: isNull, ...minMax },
   ),
 });
 const interval = oneOf("monthly", "yearly");
-const RateCard = obj({
-  id: str,
-  billing_interval: interval,
-  created_at: datetime,
-  updated_at: datetime,
-  name: str,
-  description: nullable(str),
-  metadata: map(str),
-  fixed_rates: array(FixedRate),
-  usage_based_rates: array(UsageBasedRate),
-  rate_catalog_id: nullable(str),
-});
+/** Ours: archiving a rate card or pricing metric (DESIGN §13). */
+const archivable = { archived: bool, archived_at: nullable(datetime) };
+const RateCard = obj(
+  {
+    id: str,
+    billing_interval: interval,
+    created_at: datetime,
+    updated_at: datetime,
+    name: str,
+    description: nullable(str),
+    metadata: map(str),
+    fixed_rates: array(FixedRate),
+    usage_based_rates: array(UsageBasedRate),
+    rate_catalog_id: nullable(str),
+  },
+  archivable,
+);
 const RateCatalog = obj({ id: str, name: str, description: str, rate_count: int });
 const catalogRateBase = { id: str, interval, rate_catalog_id: str };
 /** Documented as `fixed: {…}|null`, `usage_based: UsageBasedRate|null`: the one of `type` is set, the other null. */
@@ -174,14 +183,17 @@ const CatalogRate = union("type", {
   usage_based: obj({ ...catalogRateBase, type: oneOf("usage_based"), fixed: isNull, usage_based: UsageBasedRate }),
 });
 const aggregation = (type: string, valueField: boolean) => (valueField ? obj({ aggregation_type: oneOf(type), value_field: str }) : obj({ aggregation_type: oneOf(type) }, { value_field: isNull }));
-const PricingMetric = obj({
-  id: str,
-  name: str,
-  event_name: str,
-  unit: str,
-  aggregation: union("aggregation_type", { sum: aggregation("sum", true), count: aggregation("count", false), max: aggregation("max", true), last: aggregation("last", true) }),
-  dimensions: nullable(array(str)),
-});
+const PricingMetric = obj(
+  {
+    id: str,
+    name: str,
+    event_name: str,
+    unit: str,
+    aggregation: union("aggregation_type", { sum: aggregation("sum", true), count: aggregation("count", false), max: aggregation("max", true), last: aggregation("last", true) }),
+    dimensions: nullable(array(str)),
+  },
+  archivable,
+);
 const Period = obj({ start: datetime, end: datetime, inclusive_start: nullable(bool), inclusive_end: nullable(bool) });
 const PricingMetricSummary = obj({ id: str, pricing_metric_id: str, subject_id: str, period: Period, dimension_coordinates: nullable(map(str)), value: nullable(str) });
 const Subscription = obj(

@@ -84,7 +84,7 @@ test("the wire conventions in the schemas: decimals as strings, optional fields 
   t.is(s.Amount?.properties.value.pattern, "^-?[0-9]+(\\.[0-9]+)?$");
   t.deepEqual(s.AmountInput?.properties.value.type, ["string", "number", "null"]);
   t.deepEqual(s.Price?.properties.package_units.type, ["number", "null"], "proto3 optional: nullable");
-  t.deepEqual(s.Price?.required, ["price_type", "amount", "package_units", "rounding_behavior"], "every field always present");
+  t.deepEqual(s.Price?.required, ["price_type", "amount", "package_units", "rounding_behavior", "tiers_mode", "tiers", "percent", "fixed_amount_per_event"], "every field always present");
   t.deepEqual(s.Subject?.properties.created_at, { type: "string", format: "date-time", description: "When the subject was created (RFC 3339, UTC)." }, "(billing.v1.always_set): never null");
   t.deepEqual(s.Invoice?.properties.finalized_at.type, ["string", "null"], "a Timestamp not always set is nullable");
   t.deepEqual(s.Invoice?.properties.total_amount.$ref, "#/components/schemas/Amount", "an always-set message field is a plain reference, not anyOf with null");
