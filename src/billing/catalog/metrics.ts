@@ -3,15 +3,44 @@ import { NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
-import { checkText } from "./rates.js";
-import { AGGREGATION_TYPES, type AggregationType, type PricingMetric } from "./types.js";
+import { checkText, metricIdsOf } from "./rates.js";
+import { AGGREGATION_TYPES, type AggregationType, type PricingMetric, type RatesInput } from "./types.js";
 
 export interface PricingMetricStore {
   insert(metric: PricingMetric): Promise<void>;
   get(environmentId: string, id: string): Promise<PricingMetric | undefined>;
   /** The metrics of the environment among `ids` (unknown IDs are simply absent). */
   getMany(environmentId: string, ids: string[]): Promise<PricingMetric[]>;
-  list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>>;
+  /** With `archived`, only the metrics that are (true) or are not (false) archived. */
+  list(environmentId: string, page: Page, filter?: ArchivedFilter): Promise<PageResult<PricingMetric>>;
+  /**
+   * Sets the metric's `archivedAt` to `at` unless it is archived already (then it keeps its
+   * own), atomically; the metric as it is then, or undefined when there is no such metric.
+   */
+  archive(environmentId: string, id: string, at: Date): Promise<PricingMetric | undefined>;
+}
+
+/** A list's `archived` filter: absent, every item; true, only archived ones; false, only the others. */
+export interface ArchivedFilter {
+  archived?: boolean;
+}
+
+/**
+ * The pricing metrics a rate input names, by ID, for checkRates; a rate naming an archived one
+ * is refused at `usage_based_rates[i].pricing_metric_id` (no new rate may use it). The archived
+ * metric stays in the map, so the rate's other checks (dimensions) still run.
+ */
+export async function loadMetricsForNewRates(store: Pick<PricingMetricStore, "getMany">, environmentId: string, input: RatesInput, v: Violations): Promise<Map<string, PricingMetric>> {
+  const metrics = new Map((await store.getMany(environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
+  input.usageBasedRates.forEach((r, i) => {
+    const m = metrics.get(r.pricingMetricId);
+    if (m?.archivedAt) v.at("usage_based_rates").at(i).add("pricing_metric_id", `is archived: pricing metric ${m.id} was archived at ${m.archivedAt.toISOString()}; no new rate may use it`);
+  });
+  return metrics;
+}
+
+function notFound(id: string): NotFoundError {
+  return new NotFoundError("PRICING_METRIC_NOT_FOUND", `pricing metric ${JSON.stringify(id)} not found`, { pricing_metric_id: id });
 }
 
 export interface CreatePricingMetricInput {
@@ -88,14 +117,24 @@ export class PricingMetricService {
 
   async get(caller: Caller, id: string): Promise<PricingMetric> {
     const m = id === "" ? undefined : await this.store.get(caller.environmentId, id);
-    if (!m) throw new NotFoundError("PRICING_METRIC_NOT_FOUND", `pricing metric ${JSON.stringify(id)} not found`, { pricing_metric_id: id });
+    if (!m) throw notFound(id);
     return m;
   }
 
-  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<PricingMetric>> {
+  async list(caller: Caller, limit?: number, offset?: number, filter: ArchivedFilter = {}): Promise<PageResult<PricingMetric>> {
     const v = new Violations();
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
-    return this.store.list(caller.environmentId, page);
+    return this.store.list(caller.environmentId, page, filter);
+  }
+
+  /**
+   * Archives the metric: no new rate may use it; rates already using it keep metering and
+   * billing, and its events are still accepted. Archiving an archived metric changes nothing.
+   */
+  async archive(caller: Caller, id: string): Promise<PricingMetric> {
+    const m = id === "" ? undefined : await this.store.archive(caller.environmentId, id, this.now());
+    if (!m) throw notFound(id);
+    return m;
   }
 }

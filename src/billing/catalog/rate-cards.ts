@@ -4,8 +4,8 @@ import { newId } from "../ids.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
-import type { PricingMetricStore } from "./metrics.js";
-import { checkBillingInterval, checkRates, checkText, metricIdsOf } from "./rates.js";
+import { type ArchivedFilter, type PricingMetricStore, loadMetricsForNewRates } from "./metrics.js";
+import { checkBillingInterval, checkRates, checkText } from "./rates.js";
 import type { RateCatalogStore } from "./rate-catalogs.js";
 import type { BillingInterval, RateCard, RatesInput } from "./types.js";
 
@@ -17,7 +17,17 @@ export interface RateCardStore {
    */
   insert(card: RateCard): Promise<void>;
   get(environmentId: string, id: string): Promise<RateCard | undefined>;
-  list(environmentId: string, page: Page): Promise<PageResult<RateCard>>;
+  /** With `archived`, only the cards that are (true) or are not (false) archived. */
+  list(environmentId: string, page: Page, filter?: ArchivedFilter): Promise<PageResult<RateCard>>;
+  /**
+   * Sets the card's `archivedAt` to `at` unless it is archived already (then it keeps its own),
+   * atomically; the card as it is then, or undefined when there is no such card.
+   */
+  archive(environmentId: string, id: string, at: Date): Promise<RateCard | undefined>;
+}
+
+function notFound(id: string): NotFoundError {
+  return new NotFoundError("RATE_CARD_NOT_FOUND", `rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
 }
 
 export interface CreateRateCardInput extends RatesInput {
@@ -48,7 +58,7 @@ export class RateCardService {
       if (!catalog) v.add("rate_catalog_id", "no rate catalog with this ID exists");
       else catalogCurrency = catalog.currency;
     }
-    const metrics = new Map((await this.metrics.getMany(caller.environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
+    const metrics = await loadMetricsForNewRates(this.metrics, caller.environmentId, input, v);
     const rates = checkRates(input, { metrics, currency: catalogCurrency, owner: "rate card" }, v);
     v.throwIfAny();
     const now = this.now();
@@ -81,14 +91,25 @@ export class RateCardService {
 
   async get(caller: Caller, id: string): Promise<RateCard> {
     const card = id === "" ? undefined : await this.cards.get(caller.environmentId, id);
-    if (!card) throw new NotFoundError("RATE_CARD_NOT_FOUND", `rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
+    if (!card) throw notFound(id);
     return card;
   }
 
-  async list(caller: Caller, limit?: number, offset?: number): Promise<PageResult<RateCard>> {
+  async list(caller: Caller, limit?: number, offset?: number, filter: ArchivedFilter = {}): Promise<PageResult<RateCard>> {
     const v = new Violations();
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
-    return this.cards.list(caller.environmentId, page);
+    return this.cards.list(caller.environmentId, page, filter);
+  }
+
+  /**
+   * Archives the card: no new subscription, timeline item or rate-card change may use it (see
+   * subscriptions/lookups.ts); subscriptions already on it continue and renew. Archiving an
+   * archived card changes nothing and answers it as it is.
+   */
+  async archive(caller: Caller, id: string): Promise<RateCard> {
+    const card = id === "" ? undefined : await this.cards.archive(caller.environmentId, id, this.now());
+    if (!card) throw notFound(id);
+    return card;
   }
 }

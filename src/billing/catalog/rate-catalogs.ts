@@ -3,8 +3,8 @@ import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../
 import { newId } from "../ids.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
-import type { PricingMetricStore } from "./metrics.js";
-import { checkBillingInterval, checkRates, checkText, metricIdsOf } from "./rates.js";
+import { type PricingMetricStore, loadMetricsForNewRates } from "./metrics.js";
+import { checkBillingInterval, checkRates, checkText } from "./rates.js";
 import type { BillingInterval, CatalogRate, RateCatalog, RateSet, RatesInput } from "./types.js";
 
 export interface RateCatalogStore {
@@ -68,7 +68,7 @@ export class RateCatalogService {
     const interval = checkBillingInterval(input.billingInterval, v);
     if (input.fixedRates.length + input.usageBasedRates.length === 0) v.add("", "give at least one rate in fixed_rates or usage_based_rates");
     const taken = interval ? await this.catalogs.codes(caller.environmentId, catalog.id, interval) : new Set<string>();
-    const metrics = new Map((await this.metrics.getMany(caller.environmentId, metricIdsOf(input))).map((m) => [m.id, m]));
+    const metrics = await loadMetricsForNewRates(this.metrics, caller.environmentId, input, v);
     const rates = checkRates(input, { metrics, takenCodes: taken, currency: catalog.currency, owner: "rate catalog" }, v);
     v.throwIfAny();
     try {

@@ -5,7 +5,7 @@
  */
 import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCard } from "../catalog/types.js";
-import { NotFoundError, invalid } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, invalid } from "../errors.js";
 import type { Caller } from "../tenancy.js";
 import type { BillingEngine } from "./engine.js";
 import type { BillingSubject, PaymentProvider, Subscription } from "./types.js";
@@ -42,6 +42,23 @@ export class Lookups {
   async cardOf(caller: Caller, id: string, field = "rate_card_id"): Promise<RateCard> {
     const card = id === "" ? undefined : await this.cards.get(caller.environmentId, id);
     if (!card) throw new NotFoundError("RATE_CARD_NOT_FOUND", `${field}: rate card ${JSON.stringify(id)} not found`, { rate_card_id: id });
+    return card;
+  }
+
+  /**
+   * A rate card for a new use: a new subscription, timeline or timeline item, or a change of
+   * rate card. An archived card is refused (FAILED_PRECONDITION, reason RATE_CARD_ARCHIVED);
+   * subscriptions already on it keep it (their cycles read it through the engine, not here).
+   */
+  async cardForNewUse(caller: Caller, id: string, field = "rate_card_id"): Promise<RateCard> {
+    const card = await this.cardOf(caller, id, field);
+    if (card.archivedAt) {
+      throw new FailedPreconditionError(
+        "RATE_CARD_ARCHIVED",
+        `${field}: rate card ${card.id} was archived at ${card.archivedAt.toISOString()}; no new subscription, timeline item or rate-card change may use it`,
+        { rate_card_id: card.id },
+      );
+    }
     return card;
   }
 

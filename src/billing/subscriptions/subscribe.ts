@@ -102,7 +102,7 @@ export class Subscriptions {
       else if (tl.subjectId !== subject.id) v.add("subscription_timeline_id", "belongs to another subject");
       else if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
     }
-    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const card = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const terms = await this.terms.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
     v.throwIfAny();
 
@@ -150,7 +150,7 @@ export class Subscriptions {
     checkUrls(input.callbacks, v, "the customer is sent to one of them after the checkout");
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, input.subjectId);
-    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const card = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const quantities = Object.fromEntries(card.fixedRates.map((r) => [r.code, "1"]));
     const terms = await this.terms.checkTerms(card, quantities, {}, v);
     v.throwIfAny();

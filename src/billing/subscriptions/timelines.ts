@@ -57,7 +57,7 @@ export class TimelineService {
     if (input.subjectId === "") v.add("subject_id", "is required");
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, input.subjectId);
-    const card = await this.lookups.cardOf(caller, input.rateCardId);
+    const card = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const now = await this.lookups.nowFor(subject);
     const t: Timeline = {
       id: newId("stl"),
@@ -124,8 +124,9 @@ export class TimelineService {
       if (input.rateCardId === "") sv.add("rate_card_id", "is required");
       else {
         try {
-          card = await this.lookups.cardOf(caller, input.rateCardId);
-        } catch {
+          card = await this.lookups.cardForNewUse(caller, input.rateCardId, `items[${i}].subscription_input.rate_card_id`);
+        } catch (err) {
+          if (!(err instanceof NotFoundError)) throw err;
           sv.add("rate_card_id", "no rate card with this ID exists");
         }
       }

@@ -1,11 +1,12 @@
 /** Storage of pricing metrics. */
-import { In } from "typeorm";
-import type { PricingMetricStore } from "../../billing/catalog/metrics.js";
+import { In, IsNull } from "typeorm";
+import type { ArchivedFilter, PricingMetricStore } from "../../billing/catalog/metrics.js";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Entities, PricingMetricRow } from "../entities/index.js";
 import type { Sql } from "../sql.js";
+import { archivedWhere } from "./rate-card-store.js";
 import { backfillTotals } from "./usage-store.js";
 
 function metricFromRow(r: PricingMetricRow): PricingMetric {
@@ -18,7 +19,7 @@ function metricFromRow(r: PricingMetricRow): PricingMetric {
     dimensions: r.dimensions ?? [],
     aggregation: { type: r.aggregation_type as AggregationType, valueField: r.value_field },
     createdAt: r.created_at,
-    archivedAt: null,
+    archivedAt: r.archived_at,
   };
 }
 
@@ -48,6 +49,7 @@ export class SqlPricingMetricStore implements PricingMetricStore {
         aggregation_type: m.aggregation.type,
         value_field: m.aggregation.valueField,
         created_at: m.createdAt,
+        archived_at: m.archivedAt,
       });
       const started = Date.now();
       const report = this.onBackfill;
@@ -66,8 +68,18 @@ export class SqlPricingMetricStore implements PricingMetricStore {
     return rows.map(metricFromRow);
   }
 
-  async list(environmentId: string, page: Page): Promise<PageResult<PricingMetric>> {
-    const rows = await this.sql.run((em) => em.find(this.entities.PricingMetric, { where: { environment_id: environmentId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
+  async list(environmentId: string, page: Page, filter: ArchivedFilter = {}): Promise<PageResult<PricingMetric>> {
+    const where = { environment_id: environmentId, ...archivedWhere(filter) };
+    const rows = await this.sql.run((em) => em.find(this.entities.PricingMetric, { where, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }));
     return toPageResult(rows.map(metricFromRow), page);
+  }
+
+  async archive(environmentId: string, id: string, at: Date): Promise<PricingMetric | undefined> {
+    // Only a metric not archived yet takes the time: archiving again keeps the first one.
+    return this.sql.transaction(async (em) => {
+      await em.update(this.entities.PricingMetric, { environment_id: environmentId, id, archived_at: IsNull() }, { archived_at: at });
+      const r = await em.findOneBy(this.entities.PricingMetric, { environment_id: environmentId, id });
+      return r ? metricFromRow(r) : undefined;
+    });
   }
 }

@@ -1,5 +1,6 @@
 /** Storage of rate cards (their rates are rows of the shared rates table, rate-rows.ts). */
-import { In, type EntityManager } from "typeorm";
+import { type EntityManager, In, IsNull, Not } from "typeorm";
+import type { ArchivedFilter } from "../../billing/catalog/metrics.js";
 import type { RateCardStore } from "../../billing/catalog/rate-cards.js";
 import type { BillingInterval, FixedRate, RateCard, UsageRate } from "../../billing/catalog/types.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
@@ -40,6 +41,7 @@ export class SqlRateCardStore implements RateCardStore {
         rate_catalog_id: card.rateCatalogId,
         created_at: card.createdAt,
         updated_at: card.updatedAt,
+        archived_at: card.archivedAt,
       });
       const owner: Owner = { kind: "card", id: card.id, environmentId: card.environmentId, interval: card.billingInterval, at: card.createdAt };
       await insertRates(em, this.entities, owner, { fixed: card.fixedRates, usage: card.usageRates });
@@ -64,7 +66,7 @@ export class SqlRateCardStore implements RateCardStore {
         usageRates: own.filter((r): r is UsageRate => "pricingMetricId" in r),
         currency: c.currency,
         createdAt: c.created_at,
-        archivedAt: null,
+        archivedAt: c.archived_at,
         updatedAt: c.updated_at,
       };
     });
@@ -77,10 +79,10 @@ export class SqlRateCardStore implements RateCardStore {
     });
   }
 
-  async list(environmentId: string, page: Page): Promise<PageResult<RateCard>> {
+  async list(environmentId: string, page: Page, filter: ArchivedFilter = {}): Promise<PageResult<RateCard>> {
     return this.sql.run(async (em) => {
       const rows = await em.find(this.entities.RateCard, {
-        where: { environment_id: environmentId },
+        where: { environment_id: environmentId, ...archivedWhere(filter) },
         order: { seq: "ASC" },
         take: page.limit + 1,
         skip: page.offset,
@@ -89,4 +91,19 @@ export class SqlRateCardStore implements RateCardStore {
       return { items: await this.hydrate(em, result.items), hasMore: result.hasMore };
     });
   }
+
+  async archive(environmentId: string, id: string, at: Date): Promise<RateCard | undefined> {
+    // Only a card not archived yet takes the time: archiving again keeps the first one.
+    return this.sql.transaction(async (em) => {
+      await em.update(this.entities.RateCard, { environment_id: environmentId, id, archived_at: IsNull() }, { archived_at: at, updated_at: at });
+      const row = await em.findOneBy(this.entities.RateCard, { environment_id: environmentId, id });
+      return row ? (await this.hydrate(em, [row]))[0] : undefined;
+    });
+  }
+}
+
+/** The `where` of a list's `archived` filter (rate cards and pricing metrics alike). */
+export function archivedWhere(filter: ArchivedFilter): { archived_at?: ReturnType<typeof IsNull> } {
+  if (filter.archived === undefined) return {};
+  return { archived_at: filter.archived ? Not(IsNull()) : IsNull() };
 }

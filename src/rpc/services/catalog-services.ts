@@ -1,5 +1,5 @@
 /** Connect implementations of the catalog services: wire ⇄ domain only. */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-catalogs.js";
@@ -24,11 +24,11 @@ export function pricingMetricService(metrics: Metrics, summaries: Summaries): Se
       return { pricingMetric: metricToPb(await metrics.get(callerOf(ctx), req.pricingMetricId)) };
     },
     async listPricingMetrics(req, ctx) {
-      const page = await metrics.list(callerOf(ctx), req.limit, req.offset);
+      const page = await metrics.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived });
       return { hasMore: page.hasMore, pricingMetrics: page.items.map(metricToPb) };
     },
-    async archivePricingMetric() {
-      throw new ConnectError("archiving a pricing metric is not built yet", Code.Unimplemented);
+    async archivePricingMetric(req, ctx) {
+      return { pricingMetric: metricToPb(await metrics.archive(callerOf(ctx), req.pricingMetricId)) };
     },
   };
 }
@@ -50,11 +50,11 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
       return { rateCard: rateCardToPb(await cards.get(callerOf(ctx), req.rateCardId)) };
     },
     async listRateCards(req, ctx) {
-      const page = await cards.list(callerOf(ctx), req.limit, req.offset);
+      const page = await cards.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived });
       return { hasMore: page.hasMore, rateCards: page.items.map(rateCardToPb) };
     },
-    async archiveRateCard() {
-      throw new ConnectError("archiving a rate card is not built yet", Code.Unimplemented);
+    async archiveRateCard(req, ctx) {
+      return { rateCard: rateCardToPb(await cards.archive(callerOf(ctx), req.rateCardId)) };
     },
   };
 }
