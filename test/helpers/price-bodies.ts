@@ -123,3 +123,8 @@ export async function usageAndBilled(s: Scenario, metric: string, start: string,
   }
   return [shown, sumText([...quantities, minText(included, shown)])];
 }
+
+/** The hosted page of an invoice, fetched from the test server by its path. */
+export async function hostedPage(s: Scenario, invoice: Json): Promise<string> {
+  return (await fetch(`${s.server.url}${new URL(invoice.hosted_url).pathname}`)).text();
+}
