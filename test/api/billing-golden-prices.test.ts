@@ -486,6 +486,28 @@ const minMax: Case[] = [
     [["open", "5000", [["API calls", "minimum", "1", "5000", "5000"]]]],
   ],
   [
+    "minimum with a multiplier: the rate's amount after the multiplier is raised to the minimum as written",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ usage_based_rates: [usageRate(m, flat(100), { min: 5000 })] });
+      await s.subscribe({ rate_card_id: card, rate_price_multipliers: { api: "0.5" } });
+      await s.events([["2026-01-20T00:00:00Z", "60"]]);
+      await s.advance(FEB);
+      return priced(s);
+    },
+    // 60 × 100 × 0.5 = 3,000 < 5,000 (the minimum is not multiplied): minimum line 2,000; total 5,000.
+    [
+      [
+        "open",
+        "5000",
+        [
+          ["API calls", "usage", "60", "50", "3000"],
+          ["API calls", "minimum", "1", "2000", "2000"],
+        ],
+      ],
+    ],
+  ],
+  [
     "maximum per period caps a high period with a negative line",
     async (s) => {
       const m = await s.metric();
@@ -646,8 +668,8 @@ const changes: Case[] = [
       [
         ["paid", "2000", [["Seats", "fixed", "2", "1000", "2000"]]],
         ["paid", "2000", [["Seats", "fixed", "2", "1000", "2000"]]],
-        // Mar 1: 14 of 28 days left; +3 seats × 1,000 × 14/28 = 1,500, charged now.
-        ["paid", "1500", [["Seats", "proration", "3", "500", "1500"]]],
+        // Mar 1: 14 of 28 days left; +3 seats × 1,000 × 14/28 = 1,500, charged now (one line: 1 × 1,500).
+        ["paid", "1500", [["Seats", "proration", "1", "1500", "1500"]]],
         // Mar 15: 5 × 1,000 = 5,000.
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
       ],
@@ -669,13 +691,13 @@ const changes: Case[] = [
       [
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
-        // Mar 15: 2 × 1,000 = 2,000; credit −3 seats × 1,000 × 14/28 = −1,500; total 500.
+        // Mar 15: 2 × 1,000 = 2,000; credit −3 seats × 1,000 × 14/28 = −1,500 (one line: 1 × −1,500); total 500.
         [
           "paid",
           "500",
           [
             ["Seats", "fixed", "2", "1000", "2000"],
-            ["Seats", "proration", "-3", "500", "-1500"],
+            ["Seats", "proration", "1", "-1500", "-1500"],
           ],
         ],
       ],
@@ -800,13 +822,13 @@ const changes: Case[] = [
     },
     [
       ["paid", "3100", [["Seats", "fixed", "1", "3100", "3100"]]],
-      // Paused Jan 25: 21 of 31 days unused; 3,100 × 21/31 = 2,100 credited. Mar 1: 3,100 − 2,100 = 1,000.
+      // Paused Jan 25: 21 of 31 days unused; 3,100 × 21/31 = 2,100 credited (1 × −2,100). Mar 1: 3,100 − 2,100 = 1,000.
       [
         "paid",
         "1000",
         [
           ["Seats", "fixed", "1", "3100", "3100"],
-          ["Seats", "proration", "-1", "2100", "-2100"],
+          ["Seats", "proration", "1", "-2100", "-2100"],
         ],
       ],
       // Apr 1: the new cycle's anchor, 3,100.
@@ -983,7 +1005,9 @@ for (const store of STORES) {
   for (const [title, run, expected] of cases) {
     test(`${store}: ${title}`, async (t) => {
       const s = await Scenario.start(server, JAN);
-      t.deepEqual(await run(s, t), expected);
+      const got = await run(s, t);
+      if (process.env.GOLDEN_LOG) t.log(JSON.stringify(await descriptions(s)), JSON.stringify(got));
+      t.deepEqual(got, expected);
       // Every line reads as its rate: a description that names none of the case's rates is shown above as the whole description.
       for (const inv of await descriptions(s)) for (const d of inv) t.true(d.length > 0);
     });
