@@ -42,7 +42,8 @@ const priceCases: [string, PriceInput | undefined, Price | undefined, string[]][
   ["not a number", { priceType: "flat", amount: usd("1,5") }, undefined, ["price.amount.value: must be a decimal number"]],
   ["empty value", { priceType: "flat", amount: usd("") }, undefined, ["price.amount.value: is required"]],
   ["13 decimals", { priceType: "flat", amount: usd("0.0000000000001") }, undefined, ["price.amount.value: must have at most 12 digits after the decimal point"]],
-  ["bad currency", { priceType: "flat", amount: { currencyCode: "US", value: "1" } }, undefined, ["price.amount.currency_code: must be a three-letter ISO 4217 code"]],
+  ["bad currency", { priceType: "flat", amount: { currencyCode: "US", value: "1" } }, undefined, ["price.amount.currency_code: must be an active ISO 4217 currency code"]],
+  ["not an ISO 4217 code", { priceType: "flat", amount: { currencyCode: "XYZ", value: "1" } }, undefined, ["price.amount.currency_code: must be an active ISO 4217 currency code"]],
   ["no currency", { priceType: "flat", amount: { currencyCode: "", value: "1" } }, undefined, ["price.amount.currency_code: is required"]],
   [
     "flat with package fields",
@@ -59,7 +60,7 @@ const priceCases: [string, PriceInput | undefined, Price | undefined, string[]][
   ["package of zero units", { priceType: "package", amount: usd("1"), packageUnits: 0, roundingBehavior: "round_up" }, undefined, ["price.package_units: must be at least 1"]],
   ["package of 1.5 units", { priceType: "package", amount: usd("1"), packageUnits: 1.5, roundingBehavior: "round_up" }, undefined, ["price.package_units: must be a whole number"]],
   ["package, unknown rounding", { priceType: "package", amount: usd("1"), packageUnits: 2, roundingBehavior: "nearest" }, undefined, ["price.rounding_behavior: must be round_up or round_down"]],
-  ["unknown type", { priceType: "tiered", amount: usd("1") }, undefined, ["price.price_type: must be flat or package"]],
+  ["unknown type", { priceType: "graduated", amount: usd("1") }, undefined, ["price.price_type: must be flat, package, tiered or percentage"]],
 ];
 for (const [name, input, want, violations] of priceCases) {
   test(`checkPrice: ${name}`, (t) => {

@@ -5,7 +5,8 @@
  */
 import type { Violations } from "../errors.js";
 import { newId } from "../ids.js";
-import { checkPrice, checkWhole } from "./prices.js";
+import { dec } from "../money.js";
+import { checkAmount, checkPrice, checkWhole } from "./prices.js";
 import {
   BILLING_INTERVALS,
   type BillingInterval,
@@ -14,6 +15,7 @@ import {
   type FixedRate,
   type FixedRateInput,
   type MatrixCell,
+  type Money,
   type Price,
   type PriceInput,
   type PricingMetric,
@@ -69,18 +71,20 @@ export function checkBillingInterval(value: string, v: Violations): BillingInter
   return undefined;
 }
 
-/** What the checks of one request share: the codes seen so far and every price (for the currency rule). */
+/** What the checks of one request share: the codes seen so far, every price and limit (for the currency rule). */
 interface RatesCheck {
   ctx: RateContext;
   /** Each code seen so far, with where it was first seen (`fixed_rates[0]`). */
   codes: Map<string, string>;
   prices: { price: Price; path: Violations }[];
+  /** Minimum and maximum amounts, at their paths (`usage_based_rates[0].minimum_amount`). */
+  limits: { amount: Money; path: Violations }[];
 }
 
 export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): RateSet {
   const fixed: FixedRate[] = [];
   const usage: UsageRate[] = [];
-  const check: RatesCheck = { ctx, codes: new Map(), prices: [] };
+  const check: RatesCheck = { ctx, codes: new Map(), prices: [], limits: [] };
 
   if (input.fixedRates.length + input.usageBasedRates.length > MAX_RATES) {
     v.add("", `a ${ctx.owner} can have at most ${MAX_RATES} rates per request`);
@@ -94,14 +98,38 @@ export function checkRates(input: RatesInput, ctx: RateContext, v: Violations): 
     if (rate) usage.push(rate);
   });
 
-  // One currency for every price: the owner's if it has one, else the first price's.
-  const currency = ctx.currency ?? (check.prices[0] ? priceCurrency(check.prices[0].price) : null);
+  return { fixed, usage, currency: checkCurrency(check) };
+}
+
+/**
+ * One currency for every price and limit (DESIGN §5): the owner's if it has one, else the first
+ * price's that names one. A percentage price without a fee names none ("" from checkPrice): it
+ * takes that currency, set here once every price is read; with none to take, its
+ * `fixed_amount_per_event` is needed to name it. Minimum and maximum amounts must be in it too.
+ */
+function checkCurrency(check: RatesCheck): string | null {
+  const named = check.prices.find((p) => priceCurrency(p.price) !== "");
+  const currency = check.ctx.currency ?? (named ? priceCurrency(named.price) : null);
+  const must = `must be ${currency}: every price of a ${check.ctx.owner} uses one currency`;
   for (const { price, path } of check.prices) {
-    if (currency !== null && priceCurrency(price) !== currency) {
-      path.at("amount").add("currency_code", `must be ${currency}: every price of a ${ctx.owner} uses one currency`);
+    if (price.kind === "percentage" && price.currency === "") {
+      if (currency === null) path.add("fixed_amount_per_event", `is needed to name the price's currency: no other price of the ${check.ctx.owner} names one`);
+      else price.currency = currency;
+    } else if (currency !== null && priceCurrency(price) !== currency) {
+      currencyPath(price, path).add("currency_code", must);
     }
   }
-  return { fixed, usage, currency };
+  for (const { amount, path } of check.limits) {
+    if (currency !== null && amount.currency !== currency) path.add("currency_code", must);
+  }
+  return currency;
+}
+
+/** Where a price names its currency: its amount, first tier's unit amount, or fee per event. */
+function currencyPath(p: Price, path: Violations): Violations {
+  if (p.kind === "tiered") return path.at("tiers").at(0).at("unit_amount");
+  if (p.kind === "percentage") return path.at("fixed_amount_per_event");
+  return path.at("amount");
 }
 
 /** A rate's code: required, unique within the request and not taken already. */
@@ -115,18 +143,68 @@ function checkCode(check: RatesCheck, rv: Violations, code: string, where: strin
   else check.codes.set(code, where);
 }
 
+/** Where a price is used: a fixed rate, or a usage rate (its metric and included units, at `rv`). */
+type PriceUse = { rate: "fixed" } | { rate: "usage"; metric: PricingMetric | undefined; includedUnits: string | undefined; rv: Violations; reported: { includedUnits: boolean } };
+
 /** A price at `pv`, kept for the currency rule; undefined when it is invalid. */
-function checkedPrice(check: RatesCheck, input: PriceInput | undefined, pv: Violations): Price | undefined {
+function checkedPrice(check: RatesCheck, input: PriceInput | undefined, pv: Violations, use: PriceUse): Price | undefined {
   const price = checkPrice(input, pv);
+  if (price?.kind === "percentage" && !percentageAllowed(use, pv)) return undefined;
   if (price) check.prices.push({ price, path: pv });
   return price;
+}
+
+/**
+ * Where a percentage price may be used (DESIGN §13): only on usage-based rates (simple or in
+ * dimensional cells), only when the rate's metric aggregates `sum` (the sum of a money value in
+ * the smallest unit; a count or maximum is no amount to take a percent of), and only without
+ * included units (units of money are not given away by the unit). A rule a rate breaks is
+ * reported once per price using it.
+ */
+function percentageAllowed(use: PriceUse, pv: Violations): boolean {
+  if (use.rate === "fixed") {
+    pv.add("price_type", "percentage prices are only for usage-based rates");
+    return false;
+  }
+  let ok = true;
+  if (use.metric && use.metric.aggregation.type !== "sum") {
+    pv.add("price_type", `a percentage price needs a pricing metric that aggregates sum (of a money value in the smallest unit); ${use.metric.id} aggregates ${use.metric.aggregation.type}`);
+    ok = false;
+  }
+  if (use.includedUnits !== undefined && use.includedUnits !== "0") {
+    if (!use.reported.includedUnits) use.rv.add("included_units", "must be 0 for a rate with a percentage price");
+    use.reported.includedUnits = true;
+    ok = false;
+  }
+  return ok;
+}
+
+/**
+ * A usage rate's minimum and maximum per period: amounts ≥ 0 in the card's one currency
+ * (checkCurrency), the maximum at least the minimum.
+ */
+function checkLimits(check: RatesCheck, r: UsageRateInput, rv: Violations): { minimumAmount: Money | null; maximumAmount: Money | null } | undefined {
+  const limit = (input: UsageRateInput["minimumAmount"], field: string) => {
+    if (input === undefined) return null;
+    const amount = checkAmount(input, rv.at(field));
+    if (amount) check.limits.push({ amount, path: rv.at(field) });
+    return amount;
+  };
+  const minimumAmount = limit(r.minimumAmount, "minimum_amount");
+  const maximumAmount = limit(r.maximumAmount, "maximum_amount");
+  if (minimumAmount === undefined || maximumAmount === undefined) return undefined;
+  if (minimumAmount && maximumAmount && dec(maximumAmount.value).lt(dec(minimumAmount.value))) {
+    rv.add("maximum_amount", `must be at least minimum_amount (${minimumAmount.value})`);
+    return undefined;
+  }
+  return { minimumAmount, maximumAmount };
 }
 
 function checkFixedRate(check: RatesCheck, r: FixedRateInput, i: number, rv: Violations): FixedRate | undefined {
   checkCode(check, rv, r.code, `fixed_rates[${i}]`);
   checkText(rv, "name", r.name, MAX_NAME, true);
   checkText(rv, "description", r.description, MAX_DESCRIPTION, false);
-  const price = checkedPrice(check, r.price, rv.at("price"));
+  const price = checkedPrice(check, r.price, rv.at("price"), { rate: "fixed" });
   return price ? { id: newId("rate"), code: r.code, name: r.name, description: r.description || null, price } : undefined;
 }
 
@@ -141,6 +219,7 @@ function checkUsageRate(check: RatesCheck, r: UsageRateInput, i: number, rv: Vio
     metric = check.ctx.metrics.get(r.pricingMetricId);
     if (!metric) rv.add("pricing_metric_id", "no pricing metric with this ID exists");
   }
+  const limits = checkLimits(check, r, rv);
   const base = {
     id: newId("rate"),
     code: r.code,
@@ -148,15 +227,17 @@ function checkUsageRate(check: RatesCheck, r: UsageRateInput, i: number, rv: Vio
     description: r.description || null,
     pricingMetricId: r.pricingMetricId,
     includedUnits: included ?? "0",
-    minimumAmount: null,
-    maximumAmount: null,
+    minimumAmount: limits?.minimumAmount ?? null,
+    maximumAmount: limits?.maximumAmount ?? null,
   };
+  // Where this rate's prices are used; included_units is reported once, however many cells use percentages.
+  const use: PriceUse = { rate: "usage", metric, includedUnits: included, rv, reported: { includedUnits: false } };
 
   if (r.usageBasedRateType === "simple") {
     if (r.dimensions.length > 0) rv.add("dimensions", "is only for dimensional rates");
     if (r.pricingMatrix) rv.add("pricing_matrix", "is only for dimensional rates");
-    const price = checkedPrice(check, r.price, rv.at("price"));
-    return price ? { ...base, type: "simple", price } : undefined;
+    const price = checkedPrice(check, r.price, rv.at("price"), use);
+    return price && limits ? { ...base, type: "simple", price } : undefined;
   }
   if (r.usageBasedRateType !== "dimensional") {
     rv.add("usage_based_rate_type", r.usageBasedRateType === "" ? "is required: simple or dimensional" : "must be simple or dimensional");
@@ -166,7 +247,7 @@ function checkUsageRate(check: RatesCheck, r: UsageRateInput, i: number, rv: Vio
   if (r.price) rv.add("price", "is not used by dimensional rates: each matrix cell has its price");
   const byKey = new Map<string, Set<string>>();
   const dimensions = checkDimensions(r.dimensions, metric, byKey, rv);
-  const cells = checkCells(check, r.pricingMatrix?.cells ?? [], byKey, rv.at("pricing_matrix"));
+  const cells = checkCells(check, r.pricingMatrix?.cells ?? [], byKey, rv.at("pricing_matrix"), use);
   return { ...base, type: "dimensional", dimensions, cells };
 }
 
@@ -202,7 +283,7 @@ function checkDimensions(input: DimensionInput[], metric: PricingMetric | undefi
 type CellInput = NonNullable<UsageRateInput["pricingMatrix"]>["cells"][number];
 
 /** A dimensional rate's pricing matrix: each cell names one value of every dimension, once. */
-function checkCells(check: RatesCheck, rawCells: CellInput[], byKey: Map<string, Set<string>>, mv: Violations): MatrixCell[] {
+function checkCells(check: RatesCheck, rawCells: CellInput[], byKey: Map<string, Set<string>>, mv: Violations, use: PriceUse): MatrixCell[] {
   const cells: MatrixCell[] = [];
   if (rawCells.length === 0) mv.add("cells", "is required: at least one cell");
   if (rawCells.length > MAX_CELLS) mv.add("cells", `must have at most ${MAX_CELLS} cells`);
@@ -233,7 +314,7 @@ function checkCells(check: RatesCheck, rawCells: CellInput[], byKey: Map<string,
       if (first !== undefined) coordsV.add("", `duplicates the coordinates of cells[${first}]`);
       else seen.set(k, j);
     }
-    const price = checkedPrice(check, cell.price, cv.at("price"));
+    const price = checkedPrice(check, cell.price, cv.at("price"), use);
     if (price) cells.push({ coordinates: { ...cell.dimensionCoordinates }, price });
   });
   return cells;
