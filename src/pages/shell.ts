@@ -23,7 +23,7 @@ input{font-size:1.1rem;padding:.5rem;width:100%;box-sizing:border-box}button{fon
 td,th{overflow-wrap:break-word}td:first-child{overflow-wrap:anywhere}.nowrap{white-space:nowrap}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
 .box{border:1px solid #ccc;border-radius:6px;padding:0 1rem;margin:1rem 0}h2{font-size:1.2rem;margin-top:2rem}h3{font-size:1.05rem;margin-bottom:.25rem}
 a.button{display:inline-block;padding:.45rem 1rem;border:1px solid #111;border-radius:4px;color:#111;text-decoration:none;margin:.25rem 0}
-.over{color:#a00;font-weight:600}@media (max-width:30rem){th,td{padding:.35rem .25rem}.box{padding:0 .75rem}}
+.over{color:#a00;font-weight:600}.credit{color:#1f6b35}.kind{white-space:nowrap}@media (max-width:30rem){th,td{padding:.35rem .25rem}.box{padding:0 .75rem}}
 @media print{.noprint{display:none}body{margin:0}a{color:#111;text-decoration:none}}`;
 
 /** The one inline script any page has: the hosted invoice's Print button (allowed by its hash, nothing else runs). */

@@ -23,7 +23,8 @@ button{font-size:1rem;padding:.4rem .9rem;cursor:pointer}.danger{color:#fff;back
 .error{color:#a00;background:#fee;border:1px solid #a00;padding:.5rem;border-radius:4px}.notice{background:#efe;border:1px solid #070;padding:.5rem;border-radius:4px}
 .muted{color:#555;font-size:.9rem}.err{color:#a00}.pager{display:flex;gap:1rem;margin:.75rem 0}.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(15rem,1fr));gap:1rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
-.badge{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e8eaed;font-size:.85rem}.badge.active,.badge.paid{background:#dff3e4}.badge.draft,.badge.paused{background:#fff4d6}.badge.open{background:#e0ecff}.badge.void,.badge.cancelled,.badge.uncollectible{background:#f3e0e0}
+.badge{display:inline-block;padding:0 .4rem;border-radius:3px;background:#e8eaed;font-size:.85rem}.badge.active,.badge.paid{background:#dff3e4}.badge.draft,.badge.paused{background:#fff4d6}.badge.open{background:#e0ecff}.badge.void,.badge.cancelled,.badge.uncollectible{background:#f3e0e0}.badge.archived{background:#ececec;color:#555;font-weight:normal}
+table.tiers{width:auto;margin:.15rem 0;background:transparent}table.tiers th,table.tiers td{padding:.1rem .5rem;border-bottom:1px solid #eef0f2}.limit{font-size:.9rem;color:#444}.credit{color:#1f6b35}
 svg.chart{width:100%;height:auto;max-height:16rem;background:#fff}svg.chart text{font-size:11px;fill:#333}svg.chart rect.bar{fill:#3b6ea8}
 .signin{max-width:26rem;margin:4rem auto}.signin input{width:100%}
 @media (max-width:40rem){main{padding:.5rem}th,td{padding:.3rem .4rem;white-space:nowrap}.scroll .mono{overflow-wrap:normal}header form{margin:0}}`;

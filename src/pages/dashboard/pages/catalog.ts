@@ -1,42 +1,22 @@
-/** GET /dashboard/catalog: the rate cards with their rates and prices, and the pricing metrics. */
-import type { Price, RateCard, UsageRate } from "../../../billing/catalog/types.js";
-import { displayMoney } from "../../../billing/money.js";
-import { type Html, html, join, raw } from "../../html.js";
+/**
+ * GET /dashboard/catalog: the rate cards with their rates and prices (prices.ts: tier tables,
+ * percentages, minimum and maximum per period), and the pricing metrics; archived ones marked.
+ */
+import type { RateCard } from "../../../billing/catalog/types.js";
+import { type Html, html } from "../../html.js";
+import { priceHtml, usageRateHtml } from "../../prices.js";
 import { PAGE, type PageContext, type View, offsetOf } from "../common.js";
-import { pager, table } from "../layout.js";
+import { minute, pager, table } from "../layout.js";
 
-function priceText(p: Price): string {
-  switch (p.kind) {
-    case "flat":
-      return displayMoney(p.amount.value, p.amount.currency);
-    case "package":
-      return `${displayMoney(p.amount.value, p.amount.currency)} per ${p.packageUnits} units (${p.rounding.replace("_", " ")})`;
-    case "tiered":
-      return `${p.mode} tiers (${p.tiers.length})`;
-    case "percentage":
-      return `${p.percent}%${p.fixedPerEvent ? ` + ${displayMoney(p.fixedPerEvent.value, p.fixedPerEvent.currency)} per event` : ""}`;
-  }
-}
-
-function usageRateText(r: UsageRate): Html | string {
-  if (r.type === "simple") return priceText(r.price);
-  return join(
-    r.cells.map(
-      (c) =>
-        `${Object.entries(c.coordinates)
-          .map(([k, v]) => `${k}=${v}`)
-          .join(", ")}: ${priceText(c.price)}`,
-    ),
-    raw("<br>"),
-  );
-}
+/** "archived" and since when, for an archived card or metric; nothing otherwise. */
+const archivedBadge = (at: Date | null) => (at ? html` <span class="badge archived" title="Archived ${minute(at)}">archived</span>` : "");
 
 function cardHtml(card: RateCard): Html {
   const rows = [
-    ...card.fixedRates.map((r) => [html`<span class="mono">${r.code}</span>`, r.name, "fixed, in advance", priceText(r.price), ""]),
-    ...card.usageRates.map((r) => [html`<span class="mono">${r.code}</span>`, r.name, `usage (${r.type}), in arrears`, usageRateText(r), r.includedUnits]),
+    ...card.fixedRates.map((r) => [html`<span class="mono">${r.code}</span>`, r.name, "fixed, in advance", priceHtml(r.price), ""]),
+    ...card.usageRates.map((r) => [html`<span class="mono">${r.code}</span>`, r.name, `usage (${r.type}), in arrears`, usageRateHtml(r), r.includedUnits]),
   ];
-  return html`<article class="card" aria-label="${card.name}"><h3>${card.name} <span class="muted mono">${card.id}</span></h3><p class="muted">${card.billingInterval}${card.currency ? ` · ${card.currency}` : ""}${card.description ? ` · ${card.description}` : ""}</p>
+  return html`<article class="card" aria-label="${card.name}"><h3>${card.name} <span class="muted mono">${card.id}</span>${archivedBadge(card.archivedAt)}</h3><p class="muted">${card.billingInterval}${card.currency ? ` · ${card.currency}` : ""}${card.description ? ` · ${card.description}` : ""}${card.archivedAt ? html` · archived ${minute(card.archivedAt)}: no new subscriptions; those on it continue` : ""}</p>
 ${table(`Rates of ${card.name}`, ["Code", "Name", "Kind", "Price", "#Included"], rows, "No rates.")}
 <p><a href="/dashboard/subscriptions?rate_card_id=${card.id}">Subscriptions on this card</a></p></article>`;
 }
@@ -46,7 +26,7 @@ export async function catalogPage({ services: s, caller: c, query: q }: PageCont
   const [cards, metrics] = await Promise.all([s.cards.list(c, PAGE, offset), s.metrics.list(c, 100)]);
   const metricRows = metrics.items.map((m) => [
     html`<span class="mono">${m.id}</span>`,
-    m.name,
+    html`${m.name}${archivedBadge(m.archivedAt)}`,
     html`<span class="mono">${m.eventName}</span>`,
     `${m.aggregation.type}${m.aggregation.valueField ? ` of ${m.aggregation.valueField}` : ""}`,
     m.unit,

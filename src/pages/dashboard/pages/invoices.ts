@@ -2,6 +2,7 @@
 import { displayMoney } from "../../../billing/money.js";
 import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
 import { html, join } from "../../html.js";
+import { lineAmountHtml, lineDescriptionHtml } from "../../prices.js";
 import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectLink } from "../common.js";
 import { badge, csrfField, minute, pager, table } from "../layout.js";
 
@@ -24,7 +25,7 @@ export async function invoicePage({ services: s, caller: c, open, params: [id], 
   const lines = table(
     "Lines",
     ["Description", "#Quantity", "#Unit price", "#Amount"],
-    inv.lines.map((l) => [l.description, l.quantity, m(l.unitAmount), m(l.amount)]),
+    inv.lines.map((l) => [lineDescriptionHtml(l), l.quantity, lineAmountHtml(l.unitAmount, inv.currency), lineAmountHtml(l.amount, inv.currency)]),
     "No charges.",
   );
   const actions = join(

@@ -1,0 +1,92 @@
+/**
+ * Prices on the pages, through a real server on both stores: the dashboard's catalog writes each
+ * amount with its currency's exponent (JPY whole yen, KWD three decimals), a tiered price as a
+ * table, a percentage price with its fee per event, and marks archived cards and metrics; the
+ * dashboard's invoice page and the hosted invoice write a JPY or KWD invoice's amounts likewise.
+ */
+import test from "ava";
+import { STORES } from "../helpers/db.js";
+import { Scenario } from "../helpers/scenario.js";
+import { type TestServer, useServer } from "../helpers/server.js";
+
+const price = (value: string | number, currency: string) => ({ amount: { currency_code: currency, value } });
+
+/** The text a reader sees: tags dropped, entities of the template decoded, white space collapsed. */
+const text = (h: string) =>
+  h
+    .replace(/<[^>]+>/g, " ")
+    .replace(/&#39;/g, "'")
+    .replace(/&quot;/g, '"')
+    .replace(/&amp;/g, "&")
+    .replace(/\s+/g, " ")
+    .trim();
+
+/** A dashboard session for `key`: GET a dashboard path, its HTML. */
+async function dashboard(server: TestServer, key: string): Promise<(path: string) => Promise<string>> {
+  const jar = new Map<string, string>();
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join("; ");
+  const keep = (res: Response) => {
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";") as [string];
+      jar.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
+    }
+    return res;
+  };
+  const form = await keep(await fetch(`${server.url}/dashboard/sign-in`, { redirect: "manual" })).text();
+  const csrf = /name="csrf" value="([^"]+)"/.exec(form)?.[1] ?? "";
+  const signedIn = keep(
+    await fetch(`${server.url}/dashboard/sign-in`, {
+      method: "POST",
+      headers: { cookie: cookie(), "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ csrf, api_key: key }).toString(),
+      redirect: "manual",
+    }),
+  );
+  if (signedIn.status !== 303) throw new Error(`sign-in: ${signedIn.status}`);
+  return async (path) => {
+    const res = await fetch(`${server.url}${path}`, { headers: { cookie: cookie() }, redirect: "manual" });
+    if (res.status !== 200) throw new Error(`GET ${path}: ${res.status}`);
+    return res.text();
+  };
+}
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: the catalog page writes JPY in whole yen and KWD with three decimals, and marks archived cards and metrics`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric(undefined, [], "calls");
+    const old = await s.metric(undefined, [], "old_calls");
+    await s.card({
+      name: "Tokyo",
+      fixed_rates: [{ code: "seats", name: "Seats", price: price(1000, "JPY") }],
+      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: m, included_units: 0, price: price("0.5", "JPY") }],
+    });
+    const kuwait = await s.card({ name: "Kuwait", fixed_rates: [{ code: "seats", name: "Seats", price: price(1250, "KWD") }] });
+    await s.call("POST", `/rate-cards/${kuwait}/archive`, {});
+    await s.call("POST", `/pricing-metrics/${old}/archive`, {});
+    const page = text(await (await dashboard(server, s.key))("/dashboard/catalog"));
+    t.regex(page, /Tokyo rc_\S+ monthly · JPY Rates of Tokyo Code Name Kind Price Included seats Seats fixed, in advance JPY 1000 api API calls usage \(simple\), in arrears JPY 0\.5 0/);
+    t.regex(page, new RegExp(`Kuwait ${kuwait} archived monthly · KWD · archived \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC: no new subscriptions; those on it continue`));
+    t.regex(page, /seats Seats fixed, in advance KWD 1\.250 /);
+    t.regex(page, new RegExp(`${old} old_calls archived old_calls sum of n`));
+    t.regex(page, new RegExp(`${m} calls calls sum of n`), "a metric that is not archived is not marked");
+  });
+
+  test(`${store}: the dashboard's invoice page and the hosted invoice write a KWD invoice with three decimals and a JPY one in whole yen`, async (t) => {
+    for (const [currency, unit, expected] of [
+      ["KWD", 1250, /Seats 2 KWD 1\.250 KWD 2\.500/],
+      ["JPY", 1500, /Seats 2 JPY 1500 JPY 3000/],
+    ] as const) {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      const card = await s.card({ name: "Plan", fixed_rates: [{ code: "seats", name: "Seats", price: price(unit, currency) }] });
+      await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } });
+      const [inv] = await s.invoices();
+      const hosted = text(await (await fetch(`${server.url}${new URL(inv.hosted_url).pathname}`)).text());
+      t.regex(hosted, expected, `${currency}: hosted`);
+      t.regex(hosted, new RegExp(`Total ${currency} ${currency === "KWD" ? "2\\.500" : "3000"}`), `${currency}: hosted total`);
+      const dash = text(await (await dashboard(server, s.key))(`/dashboard/invoices/${inv.id}`));
+      t.regex(dash, expected, `${currency}: dashboard`);
+    }
+  });
+}
