@@ -60,7 +60,16 @@ const cases: Case[] = [
       [
         ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
         ["paid", "20", [["API calls", "40", "0.5", "20"]]],
-        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        // The resume's new cycle in advance, less the unused part of the cycle the pause cut short:
+        // Jan 25 → Feb 15 is 21 of its 31 days, 1000 × 21/31 = 677.419… → 677; 1000 − 677 = 323
+        [
+          "paid",
+          "323",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["Seats × 1: unused time of the cycle paused at 2026-01-25T00:00:00Z (remaining 21 of 31 days)", "1", "-677", "-677"],
+          ],
+        ],
         [
           "paid",
           "1005",
@@ -68,6 +77,67 @@ const cases: Case[] = [
             ["Seats", "1", "1000", "1000"],
             ["API calls", "10", "0.5", "5"],
           ],
+        ],
+      ],
+    ],
+  ],
+  [
+    "resume with proration_behavior none: the new cycle's fixed charges, nothing credited; a bad proration_behavior is a 400",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription;
+      await s.advance("2026-01-25T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-02-20T00:00:00Z");
+      const bad = await s.raw("POST", `/subscriptions/${sub.id}/resume`, { proration_behavior: "sometimes" });
+      const stillPaused = (await only(s)).status;
+      const resumed = await s.call("POST", `/subscriptions/${sub.id}/resume`, { proration_behavior: "none" });
+      const field = bad.body.details?.find((d: Json) => d.debug?.field_violations)?.debug.field_violations[0].field;
+      return [[bad.status, bad.body.code, field], stillPaused, resumed.status, await s.bills()];
+    },
+    [
+      [400, "invalid_argument", "proration_behavior"],
+      "paused",
+      "active",
+      [
+        ["paid", "2000", [["Seats", "2", "1000", "2000"]]],
+        ["paid", "2000", [["Seats", "2", "1000", "2000"]]],
+      ],
+    ],
+  ],
+  [
+    "resume after a seat decrease: the carried credit first, then the unused time; what the invoices cannot take goes on",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 4 } })).subscription;
+      await s.advance("2026-01-26T00:00:00Z");
+      await s.call("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 1 } });
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      await s.advance("2026-03-01T00:00:00Z");
+      return await s.bills();
+    },
+    [
+      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
+      // Resume on Feb 1: 1 seat in advance (1000). Carried: (1 − 4) × 1000 × 20/31 = −1935.48… → −1935, of which
+      // 1000 fits (total 0); unused: 1 × 1000 × 20/31 (Jan 26 → Feb 15) = 645.16… → −645, carried whole
+      [
+        "paid",
+        "0",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+        ],
+      ],
+      // Mar 1: 1000 less the 935 left, then 65 of the 645: total 0, 580 carried on
+      [
+        "paid",
+        "0",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
+          ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days) (part: 65 of 645; the rest on the next invoice)", "1", "-65", "-65"],
         ],
       ],
     ],
@@ -134,7 +204,8 @@ const cases: Case[] = [
       ["2026-09-01T00:00:00Z", "2027-09-01T00:00:00Z"],
       [
         ["2026-01-15T00:00:00Z", "120000"],
-        ["2026-09-01T00:00:00Z", "120000"],
+        // Jun 1 → Jan 15 2027 is 228 of the cycle's 365 days unused: 120000 × 228/365 = 74958.90… → 74959 credited
+        ["2026-09-01T00:00:00Z", "45041"],
       ],
     ],
   ],

@@ -18,7 +18,8 @@ import { lostRace, retryingRaces } from "./races.js";
 import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
-import type { Invoice, Subscription } from "./types.js";
+import type { CheckoutSession, Invoice, Subscription } from "./types.js";
+import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
 
@@ -47,11 +48,26 @@ function unmoved(s: Subscription, current: Subscription): boolean {
 }
 
 export class SubscriptionChanges {
+  private readonly updates: TermUpdates;
+
   constructor(
     private readonly lookups: Lookups,
     private readonly terms: Terms,
     private readonly checkouts: Checkouts,
-  ) {}
+  ) {
+    this.updates = new TermUpdates(lookups, terms, (s, at) => this.caughtUp(s, at));
+  }
+
+  /** Changes an active subscription's quantities, multipliers and metadata from now on (updates.ts). */
+  update(caller: Caller, id: string, input: UpdateInput): Promise<UpdateResult> {
+    return this.updates.update(caller, id, input);
+  }
+
+  /** The hosted page of an invoice, under the public base URL of the hosted checkout pages (Invoices.hostedInvoiceUrl's URL). */
+  hostedInvoiceUrl(inv: Invoice): string {
+    const checkoutPage = this.checkouts.url({ token: "" } as CheckoutSession);
+    return `${checkoutPage.slice(0, checkoutPage.length - "/hosted/checkout/".length)}/hosted/invoices/${inv.hostedToken}`;
+  }
 
   private get engine() {
     return this.lookups.engine;

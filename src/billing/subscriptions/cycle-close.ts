@@ -11,6 +11,7 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
+import { sameEntries, withCredits } from "./proration.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { BillingFailure, Invoice, Subscription, UsageCheck } from "./types.js";
@@ -76,12 +77,12 @@ export class CycleClose {
     return { invoice, check: late.check };
   }
 
-  /** The subscription after its cycle closed: the next cycle, or cancelled. */
-  private async afterClose(s: Subscription, check: UsageCheck | null): Promise<Subscription> {
-    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check };
+  /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */
+  private async afterClose(s: Subscription, check: UsageCheck | null, carried: Subscription["prorationCredits"]): Promise<Subscription> {
+    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried };
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check };
+    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check, prorationCredits: carried };
   }
 
   /**
@@ -139,15 +140,19 @@ export class CycleClose {
             s.rateCardId === snap.rateCardId &&
             s.usageSince.getTime() === snap.usageSince.getTime() &&
             s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle &&
+            sameEntries(s.fixedRateQuantities, snap.fixedRateQuantities) &&
+            sameEntries(s.rateMultipliers, snap.rateMultipliers) &&
             sameCheck(s.usageCheck, snap.usageCheck)
           );
         });
-        const out = ready.map((s) => invoices.get(s.id) as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
+        // Proration credits carried on the locked row go onto its invoice, as far as it can take them.
+        const credited = new Map(ready.map((s) => [s.id, withCredits(invoices.get(s.id) as Invoice, s.prorationCredits)]));
+        const out = ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
         await tx.insertInvoices(out);
         const events = out.flatMap(newInvoiceEvents);
         const updated: Subscription[] = [];
         for (const s of ready) {
-          const after = await this.afterClose(s, checks.get(s.id) ?? null);
+          const after = await this.afterClose(s, checks.get(s.id) ?? null, credited.get(s.id)?.carried ?? []);
           updated.push(after);
           if (after.status === "cancelled") events.push(subscriptionEvent("subscription.cancelled", after));
         }

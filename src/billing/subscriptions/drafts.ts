@@ -1,7 +1,8 @@
 /**
  * Drafts: an invoice of a usage window stays a draft for its environment's grace period, so that
  * late usage of the window lands on it; it is shown as it would finalize now, and finalized
- * (usage recomputed, open, charged) when the grace period ends or an operator asks.
+ * (usage recomputed, open, charged) when the grace period ends or an operator asks. Its fixed,
+ * adjustment and proration lines stay as written.
  */
 import { FailedPreconditionError } from "../errors.js";
 import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
@@ -27,7 +28,13 @@ export class Drafts {
   async preview(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft" || !inv.window) return inv;
     const usage = await this.builder.windowLines(inv.environmentId, inv.subjectId, inv.window);
-    const lines = [...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"), ...usage.map(storedLine), ...inv.lines.filter((l) => l.kind === "adjustment")];
+    // Proration lines (credits) stay as written, last: the credit was sized on the lines kept here (proration.ts).
+    const lines = [
+      ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
+      ...usage.map(storedLine),
+      ...inv.lines.filter((l) => l.kind === "adjustment"),
+      ...inv.lines.filter((l) => l.kind === "proration"),
+    ];
     for (const l of lines) {
       const problem = amountProblem(dec(l.amount));
       if (problem) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount of invoice line "${l.description}" ${problem}`);

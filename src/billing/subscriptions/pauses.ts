@@ -7,7 +7,12 @@
  *   timeline cannot be paused: the timeline decides its cards and dates.
  * - Resume (paused only; by a call, or at `resumes_at` through the scheduler and test clocks): a
  *   new cycle starts at the resume instant, which becomes the cycles' anchor, with the fixed
- *   charges in advance; usage is billed from then on.
+ *   charges in advance; usage is billed from then on. With proration_behavior
+ *   `create_prorations` (the default; also at `resumes_at`) the fixed charges paid in advance
+ *   for the cycle the pause cut short are credited for its unused part, from paused_at to that
+ *   cycle's end as a fraction of the cycle, one negative `proration` line per fixed rate on the
+ *   resume's invoice, after the credits carried from before; what that invoice cannot take is
+ *   carried to the next ones (proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
@@ -15,12 +20,18 @@ import { BillingError, FailedPreconditionError, Violations } from "../errors.js"
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
+import { fixedLine } from "../invoicing/lines.js";
+import { dec, formatDecimal, roundAmount } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
+import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
+import { multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
+import { cycleCharge, remainingPart, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
-import type { Invoice, Subscription } from "./types.js";
+import type { Invoice, ProrationCredit, Subscription } from "./types.js";
+import { checkProrationBehavior } from "./updates.js";
 
 export interface PauseResult {
   subscription: Subscription;
@@ -93,19 +104,41 @@ export class Pauses {
     return { subscription: done.subscription, clearedCancelAtEndOfCycle: done.clearedCancelAtEndOfCycle };
   }
 
-  async resume(caller: Caller, id: string): Promise<Subscription> {
+  async resume(caller: Caller, id: string, input: { prorationBehavior?: string } = {}): Promise<Subscription> {
+    const v = new Violations();
+    const behavior = checkProrationBehavior(input.prorationBehavior ?? "", v);
+    v.throwIfAny();
     const found = await this.lookups.subscription(caller, id);
     if (found.status !== "paused") throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${id} is ${found.status}; only a paused subscription can be resumed`);
     const subject = await this.lookups.subject(caller, found.subjectId);
-    return this.resumeAt(found, await this.lookups.nowFor(subject), subject.paymentMethodId);
+    return this.resumeAt(found, await this.lookups.nowFor(subject), subject.paymentMethodId, behavior);
+  }
+
+  /**
+   * The credit for the unused part of the cycle a pause cut short: per fixed rate, its cycle
+   * charge at the paused terms × (period end − paused_at) / period, rounded once; none for a
+   * rate whose credit rounds to 0.
+   */
+  private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
+    if (!paused.pausedAt) return [];
+    const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
+    const out: ProrationCredit[] = [];
+    for (const r of (await this.engine.reads.rates(card, paused.fixedRateQuantities)).fixed) {
+      const quantity = paused.fixedRateQuantities[r.code] ?? "0";
+      const amount = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paused, r.code))).times(part.fraction)).neg();
+      if (!amount.isZero()) out.push({ description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`, amount: formatDecimal(amount) });
+    }
+    return out;
   }
 
   /**
    * Resumes `found` at `at`: a new cycle from `at` (the new anchor), its fixed charges invoiced in
-   * advance and charged. FAILED_PRECONDITION when it is no longer paused (resumed meanwhile).
+   * advance and charged, less the credits (see the module's comment). FAILED_PRECONDITION when it
+   * is no longer paused (resumed meanwhile).
    */
-  async resumeAt(found: Subscription, at: Date, paymentMethodId: string | null): Promise<Subscription> {
+  async resumeAt(found: Subscription, at: Date, paymentMethodId: string | null, behavior: "create_prorations" | "none" = "create_prorations"): Promise<Subscription> {
     const card = await this.engine.reads.card(found.environmentId, found.rateCardId);
+    const unused = behavior === "none" ? [] : await this.unusedTime(card, found);
     const { invoice, subscription } = await retryingRaces(async () => {
       const epoch = found.cycleEpoch + 1;
       const period = cycleBounds(at, 0, card.billingInterval);
@@ -129,13 +162,15 @@ export class Pauses {
         if (s?.status !== "paused" || s.cycleEpoch !== found.cycleEpoch) {
           throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
         }
-        await this.engine.builder.writeInvoice(tx, inv);
-        const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck };
+        // Credits carried from before first, then the unused time of the cycle the pause cut short.
+        const credited = withCredits(inv, [...(s.prorationCredits ?? []), ...unused]);
+        await this.engine.builder.writeInvoice(tx, credited.invoice);
+        const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck, prorationCredits: credited.carried };
         await tx.updateSubscription(row);
         await tx.emit([subscriptionEvent("subscription.resumed", row)]);
-        return row;
+        return { row, invoice: credited.invoice };
       });
-      return { invoice: inv, subscription: resumed };
+      return { invoice: resumed.invoice, subscription: resumed.row };
     });
     await this.engine.settlement.settle(invoice, paymentMethodId);
     return subscription;

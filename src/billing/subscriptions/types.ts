@@ -37,7 +37,19 @@ export interface Subscription {
    * apart from those before the pause.
    */
   cycleEpoch: number;
+  /**
+   * Proration credits no invoice could take yet (a seat decrease, unused time of a pause), oldest
+   * first: each is a negative `proration` line of the subscription's next invoices, as much of it
+   * as an invoice can take without going negative (see proration.ts). Absent or empty: none.
+   */
+  prorationCredits?: ProrationCredit[];
   createdAt: Date;
+}
+
+/** A proration credit carried to a subscription's next invoices: what its line says, and the amount left (negative, whole smallest units). */
+export interface ProrationCredit {
+  description: string;
+  amount: string;
 }
 
 /** Why a subscription's cycle close failed, and when the scheduler tries it again (real time). */

@@ -39,6 +39,7 @@ export interface SubscriptionRow {
   paused_at?: Date | null;
   resumes_at?: Date | null;
   cycle_epoch?: number;
+  proration_credits?: { description: string; amount: string }[] | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -80,6 +81,8 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       resumes_at: timeColumn(true),
       // Bumped by each resume: cycles restart from the resume instant under a new period key.
       cycle_epoch: { type: "int", nullable: false, default: 0 },
+      // Proration credits carried to the next invoices (JSON list; NULL: none).
+      proration_credits: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),

@@ -1,5 +1,5 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
@@ -50,10 +50,19 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
       return { subscription: subscriptionToPb(r.subscription), cancelAtEndOfCycleCleared: r.clearedCancelAtEndOfCycle };
     },
     async resumeSubscription(req, ctx) {
-      return { subscription: subscriptionToPb(await pauses.resume(callerOf(ctx), req.subscriptionId)) };
+      return { subscription: subscriptionToPb(await pauses.resume(callerOf(ctx), req.subscriptionId, { prorationBehavior: req.prorationBehavior })) };
     },
-    async updateSubscription() {
-      throw new ConnectError("updating a subscription is not built yet", Code.Unimplemented);
+    async updateSubscription(req, ctx) {
+      const r = await changes.update(callerOf(ctx), req.subscriptionId, {
+        fixedRateQuantities: req.fixedRateQuantities,
+        rateMultipliers: req.ratePriceMultipliers,
+        metadata: req.metadata,
+        prorationBehavior: req.prorationBehavior,
+      });
+      return {
+        subscription: subscriptionToPb(r.subscription),
+        prorationInvoice: r.prorationInvoice ? invoiceToPb(r.prorationInvoice, changes.hostedInvoiceUrl(r.prorationInvoice)) : undefined,
+      };
     },
     async changeRateCard(req, ctx) {
       const r = await changes.changeRateCard(callerOf(ctx), req.subscriptionId, {

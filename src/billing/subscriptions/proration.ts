@@ -1,0 +1,152 @@
+/**
+ * Proration (DESIGN §13), pure: the part of a period left at an instant, what a change of a
+ * fixed rate's cycle charge costs for that part, and how carried credits go onto an invoice.
+ * - The fraction is remaining ms / period ms, exact (a period's length is its own: 28 to 31 days
+ *   for a month, 365 or 366 for a year).
+ * - A rate's cycle charge is the sum of its fixed lines' quantity × unit amount before rounding
+ *   (the engine's fixed-line pricing: flat, package, tiered alike); a change's line is
+ *   (new − old) × fraction, rounded once half-up.
+ * - A credit (a negative amount) goes onto an invoice only as far as the invoice can take it:
+ *   never below zero, and on a draft never below the lines its finalization keeps as written
+ *   (usage lines are recomputed then). What is left is carried to the next invoice.
+ */
+import type { Line } from "../invoicing/lines.js";
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
+import { type BillLine, storedLine } from "./invoice-building.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit } from "./types.js";
+
+const DAY_MS = 86_400_000;
+
+/** Days as a line says them: whole, or to two decimals. */
+function days(ms: number): string {
+  return formatDecimal(dec(ms).div(DAY_MS).toDecimalPlaces(2));
+}
+
+/** The part of [start, end) left at `at`: remaining and period ms, the exact fraction, and how a line says it. */
+export function remainingPart(start: Date, end: Date, at: Date): { left: number; span: number; fraction: Decimal; label: string } {
+  const span = end.getTime() - start.getTime();
+  const left = Math.min(span, Math.max(0, end.getTime() - at.getTime()));
+  const fraction = span > 0 ? dec(left).div(span) : ZERO;
+  return { left, span, fraction, label: `remaining ${days(left)} of ${days(span)} days` };
+}
+
+/** A fixed rate's charge for one cycle before rounding: the sum of its lines' quantity × unit amount. */
+export function cycleCharge(lines: readonly Line[]): Decimal {
+  return lines.reduce((acc, l) => acc.plus(l.quantity.times(l.unitAmount)), ZERO);
+}
+
+/** One fixed rate before and after a change: its name, terms and cycle charges. */
+export interface RateChange {
+  name: string;
+  oldQuantity: string;
+  newQuantity: string;
+  oldMultiplier: string;
+  newMultiplier: string;
+  oldCharge: Decimal;
+  newCharge: Decimal;
+}
+
+/** A proration line of `amount` (whole smallest units), quantity 1. */
+export function prorationLine(description: string, amount: Decimal): BillLine {
+  return { description, quantity: dec(1), unitAmount: amount, amount: roundAmount(amount), kind: "proration", key: null, windowInvoiceId: null };
+}
+
+/** What a change of one rate says: "Seats: 3 → 5", with the multiplier when it changed. */
+function describeChange(c: RateChange): string {
+  const parts: string[] = [];
+  if (c.oldQuantity !== c.newQuantity || c.oldMultiplier === c.newMultiplier) parts.push(`${c.oldQuantity} → ${c.newQuantity}`);
+  if (c.oldMultiplier !== c.newMultiplier) parts.push(`multiplier ${c.oldMultiplier} → ${c.newMultiplier}`);
+  return `${c.name}: ${parts.join(", ")}`;
+}
+
+/**
+ * The proration lines of a change for the part of the period left: one per rate whose cycle
+ * charge changed, (new − old) × fraction rounded once; a line that rounds to 0 is left out.
+ */
+export function prorationLines(changes: readonly RateChange[], part: { fraction: Decimal; label: string }): BillLine[] {
+  const out: BillLine[] = [];
+  for (const c of changes) {
+    const diff = c.newCharge.minus(c.oldCharge);
+    if (diff.isZero()) continue;
+    const l = prorationLine(`${describeChange(c)} (${part.label})`, diff.times(part.fraction));
+    if (!l.amount.isZero()) out.push(l);
+  }
+  return out;
+}
+
+/**
+ * A change's net outcome (netted per call): a positive net is charged now on one invoice with
+ * all its lines; a negative one becomes credits carried to the next invoices — each decrease's
+ * own line when there is no increase, else one credit of the net naming every change.
+ */
+export function netOfChange(lines: readonly BillLine[]): { charge: BillLine[]; credits: ProrationCredit[] } {
+  const net = lines.reduce((acc, l) => acc.plus(l.amount), ZERO);
+  if (net.gt(0)) return { charge: [...lines], credits: [] };
+  if (net.isZero()) return { charge: [], credits: [] };
+  if (lines.every((l) => l.amount.isNegative())) return { charge: [], credits: lines.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) };
+  const description = `Net of ${lines.map((l) => l.description).join("; ")}`;
+  return { charge: [], credits: [{ description: description.length > 1000 ? `${description.slice(0, 997)}...` : description, amount: formatDecimal(net) }] };
+}
+
+/** Line kinds a draft's finalization recomputes (the usage of its window): a credit must not count on them. */
+const RECOMPUTED: ReadonlySet<InvoiceLineKind> = new Set(["usage", "minimum", "maximum"]);
+
+/**
+ * How much credit an invoice of `lines` can take: its total, and on a draft (`draft`) at most
+ * the total of the lines its finalization keeps as written; never below 0.
+ */
+export function creditRoom(lines: readonly Pick<InvoiceLine, "amount" | "kind">[], draft: boolean): Decimal {
+  let all = ZERO;
+  let kept = ZERO;
+  for (const l of lines) {
+    all = all.plus(dec(l.amount));
+    if (!RECOMPUTED.has(l.kind)) kept = kept.plus(dec(l.amount));
+  }
+  const room = draft && kept.lt(all) ? kept : all;
+  return room.gt(0) ? room : ZERO;
+}
+
+/**
+ * Puts carried `credits` (oldest first) onto an invoice with `room` to take them: each whole
+ * while it fits, the first that does not fit in part ("part of …"), the rest carried as they
+ * were (the part left of a split one under its own description).
+ */
+export function takeCredits(credits: readonly ProrationCredit[], room: Decimal): { lines: BillLine[]; carried: ProrationCredit[] } {
+  const lines: BillLine[] = [];
+  const carried: ProrationCredit[] = [];
+  let left = room;
+  for (const c of credits) {
+    const want = dec(c.amount).neg();
+    if (want.lte(0)) continue;
+    if (left.gte(want)) {
+      lines.push(prorationLine(c.description, want.neg()));
+      left = left.minus(want);
+    } else if (left.gt(0)) {
+      lines.push(prorationLine(`${c.description} (part: ${formatDecimal(left)} of ${formatDecimal(want)}; the rest on the next invoice)`, left.neg()));
+      carried.push({ description: c.description, amount: formatDecimal(want.minus(left).neg()) });
+      left = ZERO;
+    } else {
+      carried.push(c);
+    }
+  }
+  return { lines, carried };
+}
+
+/**
+ * `inv` with as much of the carried `credits` as it can take (see creditRoom, takeCredits) as
+ * its last lines, its total their sum; and the credits left for the next invoice.
+ */
+export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | undefined): { invoice: Invoice; carried: ProrationCredit[] } {
+  if (!credits?.length) return { invoice: inv, carried: [] };
+  const { lines, carried } = takeCredits(credits, creditRoom(inv.lines, inv.status === "draft"));
+  if (lines.length === 0) return { invoice: inv, carried };
+  const stored = lines.map(storedLine);
+  const sum = stored.reduce((acc, l) => acc.plus(dec(l.amount)), dec(inv.total));
+  return { invoice: { ...inv, lines: [...inv.lines, ...stored], total: formatDecimal(sum) }, carried };
+}
+
+/** Whether two maps of text hold the same entries (in any order). */
+export function sameEntries(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
+}

@@ -1,0 +1,174 @@
+/**
+ * Mid-cycle changes of an active subscription's terms (DESIGN §13, `PATCH /subscriptions/{id}`):
+ * fixed-rate quantities (seats), rate multipliers and metadata. Codes and keys left out keep
+ * theirs; a metadata value of "" removes the key; a request that changes nothing writes nothing.
+ * - `create_prorations` (default): each fixed rate whose cycle charge changes is prorated for the
+ *   part of the current period left (proration.ts), netted per call: a positive net is one
+ *   invoice charged now (finalized at once, settled like a rate-card upgrade; without a card on
+ *   file it stays open, as a cycle's invoice does), taking carried credits first; a negative net
+ *   is carried as credit to the next invoices (never making one negative).
+ * - `none`: the new terms price the next cycle's charges; nothing is invoiced now.
+ * Usage rates are billed in arrears: a multiplier change (or an add-on's usage rate taken or
+ * dropped) prices the current period's usage when the cycle closes, with either behaviour.
+ * The change applies under the row lock with a fence (races.ts): the row must still be in the
+ * cycle, on the card and at the terms the proration was computed from.
+ */
+import type { RateCard } from "../catalog/types.js";
+import { FailedPreconditionError, Violations } from "../errors.js";
+import { subscriptionEvent } from "../events/types.js";
+import { randomBase62 } from "../ids.js";
+import { fixedLine } from "../invoicing/lines.js";
+import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js";
+import { dec } from "../money.js";
+import type { Caller } from "../tenancy.js";
+import { type BillLine, multiplierOf } from "./invoice-building.js";
+import type { Lookups } from "./lookups.js";
+import { noPaymentProvider } from "./payments.js";
+import { type RateChange, netOfChange, prorationLines, remainingPart, sameEntries, withCredits, cycleCharge } from "./proration.js";
+import { lostRace, retryingRaces } from "./races.js";
+import type { Terms } from "./terms.js";
+import type { Invoice, Subscription } from "./types.js";
+
+export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
+
+/** Checks a proration_behavior ("" is the default, create_prorations). */
+export function checkProrationBehavior(behavior: string, v: Violations): "create_prorations" | "none" {
+  if (behavior === "" || behavior === "create_prorations") return "create_prorations";
+  if (behavior === "none") return "none";
+  v.add("proration_behavior", `must be ${PRORATION_BEHAVIORS.join(" or ")}`);
+  return "create_prorations";
+}
+
+export interface UpdateInput {
+  fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
+  metadata: Metadata;
+  prorationBehavior: string;
+}
+
+export interface UpdateResult {
+  subscription: Subscription;
+  /** The invoice that charged an increase now, if any. */
+  prorationInvoice: Invoice | undefined;
+}
+
+type TermsOf = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
+
+/** `metadata` with the request's keys set, and those given "" removed. */
+function mergedMetadata(metadata: Metadata, changes: Metadata): Metadata {
+  const out: Metadata = { ...metadata };
+  for (const [k, value] of Object.entries(changes)) {
+    if (value === "") delete out[k];
+    else out[k] = value;
+  }
+  return out;
+}
+
+function checkMergedMetadata(merged: Metadata, v: Violations): void {
+  if (Object.keys(merged).length > METADATA_MAX_KEYS) v.add("metadata", `would have ${Object.keys(merged).length} keys; at most ${METADATA_MAX_KEYS} are allowed`);
+}
+
+export class TermUpdates {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly terms: Terms,
+    /** Closes the cycles of a subscription that ended by `at` (SubscriptionChanges.caughtUp); the fresh row. */
+    private readonly caughtUp: (s: Subscription, at: Date) => Promise<Subscription>,
+  ) {}
+
+  private get engine() {
+    return this.lookups.engine;
+  }
+
+  async update(caller: Caller, id: string, input: UpdateInput): Promise<UpdateResult> {
+    const v = new Violations();
+    const behavior = checkProrationBehavior(input.prorationBehavior, v);
+    checkMetadata(input.metadata, v.at("metadata"));
+    v.throwIfAny();
+    const found = await this.lookups.subscription(caller, id);
+    const subject = await this.lookups.subject(caller, found.subjectId);
+    const done = await retryingRaces(async (n) => {
+      const now = await this.lookups.nowFor(subject);
+      const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
+      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}; only an active subscription can be updated`);
+      if (current.timelineId) {
+        throw new FailedPreconditionError(
+          "SUBSCRIPTION_FOLLOWS_TIMELINE",
+          `subscription ${id} follows subscription timeline ${current.timelineId}, which decides its rate cards and terms; it cannot be updated`,
+          { subscription_timeline_id: current.timelineId },
+        );
+      }
+      const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
+      const checked = await this.terms.checkTerms(card, { ...current.fixedRateQuantities, ...input.fixedRateQuantities }, { ...current.rateMultipliers, ...input.rateMultipliers }, v);
+      checkMergedMetadata(mergedMetadata(current.metadata, input.metadata), v);
+      v.throwIfAny();
+      const next: TermsOf = { fixedRateQuantities: checked.quantities, rateMultipliers: checked.multipliers };
+      const termsChange = !sameEntries(next.fixedRateQuantities, current.fixedRateQuantities) || !sameEntries(next.rateMultipliers, current.rateMultipliers);
+      if (!termsChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
+      const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
+      const { charge, credits } = netOfChange(lines);
+      if (charge.length > 0 && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
+      const invoice = charge.length > 0 ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, charge, now, current.periodEnd, now) : undefined;
+      return this.engine.stores.transaction(async (tx) => {
+        const s = await tx.lockSubscription(current.environmentId, current.id);
+        if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be updated`);
+        // The fence: the cycle, card and terms the proration was computed from; and a cycle that ended is closed first.
+        if (
+          s.rateCardId !== current.rateCardId ||
+          s.cycleIndex !== current.cycleIndex ||
+          s.cycleEpoch !== current.cycleEpoch ||
+          !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
+          !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
+          s.periodEnd.getTime() <= now.getTime()
+        ) {
+          throw lostRace(id);
+        }
+        const metadata = mergedMetadata(s.metadata, input.metadata);
+        checkMergedMetadata(metadata, v);
+        v.throwIfAny();
+        // Credits carried from before go onto the invoice first; this change's own credits after them.
+        const credited = invoice ? withCredits(invoice, s.prorationCredits) : { invoice: undefined, carried: s.prorationCredits ?? [] };
+        if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
+        const updated: Subscription = { ...s, ...next, metadata, prorationCredits: [...credited.carried, ...credits] };
+        await tx.updateSubscription(updated);
+        await tx.emit([subscriptionEvent("subscription.updated", updated)]);
+        return { subscription: updated, prorationInvoice: credited.invoice };
+      });
+    });
+    if (!done.prorationInvoice) return done;
+    await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
+    // The invoice as settling left it (paid, or open after a declined charge or without a card on file).
+    return { ...done, prorationInvoice: (await this.engine.stores.invoices.get(caller.environmentId, done.prorationInvoice.id)) ?? done.prorationInvoice };
+  }
+
+  /**
+   * The proration lines of moving `current` to `next` at `at`: per fixed rate charged at either
+   * terms (a card's own, or a catalog add-on taken or dropped), priced by the engine's fixed
+   * lines at the old and the new terms, for the part of the current period left.
+   */
+  private async prorations(card: RateCard, current: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
+    const before = (await this.engine.reads.rates(card, current.fixedRateQuantities)).fixed;
+    const after = (await this.engine.reads.rates(card, next.fixedRateQuantities)).fixed;
+    const rates = new Map([...before, ...after].map((r) => [r.code, r]));
+    const changes: RateChange[] = [];
+    for (const r of rates.values()) {
+      const charge = (t: TermsOf, charged: boolean) => (charged ? cycleCharge(fixedLine(r.name, r.price, dec(t.fixedRateQuantities[r.code] ?? "0"), multiplierOf(t, r.code))) : dec(0));
+      changes.push({
+        name: r.name,
+        oldQuantity: current.fixedRateQuantities[r.code] ?? "0",
+        newQuantity: next.fixedRateQuantities[r.code] ?? "0",
+        oldMultiplier: current.rateMultipliers[r.code] ?? "1",
+        newMultiplier: next.rateMultipliers[r.code] ?? "1",
+        oldCharge: charge(
+          current,
+          before.some((b) => b.code === r.code),
+        ),
+        newCharge: charge(
+          next,
+          after.some((a) => a.code === r.code),
+        ),
+      });
+    }
+    return prorationLines(changes, remainingPart(current.periodStart, current.periodEnd, at));
+  }
+}

@@ -1,0 +1,315 @@
+/**
+ * Mid-cycle changes of a subscription's terms (DESIGN §13, PATCH /subscriptions/{id}), golden
+ * cases through the public API on test clocks, on MariaDB and SQLite: proration invoices and
+ * credits line by line, the rules, an idempotent replay, and one call over Connect. Amounts in
+ * cents (USD); a line is [description, quantity, unit price, amount]; an invoice [status, total,
+ * lines]. The clock starts on 2026-01-15, so the first cycle is [Jan 15, Feb 15): 31 days; the
+ * second [Feb 15, Mar 15): 28 days.
+ */
+import test from "ava";
+import { SubscriptionService } from "../../src/gen/billing/v1/subscription_service_pb.js";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
+import { rpcClient, violatedFields } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
+
+/** Subscribes the scenario's subject to a new card of `rates` at `quantities`; the subscription's ID. */
+async function subscribed(s: Scenario, rates: Json[], quantities: Json, extra: Json = {}): Promise<string> {
+  const card = await s.card({ fixed_rates: rates });
+  return (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: quantities, ...extra })).subscription.id;
+}
+
+const patch = (s: Scenario, id: string, body: Json) => s.call("PATCH", `/subscriptions/${id}`, body);
+
+/** An invoice of the API as [status, total, lines] (the response's proration_invoice). */
+const bill = (i: Json | null) =>
+  i === null ? null : [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.description, String(l.quantity), l.price_in_unit_amount.value, l.amount.value])];
+
+const cases: Case[] = [
+  [
+    "an increase mid-cycle is invoiced and charged at once for the rest of the period; the next cycle charges the new quantity",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 3 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const r = await patch(s, id, { fixed_rate_quantities: { seats: 5 } });
+      await s.advance("2026-02-15T00:00:00Z");
+      return [r.subscription.fixed_rate_quantities, bill(r.proration_invoice), await s.bills()];
+    },
+    [
+      { seats: "5" },
+      // (5 − 3) × 1000 = 2000 a cycle; Jan 31 → Feb 15 is 15 of 31 days: 2000 × 15/31 = 967.741935… → 968
+      ["paid", "968", [["Seats: 3 → 5 (remaining 15 of 31 days)", "1", "967.741935483871", "968"]]],
+      [
+        ["paid", "3000", [["Seats", "3", "1000", "3000"]]],
+        ["paid", "968", [["Seats: 3 → 5 (remaining 15 of 31 days)", "1", "967.741935483871", "968"]]],
+        ["paid", "5000", [["Seats", "5", "1000", "5000"]]],
+      ],
+    ],
+  ],
+  [
+    "a decrease is a negative proration line on the next cycle's invoice; nothing is invoiced now",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 5 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const r = await patch(s, id, { fixed_rate_quantities: { seats: 3 } });
+      const now = (await s.invoices()).length;
+      await s.advance("2026-02-15T00:00:00Z");
+      return [r.proration_invoice, now, await s.bills()];
+    },
+    [
+      null,
+      1,
+      [
+        ["paid", "5000", [["Seats", "5", "1000", "5000"]]],
+        // 3 × 1000 = 3000; credit (3 − 5) × 1000 × 15/31 = −967.741935… → −968 (half-up, away from zero); 3000 − 968 = 2032
+        [
+          "paid",
+          "2032",
+          [
+            ["Seats", "3", "1000", "3000"],
+            ["Seats: 5 → 3 (remaining 15 of 31 days)", "1", "-968", "-968"],
+          ],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a decrease larger than the next invoice: that invoice goes to 0, the rest is carried to the one after",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 4 });
+      await s.advance("2026-01-26T00:00:00Z");
+      await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
+      await s.advance("2026-03-15T00:00:00Z");
+      return await s.bills();
+    },
+    [
+      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
+      // credit (1 − 4) × 1000 × 20/31 (Jan 26 → Feb 15) = −1935.483870… → −1935; the Feb 15 invoice takes 1000 of it: total 0
+      [
+        "paid",
+        "0",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+        ],
+      ],
+      // the 935 left: 1000 − 935 = 65
+      [
+        "paid",
+        "65",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "proration_behavior none: nothing now, the new quantity from the next cycle's charges",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 3 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const r = await patch(s, id, { fixed_rate_quantities: { seats: 5 }, proration_behavior: "none" });
+      const down = await patch(s, id, { fixed_rate_quantities: { seats: 4 }, proration_behavior: "none" });
+      await s.advance("2026-02-15T00:00:00Z");
+      return [r.proration_invoice, down.subscription.fixed_rate_quantities, await s.bills()];
+    },
+    [
+      null,
+      { seats: "4" },
+      [
+        ["paid", "3000", [["Seats", "3", "1000", "3000"]]],
+        ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
+      ],
+    ],
+  ],
+  [
+    "a multiplier change is prorated like a quantity change",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 2 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const r = await patch(s, id, { rate_price_multipliers: { seats: "1.5" } });
+      await s.advance("2026-02-15T00:00:00Z");
+      return [r.subscription.rate_price_multipliers, bill(r.proration_invoice), (await s.bills()).at(-1)];
+    },
+    [
+      { seats: "1.5" },
+      // 2 × 1000 × (1.5 − 1) = 1000 a cycle; × 15/31 = 483.870967… → 484
+      ["paid", "484", [["Seats: multiplier 1 → 1.5 (remaining 15 of 31 days)", "1", "483.870967741935", "484"]]],
+      ["paid", "3000", [["Seats", "2", "1500", "3000"]]],
+    ],
+  ],
+  [
+    "an increase and a decrease in one call are netted: one invoice when the net is positive",
+    async (s) => {
+      const id = await subscribed(s, [seats(), seats(5000, "support", "Support")], { seats: 5, support: 1 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const r = await patch(s, id, { fixed_rate_quantities: { seats: 3, support: 2 } });
+      return bill(r.proration_invoice);
+    },
+    // seats: −2000 × 15/31 = −967.74… → −968; support: +5000 × 15/31 = 2419.354838… → 2419; net 1451
+    [
+      "paid",
+      "1451",
+      [
+        ["Seats: 5 → 3 (remaining 15 of 31 days)", "1", "-967.741935483871", "-968"],
+        ["Support: 1 → 2 (remaining 15 of 31 days)", "1", "2419.354838709677", "2419"],
+      ],
+    ],
+  ],
+  [
+    "a net decrease is carried as one credit naming both changes; a later increase's invoice takes the carried credit",
+    async (s) => {
+      const id = await subscribed(s, [seats(), seats(5000, "support", "Support")], { seats: 5, support: 1 });
+      await s.advance("2026-01-31T00:00:00Z");
+      const down = await patch(s, id, { fixed_rate_quantities: { seats: 1, support: "1.5" } });
+      const up = await patch(s, id, { fixed_rate_quantities: { seats: 10 } });
+      return [down.proration_invoice, (await s.invoices()).length, bill(up.proration_invoice)];
+    },
+    [
+      // down: seats −4000 × 15/31 = −1935.48… → −1935; support +2500 × 15/31 = 1209.67… → 1210; net −725: carried
+      null,
+      2,
+      // up: seats 1 → 10: +9000 × 15/31 = 4354.838709… → 4355; less the carried 725: 3630
+      [
+        "paid",
+        "3630",
+        [
+          ["Seats: 1 → 10 (remaining 15 of 31 days)", "1", "4354.838709677419", "4355"],
+          ["Net of Seats: 5 → 1 (remaining 15 of 31 days); Support: 1 → 1.5 (remaining 15 of 31 days)", "1", "-725", "-725"],
+        ],
+      ],
+    ],
+  ],
+  [
+    'metadata: keys set, "" removes a key; no invoice; a request that changes nothing writes nothing',
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 1 }, { metadata: { a: "1", b: "2" } });
+      const r = await patch(s, id, { metadata: { b: "", c: "3" } });
+      const same = await patch(s, id, { fixed_rate_quantities: { seats: "1.0" }, metadata: { nope: "" } });
+      return [r.subscription.metadata, r.proration_invoice, same.subscription.metadata, same.subscription.fixed_rate_quantities, (await s.invoices()).length];
+    },
+    [{ a: "1", c: "3" }, null, { a: "1", c: "3" }, { seats: "1" }, 1],
+  ],
+  [
+    "bad input: a 400 naming each field, nothing written",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 2 });
+      const bad = async (body: Json) => {
+        const r = await s.raw("PATCH", `/subscriptions/${id}`, body);
+        return [r.status, r.body.code, violatedFields(r.body)];
+      };
+      const got = [
+        await bad({ fixed_rate_quantities: { seats: "-1" } }),
+        await bad({ fixed_rate_quantities: { nope: 1 } }),
+        await bad({ rate_price_multipliers: { seats: "-0.5", other: "1" } }),
+        await bad({ fixed_rate_quantities: { seats: "1.0000000000001" } }),
+        await bad({ proration_behavior: "always" }),
+        await bad({ metadata: { ["k".repeat(41)]: "v" } }),
+      ];
+      const after = await s.call("GET", `/subscriptions/${id}`);
+      return [got, after.fixed_rate_quantities, after.rate_price_multipliers, (await s.invoices()).length];
+    },
+    [
+      [
+        [400, "invalid_argument", ["fixed_rate_quantities.seats"]],
+        [400, "invalid_argument", ["fixed_rate_quantities.nope"]],
+        [400, "invalid_argument", ["rate_price_multipliers.seats", "rate_price_multipliers.other"]],
+        [400, "invalid_argument", ["fixed_rate_quantities.seats"]],
+        [400, "invalid_argument", ["proration_behavior"]],
+        [400, "invalid_argument", [`metadata.${"k".repeat(41)}`]],
+      ],
+      { seats: "2" },
+      {},
+      1,
+    ],
+  ],
+  [
+    "only an active subscription: paused and cancelled ones are a 400 failed_precondition; an unknown one a 404",
+    async (s) => {
+      const id = await subscribed(s, [seats()], { seats: 2 });
+      const body = { fixed_rate_quantities: { seats: 3 } };
+      await s.call("POST", `/subscriptions/${id}/pause`, {});
+      const paused = await s.raw("PATCH", `/subscriptions/${id}`, body);
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      const cancelled = await s.raw("PATCH", `/subscriptions/${id}`, body);
+      const unknown = await s.raw("PATCH", "/subscriptions/sub_nope", body);
+      return [[paused.status, paused.body.code], [cancelled.status, cancelled.body.code], unknown.status];
+    },
+    [[400, "failed_precondition"], [400, "failed_precondition"], 404],
+  ],
+];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      t.deepEqual(await run(s), expected);
+    });
+  }
+
+  test(`${store}: a subscription that follows a timeline cannot be updated`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [seats()] });
+    const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: card });
+    const item = { period: { start: "2026-01-15T00:00:00Z", end: null }, subscription_input: { rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: {} } };
+    await s.call("POST", `/subscription-timelines/${tl.id}/items`, { items: [item] });
+    const started = await s.call("POST", `/subscription-timelines/${tl.id}/start`, { checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" } });
+    if (started.result.result_type === "requires_action") await s.payCheckout(started.result.action.checkout_url, CARD_OK);
+    const sub = (await s.subscriptions())[0] as Json;
+    const r = await s.raw("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 2 } });
+    t.deepEqual([r.status, r.body.code], [400, "failed_precondition"]);
+    t.regex(r.body.message, /follows subscription timeline/);
+    t.deepEqual((await s.call("GET", `/subscriptions/${sub.id}`)).fixed_rate_quantities, { seats: "1" });
+  });
+
+  test(`${store}: a PATCH retried with the same Idempotency-Key is replayed: one proration invoice`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const id = await subscribed(s, [seats()], { seats: 3 });
+    await s.advance("2026-01-31T00:00:00Z");
+    const send = async () => {
+      const res = await fetch(`${server.url}/subscriptions/${id}`, {
+        method: "PATCH",
+        headers: { "x-api-key": s.key, "content-type": "application/json", "idempotency-key": "seats-to-5" },
+        body: JSON.stringify({ fixed_rate_quantities: { seats: 5 } }),
+      });
+      return { status: res.status, replayed: res.headers.get("idempotent-replayed"), text: await res.text() };
+    };
+    const first = await send();
+    const again = await send();
+    t.is(first.status, 200, first.text);
+    t.deepEqual([again.status, again.replayed, again.text], [200, "true", first.text]);
+    // The first cycle's invoice and one proration invoice: 2000 × 15/31 → 968.
+    t.deepEqual(
+      (await s.bills()).map(([status, total]) => [status, total]),
+      [
+        ["paid", "3000"],
+        ["paid", "968"],
+      ],
+    );
+  });
+
+  test(`${store}: UpdateSubscription over Connect: the same proration as REST`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 3 } })).subscription.id;
+    await s.advance("2026-01-31T00:00:00Z");
+    const client = rpcClient(SubscriptionService, server.url, "connect", s.key);
+    const r = await client.updateSubscription({ subscriptionId: id, fixedRateQuantities: { seats: "5" }, metadata: { team: "core" } });
+    const inv = r.prorationInvoice;
+    t.deepEqual([r.subscription?.fixedRateQuantities, r.subscription?.metadata], [{ seats: "5" }, { team: "core" }]);
+    // 2000 × 15/31 = 967.74… → 968
+    t.deepEqual([inv?.status, inv?.totalAmount?.value, inv?.lineItems.map((l) => [l.description, l.amount?.value])], ["paid", "968", [["Seats: 3 → 5 (remaining 15 of 31 days)", "968"]]]);
+    t.regex(inv?.hostedUrl ?? "", /\/hosted\/invoices\/[A-Za-z0-9]{32}$/);
+    const page = await fetch(inv?.hostedUrl ?? "");
+    t.is(page.status, 200);
+    const none = await client.updateSubscription({ subscriptionId: id, fixedRateQuantities: { seats: "6" }, prorationBehavior: "none" });
+    t.is(none.prorationInvoice, undefined);
+  });
+}
