@@ -49,9 +49,13 @@ export function needsValue(type: AggregationType): boolean {
   return type !== "count";
 }
 
-/** Why `raw` cannot be a metric's value, or undefined when it can. */
-export function valueProblem(raw: string | undefined): string | undefined {
+/**
+ * Why `raw` cannot be a value of a metric of `type`, or undefined when it can. A unique_count
+ * metric takes any text (a JSON number arrives as its text); the others a decimal number.
+ */
+export function valueProblem(raw: string | undefined, type: AggregationType = "sum"): string | undefined {
   if (raw === undefined) return "is required";
+  if (type === "unique_count") return undefined;
   const d = parseDecimal(raw);
   if (!d) return "must be a decimal number";
   return storageProblem(d);
@@ -61,6 +65,9 @@ export function valueProblem(raw: string | undefined): string | undefined {
 export function aggOfEvent(metric: PricingMetric, data: Readonly<Record<string, string>>, at: number, key: string): Agg | undefined {
   if (!needsValue(metric.aggregation.type)) return { sum: ZERO, count: ONE, max: null, last: null };
   const raw = data[metric.aggregation.valueField ?? ""];
+  // A unique_count metric's totals count its events that carry the value (what late usage and
+  // the summary's empty buckets read); its distinct values are kept apart (unique.ts).
+  if (metric.aggregation.type === "unique_count") return raw === undefined ? undefined : { sum: ZERO, count: ONE, max: null, last: null };
   const v = raw === undefined ? undefined : parseDecimal(raw);
   if (!v || storageProblem(v)) return undefined;
   return { sum: v, count: ONE, max: v, last: { at, key, value: v } };
@@ -79,7 +86,7 @@ export function valueOf(type: AggregationType, a: Agg): string | null {
     case "last":
       return a.last === null ? null : formatDecimal(a.last.value);
     case "unique_count":
-      throw new Error("unique_count is not read from hourly totals");
+      throw new Error("unique_count is not read from hourly totals (unique.ts)");
   }
 }
 

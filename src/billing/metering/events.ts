@@ -3,13 +3,14 @@
  * and what it adds to the hourly totals of each pricing metric that reads it.
  */
 import { hash } from "node:crypto";
-import type { PricingMetric } from "../catalog/types.js";
+import type { AggregationType, PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
 import { checkInstant, isSupported } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
+import { type ValueMark, valueMarksOf } from "./unique.js";
 
 export type Grain = "hour" | "minute";
 
@@ -57,6 +58,8 @@ export interface Candidate {
   subjectId: string;
   fingerprint: string;
   contributions: Contribution[];
+  /** What it marks in the distinct values of unique_count metrics (unique.ts). */
+  marks: ValueMark[];
 }
 
 /** One event's (or many events') addition to one hourly or minute total. */
@@ -173,8 +176,8 @@ export function contributionsOf(
 
 /**
  * Decides, inside the ingest transaction, which prepared events can be written: the subject must
- * exist in the environment, and every metric of the event's name that reads a value must find a
- * decimal number in `data`. `subjects` maps each subject key to its ID and, for a subject on a
+ * exist in the environment, and every metric of the event's name that reads a value must find it
+ * in `data`: a decimal number, or any text for a unique_count metric. `subjects` maps each subject key to its ID and, for a subject on a
  * test clock, the clock's time.
  */
 export function decide(
@@ -182,19 +185,22 @@ export function decide(
   metricsByName: ReadonlyMap<string, PricingMetric[]>,
   subjects: ReadonlyMap<string, { id: string; clockTime: number | null }>,
 ): (Candidate | { event: PreparedEvent; error: BillingError })[] {
-  // Per event name: each field a value is read from, and the metrics reading it (one violation
-  // per field, naming every metric that reads it).
-  const readersByName = new Map<string, [field: string, names: string][]>();
+  // Per event name: each field a value is read from, the metrics reading it (one violation per
+  // field, naming every metric that reads it), and whether one needs a decimal there (a field
+  // read only by unique_count metrics takes any text).
+  const readersByName = new Map<string, [field: string, names: string, type: AggregationType][]>();
   const readersOf = (eventName: string, metrics: readonly PricingMetric[]) => {
     let list = readersByName.get(eventName);
     if (list === undefined) {
-      const readers = new Map<string, string[]>();
+      const readers = new Map<string, { names: string[]; type: AggregationType }>();
       for (const m of metrics) {
         if (!needsValue(m.aggregation.type)) continue;
         const field = m.aggregation.valueField ?? "";
-        readers.set(field, [...(readers.get(field) ?? []), `${m.id} (${m.aggregation.type})`]);
+        const prev = readers.get(field);
+        const type = prev && prev.type !== "unique_count" ? prev.type : m.aggregation.type;
+        readers.set(field, { names: [...(prev?.names ?? []), `${m.id} (${m.aggregation.type})`], type });
       }
-      list = [...readers].map(([field, names]) => [field, `pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`]);
+      list = [...readers].map(([field, { names, type }]) => [field, `pricing metric${names.length > 1 ? "s" : ""} ${names.join(", ")}`, type]);
       readersByName.set(eventName, list);
     }
     return list;
@@ -209,8 +215,8 @@ export function decide(
     }
     const metrics = metricsByName.get(e.eventName) ?? [];
     let found: Violations | undefined;
-    for (const [field, readers] of readersOf(e.eventName, metrics)) {
-      const problem = valueProblem(e.data[field]);
+    for (const [field, readers, type] of readersOf(e.eventName, metrics)) {
+      const problem = valueProblem(e.data[field], type);
       if (problem) (found ??= new Violations(e.path.replace(/\.$/, ""))).at("data").add(field, `${problem}: read by ${readers}`);
     }
     if (found) {
@@ -220,7 +226,15 @@ export function decide(
         return { event: given, error: err as InvalidArgumentError };
       }
     }
-    return { event: given, occurredAt: e.occurredAt, id: newId("ue"), subjectId, fingerprint: fingerprint(subjectId, e), contributions: contributionsOf(metrics, subjectId, e) };
+    return {
+      event: given,
+      occurredAt: e.occurredAt,
+      id: newId("ue"),
+      subjectId,
+      fingerprint: fingerprint(subjectId, e),
+      contributions: contributionsOf(metrics, subjectId, e),
+      marks: valueMarksOf(metrics, subjectId, e),
+    };
   });
 }
 

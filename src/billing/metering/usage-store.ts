@@ -1,10 +1,11 @@
 /**
- * The storage port of metering (src/db implements it): events, hourly totals and rejected events
- * as stored, and what is kept of a rejected event.
+ * The storage port of metering (src/db implements it): events, hourly totals, unique_count
+ * metrics' distinct values and rejected events as stored, and what is kept of a rejected event.
  */
 import { type BillingError, InvalidArgumentError } from "../errors.js";
 import type { Page, PageResult } from "../pagination.js";
 import type { Grain, IngestDecision, Outcome, PreparedEvent, UsageEventInput } from "./events.js";
+import type { LevelRead } from "./unique.js";
 
 /** An hourly total as stored. */
 export interface StoredRollup {
@@ -22,6 +23,15 @@ export interface StoredTotal {
   sum: string;
   count: string;
   max: string | null;
+}
+
+/** The distinct values of a unique_count metric one level read counted (see unique.ts). */
+export interface StoredUniqueCount {
+  /** The read's position in the list asked for. */
+  read: number;
+  /** The combination of dimensions, or null when counted over all. */
+  dims: Record<string, string> | null;
+  count: number;
 }
 
 export interface RawEvent {
@@ -115,6 +125,13 @@ export interface UsageStore {
    * combination of dimensions: sum, count and max (not last), whatever the number of buckets.
    */
   totalsByDims(metricId: string, subjectId: string, from: number, to: number, grain: Grain): Promise<StoredTotal[]>;
+  /**
+   * For each level read of a unique_count metric, its distinct values in the database: per
+   * combination of dimensions (`byDims`), or over all of them (one row per read, maybe 0).
+   */
+  uniqueCounts(metricId: string, subjectId: string, reads: readonly LevelRead[], byDims: boolean): Promise<StoredUniqueCount[]>;
+  /** A level read's distinct (combination of dimensions, value key) pairs. */
+  uniquePairs(metricId: string, subjectId: string, read: LevelRead): Promise<{ dims: Record<string, string>; valueKey: string }[]>;
   /** Raw events of a subject and event name with occurredAt in [from, to] (both inclusive). */
   rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]>;
 }

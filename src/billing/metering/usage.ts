@@ -17,6 +17,7 @@ import { nextTurn } from "../yielding.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, negated, valueOf } from "./aggregate.js";
 import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
+import { uniqueCounts } from "./unique-summary.js";
 import { type RejectedEvent, type StoredEvent, type StoredRollup, type UsageStore, rejectedEvent } from "./usage-store.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
 
@@ -243,6 +244,10 @@ export class SummaryService {
   async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[]): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
     if (to.getTime() <= from.getTime()) return [];
     const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
+    if (metric.aggregation.type === "unique_count") {
+      const [groups = []] = await uniqueCounts(this.store, metric, subjectId, [range], groupBy);
+      return groups.map((g) => ({ coordinates: g.coordinates, value: dec(g.count) }));
+    }
     const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();
     for (const part of await this.parts(metric, subjectId, range, true)) {
       const coordinates = coordinatesOf(groupBy, part.dims);
@@ -300,8 +305,34 @@ export class SummaryService {
     const subject = await this.subjects.get(caller, input.subjectId);
     const r = range as Range;
 
-    const parts = await this.parts(metric, subject.id, r, granularity === undefined);
     const list = buckets(r, granularity);
+    const groups =
+      metric.aggregation.type === "unique_count"
+        ? (await uniqueCounts(this.store, metric, subject.id, list, input.dimensions)).map((gs) => gs.map((g) => ({ key: g.key, coordinates: g.coordinates, value: String(g.count) })))
+        : await this.bucketValues(metric, subject.id, r, granularity, list, input.dimensions);
+    const out: Summary[] = [];
+    list.forEach((bucket, i) => {
+      const found = [...(groups[i] ?? [])].sort((a, b) => (a.key < b.key ? -1 : 1));
+      const id = (key: string) => `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
+      if (found.length === 0) {
+        out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
+        return;
+      }
+      for (const g of found) out.push({ id: id(g.key), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: g.coordinates, value: g.value });
+    });
+    return out;
+  }
+
+  /** Each bucket's values per combination of `dimensions`, from the totals (every aggregation but unique_count). */
+  private async bucketValues(
+    metric: PricingMetric,
+    subjectId: string,
+    r: Range,
+    granularity: Granularity | undefined,
+    list: Range[],
+    dimensions: readonly string[],
+  ): Promise<{ key: string; coordinates: Record<string, string>; value: string | null }[][]> {
+    const parts = await this.parts(metric, subjectId, r, granularity === undefined);
     const byBucket = list.map(() => new Map<string, { coordinates: Record<string, string>; agg: Agg }>());
     const bucketIndex = (t: number): number => {
       if (!granularity) return 0;
@@ -318,33 +349,15 @@ export class SummaryService {
     };
     for (const part of parts) {
       const i = bucketIndex(part.at);
-      const coords = coordinatesOf(input.dimensions, part.dims);
+      const coords = coordinatesOf(dimensions, part.dims);
       const key = coordinatesKey(coords);
       const m = byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>;
       const prev = m.get(key);
       m.set(key, { coordinates: coords, agg: prev ? combine(prev.agg, part.agg) : part.agg });
     }
-
-    const out: Summary[] = [];
-    list.forEach((bucket, i) => {
-      // A combination whose events all fell before the range's start nets to none (parts: a partial first minute).
-      const groups = [...(byBucket[i] as Map<string, { coordinates: Record<string, string>; agg: Agg }>).entries()].filter(([, g]) => !g.agg.count.isZero()).sort(([a], [b]) => (a < b ? -1 : 1));
-      const id = (key: string) => `pms_${createHash("sha256").update(`${metric.id}|${subject.id}|${bucket.start}|${bucket.end}|${key}`).digest("base64url").slice(0, 22)}`;
-      if (groups.length === 0) {
-        out.push({ id: id(""), pricingMetricId: metric.id, subjectId: subject.id, period: bucket, coordinates: {}, value: null });
-        return;
-      }
-      for (const [key, g] of groups) {
-        out.push({
-          id: id(key),
-          pricingMetricId: metric.id,
-          subjectId: subject.id,
-          period: bucket,
-          coordinates: g.coordinates,
-          value: valueOf(metric.aggregation.type as AggregationType, g.agg),
-        });
-      }
-    });
-    return out;
+    // A combination whose events all fell before the range's start nets to none (parts: a partial first minute).
+    return byBucket.map((m) =>
+      [...m.entries()].filter(([, g]) => !g.agg.count.isZero()).map(([key, g]) => ({ key, coordinates: g.coordinates, value: valueOf(metric.aggregation.type as AggregationType, g.agg) })),
+    );
   }
 }

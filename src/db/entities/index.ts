@@ -23,7 +23,7 @@ import { webhooksEntities } from "./webhooks.js";
 export type { EnvironmentRow, ApiKeyRow } from "./environments.js";
 export type { SubjectRow } from "./subjects.js";
 export type { PricingMetricRow, RateCardRow, RateCatalogRow, PriceColumns, RateRow, RateCellRow } from "./catalog.js";
-export type { UsageEventRow, UsageRollupRow } from "./usage.js";
+export type { UsageEventRow, UsageRollupRow, UsageUniqueValueRow } from "./usage.js";
 export type { SubscriptionRow } from "./subscriptions.js";
 export type { InvoiceRow, InvoiceLineRow } from "./invoices.js";
 export type { PaymentMethodRow } from "./payment-methods.js";
@@ -44,7 +44,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Environment, ApiKey } = environmentsEntities(dialect, exact);
   const { Subject } = subjectsEntities(dialect, exact);
   const { PricingMetric, RateCard, RateCatalog, Rate, RateCell } = catalogEntities(dialect, exact);
-  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent } = usageEntities(dialect, exact);
+  const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent, UsageUniqueValue } = usageEntities(dialect, exact);
   const { Subscription } = subscriptionsEntities(dialect, exact);
   const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
@@ -72,6 +72,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     UsageRollupMinute,
     IngestHour,
     RejectedUsageEvent,
+    UsageUniqueValue,
     Subscription,
     Invoice,
     InvoiceLine,

@@ -1,4 +1,4 @@
-/** Tables of usage: the append-only events and their exact hourly and minute totals. */
+/** Tables of usage: the append-only events, their exact hourly and minute totals, and the distinct values of unique_count metrics. */
 import { EntitySchema } from "typeorm";
 import { type Dialect, type ExactText, decimalColumn, idColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
 
@@ -44,6 +44,25 @@ export interface UsageRollupRow {
   last_value: string | null;
   last_at: Date | null;
   last_key: string | null;
+}
+
+/**
+ * A distinct value of a unique_count metric in one bucket of 2^level UTC days, for one subject and
+ * combination of dimensions, with the first and last instant of its events there (unique.ts).
+ */
+export interface UsageUniqueValueRow {
+  metric_id: string;
+  subject_id: string;
+  level: number;
+  bucket: number;
+  dims_hash: string;
+  /** The value, or `~` and its SHA-256 when longer than 64 characters. */
+  value_key: string;
+  dims: Record<string, string>;
+  /** The value's text when value_key is its hash. */
+  value_text: string | null;
+  first_at: Date;
+  last_at: Date;
 }
 
 export function usageEntities(dialect: Dialect, exact: ExactText) {
@@ -126,5 +145,22 @@ export function usageEntities(dialect: Dialect, exact: ExactText) {
     indices: [{ name: "ix_rejected_usage_events_env_seq", columns: ["environment_id", "seq"] }],
   });
 
-  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent };
+  const UsageUniqueValue = new EntitySchema<UsageUniqueValueRow>({
+    name: "UsageUniqueValue",
+    tableName: "usage_unique_values",
+    columns: exact({
+      metric_id: { ...idColumn(), primary: true },
+      subject_id: { ...idColumn(), primary: true },
+      level: { type: "int", nullable: false, primary: true },
+      bucket: { type: "int", nullable: false, primary: true },
+      dims_hash: { ...textColumn(64, false), primary: true },
+      value_key: { ...textColumn(65, false), primary: true },
+      dims: jsonColumn(dialect),
+      value_text: textColumn(1000),
+      first_at: timeColumn(),
+      last_at: timeColumn(),
+    }),
+  });
+
+  return { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent, UsageUniqueValue };
 }

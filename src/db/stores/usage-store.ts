@@ -5,7 +5,9 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, UsageStore } from "../../billing/metering/usage-store.js";
+import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, StoredUniqueCount, UsageStore } from "../../billing/metering/usage-store.js";
+import { type LevelRead, type ValueMark, mergeMarks, valueMarksOf } from "../../billing/metering/unique.js";
+import { countStatement, markStatements, pairsStatement } from "./unique-sql.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
 import type { RejectedUsageEventRow } from "../entities/usage.js";
@@ -48,13 +50,21 @@ export async function upsertRollups(em: EntityManager, dialect: Dialect, contrib
 }
 
 /**
- * Adds the events already stored under a metric's event name to its totals, in the caller's
- * transaction, 5,000 events at a time; `grains` limits which totals (a migration adding one grain).
+ * Adds the events already stored under a metric's event name to its totals and, for a
+ * unique_count metric, its distinct values, in the caller's transaction, 5,000 events at a time;
+ * `parts` limits what is added (a migration adding one grain, or the distinct values' table).
  * `onPage` is told the events added so far after each page (progress of a long backfill).
  */
-export async function backfillTotals(em: EntityManager, dialect: Dialect, metric: PricingMetric, grains: readonly Grain[] = ["hour", "minute"], onPage?: (events: number) => void): Promise<void> {
+export async function backfillTotals(
+  em: EntityManager,
+  dialect: Dialect,
+  metric: PricingMetric,
+  parts: readonly (Grain | "values")[] = ["hour", "minute", "values"],
+  onPage?: (events: number) => void,
+): Promise<void> {
   let after = "0";
   let done = 0;
+  const values = parts.includes("values") && metric.aggregation.type === "unique_count";
   for (;;) {
     const rows: { seq: unknown; subject_id: string; occurred_at: unknown; idempotency_key: string; data: unknown }[] = await em.query(BACKFILL_PAGE_SQL, [
       metric.environmentId,
@@ -63,15 +73,15 @@ export async function backfillTotals(em: EntityManager, dialect: Dialect, metric
     ]);
     if (rows.length === 0) return;
     after = String(rows[rows.length - 1]?.seq);
-    const contributions = rows.flatMap((r) =>
-      contributionsOf([metric], r.subject_id, {
-        eventName: metric.eventName,
-        data: fromJsonText(r.data),
-        occurredAt: fromDbTime(r.occurred_at).getTime(),
-        idempotencyKey: r.idempotency_key,
-      }).filter((c) => grains.includes(c.grain)),
-    );
+    const contributions: Contribution[] = [];
+    const marks: ValueMark[] = [];
+    for (const r of rows) {
+      const e = { eventName: metric.eventName, data: fromJsonText<Record<string, string>>(r.data), occurredAt: fromDbTime(r.occurred_at).getTime(), idempotencyKey: r.idempotency_key };
+      for (const c of contributionsOf([metric], r.subject_id, e)) if (parts.includes(c.grain)) contributions.push(c);
+      if (values) marks.push(...valueMarksOf([metric], r.subject_id, e));
+    }
     await upsertRollups(em, dialect, mergeContributions(contributions));
+    for (const [sql, params] of markStatements(dialect, mergeMarks(marks))) await em.query(sql, [...params]);
     done += rows.length;
     onPage?.(done);
   }
@@ -178,14 +188,20 @@ export class SqlUsageStore implements UsageStore {
       // transaction's other long stretch of work for a large batch: let other requests in first.
       if (candidates.length >= LARGE_INGEST) await nextTurn();
       const accepted: Contribution[] = [];
+      const marks: ValueMark[] = [];
       for (const c of candidates) {
         const outcome = decision.classify(c, stored.get(c.event.idempotencyKey));
         outcomes.set(c.event, outcome);
-        if (outcome.status === "accepted") accepted.push(...c.contributions);
+        if (outcome.status === "accepted") {
+          accepted.push(...c.contributions);
+          if (c.marks.length > 0) marks.push(...c.marks);
+        }
       }
-      // Nothing reads the totals' answers: they go with the COMMIT.
+      // Nothing reads the totals' answers: they go with the COMMIT. The totals, then the distinct
+      // values, each sorted: every ingest takes their row locks in one order.
       const merged = mergeContributions(accepted);
       for (const st of mysql ? rollupStatementsInline(merged) : rollupStatements(this.sql.dialect, merged)) p.defer(st);
+      if (marks.length > 0) for (const st of markStatements(this.sql.dialect, mergeMarks(marks))) p.defer(st);
       // The environment's events accepted this hour (of arrival), last: every ingest transaction
       // of the environment takes this row's lock just before its COMMIT, so it waits on no other.
       const acceptedCount = candidates.reduce((n, c) => n + (outcomes.get(c.event)?.status === "accepted" ? 1 : 0), 0);
@@ -322,6 +338,23 @@ export class SqlUsageStore implements UsageStore {
       })),
       page,
     );
+  }
+
+  async uniqueCounts(metricId: string, subjectId: string, reads: readonly LevelRead[], byDims: boolean): Promise<StoredUniqueCount[]> {
+    const out: StoredUniqueCount[] = [];
+    // Up to 50 reads per statement (a summary's day buckets, for one): one round trip each.
+    for (let i = 0; i < reads.length; i += 50) {
+      const [sql, params] = countStatement(metricId, subjectId, reads.slice(i, i + 50), byDims);
+      const rows: { r: unknown; dims: unknown; n: unknown }[] = await this.sql.query(sql, [...params]);
+      for (const row of rows) out.push({ read: i + Number(row.r), dims: row.dims == null ? null : fromJsonText<Record<string, string>>(row.dims), count: Number(row.n) });
+    }
+    return out;
+  }
+
+  async uniquePairs(metricId: string, subjectId: string, read: LevelRead): Promise<{ dims: Record<string, string>; valueKey: string }[]> {
+    const [sql, params] = pairsStatement(metricId, subjectId, read);
+    const rows: { dims: unknown; value_key: string }[] = await this.sql.query(sql, [...params]);
+    return rows.map((r) => ({ dims: fromJsonText<Record<string, string>>(r.dims), valueKey: r.value_key }));
   }
 
   async rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]> {
