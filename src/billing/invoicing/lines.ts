@@ -2,30 +2,23 @@
  * Invoice lines (DESIGN §8), pure: fixed rates in advance, usage-based rates in arrears.
  * - fixed: quantity × price × multiplier; a package price charges whole packages (rounded up or
  *   down per the price);
- * - usage: billable = max(0, used − included units), priced flat or per package, × multiplier;
+ * - usage: billable = max(0, used − included units), priced flat, per package, by tiers or by a
+ *   percentage (tiers.ts), × multiplier;
  * - dimensional: usage per cell; included units are consumed first by the most expensive cells
  *   (ties in matrix order); usage of a combination without a cell is billed at zero and named;
  * - each line's amount is rounded once, half-up, to whole smallest units; lines with zero
  *   quantity are left out; the total is the sum of the rounded lines.
  */
 import type { MatrixCell, Price } from "../catalog/types.js";
-import { type Decimal, ZERO, dec, formatDecimal, roundAmount, sum } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, sum } from "../money.js";
+import { type Line, line } from "./line.js";
+import { percentageLines, tieredLines } from "./tiers.js";
 
-export interface Line {
-  description: string;
-  /** Units, or packages for a package price. */
-  quantity: Decimal;
-  /** Price per quantity unit, multiplier applied. */
-  unitAmount: Decimal;
-  /** Rounded to whole smallest units. */
-  amount: Decimal;
-  /** A dimensional line: the cell (or unpriced combination) it prices, stable across recomputations. */
-  cell?: string;
-}
+export { type Line, line };
 
-/** What a quantity costs at a price: the quantity shown on the line, and the unit amount. */
+/** What a quantity costs at a flat or package price: the quantity shown on the line, and the unit amount. */
 export function priced(price: Price, quantity: Decimal, multiplier: Decimal): { quantity: Decimal; unitAmount: Decimal } {
-  if (price.kind === "tiered" || price.kind === "percentage") throw new Error(`${price.kind} prices are not priced here yet`);
+  if (price.kind === "tiered" || price.kind === "percentage") throw new Error(`${price.kind} prices make several lines: see priceLines`);
   const unit = dec(price.amount.value).times(multiplier);
   if (price.kind === "flat") return { quantity, unitAmount: unit };
   const packages = quantity.div(dec(price.packageUnits));
@@ -33,35 +26,53 @@ export function priced(price: Price, quantity: Decimal, multiplier: Decimal): { 
   return { quantity: whole, unitAmount: unit };
 }
 
-export function line(description: string, quantity: Decimal, unitAmount: Decimal): Line {
-  return { description, quantity, unitAmount, amount: roundAmount(quantity.times(unitAmount)) };
-}
-
-/** A fixed rate's line for one cycle, or none for a zero quantity. */
-export function fixedLine(name: string, price: Price, quantity: Decimal, multiplier: Decimal): Line[] {
-  if (quantity.isZero()) return [];
+/**
+ * The lines of `quantity` (after included units) at any price. `label` names a dimensional cell
+ * (null for a simple rate); `units` is how a package is described ("units" for usage, "" for
+ * seats); `events` is the period's count of events (percentage prices only). Percentage prices
+ * are refused on fixed rates by validation: without events they charge only their percent.
+ */
+export function priceLines(name: string, label: string | null, price: Price, quantity: Decimal, multiplier: Decimal, units: string, events: Decimal = ZERO): Line[] {
+  if (quantity.isZero() && !(price.kind === "percentage" && events.gt(0))) return [];
+  if (price.kind === "tiered") return tieredLines(name, label, price, quantity, multiplier);
+  if (price.kind === "percentage") return percentageLines(name, label, price, quantity, events, multiplier);
   const p = priced(price, quantity, multiplier);
   if (p.quantity.isZero()) return [];
-  return [line(price.kind === "package" ? `${name} (${formatDecimal(p.quantity)} × ${price.packageUnits})` : name, p.quantity, p.unitAmount)];
+  const words = label ?? (price.kind === "package" ? `${formatDecimal(p.quantity)} × ${price.packageUnits}${units}` : null);
+  return [line(words === null ? name : `${name} (${words})`, p.quantity, p.unitAmount)];
 }
 
-/** A simple usage rate's line: billable = max(0, used − included). */
-export function simpleUsageLine(name: string, price: Price, used: Decimal, included: Decimal, multiplier: Decimal): Line[] {
-  const billable = Decimal0Max(used.minus(included));
-  if (billable.isZero()) return [];
-  const p = priced(price, billable, multiplier);
-  if (p.quantity.isZero()) return [];
-  return [line(price.kind === "package" ? `${name} (${formatDecimal(p.quantity)} × ${price.packageUnits} units)` : name, p.quantity, p.unitAmount)];
+/** A fixed rate's lines for one cycle (quantity × price × multiplier), or none for a zero quantity. */
+export function fixedLine(name: string, price: Price, quantity: Decimal, multiplier: Decimal): Line[] {
+  return priceLines(name, null, price, quantity, multiplier, "");
+}
+
+/** A simple usage rate's lines: billable = max(0, used − included); `events` for a percentage price's fee. */
+export function simpleUsageLine(name: string, price: Price, used: Decimal, included: Decimal, multiplier: Decimal, events: Decimal = ZERO): Line[] {
+  return priceLines(name, null, price, Decimal0Max(used.minus(included)), multiplier, " units", events);
 }
 
 function Decimal0Max(d: Decimal): Decimal {
   return d.isNegative() ? ZERO : d;
 }
 
-/** Price per single unit, to rank cells: a package's amount spread over its units. */
+/**
+ * Price per single unit, to rank cells for included units: a package's amount spread over its
+ * units; a tiered price's first tier's unit amount (the price of the first units, which are the
+ * ones included units cover); a percentage price's percent / 100 (per smallest unit of the sum;
+ * such rates have no included units, so this only orders them).
+ */
 function perUnit(p: Price): Decimal {
-  if (p.kind === "tiered" || p.kind === "percentage") throw new Error(`${p.kind} prices are not ranked here yet`);
-  return p.kind === "flat" ? dec(p.amount.value) : dec(p.amount.value).div(dec(p.packageUnits));
+  switch (p.kind) {
+    case "flat":
+      return dec(p.amount.value);
+    case "package":
+      return dec(p.amount.value).div(dec(p.packageUnits));
+    case "tiered":
+      return dec(p.tiers[0]?.unitAmount.value ?? "0");
+    case "percentage":
+      return dec(p.percent).div(100);
+  }
 }
 
 function describe(coordinates: Record<string, string>): string {
@@ -77,17 +88,22 @@ function describe(coordinates: Record<string, string>): string {
 export function dimensionalLines(
   name: string,
   cells: readonly MatrixCell[],
-  usage: readonly { coordinates: Record<string, string>; used: Decimal }[],
+  usage: readonly { coordinates: Record<string, string>; used: Decimal; events?: Decimal }[],
   included: Decimal,
   multiplier: Decimal,
   keyOf: (coordinates: Record<string, string>) => string,
 ): Line[] {
   // Per combination: its coordinates, what was used, and whether any of it was non-zero.
-  const usedByKey = new Map<string, { coordinates: Record<string, string>; used: Decimal; nonZero: boolean }>();
+  const usedByKey = new Map<string, { coordinates: Record<string, string>; used: Decimal; events: Decimal; nonZero: boolean }>();
   for (const u of usage) {
     const k = keyOf(u.coordinates);
     const prev = usedByKey.get(k);
-    usedByKey.set(k, { coordinates: prev?.coordinates ?? u.coordinates, used: (prev?.used ?? ZERO).plus(u.used), nonZero: (prev?.nonZero ?? false) || !u.used.isZero() });
+    usedByKey.set(k, {
+      coordinates: prev?.coordinates ?? u.coordinates,
+      used: (prev?.used ?? ZERO).plus(u.used),
+      events: (prev?.events ?? ZERO).plus(u.events ?? ZERO),
+      nonZero: (prev?.nonZero ?? false) || !u.used.isZero(),
+    });
   }
   const cellKeys = new Set(cells.map((c) => keyOf(c.coordinates)));
   // Included units go first to the most expensive cells (a stable sort keeps matrix order on ties).
@@ -102,11 +118,10 @@ export function dimensionalLines(
   }
   const out: Line[] = [];
   cells.forEach((cell, i) => {
-    const b = billable.get(i) ?? ZERO;
-    if (b.isZero()) return;
-    const p = priced(cell.price, b, multiplier);
-    if (p.quantity.isZero()) return;
-    out.push({ ...line(`${name} (${describe(cell.coordinates)})`, p.quantity, p.unitAmount), cell: keyOf(cell.coordinates) });
+    const k = keyOf(cell.coordinates);
+    const lines = priceLines(name, describe(cell.coordinates), cell.price, billable.get(i) ?? ZERO, multiplier, " units", usedByKey.get(k)?.events ?? ZERO);
+    // A flat or package cell keeps its one line's key; tier and percentage lines add their part.
+    for (const l of lines) out.push({ ...l, cell: l.cell === undefined ? k : `${k}|${l.cell}` });
   });
   // Usage of a combination that has no cell: billed at zero, and named.
   const unpriced = [...usedByKey].filter(([k, u]) => !cellKeys.has(k) && u.nonZero).sort(([a], [b]) => (a < b ? -1 : 1));

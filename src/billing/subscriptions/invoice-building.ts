@@ -9,6 +9,7 @@ import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { AlreadyExistsError, FailedPreconditionError } from "../errors.js";
 import { newInvoiceEvents } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
+import { type Cycle, assumedCycle, limitLine, windowShare } from "../invoicing/limits.js";
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
@@ -56,6 +57,15 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
   return m === undefined ? ONE : dec(m);
 }
 
+/** What usage is priced for: the subject, the multipliers, and (when known) the current period, which usage windows lie in. */
+type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd">>;
+
+/** A usage window with the cycle it lies in (Dates when made, ISO text when read back from JSON). */
+type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string };
+
+/** A minimum or maximum amount as a decimal, or null. */
+const money = (m: { value: string } | null): Decimal | null => (m === null ? null : dec(m.value));
+
 /** What the engine reads of usage: a metric's value for a subject over [from, to), grouped by dimensions. */
 export type UsageMeter = Pick<SummaryService, "measure">;
 
@@ -76,42 +86,54 @@ export class InvoiceBuilder {
     return fixedBillLines(fixed.flatMap((r) => fixedLine(r.name, r.price, dec(s.fixedRateQuantities[r.code] ?? "0"), multiplierOf(s, r.code))));
   }
 
-  /** Usage of [from, to) priced by the card's usage-based rates, in arrears. */
-  async usageLines(card: RateCard, s: Pick<Subscription, "subjectId" | "fixedRateQuantities" | "rateMultipliers">, from: Date, to: Date): Promise<BillLine[]> {
-    return this.usageLinesOf(card, (await this.reads.rates(card, s.fixedRateQuantities)).usage, s, from, to);
+  /** Usage of [from, to) priced by the card's usage-based rates, in arrears (see usageLinesOf). */
+  async usageLines(card: RateCard, s: UsageTerms & Pick<Subscription, "fixedRateQuantities">, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
+    return this.usageLinesOf(card, (await this.reads.rates(card, s.fixedRateQuantities)).usage, s, from, to, cycle);
   }
 
-  /** Usage of [from, to) priced by rates already looked up (see BillingReads.rates). */
-  async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: Pick<Subscription, "subjectId" | "rateMultipliers">, from: Date, to: Date): Promise<BillLine[]> {
+  /**
+   * Usage of [from, to) priced by rates already looked up (see BillingReads.rates): per rate its
+   * lines (kind "usage"), then its minimum or maximum line (kinds "minimum", "maximum"; see
+   * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
+   * current period, which every usage window lies in when it is billed.
+   */
+  async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
+    const within = cycle ?? (s.periodStart && s.periodEnd ? { start: s.periodStart, end: s.periodEnd } : assumedCycle(from, card.billingInterval));
+    const share = windowShare(from, to, within);
     const out: BillLine[] = [];
-    const keyed = (code: string, lines: Line[]): BillLine[] => lines.map((l) => ({ ...l, kind: "usage", key: `${code}|${l.cell ?? ""}`, windowInvoiceId: null }));
     for (const rate of usage) {
-      const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
-      const included = dec(rate.includedUnits);
-      const m = multiplierOf(s, rate.code);
-      if (rate.type === "simple") {
-        const [measured] = await this.usage.measure(metric, s.subjectId, from, to, []);
-        out.push(...keyed(rate.code, simpleUsageLine(rate.name, rate.price, measured?.value ?? ZERO, included, m)));
-      } else {
-        const keys = rate.dimensions.map((d) => d.key);
-        const measured = await this.usage.measure(metric, s.subjectId, from, to, keys);
-        out.push(
-          ...keyed(
-            rate.code,
-            dimensionalLines(
-              rate.name,
-              rate.cells,
-              measured.map((x) => ({ coordinates: x.coordinates, used: x.value })),
-              included,
-              m,
-              coordinatesKey,
-            ),
-          ),
-        );
-      }
+      const lines: BillLine[] = (await this.rateLines(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, to)).map((l) => ({
+        ...l,
+        kind: "usage",
+        key: `${rate.code}|${l.cell ?? ""}`,
+        windowInvoiceId: null,
+      }));
+      out.push(...lines);
+      const limit = limitLine(rate.name, total(lines), money(rate.minimumAmount), money(rate.maximumAmount), share);
+      if (limit) out.push({ ...limit.line, kind: limit.kind, key: `${rate.code}|${limit.line.cell}`, windowInvoiceId: null });
     }
     return out;
+  }
+
+  /**
+   * One usage rate's lines for [from, to). A percentage price also needs the period's count of
+   * events: the same meter with a count aggregation of the same metric, as a summary's count
+   * would be (only measured when a price of the rate is a percentage).
+   */
+  private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
+    const included = dec(rate.includedUnits);
+    const m = multiplierOf(s, rate.code);
+    const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
+    const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
+    const measured = await this.usage.measure(metric, s.subjectId, from, to, keys);
+    const counted = prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, s.subjectId, from, to, keys) : [];
+    if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, measured[0]?.value ?? ZERO, included, m, counted[0]?.value ?? ZERO);
+    const events = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
+    const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: events.get(coordinatesKey(x.coordinates)) ?? ZERO }));
+    // Combinations with events but no value (a sum of 0) still pay their fee per event.
+    for (const x of counted) if (!measured.some((y) => coordinatesKey(y.coordinates) === coordinatesKey(x.coordinates))) used.push({ coordinates: x.coordinates, used: ZERO, events: x.value });
+    return dimensionalLines(rate.name, rate.cells, used, included, m, coordinatesKey);
   }
 
   /** Used units per usage-based rate for [from, to) (dimensional: the total over every cell). */
@@ -176,16 +198,26 @@ export class InvoiceBuilder {
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     if ((await this.reads.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
     const grace = await this.reads.graceSeconds(s.environmentId);
-    return {
-      window: { from, to, rateCardId: s.rateCardId, fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers },
-      finalizesAt: grace > 0 ? new Date(at.getTime() + grace * 1000) : null,
+    // The cycle the window lies in goes with it, so a recomputation prorates minimums and maximums alike.
+    const window: CycledWindow = {
+      from,
+      to,
+      rateCardId: s.rateCardId,
+      fixedRateQuantities: s.fixedRateQuantities,
+      rateMultipliers: s.rateMultipliers,
+      cycleStart: s.periodStart,
+      cycleEnd: s.periodEnd,
     };
+    return { window, finalizesAt: grace > 0 ? new Date(at.getTime() + grace * 1000) : null };
   }
 
   /** A window's usage lines as they are now, from the committed usage. */
   async windowLines(environmentId: string, subjectId: string, w: UsageWindow): Promise<BillLine[]> {
     const card = await this.reads.card(environmentId, w.rateCardId);
-    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers }, w.from, w.to);
+    const { cycleStart, cycleEnd } = w as CycledWindow;
+    // A window stored without its cycle (billed before cycles were kept): assumedCycle.
+    const cycle = cycleStart && cycleEnd ? { start: new Date(cycleStart), end: new Date(cycleEnd) } : null;
+    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers }, w.from, w.to, cycle);
   }
 
   /**
