@@ -73,6 +73,50 @@ for (const store of STORES) {
     t.regex(page, new RegExp(`${m} calls calls sum of n`), "a metric that is not archived is not marked");
   });
 
+  test(`${store}: the catalog page shows a tiered price as a table, a percentage price with its fee per event, and a rate's minimum and maximum`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const calls = await s.metric(undefined, [], "calls");
+    const payments = await s.metric({ aggregation_type: "sum", value_field: "amount" }, [], "payment");
+    const tier = (up_to: string | null, unit: string | number, flat?: number) => ({
+      up_to,
+      unit_amount: { currency_code: "KWD", value: unit },
+      flat_amount: flat === undefined ? null : { currency_code: "KWD", value: flat },
+    });
+    await s.card({
+      name: "Tiers",
+      fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "tiered", tiers_mode: "volume", tiers: [tier("5", 10000), tier(null, 8000, 2500)] } }],
+      usage_based_rates: [
+        {
+          usage_based_rate_type: "simple",
+          code: "api",
+          name: "API calls",
+          pricing_metric_id: calls,
+          included_units: 0,
+          price: { price_type: "tiered", tiers_mode: "graduated", tiers: [tier("1000", 2, 500), tier(null, "1.5")] },
+          minimum_amount: { currency_code: "KWD", value: 5000 },
+          maximum_amount: { currency_code: "KWD", value: 250000 },
+        },
+        {
+          usage_based_rate_type: "simple",
+          code: "fees",
+          name: "Fees",
+          pricing_metric_id: payments,
+          included_units: 0,
+          price: { price_type: "percentage", percent: "2.9", fixed_amount_per_event: { currency_code: "KWD", value: 100 } },
+        },
+      ],
+    });
+    const html = await (await dashboard(server, s.key))("/dashboard/catalog");
+    t.is(html.match(/<table class="tiers">/g)?.length, 2, "one table per tiered price");
+    const page = text(html);
+    t.regex(page, /Seats fixed, in advance Volume: every unit at the price of the tier the total reaches \(volume\) Up to Per unit Flat fee 5 KWD 10\.000 — and above KWD 8\.000 KWD 2\.500 /);
+    t.regex(
+      page,
+      /API calls usage \(simple\), in arrears Graduated: each unit at the price of the tier it falls in \(graduated\) Up to Per unit Flat fee 1000 KWD 0\.002 KWD 0\.500 and above KWD 0\.0015 — Minimum KWD 5\.000 per period Maximum KWD 250\.000 per period 0 /,
+    );
+    t.regex(page, /Fees usage \(simple\), in arrears 2\.9% \+ KWD 0\.100 per event 0/);
+  });
+
   test(`${store}: the dashboard's invoice page and the hosted invoice write a KWD invoice with three decimals and a JPY one in whole yen`, async (t) => {
     for (const [currency, unit, expected] of [
       ["KWD", 1250, /Seats 2 KWD 1\.250 KWD 2\.500/],
