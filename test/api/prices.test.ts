@@ -1,0 +1,197 @@
+/**
+ * Tiered and percentage prices, minimum and maximum per period, ISO 4217 codes (DESIGN §13) end
+ * to end, on MariaDB and SQLite: cards with every new price made over REST and read back (REST,
+ * gRPC and Connect agree; absent fields are null, a price without tiers has `[]`), bad input as
+ * 400s naming the full path that write nothing, and invoices on test clocks. Amounts in cents.
+ * Scenarios start on 2026-01-15: the first period is Jan 15 → Feb 15 (31 days).
+ */
+import { type DescMessage, type JsonObject, type MessageShape, toJson } from "@bufbuild/protobuf";
+import test from "ava";
+import { RateCardService } from "../../src/gen/billing/v1/rate_card_service_pb.js";
+import { withNulls } from "../../src/rpc/json-out.js";
+import { ok, rest, rpcClient, violatedFields } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const J = { useProtoFieldName: true, alwaysEmitImplicit: true } as const;
+const asServed = <D extends DescMessage>(desc: D, message: MessageShape<D>) => withNulls(desc, toJson(desc, message, J) as JsonObject);
+
+const money = (value: string | number, currency = "USD") => ({ currency_code: currency, value });
+const tier = (upTo: string | number | null, unit: string | number, flat?: string | number) => ({ up_to: upTo, unit_amount: money(unit), ...(flat === undefined ? {} : { flat_amount: money(flat) }) });
+const tiered = (mode: string, ...tiers: Json[]) => ({ price_type: "tiered", tiers_mode: mode, tiers });
+const percentage = (percent: string | number, fee?: number) => ({ price_type: "percentage", percent, ...(fee === undefined ? {} : { fixed_amount_per_event: money(fee) }) });
+const usage = (metric: string, price: Json, over: Json = {}) => ({ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: metric, included_units: 0, price, ...over });
+
+/** A price as served: every field present, null when absent, tiers `[]` when none. */
+const served = (p: Json) => ({ price_type: null, amount: null, package_units: null, rounding_behavior: null, tiers_mode: null, tiers: [], percent: null, fixed_amount_per_event: null, ...p });
+const servedTier = (upTo: string | null, unit: string, flat: string | null = null) => ({ up_to: upTo, unit_amount: money(unit), flat_amount: flat === null ? null : money(flat) });
+
+/** An invoice's lines as [kind, description, quantity, unit, amount]. */
+const lines = (inv: Json) => (inv.line_items as Json[]).map((l) => [l.kind, l.description, String(l.quantity), l.price_in_unit_amount.value, l.amount.value]);
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: every new price reads back over REST, gRPC and Connect, exactly`, async (t) => {
+    const key = await server.freshKey();
+    const sum = await ok(server, key, "POST", "/pricing-metrics", {
+      event_name: "sales",
+      name: "Sales",
+      unit: "cent",
+      dimensions: ["region"],
+      aggregation: { aggregation_type: "sum", value_field: "n" },
+    });
+    const body = {
+      billing_interval: "monthly",
+      name: "Tiers",
+      fixed_rates: [
+        { code: "seats", name: "Seats", price: tiered("graduated", tier(5, 1000), tier(null, "800.5", 2000)) },
+        { code: "base", name: "Base", price: { price_type: "flat", amount: money(100) } },
+      ],
+      usage_based_rates: [
+        usage(sum.id, tiered("volume", tier("1000.5", 3), tier(null, 2)), { minimum_amount: money(500), maximum_amount: money("100000") }),
+        usage(sum.id, percentage("2.9", 30), { code: "fees", name: "Fees" }),
+        {
+          usage_based_rate_type: "dimensional",
+          code: "regional",
+          name: "Regional",
+          pricing_metric_id: sum.id,
+          included_units: 0,
+          dimensions: [{ key: "region", values: ["eu", "us"] }],
+          pricing_matrix: {
+            cells: [
+              { dimension_coordinates: { region: "eu" }, price: tiered("graduated", tier(10, 5), tier(null, 4)) },
+              { dimension_coordinates: { region: "us" }, price: percentage(1.5) },
+            ],
+          },
+        },
+      ],
+    };
+    const card = await ok(server, key, "POST", "/rate-cards", body);
+    const [seats, base] = card.fixed_rates;
+    t.deepEqual(seats.price, served({ price_type: "tiered", tiers_mode: "graduated", tiers: [servedTier("5", "1000"), servedTier(null, "800.5", "2000")] }));
+    t.deepEqual(base.price, served({ price_type: "flat", amount: money("100") }), "a flat price: the new fields null, tiers []");
+    const [api, fees, regional] = card.usage_based_rates;
+    t.deepEqual(api.price, served({ price_type: "tiered", tiers_mode: "volume", tiers: [servedTier("1000.5", "3"), servedTier(null, "2")] }));
+    t.deepEqual([api.minimum_amount, api.maximum_amount], [money("500"), money("100000")]);
+    t.deepEqual(fees.price, served({ price_type: "percentage", percent: "2.9", fixed_amount_per_event: money("30") }));
+    t.deepEqual([fees.minimum_amount, fees.maximum_amount], [null, null]);
+    t.deepEqual(
+      regional.pricing_matrix.cells.map((c: Json) => c.price),
+      [
+        served({ price_type: "tiered", tiers_mode: "graduated", tiers: [servedTier("10", "5"), servedTier(null, "4")] }),
+        // No fee: the percentage takes the card's currency from its other prices.
+        served({ price_type: "percentage", percent: "1.5" }),
+      ],
+    );
+    t.deepEqual(await ok(server, key, "GET", `/rate-cards/${card.id}`), card);
+    for (const protocol of ["grpc", "connect"] as const) {
+      const got = await rpcClient(RateCardService, server.url, protocol, key).getRateCard({ rateCardId: card.id });
+      t.deepEqual(asServed(RateCardService.method.getRateCard.output, got), { rate_card: card }, protocol);
+    }
+  });
+
+  test(`${store}: bad prices are 400s naming the full path, and write nothing`, async (t) => {
+    const key = await server.freshKey();
+    const sum = await ok(server, key, "POST", "/pricing-metrics", { event_name: "sales", name: "Sales", unit: "cent", aggregation: { aggregation_type: "sum", value_field: "n" } });
+    const count = await ok(server, key, "POST", "/pricing-metrics", { event_name: "calls", name: "Calls", unit: "call", aggregation: { aggregation_type: "count" } });
+    const cases: [string, Json, string[]][] = [
+      ["XYZ", { fixed_rates: [{ code: "s", name: "S", price: { price_type: "flat", amount: money(1, "XYZ") } }] }, ["fixed_rates[0].price.amount.currency_code"]],
+      ["tiers not increasing", { usage_based_rates: [usage(sum.id, tiered("graduated", tier(10, 1), tier(20, 1), tier(15, 1), tier(null, 1)))] }, ["usage_based_rates[0].price.tiers[2].up_to"]],
+      ["the last up_to set", { usage_based_rates: [usage(sum.id, tiered("volume", tier(10, 1), tier(20, 1)))] }, ["usage_based_rates[0].price.tiers[1].up_to"]],
+      ["no tiers_mode", { usage_based_rates: [usage(sum.id, { price_type: "tiered", tiers: [tier(null, 1)] })] }, ["usage_based_rates[0].price.tiers_mode"]],
+      ["tiers on a flat price", { fixed_rates: [{ code: "s", name: "S", price: { price_type: "flat", amount: money(1), tiers: [tier(null, 1)] } }] }, ["fixed_rates[0].price.tiers"]],
+      ["percentage on a fixed rate", { fixed_rates: [{ code: "s", name: "S", price: percentage(2, 1) }] }, ["fixed_rates[0].price.price_type"]],
+      ["percentage on a count metric", { usage_based_rates: [usage(count.id, percentage(2, 1))] }, ["usage_based_rates[0].price.price_type"]],
+      ["percentage with included units", { usage_based_rates: [usage(sum.id, percentage(2, 1), { included_units: 10 })] }, ["usage_based_rates[0].included_units"]],
+      ["percentage over 100", { usage_based_rates: [usage(sum.id, percentage("100.01", 1))] }, ["usage_based_rates[0].price.percent"]],
+      ["no currency anywhere", { usage_based_rates: [usage(sum.id, percentage(2))] }, ["usage_based_rates[0].price.fixed_amount_per_event"]],
+      [
+        "maximum below minimum",
+        { usage_based_rates: [usage(sum.id, tiered("volume", tier(null, 1)), { minimum_amount: money(10), maximum_amount: money(9) })] },
+        ["usage_based_rates[0].maximum_amount"],
+      ],
+      [
+        "a minimum in EUR on a USD card",
+        { usage_based_rates: [usage(sum.id, tiered("volume", tier(null, 1)), { minimum_amount: money(10, "EUR") })] },
+        ["usage_based_rates[0].minimum_amount.currency_code"],
+      ],
+    ];
+    for (const [title, over, fields] of cases) {
+      const r = await rest(server.url, "POST", "/rate-cards", key, { billing_interval: "monthly", name: "Bad", ...over });
+      t.is(r.status, 400, title);
+      t.deepEqual(violatedFields(r.body), fields, title);
+    }
+    t.deepEqual((await ok(server, key, "GET", "/rate-cards")).rate_cards, []);
+  });
+
+  test(`${store}: invoices: graduated seats in advance, volume usage with a maximum, percentage with a fee`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const sales = await s.metric();
+    const calls = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "calls");
+    const card = await s.card({
+      fixed_rates: [{ code: "seats", name: "Seats", price: tiered("graduated", tier(5, 1000), tier(null, 800, 2000)) }],
+      usage_based_rates: [
+        usage(calls, tiered("volume", tier(1000, 3), tier(null, 2, 500)), { included_units: 100, maximum_amount: money(4000) }),
+        usage(sales, percentage("2.9", 30), { code: "fees", name: "Card fees" }),
+      ],
+    });
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 12 } });
+    await s.events(
+      [
+        ["2026-01-20T00:00:00Z", "600"],
+        ["2026-01-21T00:00:00Z", "1500"],
+      ],
+      "calls",
+    );
+    await s.events([
+      ["2026-01-20T00:00:00Z", "10000"],
+      ["2026-01-22T00:00:00Z", "2345"],
+      ["2026-01-23T00:00:00Z", "0"],
+    ]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const [first, second] = await s.invoices();
+    // 12 seats: 5 × 1,000 + 7 × 800 + 2,000 = 12,600
+    t.deepEqual(lines(first), [
+      ["fixed", "Seats (tier 1: 1 – 5)", "5", "1000", "5000"],
+      ["fixed", "Seats (tier 2: 6 and above)", "7", "800", "5600"],
+      ["fixed", "Seats (tier 2: flat fee)", "1", "2000", "2000"],
+    ]);
+    t.is(first.total_amount.value, "12600");
+    t.deepEqual(lines(second), [
+      ...lines(first),
+      // 2,100 calls − 100 included = 2,000 reach tier 2: 2,000 × 2 = 4,000 + 500 = 4,500, capped at 4,000: − 500
+      ["usage", "API calls (tier 2: 1,001 and above)", "2000", "2", "4000"],
+      ["usage", "API calls (tier 2: flat fee)", "1", "500", "500"],
+      ["maximum", "API calls (maximum per period)", "1", "-500", "-500"],
+      // 2.9% of 12,345 = 358.005 → 358; 3 events × 30 = 90 (the event of 0 counts)
+      ["usage", "Card fees (2.9% of 12,345)", "12345", "0.029", "358"],
+      ["usage", "Card fees (fee per event)", "3", "30", "90"],
+    ]);
+    // 12,600 + 4,000 + 358 + 90
+    t.is(second.total_amount.value, "17048");
+  });
+
+  test(`${store}: invoices: a minimum with no usage, and prorated when a cancellation ends the window`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({ usage_based_rates: [usage(m, tiered("graduated", tier(100, 2), tier(null, 1)), { minimum_amount: money(3100), maximum_amount: money(1000000) })] });
+    await s.subscribe({ rate_card_id: card });
+    await s.advance("2026-02-15T00:00:00Z");
+    await s.events([["2026-02-16T00:00:00Z", "150"]]);
+    await s.advance("2026-02-22T00:00:00Z");
+    await s.call("POST", `/subscriptions/${(await s.subscriptions())[0].id}/cancel`, {});
+    const invoices = await s.invoices();
+    // No usage in Jan 15 → Feb 15: the whole minimum, 3,100.
+    t.deepEqual(lines(invoices[0]), [["minimum", "API calls (minimum per period)", "1", "3100", "3100"]]);
+    // Feb 15 → Feb 22 is 7 of 28 days: minimum 3,100 × 0.25 = 775; usage 100 × 2 + 50 × 1 = 250; + 525.
+    t.deepEqual(lines(invoices[1]), [
+      ["usage", "API calls (tier 1: 1 – 100)", "100", "2", "200"],
+      ["usage", "API calls (tier 2: 101 and above)", "50", "1", "50"],
+      ["minimum", "API calls (minimum per period, prorated)", "1", "525", "525"],
+    ]);
+    t.is(invoices[1].total_amount.value, "775");
+  });
+}
