@@ -18,7 +18,7 @@
 import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { dailyValues, descriptions, fixedRate, flat, graduated, hostedPage, money, patch, percentage, priced, tier, usageAndBilled, usageRate, volume } from "../helpers/price-bodies.js";
+import { dailyValues, descriptions, EXACT, fixedRate, flat, graduated, hostedPage, money, patch, percentage, priced, tier, usageAndBilled, usageRate, volume } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -48,7 +48,7 @@ const tieredUsage: Case[] = [
       await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, graduated(tier(1000, 2), tier(null, 1)))] }) });
       await s.events([["2026-01-20T00:00:00Z", "1500"]]);
       await s.advance(FEB);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
     },
     // tier 1: 1,000 × 2 = 2,000; tier 2: 500 × 1 = 500; total 2,500. Billed 1,000 + 500 = 1,500 = used.
     [
@@ -57,8 +57,8 @@ const tieredUsage: Case[] = [
           "open",
           "2500",
           [
-            ["API calls", "usage", "1000", "2", "2000"],
-            ["API calls", "usage", "500", "1", "500"],
+            ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"],
+            ["API calls (tier 2: 1,001 and above)", "usage", "500", "1", "500"],
           ],
         ],
       ],
@@ -76,19 +76,19 @@ const tieredUsage: Case[] = [
         ["2026-04-20T00:00:00Z", "5001"],
       ]);
       await s.advance(MAY);
-      return [await priced(s), await usageAndBilled(s, m, APR, MAY, byName("API calls"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, APR, MAY, byName("API calls"))];
     },
     [
       [
         // 1,000 = up_to of tier 1: 1,000 × 2 = 2,000, tier 2 untouched.
-        ["open", "2000", [["API calls", "usage", "1000", "2", "2000"]]],
+        ["open", "2000", [["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"]]],
         // 1,001: 1,000 × 2 = 2,000; 1 × 1 = 1; total 2,001.
         [
           "open",
           "2001",
           [
-            ["API calls", "usage", "1000", "2", "2000"],
-            ["API calls", "usage", "1", "1", "1"],
+            ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"],
+            ["API calls (tier 2: 1,001 – 5,000)", "usage", "1", "1", "1"],
           ],
         ],
         // 0: no tier touched, no line.
@@ -98,9 +98,9 @@ const tieredUsage: Case[] = [
           "open",
           "6001",
           [
-            ["API calls", "usage", "1000", "2", "2000"],
-            ["API calls", "usage", "4000", "1", "4000"],
-            ["API calls", "usage", "1", "0.5", "1"],
+            ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"],
+            ["API calls (tier 2: 1,001 – 5,000)", "usage", "4000", "1", "4000"],
+            ["API calls (tier 3: 5,001 and above)", "usage", "1", "0.5", "1"],
           ],
         ],
       ],
@@ -119,18 +119,18 @@ const tieredUsage: Case[] = [
         ["2026-04-20T00:00:00Z", "5001"],
       ]);
       await s.advance(MAY);
-      return [await priced(s), await usageAndBilled(s, m, FEB, MAR, byName("API calls"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, FEB, MAR, byName("API calls"))];
     },
     [
       [
         // 1,000 reaches tier 1 only: 1,000 × 2 = 2,000.
-        ["open", "2000", [["API calls", "usage", "1000", "2", "2000"]]],
+        ["open", "2000", [["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"]]],
         // 1,001 reaches tier 2: 1,001 × 1 = 1,001 (cheaper than 1,000 units: that is volume pricing).
-        ["open", "1001", [["API calls", "usage", "1001", "1", "1001"]]],
+        ["open", "1001", [["API calls (tier 2: 1,001 – 5,000)", "usage", "1001", "1", "1001"]]],
         // 0: no tier.
         ["paid", "0", []],
         // 5,001 reaches tier 3: 5,001 × 0.5 = 2,500.5 → 2,501 (half-up).
-        ["open", "2501", [["API calls", "usage", "5001", "0.5", "2501"]]],
+        ["open", "2501", [["API calls (tier 3: 5,001 and above)", "usage", "5001", "0.5", "2501"]]],
       ],
       ["1001", "1001"],
     ],
@@ -145,15 +145,31 @@ const tieredUsage: Case[] = [
         ["2026-02-20T00:00:00Z", "100"],
       ]);
       await s.advance(APR);
-      return (await priced(s)).map(([st, total, lines]) => [st, total, sumAmounts(lines)]);
+      return priced(s, EXACT);
     },
     [
       // 150: tier 1 100 × 0 = 0 + flat 500; tier 2 50 × 3 = 150 + flat 1,000; total 1,650.
-      ["open", "1650", "1650"],
+      [
+        "open",
+        "1650",
+        [
+          ["API calls (tier 1: 1 – 100)", "usage", "100", "0", "0"],
+          ["API calls (tier 1: flat fee)", "usage", "1", "500", "500"],
+          ["API calls (tier 2: 101 and above)", "usage", "50", "3", "150"],
+          ["API calls (tier 2: flat fee)", "usage", "1", "1000", "1000"],
+        ],
+      ],
       // 100 = up_to of tier 1: 100 × 0 + flat 500 = 500; tier 2 untouched (no flat 1,000).
-      ["open", "500", "500"],
+      [
+        "open",
+        "500",
+        [
+          ["API calls (tier 1: 1 – 100)", "usage", "100", "0", "0"],
+          ["API calls (tier 1: flat fee)", "usage", "1", "500", "500"],
+        ],
+      ],
       // 0: no tier touched, so no flat fee either.
-      ["paid", "0", "0"],
+      ["paid", "0", []],
     ],
   ],
   [
@@ -166,14 +182,28 @@ const tieredUsage: Case[] = [
         ["2026-02-20T00:00:00Z", "100"],
       ]);
       await s.advance(APR);
-      return (await priced(s)).map(([st, total, lines]) => [st, total, sumAmounts(lines)]);
+      return priced(s, EXACT);
     },
     [
       // 150 reaches tier 2: 150 × 3 = 450 + flat 1,000 = 1,450 (tier 1's flat 500 not charged).
-      ["open", "1450", "1450"],
+      [
+        "open",
+        "1450",
+        [
+          ["API calls (tier 2: 101 and above)", "usage", "150", "3", "450"],
+          ["API calls (tier 2: flat fee)", "usage", "1", "1000", "1000"],
+        ],
+      ],
       // 100 reaches tier 1: 100 × 2 = 200 + flat 500 = 700.
-      ["open", "700", "700"],
-      ["paid", "0", "0"],
+      [
+        "open",
+        "700",
+        [
+          ["API calls (tier 1: 1 – 100)", "usage", "100", "2", "200"],
+          ["API calls (tier 1: flat fee)", "usage", "1", "500", "500"],
+        ],
+      ],
+      ["paid", "0", []],
     ],
   ],
   [
@@ -203,7 +233,7 @@ const tieredUsage: Case[] = [
         ["2026-01-21T00:00:00Z", "12", { region: "us" }],
       ]);
       await s.advance(FEB);
-      return [await priced(s, ["CPU (region=eu", "CPU (region=us"]), await usageAndBilled(s, m, JAN, FEB, byName("CPU"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("CPU"))];
     },
     [
       [
@@ -212,9 +242,9 @@ const tieredUsage: Case[] = [
           // eu graduated 15: 10 × 2 = 20; 5 × 1 = 5. us volume 12 reaches tier 2: 12 × 2 = 24. Total 49.
           "49",
           [
-            ["CPU (region=eu", "usage", "10", "2", "20"],
-            ["CPU (region=eu", "usage", "5", "1", "5"],
-            ["CPU (region=us", "usage", "12", "2", "24"],
+            ["CPU (region=eu, tier 1: 1 – 10)", "usage", "10", "2", "20"],
+            ["CPU (region=eu, tier 2: 11 and above)", "usage", "5", "1", "5"],
+            ["CPU (region=us, tier 2: 11 and above)", "usage", "12", "2", "24"],
           ],
         ],
       ],
@@ -229,7 +259,7 @@ const tieredUsage: Case[] = [
       await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, graduated(tier(1000, 2), tier(null, 1)), { included: 100 })] }) });
       await s.events([["2026-01-20T00:00:00Z", "1500"]]);
       await s.advance(FEB);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "100")];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "100")];
     },
     // 1,500 − 100 included = 1,400 billable: tier 1 1,000 × 2 = 2,000; tier 2 400 × 1 = 400; total 2,400.
     [
@@ -238,8 +268,8 @@ const tieredUsage: Case[] = [
           "open",
           "2400",
           [
-            ["API calls", "usage", "1000", "2", "2000"],
-            ["API calls", "usage", "400", "1", "400"],
+            ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"],
+            ["API calls (tier 2: 1,001 and above)", "usage", "400", "1", "400"],
           ],
         ],
       ],
@@ -257,12 +287,12 @@ const tieredUsage: Case[] = [
         ["2026-02-20T00:00:00Z", "900"],
       ]);
       await s.advance(MAR);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "1200"), await usageAndBilled(s, m, FEB, MAR, byName("API calls"), "1200")];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "1200"), await usageAndBilled(s, m, FEB, MAR, byName("API calls"), "1200")];
     },
     [
       [
         // 1,500 − 1,200 = 300 left, all in tier 1 (units 1…1,000 of what is left): 300 × 2 = 600.
-        ["open", "600", [["API calls", "usage", "300", "2", "600"]]],
+        ["open", "600", [["API calls (tier 1: 1 – 1,000)", "usage", "300", "2", "600"]]],
         // 900 < 1,200 included: nothing billed.
         ["paid", "0", []],
       ],
@@ -279,10 +309,10 @@ const tieredUsage: Case[] = [
       await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, volume(tier(1000, 2), tier(null, 1)), { included: 100 })] }) });
       await s.events([["2026-01-20T00:00:00Z", "1050"]]);
       await s.advance(FEB);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "100")];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"), "100")];
     },
     // 1,050 − 100 = 950 left reaches tier 1 only: 950 × 2 = 1,900.
-    [[["open", "1900", [["API calls", "usage", "950", "2", "1900"]]]], ["1050", "1050"]],
+    [[["open", "1900", [["API calls (tier 1: 1 – 1,000)", "usage", "950", "2", "1900"]]]], ["1050", "1050"]],
   ],
   [
     "a multiplier scales a tiered rate's unit and flat amounts",
@@ -292,17 +322,18 @@ const tieredUsage: Case[] = [
       await s.subscribe({ rate_card_id: card, rate_price_multipliers: { api: "0.5" } });
       await s.events([["2026-01-20T00:00:00Z", "1500"]]);
       await s.advance(FEB);
-      const [[st, total, lines]] = (await priced(s)) as [[string, string, Json[]]];
-      return [st, total, sumAmounts(lines), lines.filter((l) => l[3] !== "200").map((l) => l.slice(2))];
+      return priced(s, EXACT);
     },
     // × 0.5: tier 1 1,000 × 1 = 1,000; tier 2 500 × 0.5 = 250 + flat 400 × 0.5 = 200; total 1,450.
     [
-      "open",
-      "1450",
-      "1450",
       [
-        ["1000", "1", "1000"],
-        ["500", "0.5", "250"],
+        "open",
+        "1450",
+        [
+          ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "1", "1000"],
+          ["API calls (tier 2: 1,001 and above)", "usage", "500", "0.5", "250"],
+          ["API calls (tier 2: flat fee)", "usage", "1", "200", "200"],
+        ],
       ],
     ],
   ],
@@ -315,7 +346,7 @@ const tieredSeats: Case[] = [
       const card = await s.card({ fixed_rates: [fixedRate(graduated(tier(5, 1000), tier(10, 800), tier(null, 500)))] });
       await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 12 } });
       await s.advance(FEB);
-      return priced(s);
+      return priced(s, EXACT);
     },
     // 5 × 1,000 = 5,000; 5 × 800 = 4,000; 2 × 500 = 1,000; total 10,000, at each cycle start.
     [
@@ -323,18 +354,18 @@ const tieredSeats: Case[] = [
         "paid",
         "10000",
         [
-          ["Seats", "fixed", "5", "1000", "5000"],
-          ["Seats", "fixed", "5", "800", "4000"],
-          ["Seats", "fixed", "2", "500", "1000"],
+          ["Seats (tier 1: 1 – 5)", "fixed", "5", "1000", "5000"],
+          ["Seats (tier 2: 6 – 10)", "fixed", "5", "800", "4000"],
+          ["Seats (tier 3: 11 and above)", "fixed", "2", "500", "1000"],
         ],
       ],
       [
         "paid",
         "10000",
         [
-          ["Seats", "fixed", "5", "1000", "5000"],
-          ["Seats", "fixed", "5", "800", "4000"],
-          ["Seats", "fixed", "2", "500", "1000"],
+          ["Seats (tier 1: 1 – 5)", "fixed", "5", "1000", "5000"],
+          ["Seats (tier 2: 6 – 10)", "fixed", "5", "800", "4000"],
+          ["Seats (tier 3: 11 and above)", "fixed", "2", "500", "1000"],
         ],
       ],
     ],
@@ -345,16 +376,20 @@ const tieredSeats: Case[] = [
       const card = await s.card({ fixed_rates: [fixedRate(volume(tier(5, 1000), tier(10, 800), tier(null, 500, 2000)))] });
       await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 5 } });
       await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 12 } });
-      const [a, b] = await priced(s);
-      return [a, b?.[1], sumAmounts(b?.[2] ?? []), b?.[2].filter((l) => l[3] === "500")];
+      return priced(s, EXACT);
     },
     [
       // 5 seats: tier 1, 5 × 1,000 = 5,000.
-      ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
+      ["paid", "5000", [["Seats (tier 1: 1 – 5)", "fixed", "5", "1000", "5000"]]],
       // 12 seats reach tier 3: 12 × 500 = 6,000 + flat 2,000 = 8,000.
-      "8000",
-      "8000",
-      [["Seats", "fixed", "12", "500", "6000"]],
+      [
+        "paid",
+        "8000",
+        [
+          ["Seats (tier 3: 11 and above)", "fixed", "12", "500", "6000"],
+          ["Seats (tier 3: flat fee)", "fixed", "1", "2000", "2000"],
+        ],
+      ],
     ],
   ],
 ];
@@ -454,7 +489,7 @@ const minMax: Case[] = [
         ["2026-02-20T00:00:00Z", "70"],
       ]);
       await s.advance(MAR);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
     },
     [
       [
@@ -464,7 +499,7 @@ const minMax: Case[] = [
           "5000",
           [
             ["API calls", "usage", "20", "100", "2000"],
-            ["API calls", "minimum", "1", "3000", "3000"],
+            ["API calls (minimum per period)", "minimum", "1", "3000", "3000"],
           ],
         ],
         // 70 × 100 = 7,000 ≥ 5,000: no minimum line.
@@ -480,10 +515,10 @@ const minMax: Case[] = [
       const m = await s.metric();
       await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, flat(100), { min: 5000 })] }) });
       await s.advance(FEB);
-      return priced(s);
+      return priced(s, EXACT);
     },
     // 0 × 100 = 0: no usage line; minimum 5,000 − 0 = 5,000.
-    [["open", "5000", [["API calls", "minimum", "1", "5000", "5000"]]]],
+    [["open", "5000", [["API calls (minimum per period)", "minimum", "1", "5000", "5000"]]]],
   ],
   [
     "minimum with a multiplier: the rate's amount after the multiplier is raised to the minimum as written",
@@ -493,7 +528,7 @@ const minMax: Case[] = [
       await s.subscribe({ rate_card_id: card, rate_price_multipliers: { api: "0.5" } });
       await s.events([["2026-01-20T00:00:00Z", "60"]]);
       await s.advance(FEB);
-      return priced(s);
+      return priced(s, EXACT);
     },
     // 60 × 100 × 0.5 = 3,000 < 5,000 (the minimum is not multiplied): minimum line 2,000; total 5,000.
     [
@@ -502,7 +537,7 @@ const minMax: Case[] = [
         "5000",
         [
           ["API calls", "usage", "60", "50", "3000"],
-          ["API calls", "minimum", "1", "2000", "2000"],
+          ["API calls (minimum per period)", "minimum", "1", "2000", "2000"],
         ],
       ],
     ],
@@ -517,7 +552,7 @@ const minMax: Case[] = [
         ["2026-02-20T00:00:00Z", "30"],
       ]);
       await s.advance(MAR);
-      return [await priced(s), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
+      return [await priced(s, EXACT), await usageAndBilled(s, m, JAN, FEB, byName("API calls"))];
     },
     [
       [
@@ -527,7 +562,7 @@ const minMax: Case[] = [
           "5000",
           [
             ["API calls", "usage", "80", "100", "8000"],
-            ["API calls", "maximum", "1", "-3000", "-3000"],
+            ["API calls (maximum per period)", "maximum", "1", "-3000", "-3000"],
           ],
         ],
         // 30 × 100 = 3,000 ≤ 5,000: untouched.
@@ -544,7 +579,7 @@ const minMax: Case[] = [
       await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, graduated(tier(1000, 2), tier(null, 1)), { max: 2200 })] }) });
       await s.events([["2026-01-20T00:00:00Z", "1500"]]);
       await s.advance(FEB);
-      return priced(s);
+      return priced(s, EXACT);
     },
     // 1,000 × 2 + 500 × 1 = 2,500 > 2,200: maximum −300; total 2,200.
     [
@@ -552,9 +587,9 @@ const minMax: Case[] = [
         "open",
         "2200",
         [
-          ["API calls", "usage", "1000", "2", "2000"],
-          ["API calls", "usage", "500", "1", "500"],
-          ["API calls", "maximum", "1", "-300", "-300"],
+          ["API calls (tier 1: 1 – 1,000)", "usage", "1000", "2", "2000"],
+          ["API calls (tier 2: 1,001 and above)", "usage", "500", "1", "500"],
+          ["API calls (maximum per period)", "maximum", "1", "-300", "-300"],
         ],
       ],
     ],
@@ -568,7 +603,7 @@ const minMax: Case[] = [
       await s.advance("2026-01-25T00:00:00Z");
       await s.call("POST", `/subscriptions/${await subId(s)}/cancel`, {});
       await s.advance(MAR);
-      return priced(s);
+      return priced(s, EXACT);
     },
     // Window Jan 15 → Jan 25 = 10 of 31 days: minimum 3,100 × 10/31 = 1,000. Usage 2 × 100 = 200;
     // minimum line 1,000 − 200 = 800; total 1,000.
@@ -578,7 +613,7 @@ const minMax: Case[] = [
         "1000",
         [
           ["API calls", "usage", "2", "100", "200"],
-          ["API calls", "minimum", "1", "800", "800"],
+          ["API calls (minimum per period, prorated)", "minimum", "1", "800", "800"],
         ],
       ],
     ],
@@ -660,7 +695,7 @@ const changes: Case[] = [
       await s.advance(MID_FEB_CYCLE);
       const r = await patch(s, await subId(s), { fixed_rate_quantities: { seats: "5" } });
       await s.advance(MAR);
-      return [r.subscription.fixed_rate_quantities, r.proration_invoice?.total_amount.value, await priced(s)];
+      return [r.subscription.fixed_rate_quantities, r.proration_invoice?.total_amount.value, await priced(s, EXACT)];
     },
     [
       { seats: "5" },
@@ -669,7 +704,7 @@ const changes: Case[] = [
         ["paid", "2000", [["Seats", "fixed", "2", "1000", "2000"]]],
         ["paid", "2000", [["Seats", "fixed", "2", "1000", "2000"]]],
         // Mar 1: 14 of 28 days left; +3 seats × 1,000 × 14/28 = 1,500, charged now (one line: 1 × 1,500).
-        ["paid", "1500", [["Seats", "proration", "1", "1500", "1500"]]],
+        ["paid", "1500", [["Seats: 2 → 5 (remaining 14 of 28 days)", "proration", "1", "1500", "1500"]]],
         // Mar 15: 5 × 1,000 = 5,000.
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
       ],
@@ -683,7 +718,7 @@ const changes: Case[] = [
       const r = await patch(s, await subId(s), { fixed_rate_quantities: { seats: 2 } });
       const count = (await s.invoices()).length;
       await s.advance(MAR);
-      return [r.proration_invoice ?? null, count, await priced(s)];
+      return [r.proration_invoice ?? null, count, await priced(s, EXACT)];
     },
     [
       null,
@@ -697,7 +732,7 @@ const changes: Case[] = [
           "500",
           [
             ["Seats", "fixed", "2", "1000", "2000"],
-            ["Seats", "proration", "1", "-1500", "-1500"],
+            ["Seats: 5 → 2 (remaining 14 of 28 days)", "proration", "1", "-1500", "-1500"],
           ],
         ],
       ],
@@ -762,18 +797,18 @@ const changes: Case[] = [
       await s.advance(MID_FEB_CYCLE);
       const r = await patch(s, await subId(s), { rate_price_multipliers: { seats: "1.5" } });
       await s.advance(MAR);
-      const bills = await priced(s);
-      return [r.subscription.rate_price_multipliers, bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[1], l[4]])]), bills.at(-1)];
+      const bills = await priced(s, EXACT);
+      return [r.subscription.rate_price_multipliers, bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[0], l[1], l[4]])]), bills.at(-1)];
     },
     [
       { seats: "1.5" },
       [
-        ["paid", "2000", [["fixed", "2000"]]],
-        ["paid", "2000", [["fixed", "2000"]]],
+        ["paid", "2000", [["Seats", "fixed", "2000"]]],
+        ["paid", "2000", [["Seats", "fixed", "2000"]]],
         // 2 seats × 1,000 × (1.5 − 1) × 14/28 = 500, charged now.
-        ["paid", "500", [["proration", "500"]]],
+        ["paid", "500", [["Seats: multiplier 1 → 1.5 (remaining 14 of 28 days)", "proration", "500"]]],
         // Mar 15: 2 × 1,000 × 1.5 = 3,000.
-        ["paid", "3000", [["fixed", "3000"]]],
+        ["paid", "3000", [["Seats", "fixed", "3000"]]],
       ],
       ["paid", "3000", [["Seats", "fixed", "2", "1500", "3000"]]],
     ],
@@ -818,7 +853,7 @@ const changes: Case[] = [
       await s.advance(MID_FEB_CYCLE);
       await s.call("POST", `/subscriptions/${id}/resume`, {});
       await s.advance("2026-04-01T00:00:00Z");
-      return priced(s);
+      return priced(s, EXACT);
     },
     [
       ["paid", "3100", [["Seats", "fixed", "1", "3100", "3100"]]],
@@ -828,7 +863,7 @@ const changes: Case[] = [
         "1000",
         [
           ["Seats", "fixed", "1", "3100", "3100"],
-          ["Seats", "proration", "1", "-2100", "-2100"],
+          ["Seats × 1: unused time of the cycle paused at 2026-01-25T00:00:00Z (remaining 21 of 31 days)", "proration", "1", "-2100", "-2100"],
         ],
       ],
       // Apr 1: the new cycle's anchor, 3,100.

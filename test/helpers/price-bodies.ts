@@ -50,17 +50,23 @@ export async function patch(s: Scenario, id: string, body: Json): Promise<Json> 
   return s.call("PATCH", `/subscriptions/${id}`, body);
 }
 
-/** A line as [rate, kind, quantity, unit price, amount]; rate is the first of `names` its description contains, else the description itself. */
+/**
+ * A line as [rate, kind, quantity, unit price, amount]: rate is the first of `names` its
+ * description contains (a loose match on the rate's name), else the description itself; with
+ * EXACT, always the whole description (once it is pinned).
+ */
 export type PricedLine = [string, string, string, string, string];
 
-export function lineOf(l: Json, names: readonly string[]): PricedLine {
+export const EXACT = "exact";
+
+export function lineOf(l: Json, names: readonly string[] | typeof EXACT): PricedLine {
   const desc = String(l.description);
-  const rate = names.find((n) => desc.includes(n)) ?? desc;
+  const rate = names === EXACT ? desc : (names.find((n) => desc.includes(n)) ?? desc);
   return [rate, l.kind, String(l.quantity), l.price_in_unit_amount.value, l.amount.value];
 }
 
 /** The subject's invoices as [status, total, lines], oldest first, with lines read by `lineOf`. */
-export async function priced(s: Scenario, names: readonly string[] = ["Seats", "API calls"]): Promise<[string, string, PricedLine[]][]> {
+export async function priced(s: Scenario, names: readonly string[] | typeof EXACT = ["Seats", "API calls"]): Promise<[string, string, PricedLine[]][]> {
   return (await s.invoices()).map((i) => [i.status, i.total_amount.value, (i.line_items as Json[]).map((l) => lineOf(l, names))]);
 }
 
