@@ -69,7 +69,7 @@ test("an event marks its value at every level; without the field, none; marks of
     createdAt: new Date(0),
     archivedAt: null,
   };
-  const e = (user: string | undefined, iso: string) => ({ eventName: "visit", data: user === undefined ? {} : { user }, occurredAt: at(iso) });
+  const e = (user: string | undefined, iso: string) => ({ eventName: "visit", data: (user === undefined ? {} : { user }) as Record<string, string>, occurredAt: at(iso) });
   const marks = valueMarksOf([metric], "subj_1", e("ann", "2026-03-05T10:00:00Z"));
   t.is(marks.length, MAX_LEVEL + 1);
   t.deepEqual(
