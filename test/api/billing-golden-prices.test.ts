@@ -747,20 +747,55 @@ const changes: Case[] = [
       await s.advance("2026-07-15T00:00:00Z");
       const bills = await priced(s);
       const all = bills.flatMap(([, , lines]) => lines);
-      return [bills.map(([st, total]) => [st, total]), sumAmounts(all)];
+      return [bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[1], l[4]])]), sumAmounts(all)];
     },
     // Credit: −9 seats × 1,000 × 14/28 = −4,500, taken 1,000 (one seat) per invoice:
     // Mar 15 1,000 − 1,000 = 0 (3,500 left); Apr 15 0 (2,500 left); May 15 0 (1,500 left);
     // Jun 15 0 (500 left); Jul 15 1,000 − 500 = 500.
     [
       [
-        ["paid", "10000"],
-        ["paid", "10000"],
-        ["paid", "0"],
-        ["paid", "0"],
-        ["paid", "0"],
-        ["paid", "0"],
-        ["paid", "500"],
+        ["paid", "10000", [["fixed", "10000"]]],
+        ["paid", "10000", [["fixed", "10000"]]],
+        [
+          "paid",
+          "0",
+          [
+            ["fixed", "1000"],
+            ["proration", "-1000"],
+          ],
+        ],
+        [
+          "paid",
+          "0",
+          [
+            ["fixed", "1000"],
+            ["proration", "-1000"],
+          ],
+        ],
+        [
+          "paid",
+          "0",
+          [
+            ["fixed", "1000"],
+            ["proration", "-1000"],
+          ],
+        ],
+        [
+          "paid",
+          "0",
+          [
+            ["fixed", "1000"],
+            ["proration", "-1000"],
+          ],
+        ],
+        [
+          "paid",
+          "500",
+          [
+            ["fixed", "1000"],
+            ["proration", "-500"],
+          ],
+        ],
       ],
       // Every line billed: 10,000 + 10,000 + 5 × 1,000 charged − 4,500 credited = 20,500.
       "20500",
@@ -812,6 +847,52 @@ const changes: Case[] = [
       ],
       ["paid", "3000", [["Seats", "fixed", "2", "1500", "3000"]]],
     ],
+  ],
+  [
+    "multiplier lowered mid-cycle: a credit on the next invoice",
+    async (s) => {
+      await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [fixedRate(flat(1000))] }), fixed_rate_quantities: { seats: 2 } });
+      await s.advance(MID_FEB_CYCLE);
+      const r = await patch(s, await subId(s), { rate_price_multipliers: { seats: "0.5" } });
+      await s.advance(MAR);
+      return [r.proration_invoice ?? null, (await priced(s, EXACT)).at(-1)];
+    },
+    // 2 seats × 1,000 × (0.5 − 1) × 14/28 = −500; Mar 15: 2 × 1,000 × 0.5 = 1,000 − 500 = 500.
+    [
+      null,
+      [
+        "paid",
+        "500",
+        [
+          ["Seats", "fixed", "2", "500", "1000"],
+          ["Seats: multiplier 1 → 0.5 (remaining 14 of 28 days)", "proration", "1", "-500", "-500"],
+        ],
+      ],
+    ],
+  ],
+  [
+    'UpdateSubscription\'s metadata: keys set, "" removes one, others kept; nothing billed',
+    async (s) => {
+      await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [fixedRate(flat(1000))] }), fixed_rate_quantities: { seats: 2 }, metadata: { a: "1", b: "2" } });
+      await s.advance(MID_FEB_CYCLE);
+      const r = await patch(s, await subId(s), { metadata: { a: "", c: "3" } });
+      return [r.subscription.metadata, r.subscription.fixed_rate_quantities, r.proration_invoice ?? null, (await s.invoices()).length];
+    },
+    [{ b: "2", c: "3" }, { seats: "2" }, null, 2],
+  ],
+  [
+    "UpdateSubscription of a paused or cancelled subscription is a failed precondition",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [fixedRate(flat(1000))] });
+      const a = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+      const b = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+      await s.call("POST", `/subscriptions/${a}/pause`, {});
+      await s.call("POST", `/subscriptions/${b}/cancel`, {});
+      const paused = await s.raw("PATCH", `/subscriptions/${a}`, { fixed_rate_quantities: { seats: 3 } });
+      const cancelled = await s.raw("PATCH", `/subscriptions/${b}`, { fixed_rate_quantities: { seats: 3 } });
+      return [paused.status, paused.body.code, cancelled.status, cancelled.body.code, (await s.invoices()).length];
+    },
+    [400, "failed_precondition", 400, "failed_precondition", 2],
   ],
   [
     "seat increase on graduated seats: the tiered difference, prorated",
@@ -1043,8 +1124,6 @@ for (const store of STORES) {
       const got = await run(s, t);
       if (process.env.GOLDEN_LOG) t.log(JSON.stringify(await descriptions(s)), JSON.stringify(got));
       t.deepEqual(got, expected);
-      // Every line reads as its rate: a description that names none of the case's rates is shown above as the whole description.
-      for (const inv of await descriptions(s)) for (const d of inv) t.true(d.length > 0);
     });
   }
 }
