@@ -272,6 +272,37 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: concurrent batches naming the same values all commit, each value counted once`, async (t) => {
+    const s = await setup(server);
+    const HOUR = 3_600_000;
+    const base = Date.parse("2026-10-01T00:00:00Z");
+    const batches = Array.from({ length: 10 }, (_, b) => Array.from({ length: 200 }, (_, i) => ({ ts: base + ((b * 200 + i) % 72) * HOUR + b, user: `u${(b * 7 + i) % 50}`, key: `c${b}-${i}` })));
+    const results = await Promise.all(
+      batches.map((list) =>
+        ok(server, s.key, "POST", "/usage-events/batch", {
+          events: list.map((e) => ({
+            idempotency_key: e.key,
+            subject_id: s.subject.id,
+            event_name: "visit",
+            timestamp: new Date(e.ts).toISOString(),
+            data: { user: e.user, region: "eu", plan: "pro" },
+          })),
+        }),
+      ),
+    );
+    t.deepEqual(
+      results.map((r) => r.accepted),
+      batches.map(() => 200),
+    );
+    const all = batches.flat();
+    t.is(await s.value("2026-10-01T00:00:00Z", "2026-10-04T00:00:00Z"), String(new Set(all.map((e) => e.user)).size));
+    const daily = await s.rows({ start: "2026-10-01T00:00:00Z", end: "2026-10-04T00:00:00Z" }, { period_granularity: "day" });
+    t.deepEqual(
+      daily.map((r) => r[2]),
+      [0, 1, 2].map((d) => String(new Set(all.filter((e) => Math.floor((e.ts - base) / (24 * HOUR)) === d).map((e) => e.user)).size)),
+    );
+  });
+
   test(`${store}: billing state and the invoice of a unique_count rate, simple and dimensional, on a test clock`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, ["region"], "active");
