@@ -9,11 +9,13 @@
  * in the comment beside it.
  *
  * Amounts are in the currency's smallest unit (cents for USD). A line is [rate, kind, quantity,
- * unit price, amount] (rate: the rate name its description contains); an invoice [status, total,
+ * unit price, amount] (rate: its description, or the rate name it contains); an invoice [status, total,
  * lines]. Scenarios start on 2026-01-15T00:00:00Z: the periods are Jan 15 → Feb 15 (31 days),
  * Feb 15 → Mar 15 (28 days: Mar 1 is half-way), Mar 15 → Apr 15 (31 days), Apr 15 → May 15.
  * A plan without a fixed rate of non-zero price is free: no card on file, so its invoices with a
  * total above 0 stay "open"; a paid plan's card pays them ("paid"); a total of 0 is paid at once.
+ * Line descriptions are pinned (EXACT) where they read well for a finance person, else matched on
+ * the rate's name only. GOLDEN_LOG=1 logs each case's descriptions and result.
  */
 import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
