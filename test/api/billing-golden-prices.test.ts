@@ -597,6 +597,41 @@ const minMax: Case[] = [
     ],
   ],
   [
+    "late usage under a minimum: the minimum absorbs it, the adjustments net to 0",
+    async (s) => {
+      const m = await s.metric();
+      await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(m, flat(100), { min: 5000 })] }) });
+      await s.events([["2026-01-20T00:00:00Z", "20"]]);
+      await s.advance(FEB);
+      await s.events([["2026-02-10T00:00:00Z", "10"]]);
+      await s.advance(MAR);
+      const bills = await priced(s);
+      return bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[1], l[4]]).sort()]);
+    },
+    [
+      // Jan 15 → Feb 15 as finalized: 20 × 100 = 2,000; minimum 3,000; total 5,000.
+      [
+        "open",
+        "5000",
+        [
+          ["minimum", "3000"],
+          ["usage", "2000"],
+        ],
+      ],
+      // The late 10 units: that window now costs 30 × 100 = 3,000 + minimum 2,000 = 5,000, as billed:
+      // adjustments +1,000 (usage) and −1,000 (minimum). Feb 15 → Mar 15 has no usage: minimum 5,000.
+      [
+        "open",
+        "5000",
+        [
+          ["adjustment", "-1000"],
+          ["adjustment", "1000"],
+          ["minimum", "5000"],
+        ],
+      ],
+    ],
+  ],
+  [
     "minimum prorated when a cancellation ends the window mid-cycle",
     async (s) => {
       const m = await s.metric();
