@@ -133,4 +133,47 @@ for (const store of STORES) {
       t.regex(dash, expected, `${currency}: dashboard`);
     }
   });
+
+  test(`${store}: minimum, maximum and proration lines on the hosted invoice, reached from the portal, in KWD: named, negative amounts marked`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const calls = await s.metric(undefined, [], "calls");
+    const storage = await s.metric(undefined, [], "storage");
+    const kwd = (value: string | number) => ({ currency_code: "KWD", value });
+    const usage = (code: string, name: string, metric: string, limits: Record<string, unknown>) => ({
+      usage_based_rate_type: "simple",
+      code,
+      name,
+      pricing_metric_id: metric,
+      included_units: 0,
+      price: { amount: kwd(100) },
+      ...limits,
+    });
+    const card = await s.card({
+      fixed_rates: [{ code: "seats", name: "Seats", price: { amount: kwd(1000) } }],
+      usage_based_rates: [usage("api", "API calls", calls, { minimum_amount: kwd(5000) }), usage("gb", "Storage", storage, { maximum_amount: kwd(5000) })],
+    });
+    const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 5 } })).subscription;
+    await s.events([["2026-01-20T00:00:00Z", "20"]], "calls");
+    await s.events([["2026-01-20T00:00:00Z", "80"]], "storage");
+    // Feb 15 → Mar 15; on Mar 1, 14 of 28 days are left: 5 → 2 seats credits 3 × 1.000 × 14/28 = 1.500 on Mar 15's invoice.
+    await s.advance("2026-03-01T00:00:00Z");
+    await s.call("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 2 } });
+    await s.advance("2026-03-15T00:00:00Z");
+    const invoices = await s.invoices();
+    const portal = await s.call("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
+    const portalPage = await (await fetch(`${server.url}${new URL(portal.url).pathname}`)).text();
+    const links = [...portalPage.matchAll(/href="(\/hosted\/invoices\/[^"]+)"/g)].map((m) => m[1] as string);
+    const paths = invoices.map((i) => new URL(i.hosted_url).pathname);
+    t.deepEqual([...links].sort(), [...paths].sort(), "the portal links every invoice");
+    t.regex(text(portalPage), /KWD 5\.000/, "the portal writes totals with three decimals");
+    const page = async (path: string) => (await fetch(`${server.url}${path}`)).text();
+    // Jan 15: 5 seats; Feb 15: the usage of Jan 15 → Feb 15 and 5 seats; Mar 15: 2 seats and the credit.
+    const [feb, mar] = [await page(paths[1] as string), await page(paths[2] as string)];
+    // API calls: 20 × 0.100 = 2.000, raised to 5.000 by a minimum line of 3.000; storage: 80 × 0.100 = 8.000, capped at 5.000 by −3.000.
+    t.regex(text(feb), /API calls 20 KWD 0\.100 KWD 2\.000 API calls \(minimum per period\) 1 KWD 3\.000 KWD 3\.000 /);
+    t.regex(text(feb), /Storage 80 KWD 0\.100 KWD 8\.000 Storage \(maximum per period\) 1 KWD -3\.000 KWD -3\.000 /);
+    t.regex(feb, /<span class="credit">KWD -3\.000<\/span>/, "a negative amount is marked");
+    t.regex(text(feb), /Total KWD 15\.000 A negative amount is a credit\./, "5 seats 5.000 + 2.000 + 3.000 + 8.000 − 3.000 = 15.000");
+    t.regex(text(mar), /Seats: 5 → 2 \(remaining 14 of 28 days\) \(proration\) 1 KWD -1\.500 KWD -1\.500/);
+  });
 }
