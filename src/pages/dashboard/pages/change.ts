@@ -1,5 +1,6 @@
 /** GET /dashboard/subscriptions/{id}/change?rate_card_id=&behavior=: the proration preview of a rate card change (changes nothing), with the form that makes it. */
 import { displayMoney } from "../../../billing/money.js";
+import { lineAmountHtml } from "../../prices.js";
 import { BillingError, NotFoundError } from "../../../billing/errors.js";
 import type { SubscriptionChanges } from "../../../billing/subscriptions/changes.js";
 import { html } from "../../html.js";
@@ -22,7 +23,7 @@ export async function changePreviewPage({ services: s, caller: c, open, params: 
   const lines = table(
     "What the change invoices now",
     ["Description", "#Quantity", "#Unit price", "#Amount"],
-    p.lines.map((l) => [l.description, l.quantity, m(l.unitAmount), m(l.amount)]),
+    p.lines.map((l) => [l.description, l.quantity, currency ? lineAmountHtml(l.unitAmount, currency) : l.unitAmount, currency ? lineAmountHtml(l.amount, currency) : l.amount]),
     "Nothing: no usage so far and no upgrade charge.",
   );
   const body = html`<h1>Change ${subLink(id)} from ${p.from.name} to ${p.to.name}?</h1>
