@@ -126,7 +126,7 @@ export function catalogEntities(dialect: Dialect, exact: ExactText) {
       name: textColumn(255, false),
       unit: textColumn(255, false),
       dimensions: jsonColumn(dialect),
-      aggregation_type: textColumn(8, false),
+      aggregation_type: textColumn(12, false),
       value_field: textColumn(100),
       created_at: timeColumn(),
       archived_at: timeColumn(true),
