@@ -64,7 +64,11 @@ export class Terms {
    * Whether a card's charged `rates` at `terms` can always be invoiced (DESIGN §6: nothing
    * accepted may fail later for its size): each fixed charge and a cycle's fixed total below
    * 10^53 smallest units, and each usage rate's price × multiplier below 10^20 per unit.
-   * Reports each problem found.
+   * For a tiered price the bound is its largest unit or flat amount (a flat amount is charged
+   * once, as a line of quantity 1); for a percentage price percent/100 (per smallest unit of the
+   * sum) or its fee per event (largestUnitAmount). Either way every usage line is below 10^53
+   * (usage totals stay below 10^33). Minimums and maximums are input amounts (below 10^20), not
+   * scaled by the multiplier, so they need no check here. Reports each problem found.
    */
   checkBillable(rates: ChargedRates, terms: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">, report: (kind: "fixed" | "usage" | "total", code: string, message: string) => void): void {
     const lines: Line[] = [];
