@@ -253,6 +253,66 @@ for (const store of STORES) {
     });
   }
 
+  test(`${store}: a draft takes a credit only up to its lines kept as written (usage is recomputed at finalization)`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
+    const m = await s.metric();
+    const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 4 } })).subscription.id;
+    await s.advance("2026-01-26T00:00:00Z");
+    await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
+    await s.events([["2026-02-01T00:00:00Z", "5000"]]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const draft = (await s.bills()).at(-1);
+    await s.advance("2026-03-15T02:00:00Z");
+    // credit (1 − 4) × 1000 × 20/31 = −1935.48… → −1935; the Feb 15 draft can count on its 1000 of fixed charges only
+    const feb: unknown = [
+      "paid",
+      "5000",
+      [
+        ["Seats", "1", "1000", "1000"],
+        ["API calls", "5000", "1", "5000"],
+        ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+      ],
+    ];
+    t.deepEqual(draft, ["draft", ...(feb as unknown[]).slice(1)]);
+    t.deepEqual((await s.bills()).slice(1), [
+      feb,
+      // Mar 15: 1000 − the 935 left = 65 (no usage in February's period)
+      [
+        "paid",
+        "65",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
+        ],
+      ],
+    ]);
+  });
+
+  test(`${store}: cancelled now after a decrease: the final invoice takes the credit`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric();
+    const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 4 } })).subscription.id;
+    await s.advance("2026-01-26T00:00:00Z");
+    await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+    await s.events([["2026-01-27T00:00:00Z", "3000"]]);
+    await s.advance("2026-01-28T00:00:00Z");
+    await s.call("POST", `/subscriptions/${id}/cancel`, {});
+    t.deepEqual(await s.bills(), [
+      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
+      // (2 − 4) × 1000 × 20/31 = −1290.32… → −1290; 3000 − 1290 = 1710
+      [
+        "paid",
+        "1710",
+        [
+          ["API calls", "3000", "1", "3000"],
+          ["Seats: 4 → 2 (remaining 20 of 31 days)", "1", "-1290", "-1290"],
+        ],
+      ],
+    ]);
+  });
+
   test(`${store}: a subscription that follows a timeline cannot be updated`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const card = await s.card({ fixed_rates: [seats()] });

@@ -14,6 +14,7 @@ import type { Caller } from "../tenancy.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
+import { sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
@@ -42,9 +43,15 @@ function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boolean): 
   }
 }
 
-/** Whether the locked row `s` is still what `current` was read as: its card, its usage fence and its cycle. */
+/** Whether the locked row `s` is still what `current` was read as: its card, its usage fence, its cycle and the terms its usage is priced at. */
 function unmoved(s: Subscription, current: Subscription): boolean {
-  return s.rateCardId === current.rateCardId && s.usageSince.getTime() === current.usageSince.getTime() && s.cycleIndex === current.cycleIndex;
+  return (
+    s.rateCardId === current.rateCardId &&
+    s.usageSince.getTime() === current.usageSince.getTime() &&
+    s.cycleIndex === current.cycleIndex &&
+    sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) &&
+    sameEntries(s.rateMultipliers, current.rateMultipliers)
+  );
 }
 
 export class SubscriptionChanges {
@@ -181,13 +188,23 @@ export class SubscriptionChanges {
       if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
-      if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(current.id);
-      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: reason ?? s.cancelReason, billingFailure: null };
+      // Proration credits carried go onto the final invoice as far as it can take them; the rest stays on the row.
+      const credited = withCredits(invoice, s.prorationCredits);
+      if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
+      const next: Subscription = {
+        ...s,
+        status: "cancelled",
+        cancelsAtEndOfCycle: false,
+        cancelledAt: at,
+        cancelReason: reason ?? s.cancelReason,
+        billingFailure: null,
+        prorationCredits: credited.carried,
+      };
       await tx.updateSubscription(next);
       await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
-      return next;
+      return { subscription: next, invoice: credited.invoice };
     });
-    return { subscription: cancelled, invoice };
+    return cancelled;
   }
 
   /** Per-cycle fixed total of a card at the given terms, unrounded. */
@@ -357,13 +374,14 @@ export class SubscriptionChanges {
       if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
-      if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(current.id);
-      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at };
+      const credited = withCredits(invoice, s.prorationCredits);
+      if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
+      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at, prorationCredits: credited.carried };
       await tx.updateSubscription(updated);
       await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
-      return updated;
+      return { subscription: updated, invoice: credited.invoice };
     });
-    return { subscription: changed, invoice };
+    return changed;
   }
 
   /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */

@@ -28,7 +28,7 @@ import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
 import { multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
-import { cycleCharge, remainingPart, withCredits } from "./proration.js";
+import { cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { checkProrationBehavior } from "./updates.js";
@@ -90,15 +90,33 @@ export class Pauses {
         const s = await tx.lockSubscription(current.environmentId, current.id);
         if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be paused`);
         // The fence: the row is what the invoice was computed from, and its cycle has not ended.
-        if (s.rateCardId !== current.rateCardId || s.usageSince.getTime() !== current.usageSince.getTime() || s.cycleIndex !== current.cycleIndex) throw lostRace(id);
+        if (
+          s.rateCardId !== current.rateCardId ||
+          s.usageSince.getTime() !== current.usageSince.getTime() ||
+          s.cycleIndex !== current.cycleIndex ||
+          !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
+          !sameEntries(s.rateMultipliers, current.rateMultipliers)
+        ) {
+          throw lostRace(id);
+        }
         if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
-        if (!(await this.engine.builder.writeInvoice(tx, invoice))) throw lostRace(id);
-        const next: Subscription = { ...s, status: "paused", pausedAt: now, resumesAt: resumesAt ?? null, cancelsAtEndOfCycle: false, usageSince: now, billingFailure: null };
+        const credited = withCredits(invoice, s.prorationCredits);
+        if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
+        const next: Subscription = {
+          ...s,
+          status: "paused",
+          pausedAt: now,
+          resumesAt: resumesAt ?? null,
+          cancelsAtEndOfCycle: false,
+          usageSince: now,
+          billingFailure: null,
+          prorationCredits: credited.carried,
+        };
         await tx.updateSubscription(next);
         await tx.emit([subscriptionEvent("subscription.paused", next)]);
-        return { subscription: next, clearedCancelAtEndOfCycle: s.cancelsAtEndOfCycle };
+        return { subscription: next, clearedCancelAtEndOfCycle: s.cancelsAtEndOfCycle, invoice: credited.invoice };
       });
-      return { ...paused, invoice };
+      return paused;
     });
     await this.engine.settlement.settle(done.invoice, subject.paymentMethodId);
     return { subscription: done.subscription, clearedCancelAtEndOfCycle: done.clearedCancelAtEndOfCycle };
@@ -126,7 +144,8 @@ export class Pauses {
     for (const r of (await this.engine.reads.rates(card, paused.fixedRateQuantities)).fixed) {
       const quantity = paused.fixedRateQuantities[r.code] ?? "0";
       const amount = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paused, r.code))).times(part.fraction)).neg();
-      if (!amount.isZero()) out.push({ description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`, amount: formatDecimal(amount) });
+      if (!amount.isZero())
+        out.push({ description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`, amount: formatDecimal(amount) });
     }
     return out;
   }
