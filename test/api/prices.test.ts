@@ -194,4 +194,83 @@ for (const store of STORES) {
     ]);
     t.is(invoices[1].total_amount.value, "775");
   });
+
+  test(`${store}: a draft with tiered and percentage cells and a minimum is priced again at finalization; usage equals billing`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
+    const m = await s.metric({ aggregation_type: "sum", value_field: "n" }, ["region"]);
+    const rate = {
+      usage_based_rate_type: "dimensional",
+      code: "regional",
+      name: "Regional",
+      pricing_metric_id: m,
+      included_units: 0,
+      dimensions: [{ key: "region", values: ["eu", "us"] }],
+      pricing_matrix: {
+        cells: [
+          { dimension_coordinates: { region: "eu" }, price: tiered("graduated", tier(100, 2), tier(null, 1)) },
+          { dimension_coordinates: { region: "us" }, price: percentage("1.5") },
+        ],
+      },
+      minimum_amount: money(5000),
+    };
+    await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [rate] }) });
+    await s.events([
+      ["2026-01-20T00:00:00Z", "150", { region: "eu" }],
+      ["2026-01-21T00:00:00Z", "1000", { region: "us" }],
+    ]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const draft = (await s.invoices())[0];
+    t.is(draft.status, "draft");
+    // eu 150: 100 × 2 + 50 × 1 = 250; us 1.5% of 1,000 = 15; minimum 5,000 − 265 = 4,735
+    t.deepEqual(lines(draft), [
+      ["usage", "Regional (region=eu, tier 1: 1 – 100)", "100", "2", "200"],
+      ["usage", "Regional (region=eu, tier 2: 101 and above)", "50", "1", "50"],
+      ["usage", "Regional (region=us, 1.5% of 1,000)", "1000", "0.015", "15"],
+      ["minimum", "Regional (minimum per period)", "1", "4735", "4735"],
+    ]);
+    // A late event of the period lands on the draft; the grace period ends.
+    await s.events([["2026-02-01T00:00:00Z", "50", { region: "eu" }]]);
+    await s.advance("2026-02-15T01:00:00Z");
+    const final = (await s.invoices())[0];
+    t.is(final.status, "open");
+    // eu 200: 100 × 2 + 100 × 1 = 300; minimum 5,000 − 315 = 4,685; still one minimum line.
+    t.deepEqual(lines(final), [
+      ["usage", "Regional (region=eu, tier 1: 1 – 100)", "100", "2", "200"],
+      ["usage", "Regional (region=eu, tier 2: 101 and above)", "100", "1", "100"],
+      ["usage", "Regional (region=us, 1.5% of 1,000)", "1000", "0.015", "15"],
+      ["minimum", "Regional (minimum per period)", "1", "4685", "4685"],
+    ]);
+    t.is(final.total_amount.value, "5000");
+    // Usage equals billing: the summary's 1,200 = the tier lines' 200 + the percentage's 1,000.
+    const [summary] = await s.call("POST", `/pricing-metrics/${m}/summary`, { subject_id: s.subjectId, period: { start: "2026-01-15T00:00:00Z", end: "2026-02-15T00:00:00Z" } });
+    t.is(String(summary.value), "1200");
+  });
+
+  /** A card with a minimum of 3,100 and no usage, changed on Feb 1 to one without; 7 units after; closed on Feb 15. */
+  async function changedMidCycle(): Promise<Json[]> {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric();
+    const a = await s.card({ usage_based_rates: [usage(m, tiered("volume", tier(null, 1)), { minimum_amount: money(3100) })] });
+    const b = await s.card({ usage_based_rates: [usage(m, { price_type: "flat", amount: money(1) })] });
+    await s.subscribe({ rate_card_id: a });
+    await s.advance("2026-02-01T00:00:00Z");
+    await s.call("POST", `/subscriptions/${(await s.subscriptions())[0].id}/change-rate-card`, { rate_card_id: b });
+    await s.events([["2026-02-05T00:00:00Z", "7"]]);
+    await s.advance("2026-02-15T00:00:00Z");
+    return s.invoices();
+  }
+
+  test(`${store}: a rate-card change mid-cycle prorates the old card's minimum by the window's share of the cycle`, async (t) => {
+    const [changed] = await changedMidCycle();
+    // Jan 15 → Feb 1 is 17 of 31 days: 3,100 × 17/31 = 1,700, no usage.
+    t.deepEqual(lines(changed), [["minimum", "API calls (minimum per period, prorated)", "1", "1700", "1700"]]);
+  });
+
+  // Fails until the invoice store reads a window's minimum and maximum lines as billed (InvoiceStore.windowsOf
+  // reads kind "usage" only): late usage then sees the minimum as unbilled and bills it again as an adjustment.
+  test.failing(`${store}: late-usage checks of a window with a minimum bill nothing again`, async (t) => {
+    const [, closed] = await changedMidCycle();
+    // The new card has no minimum: 7 × 1; the old window's minimum is not billed twice.
+    t.deepEqual(lines(closed), [["usage", "API calls", "7", "1", "7"]]);
+  });
 }

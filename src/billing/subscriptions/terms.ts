@@ -8,7 +8,7 @@ import { isFreePrice, largestUnitAmount } from "../catalog/prices.js";
 import type { RateCard } from "../catalog/types.js";
 import type { Violations } from "../errors.js";
 import { type Line, total } from "../invoicing/lines.js";
-import { ZERO, amountProblem, dec, formatDecimal, parseDecimal, storageProblem, unitAmountProblem } from "../money.js";
+import { ZERO, amountProblem, formatDecimal, parseDecimal, storageProblem, unitAmountProblem } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
