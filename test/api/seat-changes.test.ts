@@ -7,12 +7,15 @@
  * second [Feb 15, Mar 15): 28 days.
  */
 import test from "ava";
+import { createDatabase } from "../../src/db/datasource.js";
 import { SubscriptionService } from "../../src/gen/billing/v1/subscription_service_pb.js";
+import { buildServices } from "../../src/wiring/services.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { useServer } from "../helpers/server.js";
+import { mysqlOnly } from "../helpers/mysql-only.js";
+import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
@@ -373,3 +376,51 @@ for (const store of STORES) {
     t.is(none.prorationInvoice, undefined);
   });
 }
+
+mysqlOnly("mysql: a PATCH racing the close of the cycle it falls in has one outcome: the cycle closed once, the change prorated in the new cycle", async (t) => {
+  const server = await startTestServer("mysql");
+  try {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [seats()] });
+    const subs: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const subject = (await s.call("POST", "/subjects", { name: `c${i}`, test_clock_id: s.clockId })).id;
+      await s.subscribe({ rate_card_id: card, subject_id: subject, fixed_rate_quantities: { seats: 1 } });
+      subs.push((await s.call("GET", `/subscriptions?subject_id=${subject}`)).subscriptions[0].id);
+    }
+    // The clock reaches the cycle's end behind the API's back; a scheduler closes while the API changes seats.
+    const runner = await createDatabase(server.db.url, { poolSize: 8 });
+    await runner.dataSource.initialize();
+    const to = new Date("2026-02-15T00:00:00Z");
+    await runner.dataSource.query("UPDATE test_clocks SET frozen_time = ? WHERE id = ?", ["2026-02-15 00:00:00.000", s.clockId]);
+    const engine = buildServices(
+      runner,
+      () => "http://localhost",
+      () => to,
+    ).engine;
+    const [, patched] = await Promise.all([engine.closeDue(to, s.clockId, 8), Promise.all(subs.map((id) => s.raw("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { seats: 2 } })))]);
+    t.deepEqual(
+      patched.map((r) => r.status),
+      subs.map(() => 200),
+    );
+    const rows = (await runner.dataSource.query(
+      "SELECT i.subscription_id AS sub, l.kind AS kind, l.description AS d, l.amount AS a FROM invoice_lines l JOIN invoices i ON i.id = l.invoice_id ORDER BY i.seq, l.position",
+    )) as { sub: string; kind: string; d: string; a: string }[];
+    for (const id of subs) {
+      // The first cycle (1 seat), the one the close opened (1 seat), then the change in that new
+      // cycle: (2 − 1) × 1000 × 28/28 = 1000 — whichever came first, the cycle is closed before the change.
+      t.deepEqual(
+        rows.filter((r) => r.sub === id).map((r) => [r.kind, r.d, Number(r.a)]),
+        [
+          ["fixed", "Seats", 1000],
+          ["fixed", "Seats", 1000],
+          ["proration", "Seats: 1 → 2 (remaining 28 of 28 days)", 1000],
+        ],
+        id,
+      );
+    }
+    await runner.dataSource.destroy();
+  } finally {
+    await server.stop();
+  }
+});
