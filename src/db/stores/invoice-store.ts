@@ -90,6 +90,9 @@ const INSERT_INVOICES =
   "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis) VALUES ";
 const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id) VALUES ";
 
+/** The line kinds a usage window bills itself (what late usage is diffed against): usage, and the per-period minimum or maximum priced with it. */
+const WINDOW_KINDS: InvoiceLineKind[] = ["usage", "minimum", "maximum"];
+
 const timeOrNull = (d: Date | null | undefined) => (d ? dbTime(d) : null);
 
 /** An invoice row's values as INSERT_INVOICES lists them (what the entity's transformers would write). */
@@ -281,7 +284,8 @@ export class SqlInvoiceStore implements InvoiceStore {
         else m.set(key, [l]);
       };
       for (const part of chunks(rows.map((r) => r.id))) {
-        for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: "usage" }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
+        // A window's own usage lines and the per-period minimum or maximum lines priced with them.
+        for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: In(WINDOW_KINDS) }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
         for (const l of await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(part) }, order: { seq: "ASC" } })) add(adjustments, l.window_invoice_id as string, l);
       }
       // Lines in seq order per window, as one subscription's read gave them (chunks keep each window's lines in one part).
