@@ -126,7 +126,22 @@ for (const store of STORES) {
     t.regex(seats.id, /^rate_/);
     t.deepEqual(
       { ...seats, id: "" },
-      { id: "", code: "seats", name: "Seats", description: "per seat", price: { price_type: "flat", amount: { currency_code: "USD", value: "2000" }, package_units: null, rounding_behavior: null } },
+      {
+        id: "",
+        code: "seats",
+        name: "Seats",
+        description: "per seat",
+        price: {
+          price_type: "flat",
+          amount: { currency_code: "USD", value: "2000" },
+          package_units: null,
+          rounding_behavior: null,
+          tiers_mode: null,
+          tiers: [],
+          percent: null,
+          fixed_amount_per_event: null,
+        },
+      },
     );
     const [tokens, byRegion] = card.usage_based_rates;
     t.is(tokens.included_units, 1000, "included_units is a JSON number");
@@ -135,13 +150,18 @@ for (const store of STORES) {
     t.is(tokens.pricing_matrix, null, "a simple rate's dimensional fields: null and []");
     t.deepEqual(tokens.dimensions, []);
     t.is(byRegion.price, null);
-    t.deepEqual(tokens.price, { price_type: "package", amount: { currency_code: "USD", value: "0.000001" }, package_units: 1000, rounding_behavior: "round_down" });
+    const none = { tiers_mode: null, tiers: [], percent: null, fixed_amount_per_event: null };
+    t.deepEqual(tokens.price, { price_type: "package", amount: { currency_code: "USD", value: "0.000001" }, package_units: 1000, rounding_behavior: "round_down", ...none });
+    t.deepEqual([tokens.minimum_amount, tokens.maximum_amount, card.archived, card.archived_at], [null, null, false, null], "no minimum, maximum or archiving: null and false");
     t.is(byRegion.usage_based_rate_type, "dimensional");
     t.is(byRegion.included_units, 0);
     t.deepEqual(byRegion.dimensions, [{ key: "region", values: ["eu", "us"], description: "where" }]);
     t.deepEqual(byRegion.pricing_matrix.cells, [
-      { dimension_coordinates: { region: "eu" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "12345678901234567890.5" }, package_units: null, rounding_behavior: null } },
-      { dimension_coordinates: { region: "us" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "0" }, package_units: null, rounding_behavior: null } },
+      {
+        dimension_coordinates: { region: "eu" },
+        price: { price_type: "flat", amount: { currency_code: "USD", value: "12345678901234567890.5" }, package_units: null, rounding_behavior: null, ...none },
+      },
+      { dimension_coordinates: { region: "us" }, price: { price_type: "flat", amount: { currency_code: "USD", value: "0" }, package_units: null, rounding_behavior: null, ...none } },
     ]);
     t.deepEqual(await ok(server, key, "GET", `/rate-cards/${card.id}`), card);
 

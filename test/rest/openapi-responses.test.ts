@@ -97,7 +97,10 @@ for (const store of STORES) {
     // Pricing metrics: every aggregation.
     const sum = await s.metric({ aggregation_type: "sum", value_field: "n" }, ["region"], "usage");
     const count = (await s.call("POST", "/pricing-metrics", { event_name: "logins", name: "Logins", unit: "login", aggregation: { aggregation_type: "count" } })).id;
-    await s.call("POST", "/pricing-metrics", { event_name: "peak", name: "Peak", unit: "gb", aggregation: { aggregation_type: "max", value_field: "gb" } });
+    const peak = (await s.call("POST", "/pricing-metrics", { event_name: "peak", name: "Peak", unit: "gb", aggregation: { aggregation_type: "max", value_field: "gb" } })).id;
+    await s.call("POST", "/pricing-metrics", { event_name: "active", name: "Active users", unit: "user", aggregation: { aggregation_type: "unique_count", value_field: "user" } });
+    await s.call("POST", `/pricing-metrics/${peak}/archive`, {});
+    await s.call("GET", "/pricing-metrics?archived=true");
     await s.call("POST", "/pricing-metrics", { event_name: "seats", name: "Seats", unit: "seat", aggregation: { aggregation_type: "last", value_field: "n" } });
     await s.call("GET", `/pricing-metrics/${count}`);
     await s.call("GET", "/pricing-metrics?limit=2");
@@ -150,6 +153,37 @@ for (const store of STORES) {
     });
     const cheaper = await s.card({ name: "Lite", fixed_rates: [{ code: "seats", name: "Seats", price: usd(400) }] });
     const free = await s.card({ name: "Free", usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API", pricing_metric_id: sum, included_units: 0, price: usd(0) }] });
+    // Tiered seats, volume-tiered usage with a minimum and maximum, a percentage with a fee per event.
+    const tiers = [
+      { up_to: "10", unit_amount: { currency_code: "USD", value: "100" }, flat_amount: { currency_code: "USD", value: "500" } },
+      { up_to: null, unit_amount: { currency_code: "USD", value: "80" } },
+    ];
+    const tiered = await s.card({
+      name: "Tiers",
+      fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "tiered", tiers_mode: "graduated", tiers } }],
+      usage_based_rates: [
+        {
+          usage_based_rate_type: "simple",
+          code: "api",
+          name: "API",
+          pricing_metric_id: sum,
+          included_units: 0,
+          price: { price_type: "tiered", tiers_mode: "volume", tiers },
+          minimum_amount: { currency_code: "USD", value: "1000" },
+          maximum_amount: { currency_code: "USD", value: "90000" },
+        },
+        {
+          usage_based_rate_type: "simple",
+          code: "fee",
+          name: "Fee",
+          pricing_metric_id: sum,
+          included_units: 0,
+          price: { price_type: "percentage", percent: "2.9", fixed_amount_per_event: { currency_code: "USD", value: "30" } },
+        },
+      ],
+    });
+    await s.call("POST", `/rate-cards/${tiered}/archive`, {});
+    await s.call("GET", "/rate-cards?archived=true");
     await s.call("GET", `/rate-cards/${card}`);
     await s.call("GET", "/rate-cards?limit=100");
 
@@ -160,6 +194,7 @@ for (const store of STORES) {
     const [sub] = await s.subscriptions();
     await s.call("GET", `/subscriptions/${sub.id}`);
     await s.call("GET", `/subscriptions?rate_card_id=${card}`);
+    await s.call("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 3 }, metadata: { team: "core" } });
 
     // Usage: single (accepted, duplicate), batch with a rejected event, summaries.
     await s.call("POST", "/usage-events", { idempotency_key: "one", subject_id: s.subjectId, event_name: "usage", data: { n: 3, region: "eu" }, timestamp: "2026-01-16T00:00:00Z" });
