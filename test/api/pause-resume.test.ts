@@ -10,7 +10,7 @@ import { createDatabase } from "../../src/db/datasource.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
-import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
@@ -140,6 +140,25 @@ const cases: Case[] = [
           ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days) (part: 65 of 645; the rest on the next invoice)", "1", "-65", "-65"],
         ],
       ],
+    ],
+  ],
+  [
+    "resume after a cycle whose invoice was voided: nothing to credit (it was never owed)",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } }, CARD_FAILS_LATER)).subscription;
+      const [first] = await s.invoices();
+      await s.call("POST", `/invoices/${first.id}/void`, {});
+      await s.advance("2026-01-25T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      return await s.bills();
+    },
+    [
+      ["void", "1000", [["Seats", "1", "1000", "1000"]]],
+      // The card's charges fail: the resume's invoice stays open, with no credit line.
+      ["open", "1000", [["Seats", "1", "1000", "1000"]]],
     ],
   ],
   [

@@ -122,6 +122,7 @@ export class FakeBillingStores implements BillingStores {
   readonly invoices: BillingStores["invoices"] = {
     get: async (env, id) => this.copy(this.state.invoices.get(id), env),
     byToken: async (token) => structuredClone([...this.state.invoices.values()].find((i) => i.hostedToken === token)),
+    byPeriodKey: async (subscriptionId, periodKey) => structuredClone([...this.state.invoices.values()].find((i) => i.subscriptionId === subscriptionId && i.periodKey === periodKey)),
     list: async (env, subjectId, p) =>
       page(
         [...this.state.invoices.values()].filter((i) => i.environmentId === env && i.subjectId === subjectId).map((i) => structuredClone(i)),

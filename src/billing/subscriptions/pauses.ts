@@ -10,9 +10,10 @@
  *   charges in advance; usage is billed from then on. With proration_behavior
  *   `create_prorations` (the default; also at `resumes_at`) the fixed charges paid in advance
  *   for the cycle the pause cut short are credited for its unused part, from paused_at to that
- *   cycle's end as a fraction of the cycle, one negative `proration` line per fixed rate on the
- *   resume's invoice, after the credits carried from before; what that invoice cannot take is
- *   carried to the next ones (proration.ts). `none` credits nothing (carried credits still apply).
+ *   cycle's end as a fraction of the cycle (nothing when the invoice that opened that cycle was
+ *   voided: it was never owed), one negative `proration` line per fixed rate on the resume's
+ *   invoice, after the credits carried from before; what that invoice cannot take is carried to
+ *   the next ones (proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
@@ -26,7 +27,7 @@ import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
-import { multiplierOf } from "./invoice-building.js";
+import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
@@ -139,6 +140,9 @@ export class Pauses {
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
+    // A cycle whose fixed charges were voided was never owed: nothing to credit.
+    const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
+    if (opening?.status === "void") return [];
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     const out: ProrationCredit[] = [];
     for (const r of (await this.engine.reads.rates(card, paused.fixedRateQuantities)).fixed) {

@@ -64,6 +64,8 @@ export interface SubscriptionStore {
 export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
+  /** A subscription's invoice of one period key (e.g. the one that opened a cycle), with its lines. */
+  byPeriodKey(subscriptionId: string, periodKey: string): Promise<Invoice | undefined>;
   list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
   /**
    * Totals of the invoices finalized in [from, to) that bill something (open, paid or

@@ -204,6 +204,13 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
+  async byPeriodKey(subscriptionId: string, periodKey: string): Promise<Invoice | undefined> {
+    return this.sql.run(async (em) => {
+      const r = await em.findOneBy(this.entities.Invoice, { subscription_id: subscriptionId, period_key: periodKey });
+      return r ? (await this.withLines(em, [r]))[0] : undefined;
+    });
+  }
+
   async list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>> {
     return this.sql.run(async (em) => {
       const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
