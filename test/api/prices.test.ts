@@ -93,6 +93,45 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: tiered and percentage prices made over gRPC read back over REST; a bad tier is INVALID_ARGUMENT at its path`, async (t) => {
+    const key = await server.freshKey();
+    const sum = await ok(server, key, "POST", "/pricing-metrics", { event_name: "sales", name: "Sales", unit: "cent", aggregation: { aggregation_type: "sum", value_field: "n" } });
+    const cards = rpcClient(RateCardService, server.url, "grpc", key);
+    const usd = (value: string) => ({ currencyCode: "USD", value });
+    const made = await cards.createRateCard({
+      billingInterval: "monthly",
+      name: "Over gRPC",
+      fixedRates: [
+        {
+          code: "seats",
+          name: "Seats",
+          price: {
+            priceType: "tiered",
+            tiersMode: "volume",
+            tiers: [
+              { upTo: "10", unitAmount: usd("5") },
+              { unitAmount: usd("4"), flatAmount: usd("100") },
+            ],
+          },
+        },
+      ],
+      usageBasedRates: [{ usageBasedRateType: "simple", code: "fees", name: "Fees", pricingMetricId: sum.id, price: { priceType: "percentage", percent: "0.5" }, maximumAmount: usd("900") }],
+    });
+    const card = await ok(server, key, "GET", `/rate-cards/${made.rateCard!.id}`);
+    t.deepEqual(card.fixed_rates[0].price, served({ price_type: "tiered", tiers_mode: "volume", tiers: [servedTier("10", "5"), servedTier(null, "4", "100")] }));
+    t.deepEqual(card.usage_based_rates[0].price, served({ price_type: "percentage", percent: "0.5" }));
+    t.deepEqual([card.usage_based_rates[0].minimum_amount, card.usage_based_rates[0].maximum_amount], [null, money("900")]);
+    const err = await t.throwsAsync(
+      cards.createRateCard({
+        billingInterval: "monthly",
+        name: "Bad",
+        fixedRates: [{ code: "s", name: "S", price: { priceType: "tiered", tiersMode: "graduated", tiers: [{ upTo: "10", unitAmount: usd("1") }] } }],
+      }),
+    );
+    t.regex(String(err?.message), /invalid_argument|INVALID_ARGUMENT/i);
+    t.regex(String(err?.message), /fixed_rates\[0\]\.price\.tiers\[0\]\.up_to/);
+  });
+
   test(`${store}: bad prices are 400s naming the full path, and write nothing`, async (t) => {
     const key = await server.freshKey();
     const sum = await ok(server, key, "POST", "/pricing-metrics", { event_name: "sales", name: "Sales", unit: "cent", aggregation: { aggregation_type: "sum", value_field: "n" } });
