@@ -189,6 +189,47 @@ const cases: Case[] = [
     ],
   ],
   [
+    "a catalog add-on taken mid-cycle is prorated from nothing; dropped, it is credited",
+    async (s) => {
+      const cat = (await s.call("POST", "/rate-catalogs", { name: "Add-ons", description: "" })).id;
+      await s.call("POST", `/rate-catalogs/${cat}/add_rates`, { billing_interval: "monthly", fixed_rates: [seats(500, "support", "Support")] });
+      const card = await s.card({ rate_catalog_id: cat, fixed_rates: [seats()] });
+      const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription.id;
+      await s.advance("2026-01-31T00:00:00Z");
+      const taken = await patch(s, id, { fixed_rate_quantities: { support: 2 } });
+      await s.advance("2026-03-01T00:00:00Z");
+      const dropped = await patch(s, id, { fixed_rate_quantities: { support: 0 } });
+      await s.advance("2026-03-15T00:00:00Z");
+      return [taken.subscription.fixed_rate_quantities, dropped.proration_invoice, await s.bills()];
+    },
+    [
+      { seats: "1", support: "2" },
+      null,
+      [
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        // 0 → 2 × 500 = 1000 a cycle; × 15/31 = 483.87… → 484
+        ["paid", "484", [["Support: 0 → 2 (remaining 15 of 31 days)", "1", "483.870967741935", "484"]]],
+        [
+          "paid",
+          "2000",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["Support", "2", "500", "1000"],
+          ],
+        ],
+        // dropped on Mar 1, 14 of 28 days left: −1000 × 1/2 = −500; Mar 15: 1000 − 500
+        [
+          "paid",
+          "500",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["Support: 2 → 0 (remaining 14 of 28 days)", "1", "-500", "-500"],
+          ],
+        ],
+      ],
+    ],
+  ],
+  [
     'metadata: keys set, "" removes a key; no invoice; a request that changes nothing writes nothing',
     async (s) => {
       const id = await subscribed(s, [seats()], { seats: 1 }, { metadata: { a: "1", b: "2" } });
