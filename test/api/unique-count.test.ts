@@ -366,4 +366,42 @@ for (const store of STORES) {
       "dan, in the new period",
     );
   });
+
+  test(`${store}: late usage of a finalized period: a new value is billed as an adjustment, a value already counted is not`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    await s.subscribe({
+      rate_card_id: await s.card({ usage_based_rates: [{ usage_based_rate_type: "simple", code: "mau", name: "Active users", pricing_metric_id: m, included_units: 0, price: usd(100) }] }),
+    });
+    await s.events(
+      [
+        ["2026-01-20T00:00:00Z", "1", { user: "ann" }],
+        ["2026-01-21T00:00:00Z", "1", { user: "bob" }],
+      ],
+      "active",
+    );
+    await s.advance("2026-02-15T01:00:00Z");
+    // Late for January: ann again (already counted), then cat (new); February: dan.
+    await s.events(
+      [
+        ["2026-01-25T00:00:00Z", "1", { user: "ann" }],
+        ["2026-02-20T00:00:00Z", "1", { user: "dan" }],
+      ],
+      "active",
+    );
+    await s.advance("2026-02-16T01:00:00Z");
+    await s.events([["2026-01-26T00:00:00Z", "1", { user: "cat" }]], "active");
+    await s.advance("2026-03-15T01:00:00Z");
+    const JAN = "(period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)";
+    const lines = (await s.invoices()).flatMap((inv: Json) =>
+      (inv.line_items as Json[]).map((l) => [inv.usage_period_start, l.kind, String(l.description).endsWith(JAN) ? "JAN" : l.description, String(l.quantity), l.amount.value]),
+    );
+    t.deepEqual(lines, [
+      ["2026-01-15T00:00:00Z", "usage", "Active users", "2", "200"],
+      ["2026-02-15T00:00:00Z", "usage", "Active users", "1", "100"],
+      ["2026-02-15T00:00:00Z", "adjustment", "JAN", "1", "100"],
+    ]);
+    const summary = await s.call("POST", `/pricing-metrics/${m}/summary`, { subject_id: s.subjectId, period: { start: "2026-01-15T00:00:00Z", end: "2026-02-15T00:00:00Z" } });
+    t.is(summary[0].value, "3", "ann, bob, cat: what January's lines add up to");
+  });
 }
