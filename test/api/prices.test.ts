@@ -206,7 +206,7 @@ for (const store of STORES) {
       ["usage", "API calls (tier 2: flat fee)", "1", "500", "500"],
       ["maximum", "API calls (maximum per period)", "1", "-500", "-500"],
       // 2.9% of 12,345 = 358.005 → 358; 3 events × 30 = 90 (the event of 0 counts)
-      ["usage", "Card fees (2.9% of 12,345)", "12345", "0.029", "358"],
+      ["usage", "Card fees (2.9% of USD 123.45)", "12345", "0.029", "358"],
       ["usage", "Card fees (fee per event)", "3", "30", "90"],
     ]);
     // 12,600 + 4,000 + 358 + 90
@@ -264,7 +264,7 @@ for (const store of STORES) {
     t.deepEqual(lines(draft), [
       ["usage", "Regional (region=eu, tier 1: 1 – 100)", "100", "2", "200"],
       ["usage", "Regional (region=eu, tier 2: 101 and above)", "50", "1", "50"],
-      ["usage", "Regional (region=us, 1.5% of 1,000)", "1000", "0.015", "15"],
+      ["usage", "Regional (region=us, 1.5% of USD 10.00)", "1000", "0.015", "15"],
       ["minimum", "Regional (minimum per period)", "1", "4735", "4735"],
     ]);
     // A late event of the period lands on the draft; the grace period ends.
@@ -276,7 +276,7 @@ for (const store of STORES) {
     t.deepEqual(lines(final), [
       ["usage", "Regional (region=eu, tier 1: 1 – 100)", "100", "2", "200"],
       ["usage", "Regional (region=eu, tier 2: 101 and above)", "100", "1", "100"],
-      ["usage", "Regional (region=us, 1.5% of 1,000)", "1000", "0.015", "15"],
+      ["usage", "Regional (region=us, 1.5% of USD 10.00)", "1000", "0.015", "15"],
       ["minimum", "Regional (minimum per period)", "1", "4685", "4685"],
     ]);
     t.is(final.total_amount.value, "5000");

@@ -172,7 +172,7 @@ const usageCases: Case[] = [
     "0",
     "1",
     [
-      ["API calls (2.9% of 10,000)", "10000", "0.029", "290", "percent"],
+      ["API calls (2.9% of USD 100.00)", "10000", "0.029", "290", "percent"],
       ["API calls (fee per event)", "7", "30", "210", "per_event"],
     ],
   ],
@@ -184,12 +184,12 @@ const usageCases: Case[] = [
     "0",
     "2",
     [
-      ["API calls (2.9% of 10,000)", "10000", "0.058", "580", "percent"],
+      ["API calls (2.9% of USD 100.00)", "10000", "0.058", "580", "percent"],
       ["API calls (fee per event)", "7", "60", "420", "per_event"],
     ],
   ],
   // 1.5% of 1,234 = 18.51 → 19
-  ["percentage without a fee, rounded half-up", percentage("1.5", null), "1234", "0", "1", [["API calls (1.5% of 1,234)", "1234", "0.015", "19", "percent"]]],
+  ["percentage without a fee, rounded half-up", percentage("1.5", null), "1234", "0", "1", [["API calls (1.5% of USD 12.34)", "1234", "0.015", "19", "percent"]]],
   // a sum of 0 over 7 events: only the fees, 7 × 30
   ["percentage, events of 0", percentage("2.9", "30"), "0", "0", "1", [["API calls (fee per event)", "7", "30", "210", "per_event"]]],
 ];
@@ -254,7 +254,7 @@ test("dimensional: tiered and percentage cells; included units go first to the c
       ),
     ),
     [
-      ["Sales (region=eu, 10% of 500)", "500", "0.1", "50", '{"region":"eu"}|percent'],
+      ["Sales (region=eu, 10% of USD 5.00)", "500", "0.1", "50", '{"region":"eu"}|percent'],
       ["Sales (region=eu, fee per event)", "3", "1", "3", '{"region":"eu"}|per_event'],
       ["Sales (region=us, fee per event)", "2", "1", "2", '{"region":"us"}|per_event'],
     ],

@@ -18,7 +18,7 @@
  * diffs a window's lines by key).
  */
 import type { Price, Tier } from "../catalog/types.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import { type Line, line } from "./line.js";
 
 type Tiered = Extract<Price, { kind: "tiered" }>;
@@ -94,7 +94,8 @@ export function tieredLines(name: string, label: string | null, price: Tiered, q
 export function percentageLines(name: string, label: string | null, price: Percentage, sum: Decimal, events: Decimal, multiplier: Decimal): Line[] {
   const out: Line[] = [];
   if (sum.gt(0)) {
-    const words = `${formatDecimal(dec(price.percent))}% of ${grouped(sum)}`;
+    // The sum is in the smallest unit; the description shows it as people read money (USD 105.00).
+    const words = `${formatDecimal(dec(price.percent))}% of ${displayMoney(formatDecimal(sum), price.currency)}`;
     out.push({ ...line(`${name} (${prefixed(label, words)})`, sum, dec(price.percent).div(100).times(multiplier)), cell: "percent" });
   }
   const fee = price.fixedPerEvent ? dec(price.fixedPerEvent.value) : ZERO;
