@@ -91,6 +91,12 @@ export interface UsageWindow {
   rateCardId: string;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
+  /**
+   * The billing cycle the window lies in: minimums and maximums are prorated by the window's
+   * share of it. Absent on windows billed before it was kept.
+   */
+  cycleStart?: Date;
+  cycleEnd?: Date;
 }
 
 /**

@@ -30,6 +30,9 @@ export interface InvoiceBasisRow {
   rateCardId: string;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
+  /** The cycle the window lies in, ISO 8601 (absent on windows written before it was kept). */
+  cycleStart?: string;
+  cycleEnd?: string;
 }
 
 export interface InvoiceLineRow {

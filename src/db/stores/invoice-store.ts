@@ -5,11 +5,18 @@ import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
-import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus } from "../../billing/subscriptions/types.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus, UsageWindow } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
+import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
+
+/** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
+function windowFromRow(from: Date, to: Date, b: InvoiceBasisRow): UsageWindow {
+  const { cycleStart, cycleEnd, ...basis } = b;
+  return { from, to, ...basis, ...(cycleStart && cycleEnd ? { cycleStart: new Date(cycleStart), cycleEnd: new Date(cycleEnd) } : {}) };
+}
 
 /** Rows → domain: an invoice row with its line rows. */
 export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice {
@@ -27,7 +34,7 @@ export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice
     periodStart: r.period_start,
     periodEnd: r.period_end,
     createdAt: r.created_at,
-    window: r.usage_from && r.usage_to && r.basis ? { from: r.usage_from, to: r.usage_to, ...r.basis } : null,
+    window: r.usage_from && r.usage_to && r.basis ? windowFromRow(r.usage_from, r.usage_to, r.basis) : null,
     finalizesAt: r.finalizes_at ?? null,
     clockId: r.clock_id ?? null,
     finalizedAt: r.finalized_at ?? null,
@@ -67,7 +74,14 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
     clock_id: i.clockId,
     usage_from: i.window?.from ?? null,
     usage_to: i.window?.to ?? null,
-    basis: i.window ? { rateCardId: i.window.rateCardId, fixedRateQuantities: i.window.fixedRateQuantities, rateMultipliers: i.window.rateMultipliers } : null,
+    basis: i.window
+      ? {
+          rateCardId: i.window.rateCardId,
+          fixedRateQuantities: i.window.fixedRateQuantities,
+          rateMultipliers: i.window.rateMultipliers,
+          ...(i.window.cycleStart && i.window.cycleEnd ? { cycleStart: i.window.cycleStart.toISOString(), cycleEnd: i.window.cycleEnd.toISOString() } : {}),
+        }
+      : null,
   };
 }
 
