@@ -19,7 +19,7 @@ import { lostRace, retryingRaces } from "./races.js";
 import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
-import type { CheckoutSession, Invoice, Subscription } from "./types.js";
+import type { Invoice, Subscription } from "./types.js";
 import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
@@ -68,12 +68,6 @@ export class SubscriptionChanges {
   /** Changes an active subscription's quantities, multipliers and metadata from now on (updates.ts). */
   update(caller: Caller, id: string, input: UpdateInput): Promise<UpdateResult> {
     return this.updates.update(caller, id, input);
-  }
-
-  /** The hosted page of an invoice, under the public base URL of the hosted checkout pages (Invoices.hostedInvoiceUrl's URL). */
-  hostedInvoiceUrl(inv: Invoice): string {
-    const checkoutPage = this.checkouts.url({ token: "" } as CheckoutSession);
-    return `${checkoutPage.slice(0, checkoutPage.length - "/hosted/checkout/".length)}/hosted/invoices/${inv.hostedToken}`;
   }
 
   private get engine() {
@@ -219,7 +213,7 @@ export class SubscriptionChanges {
     if (!["", "prorate", "rate_difference"].includes(input.behavior)) v.add("upgrade_behavior", "must be prorate or rate_difference");
     v.throwIfAny();
     const found = await this.lookups.subscription(caller, id);
-    const newCard = await this.lookups.cardOf(caller, input.rateCardId);
+    const newCard = await this.lookups.cardForNewUse(caller, input.rateCardId);
     // A cycle close racing the change makes the attempt start over from a fresh read (retryingRaces).
     const done = await retryingRaces(async (n): Promise<{ result: StartResult; invoice?: Invoice; paymentMethodId?: string | null }> => {
       const fresh = n === 1 ? found : await this.lookups.subscription(caller, id);

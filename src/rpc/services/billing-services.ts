@@ -3,6 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
+import type { Invoice } from "../../billing/subscriptions/types.js";
 import type { Pauses } from "../../billing/subscriptions/pauses.js";
 import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
@@ -14,7 +15,7 @@ import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
 import { instantOf } from "../convert/common.js";
 
-export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges, pauses: Pauses): ServiceImpl<typeof SubscriptionService> {
+export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges, pauses: Pauses, hostedInvoiceUrl: (i: Invoice) => string): ServiceImpl<typeof SubscriptionService> {
   return {
     async createSubscription(req, ctx) {
       const r = await subs.create(callerOf(ctx), {
@@ -61,7 +62,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
       });
       return {
         subscription: subscriptionToPb(r.subscription),
-        prorationInvoice: r.prorationInvoice ? invoiceToPb(r.prorationInvoice, changes.hostedInvoiceUrl(r.prorationInvoice)) : undefined,
+        prorationInvoice: r.prorationInvoice ? invoiceToPb(r.prorationInvoice, hostedInvoiceUrl(r.prorationInvoice)) : undefined,
       };
     },
     async changeRateCard(req, ctx) {
