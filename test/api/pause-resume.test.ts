@@ -127,7 +127,7 @@ const cases: Case[] = [
         "0",
         [
           ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
         ],
       ],
       // Mar 1: 1000 less the 935 left, then 65 of the 645: total 0, 580 carried on
@@ -136,8 +136,8 @@ const cases: Case[] = [
         "0",
         [
           ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
-          ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days) (part: 65 of 645; the rest on the next invoice)", "1", "-65", "-65"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
+          ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days) (USD 0.65 of USD 6.45; the rest on the next invoice)", "1", "-65", "-65"],
         ],
       ],
     ],

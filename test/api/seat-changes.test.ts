@@ -97,7 +97,7 @@ const cases: Case[] = [
         "0",
         [
           ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
         ],
       ],
       // the 935 left: 1000 − 935 = 65
@@ -106,7 +106,7 @@ const cases: Case[] = [
         "65",
         [
           ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
         ],
       ],
     ],
@@ -315,7 +315,7 @@ for (const store of STORES) {
       [
         ["Seats", "1", "1000", "1000"],
         ["API calls", "5000", "1", "5000"],
-        ["Seats: 4 → 1 (remaining 20 of 31 days) (part: 1000 of 1935; the rest on the next invoice)", "1", "-1000", "-1000"],
+        ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
       ],
     ];
     t.deepEqual(draft, ["draft", ...(feb as unknown[]).slice(1)]);
@@ -327,7 +327,7 @@ for (const store of STORES) {
         "65",
         [
           ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days)", "1", "-935", "-935"],
+          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
         ],
       ],
     ]);

@@ -151,30 +151,30 @@ test("takeCredits: oldest first, whole while they fit, the first that does not i
     { description: "new", amount: "-645" },
   ];
   // room 1000: 1000 of the 1935; 935 and 645 carried
-  const a = takeCredits(credits, dec(1000));
+  const a = takeCredits(credits, dec(1000), "USD");
   t.deepEqual(
     a.lines.map((l) => [l.description, formatDecimal(l.amount)]),
-    [["old (part: 1000 of 1935; the rest on the next invoice)", "-1000"]],
+    [["old (USD 10.00 of USD 19.35; the rest on the next invoice)", "-1000"]],
   );
   t.deepEqual(a.carried, [
-    { description: "old", amount: "-935" },
+    { description: "old", amount: "-935", whole: "-1935" },
     { description: "new", amount: "-645" },
   ]);
   // room 1000 again: 935 whole, 65 of 645; 580 carried
-  const b = takeCredits(a.carried, dec(1000));
+  const b = takeCredits(a.carried, dec(1000), "USD");
   t.deepEqual(
     b.lines.map((l) => [l.description, formatDecimal(l.amount)]),
     [
-      ["old", "-935"],
-      ["new (part: 65 of 645; the rest on the next invoice)", "-65"],
+      ["old (the last USD 9.35 of USD 19.35)", "-935"],
+      ["new (USD 0.65 of USD 6.45; the rest on the next invoice)", "-65"],
     ],
   );
-  t.deepEqual(b.carried, [{ description: "new", amount: "-580" }]);
+  t.deepEqual(b.carried, [{ description: "new", amount: "-580", whole: "-645" }]);
   // room 0: nothing taken
-  t.deepEqual(takeCredits(credits, dec(0)), { lines: [], carried: credits });
+  t.deepEqual(takeCredits(credits, dec(0), "USD"), { lines: [], carried: credits });
   // room enough for all
   t.deepEqual(
-    takeCredits(credits, dec(5000)).lines.map((l) => formatDecimal(l.amount)),
+    takeCredits(credits, dec(5000), "USD").lines.map((l) => formatDecimal(l.amount)),
     ["-1935", "-645"],
   );
 });

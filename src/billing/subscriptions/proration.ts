@@ -11,7 +11,7 @@
  *   (usage lines are recomputed then). What is left is carried to the next invoice.
  */
 import type { Line } from "../invoicing/lines.js";
-import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
 import { type BillLine, storedLine } from "./invoice-building.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit } from "./types.js";
 
@@ -111,19 +111,21 @@ export function creditRoom(lines: readonly Pick<InvoiceLine, "amount" | "kind">[
  * while it fits, the first that does not fit in part ("part of …"), the rest carried as they
  * were (the part left of a split one under its own description).
  */
-export function takeCredits(credits: readonly ProrationCredit[], room: Decimal): { lines: BillLine[]; carried: ProrationCredit[] } {
+export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, currency: string): { lines: BillLine[]; carried: ProrationCredit[] } {
   const lines: BillLine[] = [];
   const carried: ProrationCredit[] = [];
+  const money = (d: Decimal) => displayMoney(formatDecimal(d), currency);
   let left = room;
   for (const c of credits) {
     const want = dec(c.amount).neg();
     if (want.lte(0)) continue;
+    const whole = c.whole === undefined ? want : dec(c.whole).neg();
     if (left.gte(want)) {
-      lines.push(prorationLine(c.description, want.neg()));
+      lines.push(prorationLine(whole.eq(want) ? c.description : `${c.description} (the last ${money(want)} of ${money(whole)})`, want.neg()));
       left = left.minus(want);
     } else if (left.gt(0)) {
-      lines.push(prorationLine(`${c.description} (part: ${formatDecimal(left)} of ${formatDecimal(want)}; the rest on the next invoice)`, left.neg()));
-      carried.push({ description: c.description, amount: formatDecimal(want.minus(left).neg()) });
+      lines.push(prorationLine(`${c.description} (${money(left)} of ${money(whole)}; the rest on the next invoice)`, left.neg()));
+      carried.push({ description: c.description, amount: formatDecimal(want.minus(left).neg()), whole: formatDecimal(whole.neg()) });
       left = ZERO;
     } else {
       carried.push(c);
@@ -138,7 +140,7 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal):
  */
 export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | undefined): { invoice: Invoice; carried: ProrationCredit[] } {
   if (!credits?.length) return { invoice: inv, carried: [] };
-  const { lines, carried } = takeCredits(credits, creditRoom(inv.lines, inv.status === "draft"));
+  const { lines, carried } = takeCredits(credits, creditRoom(inv.lines, inv.status === "draft"), inv.currency);
   if (lines.length === 0) return { invoice: inv, carried };
   const stored = lines.map(storedLine);
   const sum = stored.reduce((acc, l) => acc.plus(dec(l.amount)), dec(inv.total));

@@ -49,7 +49,10 @@ export interface Subscription {
 /** A proration credit carried to a subscription's next invoices: what its line says, and the amount left (negative, whole smallest units). */
 export interface ProrationCredit {
   description: string;
+  /** What is left of it, negative. */
   amount: string;
+  /** The whole credit, negative, once part of it went onto an invoice; absent before. */
+  whole?: string;
 }
 
 /** Why a subscription's cycle close failed, and when the scheduler tries it again (real time). */
