@@ -3,7 +3,7 @@
  * or through a hosted checkout; the first invoice bills the first cycle's fixed charges in
  * advance. Also reading subscriptions back (get, list).
  */
-import { isFreePrice, largestUnitAmount } from "../catalog/prices.js";
+import { isFreePrice } from "../catalog/prices.js";
 import type { RateCard } from "../catalog/types.js";
 import { subscriptionEvent } from "../events/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
@@ -11,7 +11,6 @@ import { newId } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { total } from "../invoicing/lines.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
-import { dec } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
