@@ -32,6 +32,7 @@ import { RateCatalogService, file_billing_v1_rate_catalog_service } from "../gen
 import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/v1/subject_service_pb.js";
 import { EventService, file_billing_v1_event_service } from "../gen/billing/v1/event_service_pb.js";
 import { WebhookEndpointService, file_billing_v1_webhook_endpoint_service } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
+import { CreditService, file_billing_v1_credit_service } from "../gen/billing/v1/credit_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
@@ -46,6 +47,7 @@ import { healthService } from "./services/health-service.js";
 import { checkoutService, customerPortalService } from "./services/portal-services.js";
 import { eventService, webhookEndpointService } from "./services/event-services.js";
 import { subjectService } from "./services/subject-service.js";
+import { creditService } from "./services/credit-services.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
@@ -85,6 +87,7 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_health_service,
   file_billing_v1_webhook_endpoint_service,
   file_billing_v1_event_service,
+  file_billing_v1_credit_service,
   file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
   file_grpc_reflection_v1alpha_reflection,
@@ -127,6 +130,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
     spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
     spec(EventService, eventService(services.events, health?.stopped)),
+    spec(CreditService, creditService()),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),
     ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),

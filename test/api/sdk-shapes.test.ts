@@ -214,6 +214,7 @@ const Subscription = obj(
     billing_failure: nullable(obj({ message: str, attempts: int, failed_at: datetime, retry_at: datetime })),
     paused_at: nullable(datetime),
     resumes_at: nullable(datetime),
+    minimum_commitment: nullable(Amount),
   },
 );
 const CreateSubscriptionResponse = obj({
@@ -235,10 +236,13 @@ const BillingState = obj(
     has_overage_for_usage: bool,
     usage_data: array(obj({ rate_name: str, pricing_metric_id: str, included_units: int, used_units: str })),
   },
-  { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })) },
+  { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })), credit_balance: array(Amount), available_credit: array(Amount) },
 );
 /** `quantity`: sdk-compat says int, billing-api.md (which wins) says number; quantities may be fractional. */
-const LineItem = obj({ description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount }, { kind: oneOf("fixed", "usage", "adjustment", "charge") });
+const LineItem = obj(
+  { description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount },
+  { kind: oneOf("fixed", "usage", "minimum", "maximum", "proration", "commitment_true_up", "credit_purchase", "adjustment", "charge") },
+);
 const Invoice = obj(
   {
     id: str,
@@ -257,6 +261,8 @@ const Invoice = obj(
     period_end: datetime,
     usage_period_start: nullable(datetime),
     usage_period_end: nullable(datetime),
+    credits_applied: array(obj({ credit_grant_id: str, amount: Amount })),
+    amount_due: Amount,
   },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });

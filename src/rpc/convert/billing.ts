@@ -43,6 +43,8 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     status: i.status,
     hostedUrl,
     totalAmount: money(i.total),
+    // No credit is applied yet (DESIGN §14 comes next): all of the total is due.
+    amountDue: money(i.total),
     lineItems: i.lines.map((l) => ({ description: l.description, quantity: l.quantity, priceInUnitAmount: money(l.unitAmount), amount: money(l.amount), kind: l.kind })),
     subscriptionId: i.subscriptionId,
     finalizesAt: i.status === "draft" && i.finalizesAt ? ts(i.finalizesAt) : undefined,

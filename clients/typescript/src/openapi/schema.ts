@@ -1089,6 +1089,127 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/credit-grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lists credit grants in creation order, optionally of one subject and one status.
+         * @description Lists credit grants in creation order, optionally of one subject and one status. Errors:
+         *     INVALID_ARGUMENT (400) for bad paging values or status; NOT_FOUND (404) for the subject.
+         */
+        get: operations["ListCreditGrants"];
+        put?: never;
+        /**
+         * Grants credit to a subject.
+         * @description Grants credit to a subject. A promotional grant is active at effective_at (default now). A
+         *     paid grant is bought: an invoice for its amount is finalized and charged to the payment
+         *     method on file, and the grant becomes active when that invoice is paid; without a payment
+         *     method the answer carries a hosted checkout URL and the grant waits ("pending_payment"); a
+         *     declined payment grants nothing ("failed"). Errors: INVALID_ARGUMENT (400) naming the field: a
+         *     missing or non-positive amount, an unknown currency, a bad category, a priority outside
+         *     1..100, expires_at not after effective_at, an empty or duplicate rate code, a missing
+         *     callback when a checkout is needed; NOT_FOUND (404) for the subject.
+         */
+        post: operations["CreateCreditGrant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credit-grants/{credit_grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Gets a credit grant.
+         * @description Gets a credit grant. Errors: NOT_FOUND (404).
+         */
+        get: operations["GetCreditGrant"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credit-grants/{credit_grant_id}/void": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Voids what is left of a grant: a "void" ledger entry takes the remaining amount off the balance; what invoices already spent stays spent.
+         * @description Voids what is left of a grant: a "void" ledger entry takes the remaining amount off the
+         *     balance; what invoices already spent stays spent. Errors: NOT_FOUND (404);
+         *     FAILED_PRECONDITION (400) when it is already voided, expired, failed or pending payment.
+         */
+        post: operations["VoidCreditGrant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/subjects/{subject_id}/credit-ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A subject's credit ledger, oldest first: every grant, application, expiry, void and proration credit.
+         * @description A subject's credit ledger, oldest first: every grant, application, expiry, void and
+         *     proration credit. Errors: INVALID_ARGUMENT (400) for bad paging values; NOT_FOUND (404).
+         */
+        get: operations["ListCreditLedger"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/subjects/{subject_id}/credit-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A subject's credit settings for a currency (defaults when never set).
+         * @description A subject's credit settings for a currency (defaults when never set). Errors: INVALID_ARGUMENT
+         *     (400) for the currency; NOT_FOUND (404).
+         */
+        get: operations["GetCreditSettings"];
+        /**
+         * Sets a subject's credit settings for a currency: the low-balance threshold and automatic top-up (absent: off).
+         * @description Sets a subject's credit settings for a currency: the low-balance threshold and automatic
+         *     top-up (absent: off). Errors: INVALID_ARGUMENT (400) naming the field; NOT_FOUND (404).
+         */
+        put: operations["UpdateCreditSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1145,6 +1266,32 @@ export interface components {
              */
             value?: string | number | null;
         };
+        /**
+         * @description When available credit falls below `threshold`, a paid grant of `amount` is bought (charged to the
+         *     payment method on file), at most once per crossing.
+         */
+        AutoTopUp: {
+            threshold: components["schemas"]["Amount"];
+            amount: components["schemas"]["Amount"];
+            /**
+             * Format: int32
+             * @description Of the grants it buys; default 50.
+             */
+            priority: number;
+        };
+        /**
+         * @description When available credit falls below `threshold`, a paid grant of `amount` is bought (charged to the
+         *     payment method on file), at most once per crossing.
+         */
+        AutoTopUpInput: {
+            threshold?: components["schemas"]["AmountInput"] | null;
+            amount?: components["schemas"]["AmountInput"] | null;
+            /**
+             * Format: int32
+             * @description Of the grants it buys; default 50.
+             */
+            priority?: number | string | null;
+        };
         /** @description Why a subscription's billing cycle could not be closed, and when it is tried again. */
         BillingFailure: {
             /** @description What went wrong, e.g. "the amount of invoice line … has more than 53 digits …". */
@@ -1174,6 +1321,13 @@ export interface components {
             usage_data: components["schemas"]["UsageData"][];
             /** @description Paused subscriptions (not active: no cycle runs and no usage is billed until they resume). */
             paused_subscriptions: components["schemas"]["ActiveSubscription"][];
+            /** @description Per currency: the sum of the subject's credit ledger (what its active grants have left). */
+            credit_balance: components["schemas"]["Amount"][];
+            /**
+             * @description Per currency: credit_balance less what the usage of the current periods costs so far, so an
+             *     app can stop a customer at zero; may be negative.
+             */
+            available_credit: components["schemas"]["Amount"][];
         };
         /** @description A rate of a catalog, discriminated by `type`. */
         CatalogRate: {
@@ -1227,6 +1381,39 @@ export interface components {
             rate_card_id?: string | null;
             /** @description The subject's ID or external ID. */
             subject_id?: string | null;
+        };
+        CreateCreditGrantRequest: {
+            /** @description The subject's ID or external ID. */
+            subject_id?: string | null;
+            amount?: components["schemas"]["AmountInput"] | null;
+            /** @description "promotional" (default) or "paid". */
+            category?: string | null;
+            /**
+             * Format: int32
+             * @description 1..100; default 50.
+             */
+            priority?: number | string | null;
+            /**
+             * Format: date-time
+             * @description Default: now (the subject's test clock time when it has one).
+             */
+            effective_at?: string | null;
+            /** Format: date-time */
+            expires_at?: string | null;
+            applies_to_rate_codes?: string[] | null;
+            metadata?: {
+                [key: string]: string;
+            } | null;
+            /** @description Paid grants without a payment method on file: where the hosted checkout sends the customer. */
+            checkout_callback_urls?: components["schemas"]["CheckoutCallbackUrlsInput"] | null;
+        };
+        CreateCreditGrantResponse: {
+            credit_grant: components["schemas"]["CreditGrant"] | null;
+            /**
+             * @description A paid grant's hosted checkout, when the subject has no payment method on file; absent (JSON
+             *     null) otherwise.
+             */
+            checkout_url: string | null;
         };
         CreateCustomerPortalSessionRequest: {
             /** @description The subject's ID or external ID. */
@@ -1293,6 +1480,8 @@ export interface components {
                 [key: string]: string;
             } | null;
             subscription_timeline_id?: string | null;
+            /** @description Per billing period, in the card's currency; absent: none. */
+            minimum_commitment?: components["schemas"]["AmountInput"] | null;
         };
         CreateSubscriptionResponse: {
             result: components["schemas"]["CreateSubscriptionResult"];
@@ -1349,6 +1538,95 @@ export interface components {
             url?: string | null;
             description?: string | null;
             event_types?: string[] | null;
+        };
+        /** @description What one grant paid of an invoice. */
+        CreditApplication: {
+            credit_grant_id: string;
+            amount: components["schemas"]["Amount"];
+        };
+        /**
+         * @description Prepaid or promotional credit a subject spends on its invoices (DESIGN §14). Amounts are in the
+         *     smallest unit of the grant's currency.
+         */
+        CreditGrant: {
+            /** @description `cg_` followed by 22 base62 characters. */
+            id: string;
+            subject_id: string;
+            /** @description What was granted. */
+            amount: components["schemas"]["Amount"];
+            /** @description What is left to spend: the amount less what invoices took, what expired and what was voided. */
+            remaining_amount: components["schemas"]["Amount"];
+            /** @description "paid" (bought: invoiced and charged, effective once that invoice is paid) or "promotional". */
+            category: string;
+            /**
+             * Format: int32
+             * @description 1 (spent first) to 100; default 50.
+             */
+            priority: number;
+            /**
+             * Format: date-time
+             * @description When it can first be spent.
+             */
+            effective_at: string;
+            /**
+             * Format: date-time
+             * @description When the unspent rest expires; absent (JSON null) when it never does.
+             */
+            expires_at: string | null;
+            /** @description Only lines of these rate codes may spend it; empty: every line. */
+            applies_to_rate_codes: string[];
+            metadata: {
+                [key: string]: string;
+            };
+            /**
+             * @description "pending_payment" (a paid grant whose invoice is not paid yet), "active", "depleted" (nothing
+             *     left), "expired", "voided", or "failed" (its invoice could not be paid: nothing was granted).
+             */
+            status: string;
+            /** @description A paid grant's invoice; absent (JSON null) for a promotional grant. */
+            invoice_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was voided or expired; absent (JSON null) otherwise.
+             */
+            voided_at: string | null;
+            /** Format: date-time */
+            expired_at: string | null;
+        };
+        /** @description One movement of a subject's credit: the balance of a currency is the sum of its entries. */
+        CreditLedgerEntry: {
+            /** @description `cle_` followed by 22 base62 characters. */
+            id: string;
+            subject_id: string;
+            credit_grant_id: string;
+            /**
+             * @description "grant" (positive), "application" (negative: an invoice spent it), "expiry", "void"
+             *     (negative: the rest left the balance), or "proration" (positive: a mid-cycle decrease
+             *     credited to the subject).
+             */
+            entry_type: string;
+            /** @description Signed, in the grant's currency. */
+            amount: components["schemas"]["Amount"];
+            /** @description The invoice an application spent on, or a proration came from; absent (JSON null) otherwise. */
+            invoice_id: string | null;
+            description: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** @description A subject's credit settings for one currency. */
+        CreditSettings: {
+            subject_id: string;
+            /** @description ISO 4217 code the thresholds and top-up are in. */
+            currency_code: string;
+            /**
+             * @description `credit.balance_low` fires once each time available credit falls below it; absent (JSON
+             *     null): never.
+             */
+            low_balance_threshold: components["schemas"]["Amount"] | null;
+            /** @description Automatic top-up; absent (JSON null): off. */
+            auto_top_up: components["schemas"]["AutoTopUp"] | null;
         };
         /** @description A customer portal session: hand `url` to the customer (a redirect or a link). */
         CustomerPortalSession: {
@@ -1474,6 +1752,13 @@ export interface components {
             usage_period_start: string | null;
             /** Format: date-time */
             usage_period_end: string | null;
+            /**
+             * @description Credit grants spent on it at finalization (DESIGN §14), in the order they were applied; on a
+             *     draft, what would be applied if it finalized now.
+             */
+            credits_applied: components["schemas"]["CreditApplication"][];
+            /** @description What is charged: total_amount less credits_applied. Nothing is charged when it is 0. */
+            amount_due: components["schemas"]["Amount"];
         };
         InvoiceLineItem: {
             description: string;
@@ -1490,7 +1775,8 @@ export interface components {
              *     raises a usage rate to its minimum amount for the period), "maximum" (negative: what a usage
              *     rate's maximum amount takes off), "proration" (a mid-cycle change of quantities or
              *     multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
-             *     period; negative for a credit), "adjustment" (late usage of an earlier, already finalized
+             *     period; negative for a credit), "commitment_true_up" (what raises a period's charges to the
+             *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "adjustment" (late usage of an earlier, already finalized
              *     period: the difference between what that period's usage costs now and what was billed for
              *     it; its description names the period), or "charge" (written before lines had kinds).
              */
@@ -1499,6 +1785,14 @@ export interface components {
         ListCatalogRatesResponse: {
             has_more: boolean;
             rates: components["schemas"]["CatalogRate"][];
+        };
+        ListCreditGrantsResponse: {
+            has_more: boolean;
+            credit_grants: components["schemas"]["CreditGrant"][];
+        };
+        ListCreditLedgerResponse: {
+            has_more: boolean;
+            entries: components["schemas"]["CreditLedgerEntry"][];
         };
         ListEventsResponse: {
             events: components["schemas"]["Event"][];
@@ -1917,6 +2211,11 @@ export interface components {
              * @description While "paused": when it resumes by itself; absent when only a call resumes it, or not paused.
              */
             resumes_at: string | null;
+            /**
+             * @description Per billing period: when the period's charges (before credits) are below it, a line of kind
+             *     "commitment_true_up" bills the difference at the period's close. Absent (JSON null): none.
+             */
+            minimum_commitment: components["schemas"]["Amount"] | null;
         };
         SubscriptionInput: {
             rate_card_id?: string | null;
@@ -3302,6 +3601,11 @@ export interface operations {
                     } | null;
                     /** @description "create_prorations" (default) or "none". */
                     proration_behavior?: string | null;
+                    /**
+                     * @description A new minimum commitment per period from the next period on; absent: unchanged. A value of 0
+                     *     removes it.
+                     */
+                    minimum_commitment?: components["schemas"]["AmountInput"] | null;
                 };
             };
         };
@@ -4519,6 +4823,261 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListCreditGrants: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                /** @description The subject's ID or external ID; empty: every subject. */
+                subject_id?: string;
+                /** @description One of CreditGrant.status; empty: every status. */
+                status?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListCreditGrantsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    CreateCreditGrant: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateCreditGrantRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateCreditGrantResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetCreditGrant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                credit_grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditGrant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    VoidCreditGrant: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                credit_grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditGrant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListCreditLedger: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                /** @description Only entries in this currency; empty: every currency. */
+                currency_code?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The subject's ID or external ID. */
+                subject_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListCreditLedgerResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetCreditSettings: {
+        parameters: {
+            query?: {
+                /** @description Required: the settings are per currency. */
+                currency_code?: string;
+            };
+            header?: never;
+            path: {
+                subject_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    UpdateCreditSettings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                subject_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    currency_code?: string | null;
+                    /** @description Absent: no low-balance event. */
+                    low_balance_threshold?: components["schemas"]["AmountInput"] | null;
+                    /** @description Absent: no automatic top-up. */
+                    auto_top_up?: components["schemas"]["AutoTopUpInput"] | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -6,6 +6,8 @@ import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Amount } from "./common_pb.js";
 import { file_billing_v1_common } from "./common_pb.js";
+import type { CreditApplication } from "./credit_pb.js";
+import { file_billing_v1_credit } from "./credit_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -15,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice.proto.
  */
 export const file_billing_v1_invoice: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEivQQKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRI0CgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIuCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAisgEKD0ludm9pY2VMaW5lSXRlbRITCgtkZXNjcmlwdGlvbhgBIAEoCRIaCghxdWFudGl0eRgCIAEoCUIIiLUYAZi1GAESNgoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIoCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIMCgRraW5kGAUgASgJYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEiowUKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRI0CgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIuCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoPY3JlZGl0c19hcHBsaWVkGA8gAygLMh0uYmlsbGluZy52MS5DcmVkaXRBcHBsaWNhdGlvbhIsCgphbW91bnRfZHVlGBAgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAEisgEKD0ludm9pY2VMaW5lSXRlbRITCgtkZXNjcmlwdGlvbhgBIAEoCRIaCghxdWFudGl0eRgCIAEoCUIIiLUYAZi1GAESNgoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIoCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIMCgRraW5kGAUgASgJYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_credit, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An invoice: fixed charges of the cycle that starts and usage of the cycle that ended.
@@ -112,6 +114,21 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
    * @generated from field: google.protobuf.Timestamp usage_period_end = 14;
    */
   usagePeriodEnd?: Timestamp | undefined;
+
+  /**
+   * Credit grants spent on it at finalization (DESIGN §14), in the order they were applied; on a
+   * draft, what would be applied if it finalized now.
+   *
+   * @generated from field: repeated billing.v1.CreditApplication credits_applied = 15;
+   */
+  creditsApplied: CreditApplication[];
+
+  /**
+   * What is charged: total_amount less credits_applied. Nothing is charged when it is 0.
+   *
+   * @generated from field: billing.v1.Amount amount_due = 16;
+   */
+  amountDue?: Amount | undefined;
 };
 
 /**
@@ -155,7 +172,8 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
    * raises a usage rate to its minimum amount for the period), "maximum" (negative: what a usage
    * rate's maximum amount takes off), "proration" (a mid-cycle change of quantities or
    * multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
-   * period; negative for a credit), "adjustment" (late usage of an earlier, already finalized
+   * period; negative for a credit), "commitment_true_up" (what raises a period's charges to the
+   * subscription's minimum commitment), "credit_purchase" (a paid credit grant), "adjustment" (late usage of an earlier, already finalized
    * period: the difference between what that period's usage costs now and what was billed for
    * it; its description names the period), or "charge" (written before lines had kinds).
    *

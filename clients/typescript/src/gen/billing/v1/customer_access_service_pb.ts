@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Amount } from "./common_pb.js";
+import { file_billing_v1_common } from "./common_pb.js";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -11,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/customer_access_service.proto.
  */
 export const file_billing_v1_customer_access_service: GenFile = /*@__PURE__*/
-  fileDesc("CihiaWxsaW5nL3YxL2N1c3RvbWVyX2FjY2Vzc19zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIiwKFkdldEJpbGxpbmdTdGF0ZVJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCSJKChdHZXRCaWxsaW5nU3RhdGVSZXNwb25zZRIvCg1iaWxsaW5nX3N0YXRlGAEgASgLMhguYmlsbGluZy52MS5CaWxsaW5nU3RhdGUi9QEKDEJpbGxpbmdTdGF0ZRIfChdoYXNfYWN0aXZlX3N1YnNjcmlwdGlvbhgBIAEoCBIdChVoYXNfb3ZlcmFnZV9mb3JfdXNhZ2UYAiABKAgSPAoUYWN0aXZlX3N1YnNjcmlwdGlvbnMYAyADKAsyHi5iaWxsaW5nLnYxLkFjdGl2ZVN1YnNjcmlwdGlvbhIpCgp1c2FnZV9kYXRhGAQgAygLMhUuYmlsbGluZy52MS5Vc2FnZURhdGESPAoUcGF1c2VkX3N1YnNjcmlwdGlvbnMYBSADKAsyHi5iaWxsaW5nLnYxLkFjdGl2ZVN1YnNjcmlwdGlvbiJDChJBY3RpdmVTdWJzY3JpcHRpb24SFAoMcmF0ZV9jYXJkX2lkGAEgASgJEhcKD3N1YnNjcmlwdGlvbl9pZBgCIAEoCSJlCglVc2FnZURhdGESFgoOaW5jbHVkZWRfdW5pdHMYASABKAESGQoRcHJpY2luZ19tZXRyaWNfaWQYAiABKAkSEQoJcmF0ZV9uYW1lGAMgASgJEhIKCnVzZWRfdW5pdHMYBCABKAkyuwEKFUN1c3RvbWVyQWNjZXNzU2VydmljZRKhAQoPR2V0QmlsbGluZ1N0YXRlEiIuYmlsbGluZy52MS5HZXRCaWxsaW5nU3RhdGVSZXF1ZXN0GiMuYmlsbGluZy52MS5HZXRCaWxsaW5nU3RhdGVSZXNwb25zZSJFkAIBgtPkkwI8Yg1iaWxsaW5nX3N0YXRlEisvY3VzdG9tZXItYWNjZXNzL3tzdWJqZWN0X2lkfS9iaWxsaW5nLXN0YXRlYgZwcm90bzM", [file_google_api_annotations]);
+  fileDesc("CihiaWxsaW5nL3YxL2N1c3RvbWVyX2FjY2Vzc19zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIiwKFkdldEJpbGxpbmdTdGF0ZVJlcXVlc3QSEgoKc3ViamVjdF9pZBgBIAEoCSJKChdHZXRCaWxsaW5nU3RhdGVSZXNwb25zZRIvCg1iaWxsaW5nX3N0YXRlGAEgASgLMhguYmlsbGluZy52MS5CaWxsaW5nU3RhdGUizwIKDEJpbGxpbmdTdGF0ZRIfChdoYXNfYWN0aXZlX3N1YnNjcmlwdGlvbhgBIAEoCBIdChVoYXNfb3ZlcmFnZV9mb3JfdXNhZ2UYAiABKAgSPAoUYWN0aXZlX3N1YnNjcmlwdGlvbnMYAyADKAsyHi5iaWxsaW5nLnYxLkFjdGl2ZVN1YnNjcmlwdGlvbhIpCgp1c2FnZV9kYXRhGAQgAygLMhUuYmlsbGluZy52MS5Vc2FnZURhdGESPAoUcGF1c2VkX3N1YnNjcmlwdGlvbnMYBSADKAsyHi5iaWxsaW5nLnYxLkFjdGl2ZVN1YnNjcmlwdGlvbhIqCg5jcmVkaXRfYmFsYW5jZRgGIAMoCzISLmJpbGxpbmcudjEuQW1vdW50EiwKEGF2YWlsYWJsZV9jcmVkaXQYByADKAsyEi5iaWxsaW5nLnYxLkFtb3VudCJDChJBY3RpdmVTdWJzY3JpcHRpb24SFAoMcmF0ZV9jYXJkX2lkGAEgASgJEhcKD3N1YnNjcmlwdGlvbl9pZBgCIAEoCSJlCglVc2FnZURhdGESFgoOaW5jbHVkZWRfdW5pdHMYASABKAESGQoRcHJpY2luZ19tZXRyaWNfaWQYAiABKAkSEQoJcmF0ZV9uYW1lGAMgASgJEhIKCnVzZWRfdW5pdHMYBCABKAkyuwEKFUN1c3RvbWVyQWNjZXNzU2VydmljZRKhAQoPR2V0QmlsbGluZ1N0YXRlEiIuYmlsbGluZy52MS5HZXRCaWxsaW5nU3RhdGVSZXF1ZXN0GiMuYmlsbGluZy52MS5HZXRCaWxsaW5nU3RhdGVSZXNwb25zZSJFkAIBgtPkkwI8Yg1iaWxsaW5nX3N0YXRlEisvY3VzdG9tZXItYWNjZXNzL3tzdWJqZWN0X2lkfS9iaWxsaW5nLXN0YXRlYgZwcm90bzM", [file_billing_v1_common, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.GetBillingStateRequest
@@ -83,6 +85,21 @@ export type BillingState = Message<"billing.v1.BillingState"> & {
    * @generated from field: repeated billing.v1.ActiveSubscription paused_subscriptions = 5;
    */
   pausedSubscriptions: ActiveSubscription[];
+
+  /**
+   * Per currency: the sum of the subject's credit ledger (what its active grants have left).
+   *
+   * @generated from field: repeated billing.v1.Amount credit_balance = 6;
+   */
+  creditBalance: Amount[];
+
+  /**
+   * Per currency: credit_balance less what the usage of the current periods costs so far, so an
+   * app can stop a customer at zero; may be negative.
+   *
+   * @generated from field: repeated billing.v1.Amount available_credit = 7;
+   */
+  availableCredit: Amount[];
 };
 
 /**
