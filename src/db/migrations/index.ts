@@ -24,6 +24,8 @@ import { DeliveryReplays1795000000020 } from "./1795000000020-DeliveryReplays.js
 import { PricesAndArchive1795000000021 } from "./1795000000021-PricesAndArchive.js";
 import { UniqueCounts1795000000022 } from "./1795000000022-UniqueCounts.js";
 import { SeatChanges1795000000023 } from "./1795000000023-SeatChanges.js";
+import { Credits1795000000024 } from "./1795000000024-Credits.js";
+import { CreditApplications1795000000025 } from "./1795000000025-CreditApplications.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -50,6 +52,8 @@ export const migrations: (new () => MigrationInterface)[] = [
   PricesAndArchive1795000000021,
   UniqueCounts1795000000022,
   SeatChanges1795000000023,
+  Credits1795000000024,
+  CreditApplications1795000000025,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */
