@@ -1,13 +1,11 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
 import type { Pauses } from "../../billing/subscriptions/pauses.js";
 import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
-import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
 import type { InvoiceService } from "../../gen/billing/v1/invoice_service_pb.js";
 import type { SubscriptionService } from "../../gen/billing/v1/subscription_service_pb.js";
 import type { TestClockService } from "../../gen/billing/v1/test_clock_service_pb.js";
@@ -96,23 +94,6 @@ export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceServic
     },
     async markInvoiceUncollectible(req, ctx) {
       return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "uncollectible")) };
-    },
-  };
-}
-
-export function customerAccessService(subs: BillingStates): ServiceImpl<typeof CustomerAccessService> {
-  return {
-    async getBillingState(req, ctx) {
-      const s = await subs.billingState(callerOf(ctx), req.subjectId);
-      return {
-        billingState: {
-          hasActiveSubscription: s.hasActiveSubscription,
-          hasOverageForUsage: s.hasOverage,
-          activeSubscriptions: s.active,
-          pausedSubscriptions: s.paused,
-          usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
-        },
-      };
     },
   };
 }
