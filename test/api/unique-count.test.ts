@@ -404,4 +404,26 @@ for (const store of STORES) {
     const summary = await s.call("POST", `/pricing-metrics/${m}/summary`, { subject_id: s.subjectId, period: { start: "2026-01-15T00:00:00Z", end: "2026-02-15T00:00:00Z" } });
     t.is(summary[0].value, "3", "ann, bob, cat: what January's lines add up to");
   });
+
+  test(`${store}: billing state reads again follow every new event at once`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    await s.subscribe({
+      rate_card_id: await s.card({ usage_based_rates: [{ usage_based_rate_type: "simple", code: "mau", name: "Active users", pricing_metric_id: m, included_units: 0, price: usd(100) }] }),
+    });
+    const used = async () => (await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)).usage_data[0].used_units;
+    t.is(await used(), "0");
+    const seen: string[] = [];
+    for (const [at, user, expected] of [
+      ["2026-01-20T00:00:00Z", "ann", "1"],
+      ["2026-01-21T00:00:00Z", "ann", "1"],
+      ["2026-02-14T23:59:59.999Z", "bob", "2"],
+      ["2026-02-15T00:00:00Z", "cat", "2"],
+      ["2026-01-15T00:00:00Z", "dan", "3"],
+    ] as const) {
+      await s.events([[at, "1", { user }]], "active");
+      seen.push(await used(), await used());
+      t.deepEqual(seen.slice(-2), [expected, expected], `after ${user} at ${at}`);
+    }
+  });
 }

@@ -115,3 +115,35 @@ async function fromRaw(
     for (const g of (groups[k] as Groups).values()) put(r.i, g.coordinates, g.values.size);
   });
 }
+
+/** Measured values a process keeps (the oldest dropped first beyond this). */
+const KEPT = 10_000;
+
+/**
+ * A unique_count metric's value over a period per combination, as billing state and invoices
+ * read it again and again: kept with the number of the metric's events in the period when it was
+ * read, and reused while that number is unchanged. Exact: events are never deleted or changed,
+ * so an unchanged number means no event came into the period. The number is read first (from the
+ * totals, as cheap as a sum), then the values: an event committed between the two is at worst
+ * counted in values kept under the older number, which the next read finds changed.
+ */
+export class UniqueMeter {
+  private readonly kept = new Map<string, { events: string; groups: UniqueGroup[] }>();
+
+  constructor(
+    private readonly store: UsageStore,
+    private readonly eventCount: (metric: PricingMetric, subjectId: string, range: Range) => Promise<string>,
+  ) {}
+
+  async measure(metric: PricingMetric, subjectId: string, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
+    const key = JSON.stringify([metric.id, subjectId, range.start, range.end, range.inclusiveStart, range.inclusiveEnd, groupBy]);
+    const events = await this.eventCount(metric, subjectId, range);
+    const hit = this.kept.get(key);
+    if (hit && hit.events === events) return hit.groups;
+    const [groups = []] = await uniqueCounts(this.store, metric, subjectId, [range], groupBy);
+    this.kept.delete(key);
+    if (this.kept.size >= KEPT) this.kept.delete(this.kept.keys().next().value as string);
+    this.kept.set(key, { events, groups });
+    return groups;
+  }
+}

@@ -8,7 +8,7 @@ import type { PricingMetricService } from "../catalog/metrics.js";
 import type { AggregationType, PricingMetric } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import { type BillingError, Violations } from "../errors.js";
-import { type Decimal, dec } from "../money.js";
+import { type Decimal, dec, formatDecimal } from "../money.js";
 import type { SubjectService } from "../subjects.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
@@ -17,7 +17,7 @@ import { nextTurn } from "../yielding.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, negated, valueOf } from "./aggregate.js";
 import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
-import { uniqueCounts } from "./unique-summary.js";
+import { UniqueMeter, uniqueCounts } from "./unique-summary.js";
 import { type RejectedEvent, type StoredEvent, type StoredRollup, type UsageStore, rejectedEvent } from "./usage-store.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
 
@@ -245,7 +245,7 @@ export class SummaryService {
     if (to.getTime() <= from.getTime()) return [];
     const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
     if (metric.aggregation.type === "unique_count") {
-      const [groups = []] = await uniqueCounts(this.store, metric, subjectId, [range], groupBy);
+      const groups = await this.unique.measure(metric, subjectId, range, groupBy);
       return groups.map((g) => ({ coordinates: g.coordinates, value: dec(g.count) }));
     }
     const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();
@@ -263,11 +263,19 @@ export class SummaryService {
     return out;
   }
 
+  /** unique_count values of billing periods, reused while the period's events are unchanged. */
+  private readonly unique: UniqueMeter;
+
   constructor(
     private readonly store: UsageStore,
     private readonly metrics: PricingMetricService,
     private readonly subjects: SubjectService,
-  ) {}
+  ) {
+    this.unique = new UniqueMeter(store, async (metric, subjectId, range) => {
+      const [c] = await this.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, new Date(range.start), new Date(range.end), []);
+      return c ? formatDecimal(c.value) : "0";
+    });
+  }
 
   async summarize(caller: Caller, metricId: string, input: SummaryInput): Promise<Summary[]> {
     const v = new Violations();
