@@ -4,13 +4,15 @@
  */
 import { hash } from "node:crypto";
 import type { AggregationType, PricingMetric } from "../catalog/types.js";
-import { coordinatesKey } from "../catalog/rates.js";
 import { AlreadyExistsError, type BillingError, type InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import { newId } from "../ids.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, needsValue, valueProblem } from "./aggregate.js";
 import { checkInstant, isSupported } from "../time.js";
 import { HOUR, MINUTE } from "./periods.js";
 import { type ValueMark, valueMarksOf } from "./unique.js";
+import { hashCoordinates } from "./coordinates.js";
+
+export { hashCoordinates };
 
 export type Grain = "hour" | "minute";
 
@@ -131,27 +133,6 @@ export function fingerprint(subjectId: string, e: PreparedEvent): string {
     data += `${i === 0 ? "" : ","}[${JSON.stringify(k)},${JSON.stringify(e.data[k])}]`;
   }
   return hash("sha256", `[${JSON.stringify(subjectId)},${JSON.stringify(e.eventName)},[${data}],${JSON.stringify(e.givenTimestamp)}]`, "hex");
-}
-
-/**
- * Recent coordinates' hashes: a metric's events repeat a few combinations over and over. Only
- * short combinations are kept (at most 10,000 of up to 256 characters, about 5 MB), since
- * dimension values may be long and come from callers.
- */
-const coordinateHashes = new Map<string, string>();
-const CACHED_KEY_CHARS = 256;
-
-export function hashCoordinates(dims: Record<string, string>): string {
-  const key = coordinatesKey(dims);
-  let h = coordinateHashes.get(key);
-  if (h === undefined) {
-    h = hash("sha256", key, "hex");
-    if (key.length <= CACHED_KEY_CHARS) {
-      if (coordinateHashes.size >= 10_000) coordinateHashes.clear();
-      coordinateHashes.set(key, h);
-    }
-  }
-  return h;
 }
 
 /** What one event adds to the hourly totals of each metric reading its event name. */

@@ -14,7 +14,7 @@
 import { hash } from "node:crypto";
 import type { PricingMetric } from "../catalog/types.js";
 import { coordinatesOf } from "./aggregate.js";
-import { hashCoordinates } from "./events.js";
+import { hashCoordinates } from "./coordinates.js";
 import type { Range } from "./periods.js";
 
 export const DAY = 86_400_000;
