@@ -2,10 +2,12 @@
  * Prices and invoice lines as the pages show them: every amount through displayMoney (the
  * currency's exponent: JPY 0 decimals, USD 2, KWD 3), tiered prices as a table (Up to / Per unit
  * / Flat fee, "and above" for the last tier), percentage prices as "2.9% + USD 0.30 per event",
- * a usage rate's minimum and maximum per period, and an invoice line's kind where it is not a
- * plain charge (minimum, maximum, proration, adjustment), a negative amount written as such.
+ * a usage rate's minimum and maximum per period, an invoice line's kind where it is not a
+ * plain charge (minimum, maximum, proration, adjustment, commitment true-up, credit purchase), a
+ * negative amount written as such, and the credits an invoice applied with its amount due.
  */
 import type { Money, Price, UsageRate } from "../billing/catalog/types.js";
+import type { CreditApplication } from "../billing/credits/types.js";
 import { displayMoney } from "../billing/money.js";
 import type { InvoiceLine, InvoiceLineKind } from "../billing/subscriptions/types.js";
 import { type Html, type Value, html, join } from "./html.js";
@@ -62,16 +64,18 @@ export function usageRateHtml(r: UsageRate): Html {
  * What a line's kind adds to its description, unless the description already says it (the word
  * stem); plain charges (fixed, usage, charge) add nothing.
  */
-const KIND_LABELS: Partial<Record<InvoiceLineKind, [stem: string, label: string]>> = {
+const KIND_LABELS: Partial<Record<InvoiceLineKind | "commitment_true_up" | "credit_purchase", [stem: string, label: string]>> = {
   minimum: ["minimum", "minimum for the period"],
   maximum: ["maximum", "maximum for the period"],
   proration: ["prorat", "proration"],
   adjustment: ["adjust", "adjustment"],
+  commitment_true_up: ["commitment", "minimum commitment true-up"],
+  credit_purchase: ["credit", "credit purchase"],
 };
 
 /** A line's description, with its kind where it is not a plain charge. */
 export function lineDescriptionHtml(l: Pick<InvoiceLine, "description" | "kind">): Html {
-  const [stem, label] = KIND_LABELS[l.kind] ?? ["", ""];
+  const [stem, label] = KIND_LABELS[l.kind as keyof typeof KIND_LABELS] ?? ["", ""];
   const named = stem === "" || l.description.toLowerCase().includes(stem);
   return html`${l.description}${named ? "" : html` <span class="kind muted">(${label})</span>`}`;
 }
@@ -81,3 +85,28 @@ export function lineAmountHtml(value: string, currency: string): Html {
   const text = displayMoney(value, currency);
   return value.trim().startsWith("-") ? html`<span class="credit">${text}</span>` : html`${text}`;
 }
+
+/** What the invoice pages read of an invoice's credits (DESIGN §14): what each grant paid, and what is left to pay. */
+export interface CreditedInvoice {
+  currency: string;
+  total: string;
+  creditsApplied?: readonly CreditApplication[];
+  amountDue?: string;
+}
+
+/**
+ * The rows under an invoice's total: one per grant that paid part of it (its ID, the amount
+ * negative) and the amount due; nothing more when no credit was applied. `span`: the columns
+ * before the amount column.
+ */
+export function creditRowsHtml(inv: CreditedInvoice, span: number): Html {
+  const applied = inv.creditsApplied ?? [];
+  if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return html``;
+  const rows = applied.map(
+    (a) => html`<tr class="credit-applied"><td colspan="${span}">Credit applied <span class="mono">${a.grantId}</span></td><td class="n">${lineAmountHtml(negate(a.amount), inv.currency)}</td></tr>`,
+  );
+  return html`${rows}<tr class="total amount-due"><td colspan="${span}">Amount due</td><td class="n"><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></td></tr>`;
+}
+
+/** A positive decimal string written negative (a credit taken off). */
+const negate = (v: string) => (v.startsWith("-") ? v.slice(1) : `-${v}`);

@@ -1,8 +1,11 @@
-/** GET /dashboard/invoices[?status=] and GET /dashboard/invoices/{id} (with finalize for a draft, void for an open one, and the hosted page's link). */
+/**
+ * GET /dashboard/invoices[?status=] and GET /dashboard/invoices/{id} (with finalize for a draft,
+ * void for an open one, the hosted page's link, and the credits applied with the amount due).
+ */
 import { displayMoney } from "../../../billing/money.js";
 import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
-import { html, join } from "../../html.js";
-import { lineAmountHtml, lineDescriptionHtml } from "../../prices.js";
+import { type Html, html, join } from "../../html.js";
+import { type CreditedInvoice, lineAmountHtml, lineDescriptionHtml } from "../../prices.js";
 import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectLink } from "../common.js";
 import { badge, csrfField, minute, pager, table } from "../layout.js";
 
@@ -18,8 +21,16 @@ ${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
   return { title: "Invoices", body, current: "/dashboard/invoices" };
 }
 
+/** The credits an invoice applied, per grant (negative), and its amount due; nothing when none applied. */
+function creditsHtml(inv: CreditedInvoice): Html | "" {
+  const applied = inv.creditsApplied ?? [];
+  if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return "";
+  const rows = applied.map((a) => html`<div><span class="mono">${a.grantId}</span> ${lineAmountHtml(`-${a.amount}`, inv.currency)}</div>`);
+  return html`<dt>Credits applied</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
+}
+
 export async function invoicePage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
-  const inv = await s.invoices.invoice(c, id as string);
+  const inv: Awaited<ReturnType<typeof s.invoices.invoice>> & CreditedInvoice = await s.invoices.invoice(c, id as string);
   const csrf = csrfField(open.session.csrfToken);
   const m = (v: string) => displayMoney(v, inv.currency);
   const lines = table(
@@ -38,7 +49,7 @@ export async function invoicePage({ services: s, caller: c, open, params: [id], 
   );
   const body = html`<h1>Invoice <span class="mono">${inv.id}</span></h1>${notice(q)}
 <div class="card"><dl><dt>Status</dt><dd>${badge(inv.status)}</dd><dt>Subject</dt><dd>${subjectLink(inv.subjectId)}</dd><dt>Subscription</dt><dd>${subLink(inv.subscriptionId)}</dd>
-<dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
+<dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${creditsHtml(inv)}${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
 ${lines}
 <p>${actions}</p>`;
   return { title: `Invoice ${inv.id}`, body, current: "/dashboard/invoices" };
