@@ -1,4 +1,5 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
+import type { CreditApplication } from "../credits/types.js";
 import type { Metadata } from "../metadata.js";
 
 export type SubscriptionStatus = "active" | "cancelled" | "paused";
@@ -43,7 +44,28 @@ export interface Subscription {
    * as an invoice can take without going negative (see proration.ts). Absent or empty: none.
    */
   prorationCredits?: ProrationCredit[];
+  /**
+   * Minimum commitment per billing period (DESIGN §14), whole smallest units of the card's
+   * currency: `current` applies to the period under way (null: none), `next` (when present)
+   * replaces it from the next period on (null: removed). Absent: none, nothing pending.
+   */
+  commitment?: Commitment | null;
   createdAt: Date;
+}
+
+/** A subscription's minimum commitment per period: the one in effect, and one pending for the next period. */
+export interface Commitment {
+  /** The card's currency (ISO 4217). */
+  currency: string;
+  current: string | null;
+  next?: string | null;
+}
+
+/** The commitment a subscription shows: the newest asked for (pending, else in effect); null: none. */
+export function shownCommitment(s: Pick<Subscription, "commitment">): string | null {
+  const c = s.commitment;
+  if (!c) return null;
+  return c.next !== undefined ? c.next : c.current;
 }
 
 /** A proration credit carried to a subscription's next invoices: what its line says, and the amount left (negative, whole smallest units). */
@@ -70,7 +92,7 @@ export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible"
  * adjustment for late usage of an earlier, finalized window, or `charge` (written before lines
  * had kinds).
  */
-export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge";
+export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase";
 
 export interface InvoiceLine {
   description: string;
@@ -136,6 +158,18 @@ export interface Invoice {
   finalizesAt: Date | null;
   clockId: string | null;
   finalizedAt: Date | null;
+  /**
+   * Credit grants spent on it when it became open (DESIGN §14), in order; on a draft, what would
+   * be spent if it finalized now (computed on read, nothing spent). Absent: none.
+   */
+  creditsApplied?: CreditApplication[];
+  /** What is charged: total less creditsApplied, never negative. Absent: the total. */
+  amountDue?: string;
+}
+
+/** What an invoice charges: its amount due, the total when no credit was applied. */
+export function amountDueOf(i: Pick<Invoice, "total" | "amountDue">): string {
+  return i.amountDue ?? i.total;
 }
 
 export interface PaymentMethod {

@@ -23,6 +23,8 @@ export interface InvoiceRow {
   usage_from?: Date | null;
   usage_to?: Date | null;
   basis?: InvoiceBasisRow | null;
+  credits_applied?: { grantId: string; amount: string }[] | null;
+  amount_due?: string | null;
 }
 
 /** What an invoice's usage window was priced from (see UsageWindow in the domain). */
@@ -75,6 +77,9 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       usage_from: timeColumn(true),
       usage_to: timeColumn(true),
       basis: jsonColumn(dialect, true),
+      // Credit grants spent on it (JSON list; NULL: none) and what is charged: total less them (NULL on no row since migration 25).
+      credits_applied: jsonColumn(dialect, true),
+      amount_due: sumColumn(dialect, true),
     }),
     uniques: [
       { name: "uq_invoices_id", columns: ["id"] },
@@ -101,8 +106,8 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       quantity: sumColumn(dialect),
       unit_amount: sumColumn(dialect),
       amount: sumColumn(dialect),
-      // fixed, usage, adjustment (charge: written before lines had kinds).
-      kind: { type: "varchar", length: 16, nullable: false, default: "charge" },
+      // fixed, usage, minimum, maximum, proration, adjustment, commitment_true_up, credit_purchase (charge: written before lines had kinds).
+      kind: { type: "varchar", length: 24, nullable: false, default: "charge" },
       line_key: textColumn(1000),
       window_invoice_id: textColumn(32),
     }),

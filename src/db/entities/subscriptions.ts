@@ -40,6 +40,7 @@ export interface SubscriptionRow {
   resumes_at?: Date | null;
   cycle_epoch?: number;
   proration_credits?: { description: string; amount: string }[] | null;
+  commitment?: { currency: string; current: string | null; next?: string | null } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -83,6 +84,8 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       cycle_epoch: { type: "int", nullable: false, default: 0 },
       // Proration credits carried to the next invoices (JSON list; NULL: none).
       proration_credits: jsonColumn(dialect, true),
+      // Minimum commitment per period: in effect, and pending for the next period (JSON; NULL: none).
+      commitment: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),

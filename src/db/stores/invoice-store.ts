@@ -5,7 +5,7 @@ import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
-import type { Invoice, InvoiceLine, InvoiceLineKind, InvoiceStatus, UsageWindow } from "../../billing/subscriptions/types.js";
+import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatus, type UsageWindow, amountDueOf } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
@@ -38,6 +38,8 @@ export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice
     finalizesAt: r.finalizes_at ?? null,
     clockId: r.clock_id ?? null,
     finalizedAt: r.finalized_at ?? null,
+    creditsApplied: r.credits_applied ?? [],
+    amountDue: r.amount_due ?? r.total,
   };
 }
 
@@ -82,6 +84,8 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
           ...(i.window.cycleStart && i.window.cycleEnd ? { cycleStart: i.window.cycleStart.toISOString(), cycleEnd: i.window.cycleEnd.toISOString() } : {}),
         }
       : null,
+    credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,
+    amount_due: amountDueOf(i),
   };
 }
 
@@ -101,7 +105,7 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
 }
 
 const INSERT_INVOICES =
-  "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis) VALUES ";
+  "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis, credits_applied, amount_due) VALUES ";
 const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id) VALUES ";
 
 /** The line kinds a usage window bills itself (what late usage is diffed against): usage, and the per-period minimum or maximum priced with it. */
@@ -132,6 +136,8 @@ function invoiceValues(i: Invoice): unknown[] {
     timeOrNull(r.usage_from),
     timeOrNull(r.usage_to),
     r.basis ? JSON.stringify(r.basis) : null,
+    r.credits_applied ? JSON.stringify(r.credits_applied) : null,
+    canonicalDecimal(r.amount_due ?? r.total),
   ];
 }
 
@@ -178,7 +184,18 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
   };
   // A draft becomes open with its recomputed lines, once: only the run that moves it out of draft writes them.
   const finalizeDraft = async (i: Invoice, at: Date) => {
-    const res = await em.update(E.Invoice, { id: i.id, status: "draft" }, { status: "open", total: i.total, finalized_at: at, updated_at: at });
+    const res = await em.update(
+      E.Invoice,
+      { id: i.id, status: "draft" },
+      {
+        status: "open",
+        total: i.total,
+        credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,
+        amount_due: amountDueOf(i),
+        finalized_at: at,
+        updated_at: at,
+      },
+    );
     if ((res.affected ?? 0) === 0) return false;
     await em.delete(E.InvoiceLine, { invoice_id: i.id });
     await insertRows(em, INSERT_LINES, invoiceLineRows(i).map(lineValues));

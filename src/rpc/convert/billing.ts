@@ -1,7 +1,7 @@
 /** Subscriptions, invoices, billing state and test clocks: wire ⇄ domain. */
 import { create } from "@bufbuild/protobuf";
 import type { CallbackUrls } from "../../billing/subscriptions/checkout.js";
-import type { Invoice, Subscription, TestClock } from "../../billing/subscriptions/types.js";
+import { type Invoice, type Subscription, type TestClock, amountDueOf, shownCommitment } from "../../billing/subscriptions/types.js";
 import { type Invoice as InvoicePb, InvoiceSchema } from "../../gen/billing/v1/invoice_pb.js";
 import { type Subscription as SubscriptionPb, SubscriptionSchema, type CheckoutCallbackUrls } from "../../gen/billing/v1/subscription_pb.js";
 import { type TestClock as TestClockPb, TestClockSchema } from "../../gen/billing/v1/test_clock_pb.js";
@@ -27,7 +27,14 @@ export function subscriptionToPb(s: Subscription): SubscriptionPb {
       : undefined,
     pausedAt: s.pausedAt ? ts(s.pausedAt) : undefined,
     resumesAt: s.resumesAt ? ts(s.resumesAt) : undefined,
+    minimumCommitment: commitmentOf(s),
   });
+}
+
+/** The minimum commitment a subscription shows (the newest asked for; see shownCommitment), or none. */
+function commitmentOf(s: Subscription): { currencyCode: string; value: string } | undefined {
+  const value = shownCommitment(s);
+  return value !== null && s.commitment ? { currencyCode: s.commitment.currency, value } : undefined;
 }
 
 export function callbacksOf(c: CheckoutCallbackUrls | undefined): CallbackUrls | undefined {
@@ -43,8 +50,9 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     status: i.status,
     hostedUrl,
     totalAmount: money(i.total),
-    // No credit is applied yet (DESIGN §14 comes next): all of the total is due.
-    amountDue: money(i.total),
+    // DESIGN §14: the grants spent on it (on a draft: what would be spent now), and what is charged.
+    creditsApplied: (i.creditsApplied ?? []).map((a) => ({ creditGrantId: a.grantId, amount: money(a.amount) })),
+    amountDue: money(amountDueOf(i)),
     lineItems: i.lines.map((l) => ({ description: l.description, quantity: l.quantity, priceInUnitAmount: money(l.unitAmount), amount: money(l.amount), kind: l.kind })),
     subscriptionId: i.subscriptionId,
     finalizesAt: i.status === "draft" && i.finalizesAt ? ts(i.finalizesAt) : undefined,
