@@ -19,6 +19,7 @@ import { idempotencyEntities } from "./idempotency.js";
 import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
+import { creditsEntities } from "./credits.js";
 
 export type { EnvironmentRow, ApiKeyRow } from "./environments.js";
 export type { SubjectRow } from "./subjects.js";
@@ -33,6 +34,7 @@ export type { DashboardSessionRow } from "./dashboard-sessions.js";
 export type { IdempotencyKeyRow } from "./idempotency.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
+export type { CreditGrantRow, CreditLedgerRow, CreditSettingsRow, CreditAlertStateRow } from "./credits.js";
 export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
 
 /**
@@ -55,6 +57,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { TestClock } = testClocksEntities(dialect, exact);
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
   const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
+  const { CreditGrant, CreditLedgerEntry, CreditSettings, CreditAlertState } = creditsEntities(dialect, exact);
 
   return {
     Timeline,
@@ -87,6 +90,10 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     WebhookDelivery,
     WebhookAttempt,
     UsageThresholdMark,
+    CreditGrant,
+    CreditLedgerEntry,
+    CreditSettings,
+    CreditAlertState,
   };
 }
 

@@ -1,0 +1,106 @@
+/**
+ * Storage ports of credits (DESIGN §14). Reads outside a transaction (CreditStore), and the writes
+ * a transaction makes (CreditWrites): the credit use cases open their own transaction
+ * (CreditStore.transaction); an invoice's finalization spends credit inside the billing
+ * transaction it already has (BillingTx.credits). src/db implements both on SQL.
+ *
+ * The balance of a subject in a currency is the sum of its ledger entries, which always equals
+ * the sum of `remaining` of its grants that count (active and depleted ones; a grant pending
+ * payment or failed has no ledger entry). Spending is one conditional statement: a grant never
+ * gives more than it has, whatever runs at the same time.
+ */
+import type { EventWrites } from "../events/types.js";
+import type { Page, PageResult } from "../pagination.js";
+import type { CreditGrant, CreditSettings, GrantStatus, LedgerEntry } from "./types.js";
+
+export type AlertKind = "balance_low" | "depleted" | "top_up";
+
+/** Whether a subject's available credit in a currency is below one of its thresholds, and since when. */
+export interface AlertState {
+  environmentId: string;
+  subjectId: string;
+  currency: string;
+  kind: AlertKind;
+  below: boolean;
+  changedAt: Date;
+}
+
+export interface GrantFilter {
+  subjectId?: string;
+  status?: GrantStatus;
+}
+
+/** Credit writes inside a transaction. */
+export interface CreditWrites {
+  /**
+   * Inserts a grant and, unless it is pending payment (or failed), its positive ledger entry
+   * ("grant", or "proration" for a proration credit) of its whole amount.
+   */
+  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration"; invoiceId: string | null; description: string }): Promise<LedgerEntry | undefined>;
+  /** The grant, locked until the transaction ends (on SQLite the transaction holds the file). */
+  lockGrant(environmentId: string, id: string): Promise<CreditGrant | undefined>;
+  /**
+   * The grants of a subject spendable at `at` in one currency, in the order of §14: priority
+   * ascending, then the soonest expires_at (none last), then the oldest. Spendable: active,
+   * remaining > 0, effective_at ≤ at, and expires_at absent or after `at`.
+   */
+  spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]>;
+  /**
+   * Takes `amount` (> 0) from the grant, if it still has that much: one conditional UPDATE
+   * (`remaining >= amount`), then an "application" ledger entry of −amount on `invoiceId` (at
+   * most once per grant and invoice: a second one throws AlreadyExistsError). A grant left at 0
+   * becomes depleted. False (and nothing written) when the grant no longer has that much.
+   */
+  spend(grantId: string, amount: string, invoiceId: string, description: string, at: Date): Promise<boolean>;
+  /**
+   * A pending paid grant becomes active with its "grant" ledger entry; undefined (nothing
+   * written) when it was not pending payment.
+   */
+  activate(environmentId: string, grantId: string, at: Date): Promise<CreditGrant | undefined>;
+  /** A pending paid grant becomes failed (nothing was granted); undefined when it was not pending. */
+  fail(environmentId: string, grantId: string): Promise<CreditGrant | undefined>;
+  /**
+   * What is left of an active or depleted grant leaves the balance: remaining → 0 with a "void"
+   * (or "expiry") ledger entry of −remaining (none when nothing was left), status voided (or
+   * expired) and its time. Undefined when the grant was in neither status.
+   */
+  close(environmentId: string, grantId: string, how: "void" | "expiry", at: Date): Promise<CreditGrant | undefined>;
+  getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;
+  putSettings(environmentId: string, s: CreditSettings, at: Date): Promise<void>;
+  getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;
+  /**
+   * Records the state if it changes `below` (an absent row counts as not below, and is written);
+   * true when it did: one conditional statement, so of two concurrent calls one wins and its
+   * caller fires the event (each crossing fires once, even with N servers).
+   */
+  setAlertState(s: AlertState): Promise<boolean>;
+}
+
+/** Everything a credit use case writes in one transaction, and its events. */
+export type CreditTx = CreditWrites & EventWrites;
+
+export interface CreditStore {
+  get(environmentId: string, id: string): Promise<CreditGrant | undefined>;
+  /** Grants in creation order (seq), of one subject and/or status. */
+  list(environmentId: string, filter: GrantFilter, page: Page): Promise<PageResult<CreditGrant>>;
+  /** A subject's ledger, oldest first, of one currency or every one. */
+  ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page): Promise<PageResult<LedgerEntry>>;
+  /**
+   * A subject's balance per currency (the sum of its ledger: the remaining of its active and
+   * depleted grants), for every currency it has had credit in, in code order.
+   */
+  balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]>;
+  /** As CreditWrites.spendable, outside a transaction (what a draft or billing state would apply). */
+  spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]>;
+  /** A paid grant by the invoice that buys it. */
+  byInvoice(environmentId: string, invoiceId: string): Promise<CreditGrant | undefined>;
+  getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;
+  getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;
+  /**
+   * Active or depleted grants with remaining > 0 whose expires_at ≤ `now`, on real time (clockId
+   * null) or one test clock (every environment when environmentId is null), earliest first.
+   */
+  dueExpiries(now: Date, clockId: string | null, limit: number, environmentId?: string | null): Promise<CreditGrant[]>;
+  /** `fn` in one transaction; a deadlock or lock wait timeout is an AbortedError (retryable). */
+  transaction<T>(fn: (tx: CreditTx) => Promise<T>): Promise<T>;
+}

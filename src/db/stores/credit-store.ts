@@ -1,0 +1,335 @@
+/**
+ * Storage of credits (DESIGN §14) on SQL. Spending is one conditional UPDATE whose affected rows
+ * decide (`remaining >= amount`), with its ledger row in the same transaction; the CHECK
+ * constraint of migration 24 refuses any row whose remaining leaves [0, amount] besides. On MySQL
+ * decimal parameters are CAST to DECIMAL (a string in arithmetic would be a double); on SQLite
+ * decimals are canonical text and the registered dec_add / dec_max functions do exact arithmetic.
+ */
+import type { EntityManager, FindOptionsWhere } from "typeorm";
+import { In, IsNull, LessThanOrEqual, Not } from "typeorm";
+import { spendOrder } from "../../billing/credits/order.js";
+import type { AlertKind, AlertState, CreditStore, CreditTx, CreditWrites, GrantFilter } from "../../billing/credits/ports.js";
+import type { CreditGrant, CreditSettings, GrantCategory, GrantStatus, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
+import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
+import type { EventEncoder } from "../../billing/events/types.js";
+import { randomBase62 } from "../../billing/ids.js";
+import { dec, formatDecimal, sum } from "../../billing/money.js";
+import type { Page, PageResult } from "../../billing/pagination.js";
+import { toPageResult } from "../../billing/pagination.js";
+import type { Dialect } from "../columns.js";
+import type { CreditAlertStateRow, CreditGrantRow, CreditLedgerRow, CreditSettingsRow, Entities } from "../entities/index.js";
+import { isTransient, isUniqueViolation } from "../errors.js";
+import { dbTime } from "../raw.js";
+import { type Sql, rowLock } from "../sql.js";
+import { changed, eventWrites } from "./outbox.js";
+
+export const newLedgerId = (): string => `cle_${randomBase62(22)}`;
+
+export function grantFromRow(r: CreditGrantRow): CreditGrant {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    currency: r.currency,
+    amount: r.amount,
+    remaining: r.remaining,
+    category: r.category as GrantCategory,
+    priority: Number(r.priority),
+    effectiveAt: r.effective_at,
+    expiresAt: r.expires_at,
+    appliesToRateCodes: r.applies_to_rate_codes ?? [],
+    metadata: r.metadata ?? {},
+    status: r.status as GrantStatus,
+    invoiceId: r.invoice_id,
+    createdAt: r.created_at,
+    voidedAt: r.voided_at,
+    expiredAt: r.expired_at,
+  };
+}
+
+function grantToRow(g: CreditGrant, clockId: string | null): CreditGrantRow {
+  return {
+    id: g.id,
+    environment_id: g.environmentId,
+    subject_id: g.subjectId,
+    currency: g.currency,
+    amount: g.amount,
+    remaining: g.remaining,
+    category: g.category,
+    priority: g.priority,
+    effective_at: g.effectiveAt,
+    expires_at: g.expiresAt,
+    applies_to_rate_codes: g.appliesToRateCodes,
+    metadata: g.metadata,
+    status: g.status,
+    invoice_id: g.invoiceId,
+    clock_id: clockId,
+    created_at: g.createdAt,
+    voided_at: g.voidedAt,
+    expired_at: g.expiredAt,
+  };
+}
+
+export function entryFromRow(r: CreditLedgerRow): LedgerEntry {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    grantId: r.grant_id,
+    type: r.entry_type as LedgerEntryType,
+    currency: r.currency,
+    amount: r.amount,
+    invoiceId: r.invoice_id === "" ? null : r.invoice_id,
+    description: r.description,
+    createdAt: r.created_at,
+  };
+}
+
+function settingsFromRow(r: CreditSettingsRow): CreditSettings {
+  return {
+    subjectId: r.subject_id,
+    currency: r.currency,
+    lowBalanceThreshold: r.low_balance_threshold,
+    autoTopUp: r.top_up_threshold !== null && r.top_up_amount !== null ? { threshold: r.top_up_threshold, amount: r.top_up_amount, priority: Number(r.top_up_priority ?? 50) } : null,
+  };
+}
+
+function alertFromRow(r: CreditAlertStateRow): AlertState {
+  return {
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    currency: r.currency,
+    kind: r.kind as AlertKind,
+    below: Boolean(r.below),
+    changedAt: r.changed_at,
+  };
+}
+
+/** A decimal parameter as the dialect's arithmetic needs it. */
+const decParam = (dialect: Dialect): string => (dialect === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?");
+
+async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string | null, description: string, at: Date): Promise<LedgerEntry> {
+  const row: CreditLedgerRow = {
+    id: newLedgerId(),
+    environment_id: g.environmentId,
+    subject_id: g.subjectId,
+    grant_id: g.id,
+    entry_type: type,
+    currency: g.currency,
+    amount,
+    invoice_id: invoiceId ?? "",
+    description: description.slice(0, 1000),
+    created_at: at,
+  };
+  try {
+    await em.insert(E.CreditLedgerEntry, row);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AlreadyExistsError("CREDIT_MOVEMENT_EXISTS", `grant ${g.id} already has a ${type} entry${invoiceId ? ` for invoice ${invoiceId}` : ""}`);
+    throw err;
+  }
+  return entryFromRow(row);
+}
+
+async function spendableOn(em: EntityManager, E: Entities, environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
+  const rows = await em.find(E.CreditGrant, {
+    where: { environment_id: environmentId, subject_id: subjectId, currency, status: "active", effective_at: LessThanOrEqual(at) },
+  });
+  const live = rows.map(grantFromRow).filter((g) => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() > at.getTime()));
+  return spendOrder(live);
+}
+
+async function readGrant(em: EntityManager, E: Entities, environmentId: string, id: string, lock?: ReturnType<typeof rowLock>): Promise<CreditGrant | undefined> {
+  const r = await em.findOne(E.CreditGrant, { where: { environment_id: environmentId, id }, lock });
+  return r ? grantFromRow(r) : undefined;
+}
+
+/** The credit writes of a transaction on `em`. */
+export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWrites {
+  const d = sql.dialect;
+  const lock = rowLock(d);
+  const writes: CreditWrites = {
+    insertGrant: async (g, entry) => {
+      const [subject] = (await em.query("SELECT test_clock_id FROM subjects WHERE environment_id = ? AND id = ?", [g.environmentId, g.subjectId])) as { test_clock_id: string | null }[];
+      await em.insert(E.CreditGrant, grantToRow(g, subject?.test_clock_id ?? null));
+      if (!entry || g.status === "pending_payment" || g.status === "failed") return undefined;
+      return insertEntry(em, E, g, entry.type, g.amount, entry.invoiceId, entry.description, g.createdAt);
+    },
+    lockGrant: (environmentId, id) => readGrant(em, E, environmentId, id, lock),
+    spendable: (environmentId, subjectId, currency, at) => spendableOn(em, E, environmentId, subjectId, currency, at),
+    spend: async (grantId, amount, invoiceId, description, at) => {
+      const a = formatDecimal(dec(amount));
+      if (!dec(a).gt(0)) throw new Error(`a spend must be positive, got ${amount}`);
+      const p = decParam(d);
+      const taken =
+        d === "mysql"
+          ? await changed(
+              em,
+              `UPDATE credit_grants SET status = CASE WHEN remaining = ${p} THEN 'depleted' ELSE status END, remaining = remaining - ${p} WHERE id = ? AND status = 'active' AND remaining >= ${p}`,
+              [a, a, grantId, a],
+            )
+          : await changed(
+              em,
+              "UPDATE credit_grants SET status = CASE WHEN dec_add(remaining, ?) = '0' THEN 'depleted' ELSE status END, remaining = dec_add(remaining, ?) WHERE id = ? AND status = 'active' AND dec_max(remaining, ?) = remaining",
+              [`-${a}`, `-${a}`, grantId, a],
+            );
+      if (taken === 0) return false;
+      const r = await em.findOneOrFail(E.CreditGrant, { where: { id: grantId } });
+      await insertEntry(em, E, grantFromRow(r), "application", `-${a}`, invoiceId, description, at);
+      return true;
+    },
+    activate: async (environmentId, grantId, at) => {
+      const n = await changed(em, "UPDATE credit_grants SET status = 'active' WHERE environment_id = ? AND id = ? AND status = 'pending_payment'", [environmentId, grantId]);
+      if (n === 0) return undefined;
+      const g = (await readGrant(em, E, environmentId, grantId)) as CreditGrant;
+      await insertEntry(em, E, g, "grant", g.amount, null, g.invoiceId ? `Credit purchase (invoice ${g.invoiceId})` : "Credit grant", at);
+      return g;
+    },
+    fail: async (environmentId, grantId) => {
+      const n = await changed(em, "UPDATE credit_grants SET status = 'failed', remaining = ? WHERE environment_id = ? AND id = ? AND status = 'pending_payment'", ["0", environmentId, grantId]);
+      return n === 0 ? undefined : readGrant(em, E, environmentId, grantId);
+    },
+    close: async (environmentId, grantId, how, at) => {
+      const g = await readGrant(em, E, environmentId, grantId, lock);
+      if (!g || (g.status !== "active" && g.status !== "depleted")) return undefined;
+      const status = how === "void" ? "voided" : "expired";
+      const stamp = how === "void" ? "voided_at" : "expired_at";
+      const n = await changed(em, `UPDATE credit_grants SET status = ?, remaining = ?, ${stamp} = ? WHERE id = ? AND status = ? AND remaining = ${decParam(d)}`, [
+        status,
+        "0",
+        dbTime(at),
+        grantId,
+        g.status,
+        g.remaining,
+      ]);
+      if (n === 0) throw new AbortedError("TRANSACTION_CONFLICT", "the grant changed while it was being closed; try again");
+      if (dec(g.remaining).gt(0)) await insertEntry(em, E, g, how, `-${g.remaining}`, null, how === "void" ? "Voided" : "Expired", at);
+      return (await readGrant(em, E, environmentId, grantId)) as CreditGrant;
+    },
+    getSettings: async (environmentId, subjectId, currency) => {
+      const r = await em.findOneBy(E.CreditSettings, { environment_id: environmentId, subject_id: subjectId, currency });
+      return r ? settingsFromRow(r) : undefined;
+    },
+    putSettings: async (environmentId, s, at) => {
+      const row: CreditSettingsRow = {
+        environment_id: environmentId,
+        subject_id: s.subjectId,
+        currency: s.currency,
+        low_balance_threshold: s.lowBalanceThreshold,
+        top_up_threshold: s.autoTopUp?.threshold ?? null,
+        top_up_amount: s.autoTopUp?.amount ?? null,
+        top_up_priority: s.autoTopUp?.priority ?? null,
+        updated_at: at,
+      };
+      await em.upsert(E.CreditSettings, row, ["environment_id", "subject_id", "currency"]);
+    },
+    getAlertState: async (environmentId, subjectId, currency, kind) => {
+      const r = await em.findOne(E.CreditAlertState, { where: { environment_id: environmentId, subject_id: subjectId, currency, kind }, lock });
+      return r ? alertFromRow(r) : undefined;
+    },
+    setAlertState: async (s) => {
+      const key = { environment_id: s.environmentId, subject_id: s.subjectId, currency: s.currency, kind: s.kind };
+      const n = await changed(em, "UPDATE credit_alert_state SET below = ?, changed_at = ? WHERE environment_id = ? AND subject_id = ? AND currency = ? AND kind = ? AND below <> ?", [
+        s.below ? 1 : 0,
+        dbTime(s.changedAt),
+        s.environmentId,
+        s.subjectId,
+        s.currency,
+        s.kind,
+        s.below ? 1 : 0,
+      ]);
+      if (n > 0) return true;
+      if (!s.below || (await em.findOneBy(E.CreditAlertState, key))) return false;
+      try {
+        await em.insert(E.CreditAlertState, { ...key, below: s.below, changed_at: s.changedAt });
+        return true;
+      } catch (err) {
+        if (isUniqueViolation(err)) return false;
+        throw err;
+      }
+    },
+  };
+  return writes;
+}
+
+export class SqlCreditStore implements CreditStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly E: Entities,
+    private readonly encode: EventEncoder,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  get(environmentId: string, id: string): Promise<CreditGrant | undefined> {
+    return this.sql.run((em) => readGrant(em, this.E, environmentId, id));
+  }
+
+  async list(environmentId: string, filter: GrantFilter, page: Page): Promise<PageResult<CreditGrant>> {
+    const where: FindOptionsWhere<CreditGrantRow> = { environment_id: environmentId };
+    if (filter.subjectId !== undefined) where.subject_id = filter.subjectId;
+    if (filter.status !== undefined) where.status = filter.status;
+    const rows = await this.sql.run((em) => em.find(this.E.CreditGrant, { where, order: { seq: "ASC" }, skip: page.offset, take: page.limit + 1 }));
+    return toPageResult(rows.map(grantFromRow), page);
+  }
+
+  async ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page): Promise<PageResult<LedgerEntry>> {
+    const where: FindOptionsWhere<CreditLedgerRow> = { environment_id: environmentId, subject_id: subjectId };
+    if (currency !== undefined) where.currency = currency;
+    const rows = await this.sql.run((em) => em.find(this.E.CreditLedgerEntry, { where, order: { seq: "ASC" }, skip: page.offset, take: page.limit + 1 }));
+    return toPageResult(rows.map(entryFromRow), page);
+  }
+
+  async balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.E.CreditGrant, { where: { environment_id: environmentId, subject_id: subjectId, status: In(["active", "depleted"]) }, select: { currency: true, remaining: true } }),
+    );
+    const by = new Map<string, string[]>();
+    for (const r of rows) by.set(r.currency, [...(by.get(r.currency) ?? []), r.remaining]);
+    const ledgerOnly = await this.sql.query<{ currency: string }[]>("SELECT DISTINCT currency FROM credit_ledger WHERE environment_id = ? AND subject_id = ?", [environmentId, subjectId]);
+    for (const { currency } of ledgerOnly) if (!by.has(currency)) by.set(currency, []);
+    return [...by.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([currency, values]) => ({ currency, balance: formatDecimal(sum(values.map((v) => dec(v)))) }));
+  }
+
+  spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
+    return this.sql.run((em) => spendableOn(em, this.E, environmentId, subjectId, currency, at));
+  }
+
+  async byInvoice(environmentId: string, invoiceId: string): Promise<CreditGrant | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.E.CreditGrant, { environment_id: environmentId, invoice_id: invoiceId }));
+    return r ? grantFromRow(r) : undefined;
+  }
+
+  async getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.E.CreditSettings, { environment_id: environmentId, subject_id: subjectId, currency }));
+    return r ? settingsFromRow(r) : undefined;
+  }
+
+  async getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.E.CreditAlertState, { environment_id: environmentId, subject_id: subjectId, currency, kind }));
+    return r ? alertFromRow(r) : undefined;
+  }
+
+  async dueExpiries(now: Date, clockId: string | null, limit: number, environmentId: string | null = null): Promise<CreditGrant[]> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.E.CreditGrant, {
+        where: {
+          status: In(["active", "depleted"]),
+          expires_at: LessThanOrEqual(now),
+          clock_id: clockId === null ? IsNull() : clockId,
+          remaining: Not("0"),
+          ...(environmentId === null ? {} : { environment_id: environmentId }),
+        },
+        order: { expires_at: "ASC", seq: "ASC" },
+        take: limit,
+      }),
+    );
+    return rows.map(grantFromRow).filter((g) => dec(g.remaining).gt(0));
+  }
+
+  transaction<T>(fn: (tx: CreditTx) => Promise<T>): Promise<T> {
+    const run = this.sql.transaction((em) => fn({ ...creditWrites(em, this.sql, this.E), ...eventWrites(em, this.encode, this.now, this.sql.dialect) }));
+    return run.catch((err: unknown) => {
+      if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
+      throw err;
+    });
+  }
+}
