@@ -4,6 +4,7 @@
  * completed checkout saves a payment method on the subject). src/db implements them on SQL;
  * test/fakes in memory.
  */
+import type { CreditWrites } from "../credits/ports.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
 import type { EventWrites } from "../events/types.js";
 import type { Page, PageResult } from "../pagination.js";
@@ -181,8 +182,12 @@ export interface TimelineWrites {
   insertTimelineItems(items: TimelineItem[]): Promise<void>;
 }
 
-/** Everything billing writes in one transaction, and the events of those changes (the outbox). */
-export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites;
+/**
+ * Everything billing writes in one transaction, and the events of those changes (the outbox);
+ * `credits`: spending and granting credit in the same transaction (a finalization's credits);
+ * absent only where a store keeps no credits (the in-memory fake of the tests).
+ */
+export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites & { credits?: CreditWrites };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

@@ -12,6 +12,7 @@ import { isTransient } from "../errors.js";
 import { findSubjectRow } from "../raw.js";
 import type { Sql } from "../sql.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
+import { creditWrites } from "./credit-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
 import { SqlInvoiceStore, invoiceWrites } from "./invoice-store.js";
 import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-store.js";
@@ -76,6 +77,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           ...paymentMethodWrites(em, entities),
           ...timelineWrites(em, sql, entities),
           ...eventWrites(em, encode, now, sql.dialect),
+          credits: creditWrites(em, sql, entities),
         }),
       );
       return run.catch((err: unknown) => {
