@@ -107,14 +107,14 @@ export function settings(s: Scenario, body: Json, currency = "USD"): Promise<Jso
   return s.call("PUT", `/subjects/${s.subjectId}/credit-settings`, { currency_code: currency, ...body });
 }
 
-/** The types of the environment's events starting with `prefix`, oldest first. */
-export async function eventTypes(s: Scenario, prefix: string): Promise<string[]> {
+/** The environment's events of these types, oldest first, by type. */
+export async function eventTypes(s: Scenario, types: readonly string[]): Promise<string[]> {
   const out: string[] = [];
   let after = "";
   for (;;) {
     const r = await s.call("GET", `/events?limit=100${after ? `&after=${after}` : ""}`);
     const events = r.events as Json[];
-    for (const e of events) if (String(e.type).startsWith(prefix)) out.push(e.type);
+    for (const e of events) if (types.includes(e.type)) out.push(e.type);
     if (!r.has_more || events.length === 0) return out;
     after = events.at(-1)?.id;
   }
