@@ -2,9 +2,11 @@
  * The dashboard's changes, each the POST of a signed-in form (the router checks its CSRF token
  * first): an action answers the page to go back to (a 303) or, when the change needs more, a page.
  */
-import { InvalidArgumentError } from "../../billing/errors.js";
+import { InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import { html } from "../html.js";
-import type { PageContext, View } from "./common.js";
+import { type PageContext, type View, creditsOf } from "./common.js";
+import { formErrors, readGrantForm } from "./pages/credit.js";
+import { subjectView } from "./pages/subject.js";
 
 /** An action: the form's fields in, the address to send the browser to (303) or a page out. */
 export type Action = (ctx: PageContext, form: URLSearchParams) => Promise<string | View>;
@@ -45,4 +47,32 @@ export const advanceClock: Action = async ({ services: s, caller: c, params: [pa
   const before = await s.clocks.clock(c, id);
   await s.clocks.advanceClock(c, id, to);
   return `/dashboard/clocks/${id}?from=${encodeURIComponent(before.frozenTime.toISOString())}`;
+};
+
+/**
+ * POST /dashboard/subjects/{id}/credit-grants: grants promotional credit through the credit use
+ * case. Bad input (read here, or judged by the use case) is the subject page again with the form
+ * as typed and each error beside its field (400); nothing is written.
+ */
+export const grantCredit: Action = async (ctx, form) => {
+  const credits = creditsOf(ctx.services);
+  if (!credits) throw new NotFoundError("NOT_FOUND", "credits are not available here");
+  const subject = await ctx.services.subjects.get(ctx.caller, ctx.params[0] as string);
+  const read = readGrantForm(subject.id, form);
+  if (!read.input) return subjectView({ ...ctx, params: [subject.id] }, read.form);
+  try {
+    await credits.grant(ctx.caller, read.input);
+  } catch (err) {
+    if (err instanceof InvalidArgumentError) return subjectView({ ...ctx, params: [subject.id] }, formErrors(read.form, err.violations));
+    throw err;
+  }
+  return `/dashboard/subjects/${subject.id}?done=credit_granted#h-credit`;
+};
+
+/** POST /dashboard/subjects/{id}/credit-grants/{grant}/void: what is left of the grant leaves the balance. */
+export const voidCredit: Action = async ({ services: s, caller: c, params: [subjectId, grantId] }) => {
+  const credits = creditsOf(s);
+  if (!credits) throw new NotFoundError("NOT_FOUND", "credits are not available here");
+  await credits.voidGrant(c, subjectId as string, grantId as string);
+  return `/dashboard/subjects/${subjectId}?done=credit_voided#h-credit`;
 };

@@ -3,6 +3,7 @@
  * answer (View), paging, links, the subscription and invoice rows, notices and refusals.
  */
 import type { PricingMetricService } from "../../billing/catalog/metrics.js";
+import type { CreditGrant } from "../../billing/credits/types.js";
 import type { RateCardService } from "../../billing/catalog/rate-cards.js";
 import type { RateCard } from "../../billing/catalog/types.js";
 import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
@@ -16,7 +17,9 @@ import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { Invoice, Subscription } from "../../billing/subscriptions/types.js";
+import type { PageResult } from "../../billing/pagination.js";
 import type { Caller } from "../../billing/tenancy.js";
+import type { CreditReads } from "../credits.js";
 import { type Html, type Value, html } from "../html.js";
 import { type DashSession, badge, day } from "./layout.js";
 
@@ -32,6 +35,32 @@ export interface DashboardServices {
   summaries: SummaryService;
   ingest: IngestService;
   webhookEndpoints: WebhookEndpoints;
+  /** A subject's credit (absent: the subject page shows no credit section). */
+  creditPages?: DashboardCredits;
+}
+
+/** The credit reads and changes the dashboard uses, when credits are wired in. */
+export function creditsOf(s: DashboardServices): DashboardCredits | undefined {
+  return s.creditPages;
+}
+
+/** A promotional grant as the dashboard's form asks for it (amount in the smallest unit). */
+export interface GrantInput {
+  subjectId: string;
+  amount: string;
+  currency: string;
+  category: "promotional";
+  priority?: number;
+  expiresAt?: Date;
+}
+
+/** What the dashboard reads and changes of a subject's credit, through the credit use cases. */
+export interface DashboardCredits extends CreditReads {
+  /** The subject's grants, oldest first (the first 100). */
+  grants(caller: Caller, subjectId: string): Promise<PageResult<CreditGrant>>;
+  grant(caller: Caller, input: GrantInput): Promise<CreditGrant>;
+  /** Voids one of the subject's grants; another subject's is not found. */
+  voidGrant(caller: Caller, subjectId: string, grantId: string): Promise<CreditGrant>;
 }
 
 /** A signed-in request to a page: its session, the caller it acts as, the path's captures and the query. */
@@ -97,6 +126,8 @@ const NOTICES: Record<string, string> = {
   voided: "The invoice was voided.",
   advanced: "The test clock was advanced; everything due up to its new time has run.",
   changed: "The subscription moved to the new rate card; the old card's usage so far was invoiced.",
+  credit_granted: "The credit was granted.",
+  credit_voided: "The grant was voided: what was left of it left the balance.",
 };
 
 export function notice(q: URLSearchParams): Html | "" {

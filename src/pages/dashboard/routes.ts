@@ -3,7 +3,9 @@
  *
  *   GET  /dashboard                            overview
  *   GET  /dashboard/subjects[?q=]              subjects, searched
- *   GET  /dashboard/subjects/{id}              a subject: billing state, subscriptions, invoices, usage charts
+ *   GET  /dashboard/subjects/{id}              a subject: billing state, credit, subscriptions, invoices, usage charts
+ *   POST /dashboard/subjects/{id}/credit-grants                grants promotional credit (amount, currency, expires_at?, priority?)
+ *   POST /dashboard/subjects/{id}/credit-grants/{grant}/void   voids what is left of a grant
  *   GET  /dashboard/subscriptions[?status=&rate_card_id=]
  *   GET  /dashboard/subscriptions/{id}         with the cancel forms
  *   POST /dashboard/subscriptions/{id}/cancel  when=now | end_of_cycle
@@ -17,7 +19,7 @@
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
  *   GET  /dashboard/clocks, /dashboard/clocks/{id}; POST /dashboard/clocks/{id}/advance
  */
-import { advanceClock, cancelSubscription, changeRateCard, finalizeOrVoid } from "./actions.js";
+import { advanceClock, cancelSubscription, changeRateCard, finalizeOrVoid, grantCredit, voidCredit } from "./actions.js";
 import { catalogPage } from "./pages/catalog.js";
 import { changePreviewPage } from "./pages/change.js";
 import { clockPage, clocksPage } from "./pages/clocks.js";
@@ -38,6 +40,8 @@ export const ROUTES: Route[] = [
   { method: "GET", path: /^\/dashboard\/?$/, page: overview },
   { method: "GET", path: path("subjects"), page: subjectsPage },
   { method: "GET", path: path("subjects/{id}"), page: subjectPage },
+  { method: "POST", path: path("subjects/{id}/credit-grants"), action: grantCredit, back: ([id]) => `/dashboard/subjects/${id}` },
+  { method: "POST", path: path("subjects/{id}/credit-grants/{id}/void"), action: voidCredit, back: ([id]) => `/dashboard/subjects/${id}` },
   { method: "GET", path: path("subscriptions"), page: subscriptionsPage },
   { method: "GET", path: path("subscriptions/{id}"), page: subscriptionPage },
   { method: "POST", path: path("subscriptions/{id}/cancel"), action: cancelSubscription, back: ([id]) => `/dashboard/subscriptions/${id}` },

@@ -9,6 +9,9 @@
  *   GET  /hosted/portal/{token}/subscriptions/{id}/cancel         asks to confirm
  *   POST /hosted/portal/{token}/subscriptions/{id}/cancel         cancels at the end of the cycle
  *
+ * With the credit use cases wired in, the portal also shows the subject's credit balance per
+ * currency and its ledger, newest first (`?ledger_offset=` pages it).
+ *
  * A GET never changes anything (links are prefetched and followed by scanners): every change is
  * the POST of a form, and a successful one redirects (303) back to the portal. An unknown token
  * is 404; an expired session, or one whose subject was deleted, is 410.
@@ -17,6 +20,8 @@ import { AbortedError, BillingError, NotFoundError } from "../../billing/errors.
 import type { CustomerPortal, OpenPortal, PortalSubscription, PortalView } from "../../billing/subscriptions/portal.js";
 import { displayMoney } from "../../billing/money.js";
 import type { Logger } from "../../log.js";
+import type { Caller } from "../../billing/tenancy.js";
+import { type CreditReads, LEDGER_PAGE, balancesHtml, ledgerHtml, ledgerOffsetOf, ledgerPager } from "../credits.js";
 import { type Html, html, join } from "../html.js";
 import { type Req, type Res, messagePage, notAllowed, page, readForm, servePages } from "../shell.js";
 
@@ -72,7 +77,20 @@ function invoicesHtml(v: PortalView): Html {
   return html`<table><thead><tr><th>Date</th><th>Status</th><th class="n">Total</th><th><span class="noprint">Invoice</span></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-function portalHtml(v: PortalView, notice: string | undefined): Html {
+/** The subject's credit: balance per currency and the ledger, newest first, a page of it. */
+async function creditHtml(credits: CreditReads, caller: Caller, v: PortalView, q: URLSearchParams): Promise<Html> {
+  const offset = ledgerOffsetOf(q);
+  const [balances, ledger] = await Promise.all([credits.balances(caller, v.subjectId), credits.ledger(caller, v.subjectId, { limit: LEDGER_PAGE, offset })]);
+  const base = portalBase(v.session.token).text;
+  // An application's invoice links to its hosted page when the portal lists it.
+  const hosted = new Map(v.invoices.map((i) => [i.id, `/hosted/invoices/${i.hostedToken}`]));
+  return html`<section aria-labelledby="credit"><h2 id="credit">Credit</h2>
+${balancesHtml(balances)}
+${balances.length > 0 || ledger.items.length > 0 || offset > 0 ? html`${ledgerHtml(ledger.items, (id) => hosted.get(id))}\n${ledgerPager(base, offset, ledger.hasMore, "credit")}` : ""}
+</section>`;
+}
+
+function portalHtml(v: PortalView, notice: string | undefined, credit: Html | ""): Html {
   const base = portalBase(v.session.token);
   const who = v.profile.name ?? v.profile.email;
   const subs =
@@ -100,6 +118,7 @@ ${cardAction}
 <section aria-labelledby="invoices"><h2 id="invoices">Invoices</h2>
 ${invoicesHtml(v)}
 </section>
+${credit}
 <p class="muted">This page works until ${v.session.expiresAt.toISOString().slice(0, 16).replace("T", " ")} UTC.</p>
 </main>`;
 }
@@ -199,7 +218,8 @@ async function cancel(req: Req, res: Res, portal: CustomerPortal, p: OpenPortal,
 
 const PORTAL_PATH = /^\/hosted\/portal\/([0-9A-Za-z]{16,64})(?:\/(card)|\/subscriptions\/([0-9A-Za-z_]{1,64})\/cancel)?$/;
 
-export function createPortalPages(portal: CustomerPortal, log: Logger) {
+/** `credits`: the subject's balance and ledger (absent: the portal shows no credit section). */
+export function createPortalPages(portal: CustomerPortal, log: Logger, credits?: CreditReads) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     const m = PORTAL_PATH.exec(path);
     if (!m) return notFound(res, "Page");
@@ -214,8 +234,11 @@ export function createPortalPages(portal: CustomerPortal, log: Logger) {
       res.setHeader("allow", "GET");
       return messagePage(res, 405, "Not allowed", "Method not allowed");
     }
-    const done = new URLSearchParams((req.url ?? "").split("?")[1] ?? "").get("done") ?? "";
-    page(res, 200, "Billing", portalHtml(await portal.view(access.portal), Object.hasOwn(NOTICES, done) ? NOTICES[done] : undefined));
+    const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
+    const done = query.get("done") ?? "";
+    const v = await portal.view(access.portal);
+    const credit = credits ? await creditHtml(credits, access.portal.caller, v, query) : "";
+    page(res, 200, "Billing", portalHtml(v, Object.hasOwn(NOTICES, done) ? NOTICES[done] : undefined, credit));
   };
   return servePages("/hosted/portal/", handle, log);
 }

@@ -1,7 +1,12 @@
-/** GET /dashboard/subjects/{id}[?days=&invoices_offset=]: a subject's details, billing state, subscriptions, invoices and usage charts. */
+/**
+ * GET /dashboard/subjects/{id}[?days=&invoices_offset=&ledger_offset=]: a subject's details,
+ * billing state, credit (balances, grants, ledger, the grant form: credit.ts), subscriptions,
+ * invoices and usage charts.
+ */
 import type { Caller } from "../../../billing/tenancy.js";
 import { type Html, html, join } from "../../html.js";
-import { type DashboardServices, INVOICE_HEAD, PAGE, type PageContext, SUBSCRIPTION_HEAD, type View, cardNames, invoiceRows, offsetOf, subscriptionRows } from "../common.js";
+import { type DashboardServices, INVOICE_HEAD, PAGE, type PageContext, SUBSCRIPTION_HEAD, type View, cardNames, creditsOf, invoiceRows, notice, offsetOf, subscriptionRows } from "../common.js";
+import { type GrantForm, creditSection } from "./credit.js";
 import { barChart, minute, table } from "../layout.js";
 
 /** Per pricing metric of the subject's active subscriptions: its usage over the chosen period, bucketed by the summary API. */
@@ -35,7 +40,10 @@ function invoicePager(subjectId: string, offset: number, hasMore: boolean): Html
   return prev || next ? html`<p class="pager">${prev}${next}</p>` : "";
 }
 
-export async function subjectPage({ services: s, caller: c, params: [id], query: q }: PageContext): Promise<View> {
+export const subjectPage = (ctx: PageContext): Promise<View> => subjectView(ctx);
+
+/** The subject page; `grantForm`: the grant form as posted, with its errors (a 400). */
+export async function subjectView({ services: s, caller: c, open, params: [id], query: q }: PageContext, grantForm?: GrantForm): Promise<View> {
   const subject = await s.subjects.get(c, id as string);
   const invoiceOffset = offsetOf(new URLSearchParams({ offset: q.get("invoices_offset") ?? "0" }));
   const [state, subs, invs] = await Promise.all([
@@ -53,12 +61,16 @@ export async function subjectPage({ services: s, caller: c, params: [id], query:
   const metricIds = [...new Set(state.usage.map((u) => u.pricingMetricId))];
   const names = await cardNames(s, c, subs.items);
   const charts = await usageCharts(s, c, subject.id, metricIds, q, clock?.frozenTime ?? new Date());
-  const body = html`<h1>${subject.name ?? subject.id}</h1>
+  const credits = creditsOf(s);
+  const available = ((state as { availableCredit?: { currencyCode: string; value: string }[] }).availableCredit ?? []).map((a) => ({ currency: a.currencyCode, balance: a.value }));
+  const credit = credits ? await creditSection(credits, c, subject.id, open.session.csrfToken, q, available, grantForm) : "";
+  const body = html`<h1>${subject.name ?? subject.id}</h1>${grantForm ? "" : notice(q)}
 <div class="grid"><div class="card"><dl><dt>ID</dt><dd class="mono">${subject.id}</dd><dt>Email</dt><dd>${subject.email ?? "—"}</dd><dt>External ID</dt><dd class="mono">${subject.externalId ?? "—"}</dd>
 <dt>Payment method</dt><dd>${subject.hasPaymentMethod ? "on file" : "none"}</dd><dt>Created</dt><dd>${minute(subject.createdAt)}</dd>${clock ? html`<dt>Test clock</dt><dd><a href="/dashboard/clocks/${clock.id}">${clock.name || clock.id}</a> at ${minute(clock.frozenTime)}</dd>` : ""}</dl></div>
 <div class="card" aria-labelledby="h-state"><h2 id="h-state" style="margin-top:0">Billing state</h2><p>${state.hasActiveSubscription ? "Has an active subscription" : "No active subscription"}${state.paused.length ? `; ${state.paused.length} paused` : ""}${state.hasOverage ? html` · <strong class="error">over an included amount</strong>` : ""}</p>${usage}</div></div>
+${credit}
 <section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items, names), "No subscriptions.")}${subs.hasMore ? html`<p class="muted">The first 100 are shown.</p>` : ""}</section>
 <section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices, oldest first", INVOICE_HEAD, invoiceRows(invs.items), "No invoices.")}${invoicePager(subject.id, invoiceOffset, invs.hasMore)}</section>
 ${charts}`;
-  return { title: subject.name ?? subject.id, body, current: "/dashboard/subjects" };
+  return { status: grantForm ? 400 : 200, title: subject.name ?? subject.id, body, current: "/dashboard/subjects" };
 }
