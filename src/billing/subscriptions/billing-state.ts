@@ -1,11 +1,21 @@
-/** A subject's billing state (customer access): its active subscriptions and each usage rate's units used against those included. */
+/**
+ * A subject's billing state (customer access): its active subscriptions, each usage rate's units
+ * used against those included, and per currency its credit balance and available credit
+ * (credits/available.ts: the balance less what the current periods' usage costs so far).
+ */
+import { type CurrencyAmount, creditFields, usageCostSoFar } from "../credits/available.js";
 import { dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { invalid } from "../errors.js";
 import { type Lookups, subjectNotFound } from "./lookups.js";
+import type { Subscription } from "./types.js";
 
 export class BillingStates {
-  constructor(private readonly lookups: Lookups) {}
+  constructor(
+    private readonly lookups: Lookups,
+    /** Absent (credits not wired): no credit, available credit is less the usage so far. */
+    private readonly credits?: { balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]> },
+  ) {}
 
   async billingState(caller: Caller, subjectKey: string) {
     const { engine, stores } = this.lookups;
@@ -26,12 +36,22 @@ export class BillingStates {
     }
     // Paused subscriptions are listed apart, so an app can gate access on them (no usage: none is billed while paused).
     const paused = running.filter((s) => s.status === "paused");
+    const subjectId = running[0]?.subjectId ?? (await this.lookups.subject(caller, subjectKey)).id;
+    const credit = await this.creditOf(caller.environmentId, subjectId, active);
     return {
       hasActiveSubscription: active.length > 0,
       paused: paused.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
       hasOverage: overage,
       active: active.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
       usage,
+      creditBalance: credit.balance,
+      availableCredit: credit.available,
     };
+  }
+
+  /** Balance (the ledger's sum) and available credit per currency. */
+  private async creditOf(environmentId: string, subjectId: string, active: Subscription[]): Promise<{ balance: CurrencyAmount[]; available: CurrencyAmount[] }> {
+    const balances = this.credits ? await this.credits.balances(environmentId, subjectId) : [];
+    return creditFields(new Map(balances.map((b) => [b.currency, b.balance])), await usageCostSoFar(this.lookups.engine, active));
   }
 }

@@ -15,6 +15,8 @@ export function customerAccessService(subs: BillingStates): ServiceImpl<typeof C
           activeSubscriptions: s.active,
           pausedSubscriptions: s.paused,
           usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
+          creditBalance: s.creditBalance,
+          availableCredit: s.availableCredit,
         },
       };
     },
