@@ -9,7 +9,8 @@ import { newInvoiceEvents, subscriptionEvent } from "../events/types.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
-import { type InvoiceBuilder, cycleKey } from "./invoice-building.js";
+import { commitmentAfterClose, fixedCharges, trueUpLine } from "./commitments.js";
+import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
 import { sameEntries, withCredits } from "./proration.js";
 import type { BillingReads } from "./reads.js";
@@ -64,11 +65,12 @@ export class CycleClose {
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
     const fixed = s.cancelsAtEndOfCycle ? [] : this.builder.fixedLinesOf(rates.fixed, s);
     const terms = await this.builder.windowTerms(s, s.usageSince, s.periodEnd, s.periodEnd);
+    const trueUp = await this.trueUp(s, usageLines, card.currency ?? "USD");
     const invoice = this.builder.newInvoice(
       s,
       card,
       cycleKey(s, s.cycleIndex + 1),
-      [...fixed, ...usageLines, ...late.lines],
+      [...fixed, ...usageLines, ...trueUp, ...late.lines],
       s.periodEnd,
       s.cancelsAtEndOfCycle ? s.periodEnd : next.end,
       s.periodEnd,
@@ -77,12 +79,27 @@ export class CycleClose {
     return { invoice, check: late.check };
   }
 
+  /**
+   * The period's `commitment_true_up` line, if its charges fall below the subscription's minimum
+   * commitment (see commitments.ts for the rule): the fixed lines of the invoice that opened the
+   * period (read only when there is a commitment) and the usage lines billed at its close.
+   */
+  private async trueUp(s: Subscription, usageLines: BillLine[], currency: string): Promise<BillLine[]> {
+    const commitment = s.commitment?.current;
+    if (!commitment) return [];
+    const opening = await this.ctx.stores.invoices.byPeriodKey(s.id, cycleKey(s, s.cycleIndex));
+    const line = trueUpLine(commitment, fixedCharges(opening), usageLines, currency);
+    return line ? [line] : [];
+  }
+
   /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */
   private async afterClose(s: Subscription, check: UsageCheck | null, carried: Subscription["prorationCredits"]): Promise<Subscription> {
     if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried };
+    // A minimum commitment asked for during the period takes effect with the next one.
+    const commitment = commitmentAfterClose(s.commitment);
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check, prorationCredits: carried };
+    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check, prorationCredits: carried, commitment };
   }
 
   /**

@@ -8,6 +8,7 @@ import { FailedPreconditionError } from "../errors.js";
 import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
+import { resizedTrueUp } from "./commitments.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
 import type { Settlement } from "./settlement.js";
@@ -28,10 +29,13 @@ export class Drafts {
   async preview(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft" || !inv.window) return inv;
     const usage = await this.builder.windowLines(inv.environmentId, inv.subjectId, inv.window);
+    // A minimum commitment's true-up is sized again on the recomputed usage (commitments.ts).
+    const trueUp = inv.lines.filter((l) => l.kind === "commitment_true_up").flatMap((l) => resizedTrueUp(l, usage, inv.currency) ?? []);
     // Proration lines (credits) stay as written, last: the credit was sized on the lines kept here (proration.ts).
     const lines = [
       ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
       ...usage.map(storedLine),
+      ...trueUp.map(storedLine),
       ...inv.lines.filter((l) => l.kind === "adjustment"),
       ...inv.lines.filter((l) => l.kind === "proration"),
     ];

@@ -89,7 +89,7 @@ export function netOfChange(lines: readonly BillLine[]): { charge: BillLine[]; c
 }
 
 /** Line kinds a draft's finalization recomputes (the usage of its window): a credit must not count on them. */
-const RECOMPUTED: ReadonlySet<InvoiceLineKind> = new Set(["usage", "minimum", "maximum"]);
+const RECOMPUTED: ReadonlySet<InvoiceLineKind> = new Set(["usage", "minimum", "maximum", "commitment_true_up"]);
 
 /**
  * How much credit an invoice of `lines` can take: its total, and on a draft (`draft`) at most

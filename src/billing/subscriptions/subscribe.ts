@@ -14,12 +14,12 @@ import { type Metadata, checkMetadata } from "../metadata.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
-
+import { checkCommitment, newCommitment } from "./commitments.js";
 import type { BillLine } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import type { Terms } from "./terms.js";
-import { type BillingSubject, type CheckoutSession, type Subscription, type SubscriptionStatus, covers } from "./types.js";
+import { type BillingSubject, type CheckoutSession, type Commitment, type Subscription, type SubscriptionStatus, covers } from "./types.js";
 
 export interface CreateSubscriptionInput {
   rateCardId: string;
@@ -30,6 +30,8 @@ export interface CreateSubscriptionInput {
   rateMultipliers: Record<string, string>;
   metadata: Metadata;
   timelineId: string;
+  /** Per billing period, in the card's currency (DESIGN §14); absent: none. */
+  minimumCommitment?: { currencyCode: string; value: string };
 }
 
 export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
@@ -39,7 +41,7 @@ export function newSubscription(
   caller: Caller,
   subject: BillingSubject,
   card: RateCard,
-  terms: { quantities: Record<string, string>; multipliers: Record<string, string> },
+  terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
   metadata: Metadata,
   at: Date,
 ): Subscription {
@@ -68,6 +70,7 @@ export function newSubscription(
     pausedAt: null,
     resumesAt: null,
     cycleEpoch: 0,
+    commitment: terms.commitment ?? null,
     createdAt: at,
   };
 }
@@ -103,10 +106,12 @@ export class Subscriptions {
     }
     const card = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const terms = await this.terms.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
+    const commitment = checkCommitment(input.minimumCommitment, card, v);
     v.throwIfAny();
 
     const now = await this.lookups.nowFor(subject);
-    const draft = { ...newSubscription(caller, subject, card, terms, input.metadata, now), timelineId: input.timelineId || null };
+    const withCommitment = { ...terms, commitment: newCommitment(commitment.given ? commitment.value : null, card) };
+    const draft = { ...newSubscription(caller, subject, card, withCommitment, input.metadata, now), timelineId: input.timelineId || null };
     const { fixed } = terms.rates;
     const firstLines = this.engine.builder.fixedLinesOf(fixed, draft);
     const free = fixed.every((r) => isFreePrice(r.price));
@@ -125,7 +130,7 @@ export class Subscriptions {
       caller,
       subject,
       "subscribe",
-      { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers } },
+      { request: { ...input, fixedRateQuantities: terms.quantities, rateMultipliers: terms.multipliers, commitment: withCommitment.commitment } },
       input.callbacks,
       card,
       total(firstLines),
@@ -197,7 +202,7 @@ export class Subscriptions {
     caller: Caller,
     subject: BillingSubject,
     card: RateCard,
-    terms: { quantities: Record<string, string>; multipliers: Record<string, string> },
+    terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
     metadata: Metadata,
     timelineId: string | null,
     at: Date,

@@ -22,12 +22,13 @@ import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js"
 import { dec } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
+import { checkCommitment, pendingCommitment } from "./commitments.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import { type RateChange, netOfChange, prorationLines, remainingPart, sameEntries, withCredits, cycleCharge } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
-import type { Invoice, Subscription } from "./types.js";
+import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -44,6 +45,8 @@ export interface UpdateInput {
   rateMultipliers: Record<string, string>;
   metadata: Metadata;
   prorationBehavior: string;
+  /** A new minimum commitment per period, from the next period on ("0": removed); absent: unchanged. */
+  minimumCommitment?: { currencyCode: string; value: string };
 }
 
 export interface UpdateResult {
@@ -101,10 +104,12 @@ export class TermUpdates {
       const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
       const checked = await this.terms.checkTerms(card, { ...current.fixedRateQuantities, ...input.fixedRateQuantities }, { ...current.rateMultipliers, ...input.rateMultipliers }, v);
       checkMergedMetadata(mergedMetadata(current.metadata, input.metadata), v);
+      const commitment = checkCommitment(input.minimumCommitment, card, v);
       v.throwIfAny();
       const next: TermsOf = { fixedRateQuantities: checked.quantities, rateMultipliers: checked.multipliers };
       const termsChange = !sameEntries(next.fixedRateQuantities, current.fixedRateQuantities) || !sameEntries(next.rateMultipliers, current.rateMultipliers);
-      if (!termsChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
+      const commitmentChange = commitment.given && commitment.value !== shownCommitment(current);
+      if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
       const { charge, credits } = netOfChange(lines);
       if (charge.length > 0 && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
@@ -129,7 +134,14 @@ export class TermUpdates {
         // Credits carried from before go onto the invoice first; this change's own credits after them.
         const credited = invoice ? withCredits(invoice, s.prorationCredits) : { invoice: undefined, carried: s.prorationCredits ?? [] };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
-        const updated: Subscription = { ...s, ...next, metadata, prorationCredits: [...credited.carried, ...credits] };
+        const updated: Subscription = {
+          ...s,
+          ...next,
+          metadata,
+          prorationCredits: [...credited.carried, ...credits],
+          // From the next period on (the period under way keeps the commitment it started with).
+          commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
+        };
         await tx.updateSubscription(updated);
         await tx.emit([subscriptionEvent("subscription.updated", updated)]);
         return { subscription: updated, prorationInvoice: credited.invoice };

@@ -25,6 +25,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
         rateMultipliers: req.ratePriceMultipliers,
         metadata: req.metadata,
         timelineId: req.subscriptionTimelineId,
+        minimumCommitment: req.minimumCommitment,
       });
       return {
         result:
@@ -57,6 +58,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
         rateMultipliers: req.ratePriceMultipliers,
         metadata: req.metadata,
         prorationBehavior: req.prorationBehavior,
+        minimumCommitment: req.minimumCommitment,
       });
       return {
         subscription: subscriptionToPb(r.subscription),

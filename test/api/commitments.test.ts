@@ -1,0 +1,178 @@
+/**
+ * Minimum commitment per billing period (DESIGN §14), golden cases through the public API on test
+ * clocks, on MariaDB and SQLite: the commitment_true_up line at each cycle close, a PATCH that
+ * takes effect from the next period, removal with "0", a draft whose true-up is sized again on
+ * late usage, and bad input. Amounts in cents (USD); a line is [description, quantity, unit,
+ * amount]; an invoice [status, total, lines]. The clock starts on 2026-01-15: the first cycle is
+ * [Jan 15, Feb 15), the second [Feb 15, Mar 15).
+ */
+import test from "ava";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
+import { violatedFields } from "../helpers/clients.js";
+import { STORES } from "../helpers/db.js";
+import { money } from "../helpers/price-bodies.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
+
+/**
+ * A card of 10.00 a seat and API calls at 0.01 (1 cent) each; the subscription at `seats`, with
+ * `extra`, started at once: a first subscription's checkout saved a card on file (the case reads
+ * only this subscription's invoices, see bills).
+ */
+async function subscribed(s: Scenario, quantity: number, extra: Json = {}): Promise<string> {
+  const m = await s.metric();
+  const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+  const first = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, create_checkout_session: "always" });
+  await s.call("POST", `/subscriptions/${first.subscription.id}/cancel`, {});
+  const r = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: quantity }, ...extra });
+  if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
+  subscriptionOf.set(s, r.result.subscription.id);
+  return r.result.subscription.id;
+}
+
+/** Each case's subscription (cases run concurrently). */
+const subscriptionOf = new WeakMap<Scenario, string>();
+
+/** The invoices of the case's subscription as [status, total, lines], oldest first. */
+async function bills(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices())
+    .filter((i) => i.subscription_id === subscriptionOf.get(s))
+    .map((i) => [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.description, l.quantity, l.price_in_unit_amount.value, l.amount.value])]);
+}
+
+const cases: Case[] = [
+  [
+    "charges below the commitment: the period's close bills the difference as commitment_true_up",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(5000) });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return [(await s.call("GET", `/subscriptions/${id}`)).minimum_commitment, await bills(s)];
+    },
+    [
+      { currency_code: "USD", value: "5000" },
+      [
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        // period: seats 1000 + usage 1500 = 2500 < 5000: true-up 5000 − 2500 = 2500; total 1000 + 1500 + 2500 = 5000
+        [
+          "paid",
+          "5000",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["API calls", "1500", "1", "1500"],
+            ["Minimum commitment USD 50.00: charges of the period USD 25.00", "1", "2500", "2500"],
+          ],
+        ],
+      ],
+    ],
+  ],
+  [
+    "charges at or above the commitment: no true-up",
+    async (s) => {
+      await subscribed(s, 2, { minimum_commitment: money(3000) });
+      await s.events([["2026-01-20T00:00:00Z", "1000"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return (await bills(s)).at(-1);
+    },
+    // period: 2 × 1000 + 1000 = 3000 = commitment: nothing more
+    [
+      "paid",
+      "3000",
+      [
+        ["Seats", "2", "1000", "2000"],
+        ["API calls", "1000", "1", "1000"],
+      ],
+    ],
+  ],
+  [
+    "a PATCH sets a commitment from the next period on; 0 removes it from the period after",
+    async (s) => {
+      const id = await subscribed(s, 1);
+      await s.advance("2026-01-20T00:00:00Z");
+      const set = await s.call("PATCH", `/subscriptions/${id}`, { minimum_commitment: money(4000) });
+      await s.advance("2026-02-15T00:00:00Z");
+      const removed = await s.call("PATCH", `/subscriptions/${id}`, { minimum_commitment: money(0) });
+      await s.advance("2026-04-15T00:00:00Z");
+      return [set.subscription.minimum_commitment, removed.subscription.minimum_commitment ?? null, (await bills(s)).map((b) => b[1])];
+    },
+    [
+      { currency_code: "USD", value: "4000" },
+      null,
+      // Jan 15 (1000); Feb 15 closes [Jan 15, Feb 15) without a commitment (1000); Mar 15 closes
+      // [Feb 15, Mar 15) under 4000: 1000 fixed + 3000 true-up = 4000; Apr 15: removed, 1000
+      ["1000", "1000", "4000", "1000"],
+    ],
+  ],
+  [
+    "a cancellation at the end of the cycle still trues up the last period",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(2500) });
+      await s.call("POST", `/subscriptions/${id}/cancel`, { cancel_at_end_of_cycle: true });
+      await s.advance("2026-02-15T00:00:00Z");
+      return (await bills(s)).at(-1);
+    },
+    // the last period: 1000 fixed (billed Jan 15), no usage: true-up 2500 − 1000 = 1500, nothing in advance
+    ["paid", "1500", [["Minimum commitment USD 25.00: charges of the period USD 10.00", "1", "1500", "1500"]]],
+  ],
+  [
+    "bad input: 400 naming minimum_commitment's fields, nothing written",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
+      const body = (mc: Json) => ({ subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: 1 }, minimum_commitment: mc });
+      const out: unknown[] = [];
+      for (const mc of [money(-1), money(100, "EUR"), money("x"), money(100, "XYZ")]) {
+        const r = await s.raw("POST", "/subscriptions", body(mc));
+        out.push([r.status, violatedFields(r.body)]);
+      }
+      out.push((await s.subscriptions()).length);
+      return out;
+    },
+    [[400, ["minimum_commitment.value"]], [400, ["minimum_commitment.currency_code"]], [400, ["minimum_commitment.value"]], [400, ["minimum_commitment.currency_code"]], 0],
+  ],
+];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      t.deepEqual(await run(s), expected);
+    });
+  }
+
+  test(`${store}: a draft's true-up is sized again on late usage at finalization`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
+    await subscribed(s, 1, { minimum_commitment: money(5000) });
+    await s.events([["2026-01-20T00:00:00Z", "1000"]]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const draft = (await bills(s)).at(-1);
+    // A late event of the period, within the grace period.
+    await s.events([["2026-02-14T00:00:00Z", "500"]]);
+    await s.advance("2026-02-15T02:00:00Z");
+    const final = (await bills(s)).at(-1);
+    t.deepEqual(draft, [
+      "draft",
+      // 1000 (seats of the next period) + 1000 usage + true-up 5000 − (1000 + 1000) = 3000
+      "5000",
+      [
+        ["Seats", "1", "1000", "1000"],
+        ["API calls", "1000", "1", "1000"],
+        ["Minimum commitment USD 50.00: charges of the period USD 20.00", "1", "3000", "3000"],
+      ],
+    ]);
+    t.deepEqual(final, [
+      "paid",
+      // usage 1500: true-up 5000 − (1000 + 1500) = 2500; total 1000 + 1500 + 2500 = 5000
+      "5000",
+      [
+        ["Seats", "1", "1000", "1000"],
+        ["API calls", "1500", "1", "1500"],
+        ["Minimum commitment USD 50.00: charges of the period USD 25.00", "1", "2500", "2500"],
+      ],
+    ]);
+  });
+}
