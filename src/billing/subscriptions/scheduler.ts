@@ -1,6 +1,8 @@
 /**
  * The scheduler: runs everything due up to a time T — billing cycles that ended, timeline
- * transitions, drafts whose grace period ended, late usage of ended subscriptions — on real time (the server's interval) or on one test clock (when it is advanced).
+ * transitions, drafts whose grace period ended, late usage of ended subscriptions, credit grants
+ * that expire (in time order with the cycle closes), then credit alerts and top-ups — on real
+ * time (the server's interval) or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
 import { UnavailableError } from "../errors.js";
@@ -9,6 +11,13 @@ import type { BillingEngine } from "./engine.js";
 import type { Pauses } from "./pauses.js";
 import type { TimelineService } from "./timelines.js";
 import type { Timeline } from "./types.js";
+
+/** What the scheduler runs of credits (credits/runs.ts). */
+export interface SchedulerCredits {
+  nextExpiry(now: Date, clockId: string | null): Promise<Date | null>;
+  expireDue(at: Date, clockId: string | null): Promise<number>;
+  evaluateDue(now: Date, clockId: string | null): Promise<number>;
+}
 
 export class Scheduler {
   constructor(
@@ -25,7 +34,28 @@ export class Scheduler {
     private readonly onProgress?: (p: RunProgress) => void,
     /** usage.threshold_crossed checks (events/thresholds.ts), when events are wired. */
     private readonly thresholds?: { check(clockId: string | null): Promise<number> },
+    /** Credit expiries, alerts and top-ups, when credits are wired. */
+    private readonly credits?: SchedulerCredits,
   ) {}
+
+  /**
+   * Expires the credit due by `upTo`, each expiry instant in order: the cycles that end by it are
+   * closed first (at the same instant the close goes first: a grant expiring at a period's end
+   * still pays that period's invoice when it is final at once), and drafts whose grace period
+   * ended by then are finalized, so each invoice spends the credit there was when it was final.
+   */
+  private async expireUpTo(upTo: Date, clockId: string | null, breathe: () => Promise<void>, onBatch: (closed: number) => void): Promise<number> {
+    const credits = this.credits;
+    if (!credits) return 0;
+    let n = 0;
+    for (;;) {
+      const at = await credits.nextExpiry(upTo, clockId);
+      if (!at) return n;
+      n += await this.engine.closeDue(at, clockId, 8, false, breathe, onBatch);
+      await this.engine.finalizeDue(at, clockId, breathe);
+      if ((await credits.expireDue(at, clockId)) === 0) return n;
+    }
+  }
 
   /**
    * Runs everything due up to `now`, in time order: cycle closes before a timeline transition
@@ -61,6 +91,7 @@ export class Scheduler {
         const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
         if (!timeline) break;
         seen.add(keyOf(timeline));
+        n += await this.expireUpTo(timeline.nextTransitionAt as Date, clockId, breathe, onBatch);
         n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
         try {
           await this.timelines.transition(timeline);
@@ -74,12 +105,17 @@ export class Scheduler {
       // ended since (time jumped) close below.
       check();
       await this.pauses.resumeDue(now, clockId);
+      n += await this.expireUpTo(now, clockId, breathe, onBatch);
       n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
       // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
       check();
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
       if (n > 0) await this.thresholds?.check(clockId);
+      // Usage lowers available credit between invoices; closes, finalizations and expiries spent
+      // or took it: every subject with credit or settings on the clock is evaluated.
+      check();
+      await this.credits?.evaluateDue(now, clockId);
     } finally {
       // Also when the run fails: its progress lines end.
       report?.({ clockId, closed: n, startedAt: started, done: true });

@@ -1,0 +1,154 @@
+/**
+ * Credit alerts (DESIGN §14): per subject and currency, `credit.balance_low` when available credit
+ * (available.ts) falls below the subject's `low_balance_threshold`, `credit.depleted` when it
+ * reaches ≤ 0, and the auto top-up (top-up.ts) when it falls below the top-up's threshold, each
+ * once per crossing.
+ *
+ * Each (subject, currency, kind) has a state row (credit_alert_state): `below` true once the crossing was acted on
+ * (the event written, the top-up bought), set back to false (re-armed, nothing written) when
+ * available credit is back at or above the line (e.g. after a grant). The row changes by a
+ * conditional update in the same transaction as the event (the outbox), so among several servers
+ * evaluating the same subject at once exactly one changes it and fires.
+ *
+ * When it is evaluated (see `evaluate`): after an invoice's finalization spent credit, after a
+ * grant, a void or an expiry, and by the scheduler on every run for the subjects with settings on
+ * that clock or on real time (usage lowers available credit between invoices).
+ */
+import type { Decimal } from "../money.js";
+import { ZERO, dec, formatDecimal } from "../money.js";
+import type { NewEvent } from "../events/types.js";
+import type { Subscription } from "../subscriptions/types.js";
+import { type UsagePricing, currencyOf, usageCostSoFar } from "./available.js";
+import type { AlertKind, AlertState, CreditStore } from "./ports.js";
+import type { CreditSettings } from "./types.js";
+
+/** What alerts read and write of credits (the credit store). */
+export type AlertStore = Pick<CreditStore, "balances" | "getSettings" | "getAlertState" | "transaction">;
+
+/** An alert as its event carries it. */
+export interface CreditAlert {
+  subjectId: string;
+  currency: string;
+  /** Canonical decimals in the currency's smallest unit. */
+  balance: string;
+  available: string;
+  /** The low-balance threshold (credit.balance_low), or null. */
+  threshold: string | null;
+}
+
+/** Buys the auto top-up of one crossing (top-up.ts); the number of grants bought (0 or 1). */
+export interface TopUpBuyer {
+  topUp(environmentId: string, settings: CreditSettings, crossingKey: string, at: Date): Promise<number>;
+}
+
+/** What an evaluation reads of billing: the engine's pricing and the subject's subscriptions. */
+export interface AlertBilling extends UsagePricing {
+  stores: { subscriptions: { running(environmentId: string, subjectId: string): Promise<Subscription[]> } };
+}
+
+/** A currency's figures at one evaluation, its settings, and which of its alerts are below. */
+interface Standing {
+  balance: Decimal;
+  available: Decimal;
+  settings: CreditSettings | undefined;
+  below: Set<AlertKind>;
+}
+
+const KINDS: readonly AlertKind[] = ["top_up", "balance_low", "depleted"];
+
+export class CreditAlerts {
+  constructor(
+    private readonly store: AlertStore,
+    private readonly billing: AlertBilling,
+    private readonly topUps?: TopUpBuyer,
+  ) {}
+
+  /**
+   * Per currency the subject has had credit in or has settings for (among its subscriptions'
+   * currencies): the balance, available credit, settings and the alerts that are below.
+   */
+  private async standings(environmentId: string, subjectId: string): Promise<Map<string, Standing>> {
+    const balances = new Map((await this.store.balances(environmentId, subjectId)).map((b) => [b.currency, b.balance]));
+    const running = (await this.billing.stores.subscriptions.running(environmentId, subjectId)).filter((s) => s.status === "active");
+    const currencies = new Set(balances.keys());
+    for (const s of running) currencies.add(currencyOf(await this.billing.reads.card(s.environmentId, s.rateCardId)));
+    const settings = new Map<string, CreditSettings | undefined>();
+    for (const c of currencies) {
+      const found = await this.store.getSettings(environmentId, subjectId, c);
+      if (found || balances.has(c)) settings.set(c, found);
+    }
+    // Neither credit nor settings: nothing to evaluate, and no usage to price.
+    if (settings.size === 0) return new Map();
+    const cost = await usageCostSoFar(this.billing, running);
+    const out = new Map<string, Standing>();
+    for (const [currency, found] of settings) {
+      const below = new Set<AlertKind>();
+      for (const kind of KINDS) if ((await this.store.getAlertState(environmentId, subjectId, currency, kind))?.below) below.add(kind);
+      const balance = dec(balances.get(currency) ?? "0");
+      out.set(currency, { balance, available: balance.minus(cost.get(currency) ?? ZERO), settings: found, below });
+    }
+    return out;
+  }
+
+  /**
+   * Evaluates the subject's alerts at `at` (its clock's time or real time): top-ups first (what
+   * they buy counts before the alerts are decided), then balance_low and depleted. Returns how
+   * many events and top-ups it wrote. A subject without settings and without credit: nothing.
+   */
+  async evaluate(environmentId: string, subjectId: string, at: Date): Promise<number> {
+    let now = await this.standings(environmentId, subjectId);
+    let n = 0;
+    if (this.topUps) {
+      let bought = 0;
+      for (const [currency, st] of now) {
+        const top = st.settings?.autoTopUp;
+        if (!top || !(await this.cross({ environmentId, subjectId, currency, kind: "top_up", below: st.available.lt(dec(top.threshold)), changedAt: at }, st))) continue;
+        bought += await this.buy({ environmentId, subjectId, currency, kind: "top_up", below: true, changedAt: at }, st.settings as CreditSettings);
+      }
+      if (bought > 0) {
+        n += bought;
+        now = await this.standings(environmentId, subjectId);
+      }
+    }
+    for (const [currency, st] of now) {
+      const threshold = st.settings?.lowBalanceThreshold ?? null;
+      const alert: CreditAlert = { subjectId, currency, balance: formatDecimal(st.balance), available: formatDecimal(st.available), threshold };
+      const lines: [AlertKind, boolean][] = [["depleted", !st.available.gt(0)]];
+      if (threshold !== null) lines.push(["balance_low", st.available.lt(dec(threshold))]);
+      for (const [kind, below] of lines) {
+        const type = kind === "depleted" ? "credit.depleted" : "credit.balance_low";
+        if (await this.cross({ environmentId, subjectId, currency, kind, below, changedAt: at }, st, alertEvent(environmentId, type, alert))) n++;
+      }
+    }
+    return n;
+  }
+
+  /**
+   * Moves the state row to `s.below` when it is not there yet, with `event` in the same
+   * transaction when it moves below. True when this call moved it below (the one to act on the
+   * crossing); re-arming (back above) writes the row alone and returns false.
+   */
+  private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<boolean> {
+    if (s.below === st.below.has(s.kind)) return false;
+    return this.store.transaction(async (tx) => {
+      if (!(await tx.setAlertState(s)) || !s.below) return false;
+      if (event) await tx.emit([event]);
+      return true;
+    });
+  }
+
+  /** Buys one crossing's top-up; when that fails, the row is re-armed so a later evaluation tries again. */
+  private async buy(s: AlertState, settings: CreditSettings): Promise<number> {
+    const crossingKey = `credit_top_up:${s.subjectId}:${s.currency}:${s.changedAt.getTime()}`;
+    try {
+      return await (this.topUps as TopUpBuyer).topUp(s.environmentId, settings, crossingKey, s.changedAt);
+    } catch (err) {
+      await this.store.transaction((tx) => tx.setAlertState({ ...s, below: false }));
+      throw err;
+    }
+  }
+}
+
+function alertEvent(environmentId: string, type: "credit.balance_low" | "credit.depleted", alert: CreditAlert): NewEvent {
+  return { type, environmentId, resource: { kind: "credit_alert", alert } } as unknown as NewEvent;
+}

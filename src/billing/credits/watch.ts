@@ -1,0 +1,69 @@
+/**
+ * When credit alerts are evaluated besides the scheduler's runs (runs.ts): shortly after usage is
+ * ingested for a subject (usage lowers available credit between invoices), and at once after a
+ * change that moves its balance (a grant, a void, an invoice's finalization that spent credit).
+ *
+ * Usage is coalesced: the subjects that got usage within `delayMs` are evaluated once each,
+ * one after the other, after that delay (a burst of batches is a few evaluations, not one per
+ * event). Which of several evaluations — on this server or another — fires is decided by the
+ * alert state rows (alerts.ts), so evaluating more often never fires twice.
+ */
+import type { BillingDirectory } from "../subscriptions/ports.js";
+import type { BillingSubject } from "../subscriptions/types.js";
+import type { CreditAlerts } from "./alerts.js";
+
+export class CreditWatch {
+  private pending = new Map<string, { environmentId: string; key: string }>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly alerts: Pick<CreditAlerts, "evaluate">,
+    private readonly directory: Pick<BillingDirectory, "subject">,
+    /** The subject's "now": its test clock's time, or real time. */
+    private readonly nowFor: (s: Pick<BillingSubject, "environmentId" | "testClockId">) => Promise<Date>,
+    private readonly delayMs = 50,
+    /** Told of a subject whose evaluation failed (the next one tries again). */
+    private readonly onError: (subjectId: string, err: unknown) => void = () => {},
+  ) {}
+
+  /** Usage was ingested for these subjects (IDs or external IDs): evaluate them shortly. */
+  usage(environmentId: string, subjectKeys: Iterable<string>): void {
+    for (const key of subjectKeys) this.pending.set(`${environmentId}/${key}`, { environmentId, key });
+    if (this.pending.size === 0 || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const batch = [...this.pending.values()];
+      this.pending.clear();
+      // One batch at a time: a subject is never evaluated twice at once by this server.
+      this.running = this.running.then(() => this.evaluateAll(batch));
+    }, this.delayMs);
+    this.timer.unref?.();
+  }
+
+  /** The subject's balance changed (grant, void, finalization): evaluate it now. */
+  async changed(environmentId: string, subjectId: string): Promise<number> {
+    try {
+      return await this.evaluateKey(environmentId, subjectId);
+    } catch (err) {
+      this.onError(subjectId, err);
+      return 0;
+    }
+  }
+
+  /** Resolves once the usage evaluations queued so far have run (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.timer || this.pending.size > 0) await new Promise((r) => setTimeout(r, this.delayMs));
+    await this.running;
+  }
+
+  private async evaluateAll(batch: { environmentId: string; key: string }[]): Promise<void> {
+    for (const { environmentId, key } of batch) await this.changed(environmentId, key);
+  }
+
+  private async evaluateKey(environmentId: string, key: string): Promise<number> {
+    const subject = await this.directory.subject(environmentId, key);
+    if (!subject) return 0;
+    return this.alerts.evaluate(environmentId, subject.id, await this.nowFor(subject));
+  }
+}

@@ -1,0 +1,25 @@
+/** Which subjects the scheduler evaluates credit alerts for: those with credit settings or credit grants, on one clock. */
+import type { AlertSubject, AlertSubjects } from "../../billing/credits/runs.js";
+import type { Sql } from "../sql.js";
+
+export class SqlAlertSubjects implements AlertSubjects {
+  constructor(private readonly sql: Sql) {}
+
+  /**
+   * Subjects on real time (clockId null) or one test clock with settings or a grant that still
+   * has something left (active), by subject ID after `afterId`.
+   */
+  async after(clockId: string | null, afterId: string, limit: number): Promise<AlertSubject[]> {
+    const onClock = clockId === null ? "j.test_clock_id IS NULL" : "j.test_clock_id = ?";
+    const clockParams = clockId === null ? [] : [clockId];
+    const rows = await this.sql.query<{ environment_id: string; subject_id: string }[]>(
+      `SELECT DISTINCT x.environment_id, x.subject_id FROM (
+         SELECT environment_id, subject_id FROM credit_settings
+         UNION SELECT environment_id, subject_id FROM credit_grants WHERE status = 'active'
+       ) x JOIN subjects j ON j.id = x.subject_id AND j.environment_id = x.environment_id
+       WHERE ${onClock} AND j.deleted_at IS NULL AND x.subject_id > ? ORDER BY x.subject_id LIMIT ?`,
+      [...clockParams, afterId, limit],
+    );
+    return rows.map((r) => ({ environmentId: r.environment_id, subjectId: r.subject_id }));
+  }
+}
