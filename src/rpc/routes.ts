@@ -49,6 +49,7 @@ import { checkoutService, customerPortalService } from "./services/portal-servic
 import { eventService, webhookEndpointService } from "./services/event-services.js";
 import { subjectService } from "./services/subject-service.js";
 import { creditService } from "./services/credit-services.js";
+import type { Credits } from "../billing/credits/grants.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
@@ -69,6 +70,7 @@ export interface Services {
   catalogs: Catalogs;
   webhookEndpoints: WebhookEndpoints;
   events: EventFeed;
+  credits: Credits;
 }
 
 /** The contract files whose services are served (reflection reads these). */
@@ -131,7 +133,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(RateCatalogService, rateCatalogService(services.catalogs)),
     spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
     spec(EventService, eventService(services.events, health?.stopped)),
-    spec(CreditService, creditService()),
+    spec(CreditService, creditService(services.credits)),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),
     ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),

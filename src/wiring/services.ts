@@ -40,6 +40,11 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../ops/metrics.js";
 import { type Tracing, tracedProvider } from "../ops/tracing.js";
 import { eventEncoder } from "../rpc/event-payload.js";
+import { creditAlertJson, grantEventJson } from "../rpc/convert/credits.js";
+import type { EventEncoder } from "../billing/events/types.js";
+import { Credits } from "../billing/credits/grants.js";
+import { CreditPurchases } from "../billing/credits/purchase.js";
+import { SqlCreditStore } from "../db/stores/credit-store.js";
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 
@@ -81,6 +86,20 @@ export function wireSubscriptions(
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
+/** Every event's resource as wire JSON: billing's (src/rpc/event-payload.ts) and credits'. */
+function eventsEncoder(publicBaseUrl: () => string): EventEncoder {
+  const billing = eventEncoder(publicBaseUrl);
+  return (r) => (r.kind === "credit_grant" ? grantEventJson(r.grant) : r.kind === "credit_alert" ? creditAlertJson(r.alert) : billing(r));
+}
+
+/** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
+export function wireCredits(db: Database, encode: EventEncoder, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
+  const creditStore = new SqlCreditStore(db.sql, db.entities, encode);
+  const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
+  subs.hostedCheckout.purchases = purchases;
+  return { credits: new Credits(creditStore, subs.lookups, purchases), creditStore };
+}
+
 export interface EventOptions {
   /** Whether webhook endpoint URLs may point at this service's own host or private addresses. */
   allowPrivateWebhookHosts?: boolean;
@@ -106,7 +125,7 @@ export function buildServices(
 ) {
   const { metrics, tracing } = ops;
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
-  const encode = eventEncoder(publicBaseUrl);
+  const encode = eventsEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
@@ -160,7 +179,7 @@ export function buildServices(
     eventOptions.thresholdCheckMs ?? 60_000,
     (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
   );
-  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler } = wireSubscriptions(
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,
     cardStore,
     publicBaseUrl,
@@ -169,6 +188,7 @@ export function buildServices(
     thresholds,
     ops.stopping,
   );
+  const { credits, creditStore } = wireCredits(db, encode, { lookups, checkouts, hostedCheckout });
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
   const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
     try {
@@ -207,5 +227,7 @@ export function buildServices(
     events,
     webhookStore,
     guard,
+    credits,
+    creditStore,
   };
 }

@@ -5,6 +5,7 @@
  * is after the change; the store gives it an id and a time and freezes the resource's wire JSON
  * (an encoder injected from src/rpc, so this folder never imports the transport).
  */
+import type { CreditGrant } from "../credits/types.js";
 import type { Subject } from "../subject-types.js";
 import type { CheckoutSession, Invoice, Subscription } from "../subscriptions/types.js";
 
@@ -28,6 +29,12 @@ export const EVENT_TYPES = [
   "invoice.payment_failed",
   "invoice.voided",
   "usage.threshold_crossed",
+  "credit_grant.created",
+  "credit_grant.activated",
+  "credit_grant.voided",
+  "credit_grant.expired",
+  "credit.balance_low",
+  "credit.depleted",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -49,13 +56,26 @@ export interface UsageThreshold {
   periodEnd: Date;
 }
 
+/** A subject's credit in one currency as `credit.balance_low` and `credit.depleted` carry it. */
+export interface CreditAlertPayload {
+  subjectId: string;
+  currency: string;
+  /** Canonical decimals in the currency's smallest unit. */
+  balance: string;
+  available: string;
+  /** The low-balance threshold (credit.balance_low), or null. */
+  threshold: string | null;
+}
+
 /** The resource an event carries, as the domain has it after the change. */
 export type EventResource =
   | { kind: "subject"; subject: Subject }
   | { kind: "subscription"; subscription: Subscription }
   | { kind: "invoice"; invoice: Invoice }
   | { kind: "checkout"; checkout: CheckoutSession; subscriptionId: string | null; failure: string | null }
-  | { kind: "usage_threshold"; threshold: UsageThreshold };
+  | { kind: "usage_threshold"; threshold: UsageThreshold }
+  | { kind: "credit_grant"; grant: CreditGrant }
+  | { kind: "credit_alert"; alert: CreditAlertPayload };
 
 /** An event as a use case emits it; the store adds its id and time. */
 export interface NewEvent {
@@ -92,6 +112,8 @@ export const subscriptionEvent = (type: EventType, subscription: Subscription): 
   resource: { kind: "subscription", subscription },
 });
 export const invoiceEvent = (type: EventType, invoice: Invoice): NewEvent => ({ type, environmentId: invoice.environmentId, resource: { kind: "invoice", invoice } });
+
+export const creditGrantEvent = (type: EventType, grant: CreditGrant): NewEvent => ({ type, environmentId: grant.environmentId, resource: { kind: "credit_grant", grant } });
 
 /** A newly written invoice: created, and finalized too when it is open from the start (no grace period). */
 export function newInvoiceEvents(invoice: Invoice): NewEvent[] {

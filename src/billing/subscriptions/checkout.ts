@@ -6,7 +6,7 @@
 import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
-import { type Decimal, amountProblem, formatDecimal } from "../money.js";
+import { type Decimal, amountProblem, dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
@@ -87,8 +87,8 @@ export class Checkouts {
     kind: CheckoutSession["kind"],
     payload: Record<string, unknown>,
     given: CallbackUrls | undefined,
-    card: RateCard,
-    amountDue: Decimal,
+    card: Pick<RateCard, "currency">,
+    amountDue: Decimal | string,
     description: string,
     now: Date,
   ) {
@@ -97,7 +97,8 @@ export class Checkouts {
     const v = new Violations();
     const callbacks = checkUrls(given, v);
     v.throwIfAny();
-    const tooLarge = amountProblem(amountDue);
+    const due = typeof amountDue === "string" ? dec(amountDue) : amountDue;
+    const tooLarge = amountProblem(due);
     if (tooLarge) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${tooLarge}`);
     const session: CheckoutSession = {
       id: newId("cs"),
@@ -109,7 +110,7 @@ export class Checkouts {
       successUrl: callbacks.successUrl,
       cancelledUrl: callbacks.cancelledUrl,
       status: "open",
-      amountDue: formatDecimal(amountDue),
+      amountDue: formatDecimal(due),
       currency: card.currency ?? "USD",
       description,
       expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),

@@ -6,7 +6,7 @@
 import { NotFoundError } from "../errors.js";
 import type { NewEvent } from "../events/types.js";
 import { newId } from "../ids.js";
-import { systemCaller } from "../tenancy.js";
+import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
@@ -14,7 +14,17 @@ import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
 import type { CheckoutSession, PaymentProvider } from "./types.js";
 
+/** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
+export interface CreditCheckouts {
+  /** Whether the purchase can still be paid (its grant still pending payment). */
+  pending(environmentId: string, grantId: string): Promise<boolean>;
+  completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<unknown>;
+}
+
 export class HostedCheckout {
+  /** Credit purchases (checkout kind `credit`); absent: such a checkout cannot be completed. */
+  purchases: CreditCheckouts | undefined = undefined;
+
   constructor(
     private readonly lookups: Lookups,
     private readonly subscriptions: Subscriptions,
@@ -64,7 +74,11 @@ export class HostedCheckout {
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
     if (!subject) return stale;
-    if (session.kind === "change") {
+    const kind = session.kind as string;
+    if (kind === "credit") {
+      const p = session.payload as { grantId: string };
+      if (!this.purchases || !(await this.purchases.pending(session.environmentId, p.grantId))) return stale;
+    } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string };
       const sub = await this.stores.subscriptions.get(session.environmentId, p.subscriptionId);
       if (sub?.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
@@ -94,7 +108,9 @@ export class HostedCheckout {
       return true;
     });
     if (!claimed) return { ok: false, gone: true, message: "This checkout is no longer available." };
-    if (session.kind === "subscribe") {
+    if (kind === "credit" && this.purchases) {
+      await this.purchases.completeCheckout(caller, session.payload as { grantId: string; invoiceId: string }, pmId, await this.lookups.nowFor(subject));
+    } else if (session.kind === "subscribe") {
       const input = (session.payload as { request: CreateSubscriptionInput }).request;
       const withPm = { ...subject, paymentMethodId: pmId };
       const rateCard = await this.lookups.cardOf(caller, input.rateCardId);

@@ -1,19 +1,35 @@
 /** Connect implementation of the credit service (DESIGN §14): wire ⇄ domain only. */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { Credits } from "../../billing/credits/grants.js";
 import type { CreditService } from "../../gen/billing/v1/credit_service_pb.js";
+import { callerOf } from "../context.js";
+import { createGrantInput, grantToPb, ledgerEntryToPb, settingsInput, settingsToPb } from "../convert/credits.js";
 
-const notYet = () => {
-  throw new ConnectError("credits are not built yet", Code.Unimplemented);
-};
-
-export function creditService(): ServiceImpl<typeof CreditService> {
+export function creditService(credits: Credits): ServiceImpl<typeof CreditService> {
   return {
-    createCreditGrant: notYet,
-    getCreditGrant: notYet,
-    listCreditGrants: notYet,
-    voidCreditGrant: notYet,
-    listCreditLedger: notYet,
-    getCreditSettings: notYet,
-    updateCreditSettings: notYet,
+    async createCreditGrant(req, ctx) {
+      const out = await credits.create(callerOf(ctx), createGrantInput(req));
+      return { creditGrant: grantToPb(out.grant), checkoutUrl: out.checkoutUrl ?? undefined };
+    },
+    async getCreditGrant(req, ctx) {
+      return { creditGrant: grantToPb(await credits.get(callerOf(ctx), req.creditGrantId)) };
+    },
+    async listCreditGrants(req, ctx) {
+      const page = await credits.list(callerOf(ctx), { limit: req.limit, offset: req.offset, subjectId: req.subjectId, status: req.status });
+      return { hasMore: page.hasMore, creditGrants: page.items.map(grantToPb) };
+    },
+    async voidCreditGrant(req, ctx) {
+      return { creditGrant: grantToPb(await credits.void(callerOf(ctx), req.creditGrantId)) };
+    },
+    async listCreditLedger(req, ctx) {
+      const page = await credits.ledger(callerOf(ctx), req.subjectId, { limit: req.limit, offset: req.offset, currency: req.currencyCode });
+      return { hasMore: page.hasMore, entries: page.items.map(ledgerEntryToPb) };
+    },
+    async getCreditSettings(req, ctx) {
+      return { creditSettings: settingsToPb(await credits.settings(callerOf(ctx), req.subjectId, req.currencyCode)) };
+    },
+    async updateCreditSettings(req, ctx) {
+      return { creditSettings: settingsToPb(await credits.updateSettings(callerOf(ctx), req.subjectId, settingsInput(req))) };
+    },
   };
 }

@@ -1,0 +1,69 @@
+/**
+ * Which grant pays how much of an invoice (DESIGN §14), a pure function: the invoice side calls it
+ * at finalization (then spends each application through CreditWrites.spend in the same
+ * transaction) and for drafts (what would be applied).
+ *
+ * Rules:
+ * - Grants are taken in the order given (the spend order: order.ts), each as far as it can.
+ * - Nothing is applied beyond the invoice's total (after tax), nor when the total is ≤ 0.
+ * - A grant restricted to rate codes pays only lines of those codes, and never more of a line
+ *   than what is left of it: each line carries what is still unpaid of it by restricted grants.
+ *   An unrestricted grant pays anything left of the total and is not tied to lines: the total
+ *   bounds every application together, so a restricted grant after it still finds its lines
+ *   unpaid but is capped by what is left of the total.
+ * - Every application is a whole number of the currency's smallest unit (lines and totals are
+ *   whole units; what a grant can give is taken down to a whole unit), and > 0.
+ * - Exact decimals throughout (money.ts).
+ */
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import type { CreditApplication, CreditGrant } from "./types.js";
+
+/** One line of the invoice as credits see it: its rate code (null: none, e.g. an adjustment) and amount. */
+export interface ChargeLine {
+  rateCode: string | null;
+  amount: string;
+}
+
+export type ApplicableGrant = Pick<CreditGrant, "id" | "remaining" | "appliesToRateCodes">;
+
+const whole = (d: Decimal): Decimal => (d.lte(0) ? ZERO : d.floor());
+
+/** The applications, in the grants' order, of the grants that pay something. */
+export function allocateCredits(lines: readonly ChargeLine[], total: string, grants: readonly ApplicableGrant[]): CreditApplication[] {
+  let left = whole(dec(total));
+  const unpaid = lines.map((l) => whole(dec(l.amount)));
+  const out: CreditApplication[] = [];
+  for (const g of grants) {
+    if (left.lte(0)) break;
+    let can = whole(dec(g.remaining));
+    if (can.lte(0)) continue;
+    let paid = ZERO;
+    if (g.appliesToRateCodes.length === 0) {
+      paid = minOf(can, left);
+    } else {
+      const codes = new Set(g.appliesToRateCodes);
+      for (const [i, l] of lines.entries()) {
+        if (l.rateCode === null || !codes.has(l.rateCode)) continue;
+        const take = minOf(minOf(can, unpaid[i] as Decimal), left.minus(paid));
+        if (take.lte(0)) continue;
+        unpaid[i] = (unpaid[i] as Decimal).minus(take);
+        can = can.minus(take);
+        paid = paid.plus(take);
+      }
+    }
+    if (paid.gt(0)) {
+      out.push({ grantId: g.id, amount: formatDecimal(paid) });
+      left = left.minus(paid);
+    }
+  }
+  return out;
+}
+
+function minOf(a: Decimal, b: Decimal): Decimal {
+  return a.lte(b) ? a : b;
+}
+
+/** The sum of applications (what the invoice shows as credits applied). */
+export function appliedTotal(applications: readonly CreditApplication[]): string {
+  return formatDecimal(applications.reduce((acc, a) => acc.plus(dec(a.amount)), ZERO));
+}

@@ -1,0 +1,188 @@
+/**
+ * Paid credit grants (DESIGN §14): a grant bought through the service. It is written
+ * `pending_payment` with an invoice of one `credit_purchase` line for its amount, finalized at
+ * once (open), in one transaction. Then the invoice is charged through the environment's provider
+ * (idempotency key from the invoice and attempt, DESIGN §12): paid → the grant becomes active
+ * with its "grant" ledger entry (`invoice.paid`, `credit_grant.activated`); declined → the grant
+ * is `failed` and the invoice void (nothing was granted, nothing is owed; `invoice.payment_failed`).
+ * Without a payment method on file, a hosted checkout (kind `credit`) takes a card, then the same
+ * charge happens. A live environment without a provider refuses before anything is written.
+ *
+ * The purchase invoice belongs to the subject, not to a subscription: subscription_id '' and
+ * period_key `credit:<grant id>` (unique like any period key).
+ */
+import { FailedPreconditionError } from "../errors.js";
+import { creditGrantEvent, invoiceEvent, newInvoiceEvents } from "../events/types.js";
+import { newId, randomBase62 } from "../ids.js";
+import { displayMoney } from "../money.js";
+import type { Caller } from "../tenancy.js";
+import { type CallbackUrls, type Checkouts, checkUrls } from "../subscriptions/checkout.js";
+import type { Lookups } from "../subscriptions/lookups.js";
+import { noPaymentProvider } from "../subscriptions/payments.js";
+import { type BillingSubject, type Invoice, type PaymentMethod, chargeKey } from "../subscriptions/types.js";
+import { Violations } from "../errors.js";
+import type { CreditWrites } from "./ports.js";
+import type { CheckedGrant } from "./validation.js";
+import type { CreditGrant } from "./types.js";
+
+export const newGrantId = (): string => `cg_${randomBase62(22)}`;
+
+/** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
+export const CREDIT_CHECKOUT_KIND = "credit";
+
+export interface PurchaseResult {
+  grant: CreditGrant;
+  /** The hosted checkout, when the subject had no payment method on file. */
+  checkoutUrl: string | null;
+}
+
+export class CreditPurchases {
+  constructor(
+    private readonly lookups: Lookups,
+    private readonly checkouts: Checkouts,
+  ) {}
+
+  private get stores() {
+    return this.lookups.stores;
+  }
+
+  /**
+   * Buys `g` for `subject` at `now`: charged to the payment method on file, or a checkout with
+   * `callbacks` (required then: a 400 naming checkout_callback_urls otherwise, nothing written).
+   * What the auto top-up calls too (it has a payment method on file, or does not buy).
+   */
+  async purchase(caller: Caller, subject: BillingSubject, g: CheckedGrant, callbacks: CallbackUrls | undefined, now: Date): Promise<PurchaseResult> {
+    if (!this.lookups.paymentsFor(caller)) throw noPaymentProvider("a paid credit grant cannot be charged");
+    if (!subject.paymentMethodId) {
+      const v = new Violations();
+      checkUrls(callbacks, v, "a paid grant needs a checkout (no payment method on file)");
+      v.throwIfAny();
+    }
+    const grant: CreditGrant = {
+      id: newGrantId(),
+      environmentId: caller.environmentId,
+      subjectId: subject.id,
+      currency: g.currency,
+      amount: g.amount,
+      remaining: g.amount,
+      category: "paid",
+      priority: g.priority,
+      effectiveAt: g.effectiveAt ?? now,
+      expiresAt: g.expiresAt,
+      appliesToRateCodes: g.appliesToRateCodes,
+      metadata: g.metadata,
+      status: "pending_payment",
+      invoiceId: newId("inv"),
+      createdAt: now,
+      voidedAt: null,
+      expiredAt: null,
+    };
+    const invoice = purchaseInvoice(grant, subject, now);
+    await this.stores.transaction(async (tx) => {
+      await tx.insertInvoice(invoice);
+      await credits(tx).insertGrant(grant);
+      await tx.emit([...newInvoiceEvents(invoice), creditGrantEvent("credit_grant.created", grant)]);
+    });
+    if (!subject.paymentMethodId) {
+      const session = await this.checkouts.open(
+        caller,
+        subject,
+        CREDIT_CHECKOUT_KIND as never,
+        { grantId: grant.id, invoiceId: invoice.id },
+        callbacks,
+        { currency: grant.currency },
+        invoice.total,
+        `Credit purchase: ${displayMoney(grant.amount, grant.currency)}`,
+        now,
+      );
+      return { grant, checkoutUrl: this.checkouts.url(session) };
+    }
+    const pm = await this.stores.paymentMethods.get(subject.paymentMethodId);
+    return { grant: await this.charge(caller, grant, invoice, pm, now), checkoutUrl: null };
+  }
+
+  /** Whether a credit checkout can still be completed: its grant is still pending payment. */
+  async pending(environmentId: string, grantId: string): Promise<boolean> {
+    const invoice = await this.grantInvoice(environmentId, grantId);
+    return invoice?.status === "open";
+  }
+
+  /** A credit checkout completed with the card it saved: the purchase is charged to it. */
+  async completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<CreditGrant> {
+    const invoice = await this.stores.invoices.get(caller.environmentId, payload.invoiceId);
+    const pm = await this.stores.paymentMethods.get(paymentMethodId);
+    const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, payload.grantId));
+    if (!invoice || !grant) throw new FailedPreconditionError("CREDIT_PURCHASE_GONE", "the credit purchase no longer exists");
+    return this.charge(caller, grant, invoice, pm, now);
+  }
+
+  private async grantInvoice(environmentId: string, grantId: string): Promise<Invoice | undefined> {
+    const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(environmentId, grantId));
+    if (grant?.status !== "pending_payment" || !grant.invoiceId) return undefined;
+    return this.stores.invoices.get(environmentId, grant.invoiceId);
+  }
+
+  /**
+   * Charges the purchase invoice (attempt 1): paid → active grant; declined → failed grant, void
+   * invoice. A charge that throws (the provider unreachable) leaves both pending and open.
+   */
+  private async charge(caller: Caller, grant: CreditGrant, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<CreditGrant> {
+    const provider = this.lookups.paymentsFor(caller);
+    if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
+    if (!pm) return grant;
+    const outcome = await provider.charge(pm, invoice.total, invoice.currency, chargeKey(invoice.id, 1));
+    return this.stores.transaction(async (tx) => {
+      const to = outcome.ok ? "paid" : "void";
+      const moved = await tx.moveInvoices([invoice.id], "open", to, now);
+      if (moved.length === 0) return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
+      const after = { ...invoice, status: to } as Invoice;
+      if (outcome.ok) {
+        const active = await credits(tx).activate(grant.environmentId, grant.id, now);
+        await tx.emit([invoiceEvent("invoice.paid", after), ...(active ? [creditGrantEvent("credit_grant.activated", active)] : [])]);
+        return active ?? grant;
+      }
+      const failed = await credits(tx).fail(grant.environmentId, grant.id);
+      await tx.emit([invoiceEvent("invoice.payment_failed", invoice), invoiceEvent("invoice.voided", after)]);
+      return failed ?? grant;
+    });
+  }
+}
+
+/** The credit writes of a billing transaction (every SQL one has them). */
+function credits(tx: { credits?: CreditWrites }): CreditWrites {
+  if (!tx.credits) throw new Error("this store keeps no credits");
+  return tx.credits;
+}
+
+/** A purchase's invoice: open at once, one credit_purchase line for the grant's amount. */
+function purchaseInvoice(grant: CreditGrant, subject: BillingSubject, now: Date): Invoice {
+  return {
+    id: grant.invoiceId as string,
+    environmentId: grant.environmentId,
+    subjectId: grant.subjectId,
+    subscriptionId: "",
+    periodKey: `credit:${grant.id}`,
+    status: "open",
+    currency: grant.currency,
+    total: grant.amount,
+    lines: [
+      {
+        description: `Credit purchase: ${displayMoney(grant.amount, grant.currency)}`,
+        quantity: "1",
+        unitAmount: grant.amount,
+        amount: grant.amount,
+        kind: "credit_purchase",
+        key: null,
+        windowInvoiceId: null,
+      },
+    ],
+    hostedToken: randomBase62(32),
+    periodStart: now,
+    periodEnd: now,
+    createdAt: now,
+    window: null,
+    finalizesAt: null,
+    clockId: subject.testClockId,
+    finalizedAt: now,
+  };
+}
