@@ -4,9 +4,11 @@
  * currency's exponent), a negative one marked as a credit taken off. Tables have captions and
  * column headers for screen readers, as the other pages' tables.
  */
+import type { Credits } from "../billing/credits/grants.js";
 import type { CreditGrant, LedgerEntry, LedgerEntryType } from "../billing/credits/types.js";
 import { displayMoney } from "../billing/money.js";
 import type { Page, PageResult } from "../billing/pagination.js";
+import type { BillingStates } from "../billing/subscriptions/billing-state.js";
 import type { Caller } from "../billing/tenancy.js";
 import { type Html, html } from "./html.js";
 import { lineAmountHtml } from "./prices.js";
@@ -22,6 +24,33 @@ export interface CreditReads {
   balances(caller: Caller, subjectId: string): Promise<CreditBalance[]>;
   /** The ledger, newest first. */
   ledger(caller: Caller, subjectId: string, page: Page): Promise<PageResult<LedgerEntry>>;
+}
+
+/** The most ledger entries a page reads to show them newest first (the credit use case lists them oldest first). */
+export const LEDGER_READ_LIMIT = 5000;
+
+/**
+ * CreditReads on the use cases: the balance is billing state's `credit_balance`; the ledger is
+ * the credit use case's (oldest first, by pages of 100), read whole up to LEDGER_READ_LIMIT
+ * entries and turned newest first, then paged.
+ */
+export function creditReads(credits: Pick<Credits, "ledger">, states: Pick<BillingStates, "billingState">): CreditReads {
+  return {
+    async balances(caller, subjectId) {
+      const state = await states.billingState(caller, subjectId);
+      return state.creditBalance.map((a) => ({ currency: a.currencyCode, balance: a.value }));
+    },
+    async ledger(caller, subjectId, page) {
+      const all: LedgerEntry[] = [];
+      for (let offset = 0; offset < LEDGER_READ_LIMIT; offset += 100) {
+        const r = await credits.ledger(caller, subjectId, { limit: 100, offset, currency: "" });
+        all.push(...r.items);
+        if (!r.hasMore) break;
+      }
+      all.reverse();
+      return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
+    },
+  };
 }
 
 /** Ledger rows per page on the portal and the dashboard. */

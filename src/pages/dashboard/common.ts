@@ -3,10 +3,11 @@
  * answer (View), paging, links, the subscription and invoice rows, notices and refusals.
  */
 import type { PricingMetricService } from "../../billing/catalog/metrics.js";
+import type { Credits } from "../../billing/credits/grants.js";
 import type { CreditGrant } from "../../billing/credits/types.js";
 import type { RateCardService } from "../../billing/catalog/rate-cards.js";
 import type { RateCard } from "../../billing/catalog/types.js";
-import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
+import { type BillingError, InvalidArgumentError, NotFoundError } from "../../billing/errors.js";
 import type { WebhookEndpoints } from "../../billing/events/endpoints.js";
 import type { IngestService, SummaryService } from "../../billing/metering/usage.js";
 import { displayMoney } from "../../billing/money.js";
@@ -19,7 +20,7 @@ import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { Invoice, Subscription } from "../../billing/subscriptions/types.js";
 import type { PageResult } from "../../billing/pagination.js";
 import type { Caller } from "../../billing/tenancy.js";
-import type { CreditReads } from "../credits.js";
+import { type CreditReads, creditReads } from "../credits.js";
 import { type Html, type Value, html } from "../html.js";
 import { type DashSession, badge, day } from "./layout.js";
 
@@ -35,13 +36,28 @@ export interface DashboardServices {
   summaries: SummaryService;
   ingest: IngestService;
   webhookEndpoints: WebhookEndpoints;
-  /** A subject's credit (absent: the subject page shows no credit section). */
-  creditPages?: DashboardCredits;
+  /** The credit use cases (absent: the subject page shows no credit section). */
+  credits?: Credits;
 }
 
-/** The credit reads and changes the dashboard uses, when credits are wired in. */
+/** The credit reads and changes the dashboard makes, on the credit use cases and billing state; undefined without credits. */
 export function creditsOf(s: DashboardServices): DashboardCredits | undefined {
-  return s.creditPages;
+  const credits = s.credits;
+  if (!credits) return undefined;
+  return {
+    ...creditReads(credits, s.billingStates),
+    grants: (c, subjectId) => credits.list(c, { subjectId, status: "", limit: 100, offset: 0 }),
+    async grant(c, input) {
+      const amount = { currency: input.currency, value: input.amount };
+      const r = await credits.create(c, { subjectId: input.subjectId, amount, category: input.category, priority: input.priority, expiresAt: input.expiresAt, appliesToRateCodes: [], metadata: {} });
+      return r.grant;
+    },
+    async voidGrant(c, subjectId, grantId) {
+      const g = await credits.get(c, grantId);
+      if (g.subjectId !== subjectId) throw new NotFoundError("CREDIT_GRANT_NOT_FOUND", `credit grant ${JSON.stringify(grantId)} not found`, { credit_grant_id: grantId });
+      return credits.void(c, grantId);
+    },
+  };
 }
 
 /** A promotional grant as the dashboard's form asks for it (amount in the smallest unit). */
