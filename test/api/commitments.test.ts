@@ -37,7 +37,7 @@ async function subscribed(s: Scenario, quantity: number, extra: Json = {}): Prom
 const subscriptionOf = new WeakMap<Scenario, string>();
 
 /** The invoices of the case's subscription as [status, total, lines], oldest first. */
-async function bills(s: Scenario): Promise<unknown[]> {
+async function bills(s: Scenario): Promise<[string, string, string[][]][]> {
   return (await s.invoices())
     .filter((i) => i.subscription_id === subscriptionOf.get(s))
     .map((i) => [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.description, l.quantity, l.price_in_unit_amount.value, l.amount.value])]);

@@ -10,6 +10,7 @@ import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { commitmentAfterClose, fixedCharges, trueUpLine } from "./commitments.js";
+import { applyCreditsToAll, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
 import { sameEntries, withCredits } from "./proration.js";
@@ -63,7 +64,7 @@ export class CycleClose {
     const rates = await this.reads.rates(card, s.fixedRateQuantities);
     const usageLines = await this.builder.usageLinesOf(card, rates.usage, s, s.usageSince, s.periodEnd);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    const fixed = s.cancelsAtEndOfCycle ? [] : this.builder.fixedLinesOf(rates.fixed, s);
+    const fixed = s.cancelsAtEndOfCycle ? [] : keyedFixedLines(this.builder, rates.fixed, s);
     const terms = await this.builder.windowTerms(s, s.usageSince, s.periodEnd, s.periodEnd);
     const trueUp = await this.trueUp(s, usageLines, card.currency ?? "USD");
     const invoice = this.builder.newInvoice(
@@ -164,7 +165,11 @@ export class CycleClose {
         });
         // Proration credits carried on the locked row go onto its invoice, as far as it can take them.
         const credited = new Map(ready.map((s) => [s.id, withCredits(invoices.get(s.id) as Invoice, s.prorationCredits)]));
-        const out = ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null);
+        // Credit grants pay what they can of each invoice final at once (credit-application.ts).
+        const out = await applyCreditsToAll(
+          tx,
+          ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null),
+        );
         await tx.insertInvoices(out);
         const events = out.flatMap(newInvoiceEvents);
         const updated: Subscription[] = [];

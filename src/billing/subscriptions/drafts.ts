@@ -9,10 +9,15 @@ import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { resizedTrueUp } from "./commitments.js";
+import { applyCredits, previewCredits } from "./credit-application.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
+import { retryingRaces } from "./races.js";
 import type { Settlement } from "./settlement.js";
 import type { Invoice } from "./types.js";
+
+/** Thrown to roll back a finalization whose draft another run finalized first. */
+const NOT_MOVED = new Error("the draft was finalized meanwhile");
 
 export class Drafts {
   constructor(
@@ -23,10 +28,27 @@ export class Drafts {
 
   /**
    * A draft as it would finalize now: its usage lines recomputed from the committed usage of its
-   * window (late events of the period land on it), the other lines as written. Anything else is
-   * returned as stored.
+   * window (late events of the period land on it), the other lines as written, and the credit
+   * that would be applied (nothing is spent). Anything else is returned as stored.
    */
   async preview(inv: Invoice): Promise<Invoice> {
+    if (inv.status !== "draft") return inv;
+    return previewCredits(this.ctx.stores, await this.recompute(inv), this.finalizationTime(inv));
+  }
+
+  /**
+   * When a draft finalizes on its subscription's clock, as credit sees it (what is spendable
+   * then): real time now; on a test clock its grace period's end when it is due (`dueAt`, the
+   * clock's time of a finalizeDue run), else (a preview, an operator's early call) its creation.
+   */
+  private finalizationTime(inv: Invoice, dueAt?: Date): Date {
+    if (inv.clockId === null) return this.ctx.now();
+    if (dueAt && inv.finalizesAt && inv.finalizesAt.getTime() <= dueAt.getTime()) return inv.finalizesAt;
+    return inv.createdAt;
+  }
+
+  /** A draft's lines recomputed (see preview), without credit. */
+  private async recompute(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft" || !inv.window) return inv;
     const usage = await this.builder.windowLines(inv.environmentId, inv.subjectId, inv.window);
     // A minimum commitment's true-up is sized again on the recomputed usage (commitments.ts).
@@ -54,16 +76,27 @@ export class Drafts {
    * only the run that moves it out of draft writes it (another runner, or an operator's call,
    * finds it finalized). Returns the invoice as it ended up, or undefined when it was no longer a draft.
    */
-  async finalizeDraft(draft: Invoice): Promise<Invoice | undefined> {
+  async finalizeDraft(draft: Invoice, dueAt?: Date): Promise<Invoice | undefined> {
     const finalize = checkTransition("draft", "open");
     const at = this.ctx.now();
-    const final: Invoice = { ...(await this.preview(draft)), status: finalize.to, finalizedAt: at };
-    const done = await this.ctx.stores.transaction(async (tx) => {
-      const moved = await tx.finalizeDraft(final, at);
-      if (moved) await tx.emit(transitionEvents(finalize, [final]));
-      return moved;
-    });
-    if (!done) return undefined;
+    const recomputed: Invoice = { ...(await this.recompute(draft)), status: finalize.to, finalizedAt: at };
+    const spentAt = this.finalizationTime(draft, dueAt);
+    // Credit is spent in the transaction that makes it open; a run that finds it finalized
+    // already rolls its spending back (NOT_MOVED). A grant that changed under it: tried again.
+    const final = await retryingRaces(() =>
+      this.ctx.stores
+        .transaction(async (tx) => {
+          const credited = await applyCredits(tx, recomputed, spentAt);
+          if (!(await tx.finalizeDraft(credited, at))) throw NOT_MOVED;
+          await tx.emit(transitionEvents(finalize, [credited]));
+          return credited;
+        })
+        .catch((err) => {
+          if (err === NOT_MOVED) return undefined;
+          throw err;
+        }),
+    );
+    if (!final) return undefined;
     await this.settlement.settleMany([final]);
     return final;
   }
@@ -78,7 +111,7 @@ export class Drafts {
       if (due.length === 0) return n;
       for (const inv of due) {
         try {
-          if (await this.finalizeDraft(inv)) n++;
+          if (await this.finalizeDraft(inv, now)) n++;
         } catch (err) {
           // It stays a draft and is tried again on the next run; the others go on.
           failed.add(inv.id);

@@ -13,6 +13,7 @@ import { type Cycle, assumedCycle, limitLine, windowShare } from "../invoicing/l
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
+import { applyCredits } from "./credit-application.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageWindow } from "./types.js";
@@ -229,12 +230,15 @@ export class InvoiceBuilder {
     // An invoice of a usage window is written even without lines (usage within the included
     // units, or none): late usage of that window can still land on it or be adjusted later.
     if (invoice.lines.length === 0 && !invoice.window) return true;
+    // DESIGN §14: an invoice open at once spends the subject's credit here (credit-application.ts).
+    const credited = await applyCredits(tx, invoice, invoice.createdAt);
     try {
-      await tx.insertInvoice(invoice);
-      await tx.emit(newInvoiceEvents(invoice));
+      await tx.insertInvoice(credited);
+      await tx.emit(newInvoiceEvents(credited));
       return true;
     } catch (err) {
-      if (err instanceof AlreadyExistsError) return false;
+      // Credit spent on an invoice that is not written must not stay spent: the transaction fails.
+      if (err instanceof AlreadyExistsError && !credited.creditsApplied?.length) return false;
       throw err;
     }
   }

@@ -11,7 +11,7 @@ import { checkTransition, transitionEvents } from "./invoice-states.js";
 import { retryingRaces } from "./races.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, PaymentMethod } from "./types.js";
-import { chargeKey } from "./types.js";
+import { amountDueOf, chargeKey } from "./types.js";
 
 export class Settlement {
   constructor(
@@ -25,7 +25,9 @@ export class Settlement {
    */
   async settle(invoice: Invoice, paymentMethodId: string | null): Promise<void> {
     if ((invoice.lines.length === 0 && !invoice.window) || invoice.status !== "open") return;
-    await this.settleWith([invoice], async () => {
+    // As written: credit applied when it was written changes what is due (credit-application.ts).
+    const written = invoice.amountDue === undefined ? ((await this.ctx.stores.invoices.get(invoice.environmentId, invoice.id).catch(() => undefined)) ?? invoice) : invoice;
+    await this.settleWith([written], async () => {
       const pm = paymentMethodId ? await this.ctx.stores.paymentMethods.get(paymentMethodId) : undefined;
       return () => pm;
     });
@@ -84,8 +86,9 @@ export class Settlement {
    */
   private async settleWith(list: Invoice[], methodsOf: (due: Invoice[]) => Promise<(i: Invoice) => PaymentMethod | undefined>): Promise<void> {
     const at = this.ctx.now();
-    const due = list.filter((i) => dec(i.total).gt(0));
-    const paid = list.filter((i) => dec(i.total).lte(0));
+    // What credit left due is charged; nothing is charged at 0 (paid at once, like a 0 total).
+    const due = list.filter((i) => dec(amountDueOf(i)).gt(0));
+    const paid = list.filter((i) => dec(amountDueOf(i)).lte(0));
     const declined: Invoice[] = [];
     let methodOf: (i: Invoice) => PaymentMethod | undefined = () => undefined;
     if (due.length > 0) {
@@ -100,7 +103,7 @@ export class Settlement {
       try {
         const provider = pm ? await this.reads.providerFor(i.environmentId) : undefined;
         if (!pm || !provider) continue;
-        if ((await provider.charge(pm, i.total, i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
+        if ((await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
         else declined.push(i);
       } catch (err) {
         // The invoice is written: it stays open, and the other invoices are settled.

@@ -15,6 +15,7 @@ import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "./checkout.js";
 import { checkCommitment, newCommitment } from "./commitments.js";
+import { keyedFixedLines } from "./credit-application.js";
 import type { BillLine } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
@@ -113,7 +114,7 @@ export class Subscriptions {
     const withCommitment = { ...terms, commitment: newCommitment(commitment.given ? commitment.value : null, card) };
     const draft = { ...newSubscription(caller, subject, card, withCommitment, input.metadata, now), timelineId: input.timelineId || null };
     const { fixed } = terms.rates;
-    const firstLines = this.engine.builder.fixedLinesOf(fixed, draft);
+    const firstLines = keyedFixedLines(this.engine.builder, fixed, draft);
     const free = fixed.every((r) => isFreePrice(r.price));
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
     if (!this.lookups.paymentsFor(caller)) {
@@ -208,7 +209,8 @@ export class Subscriptions {
     at: Date,
   ): Promise<Subscription> {
     const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
-    return this.start(draft, card, await this.engine.builder.fixedLines(card, draft), subject.paymentMethodId);
+    const { fixed } = await this.engine.reads.rates(card, draft.fixedRateQuantities);
+    return this.start(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), subject.paymentMethodId);
   }
 
   get(caller: Caller, id: string): Promise<Subscription> {

@@ -1,0 +1,109 @@
+/**
+ * Credits applied to invoices (DESIGN §14). When an invoice becomes open (a cycle close that
+ * finalizes at once, a draft at the end of its grace period, the immediate invoice of a change,
+ * a proration, a resume), in the transaction that makes it open: the subject's spendable grants
+ * in the invoice's currency, in spend order (priority, soonest expiry, oldest), are allocated by
+ * allocateCredits (restricted grants only to lines of their rate codes) and each is spent by the
+ * store's conditional spend with an "application" ledger entry on the invoice. The invoice keeps
+ * `creditsApplied` and `amountDue` = total − applied (never negative); nothing is charged when
+ * it is 0.
+ * - Races: the grants are read again with a row lock (FOR UPDATE on MariaDB, whatever committed
+ *   since the transaction's snapshot) before allocating, and held until commit, so two
+ *   finalizations of one subject take turns and the second sees what the first left. A spend
+ *   that still finds less than allocated (it cannot while the lock is held) fails the whole
+ *   transaction as AbortedError (retryable: nothing was spent), never spending a credit twice.
+ * - A draft shows what would be applied now: computed on read, nothing spent.
+ * - A voided invoice keeps what it spent (as Stripe does): voiding does not restore credit.
+ * - A credit purchase's invoice is never paid with credit.
+ * - Lines know their rate by their key (`<code>|…`): usage, minimum, maximum and adjustment lines
+ *   always; fixed lines where the cycle close and a subscription's first invoice key them
+ *   (keyedFixedLines). Other lines (prorations, true-ups) are paid by unrestricted grants only.
+ */
+import type { ChargedRates } from "../catalog/addons.js";
+import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
+import type { CreditApplication } from "../credits/types.js";
+import { AbortedError } from "../errors.js";
+import { ZERO, dec, formatDecimal } from "../money.js";
+import type { BillingStores, BillingTx } from "./ports.js";
+import type { Invoice, InvoiceLineKind, Subscription } from "./types.js";
+
+/** Line kinds whose key starts with their rate's code. */
+const CODED: ReadonlySet<InvoiceLineKind> = new Set(["fixed", "usage", "minimum", "maximum", "adjustment"]);
+
+/** A fixed rate's lines keyed by its code (`<code>|`), so a grant restricted to that code can pay them. */
+export function keyedFixedLines<L extends { key: string | null }>(
+  builder: { fixedLinesOf(fixed: ChargedRates["fixed"], s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">): L[] },
+  fixed: ChargedRates["fixed"],
+  s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">,
+): L[] {
+  return fixed.flatMap((r) => builder.fixedLinesOf([r], s).map((l) => ({ ...l, key: `${r.code}|` })));
+}
+
+/** An invoice's lines as credits see them: each with its rate code (null: none) and amount. */
+export function chargeLines(inv: Pick<Invoice, "lines">): ChargeLine[] {
+  return inv.lines.map((l) => {
+    const bar = l.key?.indexOf("|") ?? -1;
+    return { rateCode: CODED.has(l.kind) && l.key && bar > 0 ? l.key.slice(0, bar) : null, amount: l.amount };
+  });
+}
+
+/** `inv` with `applied` and its amount due (total − applied, never negative). */
+export function withApplications(inv: Invoice, applied: CreditApplication[]): Invoice {
+  const due = dec(inv.total).minus(dec(appliedTotal(applied)));
+  return { ...inv, creditsApplied: applied, amountDue: formatDecimal(due.gt(0) ? due : ZERO) };
+}
+
+/** Whether credit can pay any of `inv`: an open (or draft) invoice of a positive total that buys no credit. */
+function payable(inv: Invoice): boolean {
+  return dec(inv.total).gt(0) && !inv.lines.some((l) => l.kind === "credit_purchase");
+}
+
+/**
+ * Spends the subject's credit on `inv` (open, just finalized) in the transaction `tx`, as of
+ * `at` on the subscription's clock; the invoice with what was applied. Nothing when the store
+ * keeps no credits or the invoice is not open.
+ */
+export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice> {
+  const credits = tx.credits;
+  if (!credits || inv.status !== "open" || !payable(inv)) return withApplications(inv, []);
+  const listed = await credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at);
+  if (listed.length === 0) return withApplications(inv, []);
+  // Locked, in spend order (the same for every finalization, so they cannot deadlock on grants).
+  const fresh = [];
+  for (const g of listed) {
+    const locked = await credits.lockGrant(inv.environmentId, g.id);
+    if (locked?.status === "active" && dec(locked.remaining).gt(0)) fresh.push(locked);
+  }
+  const applied = allocateCredits(chargeLines(inv), inv.total, fresh);
+  for (const a of applied) {
+    if (!(await credits.spend(a.grantId, a.amount, inv.id, `Applied to invoice ${inv.id}`, at))) {
+      throw new AbortedError("CREDIT_CHANGED", `credit grant ${a.grantId} changed while invoice ${inv.id} was finalized; try again`, { credit_grant_id: a.grantId });
+    }
+  }
+  return withApplications(inv, applied);
+}
+
+/**
+ * Applies credit to each open invoice of a batch in one transaction, in the order of their
+ * subjects (so two batches lock the grants of their subjects in the same order).
+ */
+export async function applyCreditsToAll(tx: BillingTx, list: Invoice[]): Promise<Invoice[]> {
+  const order = [...list.keys()].sort((a, b) => {
+    const x = list[a] as Invoice;
+    const y = list[b] as Invoice;
+    return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
+  });
+  const out = [...list];
+  for (const k of order) {
+    const inv = list[k] as Invoice;
+    out[k] = inv.status === "open" ? await applyCredits(tx, inv, inv.createdAt) : inv;
+  }
+  return out;
+}
+
+/** What credit would pay of a draft if it finalized at `at`: read in a transaction of its own, nothing spent. */
+export async function previewCredits(stores: BillingStores, inv: Invoice, at: Date): Promise<Invoice> {
+  if (!payable(inv)) return withApplications(inv, []);
+  const grants = await stores.transaction(async (tx) => (tx.credits ? tx.credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at) : []));
+  return withApplications(inv, allocateCredits(chargeLines(inv), inv.total, grants));
+}
