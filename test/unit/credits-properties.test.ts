@@ -40,7 +40,6 @@ class Book {
   grants: ModelGrant[] = [];
   ledger: Entry[] = [];
   now = Date.UTC(2026, 0, 1);
-  private seq = 0;
 
   spendable(): ModelGrant[] {
     return spendOrder(this.grants.filter((g) => g.status === "active" && g.remaining > 0n && (g.expiresAt === null || g.expiresAt.getTime() > this.now)).map((g) => ({ ...g })));
@@ -49,7 +48,7 @@ class Book {
   /** The store's spend: remaining ≥ amount, else false (nothing changed). */
   spend(id: string, amount: bigint): boolean {
     const g = this.grants.find((x) => x.id === id);
-    if (!g || g.status !== "active" || g.remaining < amount) return false;
+    if (g?.status !== "active" || g.remaining < amount) return false;
     g.remaining -= amount;
     if (g.remaining === 0n) g.status = "depleted";
     this.ledger.push({ type: "application", amount: -amount });
@@ -91,6 +90,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant("void" as const), pick: fc.nat() }),
 );
 
+/** The model's grants as the allocation reads them (remaining as decimal text). */
+const applicable = (gs: ModelGrant[]) => gs.map((g) => ({ id: g.id, remaining: String(g.remaining), appliesToRateCodes: g.appliesToRateCodes }));
 const chargeLines = (ls: [string, number][]): ChargeLine[] => ls.map(([rateCode, amount]) => ({ rateCode, amount: String(amount) }));
 const totalOf = (ls: [string, number][], tax = 0) => String(ls.reduce((a, [, v]) => a + v, 0) + tax);
 
@@ -121,7 +122,7 @@ function finalize(book: Book, ls: [string, number][], tax: number): boolean {
     const order = book.spendable();
     const cl = chargeLines(ls);
     const total = totalOf(ls, tax);
-    const apps = allocateCredits(cl, total, order);
+    const apps = allocateCredits(cl, total, applicable(order));
     if (!orderRespected(cl, total, order, apps)) return false;
     if (book.spendAll(apps)) return true;
   }
@@ -157,8 +158,8 @@ function run(steps: Step[]): boolean {
     } else if (s.kind === "race") {
       // Both allocated from one snapshot; the second's spends then find less and it allocates again.
       const snapshot = book.spendable();
-      const first = allocateCredits(chargeLines(s.a), totalOf(s.a), snapshot);
-      const second = allocateCredits(chargeLines(s.b), totalOf(s.b), snapshot);
+      const first = allocateCredits(chargeLines(s.a), totalOf(s.a), applicable(snapshot));
+      const second = allocateCredits(chargeLines(s.b), totalOf(s.b), applicable(snapshot));
       if (!book.spendAll(first)) return false;
       if (!book.spendAll(second) && !finalize(book, s.b, 0)) return false;
     } else if (s.kind === "tick") {
