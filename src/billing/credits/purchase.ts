@@ -11,6 +11,7 @@
  * The purchase invoice belongs to the subject, not to a subscription: subscription_id '' and
  * period_key `credit:<grant id>` (unique like any period key).
  */
+import { createHash } from "node:crypto";
 import { FailedPreconditionError } from "../errors.js";
 import { creditGrantEvent, invoiceEvent, newInvoiceEvents } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
@@ -49,17 +50,25 @@ export class CreditPurchases {
   /**
    * Buys `g` for `subject` at `now`: charged to the payment method on file, or a checkout with
    * `callbacks` (required then: a 400 naming checkout_callback_urls otherwise, nothing written).
-   * What the auto top-up calls too (it has a payment method on file, or does not buy).
+   * What the auto top-up calls too (it has a payment method on file, or does not buy), with
+   * `idempotencyKey` (e.g. its crossing): the grant's and invoice's IDs are derived from it, so a
+   * repeat (another server, a retry after a crash) finds the first purchase and returns it, and
+   * its charge carries the same key (chargeKey of the same invoice): never bought twice.
    */
-  async purchase(caller: Caller, subject: BillingSubject, g: CheckedGrant, callbacks: CallbackUrls | undefined, now: Date): Promise<PurchaseResult> {
+  async purchase(caller: Caller, subject: BillingSubject, g: CheckedGrant, callbacks: CallbackUrls | undefined, now: Date, idempotencyKey?: string): Promise<PurchaseResult> {
     if (!this.lookups.paymentsFor(caller)) throw noPaymentProvider("a paid credit grant cannot be charged");
+    const ids = idempotencyKey === undefined ? undefined : derivedIds(caller.environmentId, idempotencyKey);
+    if (ids) {
+      const first = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, ids.grantId));
+      if (first) return { grant: first, checkoutUrl: null };
+    }
     if (!subject.paymentMethodId) {
       const v = new Violations();
       checkUrls(callbacks, v, "a paid grant needs a checkout (no payment method on file)");
       v.throwIfAny();
     }
     const grant: CreditGrant = {
-      id: newGrantId(),
+      id: ids?.grantId ?? newGrantId(),
       environmentId: caller.environmentId,
       subjectId: subject.id,
       currency: g.currency,
@@ -72,17 +81,24 @@ export class CreditPurchases {
       appliesToRateCodes: g.appliesToRateCodes,
       metadata: g.metadata,
       status: "pending_payment",
-      invoiceId: newId("inv"),
+      invoiceId: ids?.invoiceId ?? newId("inv"),
       createdAt: now,
       voidedAt: null,
       expiredAt: null,
     };
     const invoice = purchaseInvoice(grant, subject, now);
-    await this.stores.transaction(async (tx) => {
-      await tx.insertInvoice(invoice);
-      await credits(tx).insertGrant(grant);
-      await tx.emit([...newInvoiceEvents(invoice), creditGrantEvent("credit_grant.created", grant)]);
-    });
+    try {
+      await this.stores.transaction(async (tx) => {
+        await tx.insertInvoice(invoice);
+        await credits(tx).insertGrant(grant);
+        await tx.emit([...newInvoiceEvents(invoice), creditGrantEvent("credit_grant.created", grant)]);
+      });
+    } catch (err) {
+      // A concurrent repeat of the same keyed purchase wrote it first: that one stands.
+      const first = ids && (await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, ids.grantId)));
+      if (first) return { grant: first, checkoutUrl: null };
+      throw err;
+    }
     if (!subject.paymentMethodId) {
       const session = await this.checkouts.open(
         caller,
@@ -147,6 +163,19 @@ export class CreditPurchases {
     });
   }
 }
+
+/** IDs of a keyed purchase: 22 base62 characters of SHA-256 of the environment and key, each. */
+function derivedIds(environmentId: string, key: string): { grantId: string; invoiceId: string } {
+  const part = (what: string) => {
+    const bytes = createHash("sha256").update(`${environmentId}\u0000${what}\u0000${key}`).digest();
+    let out = "";
+    for (const b of bytes) if (b < 248 && out.length < 22) out += BASE62[b % 62];
+    return out.padEnd(22, "0");
+  };
+  return { grantId: `cg_${part("grant")}`, invoiceId: `inv_${part("invoice")}` };
+}
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** The credit writes of a billing transaction (every SQL one has them). */
 function credits(tx: { credits?: CreditWrites }): CreditWrites {
