@@ -78,6 +78,15 @@ export function balancesHtml(balances: CreditBalance[], caption = "Credit balanc
   return html`<table class="credit-balance"><caption>${caption}</caption><thead><tr><th scope="col">Currency</th><th scope="col" class="n">Balance</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
+/** An entry's description; its invoice linked (the description itself when it names the invoice), or named when it does not. */
+function descriptionHtml(e: LedgerEntry, invoiceHref?: (invoiceId: string) => string | undefined): Html {
+  if (!e.invoiceId) return html`${e.description}`;
+  const href = invoiceHref?.(e.invoiceId);
+  const named = e.description.includes(e.invoiceId);
+  if (!href) return named ? html`${e.description}` : html`${e.description} <span class="mono">${e.invoiceId}</span>`;
+  return named ? html`<a href="${href}">${e.description}</a>` : html`${e.description} (<a href="${href}">invoice ${e.invoiceId}</a>)`;
+}
+
 /**
  * The ledger's rows as a table (newest first): date, movement, description, amount (signed).
  * `invoiceHref`: where an entry's invoice is shown (none: its ID alone).
@@ -85,9 +94,7 @@ export function balancesHtml(balances: CreditBalance[], caption = "Credit balanc
 export function ledgerHtml(entries: LedgerEntry[], invoiceHref?: (invoiceId: string) => string | undefined): Html {
   if (entries.length === 0) return html`<p>No credit movements yet.</p>`;
   const rows = entries.map((e) => {
-    const href = e.invoiceId && invoiceHref ? invoiceHref(e.invoiceId) : undefined;
-    const invoice = e.invoiceId ? (href ? html` <a href="${href}">invoice ${e.invoiceId}</a>` : html` <span class="mono">${e.invoiceId}</span>`) : "";
-    return html`<tr><td class="nowrap">${day(e.createdAt)}</td><td>${ENTRY_LABELS[e.type] ?? e.type}</td><td>${e.description}${invoice}</td><td class="n">${lineAmountHtml(e.amount, e.currency)}</td></tr>`;
+    return html`<tr><td class="nowrap">${day(e.createdAt)}</td><td>${ENTRY_LABELS[e.type] ?? e.type}</td><td>${descriptionHtml(e, invoiceHref)}</td><td class="n">${lineAmountHtml(e.amount, e.currency)}</td></tr>`;
   });
   return html`<table class="credit-ledger"><caption>Credit ledger, newest first</caption><thead><tr><th scope="col">Date</th><th scope="col">Movement</th><th scope="col">Description</th><th scope="col" class="n">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;
 }

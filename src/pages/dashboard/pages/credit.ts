@@ -90,7 +90,9 @@ export function grantFormHtml(subjectId: string, csrf: string, form: GrantForm |
     return list ? html`<span class="err" id="grant-${f}-error">${list.join("; ")}</span>` : "";
   };
   const aria = (f: Field) => (errs.has(f) ? html` aria-invalid="true" aria-describedby="grant-${f}-error"` : "");
-  const summary = errs.size > 0 ? html`<p class="error" role="alert">No credit was granted: ${[...errs.entries()].map(([f, m]) => `${f === "" ? "" : `${f}: `}${m.join("; ")}`).join(". ")}.</p>` : "";
+  // Every error in the order of the form's fields (the form's own first), as one alert.
+  const said = ["", ...FIELDS].filter((f) => errs.has(f)).map((f) => `${f === "" ? "" : `${f}: `}${(errs.get(f) ?? []).join("; ")}`);
+  const summary = said.length > 0 ? html`<p class="error" role="alert">No credit was granted: ${said.join("; ")}.</p>` : "";
   return html`<form method="post" action="/dashboard/subjects/${subjectId}/credit-grants" class="card" aria-labelledby="h-grant">${csrfField(csrf)}
 <h3 id="h-grant" style="margin-top:0">Grant promotional credit</h3>${summary}
 <div class="filters"><div><label for="grant-amount">Amount</label><input id="grant-amount" name="amount" inputmode="decimal" required value="${v.amount}"${aria("amount")}> ${err("amount")}</div>
