@@ -355,7 +355,9 @@ export interface paths {
          * @description Ingests one event. Answers {id, status}: "accepted", or "duplicate" for a repeat of an
          *     earlier event (same key, same payload). Errors: INVALID_ARGUMENT (400) naming the field: a
          *     missing idempotency_key, event_name or subject_id, an unparseable timestamp, a `data` value
-         *     that is not a decimal number where a pricing metric of that event name reads it; NOT_FOUND
+         *     that is not a decimal number where a pricing metric of that event name sums, maxes or takes
+         *     the last of it, a missing `data` value that a unique_count metric of that event name counts
+         *     (any string or number is a value, compared by its text); NOT_FOUND
          *     (404) for an unknown subject; ALREADY_EXISTS (409) for a known key with another payload.
          */
         post: operations["CreateUsageEvent"];
