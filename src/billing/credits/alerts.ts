@@ -16,7 +16,8 @@
  */
 import type { Decimal } from "../money.js";
 import { ZERO, dec, formatDecimal } from "../money.js";
-import type { NewEvent } from "../events/types.js";
+import { AbortedError } from "../errors.js";
+import type { CreditAlertPayload, NewEvent } from "../events/types.js";
 import type { Subscription } from "../subscriptions/types.js";
 import { type UsagePricing, currencyOf, usageCostSoFar } from "./available.js";
 import type { AlertKind, AlertState, CreditStore } from "./ports.js";
@@ -24,17 +25,6 @@ import type { CreditSettings } from "./types.js";
 
 /** What alerts read and write of credits (the credit store). */
 export type AlertStore = Pick<CreditStore, "balances" | "getSettings" | "getAlertState" | "transaction">;
-
-/** An alert as its event carries it. */
-export interface CreditAlert {
-  subjectId: string;
-  currency: string;
-  /** Canonical decimals in the currency's smallest unit. */
-  balance: string;
-  available: string;
-  /** The low-balance threshold (credit.balance_low), or null. */
-  threshold: string | null;
-}
 
 /** Buys the auto top-up of one crossing (top-up.ts); the number of grants bought (0 or 1). */
 export interface TopUpBuyer {
@@ -112,7 +102,7 @@ export class CreditAlerts {
     }
     for (const [currency, st] of now) {
       const threshold = st.settings?.lowBalanceThreshold ?? null;
-      const alert: CreditAlert = { subjectId, currency, balance: formatDecimal(st.balance), available: formatDecimal(st.available), threshold };
+      const alert: CreditAlertPayload = { subjectId, currency, balance: formatDecimal(st.balance), available: formatDecimal(st.available), threshold };
       const lines: [AlertKind, boolean][] = [["depleted", !st.available.gt(0)]];
       if (threshold !== null) lines.push(["balance_low", st.available.lt(dec(threshold))]);
       for (const [kind, below] of lines) {
@@ -130,11 +120,21 @@ export class CreditAlerts {
    */
   private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<boolean> {
     if (s.below === st.below.has(s.kind)) return false;
-    return this.store.transaction(async (tx) => {
-      if (!(await tx.setAlertState(s)) || !s.below) return false;
-      if (event) await tx.emit([event]);
-      return true;
-    });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.store.transaction(async (tx) => {
+          if (!(await tx.setAlertState(s)) || !s.below) return false;
+          if (event) await tx.emit([event]);
+          return true;
+        });
+      } catch (err) {
+        // Two first writes of the same row may deadlock on MariaDB (gap locks): the loser reads
+        // what the winner wrote, and tries again only when the row is still not there.
+        if (!(err instanceof AbortedError) || attempt >= 5) throw err;
+        const now = await this.store.getAlertState(s.environmentId, s.subjectId, s.currency, s.kind);
+        if ((now?.below ?? false) === s.below) return false;
+      }
+    }
   }
 
   /** Buys one crossing's top-up; when that fails, the row is re-armed so a later evaluation tries again. */
@@ -149,6 +149,6 @@ export class CreditAlerts {
   }
 }
 
-function alertEvent(environmentId: string, type: "credit.balance_low" | "credit.depleted", alert: CreditAlert): NewEvent {
-  return { type, environmentId, resource: { kind: "credit_alert", alert } } as unknown as NewEvent;
+function alertEvent(environmentId: string, type: "credit.balance_low" | "credit.depleted", alert: CreditAlertPayload): NewEvent {
+  return { type, environmentId, resource: { kind: "credit_alert", alert } };
 }

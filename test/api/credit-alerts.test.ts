@@ -1,0 +1,138 @@
+/**
+ * Credit alerts and auto top-up (DESIGN §14) on both stores and test clocks: credit.balance_low
+ * and credit.depleted once per crossing and again after a re-arm (read back from GET /events),
+ * evaluations from two servers at once firing once, and an auto top-up bought once when a burst
+ * of usage crosses its threshold (several evaluations, one purchase). The scenario is set up
+ * through the API; credit is wired as a second server has it (helpers/credit-realtime.ts).
+ */
+import test from "ava";
+import { checkoutWithCard } from "../helpers/credit-bodies.js";
+import { wireCredits } from "../helpers/credit-realtime.js";
+import { STORES } from "../helpers/db.js";
+import { flat, usageRate } from "../helpers/price-bodies.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const JAN = "2026-01-15T00:00:00Z";
+const JAN_20 = "2026-01-20T00:00:00Z";
+
+async function usageCard(s: Scenario): Promise<string> {
+  const m = await s.metric();
+  return s.card({ usage_based_rates: [usageRate(m, flat(10))] });
+}
+
+/** The credit.* events of the environment, oldest first: [type, available credit]. */
+async function alerts(s: Scenario): Promise<[string, string][]> {
+  const r = await s.call("GET", "/events?types=credit.balance_low&types=credit.depleted&limit=100");
+  return (r.events as Json[]).map((e) => [e.type, e.data?.available_credit?.value ?? e.data?.available ?? "?"]);
+}
+
+const types = async (s: Scenario) => (await alerts(s)).map(([type]) => type);
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test.serial(`${store}: credit.balance_low and credit.depleted fire once per crossing, and again after a grant re-arms them`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const w = await wireCredits(s);
+    try {
+      await s.subscribe({ rate_card_id: await usageCard(s) });
+      await w.settings({ currency: "USD", lowBalanceThreshold: "3000", autoTopUp: null });
+      await w.grant("5000");
+      t.deepEqual(await types(s), [], "5,000 available: above both lines");
+      // Available: 4,000 → 2,500 (below 3,000: balance_low) → 1,500 → −500 (depleted) → −1,500.
+      const seen: string[][] = [];
+      for (const n of ["100", "150", "100", "200", "100"]) {
+        await w.use(JAN_20, n);
+        seen.push(await types(s));
+      }
+      t.deepEqual(seen, [[], ["credit.balance_low"], ["credit.balance_low"], ["credit.balance_low", "credit.depleted"], ["credit.balance_low", "credit.depleted"]]);
+      // Evaluating again (the scheduler's run) changes nothing.
+      await w.advance("2026-01-21T00:00:00Z");
+      t.is(await w.alerts.evaluate(w.caller.environmentId, s.subjectId, new Date("2026-01-21T00:00:00Z")), 0);
+      t.deepEqual(await types(s), ["credit.balance_low", "credit.depleted"]);
+      // A grant of 10,000: 8,500 available, both re-armed (no event); then 600 → 2,500 and 300 → −500.
+      await w.grant("10000");
+      t.deepEqual(await w.state(), ["15000", "8500"]);
+      await w.use(JAN_20, "600");
+      await w.use(JAN_20, "300");
+      t.deepEqual(await types(s), ["credit.balance_low", "credit.depleted", "credit.balance_low", "credit.depleted"]);
+    } finally {
+      await w.close();
+    }
+  });
+
+  test.serial(`${store}: two servers evaluating the same crossing at once fire it once`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const [a, b] = [await wireCredits(s), await wireCredits(s)];
+    try {
+      await s.subscribe({ rate_card_id: await usageCard(s) });
+      await a.settings({ currency: "USD", lowBalanceThreshold: "1000", autoTopUp: null });
+      await a.grant("2000");
+      // Usage alone (no watch): 2,000 − 2,500 = −500, below both lines.
+      await s.events([[JAN_20, "250"]]);
+      const at = new Date(JAN_20);
+      const fired = await Promise.all([a, b, a, b, a, b].map((w) => w.alerts.evaluate(w.caller.environmentId, s.subjectId, at)));
+      t.is(
+        fired.reduce((x, y) => x + y, 0),
+        2,
+        "balance_low and depleted, once each",
+      );
+      t.deepEqual((await types(s)).sort(), ["credit.balance_low", "credit.depleted"]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  test.serial(`${store}: auto top-up: a burst of usage across the threshold buys once; back above it, no second purchase`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const [a, b] = [await wireCredits(s), await wireCredits(s)];
+    try {
+      t.is(await checkoutWithCard(s, await usageCard(s), CARD_OK), 303, "subscribed through a checkout: a card on file");
+      await a.settings({ currency: "USD", lowBalanceThreshold: null, autoTopUp: { threshold: "2000", amount: "10000", priority: 50 } });
+      await a.grant("5000");
+      // Five batches at once: 5 × 100 × 10 = 5,000 used, available 0 (below 2,000).
+      await Promise.all(["100", "100", "100", "100", "100"].map((n) => s.events([[JAN_20, n]])));
+      const at = new Date(JAN_20);
+      await Promise.all([a, b, a, b, a, b].map((w) => w.alerts.evaluate(w.caller.environmentId, s.subjectId, at)));
+      const grants = async () => (await a.store.list(a.caller.environmentId, { subjectId: s.subjectId }, { limit: 100, offset: 0 })).items.map((g) => [g.category, g.status, g.amount]);
+      t.deepEqual(await grants(), [
+        ["promotional", "active", "5000"],
+        ["paid", "active", "10000"],
+      ]);
+      // 15,000 − 5,000 = 10,000 available; 100 more: 9,000, above the threshold: nothing bought.
+      t.deepEqual(await a.state(), ["15000", "10000"]);
+      await a.use(JAN_20, "100");
+      await b.alerts.evaluate(b.caller.environmentId, s.subjectId, at);
+      t.is((await grants()).length, 2);
+      t.deepEqual(await a.state(), ["15000", "9000"]);
+      // An evaluation that lost the top-up's row to another may have seen 0 available before the
+      // purchase committed: credit.depleted at most once.
+      t.true((await types(s)).filter((x) => x === "credit.depleted").length <= 1);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  test.serial(`${store}: auto top-up without a payment method on file buys nothing`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const w = await wireCredits(s);
+    try {
+      await s.subscribe({ rate_card_id: await usageCard(s) });
+      await w.settings({ currency: "USD", lowBalanceThreshold: null, autoTopUp: { threshold: "2000", amount: "10000", priority: 50 } });
+      await w.grant("1000");
+      await w.use(JAN_20, "10");
+      const list = (await w.store.list(w.caller.environmentId, { subjectId: s.subjectId }, { limit: 100, offset: 0 })).items;
+      t.deepEqual(
+        list.map((g) => g.category),
+        ["promotional"],
+      );
+      t.deepEqual(await w.state(), ["1000", "900"]);
+    } finally {
+      await w.close();
+    }
+  });
+}
