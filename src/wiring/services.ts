@@ -18,7 +18,7 @@ import { Invoices } from "../billing/subscriptions/invoices.js";
 import { Lookups } from "../billing/subscriptions/lookups.js";
 import { CustomerPortal } from "../billing/subscriptions/portal.js";
 import { Pauses } from "../billing/subscriptions/pauses.js";
-import { type RunProgress, Scheduler } from "../billing/subscriptions/scheduler.js";
+import { type RunProgress, Scheduler, type SchedulerCredits } from "../billing/subscriptions/scheduler.js";
 import { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import { Terms } from "../billing/subscriptions/terms.js";
 import { TestClocks } from "../billing/subscriptions/test-clocks.js";
@@ -45,6 +45,11 @@ import type { EventEncoder } from "../billing/events/types.js";
 import { Credits } from "../billing/credits/grants.js";
 import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
+import { SqlAlertSubjects } from "../db/stores/credit-alert-subjects.js";
+import { CreditAlerts } from "../billing/credits/alerts.js";
+import type { CreditStore } from "../billing/credits/ports.js";
+import { CreditRuns } from "../billing/credits/runs.js";
+import { AutoTopUps, TOP_UP_METADATA_KEY } from "../billing/credits/top-up.js";
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 
@@ -60,6 +65,7 @@ export function wireSubscriptions(
   onProgress?: (p: RunProgress) => void,
   thresholds?: { check(clockId: string | null): Promise<number> },
   stopping?: AbortSignal,
+  credits?: { store: CreditStore; runs: SchedulerCredits },
 ) {
   const lookups = new Lookups(engine, cards);
   const terms = new Terms(lookups);
@@ -69,7 +75,7 @@ export function wireSubscriptions(
   const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
   const invoices = new Invoices(lookups, publicBaseUrl);
-  const billingStates = new BillingStates(lookups);
+  const billingStates = new BillingStates(lookups, credits?.store);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);
   const pauses = new Pauses(lookups, changes);
   const scheduler = new Scheduler(
@@ -81,6 +87,7 @@ export function wireSubscriptions(
       log?.error("subscription timeline transition failed", { timeline: id, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
     onProgress,
     thresholds,
+    credits?.runs,
   );
   const clocks = new TestClocks(lookups, scheduler, stopping);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
@@ -93,11 +100,43 @@ function eventsEncoder(publicBaseUrl: () => string): EventEncoder {
 }
 
 /** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
-export function wireCredits(db: Database, encode: EventEncoder, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
-  const creditStore = new SqlCreditStore(db.sql, db.entities, encode);
+export function wireCredits(creditStore: CreditStore, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
   subs.hostedCheckout.purchases = purchases;
   return { credits: new Credits(creditStore, subs.lookups, purchases), creditStore };
+}
+
+/**
+ * What the scheduler and billing state need of credits, made before the subscription use cases
+ * (the scheduler is one of them): the store, and the runs of expiries, alerts and auto top-ups,
+ * whose expiry and purchases are the credit use cases made after them (`bind`).
+ */
+function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, log?: Logger) {
+  const store = new SqlCreditStore(db.sql, db.entities, encode);
+  let uses: Credits | undefined;
+  const bound = (): Credits => {
+    if (!uses) throw new Error("credits are not wired yet");
+    return uses;
+  };
+  const topUps = new AutoTopUps(
+    engine.stores.directory,
+    {
+      // One purchase per crossing: the crossing is the purchase's idempotency key.
+      purchase: (caller, subject, g, callbacks, now) =>
+        bound().purchases.purchase(caller, subject, g, callbacks, now, `top_up:${subject.id}:${g.currency}:${g.metadata[TOP_UP_METADATA_KEY] ?? now.toISOString()}`),
+    },
+    (environment, subject, currency, reason) => log?.warn("auto top-up skipped", { environment, subject, currency, reason }),
+  );
+  const alerts = new CreditAlerts(store, engine, topUps);
+  const runs = new CreditRuns(
+    store,
+    (at, clockId) => bound().expireDue(at, clockId),
+    alerts,
+    new SqlAlertSubjects(db.sql),
+    60_000,
+    (subject, err) => log?.error("credit alert evaluation failed", { subject, err }),
+  );
+  return { store, runs, alerts, bind: (c: Credits) => void (uses = c) };
 }
 
 export interface EventOptions {
@@ -179,6 +218,7 @@ export function buildServices(
     eventOptions.thresholdCheckMs ?? 60_000,
     (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
   );
+  const late = creditsInRealTime(db, encode, engine, log);
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,
     cardStore,
@@ -187,8 +227,10 @@ export function buildServices(
     log && progressLogger(log, ops.alive),
     thresholds,
     ops.stopping,
+    late,
   );
-  const { credits, creditStore } = wireCredits(db, encode, { lookups, checkouts, hostedCheckout });
+  const { credits, creditStore } = wireCredits(late.store, { lookups, checkouts, hostedCheckout });
+  late.bind(credits);
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
   const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
     try {
