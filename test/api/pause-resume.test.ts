@@ -106,7 +106,7 @@ const cases: Case[] = [
     ],
   ],
   [
-    "resume after a seat decrease: the carried credit first, then the unused time; what the invoices cannot take goes on",
+    "resume after a seat decrease: the unused time on the resume's invoice, the decrease's credit from the balance",
     async (s) => {
       const card = await s.card({ fixed_rates: [seats()] });
       const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 4 } })).subscription;
@@ -116,29 +116,39 @@ const cases: Case[] = [
       await s.advance("2026-02-01T00:00:00Z");
       await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
       await s.advance("2026-03-01T00:00:00Z");
-      return await s.bills();
+      const ledger = (await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[];
+      const invoices = (await s.invoices()).map((i) => [
+        i.status,
+        i.total_amount.value,
+        i.line_items.map((l: Json) => [l.description, l.quantity, l.price_in_unit_amount.value, l.amount.value]),
+        (i.credits_applied as Json[]).map((c) => c.amount.value),
+        i.amount_due.value,
+      ]);
+      return [invoices, ledger.map((e) => [e.entry_type, e.amount.value])];
     },
     [
-      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
-      // Resume on Feb 1: 1 seat in advance (1000). Carried: (1 − 4) × 1000 × 20/31 = −1935.48… → −1935, of which
-      // 1000 fits (total 0); unused: 1 × 1000 × 20/31 (Jan 26 → Feb 15) = 645.16… → −645, carried whole
       [
-        "paid",
-        "0",
+        ["paid", "4000", [["Seats", "4", "1000", "4000"]], [], "4000"],
+        // The decrease on Jan 26: (1 − 4) × 1000 × 20/31 = −1935.48… → 1935 to the balance. Resume on Feb 1:
+        // 1 seat in advance (1000) less the unused time 1 × 1000 × 20/31 (Jan 26 → Feb 15) = 645.16… → −645
+        // as a line: 355, paid by the balance (1935 − 355 = 1580 left)
         [
-          ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
+          "paid",
+          "355",
+          [
+            ["Seats", "1", "1000", "1000"],
+            ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days)", "1", "-645", "-645"],
+          ],
+          ["355"],
+          "0",
         ],
+        // Mar 1: 1000, paid by the balance (1580 − 1000 = 580 left)
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]], ["1000"], "0"],
       ],
-      // Mar 1: 1000 less the 935 left, then 65 of the 645: total 0, 580 carried on
       [
-        "paid",
-        "0",
-        [
-          ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
-          ["Seats × 1: unused time of the cycle paused at 2026-01-26T00:00:00Z (remaining 20 of 31 days) (USD 0.65 of USD 6.45; the rest on the next invoice)", "1", "-65", "-65"],
-        ],
+        ["proration", "1935"],
+        ["application", "-355"],
+        ["application", "-1000"],
       ],
     ],
   ],

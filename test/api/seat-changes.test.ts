@@ -28,6 +28,20 @@ async function subscribed(s: Scenario, rates: Json[], quantities: Json, extra: J
 
 const patch = (s: Scenario, id: string, body: Json) => s.call("PATCH", `/subscriptions/${id}`, body);
 
+/**
+ * Invoices as [status, total, lines, credits applied (amounts), amount due], oldest first: a
+ * decrease's credit goes to the subject's balance (DESIGN §13) and later invoices apply it.
+ */
+async function due(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices()).map((i) => [
+    i.status,
+    i.total_amount.value,
+    i.line_items.map((l: Json) => [l.description, l.quantity, l.price_in_unit_amount.value, l.amount.value]),
+    (i.credits_applied as Json[]).map((c) => c.amount.value),
+    i.amount_due.value,
+  ]);
+}
+
 /** An invoice of the API as [status, total, lines] (the response's proration_invoice). */
 const bill = (i: Json | null) =>
   i === null ? null : [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.description, String(l.quantity), l.price_in_unit_amount.value, l.amount.value])];
@@ -54,61 +68,40 @@ const cases: Case[] = [
     ],
   ],
   [
-    "a decrease is a negative proration line on the next cycle's invoice; nothing is invoiced now",
+    "a decrease is credited to the subject's balance and applied to the next cycle's invoice; nothing is invoiced now",
     async (s) => {
       const id = await subscribed(s, [seats()], { seats: 5 });
       await s.advance("2026-01-31T00:00:00Z");
       const r = await patch(s, id, { fixed_rate_quantities: { seats: 3 } });
       const now = (await s.invoices()).length;
       await s.advance("2026-02-15T00:00:00Z");
-      return [r.proration_invoice, now, await s.bills()];
+      return [r.proration_invoice, now, await due(s)];
     },
     [
       null,
       1,
       [
-        ["paid", "5000", [["Seats", "5", "1000", "5000"]]],
-        // 3 × 1000 = 3000; credit (3 − 5) × 1000 × 15/31 = −967.741935… → −968 (half-up, away from zero); 3000 − 968 = 2032
-        [
-          "paid",
-          "2032",
-          [
-            ["Seats", "3", "1000", "3000"],
-            ["Seats: 5 → 3 (remaining 15 of 31 days)", "1", "-968", "-968"],
-          ],
-        ],
+        ["paid", "5000", [["Seats", "5", "1000", "5000"]], [], "5000"],
+        // 3 × 1000 = 3000; credit (3 − 5) × 1000 × 15/31 = −967.741935… → 968 (half-up, away from zero) granted; 3000 − 968 = 2032 due
+        ["paid", "3000", [["Seats", "3", "1000", "3000"]], ["968"], "2032"],
       ],
     ],
   ],
   [
-    "a decrease larger than the next invoice: that invoice goes to 0, the rest is carried to the one after",
+    "a decrease larger than the next invoice: nothing is due on it, the rest of the credit pays the one after",
     async (s) => {
       const id = await subscribed(s, [seats()], { seats: 4 });
       await s.advance("2026-01-26T00:00:00Z");
       await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
       await s.advance("2026-03-15T00:00:00Z");
-      return await s.bills();
+      return await due(s);
     },
     [
-      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
-      // credit (1 − 4) × 1000 × 20/31 (Jan 26 → Feb 15) = −1935.483870… → −1935; the Feb 15 invoice takes 1000 of it: total 0
-      [
-        "paid",
-        "0",
-        [
-          ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
-        ],
-      ],
+      ["paid", "4000", [["Seats", "4", "1000", "4000"]], [], "4000"],
+      // credit (1 − 4) × 1000 × 20/31 (Jan 26 → Feb 15) = −1935.483870… → 1935 granted; the Feb 15 invoice takes 1000 of it: due 0
+      ["paid", "1000", [["Seats", "1", "1000", "1000"]], ["1000"], "0"],
       // the 935 left: 1000 − 935 = 65
-      [
-        "paid",
-        "65",
-        [
-          ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
-        ],
-      ],
+      ["paid", "1000", [["Seats", "1", "1000", "1000"]], ["935"], "65"],
     ],
   ],
   [
@@ -165,27 +158,30 @@ const cases: Case[] = [
     ],
   ],
   [
-    "a net decrease is carried as one credit naming both changes; a later increase's invoice takes the carried credit",
+    "a net decrease is one credit naming both changes, in the balance; a later increase's invoice applies it",
     async (s) => {
       const id = await subscribed(s, [seats(), seats(5000, "support", "Support")], { seats: 5, support: 1 });
       await s.advance("2026-01-31T00:00:00Z");
       const down = await patch(s, id, { fixed_rate_quantities: { seats: 1, support: "1.5" } });
+      const ledger = await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`);
       const up = await patch(s, id, { fixed_rate_quantities: { seats: 10 } });
-      return [down.proration_invoice, (await s.invoices()).length, bill(up.proration_invoice)];
+      const inv = up.proration_invoice;
+      return [
+        down.proration_invoice,
+        (await s.invoices()).length,
+        (ledger.entries as Json[]).map((e) => [e.entry_type, e.amount.value, e.description]),
+        bill(inv),
+        [inv.credits_applied.map((c: Json) => c.amount.value), inv.amount_due.value],
+      ];
     },
     [
-      // down: seats −4000 × 15/31 = −1935.48… → −1935; support +2500 × 15/31 = 1209.67… → 1210; net −725: carried
+      // down: seats −4000 × 15/31 = −1935.48… → −1935; support +2500 × 15/31 = 1209.67… → 1210; net −725: granted
       null,
       2,
-      // up: seats 1 → 10: +9000 × 15/31 = 4354.838709… → 4355; less the carried 725: 3630
-      [
-        "paid",
-        "3630",
-        [
-          ["Seats: 1 → 10 (remaining 15 of 31 days)", "1", "4354.838709677419", "4355"],
-          ["Net of Seats: 5 → 1 (remaining 15 of 31 days); Support: 1 → 1.5 (remaining 15 of 31 days)", "1", "-725", "-725"],
-        ],
-      ],
+      [["proration", "725", "Net of Seats: 5 → 1 (remaining 15 of 31 days); Support: 1 → 1.5 (remaining 15 of 31 days)"]],
+      // up: seats 1 → 10: +9000 × 15/31 = 4354.838709… → 4355; the 725 applied: 3630 due
+      ["paid", "4355", [["Seats: 1 → 10 (remaining 15 of 31 days)", "1", "4354.838709677419", "4355"]]],
+      [["725"], "3630"],
     ],
   ],
   [
@@ -200,15 +196,15 @@ const cases: Case[] = [
       await s.advance("2026-03-01T00:00:00Z");
       const dropped = await patch(s, id, { fixed_rate_quantities: { support: 0 } });
       await s.advance("2026-03-15T00:00:00Z");
-      return [taken.subscription.fixed_rate_quantities, dropped.proration_invoice, await s.bills()];
+      return [taken.subscription.fixed_rate_quantities, dropped.proration_invoice, await due(s)];
     },
     [
       { seats: "1", support: "2" },
       null,
       [
-        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]], [], "1000"],
         // 0 → 2 × 500 = 1000 a cycle; × 15/31 = 483.87… → 484
-        ["paid", "484", [["Support: 0 → 2 (remaining 15 of 31 days)", "1", "483.870967741935", "484"]]],
+        ["paid", "484", [["Support: 0 → 2 (remaining 15 of 31 days)", "1", "483.870967741935", "484"]], [], "484"],
         [
           "paid",
           "2000",
@@ -216,16 +212,11 @@ const cases: Case[] = [
             ["Seats", "1", "1000", "1000"],
             ["Support", "2", "500", "1000"],
           ],
+          [],
+          "2000",
         ],
-        // dropped on Mar 1, 14 of 28 days left: −1000 × 1/2 = −500; Mar 15: 1000 − 500
-        [
-          "paid",
-          "500",
-          [
-            ["Seats", "1", "1000", "1000"],
-            ["Support: 2 → 0 (remaining 14 of 28 days)", "1", "-500", "-500"],
-          ],
-        ],
+        // dropped on Mar 1, 14 of 28 days left: −1000 × 1/2 = 500 credited; Mar 15: 1000 − 500 due
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]], ["500"], "500"],
       ],
     ],
   ],
@@ -297,7 +288,7 @@ for (const store of STORES) {
     });
   }
 
-  test(`${store}: a draft takes a credit only up to its lines kept as written (usage is recomputed at finalization)`, async (t) => {
+  test(`${store}: a draft shows the credit it would take; finalizing spends it on the recomputed total`, async (t) => {
     const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
     const m = await s.metric();
     const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [simple(m, usd(1))] });
@@ -306,30 +297,24 @@ for (const store of STORES) {
     await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
     await s.events([["2026-02-01T00:00:00Z", "5000"]]);
     await s.advance("2026-02-15T00:00:00Z");
-    const draft = (await s.bills()).at(-1);
+    const draft = (await due(s)).at(-1);
     await s.advance("2026-03-15T02:00:00Z");
-    // credit (1 − 4) × 1000 × 20/31 = −1935.48… → −1935; the Feb 15 draft can count on its 1000 of fixed charges only
+    // credit (1 − 4) × 1000 × 20/31 = −1935.48… → 1935 in the balance; the Feb 15 invoice (1000 + 5000 usage) takes all of it: 6000 − 1935 = 4065
     const feb: unknown = [
       "paid",
-      "5000",
+      "6000",
       [
         ["Seats", "1", "1000", "1000"],
         ["API calls", "5000", "1", "5000"],
-        ["Seats: 4 → 1 (remaining 20 of 31 days) (USD 10.00 of USD 19.35; the rest on the next invoice)", "1", "-1000", "-1000"],
       ],
+      ["1935"],
+      "4065",
     ];
     t.deepEqual(draft, ["draft", ...(feb as unknown[]).slice(1)]);
-    t.deepEqual((await s.bills()).slice(1), [
+    t.deepEqual((await due(s)).slice(1), [
       feb,
-      // Mar 15: 1000 − the 935 left = 65 (no usage in February's period)
-      [
-        "paid",
-        "65",
-        [
-          ["Seats", "1", "1000", "1000"],
-          ["Seats: 4 → 1 (remaining 20 of 31 days) (the last USD 9.35 of USD 19.35)", "1", "-935", "-935"],
-        ],
-      ],
+      // Mar 15: 1000, no credit left (no usage in February's period)
+      ["paid", "1000", [["Seats", "1", "1000", "1000"]], [], "1000"],
     ]);
   });
 
@@ -343,17 +328,10 @@ for (const store of STORES) {
     await s.events([["2026-01-27T00:00:00Z", "3000"]]);
     await s.advance("2026-01-28T00:00:00Z");
     await s.call("POST", `/subscriptions/${id}/cancel`, {});
-    t.deepEqual(await s.bills(), [
-      ["paid", "4000", [["Seats", "4", "1000", "4000"]]],
-      // (2 − 4) × 1000 × 20/31 = −1290.32… → −1290; 3000 − 1290 = 1710
-      [
-        "paid",
-        "1710",
-        [
-          ["API calls", "3000", "1", "3000"],
-          ["Seats: 4 → 2 (remaining 20 of 31 days)", "1", "-1290", "-1290"],
-        ],
-      ],
+    t.deepEqual(await due(s), [
+      ["paid", "4000", [["Seats", "4", "1000", "4000"]], [], "4000"],
+      // (2 − 4) × 1000 × 20/31 = −1290.32… → 1290 credited; 3000 − 1290 = 1710 due
+      ["paid", "3000", [["API calls", "3000", "1", "3000"]], ["1290"], "1710"],
     ]);
   });
 

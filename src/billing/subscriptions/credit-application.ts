@@ -15,6 +15,11 @@
  * - A draft shows what would be applied now: computed on read, nothing spent.
  * - A voided invoice keeps what it spent (as Stripe does): voiding does not restore credit.
  * - A credit purchase's invoice is never paid with credit.
+ * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
+ *   the unused time) go to the subject's balance (DESIGN §13): each a promotional grant of
+ *   priority 50 for no rate in particular, without expiry, with a "proration" ledger entry
+ *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
+ *   to the balance the same way at its next cycle close or change, then apply like any credit.
  * - Lines know their rate by their key (`<code>|…`): usage, minimum, maximum and adjustment lines
  *   always; fixed lines where the cycle close and a subscription's first invoice key them
  *   (keyedFixedLines). Other lines (prorations, true-ups) are paid by unrestricted grants only.
@@ -23,9 +28,11 @@ import type { ChargedRates } from "../catalog/addons.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
 import type { CreditApplication } from "../credits/types.js";
 import { AbortedError } from "../errors.js";
+import { creditGrantEvent } from "../events/types.js";
+import { randomBase62 } from "../ids.js";
 import { ZERO, dec, formatDecimal } from "../money.js";
 import type { BillingStores, BillingTx } from "./ports.js";
-import type { Invoice, InvoiceLineKind, Subscription } from "./types.js";
+import type { Invoice, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
 /** Line kinds whose key starts with their rate's code. */
 const CODED: ReadonlySet<InvoiceLineKind> = new Set(["fixed", "usage", "minimum", "maximum", "adjustment"]);
@@ -106,4 +113,39 @@ export async function previewCredits(stores: BillingStores, inv: Invoice, at: Da
   if (!payable(inv)) return withApplications(inv, []);
   const grants = await stores.transaction(async (tx) => (tx.credits ? tx.credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at) : []));
   return withApplications(inv, allocateCredits(chargeLines(inv), inv.total, grants));
+}
+
+/**
+ * Grants proration `credits` (negative amounts) of subscription `s` to its subject's balance in
+ * `currency`, effective at `at`, in the transaction `tx`; what is left to carry on the
+ * subscription: nothing, or all of them where the store keeps no credits (the in-memory fake).
+ */
+export async function grantProrationCredits(tx: BillingTx, s: Subscription, currency: string, credits: readonly ProrationCredit[], at: Date): Promise<ProrationCredit[]> {
+  if (!tx.credits) return [...credits];
+  for (const c of credits) {
+    const amount = dec(c.amount).neg();
+    if (amount.lte(0)) continue;
+    const grant = {
+      id: `cg_${randomBase62(22)}`,
+      environmentId: s.environmentId,
+      subjectId: s.subjectId,
+      currency,
+      amount: formatDecimal(amount),
+      remaining: formatDecimal(amount),
+      category: "promotional" as const,
+      priority: 50,
+      effectiveAt: at,
+      expiresAt: null,
+      appliesToRateCodes: [],
+      metadata: { subscription_id: s.id },
+      status: "active" as const,
+      invoiceId: null,
+      createdAt: at,
+      voidedAt: null,
+      expiredAt: null,
+    };
+    await tx.credits.insertGrant(grant, { type: "proration", invoiceId: null, description: c.description.slice(0, 1000) });
+    await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
+  }
+  return [];
 }

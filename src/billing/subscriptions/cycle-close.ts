@@ -10,13 +10,13 @@ import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { commitmentAfterClose, fixedCharges, trueUpLine } from "./commitments.js";
-import { applyCreditsToAll, keyedFixedLines } from "./credit-application.js";
+import { applyCreditsToAll, grantProrationCredits, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
 import { sameEntries, withCredits } from "./proration.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
-import type { BillingFailure, Invoice, Subscription, UsageCheck } from "./types.js";
+import type { BillingFailure, Invoice, ProrationCredit, Subscription, UsageCheck } from "./types.js";
 
 /**
  * How long a subscription whose cycle close failed is set aside before the next try, after
@@ -163,8 +163,13 @@ export class CycleClose {
             sameCheck(s.usageCheck, snap.usageCheck)
           );
         });
-        // Proration credits carried on the locked row go onto its invoice, as far as it can take them.
-        const credited = new Map(ready.map((s) => [s.id, withCredits(invoices.get(s.id) as Invoice, s.prorationCredits)]));
+        // Proration credits carried on the locked row (the earlier rule) move to the subject's
+        // balance and apply below like any credit; without a credit store they go onto the invoice.
+        const credited = new Map<string, { invoice: Invoice; carried: ProrationCredit[] }>();
+        for (const s of ready) {
+          const inv = invoices.get(s.id) as Invoice;
+          credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
+        }
         // Credit grants pay what they can of each invoice final at once (credit-application.ts).
         const out = await applyCreditsToAll(
           tx,

@@ -23,6 +23,7 @@ import { dec } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
 import { checkCommitment, pendingCommitment } from "./commitments.js";
+import { grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
 import { type RateChange, netOfChange, prorationLines, remainingPart, sameEntries, withCredits, cycleCharge } from "./proration.js";
@@ -131,14 +132,17 @@ export class TermUpdates {
         const metadata = mergedMetadata(s.metadata, input.metadata);
         checkMergedMetadata(metadata, v);
         v.throwIfAny();
-        // Credits carried from before go onto the invoice first; this change's own credits after them.
-        const credited = invoice ? withCredits(invoice, s.prorationCredits) : { invoice: undefined, carried: s.prorationCredits ?? [] };
+        // Credits carried from before and this change's own credits go to the subject's balance
+        // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
+        // credit. Without a credit store: carried as before, onto this invoice first.
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...credits], now);
+        const credited = invoice ? withCredits(invoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const updated: Subscription = {
           ...s,
           ...next,
           metadata,
-          prorationCredits: [...credited.carried, ...credits],
+          prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
           commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
         };
