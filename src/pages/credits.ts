@@ -75,7 +75,7 @@ const day = (d: Date) => d.toISOString().slice(0, 10);
 export function balancesHtml(balances: CreditBalance[], caption = "Credit balance per currency"): Html {
   if (balances.length === 0) return html`<p>No credit.</p>`;
   const rows = balances.map((b) => html`<tr><th scope="row">${b.currency}</th><td class="n">${displayMoney(b.balance, b.currency)}</td></tr>`);
-  return html`<table class="credit-balance"><caption>${caption}</caption><thead><tr><th scope="col">Currency</th><th scope="col" class="n">Balance</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return html`<div class="scroll"><table class="credit-balance"><caption>${caption}</caption><thead><tr><th scope="col">Currency</th><th scope="col" class="n">Balance</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 /** An entry's description; its invoice linked (the description itself when it names the invoice), or named when it does not. */
@@ -96,7 +96,8 @@ export function ledgerHtml(entries: LedgerEntry[], invoiceHref?: (invoiceId: str
   const rows = entries.map((e) => {
     return html`<tr><td class="nowrap">${day(e.createdAt)}</td><td>${ENTRY_LABELS[e.type] ?? e.type}</td><td>${descriptionHtml(e, invoiceHref)}</td><td class="n">${lineAmountHtml(e.amount, e.currency)}</td></tr>`;
   });
-  return html`<table class="credit-ledger"><caption>Credit ledger, newest first</caption><thead><tr><th scope="col">Date</th><th scope="col">Movement</th><th scope="col">Description</th><th scope="col" class="n">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;
+  // In a box of its own that scrolls sideways on a narrow screen (the dashboard's .scroll), never the page.
+  return html`<div class="scroll"><table class="credit-ledger"><caption>Credit ledger, newest first</caption><thead><tr><th scope="col">Date</th><th scope="col">Movement</th><th scope="col">Description</th><th scope="col" class="n">Amount</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 /** Previous/next links of the ledger (`ledger_offset`, kept apart from the page's other lists), to the `anchor` section. */
