@@ -45,11 +45,9 @@ import type { EventEncoder } from "../billing/events/types.js";
 import { Credits } from "../billing/credits/grants.js";
 import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
-import { SqlAlertSubjects } from "../db/stores/credit-alert-subjects.js";
-import { CreditAlerts } from "../billing/credits/alerts.js";
 import type { CreditStore } from "../billing/credits/ports.js";
-import { CreditRuns } from "../billing/credits/runs.js";
-import { AutoTopUps, TOP_UP_METADATA_KEY } from "../billing/credits/top-up.js";
+import { TOP_UP_METADATA_KEY } from "../billing/credits/top-up.js";
+import { watchIngest, wireCreditRealTime } from "./credits.js";
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 
@@ -100,43 +98,44 @@ function eventsEncoder(publicBaseUrl: () => string): EventEncoder {
 }
 
 /** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
-export function wireCredits(creditStore: CreditStore, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
+function wireCredits(late: { store: CreditStore; bind(c: Credits): void }, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
   subs.hostedCheckout.purchases = purchases;
-  return { credits: new Credits(creditStore, subs.lookups, purchases), creditStore };
+  const credits = new Credits(late.store, subs.lookups, purchases);
+  late.bind(credits);
+  return { credits, creditStore: late.store };
 }
 
 /**
  * What the scheduler and billing state need of credits, made before the subscription use cases
- * (the scheduler is one of them): the store, and the runs of expiries, alerts and auto top-ups,
- * whose expiry and purchases are the credit use cases made after them (`bind`).
+ * (the scheduler is one of them): the store, and the real-time parts (wiring/credits.ts) whose
+ * expiry and purchases are the credit use cases made after them (`bind`). Each auto top-up is a
+ * purchase keyed by its crossing, so a repeat never buys twice.
  */
-function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, log?: Logger) {
+function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, cards: Pick<RateCardStore, "get">, log?: Logger) {
   const store = new SqlCreditStore(db.sql, db.entities, encode);
   let uses: Credits | undefined;
   const bound = (): Credits => {
     if (!uses) throw new Error("credits are not wired yet");
     return uses;
   };
-  const topUps = new AutoTopUps(
-    engine.stores.directory,
-    {
-      // One purchase per crossing: the crossing is the purchase's idempotency key.
+  const parts = wireCreditRealTime({
+    sql: db.sql,
+    engine,
+    lookups: new Lookups(engine, cards),
+    store,
+    purchases: {
       purchase: (caller, subject, g, callbacks, now) =>
         bound().purchases.purchase(caller, subject, g, callbacks, now, `top_up:${subject.id}:${g.currency}:${g.metadata[TOP_UP_METADATA_KEY] ?? now.toISOString()}`),
     },
-    (environment, subject, currency, reason) => log?.warn("auto top-up skipped", { environment, subject, currency, reason }),
-  );
-  const alerts = new CreditAlerts(store, engine, topUps);
-  const runs = new CreditRuns(
-    store,
-    (at, clockId) => bound().expireDue(at, clockId),
-    alerts,
-    new SqlAlertSubjects(db.sql),
-    60_000,
-    (subject, err) => log?.error("credit alert evaluation failed", { subject, err }),
-  );
-  return { store, runs, alerts, bind: (c: Credits) => void (uses = c) };
+    expireDue: (at, clockId) => bound().expireDue(at, clockId),
+    log,
+  });
+  const bind = (c: Credits) => {
+    uses = c;
+    c.changed = (environmentId, subjectId) => parts.watch.changed(environmentId, subjectId);
+  };
+  return { store, runs: parts.runs, watch: parts.watch, bind };
 }
 
 export interface EventOptions {
@@ -218,7 +217,8 @@ export function buildServices(
     eventOptions.thresholdCheckMs ?? 60_000,
     (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
   );
-  const late = creditsInRealTime(db, encode, engine, log);
+  const late = creditsInRealTime(db, encode, engine, cardStore, log);
+  watchIngest(ingest, late.watch);
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,
     cardStore,
@@ -229,8 +229,7 @@ export function buildServices(
     ops.stopping,
     late,
   );
-  const { credits, creditStore } = wireCredits(late.store, { lookups, checkouts, hostedCheckout });
-  late.bind(credits);
+  const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout });
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
   const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
     try {

@@ -38,6 +38,9 @@ export interface SettingsInput {
 }
 
 export class Credits {
+  /** Told after a change of a subject's balance (a grant, a void): credit alerts are evaluated then. */
+  changed: ((environmentId: string, subjectId: string) => Promise<unknown>) | undefined = undefined;
+
   constructor(
     private readonly store: CreditStore,
     private readonly lookups: Lookups,
@@ -57,7 +60,11 @@ export class Credits {
       v.add("expires_at", `must be after effective_at (${effectiveAt.toISOString()})`);
       v.throwIfAny();
     }
-    if (g.category === "paid") return this.purchases.purchase(caller, subject, { ...g, effectiveAt }, input.callbacks as CallbackUrls | undefined, now);
+    if (g.category === "paid") {
+      const bought = await this.purchases.purchase(caller, subject, { ...g, effectiveAt }, input.callbacks as CallbackUrls | undefined, now);
+      await this.changed?.(caller.environmentId, subject.id);
+      return bought;
+    }
     const grant: CreditGrant = {
       id: newGrantId(),
       environmentId: caller.environmentId,
@@ -81,6 +88,7 @@ export class Credits {
       await tx.insertGrant(grant, { type: "grant", invoiceId: null, description: "Promotional credit" });
       await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
     });
+    await this.changed?.(caller.environmentId, subject.id);
     return { grant, checkoutUrl: null };
   }
 
@@ -104,7 +112,7 @@ export class Credits {
     const before = await this.get(caller, id);
     const subject = await this.lookups.subject(caller, before.subjectId);
     const now = await this.lookups.nowFor(subject);
-    return this.store.transaction(async (tx) => {
+    const voided = await this.store.transaction(async (tx) => {
       const g = await tx.close(caller.environmentId, id, "void", now);
       if (!g) {
         const current = (await tx.lockGrant(caller.environmentId, id)) ?? before;
@@ -116,6 +124,8 @@ export class Credits {
       await tx.emit([creditGrantEvent("credit_grant.voided", g)]);
       return g;
     });
+    await this.changed?.(caller.environmentId, subject.id);
+    return voided;
   }
 
   async ledger(caller: Caller, subjectKey: string, input: LedgerInput): Promise<PageResult<LedgerEntry>> {
