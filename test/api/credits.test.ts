@@ -189,6 +189,33 @@ for (const store of STORES) {
     t.deepEqual((await rest(server.url, "GET", "/credit-grants", otherKey)).body, { has_more: false, credit_grants: [] });
   });
 
+  test(`${store}: a grant expires when its clock passes expires_at; each change is an event with the grant`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const id = (await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("800"), expires_at: "2026-01-20T12:00:00Z" })).credit_grant.id;
+    const kept = (await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("50") })).credit_grant.id;
+    await s.advance("2026-01-20T11:59:59Z");
+    t.like(await s.call("GET", `/credit-grants/${id}`), { status: "active" });
+    await s.advance("2026-01-21T00:00:00Z");
+    t.like(await s.call("GET", `/credit-grants/${id}`), { status: "expired", remaining_amount: usd("0"), expired_at: "2026-01-20T12:00:00Z" });
+    await s.call("POST", `/credit-grants/${kept}/void`, {});
+    t.deepEqual(await ledgerOf(s), [
+      ["grant", "800"],
+      ["grant", "50"],
+      ["expiry", "-800"],
+      ["void", "-50"],
+    ]);
+    const events = ((await s.call("GET", "/events?limit=100")).events as Json[]).filter((e) => e.type.startsWith("credit_grant."));
+    t.deepEqual(
+      events.map((e) => [e.type, e.data.id, e.data.status]),
+      [
+        ["credit_grant.created", id, "active"],
+        ["credit_grant.created", kept, "active"],
+        ["credit_grant.expired", id, "expired"],
+        ["credit_grant.voided", kept, "voided"],
+      ],
+    );
+  });
+
   test(`${store}: a create replayed with its Idempotency-Key makes one grant`, async (t) => {
     const s = await Scenario.start(server, AT);
     const send = () =>
