@@ -10,6 +10,7 @@ import type { CreditStore } from "../billing/credits/ports.js";
 import { CreditRuns, type ExpireDue } from "../billing/credits/runs.js";
 import { AutoTopUps, type GrantPurchases } from "../billing/credits/top-up.js";
 import { CreditWatch } from "../billing/credits/watch.js";
+import type { IngestService } from "../billing/metering/usage.js";
 import type { BillingEngine } from "../billing/subscriptions/engine.js";
 import type { Lookups } from "../billing/subscriptions/lookups.js";
 import type { Sql } from "../db/sql.js";
@@ -35,7 +36,25 @@ export function wireCreditRealTime(p: CreditRealTimeParts) {
   const topUps = new AutoTopUps(engine.stores.directory, p.purchases, (environment, subject, currency, reason) => log?.warn("auto top-up not bought", { environment, subject, currency, reason }));
   const alerts = new CreditAlerts(p.store, engine, topUps);
   const failed = (subject: string, err: unknown) => log?.error("credit alert evaluation failed; tried again on the next one", { subject, err });
-  const runs = new CreditRuns(p.store, p.expireDue, alerts, new SqlAlertSubjects(p.sql), p.realTimeEveryMs ?? 60_000, failed);
-  const watch = new CreditWatch(alerts, engine.stores.directory, (s) => p.lookups.nowFor(s), p.usageDelayMs ?? 50, failed);
+  const subjects = new SqlAlertSubjects(p.sql);
+  const runs = new CreditRuns(p.store, p.expireDue, alerts, subjects, p.realTimeEveryMs ?? 60_000, failed);
+  const watch = new CreditWatch(alerts, engine.stores.directory, subjects, (s) => p.lookups.nowFor(s), p.usageDelayMs ?? 50, failed);
   return { alerts, runs, watch, topUps };
+}
+
+/**
+ * After each ingest call, the subjects of its accepted events are evaluated shortly (the watch
+ * coalesces them): every ingest path (REST, Connect, gRPC, batches) goes through `ingest`.
+ */
+export function watchIngest(ingest: Pick<IngestService, "ingest">, watch: Pick<CreditWatch, "usage">): void {
+  const ingestOnly = ingest.ingest.bind(ingest);
+  ingest.ingest = async (caller, inputs, pathOf) => {
+    const outcomes = await ingestOnly(caller, inputs, pathOf);
+    const keys = new Set<string>();
+    outcomes.forEach((o, i) => {
+      if (o.status === "accepted") keys.add((inputs[i] as (typeof inputs)[number]).subjectId);
+    });
+    if (keys.size > 0) watch.usage(caller.environmentId, keys);
+    return outcomes;
+  };
 }

@@ -84,6 +84,9 @@ export async function wireCredits(s: Scenario) {
     advance(to: string) {
       return clocks.advanceClock(caller, s.clockId, new Date(to));
     },
-    close: () => db.dataSource.destroy(),
+    async close() {
+      await rt.watch.idle();
+      await db.dataSource.destroy();
+    },
   };
 }

@@ -139,7 +139,9 @@ export class CreditAlerts {
 
   /** Buys one crossing's top-up; when that fails, the row is re-armed so a later evaluation tries again. */
   private async buy(s: AlertState, settings: CreditSettings): Promise<number> {
-    const crossingKey = `credit_top_up:${s.subjectId}:${s.currency}:${s.changedAt.getTime()}`;
+    // The crossing: its row's change, at the subject's time and on the wall clock (a test clock's
+    // frozen time may see several crossings).
+    const crossingKey = `credit_top_up:${s.subjectId}:${s.currency}:${s.changedAt.getTime()}:${Date.now()}`;
     try {
       return await (this.topUps as TopUpBuyer).topUp(s.environmentId, settings, crossingKey, s.changedAt);
     } catch (err) {

@@ -16,6 +16,8 @@ export interface AlertSubject {
 /** The subjects an evaluation run goes through, by subject ID. */
 export interface AlertSubjects {
   after(clockId: string | null, afterId: string, limit: number): Promise<AlertSubject[]>;
+  /** Whether any subject of the environment has credit settings or an active grant. */
+  environmentHasCredit(environmentId: string): Promise<boolean>;
 }
 
 /** Expires every grant due by `at` on the clock (credit_grant.expired each); how many. */

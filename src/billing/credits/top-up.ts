@@ -26,7 +26,8 @@ export interface TopUpGrant {
 
 /** Buys a paid grant charged to the payment method on file (CreditPurchases, purchase.ts). */
 export interface GrantPurchases {
-  purchase(caller: Caller, subject: BillingSubject, g: TopUpGrant, callbacks: undefined, now: Date): Promise<unknown>;
+  /** `idempotencyKey`: the same key buys (and charges) once, whoever calls with it. */
+  purchase(caller: Caller, subject: BillingSubject, g: TopUpGrant, callbacks: undefined, now: Date, idempotencyKey?: string): Promise<unknown>;
 }
 
 /** The metadata key of a grant bought by an auto top-up: the crossing it was bought for. */
@@ -60,7 +61,7 @@ export class AutoTopUps implements TopUpBuyer {
       appliesToRateCodes: [],
       metadata: { [TOP_UP_METADATA_KEY]: crossingKey },
     };
-    await this.purchases.purchase({ environmentId, mode, keyKind: "secret" }, subject, grant, undefined, at);
+    await this.purchases.purchase({ environmentId, mode, keyKind: "secret" }, subject, grant, undefined, at, crossingKey);
     return 1;
   }
 }

@@ -11,15 +11,21 @@
 import type { BillingDirectory } from "../subscriptions/ports.js";
 import type { BillingSubject } from "../subscriptions/types.js";
 import type { CreditAlerts } from "./alerts.js";
+import type { AlertSubjects } from "./runs.js";
+
+/** How long whether an environment has any credit at all is remembered (usage of one without is not evaluated). */
+const HAS_CREDIT_TTL_MS = 1000;
 
 export class CreditWatch {
   private pending = new Map<string, { environmentId: string; key: string }>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
+  private readonly hasCredit = new Map<string, { yes: boolean; until: number }>();
 
   constructor(
     private readonly alerts: Pick<CreditAlerts, "evaluate">,
     private readonly directory: Pick<BillingDirectory, "subject">,
+    private readonly subjects: Pick<AlertSubjects, "environmentHasCredit">,
     /** The subject's "now": its test clock's time, or real time. */
     private readonly nowFor: (s: Pick<BillingSubject, "environmentId" | "testClockId">) => Promise<Date>,
     private readonly delayMs = 50,
@@ -43,6 +49,7 @@ export class CreditWatch {
 
   /** The subject's balance changed (grant, void, finalization): evaluate it now. */
   async changed(environmentId: string, subjectId: string): Promise<number> {
+    this.hasCredit.delete(environmentId);
     try {
       return await this.evaluateKey(environmentId, subjectId);
     } catch (err) {
@@ -58,7 +65,24 @@ export class CreditWatch {
   }
 
   private async evaluateAll(batch: { environmentId: string; key: string }[]): Promise<void> {
-    for (const { environmentId, key } of batch) await this.changed(environmentId, key);
+    for (const { environmentId, key } of batch) {
+      try {
+        if (await this.environmentHasCredit(environmentId)) await this.evaluateKey(environmentId, key);
+      } catch (err) {
+        this.onError(key, err);
+      }
+    }
+  }
+
+  /** Whether the environment has any credit settings or grant (remembered HAS_CREDIT_TTL_MS): usage elsewhere costs no evaluation. */
+  private async environmentHasCredit(environmentId: string): Promise<boolean> {
+    const now = Date.now();
+    const hit = this.hasCredit.get(environmentId);
+    if (hit && hit.until > now) return hit.yes;
+    const yes = await this.subjects.environmentHasCredit(environmentId);
+    if (this.hasCredit.size > 10_000) this.hasCredit.clear();
+    this.hasCredit.set(environmentId, { yes, until: now + HAS_CREDIT_TTL_MS });
+    return yes;
   }
 
   private async evaluateKey(environmentId: string, key: string): Promise<number> {

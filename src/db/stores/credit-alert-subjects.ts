@@ -5,6 +5,15 @@ import type { Sql } from "../sql.js";
 export class SqlAlertSubjects implements AlertSubjects {
   constructor(private readonly sql: Sql) {}
 
+  /** Whether any subject of the environment has credit settings or an active grant. */
+  async environmentHasCredit(environmentId: string): Promise<boolean> {
+    const rows = await this.sql.query<unknown[]>(
+      "SELECT 1 AS x FROM credit_settings WHERE environment_id = ? UNION ALL SELECT 1 AS x FROM credit_grants WHERE environment_id = ? AND status = 'active' LIMIT 1",
+      [environmentId, environmentId],
+    );
+    return rows.length > 0;
+  }
+
   /**
    * Subjects on real time (clockId null) or one test clock with settings or a grant that still
    * has something left (active), by subject ID after `afterId`.
