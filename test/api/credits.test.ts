@@ -5,7 +5,9 @@
  * other environments' grants (404) and an Idempotency-Key replay of a create. Amounts in cents.
  */
 import test from "ava";
-import { rest, violatedFields } from "../helpers/clients.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { CreditService } from "../../src/gen/billing/v1/credit_service_pb.js";
+import { PROTOCOLS, rest, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -214,6 +216,20 @@ for (const store of STORES) {
         ["credit_grant.voided", kept, "voided"],
       ],
     );
+  });
+
+  test(`${store}: Connect, gRPC and gRPC-Web serve the same grants and errors`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    for (const protocol of PROTOCOLS) {
+      const client = rpcClient(CreditService, server.url, protocol, s.key);
+      const made = await client.createCreditGrant({ subjectId: s.subjectId, amount: { currencyCode: "USD", value: "15" }, priority: 7 });
+      t.like(made.creditGrant, { status: "active", priority: 7, amount: { currencyCode: "USD", value: "15" } }, protocol);
+      const read = await client.getCreditGrant({ creditGrantId: made.creditGrant?.id ?? "" });
+      t.is(read.creditGrant?.id, made.creditGrant?.id, protocol);
+      const err = await t.throwsAsync(client.createCreditGrant({ subjectId: s.subjectId, amount: { currencyCode: "USD", value: "-1" } }));
+      t.regex((err as ConnectError).rawMessage, /amount\.value/, protocol);
+    }
+    t.is((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries.length, PROTOCOLS.length);
   });
 
   test(`${store}: a create replayed with its Idempotency-Key makes one grant`, async (t) => {
