@@ -1,0 +1,149 @@
+/**
+ * Minimum commitment (DESIGN §14) and credits on invoices, pure: the true-up line of a period
+ * (with a prorated commitment), a draft's true-up sized again, the commitment in effect after a
+ * close, the wire's minimum_commitment checked, and an invoice's lines as credit sees them (rate
+ * code by line key). Amounts in cents; the arithmetic beside each case.
+ */
+import test from "ava";
+import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
+import { dec, formatDecimal } from "../../src/billing/money.js";
+import { checkCommitment, commitmentAfterClose, fixedCharges, pendingCommitment, resizedTrueUp, trueUpLine } from "../../src/billing/subscriptions/commitments.js";
+import { chargeLines, withApplications } from "../../src/billing/subscriptions/credit-application.js";
+import { storedLine } from "../../src/billing/subscriptions/invoice-building.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind } from "../../src/billing/subscriptions/types.js";
+
+const line = (kind: InvoiceLineKind, amount: string, key: string | null = null): InvoiceLine => ({ description: kind, quantity: "1", unitAmount: amount, amount, kind, key, windowInvoiceId: null });
+
+// [commitment, fixed, usage amounts, fraction, true-up amount or null]
+const trueUps: [string, string, string[], string, string | null][] = [
+  // 5000 − (1000 + 1500) = 2500
+  ["5000", "1000", ["1500"], "1", "2500"],
+  // 3000 − (2000 + 1000) = 0: none
+  ["3000", "2000", ["1000"], "1", null],
+  // above it: none
+  ["3000", "2000", ["1500"], "1", null],
+  // no usage: 5000 − 1000 = 4000
+  ["5000", "1000", [], "1", "4000"],
+  // half a period: 5000 × 0.5 = 2500 − 1000 = 1500
+  ["5000", "1000", ["0"], "0.5", "1500"],
+  // 15 of 31 days: 5000 × 15/31 = 2419.354… − 1000 = 1419.35… → 1419
+  ["5000", "1000", [], formatDecimal(dec(15).div(31)), "1419"],
+  // a fractional commitment rounds once, half-up: 1000.5 − 0 = 1000.5 → 1001
+  ["1000.5", "0", [], "1", "1001"],
+];
+
+for (const [commitment, fixed, usage, fraction, expected] of trueUps) {
+  test(`true-up of ${commitment} × ${fraction.slice(0, 8)} over fixed ${fixed} and usage [${usage}] is ${expected}`, (t) => {
+    const l = trueUpLine(
+      commitment,
+      dec(fixed),
+      usage.map((a) => ({ amount: dec(a), kind: "usage" as const })),
+      "USD",
+      dec(fraction),
+    );
+    t.is(l ? formatDecimal(l.amount) : null, expected);
+    if (l) t.is(l.kind, "commitment_true_up");
+  });
+}
+
+test("a true-up counts usage, minimum and maximum lines as the period's usage, nothing else", (t) => {
+  const usage = [
+    { amount: dec(500), kind: "usage" as const },
+    { amount: dec(300), kind: "minimum" as const },
+    { amount: dec(-100), kind: "maximum" as const },
+    { amount: dec(900), kind: "adjustment" as const },
+    { amount: dec(-200), kind: "proration" as const },
+  ];
+  // 5000 − (1000 + 500 + 300 − 100) = 3300
+  t.is(formatDecimal((trueUpLine("5000", dec(1000), usage, "USD") as { amount: ReturnType<typeof dec> }).amount), "3300");
+});
+
+test("a draft's true-up is sized again on its recomputed usage from what its key kept", (t) => {
+  const first = storedLine(trueUpLine("5000", dec(1000), [{ amount: dec(1000), kind: "usage" }], "USD") as NonNullable<ReturnType<typeof trueUpLine>>);
+  // 5000 − (1000 + 1000) = 3000; then usage 1500: 5000 − 2500 = 2500; usage 4500: none
+  t.is(first.amount, "3000");
+  t.is(formatDecimal(resizedTrueUp(first, [{ amount: dec(1500), kind: "usage" }], "USD")?.amount ?? dec(0)), "2500");
+  t.is(resizedTrueUp(first, [{ amount: dec(4500), kind: "usage" }], "USD"), undefined);
+});
+
+test("a period's fixed charges are the fixed lines of the invoice that opened it", (t) => {
+  // 1000 + 500 fixed; usage and prorations of the invoice are not the period's fixed charges
+  t.is(formatDecimal(fixedCharges({ lines: [line("fixed", "1000"), line("fixed", "500"), line("usage", "700"), line("proration", "-300")] })), "1500");
+  t.is(formatDecimal(fixedCharges(undefined)), "0");
+});
+
+test("a PATCH's commitment applies from the next period; 0 removes it then", (t) => {
+  const card = { currency: "USD" };
+  const set = pendingCommitment({ commitment: null }, "4000", card);
+  t.deepEqual(set, { currency: "USD", current: null, next: "4000" });
+  const inEffect = commitmentAfterClose(set);
+  t.deepEqual(inEffect, { currency: "USD", current: "4000" });
+  t.deepEqual(commitmentAfterClose(inEffect), inEffect);
+  const removed = pendingCommitment({ commitment: inEffect }, null, card);
+  t.deepEqual(removed, { currency: "USD", current: "4000", next: null });
+  t.is(commitmentAfterClose(removed), null);
+  t.is(pendingCommitment({ commitment: null }, null, card), null);
+});
+
+// [input, card currency, violated fields, value]
+const inputs: [{ currencyCode: string; value: string } | undefined, string, string[], string | null | "absent"][] = [
+  [undefined, "USD", [], "absent"],
+  [{ currencyCode: "USD", value: "5000" }, "USD", [], "5000"],
+  [{ currencyCode: "usd", value: "5000.50" }, "USD", [], "5000.5"],
+  [{ currencyCode: "USD", value: "0" }, "USD", [], null],
+  [{ currencyCode: "USD", value: "-1" }, "USD", ["minimum_commitment.value"], "absent"],
+  [{ currencyCode: "EUR", value: "100" }, "USD", ["minimum_commitment.currency_code"], "absent"],
+  [{ currencyCode: "XYZ", value: "100" }, "USD", ["minimum_commitment.currency_code"], "absent"],
+  [{ currencyCode: "USD", value: "" }, "USD", ["minimum_commitment.value"], "absent"],
+];
+
+for (const [input, currency, fields, value] of inputs) {
+  test(`minimum_commitment ${JSON.stringify(input)} on a ${currency} card`, (t) => {
+    const v = new Violations();
+    const r = checkCommitment(input, { currency } as never, v);
+    let violated: string[] = [];
+    try {
+      v.throwIfAny();
+    } catch (err) {
+      violated = (err as InvalidArgumentError).violations.map((x) => x.field);
+    }
+    t.deepEqual(violated, fields);
+    t.deepEqual(r.given ? r.value : "absent", value);
+  });
+}
+
+test("an invoice's lines as credit sees them: the rate code of coded kinds from their key", (t) => {
+  const lines = [
+    line("fixed", "1000", "seats|"),
+    line("fixed", "500"),
+    line("usage", "700", "api|region=eu"),
+    line("minimum", "100", "api|minimum"),
+    line("adjustment", "50", "api|"),
+    line("proration", "-200"),
+    line("commitment_true_up", "900", "commitment|5000|1000"),
+  ];
+  t.deepEqual(chargeLines({ lines }), [
+    { rateCode: "seats", amount: "1000" },
+    { rateCode: null, amount: "500" },
+    { rateCode: "api", amount: "700" },
+    { rateCode: "api", amount: "100" },
+    { rateCode: "api", amount: "50" },
+    { rateCode: null, amount: "-200" },
+    { rateCode: null, amount: "900" },
+  ]);
+});
+
+test("amount due is the total less what credit applied, never negative", (t) => {
+  const inv = { total: "1000" } as Invoice;
+  // 1000 − (300 + 200) = 500; 1000 − 1000 = 0; nothing applied: 1000
+  t.is(
+    withApplications(inv, [
+      { grantId: "a", amount: "300" },
+      { grantId: "b", amount: "200" },
+    ]).amountDue,
+    "500",
+  );
+  t.is(withApplications(inv, [{ grantId: "a", amount: "1000" }]).amountDue, "0");
+  t.is(withApplications(inv, []).amountDue, "1000");
+  t.is(withApplications({ total: "0" } as Invoice, []).amountDue, "0");
+});
