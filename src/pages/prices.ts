@@ -69,7 +69,7 @@ const KIND_LABELS: Partial<Record<InvoiceLineKind | "commitment_true_up" | "cred
   maximum: ["maximum", "maximum for the period"],
   proration: ["prorat", "proration"],
   adjustment: ["adjust", "adjustment"],
-  commitment_true_up: ["commitment", "minimum commitment true-up"],
+  commitment_true_up: ["true-up", "true-up"],
   credit_purchase: ["credit", "credit purchase"],
 };
 
