@@ -13,7 +13,7 @@ import type { CreditGrant, CreditSettings, GrantCategory, GrantStatus, LedgerEnt
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
 import { randomBase62 } from "../../billing/ids.js";
-import { dec, formatDecimal, sum } from "../../billing/money.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../../billing/money.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Dialect } from "../columns.js";
@@ -278,15 +278,21 @@ export class SqlCreditStore implements CreditStore {
     return toPageResult(rows.map(entryFromRow), page);
   }
 
+  /**
+   * Summed from the grants (one read, not growing with the ledger): the remaining of active and
+   * depleted ones, which the ledger's sum always equals; expired and voided grants name the
+   * currencies the subject has had credit in (pending and failed ones have no ledger entry).
+   */
   async balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]> {
     const rows = await this.sql.run((em) =>
-      em.find(this.E.CreditGrant, { where: { environment_id: environmentId, subject_id: subjectId, status: In(["active", "depleted"]) }, select: { currency: true, remaining: true } }),
+      em.find(this.E.CreditGrant, {
+        where: { environment_id: environmentId, subject_id: subjectId, status: In(["active", "depleted", "expired", "voided"]) },
+        select: { currency: true, remaining: true, status: true },
+      }),
     );
-    const by = new Map<string, string[]>();
-    for (const r of rows) by.set(r.currency, [...(by.get(r.currency) ?? []), r.remaining]);
-    const ledgerOnly = await this.sql.query<{ currency: string }[]>("SELECT DISTINCT currency FROM credit_ledger WHERE environment_id = ? AND subject_id = ?", [environmentId, subjectId]);
-    for (const { currency } of ledgerOnly) if (!by.has(currency)) by.set(currency, []);
-    return [...by.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([currency, values]) => ({ currency, balance: formatDecimal(sum(values.map((v) => dec(v)))) }));
+    const by = new Map<string, Decimal>();
+    for (const r of rows) by.set(r.currency, (by.get(r.currency) ?? ZERO).plus(r.status === "active" || r.status === "depleted" ? dec(r.remaining) : ZERO));
+    return [...by.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([currency, balance]) => ({ currency, balance: formatDecimal(balance) }));
   }
 
   spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
