@@ -465,9 +465,10 @@ const realTime: Case[] = [
         () => eventTypes(s, ["credit.balance_low", "credit.depleted"]),
         (t) => t.length >= 2,
       );
-      return [types, await creditState(s)];
+      return [[...types].sort(), await creditState(s)];
     },
     // Available: 5,000 → 4,000 → 2,500 (below 3,000: balance_low) → 1,500 → −500 (depleted) → −1,500.
+    // Each fires once (in no promised order: usage close together is evaluated at once).
     [
       ["credit.balance_low", "credit.depleted"],
       ["5000", "-1500"],
