@@ -110,8 +110,9 @@ export class Credits {
   /** Voids what is left of a grant (FAILED_PRECONDITION unless it is active or depleted). */
   async void(caller: Caller, id: string): Promise<CreditGrant> {
     const before = await this.get(caller, id);
-    const subject = await this.lookups.subject(caller, before.subjectId);
-    const now = await this.lookups.nowFor(subject);
+    // The subject's clock time; real time when the subject was deleted since (its grants remain).
+    const subject = await this.lookups.stores.directory.subject(caller.environmentId, before.subjectId);
+    const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
     const voided = await this.store.transaction(async (tx) => {
       const g = await tx.close(caller.environmentId, id, "void", now);
       if (!g) {
@@ -124,7 +125,7 @@ export class Credits {
       await tx.emit([creditGrantEvent("credit_grant.voided", g)]);
       return g;
     });
-    await this.changed?.(caller.environmentId, subject.id);
+    await this.changed?.(caller.environmentId, before.subjectId);
     return voided;
   }
 
