@@ -15,7 +15,8 @@ import { checkAmount } from "../catalog/amounts.js";
 import type { RateCard } from "../catalog/types.js";
 import type { Violations } from "../errors.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
-import type { BillLine } from "./invoice-building.js";
+import { type BillLine, cycleKey } from "./invoice-building.js";
+import type { InvoiceStore } from "./ports.js";
 import type { Commitment, InvoiceLine, Subscription } from "./types.js";
 
 /** Line kinds of a window that count as the period's usage charges. */
@@ -87,4 +88,27 @@ export function resizedTrueUp(line: InvoiceLine, usage: readonly Pick<BillLine, 
 /** The fixed charges of a period as billed: the fixed lines of the invoice that opened it. */
 export function fixedCharges(opening: { lines: readonly InvoiceLine[] } | undefined): Decimal {
   return (opening?.lines ?? []).filter((l) => l.kind === "fixed" || l.kind === "charge").reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+}
+
+/**
+ * The `commitment_true_up` line (none, or one) of `s`'s current period billed up to `end`: the
+ * period's end at a cycle close (all of the commitment), or an earlier instant when the period
+ * is cut short (an immediate cancellation: the commitment prorated by the part of the period
+ * up to `end`). Reads the invoice that opened the period only when there is a commitment.
+ */
+export async function commitmentTrueUp(
+  invoices: Pick<InvoiceStore, "byPeriodKey">,
+  s: Subscription,
+  usage: readonly Pick<BillLine, "amount" | "kind">[],
+  currency: string,
+  end: Date,
+): Promise<BillLine[]> {
+  const commitment = s.commitment?.current;
+  if (!commitment) return [];
+  const span = s.periodEnd.getTime() - s.periodStart.getTime();
+  const upTo = Math.min(Math.max(end.getTime(), s.periodStart.getTime()), s.periodEnd.getTime());
+  const fraction = span > 0 ? dec(upTo - s.periodStart.getTime()).div(span) : dec(1);
+  const opening = await invoices.byPeriodKey(s.id, cycleKey(s, s.cycleIndex));
+  const line = trueUpLine(commitment, fixedCharges(opening), usage, currency, fraction);
+  return line ? [line] : [];
 }

@@ -9,7 +9,7 @@ import { newInvoiceEvents, subscriptionEvent } from "../events/types.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
-import { commitmentAfterClose, fixedCharges, trueUpLine } from "./commitments.js";
+import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 import { applyCreditsToAll, grantProrationCredits, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
@@ -80,17 +80,9 @@ export class CycleClose {
     return { invoice, check: late.check };
   }
 
-  /**
-   * The period's `commitment_true_up` line, if its charges fall below the subscription's minimum
-   * commitment (see commitments.ts for the rule): the fixed lines of the invoice that opened the
-   * period (read only when there is a commitment) and the usage lines billed at its close.
-   */
-  private async trueUp(s: Subscription, usageLines: BillLine[], currency: string): Promise<BillLine[]> {
-    const commitment = s.commitment?.current;
-    if (!commitment) return [];
-    const opening = await this.ctx.stores.invoices.byPeriodKey(s.id, cycleKey(s, s.cycleIndex));
-    const line = trueUpLine(commitment, fixedCharges(opening), usageLines, currency);
-    return line ? [line] : [];
+  /** The period's `commitment_true_up` line, if its charges fall below the subscription's minimum commitment (commitments.ts). */
+  private trueUp(s: Subscription, usageLines: BillLine[], currency: string): Promise<BillLine[]> {
+    return commitmentTrueUp(this.ctx.stores.invoices, s, usageLines, currency, s.periodEnd);
   }
 
   /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */
