@@ -110,6 +110,24 @@ const applying: Case[] = [
     [[["paid", "3000", [["promo", "3000"]], "0"]], [["promo", "active", "10000", "7000"]], false, ["7000", "7000"]],
   ],
   [
+    "amount_due 0 is not charged: a card whose charges fail is never tried",
+    async (s) => {
+      await checkoutWithCard(s, await usagePlan(s), CARD_FAILS_LATER);
+      await promo(s, "promo", 5000);
+      await use(s, JAN_20, "300");
+      await s.advance(FEB);
+      await use(s, "2026-02-20T00:00:00Z", "300");
+      await s.advance(MAR);
+      return credited(s);
+    },
+    // Feb 15: 300 × 10 = 3,000, all credit: paid though the card fails every charge (none made).
+    // Mar 15: 3,000, the last 2,000 of credit, 1,000 due: charged, fails: open.
+    [
+      ["paid", "3000", [["promo", "3000"]], "0"],
+      ["open", "3000", [["promo", "2000"]], "1000"],
+    ],
+  ],
+  [
     "a promotional grant of priority 10 is spent before an older paid grant of priority 50",
     async (s) => {
       await checkoutWithCard(s, await usagePlan(s), CARD_OK);
@@ -606,6 +624,36 @@ const commitments: Case[] = [
     ],
   ],
   [
+    "a commitment set or removed mid-period applies from the next period",
+    async (s) => {
+      const sub = await onUsagePlan(s);
+      await s.advance(JAN_20);
+      await patch(s, sub.id, { minimum_commitment: money(5000) });
+      await use(s, JAN_20, "200");
+      await s.advance(FEB);
+      await use(s, FEB_20, "100");
+      await s.advance(MAR);
+      await s.advance("2026-03-20T00:00:00Z");
+      await patch(s, sub.id, { minimum_commitment: money(0) });
+      await s.advance("2026-05-15T00:00:00Z");
+      return (await billed(s)).map((i) => [i.total_amount.value, kinds(i)]);
+    },
+    // Jan 15 → Feb 15 (set Jan 20, not yet in effect): 200 × 10 = 2,000, no true-up. Feb 15 → Mar 15:
+    // 100 × 10 = 1,000 + true-up 4,000. Mar 15 → Apr 15 (removed Mar 20, still in effect): nothing
+    // used, true-up 5,000. Apr 15 → May 15: no commitment, nothing used: no line, no invoice shown.
+    [
+      ["2000", [["usage", "2000"]]],
+      [
+        "5000",
+        [
+          ["usage", "1000"],
+          ["commitment_true_up", "4000"],
+        ],
+      ],
+      ["5000", [["commitment_true_up", "5000"]]],
+    ],
+  ],
+  [
     "a period's fixed charge in advance counts toward its commitment",
     async (s) => {
       const m = await s.metric();
@@ -652,12 +700,13 @@ const seatsAndInput: Case[] = [
         last?.[2].map(([, v]) => v),
         ledgerSums(entries).balance,
         await creditState(s),
+        await credited(s),
+        entries,
       ];
     },
-    // Mar 1: 9 seats × 1,000 × 14/28 = 4,500 credited. Mar 15: 1 × 1,000 charged, nothing due (the
-    // credit pays it: a −1,000 proration line on it or 1,000 of credit applied, the rest of the
-    // 4,500 in the balance as a proration entry). Apr 15: 1,000 paid by the balance, nothing due.
-    // Left: 4,500 − 1,000 − 1,000 = 2,500. Every credit counted once: proration lines and entries make 4,500.
+    // Mar 1: 9 seats × 1,000 × 14/28 = 4,500 credited to the balance. Mar 15: 1 × 1,000, paid by
+    // the credit, nothing due; Apr 15 the same. Left: 4,500 − 1,000 − 1,000 = 2,500. No credit is
+    // counted twice: proration entries plus the credit any negative proration line gave make 4,500.
     [
       [
         ["paid", "10000"],
@@ -670,6 +719,63 @@ const seatsAndInput: Case[] = [
       ["1000"],
       "2500",
       ["2500", "2500"],
+      // As DESIGN §13 has it (a credit never becomes a negative invoice: it goes to the balance),
+      // the 4,500 is one proration entry at the change, its grant spent like any credit.
+      [
+        ["paid", "10000", [], "10000"],
+        ["paid", "10000", [], "10000"],
+        ["paid", "1000", [["promotional", "1000"]], "0"],
+        ["paid", "1000", [["promotional", "1000"]], "0"],
+      ],
+      [
+        ["proration", "4500"],
+        ["application", "-1000"],
+        ["application", "-1000"],
+      ],
+    ],
+  ],
+  [
+    "credit settings: defaults, then what was set, per currency",
+    async (s) => {
+      const path = `/subjects/${s.subjectId}/credit-settings?currency_code=`;
+      const before = await s.call("GET", `${path}USD`);
+      await settings(s, { low_balance_threshold: money(1000), auto_top_up: { threshold: money(500), amount: money(5000) } });
+      const after = await s.call("GET", `${path}USD`);
+      const eur = await s.call("GET", `${path}EUR`);
+      const strip = (x: Json) => ({ ...x, subject_id: x.subject_id === s.subjectId });
+      return [strip(before), strip(after), strip(eur)];
+    },
+    // Never set: no threshold, no top-up. The top-up's priority defaults to 50. EUR stays unset.
+    [
+      { subject_id: true, currency_code: "USD", low_balance_threshold: null, auto_top_up: null },
+      { subject_id: true, currency_code: "USD", low_balance_threshold: money("1000"), auto_top_up: { threshold: money("500"), amount: money("5000"), priority: 50 } },
+      { subject_id: true, currency_code: "EUR", low_balance_threshold: null, auto_top_up: null },
+    ],
+  ],
+  [
+    "grants listed by status",
+    async (s) => {
+      await onUsagePlan(s);
+      const spent = await promo(s, "spent", 1000);
+      const voided = await promo(s, "voided", 1000, { priority: 90 });
+      const kept = await promo(s, "kept", 3000, { priority: 80 });
+      await s.call("POST", `/credit-grants/${voided}/void`, {});
+      await use(s, JAN_20, "150");
+      await s.advance(FEB);
+      const ids = async (status: string) => (await grants(s, status)).map((g) => g.id);
+      return [(await ids("active")).length, (await ids("depleted"))[0] === spent, (await ids("voided"))[0] === voided, (await ids("active"))[0] === kept, await grantStates(s)];
+    },
+    // 150 × 10 = 1,500: spent (priority 50) 1,000, then kept (80) 500; voided (90) was voided before.
+    [
+      1,
+      true,
+      true,
+      true,
+      [
+        ["spent", "depleted", "1000", "0"],
+        ["voided", "voided", "1000", "0"],
+        ["kept", "active", "3000", "2500"],
+      ],
     ],
   ],
   [
