@@ -13,6 +13,7 @@ import { SubscriptionSchema } from "../gen/billing/v1/subscription_pb.js";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { invoiceToPb, subscriptionToPb } from "./convert/billing.js";
 import { ts } from "./convert/common.js";
+import { creditAlertJson, grantEventJson } from "./convert/credits.js";
 import { subjectToPb } from "./convert/subject.js";
 import { restJson, stringifyRest } from "./json-out.js";
 
@@ -51,6 +52,10 @@ export function eventEncoder(publicBaseUrl: () => string): EventEncoder {
           expires_at: iso(c.expiresAt),
         });
       }
+      case "credit_grant":
+        return grantEventJson(r.grant);
+      case "credit_alert":
+        return creditAlertJson(r.alert);
       case "usage_threshold": {
         const t = r.threshold;
         return JSON.stringify({
