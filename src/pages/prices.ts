@@ -90,6 +90,8 @@ export function lineAmountHtml(value: string, currency: string): Html {
 export interface CreditedInvoice {
   currency: string;
   total: string;
+  /** A draft's credits are what would be applied if it finalized now: said so. */
+  status?: string;
   creditsApplied?: readonly CreditApplication[];
   amountDue?: string;
 }
@@ -103,7 +105,8 @@ export function creditRowsHtml(inv: CreditedInvoice, span: number): Html {
   const applied = inv.creditsApplied ?? [];
   if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return html``;
   const rows = applied.map(
-    (a) => html`<tr class="credit-applied"><td colspan="${span}">Credit applied <span class="mono">${a.grantId}</span></td><td class="n">${lineAmountHtml(negate(a.amount), inv.currency)}</td></tr>`,
+    (a) =>
+      html`<tr class="credit-applied"><td colspan="${span}">${inv.status === "draft" ? "Credit to apply" : "Credit applied"} <span class="mono">${a.grantId}</span></td><td class="n">${lineAmountHtml(negate(a.amount), inv.currency)}</td></tr>`,
   );
   return html`${rows}<tr class="total amount-due"><td colspan="${span}">Amount due</td><td class="n"><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></td></tr>`;
 }

@@ -100,6 +100,23 @@ for (const store of STORES) {
     t.regex(page, new RegExp(`Total USD 80\\.00 Credits applied ${first} USD -20\\.00 ${second} USD -30\\.00 Amount due USD 30\\.00`));
   });
 
+  test(`${store}: a draft says what credit it would apply when finalized; finalized, what it applied`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
+    await onUsagePlan(s);
+    const grant = await promo(s, "promo", 1000);
+    await s.events([["2026-01-20T00:00:00Z", "30"]]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const inv = (await s.invoices()).find((i) => i.line_items.length > 0);
+    t.is(inv.status, "draft");
+    const hosted = async () => text(await (await fetch(`${server.url}${new URL(inv.hosted_url).pathname}`)).text());
+    // 30 × 10 = 300, all paid by the grant: nothing due.
+    t.regex(await hosted(), new RegExp(`Total USD 3\\.00 Credit to apply ${grant} USD -3\\.00 Amount due USD 0\\.00`));
+    const dash = await dashboard(server, s.key);
+    t.regex(text(await (await dash.get(`/dashboard/invoices/${inv.id}`)).text()), new RegExp(`Credits to apply ${grant} USD -3\\.00 Amount due USD 0\\.00`));
+    await s.call("POST", `/invoices/${inv.id}/finalize`, {});
+    t.regex(await hosted(), new RegExp(`Status: paid .*Total USD 3\\.00 Credit applied ${grant} USD -3\\.00 Amount due USD 0\\.00`));
+  });
+
   test(`${store}: a credit purchase line and a commitment true-up line are named on the hosted invoice, in KWD`, async (t) => {
     const hosted = async (i: Json) => text(await (await fetch(`${server.url}${new URL(i.hosted_url).pathname}`)).text());
     // A paid plan subscribed through a checkout puts a card on file; a paid grant is then invoiced and charged.

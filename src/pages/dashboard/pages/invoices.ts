@@ -26,7 +26,7 @@ function creditsHtml(inv: CreditedInvoice): Html | "" {
   const applied = inv.creditsApplied ?? [];
   if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return "";
   const rows = applied.map((a) => html`<div><span class="mono">${a.grantId}</span> ${lineAmountHtml(`-${a.amount}`, inv.currency)}</div>`);
-  return html`<dt>Credits applied</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
+  return html`<dt>${inv.status === "draft" ? "Credits to apply" : "Credits applied"}</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
 }
 
 export async function invoicePage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
