@@ -18,6 +18,13 @@ export interface AlertSubjects {
   after(clockId: string | null, afterId: string, limit: number): Promise<AlertSubject[]>;
   /** Whether any subject of the environment has credit settings or an active grant. */
   environmentHasCredit(environmentId: string): Promise<boolean>;
+  /** Of the subjects these keys (IDs or external IDs) name, those with credit settings or an active grant. */
+  withCredit(environmentId: string, keys: readonly string[]): Promise<CreditSubject[]>;
+}
+
+/** A subject with credit, and its test clock (whose time it is evaluated at). */
+export interface CreditSubject extends AlertSubject {
+  testClockId: string | null;
 }
 
 /** Expires every grant due by `at` on the clock (credit_grant.expired each); how many. */

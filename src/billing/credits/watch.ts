@@ -25,7 +25,7 @@ export class CreditWatch {
   constructor(
     private readonly alerts: Pick<CreditAlerts, "evaluate">,
     private readonly directory: Pick<BillingDirectory, "subject">,
-    private readonly subjects: Pick<AlertSubjects, "environmentHasCredit">,
+    private readonly subjects: Pick<AlertSubjects, "environmentHasCredit" | "withCredit">,
     /** The subject's "now": its test clock's time, or real time. */
     private readonly nowFor: (s: Pick<BillingSubject, "environmentId" | "testClockId">) => Promise<Date>,
     private readonly delayMs = 50,
@@ -65,11 +65,23 @@ export class CreditWatch {
   }
 
   private async evaluateAll(batch: { environmentId: string; key: string }[]): Promise<void> {
-    for (const { environmentId, key } of batch) {
+    const byEnvironment = new Map<string, string[]>();
+    for (const { environmentId, key } of batch) byEnvironment.set(environmentId, [...(byEnvironment.get(environmentId) ?? []), key]);
+    for (const [environmentId, keys] of byEnvironment) {
       try {
-        if (await this.environmentHasCredit(environmentId)) await this.evaluateKey(environmentId, key);
+        if (!(await this.environmentHasCredit(environmentId))) continue;
+        // One statement for the batch: only subjects with settings or credit are evaluated.
+        for (let i = 0; i < keys.length; i += 500) {
+          for (const s of await this.subjects.withCredit(environmentId, keys.slice(i, i + 500))) {
+            try {
+              await this.alerts.evaluate(environmentId, s.subjectId, await this.nowFor(s));
+            } catch (err) {
+              this.onError(s.subjectId, err);
+            }
+          }
+        }
       } catch (err) {
-        this.onError(key, err);
+        this.onError(keys[0] ?? "", err);
       }
     }
   }

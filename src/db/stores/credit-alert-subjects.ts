@@ -1,5 +1,5 @@
 /** Which subjects the scheduler evaluates credit alerts for: those with credit settings or credit grants, on one clock. */
-import type { AlertSubject, AlertSubjects } from "../../billing/credits/runs.js";
+import type { AlertSubject, AlertSubjects, CreditSubject } from "../../billing/credits/runs.js";
 import type { Sql } from "../sql.js";
 
 export class SqlAlertSubjects implements AlertSubjects {
@@ -12,6 +12,23 @@ export class SqlAlertSubjects implements AlertSubjects {
       [environmentId, environmentId],
     );
     return rows.length > 0;
+  }
+
+  /**
+   * Of the subjects these keys (IDs or external IDs) name, those with credit settings or an
+   * active grant: one statement for a batch of ingested usage.
+   */
+  async withCredit(environmentId: string, keys: readonly string[]): Promise<CreditSubject[]> {
+    if (keys.length === 0) return [];
+    const marks = keys.map(() => "?").join(", ");
+    const rows = await this.sql.query<{ id: string; test_clock_id: string | null }[]>(
+      `SELECT j.id, j.test_clock_id FROM subjects j
+       WHERE j.environment_id = ? AND j.deleted_at IS NULL AND (j.id IN (${marks}) OR j.external_id_key IN (${marks}))
+         AND (EXISTS (SELECT 1 FROM credit_settings c WHERE c.environment_id = j.environment_id AND c.subject_id = j.id)
+           OR EXISTS (SELECT 1 FROM credit_grants g WHERE g.environment_id = j.environment_id AND g.subject_id = j.id AND g.status = 'active'))`,
+      [environmentId, ...keys, ...keys],
+    );
+    return rows.map((r) => ({ environmentId, subjectId: r.id, testClockId: r.test_clock_id }));
   }
 
   /**
