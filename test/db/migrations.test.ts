@@ -59,9 +59,13 @@ mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 i
     );
     const sums = [
       "checkout_sessions.amount_due",
+      "credit_grants.amount",
+      "credit_grants.remaining",
+      "credit_ledger.amount",
       "invoice_lines.amount",
       "invoice_lines.quantity",
       "invoice_lines.unit_amount",
+      "invoices.amount_due",
       "invoices.total",
       "usage_rollups.sum_value",
       "usage_rollups_minute.sum_value",
