@@ -24,7 +24,30 @@ export function randomBase62(n: number): string {
 }
 
 /** Type prefixes of every resource ID (DESIGN §4). */
-export type IdPrefix = "subj" | "env" | "key" | "rc" | "rate" | "pm" | "rcat" | "sub" | "stl" | "sti" | "inv" | "ue" | "cs" | "cps" | "clk" | "pm_card" | "evt" | "we" | "whd" | "wha" | "ds";
+export type IdPrefix =
+  | "subj"
+  | "env"
+  | "key"
+  | "rc"
+  | "rate"
+  | "pm"
+  | "rcat"
+  | "sub"
+  | "stl"
+  | "sti"
+  | "inv"
+  | "ue"
+  | "cs"
+  | "cps"
+  | "clk"
+  | "pm_card"
+  | "evt"
+  | "we"
+  | "whd"
+  | "wha"
+  | "ds"
+  | "cg"
+  | "cle";
 
 /** An opaque ID: prefix, underscore, 22 base62 characters (about 131 random bits). */
 export function newId(prefix: IdPrefix): string {

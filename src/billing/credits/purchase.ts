@@ -26,7 +26,7 @@ import type { CreditWrites } from "./ports.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
 
-export const newGrantId = (): string => `cg_${randomBase62(22)}`;
+export const newGrantId = (): string => newId("cg");
 
 /** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
 export const CREDIT_CHECKOUT_KIND = "credit";

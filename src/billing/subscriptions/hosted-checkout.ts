@@ -12,7 +12,7 @@ import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
-import type { CheckoutSession, PaymentProvider } from "./types.js";
+import type { CheckoutSession, Commitment, PaymentProvider } from "./types.js";
 
 /** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
 export interface CreditCheckouts {
@@ -111,11 +111,12 @@ export class HostedCheckout {
     if (kind === "credit" && this.purchases) {
       await this.purchases.completeCheckout(caller, session.payload as { grantId: string; invoiceId: string }, pmId, await this.lookups.nowFor(subject));
     } else if (session.kind === "subscribe") {
-      const input = (session.payload as { request: CreateSubscriptionInput }).request;
+      // The request as subscribe.ts stored it: its terms, checked then, with the minimum commitment.
+      const input = (session.payload as { request: CreateSubscriptionInput & { commitment?: Commitment | null } }).request;
       const withPm = { ...subject, paymentMethodId: pmId };
       const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
       const now = await this.lookups.nowFor(withPm);
-      const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers };
+      const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
       await this.subscriptions.startNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now);
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };

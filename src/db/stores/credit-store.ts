@@ -12,7 +12,7 @@ import type { AlertKind, AlertState, CreditStore, CreditTx, CreditWrites, GrantF
 import type { CreditGrant, CreditSettings, GrantCategory, GrantStatus, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
-import { randomBase62 } from "../../billing/ids.js";
+import { newId } from "../../billing/ids.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../../billing/money.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
@@ -23,7 +23,7 @@ import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { changed, eventWrites } from "./outbox.js";
 
-export const newLedgerId = (): string => `cle_${randomBase62(22)}`;
+export const newLedgerId = (): string => newId("cle");
 
 export function grantFromRow(r: CreditGrantRow): CreditGrant {
   return {
