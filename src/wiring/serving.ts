@@ -22,6 +22,7 @@ import { createApiDocs, loadOpenApi } from "../pages/docs.js";
 import { FormBodies } from "../rest/form-body.js";
 import { createRestGateway } from "../rest/gateway.js";
 import { createPages } from "../pages/hosted/checkout.js";
+import { creditReads } from "../pages/credits.js";
 import { createPortalPages } from "../pages/hosted/portal.js";
 import { type KeyVerifier, authInterceptor, authenticateKey } from "../rpc/auth.js";
 import { ACCEPTED_COMPRESSION } from "../rpc/compression.js";
@@ -89,7 +90,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   const invoke = createInvoker(specs, interceptors);
   const rest = createRestGateway(restServices, invoke, log, jsonOptions);
   const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
-  const portalPages = createPortalPages(services.portal, log);
+  const portalPages = createPortalPages(services.portal, log, creditReads(services.credits, services.billingStates));
   // The operator dashboard (/dashboard): sessions opened with a secret key, checked by the API's own verifier.
   const operatorSessions = new OperatorSessions(new SqlDashboardSessionStore(db.sql, db.entities), (key) => verifier.verify(key), config.dashboardSessionSeconds * 1000, now);
   const dashboard = createDashboard(operatorSessions, services, { secureCookies: baseUrl().startsWith("https:"), sessionSeconds: config.dashboardSessionSeconds }, log);

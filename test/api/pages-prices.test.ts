@@ -164,16 +164,19 @@ for (const store of STORES) {
     const portalPage = await (await fetch(`${server.url}${new URL(portal.url).pathname}`)).text();
     const links = [...portalPage.matchAll(/href="(\/hosted\/invoices\/[^"]+)"/g)].map((m) => m[1] as string);
     const paths = invoices.map((i) => new URL(i.hosted_url).pathname);
-    t.deepEqual([...links].sort(), [...paths].sort(), "the portal links every invoice");
+    // Links: each invoice in the invoice list, and again beside the credit it had applied (the ledger).
+    t.deepEqual([...new Set(links)].sort(), [...paths].sort(), "the portal links every invoice");
     t.regex(text(portalPage), /KWD 5\.000/, "the portal writes totals with three decimals");
     const page = async (path: string) => (await fetch(`${server.url}${path}`)).text();
-    // Jan 15: 5 seats; Feb 15: the usage of Jan 15 → Feb 15 and 5 seats; Mar 15: 2 seats and the credit.
+    // Jan 15: 5 seats; Feb 15: the usage of Jan 15 → Feb 15 and 5 seats; Mar 15: 2 seats, paid in
+    // part by the seat decrease's credit (a grant on the subject's balance, DESIGN §13 and §14).
     const [feb, mar] = [await page(paths[1] as string), await page(paths[2] as string)];
     // API calls: 20 × 0.100 = 2.000, raised to 5.000 by a minimum line of 3.000; storage: 80 × 0.100 = 8.000, capped at 5.000 by −3.000.
     t.regex(text(feb), /API calls 20 KWD 0\.100 KWD 2\.000 API calls \(minimum per period\) 1 KWD 3\.000 KWD 3\.000 /);
     t.regex(text(feb), /Storage 80 KWD 0\.100 KWD 8\.000 Storage \(maximum per period\) 1 KWD -3\.000 KWD -3\.000 /);
     t.regex(feb, /<span class="credit">KWD -3\.000<\/span>/, "a negative amount is marked");
     t.regex(text(feb), /Total KWD 15\.000 A negative amount is a credit\./, "5 seats 5.000 + 2.000 + 3.000 + 8.000 − 3.000 = 15.000");
-    t.regex(text(mar), /Seats: 5 → 2 \(remaining 14 of 28 days\) \(proration\) 1 KWD -1\.500 KWD -1\.500/);
+    // 2 seats 2.000 + usage 5.000 = 7.000; the decrease's credit: 3 seats × 1.000 × 14/28 = 1.500; due 5.500.
+    t.regex(text(mar), /Total KWD 7\.000 Credit applied cg_\w+ KWD -1\.500 Amount due KWD 5\.500/);
   });
 }
