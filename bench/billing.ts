@@ -6,7 +6,10 @@
  *     events. Reported: subscriptions invoiced per second, and a check of the invoices written.
  *  B. Billing state while ingestion runs: the real server in a child process; one client reads
  *     GET /customer-access/{subject}/billing-state in a loop (p50/p99) while others send REST
- *     batches of 500 usage events; the same reads without ingestion for comparison.
+ *     batches of 500 usage events; the same reads without ingestion for comparison. Two readers
+ *     on the same plan, read in turn: one without credit, one with a credit grant and a
+ *     low-balance threshold (its usage is evaluated for credit alerts as it comes), so the cost of
+ *     the credit fields (DESIGN §14) is the ratio of their p99s (goal ≤ 1.5×).
  *
  * Run:  npm run bench:billing   (BENCH_SUBSCRIPTIONS=10000, BENCH_SECONDS=10)
  *       BENCH_PARTS=A      only the cycle close (A); BENCH_PARTS=B only billing state (B)
@@ -156,18 +159,25 @@ async function stateBench(url: string) {
     });
     const subject = await call("POST", "/subjects", { external_id: "reader" });
     await call("POST", "/subscriptions", { subject_id: subject.id, rate_card_id: card.id });
+    // The reader with credit: a grant, and a threshold its usage is checked against as it comes.
+    const creditor = await call("POST", "/subjects", { external_id: "creditor" });
+    await call("POST", "/subscriptions", { subject_id: creditor.id, rate_card_id: card.id });
+    await call("POST", "/credit-grants", { subject_id: creditor.id, amount: { currency_code: "USD", value: "100000000" }, category: "promotional" });
+    await call("PUT", `/subjects/${creditor.id}/credit-settings`, { currency_code: "USD", low_balance_threshold: { currency_code: "USD", value: "1000" } });
     const writers = await Promise.all(Array.from({ length: 50 }, (_, i) => call("POST", "/subjects", { external_id: `w${i}` })));
 
+    /** Reads both readers' billing state in turn for `seconds`: [without credit, with credit] latencies, sorted. */
     const read = async (seconds: number) => {
-      const lat: number[] = [];
+      const lat: [number[], number[]] = [[], []];
       const end = Date.now() + seconds * 1000;
-      while (Date.now() < end) {
+      for (let i = 0; Date.now() < end; i++) {
         const t = process.hrtime.bigint();
-        const r = await call("GET", `/customer-access/reader/billing-state`);
-        lat.push(Number(process.hrtime.bigint() - t) / 1e6);
+        const r = await call("GET", `/customer-access/${i % 2 === 0 ? "reader" : "creditor"}/billing-state`);
+        lat[i % 2]?.push(Number(process.hrtime.bigint() - t) / 1e6);
         if (!r.has_active_subscription) throw new Error("no active subscription in billing state");
+        if (i % 2 === 1 && r.credit_balance[0]?.value !== "100000000") throw new Error("the creditor's balance is not in billing state");
       }
-      return Float64Array.from(lat).sort();
+      return lat.map((l) => Float64Array.from(l).sort()) as [Float64Array, Float64Array];
     };
     log("B: billing state without ingestion");
     const idle = await read(Math.max(3, SECONDS / 2));
@@ -180,7 +190,7 @@ async function stateBench(url: string) {
         while (running) {
           const events = Array.from({ length: 500 }, (_, i) => ({
             idempotency_key: `k${seq++}`,
-            subject_id: i % 10 === 0 ? "reader" : `w${i % 50}`,
+            subject_id: i % 10 === 0 ? "reader" : i % 10 === 1 ? "creditor" : `w${i % 50}`,
             event_name: "api",
             data: { n: "1" },
           }));
@@ -195,8 +205,8 @@ async function stateBench(url: string) {
     running = false;
     await ingest;
     const rate = sent / ((Date.now() - t0) / 1000);
-    const final = await call("GET", `/customer-access/reader/billing-state`);
-    return { idle, busy, rate, used: final.usage_data[0].used_units, writers: writers.length, server };
+    const final = await call("GET", `/customer-access/creditor/billing-state`);
+    return { idle, busy, rate, used: final.usage_data[0].used_units, available: final.available_credit[0]?.value, writers: writers.length, server };
   } finally {
     agent.destroy();
     await server.stop();
@@ -246,10 +256,14 @@ await runBenchmark(async () => {
           ...markdownTable(
             ["Billing state (`GET /customer-access/{id}/billing-state`)", "p50 ms", "p99 ms", "reads"],
             [
-              ["no ingestion", ms(b.idle, 0.5), ms(b.idle, 0.99), fmtInt(b.idle.length)],
-              [`while ingesting ${fmtInt(b.rate)} events/s (REST batches of 500, 2 clients)`, ms(b.busy, 0.5), ms(b.busy, 0.99), fmtInt(b.busy.length)],
+              ["no ingestion, subject without credit", ms(b.idle[0], 0.5), ms(b.idle[0], 0.99), fmtInt(b.idle[0].length)],
+              ["no ingestion, subject with credit", ms(b.idle[1], 0.5), ms(b.idle[1], 0.99), fmtInt(b.idle[1].length)],
+              [`while ingesting ${fmtInt(b.rate)} events/s (REST batches of 500, 2 clients), without credit`, ms(b.busy[0], 0.5), ms(b.busy[0], 0.99), fmtInt(b.busy[0].length)],
+              ["the same, subject with credit", ms(b.busy[1], 0.5), ms(b.busy[1], 0.99), fmtInt(b.busy[1].length)],
             ],
           ),
+          "",
+          `Credit fields' cost (p99 with credit ÷ p99 without, goal ≤ 1.5×): ${fmt(percentile(b.idle[1], 0.99) / percentile(b.idle[0], 0.99), 2)}× at rest, ${fmt(percentile(b.busy[1], 0.99) / percentile(b.busy[0], 0.99), 2)}× while ingesting; the creditor's available credit at the end: ${b.available}.`,
           "",
           ...serverReportLines(await b.server.stop(), b.server.problems),
         ]),
