@@ -70,6 +70,28 @@ const cases: Case[] = [
     ],
   ],
   [
+    "an immediate cancellation bills the true-up of the commitment prorated to the part of the period used",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(6200) });
+      await s.events([["2026-01-20T00:00:00Z", "500"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      await s.advance("2026-01-30T02:00:00Z");
+      return (await bills(s)).at(-1);
+    },
+    // Jan 15 → Jan 30 is 15 of the period's 31 days: commitment 6200 × 15/31 = 3000; the period's
+    // charges: seats 1000 (paid in advance) + usage 500 = 1500; true-up 3000 − 1500 = 1500; the
+    // final invoice: usage 500 + true-up 1500 = 2000
+    [
+      "paid",
+      "2000",
+      [
+        ["API calls", "500", "1", "500"],
+        ["Minimum commitment USD 30.00 (prorated from USD 62.00): charges of the period USD 15.00", "1", "1500", "1500"],
+      ],
+    ],
+  ],
+  [
     "charges at or above the commitment: no true-up",
     async (s) => {
       await subscribed(s, 2, { minimum_commitment: money(3000) });

@@ -20,6 +20,7 @@ import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, Subscription } from "./types.js";
+import { commitmentTrueUp } from "./commitments.js";
 import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
@@ -174,7 +175,9 @@ export class SubscriptionChanges {
    */
   private async tryCancelAt(current: Subscription, at: Date, reason: string | null, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
-    const lines = await this.engine.builder.usageLines(card, current, current.usageSince, at);
+    const usage = await this.engine.builder.usageLines(card, current, current.usageSince, at);
+    // A minimum commitment is prorated to the part of the period before the cancellation (commitments.ts).
+    const lines = [...usage, ...(await commitmentTrueUp(this.stores.invoices, current, usage, card.currency ?? "USD", at))];
     // The final invoice bills the usage so far: a draft for the grace period, like a cycle's.
     const invoice = this.engine.builder.newInvoice(current, card, "final", lines, current.usageSince, at, at, await this.engine.builder.windowTerms(current, current.usageSince, at, at));
     const cancelled = await this.stores.transaction(async (tx) => {

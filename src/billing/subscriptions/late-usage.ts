@@ -11,6 +11,7 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js";
 import type { BillingStores } from "./ports.js";
+import { applyCredits } from "./credit-application.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -163,17 +164,19 @@ export class LateUsage {
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const at = s.testClockId ? ((await this.ctx.stores.clocks.get(s.environmentId, s.testClockId))?.frozenTime ?? this.ctx.now()) : this.ctx.now();
     const invoice = lines.length > 0 ? this.builder.newInvoice(s, card, `adjustment:${at.getTime()}:${randomBase62(8)}`, lines, s.cancelledAt ?? at, s.cancelledAt ?? at, at) : undefined;
-    const wrote = await this.ctx.stores.transaction(async (tx) => {
+    const written = await this.ctx.stores.transaction(async (tx) => {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
-      if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return false;
-      if (invoice) {
-        await tx.insertInvoice(invoice);
-        await tx.emit(newInvoiceEvents(invoice));
+      if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return null;
+      // The subject's credit pays an adjustment invoice like any other (DESIGN §14).
+      const applied = invoice ? await applyCredits(tx, invoice, invoice.createdAt) : undefined;
+      if (applied) {
+        await tx.insertInvoice(applied);
+        await tx.emit(newInvoiceEvents(applied));
       }
       await tx.updateSubscription({ ...locked, usageCheck: check });
-      return invoice !== undefined;
+      return applied ?? null;
     });
-    if (wrote && invoice) await this.settlement.settleMany([invoice]);
-    return wrote;
+    if (written) await this.settlement.settleMany([written]);
+    return written !== null;
   }
 }
