@@ -29,6 +29,8 @@ export interface CreditRealTimeParts {
   realTimeEveryMs?: number;
   /** How long usage of a subject is gathered before it is evaluated. */
   usageDelayMs?: number;
+  /** Aborted when the server stops: the watch evaluates nothing more. */
+  stopping?: AbortSignal;
 }
 
 export function wireCreditRealTime(p: CreditRealTimeParts) {
@@ -39,6 +41,7 @@ export function wireCreditRealTime(p: CreditRealTimeParts) {
   const subjects = new SqlAlertSubjects(p.sql);
   const runs = new CreditRuns(p.store, p.expireDue, alerts, subjects, p.realTimeEveryMs ?? 60_000, failed);
   const watch = new CreditWatch(alerts, engine.stores.directory, subjects, (s) => p.lookups.nowFor(s), p.usageDelayMs ?? 50, failed);
+  p.stopping?.addEventListener("abort", () => watch.stop(), { once: true });
   return { alerts, runs, watch, topUps };
 }
 

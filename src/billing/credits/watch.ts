@@ -21,6 +21,7 @@ export class CreditWatch {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private readonly hasCredit = new Map<string, { yes: boolean; until: number }>();
+  private stopped = false;
 
   constructor(
     private readonly alerts: Pick<CreditAlerts, "evaluate">,
@@ -35,6 +36,7 @@ export class CreditWatch {
 
   /** Usage was ingested for these subjects (IDs or external IDs): evaluate them shortly. */
   usage(environmentId: string, subjectKeys: Iterable<string>): void {
+    if (this.stopped) return;
     for (const key of subjectKeys) this.pending.set(`${environmentId}/${key}`, { environmentId, key });
     if (this.pending.size === 0 || this.timer) return;
     this.timer = setTimeout(() => {
@@ -58,6 +60,17 @@ export class CreditWatch {
     }
   }
 
+  /**
+   * The server is stopping: usage gathered but not evaluated yet is dropped (the scheduler's next
+   * run on another server evaluates those subjects), and no batch starts another subject.
+   */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.pending.clear();
+  }
+
   /** Resolves once the usage evaluations queued so far have run (tests, shutdown). */
   async idle(): Promise<void> {
     while (this.timer || this.pending.size > 0) await new Promise((r) => setTimeout(r, this.delayMs));
@@ -68,11 +81,13 @@ export class CreditWatch {
     const byEnvironment = new Map<string, string[]>();
     for (const { environmentId, key } of batch) byEnvironment.set(environmentId, [...(byEnvironment.get(environmentId) ?? []), key]);
     for (const [environmentId, keys] of byEnvironment) {
+      if (this.stopped) return;
       try {
         if (!(await this.environmentHasCredit(environmentId))) continue;
         // One statement for the batch: only subjects with settings or credit are evaluated.
         for (let i = 0; i < keys.length; i += 500) {
           for (const s of await this.subjects.withCredit(environmentId, keys.slice(i, i + 500))) {
+            if (this.stopped) return;
             try {
               await this.alerts.evaluate(environmentId, s.subjectId, await this.nowFor(s));
             } catch (err) {
