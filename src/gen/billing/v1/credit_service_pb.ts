@@ -403,7 +403,8 @@ export const CreditService: GenService<{
    * method on file, and the grant becomes active when that invoice is paid; without a payment
    * method the answer carries a hosted checkout URL and the grant waits ("pending_payment"); a
    * declined payment grants nothing ("failed"). Errors: INVALID_ARGUMENT (400) naming the field: a
-   * missing or non-positive amount, an unknown currency, a bad category, a priority outside
+   * missing or non-positive amount, an amount that is not a whole number of the currency's
+   * smallest unit (credit is spent on invoice amounts, which are whole), an unknown currency, a bad category, a priority outside
    * 1..100, expires_at not after effective_at, an empty or duplicate rate code, a missing
    * callback when a checkout is needed; NOT_FOUND (404) for the subject.
    *

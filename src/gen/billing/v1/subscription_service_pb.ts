@@ -645,8 +645,9 @@ export const SubscriptionService: GenService<{
    * Resumes a paused subscription now: a new cycle starts at this instant (its anchor from now
    * on), with the fixed charges in advance. With proration_behavior "create_prorations" (the
    * default) the fixed charges paid before the pause for the part of that cycle the pause left
-   * unused are credited on the resume's invoice (a "proration" line; what the invoice cannot
-   * take goes to the next ones: an invoice is never negative); "none" credits nothing. Errors:
+   * unused are credited on the resume's invoice (a "proration" line; an invoice is never
+   * negative: what it cannot take goes to the subject's credit balance, DESIGN §14); "none"
+   * credits nothing. Errors:
    * INVALID_ARGUMENT (400) for proration_behavior; FAILED_PRECONDITION (400) unless paused.
    *
    * @generated from rpc billing.v1.SubscriptionService.ResumeSubscription
@@ -661,10 +662,11 @@ export const SubscriptionService: GenService<{
    * now on. Codes left out keep their quantity and multiplier; a metadata value of "" removes that
    * key. With proration_behavior "create_prorations" (the default) the change is billed for the
    * remaining fraction of the current period at once: an increase on a new invoice charged now
-   * (lines of kind "proration"), a decrease as a negative "proration" line on the next invoice
-   * (an invoice is never negative: what it cannot take goes to the following ones); "none"
-   * applies the new quantities from the next cycle's charges. The proration invoice, if any, is
-   * in the answer. Errors: INVALID_ARGUMENT (400) naming the field: an unknown rate code, a
+   * (lines of kind "proration"), a decrease as credit on the subject's credit balance (a
+   * promotional grant with a "proration" ledger entry, spent by the next invoices; DESIGN §14);
+   * a call that raises some rates and lowers others is netted. "none" applies the new quantities
+   * from the next cycle's charges. A minimum_commitment applies from the next period. The
+   * proration invoice, if any, is in the answer. Errors: INVALID_ARGUMENT (400) naming the field: an unknown rate code, a
    * negative quantity or multiplier, a bad proration_behavior; NOT_FOUND (404);
    * FAILED_PRECONDITION (400) unless active, or when it follows a subscription timeline.
    *
