@@ -40,13 +40,11 @@ import type { Logger } from "../log.js";
 import type { Metrics } from "../ops/metrics.js";
 import { type Tracing, tracedProvider } from "../ops/tracing.js";
 import { eventEncoder } from "../rpc/event-payload.js";
-import { creditAlertJson, grantEventJson } from "../rpc/convert/credits.js";
 import type { EventEncoder } from "../billing/events/types.js";
 import { Credits } from "../billing/credits/grants.js";
 import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
 import type { CreditStore } from "../billing/credits/ports.js";
-import { TOP_UP_METADATA_KEY } from "../billing/credits/top-up.js";
 import { watchIngest, wireCreditRealTime } from "./credits.js";
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
@@ -91,12 +89,6 @@ export function wireSubscriptions(
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
 }
 
-/** Every event's resource as wire JSON: billing's (src/rpc/event-payload.ts) and credits'. */
-function eventsEncoder(publicBaseUrl: () => string): EventEncoder {
-  const billing = eventEncoder(publicBaseUrl);
-  return (r) => (r.kind === "credit_grant" ? grantEventJson(r.grant) : r.kind === "credit_alert" ? creditAlertJson(r.alert) : billing(r));
-}
-
 /** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
 function wireCredits(late: { store: CreditStore; bind(c: Credits): void }, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
@@ -112,7 +104,7 @@ function wireCredits(late: { store: CreditStore; bind(c: Credits): void }, subs:
  * expiry and purchases are the credit use cases made after them (`bind`). Each auto top-up is a
  * purchase keyed by its crossing, so a repeat never buys twice.
  */
-function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, cards: Pick<RateCardStore, "get">, log?: Logger) {
+function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, cards: Pick<RateCardStore, "get">, log?: Logger, stopping?: AbortSignal) {
   const store = new SqlCreditStore(db.sql, db.entities, encode);
   let uses: Credits | undefined;
   const bound = (): Credits => {
@@ -124,12 +116,11 @@ function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEn
     engine,
     lookups: new Lookups(engine, cards),
     store,
-    purchases: {
-      purchase: (caller, subject, g, callbacks, now) =>
-        bound().purchases.purchase(caller, subject, g, callbacks, now, `top_up:${subject.id}:${g.currency}:${g.metadata[TOP_UP_METADATA_KEY] ?? now.toISOString()}`),
-    },
+    // The auto top-up passes its crossing's key, which is the purchase's idempotency key.
+    purchases: { purchase: (...a) => bound().purchases.purchase(...a) },
     expireDue: (at, clockId) => bound().expireDue(at, clockId),
     log,
+    stopping,
   });
   const bind = (c: Credits) => {
     uses = c;
@@ -163,7 +154,7 @@ export function buildServices(
 ) {
   const { metrics, tracing } = ops;
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
-  const encode = eventsEncoder(publicBaseUrl);
+  const encode = eventEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
@@ -217,7 +208,7 @@ export function buildServices(
     eventOptions.thresholdCheckMs ?? 60_000,
     (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
   );
-  const late = creditsInRealTime(db, encode, engine, cardStore, log);
+  const late = creditsInRealTime(db, encode, engine, cardStore, log, ops.stopping);
   watchIngest(ingest, late.watch);
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,

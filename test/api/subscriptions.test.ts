@@ -100,6 +100,9 @@ for (const store of STORES) {
       active_subscriptions: [{ rate_card_id: card, subscription_id: sub.id }],
       usage_data: [{ included_units: 100, pricing_metric_id: m, rate_name: "API calls", used_units: "0" }],
       paused_subscriptions: [],
+      // No credit ever: no currency (DESIGN §14), so an app stopping at zero credit lets it through.
+      credit_balance: [],
+      available_credit: [],
     });
     await s.events([
       ["2026-01-16T00:00:00Z", "60.5"],

@@ -213,6 +213,30 @@ for (const store of STORES) {
     await s.call("POST", `/pricing-metrics/${sum}/summary`, { subject_id: s.subjectId, period: { ...period, inclusive_end: true }, dimensions: ["region"], period_granularity: "day" });
     await s.call("GET", `/customer-access/${s.subjectId}/billing-state`);
 
+    // Credit: a promotional grant restricted to one rate with an expiry, a paid one (the card on
+    // file pays it), settings, the ledger, and a void; the cycle close below spends credit, so its
+    // invoices carry credits_applied.
+    const promo = await s.call("POST", "/credit-grants", {
+      subject_id: s.subjectId,
+      amount: { currency_code: "USD", value: "500" },
+      priority: 10,
+      expires_at: "2026-06-01T00:00:00Z",
+      applies_to_rate_codes: ["seats"],
+      metadata: { campaign: "launch" },
+    });
+    const paid = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: { currency_code: "USD", value: "700" }, category: "paid", ...callbacks });
+    await s.call("GET", `/credit-grants/${promo.credit_grant.id}`);
+    await s.call("GET", `/credit-grants?subject_id=${s.subjectId}&status=active`);
+    await s.call("PUT", `/subjects/${s.subjectId}/credit-settings`, {
+      currency_code: "USD",
+      low_balance_threshold: { currency_code: "USD", value: "100" },
+      auto_top_up: { threshold: { currency_code: "USD", value: "50" }, amount: { currency_code: "USD", value: "1000" }, priority: 60 },
+    });
+    await s.call("GET", `/subjects/${s.subjectId}/credit-settings?currency_code=USD`);
+    await s.call("POST", `/credit-grants/${paid.credit_grant.id}/void`, {});
+    await s.call("GET", `/subjects/${s.subjectId}/credit-ledger?limit=50`);
+    await s.call("GET", `/customer-access/${s.subjectId}/billing-state`);
+
     // A cycle closes: invoices.
     await s.advance("2026-02-16T00:00:00Z");
     await s.call("GET", `/test-clocks/${s.clockId}`);

@@ -6,11 +6,12 @@ import { dec } from "../../src/billing/money.js";
 const cases: [string, [string, string][], [string, string][], [string, string, string][]][] = [
   ["nothing: no currency", [], [], []],
   ["credit, no usage", [["USD", "5000"]], [], [["USD", "5000", "5000"]]],
-  ["usage, no credit: available goes negative", [], [["USD", "1234.5"]], [["USD", "0", "-1234.5"]]],
+  ["usage, never any credit: no currency (it pays in arrears; an app must not stop it at zero)", [], [["USD", "1234.5"]], []],
+  ["usage, credit spent to 0: available goes negative", [["USD", "0"]], [["USD", "1234.5"]], [["USD", "0", "-1234.5"]]],
   ["balance less usage, exact decimals", [["USD", "5000"]], [["USD", "0.000000000001"]], [["USD", "5000", "4999.999999999999"]]],
   ["overdrawn", [["USD", "2000"]], [["USD", "3500"]], [["USD", "2000", "-1500"]]],
   [
-    "currencies apart, sorted by code; credit in one, usage in another",
+    "currencies apart, sorted by code; usage in a currency without credit left out",
     [
       ["USD", "100"],
       ["EUR", "50"],
@@ -21,7 +22,6 @@ const cases: [string, [string, string][], [string, string][], [string, string, s
     ],
     [
       ["EUR", "50", "30"],
-      ["JPY", "0", "-7"],
       ["USD", "100", "100"],
     ],
   ],

@@ -52,11 +52,13 @@ export async function usageCostSoFar(engine: UsagePricing, active: readonly Subs
 }
 
 /**
- * Billing state's credit fields: per currency the subject has credit or subscriptions in (sorted
- * by code), the balance and the available credit (balance − cost so far, may be negative).
+ * Billing state's credit fields: per currency the subject has (or had) credit in, sorted by code,
+ * the balance and the available credit (balance − cost so far, may be negative). A currency the
+ * subject never had credit in is left out: it pays in arrears there, and an app that stops a
+ * customer at zero available credit must not stop one who never bought credit.
  */
 export function creditFields(balances: ReadonlyMap<string, string>, cost: ReadonlyMap<string, Decimal>): { balance: CurrencyAmount[]; available: CurrencyAmount[] } {
-  const currencies = [...new Set([...balances.keys(), ...cost.keys()])].sort();
+  const currencies = [...balances.keys()].sort();
   const balance: CurrencyAmount[] = [];
   const available: CurrencyAmount[] = [];
   for (const c of currencies) {

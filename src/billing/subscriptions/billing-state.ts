@@ -52,6 +52,8 @@ export class BillingStates {
   /** Balance (the ledger's sum) and available credit per currency. */
   private async creditOf(environmentId: string, subjectId: string, active: Subscription[]): Promise<{ balance: CurrencyAmount[]; available: CurrencyAmount[] }> {
     const balances = this.credits ? await this.credits.balances(environmentId, subjectId) : [];
+    // Without any credit there is nothing to subtract the usage from: the usage is not priced.
+    if (balances.length === 0) return { balance: [], available: [] };
     return creditFields(new Map(balances.map((b) => [b.currency, b.balance])), await usageCostSoFar(this.lookups.engine, active));
   }
 }
