@@ -20,7 +20,7 @@
 import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { dailyValues, descriptions, EXACT, fixedRate, flat, graduated, hostedPage, money, patch, percentage, priced, tier, usageAndBilled, usageRate, volume } from "../helpers/price-bodies.js";
+import { dailyValues, descriptions, due, EXACT, fixedRate, flat, graduated, hostedPage, money, patch, percentage, priced, tier, usageAndBilled, usageRate, volume } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -748,14 +748,15 @@ const changes: Case[] = [
     ],
   ],
   [
-    "seat decrease mid-cycle: a negative proration line on the next invoice",
+    "seat decrease mid-cycle: the credit goes to the subject's balance and pays the next invoice",
     async (s) => {
       await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [fixedRate(flat(1000))] }), fixed_rate_quantities: { seats: 5 } });
       await s.advance(MID_FEB_CYCLE);
       const r = await patch(s, await subId(s), { fixed_rate_quantities: { seats: 2 } });
       const count = (await s.invoices()).length;
       await s.advance(MAR);
-      return [r.proration_invoice ?? null, count, await priced(s, EXACT)];
+      const ledger = (await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries.map((e: Json) => [e.entry_type, e.amount.value]);
+      return [r.proration_invoice ?? null, count, await priced(s, EXACT), await due(s), ledger];
     },
     [
       null,
@@ -763,78 +764,56 @@ const changes: Case[] = [
       [
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
         ["paid", "5000", [["Seats", "fixed", "5", "1000", "5000"]]],
-        // Mar 15: 2 × 1,000 = 2,000; credit −3 seats × 1,000 × 14/28 = −1,500 (one line: 1 × −1,500); total 500.
-        [
-          "paid",
-          "500",
-          [
-            ["Seats", "fixed", "2", "1000", "2000"],
-            ["Seats: 5 → 2 (remaining 14 of 28 days)", "proration", "1", "-1500", "-1500"],
-          ],
-        ],
+        // Mar 15: 2 × 1,000 = 2,000.
+        ["paid", "2000", [["Seats", "fixed", "2", "1000", "2000"]]],
+      ],
+      // The decrease: −3 seats × 1,000 × 14/28 = 1,500 of credit (DESIGN §13: to the balance);
+      // Mar 15's 2,000 takes all of it: 2,000 − 1,500 = 500 due.
+      [
+        ["5000", []],
+        ["5000", []],
+        ["500", ["1500"]],
+      ],
+      [
+        ["proration", "1500"],
+        ["application", "-1500"],
       ],
     ],
   ],
   [
-    "a decrease larger than the next invoice is carried: no invoice is negative",
+    "a decrease larger than the next invoice is spent over several: no invoice is negative",
     async (s) => {
       await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [fixedRate(flat(1000))] }), fixed_rate_quantities: { seats: 10 } });
       await s.advance(MID_FEB_CYCLE);
       await patch(s, await subId(s), { fixed_rate_quantities: { seats: 1 } });
       await s.advance("2026-07-15T00:00:00Z");
       const bills = await priced(s);
-      const all = bills.flatMap(([, , lines]) => lines);
-      return [bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[1], l[4]])]), sumAmounts(all)];
+      const dues = await due(s);
+      return [bills.map(([st, total, lines]) => [st, total, lines.map((l) => [l[1], l[4]])]), dues, String(dues.reduce((acc, [d]) => acc + BigInt(d), 0n))];
     },
-    // Credit: −9 seats × 1,000 × 14/28 = −4,500, taken 1,000 (one seat) per invoice:
-    // Mar 15 1,000 − 1,000 = 0 (3,500 left); Apr 15 0 (2,500 left); May 15 0 (1,500 left);
+    // Credit: 9 seats × 1,000 × 14/28 = 4,500 on the balance, 1,000 (one seat) spent per invoice:
+    // Mar 15 1,000 − 1,000 = 0 due (3,500 left); Apr 15 0 (2,500 left); May 15 0 (1,500 left);
     // Jun 15 0 (500 left); Jul 15 1,000 − 500 = 500.
     [
       [
         ["paid", "10000", [["fixed", "10000"]]],
         ["paid", "10000", [["fixed", "10000"]]],
-        [
-          "paid",
-          "0",
-          [
-            ["fixed", "1000"],
-            ["proration", "-1000"],
-          ],
-        ],
-        [
-          "paid",
-          "0",
-          [
-            ["fixed", "1000"],
-            ["proration", "-1000"],
-          ],
-        ],
-        [
-          "paid",
-          "0",
-          [
-            ["fixed", "1000"],
-            ["proration", "-1000"],
-          ],
-        ],
-        [
-          "paid",
-          "0",
-          [
-            ["fixed", "1000"],
-            ["proration", "-1000"],
-          ],
-        ],
-        [
-          "paid",
-          "500",
-          [
-            ["fixed", "1000"],
-            ["proration", "-500"],
-          ],
-        ],
+        ["paid", "1000", [["fixed", "1000"]]],
+        ["paid", "1000", [["fixed", "1000"]]],
+        ["paid", "1000", [["fixed", "1000"]]],
+        ["paid", "1000", [["fixed", "1000"]]],
+        ["paid", "1000", [["fixed", "1000"]]],
       ],
-      // Every line billed: 10,000 + 10,000 + 5 × 1,000 charged − 4,500 credited = 20,500.
+      [
+        ["10000", []],
+        ["10000", []],
+        ["0", ["1000"]],
+        ["0", ["1000"]],
+        ["0", ["1000"]],
+        ["0", ["1000"]],
+        ["500", ["500"]],
+      ],
+      // Everything charged: 10,000 + 10,000 + 5 × 1,000 − 4,500 credited = 20,500.
       "20500",
     ],
   ],
@@ -886,26 +865,16 @@ const changes: Case[] = [
     ],
   ],
   [
-    "multiplier lowered mid-cycle: a credit on the next invoice",
+    "multiplier lowered mid-cycle: a credit that pays part of the next invoice",
     async (s) => {
       await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [fixedRate(flat(1000))] }), fixed_rate_quantities: { seats: 2 } });
       await s.advance(MID_FEB_CYCLE);
       const r = await patch(s, await subId(s), { rate_price_multipliers: { seats: "0.5" } });
       await s.advance(MAR);
-      return [r.proration_invoice ?? null, (await priced(s, EXACT)).at(-1)];
+      return [r.proration_invoice ?? null, (await priced(s, EXACT)).at(-1), (await due(s)).at(-1)];
     },
-    // 2 seats × 1,000 × (0.5 − 1) × 14/28 = −500; Mar 15: 2 × 1,000 × 0.5 = 1,000 − 500 = 500.
-    [
-      null,
-      [
-        "paid",
-        "500",
-        [
-          ["Seats", "fixed", "2", "500", "1000"],
-          ["Seats: multiplier 1 → 0.5 (remaining 14 of 28 days)", "proration", "1", "-500", "-500"],
-        ],
-      ],
-    ],
+    // 2 seats × 1,000 × (1 − 0.5) × 14/28 = 500 of credit; Mar 15: 2 × 1,000 × 0.5 = 1,000, less 500 = 500 due.
+    [null, ["paid", "1000", [["Seats", "fixed", "2", "500", "1000"]]], ["500", ["500"]]],
   ],
   [
     'UpdateSubscription\'s metadata: keys set, "" removes one, others kept; nothing billed',

@@ -70,6 +70,11 @@ export async function priced(s: Scenario, names: readonly string[] | typeof EXAC
   return (await s.invoices()).map((i) => [i.status, i.total_amount.value, (i.line_items as Json[]).map((l) => lineOf(l, names))]);
 }
 
+/** The subject's invoices as [amount due, the amount of each credit applied], oldest first (DESIGN §14). */
+export async function due(s: Scenario): Promise<[string, string[]][]> {
+  return (await s.invoices()).map((i) => [i.amount_due.value, (i.credits_applied as Json[]).map((c) => c.amount.value)]);
+}
+
 /** Every line description of the subject's invoices, oldest first. */
 export async function descriptions(s: Scenario): Promise<string[][]> {
   return (await s.invoices()).map((i) => (i.line_items as Json[]).map((l) => String(l.description)));
