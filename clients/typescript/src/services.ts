@@ -5,6 +5,7 @@
 import type { Client, Interceptor, Transport } from "@connectrpc/connect";
 import { createClient } from "@connectrpc/connect";
 import { CheckoutService } from "./gen/billing/v1/checkout_service_pb.js";
+import { CreditService } from "./gen/billing/v1/credit_service_pb.js";
 import { CustomerAccessService } from "./gen/billing/v1/customer_access_service_pb.js";
 import { CustomerPortalService } from "./gen/billing/v1/customer_portal_service_pb.js";
 import { EventService } from "./gen/billing/v1/event_service_pb.js";
@@ -22,6 +23,7 @@ import { WebhookEndpointService } from "./gen/billing/v1/webhook_endpoint_servic
 
 export const services = {
   checkout: CheckoutService,
+  credits: CreditService,
   customerAccess: CustomerAccessService,
   customerPortal: CustomerPortalService,
   events: EventService,

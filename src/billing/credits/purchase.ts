@@ -29,7 +29,7 @@ import type { CreditGrant } from "./types.js";
 export const newGrantId = (): string => newId("cg");
 
 /** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
-export const CREDIT_CHECKOUT_KIND = "credit";
+export const CREDIT_CHECKOUT_KIND = "credit" as const;
 
 export interface PurchaseResult {
   grant: CreditGrant;
@@ -103,7 +103,7 @@ export class CreditPurchases {
       const session = await this.checkouts.open(
         caller,
         subject,
-        CREDIT_CHECKOUT_KIND as never,
+        CREDIT_CHECKOUT_KIND,
         { grantId: grant.id, invoiceId: invoice.id },
         callbacks,
         { currency: grant.currency },

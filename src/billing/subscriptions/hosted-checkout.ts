@@ -74,7 +74,7 @@ export class HostedCheckout {
     // What the checkout was for must still be possible before the card is taken and the checkout used.
     const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
     if (!subject) return stale;
-    const kind = session.kind as string;
+    const kind = session.kind;
     if (kind === "credit") {
       const p = session.payload as { grantId: string };
       if (!this.purchases || !(await this.purchases.pending(session.environmentId, p.grantId))) return stale;

@@ -190,7 +190,7 @@ export interface CheckoutSession {
   environmentId: string;
   token: string;
   subjectId: string;
-  kind: "subscribe" | "change" | "timeline";
+  kind: "subscribe" | "change" | "timeline" | "credit";
   /** What completing it does: the validated subscription (or change) request. */
   payload: Record<string, unknown>;
   successUrl: string;
