@@ -10,19 +10,11 @@ import type { Caller } from "../tenancy.js";
 import type { BillingDirectory } from "../subscriptions/ports.js";
 import type { BillingSubject } from "../subscriptions/types.js";
 import type { TopUpBuyer } from "./alerts.js";
-import type { CreditSettings, GrantCategory } from "./types.js";
+import type { CreditSettings } from "./types.js";
+import type { CheckedGrant } from "./validation.js";
 
-/** The paid grant a top-up buys (the shape of CreditPurchases.purchase's grant, purchase.ts). */
-export interface TopUpGrant {
-  currency: string;
-  amount: string;
-  category: GrantCategory;
-  priority: number;
-  effectiveAt: Date | undefined;
-  expiresAt: Date | null;
-  appliesToRateCodes: string[];
-  metadata: Record<string, string>;
-}
+/** The paid grant a top-up buys: a checked grant, as CreditPurchases.purchase takes it (purchase.ts). */
+export type TopUpGrant = CheckedGrant;
 
 /** Buys a paid grant charged to the payment method on file (CreditPurchases, purchase.ts). */
 export interface GrantPurchases {
