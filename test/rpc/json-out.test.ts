@@ -27,6 +27,7 @@ test("nested messages and lists get their nulls; REST writes a line quantity as 
     periodStart: at,
     periodEnd: at,
     totalAmount: usd("1"),
+    amountDue: usd("1"),
     lineItems: [
       { description: "a", quantity: "12345678901234567890.123456789012", amount: usd("1"), priceInUnitAmount: usd("1") },
       { description: "b", quantity: ".5", amount: usd("0"), priceInUnitAmount: usd("0") },
@@ -58,6 +59,7 @@ test("a field marked (billing.v1.always_set) is never written as null: a respons
     periodStart: at,
     periodEnd: at,
     totalAmount: usd("1"),
+    amountDue: usd("1"),
     lineItems: [{ description: "a", quantity: "1", priceInUnitAmount: usd("1") }],
   });
   t.throws(() => restJson(InvoiceSchema, proto(InvoiceSchema, inv)), { message: /billing\.v1\.InvoiceLineItem\.amount is always set/ });
