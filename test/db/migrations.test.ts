@@ -65,8 +65,12 @@ mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 i
       "invoice_lines.amount",
       "invoice_lines.quantity",
       "invoice_lines.unit_amount",
+      "invoices.amount_credited",
       "invoices.amount_due",
+      "invoices.subtotal",
       "invoices.total",
+      "invoices.total_discount",
+      "invoices.total_tax",
       "usage_rollups.sum_value",
       "usage_rollups_minute.sum_value",
     ];

@@ -18,6 +18,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { displayMoney } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "../subscriptions/checkout.js";
+import { finalizeOpen } from "../subscriptions/booking.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type BillingSubject, type Invoice, type PaymentMethod, chargeKey } from "../subscriptions/types.js";
@@ -89,9 +90,11 @@ export class CreditPurchases {
     const invoice = purchaseInvoice(grant, subject, now);
     try {
       await this.stores.transaction(async (tx) => {
-        await tx.insertInvoice(invoice);
+        // Numbered like any invoice that becomes open (neither discounted nor taxed: subscriptions/booking.ts).
+        const numbered = await finalizeOpen(tx, invoice, now);
+        await tx.insertInvoice(numbered);
         await credits(tx).insertGrant(grant);
-        await tx.emit([...newInvoiceEvents(invoice), creditGrantEvent("credit_grant.created", grant)]);
+        await tx.emit([...newInvoiceEvents(numbered), creditGrantEvent("credit_grant.created", grant)]);
       });
     } catch (err) {
       // A concurrent repeat of the same keyed purchase wrote it first: that one stands.

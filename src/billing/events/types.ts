@@ -7,7 +7,7 @@
  */
 import type { CreditGrant } from "../credits/types.js";
 import type { Subject } from "../subject-types.js";
-import type { CheckoutSession, Invoice, Subscription } from "../subscriptions/types.js";
+import { type CheckoutSession, type Invoice, type Subscription, isInternal } from "../subscriptions/types.js";
 
 /** Every event type, in the order the README's table lists them. */
 export const EVENT_TYPES = [
@@ -115,8 +115,13 @@ export const invoiceEvent = (type: EventType, invoice: Invoice): NewEvent => ({ 
 
 export const creditGrantEvent = (type: EventType, grant: CreditGrant): NewEvent => ({ type, environmentId: grant.environmentId, resource: { kind: "credit_grant", grant } });
 
-/** A newly written invoice: created, and finalized too when it is open from the start (no grace period). */
+/**
+ * A newly written invoice: created, and finalized too when it is open from the start (no grace
+ * period). None for an empty invoice kept internal (DESIGN §15): it is announced when a line lands
+ * on it, at its finalization (see Drafts).
+ */
 export function newInvoiceEvents(invoice: Invoice): NewEvent[] {
+  if (isInternal(invoice)) return [];
   const out = [invoiceEvent("invoice.created", invoice)];
   if (invoice.status === "open") out.push(invoiceEvent("invoice.finalized", invoice));
   return out;

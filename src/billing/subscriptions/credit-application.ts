@@ -50,7 +50,11 @@ export function keyedFixedLines<L extends { key: string | null }>(
 export function chargeLines(inv: Pick<Invoice, "lines">): ChargeLine[] {
   return inv.lines.map((l) => {
     const bar = l.key?.indexOf("|") ?? -1;
-    return { rateCode: CODED.has(l.kind) && l.key && bar > 0 ? l.key.slice(0, bar) : null, amount: l.amount };
+    // What the line costs the buyer (DESIGN §15): its amount less its discounts plus its exclusive tax.
+    let amount = dec(l.amount);
+    for (const d of l.discountAmounts ?? []) amount = amount.minus(dec(d.amount));
+    for (const t of l.taxAmounts ?? []) if (!t.inclusive) amount = amount.plus(dec(t.amount));
+    return { rateCode: CODED.has(l.kind) && l.key && bar > 0 ? l.key.slice(0, bar) : null, amount: formatDecimal(amount) };
   });
 }
 
@@ -88,24 +92,6 @@ export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date): Promi
     }
   }
   return withApplications(inv, applied);
-}
-
-/**
- * Applies credit to each open invoice of a batch in one transaction, in the order of their
- * subjects (so two batches lock the grants of their subjects in the same order).
- */
-export async function applyCreditsToAll(tx: BillingTx, list: Invoice[]): Promise<Invoice[]> {
-  const order = [...list.keys()].sort((a, b) => {
-    const x = list[a] as Invoice;
-    const y = list[b] as Invoice;
-    return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
-  });
-  const out = [...list];
-  for (const k of order) {
-    const inv = list[k] as Invoice;
-    out[k] = inv.status === "open" ? await applyCredits(tx, inv, inv.createdAt) : inv;
-  }
-  return out;
 }
 
 /** What credit would pay of a draft if it finalized at `at`: read in a transaction of its own, nothing spent. */

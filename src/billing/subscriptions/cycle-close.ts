@@ -10,7 +10,8 @@ import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
-import { applyCreditsToAll, grantProrationCredits, keyedFixedLines } from "./credit-application.js";
+import { finalizeAllOpen } from "./booking.js";
+import { grantProrationCredits, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
 import { sameEntries, withCredits } from "./proration.js";
@@ -163,7 +164,7 @@ export class CycleClose {
           credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
         }
         // Credit grants pay what they can of each invoice final at once (credit-application.ts).
-        const out = await applyCreditsToAll(
+        const out = await finalizeAllOpen(
           tx,
           ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null),
         );

@@ -9,12 +9,13 @@ import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { resizedTrueUp } from "./commitments.js";
-import { applyCredits, previewCredits } from "./credit-application.js";
+import { finalizeOpen, previewBooking } from "./booking.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
 import { retryingRaces } from "./races.js";
 import type { Settlement } from "./settlement.js";
-import type { Invoice } from "./types.js";
+import { newInvoiceEvents } from "../events/types.js";
+import { type Invoice, isInternal } from "./types.js";
 
 /** Thrown to roll back a finalization whose draft another run finalized first. */
 const NOT_MOVED = new Error("the draft was finalized meanwhile");
@@ -33,7 +34,7 @@ export class Drafts {
    */
   async preview(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft") return inv;
-    return previewCredits(this.ctx.stores, await this.recompute(inv), this.finalizationTime(inv));
+    return previewBooking(this.ctx.stores, await this.recompute(inv), this.finalizationTime(inv));
   }
 
   /**
@@ -86,9 +87,10 @@ export class Drafts {
     const final = await retryingRaces(() =>
       this.ctx.stores
         .transaction(async (tx) => {
-          const credited = await applyCredits(tx, recomputed, spentAt);
+          const credited = await finalizeOpen(tx, recomputed, spentAt);
           if (!(await tx.finalizeDraft(credited, at))) throw NOT_MOVED;
-          await tx.emit(transitionEvents(finalize, [credited]));
+          // A draft kept internal while it was empty is announced now that a line landed on it.
+          await tx.emit(isInternal(draft) && !isInternal(credited) ? newInvoiceEvents(credited) : transitionEvents(finalize, [credited]));
           return credited;
         })
         .catch((err) => {

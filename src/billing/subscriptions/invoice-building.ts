@@ -13,7 +13,7 @@ import { type Cycle, assumedCycle, limitLine, windowShare } from "../invoicing/l
 import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
-import { applyCredits } from "./credit-application.js";
+import { finalizeOpen } from "./booking.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageWindow } from "./types.js";
@@ -230,8 +230,8 @@ export class InvoiceBuilder {
     // An invoice of a usage window is written even without lines (usage within the included
     // units, or none): late usage of that window can still land on it or be adjusted later.
     if (invoice.lines.length === 0 && !invoice.window) return true;
-    // DESIGN §14: an invoice open at once spends the subject's credit here (credit-application.ts).
-    const credited = await applyCredits(tx, invoice, invoice.createdAt);
+    // DESIGN §14, §15: an invoice open at once is booked, spends the subject's credit and is numbered here (booking.ts).
+    const credited = await finalizeOpen(tx, invoice, invoice.createdAt);
     try {
       await tx.insertInvoice(credited);
       await tx.emit(newInvoiceEvents(credited));

@@ -6,7 +6,7 @@
  * that announces it; checkTransition is the one place that judges a move.
  */
 import { type EventType, type NewEvent, invoiceEvent } from "../events/types.js";
-import type { Invoice, InvoiceStatus } from "./types.js";
+import { type Invoice, type InvoiceStatus, isInternal } from "./types.js";
 
 /** The statuses a new invoice is written in: a draft during its window's grace period, or open. */
 export const INITIAL_INVOICE_STATUSES: readonly InvoiceStatus[] = ["draft", "open"];
@@ -47,5 +47,6 @@ export function checkTransition(from: InvoiceStatus, to: InvoiceStatus): Invoice
 /** The events that announce `invoices` moving by `t`, each as it is after the move; none when the move is not announced. */
 export function transitionEvents(t: InvoiceTransition, invoices: readonly Invoice[]): NewEvent[] {
   const { event } = t;
-  return event === null ? [] : invoices.map((i) => invoiceEvent(event, { ...i, status: t.to }));
+  // An empty invoice kept internal is never announced (DESIGN §15).
+  return event === null ? [] : invoices.filter((i) => !isInternal(i)).map((i) => invoiceEvent(event, { ...i, status: t.to }));
 }

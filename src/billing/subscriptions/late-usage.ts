@@ -11,7 +11,7 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js";
 import type { BillingStores } from "./ports.js";
-import { applyCredits } from "./credit-application.js";
+import { finalizeOpen } from "./booking.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -168,7 +168,7 @@ export class LateUsage {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
       if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return null;
       // The subject's credit pays an adjustment invoice like any other (DESIGN §14).
-      const applied = invoice ? await applyCredits(tx, invoice, invoice.createdAt) : undefined;
+      const applied = invoice ? await finalizeOpen(tx, invoice, invoice.createdAt) : undefined;
       if (applied) {
         await tx.insertInvoice(applied);
         await tx.emit(newInvoiceEvents(applied));

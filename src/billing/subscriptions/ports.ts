@@ -4,7 +4,9 @@
  * completed checkout saves a payment method on the subject). src/db implements them on SQL;
  * test/fakes in memory.
  */
+import type { BookingDiscount } from "../coupons/types.js";
 import type { CreditWrites } from "../credits/ports.js";
+import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
 import type { EventWrites } from "../events/types.js";
 import type { Page, PageResult } from "../pagination.js";
@@ -182,12 +184,42 @@ export interface TimelineWrites {
   insertTimelineItems(items: TimelineItem[]): Promise<void>;
 }
 
+/** What an invoice prints about its parties, and the tax rates its rate card brings (DESIGN §15). */
+export interface InvoiceParties {
+  /** The subject's display name. */
+  customerName: string | null;
+  customer: BillingDetails | null;
+  seller: SellerDetails | null;
+  /** The default tax rates of the invoice's subscription's rate card (empty: none). */
+  cardTaxRateIds: string[];
+}
+
+/**
+ * What booking an invoice reads and writes in its finalizing transaction (DESIGN §15; see
+ * booking.ts in this folder): discounts, parties, taxes, numbers.
+ */
+export interface BookingTx {
+  /** The discounts that apply to `inv` finalized at `at` (its currency, its subscription's and subject's, active), in the order they apply. */
+  discountsFor(inv: Invoice, at: Date): Promise<BookingDiscount[]>;
+  /** Records that these discounts discounted invoice `invoiceId` (a "once" discount ends). */
+  discounted(discountIds: string[], invoiceId: string, at: Date): Promise<void>;
+  parties(inv: Invoice): Promise<InvoiceParties>;
+  /** The tax engine (the built-in rates, or another adapter). */
+  taxes: TaxProvider;
+  /**
+   * Takes the next `count` numbers of the environment's `kind` sequence, its row locked until the
+   * transaction ends (so numbers are gapless: a rollback gives them back): the prefix and the first.
+   */
+  nextNumbers(environmentId: string, kind: "invoice" | "credit_note", count: number): Promise<{ prefix: string; first: number }>;
+}
+
 /**
  * Everything billing writes in one transaction, and the events of those changes (the outbox);
  * `credits`: spending and granting credit in the same transaction (a finalization's credits);
- * absent only where a store keeps no credits (the in-memory fake of the tests).
+ * `booking`: discounts, taxes and numbers (DESIGN §15); both absent only where a store keeps none
+ * (the in-memory fake of the tests).
  */
-export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites & { credits?: CreditWrites };
+export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

@@ -1,6 +1,9 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
+import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
+import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
+import { dec } from "../money.js";
 
 export type SubscriptionStatus = "active" | "cancelled" | "paused";
 
@@ -104,6 +107,9 @@ export interface InvoiceLine {
   key: string | null;
   /** Adjustment lines: the invoice whose usage window this adjusts. */
   windowInvoiceId: string | null;
+  /** DESIGN §15: what discounts took off this line, and its tax per rate (absent: none). */
+  discountAmounts?: BookedDiscount[];
+  taxAmounts?: BookedTax[];
 }
 
 /**
@@ -165,6 +171,30 @@ export interface Invoice {
   creditsApplied?: CreditApplication[];
   /** What is charged: total less creditsApplied, never negative. Absent: the total. */
   amountDue?: string;
+  /**
+   * DESIGN §15 (booking.ts): the number given at finalization (null on a draft and on an empty
+   * invoice kept internal); the line amounts less totalDiscount make subtotal; total (above) is
+   * subtotal plus exclusive tax. Absent on invoices written before: subtotal = total, the rest 0.
+   */
+  number?: string | null;
+  subtotal?: string;
+  totalDiscount?: string;
+  totalTax?: string;
+  discounts?: BookedDiscount[];
+  taxAmounts?: BookedTax[];
+  /** Legal notes printed on it (reverse charge, tax exempt). */
+  notes?: string[];
+  /** The buyer and seller as printed, kept from its finalization. */
+  customer?: BillingDetails | null;
+  customerName?: string | null;
+  seller?: SellerDetails | null;
+  /** What credit notes credited of it so far (absent: 0). */
+  amountCredited?: string;
+}
+
+/** An invoice with no lines and a zero total: kept internal (DESIGN §15): not numbered, charged, shown in the portal or announced. */
+export function isInternal(i: Pick<Invoice, "lines" | "total">): boolean {
+  return i.lines.length === 0 && dec(i.total).isZero();
 }
 
 /** What an invoice charges: its amount due, the total when no credit was applied. */

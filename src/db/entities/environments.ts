@@ -1,6 +1,6 @@
 /** Tables of environments and their API keys (authentication). */
 import { EntitySchema } from "typeorm";
-import { type Dialect, type ExactText, idColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, type ExactText, idColumn, jsonColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface EnvironmentRow {
   id: string;
@@ -12,6 +12,18 @@ export interface EnvironmentRow {
   rate_limit_api_rps?: number | null;
   /** How long a cycle's invoice stays a draft (seconds; 0: finalized at once). */
   invoice_grace_seconds?: number;
+  /** DESIGN §15: invoices are numbered `<invoice_prefix>-000001`; the seller they print (JSON). */
+  invoice_prefix?: string;
+  seller?: SellerRow | null;
+}
+
+/** The seller printed on an environment's invoices (see SellerDetails in the domain). */
+export interface SellerRow {
+  legalName?: string | null;
+  address?: { line1?: string | null; line2?: string | null; city?: string | null; postalCode?: string | null; state?: string | null; country: string } | null;
+  taxId?: string | null;
+  email?: string | null;
+  footer?: string | null;
 }
 
 export interface ApiKeyRow {
@@ -24,7 +36,7 @@ export interface ApiKeyRow {
   revoked_at: Date | null;
 }
 
-export function environmentsEntities(_dialect: Dialect, exact: ExactText) {
+export function environmentsEntities(dialect: Dialect, exact: ExactText) {
   const Environment = new EntitySchema<EnvironmentRow>({
     name: "Environment",
     tableName: "environments",
@@ -36,6 +48,8 @@ export function environmentsEntities(_dialect: Dialect, exact: ExactText) {
       rate_limit_ingest_rps: { type: "int", nullable: true },
       rate_limit_api_rps: { type: "int", nullable: true },
       invoice_grace_seconds: { type: "int", nullable: false, default: 3600 },
+      invoice_prefix: { type: "varchar", length: 12, nullable: false, default: "INV" },
+      seller: jsonColumn(dialect, true),
     }),
     uniques: [{ name: "uq_environments_name", columns: ["name"] }],
   });

@@ -26,7 +26,7 @@ export type { SubjectRow } from "./subjects.js";
 export type { PricingMetricRow, RateCardRow, RateCatalogRow, PriceColumns, RateRow, RateCellRow } from "./catalog.js";
 export type { UsageEventRow, UsageRollupRow, UsageUniqueValueRow } from "./usage.js";
 export type { SubscriptionRow } from "./subscriptions.js";
-export type { InvoiceRow, InvoiceLineRow } from "./invoices.js";
+export type { InvoiceRow, InvoiceLineRow, InvoiceSequenceRow } from "./invoices.js";
 export type { PaymentMethodRow } from "./payment-methods.js";
 export type { CheckoutRow } from "./checkouts.js";
 export type { PortalSessionRow } from "./portal-sessions.js";
@@ -48,7 +48,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { PricingMetric, RateCard, RateCatalog, Rate, RateCell } = catalogEntities(dialect, exact);
   const { UsageEvent, UsageRollup, UsageRollupMinute, IngestHour, RejectedUsageEvent, UsageUniqueValue } = usageEntities(dialect, exact);
   const { Subscription } = subscriptionsEntities(dialect, exact);
-  const { Invoice, InvoiceLine } = invoicesEntities(dialect, exact);
+  const { Invoice, InvoiceLine, InvoiceSequence } = invoicesEntities(dialect, exact);
   const { PaymentMethod } = paymentMethodsEntities(dialect, exact);
   const { Checkout } = checkoutsEntities(dialect, exact);
   const { PortalSession } = portalSessionsEntities(dialect, exact);
@@ -78,6 +78,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     UsageUniqueValue,
     Subscription,
     Invoice,
+    InvoiceSequence,
     InvoiceLine,
     PaymentMethod,
     Checkout,

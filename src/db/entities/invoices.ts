@@ -25,6 +25,30 @@ export interface InvoiceRow {
   basis?: InvoiceBasisRow | null;
   credits_applied?: { grantId: string; amount: string }[] | null;
   amount_due?: string | null;
+  /** DESIGN §15 (migration 26): the number given at finalization, the booked totals and what is printed. */
+  number?: string | null;
+  subtotal?: string | null;
+  total_discount?: string | null;
+  total_tax?: string | null;
+  amount_credited?: string | null;
+  booking?: InvoiceBookingRow | null;
+}
+
+/** What an invoice prints besides its lines (see the domain's Invoice): JSON. */
+export interface InvoiceBookingRow {
+  discounts?: unknown[];
+  taxAmounts?: unknown[];
+  notes?: string[];
+  customer?: unknown;
+  customerName?: string | null;
+  seller?: unknown;
+}
+
+/** The last number given per (environment, kind): "invoice" or "credit_note". */
+export interface InvoiceSequenceRow {
+  environment_id: string;
+  kind: string;
+  last_number: string;
 }
 
 /** What an invoice's usage window was priced from (see UsageWindow in the domain). */
@@ -48,6 +72,8 @@ export interface InvoiceLineRow {
   kind?: string;
   line_key?: string | null;
   window_invoice_id?: string | null;
+  /** A line's discount and tax amounts (JSON; NULL: none). */
+  booking?: { discountAmounts?: unknown[]; taxAmounts?: unknown[] } | null;
 }
 
 export function invoicesEntities(dialect: Dialect, exact: ExactText) {
@@ -80,11 +106,19 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       // Credit grants spent on it (JSON list; NULL: none) and what is charged: total less them (NULL on no row since migration 25).
       credits_applied: jsonColumn(dialect, true),
       amount_due: sumColumn(dialect, true),
+      // DESIGN §15: the number (NULL on drafts and internal empty invoices), the booked totals, what is printed.
+      number: textColumn(40),
+      subtotal: sumColumn(dialect, true),
+      total_discount: sumColumn(dialect, true),
+      total_tax: sumColumn(dialect, true),
+      amount_credited: sumColumn(dialect, true),
+      booking: jsonColumn(dialect, true),
     }),
     uniques: [
       { name: "uq_invoices_id", columns: ["id"] },
       { name: "uq_invoices_subscription_period", columns: ["subscription_id", "period_key"] },
       { name: "uq_invoices_hosted_token", columns: ["hosted_token"] },
+      { name: "uq_invoices_env_number", columns: ["environment_id", "number"] },
     ],
     indices: [
       { name: "ix_invoices_subject_seq", columns: ["subject_id", "seq"] },
@@ -92,6 +126,7 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_invoices_subscription_seq", columns: ["subscription_id", "seq"] },
       { name: "ix_invoices_env_status_seq", columns: ["environment_id", "status", "seq"] },
       { name: "ix_invoices_env_finalized", columns: ["environment_id", "finalized_at"] },
+      { name: "ix_invoices_env_created", columns: ["environment_id", "created_at"] },
     ],
   });
 
@@ -110,6 +145,7 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       kind: { type: "varchar", length: 24, nullable: false, default: "charge" },
       line_key: textColumn(1000),
       window_invoice_id: textColumn(32),
+      booking: jsonColumn(dialect, true),
     }),
     indices: [
       { name: "ix_invoice_lines_invoice", columns: ["invoice_id", "position"] },
@@ -117,5 +153,15 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
     ],
   });
 
-  return { Invoice, InvoiceLine };
+  const InvoiceSequence = new EntitySchema<InvoiceSequenceRow>({
+    name: "InvoiceSequence",
+    tableName: "invoice_sequences",
+    columns: exact({
+      environment_id: idColumn(true),
+      kind: { type: "varchar", length: 16, primary: true },
+      last_number: { type: "bigint", nullable: false },
+    }),
+  });
+
+  return { Invoice, InvoiceLine, InvoiceSequence };
 }

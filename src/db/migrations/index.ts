@@ -26,6 +26,7 @@ import { UniqueCounts1795000000022 } from "./1795000000022-UniqueCounts.js";
 import { SeatChanges1795000000023 } from "./1795000000023-SeatChanges.js";
 import { Credits1795000000024 } from "./1795000000024-Credits.js";
 import { CreditApplications1795000000025 } from "./1795000000025-CreditApplications.js";
+import { InvoiceBooking1795000000026 } from "./1795000000026-InvoiceBooking.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -54,6 +55,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   SeatChanges1795000000023,
   Credits1795000000024,
   CreditApplications1795000000025,
+  InvoiceBooking1795000000026,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

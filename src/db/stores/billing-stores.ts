@@ -11,6 +11,7 @@ import type { Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
 import { findSubjectRow } from "../raw.js";
 import type { Sql } from "../sql.js";
+import { bookingWrites } from "./booking-store.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
 import { creditWrites } from "./credit-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
@@ -78,6 +79,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           ...timelineWrites(em, sql, entities),
           ...eventWrites(em, encode, now, sql.dialect),
           credits: creditWrites(em, sql, entities),
+          booking: bookingWrites(em, sql),
         }),
       );
       return run.catch((err: unknown) => {

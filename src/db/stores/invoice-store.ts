@@ -40,7 +40,33 @@ export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice
     finalizedAt: r.finalized_at ?? null,
     creditsApplied: r.credits_applied ?? [],
     amountDue: r.amount_due ?? r.total,
+    ...bookingFromRow(r),
   };
+}
+
+/** The booked fields (DESIGN §15) of a row; rows written before them: no discount, no tax. */
+function bookingFromRow(r: InvoiceRow): Partial<Invoice> {
+  const b = r.booking ?? {};
+  return {
+    number: r.number ?? null,
+    subtotal: r.subtotal ?? r.total,
+    totalDiscount: r.total_discount ?? "0",
+    totalTax: r.total_tax ?? "0",
+    amountCredited: r.amount_credited ?? "0",
+    discounts: (b.discounts ?? []) as Invoice["discounts"],
+    taxAmounts: (b.taxAmounts ?? []) as Invoice["taxAmounts"],
+    notes: b.notes ?? [],
+    customer: (b.customer ?? null) as Invoice["customer"],
+    customerName: b.customerName ?? null,
+    seller: (b.seller ?? null) as Invoice["seller"],
+  };
+}
+
+/** What an invoice prints besides its lines, as stored (JSON; NULL when there is nothing). */
+function bookingToRow(i: Invoice): InvoiceRow["booking"] {
+  const b = { discounts: i.discounts ?? [], taxAmounts: i.taxAmounts ?? [], notes: i.notes ?? [], customer: i.customer ?? null, customerName: i.customerName ?? null, seller: i.seller ?? null };
+  const empty = b.discounts.length === 0 && b.taxAmounts.length === 0 && b.notes.length === 0 && b.customer === null && b.customerName === null && b.seller === null;
+  return empty ? null : b;
 }
 
 function lineFromRow(l: InvoiceLineRow): InvoiceLine {
@@ -52,6 +78,8 @@ function lineFromRow(l: InvoiceLineRow): InvoiceLine {
     kind: (l.kind ?? "charge") as InvoiceLineKind,
     key: l.line_key ?? null,
     windowInvoiceId: l.window_invoice_id ?? null,
+    discountAmounts: (l.booking?.discountAmounts ?? []) as InvoiceLine["discountAmounts"],
+    taxAmounts: (l.booking?.taxAmounts ?? []) as InvoiceLine["taxAmounts"],
   };
 }
 
@@ -86,6 +114,12 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
       : null,
     credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,
     amount_due: amountDueOf(i),
+    number: i.number ?? null,
+    subtotal: i.subtotal ?? i.total,
+    total_discount: i.totalDiscount ?? "0",
+    total_tax: i.totalTax ?? "0",
+    amount_credited: i.amountCredited ?? "0",
+    booking: bookingToRow(i),
   };
 }
 
@@ -101,12 +135,13 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
     kind: l.kind,
     line_key: l.key === null ? null : l.key.slice(0, 1000),
     window_invoice_id: l.windowInvoiceId,
+    booking: l.discountAmounts?.length || l.taxAmounts?.length ? { discountAmounts: l.discountAmounts ?? [], taxAmounts: l.taxAmounts ?? [] } : null,
   }));
 }
 
 const INSERT_INVOICES =
-  "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis, credits_applied, amount_due) VALUES ";
-const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id) VALUES ";
+  "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis, credits_applied, amount_due, number, subtotal, total_discount, total_tax, amount_credited, booking) VALUES ";
+const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id, booking) VALUES ";
 
 /** The line kinds a usage window bills itself (what late usage is diffed against): usage, and the per-period minimum or maximum priced with it. */
 const WINDOW_KINDS: InvoiceLineKind[] = ["usage", "minimum", "maximum"];
@@ -138,11 +173,28 @@ function invoiceValues(i: Invoice): unknown[] {
     r.basis ? JSON.stringify(r.basis) : null,
     r.credits_applied ? JSON.stringify(r.credits_applied) : null,
     canonicalDecimal(r.amount_due ?? r.total),
+    r.number ?? null,
+    canonicalDecimal(r.subtotal ?? r.total),
+    canonicalDecimal(r.total_discount ?? "0"),
+    canonicalDecimal(r.total_tax ?? "0"),
+    canonicalDecimal(r.amount_credited ?? "0"),
+    r.booking ? JSON.stringify(r.booking) : null,
   ];
 }
 
 function lineValues(l: InvoiceLineRow): unknown[] {
-  return [l.invoice_id, l.position, l.description, canonicalDecimal(l.quantity), canonicalDecimal(l.unit_amount), canonicalDecimal(l.amount), l.kind, l.line_key ?? null, l.window_invoice_id ?? null];
+  return [
+    l.invoice_id,
+    l.position,
+    l.description,
+    canonicalDecimal(l.quantity),
+    canonicalDecimal(l.unit_amount),
+    canonicalDecimal(l.amount),
+    l.kind,
+    l.line_key ?? null,
+    l.window_invoice_id ?? null,
+    l.booking ? JSON.stringify(l.booking) : null,
+  ];
 }
 
 /**
@@ -192,6 +244,11 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
         total: i.total,
         credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,
         amount_due: amountDueOf(i),
+        number: i.number ?? null,
+        subtotal: i.subtotal ?? i.total,
+        total_discount: i.totalDiscount ?? "0",
+        total_tax: i.totalTax ?? "0",
+        booking: bookingToRow(i) as never,
         finalized_at: at,
         updated_at: at,
       },

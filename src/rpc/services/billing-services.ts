@@ -1,5 +1,5 @@
 /** Connect implementations of subscriptions, invoices, customer access and test clocks. */
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
@@ -96,6 +96,12 @@ export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceServic
     },
     async markInvoiceUncollectible(req, ctx) {
       return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "uncollectible")) };
+    },
+    async getInvoiceSettings() {
+      throw new ConnectError("invoice settings are not served yet", Code.Unimplemented);
+    },
+    async updateInvoiceSettings() {
+      throw new ConnectError("invoice settings are not served yet", Code.Unimplemented);
     },
   };
 }

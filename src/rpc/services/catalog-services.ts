@@ -1,5 +1,5 @@
 /** Connect implementations of the catalog services: wire ⇄ domain only. */
-import type { ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-catalogs.js";
@@ -55,6 +55,9 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
     },
     async archiveRateCard(req, ctx) {
       return { rateCard: rateCardToPb(await cards.archive(callerOf(ctx), req.rateCardId)) };
+    },
+    async setRateCardTaxRates() {
+      throw new ConnectError("default tax rates are not served yet", Code.Unimplemented);
     },
   };
 }

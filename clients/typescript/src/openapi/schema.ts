@@ -232,6 +232,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rate-cards/{rate_card_id}/default_tax_rates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replaces a rate card's default tax rates (invoices finalized from then on use them).
+         * @description Replaces a rate card's default tax rates (invoices finalized from then on use them). Errors:
+         *     NOT_FOUND (404) for the card; INVALID_ARGUMENT (400) naming `tax_rate_ids[i]` for an unknown,
+         *     archived or repeated tax rate.
+         */
+        post: operations["SetRateCardTaxRates"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/rate-cards/{rate_card_id}/archive": {
         parameters: {
             query?: never;
@@ -658,9 +680,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Lists a subject's invoices, oldest first.
-         * @description Lists a subject's invoices, oldest first. Errors: INVALID_ARGUMENT (400) for a missing
-         *     subject_id or bad paging values; NOT_FOUND (404) for the subject.
+         * Lists invoices oldest first: of every subject, or one subject's, filtered by status, creation time and number (DESIGN §15).
+         * @description Lists invoices oldest first: of every subject, or one subject's, filtered by status, creation
+         *     time and number (DESIGN §15). Errors: INVALID_ARGUMENT (400) for a bad status, bad times
+         *     (created_to before created_from) or bad paging values; NOT_FOUND (404) for a subject_id that
+         *     names no subject.
          */
         get: operations["ListInvoices"];
         put?: never;
@@ -731,6 +755,33 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/invoice-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The environment's invoice settings: the number prefix and the seller printed on invoices.
+         * @description The environment's invoice settings: the number prefix and the seller printed on invoices.
+         */
+        get: operations["GetInvoiceSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Changes the environment's invoice settings; fields left out are unchanged.
+         * @description Changes the environment's invoice settings; fields left out are unchanged. A new prefix
+         *     numbers the invoices finalized from then on, continuing the sequence. Errors:
+         *     INVALID_ARGUMENT (400) naming the field: a prefix that is not 1–12 characters of A–Z, 0–9 and
+         *     "-", a bad country, a field too long.
+         */
+        patch: operations["UpdateInvoiceSettings"];
         trace?: never;
     };
     "/invoices/{invoice_id}/mark_uncollectible": {
@@ -1223,6 +1274,28 @@ export interface components {
             rate_card_id: string;
             subscription_id: string;
         };
+        /** @description A postal address. Every field is optional but country, which a buyer's taxes depend on. */
+        Address: {
+            line1: string | null;
+            line2: string | null;
+            city: string | null;
+            postal_code: string | null;
+            /** @description State, province or region (ISO 3166-2 subdivision code without the country where one exists). */
+            state: string | null;
+            /** @description ISO 3166-1 alpha-2, upper-case, e.g. "DE". */
+            country: string;
+        };
+        /** @description A postal address. Every field is optional but country, which a buyer's taxes depend on. */
+        AddressInput: {
+            line1?: string | null;
+            line2?: string | null;
+            city?: string | null;
+            postal_code?: string | null;
+            /** @description State, province or region (ISO 3166-2 subdivision code without the country where one exists). */
+            state?: string | null;
+            /** @description ISO 3166-1 alpha-2, upper-case, e.g. "DE". */
+            country?: string | null;
+        };
         /** @description The aggregation, discriminated by `aggregation_type`. */
         Aggregation: {
             /**
@@ -1296,6 +1369,44 @@ export interface components {
              * @description Of the grants it buys; default 50.
              */
             priority?: number | string | null;
+        };
+        /** @description What an invoice needs to know about its buyer (DESIGN §15). */
+        BillingDetails: {
+            /** @description The legal name invoices are addressed to; absent (JSON null): the subject's name. */
+            legal_name: string | null;
+            /** @description Where invoices are sent; absent (JSON null): the subject's email. */
+            email: string | null;
+            address: components["schemas"]["Address"] | null;
+            tax_ids: components["schemas"]["TaxId"][];
+            /**
+             * @description "none" (default: taxed), "exempt" (no tax, "Tax exempt" on the invoice) or "reverse" (no
+             *     tax, the reverse-charge legal note on the invoice).
+             */
+            tax_exempt: string;
+            /**
+             * @description Tax rates applied to this subject's invoices instead of the rate cards' default tax rates;
+             *     empty: the rate cards' defaults.
+             */
+            tax_rate_ids: string[];
+        };
+        /** @description What an invoice needs to know about its buyer (DESIGN §15). */
+        BillingDetailsInput: {
+            /** @description The legal name invoices are addressed to; absent (JSON null): the subject's name. */
+            legal_name?: string | null;
+            /** @description Where invoices are sent; absent (JSON null): the subject's email. */
+            email?: string | null;
+            address?: components["schemas"]["AddressInput"] | null;
+            tax_ids?: components["schemas"]["TaxIdInput"][] | null;
+            /**
+             * @description "none" (default: taxed), "exempt" (no tax, "Tax exempt" on the invoice) or "reverse" (no
+             *     tax, the reverse-charge legal note on the invoice).
+             */
+            tax_exempt?: string | null;
+            /**
+             * @description Tax rates applied to this subject's invoices instead of the rate cards' default tax rates;
+             *     empty: the rate cards' defaults.
+             */
+            tax_rate_ids?: string[] | null;
         };
         /** @description Why a subscription's billing cycle could not be closed, and when it is tried again. */
         BillingFailure: {
@@ -1444,6 +1555,11 @@ export interface components {
             rate_catalog_id?: string | null;
             fixed_rates?: components["schemas"]["FixedRateInput"][] | null;
             usage_based_rates?: components["schemas"]["UsageBasedRateInput"][] | null;
+            /**
+             * @description Tax rates of the environment (not archived), each at most once; errors name
+             *     `default_tax_rate_ids[i]`.
+             */
+            default_tax_rate_ids?: string[] | null;
         };
         CreateRateCatalogRequest: {
             name?: string | null;
@@ -1462,6 +1578,8 @@ export interface components {
             name?: string | null;
             /** @description A test clock of the environment (test environments only): the subject lives on its time. */
             test_clock_id?: string | null;
+            /** @description Billing details (DESIGN §15). Errors name the field, e.g. `billing_details.tax_ids[0].value`. */
+            billing_details?: components["schemas"]["BillingDetailsInput"] | null;
         };
         CreateSubscriptionRequest: {
             rate_card_id?: string | null;
@@ -1487,6 +1605,11 @@ export interface components {
             subscription_timeline_id?: string | null;
             /** @description Per billing period, in the card's currency; absent: none. */
             minimum_commitment?: components["schemas"]["AmountInput"] | null;
+            /**
+             * @description A coupon to apply to the subscription at once (DESIGN §15), as POST
+             *     /subscriptions/{id}/discounts would; errors as there, naming `coupon_id`.
+             */
+            coupon_id?: string | null;
         };
         CreateSubscriptionResponse: {
             result: components["schemas"]["CreateSubscriptionResult"];
@@ -1667,6 +1790,15 @@ export interface components {
             /** @description Absent (JSON null) when not set. */
             description?: string | null;
         };
+        /** @description What one discount took off an invoice (or one of its lines). */
+        DiscountAmount: {
+            discount_id: string;
+            coupon_id: string;
+            /** @description The coupon's name at the time. */
+            name: string;
+            /** @description Whole smallest units, positive: what is taken off. */
+            amount: components["schemas"]["Amount"];
+        };
         /** @description Something that happened to a resource, written in the transaction of the change. */
         Event: {
             /**
@@ -1727,7 +1859,7 @@ export interface components {
             status: string;
             /** @description The hosted invoice page: readable and printable, reachable without an API key. */
             hosted_url: string;
-            /** @description The sum of the rounded line amounts. */
+            /** @description The total: subtotal plus exclusive tax (without discounts or taxes: the sum of the line amounts). */
             total_amount: components["schemas"]["Amount"];
             line_items: components["schemas"]["InvoiceLineItem"][];
             subscription_id: string;
@@ -1762,8 +1894,45 @@ export interface components {
              *     draft, what would be applied if it finalized now.
              */
             credits_applied: components["schemas"]["CreditApplication"][];
-            /** @description What is charged: total_amount less credits_applied. Nothing is charged when it is 0. */
+            /**
+             * @description What is charged: total_amount less credits_applied (and less credit notes that reduced it).
+             *     Nothing is charged when it is 0.
+             */
             amount_due: components["schemas"]["Amount"];
+            /**
+             * @description `PREFIX-000001`: the environment's invoice sequence, assigned when it is finalized, gapless;
+             *     empty on a draft and on an empty invoice kept internal (no lines, zero total).
+             */
+            number: string;
+            /**
+             * @description DESIGN §15, each step rounded to the smallest unit half-up: the line amounts, less
+             *     total_discount, make subtotal; tax per line; total_amount = subtotal + exclusive tax;
+             *     credits_applied; amount_due. The sum of the line amounts less the discounts.
+             */
+            subtotal: components["schemas"]["Amount"];
+            /** @description What the discounts took off, in all. */
+            total_discount: components["schemas"]["Amount"];
+            /** @description The tax of every line, exclusive and inclusive. */
+            total_tax: components["schemas"]["Amount"];
+            /** @description Per discount, what it took off. */
+            discounts: components["schemas"]["DiscountAmount"][];
+            /** @description Per tax rate, its total over the lines. */
+            tax_amounts: components["schemas"]["TaxAmount"][];
+            /** @description Legal notes printed on the invoice: the reverse-charge note, "Tax exempt". */
+            notes: string[];
+            /**
+             * @description The buyer as the invoice names it, from the subject's billing details when it was finalized
+             *     (on a draft: as they are now); absent (JSON null) when the subject has none.
+             */
+            customer: components["schemas"]["BillingDetails"] | null;
+            /** @description The subject's display name. */
+            customer_name: string | null;
+            /** @description The seller, from the environment's invoice settings when it was finalized. */
+            seller: components["schemas"]["SellerDetails"] | null;
+            /** @description What credit notes have credited of it so far. */
+            amount_credited: components["schemas"]["Amount"];
+            /** @description GET /invoices/{id}/pdf (with the API key); empty on a draft. */
+            pdf_url: string;
         };
         InvoiceLineItem: {
             description: string;
@@ -1786,6 +1955,21 @@ export interface components {
              *     it; its description names the period), or "charge" (written before lines had kinds).
              */
             kind: string;
+            /** @description What discounts took off this line (their share of each invoice discount). */
+            discount_amounts: components["schemas"]["DiscountAmount"][];
+            /** @description The line's tax, per rate, on its amount after discounts. */
+            tax_amounts: components["schemas"]["TaxAmount"][];
+        };
+        /** @description How an environment numbers and signs its invoices (DESIGN §15). */
+        InvoiceSettings: {
+            /** @description Invoices are numbered `<prefix>-000001`, credit notes `<prefix>-CN-000001`; default "INV". */
+            number_prefix: string;
+            /**
+             * Format: int64
+             * @description The number the next finalized invoice gets (read-only).
+             */
+            next_invoice_sequence: string;
+            seller: components["schemas"]["SellerDetails"] | null;
         };
         ListCatalogRatesResponse: {
             has_more: boolean;
@@ -2105,6 +2289,8 @@ export interface components {
              * @description When it was archived; absent (JSON null) while it is not.
              */
             archived_at: string | null;
+            /** @description Tax rates applied to its subscriptions' invoices unless the subject sets its own (DESIGN §15). */
+            default_tax_rate_ids: string[];
         };
         /** @description A named collection of rates, added in bulk per billing interval. */
         RateCatalog: {
@@ -2129,6 +2315,26 @@ export interface components {
             /** @description True exactly when another page exists after this one. */
             has_more: boolean;
             subjects: components["schemas"]["Subject"][];
+        };
+        /** @description The seller on an environment's invoices and credit notes. */
+        SellerDetails: {
+            legal_name: string | null;
+            address: components["schemas"]["Address"] | null;
+            /** @description The seller's tax ID as printed, e.g. "DE123456789"; absent (JSON null) when not set. */
+            tax_id: string | null;
+            email: string | null;
+            /** @description A line printed at the foot of every invoice (bank details, registration, terms). */
+            footer: string | null;
+        };
+        /** @description The seller on an environment's invoices and credit notes. */
+        SellerDetailsInput: {
+            legal_name?: string | null;
+            address?: components["schemas"]["AddressInput"] | null;
+            /** @description The seller's tax ID as printed, e.g. "DE123456789"; absent (JSON null) when not set. */
+            tax_id?: string | null;
+            email?: string | null;
+            /** @description A line printed at the foot of every invoice (bank details, registration, terms). */
+            footer?: string | null;
         };
         StartSubscriptionTimelineResponse: {
             result: components["schemas"]["StartSubscriptionTimelineResult"];
@@ -2165,6 +2371,11 @@ export interface components {
             test_clock_id: string | null;
             /** @description True when a payment method is on file (saved by a hosted checkout). */
             has_payment_method: boolean;
+            /**
+             * @description What invoices print about the buyer and how they are taxed (DESIGN §15); absent (JSON null)
+             *     when never set.
+             */
+            billing_details: components["schemas"]["BillingDetails"] | null;
         };
         /** @description A subject's subscription to a rate card. */
         Subscription: {
@@ -2251,6 +2462,38 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        /** @description One tax rate's part of a line or an invoice. */
+        TaxAmount: {
+            tax_rate_id: string;
+            display_name: string;
+            percentage: string;
+            inclusive: boolean;
+            /** @description What the tax was computed on: the line amounts after discounts (for inclusive tax, without the tax). */
+            taxable_amount: components["schemas"]["Amount"];
+            amount: components["schemas"]["Amount"];
+        };
+        /** @description A tax identification number with its type. */
+        TaxId: {
+            /**
+             * @description "eu_vat" (checked: a member state prefix and that state's shape), "gb_vat" (GB + 9 or 12
+             *     digits, or GBGD/GBHA + 3), "us_ein" (NN-NNNNNNN), "au_abn" (11 digits with the ABN checksum),
+             *     "ch_vat", "no_vat", "ca_bn", "in_gst" (shape checked), or "other" (any 1–64 characters).
+             */
+            type: string;
+            /** @description As written by the buyer; stored with spaces and dots removed, upper-case. */
+            value: string;
+        };
+        /** @description A tax identification number with its type. */
+        TaxIdInput: {
+            /**
+             * @description "eu_vat" (checked: a member state prefix and that state's shape), "gb_vat" (GB + 9 or 12
+             *     digits, or GBGD/GBHA + 3), "us_ein" (NN-NNNNNNN), "au_abn" (11 digits with the ABN checksum),
+             *     "ch_vat", "no_vat", "ca_bn", "in_gst" (shape checked), or "other" (any 1–64 characters).
+             */
+            type?: string | null;
+            /** @description As written by the buyer; stored with spaces and dots removed, upper-case. */
+            value?: string | null;
+        };
         /** @description A clock that subjects created with it live on, moved only forward and only by the caller. */
         TestClock: {
             /** @description `clk_` followed by 22 base62 characters. */
@@ -2298,6 +2541,11 @@ export interface components {
             end?: unknown;
             inclusive_start?: boolean | null;
             inclusive_end?: boolean | null;
+        };
+        UpdateInvoiceSettingsRequest: {
+            number_prefix?: string | null;
+            /** @description Replaces the seller details whole. */
+            seller?: components["schemas"]["SellerDetailsInput"] | null;
         };
         UpdateSubscriptionResponse: {
             subscription: components["schemas"]["Subscription"] | null;
@@ -2802,8 +3050,10 @@ export interface operations {
                     metadata?: {
                         [key: string]: string;
                     } | null;
+                    /** @description New billing details, replacing the old ones whole; null clears them. */
+                    billing_details?: components["schemas"]["BillingDetailsInput"] | null;
                     /**
-                     * @description The fields to change, among `email`, `name` and `metadata`. Left out: the fields that are set,
+                     * @description The fields to change, among `email`, `name`, `metadata` and `billing_details`. Left out: the fields that are set,
                      *     and `metadata` when it is not empty; so a binary client clears `metadata` by naming it here
                      *     with an empty map. In JSON (REST, Connect) a left-out mask is the body's keys, null ones
                      *     included (null means absent: the field is cleared), so `{"metadata": {}}` and
@@ -3185,6 +3435,47 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    SetRateCardTaxRates: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                rate_card_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    tax_rate_ids?: string[] | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateCard"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
@@ -4029,10 +4320,18 @@ export interface operations {
     ListInvoices: {
         parameters: {
             query?: {
-                /** @description The subject's ID or external ID. Required. */
+                /** @description The subject's ID or external ID; absent or empty: every subject. */
                 subject_id?: string;
                 limit?: number;
                 offset?: number;
+                /** @description "draft", "open", "paid", "void" or "uncollectible"; absent: all. */
+                status?: string;
+                /** @description Created at or after this instant (RFC 3339). */
+                created_from?: string;
+                /** @description Created before this instant (RFC 3339). */
+                created_to?: string;
+                /** @description The invoice with this number (exact match). */
+                number?: string;
             };
             header?: never;
             path?: never;
@@ -4159,6 +4458,68 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetInvoiceSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvoiceSettings"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    UpdateInvoiceSettings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UpdateInvoiceSettingsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvoiceSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

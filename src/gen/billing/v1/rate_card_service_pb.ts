@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/rate_card_service.proto.
  */
 export const file_billing_v1_rate_card_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJiaWxsaW5nL3YxL3JhdGVfY2FyZF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIvICChVDcmVhdGVSYXRlQ2FyZFJlcXVlc3QSGAoQYmlsbGluZ19pbnRlcnZhbBgBIAEoCRIMCgRuYW1lGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESQQoIbWV0YWRhdGEYBCADKAsyLy5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhwKD3JhdGVfY2F0YWxvZ19pZBgFIAEoCUgBiAEBEioKC2ZpeGVkX3JhdGVzGAYgAygLMhUuYmlsbGluZy52MS5GaXhlZFJhdGUSNQoRdXNhZ2VfYmFzZWRfcmF0ZXMYByADKAsyGi5iaWxsaW5nLnYxLlVzYWdlQmFzZWRSYXRlGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGVzY3JpcHRpb25CEgoQX3JhdGVfY2F0YWxvZ19pZCJBChZDcmVhdGVSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiKgoSR2V0UmF0ZUNhcmRSZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCSI+ChNHZXRSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQieAoUTGlzdFJhdGVDYXJkc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARITCgZvZmZzZXQYAiABKAVIAYgBARIVCghhcmNoaXZlZBgDIAEoCEgCiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0QgsKCV9hcmNoaXZlZCJTChVMaXN0UmF0ZUNhcmRzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSKAoKcmF0ZV9jYXJkcxgCIAMoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiLgoWQXJjaGl2ZVJhdGVDYXJkUmVxdWVzdBIUCgxyYXRlX2NhcmRfaWQYASABKAkiQgoXQXJjaGl2ZVJhdGVDYXJkUmVzcG9uc2USJwoJcmF0ZV9jYXJkGAEgASgLMhQuYmlsbGluZy52MS5SYXRlQ2FyZDKYBAoPUmF0ZUNhcmRTZXJ2aWNlEnoKDkNyZWF0ZVJhdGVDYXJkEiEuYmlsbGluZy52MS5DcmVhdGVSYXRlQ2FyZFJlcXVlc3QaIi5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVzcG9uc2UiIYLT5JMCGzoBKmIJcmF0ZV9jYXJkIgsvcmF0ZS1jYXJkcxKAAQoLR2V0UmF0ZUNhcmQSHi5iaWxsaW5nLnYxLkdldFJhdGVDYXJkUmVxdWVzdBofLmJpbGxpbmcudjEuR2V0UmF0ZUNhcmRSZXNwb25zZSIwkAIBgtPkkwInYglyYXRlX2NhcmQSGi9yYXRlLWNhcmRzL3tyYXRlX2NhcmRfaWR9EmwKDUxpc3RSYXRlQ2FyZHMSIC5iaWxsaW5nLnYxLkxpc3RSYXRlQ2FyZHNSZXF1ZXN0GiEuYmlsbGluZy52MS5MaXN0UmF0ZUNhcmRzUmVzcG9uc2UiFpACAYLT5JMCDRILL3JhdGUtY2FyZHMSlwEKD0FyY2hpdmVSYXRlQ2FyZBIiLmJpbGxpbmcudjEuQXJjaGl2ZVJhdGVDYXJkUmVxdWVzdBojLmJpbGxpbmcudjEuQXJjaGl2ZVJhdGVDYXJkUmVzcG9uc2UiO5ACAoLT5JMCMjoBKmIJcmF0ZV9jYXJkIiIvcmF0ZS1jYXJkcy97cmF0ZV9jYXJkX2lkfS9hcmNoaXZlYgZwcm90bzM", [file_billing_v1_rate_card, file_google_api_annotations]);
+  fileDesc("CiJiaWxsaW5nL3YxL3JhdGVfY2FyZF9zZXJ2aWNlLnByb3RvEgpiaWxsaW5nLnYxIpADChVDcmVhdGVSYXRlQ2FyZFJlcXVlc3QSGAoQYmlsbGluZ19pbnRlcnZhbBgBIAEoCRIMCgRuYW1lGAIgASgJEhgKC2Rlc2NyaXB0aW9uGAMgASgJSACIAQESQQoIbWV0YWRhdGEYBCADKAsyLy5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVxdWVzdC5NZXRhZGF0YUVudHJ5EhwKD3JhdGVfY2F0YWxvZ19pZBgFIAEoCUgBiAEBEioKC2ZpeGVkX3JhdGVzGAYgAygLMhUuYmlsbGluZy52MS5GaXhlZFJhdGUSNQoRdXNhZ2VfYmFzZWRfcmF0ZXMYByADKAsyGi5iaWxsaW5nLnYxLlVzYWdlQmFzZWRSYXRlEhwKFGRlZmF1bHRfdGF4X3JhdGVfaWRzGAggAygJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIOCgxfZGVzY3JpcHRpb25CEgoQX3JhdGVfY2F0YWxvZ19pZCJBChZDcmVhdGVSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiKgoSR2V0UmF0ZUNhcmRSZXF1ZXN0EhQKDHJhdGVfY2FyZF9pZBgBIAEoCSI+ChNHZXRSYXRlQ2FyZFJlc3BvbnNlEicKCXJhdGVfY2FyZBgBIAEoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQieAoUTGlzdFJhdGVDYXJkc1JlcXVlc3QSEgoFbGltaXQYASABKAVIAIgBARITCgZvZmZzZXQYAiABKAVIAYgBARIVCghhcmNoaXZlZBgDIAEoCEgCiAEBQggKBl9saW1pdEIJCgdfb2Zmc2V0QgsKCV9hcmNoaXZlZCJTChVMaXN0UmF0ZUNhcmRzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSKAoKcmF0ZV9jYXJkcxgCIAMoCzIULmJpbGxpbmcudjEuUmF0ZUNhcmQiLgoWQXJjaGl2ZVJhdGVDYXJkUmVxdWVzdBIUCgxyYXRlX2NhcmRfaWQYASABKAkiQgoXQXJjaGl2ZVJhdGVDYXJkUmVzcG9uc2USJwoJcmF0ZV9jYXJkGAEgASgLMhQuYmlsbGluZy52MS5SYXRlQ2FyZCJIChpTZXRSYXRlQ2FyZFRheFJhdGVzUmVxdWVzdBIUCgxyYXRlX2NhcmRfaWQYASABKAkSFAoMdGF4X3JhdGVfaWRzGAIgAygJIkYKG1NldFJhdGVDYXJkVGF4UmF0ZXNSZXNwb25zZRInCglyYXRlX2NhcmQYASABKAsyFC5iaWxsaW5nLnYxLlJhdGVDYXJkMsUFCg9SYXRlQ2FyZFNlcnZpY2USegoOQ3JlYXRlUmF0ZUNhcmQSIS5iaWxsaW5nLnYxLkNyZWF0ZVJhdGVDYXJkUmVxdWVzdBoiLmJpbGxpbmcudjEuQ3JlYXRlUmF0ZUNhcmRSZXNwb25zZSIhgtPkkwIbOgEqYglyYXRlX2NhcmQiCy9yYXRlLWNhcmRzEoABCgtHZXRSYXRlQ2FyZBIeLmJpbGxpbmcudjEuR2V0UmF0ZUNhcmRSZXF1ZXN0Gh8uYmlsbGluZy52MS5HZXRSYXRlQ2FyZFJlc3BvbnNlIjCQAgGC0+STAidiCXJhdGVfY2FyZBIaL3JhdGUtY2FyZHMve3JhdGVfY2FyZF9pZH0SbAoNTGlzdFJhdGVDYXJkcxIgLmJpbGxpbmcudjEuTGlzdFJhdGVDYXJkc1JlcXVlc3QaIS5iaWxsaW5nLnYxLkxpc3RSYXRlQ2FyZHNSZXNwb25zZSIWkAIBgtPkkwINEgsvcmF0ZS1jYXJkcxKqAQoTU2V0UmF0ZUNhcmRUYXhSYXRlcxImLmJpbGxpbmcudjEuU2V0UmF0ZUNhcmRUYXhSYXRlc1JlcXVlc3QaJy5iaWxsaW5nLnYxLlNldFJhdGVDYXJkVGF4UmF0ZXNSZXNwb25zZSJCgtPkkwI8OgEqYglyYXRlX2NhcmQiLC9yYXRlLWNhcmRzL3tyYXRlX2NhcmRfaWR9L2RlZmF1bHRfdGF4X3JhdGVzEpcBCg9BcmNoaXZlUmF0ZUNhcmQSIi5iaWxsaW5nLnYxLkFyY2hpdmVSYXRlQ2FyZFJlcXVlc3QaIy5iaWxsaW5nLnYxLkFyY2hpdmVSYXRlQ2FyZFJlc3BvbnNlIjuQAgKC0+STAjI6ASpiCXJhdGVfY2FyZCIiL3JhdGUtY2FyZHMve3JhdGVfY2FyZF9pZH0vYXJjaGl2ZWIGcHJvdG8z", [file_billing_v1_rate_card, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.CreateRateCardRequest
@@ -55,6 +55,14 @@ export type CreateRateCardRequest = Message<"billing.v1.CreateRateCardRequest"> 
    * @generated from field: repeated billing.v1.UsageBasedRate usage_based_rates = 7;
    */
   usageBasedRates: UsageBasedRate[];
+
+  /**
+   * Tax rates of the environment (not archived), each at most once; errors name
+   * `default_tax_rate_ids[i]`.
+   *
+   * @generated from field: repeated string default_tax_rate_ids = 8;
+   */
+  defaultTaxRateIds: string[];
 };
 
 /**
@@ -205,6 +213,45 @@ export const ArchiveRateCardResponseSchema: GenMessage<ArchiveRateCardResponse> 
   messageDesc(file_billing_v1_rate_card_service, 7);
 
 /**
+ * @generated from message billing.v1.SetRateCardTaxRatesRequest
+ */
+export type SetRateCardTaxRatesRequest = Message<"billing.v1.SetRateCardTaxRatesRequest"> & {
+  /**
+   * @generated from field: string rate_card_id = 1;
+   */
+  rateCardId: string;
+
+  /**
+   * @generated from field: repeated string tax_rate_ids = 2;
+   */
+  taxRateIds: string[];
+};
+
+/**
+ * Describes the message billing.v1.SetRateCardTaxRatesRequest.
+ * Use `create(SetRateCardTaxRatesRequestSchema)` to create a new message.
+ */
+export const SetRateCardTaxRatesRequestSchema: GenMessage<SetRateCardTaxRatesRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_rate_card_service, 8);
+
+/**
+ * @generated from message billing.v1.SetRateCardTaxRatesResponse
+ */
+export type SetRateCardTaxRatesResponse = Message<"billing.v1.SetRateCardTaxRatesResponse"> & {
+  /**
+   * @generated from field: billing.v1.RateCard rate_card = 1;
+   */
+  rateCard?: RateCard | undefined;
+};
+
+/**
+ * Describes the message billing.v1.SetRateCardTaxRatesResponse.
+ * Use `create(SetRateCardTaxRatesResponseSchema)` to create a new message.
+ */
+export const SetRateCardTaxRatesResponseSchema: GenMessage<SetRateCardTaxRatesResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_rate_card_service, 9);
+
+/**
  * Rate cards (plans).
  *
  * @generated from service billing.v1.RateCardService
@@ -245,6 +292,18 @@ export const RateCardService: GenService<{
     methodKind: "unary";
     input: typeof ListRateCardsRequestSchema;
     output: typeof ListRateCardsResponseSchema;
+  },
+  /**
+   * Replaces a rate card's default tax rates (invoices finalized from then on use them). Errors:
+   * NOT_FOUND (404) for the card; INVALID_ARGUMENT (400) naming `tax_rate_ids[i]` for an unknown,
+   * archived or repeated tax rate.
+   *
+   * @generated from rpc billing.v1.RateCardService.SetRateCardTaxRates
+   */
+  setRateCardTaxRates: {
+    methodKind: "unary";
+    input: typeof SetRateCardTaxRatesRequestSchema;
+    output: typeof SetRateCardTaxRatesResponseSchema;
   },
   /**
    * Archives a rate card: no new subscription, timeline item or rate-card change may use it;

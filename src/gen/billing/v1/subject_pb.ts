@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { BillingDetails } from "./billing_details_pb.js";
+import { file_billing_v1_billing_details } from "./billing_details_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -13,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/subject.proto.
  */
 export const file_billing_v1_subject: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEi3wIKB1N1YmplY3QSCgoCaWQYASABKAkSNAoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESEgoFZW1haWwYAyABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgEIAEoCUgBiAEBEjMKCG1ldGFkYXRhGAUgAygLMiEuYmlsbGluZy52MS5TdWJqZWN0Lk1ldGFkYXRhRW50cnkSEQoEbmFtZRgGIAEoCUgCiAEBEhoKDXRlc3RfY2xvY2tfaWQYByABKAlIA4gBARIaChJoYXNfcGF5bWVudF9tZXRob2QYCCABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9lbWFpbEIOCgxfZXh0ZXJuYWxfaWRCBwoFX25hbWVCEAoOX3Rlc3RfY2xvY2tfaWRiBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL3N1YmplY3QucHJvdG8SCmJpbGxpbmcudjEilAMKB1N1YmplY3QSCgoCaWQYASABKAkSNAoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBKC1GAESEgoFZW1haWwYAyABKAlIAIgBARIYCgtleHRlcm5hbF9pZBgEIAEoCUgBiAEBEjMKCG1ldGFkYXRhGAUgAygLMiEuYmlsbGluZy52MS5TdWJqZWN0Lk1ldGFkYXRhRW50cnkSEQoEbmFtZRgGIAEoCUgCiAEBEhoKDXRlc3RfY2xvY2tfaWQYByABKAlIA4gBARIaChJoYXNfcGF5bWVudF9tZXRob2QYCCABKAgSMwoPYmlsbGluZ19kZXRhaWxzGAkgASgLMhouYmlsbGluZy52MS5CaWxsaW5nRGV0YWlscxovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCAoGX2VtYWlsQg4KDF9leHRlcm5hbF9pZEIHCgVfbmFtZUIQCg5fdGVzdF9jbG9ja19pZGIGcHJvdG8z", [file_billing_v1_billing_details, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A customer of the application that is being billed.
@@ -77,6 +79,14 @@ export type Subject = Message<"billing.v1.Subject"> & {
    * @generated from field: bool has_payment_method = 8;
    */
   hasPaymentMethod: boolean;
+
+  /**
+   * What invoices print about the buyer and how they are taxed (DESIGN §15); absent (JSON null)
+   * when never set.
+   *
+   * @generated from field: billing.v1.BillingDetails billing_details = 9;
+   */
+  billingDetails?: BillingDetails | undefined;
 };
 
 /**

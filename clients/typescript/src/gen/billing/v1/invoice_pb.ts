@@ -4,8 +4,12 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { BillingDetails, SellerDetails } from "./billing_details_pb.js";
+import { file_billing_v1_billing_details } from "./billing_details_pb.js";
 import type { Amount } from "./common_pb.js";
 import { file_billing_v1_common } from "./common_pb.js";
+import type { DiscountAmount } from "./coupon_pb.js";
+import { file_billing_v1_coupon } from "./coupon_pb.js";
 import type { CreditApplication } from "./credit_pb.js";
 import { file_billing_v1_credit } from "./credit_pb.js";
 import { file_billing_v1_options } from "./options_pb.js";
@@ -17,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice.proto.
  */
 export const file_billing_v1_invoice: GenFile = /*@__PURE__*/
-  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEiowUKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRI0CgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIuCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoPY3JlZGl0c19hcHBsaWVkGA8gAygLMh0uYmlsbGluZy52MS5DcmVkaXRBcHBsaWNhdGlvbhIsCgphbW91bnRfZHVlGBAgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAEisgEKD0ludm9pY2VMaW5lSXRlbRITCgtkZXNjcmlwdGlvbhgBIAEoCRIaCghxdWFudGl0eRgCIAEoCUIIiLUYAZi1GAESNgoUcHJpY2VfaW5fdW5pdF9hbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIoCgZhbW91bnQYBCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIMCgRraW5kGAUgASgJYgZwcm90bzM", [file_billing_v1_common, file_billing_v1_credit, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChhiaWxsaW5nL3YxL2ludm9pY2UucHJvdG8SCmJpbGxpbmcudjEi8wgKB0ludm9pY2USCgoCaWQYASABKAkSEgoKc3ViamVjdF9pZBgCIAEoCRI0CgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIOCgZzdGF0dXMYBCABKAkSEgoKaG9zdGVkX3VybBgFIAEoCRIuCgx0b3RhbF9hbW91bnQYBiABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIvCgpsaW5lX2l0ZW1zGAcgAygLMhsuYmlsbGluZy52MS5JbnZvaWNlTGluZUl0ZW0SFwoPc3Vic2NyaXB0aW9uX2lkGAggASgJEjAKDGZpbmFsaXplc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZmluYWxpemVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgxwZXJpb2Rfc3RhcnQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjQKCnBlcmlvZF9lbmQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEjYKEnVzYWdlX3BlcmlvZF9zdGFydBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQdXNhZ2VfcGVyaW9kX2VuZBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoPY3JlZGl0c19hcHBsaWVkGA8gAygLMh0uYmlsbGluZy52MS5DcmVkaXRBcHBsaWNhdGlvbhIsCgphbW91bnRfZHVlGBAgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESDgoGbnVtYmVyGBEgASgJEioKCHN1YnRvdGFsGBIgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESMAoOdG90YWxfZGlzY291bnQYEyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIrCgl0b3RhbF90YXgYFCABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARItCglkaXNjb3VudHMYFSADKAsyGi5iaWxsaW5nLnYxLkRpc2NvdW50QW1vdW50EioKC3RheF9hbW91bnRzGBYgAygLMhUuYmlsbGluZy52MS5UYXhBbW91bnQSDQoFbm90ZXMYFyADKAkSLAoIY3VzdG9tZXIYGCABKAsyGi5iaWxsaW5nLnYxLkJpbGxpbmdEZXRhaWxzEhoKDWN1c3RvbWVyX25hbWUYGSABKAlIAIgBARIpCgZzZWxsZXIYGiABKAsyGS5iaWxsaW5nLnYxLlNlbGxlckRldGFpbHMSMQoPYW1vdW50X2NyZWRpdGVkGBsgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESDwoHcGRmX3VybBgcIAEoCUIQCg5fY3VzdG9tZXJfbmFtZSK/AQoJVGF4QW1vdW50EhMKC3RheF9yYXRlX2lkGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRIYCgpwZXJjZW50YWdlGAMgASgJQgSItRgBEhEKCWluY2x1c2l2ZRgEIAEoCBIwCg50YXhhYmxlX2Ftb3VudBgFIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBEigKBmFtb3VudBgGIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBIpQCCg9JbnZvaWNlTGluZUl0ZW0SEwoLZGVzY3JpcHRpb24YASABKAkSGgoIcXVhbnRpdHkYAiABKAlCCIi1GAGYtRgBEjYKFHByaWNlX2luX3VuaXRfYW1vdW50GAMgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESKAoGYW1vdW50GAQgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESDAoEa2luZBgFIAEoCRI0ChBkaXNjb3VudF9hbW91bnRzGAYgAygLMhouYmlsbGluZy52MS5EaXNjb3VudEFtb3VudBIqCgt0YXhfYW1vdW50cxgHIAMoCzIVLmJpbGxpbmcudjEuVGF4QW1vdW50YgZwcm90bzM", [file_billing_v1_billing_details, file_billing_v1_common, file_billing_v1_coupon, file_billing_v1_credit, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * An invoice: fixed charges of the cycle that starts and usage of the cycle that ended.
@@ -59,7 +63,7 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
   hostedUrl: string;
 
   /**
-   * The sum of the rounded line amounts.
+   * The total: subtotal plus exclusive tax (without discounts or taxes: the sum of the line amounts).
    *
    * @generated from field: billing.v1.Amount total_amount = 6;
    */
@@ -124,11 +128,100 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
   creditsApplied: CreditApplication[];
 
   /**
-   * What is charged: total_amount less credits_applied. Nothing is charged when it is 0.
+   * What is charged: total_amount less credits_applied (and less credit notes that reduced it).
+   * Nothing is charged when it is 0.
    *
    * @generated from field: billing.v1.Amount amount_due = 16;
    */
   amountDue?: Amount | undefined;
+
+  /**
+   * `PREFIX-000001`: the environment's invoice sequence, assigned when it is finalized, gapless;
+   * empty on a draft and on an empty invoice kept internal (no lines, zero total).
+   *
+   * @generated from field: string number = 17;
+   */
+  number: string;
+
+  /**
+   * DESIGN §15, each step rounded to the smallest unit half-up: the line amounts, less
+   * total_discount, make subtotal; tax per line; total_amount = subtotal + exclusive tax;
+   * credits_applied; amount_due. The sum of the line amounts less the discounts.
+   *
+   * @generated from field: billing.v1.Amount subtotal = 18;
+   */
+  subtotal?: Amount | undefined;
+
+  /**
+   * What the discounts took off, in all.
+   *
+   * @generated from field: billing.v1.Amount total_discount = 19;
+   */
+  totalDiscount?: Amount | undefined;
+
+  /**
+   * The tax of every line, exclusive and inclusive.
+   *
+   * @generated from field: billing.v1.Amount total_tax = 20;
+   */
+  totalTax?: Amount | undefined;
+
+  /**
+   * Per discount, what it took off.
+   *
+   * @generated from field: repeated billing.v1.DiscountAmount discounts = 21;
+   */
+  discounts: DiscountAmount[];
+
+  /**
+   * Per tax rate, its total over the lines.
+   *
+   * @generated from field: repeated billing.v1.TaxAmount tax_amounts = 22;
+   */
+  taxAmounts: TaxAmount[];
+
+  /**
+   * Legal notes printed on the invoice: the reverse-charge note, "Tax exempt".
+   *
+   * @generated from field: repeated string notes = 23;
+   */
+  notes: string[];
+
+  /**
+   * The buyer as the invoice names it, from the subject's billing details when it was finalized
+   * (on a draft: as they are now); absent (JSON null) when the subject has none.
+   *
+   * @generated from field: billing.v1.BillingDetails customer = 24;
+   */
+  customer?: BillingDetails | undefined;
+
+  /**
+   * The subject's display name.
+   *
+   * @generated from field: optional string customer_name = 25;
+   */
+  customerName?: string | undefined;
+
+  /**
+   * The seller, from the environment's invoice settings when it was finalized.
+   *
+   * @generated from field: billing.v1.SellerDetails seller = 26;
+   */
+  seller?: SellerDetails | undefined;
+
+  /**
+   * What credit notes have credited of it so far.
+   *
+   * @generated from field: billing.v1.Amount amount_credited = 27;
+   */
+  amountCredited?: Amount | undefined;
+
+  /**
+   * GET /invoices/{id}/pdf (with the API key); empty on a draft.
+   *
+   * @generated from field: string pdf_url = 28;
+   */
+  pdfUrl: string;
 };
 
 /**
@@ -137,6 +230,52 @@ export type Invoice = Message<"billing.v1.Invoice"> & {
  */
 export const InvoiceSchema: GenMessage<Invoice> = /*@__PURE__*/
   messageDesc(file_billing_v1_invoice, 0);
+
+/**
+ * One tax rate's part of a line or an invoice.
+ *
+ * @generated from message billing.v1.TaxAmount
+ */
+export type TaxAmount = Message<"billing.v1.TaxAmount"> & {
+  /**
+   * @generated from field: string tax_rate_id = 1;
+   */
+  taxRateId: string;
+
+  /**
+   * @generated from field: string display_name = 2;
+   */
+  displayName: string;
+
+  /**
+   * @generated from field: string percentage = 3;
+   */
+  percentage: string;
+
+  /**
+   * @generated from field: bool inclusive = 4;
+   */
+  inclusive: boolean;
+
+  /**
+   * What the tax was computed on: the line amounts after discounts (for inclusive tax, without the tax).
+   *
+   * @generated from field: billing.v1.Amount taxable_amount = 5;
+   */
+  taxableAmount?: Amount | undefined;
+
+  /**
+   * @generated from field: billing.v1.Amount amount = 6;
+   */
+  amount?: Amount | undefined;
+};
+
+/**
+ * Describes the message billing.v1.TaxAmount.
+ * Use `create(TaxAmountSchema)` to create a new message.
+ */
+export const TaxAmountSchema: GenMessage<TaxAmount> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice, 1);
 
 /**
  * @generated from message billing.v1.InvoiceLineItem
@@ -180,6 +319,20 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
    * @generated from field: string kind = 5;
    */
   kind: string;
+
+  /**
+   * What discounts took off this line (their share of each invoice discount).
+   *
+   * @generated from field: repeated billing.v1.DiscountAmount discount_amounts = 6;
+   */
+  discountAmounts: DiscountAmount[];
+
+  /**
+   * The line's tax, per rate, on its amount after discounts.
+   *
+   * @generated from field: repeated billing.v1.TaxAmount tax_amounts = 7;
+   */
+  taxAmounts: TaxAmount[];
 };
 
 /**
@@ -187,5 +340,5 @@ export type InvoiceLineItem = Message<"billing.v1.InvoiceLineItem"> & {
  * Use `create(InvoiceLineItemSchema)` to create a new message.
  */
 export const InvoiceLineItemSchema: GenMessage<InvoiceLineItem> = /*@__PURE__*/
-  messageDesc(file_billing_v1_invoice, 1);
+  messageDesc(file_billing_v1_invoice, 2);
 

@@ -4,8 +4,12 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { SellerDetails } from "./billing_details_pb.js";
+import { file_billing_v1_billing_details } from "./billing_details_pb.js";
 import type { Invoice } from "./invoice_pb.js";
 import { file_billing_v1_invoice } from "./invoice_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -13,14 +17,14 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/invoice_service.proto.
  */
 export const file_billing_v1_invoice_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBiaWxsaW5nL3YxL2ludm9pY2Vfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSJnChNMaXN0SW52b2ljZXNSZXF1ZXN0EhIKCnN1YmplY3RfaWQYASABKAkSEgoFbGltaXQYAiABKAVIAIgBARITCgZvZmZzZXQYAyABKAVIAYgBAUIICgZfbGltaXRCCQoHX29mZnNldCJPChRMaXN0SW52b2ljZXNSZXNwb25zZRIQCghoYXNfbW9yZRgBIAEoCBIlCghpbnZvaWNlcxgCIAMoCzITLmJpbGxpbmcudjEuSW52b2ljZSInChFHZXRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjoKEkdldEludm9pY2VSZXNwb25zZRIkCgdpbnZvaWNlGAEgASgLMhMuYmlsbGluZy52MS5JbnZvaWNlIiwKFkZpbmFsaXplSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSI/ChdGaW5hbGl6ZUludm9pY2VSZXNwb25zZRIkCgdpbnZvaWNlGAEgASgLMhMuYmlsbGluZy52MS5JbnZvaWNlIigKElZvaWRJbnZvaWNlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIjsKE1ZvaWRJbnZvaWNlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZSI1Ch9NYXJrSW52b2ljZVVuY29sbGVjdGlibGVSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiSAogTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZTK8BQoOSW52b2ljZVNlcnZpY2USZwoMTGlzdEludm9pY2VzEh8uYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXF1ZXN0GiAuYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXNwb25zZSIUkAIBgtPkkwILEgkvaW52b2ljZXMSdwoKR2V0SW52b2ljZRIdLmJpbGxpbmcudjEuR2V0SW52b2ljZVJlcXVlc3QaHi5iaWxsaW5nLnYxLkdldEludm9pY2VSZXNwb25zZSIqkAIBgtPkkwIhYgdpbnZvaWNlEhYvaW52b2ljZXMve2ludm9pY2VfaWR9Eo8BCg9GaW5hbGl6ZUludm9pY2USIi5iaWxsaW5nLnYxLkZpbmFsaXplSW52b2ljZVJlcXVlc3QaIy5iaWxsaW5nLnYxLkZpbmFsaXplSW52b2ljZVJlc3BvbnNlIjOC0+STAi06ASpiB2ludm9pY2UiHy9pbnZvaWNlcy97aW52b2ljZV9pZH0vZmluYWxpemUSfwoLVm9pZEludm9pY2USHi5iaWxsaW5nLnYxLlZvaWRJbnZvaWNlUmVxdWVzdBofLmJpbGxpbmcudjEuVm9pZEludm9pY2VSZXNwb25zZSIvgtPkkwIpOgEqYgdpbnZvaWNlIhsvaW52b2ljZXMve2ludm9pY2VfaWR9L3ZvaWQStAEKGE1hcmtJbnZvaWNlVW5jb2xsZWN0aWJsZRIrLmJpbGxpbmcudjEuTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVxdWVzdBosLmJpbGxpbmcudjEuTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVzcG9uc2UiPYLT5JMCNzoBKmIHaW52b2ljZSIpL2ludm9pY2VzL3tpbnZvaWNlX2lkfS9tYXJrX3VuY29sbGVjdGlibGViBnByb3RvMw", [file_billing_v1_invoice, file_google_api_annotations]);
+  fileDesc("CiBiaWxsaW5nL3YxL2ludm9pY2Vfc2VydmljZS5wcm90bxIKYmlsbGluZy52MSKJAgoTTGlzdEludm9pY2VzUmVxdWVzdBISCgpzdWJqZWN0X2lkGAEgASgJEhIKBWxpbWl0GAIgASgFSACIAQESEwoGb2Zmc2V0GAMgASgFSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQESMAoMY3JlYXRlZF9mcm9tGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX3RvGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgZudW1iZXIYByABKAlIA4gBAUIICgZfbGltaXRCCQoHX29mZnNldEIJCgdfc3RhdHVzQgkKB19udW1iZXIiTwoUTGlzdEludm9pY2VzUmVzcG9uc2USEAoIaGFzX21vcmUYASABKAgSJQoIaW52b2ljZXMYAiADKAsyEy5iaWxsaW5nLnYxLkludm9pY2UiJwoRR2V0SW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSI6ChJHZXRJbnZvaWNlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZSIsChZGaW5hbGl6ZUludm9pY2VSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiPwoXRmluYWxpemVJbnZvaWNlUmVzcG9uc2USJAoHaW52b2ljZRgBIAEoCzITLmJpbGxpbmcudjEuSW52b2ljZSIoChJWb2lkSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSI7ChNWb2lkSW52b2ljZVJlc3BvbnNlEiQKB2ludm9pY2UYASABKAsyEy5iaWxsaW5nLnYxLkludm9pY2UiNQofTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlUmVxdWVzdBISCgppbnZvaWNlX2lkGAEgASgJIkgKIE1hcmtJbnZvaWNlVW5jb2xsZWN0aWJsZVJlc3BvbnNlEiQKB2ludm9pY2UYASABKAsyEy5iaWxsaW5nLnYxLkludm9pY2UicgoPSW52b2ljZVNldHRpbmdzEhUKDW51bWJlcl9wcmVmaXgYASABKAkSHQoVbmV4dF9pbnZvaWNlX3NlcXVlbmNlGAIgASgDEikKBnNlbGxlchgDIAEoCzIZLmJpbGxpbmcudjEuU2VsbGVyRGV0YWlscyIbChlHZXRJbnZvaWNlU2V0dGluZ3NSZXF1ZXN0IlMKGkdldEludm9pY2VTZXR0aW5nc1Jlc3BvbnNlEjUKEGludm9pY2Vfc2V0dGluZ3MYASABKAsyGy5iaWxsaW5nLnYxLkludm9pY2VTZXR0aW5ncyJ3ChxVcGRhdGVJbnZvaWNlU2V0dGluZ3NSZXF1ZXN0EhoKDW51bWJlcl9wcmVmaXgYASABKAlIAIgBARIpCgZzZWxsZXIYAiABKAsyGS5iaWxsaW5nLnYxLlNlbGxlckRldGFpbHNCEAoOX251bWJlcl9wcmVmaXgiVgodVXBkYXRlSW52b2ljZVNldHRpbmdzUmVzcG9uc2USNQoQaW52b2ljZV9zZXR0aW5ncxgBIAEoCzIbLmJpbGxpbmcudjEuSW52b2ljZVNldHRpbmdzMvEHCg5JbnZvaWNlU2VydmljZRJnCgxMaXN0SW52b2ljZXMSHy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1JlcXVlc3QaIC5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1Jlc3BvbnNlIhSQAgGC0+STAgsSCS9pbnZvaWNlcxJ3CgpHZXRJbnZvaWNlEh0uYmlsbGluZy52MS5HZXRJbnZvaWNlUmVxdWVzdBoeLmJpbGxpbmcudjEuR2V0SW52b2ljZVJlc3BvbnNlIiqQAgGC0+STAiFiB2ludm9pY2USFi9pbnZvaWNlcy97aW52b2ljZV9pZH0SjwEKD0ZpbmFsaXplSW52b2ljZRIiLmJpbGxpbmcudjEuRmluYWxpemVJbnZvaWNlUmVxdWVzdBojLmJpbGxpbmcudjEuRmluYWxpemVJbnZvaWNlUmVzcG9uc2UiM4LT5JMCLToBKmIHaW52b2ljZSIfL2ludm9pY2VzL3tpbnZvaWNlX2lkfS9maW5hbGl6ZRJ/CgtWb2lkSW52b2ljZRIeLmJpbGxpbmcudjEuVm9pZEludm9pY2VSZXF1ZXN0Gh8uYmlsbGluZy52MS5Wb2lkSW52b2ljZVJlc3BvbnNlIi+C0+STAik6ASpiB2ludm9pY2UiGy9pbnZvaWNlcy97aW52b2ljZV9pZH0vdm9pZBKTAQoSR2V0SW52b2ljZVNldHRpbmdzEiUuYmlsbGluZy52MS5HZXRJbnZvaWNlU2V0dGluZ3NSZXF1ZXN0GiYuYmlsbGluZy52MS5HZXRJbnZvaWNlU2V0dGluZ3NSZXNwb25zZSIukAIBgtPkkwIlYhBpbnZvaWNlX3NldHRpbmdzEhEvaW52b2ljZS1zZXR0aW5ncxKcAQoVVXBkYXRlSW52b2ljZVNldHRpbmdzEiguYmlsbGluZy52MS5VcGRhdGVJbnZvaWNlU2V0dGluZ3NSZXF1ZXN0GikuYmlsbGluZy52MS5VcGRhdGVJbnZvaWNlU2V0dGluZ3NSZXNwb25zZSIugtPkkwIoOgEqYhBpbnZvaWNlX3NldHRpbmdzMhEvaW52b2ljZS1zZXR0aW5ncxK0AQoYTWFya0ludm9pY2VVbmNvbGxlY3RpYmxlEisuYmlsbGluZy52MS5NYXJrSW52b2ljZVVuY29sbGVjdGlibGVSZXF1ZXN0GiwuYmlsbGluZy52MS5NYXJrSW52b2ljZVVuY29sbGVjdGlibGVSZXNwb25zZSI9gtPkkwI3OgEqYgdpbnZvaWNlIikvaW52b2ljZXMve2ludm9pY2VfaWR9L21hcmtfdW5jb2xsZWN0aWJsZWIGcHJvdG8z", [file_billing_v1_billing_details, file_billing_v1_invoice, file_google_protobuf_timestamp, file_google_api_annotations]);
 
 /**
  * @generated from message billing.v1.ListInvoicesRequest
  */
 export type ListInvoicesRequest = Message<"billing.v1.ListInvoicesRequest"> & {
   /**
-   * The subject's ID or external ID. Required.
+   * The subject's ID or external ID; absent or empty: every subject.
    *
    * @generated from field: string subject_id = 1;
    */
@@ -35,6 +39,34 @@ export type ListInvoicesRequest = Message<"billing.v1.ListInvoicesRequest"> & {
    * @generated from field: optional int32 offset = 3;
    */
   offset?: number | undefined;
+
+  /**
+   * "draft", "open", "paid", "void" or "uncollectible"; absent: all.
+   *
+   * @generated from field: optional string status = 4;
+   */
+  status?: string | undefined;
+
+  /**
+   * Created at or after this instant (RFC 3339).
+   *
+   * @generated from field: google.protobuf.Timestamp created_from = 5;
+   */
+  createdFrom?: Timestamp | undefined;
+
+  /**
+   * Created before this instant (RFC 3339).
+   *
+   * @generated from field: google.protobuf.Timestamp created_to = 6;
+   */
+  createdTo?: Timestamp | undefined;
+
+  /**
+   * The invoice with this number (exact match).
+   *
+   * @generated from field: optional string number = 7;
+   */
+  number?: string | undefined;
 };
 
 /**
@@ -203,14 +235,120 @@ export const MarkInvoiceUncollectibleResponseSchema: GenMessage<MarkInvoiceUncol
   messageDesc(file_billing_v1_invoice_service, 9);
 
 /**
+ * How an environment numbers and signs its invoices (DESIGN §15).
+ *
+ * @generated from message billing.v1.InvoiceSettings
+ */
+export type InvoiceSettings = Message<"billing.v1.InvoiceSettings"> & {
+  /**
+   * Invoices are numbered `<prefix>-000001`, credit notes `<prefix>-CN-000001`; default "INV".
+   *
+   * @generated from field: string number_prefix = 1;
+   */
+  numberPrefix: string;
+
+  /**
+   * The number the next finalized invoice gets (read-only).
+   *
+   * @generated from field: int64 next_invoice_sequence = 2;
+   */
+  nextInvoiceSequence: bigint;
+
+  /**
+   * @generated from field: billing.v1.SellerDetails seller = 3;
+   */
+  seller?: SellerDetails | undefined;
+};
+
+/**
+ * Describes the message billing.v1.InvoiceSettings.
+ * Use `create(InvoiceSettingsSchema)` to create a new message.
+ */
+export const InvoiceSettingsSchema: GenMessage<InvoiceSettings> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 10);
+
+/**
+ * @generated from message billing.v1.GetInvoiceSettingsRequest
+ */
+export type GetInvoiceSettingsRequest = Message<"billing.v1.GetInvoiceSettingsRequest"> & {
+};
+
+/**
+ * Describes the message billing.v1.GetInvoiceSettingsRequest.
+ * Use `create(GetInvoiceSettingsRequestSchema)` to create a new message.
+ */
+export const GetInvoiceSettingsRequestSchema: GenMessage<GetInvoiceSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 11);
+
+/**
+ * @generated from message billing.v1.GetInvoiceSettingsResponse
+ */
+export type GetInvoiceSettingsResponse = Message<"billing.v1.GetInvoiceSettingsResponse"> & {
+  /**
+   * @generated from field: billing.v1.InvoiceSettings invoice_settings = 1;
+   */
+  invoiceSettings?: InvoiceSettings | undefined;
+};
+
+/**
+ * Describes the message billing.v1.GetInvoiceSettingsResponse.
+ * Use `create(GetInvoiceSettingsResponseSchema)` to create a new message.
+ */
+export const GetInvoiceSettingsResponseSchema: GenMessage<GetInvoiceSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 12);
+
+/**
+ * @generated from message billing.v1.UpdateInvoiceSettingsRequest
+ */
+export type UpdateInvoiceSettingsRequest = Message<"billing.v1.UpdateInvoiceSettingsRequest"> & {
+  /**
+   * @generated from field: optional string number_prefix = 1;
+   */
+  numberPrefix?: string | undefined;
+
+  /**
+   * Replaces the seller details whole.
+   *
+   * @generated from field: billing.v1.SellerDetails seller = 2;
+   */
+  seller?: SellerDetails | undefined;
+};
+
+/**
+ * Describes the message billing.v1.UpdateInvoiceSettingsRequest.
+ * Use `create(UpdateInvoiceSettingsRequestSchema)` to create a new message.
+ */
+export const UpdateInvoiceSettingsRequestSchema: GenMessage<UpdateInvoiceSettingsRequest> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 13);
+
+/**
+ * @generated from message billing.v1.UpdateInvoiceSettingsResponse
+ */
+export type UpdateInvoiceSettingsResponse = Message<"billing.v1.UpdateInvoiceSettingsResponse"> & {
+  /**
+   * @generated from field: billing.v1.InvoiceSettings invoice_settings = 1;
+   */
+  invoiceSettings?: InvoiceSettings | undefined;
+};
+
+/**
+ * Describes the message billing.v1.UpdateInvoiceSettingsResponse.
+ * Use `create(UpdateInvoiceSettingsResponseSchema)` to create a new message.
+ */
+export const UpdateInvoiceSettingsResponseSchema: GenMessage<UpdateInvoiceSettingsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_v1_invoice_service, 14);
+
+/**
  * Invoices. Finalized invoices never change, but for their status.
  *
  * @generated from service billing.v1.InvoiceService
  */
 export const InvoiceService: GenService<{
   /**
-   * Lists a subject's invoices, oldest first. Errors: INVALID_ARGUMENT (400) for a missing
-   * subject_id or bad paging values; NOT_FOUND (404) for the subject.
+   * Lists invoices oldest first: of every subject, or one subject's, filtered by status, creation
+   * time and number (DESIGN §15). Errors: INVALID_ARGUMENT (400) for a bad status, bad times
+   * (created_to before created_from) or bad paging values; NOT_FOUND (404) for a subject_id that
+   * names no subject.
    *
    * @generated from rpc billing.v1.InvoiceService.ListInvoices
    */
@@ -250,6 +388,29 @@ export const InvoiceService: GenService<{
     methodKind: "unary";
     input: typeof VoidInvoiceRequestSchema;
     output: typeof VoidInvoiceResponseSchema;
+  },
+  /**
+   * The environment's invoice settings: the number prefix and the seller printed on invoices.
+   *
+   * @generated from rpc billing.v1.InvoiceService.GetInvoiceSettings
+   */
+  getInvoiceSettings: {
+    methodKind: "unary";
+    input: typeof GetInvoiceSettingsRequestSchema;
+    output: typeof GetInvoiceSettingsResponseSchema;
+  },
+  /**
+   * Changes the environment's invoice settings; fields left out are unchanged. A new prefix
+   * numbers the invoices finalized from then on, continuing the sequence. Errors:
+   * INVALID_ARGUMENT (400) naming the field: a prefix that is not 1–12 characters of A–Z, 0–9 and
+   * "-", a bad country, a field too long.
+   *
+   * @generated from rpc billing.v1.InvoiceService.UpdateInvoiceSettings
+   */
+  updateInvoiceSettings: {
+    methodKind: "unary";
+    input: typeof UpdateInvoiceSettingsRequestSchema;
+    output: typeof UpdateInvoiceSettingsResponseSchema;
   },
   /**
    * Marks an open invoice uncollectible. Errors: FAILED_PRECONDITION (400) unless it is open.

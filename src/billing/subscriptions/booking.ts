@@ -1,0 +1,140 @@
+/**
+ * Booking an invoice when it becomes open (DESIGN §15), in the transaction that makes it open:
+ * its discounts and taxes (the pure arithmetic of ../invoicing/booking.ts), the buyer and seller
+ * it prints, then the credit it spends (§14, credit-application.ts), then its number. Every path
+ * that makes an invoice open goes through finalizeOpen or finalizeAllOpen: a cycle close, the
+ * immediate invoice of a change, a draft at the end of its grace period, late usage's adjustment,
+ * a credit purchase.
+ * - A number comes last, from the environment's sequence row (locked until commit): numbers are
+ *   gapless and never reused, and the lock is held for the shortest time.
+ * - An empty invoice (no lines, zero total) is kept internal: no discount, tax or number.
+ * - A draft shows its discounts, taxes and parties as they would be now (previewBooking), with
+ *   nothing recorded.
+ * - A credit purchase is neither discounted nor taxed (the credit is, when it is spent).
+ */
+import { ZERO, dec, formatDecimal } from "../money.js";
+import { bookTotals } from "../invoicing/booking.js";
+import { applyCredits, chargeLines, previewCredits } from "./credit-application.js";
+import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
+import { type Invoice, isInternal } from "./types.js";
+
+/** `n` in the environment's sequence: `INV-000042`, `INV-CN-000042`. */
+export function formatNumber(prefix: string, kind: "invoice" | "credit_note", n: number): string {
+  return `${prefix}-${kind === "credit_note" ? "CN-" : ""}${String(n).padStart(6, "0")}`;
+}
+
+/** An invoice with its booked fields at their plain values: no discount, no tax (what is not booked shows). */
+export function unbooked(inv: Invoice): Invoice {
+  return {
+    ...inv,
+    subtotal: inv.subtotal ?? inv.total,
+    totalDiscount: inv.totalDiscount ?? "0",
+    totalTax: inv.totalTax ?? "0",
+    discounts: inv.discounts ?? [],
+    taxAmounts: inv.taxAmounts ?? [],
+    notes: inv.notes ?? [],
+  };
+}
+
+/** Whether discounts and taxes apply: lines to book, and not a credit purchase. */
+function bookable(inv: Invoice): boolean {
+  return !isInternal(inv) && !inv.lines.some((l) => l.kind === "credit_purchase");
+}
+
+/**
+ * `inv` with its discounts, taxes and parties as of `at` (lines as they are, before any credit);
+ * `record`: the discounts used are recorded (a finalization), else nothing is written (a preview).
+ */
+export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, record: boolean): Promise<Invoice> {
+  const parties = await booking.parties(inv);
+  const printed = { ...inv, customer: parties.customer, customerName: parties.customerName, seller: parties.seller };
+  if (!bookable(inv)) return unbooked(printed);
+  const lines = chargeLines({ lines: inv.lines.map((l) => ({ ...l, discountAmounts: [], taxAmounts: [] })) });
+  const discounts = await booking.discountsFor(inv, at);
+  const taxes = await booking.taxes.taxesFor({
+    environmentId: inv.environmentId,
+    subjectId: inv.subjectId,
+    currency: inv.currency,
+    customer: parties.customer,
+    cardTaxRateIds: parties.cardTaxRateIds,
+    lines,
+  });
+  const booked = bookTotals({ lines, discounts, ratesPerLine: taxes.ratesPerLine, exempt: taxes.exempt });
+  if (record && booked.discounts.length > 0) {
+    await booking.discounted(
+      booked.discounts.map((d) => d.discountId),
+      inv.id,
+      at,
+    );
+  }
+  return {
+    ...printed,
+    lines: inv.lines.map((l, i) => ({ ...l, discountAmounts: booked.lines[i]?.discountAmounts ?? [], taxAmounts: booked.lines[i]?.taxAmounts ?? [] })),
+    total: booked.total,
+    subtotal: booked.subtotal,
+    totalDiscount: booked.totalDiscount,
+    totalTax: booked.totalTax,
+    discounts: booked.discounts,
+    taxAmounts: booked.taxAmounts,
+    notes: booked.notes,
+  };
+}
+
+/** Numbers `list` (in their order) from one take of the environment's sequence; internal ones get none. */
+async function numberAll(booking: BookingTx, list: Invoice[]): Promise<Invoice[]> {
+  const out = [...list];
+  const byEnv = new Map<string, number[]>();
+  list.forEach((inv, k) => {
+    if (inv.status === "draft" || isInternal(inv)) return;
+    byEnv.set(inv.environmentId, [...(byEnv.get(inv.environmentId) ?? []), k]);
+  });
+  for (const [env, ks] of [...byEnv.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const { prefix, first } = await booking.nextNumbers(env, "invoice", ks.length);
+    ks.forEach((k, j) => {
+      out[k] = { ...(out[k] as Invoice), number: formatNumber(prefix, "invoice", first + j) };
+    });
+  }
+  return out;
+}
+
+/**
+ * Books, credits and numbers `inv`, which becomes open in `tx` at `at` (the subscription's
+ * clock): see the file's comment. Anything but an open invoice is returned booked as a preview
+ * (nothing recorded, no credit, no number).
+ */
+export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice> {
+  return (await finalizeAllOpen(tx, [inv], () => at))[0] as Invoice;
+}
+
+/**
+ * finalizeOpen for a batch (a cycle close's invoices, in one transaction): credit in the order of
+ * their subjects (credit-application.ts), then one take of numbers per environment, in the batch's order.
+ */
+export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
+  const booking = tx.booking;
+  const booked: Invoice[] = [];
+  for (const inv of list) booked.push(booking ? await bookInvoice(booking, inv, atOf(inv), inv.status === "open") : unbooked(inv));
+  const order = [...booked.keys()].sort((a, b) => {
+    const x = booked[a] as Invoice;
+    const y = booked[b] as Invoice;
+    return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
+  });
+  const credited = [...booked];
+  for (const k of order) {
+    const inv = booked[k] as Invoice;
+    credited[k] = inv.status === "open" ? await applyCredits(tx, inv, atOf(inv)) : inv;
+  }
+  return booking ? numberAll(booking, credited) : credited;
+}
+
+/** A draft as it would be booked and credited if it finalized at `at`: read in a transaction of its own, nothing written. */
+export async function previewBooking(stores: BillingStores, inv: Invoice, at: Date): Promise<Invoice> {
+  const booked = await stores.transaction(async (tx) => (tx.booking ? bookInvoice(tx.booking, inv, at, false) : unbooked(inv)));
+  return previewCredits(stores, booked, at);
+}
+
+/** What is left to credit of an invoice: its total less what credit notes credited. */
+export function creditable(inv: Pick<Invoice, "total" | "amountCredited">): string {
+  const left = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
+  return formatDecimal(left.gt(0) ? left : ZERO);
+}

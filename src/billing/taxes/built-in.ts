@@ -1,0 +1,30 @@
+/**
+ * The built-in tax engine (DESIGN §15), the TaxProvider port's one adapter: the environment's
+ * own tax rates.
+ */
+import type { AppliedTaxRate, TaxAnswer, TaxProvider, TaxQuery, TaxRate } from "./types.js";
+
+/** Reads tax rates of an environment by id (archived ones too: a rate set before still applies). */
+export type TaxRateReader = (environmentId: string, ids: readonly string[]) => Promise<TaxRate[]>;
+
+export class BuiltInTaxProvider implements TaxProvider {
+  constructor(private readonly rates: TaxRateReader) {}
+
+  async taxesFor(q: TaxQuery): Promise<TaxAnswer> {
+    const exempt = q.customer?.taxExempt ?? "none";
+    const ids = q.customer && q.customer.taxRateIds.length > 0 ? q.customer.taxRateIds : q.cardTaxRateIds;
+    if (exempt !== "none" || ids.length === 0) return { exempt, ratesPerLine: q.lines.map(() => []) };
+    const country = q.customer?.address?.country ?? null;
+    const region = q.customer?.address?.state ?? null;
+    const found = new Map((await this.rates(q.environmentId, ids)).map((r) => [r.id, r]));
+    // In the order they were set; a rate of another country (or region) than the buyer's does not apply.
+    const applied: AppliedTaxRate[] = ids.flatMap((id) => {
+      const r = found.get(id);
+      if (!r) return [];
+      if (r.country !== null && country !== null && r.country !== country) return [];
+      if (r.region !== null && region !== null && r.region !== region) return [];
+      return [{ id: r.id, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive }];
+    });
+    return { exempt, ratesPerLine: q.lines.map(() => applied) };
+  }
+}
