@@ -20,23 +20,35 @@ export function sellerFromRow(raw: unknown): SellerDetails | null {
   return { legalName: s.legalName ?? null, address: s.address ?? null, taxId: s.taxId ?? null, email: s.email ?? null, footer: s.footer ?? null };
 }
 
-async function parties(em: EntityManager, inv: Invoice): Promise<InvoiceParties> {
+/** What one transaction reads once for many invoices (a cycle close books a hundred): sellers by environment, tax rates by card. */
+interface Memo {
+  sellers: Map<string, SellerDetails | null>;
+  cards: Map<string, string[]>;
+}
+
+async function parties(em: EntityManager, inv: Invoice, memo: Memo): Promise<InvoiceParties> {
   const [subject] = (await em.query("SELECT name FROM subjects WHERE id = ?", [inv.subjectId])) as { name: string | null }[];
-  const [env] = (await em.query("SELECT seller FROM environments WHERE id = ?", [inv.environmentId])) as { seller: unknown }[];
+  let seller = memo.sellers.get(inv.environmentId);
+  if (seller === undefined) {
+    const [env] = (await em.query("SELECT seller FROM environments WHERE id = ?", [inv.environmentId])) as { seller: unknown }[];
+    seller = sellerFromRow(env?.seller);
+    memo.sellers.set(inv.environmentId, seller);
+  }
   const [sub] = (await em.query("SELECT rate_card_id AS c FROM subscriptions WHERE id = ?", [inv.subscriptionId])) as { c: string }[];
-  return {
-    customerName: subject?.name ?? null,
-    customer: await billingDetailsOf(em, inv.subjectId),
-    seller: sellerFromRow(env?.seller),
-    cardTaxRateIds: sub ? await cardTaxRateIds(em, sub.c) : [],
-  };
+  let cardRates: string[] = [];
+  if (sub) {
+    cardRates = memo.cards.get(sub.c) ?? (await cardTaxRateIds(em, sub.c));
+    memo.cards.set(sub.c, cardRates);
+  }
+  return { customerName: subject?.name ?? null, customer: await billingDetailsOf(em, inv.subjectId), seller, cardTaxRateIds: cardRates };
 }
 
 export function bookingWrites(em: EntityManager, sql: Sql): BookingTx {
+  const memo: Memo = { sellers: new Map(), cards: new Map() };
   return {
     discountsFor: (inv, at) => discountsFor(em, inv, at),
     discounted: (ids, invoiceId, at) => recordDiscounted(em, ids, invoiceId, at),
-    parties: (inv) => parties(em, inv),
+    parties: (inv) => parties(em, inv, memo),
     taxes: new BuiltInTaxProvider((environmentId, ids) => taxRatesOf(em, environmentId, ids)),
     nextNumbers: (environmentId, kind, count) => nextNumbers(em, sql.dialect, environmentId, kind, count),
   };
