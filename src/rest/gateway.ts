@@ -48,6 +48,38 @@ export interface RestRoute {
   regex: RegExp;
   params: string[];
   literalSegments: number;
+  /** A REST-only route (RawRoute): answered by its own function rather than an RPC. */
+  raw?: RawRoute["serve"];
+}
+
+/**
+ * A REST-only GET route with no RPC of its own (a PDF): admitted as `method` is (its key, its
+ * rate class), then answered by `serve` with the path's parameters (decoded) and the URL; what it
+ * throws is answered as an RPC's error is.
+ */
+export interface RawRoute {
+  template: string;
+  method: DescMethod;
+  serve(caller: Caller | undefined, params: string[], url: URL, res: Res): Promise<void>;
+}
+
+/** A path template's pattern: `{name}` segments match one segment each. */
+function templatePattern(template: string): { regex: RegExp; params: string[]; literalSegments: number } {
+  const params: string[] = [];
+  const segments = template.split("/").filter(Boolean);
+  const regex = new RegExp(
+    `^/${segments
+      .map((seg) => {
+        const m = /^\{([a-z_][a-z0-9_.]*)\}$/.exec(seg);
+        if (m) {
+          params.push(m[1] as string);
+          return "([^/]+)";
+        }
+        return seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      })
+      .join("/")}/?$`,
+  );
+  return { regex, params, literalSegments: segments.length - params.length };
 }
 
 /** Reads every unary RPC's google.api.http rule into a route table, most specific paths first. */
@@ -60,30 +92,7 @@ export function buildRoutes(services: DescService[]): RestRoute[] {
       const p = rule.pattern;
       if (p.case === undefined || p.case === "custom") continue;
       const template = p.value;
-      const params: string[] = [];
-      const segments = template.split("/").filter(Boolean);
-      const regex = new RegExp(
-        `^/${segments
-          .map((seg) => {
-            const m = /^\{([a-z_][a-z0-9_.]*)\}$/.exec(seg);
-            if (m) {
-              params.push(m[1] as string);
-              return "([^/]+)";
-            }
-            return seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-          })
-          .join("/")}/?$`,
-      );
-      out.push({
-        httpMethod: p.case.toUpperCase(),
-        template,
-        method,
-        body: rule.body,
-        responseBody: rule.responseBody,
-        regex,
-        params,
-        literalSegments: segments.length - params.length,
-      });
+      out.push({ httpMethod: p.case.toUpperCase(), template, method, body: rule.body, responseBody: rule.responseBody, ...templatePattern(template) });
     }
   }
   return out.sort((a, b) => b.literalSegments - a.literalSegments || a.params.length - b.params.length);
@@ -273,9 +282,10 @@ async function invokeRest(deps: Deps, route: RestRoute, request: RestRequest, ca
 }
 
 /** `jsonOptions`: the router's, so that a REST call reads and writes JSON as a Connect call does. */
-export function createRestGateway(services: DescService[], invoke: Invoker, log: Logger, jsonOptions: Deps["jsonOptions"]) {
+export function createRestGateway(services: DescService[], invoke: Invoker, log: Logger, jsonOptions: Deps["jsonOptions"], rawRoutes: RawRoute[] = []) {
   const deps: Deps = { invoke, log, jsonOptions };
-  const routes = buildRoutes(services);
+  const raw = rawRoutes.map((r): RestRoute => ({ httpMethod: "GET", template: r.template, method: r.method, body: "", responseBody: "", ...templatePattern(r.template), raw: r.serve }));
+  const routes = [...raw, ...buildRoutes(services)];
   // Routes by their first path segment (all start with a literal one), so that a request tries a
   // handful of patterns rather than all of them; each list keeps the most-specific-first order.
   const byFirstSegment = new Map<string, RestRoute[]>();
@@ -284,8 +294,25 @@ export function createRestGateway(services: DescService[], invoke: Invoker, log:
     byFirstSegment.set(first, [...(byFirstSegment.get(first) ?? []), route]);
   }
 
+  /** A REST-only route: its answer, or its error as an RPC's is answered. */
+  async function serveRaw(route: RestRoute, serve: RawRoute["serve"], match: RegExpExecArray, url: URL, res: Res, caller: Caller | undefined): Promise<void> {
+    try {
+      const params = route.params.map((name, i) => {
+        try {
+          return decodeURIComponent(match[i + 1] ?? "");
+        } catch {
+          throw invalidFields([{ field: name, description: "is not a valid percent-encoded path segment" }]);
+        }
+      });
+      await serve(caller, params, url, res);
+    } catch (err) {
+      sendConnectError(res, publicError(err, log, `${route.httpMethod} ${route.template}`, traceOf(res)?.id));
+    }
+  }
+
   async function serve(target: RestTarget, res: Res, caller: Caller | undefined, body: AsyncIterable<Uint8Array>, requestMethod: string): Promise<void> {
     const { route, match, url } = target;
+    if (route.raw) return serveRaw(route, route.raw, match, url, res, caller);
     const request = route.body === "" ? { json: {}, deferred: [], violations: [] } : await bodyRequest(route, body, res, target.encoding);
     if (request === undefined) return;
     addQueryAndPath(route, match, url, request.json, request.violations);

@@ -24,6 +24,7 @@ import { createRestGateway } from "../rest/gateway.js";
 import { createPages } from "../pages/hosted/checkout.js";
 import { creditReads } from "../pages/credits.js";
 import { createPortalPages } from "../pages/hosted/portal.js";
+import { pdfRoutes } from "../pages/pdf/routes.js";
 import { type KeyVerifier, authInterceptor, authenticateKey } from "../rpc/auth.js";
 import { ACCEPTED_COMPRESSION } from "../rpc/compression.js";
 import { errorInterceptor } from "../rpc/errors.js";
@@ -88,7 +89,8 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   // not decode invalid_argument rather than internal (src/rpc/messages.ts).
   checkRequestMessages(router, bodyLimit, jsonOptions);
   const invoke = createInvoker(specs, interceptors);
-  const rest = createRestGateway(restServices, invoke, log, jsonOptions);
+  // The PDFs (pages/pdf/routes.ts): REST only, admitted as their resource's Get.
+  const rest = createRestGateway(restServices, invoke, log, jsonOptions, pdfRoutes(services.invoices));
   const checkoutPages = createPages(services.hostedCheckout, services.invoices, log);
   const portalPages = createPortalPages(services.portal, log, creditReads(services.credits, services.billingStates));
   // The operator dashboard (/dashboard): sessions opened with a secret key, checked by the API's own verifier.

@@ -4,6 +4,7 @@
  * portal.ts, on the same shell.
  *
  *   GET  /hosted/invoices/{token}             the invoice
+ *   GET  /hosted/invoices/{token}/pdf         its PDF (pdf/routes.ts; ?paper=a4|letter)
  *   GET  /hosted/checkout/{token}             the checkout form (POST: pays)
  *   GET  /hosted/checkout/{token}/cancel      asks to confirm (POST: cancels, back to the application)
  */
@@ -16,6 +17,8 @@ import type { CheckoutSession, PaymentProvider } from "../../billing/subscriptio
 import type { Logger } from "../../log.js";
 import { type Html, html } from "../html.js";
 import { type Req, type Res, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
+import { invoiceTitle } from "../pdf/invoice-pdf.js";
+import { sendInvoicePdf } from "../pdf/routes.js";
 import { invoiceHtml } from "./invoice.js";
 
 /** Where a checkout's forms may end up: this service and the application's callbacks (their 303s). */
@@ -112,12 +115,16 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
 /** Handles the hosted checkout and invoice routes; returns false for any other path. */
 export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
-    const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})$/.exec(path);
+    const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})(\/pdf)?$/.exec(path);
     if (inv) {
       if (req.method !== "GET") return notAllowed(res);
       const found = await invoices.invoiceByToken(inv[1] as string);
       if (!found) return messagePage(res, 404, "Not found", "Invoice not found");
-      return page(res, 200, `Invoice ${found.id}`, invoiceHtml(found));
+      if (inv[2]) {
+        if (found.status === "draft") return messagePage(res, 400, "No PDF yet", "This invoice is a draft", "Its PDF exists once it is finalized.");
+        return sendInvoicePdf(res, found, new URL(req.url ?? "/", "http://localhost"));
+      }
+      return page(res, 200, `Invoice ${invoiceTitle(found)}`, invoiceHtml(found));
     }
     const m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return messagePage(res, 404, "Not found", "Not found");

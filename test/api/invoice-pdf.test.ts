@@ -1,0 +1,125 @@
+/**
+ * Invoice PDFs (DESIGN §15) through the real server, on MariaDB and SQLite: GET /invoices/{id}/pdf
+ * with the API key is a PDF whose text (pdftotext -layout) has the number, the parties, each line
+ * and the totals as the hosted page prints them; JPY and KWD amounts with 0 and 3 decimals; A4 and
+ * Letter differ in page size (pdfinfo); the same invoice twice gives the same bytes; a draft is
+ * 400, no key 401, an unknown or other environment's ID 404; the hosted token's PDF needs no key.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import test from "ava";
+import { STORES } from "../helpers/db.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const AT = "2026-01-15T00:00:00Z";
+const dir = mkdtempSync(join(tmpdir(), "invoice-pdf-"));
+let files = 0;
+
+/** Runs a poppler tool on the PDF's bytes. */
+function poppler(tool: "pdftotext" | "pdfinfo", pdf: Buffer): string {
+  const file = join(dir, `${files++}.pdf`);
+  writeFileSync(file, pdf);
+  return execFileSync(tool, tool === "pdftotext" ? ["-layout", file, "-"] : [file], { encoding: "utf8" });
+}
+
+async function get(url: string, key?: string): Promise<{ status: number; type: string | null; disposition: string | null; body: Buffer }> {
+  const res = await fetch(url, { headers: key ? { "x-api-key": key } : {} });
+  return { status: res.status, type: res.headers.get("content-type"), disposition: res.headers.get("content-disposition"), body: Buffer.from(await res.arrayBuffer()) };
+}
+
+/** A paid invoice of one fixed charge of `value` smallest units of `currency` (a checkout puts the card on file); the invoice's JSON. */
+async function invoiceOf(s: Scenario, currency: string, value: string, name = "Base plan"): Promise<Json> {
+  const card = await s.card({ fixed_rates: [{ code: "base", name, price: { amount: { currency_code: currency, value } } }] });
+  await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { base: 1 }, create_checkout_session: "always" }, CARD_OK);
+  return (await s.invoices()).at(-1) as Json;
+}
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: a finalized invoice's PDF has its number, parties, lines and totals as the hosted page shows them`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const inv = await invoiceOf(s, "USD", "11900");
+    t.regex(inv.number, /^INV-\d{6}$/);
+    t.is(new URL(inv.pdf_url).pathname, `/invoices/${inv.id}/pdf`);
+    const r = await get(`${server.url}/invoices/${inv.id}/pdf`, s.key);
+    t.is(r.status, 200);
+    t.is(r.type, "application/pdf");
+    t.is(r.disposition, `inline; filename="${inv.number}.pdf"`);
+    t.is(r.body.subarray(0, 5).toString(), "%PDF-");
+    const text = poppler("pdftotext", r.body);
+    const hosted = await (await fetch(`${server.url}${new URL(inv.hosted_url).pathname}`)).text();
+    t.true(hosted.includes("USD 119.00"), "the hosted page prints the total so");
+    for (const want of ["Invoice", inv.number, "Bill to", "Customer", "Base plan", "USD 119.00", "Subtotal", "Total", "Amount due", `Issued ${inv.finalized_at.slice(0, 10)}`]) {
+      t.true(text.includes(want), `the PDF's text has ${want}:\n${text}`);
+    }
+    t.regex(text, /Total\s+USD 119\.00/);
+    t.regex(text, /Amount due\s+USD 119\.00/);
+    t.regex(text, /Base plan\s+1\s+USD 119\.00\s+USD 119\.00/);
+  });
+
+  test(`${store}: JPY and KWD amounts are printed with 0 and 3 decimals`, async (t) => {
+    const jpy = await Scenario.start(server, AT);
+    const a = await invoiceOf(jpy, "JPY", "1500", "Yen plan");
+    const ta = poppler("pdftotext", (await get(`${server.url}/invoices/${a.id}/pdf`, jpy.key)).body);
+    t.regex(ta, /Yen plan\s+1\s+JPY 1500\s+JPY 1500/);
+    t.regex(ta, /Amount due\s+JPY 1500\n/);
+    const kwd = await Scenario.start(server, AT);
+    const b = await invoiceOf(kwd, "KWD", "7250", "Dinar plan");
+    const tb = poppler("pdftotext", (await get(`${server.url}/invoices/${b.id}/pdf`, kwd.key)).body);
+    t.regex(tb, /Dinar plan\s+1\s+KWD 7\.250\s+KWD 7\.250/);
+    t.regex(tb, /Amount due\s+KWD 7\.250/);
+  });
+
+  test(`${store}: A4 and Letter differ in page size; the same invoice gives the same bytes twice`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const inv = await invoiceOf(s, "USD", "2500");
+    const url = `${server.url}/invoices/${inv.id}/pdf`;
+    const [plain, again, a4, letter] = await Promise.all([get(url, s.key), get(url, s.key), get(`${url}?paper=a4`, s.key), get(`${url}?paper=letter`, s.key)]);
+    t.true(plain.body.equals(again.body), "same bytes");
+    // No seller address: A4 by default.
+    t.true(plain.body.equals(a4.body));
+    t.regex(poppler("pdfinfo", a4.body), /Page size:\s+595\.2\d? x 841\.8\d? pts \(A4\)/);
+    t.regex(poppler("pdfinfo", letter.body), /Page size:\s+612 x 792 pts \(letter\)/);
+    const bad = await s.raw("GET", `/invoices/${inv.id}/pdf?paper=legal`);
+    t.is(bad.status, 400);
+    t.like(bad.body, { code: "invalid_argument" });
+    t.true(JSON.stringify(bad.body).includes("paper"));
+  });
+
+  test(`${store}: a draft has no PDF (400); no key 401; unknown or another environment's ID 404; the hosted token's PDF needs no key`, async (t) => {
+    const s = await Scenario.start(server, AT, { invoiceGraceSeconds: 3600 });
+    const m = await s.metric();
+    const card = await s.card({
+      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: m, included_units: 0, price: { amount: { currency_code: "USD", value: 1 } } }],
+    });
+    await s.subscribe({ rate_card_id: card });
+    await s.events([["2026-01-20T00:00:00Z", "5"]]);
+    await s.advance("2026-02-15T00:00:00Z");
+    const draft = (await s.invoices()).find((i) => i.status === "draft") as Json;
+    t.truthy(draft, "a draft in its grace period");
+    t.is(draft.pdf_url, "");
+    const refused = await s.raw("GET", `/invoices/${draft.id}/pdf`);
+    t.is(refused.status, 400);
+    t.like(refused.body, { code: "failed_precondition" });
+    t.true(JSON.stringify(refused.body).includes("INVOICE_NOT_FINALIZED"));
+    const hostedDraft = await get(`${server.url}${new URL(draft.hosted_url).pathname}/pdf`);
+    t.is(hostedDraft.status, 400);
+
+    const paid = await invoiceOf(await Scenario.start(server, AT), "USD", "900");
+    t.is((await get(`${server.url}/invoices/${paid.id}/pdf`)).status, 401);
+    t.is((await get(`${server.url}/invoices/${paid.id}/pdf`, "sk_test_nope")).status, 401);
+    t.is((await get(`${server.url}/invoices/in_unknown/pdf`, s.key)).status, 404);
+    // Another environment's invoice: not found, as if it did not exist.
+    t.is((await get(`${server.url}/invoices/${paid.id}/pdf`, s.key)).status, 404);
+    const hosted = await get(`${server.url}${new URL(paid.hosted_url).pathname}/pdf`);
+    t.is(hosted.status, 200);
+    t.is(hosted.type, "application/pdf");
+    t.true(poppler("pdftotext", hosted.body).includes(paid.number));
+    t.is((await get(`${server.url}/hosted/invoices/${"x".repeat(32)}/pdf`)).status, 404);
+  });
+}
