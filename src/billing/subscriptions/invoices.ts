@@ -5,9 +5,21 @@
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
+import { checkInstant } from "../time.js";
 import { canTransition, checkTransition, transitionEvents } from "./invoice-states.js";
 import type { Lookups } from "./lookups.js";
 import type { Invoice, InvoiceStatus } from "./types.js";
+
+/** GET /invoices' filters as they arrive (ListInvoicesRequest); absent: no filter. */
+export interface ListInvoicesInput {
+  subjectId?: string;
+  status?: string;
+  createdFrom?: Date;
+  createdTo?: Date;
+  number?: string;
+  limit?: number;
+  offset?: number;
+}
 
 export const INVOICE_STATUSES: readonly InvoiceStatus[] = ["draft", "open", "paid", "void", "uncollectible"];
 
@@ -21,13 +33,28 @@ export class Invoices {
     return this.lookups.stores;
   }
 
+  /** A subject's invoices, oldest first (the dashboard's subject page): listInvoices with that one filter. */
   async listInvoices(caller: Caller, subjectKey: string, limit?: number, offset?: number): Promise<PageResult<Invoice>> {
+    return this.list(caller, { subjectId: subjectKey, limit, offset });
+  }
+
+  /**
+   * GET /invoices (DESIGN §15): the environment's invoices, oldest first, of one subject (by ID or
+   * external ID; "" or absent: every subject), status, created range [from, to) and number. A
+   * draft is shown as it would finalize now, as on its own page.
+   */
+  async list(caller: Caller, input: ListInvoicesInput): Promise<PageResult<Invoice>> {
     const v = new Violations();
-    if (subjectKey === "") v.add("subject_id", "is required");
-    const page = checkPage(limit, offset, v);
+    const status = input.status || undefined;
+    if (status !== undefined && !INVOICE_STATUSES.includes(status as InvoiceStatus)) v.add("status", `must be one of ${INVOICE_STATUSES.join(", ")}`);
+    const from = checkInstant(input.createdFrom, v, "created_from");
+    const to = checkInstant(input.createdTo, v, "created_to");
+    if (from && to && to.getTime() < from.getTime()) v.add("created_to", "must not be before created_from");
+    const page = checkPage(input.limit, input.offset, v);
     v.throwIfAny();
-    const subject = await this.lookups.subject(caller, subjectKey);
-    const result = await this.stores.invoices.list(caller.environmentId, subject.id, page);
+    const subjectId = input.subjectId ? (await this.lookups.subject(caller, input.subjectId)).id : undefined;
+    const filter = { subjectId, status: status as InvoiceStatus | undefined, createdFrom: from, createdTo: to, number: input.number || undefined };
+    const result = await this.stores.invoices.list(caller.environmentId, filter, page);
     return { ...result, items: await Promise.all(result.items.map((i) => this.preview(i))) };
   }
 

@@ -64,12 +64,22 @@ export interface SubscriptionStore {
   markChecked(ids: string[], at: Date): Promise<void>;
 }
 
+/** What GET /invoices filters on (DESIGN §15); every field absent: no filter. created is [from, to). */
+export interface InvoiceFilter {
+  subjectId?: string;
+  status?: InvoiceStatus;
+  createdFrom?: Date;
+  createdTo?: Date;
+  number?: string;
+}
+
 export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
   /** A subscription's invoice of one period key (e.g. the one that opened a cycle), with its lines. */
   byPeriodKey(subscriptionId: string, periodKey: string): Promise<Invoice | undefined>;
-  list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>>;
+  /** The environment's invoices matching `filter` (every one when empty), oldest first (by seq). */
+  list(environmentId: string, filter: InvoiceFilter, page: Page): Promise<PageResult<Invoice>>;
   /**
    * Totals of the invoices finalized in [from, to) that bill something (open, paid or
    * uncollectible: not void), per currency, exact decimal text in the smallest unit.

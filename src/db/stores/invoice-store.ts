@@ -4,12 +4,13 @@ import { In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
-import type { InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
+import type { InvoiceFilter, InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
 import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatus, type UsageWindow, amountDueOf } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
+import { invoiceListRows } from "./invoice-list.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 /** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
@@ -299,9 +300,9 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
-  async list(environmentId: string, subjectId: string, page: Page): Promise<PageResult<Invoice>> {
+  async list(environmentId: string, filter: InvoiceFilter, page: Page): Promise<PageResult<Invoice>> {
     return this.sql.run(async (em) => {
-      const rows = await em.find(this.entities.Invoice, { where: { environment_id: environmentId, subject_id: subjectId }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset });
+      const rows = await invoiceListRows(em, this.entities, environmentId, filter, page);
       const result = toPageResult(rows, page);
       return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
     });

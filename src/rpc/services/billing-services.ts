@@ -82,7 +82,15 @@ export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceServic
   const pb = (i: Parameters<typeof subs.hostedInvoiceUrl>[0]) => invoiceToPb(i, subs.hostedInvoiceUrl(i));
   return {
     async listInvoices(req, ctx) {
-      const page = await subs.listInvoices(callerOf(ctx), req.subjectId, req.limit, req.offset);
+      const page = await subs.list(callerOf(ctx), {
+        subjectId: req.subjectId,
+        status: req.status,
+        createdFrom: instantOf(req.createdFrom),
+        createdTo: instantOf(req.createdTo),
+        number: req.number,
+        limit: req.limit,
+        offset: req.offset,
+      });
       return { hasMore: page.hasMore, invoices: page.items.map(pb) };
     },
     async getInvoice(req, ctx) {

@@ -1,0 +1,29 @@
+/**
+ * The invoice list's query (DESIGN §15): GET /invoices across subjects with its filters.
+ */
+import type { EntityManager } from "typeorm";
+import type { Page } from "../../billing/pagination.js";
+import type { InvoiceFilter } from "../../billing/subscriptions/ports.js";
+import type { Entities, InvoiceRow } from "../entities/index.js";
+import { dbTime } from "../raw.js";
+
+/**
+ * A page of the rows of `filter` in the environment (one more than the page's limit: whether
+ * another follows), oldest first (seq). Each filter meets an index that
+ * starts with it: one subject's list ix_invoices_subject_seq, one number uq_invoices_env_number,
+ * one status ix_invoices_env_status_seq (already in seq order), a created range
+ * ix_invoices_env_created; the database picks among them when several are given.
+ */
+export function invoiceListRows(em: EntityManager, E: Entities, environmentId: string, filter: InvoiceFilter, page: Page): Promise<InvoiceRow[]> {
+  const q = em.createQueryBuilder(E.Invoice, "i").where("i.environment_id = :env", { env: environmentId });
+  if (filter.subjectId !== undefined) q.andWhere("i.subject_id = :subject", { subject: filter.subjectId });
+  if (filter.number !== undefined) q.andWhere("i.number = :number", { number: filter.number });
+  if (filter.status !== undefined) q.andWhere("i.status = :status", { status: filter.status });
+  if (filter.createdFrom !== undefined) q.andWhere("i.created_at >= :from", { from: dbTime(filter.createdFrom) });
+  if (filter.createdTo !== undefined) q.andWhere("i.created_at < :to", { to: dbTime(filter.createdTo) });
+  return q
+    .orderBy("i.seq", "ASC")
+    .limit(page.limit + 1)
+    .offset(page.offset)
+    .getMany();
+}
