@@ -47,7 +47,8 @@ export type IdPrefix =
   | "wha"
   | "ds"
   | "cg"
-  | "cle";
+  | "cle"
+  | "txr";
 
 /** An opaque ID: prefix, underscore, 22 base62 characters (about 131 random bits). */
 export function newId(prefix: IdPrefix): string {

@@ -3,6 +3,7 @@
  * a subject (events/types.ts) and its use cases (subjects.ts) can both name it.
  */
 import type { Metadata } from "./metadata.js";
+import type { BillingDetails } from "./taxes/types.js";
 
 export interface Subject {
   id: string;
@@ -14,4 +15,6 @@ export interface Subject {
   name: string | null;
   testClockId: string | null;
   hasPaymentMethod: boolean;
+  /** What invoices print about the buyer and how it is taxed (DESIGN §15); null (or absent): never set. */
+  billingDetails?: BillingDetails | null;
 }

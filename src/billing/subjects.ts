@@ -9,11 +9,17 @@ import { type Metadata, checkMetadata } from "./metadata.js";
 import { type Page, type PageResult, checkPage } from "./pagination.js";
 import type { Subject } from "./subject-types.js";
 import type { Caller } from "./tenancy.js";
+import type { TaxRateReader } from "./taxes/built-in.js";
+import { type BillingDetailsInput, checkBillingDetails } from "./taxes/details.js";
+import { checkTaxRateIds } from "./taxes/rates.js";
+import type { BillingDetails } from "./taxes/types.js";
 
 export interface SubjectPatch {
   email?: string | null;
   name?: string | null;
   metadata?: Metadata;
+  /** Replaces the billing details whole; null clears them. */
+  billingDetails?: BillingDetails | null;
 }
 
 /** Storage port. Implementations scope every query to `environmentId`. */
@@ -43,12 +49,15 @@ export interface CreateSubjectInput {
   externalId?: string;
   metadata: Metadata;
   name?: string;
+  billingDetails?: BillingDetailsInput;
 }
 
 export interface UpdateSubjectInput {
   email?: string;
   name?: string;
   metadata?: Metadata;
+  /** Replaces them whole; null clears them; undefined: unchanged. */
+  billingDetails?: BillingDetailsInput | null;
 }
 
 function checkEmail(email: string | undefined, v: Violations, allowEmpty: boolean): void {
@@ -67,6 +76,16 @@ export interface SubjectGuards {
   clockExists(environmentId: string, clockId: string): Promise<boolean>;
   /** Why the subject cannot be deleted (e.g. an active subscription), or undefined. */
   deleteBlocker(environmentId: string, subjectId: string): Promise<string | undefined>;
+  /** Tax rates by id (DESIGN §15): billing details' tax_rate_ids must name active ones. */
+  taxRates?: TaxRateReader;
+}
+
+/** Billing details checked at `billing_details`, their tax rates included. */
+async function checkedDetails(guards: SubjectGuards, environmentId: string, input: BillingDetailsInput, v: Violations): Promise<BillingDetails> {
+  const at = v.at("billing_details");
+  const details = checkBillingDetails(input, at);
+  await checkTaxRateIds(guards.taxRates ?? (async () => []), environmentId, details.taxRateIds, at.at("tax_rate_ids"));
+  return details;
 }
 
 export class SubjectService {
@@ -85,6 +104,7 @@ export class SubjectService {
     if (input.testClockId !== undefined && !(input.testClockId !== "" && (await this.guards.clockExists(caller.environmentId, input.testClockId)))) {
       v.add("test_clock_id", "no test clock with this ID exists in this environment");
     }
+    const billingDetails = input.billingDetails && (await checkedDetails(this.guards, caller.environmentId, input.billingDetails, v));
     v.throwIfAny();
     const subject: Subject = {
       id: newId("subj"),
@@ -96,6 +116,7 @@ export class SubjectService {
       name: input.name || null,
       testClockId: input.testClockId ?? null,
       hasPaymentMethod: false,
+      billingDetails: billingDetails ?? null,
     };
     await this.store.insert(subject, [subjectEvent("subject.created", subject)]);
     return subject;
@@ -116,12 +137,14 @@ export class SubjectService {
     checkEmail(input.email, v, true);
     checkText("name", input.name, v, true);
     if (input.metadata) checkMetadata(input.metadata, v.at("metadata"));
+    const billingDetails = input.billingDetails && (await checkedDetails(this.guards, caller.environmentId, input.billingDetails, v));
     v.throwIfAny();
     const existing = await this.get(caller, key);
     const patch: SubjectPatch = {};
     if (input.email !== undefined) patch.email = input.email || null;
     if (input.name !== undefined) patch.name = input.name || null;
     if (input.metadata !== undefined) patch.metadata = input.metadata;
+    if (input.billingDetails !== undefined) patch.billingDetails = billingDetails ?? null;
     const updated = await this.store.update(caller.environmentId, existing.id, patch, this.now(), (u) => [subjectEvent("subject.updated", u)]);
     if (!updated) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
     return updated;

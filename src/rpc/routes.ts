@@ -33,6 +33,7 @@ import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/
 import { EventService, file_billing_v1_event_service } from "../gen/billing/v1/event_service_pb.js";
 import { WebhookEndpointService, file_billing_v1_webhook_endpoint_service } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
 import { CreditService, file_billing_v1_credit_service } from "../gen/billing/v1/credit_service_pb.js";
+import { TaxRateService, file_billing_v1_tax_rate_service } from "../gen/billing/v1/tax_rate_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
@@ -50,6 +51,9 @@ import { eventService, webhookEndpointService } from "./services/event-services.
 import { subjectService } from "./services/subject-service.js";
 import { creditService } from "./services/credit-services.js";
 import type { Credits } from "../billing/credits/grants.js";
+import { taxRateService } from "./services/tax-services.js";
+import type { TaxRates } from "../billing/taxes/rates.js";
+import type { InvoiceSettingsService } from "../billing/taxes/settings.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
@@ -71,6 +75,8 @@ export interface Services {
   webhookEndpoints: WebhookEndpoints;
   events: EventFeed;
   credits: Credits;
+  taxRates: TaxRates;
+  invoiceSettings: InvoiceSettingsService;
 }
 
 /** The contract files whose services are served (reflection reads these). */
@@ -91,6 +97,7 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_webhook_endpoint_service,
   file_billing_v1_event_service,
   file_billing_v1_credit_service,
+  file_billing_v1_tax_rate_service,
   file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
   file_grpc_reflection_v1alpha_reflection,
@@ -124,7 +131,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
       subscriptionService(services.subscriptions, services.changes, services.pauses, (i) => services.invoices.hostedInvoiceUrl(i)),
     ),
     spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
-    spec(InvoiceService, invoiceService(services.invoices)),
+    spec(InvoiceService, invoiceService(services.invoices, services.invoiceSettings)),
     spec(CustomerAccessService, customerAccessService(services.billingStates)),
     spec(CustomerPortalService, customerPortalService(services.portal)),
     spec(CheckoutService, checkoutService(services.subscriptions)),
@@ -134,6 +141,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
     spec(EventService, eventService(services.events, health?.stopped)),
     spec(CreditService, creditService(services.credits)),
+    spec(TaxRateService, taxRateService(services.taxRates)),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),
     ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),

@@ -46,6 +46,9 @@ import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
 import type { CreditStore } from "../billing/credits/ports.js";
 import { watchIngest, wireCreditRealTime } from "./credits.js";
+import { TaxRates } from "../billing/taxes/rates.js";
+import { InvoiceSettingsService } from "../billing/taxes/settings.js";
+import { SqlInvoiceSettingsStore, SqlTaxRateStore } from "../db/stores/tax-store.js";
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 
@@ -156,18 +159,23 @@ export function buildServices(
   // Events freeze their resource as the REST API returns it (src/rpc/event-payload.ts), stamped in real time.
   const encode = eventEncoder(publicBaseUrl);
   const billingStores = sqlBillingStores(db.sql, db.entities, encode);
+  // Taxes (DESIGN §15): subjects' billing details and rate cards' default tax rates name active tax rates.
+  const taxRateStore = new SqlTaxRateStore(db.sql, db.entities);
+  const taxRates = new TaxRates(taxRateStore, now);
+  const invoiceSettings = new InvoiceSettingsService(new SqlInvoiceSettingsStore(db.sql));
   const subjects = new SubjectService(new SqlSubjectStore(db.sql, db.entities, encode), now, {
     clockExists: async (env, id) => (await billingStores.clocks.get(env, id)) !== undefined,
     deleteBlocker: async (env, id) => {
       const running = await billingStores.subscriptions.running(env, id);
       return running.length > 0 ? `the subject has an active or paused subscription (${running.map((x) => x.id).join(", ")}); cancel it first` : undefined;
     },
+    taxRates: taxRateStore.byIds,
   });
   const metricStore = new SqlPricingMetricStore(db.sql, db.entities, log && backfillLogger(log));
   const catalogStore = new SqlRateCatalogStore(db.sql, db.entities);
   const pricingMetrics = new PricingMetricService(metricStore, now);
   const cardStore = new SqlRateCardStore(db.sql, db.entities);
-  const cards = new RateCardService(cardStore, metricStore, catalogStore, now);
+  const cards = new RateCardService(cardStore, metricStore, catalogStore, now, taxRateStore.byIds);
   const catalogs = new RateCatalogService(catalogStore, metricStore, now);
   const usageStore = new SqlUsageStore(db.sql, db.entities, (err, attempt) => log?.warn("usage ingest transaction retried", { attempt, err }));
   const debug = log?.enabled("debug") ?? false;
@@ -261,5 +269,7 @@ export function buildServices(
     guard,
     credits,
     creditStore,
+    taxRates,
+    invoiceSettings,
   };
 }

@@ -233,7 +233,7 @@ for (const store of STORES) {
     t.deepEqual((await put({ metadata: { c: "3" } })).metadata, { c: "3" });
     const emptied = await put({ metadata: {} });
     t.deepEqual([emptied.metadata, emptied.email, emptied.name], [{}, "ada@example.com", "Ada"]);
-    t.deepEqual(Object.keys(emptied).sort(), ["created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
+    t.deepEqual(Object.keys(emptied).sort(), ["billing_details", "created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
     const bad = await rest(server.url, "PUT", `/subjects/${created.id}`, key, { metadata: { n: 1 } });
     t.is(bad.status, 400);
     t.is(bad.body.message, "metadata.n: must be a string");

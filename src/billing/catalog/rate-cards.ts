@@ -4,6 +4,8 @@ import { newId } from "../ids.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { type Page, type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
+import type { TaxRateReader } from "../taxes/built-in.js";
+import { checkTaxRateIds } from "../taxes/rates.js";
 import { type ArchivedFilter, type PricingMetricStore, loadMetricsForNewRates } from "./metrics.js";
 import { checkBillingInterval, checkRates, checkText } from "./rates.js";
 import type { RateCatalogStore } from "./rate-catalogs.js";
@@ -24,6 +26,8 @@ export interface RateCardStore {
    * atomically; the card as it is then, or undefined when there is no such card.
    */
   archive(environmentId: string, id: string, at: Date): Promise<RateCard | undefined>;
+  /** Replaces the card's default tax rates; the card as it is then, or undefined when there is none. */
+  setTaxRates(environmentId: string, id: string, taxRateIds: string[], at: Date): Promise<RateCard | undefined>;
 }
 
 function notFound(id: string): NotFoundError {
@@ -36,6 +40,7 @@ export interface CreateRateCardInput extends RatesInput {
   description?: string;
   metadata: Metadata;
   rateCatalogId?: string;
+  defaultTaxRateIds?: string[];
 }
 
 export class RateCardService {
@@ -44,6 +49,8 @@ export class RateCardService {
     private readonly metrics: PricingMetricStore,
     private readonly catalogs: RateCatalogStore,
     private readonly now: () => Date,
+    /** Tax rates by id (DESIGN §15): default tax rates must name active ones. */
+    private readonly taxRates: TaxRateReader = async () => [],
   ) {}
 
   async create(caller: Caller, input: CreateRateCardInput): Promise<RateCard> {
@@ -60,6 +67,8 @@ export class RateCardService {
     }
     const metrics = await loadMetricsForNewRates(this.metrics, caller.environmentId, input, v);
     const rates = checkRates(input, { metrics, currency: catalogCurrency, owner: "rate card" }, v);
+    const defaultTaxRateIds = input.defaultTaxRateIds ?? [];
+    await checkTaxRateIds(this.taxRates, caller.environmentId, defaultTaxRateIds, v.at("default_tax_rate_ids"));
     v.throwIfAny();
     const now = this.now();
     const card: RateCard = {
@@ -76,6 +85,7 @@ export class RateCardService {
       createdAt: now,
       archivedAt: null,
       updatedAt: now,
+      defaultTaxRateIds,
     };
     try {
       await this.cards.insert(card);
@@ -109,6 +119,16 @@ export class RateCardService {
    */
   async archive(caller: Caller, id: string): Promise<RateCard> {
     const card = id === "" ? undefined : await this.cards.archive(caller.environmentId, id, this.now());
+    if (!card) throw notFound(id);
+    return card;
+  }
+
+  /** Replaces the card's default tax rates: invoices finalized from then on use them. */
+  async setTaxRates(caller: Caller, id: string, taxRateIds: string[]): Promise<RateCard> {
+    const v = new Violations();
+    await checkTaxRateIds(this.taxRates, caller.environmentId, taxRateIds, v.at("tax_rate_ids"));
+    v.throwIfAny();
+    const card = id === "" ? undefined : await this.cards.setTaxRates(caller.environmentId, id, taxRateIds, this.now());
     if (!card) throw notFound(id);
     return card;
   }

@@ -106,6 +106,8 @@ export interface RateCard {
   updatedAt: Date;
   /** When it was archived (no new subscriptions); null while it is not. */
   archivedAt: Date | null;
+  /** Tax rates its subscriptions' invoices apply unless the subject sets its own (DESIGN §15); absent: none. */
+  defaultTaxRateIds?: string[];
 }
 
 export type AggregationType = "sum" | "count" | "max" | "last" | "unique_count";

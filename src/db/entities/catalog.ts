@@ -29,6 +29,8 @@ export interface RateCardRow {
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;
+  /** DESIGN §15: tax rate IDs (JSON); NULL on cards made before: none. */
+  default_tax_rate_ids?: string[] | null;
 }
 
 export interface RateCatalogRow {
@@ -154,6 +156,7 @@ export function catalogEntities(dialect: Dialect, exact: ExactText) {
       created_at: timeColumn(),
       updated_at: timeColumn(),
       archived_at: timeColumn(true),
+      default_tax_rate_ids: jsonColumn(dialect, true),
     }),
     uniques: [{ name: "uq_rate_cards_id", columns: ["id"] }],
     indices: [{ name: "ix_rate_cards_env_seq", columns: ["environment_id", "seq"] }],

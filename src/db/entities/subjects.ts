@@ -18,6 +18,18 @@ export interface SubjectRow {
   deleted_at: Date | null;
   test_clock_id: string | null;
   payment_method_id: string | null;
+  /** DESIGN §15: the domain's BillingDetails as JSON; NULL when never set. */
+  billing_details?: BillingDetailsRow | null;
+}
+
+/** A subject's billing details as stored (see BillingDetails in the domain). */
+export interface BillingDetailsRow {
+  legalName: string | null;
+  email: string | null;
+  address: { line1: string | null; line2: string | null; city: string | null; postalCode: string | null; state: string | null; country: string } | null;
+  taxIds: { type: string; value: string }[];
+  taxExempt: string;
+  taxRateIds: string[];
 }
 
 export function subjectsEntities(dialect: Dialect, exact: ExactText) {
@@ -38,6 +50,7 @@ export function subjectsEntities(dialect: Dialect, exact: ExactText) {
       deleted_at: timeColumn(true),
       test_clock_id: textColumn(32),
       payment_method_id: textColumn(32),
+      billing_details: jsonColumn(dialect, true),
     }),
     uniques: [
       { name: "uq_subjects_id", columns: ["id"] },

@@ -42,6 +42,7 @@ export class SqlRateCardStore implements RateCardStore {
         created_at: card.createdAt,
         updated_at: card.updatedAt,
         archived_at: card.archivedAt,
+        default_tax_rate_ids: card.defaultTaxRateIds ?? [],
       });
       const owner: Owner = { kind: "card", id: card.id, environmentId: card.environmentId, interval: card.billingInterval, at: card.createdAt };
       await insertRates(em, this.entities, owner, { fixed: card.fixedRates, usage: card.usageRates });
@@ -68,6 +69,7 @@ export class SqlRateCardStore implements RateCardStore {
         createdAt: c.created_at,
         archivedAt: c.archived_at,
         updatedAt: c.updated_at,
+        defaultTaxRateIds: c.default_tax_rate_ids ?? [],
       };
     });
   }
@@ -89,6 +91,15 @@ export class SqlRateCardStore implements RateCardStore {
       });
       const result = toPageResult(rows, page);
       return { items: await this.hydrate(em, result.items), hasMore: result.hasMore };
+    });
+  }
+
+  /** Replaces a card's default tax rates (DESIGN §15); the card as it is then. */
+  async setTaxRates(environmentId: string, id: string, ids: string[], at: Date): Promise<RateCard | undefined> {
+    return this.sql.transaction(async (em) => {
+      await em.update(this.entities.RateCard, { environment_id: environmentId, id }, { default_tax_rate_ids: ids, updated_at: at });
+      const row = await em.findOneBy(this.entities.RateCard, { environment_id: environmentId, id });
+      return row ? (await this.hydrate(em, [row]))[0] : undefined;
     });
   }
 

@@ -9,6 +9,7 @@ import { isUniqueViolation } from "../errors.js";
 import { dbTime, fromDbTime, fromJsonText, mayBeSubjectId } from "../raw.js";
 import { type Sql, chunks } from "../sql.js";
 import { emOutbox, pipelineOutbox, writeEvents } from "./outbox.js";
+import { billingDetailsFromJson } from "./tax-store.js";
 
 /**
  * A key longer than this names no subject: an external ID holds at most 255 characters (510
@@ -28,6 +29,7 @@ function subjectFromRow(r: SubjectRow): Subject {
     name: r.name,
     testClockId: r.test_clock_id ?? null,
     hasPaymentMethod: Boolean(r.payment_method_id),
+    billingDetails: billingDetailsFromJson(r.billing_details),
   };
 }
 
@@ -59,8 +61,8 @@ export class SqlSubjectStore implements SubjectStore {
       // Pipelined (the create is hot): the subject and its events travel with the COMMIT, one round trip.
       await this.sql.pipelined(async (p) => {
         p.defer([
-          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId],
+          "INSERT INTO subjects (id, environment_id, external_id, external_id_key, email, name, metadata, created_at, updated_at, test_clock_id, billing_details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          [s.id, s.environmentId, s.externalId, s.externalId, s.email, s.name, JSON.stringify(s.metadata), at, at, s.testClockId, s.billingDetails ? JSON.stringify(s.billingDetails) : null],
         ]);
         await writeEvents(pipelineOutbox(p, this.sql.dataSource), this.encode, this.eventTime, events);
       });
@@ -126,7 +128,11 @@ export class SqlSubjectStore implements SubjectStore {
               }
               // Callers of the same key each get their own object.
               waiting.forEach((w, i) => {
-                w.resolve(subject && i > 0 ? { ...subject, createdAt: new Date(subject.createdAt.getTime()), metadata: { ...subject.metadata } } : subject);
+                w.resolve(
+                  subject && i > 0
+                    ? { ...subject, createdAt: new Date(subject.createdAt.getTime()), metadata: { ...subject.metadata }, billingDetails: structuredClone(subject.billingDetails) }
+                    : subject,
+                );
               });
             }
           },
@@ -147,7 +153,7 @@ export class SqlSubjectStore implements SubjectStore {
     const read = async (column: "id" | "external_id_key", list: string[]) => {
       for (const part of chunks(list)) {
         const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
-          "SELECT id, environment_id, external_id, external_id_key, email, name, metadata, created_at, test_clock_id, payment_method_id FROM subjects " +
+          "SELECT id, environment_id, external_id, external_id_key, email, name, metadata, created_at, test_clock_id, payment_method_id, billing_details FROM subjects " +
             `WHERE environment_id = ? AND ${column} IN (${part.map(() => "?").join(", ")})${column === "id" ? " AND deleted_at IS NULL" : ""}`,
           [environmentId, ...part],
         );
@@ -176,6 +182,7 @@ export class SqlSubjectStore implements SubjectStore {
     if (patch.email !== undefined) set.email = patch.email;
     if (patch.name !== undefined) set.name = patch.name;
     if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    if (patch.billingDetails !== undefined) set.billing_details = patch.billingDetails;
     const row = await this.sql.transaction(async (em) => {
       await em.createQueryBuilder().update(this.entities.Subject).set(set).where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id }).execute();
       const r = await em.findOneBy(this.entities.Subject, { environment_id: environmentId, id });
@@ -200,7 +207,7 @@ export class SqlSubjectStore implements SubjectStore {
    */
   private async livePage(environmentId: string, filter: string, params: unknown[], page: Page): Promise<PageResult<Subject>> {
     const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
-      "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id " +
+      "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id, s.billing_details " +
         `FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL${filter} ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
         "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
       [environmentId, ...params],

@@ -1,18 +1,143 @@
-/** Storage of tax rates and of subjects' billing details (DESIGN §15). */
-import type { EntityManager } from "typeorm";
-import type { BillingDetails, TaxRate } from "../../billing/taxes/types.js";
+/**
+ * Storage of tax rates, of subjects' billing details and rate cards' default tax rates (JSON on
+ * their rows), and of an environment's invoice settings (its row and invoice sequence), DESIGN §15.
+ */
+import { type EntityManager, In } from "typeorm";
+import type { ArchivedFilter } from "../../billing/catalog/metrics.js";
+import type { Page, PageResult } from "../../billing/pagination.js";
+import { toPageResult } from "../../billing/pagination.js";
+import type { TaxRateStore } from "../../billing/taxes/rates.js";
+import { DEFAULT_PREFIX, type InvoiceSettings, type InvoiceSettingsStore } from "../../billing/taxes/settings.js";
+import type { BillingDetails, SellerDetails, TaxExempt, TaxRate } from "../../billing/taxes/types.js";
+import type { Entities, TaxRateRow } from "../entities/index.js";
+import type { Sql } from "../sql.js";
+import { sellerFromRow } from "./booking-store.js";
+import { peekNextNumber } from "./numbering.js";
+import { archivedWhere } from "./rate-card-store.js";
+
+function rateFromRow(r: TaxRateRow): TaxRate {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    displayName: r.display_name,
+    percentage: r.percentage,
+    inclusive: Boolean(r.inclusive),
+    country: r.country,
+    region: r.region,
+    description: r.description,
+    archived: r.archived_at !== null,
+    createdAt: r.created_at,
+    metadata: r.metadata ?? {},
+  };
+}
+
+/** Stored billing details (JSON text or parsed) in the domain's shape; null when never set. */
+export function billingDetailsFromJson(raw: unknown): BillingDetails | null {
+  if (raw === null || raw === undefined) return null;
+  const d = (typeof raw === "string" ? JSON.parse(raw) : raw) as Partial<BillingDetails>;
+  return {
+    legalName: d.legalName ?? null,
+    email: d.email ?? null,
+    address: d.address ?? null,
+    taxIds: d.taxIds ?? [],
+    taxExempt: (d.taxExempt ?? "none") as TaxExempt,
+    taxRateIds: d.taxRateIds ?? [],
+  };
+}
 
 /** Tax rates of an environment by id (archived ones too). */
-export async function taxRatesOf(_em: EntityManager, _environmentId: string, _ids: readonly string[]): Promise<TaxRate[]> {
-  return [];
+export async function taxRatesOf(em: EntityManager, environmentId: string, ids: readonly string[]): Promise<TaxRate[]> {
+  if (ids.length === 0) return [];
+  const rows = await em.getRepository<TaxRateRow>("TaxRate").find({ where: { environment_id: environmentId, id: In([...ids]) } });
+  return rows.map(rateFromRow);
 }
 
 /** A subject's billing details (null: never set). */
-export async function billingDetailsOf(_em: EntityManager, _subjectId: string): Promise<BillingDetails | null> {
-  return null;
+export async function billingDetailsOf(em: EntityManager, subjectId: string): Promise<BillingDetails | null> {
+  const [row] = (await em.query("SELECT billing_details AS d FROM subjects WHERE id = ?", [subjectId])) as { d: unknown }[];
+  return billingDetailsFromJson(row?.d);
 }
 
 /** A rate card's default tax rates. */
-export async function cardTaxRateIds(_em: EntityManager, _rateCardId: string): Promise<string[]> {
-  return [];
+export async function cardTaxRateIds(em: EntityManager, rateCardId: string): Promise<string[]> {
+  const [row] = (await em.query("SELECT default_tax_rate_ids AS ids FROM rate_cards WHERE id = ?", [rateCardId])) as { ids: unknown }[];
+  if (row?.ids === null || row?.ids === undefined) return [];
+  return (typeof row.ids === "string" ? JSON.parse(row.ids) : row.ids) as string[];
+}
+
+export class SqlTaxRateStore implements TaxRateStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly entities: Entities,
+  ) {}
+
+  async insert(r: TaxRate): Promise<void> {
+    await this.sql.run((em) =>
+      em.insert(this.entities.TaxRate, {
+        id: r.id,
+        environment_id: r.environmentId,
+        display_name: r.displayName,
+        percentage: r.percentage,
+        inclusive: r.inclusive,
+        country: r.country,
+        region: r.region,
+        description: r.description,
+        metadata: r.metadata,
+        created_at: r.createdAt,
+        archived_at: null,
+      }),
+    );
+  }
+
+  async get(environmentId: string, id: string): Promise<TaxRate | undefined> {
+    const row = await this.sql.run((em) => em.findOneBy(this.entities.TaxRate, { environment_id: environmentId, id }));
+    return row ? rateFromRow(row) : undefined;
+  }
+
+  async list(environmentId: string, page: Page, filter: ArchivedFilter): Promise<PageResult<TaxRate>> {
+    const rows = await this.sql.run((em) =>
+      em.find(this.entities.TaxRate, { where: { environment_id: environmentId, ...archivedWhere(filter) }, order: { seq: "ASC" }, take: page.limit + 1, skip: page.offset }),
+    );
+    return toPageResult(rows.map(rateFromRow), page);
+  }
+
+  async archive(environmentId: string, id: string): Promise<TaxRate | undefined> {
+    return this.sql.transaction(async (em) => {
+      await em
+        .createQueryBuilder()
+        .update(this.entities.TaxRate)
+        .set({ archived_at: new Date() })
+        .where("environment_id = :env AND id = :id AND archived_at IS NULL", { env: environmentId, id })
+        .execute();
+      const row = await em.findOneBy(this.entities.TaxRate, { environment_id: environmentId, id });
+      return row ? rateFromRow(row) : undefined;
+    });
+  }
+
+  byIds = (environmentId: string, ids: readonly string[]): Promise<TaxRate[]> => this.sql.run((em) => taxRatesOf(em, environmentId, ids));
+}
+
+/** The environment's invoice prefix and seller (columns of its row, migration 26) and its next invoice number. */
+export class SqlInvoiceSettingsStore implements InvoiceSettingsStore {
+  constructor(private readonly sql: Sql) {}
+
+  get(environmentId: string): Promise<InvoiceSettings> {
+    return this.sql.run((em) => this.read(em, environmentId));
+  }
+
+  update(environmentId: string, change: { numberPrefix?: string; seller?: SellerDetails | null }): Promise<InvoiceSettings> {
+    return this.sql.transaction(async (em) => {
+      if (change.numberPrefix !== undefined) await em.query("UPDATE environments SET invoice_prefix = ? WHERE id = ?", [change.numberPrefix, environmentId]);
+      if (change.seller !== undefined) {
+        // The JSON keeps SellerDetails' camelCase keys: sellerFromRow (booking-store.ts) reads them.
+        await em.query("UPDATE environments SET seller = ? WHERE id = ?", [change.seller === null ? null : JSON.stringify(change.seller), environmentId]);
+      }
+      return this.read(em, environmentId);
+    });
+  }
+
+  private async read(em: EntityManager, environmentId: string): Promise<InvoiceSettings> {
+    const [row] = (await em.query("SELECT invoice_prefix AS p, seller FROM environments WHERE id = ?", [environmentId])) as { p: string; seller: unknown }[];
+    return { numberPrefix: row?.p ?? DEFAULT_PREFIX, nextInvoiceSequence: await peekNextNumber(em, environmentId, "invoice"), seller: sellerFromRow(row?.seller) };
+  }
 }

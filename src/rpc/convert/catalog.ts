@@ -75,6 +75,7 @@ export function rateCardToPb(c: RateCard): RateCardPb {
     usageBasedRates: c.usageRates.map(usageRateToPb),
     archived: c.archivedAt !== null,
     archivedAt: c.archivedAt ? ts(c.archivedAt) : undefined,
+    defaultTaxRateIds: c.defaultTaxRateIds ?? [],
   });
 }
 

@@ -4,7 +4,9 @@ import type { Subject } from "../../billing/subject-types.js";
 import type { CreateSubjectInput, UpdateSubjectInput } from "../../billing/subjects.js";
 import { type Subject as SubjectPb, SubjectSchema } from "../../gen/billing/v1/subject_pb.js";
 import type { CreateSubjectRequest, UpdateSubjectRequest } from "../../gen/billing/v1/subject_service_pb.js";
+import { billingDetailsToPb } from "./billing.js";
 import { carriesRetired, retired, ts } from "./common.js";
+import { billingDetailsInput } from "./taxes.js";
 
 export function subjectToPb(s: Subject): SubjectPb {
   return create(SubjectSchema, {
@@ -16,15 +18,23 @@ export function subjectToPb(s: Subject): SubjectPb {
     name: s.name ?? undefined,
     testClockId: s.testClockId ?? undefined,
     hasPaymentMethod: s.hasPaymentMethod,
+    billingDetails: s.billingDetails ? billingDetailsToPb(s.billingDetails) : undefined,
   });
 }
 
 export function createSubjectInput(req: CreateSubjectRequest): CreateSubjectInput {
-  return { email: req.email, externalId: req.externalId, metadata: req.metadata, name: req.name, testClockId: req.testClockId };
+  return {
+    email: req.email,
+    externalId: req.externalId,
+    metadata: req.metadata,
+    name: req.name,
+    testClockId: req.testClockId,
+    billingDetails: req.billingDetails && billingDetailsInput(req.billingDetails),
+  };
 }
 
 /** The fields an update may name in its mask; `subject_id` names the subject and changes nothing. */
-const UPDATABLE = new Set(["email", "name", "metadata"]);
+const UPDATABLE = new Set(["email", "name", "metadata", "billing_details"]);
 
 /**
  * The update: with an `update_mask`, exactly the fields it names (a named `email` or `name` left
@@ -36,11 +46,16 @@ export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInpu
   if (carriesRetired(req, 4)) invalid("metadata", retired(4, "a google.protobuf.Struct", 6, "a map<string,string>"));
   const paths = req.updateMask?.paths ?? [];
   if (paths.length === 0) {
-    return { email: req.email, name: req.name, metadata: Object.keys(req.metadata).length > 0 ? req.metadata : undefined };
+    return {
+      email: req.email,
+      name: req.name,
+      metadata: Object.keys(req.metadata).length > 0 ? req.metadata : undefined,
+      billingDetails: req.billingDetails && billingDetailsInput(req.billingDetails),
+    };
   }
   const v = new Violations();
   paths.forEach((p, i) => {
-    if (!UPDATABLE.has(p) && p !== "subject_id") v.at("update_mask").add(`paths[${i}]`, `cannot name "${p}": an update changes email, name or metadata`);
+    if (!UPDATABLE.has(p) && p !== "subject_id") v.at("update_mask").add(`paths[${i}]`, `cannot name "${p}": an update changes email, name, metadata or billing_details`);
   });
   v.throwIfAny();
   const named = new Set(paths);
@@ -48,5 +63,7 @@ export function updateSubjectInput(req: UpdateSubjectRequest): UpdateSubjectInpu
     email: named.has("email") ? (req.email ?? "") : undefined,
     name: named.has("name") ? (req.name ?? "") : undefined,
     metadata: named.has("metadata") ? req.metadata : undefined,
+    // Named and absent (JSON null): cleared.
+    billingDetails: named.has("billing_details") ? (req.billingDetails ? billingDetailsInput(req.billingDetails) : null) : undefined,
   };
 }

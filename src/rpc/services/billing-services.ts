@@ -12,6 +12,8 @@ import type { TestClockService } from "../../gen/billing/v1/test_clock_service_p
 import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
 import { instantOf } from "../convert/common.js";
+import type { InvoiceSettingsService } from "../../billing/taxes/settings.js";
+import { invoiceSettingsToPb, updateInvoiceSettingsInput } from "../convert/taxes.js";
 
 export function subscriptionService(subs: Subscriptions, changes: SubscriptionChanges, pauses: Pauses, hostedInvoiceUrl: (i: Invoice) => string): ServiceImpl<typeof SubscriptionService> {
   return {
@@ -78,7 +80,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
   };
 }
 
-export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceService> {
+export function invoiceService(subs: Invoices, settings?: InvoiceSettingsService): ServiceImpl<typeof InvoiceService> {
   const pb = (i: Parameters<typeof subs.hostedInvoiceUrl>[0]) => invoiceToPb(i, subs.hostedInvoiceUrl(i));
   return {
     async listInvoices(req, ctx) {
@@ -105,11 +107,13 @@ export function invoiceService(subs: Invoices): ServiceImpl<typeof InvoiceServic
     async markInvoiceUncollectible(req, ctx) {
       return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "uncollectible")) };
     },
-    async getInvoiceSettings() {
-      throw new ConnectError("invoice settings are not served yet", Code.Unimplemented);
+    async getInvoiceSettings(_req, ctx) {
+      if (!settings) throw new ConnectError("invoice settings are not served", Code.Unimplemented);
+      return { invoiceSettings: invoiceSettingsToPb(await settings.get(callerOf(ctx))) };
     },
-    async updateInvoiceSettings() {
-      throw new ConnectError("invoice settings are not served yet", Code.Unimplemented);
+    async updateInvoiceSettings(req, ctx) {
+      if (!settings) throw new ConnectError("invoice settings are not served", Code.Unimplemented);
+      return { invoiceSettings: invoiceSettingsToPb(await settings.update(callerOf(ctx), updateInvoiceSettingsInput(req))) };
     },
   };
 }

@@ -1,5 +1,5 @@
 /** Connect implementations of the catalog services: wire ⇄ domain only. */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { PricingMetricService as Metrics } from "../../billing/catalog/metrics.js";
 import type { RateCardService as Cards } from "../../billing/catalog/rate-cards.js";
 import type { RateCatalogService as Catalogs } from "../../billing/catalog/rate-catalogs.js";
@@ -42,6 +42,7 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
         description: req.description,
         metadata: req.metadata,
         rateCatalogId: req.rateCatalogId,
+        defaultTaxRateIds: req.defaultTaxRateIds,
         ...ratesInput(req),
       });
       return { rateCard: rateCardToPb(card) };
@@ -56,8 +57,8 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
     async archiveRateCard(req, ctx) {
       return { rateCard: rateCardToPb(await cards.archive(callerOf(ctx), req.rateCardId)) };
     },
-    async setRateCardTaxRates() {
-      throw new ConnectError("default tax rates are not served yet", Code.Unimplemented);
+    async setRateCardTaxRates(req, ctx) {
+      return { rateCard: rateCardToPb(await cards.setTaxRates(callerOf(ctx), req.rateCardId, req.taxRateIds)) };
     },
   };
 }
