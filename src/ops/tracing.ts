@@ -73,5 +73,11 @@ export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name
         span.setAttribute("billing.charge_ok", out.ok);
         return out;
       }),
+    refund: (chargeKey, amount, currency, idempotencyKey) =>
+      tracing.inSpan("payment.refund", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {
+        const out = await provider.refund(chargeKey, amount, currency, idempotencyKey);
+        span.setAttribute("billing.refund_ok", out.ok);
+        return out;
+      }),
   };
 }

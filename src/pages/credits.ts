@@ -63,6 +63,7 @@ export const ENTRY_LABELS: Record<LedgerEntryType, string> = {
   expiry: "Expired",
   void: "Voided",
   proration: "Proration credit",
+  credit_note: "Credit note",
 };
 
 const CATEGORY_LABELS: Record<string, string> = { paid: "Paid", promotional: "Promotional" };

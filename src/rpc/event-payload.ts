@@ -14,6 +14,7 @@ import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { invoiceToPb, subscriptionToPb } from "./convert/billing.js";
 import { ts } from "./convert/common.js";
 import { creditAlertJson, grantEventJson } from "./convert/credits.js";
+import { creditNoteEventJson } from "./convert/credit-notes.js";
 import { subjectToPb } from "./convert/subject.js";
 import { restJson, stringifyRest } from "./json-out.js";
 
@@ -56,6 +57,8 @@ export function eventEncoder(publicBaseUrl: () => string): EventEncoder {
         return grantEventJson(r.grant);
       case "credit_alert":
         return creditAlertJson(r.alert);
+      case "credit_note":
+        return creditNoteEventJson(r.creditNote, `${publicBaseUrl()}/credit-notes/${r.creditNote.id}/pdf`);
       case "usage_threshold": {
         const t = r.threshold;
         return JSON.stringify({

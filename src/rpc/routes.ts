@@ -33,6 +33,7 @@ import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/
 import { EventService, file_billing_v1_event_service } from "../gen/billing/v1/event_service_pb.js";
 import { WebhookEndpointService, file_billing_v1_webhook_endpoint_service } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
 import { CreditService, file_billing_v1_credit_service } from "../gen/billing/v1/credit_service_pb.js";
+import { CreditNoteService, file_billing_v1_credit_note_service } from "../gen/billing/v1/credit_note_service_pb.js";
 import { TaxRateService, file_billing_v1_tax_rate_service } from "../gen/billing/v1/tax_rate_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
@@ -51,6 +52,8 @@ import { eventService, webhookEndpointService } from "./services/event-services.
 import { subjectService } from "./services/subject-service.js";
 import { creditService } from "./services/credit-services.js";
 import type { Credits } from "../billing/credits/grants.js";
+import { creditNoteService } from "./services/credit-note-services.js";
+import type { CreditNotes } from "../billing/credit-notes/credit-notes.js";
 import { taxRateService } from "./services/tax-services.js";
 import type { TaxRates } from "../billing/taxes/rates.js";
 import type { InvoiceSettingsService } from "../billing/taxes/settings.js";
@@ -75,6 +78,7 @@ export interface Services {
   webhookEndpoints: WebhookEndpoints;
   events: EventFeed;
   credits: Credits;
+  creditNotes: CreditNotes;
   taxRates: TaxRates;
   invoiceSettings: InvoiceSettingsService;
 }
@@ -97,6 +101,7 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_webhook_endpoint_service,
   file_billing_v1_event_service,
   file_billing_v1_credit_service,
+  file_billing_v1_credit_note_service,
   file_billing_v1_tax_rate_service,
   file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
@@ -141,6 +146,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
     spec(EventService, eventService(services.events, health?.stopped)),
     spec(CreditService, creditService(services.credits)),
+    spec(CreditNoteService, creditNoteService(services.creditNotes)),
     spec(TaxRateService, taxRateService(services.taxRates)),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),

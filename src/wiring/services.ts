@@ -46,6 +46,7 @@ import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
 import type { CreditStore } from "../billing/credits/ports.js";
 import { watchIngest, wireCreditRealTime } from "./credits.js";
+import { wireCreditNotes } from "./credit-notes.js";
 import { TaxRates } from "../billing/taxes/rates.js";
 import { InvoiceSettingsService } from "../billing/taxes/settings.js";
 import { SqlInvoiceSettingsStore, SqlTaxRateStore } from "../db/stores/tax-store.js";
@@ -229,6 +230,7 @@ export function buildServices(
     late,
   );
   const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout });
+  const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch);
   // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
   const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
     try {
@@ -269,6 +271,7 @@ export function buildServices(
     guard,
     credits,
     creditStore,
+    creditNotes,
     taxRates,
     invoiceSettings,
   };

@@ -34,9 +34,9 @@ export interface GrantFilter {
 export interface CreditWrites {
   /**
    * Inserts a grant and, unless it is pending payment (or failed), its positive ledger entry
-   * ("grant", or "proration" for a proration credit) of its whole amount.
+   * ("grant", "proration" for a proration credit, "credit_note" for a credit note's) of its whole amount.
    */
-  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration"; invoiceId: string | null; description: string }): Promise<LedgerEntry | undefined>;
+  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration" | "credit_note"; invoiceId: string | null; description: string }): Promise<LedgerEntry | undefined>;
   /** The grant, locked until the transaction ends (on SQLite the transaction holds the file). */
   lockGrant(environmentId: string, id: string): Promise<CreditGrant | undefined>;
   /**

@@ -42,8 +42,8 @@ export interface CreditGrant {
   expiredAt: Date | null;
 }
 
-/** `grant` and `proration` are positive; `application`, `expiry` and `void` negative. */
-export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration";
+/** `grant`, `proration` and `credit_note` (a credit note's credit, DESIGN §15) are positive; `application`, `expiry` and `void` negative. */
+export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration" | "credit_note";
 
 export interface LedgerEntry {
   id: string;

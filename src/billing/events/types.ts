@@ -5,6 +5,7 @@
  * is after the change; the store gives it an id and a time and freezes the resource's wire JSON
  * (an encoder injected from src/rpc, so this folder never imports the transport).
  */
+import type { CreditNote } from "../credit-notes/types.js";
 import type { CreditGrant } from "../credits/types.js";
 import type { Subject } from "../subject-types.js";
 import { type CheckoutSession, type Invoice, type Subscription, isInternal } from "../subscriptions/types.js";
@@ -35,6 +36,7 @@ export const EVENT_TYPES = [
   "credit_grant.expired",
   "credit.balance_low",
   "credit.depleted",
+  "credit_note.created",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -74,6 +76,7 @@ export type EventResource =
   | { kind: "invoice"; invoice: Invoice }
   | { kind: "checkout"; checkout: CheckoutSession; subscriptionId: string | null; failure: string | null }
   | { kind: "usage_threshold"; threshold: UsageThreshold }
+  | { kind: "credit_note"; creditNote: CreditNote }
   | { kind: "credit_grant"; grant: CreditGrant }
   | { kind: "credit_alert"; alert: CreditAlertPayload };
 

@@ -320,6 +320,12 @@ export interface PaymentProvider {
    * first charge's outcome, never a second charge.
    */
   charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true } | { ok: false; message: string }>;
+  /**
+   * Refunds `amount` of the charge made with idempotency key `chargeKey` (DESIGN §15, a credit
+   * note's refund), never more than was charged in all. `idempotencyKey` is derived from the
+   * credit note: a repeat answers the first refund, never a second one.
+   */
+  refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true; refundId: string } | { ok: false; message: string }>;
 }
 
 /**

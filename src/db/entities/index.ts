@@ -20,6 +20,7 @@ import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
 import { creditsEntities } from "./credits.js";
+import { creditNotesEntities } from "./credit-notes.js";
 import { taxesEntities } from "./taxes.js";
 
 export type { EnvironmentRow, ApiKeyRow } from "./environments.js";
@@ -36,6 +37,7 @@ export type { IdempotencyKeyRow } from "./idempotency.js";
 export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 export type { CreditGrantRow, CreditLedgerRow, CreditSettingsRow, CreditAlertStateRow } from "./credits.js";
+export type { CreditNoteRow } from "./credit-notes.js";
 export type { TaxRateRow } from "./taxes.js";
 export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
 
@@ -60,6 +62,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Timeline, TimelineItem } = timelinesEntities(dialect, exact);
   const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
   const { CreditGrant, CreditLedgerEntry, CreditSettings, CreditAlertState } = creditsEntities(dialect, exact);
+  const { CreditNote } = creditNotesEntities(dialect, exact);
   const { TaxRate } = taxesEntities(dialect, exact);
 
   return {
@@ -98,6 +101,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     CreditLedgerEntry,
     CreditSettings,
     CreditAlertState,
+    CreditNote,
     TaxRate,
   };
 }

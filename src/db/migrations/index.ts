@@ -27,6 +27,7 @@ import { SeatChanges1795000000023 } from "./1795000000023-SeatChanges.js";
 import { Credits1795000000024 } from "./1795000000024-Credits.js";
 import { CreditApplications1795000000025 } from "./1795000000025-CreditApplications.js";
 import { InvoiceBooking1795000000026 } from "./1795000000026-InvoiceBooking.js";
+import { CreditNotes1795000000029 } from "./1795000000029-CreditNotes.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
@@ -58,6 +59,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   CreditApplications1795000000025,
   InvoiceBooking1795000000026,
   Taxes1795000000027,
+  CreditNotes1795000000029,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

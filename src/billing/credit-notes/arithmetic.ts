@@ -1,0 +1,121 @@
+/**
+ * The arithmetic of a credit note (DESIGN §15), pure. Amounts are whole smallest units of the
+ * invoice's currency.
+ *
+ * - A line's gross is what it cost the buyer: its amount less its discounts plus its exclusive tax
+ *   (as credits see it, chargeLines in subscriptions/credit-application.ts); its tax is the sum of
+ *   its taxes, inclusive and exclusive (both are inside the gross).
+ * - What is left of a line: its gross less what earlier credit notes credited of it (never below
+ *   0 as a weight: a negative line, a proration credit, is never credited).
+ * - No lines and no amount: everything left of the invoice (total − amount credited), spread over
+ *   the lines in proportion to what is left of each; an amount: the same, of that amount; per
+ *   line: the amount asked (all that is left of the line when absent), never beyond what is left.
+ *   Spreads use splitInProportion (rounded down, the units left over to the largest remainders),
+ *   so the parts sum exactly to what is credited.
+ * - Each credited line's tax part is round(credited × line tax / line gross), half-up.
+ */
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
+import { splitInProportion } from "../invoicing/booking.js";
+import type { InvoiceLine } from "../subscriptions/types.js";
+import type { CreditNoteLine } from "./types.js";
+
+/** What the buyer paid for a line: amount − discounts + exclusive taxes. */
+export function lineGross(l: Pick<InvoiceLine, "amount" | "discountAmounts" | "taxAmounts">): Decimal {
+  let gross = dec(l.amount);
+  for (const d of l.discountAmounts ?? []) gross = gross.minus(dec(d.amount));
+  for (const t of l.taxAmounts ?? []) if (!t.inclusive) gross = gross.plus(dec(t.amount));
+  return gross;
+}
+
+/** A line's tax, inclusive and exclusive. */
+export function lineTax(l: Pick<InvoiceLine, "taxAmounts">): Decimal {
+  return (l.taxAmounts ?? []).reduce((a, t) => a.plus(dec(t.amount)), ZERO);
+}
+
+/** One invoice line as a credit note sees it. */
+export interface CreditableLine {
+  description: string;
+  gross: Decimal;
+  tax: Decimal;
+  /** What is left to credit of it (gross less earlier credit notes' amounts on it). */
+  left: Decimal;
+}
+
+/** The invoice's lines with what earlier credit notes took of each (by line index). */
+export function creditableLines(lines: readonly InvoiceLine[], earlier: readonly { lines: readonly CreditNoteLine[] }[]): CreditableLine[] {
+  const taken = lines.map(() => ZERO);
+  for (const n of earlier) {
+    for (const l of n.lines) {
+      const i = l.invoiceLineIndex;
+      if (i !== null && i >= 0 && i < taken.length) taken[i] = (taken[i] as Decimal).plus(dec(l.amount));
+    }
+  }
+  return lines.map((l, i) => {
+    const gross = lineGross(l);
+    return { description: l.description, gross, tax: lineTax(l), left: gross.minus(taken[i] as Decimal) };
+  });
+}
+
+/** The tax part of `credited` of a line: round(credited × tax / gross), half-up (0 for a line of no gross). */
+export function taxPart(credited: Decimal, line: Pick<CreditableLine, "gross" | "tax">): Decimal {
+  if (line.gross.lte(0) || line.tax.isZero()) return ZERO;
+  return roundAmount(credited.times(line.tax).div(line.gross));
+}
+
+/** What is asked: per line (index, and an amount or all that is left), or a total (absent: all left of the invoice). */
+export type CreditAsk = { kind: "lines"; lines: readonly { index: number; amount: Decimal | null }[] } | { kind: "amount"; amount: Decimal | null };
+
+/** Why a plan cannot be made: a line asked beyond what is left of it, or more than the invoice has left. */
+export type PlanProblem = { kind: "line_exceeded"; position: number; field: "amount" | "invoice_line_index"; left: Decimal } | { kind: "exceeds_invoice"; asked: Decimal; left: Decimal };
+
+export interface CreditPlan {
+  lines: CreditNoteLine[];
+  subtotal: string;
+  totalTax: string;
+  total: string;
+}
+
+const weight = (l: CreditableLine): Decimal => (l.left.gt(0) ? l.left : ZERO);
+
+/** `amount` spread over `lines` in proportion to what is left of each: [index, part] with part > 0. */
+export function spread(amount: Decimal, lines: readonly CreditableLine[]): [number, Decimal][] {
+  const parts = splitInProportion(amount, lines.map(weight));
+  return parts.flatMap((p, i) => (p.gt(0) ? [[i, p] as [number, Decimal]] : []));
+}
+
+/**
+ * The credit note's lines and totals for `ask` on an invoice whose lines are `lines` and of which
+ * `invoiceLeft` (total − amount credited) is left; the problems when it cannot be made.
+ */
+export function planCredit(lines: readonly CreditableLine[], invoiceLeft: Decimal, ask: CreditAsk): CreditPlan | PlanProblem[] {
+  const problems: PlanProblem[] = [];
+  let parts: [number, Decimal][];
+  if (ask.kind === "amount") {
+    const amount = ask.amount ?? invoiceLeft;
+    const whole = lines.reduce((a, l) => a.plus(weight(l)), ZERO);
+    if (amount.gt(invoiceLeft) || amount.gt(whole) || amount.lte(0)) return [{ kind: "exceeds_invoice", asked: amount, left: invoiceLeft.lt(whole) ? invoiceLeft : whole }];
+    parts = spread(amount, lines);
+  } else {
+    parts = [];
+    ask.lines.forEach((a, position) => {
+      const line = lines[a.index] as CreditableLine;
+      const left = line.left.gt(0) ? line.left : ZERO;
+      const amount = a.amount ?? left;
+      if (amount.gt(left) || amount.lte(0)) problems.push({ kind: "line_exceeded", position, field: a.amount === null ? "invoice_line_index" : "amount", left });
+      else parts.push([a.index, amount]);
+    });
+    if (problems.length > 0) return problems;
+    const asked = parts.reduce((a, [, p]) => a.plus(p), ZERO);
+    if (asked.gt(invoiceLeft)) return [{ kind: "exceeds_invoice", asked, left: invoiceLeft }];
+  }
+  let total = ZERO;
+  let tax = ZERO;
+  const out: CreditNoteLine[] = parts.map(([i, amount]) => {
+    const line = lines[i] as CreditableLine;
+    const t = taxPart(amount, line);
+    total = total.plus(amount);
+    tax = tax.plus(t);
+    return { invoiceLineIndex: i, description: line.description, amount: formatDecimal(amount), taxAmount: formatDecimal(t) };
+  });
+  return { lines: out, subtotal: formatDecimal(total.minus(tax)), totalTax: formatDecimal(tax), total: formatDecimal(total) };
+}

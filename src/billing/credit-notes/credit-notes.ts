@@ -1,0 +1,220 @@
+/**
+ * Credit notes (DESIGN §15): issue one against an open or paid invoice, read and list them. See
+ * arithmetic.ts for what is credited, ports.ts for the transaction that writes one, and the
+ * contract (CreateCreditNote) for the errors.
+ *
+ * Outcomes, decided in the same transaction as the note:
+ * - reduce_amount_due: an open invoice's amount due is lowered (never below 0, never by more than
+ *   it is); at 0 it becomes paid with its `invoice.paid` event.
+ * - credit_balance: a promotional grant on the subject's balance in the invoice's currency (§14),
+ *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice.
+ * - refund: a paid invoice that was charged through the payment provider (an amount due above 0)
+ *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
+ *   with an idempotency key derived from the note's id: the provider answers a repeat with the
+ *   first refund, never a second one. A refusal fails the whole note (nothing is written).
+ */
+import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
+import type { CreditGrant } from "../credits/types.js";
+import { type NewEvent, creditGrantEvent } from "../events/types.js";
+import { randomBase62 } from "../ids.js";
+import { dec, formatDecimal } from "../money.js";
+import { type PageResult, checkPage } from "../pagination.js";
+import type { Caller } from "../tenancy.js";
+import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
+import type { Lookups } from "../subscriptions/lookups.js";
+import { noPaymentProvider } from "../subscriptions/payments.js";
+import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
+import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
+import type { CreditNote } from "./types.js";
+import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
+
+export const newCreditNoteId = (): string => `cn_${randomBase62(22)}`;
+
+/** The provider's idempotency key of a credit note's refund. */
+export const refundKey = (creditNoteId: string): string => `${creditNoteId}:refund`;
+
+export const creditNoteEvent = (note: CreditNote): NewEvent => ({ type: "credit_note.created", environmentId: note.environmentId, resource: { kind: "credit_note", creditNote: note } });
+
+export interface ListCreditNotesInput {
+  invoiceId: string;
+  subjectId: string;
+  limit?: number;
+  offset?: number;
+}
+
+const notFound = (id: string) => new NotFoundError("INVOICE_NOT_FOUND", `invoice_id: invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
+
+/** Whether an invoice in its status may take a credit note with `outcome` (FAILED_PRECONDITION otherwise). */
+export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcome"]): void {
+  const meta = { invoice_id: inv.id, status: inv.status };
+  if (inv.status !== "open" && inv.status !== "paid") {
+    throw new FailedPreconditionError("INVOICE_NOT_CREDITABLE", `invoice ${inv.id} is ${inv.status}; only an open or paid invoice can be credited`, meta);
+  }
+  if (outcome === "reduce_amount_due" && inv.status !== "open") {
+    throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${inv.id} is ${inv.status}; only an open invoice's amount due can be reduced (use refund or credit_balance)`, meta);
+  }
+  if (outcome === "refund" && (inv.status !== "paid" || !dec(amountDueOf(inv)).gt(0))) {
+    const why = inv.status !== "paid" ? `is ${inv.status}` : "was paid by no provider (nothing was charged)";
+    throw new FailedPreconditionError("INVOICE_NOT_REFUNDABLE", `invoice ${inv.id} ${why}; only a paid invoice charged through the payment provider can be refunded`, meta);
+  }
+}
+
+/** The error of a plan that cannot be made. */
+function planError(inv: Invoice, problems: PlanProblem[]): Error {
+  const over = problems.find((p) => p.kind === "exceeds_invoice");
+  if (over) {
+    return new FailedPreconditionError(
+      "CREDIT_EXCEEDS_INVOICE",
+      `${over.asked.lte(0) ? "nothing" : over.asked.toFixed()} to credit, but ${over.left.toFixed()} of invoice ${inv.id}'s total ${inv.total} is left to credit`,
+      { invoice_id: inv.id, left: over.left.toFixed() },
+    );
+  }
+  return new InvalidArgumentError(
+    problems.flatMap((p) => (p.kind === "line_exceeded" ? [{ field: `lines[${p.position}].${p.field}`, description: `is more than what is left to credit of the line (${p.left.toFixed()})` }] : [])),
+  );
+}
+
+export class CreditNotes {
+  /** Told after a credit note put credit on a subject's balance: credit alerts are evaluated then. */
+  changed: ((environmentId: string, subjectId: string) => Promise<unknown>) | undefined = undefined;
+
+  constructor(
+    private readonly store: CreditNoteStore,
+    private readonly lookups: Lookups,
+    private readonly publicBaseUrl: () => string,
+  ) {}
+
+  /** GET /credit-notes/{id}/pdf, where the note's PDF is served. */
+  pdfUrl(note: Pick<CreditNote, "id">): string {
+    return `${this.publicBaseUrl()}/credit-notes/${note.id}/pdf`;
+  }
+
+  /** Issues a credit note; see the file's comment and the contract. */
+  async create(caller: Caller, input: CreateCreditNoteInput): Promise<CreditNote> {
+    const v = new Violations();
+    const c = checkCreditNote(input, v);
+    v.throwIfAny();
+    const env = caller.environmentId;
+    const before = await this.lookups.stores.invoices.get(env, c.invoiceId);
+    if (!before) throw notFound(c.invoiceId);
+    checkCreditable(before, c.outcome);
+    const provider = c.outcome === "refund" ? this.lookups.paymentsFor(caller) : undefined;
+    if (c.outcome === "refund" && !provider) throw noPaymentProvider("a refund cannot be made");
+    const subject = await this.lookups.stores.directory.subject(env, before.subjectId);
+    const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
+    const id = newCreditNoteId();
+    const note = await this.store.transaction(async (tx) => {
+      const inv = await tx.lockInvoice(env, c.invoiceId);
+      if (!inv) throw notFound(c.invoiceId);
+      checkCreditable(inv, c.outcome);
+      const lv = new Violations();
+      checkLineIndexes(c.ask, inv.lines.length, lv);
+      lv.throwIfAny();
+      const left = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
+      const plan = planCredit(creditableLines(inv.lines, await tx.ofInvoice(env, inv.id)), left, c.ask);
+      if (Array.isArray(plan)) throw planError(inv, plan);
+      if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
+        throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
+          invoice_id: inv.id,
+          amount_due: amountDueOf(inv),
+        });
+      }
+      if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
+      const effects = await this.outcome(tx, c, inv, plan, id, provider, now);
+      const draft: Omit<CreditNote, "number"> = {
+        id,
+        environmentId: env,
+        invoiceId: inv.id,
+        invoiceNumber: inv.number ?? "",
+        subjectId: inv.subjectId,
+        currency: inv.currency,
+        reason: c.reason,
+        memo: c.memo,
+        outcome: c.outcome,
+        ...plan,
+        status: "issued",
+        createdAt: now,
+        creditGrantId: effects.grant?.id ?? null,
+        refundId: effects.refundId,
+        metadata: c.metadata,
+      };
+      // The number last: the sequence row stays locked only from here to the commit.
+      const written: CreditNote = { ...draft, number: await tx.nextNumber(env) };
+      await tx.insert(written);
+      await tx.emit([creditNoteEvent(written), ...effects.events]);
+      return written;
+    });
+    if (note.creditGrantId) await this.changed?.(env, note.subjectId);
+    return note;
+  }
+
+  /** The outcome's writes in `tx`: what it made (a grant, a refund) and the events it adds. */
+  private async outcome(
+    tx: CreditNoteTx,
+    c: CheckedCreditNote,
+    inv: Invoice,
+    plan: CreditPlan,
+    id: string,
+    provider: PaymentProvider | undefined,
+    now: Date,
+  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[] }> {
+    if (c.outcome === "reduce_amount_due") {
+      if (!(await tx.reduceAmountDue(inv.environmentId, inv.id, plan.total, now))) {
+        throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `invoice ${inv.id}'s amount due changed; try again`, { invoice_id: inv.id });
+      }
+      const due = dec(amountDueOf(inv)).minus(dec(plan.total));
+      if (!due.isZero() || !(await tx.markPaid(inv.environmentId, inv.id, now))) return { grant: null, refundId: null, events: [] };
+      const credited = formatDecimal(dec(inv.amountCredited ?? "0").plus(dec(plan.total)));
+      const paid = { ...inv, amountDue: "0", amountCredited: credited };
+      return { grant: null, refundId: null, events: transitionEvents(checkTransition("open", "paid"), [paid]) };
+    }
+    if (c.outcome === "credit_balance") {
+      const grant: CreditGrant = {
+        id: `cg_${randomBase62(22)}`,
+        environmentId: inv.environmentId,
+        subjectId: inv.subjectId,
+        currency: inv.currency,
+        amount: plan.total,
+        remaining: plan.total,
+        category: "promotional",
+        priority: 50,
+        effectiveAt: now,
+        expiresAt: null,
+        appliesToRateCodes: [],
+        metadata: { credit_note_id: id, invoice_id: inv.id },
+        status: "active",
+        invoiceId: null,
+        createdAt: now,
+        voidedAt: null,
+        expiredAt: null,
+      };
+      await tx.insertGrant(grant, { type: "credit_note", invoiceId: inv.id, description: `Credit note on invoice ${inv.number ?? inv.id}` });
+      return { grant, refundId: null, events: [creditGrantEvent("credit_grant.created", grant)] };
+    }
+    const out = await (provider as PaymentProvider).refund(chargeKey(inv.id, 1), plan.total, inv.currency, refundKey(id));
+    if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
+    return { grant: null, refundId: out.refundId, events: [] };
+  }
+
+  /** A credit note of the caller's environment (NOT_FOUND otherwise): what the PDF reads too. */
+  async creditNote(caller: Caller, id: string): Promise<CreditNote> {
+    const n = id === "" ? undefined : await this.store.get(caller.environmentId, id);
+    if (!n) throw new NotFoundError("CREDIT_NOTE_NOT_FOUND", `credit note ${JSON.stringify(id)} not found`, { credit_note_id: id });
+    return n;
+  }
+
+  /** Oldest first, of one invoice and/or one subject (its ID or external ID; an unknown one has none). */
+  async list(caller: Caller, input: ListCreditNotesInput): Promise<PageResult<CreditNote>> {
+    const v = new Violations();
+    const page = checkPage(input.limit, input.offset, v);
+    v.throwIfAny();
+    let subjectId: string | undefined;
+    if (input.subjectId !== "") {
+      const s = await this.lookups.stores.directory.subject(caller.environmentId, input.subjectId);
+      if (!s) return { items: [], hasMore: false };
+      subjectId = s.id;
+    }
+    return this.store.list(caller.environmentId, { subjectId, invoiceId: input.invoiceId === "" ? undefined : input.invoiceId }, page);
+  }
+}

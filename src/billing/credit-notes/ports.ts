@@ -1,0 +1,49 @@
+/**
+ * Storage ports of credit notes (DESIGN §15). A credit note is written in one transaction that
+ * holds its invoice's row lock: the invoice is read locked, what earlier notes credited is read
+ * under that lock, then `invoices.amount_credited` grows by one conditional statement that the
+ * database refuses beyond the invoice's total (whatever runs at the same time), then the outcome
+ * (an amount due lowered, a credit grant, a refund), then the number (last: the sequence row is
+ * locked from then until commit), the note and its event. src/db implements it on SQL.
+ */
+import type { CreditWrites } from "../credits/ports.js";
+import type { EventWrites } from "../events/types.js";
+import type { Page, PageResult } from "../pagination.js";
+import type { Invoice } from "../subscriptions/types.js";
+import type { CreditNote } from "./types.js";
+
+export interface CreditNoteFilter {
+  invoiceId?: string;
+  subjectId?: string;
+}
+
+export interface CreditNoteWrites {
+  /** The invoice with its lines, its row locked until the transaction ends. */
+  lockInvoice(environmentId: string, invoiceId: string): Promise<Invoice | undefined>;
+  /** The invoice's issued credit notes, oldest first. */
+  ofInvoice(environmentId: string, invoiceId: string): Promise<CreditNote[]>;
+  /**
+   * amount_credited += amount (NULL counting as 0), only if it stays within the invoice's total:
+   * one conditional UPDATE. False (nothing written) when it would not.
+   */
+  addCredited(environmentId: string, invoiceId: string, amount: string): Promise<boolean>;
+  /** amount_due −= amount, only on an open invoice whose amount due is at least `amount`; false otherwise. */
+  reduceAmountDue(environmentId: string, invoiceId: string, amount: string, at: Date): Promise<boolean>;
+  /** An open invoice becomes paid at `at`; false when it was no longer open. */
+  markPaid(environmentId: string, invoiceId: string, at: Date): Promise<boolean>;
+  /** The environment's next credit-note number, `PREFIX-CN-000001` (locks the sequence until commit). */
+  nextNumber(environmentId: string): Promise<string>;
+  insert(note: CreditNote): Promise<void>;
+  /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */
+  insertGrant: CreditWrites["insertGrant"];
+}
+
+export type CreditNoteTx = CreditNoteWrites & EventWrites;
+
+export interface CreditNoteStore {
+  get(environmentId: string, id: string): Promise<CreditNote | undefined>;
+  /** Oldest first, of one invoice and/or one subject. */
+  list(environmentId: string, filter: CreditNoteFilter, page: Page): Promise<PageResult<CreditNote>>;
+  /** `fn` in one transaction; a deadlock or lock wait timeout is an AbortedError (retryable). */
+  transaction<T>(fn: (tx: CreditNoteTx) => Promise<T>): Promise<T>;
+}

@@ -1,0 +1,70 @@
+/**
+ * Table of credit notes (DESIGN §15, migration 29). A note's lines are JSON (they are read and
+ * written with the note, never queried alone); its number is unique per environment; its amounts
+ * are sums (DECIMAL(65,12) on MySQL, canonical text on SQLite).
+ */
+import { EntitySchema } from "typeorm";
+import { type Dialect, type ExactText, idColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
+
+export interface CreditNoteRow {
+  seq?: string;
+  id: string;
+  environment_id: string;
+  number: string;
+  invoice_id: string;
+  /** '' when the invoice has no number (finalized before numbers). */
+  invoice_number: string;
+  subject_id: string;
+  currency: string;
+  reason: string;
+  memo: string | null;
+  outcome: string;
+  lines: { invoiceLineIndex: number | null; description: string; amount: string; taxAmount: string }[];
+  subtotal: string;
+  total_tax: string;
+  total: string;
+  status: string;
+  credit_grant_id: string | null;
+  refund_id: string | null;
+  metadata: Record<string, string>;
+  created_at: Date;
+}
+
+export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
+  const CreditNote = new EntitySchema<CreditNoteRow>({
+    name: "CreditNote",
+    tableName: "credit_notes",
+    columns: exact({
+      seq: seqColumn(dialect),
+      id: idColumn(),
+      environment_id: idColumn(),
+      number: textColumn(40, false),
+      invoice_id: idColumn(),
+      invoice_number: textColumn(40, false),
+      subject_id: idColumn(),
+      currency: textColumn(3, false),
+      reason: textColumn(32, false),
+      memo: textColumn(1000),
+      outcome: textColumn(32, false),
+      lines: jsonColumn(dialect),
+      subtotal: sumColumn(dialect),
+      total_tax: sumColumn(dialect),
+      total: sumColumn(dialect),
+      status: textColumn(16, false),
+      credit_grant_id: textColumn(32),
+      refund_id: textColumn(255),
+      metadata: jsonColumn(dialect),
+      created_at: timeColumn(),
+    }),
+    uniques: [
+      { name: "uq_credit_notes_id", columns: ["id"] },
+      { name: "uq_credit_notes_env_number", columns: ["environment_id", "number"] },
+    ],
+    indices: [
+      { name: "ix_credit_notes_env_seq", columns: ["environment_id", "seq"] },
+      { name: "ix_credit_notes_invoice_seq", columns: ["invoice_id", "seq"] },
+      { name: "ix_credit_notes_subject_seq", columns: ["subject_id", "seq"] },
+    ],
+  });
+  return { CreditNote };
+}

@@ -1,0 +1,23 @@
+/** Connect implementation of the credit note service (DESIGN §15): wire ⇄ domain only. */
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { CreditNotes } from "../../billing/credit-notes/credit-notes.js";
+import type { CreditNoteService } from "../../gen/billing/v1/credit_note_service_pb.js";
+import { callerOf } from "../context.js";
+import { createCreditNoteInput, creditNoteToPb, listCreditNotesInput } from "../convert/credit-notes.js";
+
+export function creditNoteService(notes: CreditNotes): ServiceImpl<typeof CreditNoteService> {
+  return {
+    async createCreditNote(req, ctx) {
+      const n = await notes.create(callerOf(ctx), createCreditNoteInput(req));
+      return { creditNote: creditNoteToPb(n, notes.pdfUrl(n)) };
+    },
+    async getCreditNote(req, ctx) {
+      const n = await notes.creditNote(callerOf(ctx), req.creditNoteId);
+      return { creditNote: creditNoteToPb(n, notes.pdfUrl(n)) };
+    },
+    async listCreditNotes(req, ctx) {
+      const page = await notes.list(callerOf(ctx), listCreditNotesInput(req));
+      return { hasMore: page.hasMore, creditNotes: page.items.map((n) => creditNoteToPb(n, notes.pdfUrl(n))) };
+    },
+  };
+}

@@ -1,0 +1,198 @@
+/**
+ * The arithmetic of credit notes (src/billing/credit-notes/arithmetic.ts) and their input checks,
+ * table-driven: a line's gross and tax, what is left of each line after earlier notes, a whole
+ * credit, an amount spread in proportion (exact sums, the largest remainders), per-line credits,
+ * the tax part of each credited line (half-up), refusals beyond a line or the invoice.
+ */
+import test from "ava";
+import { type CreditAsk, type CreditPlan, creditableLines, lineGross, lineTax, planCredit, taxPart } from "../../src/billing/credit-notes/arithmetic.js";
+import { type CreateCreditNoteInput, checkCreditNote } from "../../src/billing/credit-notes/validation.js";
+import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
+import { dec } from "../../src/billing/money.js";
+import type { InvoiceLine } from "../../src/billing/subscriptions/types.js";
+
+/** A line of `amount`, with an optional discount and taxes [percentage-ish amount, inclusive]. */
+function line(description: string, amount: string, discount = "0", taxes: [string, boolean][] = []): InvoiceLine {
+  return {
+    description,
+    quantity: "1",
+    unitAmount: amount,
+    amount,
+    kind: "fixed",
+    key: null,
+    windowInvoiceId: null,
+    discountAmounts: discount === "0" ? [] : [{ discountId: "d", couponId: "c", name: "D", amount: discount }],
+    taxAmounts: taxes.map(([t, inclusive], i) => ({ taxRateId: `t${i}`, displayName: "Tax", percentage: "0", inclusive, taxableAmount: "0", amount: t })),
+  };
+}
+
+test("a line's gross: amount − discounts + exclusive tax; its tax: every tax", (t) => {
+  const rows: [InvoiceLine, string, string][] = [
+    [line("plain", "1000"), "1000", "0"],
+    [line("discounted", "1000", "250"), "750", "0"],
+    [line("exclusive tax", "1000", "0", [["200", false]]), "1200", "200"],
+    [line("inclusive tax (inside the amount)", "1200", "0", [["200", true]]), "1200", "200"],
+    [
+      line("both, discounted", "1000", "100", [
+        ["90", false],
+        ["50", true],
+      ]),
+      "990",
+      "140",
+    ],
+  ];
+  for (const [l, gross, tax] of rows) {
+    t.is(lineGross(l).toFixed(), gross, l.description);
+    t.is(lineTax(l).toFixed(), tax, l.description);
+  }
+});
+
+test("the tax part of a credit: round(credited × tax / gross), half-up; none on a line of no gross", (t) => {
+  const rows: [string, string, string, string][] = [
+    // credited, gross, tax → part
+    ["1200", "1200", "200", "200"],
+    ["600", "1200", "200", "100"],
+    ["1", "1200", "200", "0"],
+    ["3", "1200", "200", "1"], // 0.5 → 1
+    ["9", "1200", "200", "2"], // 1.5 → 2
+    ["500", "1000", "0", "0"],
+    ["500", "0", "0", "0"],
+  ];
+  for (const [credited, gross, tax, part] of rows) t.is(taxPart(dec(credited), { gross: dec(gross), tax: dec(tax) }).toFixed(), part, `${credited} of ${gross} (${tax} tax)`);
+});
+
+const plan = (r: CreditPlan | unknown) => {
+  const p = r as CreditPlan;
+  return [p.lines.map((l) => [l.invoiceLineIndex, l.amount, l.taxAmount]), p.subtotal, p.totalTax, p.total];
+};
+
+const LINES = [line("Seats", "1000", "0", [["200", false]]), line("API", "500", "0", [["100", false]]), line("Support", "300")];
+const TOTAL = "2100";
+const whole: CreditAsk = { kind: "amount", amount: null };
+
+const planCase = test.macro({
+  exec(t, lines: InvoiceLine[], earlier: [number, string][], credited: string, ask: CreditAsk, expected: unknown) {
+    const notes = [{ lines: earlier.map(([i, a]) => ({ invoiceLineIndex: i, description: "", amount: a, taxAmount: "0" })) }];
+    const left = dec(TOTAL).minus(dec(credited));
+    const out = planCredit(creditableLines(lines, notes), left, ask);
+    t.deepEqual(Array.isArray(out) ? out.map((p) => ({ ...p, left: p.left.toFixed(), ...("asked" in p ? { asked: p.asked.toFixed() } : {}) })) : plan(out), expected);
+  },
+  title: (name) => name ?? "",
+});
+
+test("the whole invoice: every line all of it, tax in proportion", planCase, LINES, [], "0", whole, [
+  [
+    [0, "1200", "200"],
+    [1, "600", "100"],
+    [2, "300", "0"],
+  ],
+  "1800",
+  "300",
+  "2100",
+]);
+
+test("the whole of what is left after an earlier note on one line", planCase, LINES, [[0, "600"]], "600", whole, [
+  [
+    [0, "600", "100"],
+    [1, "600", "100"],
+    [2, "300", "0"],
+  ],
+  "1300",
+  "200",
+  "1500",
+]);
+
+test("an amount spread in proportion to what is left, summing exactly", planCase, LINES, [], "0", { kind: "amount", amount: dec("1000") }, [
+  // 1000 × 1200/2100 = 571.43, × 600/2100 = 285.71, × 300/2100 = 142.86 → floors 571, 285, 142 (998); +1 to the largest remainders (142.86, 285.71)
+  [
+    [0, "571", "95"],
+    [1, "286", "48"],
+    [2, "143", "0"],
+  ],
+  "857",
+  "143",
+  "1000",
+]);
+
+test("a small amount lands on the lines with the largest remainders", planCase, LINES, [], "0", { kind: "amount", amount: dec("1") }, [[[0, "1", "0"]], "1", "0", "1"]);
+
+test(
+  "per line: an amount of one, all that is left of another",
+  planCase,
+  LINES,
+  [[1, "100"]],
+  "100",
+  {
+    kind: "lines",
+    lines: [
+      { index: 0, amount: dec("300") },
+      { index: 1, amount: null },
+    ],
+  },
+  [
+    [
+      [0, "300", "50"],
+      [1, "500", "83"],
+    ],
+    "667",
+    "133",
+    "800",
+  ],
+);
+
+test(
+  "per line: beyond what is left of a line is refused, naming the line",
+  planCase,
+  LINES,
+  [[2, "200"]],
+  "200",
+  {
+    kind: "lines",
+    lines: [
+      { index: 2, amount: dec("101") },
+      { index: 0, amount: dec("1") },
+    ],
+  },
+  [{ kind: "line_exceeded", position: 0, field: "amount", left: "100" }],
+);
+
+test("per line: a line credited in full already is refused", planCase, LINES, [[2, "300"]], "300", { kind: "lines", lines: [{ index: 2, amount: null }] }, [
+  { kind: "line_exceeded", position: 0, field: "invoice_line_index", left: "0" },
+]);
+
+test("an amount beyond what is left of the invoice is refused", planCase, LINES, [], "1500", { kind: "amount", amount: dec("601") }, [{ kind: "exceeds_invoice", asked: "601", left: "600" }]);
+
+test("nothing left of the invoice: the whole of it is refused", planCase, LINES, [], TOTAL, whole, [{ kind: "exceeds_invoice", asked: "0", left: "0" }]);
+
+test("a negative line (a credit on the invoice) is never credited; the rest spreads over the others", planCase, [line("Seats", "1000"), line("Proration credit", "-300")], [], "1400", whole, [
+  [[0, "700", "0"]],
+  "700",
+  "0",
+  "700",
+]);
+
+const input = (over: Partial<CreateCreditNoteInput>): CreateCreditNoteInput => ({ invoiceId: "inv_1", reason: "other", outcome: "credit_balance", lines: [], metadata: {}, ...over });
+
+test("input checks name each field", (t) => {
+  const rows: [Partial<CreateCreditNoteInput>, string[]][] = [
+    [{}, []],
+    [{ invoiceId: "", reason: "because", outcome: "cash" }, ["invoice_id", "reason", "outcome"]],
+    [{ amount: "0" }, ["amount"]],
+    [{ amount: "12.5" }, ["amount"]],
+    [{ amount: "abc" }, ["amount"]],
+    [{ amount: "100", lines: [{ invoiceLineIndex: 0 }] }, ["amount"]],
+    [{ lines: [{ invoiceLineIndex: 0, amount: "-1" }, { invoiceLineIndex: 0 }, { invoiceLineIndex: -1 }] }, ["lines[0].amount", "lines[1].invoice_line_index", "lines[2].invoice_line_index"]],
+    [{ memo: "x".repeat(1001) }, ["memo"]],
+  ];
+  for (const [over, fields] of rows) {
+    const v = new Violations();
+    checkCreditNote(input(over), v);
+    let found: string[] = [];
+    try {
+      v.throwIfAny();
+    } catch (err) {
+      found = (err as InvalidArgumentError).violations.map((x) => x.field);
+    }
+    t.deepEqual(found, fields, JSON.stringify(over));
+  }
+});
