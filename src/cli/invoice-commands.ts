@@ -4,6 +4,7 @@
  * CRLF), one row per invoice line, every amount an exact decimal in the currency's smallest unit,
  * plus the invoice total in major units. Read page by page: an export of any size holds one page.
  */
+import { once } from "node:events";
 import { currencyExponent } from "../billing/currencies.js";
 import { type Decimal, dec, formatDecimal, sum } from "../billing/money.js";
 import type { Environment } from "../billing/tenancy.js";
@@ -12,7 +13,7 @@ import { type Invoice, type InvoiceLine, amountDueOf, isInternal } from "../bill
 import type { Database } from "../db/datasource.js";
 import { SqlAuthStore } from "../db/stores/auth-store.js";
 import { type ExportCursor, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
-import { type Command, type Context, Refusal, withMigratedDatabase } from "./context.js";
+import { type Command, type Context, Refusal, STDIO, withMigratedDatabase } from "./context.js";
 
 /** The statuses a finalized invoice can have, which --status may name. */
 const FINALIZED_STATUSES = ["open", "paid", "void", "uncollectible"];
@@ -76,6 +77,17 @@ export function csvField(value: string): string {
 /** A record without its line break (io.out adds "\n"; the "\r" before it makes CRLF). */
 const record = (fields: string[]) => `${fields.map(csvField).join(",")}\r`;
 
+/**
+ * Writes a line as io.out does; on the process's stdout, waits while the pipe is full, so a slow
+ * reader holds the export back instead of the rows piling up in memory.
+ */
+function writer(ctx: Context): (line: string) => Promise<void> {
+  if (ctx.io !== STDIO) return async (line) => ctx.io.out(line);
+  return async (line) => {
+    if (!process.stdout.write(`${line}\n`)) await once(process.stdout, "drain");
+  };
+}
+
 /** An instant flag's value (RFC 3339), or a refusal of the command line. */
 function instantFlag(ctx: Context, flag: string): Date {
   const raw = ctx.flags.get(flag);
@@ -112,14 +124,15 @@ async function exportInvoices(ctx: Context): Promise<void> {
   await withMigratedDatabase(ctx.databaseUrl, async (db) => {
     const envs = await environments(db, ctx.flags.get("--env"));
     const reader = new InvoiceExportStore(db);
-    ctx.io.out(record(COLUMNS.map(([name]) => name)));
+    const out = writer(ctx);
+    await out(record(COLUMNS.map(([name]) => name)));
     for (const env of envs) {
       let after: ExportCursor | undefined;
       do {
         const page = await reader.page(env.id, range, after, PAGE);
         for (const inv of page.invoices) {
           if (isInternal(inv)) continue;
-          for (const [index, line] of inv.lines.entries()) ctx.io.out(record(COLUMNS.map(([, value]) => value({ env, inv, line, index }))));
+          for (const [index, line] of inv.lines.entries()) await out(record(COLUMNS.map(([, value]) => value({ env, inv, line, index }))));
         }
         after = page.next;
       } while (after);

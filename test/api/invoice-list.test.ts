@@ -5,6 +5,8 @@
  * the same answers on gRPC, Connect and gRPC-Web; and the finance CSV export run through the real
  * CLI against the server's database, whose per-invoice totals are GET /invoices' totals.
  */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import test from "ava";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { run as runCli } from "../../src/cli/billing.js";
@@ -36,7 +38,8 @@ async function world(server: TestServer): Promise<World> {
   const began = new Date();
   const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
   const m = await s.metric();
-  const card = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  // A rate name the CSV must quote: a comma, a double quote.
+  const card = await s.card({ usage_based_rates: [simple(m, usd(100), 0, "api", 'API "calls", metered')] });
   const subjects: [string, string][] = [];
   for (let i = 0; i < 3; i++) {
     const ext = `ext-list-${i}-${s.clockId.slice(-8)}`;
@@ -64,6 +67,8 @@ async function world(server: TestServer): Promise<World> {
   await s.call("POST", `/invoices/${march[0].id}/mark_uncollectible`, {});
   return { s, subjects, all: await mine(), began, ended: new Date(Date.now() + 1000) };
 }
+
+const execFileAsync = promisify(execFile);
 
 const ids = (list: Json[]) => list.map((i) => i.id as string);
 
@@ -211,15 +216,26 @@ for (const store of STORES) {
         t.is(r.invoice_total_major, (Number(inv.total_amount.value) / 100).toFixed(2));
       }
       t.deepEqual(
-        lines.map((r) => r.line_amount),
-        inv.line_items.map((l: Json) => l.amount.value),
+        lines.map((r) => [r.line_description, r.quantity, r.unit_amount, r.line_amount]),
+        inv.line_items.map((l: Json) => [l.description, String(l.quantity), l.price_in_unit_amount.value, l.amount.value]),
       );
+      t.true(lines.every((r) => r.line_description?.includes('API "calls", metered')));
     }
     // --status and --env narrow it; a range that ends before they were finalized (real time) has none of them.
     const env = exported[0]?.environment as string;
     const open = parseCsv(await exportCsv(t, server.db.url, "--from", from, "--to", to, "--env", env, "--status", "open"));
     const openIds = new Set(open.slice(1).map((r) => r[header.indexOf("invoice_id")]));
     t.deepEqual([...openIds].sort(), ids(want.filter((i) => i.status === "open")).sort());
+    // The program itself (its stdout, written as the pipe takes it) writes the same bytes.
+    const inProcess = await exportCsv(t, server.db.url, "--from", from, "--to", to, "--env", env);
+    const spawned = await execFileAsync(process.execPath, ["--import", "tsx", "src/cli/billing.ts", "invoices", "export", "--from", from, "--to", to, "--env", env], {
+      env: { ...process.env, DATABASE_URL: server.db.url },
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    t.is(spawned.stdout, inProcess);
+    t.true(spawned.stdout.startsWith("environment,environment_id,invoice_id,"));
+    t.true(spawned.stdout.endsWith("\r\n"));
+    t.true(spawned.stdout.includes('"API ""calls"", metered'), "a field with a comma and quotes is quoted, its quotes doubled");
     const early = parseCsv(await exportCsv(t, server.db.url, "--from", "2026-01-01T00:00:00Z", "--to", from, "--env", env));
     t.deepEqual(early.slice(1), []);
   });
