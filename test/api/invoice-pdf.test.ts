@@ -123,3 +123,60 @@ for (const store of STORES) {
     t.is((await get(`${server.url}/hosted/invoices/${"x".repeat(32)}/pdf`)).status, 404);
   });
 }
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: the hosted page, the portal and the dashboard show numbers, names and PDF links; the portal hides an empty internal invoice`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const m = await s.metric();
+    const card = await s.card({
+      usage_based_rates: [{ usage_based_rate_type: "simple", code: "api", name: "API calls", pricing_metric_id: m, included_units: 0, price: { amount: { currency_code: "USD", value: 2 } } }],
+    });
+    await s.subscribe({ rate_card_id: card });
+    await s.events([["2026-02-20T00:00:00Z", "3"]]);
+    await s.advance("2026-03-15T00:00:00Z");
+    const [internal, inv] = (await s.invoices()) as [Json, Json];
+    // The start billed nothing (no fixed rate): an empty invoice kept internal, no number.
+    t.deepEqual([internal.number, internal.line_items.length, internal.total_amount.value], ["", 0, "0"]);
+    t.deepEqual([inv.status, inv.total_amount.value], ["open", "6"]);
+    const token = (i: Json) => new URL(i.hosted_url).pathname.split("/").pop() as string;
+
+    const hosted = await (await fetch(`${server.url}/hosted/invoices/${token(inv)}`)).text();
+    t.regex(hosted, new RegExp(`<h1>Invoice ${inv.number}</h1>`));
+    t.regex(hosted, /Bill to<\/div><div>Customer<\/div>/);
+    t.regex(hosted, /Total<\/td><td class="n">USD 0\.06</);
+    t.true(hosted.includes(`<a href="/hosted/invoices/${token(inv)}/pdf">Download PDF</a>`));
+
+    const portal = await s.call("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
+    const page = await (await fetch(`${server.url}${new URL(portal.url).pathname}`)).text();
+    t.regex(page, new RegExp(`<td class="nowrap">${inv.number}</td>`));
+    t.true(page.includes(`href="/hosted/invoices/${token(inv)}/pdf"`), "a PDF link");
+    t.false(page.includes(token(internal)), "the empty internal invoice is not listed");
+    const pdf = await fetch(`${server.url}/hosted/invoices/${token(inv)}/pdf`);
+    t.is(pdf.headers.get("content-type"), "application/pdf");
+
+    // The dashboard, signed in with the key: the number, the subject's name, the PDF link.
+    const cookies: string[] = [];
+    const jar = (res: Response) => {
+      for (const c of res.headers.getSetCookie()) cookies.push((c.split(";")[0] as string).trim());
+      return res;
+    };
+    const dash = (path: string, form?: Record<string, string>) =>
+      fetch(`${server.url}${path}`, {
+        method: form ? "POST" : "GET",
+        headers: { cookie: cookies.join("; "), ...(form ? { "content-type": "application/x-www-form-urlencoded" } : {}) },
+        body: form ? new URLSearchParams(form).toString() : undefined,
+        redirect: "manual",
+      }).then(jar);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await (await dash("/dashboard/sign-in")).text())?.[1] ?? "";
+    t.is((await dash("/dashboard/sign-in", { csrf, api_key: s.key })).status, 303);
+    const list = await (await dash("/dashboard/invoices")).text();
+    t.true(list.includes(`>${inv.number}</a>`), "the list shows the number");
+    t.true(list.includes(`title="${s.subjectId}">Customer</a>`), "and the subject's name");
+    t.true(list.includes(`href="/hosted/invoices/${token(inv)}/pdf"`), "and the PDF link");
+    const detail = await (await dash(`/dashboard/invoices/${inv.id}`)).text();
+    t.regex(detail, new RegExp(`<h1>Invoice <span class="mono">${inv.number}</span></h1>`));
+    t.true(detail.includes("Download PDF"));
+  });
+}

@@ -207,7 +207,7 @@ for (const store of STORES) {
     const res = await fetch(`${server.url}${new URL(inv.hosted_url).pathname}`);
     const html = await res.text();
     t.is(res.status, 200);
-    t.regex(html, new RegExp(`Invoice ${inv.id}`));
+    t.regex(html, new RegExp(`Invoice ${inv.number}`));
     t.regex(html, /Seats<\/td><td class="n">2<\/td><td class="n">USD 12\.34<\/td><td class="n">USD 24\.68<\/td>/);
     t.regex(html, /@media print/);
     t.is((await fetch(`${server.url}/hosted/invoices/${"A".repeat(32)}`)).status, 404);

@@ -100,7 +100,7 @@ test("a customer uses the portal: sees billing, replaces the card, cancels at th
       .first()
       .click();
     await page.waitForURL(invoice.hosted_url);
-    t.is(await page.locator("h1").innerText(), `Invoice ${invoice.id}`);
+    t.is(await page.locator("h1").innerText(), `Invoice ${invoice.number}`);
     t.regex(await page.locator("table").innerText(), /Seats\s+1\s+USD 49\.00\s+USD 49\.00/);
 
     // And return to the application.

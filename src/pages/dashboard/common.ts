@@ -110,8 +110,36 @@ export const subjectLink = (id: string) => html`<a class="mono" href="/dashboard
 export const subLink = (id: string) => html`<a class="mono" href="/dashboard/subscriptions/${id}">${id}</a>`;
 export const invLink = (id: string) => html`<a class="mono" href="/dashboard/invoices/${id}">${id}</a>`;
 
-export function invoiceRows(items: Invoice[]): Value[][] {
-  return items.map((i) => [invLink(i.id), badge(i.status), subjectLink(i.subjectId), `${day(i.periodStart)} – ${day(i.periodEnd)}`, money(i), day(i.createdAt)]);
+/** An invoice's link by its number (a draft: its ID), and its PDF (the hosted token's: no key needed) once finalized. */
+export const invoiceLink = (i: Invoice) =>
+  html`<a class="mono" href="/dashboard/invoices/${i.id}" title="${i.id}">${i.number || i.id}</a>${i.status === "draft" ? "" : html` <a href="/hosted/invoices/${i.hostedToken}/pdf" target="_blank" rel="noopener" aria-label="PDF of ${i.number || i.id}">PDF</a>`}`;
+
+/** A subject's link by its name: the invoice's buyer as printed, else `names` (subjectNames), else its ID. */
+export const subjectNameLink = (id: string, name: string | null | undefined) => (name ? html`<a href="/dashboard/subjects/${id}" title="${id}">${name}</a>` : subjectLink(id));
+
+/** The names of the subjects of invoices that do not carry one (drafts), looked up once each. */
+export async function subjectNames(s: Pick<DashboardServices, "subjects">, c: Caller, items: Invoice[]): Promise<Map<string, string>> {
+  const ids = [...new Set(items.filter((i) => !i.customerName).map((i) => i.subjectId))];
+  const found = await Promise.all(
+    ids.map((id) =>
+      s.subjects.get(c, id).then(
+        (x) => [id, x.name] as const,
+        () => undefined,
+      ),
+    ),
+  );
+  return new Map(found.filter((f): f is readonly [string, string] => f !== undefined && typeof f[1] === "string" && f[1] !== ""));
+}
+
+export function invoiceRows(items: Invoice[], names: Map<string, string> = new Map()): Value[][] {
+  return items.map((i) => [
+    invoiceLink(i),
+    badge(i.status),
+    subjectNameLink(i.subjectId, i.customerName || names.get(i.subjectId)),
+    `${day(i.periodStart)} – ${day(i.periodEnd)}`,
+    money(i),
+    day(i.createdAt),
+  ]);
 }
 export const INVOICE_HEAD = ["Invoice", "Status", "Subject", "Period", "#Total", "Created"];
 

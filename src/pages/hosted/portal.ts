@@ -19,6 +19,7 @@
 import { AbortedError, BillingError, NotFoundError } from "../../billing/errors.js";
 import type { CustomerPortal, OpenPortal, PortalSubscription, PortalView } from "../../billing/subscriptions/portal.js";
 import { displayMoney } from "../../billing/money.js";
+import { isInternal } from "../../billing/subscriptions/types.js";
 import type { Logger } from "../../log.js";
 import type { Caller } from "../../billing/tenancy.js";
 import { type CreditReads, LEDGER_PAGE, balancesHtml, ledgerHtml, ledgerOffsetOf, ledgerPager } from "../credits.js";
@@ -68,13 +69,15 @@ function subscriptionHtml(base: Html, p: PortalSubscription): Html {
 ${period}${usage}${cancel}</article>`;
 }
 
+/** The subject's invoices by number, each with its page and its PDF; an empty internal one is not shown (DESIGN §15). */
 function invoicesHtml(v: PortalView): Html {
-  if (v.invoices.length === 0) return html`<p>No invoices yet.</p>`;
-  const rows = v.invoices.map(
+  const shown = v.invoices.filter((i) => !isInternal(i));
+  if (shown.length === 0) return html`<p>No invoices yet.</p>`;
+  const rows = shown.map(
     (i) =>
-      html`<tr><td class="nowrap">${day(i.createdAt)}</td><td>${i.status}</td><td class="n">${displayMoney(i.total, i.currency)}</td><td><a href="/hosted/invoices/${i.hostedToken}" aria-label="View invoice of ${day(i.createdAt)} (${i.id})">View</a></td></tr>`,
+      html`<tr><td class="nowrap">${i.number || "Draft"}</td><td class="nowrap">${day(i.createdAt)}</td><td>${i.status}</td><td class="n">${displayMoney(i.total, i.currency)}</td><td><a href="/hosted/invoices/${i.hostedToken}" aria-label="View invoice of ${day(i.createdAt)} (${i.number || i.id})">View</a>${i.status === "draft" ? "" : html` <a class="noprint" href="/hosted/invoices/${i.hostedToken}/pdf" aria-label="PDF of invoice ${i.number || i.id}">PDF</a>`}</td></tr>`,
   );
-  return html`<table><thead><tr><th>Date</th><th>Status</th><th class="n">Total</th><th><span class="noprint">Invoice</span></th></tr></thead><tbody>${rows}</tbody></table>`;
+  return html`<table><thead><tr><th>Number</th><th>Date</th><th>Status</th><th class="n">Total</th><th><span class="noprint">Invoice</span></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** The subject's credit: balance per currency and the ledger, newest first, a page of it. */

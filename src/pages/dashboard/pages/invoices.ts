@@ -6,7 +6,7 @@ import { displayMoney } from "../../../billing/money.js";
 import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
 import { type Html, html, join } from "../../html.js";
 import { type CreditedInvoice, lineAmountHtml, lineDescriptionHtml } from "../../prices.js";
-import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectLink } from "../common.js";
+import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectNameLink, subjectNames } from "../common.js";
 import { badge, csrfField, minute, pager, table } from "../layout.js";
 
 export async function invoicesPage({ services: s, caller: c, query: q }: PageContext): Promise<View> {
@@ -16,7 +16,7 @@ export async function invoicesPage({ services: s, caller: c, query: q }: PageCon
   const options = ["", ...INVOICE_STATUSES].map((x) => html`<option value="${x}"${x === status ? html` selected` : ""}>${x || "any"}</option>`);
   const body = html`<h1>Invoices</h1>
 <form method="get" action="/dashboard/invoices" class="filters"><div><label for="status">Status</label><select id="status" name="status">${options}</select></div><div><button type="submit">Filter</button></div></form>
-${table("Invoices, newest first", INVOICE_HEAD, invoiceRows(result.items), "No invoices match.")}
+${table("Invoices, newest first", INVOICE_HEAD, invoiceRows(result.items, await subjectNames(s, c, result.items)), "No invoices match.")}
 ${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
   return { title: "Invoices", body, current: "/dashboard/invoices" };
 }
@@ -44,13 +44,15 @@ export async function invoicePage({ services: s, caller: c, open, params: [id], 
       inv.status === "draft" ? html`<form method="post" action="/dashboard/invoices/${inv.id}/finalize" class="inline">${csrf}<button type="submit">Finalize now</button></form>` : "",
       inv.status === "open" ? html`<form method="post" action="/dashboard/invoices/${inv.id}/void" class="inline">${csrf}<button type="submit" class="danger">Void</button></form>` : "",
       html`<a href="/hosted/invoices/${inv.hostedToken}" target="_blank" rel="noopener">Open the hosted page</a>`,
+      inv.status === "draft" ? "" : html`<a href="/hosted/invoices/${inv.hostedToken}/pdf" target="_blank" rel="noopener">Download PDF</a>`,
     ],
     " ",
   );
-  const body = html`<h1>Invoice <span class="mono">${inv.id}</span></h1>${notice(q)}
-<div class="card"><dl><dt>Status</dt><dd>${badge(inv.status)}</dd><dt>Subject</dt><dd>${subjectLink(inv.subjectId)}</dd><dt>Subscription</dt><dd>${subLink(inv.subscriptionId)}</dd>
+  const name = inv.customerName || (await subjectNames(s, c, [inv])).get(inv.subjectId);
+  const body = html`<h1>Invoice <span class="mono">${inv.number || inv.id}</span></h1>${notice(q)}
+<div class="card"><dl><dt>Status</dt><dd>${badge(inv.status)}</dd>${inv.number ? html`<dt>ID</dt><dd class="mono">${inv.id}</dd>` : ""}<dt>Subject</dt><dd>${subjectNameLink(inv.subjectId, name)}</dd><dt>Subscription</dt><dd>${subLink(inv.subscriptionId)}</dd>
 <dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${creditsHtml(inv)}${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
 ${lines}
 <p>${actions}</p>`;
-  return { title: `Invoice ${inv.id}`, body, current: "/dashboard/invoices" };
+  return { title: `Invoice ${inv.number || inv.id}`, body, current: "/dashboard/invoices" };
 }
