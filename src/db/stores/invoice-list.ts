@@ -1,9 +1,11 @@
 /**
- * The invoice list's query (DESIGN §15): GET /invoices across subjects with its filters.
+ * The invoice lists' queries: GET /invoices across subjects with its filters (DESIGN §15), and
+ * the dashboard's lists, newest first.
  */
 import type { EntityManager } from "typeorm";
 import type { Page } from "../../billing/pagination.js";
 import type { InvoiceFilter } from "../../billing/subscriptions/ports.js";
+import type { InvoiceStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceRow } from "../entities/index.js";
 import { dbTime } from "../raw.js";
 
@@ -26,4 +28,10 @@ export function invoiceListRows(em: EntityManager, E: Entities, environmentId: s
     .limit(page.limit + 1)
     .offset(page.offset)
     .getMany();
+}
+
+/** A page of rows (one more than its limit), newest first, of one status or any, of one subscription or any (the dashboard's lists). */
+export function newestFirstRows(em: EntityManager, E: Entities, environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<InvoiceRow[]> {
+  const where = { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.subscriptionId ? { subscription_id: filter.subscriptionId } : {}) };
+  return em.find(E.Invoice, { where, order: { seq: "DESC" }, take: page.limit + 1, skip: page.offset });
 }

@@ -10,7 +10,7 @@ import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js"
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
-import { invoiceListRows } from "./invoice-list.js";
+import { invoiceListRows, newestFirstRows } from "./invoice-list.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 /** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
@@ -300,12 +300,13 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
+  private async paged(em: EntityManager, rows: InvoiceRow[], page: Page): Promise<PageResult<Invoice>> {
+    const result = toPageResult(rows, page);
+    return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
+  }
+
   async list(environmentId: string, filter: InvoiceFilter, page: Page): Promise<PageResult<Invoice>> {
-    return this.sql.run(async (em) => {
-      const rows = await invoiceListRows(em, this.entities, environmentId, filter, page);
-      const result = toPageResult(rows, page);
-      return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
-    });
+    return this.sql.run(async (em) => this.paged(em, await invoiceListRows(em, this.entities, environmentId, filter, page), page));
   }
 
   /** Over ix_invoices_env_finalized; exact on both stores (DECIMAL SUM on MySQL, the dec_sum aggregate on SQLite). */
@@ -320,16 +321,7 @@ export class SqlInvoiceStore implements InvoiceStore {
 
   /** Newest first over ix_invoices_env_status_seq (environment, status, seq), or ix_invoices_subscription_seq for one subscription's. */
   async listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>> {
-    return this.sql.run(async (em) => {
-      const rows = await em.find(this.entities.Invoice, {
-        where: { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.subscriptionId ? { subscription_id: filter.subscriptionId } : {}) },
-        order: { seq: "DESC" },
-        take: page.limit + 1,
-        skip: page.offset,
-      });
-      const result = toPageResult(rows, page);
-      return { items: await this.withLines(em, result.items), hasMore: result.hasMore };
-    });
+    return this.sql.run(async (em) => this.paged(em, await newestFirstRows(em, this.entities, environmentId, filter, page), page));
   }
 
   async recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]> {
