@@ -8,8 +8,10 @@
  * invoice has Seats 1000 and Support 500 (no tax, no discount).
  */
 import test from "ava";
+import type { ConnectError } from "@connectrpc/connect";
+import { CreditNoteService } from "../../src/gen/billing/v1/credit_note_service_pb.js";
 import { seats } from "../helpers/catalog-bodies.js";
-import { reasonOf, violatedFields } from "../helpers/clients.js";
+import { PROTOCOLS, reasonOf, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -213,5 +215,22 @@ for (const store of STORES) {
     t.is(reasonOf(r.body), "INVOICE_NOT_CREDITABLE");
     const foreign = await other.raw("GET", `/credit-notes?invoice_id=${open.id}`);
     t.deepEqual(foreign.body.credit_notes, [], "another environment sees none");
+  });
+
+  test(`${store}: Connect, gRPC and gRPC-Web issue, read and list the same notes, and name the same fields`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const inv = await firstInvoice(s, CARD_OK);
+    for (const [i, protocol] of PROTOCOLS.entries()) {
+      const client = rpcClient(CreditNoteService, server.url, protocol, s.key);
+      const made = await client.createCreditNote({ invoiceId: inv.id, reason: "other", outcome: "credit_balance", amount: "100" });
+      t.like(made.creditNote, { number: `INV-CN-00000${i + 1}`, total: { currencyCode: "USD", value: "100" }, outcome: "credit_balance" }, protocol);
+      const read = await client.getCreditNote({ creditNoteId: made.creditNote?.id ?? "" });
+      t.is(read.creditNote?.id, made.creditNote?.id, protocol);
+      const listed = await client.listCreditNotes({ invoiceId: inv.id });
+      t.is(listed.creditNotes.length, i + 1, protocol);
+      const err = await t.throwsAsync(client.createCreditNote({ invoiceId: inv.id, reason: "other", outcome: "credit_balance", lines: [{ invoiceLineIndex: 5 }] }));
+      t.regex((err as ConnectError).rawMessage, /lines\[0\]\.invoice_line_index/, protocol);
+    }
+    t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, String(100 * PROTOCOLS.length));
   });
 }
