@@ -180,3 +180,75 @@ for (const store of STORES) {
     t.true(detail.includes("Download PDF"));
   });
 }
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: a discounted, taxed invoice's PDF has the seller, the buyer's details, discounts and taxes with rates; its credit note's PDF too`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const seller = {
+      legal_name: "Acme Billing Inc.",
+      address: { line1: "1 Main St", city: "Springfield", postal_code: "12345", state: "IL", country: "US" },
+      tax_id: "US-EIN-12-3456789",
+      email: "billing@acme.example",
+      footer: "Thank you for your business",
+    };
+    await s.call("PATCH", "/invoice-settings", { seller });
+    const tax = await s.call("POST", "/tax-rates", { display_name: "Sales tax", percentage: "10", country: "US" });
+    const coupon = await s.call("POST", "/coupons", { name: "Launch 20%", percent_off: "20", duration: "forever" });
+    await s.call("PUT", `/subjects/${s.subjectId}`, {
+      billing_details: { legal_name: "Buyer LLC", address: { line1: "9 Elm Rd", city: "Austin", country: "US", state: "TX" }, tax_ids: [{ type: "us_ein", value: "98-7654321" }] },
+    });
+    const card = await s.card({ fixed_rates: [{ code: "base", name: "Base plan", price: { amount: { currency_code: "USD", value: "10000" } } }], default_tax_rate_ids: [tax.id] });
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { base: 1 }, create_checkout_session: "always", coupon_id: coupon.id }, CARD_OK);
+    const [inv] = (await s.invoices()) as [Json];
+    // 10000 − 20% = 8000; 10% tax on it: 800; total 8800.
+    t.deepEqual([inv.subtotal.value, inv.total_tax.value, inv.total_amount.value], ["8000", "800", "8800"]);
+    const pdf = await get(`${server.url}/invoices/${inv.id}/pdf`, s.key);
+    t.regex(poppler("pdfinfo", pdf.body), /Page size:\s+612 x 792 pts \(letter\)/, "a US seller: Letter");
+    const text = poppler("pdftotext", pdf.body);
+    for (const want of [
+      "Acme Billing Inc.",
+      "1 Main St",
+      "12345 Springfield",
+      "Tax ID: US-EIN-12-3456789",
+      "billing@acme.example",
+      "Buyer LLC",
+      "9 Elm Rd",
+      "98-7654321",
+      "Thank you for your business",
+    ]) {
+      t.true(text.includes(want), `has ${want}:\n${text}`);
+    }
+    t.regex(text, /Base plan\s+1\s+USD 100\.00\s+USD 100\.00/);
+    t.regex(text, /Discount: Launch 20%\s+USD -20\.00/);
+    t.regex(text, /Sales tax 10%\s+USD 8\.00/);
+    t.regex(text, /Subtotal\s+USD 80\.00/);
+    t.regex(text, /Sales tax 10% on USD 80\.00\s+USD 8\.00/);
+    t.regex(text, /Total tax\s+USD 8\.00/);
+    t.regex(text, /Total\s+USD 88\.00/);
+    t.regex(text, /Amount due\s+USD 88\.00/);
+
+    // The hosted page says the same.
+    const hosted = await (await fetch(`${server.url}${new URL(inv.hosted_url).pathname}`)).text();
+    for (const want of ["Acme Billing Inc.", "Buyer LLC", "Discount: Launch 20%", "USD -20.00", "Sales tax 10% on USD 80.00", "USD 88.00"])
+      t.true(hosted.includes(want), `the hosted page has ${want}`);
+
+    // A credit note of the whole invoice to the balance: its PDF, and the invoice's amount credited.
+    const note = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "order_change", outcome: "credit_balance", memo: "Plan cancelled" });
+    const cn = await get(`${server.url}/credit-notes/${note.id}/pdf`, s.key);
+    t.is(cn.status, 200);
+    t.is(cn.type, "application/pdf");
+    t.is(cn.disposition, `inline; filename="${note.number}.pdf"`);
+    const cnText = poppler("pdftotext", cn.body);
+    for (const want of ["Credit note", note.number, `For invoice ${inv.number}`, "Reason Order change", "Acme Billing Inc.", "Buyer LLC", "Plan cancelled", "Credited to the customer's balance"]) {
+      t.true(cnText.includes(want), `the credit note has ${want}:\n${cnText}`);
+    }
+    t.regex(cnText, /Total credited\s+USD 88\.00/);
+    t.true((await get(`${server.url}/credit-notes/${note.id}/pdf`, s.key)).body.equals(cn.body), "same bytes twice");
+    t.regex(poppler("pdftotext", (await get(`${server.url}/invoices/${inv.id}/pdf`, s.key)).body), /Amount credited\s+USD -88\.00/);
+    t.is((await get(`${server.url}/credit-notes/cn_unknown/pdf`, s.key)).status, 404);
+    t.is((await get(`${server.url}/credit-notes/${note.id}/pdf`)).status, 401);
+    t.is((await get(`${server.url}/credit-notes/${note.id}/pdf`, await server.freshKey())).status, 404, "another environment's note");
+  });
+}
