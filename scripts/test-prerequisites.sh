@@ -11,6 +11,8 @@
 #   Python's grpc and google.protobuf for GRPCIO_PYTHON (default /usr/bin/python3): the grpcio test.
 #   promtool (Debian's prometheus): test/api/ops-metrics-lint.test.ts checks /metrics with it.
 #   protoc and grpc_python_plugin at /usr/bin: the Python how-to's test (test/clients/python-howto.test.ts).
+#   pdftotext, pdfinfo and pdftoppm on PATH (Debian's poppler-utils): the PDF tests read invoices'
+#     PDFs with them (test/api/invoice-pdf.test.ts), and `npm run screenshots` renders one to PNG.
 #
 # Packages come from Debian's apt, and only when this runs as root on a machine with apt-get.
 # Otherwise nothing is installed and test/preflight.ts, run next, says in its first line what is
@@ -108,6 +110,7 @@ fi
 need "protobuf-compiler protobuf-compiler-grpc" test -x "$root_fs/usr/bin/protoc" -a -x "$root_fs/usr/bin/grpc_python_plugin"
 need prometheus test -x "$root_fs/usr/bin/promtool"
 need "openssl curl" test -x "$root_fs/usr/bin/openssl" -a -x "$root_fs/usr/bin/curl"
+need poppler-utils type -P pdftotext pdfinfo pdftoppm
 
 if [ "${#missing[@]}" -gt 0 ] || [ -n "$mariadb_missing" ]; then
   # Not root or no apt: one line with the command, then test/preflight.ts says what each is for.

@@ -4,7 +4,8 @@
  * MariaDB (or MySQL) at TEST_MYSQL_URL unless TEST_STORES leaves "mysql" out; Chromium for the
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the docs' examples;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
- * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test.
+ * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test;
+ * pdftotext and pdfinfo (Debian's poppler-utils) for the invoice PDFs.
  *
  * `tsx test/preflight.ts <level>` checks only what that test level needs (test/levels.ts): `db`
  * MariaDB; `browser` Chromium; `api` MariaDB and the tools above but Chromium. With no level:
@@ -65,6 +66,12 @@ if (needs("api") && !existsSync("/usr/bin/promtool")) {
 if (needs("api") && (!existsSync("/usr/bin/openssl") || !existsSync("/usr/bin/curl"))) {
   missing.push(
     "/usr/bin/openssl and /usr/bin/curl, with which the TLS test makes its certificate and calls over https (test/api/tls.test.ts), are not both installed: install them (apt-get install openssl curl; npm test does so when run as root)",
+  );
+}
+
+if (needs("api") && ["pdftotext", "pdfinfo"].some((tool) => spawnSync(tool, ["-v"]).error !== undefined)) {
+  missing.push(
+    "pdftotext and pdfinfo, which read the invoice PDFs (test/api/invoice-pdf.test.ts), are not both on PATH: install them (apt-get install poppler-utils; npm test does so when run as root)",
   );
 }
 

@@ -27,6 +27,8 @@ interface Machine {
   promtool?: boolean;
   /** openssl and curl at /usr/bin (the TLS tests make a certificate and call over https). */
   tls?: boolean;
+  /** pdftotext, pdfinfo and pdftoppm on PATH (Debian's poppler-utils). */
+  poppler?: boolean;
   aptFails?: boolean;
   /** No apt-get on PATH (another OS). */
   noApt?: boolean;
@@ -38,7 +40,7 @@ interface Run {
   /** What the stand-ins were asked, one line per call ("apt-get install -y -qq jq"). */
   calls: string[];
   /** The fake machine afterwards. */
-  after: { chromium: boolean; jq: boolean; grpcio: boolean; protoc: boolean; promtool: boolean; tls: boolean; mariadbTcp: boolean };
+  after: { chromium: boolean; jq: boolean; grpcio: boolean; protoc: boolean; promtool: boolean; tls: boolean; poppler: boolean; mariadbTcp: boolean };
 }
 
 function stub(path: string, body: string) {
@@ -65,6 +67,7 @@ function run(m: Machine, env: Record<string, string> = {}): Run {
     if (m.protoc ?? true) for (const tool of ["protoc", "grpc_python_plugin"]) stub(join(fs, "usr/bin", tool), "exit 0");
     if (m.promtool ?? true) stub(join(fs, "usr/bin/promtool"), "exit 0");
     if (m.tls ?? true) for (const tool of ["openssl", "curl"]) stub(join(fs, "usr/bin", tool), "exit 0");
+    if (m.poppler ?? true) for (const tool of ["pdftotext", "pdfinfo", "pdftoppm"]) stub(join(bin, tool), "exit 0");
     if (m.grpcio ?? true) writeFileSync(join(state, "grpcio"), "");
     stub(join(fs, "usr/bin/python3"), `[ -e ${state}/grpcio ]`);
     const record = `echo "$(basename "$0") $*" >> ${log}`;
@@ -83,6 +86,7 @@ for p in "$@"; do case "$p" in
   prometheus) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/bin/promtool; chmod +x ${fs}/usr/bin/promtool;;
   openssl) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/bin/openssl; chmod +x ${fs}/usr/bin/openssl;;
   curl) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/bin/curl; chmod +x ${fs}/usr/bin/curl;;
+  poppler-utils) for t in pdftotext pdfinfo pdftoppm; do printf '#!/bin/bash\\nexit 0\\n' > ${bin}/$t; chmod +x ${bin}/$t; done;;
   mariadb-server) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/sbin/mariadbd; chmod +x ${fs}/usr/sbin/mariadbd;;
 esac; done`,
       );
@@ -114,6 +118,7 @@ exit 0`,
         protoc: existsSync(join(fs, "usr/bin/protoc")) && existsSync(join(fs, "usr/bin/grpc_python_plugin")),
         promtool: existsSync(join(fs, "usr/bin/promtool")),
         tls: existsSync(join(fs, "usr/bin/openssl")) && existsSync(join(fs, "usr/bin/curl")),
+        poppler: ["pdftotext", "pdfinfo", "pdftoppm"].every((tool) => existsSync(join(bin, tool))),
         mariadbTcp: existsSync(join(state, "tcp")),
       },
     };
@@ -133,7 +138,7 @@ test("a machine that has everything: nothing installed, nothing said", (t) => {
 });
 
 test("a fresh machine as root: one apt-get update, each package installed and said, root let in over TCP", (t) => {
-  const r = run({ mariadb: "socket-only", chromium: false, jq: false, grpcio: false, protoc: false, promtool: false, tls: false });
+  const r = run({ mariadb: "socket-only", chromium: false, jq: false, grpcio: false, protoc: false, promtool: false, tls: false, poppler: false });
   t.is(r.status, 0);
   t.deepEqual(apt(r.calls), [
     "apt-get update -qq",
@@ -143,6 +148,7 @@ test("a fresh machine as root: one apt-get update, each package installed and sa
     "apt-get install -y -qq protobuf-compiler protobuf-compiler-grpc",
     "apt-get install -y -qq prometheus",
     "apt-get install -y -qq openssl curl",
+    "apt-get install -y -qq poppler-utils",
   ]);
   t.deepEqual(r.lines, [
     "test prerequisites: letting MariaDB's root log in over TCP with the empty password",
@@ -153,8 +159,9 @@ test("a fresh machine as root: one apt-get update, each package installed and sa
     "test prerequisites: apt-get install protobuf-compiler protobuf-compiler-grpc",
     "test prerequisites: apt-get install prometheus",
     "test prerequisites: apt-get install openssl curl",
+    "test prerequisites: apt-get install poppler-utils",
   ]);
-  t.deepEqual(r.after, { chromium: true, jq: true, grpcio: true, protoc: true, promtool: true, tls: true, mariadbTcp: true });
+  t.deepEqual(r.after, { chromium: true, jq: true, grpcio: true, protoc: true, promtool: true, tls: true, poppler: true, mariadbTcp: true });
   t.true(r.calls.some((c) => c.startsWith("mysql") && c.includes("CREATE DATABASE IF NOT EXISTS test")));
 });
 
@@ -166,6 +173,7 @@ test("each prerequisite missing alone is the only thing installed", (t) => {
     [{ protoc: false }, "apt-get install -y -qq protobuf-compiler protobuf-compiler-grpc"],
     [{ promtool: false }, "apt-get install -y -qq prometheus"],
     [{ tls: false }, "apt-get install -y -qq openssl curl"],
+    [{ poppler: false }, "apt-get install -y -qq poppler-utils"],
     [{ mariadb: "absent" }, "apt-get install -y -qq mariadb-server"],
   ];
   for (const [machine, install] of cases) {
@@ -207,14 +215,14 @@ test("CHROMIUM_PATH or GRPCIO_PYTHON set: that prerequisite is the caller's, not
 });
 
 test("not root: nothing installed, and the first line says exactly what to run", (t) => {
-  const r = run({ root: false, mariadb: "socket-only", chromium: false, jq: false, grpcio: false, protoc: false, promtool: false, tls: false });
+  const r = run({ root: false, mariadb: "socket-only", chromium: false, jq: false, grpcio: false, protoc: false, promtool: false, tls: false, poppler: false });
   t.is(r.status, 0);
   t.deepEqual(apt(r.calls), []);
   t.false(r.calls.some((c) => c.includes("ALTER USER")));
   t.is(r.lines.length, 1);
   t.is(
     r.lines[0],
-    "test prerequisites: missing; as root run: apt-get install -y mariadb-server chromium jq python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc prometheus openssl curl && service mariadb start && " +
+    "test prerequisites: missing; as root run: apt-get install -y mariadb-server chromium jq python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc prometheus openssl curl poppler-utils && service mariadb start && " +
       `mysql -uroot -e "ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket" (or TEST_STORES=sqlite npm test without MariaDB)`,
   );
 });
