@@ -3,11 +3,12 @@
  * subjects are finalized at once through POST /invoices/{id}/finalize, split between two servers
  * (two app instances, each with its own connection pool, on one database): they end up numbered
  * INV-000001 … INV-000050, each number once, none skipped; the environment's next number is 51.
+ * Likewise fifty subscriptions created at once (final at once: each opens with a numbered invoice).
  * On MariaDB (the race that matters: two servers, row locks), and on SQLite as well (two apps on
  * one file).
  */
 import test from "ava";
-import { simple, usd } from "../helpers/catalog-bodies.js";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { rest } from "../helpers/clients.js";
 import { STORES, type Store } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -51,10 +52,7 @@ async function race(t: import("ava").ExecutionContext, store: Store): Promise<vo
 
     // Then fifty numbers, consecutive from 1, each once; the invoices say so through either server.
     const numbers = results.map((r) => r.body.number as string).sort();
-    t.deepEqual(
-      numbers,
-      Array.from({ length: SUBJECTS }, (_, i) => `INV-${String(i + 1).padStart(6, "0")}`),
-    );
+    t.deepEqual(numbers, numbersTo(SUBJECTS));
     const listed = ((await rest(second.url, "GET", "/invoices?status=open&limit=100", s.key)).body.invoices as Json[]).map((i) => i.number as string).sort();
     t.deepEqual(listed, numbers);
     const settings = await rest(server.url, "GET", "/invoice-settings", s.key);
@@ -65,6 +63,34 @@ async function race(t: import("ava").ExecutionContext, store: Store): Promise<vo
   }
 }
 
+const numbersTo = (n: number) => Array.from({ length: n }, (_, i) => `INV-${String(i + 1).padStart(6, "0")}`);
+
+/** Fifty subscriptions of one subject (its card on file) created at once from two servers, final at once. */
+async function subscriptionsRace(t: import("ava").ExecutionContext, store: Store): Promise<void> {
+  const server = await startTestServer(store);
+  const second = await startAppOn(server.db.url);
+  try {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [seats()] });
+    // The first subscription's checkout puts a card on file (and is INV-000001); the others start at once.
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } });
+    const urls = [server.url, second.url];
+    const results = await Promise.all(
+      Array.from({ length: SUBJECTS }, (_, k) => rest(urls[k % 2] as string, "POST", "/subscriptions", s.key, { subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: 1 } })),
+    );
+    t.deepEqual(
+      results.filter((r) => r.status !== 200).map((r) => [r.status, r.body]),
+      [],
+    );
+    const numbers = ((await s.call("GET", "/invoices?limit=100")).invoices as Json[]).map((i) => i.number as string).sort();
+    t.deepEqual(numbers, numbersTo(SUBJECTS + 1));
+  } finally {
+    await second.stop();
+    await server.stop();
+  }
+}
+
 for (const store of STORES) {
   test(`${store}: fifty drafts finalized at once from two servers are numbered INV-000001 to INV-000050, no gap, no repeat`, (t) => race(t, store));
+  test(`${store}: fifty subscriptions created at once from two servers open invoices numbered without gap or repeat`, (t) => subscriptionsRace(t, store));
 }
