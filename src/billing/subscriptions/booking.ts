@@ -80,7 +80,7 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
   };
 }
 
-/** Numbers `list` (in their order) from one take of the environment's sequence; internal ones get none. */
+/** Numbers `list` (by date, then in their order) from one take of the environment's sequence; internal ones get none. */
 async function numberAll(booking: BookingTx, list: Invoice[]): Promise<Invoice[]> {
   const out = [...list];
   const byEnv = new Map<string, number[]>();
@@ -88,7 +88,9 @@ async function numberAll(booking: BookingTx, list: Invoice[]): Promise<Invoice[]
     if (inv.status === "draft" || isInternal(inv)) return;
     byEnv.set(inv.environmentId, [...(byEnv.get(inv.environmentId) ?? []), k]);
   });
-  for (const [env, ks] of [...byEnv.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [env, unordered] of [...byEnv.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    // In the order of their dates (a clock advance closes periods that ended on different days in one batch), then the batch's.
+    const ks = [...unordered].sort((a, b) => (list[a] as Invoice).createdAt.getTime() - (list[b] as Invoice).createdAt.getTime() || a - b);
     const { prefix, first } = await booking.nextNumbers(env, "invoice", ks.length);
     ks.forEach((k, j) => {
       out[k] = { ...(out[k] as Invoice), number: formatNumber(prefix, "invoice", first + j) };
@@ -108,7 +110,7 @@ export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promi
 
 /**
  * finalizeOpen for a batch (a cycle close's invoices, in one transaction): credit in the order of
- * their subjects (credit-application.ts), then one take of numbers per environment, in the batch's order.
+ * their subjects (credit-application.ts), then one take of numbers per environment, by date, then in the batch's order.
  */
 export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
   const booking = tx.booking;
