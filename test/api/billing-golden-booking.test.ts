@@ -1,0 +1,424 @@
+/**
+ * The golden table for DESIGN §15 (invoices finance can book), written from the contract
+ * (coupon*.proto, tax_rate*.proto, billing_details.proto, credit_note*.proto, invoice.proto's
+ * booked fields, invoice_service.proto's invoice settings): coupons of each duration, percent
+ * and amount, on the whole invoice or on one rate; exclusive, inclusive and several tax rates,
+ * rates of another country, exempt and reverse-charge buyers; discount then tax then credits;
+ * credit notes refunding, crediting the balance and reducing what is due; rounding in USD, JPY
+ * and KWD; invoice and credit note numbers. Driven only through the public API (REST) on test
+ * clocks, on MariaDB and SQLite; every number is worked out by hand in the comment beside it.
+ *
+ * Amounts are in the currency's smallest unit (cents for USD, yen for JPY, fils for KWD). The
+ * order (DESIGN §15): line amounts → discounts (each coupon in order on what earlier ones left,
+ * a percent rounded half-up, an amount capped; split over its lines in proportion) → subtotal →
+ * tax per line on the discounted amount (exclusive p: + amount × p / 100; inclusive: amount ×
+ * p / (100 + Σp), inside) → total → credits (§14) → amount_due; each step rounded half-up.
+ * The API plan bills "API calls" at 10 per unit, in arrears, and has no fixed price: no card is
+ * on file unless a case puts one there (a hosted checkout), so an invoice with something due
+ * stays "open". Scenarios start on 2026-01-15T00:00:00Z: invoices on Feb 15, Mar 15, Apr 15.
+ * An invoice reads as booking-bodies.ts's Booked (want() fills in the plain values: no discount,
+ * no tax, no note, no credit, amount_due = total, USD, open). GOLDEN_LOG=1 logs each result.
+ */
+import test from "ava";
+import { apiPlan, billed, booked, bookedOf, buyer, creditNote, GERMAN_BUYER, noteOf, plain, subscribe, taxRate, twoRatePlan, use, want } from "../helpers/booking-bodies.js";
+import { reasonOf } from "../helpers/clients.js";
+import { checkoutWithCard, ledger } from "../helpers/credit-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const JAN = "2026-01-15T00:00:00Z";
+const JAN_20 = "2026-01-20T00:00:00Z";
+const FEB = "2026-02-15T00:00:00Z";
+const FEB_20 = "2026-02-20T00:00:00Z";
+const MAR = "2026-03-15T00:00:00Z";
+const MAR_20 = "2026-03-20T00:00:00Z";
+const APR = "2026-04-15T00:00:00Z";
+
+const REVERSE_NOTE = "Reverse charge: VAT to be accounted for by the recipient (Article 196, Council Directive 2006/112/EC).";
+
+/** Usage of `units` in each of the first `cycles` periods (Jan 20, Feb 20, Mar 20), then the clock at the end of them. */
+async function cycles(s: Scenario, units: string[]): Promise<void> {
+  const at = [JAN_20, FEB_20, MAR_20];
+  const ends = [FEB, MAR, APR];
+  for (const [k, n] of units.entries()) {
+    await use(s, at[k] as string, n);
+    await s.advance(ends[k] as string);
+  }
+}
+
+/** The same environment and clock, another subject. */
+async function another(s: Scenario, name: string): Promise<Scenario> {
+  const other = new Scenario(s.server);
+  other.key = s.key;
+  other.clockId = s.clockId;
+  other.subjectId = (await s.call("POST", "/subjects", { name, test_clock_id: s.clockId })).id;
+  return other;
+}
+
+type Case = [string, (s: Scenario, t: import("ava").ExecutionContext) => Promise<unknown>, unknown];
+
+const taxes: Case[] = [
+  [
+    "exclusive tax: added on top",
+    async (s) => {
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // 10,000 × 19% = 1,900; total 11,900.
+    [
+      want({
+        number: "INV-000001",
+        lines: [["API calls", "10000", [], [["VAT", "10000", "1900"]]]],
+        subtotal: "10000",
+        total_tax: "1900",
+        tax_amounts: [["VAT", "19", false, "10000", "1900"]],
+        total: "11900",
+      }),
+    ],
+  ],
+  [
+    "inclusive tax: inside the amount, the total unchanged",
+    async (s) => {
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT incl.", "20", { inclusive: true })] }));
+      await cycles(s, ["1200"]);
+      return booked(s);
+    },
+    // 1,200 × 10 = 12,000 includes 20%: 12,000 × 20 / 120 = 2,000; taxable 10,000; total 12,000.
+    [
+      want({
+        number: "INV-000001",
+        lines: [["API calls", "12000", [], [["VAT incl.", "10000", "2000"]]]],
+        subtotal: "12000",
+        total_tax: "2000",
+        tax_amounts: [["VAT incl.", "20", true, "10000", "2000"]],
+        total: "12000",
+      }),
+    ],
+  ],
+  [
+    "two tax rates on one line, the subject's own rates instead of the card's",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      const state = await taxRate(s, "State tax", "6.25");
+      const city = await taxRate(s, "City tax", "2.5");
+      await buyer(s, { legal_name: "Buyer Inc.", address: { country: "US", state: "CA" }, tax_rate_ids: [state, city] });
+      await subscribe(s, await apiPlan(s, { taxes: [vat] }));
+      await cycles(s, ["999"]);
+      return booked(s);
+    },
+    // 999 × 10 = 9,990 (no VAT: the subject's rates replace the card's). 9,990 × 6.25% = 624.375 → 624;
+    // 9,990 × 2.5% = 249.75 → 250; tax 874; total 10,864.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          [
+            "API calls",
+            "9990",
+            [],
+            [
+              ["State tax", "9990", "624"],
+              ["City tax", "9990", "250"],
+            ],
+          ],
+        ],
+        subtotal: "9990",
+        total_tax: "874",
+        tax_amounts: [
+          ["State tax", "6.25", false, "9990", "624"],
+          ["City tax", "2.5", false, "9990", "250"],
+        ],
+        total: "10864",
+      }),
+    ],
+  ],
+  [
+    "a tax rate of another country than the buyer's is not applied",
+    async (s) => {
+      const de = await taxRate(s, "USt", "19", { country: "DE" });
+      const tx = await taxRate(s, "Texas sales tax", "8.25", { country: "US", region: "TX" });
+      await buyer(s, GERMAN_BUYER);
+      await subscribe(s, await apiPlan(s, { taxes: [de, tx] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // The buyer is in DE: USt 10,000 × 19% = 1,900; the US rate does not apply. Total 11,900.
+    [
+      want({
+        number: "INV-000001",
+        lines: [["API calls", "10000", [], [["USt", "10000", "1900"]]]],
+        subtotal: "10000",
+        total_tax: "1900",
+        tax_amounts: [["USt", "19", false, "10000", "1900"]],
+        total: "11900",
+      }),
+    ],
+  ],
+  [
+    "tax is rounded per line, then summed",
+    async (s) => {
+      await subscribe(s, await twoRatePlan(s, [await taxRate(s, "VAT", "19")]));
+      await use(s, JAN_20, "333");
+      await use(s, JAN_20, "67", "store");
+      await s.advance(FEB);
+      return booked(s);
+    },
+    // 333 × 10 = 3,330 × 19% = 632.7 → 633; 67 × 5 = 335 × 19% = 63.65 → 64; tax 697 (not
+    // round(3,665 × 19%) = round(696.35) = 696). Total 3,665 + 697 = 4,362.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          ["API calls", "3330", [], [["VAT", "3330", "633"]]],
+          ["Storage", "335", [], [["VAT", "335", "64"]]],
+        ],
+        subtotal: "3665",
+        total_tax: "697",
+        tax_amounts: [["VAT", "19", false, "3665", "697"]],
+        total: "4362",
+      }),
+    ],
+  ],
+  [
+    "an exempt buyer pays no tax; the invoice says so",
+    async (s) => {
+      await buyer(s, { ...GERMAN_BUYER, tax_exempt: "exempt" });
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // No tax on 10,000; the note "Tax exempt.".
+    [want({ number: "INV-000001", lines: [plain("API calls", "10000")], subtotal: "10000", notes: ["Tax exempt."], total: "10000" })],
+  ],
+  [
+    "reverse charge: no tax, the legal note, the buyer's VAT ID on the invoice",
+    async (s) => {
+      await buyer(s, { ...GERMAN_BUYER, tax_exempt: "reverse" });
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }));
+      await cycles(s, ["1000"]);
+      const inv = (await billed(s))[0] as Json;
+      return [bookedOf(inv), inv.customer?.legal_name, inv.customer?.tax_ids, inv.customer?.tax_exempt];
+    },
+    // No tax on 10,000; the reverse-charge note.
+    [
+      want({ number: "INV-000001", lines: [plain("API calls", "10000")], subtotal: "10000", notes: [REVERSE_NOTE], total: "10000" }),
+      "Kunde GmbH",
+      [{ type: "eu_vat", value: "DE123456789" }],
+      "reverse",
+    ],
+  ],
+];
+
+/** A taxed invoice of 10,000 + 19% VAT = 11,900 on Feb 15, paid by a card on file when `card`. */
+async function taxedInvoice(s: Scenario, card: boolean): Promise<Json> {
+  const plan = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] });
+  if (card) await checkoutWithCard(s, plan, CARD_OK);
+  else await subscribe(s, plan);
+  await cycles(s, ["1000"]);
+  return (await billed(s))[0] as Json;
+}
+
+const creditNotes: Case[] = [
+  [
+    "credit note refund: part, then the whole rest, then nothing more",
+    async (s) => {
+      const inv = await taxedInvoice(s, true);
+      const part = await creditNote(s, inv.id, "refund", { amount: "5950" });
+      const rest = await creditNote(s, inv.id, "refund");
+      const more = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund", amount: "100" });
+      const after = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      return [noteOf(part), part.invoice_number, part.refund_id !== null && part.refund_id !== undefined, noteOf(rest), [more.status, reasonOf(more.body)], after];
+    },
+    // Paid 11,900 (10,000 + 1,900 VAT). 5,950 back, its tax in proportion: 5,950 × 1,900 / 11,900 = 950,
+    // subtotal 5,000. The rest: 11,900 − 5,950 = 5,950 (950 tax). Nothing is left: CREDIT_EXCEEDS_INVOICE.
+    // The invoice shows 11,900 credited; it was paid, and stays so.
+    [
+      ["INV-CN-000001", "refund", "5000", "950", "5950", [[0, "5950", "950"]]],
+      "INV-000001",
+      true,
+      ["INV-CN-000002", "refund", "5000", "950", "5950", [[0, "5950", "950"]]],
+      [400, "CREDIT_EXCEEDS_INVOICE"],
+      want({
+        number: "INV-000001",
+        status: "paid",
+        lines: [["API calls", "10000", [], [["VAT", "10000", "1900"]]]],
+        subtotal: "10000",
+        total_tax: "1900",
+        tax_amounts: [["VAT", "19", false, "10000", "1900"]],
+        total: "11900",
+        credited: "11900",
+      }),
+    ],
+  ],
+  [
+    "credit note to the balance, part: a grant the next invoice spends",
+    async (s) => {
+      const inv = await taxedInvoice(s, true);
+      const note = await creditNote(s, inv.id, "credit_balance", { amount: "2380" });
+      await use(s, FEB_20, "1000");
+      await s.advance(MAR);
+      const [, next] = await booked(s);
+      return [noteOf(note), typeof note.credit_grant_id, [next?.total, next?.credits, next?.due, next?.status], await ledger(s)];
+    },
+    // 2,380 of the paid 11,900: tax 2,380 × 1,900 / 11,900 = 380, subtotal 2,000; a grant of 2,380.
+    // Mar 15: 11,900, 2,380 of it paid by the credit, 9,520 charged to the card. The ledger: the credit
+    // note's entry, then its application.
+    [
+      ["INV-CN-000001", "credit_balance", "2000", "380", "2380", [[0, "2380", "380"]]],
+      "string",
+      ["11900", ["2380"], "9520", "paid"],
+      [
+        ["credit_note", "2380"],
+        ["application", "-2380"],
+      ],
+    ],
+  ],
+  [
+    "credit note to the balance, whole: the next invoice is paid by it",
+    async (s) => {
+      const inv = await taxedInvoice(s, true);
+      const note = await creditNote(s, inv.id, "credit_balance");
+      await use(s, FEB_20, "1000");
+      await s.advance(MAR);
+      const [first, next] = await booked(s);
+      return [noteOf(note).slice(0, 5), first?.credited, [next?.total, next?.credits, next?.due, next?.status], await ledger(s)];
+    },
+    // All 11,900 (10,000 + 1,900 tax) to the balance; Mar 15's 11,900 is paid by it, nothing due.
+    [
+      ["INV-CN-000001", "credit_balance", "10000", "1900", "11900"],
+      "11900",
+      ["11900", ["11900"], "0", "paid"],
+      [
+        ["credit_note", "11900"],
+        ["application", "-11900"],
+      ],
+    ],
+  ],
+  [
+    "credit note reducing an open invoice's amount due: part, then the whole rest",
+    async (s) => {
+      const inv = await taxedInvoice(s, false);
+      const part = await creditNote(s, inv.id, "reduce_amount_due", { amount: "1190" });
+      const mid = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      const rest = await creditNote(s, inv.id, "reduce_amount_due");
+      const end = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      return [noteOf(part), [mid.status, mid.total, mid.credited, mid.due], noteOf(rest).slice(0, 5), [end.status, end.total, end.credited, end.due], await ledger(s)];
+    },
+    // Open 11,900. 1,190 off: tax 1,190 × 1,900 / 11,900 = 190, subtotal 1,000; due 11,900 − 1,190 = 10,710.
+    // The rest, 10,710 (tax 1,710): due 0, so paid (nothing charged). The total stays 11,900; no credit on the balance.
+    [
+      ["INV-CN-000001", "reduce_amount_due", "1000", "190", "1190", [[0, "1190", "190"]]],
+      ["open", "11900", "1190", "10710"],
+      ["INV-CN-000002", "reduce_amount_due", "9000", "1710", "10710"],
+      ["paid", "11900", "11900", "0"],
+      [],
+    ],
+  ],
+];
+
+const numbers: Case[] = [
+  [
+    "numbers: consecutive across subjects, a new prefix continues the sequence, credit notes their own",
+    async (s) => {
+      const plan = await apiPlan(s);
+      await subscribe(s, plan);
+      await s.advance(JAN_20);
+      const b = await another(s, "Second");
+      await subscribe(b, plan);
+      await use(s, JAN_20, "100");
+      await use(b, "2026-01-21T00:00:00Z", "200");
+      await s.advance(FEB);
+      await s.advance(FEB_20);
+      const settings = await s.call("PATCH", "/invoice-settings", { number_prefix: "ACME" });
+      await use(s, FEB_20, "300");
+      await s.advance(MAR);
+      const [first] = await billed(s);
+      const note = await creditNote(s, (first as Json).id, "reduce_amount_due");
+      const read = await s.call("GET", "/invoice-settings");
+      const num = (list: Json[]) => list.map((i) => i.number);
+      return [
+        num(await billed(s)),
+        num(await billed(b)),
+        [settings.number_prefix, settings.next_invoice_sequence],
+        [note.number, note.invoice_number],
+        [read.number_prefix, read.next_invoice_sequence],
+      ];
+    },
+    // A's period ends Feb 15: INV-000001; B's (from Jan 20) Feb 20: INV-000002. The prefix becomes
+    // ACME, the next number still 3: A's Mar 15 invoice is ACME-000003. A credit note: ACME-CN-000001,
+    // against INV-000001 (an invoice keeps its number). Next invoice: 4.
+    [["INV-000001", "ACME-000003"], ["INV-000002"], ["ACME", "3"], ["ACME-CN-000001", "INV-000001"], ["ACME", "4"]],
+  ],
+  [
+    "a draft has no number yet (it shows its tax); an empty invoice takes none",
+    async (s0) => {
+      const s = await Scenario.start(s0.server, JAN, { invoiceGraceSeconds: 3600 });
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }));
+      await s.advance(FEB);
+      await use(s, FEB_20, "500");
+      await s.advance(MAR);
+      const draft = await booked(s);
+      await s.advance("2026-03-15T02:00:00Z");
+      return [draft, await booked(s)];
+    },
+    // Feb 15: no usage, an empty invoice kept internal (no number). Mar 15: 500 × 10 = 5,000 + 950
+    // VAT = 5,950, a draft without a number; once final, the first number: INV-000001.
+    [
+      [
+        want({
+          number: "",
+          status: "draft",
+          lines: [["API calls", "5000", [], [["VAT", "5000", "950"]]]],
+          subtotal: "5000",
+          total_tax: "950",
+          tax_amounts: [["VAT", "19", false, "5000", "950"]],
+          total: "5950",
+        }),
+      ],
+      [
+        want({
+          number: "INV-000001",
+          lines: [["API calls", "5000", [], [["VAT", "5000", "950"]]]],
+          subtotal: "5000",
+          total_tax: "950",
+          tax_amounts: [["VAT", "19", false, "5000", "950"]],
+          total: "5950",
+        }),
+      ],
+    ],
+  ],
+  [
+    "GET /invoices?number= finds one invoice across subjects",
+    async (s) => {
+      const plan = await apiPlan(s);
+      await subscribe(s, plan);
+      await s.advance(JAN_20);
+      const b = await another(s, "Second");
+      await subscribe(b, plan);
+      await use(s, JAN_20, "100");
+      await use(b, "2026-01-21T00:00:00Z", "200");
+      await s.advance(FEB_20);
+      const found = (await s.call("GET", "/invoices?number=INV-000002")).invoices as Json[];
+      return found.map((i) => [i.number, i.subject_id === b.subjectId, i.total_amount.value]);
+    },
+    // A: INV-000001 (Feb 15, 1,000); B: INV-000002 (Feb 20, 200 × 10 = 2,000).
+    [["INV-000002", true, "2000"]],
+  ],
+];
+
+const cases: Case[] = [...taxes, ...creditNotes, ...numbers];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, JAN);
+      const got = await run(s, t);
+      if (process.env.GOLDEN_LOG) t.log(JSON.stringify(got));
+      t.deepEqual(got, expected);
+    });
+  }
+}
