@@ -4,9 +4,11 @@
  * the public REST API (a test clock, customers on two plans, usage, events refused, a webhook
  * endpoint that cannot be reached, a cycle closed into draft invoices) and a second, live
  * environment, then signs in to both with headless Chromium (Debian's, or CHROMIUM_PATH) and writes one PNG
- * per page to docs/screenshots/ (or the directory given as the first argument).
+ * per page to docs/screenshots/ (or the directory given as the first argument); and the first page
+ * of a finalized invoice's PDF as invoice-pdf.png, rendered with poppler's pdftoppm.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
@@ -66,6 +68,16 @@ async function main(): Promise<void> {
     // A clock 32 days back, so that advancing it to today closes every monthly cycle once.
     const start = new Date(Math.floor((Date.now() - 32 * DAY) / DAY) * DAY);
     await call("POST", "/webhook-endpoints", { url: "http://127.0.0.1:9/billing-hooks", description: "CRM sync" });
+    // The seller the invoices and their PDFs print.
+    await call("PATCH", "/invoice-settings", {
+      seller: {
+        legal_name: "Example Analytics Ltd",
+        address: { line1: "1 Harbour Street", city: "Dublin", postal_code: "D02 X285", country: "IE" },
+        tax_id: "IE1234567T",
+        email: "billing@example.com",
+        footer: "Example Analytics Ltd · Registered in Ireland",
+      },
+    });
     const clock = await call("POST", "/test-clocks", { name: "demo", frozen_time: start.toISOString() });
     const metric = await call("POST", "/pricing-metrics", { event_name: "api_call", name: "API calls", unit: "call", dimensions: [], aggregation: { aggregation_type: "count" } });
     const team = await call("POST", "/rate-cards", {
@@ -159,6 +171,16 @@ async function main(): Promise<void> {
     await shot("clock", `/dashboard/clocks/${clock.id}`);
     await page.setViewportSize({ width: 390, height: 844 });
     await shot("overview-phone", "/dashboard");
+    // A finalized invoice's PDF (GET /invoices/{id}/pdf), its first page as a PNG.
+    const finalized = (await call("GET", `/invoices?subject_id=${subjects[0].id}`)).invoices.find((x: Json) => x.number !== "");
+    if (finalized) {
+      const res = await fetch(`${app.url}/invoices/${finalized.id}/pdf`, { headers: { "x-api-key": key } });
+      if (res.status !== 200) throw new Error(`GET /invoices/${finalized.id}/pdf: ${res.status}`);
+      const pdf = join(dir, "invoice.pdf");
+      writeFileSync(pdf, Buffer.from(await res.arrayBuffer()));
+      execFileSync("pdftoppm", ["-png", "-r", "60", "-singlefile", pdf, join(OUT, "invoice-pdf")]);
+      console.log(join(OUT, "invoice-pdf.png"));
+    }
   } finally {
     await browser.close();
     await app.stop();
