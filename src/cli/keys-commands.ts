@@ -6,7 +6,9 @@
 import { ensureEnvironment } from "../billing/bootstrap.js";
 import { generateKey, storeKey } from "../billing/keys.js";
 import type { Environment, EnvironmentMode } from "../billing/tenancy.js";
+import { numberPrefixProblem } from "../billing/taxes/settings.js";
 import { SqlAuthStore } from "../db/stores/auth-store.js";
+import { SqlInvoiceSettingsStore } from "../db/stores/tax-store.js";
 import { type Command, type Context, Refusal, print, wholeNumber, withMigratedDatabase } from "./context.js";
 
 /** The auth store of the configured database, for `fn`. */
@@ -103,6 +105,24 @@ const envSetInvoiceGrace: Command = {
   },
 };
 
+const envSetInvoicePrefix: Command = {
+  positionals: ["name", "prefix"],
+  flags: {},
+  synopsis: "<name> <prefix>",
+  summary: "the prefix of invoice numbers from the next one on (PREFIX-000001; default INV)",
+  writes: true,
+  run: async (ctx) => {
+    const [name, prefix] = ctx.positionals as [string, string];
+    const problem = numberPrefixProblem(prefix);
+    if (problem) throw new Refusal(`<prefix> ${problem}`, 2);
+    await withMigratedDatabase(ctx.databaseUrl, async (db) => {
+      const env = await named(new SqlAuthStore(db.sql, db.entities), name);
+      const settings = await new SqlInvoiceSettingsStore(db.sql).update(env.id, { numberPrefix: prefix });
+      print(ctx, { id: env.id, name: env.name, invoice_prefix: settings.numberPrefix }, [`${env.id}\t${env.name}\tinvoice prefix ${settings.numberPrefix}`]);
+    });
+  },
+};
+
 const create: Command = {
   positionals: [],
   flags: { "--env": "value", "--publishable": "switch" },
@@ -165,6 +185,7 @@ export const KEYS_COMMANDS: Record<string, Command> = {
   "keys env list": envList,
   "keys env set-limits": envSetLimits,
   "keys env set-invoice-grace": envSetInvoiceGrace,
+  "keys env set-invoice-prefix": envSetInvoicePrefix,
   "keys create": create,
   "keys list": list,
   "keys revoke": revoke,

@@ -9,7 +9,7 @@ import test from "ava";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { useServer } from "../helpers/server.js";
+import { type TestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const AT = "2026-01-15T00:00:00Z";
@@ -32,6 +32,35 @@ async function firstInvoice(s: Scenario, card: string): Promise<Json> {
   if (!String(r.result_type).startsWith("success")) throw new Error(`not subscribed: ${JSON.stringify(r)}`);
   const invoices = await s.call("GET", `/invoices?subject_id=${s.subjectId}`);
   return invoices.invoices[0];
+}
+
+/** The dashboard page at `path` as its reader sees it (signed in with `key`): tags dropped, white space collapsed. */
+async function dashboardText(server: TestServer, key: string, path: string): Promise<string> {
+  const jar = new Map<string, string>();
+  const keep = (res: Response) => {
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";") as [string];
+      jar.set(pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1));
+    }
+    return res;
+  };
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join("; ");
+  const form = await keep(await fetch(`${server.url}/dashboard/sign-in`, { redirect: "manual" })).text();
+  const csrf = /name="csrf" value="([^"]+)"/.exec(form)?.[1] ?? "";
+  keep(
+    await fetch(`${server.url}/dashboard/sign-in`, {
+      method: "POST",
+      headers: { cookie: cookie(), "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ csrf, api_key: key }).toString(),
+      redirect: "manual",
+    }),
+  );
+  const page = await fetch(`${server.url}${path}`, { headers: { cookie: cookie() }, redirect: "manual" });
+  if (page.status !== 200) throw new Error(`${path}: ${page.status}`);
+  return (await page.text())
+    .replace(/<[^>]+>/g, " ")
+    .replace(/&#39;/g, "'")
+    .replace(/\s+/g, " ");
 }
 
 for (const store of STORES) {
@@ -102,6 +131,8 @@ for (const store of STORES) {
       tax_rate_ids: [vat.id],
     });
     t.deepEqual((await s.call("GET", `/subjects/${created.id}`)).billing_details, created.billing_details);
+    const shown = await dashboardText(server, s.key, `/dashboard/subjects/${created.id}`);
+    for (const part of ["Acme GmbH", "Hauptstr. 1", "10115 Berlin", "DE123456789 (eu_vat)", "51824753556 (au_abn)", "none (taxed)", vat.id]) t.true(shown.includes(part), part);
     // Replaced whole; other fields left alone.
     const updated = await s.call("PUT", `/subjects/${created.id}`, { billing_details: { address: { country: "FR" }, tax_exempt: "reverse" } });
     t.like(updated, { name: "Acme" });
@@ -115,6 +146,9 @@ for (const store of STORES) {
     });
     t.deepEqual((await s.call("PUT", `/subjects/${created.id}`, { name: "Acme SAS" })).billing_details, updated.billing_details, "not named: unchanged");
     t.deepEqual((await s.call("GET", `/subjects?limit=100`)).subjects.find((x: Json) => x.id === created.id).billing_details, updated.billing_details);
+    const page = await dashboardText(server, s.key, `/dashboard/subjects/${created.id}`);
+    for (const shown of ["Billing details", "Legal name", "FR", "reverse charge"]) t.true(page.includes(shown), shown);
+    t.true((await dashboardText(server, s.key, `/dashboard/subjects/${s.subjectId}`)).includes("None set"));
     t.is((await s.call("PUT", `/subjects/${created.id}`, { billing_details: null })).billing_details, null, "null clears them");
     t.is((await s.call("GET", `/subjects/${created.id}`)).billing_details, null);
   });

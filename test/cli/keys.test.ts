@@ -106,6 +106,9 @@ for (const store of STORES) {
       t.like(listed.environments[0], { id: env.id, mode: "live", ingest_rps: null, api_rps: null });
       t.deepEqual(await json("keys", "env", "set-limits", "acme", "--api-rps", "50", "--ingest-rps=0"), { id: env.id, name: "acme", ingest_rps: 0, api_rps: 50 });
       t.deepEqual(await json("keys", "env", "set-invoice-grace", "acme", "7200"), { id: env.id, name: "acme", invoice_grace_seconds: 7200 });
+      t.deepEqual(await json("keys", "env", "set-invoice-prefix", "acme", "ACME-2026"), { id: env.id, name: "acme", invoice_prefix: "ACME-2026" });
+      t.is((await cli(url, "keys", "env", "set-invoice-prefix", "acme", "acme")).code, 2, "a lower-case prefix: usage");
+      t.is((await cli(url, "keys", "env", "set-invoice-prefix", "nope", "X")).code, 1, "no such environment: refused");
       t.is((await cli(url, "keys", "env", "set-limits", "nope", "--api-rps", "1")).code, 1, "no such environment: refused");
       t.is((await cli(url, "keys", "env", "set-limits", "acme")).code, 2, "neither rate: usage");
 

@@ -1266,6 +1266,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/credit-notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lists credit notes oldest first, optionally of one invoice or one subject.
+         * @description Lists credit notes oldest first, optionally of one invoice or one subject. Errors:
+         *     INVALID_ARGUMENT (400) for bad paging values.
+         */
+        get: operations["ListCreditNotes"];
+        put?: never;
+        /**
+         * Issues a credit note against an open or paid invoice: the whole of what is left to credit (no lines and no amount), an amount, or amounts per line.
+         * @description Issues a credit note against an open or paid invoice: the whole of what is left to credit
+         *     (no lines and no amount), an amount, or amounts per line. A "credit_note.created" event.
+         *     Errors: INVALID_ARGUMENT (400) naming the field: a bad reason or outcome, a line index out of
+         *     range or repeated, a non-positive amount or one that is not whole smallest units, a line
+         *     credited beyond what is left of it; NOT_FOUND (404) for the invoice; FAILED_PRECONDITION
+         *     (400) for an invoice that is not open or paid (INVOICE_NOT_CREDITABLE), more than what is left
+         *     of its total (CREDIT_EXCEEDS_INVOICE), "reduce_amount_due" on an invoice that is not open or
+         *     beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider.
+         */
+        post: operations["CreateCreditNote"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credit-notes/{credit_note_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Gets a credit note.
+         * @description Gets a credit note. Errors: NOT_FOUND (404).
+         */
+        get: operations["GetCreditNote"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tax-rates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lists tax rates in creation order, optionally only archived or only active ones.
+         * @description Lists tax rates in creation order, optionally only archived or only active ones. Errors:
+         *     INVALID_ARGUMENT (400) for bad paging values.
+         */
+        get: operations["ListTaxRates"];
+        put?: never;
+        /**
+         * Creates a tax rate.
+         * @description Creates a tax rate. Errors: INVALID_ARGUMENT (400) naming the field: an empty or too long
+         *     display_name, a percentage outside 0..100 or with more than 4 decimal places, an unknown
+         *     country code, a region without a country.
+         */
+        post: operations["CreateTaxRate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tax-rates/{tax_rate_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Gets a tax rate.
+         * @description Gets a tax rate. Errors: NOT_FOUND (404).
+         */
+        get: operations["GetTaxRate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tax-rates/{tax_rate_id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archives a tax rate: it can no longer be set on rate cards or subjects; where it is set already, it still applies.
+         * @description Archives a tax rate: it can no longer be set on rate cards or subjects; where it is set
+         *     already, it still applies. Archiving twice is not an error. Errors: NOT_FOUND (404).
+         */
+        post: operations["ArchiveTaxRate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1531,6 +1651,19 @@ export interface components {
              */
             checkout_url: string | null;
         };
+        CreateCreditNoteRequest: {
+            invoice_id?: string | null;
+            reason?: string | null;
+            memo?: string | null;
+            outcome?: string | null;
+            /** @description Per line; empty with no amount: everything left to credit. */
+            lines?: components["schemas"]["CreditNoteLineRequest"][] | null;
+            /** @description A total to credit (tax included), spread over the invoice's lines in proportion; not with lines. */
+            amount?: string | number | null;
+            metadata?: {
+                [key: string]: string;
+            } | null;
+        };
         CreateCustomerPortalSessionRequest: {
             /** @description The subject's ID or external ID. */
             subject_id?: string | null;
@@ -1624,6 +1757,18 @@ export interface components {
             rate_card_id?: string | null;
             /** @description The subject's ID or external ID. */
             subject_id?: string | null;
+        };
+        CreateTaxRateRequest: {
+            display_name?: string | null;
+            /** @description An exact decimal: a JSON string or number. */
+            percentage?: string | number | null;
+            inclusive?: boolean | null;
+            country?: string | null;
+            region?: string | null;
+            description?: string | null;
+            metadata?: {
+                [key: string]: string;
+            } | null;
         };
         CreateTestClockRequest: {
             name?: string | null;
@@ -1742,6 +1887,68 @@ export interface components {
             description: string;
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description A credit note (DESIGN §15): a booked correction of a finalized invoice, whole or per line. The
+         *     amounts credited by all of an invoice's credit notes never exceed its total.
+         */
+        CreditNote: {
+            /** @description `cn_` followed by 22 base62 characters. */
+            id: string;
+            /** @description `PREFIX-CN-000001`: the environment's credit-note sequence, gapless. */
+            number: string;
+            invoice_id: string;
+            /** @description The invoice's number. */
+            invoice_number: string;
+            subject_id: string;
+            /** @description "duplicate", "fraudulent", "order_change", "product_unsatisfactory" or "other". */
+            reason: string;
+            /** @description Free text shown on the credit note; absent (JSON null) when not set. */
+            memo: string | null;
+            /**
+             * @description "refund" (paid back through the payment provider), "credit_balance" (a credit grant on the
+             *     subject's balance, DESIGN §14) or "reduce_amount_due" (an open invoice's amount due lowered).
+             */
+            outcome: string;
+            lines: components["schemas"]["CreditNoteLine"][];
+            /** @description The credited amounts without their tax. */
+            subtotal: components["schemas"]["Amount"];
+            /** @description The tax part of the credited amounts (in proportion to each line's tax). */
+            total_tax: components["schemas"]["Amount"];
+            /** @description What is credited: subtotal + total_tax. */
+            total: components["schemas"]["Amount"];
+            /** @description "issued" or "void". */
+            status: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The credit grant made for outcome "credit_balance"; absent (JSON null) otherwise. */
+            credit_grant_id: string | null;
+            /** @description The provider's refund for outcome "refund"; absent (JSON null) otherwise. */
+            refund_id: string | null;
+            /** @description GET /credit-notes/{id}/pdf, readable with the API key. */
+            pdf_url: string;
+            metadata: {
+                [key: string]: string;
+            };
+        };
+        CreditNoteLine: {
+            /**
+             * Format: int32
+             * @description The invoice line credited (its index in the invoice's line_items); absent (JSON null) for a
+             *     credit of the whole invoice spread over no line in particular.
+             */
+            invoice_line_index: number | null;
+            description: string;
+            /** @description What is credited of the line, tax included (whole smallest units). */
+            amount: components["schemas"]["Amount"];
+            /** @description The part of amount that is tax. */
+            tax_amount: components["schemas"]["Amount"];
+        };
+        CreditNoteLineRequest: {
+            /** Format: int32 */
+            invoice_line_index?: number | string | null;
+            /** @description What to credit of the line, tax included; absent: all that is left of it. */
+            amount?: string | number | null;
         };
         /** @description A subject's credit settings for one currency. */
         CreditSettings: {
@@ -1983,6 +2190,10 @@ export interface components {
             has_more: boolean;
             entries: components["schemas"]["CreditLedgerEntry"][];
         };
+        ListCreditNotesResponse: {
+            has_more: boolean;
+            credit_notes: components["schemas"]["CreditNote"][];
+        };
         ListEventsResponse: {
             events: components["schemas"]["Event"][];
             has_more: boolean;
@@ -2015,6 +2226,10 @@ export interface components {
         ListSubscriptionsResponse: {
             has_more: boolean;
             subscriptions: components["schemas"]["Subscription"][];
+        };
+        ListTaxRatesResponse: {
+            has_more: boolean;
+            tax_rates: components["schemas"]["TaxRate"][];
         };
         ListTimelineItemsResponse: {
             has_more: boolean;
@@ -2493,6 +2708,38 @@ export interface components {
             type?: string | null;
             /** @description As written by the buyer; stored with spaces and dots removed, upper-case. */
             value?: string | null;
+        };
+        /**
+         * @description A tax rate (DESIGN §15): a percentage charged on a line's amount after discounts, exclusive
+         *     (added to the total) or inclusive (already inside the line amount). Rates the invoice applies
+         *     come from the subject's billing details (tax_rate_ids) or else its rate card's
+         *     default_tax_rate_ids; a rate with a country (and region) applies only to buyers there.
+         */
+        TaxRate: {
+            /** @description `txr_` followed by 22 base62 characters. */
+            id: string;
+            /** @description What the invoice shows, e.g. "VAT" or "Sales tax". */
+            display_name: string;
+            /** @description An exact decimal percentage, 0 to 100 with at most 4 decimal places, e.g. "19" or "8.875". */
+            percentage: string;
+            /** @description True: the line amount already includes this tax; false: it is added on top. */
+            inclusive: boolean;
+            /** @description ISO 3166-1 alpha-2 country it applies to; absent (JSON null): any. */
+            country: string | null;
+            /**
+             * @description Region within the country (ISO 3166-2 subdivision code without the country, e.g. "CA");
+             *     absent (JSON null): the whole country.
+             */
+            region: string | null;
+            /** @description Internal note; absent (JSON null) when not set. */
+            description: string | null;
+            /** @description True once archived: no longer accepted on rate cards or subjects; where set already, it applies. */
+            archived: boolean;
+            /** Format: date-time */
+            created_at: string;
+            metadata: {
+                [key: string]: string;
+            };
         };
         /** @description A clock that subjects created with it live on, moved only forward and only by the caller. */
         TestClock: {
@@ -5435,6 +5682,241 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CreditSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListCreditNotes: {
+        parameters: {
+            query?: {
+                invoice_id?: string;
+                subject_id?: string;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListCreditNotesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    CreateCreditNote: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateCreditNoteRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditNote"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetCreditNote: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                credit_note_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreditNote"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListTaxRates: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                archived?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListTaxRatesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    CreateTaxRate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateTaxRateRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaxRate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetTaxRate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tax_rate_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaxRate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ArchiveTaxRate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                tax_rate_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaxRate"];
                 };
             };
             400: components["responses"]["BadRequest"];
