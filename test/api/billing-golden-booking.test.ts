@@ -21,7 +21,7 @@
  */
 import test from "ava";
 import { apiPlan, billed, booked, bookedOf, buyer, creditNote, GERMAN_BUYER, noteOf, plain, subscribe, taxRate, twoRatePlan, use, want } from "../helpers/booking-bodies.js";
-import { reasonOf } from "../helpers/clients.js";
+import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { checkoutWithCard, ledger } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
@@ -319,6 +319,34 @@ const creditNotes: Case[] = [
   ],
 ];
 
+const perLine: Case[] = [
+  [
+    "credit note per line: a whole line, then part of another, never beyond what is left of a line",
+    async (s) => {
+      await subscribe(s, await twoRatePlan(s, [await taxRate(s, "VAT", "19")]));
+      await use(s, JAN_20, "400");
+      await use(s, JAN_20, "1200", "store");
+      await s.advance(FEB);
+      const inv = (await billed(s))[0] as Json;
+      const storage = await creditNote(s, inv.id, "reduce_amount_due", { lines: [{ invoice_line_index: 1 }] });
+      const calls = await creditNote(s, inv.id, "reduce_amount_due", { lines: [{ invoice_line_index: 0, amount: "1190" }] });
+      const beyond = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due", lines: [{ invoice_line_index: 0, amount: "3571" }] });
+      const after = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      return [noteOf(storage), noteOf(calls), [beyond.status, violatedFields(beyond.body)], [after.status, after.total, after.credited, after.due]];
+    },
+    // API calls 400 × 10 = 4,000 + 19% 760 = 4,760; Storage 1,200 × 5 = 6,000 + 1,140 = 7,140; total 11,900.
+    // Storage whole: 7,140, its tax 1,140, subtotal 6,000. API calls 1,190: tax 1,190 × 760 / 4,760 = 190,
+    // subtotal 1,000. Left of API calls: 4,760 − 1,190 = 3,570, so 3,571 is refused naming the field.
+    // Due 11,900 − 7,140 − 1,190 = 3,570; credited 8,330.
+    [
+      ["INV-CN-000001", "reduce_amount_due", "6000", "1140", "7140", [[1, "7140", "1140"]]],
+      ["INV-CN-000002", "reduce_amount_due", "1000", "190", "1190", [[0, "1190", "190"]]],
+      [400, ["lines[0].amount"]],
+      ["open", "11900", "8330", "3570"],
+    ],
+  ],
+];
+
 const numbers: Case[] = [
   [
     "numbers: consecutive across subjects, a new prefix continues the sequence, credit notes their own",
@@ -409,7 +437,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...taxes, ...creditNotes, ...numbers];
+const cases: Case[] = [...taxes, ...creditNotes, ...perLine, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
