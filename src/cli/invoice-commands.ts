@@ -21,13 +21,13 @@ const PAGE = 200;
 
 /** The export's columns, in order, and each one's value for a line of an invoice. */
 const COLUMNS: [string, (r: Row) => string][] = [
-  ["environment", (r) => r.env.name],
+  ["environment", (r) => text(r.env.name)],
   ["environment_id", (r) => r.env.id],
   ["invoice_id", (r) => r.inv.id],
   ["number", (r) => r.inv.number ?? ""],
   ["status", (r) => r.inv.status],
   ["subject_id", (r) => r.inv.subjectId],
-  ["customer_name", (r) => r.inv.customer?.legalName ?? r.inv.customerName ?? ""],
+  ["customer_name", (r) => text(r.inv.customer?.legalName ?? r.inv.customerName ?? "")],
   ["customer_country", (r) => r.inv.customer?.address?.country ?? ""],
   ["customer_tax_id", (r) => (r.inv.customer?.taxIds ?? []).map((t) => `${t.type} ${t.value}`).join("; ")],
   ["currency", (r) => r.inv.currency],
@@ -36,7 +36,7 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ["period_start", (r) => r.inv.periodStart.toISOString()],
   ["period_end", (r) => r.inv.periodEnd.toISOString()],
   ["line_index", (r) => String(r.index)],
-  ["line_description", (r) => r.line.description],
+  ["line_description", (r) => text(r.line.description)],
   ["line_kind", (r) => r.line.kind],
   ["quantity", (r) => exact(r.line.quantity)],
   ["unit_amount", (r) => exact(r.line.unitAmount)],
@@ -61,7 +61,13 @@ interface Row {
   index: number;
 }
 
-const exact = (text: string) => formatDecimal(dec(text));
+const exact = (value: string) => formatDecimal(dec(value));
+/**
+ * Free text (names, descriptions) that a spreadsheet would run as a formula (a leading =, +, -, @,
+ * tab or carriage return: OWASP's CSV injection) starts with a quote mark instead. Amounts are
+ * never free text, so a negative amount stays a number.
+ */
+const text = (value: string) => (/^[=+\-@\t\r]/.test(value) ? `'${value}` : value);
 const total = (amounts: string[]) => formatDecimal(sum(amounts.map(dec)));
 /** Smallest units in major units by the currency's exponent: 11900 USD → "119.00", 500 JPY → "500". */
 const major = (minor: Decimal, currency: string) => {

@@ -43,7 +43,8 @@ async function world(server: TestServer): Promise<World> {
   const subjects: [string, string][] = [];
   for (let i = 0; i < 3; i++) {
     const ext = `ext-list-${i}-${s.clockId.slice(-8)}`;
-    const id = (await s.call("POST", "/subjects", { name: `Customer ${i}`, external_id: ext, test_clock_id: s.clockId })).id;
+    // The first one's name is one a spreadsheet would run as a formula: the export neutralizes it.
+    const id = (await s.call("POST", "/subjects", { name: i === 0 ? "=SUM(A1) Ltd" : `Customer ${i}`, external_id: ext, test_clock_id: s.clockId })).id;
     subjects.push([id, ext]);
     s.subjectId = id;
     await s.subscribe({ rate_card_id: card });
@@ -212,6 +213,7 @@ for (const store of STORES) {
         t.is(r.amount_due, inv.amount_due.value);
         t.is(r.status, inv.status);
         t.is(r.number, inv.number);
+        t.is(r.customer_name, inv.customer_name?.startsWith("=") ? `'${inv.customer_name}` : (inv.customer_name ?? ""));
         t.is(r.currency, "USD");
         t.is(r.invoice_total_major, (Number(inv.total_amount.value) / 100).toFixed(2));
       }
@@ -236,6 +238,7 @@ for (const store of STORES) {
     t.true(spawned.stdout.startsWith("environment,environment_id,invoice_id,"));
     t.true(spawned.stdout.endsWith("\r\n"));
     t.true(spawned.stdout.includes('"API ""calls"", metered'), "a field with a comma and quotes is quoted, its quotes doubled");
+    t.true(spawned.stdout.includes(",'=SUM(A1) Ltd,"), "a name a spreadsheet would run as a formula starts with a quote mark");
     const early = parseCsv(await exportCsv(t, server.db.url, "--from", "2026-01-01T00:00:00Z", "--to", from, "--env", env));
     t.deepEqual(early.slice(1), []);
   });
