@@ -21,8 +21,8 @@ const AT = "2026-01-15T00:00:00Z";
 const usd = (value: string) => ({ currency_code: "USD", value });
 
 /** A subscription of Seats 1000 + Support 500 a month through a checkout paid with `card`; its first invoice (paid with CARD_OK, open with CARD_FAILS_LATER). */
-async function firstInvoice(s: Scenario, card: string): Promise<Json> {
-  const rc = await s.card({ fixed_rates: [seats(1000), seats(500, "support", "Support")] });
+async function firstInvoice(s: Scenario, card: string, cardBody: Json = {}): Promise<Json> {
+  const rc = await s.card({ fixed_rates: [seats(1000), seats(500, "support", "Support")], ...cardBody });
   await s.subscribe({ rate_card_id: rc, fixed_rate_quantities: { seats: 1, support: 1 } }, card);
   const [inv] = await s.invoices();
   return inv;
@@ -232,5 +232,26 @@ for (const store of STORES) {
       t.regex((err as ConnectError).rawMessage, /lines\[0\]\.invoice_line_index/, protocol);
     }
     t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, String(100 * PROTOCOLS.length));
+  });
+
+  test(`${store}: a taxed invoice: each credited line's tax part in proportion; the environment's prefix numbers the notes`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    await s.call("PATCH", "/invoice-settings", { number_prefix: "ACME" });
+    const vat = await s.call("POST", "/tax-rates", { display_name: "VAT DE", percentage: "19", country: "DE" });
+    await s.call("PUT", `/subjects/${s.subjectId}`, { billing_details: { address: { country: "DE" } } });
+    const inv = await firstInvoice(s, CARD_OK, { default_tax_rate_ids: [vat.id] });
+    // Seats 1000 + 190 VAT, Support 500 + 95 VAT.
+    t.deepEqual([inv.number, inv.total_amount.value, inv.total_tax.value], ["ACME-000001", "1785", "285"]);
+    const part = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance", lines: [{ invoice_line_index: 0, amount: "595" }] });
+    t.like(part, { number: "ACME-CN-000001", invoice_number: "ACME-000001", subtotal: usd("500"), total_tax: usd("95"), total: usd("595") });
+    t.deepEqual(lines(part), [[0, "Seats", "595", "95"]]);
+    t.is((await s.call("GET", `/credit-grants/${part.credit_grant_id}`)).amount.value, "595", "the grant is the note's total, tax included");
+    const rest = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance" });
+    t.like(rest, { number: "ACME-CN-000002", subtotal: usd("1000"), total_tax: usd("190"), total: usd("1190") });
+    t.deepEqual(lines(rest), [
+      [0, "Seats", "595", "95"],
+      [1, "Support", "595", "95"],
+    ]);
+    t.deepEqual(await invoiceState(s, inv.id), ["paid", "1785", "1785"]);
   });
 }
