@@ -99,6 +99,76 @@ const taxes: Case[] = [
     ],
   ],
   [
+    "two inclusive rates on one line: each amount × p / (100 + Σp)",
+    async (s) => {
+      const a = await taxRate(s, "VAT incl.", "19", { inclusive: true });
+      const b = await taxRate(s, "Levy incl.", "7", { inclusive: true });
+      await subscribe(s, await apiPlan(s, { taxes: [a, b] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // 10,000 includes 19% and 7% (Σ 26): 10,000 × 19 / 126 = 1,507.94 → 1,508; 10,000 × 7 / 126 = 555.56 → 556;
+    // taxable 10,000 − 2,064 = 7,936; tax 2,064; the total stays 10,000.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          [
+            "API calls",
+            "10000",
+            [],
+            [
+              ["VAT incl.", "7936", "1508"],
+              ["Levy incl.", "7936", "556"],
+            ],
+          ],
+        ],
+        subtotal: "10000",
+        total_tax: "2064",
+        tax_amounts: [
+          ["VAT incl.", "19", true, "7936", "1508"],
+          ["Levy incl.", "7", true, "7936", "556"],
+        ],
+        total: "10000",
+      }),
+    ],
+  ],
+  [
+    "an inclusive and an exclusive rate on one line: the exclusive one on the amount without the inclusive tax",
+    async (s) => {
+      const incl = await taxRate(s, "VAT incl.", "20", { inclusive: true });
+      const excl = await taxRate(s, "Surcharge", "5");
+      await subscribe(s, await apiPlan(s, { taxes: [incl, excl] }));
+      await cycles(s, ["1200"]);
+      return booked(s);
+    },
+    // 12,000 includes 20%: 12,000 × 20 / 120 = 2,000, taxable 10,000; Surcharge 10,000 × 5% = 500 on top.
+    // Tax 2,500; total 12,000 + 500 = 12,500.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          [
+            "API calls",
+            "12000",
+            [],
+            [
+              ["VAT incl.", "10000", "2000"],
+              ["Surcharge", "10000", "500"],
+            ],
+          ],
+        ],
+        subtotal: "12000",
+        total_tax: "2500",
+        tax_amounts: [
+          ["VAT incl.", "20", true, "10000", "2000"],
+          ["Surcharge", "5", false, "10000", "500"],
+        ],
+        total: "12500",
+      }),
+    ],
+  ],
+  [
     "two tax rates on one line, the subject's own rates instead of the card's",
     async (s) => {
       const vat = await taxRate(s, "VAT", "19");
