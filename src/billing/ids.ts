@@ -46,6 +46,8 @@ export type IdPrefix =
   | "whd"
   | "wha"
   | "ds"
+  | "cpn"
+  | "di"
   | "cg"
   | "cle"
   | "txr";

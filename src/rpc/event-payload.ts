@@ -15,6 +15,7 @@ import { invoiceToPb, subscriptionToPb } from "./convert/billing.js";
 import { ts } from "./convert/common.js";
 import { creditAlertJson, grantEventJson } from "./convert/credits.js";
 import { creditNoteEventJson } from "./convert/credit-notes.js";
+import { discountEventJson } from "./convert/coupons.js";
 import { subjectToPb } from "./convert/subject.js";
 import { restJson, stringifyRest } from "./json-out.js";
 
@@ -59,6 +60,8 @@ export function eventEncoder(publicBaseUrl: () => string): EventEncoder {
         return creditAlertJson(r.alert);
       case "credit_note":
         return creditNoteEventJson(r.creditNote, `${publicBaseUrl()}/credit-notes/${r.creditNote.id}/pdf`);
+      case "discount":
+        return discountEventJson({ discount: r.discount, coupon: r.coupon });
       case "usage_threshold": {
         const t = r.threshold;
         return JSON.stringify({

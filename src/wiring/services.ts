@@ -44,6 +44,7 @@ import type { EventEncoder } from "../billing/events/types.js";
 import { Credits } from "../billing/credits/grants.js";
 import { CreditPurchases } from "../billing/credits/purchase.js";
 import { SqlCreditStore } from "../db/stores/credit-store.js";
+import { wireCoupons } from "./coupons.js";
 import type { CreditStore } from "../billing/credits/ports.js";
 import { watchIngest, wireCreditRealTime } from "./credits.js";
 import { wireCreditNotes } from "./credit-notes.js";
@@ -272,6 +273,7 @@ export function buildServices(
     credits,
     creditStore,
     creditNotes,
+    coupons: wireCoupons(db, encode, lookups, subscriptions),
     taxRates,
     invoiceSettings,
   };

@@ -5,6 +5,7 @@
  * is after the change; the store gives it an id and a time and freezes the resource's wire JSON
  * (an encoder injected from src/rpc, so this folder never imports the transport).
  */
+import type { Coupon, Discount } from "../coupons/types.js";
 import type { CreditNote } from "../credit-notes/types.js";
 import type { CreditGrant } from "../credits/types.js";
 import type { Subject } from "../subject-types.js";
@@ -37,6 +38,7 @@ export const EVENT_TYPES = [
   "credit.balance_low",
   "credit.depleted",
   "credit_note.created",
+  "coupon.redeemed",
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -78,7 +80,8 @@ export type EventResource =
   | { kind: "usage_threshold"; threshold: UsageThreshold }
   | { kind: "credit_note"; creditNote: CreditNote }
   | { kind: "credit_grant"; grant: CreditGrant }
-  | { kind: "credit_alert"; alert: CreditAlertPayload };
+  | { kind: "credit_alert"; alert: CreditAlertPayload }
+  | { kind: "discount"; discount: Discount; coupon: Coupon };
 
 /** An event as a use case emits it; the store adds its id and time. */
 export interface NewEvent {

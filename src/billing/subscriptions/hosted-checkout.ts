@@ -117,7 +117,7 @@ export class HostedCheckout {
       const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
       const now = await this.lookups.nowFor(withPm);
       const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
-      await this.subscriptions.startNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now);
+      await this.subscriptions.startNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       await this.changes.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });

@@ -5,6 +5,7 @@
  * test/fakes in memory.
  */
 import type { BookingDiscount } from "../coupons/types.js";
+import type { CouponWrites } from "../coupons/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
 import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
@@ -229,7 +230,13 @@ export interface BookingTx {
  * `booking`: discounts, taxes and numbers (DESIGN §15); both absent only where a store keeps none
  * (the in-memory fake of the tests).
  */
-export type BillingTx = SubscriptionWrites & InvoiceWrites & CheckoutWrites & PaymentMethodWrites & TimelineWrites & EventWrites & ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx };
+export type BillingTx = SubscriptionWrites &
+  InvoiceWrites &
+  CheckoutWrites &
+  PaymentMethodWrites &
+  TimelineWrites &
+  EventWrites &
+  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

@@ -4,6 +4,8 @@
  * advance. Also reading subscriptions back (get, list).
  */
 import { isFreePrice } from "../catalog/prices.js";
+import type { Coupons } from "../coupons/coupons.js";
+import { redeemOnNewSubscription } from "../coupons/redeem.js";
 import type { RateCard } from "../catalog/types.js";
 import { subscriptionEvent } from "../events/types.js";
 import { FailedPreconditionError, Violations } from "../errors.js";
@@ -33,6 +35,8 @@ export interface CreateSubscriptionInput {
   timelineId: string;
   /** Per billing period, in the card's currency (DESIGN §14); absent: none. */
   minimumCommitment?: { currencyCode: string; value: string };
+  /** A coupon applied in the transaction that creates the subscription (DESIGN §15). */
+  couponId?: string;
 }
 
 export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
@@ -77,6 +81,9 @@ export function newSubscription(
 }
 
 export class Subscriptions {
+  /** Coupons (DESIGN §15), wired after: a coupon_id is checked before anything is written. */
+  coupons: Pick<Coupons, "check"> | undefined = undefined;
+
   constructor(
     private readonly lookups: Lookups,
     private readonly terms: Terms,
@@ -111,6 +118,7 @@ export class Subscriptions {
     v.throwIfAny();
 
     const now = await this.lookups.nowFor(subject);
+    if (input.couponId !== undefined) await this.coupons?.check(caller, input.couponId, card.currency, now);
     const withCommitment = { ...terms, commitment: newCommitment(commitment.given ? commitment.value : null, card) };
     const draft = { ...newSubscription(caller, subject, card, withCommitment, input.metadata, now), timelineId: input.timelineId || null };
     const { fixed } = terms.rates;
@@ -125,7 +133,7 @@ export class Subscriptions {
         throw noPaymentProvider("the linked subscription timeline has items with fixed charges, which need a payment");
       }
     }
-    if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId) };
+    if (!needsCheckout) return { kind: "success", subscription: await this.start(draft, card, firstLines, subject.paymentMethodId, input.couponId) };
 
     const session = await this.checkouts.open(
       caller,
@@ -177,9 +185,10 @@ export class Subscriptions {
 
   /**
    * Starts a subscription: writes it and its first invoice (fixed charges in advance), then
-   * charges. A subscription linked to a draft timeline makes that timeline active.
+   * charges. A subscription linked to a draft timeline makes that timeline active. `couponId`:
+   * applied before the first invoice is written, so it discounts it (`lenient`: see redeem.ts).
    */
-  async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null): Promise<Subscription> {
+  async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null, couponId?: string, lenient = false): Promise<Subscription> {
     const invoice = this.engine.builder.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
     const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
     await this.stores.transaction(async (tx) => {
@@ -192,6 +201,7 @@ export class Subscriptions {
       await tx.insertSubscription(draft);
       // A subscription exists only once it is active (a checkout's at its completion): both at once.
       await tx.emit([subscriptionEvent("subscription.created", draft), subscriptionEvent("subscription.activated", draft)]);
+      if (couponId !== undefined) await redeemOnNewSubscription(tx, draft, couponId, card.currency, lenient);
       await this.engine.builder.writeInvoice(tx, invoice);
     });
     await this.engine.settlement.settle(invoice, paymentMethodId);
@@ -207,10 +217,11 @@ export class Subscriptions {
     metadata: Metadata,
     timelineId: string | null,
     at: Date,
+    couponId?: string,
   ): Promise<Subscription> {
     const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
     const { fixed } = await this.engine.reads.rates(card, draft.fixedRateQuantities);
-    return this.start(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), subject.paymentMethodId);
+    return this.start(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), subject.paymentMethodId, couponId, true);
   }
 
   get(caller: Caller, id: string): Promise<Subscription> {

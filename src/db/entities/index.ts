@@ -21,6 +21,7 @@ import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
 import { creditsEntities } from "./credits.js";
 import { creditNotesEntities } from "./credit-notes.js";
+import { couponsEntities } from "./coupons.js";
 import { taxesEntities } from "./taxes.js";
 
 export type { EnvironmentRow, ApiKeyRow } from "./environments.js";
@@ -38,6 +39,7 @@ export type { TestClockRow } from "./test-clocks.js";
 export type { TimelineRow, TimelineItemRow } from "./timelines.js";
 export type { CreditGrantRow, CreditLedgerRow, CreditSettingsRow, CreditAlertStateRow } from "./credits.js";
 export type { CreditNoteRow } from "./credit-notes.js";
+export type { CouponRow, DiscountRow } from "./coupons.js";
 export type { TaxRateRow } from "./taxes.js";
 export type { EventRow, WebhookEndpointRow, WebhookDeliveryRow, WebhookAttemptRow } from "./webhooks.js";
 
@@ -63,6 +65,7 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Event, WebhookEndpoint, WebhookDelivery, WebhookAttempt, UsageThresholdMark } = webhooksEntities(dialect, exact);
   const { CreditGrant, CreditLedgerEntry, CreditSettings, CreditAlertState } = creditsEntities(dialect, exact);
   const { CreditNote } = creditNotesEntities(dialect, exact);
+  const { Coupon, Discount } = couponsEntities(dialect, exact);
   const { TaxRate } = taxesEntities(dialect, exact);
 
   return {
@@ -102,6 +105,8 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
     CreditSettings,
     CreditAlertState,
     CreditNote,
+    Coupon,
+    Discount,
     TaxRate,
   };
 }

@@ -29,6 +29,7 @@ import { CreditApplications1795000000025 } from "./1795000000025-CreditApplicati
 import { InvoiceBooking1795000000026 } from "./1795000000026-InvoiceBooking.js";
 import { CreditNotes1795000000029 } from "./1795000000029-CreditNotes.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
+import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
 export const migrations: (new () => MigrationInterface)[] = [
   Foundation1795000000000,
@@ -59,6 +60,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   CreditApplications1795000000025,
   InvoiceBooking1795000000026,
   Taxes1795000000027,
+  Coupons1795000000028,
   CreditNotes1795000000029,
 ];
 

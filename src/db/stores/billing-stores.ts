@@ -12,6 +12,7 @@ import { isTransient } from "../errors.js";
 import { findSubjectRow } from "../raw.js";
 import type { Sql } from "../sql.js";
 import { bookingWrites } from "./booking-store.js";
+import { couponWrites } from "./coupon-store.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
 import { creditWrites } from "./credit-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
@@ -80,6 +81,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           ...eventWrites(em, encode, now, sql.dialect),
           credits: creditWrites(em, sql, entities),
           booking: bookingWrites(em, sql),
+          coupons: couponWrites(em, sql, entities),
         }),
       );
       return run.catch((err: unknown) => {

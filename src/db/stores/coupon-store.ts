@@ -1,12 +1,255 @@
-/** Storage of coupons and discounts (DESIGN §15). */
-import type { EntityManager } from "typeorm";
-import type { BookingDiscount } from "../../billing/coupons/types.js";
+/**
+ * Storage of coupons and discounts (DESIGN §15) on SQL. A redemption is one conditional UPDATE
+ * whose affected rows decide (not archived, not past redeem_by, below max_redemptions), in the
+ * transaction that writes the discount; migration 28's CHECK refuses any row past
+ * max_redemptions besides. An invoice becoming open reads its discounts locked (FOR UPDATE on
+ * MySQL; SQLite's transaction holds the file), so two finalizations never both use a "once" one.
+ */
+import type { EntityManager, FindOptionsWhere } from "typeorm";
+import { In, IsNull, Not } from "typeorm";
+import type { CouponStore, CouponTx, CouponWrites, DiscountFilter } from "../../billing/coupons/ports.js";
+import type { BookingDiscount, Coupon, CouponDuration, Discount, DiscountStatus } from "../../billing/coupons/types.js";
+import { AbortedError } from "../../billing/errors.js";
+import type { EventEncoder } from "../../billing/events/types.js";
+import type { Page, PageResult } from "../../billing/pagination.js";
+import { toPageResult } from "../../billing/pagination.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
+import { type Dialect, isMysql } from "../columns.js";
+import type { CouponRow, DiscountRow, Entities } from "../entities/index.js";
+import { isTransient } from "../errors.js";
+import { dbTime } from "../raw.js";
+import { type Sql, rowLock } from "../sql.js";
+import { changed, eventWrites } from "./outbox.js";
 
-/** The discounts that apply to `inv` finalized at `at`, in the order they apply. */
-export async function discountsFor(_em: EntityManager, _inv: Invoice, _at: Date): Promise<BookingDiscount[]> {
-  return [];
+export function couponFromRow(r: CouponRow): Coupon {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    name: r.name,
+    percentOff: r.percent_off,
+    amountOff: r.amount_off !== null && r.amount_currency !== null ? { currency: r.amount_currency, value: r.amount_off } : null,
+    duration: r.duration as CouponDuration,
+    durationInMonths: r.duration_in_months === null ? null : Number(r.duration_in_months),
+    maxRedemptions: r.max_redemptions === null ? null : Number(r.max_redemptions),
+    redeemBy: r.redeem_by,
+    appliesToRateCodes: r.applies_to_rate_codes ?? [],
+    timesRedeemed: Number(r.times_redeemed),
+    archived: r.archived_at !== null,
+    metadata: r.metadata ?? {},
+    createdAt: r.created_at,
+  };
 }
 
-/** Records that these discounts discounted `invoiceId`. */
-export async function recordDiscounted(_em: EntityManager, _discountIds: string[], _invoiceId: string, _at: Date): Promise<void> {}
+function couponToRow(c: Coupon): CouponRow {
+  return {
+    id: c.id,
+    environment_id: c.environmentId,
+    name: c.name,
+    percent_off: c.percentOff,
+    amount_currency: c.amountOff?.currency ?? null,
+    amount_off: c.amountOff?.value ?? null,
+    duration: c.duration,
+    duration_in_months: c.durationInMonths,
+    max_redemptions: c.maxRedemptions,
+    redeem_by: c.redeemBy,
+    applies_to_rate_codes: c.appliesToRateCodes,
+    times_redeemed: c.timesRedeemed,
+    metadata: c.metadata,
+    created_at: c.createdAt,
+    archived_at: c.archived ? c.createdAt : null,
+  };
+}
+
+export function discountFromRow(r: DiscountRow): Discount {
+  return {
+    id: r.id,
+    environmentId: r.environment_id,
+    couponId: r.coupon_id,
+    subscriptionId: r.subscription_id,
+    subjectId: r.subject_id,
+    start: r.starts_at,
+    end: r.ends_at,
+    status: r.status as DiscountStatus,
+    invoicesDiscounted: Number(r.invoices_discounted),
+    removedAt: r.removed_at,
+  };
+}
+
+function discountToRow(d: Discount): DiscountRow {
+  return {
+    id: d.id,
+    environment_id: d.environmentId,
+    coupon_id: d.couponId,
+    subscription_id: d.subscriptionId,
+    subject_id: d.subjectId,
+    starts_at: d.start,
+    ends_at: d.end,
+    status: d.status,
+    invoices_discounted: d.invoicesDiscounted,
+    removed_at: d.removedAt,
+  };
+}
+
+const dialectOf = (em: EntityManager): Dialect => (isMysql(em.connection.options.type) ? "mysql" : "sqlite");
+
+async function readCoupon(em: EntityManager, environmentId: string, id: string): Promise<Coupon | undefined> {
+  const r = await em.findOneBy<CouponRow>("Coupon", { environment_id: environmentId, id });
+  return r ? couponFromRow(r) : undefined;
+}
+
+async function readDiscount(em: EntityManager, environmentId: string, id: string, lock?: ReturnType<typeof rowLock>): Promise<Discount | undefined> {
+  const r = await em.findOne<DiscountRow>("Discount", { where: { environment_id: environmentId, id }, lock });
+  return r ? discountFromRow(r) : undefined;
+}
+
+async function couponsById(em: EntityManager, environmentId: string, ids: string[]): Promise<Map<string, Coupon>> {
+  if (ids.length === 0) return new Map();
+  const rows = await em.findBy<CouponRow>("Coupon", { environment_id: environmentId, id: In(ids) });
+  return new Map(rows.map((r) => [r.id, couponFromRow(r)]));
+}
+
+/** Whether discount `d` of coupon `c` discounts `inv` finalized at `at` (see discountsFor). */
+function applies(d: Discount, c: Coupon, inv: Invoice, at: Date): boolean {
+  if (d.status !== "active") return false;
+  if (c.duration === "once" && d.invoicesDiscounted > 0) return false;
+  if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) return false;
+  return c.amountOff === null || c.amountOff.currency === inv.currency;
+}
+
+/**
+ * The active discounts of `inv`'s subscription and subject, oldest first. For a finalization on
+ * MySQL they are then locked by ID (record locks only: a locking read over the secondary index
+ * would lock its gaps too, and deadlock with other subscriptions' discounts being written) and read
+ * again as the lock found them.
+ */
+async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: boolean): Promise<Discount[]> {
+  const rows = await em.find<DiscountRow>("Discount", {
+    where: [
+      { environment_id: inv.environmentId, subscription_id: inv.subscriptionId, status: "active" },
+      { environment_id: inv.environmentId, subscription_id: IsNull(), subject_id: inv.subjectId, status: "active" },
+    ],
+    order: { seq: "ASC" },
+  });
+  const lock = finalizing ? rowLock(dialectOf(em)) : undefined;
+  if (rows.length === 0 || !lock) return rows.map(discountFromRow);
+  const locked = await em.find<DiscountRow>("Discount", { where: { id: In(rows.map((r) => r.id)) }, order: { seq: "ASC" }, lock });
+  return locked.filter((r) => r.status === "active").map(discountFromRow);
+}
+
+/**
+ * The discounts that apply to `inv` becoming open at `at`, in the order they apply: the active
+ * discounts of its subscription, then of its subject, each oldest first; a "once" one only if it
+ * discounted no invoice yet, a "repeating" one only while `at` is before its end, an amount
+ * coupon only on an invoice of its currency. For an open invoice (a finalization) the rows are
+ * locked until the transaction ends, and a "repeating" discount found past its end is marked ended.
+ */
+export async function discountsFor(em: EntityManager, inv: Invoice, at: Date): Promise<BookingDiscount[]> {
+  const finalizing = inv.status === "open";
+  const discounts = await activeDiscounts(em, inv, finalizing);
+  if (discounts.length === 0) return [];
+  const ordered = [...discounts.filter((d) => d.subscriptionId !== null), ...discounts.filter((d) => d.subscriptionId === null)];
+  const coupons = await couponsById(em, inv.environmentId, [...new Set(ordered.map((d) => d.couponId))]);
+  const out: BookingDiscount[] = [];
+  const over: string[] = [];
+  for (const d of ordered) {
+    const c = coupons.get(d.couponId);
+    if (!c) continue;
+    if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) over.push(d.id);
+    if (!applies(d, c, inv, at)) continue;
+    out.push({ discountId: d.id, couponId: c.id, name: c.name, percentOff: c.percentOff, amountOff: c.amountOff?.value ?? null, appliesToRateCodes: c.appliesToRateCodes });
+  }
+  if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE status = 'active' AND id IN (${marks(over)})`, over);
+  return out;
+}
+
+const marks = (ids: readonly string[]): string => ids.map(() => "?").join(", ");
+
+/**
+ * Records that these discounts discounted `invoiceId`: each one's invoices_discounted goes up by
+ * one, and a "once" discount ends (it has had its invoice). Rows are changed by ID only (their
+ * locks are the ones discountsFor took).
+ */
+export async function recordDiscounted(em: EntityManager, discountIds: string[], _invoiceId: string, _at: Date): Promise<void> {
+  if (discountIds.length === 0) return;
+  await em.query(`UPDATE discounts SET invoices_discounted = invoices_discounted + 1 WHERE id IN (${marks(discountIds)})`, discountIds);
+  const rows = await em.findBy<DiscountRow>("Discount", { id: In(discountIds) });
+  const [first] = rows;
+  const coupons = first ? await couponsById(em, first.environment_id, [...new Set(rows.map((r) => r.coupon_id))]) : new Map<string, Coupon>();
+  const once = rows.filter((r) => coupons.get(r.coupon_id)?.duration === "once").map((r) => r.id);
+  if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE status = 'active' AND id IN (${marks(once)})`, once);
+}
+
+/** The coupon writes of a transaction on `em`. */
+export function couponWrites(em: EntityManager, sql: Sql, E: Entities): CouponWrites {
+  const lock = rowLock(sql.dialect);
+  return {
+    insertCoupon: async (c) => {
+      await em.insert(E.Coupon, couponToRow(c));
+    },
+    archive: async (environmentId, id) => {
+      await em.query("UPDATE coupons SET archived_at = ? WHERE environment_id = ? AND id = ? AND archived_at IS NULL", [dbTime(new Date()), environmentId, id]);
+      return readCoupon(em, environmentId, id);
+    },
+    redeem: async (environmentId, couponId, at) => {
+      const n = await changed(
+        em,
+        "UPDATE coupons SET times_redeemed = times_redeemed + 1 WHERE environment_id = ? AND id = ? AND archived_at IS NULL AND (redeem_by IS NULL OR redeem_by >= ?) AND (times_redeemed < max_redemptions OR max_redemptions IS NULL)",
+        [environmentId, couponId, dbTime(at)],
+      );
+      return n === 0 ? undefined : readCoupon(em, environmentId, couponId);
+    },
+    getCoupon: (environmentId, id) => readCoupon(em, environmentId, id),
+    insertDiscount: async (d) => {
+      await em.insert(E.Discount, discountToRow(d));
+    },
+    lockDiscount: (environmentId, id) => readDiscount(em, environmentId, id, lock),
+    remove: async (environmentId, id, at) => {
+      const n = await changed(em, "UPDATE discounts SET status = 'removed', removed_at = ? WHERE environment_id = ? AND id = ? AND status <> 'removed'", [dbTime(at), environmentId, id]);
+      return n === 0 ? undefined : readDiscount(em, environmentId, id);
+    },
+  };
+}
+
+export class SqlCouponStore implements CouponStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly E: Entities,
+    private readonly encode: EventEncoder,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  get(environmentId: string, id: string): Promise<Coupon | undefined> {
+    return this.sql.run((em) => readCoupon(em, environmentId, id));
+  }
+
+  async list(environmentId: string, archived: boolean | undefined, page: Page): Promise<PageResult<Coupon>> {
+    const where: FindOptionsWhere<CouponRow> = { environment_id: environmentId };
+    if (archived !== undefined) where.archived_at = archived ? Not(IsNull()) : IsNull();
+    const rows = await this.sql.run((em) => em.find(this.E.Coupon, { where, order: { seq: "ASC" }, skip: page.offset, take: page.limit + 1 }));
+    return toPageResult(rows.map(couponFromRow), page);
+  }
+
+  getDiscount(environmentId: string, id: string): Promise<Discount | undefined> {
+    return this.sql.run((em) => readDiscount(em, environmentId, id));
+  }
+
+  async listDiscounts(environmentId: string, filter: DiscountFilter, page: Page): Promise<PageResult<Discount>> {
+    const where: FindOptionsWhere<DiscountRow> = { environment_id: environmentId };
+    if (filter.subscriptionId !== undefined) where.subscription_id = filter.subscriptionId;
+    if (filter.subjectId !== undefined) where.subject_id = filter.subjectId;
+    const rows = await this.sql.run((em) => em.find(this.E.Discount, { where, order: { seq: "ASC" }, skip: page.offset, take: page.limit + 1 }));
+    return toPageResult(rows.map(discountFromRow), page);
+  }
+
+  coupons(environmentId: string, ids: string[]): Promise<Map<string, Coupon>> {
+    return this.sql.run((em) => couponsById(em, environmentId, ids));
+  }
+
+  transaction<T>(fn: (tx: CouponTx) => Promise<T>): Promise<T> {
+    const run = this.sql.transaction((em) => fn({ ...couponWrites(em, this.sql, this.E), ...eventWrites(em, this.encode, this.now, this.sql.dialect) }));
+    return run.catch((err: unknown) => {
+      if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
+      throw err;
+    });
+  }
+}

@@ -28,6 +28,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
         metadata: req.metadata,
         timelineId: req.subscriptionTimelineId,
         minimumCommitment: req.minimumCommitment,
+        couponId: req.couponId,
       });
       return {
         result:
