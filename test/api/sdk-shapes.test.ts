@@ -173,7 +173,7 @@ const RateCard = obj(
     usage_based_rates: array(UsageBasedRate),
     rate_catalog_id: nullable(str),
   },
-  archivable,
+  { ...archivable, default_tax_rate_ids: array(str) },
 );
 const RateCatalog = obj({ id: str, name: str, description: str, rate_count: int });
 const catalogRateBase = { id: str, interval, rate_catalog_id: str };
@@ -290,9 +290,19 @@ const TimelineItem = obj({
   created_at: datetime,
   updated_at: datetime,
 });
+/** Ours: a subject's billing details (DESIGN §15). */
+const Address = obj({ line1: nullable(str), line2: nullable(str), city: nullable(str), postal_code: nullable(str), state: nullable(str), country: str });
+const BillingDetails = obj({
+  legal_name: nullable(str),
+  email: nullable(str),
+  address: nullable(Address),
+  tax_ids: array(obj({ type: str, value: str })),
+  tax_exempt: oneOf("none", "exempt", "reverse"),
+  tax_rate_ids: array(str),
+});
 const Subject = obj(
   { id: str, created_at: datetime, email: nullable(str), external_id: nullable(str), metadata: map(str), name: nullable(str) },
-  { test_clock_id: nullable(str), has_payment_method: bool },
+  { test_clock_id: nullable(str), has_payment_method: bool, billing_details: nullable(BillingDetails) },
 );
 
 // ---- the operations of sdk-compat §2 ----

@@ -40,6 +40,7 @@ for (const store of STORES) {
           metadata: { plan: "pro" },
           test_clock_id: null,
           has_payment_method: false,
+          billing_details: null,
         },
       );
       t.regex(created.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
@@ -80,7 +81,7 @@ for (const store of STORES) {
     test(`${t0}: a subject with no fields is valid and emits every field`, async (t) => {
       const s = subjectsApi(api, server.url, server.keys.a);
       const created = ok(await s.create({}));
-      t.deepEqual(Object.keys(created).sort(), ["created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
+      t.deepEqual(Object.keys(created).sort(), ["billing_details", "created_at", "email", "external_id", "has_payment_method", "id", "metadata", "name", "test_clock_id"]);
       t.deepEqual(
         { email: created.email, external_id: created.external_id, name: created.name, test_clock_id: created.test_clock_id },
         { email: null, external_id: null, name: null, test_clock_id: null },

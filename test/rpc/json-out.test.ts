@@ -15,7 +15,7 @@ const usd = (value: string) => ({ currencyCode: "USD", value });
 test("an unset optional field is null, in field order; a set one is kept", (t) => {
   const s = create(SubjectSchema, { id: "subj_1", name: "Ada", metadata: {}, createdAt: at });
   const json = withNulls(SubjectSchema, proto(SubjectSchema, s));
-  t.deepEqual(Object.keys(json), ["id", "created_at", "email", "external_id", "metadata", "name", "test_clock_id", "has_payment_method"]);
+  t.deepEqual(Object.keys(json), ["id", "created_at", "email", "external_id", "metadata", "name", "test_clock_id", "has_payment_method", "billing_details"]);
   t.deepEqual([json.created_at, json.email, json.name, json.test_clock_id], ["2026-01-01T00:00:00Z", null, "Ada", null]);
   t.is(create(SubjectSchema, { email: "" }).email, "", "an empty string set stays set (the converters never set one)");
 });
