@@ -75,9 +75,9 @@ function invoicesHtml(v: PortalView): Html {
   if (shown.length === 0) return html`<p>No invoices yet.</p>`;
   const rows = shown.map(
     (i) =>
-      html`<tr><td class="nowrap">${i.number || "Draft"}</td><td class="nowrap">${day(i.createdAt)}</td><td>${i.status}</td><td class="n">${displayMoney(i.total, i.currency)}</td><td><a href="/hosted/invoices/${i.hostedToken}" aria-label="View invoice of ${day(i.createdAt)} (${i.number || i.id})">View</a>${i.status === "draft" ? "" : html` <a class="noprint" href="/hosted/invoices/${i.hostedToken}/pdf" aria-label="PDF of invoice ${i.number || i.id}">PDF</a>`}</td></tr>`,
+      html`<tr><td class="nowrap"><span class="number">${i.number || "Draft"}</span><br><span class="muted">${day(i.createdAt)}</span></td><td>${i.status}</td><td class="n">${displayMoney(i.total, i.currency)}</td><td><a href="/hosted/invoices/${i.hostedToken}" aria-label="View invoice of ${day(i.createdAt)} (${i.number || i.id})">View</a>${i.status === "draft" ? "" : html`<br><a class="noprint" href="/hosted/invoices/${i.hostedToken}/pdf" aria-label="PDF of invoice ${i.number || i.id}">PDF</a>`}</td></tr>`,
   );
-  return html`<table><thead><tr><th>Number</th><th>Date</th><th>Status</th><th class="n">Total</th><th><span class="noprint">Invoice</span></th></tr></thead><tbody>${rows}</tbody></table>`;
+  return html`<table><thead><tr><th>Invoice</th><th>Status</th><th class="n">Total</th><th><span class="noprint">Open</span></th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** The subject's credit: balance per currency and the ledger, newest first, a page of it. */
