@@ -6,6 +6,7 @@
  */
 import test from "ava";
 import { type CreditAsk, type CreditPlan, creditableLines, lineGross, lineTax, planCredit, taxPart } from "../../src/billing/credit-notes/arithmetic.js";
+import { creditNoteId } from "../../src/billing/credit-notes/credit-notes.js";
 import { type CreateCreditNoteInput, checkCreditNote } from "../../src/billing/credit-notes/validation.js";
 import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { dec } from "../../src/billing/money.js";
@@ -195,4 +196,29 @@ test("input checks name each field", (t) => {
     }
     t.deepEqual(found, fields, JSON.stringify(over));
   }
+});
+
+test("a note's ID is derived from its invoice's state and what it credits: the same on a retry, another once a note was written", (t) => {
+  const id = creditNoteId("env_1", "inv_1", 0, "0", "1000", "refund");
+  t.regex(id, /^cn_[0-9A-Za-z]{22}$/);
+  t.is(creditNoteId("env_1", "inv_1", 0, "0", "1000", "refund"), id);
+  const others = [
+    creditNoteId("env_2", "inv_1", 0, "0", "1000", "refund"),
+    creditNoteId("env_1", "inv_2", 0, "0", "1000", "refund"),
+    creditNoteId("env_1", "inv_1", 1, "1000", "1000", "refund"),
+    creditNoteId("env_1", "inv_1", 0, "0", "999", "refund"),
+    creditNoteId("env_1", "inv_1", 0, "0", "1000", "credit_balance"),
+  ];
+  t.is(new Set([id, ...others]).size, 6);
+});
+
+test("a void note credits nothing of its lines", (t) => {
+  const notes = [
+    { status: "void", lines: [{ invoiceLineIndex: 0, description: "", amount: "500", taxAmount: "0" }] },
+    { status: "issued", lines: [{ invoiceLineIndex: 0, description: "", amount: "100", taxAmount: "0" }] },
+  ];
+  t.deepEqual(
+    creditableLines([line("Seats", "1000")], notes).map((l) => l.left.toFixed()),
+    ["900"],
+  );
 });

@@ -41,10 +41,11 @@ export interface CreditableLine {
   left: Decimal;
 }
 
-/** The invoice's lines with what earlier credit notes took of each (by line index). */
-export function creditableLines(lines: readonly InvoiceLine[], earlier: readonly { lines: readonly CreditNoteLine[] }[]): CreditableLine[] {
+/** The invoice's lines with what earlier credit notes (issued ones: a void one credits nothing) took of each (by line index). */
+export function creditableLines(lines: readonly InvoiceLine[], earlier: readonly { lines: readonly CreditNoteLine[]; status?: string }[]): CreditableLine[] {
   const taken = lines.map(() => ZERO);
   for (const n of earlier) {
+    if (n.status !== undefined && n.status !== "issued") continue;
     for (const l of n.lines) {
       const i = l.invoiceLineIndex;
       if (i !== null && i >= 0 && i < taken.length) taken[i] = (taken[i] as Decimal).plus(dec(l.amount));

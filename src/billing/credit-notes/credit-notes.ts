@@ -13,6 +13,7 @@
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
  *   first refund, never a second one. A refusal fails the whole note (nothing is written).
  */
+import { createHash } from "node:crypto";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import type { CreditGrant } from "../credits/types.js";
 import { type NewEvent, creditGrantEvent } from "../events/types.js";
@@ -29,7 +30,21 @@ import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
-export const newCreditNoteId = (): string => `cn_${randomBase62(22)}`;
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/**
+ * A credit note's ID, derived from what it is written over: its invoice, how many notes the
+ * invoice had and what they credited, and what this one credits how. A note whose transaction
+ * rolled back after its refund went through (the commit failed), asked again, gets the same ID,
+ * hence the same refund idempotency key, and the provider answers with the first refund: never
+ * refunded twice. Every committed note changes the count, so no two notes share an ID.
+ */
+export function creditNoteId(environmentId: string, invoiceId: string, notesBefore: number, creditedBefore: string, total: string, outcome: string): string {
+  const bytes = createHash("sha256").update([environmentId, invoiceId, notesBefore, creditedBefore, total, outcome].join("\u0000")).digest();
+  let out = "";
+  for (const b of bytes) if (b < 248 && out.length < 22) out += BASE62[b % 62];
+  return `cn_${out.padEnd(22, "0")}`;
+}
 
 /** The provider's idempotency key of a credit note's refund. */
 export const refundKey = (creditNoteId: string): string => `${creditNoteId}:refund`;
@@ -103,7 +118,6 @@ export class CreditNotes {
     if (c.outcome === "refund" && !provider) throw noPaymentProvider("a refund cannot be made");
     const subject = await this.lookups.stores.directory.subject(env, before.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
-    const id = newCreditNoteId();
     const note = await this.store.transaction(async (tx) => {
       const inv = await tx.lockInvoice(env, c.invoiceId);
       if (!inv) throw notFound(c.invoiceId);
@@ -111,9 +125,12 @@ export class CreditNotes {
       const lv = new Violations();
       checkLineIndexes(c.ask, inv.lines.length, lv);
       lv.throwIfAny();
-      const left = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
-      const plan = planCredit(creditableLines(inv.lines, await tx.ofInvoice(env, inv.id)), left, c.ask);
+      const credited = inv.amountCredited ?? "0";
+      const left = dec(inv.total).minus(dec(credited));
+      const earlier = await tx.ofInvoice(env, inv.id);
+      const plan = planCredit(creditableLines(inv.lines, earlier), left, c.ask);
       if (Array.isArray(plan)) throw planError(inv, plan);
+      const id = creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
       if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
         throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
           invoice_id: inv.id,

@@ -20,7 +20,7 @@ export interface CreditNoteFilter {
 export interface CreditNoteWrites {
   /** The invoice with its lines, its row locked until the transaction ends. */
   lockInvoice(environmentId: string, invoiceId: string): Promise<Invoice | undefined>;
-  /** The invoice's issued credit notes, oldest first. */
+  /** The invoice's credit notes (every status), oldest first. */
   ofInvoice(environmentId: string, invoiceId: string): Promise<CreditNote[]>;
   /**
    * amount_credited += amount (NULL counting as 0), only if it stays within the invoice's total:

@@ -85,7 +85,7 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
       return invoiceFromRows(r, lines) as Invoice;
     },
     ofInvoice: async (environmentId, invoiceId) => {
-      const rows = await em.find(E.CreditNote, { where: { environment_id: environmentId, invoice_id: invoiceId, status: "issued" }, order: { seq: "ASC" } });
+      const rows = await em.find(E.CreditNote, { where: { environment_id: environmentId, invoice_id: invoiceId }, order: { seq: "ASC" } });
       return rows.map(creditNoteFromRow);
     },
     addCredited: async (environmentId, invoiceId, amount) => {
