@@ -187,6 +187,17 @@ for (const store of STORES) {
     await s.call("GET", `/rate-cards/${card}`);
     await s.call("GET", "/rate-cards?limit=100");
 
+    // Taxes (DESIGN §15): tax rates (one archived), the card's default tax rates, the subject's billing details, the invoice settings.
+    const vat = await s.call("POST", "/tax-rates", { display_name: "VAT", percentage: "19", country: "DE", description: "Germany" });
+    const retired = await s.call("POST", "/tax-rates", { display_name: "Old", percentage: "5", inclusive: true });
+    await s.call("GET", `/tax-rates/${vat.id}`);
+    await s.call("GET", "/tax-rates?archived=false");
+    await s.call("POST", `/tax-rates/${retired.id}/archive`, {});
+    await s.call("POST", `/rate-cards/${card}/default_tax_rates`, { tax_rate_ids: [vat.id] });
+    await s.call("PUT", `/subjects/${s.subjectId}`, { billing_details: { legal_name: "Acme GmbH", address: { city: "Berlin", country: "DE" }, tax_ids: [{ type: "eu_vat", value: "DE123456789" }] } });
+    await s.call("GET", "/invoice-settings");
+    await s.call("PATCH", "/invoice-settings", { number_prefix: "ACME", seller: { legal_name: "Seller Ltd", address: { country: "IE" }, tax_id: "IE1234567T", footer: "Thank you" } });
+
     // A subscription that needs a checkout (no card on file yet), then one paid for.
     const pending = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: 2, bundle: 1 }, ...callbacks });
     t.is(pending.result.result_type, "requires_action");
@@ -327,7 +338,7 @@ test("the check fails on a mismatch: a schema that says otherwise rejects the re
   (broken.components.schemas.Subject as Json).properties.created_at = { type: "integer" };
   const good = responseValidator(doc);
   const bad = responseValidator(broken);
-  const subject = { id: "subj_1", created_at: "2026-01-01T00:00:00Z", email: null, external_id: null, metadata: {}, name: "n", test_clock_id: null, has_payment_method: false };
+  const subject = { id: "subj_1", created_at: "2026-01-01T00:00:00Z", email: null, external_id: null, metadata: {}, name: "n", test_clock_id: null, has_payment_method: false, billing_details: null };
   t.deepEqual(good.check("GET", "/subjects/subj_1", 200, subject).problems, []);
   t.regex(bad.check("GET", "/subjects/subj_1", 200, subject).problems.join("\n"), /\/created_at must be integer/);
   // A field the document does not have, a missing one, a decimal as a number, an undocumented status.
