@@ -20,9 +20,28 @@
  * no tax, no note, no credit, amount_due = total, USD, open). GOLDEN_LOG=1 logs each result.
  */
 import test from "ava";
-import { apiPlan, billed, booked, bookedOf, buyer, creditNote, GERMAN_BUYER, noteOf, plain, subscribe, taxRate, twoRatePlan, use, want } from "../helpers/booking-bodies.js";
+import {
+  amountOff,
+  apiPlan,
+  billed,
+  booked,
+  bookedOf,
+  buyer,
+  coupon,
+  creditNote,
+  discount,
+  GERMAN_BUYER,
+  noteOf,
+  percentOff,
+  plain,
+  subscribe,
+  taxRate,
+  twoRatePlan,
+  use,
+  want,
+} from "../helpers/booking-bodies.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
-import { checkoutWithCard, ledger } from "../helpers/credit-bodies.js";
+import { checkoutWithCard, ledger, promo } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -37,6 +56,12 @@ const MAR_20 = "2026-03-20T00:00:00Z";
 const APR = "2026-04-15T00:00:00Z";
 
 const REVERSE_NOTE = "Reverse charge: VAT to be accounted for by the recipient (Article 196, Council Directive 2006/112/EC).";
+
+/** The discounts of a subscription as [status, invoices_discounted]. */
+async function discountStates(s: Scenario, subscriptionId: string): Promise<[string, number][]> {
+  const r = await s.call("GET", `/discounts?subscription_id=${subscriptionId}`);
+  return (r.discounts as Json[]).map((d) => [d.status, d.invoices_discounted]);
+}
 
 /** Usage of `units` in each of the first `cycles` periods (Jan 20, Feb 20, Mar 20), then the clock at the end of them. */
 async function cycles(s: Scenario, units: string[]): Promise<void> {
@@ -58,6 +83,234 @@ async function another(s: Scenario, name: string): Promise<Scenario> {
 }
 
 type Case = [string, (s: Scenario, t: import("ava").ExecutionContext) => Promise<unknown>, unknown];
+
+const coupons: Case[] = [
+  [
+    "percent coupon once (coupon_id on create): the first invoice only",
+    async (s) => {
+      const c = await coupon(s, "Launch 20%", percentOff("20", "once"));
+      const sub = await subscribe(s, await apiPlan(s), { coupon_id: c });
+      await cycles(s, ["1000", "1000"]);
+      return [await booked(s), await discountStates(s, sub)];
+    },
+    // Feb 15: 1,000 × 10 = 10,000; 20% = 2,000; subtotal 8,000. Mar 15: 10,000, no discount (used up: ended after 1).
+    [
+      [
+        want({ number: "INV-000001", lines: [["API calls", "10000", [["Launch 20%", "2000"]], []]], subtotal: "8000", total_discount: "2000", discounts: [["Launch 20%", "2000"]], total: "8000" }),
+        want({ number: "INV-000002", lines: [plain("API calls", "10000")], subtotal: "10000", total: "10000" }),
+      ],
+      [["ended", 1]],
+    ],
+  ],
+  [
+    "percent coupon repeating 2 months: two invoices, not the third",
+    async (s) => {
+      const sub = await subscribe(s, await apiPlan(s));
+      await s.advance(JAN_20);
+      await discount(s, sub, await coupon(s, "Two months 10%", percentOff("10", "repeating", 2)));
+      await cycles(s, ["1000", "1000", "1000"]);
+      return [await booked(s), await discountStates(s, sub)];
+    },
+    // Applied Jan 20: it discounts invoices finalized until Mar 20. Feb 15 and Mar 15: 10% of 10,000 = 1,000,
+    // subtotal 9,000. Apr 15: 10,000 (ended after 2).
+    [
+      [
+        want({
+          number: "INV-000001",
+          lines: [["API calls", "10000", [["Two months 10%", "1000"]], []]],
+          subtotal: "9000",
+          total_discount: "1000",
+          discounts: [["Two months 10%", "1000"]],
+          total: "9000",
+        }),
+        want({
+          number: "INV-000002",
+          lines: [["API calls", "10000", [["Two months 10%", "1000"]], []]],
+          subtotal: "9000",
+          total_discount: "1000",
+          discounts: [["Two months 10%", "1000"]],
+          total: "9000",
+        }),
+        want({ number: "INV-000003", lines: [plain("API calls", "10000")], subtotal: "10000", total: "10000" }),
+      ],
+      [["ended", 2]],
+    ],
+  ],
+  [
+    "percent coupon forever: every cycle, rounded half-up each time",
+    async (s) => {
+      const sub = await subscribe(s, await apiPlan(s), { coupon_id: await coupon(s, "Quarter off", percentOff("25")) });
+      await cycles(s, ["1000", "400", "333"]);
+      return [await booked(s), await discountStates(s, sub)];
+    },
+    // Feb: 10,000 × 25% = 2,500 → 7,500. Mar: 400 × 10 = 4,000 × 25% = 1,000 → 3,000.
+    // Apr: 333 × 10 = 3,330 × 25% = 832.5 → 833 (half-up) → 2,497. Still active after 3.
+    [
+      [
+        want({ number: "INV-000001", lines: [["API calls", "10000", [["Quarter off", "2500"]], []]], subtotal: "7500", total_discount: "2500", discounts: [["Quarter off", "2500"]], total: "7500" }),
+        want({ number: "INV-000002", lines: [["API calls", "4000", [["Quarter off", "1000"]], []]], subtotal: "3000", total_discount: "1000", discounts: [["Quarter off", "1000"]], total: "3000" }),
+        want({ number: "INV-000003", lines: [["API calls", "3330", [["Quarter off", "833"]], []]], subtotal: "2497", total_discount: "833", discounts: [["Quarter off", "833"]], total: "2497" }),
+      ],
+      [["active", 3]],
+    ],
+  ],
+  [
+    "amount coupon once: 25.00 off the first invoice only",
+    async (s) => {
+      await subscribe(s, await apiPlan(s), { coupon_id: await coupon(s, "Welcome 25", amountOff(2500, "once")) });
+      await cycles(s, ["1000", "1000"]);
+      return booked(s);
+    },
+    // Feb: 10,000 − 2,500 = 7,500. Mar: 10,000.
+    [
+      want({ number: "INV-000001", lines: [["API calls", "10000", [["Welcome 25", "2500"]], []]], subtotal: "7500", total_discount: "2500", discounts: [["Welcome 25", "2500"]], total: "7500" }),
+      want({ number: "INV-000002", lines: [plain("API calls", "10000")], subtotal: "10000", total: "10000" }),
+    ],
+  ],
+  [
+    "amount coupon repeating 2 months: 15.00 off two invoices, not the third",
+    async (s) => {
+      const sub = await subscribe(s, await apiPlan(s));
+      await s.advance(JAN_20);
+      await discount(s, sub, await coupon(s, "Fifteen off", amountOff(1500, "repeating", 2)));
+      await cycles(s, ["1000", "1000", "1000"]);
+      return [await booked(s), await discountStates(s, sub)];
+    },
+    // Applied Jan 20, until Mar 20. Feb, Mar: 10,000 − 1,500 = 8,500. Apr: 10,000.
+    [
+      [
+        want({ number: "INV-000001", lines: [["API calls", "10000", [["Fifteen off", "1500"]], []]], subtotal: "8500", total_discount: "1500", discounts: [["Fifteen off", "1500"]], total: "8500" }),
+        want({ number: "INV-000002", lines: [["API calls", "10000", [["Fifteen off", "1500"]], []]], subtotal: "8500", total_discount: "1500", discounts: [["Fifteen off", "1500"]], total: "8500" }),
+        want({ number: "INV-000003", lines: [plain("API calls", "10000")], subtotal: "10000", total: "10000" }),
+      ],
+      [["ended", 2]],
+    ],
+  ],
+  [
+    "amount coupon forever, capped at the invoice: a zero invoice is paid, the next is discounted in full",
+    async (s) => {
+      await subscribe(s, await apiPlan(s), { coupon_id: await coupon(s, "Fifty off", amountOff(5000)) });
+      await cycles(s, ["300", "800"]);
+      return booked(s);
+    },
+    // Feb: 300 × 10 = 3,000; 5,000 off capped at 3,000 → subtotal 0, total 0, nothing due: paid.
+    // Mar: 800 × 10 = 8,000 − 5,000 = 3,000.
+    [
+      want({
+        number: "INV-000001",
+        status: "paid",
+        lines: [["API calls", "3000", [["Fifty off", "3000"]], []]],
+        subtotal: "0",
+        total_discount: "3000",
+        discounts: [["Fifty off", "3000"]],
+        total: "0",
+      }),
+      want({ number: "INV-000002", lines: [["API calls", "8000", [["Fifty off", "5000"]], []]], subtotal: "3000", total_discount: "5000", discounts: [["Fifty off", "5000"]], total: "3000" }),
+    ],
+  ],
+  [
+    "a coupon limited to one rate (applies_to_rate_codes) on a card with two rates, each line taxed on what is left",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      const c = await coupon(s, "Storage 10%", { ...percentOff("10"), applies_to_rate_codes: ["storage"] });
+      await subscribe(s, await twoRatePlan(s, [vat]), { coupon_id: c });
+      await use(s, JAN_20, "400");
+      await use(s, JAN_20, "1200", "store");
+      await s.advance(FEB);
+      return booked(s);
+    },
+    // API calls 400 × 10 = 4,000 (not covered); Storage 1,200 × 5 = 6,000, 10% = 600 → 5,400.
+    // Subtotal 4,000 + 5,400 = 9,400. VAT per line: 4,000 × 19% = 760; 5,400 × 19% = 1,026; 1,786 in all.
+    // Total 9,400 + 1,786 = 11,186.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          ["API calls", "4000", [], [["VAT", "4000", "760"]]],
+          ["Storage", "6000", [["Storage 10%", "600"]], [["VAT", "5400", "1026"]]],
+        ],
+        subtotal: "9400",
+        total_discount: "600",
+        discounts: [["Storage 10%", "600"]],
+        total_tax: "1786",
+        tax_amounts: [["VAT", "19", false, "9400", "1786"]],
+        total: "11186",
+      }),
+    ],
+  ],
+  [
+    "an amount coupon split over two lines in proportion, the unit left over to the largest remainder",
+    async (s) => {
+      await subscribe(s, await twoRatePlan(s), { coupon_id: await coupon(s, "Ten off", amountOff(1000, "once")) });
+      await use(s, JAN_20, "333");
+      await use(s, JAN_20, "1333", "store");
+      await s.advance(FEB);
+      return booked(s);
+    },
+    // API calls 333 × 10 = 3,330; Storage 1,333 × 5 = 6,665; 9,995 in all. 1,000 × 3,330 / 9,995 = 333.17 → 333;
+    // 1,000 × 6,665 / 9,995 = 666.83 → 666; the unit left goes to the larger remainder (.83): 667.
+    // Subtotal 9,995 − 1,000 = 8,995.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          ["API calls", "3330", [["Ten off", "333"]], []],
+          ["Storage", "6665", [["Ten off", "667"]], []],
+        ],
+        subtotal: "8995",
+        total_discount: "1000",
+        discounts: [["Ten off", "1000"]],
+        total: "8995",
+      }),
+    ],
+  ],
+  [
+    "two coupons apply in order, the second on what the first left",
+    async (s) => {
+      const sub = await subscribe(s, await apiPlan(s));
+      await discount(s, sub, await coupon(s, "Ten percent", percentOff("10")));
+      await s.advance(JAN_20);
+      await discount(s, sub, await coupon(s, "Five dollars", amountOff(500)));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // 10,000 × 10% = 1,000 → 9,000; then 500 off → 8,500. Total discount 1,500.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          [
+            "API calls",
+            "10000",
+            [
+              ["Ten percent", "1000"],
+              ["Five dollars", "500"],
+            ],
+            [],
+          ],
+        ],
+        subtotal: "8500",
+        total_discount: "1500",
+        discounts: [
+          ["Ten percent", "1000"],
+          ["Five dollars", "500"],
+        ],
+        total: "8500",
+      }),
+    ],
+  ],
+  [
+    "a coupon applied to the subject discounts its subscription",
+    async (s) => {
+      await subscribe(s, await apiPlan(s));
+      await s.call("POST", `/subjects/${s.subjectId}/discounts`, { coupon_id: await coupon(s, "Loyal 15%", percentOff("15")) });
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // 10,000 × 15% = 1,500 → 8,500.
+    [want({ number: "INV-000001", lines: [["API calls", "10000", [["Loyal 15%", "1500"]], []]], subtotal: "8500", total_discount: "1500", discounts: [["Loyal 15%", "1500"]], total: "8500" })],
+  ],
+];
 
 const taxes: Case[] = [
   [
@@ -95,6 +348,28 @@ const taxes: Case[] = [
         total_tax: "2000",
         tax_amounts: [["VAT incl.", "20", true, "10000", "2000"]],
         total: "12000",
+      }),
+    ],
+  ],
+  [
+    "inclusive tax on a discounted line: inside what the discount left",
+    async (s) => {
+      const incl = await taxRate(s, "VAT incl.", "20", { inclusive: true });
+      await subscribe(s, await apiPlan(s, { taxes: [incl] }), { coupon_id: await coupon(s, "Ten percent", percentOff("10")) });
+      await cycles(s, ["1200"]);
+      return booked(s);
+    },
+    // 12,000 × 10% = 1,200 → 10,800; tax inside: 10,800 × 20 / 120 = 1,800; taxable 9,000; total 10,800.
+    [
+      want({
+        number: "INV-000001",
+        lines: [["API calls", "12000", [["Ten percent", "1200"]], [["VAT incl.", "9000", "1800"]]]],
+        subtotal: "10800",
+        total_discount: "1200",
+        discounts: [["Ten percent", "1200"]],
+        total_tax: "1800",
+        tax_amounts: [["VAT incl.", "20", true, "9000", "1800"]],
+        total: "10800",
       }),
     ],
   ],
@@ -282,6 +557,41 @@ const taxes: Case[] = [
   ],
 ];
 
+const together: Case[] = [
+  [
+    "discount, then tax, then credits in one invoice",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      await subscribe(s, await apiPlan(s, { taxes: [vat] }), { coupon_id: await coupon(s, "Ten percent", percentOff("10")) });
+      await promo(s, "promo", 2000);
+      await cycles(s, ["1000"]);
+      return [await booked(s), await ledger(s)];
+    },
+    // 1,000 × 10 = 10,000; 10% = 1,000 → subtotal 9,000; VAT 9,000 × 19% = 1,710; total 10,710;
+    // the 2,000 credit → 8,710 due (no card: open).
+    [
+      [
+        want({
+          number: "INV-000001",
+          lines: [["API calls", "10000", [["Ten percent", "1000"]], [["VAT", "9000", "1710"]]]],
+          subtotal: "9000",
+          total_discount: "1000",
+          discounts: [["Ten percent", "1000"]],
+          total_tax: "1710",
+          tax_amounts: [["VAT", "19", false, "9000", "1710"]],
+          total: "10710",
+          credits: ["2000"],
+          due: "8710",
+        }),
+      ],
+      [
+        ["grant", "2000"],
+        ["application", "-2000"],
+      ],
+    ],
+  ],
+];
+
 /** A taxed invoice of 10,000 + 19% VAT = 11,900 on Feb 15, paid by a card on file when `card`. */
 async function taxedInvoice(s: Scenario, card: boolean): Promise<Json> {
   const plan = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] });
@@ -417,6 +727,108 @@ const perLine: Case[] = [
   ],
 ];
 
+const rounding: Case[] = [
+  [
+    "USD rounding at each step: 15% coupon and 6.25% tax over three cycles",
+    async (s) => {
+      const tax = await taxRate(s, "Sales tax", "6.25");
+      await subscribe(s, await apiPlan(s, { price: 1, taxes: [tax] }), { coupon_id: await coupon(s, "Fifteen", percentOff("15")) });
+      await cycles(s, ["999", "1030", "1064"]);
+      return (await booked(s)).map((b) => [b.number, b.subtotal, b.total_discount, b.total_tax, b.total, b.due]);
+    },
+    // 999 × 15% = 149.85 → 150; subtotal 849; 849 × 6.25% = 53.0625 → 53; total 902.
+    // 1,030 × 15% = 154.5 → 155 (half-up); 875; × 6.25% = 54.6875 → 55; 930.
+    // 1,064 × 15% = 159.6 → 160; 904; × 6.25% = 56.5 → 57 (half-up); 961.
+    [
+      ["INV-000001", "849", "150", "53", "902", "902"],
+      ["INV-000002", "875", "155", "55", "930", "930"],
+      ["INV-000003", "904", "160", "57", "961", "961"],
+    ],
+  ],
+  [
+    "JPY rounding: whole yen at each step",
+    async (s) => {
+      const tax = await taxRate(s, "Consumption tax", "10");
+      await subscribe(s, await apiPlan(s, { price: 1, currency: "JPY", taxes: [tax] }), { coupon_id: await coupon(s, "Ten percent", percentOff("10")) });
+      await cycles(s, ["999", "1005"]);
+      return booked(s);
+    },
+    // ¥999 × 10% = 99.9 → 100; subtotal 899; 899 × 10% = 89.9 → 90; total 989.
+    // ¥1,005 × 10% = 100.5 → 101 (half-up); 904; × 10% = 90.4 → 90; total 994.
+    [
+      want({
+        number: "INV-000001",
+        currency: "JPY",
+        lines: [["API calls", "999", [["Ten percent", "100"]], [["Consumption tax", "899", "90"]]]],
+        subtotal: "899",
+        total_discount: "100",
+        discounts: [["Ten percent", "100"]],
+        total_tax: "90",
+        tax_amounts: [["Consumption tax", "10", false, "899", "90"]],
+        total: "989",
+      }),
+      want({
+        number: "INV-000002",
+        currency: "JPY",
+        lines: [["API calls", "1005", [["Ten percent", "101"]], [["Consumption tax", "904", "90"]]]],
+        subtotal: "904",
+        total_discount: "101",
+        discounts: [["Ten percent", "101"]],
+        total_tax: "90",
+        tax_amounts: [["Consumption tax", "10", false, "904", "90"]],
+        total: "994",
+      }),
+    ],
+  ],
+  [
+    "KWD rounding in fils, with the seller and the buyer on the invoice",
+    async (s) => {
+      await s.call("PATCH", "/invoice-settings", { seller: { legal_name: "Seller W.L.L.", address: { city: "Kuwait City", country: "KW" }, tax_id: "KW-300001" } });
+      await buyer(s, { legal_name: "Buyer K.S.C.", address: { country: "KW" } });
+      const vat = await taxRate(s, "VAT", "5", { country: "KW" });
+      const sub = await subscribe(s, await apiPlan(s, { price: 1, currency: "KWD", taxes: [vat] }));
+      await use(s, JAN_20, "1234");
+      await s.advance(FEB);
+      await s.advance(FEB_20);
+      await discount(s, sub, await coupon(s, "Quarter off", percentOff("25")));
+      await use(s, "2026-02-21T00:00:00Z", "1234");
+      await s.advance(MAR);
+      const invoices = await billed(s);
+      return [invoices.map(bookedOf), invoices.map((i) => [i.seller?.legal_name, i.seller?.tax_id, i.customer?.legal_name, i.customer?.address?.country])];
+    },
+    // Feb: 1,234 fils × 5% = 61.7 → 62; total 1,296. Mar: 1,234 × 25% = 308.5 → 309 (half-up); 925;
+    // × 5% = 46.25 → 46; total 971.
+    [
+      [
+        want({
+          number: "INV-000001",
+          currency: "KWD",
+          lines: [["API calls", "1234", [], [["VAT", "1234", "62"]]]],
+          subtotal: "1234",
+          total_tax: "62",
+          tax_amounts: [["VAT", "5", false, "1234", "62"]],
+          total: "1296",
+        }),
+        want({
+          number: "INV-000002",
+          currency: "KWD",
+          lines: [["API calls", "1234", [["Quarter off", "309"]], [["VAT", "925", "46"]]]],
+          subtotal: "925",
+          total_discount: "309",
+          discounts: [["Quarter off", "309"]],
+          total_tax: "46",
+          tax_amounts: [["VAT", "5", false, "925", "46"]],
+          total: "971",
+        }),
+      ],
+      [
+        ["Seller W.L.L.", "KW-300001", "Buyer K.S.C.", "KW"],
+        ["Seller W.L.L.", "KW-300001", "Buyer K.S.C.", "KW"],
+      ],
+    ],
+  ],
+];
+
 const numbers: Case[] = [
   [
     "numbers: consecutive across subjects, a new prefix continues the sequence, credit notes their own",
@@ -507,7 +919,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...taxes, ...creditNotes, ...perLine, ...numbers];
+const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...rounding, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
