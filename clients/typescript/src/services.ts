@@ -5,6 +5,7 @@
 import type { Client, Interceptor, Transport } from "@connectrpc/connect";
 import { createClient } from "@connectrpc/connect";
 import { CheckoutService } from "./gen/billing/v1/checkout_service_pb.js";
+import { CreditNoteService } from "./gen/billing/v1/credit_note_service_pb.js";
 import { CreditService } from "./gen/billing/v1/credit_service_pb.js";
 import { CustomerAccessService } from "./gen/billing/v1/customer_access_service_pb.js";
 import { CustomerPortalService } from "./gen/billing/v1/customer_portal_service_pb.js";
@@ -23,6 +24,7 @@ import { WebhookEndpointService } from "./gen/billing/v1/webhook_endpoint_servic
 
 export const services = {
   checkout: CheckoutService,
+  creditNotes: CreditNoteService,
   credits: CreditService,
   customerAccess: CustomerAccessService,
   customerPortal: CustomerPortalService,
