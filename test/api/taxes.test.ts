@@ -6,7 +6,11 @@
  * inclusive rate. Amounts in cents (USD).
  */
 import test from "ava";
-import { violatedFields } from "../helpers/clients.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { InvoiceService } from "../../src/gen/billing/v1/invoice_service_pb.js";
+import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
+import { TaxRateService } from "../../src/gen/billing/v1/tax_rate_service_pb.js";
+import { PROTOCOLS, rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, useServer } from "../helpers/server.js";
@@ -234,6 +238,28 @@ for (const store of STORES) {
     t.deepEqual(await fieldsOf(s, "PATCH", "/invoice-settings", { number_prefix: "ABCDEFGHIJKLM" }), ["number_prefix"]);
     t.deepEqual(await fieldsOf(s, "PATCH", "/invoice-settings", { number_prefix: "" }), ["number_prefix"]);
     t.like(await s.call("GET", "/invoice-settings"), { number_prefix: "B" });
+  });
+
+  test(`${store}: Connect, gRPC and gRPC-Web serve tax rates, billing details (with update_mask) and invoice settings`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    for (const protocol of PROTOCOLS) {
+      const rates = rpcClient(TaxRateService, server.url, protocol, s.key);
+      const made = await rates.createTaxRate({ displayName: "VAT", percentage: "20.5", country: "fr" });
+      t.like(made.taxRate, { percentage: "20.5", country: "FR", archived: false }, protocol);
+      t.is((await rates.archiveTaxRate({ taxRateId: made.taxRate?.id ?? "" })).taxRate?.archived, true, protocol);
+      const err = await t.throwsAsync(rates.createTaxRate({ displayName: "VAT", percentage: "101" }));
+      t.regex((err as ConnectError).rawMessage, /percentage/, protocol);
+      const subjects = rpcClient(SubjectService, server.url, protocol, s.key);
+      const set = await subjects.updateSubject({ subjectId: s.subjectId, billingDetails: { address: { country: "DE" }, taxExempt: "exempt", taxIds: [], taxRateIds: [] } });
+      t.like(set.subject?.billingDetails, { taxExempt: "exempt", address: { country: "DE" } }, protocol);
+      // Named in the mask and absent: cleared.
+      const cleared = await subjects.updateSubject({ subjectId: s.subjectId, updateMask: { paths: ["billing_details"] } });
+      t.is(cleared.subject?.billingDetails, undefined, protocol);
+      const invoices = rpcClient(InvoiceService, server.url, protocol, s.key);
+      const settings = await invoices.updateInvoiceSettings({ numberPrefix: `P-${protocol.toUpperCase()}` });
+      t.like(settings.invoiceSettings, { numberPrefix: `P-${protocol.toUpperCase()}`, nextInvoiceSequence: 1n }, protocol);
+      t.is((await invoices.getInvoiceSettings({})).invoiceSettings?.numberPrefix, `P-${protocol.toUpperCase()}`, protocol);
+    }
   });
 
   test(`${store}: a buyer in DE on a card with DE and FR VAT pays 19% on top; the invoice is numbered and names both parties`, async (t) => {
