@@ -65,8 +65,15 @@ test("a new invoice is a draft or open; paid, void and uncollectible are final",
 });
 
 test("a move's events carry each invoice as it is after the move; a move without an event type has none", (t) => {
-  const inv = { id: "inv_1", environmentId: "env_1", status: "open" } as Invoice;
+  const line = { description: "Seats", quantity: "1", unitAmount: "100", amount: "100", kind: "fixed" as const, key: null, windowInvoiceId: null };
+  const inv = { id: "inv_1", environmentId: "env_1", status: "open", total: "100", lines: [line] } as Invoice;
   t.deepEqual(transitionEvents(checkTransition("open", "paid"), [inv]), [{ type: "invoice.paid", environmentId: "env_1", resource: { kind: "invoice", invoice: { ...inv, status: "paid" } } }]);
   t.deepEqual(transitionEvents(checkTransition("open", "uncollectible"), [inv]), []);
   t.is(inv.status, "open", "the invoice given is not changed");
+});
+
+test("an empty invoice kept internal (no lines, zero total) is never announced (DESIGN §15)", (t) => {
+  const empty = { id: "inv_2", environmentId: "env_1", status: "open", total: "0", lines: [] } as unknown as Invoice;
+  t.deepEqual(transitionEvents(checkTransition("open", "paid"), [empty]), []);
+  t.deepEqual(transitionEvents(checkTransition("open", "void"), [empty]), []);
 });
