@@ -11,7 +11,6 @@ import { DEFAULT_PREFIX, type InvoiceSettings, type InvoiceSettingsStore } from 
 import type { BillingDetails, SellerDetails, TaxExempt, TaxRate } from "../../billing/taxes/types.js";
 import type { Entities, TaxRateRow } from "../entities/index.js";
 import type { Sql } from "../sql.js";
-import { sellerFromRow } from "./booking-store.js";
 import { peekNextNumber } from "./numbering.js";
 import { archivedWhere } from "./rate-card-store.js";
 
@@ -43,6 +42,16 @@ export function billingDetailsFromJson(raw: unknown): BillingDetails | null {
     taxExempt: (d.taxExempt ?? "none") as TaxExempt,
     taxRateIds: d.taxRateIds ?? [],
   };
+}
+
+/**
+ * An environment's stored seller (JSON, SellerDetails' camelCase keys) in the domain's shape; the
+ * same reading as booking-store.ts sellerFromRow (which imports this module, so it is not imported here).
+ */
+function sellerFromJson(raw: unknown): SellerDetails | null {
+  if (raw === null || raw === undefined) return null;
+  const s = (typeof raw === "string" ? JSON.parse(raw) : raw) as Partial<SellerDetails>;
+  return { legalName: s.legalName ?? null, address: s.address ?? null, taxId: s.taxId ?? null, email: s.email ?? null, footer: s.footer ?? null };
 }
 
 /** Tax rates of an environment by id (archived ones too). */
@@ -129,7 +138,7 @@ export class SqlInvoiceSettingsStore implements InvoiceSettingsStore {
     return this.sql.transaction(async (em) => {
       if (change.numberPrefix !== undefined) await em.query("UPDATE environments SET invoice_prefix = ? WHERE id = ?", [change.numberPrefix, environmentId]);
       if (change.seller !== undefined) {
-        // The JSON keeps SellerDetails' camelCase keys: sellerFromRow (booking-store.ts) reads them.
+        // The JSON keeps SellerDetails' camelCase keys: booking-store.ts sellerFromRow reads them.
         await em.query("UPDATE environments SET seller = ? WHERE id = ?", [change.seller === null ? null : JSON.stringify(change.seller), environmentId]);
       }
       return this.read(em, environmentId);
@@ -138,6 +147,6 @@ export class SqlInvoiceSettingsStore implements InvoiceSettingsStore {
 
   private async read(em: EntityManager, environmentId: string): Promise<InvoiceSettings> {
     const [row] = (await em.query("SELECT invoice_prefix AS p, seller FROM environments WHERE id = ?", [environmentId])) as { p: string; seller: unknown }[];
-    return { numberPrefix: row?.p ?? DEFAULT_PREFIX, nextInvoiceSequence: await peekNextNumber(em, environmentId, "invoice"), seller: sellerFromRow(row?.seller) };
+    return { numberPrefix: row?.p ?? DEFAULT_PREFIX, nextInvoiceSequence: await peekNextNumber(em, environmentId, "invoice"), seller: sellerFromJson(row?.seller) };
   }
 }
