@@ -12,7 +12,7 @@ import test from "ava";
 import { InvalidArgumentError } from "../../src/billing/errors.js";
 import type { CreditNote } from "../../src/billing/credit-notes/types.js";
 import type { Invoice } from "../../src/billing/subscriptions/types.js";
-import { paperFor } from "../../src/pages/pdf/document.js";
+import { paperFor, printable } from "../../src/pages/pdf/document.js";
 import { creditNotePdf, invoicePdf } from "../../src/pages/pdf/invoice-pdf.js";
 
 const dir = mkdtempSync(join(tmpdir(), "pdf-unit-"));
@@ -200,4 +200,11 @@ test("a credit note: its number, invoice, reason, lines, totals and outcome", as
   ]) {
     t.regex(s, re);
   }
+});
+
+test("text outside the built-in font's encoding is printed as ?, never as another glyph", async (t) => {
+  t.is(printable("Zoë – €5 “ok” 山田 🚀"), "Zoë – €5 “ok” ?? ?");
+  const s = text(await invoicePdf(invoice({ customer: null, customerName: "山田 Zoë", lines: [{ ...invoice().lines[0], description: "Plan Ωμέγα" } as Invoice["lines"][number]] })));
+  t.regex(s, /\?\? Zoë/);
+  t.regex(s, /Plan \?\?\?\?\?\s+3/);
 });

@@ -12,6 +12,24 @@ import type { Address, BillingDetails, SellerDetails } from "../../billing/taxes
 
 export type Paper = "A4" | "LETTER";
 
+/** What the built-in fonts' encoding (WinAnsi) has beyond Latin-1. */
+const WIN_ANSI_EXTRA = new Set("€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ");
+
+/**
+ * Text the built-in Helvetica can print: a character outside its encoding (WinAnsi: Latin-1 and
+ * a few more) is written "?" rather than as some other glyph. Printing other scripts takes an
+ * embedded Unicode font (not bundled; pdfkit also names a subset font at random, which would end
+ * the same-bytes rule).
+ */
+export function printable(text: string): string {
+  let out = "";
+  for (const ch of text.normalize("NFC")) {
+    const c = ch.codePointAt(0) as number;
+    out += (c >= 0x20 && c <= 0x7e) || (c >= 0xa0 && c <= 0xff) || WIN_ANSI_EXTRA.has(ch) ? ch : c === 0x0a ? "\n" : "?";
+  }
+  return out;
+}
+
 /** `?paper=a4|letter`; absent or empty: Letter for a seller in the US or Canada, else A4. Anything else: invalid_argument naming `paper`. */
 export function paperFor(requested: string | null | undefined, sellerCountry: string | null | undefined): Paper {
   const p = (requested ?? "").trim().toLowerCase();
@@ -74,11 +92,11 @@ export class PdfWriter {
   }
 
   title(text: string, right: string): void {
-    this.doc.font(BOLD).fontSize(22).fillColor("black").text(text, MARGIN, this.y, { lineBreak: false });
+    this.doc.font(BOLD).fontSize(22).fillColor("black").text(printable(text), MARGIN, this.y, { lineBreak: false });
     this.doc
       .font(BOLD)
       .fontSize(14)
-      .text(right, MARGIN, this.y + 6, { width: this.width, align: "right", lineBreak: false });
+      .text(printable(right), MARGIN, this.y + 6, { width: this.width, align: "right", lineBreak: false });
     this.y += 34;
   }
 
@@ -86,7 +104,7 @@ export class PdfWriter {
   facts(lines: string[]): void {
     this.doc.font(FONT).fontSize(10).fillColor("black");
     for (const l of lines) {
-      this.doc.text(l, MARGIN, this.y, { width: this.width });
+      this.doc.text(printable(l), MARGIN, this.y, { width: this.width });
       this.y = this.doc.y;
     }
     this.y += 12;
@@ -96,9 +114,9 @@ export class PdfWriter {
   parties(left: [string, string[]], right: [string, string[]]): void {
     const half = this.width / 2 - 10;
     const block = (x: number, [heading, lines]: [string, string[]]) => {
-      this.doc.font(BOLD).fontSize(10).fillColor(GREY).text(heading, x, this.y, { width: half });
+      this.doc.font(BOLD).fontSize(10).fillColor(GREY).text(printable(heading), x, this.y, { width: half });
       this.doc.font(FONT).fontSize(10).fillColor("black");
-      for (const l of lines) this.doc.text(l, x, this.doc.y, { width: half });
+      for (const l of lines) this.doc.text(printable(l), x, this.doc.y, { width: half });
       return this.doc.y;
     };
     const end = Math.max(block(MARGIN, left), block(MARGIN + this.width / 2 + 10, right));
@@ -108,7 +126,8 @@ export class PdfWriter {
   private cells(cells: readonly string[], font: string, size: number, color: string): number {
     this.doc.font(font).fontSize(size).fillColor(color);
     let h = 0;
-    cells.forEach((text, i) => {
+    cells.forEach((raw, i) => {
+      const text = printable(raw);
       const c = this.cols[i] as { x: number; w: number };
       const opts = { width: c.w - 6, align: i === 0 ? ("left" as const) : ("right" as const) };
       this.doc.text(text, i === 0 ? c.x : c.x + 6, this.y, opts);
@@ -137,7 +156,7 @@ export class PdfWriter {
     if (rows.length === 0) rows = [{ cells: [empty, "", "", ""] }];
     for (const r of rows) {
       this.doc.font(FONT).fontSize(10);
-      const h = this.doc.heightOfString(r.cells[0], { width: (this.cols[0]?.w ?? 0) - 6 }) + (r.details?.length ?? 0) * 12;
+      const h = this.doc.heightOfString(printable(r.cells[0]), { width: (this.cols[0]?.w ?? 0) - 6 }) + (r.details?.length ?? 0) * 12;
       this.room(h + 6);
       this.y += this.cells(r.cells, FONT, 10, "black") + 2;
       for (const [label, amount] of r.details ?? []) {
@@ -164,7 +183,7 @@ export class PdfWriter {
       .font(strong ? BOLD : FONT)
       .fontSize(10)
       .fillColor("black");
-    this.doc.text(label, MARGIN, this.y, { width: labelWidth - 6, align: "right" });
+    this.doc.text(printable(label), MARGIN, this.y, { width: labelWidth - 6, align: "right" });
     const c = this.cols[3] as { x: number; w: number };
     this.doc.text(amount, c.x + 6, this.y, { width: c.w - 6, align: "right" });
     this.y += 15;
@@ -175,7 +194,7 @@ export class PdfWriter {
     if (texts.length === 0) return;
     this.y += 10;
     this.doc.font(FONT).fontSize(9).fillColor("black");
-    for (const t of texts) {
+    for (const t of texts.map(printable)) {
       this.room(this.doc.heightOfString(t, { width: this.width }) + 4);
       this.doc.text(t, MARGIN, this.y, { width: this.width });
       this.y = this.doc.y + 4;
@@ -190,7 +209,7 @@ export class PdfWriter {
       doc.switchToPage(i);
       const bottom = doc.page.margins.bottom;
       doc.page.margins.bottom = 0; // text below the margin would otherwise start a new page
-      const text = [footer, `Page ${i + 1} of ${range.count}`].filter((s) => s !== "").join("  ·  ");
+      const text = [printable(footer), `Page ${i + 1} of ${range.count}`].filter((s) => s !== "").join("  ·  ");
       doc
         .font(FONT)
         .fontSize(8)
