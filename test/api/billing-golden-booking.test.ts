@@ -43,6 +43,7 @@ import {
 import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { checkoutWithCard, ledger, promo } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
+import { fixedRate, flat } from "../helpers/price-bodies.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -727,6 +728,107 @@ const perLine: Case[] = [
   ],
 ];
 
+const more: Case[] = [
+  [
+    "a fixed plan bought through a checkout: coupon_id and tax on the first invoice, paid by the card",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      const card = await s.card({ fixed_rates: [fixedRate(flat(10000), "base", "Base")], default_tax_rate_ids: [vat] });
+      await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { base: 1 }, coupon_id: await coupon(s, "First month 10%", percentOff("10", "once")) });
+      await s.advance(FEB);
+      return (await booked(s)).map((b) => [b.number, b.status, b.subtotal, b.total_discount, b.total_tax, b.total, b.due]);
+    },
+    // Jan 15, in advance: 10,000 − 10% = 9,000; VAT 1,710; 10,710 charged to the card at the checkout.
+    // Feb 15: 10,000 + 1,900 = 11,900 (the coupon was once), charged.
+    [
+      ["INV-000001", "paid", "9000", "1000", "1710", "10710", "10710"],
+      ["INV-000002", "paid", "10000", "0", "1900", "11900", "11900"],
+    ],
+  ],
+  [
+    "a draft shows the discount it would take; only the finalized invoice uses a once coupon",
+    async (s0) => {
+      const s = await Scenario.start(s0.server, JAN, { invoiceGraceSeconds: 3600 });
+      const sub = await subscribe(s, await apiPlan(s), { coupon_id: await coupon(s, "Once 20%", percentOff("20", "once")) });
+      await cycles(s, ["1000"]);
+      const draft = [await booked(s), await discountStates(s, sub)];
+      await s.advance("2026-02-15T02:00:00Z");
+      return [draft, await booked(s), await discountStates(s, sub)];
+    },
+    // The draft: 10,000 − 20% = 8,000, the discount still unused (0 invoices). Final: the same, the discount ended after 1.
+    [
+      [
+        [
+          want({
+            number: "",
+            status: "draft",
+            lines: [["API calls", "10000", [["Once 20%", "2000"]], []]],
+            subtotal: "8000",
+            total_discount: "2000",
+            discounts: [["Once 20%", "2000"]],
+            total: "8000",
+          }),
+        ],
+        [["active", 0]],
+      ],
+      [want({ number: "INV-000001", lines: [["API calls", "10000", [["Once 20%", "2000"]], []]], subtotal: "8000", total_discount: "2000", discounts: [["Once 20%", "2000"]], total: "8000" })],
+      [["ended", 1]],
+    ],
+  ],
+  [
+    "a removed discount no longer discounts; an amount coupon of another currency is refused",
+    async (s) => {
+      const sub = await subscribe(s, await apiPlan(s));
+      const d = await discount(s, sub, await coupon(s, "Ten percent", percentOff("10")));
+      const eur = await s.raw("POST", `/subscriptions/${sub}/discounts`, { coupon_id: await coupon(s, "Five euros", amountOff(500, "forever", undefined, "EUR")) });
+      await cycles(s, ["1000"]);
+      await s.call("DELETE", `/discounts/${d.id}`);
+      await use(s, FEB_20, "1000");
+      await s.advance(MAR);
+      return [[eur.status, reasonOf(eur.body)], (await booked(s)).map((b) => [b.number, b.total_discount, b.total]), await discountStates(s, sub)];
+    },
+    // Feb 15: 10,000 − 1,000 = 9,000. Removed on Feb 15: Mar 15 10,000. The EUR coupon never applied to a USD subscription.
+    [
+      [400, "CURRENCY_MISMATCH"],
+      [
+        ["INV-000001", "1000", "9000"],
+        ["INV-000002", "0", "10000"],
+      ],
+      [["removed", 1]],
+    ],
+  ],
+  [
+    "credit notes on a discounted invoice partly paid by credit: what is due, then the rest to the balance",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      await subscribe(s, await apiPlan(s, { taxes: [vat] }), { coupon_id: await coupon(s, "Ten percent", percentOff("10")) });
+      await promo(s, "promo", 2000);
+      await cycles(s, ["1000"]);
+      const inv = (await billed(s))[0] as Json;
+      const whole = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due" });
+      const due = await creditNote(s, inv.id, "reduce_amount_due", { amount: "8710" });
+      const rest = await creditNote(s, inv.id, "credit_balance");
+      const after = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      return [[whole.status, reasonOf(whole.body)], noteOf(due), noteOf(rest), [after.status, after.total, after.credits, after.credited, after.due], await ledger(s)];
+    },
+    // The invoice: 10,000 − 1,000 = 9,000 + 1,710 VAT = 10,710; 2,000 credit; 8,710 due. Reducing all of
+    // 10,710 is more than is due: refused. 8,710: tax 8,710 × 1,710 / 10,710 = 1,390.72 → 1,391, subtotal
+    // 7,319; due 0 (paid). The rest, 10,710 − 8,710 = 2,000: tax 2,000 × 1,710 / 10,710 = 319.33 → 319,
+    // subtotal 1,681, to the balance: the 2,000 of credit it took comes back.
+    [
+      [400, "CREDIT_EXCEEDS_AMOUNT_DUE"],
+      ["INV-CN-000001", "reduce_amount_due", "7319", "1391", "8710", [[0, "8710", "1391"]]],
+      ["INV-CN-000002", "credit_balance", "1681", "319", "2000", [[0, "2000", "319"]]],
+      ["paid", "10710", ["2000"], "10710", "0"],
+      [
+        ["grant", "2000"],
+        ["application", "-2000"],
+        ["credit_note", "2000"],
+      ],
+    ],
+  ],
+];
+
 const rounding: Case[] = [
   [
     "USD rounding at each step: 15% coupon and 6.25% tax over three cycles",
@@ -919,7 +1021,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...rounding, ...numbers];
+const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...rounding, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
