@@ -3,11 +3,14 @@
  * list (archived filter) and archive coupons; every validation error with its field path;
  * applying a coupon to a subscription and to a subject, listing and removing discounts; the
  * refusals (archived, past redeem_by, fully redeemed, another currency, a cancelled
- * subscription); the `coupon.redeemed` event. What discounts do to invoices is in
+ * subscription); the `coupon.redeemed` event; the same service on Connect, gRPC and gRPC-Web;
+ * an Idempotency-Key replay of a redemption. What discounts do to invoices is in
  * coupons-invoices.test.ts. Amounts in USD cents.
  */
 import test from "ava";
-import { violatedFields } from "../helpers/clients.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { CouponService } from "../../src/gen/billing/v1/coupon_service_pb.js";
+import { PROTOCOLS, rpcClient, violatedFields } from "../helpers/clients.js";
 import { JAN, coupon, plan, refused, subscribe, usd } from "../helpers/coupon-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -157,5 +160,34 @@ for (const store of STORES) {
     const fine = await coupon(s, { percent_off: "10" });
     t.deepEqual(await refused(s, "POST", path, { coupon_id: fine.id }), [400, "SUBSCRIPTION_NOT_ACTIVE"]);
     t.is((await s.call("GET", `/coupons/${fine.id}`)).times_redeemed, 0);
+  });
+
+  test(`${store}: Connect, gRPC and gRPC-Web serve the same coupons, discounts and errors`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    for (const protocol of PROTOCOLS) {
+      const client = rpcClient(CouponService, server.url, protocol, s.key);
+      const made = await client.createCoupon({ name: protocol, percentOff: "15", duration: "forever" });
+      t.like(made.coupon, { name: protocol, percentOff: "15", valid: true }, protocol);
+      const applied = await client.addSubjectDiscount({ subjectId: s.subjectId, couponId: made.coupon?.id ?? "" });
+      t.like(applied.discount, { subjectId: s.subjectId, status: "active", coupon: { timesRedeemed: 1 } }, protocol);
+      const err = await t.throwsAsync(client.createCoupon({ name: "", percentOff: "15", duration: "once" }));
+      t.regex((err as ConnectError).rawMessage, /name/, protocol);
+    }
+    t.is((await s.call("GET", `/discounts?subject_id=${s.subjectId}`)).discounts.length, PROTOCOLS.length);
+  });
+
+  test(`${store}: a redemption replayed with its Idempotency-Key makes one discount`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const c = await coupon(s, { percent_off: "10", max_redemptions: 5 });
+    const send = () =>
+      fetch(`${server.url}/subjects/${s.subjectId}/discounts`, {
+        method: "POST",
+        headers: { "x-api-key": s.key, "content-type": "application/json", "idempotency-key": "redeem-once" },
+        body: JSON.stringify({ coupon_id: c.id }),
+      });
+    const first = await (await send()).json();
+    const second = await (await send()).json();
+    t.deepEqual(second, first);
+    t.is((await s.call("GET", `/coupons/${c.id}`)).times_redeemed, 1);
   });
 }

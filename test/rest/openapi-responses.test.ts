@@ -207,6 +207,17 @@ for (const store of STORES) {
     await s.call("GET", `/subscriptions?rate_card_id=${card}`);
     await s.call("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 3 }, metadata: { team: "core" } });
 
+    // Coupons (DESIGN §15): a percent and an amount coupon, applied to the subscription and the subject; one archived, one discount removed.
+    const pct = await s.call("POST", "/coupons", { name: "10%", percent_off: "10", duration: "repeating", duration_in_months: 2, redeem_by: "2027-01-01T00:00:00Z" });
+    const amt = await s.call("POST", "/coupons", { name: "100 off", amount_off: { currency_code: "USD", value: "100" }, duration: "once", max_redemptions: 5 });
+    await s.call("GET", `/coupons/${pct.id}`);
+    await s.call("GET", "/coupons?archived=false");
+    const applied = await s.call("POST", `/subscriptions/${sub.id}/discounts`, { coupon_id: pct.id });
+    await s.call("POST", `/subjects/${s.subjectId}/discounts`, { coupon_id: amt.id });
+    await s.call("GET", `/discounts?subject_id=${s.subjectId}`);
+    await s.call("DELETE", `/discounts/${applied.id}`);
+    await s.call("POST", `/coupons/${amt.id}/archive`, {});
+
     // Usage: single (accepted, duplicate), batch with a rejected event, summaries.
     await s.call("POST", "/usage-events", { idempotency_key: "one", subject_id: s.subjectId, event_name: "usage", data: { n: 3, region: "eu" }, timestamp: "2026-01-16T00:00:00Z" });
     await s.call("POST", "/usage-events", { idempotency_key: "one", subject_id: s.subjectId, event_name: "usage", data: { n: 3, region: "eu" }, timestamp: "2026-01-16T00:00:00Z" });

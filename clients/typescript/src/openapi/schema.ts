@@ -1386,6 +1386,162 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/coupons": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lists coupons in creation order.
+         * @description Lists coupons in creation order. Errors: INVALID_ARGUMENT (400) for bad paging values.
+         */
+        get: operations["ListCoupons"];
+        put?: never;
+        /**
+         * Creates a coupon.
+         * @description Creates a coupon. Errors: INVALID_ARGUMENT (400) naming the field: neither or both of
+         *     percent_off and amount_off, a percent outside (0, 100], an amount that is not a positive whole
+         *     number of smallest units or of an unknown currency, a bad duration, duration_in_months missing
+         *     for "repeating" (or set otherwise), max_redemptions below 1, an empty or duplicate rate code.
+         */
+        post: operations["CreateCoupon"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/coupons/{coupon_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Gets a coupon.
+         * @description Gets a coupon. Errors: NOT_FOUND (404).
+         */
+        get: operations["GetCoupon"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/coupons/{coupon_id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archives a coupon: it can no longer be applied; discounts already applied go on.
+         * @description Archives a coupon: it can no longer be applied; discounts already applied go on. Errors:
+         *     NOT_FOUND (404).
+         */
+        post: operations["ArchiveCoupon"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/subscriptions/{subscription_id}/discounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Applies a coupon to a subscription (its next invoices), a `coupon.redeemed` event.
+         * @description Applies a coupon to a subscription (its next invoices), a `coupon.redeemed` event. Errors:
+         *     NOT_FOUND (404) for the subscription or coupon; FAILED_PRECONDITION (400) for a coupon that is
+         *     archived (COUPON_ARCHIVED), past redeem_by (COUPON_EXPIRED), fully redeemed
+         *     (COUPON_MAX_REDEMPTIONS), of another currency than the subscription's (CURRENCY_MISMATCH), or
+         *     a subscription that is cancelled.
+         */
+        post: operations["AddSubscriptionDiscount"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/subjects/{subject_id}/discounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Applies a coupon to a subject: every subscription of the subject, now and later.
+         * @description Applies a coupon to a subject: every subscription of the subject, now and later. Errors as
+         *     AddSubscriptionDiscount.
+         */
+        post: operations["AddSubjectDiscount"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/discounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Lists the discounts of a subscription or a subject (with a subject: its own and its subscriptions'), oldest first.
+         * @description Lists the discounts of a subscription or a subject (with a subject: its own and its
+         *     subscriptions'), oldest first. Errors: INVALID_ARGUMENT (400) unless exactly one of
+         *     subscription_id and subject_id is given; NOT_FOUND (404).
+         */
+        get: operations["ListDiscounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/discounts/{discount_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Removes a discount: invoices finalized from then on are not discounted by it (finalized ones keep theirs).
+         * @description Removes a discount: invoices finalized from then on are not discounted by it (finalized ones
+         *     keep theirs). Errors: NOT_FOUND (404); FAILED_PRECONDITION (400) when it was removed already.
+         */
+        delete: operations["RemoveDiscount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1611,12 +1767,86 @@ export interface components {
             /** @description Due when the checkout is completed: the first cycle's fixed charges (smallest currency unit). */
             amount: components["schemas"]["Amount"];
         };
+        /**
+         * @description A coupon (DESIGN §15): a reusable discount, redeemed by applying it to a subscription or to a
+         *     subject (then every subscription of the subject). Either percent_off or amount_off is set.
+         */
+        Coupon: {
+            /** @description `cpn_` followed by 22 base62 characters. */
+            id: string;
+            /** @description Shown on invoices, e.g. "Launch 20%". */
+            name: string;
+            /**
+             * @description An exact decimal percentage, more than 0 and at most 100 (at most 4 decimal places); absent
+             *     (JSON null) for an amount coupon.
+             */
+            percent_off: string | null;
+            /**
+             * @description An amount taken off each discounted invoice, in whole smallest units of its currency (only
+             *     invoices in that currency are discounted); absent (JSON null) for a percent coupon.
+             */
+            amount_off: components["schemas"]["Amount"] | null;
+            /**
+             * @description "once" (the first invoice finalized after it is applied), "repeating" (invoices finalized
+             *     within duration_in_months of applying it) or "forever".
+             */
+            duration: string;
+            /**
+             * Format: int32
+             * @description For "repeating": 1 to 120; absent (JSON null) otherwise.
+             */
+            duration_in_months: number | null;
+            /**
+             * Format: int32
+             * @description How many times it can be applied in all; absent (JSON null): no limit.
+             */
+            max_redemptions: number | null;
+            /**
+             * Format: date-time
+             * @description The last instant it can be applied; absent (JSON null): no limit.
+             */
+            redeem_by: string | null;
+            /** @description Only lines of these rate codes are discounted; empty: the whole invoice. */
+            applies_to_rate_codes: string[];
+            /**
+             * Format: int32
+             * @description How many times it has been applied.
+             */
+            times_redeemed: number;
+            /**
+             * @description False once archived, past redeem_by or fully redeemed: it can no longer be applied
+             *     (discounts already applied go on).
+             */
+            valid: boolean;
+            archived: boolean;
+            metadata: {
+                [key: string]: string;
+            };
+            /** Format: date-time */
+            created_at: string;
+        };
         CreateCheckoutRequest: {
             /** @description Where the customer goes after paying (success_url) or cancelling (cancelled_url). Required. */
             checkout_callback_urls?: components["schemas"]["CheckoutCallbackUrlsInput"] | null;
             rate_card_id?: string | null;
             /** @description The subject's ID or external ID. */
             subject_id?: string | null;
+        };
+        CreateCouponRequest: {
+            name?: string | null;
+            percent_off?: string | number | null;
+            amount_off?: components["schemas"]["AmountInput"] | null;
+            duration?: string | null;
+            /** Format: int32 */
+            duration_in_months?: number | string | null;
+            /** Format: int32 */
+            max_redemptions?: number | string | null;
+            /** Format: date-time */
+            redeem_by?: string | null;
+            applies_to_rate_codes?: string[] | null;
+            metadata?: {
+                [key: string]: string;
+            } | null;
         };
         CreateCreditGrantRequest: {
             /** @description The subject's ID or external ID. */
@@ -1997,6 +2227,42 @@ export interface components {
             /** @description Absent (JSON null) when not set. */
             description?: string | null;
         };
+        /** @description A coupon applied to a subscription or a subject. */
+        Discount: {
+            /** @description `di_` followed by 22 base62 characters. */
+            id: string;
+            coupon_id: string;
+            /** @description The coupon as it is now. */
+            coupon: components["schemas"]["Coupon"] | null;
+            /**
+             * @description Exactly one of subscription_id and subject_id is set (a subject's discount covers all its
+             *     subscriptions; the subject_id is also set on a subscription's discount).
+             */
+            subscription_id: string | null;
+            subject_id: string;
+            /**
+             * Format: date-time
+             * @description When it was applied (the subscription's clock).
+             */
+            start: string;
+            /**
+             * Format: date-time
+             * @description For "repeating": when it stops discounting; absent (JSON null) otherwise.
+             */
+            end: string | null;
+            /**
+             * @description "active", "ended" (used up: a "once" discount after its invoice, a "repeating" one after its
+             *     end) or "removed".
+             */
+            status: string;
+            /**
+             * Format: int32
+             * @description Invoices it discounted so far.
+             */
+            invoices_discounted: number;
+            /** Format: date-time */
+            removed_at: string | null;
+        };
         /** @description What one discount took off an invoice (or one of its lines). */
         DiscountAmount: {
             discount_id: string;
@@ -2182,6 +2448,10 @@ export interface components {
             has_more: boolean;
             rates: components["schemas"]["CatalogRate"][];
         };
+        ListCouponsResponse: {
+            has_more: boolean;
+            coupons: components["schemas"]["Coupon"][];
+        };
         ListCreditGrantsResponse: {
             has_more: boolean;
             credit_grants: components["schemas"]["CreditGrant"][];
@@ -2193,6 +2463,10 @@ export interface components {
         ListCreditNotesResponse: {
             has_more: boolean;
             credit_notes: components["schemas"]["CreditNote"][];
+        };
+        ListDiscountsResponse: {
+            has_more: boolean;
+            discounts: components["schemas"]["Discount"][];
         };
         ListEventsResponse: {
             events: components["schemas"]["Event"][];
@@ -5926,6 +6200,292 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListCoupons: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                archived?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListCouponsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    CreateCoupon: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateCouponRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Coupon"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetCoupon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                coupon_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Coupon"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ArchiveCoupon: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                coupon_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Coupon"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    AddSubscriptionDiscount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    coupon_id?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Discount"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    AddSubjectDiscount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The subject's ID or external ID. */
+                subject_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    coupon_id?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Discount"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    ListDiscounts: {
+        parameters: {
+            query?: {
+                subscription_id?: string;
+                subject_id?: string;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListDiscountsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    RemoveDiscount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                discount_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Discount"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
