@@ -68,8 +68,8 @@ export async function subjectView({ services: s, caller: c, open, params: [id], 
   const body = html`<h1>${subject.name ?? subject.id}</h1>${grantForm ? "" : notice(q)}
 <div class="grid"><div class="card"><dl><dt>ID</dt><dd class="mono">${subject.id}</dd><dt>Email</dt><dd>${subject.email ?? "—"}</dd><dt>External ID</dt><dd class="mono">${subject.externalId ?? "—"}</dd>
 <dt>Payment method</dt><dd>${subject.hasPaymentMethod ? "on file" : "none"}</dd><dt>Created</dt><dd>${minute(subject.createdAt)}</dd>${clock ? html`<dt>Test clock</dt><dd><a href="/dashboard/clocks/${clock.id}">${clock.name || clock.id}</a> at ${minute(clock.frozenTime)}</dd>` : ""}</dl></div>
-<div class="card" aria-labelledby="h-state"><h2 id="h-state" style="margin-top:0">Billing state</h2><p>${state.hasActiveSubscription ? "Has an active subscription" : "No active subscription"}${state.paused.length ? `; ${state.paused.length} paused` : ""}${state.hasOverage ? html` · <strong class="error">over an included amount</strong>` : ""}</p>${usage}</div>
-${billingDetailsCard(subject.billingDetails)}</div>
+<div class="card" aria-labelledby="h-state"><h2 id="h-state" style="margin-top:0">Billing state</h2><p>${state.hasActiveSubscription ? "Has an active subscription" : "No active subscription"}${state.paused.length ? `; ${state.paused.length} paused` : ""}${state.hasOverage ? html` · <strong class="error">over an included amount</strong>` : ""}</p>${usage}</div></div>
+${billingDetailsCard(subject.billingDetails)}
 ${credit}
 <section aria-labelledby="h-subs"><h2 id="h-subs">Subscriptions</h2>${table("Subscriptions", SUBSCRIPTION_HEAD, subscriptionRows(subs.items, names), "No subscriptions.")}${subs.hasMore ? html`<p class="muted">The first 100 are shown.</p>` : ""}</section>
 <section aria-labelledby="h-invs"><h2 id="h-invs">Invoices</h2>${table("Invoices, oldest first", INVOICE_HEAD, invoiceRows(invs.items), "No invoices.")}${invoicePager(subject.id, invoiceOffset, invs.hasMore)}</section>
