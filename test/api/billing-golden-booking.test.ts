@@ -41,9 +41,9 @@ import {
   want,
 } from "../helpers/booking-bodies.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
-import { checkoutWithCard, ledger, promo } from "../helpers/credit-bodies.js";
+import { checkoutWithCard, ledger, paid, promo } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
-import { fixedRate, flat } from "../helpers/price-bodies.js";
+import { fixedRate, flat, usageRate } from "../helpers/price-bodies.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -829,6 +829,100 @@ const more: Case[] = [
   ],
 ];
 
+/** A seats plan (1,000 per seat, VAT 19%) bought through a checkout with 2 seats and `coupon`; at Mar 1, 4 seats. */
+async function seatIncrease(s: Scenario, couponBody: Json): Promise<unknown> {
+  const vat = await taxRate(s, "VAT", "19");
+  const card = await s.card({ fixed_rates: [fixedRate(flat(1000))], default_tax_rate_ids: [vat] });
+  await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 }, coupon_id: await coupon(s, "Seats 10%", couponBody) });
+  await s.advance(FEB);
+  await s.advance("2026-03-01T00:00:00Z");
+  const sub = (await s.subscriptions())[0] as Json;
+  await s.call("PATCH", `/subscriptions/${sub.id}`, { fixed_rate_quantities: { seats: 4 } });
+  await s.advance(MAR);
+  return (await booked(s)).map((b) => [b.number, b.lines.map((l) => [l[1], l[2].map((d) => d[1]), l[3].map((t) => t[2])]), b.total, b.due]);
+}
+
+/** What seatIncrease reads with a 10% coupon on the whole invoice and VAT 19%. */
+const SEAT_INCREASE = [
+  // Jan 15 and Feb 15: 2 × 1,000 = 2,000 − 10% = 1,800 + 19% 342 = 2,142.
+  ["INV-000001", [["2000", ["200"], ["342"]]], "2142", "2142"],
+  ["INV-000002", [["2000", ["200"], ["342"]]], "2142", "2142"],
+  // Mar 1, 14 of 28 days left: 2 more seats × 1,000 × 14/28 = 1,000 − 10% = 900 + 171 = 1,071, at once.
+  ["INV-000003", [["1000", ["100"], ["171"]]], "1071", "1071"],
+  // Mar 15: 4 × 1,000 = 4,000 − 400 = 3,600 + 684 = 4,284.
+  ["INV-000004", [["4000", ["400"], ["684"]]], "4284", "4284"],
+];
+
+const changes: Case[] = [
+  ["a seat increase's proration invoice is discounted and taxed like any other", (s) => seatIncrease(s, percentOff("10")), SEAT_INCREASE],
+  [
+    "a credit purchase is neither discounted nor taxed; the credit is spent after discount and tax",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      await checkoutWithCard(s, await apiPlan(s, { taxes: [vat] }), CARD_OK);
+      await discount(s, ((await s.subscriptions())[0] as Json).id, await coupon(s, "Ten percent", percentOff("10")));
+      await paid(s, "bought", 5000);
+      await cycles(s, ["1000"]);
+      return (await booked(s)).map((b) => [b.number, b.status, b.subtotal, b.total_discount, b.total_tax, b.total, b.credits, b.due]);
+    },
+    // The purchase: 5,000, charged. Feb 15: 10,000 − 1,000 = 9,000 + 1,710 = 10,710; the 5,000 credit; 5,710 charged.
+    [
+      ["INV-000001", "paid", "5000", "0", "0", "5000", [], "5000"],
+      ["INV-000002", "paid", "9000", "1000", "1710", "10710", ["5000"], "5710"],
+    ],
+  ],
+  [
+    "a subject's amount coupon takes its amount off each subscription's invoice",
+    async (s) => {
+      await subscribe(s, await apiPlan(s));
+      const stored = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "store");
+      await subscribe(s, await s.card({ usage_based_rates: [usageRate(stored, flat(5), { code: "storage", name: "Storage" })] }));
+      await s.call("POST", `/subjects/${s.subjectId}/discounts`, { coupon_id: await coupon(s, "Five off", amountOff(500)) });
+      await use(s, JAN_20, "1000");
+      await use(s, JAN_20, "1000", "store");
+      await s.advance(FEB);
+      const list = await booked(s);
+      return [list.map((b) => b.number).sort(), list.map((b) => [b.lines[0]?.[0], b.total_discount, b.total]).sort()];
+    },
+    // API calls 1,000 × 10 = 10,000 − 500 = 9,500; Storage 1,000 × 5 = 5,000 − 500 = 4,500; two numbers.
+    [
+      ["INV-000001", "INV-000002"],
+      [
+        ["API calls", "500", "9500"],
+        ["Storage", "500", "4500"],
+      ],
+    ],
+  ],
+  [
+    "late usage's adjustment line is discounted by a coupon on its rate and taxed",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      await subscribe(s, await apiPlan(s, { taxes: [vat] }), { coupon_id: await coupon(s, "API 10%", { ...percentOff("10"), applies_to_rate_codes: ["api"] }) });
+      await cycles(s, ["1000"]);
+      await use(s, "2026-02-10T00:00:00Z", "100");
+      await use(s, FEB_20, "1000");
+      await s.advance(MAR);
+      return (await booked(s)).map((b) => [b.number, b.lines, b.subtotal, b.total_tax, b.total]);
+    },
+    // Feb 15: 10,000 − 1,000 = 9,000 + 1,710 = 10,710. Mar 15: API calls 10,000 and the late 100 × 10 = 1,000
+    // of Jan 15 → Feb 15; 10% of each: 1,000 and 100; VAT 9,000 × 19% = 1,710 and 900 × 19% = 171;
+    // subtotal 9,900, tax 1,881, total 11,781.
+    [
+      ["INV-000001", [["API calls", "10000", [["API 10%", "1000"]], [["VAT", "9000", "1710"]]]], "9000", "1710", "10710"],
+      [
+        "INV-000002",
+        [
+          ["API calls", "10000", [["API 10%", "1000"]], [["VAT", "9000", "1710"]]],
+          ["API calls", "1000", [["API 10%", "100"]], [["VAT", "900", "171"]]],
+        ],
+        "9900",
+        "1881",
+        "11781",
+      ],
+    ],
+  ],
+];
+
 const rounding: Case[] = [
   [
     "USD rounding at each step: 15% coupon and 6.25% tax over three cycles",
@@ -1021,7 +1115,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...rounding, ...numbers];
+const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...changes, ...rounding, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
