@@ -923,6 +923,70 @@ const changes: Case[] = [
   ],
 ];
 
+const parties: Case[] = [
+  [
+    "the buyer is read when the invoice finalizes: a draft follows new billing details, a final invoice keeps its own",
+    async (s0) => {
+      const s = await Scenario.start(s0.server, JAN, { invoiceGraceSeconds: 3600 });
+      await buyer(s, GERMAN_BUYER);
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "USt", "19", { country: "DE" })] }));
+      await cycles(s, ["1000"]);
+      const read = async () => {
+        const i = (await billed(s))[0] as Json;
+        return [i.status, i.customer?.legal_name, i.customer?.tax_exempt, i.total_tax.value, i.total_amount.value, i.notes];
+      };
+      const taxed = await read();
+      await buyer(s, { ...GERMAN_BUYER, tax_exempt: "exempt" });
+      const exempt = await read();
+      await s.advance("2026-02-15T02:00:00Z");
+      const final = await read();
+      await buyer(s, { ...GERMAN_BUYER, legal_name: "Renamed GmbH" });
+      return [taxed, exempt, final, await read()];
+    },
+    // The draft: 10,000 + 1,900 USt = 11,900. The buyer becomes exempt: the draft shows no tax and the note.
+    // It finalizes exempt; the buyer's later change (taxed again, renamed) leaves the final invoice as it was.
+    [
+      ["draft", "Kunde GmbH", "none", "1900", "11900", []],
+      ["draft", "Kunde GmbH", "exempt", "0", "10000", ["Tax exempt."]],
+      ["open", "Kunde GmbH", "exempt", "0", "10000", ["Tax exempt."]],
+      ["open", "Kunde GmbH", "exempt", "0", "10000", ["Tax exempt."]],
+    ],
+  ],
+  [
+    "an archived tax rate still applies where it was set",
+    async (s) => {
+      const vat = await taxRate(s, "VAT", "19");
+      await subscribe(s, await apiPlan(s, { taxes: [vat] }));
+      await s.call("POST", `/tax-rates/${vat}/archive`, {});
+      await cycles(s, ["1000"]);
+      return (await booked(s)).map((b) => [b.number, b.total_tax, b.total]);
+    },
+    // 10,000 × 19% = 1,900: the card keeps its rate though it can no longer be set anywhere new.
+    [["INV-000001", "1900", "11900"]],
+  ],
+  [
+    "a bad prefix is refused naming the field, and the numbers go on unchanged",
+    async (s) => {
+      const bad = await Promise.all(["acme", "", "ABCDEFGHIJKLM", "AC ME"].map((p) => s.raw("PATCH", "/invoice-settings", { number_prefix: p })));
+      await subscribe(s, await apiPlan(s));
+      await cycles(s, ["100"]);
+      const settings = await s.call("GET", "/invoice-settings");
+      return [bad.map((r) => [r.status, violatedFields(r.body)]), (await booked(s)).map((b) => b.number), [settings.number_prefix, settings.next_invoice_sequence]];
+    },
+    // Lower case, empty, 13 characters, a space: each 400 on number_prefix. The invoice is INV-000001; next 2.
+    [
+      [
+        [400, ["number_prefix"]],
+        [400, ["number_prefix"]],
+        [400, ["number_prefix"]],
+        [400, ["number_prefix"]],
+      ],
+      ["INV-000001"],
+      ["INV", "2"],
+    ],
+  ],
+];
+
 const rounding: Case[] = [
   [
     "USD rounding at each step: 15% coupon and 6.25% tax over three cycles",
@@ -1115,7 +1179,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...changes, ...rounding, ...numbers];
+const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...changes, ...parties, ...rounding, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
