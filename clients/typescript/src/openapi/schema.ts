@@ -2106,8 +2106,9 @@ export interface components {
             credit_grant_id: string;
             /**
              * @description "grant" (positive), "application" (negative: an invoice spent it), "expiry", "void"
-             *     (negative: the rest left the balance), or "proration" (positive: a mid-cycle decrease
-             *     credited to the subject).
+             *     (negative: the rest left the balance), "proration" (positive: a mid-cycle decrease
+             *     credited to the subject), or "credit_note" (positive: a credit note's credit to the balance,
+             *     DESIGN §15).
              */
             entry_type: string;
             /** @description Signed, in the grant's currency. */

@@ -155,8 +155,9 @@ export type CreditLedgerEntry = Message<"billing.v1.CreditLedgerEntry"> & {
 
   /**
    * "grant" (positive), "application" (negative: an invoice spent it), "expiry", "void"
-   * (negative: the rest left the balance), or "proration" (positive: a mid-cycle decrease
-   * credited to the subject).
+   * (negative: the rest left the balance), "proration" (positive: a mid-cycle decrease
+   * credited to the subject), or "credit_note" (positive: a credit note's credit to the balance,
+   * DESIGN §15).
    *
    * @generated from field: string entry_type = 4;
    */
