@@ -5,6 +5,7 @@
 import type { Client, Interceptor, Transport } from "@connectrpc/connect";
 import { createClient } from "@connectrpc/connect";
 import { CheckoutService } from "./gen/billing/v1/checkout_service_pb.js";
+import { CouponService } from "./gen/billing/v1/coupon_service_pb.js";
 import { CreditNoteService } from "./gen/billing/v1/credit_note_service_pb.js";
 import { CreditService } from "./gen/billing/v1/credit_service_pb.js";
 import { CustomerAccessService } from "./gen/billing/v1/customer_access_service_pb.js";
@@ -18,12 +19,14 @@ import { RateCatalogService } from "./gen/billing/v1/rate_catalog_service_pb.js"
 import { SubjectService } from "./gen/billing/v1/subject_service_pb.js";
 import { SubscriptionService } from "./gen/billing/v1/subscription_service_pb.js";
 import { SubscriptionTimelineService } from "./gen/billing/v1/subscription_timeline_service_pb.js";
+import { TaxRateService } from "./gen/billing/v1/tax_rate_service_pb.js";
 import { TestClockService } from "./gen/billing/v1/test_clock_service_pb.js";
 import { UsageEventService } from "./gen/billing/v1/usage_event_service_pb.js";
 import { WebhookEndpointService } from "./gen/billing/v1/webhook_endpoint_service_pb.js";
 
 export const services = {
   checkout: CheckoutService,
+  coupons: CouponService,
   creditNotes: CreditNoteService,
   credits: CreditService,
   customerAccess: CustomerAccessService,
@@ -37,6 +40,7 @@ export const services = {
   subjects: SubjectService,
   subscriptions: SubscriptionService,
   subscriptionTimelines: SubscriptionTimelineService,
+  taxRates: TaxRateService,
   testClocks: TestClockService,
   usageEvents: UsageEventService,
   webhookEndpoints: WebhookEndpointService,
