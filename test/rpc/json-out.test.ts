@@ -28,6 +28,11 @@ test("nested messages and lists get their nulls; REST writes a line quantity as 
     periodEnd: at,
     totalAmount: usd("1"),
     amountDue: usd("1"),
+    // DESIGN §15: the booked totals are always set like the total.
+    subtotal: usd("1"),
+    totalDiscount: usd("0"),
+    totalTax: usd("0"),
+    amountCredited: usd("0"),
     lineItems: [
       { description: "a", quantity: "12345678901234567890.123456789012", amount: usd("1"), priceInUnitAmount: usd("1") },
       { description: "b", quantity: ".5", amount: usd("0"), priceInUnitAmount: usd("0") },
@@ -60,6 +65,10 @@ test("a field marked (billing.v1.always_set) is never written as null: a respons
     periodEnd: at,
     totalAmount: usd("1"),
     amountDue: usd("1"),
+    subtotal: usd("1"),
+    totalDiscount: usd("0"),
+    totalTax: usd("0"),
+    amountCredited: usd("0"),
     lineItems: [{ description: "a", quantity: "1", priceInUnitAmount: usd("1") }],
   });
   t.throws(() => restJson(InvoiceSchema, proto(InvoiceSchema, inv)), { message: /billing\.v1\.InvoiceLineItem\.amount is always set/ });
