@@ -238,10 +238,27 @@ const BillingState = obj(
   },
   { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })), credit_balance: array(Amount), available_credit: array(Amount) },
 );
+const Address = obj({ line1: nullable(str), line2: nullable(str), city: nullable(str), postal_code: nullable(str), state: nullable(str), country: str });
+const BillingDetails = obj({
+  legal_name: nullable(str),
+  email: nullable(str),
+  address: nullable(Address),
+  tax_ids: array(obj({ type: str, value: str })),
+  tax_exempt: oneOf("none", "exempt", "reverse"),
+  tax_rate_ids: array(str),
+});
+/** DESIGN §15: what a discount or a tax rate took of a line or an invoice. */
+const DiscountAmount = obj({ discount_id: str, coupon_id: str, name: str, amount: Amount });
+const TaxAmount = obj({ tax_rate_id: str, display_name: str, percentage: str, inclusive: bool, taxable_amount: Amount, amount: Amount });
+const Seller = obj({ legal_name: nullable(str), address: nullable(Address), tax_id: nullable(str), email: nullable(str), footer: nullable(str) });
 /** `quantity`: sdk-compat says int, billing-api.md (which wins) says number; quantities may be fractional. */
 const LineItem = obj(
   { description: str, quantity: number, price_in_unit_amount: Amount, amount: Amount },
-  { kind: oneOf("fixed", "usage", "minimum", "maximum", "proration", "commitment_true_up", "credit_purchase", "adjustment", "charge") },
+  {
+    kind: oneOf("fixed", "usage", "minimum", "maximum", "proration", "commitment_true_up", "credit_purchase", "adjustment", "charge"),
+    discount_amounts: array(DiscountAmount),
+    tax_amounts: array(TaxAmount),
+  },
 );
 const Invoice = obj(
   {
@@ -263,6 +280,18 @@ const Invoice = obj(
     usage_period_end: nullable(datetime),
     credits_applied: array(obj({ credit_grant_id: str, amount: Amount })),
     amount_due: Amount,
+    number: str,
+    subtotal: Amount,
+    total_discount: Amount,
+    total_tax: Amount,
+    discounts: array(DiscountAmount),
+    tax_amounts: array(TaxAmount),
+    notes: array(str),
+    customer: nullable(BillingDetails),
+    customer_name: nullable(str),
+    seller: nullable(Seller),
+    amount_credited: Amount,
+    pdf_url: str,
   },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });
@@ -291,15 +320,6 @@ const TimelineItem = obj({
   updated_at: datetime,
 });
 /** Ours: a subject's billing details (DESIGN §15). */
-const Address = obj({ line1: nullable(str), line2: nullable(str), city: nullable(str), postal_code: nullable(str), state: nullable(str), country: str });
-const BillingDetails = obj({
-  legal_name: nullable(str),
-  email: nullable(str),
-  address: nullable(Address),
-  tax_ids: array(obj({ type: str, value: str })),
-  tax_exempt: oneOf("none", "exempt", "reverse"),
-  tax_rate_ids: array(str),
-});
 const Subject = obj(
   { id: str, created_at: datetime, email: nullable(str), external_id: nullable(str), metadata: map(str), name: nullable(str) },
   { test_clock_id: nullable(str), has_payment_method: bool, billing_details: nullable(BillingDetails) },
