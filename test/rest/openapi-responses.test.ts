@@ -298,6 +298,10 @@ for (const store of STORES) {
     await payer.subscribe({ rate_card_id: seatsOnly, fixed_rate_quantities: { seats: 1 } }, CARD_FAILS_LATER);
     await payer.advance("2026-02-15T00:00:00Z");
     const [a, b] = await payer.invoices();
+    // A credit note lowers what the open one owes (DESIGN §15); it is read back and listed.
+    const note = await payer.call("POST", "/credit-notes", { invoice_id: b.id, reason: "order_change", outcome: "reduce_amount_due", amount: "100", memo: "one seat short" });
+    await payer.call("GET", `/credit-notes/${note.id}`);
+    await payer.call("GET", `/credit-notes?invoice_id=${b.id}`);
     await payer.call("POST", `/invoices/${a.id}/void`, {});
     await payer.call("POST", `/invoices/${b.id}/mark_uncollectible`, {});
     await payer.fails(400, "POST", `/invoices/${a.id}/void`, {});
