@@ -987,6 +987,107 @@ const parties: Case[] = [
   ],
 ];
 
+const edges: Case[] = [
+  [
+    "a 100% coupon: a zero invoice with lines is numbered and paid, not kept internal",
+    async (s) => {
+      await subscribe(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }), { coupon_id: await coupon(s, "Free", percentOff("100")) });
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // 10,000 − 100% = 0; VAT 0 × 19% = 0; total 0: paid with nothing charged, and numbered (it has a line).
+    [
+      want({
+        number: "INV-000001",
+        status: "paid",
+        lines: [["API calls", "10000", [["Free", "10000"]], [["VAT", "0", "0"]]]],
+        subtotal: "0",
+        total_discount: "10000",
+        discounts: [["Free", "10000"]],
+        tax_amounts: [["VAT", "19", false, "0", "0"]],
+        total: "0",
+      }),
+    ],
+  ],
+  [
+    "JPY inclusive tax: whole yen inside the amount",
+    async (s) => {
+      await subscribe(s, await apiPlan(s, { price: 1, currency: "JPY", taxes: [await taxRate(s, "Consumption tax incl.", "10", { inclusive: true })] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // ¥1,000 includes 10%: 1,000 × 10 / 110 = 90.91 → 91; taxable 909; total 1,000.
+    [
+      want({
+        number: "INV-000001",
+        currency: "JPY",
+        lines: [["API calls", "1000", [], [["Consumption tax incl.", "909", "91"]]]],
+        subtotal: "1000",
+        total_tax: "91",
+        tax_amounts: [["Consumption tax incl.", "10", true, "909", "91"]],
+        total: "1000",
+      }),
+    ],
+  ],
+  [
+    "a percent coupon on a rate capped by its maximum: the discount on what is billed, split over the usage and the maximum lines",
+    async (s) => {
+      const m = await s.metric();
+      const card = await s.card({ usage_based_rates: [usageRate(m, flat(10), { max: 5000 })], default_tax_rate_ids: [await taxRate(s, "VAT", "19")] });
+      await subscribe(s, card, { coupon_id: await coupon(s, "Ten percent", percentOff("10")) });
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // Usage 1,000 × 10 = 10,000; maximum −5,000; billed 5,000; 10% = 500, split 1,000 and −500.
+    // VAT per line: 9,000 × 19% = 1,710; −4,500 × 19% = −855; tax 855. Subtotal 4,500; total 5,355.
+    [
+      want({
+        number: "INV-000001",
+        lines: [
+          ["API calls", "10000", [["Ten percent", "1000"]], [["VAT", "9000", "1710"]]],
+          ["API calls", "-5000", [["Ten percent", "-500"]], [["VAT", "-4500", "-855"]]],
+        ],
+        subtotal: "4500",
+        total_discount: "500",
+        discounts: [["Ten percent", "500"]],
+        total_tax: "855",
+        tax_amounts: [["VAT", "19", false, "4500", "855"]],
+        total: "5355",
+      }),
+    ],
+  ],
+  [
+    "a refund of an invoice partly paid by credit: no more than the card paid, the rest to the balance",
+    async (s) => {
+      await checkoutWithCard(s, await apiPlan(s, { taxes: [await taxRate(s, "VAT", "19")] }), CARD_OK);
+      await promo(s, "promo", 2000);
+      await cycles(s, ["1000"]);
+      const inv = (await billed(s))[0] as Json;
+      const whole = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund" });
+      const untouched = bookedOf(await s.call("GET", `/invoices/${inv.id}`)).credited;
+      const refund = await creditNote(s, inv.id, "refund", { amount: "9900" });
+      const rest = await creditNote(s, inv.id, "credit_balance");
+      const after = bookedOf(await s.call("GET", `/invoices/${inv.id}`));
+      return [[bookedOf(inv).credits, bookedOf(inv).due], [whole.status, reasonOf(whole.body), untouched], noteOf(refund), noteOf(rest), [after.status, after.credited, after.due], await ledger(s)];
+    },
+    // 11,900 (10,000 + 1,900 VAT): 2,000 credit, 9,900 charged. All 11,900 back to the card is more than it
+    // paid: refused, nothing credited. 9,900: tax 9,900 × 1,900 / 11,900 = 1,580.67 → 1,581, subtotal 8,319.
+    // The rest, 2,000 (tax 319.33 → 319, subtotal 1,681), to the balance: the credit it took comes back.
+    [
+      [["2000"], "9900"],
+      [400, "REFUND_FAILED", "0"],
+      ["INV-CN-000001", "refund", "8319", "1581", "9900", [[0, "9900", "1581"]]],
+      ["INV-CN-000002", "credit_balance", "1681", "319", "2000", [[0, "2000", "319"]]],
+      ["paid", "11900", "9900"],
+      [
+        ["grant", "2000"],
+        ["application", "-2000"],
+        ["credit_note", "2000"],
+      ],
+    ],
+  ],
+];
+
 const rounding: Case[] = [
   [
     "USD rounding at each step: 15% coupon and 6.25% tax over three cycles",
@@ -1179,7 +1280,7 @@ const numbers: Case[] = [
   ],
 ];
 
-const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...changes, ...parties, ...rounding, ...numbers];
+const cases: Case[] = [...coupons, ...taxes, ...together, ...creditNotes, ...perLine, ...more, ...changes, ...parties, ...edges, ...rounding, ...numbers];
 
 for (const store of STORES) {
   const server = useServer(store);
