@@ -4,8 +4,10 @@
  * booked fields, invoice_service.proto's invoice settings): coupons of each duration, percent
  * and amount, on the whole invoice or on one rate; exclusive, inclusive and several tax rates,
  * rates of another country, exempt and reverse-charge buyers; discount then tax then credits;
- * credit notes refunding, crediting the balance and reducing what is due; rounding in USD, JPY
- * and KWD; invoice and credit note numbers. Driven only through the public API (REST) on test
+ * credit notes refunding, crediting the balance and reducing what is due, whole, in part or per
+ * line; rounding in USD, JPY and KWD; invoice and credit note numbers; the other paths that make
+ * an invoice open (a checkout, a seat increase's proration, a credit purchase, late usage's
+ * adjustment, a draft's grace period) and the buyer read at finalization. Driven only through the public API (REST) on test
  * clocks, on MariaDB and SQLite; every number is worked out by hand in the comment beside it.
  *
  * Amounts are in the currency's smallest unit (cents for USD, yen for JPY, fils for KWD). The
