@@ -143,6 +143,25 @@ export interface EventOptions {
   thresholdCheckMs?: number;
 }
 
+/** Outgoing events: the feed, the endpoints, and the guard that keeps endpoints off this service's own host unless configured (webhooks/guard.ts). */
+function wireOutgoingEvents(db: Database, encode: ReturnType<typeof eventEncoder>, publicBaseUrl: () => string, eventOptions: EventOptions) {
+  const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
+    try {
+      const u = new URL(publicBaseUrl());
+      return [u.host, u.hostname];
+    } catch {
+      return [];
+    }
+  });
+  const webhookStore = new SqlWebhookStore(db.sql, db.entities, encode, () => new Date());
+  const webhookEndpoints = new WebhookEndpoints(
+    webhookStore,
+    (u) => guard.checkUrl(u),
+    () => new Date(),
+  );
+  return { guard, webhookStore, webhookEndpoints, events: new EventFeed(webhookStore, () => new Date()) };
+}
+
 /**
  * Stores and domain services over one database. `ops`: the server's metrics (events ingested,
  * group commits) and what is told of the real-time scheduler's progress (readiness); `eventOptions`:
@@ -232,22 +251,7 @@ export function buildServices(
   );
   const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout });
   const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch);
-  // Outgoing events: endpoints may not aim at this service's own host unless configured (webhooks/guard.ts).
-  const guard = hostGuard(eventOptions.allowPrivateWebhookHosts ?? false, () => {
-    try {
-      const u = new URL(publicBaseUrl());
-      return [u.host, u.hostname];
-    } catch {
-      return [];
-    }
-  });
-  const webhookStore = new SqlWebhookStore(db.sql, db.entities, encode, () => new Date());
-  const webhookEndpoints = new WebhookEndpoints(
-    webhookStore,
-    (u) => guard.checkUrl(u),
-    () => new Date(),
-  );
-  const events = new EventFeed(webhookStore, () => new Date());
+  const { guard, webhookStore, webhookEndpoints, events } = wireOutgoingEvents(db, encode, publicBaseUrl, eventOptions);
   return {
     subjects,
     metrics: pricingMetrics,
