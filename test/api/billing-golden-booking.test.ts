@@ -857,6 +857,8 @@ const SEAT_INCREASE = [
 
 const changes: Case[] = [
   ["a seat increase's proration invoice is discounted and taxed like any other", (s) => seatIncrease(s, percentOff("10")), SEAT_INCREASE],
+  // The proration line is keyed by its rate: a coupon limited to the seats rate discounts it too (same figures).
+  ["a coupon on the seats rate discounts a seat increase's proration too", (s) => seatIncrease(s, { ...percentOff("10"), applies_to_rate_codes: ["seats"] }), SEAT_INCREASE],
   [
     "a credit purchase is neither discounted nor taxed; the credit is spent after discount and tax",
     async (s) => {

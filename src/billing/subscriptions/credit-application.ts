@@ -22,7 +22,9 @@
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
  * - Lines know their rate by their key (`<code>|…`): usage, minimum, maximum and adjustment lines
  *   always; fixed lines where the cycle close and a subscription's first invoice key them
- *   (keyedFixedLines). Other lines (prorations, true-ups) are paid by unrestricted grants only.
+ *   (keyedFixedLines); a seat change's proration lines (proration.ts). Other lines (a resume's
+ *   credit, true-ups) are paid by unrestricted grants only. Coupons limited to rates (DESIGN §15)
+ *   read the same keys.
  */
 import type { ChargedRates } from "../catalog/addons.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
@@ -35,7 +37,7 @@ import type { BillingStores, BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
 /** Line kinds whose key starts with their rate's code. */
-const CODED: ReadonlySet<InvoiceLineKind> = new Set(["fixed", "usage", "minimum", "maximum", "adjustment"]);
+const CODED: ReadonlySet<InvoiceLineKind> = new Set(["fixed", "usage", "minimum", "maximum", "adjustment", "proration"]);
 
 /** A fixed rate's lines keyed by its code (`<code>|`), so a grant restricted to that code can pay them. */
 export function keyedFixedLines<L extends { key: string | null }>(

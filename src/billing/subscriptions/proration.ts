@@ -37,6 +37,8 @@ export function cycleCharge(lines: readonly Line[]): Decimal {
 
 /** One fixed rate before and after a change: its name, terms and cycle charges. */
 export interface RateChange {
+  /** The rate's code: its proration line is keyed `<code>|`, so a coupon or credit grant limited to the rate covers it. */
+  code?: string;
   name: string;
   oldQuantity: string;
   newQuantity: string;
@@ -47,8 +49,8 @@ export interface RateChange {
 }
 
 /** A proration line of `amount` (whole smallest units), quantity 1. */
-export function prorationLine(description: string, amount: Decimal): BillLine {
-  return { description, quantity: dec(1), unitAmount: amount, amount: roundAmount(amount), kind: "proration", key: null, windowInvoiceId: null };
+export function prorationLine(description: string, amount: Decimal, code?: string): BillLine {
+  return { description, quantity: dec(1), unitAmount: amount, amount: roundAmount(amount), kind: "proration", key: code === undefined ? null : `${code}|`, windowInvoiceId: null };
 }
 
 /** What a change of one rate says: "Seats: 3 → 5", with the multiplier when it changed. */
@@ -68,7 +70,7 @@ export function prorationLines(changes: readonly RateChange[], part: { fraction:
   for (const c of changes) {
     const diff = c.newCharge.minus(c.oldCharge);
     if (diff.isZero()) continue;
-    const l = prorationLine(`${describeChange(c)} (${part.label})`, diff.times(part.fraction));
+    const l = prorationLine(`${describeChange(c)} (${part.label})`, diff.times(part.fraction), c.code);
     if (!l.amount.isZero()) out.push(l);
   }
   return out;

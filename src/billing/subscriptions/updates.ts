@@ -170,6 +170,7 @@ export class TermUpdates {
     for (const r of rates.values()) {
       const charge = (t: TermsOf, charged: boolean) => (charged ? cycleCharge(fixedLine(r.name, r.price, dec(t.fixedRateQuantities[r.code] ?? "0"), multiplierOf(t, r.code))) : dec(0));
       changes.push({
+        code: r.code,
         name: r.name,
         oldQuantity: current.fixedRateQuantities[r.code] ?? "0",
         newQuantity: next.fixedRateQuantities[r.code] ?? "0",
