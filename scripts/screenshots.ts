@@ -164,6 +164,7 @@ async function main(): Promise<void> {
     await shot("invoices", "/dashboard/invoices");
     const drafts = (await call("GET", `/invoices?subject_id=${subjects[0].id}`)).invoices.filter((x: Json) => x.status === "draft");
     if (drafts[0]) await shot("invoice", `/dashboard/invoices/${drafts[0].id}`);
+    await shot("invoice-settings", "/dashboard/invoice-settings");
     await shot("events", "/dashboard/events");
     await shot("events-rejected", "/dashboard/events?show=rejected");
     await shot("change-preview", `/dashboard/subscriptions/${subs[0].id}/change?rate_card_id=${subs[0].rate_card_id === team.id ? starter.id : team.id}&behavior=prorate`);

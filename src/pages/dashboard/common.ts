@@ -19,6 +19,7 @@ import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { Invoice, Subscription } from "../../billing/subscriptions/types.js";
 import type { PageResult } from "../../billing/pagination.js";
+import type { InvoiceSettingsService } from "../../billing/taxes/settings.js";
 import type { Caller } from "../../billing/tenancy.js";
 import { type CreditReads, creditReads } from "../credits.js";
 import { type Html, type Value, html } from "../html.js";
@@ -36,6 +37,8 @@ export interface DashboardServices {
   summaries: SummaryService;
   ingest: IngestService;
   webhookEndpoints: WebhookEndpoints;
+  /** The environment's invoice number prefix and seller (DESIGN §15). */
+  invoiceSettings: InvoiceSettingsService;
   /** The credit use cases (absent: the subject page shows no credit section). */
   credits?: Credits;
 }

@@ -14,6 +14,7 @@
  *   GET  /dashboard/invoices[?status=]
  *   GET  /dashboard/invoices/{id}              with finalize (draft), void (open) and the hosted page's link
  *   POST /dashboard/invoices/{id}/finalize | /void
+ *   GET  /dashboard/invoice-settings           the number prefix, the next number, the seller; POST changes them (linked from the invoices page)
  *   GET  /dashboard/events[?show=rejected]     the newest stored usage events, or the newest rejected ones with their reasons
  *   GET  /dashboard/webhooks/{id}[?status=]    a webhook endpoint and its deliveries (linked from the overview's endpoints needing attention)
  *   GET  /dashboard/catalog                    rate cards with their rates and prices; pricing metrics
@@ -24,6 +25,7 @@ import { catalogPage } from "./pages/catalog.js";
 import { changePreviewPage } from "./pages/change.js";
 import { clockPage, clocksPage } from "./pages/clocks.js";
 import { eventsPage } from "./pages/events.js";
+import { invoiceSettingsPage, updateInvoiceSettings } from "./pages/invoice-settings.js";
 import { invoicePage, invoicesPage } from "./pages/invoices.js";
 import { overview } from "./pages/overview.js";
 import { subjectPage } from "./pages/subject.js";
@@ -50,6 +52,8 @@ export const ROUTES: Route[] = [
   { method: "GET", path: path("invoices"), page: invoicesPage },
   { method: "GET", path: path("invoices/{id}"), page: invoicePage },
   { method: "POST", path: path("invoices/{id}/(finalize|void)"), action: finalizeOrVoid, back: ([id]) => `/dashboard/invoices/${id}` },
+  { method: "GET", path: path("invoice-settings"), page: invoiceSettingsPage },
+  { method: "POST", path: path("invoice-settings"), action: updateInvoiceSettings, back: () => "/dashboard/invoice-settings" },
   { method: "GET", path: path("catalog"), page: catalogPage },
   { method: "GET", path: path("events"), page: eventsPage },
   { method: "GET", path: path("webhooks/{id}"), page: webhookPage },

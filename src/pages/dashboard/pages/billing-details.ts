@@ -4,7 +4,7 @@ import { type Html, html, join } from "../../html.js";
 
 const EXEMPTION: Record<string, string> = { none: "none (taxed)", exempt: "exempt", reverse: "reverse charge" };
 
-function addressLines(a: Address): Html {
+export function addressLines(a: Address): Html {
   const cityLine = [a.postalCode, a.city, a.state].filter((x) => x).join(" ");
   return join(
     [a.line1, a.line2, cityLine, a.country].filter((x): x is string => Boolean(x)).map((l) => html`${l}`),

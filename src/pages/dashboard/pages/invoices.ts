@@ -14,7 +14,7 @@ export async function invoicesPage({ services: s, caller: c, query: q }: PageCon
   const offset = offsetOf(q);
   const result = await s.invoices.listAll(c, status, PAGE, offset);
   const options = ["", ...INVOICE_STATUSES].map((x) => html`<option value="${x}"${x === status ? html` selected` : ""}>${x || "any"}</option>`);
-  const body = html`<h1>Invoices</h1>
+  const body = html`<h1>Invoices</h1><p><a href="/dashboard/invoice-settings">Invoice settings</a> <span class="muted">(number prefix, seller)</span></p>
 <form method="get" action="/dashboard/invoices" class="filters"><div><label for="status">Status</label><select id="status" name="status">${options}</select></div><div><button type="submit">Filter</button></div></form>
 ${table("Invoices, newest first", INVOICE_HEAD, invoiceRows(result.items, await subjectNames(s, c, result.items)), "No invoices match.")}
 ${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
