@@ -11,6 +11,7 @@ import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 import { finalizeAllOpen } from "./booking.js";
+import { retryingRaces } from "./races.js";
 import { grantProrationCredits, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
@@ -139,47 +140,51 @@ export class CycleClose {
     let written: Invoice[] = [];
     let closed = 0;
     try {
-      [written, closed] = await this.ctx.stores.transaction(async (tx) => {
-        const locked = await tx.lockSubscriptions(computed.map((s) => s.id));
-        const ready = locked.filter((s) => {
-          const snap = byId.get(s.id) as Subscription;
-          // Everything the invoice was computed from must be unchanged, including a cancellation
-          // at the end of the cycle requested meanwhile (it drops the next period's fixed charges).
-          return (
-            s.status === "active" &&
-            s.cycleIndex === snap.cycleIndex &&
-            s.rateCardId === snap.rateCardId &&
-            s.usageSince.getTime() === snap.usageSince.getTime() &&
-            s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle &&
-            sameEntries(s.fixedRateQuantities, snap.fixedRateQuantities) &&
-            sameEntries(s.rateMultipliers, snap.rateMultipliers) &&
-            sameCheck(s.usageCheck, snap.usageCheck)
+      // A deadlock or lock wait (AbortedError) is tried again from the locking read, a few times,
+      // so that a clock advance does not leave the period unclosed for lack of progress.
+      [written, closed] = await retryingRaces(() =>
+        this.ctx.stores.transaction(async (tx) => {
+          const locked = await tx.lockSubscriptions(computed.map((s) => s.id));
+          const ready = locked.filter((s) => {
+            const snap = byId.get(s.id) as Subscription;
+            // Everything the invoice was computed from must be unchanged, including a cancellation
+            // at the end of the cycle requested meanwhile (it drops the next period's fixed charges).
+            return (
+              s.status === "active" &&
+              s.cycleIndex === snap.cycleIndex &&
+              s.rateCardId === snap.rateCardId &&
+              s.usageSince.getTime() === snap.usageSince.getTime() &&
+              s.cancelsAtEndOfCycle === snap.cancelsAtEndOfCycle &&
+              sameEntries(s.fixedRateQuantities, snap.fixedRateQuantities) &&
+              sameEntries(s.rateMultipliers, snap.rateMultipliers) &&
+              sameCheck(s.usageCheck, snap.usageCheck)
+            );
+          });
+          // Proration credits carried on the locked row (the earlier rule) move to the subject's
+          // balance and apply below like any credit; without a credit store they go onto the invoice.
+          const credited = new Map<string, { invoice: Invoice; carried: ProrationCredit[] }>();
+          for (const s of ready) {
+            const inv = invoices.get(s.id) as Invoice;
+            credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
+          }
+          // Credit grants pay what they can of each invoice final at once (credit-application.ts).
+          const out = await finalizeAllOpen(
+            tx,
+            ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null),
           );
-        });
-        // Proration credits carried on the locked row (the earlier rule) move to the subject's
-        // balance and apply below like any credit; without a credit store they go onto the invoice.
-        const credited = new Map<string, { invoice: Invoice; carried: ProrationCredit[] }>();
-        for (const s of ready) {
-          const inv = invoices.get(s.id) as Invoice;
-          credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
-        }
-        // Credit grants pay what they can of each invoice final at once (credit-application.ts).
-        const out = await finalizeAllOpen(
-          tx,
-          ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null),
-        );
-        await tx.insertInvoices(out);
-        const events = out.flatMap(newInvoiceEvents);
-        const updated: Subscription[] = [];
-        for (const s of ready) {
-          const after = await this.afterClose(s, checks.get(s.id) ?? null, credited.get(s.id)?.carried ?? []);
-          updated.push(after);
-          if (after.status === "cancelled") events.push(subscriptionEvent("subscription.cancelled", after));
-        }
-        await tx.updateSubscriptions(updated);
-        await tx.emit(events);
-        return [out, ready.length] as const;
-      });
+          await tx.insertInvoices(out);
+          const events = out.flatMap(newInvoiceEvents);
+          const updated: Subscription[] = [];
+          for (const s of ready) {
+            const after = await this.afterClose(s, checks.get(s.id) ?? null, credited.get(s.id)?.carried ?? []);
+            updated.push(after);
+            if (after.status === "cancelled") events.push(subscriptionEvent("subscription.cancelled", after));
+          }
+          await tx.updateSubscriptions(updated);
+          await tx.emit(events);
+          return [out, ready.length] as const;
+        }),
+      );
     } catch (err) {
       if (computed.length === 1) {
         // Billed meanwhile by another runner: done by someone else. A deadlock or lock timeout
