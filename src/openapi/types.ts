@@ -22,8 +22,10 @@ export interface Operation {
   requestBody?: { required: boolean; content: { "application/json": { schema: Schema } } };
   responses: Record<string, Schema>;
   security?: Record<string, string[]>[];
-  /** The RPC this route calls (its Connect/gRPC path). */
-  "x-rpc": string;
+  /** The RPC this route calls (its Connect/gRPC path); none for a REST-only operation. */
+  "x-rpc"?: string;
+  /** A REST-only operation (rest-only.ts): no RPC of its own; its 200 is not JSON. */
+  "x-rest-only"?: true;
 }
 
 export interface Parameter {

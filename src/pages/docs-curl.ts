@@ -58,5 +58,7 @@ export function curl(doc: OpenApiDocument, method: string, path: string, op: Ope
     lines.push(`  -H "content-type: application/json"`);
     lines.push(`  -d '${JSON.stringify(example(doc, body)).replace(/'/g, "'\\''")}'`);
   }
+  // A REST-only answer that is a file (a PDF): saved, not printed.
+  if (op["x-rest-only"]) lines.push(`  -o ${op.operationId.replace(/^Get|Pdf$/g, "").toLowerCase()}.pdf`);
   return lines.join(" \\\n");
 }

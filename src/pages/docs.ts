@@ -139,11 +139,11 @@ function operationHtml(doc: OpenApiDocument, [method, path, op]: Entry): Html {
   const ok = op.responses["200"]?.content?.["application/json"]?.schema as Schema;
   return html`<section class="op" id="${opAnchor(op)}">
 <h3><span class="verb">${method.toUpperCase()}</span> <code>${path}</code></h3>
-<p class="muted">${op.operationId} · ${op.security && op.security.length === 0 ? "no API key" : "X-API-Key"} · RPC <code>${op["x-rpc"]}</code></p>
+<p class="muted">${op.operationId} · ${op.security && op.security.length === 0 ? "no API key" : "X-API-Key"} · ${op["x-rpc"] ? html`RPC <code>${op["x-rpc"]}</code>` : "REST only"}</p>
 ${prose(op.description ?? op.summary)}
 ${parametersTable(op.parameters ?? [])}
 ${body ? fieldsTable(doc, body, "Request body (JSON)") : ""}
-${fieldsTable(doc, ok, "Response 200 (JSON)")}
+${ok ? fieldsTable(doc, ok, "Response 200 (JSON)") : html`<p>Response 200: <code>${Object.keys(op.responses["200"]?.content ?? {}).join(", ")}</code>: ${op.responses["200"]?.description ?? ""}</p>`}
 ${errorsTable(doc, op)}
 <pre><code>${curl(doc, method, path, op)}</code></pre>
 </section>`;

@@ -2,10 +2,12 @@
  * Checks REST answers against the committed OpenAPI document (openapi/openapi.json): each body
  * is validated (ajv, JSON Schema 2020-12) against the schema of its operation and status, and
  * every operation and status seen is counted, so a test can ask what it has not yet exercised.
+ * A REST-only operation's 200 that is a file (a PDF) is checked by its content type and magic.
  */
 import Ajv2020Module, { type ValidateFunction } from "ajv/dist/2020.js";
 import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
+import { REST_ONLY, restOnlyRoute } from "../../src/openapi/rest-only.js";
 import type { OpenApiDocument } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
 
@@ -24,7 +26,7 @@ export function responseValidator(doc: OpenApiDocument = loadOpenApi()) {
   ajv.addFormat("date-time", { type: "string", validate: (v: string) => RFC3339.test(v) && !Number.isNaN(Date.parse(v)) });
   for (const f of ["int32", "uint32", "int64", "double"]) ajv.addFormat(f, true);
   ajv.addSchema(copy as object, "openapi.json");
-  const routes = buildRoutes(restServices);
+  const routes = [...REST_ONLY.map(restOnlyRoute), ...buildRoutes(restServices)];
   const compiled = new Map<string, ValidateFunction>();
   const seen = new Set<string>();
 
@@ -38,8 +40,11 @@ export function responseValidator(doc: OpenApiDocument = loadOpenApi()) {
   }
 
   return {
-    /** Problems with the answer (none: it matches the document), and the operation it was. */
-    check(method: string, path: string, status: number, body: unknown): { operation: string; problems: string[] } {
+    /**
+     * Problems with the answer (none: it matches the document), and the operation it was. A
+     * documented application/pdf answer: its `contentType` must say so and its body start with `%PDF-`.
+     */
+    check(method: string, path: string, status: number, body: unknown, contentType?: string | null): { operation: string; problems: string[] } {
       const url = new URL(path, "http://localhost");
       const route = routes.find((r) => r.httpMethod === method && r.regex.test(url.pathname));
       if (!route) return { operation: `${method} ${url.pathname}`, problems: ["no route"] };
@@ -47,6 +52,13 @@ export function responseValidator(doc: OpenApiDocument = loadOpenApi()) {
       const ptr = pointer(route.template, method, status);
       if (!ptr) return { operation, problems: [`status ${status} is not documented for ${operation}`] };
       seen.add(`${operation} ${status}`);
+      if (copy.paths[route.template]?.[method.toLowerCase()]?.responses[String(status)]?.content?.["application/pdf"]) {
+        const problems: string[] = [];
+        if (!/^application\/pdf(;|$)/.test(contentType ?? "")) problems.push(`content-type ${JSON.stringify(contentType)}, not application/pdf`);
+        const head = typeof body === "string" ? body.slice(0, 5) : Buffer.isBuffer(body) ? body.subarray(0, 5).toString("latin1") : "";
+        if (head !== "%PDF-") problems.push(`the body does not start with %PDF- (${JSON.stringify(head)})`);
+        return { operation, problems };
+      }
       const validate = compiled.get(ptr) ?? ajv.compile({ $ref: ptr });
       compiled.set(ptr, validate);
       if (validate(body)) return { operation, problems: [] };

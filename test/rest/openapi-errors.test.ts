@@ -10,6 +10,7 @@
 import { request } from "node:http";
 import test from "ava";
 import { loadOpenApi } from "../../src/pages/docs.js";
+import { REST_ONLY, restOnlyRoute } from "../../src/openapi/rest-only.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import { restServices } from "../../src/rpc/routes.js";
 import { ok, rest } from "../helpers/clients.js";
@@ -65,7 +66,7 @@ for (const store of STORES) {
     await ok(server, key, "POST", "/usage-events", { idempotency_key: "k1", subject_id: subject.id, event_name: "api", data: {} });
 
     // What applies to every operation of its kind.
-    for (const route of buildRoutes(restServices)) {
+    for (const route of [...buildRoutes(restServices), ...REST_ONLY.map(restOnlyRoute)]) {
       const method = route.httpMethod;
       const path = route.template.replace(/\{[^}]+\}/g, "missing_id");
       const body = route.body === "" ? undefined : {};

@@ -3,7 +3,7 @@
  * real server (subjects, metrics, rate cards with every kind of price, catalogs, subscriptions,
  * usage events single and batch, summaries, billing state, invoices, timelines, test clocks, and
  * errors of every kind the bridge answers with), each answer's body validated against the schema
- * of its operation and status in openapi/openapi.json. Every documented operation must have been
+ * of its operation and status in openapi/openapi.json (a PDF by its content type and magic). Every documented operation must have been
  * answered 200 at least once. A second test shows that the check fails on a mismatch.
  */
 import test from "ava";
@@ -52,7 +52,7 @@ class Checked extends Scenario {
 
   async send(method: string, path: string, body: unknown, key: string | undefined) {
     const r = await rest(this.server.url, method, path, key, body);
-    const { operation, problems } = this.validator.check(method, path, r.status, r.body);
+    const { operation, problems } = this.validator.check(method, path, r.status, r.body, r.headers.get("content-type"));
     for (const p of problems) this.problems.push(`${operation} → ${r.status}: ${p}`);
     return r;
   }
@@ -302,6 +302,10 @@ for (const store of STORES) {
     const note = await payer.call("POST", "/credit-notes", { invoice_id: b.id, reason: "order_change", outcome: "reduce_amount_due", amount: "100", memo: "one seat short" });
     await payer.call("GET", `/credit-notes/${note.id}`);
     await payer.call("GET", `/credit-notes?invoice_id=${b.id}`);
+    // The PDFs (REST only): a 200 application/pdf, checked by its content type and %PDF- magic.
+    await payer.call("GET", `/invoices/${b.id}/pdf`);
+    await payer.call("GET", `/credit-notes/${note.id}/pdf?paper=letter`);
+    await payer.fails(400, "GET", `/invoices/${b.id}/pdf?paper=a3`);
     await payer.call("POST", `/invoices/${a.id}/void`, {});
     await payer.call("POST", `/invoices/${b.id}/mark_uncollectible`, {});
     await payer.fails(400, "POST", `/invoices/${a.id}/void`, {});

@@ -10,8 +10,11 @@ import test from "ava";
 import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import { buildOpenApi } from "../../src/openapi/build.js";
+import { REST_ONLY } from "../../src/openapi/rest-only.js";
 import type { Schema } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
+import { pdfRoutes } from "../../src/pages/pdf/routes.js";
+import type { Invoices } from "../../src/billing/subscriptions/invoices.js";
 import { startTestServer } from "../helpers/server.js";
 
 const doc = loadOpenApi();
@@ -24,7 +27,33 @@ test("every route of the bridge has its operation in the document, calling the s
     t.is(op?.["x-rpc"], `/${r.method.parent.typeName}/${r.method.name}`);
   }
   const documented = Object.entries(doc.paths).flatMap(([p, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${p}`));
-  t.deepEqual(documented.sort(), routes.map((r) => `${r.httpMethod} ${r.template}`).sort(), "and the document has no other operation");
+  const restOnly = REST_ONLY.map((o) => `GET ${o.template}`);
+  t.deepEqual(documented.sort(), [...routes.map((r) => `${r.httpMethod} ${r.template}`), ...restOnly].sort(), "and the document has no other operation than the REST-only ones");
+});
+
+test("the REST-only operations are the raw routes the gateway serves (the PDFs), each a GET with a file answer and no RPC", (t) => {
+  // pdfRoutes only keeps its arguments for its answers: its table needs none of them.
+  const served = pdfRoutes({} as Invoices, { creditNote: () => Promise.reject(new Error("unused")) });
+  t.deepEqual(
+    REST_ONLY.map((o) => [o.template, o.admittedAs.name]),
+    served.map((r) => [r.template, r.method.name]),
+  );
+  for (const o of REST_ONLY) {
+    const op = doc.paths[o.template]?.get;
+    t.truthy(op, o.template);
+    t.is(op?.["x-rpc"], undefined);
+    t.true(op?.["x-rest-only"]);
+    t.deepEqual(op?.responses["200"].content, { "application/pdf": { schema: { type: "string", format: "binary" } } });
+    t.deepEqual(op?.security, undefined, "the document's X-API-Key");
+    t.deepEqual(
+      op?.parameters?.map((p) => [p.name, p.in, p.required, p.schema.enum ?? p.schema.type]),
+      [
+        [o.param.name, "path", true, "string"],
+        ["paper", "query", false, ["a4", "letter"]],
+      ],
+    );
+    for (const s of ["400", "401", "404"]) t.truthy(op?.responses[s]?.$ref, `${o.template} ${s}`);
+  }
 });
 
 test("operation ids are unique and every $ref resolves", (t) => {

@@ -1542,6 +1542,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/invoices/{invoice_id}/pdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An invoice's PDF.
+         * @description An invoice's PDF (REST only, with the key that may read the invoice): its number, the seller and the buyer, the lines with their discounts and taxes, the totals, the credits applied and the amount due. A draft has none: FAILED_PRECONDITION (400), reason INVOICE_NOT_FINALIZED. `?paper=a4|letter`: the paper size; absent or empty, Letter for a seller in the US or Canada, else A4. Anything else is a 400 invalid_argument naming `paper`.
+         */
+        get: operations["GetInvoicePdf"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credit-notes/{credit_note_id}/pdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A credit note's PDF.
+         * @description A credit note's PDF (REST only, with the key that may read the credit note): its number, the invoice it credits, the parties, its lines and amounts. `?paper=a4|letter`: the paper size; absent or empty, Letter for a seller in the US or Canada, else A4. Anything else is a 400 invalid_argument naming `paper`.
+         */
+        get: operations["GetCreditNotePdf"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -6486,6 +6526,74 @@ export interface operations {
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetInvoicePdf: {
+        parameters: {
+            query?: {
+                /** @description The paper size; absent: by the seller's country (Letter in the US and Canada, else A4). */
+                paper?: "a4" | "letter";
+            };
+            header?: never;
+            path: {
+                /** @description The invoice's ID. */
+                invoice_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The PDF (Content-Disposition inline, named by its number). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetCreditNotePdf: {
+        parameters: {
+            query?: {
+                /** @description The paper size; absent: by the seller's country (Letter in the US and Canada, else A4). */
+                paper?: "a4" | "letter";
+            };
+            header?: never;
+            path: {
+                /** @description The credit note's ID. */
+                credit_note_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The PDF (Content-Disposition inline, named by its number). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
