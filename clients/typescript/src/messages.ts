@@ -16,6 +16,8 @@ export * from "./gen/billing/v1/health_service_pb.js";
 export * from "./gen/billing/v1/invoice_pb.js";
 export * from "./gen/billing/v1/invoice_service_pb.js";
 export * from "./gen/billing/v1/options_pb.js";
+export * from "./gen/billing/v1/payment_settings_pb.js";
+export * from "./gen/billing/v1/payment_settings_service_pb.js";
 export * from "./gen/billing/v1/pricing_metric_pb.js";
 export * from "./gen/billing/v1/pricing_metric_service_pb.js";
 export * from "./gen/billing/v1/rate_card_pb.js";

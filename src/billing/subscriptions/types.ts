@@ -1,6 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
+import type { ChargeOutcome, ProviderKind } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -208,9 +209,17 @@ export interface PaymentMethod {
   subjectId: string;
   brand: string;
   last4: string;
-  /** Test provider: what charges to this method do. */
-  behavior: "succeeds" | "charge_fails";
+  /**
+   * Test provider: what charges to this method do (DESIGN §16's test cards): succeed, fail
+   * (attached, then every charge fails), fail for insufficient funds, or need authentication.
+   * A method saved through Stripe: "succeeds" (Stripe decides).
+   */
+  behavior: "succeeds" | "charge_fails" | "insufficient_funds" | "requires_action";
   createdAt: Date;
+  /** DESIGN §16: the provider that saved it ("test" when absent), its id there (Stripe `pm_…`) and the subject's customer there (`cus_…`). */
+  provider?: ProviderKind;
+  providerRef?: string | null;
+  customerRef?: string | null;
 }
 
 export type CheckoutStatus = "open" | "completed" | "cancelled";
@@ -310,6 +319,15 @@ export interface BillingSubject {
 export interface PaymentProvider {
   /** A test provider (fake cards): never used by a live environment (see payments.ts). */
   readonly test: boolean;
+  /** Which provider it is (DESIGN §16); absent: "test". */
+  readonly kind?: ProviderKind;
+  /**
+   * A provider whose card entry happens on its own page (Stripe Checkout in setup mode): where the
+   * customer of a hosted checkout (or the portal's card replacement) goes to save a card; the
+   * provider's webhook or the return URL completes it (whichever comes first, once). Absent: the
+   * card number is typed into the hosted page and `tokenize`d.
+   */
+  startCardSetup?(request: CardSetupRequest): Promise<{ url: string; reference: string }>;
   /** A line the hosted checkout shows under the card field (the test cards), if any. */
   readonly cardHint?: string;
   /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */
@@ -319,7 +337,7 @@ export interface PaymentProvider {
    * repeat of one attempt (a crash between the charge and its commit, then a retry) with the
    * first charge's outcome, never a second charge.
    */
-  charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true } | { ok: false; message: string }>;
+  charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string, context?: ChargeContext): Promise<ChargeOutcome>;
   /**
    * Refunds `amount` of the charge made with idempotency key `chargeKey` (DESIGN §15, a credit
    * note's refund), never more than was charged in all. `idempotencyKey` is derived from the
@@ -333,6 +351,28 @@ export interface PaymentProvider {
  * a retried call of that attempt, another for the next attempt. Today each invoice is charged
  * once, when it is settled (attempt 1).
  */
+/** What a provider with its own card page is asked to set up (DESIGN §16). */
+export interface CardSetupRequest {
+  environmentId: string;
+  subjectId: string;
+  /** The subject's email and name, for the provider's customer. */
+  email: string | null;
+  name: string | null;
+  /** The hosted checkout (or portal session) this completes, and where the provider sends the customer back. */
+  returnReference: string;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+/** What a charge is for, for the provider's records and its payment link (DESIGN §16). */
+export interface ChargeContext {
+  invoiceId: string;
+  environmentId: string;
+  subjectId: string;
+  /** The invoice's number, for the statement and the provider's dashboard. */
+  description?: string;
+}
+
 export function chargeKey(invoiceId: string, attempt: number): string {
   return `${invoiceId}:attempt-${attempt}`;
 }

@@ -20,6 +20,7 @@ import { testClocksEntities } from "./test-clocks.js";
 import { timelinesEntities } from "./timelines.js";
 import { webhooksEntities } from "./webhooks.js";
 import { creditsEntities } from "./credits.js";
+import { paymentsEntities } from "./payments.js";
 import { creditNotesEntities } from "./credit-notes.js";
 import { couponsEntities } from "./coupons.js";
 import { taxesEntities } from "./taxes.js";
@@ -68,7 +69,12 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Coupon, Discount } = couponsEntities(dialect, exact);
   const { TaxRate } = taxesEntities(dialect, exact);
 
+  const { PaymentSettings, ProviderCustomer, ProviderEvent } = paymentsEntities(dialect, exact);
+
   return {
+    PaymentSettings,
+    ProviderCustomer,
+    ProviderEvent,
     Timeline,
     TimelineItem,
     Environment,

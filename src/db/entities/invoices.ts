@@ -32,6 +32,10 @@ export interface InvoiceRow {
   total_tax?: string | null;
   amount_credited?: string | null;
   booking?: InvoiceBookingRow | null;
+  /** DESIGN §16 (migration 30): dunning's attempts, the next one, and the provider's side of the payment (JSON). */
+  attempt_count?: number;
+  next_payment_attempt?: Date | null;
+  payment_state?: { reference?: string | null; actionUrl?: string | null; lastError?: string | null; provider?: string | null } | null;
 }
 
 /** What an invoice prints besides its lines (see the domain's Invoice): JSON. */
@@ -113,6 +117,9 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       total_tax: sumColumn(dialect, true),
       amount_credited: sumColumn(dialect, true),
       booking: jsonColumn(dialect, true),
+      attempt_count: { type: "int", nullable: false, default: 0 },
+      next_payment_attempt: timeColumn(true),
+      payment_state: jsonColumn(dialect, true),
     }),
     uniques: [
       { name: "uq_invoices_id", columns: ["id"] },
@@ -127,6 +134,7 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_invoices_env_status_seq", columns: ["environment_id", "status", "seq"] },
       { name: "ix_invoices_env_finalized", columns: ["environment_id", "finalized_at"] },
       { name: "ix_invoices_env_created", columns: ["environment_id", "created_at"] },
+      { name: "ix_invoices_status_next_attempt", columns: ["status", "next_payment_attempt"] },
     ],
   });
 

@@ -11,6 +11,10 @@ export interface PaymentMethodRow {
   last4: string;
   behavior: string;
   created_at: Date;
+  /** DESIGN §16 (migration 30): the provider that saved it, its id there and the customer's. */
+  provider?: string;
+  provider_ref?: string | null;
+  customer_ref?: string | null;
 }
 
 export function paymentMethodsEntities(dialect: Dialect, exact: ExactText) {
@@ -26,6 +30,9 @@ export function paymentMethodsEntities(dialect: Dialect, exact: ExactText) {
       last4: textColumn(4, false),
       behavior: textColumn(20, false),
       created_at: timeColumn(),
+      provider: { type: "varchar", length: 16, nullable: false, default: "test" },
+      provider_ref: textColumn(255),
+      customer_ref: textColumn(255),
     }),
     uniques: [{ name: "uq_payment_methods_id", columns: ["id"] }],
   });

@@ -28,6 +28,7 @@ import { Credits1795000000024 } from "./1795000000024-Credits.js";
 import { CreditApplications1795000000025 } from "./1795000000025-CreditApplications.js";
 import { InvoiceBooking1795000000026 } from "./1795000000026-InvoiceBooking.js";
 import { CreditNotes1795000000029 } from "./1795000000029-CreditNotes.js";
+import { Payments1795000000030 } from "./1795000000030-Payments.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -62,6 +63,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   Taxes1795000000027,
   Coupons1795000000028,
   CreditNotes1795000000029,
+  Payments1795000000030,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -1289,7 +1289,9 @@ export interface paths {
          *     credited beyond what is left of it; NOT_FOUND (404) for the invoice; FAILED_PRECONDITION
          *     (400) for an invoice that is not open or paid (INVOICE_NOT_CREDITABLE), more than what is left
          *     of its total (CREDIT_EXCEEDS_INVOICE), "reduce_amount_due" on an invoice that is not open or
-         *     beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider.
+         *     beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider
+         *     (INVOICE_NOT_REFUNDABLE), a refund the provider refuses, e.g. beyond what the card paid of an
+         *     invoice credit partly paid (REFUND_FAILED).
          */
         post: operations["CreateCreditNote"];
         delete?: never;
@@ -2310,7 +2312,10 @@ export interface components {
             coupon_id: string;
             /** @description The coupon's name at the time. */
             name: string;
-            /** @description Whole smallest units, positive: what is taken off. */
+            /**
+             * @description Whole smallest units: what is taken off (positive; a negative line, such as a usage maximum,
+             *     has a negative share of a discount, which lowers what the discount takes of the others).
+             */
             amount: components["schemas"]["Amount"];
         };
         /** @description Something that happened to a resource, written in the transaction of the change. */
@@ -2447,6 +2452,21 @@ export interface components {
             amount_credited: components["schemas"]["Amount"];
             /** @description GET /invoices/{id}/pdf (with the API key); empty on a draft. */
             pdf_url: string;
+            /**
+             * Format: int32
+             * @description DESIGN §16: how many times it was charged (0: never; each retry of dunning adds one).
+             */
+            attempt_count: number;
+            /**
+             * Format: date-time
+             * @description When dunning charges it next; absent (JSON null) when no retry is planned.
+             */
+            next_payment_attempt: string | null;
+            /**
+             * @description A charge that needs the customer (authentication): where the customer completes it (its hosted
+             *     page's pay link); absent (JSON null) otherwise.
+             */
+            payment_url: string | null;
         };
         InvoiceLineItem: {
             description: string;

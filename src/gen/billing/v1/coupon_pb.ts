@@ -232,7 +232,8 @@ export type DiscountAmount = Message<"billing.v1.DiscountAmount"> & {
   name: string;
 
   /**
-   * Whole smallest units, positive: what is taken off.
+   * Whole smallest units: what is taken off (positive; a negative line, such as a usage maximum,
+   * has a negative share of a discount, which lowers what the discount takes of the others).
    *
    * @generated from field: billing.v1.Amount amount = 4;
    */

@@ -210,7 +210,9 @@ export const CreditNoteService: GenService<{
    * credited beyond what is left of it; NOT_FOUND (404) for the invoice; FAILED_PRECONDITION
    * (400) for an invoice that is not open or paid (INVOICE_NOT_CREDITABLE), more than what is left
    * of its total (CREDIT_EXCEEDS_INVOICE), "reduce_amount_due" on an invoice that is not open or
-   * beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider.
+   * beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider
+   * (INVOICE_NOT_REFUNDABLE), a refund the provider refuses, e.g. beyond what the card paid of an
+   * invoice credit partly paid (REFUND_FAILED).
    *
    * @generated from rpc billing.v1.CreditNoteService.CreateCreditNote
    */

@@ -1,0 +1,54 @@
+/**
+ * Payments (DESIGN §16): an environment's provider and its dunning. The provider port itself is
+ * `PaymentProvider` in ../subscriptions/types.ts (charge, refund, card entry); this file holds what
+ * an environment configures and what a charge can answer.
+ */
+
+export type ProviderKind = "test" | "stripe";
+export const PROVIDER_KINDS: readonly ProviderKind[] = ["test", "stripe"];
+
+/** After the last attempt of dunning fails: what happens to the subscription. */
+export type AfterLastAttempt = "cancel" | "pause" | "leave_active";
+export const AFTER_LAST_ATTEMPT: readonly AfterLastAttempt[] = ["cancel", "pause", "leave_active"];
+
+/** The default retry schedule: days after the first failure (DESIGN §16). */
+export const DEFAULT_RETRY_DAYS: readonly number[] = [3, 5, 7];
+
+/** An environment's payment settings as stored; secrets encrypted (secret-box.ts), never in clear here. */
+export interface PaymentSettings {
+  environmentId: string;
+  provider: ProviderKind;
+  /** AES-256-GCM sealed Stripe secret key (see secret-box.ts); null: none stored. */
+  stripeSecretKeySealed: string | null;
+  /** The last 4 characters of the Stripe secret key, to tell keys apart (not a secret). */
+  stripeSecretKeyLast4: string | null;
+  stripeWebhookSecretSealed: string | null;
+  retryScheduleDays: number[];
+  afterLastAttempt: AfterLastAttempt;
+  markUncollectible: boolean;
+  updatedAt: Date;
+}
+
+/** The settings of an environment that never configured any: the test provider (test environments) and the default dunning. */
+export function defaultPaymentSettings(environmentId: string, at: Date): PaymentSettings {
+  return {
+    environmentId,
+    provider: "test",
+    stripeSecretKeySealed: null,
+    stripeSecretKeyLast4: null,
+    stripeWebhookSecretSealed: null,
+    retryScheduleDays: [...DEFAULT_RETRY_DAYS],
+    afterLastAttempt: "leave_active",
+    markUncollectible: false,
+    updatedAt: at,
+  };
+}
+
+/**
+ * What a charge answers: paid; declined (the message for people, the provider's code); or waiting
+ * for the customer (authentication), with where the customer completes it.
+ */
+export type ChargeOutcome =
+  | { ok: true; reference?: string }
+  | { ok: false; message: string; code?: string; requiresAction?: false }
+  | { ok: false; message: string; code?: string; requiresAction: true; reference: string; actionUrl?: string };
