@@ -47,7 +47,7 @@ test("the API reference page renders every documented operation, on a phone too,
       /any field may be left out or null[\s\S]*fixed_rate_quantities\s+map of string → decimal string \| number\s/,
     );
     t.regex(await create.locator("table", { hasText: "Response 200" }).innerText(), /every field is always present[\s\S]*result\s+CreateSubscriptionResult\s*$/);
-    t.regex(await create.locator("table", { hasText: "Errors" }).innerText(), /404\s+not_found/);
+    t.regex(await create.getByRole("table", { name: /^Errors/ }).innerText(), /404\s+not_found/);
     t.regex(await create.locator("pre").innerText(), /curl -X POST "\$BASE_URL\/subscriptions" \\\n\s+-H "X-API-Key: \$API_KEY"/);
     const list = page.locator("#op-ListSubscriptions table", { hasText: "Parameters" });
     t.regex(await list.innerText(), /subject_id\s+query\s+string/);
