@@ -6,6 +6,7 @@
  */
 import { isIP } from "node:net";
 import type { EnvironmentMode } from "./billing/tenancy.js";
+import { parseSecretsKey } from "./billing/payments/secret-box.js";
 
 /** The largest request body any route accepts (a usage-event batch): the byte bound's floor. */
 export const LARGEST_BODY_BYTES = 5 * 1024 * 1024;
@@ -230,4 +231,22 @@ function otlpHeaders(r: EnvReader): Record<string, string> {
     headers[key.toLowerCase()] = value;
   }
   return headers;
+}
+
+/**
+ * SECRETS_ENCRYPTION_KEY (and _PREVIOUS, during a rotation): 32 bytes, 64 hex digits or base64.
+ * Unset: provider secrets cannot be stored. A bad value is named, never shown.
+ */
+export function readSecrets(r: EnvReader) {
+  const key = (name: string): Buffer | undefined => {
+    const raw = r.env[name];
+    if (raw === undefined || raw === "") return undefined;
+    const k = parseSecretsKey(raw);
+    if (!k) r.problems.push(`${name} must be 32 bytes written as 64 hex digits or in base64 (for example: openssl rand -base64 32)`);
+    return k;
+  };
+  const current = key("SECRETS_ENCRYPTION_KEY");
+  const previous = key("SECRETS_ENCRYPTION_KEY_PREVIOUS");
+  if (previous && !current) r.problems.push("SECRETS_ENCRYPTION_KEY_PREVIOUS is set but SECRETS_ENCRYPTION_KEY is not: set the new key as SECRETS_ENCRYPTION_KEY");
+  return current ? Object.freeze({ current, ...(previous ? { previous } : {}) }) : undefined;
 }

@@ -3,7 +3,8 @@
  * value stops the start with one message that lists every problem.
  */
 import type { EnvironmentMode } from "./billing/tenancy.js";
-import { EnvReader, readAdmission, readConnections, readDatabase, readRateLimits, readServing, readTracing, readWebhooks } from "./config-readers.js";
+import type { SecretKeys } from "./billing/payments/secret-box.js";
+import { EnvReader, readAdmission, readConnections, readDatabase, readRateLimits, readSecrets, readServing, readTracing, readWebhooks } from "./config-readers.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -103,6 +104,12 @@ export interface Config {
   webhooks: WebhookConfig;
   /** Span export over OTLP (README, "Tracing"); undefined: OTEL_EXPORTER_OTLP_ENDPOINT unset, no tracing SDK started. */
   tracing: TracingConfig | undefined;
+  /**
+   * SECRETS_ENCRYPTION_KEY and SECRETS_ENCRYPTION_KEY_PREVIOUS: the keys provider secrets are
+   * sealed with at rest (src/billing/payments/secret-box.ts; the previous one only opens, during a
+   * rotation); undefined: no secret can be stored (SECRETS_KEY_MISSING). Never logged.
+   */
+  secrets: SecretKeys | undefined;
 }
 
 /** One token bucket's shape (src/ratelimit.ts): `rps` tokens a second up to `burst`; rps 0 is unlimited. */
@@ -192,6 +199,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const connections = readConnections(r);
   const webhooks = readWebhooks(r);
   const tracing = readTracing(r);
+  const secrets = readSecrets(r);
   if (r.problems.length > 0) throw new ConfigError(r.problems);
-  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, connections, webhooks, tracing });
+  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, connections, webhooks, tracing, secrets });
 }

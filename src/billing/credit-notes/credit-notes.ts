@@ -114,7 +114,7 @@ export class CreditNotes {
     const before = await this.lookups.stores.invoices.get(env, c.invoiceId);
     if (!before) throw notFound(c.invoiceId);
     checkCreditable(before, c.outcome);
-    const provider = c.outcome === "refund" ? this.lookups.paymentsFor(caller) : undefined;
+    const provider = c.outcome === "refund" ? await this.lookups.paymentsFor(caller) : undefined;
     if (c.outcome === "refund" && !provider) throw noPaymentProvider("a refund cannot be made");
     const subject = await this.lookups.stores.directory.subject(env, before.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();

@@ -57,7 +57,7 @@ export class CreditPurchases {
    * its charge carries the same key (chargeKey of the same invoice): never bought twice.
    */
   async purchase(caller: Caller, subject: BillingSubject, g: CheckedGrant, callbacks: CallbackUrls | undefined, now: Date, idempotencyKey?: string): Promise<PurchaseResult> {
-    if (!this.lookups.paymentsFor(caller)) throw noPaymentProvider("a paid credit grant cannot be charged");
+    if (!(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("a paid credit grant cannot be charged");
     const ids = idempotencyKey === undefined ? undefined : derivedIds(caller.environmentId, idempotencyKey);
     if (ids) {
       const first = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, ids.grantId));
@@ -146,7 +146,7 @@ export class CreditPurchases {
    * invoice. A charge that throws (the provider unreachable) leaves both pending and open.
    */
   private async charge(caller: Caller, grant: CreditGrant, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<CreditGrant> {
-    const provider = this.lookups.paymentsFor(caller);
+    const provider = await this.lookups.paymentsFor(caller);
     if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
     if (!pm) return grant;
     const outcome = await provider.charge(pm, invoice.total, invoice.currency, chargeKey(invoice.id, 1));

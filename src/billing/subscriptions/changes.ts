@@ -221,7 +221,7 @@ export class SubscriptionChanges {
     const done = await retryingRaces(async (n): Promise<{ result: StartResult; invoice?: Invoice; paymentMethodId?: string | null }> => {
       const fresh = n === 1 ? found : await this.lookups.subscription(caller, id);
       const { current, next, subject, now, plan } = await this.planChange(caller, fresh, newCard, input.behavior);
-      if (plan.upgrade.gt(0) && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change is an upgrade, which needs a payment");
+      if (plan.upgrade.gt(0) && !(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("this change is an upgrade, which needs a payment");
       // A checkout is needed to pay for an upgrade without a card on file; the old card's usage is
       // invoiced either way (and stays open without a card, like any cycle invoice).
       if (plan.upgrade.gt(0) && !subject.paymentMethodId) {

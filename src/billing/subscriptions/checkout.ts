@@ -93,7 +93,7 @@ export class Checkouts {
     now: Date,
   ) {
     // Nothing that cannot be paid is opened (callers check first; this is the last guard).
-    if (!this.lookups.paymentsFor(caller)) throw noPaymentProvider("a hosted checkout cannot take a payment");
+    if (!(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("a hosted checkout cannot take a payment");
     const v = new Violations();
     const callbacks = checkUrls(given, v);
     v.throwIfAny();

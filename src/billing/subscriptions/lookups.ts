@@ -68,8 +68,8 @@ export class Lookups {
     return s;
   }
 
-  /** The payment provider of the caller's environment (by its mode): none for a live one. */
-  paymentsFor(caller: Caller): PaymentProvider | undefined {
-    return this.engine.payments.forMode(caller.mode);
+  /** The payment provider of the caller's environment (its payment settings' choice), if it has one. */
+  paymentsFor(caller: Caller): Promise<PaymentProvider | undefined> {
+    return this.engine.payments.forEnvironment(caller.environmentId, caller.mode);
   }
 }

@@ -12,6 +12,7 @@ import { NotFoundError, Violations } from "../errors.js";
 import { newId, randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import { type Caller, systemCaller } from "../tenancy.js";
+import type { Dunning } from "../payments/attempts.js";
 import type { SubscriptionChanges } from "./changes.js";
 import { checkCallbackUrl } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
@@ -80,6 +81,9 @@ export interface PortalView {
 export type ReplaceCardResult = { ok: true; brand: string; last4: string } | { ok: false; message: string; noProvider?: boolean };
 
 export class CustomerPortal {
+  /** Dunning (payments/attempts.ts), once wired: a new card retries the open invoices at once. */
+  dunning?: Pick<Dunning, "retrySubject">;
+
   constructor(
     private readonly lookups: Lookups,
     private readonly changes: SubscriptionChanges,
@@ -144,7 +148,7 @@ export class CustomerPortal {
     const subscriptions: PortalSubscription[] = [];
     for (const s of [...running, ...ended]) subscriptions.push(await this.describe(s));
     const pm = p.subject.paymentMethodId ? await this.stores.paymentMethods.get(p.subject.paymentMethodId) : undefined;
-    const provider = this.lookups.paymentsFor(p.caller);
+    const provider = await this.lookups.paymentsFor(p.caller);
     return {
       session: p.session,
       subjectId: p.subject.id,
@@ -196,7 +200,7 @@ export class CustomerPortal {
    * environment without a payment provider (live) takes no card: test cards are refused there.
    */
   async replaceCard(p: OpenPortal, cardNumber: string): Promise<ReplaceCardResult> {
-    const provider = this.lookups.paymentsFor(p.caller);
+    const provider = await this.lookups.paymentsFor(p.caller);
     if (!provider) return { ok: false, noProvider: true, message: NO_PROVIDER_PORTAL_MESSAGE };
     const card = provider.tokenize(cardNumber);
     if (!card.ok) return card;
@@ -213,6 +217,9 @@ export class CustomerPortal {
       });
       await tx.setSubjectPaymentMethod(p.subject.id, pmId);
     });
+    // DESIGN §16: the subject's open invoices are charged to the new card at once (their next attempt).
+    const saved = await this.stores.paymentMethods.get(pmId);
+    if (saved && this.dunning) await this.dunning.retrySubject(p.session.environmentId, p.subject.id, saved, await this.lookups.nowFor(p.subject));
     return { ok: true, brand: card.brand, last4: card.last4 };
   }
 }

@@ -31,7 +31,7 @@ export class BillingReads {
   constructor(
     private readonly stores: BillingStores,
     catalog: EngineCatalog,
-    /** The payment provider of each environment mode (payments.ts): none for live, so far. */
+    /** The payment provider of each environment (payments.ts): its settings' choice, never test cards for live. */
     readonly payments: PaymentProviders,
   ) {
     this.cards = catalog.cards;
@@ -43,13 +43,12 @@ export class BillingReads {
   private readonly modeCache = new Map<string, EnvironmentMode>();
 
   /**
-   * The payment provider of an environment, by its mode: undefined for a live environment (no
-   * real processor is configured), so nothing of a live environment is ever charged through the
-   * test provider. An unknown environment has none either.
+   * The payment provider of an environment, as its payment settings choose (payments.ts
+   * forEnvironment): never the test provider for a live environment. An unknown environment has none.
    */
   async providerFor(environmentId: string): Promise<PaymentProvider | undefined> {
     const mode = await this.modeOf(environmentId);
-    return mode === undefined ? undefined : this.payments.forMode(mode);
+    return mode === undefined ? undefined : this.payments.forEnvironment(environmentId, mode);
   }
 
   /** An environment's mode (cached), or undefined when there is no such environment. */

@@ -125,7 +125,7 @@ export class Subscriptions {
     const firstLines = keyedFixedLines(this.engine.builder, fixed, draft);
     const free = fixed.every((r) => isFreePrice(r.price));
     const needsCheckout = input.createCheckoutSession === "always" || (!free && !subject.paymentMethodId);
-    if (!this.lookups.paymentsFor(caller)) {
+    if (!(await this.lookups.paymentsFor(caller))) {
       // A live environment (no provider): only what needs no payment, now or later in its timeline.
       if (!free) throw noPaymentProvider(`rate card ${card.id} has fixed charges, which need a payment`);
       if (needsCheckout) throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");

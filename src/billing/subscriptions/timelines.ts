@@ -184,7 +184,7 @@ export class TimelineService {
     else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
     const paid = await this.deps.terms.anyPaidItem(caller, items);
-    if (!this.lookups.paymentsFor(caller)) {
+    if (!(await this.lookups.paymentsFor(caller))) {
       // A live environment (no provider): only a timeline that never needs a payment starts.
       if (paid) throw noPaymentProvider("the timeline has items with fixed charges, which need a payment");
       if (input.createCheckoutSession === "always") throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");

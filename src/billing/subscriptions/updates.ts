@@ -113,7 +113,7 @@ export class TermUpdates {
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
       const { charge, credits } = netOfChange(lines);
-      if (charge.length > 0 && !this.lookups.paymentsFor(caller)) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
+      if (charge.length > 0 && !(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
       const invoice = charge.length > 0 ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, charge, now, current.periodEnd, now) : undefined;
       return this.engine.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(current.environmentId, current.id);
