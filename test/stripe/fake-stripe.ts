@@ -1,0 +1,279 @@
+/**
+ * A local Stripe-compatible server for the tests (no internet): the official `stripe` library
+ * talks to it with `new Stripe("sk_test_…", { host: fake.host, port: fake.port, protocol: "http" })`.
+ *
+ *   const fake = await startFakeStripe();
+ *   fake.setWebhook("http://127.0.0.1:PORT/providers/stripe/webhooks/ENV", "whsec_…");
+ *   // the code under test creates a customer and a Checkout session (mode setup) through the library;
+ *   await fake.completeCheckout(sessionId, "4242 4242 4242 4242"); // the customer pays the page: PaymentMethod attached, checkout.session.completed sent
+ *   // … off-session PaymentIntents answer by the card (test/stripe/cards.ts) …
+ *   await fake.completeAuthentication(paymentIntentId);            // the customer authenticated: payment_intent.succeeded sent
+ *   fake.paymentIntents();  // every PaymentIntent created, with the Idempotency-Key that created it
+ *   fake.events();          // every event (and fake.deliveries(): every webhook POST and its answer)
+ *   await fake.stop();      // throws if any answer of the fake drifted from Stripe's schema
+ *
+ * Served (form-encoded bodies, `Authorization: Bearer sk_test_…`, `Idempotency-Key` replayed as
+ * Stripe does, every request and answer validated against test/stripe/openapi-subset.json):
+ * customers (create, list, retrieve, update, list payment methods), checkout sessions (setup
+ * mode: create, retrieve with `expand[]=setup_intent`), setup intents (retrieve), payment methods
+ * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve), refunds
+ * (create). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
+ * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
+ * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
+ * `fake.releaseHeld()`, `fake.redeliver(eventId, options)`.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { controlRoute, handleCheckoutPage } from "./control.js";
+import { decodeForm } from "./form.js";
+import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
+import { completeAuthentication, createPaymentIntent, createRefund, paymentIntent } from "./payments.js";
+import { loadChecker, type SchemaChecker } from "./schema-check.js";
+import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
+
+export interface RequestRecord {
+  method: string;
+  path: string;
+  operation: string;
+  params: Obj;
+  idempotencyKey: string | null;
+  status: number;
+  replayed: boolean;
+}
+
+export interface FakeStripe {
+  url: string;
+  host: string;
+  port: number;
+  stop(): Promise<void>;
+  setWebhook(url: string, secret: string): void;
+  webhookOptions(options: DeliveryOptions): void;
+  releaseHeld(): Promise<void>;
+  redeliver(eventId: string, options?: DeliveryOptions): Promise<void>;
+  /** Waits for every webhook delivery under way. */
+  settle(): Promise<void>;
+  completeCheckout(sessionId: string, card: string): Promise<{ session: Obj; setupIntent: Obj; paymentMethod: Obj }>;
+  completeAuthentication(paymentIntentId: string): Promise<Obj>;
+  paymentIntents(): (Obj & { idempotency_key: string | null })[];
+  events(): Obj[];
+  deliveries(): Delivery[];
+  requests(): RequestRecord[];
+  /** Answers of the fake that did not match Stripe's schema (stop() throws if there are any). */
+  drift(): string[];
+  state: FakeStripeState;
+}
+
+export interface FakeStripeOptions {
+  /** Changes an answer before it is validated and sent (for the test that breaks one on purpose). */
+  tamper?: (operation: string, body: Obj) => Obj;
+  checker?: SchemaChecker;
+}
+
+type Handler = (p: Obj, path: string[], ctx: { emit: (type: string, o: Obj) => void }) => Obj;
+interface Route {
+  method: string;
+  template: string;
+  regex: RegExp;
+  handler: Handler;
+}
+
+function routes(st: FakeStripeState): Route[] {
+  const r = (method: string, template: string, handler: Handler): Route => ({
+    method,
+    template,
+    regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, "([^/]+)")}$`),
+    handler,
+  });
+  const expand = (o: Obj, p: Obj, field: string, get: (id: string) => Obj) =>
+    Array.isArray(p.expand) && p.expand.includes(field) && typeof o[field] === "string" ? { ...o, [field]: get(o[field]) } : o;
+  return [
+    r("POST", "/v1/customers", (p) => st.createCustomer(p)),
+    r("GET", "/v1/customers", (p) => st.listCustomers(p)),
+    r("GET", "/v1/customers/{customer}", (_p, [id]) => st.customer(id as string)),
+    r("POST", "/v1/customers/{customer}", (p, [id]) => st.updateCustomer(id as string, p)),
+    r("GET", "/v1/customers/{customer}/payment_methods", (p, [id]) => st.listPaymentMethods(id as string, p)),
+    r("POST", "/v1/checkout/sessions", (p) => st.createSession(p)),
+    r("GET", "/v1/checkout/sessions/{session}", (p, [id]) => expand(st.session(id as string), p, "setup_intent", (x) => st.setupIntent(x))),
+    r("GET", "/v1/setup_intents/{intent}", (p, [id]) => expand(st.setupIntent(id as string), p, "payment_method", (x) => st.paymentMethod(x))),
+    r("GET", "/v1/payment_methods/{payment_method}", (_p, [id]) => st.paymentMethod(id as string)),
+    r("POST", "/v1/payment_methods/{payment_method}/attach", (p, [id], { emit }) => {
+      const pm = st.attach(id as string, p.customer);
+      emit("payment_method.attached", pm);
+      return pm;
+    }),
+    r("POST", "/v1/payment_methods/{payment_method}/detach", (_p, [id], { emit }) => {
+      const pm = st.detach(id as string);
+      emit("payment_method.detached", pm);
+      return pm;
+    }),
+    r("POST", "/v1/payment_intents", (p, _path, { emit }) => {
+      try {
+        const { intent, events } = createPaymentIntent(st, p);
+        for (const e of events) emit(e.type, e.object);
+        return intent;
+      } catch (e) {
+        for (const ev of (e as { events?: { type: string; object: Obj }[] }).events ?? []) emit(ev.type, ev.object);
+        throw e;
+      }
+    }),
+    r("GET", "/v1/payment_intents/{intent}", (_p, [id]) => paymentIntent(st, id as string)),
+    r("POST", "/v1/refunds", (p, _path, { emit }) => {
+      const { refund, events } = createRefund(st, p);
+      for (const e of events) emit(e.type, e.object);
+      return refund;
+    }),
+  ];
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  res.writeHead(status, { "content-type": "application/json", "request-id": `req_${Math.random().toString(36).slice(2, 16)}`, ...headers });
+  res.end(JSON.stringify(body, null, 2));
+}
+
+export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<FakeStripe> {
+  let base = "";
+  const st = new FakeStripeState(() => base);
+  const hooks = new WebhookSender();
+  const table = routes(st);
+  const checker = options.checker ?? loadChecker();
+  const idem = new Map<string, { operation: string; params: string; status: number; body: Obj }>();
+  const requests: RequestRecord[] = [];
+  const drift: string[] = [];
+  const piKeys = new Map<string, string | null>();
+
+  async function api(req: IncomingMessage, res: ServerResponse, url: URL) {
+    const method = req.method ?? "GET";
+    const auth = req.headers.authorization ?? "";
+    if (!/^Bearer sk_test_\w+$/.test(auth)) {
+      const shown = auth.replace(/^Bearer\s*/, "").slice(0, 8);
+      return send(res, 401, {
+        error: {
+          type: "invalid_request_error",
+          message: auth
+            ? `Invalid API Key provided: ${shown}***`
+            : "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+        },
+      });
+    }
+    const route = table.find((x) => x.method === method && x.regex.test(url.pathname));
+    if (!route) return send(res, 404, { error: { type: "invalid_request_error", message: `Unrecognized request URL (${method}: ${url.pathname}). The fake Stripe serves only what the tests need.` } });
+    const operation = `${method} ${route.template}`;
+    const pathArgs = (url.pathname.match(route.regex) ?? []).slice(1).map(decodeURIComponent);
+    const raw = method === "GET" ? decodeForm(url.search.slice(1)) : decodeForm(await readBody(req));
+    const checked = checker.request(operation, raw);
+    const key = method === "POST" ? ((req.headers["idempotency-key"] as string | undefined) ?? null) : null;
+    const record = (status: number, replayed: boolean, params: Obj) => requests.push({ method, path: url.pathname, operation, params, idempotencyKey: key, status, replayed });
+    if (checked.problems.length > 0) {
+      record(400, false, raw);
+      const [first] = checked.problems;
+      return send(res, 400, { error: { type: "invalid_request_error", message: `The request does not match Stripe's schema for ${operation}: ${checked.problems.join("; ")}`, param: first?.param } });
+    }
+    const params = checked.value as Obj;
+    const fingerprint = `${operation} ${url.pathname} ${JSON.stringify(params)}`;
+    if (key) {
+      const prior = idem.get(key);
+      if (prior && prior.params !== fingerprint) {
+        record(400, false, params);
+        return send(res, 400, {
+          error: {
+            type: "idempotency_error",
+            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+          },
+        });
+      }
+      if (prior) {
+        record(prior.status, true, params);
+        return send(res, prior.status, prior.body, { "idempotent-replayed": "true", "original-request": "req_original" });
+      }
+    }
+    const emitted: { type: string; object: Obj }[] = [];
+    let status = 200;
+    let body: Obj;
+    try {
+      body = structuredClone(route.handler(params, pathArgs, { emit: (type, object) => emitted.push({ type, object: structuredClone(object) }) }));
+      if (body.object === "payment_intent" && operation === "POST /v1/payment_intents") piKeys.set(body.id, key);
+    } catch (e) {
+      if (!(e instanceof StripeFail)) throw e;
+      status = e.status;
+      body = { error: e.error };
+      if (e.error.payment_intent?.id) piKeys.set(e.error.payment_intent.id, key);
+    }
+    if (options.tamper) body = options.tamper(operation, body);
+    const problems = checker.response(operation, status, body);
+    if (problems.length > 0) {
+      drift.push(...problems.map((p) => `${operation} ${status}: ${p}`));
+      record(500, false, params);
+      return send(res, 500, { error: { type: "api_error", message: `The fake Stripe's answer drifted from Stripe's schema (${operation} ${status}): ${problems.join("; ")}` } });
+    }
+    if (key && status !== 400) idem.set(key, { operation, params: fingerprint, status, body });
+    record(status, false, params);
+    send(res, status, body);
+    setImmediate(() => {
+      for (const e of emitted) void hooks.emit(e.type, e.object, key);
+    });
+  }
+
+  const fake: FakeStripe = {
+    url: "",
+    host: "127.0.0.1",
+    port: 0,
+    state: st,
+    async stop() {
+      await hooks.settle();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      if (drift.length > 0) throw new Error(`fake stripe: answers drifted from Stripe's schema:\n${drift.join("\n")}`);
+    },
+    setWebhook(url, secret) {
+      hooks.url = url;
+      hooks.secret = secret;
+    },
+    webhookOptions(o) {
+      hooks.options = { ...o };
+    },
+    releaseHeld: () => hooks.release(),
+    redeliver: (id, o) => hooks.redeliver(id, o),
+    settle: () => hooks.settle(),
+    async completeCheckout(sessionId, card) {
+      const out = st.completeSession(sessionId, FakeStripeState.card(card));
+      await hooks.emit("payment_method.attached", structuredClone(out.paymentMethod), null);
+      await hooks.emit("setup_intent.succeeded", structuredClone(out.setupIntent), null);
+      await hooks.emit("checkout.session.completed", structuredClone(out.session), null);
+      return structuredClone(out);
+    },
+    async completeAuthentication(id) {
+      const { intent, events } = completeAuthentication(st, id);
+      for (const e of events) await hooks.emit(e.type, e.object, null);
+      return structuredClone(intent);
+    },
+    paymentIntents: () => [...st.paymentIntents.values()].map((pi) => ({ ...structuredClone(pi), idempotency_key: piKeys.get(pi.id) ?? null })),
+    events: () => structuredClone(hooks.events),
+    deliveries: () => [...hooks.deliveries],
+    requests: () => [...requests],
+    drift: () => [...drift],
+  };
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://fake");
+    const done = (e: unknown) => {
+      if (res.headersSent) return res.destroy();
+      if (e instanceof StripeFail) return send(res, e.status, { error: e.error });
+      send(res, 500, { error: { type: "api_error", message: `fake stripe: ${(e as Error).stack ?? e}` } });
+    };
+    const go = url.pathname.startsWith("/v1/") ? api(req, res, url) : url.pathname.startsWith("/checkout/") ? handleCheckoutPage(fake, req, res, url) : controlRoute(fake, req, res, url);
+    go.catch(done);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  fake.port = (server.address() as AddressInfo).port;
+  fake.url = `http://127.0.0.1:${fake.port}`;
+  base = fake.url;
+  return fake;
+}
+
+export { invalid };

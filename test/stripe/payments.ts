@@ -1,0 +1,155 @@
+/**
+ * PaymentIntents and refunds of the fake Stripe: an off-session confirm charges the test card
+ * behind the PaymentMethod and answers as Stripe does (see cards.ts for each card's outcome).
+ * A failed confirm is a 402 `card_error` carrying the PaymentIntent (status
+ * `requires_payment_method`, `last_payment_error` set), which the library surfaces as a
+ * `StripeCardError` with `code`, `decline_code` and `payment_intent`.
+ */
+import { randomBytes } from "node:crypto";
+import type { TestCard } from "./cards.js";
+import { type FakeStripeState, invalid, mergeMetadata, newId, now, nullable, type Obj, StripeFail } from "./objects.js";
+
+/** What a charge did, for the server to turn into webhook events. */
+export interface ChargeResult {
+  intent: Obj;
+  events: { type: string; object: Obj }[];
+}
+
+const DECLINES = {
+  authenticate: { code: "authentication_required", decline_code: "authentication_required", message: "Your card was declined. This transaction requires authentication." },
+  insufficient_funds: { code: "card_declined", decline_code: "insufficient_funds", message: "Your card has insufficient funds." },
+  generic_decline: { code: "card_declined", decline_code: "generic_decline", message: "Your card was declined." },
+} as const;
+
+export function createPaymentIntent(st: FakeStripeState, p: Obj): ChargeResult {
+  if (!Number.isInteger(p.amount) || p.amount < 1) throw invalid("This value must be greater than or equal to 1.", "amount");
+  if (!p.currency) throw invalid("Missing required param: currency.", "currency");
+  if (p.customer) st.customer(p.customer, "customer");
+  // A test token (`pm_card_visa`) makes a new PaymentMethod, usable once without being attached.
+  const fromToken = typeof p.payment_method === "string" && !st.paymentMethods.has(p.payment_method);
+  const pm = p.payment_method ? st.paymentMethod(p.payment_method, "payment_method") : null;
+  if (pm && p.customer && pm.customer && pm.customer !== p.customer) throw invalid(`The provided PaymentMethod belongs to a different Customer.`, "payment_method");
+  if (pm && !fromToken && p.off_session === true && p.customer && !pm.customer)
+    throw invalid("The provided PaymentMethod was previously used without being attached to a Customer or was detached from a Customer, and may not be used again.", "payment_method");
+  const id = newId("pi");
+  const pi: Obj = {
+    id,
+    object: "payment_intent",
+    amount: p.amount,
+    amount_capturable: 0,
+    amount_details: { tip: {} },
+    amount_received: 0,
+    application: null,
+    application_fee_amount: null,
+    automatic_payment_methods: null,
+    canceled_at: null,
+    cancellation_reason: null,
+    capture_method: "automatic",
+    client_secret: `${id}_secret_${randomBytes(12).toString("hex")}`,
+    confirmation_method: "automatic",
+    created: now(),
+    currency: String(p.currency).toLowerCase(),
+    customer: nullable(p.customer),
+    description: nullable(p.description),
+    invoice: null,
+    last_payment_error: null,
+    latest_charge: null,
+    livemode: false,
+    metadata: mergeMetadata({}, p.metadata),
+    next_action: null,
+    on_behalf_of: null,
+    payment_method: pm?.id ?? null,
+    payment_method_configuration_details: null,
+    payment_method_options: { card: { installments: null, mandate_options: null, network: null, request_three_d_secure: "automatic" } },
+    payment_method_types: p.payment_method_types ?? ["card"],
+    processing: null,
+    receipt_email: nullable(p.receipt_email),
+    review: null,
+    setup_future_usage: null,
+    shipping: null,
+    source: null,
+    statement_descriptor: nullable(p.statement_descriptor),
+    statement_descriptor_suffix: nullable(p.statement_descriptor_suffix),
+    status: pm ? "requires_confirmation" : "requires_payment_method",
+    transfer_data: null,
+    transfer_group: null,
+  };
+  st.paymentIntents.set(id, pi);
+  const events: ChargeResult["events"] = [{ type: "payment_intent.created", object: structuredClone(pi) }];
+  if (p.confirm !== true) return { intent: pi, events };
+  if (!pm) throw invalid("You cannot confirm this PaymentIntent because it's missing a payment method.", "payment_method");
+  const card = st.cardOf.get(pm.id) as TestCard;
+  if (card.outcome === "succeed" || (card.outcome === "authenticate" && p.off_session !== true)) {
+    if (card.outcome === "authenticate") {
+      // On-session: the customer is asked to authenticate (completeAuthentication finishes it).
+      Object.assign(pi, { status: "requires_action", next_action: { type: "use_stripe_sdk", use_stripe_sdk: {} } });
+      events.push({ type: "payment_intent.requires_action", object: structuredClone(pi) });
+      return { intent: pi, events };
+    }
+    succeed(pi);
+    events.push({ type: "payment_intent.succeeded", object: structuredClone(pi) });
+    return { intent: pi, events };
+  }
+  const d = DECLINES[card.outcome];
+  const lastError = {
+    ...d,
+    type: "card_error",
+    charge: card.outcome === "authenticate" ? undefined : newId("ch"),
+    doc_url: `https://stripe.com/docs/error-codes/${d.code.replace(/_/g, "-")}`,
+    payment_method: structuredClone(pm),
+  };
+  if (lastError.charge === undefined) delete lastError.charge;
+  Object.assign(pi, { status: "requires_payment_method", last_payment_error: lastError, latest_charge: lastError.charge ?? null });
+  events.push({ type: "payment_intent.payment_failed", object: structuredClone(pi) });
+  const { payment_method: _pm, ...errorBase } = lastError;
+  throw Object.assign(new StripeFail(402, { ...errorBase, payment_intent: structuredClone(pi), payment_method: structuredClone(pm) }), { events });
+}
+
+function succeed(pi: Obj) {
+  Object.assign(pi, { status: "succeeded", amount_received: pi.amount, latest_charge: newId("ch"), last_payment_error: null, next_action: null });
+}
+
+export function paymentIntent(st: FakeStripeState, id: string): Obj {
+  const pi = st.paymentIntents.get(id);
+  if (!pi) throw new StripeFail(404, { type: "invalid_request_error", code: "resource_missing", param: "intent", message: `No such payment_intent: '${id}'` });
+  return pi;
+}
+
+/** The customer came back and authenticated: the PaymentIntent succeeds. */
+export function completeAuthentication(st: FakeStripeState, id: string): ChargeResult {
+  const pi = paymentIntent(st, id);
+  const waiting = pi.status === "requires_action" || (pi.status === "requires_payment_method" && pi.last_payment_error?.code === "authentication_required");
+  if (!waiting) throw invalid(`This PaymentIntent is ${pi.status}; it awaits no authentication.`, "intent");
+  succeed(pi);
+  return { intent: pi, events: [{ type: "payment_intent.succeeded", object: structuredClone(pi) }] };
+}
+
+export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events: ChargeResult["events"] } {
+  if (!p.payment_intent) throw invalid("One of `charge` or `payment_intent` is required.", "payment_intent");
+  const pi = paymentIntent(st, p.payment_intent);
+  if (pi.status !== "succeeded") throw invalid(`This PaymentIntent (${pi.id}) does not have a successful charge to refund.`, "payment_intent", "charge_not_refundable");
+  const refunded = [...st.refunds.values()].filter((r) => r.payment_intent === pi.id).reduce((n, r) => n + (r.amount as number), 0);
+  const left = pi.amount_received - refunded;
+  if (left <= 0) throw invalid(`Charge ${pi.latest_charge} has already been refunded.`, undefined, "charge_already_refunded");
+  const amount = p.amount ?? left;
+  if (!Number.isInteger(amount) || amount < 1) throw invalid("This value must be greater than or equal to 1.", "amount");
+  if (amount > left) throw invalid(`Refund amount (${amount}) is greater than unrefunded amount on charge (${left})`, "amount", "amount_too_large");
+  const refund: Obj = {
+    id: newId("re"),
+    object: "refund",
+    amount,
+    balance_transaction: null,
+    charge: pi.latest_charge,
+    created: now(),
+    currency: pi.currency,
+    metadata: mergeMetadata({}, p.metadata),
+    payment_intent: pi.id,
+    reason: nullable(p.reason),
+    receipt_number: null,
+    source_transfer_reversal: null,
+    status: "succeeded",
+    transfer_reversal: null,
+  };
+  st.refunds.set(refund.id, refund);
+  return { refund, events: [{ type: "refund.created", object: structuredClone(refund) }] };
+}
