@@ -29,6 +29,7 @@ export const EVENT_TYPES = [
   "invoice.finalized",
   "invoice.paid",
   "invoice.payment_failed",
+  "invoice.payment_action_required",
   "invoice.voided",
   "usage.threshold_crossed",
   "credit_grant.created",

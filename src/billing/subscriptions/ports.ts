@@ -7,6 +7,7 @@
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
+import type { DunningWrites } from "../payments/dunning.js";
 import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
 import type { EventWrites } from "../events/types.js";
@@ -236,7 +237,7 @@ export type BillingTx = SubscriptionWrites &
   PaymentMethodWrites &
   TimelineWrites &
   EventWrites &
-  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites };
+  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites; dunning?: DunningWrites };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

@@ -1,7 +1,7 @@
 /**
  * The scheduler: runs everything due up to a time T — billing cycles that ended, timeline
  * transitions, drafts whose grace period ended, late usage of ended subscriptions, credit grants
- * that expire (in time order with the cycle closes), then credit alerts and top-ups — on real
+ * that expire (in time order with the cycle closes), failed payments' retries (dunning), then credit alerts and top-ups — on real
  * time (the server's interval) or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
@@ -37,6 +37,9 @@ export class Scheduler {
     /** Credit expiries, alerts and top-ups, when credits are wired. */
     private readonly credits?: SchedulerCredits,
   ) {}
+
+  /** Dunning's retries due (payments/attempts.ts), each at its planned time, once wired. */
+  dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> };
 
   /**
    * Expires the credit due by `upTo`, each expiry instant in order: the cycles that end by it are
@@ -111,6 +114,9 @@ export class Scheduler {
       check();
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
+      // Failed payments whose retry is due (DESIGN §16), after the invoices they could be.
+      check();
+      await this.dunning?.runDue(now, clockId, breathe);
       if (n > 0) await this.thresholds?.check(clockId);
       // Usage lowers available credit between invoices; closes, finalizations and expiries spent
       // or took it: every subject with credit or settings on the clock is evaluated.

@@ -10,10 +10,17 @@ import type { EngineContext } from "./engine-context.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
 import { retryingRaces } from "./races.js";
 import type { BillingReads } from "./reads.js";
+import type { Dunning } from "../payments/attempts.js";
 import type { Invoice, PaymentMethod } from "./types.js";
 import { amountDueOf, chargeKey } from "./types.js";
 
 export class Settlement {
+  /**
+   * Dunning (payments/attempts.ts), once wired: each charge is an attempt of its own, recorded with
+   * its count, next retry and event under the invoice's row lock. Absent: one charge, paid or failed.
+   */
+  attempts?: Pick<Dunning, "attempt">;
+
   constructor(
     private readonly ctx: EngineContext,
     private readonly reads: BillingReads,
@@ -103,6 +110,11 @@ export class Settlement {
       try {
         const provider = pm ? await this.reads.providerFor(i.environmentId) : undefined;
         if (!pm || !provider) continue;
+        // The first attempt, on the invoice's clock when it became open.
+        if (this.attempts) {
+          await this.attempts.attempt(i, pm, (x) => x.finalizesAt ?? x.createdAt);
+          continue;
+        }
         if ((await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
         else declined.push(i);
       } catch (err) {

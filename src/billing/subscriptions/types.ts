@@ -191,6 +191,27 @@ export interface Invoice {
   seller?: SellerDetails | null;
   /** What credit notes credited of it so far (absent: 0). */
   amountCredited?: string;
+  /**
+   * DESIGN §16: how many times it was charged (absent: 0), when dunning charges it next on its
+   * clock (null: no retry planned), and the payment's state at the provider (payments/dunning.ts).
+   */
+  attemptCount?: number;
+  nextPaymentAttempt?: Date | null;
+  payment?: InvoicePayment | null;
+}
+
+/** An invoice's payment at its provider (DESIGN §16): what dunning and a pending authentication need. */
+export interface InvoicePayment {
+  /** The provider's reference of the last charge (a PaymentIntent `pi_…`), if any. */
+  reference?: string | null;
+  /** A charge waiting for the customer (authentication): it is not retried until they act; the provider's own page, if it has one. */
+  actionRequired?: boolean;
+  actionUrl?: string | null;
+  /** The provider's message of the last failed attempt. */
+  lastError?: string | null;
+  provider?: string | null;
+  /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
+  firstFailedAt?: string | null;
 }
 
 /** An invoice with no lines and a zero total: kept internal (DESIGN §15): not numbered, charged, shown in the portal or announced. */

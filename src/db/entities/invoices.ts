@@ -35,7 +35,7 @@ export interface InvoiceRow {
   /** DESIGN §16 (migration 30): dunning's attempts, the next one, and the provider's side of the payment (JSON). */
   attempt_count?: number;
   next_payment_attempt?: Date | null;
-  payment_state?: { reference?: string | null; actionUrl?: string | null; lastError?: string | null; provider?: string | null } | null;
+  payment_state?: { reference?: string | null; actionUrl?: string | null; lastError?: string | null; provider?: string | null; actionRequired?: boolean; firstFailedAt?: string | null } | null;
 }
 
 /** What an invoice prints besides its lines (see the domain's Invoice): JSON. */

@@ -15,6 +15,7 @@ import { bookingWrites } from "./booking-store.js";
 import { couponWrites } from "./coupon-store.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
 import { creditWrites } from "./credit-store.js";
+import { dunningWrites } from "./dunning-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
 import { SqlInvoiceStore, invoiceWrites } from "./invoice-store.js";
 import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-store.js";
@@ -82,6 +83,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           credits: creditWrites(em, sql, entities),
           booking: bookingWrites(em, sql),
           coupons: couponWrites(em, sql, entities),
+          dunning: dunningWrites(em, entities),
         }),
       );
       return run.catch((err: unknown) => {

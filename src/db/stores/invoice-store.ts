@@ -1,6 +1,5 @@
 /** Storage of invoices and their lines. */
-import type { EntityManager } from "typeorm";
-import { In } from "typeorm";
+import { type EntityManager, In } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
@@ -11,6 +10,7 @@ import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
 import { invoiceListRows, newestFirstRows } from "./invoice-list.js";
+import { dunningFromRow } from "./dunning-store.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 /** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
@@ -42,6 +42,7 @@ export function invoiceFromRows(r: InvoiceRow, lines: InvoiceLineRow[]): Invoice
     creditsApplied: r.credits_applied ?? [],
     amountDue: r.amount_due ?? r.total,
     ...bookingFromRow(r),
+    ...dunningFromRow(r),
   };
 }
 
@@ -198,11 +199,8 @@ function lineValues(l: InvoiceLineRow): unknown[] {
   ];
 }
 
-/**
- * Multi-row INSERTs of `rows` (each a row's values for `insert`'s columns), as few statements as
- * STATEMENT_BYTES allows, at most 200 rows each. Plain SQL: a cycle close writes a hundred
- * invoices and their lines at once, and TypeORM's insert builder cost more CPU than their round trips.
- */
+/** Multi-row INSERTs of `rows` (each a row's values for `insert`'s columns), as few statements as STATEMENT_BYTES allows, at most 200 rows each.
+ * Plain SQL: a cycle close writes a hundred invoices and their lines at once, and TypeORM's insert builder cost more CPU than their round trips. */
 async function insertRows(em: EntityManager, insert: string, rows: unknown[][]): Promise<void> {
   if (rows.length === 0) return;
   const width = (rows[0] as unknown[]).length;

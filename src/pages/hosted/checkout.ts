@@ -5,6 +5,7 @@
  *
  *   GET  /hosted/invoices/{token}             the invoice
  *   GET  /hosted/invoices/{token}/pdf         its PDF (pdf/routes.ts; ?paper=a4|letter)
+ *   POST /hosted/invoices/{token}/pay         completes a charge waiting for the customer (invoice-pay.ts)
  *   GET  /hosted/checkout/{token}             the checkout form (POST: pays)
  *   GET  /hosted/checkout/{token}/cancel      asks to confirm (POST: cancels, back to the application)
  */
@@ -20,6 +21,7 @@ import { type Req, type Res, messagePage, notAllowed, originOf, page, readForm, 
 import { invoiceTitle } from "../pdf/invoice-pdf.js";
 import { sendInvoicePdf } from "../pdf/routes.js";
 import { invoiceHtml } from "./invoice.js";
+import { type InvoicePayments, invoicePay } from "./invoice-pay.js";
 
 /** Where a checkout's forms may end up: this service and the application's callbacks (their 303s). */
 function callbackOrigins(s: CheckoutSession): string[] {
@@ -113,18 +115,19 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
 }
 
 /** Handles the hosted checkout and invoice routes; returns false for any other path. */
-export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger) {
+export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger, dunning?: InvoicePayments) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
-    const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})(\/pdf)?$/.exec(path);
+    const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})(\/pdf|\/pay)?$/.exec(path);
     if (inv) {
-      if (req.method !== "GET") return notAllowed(res);
+      if (req.method !== "GET" && !(req.method === "POST" && inv[2] === "/pay")) return notAllowed(res);
       const found = await invoices.invoiceByToken(inv[1] as string);
       if (!found) return messagePage(res, 404, "Not found", "Invoice not found");
+      if (inv[2] === "/pay") return invoicePay(req, res, found, dunning);
       if (inv[2]) {
         if (found.status === "draft") return messagePage(res, 400, "No PDF yet", "This invoice is a draft", "Its PDF exists once it is finalized.");
         return sendInvoicePdf(res, found, new URL(req.url ?? "/", "http://localhost"));
       }
-      return page(res, 200, `Invoice ${invoiceTitle(found)}`, invoiceHtml(found));
+      return page(res, 200, `Invoice ${invoiceTitle(found)}`, invoiceHtml(found, await dunning?.pendingAction(found)));
     }
     const m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return messagePage(res, 404, "Not found", "Not found");

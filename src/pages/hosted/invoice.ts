@@ -7,7 +7,7 @@
  * taxes with their rates, the amount credited, the legal notes, and its PDF (finalized only).
  */
 import { dec, displayMoney } from "../../billing/money.js";
-import type { Invoice } from "../../billing/subscriptions/types.js";
+import { type Invoice, amountDueOf } from "../../billing/subscriptions/types.js";
 import { type Html, html } from "../html.js";
 import { buyerLines, sellerLines } from "../pdf/document.js";
 import { invoiceTitle, taxLabel } from "../pdf/invoice-pdf.js";
@@ -36,7 +36,30 @@ function bookedRowsHtml(inv: Invoice, m: (v: string) => string): Html | "" {
   return html`${discounts.map((d) => row(`Discount: ${d.name}`, negate(d.amount), "discount"))}${row("Subtotal", inv.subtotal ?? inv.total, "subtotal")}${taxes.map((t) => row(`${taxLabel(t)} on ${m(t.taxableAmount)}`, t.amount, "tax"))}${row("Total tax", inv.totalTax ?? "0", "total-tax")}`;
 }
 
-export function invoiceHtml(inv: Invoice & CreditedInvoice): Html {
+/**
+ * DESIGN §16: a charge waiting for the customer (authentication): "Complete payment" — a form that
+ * confirms it here (the test provider simulates the authentication), or a link to the provider's
+ * own page (Stripe). `error`: why the last try did not complete.
+ */
+export interface PendingPayment {
+  confirmHere: boolean;
+  actionUrl: string | null;
+  error?: string;
+}
+
+function payHtml(inv: Invoice, pay: PendingPayment | undefined): Html | "" {
+  if (!pay) return "";
+  const error = pay.error ? html`<p class="error" role="alert">${pay.error}</p>` : "";
+  const action = pay.confirmHere
+    ? html`<form method="post" action="/hosted/invoices/${inv.hostedToken}/pay"><button type="submit">Complete payment</button></form>`
+    : pay.actionUrl && /^https?:\/\//i.test(pay.actionUrl)
+      ? html`<p><a class="button" href="${pay.actionUrl}" rel="noopener">Complete payment</a></p>`
+      : "";
+  return html`
+<section id="pay" class="noprint"><h2>Complete payment</h2><p>Your bank asks you to confirm this payment of ${displayMoney(amountDueOf(inv), inv.currency)}.</p>${error}${action}</section>`;
+}
+
+export function invoiceHtml(inv: Invoice & CreditedInvoice, pay?: PendingPayment): Html {
   const m = (v: string) => displayMoney(v, inv.currency);
   const rows = inv.lines.map(
     (l) =>
@@ -63,5 +86,5 @@ export function invoiceHtml(inv: Invoice & CreditedInvoice): Html {
 <table><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">Amount</th></tr></thead>
 <tbody>${rows.length > 0 ? rows : html`<tr><td colspan="4">No charges</td></tr>`}</tbody>
 <tfoot>${bookedRowsHtml(inv, m)}<tr class="total"><td colspan="3">Total</td><td class="n">${m(inv.total)}</td></tr>${credited}${creditRowsHtml(inv, 3)}</tfoot></table>${notes}${inv.lines.some((l) => l.amount.startsWith("-")) || (inv.creditsApplied ?? []).length > 0 ? html`\n<p class="muted">A negative amount is a credit.</p>` : ""}
-<p class="noprint"><button type="button" onclick="${PRINT_SCRIPT}">Print</button>${pdf}</p></main>`;
+<p class="noprint"><button type="button" onclick="${PRINT_SCRIPT}">Print</button>${pdf}</p>${payHtml(inv, pay)}</main>`;
 }

@@ -92,6 +92,10 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     seller: i.seller ? sellerToPb(i.seller) : undefined,
     amountCredited: money(i.amountCredited ?? "0"),
     pdfUrl: i.status === "draft" ? "" : pdfUrlOf(hostedUrl, i.id),
+    // DESIGN §16: dunning's attempts and next retry; a charge waiting for the customer: its hosted page's pay link.
+    attemptCount: i.attemptCount ?? 0,
+    nextPaymentAttempt: i.nextPaymentAttempt ? ts(i.nextPaymentAttempt) : undefined,
+    paymentUrl: i.status === "open" && i.payment?.actionRequired ? `${hostedUrl}#pay` : undefined,
   });
 
   function discountToPb(d: BookedDiscount) {

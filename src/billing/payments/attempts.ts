@@ -1,0 +1,200 @@
+/**
+ * Dunning (DESIGN §16), the use case: every charge of an invoice is one attempt, made and recorded
+ * here under the invoice's row lock — the first when it is settled (settlement.ts), the retries the
+ * scheduler finds due (on real time or a test clock as it is advanced), one at once when the
+ * customer replaces the card in the portal, and the completion of a charge that waited for the
+ * customer (the hosted invoice page). The rules are dunning.ts.
+ *
+ * The charge runs inside the transaction that holds the invoice's row lock, keyed
+ * chargeKey(invoice, n) with n the attempt count read under that lock: a crash (or a rolled-back
+ * transaction) between the charge and its commit leaves the count as it was, so the next try
+ * sends the same key and the provider answers the first outcome instead of charging again.
+ */
+import { FailedPreconditionError } from "../errors.js";
+import { type EventType, invoiceEvent } from "../events/types.js";
+import type { EngineEvents } from "../subscriptions/engine-context.js";
+import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
+import type { BillingStores } from "../subscriptions/ports.js";
+import { retryingRaces } from "../subscriptions/races.js";
+import type { BillingReads } from "../subscriptions/reads.js";
+import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type Caller, systemCaller } from "../tenancy.js";
+import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
+import type { AfterLastAttempt, ChargeOutcome } from "./types.js";
+
+/** What the policy after the last attempt does to a subscription (the API's own use cases). */
+export interface SubscriptionPolicies {
+  cancelNow(caller: Caller, subscriptionId: string): Promise<unknown>;
+  pause(caller: Caller, subscriptionId: string): Promise<unknown>;
+}
+
+/** A provider that can complete a charge waiting for the customer itself (the test provider simulates the authentication). */
+export interface ConfirmsActions {
+  confirmAction(reference: string): Promise<ChargeOutcome>;
+}
+
+function confirms(p: PaymentProvider | undefined): (PaymentProvider & ConfirmsActions) | undefined {
+  return p && typeof (p as Partial<ConfirmsActions>).confirmAction === "function" ? (p as PaymentProvider & ConfirmsActions) : undefined;
+}
+
+/** The outcome of an attempt with no saved card: a failure like any other (it counts, the schedule goes on). */
+const NO_METHOD: ChargeOutcome = { ok: false, message: "No payment method is saved for this customer.", code: "no_payment_method" };
+
+/** How many due invoices one read of a run takes. */
+const DUE_BATCH = 50;
+
+export type AttemptResult = { decision: AttemptDecision; invoice: Invoice };
+
+export class Dunning {
+  constructor(
+    private readonly stores: BillingStores,
+    private readonly reads: BillingReads,
+    private readonly store: DunningStore,
+    /** An environment's payment settings: the payment settings store once wired, the defaults until then. */
+    public settings: PaymentSettingsSource,
+    private readonly policies: SubscriptionPolicies,
+    private readonly now: () => Date,
+    private readonly events: EngineEvents = {},
+  ) {}
+
+  /**
+   * Charges the invoice once more (attempt attempt_count + 1) to `pm` and records what came of it
+   * (dunning.ts decide), with its event, in one transaction under the invoice's row lock; then,
+   * after its last attempt failed, applies the environment's policy to the subscription. `at`:
+   * the attempt's time on the invoice's clock. `dueBy`: a scheduled retry (only if still due by
+   * then; a row another runner holds is skipped). Undefined: nothing charged (not collectible, not
+   * due, held elsewhere, or no provider).
+   */
+  async attempt(ref: Pick<Invoice, "environmentId" | "id">, pm: PaymentMethod | undefined, at: (i: Invoice) => Date, dueBy?: Date): Promise<AttemptResult | undefined> {
+    const provider = await this.reads.providerFor(ref.environmentId);
+    if (!provider) return undefined;
+    const settings = await this.settings.settingsOf(ref.environmentId);
+    const done = await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
+        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i))) return undefined;
+        const n = (i.attemptCount ?? 0) + 1;
+        const outcome = pm
+          ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), {
+              invoiceId: i.id,
+              environmentId: i.environmentId,
+              subjectId: i.subjectId,
+              ...(i.number ? { description: i.number } : {}),
+            })
+          : NO_METHOD;
+        return this.record(tx, i, decide(i, n, outcome, at(i), settings));
+      }),
+    );
+    if (done?.decision.afterLast) await this.afterLast(done.invoice, done.decision.afterLast);
+    return done;
+  }
+
+  private writes(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0]) {
+    if (!tx.dunning) throw new Error("this store keeps no dunning state");
+    return tx.dunning;
+  }
+
+  /** Writes a decision in the attempt's transaction: the attempt, the status move and the events. */
+  private async record(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0], i: Invoice, d: AttemptDecision): Promise<AttemptResult> {
+    const realNow = this.now();
+    await this.writes(tx).recordAttempt(i.id, d, realNow);
+    let after: Invoice = { ...i, attemptCount: d.attemptCount, nextPaymentAttempt: d.nextPaymentAttempt, payment: d.payment };
+    if (d.status !== "open") {
+      const move = checkTransition("open", d.status);
+      if ((await tx.moveInvoices([i.id], move.from, move.to, realNow)).length > 0) {
+        after = { ...after, status: move.to };
+        await tx.emit(transitionEvents(move, [after]));
+      }
+    }
+    // invoice.paid came with its move; a failure (the last one's invoice maybe uncollectible) or a wait for the customer is announced here.
+    if (d.event !== "invoice.paid") await tx.emit([invoiceEvent(d.event as EventType, after)]);
+    return { decision: d, invoice: after };
+  }
+
+  /** After the last attempt failed: the subscription is cancelled now, paused, or left active (the environment's policy). */
+  private async afterLast(i: Invoice, policy: AfterLastAttempt): Promise<void> {
+    if (policy === "leave_active") return;
+    const mode = await this.reads.modeOf(i.environmentId);
+    if (!mode) return;
+    const caller = systemCaller(i.environmentId, mode);
+    try {
+      if (policy === "cancel") await this.policies.cancelNow(caller, i.subscriptionId);
+      else await this.policies.pause(caller, i.subscriptionId);
+    } catch (err) {
+      // Already cancelled or paused (or following a timeline): nothing to do.
+      if (err instanceof FailedPreconditionError) return;
+      this.events.settleFailed?.(i.id, err);
+    }
+  }
+
+  /**
+   * Retries every invoice due by `now` on real time (clockId null) or one test clock, each at its
+   * planned time; a retry that fails and plans the next by `now` is tried again in the same run.
+   * Returns how many attempts were made.
+   */
+  async runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> {
+    const skipped: string[] = [];
+    let n = 0;
+    for (;;) {
+      const due = await this.store.due(now, clockId, DUE_BATCH, skipped);
+      if (due.length === 0) return n;
+      for (const d of due) {
+        await breathe?.();
+        try {
+          const pm = (await this.stores.paymentMethods.ofSubjects([d.subjectId])).get(d.subjectId);
+          const done = await this.attempt(d, pm, (i) => i.nextPaymentAttempt ?? now, now);
+          if (done) n++;
+          else skipped.push(d.id);
+        } catch (err) {
+          skipped.push(d.id);
+          this.events.settleFailed?.(d.id, err);
+        }
+      }
+    }
+  }
+
+  /**
+   * A new card from the portal: the subject's open invoices with something due are charged to it
+   * at once (their next attempt), at `at` on the subject's clock. Returns how many were paid.
+   */
+  async retrySubject(environmentId: string, subjectId: string, pm: PaymentMethod, at: Date): Promise<number> {
+    let paid = 0;
+    const { items } = await this.stores.invoices.list(environmentId, { subjectId, status: "open" }, { limit: 100, offset: 0 });
+    for (const i of items.filter(isCollectible)) {
+      try {
+        if ((await this.attempt(i, pm, () => at))?.decision.status === "paid") paid++;
+      } catch (err) {
+        this.events.settleFailed?.(i.id, err);
+      }
+    }
+    return paid;
+  }
+
+  /** Whether the invoice waits for the customer, and the provider's own page for it (Stripe), if it has one. */
+  async pendingAction(i: Invoice): Promise<{ confirmHere: boolean; actionUrl: string | null } | undefined> {
+    if (!isCollectible(i) || !i.payment?.actionRequired) return undefined;
+    const provider = await this.reads.providerFor(i.environmentId);
+    return { confirmHere: confirms(provider) !== undefined && !i.payment.actionUrl, actionUrl: i.payment.actionUrl ?? null };
+  }
+
+  /**
+   * The customer completed the authentication on the hosted invoice page (a provider that confirms
+   * it itself: the test provider): the waiting charge is confirmed, the same attempt, and the
+   * invoice paid (`invoice.paid`). Undefined: nothing was waiting (paid meanwhile, or not this provider's).
+   */
+  async completeAction(ref: Pick<Invoice, "environmentId" | "id">): Promise<AttemptResult | undefined> {
+    const provider = confirms(await this.reads.providerFor(ref.environmentId));
+    if (!provider) return undefined;
+    const settings = await this.settings.settingsOf(ref.environmentId);
+    const at = this.now();
+    return retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const i = await this.writes(tx).claim(ref.environmentId, ref.id);
+        const reference = i?.payment?.reference;
+        if (!i || !isCollectible(i) || !i.payment?.actionRequired || !reference) return undefined;
+        const outcome = await provider.confirmAction(reference);
+        return this.record(tx, i, decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings));
+      }),
+    );
+  }
+}

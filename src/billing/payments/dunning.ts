@@ -1,0 +1,133 @@
+/**
+ * Dunning (DESIGN §16), the rules: each charge of an invoice is attempt n (its provider key is
+ * chargeKey(invoice, n), so a crash between the charge and its commit charges nothing twice, and
+ * a retry is a new attempt). A failed attempt records the count and plans the next one at the
+ * first failure + schedule[n-1] days on the invoice's clock; after the last, the environment's
+ * policy applies to the subscription, and the invoice becomes uncollectible if so configured. A
+ * charge that needs the customer (authentication) leaves the invoice open, unplanned, until they
+ * act. Pure functions here and the ports the use case (attempts.ts) works through.
+ */
+import { dec } from "../money.js";
+import type { Invoice, InvoicePayment } from "../subscriptions/types.js";
+import { amountDueOf } from "../subscriptions/types.js";
+import { type AfterLastAttempt, type ChargeOutcome, type PaymentSettings, defaultPaymentSettings } from "./types.js";
+
+export const DAY_MS = 86_400_000;
+
+/**
+ * When the attempt after `failedAttempts` failures is due: the first failure plus the schedule's
+ * entry for that many failures (days); null when the schedule is exhausted (that was the last).
+ */
+export function nextAttemptAt(firstFailedAt: Date, retryScheduleDays: readonly number[], failedAttempts: number): Date | null {
+  if (failedAttempts < 1) return null;
+  const days = retryScheduleDays[failedAttempts - 1];
+  return days === undefined ? null : new Date(firstFailedAt.getTime() + days * DAY_MS);
+}
+
+/** How many attempts an invoice gets in all: the first charge and one per scheduled retry. */
+export function attemptsAllowed(retryScheduleDays: readonly number[]): number {
+  return retryScheduleDays.length + 1;
+}
+
+/** Whether an invoice can be charged: open, something due (a void, paid or uncollectible invoice never is). */
+export function isCollectible(i: Pick<Invoice, "status" | "total" | "amountDue">): boolean {
+  return i.status === "open" && dec(amountDueOf(i)).gt(0);
+}
+
+/** Whether dunning may retry it on its own: collectible, and not waiting for the customer to authenticate. */
+export function isRetryable(i: Pick<Invoice, "status" | "total" | "amountDue" | "payment">): boolean {
+  return isCollectible(i) && !i.payment?.actionRequired;
+}
+
+/** What an attempt's outcome makes of the invoice (decide's answer). */
+export interface AttemptDecision {
+  /** The invoice's next status: paid, still open, or uncollectible (the last attempt failed and the policy says so). */
+  status: "paid" | "open" | "uncollectible";
+  attemptCount: number;
+  nextPaymentAttempt: Date | null;
+  payment: InvoicePayment;
+  /** The event announcing it. */
+  event: "invoice.paid" | "invoice.payment_failed" | "invoice.payment_action_required";
+  /** The last attempt failed: the subscription follows this policy. */
+  afterLast: AfterLastAttempt | null;
+}
+
+/**
+ * The invoice after attempt `n` answered `outcome` at `at` (on its clock), under `settings`.
+ * Pure: the use case writes what it says.
+ */
+export function decide(
+  i: Pick<Invoice, "payment">,
+  n: number,
+  outcome: ChargeOutcome,
+  at: Date,
+  settings: Pick<PaymentSettings, "retryScheduleDays" | "afterLastAttempt" | "markUncollectible" | "provider">,
+): AttemptDecision {
+  const before = i.payment ?? {};
+  if (outcome.ok) {
+    return {
+      status: "paid",
+      attemptCount: n,
+      nextPaymentAttempt: null,
+      payment: { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null },
+      event: "invoice.paid",
+      afterLast: null,
+    };
+  }
+  if (outcome.requiresAction) {
+    return {
+      status: "open",
+      attemptCount: n,
+      nextPaymentAttempt: null,
+      payment: { ...before, reference: outcome.reference, actionRequired: true, actionUrl: outcome.actionUrl ?? null, lastError: outcome.message, provider: before.provider ?? settings.provider },
+      event: "invoice.payment_action_required",
+      afterLast: null,
+    };
+  }
+  const first = before.firstFailedAt ? new Date(before.firstFailedAt) : at;
+  const next = nextAttemptAt(first, settings.retryScheduleDays, n);
+  const last = next === null;
+  return {
+    status: last && settings.markUncollectible ? "uncollectible" : "open",
+    attemptCount: n,
+    nextPaymentAttempt: next,
+    payment: { ...before, actionRequired: false, actionUrl: null, lastError: outcome.message, firstFailedAt: first.toISOString() },
+    event: "invoice.payment_failed",
+    afterLast: last ? settings.afterLastAttempt : null,
+  };
+}
+
+/** An environment's payment settings, as dunning reads them (the payment settings store, settings.ts, once wired). */
+export interface PaymentSettingsSource {
+  settingsOf(environmentId: string): Promise<PaymentSettings>;
+}
+
+/** Settings for environments that configured none: the test provider, 3/5/7 days, leave active. */
+export function defaultSettingsSource(now: () => Date = () => new Date()): PaymentSettingsSource {
+  return { settingsOf: async (environmentId) => defaultPaymentSettings(environmentId, now()) };
+}
+
+/** An invoice dunning may retry: due, read without a lock (the claim locks it). */
+export interface DueInvoice {
+  id: string;
+  environmentId: string;
+  subjectId: string;
+}
+
+/** What dunning reads outside transactions. */
+export interface DunningStore {
+  /** Open invoices whose next attempt is due by `now` on real time (clockId null) or one test clock, earliest first, none of `exclude`. */
+  due(now: Date, clockId: string | null, limit: number, exclude: readonly string[]): Promise<DueInvoice[]>;
+}
+
+/** What dunning writes in a billing transaction (BillingTx.dunning). */
+export interface DunningWrites {
+  /**
+   * The invoice with its lines, locked until the transaction ends. `dueBy`: only if it is still
+   * open and due by then, and a row another transaction holds is skipped (undefined; SKIP LOCKED
+   * on MySQL): N servers never retry one invoice at once.
+   */
+  claim(environmentId: string, id: string, dueBy?: Date): Promise<Invoice | undefined>;
+  /** Writes an attempt's outcome: the count, the next attempt, the payment state. */
+  recordAttempt(id: string, r: { attemptCount: number; nextPaymentAttempt: Date | null; payment: InvoicePayment }, at: Date): Promise<void>;
+}

@@ -1,0 +1,41 @@
+/**
+ * Dunning (DESIGN §16) wired over the billing engine: settlement charges each invoice as an
+ * attempt of its own, the scheduler (and so every test-clock advance) runs the retries due, the
+ * portal retries open invoices with a new card, and the hosted invoice page completes a charge
+ * that waited for the customer. The settings are the environment's payment settings (the store
+ * PATCH /payment-settings writes; none stored: the defaults, 3/5/7 days and leave active).
+ */
+import { BillingError } from "../billing/errors.js";
+import { Dunning } from "../billing/payments/attempts.js";
+import type { BillingEngine } from "../billing/subscriptions/engine.js";
+import type { Database } from "../db/datasource.js";
+import { SqlDunningStore } from "../db/stores/dunning-store.js";
+import { SqlPaymentSettingsStore } from "../db/stores/payment-settings-store.js";
+import { defaultPaymentSettings } from "../billing/payments/types.js";
+import type { Logger } from "../log.js";
+import type { wireSubscriptions } from "./services.js";
+
+/** The payment-failure policy's reason on a subscription it cancels. */
+export const DUNNING_CANCEL_REASON = "payment_failed";
+
+export function wireDunning(db: Database, engine: BillingEngine, subs: Pick<ReturnType<typeof wireSubscriptions>, "changes" | "pauses" | "portal" | "scheduler">, log?: Logger): Dunning {
+  const settings = new SqlPaymentSettingsStore(db.sql, db.entities);
+  const dunning = new Dunning(
+    engine.stores,
+    engine.reads,
+    new SqlDunningStore(db.sql),
+    { settingsOf: async (environmentId) => (await settings.get(environmentId)) ?? defaultPaymentSettings(environmentId, engine.now()) },
+    {
+      cancelNow: (caller, id) => subs.changes.cancel(caller, id, { reason: DUNNING_CANCEL_REASON }),
+      pause: (caller, id) => subs.pauses.pause(caller, id, {}),
+    },
+    engine.now,
+    {
+      settleFailed: (invoice, err) => log?.error("a payment attempt of an invoice failed; it stays open", { invoice, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    },
+  );
+  engine.settlement.attempts = dunning;
+  subs.scheduler.dunning = dunning;
+  subs.portal.dunning = dunning;
+  return dunning;
+}

@@ -1,0 +1,181 @@
+/**
+ * Dunning and payments that need the customer (DESIGN §16) against the real server, on MariaDB
+ * and SQLite, with the test provider's cards: a declined renewal is attempt 1 (next +3 days, the
+ * event carrying both), a test-clock advance retries it (attempt 2, next +5), a new card from the
+ * portal pays it at once (attempt 3); a schedule exhausted applies the environment's policy
+ * (cancel, pause, leave_active) and marks the invoice uncollectible if so configured; a charge
+ * that needs authentication waits (not retried) with a pay link, and the hosted page's form
+ * completes it; a voided invoice is never retried.
+ */
+import test from "ava";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { type TestServer, useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const AT = "2026-01-15T00:00:00Z";
+const RETURN_URL = "https://app.example/account";
+const CARD_FAILS = "4000 0000 0000 0341";
+const CARD_NO_FUNDS = "4000 0000 0000 9995";
+const CARD_AUTH = "4000 0025 0000 3155";
+const usd = (value: string) => ({ currency_code: "USD", value });
+
+const post = (server: TestServer, path: string, form: Record<string, string> = {}) =>
+  fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(form).toString(), redirect: "manual" });
+
+/** A subject paying 49.00 a month with a good card on file. */
+async function subscribed(server: TestServer): Promise<{ s: Scenario; sub: Json }> {
+  const s = await Scenario.start(server, AT);
+  const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "flat", amount: usd("4900") } }] });
+  const { subscription } = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, create_checkout_session: "always" }, CARD_OK);
+  return { s, sub: subscription };
+}
+
+/** Replaces the subject's card through the customer portal (a 303 back to it when saved). */
+async function replaceCard(server: TestServer, s: Scenario, cardNumber: string): Promise<void> {
+  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: RETURN_URL });
+  const res = await post(server, `${new URL(r.body.url).pathname}/card`, { card_number: cardNumber });
+  await res.body?.cancel();
+  if (res.status !== 303) throw new Error(`replacing the card: ${res.status}`);
+}
+
+const invoice = async (s: Scenario, id: string) => s.call("GET", `/invoices/${id}`);
+const eventsOf = async (s: Scenario, type: string, id?: string) =>
+  ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
+const renewal = async (s: Scenario) => invoice(s, ((await s.invoices()).at(-1) as Json).id);
+
+/**
+ * The environment's dunning: through PATCH /payment-settings when it is served, else written into
+ * payment_settings directly (the table dunning reads its settings from).
+ */
+async function setDunning(server: TestServer, s: Scenario, days: number[], afterLast: string, markUncollectible: boolean): Promise<void> {
+  const r = await s.raw("PATCH", "/payment-settings", { retry_schedule_days: days, set_retry_schedule: true, after_last_attempt: afterLast, mark_uncollectible: markUncollectible });
+  if (r.status === 200) return;
+  if (r.status !== 404 && r.status !== 501) throw new Error(`PATCH /payment-settings: ${r.status} ${JSON.stringify(r.body)}`);
+  await withDatabase(server.db.url, async (db) => {
+    const [row] = await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subjectId]);
+    await db.dataSource.query("DELETE FROM payment_settings WHERE environment_id = ?", [row.environment_id]);
+    await db.dataSource.query(
+      "INSERT INTO payment_settings (environment_id, provider, retry_schedule_days, after_last_attempt, mark_uncollectible, updated_at) VALUES (?, 'test', ?, ?, ?, '2026-01-01 00:00:00.000')",
+      [row.environment_id, JSON.stringify(days), afterLast, markUncollectible ? 1 : 0],
+    );
+  });
+}
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: a declined renewal is retried on the schedule by clock advances, then paid at once by a new card`, async (t) => {
+    const { s } = await subscribed(server);
+    await replaceCard(server, s, CARD_FAILS);
+    await s.advance("2026-02-15T00:00:00Z");
+    const inv = await renewal(s);
+    t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z", payment_url: null });
+    const failed1 = await eventsOf(s, "invoice.payment_failed", inv.id);
+    t.deepEqual(
+      failed1.map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [[1, "2026-02-18T00:00:00Z"]],
+    );
+    // Not due yet: an advance short of it charges nothing.
+    await s.advance("2026-02-17T23:59:59Z");
+    t.is((await invoice(s, inv.id)).attempt_count, 1);
+    await s.advance("2026-02-18T00:00:00Z");
+    t.like(await invoice(s, inv.id), { status: "open", attempt_count: 2, next_payment_attempt: "2026-02-20T00:00:00Z" });
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [
+        [1, "2026-02-18T00:00:00Z"],
+        [2, "2026-02-20T00:00:00Z"],
+      ],
+    );
+    await replaceCard(server, s, "5555 5555 5555 4444");
+    t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 3, next_payment_attempt: null });
+    const paid = await eventsOf(s, "invoice.paid", inv.id);
+    t.deepEqual(
+      paid.map((e) => [e.data.status, e.data.attempt_count, e.data.next_payment_attempt]),
+      [["paid", 3, null]],
+    );
+    // Paid: a later advance past the planned retry charges nothing more.
+    await s.advance("2026-02-21T00:00:00Z");
+    t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 3 });
+  });
+
+  for (const [policy, markUncollectible, subscriptionStatus, event] of [
+    ["cancel", true, "cancelled", "subscription.cancelled"],
+    ["pause", false, "paused", "subscription.paused"],
+    ["leave_active", true, "active", null],
+  ] as const) {
+    test(`${store}: after the last attempt: ${policy}${markUncollectible ? ", the invoice uncollectible" : ", the invoice left open"}`, async (t) => {
+      const { s, sub } = await subscribed(server);
+      await setDunning(server, s, [1, 2], policy, markUncollectible);
+      await replaceCard(server, s, CARD_NO_FUNDS);
+      await s.advance("2026-02-15T00:00:00Z");
+      const inv = await renewal(s);
+      t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-16T00:00:00Z" });
+      t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, "active");
+      // One advance past both retries runs them in order, each at its planned time.
+      await s.advance("2026-02-20T00:00:00Z");
+      const after = await invoice(s, inv.id);
+      t.like(after, { status: markUncollectible ? "uncollectible" : "open", attempt_count: 3, next_payment_attempt: null });
+      t.deepEqual(
+        (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt, e.data.status]),
+        [
+          [1, "2026-02-16T00:00:00Z", "open"],
+          [2, "2026-02-17T00:00:00Z", "open"],
+          [3, null, markUncollectible ? "uncollectible" : "open"],
+        ],
+      );
+      t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, subscriptionStatus);
+      if (event) t.is((await eventsOf(s, event)).filter((e) => e.data.id === sub.id).length, 1);
+      // Exhausted: nothing is retried any more.
+      await s.advance("2026-02-25T00:00:00Z");
+      t.is((await invoice(s, inv.id)).attempt_count, 3);
+    });
+  }
+
+  test(`${store}: a charge needing authentication waits with a pay link; the hosted page's form completes it`, async (t) => {
+    const { s } = await subscribed(server);
+    await replaceCard(server, s, CARD_AUTH);
+    await s.advance("2026-02-15T00:00:00Z");
+    const inv = await renewal(s);
+    t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: null, payment_url: `${inv.hosted_url}#pay` });
+    const waiting = await eventsOf(s, "invoice.payment_action_required", inv.id);
+    t.is(waiting.length, 1);
+    t.is(waiting[0]?.data.payment_url, `${inv.hosted_url}#pay`);
+    t.is((await eventsOf(s, "invoice.payment_failed", inv.id)).length, 0);
+    // Dunning leaves it to the customer.
+    await s.advance("2026-02-25T00:00:00Z");
+    t.like(await invoice(s, inv.id), { status: "open", attempt_count: 1 });
+    const path = new URL(inv.hosted_url).pathname;
+    const page = await (await fetch(`${server.url}${path}`)).text();
+    t.regex(page, /<section id="pay"/);
+    t.true(page.includes(`<form method="post" action="${path}/pay"><button type="submit">Complete payment</button></form>`));
+    const done = await post(server, `${path}/pay`);
+    await done.body?.cancel();
+    t.is(done.status, 303);
+    t.is(done.headers.get("location"), path);
+    t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 1, payment_url: null });
+    t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
+    // The form again (a double submit): nothing more happens.
+    const again = await post(server, `${path}/pay`);
+    await again.body?.cancel();
+    t.is(again.status, 303);
+    t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
+    t.notRegex(await (await fetch(`${server.url}${path}`)).text(), /Complete payment/);
+  });
+
+  test(`${store}: a voided invoice is never retried`, async (t) => {
+    const { s } = await subscribed(server);
+    await replaceCard(server, s, CARD_FAILS);
+    await s.advance("2026-02-15T00:00:00Z");
+    const inv = await renewal(s);
+    t.is(inv.attempt_count, 1);
+    await s.call("POST", `/invoices/${inv.id}/void`, {});
+    await s.advance("2026-02-25T00:00:00Z");
+    t.like(await invoice(s, inv.id), { status: "void", attempt_count: 1 });
+    t.is((await eventsOf(s, "invoice.payment_failed", inv.id)).length, 1);
+    // Nor charged by a new card.
+    await replaceCard(server, s, CARD_OK);
+    t.like(await invoice(s, inv.id), { status: "void", attempt_count: 1 });
+  });
+}
