@@ -40,8 +40,7 @@ async function replaceCard(server: TestServer, s: Scenario, cardNumber: string):
 }
 
 const invoice = async (s: Scenario, id: string) => s.call("GET", `/invoices/${id}`);
-const eventsOf = async (s: Scenario, type: string, id?: string) =>
-  ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
+const eventsOf = async (s: Scenario, type: string, id?: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
 const renewal = async (s: Scenario) => invoice(s, ((await s.invoices()).at(-1) as Json).id);
 
 /**
