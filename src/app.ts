@@ -67,7 +67,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       log,
       config.ingestCommitsInFlight,
       // Aborted once SHUTDOWN_TIMEOUT_MS has passed on a stop: a clock advance still running ends cleanly.
-      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal, tracing },
+      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal, tracing, secrets: config.secrets },
       {
         allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
         thresholdPercents: config.webhooks.thresholdPercents,

@@ -4,6 +4,7 @@
  * command line). Nothing here migrates: a command that needs the schema refuses a database whose
  * migrations are pending and says how to apply them.
  */
+import type { SecretKeys } from "../billing/payments/secret-box.js";
 import { type Database, createDatabase } from "../db/datasource.js";
 import { OperatorStore } from "../db/stores/operator-store.js";
 import type { CommandSpec } from "./args.js";
@@ -40,6 +41,8 @@ export interface Context {
   databaseUrl: string;
   /** The server's public base URL (links the domain builds). */
   publicBaseUrl: string;
+  /** SECRETS_ENCRYPTION_KEY (and _PREVIOUS): what provider secrets are sealed with; undefined: none. */
+  secrets?: SecretKeys | undefined;
   /** --json: one JSON document on stdout instead of lines of text. */
   json: boolean;
 }

@@ -17,12 +17,13 @@ import { type Command, type Context, type Io, Refusal, STDIO } from "./context.j
 import { INVOICE_COMMANDS } from "./invoice-commands.js";
 import { KEYS_COMMANDS } from "./keys-commands.js";
 import { OPERATOR_COMMANDS } from "./operator-commands.js";
+import { PAYMENT_COMMANDS } from "./payment-commands.js";
 import { cliSettings, databaseLine, takeEnvFile } from "./settings.js";
 
 export const PROGRAM = "billing";
 
 /** Every command by its words, in the order the usage lists them. */
-export const COMMANDS: Record<string, Command> = { ...OPERATOR_COMMANDS, ...INVOICE_COMMANDS, ...KEYS_COMMANDS };
+export const COMMANDS: Record<string, Command> = { ...OPERATOR_COMMANDS, ...INVOICE_COMMANDS, ...KEYS_COMMANDS, ...PAYMENT_COMMANDS };
 
 const JSON_FLAG = { "--json": "switch" } as const;
 const SPECS: Record<string, CommandSpec> = Object.fromEntries(Object.entries(COMMANDS).map(([words, c]) => [words, { positionals: c.positionals, flags: { ...JSON_FLAG, ...c.flags } }]));
@@ -97,6 +98,7 @@ export async function run(argv: string[], io: Io = STDIO, env: Record<string, st
     io,
     databaseUrl: config.databaseUrl,
     publicBaseUrl: config.publicBaseUrl ?? `http://localhost:${config.port}`,
+    secrets: config.secrets,
     json: parsed.flags.has("--json"),
   };
   try {

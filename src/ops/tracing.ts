@@ -65,11 +65,14 @@ export function detached<T>(fn: () => T): T {
 export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name: string): PaymentProvider {
   return {
     test: provider.test,
+    ...(provider.kind === undefined ? {} : { kind: provider.kind }),
     ...(provider.cardHint === undefined ? {} : { cardHint: provider.cardHint }),
+    // A provider with its own card page (Stripe Checkout) keeps it, untraced.
+    ...(provider.startCardSetup === undefined ? {} : { startCardSetup: provider.startCardSetup.bind(provider) }),
     tokenize: (cardNumber) => provider.tokenize(cardNumber),
-    charge: (method, amount, currency, idempotencyKey) =>
+    charge: (method, amount, currency, idempotencyKey, context) =>
       tracing.inSpan("payment.charge", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {
-        const out = await provider.charge(method, amount, currency, idempotencyKey);
+        const out = await provider.charge(method, amount, currency, idempotencyKey, context);
         span.setAttribute("billing.charge_ok", out.ok);
         return out;
       }),

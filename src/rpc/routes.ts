@@ -36,6 +36,7 @@ import { CreditService, file_billing_v1_credit_service } from "../gen/billing/v1
 import { CreditNoteService, file_billing_v1_credit_note_service } from "../gen/billing/v1/credit_note_service_pb.js";
 import { TaxRateService, file_billing_v1_tax_rate_service } from "../gen/billing/v1/tax_rate_service_pb.js";
 import { CouponService, file_billing_v1_coupon_service } from "../gen/billing/v1/coupon_service_pb.js";
+import { PaymentSettingsService, file_billing_v1_payment_settings_service } from "../gen/billing/v1/payment_settings_service_pb.js";
 import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
@@ -60,6 +61,8 @@ import type { TaxRates } from "../billing/taxes/rates.js";
 import type { InvoiceSettingsService } from "../billing/taxes/settings.js";
 import { couponService } from "./services/coupon-services.js";
 import type { Coupons } from "../billing/coupons/coupons.js";
+import { paymentSettingsService } from "./services/payment-settings-services.js";
+import type { PaymentSettingsService as PaymentSettings } from "../billing/payments/settings.js";
 import { subscriptionTimelineService } from "./services/timeline-service.js";
 import { usageEventService } from "./services/usage-service.js";
 
@@ -85,6 +88,7 @@ export interface Services {
   taxRates: TaxRates;
   invoiceSettings: InvoiceSettingsService;
   coupons: Coupons;
+  paymentSettings: PaymentSettings;
 }
 
 /** The contract files whose services are served (reflection reads these). */
@@ -108,6 +112,7 @@ export const servedFiles: DescFile[] = [
   file_billing_v1_credit_note_service,
   file_billing_v1_tax_rate_service,
   file_billing_v1_coupon_service,
+  file_billing_v1_payment_settings_service,
   file_grpc_health_v1_health,
   file_grpc_reflection_v1_reflection,
   file_grpc_reflection_v1alpha_reflection,
@@ -154,6 +159,7 @@ export function implementations(services: Services, health?: Omit<HealthOptions,
     spec(CreditNoteService, creditNoteService(services.creditNotes)),
     spec(TaxRateService, taxRateService(services.taxRates)),
     spec(CouponService, couponService(services.coupons)),
+    spec(PaymentSettingsService, paymentSettingsService(services.paymentSettings)),
     spec(ServerReflection, reflection.v1),
     spec(ServerReflectionV1alpha, reflection.v1alpha),
     ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),

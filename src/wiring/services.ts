@@ -23,7 +23,6 @@ import { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import { Terms } from "../billing/subscriptions/terms.js";
 import { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import { TimelineService } from "../billing/subscriptions/timelines.js";
-import { builtInPaymentProviders } from "../billing/subscriptions/payments.js";
 import { DEFAULT_THRESHOLD_PERCENTS, UsageThresholds } from "../billing/events/thresholds.js";
 import { WebhookEndpoints } from "../billing/events/endpoints.js";
 import { EventFeed } from "../billing/events/feed.js";
@@ -38,7 +37,7 @@ import { SqlThresholdStore } from "../db/stores/threshold-store.js";
 import { SqlWebhookStore } from "../db/stores/webhook-store.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../ops/metrics.js";
-import { type Tracing, tracedProvider } from "../ops/tracing.js";
+import type { Tracing } from "../ops/tracing.js";
 import { eventEncoder } from "../rpc/event-payload.js";
 import type { EventEncoder } from "../billing/events/types.js";
 import { Credits } from "../billing/credits/grants.js";
@@ -54,6 +53,7 @@ import { SqlInvoiceSettingsStore, SqlTaxRateStore } from "../db/stores/tax-store
 import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 import { wireDunning } from "./dunning.js";
+import { type PaymentOptions, wirePayments } from "./payments.js";
 
 /**
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
@@ -174,7 +174,7 @@ export function buildServices(
   now: () => Date,
   log?: Logger,
   ingestCommitsInFlight = 2,
-  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal; tracing?: Tracing | undefined } = {},
+  ops: { metrics?: Metrics; alive?: () => void; stopping?: AbortSignal; tracing?: Tracing | undefined } & Pick<PaymentOptions, "secrets" | "stripe"> = {},
   eventOptions: EventOptions = {},
 ) {
   const { metrics, tracing } = ops;
@@ -214,8 +214,7 @@ export function buildServices(
         : undefined,
   });
   const summaries = new SummaryService(usageStore, pricingMetrics, subjects);
-  // With tracing on, each charge of a provider is a span of its own.
-  const payments = builtInPaymentProviders(tracing && ((p, name) => tracedProvider(p, tracing, name)));
+  const { payments, paymentSettings } = wirePayments(db, publicBaseUrl, now, { secrets: ops.secrets, tracing, stripe: ops.stripe });
   const engine = new BillingEngine(billingStores, { cards: cardStore, catalogs: catalogStore, metrics: metricStore }, summaries, payments, now, {
     setAside: (s, failure, err) =>
       log?.error("subscription set aside: its billing cycle could not be closed", {
@@ -282,6 +281,7 @@ export function buildServices(
     coupons: wireCoupons(db, encode, lookups, subscriptions),
     taxRates,
     invoiceSettings,
+    paymentSettings,
     dunning,
   };
 }
