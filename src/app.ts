@@ -17,6 +17,7 @@ import { startBackground } from "./wiring/background.js";
 import { migrate } from "./wiring/database.js";
 import { buildHandler } from "./wiring/serving.js";
 import { buildServices } from "./wiring/services.js";
+import { wireStripeFactory } from "./wiring/stripe.js";
 import { SqlIdempotencyStore } from "./db/stores/idempotency-store.js";
 import { KeyVerifier } from "./rpc/auth.js";
 import { type Listener, listen } from "./edge/listener.js";
@@ -67,7 +68,7 @@ export async function startApp(config: Config, log: Logger = createLogger(config
       log,
       config.ingestCommitsInFlight,
       // Aborted once SHUTDOWN_TIMEOUT_MS has passed on a stop: a clock advance still running ends cleanly.
-      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal, tracing, secrets: config.secrets },
+      { metrics, alive: () => schedulerWatch?.alive(), stopping: draining.signal, tracing, secrets: config.secrets, stripe: wireStripeFactory(db, config, () => baseUrl) },
       {
         allowPrivateWebhookHosts: config.webhooks.allowPrivateHosts,
         thresholdPercents: config.webhooks.thresholdPercents,

@@ -110,6 +110,16 @@ export interface Config {
    * rotation); undefined: no secret can be stored (SECRETS_KEY_MISSING). Never logged.
    */
   secrets: SecretKeys | undefined;
+  /**
+   * STRIPE_API_BASE: where the Stripe library sends its calls (an http(s) URL; unset: Stripe's
+   * own API): a local Stripe-compatible server in tests, or a proxy.
+   */
+  stripeApi: { host: string; port: number; protocol: "http" | "https" } | undefined;
+  /**
+   * BILLING_TEST_DIE_AFTER_CHARGE=1, tests only: the process kills itself (SIGKILL) right after a
+   * Stripe PaymentIntent is made, before anything is committed (the crash test of DESIGN §12).
+   */
+  testDieAfterCharge: boolean;
 }
 
 /** One token bucket's shape (src/ratelimit.ts): `rps` tokens a second up to `burst`; rps 0 is unlimited. */
@@ -200,6 +210,23 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const webhooks = readWebhooks(r);
   const tracing = readTracing(r);
   const secrets = readSecrets(r);
+  const stripeApi = readStripeApi(r);
+  const testDieAfterCharge = r.choice("BILLING_TEST_DIE_AFTER_CHARGE", "0", "1", "0");
   if (r.problems.length > 0) throw new ConfigError(r.problems);
-  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, connections, webhooks, tracing, secrets });
+  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, connections, webhooks, tracing, secrets, stripeApi, testDieAfterCharge });
+}
+
+/** STRIPE_API_BASE as the Stripe library's host, port and protocol; unset: Stripe's own API. */
+function readStripeApi(r: EnvReader): Config["stripeApi"] {
+  const raw = r.env.STRIPE_API_BASE || undefined;
+  if (raw === undefined) return undefined;
+  try {
+    const u = new URL(raw);
+    if (u.protocol !== "http:" && u.protocol !== "https:") throw new Error("not http");
+    const protocol = u.protocol === "http:" ? "http" : "https";
+    return { host: u.hostname.replace(/^\[|\]$/g, ""), port: u.port ? Number(u.port) : protocol === "http" ? 80 : 443, protocol };
+  } catch {
+    r.problems.push("STRIPE_API_BASE must be an http or https URL");
+    return undefined;
+  }
 }

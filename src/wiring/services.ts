@@ -54,6 +54,7 @@ import { hostGuard } from "../webhooks/guard.js";
 import { backfillLogger, progressLogger } from "./progress.js";
 import { wireDunning } from "./dunning.js";
 import { type PaymentOptions, wirePayments } from "./payments.js";
+import { wireStripeEndpoints } from "./stripe.js";
 
 /**
  * The subscription use cases over one engine, each given what it needs; the scheduler runs what
@@ -264,10 +265,8 @@ export function buildServices(
     changes,
     pauses,
     timelines,
-    hostedCheckout,
     invoices,
     billingStates,
-    portal,
     clocks,
     scheduler,
     engine,
@@ -283,5 +282,7 @@ export function buildServices(
     invoiceSettings,
     paymentSettings,
     dunning,
+    // The hosted checkout and the portal, with Stripe's webhooks and return from Checkout (DESIGN §16).
+    ...wireStripeEndpoints({ stores: engine.stores, paymentSettings, hostedCheckout, portal, stripe: ops.stripe, now, log, publicBaseUrl }),
   };
 }

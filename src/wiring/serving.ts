@@ -98,7 +98,8 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   const dashboard = createDashboard(operatorSessions, services, { secureCookies: baseUrl().startsWith("https:"), sessionSeconds: config.dashboardSessionSeconds }, log);
   // GET /openapi.json and /docs (no key): the committed document generated from the contract.
   const docs = createApiDocs(loadOpenApi(), baseUrl);
-  const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) => docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res);
+  const pages = (req: Parameters<typeof checkoutPages>[0], res: Parameters<typeof checkoutPages>[1]) =>
+    docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res) || services.stripePages(req, res);
   const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs, config.bulkLaneMinBytes);
   metrics.attach({ inFlight: () => admission.inFlight });
   return createRequestHandler({

@@ -6,13 +6,15 @@
 import { NotFoundError } from "../errors.js";
 import type { NewEvent } from "../events/types.js";
 import { newId } from "../ids.js";
+import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
-import type { CheckoutSession, Commitment, PaymentProvider } from "./types.js";
+import type { BillingTx } from "./ports.js";
+import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
 
 /** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
 export interface CreditCheckouts {
@@ -21,9 +23,17 @@ export interface CreditCheckouts {
   completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<unknown>;
 }
 
+/** What completing a checkout takes: what was checked stale meanwhile. */
+const STALE = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
+
+/** A card to save: typed in (tokenized) or saved on a provider's page (its ids there). */
+type NewCard = Pick<PaymentMethod, "brand" | "last4" | "behavior"> & Partial<Pick<SavedCard, "provider" | "providerRef" | "customerRef">>;
+
 export class HostedCheckout {
   /** Credit purchases (checkout kind `credit`); absent: such a checkout cannot be completed. */
   purchases: CreditCheckouts | undefined = undefined;
+  /** This service's public base URL (where a provider's page sends the customer back); set by the wiring. */
+  publicBaseUrl: () => string = () => "";
 
   constructor(
     private readonly lookups: Lookups,
@@ -69,30 +79,88 @@ export class HostedCheckout {
       await this.stores.transaction((tx) => tx.emit([checkoutEvent("checkout.failed", session, card.message)]));
       return { ok: false, message: card.message };
     }
-    const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
+    const subject = await this.possible(session);
+    if (!subject) return STALE;
+    if (!(await this.finish(session, subject, card))) return { ok: false, gone: true, message: "This checkout is no longer available." };
+    return { ok: true, redirect: session.successUrl };
+  }
+
+  /**
+   * A provider with its own card page (Stripe Checkout, DESIGN §16): where the customer goes to
+   * save a card for this checkout; the provider's webhook or the customer's return completes it
+   * (completeWithSavedCard). Undefined when the provider has no such page (the card form is used).
+   */
+  async startCardSetup(token: string): Promise<{ ok: true; redirect: string } | { ok: false; message: string; gone?: boolean; noProvider?: boolean } | undefined> {
+    const { session, usable, provider } = await this.checkout(token);
+    if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
+    if (!provider) return { ok: false, noProvider: true, message: NO_PROVIDER_PAGE_MESSAGE };
+    if (!provider.startCardSetup) return undefined;
+    const subject = await this.possible(session);
+    if (!subject) return STALE;
+    const profile = await this.stores.directory.profile(session.environmentId, subject.id);
+    const { url } = await provider.startCardSetup({
+      environmentId: session.environmentId,
+      subjectId: subject.id,
+      email: profile?.email ?? null,
+      name: profile?.name ?? null,
+      returnReference: cardSetupReference("checkout", token),
+      successUrl: session.successUrl,
+      cancelUrl: `${this.publicBaseUrl()}/hosted/checkout/${token}`,
+      currency: session.currency,
+    });
+    return { ok: true, redirect: url };
+  }
+
+  /**
+   * Completes a checkout with a card the provider saved on its own page (DESIGN §16), once:
+   * the webhook and the customer's return both call it; `record` records the provider's event
+   * in the same transaction (false: a repeat). Answers where the customer goes: the success URL
+   * once completed (now or before), the cancel URL when it can no longer complete.
+   */
+  async completeWithSavedCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
+    const session = await this.stores.checkouts.get(token);
+    if (!session) return { redirect: null };
+    if (session.status === "completed") return { redirect: session.successUrl };
+    if (session.status !== "open") return { redirect: session.cancelledUrl };
+    const subject = await this.possible(session);
+    if (!subject) return { redirect: session.cancelledUrl };
+    const claimed = await this.finish(session, subject, { ...card, behavior: "succeeds" }, record);
+    const after = claimed ? session : await this.stores.checkouts.get(token);
+    return { redirect: after?.status === "completed" ? session.successUrl : session.cancelledUrl };
+  }
+
+  /** The subject, when what the checkout was for is still possible; undefined: it is stale. */
+  private async possible(session: CheckoutSession): Promise<BillingSubject | undefined> {
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
-    // What the checkout was for must still be possible before the card is taken and the checkout used.
-    const stale = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
-    if (!subject) return stale;
-    const kind = session.kind;
-    if (kind === "credit") {
+    if (!subject) return undefined;
+    if (session.kind === "credit") {
       const p = session.payload as { grantId: string };
-      if (!this.purchases || !(await this.purchases.pending(session.environmentId, p.grantId))) return stale;
+      if (!this.purchases || !(await this.purchases.pending(session.environmentId, p.grantId))) return undefined;
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string };
       const sub = await this.stores.subscriptions.get(session.environmentId, p.subscriptionId);
-      if (sub?.status !== "active" || sub.rateCardId === p.rateCardId) return stale;
+      if (sub?.status !== "active" || sub.rateCardId === p.rateCardId) return undefined;
     } else if (session.kind === "timeline") {
       const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { timelineId: string }).timelineId);
-      if (tl?.status !== "draft") return stale;
+      if (tl?.status !== "draft") return undefined;
     } else if ((session.payload as { request: CreateSubscriptionInput }).request.timelineId) {
       const tl = await this.stores.timelines.get(session.environmentId, (session.payload as { request: CreateSubscriptionInput }).request.timelineId);
-      if (tl?.status !== "draft") return stale;
+      if (tl?.status !== "draft") return undefined;
     }
+    return subject;
+  }
+
+  /**
+   * Saves the card on the subject and completes the checkout (once: false when it was no longer
+   * open, or `record` says the provider's event is a repeat), then what it was for happens.
+   */
+  private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<boolean> {
+    const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
     const pmId = newId("pm_card");
     const claimed = await this.stores.transaction(async (tx) => {
-      const locked = await tx.lockCheckout(token);
+      const locked = await tx.lockCheckout(session.token);
       if (locked?.status !== "open") return false;
+      if (record && !(await record(tx))) return false;
       await tx.insertPaymentMethod({
         id: pmId,
         environmentId: session.environmentId,
@@ -101,14 +169,15 @@ export class HostedCheckout {
         last4: card.last4,
         behavior: card.behavior,
         createdAt: this.engine.now(),
+        ...(card.provider ? { provider: card.provider, providerRef: card.providerRef ?? null, customerRef: card.customerRef ?? null } : {}),
       });
       await tx.setSubjectPaymentMethod(subject.id, pmId);
       await tx.updateCheckoutStatus(session.id, "completed");
       await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
       return true;
     });
-    if (!claimed) return { ok: false, gone: true, message: "This checkout is no longer available." };
-    if (kind === "credit" && this.purchases) {
+    if (!claimed) return false;
+    if (session.kind === "credit" && this.purchases) {
       await this.purchases.completeCheckout(caller, session.payload as { grantId: string; invoiceId: string }, pmId, await this.lookups.nowFor(subject));
     } else if (session.kind === "subscribe") {
       // The request as subscribe.ts stored it: its terms, checked then, with the minimum commitment.
@@ -121,11 +190,11 @@ export class HostedCheckout {
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       await this.changes.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
-    } else {
+    } else if (session.kind === "timeline") {
       const p = session.payload as { timelineId: string; effectiveAt: string };
       await this.timelines.begin(caller, p.timelineId, new Date(p.effectiveAt));
     }
-    return { ok: true, redirect: session.successUrl };
+    return true;
   }
 
   /** Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to send the customer. */

@@ -13,6 +13,8 @@ import { newId, randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import type { Dunning } from "../payments/attempts.js";
+import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
+import type { BillingTx } from "./ports.js";
 import type { SubscriptionChanges } from "./changes.js";
 import { checkCallbackUrl } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
@@ -75,6 +77,8 @@ export interface PortalView {
   paymentMethod: { brand: string; last4: string } | null;
   /** Whether a card can be saved here (a payment provider: test environments), and the provider's hint (the test cards). */
   canReplaceCard: boolean;
+  /** A provider with its own card page (Stripe Checkout): the card is entered there, not here. */
+  cardOnProviderPage?: boolean;
   cardHint: string | undefined;
 }
 
@@ -158,6 +162,7 @@ export class CustomerPortal {
       invoices: await Promise.all((await this.stores.invoices.recent(env, p.subject.id, PORTAL_INVOICES_SHOWN)).map((i) => this.lookups.engine.drafts.preview(i).catch(() => i))),
       paymentMethod: pm ? { brand: pm.brand, last4: pm.last4 } : null,
       canReplaceCard: provider !== undefined,
+      cardOnProviderPage: provider?.startCardSetup !== undefined,
       cardHint: provider?.cardHint,
     };
   }
@@ -221,5 +226,63 @@ export class CustomerPortal {
     const saved = await this.stores.paymentMethods.get(pmId);
     if (saved && this.dunning) await this.dunning.retrySubject(p.session.environmentId, p.subject.id, saved, await this.lookups.nowFor(p.subject));
     return { ok: true, brand: card.brand, last4: card.last4 };
+  }
+
+  /**
+   * A provider with its own card page (Stripe Checkout, DESIGN §16): where the customer goes to
+   * save a new card; the provider's webhook or the customer's return saves it (saveProviderCard).
+   * Undefined: the card form is used (or there is no provider).
+   */
+  async startCardSetup(p: OpenPortal): Promise<string | undefined> {
+    const provider = await this.lookups.paymentsFor(p.caller);
+    if (!provider?.startCardSetup) return undefined;
+    const profile = await this.stores.directory.profile(p.session.environmentId, p.subject.id);
+    const back = `${this.url(p.session)}/card`;
+    const { url } = await provider.startCardSetup({
+      environmentId: p.session.environmentId,
+      subjectId: p.subject.id,
+      email: profile?.email ?? null,
+      name: profile?.name ?? null,
+      returnReference: cardSetupReference("portal", p.session.token),
+      successUrl: back,
+      cancelUrl: back,
+    });
+    return url;
+  }
+
+  /**
+   * Saves a card the provider saved on its page for the portal session `token`, once (`record`
+   * false: the provider's event is a repeat); it becomes the subject's payment method and open
+   * invoices are charged to it at once, as with a typed card.
+   */
+  async saveProviderCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
+    const access = await this.access(token);
+    const back = `${this.publicBaseUrl()}/hosted/portal/${token}?done=card`;
+    if (access?.state !== "open") return { redirect: access ? `${this.publicBaseUrl()}/hosted/portal/${token}` : null };
+    const p = access.portal;
+    const current = p.subject.paymentMethodId ? await this.stores.paymentMethods.get(p.subject.paymentMethodId) : undefined;
+    // The customer's return after the webhook (or the reverse): the card is saved already.
+    if (current?.providerRef === card.providerRef) return { redirect: back };
+    const pmId = newId("pm_card");
+    const saved = await this.stores.transaction(async (tx) => {
+      if (!(await record(tx))) return false;
+      await tx.insertPaymentMethod({
+        id: pmId,
+        environmentId: p.session.environmentId,
+        subjectId: p.subject.id,
+        brand: card.brand,
+        last4: card.last4,
+        behavior: "succeeds",
+        createdAt: this.engine.now(),
+        provider: card.provider,
+        providerRef: card.providerRef,
+        customerRef: card.customerRef,
+      });
+      await tx.setSubjectPaymentMethod(p.subject.id, pmId);
+      return true;
+    });
+    const pm = saved ? await this.stores.paymentMethods.get(pmId) : undefined;
+    if (pm && this.dunning) await this.dunning.retrySubject(p.session.environmentId, p.subject.id, pm, await this.lookups.nowFor(p.subject));
+    return { redirect: back };
   }
 }

@@ -4,6 +4,7 @@
  * completed checkout saves a payment method on the subject). src/db implements them on SQL;
  * test/fakes in memory.
  */
+import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
@@ -237,7 +238,7 @@ export type BillingTx = SubscriptionWrites &
   PaymentMethodWrites &
   TimelineWrites &
   EventWrites &
-  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites; dunning?: DunningWrites };
+  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites; providerEvents?: ProviderEventWrites; dunning?: DunningWrites };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

@@ -383,6 +383,8 @@ export interface CardSetupRequest {
   returnReference: string;
   successUrl: string;
   cancelUrl: string;
+  /** The currency the card will be charged in (lower or upper case), when known: Stripe shows the methods that fit it. */
+  currency?: string;
 }
 
 /** What a charge is for, for the provider's records and its payment link (DESIGN §16). */

@@ -2,6 +2,7 @@
  * Billing's storage on SQL: its stores, one per aggregate, and the transaction that spans them
  * (each aggregate's writes on one entity manager).
  */
+import { providerEventWrites } from "./provider-store.js";
 import { AbortedError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
 import type { BillingDirectory, BillingStores, BillingTx } from "../../billing/subscriptions/ports.js";
@@ -84,6 +85,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           booking: bookingWrites(em, sql),
           coupons: couponWrites(em, sql, entities),
           dunning: dunningWrites(em, entities),
+          providerEvents: providerEventWrites(em, entities),
         }),
       );
       return run.catch((err: unknown) => {

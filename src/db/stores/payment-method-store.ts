@@ -8,12 +8,24 @@ import type { Sql } from "../sql.js";
 
 /** Row → domain. */
 export function paymentMethodFromRow(r: PaymentMethodRow): PaymentMethod {
-  return { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at };
+  const pm: PaymentMethod = { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at };
+  // DESIGN §16: a card saved through a provider's own page (Stripe) keeps its ids there.
+  if (r.provider && r.provider !== "test") Object.assign(pm, { provider: r.provider, providerRef: r.provider_ref ?? null, customerRef: r.customer_ref ?? null });
+  return pm;
 }
 
 /** Domain → row. */
 export function paymentMethodToRow(pm: PaymentMethod): PaymentMethodRow {
-  return { id: pm.id, environment_id: pm.environmentId, subject_id: pm.subjectId, brand: pm.brand, last4: pm.last4, behavior: pm.behavior, created_at: pm.createdAt };
+  return {
+    id: pm.id,
+    environment_id: pm.environmentId,
+    subject_id: pm.subjectId,
+    brand: pm.brand,
+    last4: pm.last4,
+    behavior: pm.behavior,
+    created_at: pm.createdAt,
+    ...(pm.provider && pm.provider !== "test" ? { provider: pm.provider, provider_ref: pm.providerRef ?? null, customer_ref: pm.customerRef ?? null } : {}),
+  };
 }
 
 /** The payment-method writes of a billing transaction on `em`. */
@@ -42,9 +54,9 @@ export class SqlPaymentMethodStore implements PaymentMethodStore {
   async ofSubjects(subjectIds: string[]): Promise<Map<string, PaymentMethod>> {
     const out = new Map<string, PaymentMethod>();
     if (subjectIds.length === 0) return out;
-    const rows: { subject_id: string; id: string; environment_id: string; brand: string; last4: string; behavior: string; created_at: unknown }[] = await this.sql.run((em) =>
+    const rows: { subject_id: string; id: string; environment_id: string; brand: string; last4: string; behavior: string; created_at: unknown; provider: string; provider_ref: string | null; customer_ref: string | null }[] = await this.sql.run((em) =>
       em.query(
-        `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at FROM subjects s JOIN payment_methods p ON p.id = s.payment_method_id WHERE s.id IN (${subjectIds.map(() => "?").join(", ")})`,
+        `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at, p.provider, p.provider_ref, p.customer_ref FROM subjects s JOIN payment_methods p ON p.id = s.payment_method_id WHERE s.id IN (${subjectIds.map(() => "?").join(", ")})`,
         subjectIds,
       ),
     );

@@ -43,21 +43,27 @@ function cancelForm(token: string): Html {
  */
 function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, provider: PaymentProvider | undefined, error?: string): void {
   const hint = provider?.cardHint;
-  const form = provider
-    ? html`<form method="post" action="/hosted/checkout/${token}">
+  // A provider with its own card page (Stripe Checkout, DESIGN §16): a button that leads there.
+  const form = provider?.startCardSetup
+    ? html`<form method="post" action="/hosted/checkout/${token}"><button type="submit">Continue to card entry</button></form>`
+    : provider
+      ? html`<form method="post" action="/hosted/checkout/${token}">
 <label for="card_number">Card number</label>
 <input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required${hint ? html` aria-describedby="cards"` : ""}${error ? html` aria-invalid="true"` : ""}>
 ${hint ? html`<p class="muted" id="cards">${hint}</p>` : ""}
 <button type="submit">Pay and subscribe</button>
 </form>`
-    : "";
+      : "";
   const body = html`<main><h1>${s.description}</h1>
 <p>Due today: <strong>${displayMoney(s.amountDue, s.currency)}</strong></p>
 ${error ? html`<p class="error" role="alert" id="error">${error}</p>` : ""}
 ${form}
 ${cancelForm(token)}</main>`;
-  page(res, status, s.description, body, callbackOrigins(s));
+  page(res, status, s.description, body, provider?.kind === "stripe" ? [...callbackOrigins(s), STRIPE_CHECKOUT_ORIGIN] : callbackOrigins(s));
 }
+
+/** Where Stripe's card page is: the checkout form's POST is answered with a 303 there. */
+const STRIPE_CHECKOUT_ORIGIN = "https://checkout.stripe.com";
 
 /** GET on the cancel address: asks to confirm (a prefetch or a scanner changes nothing). */
 function cancelConfirmPage(res: Res, s: CheckoutSession, token: string): void {
@@ -106,8 +112,11 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   // No payment provider (a live environment): 409, no card field, no test-card hints.
   if (!view.provider) return checkoutPage(res, 409, view.session, token, undefined, NO_PROVIDER_PAGE_MESSAGE);
   if (req.method === "GET") return checkoutPage(res, 200, view.session, token, view.provider);
+  // A provider with its own card page: the customer is sent there; its webhook or return completes the checkout.
+  const setup = view.provider.startCardSetup ? await subs.startCardSetup(token) : undefined;
+  if (setup?.ok) return redirect(res, setup.redirect, "Continue to card entry");
   const form = await readForm(req);
-  const result = await subs.completeCheckout(token, form.get("card_number") ?? "");
+  const result = setup ?? (await subs.completeCheckout(token, form.get("card_number") ?? ""));
   if (result.ok) return redirect(res, result.redirect, "Payment complete");
   if (result.gone) return gonePage(res);
   if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);

@@ -131,14 +131,17 @@ function cardPage(res: Res, status: number, v: PortalView, error?: string): void
   const base = portalBase(v.session.token);
   const hint = v.cardHint;
   const current = v.paymentMethod ? html`<p>Current card: ${brand(v.paymentMethod.brand)} ending in ${v.paymentMethod.last4}</p>` : html`<p>No card on file yet.</p>`;
-  const form = v.canReplaceCard
-    ? html`<form method="post" action="${base}/card">
+  const form =
+    v.canReplaceCard && v.cardOnProviderPage
+      ? html`<form method="post" action="${base}/card"><button type="submit">Continue to card entry</button></form>`
+      : v.canReplaceCard
+        ? html`<form method="post" action="${base}/card">
 <label for="card_number">Card number</label>
 <input id="card_number" name="card_number" inputmode="numeric" autocomplete="cc-number" required${hint ? html` aria-describedby="cards"` : ""}${error ? html` aria-invalid="true"` : ""}>
 ${hint ? html`<p class="muted" id="cards">${hint}</p>` : ""}
 <button type="submit">Save card</button>
 </form>`
-    : "";
+        : "";
   const body = html`<main><h1>${v.paymentMethod ? "Replace your card" : "Add a card"}</h1>
 ${current}
 ${error ? html`<p class="error" role="alert" id="error">${error}</p>` : ""}
@@ -192,6 +195,13 @@ async function card(req: Req, res: Res, portal: CustomerPortal, p: OpenPortal, t
   if (req.method === "GET") {
     const v = await portal.view(p);
     return cardPage(res, v.canReplaceCard ? 200 : 409, v);
+  }
+  // A provider with its own card page (Stripe Checkout): the customer saves the card there.
+  const setupUrl = await portal.startCardSetup(p);
+  if (setupUrl) {
+    res.writeHead(303, { location: setupUrl, "cache-control": "no-store" });
+    res.end();
+    return;
   }
   const form = await readForm(req);
   const result = await portal.replaceCard(p, form.get("card_number") ?? "");

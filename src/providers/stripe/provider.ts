@@ -1,0 +1,193 @@
+/**
+ * The Stripe payment provider (DESIGN §16), every call through the official `stripe` library:
+ *
+ * - startCardSetup: a Checkout Session in setup mode for the subject's customer (customers.ts);
+ *   Stripe sends the customer back to GET /providers/stripe/return/{environment} (webhooks.ts),
+ *   and its `checkout.session.completed` webhook arrives too: both complete it, once (completeSetup).
+ * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
+ *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
+ * - refund: a Refund of the PaymentIntent made with the charge key.
+ */
+import type Stripe from "stripe";
+import type { SavedCard } from "../../billing/payments/provider-events.js";
+import type { ChargeOutcome } from "../../billing/payments/types.js";
+import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider } from "../../billing/subscriptions/types.js";
+import { type StripeApi, isTestKey, stripeClient } from "./client.js";
+import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
+import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
+
+/** What the provider needs of storage: customers, and the PaymentIntent an invoice was charged with. */
+export interface StripeStore extends StripeCustomerStore {
+  /** The provider's reference stored in the invoice's payment_state (pi_…), if any. */
+  paymentReference(environmentId: string, invoiceId: string): Promise<string | undefined>;
+  /** The subject an invoice bills. */
+  invoiceSubject(environmentId: string, invoiceId: string): Promise<string | undefined>;
+}
+
+export interface StripeProviderOptions {
+  secretKey: string;
+  environmentId: string;
+  /** STRIPE_API_BASE as host, port, protocol; undefined: Stripe's own API. */
+  api?: StripeApi;
+  store: StripeStore;
+  /** This service's public base URL (PUBLIC_BASE_URL), for Stripe's return URL. */
+  publicBaseUrl: () => string;
+  /** Tests only (BILLING_TEST_DIE_AFTER_CHARGE=1): the process kills itself right after a PaymentIntent is made, before anything is committed. */
+  dieAfterCharge?: boolean;
+}
+
+/** A card setup as Stripe completed it: the reference it was started for and the card saved. */
+export interface CompletedSetup {
+  environmentId: string;
+  reference: string;
+  card: SavedCard;
+}
+
+export interface StripeProvider extends PaymentProvider {
+  readonly kind: "stripe";
+  /** The library's client (webhooks.ts verifies signatures with it). */
+  readonly stripe: Stripe;
+  /** Reads a completed setup-mode Checkout Session; undefined while it is not complete. */
+  completedSetup(sessionId: string): Promise<CompletedSetup | undefined>;
+}
+
+/** The invoice of a charge key (`<invoice>:attempt-<n>`, chargeKey in subscriptions/types.ts). */
+function invoiceOfKey(key: string): string {
+  const at = key.lastIndexOf(":attempt-");
+  return at < 0 ? key : key.slice(0, at);
+}
+
+/** A whole number of smallest units as Stripe's integer amount; anything else is refused. */
+export function stripeAmount(amount: string): number {
+  const n = /^\d+$/.test(amount) ? Number(amount) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`Stripe charges whole smallest units: ${amount} is not a positive integer`);
+  return n;
+}
+
+export function stripeProvider(o: StripeProviderOptions): StripeProvider {
+  const stripe = stripeClient(o.secretKey, o.api);
+  const customers = new StripeCustomers(stripe, o.store, o.environmentId);
+  const env = o.environmentId;
+
+  async function startCardSetup(r: CardSetupRequest): Promise<{ url: string; reference: string }> {
+    const customer = await customers.forSubject(r.subjectId);
+    // {CHECKOUT_SESSION_ID} is Stripe's placeholder, filled in when it sends the customer back.
+    const back = `${o.publicBaseUrl()}/providers/stripe/return/${encodeURIComponent(env)}?ref=${encodeURIComponent(r.returnReference)}&session_id={CHECKOUT_SESSION_ID}`;
+    const metadata = { environment_id: env, subject_id: r.subjectId, return_reference: r.returnReference };
+    const session = await stripe.checkout.sessions.create({
+      mode: "setup",
+      customer,
+      // Setup mode without a list of method types takes a currency (Stripe shows the methods that fit it).
+      currency: (r.currency ?? "usd").toLowerCase(),
+      success_url: back,
+      cancel_url: r.cancelUrl,
+      metadata,
+      setup_intent_data: { metadata },
+    });
+    if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
+    return { url: session.url, reference: session.id };
+  }
+
+  async function charge(pm: PaymentMethod, amount: string, currency: string, idempotencyKey: string, context?: ChargeContext): Promise<ChargeOutcome> {
+    if (pm.provider !== "stripe" || !pm.providerRef || !pm.customerRef) return { ok: false, message: "This card was not saved through Stripe.", code: "payment_method_unknown" };
+    const invoiceId = context?.invoiceId ?? invoiceOfKey(idempotencyKey);
+    await customers.forSubject(pm.subjectId);
+    let outcome: ChargeOutcome;
+    try {
+      const pi = await stripe.paymentIntents.create(
+        {
+          amount: stripeAmount(amount),
+          currency: currency.toLowerCase(),
+          customer: pm.customerRef,
+          payment_method: pm.providerRef,
+          off_session: true,
+          confirm: true,
+          ...(context?.description ? { description: context.description } : {}),
+          metadata: { invoice_id: invoiceId, environment_id: env, charge_key: idempotencyKey },
+        },
+        { idempotencyKey },
+      );
+      outcome = outcomeOfIntent(pi);
+    } catch (err) {
+      const known = outcomeOfError(err);
+      if (!known) throw err;
+      outcome = known;
+    }
+    // Tests of a crash between the charge and its commit (test/api/stripe-provider.test.ts).
+    if (o.dieAfterCharge) process.kill(process.pid, "SIGKILL");
+    return outcome;
+  }
+
+  /** The PaymentIntent made with `chargeKey`: the invoice's stored reference, else found among its customer's by metadata. */
+  async function intentOf(chargeKey: string): Promise<string | undefined> {
+    const invoiceId = invoiceOfKey(chargeKey);
+    const stored = await o.store.paymentReference(env, invoiceId);
+    if (stored?.startsWith("pi_")) return stored;
+    const subjectId = await o.store.invoiceSubject(env, invoiceId);
+    const customer = subjectId ? await o.store.customerRef(env, subjectId, "stripe") : undefined;
+    if (!customer) return undefined;
+    for await (const pi of stripe.paymentIntents.list({ customer, limit: 100 })) {
+      if (pi.metadata?.charge_key === chargeKey && pi.status === "succeeded") return pi.id;
+    }
+    return undefined;
+  }
+
+  async function refund(chargeKey: string, amount: string, _currency: string, idempotencyKey: string): Promise<{ ok: true; refundId: string } | { ok: false; message: string }> {
+    const intent = await intentOf(chargeKey);
+    if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
+    try {
+      const r = await stripe.refunds.create({ payment_intent: intent, amount: stripeAmount(amount) }, { idempotencyKey });
+      if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
+      return { ok: true, refundId: r.id };
+    } catch (err) {
+      if (err instanceof Error && (err as { type?: string }).type === "StripeInvalidRequestError") return { ok: false, message: err.message };
+      throw err;
+    }
+  }
+
+  async function completedSetup(sessionId: string): Promise<CompletedSetup | undefined> {
+    const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent.payment_method"] });
+    const si = s.setup_intent as Stripe.SetupIntent | string | null;
+    if (s.mode !== "setup" || s.status !== "complete" || !si || typeof si === "string" || si.status !== "succeeded") return undefined;
+    const attached = si.payment_method as Stripe.PaymentMethod | string | null;
+    const pm = typeof attached === "string" ? await stripe.paymentMethods.retrieve(attached) : attached;
+    const customer = typeof s.customer === "string" ? s.customer : s.customer?.id;
+    const reference = s.metadata?.return_reference;
+    if (!pm || !customer || !reference || s.metadata?.environment_id !== env) return undefined;
+    return {
+      environmentId: env,
+      reference,
+      card: { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer },
+    };
+  }
+
+  return {
+    kind: "stripe",
+    test: isTestKey(o.secretKey),
+    stripe,
+    startCardSetup,
+    // Cards are never typed into our pages with Stripe: startCardSetup sends the customer to Stripe.
+    tokenize: () => ({ ok: false, message: "Cards are entered on Stripe's page." }),
+    charge,
+    refund,
+    completedSetup,
+  };
+}
+
+/**
+ * The factory the per-environment provider choice calls (PaymentProviders.forEnvironment): one
+ * provider per environment and key, kept (its customer cache with it).
+ */
+export function stripeFactory(deps: Omit<StripeProviderOptions, "secretKey" | "environmentId">): (secretKey: string, environmentId: string) => StripeProvider {
+  const made = new Map<string, StripeProvider>();
+  return (secretKey, environmentId) => {
+    const key = `${environmentId}\u0000${secretKey}`;
+    let p = made.get(key);
+    if (!p) {
+      if (made.size > 1_000) made.clear();
+      p = stripeProvider({ ...deps, secretKey, environmentId });
+      made.set(key, p);
+    }
+    return p;
+  };
+}

@@ -1,0 +1,155 @@
+/**
+ * Stripe's side of this service (DESIGN §16), no API key (Stripe's signature, or the customer's
+ * browser coming back from Stripe):
+ *
+ *   POST /providers/stripe/webhooks/{environment_id}   Stripe's webhooks: checked with the library
+ *        (constructEvent, the environment's signing secret; unknown environment or bad signature:
+ *        400, nothing changes), then handled once per event id (ProviderEvents): 200.
+ *   GET  /providers/stripe/return/{environment_id}?ref=…&session_id=…   where Stripe Checkout
+ *        sends the customer back: completes the card setup (if the webhook did not already), then
+ *        on to the checkout's success URL or the portal.
+ *
+ * Handled events: checkout.session.completed (setup: the card saved, the checkout completed),
+ * payment_intent.succeeded (the invoice paid), payment_intent.payment_failed (recorded; dunning
+ * decides), and setup_intent.succeeded, payment_method.attached, charge.refunded, refund.updated
+ * acknowledged (their effect is another event's). Any other type: 200, ignored.
+ */
+import Stripe from "stripe";
+import type { ProviderEventRef, ProviderEvents } from "../../billing/payments/provider-events.js";
+import type { ProviderSettingsSource } from "../../billing/subscriptions/payments.js";
+import type { Logger } from "../../log.js";
+import { messagePage, type Req, type Res } from "../../pages/shell.js";
+import type { StripeProvider } from "./provider.js";
+
+/** The largest webhook body read (Stripe's events are far smaller). */
+const MAX_WEBHOOK_BYTES = 1024 * 1024;
+
+const ACKNOWLEDGED = new Set([
+  "setup_intent.succeeded",
+  "setup_intent.setup_failed",
+  "payment_method.attached",
+  "charge.refunded",
+  "refund.updated",
+  "refund.created",
+  "charge.succeeded",
+  "charge.failed",
+  "payment_intent.created",
+  "payment_intent.requires_action",
+]);
+
+export interface StripeEndpointsDeps {
+  settings: ProviderSettingsSource;
+  /** The environment's Stripe provider for its key (the same factory the providers use). */
+  stripeFor: (secretKey: string, environmentId: string) => StripeProvider;
+  events: ProviderEvents;
+  log: Logger;
+}
+
+function json(res: Res, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" });
+  res.end(text);
+}
+
+/** The body, whole, or undefined past `max` bytes. */
+async function rawBody(req: Req, max: number): Promise<Buffer | undefined> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) return undefined;
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts);
+}
+
+export function createStripeEndpoints(deps: StripeEndpointsDeps) {
+  const { log } = deps;
+
+  async function providerOf(environmentId: string): Promise<{ provider: StripeProvider; webhookSecret: string | null } | undefined> {
+    const s = await deps.settings.providerOf(environmentId).catch(() => undefined);
+    if (s?.provider !== "stripe" || !s.stripeSecretKey) return undefined;
+    return { provider: deps.stripeFor(s.stripeSecretKey, environmentId), webhookSecret: s.stripeWebhookSecret };
+  }
+
+  async function handleEvent(env: string, provider: StripeProvider, event: Stripe.Event): Promise<string> {
+    const ref: ProviderEventRef = { provider: "stripe", eventId: event.id, eventType: event.type };
+    const ev = deps.events;
+    switch (event.type) {
+      case "checkout.session.completed": {
+        const session = event.data.object as Stripe.Checkout.Session;
+        const done = session.mode === "setup" ? await provider.completedSetup(session.id) : undefined;
+        if (!done) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+        await ev.cardSaved(env, done.reference, done.card, ref);
+        return "card_saved";
+      }
+      case "payment_intent.succeeded": {
+        const pi = event.data.object as Stripe.PaymentIntent;
+        const invoiceId = pi.metadata?.invoice_id;
+        if (!invoiceId || pi.metadata?.environment_id !== env) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+        return ev.paymentSucceeded(env, invoiceId, ref);
+      }
+      case "payment_intent.payment_failed": {
+        const pi = event.data.object as Stripe.PaymentIntent;
+        const invoiceId = pi.metadata?.invoice_id;
+        if (!invoiceId || pi.metadata?.environment_id !== env) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+        const e = pi.last_payment_error;
+        return ev.paymentFailed(env, invoiceId, { message: e?.message ?? "The payment failed.", code: e?.decline_code ?? e?.code ?? null }, ref);
+      }
+      default:
+        if (ACKNOWLEDGED.has(event.type)) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+        return "ignored";
+    }
+  }
+
+  async function webhook(req: Req, res: Res, env: string): Promise<void> {
+    const body = await rawBody(req, MAX_WEBHOOK_BYTES);
+    if (!body) return json(res, 413, { error: "payload too large" });
+    const found = await providerOf(env);
+    // Unknown environment, or one not on Stripe, or without a signing secret: nothing to check against.
+    if (!found?.webhookSecret) return json(res, 400, { error: "this environment receives no Stripe webhooks" });
+    let event: Stripe.Event;
+    try {
+      event = Stripe.webhooks.constructEvent(body, String(req.headers["stripe-signature"] ?? ""), found.webhookSecret);
+    } catch {
+      return json(res, 400, { error: "the Stripe-Signature header does not verify" });
+    }
+    const outcome = await handleEvent(env, found.provider, event);
+    log.debug("stripe webhook", { environment_id: env, event_id: event.id, type: event.type, outcome });
+    json(res, 200, { received: true });
+  }
+
+  async function returned(req: Req, res: Res, env: string): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const sessionId = url.searchParams.get("session_id") ?? "";
+    const ref = url.searchParams.get("ref") ?? "";
+    const found = await providerOf(env);
+    const done = found && sessionId.startsWith("cs_") ? await found.provider.completedSetup(sessionId) : undefined;
+    if (!done || done.reference !== ref) return messagePage(res, 404, "Not found", "This card setup is not known", "Go back to the application and try again.");
+    const { redirect } = await deps.events.cardSaved(env, done.reference, done.card, null);
+    if (!redirect) return messagePage(res, 410, "Gone", "This checkout is no longer available");
+    res.writeHead(303, { location: redirect, "cache-control": "no-store" });
+    res.end();
+  }
+
+  /** The page handler: true when it answers the request (its path is under /providers/stripe/). */
+  return (req: Req, res: Res): boolean => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const m = /^\/providers\/stripe\/(webhooks|return)\/([0-9A-Za-z_-]{1,64})$/.exec(path);
+    if (!m) return false;
+    const [, kind, env] = m as unknown as [string, string, string];
+    const method = kind === "webhooks" ? "POST" : "GET";
+    if (req.method !== method) {
+      res.writeHead(405, { allow: method });
+      res.end();
+      return true;
+    }
+    (kind === "webhooks" ? webhook(req, res, env) : returned(req, res, env)).catch((err: unknown) => {
+      // A failure to handle is a 500: Stripe delivers the event again later (nothing was recorded).
+      log.error("stripe endpoint failed", { path, err });
+      if (!res.headersSent) json(res, 500, { error: "internal" });
+      else res.end();
+    });
+    return true;
+  };
+}
