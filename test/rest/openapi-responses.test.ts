@@ -197,6 +197,9 @@ for (const store of STORES) {
     await s.call("PUT", `/subjects/${s.subjectId}`, { billing_details: { legal_name: "Acme GmbH", address: { city: "Berlin", country: "DE" }, tax_ids: [{ type: "eu_vat", value: "DE123456789" }] } });
     await s.call("GET", "/invoice-settings");
     await s.call("PATCH", "/invoice-settings", { number_prefix: "ACME", seller: { legal_name: "Seller Ltd", address: { country: "IE" }, tax_id: "IE1234567T", footer: "Thank you" } });
+    // Payments (DESIGN §16): the settings read and changed (the defaults' dunning, written back).
+    await s.call("GET", "/payment-settings");
+    await s.call("PATCH", "/payment-settings", { provider: "test", retry_schedule_days: [3, 5, 7], after_last_attempt: "leave_active", mark_uncollectible: false });
 
     // A subscription that needs a checkout (no card on file yet), then one paid for.
     const pending = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, fixed_rate_quantities: { seats: 2, bundle: 1 }, ...callbacks });

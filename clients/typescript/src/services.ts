@@ -13,6 +13,7 @@ import { CustomerPortalService } from "./gen/billing/v1/customer_portal_service_
 import { EventService } from "./gen/billing/v1/event_service_pb.js";
 import { HealthService } from "./gen/billing/v1/health_service_pb.js";
 import { InvoiceService } from "./gen/billing/v1/invoice_service_pb.js";
+import { PaymentSettingsService } from "./gen/billing/v1/payment_settings_service_pb.js";
 import { PricingMetricService } from "./gen/billing/v1/pricing_metric_service_pb.js";
 import { RateCardService } from "./gen/billing/v1/rate_card_service_pb.js";
 import { RateCatalogService } from "./gen/billing/v1/rate_catalog_service_pb.js";
@@ -34,6 +35,7 @@ export const services = {
   events: EventService,
   health: HealthService,
   invoices: InvoiceService,
+  paymentSettings: PaymentSettingsService,
   pricingMetrics: PricingMetricService,
   rateCards: RateCardService,
   rateCatalogs: RateCatalogService,

@@ -1544,6 +1544,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/payment-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The environment's payment settings (secrets are never returned).
+         * @description The environment's payment settings (secrets are never returned).
+         */
+        get: operations["GetPaymentSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Changes the environment's payment settings; fields left out are unchanged.
+         * @description Changes the environment's payment settings; fields left out are unchanged. Errors:
+         *     INVALID_ARGUMENT (400) naming the field: an unknown provider; "test" in a live environment; a
+         *     Stripe secret key that is not `sk_test_…`/`rk_test_…` in a test environment or not
+         *     `sk_live_…`/`rk_live_…` in a live one (a mismatch is refused); a webhook secret that is not
+         *     `whsec_…`; "stripe" without a stored secret key; a bad retry schedule or policy.
+         *     FAILED_PRECONDITION (400) SECRETS_KEY_MISSING when the server has no SECRETS_ENCRYPTION_KEY
+         *     to store a secret with.
+         */
+        patch: operations["UpdatePaymentSettings"];
+        trace?: never;
+    };
     "/invoices/{invoice_id}/pdf": {
         parameters: {
             query?: never;
@@ -2587,6 +2617,33 @@ export interface components {
             /** @description True when the pause cleared a pending cancellation at the end of the cycle. */
             cancel_at_end_of_cycle_cleared: boolean;
         };
+        /**
+         * @description How an environment collects payments (DESIGN §16): its provider and its dunning. Secrets are
+         *     write-only: stored encrypted with the server's SECRETS_ENCRYPTION_KEY, never returned, never logged.
+         */
+        PaymentSettings: {
+            /** @description "test" (the built-in test cards; test environments only) or "stripe". */
+            provider: string;
+            /** @description Stripe: whether a secret key is stored, and its last 4 characters (to tell keys apart). */
+            stripe_secret_key_set: boolean;
+            stripe_secret_key_last4: string | null;
+            /** @description Stripe: whether a webhook signing secret is stored. */
+            stripe_webhook_secret_set: boolean;
+            /** @description Where Stripe must send this environment's events: `<public base>/providers/stripe/webhooks/<environment id>`. */
+            stripe_webhook_url: string;
+            /**
+             * @description Days after the first failed charge at which it is tried again (default 3, 5, 7): each entry
+             *     1–60, strictly increasing, at most 8.
+             */
+            retry_schedule_days: number[];
+            /**
+             * @description What happens to the subscription after the last attempt fails: "cancel", "pause" or
+             *     "leave_active" (default).
+             */
+            after_last_attempt: string;
+            /** @description Whether the invoice becomes "uncollectible" after the last attempt fails (default false: it stays open). */
+            mark_uncollectible: boolean;
+        };
         /** @description A time range. Defaults: start inclusive, end exclusive. */
         Period: {
             /** Format: date-time */
@@ -3128,6 +3185,18 @@ export interface components {
             number_prefix?: string | null;
             /** @description Replaces the seller details whole. */
             seller?: components["schemas"]["SellerDetailsInput"] | null;
+        };
+        UpdatePaymentSettingsRequest: {
+            provider?: string | null;
+            /** @description Write-only; "" removes it. */
+            stripe_secret_key?: string | null;
+            /** @description Write-only; "" removes it. */
+            stripe_webhook_secret?: string | null;
+            /** @description Replaces the schedule when given (with set_retry_schedule, so an empty list can be given). */
+            retry_schedule_days?: (number | string)[] | null;
+            set_retry_schedule?: boolean | null;
+            after_last_attempt?: string | null;
+            mark_uncollectible?: boolean | null;
         };
         UpdateSubscriptionResponse: {
             subscription: components["schemas"]["Subscription"] | null;
@@ -6547,6 +6616,68 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    GetPaymentSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentSettings"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    UpdatePaymentSettings: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1–255 printable ASCII characters. A retry with the same key and request gets the first answer again (with `Idempotent-Replayed: true`) and changes nothing; the same key with another request is a 400 IDEMPOTENCY_KEY_REUSED. Kept 24 hours. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UpdatePaymentSettingsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
