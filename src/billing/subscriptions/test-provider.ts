@@ -46,7 +46,7 @@ export class TestPaymentProvider implements PaymentProvider {
   readonly kind = "test" as const;
   /** What the hosted checkout tells the customer. */
   readonly cardHint =
-    "Test cards: 4242 4242 4242 4242 or 5555 5555 5555 4444 succeed; 4000 0025 0000 3155 needs authentication; 4000 0000 0000 9995 fails for insufficient funds; 4000 0000 0000 0341 is saved, then declined; 4000 0000 0000 0002 is declined.";
+    "Test cards: 4242 4242 4242 4242 succeeds (so does 5555 5555 5555 4444); 4000 0025 0000 3155 needs authentication; 4000 0000 0000 9995 fails for insufficient funds; 4000 0000 0000 0341 is saved, then declined; 4000 0000 0000 0002 is declined.";
 
   tokenize(cardNumber: string) {
     const digits = cardNumber.replace(/[\s-]/g, "");

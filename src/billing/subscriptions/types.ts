@@ -1,6 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
+import type { InvoicePayment } from "../payments/dunning.js";
 import type { ChargeOutcome, ProviderKind } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
@@ -198,20 +199,6 @@ export interface Invoice {
   attemptCount?: number;
   nextPaymentAttempt?: Date | null;
   payment?: InvoicePayment | null;
-}
-
-/** An invoice's payment at its provider (DESIGN §16): what dunning and a pending authentication need. */
-export interface InvoicePayment {
-  /** The provider's reference of the last charge (a PaymentIntent `pi_…`), if any. */
-  reference?: string | null;
-  /** A charge waiting for the customer (authentication): it is not retried until they act; the provider's own page, if it has one. */
-  actionRequired?: boolean;
-  actionUrl?: string | null;
-  /** The provider's message of the last failed attempt. */
-  lastError?: string | null;
-  provider?: string | null;
-  /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
-  firstFailedAt?: string | null;
 }
 
 /** An invoice with no lines and a zero total: kept internal (DESIGN §15): not numbered, charged, shown in the portal or announced. */

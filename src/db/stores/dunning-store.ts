@@ -5,8 +5,8 @@
  * at once (SQLite serialises its writers anyway).
  */
 import type { EntityManager } from "typeorm";
-import type { DueInvoice, DunningStore, DunningWrites } from "../../billing/payments/dunning.js";
-import type { Invoice, InvoicePayment } from "../../billing/subscriptions/types.js";
+import type { DueInvoice, DunningStore, DunningWrites, InvoicePayment } from "../../billing/payments/dunning.js";
+import type { Invoice } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceRow } from "../entities/index.js";
 import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
 import type { Sql } from "../sql.js";
