@@ -149,10 +149,12 @@ export class PaymentSettingsService {
   async providerOf(environmentId: string): Promise<ProviderSettings | undefined> {
     const settings = await this.store.get(environmentId);
     if (!settings) return undefined;
+    // Secrets kept while another provider is chosen are not opened (nor needed): a server without the key still serves the test cards.
+    const stripe = settings.provider === "stripe";
     return {
       provider: settings.provider,
-      stripeSecretKey: this.open(settings.stripeSecretKeySealed),
-      stripeWebhookSecret: this.open(settings.stripeWebhookSecretSealed),
+      stripeSecretKey: stripe ? this.open(settings.stripeSecretKeySealed) : null,
+      stripeWebhookSecret: stripe ? this.open(settings.stripeWebhookSecretSealed) : null,
       settings,
     };
   }
