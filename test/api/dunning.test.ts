@@ -5,10 +5,11 @@
  * portal pays it at once (attempt 3); a schedule exhausted applies the environment's policy
  * (cancel, pause, leave_active) and marks the invoice uncollectible if so configured; a charge
  * that needs authentication waits (not retried) with a pay link, and the hosted page's form
- * completes it; a voided invoice is never retried.
+ * completes it; a voided invoice is never retried. The environment's dunning is set through
+ * PATCH /payment-settings.
  */
 import test from "ava";
-import { STORES, withDatabase } from "../helpers/db.js";
+import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { type TestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -43,22 +44,10 @@ const invoice = async (s: Scenario, id: string) => s.call("GET", `/invoices/${id
 const eventsOf = async (s: Scenario, type: string, id?: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
 const renewal = async (s: Scenario) => invoice(s, ((await s.invoices()).at(-1) as Json).id);
 
-/**
- * The environment's dunning: through PATCH /payment-settings when it is served, else written into
- * payment_settings directly (the table dunning reads its settings from).
- */
-async function setDunning(server: TestServer, s: Scenario, days: number[], afterLast: string, markUncollectible: boolean): Promise<void> {
-  const r = await s.raw("PATCH", "/payment-settings", { retry_schedule_days: days, set_retry_schedule: true, after_last_attempt: afterLast, mark_uncollectible: markUncollectible });
-  if (r.status === 200) return;
-  if (r.status !== 404 && r.status !== 501) throw new Error(`PATCH /payment-settings: ${r.status} ${JSON.stringify(r.body)}`);
-  await withDatabase(server.db.url, async (db) => {
-    const [row] = await db.dataSource.query("SELECT environment_id FROM subjects WHERE id = ?", [s.subjectId]);
-    await db.dataSource.query("DELETE FROM payment_settings WHERE environment_id = ?", [row.environment_id]);
-    await db.dataSource.query(
-      "INSERT INTO payment_settings (environment_id, provider, retry_schedule_days, after_last_attempt, mark_uncollectible, updated_at) VALUES (?, 'test', ?, ?, ?, '2026-01-01 00:00:00.000')",
-      [row.environment_id, JSON.stringify(days), afterLast, markUncollectible ? 1 : 0],
-    );
-  });
+/** The environment's dunning, through PATCH /payment-settings. */
+async function setDunning(s: Scenario, days: number[], afterLast: string, markUncollectible: boolean): Promise<void> {
+  const r = await s.call("PATCH", "/payment-settings", { retry_schedule_days: days, set_retry_schedule: true, after_last_attempt: afterLast, mark_uncollectible: markUncollectible });
+  if (r.after_last_attempt !== afterLast || r.mark_uncollectible !== markUncollectible) throw new Error(`PATCH /payment-settings: ${JSON.stringify(r)}`);
 }
 
 for (const store of STORES) {
@@ -106,7 +95,7 @@ for (const store of STORES) {
   ] as const) {
     test(`${store}: after the last attempt: ${policy}${markUncollectible ? ", the invoice uncollectible" : ", the invoice left open"}`, async (t) => {
       const { s, sub } = await subscribed(server);
-      await setDunning(server, s, [1, 2], policy, markUncollectible);
+      await setDunning(s, [1, 2], policy, markUncollectible);
       await replaceCard(server, s, CARD_NO_FUNDS);
       await s.advance("2026-02-15T00:00:00Z");
       const inv = await renewal(s);
