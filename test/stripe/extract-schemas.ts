@@ -58,8 +58,8 @@ const DROP = new Set([
   "x-expansionResources",
 ]);
 
-function strip(v: J): J {
-  if (Array.isArray(v)) return v.map(strip);
+function strip(v: J, names = false): J {
+  if (Array.isArray(v)) return v.map((x) => strip(x));
   if (v && typeof v === "object" && Array.isArray(v.anyOf) && v.anyOf.some((a: J) => a.type === "string")) {
     const anyOf = v.anyOf.map((a: J) => {
       const name = typeof a.$ref === "string" ? a.$ref.replace("#/components/schemas/", "") : undefined;
@@ -67,13 +67,14 @@ function strip(v: J): J {
     });
     v = { ...v, anyOf };
   }
-  if (v && typeof v === "object")
-    return Object.fromEntries(
-      Object.entries(v)
-        .filter(([k]) => !DROP.has(k))
-        .map(([k, x]) => [k, strip(x)]),
-    );
-  return v;
+  if (!v || typeof v !== "object") return v;
+  // Under `properties` the keys are field names (`description` is one): kept, their schemas stripped.
+  if (names) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, strip(x)]));
+  return Object.fromEntries(
+    Object.entries(v)
+      .filter(([k]) => !DROP.has(k))
+      .map(([k, x]) => [k, strip(x, k === "properties")]),
+  );
 }
 
 function refs(v: J, out: Set<string>) {

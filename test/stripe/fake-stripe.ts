@@ -146,6 +146,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   const requests: RequestRecord[] = [];
   const drift: string[] = [];
   const piKeys = new Map<string, string | null>();
+  let stopped = false;
 
   async function api(req: IncomingMessage, res: ServerResponse, url: URL) {
     const method = req.method ?? "GET";
@@ -225,6 +226,8 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     port: 0,
     state: st,
     async stop() {
+      if (stopped) return;
+      stopped = true;
       await hooks.settle();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
