@@ -10,15 +10,13 @@ import { buildServices } from "../../src/wiring/services.js";
 import type { Json } from "../helpers/subjects-api.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
-import { useServer } from "../helpers/server.js";
-import { STORES } from "../helpers/db.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
 
 const usd = (value: string) => ({ currency_code: "USD", value });
 
-if (STORES.includes("mysql")) {
-  const server = useServer("mysql");
-
-  mysqlOnly("mysql: two servers retrying the same due invoices at once make one attempt each", async (t) => {
+mysqlOnly("mysql: two servers retrying the same due invoices at once make one attempt each", async (t) => {
+  const server: TestServer = await startTestServer("mysql");
+  try {
     const subjects: { s: Scenario; invoiceId: string }[] = [];
     const first = await Scenario.start(server, "2026-01-15T00:00:00Z");
     const card = await first.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "flat", amount: usd("4900") } }] });
@@ -73,5 +71,7 @@ if (STORES.includes("mysql")) {
     } finally {
       for (const db of dbs) if (db.dataSource.isInitialized) await db.dataSource.destroy();
     }
-  });
-}
+  } finally {
+    await server.stop();
+  }
+});
