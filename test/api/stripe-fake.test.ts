@@ -12,10 +12,11 @@ import { loadChecker, subsetInfo } from "../stripe/schema-check.js";
 
 const SECRET = "whsec_test_secret";
 
-/** A fake Stripe stopped when the test ends (whatever happens; a test that checks stop() stops it itself). */
+/** A fake Stripe stopped when the test ends (a test that checks stop() stops it itself: a second stop() does nothing). */
 async function startFake(t: ExecutionContext, options?: Parameters<typeof startFakeStripe>[0]): Promise<FakeStripe> {
   const fake = await startFakeStripe(options);
-  t.teardown(() => fake.stop().catch(() => undefined));
+  // stop() throws if an answer or an event drifted from Stripe's schema: the test fails with it.
+  t.teardown(() => fake.stop());
   return fake;
 }
 
@@ -146,6 +147,13 @@ test("off-session PaymentIntents answer by the test card, as the library surface
   t.like(fails.pm, { customer: fails.customer.id, card: { last4: "0341" } });
   const failed = await catchError(charge(fails.customer.id, fails.pm.id));
   t.like(failed, { type: "StripeCardError", code: "card_declined", decline_code: "generic_decline" });
+  // The library's auto-pagination over one customer's PaymentIntents (2 per page).
+  const listed: string[] = [];
+  for await (const pi of stripe.paymentIntents.list({ customer: auth.customer.id, limit: 2 })) listed.push(`${pi.id} ${pi.status}`);
+  t.deepEqual(listed, [`${waiting.id} succeeded`]);
+  const all: string[] = [];
+  for await (const pi of stripe.paymentIntents.list({ limit: 2 })) all.push(pi.id);
+  t.is(all.length, 5);
   t.deepEqual(fake.drift(), []);
   await fake.stop();
 });
@@ -271,4 +279,14 @@ test("the schema checker: a broken customer, a broken error and an unknown opera
   t.true(checker.response("POST /v1/payment_intents", 402, { error: { type: "card_failure" } }).some((p) => p.startsWith("/error/type")));
   t.deepEqual(checker.request("POST /v1/refunds", { payment_intent: "pi_1", amount: "300" }).value, { payment_intent: "pi_1", amount: 300 });
   t.throws(() => checker.request("DELETE /v1/customers/{customer}", {}), { message: /not in test\/stripe\/openapi-subset.json/ });
+  // Webhook events and the objects they carry are checked too (a drifted one is never sent).
+  t.deepEqual(checker.object("setup_intent", { id: "seti_1", object: "setup_intent", created: 1, livemode: false, payment_method_types: ["card"], status: "succeeded", usage: "off_session" }), []);
+  t.true(
+    checker
+      .object("setup_intent", { id: "seti_1", object: "setup_intent", created: 1, livemode: false, payment_method_types: ["card"], status: "done", usage: "off_session" })
+      .some((p) => p.startsWith("/status must be equal to one of the allowed values")),
+  );
+  t.deepEqual(checker.object("event", { id: "evt_1", object: "event", created: 1, data: { object: {} }, livemode: false, pending_webhooks: "1", type: "x" }), [
+    '/pending_webhooks must be integer {"type":"integer"}',
+  ]);
 });

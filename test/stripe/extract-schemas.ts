@@ -29,6 +29,7 @@ export const OPERATIONS = [
   "POST /v1/payment_methods/{payment_method}/attach",
   "POST /v1/payment_methods/{payment_method}/detach",
   "POST /v1/payment_intents",
+  "GET /v1/payment_intents",
   "GET /v1/payment_intents/{intent}",
   "POST /v1/refunds",
 ] as const;

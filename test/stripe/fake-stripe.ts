@@ -27,7 +27,7 @@ import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
 import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
-import { completeAuthentication, createPaymentIntent, createRefund, paymentIntent } from "./payments.js";
+import { completeAuthentication, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
 
@@ -116,6 +116,7 @@ function routes(st: FakeStripeState): Route[] {
         throw e;
       }
     }),
+    r("GET", "/v1/payment_intents", (p) => listPaymentIntents(st, p)),
     r("GET", "/v1/payment_intents/{intent}", (_p, [id]) => paymentIntent(st, id as string)),
     r("POST", "/v1/refunds", (p, _path, { emit }) => {
       const { refund, events } = createRefund(st, p);
@@ -147,6 +148,12 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   const drift: string[] = [];
   const piKeys = new Map<string, string | null>();
   let stopped = false;
+  hooks.check = (event) => {
+    const inner = checker.object(String(event.data.object.object), event.data.object).map((p) => `data.object${p}`);
+    const problems = [...checker.object("event", event), ...inner].map((p) => `event ${event.type}: ${p}`);
+    drift.push(...problems);
+    return problems;
+  };
 
   async function api(req: IncomingMessage, res: ServerResponse, url: URL) {
     const method = req.method ?? "GET";

@@ -109,7 +109,7 @@ export class FakeStripeState {
     if (!p.currency && !p.payment_method_types) throw invalid("You must provide either `currency` or `payment_method_types` in `setup` mode.", "currency");
     const created = now();
     const id = `cs_test_${randomBytes(24).toString("hex")}`;
-    const seti = this.createSetupIntent(p.customer ?? null, p.payment_method_types ?? ["card"], p.metadata);
+    const seti = this.createSetupIntent(p.customer ?? null, p.payment_method_types ?? ["card"], p.setup_intent_data?.metadata);
     const s: Obj = {
       id,
       object: "checkout.session",

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { TestCard } from "./cards.js";
-import { type FakeStripeState, invalid, mergeMetadata, newId, now, nullable, type Obj, StripeFail } from "./objects.js";
+import { type FakeStripeState, invalid, mergeMetadata, newId, now, nullable, type Obj, page, StripeFail } from "./objects.js";
 
 /** What a charge did, for the server to turn into webhook events. */
 export interface ChargeResult {
@@ -113,6 +113,12 @@ export function paymentIntent(st: FakeStripeState, id: string): Obj {
   const pi = st.paymentIntents.get(id);
   if (!pi) throw new StripeFail(404, { type: "invalid_request_error", code: "resource_missing", param: "intent", message: `No such payment_intent: '${id}'` });
   return pi;
+}
+
+/** PaymentIntents, newest first, of one customer if asked (`created` filters are not served). */
+export function listPaymentIntents(st: FakeStripeState, q: Obj): Obj {
+  const all = [...st.paymentIntents.values()].filter((pi) => q.customer === undefined || pi.customer === q.customer).reverse();
+  return page(all, q, "/v1/payment_intents");
 }
 
 /** The customer came back and authenticated: the PaymentIntent succeeds. */

@@ -22,6 +22,8 @@ export interface SchemaChecker {
   request(operation: string, params: unknown): { value: unknown; problems: (RequestProblem & { toString(): string })[] };
   /** What in an answer Stripe's schema refuses, each with its path. */
   response(operation: string, status: number, body: unknown): string[];
+  /** What in an API object (a webhook event, the object it carries) the component schema `name` refuses. */
+  object(name: string, value: unknown): string[];
 }
 
 interface Subset {
@@ -116,6 +118,11 @@ function makeChecker(subset: Subset): SchemaChecker {
       // anyOf reports every branch: the unknown-parameter ones say it best; keep one line per param.
       const seen = new Set<string>();
       return { value, problems: problems.filter((x) => !seen.has(x.message) && seen.add(x.message)) };
+    },
+    object(name, value) {
+      if (!subset.components.schemas[name]) return [`no schema ${JSON.stringify(name)} in test/stripe/openapi-subset.json`];
+      const validate = compile(`component ${name}`, { $ref: `#/components/schemas/${name}` });
+      return validate(value) ? [] : (validate.errors ?? []).map(describe);
     },
     response(operation, status, body) {
       const o = op(operation);
