@@ -17,6 +17,16 @@ export interface Logger {
   enabled(level: LogLevel): boolean;
 }
 
+/**
+ * Anything shaped like a secret (a Stripe or API secret key, a webhook signing secret) masked in a
+ * log line, whatever field carries it (an error message quoting a request, say): only its kind
+ * prefix and "…" are kept. A second guard: secrets are never passed to the logger (DESIGN §16).
+ */
+const SECRET_SHAPES = /\b((?:sk|rk)_(?:test|live)_|whsec_)[A-Za-z0-9+/=_-]{8,}/g;
+export function redactSecrets(line: string): string {
+  return line.replace(SECRET_SHAPES, "$1…");
+}
+
 export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   const min = ORDER[level];
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
@@ -29,7 +39,7 @@ export function createLogger(level: LogLevel, write: (line: string) => void = (l
       const ids = activeSpanIds();
       if (ids) Object.assign(extra, ids);
     }
-    write(`${JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra })}\n`);
+    write(`${redactSecrets(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...extra }))}\n`);
   };
   return {
     debug: (m, f) => emit("debug", m, f),

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import test from "ava";
 import { SecretOpenError, keyId, needsReseal, open, parseSecretsKey, seal, sealedKeyId } from "../../src/billing/payments/secret-box.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
+import { createLogger, redactSecrets } from "../../src/log.js";
 
 const K1 = randomBytes(32);
 const K2 = randomBytes(32);
@@ -103,4 +104,15 @@ test("no SECRETS_ENCRYPTION_KEY: no secrets; a PREVIOUS without it is a problem"
   t.regex(err?.message ?? "", /SECRETS_ENCRYPTION_KEY_PREVIOUS is set but SECRETS_ENCRYPTION_KEY is not/);
   const both = loadConfig({ SECRETS_ENCRYPTION_KEY: K2.toString("hex"), SECRETS_ENCRYPTION_KEY_PREVIOUS: K1.toString("base64") }).secrets;
   t.deepEqual([both?.current, both?.previous], [K2, K1]);
+});
+
+test("the logger masks anything shaped like a secret, whatever field carries it; display prefixes stay", (t) => {
+  const lines: string[] = [];
+  const log = createLogger("debug", (l) => lines.push(l));
+  log.error("stripe refused", { err: new Error(`Invalid API Key provided: sk_live_${"a1".repeat(12)}`), body: { stripe_webhook_secret: "whsec_abcdefgh12345678", k: "rk_test_ABCDEFGH1234" } });
+  log.info("signed in", { key: "sk_test_AbCd" });
+  t.false(/sk_live_a1|whsec_abcdefgh|rk_test_ABCDEFGH/.test(lines.join("")), lines.join(""));
+  t.regex(lines[0] ?? "", /sk_live_…/);
+  t.regex(lines[1] ?? "", /"sk_test_AbCd"/);
+  t.is(redactSecrets("whsec_0123456789 and sk_test_51HxYz0123456789"), "whsec_… and sk_test_…");
 });
