@@ -21,6 +21,28 @@
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
  * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
  * `fake.releaseHeld()`, `fake.redeliver(eventId, options)`.
+ *
+ * Stripe's behaviour, followed (see cards.ts for each test card):
+ * - An off-session confirm that needs authentication is NOT a `requires_action` answer: Stripe
+ *   answers 402 `card_error`, `code: "authentication_required"`, with the PaymentIntent in the
+ *   error (`err.payment_intent`, status `requires_payment_method`, `last_payment_error` set).
+ *   `completeAuthentication(id)` is the customer coming back: it succeeds and
+ *   `payment_intent.succeeded` is sent. (An on-session confirm gets `requires_action`.)
+ * - Declines are 402 `card_error` (`StripeCardError`) with `code`, `decline_code` and the
+ *   PaymentIntent; an Idempotency-Key replays the answer it first got (a decline too) with
+ *   `Idempotent-Replayed: true`; other parameters under the same key: 400 `idempotency_error`.
+ * - Refunds beyond what is left of the charge: 400 `amount_too_large` (`param: "amount"`);
+ *   nothing left: `charge_already_refunded`.
+ * - Unknown parameters (nested ones too) and wrongly typed ones: 400 `invalid_request_error`
+ *   naming the parameter as Stripe does (`address[planet]`).
+ * - Events are sent as they happen (webhooks after the answer, as Stripe may);
+ *   `completeCheckout`/`completeAuthentication` wait for their deliveries; `settle()` waits for all.
+ *   Webhook POSTs time out after 10 s (delivery status "error").
+ *
+ * The schema is Stripe's API version 2023-08-16 (the newest spec the offline mirror holds, see
+ * extract-schemas.ts) while the library (stripe 23.1.0) speaks 2026-10-28: the calls above have
+ * the same shape in both; a parameter the newer API added would be refused as unknown (extend the
+ * subset from a newer spec3 if so).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -105,6 +105,8 @@ export class WebhookSender {
         method: "POST",
         body,
         headers: { "content-type": "application/json; charset=utf-8", "stripe-signature": header, "user-agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)" },
+        // Stripe gives up on an endpoint that does not answer; so does the fake (settle() and stop() never hang on one).
+        signal: AbortSignal.timeout(10_000),
       });
       await res.arrayBuffer();
       status = res.status;
