@@ -292,6 +292,9 @@ const Invoice = obj(
     seller: nullable(Seller),
     amount_credited: Amount,
     pdf_url: str,
+    attempt_count: int,
+    next_payment_attempt: nullable(datetime),
+    payment_url: nullable(str),
   },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });
