@@ -76,9 +76,9 @@ export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name
         span.setAttribute("billing.charge_ok", out.ok);
         return out;
       }),
-    refund: (chargeKey, amount, currency, idempotencyKey) =>
+    refund: (chargeKey, amount, currency, idempotencyKey, context) =>
       tracing.inSpan("payment.refund", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {
-        const out = await provider.refund(chargeKey, amount, currency, idempotencyKey);
+        const out = await provider.refund(chargeKey, amount, currency, idempotencyKey, context);
         span.setAttribute("billing.refund_ok", out.ok);
         return out;
       }),

@@ -209,7 +209,9 @@ export class CreditNotes {
       await tx.insertGrant(grant, { type: "credit_note", invoiceId: inv.id, description: `Credit note on invoice ${inv.number ?? inv.id}` });
       return { grant, refundId: null, events: [creditGrantEvent("credit_grant.created", grant)] };
     }
-    const out = await (provider as PaymentProvider).refund(chargeKey(inv.id, 1), plan.total, inv.currency, refundKey(id));
+    // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
+    const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
+    const out = await (provider as PaymentProvider).refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
     return { grant: null, refundId: out.refundId, events: [] };
   }

@@ -351,7 +351,7 @@ export interface PaymentProvider {
    * note's refund), never more than was charged in all. `idempotencyKey` is derived from the
    * credit note: a repeat answers the first refund, never a second one.
    */
-  refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string): Promise<{ ok: true; refundId: string } | { ok: false; message: string }>;
+  refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string, context?: RefundContext): Promise<{ ok: true; refundId: string } | { ok: false; message: string }>;
 }
 
 /**
@@ -372,6 +372,11 @@ export interface CardSetupRequest {
   cancelUrl: string;
   /** The currency the card will be charged in (lower or upper case), when known: Stripe shows the methods that fit it. */
   currency?: string;
+}
+
+/** What a refund refunds, beyond the charge's key: the provider's reference of the charge (Stripe `pi_…`), when the invoice kept it. */
+export interface RefundContext {
+  reference?: string | null;
 }
 
 /** What a charge is for, for the provider's records and its payment link (DESIGN §16). */

@@ -2,8 +2,9 @@
  * A Stripe customer per subject (DESIGN §16): created on first need with an idempotency key
  * derived from the environment and the subject (two servers asking at once get the same
  * customer), stored in provider_customers, and kept in sync with the subject's name, email and
- * billing address before each card setup and each charge: a sync is skipped when nothing changed
- * since this process last sent it, so a subject's change reaches Stripe by the next setup or charge.
+ * billing address before each card setup (not before a charge: charges run inside dunning's
+ * transaction, where no other storage call may wait): a sync is skipped when nothing changed
+ * since this process last sent it, so a subject's change reaches Stripe by its next card setup.
  */
 import { createHash } from "node:crypto";
 import type Stripe from "stripe";

@@ -11,7 +11,7 @@
 import type Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
 import type { ChargeOutcome } from "../../billing/payments/types.js";
-import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider } from "../../billing/subscriptions/types.js";
+import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
@@ -91,7 +91,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   async function charge(pm: PaymentMethod, amount: string, currency: string, idempotencyKey: string, context?: ChargeContext): Promise<ChargeOutcome> {
     if (pm.provider !== "stripe" || !pm.providerRef || !pm.customerRef) return { ok: false, message: "This card was not saved through Stripe.", code: "payment_method_unknown" };
     const invoiceId = context?.invoiceId ?? invoiceOfKey(idempotencyKey);
-    await customers.forSubject(pm.subjectId);
+    // No storage read here: dunning charges under the invoice's row lock (on SQLite, the one
+    // connection's transaction), so the customer is the card's, synced when the card was set up.
     let outcome: ChargeOutcome;
     try {
       const pi = await stripe.paymentIntents.create(
@@ -118,8 +119,12 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     return outcome;
   }
 
-  /** The PaymentIntent made with `chargeKey`: the invoice's stored reference, else found among its customer's by metadata. */
-  async function intentOf(chargeKey: string): Promise<string | undefined> {
+  /**
+   * The PaymentIntent made with `chargeKey`: the reference the invoice kept (given by the caller),
+   * else the stored one, else found among its customer's by metadata.
+   */
+  async function intentOf(chargeKey: string, reference: string | null | undefined): Promise<string | undefined> {
+    if (reference?.startsWith("pi_")) return reference;
     const invoiceId = invoiceOfKey(chargeKey);
     const stored = await o.store.paymentReference(env, invoiceId);
     if (stored?.startsWith("pi_")) return stored;
@@ -132,8 +137,14 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     return undefined;
   }
 
-  async function refund(chargeKey: string, amount: string, _currency: string, idempotencyKey: string): Promise<{ ok: true; refundId: string } | { ok: false; message: string }> {
-    const intent = await intentOf(chargeKey);
+  async function refund(
+    chargeKey: string,
+    amount: string,
+    _currency: string,
+    idempotencyKey: string,
+    context?: RefundContext,
+  ): Promise<{ ok: true; refundId: string } | { ok: false; message: string }> {
+    const intent = await intentOf(chargeKey, context?.reference);
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
     try {
       const r = await stripe.refunds.create({ payment_intent: intent, amount: stripeAmount(amount) }, { idempotencyKey });
@@ -146,7 +157,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   }
 
   async function completedSetup(sessionId: string): Promise<CompletedSetup | undefined> {
-    const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent.payment_method"] });
+    const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent"] });
     const si = s.setup_intent as Stripe.SetupIntent | string | null;
     if (s.mode !== "setup" || s.status !== "complete" || !si || typeof si === "string" || si.status !== "succeeded") return undefined;
     const attached = si.payment_method as Stripe.PaymentMethod | string | null;

@@ -1,0 +1,221 @@
+/**
+ * The Stripe provider (DESIGN §16) against the real server on both stores, the official `stripe`
+ * library pointed at the local Stripe-compatible server (test/stripe/fake-stripe.ts) through
+ * STRIPE_API_BASE, the environment set to Stripe through PATCH /payment-settings:
+ *
+ * - subscribe through Stripe Checkout (setup): our checkout page leads to Stripe's session; the
+ *   fake completes it; its webhook and the customer's return both arrive: one payment method, one
+ *   completion, the subscription active, the first invoice charged off-session (one PaymentIntent,
+ *   our key); a renewal charged by a clock advance;
+ * - a card needing authentication (3184): the renewal open with a pay link and
+ *   invoice.payment_action_required; the fake authenticates: payment_intent.succeeded → paid;
+ * - a refund through a credit note: a Stripe refund of that PaymentIntent;
+ * - webhooks delivered twice (nothing more), out of order (a failure after the success: still
+ *   paid), with a bad signature (400, nothing changes);
+ * - a crash (SIGKILL) right after the PaymentIntent and before our commit: the retry after the
+ *   restart charges nothing more (one PaymentIntent for the key) and the invoice is paid once.
+ */
+import { randomBytes } from "node:crypto";
+import test from "ava";
+import Stripe from "stripe";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { Scenario } from "../helpers/scenario.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+
+const AT = "2026-01-15T00:00:00Z";
+const SK = `sk_test_${"51Hx".repeat(6)}AbCd`;
+const WHSEC = `whsec_${"q1w2e3r4".repeat(4)}`;
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const usd = (value: string) => ({ currency_code: "USD", value });
+
+const form = (url: string, body: Record<string, string> = {}) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
+
+const eventsOf = async (s: Scenario, type: string, id?: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
+
+/** A test environment on Stripe (its webhooks to `base`), a subject on a clock, a 49.00 monthly card. */
+async function onStripe(server: TestServer, fake: FakeStripe, base = server.url): Promise<{ s: Scenario; env: string; card: string }> {
+  const s = await Scenario.start(server, AT);
+  const r = await s.raw("PATCH", "/payment-settings", { provider: "stripe", stripe_secret_key: SK, stripe_webhook_secret: WHSEC });
+  if (r.status !== 200) throw new Error(`PATCH /payment-settings: ${r.status} ${JSON.stringify(r.body)}`);
+  const env = String(r.body.stripe_webhook_url).split("/").pop() as string;
+  fake.setWebhook(`${base}/providers/stripe/webhooks/${env}`, WHSEC);
+  const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "flat", amount: usd("4900") } }] });
+  return { s, env, card };
+}
+
+/** Through Stripe Checkout with `card` (a fake test card token): our page → Stripe → webhook and return. */
+async function payOnStripe(server: TestServer, fake: FakeStripe, ourUrl: string, card: string): Promise<{ stripeUrl: string; returnUrl: string; final: string | null }> {
+  const ours = await form(`${server.url}${new URL(ourUrl).pathname}`);
+  await ours.body?.cancel();
+  if (ours.status !== 303) throw new Error(`our page answered ${ours.status}`);
+  const stripeUrl = ours.headers.get("location") ?? "";
+  // The customer picks the card on Stripe's page: the webhook is sent, then the browser is sent back.
+  const paid = await form(stripeUrl, { card });
+  await paid.body?.cancel();
+  const returnUrl = paid.headers.get("location") ?? "";
+  await fake.settle();
+  const back = await fetch(returnUrl.replace(/^https?:\/\/localhost:/, "http://127.0.0.1:"), { redirect: "manual" });
+  await back.body?.cancel();
+  return { stripeUrl, returnUrl, final: back.headers.get("location") };
+}
+
+async function subscribeOnStripe(server: TestServer, fake: FakeStripe, s: Scenario, card: string, stripeCard = "pm_card_visa") {
+  const r = await s.call("POST", "/subscriptions", {
+    subject_id: s.subjectId,
+    rate_card_id: card,
+    fixed_rate_quantities: { seats: 1 },
+    create_checkout_session: "always",
+    checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" },
+  });
+  return payOnStripe(server, fake, r.result.action.checkout_url, stripeCard);
+}
+
+/** Replaces the card through the portal and Stripe Checkout. */
+async function replaceCardOnStripe(server: TestServer, fake: FakeStripe, s: Scenario, stripeCard: string) {
+  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
+  return payOnStripe(server, fake, `${r.body.url}/card`, stripeCard);
+}
+
+const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
+
+async function methodsOf(server: TestServer, subjectId: string): Promise<Json[]> {
+  return withDatabase(server.db.url, (db) => db.dataSource.query("SELECT provider, provider_ref, customer_ref, brand, last4 FROM payment_methods WHERE subject_id = ?", [subjectId]));
+}
+
+/** A signed webhook of our own making, POSTed to the server (as Stripe would). */
+async function sendEvent(server: TestServer, env: string, event: Json, secret = WHSEC): Promise<number> {
+  const payload = JSON.stringify(event);
+  const header = Stripe.webhooks.generateTestHeaderString({ payload, secret });
+  const res = await fetch(`${server.url}/providers/stripe/webhooks/${env}`, { method: "POST", headers: { "content-type": "application/json", "stripe-signature": header }, body: payload });
+  await res.body?.cancel();
+  return res.status;
+}
+
+for (const store of STORES) {
+  let fake: FakeStripe;
+  let server: TestServer;
+  test.before(async () => {
+    fake = await startFakeStripe();
+    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
+  });
+  test.after.always(async () => {
+    await server?.stop();
+    await fake?.stop();
+  });
+
+  test.serial(`${store}: subscribe through Stripe Checkout: one card, one completion, the first invoice and a renewal charged off-session with our keys`, async (t) => {
+    const { s, card } = await onStripe(server, fake);
+    const flow = await subscribeOnStripe(server, fake, s, card);
+    t.true(flow.stripeUrl.startsWith(`${fake.url}/checkout/cs_`), flow.stripeUrl);
+    t.regex(flow.returnUrl, /\/providers\/stripe\/return\/env_[^?]+\?ref=checkout%3A[0-9A-Za-z]+&session_id=cs_/);
+    t.is(flow.final, "https://app.example/ok");
+    // Both the webhook (checkout.session.completed) and the return arrived; one card, one completion.
+    t.true(fake.deliveries().some((d) => d.type === "checkout.session.completed" && d.status === 200));
+    const methods = await methodsOf(server, s.subjectId);
+    t.is(methods.length, 1);
+    t.like(methods[0], { provider: "stripe", brand: "visa", last4: "4242" });
+    t.regex(String(methods[0]?.provider_ref), /^pm_/);
+    t.regex(String(methods[0]?.customer_ref), /^cus_/);
+    t.is((await eventsOf(s, "checkout.completed")).length, 1);
+    const subs = (await s.call("GET", `/subscriptions?subject_id=${s.subjectId}`)).subscriptions as Json[];
+    t.is(subs.length, 1);
+    t.is(subs[0]?.status, "active");
+    const [first] = await s.invoices();
+    t.like(first, { status: "paid" });
+    const intents = intentsOf(fake, first?.id);
+    t.is(intents.length, 1);
+    t.like(intents[0], {
+      idempotency_key: `${first?.id}:attempt-1`,
+      amount: 4900,
+      currency: "usd",
+      status: "succeeded",
+      customer: methods[0]?.customer_ref,
+      payment_method: methods[0]?.provider_ref,
+      off_session: undefined,
+    });
+    // A renewal a month on: charged off-session, its own PaymentIntent.
+    await s.advance("2026-02-15T00:00:00Z");
+    const renewal = (await s.invoices()).at(-1) as Json;
+    t.not(renewal.id, first?.id);
+    t.is(renewal.status, "paid");
+    t.deepEqual(
+      intentsOf(fake, renewal.id).map((pi) => [pi.idempotency_key, pi.status]),
+      [[`${renewal.id}:attempt-1`, "succeeded"]],
+    );
+    await fake.settle();
+    t.is((await eventsOf(s, "invoice.paid", renewal.id)).length, 1, "payment_intent.succeeded after our own commit changes nothing");
+  });
+
+  test.serial(`${store}: authentication required: open with a pay link and invoice.payment_action_required; authenticated on Stripe: paid by its webhook`, async (t) => {
+    const { s, card } = await onStripe(server, fake);
+    await subscribeOnStripe(server, fake, s, card);
+    await replaceCardOnStripe(server, fake, s, "pm_card_authenticationRequired");
+    t.like((await methodsOf(server, s.subjectId)).at(-1), { provider: "stripe", last4: "3184" });
+    await s.advance("2026-02-15T00:00:00Z");
+    const renewal = (await s.invoices()).at(-1) as Json;
+    t.like(renewal, { status: "open" });
+    t.truthy(renewal.payment_url);
+    t.is((await eventsOf(s, "invoice.payment_action_required", renewal.id)).length, 1);
+    const [pi] = intentsOf(fake, renewal.id);
+    t.is(pi?.status, "requires_payment_method", "off-session, authentication required: Stripe leaves it for the customer");
+    await fake.completeAuthentication(String(pi?.id));
+    await fake.settle();
+    t.like(await s.call("GET", `/invoices/${renewal.id}`), { status: "paid" });
+    t.is((await eventsOf(s, "invoice.paid", renewal.id)).length, 1);
+    t.is(intentsOf(fake, renewal.id).length, 1, "no second charge");
+  });
+
+  test.serial(`${store}: a refund through a credit note is a Stripe refund of the invoice's PaymentIntent`, async (t) => {
+    const { s, card } = await onStripe(server, fake);
+    await subscribeOnStripe(server, fake, s, card);
+    const [inv] = await s.invoices();
+    const note = await s.raw("POST", "/credit-notes", { invoice_id: inv?.id, reason: "other", outcome: "refund", amount: "1000" });
+    t.is(note.status, 200, JSON.stringify(note.body));
+    const [pi] = intentsOf(fake, inv?.id);
+    const refunds = fake.requests().filter((r) => r.operation === "POST /v1/refunds" && r.status === 200);
+    t.true(refunds.some((r) => r.params.payment_intent === pi?.id && String(r.params.amount) === "1000"));
+    t.regex(String(note.body.refund_id), /^re_/);
+  });
+
+  test.serial(`${store}: webhooks twice, out of order and with a bad signature`, async (t) => {
+    const { s, env, card } = await onStripe(server, fake);
+    await subscribeOnStripe(server, fake, s, card);
+    const [inv] = await s.invoices();
+    const [pi] = intentsOf(fake, inv?.id);
+    const succeeded = fake.events().find((e) => e.type === "payment_intent.succeeded" && (e.data as Json).object.id === pi?.id) as Json;
+    t.truthy(succeeded);
+    // Twice: the second delivery changes nothing.
+    const paidBefore = (await eventsOf(s, "invoice.paid", inv?.id)).length;
+    t.is(await sendEvent(server, env, succeeded), 200);
+    t.is(await sendEvent(server, env, succeeded), 200);
+    t.is((await eventsOf(s, "invoice.paid", inv?.id)).length, paidBefore);
+    // Out of order: a failure of the same invoice arriving after its success: still paid, nothing announced.
+    const failed = {
+      ...succeeded,
+      id: `evt_late_${s.subjectId}`,
+      type: "payment_intent.payment_failed",
+      data: { object: { ...succeeded.data.object, status: "requires_payment_method", last_payment_error: { message: "declined", code: "card_declined" } } },
+    };
+    t.is(await sendEvent(server, env, failed), 200);
+    t.like(await s.call("GET", `/invoices/${inv?.id}`), { status: "paid" });
+    t.is((await eventsOf(s, "invoice.payment_failed", inv?.id)).length, 0);
+    // A bad signature, an unknown environment: 400, nothing recorded.
+    const forged = { ...failed, id: `evt_forged_${s.subjectId}` };
+    t.is(await sendEvent(server, env, forged, `whsec_${"x".repeat(32)}`), 400);
+    t.is(await sendEvent(server, "env_nosuchenvironment", forged), 400);
+    const recorded = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT event_id FROM provider_events WHERE event_id = ?", [forged.id]));
+    t.is(recorded.length, 0);
+    // The fake's own switches: twice and a bad signature.
+    await fake.redeliver(String(succeeded.id), { twice: true });
+    await fake.redeliver(String(succeeded.id), { badSignature: true });
+    const last = fake.deliveries().slice(-3);
+    t.deepEqual(
+      last.map((d) => d.status),
+      [200, 200, 400],
+    );
+    t.is((await eventsOf(s, "invoice.paid", inv?.id)).length, paidBefore);
+  });
+}
