@@ -238,7 +238,7 @@ test("webhooks: verified by the library; delivered twice, out of order, or with 
 });
 
 test("requests: a secret key is required (401), and what Stripe's schema refuses is refused (400, naming the parameter)", async (t) => {
-  const fake = await startFake(t);
+  const fake = await startFake(t, { invalidRequestsExpected: true });
   const noKey = await catchError(client(fake, "pk_test_publishable").customers.list());
   t.true(noKey instanceof Stripe.errors.StripeAuthenticationError);
   t.is(noKey.statusCode, 401);
@@ -254,7 +254,17 @@ test("requests: a secret key is required (401), and what Stripe's schema refuses
   const badNested = await catchError(stripe.customers.create({ address: { line1: "1 Main St", planet: "Mars" } as Stripe.AddressParam }));
   t.is(badNested.param, "address[planet]");
   t.deepEqual(fake.paymentIntents(), []);
+  t.is(fake.invalidRequests().length, 4);
   await fake.stop();
+});
+
+test("a request Stripe's schema refuses makes stop() throw, even if the caller swallowed the 400", async (t) => {
+  const fake = await startFakeStripe();
+  await client(fake)
+    .customers.update("cus_x", { nickname: "A" } as Stripe.CustomerUpdateParams)
+    .catch(() => undefined);
+  t.deepEqual(fake.invalidRequests(), ["POST /v1/customers/{customer}: Received unknown parameter: nickname"]);
+  await t.throwsAsync(fake.stop(), { message: /requests Stripe's schema refuses \(answered 400\):\nPOST \/v1\/customers\/\{customer\}: Received unknown parameter: nickname/ });
 });
 
 test("an answer that drifts from Stripe's schema fails loudly: a 500 naming the path, and stop() throws", async (t) => {

@@ -12,7 +12,7 @@
  *   POST /__test/payment_intents/{id}/authenticate
  *   POST /__test/webhook                           {"url", "secret", "twice"?, "out_of_order"?, "bad_signature"?}
  *   POST /__test/webhook/release                   sends the events held by out_of_order, newest first
- *   GET  /__test/payment_intents | /__test/events | /__test/deliveries | /__test/requests | /__test/drift
+ *   GET  /__test/payment_intents | /__test/events | /__test/deliveries | /__test/requests | /__test/drift | /__test/invalid_requests
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { TEST_CARDS } from "./cards.js";
@@ -63,6 +63,7 @@ export async function controlRoute(fake: FakeStripe, req: IncomingMessage, res: 
         "/__test/deliveries": fake.deliveries,
         "/__test/requests": fake.requests,
         "/__test/drift": fake.drift,
+        "/__test/invalid_requests": fake.invalidRequests,
       };
       const list = lists[p];
       if (list) return json(res, 200, list());

@@ -10,7 +10,7 @@
  *   await fake.completeAuthentication(paymentIntentId);            // the customer authenticated: payment_intent.succeeded sent
  *   fake.paymentIntents();  // every PaymentIntent created, with the Idempotency-Key that created it
  *   fake.events();          // every event (and fake.deliveries(): every webhook POST and its answer)
- *   await fake.stop();      // throws if any answer of the fake drifted from Stripe's schema
+ *   await fake.stop();      // throws if an answer or event of the fake drifted from Stripe's schema, or a request broke it
  *
  * Served (form-encoded bodies, `Authorization: Bearer sk_test_…`, `Idempotency-Key` replayed as
  * Stripe does, every request and answer validated against test/stripe/openapi-subset.json):
@@ -82,6 +82,8 @@ export interface FakeStripe {
   requests(): RequestRecord[];
   /** Answers of the fake that did not match Stripe's schema (stop() throws if there are any). */
   drift(): string[];
+  /** Requests that Stripe's schema refused (answered 400; stop() throws if there are any, unless `invalidRequestsExpected`). */
+  invalidRequests(): string[];
   state: FakeStripeState;
 }
 
@@ -89,6 +91,12 @@ export interface FakeStripeOptions {
   /** Changes an answer before it is validated and sent (for the test that breaks one on purpose). */
   tamper?: (operation: string, body: Obj) => Obj;
   checker?: SchemaChecker;
+  /**
+   * The test sends requests Stripe's schema refuses on purpose. Otherwise stop() throws if any
+   * came: the code under test may well catch the library's StripeInvalidRequestError, and a request
+   * that real Stripe would refuse must not pass unnoticed.
+   */
+  invalidRequestsExpected?: boolean;
 }
 
 type Handler = (p: Obj, path: string[], ctx: { emit: (type: string, o: Obj) => void }) => Obj;
@@ -168,6 +176,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   const idem = new Map<string, { operation: string; params: string; status: number; body: Obj }>();
   const requests: RequestRecord[] = [];
   const drift: string[] = [];
+  const invalidRequests: string[] = [];
   const piKeys = new Map<string, string | null>();
   let stopped = false;
   hooks.check = (event) => {
@@ -200,6 +209,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     const key = method === "POST" ? ((req.headers["idempotency-key"] as string | undefined) ?? null) : null;
     const record = (status: number, replayed: boolean, params: Obj) => requests.push({ method, path: url.pathname, operation, params, idempotencyKey: key, status, replayed });
     if (checked.problems.length > 0) {
+      invalidRequests.push(`${operation}: ${checked.problems.join("; ")}`);
       record(400, false, raw);
       const [first] = checked.problems;
       return send(res, 400, { error: { type: "invalid_request_error", message: `The request does not match Stripe's schema for ${operation}: ${checked.problems.join("; ")}`, param: first?.param } });
@@ -261,6 +271,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
       if (drift.length > 0) throw new Error(`fake stripe: answers drifted from Stripe's schema:\n${drift.join("\n")}`);
+      if (invalidRequests.length > 0 && !options.invalidRequestsExpected) throw new Error(`fake stripe: requests Stripe's schema refuses (answered 400):\n${invalidRequests.join("\n")}`);
     },
     setWebhook(url, secret) {
       hooks.url = url;
@@ -289,6 +300,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     deliveries: () => [...hooks.deliveries],
     requests: () => [...requests],
     drift: () => [...drift],
+    invalidRequests: () => [...invalidRequests],
   };
 
   const server = createServer((req, res) => {
