@@ -11,6 +11,9 @@
  * The committed subset came from stripe/openapi commit 63a674638635c68de26b9f3add13e58198f4df44
  * (2023-09-12, API version 2023-08-16): the newest `spec3` of that repository whose file is under
  * the 4 MiB the offline mirror keeps (later ones are larger and absent from it).
+ * With a clone of github.com/stripe/openapi:
+ *   git -C openapi show 63a674638635c68de26b9f3add13e58198f4df44:openapi/spec3.yaml > /tmp/spec3.yaml
+ * A newer spec3.json/.yaml works the same (name its commit as the source).
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
