@@ -45,6 +45,9 @@ const DUE_BATCH = 50;
 
 export type AttemptResult = { decision: AttemptDecision; invoice: Invoice };
 
+/** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
+export type ActionRef = Pick<Invoice, "environmentId" | "id"> & { clockId?: string | null };
+
 export class Dunning {
   constructor(
     private readonly stores: BillingStores,
@@ -182,17 +185,34 @@ export class Dunning {
    * it itself: the test provider): the waiting charge is confirmed, the same attempt, and the
    * invoice paid (`invoice.paid`). Undefined: nothing was waiting (paid meanwhile, or not this provider's).
    */
-  async completeAction(ref: Pick<Invoice, "environmentId" | "id">): Promise<AttemptResult | undefined> {
+  async completeAction(ref: ActionRef): Promise<AttemptResult | undefined> {
     const provider = confirms(await this.reads.providerFor(ref.environmentId));
     if (!provider) return undefined;
+    return this.resolveAction(ref, (reference) => provider.confirmAction(reference));
+  }
+
+  /**
+   * A provider with its own page (Stripe) tells how a charge that waited for the customer ended
+   * (its webhook): recorded as that attempt's outcome, once — paid (`invoice.paid`), or failed
+   * with the next attempt planned. `reference`: the provider's payment it is about (another one,
+   * or an invoice no longer waiting: undefined, nothing changes).
+   */
+  actionResolved(ref: ActionRef, reference: string, outcome: ChargeOutcome): Promise<AttemptResult | undefined> {
+    return this.resolveAction(ref, async (waiting) => (waiting === reference ? outcome : undefined));
+  }
+
+  private async resolveAction(ref: ActionRef, outcomeOf: (reference: string) => Promise<ChargeOutcome | undefined>): Promise<AttemptResult | undefined> {
     const settings = await this.settings.settingsOf(ref.environmentId);
-    const at = this.now();
+    // On the invoice's clock: a failure here may be its first (the schedule counts from it).
+    const clock = ref.clockId ? await this.stores.clocks.get(ref.environmentId, ref.clockId) : undefined;
+    const at = clock?.frozenTime ?? this.now();
     return retryingRaces(() =>
       this.stores.transaction(async (tx) => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id);
         const reference = i?.payment?.reference;
         if (!i || !isCollectible(i) || !i.payment?.actionRequired || !reference) return undefined;
-        const outcome = await provider.confirmAction(reference);
+        const outcome = await outcomeOf(reference);
+        if (!outcome) return undefined;
         return this.record(tx, i, decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings));
       }),
     );
