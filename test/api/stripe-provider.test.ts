@@ -15,12 +15,14 @@
  * - a crash (SIGKILL) right after the PaymentIntent and before our commit: the retry after the
  *   restart charges nothing more (one PaymentIntent for the key) and the invoice is paid once.
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
 import test from "ava";
 import Stripe from "stripe";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 
@@ -92,6 +94,46 @@ async function sendEvent(server: TestServer, env: string, event: Json, secret = 
   const res = await fetch(`${server.url}/providers/stripe/webhooks/${env}`, { method: "POST", headers: { "content-type": "application/json", "stripe-signature": header }, body: payload });
   await res.body?.cancel();
   return res.status;
+}
+
+/** A free port on this machine (for a child server). */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** `npm start`'s process (src/main.ts) on the test server's database, with the fake as Stripe. */
+async function child(server: TestServer, fake: FakeStripe, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; exited: Promise<NodeJS.Signals | number | null> }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      DATABASE_URL: server.db.url,
+      PUBLIC_BASE_URL: url,
+      LOG_LEVEL: "error",
+      SCHEDULER_INTERVAL_MS: "0",
+      WEBHOOK_DELIVERY_INTERVAL_MS: "0",
+      SECRETS_ENCRYPTION_KEY: SECRETS_KEY,
+      STRIPE_API_BASE: fake.url,
+      ...env,
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
+  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
+  return { url, proc, exited };
+}
+
+/** The scenario's calls sent to another server (a child on the same database). */
+function onServer(s: Scenario, url: string): Scenario {
+  const moved = Object.create(s) as Scenario;
+  Object.defineProperty(moved, "server", { value: { ...(s as unknown as { server: TestServer }).server, url } });
+  return moved;
 }
 
 for (const store of STORES) {
@@ -217,5 +259,53 @@ for (const store of STORES) {
       [200, 200, 400],
     );
     t.is((await eventsOf(s, "invoice.paid", inv?.id)).length, paidBefore);
+  });
+
+  test.serial(`${store}: killed (SIGKILL) between the PaymentIntent and our commit: after the restart the retry charges nothing more and the invoice is paid once`, async (t) => {
+    t.timeout(180_000);
+    const { s, env, card } = await onStripe(server, fake);
+    await subscribeOnStripe(server, fake, s, card);
+    await replaceCardOnStripe(server, fake, s, "pm_card_chargeDeclinedInsufficientFunds");
+    await s.advance("2026-02-15T00:00:00Z");
+    const renewal = await s.call("GET", `/invoices/${((await s.invoices()).at(-1) as Json).id}`);
+    t.like(renewal, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z" });
+    const key = `${renewal.id}:attempt-2`;
+
+    // A server that dies right after a PaymentIntent is made: a new card from the portal charges attempt 2 at once.
+    const dying = await child(server, fake, { BILLING_TEST_DIE_AFTER_CHARGE: "1" });
+    fake.setWebhook(`${dying.url}/providers/stripe/webhooks/${env}`, WHSEC);
+    const portal = await onServer(s, dying.url).raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
+    const ours = await form(`${dying.url}${new URL(portal.body.url).pathname}/card`);
+    await ours.body?.cancel();
+    const paid = await form(ours.headers.get("location") ?? "", { card: "pm_card_visa" });
+    await paid.body?.cancel();
+    t.is(await dying.exited, "SIGKILL");
+    await fake.settle();
+    t.deepEqual(
+      fake
+        .paymentIntents()
+        .filter((pi) => pi.idempotency_key === key)
+        .map((pi) => pi.status),
+      ["succeeded"],
+      "Stripe charged attempt 2 once",
+    );
+    t.like(await s.call("GET", `/invoices/${renewal.id}`), { status: "open", attempt_count: 1 }, "our commit never happened");
+
+    // Restarted on the same database: the planned retry is attempt 2 again, the same key: Stripe answers the first PaymentIntent.
+    const restarted = await child(server, fake);
+    try {
+      fake.setWebhook(`${restarted.url}/providers/stripe/webhooks/${env}`, WHSEC);
+      await onServer(s, restarted.url).advance("2026-02-18T00:00:00Z");
+      await fake.settle();
+      t.like(await s.call("GET", `/invoices/${renewal.id}`), { status: "paid", attempt_count: 2 });
+      const intents = fake.paymentIntents().filter((pi) => pi.idempotency_key === key);
+      t.is(intents.length, 1, "one PaymentIntent for the key");
+      t.true(fake.requests().some((r) => r.operation === "POST /v1/payment_intents" && r.idempotencyKey === key && r.replayed));
+      t.is((await eventsOf(s, "invoice.paid", renewal.id)).length, 1, "paid once");
+    } finally {
+      restarted.proc.kill("SIGTERM");
+      await restarted.exited;
+      fake.setWebhook(`${server.url}/providers/stripe/webhooks/${env}`, WHSEC);
+    }
   });
 }
