@@ -8,7 +8,7 @@
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
  * - refund: a Refund of the PaymentIntent made with the charge key.
  */
-import type Stripe from "stripe";
+import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
 import type { ChargeOutcome } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
@@ -151,7 +151,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
       return { ok: true, refundId: r.id };
     } catch (err) {
-      if (err instanceof Error && (err as { type?: string }).type === "StripeInvalidRequestError") return { ok: false, message: err.message };
+      // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };
       throw err;
     }
   }

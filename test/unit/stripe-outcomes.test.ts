@@ -1,0 +1,47 @@
+/**
+ * The Stripe adapter's pure parts (src/providers/stripe): a PaymentIntent or a library error as a
+ * ChargeOutcome, and amounts as Stripe's integers (whole smallest units only).
+ */
+import test from "ava";
+import Stripe from "stripe";
+import { outcomeOfError, outcomeOfIntent } from "../../src/providers/stripe/outcomes.js";
+import { stripeAmount } from "../../src/providers/stripe/provider.js";
+
+const intent = (fields: Record<string, unknown>) => ({ id: "pi_1", object: "payment_intent", ...fields }) as unknown as Stripe.PaymentIntent;
+
+test("a PaymentIntent's status as an outcome", (t) => {
+  t.deepEqual(outcomeOfIntent(intent({ status: "succeeded" })), { ok: true, reference: "pi_1" });
+  t.like(outcomeOfIntent(intent({ status: "requires_action", next_action: { redirect_to_url: { url: "https://hooks.stripe.com/3ds" } } })), {
+    ok: false,
+    requiresAction: true,
+    reference: "pi_1",
+    actionUrl: "https://hooks.stripe.com/3ds",
+  });
+  t.like(
+    outcomeOfIntent(intent({ status: "requires_payment_method", last_payment_error: { message: "Your card has insufficient funds.", code: "card_declined", decline_code: "insufficient_funds" } })),
+    {
+      ok: false,
+      message: "Your card has insufficient funds.",
+      code: "insufficient_funds",
+    },
+  );
+});
+
+test("card errors are outcomes (authentication required waits with its PaymentIntent); other errors are not", (t) => {
+  const auth = new Stripe.errors.StripeCardError({
+    type: "card_error",
+    code: "authentication_required",
+    message: "Authentication required.",
+    payment_intent: intent({ status: "requires_payment_method" }),
+  } as never);
+  t.like(outcomeOfError(auth), { ok: false, requiresAction: true, reference: "pi_1", code: "authentication_required" });
+  const declined = new Stripe.errors.StripeCardError({ type: "card_error", code: "card_declined", decline_code: "generic_decline", message: "Your card was declined." } as never);
+  t.deepEqual(outcomeOfError(declined), { ok: false, message: "Your card was declined.", code: "generic_decline" });
+  t.is(outcomeOfError(new Stripe.errors.StripeAPIError({ type: "api_error", message: "boom" } as never)), undefined);
+  t.is(outcomeOfError(new Error("ECONNRESET")), undefined);
+});
+
+test("amounts: whole smallest units as Stripe's integer; anything else refused", (t) => {
+  t.is(stripeAmount("4900"), 4900);
+  for (const bad of ["49.5", "-1", "0", "1e3", "", "99999999999999999999"]) t.throws(() => stripeAmount(bad), undefined, bad);
+});
