@@ -51,8 +51,19 @@ export class ProviderEvents {
     private readonly now: () => Date,
   ) {}
 
-  private recorder(environmentId: string, event: ProviderEventRef | null): (tx: BillingTx) => Promise<boolean> {
-    return async (tx) => (event && tx.providerEvents ? tx.providerEvents.recordProviderEvent(environmentId, event, this.now()) : true);
+  /**
+   * Records `event` (false: a repeat) and then, for a card setup, its completion (`completion`: the
+   * provider's id of the setup; false: completed already, by the webhook or the return, whichever
+   * came first). The event first: a new event of a setup completed already is still recorded.
+   */
+  private recorder(environmentId: string, event: ProviderEventRef | null, completion?: { provider: ProviderKind; id: string }): (tx: BillingTx) => Promise<boolean> {
+    return async (tx) => {
+      const w = tx.providerEvents;
+      if (!w) return true;
+      if (event && !(await w.recordProviderEvent(environmentId, event, this.now()))) return false;
+      if (!completion) return true;
+      return w.recordProviderEvent(environmentId, { provider: completion.provider, eventId: `setup_completed:${completion.id}`, eventType: "setup.completed" }, this.now());
+    };
   }
 
   /** Records an event with no effect of its own (or whose effect is another event's); false: a repeat. */
@@ -61,12 +72,13 @@ export class ProviderEvents {
   }
 
   /**
-   * A card saved on the provider's page for `reference` (`checkout:<token>` or `portal:<token>`):
-   * completes it once, whether the webhook (`event`) or the customer's return (no event) comes first.
+   * A card saved on the provider's page for `reference` (`checkout:<token>` or `portal:<token>`)
+   * by its setup `setupId` (Stripe's Checkout Session): completes it once, whether the webhook
+   * (`event`) or the customer's return (no event) comes first, even both at once.
    */
-  async cardSaved(environmentId: string, reference: string, card: SavedCard, event: ProviderEventRef | null): Promise<{ redirect: string | null }> {
+  async cardSaved(environmentId: string, reference: string, card: SavedCard, event: ProviderEventRef | null, setupId: string): Promise<{ redirect: string | null }> {
     const [kind, token] = splitReference(reference);
-    const record = this.recorder(environmentId, event);
+    const record = this.recorder(environmentId, event, { provider: card.provider, id: setupId });
     const out = kind === "checkout" ? await this.targets.checkout(token, card, record) : kind === "portal" ? await this.targets.portal(token, card, record) : { redirect: null };
     // Completed already (by the return URL): the webhook is still recorded, so its repeat is one too.
     if (event) await this.acknowledge(environmentId, event);

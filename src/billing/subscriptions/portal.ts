@@ -252,7 +252,7 @@ export class CustomerPortal {
 
   /**
    * Saves a card the provider saved on its page for the portal session `token`, once (`record`
-   * false: the provider's event is a repeat); it becomes the subject's payment method and open
+   * false: the provider's event is a repeat, or the setup was completed already); it becomes the subject's payment method and open
    * invoices are charged to it at once, as with a typed card.
    */
   async saveProviderCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
@@ -260,9 +260,6 @@ export class CustomerPortal {
     const back = `${this.publicBaseUrl()}/hosted/portal/${token}?done=card`;
     if (access?.state !== "open") return { redirect: access ? `${this.publicBaseUrl()}/hosted/portal/${token}` : null };
     const p = access.portal;
-    const current = p.subject.paymentMethodId ? await this.stores.paymentMethods.get(p.subject.paymentMethodId) : undefined;
-    // The customer's return after the webhook (or the reverse): the card is saved already.
-    if (current?.providerRef === card.providerRef) return { redirect: back };
     const pmId = newId("pm_card");
     const saved = await this.stores.transaction(async (tx) => {
       if (!(await record(tx))) return false;

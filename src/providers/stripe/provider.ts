@@ -39,6 +39,8 @@ export interface StripeProviderOptions {
 /** A card setup as Stripe completed it: the reference it was started for and the card saved. */
 export interface CompletedSetup {
   environmentId: string;
+  /** The Checkout Session (cs_…). */
+  sessionId: string;
   reference: string;
   card: SavedCard;
 }
@@ -168,6 +170,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (!pm || !customer || !reference || s.metadata?.environment_id !== env) return undefined;
     return {
       environmentId: env,
+      sessionId: s.id,
       reference,
       card: { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer },
     };

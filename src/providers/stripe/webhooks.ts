@@ -80,7 +80,7 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         const session = event.data.object as Stripe.Checkout.Session;
         const done = session.mode === "setup" ? await provider.completedSetup(session.id) : undefined;
         if (!done) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
-        await ev.cardSaved(env, done.reference, done.card, ref);
+        await ev.cardSaved(env, done.reference, done.card, ref, done.sessionId);
         return "card_saved";
       }
       case "payment_intent.succeeded": {
@@ -126,7 +126,7 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
     const found = await providerOf(env);
     const done = found && sessionId.startsWith("cs_") ? await found.provider.completedSetup(sessionId) : undefined;
     if (!done || done.reference !== ref) return messagePage(res, 404, "Not found", "This card setup is not known", "Go back to the application and try again.");
-    const { redirect } = await deps.events.cardSaved(env, done.reference, done.card, null);
+    const { redirect } = await deps.events.cardSaved(env, done.reference, done.card, null, done.sessionId);
     if (!redirect) return messagePage(res, 410, "Gone", "This checkout is no longer available");
     res.writeHead(303, { location: redirect, "cache-control": "no-store" });
     res.end();
