@@ -66,6 +66,24 @@ export function stripeAmount(amount: string): number {
   return n;
 }
 
+/** A setup-mode Checkout Session of environment `env` once complete: the card saved and what it was for; else undefined. */
+async function completedSetupOf(stripe: Stripe, env: string, sessionId: string): Promise<CompletedSetup | undefined> {
+  const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent"] });
+  const si = s.setup_intent as Stripe.SetupIntent | string | null;
+  if (s.mode !== "setup" || s.status !== "complete" || !si || typeof si === "string" || si.status !== "succeeded") return undefined;
+  const attached = si.payment_method as Stripe.PaymentMethod | string | null;
+  const pm = typeof attached === "string" ? await stripe.paymentMethods.retrieve(attached) : attached;
+  const customer = typeof s.customer === "string" ? s.customer : s.customer?.id;
+  const reference = s.metadata?.return_reference;
+  if (!pm || !customer || !reference || s.metadata?.environment_id !== env) return undefined;
+  return {
+    environmentId: env,
+    sessionId: s.id,
+    reference,
+    card: { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer },
+  };
+}
+
 export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   const stripe = stripeClient(o.secretKey, o.api);
   const customers = new StripeCustomers(stripe, o.store, o.environmentId);
@@ -159,23 +177,6 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     }
   }
 
-  async function completedSetup(sessionId: string): Promise<CompletedSetup | undefined> {
-    const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent"] });
-    const si = s.setup_intent as Stripe.SetupIntent | string | null;
-    if (s.mode !== "setup" || s.status !== "complete" || !si || typeof si === "string" || si.status !== "succeeded") return undefined;
-    const attached = si.payment_method as Stripe.PaymentMethod | string | null;
-    const pm = typeof attached === "string" ? await stripe.paymentMethods.retrieve(attached) : attached;
-    const customer = typeof s.customer === "string" ? s.customer : s.customer?.id;
-    const reference = s.metadata?.return_reference;
-    if (!pm || !customer || !reference || s.metadata?.environment_id !== env) return undefined;
-    return {
-      environmentId: env,
-      sessionId: s.id,
-      reference,
-      card: { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer },
-    };
-  }
-
   return {
     kind: "stripe",
     test: isTestKey(o.secretKey),
@@ -185,7 +186,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     tokenize: () => ({ ok: false, message: "Cards are entered on Stripe's page." }),
     charge,
     refund,
-    completedSetup,
+    completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
   };
 }
 
