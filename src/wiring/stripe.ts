@@ -3,6 +3,7 @@
  * API host from STRIPE_API_BASE, its customers in provider_customers), and Stripe's endpoints
  * (webhooks, the customer's return from Checkout) over the domain's ProviderEvents.
  */
+import type { Dunning } from "../billing/payments/attempts.js";
 import { ProviderEvents } from "../billing/payments/provider-events.js";
 import type { PaymentSettingsService } from "../billing/payments/settings.js";
 import type { BillingStores } from "../billing/subscriptions/ports.js";
@@ -35,6 +36,8 @@ export interface StripeEndpointParts {
   now: () => Date;
   log: Logger | undefined;
   publicBaseUrl: () => string;
+  /** Dunning: resolves a payment that waited for the customer as Stripe reports it. */
+  dunning?: Pick<Dunning, "actionResolved">;
 }
 
 /** Stripe's endpoints (/providers/stripe/…) as a page handler, the domain's handling of provider events, and the hosted checkout and portal they complete. */
@@ -49,6 +52,8 @@ export function wireStripeEndpoints(p: StripeEndpointParts) {
     },
     p.now,
   );
+  const dunning = p.dunning;
+  if (dunning) events.resolveAction = (inv, reference, outcome) => dunning.actionResolved({ environmentId: inv.environmentId, id: inv.id, clockId: inv.clockId }, reference, outcome);
   const factory = p.stripe;
   const stripePages = createStripeEndpoints({
     settings: p.paymentSettings,

@@ -200,6 +200,8 @@ for (const store of STORES) {
     t.is(methods.length, 2);
     t.like(methods.at(-1), { provider: "stripe", last4: "3184" });
     await s.advance("2026-02-15T00:00:00Z");
+    // Stripe's payment_intent.payment_failed (authentication_required) is what made it wait, not its end.
+    await fake.settle();
     const renewal = (await s.invoices()).at(-1) as Json;
     t.like(renewal, { status: "open" });
     t.truthy(renewal.payment_url);
@@ -208,7 +210,7 @@ for (const store of STORES) {
     t.is(pi?.status, "requires_payment_method", "off-session, authentication required: Stripe leaves it for the customer");
     await fake.completeAuthentication(String(pi?.id));
     await fake.settle();
-    t.like(await s.call("GET", `/invoices/${renewal.id}`), { status: "paid" });
+    t.like(await s.call("GET", `/invoices/${renewal.id}`), { status: "paid", attempt_count: 1, payment_url: null });
     t.is((await eventsOf(s, "invoice.paid", renewal.id)).length, 1);
     t.is(intentsOf(fake, renewal.id).length, 1, "no second charge");
   });
@@ -272,6 +274,10 @@ for (const store of STORES) {
     await s.advance("2026-02-15T00:00:00Z");
     const renewal = await s.call("GET", `/invoices/${((await s.invoices()).at(-1) as Json).id}`);
     t.like(renewal, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z" });
+    // Stripe's payment_intent.payment_failed of that decline was answered to the charge already: announced once.
+    await fake.settle();
+    t.true(fake.deliveries().some((d) => d.type === "payment_intent.payment_failed" && d.status === 200));
+    t.is((await eventsOf(s, "invoice.payment_failed", renewal.id)).length, 1);
     const key = `${renewal.id}:attempt-2`;
 
     // A server that dies right after a PaymentIntent is made: a new card from the portal charges attempt 2 at once.

@@ -8,13 +8,12 @@
  * its effect: a repeat changes nothing. Effects move state only forward (an invoice already paid
  * stays paid whatever arrives after), so events may arrive in any order.
  */
-import { invoiceEvent } from "../events/types.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import type { Invoice } from "../subscriptions/types.js";
 import type { ProviderEventRef } from "./event-writes.js";
-import type { ProviderKind } from "./types.js";
+import type { ChargeOutcome, ProviderKind } from "./types.js";
 
 export type { ProviderEventRef, ProviderEventWrites } from "./event-writes.js";
 
@@ -38,12 +37,16 @@ export interface CardSetupTargets {
   portal(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }>;
 }
 
-/** The hook of dunning (DESIGN §16) for a payment that failed after the charge call; absent: the failure is announced. */
-export type PaymentFailedHook = (environmentId: string, invoice: Invoice, failure: { message: string; code: string | null }) => Promise<void>;
+/**
+ * Dunning's resolution of a charge that waited for the customer (DESIGN §16), as the provider
+ * reports how it ended: paid, or failed with the next attempt planned. It acts only while the
+ * invoice still waits for that payment (`reference`), so a repeat changes nothing.
+ */
+export type ActionResolver = (invoice: Invoice, reference: string, outcome: ChargeOutcome) => Promise<unknown>;
 
 export class ProviderEvents {
-  /** Set by the wiring once dunning exists. */
-  onPaymentFailed: PaymentFailedHook | undefined = undefined;
+  /** Dunning's resolution of a payment that waited for the customer (set by the wiring). */
+  resolveAction: ActionResolver | undefined = undefined;
 
   constructor(
     private readonly stores: BillingStores,
@@ -85,9 +88,19 @@ export class ProviderEvents {
     return out;
   }
 
-  /** A payment of `invoiceId` succeeded at the provider: the invoice is paid (`invoice.paid`) if still open; else nothing. */
-  async paymentSucceeded(environmentId: string, invoiceId: string, event: ProviderEventRef): Promise<"paid" | "unchanged"> {
+  /**
+   * The provider's payment `reference` of `invoiceId` succeeded. An invoice waiting for the
+   * customer on that payment is resolved by dunning (paid, with its attempt); any other invoice
+   * still open is paid (`invoice.paid`): its charge's answer was lost, a crash say. An invoice
+   * paid already (or void) stays as it is. Dunning's resolution acts once; the event is recorded after it.
+   */
+  async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
+    if (this.resolveAction && invoice && waitsOn(invoice, reference)) {
+      await this.resolveAction(invoice, reference, { ok: true, reference });
+      await this.acknowledge(environmentId, event);
+      return "paid";
+    }
     const pay = checkTransition("open", "paid");
     return retryingRaces(() =>
       this.stores.transaction(async (tx) => {
@@ -102,25 +115,23 @@ export class ProviderEvents {
   }
 
   /**
-   * A payment of `invoiceId` failed at the provider (after the customer's authentication, say):
-   * dunning's hook decides what follows; without it `invoice.payment_failed` is announced. An
-   * invoice no longer open (paid by an earlier or later success) changes nothing.
+   * The provider's payment `reference` of `invoiceId` failed. Only a payment the invoice waits on
+   * (the customer's authentication failed) changes anything: dunning records the failure and plans
+   * the next attempt. Any other failure was answered to the charge itself, and dunning recorded it
+   * then (announcing it again would be a second `invoice.payment_failed`); a paid invoice stays paid.
    */
-  async paymentFailed(environmentId: string, invoiceId: string, failure: { message: string; code: string | null }, event: ProviderEventRef): Promise<"failed" | "unchanged"> {
+  async paymentFailed(environmentId: string, invoiceId: string, reference: string, failure: { message: string; code: string | null }, event: ProviderEventRef): Promise<"failed" | "unchanged"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
-    const hook = this.onPaymentFailed;
-    const fresh = await retryingRaces(() =>
-      this.stores.transaction(async (tx) => {
-        if (!(await this.recorder(environmentId, event)(tx))) return false;
-        if (invoice?.status !== "open") return false;
-        if (!hook) await tx.emit([invoiceEvent("invoice.payment_failed", invoice)]);
-        return true;
-      }),
-    );
-    if (!fresh || !invoice) return "unchanged";
-    if (hook) await hook(environmentId, invoice, failure);
-    return "failed";
+    const waiting = this.resolveAction !== undefined && invoice !== undefined && waitsOn(invoice, reference);
+    if (waiting && invoice) await this.resolveAction?.(invoice, reference, { ok: false, message: failure.message, ...(failure.code ? { code: failure.code } : {}) });
+    await this.acknowledge(environmentId, event);
+    return waiting ? "failed" : "unchanged";
   }
+}
+
+/** Whether the invoice is open and waits for the customer on the provider's payment `reference`. */
+function waitsOn(i: Invoice, reference: string): boolean {
+  return i.status === "open" && i.payment?.actionRequired === true && i.payment.reference === reference;
 }
 
 /** A card setup's reference: `checkout:<token>` or `portal:<token>`. */

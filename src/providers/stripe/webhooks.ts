@@ -87,14 +87,16 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         const pi = event.data.object as Stripe.PaymentIntent;
         const invoiceId = pi.metadata?.invoice_id;
         if (!invoiceId || pi.metadata?.environment_id !== env) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
-        return ev.paymentSucceeded(env, invoiceId, ref);
+        return ev.paymentSucceeded(env, invoiceId, pi.id, ref);
       }
       case "payment_intent.payment_failed": {
         const pi = event.data.object as Stripe.PaymentIntent;
         const invoiceId = pi.metadata?.invoice_id;
         if (!invoiceId || pi.metadata?.environment_id !== env) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
         const e = pi.last_payment_error;
-        return ev.paymentFailed(env, invoiceId, { message: e?.message ?? "The payment failed.", code: e?.decline_code ?? e?.code ?? null }, ref);
+        // The off-session charge asking for the customer's authentication: what made the invoice wait, not its outcome.
+        if (e?.code === "authentication_required") return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+        return ev.paymentFailed(env, invoiceId, pi.id, { message: e?.message ?? "The payment failed.", code: e?.decline_code ?? e?.code ?? null }, ref);
       }
       default:
         if (ACKNOWLEDGED.has(event.type)) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
