@@ -40,6 +40,9 @@ function confirms(p: PaymentProvider | undefined): (PaymentProvider & ConfirmsAc
 /** The outcome of an attempt with no saved card: a failure like any other (it counts, the schedule goes on). */
 const NO_METHOD: ChargeOutcome = { ok: false, message: "No payment method is saved for this customer.", code: "no_payment_method" };
 
+/** How far ahead a first charge is planned (see attempt): longer than any charge takes. */
+const FIRST_ATTEMPT_GRACE_MS = 60_000;
+
 /** How many due invoices one read of a run takes. */
 const DUE_BATCH = 50;
 
@@ -72,6 +75,18 @@ export class Dunning {
     const provider = await this.reads.providerFor(ref.environmentId);
     if (!provider) return undefined;
     const settings = await this.settings.settingsOf(ref.environmentId);
+    // A first charge to a card is planned before it is made (a minute ahead, so the scheduler
+    // leaves it to this call): if the process dies after the provider answered and before the
+    // commit below, dunning finds the plan and charges again with the same key, which the
+    // provider answers with the first charge's outcome (DESIGN §12).
+    if (!dueBy && pm) {
+      await retryingRaces(() =>
+        this.stores.transaction(async (tx) => {
+          const i = await this.writes(tx).claim(ref.environmentId, ref.id);
+          if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.id, new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
+        }),
+      );
+    }
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);

@@ -142,6 +142,12 @@ export interface DunningWrites {
    * on MySQL): N servers never retry one invoice at once.
    */
   claim(environmentId: string, id: string, dueBy?: Date): Promise<Invoice | undefined>;
+  /**
+   * Plans a first attempt at `at` when none was made or planned (attempt_count 0, no next attempt,
+   * open): committed before the charge, so a process that dies between the provider's answer and
+   * its own commit leaves a planned attempt that dunning makes again with the same key.
+   */
+  planFirst(id: string, at: Date): Promise<void>;
   /** Writes an attempt's outcome: the count, the next attempt, the payment state. */
   recordAttempt(id: string, r: { attemptCount: number; nextPaymentAttempt: Date | null; payment: InvoicePayment }, at: Date): Promise<void>;
 }
