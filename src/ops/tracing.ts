@@ -69,6 +69,8 @@ export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name
     ...(provider.cardHint === undefined ? {} : { cardHint: provider.cardHint }),
     // A provider with its own card page (Stripe Checkout) keeps it, untraced.
     ...(provider.startCardSetup === undefined ? {} : { startCardSetup: provider.startCardSetup.bind(provider) }),
+    // The test provider's confirmation of a charge that needed the customer (the hosted page's form).
+    ...(provider.confirmAction === undefined ? {} : { confirmAction: provider.confirmAction.bind(provider) }),
     tokenize: (cardNumber) => provider.tokenize(cardNumber),
     charge: (method, amount, currency, idempotencyKey, context) =>
       tracing.inSpan("payment.charge", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {

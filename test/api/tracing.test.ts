@@ -275,9 +275,14 @@ for (const store of STORES) {
     const c = charge as ExportedSpan;
     t.is(c.kind, 3);
     t.deepEqual(attr(c, "billing.payment_provider"), { stringValue: "test" });
+    // The charge is made in the transaction that holds the invoice's row lock (DESIGN §16: one
+    // attempt at a time): its parent is that transaction's span, whose parent is the request's.
     const spans = await collector.until(c.traceId, (l) => l.some((x) => x.spanId === c.parentSpanId));
     const parent = spans.find((x) => x.spanId === c.parentSpanId) as ExportedSpan;
-    t.is(parent.kind, 2, "the charge's parent is the server span of the request that paid");
+    t.is(parent.name, "db.transaction");
+    const all = await collector.until(c.traceId, (l) => l.some((x) => x.spanId === parent.parentSpanId));
+    const request = all.find((x) => x.spanId === parent.parentSpanId) as ExportedSpan;
+    t.is(request.kind, 2, "the transaction's parent is the server span of the request that paid");
   });
 
   test(`${store}: spans go to <endpoint>/v1/traces as OTLP JSON, named by OTEL_SERVICE_NAME`, async (t) => {

@@ -336,6 +336,12 @@ export interface PaymentProvider {
    * card number is typed into the hosted page and `tokenize`d.
    */
   startCardSetup?(request: CardSetupRequest): Promise<{ url: string; reference: string }>;
+  /**
+   * A provider whose authentication the hosted invoice page completes itself (the test provider):
+   * confirms the charge waiting under `reference`. Absent: the customer completes it on the
+   * provider's own page (payment_state's action URL).
+   */
+  confirmAction?(reference: string): Promise<ChargeOutcome>;
   /** A line the hosted checkout shows under the card field (the test cards), if any. */
   readonly cardHint?: string;
   /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */
