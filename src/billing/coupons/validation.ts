@@ -3,7 +3,7 @@
  * checked before anything is written. A percent is an exact decimal in (0, 100] with at most 4
  * decimal places; an amount is a positive whole number of the smallest unit of a known currency.
  */
-import { checkCurrency, checkWholeAmount } from "../credits/validation.js";
+import { checkCurrency, checkRateCodes, checkWholeAmount } from "../credits/validation.js";
 import type { Violations } from "../errors.js";
 import { type Metadata, checkMetadata } from "../metadata.js";
 import { dec, formatDecimal, parseDecimal, storageProblem } from "../money.js";
@@ -80,12 +80,7 @@ export function checkCoupon(input: CreateCouponInput, v: Violations): CheckedCou
   const max = input.maxRedemptions;
   if (max !== undefined && (!Number.isInteger(max) || max < 1)) v.add("max_redemptions", "must be at least 1");
   const redeemBy = checkInstant(input.redeemBy, v, "redeem_by") ?? null;
-  const seen = new Set<string>();
-  for (const [i, code] of input.appliesToRateCodes.entries()) {
-    if (code === "") v.add(`applies_to_rate_codes[${i}]`, "must not be empty");
-    else if (seen.has(code)) v.add(`applies_to_rate_codes[${i}]`, `duplicate rate code ${JSON.stringify(code)}`);
-    seen.add(code);
-  }
+  checkRateCodes(input.appliesToRateCodes, v);
   checkMetadata(input.metadata, v.at("metadata"));
   return {
     name: input.name,

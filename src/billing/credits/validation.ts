@@ -95,12 +95,7 @@ export function checkGrant(input: CreateGrantInput, v: Violations): CheckedGrant
   const priority = checkPriority(input.priority, "priority", v);
   checkInstant(input.effectiveAt, "effective_at", v);
   checkInstant(input.expiresAt, "expires_at", v);
-  const seen = new Set<string>();
-  for (const [i, code] of input.appliesToRateCodes.entries()) {
-    if (code === "") v.add(`applies_to_rate_codes[${i}]`, "must not be empty");
-    else if (seen.has(code)) v.add(`applies_to_rate_codes[${i}]`, `duplicate rate code ${JSON.stringify(code)}`);
-    seen.add(code);
-  }
+  checkRateCodes(input.appliesToRateCodes, v);
   checkMetadata(input.metadata, v.at("metadata"));
   return {
     currency,
@@ -119,4 +114,14 @@ export function checkStatus(status: string, v: Violations): GrantStatus | undefi
   if (status === "") return undefined;
   if (!(GRANT_STATUSES as readonly string[]).includes(status)) v.add("status", `must be one of ${GRANT_STATUSES.join(", ")}`);
   return status as GrantStatus;
+}
+
+/** A list of rate codes a grant or a coupon is limited to (`applies_to_rate_codes`): none empty, none twice. */
+export function checkRateCodes(codes: readonly string[], v: Violations): void {
+  const seen = new Set<string>();
+  for (const [i, code] of codes.entries()) {
+    if (code === "") v.add(`applies_to_rate_codes[${i}]`, "must not be empty");
+    else if (seen.has(code)) v.add(`applies_to_rate_codes[${i}]`, `duplicate rate code ${JSON.stringify(code)}`);
+    seen.add(code);
+  }
 }
