@@ -71,6 +71,8 @@ export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name
     ...(provider.startCardSetup === undefined ? {} : { startCardSetup: provider.startCardSetup.bind(provider) }),
     // The test provider's confirmation of a charge that needed the customer (the hosted page's form).
     ...(provider.confirmAction === undefined ? {} : { confirmAction: provider.confirmAction.bind(provider) }),
+    // A provider's own page for a payment waiting for the customer (Stripe Checkout in payment mode).
+    ...(provider.startPayment === undefined ? {} : { startPayment: provider.startPayment.bind(provider) }),
     tokenize: (cardNumber) => provider.tokenize(cardNumber),
     charge: (method, amount, currency, idempotencyKey, context) =>
       tracing.inSpan("payment.charge", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {

@@ -3,7 +3,8 @@
  *
  * The checkout page (the session's `url`): `GET /checkout/{session}` lists the test cards;
  * `POST /checkout/{session}` with `card=<token or number>` completes the session as the customer
- * would (PaymentMethod created and attached, SetupIntent succeeded, webhooks sent) and redirects
+ * would (setup mode: PaymentMethod created and attached, SetupIntent succeeded; payment mode: the
+ * PaymentIntent succeeded with that card; webhooks sent) and redirects
  * (303) to the session's `success_url`, `{CHECKOUT_SESSION_ID}` filled in; `cancel=1` redirects
  * to `cancel_url`.
  *
@@ -49,7 +50,9 @@ export async function handleCheckoutPage(fake: FakeStripe, req: IncomingMessage,
   const cards = TEST_CARDS.map((c) => `<li><button name="card" value="${c.token}">${esc(c.brand)} ${c.number.replace(/(\d{4})/g, "$1 ").trim()}</button></li>`).join("");
   const state = session.status === "open" ? `<form method="post"><ul>${cards}</ul><button name="cancel" value="1">Cancel</button></form>` : `<p>This session is ${esc(session.status)}.</p>`;
   res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
-  res.end(`<!doctype html><title>Fake Stripe Checkout</title><h1>Save a card (fake Stripe, setup mode)</h1><p>Session ${esc(id)}</p>${state}`);
+  res.end(
+    `<!doctype html><title>Fake Stripe Checkout</title><h1>${session.mode === "payment" ? `Pay ${esc(String(session.amount_total))} ${esc(String(session.currency))}` : "Save a card"} (fake Stripe, ${esc(session.mode)} mode)</h1><p>Session ${esc(id)}</p>${state}`,
+  );
 }
 
 export async function controlRoute(fake: FakeStripe, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {

@@ -15,7 +15,10 @@
  * Served (form-encoded bodies, `Authorization: Bearer sk_test_…`, `Idempotency-Key` replayed as
  * Stripe does, every request and answer validated against test/stripe/openapi-subset.json):
  * customers (create, list, retrieve, update, list payment methods), checkout sessions (setup
- * mode: create, retrieve with `expand[]=setup_intent`), setup intents (retrieve), payment methods
+ * mode, and payment mode with `line_items[][price_data]`: create, retrieve with
+ * `expand[]=setup_intent` / `expand[]=payment_intent`; a payment-mode session completed with a
+ * card makes a succeeded PaymentIntent, sends `payment_intent.succeeded` then
+ * `checkout.session.completed`), setup intents (retrieve), payment methods
  * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve), refunds
  * (create). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
@@ -49,7 +52,7 @@ import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
 import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
-import { completeAuthentication, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
+import { completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
 
@@ -74,7 +77,8 @@ export interface FakeStripe {
   redeliver(eventId: string, options?: DeliveryOptions): Promise<void>;
   /** Waits for every webhook delivery under way. */
   settle(): Promise<void>;
-  completeCheckout(sessionId: string, card: string): Promise<{ session: Obj; setupIntent: Obj; paymentMethod: Obj }>;
+  /** The customer completes a Checkout Session with `card`: setup mode saves it (`setupIntent`); payment mode pays with it (`paymentIntent`). */
+  completeCheckout(sessionId: string, card: string): Promise<{ session: Obj; setupIntent?: Obj; paymentIntent?: Obj; paymentMethod: Obj }>;
   completeAuthentication(paymentIntentId: string): Promise<Obj>;
   paymentIntents(): (Obj & { idempotency_key: string | null })[];
   events(): Obj[];
@@ -123,7 +127,14 @@ function routes(st: FakeStripeState): Route[] {
     r("POST", "/v1/customers/{customer}", (p, [id]) => st.updateCustomer(id as string, p)),
     r("GET", "/v1/customers/{customer}/payment_methods", (p, [id]) => st.listPaymentMethods(id as string, p)),
     r("POST", "/v1/checkout/sessions", (p) => st.createSession(p)),
-    r("GET", "/v1/checkout/sessions/{session}", (p, [id]) => expand(st.session(id as string), p, "setup_intent", (x) => st.setupIntent(x))),
+    r("GET", "/v1/checkout/sessions/{session}", (p, [id]) =>
+      expand(
+        expand(st.session(id as string), p, "setup_intent", (x) => st.setupIntent(x)),
+        p,
+        "payment_intent",
+        (x) => paymentIntent(st, x),
+      ),
+    ),
     r("GET", "/v1/setup_intents/{intent}", (p, [id]) => expand(st.setupIntent(id as string), p, "payment_method", (x) => st.paymentMethod(x))),
     r("GET", "/v1/payment_methods/{payment_method}", (_p, [id]) => st.paymentMethod(id as string)),
     r("POST", "/v1/payment_methods/{payment_method}/attach", (p, [id], { emit }) => {
@@ -284,6 +295,12 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     redeliver: (id, o) => hooks.redeliver(id, o),
     settle: () => hooks.settle(),
     async completeCheckout(sessionId, card) {
+      if (st.session(sessionId).mode === "payment") {
+        const paid = completePaymentSession(st, sessionId, FakeStripeState.card(card));
+        for (const e of paid.events) await hooks.emit(e.type, e.object, null);
+        await hooks.emit("checkout.session.completed", structuredClone(paid.session), null);
+        return structuredClone({ session: paid.session, paymentIntent: paid.intent, paymentMethod: paid.paymentMethod });
+      }
       const out = st.completeSession(sessionId, FakeStripeState.card(card));
       await hooks.emit("payment_method.attached", structuredClone(out.paymentMethod), null);
       await hooks.emit("setup_intent.succeeded", structuredClone(out.setupIntent), null);

@@ -40,6 +40,8 @@ export class FakeStripeState {
   readonly customers = new Map<string, Obj>();
   readonly sessions = new Map<string, Obj>();
   readonly setupIntents = new Map<string, Obj>();
+  /** A payment-mode session's `payment_intent_data` (the PaymentIntent its completion makes). */
+  readonly sessionIntentData = new Map<string, Obj>();
   readonly paymentMethods = new Map<string, Obj>();
   readonly paymentIntents = new Map<string, Obj>();
   readonly refunds = new Map<string, Obj>();
@@ -103,20 +105,22 @@ export class FakeStripeState {
 
   // --- checkout sessions and setup intents ---
   createSession(p: Obj): Obj {
-    if (p.mode !== "setup") throw invalid("The fake Stripe serves Checkout in setup mode only.", "mode");
+    if (p.mode !== "setup" && p.mode !== "payment") throw invalid("The fake Stripe serves Checkout in setup and payment mode only.", "mode");
     if (!p.success_url) throw invalid("Missing required param: success_url.", "success_url");
     if (p.customer) this.customer(p.customer, "customer");
-    if (!p.currency && !p.payment_method_types) throw invalid("You must provide either `currency` or `payment_method_types` in `setup` mode.", "currency");
+    const payment = p.mode === "payment" ? sessionAmount(p) : undefined;
+    if (!payment && !p.currency && !p.payment_method_types) throw invalid("You must provide either `currency` or `payment_method_types` in `setup` mode.", "currency");
     const created = now();
     const id = `cs_test_${randomBytes(24).toString("hex")}`;
-    const seti = this.createSetupIntent(p.customer ?? null, p.payment_method_types ?? ["card"], p.setup_intent_data?.metadata);
+    const seti = payment ? undefined : this.createSetupIntent(p.customer ?? null, p.payment_method_types ?? ["card"], p.setup_intent_data?.metadata);
+    if (payment) this.sessionIntentData.set(id, p.payment_intent_data ?? {});
     const s: Obj = {
       id,
       object: "checkout.session",
       after_expiration: null,
       allow_promotion_codes: null,
-      amount_subtotal: null,
-      amount_total: null,
+      amount_subtotal: payment?.amount ?? null,
+      amount_total: payment?.amount ?? null,
       automatic_tax: { enabled: false, status: null },
       billing_address_collection: null,
       cancel_url: nullable(p.cancel_url),
@@ -124,7 +128,7 @@ export class FakeStripeState {
       consent: null,
       consent_collection: null,
       created,
-      currency: nullable(p.currency),
+      currency: payment?.currency ?? nullable(p.currency),
       custom_fields: [],
       custom_text: { shipping_address: null, submit: null, terms_of_service_acceptance: null },
       customer: nullable(p.customer),
@@ -137,15 +141,15 @@ export class FakeStripeState {
       livemode: false,
       locale: nullable(p.locale),
       metadata: mergeMetadata({}, p.metadata),
-      mode: "setup",
+      mode: p.mode,
       payment_intent: null,
       payment_link: null,
       payment_method_collection: "always",
       payment_method_types: p.payment_method_types ?? ["card"],
-      payment_status: "no_payment_required",
+      payment_status: payment ? "unpaid" : "no_payment_required",
       phone_number_collection: { enabled: false },
       recovered_from: null,
-      setup_intent: seti.id,
+      setup_intent: seti?.id ?? null,
       shipping_address_collection: null,
       shipping_cost: null,
       shipping_details: null,
@@ -154,7 +158,7 @@ export class FakeStripeState {
       submit_type: null,
       subscription: null,
       success_url: p.success_url,
-      total_details: null,
+      total_details: payment ? { amount_discount: 0, amount_shipping: 0, amount_tax: 0 } : null,
       url: `${this.baseUrl()}/checkout/${id}`,
     };
     this.sessions.set(id, s);
@@ -204,6 +208,7 @@ export class FakeStripeState {
   completeSession(id: string, card: TestCard): { session: Obj; setupIntent: Obj; paymentMethod: Obj } {
     const s = this.session(id);
     if (s.status !== "open") throw invalid(`This Checkout Session is ${s.status}.`, "session");
+    if (s.mode !== "setup") throw invalid("A payment-mode session is completed by completePaymentSession (payments.ts).", "session");
     const customer: string = s.customer ?? this.createCustomer({ email: s.customer_email ?? undefined }).id;
     const pm = this.newPaymentMethod(card);
     this.attach(pm.id, customer);
@@ -282,6 +287,27 @@ export class FakeStripeState {
   static card(name: string): TestCard {
     return testCard(name);
   }
+}
+
+/** A payment-mode session's amount and currency: its line items, each with `price_data` (`price` ids are not served). */
+function sessionAmount(p: Obj): { amount: number; currency: string } {
+  const items: Obj[] = Array.isArray(p.line_items) ? p.line_items : [];
+  if (items.length === 0) throw invalid("You must specify `line_items` in `payment` mode.", "line_items");
+  let amount = 0;
+  const currencies = new Set<string>();
+  items.forEach((li, n) => {
+    const pd = li.price_data;
+    if (!pd) throw invalid("The fake Stripe serves line items with `price_data` only.", `line_items[${n}][price]`);
+    if (!Number.isInteger(pd.unit_amount) || pd.unit_amount < 0) throw invalid("Missing required param: unit_amount.", `line_items[${n}][price_data][unit_amount]`);
+    if (!pd.product_data?.name && !pd.product) throw invalid("Missing required param: product_data.", `line_items[${n}][price_data][product_data]`);
+    const quantity = li.quantity ?? 1;
+    if (!Number.isInteger(quantity) || quantity < 1) throw invalid("This value must be greater than or equal to 1.", `line_items[${n}][quantity]`);
+    amount += pd.unit_amount * quantity;
+    currencies.add(String(pd.currency).toLowerCase());
+  });
+  if (currencies.size !== 1) throw invalid("All line items must be in the same currency.", "line_items");
+  if (amount < 1) throw invalid("The Checkout Session's total amount due must add up to at least 1.", "line_items");
+  return { amount, currency: [...currencies][0] as string };
 }
 
 /** A list object of `all` (newest first) after `starting_after`, `limit` long. */

@@ -159,3 +159,37 @@ export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events
   st.refunds.set(refund.id, refund);
   return { refund, events: [{ type: "refund.created", object: structuredClone(refund) }] };
 }
+
+/**
+ * The customer pays a payment-mode Checkout Session with `card` on its page: a PaymentMethod,
+ * attached to the customer when the session keeps it (`payment_intent_data[setup_future_usage]`),
+ * and a PaymentIntent confirmed on-session (a card asking for authentication is authenticated on
+ * the page) that succeeds with the session's `payment_intent_data` metadata; the session complete
+ * and paid. A declining card: the 402 card error, the session still open.
+ */
+export function completePaymentSession(st: FakeStripeState, id: string, card: TestCard): { session: Obj; paymentMethod: Obj; intent: Obj; events: ChargeResult["events"] } {
+  const s = st.session(id);
+  if (s.status !== "open") throw invalid(`This Checkout Session is ${s.status}.`, "session");
+  if (s.mode !== "payment") throw invalid("This Checkout Session is not in payment mode.", "session");
+  const data = st.sessionIntentData.get(id) ?? {};
+  const customer: string = s.customer ?? st.createCustomer({ email: s.customer_email ?? undefined }).id;
+  const pm = st.newPaymentMethod(card);
+  const events: ChargeResult["events"] = [];
+  if (data.setup_future_usage) events.push({ type: "payment_method.attached", object: structuredClone(st.attach(pm.id, customer)) });
+  const made = createPaymentIntent(st, { amount: s.amount_total, currency: s.currency, customer, payment_method: pm.id, confirm: true, metadata: data.metadata, description: data.description });
+  const intent = made.intent;
+  const more = intent.status === "requires_action" ? completeAuthentication(st, intent.id).events : [];
+  intent.setup_future_usage = nullable(data.setup_future_usage);
+  for (const e of [...made.events, ...more]) {
+    e.object.setup_future_usage = intent.setup_future_usage;
+    events.push(e);
+  }
+  Object.assign(s, {
+    customer,
+    status: "complete",
+    payment_status: "paid",
+    payment_intent: intent.id,
+    customer_details: { address: null, email: st.customer(customer).email, name: null, phone: null, tax_exempt: "none", tax_ids: [] },
+  });
+  return { session: s, paymentMethod: pm, intent, events };
+}

@@ -20,7 +20,7 @@ import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
-import type { AfterLastAttempt, ChargeOutcome } from "./types.js";
+import type { AfterLastAttempt, ChargeOutcome, ProviderKind } from "./types.js";
 
 /** What the policy after the last attempt does to a subscription (the API's own use cases). */
 export interface SubscriptionPolicies {
@@ -188,11 +188,40 @@ export class Dunning {
     return paid;
   }
 
-  /** Whether the invoice waits for the customer, and the provider's own page for it (Stripe), if it has one. */
-  async pendingAction(i: Invoice): Promise<{ confirmHere: boolean; actionUrl: string | null } | undefined> {
+  /**
+   * Whether the invoice waits for the customer, and how the hosted page completes it: its form
+   * (`confirmHere`: the test provider confirms it, or Stripe's Checkout page it leads to, startPayment)
+   * or the provider's own page for the payment (`actionUrl`), if it gave one.
+   */
+  async pendingAction(i: Invoice): Promise<{ confirmHere: boolean; actionUrl: string | null; providerPage?: ProviderKind } | undefined> {
     if (!isCollectible(i) || !i.payment?.actionRequired) return undefined;
     const provider = await this.reads.providerFor(i.environmentId);
-    return { confirmHere: confirms(provider) !== undefined && !i.payment.actionUrl, actionUrl: i.payment.actionUrl ?? null };
+    const onPage = provider?.startPayment !== undefined;
+    const confirmHere = (confirms(provider) !== undefined && !i.payment.actionUrl) || onPage;
+    // providerPage: the form's POST ends on that provider's page (the hosted page's form-action allows it).
+    return { confirmHere, actionUrl: i.payment.actionUrl ?? null, ...(onPage ? { providerPage: provider?.kind ?? "test" } : {}) };
+  }
+
+  /**
+   * The hosted page's form, for a provider that takes the waiting payment on its own page (Stripe
+   * Checkout in payment mode): that page for the amount due, one per attempt (a double click gets
+   * the same). Its webhook pays the invoice (actionResolved). Undefined: nothing waits, or the
+   * provider has no such page. `returnPath`: the hosted invoice page.
+   */
+  async startPayment(i: Invoice, returnPath: string): Promise<{ url: string } | undefined> {
+    if (!isCollectible(i) || !i.payment?.actionRequired) return undefined;
+    const provider = await this.reads.providerFor(i.environmentId);
+    if (!provider?.startPayment) return undefined;
+    const { url } = await provider.startPayment({
+      invoiceId: i.id,
+      subjectId: i.subjectId,
+      amount: amountDueOf(i),
+      currency: i.currency,
+      attempt: Math.max(i.attemptCount ?? 1, 1),
+      description: i.number ? `Invoice ${i.number}` : `Invoice ${i.id}`,
+      returnPath,
+    });
+    return { url };
   }
 
   /**

@@ -8,6 +8,7 @@
  * its effect: a repeat changes nothing. Effects move state only forward (an invoice already paid
  * stays paid whatever arrives after), so events may arrive in any order.
  */
+import { newId } from "../ids.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
@@ -90,14 +91,17 @@ export class ProviderEvents {
 
   /**
    * The provider's payment `reference` of `invoiceId` succeeded. An invoice waiting for the
-   * customer on that payment is resolved by dunning (paid, with its attempt); any other invoice
+   * customer (on that payment, or on the one the pay link's payment replaced) is resolved by
+   * dunning (paid, with its attempt, `reference` its payment now); any other invoice
    * still open is paid (`invoice.paid`): its charge's answer was lost, a crash say. An invoice
    * paid already (or void) stays as it is. Dunning's resolution acts once; the event is recorded after it.
    */
   async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
-    if (this.resolveAction && invoice && waitsOn(invoice, reference)) {
-      await this.resolveAction(invoice, reference, { ok: true, reference });
+    // Waiting on that payment, or on the one its pay link replaced (Stripe Checkout's own PaymentIntent).
+    const waiting = invoice && waitingReference(invoice);
+    if (this.resolveAction && invoice && waiting) {
+      await this.resolveAction(invoice, waiting, { ok: true, reference });
       await this.acknowledge(environmentId, event);
       return "paid";
     }
@@ -115,6 +119,32 @@ export class ProviderEvents {
   }
 
   /**
+   * The invoice was paid on the provider's pay link page (Stripe Checkout in payment mode, its
+   * session `pageId`): the card used becomes the subject's payment method when it is another
+   * (once per page: dunning's next charges use it), then the invoice is paid as by paymentSucceeded.
+   */
+  async paidOnPage(environmentId: string, invoiceId: string, reference: string, card: SavedCard | undefined, event: ProviderEventRef, pageId: string): Promise<"paid" | "unchanged"> {
+    const invoice = await this.stores.invoices.get(environmentId, invoiceId);
+    if (card && invoice) await this.keepCard(environmentId, invoice.subjectId, card, pageId);
+    return this.paymentSucceeded(environmentId, invoiceId, reference, event);
+  }
+
+  private async keepCard(environmentId: string, subjectId: string, card: SavedCard, pageId: string): Promise<void> {
+    const current = (await this.stores.paymentMethods.ofSubjects([subjectId])).get(subjectId);
+    if (current?.provider === card.provider && current.providerRef === card.providerRef) return;
+    const record = this.recorder(environmentId, null, { provider: card.provider, id: pageId });
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        if (!(await record(tx))) return;
+        const id = newId("pm_card");
+        const { provider, brand, last4, providerRef, customerRef } = card;
+        await tx.insertPaymentMethod({ id, environmentId, subjectId, brand, last4, behavior: "succeeds", createdAt: this.now(), provider, providerRef, customerRef });
+        await tx.setSubjectPaymentMethod(subjectId, id);
+      }),
+    );
+  }
+
+  /**
    * The provider's payment `reference` of `invoiceId` failed. Only a payment the invoice waits on
    * (the customer's authentication failed) changes anything: dunning records the failure and plans
    * the next attempt. Any other failure was answered to the charge itself, and dunning recorded it
@@ -127,6 +157,11 @@ export class ProviderEvents {
     await this.acknowledge(environmentId, event);
     return waiting ? "failed" : "unchanged";
   }
+}
+
+/** The provider's payment an open invoice waits for the customer on, if it does. */
+function waitingReference(i: Invoice): string | undefined {
+  return i.status === "open" && i.payment?.actionRequired === true ? (i.payment.reference ?? undefined) : undefined;
 }
 
 /** Whether the invoice is open and waits for the customer on the provider's payment `reference`. */

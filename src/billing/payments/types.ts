@@ -52,3 +52,18 @@ export type ChargeOutcome =
   | { ok: true; reference?: string }
   | { ok: false; message: string; code?: string; requiresAction?: false }
   | { ok: false; message: string; code?: string; requiresAction: true; reference: string; actionUrl?: string };
+
+/** An invoice waiting for the customer, to be paid on the provider's own page (DESIGN §16, Stripe Checkout in payment mode). */
+export interface PaymentPageRequest {
+  invoiceId: string;
+  subjectId: string;
+  /** The amount due in the currency's smallest unit, and the currency. */
+  amount: string;
+  currency: string;
+  /** The invoice's attempt count: one page per attempt waiting for the customer (double clicks make one). */
+  attempt: number;
+  /** What the provider's page shows (the invoice's number). */
+  description: string;
+  /** Where the customer comes back to, paid or not: the hosted invoice page's path on this service. */
+  returnPath: string;
+}

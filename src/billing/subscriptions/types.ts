@@ -2,7 +2,7 @@
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
 import type { InvoicePayment } from "../payments/dunning.js";
-import type { ChargeOutcome, ProviderKind } from "../payments/types.js";
+import type { ChargeOutcome, PaymentPageRequest, ProviderKind } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -337,11 +337,12 @@ export interface PaymentProvider {
    */
   startCardSetup?(request: CardSetupRequest): Promise<{ url: string; reference: string }>;
   /**
-   * A provider whose authentication the hosted invoice page completes itself (the test provider):
-   * confirms the charge waiting under `reference`. Absent: the customer completes it on the
-   * provider's own page (payment_state's action URL).
+   * How the hosted invoice page's form completes a charge waiting for the customer: confirmAction,
+   * the provider confirms the charge under `reference` itself (the test provider); startPayment,
+   * the provider's page takes the payment (Stripe Checkout). Neither: payment_state's action URL.
    */
   confirmAction?(reference: string): Promise<ChargeOutcome>;
+  startPayment?(request: PaymentPageRequest): Promise<{ url: string; reference: string }>;
   /** A line the hosted checkout shows under the card field (the test cards), if any. */
   readonly cardHint?: string;
   /** Turns a card number typed into the hosted checkout into a saved method, or a decline. */

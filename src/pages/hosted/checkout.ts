@@ -136,7 +136,9 @@ export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logge
         if (found.status === "draft") return messagePage(res, 400, "No PDF yet", "This invoice is a draft", "Its PDF exists once it is finalized.");
         return sendInvoicePdf(res, found, new URL(req.url ?? "/", "http://localhost"));
       }
-      return page(res, 200, `Invoice ${invoiceTitle(found)}`, invoiceHtml(found, await dunning?.pendingAction(found)));
+      const pending = await dunning?.pendingAction(found);
+      // Stripe's pay link: the form's POST answers a 303 to Stripe Checkout (form-action covers the redirect).
+      return page(res, 200, `Invoice ${invoiceTitle(found)}`, invoiceHtml(found, pending), pending?.providerPage === "stripe" ? [STRIPE_CHECKOUT_ORIGIN] : []);
     }
     const m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return messagePage(res, 404, "Not found", "Not found");

@@ -11,10 +11,12 @@
 import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
 import type { ChargeOutcome } from "../../billing/payments/types.js";
+import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
+import { type CompletedPayment, completedPaymentOf, startPayment } from "./pay-link.js";
 
 /** What the provider needs of storage: customers, and the PaymentIntent an invoice was charged with. */
 export interface StripeStore extends StripeCustomerStore {
@@ -51,6 +53,10 @@ export interface StripeProvider extends PaymentProvider {
   readonly stripe: Stripe;
   /** Reads a completed setup-mode Checkout Session; undefined while it is not complete. */
   completedSetup(sessionId: string): Promise<CompletedSetup | undefined>;
+  /** The pay link of a charge that waited for the customer: a payment-mode Checkout Session (pay-link.ts). */
+  startPayment(request: PaymentPageRequest): Promise<{ url: string; reference: string }>;
+  /** Reads a paid payment-mode Checkout Session; undefined while it is not paid. */
+  completedPayment(sessionId: string): Promise<CompletedPayment | undefined>;
 }
 
 /** The invoice of a charge key (`<invoice>:attempt-<n>`, chargeKey in subscriptions/types.ts). */
@@ -187,6 +193,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     charge,
     refund,
     completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
+    startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), stripeAmount(r.amount), r),
+    completedPayment: (sessionId) => completedPaymentOf(stripe, env, sessionId),
   };
 }
 

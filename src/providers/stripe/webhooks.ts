@@ -9,7 +9,8 @@
  *        sends the customer back: completes the card setup (if the webhook did not already), then
  *        on to the checkout's success URL or the portal.
  *
- * Handled events: checkout.session.completed (setup: the card saved, the checkout completed),
+ * Handled events: checkout.session.completed (setup: the card saved, the checkout completed;
+ * payment, an invoice's pay link: the invoice paid, the card used kept),
  * payment_intent.succeeded (the invoice paid), payment_intent.payment_failed (recorded; dunning
  * decides), and setup_intent.succeeded, payment_method.attached, charge.refunded, refund.updated
  * acknowledged (their effect is another event's). Any other type: 200, ignored.
@@ -78,6 +79,12 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
     switch (event.type) {
       case "checkout.session.completed": {
         const session = event.data.object as Stripe.Checkout.Session;
+        if (session.mode === "payment") {
+          // An invoice's pay link (pay-link.ts), paid: the invoice paid once, the card kept.
+          const paid = session.payment_status === "paid" ? await provider.completedPayment(session.id) : undefined;
+          if (!paid) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
+          return ev.paidOnPage(env, paid.invoiceId, paid.reference, paid.card, ref, paid.sessionId);
+        }
         const done = session.mode === "setup" ? await provider.completedSetup(session.id) : undefined;
         if (!done) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
         await ev.cardSaved(env, done.reference, done.card, ref, done.sessionId);

@@ -1,0 +1,66 @@
+/**
+ * The pay link of a Stripe charge that needed the customer (DESIGN §16). An off-session
+ * PaymentIntent refused with `authentication_required` has no page of its own for the customer,
+ * so the hosted invoice page's "Complete payment" button POSTs to us and we send the customer to
+ * a Checkout Session in payment mode for the amount due (startPayment): the card entered there
+ * pays the invoice and is kept for later charges (`setup_future_usage: off_session`). Its
+ * idempotency key is the invoice and its attempt count: double clicks make one session.
+ * Completion arrives by `checkout.session.completed` (completedPayment) and by
+ * `payment_intent.succeeded`, both with the invoice in their metadata.
+ */
+import type Stripe from "stripe";
+import type { SavedCard } from "../../billing/payments/provider-events.js";
+import type { PaymentPageRequest } from "../../billing/payments/types.js";
+import type { StripeCustomers } from "./customers.js";
+
+/** A payment-mode Checkout Session once paid: the invoice, the PaymentIntent and the card it used. */
+export interface CompletedPayment {
+  environmentId: string;
+  sessionId: string;
+  invoiceId: string;
+  /** The PaymentIntent (pi_…). */
+  reference: string;
+  card: SavedCard | undefined;
+}
+
+/** The idempotency key of an invoice's pay link for `attempt`. */
+export function payLinkKey(environmentId: string, invoiceId: string, attempt: number): string {
+  return `pay-link:${environmentId}:${invoiceId}:attempt-${attempt}`;
+}
+
+export async function startPayment(stripe: Stripe, customers: StripeCustomers, env: string, base: string, amount: number, r: PaymentPageRequest): Promise<{ url: string; reference: string }> {
+  const customer = await customers.forSubject(r.subjectId);
+  const metadata = { invoice_id: r.invoiceId, environment_id: env };
+  const session = await stripe.checkout.sessions.create(
+    {
+      mode: "payment",
+      customer,
+      line_items: [{ quantity: 1, price_data: { currency: r.currency.toLowerCase(), unit_amount: amount, product_data: { name: r.description } } }],
+      payment_intent_data: { setup_future_usage: "off_session", metadata },
+      metadata,
+      success_url: `${base}${r.returnPath}`,
+      cancel_url: `${base}${r.returnPath}`,
+    },
+    { idempotencyKey: payLinkKey(env, r.invoiceId, r.attempt) },
+  );
+  if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
+  return { url: session.url, reference: session.id };
+}
+
+/** A payment-mode Checkout Session of environment `env` once paid; else undefined. */
+export async function completedPaymentOf(stripe: Stripe, env: string, sessionId: string): Promise<CompletedPayment | undefined> {
+  const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["payment_intent"] });
+  const pi = s.payment_intent as Stripe.PaymentIntent | string | null;
+  const invoiceId = s.metadata?.invoice_id;
+  if (s.mode !== "payment" || s.payment_status !== "paid" || !pi || typeof pi === "string" || pi.status !== "succeeded") return undefined;
+  if (!invoiceId || s.metadata?.environment_id !== env) return undefined;
+  const customer = typeof s.customer === "string" ? s.customer : s.customer?.id;
+  const used = pi.payment_method as Stripe.PaymentMethod | string | null;
+  const pm = typeof used === "string" ? await stripe.paymentMethods.retrieve(used) : used;
+  // Kept for later charges only when Stripe attached it to the customer (setup_future_usage).
+  const card: SavedCard | undefined =
+    pm && customer && (typeof pm.customer === "string" ? pm.customer : pm.customer?.id) === customer
+      ? { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer }
+      : undefined;
+  return { environmentId: env, sessionId: s.id, invoiceId, reference: pi.id, card };
+}
