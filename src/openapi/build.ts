@@ -13,7 +13,8 @@
  *   named field; the other fields of a request without a body are query parameters, converted by
  *   their type as the bridge converts them (rpc/json.ts fromText) (operations.ts);
  * - errors are the Connect error JSON with the HTTP statuses of Connect's code table (errors.ts);
- * - the REST-only GETs (the PDFs, no RPC of their own) are listed apart (rest-only.ts).
+ * - the REST-only GETs (the PDFs, no RPC of their own) and the keyless POSTs a payment provider
+ *   calls (Stripe's webhooks) are listed apart (rest-only.ts).
  * Inputs are described as the JSON reader takes them: null means absent, and numbers may come
  * as strings (decimals as JSON numbers).
  * Descriptions come from the .proto comments when given (the generated code keeps none:
@@ -23,7 +24,7 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { buildRoutes } from "../rest/gateway.js";
 import { ERROR_SCHEMA, errorResponses } from "./errors.js";
 import { type Build, describe, operation } from "./operations.js";
-import { REST_ONLY, restOnlyOperation } from "./rest-only.js";
+import { REST_ONLY, REST_ONLY_CALLBACKS, restOnlyCallbackOperation, restOnlyOperation } from "./rest-only.js";
 import { Schemas } from "./schemas.js";
 import type { Comments, OpenApiDocument, Operation } from "./types.js";
 
@@ -62,6 +63,11 @@ export function buildOpenApi(services: DescService[], options: BuildOptions): Op
   for (const extra of REST_ONLY) {
     paths[extra.template] ??= {};
     (paths[extra.template] as Record<string, Operation>).get = restOnlyOperation(extra, b);
+  }
+  // The keyless POSTs a payment provider calls (Stripe's webhooks), with their own answers (rest-only.ts).
+  for (const extra of REST_ONLY_CALLBACKS) {
+    paths[extra.template] ??= {};
+    (paths[extra.template] as Record<string, Operation>).post = restOnlyCallbackOperation(extra, b);
   }
   const responses = errorResponses(b.usedStatuses);
   const tags = services.map((s) => ({ name: s.name, ...describe(comments(s.typeName)) }));

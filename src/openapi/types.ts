@@ -24,8 +24,10 @@ export interface Operation {
   security?: Record<string, string[]>[];
   /** The RPC this route calls (its Connect/gRPC path); none for a REST-only operation. */
   "x-rpc"?: string;
-  /** A REST-only operation (rest-only.ts): no RPC of its own; its 200 is not JSON. */
+  /** A REST-only operation (rest-only.ts): no RPC of its own; a PDF's 200 is not JSON. */
   "x-rest-only"?: true;
+  /** Who calls a REST-only callback (rest-only.ts REST_ONLY_CALLBACKS), e.g. "Stripe". */
+  "x-called-by"?: string;
 }
 
 export interface Parameter {

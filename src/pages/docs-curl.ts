@@ -53,12 +53,14 @@ export function curl(doc: OpenApiDocument, method: string, path: string, op: Ope
     .join("&");
   const lines = [`curl -X ${method.toUpperCase()} "$BASE_URL${url}${query ? `?${query}` : ""}"`];
   if (!op.security || op.security.length > 0) lines.push(`  -H "X-API-Key: $API_KEY"`);
+  // A header that authenticates the caller instead (Stripe-Signature): a shell variable too.
+  for (const p of (op.parameters ?? []).filter((q) => q.in === "header")) lines.push(`  -H "${p.name}: $${p.name.toUpperCase().replace(/-/g, "_")}"`);
   const body = op.requestBody?.content["application/json"].schema;
   if (body) {
     lines.push(`  -H "content-type: application/json"`);
     lines.push(`  -d '${JSON.stringify(example(doc, body)).replace(/'/g, "'\\''")}'`);
   }
   // A REST-only answer that is a file (a PDF): saved, not printed.
-  if (op["x-rest-only"]) lines.push(`  -o ${op.operationId.replace(/^Get|Pdf$/g, "").toLowerCase()}.pdf`);
+  if (op.responses["200"]?.content?.["application/pdf"]) lines.push(`  -o ${op.operationId.replace(/^Get|Pdf$/g, "").toLowerCase()}.pdf`);
   return lines.join(" \\\n");
 }

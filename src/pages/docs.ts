@@ -116,7 +116,10 @@ function errorsTable(doc: OpenApiDocument, op: Operation): Html {
         " ",
       )}</td><td>${resp.description ?? ""}</td></tr>`;
     });
-  return html`<div class="scroll"><table><caption>Errors (body: <a href="#${schemaAnchor("Error")}">Error</a>)</caption><thead><tr><th>Status</th><th>code</th><th>When</th></tr></thead><tbody>${rows}</tbody></table></div>`;
+  // A callback's own answers (rest-only.ts REST_ONLY_CALLBACKS) are not the API's Error.
+  const own = Object.entries(op.responses).some(([status, r]) => status !== "200" && !r.$ref);
+  const bodyOf = own ? html`<code>{"error": "…"}</code>` : html`<a href="#${schemaAnchor("Error")}">Error</a>`;
+  return html`<div class="scroll"><table><caption>Errors (body: ${bodyOf})</caption><thead><tr><th>Status</th><th>code</th><th>When</th></tr></thead><tbody>${rows}</tbody></table></div>`;
 }
 
 const opAnchor = (op: Operation) => `op-${op.operationId}`;
@@ -139,7 +142,7 @@ function operationHtml(doc: OpenApiDocument, [method, path, op]: Entry): Html {
   const ok = op.responses["200"]?.content?.["application/json"]?.schema as Schema;
   return html`<section class="op" id="${opAnchor(op)}">
 <h3><span class="verb">${method.toUpperCase()}</span> <code>${path}</code></h3>
-<p class="muted">${op.operationId} · ${op.security && op.security.length === 0 ? "no API key" : "X-API-Key"} · ${op["x-rpc"] ? html`RPC <code>${op["x-rpc"]}</code>` : "REST only"}</p>
+<p class="muted">${op.operationId} · ${op.security && op.security.length === 0 ? "no API key" : "X-API-Key"} · ${op["x-rpc"] ? html`RPC <code>${op["x-rpc"]}</code>` : "REST only"}${op["x-called-by"] ? ` · called by ${op["x-called-by"]}` : ""}</p>
 ${prose(op.description ?? op.summary)}
 ${parametersTable(op.parameters ?? [])}
 ${body ? fieldsTable(doc, body, "Request body (JSON)") : ""}

@@ -7,7 +7,7 @@
 import Ajv2020Module, { type ValidateFunction } from "ajv/dist/2020.js";
 import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
-import { REST_ONLY, restOnlyRoute } from "../../src/openapi/rest-only.js";
+import { REST_ONLY, REST_ONLY_CALLBACKS, restOnlyCallbackRoute, restOnlyRoute } from "../../src/openapi/rest-only.js";
 import type { OpenApiDocument } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
 
@@ -26,7 +26,7 @@ export function responseValidator(doc: OpenApiDocument = loadOpenApi()) {
   ajv.addFormat("date-time", { type: "string", validate: (v: string) => RFC3339.test(v) && !Number.isNaN(Date.parse(v)) });
   for (const f of ["int32", "uint32", "int64", "double"]) ajv.addFormat(f, true);
   ajv.addSchema(copy as object, "openapi.json");
-  const routes = [...REST_ONLY.map(restOnlyRoute), ...buildRoutes(restServices)];
+  const routes: { httpMethod: string; template: string; regex: RegExp }[] = [...REST_ONLY.map(restOnlyRoute), ...REST_ONLY_CALLBACKS.map(restOnlyCallbackRoute), ...buildRoutes(restServices)];
   const compiled = new Map<string, ValidateFunction>();
   const seen = new Set<string>();
 

@@ -102,6 +102,9 @@ for (const store of STORES) {
     await send("GET", "/events?after=evt_nobody", key, undefined, 404);
     await send("POST", `/webhook-endpoints/${endpoint.id}/replay`, key, { event_id: "evt_nobody" }, 404);
     await send("GET", `/customer-access/subj_nobody/billing-state`, publishable, undefined, 404);
+    // Stripe's webhooks (rest-only.ts REST_ONLY_CALLBACKS, no key): an environment not on Stripe is a 400 with the route's own body.
+    const hook = await fetch(`${server.url}/providers/stripe/webhooks/env_nobody`, { method: "POST", headers: { "content-type": "application/json", "stripe-signature": "t=1,v1=x" }, body: "{}" });
+    record("POST", "/providers/stripe/webhooks/env_nobody", hook.status, await hook.json(), 400);
 
     t.deepEqual(problems, []);
     // Every operation was sent its error cases and answered with at least one error.

@@ -6,7 +6,9 @@
  * of its operation and status in openapi/openapi.json (a PDF by its content type and magic). Every documented operation must have been
  * answered 200 at least once. A second test shows that the check fails on a mismatch.
  */
+import { randomBytes } from "node:crypto";
 import test from "ava";
+import Stripe from "stripe";
 import { loadOpenApi } from "../../src/pages/docs.js";
 import { rest } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
@@ -16,6 +18,10 @@ import { type TestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const usd = (value: string | number) => ({ amount: { currency_code: "USD", value } });
+// Stripe's webhooks need an environment on Stripe, whose keys are sealed with SECRETS_ENCRYPTION_KEY.
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const WHSEC = `whsec_${"q1w2e3r4".repeat(4)}`;
+
 const callbacks = { checkout_callback_urls: { success_url: "https://app.example/ok", cancelled_url: "https://app.example/no" } };
 
 /** A Scenario whose every REST answer is checked against the document. */
@@ -68,7 +74,7 @@ class Checked extends Scenario {
 }
 
 for (const store of STORES) {
-  const server = useServer(store);
+  const server = useServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
 
   test(`${store}: every REST answer of a broad scenario matches the document`, async (t) => {
     const validator = responseValidator(loadOpenApi());
@@ -327,6 +333,21 @@ for (const store of STORES) {
     await s.call("GET", `/subscription-timelines/${tl.id}`);
     await s.call("GET", "/subscription-timelines");
     await s.advance("2026-04-02T00:00:00Z");
+
+    // Stripe's webhooks (called by Stripe, no API key): an environment of its own on Stripe with a
+    // signing secret; a signed event of a type it ignores (200), a bad signature (400).
+    const onStripe = await server.freshKey("test");
+    const settings = await s.call("PATCH", "/payment-settings", { provider: "stripe", stripe_secret_key: `sk_test_${"51Hx".repeat(6)}AbCd`, stripe_webhook_secret: WHSEC }, onStripe);
+    const hook = new URL(settings.stripe_webhook_url).pathname;
+    const payload = JSON.stringify({ id: "evt_openapi", object: "event", type: "customer.created", data: { object: { id: "cus_1", object: "customer" } } });
+    const signed = async (signature: string, status: number) => {
+      const r = await fetch(`${server.url}${hook}`, { method: "POST", headers: { "content-type": "application/json", "stripe-signature": signature }, body: payload });
+      const { operation, problems } = validator.check("POST", hook, r.status, await r.json(), r.headers.get("content-type"));
+      for (const p of problems) s.problems.push(`${operation} → ${r.status}: ${p}`);
+      if (r.status !== status) s.problems.push(`POST ${hook}: expected ${status}, got ${r.status}`);
+    };
+    await signed(Stripe.webhooks.generateTestHeaderString({ payload, secret: WHSEC }), 200);
+    await signed("t=1,v1=bad", 400);
 
     // Errors: each status the bridge answers with.
     await s.fails(400, "GET", "/subjects?limit=0");

@@ -10,7 +10,7 @@ import test from "ava";
 import { loadOpenApi } from "../../src/pages/docs.js";
 import { buildRoutes } from "../../src/rest/gateway.js";
 import { buildOpenApi } from "../../src/openapi/build.js";
-import { REST_ONLY } from "../../src/openapi/rest-only.js";
+import { REST_ONLY, REST_ONLY_CALLBACKS } from "../../src/openapi/rest-only.js";
 import type { Schema } from "../../src/openapi/types.js";
 import { restServices } from "../../src/rpc/routes.js";
 import { pdfRoutes } from "../../src/pages/pdf/routes.js";
@@ -27,7 +27,7 @@ test("every route of the bridge has its operation in the document, calling the s
     t.is(op?.["x-rpc"], `/${r.method.parent.typeName}/${r.method.name}`);
   }
   const documented = Object.entries(doc.paths).flatMap(([p, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${p}`));
-  const restOnly = REST_ONLY.map((o) => `GET ${o.template}`);
+  const restOnly = [...REST_ONLY.map((o) => `GET ${o.template}`), ...REST_ONLY_CALLBACKS.map((o) => `POST ${o.template}`)];
   t.deepEqual(documented.sort(), [...routes.map((r) => `${r.httpMethod} ${r.template}`), ...restOnly].sort(), "and the document has no other operation than the REST-only ones");
 });
 
@@ -54,6 +54,26 @@ test("the REST-only operations are the raw routes the gateway serves (the PDFs),
     );
     for (const s of ["400", "401", "404"]) t.truthy(op?.responses[s]?.$ref, `${o.template} ${s}`);
   }
+});
+
+test("Stripe's webhook endpoint is documented as a keyless POST called by Stripe, signed by its header, with the route's own answers", (t) => {
+  const op = doc.paths["/providers/stripe/webhooks/{environment_id}"]?.post;
+  t.truthy(op);
+  t.deepEqual(op?.security, [], "no API key");
+  t.is(op?.["x-rpc"], undefined);
+  t.true(op?.["x-rest-only"]);
+  t.is(op?.["x-called-by"], "Stripe");
+  t.deepEqual(
+    op?.parameters?.map((p) => [p.name, p.in, p.required]),
+    [
+      ["environment_id", "path", true],
+      ["Stripe-Signature", "header", true],
+    ],
+  );
+  t.is(op?.requestBody?.content["application/json"].schema.type, "object");
+  t.deepEqual(Object.keys(op?.responses ?? {}).sort(), ["200", "400", "413", "500"]);
+  t.deepEqual(op?.responses["200"].content["application/json"].schema.required, ["received"]);
+  t.deepEqual(op?.responses["400"].content["application/json"].schema.required, ["error"]);
 });
 
 test("operation ids are unique and every $ref resolves", (t) => {

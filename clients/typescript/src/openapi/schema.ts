@@ -1614,6 +1614,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/providers/stripe/webhooks/{environment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stripe's webhooks (called by Stripe).
+         * @description Called by Stripe, not by an API client (REST only, no API key): the URL to give Stripe is the environment's `stripe_webhook_url` (GET /payment-settings). The body is checked against the `Stripe-Signature` header with the environment's webhook signing secret, then each event is handled once by its id. Handled: checkout.session.completed (a Checkout Session completed: the card saved, or an invoice paid on Stripe's page), payment_intent.succeeded (the invoice paid), payment_intent.payment_failed (the failure recorded, dunning decides); setup_intent.succeeded, setup_intent.setup_failed, payment_method.attached, charge.succeeded, charge.failed, charge.refunded, refund.created, refund.updated, payment_intent.created and payment_intent.requires_action are acknowledged; any other type is answered 200 and ignored.
+         */
+        post: operations["ReceiveStripeWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -6749,6 +6769,75 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    ReceiveStripeWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Stripe's signature of the body (t=…,v1=…), made with the endpoint's signing secret (whsec_…). */
+                "Stripe-Signature": string;
+            };
+            path: {
+                /** @description The environment whose Stripe account sends the events (the last segment of its `stripe_webhook_url`). */
+                environment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Received: handled, or a repeat of an event already handled, or a type that is ignored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        received: true;
+                    };
+                };
+            };
+            /** @description The signature does not verify, or the environment is unknown, not on Stripe or has no webhook signing secret; nothing changes. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @example the Stripe-Signature header does not verify */
+                        error: string;
+                    };
+                };
+            };
+            /** @description The body is over 1 MiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @example payload too large */
+                        error: string;
+                    };
+                };
+            };
+            /** @description The event could not be handled; nothing was recorded, so Stripe delivers it again later. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @example internal */
+                        error: string;
+                    };
+                };
+            };
         };
     };
 }
