@@ -7,7 +7,7 @@
  * Session in payment mode (a second POST: the same session); the customer pays it on Stripe's
  * page; its webhooks pay the invoice once (one `invoice.paid`, no second charge under the
  * original attempt's key), the card used becomes the subject's, and the next renewal is charged
- * to it off-session.
+ * to it off-session; a credit note's refund refunds the PaymentIntent Checkout made.
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
@@ -156,6 +156,12 @@ for (const store of STORES) {
       await after.body?.cancel();
       t.is(after.status, 303);
       t.is(after.headers.get("location"), new URL(hosted).pathname);
+
+      // A refund through a credit note refunds the PaymentIntent Checkout made.
+      const paidBy = intents.find((pi) => pi.status === "succeeded");
+      const note = await s.raw("POST", "/credit-notes", { invoice_id: renewal.id, reason: "other", outcome: "refund", amount: "900" });
+      t.is(note.status, 200, JSON.stringify(note.body));
+      t.true(fake.requests().some((r) => r.operation === "POST /v1/refunds" && r.status === 200 && r.params.payment_intent === paidBy?.id && String(r.params.amount) === "900"));
 
       // The next renewal: charged off-session to the card kept.
       await s.advance("2026-03-15T00:00:00Z");
