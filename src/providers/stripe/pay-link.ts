@@ -23,9 +23,12 @@ export interface CompletedPayment {
   card: SavedCard | undefined;
 }
 
-/** The idempotency key of an invoice's pay link for `attempt`. */
-export function payLinkKey(environmentId: string, invoiceId: string, attempt: number): string {
-  return `pay-link:${environmentId}:${invoiceId}:attempt-${attempt}`;
+/**
+ * The idempotency key of an invoice's pay link for `attempt` and the amount it asks: a double
+ * click gets one session; an amount due that changed meanwhile (a credit note, say) a new one.
+ */
+export function payLinkKey(environmentId: string, invoiceId: string, attempt: number, amount: number): string {
+  return `pay-link:${environmentId}:${invoiceId}:attempt-${attempt}:${amount}`;
 }
 
 export async function startPayment(stripe: Stripe, customers: StripeCustomers, env: string, base: string, amount: number, r: PaymentPageRequest): Promise<{ url: string; reference: string }> {
@@ -41,7 +44,7 @@ export async function startPayment(stripe: Stripe, customers: StripeCustomers, e
       success_url: `${base}${r.returnPath}`,
       cancel_url: `${base}${r.returnPath}`,
     },
-    { idempotencyKey: payLinkKey(env, r.invoiceId, r.attempt) },
+    { idempotencyKey: payLinkKey(env, r.invoiceId, r.attempt, amount) },
   );
   if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
   return { url: session.url, reference: session.id };
