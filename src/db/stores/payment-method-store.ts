@@ -8,7 +8,15 @@ import type { Sql } from "../sql.js";
 
 /** Row → domain. */
 export function paymentMethodFromRow(r: PaymentMethodRow): PaymentMethod {
-  const pm: PaymentMethod = { id: r.id, environmentId: r.environment_id, subjectId: r.subject_id, brand: r.brand, last4: r.last4, behavior: r.behavior as PaymentMethod["behavior"], createdAt: r.created_at };
+  const pm: PaymentMethod = {
+    id: r.id,
+    environmentId: r.environment_id,
+    subjectId: r.subject_id,
+    brand: r.brand,
+    last4: r.last4,
+    behavior: r.behavior as PaymentMethod["behavior"],
+    createdAt: r.created_at,
+  };
   // DESIGN §16: a card saved through a provider's own page (Stripe) keeps its ids there.
   if (r.provider && r.provider !== "test") Object.assign(pm, { provider: r.provider, providerRef: r.provider_ref ?? null, customerRef: r.customer_ref ?? null });
   return pm;
@@ -54,7 +62,18 @@ export class SqlPaymentMethodStore implements PaymentMethodStore {
   async ofSubjects(subjectIds: string[]): Promise<Map<string, PaymentMethod>> {
     const out = new Map<string, PaymentMethod>();
     if (subjectIds.length === 0) return out;
-    const rows: { subject_id: string; id: string; environment_id: string; brand: string; last4: string; behavior: string; created_at: unknown; provider: string; provider_ref: string | null; customer_ref: string | null }[] = await this.sql.run((em) =>
+    const rows: {
+      subject_id: string;
+      id: string;
+      environment_id: string;
+      brand: string;
+      last4: string;
+      behavior: string;
+      created_at: unknown;
+      provider: string;
+      provider_ref: string | null;
+      customer_ref: string | null;
+    }[] = await this.sql.run((em) =>
       em.query(
         `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at, p.provider, p.provider_ref, p.customer_ref FROM subjects s JOIN payment_methods p ON p.id = s.payment_method_id WHERE s.id IN (${subjectIds.map(() => "?").join(", ")})`,
         subjectIds,
