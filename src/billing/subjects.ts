@@ -89,6 +89,13 @@ async function checkedDetails(guards: SubjectGuards, environmentId: string, inpu
 }
 
 export class SubjectService {
+  /**
+   * Called after an update of a subject's name, email or billing details commits (the payment
+   * provider's customer kept in sync, DESIGN §16; set at wiring, src/wiring/stripe.ts); it must not
+   * throw: it logs its own failures.
+   */
+  detailsChanged?: (environmentId: string, subjectId: string) => Promise<void>;
+
   constructor(
     private readonly store: SubjectStore,
     private readonly now: () => Date,
@@ -147,6 +154,10 @@ export class SubjectService {
     if (input.billingDetails !== undefined) patch.billingDetails = billingDetails ?? null;
     const updated = await this.store.update(caller.environmentId, existing.id, patch, this.now(), (u) => [subjectEvent("subject.updated", u)]);
     if (!updated) throw new NotFoundError("SUBJECT_NOT_FOUND", `subject ${JSON.stringify(key)} not found`, { subject_id: key });
+    if (patch.name !== undefined || patch.email !== undefined || patch.billingDetails !== undefined) {
+      // Never fails the update, which has committed: a failure is the hook's to log.
+      await this.detailsChanged?.(caller.environmentId, updated.id).catch(() => undefined);
+    }
     return updated;
   }
 

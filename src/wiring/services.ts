@@ -283,6 +283,6 @@ export function buildServices(
     paymentSettings,
     dunning,
     // The hosted checkout and the portal, with Stripe's webhooks and return from Checkout (DESIGN §16).
-    ...wireStripeEndpoints({ stores: engine.stores, paymentSettings, hostedCheckout, portal, stripe: ops.stripe, now, log, publicBaseUrl, dunning }),
+    ...wireStripeEndpoints({ stores: engine.stores, paymentSettings, hostedCheckout, portal, stripe: ops.stripe, now, log, publicBaseUrl, dunning, customers: { db, subjects } }),
   };
 }

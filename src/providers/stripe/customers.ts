@@ -5,6 +5,8 @@
  * billing address before each card setup (not before a charge: charges run inside dunning's
  * transaction, where no other storage call may wait): a sync is skipped when nothing changed
  * since this process last sent it, so a subject's change reaches Stripe by its next card setup.
+ * A subject's update of its name, email or billing details syncs its customer at once too, when it
+ * has one (syncExisting, wired in src/wiring/stripe.ts stripeCustomerSync).
  */
 import { createHash } from "node:crypto";
 import type Stripe from "stripe";
@@ -36,6 +38,14 @@ export class StripeCustomers {
     private readonly store: StripeCustomerStore,
     private readonly environmentId: string,
   ) {}
+
+  /** Brings the subject's customer, if it has one, up to date (none: nothing to do); its ID, or undefined. */
+  async syncExisting(subjectId: string): Promise<string | undefined> {
+    const ref = await this.store.customerRef(this.environmentId, subjectId, "stripe");
+    if (ref === undefined) return undefined;
+    await this.stripe.customers.update(ref, customerParams(await this.store.customerDetails(this.environmentId, subjectId)));
+    return ref;
+  }
 
   /** The subject's customer, created (and stored) on first need, its details brought up to date. */
   async forSubject(subjectId: string): Promise<string> {
