@@ -13,12 +13,15 @@ import { SqlDunningStore } from "../db/stores/dunning-store.js";
 import { SqlPaymentSettingsStore } from "../db/stores/payment-settings-store.js";
 import { defaultPaymentSettings } from "../billing/payments/types.js";
 import type { Logger } from "../log.js";
-import type { wireSubscriptions } from "./services.js";
+import type { SubscriptionChanges } from "../billing/subscriptions/changes.js";
+import type { Pauses } from "../billing/subscriptions/pauses.js";
+import type { CustomerPortal } from "../billing/subscriptions/portal.js";
+import type { Scheduler } from "../billing/subscriptions/scheduler.js";
 
 /** The payment-failure policy's reason on a subscription it cancels. */
 export const DUNNING_CANCEL_REASON = "payment_failed";
 
-export function wireDunning(db: Database, engine: BillingEngine, subs: Pick<ReturnType<typeof wireSubscriptions>, "changes" | "pauses" | "portal" | "scheduler">, log?: Logger): Dunning {
+export function wireDunning(db: Database, engine: BillingEngine, subs: { changes: SubscriptionChanges; pauses: Pauses; portal: CustomerPortal; scheduler: Scheduler }, log?: Logger): Dunning {
   const settings = new SqlPaymentSettingsStore(db.sql, db.entities);
   const dunning = new Dunning(
     engine.stores,

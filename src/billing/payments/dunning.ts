@@ -12,19 +12,8 @@ import type { Invoice } from "../subscriptions/types.js";
 import { amountDueOf } from "../subscriptions/types.js";
 import { type AfterLastAttempt, type ChargeOutcome, type PaymentSettings, defaultPaymentSettings } from "./types.js";
 
-/** An invoice's payment at its provider (DESIGN §16): what dunning and a pending authentication need. */
-export interface InvoicePayment {
-  /** The provider's reference of the last charge (a PaymentIntent `pi_…`), if any. */
-  reference?: string | null;
-  /** A charge waiting for the customer (authentication): it is not retried until they act; the provider's own page, if it has one. */
-  actionRequired?: boolean;
-  actionUrl?: string | null;
-  /** The provider's message of the last failed attempt. */
-  lastError?: string | null;
-  provider?: string | null;
-  /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
-  firstFailedAt?: string | null;
-}
+export type { InvoicePayment } from "./types.js";
+import type { InvoicePayment } from "./types.js";
 
 export const DAY_MS = 86_400_000;
 

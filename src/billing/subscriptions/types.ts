@@ -1,8 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { InvoicePayment } from "../payments/dunning.js";
-import type { ChargeOutcome, PaymentPageRequest, ProviderKind } from "../payments/types.js";
+import type { ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";

@@ -5,18 +5,11 @@
  * at once (SQLite serialises its writers anyway).
  */
 import type { EntityManager } from "typeorm";
-import type { DueInvoice, DunningStore, DunningWrites, InvoicePayment } from "../../billing/payments/dunning.js";
-import type { Invoice } from "../../billing/subscriptions/types.js";
-import type { Entities, InvoiceRow } from "../entities/index.js";
-import { dbTime, fromDbTime, fromJsonText } from "../raw.js";
+import type { DueInvoice, DunningStore, DunningWrites } from "../../billing/payments/dunning.js";
+import type { Entities } from "../entities/index.js";
+import { dbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 import { invoiceFromRows } from "./invoice-store.js";
-
-/** The dunning fields of an invoice row (the invoice store's row mapping spreads them in). */
-export function dunningFromRow(r: InvoiceRow): Pick<Invoice, "attemptCount" | "nextPaymentAttempt" | "payment"> {
-  const state = r.payment_state ? fromJsonText<InvoicePayment>(r.payment_state) : null;
-  return { attemptCount: Number(r.attempt_count ?? 0), nextPaymentAttempt: r.next_payment_attempt ? fromDbTime(r.next_payment_attempt) : null, payment: state };
-}
 
 const isMysql = (em: EntityManager) => em.connection.options.type !== "better-sqlite3";
 

@@ -10,7 +10,7 @@ import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
 import { invoiceListRows, newestFirstRows } from "./invoice-list.js";
-import { dunningFromRow } from "./dunning-store.js";
+import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
 /** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
