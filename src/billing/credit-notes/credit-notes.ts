@@ -21,6 +21,7 @@ import { randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
+import { retryingRaces } from "../subscriptions/races.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
@@ -118,50 +119,54 @@ export class CreditNotes {
     if (c.outcome === "refund" && !provider) throw noPaymentProvider("a refund cannot be made");
     const subject = await this.lookups.stores.directory.subject(env, before.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
-    const note = await this.store.transaction(async (tx) => {
-      const inv = await tx.lockInvoice(env, c.invoiceId);
-      if (!inv) throw notFound(c.invoiceId);
-      checkCreditable(inv, c.outcome);
-      const lv = new Violations();
-      checkLineIndexes(c.ask, inv.lines.length, lv);
-      lv.throwIfAny();
-      const credited = inv.amountCredited ?? "0";
-      const left = dec(inv.total).minus(dec(credited));
-      const earlier = await tx.ofInvoice(env, inv.id);
-      const plan = planCredit(creditableLines(inv.lines, earlier), left, c.ask);
-      if (Array.isArray(plan)) throw planError(inv, plan);
-      const id = creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
-      if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
-        throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
-          invoice_id: inv.id,
-          amount_due: amountDueOf(inv),
-        });
-      }
-      if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
-      const effects = await this.outcome(tx, c, inv, plan, id, provider, now);
-      const draft: Omit<CreditNote, "number"> = {
-        id,
-        environmentId: env,
-        invoiceId: inv.id,
-        invoiceNumber: inv.number ?? "",
-        subjectId: inv.subjectId,
-        currency: inv.currency,
-        reason: c.reason,
-        memo: c.memo,
-        outcome: c.outcome,
-        ...plan,
-        status: "issued",
-        createdAt: now,
-        creditGrantId: effects.grant?.id ?? null,
-        refundId: effects.refundId,
-        metadata: c.metadata,
-      };
-      // The number last: the sequence row stays locked only from here to the commit.
-      const written: CreditNote = { ...draft, number: await tx.nextNumber(env) };
-      await tx.insert(written);
-      await tx.emit([creditNoteEvent(written), ...effects.events]);
-      return written;
-    });
+    // A deadlock or lock wait (AbortedError) runs the whole transaction again from the locking
+    // read; the note's ID and its refund key come from the invoice's state, so a retry refunds once.
+    const note = await retryingRaces(() =>
+      this.store.transaction(async (tx) => {
+        const inv = await tx.lockInvoice(env, c.invoiceId);
+        if (!inv) throw notFound(c.invoiceId);
+        checkCreditable(inv, c.outcome);
+        const lv = new Violations();
+        checkLineIndexes(c.ask, inv.lines.length, lv);
+        lv.throwIfAny();
+        const credited = inv.amountCredited ?? "0";
+        const left = dec(inv.total).minus(dec(credited));
+        const earlier = await tx.ofInvoice(env, inv.id);
+        const plan = planCredit(creditableLines(inv.lines, earlier), left, c.ask);
+        if (Array.isArray(plan)) throw planError(inv, plan);
+        const id = creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
+        if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
+          throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
+            invoice_id: inv.id,
+            amount_due: amountDueOf(inv),
+          });
+        }
+        if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
+        const effects = await this.outcome(tx, c, inv, plan, id, provider, now);
+        const draft: Omit<CreditNote, "number"> = {
+          id,
+          environmentId: env,
+          invoiceId: inv.id,
+          invoiceNumber: inv.number ?? "",
+          subjectId: inv.subjectId,
+          currency: inv.currency,
+          reason: c.reason,
+          memo: c.memo,
+          outcome: c.outcome,
+          ...plan,
+          status: "issued",
+          createdAt: now,
+          creditGrantId: effects.grant?.id ?? null,
+          refundId: effects.refundId,
+          metadata: c.metadata,
+        };
+        // The number last: the sequence row stays locked only from here to the commit.
+        const written: CreditNote = { ...draft, number: await tx.nextNumber(env) };
+        await tx.insert(written);
+        await tx.emit([creditNoteEvent(written), ...effects.events]);
+        return written;
+      }),
+    );
     if (note.creditGrantId) await this.changed?.(env, note.subjectId);
     return note;
   }

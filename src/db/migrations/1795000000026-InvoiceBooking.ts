@@ -14,6 +14,12 @@ import { binaryCollation, dropTables, runFor } from "./dialect.js";
  *   finalizing transaction, so numbers are gapless (a rolled back finalization gives its number back).
  * - environments.invoice_prefix (default "INV") and environments.seller (JSON).
  */
+/** Existing environments get their two sequences at 0 (new ones get them when created: auth-store.ts). */
+const SEQUENCES_OF_EXISTING = [
+  "INSERT INTO invoice_sequences (environment_id, kind, last_number) SELECT id, 'invoice', 0 FROM environments",
+  "INSERT INTO invoice_sequences (environment_id, kind, last_number) SELECT id, 'credit_note', 0 FROM environments",
+];
+
 const mysql = (collation: string) => [
   "ALTER TABLE `invoices` ADD `number` varchar(40) NULL DEFAULT NULL, ADD `subtotal` decimal(65,12) NULL DEFAULT NULL, ADD `total_discount` decimal(65,12) NULL DEFAULT NULL, ADD `total_tax` decimal(65,12) NULL DEFAULT NULL, ADD `amount_credited` decimal(65,12) NULL DEFAULT NULL, ADD `booking` mediumtext NULL DEFAULT NULL",
   "CREATE UNIQUE INDEX `uq_invoices_env_number` ON `invoices` (`environment_id`, `number`)",
@@ -21,6 +27,7 @@ const mysql = (collation: string) => [
   "ALTER TABLE `invoice_lines` ADD `booking` mediumtext NULL DEFAULT NULL",
   `CREATE TABLE \`invoice_sequences\` (\`environment_id\` varchar(32) NOT NULL, \`kind\` varchar(16) NOT NULL, \`last_number\` bigint NOT NULL, PRIMARY KEY (\`environment_id\`, \`kind\`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=${collation}`,
   "ALTER TABLE `environments` ADD `invoice_prefix` varchar(12) NOT NULL DEFAULT 'INV', ADD `seller` mediumtext NULL DEFAULT NULL",
+  ...SEQUENCES_OF_EXISTING,
 ];
 const MYSQL_DOWN = [
   "ALTER TABLE `environments` DROP COLUMN `invoice_prefix`, DROP COLUMN `seller`",
@@ -41,6 +48,7 @@ const SQLITE_UP = [
   'CREATE TABLE "invoice_sequences" ("environment_id" varchar(32) NOT NULL, "kind" varchar(16) NOT NULL, "last_number" bigint NOT NULL, PRIMARY KEY ("environment_id", "kind"))',
   `ALTER TABLE "environments" ADD COLUMN "invoice_prefix" varchar(12) NOT NULL DEFAULT 'INV'`,
   'ALTER TABLE "environments" ADD COLUMN "seller" text',
+  ...SEQUENCES_OF_EXISTING,
 ];
 const SQLITE_DOWN = [
   'ALTER TABLE "environments" DROP COLUMN "seller"',

@@ -64,7 +64,15 @@ export class SqlAuthStore implements AuthStore {
 
   async insertEnvironment(env: Environment): Promise<void> {
     try {
-      await this.sql.run((em) => em.insert(this.entities.Environment, { id: env.id, name: env.name, mode: env.mode, created_at: env.createdAt }));
+      await this.sql.run(async (em) => {
+        await em.insert(this.entities.Environment, { id: env.id, name: env.name, mode: env.mode, created_at: env.createdAt });
+        // Its number sequences exist from the start (numbering.ts): a finalization then only
+        // bumps its row, never inserts one (an insert's gap locks could deadlock two environments' first numbers).
+        await em.insert(this.entities.InvoiceSequence, [
+          { environment_id: env.id, kind: "invoice", last_number: "0" },
+          { environment_id: env.id, kind: "credit_note", last_number: "0" },
+        ]);
+      });
     } catch (err) {
       if (isUniqueViolation(err)) throw new AlreadyExistsError("ENVIRONMENT_EXISTS", `environment ${env.name} already exists`);
       throw err;

@@ -13,14 +13,24 @@ export type NumberKind = "invoice" | "credit_note";
 export async function nextNumbers(em: EntityManager, dialect: Dialect, environmentId: string, kind: NumberKind, count: number): Promise<{ prefix: string; first: number }> {
   // The prefix first (a plain read: a changed prefix applies from the next number on).
   const env = (await em.query("SELECT invoice_prefix AS p FROM environments WHERE id = ?", [environmentId])) as { p: string }[];
+  // The environment's rows exist from its creation (auth-store.ts; migration 26 for older ones):
+  // a plain UPDATE locks that row only. The upsert below is the fallback for a row that is missing.
+  if (dialect === "mysql") {
+    const res = (await em.query("UPDATE invoice_sequences SET last_number = last_number + ? WHERE environment_id = ? AND kind = ?", [count, environmentId, kind])) as { affectedRows?: number };
+    if ((res.affectedRows ?? 0) > 0) return { prefix: env[0]?.p ?? "INV", first: (await lastNumber(em, environmentId, kind)) - count + 1 };
+  }
   const upsert =
     dialect === "mysql"
       ? "INSERT INTO invoice_sequences (environment_id, kind, last_number) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE last_number = last_number + VALUES(last_number)"
       : "INSERT INTO invoice_sequences (environment_id, kind, last_number) VALUES (?, ?, ?) ON CONFLICT (environment_id, kind) DO UPDATE SET last_number = last_number + excluded.last_number";
   await em.query(upsert, [environmentId, kind, count]);
+  return { prefix: env[0]?.p ?? "INV", first: (await lastNumber(em, environmentId, kind)) - count + 1 };
+}
+
+/** The last number given of `kind` in the environment, as this transaction sees it (after its own bump). */
+async function lastNumber(em: EntityManager, environmentId: string, kind: NumberKind): Promise<number> {
   const [row] = (await em.query("SELECT last_number AS n FROM invoice_sequences WHERE environment_id = ? AND kind = ?", [environmentId, kind])) as { n: unknown }[];
-  const last = Number(row?.n);
-  return { prefix: env[0]?.p ?? "INV", first: last - count + 1 };
+  return Number(row?.n);
 }
 
 /** The number the next `kind` will get (a read; nothing is taken). */
