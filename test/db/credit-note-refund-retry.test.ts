@@ -72,9 +72,10 @@ for (const store of STORES) {
       };
       const notes = new CreditNotes(flaky, new Lookups(engine, { get: async () => undefined }), () => "http://localhost");
       const ask = { invoiceId: inv.id, reason: "other", outcome: "refund", amount: "1000", lines: [], metadata: {} };
-      await t.throwsAsync(notes.create(caller, ask), { instanceOf: AbortedError });
-      t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "0", "nothing written");
+      // The lost commit is an AbortedError: the call runs its transaction again (retryingRaces) and
+      // succeeds, refunding under the same key, which the provider answers with the first refund.
       const note = await notes.create(caller, ask);
+      t.false(lose, "the first commit was lost");
       t.is(refunds.length, 2);
       t.is(refunds[1], refunds[0], "the provider answered the retry with the first refund");
       t.is(note.refundId, refunds[0] as string);
