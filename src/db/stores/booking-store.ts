@@ -11,14 +11,7 @@ import type { SellerDetails } from "../../billing/taxes/types.js";
 import type { Sql } from "../sql.js";
 import { discountsFor, recordDiscounted } from "./coupon-store.js";
 import { nextNumbers } from "./numbering.js";
-import { billingDetailsOf, cardTaxRateIds, taxRatesOf } from "./tax-store.js";
-
-/** The seller details of an environment as stored (JSON), in the domain's shape. */
-export function sellerFromRow(raw: unknown): SellerDetails | null {
-  if (raw === null || raw === undefined) return null;
-  const s = (typeof raw === "string" ? JSON.parse(raw) : raw) as Partial<SellerDetails>;
-  return { legalName: s.legalName ?? null, address: s.address ?? null, taxId: s.taxId ?? null, email: s.email ?? null, footer: s.footer ?? null };
-}
+import { billingDetailsOf, cardTaxRateIds, sellerFromJson, taxRatesOf } from "./tax-store.js";
 
 /** What one transaction reads once for many invoices (a cycle close books a hundred): sellers by environment, tax rates by card. */
 interface Memo {
@@ -31,7 +24,7 @@ async function parties(em: EntityManager, inv: Invoice, memo: Memo): Promise<Inv
   let seller = memo.sellers.get(inv.environmentId);
   if (seller === undefined) {
     const [env] = (await em.query("SELECT seller FROM environments WHERE id = ?", [inv.environmentId])) as { seller: unknown }[];
-    seller = sellerFromRow(env?.seller);
+    seller = sellerFromJson(env?.seller);
     memo.sellers.set(inv.environmentId, seller);
   }
   const [sub] = (await em.query("SELECT rate_card_id AS c FROM subscriptions WHERE id = ?", [inv.subscriptionId])) as { c: string }[];

@@ -44,11 +44,8 @@ export function billingDetailsFromJson(raw: unknown): BillingDetails | null {
   };
 }
 
-/**
- * An environment's stored seller (JSON, SellerDetails' camelCase keys) in the domain's shape; the
- * same reading as booking-store.ts sellerFromRow (which imports this module, so it is not imported here).
- */
-function sellerFromJson(raw: unknown): SellerDetails | null {
+/** An environment's stored seller (JSON, SellerDetails' camelCase keys) in the domain's shape; booking reads it too. */
+export function sellerFromJson(raw: unknown): SellerDetails | null {
   if (raw === null || raw === undefined) return null;
   const s = (typeof raw === "string" ? JSON.parse(raw) : raw) as Partial<SellerDetails>;
   return { legalName: s.legalName ?? null, address: s.address ?? null, taxId: s.taxId ?? null, email: s.email ?? null, footer: s.footer ?? null };
@@ -138,7 +135,7 @@ export class SqlInvoiceSettingsStore implements InvoiceSettingsStore {
     return this.sql.transaction(async (em) => {
       if (change.numberPrefix !== undefined) await em.query("UPDATE environments SET invoice_prefix = ? WHERE id = ?", [change.numberPrefix, environmentId]);
       if (change.seller !== undefined) {
-        // The JSON keeps SellerDetails' camelCase keys: booking-store.ts sellerFromRow reads them.
+        // The JSON keeps SellerDetails' camelCase keys, which sellerFromJson reads.
         await em.query("UPDATE environments SET seller = ? WHERE id = ?", [change.seller === null ? null : JSON.stringify(change.seller), environmentId]);
       }
       return this.read(em, environmentId);
