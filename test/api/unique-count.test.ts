@@ -426,4 +426,90 @@ for (const store of STORES) {
       t.deepEqual(seen.slice(-2), [expected, expected], `after ${user} at ${at}`);
     }
   });
+
+  test(`${store}: billing state brought up to date event by event equals a full count: edges, late events, a value twice, two subjects`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    const card = await s.card({ usage_based_rates: [{ usage_based_rate_type: "simple", code: "mau", name: "Active users", pricing_metric_id: m, included_units: 0, price: usd(100) }] });
+    await s.subscribe({ rate_card_id: card });
+    const a = s.subjectId;
+    const b = (await s.call("POST", "/subjects", { name: "Other", test_clock_id: s.clockId })).id;
+    await s.call("POST", "/subscriptions", { subject_id: b, rate_card_id: card });
+    const sent: { subject: string; at: number; user: string }[] = [];
+    let seq = 0;
+    const send = async (list: [string, string, string][]) => {
+      if (list.length === 0) return;
+      const events = list.map(([subject, at, user]) => ({ idempotency_key: `m${seq++}`, subject_id: subject, event_name: "active", timestamp: at, data: { user } }));
+      const r = await s.call("POST", "/usage-events/batch", { events });
+      t.is(r.rejected, 0);
+      for (const [subject, at, user] of list) sent.push({ subject, at: Date.parse(at), user });
+    };
+    const [from, to] = [Date.parse("2026-01-15T00:00:00Z"), Date.parse("2026-02-15T00:00:00Z")];
+    const byHand = (subject: string) => String(new Set(sent.filter((e) => e.subject === subject && e.at >= from && e.at < to).map((e) => e.user)).size);
+    const used = async (subject: string) => (await s.call("GET", `/customer-access/${subject}/billing-state`)).usage_data[0].used_units;
+    const summary = async (subject: string) =>
+      (await s.call("POST", `/pricing-metrics/${m}/summary`, { subject_id: subject, period: { start: "2026-01-15T00:00:00Z", end: "2026-02-15T00:00:00Z" } }))[0].value ?? "0";
+    const steps: [string, [string, string, string][]][] = [
+      ["nothing yet", []],
+      [
+        "the period's first millisecond; just before it",
+        [
+          [a, "2026-01-15T00:00:00Z", "ann"],
+          [a, "2026-01-14T23:59:59.999Z", "early"],
+        ],
+      ],
+      [
+        "its last millisecond; its end",
+        [
+          [a, "2026-02-14T23:59:59.999Z", "bob"],
+          [a, "2026-02-15T00:00:00Z", "next"],
+        ],
+      ],
+      [
+        "a new value twice in one batch, a seen one",
+        [
+          [a, "2026-01-20T00:00:00Z", "cat"],
+          [a, "2026-01-21T00:00:00Z", "cat"],
+          [a, "2026-01-22T00:00:00Z", "ann"],
+        ],
+      ],
+      [
+        "the other subject: its own count",
+        [
+          [b, "2026-01-20T00:00:00Z", "ann"],
+          [b, "2026-01-20T01:00:00Z", "zed"],
+        ],
+      ],
+      ["a new value twice across two batches", [[a, "2026-02-01T00:00:00Z", "dan"]]],
+      ["", [[a, "2026-02-02T00:00:00Z", "dan"]]],
+    ];
+    const check = async (note: string) => {
+      for (const subject of [a, b]) {
+        const want = byHand(subject);
+        t.deepEqual([await used(subject), await used(subject), await summary(subject)], [want, want, want], `${note} (${subject === a ? "A" : "B"})`);
+      }
+    };
+    for (const [note, list] of steps) {
+      await send(list);
+      await check(note);
+    }
+    // Late events: the clock is on in the period's last days; events of its first days arrive.
+    await s.advance("2026-02-12T00:00:00Z");
+    await check("clock moved");
+    for (const [note, list] of [
+      ["late: a seen value", [[a, "2026-01-16T00:00:00Z", "bob"]]],
+      [
+        "late: a new value, and one for the other subject",
+        [
+          [a, "2026-01-16T00:00:00Z", "eve"],
+          [b, "2026-01-17T00:00:00Z", "eve"],
+        ],
+      ],
+      ["late, before the period: nothing", [[a, "2026-01-10T00:00:00Z", "old"]]],
+    ] as [string, [string, string, string][]][]) {
+      await send(list);
+      await check(note);
+    }
+    t.is(byHand(a), "5", "ann, bob, cat, dan, eve");
+  });
 }

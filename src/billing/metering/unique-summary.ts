@@ -17,16 +17,47 @@ export interface UniqueGroup {
 }
 
 /** Per group key, its coordinates and distinct value keys. */
-type Groups = Map<string, { coordinates: Record<string, string>; values: Set<string> }>;
+export type Groups = Map<string, { coordinates: Record<string, string>; values: Set<string> }>;
 
-function add(groups: Groups, coordinates: Record<string, string>, valueKey: string): void {
+/** Adds a value to its group's set: whether it was new there. */
+export function add(groups: Groups, coordinates: Record<string, string>, valueKey: string): boolean {
   const key = coordinatesKey(coordinates);
   let g = groups.get(key);
   if (!g) {
     g = { coordinates, values: new Set() };
     groups.set(key, g);
   }
+  const before = g.values.size;
   g.values.add(valueKey);
+  return g.values.size > before;
+}
+
+/** The groups' counts (a group without values left out). */
+export function countsOf(groups: Groups): UniqueGroup[] {
+  const out: UniqueGroup[] = [];
+  for (const [key, g] of groups) if (g.values.size > 0) out.push({ key, coordinates: g.coordinates, count: g.values.size });
+  return out;
+}
+
+/**
+ * The distinct values themselves of `metric` for a subject in one range, per combination of
+ * `groupBy`: the distinct-value rows of the range's level read, or its raw events within one day.
+ */
+export async function uniqueSets(store: UsageStore, metric: PricingMetric, subjectId: string, range: Range, groupBy: readonly string[]): Promise<Groups> {
+  const groups: Groups = new Map();
+  const ms = inclusiveMs(range);
+  if (!ms) return groups;
+  const plan = planRead(ms.lo, ms.hi);
+  if ("raw" in plan) {
+    const field = metric.aggregation.valueField ?? "";
+    for (const e of await store.rawEvents(subjectId, metric.eventName, ms.lo, ms.hi)) {
+      const value = e.data[field];
+      if (value !== undefined && e.occurredAt >= ms.lo && e.occurredAt <= ms.hi) add(groups, coordinatesOf(groupBy, e.data), valueKeyOf(value));
+    }
+    return groups;
+  }
+  for (const p of await store.uniquePairs(metric.id, subjectId, plan)) add(groups, coordinatesOf(groupBy, p.dims), p.valueKey);
+  return groups;
 }
 
 /**
@@ -114,36 +145,4 @@ async function fromRaw(
   sorted.forEach((r, k) => {
     for (const g of (groups[k] as Groups).values()) put(r.i, g.coordinates, g.values.size);
   });
-}
-
-/** Measured values a process keeps (the oldest dropped first beyond this). */
-const KEPT = 10_000;
-
-/**
- * A unique_count metric's value over a period per combination, as billing state and invoices
- * read it again and again: kept with the number of the metric's events in the period when it was
- * read, and reused while that number is unchanged. Exact: events are never deleted or changed,
- * so an unchanged number means no event came into the period. The number is read first (from the
- * totals, as cheap as a sum), then the values: an event committed between the two is at worst
- * counted in values kept under the older number, which the next read finds changed.
- */
-export class UniqueMeter {
-  private readonly kept = new Map<string, { events: string; groups: UniqueGroup[] }>();
-
-  constructor(
-    private readonly store: UsageStore,
-    private readonly eventCount: (metric: PricingMetric, subjectId: string, range: Range) => Promise<string>,
-  ) {}
-
-  async measure(metric: PricingMetric, subjectId: string, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
-    const key = JSON.stringify([metric.id, subjectId, range.start, range.end, range.inclusiveStart, range.inclusiveEnd, groupBy]);
-    const events = await this.eventCount(metric, subjectId, range);
-    const hit = this.kept.get(key);
-    if (hit && hit.events === events) return hit.groups;
-    const [groups = []] = await uniqueCounts(this.store, metric, subjectId, [range], groupBy);
-    this.kept.delete(key);
-    if (this.kept.size >= KEPT) this.kept.delete(this.kept.keys().next().value as string);
-    this.kept.set(key, { events, groups });
-    return groups;
-  }
 }

@@ -40,6 +40,13 @@ export interface RawEvent {
   data: Record<string, string>;
 }
 
+/** A subject's events of one name stored after a sequence number (unique-meter.ts). */
+export interface EventsSince {
+  /** The environment's last stored sequence number when read (at least every returned event's). */
+  last: string;
+  events: { seq: string; occurredAt: number; data: Record<string, string> }[];
+}
+
 /** A stored (accepted) event as an operator reads it. */
 export interface StoredEvent {
   id: string;
@@ -134,4 +141,12 @@ export interface UsageStore {
   uniquePairs(metricId: string, subjectId: string, read: LevelRead): Promise<{ dims: Record<string, string>; valueKey: string }[]>;
   /** Raw events of a subject and event name with occurredAt in [from, to] (both inclusive). */
   rawEvents(subjectId: string, eventName: string, from: number, to: number): Promise<RawEvent[]>;
+  /** The environment's last stored event sequence number ("0" when it has none). */
+  lastSeq(environmentId: string): Promise<string>;
+  /**
+   * A subject's events of one name with occurredAt in [from, to] (both inclusive) stored after
+   * sequence number `after`, read with the environment's last sequence number; undefined when the
+   * environment stored more than `most` events since `after` (reading them would cost too much).
+   */
+  eventsSince(environmentId: string, subjectId: string, eventName: string, after: string, from: number, to: number, most: number): Promise<EventsSince | undefined>;
 }

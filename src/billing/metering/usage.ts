@@ -17,7 +17,8 @@ import { nextTurn } from "../yielding.js";
 import { type Agg, aggOfEvent, combine, coordinatesOf, negated, valueOf } from "./aggregate.js";
 import { type Grain, MAX_BATCH, type Outcome, type PreparedEvent, type UsageEventInput, ingestDecision, prepare } from "./events.js";
 import { GroupCommit } from "./group-commit.js";
-import { UniqueMeter, uniqueCounts } from "./unique-summary.js";
+import { UniqueMeter } from "./unique-meter.js";
+import { uniqueCounts } from "./unique-summary.js";
 import { type RejectedEvent, type StoredEvent, type StoredRollup, type UsageStore, rejectedEvent } from "./usage-store.js";
 import { GRANULARITIES, type Granularity, HOUR, MINUTE, type Range, bucketCount, buckets, contains, floorTo, splitByHours } from "./periods.js";
 
@@ -180,7 +181,7 @@ export class SummaryService {
    * hours, raw events only for the partial minutes at its very edges: the cost does not grow with
    * the number of events.
    */
-  private async parts(metric: PricingMetric, subjectId: string, r: Range, oneBucket: boolean): Promise<{ at: number; dims: Record<string, string>; agg: Agg }[]> {
+  private async parts(metric: PricingMetric, subjectId: string, r: Range, oneBucket: boolean, carrying?: string): Promise<{ at: number; dims: Record<string, string>; agg: Agg }[]> {
     const parts: { at: number; dims: Record<string, string>; agg: Agg }[] = [];
     // Into one bucket, a metric other than `last` needs only each combination's totals: the
     // database adds the rows up and answers a row per combination, so a month of a busy
@@ -200,7 +201,8 @@ export class SummaryService {
     };
     const raw = async (edge: Range, sign: 1 | -1) => {
       for (const e of await this.store.rawEvents(subjectId, metric.eventName, edge.start, edge.end)) {
-        if (!contains(edge, e.occurredAt)) continue;
+        // Only what the totals hold: a unique_count metric's count is of the events carrying its value.
+        if (!contains(edge, e.occurredAt) || (carrying !== undefined && e.data[carrying] === undefined)) continue;
         const agg = aggOfEvent(metric, e.data, e.occurredAt, e.idempotencyKey);
         if (agg) parts.push({ at: sign === 1 ? e.occurredAt : r.start, dims: coordinatesOf(metric.dimensions, e.data), agg: sign === 1 ? agg : negated(agg) });
       }
@@ -271,10 +273,15 @@ export class SummaryService {
     private readonly metrics: PricingMetricService,
     private readonly subjects: SubjectService,
   ) {
-    this.unique = new UniqueMeter(store, async (metric, subjectId, range) => {
-      const [c] = await this.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, new Date(range.start), new Date(range.end), []);
-      return c ? formatDecimal(c.value) : "0";
-    });
+    this.unique = new UniqueMeter(store, (metric, subjectId, range) => this.eventsWithValue(metric, subjectId, range));
+  }
+
+  /** A unique_count metric's events carrying its value in a range, as its totals count them (a decimal string). */
+  async eventsWithValue(metric: PricingMetric, subjectId: string, range: Range): Promise<string> {
+    const counted = { ...metric, aggregation: { type: "count" as const, valueField: null } };
+    let n = dec(0);
+    for (const part of await this.parts(counted, subjectId, range, true, metric.aggregation.valueField ?? "")) n = n.plus(part.agg.count);
+    return formatDecimal(n);
   }
 
   async summarize(caller: Caller, metricId: string, input: SummaryInput): Promise<Summary[]> {

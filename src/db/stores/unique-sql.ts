@@ -54,3 +54,21 @@ export function pairsStatement(metricId: string, subjectId: string, r: LevelRead
   const [sql, params] = where(metricId, subjectId, r);
   return [`SELECT MIN(dims) AS dims, value_key FROM usage_unique_values WHERE ${sql} GROUP BY dims_hash, value_key`, params];
 }
+
+/** The environment's last event sequence number (over ix_usage_events_env_seq). */
+export const LAST_SEQ_SQL = "SELECT MAX(seq) AS s FROM usage_events WHERE environment_id = ?";
+
+/**
+ * A subject's events of one name in [from, to] stored after sequence number `after` (at most
+ * `most` sequence numbers on: the environment's index range (after, after + most]), with the
+ * environment's last sequence number as a row of its own (`k` 1): more than `most` past `after`
+ * means the read did not cover them all.
+ */
+export function eventsSinceStatement(environmentId: string, subjectId: string, eventName: string, after: string, from: number, to: number, most: number): Statement {
+  const upTo = String(BigInt(after) + BigInt(most));
+  return [
+    "SELECT 0 AS k, seq, occurred_at, data FROM usage_events WHERE environment_id = ? AND seq > ? AND seq <= ? AND subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ? " +
+      "UNION ALL SELECT 1 AS k, MAX(seq) AS seq, NULL AS occurred_at, NULL AS data FROM usage_events WHERE environment_id = ?",
+    [environmentId, after, upTo, subjectId, eventName, dbTimeOfMs(from), dbTimeOfMs(to), environmentId],
+  ];
+}

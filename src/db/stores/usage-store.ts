@@ -5,9 +5,9 @@
 import type { EntityManager } from "typeorm";
 import type { AggregationType, PricingMetric } from "../../billing/catalog/types.js";
 import { type Candidate, type Contribution, type Grain, type IngestDecision, type Outcome, type PreparedEvent, contributionsOf, mergeContributions } from "../../billing/metering/events.js";
-import type { RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, StoredUniqueCount, UsageStore } from "../../billing/metering/usage-store.js";
+import type { EventsSince, RawEvent, RejectedEvent, StoredEvent, StoredRollup, StoredTotal, StoredUniqueCount, UsageStore } from "../../billing/metering/usage-store.js";
 import { type LevelRead, type ValueMark, mergeMarks, valueMarksOf } from "../../billing/metering/unique.js";
-import { countStatement, markStatements, pairsStatement } from "./unique-sql.js";
+import { LAST_SEQ_SQL, countStatement, eventsSinceStatement, markStatements, pairsStatement } from "./unique-sql.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
 import type { RejectedUsageEventRow } from "../entities/usage.js";
@@ -363,5 +363,25 @@ export class SqlUsageStore implements UsageStore {
       [subjectId, eventName, dbTime(new Date(from)), dbTime(new Date(to))],
     );
     return rows.map((r) => ({ occurredAt: fromDbTime(r.occurred_at).getTime(), idempotencyKey: r.idempotency_key, data: fromJsonText(r.data) }));
+  }
+
+  async lastSeq(environmentId: string): Promise<string> {
+    const [row]: { s: unknown }[] = await this.sql.query(LAST_SEQ_SQL, [environmentId]);
+    return row?.s == null ? "0" : String(row.s);
+  }
+
+  async eventsSince(environmentId: string, subjectId: string, eventName: string, after: string, from: number, to: number, most: number): Promise<EventsSince | undefined> {
+    const [sql, params] = eventsSinceStatement(environmentId, subjectId, eventName, after, from, to, most);
+    const rows: { k: unknown; seq: unknown; occurred_at: unknown; data: unknown }[] = await this.sql.query(sql, [...params]);
+    let last = BigInt(after);
+    const events: EventsSince["events"] = [];
+    for (const r of rows) {
+      if (r.seq == null) continue;
+      const seq = BigInt(String(r.seq));
+      if (seq > last) last = seq;
+      if (Number(r.k) === 0) events.push({ seq: String(r.seq), occurredAt: fromDbTime(r.occurred_at).getTime(), data: fromJsonText(r.data) });
+    }
+    if (last - BigInt(after) > BigInt(most)) return undefined;
+    return { last: String(last), events };
   }
 }
