@@ -59,16 +59,17 @@ export function pairsStatement(metricId: string, subjectId: string, r: LevelRead
 export const LAST_SEQ_SQL = "SELECT MAX(seq) AS s FROM usage_events WHERE environment_id = ?";
 
 /**
- * A subject's events of one name in [from, to] stored after sequence number `after` (at most
- * `most` sequence numbers on: the environment's index range (after, after + most]), with the
- * environment's last sequence number as a row of its own (`k` 1): more than `most` past `after`
- * means the read did not cover them all.
+ * A subject's events of one name in [from, to] among the environment's first `most` + 1 events
+ * stored after sequence number `after` (over ix_usage_events_env_seq), with the greatest sequence
+ * number (`k` 1) and the number (`k` 2) of those: more than `most` means the read did not cover
+ * every event since `after`.
  */
 export function eventsSinceStatement(environmentId: string, subjectId: string, eventName: string, after: string, from: number, to: number, most: number): Statement {
-  const upTo = String(BigInt(after) + BigInt(most));
+  const since = (columns: string) => `SELECT ${columns} FROM usage_events WHERE environment_id = ? AND seq > ? ORDER BY seq LIMIT ${Number(most) + 1}`;
   return [
-    "SELECT 0 AS k, seq, occurred_at, data FROM usage_events WHERE environment_id = ? AND seq > ? AND seq <= ? AND subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ? " +
-      "UNION ALL SELECT 1 AS k, MAX(seq) AS seq, NULL AS occurred_at, NULL AS data FROM usage_events WHERE environment_id = ?",
-    [environmentId, after, upTo, subjectId, eventName, dbTimeOfMs(from), dbTimeOfMs(to), environmentId],
+    `SELECT 0 AS k, seq, occurred_at, data FROM (${since("seq, subject_id, event_name, occurred_at, data")}) e WHERE subject_id = ? AND event_name = ? AND occurred_at >= ? AND occurred_at <= ? ` +
+      `UNION ALL SELECT 1 AS k, MAX(seq) AS seq, NULL AS occurred_at, NULL AS data FROM (${since("seq")}) f ` +
+      `UNION ALL SELECT 2 AS k, COUNT(*) AS seq, NULL AS occurred_at, NULL AS data FROM (${since("seq")}) g`,
+    [environmentId, after, subjectId, eventName, dbTimeOfMs(from), dbTimeOfMs(to), environmentId, after, environmentId, after],
   ];
 }

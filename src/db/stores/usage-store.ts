@@ -377,11 +377,15 @@ export class SqlUsageStore implements UsageStore {
     const events: EventsSince["events"] = [];
     for (const r of rows) {
       if (r.seq == null) continue;
+      const k = Number(r.k);
+      if (k === 2) {
+        if (Number(r.seq) > most) return undefined;
+        continue;
+      }
       const seq = BigInt(String(r.seq));
       if (seq > last) last = seq;
-      if (Number(r.k) === 0) events.push({ seq: String(r.seq), occurredAt: fromDbTime(r.occurred_at).getTime(), data: fromJsonText(r.data) });
+      if (k === 0) events.push({ seq: String(r.seq), occurredAt: fromDbTime(r.occurred_at).getTime(), data: fromJsonText(r.data) });
     }
-    if (last - BigInt(after) > BigInt(most)) return undefined;
     return { last: String(last), events };
   }
 }
