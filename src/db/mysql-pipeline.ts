@@ -2,6 +2,7 @@
  * MySQL transactions in as few round trips as they allow (Sql.pipelined), on the pool's own
  * mysql2 connection rather than through TypeORM's query runner.
  */
+import { auditSql } from "./sql-audit.js";
 import { type Pipeline, STATEMENT_BYTES, type Statement, estimatedBytes, groupBySize } from "./statements.js";
 
 /** The driver's own pooled connection (mysql2's callback API), as TypeORM's MySQL driver holds it. */
@@ -42,6 +43,7 @@ export class MysqlPipeline implements Pipeline {
     this.deferred = [];
     if (all.length === 0) return [];
     this.sent = true;
+    for (const [sql, params] of all) auditSql(this, sql, params);
     const results: unknown[] = [];
     for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
       // Each statement formatted on its own: a statement with its values inline (mysqlText) may

@@ -13,6 +13,7 @@ import { DatabaseTimeoutError, type TimeLimit } from "./time-limit.js";
 import { SpanKind, type Tracing } from "../ops/tracing.js";
 import { type RawConnection, type RawPool, MysqlPipeline, rawQuery } from "./mysql-pipeline.js";
 import type { Pipeline, Statement } from "./statements.js";
+import { auditSql, auditing, auditingLogger } from "./sql-audit.js";
 
 export { type Pipeline, STATEMENT_BYTES, type Statement, chunks, groupBySize, paramsBytes, placeholders } from "./statements.js";
 
@@ -139,7 +140,10 @@ export class Sql {
      * here it decides on SQLite when a file locked by another process is `unavailable`.
      */
     private readonly limit: TimeLimit = { ms: 0 },
-  ) {}
+  ) {
+    // The SQL audit (sql-audit.ts), when a record runs as the database opens: TypeORM's queries too.
+    if (auditing()) (dataSource as { logger: DataSource["logger"] }).logger = auditingLogger(dataSource.logger);
+  }
 
   /**
    * SQLite: a statement outside a transaction that found the file locked for all of busy_timeout
@@ -218,6 +222,7 @@ export class Sql {
    */
   query<T>(sql: string, params: readonly unknown[]): Promise<T> {
     if (this.dialect === "sqlite") return translated(this.queued(() => this.whileBusy(() => this.dataSource.manager.query(sql, [...params]) as Promise<T>)));
+    auditSql(undefined, sql, params);
     return translated(rawQuery(this.pool(), sql, [...params]) as Promise<T>);
   }
 
@@ -295,7 +300,10 @@ export class Sql {
     } catch (err) {
       // A failed statement stops the rest of its packet (COMMIT included); undo what ran. A
       // connection that cannot even roll back is not given back to the pool.
-      if (p.sent) await rawQuery(conn, "ROLLBACK", []).catch(() => (reusable = false));
+      if (p.sent) {
+        auditSql(p, "ROLLBACK", []);
+        await rawQuery(conn, "ROLLBACK", []).catch(() => (reusable = false));
+      }
       throw err;
     } finally {
       if (reusable) conn.release();

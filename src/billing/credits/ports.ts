@@ -50,8 +50,10 @@ export interface CreditWrites {
    * (`remaining >= amount`), then an "application" ledger entry of −amount on `invoiceId` (at
    * most once per grant and invoice: a second one throws AlreadyExistsError). A grant left at 0
    * becomes depleted. False (and nothing written) when the grant no longer has that much.
+   * `environmentId`: the grant's environment, which every statement then names (the sharding
+   * key); the billing code always gives it.
    */
-  spend(grantId: string, amount: string, invoiceId: string, description: string, at: Date): Promise<boolean>;
+  spend(grantId: string, amount: string, invoiceId: string, description: string, at: Date, environmentId?: string): Promise<boolean>;
   /**
    * A pending paid grant becomes active with its "grant" ledger entry; undefined (nothing
    * written) when it was not pending payment.

@@ -116,7 +116,7 @@ export class CreditPurchases {
       );
       return { grant, checkoutUrl: this.checkouts.url(session) };
     }
-    const pm = await this.stores.paymentMethods.get(subject.paymentMethodId);
+    const pm = await this.stores.paymentMethods.get(subject.paymentMethodId, subject.environmentId);
     return { grant: await this.charge(caller, grant, invoice, pm, now), checkoutUrl: null };
   }
 
@@ -129,7 +129,7 @@ export class CreditPurchases {
   /** A credit checkout completed with the card it saved: the purchase is charged to it. */
   async completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<CreditGrant> {
     const invoice = await this.stores.invoices.get(caller.environmentId, payload.invoiceId);
-    const pm = await this.stores.paymentMethods.get(paymentMethodId);
+    const pm = await this.stores.paymentMethods.get(paymentMethodId, caller.environmentId);
     const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, payload.grantId));
     if (!invoice || !grant) throw new FailedPreconditionError("CREDIT_PURCHASE_GONE", "the credit purchase no longer exists");
     return this.charge(caller, grant, invoice, pm, now);
@@ -152,7 +152,7 @@ export class CreditPurchases {
     const outcome = await provider.charge(pm, invoice.total, invoice.currency, chargeKey(invoice.id, 1));
     return this.stores.transaction(async (tx) => {
       const to = outcome.ok ? "paid" : "void";
-      const moved = await tx.moveInvoices([invoice.id], "open", to, now);
+      const moved = await tx.moveInvoices([invoice.id], "open", to, now, invoice.environmentId);
       if (moved.length === 0) return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
       const after = { ...invoice, status: to } as Invoice;
       if (outcome.ok) {

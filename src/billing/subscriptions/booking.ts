@@ -65,6 +65,7 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
       booked.discounts.map((d) => d.discountId),
       inv.id,
       at,
+      inv.environmentId,
     );
   }
   return {

@@ -89,7 +89,7 @@ export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date): Promi
   }
   const applied = allocateCredits(chargeLines(inv), inv.total, fresh);
   for (const a of applied) {
-    if (!(await credits.spend(a.grantId, a.amount, inv.id, `Applied to invoice ${inv.id}`, at))) {
+    if (!(await credits.spend(a.grantId, a.amount, inv.id, `Applied to invoice ${inv.id}`, at, inv.environmentId))) {
       throw new AbortedError("CREDIT_CHANGED", `credit grant ${a.grantId} changed while invoice ${inv.id} was finalized; try again`, { credit_grant_id: a.grantId });
     }
   }

@@ -110,14 +110,34 @@ export class CycleClose {
     return (await this.closeBatch(snapshots, concurrency)).closed;
   }
 
+  /** closeBatchOf for each environment of `snapshots`: one environment per transaction, none spans two (environment_id is the sharding key). */
   private async closeBatch(snapshots: Subscription[], concurrency: number, breathe: Yielder = yielder()): Promise<CloseOutcome> {
+    const outcome = { closed: 0, setAside: 0 };
+    for (const environmentId of new Set(snapshots.map((s) => s.environmentId))) {
+      const one = await this.closeBatchOf(
+        environmentId,
+        snapshots.filter((s) => s.environmentId === environmentId),
+        concurrency,
+        breathe,
+      );
+      outcome.closed += one.closed;
+      outcome.setAside += one.setAside;
+    }
+    return outcome;
+  }
+
+  /** Closes the cycles of `snapshots`, all of environment `environmentId`, in one transaction (see closeCycles). */
+  private async closeBatchOf(environmentId: string, snapshots: Subscription[], concurrency: number, breathe: Yielder): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
     const checks = new Map<string, UsageCheck | null>();
     const computed: Subscription[] = [];
     let setAside = 0;
     let next = 0;
     // The batch's finalized usage windows in one read (each subscription's late-usage check needs its own).
-    const windows = await this.ctx.stores.invoices.windowsOf(snapshots.map((s) => s.id));
+    const windows = await this.ctx.stores.invoices.windowsOf(
+      snapshots.map((s) => s.id),
+      environmentId,
+    );
     await Promise.all(
       Array.from({ length: Math.min(concurrency, snapshots.length) }, async () => {
         while (next < snapshots.length) {
@@ -144,7 +164,10 @@ export class CycleClose {
       // so that a clock advance does not leave the period unclosed for lack of progress.
       [written, closed] = await retryingRaces(() =>
         this.ctx.stores.transaction(async (tx) => {
-          const locked = await tx.lockSubscriptions(computed.map((s) => s.id));
+          const locked = await tx.lockSubscriptions(
+            computed.map((s) => s.id),
+            environmentId,
+          );
           const ready = locked.filter((s) => {
             const snap = byId.get(s.id) as Subscription;
             // Everything the invoice was computed from must be unchanged, including a cancellation

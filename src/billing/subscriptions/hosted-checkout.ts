@@ -171,8 +171,8 @@ export class HostedCheckout {
         createdAt: this.engine.now(),
         ...(card.provider ? { provider: card.provider, providerRef: card.providerRef ?? null, customerRef: card.customerRef ?? null } : {}),
       });
-      await tx.setSubjectPaymentMethod(subject.id, pmId);
-      await tx.updateCheckoutStatus(session.id, "completed");
+      await tx.setSubjectPaymentMethod(subject.id, pmId, session.environmentId);
+      await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
       await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
       return true;
     });
@@ -203,7 +203,7 @@ export class HostedCheckout {
     if (session.status === "open") {
       await this.stores.transaction(async (tx) => {
         const locked = await tx.lockCheckout(token);
-        if (locked?.status === "open") await tx.updateCheckoutStatus(session.id, "cancelled");
+        if (locked?.status === "open") await tx.updateCheckoutStatus(session.id, "cancelled", session.environmentId);
       });
     }
     return session.cancelledUrl;

@@ -125,7 +125,7 @@ export class Invoices {
     const move = checkTransition("open", to);
     const at = this.lookups.engine.now();
     const moved = await this.stores.transaction(async (tx) => {
-      const done = (await tx.moveInvoices([inv.id], move.from, move.to, at)).length > 0;
+      const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
       // Voiding is announced (invoice.voided); marking uncollectible has no event type.
       const events = done ? transitionEvents(move, [inv]) : [];
       if (events.length > 0) await tx.emit(events);

@@ -54,7 +54,7 @@ export class LateUsage {
    * windows when the caller has read them already (a cycle close reads its batch's at once).
    */
   async adjustments(s: Subscription, read?: WindowsOf): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
-    const windows = read ?? (await this.ctx.stores.invoices.windows(s.id));
+    const windows = read ?? (await this.ctx.stores.invoices.windows(s.id, s.environmentId));
     if (windows.length === 0) return { lines: [], check: s.usageCheck };
     const cards = new Map<string, RateCard>();
     const metricIdsOf = new Map<string, string[]>();

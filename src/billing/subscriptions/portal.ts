@@ -151,7 +151,7 @@ export class CustomerPortal {
     const ended = items.filter((s) => s.status === "cancelled").reverse();
     const subscriptions: PortalSubscription[] = [];
     for (const s of [...running, ...ended]) subscriptions.push(await this.describe(s));
-    const pm = p.subject.paymentMethodId ? await this.stores.paymentMethods.get(p.subject.paymentMethodId) : undefined;
+    const pm = p.subject.paymentMethodId ? await this.stores.paymentMethods.get(p.subject.paymentMethodId, env) : undefined;
     const provider = await this.lookups.paymentsFor(p.caller);
     return {
       session: p.session,
@@ -220,10 +220,10 @@ export class CustomerPortal {
         behavior: card.behavior,
         createdAt: this.engine.now(),
       });
-      await tx.setSubjectPaymentMethod(p.subject.id, pmId);
+      await tx.setSubjectPaymentMethod(p.subject.id, pmId, p.session.environmentId);
     });
     // DESIGN §16: the subject's open invoices are charged to the new card at once (their next attempt).
-    const saved = await this.stores.paymentMethods.get(pmId);
+    const saved = await this.stores.paymentMethods.get(pmId, p.session.environmentId);
     if (saved && this.dunning) await this.dunning.retrySubject(p.session.environmentId, p.subject.id, saved, await this.lookups.nowFor(p.subject));
     return { ok: true, brand: card.brand, last4: card.last4 };
   }
@@ -275,10 +275,10 @@ export class CustomerPortal {
         providerRef: card.providerRef,
         customerRef: card.customerRef,
       });
-      await tx.setSubjectPaymentMethod(p.subject.id, pmId);
+      await tx.setSubjectPaymentMethod(p.subject.id, pmId, p.session.environmentId);
       return true;
     });
-    const pm = saved ? await this.stores.paymentMethods.get(pmId) : undefined;
+    const pm = saved ? await this.stores.paymentMethods.get(pmId, p.session.environmentId) : undefined;
     if (pm && this.dunning) await this.dunning.retrySubject(p.session.environmentId, p.subject.id, pm, await this.lookups.nowFor(p.subject));
     return { redirect: back };
   }

@@ -102,15 +102,19 @@ export interface InvoiceStore {
    * A subscription's finalized invoices that bill a usage window (without their lines), each
    * with what was billed for its window so far: its usage lines and every adjustment of it.
    */
-  windows(subscriptionId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
-  /** The windows (as `windows`) of each of these subscriptions, in one read: what a cycle close of a batch needs. */
-  windowsOf(subscriptionIds: string[]): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
+  windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
+  /**
+   * The windows (as `windows`) of each of these subscriptions of one environment, in one read:
+   * what a cycle close of a batch needs. `environmentId`: theirs (the billing code gives it).
+   */
+  windowsOf(subscriptionIds: string[], environmentId?: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
 }
 
+/** `environmentId`: the environment of the method or subjects, named in every statement (the sharding key); the billing code gives it. */
 export interface PaymentMethodStore {
-  get(id: string): Promise<PaymentMethod | undefined>;
-  /** The saved payment method of each of these subjects that has one. */
-  ofSubjects(subjectIds: string[]): Promise<Map<string, PaymentMethod>>;
+  get(id: string, environmentId?: string): Promise<PaymentMethod | undefined>;
+  /** The saved payment method of each of these subjects (of one environment) that has one. */
+  ofSubjects(subjectIds: string[], environmentId?: string): Promise<Map<string, PaymentMethod>>;
 }
 
 export interface CheckoutStore {
@@ -158,8 +162,8 @@ export interface BillingDirectory {
 export interface SubscriptionWrites {
   /** The subscription, locked until the transaction ends. */
   lockSubscription(environmentId: string, id: string): Promise<Subscription | undefined>;
-  /** Locks the subscriptions it can (on MySQL, rows another transaction holds are skipped). */
-  lockSubscriptions(ids: string[]): Promise<Subscription[]>;
+  /** Locks the subscriptions of environment `environmentId` it can (on MySQL, rows another transaction holds are skipped). */
+  lockSubscriptions(ids: string[], environmentId: string): Promise<Subscription[]>;
   insertSubscription(s: Subscription): Promise<void>;
   updateSubscription(s: Subscription): Promise<void>;
   /** Several subscriptions at once (a cycle close's batch): on MySQL in one round trip. */
@@ -174,20 +178,25 @@ export interface InvoiceWrites {
   insertInvoices(list: Invoice[]): Promise<void>;
   /** Writes a draft's final lines and total and makes it open, if it is still a draft; false otherwise. */
   finalizeDraft(i: Invoice, at: Date): Promise<boolean>;
-  /** Moves these invoices from `from` to `to` (those still in `from`, locked); returns the ids it moved. */
-  moveInvoices(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<string[]>;
+  /**
+   * Moves these invoices from `from` to `to` (those still in `from`, locked); returns the ids it
+   * moved. `environmentId`: theirs, named in every statement (the sharding key); the billing
+   * code gives it.
+   */
+  moveInvoices(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date, environmentId?: string): Promise<string[]>;
 }
 
 /** Checkout writes inside a transaction. */
 export interface CheckoutWrites {
   lockCheckout(token: string): Promise<CheckoutSession | undefined>;
-  updateCheckoutStatus(id: string, status: CheckoutStatus): Promise<void>;
+  updateCheckoutStatus(id: string, status: CheckoutStatus, environmentId: string): Promise<void>;
 }
 
 /** Payment-method writes inside a transaction: a saved card, and the subject it is saved on. */
 export interface PaymentMethodWrites {
   insertPaymentMethod(pm: PaymentMethod): Promise<void>;
-  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string): Promise<void>;
+  /** `environmentId`: the subject's, named in the statement (the sharding key); the billing code gives it. */
+  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string, environmentId?: string): Promise<void>;
 }
 
 /** Timeline writes inside a transaction. */
@@ -214,8 +223,8 @@ export interface InvoiceParties {
 export interface BookingTx {
   /** The discounts that apply to `inv` finalized at `at` (its currency, its subscription's and subject's, active), in the order they apply. */
   discountsFor(inv: Invoice, at: Date): Promise<BookingDiscount[]>;
-  /** Records that these discounts discounted invoice `invoiceId` (a "once" discount ends). */
-  discounted(discountIds: string[], invoiceId: string, at: Date): Promise<void>;
+  /** Records that these discounts (of environment `environmentId`) discounted invoice `invoiceId` (a "once" discount ends). */
+  discounted(discountIds: string[], invoiceId: string, at: Date, environmentId: string): Promise<void>;
   parties(inv: Invoice): Promise<InvoiceParties>;
   /** The tax engine (the built-in rates, or another adapter). */
   taxes: TaxProvider;

@@ -35,7 +35,7 @@ export class Settlement {
     // As written: credit applied when it was written changes what is due (credit-application.ts).
     const written = invoice.amountDue === undefined ? ((await this.ctx.stores.invoices.get(invoice.environmentId, invoice.id).catch(() => undefined)) ?? invoice) : invoice;
     await this.settleWith([written], async () => {
-      const pm = paymentMethodId ? await this.ctx.stores.paymentMethods.get(paymentMethodId) : undefined;
+      const pm = paymentMethodId ? await this.ctx.stores.paymentMethods.get(paymentMethodId, invoice.environmentId) : undefined;
       return () => pm;
     });
   }
@@ -47,26 +47,30 @@ export class Settlement {
    * the invoice must say so.
    */
   private async markPaid(list: Invoice[], at: Date): Promise<void> {
-    if (list.length === 0) return;
     const pay = checkTransition("open", "paid");
-    await retryingRaces(() =>
-      this.ctx.stores.transaction(async (tx) => {
-        const moved = new Set(
-          await tx.moveInvoices(
-            list.map((i) => i.id),
-            pay.from,
-            pay.to,
-            at,
-          ),
-        );
-        await tx.emit(
-          transitionEvents(
-            pay,
-            list.filter((i) => moved.has(i.id)),
-          ),
-        );
-      }),
-    );
+    // One transaction per environment: none spans two (environment_id is the sharding key).
+    for (const environmentId of new Set(list.map((i) => i.environmentId))) {
+      const mine = list.filter((i) => i.environmentId === environmentId);
+      await retryingRaces(() =>
+        this.ctx.stores.transaction(async (tx) => {
+          const moved = new Set(
+            await tx.moveInvoices(
+              mine.map((i) => i.id),
+              pay.from,
+              pay.to,
+              at,
+              environmentId,
+            ),
+          );
+          await tx.emit(
+            transitionEvents(
+              pay,
+              mine.filter((i) => moved.has(i.id)),
+            ),
+          );
+        }),
+      );
+    }
   }
 
   /** A declined charge: the invoice stays open; `invoice.payment_failed` says so (written again if its transaction loses a deadlock). */
@@ -79,7 +83,12 @@ export class Settlement {
   async settleMany(list: Invoice[]): Promise<void> {
     if (list.length === 0) return;
     await this.settleWith(list, async (due) => {
-      const methods = await this.ctx.stores.paymentMethods.ofSubjects([...new Set(due.map((i) => i.subjectId))]);
+      // Per environment (subject IDs are unique across environments, so one map holds them all).
+      const methods = new Map<string, PaymentMethod>();
+      for (const environmentId of new Set(due.map((i) => i.environmentId))) {
+        const subjects = [...new Set(due.filter((i) => i.environmentId === environmentId).map((i) => i.subjectId))];
+        for (const [k, v] of await this.ctx.stores.paymentMethods.ofSubjects(subjects, environmentId)) methods.set(k, v);
+      }
       return (i) => methods.get(i.subjectId);
     });
   }

@@ -17,7 +17,7 @@ import type { Invoice } from "../../billing/subscriptions/types.js";
 import { type Dialect, isMysql } from "../columns.js";
 import type { CouponRow, DiscountRow, Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
-import { dbTime } from "../raw.js";
+import { dbTime, inEnvironment } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { changed, eventWrites } from "./outbox.js";
 
@@ -132,7 +132,7 @@ async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: bool
   });
   const lock = finalizing ? rowLock(dialectOf(em)) : undefined;
   if (rows.length === 0 || !lock) return rows.map(discountFromRow);
-  const locked = await em.find<DiscountRow>("Discount", { where: { id: In(rows.map((r) => r.id)) }, order: { seq: "ASC" }, lock });
+  const locked = await em.find<DiscountRow>("Discount", { where: { environment_id: inv.environmentId, id: In(rows.map((r) => r.id)) }, order: { seq: "ASC" }, lock });
   return locked.filter((r) => r.status === "active").map(discountFromRow);
 }
 
@@ -158,7 +158,7 @@ export async function discountsFor(em: EntityManager, inv: Invoice, at: Date): P
     if (!applies(d, c, inv, at)) continue;
     out.push({ discountId: d.id, couponId: c.id, name: c.name, percentOff: c.percentOff, amountOff: c.amountOff?.value ?? null, appliesToRateCodes: c.appliesToRateCodes });
   }
-  if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE status = 'active' AND id IN (${marks(over)})`, over);
+  if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(over)})`, [inv.environmentId, ...over]);
   return out;
 }
 
@@ -169,14 +169,15 @@ const marks = (ids: readonly string[]): string => ids.map(() => "?").join(", ");
  * one, and a "once" discount ends (it has had its invoice). Rows are changed by ID only (their
  * locks are the ones discountsFor took).
  */
-export async function recordDiscounted(em: EntityManager, discountIds: string[], _invoiceId: string, _at: Date): Promise<void> {
+export async function recordDiscounted(em: EntityManager, discountIds: string[], _invoiceId: string, _at: Date, environmentId?: string): Promise<void> {
   if (discountIds.length === 0) return;
-  await em.query(`UPDATE discounts SET invoices_discounted = invoices_discounted + 1 WHERE id IN (${marks(discountIds)})`, discountIds);
-  const rows = await em.findBy<DiscountRow>("Discount", { id: In(discountIds) });
+  const [env, envParams] = inEnvironment(environmentId);
+  await em.query(`UPDATE discounts SET invoices_discounted = invoices_discounted + 1 WHERE ${env}id IN (${marks(discountIds)})`, [...envParams, ...discountIds]);
+  const rows = await em.findBy<DiscountRow>("Discount", environmentId === undefined ? { id: In(discountIds) } : { environment_id: environmentId, id: In(discountIds) });
   const [first] = rows;
   const coupons = first ? await couponsById(em, first.environment_id, [...new Set(rows.map((r) => r.coupon_id))]) : new Map<string, Coupon>();
   const once = rows.filter((r) => coupons.get(r.coupon_id)?.duration === "once").map((r) => r.id);
-  if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE status = 'active' AND id IN (${marks(once)})`, once);
+  if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE ${env}status = 'active' AND id IN (${marks(once)})`, [...envParams, ...once]);
 }
 
 /** The coupon writes of a transaction on `em`. */

@@ -51,7 +51,12 @@ export class SqlRateCardStore implements RateCardStore {
 
   private async hydrate(em: EntityManager, cards: RateCardRow[]): Promise<RateCard[]> {
     if (cards.length === 0) return [];
-    const rates = await em.find(this.entities.Rate, { where: { owner_id: In(cards.map((c) => c.id)) }, order: { seq: "ASC" } });
+    // The cards' environment (a page of cards is one environment's).
+    const environmentIds = [...new Set(cards.map((c) => c.environment_id))];
+    const rates = await em.find(this.entities.Rate, {
+      where: environmentIds.map((environment_id) => ({ environment_id, owner_id: In(cards.filter((c) => c.environment_id === environment_id).map((c) => c.id)) })),
+      order: { seq: "ASC" },
+    });
     const cells = await loadCells(em, this.entities, rates);
     return cards.map((c) => {
       const own = rates.filter((r) => r.owner_id === c.id).map((r) => rateFromRows(r, cells.get(r.id) ?? []));

@@ -209,8 +209,8 @@ export class SqlSubjectStore implements SubjectStore {
     const rows = await this.sql.query<(Omit<SubjectRow, "metadata" | "created_at"> & { metadata: unknown; created_at: unknown })[]>(
       "SELECT s.id, s.environment_id, s.external_id, s.email, s.name, s.metadata, s.created_at, s.test_clock_id, s.payment_method_id, s.billing_details " +
         `FROM (SELECT seq FROM subjects WHERE environment_id = ? AND deleted_at IS NULL${filter} ORDER BY seq LIMIT ${Number(page.limit) + 1} OFFSET ${Number(page.offset)}) p ` +
-        "JOIN subjects s ON s.seq = p.seq ORDER BY s.seq",
-      [environmentId, ...params],
+        "JOIN subjects s ON s.environment_id = ? AND s.seq = p.seq ORDER BY s.seq",
+      [environmentId, ...params, environmentId],
     );
     return toPageResult(
       rows.map((r) => subjectFromRow({ ...r, metadata: fromJsonText(r.metadata), created_at: fromDbTime(r.created_at) } as SubjectRow)),

@@ -145,9 +145,9 @@ export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): Su
       const r = await em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: rowLock(sql.dialect) });
       return r ? subscriptionFromRow(r) : undefined;
     },
-    lockSubscriptions: async (ids) => {
+    lockSubscriptions: async (ids, environmentId) => {
       if (ids.length === 0) return [];
-      const qb = em.createQueryBuilder(E.Subscription, "s").where("s.id IN (:...ids)", { ids });
+      const qb = em.createQueryBuilder(E.Subscription, "s").where("s.environment_id = :environmentId AND s.id IN (:...ids)", { environmentId, ids });
       if (sql.dialect === "mysql") qb.setLock("pessimistic_write").setOnLocked("skip_locked");
       return (await qb.getMany()).map(subscriptionFromRow);
     },

@@ -59,14 +59,14 @@ export async function taxRatesOf(em: EntityManager, environmentId: string, ids: 
 }
 
 /** A subject's billing details (null: never set). */
-export async function billingDetailsOf(em: EntityManager, subjectId: string): Promise<BillingDetails | null> {
-  const [row] = (await em.query("SELECT billing_details AS d FROM subjects WHERE id = ?", [subjectId])) as { d: unknown }[];
+export async function billingDetailsOf(em: EntityManager, environmentId: string, subjectId: string): Promise<BillingDetails | null> {
+  const [row] = (await em.query("SELECT billing_details AS d FROM subjects WHERE environment_id = ? AND id = ?", [environmentId, subjectId])) as { d: unknown }[];
   return billingDetailsFromJson(row?.d);
 }
 
 /** A rate card's default tax rates. */
-export async function cardTaxRateIds(em: EntityManager, rateCardId: string): Promise<string[]> {
-  const [row] = (await em.query("SELECT default_tax_rate_ids AS ids FROM rate_cards WHERE id = ?", [rateCardId])) as { ids: unknown }[];
+export async function cardTaxRateIds(em: EntityManager, environmentId: string, rateCardId: string): Promise<string[]> {
+  const [row] = (await em.query("SELECT default_tax_rate_ids AS ids FROM rate_cards WHERE environment_id = ? AND id = ?", [environmentId, rateCardId])) as { ids: unknown }[];
   if (row?.ids === null || row?.ids === undefined) return [];
   return (typeof row.ids === "string" ? JSON.parse(row.ids) : row.ids) as string[];
 }

@@ -13,7 +13,25 @@ import { EVENT_COLUMNS, type EventRaw, eventFromRow } from "./webhook-rows.js";
 export class SqlDeliveryQueue {
   constructor(private readonly sql: Sql) {}
 
+  /**
+   * Fans out up to `limit` new events, one environment per transaction (no transaction spans
+   * environments: `environment_id` is the sharding key, docs/operations/scaling.md). The
+   * environments come from a plain read of the oldest events not yet fanned out.
+   */
   async fanOut(limit: number, leaseUntil: Date): Promise<{ events: number; claims: ClaimedDelivery[] }> {
+    const pending = await this.sql.query<{ environment_id: string }[]>("SELECT environment_id FROM events WHERE fanout = 1 ORDER BY seq LIMIT ?", [limit]);
+    let events = 0;
+    const claims: ClaimedDelivery[] = [];
+    for (const env of new Set(pending.map((r) => r.environment_id))) {
+      if (events >= limit) break;
+      const taken = await this.fanOutOf(env, limit - events, leaseUntil);
+      events += taken.events;
+      claims.push(...taken.claims);
+    }
+    return { events, claims };
+  }
+
+  private fanOutOf(environmentId: string, limit: number, leaseUntil: Date): Promise<{ events: number; claims: ClaimedDelivery[] }> {
     const mysql = this.sql.dialect === "mysql";
     const token = randomBase62(24);
     // READ COMMITTED on MySQL: the locking read of the fan-out index takes no gap locks (it must
@@ -21,19 +39,20 @@ export class SqlDeliveryQueue {
     // server is fanning out and those of transactions not yet committed.
     return this.sql.pipelined(
       async (p) => {
-        const [events] = (await p.run([[`SELECT ${EVENT_COLUMNS} FROM events WHERE fanout = 1 ORDER BY seq LIMIT ?${mysql ? " FOR UPDATE SKIP LOCKED" : ""}`, [limit]]])) as [EventRaw[]];
+        const [events] = (await p.run([
+          [`SELECT ${EVENT_COLUMNS} FROM events WHERE environment_id = ? AND fanout = 1 ORDER BY seq LIMIT ?${mysql ? " FOR UPDATE SKIP LOCKED" : ""}`, [environmentId, limit]],
+        ])) as [EventRaw[]];
         if (events.length === 0) return { events: 0, claims: [] };
-        const envs = [...new Set(events.map((e) => e.environment_id))];
         // A shared lock on the endpoints: an endpoint disabled or deleted meanwhile waits for this
         // transaction, then holds or drops the deliveries it wrote.
         const [endpoints] = (await p.run([
           [
-            `SELECT w.id, w.environment_id, w.url, w.secret, w.event_types, w.status, w.created_at, v.mode FROM webhook_endpoints w JOIN environments v ON v.id = w.environment_id WHERE w.environment_id IN (${envs.map(() => "?").join(", ")}) AND w.deleted_at IS NULL${mysql ? " LOCK IN SHARE MODE" : ""}`,
-            envs,
+            `SELECT w.id, w.environment_id, w.url, w.secret, w.event_types, w.status, w.created_at, v.mode FROM webhook_endpoints w JOIN environments v ON v.id = w.environment_id WHERE w.environment_id = ? AND w.deleted_at IS NULL${mysql ? " LOCK IN SHARE MODE" : ""}`,
+            [environmentId],
           ],
         ])) as [{ id: string; environment_id: string; url: string; secret: string; event_types: unknown; status: string; created_at: unknown; mode: string }[]];
         const seqs = events.map((e) => Number(e.seq));
-        const mark = [`UPDATE events SET fanout = 0 WHERE seq IN (${seqs.map(() => "?").join(", ")})`, seqs] as const;
+        const mark = [`UPDATE events SET fanout = 0 WHERE environment_id = ? AND seq IN (${seqs.map(() => "?").join(", ")})`, [environmentId, ...seqs]] as const;
         const eps = endpoints.map((w) => ({ ...w, types: fromJsonText<string[]>(w.event_types) ?? [], since: fromDbTime(w.created_at).getTime() }));
         const rows: unknown[][] = [];
         const sent = new Map<string, Omit<ClaimedDelivery, "seq">>();
@@ -76,7 +95,15 @@ export class SqlDeliveryQueue {
           part.flat(),
         ]);
         const ids = [...sent.keys()];
-        const mine = ids.length === 0 ? [] : [[`SELECT seq, id FROM webhook_deliveries WHERE id IN (${ids.map(() => "?").join(", ")}) AND lease_token = ?`, [...ids, token]] as [string, unknown[]]];
+        const mine =
+          ids.length === 0
+            ? []
+            : [
+                [`SELECT seq, id FROM webhook_deliveries WHERE environment_id = ? AND id IN (${ids.map(() => "?").join(", ")}) AND lease_token = ?`, [environmentId, ...ids, token]] as [
+                  string,
+                  unknown[],
+                ],
+              ];
         const results = await p.finish([...statements, [mark[0], [...mark[1]]], ...mine]);
         if (mine.length === 0) return { events: events.length, claims: [] };
         const owned = results[results.length - 1] as { seq: unknown; id: string }[];
@@ -91,26 +118,43 @@ export class SqlDeliveryQueue {
     );
   }
 
+  /**
+   * Claims up to `limit` due deliveries: candidates by a plain read of the due index (every
+   * environment's), then locked and updated by primary key only, one environment per transaction:
+   * a locking range scan of the due index (or a scan the optimizer prefers on a small table) would
+   * take gap locks that block the outbox's inserts and deadlock with them.
+   */
   async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
+    const candidates = await this.sql.query<{ seq: unknown; environment_id: string }[]>(
+      "SELECT seq, environment_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+      [dbTime(now), limit],
+    );
+    const out: ClaimedDelivery[] = [];
+    for (const [env, group] of groupBy(candidates, (c) => c.environment_id))
+      out.push(
+        ...(await this.claimDueOf(
+          env,
+          group.map((c) => Number(c.seq)),
+          now,
+          leaseUntil,
+        )),
+      );
+    return out;
+  }
+
+  private async claimDueOf(environmentId: string, seqs: number[], now: Date, leaseUntil: Date): Promise<ClaimedDelivery[]> {
     const token = randomBase62(24);
-    // Candidates by a plain read first, then locked and updated by primary key only: a locking
-    // range scan of the due index (or a scan the optimizer prefers on a small table) would take
-    // gap locks that block the outbox's inserts and deadlock with them.
-    const candidates = await this.sql.query<{ seq: unknown }[]>("SELECT seq FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?", [
-      dbTime(now),
-      limit,
-    ]);
-    if (candidates.length === 0) return [];
     const claimed = await this.sql.transactionReadCommitted(async (em) => {
       const lock = this.sql.dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
       const rows = (await em.query(
-        `SELECT seq, id, attempts, event_created_at FROM webhook_deliveries WHERE seq IN (${candidates.map(() => "?").join(", ")}) AND status = 'pending' AND next_attempt_at <= ?${lock}`,
-        [...candidates.map((c) => Number(c.seq)), dbTime(now)],
+        `SELECT seq, id, attempts, event_created_at FROM webhook_deliveries WHERE environment_id = ? AND seq IN (${seqs.map(() => "?").join(", ")}) AND status = 'pending' AND next_attempt_at <= ?${lock}`,
+        [environmentId, ...seqs, dbTime(now)],
       )) as { seq: unknown; id: string; attempts: unknown; event_created_at: unknown }[];
       if (rows.length === 0) return [];
-      await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE seq IN (${rows.map(() => "?").join(", ")})`, [
+      await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE environment_id = ? AND seq IN (${rows.map(() => "?").join(", ")})`, [
         token,
         dbTime(leaseUntil),
+        environmentId,
         ...rows.map((r) => Number(r.seq)),
       ]);
       return rows;
@@ -118,8 +162,8 @@ export class SqlDeliveryQueue {
     if (claimed.length === 0) return [];
 
     const details = await this.sql.query<(EventRaw & { delivery_id: string; endpoint_id: string; url: string; secret: string; mode: string })[]>(
-      `SELECT d.id AS delivery_id, d.endpoint_id, w.url, w.secret, v.mode, e.seq, e.id, e.environment_id, e.type, e.data, e.created_at FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id JOIN events e ON e.id = d.event_id JOIN environments v ON v.id = d.environment_id WHERE d.id IN (${claimed.map(() => "?").join(", ")})`,
-      claimed.map((r) => r.id),
+      `SELECT d.id AS delivery_id, d.endpoint_id, w.url, w.secret, v.mode, e.seq, e.id, e.environment_id, e.type, e.data, e.created_at FROM webhook_deliveries d JOIN webhook_endpoints w ON w.environment_id = d.environment_id AND w.id = d.endpoint_id JOIN events e ON e.environment_id = d.environment_id AND e.id = d.event_id JOIN environments v ON v.id = d.environment_id WHERE d.environment_id = ? AND d.id IN (${claimed.map(() => "?").join(", ")})`,
+      [environmentId, ...claimed.map((r) => r.id)],
     );
     const byId = new Map(details.map((d) => [d.delivery_id, d]));
     const out: ClaimedDelivery[] = [];
@@ -148,25 +192,30 @@ export class SqlDeliveryQueue {
     // next-key lock at the end of the table against a fan-out's inserts (which holds its endpoints
     // shared while this clears their failing mark: a deadlock in REPEATABLE READ). A deadlock lost
     // anyway is retried: unrecorded claims would be sent again once their lease ends.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.recordOnce(results, lock);
-        return;
-      } catch (err) {
-        if (attempt >= 4 || !isTransient(err)) throw err;
-        await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
+    // One transaction per environment (no transaction spans environments).
+    for (const group of groupBy(results, (r) => r.claim.endpoint.environmentId).values()) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.recordOnce(group, lock);
+          break;
+        } catch (err) {
+          if (attempt >= 4 || !isTransient(err)) throw err;
+          await new Promise((r) => setTimeout(r, 10 * attempt * Math.random()));
+        }
       }
     }
   }
 
+  /** `results` of one environment's claims, in one transaction. */
   private async recordOnce(results: { claim: ClaimedDelivery; outcome: AttemptOutcome }[], lock: string): Promise<void> {
+    const env = results[0]?.claim.endpoint.environmentId;
     await this.sql.pipelined(
       async (p) => {
         const byToken = [...groupBy(results, (r) => r.claim.leaseToken)];
         const found = (await p.run(
           byToken.map(([token, group]) => [
-            `SELECT seq FROM webhook_deliveries WHERE seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`,
-            [...group.map((r) => r.claim.seq), token],
+            `SELECT seq FROM webhook_deliveries WHERE environment_id = ? AND seq IN (${group.map(() => "?").join(", ")}) AND lease_token = ?${lock}`,
+            [env, ...group.map((r) => r.claim.seq), token],
           ]),
         )) as { seq: unknown }[][];
         const mine = new Set(found.flat().map((r) => Number(r.seq)));
@@ -177,8 +226,8 @@ export class SqlDeliveryQueue {
         for (const group of groupBy(ok, (r) => String(r.outcome.attempt.statusCode)).values()) {
           const at = dbTime(group[0]?.outcome.attempt.attemptedAt ?? new Date());
           p.defer([
-            `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE seq IN (${group.map(() => "?").join(", ")})`,
-            [at, group[0]?.outcome.attempt.statusCode, at, ...group.map((r) => r.claim.seq)],
+            `UPDATE webhook_deliveries SET status = 'succeeded', attempts = attempts + 1, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = NULL, updated_at = ? WHERE environment_id = ? AND seq IN (${group.map(() => "?").join(", ")})`,
+            [at, group[0]?.outcome.attempt.statusCode, at, env, ...group.map((r) => r.claim.seq)],
           ]);
         }
         for (const { claim, outcome } of logged) {
@@ -186,8 +235,8 @@ export class SqlDeliveryQueue {
           const a = outcome.attempt;
           const at = dbTime(a.attemptedAt);
           p.defer([
-            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE seq = ?",
-            [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, claim.seq],
+            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE environment_id = ? AND seq = ?",
+            [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, env, claim.seq],
           ]);
         }
         for (const part of chunks(logged, 200)) {
@@ -211,8 +260,8 @@ export class SqlDeliveryQueue {
         const failing = [...new Set(logged.filter((r) => r.outcome.status === "failed").map((r) => r.claim.endpoint.id))];
         const healed = [...new Set(logged.filter((r) => r.outcome.status === "succeeded").map((r) => r.claim.endpoint.id))].filter((id) => !failing.includes(id));
         const now = dbTime(logged[0]?.outcome.attempt.attemptedAt ?? new Date());
-        for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL", [now, id]]);
-        for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL", [id]]);
+        for (const id of failing) p.defer(["UPDATE webhook_endpoints SET failing_since = ? WHERE environment_id = ? AND id = ? AND failing_since IS NULL", [now, env, id]]);
+        for (const id of healed) p.defer(["UPDATE webhook_endpoints SET failing_since = NULL WHERE environment_id = ? AND id = ? AND failing_since IS NOT NULL", [env, id]]);
       },
       { readCommitted: true },
     );
