@@ -88,9 +88,11 @@ export class Dunning {
       );
     }
     const done = await retryingRaces(() =>
-      this.stores.transaction(async (tx) => {
+      this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
         if (!i || !(dueBy ? isRetryable(i) : isCollectible(i))) return undefined;
+        // Its last attempt failed and the policy was never applied (the process died): no charge, the policy below.
+        if (i.payment?.pendingPolicy) return i;
         const n = (i.attemptCount ?? 0) + 1;
         const outcome = pm
           ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), {
@@ -100,11 +102,12 @@ export class Dunning {
               ...(i.number ? { description: i.number } : {}),
             })
           : NO_METHOD;
-        return this.record(tx, i, decide(i, n, outcome, at(i), settings));
+        return this.record(tx, i, decide(i, n, outcome, at(i), settings), at(i));
       }),
     );
-    if (done?.decision.afterLast) await this.afterLast(done.invoice, done.decision.afterLast);
-    return done;
+    if (done === undefined) return undefined;
+    if (!("decision" in done)) return this.finishLast(done);
+    return done.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 
   private writes(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0]) {
@@ -112,36 +115,88 @@ export class Dunning {
     return tx.dunning;
   }
 
-  /** Writes a decision in the attempt's transaction: the attempt, the status move and the events. */
-  private async record(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0], i: Invoice, d: AttemptDecision): Promise<AttemptResult> {
+  /**
+   * Writes a decision in the attempt's transaction: the attempt, the status move and the events.
+   * The last failure with a policy for the subscription (cancel or pause) keeps the invoice open
+   * and due at `at` with the policy pending (InvoicePayment.pendingPolicy): the policy runs after
+   * this commit, in transactions of its own, and finishLast then ends the invoice; a process that
+   * dies in between leaves it for dunning's next run. Its invoice.payment_failed announces the
+   * failure as decided (no next attempt; uncollectible if so configured), which finishLast makes so.
+   */
+  private async record(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0], i: Invoice, d: AttemptDecision, at: Date): Promise<AttemptResult> {
     const realNow = this.now();
-    await this.writes(tx).recordAttempt(i.id, d, realNow);
-    let after: Invoice = { ...i, attemptCount: d.attemptCount, nextPaymentAttempt: d.nextPaymentAttempt, payment: d.payment };
-    if (d.status !== "open") {
-      const move = checkTransition("open", d.status);
+    const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
+    const stored = pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d;
+    await this.writes(tx).recordAttempt(i.id, stored, realNow);
+    let after: Invoice = { ...i, attemptCount: stored.attemptCount, nextPaymentAttempt: stored.nextPaymentAttempt, payment: stored.payment };
+    if (stored.status !== "open") {
+      const move = checkTransition("open", stored.status);
       if ((await tx.moveInvoices([i.id], move.from, move.to, realNow)).length > 0) {
         after = { ...after, status: move.to };
         await tx.emit(transitionEvents(move, [after]));
       }
     }
     // invoice.paid came with its move; a failure (the last one's invoice maybe uncollectible) or a wait for the customer is announced here.
-    if (d.event !== "invoice.paid") await tx.emit([invoiceEvent(d.event as EventType, after)]);
+    const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
+    if (d.event !== "invoice.paid") await tx.emit([invoiceEvent(d.event as EventType, announced)]);
     return { decision: d, invoice: after };
   }
 
-  /** After the last attempt failed: the subscription is cancelled now, paused, or left active (the environment's policy). */
-  private async afterLast(i: Invoice, policy: AfterLastAttempt): Promise<void> {
-    if (policy === "leave_active") return;
+  /**
+   * After the last attempt failed with a policy pending (record): the policy applied to the
+   * subscription, then in one transaction the invoice's end: uncollectible if so configured, no
+   * next attempt, nothing pending. Undefined when the policy could not be applied now (it stays
+   * pending and due: the next run tries again) or another runner finished it. `decision`: the
+   * attempt's, when it was just made (a run finishing what a dead process left has none).
+   */
+  private async finishLast(i: Invoice, decision?: AttemptDecision): Promise<AttemptResult | undefined> {
+    const pending = i.payment?.pendingPolicy;
+    if (!pending || !(await this.afterLast(i, pending.policy))) return undefined;
+    const ended = await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const cur = await this.writes(tx).claim(i.environmentId, i.id);
+        if (!cur?.payment?.pendingPolicy) return undefined;
+        const realNow = this.now();
+        const payment = { ...cur.payment, pendingPolicy: null };
+        await this.writes(tx).recordAttempt(cur.id, { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment }, realNow);
+        let after: Invoice = { ...cur, nextPaymentAttempt: null, payment };
+        if (cur.status === "open" && pending.markUncollectible) {
+          const move = checkTransition("open", "uncollectible");
+          if ((await tx.moveInvoices([cur.id], move.from, move.to, realNow)).length > 0) {
+            after = { ...after, status: move.to };
+            await tx.emit(transitionEvents(move, [after]));
+          }
+        }
+        return after;
+      }),
+    );
+    if (!ended) return undefined;
+    const status = ended.status === "uncollectible" ? "uncollectible" : "open";
+    return {
+      decision: decision ?? { status, attemptCount: ended.attemptCount ?? 0, nextPaymentAttempt: null, payment: ended.payment ?? {}, event: "invoice.payment_failed", afterLast: pending.policy },
+      invoice: ended,
+    };
+  }
+
+  /**
+   * The environment's policy after the last failed attempt: the subscription cancelled now,
+   * paused, or left active. False when it could not be applied now (an error other than "already
+   * so": it stays pending for the next run).
+   */
+  private async afterLast(i: Invoice, policy: AfterLastAttempt): Promise<boolean> {
+    if (policy === "leave_active") return true;
     const mode = await this.reads.modeOf(i.environmentId);
-    if (!mode) return;
+    if (!mode) return true;
     const caller = systemCaller(i.environmentId, mode);
     try {
       if (policy === "cancel") await this.policies.cancelNow(caller, i.subscriptionId);
       else await this.policies.pause(caller, i.subscriptionId);
+      return true;
     } catch (err) {
       // Already cancelled or paused (or following a timeline): nothing to do.
-      if (err instanceof FailedPreconditionError) return;
+      if (err instanceof FailedPreconditionError) return true;
       this.events.settleFailed?.(i.id, err);
+      return false;
     }
   }
 
@@ -250,15 +305,16 @@ export class Dunning {
     // On the invoice's clock: a failure here may be its first (the schedule counts from it).
     const clock = ref.clockId ? await this.stores.clocks.get(ref.environmentId, ref.clockId) : undefined;
     const at = clock?.frozenTime ?? this.now();
-    return retryingRaces(() =>
+    const done = await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id);
         const reference = i?.payment?.reference;
         if (!i || !isCollectible(i) || !i.payment?.actionRequired || !reference) return undefined;
         const outcome = await outcomeOf(reference);
         if (!outcome) return undefined;
-        return this.record(tx, i, decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings));
+        return this.record(tx, i, decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings), at);
       }),
     );
+    return done?.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 }

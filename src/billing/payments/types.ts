@@ -80,4 +80,11 @@ export interface InvoicePayment {
   provider?: string | null;
   /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
   firstFailedAt?: string | null;
+  /**
+   * The last attempt failed and the subscription's policy (cancel or pause) is not applied yet:
+   * written with that attempt, the invoice kept open and due at once until the policy is done
+   * (then it becomes uncollectible if `markUncollectible`). A process that dies in between leaves
+   * it so, and dunning's next run applies the policy (attempts.ts finishLast), never a charge.
+   */
+  pendingPolicy?: { policy: AfterLastAttempt; markUncollectible: boolean } | null;
 }
