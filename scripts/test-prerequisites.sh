@@ -13,6 +13,9 @@
 #   protoc and grpc_python_plugin at /usr/bin: the Python how-to's test (test/clients/python-howto.test.ts).
 #   pdftotext, pdfinfo and pdftoppm on PATH (Debian's poppler-utils): the PDF tests read invoices'
 #     PDFs with them (test/api/invoice-pdf.test.ts), and `npm run screenshots` renders one to PNG.
+#   Redis at 127.0.0.1:6379 (unless TEST_REDIS_URL names another server): the shared rate limits'
+#     test (test/api/ratelimit-shared.test.ts); Debian's redis-server installed if absent, started
+#     (without persistence) if installed but not running.
 #
 # Packages come from Debian's apt, and only when this runs as root on a machine with apt-get.
 # Otherwise nothing is installed and test/preflight.ts, run next, says in its first line what is
@@ -112,12 +115,44 @@ need prometheus test -x "$root_fs/usr/bin/promtool"
 need "openssl curl" test -x "$root_fs/usr/bin/openssl" -a -x "$root_fs/usr/bin/curl"
 need poppler-utils type -P pdftotext pdfinfo pdftoppm
 
-if [ "${#missing[@]}" -gt 0 ] || [ -n "$mariadb_missing" ]; then
+# Redis: only the default server (TEST_REDIS_URL is someone's own), started as the machine starts it.
+redis_missing=""
+redis_up() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
+redis_start="redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log"
+if [ -z "${TEST_REDIS_URL:-}" ] && ! redis_up; then
+  if can_apt; then
+    if [ ! -x "$root_fs/usr/bin/redis-server" ]; then
+      apt_install redis-server || {
+        say "apt-get install redis-server failed"
+        exit 1
+      }
+    fi
+    if ! redis_up; then
+      say "starting Redis"
+      mkdir -p "$root_fs/var/lib/redis" "$root_fs/var/log/redis"
+      "$root_fs/usr/bin/redis-server" --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir "$root_fs/var/lib/redis" --logfile "$root_fs/var/log/redis/ci.log" >/dev/null 2>&1
+      for _ in $(seq 1 40); do
+        redis_up && break
+        sleep 0.25
+      done
+    fi
+    redis_up || {
+      say "Redis does not answer on 127.0.0.1:6379"
+      exit 1
+    }
+  else
+    redis_missing=1
+  fi
+fi
+
+if [ "${#missing[@]}" -gt 0 ] || [ -n "$mariadb_missing" ] || [ -n "$redis_missing" ]; then
   # Not root or no apt: one line with the command, then test/preflight.ts says what each is for.
   cmd=""
   [ -n "$mariadb_missing" ] && missing=("mariadb-server" "${missing[@]}")
+  [ -n "$redis_missing" ] && missing+=("redis-server")
   cmd="apt-get install -y ${missing[*]}"
   [ -n "$mariadb_missing" ] && cmd="$cmd && service mariadb start && mysql -uroot -e \"ALTER USER root@localhost IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket\""
+  [ -n "$redis_missing" ] && cmd="$cmd && $redis_start"
   say "missing; as root run: $cmd (or TEST_STORES=sqlite npm test without MariaDB)"
 fi
 exit 0

@@ -154,6 +154,27 @@ export function readRateLimits(r: EnvReader) {
   return Object.freeze({ ingest: rate("RATE_LIMIT_INGEST", 20_000), api: rate("RATE_LIMIT_API", 10_000) });
 }
 
+/**
+ * RATE_LIMIT_REDIS_URL (unset: each server limits keys alone), its key prefix and the bound of
+ * each call. The URL may hold a password: a bad one is named, never shown.
+ */
+export function readRateLimitRedis(r: EnvReader) {
+  const prefix = r.env.RATE_LIMIT_REDIS_PREFIX || "billing:rl";
+  if (!/^[\x21-\x7e]{1,100}$/.test(prefix)) r.problems.push(`RATE_LIMIT_REDIS_PREFIX must be 1 to 100 printable ASCII characters without spaces (got ${JSON.stringify(prefix)})`);
+  const timeoutMs = r.int("RATE_LIMIT_REDIS_TIMEOUT_MS", 50, 1, 5_000);
+  const url = r.env.RATE_LIMIT_REDIS_URL || undefined;
+  if (url === undefined) return undefined;
+  let ok = false;
+  try {
+    const u = new URL(url);
+    ok = (u.protocol === "redis:" || u.protocol === "rediss:") && u.hostname !== "" && /^(\/\d{0,2})?$/.test(u.pathname);
+  } catch {
+    ok = false;
+  }
+  if (!ok) r.problems.push("RATE_LIMIT_REDIS_URL must be a redis:// or rediss:// URL with a host (as in redis://127.0.0.1:6379 or redis://:password@host:6379/0)");
+  return Object.freeze({ url, prefix: prefix.replace(/:+$/, ""), timeoutMs });
+}
+
 /** The port's connection timeouts and cap. */
 export function readConnections(r: EnvReader) {
   const connections = {

@@ -4,7 +4,7 @@
  */
 import type { EnvironmentMode } from "./billing/tenancy.js";
 import type { SecretKeys } from "./billing/payments/secret-box.js";
-import { EnvReader, readAdmission, readConnections, readDatabase, readRateLimits, readSecrets, readServing, readTracing, readWebhooks } from "./config-readers.js";
+import { EnvReader, readAdmission, readConnections, readDatabase, readRateLimitRedis, readRateLimits, readSecrets, readServing, readTracing, readWebhooks } from "./config-readers.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -89,6 +89,11 @@ export interface Config {
    */
   rateLimits: RateLimits;
   /**
+   * RATE_LIMIT_REDIS_URL: the rate limits' buckets in this Redis, shared by every server
+   * (src/ratelimit-redis.ts); undefined: each server limits keys alone.
+   */
+  rateLimitRedis: RateLimitRedis | undefined;
+  /**
    * The bearer token GET /metrics asks for (`Authorization: Bearer <token>`); undefined: /metrics
    * is open (as /healthz is), for a scraper on a private network.
    */
@@ -132,6 +137,15 @@ export interface Rate {
 export interface RateLimits {
   ingest: Rate;
   api: Rate;
+}
+
+/** Where the shared rate limits live (src/ratelimit-redis.ts). */
+export interface RateLimitRedis {
+  url: string;
+  /** RATE_LIMIT_REDIS_PREFIX: this deployment's namespace (keys `<prefix>:<class>:<API key id>`). */
+  prefix: string;
+  /** RATE_LIMIT_REDIS_TIMEOUT_MS: the longest a request waits for Redis before this server's own bucket decides. */
+  timeoutMs: number;
 }
 
 export interface TracingConfig {
@@ -206,6 +220,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const database = readDatabase(r);
   const admission = readAdmission(r);
   const rateLimits = readRateLimits(r);
+  const rateLimitRedis = readRateLimitRedis(r);
   const connections = readConnections(r);
   const webhooks = readWebhooks(r);
   const tracing = readTracing(r);
@@ -213,7 +228,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const stripeApi = readStripeApi(r);
   const testDieAfterCharge = r.choice("BILLING_TEST_DIE_AFTER_CHARGE", "0", "1", "0");
   if (r.problems.length > 0) throw new ConfigError(r.problems);
-  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, connections, webhooks, tracing, secrets, stripeApi, testDieAfterCharge });
+  return Object.freeze({ ...serving, ...database, ...admission, rateLimits, rateLimitRedis, connections, webhooks, tracing, secrets, stripeApi, testDieAfterCharge });
 }
 
 /** STRIPE_API_BASE as the Stripe library's host, port and protocol; unset: Stripe's own API. */

@@ -1,6 +1,8 @@
 /**
  * Per-key rate limits (DESIGN §10, issue 12): a token bucket per API key and class of call, in
- * this server's memory (with N servers behind a balancer a key gets up to N times its limit).
+ * this server's memory (with N servers behind a balancer a key gets up to N times its limit),
+ * or with RATE_LIMIT_REDIS_URL the same buckets in Redis, shared by every server
+ * (src/ratelimit-redis.ts; this server's own buckets while Redis does not answer).
  * Usage ingest (one event, a batch, a stream: each one request) has its own bucket, apart from
  * every other call, so that a client's ingestion never starves its reads and the other way round.
  * Checked right after the key, before the body is read. Over the limit: `resource_exhausted`
@@ -53,6 +55,12 @@ export interface Verdict {
   retryAfter?: number;
 }
 
+/** The per-key limits a server checks: its own buckets (RateLimiter) or buckets shared through Redis (SharedRateLimiter). */
+export interface KeyLimiter {
+  /** Takes one token from the `cls` bucket of key `keyId` shaped `rate`; undefined when the rate is unlimited. */
+  take(keyId: string, cls: RateClass, rate: Rate): Verdict | undefined | Promise<Verdict | undefined>;
+}
+
 interface Bucket {
   tokens: number;
   at: number;
@@ -63,7 +71,7 @@ interface Bucket {
 /** Buckets kept at most; past it, full buckets (which mean nothing) are dropped. */
 const MAX_BUCKETS = 100_000;
 
-export class RateLimiter {
+export class RateLimiter implements KeyLimiter {
   private readonly buckets = new Map<string, Bucket>();
   constructor(private readonly now: () => number = () => performance.now()) {}
 

@@ -87,6 +87,27 @@ test("rate limits: defaults, burst twice the rate unless set, 0 unlimited, bad v
   t.deepEqual(zero.problems, ["RATE_LIMIT_API_BURST must be at least 1 when RATE_LIMIT_API_RPS is not 0"]);
 });
 
+test("RATE_LIMIT_REDIS_URL: unset, each server limits alone; a redis:// URL with its prefix and bound; a malformed one refused by name, never shown", (t) => {
+  t.is(loadConfig({}).rateLimitRedis, undefined);
+  t.deepEqual(loadConfig({ RATE_LIMIT_REDIS_URL: "redis://127.0.0.1:6379" }).rateLimitRedis, { url: "redis://127.0.0.1:6379", prefix: "billing:rl", timeoutMs: 50 });
+  t.deepEqual(loadConfig({ RATE_LIMIT_REDIS_URL: "rediss://:s3cret@cache.internal:6380/2", RATE_LIMIT_REDIS_PREFIX: "eu-prod:rl:", RATE_LIMIT_REDIS_TIMEOUT_MS: "20" }).rateLimitRedis, {
+    url: "rediss://:s3cret@cache.internal:6380/2",
+    prefix: "eu-prod:rl",
+    timeoutMs: 20,
+  });
+  for (const bad of ["127.0.0.1:6379", "http://127.0.0.1:6379", "redis://", "redis://:pw@host:6379/not-a-db", "not a url"]) {
+    const err = t.throws(() => loadConfig({ RATE_LIMIT_REDIS_URL: bad }), { instanceOf: ConfigError }) as ConfigError;
+    t.is(err.problems.length, 1, bad);
+    t.regex(err.problems[0] ?? "", /^RATE_LIMIT_REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/, bad);
+    t.false(err.message.includes(":pw@"), "the URL (it may hold a password) is not shown");
+  }
+  const err = t.throws(() => loadConfig({ RATE_LIMIT_REDIS_PREFIX: "has space", RATE_LIMIT_REDIS_TIMEOUT_MS: "0" }), { instanceOf: ConfigError }) as ConfigError;
+  t.deepEqual(
+    err.problems.map((p) => p.split(" ")[0]),
+    ["RATE_LIMIT_REDIS_PREFIX", "RATE_LIMIT_REDIS_TIMEOUT_MS"],
+  );
+});
+
 test("METRICS_TOKEN: unset by default (/metrics open); a short or spaced token is refused by name", (t) => {
   t.is(loadConfig({}).metricsToken, undefined);
   t.is(loadConfig({ METRICS_TOKEN: "scrape-0123456789abcdef" }).metricsToken, "scrape-0123456789abcdef");

@@ -5,7 +5,8 @@
  * browser test at CHROMIUM_PATH (default /usr/bin/chromium); jq for the docs' examples;
  * Python with grpcio and protobuf (GRPCIO_PYTHON, default /usr/bin/python3) for the grpcio test;
  * promtool (Debian's prometheus) for the metrics lint; openssl and curl for the TLS test;
- * pdftotext and pdfinfo (Debian's poppler-utils) for the invoice PDFs.
+ * pdftotext and pdfinfo (Debian's poppler-utils) for the invoice PDFs; Redis at TEST_REDIS_URL
+ * (default redis://127.0.0.1:6379) for the shared rate limits.
  *
  * `tsx test/preflight.ts <level>` checks only what that test level needs (test/levels.ts): `db`
  * MariaDB; `browser` Chromium; `api` MariaDB and the tools above but Chromium. With no level:
@@ -13,6 +14,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import net from "node:net";
 import mysql from "mysql2/promise";
 import { MYSQL_BASE, STORES, mysqlMissing } from "./helpers/db.js";
 import { CHROMIUM, chromiumMissing } from "./helpers/chromium.js";
@@ -72,6 +74,32 @@ if (needs("api") && (!existsSync("/usr/bin/openssl") || !existsSync("/usr/bin/cu
 if (needs("api") && ["pdftotext", "pdfinfo"].some((tool) => spawnSync(tool, ["-v"]).error !== undefined)) {
   missing.push(
     "pdftotext and pdfinfo, which read the invoice PDFs (test/api/invoice-pdf.test.ts), are not both on PATH: install them (apt-get install poppler-utils; npm test does so when run as root)",
+  );
+}
+
+/** Whether a Redis answers PING at `url` within 3 s. */
+function redisAnswers(url: string): Promise<boolean> {
+  const u = new URL(url);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port || 6379) });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(3000, () => done(false));
+    socket.once("error", () => done(false));
+    socket.once("connect", () => socket.write(u.password ? `AUTH ${decodeURIComponent(u.password)}\r\nPING\r\n` : "PING\r\n"));
+    socket.on("data", (d) => {
+      if (d.toString().includes("+PONG")) done(true);
+      else if (d.toString().startsWith("-")) done(false);
+    });
+  });
+}
+
+const redisUrl = process.env.TEST_REDIS_URL || "redis://127.0.0.1:6379";
+if (needs("api") && !(await redisAnswers(redisUrl))) {
+  missing.push(
+    `Redis at ${new URL(redisUrl).host}, which the shared rate limits' test uses (test/api/ratelimit-shared.test.ts), does not answer: install and start it (apt-get install redis-server && redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log; npm test does so when run as root) or name another in TEST_REDIS_URL`,
   );
 }
 

@@ -29,6 +29,8 @@ interface Machine {
   tls?: boolean;
   /** pdftotext, pdfinfo and pdftoppm on PATH (Debian's poppler-utils). */
   poppler?: boolean;
+  /** redis-server at /usr/bin, and answering on 127.0.0.1:6379. */
+  redis?: "absent" | "stopped" | "ready";
   aptFails?: boolean;
   /** No apt-get on PATH (another OS). */
   noApt?: boolean;
@@ -40,7 +42,7 @@ interface Run {
   /** What the stand-ins were asked, one line per call ("apt-get install -y -qq jq"). */
   calls: string[];
   /** The fake machine afterwards. */
-  after: { chromium: boolean; jq: boolean; grpcio: boolean; protoc: boolean; promtool: boolean; tls: boolean; poppler: boolean; mariadbTcp: boolean };
+  after: { chromium: boolean; jq: boolean; grpcio: boolean; protoc: boolean; promtool: boolean; tls: boolean; poppler: boolean; mariadbTcp: boolean; redis: boolean };
 }
 
 function stub(path: string, body: string) {
@@ -71,6 +73,12 @@ function run(m: Machine, env: Record<string, string> = {}): Run {
     if (m.grpcio ?? true) writeFileSync(join(state, "grpcio"), "");
     stub(join(fs, "usr/bin/python3"), `[ -e ${state}/grpcio ]`);
     const record = `echo "$(basename "$0") $*" >> ${log}`;
+    const redis = m.redis ?? "ready";
+    const redisServer = `${record}\ntouch ${state}/redis`;
+    stub(join(state, "redis-server.stub"), redisServer);
+    if (redis !== "absent") stub(join(fs, "usr/bin/redis-server"), redisServer);
+    if (redis === "ready") writeFileSync(join(state, "redis"), "");
+    stub(join(bin, "redis-cli"), `[ -e ${state}/redis ] && echo PONG`);
     stub(join(bin, "id"), `echo ${m.root === false ? 1000 : 0}`);
     if (!m.noApt)
       stub(
@@ -87,6 +95,7 @@ for p in "$@"; do case "$p" in
   openssl) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/bin/openssl; chmod +x ${fs}/usr/bin/openssl;;
   curl) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/bin/curl; chmod +x ${fs}/usr/bin/curl;;
   poppler-utils) for t in pdftotext pdfinfo pdftoppm; do printf '#!/bin/bash\\nexit 0\\n' > ${bin}/$t; chmod +x ${bin}/$t; done;;
+  redis-server) cat ${state}/redis-server.stub > ${fs}/usr/bin/redis-server; chmod +x ${fs}/usr/bin/redis-server;;
   mariadb-server) printf '#!/bin/bash\\nexit 0\\n' > ${fs}/usr/sbin/mariadbd; chmod +x ${fs}/usr/sbin/mariadbd;;
 esac; done`,
       );
@@ -120,6 +129,7 @@ exit 0`,
         tls: existsSync(join(fs, "usr/bin/openssl")) && existsSync(join(fs, "usr/bin/curl")),
         poppler: ["pdftotext", "pdfinfo", "pdftoppm"].every((tool) => existsSync(join(bin, tool))),
         mariadbTcp: existsSync(join(state, "tcp")),
+        redis: existsSync(join(state, "redis")),
       },
     };
   } finally {
@@ -161,7 +171,7 @@ test("a fresh machine as root: one apt-get update, each package installed and sa
     "test prerequisites: apt-get install openssl curl",
     "test prerequisites: apt-get install poppler-utils",
   ]);
-  t.deepEqual(r.after, { chromium: true, jq: true, grpcio: true, protoc: true, promtool: true, tls: true, poppler: true, mariadbTcp: true });
+  t.deepEqual(r.after, { chromium: true, jq: true, grpcio: true, protoc: true, promtool: true, tls: true, poppler: true, mariadbTcp: true, redis: true });
   t.true(r.calls.some((c) => c.startsWith("mysql") && c.includes("CREATE DATABASE IF NOT EXISTS test")));
 });
 
@@ -175,6 +185,7 @@ test("each prerequisite missing alone is the only thing installed", (t) => {
     [{ tls: false }, "apt-get install -y -qq openssl curl"],
     [{ poppler: false }, "apt-get install -y -qq poppler-utils"],
     [{ mariadb: "absent" }, "apt-get install -y -qq mariadb-server"],
+    [{ redis: "absent" }, "apt-get install -y -qq redis-server"],
   ];
   for (const [machine, install] of cases) {
     const r = run(machine);
@@ -197,6 +208,31 @@ test("MariaDB installed but not running: started, not installed again", (t) => {
   t.deepEqual(apt(r.calls), []);
   t.true(r.calls.includes("service mariadb start"));
   t.true(r.after.mariadbTcp);
+});
+
+test("Redis not installed: installed and started; installed but not running: started, not installed again; TEST_REDIS_URL: left alone", (t) => {
+  const start = "redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save  --appendonly no";
+  const absent = run({ redis: "absent" });
+  t.is(absent.status, 0);
+  t.deepEqual(apt(absent.calls), ["apt-get update -qq", "apt-get install -y -qq redis-server"]);
+  t.true(absent.after.redis);
+  const stopped = run({ redis: "stopped" });
+  t.is(stopped.status, 0);
+  t.deepEqual(apt(stopped.calls), []);
+  t.true(
+    stopped.calls.some((c) => c.startsWith(start)),
+    stopped.calls.join("\n"),
+  );
+  t.true(stopped.lines.includes("test prerequisites: starting Redis"));
+  t.true(stopped.after.redis);
+  const elsewhere = run({ redis: "absent" }, { TEST_REDIS_URL: "redis://cache.example:6379" });
+  t.deepEqual(apt(elsewhere.calls), []);
+  t.false(elsewhere.calls.some((c) => c.startsWith("redis-server")));
+  t.false(elsewhere.after.redis);
+  const notRoot = run({ root: false, redis: "stopped" });
+  t.deepEqual(apt(notRoot.calls), []);
+  t.false(notRoot.calls.some((c) => c.startsWith("redis-server")));
+  t.regex(notRoot.lines[0] ?? "", /apt-get install -y redis-server && redis-server --daemonize yes .*--save "" --appendonly no/);
 });
 
 test("TEST_STORES=sqlite or another TEST_MYSQL_URL: MariaDB left alone", (t) => {

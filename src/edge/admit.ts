@@ -8,7 +8,8 @@
  *    unavailable at once), or for a key-less reflection stream one of its own few, cut after a
  *    short while; liveness, readiness, metrics and the no-op take none;
  * 2. the key, from the headers (401 / unauthenticated, 403 / permission_denied);
- * 3. the key's rate limit (429 / resource_exhausted with Retry-After; its headers on every answer);
+ * 3. the key's rate limit (429 / resource_exhausted with Retry-After; its headers on every answer),
+ *    shared across servers through Redis when RATE_LIMIT_REDIS_URL is set (bounded: ratelimit-redis.ts);
  * 4. body bounds: the declared length against the method's bound (413 / resource_exhausted), a
  *    bulk slot for a bulk method, the server's bytes in flight (503);
  *
@@ -24,7 +25,7 @@ import { type Admission, type KeylessStreams, type Ticket, bodyLimit, bodyTooLar
 import type { Logger } from "../log.js";
 import { type RequestTrace, traceOf } from "../ops/trace.js";
 import type { RateLimits } from "../config.js";
-import { type RateLimiter, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "../ratelimit.js";
+import { type KeyLimiter, effectiveLimits, rateClass, rateLimitHeaders, rateLimited } from "../ratelimit.js";
 import { API_KEY_HEADER, type Authenticated } from "../rpc/auth.js";
 import { publicError } from "../rpc/errors.js";
 import { isStreamingRequest } from "../rpc/requests.js";
@@ -58,8 +59,8 @@ export interface AdmitParts {
    * misplaced key. Called before any of the body is read.
    */
   authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
-  /** Per-key token buckets, and the server's default limits (an environment may override them). */
-  rateLimiter?: RateLimiter | undefined;
+  /** Per-key token buckets (this server's, or shared through Redis), and the server's default limits (an environment may override them). */
+  rateLimiter?: KeyLimiter | undefined;
   rateLimits?: RateLimits | undefined;
   log: Logger;
 }
@@ -137,7 +138,7 @@ export function createAdmitChain(parts: AdmitParts) {
     if (!rateLimiter || !rateLimits) return { caller: authed.caller };
     const cls = rateClass(a.method);
     const env = authed.found.environment;
-    const verdict = rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
+    const verdict = await rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
     if (!verdict) return { caller: authed.caller };
     return { caller: authed.caller, limitHeaders: rateLimitHeaders(verdict), limited: verdict.allowed ? undefined : rateLimited(cls, verdict) };
   };

@@ -17,6 +17,7 @@ import { Readiness, type SchedulerWatch } from "../ops/health.js";
 import type { Metrics } from "../ops/metrics.js";
 import type { Tracing } from "../ops/tracing.js";
 import { RateLimiter } from "../ratelimit.js";
+import { SharedRateLimiter } from "../ratelimit-redis.js";
 import { createDashboard } from "../pages/dashboard/dashboard.js";
 import { createApiDocs, loadOpenApi } from "../pages/docs.js";
 import { FormBodies } from "../rest/form-body.js";
@@ -102,6 +103,10 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
     docs(req, res) || dashboard(req, res) || portalPages(req, res) || checkoutPages(req, res) || services.stripePages(req, res);
   const admission = new Admission(config.maxRequestsInFlight, config.maxRequestBytesInFlight, config.maxBulkRequestsInFlight, config.bulkQueueTimeoutMs, config.bulkLaneMinBytes);
   metrics.attach({ inFlight: () => admission.inFlight });
+  // Per-key limits: shared by every server through Redis when RATE_LIMIT_REDIS_URL is set (its
+  // connection closed when the server stops), else this server's own buckets.
+  const shared = config.rateLimitRedis && new SharedRateLimiter({ ...config.rateLimitRedis, log });
+  if (shared) stopped.addEventListener("abort", () => shared.close(), { once: true });
   return createRequestHandler({
     router,
     rest,
@@ -115,7 +120,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
     admission,
     forms: new FormBodies(config.maxFormBodiesInFlight, config.formBodyTimeoutMs),
     keylessStreams: new KeylessStreams(config.maxReflectionStreams, config.reflectionStreamTimeoutMs),
-    rateLimiter: new RateLimiter(),
+    rateLimiter: shared ?? new RateLimiter(),
     rateLimits: config.rateLimits,
     // Unary binary gRPC through the lean path into the same interceptors (src/edge/lean);
     // LEAN_GRPC=off leaves every gRPC call to connect-node.
