@@ -69,6 +69,8 @@ async function closeBench(url: string) {
   // Grace 0: the closes finalize and charge at once, the path this benchmark has always measured
   // (with the default hour, the invoices would wait as drafts and nothing would be charged here).
   await db.dataSource.query("INSERT INTO environments (id, name, mode, created_at, invoice_grace_seconds) VALUES (?, ?, 'test', ?, 0)", [env, env, "2026-01-01 00:00:00.000"]);
+  // Its number sequences, as an environment made through the service has them (auth-store.ts).
+  await db.dataSource.query("INSERT INTO invoice_sequences (environment_id, kind, last_number) VALUES (?, 'invoice', 0), (?, 'credit_note', 0)", [env, env]);
   const caller = { environmentId: env, mode: "test" as const, keyKind: "secret" as const };
   const clock = await svc.clocks.createClock(caller, { name: "bench", frozenTime: now });
   const metric = await svc.metrics.create(caller, { eventName: "api", name: "API", unit: "call", dimensions: [], aggregation: { aggregationType: "sum", valueField: "n" } });
