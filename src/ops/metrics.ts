@@ -58,6 +58,8 @@ export interface MetricsSources {
   store?: () => Promise<StoreSnapshot>;
   pool?: () => PoolStats;
   inFlight?: () => InFlight;
+  /** The shared rate limits' Redis (RATE_LIMIT_REDIS_URL): outages seen and calls decided locally. */
+  rateLimitRedis?: () => { outages: number; fallbacks: number };
 }
 
 /** How long a scrape waits for the store's answer before it reports the previous values. */
@@ -124,6 +126,7 @@ export class Metrics {
     this.storeGauges(registers);
     this.poolGauges(registers);
     this.inFlightGauges(registers);
+    this.rateLimitRedisCounters(registers);
   }
 
   /** The gauges read from the store at scrape time (one snapshot per scrape, bounded: readStore). */
@@ -251,6 +254,25 @@ export class Metrics {
     inFlight("billing_request_bytes_in_flight", "Request body bytes counted against MAX_REQUEST_BYTES_IN_FLIGHT now.", (f) => f.bytes);
     inFlight("billing_bulk_requests_in_flight", "Bulk requests (batch ingest, rate cards…) holding a bulk slot now (MAX_BULK_REQUESTS_IN_FLIGHT).", (f) => f.bulk);
     inFlight("billing_bulk_requests_waiting", "Bulk requests waiting for a bulk slot now (up to BULK_QUEUE_TIMEOUT_MS).", (f) => f.waitingForBulk);
+  }
+
+  /** The shared rate limits' Redis, read at scrape time (counts kept by src/ratelimit-redis.ts). */
+  private rateLimitRedisCounters(registers: Registry[]): void {
+    const now = () => this.sources.rateLimitRedis?.();
+    const counter = (name: string, help: string, read: (c: { outages: number; fallbacks: number }) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect(this: Counter) {
+          const c = now();
+          if (!c) return;
+          this.reset();
+          this.inc(read(c));
+        },
+      });
+    counter("billing_rate_limit_redis_outages_total", "Times this server found the rate limits' Redis (RATE_LIMIT_REDIS_URL) not answering; each logged once.", (c) => c.outages);
+    counter("billing_rate_limit_redis_fallbacks_total", "Rate-limited calls decided by this server's own bucket because that Redis did not answer in time.", (c) => c.fallbacks);
   }
 
   /** Where the scrape-time gauges read from (the store once open, admission control once made); adds to earlier sources. */

@@ -107,6 +107,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   // connection closed when the server stops), else this server's own buckets.
   const shared = config.rateLimitRedis && new SharedRateLimiter({ ...config.rateLimitRedis, log });
   if (shared) stopped.addEventListener("abort", () => shared.close(), { once: true });
+  if (shared) metrics.attach({ rateLimitRedis: () => ({ outages: shared.outages, fallbacks: shared.fallbacks }) });
   return createRequestHandler({
     router,
     rest,

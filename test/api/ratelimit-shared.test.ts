@@ -276,6 +276,11 @@ test(`a server pointed at a port where no Redis listens starts, serves and limit
     t.true(run.allowed <= BURST + Math.ceil(run.seconds) + 1, "limited past the burst");
     await until(() => server.count(OUTAGE) > 0);
     t.is(server.count(OUTAGE), 1);
+    // /metrics counts the outage and the calls decided by the server's own bucket.
+    const metrics = await (await fetch(`http://127.0.0.1:${server.port}/metrics`)).text();
+    t.regex(metrics, /^billing_rate_limit_redis_outages_total 1$/m);
+    const fallbacks = Number(/^billing_rate_limit_redis_fallbacks_total (\d+)$/m.exec(metrics)?.[1]);
+    t.true(fallbacks >= BURST, `fallbacks ${fallbacks}`);
   } finally {
     await close();
   }
