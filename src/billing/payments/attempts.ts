@@ -129,16 +129,19 @@ export class Dunning {
     const stored = pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d;
     await this.writes(tx).recordAttempt(i.id, stored, realNow);
     let after: Invoice = { ...i, attemptCount: stored.attemptCount, nextPaymentAttempt: stored.nextPaymentAttempt, payment: stored.payment };
+    let moved: ReturnType<typeof transitionEvents> = [];
     if (stored.status !== "open") {
       const move = checkTransition("open", stored.status);
       if ((await tx.moveInvoices([i.id], move.from, move.to, realNow)).length > 0) {
         after = { ...after, status: move.to };
-        await tx.emit(transitionEvents(move, [after]));
+        moved = transitionEvents(move, [after]);
       }
     }
-    // invoice.paid came with its move; a failure (the last one's invoice maybe uncollectible) or a wait for the customer is announced here.
+    // invoice.paid comes with its move; a failure or a wait for the customer is announced first,
+    // then the move it caused (the last failure's invoice maybe uncollectible).
     const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
-    if (d.event !== "invoice.paid") await tx.emit([invoiceEvent(d.event as EventType, announced)]);
+    const events = d.event === "invoice.paid" ? moved : [invoiceEvent(d.event as EventType, announced), ...moved];
+    if (events.length > 0) await tx.emit(events);
     return { decision: d, invoice: after };
   }
 
