@@ -12,7 +12,8 @@
  * with its reason.
  */
 import mysql from "mysql2/promise";
-import { type SqlAudit, startSqlAudit, stopSqlAudit } from "../../src/db/sql-audit.js";
+import test from "ava";
+import { SqlAudit, normalizeSql, startSqlAudit, stopSqlAudit } from "../../src/db/sql-audit.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { type Receiver, startReceiver } from "../helpers/receiver.js";
@@ -40,7 +41,8 @@ const ALLOWED: readonly { match: RegExp; reason: string }[] = [
     reason: "the API key is what names the environment: on Vitess a lookup vindex key_hash → environment_id; per-cluster placement routes by a directory of keys",
   },
   {
-    match: /FROM (checkout_sessions Checkout WHERE \(\(Checkout\.token|customer_portal_sessions PortalSession WHERE \(\(PortalSession\.token) = \?\)\)/,
+    match:
+      /FROM (checkout_sessions Checkout WHERE \(\(Checkout\.token|customer_portal_sessions PortalSession WHERE \(\(PortalSession\.token|invoices Invoice WHERE \(\(Invoice\.hosted_token) = \?\)\)/,
     reason:
       "hosted pages are found by their secret token alone (the URL names no environment): a lookup vindex token → environment_id on Vitess; the rest of the page's work binds the environment the session names",
   },
@@ -139,9 +141,13 @@ async function workload(server: TestServer, receiver: Receiver, n: number): Prom
   await s.call("GET", `/invoices/${paid.id}`);
   await s.call("POST", "/credit-notes", { invoice_id: paid.id, reason: "duplicate", outcome: "credit_balance", amount: "100" });
   await s.call("GET", `/credit-notes?invoice_id=${paid.id}`);
-  await fetch(paid.hosted_invoice_url ?? `${server.url}/`).then((r) => r.text());
+  const page = await fetch(String(paid.hosted_url).replace(/^http:\/\/localhost:\d+/, server.url));
+  if (page.status !== 200) throw new Error(`hosted invoice page: ${page.status}`);
+  await page.text();
   const portal = await s.call("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/back" });
-  await fetch(portal.url.replace(/^http:\/\/localhost:\d+/, server.url)).then((r) => r.text());
+  const portalPage = await fetch(portal.url.replace(/^http:\/\/localhost:\d+/, server.url));
+  if (portalPage.status !== 200) throw new Error(`portal page: ${portalPage.status}`);
+  await portalPage.text();
   await s.call("GET", "/events?limit=100");
   await s.call("POST", `/subscriptions/${subscriptionId}/cancel`, {});
   await s.call("GET", `/subscriptions?subject_id=${s.subjectId}`);
@@ -149,7 +155,7 @@ async function workload(server: TestServer, receiver: Receiver, n: number): Prom
 
 mysqlOnly("every statement on a tenant table filters by environment_id, and no transaction binds two environments", async (t) => {
   t.timeout(600_000);
-  const audit: SqlAudit = startSqlAudit();
+  const audit = startSqlAudit();
   const receiver = await startReceiver();
   let server: TestServer | undefined;
   let tenant: Set<string>;
@@ -192,4 +198,25 @@ mysqlOnly("every statement on a tenant table filters by environment_id, and no t
     "every allowlist entry is still needed",
   );
   t.true(onTenant > 100, "the workload reached the tenant tables");
+});
+
+test("the audit folds what varies, finds environment IDs in parameters and inline, and reports a transaction that binds two", (t) => {
+  const a = "env_AAAAAAAAAAAAAAAAAAAAAA";
+  const b = "env_BBBBBBBBBBBBBBBBBBBBBB";
+  t.is(normalizeSql("SELECT `x` FROM t WHERE id IN (?, ?, ?) AND n = 12 AND s = 'it''s'"), "SELECT x FROM t WHERE id IN (?) AND n = ? AND s = ?");
+  t.is(normalizeSql("INSERT INTO t (a, b) VALUES (?, ?), (?, ?), (?, ?)"), "INSERT INTO t (a, b) VALUES (?)");
+  const audit = new SqlAudit();
+  const tx = {};
+  audit.record(tx, "START TRANSACTION", []);
+  audit.record(tx, "UPDATE t SET n = 1 WHERE environment_id = ? AND id = ?", [a, "x_1"]);
+  audit.record(tx, `INSERT INTO t (environment_id, id) VALUES ('${b}', 'x_2')`, undefined);
+  audit.record(tx, "COMMIT", []);
+  audit.record(undefined, "SELECT id FROM t WHERE id = ?", ["x_1"]);
+  t.is(audit.transactions, 1);
+  t.deepEqual(
+    audit.crossEnvironment.map((c) => c.environments.sort()),
+    [[a, b]],
+  );
+  const lookup = audit.statements.get("SELECT id FROM t WHERE id = ?");
+  t.like(lookup, { count: 1, inTransaction: 0, withoutEnvironment: 1 });
 });
