@@ -171,6 +171,16 @@ const FLOWS: Flow[] = [
           );
         t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, subscriptionStatus);
         if (event) t.is((await eventsOf(s, event, sub.id)).length, 1);
+        // Marked uncollectible: announced once, after the failure that caused it.
+        const marked = await eventsOf(s, "invoice.marked_uncollectible", inv.id);
+        t.deepEqual(
+          marked.map((e) => [e.data.status, e.data.attempt_count, e.data.next_payment_attempt]),
+          uncollectible ? [["uncollectible", 3, null]] : [],
+        );
+        const order = ((await s.call("GET", "/events?limit=100")).events as Json[])
+          .filter((e) => e.data.id === inv.id && ["invoice.payment_failed", "invoice.marked_uncollectible"].includes(e.type))
+          .map((e) => e.type);
+        t.deepEqual(order, ["invoice.payment_failed", "invoice.payment_failed", "invoice.payment_failed", ...(uncollectible ? ["invoice.marked_uncollectible"] : [])]);
         await charged(t, d, s, inv.id, 0);
         await advance(d, s, "2026-02-25T00:00:00Z");
         t.is((await invoice(s, inv.id)).attempt_count, 3, "exhausted: not retried");

@@ -15,7 +15,7 @@ const cases: [InvoiceStatus, InvoiceStatus, boolean, string | null][] = [
   ["open", "open", false, null],
   ["open", "paid", true, "invoice.paid"],
   ["open", "void", true, "invoice.voided"],
-  ["open", "uncollectible", true, null],
+  ["open", "uncollectible", true, "invoice.marked_uncollectible"],
   ["paid", "draft", false, null],
   ["paid", "open", false, null],
   ["paid", "paid", false, null],
@@ -64,11 +64,13 @@ test("a new invoice is a draft or open; paid, void and uncollectible are final",
   t.deepEqual([...reached].sort(), [...INVOICE_STATUSES].sort());
 });
 
-test("a move's events carry each invoice as it is after the move; a move without an event type has none", (t) => {
+test("a move's events carry each invoice as it is after the move", (t) => {
   const line = { description: "Seats", quantity: "1", unitAmount: "100", amount: "100", kind: "fixed" as const, key: null, windowInvoiceId: null };
   const inv = { id: "inv_1", environmentId: "env_1", status: "open", total: "100", lines: [line] } as Invoice;
   t.deepEqual(transitionEvents(checkTransition("open", "paid"), [inv]), [{ type: "invoice.paid", environmentId: "env_1", resource: { kind: "invoice", invoice: { ...inv, status: "paid" } } }]);
-  t.deepEqual(transitionEvents(checkTransition("open", "uncollectible"), [inv]), []);
+  t.deepEqual(transitionEvents(checkTransition("open", "uncollectible"), [inv]), [
+    { type: "invoice.marked_uncollectible", environmentId: "env_1", resource: { kind: "invoice", invoice: { ...inv, status: "uncollectible" } } },
+  ]);
   t.is(inv.status, "open", "the invoice given is not changed");
 });
 

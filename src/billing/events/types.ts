@@ -31,6 +31,7 @@ export const EVENT_TYPES = [
   "invoice.payment_failed",
   "invoice.payment_action_required",
   "invoice.voided",
+  "invoice.marked_uncollectible",
   "usage.threshold_crossed",
   "credit_grant.created",
   "credit_grant.activated",

@@ -126,7 +126,7 @@ export class Invoices {
     const at = this.lookups.engine.now();
     const moved = await this.stores.transaction(async (tx) => {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
-      // Voiding is announced (invoice.voided); marking uncollectible has no event type.
+      // Announced: invoice.voided, invoice.marked_uncollectible.
       const events = done ? transitionEvents(move, [inv]) : [];
       if (events.length > 0) await tx.emit(events);
       return done;
