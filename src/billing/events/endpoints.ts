@@ -144,7 +144,7 @@ export class WebhookEndpoints {
     if (filter.status !== "" && !["pending", "succeeded", "failed"].includes(filter.status)) v.add("status", "must be pending, succeeded or failed");
     v.throwIfAny();
     const e = await this.get(caller, id);
-    return this.store.listDeliveries(e.id, { status: (filter.status || undefined) as DeliveryStatus | undefined, eventId: filter.eventId || undefined }, page);
+    return this.store.listDeliveries(e.id, { status: (filter.status || undefined) as DeliveryStatus | undefined, eventId: filter.eventId || undefined }, page, caller.environmentId);
   }
 
   async attempts(caller: Caller, id: string, deliveryId: string, limit?: number, offset?: number): Promise<PageResult<DeliveryAttempt>> {

@@ -101,7 +101,8 @@ export interface WebhookStore {
   /** Soft-deletes it; its pending deliveries are dropped. False when there is none. */
   deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean>;
   /** An endpoint's deliveries, newest first, optionally of one status or one event. */
-  listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page): Promise<PageResult<Delivery>>;
+  /** An endpoint's deliveries; `environmentId` is the endpoint's. */
+  listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page, environmentId: string): Promise<PageResult<Delivery>>;
   /** An endpoint's attempts, newest first (optionally of one delivery). */
   listAttempts(endpointId: string, deliveryId: string | undefined, page: Page): Promise<PageResult<DeliveryAttempt>>;
   /**

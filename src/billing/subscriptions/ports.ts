@@ -133,7 +133,7 @@ export interface TimelineStore {
   get(environmentId: string, id: string): Promise<Timeline | undefined>;
   list(environmentId: string, page: Page): Promise<PageResult<Timeline>>;
   /** Every item of a timeline, in time order. */
-  items(timelineId: string): Promise<TimelineItem[]>;
+  items(timelineId: string, environmentId: string): Promise<TimelineItem[]>;
   /** Pending or active timelines whose next transition is at or before `now`, earliest first. */
   due(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
 }

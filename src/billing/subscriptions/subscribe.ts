@@ -129,7 +129,7 @@ export class Subscriptions {
       // A live environment (no provider): only what needs no payment, now or later in its timeline.
       if (!free) throw noPaymentProvider(`rate card ${card.id} has fixed charges, which need a payment`);
       if (needsCheckout) throw noPaymentProvider("create_checkout_session always needs a checkout, which needs a payment provider");
-      if (input.timelineId !== "" && (await this.terms.anyPaidItem(caller, await this.stores.timelines.items(input.timelineId)))) {
+      if (input.timelineId !== "" && (await this.terms.anyPaidItem(caller, await this.stores.timelines.items(input.timelineId, caller.environmentId)))) {
         throw noPaymentProvider("the linked subscription timeline has items with fixed charges, which need a payment");
       }
     }
@@ -190,7 +190,7 @@ export class Subscriptions {
    */
   async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null, couponId?: string, lenient = false): Promise<Subscription> {
     const invoice = this.engine.builder.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
-    const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId) : [];
+    const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId, draft.environmentId) : [];
     await this.stores.transaction(async (tx) => {
       if (draft.timelineId) {
         const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);

@@ -94,7 +94,7 @@ export class TimelineService {
     const page = checkPage(limit, offset, v);
     v.throwIfAny();
     const t = await this.get(caller, id);
-    const all = await this.stores.timelines.items(t.id);
+    const all = await this.stores.timelines.items(t.id, t.environmentId);
     return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
   }
 
@@ -150,7 +150,7 @@ export class TimelineService {
     }
     v.throwIfAny();
     // Together with the items already there: in time order, each starting where the last ended.
-    const existing = await this.stores.timelines.items(timeline.id);
+    const existing = await this.stores.timelines.items(timeline.id, timeline.environmentId);
     const all = [...existing.map((item) => ({ item, index: -1 })), ...made.map((item, index) => ({ item, index }))].sort((a, b) => a.item.start.getTime() - b.item.start.getTime());
     for (let k = 1; k < all.length; k++) {
       const prev = (all[k - 1] as (typeof all)[number]).item;
@@ -179,7 +179,7 @@ export class TimelineService {
     const subject = await this.lookups.subject(caller, timeline.subjectId);
     const now = await this.lookups.nowFor(subject);
     const effectiveAt = given ?? now;
-    const items = await this.stores.timelines.items(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id, timeline.environmentId);
     if (items.length === 0) v.add("subscription_timeline_id", "the timeline has no items: add them before starting it");
     else if (given === input.effectiveAt && !items.some((i) => covers(i, effectiveAt.getTime()))) v.add("effective_at", "no item of the timeline covers this time");
     v.throwIfAny();
@@ -231,7 +231,7 @@ export class TimelineService {
   /** Creates the subscription from the item covering `at`; the timeline becomes active. */
   private async activate(timeline: Timeline, at: Date): Promise<void> {
     const caller = systemCaller(timeline.environmentId);
-    const items = await this.stores.timelines.items(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id, timeline.environmentId);
     const item = items.find((i) => covers(i, at.getTime()));
     if (!item) invalid("effective_at", "no item of the timeline covers this time");
     const subject = await this.lookups.subject(caller, timeline.subjectId);
@@ -257,7 +257,7 @@ export class TimelineService {
       await this.activate(timeline, at);
       return;
     }
-    const items = await this.stores.timelines.items(timeline.id);
+    const items = await this.stores.timelines.items(timeline.id, timeline.environmentId);
     const next = items.find((i) => i.start.getTime() === at.getTime());
     const sub = timeline.subscriptionId ? await this.stores.subscriptions.get(timeline.environmentId, timeline.subscriptionId) : undefined;
     const caller = systemCaller(timeline.environmentId);

@@ -194,10 +194,11 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWr
       if (!g || (g.status !== "active" && g.status !== "depleted")) return undefined;
       const status = how === "void" ? "voided" : "expired";
       const stamp = how === "void" ? "voided_at" : "expired_at";
-      const n = await changed(em, `UPDATE credit_grants SET status = ?, remaining = ?, ${stamp} = ? WHERE id = ? AND status = ? AND remaining = ${decParam(d)}`, [
+      const n = await changed(em, `UPDATE credit_grants SET status = ?, remaining = ?, ${stamp} = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${decParam(d)}`, [
         status,
         "0",
         dbTime(at),
+        environmentId,
         grantId,
         g.status,
         g.remaining,

@@ -68,8 +68,8 @@ export class SqlRateCatalogStore implements RateCatalogStore {
         const owner: Owner = { kind: "catalog", id: catalogId, environmentId, interval, at: new Date() };
         await insertRates(em, this.entities, owner, rates);
         const added = rates.fixed.length + rates.usage.length;
-        await em.query("UPDATE rate_catalogs SET rate_count = rate_count + ? WHERE id = ?", [added, catalogId]);
-        const row = await em.findOneByOrFail(this.entities.RateCatalog, { id: catalogId });
+        await em.query("UPDATE rate_catalogs SET rate_count = rate_count + ? WHERE environment_id = ? AND id = ?", [added, environmentId, catalogId]);
+        const row = await em.findOneByOrFail(this.entities.RateCatalog, { environment_id: environmentId, id: catalogId });
         return catalogFromRow(row);
       });
     } catch (err) {

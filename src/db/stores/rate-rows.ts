@@ -209,5 +209,5 @@ export async function claimCatalogCurrency(em: EntityManager, sql: Sql, environm
   if (current !== null && current !== currency) {
     throw new FailedPreconditionError("CURRENCY_MISMATCH", `the rate catalog uses ${current}`, { currency: current });
   }
-  if (current === null) await em.query("UPDATE rate_catalogs SET currency = ? WHERE id = ?", [currency, catalogId]);
+  if (current === null) await em.query("UPDATE rate_catalogs SET currency = ? WHERE environment_id = ? AND id = ?", [currency, environmentId, catalogId]);
 }

@@ -79,7 +79,11 @@ export function timelineWrites(em: EntityManager, sql: Sql, E: Entities): Timeli
       return r ? timelineFromRow(r) : undefined;
     },
     updateTimeline: async (t) => {
-      await em.update(E.Timeline, { id: t.id }, { subscription_id: t.subscriptionId, status: t.status, effective_at: t.effectiveAt, next_transition_at: t.nextTransitionAt, updated_at: t.updatedAt });
+      await em.update(
+        E.Timeline,
+        { environment_id: t.environmentId, id: t.id },
+        { subscription_id: t.subscriptionId, status: t.status, effective_at: t.effectiveAt, next_transition_at: t.nextTransitionAt, updated_at: t.updatedAt },
+      );
     },
     insertTimelineItems: async (items) => {
       if (items.length === 0) return;
@@ -108,8 +112,8 @@ export class SqlTimelineStore implements TimelineStore {
     return toPageResult(rows.map(timelineFromRow), page);
   }
 
-  async items(timelineId: string): Promise<TimelineItem[]> {
-    const rows = await this.sql.run((em) => em.find(this.entities.TimelineItem, { where: { timeline_id: timelineId }, order: { period_start: "ASC", seq: "ASC" } }));
+  async items(timelineId: string, environmentId: string): Promise<TimelineItem[]> {
+    const rows = await this.sql.run((em) => em.find(this.entities.TimelineItem, { where: { environment_id: environmentId, timeline_id: timelineId }, order: { period_start: "ASC", seq: "ASC" } }));
     return rows.map(timelineItemFromRow);
   }
 

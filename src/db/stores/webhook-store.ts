@@ -133,14 +133,14 @@ export class SqlWebhookStore implements WebhookStore {
         .where("environment_id = :env AND id = :id AND deleted_at IS NULL", { env: environmentId, id })
         .execute();
       if ((res.affected ?? 0) === 0) return false;
-      await em.query("DELETE FROM webhook_deliveries WHERE endpoint_id = ? AND status IN ('pending', 'held')", [id]);
+      await em.query("DELETE FROM webhook_deliveries WHERE environment_id = ? AND endpoint_id = ? AND status IN ('pending', 'held')", [environmentId, id]);
       return true;
     });
   }
 
-  async listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page): Promise<PageResult<Delivery>> {
-    const where = ["d.endpoint_id = ?"];
-    const params: unknown[] = [endpointId];
+  async listDeliveries(endpointId: string, filter: { status?: DeliveryStatus; eventId?: string }, page: Page, environmentId: string): Promise<PageResult<Delivery>> {
+    const where = ["d.environment_id = ? AND d.endpoint_id = ?"];
+    const params: unknown[] = [environmentId, endpointId];
     if (filter.status === "pending") where.push("d.status IN ('pending', 'held')");
     else if (filter.status) {
       where.push("d.status = ?");
@@ -151,7 +151,7 @@ export class SqlWebhookStore implements WebhookStore {
       params.push(filter.eventId);
     }
     const rows = await this.sql.query<DeliveryRaw[]>(
-      `SELECT d.id, d.environment_id, d.endpoint_id, d.event_id, e.type, d.event_created_at, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.created_at FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE ${where.join(" AND ")} ORDER BY d.seq DESC LIMIT ? OFFSET ?`,
+      `SELECT d.id, d.environment_id, d.endpoint_id, d.event_id, e.type, d.event_created_at, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.created_at FROM webhook_deliveries d JOIN events e ON e.environment_id = d.environment_id AND e.id = d.event_id WHERE ${where.join(" AND ")} ORDER BY d.seq DESC LIMIT ? OFFSET ?`,
       [...params, page.limit + 1, page.offset],
     );
     return toPageResult(rows.map(deliveryFromRow), page);
