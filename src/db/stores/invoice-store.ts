@@ -357,10 +357,7 @@ export class SqlInvoiceStore implements InvoiceStore {
         rows.push(
           ...(await em
             .createQueryBuilder(this.entities.Invoice, "i")
-            .where(`${inEnvironment(environmentId, "i")[0].replace("?", ":environmentId")}i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL`, {
-              environmentId,
-              ids: part,
-            })
+            .where(`${environmentId ? "i.environment_id = :environmentId AND " : ""}i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL`, { environmentId, ids: part })
             .orderBy("i.seq", "ASC")
             .getMany()),
         );
