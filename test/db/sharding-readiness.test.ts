@@ -1,10 +1,11 @@
 /**
  * Sharding readiness (issue 37, DESIGN §1): `environment_id` is a valid sharding key. With the
  * SQL audit on (src/db/sql-audit.ts), a representative workload runs through the real server on a
- * port on MariaDB, in three environments at once: subjects, metrics, rate cards, subscriptions
+ * port on MariaDB, in five environments at once: subjects, metrics, rate cards, subscriptions
  * through a paid checkout, usage (batch and single), billing state, clock advances and the
  * invoices they make, credit notes, coupons, credit grants, webhooks delivered to a receiver, the
- * customer portal and hosted invoice pages. Then every distinct statement on a tenant table (one
+ * customer portal and hosted invoice pages (workload); taxes, catalogs, pause and resume, a
+ * rate-card change, timelines, summaries, settings, voids, archives (moreWorkload). Then every distinct statement on a tenant table (one
  * with an `environment_id` column, read from information_schema) must filter by
  * `environment_id` in its WHERE/ON (or write it, for an INSERT), once per tenant table it names,
  * and must have bound an environment ID on every run; and no transaction may have bound two
