@@ -5,7 +5,8 @@
  * through a paid checkout, usage (batch and single), billing state, clock advances and the
  * invoices they make, credit notes, coupons, credit grants, webhooks delivered to a receiver, the
  * customer portal and hosted invoice pages (workload); taxes, catalogs, pause and resume, a
- * rate-card change, timelines, summaries, settings, voids, archives (moreWorkload). Then every distinct statement on a tenant table (one
+ * rate-card change, timelines, summaries, settings, voids, archives (moreWorkload); and in two
+ * more, real-time cycles closed by one scheduler run (realTimeCloses). Then every distinct statement on a tenant table (one
  * with an `environment_id` column, read from information_schema) must filter by
  * `environment_id` in its WHERE/ON (or write it, for an INSERT), once per tenant table it names,
  * and must have bound an environment ID on every run; and no transaction may have bound two
@@ -208,6 +209,31 @@ async function moreWorkload(server: TestServer, n: number): Promise<void> {
   await call("DELETE", `/subjects/${gone.id}`);
 }
 
+/**
+ * Real-time billing in two environments at once: a subscription in each (no test clock), whose
+ * period is then made to end (straight in the database, outside the audit); the scheduler's
+ * real-time run closes both, each in a transaction of its own environment. Resolves once both
+ * environments have their second invoice.
+ */
+async function realTimeCloses(server: TestServer, url: string): Promise<void> {
+  const scenarios: Scenario[] = [];
+  for (const n of [5, 6]) {
+    const s = new Scenario(server);
+    s.key = await server.freshKey("test");
+    s.subjectId = (await s.call("POST", "/subjects", { name: `Real time ${n}` })).id;
+    await s.subscribe({ rate_card_id: await s.card({ fixed_rates: [seats(1000)] }), fixed_rate_quantities: { seats: 1 } }, CARD_OK);
+    scenarios.push(s);
+  }
+  const conn = await mysql.createConnection(url);
+  try {
+    const subjects = scenarios.map((s) => s.subjectId);
+    await conn.query("UPDATE subscriptions SET period_end = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE subject_id IN (?, ?)", subjects);
+  } finally {
+    await conn.end();
+  }
+  for (const s of scenarios) while ((await s.invoices()).length < 2) await new Promise((r) => setTimeout(r, 200));
+}
+
 mysqlOnly("every statement on a tenant table filters by environment_id, and no transaction binds two environments", async (t) => {
   t.timeout(600_000);
   const audit = startSqlAudit();
@@ -215,9 +241,9 @@ mysqlOnly("every statement on a tenant table filters by environment_id, and no t
   let server: TestServer | undefined;
   let tenant: Set<string>;
   try {
-    server = await startTestServer("mysql", FAST);
+    server = await startTestServer("mysql", { ...FAST, SCHEDULER_INTERVAL_MS: "200" });
     const before = receiver.received.length;
-    await Promise.all([...[0, 1, 2].map((n) => workload(server as TestServer, receiver, n)), ...[3, 4].map((n) => moreWorkload(server as TestServer, n))]);
+    await Promise.all([...[0, 1, 2].map((n) => workload(server as TestServer, receiver, n)), ...[3, 4].map((n) => moreWorkload(server as TestServer, n)), realTimeCloses(server, server.db.url)]);
     await receiver.until((list) => list.length > before + 3);
     tenant = await tenantTables(server.db.url);
   } finally {
