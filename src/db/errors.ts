@@ -54,8 +54,12 @@ const CONNECTION_CODES = new Set([
   "SQLITE_IOERR",
   "SQLITE_NOTADB",
 ]);
-/** MySQL client/server error numbers of the same kind (2002 can't connect, 2006 gone away, 2013 lost, …). */
-const CONNECTION_ERRNOS = new Set([1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055]);
+/**
+ * MySQL client/server error numbers of the same kind (2002 can't connect, 2006 gone away, 2013
+ * lost, …), and 1047 from a Galera node that is not part of the cluster's primary component
+ * ("WSREP has not yet prepared node for application use": cut off, joining, or shutting down).
+ */
+const CONNECTION_ERRNOS = new Set([1040, 1047, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055]);
 /** mysql2 and TypeORM errors that carry no code, recognised by their message or name. */
 const CONNECTION_MESSAGES = [/^Pool is closed/, /in closed state/, /^connect ETIMEDOUT/, /Connection lost/i];
 const CONNECTION_NAMES = new Set(["CannotExecuteNotConnectedError", "ConnectionIsNotSetError", "ConnectionNotFoundError"]);
@@ -85,7 +89,12 @@ export function isUniqueViolation(err: unknown): boolean {
   return code === "ER_DUP_ENTRY" || errno === 1062 || code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
 
-/** Deadlocks and lock timeouts (MySQL) and a busy database (SQLite): worth one more try. */
+/**
+ * Deadlocks and lock timeouts (MySQL) and a busy database (SQLite): worth one more try. On a
+ * Galera cluster a transaction that lost certification to a concurrent one committed on another
+ * node (or was aborted by one being applied) fails with the same deadlock error, 1213, often at
+ * COMMIT: retried the same way.
+ */
 export function isTransient(err: unknown): boolean {
   if (err instanceof StorageConflictError) return true;
   const { code, errno } = fieldsOf(err);
@@ -100,7 +109,8 @@ export function isRefusedValue(err: unknown, dialect: Dialect): boolean {
   const { code, sqlState, fatal } = fieldsOf(err);
   if (dialect === "sqlite") return typeof code === "string" && code.startsWith("SQLITE_") && !/^SQLITE_(BUSY|LOCKED)/.test(code);
   // mysql2: an error the server answered has an SQLSTATE; a lost or refused connection is fatal.
-  return typeof sqlState === "string" && fatal !== true && !isTransient(err);
+  // (Galera's 1047, a node out of the cluster, is answered with an SQLSTATE too: unavailable, not refused.)
+  return typeof sqlState === "string" && fatal !== true && !isTransient(err) && !isUnavailable(err);
 }
 
 /**

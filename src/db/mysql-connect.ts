@@ -7,6 +7,11 @@
  * sql_mode to it (SET SESSION sql_mode), leaving the server's global mode as it is. That is how a
  * server whose global sql_mode includes NO_BACKSLASH_ESCAPES serves this one; without it, sessions
  * have the server's global mode.
+ *
+ * On a Galera cluster (the server reports `wsrep_on` = ON; behind HAProxy each pooled connection
+ * may reach another node) every session sets `wsrep_sync_wait` (WSREP_SYNC_WAIT): its reads,
+ * updates and deletes first wait until the node has applied what the cluster committed before,
+ * so a call reads what an earlier call just wrote through another node (read-your-writes).
  */
 import type mysql2 from "mysql2";
 import mysql from "mysql2/promise";
@@ -44,7 +49,7 @@ export function sessionSqlMode(u: URL): string | undefined {
  * sql_mode the escaper does not support: a session as the pool's are (the same user, the same
  * `sql_mode` parameter).
  */
-async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryCollation: string }> {
+async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryCollation: string; galera: boolean }> {
   const conn = await mysql.createConnection({ ...endpoint(u), connectTimeout: CONNECT_TIMEOUT_MS });
   try {
     // A DATABASE_URL naming a database that is not there fails here, saying what to do, rather
@@ -64,22 +69,44 @@ async function mysqlFlavor(u: URL): Promise<{ type: "mysql" | "mariadb"; binaryC
     const refusal = sqlModeRefusal(String(row?.m ?? ""));
     if (refusal !== undefined) throw new Error(refusal);
     const version = String(row?.v);
-    return { type: version.includes("MariaDB") ? "mariadb" : "mysql", binaryCollation: binaryCollationFor(version) };
+    // Galera: `wsrep_on` exists (MariaDB with a provider loaded, Percona XtraDB Cluster) and is ON.
+    const [wsrep] = await conn.query("SHOW VARIABLES LIKE 'wsrep_on'");
+    const galera = String((wsrep as { Value?: string }[])[0]?.Value ?? "").toUpperCase() === "ON";
+    return { type: version.includes("MariaDB") ? "mariadb" : "mysql", binaryCollation: binaryCollationFor(version), galera };
   } finally {
     await conn.end();
   }
 }
 
-/** mysql2 whose pools set each new connection's session sql_mode to `sqlMode` before it is used. */
-function withSessionSqlMode(driver: typeof mysql2, sqlMode: string | undefined): typeof mysql2 {
-  if (sqlMode === undefined) return driver;
+/**
+ * On Galera, what every session waits for before a statement (`wsrep_sync_wait` bits): 1 reads
+ * (SELECT, SHOW, BEGIN), 2 UPDATE and DELETE. Inserts need no wait: one that collides with a row
+ * another node committed fails its certification (a deadlock error, retried like one).
+ */
+export const WSREP_SYNC_WAIT = 3;
+
+/** The SET statement each new pooled session runs first, if any (DATABASE_URL's sql_mode; Galera's causality wait). */
+export function sessionSettings(sqlMode: string | undefined, galera: boolean): { sql: string; values: string[] } | undefined {
+  const parts: string[] = [];
+  const values: string[] = [];
+  if (sqlMode !== undefined) {
+    parts.push("sql_mode = ?");
+    values.push(sqlMode);
+  }
+  if (galera) parts.push(`wsrep_sync_wait = ${WSREP_SYNC_WAIT}`);
+  return parts.length === 0 ? undefined : { sql: `SET SESSION ${parts.join(", ")}`, values };
+}
+
+/** mysql2 whose pools run `settings` on each new connection before it is used. */
+function withSessionSettings(driver: typeof mysql2, settings: { sql: string; values: string[] } | undefined): typeof mysql2 {
+  if (settings === undefined) return driver;
   return Object.assign(Object.create(driver) as typeof mysql2, {
     createPool: (options: Parameters<typeof mysql2.createPool>[0]) => {
       const pool = driver.createPool(options);
       // mysql2 runs a connection's commands in order: this one before the statement it was opened for.
-      // A connection that cannot take the mode is closed: its statements fail rather than run under another.
+      // A connection that cannot take the settings is closed: its statements fail rather than run under others.
       pool.on("connection", (conn) => {
-        conn.query("SET SESSION sql_mode = ?", [sqlMode], (err) => {
+        conn.query(settings.sql, settings.values, (err) => {
           if (err) conn.destroy();
         });
       });
@@ -162,8 +189,8 @@ export async function openMysql(url: string, options: DatabaseOptions, limit: Ti
     multipleStatements: true,
     extra: { queryFormat },
     // mysql2 whose pools bound every statement and every wait for a connection (time-limit.ts),
-    // and give each session the sql_mode DATABASE_URL asks for.
-    driver: withSessionSqlMode(boundedMysql2(limit), sessionSqlMode(u)),
+    // and give each session the sql_mode DATABASE_URL asks for and, on Galera, its causality wait.
+    driver: withSessionSettings(boundedMysql2(limit), sessionSettings(sessionSqlMode(u), flavor.galera)),
   });
   const health = mysqlHealthCheck(u);
   const close = async () => {

@@ -1,0 +1,241 @@
+/**
+ * A three-node MariaDB Galera cluster and HAProxy on loopback ports, in a temporary directory:
+ * the nodes (mariadbd from Debian's mariadb-server, the provider from galera-4), bootstrapped
+ * from the first; a health check per node served by this process (200 only while the node's
+ * wsrep_local_state is 4, Synced); HAProxy in TCP mode routing to the nodes whose check passes.
+ * Installs haproxy with apt when it is missing.
+ */
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import { join } from "node:path";
+import mysql from "mysql2/promise";
+import { freePort } from "../../bench/lib.js";
+import { type NodePorts, haproxyConfig, nodeOptions } from "./config.js";
+import { exited, removeAtCleanup, signal, startProcess } from "./processes.js";
+
+export const log = (msg: string) => process.stderr.write(`[ha ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Installs Debian's haproxy when it is not there (as root, with apt). */
+export function ensureHaproxy(): void {
+  if (existsSync("/usr/sbin/haproxy")) return;
+  log("haproxy is missing: apt-get install -y haproxy");
+  execFileSync("apt-get", ["install", "-y", "haproxy"], { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+}
+
+export class GaleraNode {
+  proc: ChildProcess | undefined;
+  frozen = false;
+  constructor(
+    readonly ports: NodePorts,
+    readonly all: readonly NodePorts[],
+    readonly dir: string,
+  ) {}
+
+  get name(): string {
+    return `node${this.ports.n}`;
+  }
+
+  /** Creates an empty data directory (mariadb-install-db). */
+  init(): void {
+    mkdirSync(this.dir, { recursive: true });
+    execFileSync("chown", ["mysql:mysql", this.dir]);
+    execFileSync("mariadb-install-db", ["--no-defaults", `--datadir=${this.dir}/data`, "--user=mysql", "--auth-root-authentication-method=normal", "--skip-test-db"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+  }
+
+  /**
+   * The position a node killed mid-write had reached (mariadbd --wsrep-recover), so that it
+   * rejoins with an incremental transfer (IST) rather than a whole copy.
+   */
+  recoveredPosition(): string | undefined {
+    const logFile = join(this.dir, "recover.log");
+    try {
+      execFileSync("/usr/sbin/mariadbd", [...nodeOptions(this.ports, this.all, this.dir).filter((o) => !o.startsWith("--log-error")), `--log-error=${logFile}`, "--wsrep-recover"], {
+        stdio: "ignore",
+        timeout: 120_000,
+      });
+    } catch {
+      return undefined;
+    }
+    const m = /Recovered position: (\S+:-?\d+)/.exec(readFileSync(logFile, "utf8"));
+    return m?.[1];
+  }
+
+  start(bootstrap = false, position?: string): void {
+    const args = nodeOptions(this.ports, this.all, this.dir);
+    if (bootstrap) args.push("--wsrep-new-cluster");
+    if (position) args.push(`--wsrep-start-position=${position}`);
+    this.proc = startProcess("/usr/sbin/mariadbd", args, join(this.dir, "stdout.log"));
+    this.frozen = false;
+  }
+
+  async kill(): Promise<void> {
+    if (!this.proc) return;
+    signal(this.proc, "SIGCONT");
+    signal(this.proc, "SIGKILL");
+    await exited(this.proc);
+  }
+
+  freeze(): void {
+    if (this.proc) signal(this.proc, "SIGSTOP");
+    this.frozen = true;
+  }
+
+  thaw(): void {
+    if (this.proc) signal(this.proc, "SIGCONT");
+    this.frozen = false;
+  }
+
+  /** The node's wsrep_local_state (4: Synced), or undefined when it does not answer within `timeoutMs`. */
+  async state(timeoutMs = 1500): Promise<number | undefined> {
+    let conn: mysql.Connection | undefined;
+    const timer = new Promise<undefined>((r) => setTimeout(() => r(undefined), timeoutMs));
+    const ask = (async () => {
+      conn = await mysql.createConnection({ host: "127.0.0.1", port: this.ports.client, user: "root", connectTimeout: timeoutMs });
+      conn.on("error", () => {});
+      const [rows] = await conn.query({ sql: "SHOW STATUS LIKE 'wsrep_local_state'", timeout: timeoutMs });
+      return Number((rows as { Value: string }[])[0]?.Value);
+    })().catch(() => undefined);
+    try {
+      return await Promise.race([ask, timer]);
+    } finally {
+      (conn as mysql.Connection | undefined)?.destroy();
+    }
+  }
+
+  /** Waits until the node reports Synced. */
+  async synced(timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      if ((await this.state()) === 4) return;
+      if (this.proc && this.proc.exitCode !== null) throw new Error(`${this.name} exited (code ${this.proc.exitCode}); see ${this.dir}/error.log`);
+      await sleep(500);
+    }
+    throw new Error(`${this.name} not Synced within ${timeoutMs} ms; see ${this.dir}/error.log`);
+  }
+}
+
+export interface Cluster {
+  dir: string;
+  nodes: GaleraNode[];
+  /** HAProxy's front port. */
+  front: number;
+  /** mysql://root@127.0.0.1:<front> */
+  url: string;
+  haproxyConfigText: string;
+  restartHaproxy(): Promise<void>;
+  /** Cluster size as node 1..3 report it (the first that answers). */
+  size(): Promise<number | undefined>;
+  stop(): Promise<void>;
+}
+
+async function portsFor(n: number): Promise<NodePorts> {
+  return { n, client: await freePort(), gcomm: await freePort(), ist: await freePort(), sst: await freePort(), check: await freePort() };
+}
+
+/** One health-check port per node: 200 when the node is Synced, else 503. */
+function healthServers(nodes: GaleraNode[]): http.Server[] {
+  return nodes.map((node) => {
+    const server = http.createServer((_req, res) => {
+      void node.state(1500).then((s) => {
+        res.writeHead(s === 4 ? 200 : 503, { "content-type": "text/plain", connection: "close" }).end(`wsrep_local_state=${s ?? "none"}\n`);
+      });
+    });
+    server.listen(node.ports.check, "127.0.0.1");
+    return server;
+  });
+}
+
+/** Starts the cluster and HAProxy; resolves when all three nodes are Synced and HAProxy answers. */
+export async function startCluster(): Promise<Cluster> {
+  ensureHaproxy();
+  const dir = mkdtempSync(join(os.tmpdir(), "billing-ha-"));
+  removeAtCleanup(dir);
+  // The nodes run as the mysql user (mariadbd drops to it): rsync SST's daemon, started by a
+  // node, then runs as that user too (started by root it would switch to nobody, who cannot
+  // write the data directory).
+  chmodSync(dir, 0o755);
+  const ports = [await portsFor(1), await portsFor(2), await portsFor(3)];
+  const nodes = ports.map((p) => new GaleraNode(p, ports, join(dir, `node${p.n}`)));
+  log(`cluster in ${dir}: initialising three data directories`);
+  for (const n of nodes) n.init();
+  const checks = healthServers(nodes);
+  const first = nodes[0] as GaleraNode;
+  first.start(true);
+  await first.synced(120_000);
+  log("node1 bootstrapped the cluster; node2 and node3 join (rsync SST)");
+  for (const n of nodes.slice(1)) {
+    n.start();
+    await n.synced(Number(process.env.HA_JOIN_MS ?? 180_000));
+  }
+  const front = await freePort();
+  const haproxyConfigText = haproxyConfig(front, ports, process.env.HA_WRITERS === "all" ? "all" : "one");
+  const cfg = join(dir, "haproxy.cfg");
+  writeFileSync(cfg, haproxyConfigText);
+  let haproxy: ChildProcess | undefined;
+  const startHaproxy = async () => {
+    haproxy = startProcess("/usr/sbin/haproxy", ["-db", "-f", cfg], join(dir, "haproxy.log"));
+    await waitForSql(front, 30_000);
+  };
+  await startHaproxy();
+  log(`HAProxy on 127.0.0.1:${front}, three nodes Synced`);
+  return {
+    dir,
+    nodes,
+    front,
+    url: `mysql://root@127.0.0.1:${front}`,
+    haproxyConfigText,
+    restartHaproxy: async () => {
+      if (haproxy) {
+        signal(haproxy, "SIGTERM");
+        await exited(haproxy);
+      }
+      await startHaproxy();
+    },
+    size: async () => {
+      for (const n of nodes) {
+        if (n.frozen) continue;
+        try {
+          const c = await mysql.createConnection({ host: "127.0.0.1", port: n.ports.client, user: "root", connectTimeout: 1500 });
+          try {
+            const [rows] = await c.query("SHOW STATUS LIKE 'wsrep_cluster_size'");
+            return Number((rows as { Value: string }[])[0]?.Value);
+          } finally {
+            c.destroy();
+          }
+        } catch {
+          // next node
+        }
+      }
+      return undefined;
+    },
+    stop: async () => {
+      for (const s of checks) s.close();
+      if (haproxy) signal(haproxy, "SIGKILL");
+      for (const n of nodes) await n.kill();
+    },
+  };
+}
+
+/** Waits until `SELECT 1` answers through port `port`. */
+export async function waitForSql(port: number, timeoutMs: number): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      const c = await mysql.createConnection({ host: "127.0.0.1", port, user: "root", connectTimeout: 1000 });
+      try {
+        await c.query({ sql: "SELECT 1", timeout: 1000 });
+        return Date.now() - t0;
+      } finally {
+        c.destroy();
+      }
+    } catch {
+      if (Date.now() - t0 > timeoutMs) throw new Error(`nothing answers SQL on port ${port} within ${timeoutMs} ms`);
+      await sleep(200);
+    }
+  }
+}
