@@ -91,6 +91,7 @@ mysqlOnly("mysql: two concurrent finalizations of one subscription's invoices us
           found.map((d) => d.discountId),
           id,
           T0,
+          ENV,
         );
         return found.length;
       });

@@ -82,7 +82,7 @@ mysqlOnly("mysql: 12 concurrent finalizations never spend more than the grants h
             if (!c) throw new Error("no credit writes in the billing transaction");
             const spendable = await c.spendable("env_race", "subj_race", "USD", T0);
             const apps = allocateCredits([{ rateCode: "api", amount: "170" }], "170", spendable);
-            for (const a of apps) if (!(await c.spend(a.grantId, a.amount, `inv_race_${n}`, "race", T0))) throw new Lost();
+            for (const a of apps) if (!(await c.spend(a.grantId, a.amount, `inv_race_${n}`, "race", T0, "env_race"))) throw new Lost();
             return apps.reduce((s, a) => s + BigInt(a.amount), 0n);
           });
         } catch (err) {
@@ -115,16 +115,16 @@ for (const store of STORES) {
       await t.throwsAsync(db.dataSource.query("UPDATE credit_grants SET remaining = ? WHERE id = 'cg_check'", [store === "mysql" ? -1 : "-1"]));
       await t.throwsAsync(db.dataSource.query("UPDATE credit_grants SET remaining = ? WHERE id = 'cg_check'", ["101"]));
       t.like(await credits.get("env_race", "cg_check"), { remaining: "100" });
-      t.false(await credits.transaction((tx) => tx.spend("cg_check", "101", "inv_a", "too much", T0)));
-      t.true(await credits.transaction((tx) => tx.spend("cg_check", "60", "inv_a", "ok", T0)));
+      t.false(await credits.transaction((tx) => tx.spend("cg_check", "101", "inv_a", "too much", T0, "env_race")));
+      t.true(await credits.transaction((tx) => tx.spend("cg_check", "60", "inv_a", "ok", T0, "env_race")));
       await t.throwsAsync(
-        credits.transaction((tx) => tx.spend("cg_check", "10", "inv_a", "again", T0)),
+        credits.transaction((tx) => tx.spend("cg_check", "10", "inv_a", "again", T0, "env_race")),
         { instanceOf: AlreadyExistsError },
       );
       t.like(await credits.get("env_race", "cg_check"), { remaining: "40", status: "active" }, "the refused second application rolled back");
-      t.true(await credits.transaction((tx) => tx.spend("cg_check", "40", "inv_b", "rest", T0)));
+      t.true(await credits.transaction((tx) => tx.spend("cg_check", "40", "inv_b", "rest", T0, "env_race")));
       t.like(await credits.get("env_race", "cg_check"), { remaining: "0", status: "depleted" });
-      t.false(await credits.transaction((tx) => tx.spend("cg_check", "1", "inv_c", "empty", T0)));
+      t.false(await credits.transaction((tx) => tx.spend("cg_check", "1", "inv_c", "empty", T0, "env_race")));
     });
   });
 
@@ -132,7 +132,7 @@ for (const store of STORES) {
     await withMigrated(store, async (db) => {
       const expires = new Date("2026-02-01T00:00:00Z");
       const credits = await addGrants(db, [grant("cg_exp", "300", { expiresAt: expires }), grant("cg_keep", "50")]);
-      t.true(await credits.transaction((tx) => tx.spend("cg_exp", "120", "inv_x", "usage", T0)));
+      t.true(await credits.transaction((tx) => tx.spend("cg_exp", "120", "inv_x", "usage", T0, "env_race")));
       const uses = new Credits(credits, undefined as never, undefined as never);
       t.is(await uses.expireDue(new Date("2026-01-31T23:59:59Z"), null), 0, "not yet");
       t.is(await uses.expireDue(new Date("2026-02-02T00:00:00Z"), null), 1);

@@ -75,14 +75,6 @@ const PENDING: readonly { match: RegExp; fix: string }[] = [
     match: /^SELECT s\.id, s\.external_id_key, c\.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c\.id = s\.test_clock_id/,
     fix: "src/db/stores/usage-store.ts: join test_clocks ON c.environment_id = s.environment_id AND c.id = s.test_clock_id",
   },
-  {
-    match: /^UPDATE invoices SET (next_payment_attempt = \? WHERE id = \?|attempt_count = \?, next_payment_attempt = \?, payment_state = \?, updated_at = \? WHERE id = \?)/,
-    fix: "src/billing/payments/dunning.ts DunningWrites.planFirst/recordAttempt: take the invoice's environmentId (src/db/stores/dunning-store.ts then filters by it)",
-  },
-  {
-    match: /^(SELECT id FROM invoices WHERE id IN \(\?\) AND status = \? FOR UPDATE|UPDATE invoices SET status = \?, updated_at = \? WHERE id IN \(\?\))$/,
-    fix: "src/billing/payments/attempts.ts and provider-events.ts: pass the invoice's environmentId to moveInvoices (its last parameter)",
-  },
 ];
 
 /** The tables that have an `environment_id` column. */

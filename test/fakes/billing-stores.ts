@@ -166,19 +166,19 @@ export class FakeBillingStores implements BillingStores {
         .sort((a, b) => (a.finalizesAt as Date).getTime() - (b.finalizesAt as Date).getTime())
         .slice(0, limit)
         .map((i) => structuredClone(i)),
-    windows: async (subscriptionId) => (await this.invoices.windowsOf([subscriptionId])).get(subscriptionId) ?? [],
-    windowsOf: async (subscriptionIds) => {
+    windows: async (subscriptionId, environmentId) => (await this.invoices.windowsOf([subscriptionId], environmentId)).get(subscriptionId) ?? [],
+    windowsOf: async (subscriptionIds, environmentId) => {
       const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
       for (const subscriptionId of subscriptionIds) {
-        const list = this.windowsOne(subscriptionId);
+        const list = this.windowsOne(subscriptionId, environmentId);
         if (list.length > 0) out.set(subscriptionId, list);
       }
       return out;
     },
   };
 
-  private windowsOne(subscriptionId: string): { invoice: Invoice; billed: InvoiceLine[] }[] {
-    const all = [...this.state.invoices.values()];
+  private windowsOne(subscriptionId: string, environmentId: string): { invoice: Invoice; billed: InvoiceLine[] }[] {
+    const all = [...this.state.invoices.values()].filter((i) => i.environmentId === environmentId);
     return all
       .filter((i) => i.subscriptionId === subscriptionId && i.status !== "draft" && i.window !== null)
       .map((i) => ({
@@ -190,11 +190,14 @@ export class FakeBillingStores implements BillingStores {
   }
 
   readonly paymentMethods: BillingStores["paymentMethods"] = {
-    get: async (id) => structuredClone(this.state.paymentMethods.get(id)),
-    ofSubjects: async (subjectIds) => {
+    get: async (id, environmentId) => {
+      const pm = this.state.paymentMethods.get(id);
+      return pm?.environmentId === environmentId ? structuredClone(pm) : undefined;
+    },
+    ofSubjects: async (subjectIds, environmentId) => {
       const out = new Map<string, PaymentMethod>();
       for (const id of subjectIds) {
-        const pmId = [...this.state.subjects.values()].find((s) => s.id === id)?.paymentMethodId;
+        const pmId = [...this.state.subjects.values()].find((s) => s.id === id && s.environmentId === environmentId)?.paymentMethodId;
         const pm = pmId ? this.state.paymentMethods.get(pmId) : undefined;
         if (pm) out.set(id, structuredClone(pm));
       }
@@ -310,8 +313,8 @@ export class FakeBillingStores implements BillingStores {
         s.invoices.set(i.id, { ...structuredClone(i), status: "open", finalizedAt: at });
         return true;
       },
-      moveInvoices: async (ids, from, to) => {
-        const moved = ids.filter((id) => s.invoices.get(id)?.status === from);
+      moveInvoices: async (ids, from, to, _at, environmentId) => {
+        const moved = ids.filter((id) => s.invoices.get(id)?.status === from && s.invoices.get(id)?.environmentId === environmentId);
         for (const id of moved) (s.invoices.get(id) as Invoice).status = to;
         return moved;
       },

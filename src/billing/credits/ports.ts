@@ -53,7 +53,7 @@ export interface CreditWrites {
    * `environmentId`: the grant's environment, which every statement then names (the sharding
    * key); the billing code always gives it.
    */
-  spend(grantId: string, amount: string, invoiceId: string, description: string, at: Date, environmentId?: string): Promise<boolean>;
+  spend(grantId: string, amount: string, invoiceId: string, description: string, at: Date, environmentId: string): Promise<boolean>;
   /**
    * A pending paid grant becomes active with its "grant" ledger entry; undefined (nothing
    * written) when it was not pending payment.

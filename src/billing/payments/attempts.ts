@@ -83,7 +83,7 @@ export class Dunning {
       await retryingRaces(() =>
         this.stores.transaction(async (tx) => {
           const i = await this.writes(tx).claim(ref.environmentId, ref.id);
-          if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.id, new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
+          if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
         }),
       );
     }
@@ -127,12 +127,12 @@ export class Dunning {
     const realNow = this.now();
     const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
     const stored = pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d;
-    await this.writes(tx).recordAttempt(i.id, stored, realNow);
+    await this.writes(tx).recordAttempt(i.environmentId, i.id, stored, realNow);
     let after: Invoice = { ...i, attemptCount: stored.attemptCount, nextPaymentAttempt: stored.nextPaymentAttempt, payment: stored.payment };
     let moved: ReturnType<typeof transitionEvents> = [];
     if (stored.status !== "open") {
       const move = checkTransition("open", stored.status);
-      if ((await tx.moveInvoices([i.id], move.from, move.to, realNow)).length > 0) {
+      if ((await tx.moveInvoices([i.id], move.from, move.to, realNow, i.environmentId)).length > 0) {
         after = { ...after, status: move.to };
         moved = transitionEvents(move, [after]);
       }
@@ -161,11 +161,11 @@ export class Dunning {
         if (!cur?.payment?.pendingPolicy) return undefined;
         const realNow = this.now();
         const payment = { ...cur.payment, pendingPolicy: null };
-        await this.writes(tx).recordAttempt(cur.id, { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment }, realNow);
+        await this.writes(tx).recordAttempt(cur.environmentId, cur.id, { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment }, realNow);
         let after: Invoice = { ...cur, nextPaymentAttempt: null, payment };
         if (cur.status === "open" && pending.markUncollectible) {
           const move = checkTransition("open", "uncollectible");
-          if ((await tx.moveInvoices([cur.id], move.from, move.to, realNow)).length > 0) {
+          if ((await tx.moveInvoices([cur.id], move.from, move.to, realNow, cur.environmentId)).length > 0) {
             after = { ...after, status: move.to };
             await tx.emit(transitionEvents(move, [after]));
           }
@@ -217,7 +217,7 @@ export class Dunning {
       for (const d of due) {
         await breathe?.();
         try {
-          const pm = (await this.stores.paymentMethods.ofSubjects([d.subjectId])).get(d.subjectId);
+          const pm = (await this.stores.paymentMethods.ofSubjects([d.subjectId], d.environmentId)).get(d.subjectId);
           const done = await this.attempt(d, pm, (i) => i.nextPaymentAttempt ?? now, now);
           if (done) n++;
           else skipped.push(d.id);

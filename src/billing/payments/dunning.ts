@@ -136,7 +136,7 @@ export interface DunningWrites {
    * open): committed before the charge, so a process that dies between the provider's answer and
    * its own commit leaves a planned attempt that dunning makes again with the same key.
    */
-  planFirst(id: string, at: Date): Promise<void>;
+  planFirst(environmentId: string, id: string, at: Date): Promise<void>;
   /** Writes an attempt's outcome: the count, the next attempt, the payment state. */
-  recordAttempt(id: string, r: { attemptCount: number; nextPaymentAttempt: Date | null; payment: InvoicePayment }, at: Date): Promise<void>;
+  recordAttempt(environmentId: string, id: string, r: { attemptCount: number; nextPaymentAttempt: Date | null; payment: InvoicePayment }, at: Date): Promise<void>;
 }

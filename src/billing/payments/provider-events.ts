@@ -110,7 +110,7 @@ export class ProviderEvents {
       this.stores.transaction(async (tx) => {
         if (!(await this.recorder(environmentId, event)(tx))) return "unchanged" as const;
         if (invoice?.status !== "open") return "unchanged" as const;
-        const moved = await tx.moveInvoices([invoice.id], pay.from, pay.to, this.now());
+        const moved = await tx.moveInvoices([invoice.id], pay.from, pay.to, this.now(), invoice.environmentId);
         if (moved.length === 0) return "unchanged" as const;
         await tx.emit(transitionEvents(pay, [invoice]));
         return "paid" as const;
@@ -130,7 +130,7 @@ export class ProviderEvents {
   }
 
   private async keepCard(environmentId: string, subjectId: string, card: SavedCard, pageId: string): Promise<void> {
-    const current = (await this.stores.paymentMethods.ofSubjects([subjectId])).get(subjectId);
+    const current = (await this.stores.paymentMethods.ofSubjects([subjectId], environmentId)).get(subjectId);
     if (current?.provider === card.provider && current.providerRef === card.providerRef) return;
     const record = this.recorder(environmentId, null, { provider: card.provider, id: pageId });
     await retryingRaces(() =>
@@ -139,7 +139,7 @@ export class ProviderEvents {
         const id = newId("pm_card");
         const { provider, brand, last4, providerRef, customerRef } = card;
         await tx.insertPaymentMethod({ id, environmentId, subjectId, brand, last4, behavior: "succeeds", createdAt: this.now(), provider, providerRef, customerRef });
-        await tx.setSubjectPaymentMethod(subjectId, id);
+        await tx.setSubjectPaymentMethod(subjectId, id, environmentId);
       }),
     );
   }

@@ -107,14 +107,14 @@ export interface InvoiceStore {
    * The windows (as `windows`) of each of these subscriptions of one environment, in one read:
    * what a cycle close of a batch needs. `environmentId`: theirs (the billing code gives it).
    */
-  windowsOf(subscriptionIds: string[], environmentId?: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
+  windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
 }
 
 /** `environmentId`: the environment of the method or subjects, named in every statement (the sharding key); the billing code gives it. */
 export interface PaymentMethodStore {
-  get(id: string, environmentId?: string): Promise<PaymentMethod | undefined>;
+  get(id: string, environmentId: string): Promise<PaymentMethod | undefined>;
   /** The saved payment method of each of these subjects (of one environment) that has one. */
-  ofSubjects(subjectIds: string[], environmentId?: string): Promise<Map<string, PaymentMethod>>;
+  ofSubjects(subjectIds: string[], environmentId: string): Promise<Map<string, PaymentMethod>>;
 }
 
 export interface CheckoutStore {
@@ -183,7 +183,7 @@ export interface InvoiceWrites {
    * moved. `environmentId`: theirs, named in every statement (the sharding key); the billing
    * code gives it.
    */
-  moveInvoices(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date, environmentId?: string): Promise<string[]>;
+  moveInvoices(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date, environmentId: string): Promise<string[]>;
 }
 
 /** Checkout writes inside a transaction. */

@@ -17,7 +17,7 @@ import type { Invoice } from "../../billing/subscriptions/types.js";
 import { type Dialect, isMysql } from "../columns.js";
 import type { CouponRow, DiscountRow, Entities } from "../entities/index.js";
 import { isTransient } from "../errors.js";
-import { dbTime, inEnvironment } from "../raw.js";
+import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { changed, eventWrites } from "./outbox.js";
 
@@ -166,18 +166,17 @@ const marks = (ids: readonly string[]): string => ids.map(() => "?").join(", ");
 
 /**
  * Records that these discounts discounted `invoiceId`: each one's invoices_discounted goes up by
- * one, and a "once" discount ends (it has had its invoice). Rows are changed by ID only (their
- * locks are the ones discountsFor took).
+ * one, and a "once" discount ends (it has had its invoice). Rows are changed by environment and
+ * ID only (their locks are the ones discountsFor took).
  */
-export async function recordDiscounted(em: EntityManager, discountIds: string[], _invoiceId: string, _at: Date, environmentId?: string): Promise<void> {
+export async function recordDiscounted(em: EntityManager, discountIds: string[], _invoiceId: string, _at: Date, environmentId: string): Promise<void> {
   if (discountIds.length === 0) return;
-  const [env, envParams] = inEnvironment(environmentId);
-  await em.query(`UPDATE discounts SET invoices_discounted = invoices_discounted + 1 WHERE ${env}id IN (${marks(discountIds)})`, [...envParams, ...discountIds]);
-  const rows = await em.findBy<DiscountRow>("Discount", environmentId === undefined ? { id: In(discountIds) } : { environment_id: environmentId, id: In(discountIds) });
+  await em.query(`UPDATE discounts SET invoices_discounted = invoices_discounted + 1 WHERE environment_id = ? AND id IN (${marks(discountIds)})`, [environmentId, ...discountIds]);
+  const rows = await em.findBy<DiscountRow>("Discount", { environment_id: environmentId, id: In(discountIds) });
   const [first] = rows;
-  const coupons = first ? await couponsById(em, first.environment_id, [...new Set(rows.map((r) => r.coupon_id))]) : new Map<string, Coupon>();
+  const coupons = first ? await couponsById(em, environmentId, [...new Set(rows.map((r) => r.coupon_id))]) : new Map<string, Coupon>();
   const once = rows.filter((r) => coupons.get(r.coupon_id)?.duration === "once").map((r) => r.id);
-  if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE ${env}status = 'active' AND id IN (${marks(once)})`, [...envParams, ...once]);
+  if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(once)})`, [environmentId, ...once]);
 }
 
 /** The coupon writes of a transaction on `em`. */

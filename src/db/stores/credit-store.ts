@@ -19,7 +19,7 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { Dialect } from "../columns.js";
 import type { CreditAlertStateRow, CreditGrantRow, CreditLedgerRow, CreditSettingsRow, Entities } from "../entities/index.js";
 import { isTransient, isUniqueViolation } from "../errors.js";
-import { dbTime, inEnvironment } from "../raw.js";
+import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { changed, eventWrites } from "./outbox.js";
 
@@ -157,7 +157,6 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWr
     lockGrant: (environmentId, id) => readGrant(em, E, environmentId, id, lock),
     spendable: (environmentId, subjectId, currency, at) => spendableOn(em, E, environmentId, subjectId, currency, at),
     spend: async (grantId, amount, invoiceId, description, at, environmentId) => {
-      const [env, envParams] = inEnvironment(environmentId);
       const a = formatDecimal(dec(amount));
       if (!dec(a).gt(0)) throw new Error(`a spend must be positive, got ${amount}`);
       const p = decParam(d);
@@ -165,16 +164,16 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWr
         d === "mysql"
           ? await changed(
               em,
-              `UPDATE credit_grants SET status = CASE WHEN remaining = ${p} THEN 'depleted' ELSE status END, remaining = remaining - ${p} WHERE ${env}id = ? AND status = 'active' AND remaining >= ${p}`,
-              [a, a, ...envParams, grantId, a],
+              `UPDATE credit_grants SET status = CASE WHEN remaining = ${p} THEN 'depleted' ELSE status END, remaining = remaining - ${p} WHERE environment_id = ? AND id = ? AND status = 'active' AND remaining >= ${p}`,
+              [a, a, environmentId, grantId, a],
             )
           : await changed(
               em,
-              `UPDATE credit_grants SET status = CASE WHEN dec_add(remaining, ?) = '0' THEN 'depleted' ELSE status END, remaining = dec_add(remaining, ?) WHERE ${env}id = ? AND status = 'active' AND dec_max(remaining, ?) = remaining`,
-              [`-${a}`, `-${a}`, ...envParams, grantId, a],
+              `UPDATE credit_grants SET status = CASE WHEN dec_add(remaining, ?) = '0' THEN 'depleted' ELSE status END, remaining = dec_add(remaining, ?) WHERE environment_id = ? AND id = ? AND status = 'active' AND dec_max(remaining, ?) = remaining`,
+              [`-${a}`, `-${a}`, environmentId, grantId, a],
             );
       if (taken === 0) return false;
-      const r = await em.findOneOrFail(E.CreditGrant, { where: environmentId === undefined ? { id: grantId } : { environment_id: environmentId, id: grantId } });
+      const r = await em.findOneOrFail(E.CreditGrant, { where: { environment_id: environmentId, id: grantId } });
       await insertEntry(em, E, grantFromRow(r), "application", `-${a}`, invoiceId, description, at);
       return true;
     },

@@ -8,7 +8,7 @@ import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatu
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime, inEnvironment } from "../raw.js";
+import { dbTime } from "../raw.js";
 import { invoiceListRows, newestFirstRows } from "./invoice-list.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
@@ -221,15 +221,15 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     }
     await insertRows(em, INSERT_LINES, list.flatMap(invoiceLineRows).map(lineValues));
   };
-  const moveInvoices = async (ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date, environmentId?: string) => {
+  const moveInvoices = async (ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date, environmentId: string) => {
     const moved: string[] = [];
-    const [env, envParams] = inEnvironment(environmentId);
     for (const part of chunks(ids)) {
       const marks = part.map(() => "?").join(", ");
       const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
-      const rows = (await em.query(`SELECT id FROM invoices WHERE ${env}id IN (${marks}) AND status = ?${lock}`, [...envParams, ...part, from])) as { id: string }[];
+      const rows = (await em.query(`SELECT id FROM invoices WHERE environment_id = ? AND id IN (${marks}) AND status = ?${lock}`, [environmentId, ...part, from])) as { id: string }[];
       if (rows.length === 0) continue;
-      await em.query(`UPDATE invoices SET status = ?, updated_at = ? WHERE ${env}id IN (${rows.map(() => "?").join(", ")})`, [to, dbTime(at), ...envParams, ...rows.map((r) => r.id)]);
+      const params = [to, dbTime(at), environmentId, ...rows.map((r) => r.id)];
+      await em.query(`UPDATE invoices SET status = ?, updated_at = ? WHERE environment_id = ? AND id IN (${rows.map(() => "?").join(", ")})`, params);
       moved.push(...rows.map((r) => r.id));
     }
     return moved;
@@ -348,7 +348,7 @@ export class SqlInvoiceStore implements InvoiceStore {
     return (await this.windowsOf([subscriptionId], environmentId)).get(subscriptionId) ?? [];
   }
 
-  async windowsOf(subscriptionIds: string[], environmentId?: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>> {
+  async windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>> {
     const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
     if (subscriptionIds.length === 0) return out;
     return this.sql.run(async (em) => {
@@ -357,7 +357,7 @@ export class SqlInvoiceStore implements InvoiceStore {
         rows.push(
           ...(await em
             .createQueryBuilder(this.entities.Invoice, "i")
-            .where(`${environmentId ? "i.environment_id = :environmentId AND " : ""}i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL`, { environmentId, ids: part })
+            .where("i.environment_id = :environmentId AND i.subscription_id IN (:...ids) AND i.status <> 'draft' AND i.usage_from IS NOT NULL", { environmentId, ids: part })
             .orderBy("i.seq", "ASC")
             .getMany()),
         );

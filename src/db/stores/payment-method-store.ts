@@ -3,7 +3,7 @@ import type { EntityManager } from "typeorm";
 import type { PaymentMethodStore, PaymentMethodWrites } from "../../billing/subscriptions/ports.js";
 import type { PaymentMethod } from "../../billing/subscriptions/types.js";
 import type { Entities, PaymentMethodRow } from "../entities/index.js";
-import { fromDbTime, inEnvironment } from "../raw.js";
+import { fromDbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 
 /** Row → domain. */
@@ -54,12 +54,12 @@ export class SqlPaymentMethodStore implements PaymentMethodStore {
     private readonly entities: Entities,
   ) {}
 
-  async get(id: string, environmentId?: string): Promise<PaymentMethod | undefined> {
-    const r = await this.sql.run((em) => em.findOneBy(this.entities.PaymentMethod, environmentId === undefined ? { id } : { environment_id: environmentId, id }));
+  async get(id: string, environmentId: string): Promise<PaymentMethod | undefined> {
+    const r = await this.sql.run((em) => em.findOneBy(this.entities.PaymentMethod, { environment_id: environmentId, id }));
     return r ? paymentMethodFromRow(r) : undefined;
   }
 
-  async ofSubjects(subjectIds: string[], environmentId?: string): Promise<Map<string, PaymentMethod>> {
+  async ofSubjects(subjectIds: string[], environmentId: string): Promise<Map<string, PaymentMethod>> {
     const out = new Map<string, PaymentMethod>();
     if (subjectIds.length === 0) return out;
     const rows: {
@@ -73,13 +73,12 @@ export class SqlPaymentMethodStore implements PaymentMethodStore {
       provider: string;
       provider_ref: string | null;
       customer_ref: string | null;
-    }[] = await this.sql.run((em) => {
-      const [env, envParams] = inEnvironment(environmentId, "s");
-      return em.query(
-        `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at, p.provider, p.provider_ref, p.customer_ref FROM subjects s JOIN payment_methods p ON p.environment_id = s.environment_id AND p.id = s.payment_method_id WHERE ${env}s.id IN (${subjectIds.map(() => "?").join(", ")})`,
-        [...envParams, ...subjectIds],
-      );
-    });
+    }[] = await this.sql.run((em) =>
+      em.query(
+        `SELECT s.id AS subject_id, p.id, p.environment_id, p.brand, p.last4, p.behavior, p.created_at, p.provider, p.provider_ref, p.customer_ref FROM subjects s JOIN payment_methods p ON p.environment_id = s.environment_id AND p.id = s.payment_method_id WHERE s.environment_id = ? AND s.id IN (${subjectIds.map(() => "?").join(", ")})`,
+        [environmentId, ...subjectIds],
+      ),
+    );
     for (const r of rows) {
       out.set(r.subject_id, paymentMethodFromRow({ ...r, created_at: fromDbTime(r.created_at) }));
     }
