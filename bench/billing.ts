@@ -102,7 +102,7 @@ async function closeBench(url: string) {
     // Setup shortcut: the card a hosted checkout would have saved.
     await svc.engine.stores.transaction(async (tx) => {
       await tx.insertPaymentMethod({ id: pm, environmentId: env, subjectId: subject.id, brand: "visa", last4: "4242", behavior: "succeeds", createdAt: now });
-      await tx.setSubjectPaymentMethod(subject.id, pm);
+      await tx.setSubjectPaymentMethod(subject.id, pm, env);
     });
     const r = await svc.subscriptions.create(caller, {
       rateCardId: card.id,

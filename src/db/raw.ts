@@ -24,17 +24,6 @@ export async function findSubjectRow<T>(sql: Sql, environmentId: string, key: st
 }
 
 /**
- * The `environment_id = ? AND ` that starts a WHERE clause on a tenant table (prefixed by
- * `alias.` when given) and its parameter; nothing for a caller that gave no environment. Every
- * statement on a tenant table names its environment (the sharding key: docs/operations/scaling.md,
- * test/db/sharding-readiness.test.ts); the optional form is for direct callers of older signatures.
- */
-export function inEnvironment(environmentId: string | undefined, alias = ""): [string, string[]] {
-  if (environmentId === undefined) return ["", []];
-  return [`${alias === "" ? "" : `${alias}.`}environment_id = ? AND `, [environmentId]];
-}
-
-/**
  * A time as both stores hold DATETIME(3): `2026-01-31 12:00:00.000`, UTC. Throws for a time no
  * store can hold and give back (see storableTime): never a negative or five-digit year.
  */

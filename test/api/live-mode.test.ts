@@ -61,7 +61,7 @@ for (const store of STORES) {
     const id = newId("pm_card");
     await billing.transaction(async (tx) => {
       await tx.insertPaymentMethod({ id, environmentId, subjectId, brand: "visa", last4: "4242", behavior: "succeeds", createdAt: new Date() });
-      await tx.setSubjectPaymentMethod(subjectId, id);
+      await tx.setSubjectPaymentMethod(subjectId, id, environmentId);
     });
   }
 

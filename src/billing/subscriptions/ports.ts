@@ -196,7 +196,7 @@ export interface CheckoutWrites {
 export interface PaymentMethodWrites {
   insertPaymentMethod(pm: PaymentMethod): Promise<void>;
   /** `environmentId`: the subject's, named in the statement (the sharding key); the billing code gives it. */
-  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string, environmentId?: string): Promise<void>;
+  setSubjectPaymentMethod(subjectId: string, paymentMethodId: string, environmentId: string): Promise<void>;
 }
 
 /** Timeline writes inside a transaction. */

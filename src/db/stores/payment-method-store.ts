@@ -43,7 +43,7 @@ export function paymentMethodWrites(em: EntityManager, E: Entities): PaymentMeth
       await em.insert(E.PaymentMethod, paymentMethodToRow(pm));
     },
     setSubjectPaymentMethod: async (subjectId, paymentMethodId, environmentId) => {
-      await em.update(E.Subject, environmentId === undefined ? { id: subjectId } : { environment_id: environmentId, id: subjectId }, { payment_method_id: paymentMethodId });
+      await em.update(E.Subject, { environment_id: environmentId, id: subjectId }, { payment_method_id: paymentMethodId });
     },
   };
 }
