@@ -67,8 +67,27 @@ export function startBackground(p: BackgroundParts): Background {
   };
 }
 
-/** The scheduler on real time: closes due billing cycles every SCHEDULER_INTERVAL_MS, one run at a time. */
-function startScheduler({ config, scheduler, schedulerWatch, metrics, log, now }: BackgroundParts) {
+/**
+ * How long a test clock advance runs before the scheduler takes it for cut short and finishes it:
+ * 60 s, or 12 scheduler intervals when that is shorter (at least a second).
+ */
+export function advanceLeaseMs(schedulerIntervalMs: number): number {
+  return Math.min(60_000, Math.max(1_000, 12 * schedulerIntervalMs));
+}
+
+/** Finishes the test clock advances cut short (Scheduler.finishAdvances), logging what it did. */
+async function finishAdvances({ config, scheduler, log, now }: BackgroundParts): Promise<void> {
+  const { finished, failed } = await scheduler.finishAdvances(now(), advanceLeaseMs(config.schedulerIntervalMs));
+  if (finished.length > 0) log.info("test clock advances finished", { clocks: finished });
+  for (const f of failed) log.error("test clock advance could not be finished", { test_clock_id: f.clockId, err: f.err });
+}
+
+/**
+ * The scheduler on real time: closes due billing cycles every SCHEDULER_INTERVAL_MS, one run at a
+ * time, then finishes test clock advances cut short.
+ */
+function startScheduler(p: BackgroundParts) {
+  const { config, scheduler, schedulerWatch, metrics, log, now } = p;
   let ticking = false;
   const timer =
     config.schedulerIntervalMs > 0
@@ -86,6 +105,8 @@ function startScheduler({ config, scheduler, schedulerWatch, metrics, log, now }
               else log.debug("scheduler run: nothing due", { ms: Math.round(ms * 100) / 100 });
             })
             .catch((err) => log.error("scheduler run failed", { err }))
+            .then(() => finishAdvances(p))
+            .catch((err) => log.error("finishing test clock advances failed", { err }))
             .finally(() => {
               schedulerWatch?.alive();
               ticking = false;

@@ -138,13 +138,38 @@ export interface TimelineStore {
   due(now: Date, clockId: string | null, limit: number): Promise<Timeline[]>;
 }
 
+/** Where a clock's advance is: "advancing" from the move of its time until everything due by then has run, then "ready". */
+export type TestClockStatus = "ready" | "advancing";
+
+/** A test clock as stored: with its advance's status and when that advance moved it. */
+export interface StoredTestClock extends TestClock {
+  status: TestClockStatus;
+  advanceStartedAt: Date | null;
+}
+
 export interface TestClockStore {
+  /** Stores a new clock, `ready`. */
   insert(c: TestClock): Promise<void>;
-  get(environmentId: string, id: string): Promise<TestClock | undefined>;
+  get(environmentId: string, id: string): Promise<StoredTestClock | undefined>;
   /** The environment's clocks, newest first. */
-  list(environmentId: string, page: Page): Promise<PageResult<TestClock>>;
-  /** Moves the clock to `to` if it is not past it already; false otherwise. */
-  advance(environmentId: string, id: string, to: Date): Promise<boolean>;
+  list(environmentId: string, page: Page): Promise<PageResult<StoredTestClock>>;
+  /**
+   * Moves the clock to `to` if it is not past it already, and in the same statement sets it
+   * `advancing` since `startedAt`; false if it is past `to`.
+   */
+  advance(environmentId: string, id: string, to: Date, startedAt: Date): Promise<boolean>;
+  /** Sets the clock `ready` if its time is still `at` (a later advance owns it otherwise); false then. */
+  finish(environmentId: string, id: string, at: Date): Promise<boolean>;
+  /**
+   * Clocks of every environment `advancing` since before `startedBefore` (their advance was cut
+   * short, or is still running past its lease), oldest first: the scheduler finishes them.
+   */
+  stalled(startedBefore: Date, limit: number): Promise<StoredTestClock[]>;
+  /**
+   * Takes over a stalled advance: renews its lease (advance_started_at to `now`) if it is still
+   * `advancing` at `at` since `startedAt`; false if another runner or an advance took it meanwhile.
+   */
+  takeOver(environmentId: string, id: string, at: Date, startedAt: Date, now: Date): Promise<boolean>;
 }
 
 /** Who billing bills: a subject as billing needs it (by ID or external ID), and an environment's mode. */

@@ -128,6 +128,35 @@ export class Scheduler {
     }
     return n;
   }
+
+  /**
+   * Finishes test clock advances cut short (the server that ran one died, or the database failed
+   * under it): each clock `advancing` since more than `leaseMs` before `realNow`, oldest first, is
+   * taken over (its lease renewed, so that one runner takes it per lease), run up to its time and
+   * set `ready` (unless an advance moved it meanwhile). Safe with several runners (runDue is).
+   */
+  async finishAdvances(realNow: Date, leaseMs: number, limit = 20, stop?: AbortSignal): Promise<FinishedAdvances> {
+    const clocks = this.engine.stores.clocks;
+    const done: FinishedAdvances = { finished: [], failed: [] };
+    for (const c of await clocks.stalled(new Date(realNow.getTime() - leaseMs), limit)) {
+      if (stop?.aborted) break;
+      if (!c.advanceStartedAt || !(await clocks.takeOver(c.environmentId, c.id, c.frozenTime, c.advanceStartedAt, realNow))) continue;
+      try {
+        await this.runDue(c.frozenTime, c.id, stop);
+        if (await clocks.finish(c.environmentId, c.id, c.frozenTime)) done.finished.push(c.id);
+      } catch (err) {
+        // Still `advancing`: taken over again once the renewed lease runs out.
+        done.failed.push({ clockId: c.id, err });
+      }
+    }
+    return done;
+  }
+}
+
+/** What Scheduler.finishAdvances did: the clocks it finished, and those whose run failed. */
+export interface FinishedAdvances {
+  finished: string[];
+  failed: { clockId: string; err: unknown }[];
 }
 
 /** A scheduler run's progress (the server logs a long one, and counts it as a sign of life). */

@@ -1,7 +1,8 @@
 /** Subscriptions, invoices, billing state and test clocks: wire ⇄ domain. */
 import { create } from "@bufbuild/protobuf";
 import type { CallbackUrls } from "../../billing/subscriptions/checkout.js";
-import { type Invoice, type Subscription, type TestClock, amountDueOf, shownCommitment } from "../../billing/subscriptions/types.js";
+import type { StoredTestClock } from "../../billing/subscriptions/ports.js";
+import { type Invoice, type Subscription, amountDueOf, shownCommitment } from "../../billing/subscriptions/types.js";
 import { type Invoice as InvoicePb, InvoiceSchema } from "../../gen/billing/v1/invoice_pb.js";
 import { type Subscription as SubscriptionPb, SubscriptionSchema, type CheckoutCallbackUrls } from "../../gen/billing/v1/subscription_pb.js";
 import { type TestClock as TestClockPb, TestClockSchema } from "../../gen/billing/v1/test_clock_pb.js";
@@ -144,6 +145,6 @@ export function sellerToPb(s: SellerDetails): SellerDetailsPb {
   });
 }
 
-export function clockToPb(c: TestClock): TestClockPb {
-  return create(TestClockSchema, { id: c.id, name: c.name, frozenTime: ts(c.frozenTime), createdAt: ts(c.createdAt) });
+export function clockToPb(c: StoredTestClock): TestClockPb {
+  return create(TestClockSchema, { id: c.id, name: c.name, frozenTime: ts(c.frozenTime), createdAt: ts(c.createdAt), status: c.status });
 }

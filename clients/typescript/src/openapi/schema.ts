@@ -3162,6 +3162,12 @@ export interface components {
             frozen_time: string;
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description "ready" | "advancing": "advancing" from an advance's move of frozen_time until everything due
+             *     by it has run (an advance cut short is finished by the scheduler, or by advancing the clock
+             *     again to the same time), then "ready".
+             */
+            status: string;
         };
         TimelineCheckoutAction: {
             /** @description "checkout". */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/test_clock.proto.
  */
 export const file_billing_v1_test_clock: GenFile = /*@__PURE__*/
-  fileDesc("ChtiaWxsaW5nL3YxL3Rlc3RfY2xvY2sucHJvdG8SCmJpbGxpbmcudjEikgEKCVRlc3RDbG9jaxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEjUKC2Zyb3plbl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARI0CgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYAWIGcHJvdG8z", [file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChtiaWxsaW5nL3YxL3Rlc3RfY2xvY2sucHJvdG8SCmJpbGxpbmcudjEiogEKCVRlc3RDbG9jaxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEjUKC2Zyb3plbl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARI0CgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIEoLUYARIOCgZzdGF0dXMYBSABKAliBnByb3RvMw", [file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A clock that subjects created with it live on, moved only forward and only by the caller.
@@ -42,6 +42,15 @@ export type TestClock = Message<"billing.v1.TestClock"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * "ready" | "advancing": "advancing" from an advance's move of frozen_time until everything due
+   * by it has run (an advance cut short is finished by the scheduler, or by advancing the clock
+   * again to the same time), then "ready".
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
 };
 
 /**
