@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { isUnavailable } from "../db/errors.js";
+import { AbortedError, UnavailableError } from "../billing/errors.js";
+import { isTransient, isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 import { traceOf } from "../ops/trace.js";
 import { formBodyOf } from "../rest/form-body.js";
@@ -92,18 +93,22 @@ export async function readForm(req: Req): Promise<URLSearchParams> {
 
 /**
  * The page routes under `prefix`: `handle` answers them (the path without the query); returns
- * false for any other path. A page that fails answers 503 when the database cannot be reached
- * (it works again once it is back), else 500, and is logged.
+ * false for any other path. A page that fails answers 503 with Retry-After when trying again can
+ * work (the database out of reach, a lost write conflict, a server stopping), else 500, and is logged.
  */
 export function servePages(prefix: string, handle: (req: Req, res: Res, path: string) => Promise<void>, log: Logger) {
   return (req: Req, res: Res): boolean => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     if (!path.startsWith(prefix)) return false;
     handle(req, res, path).catch((err) => {
-      log.error("page failed", { path, request_id: traceOf(res)?.id, err });
-      // An unreachable database is 503 (the page works again once it is back), anything else 500.
-      if (!res.headersSent) messagePage(res, isUnavailable(err) ? 503 : 500, "Error", "Something went wrong", "Try again in a moment.");
-      else res.end();
+      // A database out of reach, a write that lost a conflict (a deadlock, a cluster's certification)
+      // or a server stopping: 503 with Retry-After, and the same click works again. Anything else: 500.
+      const later = isUnavailable(err) || isTransient(err) || err instanceof AbortedError || err instanceof UnavailableError;
+      if (later) log.warn("page failed; it can be tried again", { path, request_id: traceOf(res)?.id, err });
+      else log.error("page failed", { path, request_id: traceOf(res)?.id, err });
+      if (res.headersSent) return void res.end();
+      if (later) res.setHeader("retry-after", "1");
+      messagePage(res, later ? 503 : 500, "Error", "Something went wrong", "Try again in a moment.");
     });
     return true;
   };
