@@ -7,6 +7,7 @@ import test from "ava";
 import { StorageConflictError, StorageUnavailableError } from "../../src/billing/storage-errors.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { isTransient, isUnavailable, isUniqueViolation, storageError } from "../../src/db/errors.js";
+import { WSREP_SYNC_WAIT, sessionSettings } from "../../src/db/mysql-connect.js";
 import { createTestDatabase } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 
@@ -17,6 +18,8 @@ test("an unreachable database is StorageUnavailableError, with the driver's mess
     driverError({ code: "ECONNREFUSED" }, "connect ECONNREFUSED 127.0.0.1:3306"),
     driverError({ code: "PROTOCOL_CONNECTION_LOST", fatal: true }),
     driverError({ errno: 2006 }),
+    // A Galera node out of the primary component ("WSREP has not yet prepared node for application use").
+    driverError({ errno: 1047, sqlState: "08S01" }, "WSREP has not yet prepared node for application use"),
     driverError({ code: "DATABASE_TIMEOUT" }),
     driverError({ code: "SQLITE_IOERR_WRITE" }),
     Object.assign(new Error("not connected"), { name: "CannotExecuteNotConnectedError" }),
@@ -65,4 +68,11 @@ mysqlOnly("mysql: Sql's calls reject with the translated error: a statement past
     await db.close();
     await tdb.drop();
   }
+});
+
+test("a session's settings: sql_mode when the URL names one, and on Galera reads that wait for the cluster's writes", (t) => {
+  t.is(sessionSettings(undefined, false), undefined);
+  t.deepEqual(sessionSettings("STRICT_ALL_TABLES", false), { sql: "SET SESSION sql_mode = ?", values: ["STRICT_ALL_TABLES"] });
+  t.deepEqual(sessionSettings(undefined, true), { sql: `SET SESSION wsrep_sync_wait = ${WSREP_SYNC_WAIT}`, values: [] });
+  t.deepEqual(sessionSettings("STRICT_ALL_TABLES", true), { sql: "SET SESSION sql_mode = ?, wsrep_sync_wait = 3", values: ["STRICT_ALL_TABLES"] });
 });
