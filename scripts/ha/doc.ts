@@ -20,7 +20,7 @@ export function nodeCommand(node: NodePorts, bootstrap: boolean): string {
 
 /** The fenced blocks the document must hold. */
 export function docBlocks(): string[] {
-  return [`\`\`\`sh\n${nodeCommand(DOC_PORTS[0] as NodePorts, true)}\n\`\`\``, `\`\`\`\n${haproxyConfig(DOC_FRONT, DOC_PORTS).trimEnd()}\n\`\`\``];
+  return [`\`\`\`console\n${nodeCommand(DOC_PORTS[0] as NodePorts, true)}\n\`\`\``, `\`\`\`text\n${haproxyConfig(DOC_FRONT, DOC_PORTS).trimEnd()}\n\`\`\``];
 }
 
 /** Why the document does not quote the harness's configuration, or undefined when it does. */
