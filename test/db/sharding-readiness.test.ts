@@ -55,6 +55,11 @@ const ALLOWED: readonly { match: RegExp; reason: string }[] = [
       "the scheduler's due-work scans (cycle closes, resumes, usage and threshold checks, timeline transitions, grant expiry, draft finalization, payment retries, credit alerts): plain reads that return each row's environment; each item is then claimed and written in a transaction of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess each is a scatter query over the shards",
   },
   {
+    match: /^SELECT id, environment_id, name, frozen_time, created_at, status, advance_started_at FROM test_clocks WHERE status = \? AND advance_started_at <= \?/,
+    reason:
+      "the scheduler's due-work scans (test clock advances cut short, past their lease): a plain read that returns each clock's environment; each is then taken over and run with statements of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess a scatter query over the shards",
+  },
+  {
     match: /^SELECT environment_id FROM events WHERE fanout = \? ORDER BY seq LIMIT \?$|^SELECT seq, environment_id FROM webhook_deliveries WHERE status = \? AND next_attempt_at <= \?/,
     reason:
       "the webhook queue's discovery reads (events not yet fanned out, deliveries due): plain reads; each environment's events and deliveries are then claimed in a transaction of their own. A scatter query on Vitess; per cluster, each cluster's own servers",
