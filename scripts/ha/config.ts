@@ -53,6 +53,8 @@ export function nodeOptions(node: NodePorts, all: readonly NodePorts[], dir: str
     "--wsrep-sst-method=rsync",
     `--wsrep-sst-receive-address=127.0.0.1:${node.sst}`,
     "--wsrep-slave-threads=2",
+    // HA_GENERAL_LOG=1: every statement each node receives, in the node's general.log (diagnosis).
+    ...(process.env.HA_GENERAL_LOG ? ["--general-log=1", `--general-log-file=${dir}/general.log`] : []),
   ];
 }
 

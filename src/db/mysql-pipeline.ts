@@ -22,6 +22,20 @@ export function rawQuery(conn: Pick<RawConnection, "query">, sql: string, values
   return new Promise((resolve, reject) => conn.query(sql, values, (err, result) => (err ? reject(err) : resolve(result))));
 }
 
+/**
+ * MariaDB: a statement that fails with a deadlock (1213, so the caller runs the transaction
+ * again) when the session is no longer in a transaction. On Galera a transaction aborted by a
+ * replicated write (a brute-force abort) while its session runs a multi-statement packet, or
+ * sends a statement's result set, is rolled back without the session hearing it: MariaDB
+ * 10.11 runs the packet's remaining statements, COMMIT included, one by one in autocommit mode
+ * and answers each with success. The events of an ingest were rolled back while its last
+ * statements committed on their own, and the caller was told the whole had committed. One of
+ * these before each statement of the transaction stops the packet at the first statement that
+ * would run outside it.
+ */
+export const IN_TRANSACTION_GUARD =
+  "BEGIN NOT ATOMIC IF @@in_transaction = 0 THEN SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock: the transaction was rolled back by the server (no longer in a transaction)'; END IF; END";
+
 /** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
 export class MysqlPipeline implements Pipeline {
   private deferred: Statement[] = [];
@@ -32,11 +46,14 @@ export class MysqlPipeline implements Pipeline {
   constructor(
     private readonly conn: RawConnection,
     readCommitted: boolean,
+    /** MariaDB: each statement of the transaction preceded by IN_TRANSACTION_GUARD. */
+    private readonly guarded = false,
   ) {
     this.begin = [...(readCommitted ? [["SET TRANSACTION ISOLATION LEVEL READ COMMITTED", []] as const] : []), ["START TRANSACTION", []]];
   }
 
   async run(statements: readonly Statement[]): Promise<unknown[]> {
+    const opening = this.begin.length;
     const all = [...this.begin, ...this.deferred, ...statements];
     const skip = all.length - statements.length;
     this.begin = [];
@@ -45,15 +62,26 @@ export class MysqlPipeline implements Pipeline {
     this.sent = true;
     for (const [sql, params] of all) auditSql(this, sql, params);
     const results: unknown[] = [];
+    let index = 0;
     for (const packet of groupBySize(all, estimatedBytes, STATEMENT_BYTES)) {
       // Each statement formatted on its own: a statement with its values inline (mysqlText) may
       // hold a `?` in a literal, which must not take a later statement's parameter.
       let text = "";
-      for (const [sql, params] of packet) text += `${text === "" ? "" : ";\n"}${params.length === 0 ? sql : this.conn.format(sql, [...params])}`;
+      const guards: boolean[] = [];
+      for (const [sql, params] of packet) {
+        const guard = this.guarded && index++ >= opening;
+        if (guard) text += `${text === "" ? "" : ";\n"}${IN_TRANSACTION_GUARD}`;
+        guards.push(guard);
+        text += `${text === "" ? "" : ";\n"}${params.length === 0 ? sql : this.conn.format(sql, [...params])}`;
+      }
       const raw: unknown = await rawQuery(this.conn, text, undefined);
       // mysql2 answers a single statement with its result, several with one result per statement.
-      if (packet.length === 1) results.push(raw);
-      else results.push(...(raw as unknown[]));
+      const answers = packet.length === 1 && !guards[0] ? [raw] : (raw as unknown[]);
+      let at = 0;
+      for (const guard of guards) {
+        if (guard) at++;
+        results.push(answers[at++]);
+      }
     }
     return results.slice(skip);
   }

@@ -284,7 +284,7 @@ export class Sql {
     // per query (events, logging, timing) cost as much client CPU as the round trip (about
     // 170 us each here), and ingestion makes three of them per transaction.
     const conn = await new Promise<RawConnection>((resolve, reject) => this.pool().getConnection((err, c) => (err ? reject(err) : resolve(c))));
-    const p = new MysqlPipeline(conn, options.readCommitted ?? false);
+    const p = new MysqlPipeline(conn, options.readCommitted ?? false, this.dataSource.driver.options.type === "mariadb");
     // A call holding an idempotency key: the key is marked changed in this same transaction.
     const mark = pendingMark();
     if (mark) {
