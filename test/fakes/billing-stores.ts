@@ -7,8 +7,8 @@ import type { NewEvent } from "../../src/billing/events/types.js";
 import { AlreadyExistsError } from "../../src/billing/errors.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
 import type { Page, PageResult } from "../../src/billing/pagination.js";
-import type { BillingStores, BillingTx } from "../../src/billing/subscriptions/ports.js";
-import type { BillingSubject, CheckoutSession, Invoice, InvoiceLine, PaymentMethod, PortalSession, Subscription, TestClock, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
+import type { BillingStores, BillingTx, StoredTestClock } from "../../src/billing/subscriptions/ports.js";
+import type { BillingSubject, CheckoutSession, Invoice, InvoiceLine, PaymentMethod, PortalSession, Subscription, Timeline, TimelineItem } from "../../src/billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../src/billing/tenancy.js";
 
 function page<T>(all: T[], p: Page): PageResult<T> {
@@ -26,7 +26,7 @@ export class BillingState {
   portals = new Map<string, PortalSession>();
   timelines = new Map<string, Timeline>();
   timelineItems = new Map<string, TimelineItem>();
-  clocks = new Map<string, TestClock>();
+  clocks = new Map<string, StoredTestClock>();
   /** Draft grace period per environment, in seconds; an environment not in it has none (final at once). */
   graceSeconds = new Map<string, number>();
   /** When each ended subscription's late usage was last checked. */
@@ -237,7 +237,7 @@ export class FakeBillingStores implements BillingStores {
   };
 
   readonly clocks: BillingStores["clocks"] = {
-    insert: async (c) => void this.state.clocks.set(c.id, structuredClone(c)),
+    insert: async (c) => void this.state.clocks.set(c.id, { ...structuredClone(c), status: "ready", advanceStartedAt: null }),
     get: async (env, id) => this.copy(this.state.clocks.get(id), env),
     list: async (env, p) =>
       page(
@@ -247,10 +247,30 @@ export class FakeBillingStores implements BillingStores {
           .map((c) => structuredClone(c)),
         p,
       ),
-    advance: async (env, id, to) => {
+    advance: async (env, id, to, startedAt) => {
       const c = this.state.clocks.get(id);
       if (!c || c.environmentId !== env || c.frozenTime > to) return false;
       c.frozenTime = to;
+      c.status = "advancing";
+      c.advanceStartedAt = startedAt;
+      return true;
+    },
+    finish: async (env, id, at) => {
+      const c = this.state.clocks.get(id);
+      if (!c || c.environmentId !== env || c.frozenTime.getTime() !== at.getTime()) return false;
+      c.status = "ready";
+      return true;
+    },
+    stalled: async (before, limit) =>
+      [...this.state.clocks.values()]
+        .filter((c) => c.status === "advancing" && c.advanceStartedAt !== null && c.advanceStartedAt <= before)
+        .sort((a, b) => (a.advanceStartedAt?.getTime() ?? 0) - (b.advanceStartedAt?.getTime() ?? 0))
+        .slice(0, limit)
+        .map((c) => structuredClone(c)),
+    takeOver: async (env, id, at, startedAt, now) => {
+      const c = this.state.clocks.get(id);
+      if (!c || c.environmentId !== env || c.status !== "advancing" || c.frozenTime.getTime() !== at.getTime() || c.advanceStartedAt?.getTime() !== startedAt.getTime()) return false;
+      c.advanceStartedAt = now;
       return true;
     },
   };
