@@ -16,6 +16,8 @@ export const FLOW_EVENTS = 20;
 export const SEAT_CENTS = 1000;
 /** Invoices a finished subscription flow has: at subscribe, then at each of two advances. */
 export const FLOW_INVOICES = 3;
+/** How long a flow waits for its clock to be ready after its last advance (the lease is 24 s at SCHEDULER_INTERVAL_MS 2000). */
+const READY_WAIT_MS = 90_000;
 
 export interface Acknowledged {
   /** Idempotency keys of usage events the service answered as accepted or duplicate. */
@@ -189,9 +191,11 @@ export class Load {
     r.results.forEach((x, i) => {
       if (x.status === "accepted" || x.status === "duplicate") this.ack.eventKeys.add(events[i]?.idempotency_key as string);
     });
-    for (const to of ["2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"]) {
+    // The third advance, two minutes on the clock: a first charge cut short (its connection broke
+    // under it) has its retry planned a minute after the invoice's time, so dunning makes it by then.
+    for (const to of ["2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-01T00:02:00Z"]) {
       try {
-        await c.call("POST", `/test-clocks/${clock.id}/advance`, { frozen_time: to }, `${k}-advance-${to.slice(0, 7)}`);
+        await c.call("POST", `/test-clocks/${clock.id}/advance`, { frozen_time: to }, `${k}-advance-${to.slice(0, 16)}`);
       } catch (err) {
         // An advance whose answer was lost: the clock says whether it got there.
         if (!(err instanceof OutcomeLost) || err instanceof KeyHeld) throw err;
@@ -200,7 +204,19 @@ export class Load {
         if (now !== to) throw new Error(`${k}: advance to ${to} lost, and the clock is at ${String(now)}`);
       }
     }
+    await this.untilReady(clock.id as string, k);
     this.ack.finishedFlows.set((subs[0] as { id: string }).id, subject.id);
+  }
+
+  /**
+   * Waits for the clock's advances to have run everything due: an advance cut short (its answer
+   * lost) is finished by a server's scheduler once its lease ends (12 scheduler intervals).
+   */
+  private async untilReady(clockId: string, k: string): Promise<void> {
+    for (const end = Date.now() + READY_WAIT_MS; Date.now() < end; await new Promise((r) => setTimeout(r, 500))) {
+      if ((await this.client.json("GET", `/test-clocks/${clockId}`)).status === "ready") return;
+    }
+    throw new Error(`${k}: the test clock is still advancing ${READY_WAIT_MS / 1000} s after its last advance`);
   }
 
   /** Pays a checkout with the test card that succeeds; a page answered twice (a retry after a lost answer) is fine. */
