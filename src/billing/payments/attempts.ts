@@ -46,6 +46,9 @@ const FIRST_ATTEMPT_GRACE_MS = 60_000;
 /** How many due invoices one read of a run takes. */
 const DUE_BATCH = 50;
 
+/** How long after its finalization a first charge that was never planned is looked for (twice the grace above). */
+const UNPLANNED_AFTER_MS = 2 * FIRST_ATTEMPT_GRACE_MS;
+
 export type AttemptResult = { decision: AttemptDecision; invoice: Invoice };
 
 /** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
@@ -209,6 +212,7 @@ export class Dunning {
    * Returns how many attempts were made.
    */
   async runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> {
+    await this.planUnplanned(now, clockId);
     const skipped: string[] = [];
     let n = 0;
     for (;;) {
@@ -225,6 +229,25 @@ export class Dunning {
           skipped.push(d.id);
           this.events.settleFailed?.(d.id, err);
         }
+      }
+    }
+  }
+
+  /**
+   * First charges that never got their plan (attempt's first step did not commit: the database
+   * went away under it, the process died) are planned at `now`, so the run below makes them.
+   */
+  private async planUnplanned(now: Date, clockId: string | null): Promise<void> {
+    for (const d of await this.store.unplanned(new Date(now.getTime() - UNPLANNED_AFTER_MS), clockId, DUE_BATCH)) {
+      try {
+        await retryingRaces(() =>
+          this.stores.transaction(async (tx) => {
+            const i = await this.writes(tx).claim(d.environmentId, d.id);
+            if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, now);
+          }),
+        );
+      } catch (err) {
+        this.events.settleFailed?.(d.id, err);
       }
     }
   }

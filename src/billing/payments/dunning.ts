@@ -121,6 +121,13 @@ export interface DueInvoice {
 export interface DunningStore {
   /** Open invoices whose next attempt is due by `now` on real time (clockId null) or one test clock, earliest first, none of `exclude`. */
   due(now: Date, clockId: string | null, limit: number, exclude: readonly string[]): Promise<DueInvoice[]>;
+  /**
+   * Open invoices due to finalize (or made) by `before`, on real time or one test clock's time
+   * (finalized_at is real time), with something
+   * to charge, never attempted and with no attempt planned, whose subject has a card on file: a
+   * first charge cut short before its plan committed (the database went away under it). Oldest first.
+   */
+  unplanned(before: Date, clockId: string | null, limit: number): Promise<DueInvoice[]>;
 }
 
 /** What dunning writes in a billing transaction (BillingTx.dunning). */

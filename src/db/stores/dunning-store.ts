@@ -65,4 +65,15 @@ export class SqlDunningStore implements DunningStore {
     );
     return rows.map((r) => ({ id: r.id, environmentId: r.environment_id, subjectId: r.subject_id }));
   }
+
+  async unplanned(before: Date, clockId: string | null, limit: number): Promise<DueInvoice[]> {
+    const rows = await this.sql.query<{ id: string; environment_id: string; subject_id: string }[]>(
+      "SELECT i.id, i.environment_id, i.subject_id FROM invoices i JOIN subjects s ON s.environment_id = i.environment_id AND s.id = i.subject_id " +
+        "WHERE i.status = 'open' AND i.next_payment_attempt IS NULL AND i.attempt_count = 0 AND COALESCE(i.finalizes_at, i.created_at) <= ? AND " +
+        `${clockId === null ? "i.clock_id IS NULL" : "i.clock_id = ?"} AND COALESCE(i.amount_due, i.total) > 0 AND s.payment_method_id IS NOT NULL ` +
+        `ORDER BY i.created_at, i.id LIMIT ${Math.max(1, Math.floor(limit))}`,
+      clockId === null ? [dbTime(before)] : [dbTime(before), clockId],
+    );
+    return rows.map((r) => ({ id: r.id, environmentId: r.environment_id, subjectId: r.subject_id }));
+  }
 }
