@@ -11,7 +11,7 @@ import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
-import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
+import type { CreateSubscriptionInput, PreparedStart, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
@@ -152,11 +152,16 @@ export class HostedCheckout {
 
   /**
    * Saves the card on the subject and completes the checkout (once: false when it was no longer
-   * open, or `record` says the provider's event is a repeat), then what it was for happens.
+   * open, or `record` says the provider's event is a repeat), then what it was for happens. A
+   * subscribe checkout's subscription and first invoice are written in the same transaction as
+   * its completion: a process or database that fails between them can never leave a completed
+   * checkout without its subscription (its first charge follows the commit; dunning makes it if
+   * that is cut short).
    */
   private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<boolean> {
     const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
     const pmId = newId("pm_card");
+    const start = session.kind === "subscribe" ? await this.prepareSubscribe(caller, session, { ...subject, paymentMethodId: pmId }) : undefined;
     const claimed = await this.stores.transaction(async (tx) => {
       const locked = await tx.lockCheckout(session.token);
       if (locked?.status !== "open") return false;
@@ -174,19 +179,13 @@ export class HostedCheckout {
       await tx.setSubjectPaymentMethod(subject.id, pmId, session.environmentId);
       await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
       await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
+      if (start) await this.subscriptions.write(tx, start);
       return true;
     });
     if (!claimed) return false;
+    if (start) await this.subscriptions.settle(start, pmId);
     if (session.kind === "credit" && this.purchases) {
       await this.purchases.completeCheckout(caller, session.payload as { grantId: string; invoiceId: string }, pmId, await this.lookups.nowFor(subject));
-    } else if (session.kind === "subscribe") {
-      // The request as subscribe.ts stored it: its terms, checked then, with the minimum commitment.
-      const input = (session.payload as { request: CreateSubscriptionInput & { commitment?: Commitment | null } }).request;
-      const withPm = { ...subject, paymentMethodId: pmId };
-      const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
-      const now = await this.lookups.nowFor(withPm);
-      const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
-      await this.subscriptions.startNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       await this.changes.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
@@ -195,6 +194,15 @@ export class HostedCheckout {
       await this.timelines.begin(caller, p.timelineId, new Date(p.effectiveAt));
     }
     return true;
+  }
+
+  /** A subscribe checkout's subscription, prepared from the request as subscribe.ts stored it (its terms, checked then, with the minimum commitment). */
+  private async prepareSubscribe(caller: Caller, session: CheckoutSession, withPm: BillingSubject): Promise<PreparedStart> {
+    const input = (session.payload as { request: CreateSubscriptionInput & { commitment?: Commitment | null } }).request;
+    const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
+    const now = await this.lookups.nowFor(withPm);
+    const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
+    return this.subscriptions.prepareNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
   }
 
   /** Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to send the customer. */

@@ -21,8 +21,19 @@ import { keyedFixedLines } from "./credit-application.js";
 import type { BillLine } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
+import type { BillingTx } from "./ports.js";
 import type { Terms } from "./terms.js";
-import { type BillingSubject, type CheckoutSession, type Commitment, type Subscription, type SubscriptionStatus, covers } from "./types.js";
+import { type BillingSubject, type CheckoutSession, type Commitment, type Invoice, type Subscription, type SubscriptionStatus, type TimelineItem, covers } from "./types.js";
+
+/** A subscription's start, built and not yet written (Subscriptions.prepare, write, settle). */
+export interface PreparedStart {
+  draft: Subscription;
+  card: RateCard;
+  invoice: Invoice;
+  items: TimelineItem[];
+  couponId: string | undefined;
+  lenient: boolean;
+}
 
 export interface CreateSubscriptionInput {
   rateCardId: string;
@@ -189,23 +200,53 @@ export class Subscriptions {
    * applied before the first invoice is written, so it discounts it (`lenient`: see redeem.ts).
    */
   async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null, couponId?: string, lenient = false): Promise<Subscription> {
+    const start = await this.prepare(draft, card, firstLines, couponId, lenient);
+    await this.stores.transaction((tx) => this.write(tx, start));
+    await this.settle(start, paymentMethodId);
+    return draft;
+  }
+
+  /** What starting `draft` writes, built before its transaction (its first invoice, its timeline's items). */
+  async prepare(draft: Subscription, card: RateCard, firstLines: BillLine[], couponId?: string, lenient = false): Promise<PreparedStart> {
     const invoice = this.engine.builder.newInvoice(draft, card, "cycle:0", firstLines, draft.periodStart, draft.periodEnd, draft.anchor);
     const items = draft.timelineId ? await this.stores.timelines.items(draft.timelineId, draft.environmentId) : [];
-    await this.stores.transaction(async (tx) => {
-      if (draft.timelineId) {
-        const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
-        if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
-        const current = items.find((i) => covers(i, draft.anchor.getTime()));
-        await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
-      }
-      await tx.insertSubscription(draft);
-      // A subscription exists only once it is active (a checkout's at its completion): both at once.
-      await tx.emit([subscriptionEvent("subscription.created", draft), subscriptionEvent("subscription.activated", draft)]);
-      if (couponId !== undefined) await redeemOnNewSubscription(tx, draft, couponId, card.currency, lenient);
-      await this.engine.builder.writeInvoice(tx, invoice);
-    });
-    await this.engine.settlement.settle(invoice, paymentMethodId);
-    return draft;
+    return { draft, card, invoice, items, couponId, lenient };
+  }
+
+  /** Writes a prepared start in `tx`: a checkout's completion writes it in its own transaction, so both happen or neither. */
+  async write(tx: BillingTx, { draft, card, invoice, items, couponId, lenient }: PreparedStart): Promise<void> {
+    if (draft.timelineId) {
+      const tl = await tx.lockTimeline(draft.environmentId, draft.timelineId);
+      if (!tl || !["draft", "pending"].includes(tl.status)) throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${draft.timelineId} is ${tl?.status ?? "gone"}`);
+      const current = items.find((i) => covers(i, draft.anchor.getTime()));
+      await tx.updateTimeline({ ...tl, status: "active", subscriptionId: draft.id, effectiveAt: draft.anchor, nextTransitionAt: current?.end ?? null, updatedAt: draft.anchor });
+    }
+    await tx.insertSubscription(draft);
+    // A subscription exists only once it is active (a checkout's at its completion): both at once.
+    await tx.emit([subscriptionEvent("subscription.created", draft), subscriptionEvent("subscription.activated", draft)]);
+    if (couponId !== undefined) await redeemOnNewSubscription(tx, draft, couponId, card.currency, lenient);
+    await this.engine.builder.writeInvoice(tx, invoice);
+  }
+
+  /** Charges a written start's first invoice (after its commit). */
+  async settle(start: PreparedStart, paymentMethodId: string | null): Promise<void> {
+    await this.engine.settlement.settle(start.invoice, paymentMethodId);
+  }
+
+  /** startNow's start, prepared and not written (a checkout's completion writes it: write). */
+  async prepareNow(
+    caller: Caller,
+    subject: BillingSubject,
+    card: RateCard,
+    terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
+    metadata: Metadata,
+    timelineId: string | null,
+    at: Date,
+    couponId?: string,
+  ): Promise<PreparedStart> {
+    const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
+    const { fixed } = await this.engine.reads.rates(card, draft.fixedRateQuantities);
+    return this.prepare(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), couponId, true);
   }
 
   /** Starts `card` for `subject` now on `terms` (a paid checkout, a timeline's first item). */
@@ -219,9 +260,10 @@ export class Subscriptions {
     at: Date,
     couponId?: string,
   ): Promise<Subscription> {
-    const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
-    const { fixed } = await this.engine.reads.rates(card, draft.fixedRateQuantities);
-    return this.start(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), subject.paymentMethodId, couponId, true);
+    const start = await this.prepareNow(caller, subject, card, terms, metadata, timelineId, at, couponId);
+    await this.stores.transaction((tx) => this.write(tx, start));
+    await this.settle(start, subject.paymentMethodId);
+    return start.draft;
   }
 
   get(caller: Caller, id: string): Promise<Subscription> {
