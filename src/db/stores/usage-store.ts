@@ -134,7 +134,7 @@ export class SqlUsageStore implements UsageStore {
     // (as findSubjectRow does; `id IN (…) OR external_id_key IN (…)` ran as a slower index merge).
     const keys = [...new Set(events.map((e) => e.subjectKey))];
     const subjectsWhere = (column: string, part: string[]): Statement => [
-      `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND s.${column} IN (${part.map(() => "?").join(", ")})`,
+      `SELECT s.id, s.external_id_key, c.frozen_time FROM subjects s LEFT JOIN test_clocks c ON c.environment_id = s.environment_id AND c.id = s.test_clock_id WHERE s.environment_id = ? AND s.deleted_at IS NULL AND s.${column} IN (${part.map(() => "?").join(", ")})`,
       [environmentId, ...part],
     ];
     for (const part of chunks(keys)) reads.push(subjectsWhere("external_id_key", part));
