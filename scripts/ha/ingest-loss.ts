@@ -70,7 +70,9 @@ async function main(): Promise<number> {
     const miscounted = Number(counted?.hours) !== stored.size || Number(counted?.totals) !== stored.size;
     lost = Math.max(lost, missing.length + twice + (miscounted ? 1 : 0));
     const batchesMissing = new Set(missing.map((k) => k.split("-")[0]));
-    lines.push(`${n.name}: ${stored.size} events stored, ${missing.length} acknowledged missing (batches ${[...batchesMissing].slice(0, 10).join(" ")}), ${twice} stored twice; counted ${counted?.hours} in the ingest hours, ${counted?.totals} in the hourly totals`);
+    lines.push(
+      `${n.name}: ${stored.size} events stored, ${missing.length} acknowledged missing (batches ${[...batchesMissing].slice(0, 10).join(" ")}), ${twice} stored twice; counted ${counted?.hours} in the ingest hours, ${counted?.totals} in the hourly totals`,
+    );
   }
   await cluster.stop();
   process.stdout.write(`${batches} batches answered, ${accepted.size} events accepted\n${lines.join("\n")}\nserver logs: ${join(cluster.dir, "server1.log")} (kept only with HA_KEEP)\n`);

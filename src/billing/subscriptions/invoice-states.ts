@@ -24,7 +24,12 @@ export const INVOICE_TRANSITIONS: readonly InvoiceTransition[] = [
   { from: "draft", to: "open", event: "invoice.finalized", when: "its grace period ended, or an operator finalized it early" },
   { from: "open", to: "paid", event: "invoice.paid", when: "its total was charged to a saved payment method, or it had nothing to pay" },
   { from: "open", to: "void", event: "invoice.voided", when: "an operator voided it" },
-  { from: "open", to: "uncollectible", event: "invoice.marked_uncollectible", when: "an operator marked it uncollectible, or dunning after the last failed attempt (if the environment marks uncollectible)" },
+  {
+    from: "open",
+    to: "uncollectible",
+    event: "invoice.marked_uncollectible",
+    when: "an operator marked it uncollectible, or dunning after the last failed attempt (if the environment marks uncollectible)",
+  },
 ];
 
 /** The transition from `from` to `to`, or undefined when an invoice cannot move so. */
