@@ -25,6 +25,9 @@ import type { BillingTx } from "./ports.js";
 import type { Terms } from "./terms.js";
 import { type BillingSubject, type CheckoutSession, type Commitment, type Invoice, type Subscription, type SubscriptionStatus, type TimelineItem, covers } from "./types.js";
 
+/** The terms a subscription starts on: fixed-rate quantities, rate multipliers, the minimum commitment. */
+export type StartTerms = { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null };
+
 /** A subscription's start, built and not yet written (Subscriptions.prepare, write, settle). */
 export interface PreparedStart {
   draft: Subscription;
@@ -53,14 +56,7 @@ export interface CreateSubscriptionInput {
 export type StartResult = { kind: "success"; subscription: Subscription } | { kind: "requires_action"; checkoutUrl: string };
 
 /** A new subscription of `subject` to `card` at `at`, in its first cycle (not written yet). */
-export function newSubscription(
-  caller: Caller,
-  subject: BillingSubject,
-  card: RateCard,
-  terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
-  metadata: Metadata,
-  at: Date,
-): Subscription {
+export function newSubscription(caller: Caller, subject: BillingSubject, card: RateCard, terms: StartTerms, metadata: Metadata, at: Date): Subscription {
   const period = cycleBounds(at, 0, card.billingInterval);
   return {
     id: newId("sub"),
@@ -200,10 +196,14 @@ export class Subscriptions {
    * applied before the first invoice is written, so it discounts it (`lenient`: see redeem.ts).
    */
   async start(draft: Subscription, card: RateCard, firstLines: BillLine[], paymentMethodId: string | null, couponId?: string, lenient = false): Promise<Subscription> {
-    const start = await this.prepare(draft, card, firstLines, couponId, lenient);
+    return this.commit(await this.prepare(draft, card, firstLines, couponId, lenient), paymentMethodId);
+  }
+
+  /** Writes a prepared start in a transaction of its own, then charges its first invoice. */
+  private async commit(start: PreparedStart, paymentMethodId: string | null): Promise<Subscription> {
     await this.stores.transaction((tx) => this.write(tx, start));
     await this.settle(start, paymentMethodId);
-    return draft;
+    return start.draft;
   }
 
   /** What starting `draft` writes, built before its transaction (its first invoice, its timeline's items). */
@@ -234,36 +234,15 @@ export class Subscriptions {
   }
 
   /** startNow's start, prepared and not written (a checkout's completion writes it: write). */
-  async prepareNow(
-    caller: Caller,
-    subject: BillingSubject,
-    card: RateCard,
-    terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
-    metadata: Metadata,
-    timelineId: string | null,
-    at: Date,
-    couponId?: string,
-  ): Promise<PreparedStart> {
+  async prepareNow(caller: Caller, subject: BillingSubject, card: RateCard, terms: StartTerms, metadata: Metadata, timelineId: string | null, at: Date, couponId?: string): Promise<PreparedStart> {
     const draft = { ...newSubscription(caller, subject, card, terms, metadata, at), timelineId };
     const { fixed } = await this.engine.reads.rates(card, draft.fixedRateQuantities);
     return this.prepare(draft, card, keyedFixedLines(this.engine.builder, fixed, draft), couponId, true);
   }
 
   /** Starts `card` for `subject` now on `terms` (a paid checkout, a timeline's first item). */
-  async startNow(
-    caller: Caller,
-    subject: BillingSubject,
-    card: RateCard,
-    terms: { quantities: Record<string, string>; multipliers: Record<string, string>; commitment?: Commitment | null },
-    metadata: Metadata,
-    timelineId: string | null,
-    at: Date,
-    couponId?: string,
-  ): Promise<Subscription> {
-    const start = await this.prepareNow(caller, subject, card, terms, metadata, timelineId, at, couponId);
-    await this.stores.transaction((tx) => this.write(tx, start));
-    await this.settle(start, subject.paymentMethodId);
-    return start.draft;
+  async startNow(caller: Caller, subject: BillingSubject, card: RateCard, terms: StartTerms, metadata: Metadata, timelineId: string | null, at: Date, couponId?: string): Promise<Subscription> {
+    return this.commit(await this.prepareNow(caller, subject, card, terms, metadata, timelineId, at, couponId), subject.paymentMethodId);
   }
 
   get(caller: Caller, id: string): Promise<Subscription> {
