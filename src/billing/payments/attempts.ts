@@ -82,14 +82,7 @@ export class Dunning {
     // leaves it to this call): if the process dies after the provider answered and before the
     // commit below, dunning finds the plan and charges again with the same key, which the
     // provider answers with the first charge's outcome (DESIGN §12).
-    if (!dueBy && pm) {
-      await retryingRaces(() =>
-        this.stores.transaction(async (tx) => {
-          const i = await this.writes(tx).claim(ref.environmentId, ref.id);
-          if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
-        }),
-      );
-    }
+    if (!dueBy && pm) await this.planFirst(ref, (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
@@ -111,6 +104,16 @@ export class Dunning {
     if (done === undefined) return undefined;
     if (!("decision" in done)) return this.finishLast(done);
     return done.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
+  }
+
+  /** Plans the invoice's first charge at `at` (under its row lock), if it is collectible and was never attempted nor planned. */
+  private async planFirst(ref: Pick<Invoice, "environmentId" | "id">, at: (i: Invoice) => Date): Promise<void> {
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const i = await this.writes(tx).claim(ref.environmentId, ref.id);
+        if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, at(i));
+      }),
+    );
   }
 
   private writes(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0]) {
@@ -240,12 +243,7 @@ export class Dunning {
   private async planUnplanned(now: Date, clockId: string | null): Promise<void> {
     for (const d of await this.store.unplanned(new Date(now.getTime() - UNPLANNED_AFTER_MS), clockId, DUE_BATCH)) {
       try {
-        await retryingRaces(() =>
-          this.stores.transaction(async (tx) => {
-            const i = await this.writes(tx).claim(d.environmentId, d.id);
-            if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, now);
-          }),
-        );
+        await this.planFirst(d, () => now);
       } catch (err) {
         this.events.settleFailed?.(d.id, err);
       }
