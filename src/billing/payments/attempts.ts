@@ -11,7 +11,6 @@
  * sends the same key and the provider answers the first outcome instead of charging again.
  */
 import { FailedPreconditionError } from "../errors.js";
-import { type EventType, invoiceEvent } from "../events/types.js";
 import type { EngineEvents } from "../subscriptions/engine-context.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
@@ -19,8 +18,11 @@ import { retryingRaces } from "../subscriptions/races.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
+import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, ProviderKind } from "./types.js";
+
+export type { AttemptResult };
 
 /** What the policy after the last attempt does to a subscription (the API's own use cases). */
 export interface SubscriptionPolicies {
@@ -49,7 +51,8 @@ const DUE_BATCH = 50;
 /** How long after its finalization a first charge that was never planned is looked for (twice the grace above). */
 const UNPLANNED_AFTER_MS = 2 * FIRST_ATTEMPT_GRACE_MS;
 
-export type AttemptResult = { decision: AttemptDecision; invoice: Invoice };
+/** How many first charges of a batch run at once (attemptFirsts). */
+const CHARGES_AT_ONCE = 8;
 
 /** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
 export type ActionRef = Pick<Invoice, "environmentId" | "id"> & { clockId?: string | null };
@@ -98,7 +101,7 @@ export class Dunning {
               ...(i.number ? { description: i.number } : {}),
             })
           : NO_METHOD;
-        return this.record(tx, i, decide(i, n, outcome, at(i), settings), at(i));
+        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
       }),
     );
     if (done === undefined) return undefined;
@@ -116,39 +119,61 @@ export class Dunning {
     );
   }
 
-  private writes(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0]) {
-    if (!tx.dunning) throw new Error("this store keeps no dunning state");
-    return tx.dunning;
+  /**
+   * The first charge of each of many invoices just written (a cycle close's batch), as attempt
+   * makes it, in two transactions per environment rather than two per invoice: the plans, then
+   * the charges (CHARGES_AT_ONCE at a time, each keyed as attempt keys it) and their records with
+   * their events, under the invoices' row locks. A charge that throws leaves its invoice planned
+   * (dunning makes it again with the same key) and the others go on. A last attempt's policy runs
+   * after the commit, as attempt runs it.
+   */
+  async attemptFirsts(items: readonly { invoice: Invoice; pm: PaymentMethod }[], at: (i: Invoice) => Date): Promise<void> {
+    for (const environmentId of new Set(items.map((x) => x.invoice.environmentId))) {
+      const provider = await this.reads.providerFor(environmentId);
+      if (!provider) continue;
+      const settings = await this.settings.settingsOf(environmentId);
+      const pmOf = new Map(items.filter((x) => x.invoice.environmentId === environmentId).map((x) => [x.invoice.id, x.pm]));
+      const ids = [...pmOf.keys()];
+      await retryingRaces(() =>
+        this.stores.transaction(async (tx) => {
+          const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
+          await this.writes(tx).planFirsts(
+            environmentId,
+            first.map((i) => ({ id: i.id, at: new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS) })),
+          );
+        }),
+      );
+      const { results, pending } = await retryingRaces(() =>
+        this.stores.transaction(async (tx) => {
+          const claimed = (await this.writes(tx).claimAll(environmentId, ids)).filter(isCollectible);
+          const toCharge = claimed.filter((i) => !i.payment?.pendingPolicy);
+          const decided = new Map<string, AttemptDecision>();
+          let next = 0;
+          const charge = async () => {
+            for (let i = toCharge[next++]; i !== undefined; i = toCharge[next++]) {
+              const n = (i.attemptCount ?? 0) + 1;
+              const meta = { invoiceId: i.id, environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
+              try {
+                decided.set(i.id, decide(i, n, await provider.charge(pmOf.get(i.id) as PaymentMethod, amountDueOf(i), i.currency, chargeKey(i.id, n), meta), at(i), settings));
+              } catch (err) {
+                this.events.settleFailed?.(i.id, err);
+              }
+            }
+          };
+          await Promise.all(Array.from({ length: Math.min(CHARGES_AT_ONCE, toCharge.length) }, charge));
+          const made = toCharge.filter((i) => decided.has(i.id)).map((i) => ({ i, d: decided.get(i.id) as AttemptDecision, at: at(i) }));
+          return { results: await recordDecisions(tx, this.writes(tx), this.now(), made), pending: claimed.filter((i) => i.payment?.pendingPolicy) };
+        }),
+      );
+      // Last attempts failed with a policy (a schedule of one attempt), and policies a dead process left.
+      for (const r of results) if (r.invoice.payment?.pendingPolicy) await this.finishLast(r.invoice, r.decision);
+      for (const i of pending) await this.finishLast(i);
+    }
   }
 
-  /**
-   * Writes a decision in the attempt's transaction: the attempt, the status move and the events.
-   * The last failure with a policy for the subscription (cancel or pause) keeps the invoice open
-   * and due at `at` with the policy pending (InvoicePayment.pendingPolicy): the policy runs after
-   * this commit, in transactions of its own, and finishLast then ends the invoice; a process that
-   * dies in between leaves it for dunning's next run. Its invoice.payment_failed announces the
-   * failure as decided (no next attempt; uncollectible if so configured), which finishLast makes so.
-   */
-  private async record(tx: Parameters<Parameters<BillingStores["transaction"]>[0]>[0], i: Invoice, d: AttemptDecision, at: Date): Promise<AttemptResult> {
-    const realNow = this.now();
-    const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
-    const stored = pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d;
-    await this.writes(tx).recordAttempt(i.environmentId, i.id, stored, realNow);
-    let after: Invoice = { ...i, attemptCount: stored.attemptCount, nextPaymentAttempt: stored.nextPaymentAttempt, payment: stored.payment };
-    let moved: ReturnType<typeof transitionEvents> = [];
-    if (stored.status !== "open") {
-      const move = checkTransition("open", stored.status);
-      if ((await tx.moveInvoices([i.id], move.from, move.to, realNow, i.environmentId)).length > 0) {
-        after = { ...after, status: move.to };
-        moved = transitionEvents(move, [after]);
-      }
-    }
-    // invoice.paid comes with its move; a failure or a wait for the customer is announced first,
-    // then the move it caused (the last failure's invoice maybe uncollectible).
-    const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
-    const events = d.event === "invoice.paid" ? moved : [invoiceEvent(d.event as EventType, announced), ...moved];
-    if (events.length > 0) await tx.emit(events);
-    return { decision: d, invoice: after };
+  private writes(tx: Tx) {
+    if (!tx.dunning) throw new Error("this store keeps no dunning state");
+    return tx.dunning;
   }
 
   /**
@@ -336,7 +361,7 @@ export class Dunning {
         if (!i || !isCollectible(i) || !i.payment?.actionRequired || !reference) return undefined;
         const outcome = await outcomeOf(reference);
         if (!outcome) return undefined;
-        return this.record(tx, i, decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings), at);
+        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings), at }]))[0];
       }),
     );
     return done?.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;

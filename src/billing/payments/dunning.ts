@@ -144,6 +144,19 @@ export interface DunningWrites {
    * its own commit leaves a planned attempt that dunning makes again with the same key.
    */
   planFirst(environmentId: string, id: string, at: Date): Promise<void>;
+  /** claim for many invoices of one environment at once (no `dueBy`: each waits for its lock), in the order of `ids`; those not found are left out. */
+  claimAll(environmentId: string, ids: readonly string[]): Promise<Invoice[]>;
+  /** planFirst for many invoices of one environment. */
+  planFirsts(environmentId: string, plans: readonly { id: string; at: Date }[]): Promise<void>;
+  /** recordAttempt for many invoices of one environment, in one statement. */
+  recordAttempts(environmentId: string, list: readonly { id: string; attempt: AttemptWrite }[], at: Date): Promise<void>;
   /** Writes an attempt's outcome: the count, the next attempt, the payment state. */
-  recordAttempt(environmentId: string, id: string, r: { attemptCount: number; nextPaymentAttempt: Date | null; payment: InvoicePayment }, at: Date): Promise<void>;
+  recordAttempt(environmentId: string, id: string, r: AttemptWrite, at: Date): Promise<void>;
+}
+
+/** What an attempt writes on its invoice: the count, the next attempt, the payment state. */
+export interface AttemptWrite {
+  attemptCount: number;
+  nextPaymentAttempt: Date | null;
+  payment: InvoicePayment;
 }

@@ -19,7 +19,7 @@ export class Settlement {
    * Dunning (payments/attempts.ts), once wired: each charge is an attempt of its own, recorded with
    * its count, next retry and event under the invoice's row lock. Absent: one charge, paid or failed.
    */
-  attempts?: Pick<Dunning, "attempt">;
+  attempts?: Pick<Dunning, "attemptFirsts">;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -114,21 +114,32 @@ export class Settlement {
         for (const i of due) this.ctx.events.settleFailed?.(i.id, err);
       }
     }
+    // With dunning, first charges are made as attempts, a batch at a time (Dunning.attemptFirsts).
+    const firsts: { invoice: Invoice; pm: PaymentMethod }[] = [];
     for (const i of due) {
       const pm = methodOf(i);
+      if (!pm) continue;
+      if (this.attempts) {
+        firsts.push({ invoice: i, pm });
+        continue;
+      }
       try {
-        const provider = pm ? await this.reads.providerFor(i.environmentId) : undefined;
-        if (!pm || !provider) continue;
-        // The first attempt, on the invoice's clock when it became open.
-        if (this.attempts) {
-          await this.attempts.attempt(i, pm, (x) => x.finalizesAt ?? x.createdAt);
-          continue;
-        }
+        const provider = await this.reads.providerFor(i.environmentId);
+        if (!provider) continue;
         if ((await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1))).ok) paid.push(i);
         else declined.push(i);
       } catch (err) {
         // The invoice is written: it stays open, and the other invoices are settled.
         this.ctx.events.settleFailed?.(i.id, err);
+      }
+    }
+    if (this.attempts && firsts.length > 0) {
+      try {
+        // The first attempt, on the invoice's clock when it became open.
+        await this.attempts.attemptFirsts(firsts, (x) => x.finalizesAt ?? x.createdAt);
+      } catch (err) {
+        // Each stays open with its first charge planned (or made and recorded): dunning goes on from there.
+        for (const f of firsts) this.ctx.events.settleFailed?.(f.invoice.id, err);
       }
     }
     try {

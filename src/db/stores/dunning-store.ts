@@ -4,11 +4,12 @@
  * one invoice under its row lock: SKIP LOCKED on MySQL so that N servers never retry one invoice
  * at once (SQLite serialises its writers anyway).
  */
-import type { EntityManager } from "typeorm";
+import { type EntityManager, In } from "typeorm";
 import type { DueInvoice, DunningStore, DunningWrites } from "../../billing/payments/dunning.js";
 import type { Entities } from "../entities/index.js";
 import { dbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
+import { chunks } from "../statements.js";
 import { invoiceFromRows } from "./invoice-store.js";
 
 const isMysql = (em: EntityManager) => em.connection.options.type !== "better-sqlite3";
@@ -32,6 +33,54 @@ export function dunningWrites(em: EntityManager, E: Entities): DunningWrites {
         environmentId,
         id,
       ]);
+    },
+    async claimAll(environmentId, ids) {
+      const lock = isMysql(em) ? " FOR UPDATE" : "";
+      const byId = new Map<string, ReturnType<typeof invoiceFromRows>>();
+      // In ID order, so that two batches sharing invoices lock them in the same order.
+      for (const part of chunks([...new Set(ids)].sort(), 200)) {
+        const marks = part.map(() => "?").join(", ");
+        const rows = (await em.query(`SELECT id FROM invoices WHERE environment_id = ? AND id IN (${marks}) ORDER BY id${lock}`, [environmentId, ...part])) as { id: string }[];
+        if (rows.length === 0) continue;
+        const found = rows.map((r) => r.id);
+        const invoices = await em.find(E.Invoice, { where: { environment_id: environmentId, id: In(found) } });
+        const lines = await em.find(E.InvoiceLine, { where: { invoice_id: In(found) }, order: { invoice_id: "ASC", position: "ASC" } });
+        for (const r of invoices)
+          byId.set(
+            r.id,
+            invoiceFromRows(
+              r,
+              lines.filter((l) => l.invoice_id === r.id),
+            ),
+          );
+      }
+      return ids.flatMap((id) => byId.get(id) ?? []);
+    },
+    async planFirsts(environmentId, plans) {
+      // One statement per planned time (a batch's invoices mostly share one).
+      const byAt = new Map<string, string[]>();
+      for (const p of plans) byAt.set(dbTime(p.at), [...(byAt.get(dbTime(p.at)) ?? []), p.id]);
+      for (const [at, all] of byAt) {
+        for (const ids of chunks(all, 200)) {
+          await em.query(
+            `UPDATE invoices SET next_payment_attempt = ? WHERE environment_id = ? AND id IN (${ids.map(() => "?").join(", ")}) AND status = 'open' AND attempt_count = 0 AND next_payment_attempt IS NULL`,
+            [at, environmentId, ...ids],
+          );
+        }
+      }
+    },
+    async recordAttempts(environmentId, list, at) {
+      // One statement for a batch: each column set by a CASE on the invoice's ID.
+      for (const part of chunks(list, 200)) {
+        const cases = (value: (a: (typeof part)[number]) => unknown) => ({ sql: `CASE id ${part.map(() => "WHEN ? THEN ?").join(" ")} END`, params: part.flatMap((a) => [a.id, value(a)]) });
+        const count = cases((a) => a.attempt.attemptCount);
+        const next = cases((a) => (a.attempt.nextPaymentAttempt ? dbTime(a.attempt.nextPaymentAttempt) : null));
+        const state = cases((a) => JSON.stringify(a.attempt.payment));
+        await em.query(
+          `UPDATE invoices SET attempt_count = ${count.sql}, next_payment_attempt = ${next.sql}, payment_state = ${state.sql}, updated_at = ? WHERE environment_id = ? AND id IN (${part.map(() => "?").join(", ")})`,
+          [...count.params, ...next.params, ...state.params, dbTime(at), environmentId, ...part.map((a) => a.id)],
+        );
+      }
     },
     async recordAttempt(environmentId, id, a, at) {
       await em.update(

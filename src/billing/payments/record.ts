@@ -1,0 +1,66 @@
+/**
+ * Recording what came of payment attempts (DESIGN §16), in the transaction that made them under
+ * their invoices' row locks (attempts.ts): the attempts, the status moves and the events.
+ */
+import { type EventType, invoiceEvent } from "../events/types.js";
+import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
+import type { BillingStores } from "../subscriptions/ports.js";
+import type { Invoice } from "../subscriptions/types.js";
+import type { AttemptDecision, DunningWrites } from "./dunning.js";
+
+/** A billing transaction. */
+export type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
+
+/** A decision as recorded, with the invoice after it. */
+export type AttemptResult = { decision: AttemptDecision; invoice: Invoice };
+
+/**
+ * Writes decisions in the attempts' transaction (all of one environment): the attempts, the
+ * status moves and the events, in the order given. The last failure with a policy for the
+ * subscription (cancel or pause) keeps the invoice open and due at `at` with the policy pending
+ * (InvoicePayment.pendingPolicy): the policy runs after this commit, in transactions of its own,
+ * and finishLast then ends the invoice; a process that dies in between leaves it for dunning's
+ * next run. Its invoice.payment_failed announces the failure as decided (no next attempt;
+ * uncollectible if so configured), which finishLast makes so.
+ */
+export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Date, items: readonly { i: Invoice; d: AttemptDecision; at: Date }[]): Promise<AttemptResult[]> {
+  if (items.length === 0) return [];
+  const environmentId = (items[0] as { i: Invoice }).i.environmentId;
+  const stored = items.map(({ i, d, at }) => {
+    const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
+    return { i, d, pendingPolicy, s: pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d };
+  });
+  await writes.recordAttempts(
+    environmentId,
+    stored.map(({ i, s }) => ({ id: i.id, attempt: { attemptCount: s.attemptCount, nextPaymentAttempt: s.nextPaymentAttempt, payment: s.payment } })),
+    realNow,
+  );
+  const moved = new Set<string>();
+  for (const to of new Set(stored.map(({ s }) => s.status).filter((x) => x !== "open"))) {
+    const move = checkTransition("open", to);
+    for (const id of await tx.moveInvoices(
+      stored.filter(({ s }) => s.status === to).map(({ i }) => i.id),
+      move.from,
+      move.to,
+      realNow,
+      environmentId,
+    ))
+      moved.add(id);
+  }
+  const events: ReturnType<typeof transitionEvents> = [];
+  const results = stored.map(({ i, d, s, pendingPolicy }) => {
+    let after: Invoice = { ...i, attemptCount: s.attemptCount, nextPaymentAttempt: s.nextPaymentAttempt, payment: s.payment };
+    let moves: ReturnType<typeof transitionEvents> = [];
+    if (s.status !== "open" && moved.has(i.id)) {
+      after = { ...after, status: s.status };
+      moves = transitionEvents(checkTransition("open", s.status), [after]);
+    }
+    // invoice.paid comes with its move; a failure or a wait for the customer is announced first,
+    // then the move it caused (the last failure's invoice maybe uncollectible).
+    const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
+    events.push(...(d.event === "invoice.paid" ? moves : [invoiceEvent(d.event as EventType, announced), ...moves]));
+    return { decision: d, invoice: after };
+  });
+  if (events.length > 0) await tx.emit(events);
+  return results;
+}
