@@ -19,6 +19,10 @@ export interface SchedulerCredits {
   evaluateDue(now: Date, clockId: string | null): Promise<number>;
 }
 
+/** How often, and for how long at most, an advance runs again for cycles another transaction held (runClockDue). */
+const HELD_RETRY_MS = 100;
+const HELD_WAIT_MS = 15_000;
+
 export class Scheduler {
   constructor(
     private readonly engine: BillingEngine,
@@ -130,6 +134,24 @@ export class Scheduler {
   }
 
   /**
+   * runDue for a test clock's advance, until no cycle due by `now` is left on it: a subscription
+   * another transaction holds meanwhile (a change through the API, a second advance) is skipped by
+   * the close (SKIP LOCKED), so the run is made again once it is let go, every HELD_RETRY_MS for at
+   * most HELD_WAIT_MS. False: some are still held (the clock stays `advancing`; finishAdvances or
+   * the next advance closes them). Set-aside subscriptions (their close failed) are not waited for.
+   */
+  async runClockDue(now: Date, clockId: string, stop?: AbortSignal): Promise<boolean> {
+    const started = Date.now();
+    for (;;) {
+      await this.runDue(now, clockId, stop);
+      const left = await this.engine.stores.subscriptions.due(now, clockId, 1, false, this.engine.now());
+      if (left.length === 0) return true;
+      if (Date.now() - started >= HELD_WAIT_MS || stop?.aborted) return false;
+      await new Promise((r) => setTimeout(r, HELD_RETRY_MS));
+    }
+  }
+
+  /**
    * Finishes test clock advances cut short (the server that ran one died, or the database failed
    * under it): each clock `advancing` since more than `leaseMs` before `realNow`, oldest first, is
    * taken over (its lease renewed, so that one runner takes it per lease), run up to its time and
@@ -142,7 +164,7 @@ export class Scheduler {
       if (stop?.aborted) break;
       if (!c.advanceStartedAt || !(await clocks.takeOver(c.environmentId, c.id, c.frozenTime, c.advanceStartedAt, realNow))) continue;
       try {
-        await this.runDue(c.frozenTime, c.id, stop);
+        if (!(await this.runClockDue(c.frozenTime, c.id, stop))) continue;
         if (await clocks.finish(c.environmentId, c.id, c.frozenTime)) done.finished.push(c.id);
       } catch (err) {
         // Still `advancing`: taken over again once the renewed lease runs out.

@@ -1,7 +1,8 @@
 /**
  * Test clocks: frozen time for test environments; advancing one runs everything due on it up to its
  * new time (the scheduler). A clock is `advancing` from the move of its time until that run ended,
- * then `ready`; an advance cut short (the server died) is finished by the scheduler's tick
+ * then `ready`; an advance cut short (the server died), or one that waited 15 s for a subscription
+ * another transaction held (Scheduler.runClockDue), is finished by the scheduler's tick
  * (Scheduler.finishAdvances) or by advancing the clock again to the same time.
  */
 import { AbortedError, FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
@@ -71,8 +72,8 @@ export class TestClocks {
     if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to, this.lookups.engine.now()))) {
       throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
     }
-    await this.scheduler.runDue(to, id, this.stop);
-    await this.stores.clocks.finish(caller.environmentId, id, to);
+    // Left `advancing` when cycles are still held by another transaction after the wait (runClockDue).
+    if (await this.scheduler.runClockDue(to, id, this.stop)) await this.stores.clocks.finish(caller.environmentId, id, to);
     return this.clock(caller, id);
   }
 }
