@@ -24,6 +24,7 @@ import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type BillingSubject, type Invoice, type PaymentMethod, chargeKey } from "../subscriptions/types.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
+import { purchasePeriodKey, purchasesMoved } from "./purchase-states.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
 
@@ -155,14 +156,10 @@ export class CreditPurchases {
       const moved = await tx.moveInvoices([invoice.id], "open", to, now, invoice.environmentId);
       if (moved.length === 0) return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
       const after = { ...invoice, status: to } as Invoice;
-      if (outcome.ok) {
-        const active = await credits(tx).activate(grant.environmentId, grant.id, now);
-        await tx.emit([invoiceEvent("invoice.paid", after), ...(active ? [creditGrantEvent("credit_grant.activated", active)] : [])]);
-        return active ?? grant;
-      }
-      const failed = await credits(tx).fail(grant.environmentId, grant.id);
-      await tx.emit([invoiceEvent("invoice.payment_failed", invoice), invoiceEvent("invoice.voided", after)]);
-      return failed ?? grant;
+      // The grant follows its invoice: active when paid, failed when void (purchase-states.ts).
+      const granted = await purchasesMoved(tx, [after], to, now);
+      await tx.emit(outcome.ok ? [invoiceEvent("invoice.paid", after), ...granted] : [invoiceEvent("invoice.payment_failed", invoice), invoiceEvent("invoice.voided", after)]);
+      return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
     });
   }
 }
@@ -193,7 +190,7 @@ function purchaseInvoice(grant: CreditGrant, subject: BillingSubject, now: Date)
     environmentId: grant.environmentId,
     subjectId: grant.subjectId,
     subscriptionId: "",
-    periodKey: `credit:${grant.id}`,
+    periodKey: purchasePeriodKey(grant.id),
     status: "open",
     currency: grant.currency,
     total: grant.amount,

@@ -15,6 +15,7 @@ import type { EngineEvents } from "../subscriptions/engine-context.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
+import { purchasesMoved } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
@@ -198,7 +199,7 @@ export class Dunning {
           const move = checkTransition("open", "uncollectible");
           if ((await tx.moveInvoices([cur.id], move.from, move.to, realNow, cur.environmentId)).length > 0) {
             after = { ...after, status: move.to };
-            await tx.emit(transitionEvents(move, [after]));
+            await tx.emit([...transitionEvents(move, [after]), ...(await purchasesMoved(tx, [after], move.to, realNow))]);
           }
         }
         return after;

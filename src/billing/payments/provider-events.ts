@@ -8,6 +8,7 @@
  * its effect: a repeat changes nothing. Effects move state only forward (an invoice already paid
  * stays paid whatever arrives after), so events may arrive in any order.
  */
+import { purchasesMoved } from "../credits/purchase-states.js";
 import { newId } from "../ids.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
@@ -112,7 +113,7 @@ export class ProviderEvents {
         if (invoice?.status !== "open") return "unchanged" as const;
         const moved = await tx.moveInvoices([invoice.id], pay.from, pay.to, this.now(), invoice.environmentId);
         if (moved.length === 0) return "unchanged" as const;
-        await tx.emit(transitionEvents(pay, [invoice]));
+        await tx.emit([...transitionEvents(pay, [invoice]), ...(await purchasesMoved(tx, [invoice], pay.to, this.now()))]);
         return "paid" as const;
       }),
     );

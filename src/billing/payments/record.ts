@@ -2,7 +2,8 @@
  * Recording what came of payment attempts (DESIGN §16), in the transaction that made them under
  * their invoices' row locks (attempts.ts): the attempts, the status moves and the events.
  */
-import { type EventType, invoiceEvent } from "../events/types.js";
+import { purchasesMoved } from "../credits/purchase-states.js";
+import { type EventType, type NewEvent, invoiceEvent } from "../events/types.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import type { Invoice } from "../subscriptions/types.js";
@@ -28,7 +29,7 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
   const environmentId = (items[0] as { i: Invoice }).i.environmentId;
   const stored = items.map(({ i, d, at }) => {
     const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
-    return { i, d, pendingPolicy, s: pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d };
+    return { i, d, at, pendingPolicy, s: pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d };
   });
   await writes.recordAttempts(
     environmentId,
@@ -47,8 +48,9 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
     ))
       moved.add(id);
   }
-  const events: ReturnType<typeof transitionEvents> = [];
-  const results = stored.map(({ i, d, s, pendingPolicy }) => {
+  const events: NewEvent[] = [];
+  const results: AttemptResult[] = [];
+  for (const { i, d, s, pendingPolicy, at } of stored) {
     let after: Invoice = { ...i, attemptCount: s.attemptCount, nextPaymentAttempt: s.nextPaymentAttempt, payment: s.payment };
     let moves: ReturnType<typeof transitionEvents> = [];
     if (s.status !== "open" && moved.has(i.id)) {
@@ -59,8 +61,10 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
     // then the move it caused (the last failure's invoice maybe uncollectible).
     const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
     events.push(...(d.event === "invoice.paid" ? moves : [invoiceEvent(d.event as EventType, announced), ...moves]));
-    return { decision: d, invoice: after };
-  });
+    // A credit purchase's grant follows its invoice (credits/purchase-states.ts).
+    if (after.status !== "open") events.push(...(await purchasesMoved(tx, [after], after.status, at)));
+    results.push({ decision: d, invoice: after });
+  }
   if (events.length > 0) await tx.emit(events);
   return results;
 }

@@ -2,6 +2,7 @@
  * Reading invoices (by ID, a subject's, a hosted page's token; a draft as it would finalize now),
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
+import { purchasesMoved } from "../credits/purchase-states.js";
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
@@ -127,7 +128,7 @@ export class Invoices {
     const moved = await this.stores.transaction(async (tx) => {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
       // Announced: invoice.voided, invoice.marked_uncollectible.
-      const events = done ? transitionEvents(move, [inv]) : [];
+      const events = done ? [...transitionEvents(move, [inv]), ...(await purchasesMoved(tx, [inv], move.to, at))] : [];
       if (events.length > 0) await tx.emit(events);
       return done;
     });

@@ -4,6 +4,7 @@
  * (`invoice.payment_failed`). Settling never fails its caller: the change that wrote the
  * invoices has committed.
  */
+import { purchasesMoved } from "../credits/purchase-states.js";
 import { invoiceEvent } from "../events/types.js";
 import { dec } from "../money.js";
 import type { EngineContext } from "./engine-context.js";
@@ -62,12 +63,9 @@ export class Settlement {
               environmentId,
             ),
           );
-          await tx.emit(
-            transitionEvents(
-              pay,
-              mine.filter((i) => moved.has(i.id)),
-            ),
-          );
+          const paid = mine.filter((i) => moved.has(i.id));
+          // A credit purchase's grant follows its invoice (credits/purchase-states.ts).
+          await tx.emit([...transitionEvents(pay, paid), ...(await purchasesMoved(tx, paid, pay.to, at))]);
         }),
       );
     }

@@ -1,0 +1,68 @@
+/**
+ * A paid credit grant follows its invoice however the invoice ends (DESIGN §14), on MariaDB and
+ * SQLite: paid by another way than the purchase's own charge (a card saved in the customer portal
+ * pays the open purchase invoice) activates the grant once, with its ledger entry and
+ * `credit_grant.activated`; voided through the API, the grant fails and grants nothing.
+ */
+import test from "ava";
+import { STORES } from "../helpers/db.js";
+import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { type TestServer, useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const AT = "2026-01-15T00:00:00Z";
+const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
+const usd = (value: string) => ({ currency_code: "USD", value });
+
+const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[]).map((e) => [e.entry_type, e.amount.value]);
+
+/** A card saved through the customer portal (a 303 back to it when saved). */
+async function saveCardInPortal(server: TestServer, s: Scenario, cardNumber: string): Promise<void> {
+  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
+  const res = await fetch(`${server.url}${new URL(r.body.url).pathname}/card`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ card_number: cardNumber }).toString(),
+    redirect: "manual",
+  });
+  await res.body?.cancel();
+  if (res.status !== 303) throw new Error(`saving the card: ${res.status}`);
+}
+
+/** A paid grant of 7.00 waiting for its checkout (no card on file): the grant and its open invoice. */
+async function pendingPurchase(s: Scenario): Promise<Json> {
+  const r = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid", checkout_callback_urls: CALLBACKS });
+  if (r.credit_grant.status !== "pending_payment") throw new Error(`purchase: ${JSON.stringify(r)}`);
+  return r.credit_grant;
+}
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: a purchase invoice paid by a card saved in the portal activates its grant, once`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const grant = await pendingPurchase(s);
+    await saveCardInPortal(server, s, CARD_OK);
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "paid", amount_due: usd("700") });
+    // 7.00 bought = 7.00 granted, with its one ledger entry.
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "active", remaining_amount: usd("700") });
+    t.deepEqual(await ledgerOf(s), [["grant", "700"]]);
+    const activated = ((await s.call("GET", "/events?types=credit_grant.activated&limit=100")).events as Json[]).filter((e) => e.data.id === grant.id);
+    t.is(activated.length, 1);
+    // The checkout it was waiting on can no longer be completed (the purchase is paid).
+    const r = await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`);
+    t.is((r.credit_grants as Json[]).length, 1);
+  });
+
+  test(`${store}: a purchase invoice voided through the API fails its grant: nothing granted`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const grant = await pendingPurchase(s);
+    t.like(await s.call("POST", `/invoices/${grant.invoice_id}/void`, {}), { status: "void" });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
+    t.deepEqual(await ledgerOf(s), []);
+    // A card saved afterwards charges nothing: the invoice is void.
+    await saveCardInPortal(server, s, CARD_OK);
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void" });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed" });
+  });
+}
