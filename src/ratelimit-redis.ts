@@ -8,8 +8,9 @@
  * would let a key through at up to twice its rate across a window's edge, and could not say
  * "remaining" as the bucket does. So its RateLimiterRedis runs a token bucket of its own script
  * (the `customIncrTtlLuaScript` option): the script is handed the points to take (ARGV[1]), the
- * call's duration (ARGV[2], given as the bucket's rate: `customDuration: rps`) and the limiter's
- * points (ARGV[3], the burst). It reads Redis's clock (one clock for every server), refills,
+ * call's duration (ARGV[2], given as the bucket's rate in thousandths of a token a second:
+ * `customDuration: rps × 1000`, a whole number as the limiter needs, so 0.5/s is shared too) and
+ * the limiter's points (ARGV[3], the burst). It reads Redis's clock (one clock for every server), refills,
  * takes a token when there is one, and answers in the limiter's terms: {consumed, ms}, where
  * consumed = burst − the whole tokens left (burst + 1 when refused, so the limiter rejects) and
  * ms = until the bucket is full (served) or until the next token (refused). The key expires
@@ -29,7 +30,7 @@ import { type RateClass, RateLimiter, type Verdict } from "./ratelimit.js";
 /** The token bucket (see above). Redis's TIME: seconds and microseconds. */
 export const TOKEN_BUCKET_LUA = `
 local take = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
+local rate = tonumber(ARGV[2]) / 1000
 local burst = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -123,7 +124,9 @@ export class SharedRateLimiter {
   /** Takes one token from the `cls` bucket of key `keyId` shaped `rate`; undefined when the rate is unlimited. */
   async take(keyId: string, cls: RateClass, rate: Rate): Promise<Verdict | undefined> {
     if (rate.rps <= 0) return undefined;
-    if (!Number.isInteger(rate.rps)) return this.alone(keyId, cls, rate);
+    // The rate travels in thousandths a second (see above); a finer one is this server's alone.
+    const milli = Math.round(rate.rps * 1000);
+    if (milli < 1 || Math.abs(milli - rate.rps * 1000) > 1e-6) return this.alone(keyId, cls, rate);
     // A connection not (yet) ready: this server decides. An outage is the client's error event, or
     // a connection still not ready CONNECT_MS after a call first found it so (a peer that never answers).
     if (this.redis.status !== "ready") {
@@ -136,7 +139,7 @@ export class SharedRateLimiter {
     if (this.down && performance.now() < this.probeAt) return this.alone(keyId, cls, rate);
     let timer: NodeJS.Timeout | undefined;
     try {
-      const consumed = this.limiterOf(rate).consume(`${cls}:${keyId}`, 1, { customDuration: rate.rps });
+      const consumed = this.limiterOf(rate).consume(`${cls}:${keyId}`, 1, { customDuration: milli });
       const late = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer from Redis within ${this.timeoutMs} ms`)), this.timeoutMs);
       });
