@@ -7,7 +7,7 @@
 import test from "ava";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, useServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const AT = "2026-01-15T00:00:00Z";
@@ -15,19 +15,6 @@ const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https
 const usd = (value: string) => ({ currency_code: "USD", value });
 
 const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[]).map((e) => [e.entry_type, e.amount.value]);
-
-/** A card saved through the customer portal (a 303 back to it when saved). */
-async function saveCardInPortal(server: TestServer, s: Scenario, cardNumber: string): Promise<void> {
-  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
-  const res = await fetch(`${server.url}${new URL(r.body.url).pathname}/card`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ card_number: cardNumber }).toString(),
-    redirect: "manual",
-  });
-  await res.body?.cancel();
-  if (res.status !== 303) throw new Error(`saving the card: ${res.status}`);
-}
 
 /** A paid grant of 7.00 waiting for its checkout (no card on file): the grant and its open invoice. */
 async function pendingPurchase(s: Scenario): Promise<Json> {
@@ -42,7 +29,7 @@ for (const store of STORES) {
   test(`${store}: a purchase invoice paid by a card saved in the portal activates its grant, once`, async (t) => {
     const s = await Scenario.start(server, AT);
     const grant = await pendingPurchase(s);
-    await saveCardInPortal(server, s, CARD_OK);
+    await s.saveCardInPortal(CARD_OK);
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "paid", amount_due: usd("700") });
     // 7.00 bought = 7.00 granted, with its one ledger entry.
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "active", remaining_amount: usd("700") });
@@ -61,7 +48,7 @@ for (const store of STORES) {
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
     t.deepEqual(await ledgerOf(s), []);
     // A card saved afterwards charges nothing: the invoice is void.
-    await saveCardInPortal(server, s, CARD_OK);
+    await s.saveCardInPortal(CARD_OK);
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void" });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed" });
   });

@@ -15,7 +15,6 @@ import { type TestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const AT = "2026-01-15T00:00:00Z";
-const RETURN_URL = "https://app.example/account";
 const CARD_FAILS = "4000 0000 0000 0341";
 const CARD_NO_FUNDS = "4000 0000 0000 9995";
 const CARD_AUTH = "4000 0025 0000 3155";
@@ -30,14 +29,6 @@ async function subscribed(server: TestServer): Promise<{ s: Scenario; sub: Json 
   const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "flat", amount: usd("4900") } }] });
   const { subscription } = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, create_checkout_session: "always" }, CARD_OK);
   return { s, sub: subscription };
-}
-
-/** Replaces the subject's card through the customer portal (a 303 back to it when saved). */
-async function replaceCard(server: TestServer, s: Scenario, cardNumber: string): Promise<void> {
-  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: RETURN_URL });
-  const res = await post(server, `${new URL(r.body.url).pathname}/card`, { card_number: cardNumber });
-  await res.body?.cancel();
-  if (res.status !== 303) throw new Error(`replacing the card: ${res.status}`);
 }
 
 const invoice = async (s: Scenario, id: string) => s.call("GET", `/invoices/${id}`);
@@ -55,7 +46,7 @@ for (const store of STORES) {
 
   test(`${store}: a declined renewal is retried on the schedule by clock advances, then paid at once by a new card`, async (t) => {
     const { s } = await subscribed(server);
-    await replaceCard(server, s, CARD_FAILS);
+    await s.saveCardInPortal(CARD_FAILS);
     await s.advance("2026-02-15T00:00:00Z");
     const inv = await renewal(s);
     t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z", payment_url: null });
@@ -76,7 +67,7 @@ for (const store of STORES) {
         [2, "2026-02-20T00:00:00Z"],
       ],
     );
-    await replaceCard(server, s, "5555 5555 5555 4444");
+    await s.saveCardInPortal("5555 5555 5555 4444");
     t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 3, next_payment_attempt: null });
     const paid = await eventsOf(s, "invoice.paid", inv.id);
     t.deepEqual(
@@ -96,7 +87,7 @@ for (const store of STORES) {
     test(`${store}: after the last attempt: ${policy}${markUncollectible ? ", the invoice uncollectible" : ", the invoice left open"}`, async (t) => {
       const { s, sub } = await subscribed(server);
       await setDunning(s, [1, 2], policy, markUncollectible);
-      await replaceCard(server, s, CARD_NO_FUNDS);
+      await s.saveCardInPortal(CARD_NO_FUNDS);
       await s.advance("2026-02-15T00:00:00Z");
       const inv = await renewal(s);
       t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-16T00:00:00Z" });
@@ -123,7 +114,7 @@ for (const store of STORES) {
 
   test(`${store}: a charge needing authentication waits with a pay link; the hosted page's form completes it`, async (t) => {
     const { s } = await subscribed(server);
-    await replaceCard(server, s, CARD_AUTH);
+    await s.saveCardInPortal(CARD_AUTH);
     await s.advance("2026-02-15T00:00:00Z");
     const inv = await renewal(s);
     t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: null, payment_url: `${inv.hosted_url}#pay` });
@@ -154,7 +145,7 @@ for (const store of STORES) {
 
   test(`${store}: a voided invoice is never retried`, async (t) => {
     const { s } = await subscribed(server);
-    await replaceCard(server, s, CARD_FAILS);
+    await s.saveCardInPortal(CARD_FAILS);
     await s.advance("2026-02-15T00:00:00Z");
     const inv = await renewal(s);
     t.is(inv.attempt_count, 1);
@@ -163,7 +154,7 @@ for (const store of STORES) {
     t.like(await invoice(s, inv.id), { status: "void", attempt_count: 1 });
     t.is((await eventsOf(s, "invoice.payment_failed", inv.id)).length, 1);
     // Nor charged by a new card.
-    await replaceCard(server, s, CARD_OK);
+    await s.saveCardInPortal(CARD_OK);
     t.like(await invoice(s, inv.id), { status: "void", attempt_count: 1 });
   });
 }

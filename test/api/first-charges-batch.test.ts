@@ -7,7 +7,7 @@
 import test from "ava";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { type TestServer, useServer } from "../helpers/server.js";
+import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const AT = "2026-01-15T00:00:00Z";
@@ -15,19 +15,6 @@ const RENEWAL = "2026-02-15T00:00:00Z";
 const CARD_FAILS = "4000 0000 0000 0341";
 const CARD_NO_FUNDS = "4000 0000 0000 9995";
 const CARD_AUTH = "4000 0025 0000 3155";
-
-/** Replaces the scenario's current subject's card through the customer portal. */
-async function replaceCard(server: TestServer, s: Scenario, cardNumber: string): Promise<void> {
-  const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: "https://app.example/account" });
-  const res = await fetch(`${server.url}${new URL(r.body.url).pathname}/card`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ card_number: cardNumber }).toString(),
-    redirect: "manual",
-  });
-  await res.body?.cancel();
-  if (res.status !== 303) throw new Error(`replacing the card: ${res.status}`);
-}
 
 for (const store of STORES) {
   const server = useServer(store);
@@ -43,7 +30,7 @@ for (const store of STORES) {
       subjects.push(s.subjectId);
       const r = await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, create_checkout_session: "always" }, CARD_OK);
       t.is(r.result_type, "success_after_checkout");
-      if (number !== CARD_OK) await replaceCard(server, s, number);
+      if (number !== CARD_OK) await s.saveCardInPortal(number);
     }
     await s.advance(RENEWAL);
 

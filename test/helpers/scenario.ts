@@ -67,6 +67,13 @@ export class Scenario {
     return { status: res.status, text: await res.text(), location: res.headers.get("location") };
   }
 
+  /** Saves `card` as the current subject's card through the customer portal (a 303 back to it when saved). */
+  async saveCardInPortal(card: string): Promise<void> {
+    const r = await this.raw("POST", "/customer-portal/sessions", { subject_id: this.subjectId, return_url: "https://app.example/account" });
+    const saved = await this.payCheckout(`${r.body.url}/card`, card);
+    if (saved.status !== 303) throw new Error(`saving the card in the portal: ${saved.status}`);
+  }
+
   async subscriptions(): Promise<Json[]> {
     return (await this.call("GET", `/subscriptions?subject_id=${this.subjectId}&limit=100`)).subscriptions;
   }
