@@ -14,7 +14,7 @@
  */
 import { ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
-import { applyCredits, chargeLines, previewCredits } from "./credit-application.js";
+import { applyCredits, chargeLines, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
 import { type Invoice, isInternal } from "./types.js";
 
@@ -112,20 +112,25 @@ export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promi
 /**
  * finalizeOpen for a batch (a cycle close's invoices, in one transaction): credit in the order of
  * their subjects (credit-application.ts), then one take of numbers per environment, by date, then in the batch's order.
+ * What booking and credit read of each invoice (parties, candidate discounts, spendable grants)
+ * is read for the batch at once where the store can (BookingTx.prefetch, spendableOfBatch); the
+ * locks (discounts, grants) are still taken per invoice, in the same order as one by one.
  */
 export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
   const booking = tx.booking;
+  const batch = booking?.prefetch ? await booking.prefetch(list) : booking;
   const booked: Invoice[] = [];
-  for (const inv of list) booked.push(booking ? await bookInvoice(booking, inv, atOf(inv), inv.status === "open") : unbooked(inv));
+  for (const inv of list) booked.push(batch ? await bookInvoice(batch, inv, atOf(inv), inv.status === "open") : unbooked(inv));
   const order = [...booked.keys()].sort((a, b) => {
     const x = booked[a] as Invoice;
     const y = booked[b] as Invoice;
     return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
   });
+  const listed = await spendableOfBatch(tx, booked, atOf);
   const credited = [...booked];
   for (const k of order) {
     const inv = booked[k] as Invoice;
-    credited[k] = inv.status === "open" ? await applyCredits(tx, inv, atOf(inv)) : inv;
+    credited[k] = inv.status === "open" ? await applyCredits(tx, inv, atOf(inv), listed.get(inv.id)) : inv;
   }
   return booking ? numberAll(booking, credited) : credited;
 }

@@ -28,7 +28,7 @@
  */
 import type { ChargedRates } from "../catalog/addons.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
-import type { CreditApplication } from "../credits/types.js";
+import type { CreditApplication, CreditGrant } from "../credits/types.js";
 import { AbortedError } from "../errors.js";
 import { creditGrantEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
@@ -72,14 +72,40 @@ function payable(inv: Invoice): boolean {
 }
 
 /**
+ * The spendable grants of each invoice of `list` that applyCredits would read (open, payable),
+ * as of its `atOf`, read at once per environment where the store can (keyed by invoice ID); the
+ * others are not in the map (applyCredits reads them on its own). Read before any of `list` is
+ * credited: the grants an earlier one spends are still listed with what they had, which changes
+ * nothing, as applyCredits locks each listed grant and uses it only as the lock finds it.
+ */
+export async function spendableOfBatch(tx: BillingTx, list: readonly Invoice[], atOf: (i: Invoice) => Date): Promise<Map<string, CreditGrant[]>> {
+  const out = new Map<string, CreditGrant[]>();
+  const read = tx.credits?.spendableOfAll?.bind(tx.credits);
+  if (!read) return out;
+  const byEnv = new Map<string, Invoice[]>();
+  for (const inv of list) if (inv.status === "open" && payable(inv)) byEnv.set(inv.environmentId, [...(byEnv.get(inv.environmentId) ?? []), inv]);
+  for (const [env, invoices] of byEnv) {
+    const found = await read(
+      env,
+      invoices.map((inv) => ({ subjectId: inv.subjectId, currency: inv.currency, at: atOf(inv) })),
+    );
+    invoices.forEach((inv, k) => {
+      out.set(inv.id, found[k] ?? []);
+    });
+  }
+  return out;
+}
+
+/**
  * Spends the subject's credit on `inv` (open, just finalized) in the transaction `tx`, as of
  * `at` on the subscription's clock; the invoice with what was applied. Nothing when the store
- * keeps no credits or the invoice is not open.
+ * keeps no credits or the invoice is not open. `listed`: its spendable grants as read for its
+ * batch (spendableOfBatch), else read here.
  */
-export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice> {
+export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date, listed?: readonly CreditGrant[]): Promise<Invoice> {
   const credits = tx.credits;
   if (!credits || inv.status !== "open" || !payable(inv)) return withApplications(inv, []);
-  const listed = await credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at);
+  listed ??= await credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at);
   if (listed.length === 0) return withApplications(inv, []);
   // Locked, in spend order (the same for every finalization, so they cannot deadlock on grants).
   const fresh = [];

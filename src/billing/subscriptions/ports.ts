@@ -8,6 +8,7 @@ import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
+import type { CreditGrant } from "../credits/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
 import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
@@ -251,6 +252,13 @@ export interface BookingTx {
   /** Records that these discounts (of environment `environmentId`) discounted invoice `invoiceId` (a "once" discount ends). */
   discounted(discountIds: string[], invoiceId: string, at: Date, environmentId: string): Promise<void>;
   parties(inv: Invoice): Promise<InvoiceParties>;
+  /**
+   * This booking for a batch `list` booked together (finalizeAllOpen): what it reads of each of
+   * them (parties, their cards' tax rates, which discounts could apply) is read at once, with
+   * set-based reads, and its discountsFor and parties answer from that, the same as one by one
+   * (an invoice not in `list` is read on its own). Optional: without it, each is read on its own.
+   */
+  prefetch?(list: readonly Invoice[]): Promise<BookingTx>;
   /** The tax engine (the built-in rates, or another adapter). */
   taxes: TaxProvider;
   /**
@@ -258,6 +266,19 @@ export interface BookingTx {
    * transaction ends (so numbers are gapless: a rollback gives them back): the prefix and the first.
    */
   nextNumbers(environmentId: string, kind: "invoice" | "credit_note", count: number): Promise<{ prefix: string; first: number }>;
+}
+
+/** What a batch's finalization asks of spendable credit: a subject's grants in `currency` spendable at `at`. */
+export interface SpendableQuery {
+  subjectId: string;
+  currency: string;
+  at: Date;
+}
+
+/** Credit writes in a billing transaction; `spendableOfAll` (optional): a batch's spendable grants in one read. */
+export interface BillingCreditWrites extends CreditWrites {
+  /** CreditWrites.spendable of each query (subjects of environment `environmentId`), in their order, from one read. */
+  spendableOfAll?(environmentId: string, queries: readonly SpendableQuery[]): Promise<CreditGrant[][]>;
 }
 
 /**
@@ -272,7 +293,7 @@ export type BillingTx = SubscriptionWrites &
   PaymentMethodWrites &
   TimelineWrites &
   EventWrites &
-  ThresholdWrites & { credits?: CreditWrites; booking?: BookingTx; coupons?: CouponWrites; providerEvents?: ProviderEventWrites; dunning?: DunningWrites };
+  ThresholdWrites & { credits?: BillingCreditWrites; booking?: BookingTx; coupons?: CouponWrites; providerEvents?: ProviderEventWrites; dunning?: DunningWrites };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

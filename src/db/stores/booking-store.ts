@@ -1,17 +1,19 @@
 /**
  * What booking an invoice reads and writes in its finalizing transaction (BookingTx, DESIGN §15):
  * discounts (coupon-store.ts), the parties and tax rates (tax-store.ts, the built-in tax engine),
- * numbers (numbering.ts).
+ * numbers (numbering.ts). A batch (a cycle close books a hundred invoices in one transaction)
+ * reads its invoices' parties and candidate discounts at once (prefetch), a few set-based reads
+ * per environment instead of a few per invoice.
  */
 import type { EntityManager } from "typeorm";
 import type { BookingTx, InvoiceParties } from "../../billing/subscriptions/ports.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
 import { BuiltInTaxProvider } from "../../billing/taxes/built-in.js";
-import type { SellerDetails } from "../../billing/taxes/types.js";
+import type { BillingDetails, SellerDetails } from "../../billing/taxes/types.js";
 import type { Sql } from "../sql.js";
-import { discountsFor, recordDiscounted } from "./coupon-store.js";
+import { discountCandidates, discountsFor, recordDiscounted } from "./coupon-store.js";
 import { nextNumbers } from "./numbering.js";
-import { billingDetailsOf, cardTaxRateIds, sellerFromJson, taxRatesOf } from "./tax-store.js";
+import { billingDetailsOf, cardTaxRateIds, cardTaxRateIdsOf, sellerFromJson, subjectsBillingOf, taxRatesOf } from "./tax-store.js";
 
 /** What one transaction reads once for many invoices (a cycle close books a hundred): sellers by environment, tax rates by card. */
 interface Memo {
@@ -19,30 +21,90 @@ interface Memo {
   cards: Map<string, string[]>;
 }
 
-async function parties(em: EntityManager, inv: Invoice, memo: Memo): Promise<InvoiceParties> {
-  const [subject] = (await em.query("SELECT name FROM subjects WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subjectId])) as { name: string | null }[];
-  let seller = memo.sellers.get(inv.environmentId);
+/**
+ * What a batch's prefetch read of its invoices, as the single reads would find it (nothing the
+ * batch's booking writes changes it): subjects by `<environment> <ID>` (null: no such subject),
+ * subscriptions' rate cards likewise (null: no such subscription), candidate discounts by invoice ID.
+ */
+interface Batch {
+  subjects: Map<string, { name: string | null; details: BillingDetails | null } | null>;
+  cards: Map<string, string | null>;
+  discounts: Map<string, string[]>;
+}
+
+const keyOf = (environmentId: string, id: string): string => `${environmentId} ${id}`;
+
+async function sellerOf(em: EntityManager, environmentId: string, memo: Memo): Promise<SellerDetails | null> {
+  let seller = memo.sellers.get(environmentId);
   if (seller === undefined) {
-    const [env] = (await em.query("SELECT seller FROM environments WHERE id = ?", [inv.environmentId])) as { seller: unknown }[];
+    const [env] = (await em.query("SELECT seller FROM environments WHERE id = ?", [environmentId])) as { seller: unknown }[];
     seller = sellerFromJson(env?.seller);
-    memo.sellers.set(inv.environmentId, seller);
+    memo.sellers.set(environmentId, seller);
   }
-  const [sub] = (await em.query("SELECT rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subscriptionId])) as { c: string }[];
+  return seller;
+}
+
+async function parties(em: EntityManager, inv: Invoice, memo: Memo, batch?: Batch): Promise<InvoiceParties> {
+  const known = batch?.subjects.get(keyOf(inv.environmentId, inv.subjectId));
+  let subject: { name: string | null } | undefined = known ?? undefined;
+  if (known === undefined) {
+    [subject] = (await em.query("SELECT name FROM subjects WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subjectId])) as { name: string | null }[];
+  }
+  const seller = await sellerOf(em, inv.environmentId, memo);
+  let card = batch?.cards.get(keyOf(inv.environmentId, inv.subscriptionId));
+  if (card === undefined) {
+    const [sub] = (await em.query("SELECT rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subscriptionId])) as { c: string }[];
+    card = sub?.c ?? null;
+  }
   let cardRates: string[] = [];
-  if (sub) {
-    cardRates = memo.cards.get(sub.c) ?? (await cardTaxRateIds(em, inv.environmentId, sub.c));
-    memo.cards.set(sub.c, cardRates);
+  if (card !== null) {
+    cardRates = memo.cards.get(card) ?? (await cardTaxRateIds(em, inv.environmentId, card));
+    memo.cards.set(card, cardRates);
   }
-  return { customerName: subject?.name ?? null, customer: await billingDetailsOf(em, inv.environmentId, inv.subjectId), seller, cardTaxRateIds: cardRates };
+  const customer = known === undefined ? await billingDetailsOf(em, inv.environmentId, inv.subjectId) : (known?.details ?? null);
+  return { customerName: subject?.name ?? null, customer, seller, cardTaxRateIds: cardRates };
+}
+
+/** Reads for the batch `list` what parties and discountsFor read of each invoice, per environment with set-based reads. */
+async function prefetch(em: EntityManager, list: readonly Invoice[], memo: Memo): Promise<Batch> {
+  const batch: Batch = { subjects: new Map(), cards: new Map(), discounts: new Map() };
+  const byEnv = new Map<string, Invoice[]>();
+  for (const inv of list) byEnv.set(inv.environmentId, [...(byEnv.get(inv.environmentId) ?? []), inv]);
+  for (const [env, invoices] of byEnv) {
+    const subjectIds = [...new Set(invoices.map((i) => i.subjectId))];
+    const subjects = await subjectsBillingOf(em, env, subjectIds);
+    for (const id of subjectIds) batch.subjects.set(keyOf(env, id), subjects.get(id) ?? null);
+    const subIds = [...new Set(invoices.map((i) => i.subscriptionId))];
+    const rows = (await em.query(`SELECT id, rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id IN (${subIds.map(() => "?").join(", ")})`, [env, ...subIds])) as {
+      id: string;
+      c: string;
+    }[];
+    const cardOf = new Map(rows.map((r) => [r.id, r.c]));
+    for (const id of subIds) batch.cards.set(keyOf(env, id), cardOf.get(id) ?? null);
+    const unknown = [...new Set(rows.map((r) => r.c))].filter((c) => !memo.cards.has(c));
+    for (const [card, ids] of await cardTaxRateIdsOf(em, env, unknown)) memo.cards.set(card, ids);
+    await sellerOf(em, env, memo);
+    for (const [invoiceId, ids] of await discountCandidates(em, env, invoices)) batch.discounts.set(invoiceId, ids);
+  }
+  return batch;
 }
 
 export function bookingWrites(em: EntityManager, sql: Sql): BookingTx {
   const memo: Memo = { sellers: new Map(), cards: new Map() };
-  return {
+  const booking: BookingTx = {
     discountsFor: (inv, at) => discountsFor(em, inv, at),
     discounted: (ids, invoiceId, at, environmentId) => recordDiscounted(em, ids, invoiceId, at, environmentId),
     parties: (inv) => parties(em, inv, memo),
+    prefetch: async (list) => {
+      const batch = await prefetch(em, list, memo);
+      return {
+        ...booking,
+        discountsFor: (inv, at) => discountsFor(em, inv, at, batch.discounts.get(inv.id)),
+        parties: (inv) => parties(em, inv, memo, batch),
+      };
+    },
     taxes: new BuiltInTaxProvider((environmentId, ids) => taxRatesOf(em, environmentId, ids)),
     nextNumbers: (environmentId, kind, count) => nextNumbers(em, sql.dialect, environmentId, kind, count),
   };
+  return booking;
 }

@@ -120,20 +120,47 @@ function applies(d: Discount, c: Coupon, inv: Invoice, at: Date): boolean {
  * The active discounts of `inv`'s subscription and subject, oldest first. For a finalization on
  * MySQL they are then locked by ID (record locks only: a locking read over the secondary index
  * would lock its gaps too, and deadlock with other subscriptions' discounts being written) and read
- * again as the lock found them.
+ * again as the lock found them. `candidates`: the IDs discountCandidates found for its batch,
+ * read again by ID (locked when finalizing) instead of the first read.
  */
-async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: boolean): Promise<Discount[]> {
+async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: boolean, candidates?: readonly string[]): Promise<Discount[]> {
+  const lock = finalizing ? rowLock(dialectOf(em)) : undefined;
+  let ids = candidates;
+  if (ids === undefined) {
+    const rows = await em.find<DiscountRow>("Discount", {
+      where: [
+        { environment_id: inv.environmentId, subscription_id: inv.subscriptionId, status: "active" },
+        { environment_id: inv.environmentId, subscription_id: IsNull(), subject_id: inv.subjectId, status: "active" },
+      ],
+      order: { seq: "ASC" },
+    });
+    if (rows.length === 0 || !lock) return rows.map(discountFromRow);
+    ids = rows.map((r) => r.id);
+  }
+  if (ids.length === 0) return [];
+  const locked = await em.find<DiscountRow>("Discount", { where: { environment_id: inv.environmentId, id: In([...ids]) }, order: { seq: "ASC" }, lock });
+  return locked.filter((r) => r.status === "active").map(discountFromRow);
+}
+
+/**
+ * What activeDiscounts would find first of each of `list` (invoices of environment
+ * `environmentId`), in one read: the IDs of the active discounts of its subscription or (of no
+ * subscription) of its subject, oldest first, keyed by invoice ID. A discount only leaves
+ * `active` while invoices are booked, so those found active later are among these: activeDiscounts
+ * reads them again by ID (locked when finalizing) as they are then, and keeps the active ones.
+ */
+export async function discountCandidates(em: EntityManager, environmentId: string, list: readonly Invoice[]): Promise<Map<string, string[]>> {
+  if (list.length === 0) return new Map();
   const rows = await em.find<DiscountRow>("Discount", {
+    select: { id: true, subscription_id: true, subject_id: true, seq: true },
     where: [
-      { environment_id: inv.environmentId, subscription_id: inv.subscriptionId, status: "active" },
-      { environment_id: inv.environmentId, subscription_id: IsNull(), subject_id: inv.subjectId, status: "active" },
+      { environment_id: environmentId, subscription_id: In([...new Set(list.map((i) => i.subscriptionId))]), status: "active" },
+      { environment_id: environmentId, subscription_id: IsNull(), subject_id: In([...new Set(list.map((i) => i.subjectId))]), status: "active" },
     ],
     order: { seq: "ASC" },
   });
-  const lock = finalizing ? rowLock(dialectOf(em)) : undefined;
-  if (rows.length === 0 || !lock) return rows.map(discountFromRow);
-  const locked = await em.find<DiscountRow>("Discount", { where: { environment_id: inv.environmentId, id: In(rows.map((r) => r.id)) }, order: { seq: "ASC" }, lock });
-  return locked.filter((r) => r.status === "active").map(discountFromRow);
+  const mine = (inv: Invoice, r: DiscountRow): boolean => r.subscription_id === inv.subscriptionId || (r.subscription_id === null && r.subject_id === inv.subjectId);
+  return new Map(list.map((inv) => [inv.id, rows.filter((r) => mine(inv, r)).map((r) => r.id)]));
 }
 
 /**
@@ -142,10 +169,11 @@ async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: bool
  * discounted no invoice yet, a "repeating" one only while `at` is before its end, an amount
  * coupon only on an invoice of its currency. For an open invoice (a finalization) the rows are
  * locked until the transaction ends, and a "repeating" discount found past its end is marked ended.
+ * `candidates`: the invoice's of discountCandidates (its batch's read), else read here.
  */
-export async function discountsFor(em: EntityManager, inv: Invoice, at: Date): Promise<BookingDiscount[]> {
+export async function discountsFor(em: EntityManager, inv: Invoice, at: Date, candidates?: readonly string[]): Promise<BookingDiscount[]> {
   const finalizing = inv.status === "open";
-  const discounts = await activeDiscounts(em, inv, finalizing);
+  const discounts = await activeDiscounts(em, inv, finalizing, candidates);
   if (discounts.length === 0) return [];
   const ordered = [...discounts.filter((d) => d.subscriptionId !== null), ...discounts.filter((d) => d.subscriptionId === null)];
   const coupons = await couponsById(em, inv.environmentId, [...new Set(ordered.map((d) => d.couponId))]);

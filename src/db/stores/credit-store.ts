@@ -8,7 +8,8 @@
 import type { EntityManager, FindOptionsWhere } from "typeorm";
 import { In, IsNull, LessThanOrEqual, Not } from "typeorm";
 import { spendOrder } from "../../billing/credits/order.js";
-import type { AlertKind, AlertState, CreditStore, CreditTx, CreditWrites, GrantFilter } from "../../billing/credits/ports.js";
+import type { AlertKind, AlertState, CreditStore, CreditTx, GrantFilter } from "../../billing/credits/ports.js";
+import type { BillingCreditWrites, SpendableQuery } from "../../billing/subscriptions/ports.js";
 import type { CreditGrant, CreditSettings, GrantCategory, GrantStatus, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
@@ -130,12 +131,35 @@ async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type:
   return entryFromRow(row);
 }
 
+/** Whether `g` (active, effective by `at`) can be spent at `at`: something left, not expired. */
+const live = (g: CreditGrant, at: Date): boolean => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() > at.getTime());
+
 async function spendableOn(em: EntityManager, E: Entities, environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
   const rows = await em.find(E.CreditGrant, {
     where: { environment_id: environmentId, subject_id: subjectId, currency, status: "active", effective_at: LessThanOrEqual(at) },
   });
-  const live = rows.map(grantFromRow).filter((g) => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() > at.getTime()));
-  return spendOrder(live);
+  return spendOrder(rows.map(grantFromRow).filter((g) => live(g, at)));
+}
+
+/**
+ * spendableOn of each query (subjects of one environment), in one read: the active grants of
+ * their subjects and currencies effective by the latest `at`, then each query's as spendableOn
+ * filters them (its subject, currency, effective by its `at`, live) in spend order.
+ */
+async function spendableOfAll(em: EntityManager, E: Entities, environmentId: string, queries: readonly SpendableQuery[]): Promise<CreditGrant[][]> {
+  if (queries.length === 0) return [];
+  const latest = new Date(Math.max(...queries.map((q) => q.at.getTime())));
+  const rows = await em.find(E.CreditGrant, {
+    where: {
+      environment_id: environmentId,
+      subject_id: In([...new Set(queries.map((q) => q.subjectId))]),
+      currency: In([...new Set(queries.map((q) => q.currency))]),
+      status: "active",
+      effective_at: LessThanOrEqual(latest),
+    },
+  });
+  const grants = rows.map(grantFromRow);
+  return queries.map((q) => spendOrder(grants.filter((g) => g.subjectId === q.subjectId && g.currency === q.currency && g.effectiveAt.getTime() <= q.at.getTime() && live(g, q.at))));
 }
 
 async function readGrant(em: EntityManager, E: Entities, environmentId: string, id: string, lock?: ReturnType<typeof rowLock>): Promise<CreditGrant | undefined> {
@@ -144,10 +168,10 @@ async function readGrant(em: EntityManager, E: Entities, environmentId: string, 
 }
 
 /** The credit writes of a transaction on `em`. */
-export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWrites {
+export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingCreditWrites {
   const d = sql.dialect;
   const lock = rowLock(d);
-  const writes: CreditWrites = {
+  const writes: BillingCreditWrites = {
     insertGrant: async (g, entry) => {
       const [subject] = (await em.query("SELECT test_clock_id FROM subjects WHERE environment_id = ? AND id = ?", [g.environmentId, g.subjectId])) as { test_clock_id: string | null }[];
       await em.insert(E.CreditGrant, grantToRow(g, subject?.test_clock_id ?? null));
@@ -156,6 +180,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): CreditWr
     },
     lockGrant: (environmentId, id) => readGrant(em, E, environmentId, id, lock),
     spendable: (environmentId, subjectId, currency, at) => spendableOn(em, E, environmentId, subjectId, currency, at),
+    spendableOfAll: (environmentId, queries) => spendableOfAll(em, E, environmentId, queries),
     spend: async (grantId, amount, invoiceId, description, at, environmentId) => {
       const a = formatDecimal(dec(amount));
       if (!dec(a).gt(0)) throw new Error(`a spend must be positive, got ${amount}`);

@@ -64,11 +64,35 @@ export async function billingDetailsOf(em: EntityManager, environmentId: string,
   return billingDetailsFromJson(row?.d);
 }
 
+/** Stored default tax rates of a rate card (JSON text or parsed); empty when never set. */
+const rateIdsFromJson = (ids: unknown): string[] => (ids === null || ids === undefined ? [] : ((typeof ids === "string" ? JSON.parse(ids) : ids) as string[]));
+
 /** A rate card's default tax rates. */
 export async function cardTaxRateIds(em: EntityManager, environmentId: string, rateCardId: string): Promise<string[]> {
   const [row] = (await em.query("SELECT default_tax_rate_ids AS ids FROM rate_cards WHERE environment_id = ? AND id = ?", [environmentId, rateCardId])) as { ids: unknown }[];
-  if (row?.ids === null || row?.ids === undefined) return [];
-  return (typeof row.ids === "string" ? JSON.parse(row.ids) : row.ids) as string[];
+  return rateIdsFromJson(row?.ids);
+}
+
+/** cardTaxRateIds of each of these rate cards (of one environment), in one read; a card not found has none. */
+export async function cardTaxRateIdsOf(em: EntityManager, environmentId: string, rateCardIds: readonly string[]): Promise<Map<string, string[]>> {
+  if (rateCardIds.length === 0) return new Map();
+  const rows = (await em.query(`SELECT id, default_tax_rate_ids AS ids FROM rate_cards WHERE environment_id = ? AND id IN (${rateCardIds.map(() => "?").join(", ")})`, [
+    environmentId,
+    ...rateCardIds,
+  ])) as { id: string; ids: unknown }[];
+  const found = new Map(rows.map((r) => [r.id, rateIdsFromJson(r.ids)]));
+  return new Map(rateCardIds.map((id) => [id, found.get(id) ?? []]));
+}
+
+/** The name and billing details of each of these subjects (of one environment) that exists, in one read. */
+export async function subjectsBillingOf(em: EntityManager, environmentId: string, subjectIds: readonly string[]): Promise<Map<string, { name: string | null; details: BillingDetails | null }>> {
+  if (subjectIds.length === 0) return new Map();
+  const rows = (await em.query(`SELECT id, name, billing_details AS d FROM subjects WHERE environment_id = ? AND id IN (${subjectIds.map(() => "?").join(", ")})`, [environmentId, ...subjectIds])) as {
+    id: string;
+    name: string | null;
+    d: unknown;
+  }[];
+  return new Map(rows.map((r) => [r.id, { name: r.name ?? null, details: billingDetailsFromJson(r.d) }]));
 }
 
 export class SqlTaxRateStore implements TaxRateStore {
