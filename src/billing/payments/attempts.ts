@@ -21,7 +21,7 @@ import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, ch
 import { type Caller, systemCaller } from "../tenancy.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
-import type { AfterLastAttempt, ChargeOutcome, ProviderKind } from "./types.js";
+import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
 
 export type { AttemptResult };
 
@@ -52,8 +52,9 @@ const DUE_BATCH = 50;
 /** How long after its finalization a first charge that was never planned is looked for (twice the grace above). */
 const UNPLANNED_AFTER_MS = 2 * FIRST_ATTEMPT_GRACE_MS;
 
-/** How many first charges of a batch run at once (attemptFirsts). */
+/** How many first charges of a batch run at once (attemptFirsts), and how many invoices one of its charge transactions takes. */
 const CHARGES_AT_ONCE = 8;
+const CHARGE_BATCH = 25;
 
 /** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
 export type ActionRef = Pick<Invoice, "environmentId" | "id"> & { clockId?: string | null };
@@ -122,9 +123,9 @@ export class Dunning {
 
   /**
    * The first charge of each of many invoices just written (a cycle close's batch), as attempt
-   * makes it, in two transactions per environment rather than two per invoice: the plans, then
+   * makes it, in a few transactions per environment rather than two per invoice: the plans, then
    * the charges (CHARGES_AT_ONCE at a time, each keyed as attempt keys it) and their records with
-   * their events, under the invoices' row locks. A charge that throws leaves its invoice planned
+   * their events, under the invoices' row locks, CHARGE_BATCH invoices per transaction. A charge that throws leaves its invoice planned
    * (dunning makes it again with the same key) and the others go on. A last attempt's policy runs
    * after the commit, as attempt runs it.
    */
@@ -144,32 +145,40 @@ export class Dunning {
           );
         }),
       );
-      const { results, pending } = await retryingRaces(() =>
-        this.stores.transaction(async (tx) => {
-          const claimed = (await this.writes(tx).claimAll(environmentId, ids)).filter(isCollectible);
-          const toCharge = claimed.filter((i) => !i.payment?.pendingPolicy);
-          const decided = new Map<string, AttemptDecision>();
-          let next = 0;
-          const charge = async () => {
-            for (let i = toCharge[next++]; i !== undefined; i = toCharge[next++]) {
-              const n = (i.attemptCount ?? 0) + 1;
-              const meta = { invoiceId: i.id, environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
-              try {
-                decided.set(i.id, decide(i, n, await provider.charge(pmOf.get(i.id) as PaymentMethod, amountDueOf(i), i.currency, chargeKey(i.id, n), meta), at(i), settings));
-              } catch (err) {
-                this.events.settleFailed?.(i.id, err);
-              }
-            }
-          };
-          await Promise.all(Array.from({ length: Math.min(CHARGES_AT_ONCE, toCharge.length) }, charge));
-          const made = toCharge.filter((i) => decided.has(i.id)).map((i) => ({ i, d: decided.get(i.id) as AttemptDecision, at: at(i) }));
-          return { results: await recordDecisions(tx, this.writes(tx), this.now(), made), pending: claimed.filter((i) => i.payment?.pendingPolicy) };
-        }),
-      );
-      // Last attempts failed with a policy (a schedule of one attempt), and policies a dead process left.
-      for (const r of results) if (r.invoice.payment?.pendingPolicy) await this.finishLast(r.invoice, r.decision);
-      for (const i of pending) await this.finishLast(i);
+      // CHARGE_BATCH invoices per transaction: a slow provider holds each batch's row locks a few seconds at most.
+      for (let k = 0; k < ids.length; k += CHARGE_BATCH) {
+        const { results, pending } = await this.chargeFirsts(environmentId, ids.slice(k, k + CHARGE_BATCH), pmOf, provider, settings, at);
+        // Last attempts failed with a policy (a schedule of one attempt), and policies a dead process left.
+        for (const r of results) if (r.invoice.payment?.pendingPolicy) await this.finishLast(r.invoice, r.decision);
+        for (const i of pending) await this.finishLast(i);
+      }
     }
+  }
+
+  /** attemptFirsts' second step for `ids`: their charges and records, in one transaction under their row locks. */
+  private chargeFirsts(environmentId: string, ids: string[], pmOf: Map<string, PaymentMethod>, provider: PaymentProvider, settings: PaymentSettings, at: (i: Invoice) => Date) {
+    return retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const claimed = (await this.writes(tx).claimAll(environmentId, ids)).filter(isCollectible);
+        const toCharge = claimed.filter((i) => !i.payment?.pendingPolicy);
+        const decided = new Map<string, AttemptDecision>();
+        let next = 0;
+        const charge = async () => {
+          for (let i = toCharge[next++]; i !== undefined; i = toCharge[next++]) {
+            const n = (i.attemptCount ?? 0) + 1;
+            const meta = { invoiceId: i.id, environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
+            try {
+              decided.set(i.id, decide(i, n, await provider.charge(pmOf.get(i.id) as PaymentMethod, amountDueOf(i), i.currency, chargeKey(i.id, n), meta), at(i), settings));
+            } catch (err) {
+              this.events.settleFailed?.(i.id, err);
+            }
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(CHARGES_AT_ONCE, toCharge.length) }, charge));
+        const made = toCharge.filter((i) => decided.has(i.id)).map((i) => ({ i, d: decided.get(i.id) as AttemptDecision, at: at(i) }));
+        return { results: await recordDecisions(tx, this.writes(tx), this.now(), made), pending: claimed.filter((i) => i.payment?.pendingPolicy) };
+      }),
+    );
   }
 
   private writes(tx: Tx) {
