@@ -131,26 +131,42 @@ export class Dunning {
    */
   async attemptFirsts(items: readonly { invoice: Invoice; pm: PaymentMethod }[], at: (i: Invoice) => Date): Promise<void> {
     for (const environmentId of new Set(items.map((x) => x.invoice.environmentId))) {
-      const provider = await this.reads.providerFor(environmentId);
-      if (!provider) continue;
-      const settings = await this.settings.settingsOf(environmentId);
       const pmOf = new Map(items.filter((x) => x.invoice.environmentId === environmentId).map((x) => [x.invoice.id, x.pm]));
       const ids = [...pmOf.keys()];
-      await retryingRaces(() =>
-        this.stores.transaction(async (tx) => {
-          const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
-          await this.writes(tx).planFirsts(
-            environmentId,
-            first.map((i) => ({ id: i.id, at: new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS) })),
-          );
-        }),
-      );
-      // CHARGE_BATCH invoices per transaction: a slow provider holds each batch's row locks a few seconds at most.
-      for (let k = 0; k < ids.length; k += CHARGE_BATCH) {
-        const { results, pending } = await this.chargeFirsts(environmentId, ids.slice(k, k + CHARGE_BATCH), pmOf, provider, settings, at);
+      try {
+        await this.firstsOf(environmentId, ids, pmOf, at);
+      } catch (err) {
+        // Each stays open, planned or not: dunning makes its first charge (planUnplanned, due).
+        for (const id of ids) this.events.settleFailed?.(id, err);
+      }
+    }
+  }
+
+  /** attemptFirsts for the invoices `ids` of one environment: the plans, then the charges a batch at a time. */
+  private async firstsOf(environmentId: string, ids: string[], pmOf: Map<string, PaymentMethod>, at: (i: Invoice) => Date): Promise<void> {
+    const provider = await this.reads.providerFor(environmentId);
+    if (!provider) return;
+    const settings = await this.settings.settingsOf(environmentId);
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
+        await this.writes(tx).planFirsts(
+          environmentId,
+          first.map((i) => ({ id: i.id, at: new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS) })),
+        );
+      }),
+    );
+    // CHARGE_BATCH invoices per transaction: a slow provider holds each batch's row locks a few seconds at most.
+    for (let k = 0; k < ids.length; k += CHARGE_BATCH) {
+      const part = ids.slice(k, k + CHARGE_BATCH);
+      try {
+        const { results, pending } = await this.chargeFirsts(environmentId, part, pmOf, provider, settings, at);
         // Last attempts failed with a policy (a schedule of one attempt), and policies a dead process left.
         for (const r of results) if (r.invoice.payment?.pendingPolicy) await this.finishLast(r.invoice, r.decision);
         for (const i of pending) await this.finishLast(i);
+      } catch (err) {
+        // This batch stays planned (dunning charges it with the same keys); the next batches go on.
+        for (const id of part) this.events.settleFailed?.(id, err);
       }
     }
   }
@@ -160,7 +176,9 @@ export class Dunning {
     return retryingRaces(() =>
       this.stores.transaction(async (tx) => {
         const claimed = (await this.writes(tx).claimAll(environmentId, ids)).filter(isCollectible);
-        const toCharge = claimed.filter((i) => !i.payment?.pendingPolicy);
+        // Only what was planned: a first charge not made yet. Another runner may have made it meanwhile
+        // (its plan came due): that attempt stands, and the next is dunning's, on its schedule.
+        const toCharge = claimed.filter((i) => (i.attemptCount ?? 0) === 0 && !i.payment?.actionRequired && !i.payment?.pendingPolicy);
         const decided = new Map<string, AttemptDecision>();
         let next = 0;
         const charge = async () => {
@@ -228,7 +246,8 @@ export class Dunning {
    * so": it stays pending for the next run).
    */
   private async afterLast(i: Invoice, policy: AfterLastAttempt): Promise<boolean> {
-    if (policy === "leave_active") return true;
+    // Nothing to cancel or pause for an invoice of no subscription (a credit purchase).
+    if (policy === "leave_active" || i.subscriptionId === "") return true;
     const mode = await this.reads.modeOf(i.environmentId);
     if (!mode) return true;
     const caller = systemCaller(i.environmentId, mode);
