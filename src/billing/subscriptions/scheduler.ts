@@ -137,16 +137,16 @@ export class Scheduler {
    * runDue for a test clock's advance, until no cycle due by `now` is left on it: a subscription
    * another transaction holds meanwhile (a change through the API, a second advance) is skipped by
    * the close (SKIP LOCKED), so the run is made again once it is let go, every HELD_RETRY_MS for at
-   * most HELD_WAIT_MS. False: some are still held (the clock stays `advancing`; finishAdvances or
+   * most `waitMs`. False: some are still held (the clock stays `advancing`; finishAdvances or
    * the next advance closes them). Set-aside subscriptions (their close failed) are not waited for.
    */
-  async runClockDue(now: Date, clockId: string, stop?: AbortSignal): Promise<boolean> {
+  async runClockDue(now: Date, clockId: string, stop?: AbortSignal, waitMs = HELD_WAIT_MS): Promise<boolean> {
     const started = Date.now();
     for (;;) {
       await this.runDue(now, clockId, stop);
       const left = await this.engine.stores.subscriptions.due(now, clockId, 1, false, this.engine.now());
       if (left.length === 0) return true;
-      if (Date.now() - started >= HELD_WAIT_MS || stop?.aborted) return false;
+      if (Date.now() - started >= waitMs || stop?.aborted) return false;
       await new Promise((r) => setTimeout(r, HELD_RETRY_MS));
     }
   }
@@ -164,7 +164,8 @@ export class Scheduler {
       if (stop?.aborted) break;
       if (!c.advanceStartedAt || !(await clocks.takeOver(c.environmentId, c.id, c.frozenTime, c.advanceStartedAt, realNow))) continue;
       try {
-        if (!(await this.runClockDue(c.frozenTime, c.id, stop))) continue;
+        // No wait here (the scheduler's tick goes on): a clock still held is taken over again after its renewed lease.
+        if (!(await this.runClockDue(c.frozenTime, c.id, stop, 0))) continue;
         if (await clocks.finish(c.environmentId, c.id, c.frozenTime)) done.finished.push(c.id);
       } catch (err) {
         // Still `advancing`: taken over again once the renewed lease runs out.
