@@ -2,10 +2,13 @@
  * A paid credit grant follows its invoice however the invoice ends (DESIGN §14), on MariaDB and
  * SQLite: paid by another way than the purchase's own charge (a card saved in the customer portal
  * pays the open purchase invoice) activates the grant once, with its ledger entry and
- * `credit_grant.activated`; voided through the API, the grant fails and grants nothing.
+ * `credit_grant.activated`; voided through the API, or uncollectible after its last payment attempt
+ * failed (the policy after it has no subscription to act on), the grant fails and grants nothing;
+ * a purchase waiting for its payment is voided, not credited (a credit note is refused).
  */
 import test from "ava";
 import { STORES } from "../helpers/db.js";
+import { reasonOf } from "../helpers/clients.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -51,5 +54,27 @@ for (const store of STORES) {
     await s.saveCardInPortal(CARD_OK);
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void" });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed" });
+  });
+
+  test(`${store}: a purchase invoice whose last attempt fails is uncollectible and its grant fails (the cancel policy has no subscription to cancel)`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    // One attempt in all; after it: cancel, and mark the invoice uncollectible.
+    await s.call("PATCH", "/payment-settings", { retry_schedule_days: [], set_retry_schedule: true, after_last_attempt: "cancel", mark_uncollectible: true });
+    const grant = await pendingPurchase(s);
+    await s.saveCardInPortal("4000 0000 0000 9995"); // insufficient funds: the portal's card is tried on the open invoice
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "uncollectible", attempt_count: 1, next_payment_attempt: null });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
+    t.deepEqual(await ledgerOf(s), []);
+  });
+
+  test(`${store}: a purchase waiting for its payment is not credited: a credit note is refused, nothing written`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    const grant = await pendingPurchase(s);
+    const r = await s.raw("POST", "/credit-notes", { invoice_id: grant.invoice_id, reason: "other", outcome: "reduce_amount_due" });
+    t.is(r.status, 400);
+    t.is(reasonOf(r.body as Json), "INVOICE_NOT_CREDITABLE");
+    t.deepEqual((await s.call("GET", `/credit-notes?invoice_id=${grant.invoice_id}`)).credit_notes, []);
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "open", amount_due: usd("700") });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "pending_payment" });
   });
 }

@@ -13,6 +13,7 @@
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
  *   first refund, never a second one. A refusal fails the whole note (nothing is written).
  */
+import { purchasedGrantId } from "../credits/purchase-states.js";
 import { createHash } from "node:crypto";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import type { CreditGrant } from "../credits/types.js";
@@ -66,6 +67,11 @@ export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcom
   const meta = { invoice_id: inv.id, status: inv.status };
   if (inv.status !== "open" && inv.status !== "paid") {
     throw new FailedPreconditionError("INVOICE_NOT_CREDITABLE", `invoice ${inv.id} is ${inv.status}; only an open or paid invoice can be credited`, meta);
+  }
+  // A credit purchase still waiting for its payment is voided, not credited (its grant then fails: credits/purchase-states.ts).
+  const grantId = purchasedGrantId(inv);
+  if (inv.status === "open" && grantId !== undefined) {
+    throw new FailedPreconditionError("INVOICE_NOT_CREDITABLE", `invoice ${inv.id} buys credit grant ${grantId} and is not paid yet; void it instead`, meta);
   }
   if (outcome === "reduce_amount_due" && inv.status !== "open") {
     throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${inv.id} is ${inv.status}; only an open invoice's amount due can be reduced (use refund or credit_balance)`, meta);
