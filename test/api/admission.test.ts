@@ -103,6 +103,16 @@ function event(subjectId: string, key: string, bytes: number) {
   return { idempotency_key: key, subject_id: subjectId, event_name: "api", data, timestamp: "2026-03-01T10:00:00Z" };
 }
 
+/** Waits until the server's billing_request_bytes_in_flight gauge satisfies `ok` (read from /metrics). */
+async function bytesInFlight(url: string, ok: (n: number) => boolean): Promise<void> {
+  for (;;) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const n = Number(/^billing_request_bytes_in_flight (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+    if (ok(n)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 for (const store of STORES) {
   const server = useServer(store);
 
@@ -300,21 +310,16 @@ for (const store of STORES) {
     const raw = new Raw(portOf(server));
     try {
       raw.send("POST", "/usage-events/batch", { "content-type": "application/json", "content-length": 5 * MiB, "x-api-key": server.keys.a }, '{"events":[');
-      let r = await rest(server.url, "POST", "/subjects", server.keys.a, {});
-      for (let i = 0; i < 50 && r.status !== 503; i++) {
-        await new Promise((ok) => setTimeout(ok, 20));
-        r = await rest(server.url, "POST", "/subjects", server.keys.a, {});
-      }
+      // Once the server has counted the stalled body's bytes (its gauge says so), the bound is full.
+      await bytesInFlight(server.url, (n) => n >= 5 * MiB);
+      const r = await rest(server.url, "POST", "/subjects", server.keys.a, {});
       t.is(r.status, 503);
       t.is(r.headers.get("retry-after"), "1");
       // A request without a body needs no bytes.
       t.is((await rest(server.url, "GET", "/subjects", server.keys.a)).status, 200);
       raw.destroy();
-      let after = await rest(server.url, "POST", "/subjects", server.keys.a, {});
-      for (let i = 0; i < 50 && after.status === 503; i++) {
-        await new Promise((ok) => setTimeout(ok, 20));
-        after = await rest(server.url, "POST", "/subjects", server.keys.a, {});
-      }
+      await bytesInFlight(server.url, (n) => n === 0);
+      const after = await rest(server.url, "POST", "/subjects", server.keys.a, {});
       t.is(after.status, 200);
     } finally {
       raw.destroy();
