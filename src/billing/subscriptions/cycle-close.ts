@@ -4,7 +4,8 @@
  * written once per (subscription, period), since the unique key makes a repeated or concurrent
  * run unable to bill twice. A subscription whose close fails is set aside and retried later.
  */
-import { AbortedError, AlreadyExistsError, BillingError } from "../errors.js";
+import { AbortedError, AlreadyExistsError, BillingError, UnavailableError } from "../errors.js";
+import { StorageUnavailableError } from "../storage-errors.js";
 import { newInvoiceEvents, subscriptionEvent } from "../events/types.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { type Yielder, yielder } from "../yielding.js";
@@ -149,6 +150,9 @@ export class CycleClose {
             checks.set(s.id, check);
             computed.push(s);
           } catch (err) {
+            // The database failing (or the server stopping) is not the subscription's fault: the run
+            // stops and is made again (a clock's advance answers unavailable and stays advancing).
+            if (err instanceof StorageUnavailableError || err instanceof UnavailableError) throw err;
             await this.setAside(s, err);
             setAside++;
           }
