@@ -213,6 +213,8 @@ export class CycleClose {
         }),
       );
     } catch (err) {
+      // The database failing (or the server stopping): the run stops, nothing is set aside (see above).
+      if (err instanceof StorageUnavailableError || err instanceof UnavailableError) throw err;
       if (computed.length === 1) {
         // Billed meanwhile by another runner: done by someone else. A deadlock or lock timeout
         // (AbortedError from the store) is not the subscription's fault: the next run retries it.
