@@ -87,7 +87,7 @@ export class Dunning {
     // leaves it to this call): if the process dies after the provider answered and before the
     // commit below, dunning finds the plan and charges again with the same key, which the
     // provider answers with the first charge's outcome (DESIGN §12).
-    if (!dueBy && pm) await this.planFirst(ref, (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
+    if (!dueBy && pm) await this.planFirsts(ref.environmentId, [ref.id], (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
@@ -111,12 +111,18 @@ export class Dunning {
     return done.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 
-  /** Plans the invoice's first charge at `at` (under its row lock), if it is collectible and was never attempted nor planned. */
-  private async planFirst(ref: Pick<Invoice, "environmentId" | "id">, at: (i: Invoice) => Date): Promise<void> {
+  /**
+   * Plans the first charge of each of `ids` (invoices of one environment) at `at` (under their row
+   * locks), those collectible and never attempted nor planned; one transaction for them all.
+   */
+  private async planFirsts(environmentId: string, ids: readonly string[], at: (i: Invoice) => Date): Promise<void> {
     await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
-        const i = await this.writes(tx).claim(ref.environmentId, ref.id);
-        if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await this.writes(tx).planFirst(i.environmentId, i.id, at(i));
+        const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
+        await this.writes(tx).planFirsts(
+          environmentId,
+          first.map((i) => ({ id: i.id, at: at(i) })),
+        );
       }),
     );
   }
@@ -125,9 +131,9 @@ export class Dunning {
    * The first charge of each of many invoices just written (a cycle close's batch), as attempt
    * makes it, in a few transactions per environment rather than two per invoice: the plans, then
    * the charges (CHARGES_AT_ONCE at a time, each keyed as attempt keys it) and their records with
-   * their events, under the invoices' row locks, CHARGE_BATCH invoices per transaction. A charge that throws leaves its invoice planned
-   * (dunning makes it again with the same key) and the others go on. A last attempt's policy runs
-   * after the commit, as attempt runs it.
+   * their events, under the invoices' row locks, CHARGE_BATCH invoices per transaction. A charge
+   * that throws leaves its invoice planned (dunning makes it again with the same key) and the
+   * others go on. A last attempt's policy runs after the commit, as attempt runs it.
    */
   async attemptFirsts(items: readonly { invoice: Invoice; pm: PaymentMethod }[], at: (i: Invoice) => Date): Promise<void> {
     for (const environmentId of new Set(items.map((x) => x.invoice.environmentId))) {
@@ -147,15 +153,7 @@ export class Dunning {
     const provider = await this.reads.providerFor(environmentId);
     if (!provider) return;
     const settings = await this.settings.settingsOf(environmentId);
-    await retryingRaces(() =>
-      this.stores.transaction(async (tx) => {
-        const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
-        await this.writes(tx).planFirsts(
-          environmentId,
-          first.map((i) => ({ id: i.id, at: new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS) })),
-        );
-      }),
-    );
+    await this.planFirsts(environmentId, ids, (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
     // CHARGE_BATCH invoices per transaction: a slow provider holds each batch's row locks a few seconds at most.
     for (let k = 0; k < ids.length; k += CHARGE_BATCH) {
       const part = ids.slice(k, k + CHARGE_BATCH);
@@ -220,7 +218,7 @@ export class Dunning {
         if (!cur?.payment?.pendingPolicy) return undefined;
         const realNow = this.now();
         const payment = { ...cur.payment, pendingPolicy: null };
-        await this.writes(tx).recordAttempt(cur.environmentId, cur.id, { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment }, realNow);
+        await this.writes(tx).recordAttempts(cur.environmentId, [{ id: cur.id, attempt: { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment } }], realNow);
         let after: Invoice = { ...cur, nextPaymentAttempt: null, payment };
         if (cur.status === "open" && pending.markUncollectible) {
           const move = checkTransition("open", "uncollectible");
@@ -297,7 +295,7 @@ export class Dunning {
   private async planUnplanned(now: Date, clockId: string | null): Promise<void> {
     for (const d of await this.store.unplanned(new Date(now.getTime() - UNPLANNED_AFTER_MS), clockId, DUE_BATCH)) {
       try {
-        await this.planFirst(d, () => now);
+        await this.planFirsts(d.environmentId, [d.id], () => now);
       } catch (err) {
         this.events.settleFailed?.(d.id, err);
       }

@@ -138,20 +138,17 @@ export interface DunningWrites {
    * on MySQL): N servers never retry one invoice at once.
    */
   claim(environmentId: string, id: string, dueBy?: Date): Promise<Invoice | undefined>;
-  /**
-   * Plans a first attempt at `at` when none was made or planned (attempt_count 0, no next attempt,
-   * open): committed before the charge, so a process that dies between the provider's answer and
-   * its own commit leaves a planned attempt that dunning makes again with the same key.
-   */
-  planFirst(environmentId: string, id: string, at: Date): Promise<void>;
   /** claim for many invoices of one environment at once (no `dueBy`: each waits for its lock), in the order of `ids`; those not found are left out. */
   claimAll(environmentId: string, ids: readonly string[]): Promise<Invoice[]>;
-  /** planFirst for many invoices of one environment. */
+  /**
+   * Plans a first attempt of each invoice (of one environment) at its `at` when none was made or
+   * planned (attempt_count 0, no next attempt, open): committed before the charge, so a process that
+   * dies between the provider's answer and its own commit leaves a planned attempt that dunning
+   * makes again with the same key.
+   */
   planFirsts(environmentId: string, plans: readonly { id: string; at: Date }[]): Promise<void>;
-  /** recordAttempt for many invoices of one environment, in one statement. */
+  /** Writes attempts' outcomes on invoices of one environment (the count, the next attempt, the payment state), in one statement. */
   recordAttempts(environmentId: string, list: readonly { id: string; attempt: AttemptWrite }[], at: Date): Promise<void>;
-  /** Writes an attempt's outcome: the count, the next attempt, the payment state. */
-  recordAttempt(environmentId: string, id: string, r: AttemptWrite, at: Date): Promise<void>;
 }
 
 /** What an attempt writes on its invoice: the count, the next attempt, the payment state. */

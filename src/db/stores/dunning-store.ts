@@ -27,13 +27,6 @@ export function dunningWrites(em: EntityManager, E: Entities): DunningWrites {
       const lines = await em.find(E.InvoiceLine, { where: { invoice_id: id }, order: { position: "ASC" } });
       return invoiceFromRows(r, lines);
     },
-    async planFirst(environmentId, id, at) {
-      await em.query("UPDATE invoices SET next_payment_attempt = ? WHERE environment_id = ? AND id = ? AND status = 'open' AND attempt_count = 0 AND next_payment_attempt IS NULL", [
-        dbTime(at),
-        environmentId,
-        id,
-      ]);
-    },
     async claimAll(environmentId, ids) {
       const lock = isMysql(em) ? " FOR UPDATE" : "";
       const byId = new Map<string, ReturnType<typeof invoiceFromRows>>();
@@ -81,13 +74,6 @@ export function dunningWrites(em: EntityManager, E: Entities): DunningWrites {
           [...count.params, ...next.params, ...state.params, dbTime(at), environmentId, ...part.map((a) => a.id)],
         );
       }
-    },
-    async recordAttempt(environmentId, id, a, at) {
-      await em.update(
-        E.Invoice,
-        { environment_id: environmentId, id },
-        { attempt_count: a.attemptCount, next_payment_attempt: a.nextPaymentAttempt, payment_state: a.payment as never, updated_at: at },
-      );
     },
   };
 }
