@@ -40,6 +40,12 @@ function failureMessage(err: unknown, at: Date): string {
   return `internal error at ${at.toISOString()}; the server log has the cause`;
 }
 
+/**
+ * The database failing, or the server stopping: not the subscription's fault, so nothing is set
+ * aside; the run stops and is made again (a clock's advance answers unavailable and stays advancing).
+ */
+const isOutage = (err: unknown): boolean => err instanceof StorageUnavailableError || err instanceof UnavailableError;
+
 /** A cycle close's outcome: how many cycles it closed and how many subscriptions it set aside. */
 interface CloseOutcome {
   closed: number;
@@ -150,9 +156,7 @@ export class CycleClose {
             checks.set(s.id, check);
             computed.push(s);
           } catch (err) {
-            // The database failing (or the server stopping) is not the subscription's fault: the run
-            // stops and is made again (a clock's advance answers unavailable and stays advancing).
-            if (err instanceof StorageUnavailableError || err instanceof UnavailableError) throw err;
+            if (isOutage(err)) throw err;
             await this.setAside(s, err);
             setAside++;
           }
@@ -213,8 +217,7 @@ export class CycleClose {
         }),
       );
     } catch (err) {
-      // The database failing (or the server stopping): the run stops, nothing is set aside (see above).
-      if (err instanceof StorageUnavailableError || err instanceof UnavailableError) throw err;
+      if (isOutage(err)) throw err;
       if (computed.length === 1) {
         // Billed meanwhile by another runner: done by someone else. A deadlock or lock timeout
         // (AbortedError from the store) is not the subscription's fault: the next run retries it.
