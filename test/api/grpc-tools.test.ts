@@ -12,10 +12,18 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import test from "ava";
 import { CreateSubjectRequestSchema, CreateSubjectResponseSchema } from "../../src/gen/billing/v1/subject_service_pb.js";
-import { decodeGrpcMessage } from "../../src/rpc/grpc-message.js";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES, type Store } from "../helpers/db.js";
 import { useServers } from "../helpers/server.js";
+
+/** A grpc-message as gRPC clients read it: `%XX` sequences back to bytes, read as UTF-8 (a malformed sequence stays as sent). */
+const decodeGrpcMessage = (value: string): string =>
+  Buffer.from(
+    Buffer.from(value, "utf8")
+      .toString("latin1")
+      .replace(/%([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))),
+    "latin1",
+  ).toString("utf8");
 
 const BUF = "node_modules/.bin/buf";
 
