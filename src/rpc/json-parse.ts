@@ -1,10 +1,8 @@
 /**
  * JSON text read without loss, for the one JSON reader (json.ts): numbers are kept as the digits
- * written (a JSON number sent to a decimal field keeps every digit), and malformed JSON says where
- * it is wrong. Request text must be Unicode: a body that is not valid UTF-8 is refused (never read
- * with U+FFFD in place of its bad bytes), and so is a JSON string that escapes half of a UTF-16
- * surrogate pair (`"\ud800"`, checked by json.ts naming the field), which has no UTF-8 form to
- * store. Both are a 400 `invalid_argument`. Connect is handed only JSON read here (messages.ts).
+ * written, and malformed JSON says where it is wrong. Request text must be Unicode: a body that is
+ * not valid UTF-8 is a 400 (never read with U+FFFD in place of its bad bytes), and so is a string
+ * escaping half of a UTF-16 surrogate pair (`"\ud800"`, which has no UTF-8 form; json.ts names the field).
  */
 import { parse as parseLossless } from "lossless-json";
 import { InvalidArgumentError } from "../billing/errors.js";
@@ -17,13 +15,6 @@ export const wellFormed = (text: string): boolean => (text as unknown as { isWel
 
 const fatal = new TextDecoder("utf-8", { fatal: true });
 
-/** The error for a body that is not UTF-8 (reason INVALID_UTF8). */
-function notUtf8(): InvalidArgumentError {
-  const err = new InvalidArgumentError([{ field: "", description: NOT_UTF8 }], "INVALID_UTF8");
-  err.message = NOT_UTF8;
-  return err;
-}
-
 /** A JSON number as written, digit for digit. */
 export class NumberLiteral {
   constructor(readonly text: string) {}
@@ -31,8 +22,8 @@ export class NumberLiteral {
 
 export class JsonSyntaxError extends Error {}
 
-/** A JSON number token (RFC 8259 grammar), outside strings. */
-const NUMBER_TOKEN = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+/** A JSON string, or a number token (RFC 8259 grammar) outside strings. */
+const TOKEN = /"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
 /** The key of the one-key object a number token is wrapped in before JSON.parse (see parseJson). */
 const NUMBER_KEY = "\u0000#";
 const NUMBER_TEXT = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
@@ -71,13 +62,11 @@ function hasNumberOutsideStrings(text: string): boolean {
 }
 
 /**
- * Parses JSON text keeping numbers as their literal text. Throws JsonSyntaxError.
- * The native parser does the work: every number token outside strings is first rewritten as a
- * one-key object `{"\u0000#":"<literal>"}`, which the reviver turns into a NumberLiteral (an
- * object a client writes that way is read as that number, which it could have sent as such).
- * lossless-json, used before, built each string a character at a time: one 1 MB batch held about
- * 30 MB of heap while parsed, and a few at once exhausted the 192 MB heap. Duplicate keys: the
- * last one wins, as with JSON.parse. On malformed text lossless-json reports where the error is.
+ * Parses JSON text keeping numbers as their literal text; throws JsonSyntaxError. The native parser
+ * does the work: each number token outside strings is first rewritten as `{"\\u0000#":"<literal>"}`,
+ * which the reviver turns into a NumberLiteral (a client writing that object gets that number).
+ * lossless-json alone built each string a character at a time (a 1 MB batch held about 30 MB of
+ * heap). Duplicate keys: the last one wins, as with JSON.parse.
  */
 export function parseJson(text: string): unknown {
   // Most bodies (a batch of events, whose values are strings) hold no number at all: the native
@@ -90,23 +79,9 @@ export function parseJson(text: string): unknown {
       // malformed: the long way says where
     }
   }
-  const parts: string[] = [];
-  let i = 0;
-  while (i < text.length) {
-    const q = text.indexOf('"', i);
-    const outside = q < 0 ? text.slice(i) : text.slice(i, q);
-    parts.push(outside.replace(NUMBER_TOKEN, (n) => `{"\\u0000#":"${n}"}`)); // NUMBER_KEY, escaped as JSON
-    if (q < 0) break;
-    const end = stringEnd(text, q);
-    if (end < 0) {
-      parts.push(text.slice(q));
-      break;
-    }
-    parts.push(text.slice(q, end));
-    i = end;
-  }
+  const wrapped = text.replace(TOKEN, (token) => (token.charCodeAt(0) === 34 ? token : `{"\\u0000#":"${token}"}`)); // NUMBER_KEY, escaped as JSON
   try {
-    return JSON.parse(parts.join(""), (_key, value: unknown) => {
+    return JSON.parse(wrapped, (_key, value: unknown) => {
       if (value === null || typeof value !== "object" || !(NUMBER_KEY in value)) return value;
       const literal = (value as Record<string, unknown>)[NUMBER_KEY];
       return typeof literal === "string" && NUMBER_TEXT.test(literal) && Object.keys(value).length === 1 ? new NumberLiteral(literal) : value;
@@ -135,7 +110,9 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
   try {
     text = fatal.decode(bytes);
   } catch {
-    throw notUtf8();
+    const err = new InvalidArgumentError([{ field: "", description: NOT_UTF8 }], "INVALID_UTF8");
+    err.message = NOT_UTF8;
+    throw err;
   }
   if (text.trim() === "") return {};
   try {
