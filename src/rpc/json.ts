@@ -1,23 +1,19 @@
 /**
  * The one reader of JSON requests, for the REST bridge (src/rest/gateway.ts) and for JSON over
- * Connect, gRPC and gRPC-Web (src/rpc/messages.ts), so that the same input gets the same error
- * (code, reason, field paths) on every protocol. Each message is checked against the contract
- * before a handler sees it:
- * - text is strict UTF-8 and numbers are read without loss (json-parse.ts); a string or key with
- *   a lone UTF-16 surrogate is a violation at its path;
- * - every value is checked against its field's type, and each mismatch is reported with its
- *   path (`usage_based_rates[1].price.amount.value: must be a string or a number`);
- * - a JSON number is accepted for fields marked `(billing.v1.decimal)`, as the spec allows;
- * - query-string values are converted by the field's type (`limit=abc` is a 400, `true` is a bool);
+ * Connect, gRPC and gRPC-Web (messages.ts), so that the same input gets the same error (code,
+ * reason, field paths) on every protocol. Each message is checked against the contract before a
+ * handler sees it, and handed on as plain proto3 JSON for fromJson:
+ * - text is strict UTF-8, numbers read without loss (json-parse.ts); a lone UTF-16 surrogate in a
+ *   string or key is a violation at its path;
+ * - each value that does not fit its field's type is a violation at its path
+ *   (`usage_based_rates[1].price.amount.value: must be a string or a number`); a JSON number is
+ *   accepted for `(billing.v1.decimal)` fields; query-string values convert by the field's type;
  * - unknown fields are ignored; null means "not set" (DESIGN §4: absent);
- * - a Timestamp is read strictly by the service's one parser (src/billing/time.ts; protobuf-es's
- *   own reader rolls 2026-02-30 over to 2 March) and handed on as canonical UTC text; one marked
- *   `(billing.v1.per_item_instant)` that does not read is left out and reported apart
- *   (`deferred`), for the method to reject the one event holding it;
- * - a message with an `update_mask` the body leaves out gets the body's keys as its mask, null
- *   ones included: `{"email": null}` in an update names `email` and leaves it unset, which clears it
- *   (the field becomes absent, as null says), while a key left out leaves the field unchanged.
- * The result is plain proto3 JSON, which fromJson then reads.
+ * - a Timestamp is read strictly by the service's one parser (src/billing/time.ts; protobuf-es
+ *   rolls 2026-02-30 over to 2 March), handed on as canonical UTC text; a `(billing.v1.per_item_instant)`
+ *   one that does not read is left out and reported apart (`deferred`), for the method to reject its event;
+ * - an `update_mask` the body leaves out is the body's keys, null ones included (AIP-134):
+ *   `{"email": null}` names `email` and leaves it unset, which clears it.
  */
 import { type DescEnum, type DescField, type DescMessage, type JsonValue, ScalarType, getOption } from "@bufbuild/protobuf";
 import type { GenExtension } from "@bufbuild/protobuf/codegenv2";
@@ -31,33 +27,19 @@ import { NOT_UNICODE, NumberLiteral, parseJsonBody, wellFormed } from "./json-pa
 export function fieldFlag(option: GenExtension<FieldOptions, boolean>, applies: (field: DescField) => boolean = () => true): (field: DescField) => boolean {
   const cache = new WeakMap<DescField, boolean>();
   return (field) => {
-    let v = cache.get(field);
-    if (v === undefined) {
-      v = applies(field) && getOption(field, option);
-      cache.set(field, v);
-    }
-    return v;
+    if (!cache.has(field)) cache.set(field, applies(field) && getOption(field, option));
+    return cache.get(field) === true;
   };
 }
 
 const isDecimal = fieldFlag(decimal);
 const isPerItemInstant = fieldFlag(per_item_instant, (f) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp");
 
-function fieldIndex(desc: DescMessage): Map<string, DescField> {
-  const m = new Map<string, DescField>();
-  for (const f of desc.fields) {
-    m.set(f.name, f);
-    m.set(f.jsonName, f);
-  }
-  return m;
-}
 const indexCache = new WeakMap<DescMessage, Map<string, DescField>>();
+/** The field named `name` (proto or JSON name). */
 export function findField(desc: DescMessage, name: string): DescField | undefined {
   let idx = indexCache.get(desc);
-  if (!idx) {
-    idx = fieldIndex(desc);
-    indexCache.set(desc, idx);
-  }
+  if (!idx) indexCache.set(desc, (idx = new Map(desc.fields.flatMap((f) => [[f.name, f] as const, [f.jsonName, f] as const]))));
   return idx.get(name);
 }
 
@@ -246,17 +228,11 @@ class Walker {
   }
 }
 
-export interface CheckedJson {
-  /** The message as proto3 JSON (empty when there are violations). */
-  json: Record<string, JsonValue>;
-  /** Every field that is wrong, with its path (`usage_based_rates[1].price.amount.value`). */
-  violations: FieldViolation[];
-  /** Per-item instants that did not read (left out of `json`): the method rejects their item. */
-  deferred: FieldViolation[];
-}
-
-/** Checks a parsed JSON body against a request message; returns proto3 JSON or the violations. */
-export function checkJson(desc: DescMessage, body: unknown): CheckedJson {
+/**
+ * Checks a parsed JSON body against a request message: its proto3 JSON (empty when there are
+ * violations), every field that is wrong with its path, and the per-item instants that did not read.
+ */
+export function checkJson(desc: DescMessage, body: unknown): { json: Record<string, JsonValue>; violations: FieldViolation[]; deferred: FieldViolation[] } {
   const w = new Walker();
   const r = w.message(desc, body, "");
   if (!r.ok && w.violations.length === 0) w.violations.push({ field: "", description: "must be a JSON object" });
@@ -267,7 +243,7 @@ export function checkJson(desc: DescMessage, body: unknown): CheckedJson {
  * One JSON request message from its bytes: parseJsonBody, then checkJson. The field violations
  * are returned, for the caller to add its own (REST: path and query).
  */
-export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): CheckedJson {
+export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): ReturnType<typeof checkJson> {
   return checkJson(desc, parseJsonBody(bytes));
 }
 
@@ -276,17 +252,15 @@ export function invalidFields(violations: readonly FieldViolation[]): InvalidArg
   return new InvalidArgumentError(violations, "INVALID_FIELD", violations.map((v) => `${v.field || "body"}: ${v.description}`).join("; "));
 }
 
+const TEXT_BOOL = new Map(Object.entries({ true: true, "1": true, false: false, "0": false }));
+
 /** Converts one query-string or path value to the JSON its field expects. */
 export function fromText(field: DescField, raw: string, path: string, violations: FieldViolation[]): JsonValue | undefined {
   const w = new Walker();
   const kind = field.fieldKind === "list" ? field.listKind : field.fieldKind;
   let r: Out;
-  if (kind === "scalar" && field.scalar === ScalarType.BOOL) {
-    r = raw === "true" || raw === "1" ? { ok: true, value: true } : raw === "false" || raw === "0" ? { ok: true, value: false } : { ok: false };
-    if (!r.ok) violations.push({ field: path, description: "must be true or false" });
-    return r.ok ? r.value : undefined;
-  }
-  if (kind === "scalar" && field.scalar !== undefined) r = w.scalar(field, field.scalar, field.scalar === ScalarType.STRING ? raw : new NumberLiteral(raw.trim()), path);
+  if (kind === "scalar" && field.scalar === ScalarType.BOOL) r = w.scalar(field, ScalarType.BOOL, TEXT_BOOL.get(raw) ?? raw, path);
+  else if (kind === "scalar" && field.scalar !== undefined) r = w.scalar(field, field.scalar, field.scalar === ScalarType.STRING ? raw : new NumberLiteral(raw.trim()), path);
   else if (kind === "enum" && field.enum) r = w.enumValue(field.enum, raw, path);
   else r = w.message(field.message as DescMessage, raw, path);
   violations.push(...w.violations);
