@@ -1,19 +1,19 @@
 /**
- * Where connect-node 2.1.2's gRPC and gRPC-Web answers differ from what gRPC clients expect,
- * mended around its handlers by the request pipeline (src/edge/connect.ts). Each is a behaviour of that version,
- * to check again on an upgrade (the tests in test/api/grpc-tools.test.ts pin the answers):
- * - `grpc-message` is written with encodeURIComponent (setTrailerStatus; `email%3A must be …` in
- *   grpc-js); it is respelled as gRPC's HTTP/2 protocol says (grpc-message.ts), in the gRPC
- *   trailers and in the trailer frame at the end of a gRPC-Web body;
- * - `application/grpc-web-text` (base64; the grpc-web browser client's default mode) is refused
- *   as an unsupported media type: such a request is decoded into `application/grpc-web` on its way
- *   in and its answer encoded back on the way out, chunk by chunk, so streams stay streams;
- * - a gRPC call to a method the server does not have is answered with an HTTP 404: it is
- *   answered as gRPC (status 12 UNIMPLEMENTED).
+ * Where connect-node 2.1.2's gRPC and gRPC-Web answers differ from what gRPC clients expect, mended
+ * around its handlers by src/edge/connect.ts (test/api/grpc-tools.test.ts pins the answers; check
+ * again on an upgrade):
+ * - `grpc-message` is written with encodeURIComponent (`email%3A must be …` in grpc-js): respelled
+ *   as gRPC says (grpc-message.ts), in gRPC trailers and in a gRPC-Web body's trailer frame;
+ * - `application/grpc-web-text` (base64; the grpc-web browser client's default) is refused as an
+ *   unsupported media type: it is decoded into `application/grpc-web` on its way in and its answer
+ *   encoded back on the way out, chunk by chunk, so streams stay streams;
+ * - a gRPC call to a method the server does not have gets an HTTP 404: answered as gRPC here
+ *   (status 12 UNIMPLEMENTED).
  */
-import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { constants } from "node:buffer";
 import { Code, type ConnectError } from "@connectrpc/connect";
 import type { UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { decompressed } from "./compression.js";
 import { malformedRequest } from "./errors.js";
 import { encodeGrpcMessage } from "./grpc-message.js";
 import { envelope } from "./requests.js";
@@ -37,7 +37,9 @@ function respell(value: string): string {
 }
 
 const TRAILER_FLAG = 0x80;
-const COMPRESSED_FLAG = 0x01;
+
+/** The bytes as a Buffer, uncopied. */
+const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /**
  * A gRPC-Web trailer frame with its grpc-message respelled. connect-node 2.1.2 compresses a
@@ -45,19 +47,10 @@ const COMPRESSED_FLAG = 0x01;
  * back uncompressed: compression is each message's choice.
  */
 function mendTrailerFrame(flags: number, data: Uint8Array, encoding: string | null): Uint8Array {
-  let text: Buffer = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  if (flags & COMPRESSED_FLAG) {
-    if (encoding === "gzip") text = gunzipSync(text);
-    else if (encoding === "br") text = brotliDecompressSync(text);
-    else return envelope(flags, data);
-  }
-  const lines = text.toString("utf8").split("\r\n");
-  const mended = lines.map((line) => {
-    const colon = line.indexOf(":");
-    if (colon < 0 || line.slice(0, colon).trim().toLowerCase() !== "grpc-message") return line;
-    return `grpc-message: ${respell(line.slice(colon + 1).trim())}`;
-  });
-  return envelope(TRAILER_FLAG, Buffer.from(mended.join("\r\n"), "utf8"));
+  const text = flags & 0x01 ? decompressed(data, encoding ?? "", constants.MAX_LENGTH) : asBuffer(data);
+  if (!(text instanceof Buffer)) return envelope(flags, data);
+  const mended = text.toString("utf8").replace(/^[ \t]*grpc-message[ \t]*:(.*)$/gim, (_m, value: string) => `grpc-message: ${respell(value.trim())}`);
+  return envelope(TRAILER_FLAG, Buffer.from(mended, "utf8"));
 }
 
 /**
@@ -82,7 +75,7 @@ async function* mendTrailersAfter(body: AsyncIterable<Uint8Array>, trailer: Head
 
 /** Each chunk in base64 on its own, padded: grpc-web clients read the text four characters at a time. */
 async function* toBase64(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
-  for await (const chunk of body) yield Buffer.from(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString("base64"), "latin1");
+  for await (const chunk of body) yield Buffer.from(asBuffer(chunk).toString("base64"), "latin1");
 }
 
 const BASE64 = /^[A-Za-z0-9+/=]*$/;
@@ -101,11 +94,8 @@ function decodeGroups(s: string): Buffer {
   return Buffer.concat(parts);
 }
 
-/** The reason of a request whose base64 (a grpc-web-text body, a Connect GET's `message` with `base64=1`) does not decode. */
-export const MALFORMED_BASE64 = "MALFORMED_BASE64";
-
 function notBase64(): ConnectError {
-  return malformedRequest("the application/grpc-web-text request body is not valid base64", MALFORMED_BASE64);
+  return malformedRequest("the application/grpc-web-text request body is not valid base64", "MALFORMED_BASE64");
 }
 
 /** A base64 request body decoded as it arrives (line breaks and spaces ignored). */
@@ -114,7 +104,7 @@ async function* fromBase64(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8
   for await (const chunk of body) {
     const s =
       rest +
-      Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+      asBuffer(chunk)
         .toString("latin1")
         .replace(/[\r\n\t ]/g, "");
     if (!BASE64.test(s)) throw notBase64();

@@ -1,41 +1,25 @@
 /**
  * Every request message is checked on its way into Connect (Connect, gRPC and gRPC-Web), so that
  * bad input gets the same answer as on REST, in the caller's protocol:
- *
- * - JSON (`application/json`, and each envelope of `+json`) is read by the one JSON reader the
- *   REST bridge uses (src/rpc/json.ts): the same code, ErrorInfo reason and BadRequest field paths
- *   for a wrong JSON type, malformed JSON, bytes that are not UTF-8 or an instant that does not
- *   read (`{"name":5}` is INVALID_FIELD naming `name` everywhere, not protobuf-es's decode message).
- *   What passes is handed on as the reader's plain proto3 JSON (decimals as written, Timestamps as
- *   canonical UTC text), for Connect's fromJson; per-item instants that did not read are noted in
- *   the call's context (DeferredProblems) for the method to reject their event.
- * - Binary that does not decode is `invalid_argument` with reason MALFORMED_PROTOBUF, naming the
- *   message type (Connect itself calls it `internal`, a 500 / grpc-status 13).
- *
- * Each RPC handler is wrapped: the body's iterator checks each message as it arrives (a stream's
- * one at a time, nothing read earlier than Connect reads it) and throws the error for the first bad
- * one, which Connect answers as it is. A compressed message (gzip or brotli: a compressed Connect
- * unary body, or an envelope flagged compressed) is checked decompressed, within the same bound
- * Connect applies after decompression: binary is handed on as sent, JSON as the reader's JSON
- * (recompressed for a unary body, uncompressed in its envelope). Bodies beyond the size bound and
- * messages too large decompressed are handed on unchecked, for Connect to refuse in its own words.
- *
- * What the caller's bytes get wrong below the message is refused here too, invalid_argument with
- * a reason where Connect would answer internal (a 500 / grpc-status 13): bytes that do not
- * decompress as the named encoding (MALFORMED_COMPRESSION), envelope flags other than 0x00 and
- * 0x01, 0x01 in a request that names no compression, or a body that ends inside an envelope
- * (MALFORMED_ENVELOPE).
- *
- * A Connect GET carries its message in the query string, which Connect decodes before any
- * interceptor runs: the message is checked here the same way (base64 that does not decode is
- * MALFORMED_BASE64), and a GET the server already refused (no key, say: the call's PreAuth
- * holds the error) is answered with that refusal before its message is looked at.
- *
- * "Connect" here is connect-node 2.1.2 (@connectrpc/connect 2.1.2): what it does before any
- * interceptor runs (a binary message that does not parse is `internal`, the GET query's
- * parameters, the bound applied after decompression, its unary error answer) is that version's,
- * to check again on an upgrade; test/api/bad-encoding*.test.ts and error-parity.test.ts pin it.
+ * - JSON (`application/json`, each envelope of `+json`) is read by the one JSON reader (json.ts):
+ *   the same code, reason and field paths as on REST (`{"name":5}` is INVALID_FIELD naming `name`,
+ *   not protobuf-es's decode message). What passes goes on as the reader's proto3 JSON, for
+ *   Connect's fromJson; per-item instants that did not read are noted in the call's DeferredProblems.
+ * - Binary that does not decode is `invalid_argument` MALFORMED_PROTOBUF (Connect: `internal`).
+ * - A compressed message (a Connect unary body, or an envelope flagged 0x01) is checked decompressed
+ *   within the bound Connect applies after decompression; binary goes on as sent, JSON as the
+ *   reader's (recompressed for a unary body). Bytes that do not decompress are MALFORMED_COMPRESSION;
+ *   envelope flags other than 0x00 and 0x01, 0x01 with no compression named, or a body that ends
+ *   inside an envelope are MALFORMED_ENVELOPE (Connect: `internal`, a 500 / grpc-status 13). Bodies
+ *   and messages beyond the bound go on unchecked, for Connect to refuse in its own words.
+ * - A Connect GET's query-string message (which Connect decodes before any interceptor) is checked
+ *   the same way (bad base64 is MALFORMED_BASE64); a GET the server already refused (its PreAuth holds
+ *   the error) is answered with that refusal first.
+ * Each message is checked as Connect reads it (a stream's one at a time); the first bad one throws.
+ * "Connect" is connect-node 2.1.2: what it does before any interceptor runs is that version's, to
+ * check again on an upgrade (test/api/bad-encoding*.test.ts and error-parity.test.ts pin it).
  */
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import { type DescMessage, type DescMethod, type JsonWriteOptions, fromBinary } from "@bufbuild/protobuf";
 import { base64Decode } from "@bufbuild/protobuf/wire";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
@@ -46,64 +30,57 @@ import { InvalidArgumentError } from "../billing/errors.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
 import { preAuthKey } from "./auth.js";
 import { DeferredProblems, deferredKey, traceKey } from "./context.js";
-import { compressedWithoutEncoding, decompressed, recompressed } from "./compression.js";
+import { compressedWithoutEncoding, decompressed } from "./compression.js";
 import { malformedRequest, toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
-import { MALFORMED_BASE64 } from "./grpc-wire.js";
 import { contentType, envelope, envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 
-/** The reason of a request whose binary protobuf does not decode. */
-export const MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF";
-
-/** Content types whose body is one message (Connect unary). */
-const WHOLE_BINARY = new Set(["application/proto"]);
-const WHOLE_JSON = new Set(["application/json"]);
-/** Content types whose body is messages in envelopes (5 bytes: flags, big-endian length). */
-const ENVELOPED_BINARY = new Set(["application/connect+proto", "application/grpc", "application/grpc+proto", "application/grpc-web", "application/grpc-web+proto"]);
-const ENVELOPED_JSON = new Set(["application/connect+json", "application/grpc+json", "application/grpc-web+json"]);
+/** The bodies checked: one message (Connect unary: `application/proto`, `/json`), or messages in envelopes (5 bytes: flags, big-endian length). */
+const BODY = /^application\/(?:(proto|json)|connect\+(?:proto|json)|grpc(?:-web)?(?:\+(?:proto|json))?)$/;
 
 /** Checks one message (the `index`-th of the request) and returns the bytes to hand on; throws a ConnectError. */
 type Check = (bytes: Uint8Array, index: number) => Uint8Array;
 
 export function malformed(desc: DescMessage, err: unknown): ConnectError {
   const why = err instanceof Error ? err.message : String(err);
-  return malformedRequest(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, MALFORMED_PROTOBUF, { message_type: desc.typeName });
-}
-
-/** Binary: decodes as `desc` (the way Connect will), handed on unchanged. */
-function binaryCheck(desc: DescMessage): Check {
-  return (bytes) => {
-    try {
-      fromBinary(desc, bytes);
-    } catch (err) {
-      throw malformed(desc, err);
-    }
-    return bytes;
-  };
+  return malformedRequest(`the request is not a valid ${desc.typeName} in the protobuf binary format: ${why}`, "MALFORMED_PROTOBUF", { message_type: desc.typeName });
 }
 
 const encoder = new TextEncoder();
 
-/** JSON: read by the one JSON reader; handed on as its proto3 JSON; deferred problems noted in `problems`. */
-function jsonCheck(desc: DescMessage, problems: DeferredProblems): Check {
+/**
+ * Binary (no `problems`): decodes as `desc` (the way Connect will), handed on unchanged. JSON: read
+ * by the one JSON reader, handed on as its proto3 JSON, deferred problems noted in `problems`.
+ */
+function checkOf(desc: DescMessage, problems?: DeferredProblems): Check {
   return (bytes, index) => {
-    let checked: ReturnType<typeof readJsonMessage>;
     try {
-      checked = readJsonMessage(desc, bytes);
+      if (!problems) {
+        fromBinary(desc, bytes);
+        return bytes;
+      }
+      const checked = readJsonMessage(desc, bytes);
+      if (checked.violations.length > 0) throw invalidFields(checked.violations);
+      problems.add(index, checked.deferred);
+      return encoder.encode(JSON.stringify(checked.json));
     } catch (err) {
+      if (!problems) throw malformed(desc, err);
       throw err instanceof InvalidArgumentError ? toConnectError(err) : err;
     }
-    if (checked.violations.length > 0) throw toConnectError(invalidFields(checked.violations));
-    problems.add(index, checked.deferred);
-    return encoder.encode(JSON.stringify(checked.json));
   };
 }
 
+/** The request's context values, with `problems` for its JSON messages' deferred problems. */
+function withProblems(req: UniversalServerRequest, problems: DeferredProblems) {
+  const contextValues = req.contextValues ?? createContextValues();
+  contextValues.set(deferredKey, problems);
+  return contextValues;
+}
+
 /**
- * `check` for a message compressed with `encoding`: decompressed (at most `maxBytes`) and checked;
- * binary is handed on compressed as sent, rewritten JSON as `rewrite` makes it. A message that does
- * not decompress is refused (MALFORMED_COMPRESSION); one too large decompressed, or in an encoding
- * the server lacks, is handed on as it is, for Connect to refuse.
+ * `check` for a message compressed with `encoding`, decompressed (at most `maxBytes`): binary is
+ * handed on compressed as sent, rewritten JSON as `rewrite` makes it. One too large decompressed,
+ * or in an encoding the server lacks, is handed on as it is, for Connect to refuse.
  */
 function compressedCheck(check: Check, encoding: string, maxBytes: number, rewrite: (plain: Uint8Array) => Uint8Array): Check {
   return (bytes, index) => {
@@ -135,9 +112,9 @@ async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxB
 }
 
 /**
- * Enveloped messages: each complete uncompressed data envelope (flags 0) is checked and yielded
- * (rewritten when the check rewrites it) as soon as it is whole. An envelope announced beyond
- * `maxBytes` ends the checking: the rest goes on unread for Connect to refuse.
+ * Enveloped messages: each complete data envelope is checked (`compressed` checks one flagged 0x01)
+ * and yielded, rewritten when the check rewrites it, as soon as it is whole. An envelope announced
+ * beyond `maxBytes` ends the checking: the rest goes on unread for Connect to refuse.
  */
 async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, maxBytes: number, compressed?: Check): AsyncIterable<Uint8Array> {
   let pending: Uint8Array[] = [];
@@ -160,74 +137,61 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, check: Check, 
     }
     let buf = concat(pending, size);
     let at = 0;
-    // The envelopes handed on as sent are yielded together, as one run of the buffer: a stream's
-    // small messages then pass the generators between here and Connect's own envelope reader once
-    // per chunk read, not once each (the same bytes; a bad message still throws before any of its chunk).
+    // Envelopes handed on as sent are yielded together, as one run of the buffer, so a stream's
+    // small messages pass the generators up to Connect once per chunk, not once each.
     const out: Uint8Array[] = [];
     let runStart = 0;
-    const endRun = (to: number) => {
-      if (to > runStart) out.push(buf.subarray(runStart, to));
-    };
     while (buf.byteLength - at >= 5) {
       const flags = buf[at] as number;
-      const length = (buf[at + 1] as number) * 0x1000000 + (((buf[at + 2] as number) << 16) | ((buf[at + 3] as number) << 8) | (buf[at + 4] as number));
+      const length = new DataView(buf.buffer, buf.byteOffset + at + 1, 4).getUint32(0);
       if (length > maxBytes) {
         passThrough = true;
         break;
       }
       if (buf.byteLength - at < 5 + length) break;
       const data = buf.subarray(at + 5, at + 5 + length);
-      // Refused here as the lean gRPC paths refuse them: no request sends other flags (0x80 is a
-      // gRPC-Web answer's trailers, 0x02 a Connect answer's end), nor a compressed message unnamed.
+      // As the lean gRPC paths refuse them: no request sends other flags (0x80 is a gRPC-Web
+      // answer's trailers, 0x02 a Connect answer's end), nor a compressed message unnamed.
       if (flags > 1) throw unknownEnvelopeFlags(flags);
       if (flags === 1 && !compressed) throw compressedWithoutEncoding();
-      const checked = flags === 0 ? check(data, index++) : (compressed as Check)(data, index++);
+      const checked = (flags === 0 ? check : (compressed as Check))(data, index++);
       if (checked !== data) {
         // A rewritten message goes on uncompressed (flag 0), which every protocol allows.
-        endRun(at);
+        if (at > runStart) out.push(buf.subarray(runStart, at));
         out.push(envelope(0, checked));
         runStart = at + 5 + length;
       }
       at += 5 + length;
     }
-    endRun(at);
+    if (at > runStart) out.push(buf.subarray(runStart, at));
     for (const o of out) yield o;
     buf = buf.subarray(at);
-    if (passThrough) {
-      if (buf.byteLength > 0) yield buf;
-      pending = [];
-      size = 0;
-    } else {
-      pending = buf.byteLength > 0 ? [buf] : [];
-      size = buf.byteLength;
-    }
+    if (passThrough && buf.byteLength > 0) yield buf;
+    pending = !passThrough && buf.byteLength > 0 ? [buf] : [];
+    size = passThrough ? 0 : buf.byteLength;
   }
   if (size > 0) throw incompleteEnvelope();
 }
 
-/**
- * The body, with the request's id (ops/trace.ts) added as a RequestInfo detail to the error that
- * reading or checking it throws (Connect answers that error itself, before any interceptor), and
- * its code recorded on the trace.
- */
-async function* traced(body: AsyncIterable<Uint8Array>, trace: RequestTrace): AsyncIterable<Uint8Array> {
+/** `err` with the request's id (ops/trace.ts) as a RequestInfo detail, and its code recorded on the trace. */
+function traced(err: ConnectError, trace: RequestTrace | undefined): ConnectError {
+  if (!trace) return err;
+  const out = withRequestInfo(err, trace.id);
+  trace.code = codeName(out.code);
+  return out;
+}
+
+/** The body, with the error reading or checking it throws traced (Connect answers that error itself, before any interceptor). */
+async function* tracedBody(body: AsyncIterable<Uint8Array>, trace: RequestTrace): AsyncIterable<Uint8Array> {
   try {
     yield* body;
   } catch (err) {
-    if (!(err instanceof ConnectError)) throw err;
-    const out = withRequestInfo(err, trace.id);
-    trace.code = codeName(out.code);
-    throw out;
+    throw err instanceof ConnectError ? traced(err, trace) : err;
   }
 }
 
-/**
- * A Connect unary error answer, as Connect writes one (its status, the error JSON, the error's
- * metadata as headers), with the request's id: for a GET answered here, before Connect.
- */
-function connectErrorResponse(error: ConnectError, trace: RequestTrace | undefined, jsonOptions: Partial<JsonWriteOptions> | undefined): UniversalServerResponse {
-  const err = trace ? withRequestInfo(error, trace.id) : error;
-  if (trace) trace.code = codeName(err.code);
+/** A Connect unary error answer as Connect writes one (its status, the error JSON, the error's metadata as headers). */
+function connectErrorResponse(err: ConnectError, jsonOptions: Partial<JsonWriteOptions> | undefined): UniversalServerResponse {
   const body = errorToJsonBytes(err, jsonOptions);
   const header = new Headers({ "content-type": "application/json" });
   err.metadata.forEach((value, key) => {
@@ -237,8 +201,6 @@ function connectErrorResponse(error: ConnectError, trace: RequestTrace | undefin
   return { status: codeToHttpStatus(err.code), header, body: createAsyncIterable([body]) };
 }
 
-const decoder = new TextDecoder();
-
 /**
  * A Connect GET (see above): answered with the call's refusal if the server made one; else its
  * query-string message read as Connect will read it (`base64`, `compression`, `encoding`) and
@@ -246,10 +208,11 @@ const decoder = new TextDecoder();
  * Connect refuses in its own words (a method without GET, an unknown encoding or compression, a
  * message too large) goes on unchecked.
  */
-function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, binary: Check, maxBytes: number, jsonOptions: Partial<JsonWriteOptions> | undefined): Promise<UniversalServerResponse> {
+function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number, jsonOptions: Partial<JsonWriteOptions> | undefined): Promise<UniversalServerResponse> {
   const trace = req.contextValues?.get(traceKey);
+  const refuse = (err: ConnectError) => Promise.resolve(connectErrorResponse(traced(err, trace), jsonOptions));
   const pre = req.contextValues?.get(preAuthKey);
-  if (pre !== undefined && "error" in pre) return Promise.resolve(connectErrorResponse(pre.error, trace, jsonOptions));
+  if (pre !== undefined && "error" in pre) return refuse(pre.error);
   if (handler.method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return handler(req);
   const url = new URL(req.url);
   const query = url.searchParams;
@@ -258,14 +221,10 @@ function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, bina
   try {
     const message = query.get("message") ?? "";
     let bytes: Uint8Array;
-    if (query.get("base64") === "1") {
-      try {
-        bytes = base64Decode(message);
-      } catch {
-        throw malformedRequest("the request's `message` parameter is not valid base64 (base64=1)", MALFORMED_BASE64);
-      }
-    } else {
-      bytes = encoder.encode(message);
+    try {
+      bytes = query.get("base64") === "1" ? base64Decode(message) : encoder.encode(message);
+    } catch {
+      throw malformedRequest("the request's `message` parameter is not valid base64 (base64=1)", "MALFORMED_BASE64");
     }
     const compression = query.get("compression");
     if (compression !== null && compression !== "identity") {
@@ -273,21 +232,16 @@ function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, bina
       if (plain === undefined || plain === "too large") return handler(req);
       bytes = plain;
     }
-    if (encoding === "proto") {
-      binary(bytes, 0);
-      return handler(req);
-    }
-    const problems = new DeferredProblems();
-    const checked = jsonCheck(handler.method.input, problems)(bytes, 0);
-    query.set("message", decoder.decode(checked));
+    const problems = encoding === "json" ? new DeferredProblems() : undefined;
+    const checked = checkOf(handler.method.input, problems)(bytes, 0);
+    if (!problems) return handler(req);
+    query.set("message", new TextDecoder().decode(checked));
     query.delete("base64");
     query.delete("compression");
-    const contextValues = req.contextValues ?? createContextValues();
-    contextValues.set(deferredKey, problems);
-    return handler({ ...req, url: url.toString(), contextValues });
+    return handler({ ...req, url: url.toString(), contextValues: withProblems(req, problems) });
   } catch (err) {
     if (!(err instanceof ConnectError)) throw err;
-    return Promise.resolve(connectErrorResponse(err, trace, jsonOptions));
+    return refuse(err);
   }
 }
 
@@ -297,39 +251,34 @@ function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, bina
  */
 export function checkedHandler(handler: UniversalHandler, maxBytes: number, jsonOptions?: Partial<JsonWriteOptions>): UniversalHandler {
   const desc = handler.method.input;
-  const binary = binaryCheck(desc);
+  const binary = checkOf(desc);
   const wrapped = (req: UniversalServerRequest) => {
-    if (req.method === "GET") return checkedGet(handler, req, binary, maxBytes, jsonOptions);
+    if (req.method === "GET") return checkedGet(handler, req, maxBytes, jsonOptions);
     const body = req.body;
     if (req.method !== "POST" || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return handler(req);
     const trace = req.contextValues?.get(traceKey);
-    const out = (b: AsyncIterable<Uint8Array>) => (trace ? traced(b, trace) : b);
+    const out = (b: AsyncIterable<Uint8Array>) => (trace ? tracedBody(b, trace) : b);
     const type = contentType(req);
     const iterable = body as AsyncIterable<Uint8Array>;
-    const whole = WHOLE_BINARY.has(type) || WHOLE_JSON.has(type);
-    const enveloped = ENVELOPED_BINARY.has(type) || ENVELOPED_JSON.has(type);
-    if (!whole && !enveloped) return handler(trace ? { ...req, body: out(iterable) } : req);
+    const kind = BODY.exec(type);
+    if (!kind) return handler(trace ? { ...req, body: out(iterable) } : req);
+    const whole = kind[1] !== undefined;
     const encoding = (whole ? req.header.get("content-encoding") : (req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding")))?.trim().toLowerCase() ?? "identity";
-    const isJson = WHOLE_JSON.has(type) || ENVELOPED_JSON.has(type);
+    let { header, contextValues } = req;
     let check = binary;
-    let header = req.header;
-    let contextValues = req.contextValues;
-    if (isJson) {
+    if (type.endsWith("json")) {
       const problems = new DeferredProblems();
-      contextValues = req.contextValues ?? createContextValues();
-      contextValues.set(deferredKey, problems);
-      check = jsonCheck(desc, problems);
+      contextValues = withProblems(req, problems);
+      check = checkOf(desc, problems);
       header = new Headers(req.header);
       header.delete("content-length"); // the JSON handed on is not the JSON sent
     }
-    const plain = (b: Uint8Array) => b;
-    if (whole) {
-      // A compressed unary body stays compressed (its header says so): rewritten JSON is recompressed.
-      const c = encoding === "identity" ? check : compressedCheck(check, encoding, maxBytes, (b) => recompressed(b, encoding));
-      return handler({ ...req, header, contextValues, body: out(wholeChecked(iterable, c, maxBytes)) });
-    }
-    const c = encoding === "identity" ? undefined : compressedCheck(check, encoding, maxBytes, plain);
-    return handler({ ...req, header, contextValues, body: out(envelopesChecked(iterable, check, maxBytes, c)) });
+    // A compressed unary body stays compressed (its header says so): rewritten JSON is recompressed.
+    // A rewritten envelope goes on uncompressed.
+    const rewrite = whole ? (b: Uint8Array) => (encoding === "br" ? brotliCompressSync(b) : gzipSync(b)) : (b: Uint8Array) => b;
+    const compressed = encoding === "identity" ? undefined : compressedCheck(check, encoding, maxBytes, rewrite);
+    const checked = whole ? wholeChecked(iterable, compressed ?? check, maxBytes) : envelopesChecked(iterable, check, maxBytes, compressed);
+    return handler({ ...req, header, contextValues, body: out(checked) });
   };
   return Object.assign(wrapped, handler) as UniversalHandler;
 }
