@@ -1,21 +1,14 @@
 /**
- * One call path into the implementations of the unary methods, for the REST bridge
- * (rest/gateway.ts) and the lean gRPC path (edge/lean/): the
- * request goes through the server's one list of interceptors (errors, auth, idempotency: app.ts)
- * and then to the implementation, as connect-node's handlers run them (its
- * invokeUnaryImplementation: `applyInterceptors`, then `impl(message, context)`, and the headers
- * and trailers of the response the interceptors return become the call's). An idempotent replay
- * reaches the implementation's seam as on connect-node (context.ts replaySeamKey). connect-node
- * serves every other call with the same list.
+ * The unary methods' one call path for the REST bridge and the lean gRPC path: the server's
+ * interceptors (app.ts), then the implementation, as connect's invokeUnaryImplementation runs them
+ * (which would build the request headers eagerly; here they are built on first read). An
+ * idempotent replay reaches the implementation's seam as on connect-node (context.ts replaySeamKey).
  */
 import { type DescMethod, type Message, create, isMessage } from "@bufbuild/protobuf";
 import type { ContextValues, HandlerContext, Interceptor, ServiceImplSpec, UnaryRequest, UnaryResponse } from "@connectrpc/connect";
 import { replaySeamKey } from "./context.js";
 
-/**
- * One unary call as a transport hands it in: the decoded request and what the implementation
- * may read of the call.
- */
+/** One unary call as a transport hands it in: the decoded request and what the implementation may read of the call. */
 export interface Invocation {
   method: DescMethod;
   message: Message;
@@ -33,13 +26,7 @@ export interface Invocation {
 }
 
 /** The output message, and the call's response headers and trailers. */
-export interface InvocationOutcome {
-  message: Message;
-  header: Headers;
-  trailer: Headers;
-}
-
-export type Invoker = (call: Invocation) => Promise<InvocationOutcome>;
+export type Invoker = (call: Invocation) => Promise<{ message: Message; header: Headers; trailer: Headers }>;
 
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -52,10 +39,7 @@ function copyHeaders(from: Headers, to: Headers): void {
   for (const [key, value] of from) to.set(key, value);
 }
 
-/**
- * The invoker of every unary method of `specs`, through `interceptors` (the router's list; the
- * first is the outermost).
- */
+/** The invoker of every unary method of `specs`, through `interceptors` (the router's list; the first is the outermost). */
 export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): Invoker {
   const chains = new Map<DescMethod, Chain>();
   for (const spec of specs) {
@@ -79,16 +63,12 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
     const chain = chains.get(call.method);
     if (!chain) throw new Error(`no unary implementation of ${call.method.parent.typeName}.${call.method.name}`);
     let header: Headers | undefined;
-    const signal = call.signal ?? NEVER_ABORTED;
+    const common = { service: call.method.parent, method: call.method, requestMethod: call.requestMethod, url: call.url, signal: call.signal ?? NEVER_ABORTED };
     // The interceptors' view of the call (request headers built on first read); the context rides
     // along, also on a request an interceptor makes of its own by spreading this one.
     const req = {
+      ...common,
       stream: false,
-      service: call.method.parent,
-      method: call.method,
-      requestMethod: call.requestMethod,
-      url: call.url,
-      signal,
       contextValues: call.contextValues,
       message: call.message,
       get header(): Headers {
@@ -97,12 +77,8 @@ export function createInvoker(specs: readonly ServiceImplSpec[], interceptors: r
       },
     } as unknown as UnaryRequest & { ctx: HandlerContext };
     const ctx: HandlerContext = {
-      service: call.method.parent,
-      method: call.method,
+      ...common,
       protocolName: call.protocolName,
-      requestMethod: call.requestMethod,
-      url: call.url,
-      signal,
       values: call.contextValues,
       get requestHeader() {
         return req.header;

@@ -1,7 +1,4 @@
-/**
- * What the server's detours read and write of an RPC request before Connect does (src/edge, the lean gRPC path,
- * the message checks, the gRPC-Web transcoding): one definition each.
- */
+/** What the server's detours (src/edge, the lean gRPC path, the message checks, gRPC-Web) read and write of an RPC request before Connect does. */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ConnectError } from "@connectrpc/connect";
@@ -15,13 +12,7 @@ export const contentType = (req: UniversalServerRequest): string => (req.header.
 export const isStreamingRequest = (method: DescMethod): boolean => method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
 
 /** One enveloped message (Connect streaming, gRPC, gRPC-Web): a flags byte, the big-endian length, the data. */
-export function envelope(flags: number, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + data.byteLength);
-  out[0] = flags;
-  new DataView(out.buffer).setUint32(1, data.byteLength);
-  out.set(data, 5);
-  return out;
-}
+export { encodeEnvelope as envelope } from "@connectrpc/connect/protocol";
 
 /** The data length in the header of the envelope that starts `parts` (chunks of at least 5 bytes in all). */
 export function envelopeLength(parts: readonly Uint8Array[]): number {
