@@ -19,7 +19,7 @@ import type { Readiness } from "../ops/health.js";
 import type { Metrics } from "../ops/metrics.js";
 import { REQUEST_ID_HEADER, RequestTrace, requestIdFrom, setTrace } from "../ops/trace.js";
 import type { Tracing } from "../ops/tracing.js";
-import type { FormBodies } from "../rest/form-body.js";
+import type { FormBodies } from "../pages/form-body.js";
 import type { RestGateway, RestRoute, RestTarget } from "../rest/gateway.js";
 import { base64Length, grpcFlavour, unimplemented } from "../rpc/grpc-wire.js";
 import type { Invoker } from "../rpc/invoke.js";
@@ -42,7 +42,7 @@ export interface HandlerParts extends AdmitParts {
   /** The app's metrics (GET /metrics), and the bearer token a scrape must send (undefined: none). */
   metrics: Metrics;
   metricsToken?: string | undefined;
-  /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (rest/form-body.ts). */
+  /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (pages/form-body.ts). */
   forms?: FormBodies;
   /**
    * The unary methods through the router's interceptors (rpc/invoke.ts):

@@ -2,7 +2,7 @@
  * The pages for people (hosted checkout and invoices, the portal, the dashboard, the API docs):
  * last in the dispatch, after the RPC and REST paths. The hosted and dashboard pages take an
  * admission slot like an API call; a form POSTed to one (no API key) is read whole first, within
- * its own bound, deadline and count (rest/form-body.ts), so that a slow sender without a key
+ * its own bound, deadline and count (pages/form-body.ts), so that a slow sender without a key
  * never holds one of the API's slots.
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
@@ -10,7 +10,7 @@ import { RETRY_AFTER_SECONDS, type Ticket } from "../limits.js";
 import type { Logger } from "../log.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
 import { sendError } from "../rest/errors.js";
-import type { FormBodies, FormRefusal } from "../rest/form-body.js";
+import type { FormBodies, FormRefusal } from "../pages/form-body.js";
 import { messagePage } from "../pages/shell.js";
 import { sendRefusal } from "../rest/gateway.js";
 import { withRequestInfo } from "../rpc/errors.js";

@@ -10,7 +10,7 @@ import { AbortedError, UnavailableError } from "../billing/errors.js";
 import { isTransient, isUnavailable } from "../db/errors.js";
 import type { Logger } from "../log.js";
 import { traceOf } from "../ops/trace.js";
-import { formBodyOf } from "../rest/form-body.js";
+import { formBodyOf } from "./form-body.js";
 import { type Html, html, raw } from "./html.js";
 
 export type Req = IncomingMessage | Http2ServerRequest;
@@ -84,7 +84,7 @@ export function notAllowed(res: Res): void {
 
 /**
  * A POSTed form (application/x-www-form-urlencoded), as the server read it before the page was
- * called (rest/form-body.ts: bounded, with its own deadline, before admission); empty when there
+ * called (form-body.ts: bounded, with its own deadline, before admission); empty when there
  * was none (the form's CSRF check then refuses it).
  */
 export async function readForm(req: Req): Promise<URLSearchParams> {

@@ -20,7 +20,7 @@ import { RateLimiter } from "../ratelimit.js";
 import { SharedRateLimiter } from "../ratelimit-redis.js";
 import { createDashboard } from "../pages/dashboard/dashboard.js";
 import { createApiDocs, loadOpenApi } from "../pages/docs.js";
-import { FormBodies } from "../rest/form-body.js";
+import { FormBodies } from "../pages/form-body.js";
 import { createRestGateway } from "../rest/gateway.js";
 import { createPages } from "../pages/hosted/checkout.js";
 import { creditReads } from "../pages/credits.js";

@@ -1,28 +1,22 @@
 /**
- * The body of a form POSTed to a page that needs no API key (the hosted checkout and portal
- * forms, the dashboard's sign-in and signed-in forms), read whole by the server before the request
- * takes one of the API's admission slots (DESIGN §10: nothing a caller without a valid key sends
- * may hold a shared slot for more than a short deadline). The body has its own small bound
- * (FORM_BODY_BYTES), its own deadline (FORM_BODY_TIMEOUT_MS, from the request's headers) and its
- * own count of bodies being read at once (MAX_FORM_BODIES_IN_FLIGHT): a client that trickles a
- * form one byte at a time is cut at the deadline and never delays a keyed API call. The page then
- * reads the form from memory (pages.ts readForm).
+ * The body of a form POSTed to a page without an API key (hosted checkout and portal, the
+ * dashboard), read whole by the page dispatch (edge/pages.ts) before the request takes one of the
+ * API's admission slots (DESIGN §10: nothing a caller without a valid key sends may hold a shared
+ * slot for more than a short deadline), within its own bound, deadline (FORM_BODY_TIMEOUT_MS) and
+ * count (MAX_FORM_BODIES_IN_FLIGHT); the page then reads it from memory (shell.ts readForm).
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import { declaredLength } from "../edge/body.js";
+import type { Req, Res } from "../edge/listener.js";
 
 /** The largest form body a page accepts: its fields are a card number, a key, a CSRF token, an ID or two. */
-export const FORM_BODY_BYTES = 16 * 1024;
+const FORM_BODY_BYTES = 16 * 1024;
 
 /** Why a form body was not read whole: too slow (the deadline passed), too large, or the client went away. */
 export type FormRefusal = "timeout" | "too_large" | "gone";
 
 const FORMS = new WeakMap<Req, Buffer>();
 
-/** The form body the server read for this request (pages.ts readForm); undefined when none was. */
+/** The form body the server read for this request (shell.ts readForm); undefined when none was. */
 export function formBodyOf(req: Req): Buffer | undefined {
   return FORMS.get(req);
 }
@@ -36,10 +30,6 @@ export class FormBodies {
     readonly maxBytes = FORM_BODY_BYTES,
   ) {}
 
-  get inFlight(): number {
-    return this.reading;
-  }
-
   /**
    * Reads `req`'s body whole, within the bound and the deadline (counted from now), and keeps it
    * for the page: resolves undefined once it is read, else the refusal ("gone" for a client that
@@ -47,8 +37,7 @@ export class FormBodies {
    * being read. Never rejects.
    */
   read(req: Req, res: Res): Promise<FormRefusal | "full" | undefined> {
-    const declared = req.headers["content-length"];
-    if (typeof declared === "string" && /^\d+$/.test(declared) && Number(declared) > this.maxBytes) return Promise.resolve("too_large");
+    if ((declaredLength(req.headers) ?? 0) > this.maxBytes) return Promise.resolve("too_large");
     if (this.reading >= this.maxInFlight) return Promise.resolve("full");
     this.reading++;
     return new Promise<FormRefusal | undefined>((resolve) => {
@@ -60,12 +49,7 @@ export class FormBodies {
         done = true;
         this.reading--;
         clearTimeout(timer);
-        req.off("data", onData);
-        req.off("end", onEnd);
-        req.off("aborted", onGone);
-        req.off("close", onGone);
-        req.off("error", onGone);
-        res.off("close", onGone);
+        for (const [emitter, event, listener] of listeners) emitter.off(event, listener);
         if (outcome === undefined) FORMS.set(req, Buffer.concat(chunks, size));
         else req.pause();
         resolve(outcome);
@@ -75,15 +59,17 @@ export class FormBodies {
         if (size > this.maxBytes) finish("too_large");
         else chunks.push(chunk);
       };
-      const onEnd = () => finish(undefined);
       const onGone = () => finish(req.complete ? undefined : "gone");
+      const listeners: [NodeJS.EventEmitter, string, (chunk: Buffer) => void][] = [
+        [req, "data", onData],
+        [req, "end", () => finish(undefined)],
+        [req, "aborted", onGone],
+        [req, "close", onGone],
+        [req, "error", onGone],
+        [res, "close", onGone],
+      ];
       const timer = setTimeout(() => finish("timeout"), this.timeoutMs);
-      req.on("data", onData);
-      req.on("end", onEnd);
-      req.on("aborted", onGone);
-      req.on("close", onGone);
-      req.on("error", onGone);
-      res.on("close", onGone);
+      for (const [emitter, event, listener] of listeners) emitter.on(event, listener);
     });
   }
 }
