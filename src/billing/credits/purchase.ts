@@ -2,7 +2,8 @@
  * Paid credit grants (DESIGN §14): a grant bought through the service. It is written
  * `pending_payment` with an invoice of one `credit_purchase` line for its amount, finalized at
  * once (open), in one transaction. Then the invoice is charged through the environment's provider
- * (idempotency key from the invoice and attempt, DESIGN §12): paid → the grant becomes active
+ * (idempotency key from the invoice and attempt, DESIGN §12) under the invoice's row lock, so a
+ * void sent meanwhile waits for it (purchase-charge.ts): paid → the grant becomes active
  * with its "grant" ledger entry (`invoice.paid`, `credit_grant.activated`); declined → the grant
  * is `failed` and the invoice void (nothing was granted, nothing is owed; `invoice.payment_failed`).
  * Without a payment method on file, a hosted checkout (kind `credit`) takes a card, then the same
@@ -13,7 +14,7 @@
  */
 import { createHash } from "node:crypto";
 import { FailedPreconditionError } from "../errors.js";
-import { creditGrantEvent, invoiceEvent, newInvoiceEvents } from "../events/types.js";
+import { creditGrantEvent, newInvoiceEvents } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
 import { displayMoney } from "../money.js";
 import type { Caller } from "../tenancy.js";
@@ -21,10 +22,11 @@ import { type CallbackUrls, type Checkouts, checkUrls } from "../subscriptions/c
 import { finalizeOpen } from "../subscriptions/booking.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
-import { type BillingSubject, type Invoice, type PaymentMethod, chargeKey } from "../subscriptions/types.js";
+import type { BillingSubject, Invoice, PaymentMethod } from "../subscriptions/types.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
-import { purchasePeriodKey, purchasesMoved } from "./purchase-states.js";
+import { chargePurchase } from "./purchase-charge.js";
+import { purchasePeriodKey } from "./purchase-states.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
 
@@ -143,24 +145,17 @@ export class CreditPurchases {
   }
 
   /**
-   * Charges the purchase invoice (attempt 1): paid → active grant; declined → failed grant, void
-   * invoice. A charge that throws (the provider unreachable) leaves both pending and open.
+   * Charges the purchase invoice (attempt 1) under its row lock (purchase-charge.ts): paid →
+   * active grant; declined → failed grant, void invoice; voided (or otherwise ended) meanwhile →
+   * no charge. A charge that throws (the provider unreachable) leaves both pending and open, the
+   * attempt planned: dunning makes it with the same key.
    */
   private async charge(caller: Caller, grant: CreditGrant, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<CreditGrant> {
     const provider = await this.lookups.paymentsFor(caller);
     if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
     if (!pm) return grant;
-    const outcome = await provider.charge(pm, invoice.total, invoice.currency, chargeKey(invoice.id, 1));
-    return this.stores.transaction(async (tx) => {
-      const to = outcome.ok ? "paid" : "void";
-      const moved = await tx.moveInvoices([invoice.id], "open", to, now, invoice.environmentId);
-      if (moved.length === 0) return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
-      const after = { ...invoice, status: to } as Invoice;
-      // The grant follows its invoice: active when paid, failed when void (purchase-states.ts).
-      const granted = await purchasesMoved(tx, [after], to, now);
-      await tx.emit(outcome.ok ? [invoiceEvent("invoice.paid", after), ...granted] : [invoiceEvent("invoice.payment_failed", invoice), invoiceEvent("invoice.voided", after)]);
-      return (await credits(tx).lockGrant(grant.environmentId, grant.id)) ?? grant;
-    });
+    await chargePurchase(this.stores, provider, pm, invoice, now, () => this.lookups.engine.now());
+    return (await this.stores.transaction((tx) => credits(tx).lockGrant(grant.environmentId, grant.id))) ?? grant;
   }
 }
 

@@ -1,0 +1,74 @@
+/**
+ * The charge of a credit purchase's invoice (DESIGN §14, §16), made the way dunning makes an
+ * attempt (payments/attempts.ts): inside the transaction that holds the invoice's row lock, read
+ * under it. A void, a mark-uncollectible or a credit note on the same invoice waits for that lock
+ * (their conditional UPDATE, or their own locking read), so the two never interleave:
+ * - the charge first: the void then finds the invoice paid (or void, after a decline) and is
+ *   refused; a charge that succeeded never ends on a void invoice;
+ * - the void first: the charge finds it void and makes no charge.
+ *
+ * Crash-safe as dunning's first charge is: the attempt is planned (a minute ahead, committed
+ * before the charge), so a process that dies between the provider's answer and its own commit
+ * leaves a planned attempt that dunning makes again with the same key (chargeKey of attempt 1);
+ * the provider answers it with the first charge's outcome, never a second charge. A charge that
+ * throws (the provider unreachable) rolls back and leaves the plan too: dunning charges it then.
+ * Paid: the grant becomes active (purchase-states.ts). Declined: the invoice is void and the
+ * grant failed, in the same transaction (nothing was granted, nothing is owed).
+ */
+import { invoiceEvent } from "../events/types.js";
+import { type DunningWrites, isCollectible } from "../payments/dunning.js";
+import type { ChargeOutcome, InvoicePayment } from "../payments/types.js";
+import type { BillingStores } from "../subscriptions/ports.js";
+import { retryingRaces } from "../subscriptions/races.js";
+import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { purchasesMoved } from "./purchase-states.js";
+
+/** How far ahead the charge is planned: longer than any charge takes (as dunning plans a first charge). */
+const PLAN_AHEAD_MS = 60_000;
+
+type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
+
+function dunning(tx: Tx): DunningWrites {
+  if (!tx.dunning) throw new Error("this store keeps no dunning state");
+  return tx.dunning;
+}
+
+/** The invoice's payment state after the purchase's one attempt. */
+function paymentAfter(before: InvoicePayment | null | undefined, outcome: ChargeOutcome): InvoicePayment {
+  if (outcome.ok) return { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null };
+  return { ...before, reference: outcome.requiresAction ? outcome.reference : (before?.reference ?? null), actionRequired: false, actionUrl: null, lastError: outcome.message };
+}
+
+/**
+ * Charges the purchase invoice `ref` (attempt 1) to `pm` at `at` (the subject's clock) and records
+ * the outcome, under the invoice's row lock. Nothing is charged when, read under that lock, it is
+ * no longer open with something due (voided, marked uncollectible, paid another way) or was
+ * attempted already (dunning made the planned attempt): what it became stands.
+ */
+export async function chargePurchase(stores: BillingStores, provider: PaymentProvider, pm: PaymentMethod, ref: Pick<Invoice, "environmentId" | "id">, at: Date, realNow: () => Date): Promise<void> {
+  const env = ref.environmentId;
+  await retryingRaces(() =>
+    stores.transaction(async (tx) => {
+      const [i] = await dunning(tx).claimAll(env, [ref.id]);
+      if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await dunning(tx).planFirsts(env, [{ id: i.id, at: new Date(at.getTime() + PLAN_AHEAD_MS) }]);
+    }),
+  );
+  await retryingRaces(() =>
+    stores.transaction(async (tx) => {
+      const i = await dunning(tx).claim(env, ref.id);
+      if (!i || !isCollectible(i) || (i.attemptCount ?? 0) > 0) return;
+      const meta = { invoiceId: i.id, environmentId: env, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
+      const outcome = await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1), meta);
+      const payment = paymentAfter(i.payment, outcome);
+      await dunning(tx).recordAttempts(env, [{ id: i.id, attempt: { attemptCount: 1, nextPaymentAttempt: null, payment } }], realNow());
+      const to = outcome.ok ? "paid" : "void";
+      // Under the row lock the invoice is still open: the move is certain.
+      if ((await tx.moveInvoices([i.id], "open", to, at, env)).length === 0) return;
+      const attempted: Invoice = { ...i, attemptCount: 1, nextPaymentAttempt: null, payment };
+      const after: Invoice = { ...attempted, status: to };
+      // The grant follows its invoice: active when paid, failed when void (purchase-states.ts).
+      const granted = await purchasesMoved(tx, [after], to, at);
+      await tx.emit(outcome.ok ? [invoiceEvent("invoice.paid", after), ...granted] : [invoiceEvent("invoice.payment_failed", attempted), invoiceEvent("invoice.voided", after)]);
+    }),
+  );
+}

@@ -1,0 +1,191 @@
+/**
+ * A credit purchase's charge and a void of its invoice never interleave (DESIGN §14, §16): the
+ * charge is made under the invoice's row lock, as dunning makes its attempts. Through the real
+ * server, with Stripe (the fake, behind a proxy that holds the charge's request):
+ * - the void arrives while the charge is at Stripe: it waits for the charge, then is refused (the
+ *   invoice is paid); the customer was charged once and holds the credit;
+ * - the void lands first (the checkout's completion held on its row, MariaDB only): the
+ *   completion then charges nothing, the invoice stays void and the grant failed.
+ */
+import { randomBytes } from "node:crypto";
+import { type IncomingMessage, type Server, createServer } from "node:http";
+import test from "ava";
+import mysql from "mysql2/promise";
+import { reasonOf } from "../helpers/clients.js";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { stripeDriver } from "../helpers/payment-flows.js";
+import type { Scenario } from "../helpers/scenario.js";
+import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
+const usd = (value: string) => ({ currency_code: "USD", value });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A proxy in front of the fake Stripe that can hold the next charge (POST /v1/payment_intents) until released. */
+interface HoldingProxy {
+  url: string;
+  /** Holds the next charge: `arrived` once it reached the proxy (with the invoice it charges), `release` sends it on. */
+  holdNextCharge(): { arrived: Promise<string>; release: () => void };
+  stop(): Promise<void>;
+}
+
+async function readAll(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+async function holdingProxy(target: string): Promise<HoldingProxy> {
+  let hold: { arrive: (invoiceId: string) => void; released: Promise<void> } | undefined;
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      const body = await readAll(req);
+      if (hold && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
+        const h = hold;
+        hold = undefined;
+        h.arrive(new URLSearchParams(body.toString("utf8")).get("metadata[invoice_id]") ?? "");
+        await h.released;
+      }
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
+      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
+      const answer = Buffer.from(await out.arrayBuffer());
+      const back: Record<string, string> = {};
+      out.headers.forEach((v, k) => {
+        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
+      });
+      res.writeHead(out.status, back);
+      res.end(answer);
+    })().catch((err) => {
+      res.writeHead(502);
+      res.end(String(err));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    holdNextCharge() {
+      let arrive: (invoiceId: string) => void = () => {};
+      let release = () => {};
+      const arrived = new Promise<string>((r) => {
+        arrive = r;
+      });
+      const released = new Promise<void>((r) => {
+        release = r;
+      });
+      hold = { arrive, released };
+      return { arrived, release };
+    },
+    stop: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+const form = (url: string, body: Record<string, string> = {}) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
+
+async function location303(res: Response, what: string): Promise<string> {
+  const text = await res.text();
+  if (res.status !== 303) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
+  return res.headers.get("location") ?? "";
+}
+
+const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[]).map((e) => [e.entry_type, e.amount.value]);
+const succeeded = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId && pi.status === "succeeded");
+
+for (const store of STORES) {
+  let fake: FakeStripe;
+  let proxy: HoldingProxy;
+  let server: TestServer;
+  test.before(async () => {
+    fake = await startFakeStripe();
+    proxy = await holdingProxy(fake.url);
+    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: proxy.url });
+  });
+  test.after.always(async () => {
+    await server?.stop();
+    await proxy?.stop();
+    await fake?.stop();
+  });
+
+  test.serial(`${store}: a void sent while the purchase's charge is at Stripe waits for it, then is refused: charged once, the credit granted`, async (t) => {
+    const d = stripeDriver(server, fake);
+    const s = await d.start(server);
+    await d.replaceCard(s, "visa");
+    const held = proxy.holdNextCharge();
+    const buying = s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid" });
+    // The invoice as the charge names it (nothing is read meanwhile: on SQLite every call waits behind the charge's transaction).
+    const invoiceId = await held.arrived;
+    t.regex(invoiceId, /^inv_/);
+    let voidAnswered = false;
+    const voiding = s.raw("POST", `/invoices/${invoiceId}/void`, {}).finally(() => {
+      voidAnswered = true;
+    });
+    // The void is sent and held back by the charge's row lock while the charge is at Stripe.
+    await sleep(1500);
+    t.false(voidAnswered, "the void waited for the charge");
+    held.release();
+    const bought = await buying;
+    const voided = await voiding;
+    t.is(voided.status, 400);
+    t.is(reasonOf(voided.body as Json), "INVOICE_NOT_OPEN");
+    t.like(bought.credit_grant, { status: "active", remaining_amount: usd("700") });
+    t.like(await s.call("GET", `/invoices/${invoiceId}`), { status: "paid", amount_due: usd("700"), attempt_count: 1 });
+    // 7.00 charged once = 7.00 granted.
+    t.is(succeeded(fake, invoiceId).length, 1);
+    t.deepEqual(await ledgerOf(s), [["grant", "700"]]);
+    await fake.settle();
+  });
+
+  // The window held on the checkout's row: InnoDB's row lock (SQLite's whole-file lock would hold the void too).
+  (store === "mysql" ? test.serial : test.skip)(`${store}: a void that lands before a checkout's completion charges it: no charge is made, the grant fails`, async (t) => {
+    t.timeout(180_000);
+    const d = stripeDriver(server, fake);
+    const s = await d.start(server);
+    const r = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid", checkout_callback_urls: CALLBACKS });
+    const grant = r.credit_grant as Json;
+    const token = new URL(String(r.checkout_url)).pathname.split("/").pop() as string;
+    const stripeUrl = await location303(await form(`${server.url}/hosted/checkout/${token}`), "our checkout page");
+    // Stripe's webhooks held: the customer's return completes the checkout.
+    fake.webhookOptions({ outOfOrder: true });
+    const back = await location303(await form(stripeUrl, { card: "pm_card_visa" }), "Stripe Checkout");
+    const lock = await mysql.createConnection(server.db.url);
+    let returning: Promise<Response> | undefined;
+    try {
+      await lock.beginTransaction();
+      await lock.query("SELECT id FROM checkout_sessions WHERE token = ? FOR UPDATE", [token]);
+      // The customer returns: the completion finds the purchase pending, then waits for the checkout's row.
+      returning = fetch(`${server.url}${new URL(back).pathname}${new URL(back).search}`, { redirect: "manual" });
+      returning.catch(() => undefined);
+      const until = Date.now() + 60_000;
+      for (;;) {
+        const [rows] = await lock.query("SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
+        if (Number((rows as { n: number }[])[0]?.n) > 0) {
+          break;
+        }
+        if (Date.now() > until) throw new Error("the checkout's completion never waited for its row");
+        await sleep(50);
+      }
+      t.like(await s.call("POST", `/invoices/${grant.invoice_id}/void`, {}), { status: "void" });
+    } finally {
+      await lock.rollback().catch(() => undefined);
+      await lock.end();
+    }
+    const res = await (returning as Promise<Response>);
+    await res.body?.cancel();
+    fake.webhookOptions({});
+    await fake.releaseHeld();
+    await fake.settle();
+    // The checkout was completed (its card saved) after the void, by the customer's return. (Its
+    // redirect is not asserted: a return that completes the checkout itself is sent to the cancelled URL.)
+    t.is(res.status, 303);
+    const [rows] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT status FROM checkout_sessions WHERE token = ?", [token]));
+    t.is(rows?.status, "completed");
+    t.deepEqual(succeeded(fake, grant.invoice_id), [], "no charge on a void invoice");
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 0 });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
+    t.deepEqual(await ledgerOf(s), []);
+  });
+}
