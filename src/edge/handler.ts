@@ -20,7 +20,7 @@ import type { Metrics } from "../ops/metrics.js";
 import { REQUEST_ID_HEADER, RequestTrace, requestIdFrom, setTrace } from "../ops/trace.js";
 import type { Tracing } from "../ops/tracing.js";
 import type { FormBodies } from "../pages/form-body.js";
-import type { RestGateway, RestRoute, RestTarget } from "../rest/gateway.js";
+import type { RestGateway, RestTarget } from "../rest/gateway.js";
 import { base64Length, grpcFlavour, unimplemented } from "../rpc/grpc-wire.js";
 import type { Invoker } from "../rpc/invoke.js";
 import { type AdmitParts, type Responder, createAdmitChain } from "./admit.js";
@@ -88,15 +88,6 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
   // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
   const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
-  const routeLabels = new Map<RestRoute, string>();
-  const routeLabel = (route: RestRoute): string => {
-    let label = routeLabels.get(route);
-    if (label === undefined) {
-      label = `${route.httpMethod} ${route.template}`;
-      routeLabels.set(route, label);
-    }
-    return label;
-  };
   const { observe } = createObserver(parts.metrics, log, parts.tracing);
   const plain = createPlainRoutes(parts.readiness, parts.metrics, parts.metricsToken, log);
   const { slot, admit } = createAdmitChain(parts);
@@ -134,8 +125,8 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
     if (target === "answered") return;
     if (target) {
       trace.protocol = "rest";
-      trace.procedure = routeLabel(target.route);
-      admit({ path, method: target.method, req, res, trace, responder: restResponder(rest, target, req, res, trace) });
+      trace.procedure = `${target.route.httpMethod} ${target.route.template}`;
+      admit({ path, method: target.route.method, req, res, trace, responder: restResponder(rest, target, req, res, trace) });
       return;
     }
     pages(path, req, res, trace);

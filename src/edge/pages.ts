@@ -1,19 +1,18 @@
 /**
- * The pages for people (hosted checkout and invoices, the portal, the dashboard, the API docs):
- * last in the dispatch, after the RPC and REST paths. The hosted and dashboard pages take an
- * admission slot like an API call; a form POSTed to one (no API key) is read whole first, within
- * its own bound, deadline and count (pages/form-body.ts), so that a slow sender without a key
- * never holds one of the API's slots.
+ * The pages for people (hosted checkout and invoices, the portal, the dashboard, the API docs),
+ * last in the dispatch. The hosted and dashboard pages take an admission slot like an API call; a
+ * form POSTed to one is read whole first, within its own bounds (pages/form-body.ts), so that a slow
+ * sender without a key never holds one of the API's slots.
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { RETRY_AFTER_SECONDS, type Ticket } from "../limits.js";
+import { RETRY_AFTER_SECONDS } from "../limits.js";
 import type { Logger } from "../log.js";
 import { type RequestTrace, codeName } from "../ops/trace.js";
-import { sendError } from "../rest/errors.js";
+import { sendError, sendRefusal } from "../rest/errors.js";
 import type { FormBodies, FormRefusal } from "../pages/form-body.js";
 import { messagePage } from "../pages/shell.js";
-import { sendRefusal } from "../rest/gateway.js";
 import { withRequestInfo } from "../rpc/errors.js";
+import type { createAdmitChain } from "./admit.js";
 import { leaveUnread } from "./body.js";
 import type { Req, Res } from "./listener.js";
 
@@ -24,8 +23,6 @@ export function refuseHttp(req: Req, res: Res, trace: RequestTrace | undefined, 
   if (trace) trace.code = codeName(err.code);
   sendRefusal(res, err);
 }
-
-type Slot = (path: string, res: Res, req: Req, refuse: (err: ConnectError) => void) => Ticket | undefined | false;
 
 /**
  * A page's form that was not read whole: 408 past the deadline, 413 over the bound, 503 when the
@@ -45,7 +42,7 @@ function refuseForm(req: Req, res: Res, refusal: Exclude<FormRefusal, "gone"> | 
   messagePage(res, status, title, title, text);
 }
 
-export function createPageServer(pages: (req: Req, res: Res) => boolean, forms: FormBodies | undefined, slot: Slot, log: Logger) {
+export function createPageServer(pages: (req: Req, res: Res) => boolean, forms: FormBodies | undefined, slot: ReturnType<typeof createAdmitChain>["slot"], log: Logger) {
   /** A page (or no route at all: 404); `admit`: take an admission slot first. */
   const serve = (path: string, req: Req, res: Res, trace: RequestTrace, admit: boolean): void => {
     if (admit && slot(path, res, req, (err) => refuseHttp(req, res, trace, err)) === false) return;

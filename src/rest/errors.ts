@@ -5,36 +5,31 @@
  * Every body ends with a google.rpc.RequestInfo detail naming the request's id (ops/trace.ts),
  * which the caller can quote and the server's log lines of the request carry.
  */
-import type { ServerResponse } from "node:http";
-import type { Http2ServerResponse } from "node:http2";
 import { fromBinary, toJson } from "@bufbuild/protobuf";
-import { type Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJson } from "@connectrpc/connect/protocol-connect";
-import type { FieldViolation } from "../billing/errors.js";
+import type { Res } from "../edge/listener.js";
 import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { traceOf } from "../ops/trace.js";
+import { isRateLimited } from "../ratelimit.js";
 import { ERROR_DOMAIN, withRequestInfo } from "../rpc/errors.js";
-
-type Res = ServerResponse | Http2ServerResponse;
 
 const KNOWN = { "google.rpc.ErrorInfo": ErrorInfoSchema, "google.rpc.BadRequest": BadRequestSchema, "google.rpc.RequestInfo": RequestInfoSchema } as const;
 
-interface ConnectErrorJson {
-  code: string;
-  message?: string;
-  details?: { type: string; value: string; debug?: unknown }[];
+/**
+ * An error raised by the bridge itself (before any handler ran), named by its code and reason: the
+ * HTTP status is Connect's for the code unless `status` says otherwise (413, 415, 405: HTTP has
+ * words for them that Connect's table does not).
+ */
+export function sendError(res: Res, code: Code, message: string, reason: string, status?: number): void {
+  sendConnectError(res, new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }]), status);
 }
 
-/**
- * An error raised by the bridge itself (before any handler ran), named by its code: the HTTP
- * status is Connect's for that code unless `status` says otherwise (413 for a body too large and
- * 405 for a wrong HTTP method, which HTTP has words for and Connect's table does not).
- */
-export function sendError(res: Res, code: Code, message: string, reason: string, options: { violations?: FieldViolation[]; status?: number } = {}): void {
-  const details: ConstructorParameters<typeof ConnectError>[3] = [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }];
-  const violations = options.violations ?? [];
-  if (violations.length > 0) details.push({ desc: BadRequestSchema, value: { fieldViolations: violations.map((v) => ({ field: v.field, description: v.description })) } });
-  sendConnectError(res, new ConnectError(message, code, undefined, details), options.status);
+/** A refusal of a plain HTTP request (admission, its body): 413 for a body over its bound, else the error as it is. */
+export function sendRefusal(res: Res, err: ConnectError): void {
+  if (res.headersSent) res.end();
+  else if (err.code === Code.ResourceExhausted && !isRateLimited(err)) sendError(res, Code.ResourceExhausted, err.rawMessage, "PAYLOAD_TOO_LARGE", 413);
+  else sendConnectError(res, err);
 }
 
 /**
@@ -44,7 +39,7 @@ export function sendError(res: Res, code: Code, message: string, reason: string,
 export function sendConnectError(res: Res, error: ConnectError, status = codeToHttpStatus(error.code)): void {
   const trace = traceOf(res);
   const err = withRequestInfo(error, trace?.id);
-  const body = errorToJson(err, undefined) as unknown as ConnectErrorJson;
+  const body = errorToJson(err, undefined) as { code: string; message?: string; details?: { type: string; value: string; debug?: unknown }[] };
   for (const d of body.details ?? []) {
     const schema = KNOWN[d.type as keyof typeof KNOWN];
     delete d.debug;
