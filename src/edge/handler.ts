@@ -17,7 +17,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Readiness } from "../ops/health.js";
 import type { Metrics } from "../ops/metrics.js";
-import { REQUEST_ID_HEADER, RequestTrace, requestIdFrom, setTrace } from "../ops/trace.js";
+import { REQUEST_ID_HEADER, RequestTrace, requestIdFrom, setTrace, traceOf } from "../ops/trace.js";
 import type { Tracing } from "../ops/tracing.js";
 import type { FormBodies } from "../pages/form-body.js";
 import type { RestGateway, RestTarget } from "../rest/gateway.js";
@@ -28,7 +28,7 @@ import { leaveUnread } from "./body.js";
 import { connectGetHeaders, connectResponder } from "./connect.js";
 import { leanResponder, servesLean } from "./lean/serve.js";
 import type { Req, Res } from "./listener.js";
-import { traced, createObserver } from "./observe.js";
+import { createObserver } from "./observe.js";
 import { createPageServer, refuseHttp } from "./pages.js";
 import { PLAIN, createPlainRoutes } from "./plain.js";
 
@@ -44,10 +44,7 @@ export interface HandlerParts extends AdmitParts {
   metricsToken?: string | undefined;
   /** Forms POSTed to pages (no key): read whole, within their own bounds, before admission (pages/form-body.ts). */
   forms?: FormBodies;
-  /**
-   * The unary methods through the router's interceptors (rpc/invoke.ts):
-   * with it, binary gRPC to them is served by the lean path (lean/) rather than by connect-node.
-   */
+  /** The unary methods through the router's interceptors (rpc/invoke.ts): with it, binary gRPC to them is served by the lean path (lean/). */
   invoke?: Invoker | undefined;
   /** Tracing (ops/tracing.ts), when OTEL_EXPORTER_OTLP_ENDPOINT is set: each request runs in its server span. */
   tracing?: Tracing | undefined;
@@ -86,9 +83,7 @@ function restResponder(rest: RestGateway, target: RestTarget, req: Req, res: Res
 export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) => void {
   const { router, rest, log, invoke } = parts;
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, h]));
-  // Metrics' procedure labels: a method's full name; a REST route's method and template (bounded).
-  const procedures = new Map(router.handlers.map((h) => [h.requestPath, h.requestPath.slice(1)]));
-  const { observe } = createObserver(parts.metrics, log, parts.tracing);
+  const observe = createObserver(parts.metrics, log, parts.tracing);
   const plain = createPlainRoutes(parts.readiness, parts.metrics, parts.metricsToken, log);
   const { slot, admit } = createAdmitChain(parts);
   const pages = createPageServer(parts.pages, parts.forms, slot, log);
@@ -97,7 +92,8 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
   const serveRpc = (path: string, handler: UniversalHandler & { method: DescMethod }, req: Req, res: Res, trace: RequestTrace): void => {
     const flavour = grpcFlavour(req.headers["content-type"]);
     trace.protocol = flavour === undefined ? "connect" : flavour === "grpc" ? "grpc" : "grpc-web";
-    trace.procedure = procedures.get(path) ?? "other";
+    // Metrics' procedure labels (bounded): a method's full name; a REST route's method and template.
+    trace.procedure = path.slice(1);
     if (req.method === "GET") connectGetHeaders(res);
     const method = handler.method;
     const lean = invoke !== undefined && flavour === "grpc" && req.httpVersionMajor === 2 && servesLean(method, req.headers);
@@ -132,8 +128,7 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
     pages(path, req, res, trace);
   };
 
-  const handle = (req: Req, res: Res): void => {
-    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+  const handle = (req: Req, res: Res, path: string): void => {
     // The request id, on every answer (set before anything is written) and in the request's trace.
     const trace = new RequestTrace(requestIdFrom(req.headers[REQUEST_ID_HEADER]), performance.now(), "http", "other");
     setTrace(res, trace);
@@ -149,5 +144,13 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
     if (handler) serveRpc(path, handler, req, res, trace);
     else serveOther(path, req, res, trace);
   };
-  return traced(handle, parts.tracing, (path) => PLAIN.has(path));
+  // Tracing on, each request runs in its server span, which its trace holds; the plain routes (probes and scrapes, every few seconds) make none.
+  return (req, res) => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    if (!parts.tracing || PLAIN.has(path)) return handle(req, res, path);
+    const span = parts.tracing.serveRequest(req.headers, () => handle(req, res, path));
+    const trace = traceOf(res);
+    if (trace) trace.span = span;
+    else span.end();
+  };
 }

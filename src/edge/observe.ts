@@ -14,31 +14,11 @@ export function createObserver(metrics: Metrics, log: Logger, tracing: Tracing |
   const accessLog = log.enabled("info");
   const arrivals = log.enabled("debug");
 
-  /** Records a request that ended with `code` (HTTP `status`): metrics, then the access line at info. */
-  const end = (trace: RequestTrace, code: string, status: number): void => {
-    const ms = performance.now() - trace.start;
-    metrics.observeRequest(trace.protocol, trace.procedure, code, ms / 1000);
-    const span = trace.span;
-    if (span) tracing?.endRequest(span, trace, code, status);
-    if (!accessLog) return;
-    log.info("request", {
-      request_id: trace.id,
-      protocol: trace.protocol,
-      procedure: trace.procedure,
-      status,
-      code,
-      duration_ms: Math.round(ms * 1000) / 1000,
-      environment: trace.environmentId ?? null,
-      // The request's own trace (tracing on): the line is written when it ends, outside its span.
-      ...(span && spanIds(span)),
-    });
-  };
-
   /**
-   * The end of a request (`this` is the response, on 'close'): the code something on the way
-   * knew, or the gRPC status it answered, or the client's going first (an HTTP/2 stream it reset
-   * before the answer ended, as gRPC clients cancel and on a deadline; a connection closed
-   * before any answer), or the HTTP status.
+   * Records a request when it ends (`this` is the response, on 'close'): metrics, span, access
+   * line. Its code is the one something on the way knew, or the gRPC status it answered, or the
+   * client's going first (an HTTP/2 stream it reset before the answer ended, as gRPC clients cancel
+   * and on a deadline; a connection closed before any answer), or the HTTP status.
    */
   function finished(this: Res): void {
     const trace = traceOf(this);
@@ -50,33 +30,27 @@ export function createObserver(metrics: Metrics, log: Logger, tracing: Tracing |
       else if (("stream" in this && this.stream.aborted) || (!this.writableFinished && !this.headersSent)) code = trace.goneCode();
       else code = codeOfHttpStatus(this.statusCode);
     }
-    end(trace, code, this.statusCode);
+    const ms = performance.now() - trace.start;
+    metrics.observeRequest(trace.protocol, trace.procedure, code, ms / 1000);
+    const span = trace.span;
+    if (span) tracing?.endRequest(span, trace, code, this.statusCode);
+    if (!accessLog) return;
+    log.info("request", {
+      request_id: trace.id,
+      protocol: trace.protocol,
+      procedure: trace.procedure,
+      status: this.statusCode,
+      code,
+      duration_ms: Math.round(ms * 1000) / 1000,
+      environment: trace.environmentId ?? null,
+      // The request's own trace (tracing on): the line is written when it ends, outside its span.
+      ...(span && spanIds(span)),
+    });
   }
 
   /** Watches a request from its arrival to its end. */
-  const observe = (req: Req, res: Res, trace: RequestTrace, path: string): void => {
+  return (req: Req, res: Res, trace: RequestTrace, path: string): void => {
     res.once("close", finished);
     if (arrivals) log.debug("request received", { request_id: trace.id, method: req.method, path, http: req.httpVersion });
-  };
-
-  return { observe };
-}
-
-/**
- * `handle` with each request in its server span (tracing on): `handle` sets the request's trace
- * at once, which then holds the span. The plain routes (probes and scrapes, every few seconds)
- * make no traces.
- */
-export function traced(handle: (req: Req, res: Res) => void, tracing: Tracing | undefined, untraced: (path: string) => boolean): (req: Req, res: Res) => void {
-  if (!tracing) return handle;
-  return (req, res) => {
-    if (untraced((req.url ?? "/").split("?", 1)[0] ?? "/")) {
-      handle(req, res);
-      return;
-    }
-    const span = tracing.serveRequest(req.headers, () => handle(req, res));
-    const trace = traceOf(res);
-    if (trace) trace.span = span;
-    else span.end();
   };
 }

@@ -36,20 +36,17 @@ export function createPlainRoutes(readiness: Readiness, metrics: Metrics, metric
     } else if (metricsToken !== undefined && !bearerMatches(req.headers.authorization, metricsToken)) {
       json(res, 401, { status: "unauthenticated: send Authorization: Bearer <METRICS_TOKEN>" }, { "www-authenticate": 'Bearer realm="metrics"' });
     } else {
-      scrape(res);
+      metrics.expose().then(
+        ({ contentType, text }) => {
+          res.writeHead(200, { "content-type": contentType, "cache-control": "no-store" });
+          res.end(text);
+        },
+        (err) => {
+          log.error("metrics failed", { request_id: traceOf(res)?.id, err });
+          if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+          res.end("metrics failed\n");
+        },
+      );
     }
   };
-  function scrape(res: Res): void {
-    metrics.expose().then(
-      ({ contentType, text }) => {
-        res.writeHead(200, { "content-type": contentType, "cache-control": "no-store" });
-        res.end(text);
-      },
-      (err) => {
-        log.error("metrics failed", { request_id: traceOf(res)?.id, err });
-        if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
-        res.end("metrics failed\n");
-      },
-    );
-  }
 }
