@@ -11,7 +11,9 @@
  * - refund: a paid invoice that was charged through the payment provider (an amount due above 0)
  *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
- *   first refund, never a second one. A refusal fails the whole note (nothing is written).
+ *   first refund, never a second one. A refusal fails the whole note (nothing is written). A
+ *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent
+ *   (purchase-refund.ts).
  */
 import { purchasedGrantId } from "../credits/purchase-states.js";
 import { createHash } from "node:crypto";
@@ -29,6 +31,7 @@ import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
+import { takeBackPurchased } from "./purchase-refund.js";
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
@@ -173,7 +176,8 @@ export class CreditNotes {
         return written;
       }),
     );
-    if (note.creditGrantId) await this.changed?.(env, note.subjectId);
+    // Credit alerts: a note's credit on the balance, or a purchase's credit taken back by its refund.
+    if (note.creditGrantId || (note.outcome === "refund" && purchasedGrantId(before) !== undefined)) await this.changed?.(env, note.subjectId);
     return note;
   }
 
@@ -222,9 +226,11 @@ export class CreditNotes {
     }
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
     const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
+    // A credit purchase's credit goes back with its money, before the provider refunds (purchase-refund.ts).
+    const taken = await takeBackPurchased(tx, c, inv, plan, id, now);
     const out = await (provider as PaymentProvider).refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
-    return { grant: null, refundId: out.refundId, events: [] };
+    return { grant: null, refundId: out.refundId, events: taken };
   }
 
   /** A credit note of the caller's environment (NOT_FOUND otherwise): what the PDF reads too. */

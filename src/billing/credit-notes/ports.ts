@@ -3,7 +3,7 @@
  * holds its invoice's row lock: the invoice is read locked, what earlier notes credited is read
  * under that lock, then `invoices.amount_credited` grows by one conditional statement that the
  * database refuses beyond the invoice's total (whatever runs at the same time), then the outcome
- * (an amount due lowered, a credit grant, a refund), then the number (last: the sequence row is
+ * (an amount due lowered, a credit grant, a refund: of a credit purchase, with its credit taken back), then the number (last: the sequence row is
  * locked from then until commit), the note and its event. src/db implements it on SQL.
  */
 import type { CreditWrites } from "../credits/ports.js";
@@ -36,6 +36,10 @@ export interface CreditNoteWrites {
   insert(note: CreditNote): Promise<void>;
   /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */
   insertGrant: CreditWrites["insertGrant"];
+  /** A credit grant, locked until the transaction ends (CreditWrites.lockGrant). */
+  lockGrant: CreditWrites["lockGrant"];
+  /** A refund of a credit purchase takes back credit of its grant (CreditWrites.takeBack). */
+  takeBack: CreditWrites["takeBack"];
 }
 
 export type CreditNoteTx = CreditNoteWrites & EventWrites;

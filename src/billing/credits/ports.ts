@@ -67,6 +67,14 @@ export interface CreditWrites {
    * expired) and its time. Undefined when the grant was in neither status.
    */
   close(environmentId: string, grantId: string, how: "void" | "expiry", at: Date): Promise<CreditGrant | undefined>;
+  /**
+   * A refund takes back `amount` (> 0) of an active grant's remaining (a credit note refunding the
+   * purchase that bought it, DESIGN §15): one conditional UPDATE (`remaining >= amount`), then a
+   * "void" ledger entry of −amount keyed by `key` (the credit note's ID, so that several partial
+   * refunds of one purchase each have their entry). Left at 0, the grant becomes voided at `at`.
+   * Undefined (nothing written) when the grant is not active or no longer has that much.
+   */
+  takeBack(environmentId: string, grantId: string, amount: string, key: string, description: string, at: Date): Promise<CreditGrant | undefined>;
   getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;
   putSettings(environmentId: string, s: CreditSettings, at: Date): Promise<void>;
   getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;

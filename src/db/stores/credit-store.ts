@@ -167,6 +167,32 @@ async function readGrant(em: EntityManager, E: Entities, environmentId: string, 
   return r ? grantFromRow(r) : undefined;
 }
 
+/** CreditWrites.takeBack on `em`: one conditional UPDATE, then the "void" entry keyed by `key`. */
+async function takeBackOn(
+  em: EntityManager,
+  E: Entities,
+  d: Dialect,
+  x: { environmentId: string; grantId: string; amount: string; key: string; description: string; at: Date },
+): Promise<CreditGrant | undefined> {
+  const a = formatDecimal(dec(x.amount));
+  if (!dec(a).gt(0)) throw new Error(`a refund must take back a positive amount, got ${x.amount}`);
+  const p = decParam(d);
+  // The SET reads `remaining` before it changes (MySQL assigns left to right; SQLite reads the old row).
+  const [zero, left, enough] =
+    d === "mysql" ? [`remaining = ${p}`, `remaining - ${p}`, `remaining >= ${p}`] : ["dec_add(remaining, ?) = '0'", "dec_add(remaining, ?)", "dec_max(remaining, ?) = remaining"];
+  // What `zero` and `left` compare with or add: the amount on MySQL, its negation for SQLite's dec_add.
+  const z = d === "mysql" ? a : `-${a}`;
+  const n = await changed(
+    em,
+    `UPDATE credit_grants SET status = CASE WHEN ${zero} THEN 'voided' ELSE status END, voided_at = CASE WHEN ${zero} THEN ? ELSE voided_at END, remaining = ${left} WHERE environment_id = ? AND id = ? AND status = 'active' AND ${enough}`,
+    [z, z, dbTime(x.at), z, x.environmentId, x.grantId, a],
+  );
+  if (n === 0) return undefined;
+  const g = (await readGrant(em, E, x.environmentId, x.grantId)) as CreditGrant;
+  await insertEntry(em, E, g, "void", `-${a}`, x.key, x.description, x.at);
+  return g;
+}
+
 /** The credit writes of a transaction on `em`. */
 export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingCreditWrites {
   const d = sql.dialect;
@@ -231,6 +257,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       if (dec(g.remaining).gt(0)) await insertEntry(em, E, g, how, `-${g.remaining}`, null, how === "void" ? "Voided" : "Expired", at);
       return (await readGrant(em, E, environmentId, grantId)) as CreditGrant;
     },
+    takeBack: (environmentId, grantId, amount, key, description, at) => takeBackOn(em, E, d, { environmentId, grantId, amount, key, description, at }),
     getSettings: async (environmentId, subjectId, currency) => {
       const r = await em.findOneBy(E.CreditSettings, { environment_id: environmentId, subject_id: subjectId, currency });
       return r ? settingsFromRow(r) : undefined;

@@ -1,0 +1,58 @@
+/**
+ * A refund of a credit purchase takes back the credit it refunds (DESIGN §14, §15), as Stripe,
+ * Lago and Orb void the credits of a refunded credit purchase: a credit note with outcome
+ * `refund` on a paid purchase invoice lowers its grant's remaining by the note's total, with a
+ * "void" ledger entry of −total (keyed by the note: each partial refund has its own), in the
+ * note's transaction, before the provider refunds anything. Only credit still unspent can be
+ * taken back: a refund beyond the grant's remaining (credit already spent on invoices, expired or
+ * voided) is refused with CREDIT_ALREADY_SPENT, naming the amount's field and what is left,
+ * and nothing is written or refunded. A grant left at 0 becomes voided (`credit_grant.voided`).
+ */
+import { AbortedError, InvalidArgumentError } from "../errors.js";
+import { purchasedGrantId } from "../credits/purchase-states.js";
+import { type NewEvent, creditGrantEvent } from "../events/types.js";
+import { dec, formatDecimal } from "../money.js";
+import type { Invoice } from "../subscriptions/types.js";
+import type { CreditPlan } from "./arithmetic.js";
+import type { CreditNoteTx } from "./ports.js";
+import type { CheckedCreditNote } from "./validation.js";
+
+/** The request's field that asked for the amount: `amount` (the whole invoice or an amount), or the purchase line's `lines[k].amount`. */
+function amountField(c: CheckedCreditNote): string {
+  if (c.ask.kind === "amount") return "amount";
+  // A purchase invoice has one line (index 0): the entry that names it.
+  const k = Math.max(
+    0,
+    c.ask.lines.findIndex((l) => l.index === 0),
+  );
+  return `lines[${k}].amount`;
+}
+
+/**
+ * Takes back the credit a refund note of `plan` (ID `noteId`) refunds when `inv` is a credit
+ * purchase's invoice (nothing otherwise), in the note's transaction, which holds the invoice's
+ * row lock; the grant is locked here. Returns the events to emit with the note.
+ */
+export async function takeBackPurchased(tx: CreditNoteTx, c: CheckedCreditNote, inv: Invoice, plan: CreditPlan, noteId: string, at: Date): Promise<NewEvent[]> {
+  const grantId = purchasedGrantId(inv);
+  if (grantId === undefined) return [];
+  const g = await tx.lockGrant(inv.environmentId, grantId);
+  const unspent = g?.status === "active" ? dec(g.remaining) : dec(0);
+  if (dec(plan.total).gt(unspent)) {
+    const left = formatDecimal(unspent);
+    const why = g && g.status !== "active" && g.status !== "depleted" ? `credit grant ${grantId} is ${g.status}` : `${left} of credit grant ${grantId}'s ${g?.amount ?? plan.total} is unspent`;
+    throw new InvalidArgumentError(
+      [
+        {
+          field: amountField(c),
+          description: `is more than the credit still unspent (${left}): ${why}; a refund of a credit purchase takes its credit back, so at most the unspent part can be refunded`,
+        },
+      ],
+      "CREDIT_ALREADY_SPENT",
+    );
+  }
+  const after = await tx.takeBack(inv.environmentId, grantId, plan.total, noteId, `Credit purchase refunded by a credit note on invoice ${inv.number ?? inv.id}`, at);
+  // Under the grant's lock it still has that much: only a store that lost the lock gets here.
+  if (!after) throw new AbortedError("TRANSACTION_CONFLICT", `credit grant ${grantId} changed while its credit was being taken back; try again`);
+  return after.status === "voided" ? [creditGrantEvent("credit_grant.voided", after)] : [];
+}
