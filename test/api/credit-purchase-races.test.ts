@@ -2,8 +2,8 @@
  * A credit purchase's charge and a void of its invoice never interleave (DESIGN §14, §16): the
  * charge is made under the invoice's row lock, as dunning makes its attempts. Through the real
  * server, with Stripe (the fake, behind a proxy that holds the charge's request):
- * - the void arrives while the charge is at Stripe: it waits for the charge, then is refused (the
- *   invoice is paid); the customer was charged once and holds the credit;
+ * - a void (or mark-uncollectible) arrives while the charge is at Stripe: it waits for the charge,
+ *   then is refused (the invoice is paid); the customer was charged once and holds the credit;
  * - the void lands first (the checkout's completion held on its row, MariaDB only): the
  *   completion then charges nothing, the invoice stays void and the grant failed.
  */
@@ -110,34 +110,35 @@ for (const store of STORES) {
     await fake?.stop();
   });
 
-  test.serial(`${store}: a void sent while the purchase's charge is at Stripe waits for it, then is refused: charged once, the credit granted`, async (t) => {
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    await d.replaceCard(s, "visa");
-    const held = proxy.holdNextCharge();
-    const buying = s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid" });
-    // The invoice as the charge names it (nothing is read meanwhile: on SQLite every call waits behind the charge's transaction).
-    const invoiceId = await held.arrived;
-    t.regex(invoiceId, /^inv_/);
-    let voidAnswered = false;
-    const voiding = s.raw("POST", `/invoices/${invoiceId}/void`, {}).finally(() => {
-      voidAnswered = true;
+  for (const action of ["void", "mark_uncollectible"] as const)
+    test.serial(`${store}: a ${action} sent while the purchase's charge is at Stripe waits for it, then is refused: charged once, the credit granted`, async (t) => {
+      const d = stripeDriver(server, fake);
+      const s = await d.start(server);
+      await d.replaceCard(s, "visa");
+      const held = proxy.holdNextCharge();
+      const buying = s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid" });
+      // The invoice as the charge names it (nothing is read meanwhile: on SQLite every call waits behind the charge's transaction).
+      const invoiceId = await held.arrived;
+      t.regex(invoiceId, /^inv_/);
+      let voidAnswered = false;
+      const voiding = s.raw("POST", `/invoices/${invoiceId}/${action}`, {}).finally(() => {
+        voidAnswered = true;
+      });
+      // The void is sent and held back by the charge's row lock while the charge is at Stripe.
+      await sleep(1500);
+      t.false(voidAnswered, `the ${action} waited for the charge`);
+      held.release();
+      const bought = await buying;
+      const voided = await voiding;
+      t.is(voided.status, 400);
+      t.is(reasonOf(voided.body as Json), "INVOICE_NOT_OPEN");
+      t.like(bought.credit_grant, { status: "active", remaining_amount: usd("700") });
+      t.like(await s.call("GET", `/invoices/${invoiceId}`), { status: "paid", amount_due: usd("700"), attempt_count: 1 });
+      // 7.00 charged once = 7.00 granted.
+      t.is(succeeded(fake, invoiceId).length, 1);
+      t.deepEqual(await ledgerOf(s), [["grant", "700"]]);
+      await fake.settle();
     });
-    // The void is sent and held back by the charge's row lock while the charge is at Stripe.
-    await sleep(1500);
-    t.false(voidAnswered, "the void waited for the charge");
-    held.release();
-    const bought = await buying;
-    const voided = await voiding;
-    t.is(voided.status, 400);
-    t.is(reasonOf(voided.body as Json), "INVOICE_NOT_OPEN");
-    t.like(bought.credit_grant, { status: "active", remaining_amount: usd("700") });
-    t.like(await s.call("GET", `/invoices/${invoiceId}`), { status: "paid", amount_due: usd("700"), attempt_count: 1 });
-    // 7.00 charged once = 7.00 granted.
-    t.is(succeeded(fake, invoiceId).length, 1);
-    t.deepEqual(await ledgerOf(s), [["grant", "700"]]);
-    await fake.settle();
-  });
 
   // The window held on the checkout's row: InnoDB's row lock (SQLite's whole-file lock would hold the void too).
   (store === "mysql" ? test.serial : test.skip)(`${store}: a void that lands before a checkout's completion charges it: no charge is made, the grant fails`, async (t) => {
