@@ -116,9 +116,7 @@ async function* fromBase64(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8
 }
 
 /** The most base64 characters that encode `bytes` bytes: a text body's bound on the wire. */
-export function base64Length(bytes: number): number {
-  return Math.ceil(bytes / 3) * 4;
-}
+export const base64Length = (bytes: number): number => Math.ceil(bytes / 3) * 4;
 
 /** A request as Connect should read it: grpc-web-text turned into grpc-web (else unchanged). */
 export function grpcRequest(req: UniversalServerRequest, flavour: GrpcFlavour | undefined): UniversalServerRequest {

@@ -61,6 +61,8 @@ const keyInPath = (key: string) => (wellFormed(key) ? key : key.replace(LONE_SUR
 /** A FieldMask path as JSON writes it (lowerCamelCase); snake_case is read too. */
 const MASK_PATH = /^[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*(?:\.[a-z][a-zA-Z0-9]*(?:_[a-z0-9][a-zA-Z0-9]*)*)*$/;
 const camel = (path: string) => path.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+/** A JSON object (not null, an array or a number). */
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral);
 
 class Walker {
   readonly violations: FieldViolation[] = [];
@@ -148,17 +150,13 @@ class Walker {
         return { ok: true, value: paths.map(camel).join(",") };
       }
       case "google.protobuf.Struct":
-        if (v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof NumberLiteral)) return this.plain(v, path);
-        return this.bad(path, "must be an object");
+        return isObject(v) ? this.plain(v, path) : this.bad(path, "must be an object");
       case "google.protobuf.Value":
         return this.plain(v, path);
       case "google.protobuf.ListValue":
-        if (Array.isArray(v)) return this.plain(v, path);
-        return this.bad(path, "must be an array");
+        return Array.isArray(v) ? this.plain(v, path) : this.bad(path, "must be an array");
     }
-    if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) {
-      return this.bad(path, "must be an object");
-    }
+    if (!isObject(v)) return this.bad(path, "must be an object");
     const out: Record<string, JsonValue> = {};
     /** Fields the body gives as null: not set, but named (for a derived update_mask). */
     const nulls: string[] = [];
@@ -213,7 +211,7 @@ class Walker {
         return items.every((r) => r.ok) ? { ok: true, value: items.map((r) => (r as { value: JsonValue }).value) } : { ok: false };
       }
       case "map": {
-        if (v === null || typeof v !== "object" || Array.isArray(v) || v instanceof NumberLiteral) return this.bad(path, "must be an object");
+        if (!isObject(v)) return this.bad(path, "must be an object");
         const out: Record<string, JsonValue> = {};
         let ok = true;
         for (const [key, item] of Object.entries(v)) {
@@ -239,10 +237,7 @@ export function checkJson(desc: DescMessage, body: unknown): { json: Record<stri
   return { json: r.ok ? (r.value as Record<string, JsonValue>) : {}, violations: w.violations, deferred: w.deferred };
 }
 
-/**
- * One JSON request message from its bytes: parseJsonBody, then checkJson. The field violations
- * are returned, for the caller to add its own (REST: path and query).
- */
+/** One JSON request message from its bytes: parseJsonBody, then checkJson (violations returned, for REST to add its own). */
 export function readJsonMessage(desc: DescMessage, bytes: Uint8Array): ReturnType<typeof checkJson> {
   return checkJson(desc, parseJsonBody(bytes));
 }

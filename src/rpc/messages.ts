@@ -77,11 +77,7 @@ function withProblems(req: UniversalServerRequest, problems: DeferredProblems) {
   return contextValues;
 }
 
-/**
- * `check` for a message compressed with `encoding`, decompressed (at most `maxBytes`): binary is
- * handed on compressed as sent, rewritten JSON as `rewrite` makes it. One too large decompressed,
- * or in an encoding the server lacks, is handed on as it is, for Connect to refuse.
- */
+/** `check` of a message compressed with `encoding` (see above); rewritten JSON goes on as `rewrite` makes it. */
 function compressedCheck(check: Check, encoding: string, maxBytes: number, rewrite: (plain: Uint8Array) => Uint8Array): Check {
   return (bytes, index) => {
     const plain = decompressed(bytes, encoding, maxBytes);
@@ -202,11 +198,9 @@ function connectErrorResponse(err: ConnectError, jsonOptions: Partial<JsonWriteO
 }
 
 /**
- * A Connect GET (see above): answered with the call's refusal if the server made one; else its
- * query-string message read as Connect will read it (`base64`, `compression`, `encoding`) and
- * checked like a POST's. Binary goes on as sent; JSON as the reader's JSON, uncompressed. What
- * Connect refuses in its own words (a method without GET, an unknown encoding or compression, a
- * message too large) goes on unchecked.
+ * A Connect GET (see above): its query-string message read as Connect will read it (`base64`,
+ * `compression`, `encoding`); JSON goes on as the reader's, uncompressed. What Connect refuses in
+ * its own words (a method without GET, an unknown encoding or compression, a message too large) goes on unchecked.
  */
 function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, maxBytes: number, jsonOptions: Partial<JsonWriteOptions> | undefined): Promise<UniversalServerResponse> {
   const trace = req.contextValues?.get(traceKey);
@@ -227,14 +221,12 @@ function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, maxB
       throw malformedRequest("the request's `message` parameter is not valid base64 (base64=1)", "MALFORMED_BASE64");
     }
     const compression = query.get("compression");
-    if (compression !== null && compression !== "identity") {
-      const plain = decompressed(bytes, compression, maxBytes);
-      if (plain === undefined || plain === "too large") return handler(req);
-      bytes = plain;
-    }
     const problems = encoding === "json" ? new DeferredProblems() : undefined;
-    const checked = checkOf(handler.method.input, problems)(bytes, 0);
-    if (!problems) return handler(req);
+    let check = checkOf(handler.method.input, problems);
+    if (compression !== null && compression !== "identity") check = compressedCheck(check, compression, maxBytes, (b) => b);
+    // The bytes themselves back: binary, or a message left unchecked (too large, an unknown compression).
+    const checked = check(bytes, 0);
+    if (!problems || checked === bytes) return handler(req);
     query.set("message", new TextDecoder().decode(checked));
     query.delete("base64");
     query.delete("compression");
@@ -245,10 +237,7 @@ function checkedGet(handler: UniversalHandler, req: UniversalServerRequest, maxB
   }
 }
 
-/**
- * The handler, with its request messages checked as they reach it (see above). `jsonOptions`:
- * the router's, for the error JSON of a GET answered here.
- */
+/** The handler, with its request messages checked as they reach it; `jsonOptions`: the router's, for a GET's error answered here. */
 export function checkedHandler(handler: UniversalHandler, maxBytes: number, jsonOptions?: Partial<JsonWriteOptions>): UniversalHandler {
   const desc = handler.method.input;
   const binary = checkOf(desc);
