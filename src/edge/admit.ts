@@ -2,8 +2,7 @@
  * The admit chain: what every API request (Connect, gRPC, gRPC-Web, REST) passes before its
  * handler reads its body, in this order:
  *
- * 0. connection caps, at the listener (listener.ts): connections at once, the preface, header,
- *    request and idle timeouts;
+ * 0. connection caps, at the listener (listener.ts);
  * 1. a slot (`slot`): one of the server's requests in flight (limits.ts Admission; full: 503 /
  *    unavailable at once), or for a key-less reflection stream one of its own few, cut after a
  *    short while; liveness, readiness, metrics and the no-op take none;
@@ -53,11 +52,7 @@ export interface AdmitParts {
   admission: Admission;
   /** Key-less gRPC reflection streams: their own count and lifetime (limits.ts KeylessStreams). */
   keylessStreams?: KeylessStreams | undefined;
-  /**
-   * The caller of `method` with this `x-api-key` header value and its key (cached verification;
-   * undefined for the services that need no key); throws for a missing, unknown, revoked or
-   * misplaced key. Called before any of the body is read.
-   */
+  /** The caller of `method` with this `x-api-key` value and its key (undefined: a service that needs none); throws for a key refused. */
   authenticate: (method: DescMethod, key: string | undefined) => Authenticated | undefined | Promise<Authenticated | undefined>;
   /** Per-key token buckets (this server's, or shared through Redis), and the server's default limits (an environment may override them). */
   rateLimiter?: KeyLimiter | undefined;
@@ -77,54 +72,37 @@ export interface Admittee {
   wireLimit?: ((limit: number) => number) | undefined;
 }
 
-/** What the server decided from a call's key: its caller, the key's rate-limit headers, and the refusal when over the limit. */
-interface Admitted {
-  caller: Caller | undefined;
-  limitHeaders?: Record<string, string>;
-  limited?: ConnectError;
-}
-
-/** Ends a request's stream at once: an HTTP/2 stream is reset (the client sees CANCELLED), an HTTP/1.1 connection closed. */
-function cutStream(req: Req): void {
-  if ("stream" in req) req.stream.close(http2.constants.NGHTTP2_CANCEL);
-  else req.socket.destroy();
-}
-
 export function createAdmitChain(parts: AdmitParts) {
   const { admission, keylessStreams, authenticate, rateLimiter, rateLimits, log } = parts;
 
   /**
    * Step 1: the request's slot, given back once the answer is written (a client may send its next
-   * request at once) or the connection is gone, whichever comes first. Undefined: an exempt path,
-   * or a reflection stream (its own slot); false, with the refusal answered: the server is full.
+   * request at once) or the connection is gone. Undefined: an exempt path, or a reflection stream
+   * (its own slot, the stream cut when open too long); false, with the refusal answered: full.
    */
   const slot = (path: string, res: Res, req: Req, refuse: (err: ConnectError) => void): Ticket | undefined | false => {
-    if (keylessStreams && KEYLESS_STREAMS.has(path)) {
-      const leave = keylessStreams.enter(() => {
-        log.debug("reflection stream cut: open longer than REFLECTION_STREAM_TIMEOUT_MS", { request_id: traceOf(res)?.id });
-        cutStream(req);
-      });
-      if (!leave) {
-        refuse(overloaded("reflection streams"));
-        return false;
-      }
-      res.once("finish", leave);
-      res.once("close", leave);
-      return undefined;
-    }
-    if (EXEMPT.has(path)) return undefined;
-    const ticket = admission.enter();
-    if (!ticket) {
-      refuse(overloaded("requests"));
+    const keyless = keylessStreams !== undefined && KEYLESS_STREAMS.has(path);
+    if (!keyless && EXEMPT.has(path)) return undefined;
+    const ticket = keyless ? undefined : admission.enter();
+    const leave = keyless
+      ? keylessStreams.enter(() => {
+          log.debug("reflection stream cut: open longer than REFLECTION_STREAM_TIMEOUT_MS", { request_id: traceOf(res)?.id });
+          // An HTTP/2 stream is reset (the client sees CANCELLED), an HTTP/1.1 connection closed.
+          if ("stream" in req) req.stream.close(http2.constants.NGHTTP2_CANCEL);
+          else req.socket.destroy();
+        })
+      : ticket && (() => ticket.leave());
+    if (!leave) {
+      refuse(overloaded(keyless ? "reflection streams" : "requests"));
       return false;
     }
-    res.once("finish", () => ticket.leave());
-    res.once("close", () => ticket.leave());
+    res.once("finish", leave);
+    res.once("close", leave);
     return ticket;
   };
 
-  /** Steps 2 and 3: the caller from its key (looked up before any of the body is read), and the key's rate limit. */
-  const caller = async (a: Admittee): Promise<Admitted> => {
+  /** Steps 2 and 3: the caller from its key (before any of the body is read), then the key's rate limit; throws the refusal. */
+  const caller = async (a: Admittee): Promise<Caller | undefined> => {
     const key = a.req.headers[API_KEY_HEADER];
     let authed: Authenticated | undefined;
     try {
@@ -133,14 +111,17 @@ export function createAdmitChain(parts: AdmitParts) {
       // A database that cannot be reached while the key is looked up: unavailable, as in a call.
       throw err instanceof ConnectError ? err : publicError(err, log, a.path, a.trace.id);
     }
-    if (!authed) return { caller: undefined };
+    if (!authed) return undefined;
     a.trace.environmentId = authed.caller.environmentId;
-    if (!rateLimiter || !rateLimits) return { caller: authed.caller };
+    if (!rateLimiter || !rateLimits) return authed.caller;
     const cls = rateClass(a.method);
     const env = authed.found.environment;
     const verdict = await rateLimiter.take(authed.found.key.id, cls, effectiveLimits(rateLimits, { ingestRps: env.ingestRps ?? null, apiRps: env.apiRps ?? null })[cls]);
-    if (!verdict) return { caller: authed.caller };
-    return { caller: authed.caller, limitHeaders: rateLimitHeaders(verdict), limited: verdict.allowed ? undefined : rateLimited(cls, verdict) };
+    if (verdict) {
+      a.responder.headers(rateLimitHeaders(verdict));
+      if (!verdict.allowed) throw rateLimited(cls, verdict);
+    }
+    return authed.caller;
   };
 
   /** Step 4 and the handler: the body's bounds, then the call served with its body read within them. */
@@ -175,11 +156,7 @@ export function createAdmitChain(parts: AdmitParts) {
     if (ticket === false) return;
     caller(a)
       .then(
-        ({ caller: who, limitHeaders, limited }) => {
-          if (limitHeaders) a.responder.headers(limitHeaders);
-          if (limited) return a.responder.refuse(limited);
-          return serve(a, ticket, who);
-        },
+        (who) => serve(a, ticket, who),
         (err: ConnectError) => a.responder.refuse(err),
       )
       .catch((err) => {
