@@ -1,10 +1,8 @@
 /**
- * One port for everything: a TCP listener looks at the first bytes of each connection and hands
- * HTTP/2 (the cleartext preface, as gRPC clients send) to an h2c server and everything else to an
- * HTTP/1.1 server; with TLS, ALPN picks instead. Both servers run the same request handler
- * (handler.ts). Here are the connection caps (connections at once, the preface, header, request
- * and idle timeouts), the lingering close of a connection whose request body was left unread, and
- * the shutdown's drain.
+ * One port for everything: the first bytes of each connection hand HTTP/2 (the cleartext preface,
+ * as gRPC clients send) to an h2c server and everything else to an HTTP/1.1 server (with TLS, ALPN
+ * picks); both run the same handler (handler.ts). Here too: the connection caps, the lingering
+ * close, the shutdown's drain.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
@@ -36,7 +34,7 @@ export interface TlsPair {
 }
 
 /** After the drain's deadline, how long work told to stop has to write its answer before the connections are closed. */
-export const SHUTDOWN_ANSWER_MS = 1_000;
+const SHUTDOWN_ANSWER_MS = 1_000;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -63,24 +61,16 @@ export function lingeringClose(socket: Socket): void {
 }
 
 /**
- * How often the HTTP/1.1 server looks for requests past their header or request timeout (Node
- * checks only periodically): a quarter of the shorter timeout, at most once a second, so a
- * timeout fires at most that much late.
- */
-function checkingInterval(limits: ConnectionLimits): number {
-  return Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)));
-}
-
-/**
- * The HTTP/1.1 server: headersTimeout and requestTimeout answer 408 and close (checked every
- * connectionsCheckingInterval); keepAliveTimeout closes a connection idle between requests;
- * timeout one that moves no bytes mid-request, unless a response is under way (a long request, a
- * test clock advanced over years of cycles, keeps its socket while its handler works; a body
- * that stops arriving is bounded by requestTimeout).
+ * The HTTP/1.1 server: headersTimeout and requestTimeout answer 408 and close; keepAliveTimeout
+ * closes a connection idle between requests; timeout one that moves no bytes mid-request, unless
+ * a response is under way (a long request keeps its socket while its handler works; a body that
+ * stops arriving is bounded by requestTimeout).
  */
 function http1Server(limits: ConnectionLimits, handler: (req: Req, res: Res) => void): http.Server {
+  // Node looks for requests past their timeouts only periodically: a quarter of the shorter one, at most once a second.
+  const checkingInterval = Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)));
   const h1 = http.createServer(
-    { headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.idleTimeoutMs, connectionsCheckingInterval: checkingInterval(limits) },
+    { headersTimeout: limits.headersTimeoutMs, requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.idleTimeoutMs, connectionsCheckingInterval: checkingInterval },
     handler,
   );
   h1.timeout = limits.idleTimeoutMs;
@@ -154,12 +144,9 @@ function sniff(socket: Socket, limits: ConnectionLimits, h1: http.Server, h2: ht
 }
 
 /**
- * Serves `handler` on one port for HTTP/1.1 and h2c, bounded by `limits`: a connection that does
- * not finish its first bytes (the HTTP/2 preface) in time, an HTTP/1.1 request whose headers or
- * whole request arrive too slowly, and a connection that moves no bytes for the idle timeout are
- * closed and their sockets destroyed. On `host` (undefined: every interface). With `secure`, TLS
- * instead of cleartext: ALPN picks HTTP/2 (h2) or HTTP/1.1 in place of the sniffer, and the
- * handshake must finish within the preface timeout.
+ * Serves `handler` on one port for HTTP/1.1 and h2c (with `secure`, TLS: ALPN picks, and the
+ * handshake must finish within the preface timeout), bounded by `limits`; on `host` (undefined:
+ * every interface).
  */
 export function listen(handler: (req: Req, res: Res) => void, port: number, limits: ConnectionLimits, host?: string, secure?: TlsPair): Promise<Listener> {
   let inflight = 0;
