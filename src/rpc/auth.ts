@@ -91,18 +91,18 @@ export function authenticateKey(verifier: KeyVerifier, service: DescService, met
     throw toConnectError(new UnauthenticatedError("API_KEY_MISSING", "missing API key: send it in the X-API-Key header"));
   }
   const hit = verifier.cached(trimmed);
-  if (hit) return allowed(hit, service, method);
+  if (hit) return allowed(hit, method);
   return verifier.verify(trimmed).then((found) => {
     if (!found) {
       throw toConnectError(new UnauthenticatedError("API_KEY_INVALID", "the API key is not valid or has been revoked"));
     }
-    return allowed({ caller: callerOf(found), found }, service, method);
+    return allowed({ caller: callerOf(found), found }, method);
   });
 }
 
 /** `authenticated`, unless its key is publishable and `method` is not one such a key may call (throws). */
-function allowed(authenticated: Authenticated, service: DescService, method: DescMethod): Authenticated {
-  if (authenticated.found.key.kind === "publishable" && !PUBLISHABLE.has(`${service.typeName}/${method.name}`)) {
+function allowed(authenticated: Authenticated, method: DescMethod): Authenticated {
+  if (authenticated.found.key.kind === "publishable" && !publishableMay(method)) {
     throw toConnectError(new PermissionDeniedError("PUBLISHABLE_KEY_NOT_ALLOWED", "a publishable key can only read billing state; use a secret key for this call"));
   }
   return authenticated;

@@ -44,12 +44,7 @@ function codeOf(err: BillingError): Code {
 
 export function toConnectError(err: BillingError): ConnectError {
   const details: { desc: DescMessage; value: MessageInitShape<DescMessage> }[] = [{ desc: ErrorInfoSchema, value: { reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata } }];
-  if (err instanceof InvalidArgumentError) {
-    details.push({
-      desc: BadRequestSchema,
-      value: { fieldViolations: err.violations.map((v) => ({ field: v.field, description: v.description })) },
-    });
-  }
+  if (err instanceof InvalidArgumentError) details.push({ desc: BadRequestSchema, value: { fieldViolations: err.violations } });
   return new ConnectError(err.message, codeOf(err), undefined, details);
 }
 
@@ -59,8 +54,8 @@ function withReason(err: ConnectError): ConnectError {
   return new ConnectError(err.rawMessage, err.code, err.metadata, [{ desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: "MALFORMED_REQUEST", domain: ERROR_DOMAIN }) }]);
 }
 
-function withInfo(message: string, code: Code, reason: string): ConnectError {
-  return new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }]);
+function withInfo(message: string, code: Code, reason: string, metadata?: Record<string, string>): ConnectError {
+  return new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata } }]);
 }
 
 /**
@@ -119,23 +114,16 @@ const published = new WeakSet<ConnectError>();
  * of the service carries one. Never a 500 / internal: the request is at fault, not the server.
  */
 export function malformedRequest(message: string, reason: string, metadata?: Record<string, string>): ConnectError {
-  return new ConnectError(message, Code.InvalidArgument, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata } }]);
+  return withInfo(message, Code.InvalidArgument, reason, metadata);
 }
 
 function toPublic(err: unknown, log: Logger, rpc: string, requestId: string | undefined): ConnectError {
   if (err instanceof BillingErrorClass) return toConnectError(err);
-  if (err instanceof ConnectError) {
-    if (err.code === Code.Internal || err.code === Code.Unknown) {
-      const db = databaseError(err.cause ?? err, log, rpc, requestId);
-      if (db) return db;
-      log.error("rpc failed", { rpc, request_id: requestId, err: err.cause ?? err });
-      return new ConnectError("internal error", Code.Internal);
-    }
-    return withReason(err);
-  }
-  const db = databaseError(err, log, rpc, requestId);
+  if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) return withReason(err);
+  const cause = err instanceof ConnectError ? (err.cause ?? err) : err;
+  const db = databaseError(cause, log, rpc, requestId);
   if (db) return db;
-  log.error("rpc failed", { rpc, request_id: requestId, err });
+  log.error("rpc failed", { rpc, request_id: requestId, err: cause });
   return new ConnectError("internal error", Code.Internal);
 }
 

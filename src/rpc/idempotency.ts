@@ -1,27 +1,22 @@
 /**
- * Idempotent writes on every protocol (DESIGN §12): the interceptor every unary mutating call
- * goes through, after the key check (auth.ts) and inside the error interceptor (errors.ts), on
- * each call path (connect-node, the lean gRPC path, the REST bridge: invoke.ts).
+ * Idempotent writes on every protocol (DESIGN §12): the interceptor every unary mutating call goes
+ * through, after the key check (auth.ts) and inside the error interceptor (errors.ts), on each call
+ * path (connect-node, the lean gRPC path, the REST bridge: invoke.ts).
  *
- * With an `Idempotency-Key` header (gRPC metadata `idempotency-key`), the call claims the key for
- * its environment (db/stores/idempotency-store.ts) before it runs; its transactions mark the key
- * changed as they commit (db/change-scope.ts); its outcome, success or a 4xx error, is stored when
- * it ends. A repeat with the same method and request message gets that outcome again, with
- * `Idempotent-Replayed: true`, and changes nothing. A 5xx, `unavailable` or `aborted` outcome is
- * not stored: the key is let go and the retry runs, unless the call had committed a change (a
- * statement that timed out after its commit went through): then the retry is told the outcome
- * was lost, never run twice.
+ * An `Idempotency-Key` header claims the key for its environment (db/stores/idempotency-store.ts);
+ * the call's transactions mark it changed as they commit (db/change-scope.ts); a success or 4xx
+ * outcome is stored, and a repeat of the same method and request gets it again, marked
+ * `Idempotent-Replayed: true`. A 5xx, `unavailable` or `aborted` outcome lets the key go, unless a
+ * change was committed: then the retry is told the outcome was lost, never run twice.
  *
- * The fingerprint is the SHA-256 of the method and the request message's protobuf bytes, so a
- * call and its retry compare alike whichever protocol each came in on; the replay is the stored
- * output message, written by the retry's protocol as the first call's was by its own. On the
- * server's call paths (context.ts replaySeamKey) a replay goes on to the method, where the stored
- * answer stands in for the implementation (`replaying`): the answer and its `Idempotent-Replayed`
- * header are then the call's own, with the protocol's headers and trailers (connect-node gives an
- * interceptor that answers by itself no way to keep them).
+ * The fingerprint hashes the method and the request's protobuf bytes, so a retry matches whichever
+ * protocol it comes in on. On the server's call paths (context.ts replaySeamKey) a replay goes on to
+ * the method, where `replaying` puts the stored answer in place of the implementation, so that it
+ * has the protocol's own headers and trailers (an interceptor that answers by itself cannot keep them
+ * in connect-node).
  */
 import { createHash } from "node:crypto";
-import { type DescMethod, type Message, create, fromBinary, isMessage, toBinary } from "@bufbuild/protobuf";
+import { type DescMethod, type Message, create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Interceptor, type ServiceImplSpec, createContextKey } from "@connectrpc/connect";
 import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem } from "../billing/idempotency.js";
@@ -47,7 +42,7 @@ const NOT_STORED = new Set([Code.Unavailable, Code.Aborted, Code.Internal, Code.
 function errorOutcome(err: ConnectError): IdempotencyOutcome {
   const details = err.details.map((d) =>
     "desc" in d
-      ? { type: d.desc.typeName, value: Buffer.from(toBinary(d.desc, isMessage(d.value, d.desc) ? d.value : create(d.desc, d.value as never))).toString("base64") }
+      ? { type: d.desc.typeName, value: Buffer.from(toBinary(d.desc, create(d.desc, d.value as never))).toString("base64") }
       : { type: d.type, value: Buffer.from(d.value).toString("base64") },
   );
   return { ok: false, code: err.code, message: err.rawMessage, details };

@@ -1,5 +1,5 @@
 /** Registers every service on one router: the single list of what the server serves. */
-import type { DescFile, DescMethod, DescService } from "@bufbuild/protobuf";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { type ConnectRouter, type ServiceImpl, type ServiceImplSpec, createServiceImplSpec } from "@connectrpc/connect";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import type { PricingMetricService as Metrics } from "../billing/catalog/metrics.js";
@@ -17,39 +17,36 @@ import type { CustomerPortal } from "../billing/subscriptions/portal.js";
 import type { Subscriptions } from "../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import type { TimelineService as Timelines } from "../billing/subscriptions/timelines.js";
-import { SubscriptionTimelineService, file_billing_v1_subscription_timeline_service } from "../gen/billing/v1/subscription_timeline_service_pb.js";
-import { CustomerAccessService, file_billing_v1_customer_access_service } from "../gen/billing/v1/customer_access_service_pb.js";
-import { CustomerPortalService, file_billing_v1_customer_portal_service } from "../gen/billing/v1/customer_portal_service_pb.js";
-import { CheckoutService, file_billing_v1_checkout_service } from "../gen/billing/v1/checkout_service_pb.js";
-import { InvoiceService, file_billing_v1_invoice_service } from "../gen/billing/v1/invoice_service_pb.js";
-import { SubscriptionService, file_billing_v1_subscription_service } from "../gen/billing/v1/subscription_service_pb.js";
-import { TestClockService, file_billing_v1_test_clock_service } from "../gen/billing/v1/test_clock_service_pb.js";
-import { UsageEventService, file_billing_v1_usage_event_service } from "../gen/billing/v1/usage_event_service_pb.js";
-import { HealthService, file_billing_v1_health_service } from "../gen/billing/v1/health_service_pb.js";
-import { PricingMetricService, file_billing_v1_pricing_metric_service } from "../gen/billing/v1/pricing_metric_service_pb.js";
-import { RateCardService, file_billing_v1_rate_card_service } from "../gen/billing/v1/rate_card_service_pb.js";
-import { RateCatalogService, file_billing_v1_rate_catalog_service } from "../gen/billing/v1/rate_catalog_service_pb.js";
-import { SubjectService, file_billing_v1_subject_service } from "../gen/billing/v1/subject_service_pb.js";
-import { EventService, file_billing_v1_event_service } from "../gen/billing/v1/event_service_pb.js";
-import { WebhookEndpointService, file_billing_v1_webhook_endpoint_service } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
-import { CreditService, file_billing_v1_credit_service } from "../gen/billing/v1/credit_service_pb.js";
-import { CreditNoteService, file_billing_v1_credit_note_service } from "../gen/billing/v1/credit_note_service_pb.js";
-import { TaxRateService, file_billing_v1_tax_rate_service } from "../gen/billing/v1/tax_rate_service_pb.js";
-import { CouponService, file_billing_v1_coupon_service } from "../gen/billing/v1/coupon_service_pb.js";
-import { PaymentSettingsService, file_billing_v1_payment_settings_service } from "../gen/billing/v1/payment_settings_service_pb.js";
-import { ServerReflection, file_grpc_reflection_v1_reflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { ServerReflection as ServerReflectionV1alpha, file_grpc_reflection_v1alpha_reflection } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
-import { Health, file_grpc_health_v1_health } from "../gen/grpc/health/v1/health_pb.js";
+import { SubscriptionTimelineService } from "../gen/billing/v1/subscription_timeline_service_pb.js";
+import { CustomerAccessService } from "../gen/billing/v1/customer_access_service_pb.js";
+import { CustomerPortalService } from "../gen/billing/v1/customer_portal_service_pb.js";
+import { CheckoutService } from "../gen/billing/v1/checkout_service_pb.js";
+import { InvoiceService } from "../gen/billing/v1/invoice_service_pb.js";
+import { SubscriptionService } from "../gen/billing/v1/subscription_service_pb.js";
+import { TestClockService } from "../gen/billing/v1/test_clock_service_pb.js";
+import { UsageEventService } from "../gen/billing/v1/usage_event_service_pb.js";
+import { HealthService } from "../gen/billing/v1/health_service_pb.js";
+import { PricingMetricService } from "../gen/billing/v1/pricing_metric_service_pb.js";
+import { RateCardService } from "../gen/billing/v1/rate_card_service_pb.js";
+import { RateCatalogService } from "../gen/billing/v1/rate_catalog_service_pb.js";
+import { SubjectService } from "../gen/billing/v1/subject_service_pb.js";
+import { EventService } from "../gen/billing/v1/event_service_pb.js";
+import { WebhookEndpointService } from "../gen/billing/v1/webhook_endpoint_service_pb.js";
+import { CreditService } from "../gen/billing/v1/credit_service_pb.js";
+import { CreditNoteService } from "../gen/billing/v1/credit_note_service_pb.js";
+import { TaxRateService } from "../gen/billing/v1/tax_rate_service_pb.js";
+import { CouponService } from "../gen/billing/v1/coupon_service_pb.js";
+import { PaymentSettingsService } from "../gen/billing/v1/payment_settings_service_pb.js";
+import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection as ServerReflectionV1alpha } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { Health as GrpcHealth } from "../gen/grpc/health/v1/health_pb.js";
 import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { file_google_rpc_status } from "../gen/google/rpc/status_pb.js";
 import { nullsEncoder } from "./json-out.js";
 import { reflectionServices } from "./reflection.js";
 import { type HealthOptions, grpcHealthService } from "./services/grpc-health.js";
 import { pricingMetricService, rateCardService, rateCatalogService } from "./services/catalog-services.js";
-import { invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
-import { customerAccessService } from "./services/customer-access-service.js";
-import { healthService } from "./services/health-service.js";
-import { checkoutService, customerPortalService } from "./services/portal-services.js";
+import { checkoutService, customerAccessService, customerPortalService, invoiceService, subscriptionService, testClockService } from "./services/billing-services.js";
 import { eventService, webhookEndpointService } from "./services/event-services.js";
 import { subjectService } from "./services/subject-service.js";
 import { creditService } from "./services/credit-services.js";
@@ -91,79 +88,54 @@ export interface Services {
   paymentSettings: PaymentSettings;
 }
 
-/** The contract files whose services are served (reflection reads these). */
-export const servedFiles: DescFile[] = [
-  file_billing_v1_subject_service,
-  file_billing_v1_pricing_metric_service,
-  file_billing_v1_rate_card_service,
-  file_billing_v1_rate_catalog_service,
-  file_billing_v1_usage_event_service,
-  file_billing_v1_subscription_service,
-  file_billing_v1_subscription_timeline_service,
-  file_billing_v1_invoice_service,
-  file_billing_v1_customer_access_service,
-  file_billing_v1_customer_portal_service,
-  file_billing_v1_checkout_service,
-  file_billing_v1_test_clock_service,
-  file_billing_v1_health_service,
-  file_billing_v1_webhook_endpoint_service,
-  file_billing_v1_event_service,
-  file_billing_v1_credit_service,
-  file_billing_v1_credit_note_service,
-  file_billing_v1_tax_rate_service,
-  file_billing_v1_coupon_service,
-  file_billing_v1_payment_settings_service,
-  file_grpc_health_v1_health,
-  file_grpc_reflection_v1_reflection,
-  file_grpc_reflection_v1alpha_reflection,
+type Health = Omit<HealthOptions, "services">;
+
+/** A service with the making of its implementation, checked against the service's methods; none: not served. */
+type Entry = { service: DescService; make: (s: Services, health?: Health) => object | undefined };
+const entry = <T extends DescService>(service: T, make: (s: Services, health?: Health) => ServiceImpl<T> | undefined): Entry => ({ service, make });
+
+/** Every served service, in the order reflection lists them and REST routes them. */
+const served: Entry[] = [
+  entry(SubjectService, (s) => subjectService(s.subjects)),
+  entry(PricingMetricService, (s) => pricingMetricService(s.metrics, s.summaries)),
+  entry(RateCardService, (s) => rateCardService(s.cards)),
+  entry(RateCatalogService, (s) => rateCatalogService(s.catalogs)),
+  entry(UsageEventService, (s) => usageEventService(s.ingest)),
+  entry(SubscriptionService, (s) => subscriptionService(s.subscriptions, s.changes, s.pauses, (i) => s.invoices.hostedInvoiceUrl(i))),
+  entry(SubscriptionTimelineService, (s) => subscriptionTimelineService(s.timelines)),
+  entry(InvoiceService, (s) => invoiceService(s.invoices, s.invoiceSettings)),
+  entry(CustomerAccessService, (s) => customerAccessService(s.billingStates)),
+  entry(CustomerPortalService, (s) => customerPortalService(s.portal)),
+  entry(CheckoutService, (s) => checkoutService(s.subscriptions)),
+  entry(TestClockService, (s) => testClockService(s.clocks)),
+  entry(HealthService, () => ({ ping: () => ({ ok: true }) })),
+  entry(WebhookEndpointService, (s) => webhookEndpointService(s.webhookEndpoints)),
+  entry(EventService, (s, health) => eventService(s.events, health?.stopped)),
+  entry(CreditService, (s) => creditService(s.credits)),
+  entry(CreditNoteService, (s) => creditNoteService(s.creditNotes)),
+  entry(TaxRateService, (s) => taxRateService(s.taxRates)),
+  entry(CouponService, (s) => couponService(s.coupons)),
+  entry(PaymentSettingsService, (s) => paymentSettingsService(s.paymentSettings)),
+  // Served when `health` is given.
+  entry(GrpcHealth, (_, health) => health && grpcHealthService({ ...health, services: served.map((e) => e.service.typeName) })),
+  entry(ServerReflection, () => reflection.v1),
+  entry(ServerReflectionV1alpha, () => reflection.v1alpha),
 ];
 
-/** Files of types the server sends but serves no service of: the error details (reflection resolves them). */
-export const typeFiles: DescFile[] = [file_google_rpc_status, file_google_rpc_error_details];
+const servedServices: DescService[] = served.map((e) => e.service);
 
-/** Every served service's full name (what grpc.health.v1 knows besides ""). */
-export const servedServiceNames: string[] = servedFiles.flatMap((f) => f.services.map((s) => s.typeName));
+// Reflection also resolves the error details' files, whose types the server sends without serving them.
+const reflection = reflectionServices(servedServices, [file_google_rpc_status, file_google_rpc_error_details]);
 
-/** The services whose google.api.http annotations become REST routes: the contract's own (billing.v1), in servedFiles' order. */
-export const restServices: DescService[] = servedFiles.flatMap((f) => f.services).filter((s) => s.typeName.startsWith("billing.v1."));
+/** The services whose google.api.http annotations become REST routes: the contract's own (billing.v1). */
+export const restServices: DescService[] = servedServices.filter((s) => s.typeName.startsWith("billing.v1."));
 
-/** A service with its implementation, checked against the service's methods. */
-const spec = <T extends DescService>(service: T, impl: ServiceImpl<T>): ServiceImplSpec => createServiceImplSpec(service, impl as never);
-
-/**
- * Every served service with its implementation: the one list both the router and the REST bridge
- * use. grpc.health.v1 is served when `health` is given.
- */
-export function implementations(services: Services, health?: Omit<HealthOptions, "services">): ServiceImplSpec[] {
-  const reflection = reflectionServices(servedFiles, typeFiles);
-  return [
-    spec(HealthService, healthService()),
-    spec(SubjectService, subjectService(services.subjects)),
-    spec(PricingMetricService, pricingMetricService(services.metrics, services.summaries)),
-    spec(UsageEventService, usageEventService(services.ingest)),
-    spec(
-      SubscriptionService,
-      subscriptionService(services.subscriptions, services.changes, services.pauses, (i) => services.invoices.hostedInvoiceUrl(i)),
-    ),
-    spec(SubscriptionTimelineService, subscriptionTimelineService(services.timelines)),
-    spec(InvoiceService, invoiceService(services.invoices, services.invoiceSettings)),
-    spec(CustomerAccessService, customerAccessService(services.billingStates)),
-    spec(CustomerPortalService, customerPortalService(services.portal)),
-    spec(CheckoutService, checkoutService(services.subscriptions)),
-    spec(TestClockService, testClockService(services.clocks)),
-    spec(RateCardService, rateCardService(services.cards)),
-    spec(RateCatalogService, rateCatalogService(services.catalogs)),
-    spec(WebhookEndpointService, webhookEndpointService(services.webhookEndpoints)),
-    spec(EventService, eventService(services.events, health?.stopped)),
-    spec(CreditService, creditService(services.credits)),
-    spec(CreditNoteService, creditNoteService(services.creditNotes)),
-    spec(TaxRateService, taxRateService(services.taxRates)),
-    spec(CouponService, couponService(services.coupons)),
-    spec(PaymentSettingsService, paymentSettingsService(services.paymentSettings)),
-    spec(ServerReflection, reflection.v1),
-    spec(ServerReflectionV1alpha, reflection.v1alpha),
-    ...(health ? [spec(Health, grpcHealthService({ ...health, services: servedServiceNames }))] : []),
-  ];
+/** Every served service with its implementation: the one list both the router and the REST bridge use. */
+export function implementations(services: Services, health?: Health): ServiceImplSpec[] {
+  return served.flatMap((e) => {
+    const impl = e.make(services, health);
+    return impl ? [createServiceImplSpec(e.service, impl as never)] : [];
+  });
 }
 
 /**

@@ -14,13 +14,13 @@ import {
   UsageBasedRateSchema,
 } from "../../gen/billing/v1/rate_card_pb.js";
 import { type CatalogRate as CatalogRatePb, CatalogRateSchema, type RateCatalog as RateCatalogPb, RateCatalogSchema } from "../../gen/billing/v1/rate_catalog_pb.js";
-import { ts } from "./common.js";
+import { toPb } from "./common.js";
 
 // ---- out ----
 
 const amountPb = (m: Money) => ({ currencyCode: m.currency, value: m.value });
 
-export function priceToPb(p: Price): PricePb {
+function priceToPb(p: Price): PricePb {
   switch (p.kind) {
     case "flat":
       return create(PriceSchema, { priceType: "flat", amount: amountPb(p.amount) });
@@ -37,68 +37,39 @@ export function priceToPb(p: Price): PricePb {
   }
 }
 
-export function fixedRateToPb(r: FixedRate): FixedRatePb {
-  return create(FixedRateSchema, { id: r.id, code: r.code, name: r.name, description: r.description ?? undefined, price: priceToPb(r.price) });
+function fixedRateToPb(r: FixedRate): FixedRatePb {
+  return toPb(FixedRateSchema, { ...r, price: priceToPb(r.price) });
 }
 
-export function usageRateToPb(r: UsageRate): UsageBasedRatePb {
-  const base = {
-    id: r.id,
-    code: r.code,
-    name: r.name,
-    description: r.description ?? undefined,
-    pricingMetricId: r.pricingMetricId,
+function usageRateToPb(r: UsageRate): UsageBasedRatePb {
+  return toPb(UsageBasedRateSchema, {
+    ...r,
     includedUnits: Number(r.includedUnits),
     usageBasedRateType: r.type,
-    minimumAmount: r.minimumAmount ? amountPb(r.minimumAmount) : undefined,
-    maximumAmount: r.maximumAmount ? amountPb(r.maximumAmount) : undefined,
-  };
-  if (r.type === "simple") return create(UsageBasedRateSchema, { ...base, price: priceToPb(r.price) });
-  return create(UsageBasedRateSchema, {
-    ...base,
-    dimensions: r.dimensions.map((d) => ({ key: d.key, values: d.values, description: d.description ?? undefined })),
-    pricingMatrix: { cells: r.cells.map((c) => ({ dimensionCoordinates: c.coordinates, price: priceToPb(c.price) })) },
+    price: r.type === "simple" ? priceToPb(r.price) : undefined,
+    pricingMatrix: r.type === "simple" ? undefined : { cells: r.cells.map((c) => ({ dimensionCoordinates: c.coordinates, price: priceToPb(c.price) })) },
+    minimumAmount: r.minimumAmount && amountPb(r.minimumAmount),
+    maximumAmount: r.maximumAmount && amountPb(r.maximumAmount),
   });
 }
 
 export function rateCardToPb(c: RateCard): RateCardPb {
-  return create(RateCardSchema, {
-    id: c.id,
-    billingInterval: c.billingInterval,
-    name: c.name,
-    description: c.description ?? undefined,
-    createdAt: ts(c.createdAt),
-    updatedAt: ts(c.updatedAt),
-    metadata: c.metadata,
-    rateCatalogId: c.rateCatalogId ?? undefined,
-    fixedRates: c.fixedRates.map(fixedRateToPb),
-    usageBasedRates: c.usageRates.map(usageRateToPb),
-    archived: c.archivedAt !== null,
-    archivedAt: c.archivedAt ? ts(c.archivedAt) : undefined,
-    defaultTaxRateIds: c.defaultTaxRateIds ?? [],
-  });
+  return toPb(RateCardSchema, { ...c, fixedRates: c.fixedRates.map(fixedRateToPb), usageBasedRates: c.usageRates.map(usageRateToPb), archived: c.archivedAt !== null });
 }
 
 export function metricToPb(m: PricingMetric): PricingMetricPb {
-  return create(PricingMetricSchema, {
-    id: m.id,
-    eventName: m.eventName,
-    name: m.name,
-    unit: m.unit,
-    dimensions: m.dimensions,
-    aggregation: { aggregationType: m.aggregation.type, valueField: m.aggregation.valueField ?? undefined },
-    archived: m.archivedAt !== null,
-    archivedAt: m.archivedAt ? ts(m.archivedAt) : undefined,
-  });
+  return toPb(PricingMetricSchema, { ...m, aggregation: { aggregationType: m.aggregation.type, valueField: m.aggregation.valueField }, archived: m.archivedAt !== null });
 }
 
-export function catalogToPb(c: RateCatalog): RateCatalogPb {
-  return create(RateCatalogSchema, { id: c.id, name: c.name, description: c.description, rateCount: c.rateCount });
-}
+export const catalogToPb = (c: RateCatalog): RateCatalogPb => toPb(RateCatalogSchema, c);
 
 export function catalogRateToPb(r: CatalogRate): CatalogRatePb {
-  const base = { id: r.id, interval: r.interval, rateCatalogId: r.catalogId, type: r.type };
-  return r.type === "fixed" ? create(CatalogRateSchema, { ...base, fixed: fixedRateToPb(r.rate) }) : create(CatalogRateSchema, { ...base, usageBased: usageRateToPb(r.rate) });
+  return toPb(CatalogRateSchema, {
+    ...r,
+    rateCatalogId: r.catalogId,
+    fixed: r.type === "fixed" ? fixedRateToPb(r.rate) : undefined,
+    usageBased: r.type === "fixed" ? undefined : usageRateToPb(r.rate),
+  });
 }
 
 // ---- in ----

@@ -1,9 +1,37 @@
 /** Wire ⇄ domain helpers shared by every converter. */
-import type { Message } from "@bufbuild/protobuf";
+import { type DescMessage, type Message, type MessageInitShape, type MessageShape, create, toJson } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { restJson, stringifyRest } from "../json-out.js";
 
-export function ts(date: Date): Timestamp {
-  return timestampFromDate(date);
+export const ts = timestampFromDate;
+
+/** A billing.v1.Amount: a currency and an exact decimal string. */
+export const amount = (currencyCode: string, value: string) => ({ currencyCode, value });
+
+/**
+ * A message from a domain object whose fields have the message's names (fields that differ are
+ * spread over it). create() reads only the message's own fields and leaves null ones unset, as it
+ * does undefined ones, so domain-only fields are ignored (one that must not go out, as a secret, is
+ * overridden with undefined); Dates at the top level become Timestamps, nested ones must be given.
+ */
+export function toPb<D extends DescMessage>(schema: D, domain: object): MessageShape<D> {
+  const init: Record<string, unknown> = {};
+  for (const f of schema.fields) {
+    const v = (domain as Record<string, unknown>)[f.localName];
+    init[f.localName] = v instanceof Date ? timestampFromDate(v) : v;
+  }
+  return create(schema, init as MessageInitShape<D>);
+}
+
+/** A domain page as a list response: its items converted, under the response's `field`, and whether more follow. */
+export function pageOf<K extends string, T, R>(page: { items: T[]; hasMore: boolean }, field: K, convert: (item: T) => R): { hasMore: boolean } & Record<K, R[]> {
+  return { hasMore: page.hasMore, [field]: page.items.map((item) => convert(item)) } as { hasMore: boolean } & Record<K, R[]>;
+}
+
+/** A message's JSON text as the REST API writes it: an event's data is its resource as a GET returns it. */
+export function restJsonText<D extends DescMessage>(schema: D, msg: MessageShape<D>): string {
+  const out = restJson(schema, toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as never);
+  return stringifyRest(out.json, out.rawNumbers);
 }
 
 /** Seconds a Date can hold (±8.64e12 s); beyond them no Date is made. */

@@ -1,5 +1,5 @@
 /** Wire ⇄ domain for credits (DESIGN §14): grants, ledger entries, settings, and their events. */
-import { create, toJson } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import type { SettingsInput } from "../../billing/credits/grants.js";
 import type { AmountInput, CreateGrantInput } from "../../billing/credits/validation.js";
 import type { CreditGrant, CreditSettings, LedgerEntry } from "../../billing/credits/types.js";
@@ -14,51 +14,24 @@ import {
   CreditSettingsSchema,
 } from "../../gen/billing/v1/credit_pb.js";
 import type { CreateCreditGrantRequest, UpdateCreditSettingsRequest } from "../../gen/billing/v1/credit_service_pb.js";
-import { restJson, stringifyRest } from "../json-out.js";
 import { callbacksOf } from "./billing.js";
-import { instantOf, ts } from "./common.js";
-
-const money = (currencyCode: string, value: string) => ({ currencyCode, value });
+import { amount, instantOf, restJsonText, toPb } from "./common.js";
 
 export function grantToPb(g: CreditGrant): CreditGrantPb {
-  return create(CreditGrantSchema, {
-    id: g.id,
-    subjectId: g.subjectId,
-    amount: money(g.currency, g.amount),
-    remainingAmount: money(g.currency, g.remaining),
-    category: g.category,
-    priority: g.priority,
-    effectiveAt: ts(g.effectiveAt),
-    expiresAt: g.expiresAt ? ts(g.expiresAt) : undefined,
-    appliesToRateCodes: g.appliesToRateCodes,
-    metadata: g.metadata,
-    status: g.status,
-    invoiceId: g.invoiceId ?? undefined,
-    createdAt: ts(g.createdAt),
-    voidedAt: g.voidedAt ? ts(g.voidedAt) : undefined,
-    expiredAt: g.expiredAt ? ts(g.expiredAt) : undefined,
-  });
+  return toPb(CreditGrantSchema, { ...g, amount: amount(g.currency, g.amount), remainingAmount: amount(g.currency, g.remaining) });
 }
 
 export function ledgerEntryToPb(e: LedgerEntry): CreditLedgerEntryPb {
-  return create(CreditLedgerEntrySchema, {
-    id: e.id,
-    subjectId: e.subjectId,
-    creditGrantId: e.grantId,
-    entryType: e.type,
-    amount: money(e.currency, e.amount),
-    invoiceId: e.invoiceId ?? undefined,
-    description: e.description,
-    createdAt: ts(e.createdAt),
-  });
+  return toPb(CreditLedgerEntrySchema, { ...e, creditGrantId: e.grantId, entryType: e.type, amount: amount(e.currency, e.amount) });
 }
 
 export function settingsToPb(s: CreditSettings): CreditSettingsPb {
+  const money = (value: string) => amount(s.currency, value);
   return create(CreditSettingsSchema, {
     subjectId: s.subjectId,
     currencyCode: s.currency,
-    lowBalanceThreshold: s.lowBalanceThreshold === null ? undefined : money(s.currency, s.lowBalanceThreshold),
-    autoTopUp: s.autoTopUp ? { threshold: money(s.currency, s.autoTopUp.threshold), amount: money(s.currency, s.autoTopUp.amount), priority: s.autoTopUp.priority } : undefined,
+    lowBalanceThreshold: s.lowBalanceThreshold === null ? undefined : money(s.lowBalanceThreshold),
+    autoTopUp: s.autoTopUp ? { threshold: money(s.autoTopUp.threshold), amount: money(s.autoTopUp.amount), priority: s.autoTopUp.priority } : undefined,
   });
 }
 
@@ -88,11 +61,7 @@ export function settingsInput(req: UpdateCreditSettingsRequest): SettingsInput {
 }
 
 /** A grant as its events carry it: the JSON of GET /credit-grants/{id}. */
-export function grantEventJson(g: CreditGrant): string {
-  const json = toJson(CreditGrantSchema, grantToPb(g), { useProtoFieldName: true, alwaysEmitImplicit: true });
-  const out = restJson(CreditGrantSchema, json as never);
-  return stringifyRest(out.json, out.rawNumbers);
-}
+export const grantEventJson = (g: CreditGrant): string => restJsonText(CreditGrantSchema, grantToPb(g));
 
 /** `credit.balance_low` / `credit.depleted`: the subject's credit in one currency. */
 export function creditAlertJson(a: CreditAlertPayload): string {

@@ -1,26 +1,12 @@
-import { create } from "@bufbuild/protobuf";
 import { Violations, invalid } from "../../billing/errors.js";
 import type { Subject } from "../../billing/subject-types.js";
 import type { CreateSubjectInput, UpdateSubjectInput } from "../../billing/subjects.js";
 import { type Subject as SubjectPb, SubjectSchema } from "../../gen/billing/v1/subject_pb.js";
 import type { CreateSubjectRequest, UpdateSubjectRequest } from "../../gen/billing/v1/subject_service_pb.js";
-import { billingDetailsToPb } from "./billing.js";
-import { carriesRetired, retired, ts } from "./common.js";
+import { carriesRetired, retired, toPb } from "./common.js";
 import { billingDetailsInput } from "./taxes.js";
 
-export function subjectToPb(s: Subject): SubjectPb {
-  return create(SubjectSchema, {
-    id: s.id,
-    createdAt: ts(s.createdAt),
-    email: s.email ?? undefined,
-    externalId: s.externalId ?? undefined,
-    metadata: s.metadata,
-    name: s.name ?? undefined,
-    testClockId: s.testClockId ?? undefined,
-    hasPaymentMethod: s.hasPaymentMethod,
-    billingDetails: s.billingDetails ? billingDetailsToPb(s.billingDetails) : undefined,
-  });
-}
+export const subjectToPb = (s: Subject): SubjectPb => toPb(SubjectSchema, s);
 
 export function createSubjectInput(req: CreateSubjectRequest): CreateSubjectInput {
   return {

@@ -1,42 +1,13 @@
 /** Taxes, billing details and invoice settings: proto ⇄ domain (DESIGN §15). */
-import { create } from "@bufbuild/protobuf";
 import type { AddressInput, BillingDetailsInput, SellerInput } from "../../billing/taxes/details.js";
-import type { CreateTaxRateInput } from "../../billing/taxes/rates.js";
 import type { InvoiceSettings, UpdateInvoiceSettingsInput } from "../../billing/taxes/settings.js";
 import type { TaxRate } from "../../billing/taxes/types.js";
 import type { Address, BillingDetails, SellerDetails } from "../../gen/billing/v1/billing_details_pb.js";
 import { type InvoiceSettings as InvoiceSettingsPb, InvoiceSettingsSchema, type UpdateInvoiceSettingsRequest } from "../../gen/billing/v1/invoice_service_pb.js";
 import { type TaxRate as TaxRatePb, TaxRateSchema } from "../../gen/billing/v1/tax_rate_pb.js";
-import type { CreateTaxRateRequest } from "../../gen/billing/v1/tax_rate_service_pb.js";
-import { sellerToPb } from "./billing.js";
-import { ts } from "./common.js";
+import { toPb } from "./common.js";
 
-export function taxRateToPb(r: TaxRate): TaxRatePb {
-  return create(TaxRateSchema, {
-    id: r.id,
-    displayName: r.displayName,
-    percentage: r.percentage,
-    inclusive: r.inclusive,
-    country: r.country ?? undefined,
-    region: r.region ?? undefined,
-    description: r.description ?? undefined,
-    archived: r.archived,
-    createdAt: ts(r.createdAt),
-    metadata: r.metadata,
-  });
-}
-
-export function createTaxRateInput(req: CreateTaxRateRequest): CreateTaxRateInput {
-  return {
-    displayName: req.displayName,
-    percentage: req.percentage,
-    inclusive: req.inclusive,
-    country: req.country,
-    region: req.region,
-    description: req.description,
-    metadata: req.metadata,
-  };
-}
+export const taxRateToPb = (r: TaxRate): TaxRatePb => toPb(TaxRateSchema, r);
 
 function addressInput(a: Address): AddressInput {
   return { line1: a.line1, line2: a.line2, city: a.city, postalCode: a.postalCode, state: a.state, country: a.country };
@@ -58,11 +29,7 @@ function sellerInput(s: SellerDetails): SellerInput {
 }
 
 export function invoiceSettingsToPb(s: InvoiceSettings): InvoiceSettingsPb {
-  return create(InvoiceSettingsSchema, {
-    numberPrefix: s.numberPrefix,
-    nextInvoiceSequence: BigInt(s.nextInvoiceSequence),
-    seller: s.seller ? sellerToPb(s.seller) : undefined,
-  });
+  return toPb(InvoiceSettingsSchema, { ...s, nextInvoiceSequence: BigInt(s.nextInvoiceSequence) });
 }
 
 export function updateInvoiceSettingsInput(req: UpdateInvoiceSettingsRequest): UpdateInvoiceSettingsInput {

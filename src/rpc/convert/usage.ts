@@ -1,6 +1,6 @@
 /** Metering wire ⇄ domain. */
 import { type Message, create } from "@bufbuild/protobuf";
-import { NullValue, ValueSchema } from "@bufbuild/protobuf/wkt";
+import { NullValue, ValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { type BillingError, InvalidArgumentError } from "../../billing/errors.js";
 import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { Summary, SummaryInput } from "../../billing/metering/usage.js";
@@ -8,7 +8,6 @@ import { type PricingMetricSummary, PricingMetricSummarySchema } from "../../gen
 import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pricing_metric_service_pb.js";
 import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb, UsageEventInputSchema } from "../../gen/billing/v1/usage_event_pb.js";
 import { type CreateUsageEventRequest, CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../gen/billing/v1/usage_event_service_pb.js";
-import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { parseInstant } from "../../billing/time.js";
 import { codeName } from "../errors.js";
 import { wellFormed } from "../json-parse.js";
@@ -72,13 +71,17 @@ export function summaryToPb(s: Summary): PricingMetricSummary {
 
 const isText = (v: unknown): v is string => typeof v === "string" && wellFormed(v);
 
-interface PlainEvent {
-  idempotencyKey: string;
-  subjectId: string;
-  eventName: string;
-  data: Record<string, string>;
-  timestamp?: ReturnType<typeof create<typeof TimestampSchema>>;
-}
+type PlainEvent = Pick<UsageEventInputPb, "idempotencyKey" | "subjectId" | "eventName" | "data" | "timestamp">;
+
+/** The text fields, by each of their JSON names. */
+const TEXT_FIELDS = new Map<string, "idempotencyKey" | "subjectId" | "eventName">([
+  ["idempotency_key", "idempotencyKey"],
+  ["idempotencyKey", "idempotencyKey"],
+  ["subject_id", "subjectId"],
+  ["subjectId", "subjectId"],
+  ["event_name", "eventName"],
+  ["eventName", "eventName"],
+]);
 
 /**
  * One event of a parsed JSON body when it is plainly valid: an object of only the message's own
@@ -92,43 +95,25 @@ function plainEvent(v: unknown): PlainEvent | undefined {
   const e: PlainEvent = { idempotencyKey: "", subjectId: "", eventName: "", data: {} };
   for (const key in v) {
     const x = (v as Record<string, unknown>)[key];
-    switch (key) {
-      case "idempotency_key":
-      case "idempotencyKey":
-        if (!isText(x)) return undefined;
-        e.idempotencyKey = x;
-        break;
-      case "subject_id":
-      case "subjectId":
-        if (!isText(x)) return undefined;
-        e.subjectId = x;
-        break;
-      case "event_name":
-      case "eventName":
-        if (!isText(x)) return undefined;
-        e.eventName = x;
-        break;
-      case "data": {
-        if (x === null || typeof x !== "object" || Array.isArray(x)) return undefined;
-        const data: Record<string, string> = {};
-        for (const k in x) {
-          const value = (x as Record<string, unknown>)[k];
-          if (k === "__proto__" || !isText(k) || !isText(value)) return undefined;
-          data[k] = value;
-        }
-        e.data = data;
-        break;
+    const text = TEXT_FIELDS.get(key);
+    if (text !== undefined) {
+      if (!isText(x)) return undefined;
+      e[text] = x;
+    } else if (key === "data") {
+      if (x === null || typeof x !== "object" || Array.isArray(x)) return undefined;
+      const data: Record<string, string> = {};
+      for (const k in x) {
+        const value = (x as Record<string, unknown>)[k];
+        if (k === "__proto__" || !isText(k) || !isText(value)) return undefined;
+        data[k] = value;
       }
-      case "timestamp": {
-        if (typeof x !== "string") return undefined;
-        const p = parseInstant(x);
-        if (!p.ok) return undefined;
-        const seconds = Math.floor(p.ms / 1000);
-        e.timestamp = create(TimestampSchema, { seconds: BigInt(seconds), nanos: (p.ms - seconds * 1000) * 1_000_000 });
-        break;
-      }
-      default:
-        return undefined;
+      e.data = data;
+    } else if (key === "timestamp" && typeof x === "string") {
+      const p = parseInstant(x);
+      if (!p.ok) return undefined;
+      e.timestamp = timestampFromMs(p.ms);
+    } else {
+      return undefined;
     }
   }
   return e;

@@ -1,5 +1,5 @@
-/** Connect implementations of subscriptions, invoices, customer access and test clocks. */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+/** Connect implementations of subscriptions, invoices, customer access, the customer portal, checkout (0.1.5 SDK) and test clocks. */
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { SubscriptionChanges } from "../../billing/subscriptions/changes.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
@@ -8,10 +8,15 @@ import type { Subscriptions } from "../../billing/subscriptions/subscribe.js";
 import type { TestClocks } from "../../billing/subscriptions/test-clocks.js";
 import type { InvoiceService } from "../../gen/billing/v1/invoice_service_pb.js";
 import type { SubscriptionService } from "../../gen/billing/v1/subscription_service_pb.js";
+import type { BillingStates } from "../../billing/subscriptions/billing-state.js";
+import type { CustomerPortal } from "../../billing/subscriptions/portal.js";
+import type { CheckoutService } from "../../gen/billing/v1/checkout_service_pb.js";
+import type { CustomerAccessService } from "../../gen/billing/v1/customer_access_service_pb.js";
+import type { CustomerPortalService } from "../../gen/billing/v1/customer_portal_service_pb.js";
 import type { TestClockService } from "../../gen/billing/v1/test_clock_service_pb.js";
 import { callerOf } from "../context.js";
 import { callbacksOf, clockToPb, invoiceToPb, subscriptionToPb } from "../convert/billing.js";
-import { instantOf } from "../convert/common.js";
+import { instantOf, pageOf, ts } from "../convert/common.js";
 import type { InvoiceSettingsService } from "../../billing/taxes/settings.js";
 import { invoiceSettingsToPb, updateInvoiceSettingsInput } from "../convert/taxes.js";
 
@@ -41,8 +46,7 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
       return { subscription: subscriptionToPb(await subs.get(callerOf(ctx), req.subscriptionId)) };
     },
     async listSubscriptions(req, ctx) {
-      const page = await subs.list(callerOf(ctx), { subjectId: req.subjectId, rateCardId: req.rateCardId }, req.limit, req.offset);
-      return { hasMore: page.hasMore, subscriptions: page.items.map(subscriptionToPb) };
+      return pageOf(await subs.list(callerOf(ctx), { subjectId: req.subjectId, rateCardId: req.rateCardId }, req.limit, req.offset), "subscriptions", subscriptionToPb);
     },
     async cancelSubscription(req, ctx) {
       const s = await changes.cancel(callerOf(ctx), req.subscriptionId, { atEndOfCycle: req.cancelAtEndOfCycle, reason: req.reason });
@@ -81,20 +85,11 @@ export function subscriptionService(subs: Subscriptions, changes: SubscriptionCh
   };
 }
 
-export function invoiceService(subs: Invoices, settings?: InvoiceSettingsService): ServiceImpl<typeof InvoiceService> {
+export function invoiceService(subs: Invoices, settings: InvoiceSettingsService): ServiceImpl<typeof InvoiceService> {
   const pb = (i: Parameters<typeof subs.hostedInvoiceUrl>[0]) => invoiceToPb(i, subs.hostedInvoiceUrl(i));
   return {
     async listInvoices(req, ctx) {
-      const page = await subs.list(callerOf(ctx), {
-        subjectId: req.subjectId,
-        status: req.status,
-        createdFrom: instantOf(req.createdFrom),
-        createdTo: instantOf(req.createdTo),
-        number: req.number,
-        limit: req.limit,
-        offset: req.offset,
-      });
-      return { hasMore: page.hasMore, invoices: page.items.map(pb) };
+      return pageOf(await subs.list(callerOf(ctx), { ...req, createdFrom: instantOf(req.createdFrom), createdTo: instantOf(req.createdTo) }), "invoices", pb);
     },
     async getInvoice(req, ctx) {
       return { invoice: pb(await subs.invoice(callerOf(ctx), req.invoiceId)) };
@@ -109,11 +104,9 @@ export function invoiceService(subs: Invoices, settings?: InvoiceSettingsService
       return { invoice: pb(await subs.setInvoiceStatus(callerOf(ctx), req.invoiceId, "uncollectible")) };
     },
     async getInvoiceSettings(_req, ctx) {
-      if (!settings) throw new ConnectError("invoice settings are not served", Code.Unimplemented);
       return { invoiceSettings: invoiceSettingsToPb(await settings.get(callerOf(ctx))) };
     },
     async updateInvoiceSettings(req, ctx) {
-      if (!settings) throw new ConnectError("invoice settings are not served", Code.Unimplemented);
       return { invoiceSettings: invoiceSettingsToPb(await settings.update(callerOf(ctx), updateInvoiceSettingsInput(req))) };
     },
   };
@@ -129,6 +122,43 @@ export function testClockService(subs: TestClocks): ServiceImpl<typeof TestClock
     },
     async advanceTestClock(req, ctx) {
       return { testClock: clockToPb(await subs.advanceClock(callerOf(ctx), req.testClockId, instantOf(req.frozenTime))) };
+    },
+  };
+}
+
+export function customerAccessService(subs: BillingStates): ServiceImpl<typeof CustomerAccessService> {
+  return {
+    async getBillingState(req, ctx) {
+      const s = await subs.billingState(callerOf(ctx), req.subjectId);
+      return {
+        billingState: {
+          hasActiveSubscription: s.hasActiveSubscription,
+          hasOverageForUsage: s.hasOverage,
+          activeSubscriptions: s.active,
+          pausedSubscriptions: s.paused,
+          usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
+          creditBalance: s.creditBalance,
+          availableCredit: s.availableCredit,
+        },
+      };
+    },
+  };
+}
+
+export function customerPortalService(portal: CustomerPortal): ServiceImpl<typeof CustomerPortalService> {
+  return {
+    async createCustomerPortalSession(req, ctx) {
+      const { session, url } = await portal.createSession(callerOf(ctx), { subjectId: req.subjectId, returnUrl: req.returnUrl });
+      return { session: { url, subjectId: session.subjectId, expiresAt: ts(session.expiresAt) } };
+    },
+  };
+}
+
+export function checkoutService(subs: Subscriptions): ServiceImpl<typeof CheckoutService> {
+  return {
+    async createCheckout(req, ctx) {
+      const { session, url } = await subs.checkout(callerOf(ctx), { rateCardId: req.rateCardId, subjectId: req.subjectId, callbacks: callbacksOf(req.checkoutCallbackUrls) });
+      return { checkoutSession: { id: session.id, url, amount: { currencyCode: session.currency, value: session.amountDue } } };
     },
   };
 }

@@ -7,6 +7,7 @@ import type { PricingMetricService } from "../../gen/billing/v1/pricing_metric_s
 import type { RateCardService } from "../../gen/billing/v1/rate_card_service_pb.js";
 import type { RateCatalogService } from "../../gen/billing/v1/rate_catalog_service_pb.js";
 import type { SummaryService as Summaries } from "../../billing/metering/usage.js";
+import { pageOf } from "../convert/common.js";
 import { callerOf } from "../context.js";
 import { summaryInput, summaryToPb } from "../convert/usage.js";
 import { catalogRateToPb, catalogToPb, metricToPb, pricingMetricInput, rateCardToPb, ratesInput } from "../convert/catalog.js";
@@ -24,8 +25,7 @@ export function pricingMetricService(metrics: Metrics, summaries: Summaries): Se
       return { pricingMetric: metricToPb(await metrics.get(callerOf(ctx), req.pricingMetricId)) };
     },
     async listPricingMetrics(req, ctx) {
-      const page = await metrics.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived });
-      return { hasMore: page.hasMore, pricingMetrics: page.items.map(metricToPb) };
+      return pageOf(await metrics.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived }), "pricingMetrics", metricToPb);
     },
     async archivePricingMetric(req, ctx) {
       return { pricingMetric: metricToPb(await metrics.archive(callerOf(ctx), req.pricingMetricId)) };
@@ -51,8 +51,7 @@ export function rateCardService(cards: Cards): ServiceImpl<typeof RateCardServic
       return { rateCard: rateCardToPb(await cards.get(callerOf(ctx), req.rateCardId)) };
     },
     async listRateCards(req, ctx) {
-      const page = await cards.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived });
-      return { hasMore: page.hasMore, rateCards: page.items.map(rateCardToPb) };
+      return pageOf(await cards.list(callerOf(ctx), req.limit, req.offset, { archived: req.archived }), "rateCards", rateCardToPb);
     },
     async archiveRateCard(req, ctx) {
       return { rateCard: rateCardToPb(await cards.archive(callerOf(ctx), req.rateCardId)) };
@@ -72,16 +71,14 @@ export function rateCatalogService(catalogs: Catalogs): ServiceImpl<typeof RateC
       return { rateCatalog: catalogToPb(await catalogs.get(callerOf(ctx), req.rateCatalogId)) };
     },
     async listRateCatalogs(req, ctx) {
-      const page = await catalogs.list(callerOf(ctx), req.limit, req.offset);
-      return { hasMore: page.hasMore, rateCatalogs: page.items.map(catalogToPb) };
+      return pageOf(await catalogs.list(callerOf(ctx), req.limit, req.offset), "rateCatalogs", catalogToPb);
     },
     async addRates(req, ctx) {
       const catalog = await catalogs.addRates(callerOf(ctx), req.rateCatalogId, { billingInterval: req.billingInterval, ...ratesInput(req) });
       return { rateCatalog: catalogToPb(catalog) };
     },
     async listCatalogRates(req, ctx) {
-      const page = await catalogs.listRates(callerOf(ctx), req.rateCatalogId, req.limit, req.offset);
-      return { hasMore: page.hasMore, rates: page.items.map(catalogRateToPb) };
+      return pageOf(await catalogs.listRates(callerOf(ctx), req.rateCatalogId, req.limit, req.offset), "rates", catalogRateToPb);
     },
   };
 }

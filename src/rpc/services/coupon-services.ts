@@ -2,6 +2,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Coupons } from "../../billing/coupons/coupons.js";
 import type { CouponService } from "../../gen/billing/v1/coupon_service_pb.js";
+import { pageOf } from "../convert/common.js";
 import { callerOf } from "../context.js";
 import { couponToPb, createCouponInput, discountToPb } from "../convert/coupons.js";
 
@@ -14,9 +15,9 @@ export function couponService(coupons: Coupons): ServiceImpl<typeof CouponServic
       return { coupon: couponToPb(await coupons.get(callerOf(ctx), req.couponId), coupons.now()) };
     },
     async listCoupons(req, ctx) {
-      const page = await coupons.list(callerOf(ctx), { limit: req.limit, offset: req.offset, archived: req.archived });
+      const page = await coupons.list(callerOf(ctx), req);
       const now = coupons.now();
-      return { hasMore: page.hasMore, coupons: page.items.map((c) => couponToPb(c, now)) };
+      return pageOf(page, "coupons", (c) => couponToPb(c, now));
     },
     async archiveCoupon(req, ctx) {
       return { coupon: couponToPb(await coupons.archive(callerOf(ctx), req.couponId), coupons.now()) };
@@ -28,10 +29,9 @@ export function couponService(coupons: Coupons): ServiceImpl<typeof CouponServic
       return { discount: discountToPb(await coupons.addToSubject(callerOf(ctx), req.subjectId, req.couponId), coupons.now()) };
     },
     async listDiscounts(req, ctx) {
-      const input = { subscriptionId: req.subscriptionId, subjectId: req.subjectId, limit: req.limit, offset: req.offset };
-      const page = await coupons.listDiscounts(callerOf(ctx), input);
+      const page = await coupons.listDiscounts(callerOf(ctx), req);
       const now = coupons.now();
-      return { hasMore: page.hasMore, discounts: page.items.map((v) => discountToPb(v, now)) };
+      return pageOf(page, "discounts", (v) => discountToPb(v, now));
     },
     async removeDiscount(req, ctx) {
       return { discount: discountToPb(await coupons.remove(callerOf(ctx), req.discountId), coupons.now()) };

@@ -2,6 +2,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { CreditNotes } from "../../billing/credit-notes/credit-notes.js";
 import type { CreditNoteService } from "../../gen/billing/v1/credit_note_service_pb.js";
+import { pageOf } from "../convert/common.js";
 import { callerOf } from "../context.js";
 import { createCreditNoteInput, creditNoteToPb, listCreditNotesInput } from "../convert/credit-notes.js";
 
@@ -16,8 +17,7 @@ export function creditNoteService(notes: CreditNotes): ServiceImpl<typeof Credit
       return { creditNote: creditNoteToPb(n, notes.pdfUrl(n)) };
     },
     async listCreditNotes(req, ctx) {
-      const page = await notes.list(callerOf(ctx), listCreditNotesInput(req));
-      return { hasMore: page.hasMore, creditNotes: page.items.map((n) => creditNoteToPb(n, notes.pdfUrl(n))) };
+      return pageOf(await notes.list(callerOf(ctx), listCreditNotesInput(req)), "creditNotes", (n) => creditNoteToPb(n, notes.pdfUrl(n)));
     },
   };
 }

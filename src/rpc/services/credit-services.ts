@@ -2,6 +2,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Credits } from "../../billing/credits/grants.js";
 import type { CreditService } from "../../gen/billing/v1/credit_service_pb.js";
+import { pageOf } from "../convert/common.js";
 import { callerOf } from "../context.js";
 import { createGrantInput, grantToPb, ledgerEntryToPb, settingsInput, settingsToPb } from "../convert/credits.js";
 
@@ -15,15 +16,13 @@ export function creditService(credits: Credits): ServiceImpl<typeof CreditServic
       return { creditGrant: grantToPb(await credits.get(callerOf(ctx), req.creditGrantId)) };
     },
     async listCreditGrants(req, ctx) {
-      const page = await credits.list(callerOf(ctx), { limit: req.limit, offset: req.offset, subjectId: req.subjectId, status: req.status });
-      return { hasMore: page.hasMore, creditGrants: page.items.map(grantToPb) };
+      return pageOf(await credits.list(callerOf(ctx), req), "creditGrants", grantToPb);
     },
     async voidCreditGrant(req, ctx) {
       return { creditGrant: grantToPb(await credits.void(callerOf(ctx), req.creditGrantId)) };
     },
     async listCreditLedger(req, ctx) {
-      const page = await credits.ledger(callerOf(ctx), req.subjectId, { limit: req.limit, offset: req.offset, currency: req.currencyCode });
-      return { hasMore: page.hasMore, entries: page.items.map(ledgerEntryToPb) };
+      return pageOf(await credits.ledger(callerOf(ctx), req.subjectId, { limit: req.limit, offset: req.offset, currency: req.currencyCode }), "entries", ledgerEntryToPb);
     },
     async getCreditSettings(req, ctx) {
       return { creditSettings: settingsToPb(await credits.settings(callerOf(ctx), req.subjectId, req.currencyCode)) };

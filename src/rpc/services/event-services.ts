@@ -1,12 +1,25 @@
+/** Connect implementations of webhook endpoints and the event feed. */
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { EndpointInput, WebhookEndpoints } from "../../billing/events/endpoints.js";
 import type { EventFeed } from "../../billing/events/feed.js";
+import type { StoredEvent } from "../../billing/events/types.js";
+import type { Delivery, DeliveryAttempt, WebhookEndpoint } from "../../billing/events/webhooks.js";
 import { invalid } from "../../billing/errors.js";
+import { EventSchema } from "../../gen/billing/v1/event_pb.js";
 import type { EventService } from "../../gen/billing/v1/event_service_pb.js";
+import { WebhookDeliveryAttemptSchema, WebhookDeliverySchema, WebhookEndpointSchema } from "../../gen/billing/v1/webhook_endpoint_pb.js";
 import type { UpdateWebhookEndpointRequest, WebhookEndpointService } from "../../gen/billing/v1/webhook_endpoint_service_pb.js";
 import { callerOf } from "../context.js";
-import { instantOf } from "../convert/common.js";
-import { attemptToPb, deliveryToPb, endpointToPb, eventToPb } from "../convert/events.js";
+import { instantOf, pageOf, toPb } from "../convert/common.js";
+
+/** `data` as a JSON object (a Struct), as webhook bodies carry it; the store keeps its JSON text. */
+const eventToPb = (e: StoredEvent, mode: string) => toPb(EventSchema, { ...e, mode, data: JSON.parse(e.data) as JsonObject });
+
+/** `withSecret`: only the answers of create and rotate carry the signing secret. */
+const endpointToPb = (e: WebhookEndpoint, withSecret = false) => toPb(WebhookEndpointSchema, { ...e, secret: withSecret ? e.secret : undefined });
+const deliveryToPb = (d: Delivery) => toPb(WebhookDeliverySchema, d);
+const attemptToPb = (a: DeliveryAttempt) => toPb(WebhookDeliveryAttemptSchema, a);
 
 const UPDATABLE = new Set(["url", "description", "event_types", "status"]);
 
@@ -38,8 +51,7 @@ export function webhookEndpointService(endpoints: WebhookEndpoints): ServiceImpl
       return { webhookEndpoint: endpointToPb(await endpoints.get(callerOf(ctx), req.endpointId)) };
     },
     async listWebhookEndpoints(req, ctx) {
-      const page = await endpoints.list(callerOf(ctx), req.limit, req.offset);
-      return { webhookEndpoints: page.items.map((e) => endpointToPb(e)), hasMore: page.hasMore };
+      return pageOf(await endpoints.list(callerOf(ctx), req.limit, req.offset), "webhookEndpoints", (e) => endpointToPb(e));
     },
     async updateWebhookEndpoint(req, ctx) {
       return { webhookEndpoint: endpointToPb(await endpoints.update(callerOf(ctx), req.endpointId, updateInput(req))) };
@@ -52,12 +64,10 @@ export function webhookEndpointService(endpoints: WebhookEndpoints): ServiceImpl
       return { webhookEndpoint: endpointToPb(await endpoints.rotateSecret(callerOf(ctx), req.endpointId), true) };
     },
     async listWebhookDeliveries(req, ctx) {
-      const page = await endpoints.deliveries(callerOf(ctx), req.endpointId, { status: req.status, eventId: req.eventId }, req.limit, req.offset);
-      return { deliveries: page.items.map(deliveryToPb), hasMore: page.hasMore };
+      return pageOf(await endpoints.deliveries(callerOf(ctx), req.endpointId, { status: req.status, eventId: req.eventId }, req.limit, req.offset), "deliveries", deliveryToPb);
     },
     async listWebhookDeliveryAttempts(req, ctx) {
-      const page = await endpoints.attempts(callerOf(ctx), req.endpointId, req.deliveryId, req.limit, req.offset);
-      return { attempts: page.items.map(attemptToPb), hasMore: page.hasMore };
+      return pageOf(await endpoints.attempts(callerOf(ctx), req.endpointId, req.deliveryId, req.limit, req.offset), "attempts", attemptToPb);
     },
     async replayWebhookEvents(req, ctx) {
       const failedSince = instantOf(req.failedSince);

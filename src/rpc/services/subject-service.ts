@@ -1,6 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SubjectService as Subjects } from "../../billing/subjects.js";
 import type { SubjectService } from "../../gen/billing/v1/subject_service_pb.js";
+import { pageOf } from "../convert/common.js";
 import { callerOf } from "../context.js";
 import { createSubjectInput, subjectToPb, updateSubjectInput } from "../convert/subject.js";
 
@@ -18,12 +19,10 @@ export function subjectService(subjects: Subjects): ServiceImpl<typeof SubjectSe
       return { subject: subjectToPb(subject) };
     },
     async listSubjects(req, ctx) {
-      const page = await subjects.list(callerOf(ctx), req.limit, req.offset);
-      return { hasMore: page.hasMore, subjects: page.items.map(subjectToPb) };
+      return pageOf(await subjects.list(callerOf(ctx), req.limit, req.offset), "subjects", subjectToPb);
     },
     async searchSubjects(req, ctx) {
-      const page = await subjects.search(callerOf(ctx), req.query, req.limit, req.offset);
-      return { hasMore: page.hasMore, subjects: page.items.map(subjectToPb) };
+      return pageOf(await subjects.search(callerOf(ctx), req.query, req.limit, req.offset), "subjects", subjectToPb);
     },
     async deleteSubject(req, ctx) {
       const subject = await subjects.delete(callerOf(ctx), req.subjectId);

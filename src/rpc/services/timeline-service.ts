@@ -7,23 +7,13 @@ import { type SubscriptionTimeline as TimelinePb, SubscriptionTimelineSchema, ty
 import type { SubscriptionTimelineService } from "../../gen/billing/v1/subscription_timeline_service_pb.js";
 import { callerOf } from "../context.js";
 import { callbacksOf } from "../convert/billing.js";
-import { instantOf, ts } from "../convert/common.js";
+import { instantOf, pageOf, toPb, ts } from "../convert/common.js";
 
-function timelineToPb(t: Timeline): TimelinePb {
-  return create(SubscriptionTimelineSchema, {
-    id: t.id,
-    subjectId: t.subjectId,
-    rateCardId: t.rateCardId,
-    subscriptionId: t.subscriptionId ?? undefined,
-    status: t.status,
-    createdAt: ts(t.createdAt),
-    updatedAt: ts(t.updatedAt),
-  });
-}
+const timelineToPb = (t: Timeline): TimelinePb => toPb(SubscriptionTimelineSchema, t);
 
 function itemToPb(i: TimelineItem): TimelineItemPb {
-  return create(TimelineItemSchema, {
-    id: i.id,
+  return toPb(TimelineItemSchema, {
+    ...i,
     subscriptionTimelineId: i.timelineId,
     period: {
       start: ts(i.start),
@@ -32,8 +22,7 @@ function itemToPb(i: TimelineItem): TimelineItemPb {
       inclusiveEnd: false,
     },
     subscriptionInput: { rateCardId: i.rateCardId, fixedRateQuantities: i.fixedRateQuantities, ratePriceMultipliers: i.rateMultipliers },
-    createdAt: ts(i.createdAt),
-    updatedAt: ts(i.createdAt),
+    updatedAt: i.createdAt,
   });
 }
 
@@ -46,8 +35,7 @@ export function subscriptionTimelineService(timelines: Timelines): ServiceImpl<t
       return { subscriptionTimeline: timelineToPb(await timelines.get(callerOf(ctx), req.subscriptionTimelineId)) };
     },
     async listSubscriptionTimelines(req, ctx) {
-      const page = await timelines.list(callerOf(ctx), req.limit, req.offset);
-      return { hasMore: page.hasMore, subscriptionTimelines: page.items.map(timelineToPb) };
+      return pageOf(await timelines.list(callerOf(ctx), req.limit, req.offset), "subscriptionTimelines", timelineToPb);
     },
     async createTimelineItems(req, ctx) {
       const items = await timelines.addItems(
@@ -67,8 +55,7 @@ export function subscriptionTimelineService(timelines: Timelines): ServiceImpl<t
       return { items: items.map(itemToPb) };
     },
     async listTimelineItems(req, ctx) {
-      const page = await timelines.items(callerOf(ctx), req.subscriptionTimelineId, req.limit, req.offset);
-      return { hasMore: page.hasMore, items: page.items.map(itemToPb) };
+      return pageOf(await timelines.items(callerOf(ctx), req.subscriptionTimelineId, req.limit, req.offset), "items", itemToPb);
     },
     async startSubscriptionTimeline(req, ctx) {
       const r = await timelines.start(callerOf(ctx), req.subscriptionTimelineId, {

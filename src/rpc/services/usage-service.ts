@@ -1,11 +1,8 @@
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { Outcome } from "../../billing/metering/events.js";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { Outcome, UsageEventInput } from "../../billing/metering/events.js";
 import type { IngestService } from "../../billing/metering/usage.js";
-import type { Caller } from "../../billing/tenancy.js";
-import type { UsageEventInput } from "../../billing/metering/events.js";
 import type { UsageEventInput as UsageEventInputPb } from "../../gen/billing/v1/usage_event_pb.js";
 import type { RejectedUsageEvent, UsageEventService } from "../../gen/billing/v1/usage_event_service_pb.js";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { callerOf, deferredProblem } from "../context.js";
 import { usageEventError, usageEventInput } from "../convert/usage.js";
 
@@ -30,16 +27,10 @@ function sizeOf(e: UsageEventInputPb): number {
   return n;
 }
 
-function counts(outcomes: Outcome[]) {
-  let accepted = 0;
-  let duplicate = 0;
-  let rejected = 0;
-  for (const o of outcomes) {
-    if (o.status === "accepted") accepted++;
-    else if (o.status === "duplicate") duplicate++;
-    else rejected++;
-  }
-  return { accepted, duplicate, rejected };
+/** The outcomes counted by status, into `totals` when given. */
+function counts(outcomes: Outcome[], totals = { accepted: 0, duplicate: 0, rejected: 0 }) {
+  for (const o of outcomes) totals[o.status]++;
+  return totals;
 }
 
 export function usageEventService(ingest: IngestService): ServiceImpl<typeof UsageEventService> {
@@ -65,13 +56,15 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
     },
 
     async streamUsageEvents(requests, ctx) {
-      const caller: Caller = callerOf(ctx);
+      const caller = callerOf(ctx);
       let received = 0;
-      const totals = { accepted: 0, duplicate: 0, rejected: 0 };
+      const totals = counts([]);
       const rejections: RejectedUsageEvent[] = [];
-      // The largest index listed, once the list is full (recomputed after a replacement).
-      let maxListed: number | undefined;
-      const listedMax = () => rejections.reduce((m, r) => Math.max(r.index, m), 0);
+      // Chunks finish out of order: the first STREAM_REJECTIONS_LISTED by position are kept, at most twice that held.
+      const keepFirst = () => {
+        rejections.sort((a, b) => (a.index < b.index ? -1 : 1));
+        rejections.length = Math.min(rejections.length, STREAM_REJECTIONS_LISTED);
+      };
       const inFlight: Promise<void>[] = [];
       // A failed chunk must not become an unhandled rejection while the stream is still read;
       // it is remembered and the call fails with it once reading stops.
@@ -91,24 +84,11 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
           .ingest(caller, events, (i) => `events[${base + i}].`)
           .then(
             (outcomes) => {
-              const c = counts(outcomes);
-              totals.accepted += c.accepted;
-              totals.duplicate += c.duplicate;
-              totals.rejected += c.rejected;
-              // Chunks finish out of order: keep the first STREAM_REJECTIONS_LISTED by position, never more.
+              counts(outcomes, totals);
               outcomes.forEach((o, i) => {
-                if (o.status !== "rejected") return;
-                const index = base + i;
-                if (rejections.length >= STREAM_REJECTIONS_LISTED) {
-                  if (index > (maxListed ??= listedMax())) return;
-                  rejections.splice(
-                    rejections.findIndex((r) => r.index === maxListed),
-                    1,
-                  );
-                  maxListed = undefined;
-                }
-                rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index, error: usageEventError(o.error) });
+                if (o.status === "rejected") rejections.push({ $typeName: "billing.v1.RejectedUsageEvent", index: base + i, error: usageEventError(o.error) });
               });
+              if (rejections.length > 2 * STREAM_REJECTIONS_LISTED) keepFirst();
             },
             (err) => {
               failure ??= err;
@@ -140,7 +120,7 @@ export function usageEventService(ingest: IngestService): ServiceImpl<typeof Usa
       if (failure === undefined) await submit();
       await Promise.all(inFlight);
       if (failure !== undefined) throw failure;
-      rejections.sort((a, b) => (a.index < b.index ? -1 : 1));
+      keepFirst();
       return {
         received,
         ...totals,
