@@ -12,7 +12,7 @@
  *   - HTTP/2 (node:http2, h2c, a 'stream' listener: no compatibility objects) a unary gRPC call →
  *     the body read to its end, then `respond()` with :status, content-type and x-request-id
  *     (waitForTrailers), `end()` with one envelope, `sendTrailers()` with grpc-status 0, exactly
- *     the calls the lean path's reply (src/edge/lean/reply.ts) makes for an answer.
+ *     the calls the lean path's reply (src/edge/lean/serve.ts) makes for an answer.
  * The load generator is h2load (bench/h2load.ts), as in bench:grpc: gRPC `-c BENCH_GRPC_CONNECTIONS
  * -m BENCH_GRPC_STREAMS`, HTTP/1.1 `--h1` over as many connections as gRPC has streams in flight;
  * phases HTTP/1.1, gRPC, HTTP/1.1, gRPC (so a drift of the machine shows), each BENCH_WARMUP_CALLS
