@@ -116,3 +116,53 @@ test("the advance lease: 60 s, or 12 scheduler intervals when shorter, at least 
   t.is(advanceLeaseMs(10), 1_000);
   t.is(advanceLeaseMs(3_600_000), 60_000);
 });
+
+/**
+ * Scheduler.runClockDue over a scripted run: each step is one runDue (how long it takes, how many
+ * cycles it closed) and then the earliest subscription still due ("" for none).
+ */
+async function runClockDue(steps: { ms: number; closed: number; next: string }[], waitMs: number): Promise<{ done: boolean; runs: number }> {
+  let i = 0;
+  const sub = (id: string) => ({ id, periodEnd: at("2026-05-01T00:00:00Z") });
+  const due = async () => (steps[Math.min(i, steps.length) - 1]?.next ? [sub(steps[i - 1]?.next as string)] : []);
+  const engine = { stores: { clocks: memoryClocks([]), subscriptions: { due } }, now: () => NOW } as unknown as BillingEngine;
+  const s = new (class extends Scheduler {
+    override async runDue(): Promise<number> {
+      const step = steps[Math.min(i, steps.length - 1)] as { ms: number; closed: number };
+      i++;
+      await new Promise((r) => setTimeout(r, step.ms));
+      return step.closed;
+    }
+  })(engine, undefined as never, undefined as never);
+  return { done: await s.runClockDue(NOW, "clk_1", undefined, waitMs), runs: i };
+}
+
+test("an advance's wait for held subscriptions counts from the last progress, not from its start", async (t) => {
+  // A long close (300 ms, past the 200 ms wait) leaves one subscription held; it is let go and closed next run.
+  t.deepEqual(
+    await runClockDue(
+      [
+        { ms: 300, closed: 40, next: "sub_held" },
+        { ms: 0, closed: 1, next: "" },
+      ],
+      200,
+    ),
+    { done: true, runs: 2 },
+  );
+  // Another runner (the scheduler's takeover) closes them meanwhile: this run closes none, yet the due ones move on.
+  t.deepEqual(
+    await runClockDue(
+      [
+        { ms: 300, closed: 0, next: "sub_a" },
+        { ms: 300, closed: 0, next: "sub_b" },
+        { ms: 0, closed: 0, next: "" },
+      ],
+      200,
+    ),
+    { done: true, runs: 3 },
+  );
+  // Held with no progress at all: given up after the wait, the clock left advancing for the scheduler.
+  const held = await runClockDue([{ ms: 0, closed: 0, next: "sub_held" }], 200);
+  t.false(held.done);
+  t.true(held.runs >= 2);
+});

@@ -141,12 +141,19 @@ export class Scheduler {
    * the next advance closes them). Set-aside subscriptions (their close failed) are not waited for.
    */
   async runClockDue(now: Date, clockId: string, stop?: AbortSignal, waitMs = HELD_WAIT_MS): Promise<boolean> {
-    const started = Date.now();
+    // The wait counts from the last progress (ours, or another runner's, such as the scheduler
+    // taking over a long advance whose lease ran out), not from the start: a long advance is not
+    // given up on because closing it took longer than waitMs.
+    let since = Date.now();
+    let seen = "";
     for (;;) {
-      await this.runDue(now, clockId, stop);
-      const left = await this.engine.stores.subscriptions.due(now, clockId, 1, false, this.engine.now());
-      if (left.length === 0) return true;
-      if (Date.now() - started >= waitMs || stop?.aborted) return false;
+      const closed = await this.runDue(now, clockId, stop);
+      const [next] = await this.engine.stores.subscriptions.due(now, clockId, 1, false, this.engine.now());
+      if (!next) return true;
+      const key = `${next.id}@${next.periodEnd.getTime()}`;
+      if (closed > 0 || key !== seen) since = Date.now();
+      seen = key;
+      if (Date.now() - since >= waitMs || stop?.aborted) return false;
       await new Promise((r) => setTimeout(r, HELD_RETRY_MS));
     }
   }
