@@ -196,7 +196,9 @@ for (const store of STORES) {
       returning.catch(() => undefined);
       const until = Date.now() + 60_000;
       for (;;) {
-        const [rows] = await lock.query("SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
+        // A locking read by unique key waits inside the optimizer (state "Statistics"), where
+        // INNODB_TRX may not list it as LOCK WAIT: the statement itself is looked for.
+        const [rows] = await lock.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%checkout_sessions%FOR UPDATE%'");
         if (Number((rows as { n: number }[])[0]?.n) > 0) {
           break;
         }
