@@ -1,29 +1,25 @@
 /**
  * Event resources as the REST API returns them (the same converters and JSON writer as a GET of
  * that resource): the encoder the outbox store is given (src/billing never imports the wire), so
- * each event freezes the resource as it was when the change committed. Checkouts and usage
- * thresholds have no GET of their own: their JSON is written here, in the same conventions
+ * each event freezes the resource as it was when the change committed. Checkouts, credit alerts and
+ * usage thresholds have no GET of their own: their JSON is written here, in the same conventions
  * (snake_case, every field present, `null` for absent values, RFC 3339 times, decimal strings).
  */
-import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { toJson } from "@bufbuild/protobuf";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import type { EventEncoder, EventResource } from "../billing/events/types.js";
+import { DiscountSchema } from "../gen/billing/v1/coupon_pb.js";
+import { CreditGrantSchema } from "../gen/billing/v1/credit_pb.js";
+import { CreditNoteSchema } from "../gen/billing/v1/credit_note_pb.js";
 import { InvoiceSchema } from "../gen/billing/v1/invoice_pb.js";
 import { SubjectSchema } from "../gen/billing/v1/subject_pb.js";
 import { SubscriptionSchema } from "../gen/billing/v1/subscription_pb.js";
-import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { invoiceToPb, subscriptionToPb } from "./convert/billing.js";
-import { ts } from "./convert/common.js";
-import { creditAlertJson, grantEventJson } from "./convert/credits.js";
-import { creditNoteEventJson } from "./convert/credit-notes.js";
-import { discountEventJson } from "./convert/coupons.js";
+import { restJsonText as rest, ts } from "./convert/common.js";
+import { discountToPb } from "./convert/coupons.js";
+import { creditNoteToPb } from "./convert/credit-notes.js";
+import { grantToPb } from "./convert/credits.js";
 import { subjectToPb } from "./convert/subject.js";
-import { restJson, stringifyRest } from "./json-out.js";
-
-function rest<D extends DescMessage>(desc: D, msg: MessageShape<D>): string {
-  const json = toJson(desc, msg, { useProtoFieldName: true, alwaysEmitImplicit: true });
-  const out = restJson(desc, json as never);
-  return stringifyRest(out.json, out.rawNumbers);
-}
 
 /** A time as the API writes it (protobuf-es Timestamp JSON: RFC 3339, UTC, fractions only when there are any). */
 const iso = (d: Date | null) => (d ? (toJson(TimestampSchema, ts(d)) as string) : null);
@@ -55,13 +51,22 @@ export function eventEncoder(publicBaseUrl: () => string): EventEncoder {
         });
       }
       case "credit_grant":
-        return grantEventJson(r.grant);
-      case "credit_alert":
-        return creditAlertJson(r.alert);
+        return rest(CreditGrantSchema, grantToPb(r.grant));
+      case "credit_alert": {
+        // credit.balance_low / credit.depleted: the subject's credit in one currency.
+        const a = r.alert;
+        return JSON.stringify({
+          subject_id: a.subjectId,
+          currency_code: a.currency,
+          credit_balance: { currency_code: a.currency, value: a.balance },
+          available_credit: { currency_code: a.currency, value: a.available },
+          low_balance_threshold: a.threshold === null ? null : { currency_code: a.currency, value: a.threshold },
+        });
+      }
       case "credit_note":
-        return creditNoteEventJson(r.creditNote, `${publicBaseUrl()}/credit-notes/${r.creditNote.id}/pdf`);
+        return rest(CreditNoteSchema, creditNoteToPb(r.creditNote, `${publicBaseUrl()}/credit-notes/${r.creditNote.id}/pdf`));
       case "discount":
-        return discountEventJson({ discount: r.discount, coupon: r.coupon });
+        return rest(DiscountSchema, discountToPb({ discount: r.discount, coupon: r.coupon }, new Date()));
       case "usage_threshold": {
         const t = r.threshold;
         return JSON.stringify({

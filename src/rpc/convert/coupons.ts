@@ -1,11 +1,11 @@
-/** Wire ⇄ domain for coupons and discounts (DESIGN §15), and the `coupon.redeemed` event's JSON. */
+/** Wire ⇄ domain for coupons and discounts (DESIGN §15). */
 import type { DiscountView } from "../../billing/coupons/coupons.js";
 import { isValid } from "../../billing/coupons/redeem.js";
 import type { Coupon } from "../../billing/coupons/types.js";
 import type { CreateCouponInput } from "../../billing/coupons/validation.js";
 import { type Coupon as CouponPb, CouponSchema, type Discount as DiscountPb, DiscountSchema } from "../../gen/billing/v1/coupon_pb.js";
 import type { CreateCouponRequest } from "../../gen/billing/v1/coupon_service_pb.js";
-import { amount, instantOf, restJsonText, toPb } from "./common.js";
+import { amount, instantOf, toPb } from "./common.js";
 
 /** `now`: when `valid` is read (real time). */
 export function couponToPb(c: Coupon, now: Date): CouponPb {
@@ -29,6 +29,3 @@ export function createCouponInput(req: CreateCouponRequest): CreateCouponInput {
     metadata: req.metadata,
   };
 }
-
-/** A discount as `coupon.redeemed` carries it: the JSON of the REST Discount. */
-export const discountEventJson = (v: DiscountView): string => restJsonText(DiscountSchema, discountToPb(v, new Date()));

@@ -4,7 +4,7 @@ import type { CreditNote } from "../../billing/credit-notes/types.js";
 import type { CreateCreditNoteInput } from "../../billing/credit-notes/validation.js";
 import { type CreditNote as CreditNotePb, CreditNoteSchema } from "../../gen/billing/v1/credit_note_pb.js";
 import type { CreateCreditNoteRequest, ListCreditNotesRequest } from "../../gen/billing/v1/credit_note_service_pb.js";
-import { amount, restJsonText, toPb } from "./common.js";
+import { amount, toPb } from "./common.js";
 
 export function creditNoteToPb(n: CreditNote, pdfUrl: string): CreditNotePb {
   const money = (value: string) => amount(n.currency, value);
@@ -17,9 +17,6 @@ export function creditNoteToPb(n: CreditNote, pdfUrl: string): CreditNotePb {
     pdfUrl,
   });
 }
-
-/** A credit note's JSON as GET /credit-notes/{id} returns it (the `credit_note.created` event's data). */
-export const creditNoteEventJson = (n: CreditNote, pdfUrl: string): string => restJsonText(CreditNoteSchema, creditNoteToPb(n, pdfUrl));
 
 export function createCreditNoteInput(req: CreateCreditNoteRequest): CreateCreditNoteInput {
   return {
