@@ -124,8 +124,9 @@ export class HostedCheckout {
     if (session.status !== "open") return { redirect: session.cancelledUrl };
     const subject = await this.possible(session);
     if (!subject) return { redirect: session.cancelledUrl };
-    const claimed = await this.finish(session, subject, { ...card, behavior: "succeeds" }, record);
-    const after = claimed ? session : await this.stores.checkouts.get(token);
+    // Completed by this call, or (not claimed) by a concurrent webhook or return meanwhile: success.
+    if (await this.finish(session, subject, { ...card, behavior: "succeeds" }, record)) return { redirect: session.successUrl };
+    const after = await this.stores.checkouts.get(token);
     return { redirect: after?.status === "completed" ? session.successUrl : session.cancelledUrl };
   }
 
