@@ -78,14 +78,14 @@ export interface Authenticated {
 }
 
 /**
- * The caller of `service`/`method` holding `key` (the X-API-Key value) with its verified key, or
- * undefined for the services that need no key; throws the Connect error for a missing, unknown,
+ * The caller of `method` holding `key` (the X-API-Key value) with its verified key, or undefined
+ * for the services that need no key; throws the Connect error for a missing, unknown,
  * revoked or publishable-where-secret-is-needed key. The server calls it from the headers. The
  * answer is synchronous (no promise) when it needs no lookup: a service that needs no key, a
  * missing key, a key the verifier has cached.
  */
-export function authenticateKey(verifier: KeyVerifier, service: DescService, method: DescMethod, key: string | undefined): Authenticated | undefined | Promise<Authenticated | undefined> {
-  if (PUBLIC_SERVICES.has(service.typeName)) return undefined;
+export function authenticateKey(verifier: KeyVerifier, method: DescMethod, key: string | undefined): Authenticated | undefined | Promise<Authenticated | undefined> {
+  if (!needsKey(method.parent)) return undefined;
   const trimmed = key?.trim();
   if (!trimmed) {
     throw toConnectError(new UnauthenticatedError("API_KEY_MISSING", "missing API key: send it in the X-API-Key header"));
@@ -117,7 +117,7 @@ export function authInterceptor(verifier: KeyVerifier): Interceptor {
       return next(req);
     }
     // A call that did not come through the server's handler (an in-process transport): its key now.
-    const caller = (await authenticateKey(verifier, req.service, req.method, req.header.get(API_KEY_HEADER) ?? undefined))?.caller;
+    const caller = (await authenticateKey(verifier, req.method, req.header.get(API_KEY_HEADER) ?? undefined))?.caller;
     if (caller) req.contextValues.set(callerKey, caller);
     return next(req);
   };

@@ -117,7 +117,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
     metricsToken: config.metricsToken,
     log,
     // From the headers alone, before any of the body is read (DESIGN §10).
-    authenticate: (method, key) => authenticateKey(verifier, method.parent, method, key),
+    authenticate: (method, key) => authenticateKey(verifier, method, key),
     admission,
     forms: new FormBodies(config.maxFormBodiesInFlight, config.formBodyTimeoutMs),
     keylessStreams: new KeylessStreams(config.maxReflectionStreams, config.reflectionStreamTimeoutMs),
