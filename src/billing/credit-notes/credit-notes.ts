@@ -7,7 +7,9 @@
  * - reduce_amount_due: an open invoice's amount due is lowered (never below 0, never by more than
  *   it is); at 0 it becomes paid with its `invoice.paid` event.
  * - credit_balance: a promotional grant on the subject's balance in the invoice's currency (§14),
- *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice.
+ *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice. Not
+ *   on a credit purchase's invoice (INVOICE_NOT_CREDITABLE): its credit is on the balance already;
+ *   a refund note takes it back instead.
  * - refund: a paid invoice that was charged through the payment provider (an amount due above 0)
  *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
@@ -75,6 +77,14 @@ export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcom
   const grantId = purchasedGrantId(inv);
   if (inv.status === "open" && grantId !== undefined) {
     throw new FailedPreconditionError("INVOICE_NOT_CREDITABLE", `invoice ${inv.id} buys credit grant ${grantId} and is not paid yet; void it instead`, meta);
+  }
+  // A paid purchase's credit is on the balance already: a balance credit for it would be the same credit twice.
+  if (outcome === "credit_balance" && grantId !== undefined) {
+    throw new FailedPreconditionError(
+      "INVOICE_NOT_CREDITABLE",
+      `outcome: credit_balance cannot credit invoice ${inv.id}: it bought credit grant ${grantId}, whose credit is on the balance already (a balance credit for it would be the same credit twice); issue a credit note with outcome refund instead, which takes the unspent credit back with the money`,
+      { ...meta, field: "outcome", credit_grant_id: grantId },
+    );
   }
   if (outcome === "reduce_amount_due" && inv.status !== "open") {
     throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${inv.id} is ${inv.status}; only an open invoice's amount due can be reduced (use refund or credit_balance)`, meta);
