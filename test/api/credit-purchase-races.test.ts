@@ -215,8 +215,8 @@ for (const store of STORES) {
     fake.webhookOptions({});
     await fake.releaseHeld();
     await fake.settle();
-    // The checkout was completed (its card saved) after the void, by the customer's return. (Its
-    // redirect is not asserted: a return that completes the checkout itself is sent to the cancelled URL.)
+    // The checkout was completed (its card saved) after the void, by the customer's return (its
+    // redirect is test/api/stripe-checkout-return.test.ts's).
     t.is(res.status, 303);
     const [rows] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT status FROM checkout_sessions WHERE token = ?", [token]));
     t.is(rows?.status, "completed");
