@@ -5,7 +5,8 @@
 import http2, { type IncomingHttpHeaders } from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type Ticket, bodyTooLarge, overloaded } from "../limits.js";
-import { type Req, type Res, lingeringClose } from "./listener.js";
+import type { Socket } from "node:net";
+import type { Req, Res } from "./listener.js";
 
 /**
  * An unread HTTP/1.1 remainder up to this is read and discarded by Node so that the connection
@@ -91,4 +92,26 @@ export function leaveUnread(req: Req, res: Res, readAny: boolean): void {
   if (!readAny && declared !== undefined && declared <= DISCARD_BYTES) return;
   if (!res.headersSent) res.setHeader("connection", "close");
   lingeringClose(req.socket);
+}
+
+/** How long a connection closed with its request body unread goes on being read (and discarded). */
+const LINGER_MS = 2_000;
+
+/**
+ * A lingering close, as HTTP servers do it: once the answer is written the connection is closed
+ * for writing, and what the client still sends is read and discarded for up to LINGER_MS before
+ * the connection is destroyed. Destroyed at once, the socket would answer the client's next bytes
+ * with a reset, which can discard the answer before the client has read it.
+ */
+function lingeringClose(socket: Socket): void {
+  const s = socket as Socket & { lingering?: boolean };
+  if (s.lingering) return;
+  s.lingering = true;
+  s.destroySoon = function (this: Socket) {
+    this.end();
+    this.resume();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once("close", () => clearTimeout(timer));
+  };
 }

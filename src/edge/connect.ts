@@ -20,16 +20,6 @@ import type { Responder } from "./admit.js";
 import { leaveUnread } from "./body.js";
 import type { Req, Res } from "./listener.js";
 
-/**
- * A Connect GET answer (a NO_SIDE_EFFECTS method, the message in the query): one key's view of
- * billing state, with no validator, so never stored; `Vary` names the key header and the response
- * compression for a cache that ignores `no-store`.
- */
-export function connectGetHeaders(res: Res): void {
-  res.setHeader("cache-control", "private, no-store");
-  res.setHeader("vary", "X-API-Key, Accept-Encoding");
-}
-
 /** A call's own deadline from its headers (`connect-timeout-ms`, else `grpc-timeout`), ms; undefined: none or unreadable. */
 function ownDeadline(req: Req): number | undefined {
   const header = (name: string) => (req.headers[name] === undefined ? null : String(req.headers[name]));

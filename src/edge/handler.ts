@@ -25,7 +25,7 @@ import { base64Length, grpcFlavour, unimplemented } from "../rpc/grpc-wire.js";
 import type { Invoker } from "../rpc/invoke.js";
 import { type AdmitParts, type Responder, createAdmitChain } from "./admit.js";
 import { leaveUnread } from "./body.js";
-import { connectGetHeaders, connectResponder } from "./connect.js";
+import { connectResponder } from "./connect.js";
 import { leanResponder, servesLean } from "./lean/serve.js";
 import type { Req, Res } from "./listener.js";
 import { createObserver } from "./observe.js";
@@ -94,7 +94,12 @@ export function createRequestHandler(parts: HandlerParts): (req: Req, res: Res) 
     trace.protocol = flavour === undefined ? "connect" : flavour === "grpc" ? "grpc" : "grpc-web";
     // Metrics' procedure labels (bounded): a method's full name; a REST route's method and template.
     trace.procedure = path.slice(1);
-    if (req.method === "GET") connectGetHeaders(res);
+    if (req.method === "GET") {
+      // A Connect GET (NO_SIDE_EFFECTS) answers one key's view of billing state, with no validator: never
+      // stored; Vary for a cache that ignores no-store.
+      res.setHeader("cache-control", "private, no-store");
+      res.setHeader("vary", "X-API-Key, Accept-Encoding");
+    }
     const method = handler.method;
     const lean = invoke !== undefined && flavour === "grpc" && req.httpVersionMajor === 2 && servesLean(method, req.headers);
     const responder = lean

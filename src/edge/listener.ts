@@ -1,8 +1,8 @@
 /**
  * One port for everything: the first bytes of each connection hand HTTP/2 (the cleartext preface,
  * as gRPC clients send) to an h2c server and everything else to an HTTP/1.1 server (with TLS, ALPN
- * picks); both run the same handler (handler.ts). Here too: the connection caps, the lingering
- * close, the shutdown's drain.
+ * picks); both run the same handler (handler.ts). Here too: the connection caps and the
+ * shutdown's drain.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2, { type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from "node:http2";
@@ -37,28 +37,6 @@ export interface TlsPair {
 const SHUTDOWN_ANSWER_MS = 1_000;
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-
-/** How long a connection closed with its request body unread goes on being read (and discarded). */
-const LINGER_MS = 2_000;
-
-/**
- * A lingering close, as HTTP servers do it: once the answer is written the connection is closed
- * for writing, and what the client still sends is read and discarded for up to LINGER_MS before
- * the connection is destroyed. Destroyed at once, the socket would answer the client's next bytes
- * with a reset, which can discard the answer before the client has read it.
- */
-export function lingeringClose(socket: Socket): void {
-  const s = socket as Socket & { lingering?: boolean };
-  if (s.lingering) return;
-  s.lingering = true;
-  s.destroySoon = function (this: Socket) {
-    this.end();
-    this.resume();
-    const timer = setTimeout(() => this.destroy(), LINGER_MS);
-    timer.unref();
-    this.once("close", () => clearTimeout(timer));
-  };
-}
 
 /**
  * The HTTP/1.1 server: headersTimeout and requestTimeout answer 408 and close; keepAliveTimeout
