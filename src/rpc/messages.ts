@@ -33,7 +33,7 @@ import { DeferredProblems, deferredKey, traceKey } from "./context.js";
 import { compressedWithoutEncoding, decompressed } from "./compression.js";
 import { malformedRequest, toConnectError, withRequestInfo } from "./errors.js";
 import { invalidFields, readJsonMessage } from "./json.js";
-import { contentType, envelope, envelopeLength, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
+import { contentType, envelope, incompleteEnvelope, unknownEnvelopeFlags } from "./requests.js";
 
 /** The bodies checked: one message (Connect unary: `application/proto`, `/json`), or messages in envelopes (5 bytes: flags, big-endian length). */
 const BODY = /^application\/(?:(proto|json)|connect\+(?:proto|json)|grpc(?:-web)?(?:\+(?:proto|json))?)$/;
@@ -105,6 +105,19 @@ async function* wholeChecked(body: AsyncIterable<Uint8Array>, check: Check, maxB
     }
   }
   yield check(concat(chunks, size), 0);
+}
+
+/** The data length in the header of the envelope that starts `parts` (chunks of at least 5 bytes in all). */
+function envelopeLength(parts: readonly Uint8Array[]): number {
+  let length = 0;
+  let i = 0;
+  for (const part of parts) {
+    for (const byte of part) {
+      if (i > 0) length = length * 256 + byte;
+      if (++i === 5) return length;
+    }
+  }
+  return length;
 }
 
 /**

@@ -14,19 +14,6 @@ export const isStreamingRequest = (method: DescMethod): boolean => method.method
 /** One enveloped message (Connect streaming, gRPC, gRPC-Web): a flags byte, the big-endian length, the data. */
 export { encodeEnvelope as envelope } from "@connectrpc/connect/protocol";
 
-/** The data length in the header of the envelope that starts `parts` (chunks of at least 5 bytes in all). */
-export function envelopeLength(parts: readonly Uint8Array[]): number {
-  let length = 0;
-  let i = 0;
-  for (const part of parts) {
-    for (const byte of part) {
-      if (i > 0) length = length * 256 + byte;
-      if (++i === 5) return length;
-    }
-  }
-  return length;
-}
-
 /** The reason of an envelope (gRPC, gRPC-Web, Connect streaming) no request may send, or one cut short. */
 export const MALFORMED_ENVELOPE = "MALFORMED_ENVELOPE";
 
