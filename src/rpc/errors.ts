@@ -20,17 +20,13 @@ import {
 import { StorageConflictError, StorageUnavailableError } from "../billing/storage-errors.js";
 import { BadRequestSchema, ErrorInfoSchema, RequestInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import type { Logger } from "../log.js";
-import { codeName as grpcCodeName } from "../ops/trace.js";
+import { codeName } from "../ops/trace.js";
 import { traceKey } from "./context.js";
 
 export const ERROR_DOMAIN = "billing.v1";
 
-/** The Connect code name of a domain error ("invalid_argument", "not_found", …). */
-export function codeName(err: BillingError): string {
-  return Code[codeOf(err)].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
-}
-
-function codeOf(err: BillingError): Code {
+/** The Connect code of a domain error. */
+export function codeOf(err: BillingError): Code {
   if (err instanceof InvalidArgumentError) return Code.InvalidArgument;
   if (err instanceof NotFoundError) return Code.NotFound;
   if (err instanceof AlreadyExistsError) return Code.AlreadyExists;
@@ -149,7 +145,7 @@ export function errorInterceptor(log: Logger): Interceptor {
 function callError(err: unknown, log: Logger, req: { url: string; contextValues: ContextValues }): ConnectError {
   const trace = req.contextValues.get(traceKey);
   const out = publicError(err, log, req.url, trace?.id);
-  if (trace) trace.code = grpcCodeName(out.code);
+  if (trace) trace.code = codeName(out.code);
   return out;
 }
 

@@ -9,7 +9,8 @@ import type { CreatePricingMetricSummaryRequest } from "../../gen/billing/v1/pri
 import { type UsageEventError, UsageEventErrorSchema, type UsageEventInput as UsageEventInputPb, UsageEventInputSchema } from "../../gen/billing/v1/usage_event_pb.js";
 import { type CreateUsageEventRequest, CreateUsageEventBatchRequestSchema, CreateUsageEventRequestSchema } from "../../gen/billing/v1/usage_event_service_pb.js";
 import { parseInstant } from "../../billing/time.js";
-import { codeName } from "../errors.js";
+import { codeName } from "../../ops/trace.js";
+import { codeOf } from "../errors.js";
 import { wellFormed } from "../json-parse.js";
 import { carriesRetired, instantOf, retired, ts } from "./common.js";
 
@@ -27,7 +28,7 @@ export function usageEventInput(e: UsageEventInputPb | CreateUsageEventRequest, 
 
 export function usageEventError(err: BillingError): UsageEventError {
   return create(UsageEventErrorSchema, {
-    code: codeName(err),
+    code: codeName(codeOf(err)),
     message: err.message,
     fieldViolations: err instanceof InvalidArgumentError ? err.violations.map((v) => ({ field: v.field, description: v.description })) : [],
   });
