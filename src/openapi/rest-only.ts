@@ -12,7 +12,7 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { PaymentSettingsService } from "../gen/billing/v1/payment_settings_service_pb.js";
 import { CreditNoteService } from "../gen/billing/v1/credit_note_service_pb.js";
 import { InvoiceService } from "../gen/billing/v1/invoice_service_pb.js";
-import type { RestRoute } from "../rest/gateway.js";
+import { type RestRoute, templatePattern } from "../rest/gateway.js";
 import { errorRefs, errorStatuses } from "./errors.js";
 import type { Build } from "./operations.js";
 import type { Operation, Parameter, Schema } from "./types.js";
@@ -51,9 +51,7 @@ export const REST_ONLY: RestOnlyOperation[] = [
 
 /** The operation as a GET route of the gateway's (what errorStatuses and the tests read). */
 export function restOnlyRoute(op: RestOnlyOperation): RestRoute {
-  const pattern = op.template.replace(/\{[a-z_]+\}/g, "([^/]+)");
-  const literalSegments = op.template.split("/").filter((seg) => seg !== "" && !seg.startsWith("{")).length;
-  return { httpMethod: "GET", template: op.template, method: op.admittedAs, body: "", responseBody: "", regex: new RegExp(`^${pattern}/?$`), params: [op.param.name], literalSegments };
+  return { httpMethod: "GET", template: op.template, method: op.admittedAs, body: "", responseBody: "", ...templatePattern(op.template) };
 }
 
 const PAPER_PARAM: Parameter = {

@@ -59,7 +59,7 @@ export interface RawRoute {
 }
 
 /** A path template's pattern: `{name}` segments match one segment each. */
-function templatePattern(template: string): { regex: RegExp; params: string[]; literalSegments: number } {
+export function templatePattern(template: string): { regex: RegExp; params: string[]; literalSegments: number } {
   const params: string[] = [];
   const segments = template
     .split("/")
