@@ -15,7 +15,7 @@ import test from "ava";
 import mysql from "mysql2/promise";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { stripeDriver } from "../helpers/payment-flows.js";
+import { form, location303, stripeDriver } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -83,15 +83,6 @@ async function holdingProxy(target: string): Promise<HoldingProxy> {
     },
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };
-}
-
-const form = (url: string, body: Record<string, string> = {}) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
-
-async function location303(res: Response, what: string): Promise<string> {
-  const text = await res.text();
-  if (res.status !== 303) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
-  return res.headers.get("location") ?? "";
 }
 
 async function freePort(): Promise<number> {

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import test from "ava";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { stripeDriver } from "../helpers/payment-flows.js";
+import { form, location303, stripeDriver } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -18,15 +18,6 @@ import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
 const usd = (value: string) => ({ currency_code: "USD", value });
-
-const form = (url: string, body: Record<string, string> = {}) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
-
-async function location303(res: Response, what: string): Promise<string> {
-  const text = await res.text();
-  if (res.status !== 303) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
-  return res.headers.get("location") ?? "";
-}
 
 const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[]).map((e) => [e.entry_type, e.amount.value]);
 

@@ -11,6 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
+import { form } from "../helpers/payment-flows.js";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, startTestServer } from "../helpers/server.js";
@@ -21,9 +22,6 @@ const AT = "2026-01-15T00:00:00Z";
 const SK = `sk_test_${"51Hx".repeat(6)}PayL`;
 const WHSEC = `whsec_${"z9x8c7v6".repeat(4)}`;
 const SECRETS_KEY = randomBytes(32).toString("base64");
-
-const form = (url: string, body: Record<string, string> = {}) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
 
 const eventsOf = async (s: Scenario, type: string, id?: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
 

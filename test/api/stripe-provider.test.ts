@@ -19,6 +19,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import test from "ava";
+import { form } from "../helpers/payment-flows.js";
 import Stripe from "stripe";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -31,9 +32,6 @@ const SK = `sk_test_${"51Hx".repeat(6)}AbCd`;
 const WHSEC = `whsec_${"q1w2e3r4".repeat(4)}`;
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
-
-const form = (url: string, body: Record<string, string> = {}) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
 
 const eventsOf = async (s: Scenario, type: string, id?: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => id === undefined || e.data.id === id);
 

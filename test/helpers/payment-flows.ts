@@ -43,8 +43,16 @@ export interface PaymentDriver {
   refunds(s: Scenario, invoiceId: string, refundIds: string[]): Promise<[string, string][]>;
 }
 
-const form = (url: string, body: Record<string, string> = {}) =>
+/** A form POSTed as a browser does, its redirect not followed. */
+export const form = (url: string, body: Record<string, string> = {}) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(body).toString(), redirect: "manual" });
+
+/** The Location of a 303 answer; anything else throws, naming `what` and the answer. */
+export async function location303(res: Response, what: string): Promise<string> {
+  const text = await res.text();
+  if (res.status !== 303) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
+  return res.headers.get("location") ?? "";
+}
 
 /** The server's own address for a URL it made with its public base URL. */
 const local = (server: TestServer, url: string) => `${server.url}${new URL(url).pathname}${new URL(url).search}`;
