@@ -212,7 +212,10 @@ export const CreditNoteService: GenService<{
    * of its total (CREDIT_EXCEEDS_INVOICE), "reduce_amount_due" on an invoice that is not open or
    * beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider
    * (INVOICE_NOT_REFUNDABLE), a refund the provider refuses, e.g. beyond what the card paid of an
-   * invoice credit partly paid (REFUND_FAILED).
+   * invoice credit partly paid (REFUND_FAILED). On a credit purchase's invoice: a note while it is
+   * open or with outcome "credit_balance" (INVOICE_NOT_CREDITABLE: void it, or issue a "refund",
+   * which takes the refunded credit back); a refund beyond the credit still unspent is
+   * INVALID_ARGUMENT naming amount or lines[i].amount (CREDIT_ALREADY_SPENT).
    *
    * @generated from rpc billing.v1.CreditNoteService.CreateCreditNote
    */
