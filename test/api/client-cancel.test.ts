@@ -18,6 +18,14 @@ const PROCEDURE = "billing.v1.UsageEventService/StreamUsageEvents";
 
 const count = (text: string, code: string) => sample(text, "billing_requests_total", { protocol: "grpc", procedure: PROCEDURE, code });
 
+/** Resolves once the server has a request in flight (this file's calls run one at a time), or after 15 s. */
+async function heldByServer(): Promise<void> {
+  for (let i = 0; i < 150; i++) {
+    if (sample(await scrape(server.url), "billing_requests_in_flight") > 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** A usage stream that writes `n` events, then waits; `giveUp` ends it from the client's side. Resolves with the call's error. */
 async function abandoned(giveUp: "cancel" | "deadline"): Promise<grpc.ServiceError | undefined> {
   const key = await server.freshKey();
@@ -30,8 +38,9 @@ async function abandoned(giveUp: "cancel" | "deadline"): Promise<grpc.ServiceErr
       const options = giveUp === "deadline" ? { deadline: Date.now() + 1_000 } : {};
       const call = usage.StreamUsageEvents(md, options, (err: grpc.ServiceError | null) => resolve(err ?? undefined));
       for (let i = 0; i < 3; i++) call.write({ idempotency_key: `e${i}`, subject_id: subject.id, event_name: "api", data: {}, timestamp: { seconds: "1772000000", nanos: 0 } });
-      // Late enough that a loaded server has taken the call in (its key checked) before the reset.
-      if (giveUp === "cancel") setTimeout(() => call.cancel(), 1_500);
+      // Once the server holds the call (an admission slot in use), and a moment more for its key
+      // check: a reset that reaches a loaded server before it has taken the call in is not this test's.
+      if (giveUp === "cancel") void heldByServer().then(() => setTimeout(() => call.cancel(), 500));
     });
   } finally {
     usage.close();
