@@ -32,7 +32,18 @@ export class InvalidArgumentError extends BillingError {
 
 export class NotFoundError extends BillingError {}
 export class AlreadyExistsError extends BillingError {}
-export class FailedPreconditionError extends BillingError {}
+/**
+ * The state does not allow what was asked. When the refusal is about one of the request's fields
+ * (an outcome this invoice cannot take), `violations` names it, sent as a google.rpc.BadRequest
+ * beside the ErrorInfo as bad input's are, so a caller finds the field the same way.
+ */
+export class FailedPreconditionError extends BillingError {
+  readonly violations: readonly FieldViolation[];
+  constructor(reason: string, message: string, metadata: Record<string, string> = {}, violations: readonly FieldViolation[] = []) {
+    super(reason, message, metadata);
+    this.violations = violations;
+  }
+}
 export class AbortedError extends BillingError {}
 export class UnauthenticatedError extends BillingError {}
 export class PermissionDeniedError extends BillingError {}

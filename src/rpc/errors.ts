@@ -40,7 +40,10 @@ export function codeOf(err: BillingError): Code {
 
 export function toConnectError(err: BillingError): ConnectError {
   const details: { desc: DescMessage; value: MessageInitShape<DescMessage> }[] = [{ desc: ErrorInfoSchema, value: { reason: err.reason, domain: ERROR_DOMAIN, metadata: err.metadata } }];
-  if (err instanceof InvalidArgumentError) details.push({ desc: BadRequestSchema, value: { fieldViolations: err.violations } });
+  // Bad input, or a state refusal about one of the request's fields: every field named, with its path.
+  if (err instanceof InvalidArgumentError || (err instanceof FailedPreconditionError && err.violations.length > 0)) {
+    details.push({ desc: BadRequestSchema, value: { fieldViolations: err.violations } });
+  }
   return new ConnectError(err.message, codeOf(err), undefined, details);
 }
 

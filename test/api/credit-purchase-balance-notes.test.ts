@@ -2,12 +2,16 @@
  * A credit_balance credit note on a paid credit purchase's invoice is refused (docs/guides/credits.md),
  * on MariaDB and SQLite through the real server: the purchased credit is on the balance already, so
  * a balance credit for it would be the same credit twice. The refusal is INVOICE_NOT_CREDITABLE
- * (failed_precondition, 400) naming the `outcome` field and telling the caller to issue a refund
- * note, which takes the unspent credit back with the money; nothing is written. A refund note on
- * the same invoice still works. The arithmetic is written beside each amount.
+ * (failed_precondition, 400) naming the `outcome` field (a google.rpc.BadRequest field violation,
+ * on REST and on Connect and gRPC) and telling the caller to issue a refund note, which takes the
+ * unspent credit back with the money; nothing is written. A refund note on the same invoice still
+ * works. The arithmetic is written beside each amount.
  */
 import test from "ava";
-import { reasonOf } from "../helpers/clients.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { CreditNoteService } from "../../src/gen/billing/v1/credit_note_service_pb.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { reasonOf, rpcClient, violatedFields } from "../helpers/clients.js";
 import { CALLBACKS, creditState } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
@@ -60,7 +64,20 @@ for (const store of STORES) {
       t.is(r.body.code, "failed_precondition");
       t.is(reasonOf(r.body as Json), "INVOICE_NOT_CREDITABLE");
       t.like(errorInfo(r.body as Json)?.metadata, { invoice_id: grant.invoice_id, field: "outcome", credit_grant_id: grant.id });
+      t.deepEqual(violatedFields(r.body as Json), ["outcome"]);
       t.regex(String(r.body.message), /^outcome: credit_balance cannot credit invoice .*same credit twice.*outcome refund instead/);
+    }
+    // Connect and gRPC: the same code, reason and field violation.
+    for (const protocol of ["connect", "grpc"] as const) {
+      const client = rpcClient(CreditNoteService, server.url, protocol, s.key);
+      const err = ConnectError.from(await t.throwsAsync(client.createCreditNote({ invoiceId: grant.invoice_id, reason: "other", outcome: "credit_balance" })));
+      t.is(err.code, Code.FailedPrecondition, protocol);
+      t.is(err.findDetails(ErrorInfoSchema)[0]?.reason, "INVOICE_NOT_CREDITABLE", protocol);
+      t.deepEqual(
+        err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+        ["outcome"],
+        protocol,
+      );
     }
     // Nothing written: still 700 bought = 700 on the balance, one grant, no note.
     t.deepEqual(await state(s, grant), before);

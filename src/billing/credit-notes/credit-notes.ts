@@ -84,6 +84,7 @@ export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcom
       "INVOICE_NOT_CREDITABLE",
       `outcome: credit_balance cannot credit invoice ${inv.id}: it bought credit grant ${grantId}, whose credit is on the balance already (a balance credit for it would be the same credit twice); issue a credit note with outcome refund instead, which takes the unspent credit back with the money`,
       { ...meta, field: "outcome", credit_grant_id: grantId },
+      [{ field: "outcome", description: `cannot be credit_balance on a credit purchase's invoice (its credit is on the balance already); use refund` }],
     );
   }
   if (outcome === "reduce_amount_due" && inv.status !== "open") {
