@@ -25,10 +25,14 @@ export function sendError(res: Res, code: Code, message: string, reason: string,
   sendConnectError(res, new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN } }]), status);
 }
 
-/** A refusal of a plain HTTP request (admission, its body): 413 for a body over its bound, else the error as it is. */
+/**
+ * A refusal of a plain HTTP request (admission, its body): a body over its bound (limits.ts
+ * bodyTooLarge) is 413 with the details Connect and gRPC get (ErrorInfo PAYLOAD_TOO_LARGE with
+ * its `limit`), anything else the error as it is.
+ */
 export function sendRefusal(res: Res, err: ConnectError): void {
   if (res.headersSent) res.end();
-  else if (err.code === Code.ResourceExhausted && !isRateLimited(err)) sendError(res, Code.ResourceExhausted, err.rawMessage, "PAYLOAD_TOO_LARGE", 413);
+  else if (err.code === Code.ResourceExhausted && !isRateLimited(err)) sendConnectError(res, err, 413);
   else sendConnectError(res, err);
 }
 

@@ -10,6 +10,7 @@ import test from "ava";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { SubjectService } from "../../src/gen/billing/v1/subject_service_pb.js";
+import { ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { UsageEventService } from "../../src/gen/billing/v1/usage_event_service_pb.js";
 import { ok, reasonOf, rest, rpcClient } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
@@ -17,6 +18,10 @@ import { type TestServer, startTestServer, useServer } from "../helpers/server.j
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
 const MiB = 1024 * 1024;
+
+/** The google.rpc.ErrorInfo of a REST error body, as its readable `debug`. */
+// biome-ignore lint: JSON error bodies are loosely typed in tests
+const errorInfo = (body: any): { reason?: string; metadata?: Record<string, string> } | undefined => body?.details?.find((d: { type: string }) => d.type === "google.rpc.ErrorInfo")?.debug;
 
 interface RawResponse {
   status: number;
@@ -202,12 +207,19 @@ for (const store of STORES) {
     t.is(r1.status, 413, JSON.stringify(r1.body));
     t.is(r1.body.code, "resource_exhausted");
     t.is(reasonOf(r1.body), "PAYLOAD_TOO_LARGE");
+    // The ErrorInfo names the bound, on REST as on Connect and gRPC: 1 MiB for one event, 256 KiB for a subject.
+    t.deepEqual(errorInfo(r1.body)?.metadata, { limit: String(MiB) });
     const r2 = await rest(server.url, "POST", "/subjects", server.keys.a, { name: "big", padding: "x".repeat(MiB) });
     t.is(r2.status, 413);
-    // Connect: resource_exhausted (429 on Connect's code table), whatever the length header says.
-    const c = rpcClient(SubjectService, server.url, "connect", server.keys.a);
-    const err = ConnectError.from(await t.throwsAsync(c.createSubject({ name: "big", metadata: { a: "x".repeat(MiB) } })));
-    t.is(err.code, Code.ResourceExhausted);
+    t.deepEqual(errorInfo(r2.body), { reason: "PAYLOAD_TOO_LARGE", domain: "billing.v1", metadata: { limit: String(256 * 1024) } });
+    // Connect and gRPC: resource_exhausted (429 on Connect's code table), whatever the length header says, with the same ErrorInfo.
+    for (const protocol of ["connect", "grpc"] as const) {
+      const c = rpcClient(SubjectService, server.url, protocol, server.keys.a);
+      const err = ConnectError.from(await t.throwsAsync(c.createSubject({ name: "big", metadata: { a: "x".repeat(MiB) } })));
+      t.is(err.code, Code.ResourceExhausted, protocol);
+      const info = err.findDetails(ErrorInfoSchema)[0];
+      t.deepEqual([info?.reason, info?.domain, info?.metadata], ["PAYLOAD_TOO_LARGE", "billing.v1", { limit: String(256 * 1024) }], protocol);
+    }
     // Without a declared length (chunked): refused once the bound is passed.
     const chunked = await fetch(`${server.url}/subjects`, {
       method: "POST",
@@ -222,7 +234,9 @@ for (const store of STORES) {
       duplex: "half",
     } as RequestInit);
     t.is(chunked.status, 413);
-    t.is(((await chunked.json()) as { code: string }).code, "resource_exhausted");
+    const chunkedBody = (await chunked.json()) as { code: string };
+    t.is(chunkedBody.code, "resource_exhausted");
+    t.deepEqual(errorInfo(chunkedBody)?.metadata, { limit: String(256 * 1024) });
     // The largest event the rules allow, every character escaped (\uXXXX): about 760 KB, under its bound.
     const data: Record<string, string> = {};
     for (let i = 0; i < 100; i++) data[`${String(i).padStart(3, "0")}${"語".repeat(252)}`] = "語".repeat(1000);
