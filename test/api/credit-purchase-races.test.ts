@@ -5,21 +5,20 @@
  * - a void (or mark-uncollectible) arrives while the charge is at Stripe: it waits for the charge,
  *   then is refused (the invoice is paid); the customer was charged once and holds the credit;
  * - the void lands first (the checkout's completion held on its row, MariaDB only): the
- *   completion then charges nothing, the invoice stays void and the grant failed.
+ *   completion then charges nothing, the invoice stays void and the grant failed; the checkout
+ *   is not completed and the customer lands on its cancelled URL.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { type IncomingMessage, type Server, createServer } from "node:http";
-import { createServer as createNetServer } from "node:net";
 import test from "ava";
 import mysql from "mysql2/promise";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { form, location303, stripeDriver } from "../helpers/payment-flows.js";
+import { form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { type TestServer, childServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
@@ -85,58 +84,18 @@ async function holdingProxy(target: string): Promise<HoldingProxy> {
   };
 }
 
-async function freePort(): Promise<number> {
-  const srv = createNetServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
 /** `npm start`'s process (src/main.ts) on the test server's database and Stripe, with `env` on top. */
-async function child(server: TestServer, stripe: string, env: Record<string, string>): Promise<{ url: string; proc: ChildProcess; exited: Promise<NodeJS.Signals | number | null> }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      DATABASE_URL: server.db.url,
-      PUBLIC_BASE_URL: url,
-      LOG_LEVEL: "error",
-      SCHEDULER_INTERVAL_MS: "0",
-      WEBHOOK_DELIVERY_INTERVAL_MS: "0",
-      SECRETS_ENCRYPTION_KEY: SECRETS_KEY,
-      STRIPE_API_BASE: stripe,
-      ...env,
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
-  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
-  return { url, proc, exited };
-}
+const child = (server: TestServer, stripe: string, env: Record<string, string>) => childServer(server, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: stripe, ...env });
 
 const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries as Json[]).map((e) => [e.entry_type, e.amount.value]);
 const succeeded = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId && pi.status === "succeeded");
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let proxy: HoldingProxy;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    proxy = await holdingProxy(fake.url);
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: proxy.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await proxy?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY }, holdingProxy);
 
   for (const action of ["void", "mark_uncollectible"] as const)
     test.serial(`${store}: a ${action} sent while the purchase's charge is at Stripe waits for it, then is refused: charged once, the credit granted`, async (t) => {
+      const { server, fake, front: proxy } = ctx;
       const d = stripeDriver(server, fake);
       const s = await d.start(server);
       await d.replaceCard(s, "visa");
@@ -168,6 +127,7 @@ for (const store of STORES) {
   // The window held on the checkout's row: InnoDB's row lock (SQLite's whole-file lock would hold the void too).
   (store === "mysql" ? test.serial : test.skip)(`${store}: a void that lands before a checkout's completion charges it: no charge is made, the grant fails`, async (t) => {
     t.timeout(180_000);
+    const { server, fake } = ctx;
     const d = stripeDriver(server, fake);
     const s = await d.start(server);
     const r = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid", checkout_callback_urls: CALLBACKS });
@@ -206,11 +166,15 @@ for (const store of STORES) {
     fake.webhookOptions({});
     await fake.releaseHeld();
     await fake.settle();
-    // The checkout was completed (its card saved) after the void, by the customer's return (its
-    // redirect is test/api/stripe-checkout-return.test.ts's).
+    // The completion reads the purchase's invoice under its lock with the checkout's: void, so the
+    // checkout is not completed (no card saved, as its page treats a voided purchase) and the
+    // customer's return lands on the cancelled URL, never the success URL with nothing charged.
     t.is(res.status, 303);
+    t.is(res.headers.get("location"), CALLBACKS.cancelled_url);
     const [rows] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT status FROM checkout_sessions WHERE token = ?", [token]));
-    t.is(rows?.status, "completed");
+    t.is(rows?.status, "open");
+    const [cards] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT COUNT(*) AS n FROM payment_methods WHERE subject_id = ?", [s.subjectId]));
+    t.is(Number(cards?.n), 0, "no card saved");
     t.deepEqual(succeeded(fake, grant.invoice_id), [], "no charge on a void invoice");
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 0 });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
@@ -222,6 +186,7 @@ for (const store of STORES) {
     `${store}: killed (SIGKILL) between the purchase's charge and its commit: dunning makes the planned attempt with the same key, charged once, the credit granted`,
     async (t) => {
       t.timeout(180_000);
+      const { server, fake, front: proxy } = ctx;
       const d = stripeDriver(server, fake);
       const s = await d.start(server);
       await d.replaceCard(s, "visa");

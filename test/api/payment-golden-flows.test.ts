@@ -21,11 +21,10 @@
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
 import { STORES } from "../helpers/db.js";
-import { type CardName, type PaymentDriver, stripeDriver, testDriver } from "../helpers/payment-flows.js";
+import { type CardName, type PaymentDriver, stripeDriver, testDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { TestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
@@ -247,20 +246,12 @@ const FLOWS: Flow[] = [
 ];
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
   for (const provider of ["test", "stripe"] as const) {
     for (const flow of FLOWS) {
       // Serial: the fake Stripe sends its webhooks to one URL at a time (the environment's of the running flow).
       test.serial(`${store}, ${provider}: ${flow.name}`, async (t) => {
+        const { server, fake } = ctx;
         const d = provider === "test" ? testDriver(server) : stripeDriver(server, fake);
         await flow.run(t, d, server);
       });

@@ -9,11 +9,11 @@
 import { randomBytes } from "node:crypto";
 import test from "ava";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { form, location303, stripeDriver } from "../helpers/payment-flows.js";
+import { form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { TestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
@@ -45,18 +45,10 @@ async function payAndReturn(server: TestServer, fake: FakeStripe, stripeUrl: str
 }
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
 
   test.serial(`${store}: the customer's return completes the checkout (webhooks held): sent to the success URL, the credit granted once`, async (t) => {
+    const { server, fake } = ctx;
     const { s, grant, token, stripeUrl } = await atStripe(server, fake);
     fake.webhookOptions({ outOfOrder: true });
     let res: Response;
@@ -78,6 +70,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: the webhook completed the checkout before the customer's return: sent to the success URL`, async (t) => {
+    const { server, fake } = ctx;
     const { s, grant, token, stripeUrl } = await atStripe(server, fake);
     const res = await payAndReturn(server, fake, stripeUrl, true);
     t.is(res.status, 303);
@@ -88,6 +81,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: a checkout cancelled on our page before the customer's return: sent to the cancelled URL, nothing charged or granted`, async (t) => {
+    const { server, fake } = ctx;
     const { s, grant, token, stripeUrl } = await atStripe(server, fake);
     t.is(await location303(await form(`${server.url}/hosted/checkout/${token}/cancel`), "cancel"), CALLBACKS.cancelled_url);
     const res = await payAndReturn(server, fake, stripeUrl, true);

@@ -9,8 +9,9 @@ import { randomBytes } from "node:crypto";
 import test from "ava";
 import Stripe from "stripe";
 import { STORES } from "../helpers/db.js";
+import { useStripeServer } from "../helpers/payment-flows.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { TestServer } from "../helpers/server.js";
 import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 
 const AT = "2026-01-15T00:00:00Z";
@@ -37,18 +38,10 @@ async function startCardSetup(server: TestServer, s: Scenario): Promise<void> {
 }
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
 
   test.serial(`${store}: a subject's update of its name, email and billing address updates its Stripe customer`, async (t) => {
+    const { server, fake } = ctx;
     const { s, stripe, customerId } = await withCustomer(server, fake);
     await startCardSetup(server, s);
     const id = await customerId();
@@ -73,12 +66,14 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: a subject without a Stripe customer gets none from an update`, async (t) => {
+    const { server, fake } = ctx;
     const { s, customerId } = await withCustomer(server, fake);
     await s.call("PUT", `/subjects/${s.subjectId}`, { name: "Nobody Yet" });
     t.is(await customerId(), undefined);
   });
 
   test.serial(`${store}: Stripe failing does not fail the subject's update`, async (t) => {
+    const { server, fake } = ctx;
     const { s, customerId } = await withCustomer(server, fake);
     await startCardSetup(server, s);
     t.truthy(await customerId());
@@ -89,7 +84,7 @@ for (const store of STORES) {
       t.is(r.status, 200);
       t.is((await s.call("GET", `/subjects/${s.subjectId}`)).name, "Offline Co");
     } finally {
-      fake = await startFakeStripe();
+      ctx.fake = await startFakeStripe();
     }
   });
 }

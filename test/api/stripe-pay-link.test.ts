@@ -11,12 +11,12 @@
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
-import { form } from "../helpers/payment-flows.js";
+import { form, useStripeServer } from "../helpers/payment-flows.js";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer } from "../helpers/server.js";
+import type { TestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const AT = "2026-01-15T00:00:00Z";
 const SK = `sk_test_${"51Hx".repeat(6)}PayL`;
@@ -62,22 +62,14 @@ async function subjectCard(server: TestServer, subjectId: string): Promise<{ cur
 const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
 
   for (const [last4, token] of [
     ["3184", "pm_card_authenticationRequired"],
     ["3155", "pm_card_authenticationRequiredOnSetup"],
   ] as const) {
     test.serial(`${store}: card ${last4} needs the customer: the hosted page's form leads to Stripe Checkout (one session), paid there: the invoice paid once, the card kept`, async (t) => {
+      const { server, fake } = ctx;
       const { s, card } = await onStripe(server, fake);
       const sub = await s.call("POST", "/subscriptions", {
         subject_id: s.subjectId,

@@ -15,17 +15,15 @@
  * - a crash (SIGKILL) right after the PaymentIntent and before our commit: the retry after the
  *   restart charges nothing more (one PaymentIntent for the key) and the invoice is paid once.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import test from "ava";
-import { form } from "../helpers/payment-flows.js";
+import { form, useStripeServer } from "../helpers/payment-flows.js";
 import Stripe from "stripe";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { type TestServer, childServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
-import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const AT = "2026-01-15T00:00:00Z";
 const SK = `sk_test_${"51Hx".repeat(6)}AbCd`;
@@ -94,38 +92,8 @@ async function sendEvent(server: TestServer, env: string, event: Json, secret = 
   return res.status;
 }
 
-/** A free port on this machine (for a child server). */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
 /** `npm start`'s process (src/main.ts) on the test server's database, with the fake as Stripe. */
-async function child(server: TestServer, fake: FakeStripe, env: Record<string, string> = {}): Promise<{ url: string; proc: ChildProcess; exited: Promise<NodeJS.Signals | number | null> }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      DATABASE_URL: server.db.url,
-      PUBLIC_BASE_URL: url,
-      LOG_LEVEL: "error",
-      SCHEDULER_INTERVAL_MS: "0",
-      WEBHOOK_DELIVERY_INTERVAL_MS: "0",
-      SECRETS_ENCRYPTION_KEY: SECRETS_KEY,
-      STRIPE_API_BASE: fake.url,
-      ...env,
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
-  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
-  return { url, proc, exited };
-}
+const child = (server: TestServer, fake: FakeStripe, env: Record<string, string> = {}) => childServer(server, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url, ...env });
 
 /** The scenario's calls sent to another server (a child on the same database). */
 function onServer(s: Scenario, url: string): Scenario {
@@ -135,18 +103,10 @@ function onServer(s: Scenario, url: string): Scenario {
 }
 
 for (const store of STORES) {
-  let fake: FakeStripe;
-  let server: TestServer;
-  test.before(async () => {
-    fake = await startFakeStripe();
-    server = await startTestServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, STRIPE_API_BASE: fake.url });
-  });
-  test.after.always(async () => {
-    await server?.stop();
-    await fake?.stop();
-  });
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY });
 
   test.serial(`${store}: subscribe through Stripe Checkout: one card, one completion, the first invoice and a renewal charged off-session with our keys`, async (t) => {
+    const { server, fake } = ctx;
     const { s, card } = await onStripe(server, fake);
     const flow = await subscribeOnStripe(server, fake, s, card);
     t.true(flow.stripeUrl.startsWith(`${fake.url}/checkout/cs_`), flow.stripeUrl);
@@ -190,6 +150,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: authentication required: open with a pay link and invoice.payment_action_required; authenticated on Stripe: paid by its webhook`, async (t) => {
+    const { server, fake } = ctx;
     const { s, card } = await onStripe(server, fake);
     await subscribeOnStripe(server, fake, s, card);
     await replaceCardOnStripe(server, fake, s, "pm_card_authenticationRequired");
@@ -214,6 +175,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: a refund through a credit note is a Stripe refund of the invoice's PaymentIntent`, async (t) => {
+    const { server, fake } = ctx;
     const { s, card } = await onStripe(server, fake);
     await subscribeOnStripe(server, fake, s, card);
     const [inv] = await s.invoices();
@@ -226,6 +188,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: webhooks twice, out of order and with a bad signature`, async (t) => {
+    const { server, fake } = ctx;
     const { s, env, card } = await onStripe(server, fake);
     await subscribeOnStripe(server, fake, s, card);
     const [inv] = await s.invoices();
@@ -265,6 +228,7 @@ for (const store of STORES) {
   });
 
   test.serial(`${store}: killed (SIGKILL) between the PaymentIntent and our commit: after the restart the retry charges nothing more and the invoice is paid once`, async (t) => {
+    const { server, fake } = ctx;
     t.timeout(180_000);
     const { s, env, card } = await onStripe(server, fake);
     await subscribeOnStripe(server, fake, s, card);

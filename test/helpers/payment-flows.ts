@@ -7,11 +7,12 @@
  * itself; Stripe answers a payment-mode Checkout Session), and where the provider's charges and
  * refunds are seen. The flows' expectations are shared and live in the test.
  */
-import { withDatabase } from "./db.js";
+import test from "ava";
+import { type Store, withDatabase } from "./db.js";
 import { Scenario } from "./scenario.js";
-import type { TestServer } from "./server.js";
+import { type TestServer, startTestServer } from "./server.js";
 import type { Json } from "./subjects-api.js";
-import type { FakeStripe } from "../stripe/fake-stripe.js";
+import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 
 /** The test cards the flows use, by what they do (each provider's own number or token below). */
 export type CardName = "visa" | "mastercard" | "authentication" | "insufficient_funds" | "attach_then_fail";
@@ -41,6 +42,66 @@ export interface PaymentDriver {
   chargeKeys?(invoiceId: string): string[];
   /** The provider's refunds of an invoice's charges, as [refund id, amount in minor units]. */
   refunds(s: Scenario, invoiceId: string, refundIds: string[]): Promise<[string, string][]>;
+}
+
+/** Something put between the server and the fake Stripe (a proxy), started on the fake's URL. */
+export interface StripeFront {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The fake Stripe and the server pointed at it (STRIPE_API_BASE) of a test file, or of one
+ * store's half of it; read inside a test or hook (they start in test.before).
+ */
+export interface StripeServer<F extends StripeFront | undefined = undefined> {
+  server: TestServer;
+  /** The fake; a test that stopped it may put a new one here (the teardown stops what is here). */
+  fake: FakeStripe;
+  /** What `front` made, the server's Stripe in place of the fake. */
+  front: F;
+}
+
+/**
+ * Starts the fake Stripe (test/stripe/fake-stripe.ts) before the tests, then (with `front`, what
+ * it makes in front of the fake) the server on `store` with `env` and Stripe at the front's or the
+ * fake's URL; after them, even when they fail, stops the server, the front, then the fake (whose
+ * stop() throws if an answer drifted from Stripe's schema).
+ */
+export function useStripeServer(store: Store, env: Record<string, string>): StripeServer;
+export function useStripeServer<F extends StripeFront>(store: Store, env: Record<string, string>, front: (fakeUrl: string) => Promise<F>): StripeServer<F>;
+export function useStripeServer(store: Store, env: Record<string, string>, front?: (fakeUrl: string) => Promise<StripeFront>): StripeServer<StripeFront | undefined> {
+  let server: TestServer | undefined;
+  let fake: FakeStripe | undefined;
+  let made: StripeFront | undefined;
+  const started = <T>(what: string, value: T | undefined): T => {
+    if (value === undefined) throw new Error(`useStripeServer(${store}): the ${what} starts in test.before; read it inside a test`);
+    return value;
+  };
+  test.before(async () => {
+    fake = await startFakeStripe();
+    made = await front?.(fake.url);
+    server = await startTestServer(store, { ...env, STRIPE_API_BASE: (made ?? fake).url });
+  });
+  test.after.always(async () => {
+    await server?.stop();
+    await made?.stop();
+    await fake?.stop();
+  });
+  return {
+    get server() {
+      return started("server", server);
+    },
+    get fake() {
+      return started("fake Stripe", fake);
+    },
+    set fake(replacement) {
+      fake = replacement;
+    },
+    get front() {
+      return front && started("front", made);
+    },
+  };
 }
 
 /** A form POSTed as a browser does, its redirect not followed. */

@@ -2,6 +2,8 @@
  * Starts the real server on a free port against a fresh database, with two environments:
  * A (test mode: a secret key, a publishable key, a revoked key) and B (live mode: a secret key).
  */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
 import test from "ava";
 import { type App, startApp } from "../../src/app.js";
 import { newId } from "../../src/billing/ids.js";
@@ -126,6 +128,49 @@ export async function untilHealthy(url: string): Promise<void> {
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** A free port on this machine (for a child server). */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** A server started as its own process: its address, the process, and how it exited (its signal or code) once it has. */
+export interface ChildServer {
+  url: string;
+  proc: ChildProcess;
+  exited: Promise<NodeJS.Signals | number | null>;
+}
+
+/**
+ * `npm start`'s process (src/main.ts) on the test server's database, with `env` on top (its own
+ * port and public URL, errors logged to this process's stderr, the scheduler and webhook
+ * delivery off unless `env` turns them on): for tests that kill a server (SIGKILL) or run two on
+ * one database. Resolves once it is healthy; rejects if it exits first.
+ */
+export async function childServer(server: TestServer, env: Record<string, string> = {}): Promise<ChildServer> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      DATABASE_URL: server.db.url,
+      PUBLIC_BASE_URL: url,
+      LOG_LEVEL: "error",
+      SCHEDULER_INTERVAL_MS: "0",
+      WEBHOOK_DELIVERY_INTERVAL_MS: "0",
+      ...env,
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
+  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
+  return { url, proc, exited };
 }
 
 /**
