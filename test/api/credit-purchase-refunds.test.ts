@@ -1,7 +1,8 @@
 /**
  * Golden cases, on MariaDB and SQLite: a refund credit note on a paid credit purchase takes back
  * the credit it refunds (DESIGN §14, §15; docs/credits.md): the grant's remaining falls by the
- * note's total with a "void" ledger entry, at most what is still unspent; a refund beyond it
+ * note's total with a "void" ledger entry on the purchase's invoice (its `invoice_id`, never the
+ * note's ID) whose description names the note by number, at most what is still unspent; a refund beyond it
  * (credit spent on invoices, or the grant voided) is refused with CREDIT_ALREADY_SPENT naming the
  * amount's field, and nothing is written or refunded. The arithmetic is written beside each amount.
  */
@@ -47,6 +48,12 @@ async function state(s: Scenario, grant: Json): Promise<Json> {
   };
 }
 
+/** The "void" ledger entries of the subject as [invoice_id, description, amount]. */
+async function voids(s: Scenario): Promise<[string, string, string][]> {
+  const entries = (await s.call("GET", `/subjects/${s.subjectId}/credit-ledger?limit=100`)).entries as Json[];
+  return entries.filter((e) => e.entry_type === "void").map((e) => [e.invoice_id, e.description, e.amount.value]);
+}
+
 for (const store of STORES) {
   const server = useServer(store);
 
@@ -68,14 +75,24 @@ for (const store of STORES) {
     t.is(after.balance, "0");
     const voided = ((await s.call("GET", "/events?types=credit_grant.voided&limit=100")).events as Json[]).filter((e) => e.data.id === grant.id);
     t.is(voided.length, 1);
+    // The entry is on the purchase's invoice, and names the note.
+    t.deepEqual(await voids(s), [[grant.invoice_id, `Refunded by credit note ${r.body.number}`, "-700"]]);
   });
 
   test(`${store}: partial refunds take back their amounts; one beyond what is left is refused, nothing written`, async (t) => {
     const s = await Scenario.start(server, AT);
     await s.saveCardInPortal(CARD_OK);
     const grant = await bought(s, "700");
-    t.is((await refund(s, grant.invoice_id, { amount: "200" })).status, 200);
-    t.is((await refund(s, grant.invoice_id, { amount: "300" })).status, 200);
+    const first = await refund(s, grant.invoice_id, { amount: "200" });
+    t.is(first.status, 200);
+    const second = await refund(s, grant.invoice_id, { amount: "300" });
+    t.is(second.status, 200);
+    t.not(first.body.number, second.body.number);
+    // Two entries on the one purchase invoice, each naming its own note.
+    t.deepEqual(await voids(s), [
+      [grant.invoice_id, `Refunded by credit note ${first.body.number}`, "-200"],
+      [grant.invoice_id, `Refunded by credit note ${second.body.number}`, "-300"],
+    ]);
     const after = await state(s, grant);
     t.deepEqual(after.grant, ["active", "200"]); // 700 − 200 − 300 = 200
     t.deepEqual(after.ledger, [

@@ -87,6 +87,69 @@ mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 i
 });
 
 for (const store of STORES) {
+  test(`${store}: the ledger migration moves a purchase refund's entry from its note's ID to the purchase's invoice, naming the note`, async (t) => {
+    const tdb = await createTestDatabase(store);
+    const db = await createDatabase(tdb.url, { poolSize: 2 });
+    await db.dataSource.initialize();
+    try {
+      await db.dataSource.runMigrations({ transaction: "each" });
+      // Back to before the ledger's credit_note_id (and the migrations after it).
+      const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
+      for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("LedgerCreditNotes"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
+      await db.dataSource.undoLastMigration({ transaction: "each" });
+      const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
+      const at = "2026-01-15 00:00:00.000";
+      // Two partial refunds of purchase inv_p (grant cg_p), and a balance credit note on inv_x (its grant cg_n).
+      const notes: [string, string, string, string, string | null][] = [
+        ["cn_1", "CN-000001", "inv_p", "refund", null],
+        ["cn_2", "CN-000002", "inv_p", "refund", null],
+        ["cn_3", "CN-000003", "inv_x", "credit_balance", "cg_n"],
+      ];
+      for (const [id, number, invoice, outcome, grant] of notes) {
+        await q(
+          `INSERT INTO credit_notes (id, environment_id, number, invoice_id, invoice_number, subject_id, currency, reason, outcome, ${store === "mysql" ? "`lines`" : '"lines"'}, subtotal, total_tax, total, status, credit_grant_id, metadata, created_at) VALUES (?, 'env_1', ?, ?, 'INV-1', 'subj_1', 'USD', 'other', ?, '[]', '1', '0', '1', 'issued', ?, '{}', ?)`,
+          [id, number, invoice, outcome, grant, at],
+        );
+      }
+      // As the old code wrote them: the refunds' entries keyed by the notes' IDs.
+      const entries: [string, string, string, string, string, string][] = [
+        ["cle_1", "cg_p", "grant", "700", "", "Credit purchase (invoice inv_p)"],
+        ["cle_2", "cg_p", "void", "-200", "cn_1", "Credit purchase refunded by a credit note on invoice INV-1"],
+        ["cle_3", "cg_p", "void", "-300", "cn_2", "Credit purchase refunded by a credit note on invoice INV-1"],
+        ["cle_4", "cg_n", "credit_note", "50", "inv_x", "Credit note on invoice INV-2"],
+        ["cle_5", "cg_p", "application", "-100", "inv_y", "Applied to invoice INV-3"],
+      ];
+      for (const [id, grant, type, amount, invoice, description] of entries) {
+        await q(
+          "INSERT INTO credit_ledger (id, environment_id, subject_id, grant_id, entry_type, currency, amount, invoice_id, description, created_at) VALUES (?, 'env_1', 'subj_1', ?, ?, 'USD', ?, ?, ?, ?)",
+          [id, grant, type, amount, invoice, description, at],
+        );
+      }
+      await db.dataSource.runMigrations({ transaction: "each" });
+      const rows: { id: string; invoice_id: string; credit_note_id: string; description: string }[] = await q("SELECT id, invoice_id, credit_note_id, description FROM credit_ledger ORDER BY seq");
+      t.deepEqual(
+        rows.map((r) => [r.id, r.invoice_id, r.credit_note_id, r.description]),
+        [
+          ["cle_1", "", "", "Credit purchase (invoice inv_p)"],
+          ["cle_2", "inv_p", "cn_1", "Refunded by credit note CN-000001"],
+          ["cle_3", "inv_p", "cn_2", "Refunded by credit note CN-000002"],
+          ["cle_4", "inv_x", "cn_3", "Credit note on invoice INV-2"],
+          ["cle_5", "inv_y", "", "Applied to invoice INV-3"],
+        ],
+      );
+      // The key still allows one application of a grant to an invoice.
+      await t.throwsAsync(
+        q(
+          "INSERT INTO credit_ledger (id, environment_id, subject_id, grant_id, entry_type, currency, amount, invoice_id, credit_note_id, description, created_at) VALUES ('cle_6', 'env_1', 'subj_1', 'cg_p', 'application', 'USD', '-1', 'inv_y', '', 'again', ?)",
+          [at],
+        ),
+      );
+    } finally {
+      await db.dataSource.destroy();
+      await tdb.drop();
+    }
+  });
+
   test(`${store}: the minute-totals migration adds the events already stored`, async (t) => {
     const tdb = await createTestDatabase(store);
     const db = await createDatabase(tdb.url, { poolSize: 2 });

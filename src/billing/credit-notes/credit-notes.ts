@@ -14,8 +14,8 @@
  *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
  *   first refund, never a second one. A refusal fails the whole note (nothing is written). A
- *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent
- *   (purchase-refund.ts).
+ *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent,
+ *   with a "void" ledger entry on the purchase's invoice naming the note (purchase-refund.ts).
  */
 import { purchasedGrantId } from "../credits/purchase-states.js";
 import { createHash } from "node:crypto";
@@ -33,7 +33,7 @@ import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
-import { takeBackPurchased } from "./purchase-refund.js";
+import { checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
@@ -183,7 +183,9 @@ export class CreditNotes {
         // The number last: the sequence row stays locked only from here to the commit.
         const written: CreditNote = { ...draft, number: await tx.nextNumber(env) };
         await tx.insert(written);
-        await tx.emit([creditNoteEvent(written), ...effects.events]);
+        // A refunded purchase's credit, checked before the refund, is taken back under the note's number.
+        const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, written, now);
+        await tx.emit([creditNoteEvent(written), ...effects.events, ...taken]);
         return written;
       }),
     );
@@ -201,7 +203,7 @@ export class CreditNotes {
     id: string,
     provider: PaymentProvider | undefined,
     now: Date,
-  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[] }> {
+  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[]; takeBackFrom?: string }> {
     if (c.outcome === "reduce_amount_due") {
       if (!(await tx.reduceAmountDue(inv.environmentId, inv.id, plan.total, now))) {
         throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `invoice ${inv.id}'s amount due changed; try again`, { invoice_id: inv.id });
@@ -232,16 +234,17 @@ export class CreditNotes {
         voidedAt: null,
         expiredAt: null,
       };
-      await tx.insertGrant(grant, { type: "credit_note", invoiceId: inv.id, description: `Credit note on invoice ${inv.number ?? inv.id}` });
+      await tx.insertGrant(grant, { type: "credit_note", invoiceId: inv.id, creditNoteId: id, description: `Credit note on invoice ${inv.number ?? inv.id}` });
       return { grant, refundId: null, events: [creditGrantEvent("credit_grant.created", grant)] };
     }
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
     const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
-    // A credit purchase's credit goes back with its money, before the provider refunds (purchase-refund.ts).
-    const taken = await takeBackPurchased(tx, c, inv, plan, id, now);
+    // A credit purchase's credit goes back with its money: whether it can is checked (its grant
+    // locked) before the provider refunds; create() takes it back once the note has its number (purchase-refund.ts).
+    const takeBackFrom = await checkTakeBack(tx, c, inv, plan);
     const out = await (provider as PaymentProvider).refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
-    return { grant: null, refundId: out.refundId, events: taken };
+    return { grant: null, refundId: out.refundId, events: [], takeBackFrom };
   }
 
   /** A credit note of the caller's environment (NOT_FOUND otherwise): what the PDF reads too. */

@@ -2,11 +2,14 @@
  * A refund of a credit purchase takes back the credit it refunds (DESIGN §14, §15), as Stripe,
  * Lago and Orb void the credits of a refunded credit purchase: a credit note with outcome
  * `refund` on a paid purchase invoice lowers its grant's remaining by the note's total, with a
- * "void" ledger entry of −total (keyed by the note: each partial refund has its own), in the
- * note's transaction, before the provider refunds anything. Only credit still unspent can be
- * taken back: a refund beyond the grant's remaining (credit already spent on invoices, expired or
- * voided) is refused with CREDIT_ALREADY_SPENT, naming the amount's field and what is left,
- * and nothing is written or refunded. A grant left at 0 becomes voided (`credit_grant.voided`).
+ * "void" ledger entry of −total on the purchase's invoice (`invoice_id`), its description naming
+ * the note by number ("Refunded by credit note CN-000001"; each partial refund has its own entry),
+ * in the note's transaction. Only credit still unspent can be taken back, checked under the
+ * grant's lock before the provider refunds anything: a refund beyond the grant's remaining
+ * (credit already spent on invoices, expired or voided) is refused with CREDIT_ALREADY_SPENT,
+ * naming the amount's field and what is left, and nothing is written or refunded. The credit is
+ * taken back once the note has its number (the grant stays locked meanwhile). A grant left at 0
+ * becomes voided (`credit_grant.voided`).
  */
 import { AbortedError, InvalidArgumentError } from "../errors.js";
 import { purchasedGrantId } from "../credits/purchase-states.js";
@@ -15,6 +18,7 @@ import { dec, formatDecimal } from "../money.js";
 import type { Invoice } from "../subscriptions/types.js";
 import type { CreditPlan } from "./arithmetic.js";
 import type { CreditNoteTx } from "./ports.js";
+import type { CreditNote } from "./types.js";
 import type { CheckedCreditNote } from "./validation.js";
 
 /** The request's field that asked for the amount: `amount` (the whole invoice or an amount), or the purchase line's `lines[k].amount`. */
@@ -29,13 +33,14 @@ function amountField(c: CheckedCreditNote): string {
 }
 
 /**
- * Takes back the credit a refund note of `plan` (ID `noteId`) refunds when `inv` is a credit
- * purchase's invoice (nothing otherwise), in the note's transaction, which holds the invoice's
- * row lock; the grant is locked here. Returns the events to emit with the note.
+ * Checks that a refund note of `plan` can take back the credit it refunds when `inv` is a credit
+ * purchase's invoice, in the note's transaction, which holds the invoice's row lock; the grant is
+ * locked here until the transaction ends. Returns the grant to take back from (undefined: not a
+ * purchase); throws CREDIT_ALREADY_SPENT beyond what is unspent.
  */
-export async function takeBackPurchased(tx: CreditNoteTx, c: CheckedCreditNote, inv: Invoice, plan: CreditPlan, noteId: string, at: Date): Promise<NewEvent[]> {
+export async function checkTakeBack(tx: CreditNoteTx, c: CheckedCreditNote, inv: Invoice, plan: CreditPlan): Promise<string | undefined> {
   const grantId = purchasedGrantId(inv);
-  if (grantId === undefined) return [];
+  if (grantId === undefined) return undefined;
   const g = await tx.lockGrant(inv.environmentId, grantId);
   const unspent = g?.status === "active" ? dec(g.remaining) : dec(0);
   if (dec(plan.total).gt(unspent)) {
@@ -51,7 +56,17 @@ export async function takeBackPurchased(tx: CreditNoteTx, c: CheckedCreditNote, 
       "CREDIT_ALREADY_SPENT",
     );
   }
-  const after = await tx.takeBack(inv.environmentId, grantId, plan.total, noteId, `Credit purchase refunded by a credit note on invoice ${inv.number ?? inv.id}`, at);
+  return grantId;
+}
+
+/**
+ * Takes back `note`'s total from grant `grantId` (checked by checkTakeBack in the same
+ * transaction): a "void" ledger entry on the purchase's invoice naming the note. Returns the
+ * events to emit with the note.
+ */
+export async function takeBackPurchased(tx: CreditNoteTx, grantId: string, note: Pick<CreditNote, "id" | "number" | "environmentId" | "invoiceId" | "total">, at: Date): Promise<NewEvent[]> {
+  const entry = { invoiceId: note.invoiceId, creditNoteId: note.id, description: `Refunded by credit note ${note.number}` };
+  const after = await tx.takeBack(note.environmentId, grantId, note.total, entry, at);
   // Under the grant's lock it still has that much: only a store that lost the lock gets here.
   if (!after) throw new AbortedError("TRANSACTION_CONFLICT", `credit grant ${grantId} changed while its credit was being taken back; try again`);
   return after.status === "voided" ? [creditGrantEvent("credit_grant.voided", after)] : [];

@@ -36,7 +36,7 @@ export interface CreditWrites {
    * Inserts a grant and, unless it is pending payment (or failed), its positive ledger entry
    * ("grant", "proration" for a proration credit, "credit_note" for a credit note's) of its whole amount.
    */
-  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration" | "credit_note"; invoiceId: string | null; description: string }): Promise<LedgerEntry | undefined>;
+  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration" | "credit_note"; invoiceId: string | null; description: string; creditNoteId?: string }): Promise<LedgerEntry | undefined>;
   /** The grant, locked until the transaction ends (on SQLite the transaction holds the file). */
   lockGrant(environmentId: string, id: string): Promise<CreditGrant | undefined>;
   /**
@@ -70,11 +70,12 @@ export interface CreditWrites {
   /**
    * A refund takes back `amount` (> 0) of an active grant's remaining (a credit note refunding the
    * purchase that bought it, DESIGN §15): one conditional UPDATE (`remaining >= amount`), then a
-   * "void" ledger entry of −amount keyed by `key` (the credit note's ID, so that several partial
-   * refunds of one purchase each have their entry). Left at 0, the grant becomes voided at `at`.
-   * Undefined (nothing written) when the grant is not active or no longer has that much.
+   * "void" ledger entry of −amount on the refunded purchase's invoice (`entry.invoiceId`), kept
+   * apart by the credit note's ID (`entry.creditNoteId`: several partial refunds of one purchase
+   * each have their entry). Left at 0, the grant becomes voided at `at`. Undefined (nothing
+   * written) when the grant is not active or no longer has that much.
    */
-  takeBack(environmentId: string, grantId: string, amount: string, key: string, description: string, at: Date): Promise<CreditGrant | undefined>;
+  takeBack(environmentId: string, grantId: string, amount: string, entry: { invoiceId: string; creditNoteId: string; description: string }, at: Date): Promise<CreditGrant | undefined>;
   getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;
   putSettings(environmentId: string, s: CreditSettings, at: Date): Promise<void>;
   getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;

@@ -41,6 +41,11 @@ export interface CreditLedgerRow {
   amount: string;
   /** '' when the entry has no invoice (the unique key treats it as a value). */
   invoice_id: string;
+  /**
+   * The credit note that made the entry ("credit_note", and "void" for a refund of a credit
+   * purchase, several of which may take back from one grant on one invoice); '' otherwise.
+   */
+  credit_note_id: string;
   description: string;
   created_at: Date;
 }
@@ -115,12 +120,13 @@ export function creditsEntities(dialect: Dialect, exact: ExactText) {
       currency: textColumn(3, false),
       amount: sumColumn(dialect),
       invoice_id: idColumn(),
+      credit_note_id: idColumn(),
       description: textColumn(1000, false),
       created_at: timeColumn(),
     }),
     uniques: [
       { name: "uq_credit_ledger_id", columns: ["id"] },
-      { name: "uq_credit_ledger_movement", columns: ["grant_id", "invoice_id", "entry_type"] },
+      { name: "uq_credit_ledger_movement", columns: ["grant_id", "invoice_id", "entry_type", "credit_note_id"] },
     ],
     indices: [{ name: "ix_credit_ledger_subject_seq", columns: ["subject_id", "seq"] }],
   });

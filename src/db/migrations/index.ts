@@ -30,6 +30,7 @@ import { InvoiceBooking1795000000026 } from "./1795000000026-InvoiceBooking.js";
 import { CreditNotes1795000000029 } from "./1795000000029-CreditNotes.js";
 import { Payments1795000000030 } from "./1795000000030-Payments.js";
 import { TestClockStatus1795000000031 } from "./1795000000031-TestClockStatus.js";
+import { LedgerCreditNotes1795000000032 } from "./1795000000032-LedgerCreditNotes.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -66,6 +67,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   CreditNotes1795000000029,
   Payments1795000000030,
   TestClockStatus1795000000031,
+  LedgerCreditNotes1795000000032,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -142,7 +142,7 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
     },
     insertGrant: (g, entry) => creditWrites(em, sql, E).insertGrant(g, entry),
     lockGrant: (environmentId, id) => creditWrites(em, sql, E).lockGrant(environmentId, id),
-    takeBack: (environmentId, grantId, amount, key, description, at) => creditWrites(em, sql, E).takeBack(environmentId, grantId, amount, key, description, at),
+    takeBack: (environmentId, grantId, amount, entry, at) => creditWrites(em, sql, E).takeBack(environmentId, grantId, amount, entry, at),
   };
 }
 

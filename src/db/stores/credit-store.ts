@@ -109,7 +109,8 @@ function alertFromRow(r: CreditAlertStateRow): AlertState {
 /** A decimal parameter as the dialect's arithmetic needs it. */
 const decParam = (dialect: Dialect): string => (dialect === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?");
 
-async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string | null, description: string, at: Date): Promise<LedgerEntry> {
+/** A ledger row of `g`; `noteId`: the credit note that made it (credit_ledger.credit_note_id, '' for none). */
+async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string | null, text: string, at: Date, noteId = ""): Promise<LedgerEntry> {
   const row: CreditLedgerRow = {
     id: newLedgerId(),
     environment_id: g.environmentId,
@@ -119,7 +120,8 @@ async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type:
     currency: g.currency,
     amount,
     invoice_id: invoiceId ?? "",
-    description: description.slice(0, 1000),
+    credit_note_id: noteId,
+    description: text.slice(0, 1000),
     created_at: at,
   };
   try {
@@ -167,12 +169,12 @@ async function readGrant(em: EntityManager, E: Entities, environmentId: string, 
   return r ? grantFromRow(r) : undefined;
 }
 
-/** CreditWrites.takeBack on `em`: one conditional UPDATE, then the "void" entry keyed by `key`. */
+/** CreditWrites.takeBack on `em`: one conditional UPDATE, then the "void" entry on the purchase's invoice, kept apart by the credit note. */
 async function takeBackOn(
   em: EntityManager,
   E: Entities,
   d: Dialect,
-  x: { environmentId: string; grantId: string; amount: string; key: string; description: string; at: Date },
+  x: { environmentId: string; grantId: string; amount: string; entry: { invoiceId: string; creditNoteId: string; description: string }; at: Date },
 ): Promise<CreditGrant | undefined> {
   const a = formatDecimal(dec(x.amount));
   if (!dec(a).gt(0)) throw new Error(`a refund must take back a positive amount, got ${x.amount}`);
@@ -189,7 +191,7 @@ async function takeBackOn(
   );
   if (n === 0) return undefined;
   const g = (await readGrant(em, E, x.environmentId, x.grantId)) as CreditGrant;
-  await insertEntry(em, E, g, "void", `-${a}`, x.key, x.description, x.at);
+  await insertEntry(em, E, g, "void", `-${a}`, x.entry.invoiceId, x.entry.description, x.at, x.entry.creditNoteId);
   return g;
 }
 
@@ -202,7 +204,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       const [subject] = (await em.query("SELECT test_clock_id FROM subjects WHERE environment_id = ? AND id = ?", [g.environmentId, g.subjectId])) as { test_clock_id: string | null }[];
       await em.insert(E.CreditGrant, grantToRow(g, subject?.test_clock_id ?? null));
       if (!entry || g.status === "pending_payment" || g.status === "failed") return undefined;
-      return insertEntry(em, E, g, entry.type, g.amount, entry.invoiceId, entry.description, g.createdAt);
+      return insertEntry(em, E, g, entry.type, g.amount, entry.invoiceId, entry.description, g.createdAt, entry.creditNoteId);
     },
     lockGrant: (environmentId, id) => readGrant(em, E, environmentId, id, lock),
     spendable: (environmentId, subjectId, currency, at) => spendableOn(em, E, environmentId, subjectId, currency, at),
@@ -257,7 +259,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       if (dec(g.remaining).gt(0)) await insertEntry(em, E, g, how, `-${g.remaining}`, null, how === "void" ? "Voided" : "Expired", at);
       return (await readGrant(em, E, environmentId, grantId)) as CreditGrant;
     },
-    takeBack: (environmentId, grantId, amount, key, description, at) => takeBackOn(em, E, d, { environmentId, grantId, amount, key, description, at }),
+    takeBack: (environmentId, grantId, amount, entry, at) => takeBackOn(em, E, d, { environmentId, grantId, amount, entry, at }),
     getSettings: async (environmentId, subjectId, currency) => {
       const r = await em.findOneBy(E.CreditSettings, { environment_id: environmentId, subject_id: subjectId, currency });
       return r ? settingsFromRow(r) : undefined;
