@@ -8,38 +8,18 @@
  * invoices table, the server killed there (SIGKILL). On both stores the state such a death leaves
  * is also written straight into the database (the advance's first commit alone).
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import test from "ava";
 import mysql from "mysql2/promise";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { type ChildServer, type TestServer, childServer, startTestServer } from "../helpers/server.js";
 
 const mysqlSerial = STORES.includes("mysql") ? test.serial : test.skip;
 const START = "2026-01-01T00:00:00Z";
 const TO = "2026-02-15T00:00:00Z";
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
-/** `npm start`'s process (src/main.ts) on the test server's database. */
-async function child(server: TestServer, schedulerIntervalMs: string): Promise<{ url: string; proc: ChildProcess; exited: Promise<NodeJS.Signals | number | null> }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: { ...process.env, PORT: String(port), DATABASE_URL: server.db.url, PUBLIC_BASE_URL: url, LOG_LEVEL: "error", SCHEDULER_INTERVAL_MS: schedulerIntervalMs, WEBHOOK_DELIVERY_INTERVAL_MS: "0" },
-    stdio: ["ignore", "ignore", "ignore"],
-  });
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
-  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
-  return { url, proc, exited };
-}
+/** `npm start`'s process (src/main.ts) on the test server's database, its scheduler every `schedulerIntervalMs`. */
+const child = (server: TestServer, schedulerIntervalMs: string) => childServer(server, { SCHEDULER_INTERVAL_MS: schedulerIntervalMs }, "ignore");
 
 /** A clock at START with one subject subscribed to a monthly card (its first cycle ends Feb 1). */
 async function subscribed(server: TestServer): Promise<Scenario> {
@@ -103,7 +83,7 @@ for (const store of STORES) {
   test(`${store}: the scheduler finishes an advance cut short once its lease ran out`, async (t) => {
     t.timeout(180_000);
     const server = await startTestServer(store, { SCHEDULER_INTERVAL_MS: "0" });
-    let second: Awaited<ReturnType<typeof child>> | undefined;
+    let second: ChildServer | undefined;
     try {
       const s = await subscribed(server);
       const before = (await s.invoices()).length;
@@ -123,7 +103,7 @@ for (const store of STORES) {
 mysqlSerial("mysql: a server killed inside an advance's run; another server's scheduler finishes it, closing the cycle once", async (t) => {
   t.timeout(240_000);
   const server = await startTestServer("mysql", { SCHEDULER_INTERVAL_MS: "0" });
-  let second: Awaited<ReturnType<typeof child>> | undefined;
+  let second: ChildServer | undefined;
   try {
     const s = await subscribed(server);
     const before = (await s.invoices()).length;

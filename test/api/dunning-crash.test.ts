@@ -8,14 +8,12 @@
  * so configured), with no fourth charge and each event once. MariaDB only: the window is held by
  * InnoDB's row lock (SQLite's whole-file lock would stop the attempt too).
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import test from "ava";
 import mysql from "mysql2/promise";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { type PaymentDriver, testDriver } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
-import { type TestServer, startTestServer, untilHealthy } from "../helpers/server.js";
+import { type TestServer, childServer, startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 /** MariaDB only, one at a time (each kills a server of its own); reported as skipped without MariaDB. */
@@ -23,26 +21,8 @@ const mysqlSerial = STORES.includes("mysql") ? test.serial : test.skip;
 const usd = (value: string) => ({ currency_code: "USD", value });
 const eventsOf = async (s: Scenario, type: string, id: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => e.data.id === id);
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
 /** `npm start`'s process (src/main.ts) on the test server's database. */
-async function child(server: TestServer): Promise<{ url: string; proc: ChildProcess; exited: Promise<NodeJS.Signals | number | null> }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    env: { ...process.env, PORT: String(port), DATABASE_URL: server.db.url, PUBLIC_BASE_URL: url, LOG_LEVEL: "error", SCHEDULER_INTERVAL_MS: "0", WEBHOOK_DELIVERY_INTERVAL_MS: "0" },
-    stdio: ["ignore", "ignore", "ignore"],
-  });
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
-  await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
-  return { url, proc, exited };
-}
+const child = (server: TestServer) => childServer(server, {}, "ignore");
 
 async function dunningRow(server: TestServer, invoiceId: string): Promise<{ attempt_count: number; status: string }> {
   const [row] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT attempt_count, status FROM invoices WHERE id = ?", [invoiceId]));

@@ -148,11 +148,11 @@ export interface ChildServer {
 
 /**
  * `npm start`'s process (src/main.ts) on the test server's database, with `env` on top (its own
- * port and public URL, errors logged to this process's stderr, the scheduler and webhook
- * delivery off unless `env` turns them on): for tests that kill a server (SIGKILL) or run two on
- * one database. Resolves once it is healthy; rejects if it exits first.
+ * port and public URL, errors logged, the scheduler and webhook delivery off unless `env` turns
+ * them on): for tests that kill a server (SIGKILL) or run two on one database. Its stderr is this
+ * process's unless `stderr` is "ignore". Resolves once it is healthy; rejects if it exits first.
  */
-export async function childServer(server: TestServer, env: Record<string, string> = {}): Promise<ChildServer> {
+export async function childServer(server: TestServer, env: Record<string, string> = {}, stderr: "inherit" | "ignore" = "inherit"): Promise<ChildServer> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
@@ -166,7 +166,7 @@ export async function childServer(server: TestServer, env: Record<string, string
       WEBHOOK_DELIVERY_INTERVAL_MS: "0",
       ...env,
     },
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: ["ignore", "ignore", stderr],
   });
   const exited = new Promise<NodeJS.Signals | number | null>((resolve) => proc.once("exit", (code, signal) => resolve(signal ?? code)));
   await Promise.race([untilHealthy(url), exited.then((how) => Promise.reject(new Error(`the child server exited: ${how}`)))]);
