@@ -131,12 +131,6 @@ async function portalCardUrl(s: Scenario): Promise<string> {
   return `${r.body.url}/card`;
 }
 
-async function expect303(res: Response, what: string): Promise<string> {
-  const text = await res.text();
-  if (res.status !== 303) throw new Error(`${what}: ${res.status} ${text.slice(0, 300)}`);
-  return res.headers.get("location") ?? "";
-}
-
 /** The invoice's payment state as stored (the provider's reference of its last charge). */
 async function paymentReference(server: TestServer, invoiceId: string): Promise<string | null> {
   const [row] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT status, payment_state FROM invoices WHERE id = ?", [invoiceId]));
@@ -164,13 +158,13 @@ export function testDriver(server: TestServer): PaymentDriver {
     start: (srv) => Scenario.start(srv, AT),
     async subscribe(s, body, card) {
       const url = await checkoutUrl(s, body);
-      await expect303(await form(local(server, url), { card_number: TEST_NUMBERS[card] }), "the hosted checkout");
+      await location303(await form(local(server, url), { card_number: TEST_NUMBERS[card] }), "the hosted checkout");
     },
     async replaceCard(s, card) {
-      await expect303(await form(local(server, await portalCardUrl(s)), { card_number: TEST_NUMBERS[card] }), "the portal's card");
+      await location303(await form(local(server, await portalCardUrl(s)), { card_number: TEST_NUMBERS[card] }), "the portal's card");
     },
     async completePayment(_s, hostedUrl) {
-      await expect303(await form(`${server.url}${new URL(hostedUrl).pathname}/pay`), "the hosted invoice page's form");
+      await location303(await form(`${server.url}${new URL(hostedUrl).pathname}/pay`), "the hosted invoice page's form");
     },
     settle: async () => {},
     async succeededCharges(_s, invoiceId) {
@@ -204,9 +198,9 @@ export const STRIPE_WEBHOOK_SECRET = `whsec_${"g0l4d3n5".repeat(4)}`;
 export function stripeDriver(server: TestServer, fake: FakeStripe): PaymentDriver {
   /** Our page → Stripe Checkout with `card` → the webhooks → the customer's return. */
   async function throughStripe(ourUrl: string, card: CardName): Promise<void> {
-    const stripeUrl = await expect303(await form(local(server, ourUrl)), "our page");
+    const stripeUrl = await location303(await form(local(server, ourUrl)), "our page");
     if (!stripeUrl.startsWith(`${fake.url}/checkout/cs_`)) throw new Error(`our page led to ${stripeUrl}, not Stripe Checkout`);
-    const back = await expect303(await form(stripeUrl, { card: STRIPE_TOKENS[card] }), "Stripe Checkout");
+    const back = await location303(await form(stripeUrl, { card: STRIPE_TOKENS[card] }), "Stripe Checkout");
     await fake.settle();
     const res = await fetch(local(server, back), { redirect: "manual" });
     await res.body?.cancel();
@@ -226,9 +220,9 @@ export function stripeDriver(server: TestServer, fake: FakeStripe): PaymentDrive
     subscribe: async (s, body, card) => throughStripe(await checkoutUrl(s, body), card),
     replaceCard: async (s, card) => throughStripe(await portalCardUrl(s), card),
     async completePayment(_s, hostedUrl, card) {
-      const stripeUrl = await expect303(await form(`${server.url}${new URL(hostedUrl).pathname}/pay`), "the hosted invoice page's form");
+      const stripeUrl = await location303(await form(`${server.url}${new URL(hostedUrl).pathname}/pay`), "the hosted invoice page's form");
       if (!stripeUrl.startsWith(`${fake.url}/checkout/cs_`)) throw new Error(`the pay form led to ${stripeUrl}, not Stripe Checkout`);
-      await expect303(await form(stripeUrl, { card: STRIPE_TOKENS[card] }), "Stripe Checkout (payment)");
+      await location303(await form(stripeUrl, { card: STRIPE_TOKENS[card] }), "Stripe Checkout (payment)");
       await fake.settle();
     },
     settle: () => fake.settle(),
