@@ -2,8 +2,9 @@
  * A paid credit grant follows its invoice however the invoice ends (DESIGN §14), on MariaDB and
  * SQLite: paid by another way than the purchase's own charge (a card saved in the customer portal
  * pays the open purchase invoice) activates the grant once, with its ledger entry and
- * `credit_grant.activated`; voided through the API, or uncollectible after its last payment attempt
- * failed (the policy after it has no subscription to act on), the grant fails and grants nothing;
+ * `credit_grant.activated`; voided or marked uncollectible through the API, or declined when a card
+ * saved in the portal is tried on it (void at once, as the purchase's own charge: never retried on
+ * the dunning schedule), the grant fails and grants nothing;
  * a purchase waiting for its payment is voided, not credited (a credit note is refused).
  */
 import test from "ava";
@@ -56,15 +57,24 @@ for (const store of STORES) {
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed" });
   });
 
-  test(`${store}: a purchase invoice whose last attempt fails is uncollectible and its grant fails (the cancel policy has no subscription to cancel)`, async (t) => {
+  test(`${store}: a purchase invoice marked uncollectible through the API fails its grant: nothing granted`, async (t) => {
     const s = await Scenario.start(server, AT);
-    // One attempt in all; after it: cancel, and mark the invoice uncollectible.
-    await s.call("PATCH", "/payment-settings", { retry_schedule_days: [], set_retry_schedule: true, after_last_attempt: "cancel", mark_uncollectible: true });
     const grant = await pendingPurchase(s);
-    await s.saveCardInPortal("4000 0000 0000 9995"); // insufficient funds: the portal's card is tried on the open invoice
-    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "uncollectible", attempt_count: 1, next_payment_attempt: null });
+    t.like(await s.call("POST", `/invoices/${grant.invoice_id}/mark_uncollectible`, {}), { status: "uncollectible" });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
     t.deepEqual(await ledgerOf(s), []);
+  });
+
+  test(`${store}: a card saved in the portal and declined on a purchase invoice voids it as the purchase's own charge does: the grant fails, no retry planned`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    // The default schedule (3, 5 and 7 days) is not a purchase's: it is charged once.
+    const grant = await pendingPurchase(s);
+    await s.saveCardInPortal("4000 0000 0000 9995"); // insufficient funds: the portal's card is tried on the open invoice
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 1, next_payment_attempt: null });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
+    t.deepEqual(await ledgerOf(s), []);
+    const events = ((await s.call("GET", "/events?types=invoice.payment_failed&types=invoice.voided&limit=100")).events as Json[]).filter((e) => e.data.id === grant.invoice_id);
+    t.deepEqual(events.map((e) => e.type).sort(), ["invoice.payment_failed", "invoice.voided"]);
   });
 
   test(`${store}: a purchase waiting for its payment is not credited: a credit note is refused, nothing written`, async (t) => {

@@ -3,17 +3,21 @@
  * attempt is due after n failures (counted from the first failure, on the invoice's clock); what
  * each outcome makes of the invoice (paid; failed with the next attempt planned; the last failure
  * with the policy and uncollectible if configured; waiting for the customer, not retried); which
- * invoices may be charged or retried. And the test provider's cards: a repeated idempotency key
+ * invoices may be charged or retried; a credit purchase's charge, paid or else void at once. And the test provider's cards: a repeated idempotency key
  * answers the first outcome and never charges twice.
  */
 import test from "ava";
-import { type AttemptDecision, attemptsAllowed, decide, isCollectible, isRetryable, nextAttemptAt } from "../../src/billing/payments/dunning.js";
+import { type AttemptDecision, attemptsAllowed, decide, isCollectible, isRetryable, nextAttemptAt, purchaseDecision } from "../../src/billing/payments/dunning.js";
 import { DEFAULT_RETRY_DAYS, type PaymentSettings, defaultPaymentSettings } from "../../src/billing/payments/types.js";
 import { TEST_CARDS, TestPaymentProvider } from "../../src/billing/subscriptions/test-provider.js";
 import { chargeKey } from "../../src/billing/subscriptions/types.js";
 
 const T0 = new Date("2026-02-15T00:00:00Z");
 const day = (n: number) => new Date(T0.getTime() + n * 86_400_000);
+/** An invoice of a subscription (a credit purchase's has its own rule: purchaseDecision). */
+const SUB = { subscriptionId: "sub_1", periodKey: "2026-02" };
+/** A credit purchase's invoice (DESIGN §14). */
+const PURCHASE = { subscriptionId: "", periodKey: "credit:cg_1" };
 const settings = (over: Partial<PaymentSettings> = {}): PaymentSettings => ({ ...defaultPaymentSettings("env_1", T0), ...over });
 
 test("the default schedule: 3, 5 and 7 days after the first failure; four attempts in all", (t) => {
@@ -38,12 +42,12 @@ for (const [failures, schedule, expected] of [
 }
 
 test("a first failure plans the next from its own time; later failures count from the first", (t) => {
-  const first = decide({}, 1, { ok: false, message: "declined", code: "card_declined" }, T0, settings());
+  const first = decide(SUB, 1, { ok: false, message: "declined", code: "card_declined" }, T0, settings());
   t.like(first, { status: "open", attemptCount: 1, event: "invoice.payment_failed", afterLast: null });
   t.deepEqual(first.nextPaymentAttempt, day(3));
   t.is(first.payment.firstFailedAt, T0.toISOString());
   // The second attempt ran late (day 4): the third is still the first failure + 5 days.
-  const second = decide({ payment: first.payment }, 2, { ok: false, message: "declined" }, day(4), settings());
+  const second = decide({ ...SUB, payment: first.payment }, 2, { ok: false, message: "declined" }, day(4), settings());
   t.deepEqual(second.nextPaymentAttempt, day(5));
   t.is(second.payment.firstFailedAt, T0.toISOString());
 });
@@ -55,7 +59,7 @@ for (const [policy, markUncollectible, status] of [
 ] as const) {
   test(`the last attempt failing: the policy ${policy}, the invoice ${status}`, (t) => {
     const d: AttemptDecision = decide(
-      { payment: { firstFailedAt: T0.toISOString() } },
+      { ...SUB, payment: { firstFailedAt: T0.toISOString() } },
       4,
       { ok: false, message: "no funds", code: "insufficient_funds" },
       day(7),
@@ -67,17 +71,36 @@ for (const [policy, markUncollectible, status] of [
 }
 
 test("paid: the next attempt cleared, a pending action with it", (t) => {
-  const d = decide({ payment: { actionRequired: true, actionUrl: "https://x.example/a", firstFailedAt: T0.toISOString() } }, 3, { ok: true, reference: "pi_1" }, day(5), settings());
+  const d = decide({ ...SUB, payment: { actionRequired: true, actionUrl: "https://x.example/a", firstFailedAt: T0.toISOString() } }, 3, { ok: true, reference: "pi_1" }, day(5), settings());
   t.like(d, { status: "paid", attemptCount: 3, nextPaymentAttempt: null, event: "invoice.paid", afterLast: null });
   t.like(d.payment, { reference: "pi_1", actionRequired: false, actionUrl: null, lastError: null });
 });
 
 test("waiting for the customer: open, no retry planned, the provider's reference and page kept", (t) => {
-  const d = decide({}, 1, { ok: false, requiresAction: true, reference: "pi_2", actionUrl: "https://pay.example/pi_2", message: "authenticate" }, T0, settings());
+  const d = decide(SUB, 1, { ok: false, requiresAction: true, reference: "pi_2", actionUrl: "https://pay.example/pi_2", message: "authenticate" }, T0, settings());
   t.like(d, { status: "open", attemptCount: 1, nextPaymentAttempt: null, event: "invoice.payment_action_required", afterLast: null });
   t.like(d.payment, { reference: "pi_2", actionRequired: true, actionUrl: "https://pay.example/pi_2" });
   t.false(isRetryable({ status: "open", total: "100", payment: d.payment }));
   t.true(isCollectible({ status: "open", total: "100" }));
+});
+
+for (const [what, outcome] of [
+  ["declined", { ok: false, message: "declined", code: "card_declined" }],
+  ["waiting for authentication", { ok: false, requiresAction: true, reference: "pi_3", actionUrl: "https://pay.example/pi_3", message: "authenticate" }],
+] as const) {
+  test(`a credit purchase's charge ${what}: void at once, never retried nor waited for, whatever the schedule`, (t) => {
+    const d = decide(PURCHASE, 1, outcome, T0, settings({ afterLastAttempt: "cancel", markUncollectible: true }));
+    t.deepEqual(d, purchaseDecision(PURCHASE, 1, outcome));
+    t.like(d, { status: "void", attemptCount: 1, nextPaymentAttempt: null, event: "invoice.payment_failed", afterLast: null });
+    t.like(d.payment, { actionRequired: false, actionUrl: null, lastError: outcome.message });
+    t.is(d.payment.firstFailedAt, undefined);
+  });
+}
+
+test("a credit purchase's charge that succeeds: paid; any other invoice has no purchase rule", (t) => {
+  t.like(purchaseDecision(PURCHASE, 1, { ok: true, reference: "pi_4" }), { status: "paid", attemptCount: 1, event: "invoice.paid" });
+  t.is(purchaseDecision(SUB, 1, { ok: false, message: "declined" }), undefined);
+  t.is(purchaseDecision({ subscriptionId: "", periodKey: "2026-02" }, 1, { ok: false, message: "declined" }), undefined);
 });
 
 for (const [status, total, amountDue, collectible] of [

@@ -12,16 +12,17 @@
  * leaves a planned attempt that dunning makes again with the same key (chargeKey of attempt 1);
  * the provider answers it with the first charge's outcome, never a second charge. A charge that
  * throws (the provider unreachable) rolls back and leaves the plan too: dunning charges it then.
- * Paid: the grant becomes active (purchase-states.ts). Declined: the invoice is void and the
- * grant failed, in the same transaction (nothing was granted, nothing is owed).
+ * What the outcome makes of the invoice is dunning's rule for a purchase (payments/dunning.ts
+ * purchaseDecision), recorded as dunning records an attempt (payments/record.ts), so the charge
+ * made here and the same attempt made by dunning after a crash end alike: paid, the grant active
+ * (purchase-states.ts); declined, the invoice void and the grant failed, in the same transaction
+ * (nothing was granted, nothing is owed), never a retry days later.
  */
-import { invoiceEvent } from "../events/types.js";
-import { type DunningWrites, isCollectible } from "../payments/dunning.js";
-import type { ChargeOutcome, InvoicePayment } from "../payments/types.js";
+import { type DunningWrites, isCollectible, purchaseDecision } from "../payments/dunning.js";
+import { recordDecisions } from "../payments/record.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
-import { purchasesMoved } from "./purchase-states.js";
 
 /** How far ahead the charge is planned: longer than any charge takes (as dunning plans a first charge). */
 const PLAN_AHEAD_MS = 60_000;
@@ -31,12 +32,6 @@ type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
 function dunning(tx: Tx): DunningWrites {
   if (!tx.dunning) throw new Error("this store keeps no dunning state");
   return tx.dunning;
-}
-
-/** The invoice's payment state after the purchase's one attempt. */
-function paymentAfter(before: InvoicePayment | null | undefined, outcome: ChargeOutcome): InvoicePayment {
-  if (outcome.ok) return { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null };
-  return { ...before, reference: outcome.requiresAction ? outcome.reference : (before?.reference ?? null), actionRequired: false, actionUrl: null, lastError: outcome.message };
 }
 
 /**
@@ -59,16 +54,9 @@ export async function chargePurchase(stores: BillingStores, provider: PaymentPro
       if (!i || !isCollectible(i) || (i.attemptCount ?? 0) > 0) return;
       const meta = { invoiceId: i.id, environmentId: env, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
       const outcome = await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1), meta);
-      const payment = paymentAfter(i.payment, outcome);
-      await dunning(tx).recordAttempts(env, [{ id: i.id, attempt: { attemptCount: 1, nextPaymentAttempt: null, payment } }], realNow());
-      const to = outcome.ok ? "paid" : "void";
-      // Under the row lock the invoice is still open: the move is certain.
-      if ((await tx.moveInvoices([i.id], "open", to, at, env)).length === 0) return;
-      const attempted: Invoice = { ...i, attemptCount: 1, nextPaymentAttempt: null, payment };
-      const after: Invoice = { ...attempted, status: to };
-      // The grant follows its invoice: active when paid, failed when void (purchase-states.ts).
-      const granted = await purchasesMoved(tx, [after], to, at);
-      await tx.emit(outcome.ok ? [invoiceEvent("invoice.paid", after), ...granted] : [invoiceEvent("invoice.payment_failed", attempted), invoiceEvent("invoice.voided", after)]);
+      const d = purchaseDecision(i, 1, outcome);
+      if (!d) throw new Error(`invoice ${i.id} is not a credit purchase's`);
+      await recordDecisions(tx, dunning(tx), realNow(), [{ i, d, at }]);
     }),
   );
 }

@@ -5,8 +5,11 @@
  * first failure + schedule[n-1] days on the invoice's clock; after the last, the environment's
  * policy applies to the subscription, and the invoice becomes uncollectible if so configured. A
  * charge that needs the customer (authentication) leaves the invoice open, unplanned, until they
- * act. Pure functions here and the ports the use case (attempts.ts) works through.
+ * act. A credit purchase's invoice (DESIGN §14) has one rule of its own, whichever path makes
+ * its attempt (purchaseDecision). Pure functions here and the ports the use case (attempts.ts)
+ * works through.
  */
+import { purchasedGrantId } from "../credits/purchase-states.js";
 import { dec } from "../money.js";
 import type { Invoice } from "../subscriptions/types.js";
 import { amountDueOf } from "../subscriptions/types.js";
@@ -44,8 +47,8 @@ export function isRetryable(i: Pick<Invoice, "status" | "total" | "amountDue" | 
 
 /** What an attempt's outcome makes of the invoice (decide's answer). */
 export interface AttemptDecision {
-  /** The invoice's next status: paid, still open, or uncollectible (the last attempt failed and the policy says so). */
-  status: "paid" | "open" | "uncollectible";
+  /** The invoice's next status: paid, still open, uncollectible (the last attempt failed and the policy says so), or void (a credit purchase's charge failed). */
+  status: "paid" | "open" | "uncollectible" | "void";
   attemptCount: number;
   nextPaymentAttempt: Date | null;
   payment: InvoicePayment;
@@ -55,28 +58,57 @@ export interface AttemptDecision {
   afterLast: AfterLastAttempt | null;
 }
 
+/** The invoice after attempt `n` succeeded. */
+function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: true }): AttemptDecision {
+  return {
+    status: "paid",
+    attemptCount: n,
+    nextPaymentAttempt: null,
+    payment: { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null },
+    event: "invoice.paid",
+    afterLast: null,
+  };
+}
+
 /**
- * The invoice after attempt `n` answered `outcome` at `at` (on its clock), under `settings`.
- * Pure: the use case writes what it says.
+ * A credit purchase's invoice after attempt `n` answered `outcome`; undefined for any other
+ * invoice. A purchase is charged once, never retried on a schedule: paid, or else (declined, no
+ * card, a charge that needs the customer's authentication) void, no next attempt, and its grant
+ * fails with the move (purchase-states.ts). The same whichever path makes the attempt: the
+ * purchase's own charge (credits/purchase-charge.ts), dunning making it after a process died
+ * before recording it, a card saved in the portal.
+ */
+export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId">, n: number, outcome: ChargeOutcome): AttemptDecision | undefined {
+  if (purchasedGrantId(i) === undefined) return undefined;
+  const before = i.payment ?? {};
+  if (outcome.ok) return paid(before, n, outcome);
+  // A charge waiting for authentication keeps its reference (what the provider holds), not waited for.
+  const reference = outcome.requiresAction ? outcome.reference : (before.reference ?? null);
+  return {
+    status: "void",
+    attemptCount: n,
+    nextPaymentAttempt: null,
+    payment: { ...before, reference, actionRequired: false, actionUrl: null, lastError: outcome.message },
+    event: "invoice.payment_failed",
+    afterLast: null,
+  };
+}
+
+/**
+ * The invoice after attempt `n` answered `outcome` at `at` (on its clock), under `settings`
+ * (a credit purchase's: purchaseDecision). Pure: the use case writes what it says.
  */
 export function decide(
-  i: Pick<Invoice, "payment">,
+  i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId">,
   n: number,
   outcome: ChargeOutcome,
   at: Date,
   settings: Pick<PaymentSettings, "retryScheduleDays" | "afterLastAttempt" | "markUncollectible" | "provider">,
 ): AttemptDecision {
+  const purchase = purchaseDecision(i, n, outcome);
+  if (purchase) return purchase;
   const before = i.payment ?? {};
-  if (outcome.ok) {
-    return {
-      status: "paid",
-      attemptCount: n,
-      nextPaymentAttempt: null,
-      payment: { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null },
-      event: "invoice.paid",
-      afterLast: null,
-    };
-  }
+  if (outcome.ok) return paid(before, n, outcome);
   if (outcome.requiresAction) {
     return {
       status: "open",

@@ -23,7 +23,7 @@ export interface InvoiceTransition {
 export const INVOICE_TRANSITIONS: readonly InvoiceTransition[] = [
   { from: "draft", to: "open", event: "invoice.finalized", when: "its grace period ended, or an operator finalized it early" },
   { from: "open", to: "paid", event: "invoice.paid", when: "its total was charged to a saved payment method, or it had nothing to pay" },
-  { from: "open", to: "void", event: "invoice.voided", when: "an operator voided it" },
+  { from: "open", to: "void", event: "invoice.voided", when: "an operator voided it, or the charge of a credit purchase did not succeed" },
   {
     from: "open",
     to: "uncollectible",
