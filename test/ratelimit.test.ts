@@ -13,6 +13,7 @@ import { Redis } from "ioredis";
 import type { Logger } from "../src/log.js";
 import { RateLimiter, effectiveLimits } from "../src/ratelimit.js";
 import { SharedRateLimiter, verdictOf } from "../src/ratelimit-redis.js";
+import { freePort } from "./helpers/server.js";
 
 test("a bucket: the burst at once, then the rate; Retry-After and Reset are whole seconds up", (t) => {
   let now = 0;
@@ -114,18 +115,6 @@ test("no Redis: each call limited by the server's own bucket, never failed; the 
     rl.close();
   }
 });
-
-/** A free TCP port on loopback. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Whether a Redis answers PING on `port`. */
 function answers(port: number): Promise<boolean> {

@@ -19,7 +19,7 @@ import { performance } from "node:perf_hooks";
 import test from "ava";
 import { reasonOf, rest } from "../helpers/clients.js";
 import { STORES, type TestDatabase, createTestDatabase } from "../helpers/db.js";
-import { seedKeys } from "../helpers/server.js";
+import { seedKeys, freePort } from "../helpers/server.js";
 
 /** The machine's Redis (scripts/test-prerequisites.sh), shared with other runs: each test has its own key prefix. */
 const REDIS_URL = process.env.TEST_REDIS_URL || "redis://127.0.0.1:6379";
@@ -27,17 +27,6 @@ const ONE_STORE = STORES.includes("sqlite") ? "sqlite" : (STORES[0] ?? "sqlite")
 const OUTAGE = "rate limits: Redis does not answer; each server limits keys alone until it does";
 const BACK = "rate limits: Redis answers again; limits are shared across servers";
 const SHARED = "rate limits: shared through Redis";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const until = async (what: () => boolean | Promise<boolean>) => {
   while (!(await what())) await new Promise((r) => setTimeout(r, 100));

@@ -7,28 +7,16 @@
  * work: every cycle closed once (one invoice per period), nothing half applied. On both stores.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import net from "node:net";
 import test from "ava";
 import { reasonOf, rest } from "../helpers/clients.js";
 import { STORES, createTestDatabase } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
-import { type TestServer, seedKeys } from "../helpers/server.js";
+import { type TestServer, seedKeys, freePort } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 /** Subjects with a subscription on the scenario's clock. */
 const SUBJECTS = 40;
 const STOPPED_LINE = "stopping: requests still in flight after SHUTDOWN_TIMEOUT_MS were told to stop; those not answered 1 s later were cut";
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface LogLine {
   msg: string;

@@ -8,11 +8,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import http from "node:http";
-import net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { grpcPackage } from "../helpers/grpc-package.js";
 import { createTestDatabase, withDatabase } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
+import { freePort } from "../helpers/server.js";
 
 const WORKERS = 3;
 const KEY = "sk_test_workersWORKERSworkers01";
@@ -22,17 +22,6 @@ const KEYS = 1200;
 const pkg = grpcPackage(["billing/v1/usage_event_service.proto", "grpc/health/v1/health.proto"], { enums: String, defaults: true, oneofs: true });
 // biome-ignore lint: generated client methods are untyped
 type Untyped = grpc.Client & Record<string, any>;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface LogLine {
   msg: string;
