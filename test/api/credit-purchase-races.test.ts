@@ -5,7 +5,8 @@
  * - a void (or mark-uncollectible) arrives while the charge is at Stripe: it waits for the charge,
  *   then is refused (the invoice is paid); the customer was charged once and holds the credit;
  * - the void lands first (the checkout's completion held on its row, MariaDB only): the
- *   completion then charges nothing, the invoice stays void and the grant failed.
+ *   completion then charges nothing, the invoice stays void and the grant failed; the checkout
+ *   is not completed and the customer lands on its cancelled URL.
  */
 import { randomBytes } from "node:crypto";
 import { type IncomingMessage, type Server, createServer } from "node:http";
@@ -165,11 +166,15 @@ for (const store of STORES) {
     fake.webhookOptions({});
     await fake.releaseHeld();
     await fake.settle();
-    // The checkout was completed (its card saved) after the void, by the customer's return (its
-    // redirect is test/api/stripe-checkout-return.test.ts's).
+    // The completion reads the purchase's invoice under its lock with the checkout's: void, so the
+    // checkout is not completed (no card saved, as its page treats a voided purchase) and the
+    // customer's return lands on the cancelled URL, never the success URL with nothing charged.
     t.is(res.status, 303);
+    t.is(res.headers.get("location"), CALLBACKS.cancelled_url);
     const [rows] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT status FROM checkout_sessions WHERE token = ?", [token]));
-    t.is(rows?.status, "completed");
+    t.is(rows?.status, "open");
+    const [cards] = await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT COUNT(*) AS n FROM payment_methods WHERE subject_id = ?", [s.subjectId]));
+    t.is(Number(cards?.n), 0, "no card saved");
     t.deepEqual(succeeded(fake, grant.invoice_id), [], "no charge on a void invoice");
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 0 });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });

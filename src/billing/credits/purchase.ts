@@ -22,7 +22,9 @@ import { type CallbackUrls, type Checkouts, checkUrls } from "../subscriptions/c
 import { finalizeOpen } from "../subscriptions/booking.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
+import type { BillingTx } from "../subscriptions/ports.js";
 import type { BillingSubject, Invoice, PaymentMethod } from "../subscriptions/types.js";
+import { isCollectible } from "../payments/dunning.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
 import { chargePurchase } from "./purchase-charge.js";
@@ -34,6 +36,21 @@ export const newGrantId = (): string => newId("cg");
 
 /** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
 export const CREDIT_CHECKOUT_KIND = "credit" as const;
+
+/** A credit checkout's payload: the grant it buys and its invoice. */
+export interface CreditCheckoutPayload {
+  grantId: string;
+  invoiceId: string;
+}
+
+/** Where a credit purchase stands (CreditPurchases.outcome). */
+export type PurchaseOutcome = "paid" | "pending" | "ended";
+
+/** A purchase's outcome by its invoice's status (gone: ended). */
+function outcomeOf(invoice: Pick<Invoice, "status"> | undefined): PurchaseOutcome {
+  if (invoice?.status === "paid") return "paid";
+  return invoice?.status === "open" ? "pending" : "ended";
+}
 
 export interface PurchaseResult {
   grant: CreditGrant;
@@ -123,25 +140,39 @@ export class CreditPurchases {
     return { grant: await this.charge(caller, grant, invoice, pm, now), checkoutUrl: null };
   }
 
-  /** Whether a credit checkout can still be completed: its grant is still pending payment. */
-  async pending(environmentId: string, grantId: string): Promise<boolean> {
-    const invoice = await this.grantInvoice(environmentId, grantId);
-    return invoice?.status === "open";
+  /**
+   * Where a credit purchase stands, by its invoice: `paid`; `pending` (open: its checkout can still
+   * be completed, or its charge waits for dunning, planned); `ended` (void or uncollectible:
+   * declined, voided or marked uncollectible, nothing granted), or gone.
+   */
+  async outcome(environmentId: string, payload: CreditCheckoutPayload): Promise<PurchaseOutcome> {
+    return outcomeOf(await this.stores.invoices.get(environmentId, payload.invoiceId));
   }
 
-  /** A credit checkout completed with the card it saved: the purchase is charged to it. */
-  async completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<CreditGrant> {
+  /**
+   * In the transaction that claims the purchase's checkout, under the invoice's row lock: whether
+   * the purchase can still be paid (its invoice open with something due). A void or
+   * mark-uncollectible that came first is seen here, so the checkout is not completed for it;
+   * one that comes after the claim waits for that lock or is seen by the charge (purchase-charge.ts).
+   */
+  async claimable(tx: BillingTx, environmentId: string, payload: CreditCheckoutPayload): Promise<boolean> {
+    if (!tx.dunning) throw new Error("this store keeps no dunning state");
+    const i = await tx.dunning.claim(environmentId, payload.invoiceId);
+    return i !== undefined && isCollectible(i);
+  }
+
+  /**
+   * A credit checkout completed with the card it saved: the purchase is charged to it. Answers
+   * where the purchase stands after (outcome): `ended` when it was declined, or voided or marked
+   * uncollectible meanwhile (no charge made then).
+   */
+  async completeCheckout(caller: Caller, payload: CreditCheckoutPayload, paymentMethodId: string, now: Date): Promise<PurchaseOutcome> {
     const invoice = await this.stores.invoices.get(caller.environmentId, payload.invoiceId);
     const pm = await this.stores.paymentMethods.get(paymentMethodId, caller.environmentId);
     const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, payload.grantId));
     if (!invoice || !grant) throw new FailedPreconditionError("CREDIT_PURCHASE_GONE", "the credit purchase no longer exists");
-    return this.charge(caller, grant, invoice, pm, now);
-  }
-
-  private async grantInvoice(environmentId: string, grantId: string): Promise<Invoice | undefined> {
-    const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(environmentId, grantId));
-    if (grant?.status !== "pending_payment" || !grant.invoiceId) return undefined;
-    return this.stores.invoices.get(environmentId, grant.invoiceId);
+    await this.charge(caller, grant, invoice, pm, now);
+    return this.outcome(caller.environmentId, payload);
   }
 
   /**

@@ -16,12 +16,29 @@ import type { TimelineService } from "./timelines.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
 
-/** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
+/** A credit checkout's payload: the grant it buys and its invoice. */
+type CreditPayload = { grantId: string; invoiceId: string };
+
+/**
+ * What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the
+ * wiring. Where a purchase stands: `paid`, `pending` (can still be paid, or its charge waits for
+ * dunning) or `ended` (declined, voided or marked uncollectible: nothing bought).
+ */
 export interface CreditCheckouts {
-  /** Whether the purchase can still be paid (its grant still pending payment). */
-  pending(environmentId: string, grantId: string): Promise<boolean>;
-  completeCheckout(caller: Caller, payload: { grantId: string; invoiceId: string }, paymentMethodId: string, now: Date): Promise<unknown>;
+  outcome(environmentId: string, payload: CreditPayload): Promise<"paid" | "pending" | "ended">;
+  /** In the checkout's claiming transaction, under the purchase invoice's row lock: whether it can still be paid. */
+  claimable(tx: BillingTx, environmentId: string, payload: CreditPayload): Promise<boolean>;
+  /** Charges the purchase to the saved card; answers where it stands after. */
+  completeCheckout(caller: Caller, payload: CreditPayload, paymentMethodId: string, now: Date): Promise<"paid" | "pending" | "ended">;
 }
+
+/**
+ * What finish did: `completed` (and what the checkout was for stands); `taken` (not claimed: no
+ * longer open, or the provider's event a repeat); `stale` (not claimed: a credit purchase's
+ * invoice was voided or marked uncollectible first, as possible() finds it); `ended` (completed,
+ * its card saved, but the credit purchase it was for ended unpaid: declined, or voided meanwhile).
+ */
+type Finished = "completed" | "taken" | "stale" | "ended";
 
 /** What completing a checkout takes: what was checked stale meanwhile. */
 const STALE = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
@@ -66,9 +83,11 @@ export class HostedCheckout {
   /**
    * Completes a checkout with a card number: declined cards change nothing; a good one is saved
    * on the subject and what the checkout was for happens. A completed, cancelled or expired
-   * checkout cannot be used again.
+   * checkout cannot be used again. A credit purchase's sends the customer to the success URL only
+   * when the purchase stands (paid, or its charge planned); ended unpaid (declined, voided or
+   * marked uncollectible, before or meanwhile), to the cancelled URL.
    */
-  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string } | { ok: false; message: string; gone?: boolean; noProvider?: boolean }> {
+  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string; cancelled?: true } | { ok: false; message: string; gone?: boolean; noProvider?: boolean }> {
     const { session, usable, provider } = await this.checkout(token);
     if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
     // A live environment has no provider: no card is taken (test cards are refused), nothing changes.
@@ -79,9 +98,15 @@ export class HostedCheckout {
       await this.stores.transaction((tx) => tx.emit([checkoutEvent("checkout.failed", session, card.message)]));
       return { ok: false, message: card.message };
     }
+    // A credit purchase that ended unpaid (voided or marked uncollectible before, or declined):
+    // nothing bought, the cancelled URL, where Stripe's return sends the customer too.
+    const unpaid = { ok: true as const, redirect: session.cancelledUrl, cancelled: true as const };
     const subject = await this.possible(session);
-    if (!subject) return STALE;
-    if (!(await this.finish(session, subject, card))) return { ok: false, gone: true, message: "This checkout is no longer available." };
+    if (!subject) return (await this.purchaseEnded(session)) ? unpaid : STALE;
+    const done = await this.finish(session, subject, card);
+    if (done === "taken") return { ok: false, gone: true, message: "This checkout is no longer available." };
+    if (done === "ended" || (done === "stale" && (await this.purchaseEnded(session)))) return unpaid;
+    if (done === "stale") return STALE;
     return { ok: true, redirect: session.successUrl };
   }
 
@@ -115,19 +140,36 @@ export class HostedCheckout {
    * Completes a checkout with a card the provider saved on its own page (DESIGN §16), once:
    * the webhook and the customer's return both call it; `record` records the provider's event
    * in the same transaction (false: a repeat). Answers where the customer goes: the success URL
-   * once completed (now or before), the cancel URL when it can no longer complete.
+   * once completed (now or before), the cancel URL when it can no longer complete, or completed
+   * for a credit purchase that then ended unpaid (declined, or voided meanwhile: landing).
    */
   async completeWithSavedCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
     const session = await this.stores.checkouts.get(token);
     if (!session) return { redirect: null };
-    if (session.status === "completed") return { redirect: session.successUrl };
+    if (session.status === "completed") return { redirect: await this.landing(session) };
     if (session.status !== "open") return { redirect: session.cancelledUrl };
     const subject = await this.possible(session);
     if (!subject) return { redirect: session.cancelledUrl };
-    // Completed by this call, or (not claimed) by a concurrent webhook or return meanwhile: success.
-    if (await this.finish(session, subject, { ...card, behavior: "succeeds" }, record)) return { redirect: session.successUrl };
+    const done = await this.finish(session, subject, { ...card, behavior: "succeeds" }, record);
+    if (done === "completed") return { redirect: session.successUrl };
+    if (done !== "taken") return { redirect: session.cancelledUrl };
+    // Not claimed: a concurrent webhook or return completed it meanwhile (its landing), or it can no longer complete.
     const after = await this.stores.checkouts.get(token);
-    return { redirect: after?.status === "completed" ? session.successUrl : session.cancelledUrl };
+    return { redirect: after?.status === "completed" ? await this.landing(after) : session.cancelledUrl };
+  }
+
+  /**
+   * Where a completed checkout sends the customer: its success URL, unless it was a credit
+   * purchase's that ended unpaid (declined, voided or marked uncollectible): its cancelled URL.
+   */
+  private async landing(session: CheckoutSession): Promise<string> {
+    return (await this.purchaseEnded(session)) ? session.cancelledUrl : session.successUrl;
+  }
+
+  /** Whether the checkout was a credit purchase's that ended unpaid (declined, voided or marked uncollectible). */
+  private async purchaseEnded(session: CheckoutSession): Promise<boolean> {
+    if (session.kind !== "credit") return false;
+    return !this.purchases || (await this.purchases.outcome(session.environmentId, session.payload as CreditPayload)) === "ended";
   }
 
   /** The subject, when what the checkout was for is still possible; undefined: it is stale. */
@@ -135,8 +177,7 @@ export class HostedCheckout {
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     if (!subject) return undefined;
     if (session.kind === "credit") {
-      const p = session.payload as { grantId: string };
-      if (!this.purchases || !(await this.purchases.pending(session.environmentId, p.grantId))) return undefined;
+      if (!this.purchases || (await this.purchases.outcome(session.environmentId, session.payload as CreditPayload)) !== "pending") return undefined;
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string };
       const sub = await this.stores.subscriptions.get(session.environmentId, p.subscriptionId);
@@ -152,21 +193,26 @@ export class HostedCheckout {
   }
 
   /**
-   * Saves the card on the subject and completes the checkout (once: false when it was no longer
+   * Saves the card on the subject and completes the checkout (once: `taken` when it was no longer
    * open, or `record` says the provider's event is a repeat), then what it was for happens. A
+   * credit purchase's invoice is locked and read in the claiming transaction: voided or marked
+   * uncollectible first, the checkout is `stale` and nothing is saved or completed (as possible()
+   * finds it); charged after the claim, a purchase that ends unpaid makes it `ended`. A
    * subscribe checkout's subscription and first invoice are written in the same transaction as
    * its completion: a process or database that fails between them can never leave a completed
    * checkout without its subscription (its first charge follows the commit; dunning makes it if
    * that is cut short).
    */
-  private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<boolean> {
+  private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<Finished> {
     const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
     const pmId = newId("pm_card");
     const start = session.kind === "subscribe" ? await this.prepareSubscribe(caller, session, { ...subject, paymentMethodId: pmId }) : undefined;
-    const claimed = await this.stores.transaction(async (tx) => {
+    const purchase = session.kind === "credit" ? this.purchases : undefined;
+    const claimed = await this.stores.transaction(async (tx): Promise<Finished> => {
       const locked = await tx.lockCheckout(session.token);
-      if (locked?.status !== "open") return false;
-      if (record && !(await record(tx))) return false;
+      if (locked?.status !== "open") return "taken";
+      if (session.kind === "credit" && !(await purchase?.claimable(tx, session.environmentId, session.payload as CreditPayload))) return "stale";
+      if (record && !(await record(tx))) return "taken";
       await tx.insertPaymentMethod({
         id: pmId,
         environmentId: session.environmentId,
@@ -181,12 +227,13 @@ export class HostedCheckout {
       await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
       await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
       if (start) await this.subscriptions.write(tx, start);
-      return true;
+      return "completed";
     });
-    if (!claimed) return false;
+    if (claimed !== "completed") return claimed;
     if (start) await this.subscriptions.settle(start, pmId);
-    if (session.kind === "credit" && this.purchases) {
-      await this.purchases.completeCheckout(caller, session.payload as { grantId: string; invoiceId: string }, pmId, await this.lookups.nowFor(subject));
+    if (purchase) {
+      const outcome = await purchase.completeCheckout(caller, session.payload as CreditPayload, pmId, await this.lookups.nowFor(subject));
+      if (outcome === "ended") return "ended";
     } else if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       await this.changes.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
@@ -194,7 +241,7 @@ export class HostedCheckout {
       const p = session.payload as { timelineId: string; effectiveAt: string };
       await this.timelines.begin(caller, p.timelineId, new Date(p.effectiveAt));
     }
-    return true;
+    return "completed";
   }
 
   /** A subscribe checkout's subscription, prepared from the request as subscribe.ts stored it (its terms, checked then, with the minimum commitment). */

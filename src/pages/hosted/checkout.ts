@@ -117,7 +117,8 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   if (setup?.ok) return redirect(res, setup.redirect, "Continue to card entry");
   const form = await readForm(req);
   const result = setup ?? (await subs.completeCheckout(token, form.get("card_number") ?? ""));
-  if (result.ok) return redirect(res, result.redirect, "Payment complete");
+  // A credit purchase that ended unpaid (declined, voided meanwhile) sends the customer to the cancelled URL.
+  if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "Payment complete");
   if (result.gone) return gonePage(res);
   if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
   return checkoutPage(res, 402, view.session, token, view.provider, result.message);
