@@ -52,6 +52,9 @@ interface CloseOutcome {
   setAside: number;
 }
 
+/** Where a close puts the settlement of the invoices it wrote when its caller runs it later (closeDue); without one, the close settles them itself. */
+type Settling = (() => Promise<void>)[];
+
 export class CycleClose {
   constructor(
     private readonly ctx: EngineContext,
@@ -117,8 +120,11 @@ export class CycleClose {
     return (await this.closeBatch(snapshots, concurrency)).closed;
   }
 
-  /** closeBatchOf for each environment of `snapshots`: one environment per transaction, none spans two (environment_id is the sharding key). */
-  private async closeBatch(snapshots: Subscription[], concurrency: number, breathe: Yielder = yielder()): Promise<CloseOutcome> {
+  /**
+   * closeBatchOf for each environment of `snapshots`: one environment per transaction, none spans
+   * two (environment_id is the sharding key). `settling`: see Settling.
+   */
+  private async closeBatch(snapshots: Subscription[], concurrency: number, breathe: Yielder = yielder(), settling?: Settling): Promise<CloseOutcome> {
     const outcome = { closed: 0, setAside: 0 };
     for (const environmentId of new Set(snapshots.map((s) => s.environmentId))) {
       const one = await this.closeBatchOf(
@@ -126,6 +132,7 @@ export class CycleClose {
         snapshots.filter((s) => s.environmentId === environmentId),
         concurrency,
         breathe,
+        settling,
       );
       outcome.closed += one.closed;
       outcome.setAside += one.setAside;
@@ -134,7 +141,7 @@ export class CycleClose {
   }
 
   /** Closes the cycles of `snapshots`, all of environment `environmentId`, in one transaction (see closeCycles). */
-  private async closeBatchOf(environmentId: string, snapshots: Subscription[], concurrency: number, breathe: Yielder): Promise<CloseOutcome> {
+  private async closeBatchOf(environmentId: string, snapshots: Subscription[], concurrency: number, breathe: Yielder, settling?: Settling): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
     const checks = new Map<string, UsageCheck | null>();
     const computed: Subscription[] = [];
@@ -229,13 +236,15 @@ export class CycleClose {
       // close them one at a time, so that only that one is set aside.
       const outcome = { closed: 0, setAside };
       for (const s of computed) {
-        const one = await this.closeBatch([s], 1);
+        const one = await this.closeBatch([s], 1, yielder(), settling);
         outcome.closed += one.closed;
         outcome.setAside += one.setAside;
       }
       return outcome;
     }
-    await this.settlement.settleMany(written.filter((i) => i.status === "open"));
+    const open = written.filter((i) => i.status === "open");
+    if (settling) settling.push(() => this.settlement.settleMany(open));
+    else await this.settlement.settleMany(open);
     return { closed, setAside };
   }
 
@@ -272,11 +281,26 @@ export class CycleClose {
       const due = await this.ctx.stores.subscriptions.due(now, clockId, 500, strict, this.ctx.now());
       if (due.length === 0) return closed;
       let progress = 0;
-      for (let k = 0; k < due.length; k += 100) {
-        const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency, breathe);
-        closed += outcome.closed;
-        progress += outcome.closed + outcome.setAside;
-        onBatch?.(closed);
+      // A batch's invoices are settled (charged, marked paid) while the next batch closes: the two
+      // wait on the database in turns. One settlement at a time, in batch order; all of them are
+      // done before the next read of what is due (one subscription's next cycle comes after its
+      // invoice was settled) and before this returns.
+      let settling: Promise<void> = Promise.resolve();
+      try {
+        for (let k = 0; k < due.length; k += 100) {
+          const settle: Settling = [];
+          const outcome = await this.closeBatch(due.slice(k, k + 100), concurrency, breathe, settle);
+          await settling;
+          settling = (async () => {
+            for (const fn of settle) await fn();
+          })();
+          settling.catch(() => {}); // awaited below: not unhandled while the next batch closes
+          closed += outcome.closed;
+          progress += outcome.closed + outcome.setAside;
+          onBatch?.(closed);
+        }
+      } finally {
+        await settling;
       }
       if (progress === 0) return closed; // another runner holds them; it will finish them
     }
