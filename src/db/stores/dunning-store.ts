@@ -4,15 +4,29 @@
  * one invoice under its row lock: SKIP LOCKED on MySQL so that N servers never retry one invoice
  * at once (SQLite serialises its writers anyway).
  */
-import { type EntityManager, In } from "typeorm";
+import type { EntityManager, EntitySchema } from "typeorm";
 import type { DueInvoice, DunningStore, DunningWrites } from "../../billing/payments/dunning.js";
-import type { Entities } from "../entities/index.js";
+import type { Entities, InvoiceLineRow } from "../entities/index.js";
 import { dbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 import { chunks } from "../statements.js";
 import { invoiceFromRows } from "./invoice-store.js";
 
 const isMysql = (em: EntityManager) => em.connection.options.type !== "better-sqlite3";
+
+/** Raw rows of `entity`'s table (`SELECT *`) as its find() would give them: each column through the driver's hydration (its transformer included). */
+function hydrated<T>(em: EntityManager, entity: EntitySchema<T>, raw: Record<string, unknown>[]): T[] {
+  const { columns } = em.connection.getMetadata(entity);
+  const driver = em.connection.driver;
+  return raw.map((r) => {
+    const row: Record<string, unknown> = {};
+    for (const c of columns) {
+      const v = r[c.databaseName];
+      if (v !== undefined) row[c.propertyName] = driver.prepareHydratedValue(v, c);
+    }
+    return row as T;
+  });
+}
 
 /** Dunning's writes in a billing transaction on `em`. */
 export function dunningWrites(em: EntityManager, E: Entities): DunningWrites {
@@ -30,22 +44,17 @@ export function dunningWrites(em: EntityManager, E: Entities): DunningWrites {
     async claimAll(environmentId, ids) {
       const lock = isMysql(em) ? " FOR UPDATE" : "";
       const byId = new Map<string, ReturnType<typeof invoiceFromRows>>();
-      // In ID order, so that two batches sharing invoices lock them in the same order.
+      // In ID order, so that two batches sharing invoices lock them in the same order; the locking
+      // read is the invoices' read (a batch of first charges claims a hundred invoices twice).
       for (const part of chunks([...new Set(ids)].sort(), 200)) {
         const marks = part.map(() => "?").join(", ");
-        const rows = (await em.query(`SELECT id FROM invoices WHERE environment_id = ? AND id IN (${marks}) ORDER BY id${lock}`, [environmentId, ...part])) as { id: string }[];
-        if (rows.length === 0) continue;
-        const found = rows.map((r) => r.id);
-        const invoices = await em.find(E.Invoice, { where: { environment_id: environmentId, id: In(found) } });
-        const lines = await em.find(E.InvoiceLine, { where: { invoice_id: In(found) }, order: { invoice_id: "ASC", position: "ASC" } });
-        for (const r of invoices)
-          byId.set(
-            r.id,
-            invoiceFromRows(
-              r,
-              lines.filter((l) => l.invoice_id === r.id),
-            ),
-          );
+        const invoices = hydrated(em, E.Invoice, await em.query(`SELECT * FROM invoices WHERE environment_id = ? AND id IN (${marks}) ORDER BY id${lock}`, [environmentId, ...part]));
+        if (invoices.length === 0) continue;
+        const found = invoices.map((r) => r.id);
+        const lines = hydrated(em, E.InvoiceLine, await em.query(`SELECT * FROM invoice_lines WHERE invoice_id IN (${found.map(() => "?").join(", ")}) ORDER BY invoice_id, position`, found));
+        const linesOf = new Map<string, InvoiceLineRow[]>();
+        for (const l of lines) linesOf.set(l.invoice_id, [...(linesOf.get(l.invoice_id) ?? []), l]);
+        for (const r of invoices) byId.set(r.id, invoiceFromRows(r, linesOf.get(r.id) ?? []));
       }
       return ids.flatMap((id) => byId.get(id) ?? []);
     },
