@@ -77,6 +77,7 @@ export function wireSubscriptions(
   const changes = new SubscriptionChanges(lookups, terms, checkouts);
   const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  hostedCheckout.onStale = (c, reason) => log?.warn("checkout not completed: what it was for can no longer happen", { checkout: c.id, kind: c.kind, reason });
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups, credits?.store);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);

@@ -13,9 +13,11 @@ import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
+import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { sameEntries, withCredits } from "./proration.js";
+import { withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
+import { checkCycleClosed, unmoved } from "./change-fences.js";
 import { type BillLine, fixedBillLines } from "./invoice-building.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
@@ -25,34 +27,13 @@ import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
 
-/**
- * The fence of a cancel or change at `at`: the locked row's cycle must not have ended unclosed
- * before it, or the final or change invoice would span the cycle boundary (billing usage the
- * cycle close bills again, and skipping the next cycle's fixed charges). On the API's path
- * (`inCurrentPeriod`) a cycle ending exactly at `at` must be closed first too: a lost race with
- * the close, retried. On a timeline's path a transition at the cycle's end comes first; a cycle
- * that ended before it unclosed (its close failed, the subscription is set aside) makes the
- * transition wait for the next run.
- */
-function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boolean): void {
-  const end = s.periodEnd.getTime();
-  if (inCurrentPeriod) {
-    if (end <= at.getTime()) throw lostRace(s.id);
-  } else if (end < at.getTime()) {
-    const why = s.billingFailure ? ` (${s.billingFailure.message})` : "";
-    throw new FailedPreconditionError("CYCLE_NOT_CLOSED", `subscription ${s.id}: its billing cycle that ended at ${s.periodEnd.toISOString()} is not closed yet${why}`, { subscription_id: s.id });
-  }
-}
-
-/** Whether the locked row `s` is still what `current` was read as: its card, its usage fence, its cycle and the terms its usage is priced at. */
-function unmoved(s: Subscription, current: Subscription): boolean {
-  return (
-    s.rateCardId === current.rateCardId &&
-    s.usageSince.getTime() === current.usageSince.getTime() &&
-    s.cycleIndex === current.cycleIndex &&
-    sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) &&
-    sameEntries(s.rateMultipliers, current.rateMultipliers)
-  );
+/** A change of rate card, built and not yet written (SubscriptionChanges.prepareSwitch, writeSwitch). */
+export interface PreparedSwitch {
+  current: Subscription;
+  newCard: RateCard;
+  next: SubscriptionTerms;
+  at: Date;
+  invoice: Invoice;
 }
 
 export class SubscriptionChanges {
@@ -339,46 +320,51 @@ export class SubscriptionChanges {
   }
 
   /**
-   * One attempt at the switch, committed or not at all: the old card's usage since usage_since
-   * (the fence) is invoiced up to `at`, which becomes the new usage_since. Throws lostRace when
-   * the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
-   * `at` without being closed yet.
+   * A paid change checkout's change, prepared before the transaction that completes the checkout
+   * (hosted-checkout.ts), which writes it (writeSwitch): the checks and invoice of changeRateCard
+   * with a card on file, nothing written but the cycles that ended (caughtUp).
    */
-  private async trySwitch(
-    current: Subscription,
-    newCard: RateCard,
-    next: SubscriptionTerms,
-    at: Date,
-    lines: BillLine[],
-    inCurrentPeriod: boolean,
-  ): Promise<{ subscription: Subscription; invoice: Invoice }> {
+  async prepareSwitch(caller: Caller, id: string, input: { rateCardId: string; behavior: string }): Promise<PreparedSwitch> {
+    const found = await this.lookups.subscription(caller, id);
+    const newCard = await this.lookups.cardForNewUse(caller, input.rateCardId);
+    const { current, next, now, plan } = await this.planChange(caller, found, newCard, input.behavior);
+    return this.switchOf(current, newCard, next, now, plan.lines);
+  }
+
+  /** One attempt at the switch, committed or not at all (writeSwitch). */
+  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: BillLine[], inCurrentPeriod: boolean) {
+    const prepared = await this.switchOf(current, newCard, next, at, lines);
+    return this.stores.transaction((tx) => this.writeSwitch(tx, prepared, inCurrentPeriod));
+  }
+
+  /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`. */
+  private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: BillLine[]): Promise<PreparedSwitch> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
-    // locked row's re-check below is what keeps one change from being applied twice.
-    const invoice = this.engine.builder.newInvoice(
-      current,
-      oldCard,
-      `change:${at.getTime()}:${randomBase62(8)}`,
-      lines,
-      current.usageSince,
-      at,
-      at,
-      await this.engine.builder.windowTerms(current, current.usageSince, at, at),
-    );
-    const changed = await this.stores.transaction(async (tx) => {
-      const s = await tx.lockSubscription(current.environmentId, current.id);
-      if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
-      if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
-      if (!unmoved(s, current)) throw lostRace(current.id);
-      checkCycleClosed(s, at, inCurrentPeriod);
-      const credited = withCredits(invoice, s.prorationCredits);
-      if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
-      const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at, prorationCredits: credited.carried };
-      await tx.updateSubscription(updated);
-      await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
-      return { subscription: updated, invoice: credited.invoice };
-    });
-    return changed;
+    // locked row's re-check in writeSwitch is what keeps one change from being applied twice.
+    const key = `change:${at.getTime()}:${randomBase62(8)}`;
+    const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
+    const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
+    return { current, newCard, next, at, invoice };
+  }
+
+  /**
+   * Writes a prepared switch in `tx`; `at` becomes the new usage_since. Throws lostRace when the
+   * locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
+   * `at` without being closed yet; SUBSCRIPTION_NOT_ACTIVE when it was cancelled or paused.
+   */
+  async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+    const s = await tx.lockSubscription(current.environmentId, current.id);
+    if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
+    if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
+    if (!unmoved(s, current)) throw lostRace(current.id);
+    checkCycleClosed(s, at, inCurrentPeriod);
+    const credited = withCredits(invoice, s.prorationCredits);
+    if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
+    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at, prorationCredits: credited.carried };
+    await tx.updateSubscription(updated);
+    await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
+    return { subscription: updated, invoice: credited.invoice };
   }
 
   /** A timeline's move to its next item at `at`: the change of rate card and terms, always applied. */

@@ -3,7 +3,7 @@
  * saved on the subject, then what the checkout was for happens: a subscription, a rate-card
  * change or a timeline start) and cancelling it. Opening one is checkout.ts.
  */
-import { NotFoundError } from "../errors.js";
+import { AbortedError, BillingError, NotFoundError, UnavailableError } from "../errors.js";
 import type { NewEvent } from "../events/types.js";
 import { newId } from "../ids.js";
 import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
@@ -11,7 +11,8 @@ import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
-import type { CreateSubscriptionInput, PreparedStart, Subscriptions } from "./subscribe.js";
+import { retryingRaces } from "./races.js";
+import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
@@ -43,6 +44,29 @@ type Finished = "completed" | "taken" | "stale" | "ended";
 /** What completing a checkout takes: what was checked stale meanwhile. */
 const STALE = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
 
+/** What a subscribe, change or timeline checkout is for: written in its completion's transaction, charged after its commit. */
+interface CheckoutEffect {
+  write(tx: BillingTx): Promise<unknown>;
+  settle(paymentMethodId: string): Promise<unknown>;
+}
+
+/** What a checkout was for can no longer happen (a billing rule refuses it now): the checkout is stale. */
+class StaleEffect extends Error {
+  constructor(override readonly cause: BillingError) {
+    super(cause.message);
+  }
+}
+
+/** Runs `f`; a billing rule's refusal (not a lost race: retried) becomes a StaleEffect (inside a transaction: rolled back). */
+async function staleOn<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    if (err instanceof BillingError && !(err instanceof AbortedError) && !(err instanceof UnavailableError)) throw new StaleEffect(err);
+    throw err;
+  }
+}
+
 /** A card to save: typed in (tokenized) or saved on a provider's page (its ids there). */
 type NewCard = Pick<PaymentMethod, "brand" | "last4" | "behavior"> & Partial<Pick<SavedCard, "provider" | "providerRef" | "customerRef">>;
 
@@ -51,6 +75,8 @@ export class HostedCheckout {
   purchases: CreditCheckouts | undefined = undefined;
   /** This service's public base URL (where a provider's page sends the customer back); set by the wiring. */
   publicBaseUrl: () => string = () => "";
+  /** Told when what a checkout was for can no longer happen (it stays open, nothing saved); set by the wiring (a warning in the log). */
+  onStale: (session: CheckoutSession, reason: string) => void = () => {};
 
   constructor(
     private readonly lookups: Lookups,
@@ -197,60 +223,91 @@ export class HostedCheckout {
    * open, or `record` says the provider's event is a repeat), then what it was for happens. A
    * credit purchase's invoice is locked and read in the claiming transaction: voided or marked
    * uncollectible first, the checkout is `stale` and nothing is saved or completed (as possible()
-   * finds it); charged after the claim, a purchase that ends unpaid makes it `ended`. A
-   * subscribe checkout's subscription and first invoice are written in the same transaction as
-   * its completion: a process or database that fails between them can never leave a completed
-   * checkout without its subscription (its first charge follows the commit; dunning makes it if
-   * that is cut short).
+   * finds it); charged after the claim, a purchase that ends unpaid makes it `ended`. What a
+   * subscribe, change or timeline checkout is for (its subscription and first invoice, the change
+   * of rate card and its invoice, the timeline's start) is written in the same transaction as its
+   * completion: a process or database that fails between them can never leave a completed
+   * checkout without it, nor apply it twice (its charge follows the commit; dunning makes it if
+   * that is cut short). One that can no longer happen (the subscription cancelled or changed, the
+   * timeline started meanwhile) leaves the checkout open and nothing saved: `stale`. A cycle
+   * close racing a change makes the attempt start over (retryingRaces).
    */
   private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<Finished> {
     const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
-    const pmId = newId("pm_card");
-    const start = session.kind === "subscribe" ? await this.prepareSubscribe(caller, session, { ...subject, paymentMethodId: pmId }) : undefined;
     const purchase = session.kind === "credit" ? this.purchases : undefined;
-    const claimed = await this.stores.transaction(async (tx): Promise<Finished> => {
-      const locked = await tx.lockCheckout(session.token);
-      if (locked?.status !== "open") return "taken";
-      if (session.kind === "credit" && !(await purchase?.claimable(tx, session.environmentId, session.payload as CreditPayload))) return "stale";
-      if (record && !(await record(tx))) return "taken";
-      await tx.insertPaymentMethod({
-        id: pmId,
-        environmentId: session.environmentId,
-        subjectId: subject.id,
-        brand: card.brand,
-        last4: card.last4,
-        behavior: card.behavior,
-        createdAt: this.engine.now(),
-        ...(card.provider ? { provider: card.provider, providerRef: card.providerRef ?? null, customerRef: card.customerRef ?? null } : {}),
+    const attempt = async (): Promise<{ claimed: Finished; pmId: string; effect?: CheckoutEffect }> => {
+      const pmId = newId("pm_card");
+      const effect = await this.effectOf(caller, session, { ...subject, paymentMethodId: pmId });
+      const claimed = await this.stores.transaction(async (tx): Promise<Finished> => {
+        const locked = await tx.lockCheckout(session.token);
+        if (locked?.status !== "open") return "taken";
+        if (session.kind === "credit" && !(await purchase?.claimable(tx, session.environmentId, session.payload as CreditPayload))) return "stale";
+        if (record && !(await record(tx))) return "taken";
+        await tx.insertPaymentMethod({
+          id: pmId,
+          environmentId: session.environmentId,
+          subjectId: subject.id,
+          brand: card.brand,
+          last4: card.last4,
+          behavior: card.behavior,
+          createdAt: this.engine.now(),
+          ...(card.provider ? { provider: card.provider, providerRef: card.providerRef ?? null, customerRef: card.customerRef ?? null } : {}),
+        });
+        await tx.setSubjectPaymentMethod(subject.id, pmId, session.environmentId);
+        await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
+        await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
+        if (effect) await staleOn(() => effect.write(tx));
+        return "completed";
       });
-      await tx.setSubjectPaymentMethod(subject.id, pmId, session.environmentId);
-      await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
-      await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
-      if (start) await this.subscriptions.write(tx, start);
-      return "completed";
-    });
-    if (claimed !== "completed") return claimed;
-    if (start) await this.subscriptions.settle(start, pmId);
+      return { claimed, pmId, effect };
+    };
+    let done: Awaited<ReturnType<typeof attempt>>;
+    try {
+      done = await retryingRaces(attempt);
+    } catch (err) {
+      if (!(err instanceof StaleEffect)) throw err;
+      // Prepared while a concurrent completion (the provider's webhook and the customer's return) committed it: taken.
+      if ((await this.stores.checkouts.get(session.token))?.status !== "open") return "taken";
+      this.onStale(session, err.cause.message);
+      return "stale";
+    }
+    if (done.claimed !== "completed") return done.claimed;
+    await done.effect?.settle(done.pmId);
     if (purchase) {
-      const outcome = await purchase.completeCheckout(caller, session.payload as CreditPayload, pmId, await this.lookups.nowFor(subject));
+      const outcome = await purchase.completeCheckout(caller, session.payload as CreditPayload, done.pmId, await this.lookups.nowFor(subject));
       if (outcome === "ended") return "ended";
-    } else if (session.kind === "change") {
-      const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
-      await this.changes.changeRateCard(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior });
-    } else if (session.kind === "timeline") {
-      const p = session.payload as { timelineId: string; effectiveAt: string };
-      await this.timelines.begin(caller, p.timelineId, new Date(p.effectiveAt));
     }
     return "completed";
   }
 
-  /** A subscribe checkout's subscription, prepared from the request as subscribe.ts stored it (its terms, checked then, with the minimum commitment). */
-  private async prepareSubscribe(caller: Caller, session: CheckoutSession, withPm: BillingSubject): Promise<PreparedStart> {
-    const input = (session.payload as { request: CreateSubscriptionInput & { commitment?: Commitment | null } }).request;
-    const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
-    const now = await this.lookups.nowFor(withPm);
-    const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
-    return this.subscriptions.prepareNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
+  /**
+   * What a subscribe, change or timeline checkout is for, prepared (nothing written): a
+   * subscribe checkout's subscription from the request as subscribe.ts stored it (its terms,
+   * checked then, with the minimum commitment); a change's switch as changeRateCard makes it with
+   * the card on file; a timeline's start. Undefined for a credit purchase (charged after).
+   */
+  private async effectOf(caller: Caller, session: CheckoutSession, withPm: BillingSubject): Promise<CheckoutEffect | undefined> {
+    if (session.kind === "subscribe") {
+      const input = (session.payload as { request: CreateSubscriptionInput & { commitment?: Commitment | null } }).request;
+      const start = await staleOn(async () => {
+        const rateCard = await this.lookups.cardOf(caller, input.rateCardId);
+        const now = await this.lookups.nowFor(withPm);
+        const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
+        return this.subscriptions.prepareNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
+      });
+      return { write: (tx) => this.subscriptions.write(tx, start), settle: (pmId) => this.subscriptions.settle(start, pmId) };
+    }
+    if (session.kind === "change") {
+      const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
+      const change = await staleOn(() => this.changes.prepareSwitch(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior }));
+      return { write: (tx) => this.changes.writeSwitch(tx, change, true), settle: (pmId) => this.engine.settlement.settle(change.invoice, pmId) };
+    }
+    if (session.kind === "timeline") {
+      const p = session.payload as { timelineId: string; effectiveAt: string };
+      const begin = await staleOn(() => this.timelines.prepareBegin(caller, p.timelineId, new Date(p.effectiveAt), withPm));
+      return { write: (tx) => this.timelines.writeBegin(tx, begin), settle: async (pmId) => begin.start && this.subscriptions.settle(begin.start, pmId) };
+    }
+    return undefined;
   }
 
   /** Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to send the customer. */

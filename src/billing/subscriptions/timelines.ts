@@ -16,9 +16,10 @@ import type { SubscriptionChanges } from "./changes.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
-import type { Subscriptions } from "./subscribe.js";
+import type { BillingTx } from "./ports.js";
+import type { PreparedStart, Subscriptions } from "./subscribe.js";
 import type { Terms } from "./terms.js";
-import { type Timeline, type TimelineItem, covers } from "./types.js";
+import { type BillingSubject, type Timeline, type TimelineItem, covers } from "./types.js";
 
 export interface TimelineItemInput {
   start?: Date;
@@ -27,6 +28,16 @@ export interface TimelineItemInput {
   rateCardId: string;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
+}
+
+/** A draft timeline's start, built and not yet written (TimelineService.prepareBegin, writeBegin). */
+export interface PreparedBegin {
+  timeline: Timeline;
+  effectiveAt: Date;
+  /** The subject's time when prepared: a pending timeline's updated_at. */
+  now: Date;
+  /** Its subscription, when it starts now; undefined: pending until effective_at. */
+  start: PreparedStart | undefined;
 }
 
 export type TimelineStartResult = { kind: "success"; timeline: Timeline } | { kind: "requires_action"; checkoutUrl: string };
@@ -210,34 +221,52 @@ export class TimelineService {
     return { kind: "success", timeline: await this.begin(caller, timeline.id, effectiveAt) };
   }
 
-  /** Pending until effective_at, or active from it now (also when its paid checkout completes). */
+  /** Pending until effective_at, or active from it now: a draft only. */
   async begin(caller: Caller, id: string, effectiveAt: Date): Promise<Timeline> {
-    const timeline = await this.get(caller, id);
-    const subject = await this.lookups.subject(caller, timeline.subjectId);
-    const now = await this.lookups.nowFor(subject);
-    if (effectiveAt.getTime() > now.getTime()) {
-      return this.stores.transaction(async (tx) => {
-        const t = await tx.lockTimeline(caller.environmentId, id);
-        if (t?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${id} is no longer a draft`);
-        const pending: Timeline = { ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now };
-        await tx.updateTimeline(pending);
-        return pending;
-      });
-    }
-    await this.activate(timeline, effectiveAt);
+    const subject = await this.lookups.subject(caller, (await this.get(caller, id)).subjectId);
+    const prepared = await this.prepareBegin(caller, id, effectiveAt, subject);
+    await this.stores.transaction((tx) => this.writeBegin(tx, prepared));
+    if (prepared.start) await this.deps.subscriptions.settle(prepared.start, subject.paymentMethodId);
     return this.get(caller, id);
   }
 
-  /** Creates the subscription from the item covering `at`; the timeline becomes active. */
-  private async activate(timeline: Timeline, at: Date): Promise<void> {
+  /**
+   * A draft's start, prepared and not written: pending (effective_at later than the subject's
+   * now) or its subscription from the item covering effective_at. A paid timeline checkout's
+   * completion writes it in its own transaction (writeBegin), so both happen or neither.
+   */
+  async prepareBegin(caller: Caller, id: string, effectiveAt: Date, subject: BillingSubject): Promise<PreparedBegin> {
+    const timeline = await this.get(caller, id);
+    const now = await this.lookups.nowFor(subject);
+    if (effectiveAt.getTime() > now.getTime()) return { timeline, effectiveAt, now, start: undefined };
+    return { timeline, effectiveAt, now, start: await this.prepareActivate(timeline, effectiveAt, subject) };
+  }
+
+  /** Writes a prepared start in `tx`: TIMELINE_NOT_DRAFT unless the timeline is still a draft. */
+  async writeBegin(tx: BillingTx, { timeline, effectiveAt, now, start }: PreparedBegin): Promise<void> {
+    const t = await tx.lockTimeline(timeline.environmentId, timeline.id);
+    if (t?.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${timeline.id} is no longer a draft`);
+    if (start) await this.deps.subscriptions.write(tx, start);
+    else await tx.updateTimeline({ ...t, status: "pending", effectiveAt, nextTransitionAt: effectiveAt, updatedAt: now });
+  }
+
+  /** The subscription of the item covering `at`, prepared: written, it makes the timeline active. */
+  private async prepareActivate(timeline: Timeline, at: Date, subject: BillingSubject): Promise<PreparedStart> {
     const caller = systemCaller(timeline.environmentId);
     const items = await this.stores.timelines.items(timeline.id, timeline.environmentId);
     const item = items.find((i) => covers(i, at.getTime()));
     if (!item) invalid("effective_at", "no item of the timeline covers this time");
-    const subject = await this.lookups.subject(caller, timeline.subjectId);
     const card = await this.lookups.cardOf(caller, item.rateCardId);
     const terms = { quantities: item.fixedRateQuantities, multipliers: item.rateMultipliers };
-    await this.deps.subscriptions.startNow(caller, subject, card, terms, {}, timeline.id, at);
+    return this.deps.subscriptions.prepareNow(caller, subject, card, terms, {}, timeline.id, at);
+  }
+
+  /** Creates the subscription from the item covering `at` (a pending timeline's effective_at); the timeline becomes active. */
+  private async activate(timeline: Timeline, at: Date): Promise<void> {
+    const subject = await this.lookups.subject(systemCaller(timeline.environmentId), timeline.subjectId);
+    const start = await this.prepareActivate(timeline, at, subject);
+    await this.stores.transaction((tx) => this.deps.subscriptions.write(tx, start));
+    await this.deps.subscriptions.settle(start, subject.paymentMethodId);
   }
 
   /** Ends a timeline that has nothing left to run (its subject is gone). */
