@@ -14,7 +14,7 @@ import test from "ava";
 import mysql from "mysql2/promise";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import { buyOnDyingServer, form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
 import { type TestServer, childServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -193,16 +193,7 @@ for (const store of STORES) {
       // Stripe's webhooks held: the recovery is dunning's, not payment_intent.succeeded's.
       fake.webhookOptions({ outOfOrder: true });
       const dying = await child(server, proxy.url, { BILLING_TEST_DIE_AFTER_CHARGE: "1" });
-      try {
-        await fetch(`${dying.url}/credit-grants`, {
-          method: "POST",
-          headers: { "x-api-key": s.key, "content-type": "application/json" },
-          body: JSON.stringify({ subject_id: s.subjectId, amount: usd("700"), category: "paid" }),
-        }).catch(() => undefined);
-        t.is(await dying.exited, "SIGKILL");
-      } finally {
-        if (dying.proc.exitCode === null && dying.proc.signalCode === null) dying.proc.kill("SIGKILL");
-      }
+      t.is(await buyOnDyingServer(dying, s.key, s.subjectId, "700"), "SIGKILL");
       const [pi] = fake
         .paymentIntents()
         .filter((x) => String(x.idempotency_key).endsWith(":attempt-1") && (x.metadata as Json)?.environment_id && x.status === "succeeded")

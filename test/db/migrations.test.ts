@@ -8,6 +8,15 @@ import { createDatabase } from "../../src/db/datasource.js";
 import { STORES, createTestDatabase, withMigratedDatabase } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 
+type Database = Awaited<ReturnType<typeof createDatabase>>;
+
+/** Undoes the migrations after the one whose name starts with `name`, and that one too unless `keep`. */
+async function undoBackTo(db: Database, name: string, keep = false): Promise<void> {
+  const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
+  for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith(name); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
+  if (!keep) await db.dataSource.undoLastMigration({ transaction: "each" });
+}
+
 for (const store of STORES) {
   test(`${store}: an empty database migrated up matches the entities; down then up again too`, async (t) => {
     const tdb = await createTestDatabase(store);
@@ -94,9 +103,7 @@ for (const store of STORES) {
     try {
       await db.dataSource.runMigrations({ transaction: "each" });
       // Back to before the ledger's credit_note_id (and the migrations after it).
-      const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
-      for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("LedgerCreditNotes"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
-      await db.dataSource.undoLastMigration({ transaction: "each" });
+      await undoBackTo(db, "LedgerCreditNotes");
       const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
       const at = "2026-01-15 00:00:00.000";
       // Two partial refunds of purchase inv_p (grant cg_p), and a balance credit note on inv_x (its grant cg_n).
@@ -157,9 +164,7 @@ for (const store of STORES) {
     try {
       await db.dataSource.runMigrations({ transaction: "each" });
       // Back to before the minute totals (and the migrations after them).
-      const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
-      for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("MinuteTotals"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
-      await db.dataSource.undoLastMigration({ transaction: "each" });
+      await undoBackTo(db, "MinuteTotals");
       const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
       await q(
         "INSERT INTO pricing_metrics (id, environment_id, event_name, name, unit, dimensions, aggregation_type, value_field, created_at) VALUES ('pm_1', 'env_1', 'api', 'API', 'u', '[\"region\"]', 'sum', 'n', '2026-01-01 00:00:00.000')",
@@ -241,8 +246,7 @@ mysqlOnly("mysql: every text column compares byte for byte, as the entities say;
     );
 
     // Back to just after the binary-identifiers migration.
-    const names = db.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
-    for (let i = names.length - 1; i >= 0 && !names[i]?.startsWith("BinaryIdentifiers"); i--) await db.dataSource.undoLastMigration({ transaction: "each" });
+    await undoBackTo(db, "BinaryIdentifiers", true);
     const atBinaryIdentifiers = await collations();
     const subject = (id: string, ext: string) =>
       q("INSERT INTO subjects (id, environment_id, external_id, external_id_key, metadata, created_at, updated_at) VALUES (?, 'env_1', ?, ?, '{}', '2026-01-01', '2026-01-01')", [id, ext, ext]);

@@ -10,7 +10,7 @@
 import test from "ava";
 import { type Store, withDatabase } from "./db.js";
 import { Scenario } from "./scenario.js";
-import { type TestServer, startTestServer } from "./server.js";
+import { type ChildServer, type TestServer, startTestServer } from "./server.js";
 import type { Json } from "./subjects-api.js";
 import { type FakeStripe, startFakeStripe } from "../stripe/fake-stripe.js";
 
@@ -236,4 +236,22 @@ export function stripeDriver(server: TestServer, fake: FakeStripe): PaymentDrive
       return [...fake.state.refunds.values()].filter((r) => intents.has(r.payment_intent)).map((r) => [String(r.id), String(r.amount)]);
     },
   };
+}
+
+/**
+ * Buys USD `amount` of paid credit for the subject of API key `key` on `dying`, a child server
+ * started with BILLING_TEST_DIE_AFTER_CHARGE=1, which dies (SIGKILL) between the provider's answer
+ * and its own commit. Answers how the child ended (its signal), killing it if it did not.
+ */
+export async function buyOnDyingServer(dying: ChildServer, key: string, subjectId: string, amount: string): Promise<NodeJS.Signals | number | null> {
+  try {
+    await fetch(`${dying.url}/credit-grants`, {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json" },
+      body: JSON.stringify({ subject_id: subjectId, amount: { currency_code: "USD", value: amount }, category: "paid" }),
+    }).catch(() => undefined);
+    return await dying.exited;
+  } finally {
+    if (dying.proc.exitCode === null && dying.proc.signalCode === null) dying.proc.kill("SIGKILL");
+  }
 }
