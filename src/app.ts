@@ -111,6 +111,9 @@ export async function startApp(config: Config, log: Logger = createLogger(config
             });
           }
           await background.finished();
+          // Usage evaluated for credit alerts: nothing new starts, the batch in flight ends before the database closes.
+          services.creditWatch.stop();
+          await services.creditWatch.idle();
           await db.close();
           // The spans still waiting for their batch are exported before the app is stopped; a
           // collector that is gone by then costs those spans, never the stop.

@@ -112,7 +112,7 @@ function wireCredits(late: { store: CreditStore; bind(c: Credits): void }, subs:
  * expiry and purchases are the credit use cases made after them (`bind`). Each auto top-up is a
  * purchase keyed by its crossing, so a repeat never buys twice.
  */
-function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, cards: Pick<RateCardStore, "get">, log?: Logger, stopping?: AbortSignal) {
+function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEngine, cards: Pick<RateCardStore, "get">, ingest: IngestService, log?: Logger, stopping?: AbortSignal) {
   const store = new SqlCreditStore(db.sql, db.entities, encode);
   let uses: Credits | undefined;
   const bound = (): Credits => {
@@ -130,6 +130,7 @@ function creditsInRealTime(db: Database, encode: EventEncoder, engine: BillingEn
     log,
     stopping,
   });
+  watchIngest(ingest, parts.watch);
   const bind = (c: Credits) => {
     uses = c;
     c.changed = (environmentId, subjectId) => parts.watch.changed(environmentId, subjectId);
@@ -239,8 +240,7 @@ export function buildServices(
     eventOptions.thresholdCheckMs ?? 60_000,
     (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
   );
-  const late = creditsInRealTime(db, encode, engine, cardStore, log, ops.stopping);
-  watchIngest(ingest, late.watch);
+  const late = creditsInRealTime(db, encode, engine, cardStore, ingest, log, ops.stopping);
   const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,
     cardStore,
@@ -278,6 +278,7 @@ export function buildServices(
     credits,
     creditStore,
     creditNotes,
+    creditWatch: late.watch,
     coupons: wireCoupons(db, encode, lookups, subscriptions),
     taxRates,
     invoiceSettings,
