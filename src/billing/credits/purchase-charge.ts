@@ -29,7 +29,8 @@ const PLAN_AHEAD_MS = 60_000;
 
 type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
 
-function dunning(tx: Tx): DunningWrites {
+/** The transaction's dunning writes (the invoice's row lock and attempts); every store that charges keeps them. */
+export function dunning(tx: Tx): DunningWrites {
   if (!tx.dunning) throw new Error("this store keeps no dunning state");
   return tx.dunning;
 }

@@ -23,11 +23,12 @@ import { finalizeOpen } from "../subscriptions/booking.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import type { BillingTx } from "../subscriptions/ports.js";
+import type { CreditPayload, PurchaseOutcome } from "../subscriptions/hosted-checkout.js";
 import type { BillingSubject, Invoice, PaymentMethod } from "../subscriptions/types.js";
 import { isCollectible } from "../payments/dunning.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
-import { chargePurchase } from "./purchase-charge.js";
+import { chargePurchase, dunning } from "./purchase-charge.js";
 import { purchasePeriodKey } from "./purchase-states.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
@@ -36,15 +37,6 @@ export const newGrantId = (): string => newId("cg");
 
 /** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
 export const CREDIT_CHECKOUT_KIND = "credit" as const;
-
-/** A credit checkout's payload: the grant it buys and its invoice. */
-export interface CreditCheckoutPayload {
-  grantId: string;
-  invoiceId: string;
-}
-
-/** Where a credit purchase stands (CreditPurchases.outcome). */
-export type PurchaseOutcome = "paid" | "pending" | "ended";
 
 /** A purchase's outcome by its invoice's status (gone: ended). */
 function outcomeOf(invoice: Pick<Invoice, "status"> | undefined): PurchaseOutcome {
@@ -145,7 +137,7 @@ export class CreditPurchases {
    * be completed, or its charge waits for dunning, planned); `ended` (void or uncollectible:
    * declined, voided or marked uncollectible, nothing granted), or gone.
    */
-  async outcome(environmentId: string, payload: CreditCheckoutPayload): Promise<PurchaseOutcome> {
+  async outcome(environmentId: string, payload: CreditPayload): Promise<PurchaseOutcome> {
     return outcomeOf(await this.stores.invoices.get(environmentId, payload.invoiceId));
   }
 
@@ -155,9 +147,8 @@ export class CreditPurchases {
    * mark-uncollectible that came first is seen here, so the checkout is not completed for it;
    * one that comes after the claim waits for that lock or is seen by the charge (purchase-charge.ts).
    */
-  async claimable(tx: BillingTx, environmentId: string, payload: CreditCheckoutPayload): Promise<boolean> {
-    if (!tx.dunning) throw new Error("this store keeps no dunning state");
-    const i = await tx.dunning.claim(environmentId, payload.invoiceId);
+  async claimable(tx: BillingTx, environmentId: string, payload: CreditPayload): Promise<boolean> {
+    const i = await dunning(tx).claim(environmentId, payload.invoiceId);
     return i !== undefined && isCollectible(i);
   }
 
@@ -166,7 +157,7 @@ export class CreditPurchases {
    * where the purchase stands after (outcome): `ended` when it was declined, or voided or marked
    * uncollectible meanwhile (no charge made then).
    */
-  async completeCheckout(caller: Caller, payload: CreditCheckoutPayload, paymentMethodId: string, now: Date): Promise<PurchaseOutcome> {
+  async completeCheckout(caller: Caller, payload: CreditPayload, paymentMethodId: string, now: Date): Promise<PurchaseOutcome> {
     const invoice = await this.stores.invoices.get(caller.environmentId, payload.invoiceId);
     const pm = await this.stores.paymentMethods.get(paymentMethodId, caller.environmentId);
     const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, payload.grantId));

@@ -18,19 +18,18 @@ import type { BillingTx } from "./ports.js";
 import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
 
 /** A credit checkout's payload: the grant it buys and its invoice. */
-type CreditPayload = { grantId: string; invoiceId: string };
+export type CreditPayload = { grantId: string; invoiceId: string };
 
-/**
- * What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the
- * wiring. Where a purchase stands: `paid`, `pending` (can still be paid, or its charge waits for
- * dunning) or `ended` (declined, voided or marked uncollectible: nothing bought).
- */
+/** Where a credit purchase stands: `paid`, `pending` (can still be paid, or its charge waits for dunning) or `ended` (declined, voided or marked uncollectible: nothing bought). */
+export type PurchaseOutcome = "paid" | "pending" | "ended";
+
+/** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
 export interface CreditCheckouts {
-  outcome(environmentId: string, payload: CreditPayload): Promise<"paid" | "pending" | "ended">;
+  outcome(environmentId: string, payload: CreditPayload): Promise<PurchaseOutcome>;
   /** In the checkout's claiming transaction, under the purchase invoice's row lock: whether it can still be paid. */
   claimable(tx: BillingTx, environmentId: string, payload: CreditPayload): Promise<boolean>;
   /** Charges the purchase to the saved card; answers where it stands after. */
-  completeCheckout(caller: Caller, payload: CreditPayload, paymentMethodId: string, now: Date): Promise<"paid" | "pending" | "ended">;
+  completeCheckout(caller: Caller, payload: CreditPayload, paymentMethodId: string, now: Date): Promise<PurchaseOutcome>;
 }
 
 /**
