@@ -95,13 +95,33 @@ async function scenario(w: World, name: string, fault: (() => Promise<number | u
   const probeRecoveryMs = probe.lastFailure > faultAt ? probe.lastFailure - faultAt : 0;
   const refused = w.client.takeRefusals();
   log(`${name}: load stopped (${load.batches} batches, ${load.flows} subscriptions); checking`);
-  const db = await mysql.createConnection({ host: "127.0.0.1", port: w.cluster.front, user: "root", database: DATABASE });
-  const found = await findings(db, w.ack, w.receiver);
-  await db.end();
+  const found = await readFindings(w);
   const problems = [...violations(found), ...load.errors.map((e) => `load: ${e}`)];
   for (const p of problems) log(`VIOLATION ${name}: ${p}`);
   return { scenario: name, refused, probeRecoveryMs, retryWaitMs: w.client.maxRetryWaitMs, repairMs, batches: load.batches, flows: load.flows, flowsAbandoned: load.flowsAbandoned, found, problems };
 }
+
+/**
+ * The findings, read through HAProxy as the servers read. A node marked up again (after a freeze or
+ * a kill) makes HAProxy cut the sessions on its backups (`shutdown-backup-sessions`), the harness's
+ * own included: the reads are then made again on a new connection, up to three times.
+ */
+async function readFindings(w: World): Promise<Findings> {
+  for (let attempt = 1; ; attempt++) {
+    const db = await mysql.createConnection({ host: "127.0.0.1", port: w.cluster.front, user: "root", database: DATABASE });
+    try {
+      return await findings(db, w.ack, w.receiver);
+    } catch (err) {
+      if (attempt >= 3 || !connectionLost(err)) throw err;
+      log(`checking: the connection was cut (${(err as Error).message}); reading again`);
+    } finally {
+      db.destroy();
+    }
+  }
+}
+
+const connectionLost = (err: unknown) =>
+  err instanceof Error && (/closed state|connection lost|ECONNRESET|EPIPE/i.test(err.message) || ["PROTOCOL_CONNECTION_LOST", "ECONNRESET", "EPIPE"].includes((err as { code?: string }).code ?? ""));
 
 /** kill -9 a node; restart it from its recovered position once the cluster has gone on without it. */
 async function killNode(node: GaleraNode): Promise<number> {
