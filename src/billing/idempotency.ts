@@ -14,6 +14,33 @@ export const IDEMPOTENCY_LEASE_MS = 5 * 60 * 1000;
 /** How long a repeat waits for a first call still running before it is answered 409 IN_USE. */
 export const IDEMPOTENCY_IN_USE_WAIT_MS = 2_000;
 
+/** The first wait before a key's outcome is written again after the database refused it; it doubles up to SETTLE_RETRY_MAX_MS. */
+export const SETTLE_RETRY_FIRST_MS = 250;
+export const SETTLE_RETRY_MAX_MS = 5_000;
+
+/**
+ * Writes a call's decided outcome to its key (or lets the key go), again and again, after the
+ * database refused the first write: a moment's outage (a failover, a proxy restarted) must not
+ * leave the key IN_USE until its lease ends, when a retry would hear OUTCOME_LOST for a call whose
+ * answer was known. Waits 250 ms, doubling up to 5 s, between writes; gives up when the lease
+ * would have lapsed anyway, or when `stopped` aborts (the server stops: the lease then settles the
+ * key, as for a server that died).
+ */
+export function settleLater(write: () => Promise<unknown>, stopped: AbortSignal | undefined, gaveUp: (err: unknown) => void, leaseMs = IDEMPOTENCY_LEASE_MS): void {
+  const end = Date.now() + leaseMs;
+  let wait = SETTLE_RETRY_FIRST_MS;
+  const again = () => {
+    if (stopped?.aborted) return;
+    write().catch((err: unknown) => {
+      if (stopped?.aborted || Date.now() + wait >= end) return gaveUp(err);
+      setTimeout(again, wait).unref();
+      wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS);
+    });
+  };
+  setTimeout(again, wait).unref();
+  wait = Math.min(wait * 2, SETTLE_RETRY_MAX_MS);
+}
+
 /** 1–255 printable ASCII characters (DESIGN §12). */
 export const IDEMPOTENCY_KEY_MAX = 255;
 export function idempotencyKeyProblem(key: string): string | undefined {

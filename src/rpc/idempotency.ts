@@ -19,7 +19,7 @@ import { createHash } from "node:crypto";
 import { type DescMethod, type Message, create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Interceptor, type ServiceImplSpec, createContextKey } from "@connectrpc/connect";
-import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem } from "../billing/idempotency.js";
+import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem, settleLater } from "../billing/idempotency.js";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError } from "../billing/errors.js";
 import type { Logger } from "../log.js";
 import { callerKey, replaySeamKey, traceKey } from "./context.js";
@@ -79,7 +79,14 @@ export function replaying(spec: ServiceImplSpec): ServiceImplSpec {
   return { ...spec, methods };
 }
 
-export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now: () => Date = () => new Date()): Interceptor {
+/** `stopped`: aborted when the server stops, ending the writes of outcomes the database refused (settleLater). */
+export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now: () => Date = () => new Date(), stopped?: AbortSignal): Interceptor {
+  // The outcome (or the key's release) once the call is answered: a write the database refuses is made again until it holds.
+  const settle = (rpc: string, write: () => Promise<unknown>) =>
+    write().catch((err: unknown) => {
+      log.warn("idempotency key: outcome not stored; writing it again", { rpc, err });
+      settleLater(write, stopped, (e) => log.error("idempotency key: outcome never stored; the key is settled when its lease ends", { rpc, err: e }));
+    });
   return (next) => async (req) => {
     if (req.stream || !takesIdempotencyKey(req.method)) return next(req);
     const key = req.header.get(IDEMPOTENCY_KEY_HEADER);
@@ -129,22 +136,11 @@ export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now
       res = await store.within(claim, () => next(req));
     } catch (err) {
       const out = publicError(err, log, req.url, req.contextValues.get(traceKey)?.id);
-      try {
-        if (NOT_STORED.has(out.code)) await store.release(claim);
-        else await store.complete(claim, errorOutcome(out), now());
-      } catch (e) {
-        log.warn("idempotency key: outcome not stored", { rpc, err: e });
-      }
+      await settle(rpc, NOT_STORED.has(out.code) ? () => store.release(claim) : () => store.complete(claim, errorOutcome(out), now()));
       throw out;
     }
-    if (!res.stream) {
-      try {
-        await store.complete(claim, { ok: true, message: Buffer.from(toBinary(method.output, res.message)).toString("base64") }, now());
-      } catch (e) {
-        // The change is committed and marked: a retry is answered IDEMPOTENCY_OUTCOME_LOST after the lease, never run again.
-        log.warn("idempotency key: outcome not stored", { rpc, err: e });
-      }
-    }
+    // Until the outcome is stored a retry is IN_USE; a change committed is never run again.
+    if (!res.stream) await settle(rpc, () => store.complete(claim, { ok: true, message: Buffer.from(toBinary(method.output, res.message)).toString("base64") }, now()));
     return res;
   };
 }

@@ -63,7 +63,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   // One list of interceptors for every call path: connect-node's handlers, the REST bridge and
   // the lean unary gRPC path (rpc/invoke.ts).
   // Idempotency-Key (DESIGN §12) after the key check, so the key is scoped to the caller's environment.
-  const interceptors = [errorInterceptor(log), authInterceptor(verifier), idempotencyInterceptor(idempotencyStore, log)];
+  const interceptors = [errorInterceptor(log), authInterceptor(verifier), idempotencyInterceptor(idempotencyStore, log, now, stopped)];
   const router = createConnectRouter({
     interceptors,
     jsonOptions,
