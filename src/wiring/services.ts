@@ -78,6 +78,8 @@ export function wireSubscriptions(
   const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
   hostedCheckout.onStale = (c, reason) => log?.warn("checkout not completed: what it was for can no longer happen", { checkout: c.id, kind: c.kind, reason });
+  hostedCheckout.onChargeFailed = (c, err) => log?.warn("checkout completed, its charge not made: planned for dunning", { checkout: c.id, kind: c.kind, err });
+  hostedCheckout.publicBaseUrl = publicBaseUrl;
   const invoices = new Invoices(lookups, publicBaseUrl);
   const billingStates = new BillingStates(lookups, credits?.store);
   const portal = new CustomerPortal(lookups, changes, publicBaseUrl);

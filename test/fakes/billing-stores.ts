@@ -348,8 +348,8 @@ export class FakeBillingStores implements BillingStores {
         for (const e of events) s.events.set(String(s.events.size).padStart(8, "0"), structuredClone(e));
       },
       lockCheckout: async (token) => structuredClone(s.checkouts.get(token)),
-      updateCheckoutStatus: async (id, status) => {
-        for (const c of s.checkouts.values()) if (c.id === id) c.status = status;
+      updateCheckoutStatus: async (id, status, _env, payload) => {
+        for (const c of s.checkouts.values()) if (c.id === id) Object.assign(c, { status }, payload ? { payload: structuredClone(payload) } : {});
       },
       insertPaymentMethod: async (pm) => void s.paymentMethods.set(pm.id, structuredClone(pm)),
       setSubjectPaymentMethod: async (subjectId, pmId) => {

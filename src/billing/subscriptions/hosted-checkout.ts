@@ -9,13 +9,14 @@ import { newId } from "../ids.js";
 import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
+import { type ChargeStanding, checkoutInvoiceId, firstChargeWaits, withChargedInvoice } from "./checkout-charge.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import { retryingRaces } from "./races.js";
 import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
 import type { BillingTx } from "./ports.js";
-import type { BillingSubject, CheckoutSession, Commitment, PaymentMethod, PaymentProvider } from "./types.js";
+import type { BillingSubject, CheckoutSession, Commitment, Invoice, PaymentMethod, PaymentProvider } from "./types.js";
 
 /** A credit checkout's payload: the grant it buys and its invoice. */
 export type CreditPayload = { grantId: string; invoiceId: string };
@@ -36,15 +37,25 @@ export interface CreditCheckouts {
  * What finish did: `completed` (and what the checkout was for stands); `taken` (not claimed: no
  * longer open, or the provider's event a repeat); `stale` (not claimed: a credit purchase's
  * invoice was voided or marked uncollectible first, as possible() finds it); `ended` (completed,
- * its card saved, but the credit purchase it was for ended unpaid: declined, or voided meanwhile).
+ * its card saved, but the credit purchase it was for ended unpaid: declined, or voided meanwhile);
+ * `pending` (completed, what it was for stands, but its charge could not be made: the provider
+ * could not be reached, and the attempt stays planned for dunning; checkout-charge.ts).
  */
-type Finished = "completed" | "taken" | "stale" | "ended";
+type Finished = "taken" | "stale" | ChargeStanding;
+
+/** A completed checkout whose charge waits (checkout-charge.ts): its invoice, and the card it saved. */
+export interface WaitingCharge {
+  invoice: Invoice;
+  card: Pick<PaymentMethod, "brand" | "last4"> | undefined;
+}
 
 /** What completing a checkout takes: what was checked stale meanwhile. */
 const STALE = { ok: false as const, gone: true, message: "This checkout can no longer be completed: the subscription or plan changed meanwhile." };
 
 /** What a subscribe, change or timeline checkout is for: written in its completion's transaction, charged after its commit. */
 interface CheckoutEffect {
+  /** The invoice it writes and charges (none: nothing charged now, a timeline starting later). */
+  invoiceId: string | undefined;
   write(tx: BillingTx): Promise<unknown>;
   settle(paymentMethodId: string): Promise<unknown>;
 }
@@ -76,6 +87,8 @@ export class HostedCheckout {
   publicBaseUrl: () => string = () => "";
   /** Told when what a checkout was for can no longer happen (it stays open, nothing saved); set by the wiring (a warning in the log). */
   onStale: (session: CheckoutSession, reason: string) => void = () => {};
+  /** Told when the charge after a completed checkout failed (the provider unreachable: dunning makes it); set by the wiring (the log). */
+  onChargeFailed: (session: CheckoutSession, err: unknown) => void = () => {};
 
   constructor(
     private readonly lookups: Lookups,
@@ -110,9 +123,14 @@ export class HostedCheckout {
    * on the subject and what the checkout was for happens. A completed, cancelled or expired
    * checkout cannot be used again. A credit purchase's sends the customer to the success URL only
    * when the purchase stands (paid, or its charge planned); ended unpaid (declined, voided or
-   * marked uncollectible, before or meanwhile), to the cancelled URL.
+   * marked uncollectible, before or meanwhile), to the cancelled URL. Completed but its charge
+   * not made (the provider could not be reached: `pending`), to the checkout's own page, which
+   * says so (waitingCharge).
    */
-  async completeCheckout(token: string, cardNumber: string): Promise<{ ok: true; redirect: string; cancelled?: true } | { ok: false; message: string; gone?: boolean; noProvider?: boolean }> {
+  async completeCheckout(
+    token: string,
+    cardNumber: string,
+  ): Promise<{ ok: true; redirect: string; cancelled?: true; pending?: true } | { ok: false; message: string; gone?: boolean; noProvider?: boolean }> {
     const { session, usable, provider } = await this.checkout(token);
     if (!usable) return { ok: false, gone: true, message: "This checkout is no longer available." };
     // A live environment has no provider: no card is taken (test cards are refused), nothing changes.
@@ -132,6 +150,7 @@ export class HostedCheckout {
     if (done === "taken") return { ok: false, gone: true, message: "This checkout is no longer available." };
     if (done === "ended" || (done === "stale" && (await this.purchaseEnded(session)))) return unpaid;
     if (done === "stale") return STALE;
+    if (done === "pending") return { ok: true, redirect: this.pageUrl(session), pending: true };
     return { ok: true, redirect: session.successUrl };
   }
 
@@ -166,7 +185,8 @@ export class HostedCheckout {
    * the webhook and the customer's return both call it; `record` records the provider's event
    * in the same transaction (false: a repeat). Answers where the customer goes: the success URL
    * once completed (now or before), the cancel URL when it can no longer complete, or completed
-   * for a credit purchase that then ended unpaid (declined, or voided meanwhile: landing).
+   * for a credit purchase that then ended unpaid (declined, or voided meanwhile: landing); the
+   * checkout's own page when its charge could not be made (`pending`, now or before).
    */
   async completeWithSavedCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
     const session = await this.stores.checkouts.get(token);
@@ -177,6 +197,7 @@ export class HostedCheckout {
     if (!subject) return { redirect: session.cancelledUrl };
     const done = await this.finish(session, subject, { ...card, behavior: "succeeds" }, record);
     if (done === "completed") return { redirect: session.successUrl };
+    if (done === "pending") return { redirect: this.pageUrl(session) };
     if (done !== "taken") return { redirect: session.cancelledUrl };
     // Not claimed: a concurrent webhook or return completed it meanwhile (its landing), or it can no longer complete.
     const after = await this.stores.checkouts.get(token);
@@ -185,10 +206,37 @@ export class HostedCheckout {
 
   /**
    * Where a completed checkout sends the customer: its success URL, unless it was a credit
-   * purchase's that ended unpaid (declined, voided or marked uncollectible): its cancelled URL.
+   * purchase's that ended unpaid (declined, voided or marked uncollectible): its cancelled URL;
+   * or its charge waits (the provider could not be reached): the checkout's own page.
    */
   private async landing(session: CheckoutSession): Promise<string> {
-    return (await this.purchaseEnded(session)) ? session.cancelledUrl : session.successUrl;
+    const standing = await this.standing(session);
+    return standing === "ended" ? session.cancelledUrl : standing === "pending" ? this.pageUrl(session) : session.successUrl;
+  }
+
+  /** Where a completed checkout stands (checkout-charge.ts), read from its invoice: a reload sees what the completion saw. */
+  private async standing(session: CheckoutSession): Promise<ChargeStanding> {
+    if (await this.purchaseEnded(session)) return "ended";
+    return (await this.waitingCharge(session)) ? "pending" : "completed";
+  }
+
+  /**
+   * A completed checkout whose first charge was not made (the provider could not be reached): its
+   * invoice, planned for dunning, and the card it saved; undefined otherwise (open, paid, declined...).
+   */
+  async waitingCharge(session: CheckoutSession): Promise<WaitingCharge | undefined> {
+    const invoiceId = checkoutInvoiceId(session);
+    if (session.status !== "completed" || invoiceId === undefined) return undefined;
+    const invoice = await this.stores.invoices.get(session.environmentId, invoiceId);
+    if (!firstChargeWaits(invoice)) return undefined;
+    const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
+    const pm = subject?.paymentMethodId ? await this.stores.paymentMethods.get(subject.paymentMethodId, session.environmentId) : undefined;
+    return { invoice, card: pm && { brand: pm.brand, last4: pm.last4 } };
+  }
+
+  /** The checkout's own page (where a completed checkout whose charge waits says so). */
+  private pageUrl(session: CheckoutSession): string {
+    return `${this.publicBaseUrl()}/hosted/checkout/${session.token}`;
   }
 
   /** Whether the checkout was a credit purchase's that ended unpaid (declined, voided or marked uncollectible). */
@@ -226,10 +274,11 @@ export class HostedCheckout {
    * subscribe, change or timeline checkout is for (its subscription and first invoice, the change
    * of rate card and its invoice, the timeline's start) is written in the same transaction as its
    * completion: a process or database that fails between them can never leave a completed
-   * checkout without it, nor apply it twice (its charge follows the commit; dunning makes it if
-   * that is cut short). One that can no longer happen (the subscription cancelled or changed, the
-   * timeline started meanwhile) leaves the checkout open and nothing saved: `stale`. A cycle
-   * close racing a change makes the attempt start over (retryingRaces).
+   * checkout without it, nor apply it twice (its charge follows the commit, charge(); dunning
+   * makes it if that is cut short or the provider cannot be reached: `pending`). One that can no
+   * longer happen (the subscription cancelled or changed, the timeline started meanwhile) leaves
+   * the checkout open and nothing saved: `stale`. A cycle close racing a change makes the attempt
+   * start over (retryingRaces).
    */
   private async finish(session: CheckoutSession, subject: BillingSubject, card: NewCard, record?: (tx: BillingTx) => Promise<boolean>): Promise<Finished> {
     const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
@@ -253,7 +302,8 @@ export class HostedCheckout {
           ...(card.provider ? { provider: card.provider, providerRef: card.providerRef ?? null, customerRef: card.customerRef ?? null } : {}),
         });
         await tx.setSubjectPaymentMethod(subject.id, pmId, session.environmentId);
-        await tx.updateCheckoutStatus(session.id, "completed", session.environmentId);
+        // The invoice it charges after the commit, recorded: where the charge stands is read from it (checkout-charge.ts).
+        await tx.updateCheckoutStatus(session.id, "completed", session.environmentId, withChargedInvoice(session, effect?.invoiceId));
         await tx.emit([checkoutEvent("checkout.completed", { ...session, status: "completed" }, null)]);
         if (effect) await staleOn(() => effect.write(tx));
         return "completed";
@@ -271,12 +321,27 @@ export class HostedCheckout {
       return "stale";
     }
     if (done.claimed !== "completed") return done.claimed;
-    await done.effect?.settle(done.pmId);
-    if (purchase) {
-      const outcome = await purchase.completeCheckout(caller, session.payload as CreditPayload, done.pmId, await this.lookups.nowFor(subject));
-      if (outcome === "ended") return "ended";
+    const completed: CheckoutSession = { ...session, status: "completed", payload: withChargedInvoice(session, done.effect?.invoiceId) ?? session.payload };
+    return this.charge(completed, async () => {
+      await done.effect?.settle(done.pmId);
+      if (purchase) await purchase.completeCheckout(caller, session.payload as CreditPayload, done.pmId, await this.lookups.nowFor(subject));
+    });
+  }
+
+  /**
+   * The charge after a checkout's completion committed, one path for every kind (`charge`: the
+   * effect's settlement, or the credit purchase's charge). It never undoes the completion: a
+   * charge that throws (the provider unreachable, timed out or answering 5xx) leaves its attempt
+   * planned for dunning (same key, never a second charge) and is reported, not thrown. Then where
+   * the checkout stands is read from its invoice (standing), as a reload reads it.
+   */
+  private async charge(completed: CheckoutSession, charge: () => Promise<void>): Promise<ChargeStanding> {
+    try {
+      await charge();
+    } catch (err) {
+      this.onChargeFailed(completed, err);
     }
-    return "completed";
+    return this.standing(completed);
   }
 
   /**
@@ -294,17 +359,17 @@ export class HostedCheckout {
         const terms = { quantities: input.fixedRateQuantities, multipliers: input.rateMultipliers, commitment: input.commitment ?? null };
         return this.subscriptions.prepareNow(caller, withPm, rateCard, terms, input.metadata, input.timelineId || null, now, input.couponId);
       });
-      return { write: (tx) => this.subscriptions.write(tx, start), settle: (pmId) => this.subscriptions.settle(start, pmId) };
+      return { invoiceId: start.invoice.id, write: (tx) => this.subscriptions.write(tx, start), settle: (pmId) => this.subscriptions.settle(start, pmId) };
     }
     if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       const change = await staleOn(() => this.changes.prepareSwitch(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior }));
-      return { write: (tx) => this.changes.writeSwitch(tx, change, true), settle: (pmId) => this.engine.settlement.settle(change.invoice, pmId) };
+      return { invoiceId: change.invoice.id, write: (tx) => this.changes.writeSwitch(tx, change, true), settle: (pmId) => this.engine.settlement.settle(change.invoice, pmId) };
     }
     if (session.kind === "timeline") {
       const p = session.payload as { timelineId: string; effectiveAt: string };
       const begin = await staleOn(() => this.timelines.prepareBegin(caller, p.timelineId, new Date(p.effectiveAt), withPm));
-      return { write: (tx) => this.timelines.writeBegin(tx, begin), settle: async (pmId) => begin.start && this.subscriptions.settle(begin.start, pmId) };
+      return { invoiceId: begin.start?.invoice.id, write: (tx) => this.timelines.writeBegin(tx, begin), settle: async (pmId) => begin.start && this.subscriptions.settle(begin.start, pmId) };
     }
     return undefined;
   }

@@ -215,7 +215,8 @@ export interface InvoiceWrites {
 /** Checkout writes inside a transaction. */
 export interface CheckoutWrites {
   lockCheckout(token: string): Promise<CheckoutSession | undefined>;
-  updateCheckoutStatus(id: string, status: CheckoutStatus, environmentId: string): Promise<void>;
+  /** `payload`: the checkout's payload written with it (a completion records the invoice it charges). */
+  updateCheckoutStatus(id: string, status: CheckoutStatus, environmentId: string, payload?: Record<string, unknown>): Promise<void>;
 }
 
 /** Payment-method writes inside a transaction: a saved card, and the subject it is saved on. */

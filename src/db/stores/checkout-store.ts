@@ -52,8 +52,8 @@ export function checkoutWrites(em: EntityManager, sql: Sql, E: Entities): Checko
       const r = await em.findOne(E.Checkout, { where: { token }, lock: rowLock(sql.dialect) });
       return r ? checkoutFromRow(r) : undefined;
     },
-    updateCheckoutStatus: async (id, status, environmentId) => {
-      await em.update(E.Checkout, { environment_id: environmentId, id }, { status });
+    updateCheckoutStatus: async (id, status, environmentId, payload) => {
+      await em.update(E.Checkout, { environment_id: environmentId, id }, payload ? { status, payload: payload as never } : { status });
     },
   };
 }

@@ -6,15 +6,16 @@
  *   GET  /hosted/invoices/{token}             the invoice
  *   GET  /hosted/invoices/{token}/pdf         its PDF (pdf/routes.ts; ?paper=a4|letter)
  *   POST /hosted/invoices/{token}/pay         completes a charge waiting for the customer (invoice-pay.ts)
- *   GET  /hosted/checkout/{token}             the checkout form (POST: pays)
+ *   GET  /hosted/checkout/{token}             the checkout form (POST: pays); once completed with its
+ *                                             charge waiting (the provider unreachable), a page saying so
  *   GET  /hosted/checkout/{token}/cancel      asks to confirm (POST: cancels, back to the application)
  */
 import { NotFoundError } from "../../billing/errors.js";
 import { displayMoney } from "../../billing/money.js";
 import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../../billing/subscriptions/checkout.js";
-import type { HostedCheckout } from "../../billing/subscriptions/hosted-checkout.js";
+import type { HostedCheckout, WaitingCharge } from "../../billing/subscriptions/hosted-checkout.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
-import type { CheckoutSession, PaymentProvider } from "../../billing/subscriptions/types.js";
+import { type CheckoutSession, type PaymentProvider, amountDueOf } from "../../billing/subscriptions/types.js";
 import type { Logger } from "../../log.js";
 import { type Html, html } from "../html.js";
 import { type Req, type Res, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
@@ -89,6 +90,23 @@ function redirect(res: Res, url: string, title: string): void {
   messagePage(res, 200, title, title, html`<a href="${url}">Continue to the application</a>`);
 }
 
+/**
+ * A completed checkout whose charge could not be made (the provider unreachable; DESIGN §16): the
+ * card is saved and what it was for stands, the payment is retried by dunning; the invoice's
+ * hosted page shows when it is paid. 200: the customer's action succeeded. A reload shows the same.
+ */
+function processingPage(res: Res, s: CheckoutSession, waiting: WaitingCharge): void {
+  const { invoice, card } = waiting;
+  const saved = card ? html`Your card ending ${card.last4} is saved.` : html`Your card is saved.`;
+  const what = s.kind === "credit" ? html`The credit is added to your balance once the payment goes through.` : html`${s.description}: confirmed, nothing more is needed from you.`;
+  const body = html`<main><h1>Payment processing</h1>
+<p role="status">${saved} ${what}</p>
+<p>We could not reach the payment processor to charge <strong>${displayMoney(amountDueOf(invoice), invoice.currency)}</strong> just now. The payment is being processed and will be retried automatically: you do not need to pay again.</p>
+<p><a href="/hosted/invoices/${invoice.hostedToken}">View the invoice</a>, which shows when it is paid.</p>
+<p><a href="${s.successUrl}">Continue to the application</a></p></main>`;
+  page(res, 200, "Payment processing", body, callbackOrigins(s));
+}
+
 function gonePage(res: Res): void {
   messagePage(res, 410, "Checkout unavailable", "This checkout is no longer available", "It was completed, cancelled or has expired. Start again from the application.");
 }
@@ -108,7 +126,11 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
     if (req.method === "GET") return view.usable ? cancelConfirmPage(res, view.session, token) : gonePage(res);
     return redirect(res, await subs.cancelCheckout(token), "Checkout cancelled");
   }
-  if (!view.usable) return gonePage(res);
+  if (!view.usable) {
+    // Completed, its charge waiting for the provider: the page that says so, on every reload (a GET, or the form sent again).
+    const waiting = await subs.waitingCharge(view.session);
+    return waiting ? processingPage(res, view.session, waiting) : gonePage(res);
+  }
   // No payment provider (a live environment): 409, no card field, no test-card hints.
   if (!view.provider) return checkoutPage(res, 409, view.session, token, undefined, NO_PROVIDER_PAGE_MESSAGE);
   if (req.method === "GET") return checkoutPage(res, 200, view.session, token, view.provider);
@@ -118,7 +140,8 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   const form = await readForm(req);
   const result = setup ?? (await subs.completeCheckout(token, form.get("card_number") ?? ""));
   // A credit purchase that ended unpaid (declined, voided meanwhile) sends the customer to the cancelled URL.
-  if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "Payment complete");
+  // Completed with its charge waiting (the provider unreachable): the checkout's own page says so (processingPage).
+  if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "pending" in result ? "Payment processing" : "Payment complete");
   if (result.gone) return gonePage(res);
   if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
   return checkoutPage(res, 402, view.session, token, view.provider, result.message);

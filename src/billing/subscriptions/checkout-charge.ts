@@ -1,0 +1,41 @@
+/**
+ * Where the charge of a completed checkout stands (DESIGN §16), the same for every kind
+ * (subscribe, change of rate card, timeline, credit purchase): what the checkout was for is
+ * written with its completion and charged after the commit (hosted-checkout.ts). A provider that
+ * cannot be reached then (a network failure, a timeout, a 5xx) undoes nothing: the first charge
+ * stays planned, dunning makes it once with the key of attempt 1 (payments/attempts.ts), and the
+ * customer is told so on the checkout's page. Read from the checkout's invoice, never from the
+ * failure itself, so a reload (or the provider's webhook and the customer's return, whichever
+ * comes second) shows the same and charges nothing.
+ */
+import { dec } from "../money.js";
+import { type CheckoutSession, type Invoice, amountDueOf } from "./types.js";
+
+/**
+ * Where a completed checkout leaves the customer: `completed` (paid, nothing due, or a charge the
+ * provider answered: declined and on dunning's schedule, or waiting for the customer); `pending`
+ * (its first charge not made yet: the provider could not be reached); `ended` (a credit purchase
+ * that ended unpaid).
+ */
+export type ChargeStanding = "completed" | "pending" | "ended";
+
+/** The invoice a completed checkout charges: a credit purchase's from the start, the others' recorded at completion (withChargedInvoice). */
+export function checkoutInvoiceId(session: Pick<CheckoutSession, "payload">): string | undefined {
+  const id = (session.payload as { invoiceId?: unknown }).invoiceId;
+  return typeof id === "string" ? id : undefined;
+}
+
+/** The payload a checkout is completed with: its own, and the invoice its completion wrote and charges after (none: as it was). */
+export function withChargedInvoice(session: Pick<CheckoutSession, "payload">, invoiceId: string | undefined): Record<string, unknown> | undefined {
+  return invoiceId === undefined ? undefined : { ...session.payload, invoiceId };
+}
+
+/**
+ * Whether an invoice's first charge is still to be made: open with something due, never
+ * attempted, nothing waiting for the customer. After a checkout's charge, only a provider that
+ * could not be reached (or a process or database lost between its answer and the commit) leaves
+ * an invoice so; its planned attempt is dunning's, with the same key.
+ */
+export function firstChargeWaits(i: Invoice | undefined): i is Invoice {
+  return i !== undefined && i.status === "open" && dec(amountDueOf(i)).gt(0) && (i.attemptCount ?? 0) === 0 && !i.payment?.actionRequired;
+}
