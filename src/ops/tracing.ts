@@ -73,6 +73,8 @@ export function tracedProvider(provider: PaymentProvider, tracing: Tracing, name
     ...(provider.confirmAction === undefined ? {} : { confirmAction: provider.confirmAction.bind(provider) }),
     // A provider's own page for a payment waiting for the customer (Stripe Checkout in payment mode).
     ...(provider.startPayment === undefined ? {} : { startPayment: provider.startPayment.bind(provider) }),
+    // The cancel of a payment waiting for the customer on an invoice that ended.
+    ...(provider.cancel === undefined ? {} : { cancel: provider.cancel.bind(provider) }),
     tokenize: (cardNumber) => provider.tokenize(cardNumber),
     charge: (method, amount, currency, idempotencyKey, context) =>
       tracing.inSpan("payment.charge", SpanKind.CLIENT, { "billing.payment_provider": name, "billing.currency": currency }, async (span) => {

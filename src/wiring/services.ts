@@ -100,8 +100,13 @@ export function wireSubscriptions(
 }
 
 /** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
-function wireCredits(late: { store: CreditStore; bind(c: Credits): void }, subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">) {
+function wireCredits(
+  late: { store: CreditStore; bind(c: Credits): void },
+  subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">,
+  cancels?: CreditPurchases["cancels"],
+) {
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
+  purchases.cancels = cancels;
   subs.hostedCheckout.purchases = purchases;
   const credits = new Credits(late.store, subs.lookups, purchases);
   late.bind(credits);
@@ -253,8 +258,8 @@ export function buildServices(
     ops.stopping,
     late,
   );
-  const dunning = wireDunning(db, engine, { changes, pauses, portal, scheduler }, log);
-  const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout });
+  const dunning = wireDunning(db, engine, { changes, pauses, portal, scheduler, invoices }, log);
+  const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout }, dunning.cancels);
   const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch);
   const { guard, webhookStore, webhookEndpoints, events } = wireOutgoingEvents(db, encode, publicBaseUrl, eventOptions);
   return {

@@ -66,7 +66,7 @@ export interface StripeEndpointParts {
   log: Logger | undefined;
   publicBaseUrl: () => string;
   /** Dunning: resolves a payment that waited for the customer as Stripe reports it. */
-  dunning?: Pick<Dunning, "actionResolved">;
+  dunning?: Pick<Dunning, "actionResolved" | "cancels">;
   /** The subjects whose Stripe customers are kept in sync (stripeCustomerSync), and the database of their customers. */
   customers?: { db: Database; subjects: Pick<SubjectService, "detailsChanged"> };
 }
@@ -86,6 +86,8 @@ export function wireStripeEndpoints(p: StripeEndpointParts) {
   if (p.customers) p.customers.subjects.detailsChanged = stripeCustomerSync(p.customers.db, p.paymentSettings, p.stripe, p.log);
   const dunning = p.dunning;
   if (dunning) events.resolveAction = (inv, reference, outcome) => dunning.actionResolved({ environmentId: inv.environmentId, id: inv.id, clockId: inv.clockId }, reference, outcome);
+  const cancels = dunning?.cancels;
+  if (cancels) events.refundAfterEnd = (inv, reference) => cancels.paidAfterEnd(inv, reference);
   const factory = p.stripe;
   const stripePages = createStripeEndpoints({
     settings: p.paymentSettings,

@@ -34,6 +34,7 @@ export const OPERATIONS = [
   "POST /v1/payment_intents",
   "GET /v1/payment_intents",
   "GET /v1/payment_intents/{intent}",
+  "POST /v1/payment_intents/{intent}/cancel",
   "POST /v1/refunds",
 ] as const;
 

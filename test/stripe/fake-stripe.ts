@@ -19,7 +19,7 @@
  * `expand[]=setup_intent` / `expand[]=payment_intent`; a payment-mode session completed with a
  * card makes a succeeded PaymentIntent, sends `payment_intent.succeeded` then
  * `checkout.session.completed`), setup intents (retrieve), payment methods
- * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve), refunds
+ * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve, cancel), refunds
  * (create). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
  * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
@@ -34,6 +34,9 @@
  * - Declines are 402 `card_error` (`StripeCardError`) with `code`, `decline_code` and the
  *   PaymentIntent; an Idempotency-Key replays the answer it first got (a decline too) with
  *   `Idempotent-Replayed: true`; other parameters under the same key: 400 `idempotency_error`.
+ * - A PaymentIntent is cancelled only while unpaid (waiting for a method, a confirmation or the
+ *   customer's authentication); a succeeded or cancelled one: 400 `payment_intent_unexpected_state`
+ *   with the PaymentIntent in the error. A cancelled one can no longer be authenticated.
  * - Refunds beyond what is left of the charge: 400 `amount_too_large` (`param: "amount"`);
  *   nothing left: `charge_already_refunded`.
  * - Unknown parameters (nested ones too) and wrongly typed ones: 400 `invalid_request_error`
@@ -52,7 +55,7 @@ import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
 import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
-import { completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
+import { cancelPaymentIntent, completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
 
@@ -159,6 +162,11 @@ function routes(st: FakeStripeState): Route[] {
     }),
     r("GET", "/v1/payment_intents", (p) => listPaymentIntents(st, p)),
     r("GET", "/v1/payment_intents/{intent}", (_p, [id]) => paymentIntent(st, id as string)),
+    r("POST", "/v1/payment_intents/{intent}/cancel", (p, [id], { emit }) => {
+      const { intent, events } = cancelPaymentIntent(st, id as string, p);
+      for (const e of events) emit(e.type, e.object);
+      return intent;
+    }),
     r("POST", "/v1/refunds", (p, _path, { emit }) => {
       const { refund, events } = createRefund(st, p);
       for (const e of events) emit(e.type, e.object);

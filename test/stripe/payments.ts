@@ -130,6 +130,29 @@ export function completeAuthentication(st: FakeStripeState, id: string): ChargeR
   return { intent: pi, events: [{ type: "payment_intent.succeeded", object: structuredClone(pi) }] };
 }
 
+/** What Stripe lets cancel: a PaymentIntent not yet paid nor cancelled. */
+const CANCELABLE = ["requires_payment_method", "requires_capture", "requires_confirmation", "requires_action", "processing"];
+
+/**
+ * Cancels a PaymentIntent (POST /v1/payment_intents/{id}/cancel): it can no longer be confirmed
+ * nor authenticated. Stripe refuses any other status (succeeded, canceled already) with 400
+ * `payment_intent_unexpected_state`, the PaymentIntent in the error.
+ */
+export function cancelPaymentIntent(st: FakeStripeState, id: string, p: Obj): ChargeResult {
+  const pi = paymentIntent(st, id);
+  if (!CANCELABLE.includes(pi.status)) {
+    throw new StripeFail(400, {
+      type: "invalid_request_error",
+      code: "payment_intent_unexpected_state",
+      doc_url: "https://stripe.com/docs/error-codes/payment-intent-unexpected-state",
+      message: `You cannot cancel this PaymentIntent because it has a status of ${pi.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(", ")}.`,
+      payment_intent: structuredClone(pi),
+    });
+  }
+  Object.assign(pi, { status: "canceled", canceled_at: now(), cancellation_reason: nullable(p.cancellation_reason), next_action: null });
+  return { intent: pi, events: [{ type: "payment_intent.canceled", object: structuredClone(pi) }] };
+}
+
 export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events: ChargeResult["events"] } {
   if (!p.payment_intent) throw invalid("One of `charge` or `payment_intent` is required.", "payment_intent");
   const pi = paymentIntent(st, p.payment_intent);

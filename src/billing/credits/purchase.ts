@@ -56,6 +56,9 @@ export class CreditPurchases {
     private readonly checkouts: Checkouts,
   ) {}
 
+  /** Cancels a payment left waiting for the customer on a purchase voided for it (payments/cancels.ts), once wired. */
+  cancels?: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> };
+
   private get stores() {
     return this.lookups.stores;
   }
@@ -177,6 +180,8 @@ export class CreditPurchases {
     if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
     if (!pm) return grant;
     await chargePurchase(this.stores, provider, pm, invoice, now, () => this.lookups.engine.now());
+    // Voided because the charge waits for the customer: that payment is cancelled (payments/cancels.ts).
+    await this.cancels?.settle(invoice);
     return (await this.stores.transaction((tx) => credits(tx).lockGrant(grant.environmentId, grant.id))) ?? grant;
   }
 }

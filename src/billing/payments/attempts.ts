@@ -19,6 +19,7 @@ import { purchasesMoved } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
+import type { PaymentCancels } from "./cancels.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
@@ -71,6 +72,8 @@ export class Dunning {
     private readonly events: EngineEvents = {},
   ) {}
 
+  /** Cancels the payment of an invoice that ended while it waited for the customer (a purchase's), once wired. */
+  cancels?: PaymentCancels;
   /**
    * Charges the invoice once more (attempt attempt_count + 1) to `pm` and records what came of it
    * (dunning.ts decide), with its event, in one transaction under the invoice's row lock; then,
@@ -108,6 +111,7 @@ export class Dunning {
     );
     if (done === undefined) return undefined;
     if (!("decision" in done)) return this.finishLast(done);
+    if (done.invoice.payment?.cancel) await this.cancels?.settle(done.invoice);
     return done.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 

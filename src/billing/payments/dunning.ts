@@ -20,6 +20,12 @@ import type { InvoicePayment } from "./types.js";
 
 export const DAY_MS = 86_400_000;
 
+/** How far ahead the sweep plans a cancel written with the move that ended its invoice (payments/cancels.ts): longer than the call after the commit takes. */
+export const CANCEL_GRACE_MS = 60_000;
+
+/** The provider's idempotency key of the cancel of attempt `attempt`'s payment, waiting for the customer when its invoice ended. */
+export const cancelKey = (invoiceId: string, attempt: number) => `${invoiceId}:attempt-${attempt}:cancel`;
+
 /**
  * When the attempt after `failedAttempts` failures is due: the first failure plus the schedule's
  * entry for that many failures (days); null when the schedule is exhausted (that was the last).
@@ -78,17 +84,19 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
  * purchase's own charge (credits/purchase-charge.ts), dunning making it after a process died
  * before recording it, a card saved in the portal.
  */
-export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId">, n: number, outcome: ChargeOutcome): AttemptDecision | undefined {
+export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & { id?: string }, n: number, outcome: ChargeOutcome): AttemptDecision | undefined {
   if (purchasedGrantId(i) === undefined) return undefined;
   const before = i.payment ?? {};
   if (outcome.ok) return paid(before, n, outcome);
-  // A charge waiting for authentication keeps its reference (what the provider holds), not waited for.
+  // A charge waiting for authentication keeps its reference (what the provider holds), not waited
+  // for: the invoice is void, so that payment is cancelled at the provider (payments/cancels.ts).
   const reference = outcome.requiresAction ? outcome.reference : (before.reference ?? null);
+  const cancel = outcome.requiresAction && i.id ? { cancel: { reference: outcome.reference, key: cancelKey(i.id, n) } } : {};
   return {
     status: "void",
     attemptCount: n,
     nextPaymentAttempt: null,
-    payment: { ...before, reference, actionRequired: false, actionUrl: null, lastError: outcome.message },
+    payment: { ...before, reference, actionRequired: false, actionUrl: null, lastError: outcome.message, ...cancel },
     event: "invoice.payment_failed",
     afterLast: null,
   };
@@ -99,7 +107,7 @@ export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "sub
  * (a credit purchase's: purchaseDecision). Pure: the use case writes what it says.
  */
 export function decide(
-  i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId">,
+  i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & { id?: string },
   n: number,
   outcome: ChargeOutcome,
   at: Date,
@@ -160,6 +168,8 @@ export interface DunningStore {
    * first charge cut short before its plan committed (the database went away under it). Oldest first.
    */
   unplanned(before: Date, clockId: string | null, limit: number): Promise<DueInvoice[]>;
+  /** Void and uncollectible invoices whose payment's cancel is pending and due by `now` (real time), earliest first (payments/cancels.ts). */
+  cancelsDue(now: Date, limit: number): Promise<DueInvoice[]>;
 }
 
 /** What dunning writes in a billing transaction (BillingTx.dunning). */

@@ -49,6 +49,8 @@ export type ActionResolver = (invoice: Invoice, reference: string, outcome: Char
 export class ProviderEvents {
   /** Dunning's resolution of a payment that waited for the customer (set by the wiring). */
   resolveAction: ActionResolver | undefined = undefined;
+  /** The refund of a payment that succeeded on a void or uncollectible invoice (PaymentCancels.paidAfterEnd, set by the wiring). */
+  refundAfterEnd: ((invoice: Invoice, reference: string) => Promise<unknown>) | undefined = undefined;
 
   constructor(
     private readonly stores: BillingStores,
@@ -95,10 +97,18 @@ export class ProviderEvents {
    * customer (on that payment, or on the one the pay link's payment replaced) is resolved by
    * dunning (paid, with its attempt, `reference` its payment now); any other invoice
    * still open is paid (`invoice.paid`): its charge's answer was lost, a crash say. An invoice
-   * paid already (or void) stays as it is. Dunning's resolution acts once; the event is recorded after it.
+   * paid already stays as it is; a void or uncollectible one too, the payment refunded. Dunning's
+   * resolution (and the refund) acts once; the event is recorded after it.
    */
-  async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged"> {
+  async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged" | "refunded"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
+    // Paid after it was voided or marked uncollectible (its cancel lost the race, a pay link paid
+    // meanwhile): the money is refunded, once, and the invoice stays as it is (payments/cancels.ts).
+    if (invoice && this.refundAfterEnd && (invoice.status === "void" || invoice.status === "uncollectible")) {
+      await this.refundAfterEnd(invoice, reference);
+      await this.acknowledge(environmentId, event);
+      return "refunded";
+    }
     // Waiting on that payment, or on the one its pay link replaced (Stripe Checkout's own PaymentIntent).
     const waiting = invoice && waitingReference(invoice);
     if (this.resolveAction && invoice && waiting) {
@@ -124,7 +134,7 @@ export class ProviderEvents {
    * session `pageId`): the card used becomes the subject's payment method when it is another
    * (once per page: dunning's next charges use it), then the invoice is paid as by paymentSucceeded.
    */
-  async paidOnPage(environmentId: string, invoiceId: string, reference: string, card: SavedCard | undefined, event: ProviderEventRef, pageId: string): Promise<"paid" | "unchanged"> {
+  async paidOnPage(environmentId: string, invoiceId: string, reference: string, card: SavedCard | undefined, event: ProviderEventRef, pageId: string): Promise<"paid" | "unchanged" | "refunded"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
     if (card && invoice) await this.keepCard(environmentId, invoice.subjectId, card, pageId);
     return this.paymentSucceeded(environmentId, invoiceId, reference, event);

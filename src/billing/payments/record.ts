@@ -7,7 +7,7 @@ import { type EventType, type NewEvent, invoiceEvent } from "../events/types.js"
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import type { Invoice } from "../subscriptions/types.js";
-import type { AttemptDecision, DunningWrites } from "./dunning.js";
+import { type AttemptDecision, CANCEL_GRACE_MS, type DunningWrites } from "./dunning.js";
 
 /** A billing transaction. */
 export type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
@@ -29,7 +29,9 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
   const environmentId = (items[0] as { i: Invoice }).i.environmentId;
   const stored = items.map(({ i, d, at }) => {
     const pendingPolicy = d.afterLast === "cancel" || d.afterLast === "pause" ? { policy: d.afterLast, markUncollectible: d.status === "uncollectible" } : null;
-    return { i, d, at, pendingPolicy, s: pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : d };
+    // An invoice ended with a payment to cancel (a purchase whose charge waits for the customer): the sweep's retry time (payments/cancels.ts).
+    const cancelBy = d.status !== "open" && d.payment.cancel ? { nextPaymentAttempt: new Date(realNow.getTime() + CANCEL_GRACE_MS) } : {};
+    return { i, d, at, pendingPolicy, s: pendingPolicy ? { ...d, status: "open" as const, nextPaymentAttempt: at, payment: { ...d.payment, pendingPolicy } } : { ...d, ...cancelBy } };
   });
   await writes.recordAttempts(
     environmentId,

@@ -87,4 +87,35 @@ export interface InvoicePayment {
    * it so, and dunning's next run applies the policy (attempts.ts finishLast), never a charge.
    */
   pendingPolicy?: { policy: AfterLastAttempt; markUncollectible: boolean } | null;
+  /**
+   * The invoice was voided or marked uncollectible while a payment waited for the customer: that
+   * payment (`reference`) is to be cancelled at the provider with idempotency key `key`. Written in
+   * the transaction that ended the invoice, cleared once the provider answered (payments/cancels.ts).
+   */
+  cancel?: PendingCancel | null;
+  /** The provider's payment cancelled after the invoice ended (its reference). */
+  cancelled?: string | null;
+  /** Payments that succeeded on the ended invoice all the same (a cancel that lost the race, a pay link), each refunded. */
+  refundedAfterEnd?: RefundAfterEnd[] | null;
 }
+
+/** A payment waiting for the customer on an ended invoice, to be cancelled at the provider. */
+export interface PendingCancel {
+  reference: string;
+  key: string;
+}
+
+/** A payment that succeeded on a void or uncollectible invoice, and its refund. */
+export interface RefundAfterEnd {
+  reference: string;
+  refundId: string;
+  /** In the currency's smallest unit, exact decimal text. */
+  amount: string;
+}
+
+/**
+ * What a provider answers to the cancel of a payment waiting for the customer: cancelled (now or
+ * before); succeeded (the customer completed it first: the money was taken); or still open (it is
+ * being processed: asked again later).
+ */
+export type CancelOutcome = "canceled" | "succeeded" | "open";

@@ -3,6 +3,7 @@
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
 import { purchasesMoved } from "../credits/purchase-states.js";
+import { recordCancels } from "../payments/cancels.js";
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
@@ -121,6 +122,14 @@ export class Invoices {
     return this.invoice(caller, id);
   }
 
+  /** Cancels a payment left waiting for the customer on an invoice that ended (payments/cancels.ts), once wired. */
+  cancels?: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> };
+
+  /**
+   * Marks an open invoice void or uncollectible. A charge of it waiting for the customer is to be
+   * cancelled at the provider: written in the same transaction (the move locks the row), made
+   * after the commit (payments/cancels.ts; the sweep makes it if this process dies first).
+   */
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
     const move = checkTransition("open", to);
@@ -130,11 +139,13 @@ export class Invoices {
       // Announced: invoice.voided, invoice.marked_uncollectible.
       const events = done ? [...transitionEvents(move, [inv]), ...(await purchasesMoved(tx, [inv], move.to, at))] : [];
       if (events.length > 0) await tx.emit(events);
-      return done;
+      const cancels = done && tx.dunning ? await recordCancels(tx.dunning, inv.environmentId, [inv.id], at) : [];
+      return { done, cancel: cancels.length > 0 };
     });
-    if (!moved) {
+    if (!moved.done) {
       throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${id} is ${inv.status}; only an open invoice can become ${to}`);
     }
+    if (moved.cancel) await this.cancels?.settle(inv);
     return this.invoice(caller, id);
   }
 

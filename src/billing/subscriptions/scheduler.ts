@@ -44,6 +44,8 @@ export class Scheduler {
 
   /** Dunning's retries due (payments/attempts.ts), each at its planned time, once wired. */
   dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> };
+  /** Payments of ended invoices whose cancel is still to make (payments/cancels.ts), on real time, once wired. */
+  cancels?: { runDue(now: Date): Promise<number> };
 
   /**
    * Expires the credit due by `upTo`, each expiry instant in order: the cycles that end by it are
@@ -121,6 +123,7 @@ export class Scheduler {
       // Failed payments whose retry is due (DESIGN §16), after the invoices they could be.
       check();
       await this.dunning?.runDue(now, clockId, breathe);
+      if (clockId === null) await this.cancels?.runDue(now);
       if (n > 0) await this.thresholds?.check(clockId);
       // Usage lowers available credit between invoices; closes, finalizations and expiries spent
       // or took it: every subject with credit or settings on the clock is evaluated.

@@ -13,9 +13,10 @@
  * Every charge is remembered by its idempotency key (in memory, for this process): a repeat of a
  * key answers the first outcome and charges nothing again (chargesOf counts the real ones). Charges
  * that succeeded can be refunded (a credit note's, DESIGN §15), never beyond what was charged; a
- * refund's repeat with the same key answers the first refund.
+ * refund's repeat with the same key answers the first refund. A charge waiting for the customer
+ * can be cancelled (its invoice ended), and can no longer be confirmed then.
  */
-import type { ChargeOutcome } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome } from "../payments/types.js";
 import { randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import type { PaymentMethod, PaymentProvider } from "./types.js";
@@ -107,6 +108,23 @@ export class TestPaymentProvider implements PaymentProvider {
     const done: ChargeOutcome = { ok: true, reference };
     this.outcomes.set(p.key, done);
     return done;
+  }
+
+  /** Cancels made, by their idempotency key: what each answered. */
+  private readonly cancels = new Map<string, CancelOutcome>();
+
+  /**
+   * Cancels the charge `reference` waiting for the customer (its invoice ended): it can no longer
+   * be confirmed. One confirmed first answers succeeded; a repeat of `key` answers the first cancel.
+   */
+  async cancel(reference: string, key: string): Promise<CancelOutcome> {
+    const first = this.cancels.get(key);
+    if (first) return first;
+    const p = this.pending.get(reference);
+    const outcome: CancelOutcome = p && this.outcomes.get(p.key)?.ok ? "succeeded" : "canceled";
+    if (outcome === "canceled") this.pending.delete(reference);
+    this.cancels.set(key, outcome);
+    return outcome;
   }
 
   /** How many charges were really made with idempotency key `key` (0 or 1: a repeat answers the first). */

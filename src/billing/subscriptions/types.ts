@@ -1,7 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -358,13 +358,10 @@ export interface PaymentProvider {
    * credit note: a repeat answers the first refund, never a second one.
    */
   refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string, context?: RefundContext): Promise<{ ok: true; refundId: string } | { ok: false; message: string }>;
+  /** Cancels the payment `reference` waiting for the customer (an invoice voided meanwhile, payments/cancels.ts); a repeat of `idempotencyKey` acts once. */
+  cancel?(reference: string, idempotencyKey: string): Promise<CancelOutcome>;
 }
 
-/**
- * The provider's idempotency key of one payment attempt of an invoice (DESIGN §12): the same for
- * a retried call of that attempt, another for the next attempt. Today each invoice is charged
- * once, when it is settled (attempt 1).
- */
 /** What a provider with its own card page is asked to set up (DESIGN §16). */
 export interface CardSetupRequest {
   environmentId: string;
@@ -394,6 +391,10 @@ export interface ChargeContext {
   description?: string;
 }
 
+/**
+ * The provider's idempotency key of one payment attempt of an invoice (DESIGN §12): the same for
+ * a retried call of that attempt, another for the next attempt.
+ */
 export function chargeKey(invoiceId: string, attempt: number): string {
   return `${invoiceId}:attempt-${attempt}`;
 }

@@ -7,10 +7,11 @@
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
  * - refund: a Refund of the PaymentIntent made with the charge key.
+ * - cancel: the cancel of a PaymentIntent waiting for the customer on an invoice that ended.
  */
 import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
-import type { ChargeOutcome } from "../../billing/payments/types.js";
+import type { CancelOutcome, ChargeOutcome } from "../../billing/payments/types.js";
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
@@ -183,6 +184,22 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     }
   }
 
+  /**
+   * Cancels the PaymentIntent `reference` waiting for the customer, keyed `idempotencyKey` (a retry
+   * answers the first cancel). One Stripe no longer lets cancel (it succeeded, or was cancelled
+   * already) answers its status instead: Stripe refuses with payment_intent_unexpected_state.
+   */
+  async function cancel(reference: string, idempotencyKey: string): Promise<CancelOutcome> {
+    let pi: Stripe.PaymentIntent;
+    try {
+      pi = await stripe.paymentIntents.cancel(reference, {}, { idempotencyKey });
+    } catch (err) {
+      if (!(err instanceof Stripe.errors.StripeInvalidRequestError) || err.code !== "payment_intent_unexpected_state") throw err;
+      pi = await stripe.paymentIntents.retrieve(reference);
+    }
+    return pi.status === "canceled" ? "canceled" : pi.status === "succeeded" ? "succeeded" : "open";
+  }
+
   return {
     kind: "stripe",
     test: isTestKey(o.secretKey),
@@ -192,6 +209,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     tokenize: () => ({ ok: false, message: "Cards are entered on Stripe's page." }),
     charge,
     refund,
+    cancel,
     completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
     startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), stripeAmount(r.amount), r),
     completedPayment: (sessionId) => completedPaymentOf(stripe, env, sessionId),

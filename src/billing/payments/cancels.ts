@@ -1,0 +1,191 @@
+/**
+ * A payment left waiting for the customer on an invoice that ends (DESIGN §16): an invoice voided
+ * or marked uncollectible (the API, the dashboard, the CLI) while its charge waits for the
+ * customer's authentication, or a credit purchase whose charge needed it (voided at once,
+ * dunning.ts purchaseDecision), must not be payable any more: its payment is cancelled at the
+ * provider (Stripe: the PaymentIntent), as Stripe Billing cancels an invoice's PaymentIntent.
+ *
+ * Crash-safe as a charge is: the cancel to make (InvoicePayment.cancel, its idempotency key
+ * cancelKey of the attempt) is written in the transaction that ends the invoice, with a retry time
+ * (next_payment_attempt, a minute ahead; never shown on an invoice that is not open); the provider
+ * is called after that commit, without a row lock held, and its answer recorded in a transaction
+ * of its own. A process that dies in between, or a provider that cannot be reached, leaves the
+ * cancel pending: dunning's sweep on real time (runDue) makes it again with the same key.
+ *
+ * A cancel that lost the race (the customer completed the payment first), and any payment that
+ * succeeds on a void or uncollectible invoice (the provider's webhook: paidAfterEnd), is refunded
+ * through the provider, keyed by the invoice and the payment so that it is refunded once, and
+ * recorded on the invoice (InvoicePayment.refundedAfterEnd). The invoice stays as it is.
+ */
+import type { BillingStores } from "../subscriptions/ports.js";
+import { retryingRaces } from "../subscriptions/races.js";
+import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { CANCEL_GRACE_MS, type DunningStore, type DunningWrites, cancelKey } from "./dunning.js";
+import type { InvoicePayment, RefundAfterEnd } from "./types.js";
+
+/** How long after a failed cancel (the provider unreachable, the payment still processing) the sweep asks again. */
+const RETRY_MS = 5 * 60_000;
+
+/** How many pending cancels one read of the sweep takes. */
+const DUE_BATCH = 50;
+
+/** The provider's idempotency key of the refund of payment `reference` that succeeded on the ended invoice `invoiceId`. */
+export const refundAfterEndKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-after-end:${reference}`;
+
+type Ref = Pick<Invoice, "environmentId" | "id">;
+
+/** Whether an invoice has ended unpaid: void or uncollectible. */
+const ended = (i: Pick<Invoice, "status">) => i.status === "void" || i.status === "uncollectible";
+
+/**
+ * The payment state of an invoice as it ends while a charge waits for the customer: no longer
+ * waiting, the cancel of that payment to make; undefined when nothing waits.
+ */
+export function endedPayment(i: Pick<Invoice, "id" | "attemptCount" | "payment">): InvoicePayment | undefined {
+  const p = i.payment;
+  if (!p?.actionRequired || !p.reference) return undefined;
+  return { ...p, actionRequired: false, actionUrl: null, cancel: { reference: p.reference, key: cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)) } };
+}
+
+/**
+ * In the transaction that just moved `ids` (of one environment) to void or uncollectible, their
+ * rows locked by the move: each whose charge waited for the customer gets its cancel to make, due
+ * for the sweep a minute from `realNow`; any retry planned is dropped. Returns the IDs with a cancel,
+ * to make after the commit.
+ */
+export async function recordCancels(writes: DunningWrites, environmentId: string, ids: readonly string[], realNow: Date): Promise<string[]> {
+  const list: Parameters<DunningWrites["recordAttempts"]>[1][number][] = [];
+  for (const i of await writes.claimAll(environmentId, ids)) {
+    const payment = endedPayment(i);
+    if (payment) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: new Date(realNow.getTime() + CANCEL_GRACE_MS), payment } });
+    // A retry dunning had planned is dropped with it: an ended invoice is never charged.
+    else if (i.nextPaymentAttempt) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: i.payment ?? {} } });
+  }
+  if (list.length > 0) await writes.recordAttempts(environmentId, list, realNow);
+  return list.filter((x) => x.attempt.payment.cancel).map((x) => x.id);
+}
+
+export class PaymentCancels {
+  constructor(
+    private readonly stores: BillingStores,
+    private readonly providerFor: (environmentId: string) => Promise<PaymentProvider | undefined>,
+    /** Where the sweep finds the cancels still to make. */
+    private readonly store: Pick<DunningStore, "cancelsDue">,
+    private readonly now: () => Date,
+    /** Told of a cancel or refund that failed (it is tried again by the sweep, or by the provider's next delivery). */
+    private readonly failed: (invoiceId: string, err: unknown) => void = () => {},
+  ) {}
+
+  /**
+   * Makes the invoice's pending cancel at its provider and records the answer (after the commit
+   * that ended it, or from the sweep). Never throws: a failure leaves it pending, retried by the
+   * sweep. True when the cancel is done (cancelled, or refunded after it lost the race).
+   */
+  async settle(ref: Ref): Promise<boolean> {
+    try {
+      return await this.cancel(ref);
+    } catch (err) {
+      this.failed(ref.id, err);
+      await this.later(ref).catch((e: unknown) => this.failed(ref.id, e));
+      return false;
+    }
+  }
+
+  /** Dunning's sweep on real time: the cancels whose call after the commit never came or failed. Returns how many were done. */
+  async runDue(now: Date): Promise<number> {
+    let n = 0;
+    for (const d of await this.store.cancelsDue(now, DUE_BATCH)) if (await this.settle(d)) n++;
+    return n;
+  }
+
+  /**
+   * The provider says payment `reference` of the invoice succeeded (its webhook). On a void or
+   * uncollectible invoice the money is refunded, once, and recorded on it; false for any other
+   * invoice (nothing done). Throws when the refund fails, so the provider delivers the event again.
+   */
+  async paidAfterEnd(ref: Ref, reference: string): Promise<boolean> {
+    const i = await this.stores.invoices.get(ref.environmentId, ref.id);
+    if (!i || !ended(i)) return false;
+    if (i.payment?.refundedAfterEnd?.some((r) => r.reference === reference)) return true;
+    const provider = await this.providerFor(i.environmentId);
+    if (!provider) throw new Error(`invoice ${i.id} was paid after it ended, and its environment has no payment provider to refund it`);
+    await this.record(i, reference, null, await this.refund(provider, i, reference));
+    return true;
+  }
+
+  private async cancel(ref: Ref): Promise<boolean> {
+    const i = await this.stores.invoices.get(ref.environmentId, ref.id);
+    const pending = i?.payment?.cancel;
+    if (!i || !ended(i)) return false;
+    if (!pending) {
+      if (i.nextPaymentAttempt) await this.notDue(i);
+      return false;
+    }
+    const provider = await this.providerFor(i.environmentId);
+    // No provider (its settings changed since) or one that cannot cancel: nothing to do there, the cancel dropped.
+    const answer = provider?.cancel ? await provider.cancel(pending.reference, pending.key) : undefined;
+    if (answer === "open") {
+      await this.later(i);
+      return false;
+    }
+    const refund = answer === "succeeded" && provider ? await this.refund(provider, i, pending.reference) : undefined;
+    await this.record(i, pending.reference, answer === "canceled" ? pending.reference : null, refund);
+    return true;
+  }
+
+  private async refund(provider: PaymentProvider, i: Invoice, reference: string): Promise<RefundAfterEnd> {
+    const amount = amountDueOf(i);
+    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), amount, i.currency, refundAfterEndKey(i.id, reference), { reference });
+    if (!out.ok) throw new Error(`the provider refused to refund payment ${reference} of invoice ${i.id}, which had ended: ${out.message}`);
+    return { reference, refundId: out.refundId, amount };
+  }
+
+  /**
+   * Under the invoice's row lock: the cancel of `reference` done (no longer pending, nor due) with
+   * what came of it, the payment cancelled or the refund made. A repeat changes nothing.
+   */
+  private record(ref: Ref, reference: string, cancelled: string | null, refund: RefundAfterEnd | undefined): Promise<void> {
+    return this.rewrite(ref, (cur) => {
+      const p = cur.payment ?? {};
+      const clears = p.cancel?.reference === reference;
+      const refunds = p.refundedAfterEnd ?? [];
+      const adds = refund !== undefined && !refunds.some((r) => r.refundId === refund.refundId);
+      if (!clears && !adds) return undefined;
+      const payment: InvoicePayment = {
+        ...p,
+        ...(clears ? { cancel: null } : {}),
+        ...(cancelled ? { cancelled } : {}),
+        ...(adds ? { refundedAfterEnd: [...refunds, refund] } : {}),
+      };
+      return { next: payment.cancel ? (cur.nextPaymentAttempt ?? null) : null, payment };
+    });
+  }
+
+  /** The pending cancel of the invoice asked again by the sweep RETRY_MS from now. */
+  private later(ref: Ref): Promise<void> {
+    return this.rewrite(ref, (cur) => (cur.payment?.cancel ? { next: new Date(this.now().getTime() + RETRY_MS), payment: cur.payment } : undefined));
+  }
+
+  /** An ended invoice with no cancel pending is never due (a retry planned before it was voided is dropped). */
+  private notDue(ref: Ref): Promise<void> {
+    return this.rewrite(ref, (cur) => (!cur.payment?.cancel && cur.nextPaymentAttempt ? { next: null, payment: cur.payment ?? {} } : undefined));
+  }
+
+  /** Rewrites the payment state and retry time of the ended invoice `ref` as `change` says (undefined: nothing), under its row lock. */
+  private async rewrite(ref: Ref, change: (cur: Invoice) => { next: Date | null; payment: InvoicePayment } | undefined): Promise<void> {
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const w = writes(tx);
+        const cur = await w.claim(ref.environmentId, ref.id);
+        const c = cur && ended(cur) ? change(cur) : undefined;
+        if (!cur || !c) return;
+        await w.recordAttempts(cur.environmentId, [{ id: cur.id, attempt: { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: c.next, payment: c.payment } }], this.now());
+      }),
+    );
+  }
+}
+
+function writes(tx: { dunning?: DunningWrites }): DunningWrites {
+  if (!tx.dunning) throw new Error("this store keeps no dunning state");
+  return tx.dunning;
+}
