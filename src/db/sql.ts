@@ -9,7 +9,7 @@ import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
 import { isTransient, translated } from "./errors.js";
-import { DatabaseTimeoutError, type TimeLimit } from "./time-limit.js";
+import { DatabaseTimeoutError, type TimeLimit, lockWaitSeconds } from "./time-limit.js";
 import { SpanKind, type Tracing } from "../ops/tracing.js";
 import { type RawConnection, type RawPool, MysqlPipeline, rawQuery } from "./mysql-pipeline.js";
 import type { Pipeline, Statement } from "./statements.js";
@@ -175,6 +175,26 @@ export class Sql {
         } else if (n >= SQLITE_BUSY_ATTEMPTS) throw err;
         await new Promise((r) => setTimeout(r, backoff));
       }
+    }
+  }
+
+  /**
+   * `read`, a locking read in the transaction of `em`, waiting for a row another transaction
+   * holds no longer than lockWaitSeconds (MySQL; the session's own wait is restored after): a
+   * row held past it fails the read with a lock wait timeout, which the stores' callers hear as a
+   * conflict (StorageConflictError; a billing transaction's AbortedError, retried as a lost race)
+   * rather than as the database unavailable once the statement's time limit ran out. SQLite (one
+   * writer at a time, never a wait inside the process) or no limit: `read` as it is.
+   */
+  async lockWaitBounded<T>(em: EntityManager, read: () => Promise<T>): Promise<T> {
+    const seconds = this.dialect === "mysql" ? lockWaitSeconds(this.limit) : undefined;
+    if (seconds === undefined) return read();
+    await em.query(`SET SESSION innodb_lock_wait_timeout = ${seconds}`);
+    try {
+      return await read();
+    } finally {
+      // A connection that cannot take it back fails its next statement anyway.
+      await em.query("SET SESSION innodb_lock_wait_timeout = DEFAULT").catch(() => undefined);
     }
   }
 

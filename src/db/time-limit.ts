@@ -31,6 +31,17 @@ export interface TimeLimit {
   ms: number;
 }
 
+/**
+ * The seconds a locking read may wait for a row another transaction holds (innodb_lock_wait_timeout,
+ * whole seconds) under `limit`: half the limit, at least 1; undefined without a limit. Below the
+ * limit, so that a row held too long ends as the database's lock wait timeout (1205: a conflict,
+ * which a race loop tries again from a fresh read) before the client's limit ends it as an outage
+ * (the connection destroyed, `unavailable`). The database's default (50 s) is far above the limit.
+ */
+export function lockWaitSeconds(limit: TimeLimit): number | undefined {
+  return limit.ms > 0 ? Math.max(1, Math.floor(limit.ms / 2000)) : undefined;
+}
+
 type Callback = (err: (Error & { code?: string }) | null, ...rest: unknown[]) => void;
 
 /** The parts of mysql2's callback-API pool and pooled connection this module uses. */

@@ -141,8 +141,9 @@ async function updateSubscriptions(em: EntityManager, sql: Sql, list: readonly S
 /** The subscription writes of a billing transaction on `em`. */
 export function subscriptionWrites(em: EntityManager, sql: Sql, E: Entities): SubscriptionWrites {
   return {
+    // Held by a concurrent change (a checkout's completion, a cycle close): a conflict, retried from a fresh read (Sql.lockWaitBounded).
     lockSubscription: async (environmentId, id) => {
-      const r = await em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: rowLock(sql.dialect) });
+      const r = await sql.lockWaitBounded(em, () => em.findOne(E.Subscription, { where: { environment_id: environmentId, id }, lock: rowLock(sql.dialect) }));
       return r ? subscriptionFromRow(r) : undefined;
     },
     lockSubscriptions: async (ids, environmentId) => {
