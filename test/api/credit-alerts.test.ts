@@ -1,17 +1,20 @@
 /**
  * Credit alerts and auto top-up (DESIGN §14) on both stores and test clocks: credit.balance_low
  * and credit.depleted once per crossing and again after a re-arm (read back from GET /events),
- * evaluations from two servers at once firing once, and an auto top-up bought once when a burst
- * of usage crosses its threshold (several evaluations, one purchase). The scenario is set up
- * through the API; credit is wired as a second server has it (helpers/credit-realtime.ts).
+ * several crossings evaluated many times at once by several servers firing each once, and an auto
+ * top-up bought once when a burst of usage crosses its threshold (several evaluations, one
+ * purchase). The scenario is set up through the API; credit is wired as a second server has it
+ * (helpers/credit-realtime.ts).
  */
 import test from "ava";
+import { type AlertStore, CreditAlerts } from "../../src/billing/credits/alerts.js";
+import { AbortedError } from "../../src/billing/errors.js";
 import { checkoutWithCard, eventually } from "../helpers/credit-bodies.js";
-import { wireCredits } from "../helpers/credit-realtime.js";
+import { type CreditWiring, wireCredits } from "../helpers/credit-realtime.js";
 import { STORES } from "../helpers/db.js";
 import { flat, usageRate } from "../helpers/price-bodies.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
-import { useServer } from "../helpers/server.js";
+import { type TestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const JAN = "2026-01-15T00:00:00Z";
@@ -29,6 +32,70 @@ async function alerts(s: Scenario): Promise<[string, string][]> {
 }
 
 const types = async (s: Scenario) => (await alerts(s)).map(([type]) => type);
+
+/**
+ * A gate that lets transactions through in waves: each waits until none has come for 10 ms, then
+ * all of them begin at once, as evaluators on many servers reaching a crossing at the same instant
+ * do.
+ */
+function gate(): () => Promise<void> {
+  const waiting: (() => void)[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const open = () => {
+    for (const go of waiting.splice(0)) go();
+  };
+  return () =>
+    new Promise<void>((go) => {
+      waiting.push(go);
+      clearTimeout(timer);
+      timer = setTimeout(open, 10);
+    });
+}
+
+/**
+ * `w`'s alerts with each of their transactions let through `pass` first; `aborted` counts those
+ * the database aborted (a deadlock or a lock wait timeout), which the evaluation may retry.
+ */
+function gatedAlerts(w: CreditWiring, pass: () => Promise<void>, aborted: { n: number }): CreditAlerts {
+  const store: AlertStore = Object.assign(Object.create(w.store) as AlertStore, {
+    transaction: async <T>(fn: Parameters<AlertStore["transaction"]>[0]) => {
+      await pass();
+      try {
+        return (await w.store.transaction(fn)) as T;
+      } catch (err) {
+        if (err instanceof AbortedError) aborted.n++;
+        throw err;
+      }
+    },
+  });
+  return new CreditAlerts(store, w.engine);
+}
+
+/** The credit.* event types of one subject, oldest first. */
+async function subjectTypes(s: Scenario, subjectId: string): Promise<string[]> {
+  const r = await s.call("GET", "/events?types=credit.balance_low&types=credit.depleted&limit=100");
+  return (r.events as Json[]).filter((e) => e.data?.subject_id === subjectId).map((e) => e.type);
+}
+
+/**
+ * `n` subjects of one environment (their alert rows side by side in the key), each with 2,000 of
+ * credit and its low balance line at 1,000 on a usage card (10 a unit), each wired as a server.
+ */
+async function subjectsWithCredit(server: TestServer, n: number) {
+  const first = await Scenario.start(server, JAN);
+  const card = await usageCard(first);
+  return Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const s = i === 0 ? first : Object.assign(new Scenario(server), { key: first.key, clockId: first.clockId });
+      if (i > 0) s.subjectId = (await s.call("POST", "/subjects", { name: `Customer ${i}`, test_clock_id: first.clockId })).id;
+      await s.subscribe({ rate_card_id: card });
+      const w = await wireCredits(s);
+      await w.settings({ currency: "USD", lowBalanceThreshold: "1000", autoTopUp: null });
+      await w.grant("2000");
+      return { s, w, subjectId: s.subjectId };
+    }),
+  );
+}
 
 for (const store of STORES) {
   const server = useServer(store);
@@ -63,33 +130,42 @@ for (const store of STORES) {
     }
   });
 
-  test.serial(`${store}: two servers evaluating the same crossing at once fire it once`, async (t) => {
-    const s = await Scenario.start(server, JAN);
-    const [a, b] = [await wireCredits(s), await wireCredits(s)];
-    try {
-      await s.subscribe({ rate_card_id: await usageCard(s) });
-      await a.settings({ currency: "USD", lowBalanceThreshold: "1000", autoTopUp: null });
-      await a.grant("2000");
-      // Usage alone (no watch): 2,000 − 2,500 = −500, below both lines.
-      await s.events([[JAN_20, "250"]]);
-      const at = new Date(JAN_20);
-      const fired = await Promise.all([a, b, a, b, a, b].map((w) => w.alerts.evaluate(w.caller.environmentId, s.subjectId, at)));
-      // The API server (a third one) evaluates after the same ingest: whoever fires, once each.
-      t.true(fired.reduce((x, y) => x + y, 0) <= 2);
-      t.deepEqual(
-        (
-          await eventually(
-            () => types(s),
+  test.serial(`${store}: servers evaluating the same crossings at once fire each once, and none of their writes deadlock`, async (t) => {
+    // Each round, in a fresh environment: four subjects cross both lines at once, their alert rows
+    // not written yet (the first writes of rows side by side in the key), and four servers each
+    // evaluate each subject three times at once, their transactions started in waves; the API
+    // server evaluates after the ingest besides.
+    for (let round = 0; round < 2; round++) {
+      const crossings = await subjectsWithCredit(server, 4);
+      const ws = crossings.map((c) => c.w);
+      try {
+        // Usage alone (no watch): 2,000 − 2,500 = −500, below both lines, for all of them at once.
+        await Promise.all(
+          crossings.map(({ s, subjectId }) =>
+            s.call("POST", "/usage-events/batch", { events: [{ idempotency_key: `use-${subjectId}`, subject_id: subjectId, event_name: "usage", timestamp: JAN_20, data: { n: "250" } }] }),
+          ),
+        );
+        const at = new Date(JAN_20);
+        const [pass, aborted] = [gate(), { n: 0 }];
+        const evaluators = ws.flatMap((w) => [1, 2, 3].map(() => gatedAlerts(w, pass, aborted)));
+        const fired = await Promise.all(crossings.flatMap(({ w: own, subjectId }) => evaluators.map((alerts) => alerts.evaluate(own.caller.environmentId, subjectId, at))));
+        t.is(aborted.n, 0, `round ${round}: transactions the database aborted (deadlocks)`);
+        // The API server (another one) evaluates after the same ingest: whoever fires, once each.
+        t.true(fired.reduce((x, y) => x + y, 0) <= 2 * crossings.length, `round ${round}`);
+        for (const { s, subjectId } of crossings) {
+          const seen = await eventually(
+            () => subjectTypes(s, subjectId),
             (x) => x.length >= 2,
-          )
-        ).sort(),
-        ["credit.balance_low", "credit.depleted"],
-      );
-      await new Promise((r) => setTimeout(r, 300));
-      t.deepEqual((await types(s)).sort(), ["credit.balance_low", "credit.depleted"], "and nothing more once the server's own evaluation ran");
-    } finally {
-      await a.close();
-      await b.close();
+          );
+          t.deepEqual(seen.sort(), ["credit.balance_low", "credit.depleted"], `round ${round}`);
+        }
+        await new Promise((r) => setTimeout(r, 300));
+        for (const { s, subjectId } of crossings) {
+          t.deepEqual((await subjectTypes(s, subjectId)).sort(), ["credit.balance_low", "credit.depleted"], `round ${round}: nothing more once the server's own evaluation ran`);
+        }
+      } finally {
+        for (const w of ws) await w.close();
+      }
     }
   });
 

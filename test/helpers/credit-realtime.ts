@@ -37,6 +37,7 @@ export async function wireCredits(s: Scenario) {
   return {
     db,
     store,
+    engine: svc.engine,
     caller,
     ...rt,
     /** Billing state's [credit_balance, available_credit] of a currency ("0" when absent). */

@@ -6,9 +6,11 @@
  *
  * Each (subject, currency, kind) has a state row (credit_alert_state): `below` true once the crossing was acted on
  * (the event written, the top-up bought), set back to false (re-armed, nothing written) when
- * available credit is back at or above the line (e.g. after a grant). The row changes by a
- * conditional update in the same transaction as the event (the outbox), so among several servers
- * evaluating the same subject at once exactly one changes it and fires.
+ * available credit is back at or above the line (e.g. after a grant). The row is written (not
+ * below) before its first move, outside any transaction; then it changes by a conditional update
+ * in the same transaction as the event (the outbox), so among several servers evaluating the same
+ * subject at once exactly one changes it and fires, and the others wait for that row's lock
+ * rather than deadlock (the store says why).
  *
  * When it is evaluated (see `evaluate`): after an invoice's finalization spent credit, after a
  * grant, a void or an expiry, and by the scheduler on every run for the subjects with settings on
@@ -24,7 +26,7 @@ import type { AlertKind, AlertState, CreditStore } from "./ports.js";
 import type { CreditSettings } from "./types.js";
 
 /** What alerts read and write of credits (the credit store). */
-export type AlertStore = Pick<CreditStore, "balances" | "getSettings" | "getAlertState" | "transaction">;
+export type AlertStore = Pick<CreditStore, "balances" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
 
 /** Buys the auto top-up of one crossing (top-up.ts); the number of grants bought (0 or 1). */
 export interface TopUpBuyer {
@@ -120,6 +122,9 @@ export class CreditAlerts {
    */
   private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<boolean> {
     if (s.below === st.below.has(s.kind)) return false;
+    // The row exists before the transaction that moves it (its first write, a statement of its
+    // own): concurrent evaluators then wait their turn on that row rather than deadlock.
+    if (s.below) await this.store.ensureAlertState(s);
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.store.transaction(async (tx) => {
@@ -128,8 +133,8 @@ export class CreditAlerts {
           return true;
         });
       } catch (err) {
-        // Two first writes of the same row may deadlock on MariaDB (gap locks): the loser reads
-        // what the winner wrote, and tries again only when the row is still not there.
+        // A conflict the database reports (a lock wait timeout on a busy server): read what the
+        // other writer left, and try again only when the row has still not moved.
         if (!(err instanceof AbortedError) || attempt >= 5) throw err;
         const now = await this.store.getAlertState(s.environmentId, s.subjectId, s.currency, s.kind);
         if ((now?.below ?? false) === s.below) return false;

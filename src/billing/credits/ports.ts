@@ -80,9 +80,10 @@ export interface CreditWrites {
   putSettings(environmentId: string, s: CreditSettings, at: Date): Promise<void>;
   getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;
   /**
-   * Records the state if it changes `below` (an absent row counts as not below, and is written);
-   * true when it did: one conditional statement, so of two concurrent calls one wins and its
-   * caller fires the event (each crossing fires once, even with N servers).
+   * Records the state if it changes `below`; true when it did: one conditional statement on the
+   * row, so of two concurrent calls one wins and its caller fires the event (each crossing fires
+   * once, even with N servers). An absent row counts as not below and is left absent: a move below
+   * needs the row written first (CreditStore.ensureAlertState).
    */
   setAlertState(s: AlertState): Promise<boolean>;
 }
@@ -107,6 +108,14 @@ export interface CreditStore {
   byInvoice(environmentId: string, invoiceId: string): Promise<CreditGrant | undefined>;
   getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;
   getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined>;
+  /**
+   * Writes the row of `s`'s subject, currency and kind, not below, when it has none (nothing when
+   * it is there, whatever it holds): one statement outside any transaction, whose key settles a
+   * race. A move below (CreditWrites.setAlertState) then changes a row that exists, which
+   * concurrent evaluators take in turn rather than deadlock over (a first write inside their
+   * transactions did on MariaDB: gap locks).
+   */
+  ensureAlertState(s: AlertState): Promise<void>;
   /**
    * Active or depleted grants with remaining > 0 whose expires_at ≤ `now`, on real time (clockId
    * null) or one test clock (every environment when environmentId is null), earliest first.

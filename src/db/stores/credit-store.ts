@@ -22,6 +22,7 @@ import type { CreditAlertStateRow, CreditGrantRow, CreditLedgerRow, CreditSettin
 import { isTransient, isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
+import { ensureAlertState, setAlertState } from "./credit-alert-state.js";
 import { changed, eventWrites } from "./outbox.js";
 
 export const newLedgerId = (): string => newId("cle");
@@ -281,27 +282,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       const r = await em.findOne(E.CreditAlertState, { where: { environment_id: environmentId, subject_id: subjectId, currency, kind }, lock });
       return r ? alertFromRow(r) : undefined;
     },
-    setAlertState: async (s) => {
-      const key = { environment_id: s.environmentId, subject_id: s.subjectId, currency: s.currency, kind: s.kind };
-      const n = await changed(em, "UPDATE credit_alert_state SET below = ?, changed_at = ? WHERE environment_id = ? AND subject_id = ? AND currency = ? AND kind = ? AND below <> ?", [
-        s.below ? 1 : 0,
-        dbTime(s.changedAt),
-        s.environmentId,
-        s.subjectId,
-        s.currency,
-        s.kind,
-        s.below ? 1 : 0,
-      ]);
-      if (n > 0) return true;
-      if (!s.below || (await em.findOneBy(E.CreditAlertState, key))) return false;
-      try {
-        await em.insert(E.CreditAlertState, { ...key, below: s.below, changed_at: s.changedAt });
-        return true;
-      } catch (err) {
-        if (isUniqueViolation(err)) return false;
-        throw err;
-      }
-    },
+    setAlertState: (s) => setAlertState(em, s),
   };
   return writes;
 }
@@ -367,6 +348,10 @@ export class SqlCreditStore implements CreditStore {
   async getAlertState(environmentId: string, subjectId: string, currency: string, kind: AlertKind): Promise<AlertState | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.E.CreditAlertState, { environment_id: environmentId, subject_id: subjectId, currency, kind }));
     return r ? alertFromRow(r) : undefined;
+  }
+
+  ensureAlertState(s: AlertState): Promise<void> {
+    return ensureAlertState(this.sql, s);
   }
 
   async dueExpiries(now: Date, clockId: string | null, limit: number, environmentId: string | null = null): Promise<CreditGrant[]> {
