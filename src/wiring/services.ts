@@ -104,9 +104,11 @@ function wireCredits(
   late: { store: CreditStore; bind(c: Credits): void },
   subs: Pick<ReturnType<typeof wireSubscriptions>, "lookups" | "checkouts" | "hostedCheckout">,
   cancels?: CreditPurchases["cancels"],
+  log?: Logger,
 ) {
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
   purchases.cancels = cancels;
+  purchases.onChargeFailed = (g, err) => log?.warn("credit purchase written, its charge not made: planned for dunning", { grant: g.id, invoice: g.invoiceId, err });
   subs.hostedCheckout.purchases = purchases;
   const credits = new Credits(late.store, subs.lookups, purchases);
   late.bind(credits);
@@ -259,7 +261,7 @@ export function buildServices(
     late,
   );
   const dunning = wireDunning(db, engine, { changes, pauses, portal, scheduler, invoices }, log);
-  const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout }, dunning.cancels);
+  const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout }, dunning.cancels, log);
   const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch);
   const { guard, webhookStore, webhookEndpoints, events } = wireOutgoingEvents(db, encode, publicBaseUrl, eventOptions);
   return {

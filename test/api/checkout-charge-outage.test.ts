@@ -10,72 +10,18 @@
  * 1 and the invoice is paid. A card Stripe declines still ends as a decline.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, type Server, createServer } from "node:http";
 import test, { type ExecutionContext } from "ava";
 import { STORES } from "../helpers/db.js";
 import { form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
 import type { TestServer } from "../helpers/server.js";
+import { type Outage, outageProxy } from "../helpers/stripe-outage.js";
 import type { Json } from "../helpers/subjects-api.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const CALLBACKS = { success_url: "https://app.example/ok", cancelled_url: "https://app.example/cancelled" };
 const usd = (value: string) => ({ currency_code: "USD", value });
-
-/** How the proxy fails a charge: the connection dropped before an answer, or Stripe's 503. */
-type Outage = "unreachable" | "503";
-
-/** A proxy in front of the fake Stripe that fails its charges (POST /v1/payment_intents) while `outage` is set. */
-interface OutageProxy {
-  url: string;
-  outage: Outage | undefined;
-  /** The charges it failed. */
-  failed: number;
-  stop(): Promise<void>;
-}
-
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function outageProxy(target: string): Promise<OutageProxy> {
-  const proxy: OutageProxy = { url: "", outage: undefined, failed: 0, stop: async () => {} };
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      if (proxy.outage && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
-        proxy.failed++;
-        if (proxy.outage === "unreachable") return void req.socket.destroy();
-        res.writeHead(503, { "content-type": "application/json" });
-        return void res.end(JSON.stringify({ error: { type: "api_error", message: "Stripe is unavailable." } }));
-      }
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const answer = Buffer.from(await out.arrayBuffer());
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(answer);
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  proxy.stop = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return proxy;
-}
 
 /** What a page says, its markup and styles taken out. */
 const textOf = (html: string) =>

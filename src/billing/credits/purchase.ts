@@ -8,6 +8,11 @@
  * is `failed` and the invoice void (nothing was granted, nothing is owed; `invoice.payment_failed`).
  * Without a payment method on file, a hosted checkout (kind `credit`) takes a card, then the same
  * charge happens. A live environment without a provider refuses before anything is written.
+ * The charge follows the commit and never fails the call (chargeAfterCommit,
+ * subscriptions/checkout-charge.ts): a provider that cannot be reached (a network failure, a
+ * timeout, a 5xx) leaves the grant pending, its invoice open and its first charge planned, which
+ * dunning makes once with the same key and which activates the grant; the call answers the grant
+ * as it stands, so a client sees one purchase and has no error to retry into a second one.
  *
  * The purchase invoice belongs to the subject, not to a subscription: subscription_id '' and
  * period_key `credit:<grant id>` (unique like any period key).
@@ -21,6 +26,7 @@ import type { Caller } from "../tenancy.js";
 import { type CallbackUrls, type Checkouts, checkUrls } from "../subscriptions/checkout.js";
 import { finalizeOpen } from "../subscriptions/booking.js";
 import type { Lookups } from "../subscriptions/lookups.js";
+import { chargeAfterCommit } from "../subscriptions/checkout-charge.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import type { BillingTx } from "../subscriptions/ports.js";
 import type { CreditPayload, PurchaseOutcome } from "../subscriptions/hosted-checkout.js";
@@ -58,6 +64,8 @@ export class CreditPurchases {
 
   /** Cancels a payment left waiting for the customer on a purchase voided for it (payments/cancels.ts), once wired. */
   cancels?: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> };
+  /** Told when the charge of a purchase to the card on file failed (the provider unreachable: dunning makes it); set by the wiring (the log). */
+  onChargeFailed: (grant: CreditGrant, err: unknown) => void = () => {};
 
   private get stores() {
     return this.lookups.stores;
@@ -132,7 +140,12 @@ export class CreditPurchases {
       return { grant, checkoutUrl: this.checkouts.url(session) };
     }
     const pm = await this.stores.paymentMethods.get(subject.paymentMethodId, subject.environmentId);
-    return { grant: await this.charge(caller, grant, invoice, pm, now), checkoutUrl: null };
+    // Committed: a charge that cannot reach the provider is dunning's (planned, same key); the grant is answered as it stands (pending).
+    await chargeAfterCommit(
+      () => this.charge(caller, invoice, pm, now),
+      (err) => this.onChargeFailed(grant, err),
+    );
+    return { grant: await this.current(grant), checkoutUrl: null };
   }
 
   /**
@@ -165,7 +178,7 @@ export class CreditPurchases {
     const pm = await this.stores.paymentMethods.get(paymentMethodId, caller.environmentId);
     const grant = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, payload.grantId));
     if (!invoice || !grant) throw new FailedPreconditionError("CREDIT_PURCHASE_GONE", "the credit purchase no longer exists");
-    await this.charge(caller, grant, invoice, pm, now);
+    await this.charge(caller, invoice, pm, now);
     return this.outcome(caller.environmentId, payload);
   }
 
@@ -173,15 +186,19 @@ export class CreditPurchases {
    * Charges the purchase invoice (attempt 1) under its row lock (purchase-charge.ts): paid →
    * active grant; declined → failed grant, void invoice; voided (or otherwise ended) meanwhile →
    * no charge. A charge that throws (the provider unreachable) leaves both pending and open, the
-   * attempt planned: dunning makes it with the same key.
+   * attempt planned: dunning makes it with the same key (the caller answers as it stands).
    */
-  private async charge(caller: Caller, grant: CreditGrant, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<CreditGrant> {
+  private async charge(caller: Caller, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<void> {
     const provider = await this.lookups.paymentsFor(caller);
     if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
-    if (!pm) return grant;
+    if (!pm) return;
     await chargePurchase(this.stores, provider, pm, invoice, now, () => this.lookups.engine.now());
     // Voided because the charge waits for the customer: that payment is cancelled (payments/cancels.ts).
     await this.cancels?.settle(invoice);
+  }
+
+  /** The grant as it stands now (active, failed, or still pending: its charge planned). */
+  private async current(grant: CreditGrant): Promise<CreditGrant> {
     return (await this.stores.transaction((tx) => credits(tx).lockGrant(grant.environmentId, grant.id))) ?? grant;
   }
 }

@@ -6,7 +6,10 @@
  * stays planned, dunning makes it once with the key of attempt 1 (payments/attempts.ts), and the
  * customer is told so on the checkout's page. Read from the checkout's invoice, never from the
  * failure itself, so a reload (or the provider's webhook and the customer's return, whichever
- * comes second) shows the same and charges nothing.
+ * comes second) shows the same and charges nothing. A credit purchase charged to the card on file
+ * (credits/purchase.ts) makes its charge after its commit the same way (chargeAfterCommit): the
+ * call answers the grant pending, its invoice open and the charge planned, never an error a client
+ * would retry into a second purchase.
  */
 import { dec } from "../money.js";
 import { type CheckoutSession, type Invoice, amountDueOf } from "./types.js";
@@ -38,4 +41,19 @@ export function withChargedInvoice(session: Pick<CheckoutSession, "payload">, in
  */
 export function firstChargeWaits(i: Invoice | undefined): i is Invoice {
   return i !== undefined && i.status === "open" && dec(amountDueOf(i)).gt(0) && (i.attemptCount ?? 0) === 0 && !i.payment?.actionRequired;
+}
+
+/**
+ * Makes `charge`, the charge of what a transaction already committed (a completed checkout, a
+ * credit purchase written pending with its invoice open and its first charge planned). It never
+ * throws: a charge that fails (the provider unreachable, timed out or answering 5xx) undoes
+ * nothing and is told to `failed`; its planned attempt is dunning's, with the same key, never a
+ * second charge. A decline is an answer, not a failure: `charge` records it.
+ */
+export async function chargeAfterCommit(charge: () => Promise<unknown>, failed: (err: unknown) => void): Promise<void> {
+  try {
+    await charge();
+  } catch (err) {
+    failed(err);
+  }
 }

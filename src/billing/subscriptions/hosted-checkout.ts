@@ -9,7 +9,7 @@ import { newId } from "../ids.js";
 import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
-import { type ChargeStanding, checkoutInvoiceId, firstChargeWaits, withChargedInvoice } from "./checkout-charge.js";
+import { type ChargeStanding, chargeAfterCommit, checkoutInvoiceId, firstChargeWaits, withChargedInvoice } from "./checkout-charge.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import { retryingRaces } from "./races.js";
@@ -332,15 +332,12 @@ export class HostedCheckout {
    * The charge after a checkout's completion committed, one path for every kind (`charge`: the
    * effect's settlement, or the credit purchase's charge). It never undoes the completion: a
    * charge that throws (the provider unreachable, timed out or answering 5xx) leaves its attempt
-   * planned for dunning (same key, never a second charge) and is reported, not thrown. Then where
-   * the checkout stands is read from its invoice (standing), as a reload reads it.
+   * planned for dunning (same key, never a second charge) and is reported, not thrown
+   * (chargeAfterCommit). Then where the checkout stands is read from its invoice (standing), as a
+   * reload reads it.
    */
   private async charge(completed: CheckoutSession, charge: () => Promise<void>): Promise<ChargeStanding> {
-    try {
-      await charge();
-    } catch (err) {
-      this.onChargeFailed(completed, err);
-    }
+    await chargeAfterCommit(charge, (err) => this.onChargeFailed(completed, err));
     return this.standing(completed);
   }
 
