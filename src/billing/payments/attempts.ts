@@ -19,7 +19,7 @@ import { purchasesMoved } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
-import type { PaymentCancels } from "./cancels.js";
+import { type PaymentCancels, cancelWaiting } from "./cancels.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
@@ -56,6 +56,9 @@ const UNPLANNED_AFTER_MS = 2 * FIRST_ATTEMPT_GRACE_MS;
 /** How many first charges of a batch run at once (attemptFirsts), and how many invoices one of its charge transactions takes. */
 const CHARGES_AT_ONCE = 8;
 const CHARGE_BATCH = 25;
+
+/** What the provider is told of a charge of invoice `i`. */
+const metaOf = (i: Invoice) => ({ invoiceId: i.id, environmentId: i.environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) });
 
 /** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
 export type ActionRef = Pick<Invoice, "environmentId" | "id"> & { clockId?: string | null };
@@ -97,16 +100,12 @@ export class Dunning {
         if (!i || !(dueBy ? isRetryable(i) : isCollectible(i))) return undefined;
         // Its last attempt failed and the policy was never applied (the process died): no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
-        const n = (i.attemptCount ?? 0) + 1;
-        const outcome = pm
-          ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), {
-              invoiceId: i.id,
-              environmentId: i.environmentId,
-              subjectId: i.subjectId,
-              ...(i.number ? { description: i.number } : {}),
-            })
-          : NO_METHOD;
-        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
+        // A payment of it still waiting for the customer is cancelled first, or pays it (cancels.ts cancelWaiting).
+        const w = pm ? await cancelWaiting(provider, i) : { invoice: i };
+        if (!w) return undefined;
+        const n = w.succeeded ? Math.max(i.attemptCount ?? 1, 1) : (i.attemptCount ?? 0) + 1;
+        const outcome = w.succeeded ?? (pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD);
+        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i: w.invoice, d: decide(w.invoice, n, outcome, at(i), settings), at: at(i) }]))[0];
       }),
     );
     if (done === undefined) return undefined;
@@ -186,9 +185,8 @@ export class Dunning {
         const charge = async () => {
           for (let i = toCharge[next++]; i !== undefined; i = toCharge[next++]) {
             const n = (i.attemptCount ?? 0) + 1;
-            const meta = { invoiceId: i.id, environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
             try {
-              decided.set(i.id, decide(i, n, await provider.charge(pmOf.get(i.id) as PaymentMethod, amountDueOf(i), i.currency, chargeKey(i.id, n), meta), at(i), settings));
+              decided.set(i.id, decide(i, n, await provider.charge(pmOf.get(i.id) as PaymentMethod, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)), at(i), settings));
             } catch (err) {
               this.events.settleFailed?.(i.id, err);
             }
@@ -307,8 +305,8 @@ export class Dunning {
   }
 
   /**
-   * A new card from the portal: the subject's open invoices with something due are charged to it
-   * at once (their next attempt), at `at` on the subject's clock. Returns how many were paid.
+   * A new card from the portal: the subject's open invoices with something due are charged to it at once
+   * (their next attempt; a payment waiting for the customer cancelled first), at `at` on the subject's clock. Returns how many were paid.
    */
   async retrySubject(environmentId: string, subjectId: string, pm: PaymentMethod, at: Date): Promise<number> {
     let paid = 0;
@@ -395,6 +393,8 @@ export class Dunning {
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings), at }]))[0];
       }),
     );
+    // Paid by another payment (a pay link's): the one that waited is cancelled after the commit (cancels.ts; the sweep if this fails).
+    if (done?.invoice.payment?.cancel) await this.cancels?.settle(done.invoice);
     return done?.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 }

@@ -64,13 +64,25 @@ export interface AttemptDecision {
   afterLast: AfterLastAttempt | null;
 }
 
-/** The invoice after attempt `n` succeeded. */
-function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: true }): AttemptDecision {
+/**
+ * The invoice `id` after attempt `n` succeeded. Paid by another payment than the one that waited
+ * for the customer (a pay link's): that one is to be cancelled at the provider, as an ended
+ * invoice's is (payments/cancels.ts), so completing it later charges nothing.
+ */
+function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: true }, id?: string): AttemptDecision {
+  const waiting = before.actionRequired && before.reference && outcome.reference && outcome.reference !== before.reference ? before.reference : undefined;
   return {
     status: "paid",
     attemptCount: n,
     nextPaymentAttempt: null,
-    payment: { ...before, reference: outcome.reference ?? null, actionRequired: false, actionUrl: null, lastError: null },
+    payment: {
+      ...before,
+      reference: outcome.reference ?? null,
+      actionRequired: false,
+      actionUrl: null,
+      lastError: null,
+      ...(waiting && id ? { cancel: { reference: waiting, key: cancelKey(id, n) } } : {}),
+    },
     event: "invoice.paid",
     afterLast: null,
   };
@@ -87,7 +99,7 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
 export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & { id?: string }, n: number, outcome: ChargeOutcome): AttemptDecision | undefined {
   if (purchasedGrantId(i) === undefined) return undefined;
   const before = i.payment ?? {};
-  if (outcome.ok) return paid(before, n, outcome);
+  if (outcome.ok) return paid(before, n, outcome, i.id);
   // A charge waiting for authentication keeps its reference (what the provider holds), not waited
   // for: the invoice is void, so that payment is cancelled at the provider (payments/cancels.ts).
   const reference = outcome.requiresAction ? outcome.reference : (before.reference ?? null);
@@ -116,7 +128,7 @@ export function decide(
   const purchase = purchaseDecision(i, n, outcome);
   if (purchase) return purchase;
   const before = i.payment ?? {};
-  if (outcome.ok) return paid(before, n, outcome);
+  if (outcome.ok) return paid(before, n, outcome, i.id);
   if (outcome.requiresAction) {
     return {
       status: "open",
@@ -168,7 +180,7 @@ export interface DunningStore {
    * first charge cut short before its plan committed (the database went away under it). Oldest first.
    */
   unplanned(before: Date, clockId: string | null, limit: number): Promise<DueInvoice[]>;
-  /** Void and uncollectible invoices whose payment's cancel is pending and due by `now` (real time), earliest first (payments/cancels.ts). */
+  /** Paid, void and uncollectible invoices whose payment's cancel is pending and due by `now` (real time), earliest first (payments/cancels.ts). */
   cancelsDue(now: Date, limit: number): Promise<DueInvoice[]>;
 }
 

@@ -49,8 +49,11 @@ export type ActionResolver = (invoice: Invoice, reference: string, outcome: Char
 export class ProviderEvents {
   /** Dunning's resolution of a payment that waited for the customer (set by the wiring). */
   resolveAction: ActionResolver | undefined = undefined;
-  /** The refund of a payment that succeeded on a void or uncollectible invoice (PaymentCancels.paidAfterEnd, set by the wiring). */
-  refundAfterEnd: ((invoice: Invoice, reference: string) => Promise<unknown>) | undefined = undefined;
+  /**
+   * The refund of a payment that succeeded on a void or uncollectible invoice, or on one paid by
+   * another payment (PaymentCancels.paidAfterEnd, set by the wiring); false: not such a payment.
+   */
+  refundAfterEnd: ((invoice: Invoice, reference: string) => Promise<boolean>) | undefined = undefined;
 
   constructor(
     private readonly stores: BillingStores,
@@ -96,16 +99,17 @@ export class ProviderEvents {
    * The provider's payment `reference` of `invoiceId` succeeded. An invoice waiting for the
    * customer (on that payment, or on the one the pay link's payment replaced) is resolved by
    * dunning (paid, with its attempt, `reference` its payment now); any other invoice
-   * still open is paid (`invoice.paid`): its charge's answer was lost, a crash say. An invoice
-   * paid already stays as it is; a void or uncollectible one too, the payment refunded. Dunning's
-   * resolution (and the refund) acts once; the event is recorded after it.
+   * still open is paid (`invoice.paid`, `reference` its payment): its charge's answer was lost, a
+   * crash say. An invoice paid already stays as it is, and so does a void or uncollectible one; a
+   * payment other than the one that paid it is refunded. Dunning's resolution (and the refund)
+   * acts once; the event is recorded after it.
    */
   async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged" | "refunded"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
-    // Paid after it was voided or marked uncollectible (its cancel lost the race, a pay link paid
-    // meanwhile): the money is refunded, once, and the invoice stays as it is (payments/cancels.ts).
-    if (invoice && this.refundAfterEnd && (invoice.status === "void" || invoice.status === "uncollectible")) {
-      await this.refundAfterEnd(invoice, reference);
+    // Paid after it was voided or marked uncollectible, or a second time (a cancel that lost the
+    // race, a pay link paid meanwhile): the money is refunded, once, and the invoice stays as it
+    // is, no second invoice.paid (payments/cancels.ts).
+    if (invoice && this.refundAfterEnd && invoice.status !== "open" && invoice.status !== "draft" && (await this.refundAfterEnd(invoice, reference))) {
       await this.acknowledge(environmentId, event);
       return "refunded";
     }
@@ -121,8 +125,11 @@ export class ProviderEvents {
       this.stores.transaction(async (tx) => {
         if (!(await this.recorder(environmentId, event)(tx))) return "unchanged" as const;
         if (invoice?.status !== "open") return "unchanged" as const;
+        // Under its row lock: the payment that paid it recorded, so that only another one is a duplicate.
+        const cur = await tx.dunning?.claim(environmentId, invoice.id);
         const moved = await tx.moveInvoices([invoice.id], pay.from, pay.to, this.now(), invoice.environmentId);
         if (moved.length === 0) return "unchanged" as const;
+        if (cur && tx.dunning) await tx.dunning.recordAttempts(environmentId, [{ id: cur.id, attempt: paidWith(cur, reference) }], this.now());
         await tx.emit([...transitionEvents(pay, [invoice]), ...(await purchasesMoved(tx, [invoice], pay.to, this.now()))]);
         return "paid" as const;
       }),
@@ -168,6 +175,11 @@ export class ProviderEvents {
     await this.acknowledge(environmentId, event);
     return waiting ? "failed" : "unchanged";
   }
+}
+
+/** What an open invoice records when the provider's payment `reference` paid it. */
+function paidWith(i: Invoice, reference: string) {
+  return { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: { ...i.payment, reference, actionRequired: false, actionUrl: null, lastError: null } };
 }
 
 /** The provider's payment an open invoice waits for the customer on, if it does. */

@@ -111,9 +111,9 @@ export class SqlDunningStore implements DunningStore {
   }
 
   async cancelsDue(now: Date, limit: number): Promise<DueInvoice[]> {
-    // The index on (status, next_payment_attempt): a void or uncollectible invoice has a next attempt only while its payment's cancel is pending.
+    // The index on (status, next_payment_attempt): a paid, void or uncollectible invoice has a next attempt only while its payment's cancel is pending.
     const rows = await this.sql.query<{ id: string; environment_id: string; subject_id: string }[]>(
-      `SELECT id, environment_id, subject_id FROM invoices WHERE status IN ('void', 'uncollectible') AND next_payment_attempt IS NOT NULL AND next_payment_attempt <= ? ORDER BY next_payment_attempt, id LIMIT ${Math.max(1, Math.floor(limit))}`,
+      `SELECT id, environment_id, subject_id FROM invoices WHERE status IN ('paid', 'void', 'uncollectible') AND next_payment_attempt IS NOT NULL AND next_payment_attempt <= ? ORDER BY next_payment_attempt, id LIMIT ${Math.max(1, Math.floor(limit))}`,
       [dbTime(now)],
     );
     return rows.map((r) => ({ id: r.id, environmentId: r.environment_id, subjectId: r.subject_id }));
