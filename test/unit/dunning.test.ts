@@ -81,6 +81,8 @@ test("waiting for the customer: open, no retry planned, the provider's reference
   t.like(d, { status: "open", attemptCount: 1, nextPaymentAttempt: null, event: "invoice.payment_action_required", afterLast: null });
   t.like(d.payment, { reference: "pi_2", actionRequired: true, actionUrl: "https://pay.example/pi_2" });
   t.false(isRetryable({ status: "open", total: "100", payment: d.payment }));
+  // An attempt planned that cancels that payment first (a new card saved in the portal, payments/waiting.ts): dunning makes it.
+  t.true(isRetryable({ status: "open", total: "100", payment: d.payment, nextPaymentAttempt: T0 }));
   t.true(isCollectible({ status: "open", total: "100" }));
 });
 

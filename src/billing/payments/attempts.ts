@@ -19,10 +19,11 @@ import { purchasesMoved } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
-import { type PaymentCancels, cancelWaiting } from "./cancels.js";
+import type { PaymentCancels } from "./cancels.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
+import { cancelWaiting, waitingOn } from "./waiting.js";
 
 export type { AttemptResult };
 
@@ -89,23 +90,22 @@ export class Dunning {
     const provider = await this.reads.providerFor(ref.environmentId);
     if (!provider) return undefined;
     const settings = await this.settings.settingsOf(ref.environmentId);
-    // A first charge to a card is planned before it is made (a minute ahead, so the scheduler
-    // leaves it to this call): if the process dies after the provider answered and before the
-    // commit below, dunning finds the plan and charges again with the same key, which the
-    // provider answers with the first charge's outcome (DESIGN §12).
+    // A first charge to a card is planned before it is made (a minute ahead, so the scheduler leaves
+    // it to this call): a process that dies between the provider's answer and the commit below leaves
+    // the plan, which dunning makes with the same key, answered the first outcome (DESIGN §12).
     if (!dueBy && pm) await this.planFirsts(ref.environmentId, [ref.id], (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
+    // A payment still waiting for the customer is cancelled first, committed with the next attempt planned (waiting.ts).
+    const first = await cancelWaiting({ stores: this.stores, writes: (tx) => this.writes(tx), now: this.now }, provider, ref, at, settings, dueBy);
+    if (!first || "result" in first) return first?.result;
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
-        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i))) return undefined;
+        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || (waitingOn(i) && provider.cancel)) return undefined;
         // Its last attempt failed and the policy was never applied (the process died): no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
-        // A payment of it still waiting for the customer is cancelled first, or pays it (cancels.ts cancelWaiting).
-        const w = pm ? await cancelWaiting(provider, i) : { invoice: i };
-        if (!w) return undefined;
-        const n = w.succeeded ? Math.max(i.attemptCount ?? 1, 1) : (i.attemptCount ?? 0) + 1;
-        const outcome = w.succeeded ?? (pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD);
-        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i: w.invoice, d: decide(w.invoice, n, outcome, at(i), settings), at: at(i) }]))[0];
+        const n = (i.attemptCount ?? 0) + 1;
+        const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD;
+        return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
       }),
     );
     if (done === undefined) return undefined;

@@ -12,9 +12,9 @@
  * of its own. A process that dies in between, or a provider that cannot be reached, leaves the
  * cancel pending: dunning's sweep on real time (runDue) makes it again with the same key.
  *
- * The same holds for an open invoice charged again while a payment of it waits for the customer
- * (a new card saved in the portal; cancelWaiting, before that charge), and for one paid by another
- * payment meanwhile (a pay link's: the waiting one is cancelled after that commit, as above).
+ * The same holds for an open invoice paid by another payment while one waits for the customer (a
+ * pay link's: the waiting one is cancelled after that commit, as above); one charged again
+ * meanwhile (a new card saved in the portal) has it cancelled before that charge (waiting.ts).
  *
  * A cancel that lost the race (the customer completed the payment first), and any payment that
  * succeeds on an invoice that ended (void, uncollectible, or paid already by another payment: a
@@ -26,7 +26,7 @@ import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { CANCEL_GRACE_MS, type DunningStore, type DunningWrites, cancelKey } from "./dunning.js";
-import type { ChargeOutcome, InvoicePayment, RefundAfterEnd } from "./types.js";
+import type { InvoicePayment, RefundAfterEnd } from "./types.js";
 
 /** How long after a failed cancel (the provider unreachable, the payment still processing) the sweep asks again. */
 const RETRY_MS = 5 * 60_000;
@@ -41,27 +41,6 @@ type Ref = Pick<Invoice, "environmentId" | "id">;
 
 /** Whether an invoice has ended: paid, void or uncollectible (never charged again). */
 const ended = (i: Pick<Invoice, "status">) => i.status === "paid" || i.status === "void" || i.status === "uncollectible";
-
-/**
- * Before a new attempt charges open invoice `i` (a card saved in the portal), under its row lock:
- * a payment of it still waiting for the customer (Stripe: its PaymentIntent waits for the
- * authentication) is cancelled at the provider first, keyed as an ended invoice's cancel
- * (cancelKey of its attempt). First, not after the new charge: a process that dies between the two
- * leaves that payment cancelled and the new one not made (the transaction rolled back; the next
- * attempt sends the same cancel key, answered "cancelled" again, and the same charge key), whereas
- * the other order would leave it chargeable next to a charge that succeeded. Answers the invoice
- * to charge (no longer waiting, the payment recorded as cancelled); or the waiting payment's own
- * success (the customer completed it first: that attempt paid it, nothing more is charged);
- * undefined while it is still being processed (no charge now).
- */
-export async function cancelWaiting(provider: PaymentProvider, i: Invoice): Promise<{ invoice: Invoice; succeeded?: ChargeOutcome & { ok: true } } | undefined> {
-  const p = i.payment;
-  if (!p?.actionRequired || !p.reference || !provider.cancel) return { invoice: i };
-  const answer = await provider.cancel(p.reference, cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)));
-  if (answer === "open") return undefined;
-  if (answer === "succeeded") return { invoice: i, succeeded: { ok: true, reference: p.reference } };
-  return { invoice: { ...i, payment: { ...p, actionRequired: false, actionUrl: null, cancelled: p.reference } } };
-}
 
 /**
  * The payment state of an invoice as it ends while a charge waits for the customer: no longer

@@ -46,9 +46,12 @@ export function isCollectible(i: Pick<Invoice, "status" | "total" | "amountDue">
   return i.status === "open" && dec(amountDueOf(i)).gt(0);
 }
 
-/** Whether dunning may retry it on its own: collectible, and not waiting for the customer to authenticate. */
-export function isRetryable(i: Pick<Invoice, "status" | "total" | "amountDue" | "payment">): boolean {
-  return isCollectible(i) && !i.payment?.actionRequired;
+/**
+ * Whether dunning may retry it on its own: collectible, and not waiting for the customer to
+ * authenticate, unless an attempt that cancels that payment first was planned (payments/waiting.ts).
+ */
+export function isRetryable(i: Pick<Invoice, "status" | "total" | "amountDue" | "payment"> & { nextPaymentAttempt?: Date | null }): boolean {
+  return isCollectible(i) && (!i.payment?.actionRequired || !!i.nextPaymentAttempt);
 }
 
 /** What an attempt's outcome makes of the invoice (decide's answer). */

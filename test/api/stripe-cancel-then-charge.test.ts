@@ -1,0 +1,204 @@
+/**
+ * DESIGN §16: a new attempt on an invoice whose PaymentIntent A waits for the customer cancels A
+ * first (payments/waiting.ts); a cancel Stripe confirmed is never forgotten, whatever happens to
+ * the charge after it. Through the real server on a port against the fake Stripe, behind a proxy
+ * that fails only chosen requests, both stores: a renewal waits on A; a new card is saved in the
+ * customer portal;
+ * - Stripe's charge fails after the cancel succeeded (503, or unreachable): the invoice no longer
+ *   waits on A (recorded as cancelled, no pay link), its next attempt planned; Stripe restored and
+ *   the clock advanced, dunning charges it once, to the new card, with attempt 2's key: paid;
+ * - the cancel made at Stripe but its answer lost (as if the process died before recording it):
+ *   the invoice still waits on A with its next attempt planned; the clock advanced, dunning cancels
+ *   A again with the same key and charges once: paid.
+ * Completing A afterwards is refused by Stripe: nothing more is charged, nothing refunded.
+ */
+import { randomBytes } from "node:crypto";
+import { type IncomingMessage, createServer } from "node:http";
+import test, { type ExecutionContext } from "ava";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { type StripeFront, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import type { Scenario } from "../helpers/scenario.js";
+import type { Json } from "../helpers/subjects-api.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
+
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const usd = (value: string) => ({ currency_code: "USD", value });
+const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
+
+/**
+ * A proxy in front of the fake Stripe: while `charges` is set, every charge (POST
+ * /v1/payment_intents) fails (Stripe's 503, or the connection dropped before an answer); while
+ * `cancelAnswerLost`, every cancel reaches Stripe and its answer is lost (the connection dropped).
+ */
+interface Front extends StripeFront {
+  charges: "503" | "unreachable" | undefined;
+  cancelAnswerLost: boolean;
+  failed: number;
+}
+
+async function readAll(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+async function front(target: string): Promise<Front> {
+  const proxy: Front = { url: "", charges: undefined, cancelAnswerLost: false, failed: 0, stop: async () => {} };
+  const server = createServer((req, res) => {
+    void (async () => {
+      const body = await readAll(req);
+      const path = req.url?.split("?")[0] ?? "";
+      if (proxy.charges && req.method === "POST" && path === "/v1/payment_intents") {
+        proxy.failed++;
+        if (proxy.charges === "unreachable") return void req.socket.destroy();
+        res.writeHead(503, { "content-type": "application/json" });
+        return void res.end(JSON.stringify({ error: { type: "api_error", message: "Stripe is unavailable." } }));
+      }
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
+      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
+      const answer = Buffer.from(await out.arrayBuffer());
+      if (proxy.cancelAnswerLost && req.method === "POST" && path.endsWith("/cancel")) {
+        proxy.failed++;
+        return void req.socket.destroy();
+      }
+      const back: Record<string, string> = {};
+      out.headers.forEach((v, k) => {
+        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
+      });
+      res.writeHead(out.status, back);
+      res.end(answer);
+    })().catch((err) => {
+      res.writeHead(502);
+      res.end(String(err));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  proxy.stop = () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
+  return proxy;
+}
+
+/** The invoice's payment state as stored (payment_state), with its next_payment_attempt. */
+async function paymentState(url: string, invoiceId: string): Promise<Json> {
+  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p, next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
+  return { ...JSON.parse(String(row?.p ?? "{}")), next: row?.n ?? null };
+}
+
+const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
+
+/** The cancels of `intentId` Stripe received: [idempotency key, status]. */
+const cancelsOf = (fake: FakeStripe, intentId: string) =>
+  fake
+    .requests()
+    .filter((r) => r.operation === CANCEL && r.path === `/v1/payment_intents/${intentId}/cancel`)
+    .map((r) => [r.idempotencyKey, r.status]);
+
+for (const store of STORES) {
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, front);
+
+  /** A subject on Stripe whose renewal waits for the customer's authentication: the scenario, that invoice and its PaymentIntent (A). */
+  async function waitingRenewal(t: ExecutionContext): Promise<{ s: Scenario; inv: Json; a: Json }> {
+    const { server, fake } = ctx;
+    const d = stripeDriver(server, fake);
+    const s = await d.start(server);
+    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
+    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
+    await d.replaceCard(s, "authentication");
+    await s.advance("2026-02-15T00:00:00Z");
+    await fake.settle();
+    const last = (await s.invoices()).at(-1) as Json;
+    const inv = await s.call("GET", `/invoices/${last.id}`);
+    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
+    const intents = intentsOf(fake, inv.id);
+    t.is(intents.length, 1, "one PaymentIntent, waiting");
+    return { s, inv, a: intents[0] as Json };
+  }
+
+  /**
+   * After the clock is advanced past the planned attempt: the invoice paid once, by a PaymentIntent
+   * B made with attempt 2's key to the new card; A cancelled, completing it refused, nothing refunded.
+   */
+  async function paidOnceByNewCard(t: ExecutionContext, s: Scenario, inv: Json, a: Json): Promise<void> {
+    const { server, fake } = ctx;
+    await s.advance("2026-02-15T00:10:00Z");
+    await fake.settle();
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", attempt_count: 2 });
+    const succeeded = intentsOf(fake, inv.id).filter((pi) => pi.status === "succeeded");
+    t.is(succeeded.length, 1, "charged exactly once");
+    const b = succeeded[0] as Json;
+    t.not(b.id, a.id);
+    t.not(b.payment_method, a.payment_method, "to the card saved in the portal");
+    t.is(b.idempotency_key, `${inv.id}:attempt-2`);
+    t.deepEqual(
+      intentsOf(fake, inv.id).map((pi) => pi.id),
+      [a.id, b.id],
+      "no other PaymentIntent",
+    );
+    t.like(await paymentState(server.db.url, inv.id), { reference: b.id, cancelled: a.id, actionRequired: false, next: null });
+    await t.throwsAsync(() => fake.completeAuthentication(a.id), { message: /it awaits no authentication/ });
+    await fake.settle();
+    t.is(intentsOf(fake, inv.id).filter((pi) => pi.status === "succeeded").length, 1);
+    t.deepEqual(
+      [...fake.state.refunds.values()].filter((r) => r.payment_intent === a.id || r.payment_intent === b.id),
+      [],
+    );
+  }
+
+  for (const outage of ["503", "unreachable"] as const) {
+    test.serial(`${store}: Stripe's charge fails (${outage}) after the cancel of A succeeded: the invoice no longer waits on A, its next attempt planned; charged once later`, async (t) => {
+      const { server, fake, front: proxy } = ctx;
+      const { s, inv, a } = await waitingRenewal(t);
+      proxy.charges = outage;
+      proxy.failed = 0;
+      try {
+        await stripeDriver(server, fake).replaceCard(s, "visa");
+        await fake.settle();
+      } finally {
+        proxy.charges = undefined;
+      }
+      t.true(proxy.failed > 0, "the new charge was tried and failed");
+      t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 200]]);
+      t.is(intentsOf(fake, inv.id).find((pi) => pi.id === a.id)?.status, "canceled");
+      const open = await s.call("GET", `/invoices/${inv.id}`);
+      t.like(open, { status: "open", attempt_count: 1 });
+      t.falsy(open.payment_url, "the hosted page no longer points at A");
+      t.truthy(open.next_payment_attempt, "its next attempt planned");
+      const state = await paymentState(server.db.url, inv.id);
+      t.like(state, { reference: a.id, cancelled: a.id, actionRequired: false });
+      t.truthy(state.next);
+      await paidOnceByNewCard(t, s, inv, a);
+      t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 200]], "cancelled once");
+    });
+  }
+
+  test.serial(`${store}: the cancel of A made at Stripe but its answer lost: the invoice waits with its next attempt planned; dunning cancels again with the same key and charges once`, async (t) => {
+    const { server, fake, front: proxy } = ctx;
+    const { s, inv, a } = await waitingRenewal(t);
+    proxy.cancelAnswerLost = true;
+    proxy.failed = 0;
+    try {
+      await stripeDriver(server, fake).replaceCard(s, "visa");
+      await fake.settle();
+    } finally {
+      proxy.cancelAnswerLost = false;
+    }
+    t.true(proxy.failed > 0, "a cancel's answer was lost");
+    t.is(intentsOf(fake, inv.id).find((pi) => pi.id === a.id)?.status, "canceled", "A cancelled at Stripe");
+    t.is(intentsOf(fake, inv.id).length, 1, "nothing charged");
+    const waiting = await s.call("GET", `/invoices/${inv.id}`);
+    t.like(waiting, { status: "open", attempt_count: 1 });
+    t.truthy(waiting.next_payment_attempt, "its next attempt planned");
+    await paidOnceByNewCard(t, s, inv, a);
+    const keys = cancelsOf(fake, a.id);
+    t.true(keys.length >= 2);
+    t.true(
+      keys.every(([key]) => key === `${inv.id}:attempt-1:cancel`),
+      "every cancel with the same key",
+    );
+  });
+}
