@@ -109,6 +109,7 @@ function wireCredits(
   const purchases = new CreditPurchases(subs.lookups, subs.checkouts);
   purchases.cancels = cancels;
   purchases.onChargeFailed = (g, err) => log?.warn("credit purchase written, its charge not made: planned for dunning", { grant: g.id, invoice: g.invoiceId, err });
+  purchases.onReadFailed = (g, err) => log?.warn("credit purchase charged, its grant not read back: answered as known", { grant: g.id, invoice: g.invoiceId, err });
   subs.hostedCheckout.purchases = purchases;
   const credits = new Credits(late.store, subs.lookups, purchases);
   late.bind(credits);

@@ -7,7 +7,10 @@
  * Stripe Checkout ends on our checkout page saying so (200, never a 5xx), with the invoice's
  * hosted page; a reload shows the same and charges nothing. The first charge stays planned:
  * the provider back and the clock past the plan, dunning charges it once with the key of attempt
- * 1 and the invoice is paid. A card Stripe declines still ends as a decline.
+ * 1 and the invoice is paid. A card Stripe declines still ends as a decline. Stripe refusing the
+ * charge for good (401: the secret key revoked) is no outage: the checkout's page is an error
+ * (402, never "processing"), the attempt counted as failed; a subscription's invoice then follows
+ * dunning's schedule to its end, each retry one counted attempt, and a credit purchase ends.
  */
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
@@ -212,6 +215,53 @@ for (const store of STORES) {
         await after.body?.cancel();
       },
     );
+
+  for (const kind of [KINDS[0], KINDS[3]] as Kind[])
+    test.serial(`${store}: a ${kind.name} checkout whose charge Stripe refuses for good (401, the key revoked): an error page, never "processing"; the attempt counted, dunning ends`, async (t) => {
+      t.timeout(120_000);
+      const { server, fake, front: proxy } = ctx;
+      const s = await stripeDriver(server, fake).start(server);
+      const { checkoutUrl } = await kind.open(s);
+      const token = new URL(checkoutUrl).pathname.split("/").pop() as string;
+      proxy.outage = "401";
+      proxy.failed = 0;
+      try {
+        const { res } = await payThroughStripe(server, fake, checkoutUrl, "pm_card_visa", false);
+        await res.body?.cancel();
+        t.is(res.status, 303);
+        t.is(new URL(res.headers.get("location") ?? "").pathname, `/hosted/checkout/${token}`);
+        const page = await fetch(`${server.url}/hosted/checkout/${token}`);
+        const text = textOf(await page.text());
+        t.is(page.status, 402, text);
+        t.regex(text, /Payment not completed/);
+        t.regex(text, /refused this payment/);
+        t.notRegex(text, /processing|retried automatically/i);
+        const invoice = await chargedInvoice(s);
+        t.deepEqual(intentsOf(fake, invoice.id), [], "nothing charged");
+        if (kind.name === "credit purchase") {
+          t.like(invoice, { status: "void", attempt_count: 1, next_payment_attempt: null });
+          t.deepEqual(
+            ((await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`)).credit_grants as Json[]).map((g) => g.status),
+            ["failed"],
+          );
+        } else {
+          // A failed attempt on dunning's schedule (3, 5, 7 days): each retry refused is counted, then the schedule ends.
+          t.like(invoice, { status: "open", attempt_count: 1, next_payment_attempt: "2026-01-18T00:00:00Z" });
+          await s.advance("2026-01-25T00:00:00Z");
+          t.like(await s.call("GET", `/invoices/${invoice.id}`), { status: "open", attempt_count: 4, next_payment_attempt: null });
+        }
+        t.is(proxy.failed, kind.name === "credit purchase" ? 1 : 4, "one charge per attempt");
+        await s.advance("2026-02-05T00:00:00Z");
+        t.is(proxy.failed, kind.name === "credit purchase" ? 1 : 4, "never retried past the schedule");
+        // A reload shows the same error.
+        const reload = await fetch(`${server.url}/hosted/checkout/${token}`);
+        t.is(reload.status, 402);
+        t.is(textOf(await reload.text()), text);
+      } finally {
+        proxy.outage = undefined;
+        fake.webhookOptions({});
+      }
+    });
 
   test.serial(`${store}: a card Stripe declines at the charge still ends as a decline (credit purchase: the cancelled URL), never the processing page`, async (t) => {
     const { server, fake } = ctx;

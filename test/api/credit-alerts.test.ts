@@ -3,15 +3,17 @@
  * and credit.depleted once per crossing and again after a re-arm (read back from GET /events),
  * several crossings evaluated many times at once by several servers firing each once, and an auto
  * top-up bought once when a burst of usage crosses its threshold (several evaluations, one
- * purchase). The scenario is set up through the API; credit is wired as a second server has it
+ * purchase), and a conflict on the first write of an alert's row retried as one on its
+ * transaction is (the crossing fires once). The scenario is set up through the API; credit is wired as a second server has it
  * (helpers/credit-realtime.ts).
  */
 import test from "ava";
 import { type AlertStore, CreditAlerts } from "../../src/billing/credits/alerts.js";
+import type { AlertState } from "../../src/billing/credits/ports.js";
 import { AbortedError } from "../../src/billing/errors.js";
 import { checkoutWithCard, eventually } from "../helpers/credit-bodies.js";
 import { type CreditWiring, wireCredits } from "../helpers/credit-realtime.js";
-import { STORES } from "../helpers/db.js";
+import { STORES, withDatabase } from "../helpers/db.js";
 import { flat, usageRate } from "../helpers/price-bodies.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { type TestServer, useServer } from "../helpers/server.js";
@@ -221,4 +223,49 @@ for (const store of STORES) {
       await w.close();
     }
   });
+
+  test.serial(`${store}: a conflict on the first write of an alert's row is retried as one on its transaction is: the crossing fires once`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const w = await wireCredits(s);
+    try {
+      await w.grant("5000");
+      await w.settings({ currency: "USD", lowBalanceThreshold: "6000", autoTopUp: null });
+      let writes = 0;
+      const conflicting: AlertStore = Object.assign(Object.create(w.store) as AlertStore, {
+        ensureAlertState: async (a: AlertState) => {
+          if (writes++ === 0) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
+          return w.store.ensureAlertState(a);
+        },
+      });
+      t.is(await new CreditAlerts(conflicting, w.engine).evaluate(w.caller.environmentId, s.subjectId, new Date(JAN)), 1);
+      t.is(writes, 2, "the first write conflicted, the second made it");
+      t.deepEqual(await types(s), ["credit.balance_low"]);
+    } finally {
+      await w.close();
+    }
+  });
+
+  // MariaDB's own deadlock (errno 1213) on that statement: the store reports it as the conflict retried above.
+  if (store === "mysql")
+    test.serial("mysql: a deadlock MariaDB reports on the first write of an alert's row is a conflict, retried: the crossing fires once", async (t) => {
+      const s = await Scenario.start(server, JAN);
+      const w = await wireCredits(s);
+      try {
+        await w.grant("5000");
+        await w.settings({ currency: "USD", lowBalanceThreshold: "6000", autoTopUp: null });
+        // The row's first write (INSERT … ON DUPLICATE KEY) fails once with a deadlock; the gate is a MEMORY table, not rolled back with it.
+        await withDatabase(server.db.url, async (db) => {
+          await db.dataSource.query("CREATE TABLE alert_gate (n INT) ENGINE=MEMORY");
+          await db.dataSource.query("INSERT INTO alert_gate VALUES (0)");
+          await db.dataSource.query(
+            `CREATE TRIGGER alert_conflict BEFORE INSERT ON credit_alert_state FOR EACH ROW BEGIN IF NEW.subject_id = '${s.subjectId}' AND (SELECT n FROM alert_gate) = 0 THEN UPDATE alert_gate SET n = 1; SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END IF; END`,
+          );
+        });
+        t.is(await w.alerts.evaluate(w.caller.environmentId, s.subjectId, new Date(JAN)), 1);
+        t.deepEqual(await types(s), ["credit.balance_low"]);
+        t.deepEqual(await withDatabase(server.db.url, (db) => db.dataSource.query("SELECT n FROM alert_gate")), [{ n: 1 }], "the deadlock happened");
+      } finally {
+        await w.close();
+      }
+    });
 }

@@ -8,13 +8,19 @@
  * first charge planned (next_payment_attempt) — one purchase, nothing for a client to retry (an
  * Idempotency-Key replays that answer). Stripe back and the clock past the plan, dunning charges it
  * once with the key of attempt 1: the invoice paid, the grant active. A declined card is still
- * refused at once as before: the grant failed, the invoice void, nothing planned.
+ * refused at once as before: the grant failed, the invoice void, nothing planned. The answer after
+ * the commit never fails: a grant the database cannot give back then (a trigger makes its row
+ * unreadable, as a failover at that read would fail it) is answered 200 as known. Stripe refusing
+ * the charge for good (401: the secret key revoked) is no outage: the purchase ends as a decline
+ * does (the grant failed, its invoice void, nothing charged, never "pending"), answered with
+ * PAYMENT_PROVIDER_REFUSED (400, replayed under its key); met by dunning's planned charge, it is
+ * that attempt, counted, never retried on every run.
  */
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
 import { CreditService } from "../../src/gen/billing/v1/credit_service_pb.js";
 import { rpcClient } from "../helpers/clients.js";
-import { STORES } from "../helpers/db.js";
+import { STORES, withDatabase } from "../helpers/db.js";
 import { stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
 import { type Outage, outageProxy } from "../helpers/stripe-outage.js";
@@ -125,6 +131,126 @@ for (const store of STORES) {
         t.is((await s.invoices()).length, 1);
       },
     );
+
+  // A grant whose metadata says so is written unreadable (its JSON broken): the read after the commit fails, nothing before it reads the grant.
+  const unreadable =
+    store === "mysql"
+      ? "CREATE TRIGGER unreadable_grant BEFORE INSERT ON credit_grants FOR EACH ROW SET NEW.metadata = IF(NEW.metadata LIKE '%unreadable%', '{broken', NEW.metadata)"
+      : "CREATE TRIGGER unreadable_grant AFTER INSERT ON credit_grants WHEN NEW.metadata LIKE '%unreadable%' BEGIN UPDATE credit_grants SET metadata = '{broken' WHERE id = NEW.id; END";
+
+  test.serial(`${store}: a purchase whose grant cannot be read back after its charge still answers 200 with the grant as known, one grant, charged once by dunning`, async (t) => {
+    t.timeout(120_000);
+    const { server, fake, front: proxy } = ctx;
+    const d = stripeDriver(server, fake);
+    const s = await d.start(server);
+    await d.replaceCard(s, "visa");
+    await withDatabase(server.db.url, (db) => db.dataSource.query(unreadable));
+    proxy.outage = "503";
+    let res: Response;
+    try {
+      res = await fetch(`${server.url}/credit-grants`, {
+        method: "POST",
+        headers: { "x-api-key": s.key, "content-type": "application/json" },
+        body: JSON.stringify({ subject_id: s.subjectId, amount: usd("700"), category: "paid", metadata: { note: "unreadable" } }),
+      });
+    } finally {
+      proxy.outage = undefined;
+      await withDatabase(server.db.url, async (db) => {
+        await db.dataSource.query("DROP TRIGGER unreadable_grant");
+        await db.dataSource.query(`UPDATE credit_grants SET metadata = '{"note":"unreadable"}' WHERE metadata = '{broken'`);
+      });
+    }
+    const text = await res.text();
+    t.is(res.status, 200, text);
+    const grant = (JSON.parse(text) as Json).credit_grant as Json;
+    t.like(grant, { status: "pending_payment", remaining_amount: usd("700") });
+    t.deepEqual(
+      ((await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`)).credit_grants as Json[]).map((g) => [g.id, g.status]),
+      [[grant.id, "pending_payment"]],
+      "one grant",
+    );
+    await s.advance("2026-01-15T00:02:00Z");
+    await fake.settle();
+    t.deepEqual(
+      intentsOf(fake, grant.invoice_id).map((pi) => [pi.idempotency_key, pi.status]),
+      [[`${grant.invoice_id}:attempt-1`, "succeeded"]],
+      "charged once",
+    );
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "active" });
+  });
+
+  for (const via of ["rest", "rest, keyed and sent again"] as const)
+    test.serial(
+      `${store}: a purchase (${via}) whose charge Stripe refuses for good (401, the key revoked) ends at once: 400 PAYMENT_PROVIDER_REFUSED, the grant failed, its invoice void, nothing charged nor retried`,
+      async (t) => {
+        t.timeout(120_000);
+        const { server, fake, front: proxy } = ctx;
+        const d = stripeDriver(server, fake);
+        const s = await d.start(server);
+        await d.replaceCard(s, "visa");
+        proxy.outage = "401";
+        proxy.failed = 0;
+        let answer: { status: number; grant: Json };
+        try {
+          answer = await buy(s, via, t);
+          t.is(proxy.failed, 1, "one charge tried: a refusal is not retried by the library");
+        } finally {
+          proxy.outage = undefined;
+        }
+        t.is(answer.status, 400, JSON.stringify(answer.grant));
+        const text = JSON.stringify(answer.grant);
+        t.regex(text, /PAYMENT_PROVIDER_REFUSED/);
+        t.regex(text, /Invalid API Key provided/, "Stripe's message");
+        const grants = (await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`)).credit_grants as Json[];
+        t.deepEqual(
+          grants.map((g) => g.status),
+          ["failed"],
+          "one grant, failed (never pending)",
+        );
+        const grant = grants[0] as Json;
+        t.true(text.includes(grant.id) && text.includes(grant.invoice_id), "the answer names the grant and its invoice");
+        t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 1, next_payment_attempt: null });
+        t.is((await s.invoices()).length, 1);
+        // Nothing to make later: the key back (or not), dunning charges nothing.
+        await s.advance("2026-01-20T00:00:00Z");
+        await fake.settle();
+        t.deepEqual(intentsOf(fake, grant.invoice_id), [], "nothing charged");
+        t.is(proxy.failed, 1, "never retried");
+      },
+    );
+
+  test.serial(
+    `${store}: dunning's planned charge of a purchase that Stripe then refuses for good (401) is that attempt, counted: the grant failed, its invoice void, not retried on every run`,
+    async (t) => {
+      t.timeout(120_000);
+      const { server, fake, front: proxy } = ctx;
+      const d = stripeDriver(server, fake);
+      const s = await d.start(server);
+      await d.replaceCard(s, "visa");
+      proxy.failed = 0;
+      let grant: Json;
+      try {
+        proxy.outage = "503";
+        const bought = await buy(s, "rest", t);
+        t.is(bought.status, 200);
+        grant = bought.grant;
+        t.like(grant, { status: "pending_payment" });
+        // The key revoked meanwhile: dunning's planned charge is refused.
+        proxy.outage = "401";
+        proxy.failed = 0;
+        await s.advance("2026-01-15T00:02:00Z");
+        await s.advance("2026-01-15T00:05:00Z");
+        t.is(proxy.failed, 1, "one attempt, not one per run");
+      } finally {
+        proxy.outage = undefined;
+      }
+      t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 1, next_payment_attempt: null });
+      t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed" });
+      await s.advance("2026-01-20T00:00:00Z");
+      await fake.settle();
+      t.deepEqual(intentsOf(fake, grant.invoice_id), [], "nothing charged");
+    },
+  );
 
   test.serial(`${store}: a purchase on a card on file that Stripe declines is still refused at once: the grant failed, its invoice void, nothing planned`, async (t) => {
     const { server, fake } = ctx;

@@ -1,13 +1,14 @@
 /**
  * A proxy in front of the fake Stripe (test/stripe/fake-stripe.ts; a `front` of useStripeServer in
  * payment-flows.ts) that fails only its charges (POST /v1/payment_intents) while `outage` is set:
- * the connection dropped before an answer (Stripe unreachable), or Stripe's 503. Everything else
+ * the connection dropped before an answer (Stripe unreachable), Stripe's 503, or Stripe's 401 for
+ * a secret key it no longer takes (revoked: a refusal for good, not an outage). Everything else
  * passes through unchanged.
  */
 import { type IncomingMessage, type Server, createServer } from "node:http";
 
-/** How the proxy fails a charge: the connection dropped before an answer, or Stripe's 503. */
-export type Outage = "unreachable" | "503";
+/** How the proxy fails a charge: the connection dropped before an answer, Stripe's 503, or Stripe's 401 (the key revoked). */
+export type Outage = "unreachable" | "503" | "401";
 
 /** A proxy in front of the fake Stripe that fails its charges (POST /v1/payment_intents) while `outage` is set. */
 export interface OutageProxy {
@@ -33,6 +34,10 @@ export async function outageProxy(target: string): Promise<OutageProxy> {
       if (proxy.outage && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
         proxy.failed++;
         if (proxy.outage === "unreachable") return void req.socket.destroy();
+        if (proxy.outage === "401") {
+          res.writeHead(401, { "content-type": "application/json" });
+          return void res.end(JSON.stringify({ error: { type: "invalid_request_error", message: "Invalid API Key provided: sk_test_****oked" } }));
+        }
         res.writeHead(503, { "content-type": "application/json" });
         return void res.end(JSON.stringify({ error: { type: "api_error", message: "Stripe is unavailable." } }));
       }

@@ -41,6 +41,22 @@ test("card errors are outcomes (authentication required waits with its PaymentIn
   t.is(outcomeOfError(new Error("ECONNRESET")), undefined);
 });
 
+test("Stripe refusing the request for good (authentication, permission, invalid request) is a failure refusedByProvider; what it could not answer (connection, 5xx, 409, 429) is not an outcome", (t) => {
+  const raw = (type: string, statusCode: number, message: string) => ({ type, statusCode, message }) as never;
+  t.deepEqual(outcomeOfError(new Stripe.errors.StripeAuthenticationError(raw("invalid_request_error", 401, "Invalid API Key provided: sk_test_****oked"))), {
+    ok: false,
+    refusedByProvider: true,
+    message: "Stripe refused the payment request: Invalid API Key provided: sk_test_****oked",
+    code: "invalid_request_error",
+  });
+  t.like(outcomeOfError(new Stripe.errors.StripePermissionError(raw("invalid_request_error", 403, "The key lacks a permission."))), { ok: false, refusedByProvider: true });
+  t.like(outcomeOfError(new Stripe.errors.StripeInvalidRequestError(raw("invalid_request_error", 400, "No such PaymentMethod: 'pm_gone'"))), { ok: false, refusedByProvider: true });
+  t.is(outcomeOfError(new Stripe.errors.StripeConnectionError(raw("api_error", 0, "An error occurred with our connection to Stripe."))), undefined);
+  t.is(outcomeOfError(new Stripe.errors.StripeAPIError(raw("api_error", 503, "Stripe is unavailable."))), undefined);
+  t.is(outcomeOfError(new Stripe.errors.StripeAPIError(raw("invalid_request_error", 409, "Concurrent requests with one key."))), undefined);
+  t.is(outcomeOfError(new Stripe.errors.StripeRateLimitError(raw("invalid_request_error", 429, "Too many requests."))), undefined);
+});
+
 test("amounts: whole smallest units as Stripe's integer; anything else refused", (t) => {
   t.is(stripeAmount("4900"), 4900);
   for (const bad of ["49.5", "-1", "0", "1e3", "", "99999999999999999999"]) t.throws(() => stripeAmount(bad), undefined, bad);

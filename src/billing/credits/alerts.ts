@@ -122,11 +122,12 @@ export class CreditAlerts {
    */
   private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<boolean> {
     if (s.below === st.below.has(s.kind)) return false;
-    // The row exists before the transaction that moves it (its first write, a statement of its
-    // own): concurrent evaluators then wait their turn on that row rather than deadlock.
-    if (s.below) await this.store.ensureAlertState(s);
     for (let attempt = 1; ; attempt++) {
       try {
+        // The row exists before the transaction that moves it (its first write, a statement of its
+        // own): concurrent evaluators then wait their turn on that row rather than deadlock. Inside
+        // the retry: a conflict on that statement is retried like one on the transaction.
+        if (s.below) await this.store.ensureAlertState(s);
         return await this.store.transaction(async (tx) => {
           if (!(await tx.setAlertState(s)) || !s.below) return false;
           if (event) await tx.emit([event]);

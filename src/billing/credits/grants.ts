@@ -18,6 +18,19 @@ import { type CreditPurchases, type PurchaseResult, newGrantId } from "./purchas
 import type { CreditGrant, CreditSettings, LedgerEntry } from "./types.js";
 import { type AmountInput, type CreateGrantInput, checkCurrency, checkGrant, checkPriority, checkStatus, checkWholeAmount } from "./validation.js";
 
+/**
+ * The answer to a purchase whose charge the payment provider refused for good (its credentials or
+ * account, not the card): an error, not a pending purchase, naming what was written (the grant
+ * failed, its invoice void, nothing charged), so the same request is not sent blindly again.
+ */
+function providerRefused(g: CreditGrant, message: string): FailedPreconditionError {
+  const what = `the grant ${g.id} failed and its invoice ${g.invoiceId} is void; nothing was charged`;
+  return new FailedPreconditionError("PAYMENT_PROVIDER_REFUSED", `the payment provider refused the charge (${message}): ${what}; fix the provider's settings before buying again`, {
+    credit_grant_id: g.id,
+    invoice_id: g.invoiceId ?? "",
+  });
+}
+
 export interface ListGrantsInput {
   limit?: number;
   offset?: number;
@@ -63,6 +76,7 @@ export class Credits {
     if (g.category === "paid") {
       const bought = await this.purchases.purchase(caller, subject, { ...g, effectiveAt }, input.callbacks as CallbackUrls | undefined, now);
       await this.changed?.(caller.environmentId, subject.id);
+      if (bought.refused !== undefined) throw providerRefused(bought.grant, bought.refused);
       return bought;
     }
     const grant: CreditGrant = {

@@ -19,7 +19,7 @@
  * (nothing was granted, nothing is owed), never a retry days later.
  */
 import { type DunningWrites, isCollectible, purchaseDecision } from "../payments/dunning.js";
-import { recordDecisions } from "../payments/record.js";
+import { type AttemptResult, recordDecisions } from "../payments/record.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
@@ -39,9 +39,17 @@ export function dunning(tx: Tx): DunningWrites {
  * Charges the purchase invoice `ref` (attempt 1) to `pm` at `at` (the subject's clock) and records
  * the outcome, under the invoice's row lock. Nothing is charged when, read under that lock, it is
  * no longer open with something due (voided, marked uncollectible, paid another way) or was
- * attempted already (dunning made the planned attempt): what it became stands.
+ * attempted already (dunning made the planned attempt): what it became stands. Answers the
+ * attempt as recorded (undefined: no charge made).
  */
-export async function chargePurchase(stores: BillingStores, provider: PaymentProvider, pm: PaymentMethod, ref: Pick<Invoice, "environmentId" | "id">, at: Date, realNow: () => Date): Promise<void> {
+export async function chargePurchase(
+  stores: BillingStores,
+  provider: PaymentProvider,
+  pm: PaymentMethod,
+  ref: Pick<Invoice, "environmentId" | "id">,
+  at: Date,
+  realNow: () => Date,
+): Promise<AttemptResult | undefined> {
   const env = ref.environmentId;
   await retryingRaces(() =>
     stores.transaction(async (tx) => {
@@ -49,15 +57,15 @@ export async function chargePurchase(stores: BillingStores, provider: PaymentPro
       if (i && isCollectible(i) && (i.attemptCount ?? 0) === 0) await dunning(tx).planFirsts(env, [{ id: i.id, at: new Date(at.getTime() + PLAN_AHEAD_MS) }]);
     }),
   );
-  await retryingRaces(() =>
+  return retryingRaces(() =>
     stores.transaction(async (tx) => {
       const i = await dunning(tx).claim(env, ref.id);
-      if (!i || !isCollectible(i) || (i.attemptCount ?? 0) > 0) return;
+      if (!i || !isCollectible(i) || (i.attemptCount ?? 0) > 0) return undefined;
       const meta = { invoiceId: i.id, environmentId: env, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) };
       const outcome = await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, 1), meta);
       const d = purchaseDecision(i, 1, outcome);
       if (!d) throw new Error(`invoice ${i.id} is not a credit purchase's`);
-      await recordDecisions(tx, dunning(tx), realNow(), [{ i, d, at }]);
+      return (await recordDecisions(tx, dunning(tx), realNow(), [{ i, d, at }]))[0];
     }),
   );
 }

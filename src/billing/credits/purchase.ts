@@ -12,7 +12,10 @@
  * subscriptions/checkout-charge.ts): a provider that cannot be reached (a network failure, a
  * timeout, a 5xx) leaves the grant pending, its invoice open and its first charge planned, which
  * dunning makes once with the same key and which activates the grant; the call answers the grant
- * as it stands, so a client sees one purchase and has no error to retry into a second one.
+ * as it stands, so a client sees one purchase and has no error to retry into a second one (a
+ * grant that cannot be read back then is answered as known). A provider that refuses the charge
+ * for good (its credentials or account: refusedByProvider) is a failed attempt as a decline is:
+ * the grant failed, its invoice void, nothing charged; the result says so (`refused`).
  *
  * The purchase invoice belongs to the subject, not to a subscription: subscription_id '' and
  * period_key `credit:<grant id>` (unique like any period key).
@@ -32,6 +35,7 @@ import type { BillingTx } from "../subscriptions/ports.js";
 import type { CreditPayload, PurchaseOutcome } from "../subscriptions/hosted-checkout.js";
 import type { BillingSubject, Invoice, PaymentMethod } from "../subscriptions/types.js";
 import { isCollectible } from "../payments/dunning.js";
+import type { AttemptResult } from "../payments/record.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
 import { chargePurchase, dunning } from "./purchase-charge.js";
@@ -54,6 +58,8 @@ export interface PurchaseResult {
   grant: CreditGrant;
   /** The hosted checkout, when the subject had no payment method on file. */
   checkoutUrl: string | null;
+  /** The provider refused the charge to the card on file for good (refusedByProvider): its message; the grant failed, its invoice void, nothing charged. */
+  refused?: string;
 }
 
 export class CreditPurchases {
@@ -66,6 +72,8 @@ export class CreditPurchases {
   cancels?: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> };
   /** Told when the charge of a purchase to the card on file failed (the provider unreachable: dunning makes it); set by the wiring (the log). */
   onChargeFailed: (grant: CreditGrant, err: unknown) => void = () => {};
+  /** Told when the grant could not be read back after its charge (answered as known); set by the wiring (the log). */
+  onReadFailed: (grant: CreditGrant, err: unknown) => void = () => {};
 
   private get stores() {
     return this.lookups.stores;
@@ -141,11 +149,21 @@ export class CreditPurchases {
     }
     const pm = await this.stores.paymentMethods.get(subject.paymentMethodId, subject.environmentId);
     // Committed: a charge that cannot reach the provider is dunning's (planned, same key); the grant is answered as it stands (pending).
+    let refused: string | undefined;
     await chargeAfterCommit(
-      () => this.charge(caller, invoice, pm, now),
+      async () => {
+        const done = await this.charge(caller, invoice, pm, now);
+        if (done?.decision.payment.refusedByProvider) refused = done.decision.payment.lastError ?? "the payment provider refused the charge";
+      },
       (err) => this.onChargeFailed(grant, err),
     );
-    return { grant: await this.current(grant), checkoutUrl: null };
+    // Nothing after the commit fails the answer: a grant that cannot be read back now (the database
+    // failing over) is answered as known, never an error a client would retry into a second purchase.
+    const after = await this.current(grant).catch((err: unknown) => {
+      this.onReadFailed(grant, err);
+      return refused === undefined ? grant : { ...grant, status: "failed" as const };
+    });
+    return { grant: after, checkoutUrl: null, ...(refused === undefined ? {} : { refused }) };
   }
 
   /**
@@ -188,13 +206,14 @@ export class CreditPurchases {
    * no charge. A charge that throws (the provider unreachable) leaves both pending and open, the
    * attempt planned: dunning makes it with the same key (the caller answers as it stands).
    */
-  private async charge(caller: Caller, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<void> {
+  private async charge(caller: Caller, invoice: Invoice, pm: PaymentMethod | undefined, now: Date): Promise<AttemptResult | undefined> {
     const provider = await this.lookups.paymentsFor(caller);
     if (!provider) throw noPaymentProvider("a paid credit grant cannot be charged");
-    if (!pm) return;
-    await chargePurchase(this.stores, provider, pm, invoice, now, () => this.lookups.engine.now());
+    if (!pm) return undefined;
+    const done = await chargePurchase(this.stores, provider, pm, invoice, now, () => this.lookups.engine.now());
     // Voided because the charge waits for the customer: that payment is cancelled (payments/cancels.ts).
     await this.cancels?.settle(invoice);
+    return done;
   }
 
   /** The grant as it stands now (active, failed, or still pending: its charge planned). */

@@ -92,6 +92,16 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
 }
 
 /**
+ * The payment state an attempt's decision starts from: the invoice's, marked refusedByProvider
+ * when `outcome` is such a failure (a failed attempt all the same: counted, on the schedule),
+ * that mark dropped otherwise.
+ */
+function stateBefore(payment: InvoicePayment | null | undefined, outcome: ChargeOutcome): InvoicePayment {
+  const { refusedByProvider: _, ...before } = payment ?? {};
+  return !outcome.ok && !outcome.requiresAction && outcome.refusedByProvider ? { ...before, refusedByProvider: true } : before;
+}
+
+/**
  * A credit purchase's invoice after attempt `n` answered `outcome`; undefined for any other
  * invoice. A purchase is charged once, never retried on a schedule: paid, or else (declined, no
  * card, a charge that needs the customer's authentication) void, no next attempt, and its grant
@@ -101,7 +111,7 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
  */
 export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & { id?: string }, n: number, outcome: ChargeOutcome): AttemptDecision | undefined {
   if (purchasedGrantId(i) === undefined) return undefined;
-  const before = i.payment ?? {};
+  const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
   // A charge waiting for authentication keeps its reference (what the provider holds), not waited
   // for: the invoice is void, so that payment is cancelled at the provider (payments/cancels.ts).
@@ -130,7 +140,7 @@ export function decide(
 ): AttemptDecision {
   const purchase = purchaseDecision(i, n, outcome);
   if (purchase) return purchase;
-  const before = i.payment ?? {};
+  const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
   if (outcome.requiresAction) {
     return {

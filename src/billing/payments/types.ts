@@ -46,11 +46,16 @@ export function defaultPaymentSettings(environmentId: string, at: Date): Payment
 
 /**
  * What a charge answers: paid; declined (the message for people, the provider's code); or waiting
- * for the customer (authentication), with where the customer completes it.
+ * for the customer (authentication), with where the customer completes it. `refusedByProvider`:
+ * not the card but the request was refused by the provider itself, for good (the merchant's
+ * credentials revoked, a permission or account it lacks, a request it cannot take): a failed
+ * attempt like a decline, which the same request would meet again until someone fixes it there.
+ * A charge the provider could not answer (unreachable, timed out, a 5xx, rate limited) is no
+ * outcome: the provider throws, and the attempt stays planned (the same key later).
  */
 export type ChargeOutcome =
   | { ok: true; reference?: string }
-  | { ok: false; message: string; code?: string; requiresAction?: false }
+  | { ok: false; message: string; code?: string; requiresAction?: false; refusedByProvider?: true }
   | { ok: false; message: string; code?: string; requiresAction: true; reference: string; actionUrl?: string };
 
 /** An invoice waiting for the customer, to be paid on the provider's own page (DESIGN §16, Stripe Checkout in payment mode). */
@@ -77,6 +82,8 @@ export interface InvoicePayment {
   actionUrl?: string | null;
   /** The provider's message of the last failed attempt. */
   lastError?: string | null;
+  /** The last failed attempt was refused by the provider itself, not declined (ChargeOutcome.refusedByProvider); absent otherwise. */
+  refusedByProvider?: true;
   provider?: string | null;
   /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
   firstFailedAt?: string | null;

@@ -18,9 +18,13 @@ import { type CheckoutSession, type Invoice, amountDueOf } from "./types.js";
  * Where a completed checkout leaves the customer: `completed` (paid, nothing due, or a charge the
  * provider answered: declined and on dunning's schedule, or waiting for the customer); `pending`
  * (its first charge not made yet: the provider could not be reached); `ended` (a credit purchase
- * that ended unpaid).
+ * that ended unpaid); `refused` (the provider refused its charge for good, chargeRefused: an
+ * error, never "processing").
  */
-export type ChargeStanding = "completed" | "pending" | "ended";
+export type ChargeStanding = "completed" | "pending" | "ended" | "refused";
+
+/** Whether a completed checkout shows its own page (waiting for the provider, or refused by it) rather than going back to the application. */
+export const ownPage = (s: string): boolean => s === "pending" || s === "refused";
 
 /** The invoice a completed checkout charges: a credit purchase's from the start, the others' recorded at completion (withChargedInvoice). */
 export function checkoutInvoiceId(session: Pick<CheckoutSession, "payload">): string | undefined {
@@ -44,11 +48,21 @@ export function firstChargeWaits(i: Invoice | undefined): i is Invoice {
 }
 
 /**
+ * Whether an invoice's last attempt was refused by the provider itself (its credentials, account
+ * or the request: ChargeOutcome.refusedByProvider) and it is not paid: a failed attempt dunning
+ * counted (a credit purchase's: void, its grant failed), not a charge still to be made.
+ */
+export function chargeRefused(i: Invoice | undefined): boolean {
+  return i !== undefined && i.status !== "paid" && i.payment?.refusedByProvider === true;
+}
+
+/**
  * Makes `charge`, the charge of what a transaction already committed (a completed checkout, a
  * credit purchase written pending with its invoice open and its first charge planned). It never
  * throws: a charge that fails (the provider unreachable, timed out or answering 5xx) undoes
  * nothing and is told to `failed`; its planned attempt is dunning's, with the same key, never a
- * second charge. A decline is an answer, not a failure: `charge` records it.
+ * second charge. A decline is an answer, not a failure: `charge` records it; so is the provider
+ * refusing the request for good (refusedByProvider: a failed attempt, never left planned).
  */
 export async function chargeAfterCommit(charge: () => Promise<unknown>, failed: (err: unknown) => void): Promise<void> {
   try {

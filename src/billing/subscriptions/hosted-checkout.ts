@@ -9,7 +9,7 @@ import { newId } from "../ids.js";
 import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import { NO_PROVIDER_PAGE_MESSAGE } from "./checkout.js";
-import { type ChargeStanding, chargeAfterCommit, checkoutInvoiceId, firstChargeWaits, withChargedInvoice } from "./checkout-charge.js";
+import { type ChargeStanding, chargeAfterCommit, chargeRefused, checkoutInvoiceId, firstChargeWaits, ownPage, withChargedInvoice } from "./checkout-charge.js";
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import { retryingRaces } from "./races.js";
@@ -39,14 +39,16 @@ export interface CreditCheckouts {
  * invoice was voided or marked uncollectible first, as possible() finds it); `ended` (completed,
  * its card saved, but the credit purchase it was for ended unpaid: declined, or voided meanwhile);
  * `pending` (completed, what it was for stands, but its charge could not be made: the provider
- * could not be reached, and the attempt stays planned for dunning; checkout-charge.ts).
+ * could not be reached, and the attempt stays planned for dunning; checkout-charge.ts); `refused`
+ * (completed, but the provider refused its charge for good: not retried as pending).
  */
 type Finished = "taken" | "stale" | ChargeStanding;
 
-/** A completed checkout whose charge waits (checkout-charge.ts): its invoice, and the card it saved. */
+/** A completed checkout whose charge waits, or was refused by the provider (`refused`; checkout-charge.ts): its invoice, and the card it saved. */
 export interface WaitingCharge {
   invoice: Invoice;
   card: Pick<PaymentMethod, "brand" | "last4"> | undefined;
+  refused: boolean;
 }
 
 /** What completing a checkout takes: what was checked stale meanwhile. */
@@ -124,8 +126,8 @@ export class HostedCheckout {
    * checkout cannot be used again. A credit purchase's sends the customer to the success URL only
    * when the purchase stands (paid, or its charge planned); ended unpaid (declined, voided or
    * marked uncollectible, before or meanwhile), to the cancelled URL. Completed but its charge
-   * not made (the provider could not be reached: `pending`), to the checkout's own page, which
-   * says so (waitingCharge).
+   * not made (the provider could not be reached: `pending`) or refused by the provider for good
+   * (`refused`), to the checkout's own page, which says so (waitingCharge).
    */
   async completeCheckout(
     token: string,
@@ -150,7 +152,7 @@ export class HostedCheckout {
     if (done === "taken") return { ok: false, gone: true, message: "This checkout is no longer available." };
     if (done === "ended" || (done === "stale" && (await this.purchaseEnded(session)))) return unpaid;
     if (done === "stale") return STALE;
-    if (done === "pending") return { ok: true, redirect: this.pageUrl(session), pending: true };
+    if (ownPage(done)) return { ok: true, redirect: this.pageUrl(session), pending: true };
     return { ok: true, redirect: session.successUrl };
   }
 
@@ -197,7 +199,7 @@ export class HostedCheckout {
     if (!subject) return { redirect: session.cancelledUrl };
     const done = await this.finish(session, subject, { ...card, behavior: "succeeds" }, record);
     if (done === "completed") return { redirect: session.successUrl };
-    if (done === "pending") return { redirect: this.pageUrl(session) };
+    if (ownPage(done)) return { redirect: this.pageUrl(session) };
     if (done !== "taken") return { redirect: session.cancelledUrl };
     // Not claimed: a concurrent webhook or return completed it meanwhile (its landing), or it can no longer complete.
     const after = await this.stores.checkouts.get(token);
@@ -207,31 +209,35 @@ export class HostedCheckout {
   /**
    * Where a completed checkout sends the customer: its success URL, unless it was a credit
    * purchase's that ended unpaid (declined, voided or marked uncollectible): its cancelled URL;
-   * or its charge waits (the provider could not be reached): the checkout's own page.
+   * or its charge waits (the provider could not be reached) or was refused: the checkout's own page.
    */
   private async landing(session: CheckoutSession): Promise<string> {
     const standing = await this.standing(session);
-    return standing === "ended" ? session.cancelledUrl : standing === "pending" ? this.pageUrl(session) : session.successUrl;
+    return standing === "ended" ? session.cancelledUrl : ownPage(standing) ? this.pageUrl(session) : session.successUrl;
   }
 
   /** Where a completed checkout stands (checkout-charge.ts), read from its invoice: a reload sees what the completion saw. */
   private async standing(session: CheckoutSession): Promise<ChargeStanding> {
+    const waiting = await this.waitingCharge(session);
+    if (waiting?.refused) return "refused";
     if (await this.purchaseEnded(session)) return "ended";
-    return (await this.waitingCharge(session)) ? "pending" : "completed";
+    return waiting ? "pending" : "completed";
   }
 
   /**
    * A completed checkout whose first charge was not made (the provider could not be reached): its
-   * invoice, planned for dunning, and the card it saved; undefined otherwise (open, paid, declined...).
+   * invoice, planned for dunning, and the card it saved; or whose charge the provider refused for
+   * good (`refused`, chargeRefused); undefined otherwise (open, paid, declined...).
    */
   async waitingCharge(session: CheckoutSession): Promise<WaitingCharge | undefined> {
     const invoiceId = checkoutInvoiceId(session);
     if (session.status !== "completed" || invoiceId === undefined) return undefined;
     const invoice = await this.stores.invoices.get(session.environmentId, invoiceId);
-    if (!firstChargeWaits(invoice)) return undefined;
+    const refused = chargeRefused(invoice);
+    if (!refused && !firstChargeWaits(invoice)) return undefined;
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     const pm = subject?.paymentMethodId ? await this.stores.paymentMethods.get(subject.paymentMethodId, session.environmentId) : undefined;
-    return { invoice, card: pm && { brand: pm.brand, last4: pm.last4 } };
+    return { invoice: invoice as Invoice, card: pm && { brand: pm.brand, last4: pm.last4 }, refused };
   }
 
   /** The checkout's own page (where a completed checkout whose charge waits says so). */

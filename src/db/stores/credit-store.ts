@@ -351,7 +351,11 @@ export class SqlCreditStore implements CreditStore {
   }
 
   ensureAlertState(s: AlertState): Promise<void> {
-    return ensureAlertState(this.sql, s);
+    // A conflict the database reports on that statement is one, as a transaction's is (alerts.ts retries it).
+    return ensureAlertState(this.sql, s).catch((err: unknown) => {
+      if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
+      throw err;
+    });
   }
 
   async dueExpiries(now: Date, clockId: string | null, limit: number, environmentId: string | null = null): Promise<CreditGrant[]> {

@@ -7,7 +7,8 @@
  *   GET  /hosted/invoices/{token}/pdf         its PDF (pdf/routes.ts; ?paper=a4|letter)
  *   POST /hosted/invoices/{token}/pay         completes a charge waiting for the customer (invoice-pay.ts)
  *   GET  /hosted/checkout/{token}             the checkout form (POST: pays); once completed with its
- *                                             charge waiting (the provider unreachable), a page saying so
+ *                                             charge waiting (the provider unreachable) or refused
+ *                                             by the provider, a page saying so
  *   GET  /hosted/checkout/{token}/cancel      asks to confirm (POST: cancels, back to the application)
  */
 import { NotFoundError } from "../../billing/errors.js";
@@ -107,6 +108,25 @@ function processingPage(res: Res, s: CheckoutSession, waiting: WaitingCharge): v
   page(res, 200, "Payment processing", body, callbackOrigins(s));
 }
 
+/**
+ * A completed checkout whose charge the payment provider refused for good (its credentials or
+ * account, not the card; DESIGN §16): an error, never "processing". Nothing was charged; a credit
+ * purchase ended (its invoice void), anything else keeps its invoice open on dunning's schedule,
+ * each retry a counted attempt. 402: the payment was not made. A reload shows the same.
+ */
+function refusedPage(res: Res, s: CheckoutSession, { invoice }: WaitingCharge): void {
+  const what =
+    s.kind === "credit"
+      ? html`The credit purchase was cancelled: no credit was added and nothing is owed.`
+      : html`${s.description}: your card is saved; the invoice stays open and the payment will be tried again.`;
+  const body = html`<main><h1>Payment not completed</h1>
+<p class="error" role="alert">The payment processor refused this payment (a problem with the merchant's payment account, not your card), so nothing was charged.</p>
+<p>${what}</p>
+<p><a href="/hosted/invoices/${invoice.hostedToken}">View the invoice</a></p>
+<p><a href="${s.kind === "credit" ? s.cancelledUrl : s.successUrl}">Continue to the application</a></p></main>`;
+  page(res, 402, "Payment not completed", body, callbackOrigins(s));
+}
+
 function gonePage(res: Res): void {
   messagePage(res, 410, "Checkout unavailable", "This checkout is no longer available", "It was completed, cancelled or has expired. Start again from the application.");
 }
@@ -127,8 +147,9 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
     return redirect(res, await subs.cancelCheckout(token), "Checkout cancelled");
   }
   if (!view.usable) {
-    // Completed, its charge waiting for the provider: the page that says so, on every reload (a GET, or the form sent again).
+    // Completed, its charge waiting for the provider (or refused by it): the page that says so, on every reload (a GET, or the form sent again).
     const waiting = await subs.waitingCharge(view.session);
+    if (waiting?.refused) return refusedPage(res, view.session, waiting);
     return waiting ? processingPage(res, view.session, waiting) : gonePage(res);
   }
   // No payment provider (a live environment): 409, no card field, no test-card hints.
@@ -140,8 +161,8 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   const form = await readForm(req);
   const result = setup ?? (await subs.completeCheckout(token, form.get("card_number") ?? ""));
   // A credit purchase that ended unpaid (declined, voided meanwhile) sends the customer to the cancelled URL.
-  // Completed with its charge waiting (the provider unreachable): the checkout's own page says so (processingPage).
-  if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "pending" in result ? "Payment processing" : "Payment complete");
+  // Completed with its charge waiting (the provider unreachable) or refused by it: the checkout's own page says so (processingPage, refusedPage).
+  if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "pending" in result ? "Payment status" : "Payment complete");
   if (result.gone) return gonePage(res);
   if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
   return checkoutPage(res, 402, view.session, token, view.provider, result.message);

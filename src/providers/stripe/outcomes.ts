@@ -23,11 +23,26 @@ export function outcomeOfIntent(pi: Stripe.PaymentIntent): ChargeOutcome {
 }
 
 /**
+ * Stripe refusing the request itself, for good: the secret key invalid or revoked
+ * (StripeAuthenticationError, 401), a permission the key or account lacks (StripePermissionError,
+ * 403), a request it cannot take (StripeInvalidRequestError, 400/404: a card or customer gone, an
+ * account not set up to charge; StripeIdempotencyError: the key used with other parameters).
+ * What Stripe could not answer is not this: connection failures and timeouts
+ * (StripeConnectionError), 5xx and 409 (StripeAPIError), 429 (StripeRateLimitError) pass later.
+ */
+function refusedForGood(err: unknown): err is Stripe.errors.StripeError {
+  const e = Stripe.errors;
+  return err instanceof e.StripeAuthenticationError || err instanceof e.StripePermissionError || err instanceof e.StripeInvalidRequestError || err instanceof e.StripeIdempotencyError;
+}
+
+/**
  * A card error as an outcome: authentication required → requiresAction (the PaymentIntent in the
- * error); other card errors → declined. Anything else (API, connection, authentication with
- * Stripe) is not an outcome: undefined, and the caller throws it (the invoice stays open).
+ * error); other card errors → declined. Stripe refusing the request for good (refusedForGood) →
+ * a failure refusedByProvider, with Stripe's message. Anything else (connection, timeout, 5xx,
+ * rate limit) is not an outcome: undefined, and the caller throws it (the attempt stays planned).
  */
 export function outcomeOfError(err: unknown): ChargeOutcome | undefined {
+  if (refusedForGood(err)) return { ok: false, refusedByProvider: true, message: `Stripe refused the payment request: ${err.message}`, code: err.code ?? err.rawType ?? err.type };
   if (!(err instanceof Stripe.errors.StripeCardError)) return undefined;
   const pi = err.payment_intent;
   if (err.code === "authentication_required" && pi) {
