@@ -14,8 +14,11 @@ export function wireCreditNotes(
   lookups: Lookups,
   publicBaseUrl: () => string,
   watch: { changed(environmentId: string, subjectId: string): Promise<unknown> | unknown },
+  /** The cancel of a payment left waiting on an invoice a note pays (payments/cancels.ts). */
+  cancels?: CreditNotes["cancels"],
 ): CreditNotes {
   const notes = new CreditNotes(new SqlCreditNoteStore(db.sql, db.entities, encode), lookups, publicBaseUrl);
   notes.changed = async (environmentId, subjectId) => watch.changed(environmentId, subjectId);
+  notes.cancels = cancels;
   return notes;
 }

@@ -57,6 +57,7 @@ export function wireDunning(
     engine.now,
     (invoice, err) =>
       log?.error("cancelling (or refunding) the payment of an ended invoice failed; tried again later", { invoice, ...(err instanceof BillingError ? { error: err.message } : { err }) }),
+    (invoice, message) => log?.warn(message, { invoice }),
   );
   dunning.cancels = cancels;
   subs.invoices.cancels = cancels;

@@ -263,7 +263,7 @@ export function buildServices(
   );
   const dunning = wireDunning(db, engine, { changes, pauses, portal, scheduler, invoices }, log);
   const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout }, dunning.cancels, log);
-  const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch);
+  const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch, dunning.cancels);
   const { guard, webhookStore, webhookEndpoints, events } = wireOutgoingEvents(db, encode, publicBaseUrl, eventOptions);
   return {
     subjects,

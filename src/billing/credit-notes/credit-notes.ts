@@ -5,7 +5,9 @@
  *
  * Outcomes, decided in the same transaction as the note:
  * - reduce_amount_due: an open invoice's amount due is lowered (never below 0, never by more than
- *   it is); at 0 it becomes paid with its `invoice.paid` event.
+ *   it is); at 0 it becomes paid with its `invoice.paid` event, and a charge of it still waiting
+ *   for the customer (3-D Secure) is cancelled at the provider as a voided invoice's is: written in
+ *   the note's transaction, made after its commit (payments/cancels.ts; the sweep if that fails).
  * - credit_balance: a promotional grant on the subject's balance in the invoice's currency (§14),
  *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice. Not
  *   on a credit purchase's invoice (INVOICE_NOT_CREDITABLE): its credit is on the balance already;
@@ -28,6 +30,7 @@ import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
+import { recordCancels } from "../payments/cancels.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
@@ -114,6 +117,8 @@ function planError(inv: Invoice, problems: PlanProblem[]): Error {
 export class CreditNotes {
   /** Told after a credit note put credit on a subject's balance: credit alerts are evaluated then. */
   changed: ((environmentId: string, subjectId: string) => Promise<unknown>) | undefined = undefined;
+  /** Cancels a payment left waiting for the customer on an invoice a note paid (payments/cancels.ts), once wired. */
+  cancels: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> } | undefined = undefined;
 
   constructor(
     private readonly store: CreditNoteStore,
@@ -141,7 +146,7 @@ export class CreditNotes {
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
     // A deadlock or lock wait (AbortedError) runs the whole transaction again from the locking
     // read; the note's ID and its refund key come from the invoice's state, so a retry refunds once.
-    const note = await retryingRaces(() =>
+    const done = await retryingRaces(() =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
         if (!inv) throw notFound(c.invoiceId);
@@ -186,9 +191,11 @@ export class CreditNotes {
         // A refunded purchase's credit, checked before the refund, is taken back under the note's number.
         const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, written, now);
         await tx.emit([creditNoteEvent(written), ...effects.events, ...taken]);
-        return written;
+        return { written, cancel: effects.cancel === true };
       }),
     );
+    if (done.cancel) await this.cancels?.settle(before);
+    const note = done.written;
     // Credit alerts: a note's credit on the balance, or a purchase's credit taken back by its refund.
     if (note.creditGrantId || (note.outcome === "refund" && purchasedGrantId(before) !== undefined)) await this.changed?.(env, note.subjectId);
     return note;
@@ -203,7 +210,7 @@ export class CreditNotes {
     id: string,
     provider: PaymentProvider | undefined,
     now: Date,
-  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[]; takeBackFrom?: string }> {
+  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[]; takeBackFrom?: string; cancel?: boolean }> {
     if (c.outcome === "reduce_amount_due") {
       if (!(await tx.reduceAmountDue(inv.environmentId, inv.id, plan.total, now))) {
         throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `invoice ${inv.id}'s amount due changed; try again`, { invoice_id: inv.id });
@@ -212,7 +219,9 @@ export class CreditNotes {
       if (!due.isZero() || !(await tx.markPaid(inv.environmentId, inv.id, now))) return { grant: null, refundId: null, events: [] };
       const credited = formatDecimal(dec(inv.amountCredited ?? "0").plus(dec(plan.total)));
       const paid = { ...inv, amountDue: "0", amountCredited: credited };
-      return { grant: null, refundId: null, events: transitionEvents(checkTransition("open", "paid"), [paid]) };
+      // Its charge waiting for the customer is to be cancelled (on real time, as the sweep reads it), as setInvoiceStatus does.
+      const cancel = tx.dunning ? (await recordCancels(tx.dunning, inv.environmentId, [inv.id], this.lookups.engine.now())).length > 0 : false;
+      return { grant: null, refundId: null, events: transitionEvents(checkTransition("open", "paid"), [paid]), cancel };
     }
     if (c.outcome === "credit_balance") {
       const grant: CreditGrant = {

@@ -8,6 +8,7 @@
  */
 import type { CreditWrites } from "../credits/ports.js";
 import type { EventWrites } from "../events/types.js";
+import type { DunningWrites } from "../payments/dunning.js";
 import type { Page, PageResult } from "../pagination.js";
 import type { Invoice } from "../subscriptions/types.js";
 import type { CreditNote } from "./types.js";
@@ -42,7 +43,8 @@ export interface CreditNoteWrites {
   takeBack: CreditWrites["takeBack"];
 }
 
-export type CreditNoteTx = CreditNoteWrites & EventWrites;
+/** `dunning`: the invoice's payment state, for the cancel of a charge waiting on an invoice a note pays (payments/cancels.ts). */
+export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningWrites };
 
 export interface CreditNoteStore {
   get(environmentId: string, id: string): Promise<CreditNote | undefined>;

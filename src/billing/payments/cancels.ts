@@ -16,15 +16,21 @@
  * pay link's: the waiting one is cancelled after that commit, as above); one charged again
  * meanwhile (a new card saved in the portal) has it cancelled before that charge (waiting.ts).
  *
+ * And for an open invoice a credit note pays (credited to zero) while its charge waits: the note's
+ * transaction writes the cancel, made after its commit (credit-notes.ts).
+ *
  * A cancel that lost the race (the customer completed the payment first), and any payment that
  * succeeds on an invoice that ended (void, uncollectible, or paid already by another payment: a
- * duplicate; the provider's webhook: paidAfterEnd), is refunded through the provider, keyed by the
- * invoice and the payment so that it is refunded once, and recorded on the invoice
- * (InvoicePayment.refundedAfterEnd). The invoice stays as it is: no second invoice.paid.
+ * duplicate; the provider's webhook: paidAfterEnd), is refunded in full through the provider (what
+ * is left of that payment, whatever the invoice's amount due became since), keyed by the invoice
+ * and the payment so that it is refunded once, and recorded on the invoice with the amount the
+ * provider refunded (InvoicePayment.refundedAfterEnd). A refund the provider refuses for good (the
+ * payment refunded by hand already, say) is recorded so, its cancel no longer pending: only a
+ * provider that cannot be reached is asked again. The invoice stays as it is: no second invoice.paid.
  */
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
-import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type Invoice, type PaymentProvider, chargeKey } from "../subscriptions/types.js";
 import { CANCEL_GRACE_MS, type DunningStore, type DunningWrites, cancelKey } from "./dunning.js";
 import type { InvoicePayment, RefundAfterEnd } from "./types.js";
 
@@ -79,6 +85,8 @@ export class PaymentCancels {
     private readonly now: () => Date,
     /** Told of a cancel or refund that failed (it is tried again by the sweep, or by the provider's next delivery). */
     private readonly failed: (invoiceId: string, err: unknown) => void = () => {},
+    /** Told of what is left to people: a refund the provider refused for good, a payment it cannot tell apart. */
+    private readonly warn: (invoiceId: string, message: string) => void = () => {},
   ) {}
 
   /**
@@ -107,12 +115,22 @@ export class PaymentCancels {
    * The provider says payment `reference` of the invoice succeeded (its webhook). On a void or
    * uncollectible invoice, or one paid by another payment (a duplicate), the money is refunded,
    * once, and recorded on it; false for any other invoice, or the payment that paid it (nothing
-   * done). Throws when the refund fails, so the provider delivers the event again.
+   * done). A paid invoice that stores no payment (paid before payments were recorded on it) cannot
+   * tell a duplicate from the payment that paid it: never refunded, a warning for people instead.
+   * Throws when the refund fails (the provider unreachable), so the provider delivers the event again.
    */
   async paidAfterEnd(ref: Ref, reference: string): Promise<boolean> {
     const i = await this.stores.invoices.get(ref.environmentId, ref.id);
-    if (!i || !ended(i) || (i.status === "paid" && i.payment?.reference === reference)) return false;
-    if (i.payment?.refundedAfterEnd?.some((r) => r.reference === reference)) return true;
+    const p = i?.payment;
+    if (!i || !ended(i)) return false;
+    if (p?.refundedAfterEnd?.some((r) => r.reference === reference)) return true;
+    // The payment that paid it: its stored reference, unless the invoice still waits on it or has
+    // it to cancel (paid by a credit note meanwhile: that payment paid nothing).
+    if (i.status === "paid" && p?.reference === reference && !p.actionRequired && p.cancel?.reference !== reference) return false;
+    if (i.status === "paid" && !p?.reference) {
+      this.warn(i.id, `payment ${reference} succeeded on invoice ${i.id}, paid already with no payment recorded on it: not refunded (refund it by hand if it is a second payment)`);
+      return false;
+    }
     const provider = await this.providerFor(i.environmentId);
     if (!provider) throw new Error(`invoice ${i.id} was paid after it ended, and its environment has no payment provider to refund it`);
     await this.record(i, reference, null, await this.refund(provider, i, reference));
@@ -139,11 +157,16 @@ export class PaymentCancels {
     return true;
   }
 
+  /**
+   * Refunds payment `reference` in full: what is left of it at the provider (no amount asked), not
+   * the invoice's amount due (a credit note may have lowered it since the payment was made). A
+   * refusal is final (recorded as refused); a provider that cannot be reached throws.
+   */
   private async refund(provider: PaymentProvider, i: Invoice, reference: string): Promise<RefundAfterEnd> {
-    const amount = amountDueOf(i);
-    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), amount, i.currency, refundAfterEndKey(i.id, reference), { reference });
-    if (!out.ok) throw new Error(`the provider refused to refund payment ${reference} of invoice ${i.id}, which had ended: ${out.message}`);
-    return { reference, refundId: out.refundId, amount };
+    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), null, i.currency, refundAfterEndKey(i.id, reference), { reference });
+    if (out.ok) return { reference, refundId: out.refundId, amount: out.amount ?? null };
+    this.warn(i.id, `the provider refused for good to refund payment ${reference} of invoice ${i.id}, which had ended (not asked again): ${out.message}`);
+    return { reference, refundId: null, amount: null, refused: out.message };
   }
 
   /**
@@ -155,7 +178,8 @@ export class PaymentCancels {
       const p = cur.payment ?? {};
       const clears = p.cancel?.reference === reference;
       const refunds = p.refundedAfterEnd ?? [];
-      const adds = refund !== undefined && !refunds.some((r) => r.refundId === refund.refundId);
+      // One refund per payment (its key is the invoice's and the payment's), made or refused.
+      const adds = refund !== undefined && !refunds.some((r) => r.reference === refund.reference);
       if (!clears && !adds) return undefined;
       const payment: InvoicePayment = {
         ...p,

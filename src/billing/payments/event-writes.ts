@@ -12,4 +12,6 @@ export interface ProviderEventRef {
 export interface ProviderEventWrites {
   /** Records the event; false when it was recorded already (a repeat: do nothing). */
   recordProviderEvent(environmentId: string, event: ProviderEventRef, at: Date): Promise<boolean>;
+  /** Whether the event was recorded already (a repeat), read without writing. */
+  providerEventRecorded(environmentId: string, event: ProviderEventRef): Promise<boolean>;
 }

@@ -101,39 +101,60 @@ export class ProviderEvents {
    * dunning (paid, with its attempt, `reference` its payment now); any other invoice
    * still open is paid (`invoice.paid`, `reference` its payment): its charge's answer was lost, a
    * crash say. An invoice paid already stays as it is, and so does a void or uncollectible one; a
-   * payment other than the one that paid it is refunded. Dunning's resolution (and the refund)
-   * acts once; the event is recorded after it.
+   * payment other than the one that paid it is refunded, also when the invoice ended while this
+   * event was handled (read again after the locked step). An event recorded already (a repeat)
+   * changes nothing, checked first: the redelivery of the payment that paid it is never refunded.
+   * Dunning's resolution (and the refund) acts once; the event is recorded after it, so a refund
+   * that failed (the provider unreachable) is made at the provider's next delivery.
    */
   async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged" | "refunded"> {
+    if (await this.recorded(environmentId, event)) return "unchanged";
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
     // Paid after it was voided or marked uncollectible, or a second time (a cancel that lost the
     // race, a pay link paid meanwhile): the money is refunded, once, and the invoice stays as it
     // is, no second invoice.paid (payments/cancels.ts).
-    if (invoice && this.refundAfterEnd && invoice.status !== "open" && invoice.status !== "draft" && (await this.refundAfterEnd(invoice, reference))) {
-      await this.acknowledge(environmentId, event);
-      return "refunded";
-    }
+    if (!invoice || ended(invoice)) return this.afterEnd(environmentId, invoiceId, reference, event);
     // Waiting on that payment, or on the one its pay link replaced (Stripe Checkout's own PaymentIntent).
-    const waiting = invoice && waitingReference(invoice);
-    if (this.resolveAction && invoice && waiting) {
+    const waiting = waitingReference(invoice);
+    if (this.resolveAction && waiting) {
       await this.resolveAction(invoice, waiting, { ok: true, reference });
-      await this.acknowledge(environmentId, event);
-      return "paid";
+      // Paid by another payment or voided meanwhile, this one not taken: refunded (afterEnd).
+      return (await this.afterEnd(environmentId, invoiceId, reference, event)) === "refunded" ? "refunded" : "paid";
     }
     const pay = checkTransition("open", "paid");
-    return retryingRaces(() =>
+    const out = await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
-        if (!(await this.recorder(environmentId, event)(tx))) return "unchanged" as const;
-        if (invoice?.status !== "open") return "unchanged" as const;
         // Under its row lock: the payment that paid it recorded, so that only another one is a duplicate.
-        const cur = await tx.dunning?.claim(environmentId, invoice.id);
-        const moved = await tx.moveInvoices([invoice.id], pay.from, pay.to, this.now(), invoice.environmentId);
-        if (moved.length === 0) return "unchanged" as const;
-        if (cur && tx.dunning) await tx.dunning.recordAttempts(environmentId, [{ id: cur.id, attempt: paidWith(cur, reference) }], this.now());
-        await tx.emit([...transitionEvents(pay, [invoice]), ...(await purchasesMoved(tx, [invoice], pay.to, this.now()))]);
+        const cur = tx.dunning ? await tx.dunning.claim(environmentId, invoiceId) : invoice;
+        // Ended since the read above (another payment paid it, or it was voided): refunded below, nothing written here.
+        if (cur && ended(cur)) return "ended" as const;
+        if (!(await this.recorder(environmentId, event)(tx))) return "unchanged" as const;
+        if (cur?.status !== "open") return "unchanged" as const;
+        const moved = await tx.moveInvoices([cur.id], pay.from, pay.to, this.now(), cur.environmentId);
+        if (moved.length === 0) return "ended" as const;
+        if (tx.dunning) await tx.dunning.recordAttempts(environmentId, [{ id: cur.id, attempt: paidWith(cur, reference) }], this.now());
+        await tx.emit([...transitionEvents(pay, [cur]), ...(await purchasesMoved(tx, [cur], pay.to, this.now()))]);
         return "paid" as const;
       }),
     );
+    return out === "ended" ? this.afterEnd(environmentId, invoiceId, reference, event) : out;
+  }
+
+  /** Whether the provider's event was recorded already (a repeat: nothing to do). */
+  private recorded(environmentId: string, event: ProviderEventRef): Promise<boolean> {
+    return this.stores.transaction(async (tx) => (await tx.providerEvents?.providerEventRecorded(environmentId, event)) ?? false);
+  }
+
+  /**
+   * Payment `reference` succeeded on an invoice that ended (read again now): refunded unless it is
+   * the payment that paid it (PaymentCancels.paidAfterEnd; keyed by the invoice and the payment, a
+   * repeat refunds nothing more), then the event recorded. A refund that fails throws before.
+   */
+  private async afterEnd(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"unchanged" | "refunded"> {
+    const cur = await this.stores.invoices.get(environmentId, invoiceId);
+    const refunded = cur !== undefined && ended(cur) && this.refundAfterEnd !== undefined && (await this.refundAfterEnd(cur, reference));
+    await this.acknowledge(environmentId, event);
+    return refunded ? "refunded" : "unchanged";
   }
 
   /**
@@ -180,6 +201,11 @@ export class ProviderEvents {
 /** What an open invoice records when the provider's payment `reference` paid it. */
 function paidWith(i: Invoice, reference: string) {
   return { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: { ...i.payment, reference, actionRequired: false, actionUrl: null, lastError: null } };
+}
+
+/** Whether an invoice has ended: paid, void or uncollectible (never charged again). */
+function ended(i: Pick<Invoice, "status">): boolean {
+  return i.status === "paid" || i.status === "void" || i.status === "uncollectible";
 }
 
 /** The provider's payment an open invoice waits for the customer on, if it does. */

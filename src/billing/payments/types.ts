@@ -112,13 +112,21 @@ export interface PendingCancel {
   key: string;
 }
 
-/** A payment that succeeded on a void or uncollectible invoice, and its refund. */
+/**
+ * A payment that succeeded on an ended invoice, and its refund: made (its id, the amount the
+ * provider refunded), or refused by the provider for good (`refused`, its message: the payment
+ * refunded by hand already, say), which is not asked again.
+ */
 export interface RefundAfterEnd {
   reference: string;
-  refundId: string;
-  /** In the currency's smallest unit, exact decimal text. */
-  amount: string;
+  refundId: string | null;
+  /** In the currency's smallest unit, exact decimal text; null when refused. */
+  amount: string | null;
+  refused?: string | null;
 }
+
+/** What a provider's refund answers: made (its id, and the amount when the provider tells it), or refused for good. */
+export type RefundOutcome = { ok: true; refundId: string; amount?: string } | { ok: false; message: string };
 
 /**
  * What a provider answers to the cancel of a payment waiting for the customer: cancelled (now or

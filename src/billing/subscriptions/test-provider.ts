@@ -132,20 +132,23 @@ export class TestPaymentProvider implements PaymentProvider {
     return this.made.get(key) ?? 0;
   }
 
-  async refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string) {
+  /** `amount` null: what is left of the charge (refused when nothing is). */
+  async refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string) {
     const done = this.refunds.get(idempotencyKey);
     if (done) {
-      if (done.chargeKey !== chargeKey || done.amount !== amount) return { ok: false as const, message: "This idempotency key was used for another refund." };
-      return { ok: true as const, refundId: done.refundId };
+      if (done.chargeKey !== chargeKey || (amount !== null && done.amount !== amount)) return { ok: false as const, message: "This idempotency key was used for another refund." };
+      return { ok: true as const, refundId: done.refundId, amount: done.amount };
     }
     const c = this.charges.get(chargeKey);
     if (!c) return { ok: false as const, message: `No charge ${chargeKey} is known to the test provider.` };
     if (c.currency !== currency) return { ok: false as const, message: `The charge was in ${c.currency}, not ${currency}.` };
-    const refunded = dec(c.refunded).plus(dec(amount));
+    const asked = amount ?? formatDecimal(dec(c.amount).minus(dec(c.refunded)));
+    if (!dec(asked).gt(0)) return { ok: false as const, message: `The charge was refunded already (${c.amount}).` };
+    const refunded = dec(c.refunded).plus(dec(asked));
     if (refunded.gt(dec(c.amount))) return { ok: false as const, message: `Refunds would exceed the charge (${c.amount}; ${c.refunded} refunded already).` };
     c.refunded = formatDecimal(refunded);
     const refundId = `re_test_${randomBase62(22)}`;
-    this.refunds.set(idempotencyKey, { chargeKey, amount, refundId });
-    return { ok: true as const, refundId };
+    this.refunds.set(idempotencyKey, { chargeKey, amount: asked, refundId });
+    return { ok: true as const, refundId, amount: asked };
   }
 }

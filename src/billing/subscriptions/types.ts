@@ -1,7 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind, RefundOutcome } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -353,11 +353,11 @@ export interface PaymentProvider {
    */
   charge(method: PaymentMethod, amount: string, currency: string, idempotencyKey: string, context?: ChargeContext): Promise<ChargeOutcome>;
   /**
-   * Refunds `amount` of the charge made with idempotency key `chargeKey` (DESIGN §15, a credit
-   * note's refund), never more than was charged in all. `idempotencyKey` is derived from the
-   * credit note: a repeat answers the first refund, never a second one.
+   * Refunds `amount` (null: what is left, payments/cancels.ts) of the charge made with key `chargeKey`
+   * (DESIGN §15), never more than was charged in all. A repeat of `idempotencyKey` answers the
+   * first refund, never a second one. A refusal is final; the provider unreachable throws.
    */
-  refund(chargeKey: string, amount: string, currency: string, idempotencyKey: string, context?: RefundContext): Promise<{ ok: true; refundId: string } | { ok: false; message: string }>;
+  refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome>;
   /** Cancels the payment `reference` waiting for the customer (an invoice voided meanwhile, payments/cancels.ts); a repeat of `idempotencyKey` acts once. */
   cancel?(reference: string, idempotencyKey: string): Promise<CancelOutcome>;
 }

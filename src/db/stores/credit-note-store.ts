@@ -21,6 +21,7 @@ import { isTransient, isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { creditWrites } from "./credit-store.js";
+import { dunningWrites } from "./dunning-store.js";
 import { invoiceFromRows } from "./invoice-store.js";
 import { nextNumbers } from "./numbering.js";
 import { changed, eventWrites } from "./outbox.js";
@@ -169,7 +170,7 @@ export class SqlCreditNoteStore implements CreditNoteStore {
   }
 
   transaction<T>(fn: (tx: CreditNoteTx) => Promise<T>): Promise<T> {
-    const run = this.sql.transaction((em) => fn({ ...creditNoteWrites(em, this.sql, this.E), ...eventWrites(em, this.encode, this.now, this.sql.dialect) }));
+    const run = this.sql.transaction((em) => fn({ ...creditNoteWrites(em, this.sql, this.E), ...eventWrites(em, this.encode, this.now, this.sql.dialect), dunning: dunningWrites(em, this.E) }));
     return run.catch((err: unknown) => {
       if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
       throw err;

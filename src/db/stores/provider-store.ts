@@ -29,6 +29,9 @@ export function providerEventWrites(em: EntityManager, E: Entities): ProviderEve
         throw err;
       }
     },
+    async providerEventRecorded(environmentId, event) {
+      return (await em.countBy(E.ProviderEvent, { environment_id: environmentId, provider: event.provider, event_id: event.eventId })) > 0;
+    },
   };
 }
 

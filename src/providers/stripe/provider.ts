@@ -6,12 +6,12 @@
  *   and its `checkout.session.completed` webhook arrives too: both complete it, once (completeSetup).
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
- * - refund: a Refund of the PaymentIntent made with the charge key.
+ * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it).
  * - cancel: the cancel of a PaymentIntent waiting for the customer on an invoice that ended.
  */
 import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
-import type { CancelOutcome, ChargeOutcome } from "../../billing/payments/types.js";
+import type { CancelOutcome, ChargeOutcome, RefundOutcome } from "../../billing/payments/types.js";
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
@@ -164,19 +164,14 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     return undefined;
   }
 
-  async function refund(
-    chargeKey: string,
-    amount: string,
-    _currency: string,
-    idempotencyKey: string,
-    context?: RefundContext,
-  ): Promise<{ ok: true; refundId: string } | { ok: false; message: string }> {
+  async function refund(chargeKey: string, amount: string | null, _currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
     const intent = await intentOf(chargeKey, context?.reference);
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
     try {
-      const r = await stripe.refunds.create({ payment_intent: intent, amount: stripeAmount(amount) }, { idempotencyKey });
+      // No amount: Stripe refunds what is left of the PaymentIntent.
+      const r = await stripe.refunds.create({ payment_intent: intent, ...(amount === null ? {} : { amount: stripeAmount(amount) }) }, { idempotencyKey });
       if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
-      return { ok: true, refundId: r.id };
+      return { ok: true, refundId: r.id, amount: String(r.amount) };
     } catch (err) {
       // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
       if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };
