@@ -5,8 +5,9 @@
  * - a credit note crediting it to zero pays it and cancels A (key `<invoice>:attempt-1:cancel`), as
  *   a void does; A completed first (its webhook held), A is refunded; Stripe unreachable for that
  *   cancel, A's webhook refunds it (A is not the payment that paid the invoice);
- * - A completed after a credit note lowered the amount due, the invoice then voided: A is refunded
- *   in full (what Stripe took), not the amount due;
+ * - A completed after its amount due was lowered (arranged in the database: a partial credit note
+ *   is refused while A waits), the invoice then voided: A is refunded in full (what Stripe took),
+ *   not the amount due, keyed `<invoice>:refund-after-end:<A>:full`;
  * - the invoice voided while A's webhook waits for its row lock: A is refunded, not kept;
  * - A refunded by hand at Stripe before the void: Stripe's refusal (charge_already_refunded) is
  *   recorded, the cancel no longer pending, A's webhook answered 200;
@@ -180,10 +181,11 @@ for (const store of STORES) {
     t.like(await paymentState(server.db.url, inv.id), { cancel: null, refundedAfterEnd: [{ reference: a.id, refundId: refunds[0]?.[0] }], next: null });
   });
 
-  test.serial(`${store}: A completed after a credit note lowered the amount due, the invoice then voided: A refunded in full (what Stripe took), not the amount due`, async (t) => {
+  test.serial(`${store}: A completed after its amount due was lowered, the invoice then voided: A refunded in full (what Stripe took), not the amount due`, async (t) => {
     const { server, fake } = ctx;
     const { s, inv, a } = await waitingRenewal(t);
-    await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due", amount: "1000" });
+    // Lowered in the database: a partial credit note is refused while A waits (stripe-credit-note-payments.test.ts).
+    await withDatabase(server.db.url, (db) => db.dataSource.query("UPDATE invoices SET amount_due = '3900' WHERE id = ?", [inv.id]));
     t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", amount_due: usd("3900") });
     await completedHeld(fake, a.id);
     t.like(await s.call("POST", `/invoices/${inv.id}/void`, {}), { status: "void" });
@@ -192,6 +194,14 @@ for (const store of STORES) {
       refunds.map(([, amount]) => amount),
       [4900],
       "all of A, 4900",
+    );
+    t.deepEqual(
+      fake
+        .requests()
+        .filter((r) => r.operation === "POST /v1/refunds")
+        .map((r) => r.idempotencyKey)
+        .filter((k) => String(k).startsWith(`${inv.id}:`)),
+      [`${inv.id}:refund-after-end:${a.id}:full`],
     );
     await fake.releaseHeld();
     await fake.settle();

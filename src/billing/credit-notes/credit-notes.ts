@@ -70,6 +70,22 @@ export interface ListCreditNotesInput {
 
 const notFound = (id: string) => new NotFoundError("INVOICE_NOT_FOUND", `invoice_id: invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
 
+/**
+ * A charge of the invoice waits for the customer (3-D Secure, a pay link) for its whole amount due:
+ * lowering that amount would leave the customer paying the old one. Only a note crediting all of
+ * it is taken (it pays the invoice and cancels the waiting payment).
+ */
+function checkNotWaiting(inv: Invoice, total: string): void {
+  const due = amountDueOf(inv);
+  if (!inv.payment?.actionRequired || dec(total).gte(dec(due))) return;
+  throw new FailedPreconditionError(
+    "INVOICE_PAYMENT_WAITS_FOR_CUSTOMER",
+    `outcome: reduce_amount_due cannot lower invoice ${inv.id}'s amount due ${due} by ${total} while its payment waits for the customer (for the full amount); void the invoice or let that payment finish first, or credit the full amount due (which cancels the waiting payment)`,
+    { invoice_id: inv.id, amount_due: due, field: "outcome" },
+    [{ field: "outcome", description: "cannot be reduce_amount_due for less than the amount due while the invoice's payment waits for the customer" }],
+  );
+}
+
 /** Whether an invoice in its status may take a credit note with `outcome` (FAILED_PRECONDITION otherwise). */
 export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcome"]): void {
   const meta = { invoice_id: inv.id, status: inv.status };
@@ -166,6 +182,7 @@ export class CreditNotes {
             amount_due: amountDueOf(inv),
           });
         }
+        if (c.outcome === "reduce_amount_due") checkNotWaiting(inv, plan.total);
         if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
         const effects = await this.outcome(tx, c, inv, plan, id, provider, now);
         const draft: Omit<CreditNote, "number"> = {
@@ -219,8 +236,10 @@ export class CreditNotes {
       if (!due.isZero() || !(await tx.markPaid(inv.environmentId, inv.id, now))) return { grant: null, refundId: null, events: [] };
       const credited = formatDecimal(dec(inv.amountCredited ?? "0").plus(dec(plan.total)));
       const paid = { ...inv, amountDue: "0", amountCredited: credited };
-      // Its charge waiting for the customer is to be cancelled (on real time, as the sweep reads it), as setInvoiceStatus does.
-      const cancel = tx.dunning ? (await recordCancels(tx.dunning, inv.environmentId, [inv.id], this.lookups.engine.now())).length > 0 : false;
+      // Its charge waiting for the customer is to be cancelled (on real time, as the sweep reads it), as setInvoiceStatus does;
+      // the note recorded as what paid it, so that any payment succeeding later is refunded (payments/cancels.ts paidAfterEnd).
+      const realNow = this.lookups.engine.now();
+      const cancel = tx.dunning ? (await recordCancels(tx.dunning, inv.environmentId, [inv.id], realNow, { paidBy: "credit_note" })).length > 0 : false;
       return { grant: null, refundId: null, events: transitionEvents(checkTransition("open", "paid"), [paid]), cancel };
     }
     if (c.outcome === "credit_balance") {

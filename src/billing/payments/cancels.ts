@@ -40,8 +40,12 @@ const RETRY_MS = 5 * 60_000;
 /** How many pending cancels one read of the sweep takes. */
 const DUE_BATCH = 50;
 
-/** The provider's idempotency key of the refund of payment `reference` that succeeded on the ended invoice `invoiceId`. */
-export const refundAfterEndKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-after-end:${reference}`;
+/**
+ * The provider's idempotency key of the refund in full (no amount asked) of payment `reference`
+ * that succeeded on the ended invoice `invoiceId`. `:full`: the key without it was sent with an
+ * amount before, and a key is never sent again with other parameters (Stripe refuses it).
+ */
+export const refundAfterEndKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-after-end:${reference}:full`;
 
 type Ref = Pick<Invoice, "environmentId" | "id">;
 
@@ -59,18 +63,19 @@ export function endedPayment(i: Pick<Invoice, "id" | "attemptCount" | "payment">
 }
 
 /**
- * In the transaction that just moved `ids` (of one environment) to void or uncollectible, their
- * rows locked by the move: each whose charge waited for the customer gets its cancel to make, due
- * for the sweep a minute from `realNow`; any retry planned is dropped. Returns the IDs with a cancel,
- * to make after the commit.
+ * In the transaction that just moved `ids` (of one environment) to void or uncollectible (or paid
+ * by a credit note), their rows locked by the move: each whose charge waited for the customer gets
+ * its cancel to make, due for the sweep a minute from `realNow`; any retry planned is dropped;
+ * `mark` is written on each payment state (paidBy). Returns the IDs with a cancel, to make after the commit.
  */
-export async function recordCancels(writes: DunningWrites, environmentId: string, ids: readonly string[], realNow: Date): Promise<string[]> {
+export async function recordCancels(writes: DunningWrites, environmentId: string, ids: readonly string[], realNow: Date, mark: Pick<InvoicePayment, "paidBy"> = {}): Promise<string[]> {
   const list: Parameters<DunningWrites["recordAttempts"]>[1][number][] = [];
+  const marks = mark.paidBy !== undefined;
   for (const i of await writes.claimAll(environmentId, ids)) {
     const payment = endedPayment(i);
-    if (payment) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: new Date(realNow.getTime() + CANCEL_GRACE_MS), payment } });
+    if (payment) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: new Date(realNow.getTime() + CANCEL_GRACE_MS), payment: { ...payment, ...mark } } });
     // A retry dunning had planned is dropped with it: an ended invoice is never charged.
-    else if (i.nextPaymentAttempt) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: i.payment ?? {} } });
+    else if (i.nextPaymentAttempt || marks) list.push({ id: i.id, attempt: { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: { ...i.payment, ...mark } } });
   }
   if (list.length > 0) await writes.recordAttempts(environmentId, list, realNow);
   return list.filter((x) => x.attempt.payment.cancel).map((x) => x.id);
@@ -115,8 +120,9 @@ export class PaymentCancels {
    * The provider says payment `reference` of the invoice succeeded (its webhook). On a void or
    * uncollectible invoice, or one paid by another payment (a duplicate), the money is refunded,
    * once, and recorded on it; false for any other invoice, or the payment that paid it (nothing
-   * done). A paid invoice that stores no payment (paid before payments were recorded on it) cannot
-   * tell a duplicate from the payment that paid it: never refunded, a warning for people instead.
+   * done). An invoice a credit note paid (paidBy: credit_note) was paid by no payment: any is
+   * refunded. Another paid invoice that stores no payment (paid before payments were recorded on
+   * it) cannot tell a duplicate from the payment that paid it: never refunded, a warning for people instead.
    * Throws when the refund fails (the provider unreachable), so the provider delivers the event again.
    */
   async paidAfterEnd(ref: Ref, reference: string): Promise<boolean> {
@@ -125,9 +131,10 @@ export class PaymentCancels {
     if (!i || !ended(i)) return false;
     if (p?.refundedAfterEnd?.some((r) => r.reference === reference)) return true;
     // The payment that paid it: its stored reference, unless the invoice still waits on it or has
-    // it to cancel (paid by a credit note meanwhile: that payment paid nothing).
-    if (i.status === "paid" && p?.reference === reference && !p.actionRequired && p.cancel?.reference !== reference) return false;
-    if (i.status === "paid" && !p?.reference) {
+    // it to cancel, or a credit note paid it (credited to zero: that payment paid nothing).
+    const byNote = p?.paidBy === "credit_note";
+    if (i.status === "paid" && !byNote && p?.reference === reference && !p.actionRequired && p.cancel?.reference !== reference) return false;
+    if (i.status === "paid" && !byNote && !p?.reference) {
       this.warn(i.id, `payment ${reference} succeeded on invoice ${i.id}, paid already with no payment recorded on it: not refunded (refund it by hand if it is a second payment)`);
       return false;
     }

@@ -9,6 +9,7 @@
  * stays paid whatever arrives after), so events may arrive in any order.
  */
 import { purchasesMoved } from "../credits/purchase-states.js";
+import { AbortedError } from "../errors.js";
 import { newId } from "../ids.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
@@ -118,6 +119,7 @@ export class ProviderEvents {
     const waiting = waitingReference(invoice);
     if (this.resolveAction && waiting) {
       await this.resolveAction(invoice, waiting, { ok: true, reference });
+      await this.stillOpen(environmentId, invoiceId, reference);
       // Paid by another payment or voided meanwhile, this one not taken: refunded (afterEnd).
       return (await this.afterEnd(environmentId, invoiceId, reference, event)) === "refunded" ? "refunded" : "paid";
     }
@@ -138,6 +140,24 @@ export class ProviderEvents {
       }),
     );
     return out === "ended" ? this.afterEnd(environmentId, invoiceId, reference, event) : out;
+  }
+
+  /**
+   * After dunning's resolution of a waiting invoice: still open means it took nothing (no longer
+   * waiting on that payment when it held the row lock: its payment cancelled for a new charge,
+   * say). Throws, the event not recorded, so the provider delivers it again and the next delivery
+   * takes the invoice as it is then (open: paid with it; ended: refunded). Never acknowledged and kept.
+   */
+  private async stillOpen(environmentId: string, invoiceId: string, reference: string): Promise<void> {
+    const cur = await this.stores.invoices.get(environmentId, invoiceId);
+    if (cur?.status !== "open") return;
+    throw new AbortedError(
+      "INVOICE_PAYMENT_CHANGED",
+      `payment ${reference} succeeded on invoice ${invoiceId}, whose waiting payment changed while it was handled; not recorded, to be delivered again`,
+      {
+        invoice_id: invoiceId,
+      },
+    );
   }
 
   /** Whether the provider's event was recorded already (a repeat: nothing to do). */

@@ -102,6 +102,11 @@ export interface InvoicePayment {
   cancel?: PendingCancel | null;
   /** The provider's payment cancelled after the invoice ended (its reference). */
   cancelled?: string | null;
+  /**
+   * What paid the invoice when no payment did: a credit note crediting it to zero
+   * (reduce_amount_due). Any payment that succeeds on it afterwards is refunded (payments/cancels.ts).
+   */
+  paidBy?: "credit_note";
   /** Payments that succeeded on the ended invoice all the same (a cancel that lost the race, a pay link), each refunded. */
   refundedAfterEnd?: RefundAfterEnd[] | null;
 }
