@@ -1,14 +1,15 @@
 /**
  * A proxy in front of the fake Stripe (test/stripe/fake-stripe.ts; a `front` of useStripeServer in
  * payment-flows.ts) that fails only its charges (POST /v1/payment_intents) while `outage` is set:
- * the connection dropped before an answer (Stripe unreachable), Stripe's 503, or Stripe's 401 for
- * a secret key it no longer takes (revoked: a refusal for good, not an outage). Everything else
- * passes through unchanged.
+ * the connection dropped before an answer (Stripe unreachable), Stripe's 503, Stripe's 401 for
+ * a secret key it no longer takes (revoked: a refusal for good, not an outage), or the charge made
+ * at Stripe and its answer lost (the connection dropped after Stripe answered, as a timeout on our
+ * side). Everything else passes through unchanged.
  */
 import { type IncomingMessage, type Server, createServer } from "node:http";
 
-/** How the proxy fails a charge: the connection dropped before an answer, Stripe's 503, or Stripe's 401 (the key revoked). */
-export type Outage = "unreachable" | "503" | "401";
+/** How the proxy fails a charge: the connection dropped before an answer, Stripe's 503, Stripe's 401 (the key revoked), or made and its answer lost. */
+export type Outage = "unreachable" | "503" | "401" | "answer-lost";
 
 /** A proxy in front of the fake Stripe that fails its charges (POST /v1/payment_intents) while `outage` is set. */
 export interface OutageProxy {
@@ -31,7 +32,9 @@ export async function outageProxy(target: string): Promise<OutageProxy> {
   const server: Server = createServer((req, res) => {
     void (async () => {
       const body = await readAll(req);
-      if (proxy.outage && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
+      const charge = req.method === "POST" && req.url?.startsWith("/v1/payment_intents");
+      const lost = charge && proxy.outage === "answer-lost";
+      if (proxy.outage && !lost && charge) {
         proxy.failed++;
         if (proxy.outage === "unreachable") return void req.socket.destroy();
         if (proxy.outage === "401") {
@@ -45,6 +48,10 @@ export async function outageProxy(target: string): Promise<OutageProxy> {
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
       const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
       const answer = Buffer.from(await out.arrayBuffer());
+      if (lost) {
+        proxy.failed++;
+        return void req.socket.destroy();
+      }
       const back: Record<string, string> = {};
       out.headers.forEach((v, k) => {
         if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;

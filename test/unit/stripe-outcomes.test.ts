@@ -57,6 +57,20 @@ test("Stripe refusing the request for good (authentication, permission, invalid 
   t.is(outcomeOfError(new Stripe.errors.StripeRateLimitError(raw("invalid_request_error", 429, "Too many requests."))), undefined);
 });
 
+test("the key reused with other parameters (StripeIdempotencyError) is no refusal: an earlier request under it reached Stripe, the provider looks its PaymentIntent up", (t) => {
+  const reused = new Stripe.errors.StripeIdempotencyError({
+    type: "idempotency_error",
+    statusCode: 400,
+    message: "Keys for idempotent requests can only be used with the same parameters they were first used with.",
+  } as never);
+  t.is(outcomeOfError(reused), undefined);
+});
+
+test("a PaymentIntent found again whose off-session confirm asked for authentication waits for the customer, as its 402 said", (t) => {
+  const found = intent({ status: "requires_payment_method", last_payment_error: { message: "Authentication required.", code: "authentication_required" } });
+  t.like(outcomeOfIntent(found), { ok: false, requiresAction: true, reference: "pi_1", code: "authentication_required" });
+});
+
 test("amounts: whole smallest units as Stripe's integer; anything else refused", (t) => {
   t.is(stripeAmount("4900"), 4900);
   for (const bad of ["49.5", "-1", "0", "1e3", "", "99999999999999999999"]) t.throws(() => stripeAmount(bad), undefined, bad);

@@ -8,13 +8,15 @@ function actionUrl(pi: Stripe.PaymentIntent | undefined): string | undefined {
 }
 
 /**
- * A PaymentIntent as created: succeeded → paid; waiting for the customer (or still processing,
- * settled later by its webhook) → requiresAction with its reference; else declined with Stripe's
- * message and code.
+ * A PaymentIntent as created (or found again by its charge key): succeeded → paid; waiting for the
+ * customer (or still processing, settled later by its webhook; or an off-session confirm that
+ * asked for authentication, as its 402 said) → requiresAction with its reference; else declined
+ * with Stripe's message and code.
  */
 export function outcomeOfIntent(pi: Stripe.PaymentIntent): ChargeOutcome {
   if (pi.status === "succeeded") return { ok: true, reference: pi.id };
-  if (pi.status === "requires_action" || pi.status === "requires_confirmation" || pi.status === "processing") {
+  const authenticate = pi.status === "requires_payment_method" && pi.last_payment_error?.code === "authentication_required";
+  if (pi.status === "requires_action" || pi.status === "requires_confirmation" || pi.status === "processing" || authenticate) {
     const url = actionUrl(pi);
     return { ok: false, requiresAction: true, reference: pi.id, message: "The payment needs the customer's authentication.", code: "authentication_required", ...(url ? { actionUrl: url } : {}) };
   }
@@ -26,13 +28,15 @@ export function outcomeOfIntent(pi: Stripe.PaymentIntent): ChargeOutcome {
  * Stripe refusing the request itself, for good: the secret key invalid or revoked
  * (StripeAuthenticationError, 401), a permission the key or account lacks (StripePermissionError,
  * 403), a request it cannot take (StripeInvalidRequestError, 400/404: a card or customer gone, an
- * account not set up to charge; StripeIdempotencyError: the key used with other parameters).
- * What Stripe could not answer is not this: connection failures and timeouts
- * (StripeConnectionError), 5xx and 409 (StripeAPIError), 429 (StripeRateLimitError) pass later.
+ * account not set up to charge). What Stripe could not answer is not this: connection failures and
+ * timeouts (StripeConnectionError), 5xx and 409 (StripeAPIError), 429 (StripeRateLimitError) pass
+ * later. Nor is StripeIdempotencyError (the key used before with other parameters: the amount or
+ * the card changed since): it says an earlier request under that key reached Stripe, whose charge
+ * may well have succeeded; the provider answers that PaymentIntent's outcome (provider.ts charge).
  */
 function refusedForGood(err: unknown): err is Stripe.errors.StripeError {
   const e = Stripe.errors;
-  return err instanceof e.StripeAuthenticationError || err instanceof e.StripePermissionError || err instanceof e.StripeInvalidRequestError || err instanceof e.StripeIdempotencyError;
+  return err instanceof e.StripeAuthenticationError || err instanceof e.StripePermissionError || err instanceof e.StripeInvalidRequestError;
 }
 
 /**

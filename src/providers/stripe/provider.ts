@@ -91,6 +91,32 @@ async function completedSetupOf(stripe: Stripe, env: string, sessionId: string):
   };
 }
 
+/**
+ * The PaymentIntent of `customer` made with `chargeKey` (its metadata.charge_key), the one that
+ * succeeded if any; with `succeededOnly`, only that one.
+ */
+async function intentByKey(stripe: Stripe, customer: string, chargeKey: string, succeededOnly: boolean): Promise<Stripe.PaymentIntent | undefined> {
+  let found: Stripe.PaymentIntent | undefined;
+  for await (const pi of stripe.paymentIntents.list({ customer, limit: 100 })) {
+    if (pi.metadata?.charge_key !== chargeKey) continue;
+    if (pi.status === "succeeded") return pi;
+    found ??= pi;
+  }
+  return succeededOnly ? undefined : found;
+}
+
+/**
+ * The charge Stripe refused as the key `chargeKey` reused with other parameters (the amount or
+ * the card changed since a request whose answer was lost): that request reached Stripe, so its
+ * PaymentIntent's outcome is this charge's (paid, waiting, declined), never a refusal. None found:
+ * `err` is thrown, the charge stays planned.
+ */
+async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, err: unknown): Promise<ChargeOutcome> {
+  const pi = await intentByKey(stripe, customer, chargeKey, false);
+  if (!pi) throw err;
+  return outcomeOfIntent(pi);
+}
+
 export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   const stripe = stripeClient(o.secretKey, o.api);
   const customers = new StripeCustomers(stripe, o.store, o.environmentId);
@@ -137,7 +163,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       );
       outcome = outcomeOfIntent(pi);
     } catch (err) {
-      const known = outcomeOfError(err);
+      const known = err instanceof Stripe.errors.StripeIdempotencyError ? await madeEarlier(stripe, pm.customerRef, idempotencyKey, err) : outcomeOfError(err);
       if (!known) throw err;
       outcome = known;
     }
@@ -157,11 +183,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (stored?.startsWith("pi_")) return stored;
     const subjectId = await o.store.invoiceSubject(env, invoiceId);
     const customer = subjectId ? await o.store.customerRef(env, subjectId, "stripe") : undefined;
-    if (!customer) return undefined;
-    for await (const pi of stripe.paymentIntents.list({ customer, limit: 100 })) {
-      if (pi.metadata?.charge_key === chargeKey && pi.status === "succeeded") return pi.id;
-    }
-    return undefined;
+    return customer ? (await intentByKey(stripe, customer, chargeKey, true))?.id : undefined;
   }
 
   async function refund(chargeKey: string, amount: string | null, _currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
