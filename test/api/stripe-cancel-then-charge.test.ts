@@ -11,6 +11,10 @@
  *   the invoice still waits on A with its next attempt planned; the clock advanced, dunning cancels
  *   A again with the same key and charges once: paid.
  * Completing A afterwards is refused by Stripe: nothing more is charged, nothing refunded.
+ * A cancel Stripe refuses (401: the key revoked) leaves the invoice waiting with its next attempt
+ * moved 5 minutes ahead: the next dunning runs before then ask nothing (no retry on every run);
+ * the key back, dunning cancels and charges once. A cancel of a PaymentIntent Stripe does not
+ * know (404 resource_missing) is taken as cancelled: the new card is charged at once, once.
  */
 import { randomBytes } from "node:crypto";
 import { type IncomingMessage, createServer } from "node:http";
@@ -28,12 +32,15 @@ const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
 /**
  * A proxy in front of the fake Stripe: while `charges` is set, every charge (POST
  * /v1/payment_intents) fails (Stripe's 503, or the connection dropped before an answer); while
- * `cancelAnswerLost`, every cancel reaches Stripe and its answer is lost (the connection dropped).
+ * `cancelAnswerLost`, every cancel reaches Stripe and its answer is lost (the connection dropped);
+ * while `cancelRefused`, every cancel is answered Stripe's 401 for a revoked key (counted in `refused`).
  */
 interface Front extends StripeFront {
   charges: "503" | "unreachable" | undefined;
   cancelAnswerLost: boolean;
+  cancelRefused: boolean;
   failed: number;
+  refused: number;
 }
 
 async function readAll(req: IncomingMessage): Promise<Buffer> {
@@ -43,7 +50,7 @@ async function readAll(req: IncomingMessage): Promise<Buffer> {
 }
 
 async function front(target: string): Promise<Front> {
-  const proxy: Front = { url: "", charges: undefined, cancelAnswerLost: false, failed: 0, stop: async () => {} };
+  const proxy: Front = { url: "", charges: undefined, cancelAnswerLost: false, cancelRefused: false, failed: 0, refused: 0, stop: async () => {} };
   const server = createServer((req, res) => {
     void (async () => {
       const body = await readAll(req);
@@ -53,6 +60,11 @@ async function front(target: string): Promise<Front> {
         if (proxy.charges === "unreachable") return void req.socket.destroy();
         res.writeHead(503, { "content-type": "application/json" });
         return void res.end(JSON.stringify({ error: { type: "api_error", message: "Stripe is unavailable." } }));
+      }
+      if (proxy.cancelRefused && req.method === "POST" && path.endsWith("/cancel")) {
+        proxy.refused++;
+        res.writeHead(401, { "content-type": "application/json" });
+        return void res.end(JSON.stringify({ error: { type: "invalid_request_error", message: "Invalid API Key provided: sk_test_****oked" } }));
       }
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
@@ -201,4 +213,62 @@ for (const store of STORES) {
       "every cancel with the same key",
     );
   });
+
+  test.serial(
+    `${store}: a cancel of A Stripe refuses (401, the key revoked) moves the invoice's next attempt 5 minutes ahead: dunning does not ask again on every run; the key back, cancelled and charged once`,
+    async (t) => {
+      const { server, fake, front: proxy } = ctx;
+      const { s, inv, a } = await waitingRenewal(t);
+      proxy.cancelRefused = true;
+      proxy.refused = 0;
+      try {
+        await stripeDriver(server, fake).replaceCard(s, "visa");
+        await fake.settle();
+        t.is(proxy.refused, 1, "the cancel was asked and refused");
+        const waiting = await s.call("GET", `/invoices/${inv.id}`);
+        t.like(waiting, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-15T00:05:00Z" });
+        t.truthy(waiting.payment_url, "still waiting on A");
+        t.like(await paymentState(server.db.url, inv.id), { reference: a.id, actionRequired: true });
+        // Two dunning runs before the plan: nothing asked.
+        await s.advance("2026-02-15T00:02:00Z");
+        await s.advance("2026-02-15T00:04:00Z");
+        t.is(proxy.refused, 1, "one cancel across two runs, not one per run");
+        t.deepEqual(
+          intentsOf(fake, inv.id).map((pi) => pi.id),
+          [a.id],
+          "nothing charged",
+        );
+      } finally {
+        proxy.cancelRefused = false;
+      }
+      await paidOnceByNewCard(t, s, inv, a);
+      t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 200]]);
+    },
+  );
+
+  test.serial(
+    `${store}: a cancel of A that Stripe answers 404 resource_missing (no such PaymentIntent) is taken as cancelled: the new card is charged at once, once, the cancel asked once`,
+    async (t) => {
+      const { server, fake } = ctx;
+      const { s, inv, a } = await waitingRenewal(t);
+      // Stripe no longer knows A.
+      fake.state.paymentIntents.delete(a.id);
+      await stripeDriver(server, fake).replaceCard(s, "visa");
+      await fake.settle();
+      t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 404]]);
+      t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", attempt_count: 2, next_payment_attempt: null });
+      const charged = intentsOf(fake, inv.id);
+      t.deepEqual(
+        charged.map((pi) => [pi.idempotency_key, pi.status]),
+        [[`${inv.id}:attempt-2`, "succeeded"]],
+        "charged once, to the new card",
+      );
+      t.like(await paymentState(server.db.url, inv.id), { reference: (charged[0] as Json).id, cancelled: a.id, actionRequired: false, next: null });
+      await s.advance("2026-02-15T00:02:00Z");
+      await s.advance("2026-02-15T00:04:00Z");
+      await fake.settle();
+      t.is(cancelsOf(fake, a.id).length, 1, "the cancel asked once");
+      t.is(intentsOf(fake, inv.id).length, 1, "no other charge");
+    },
+  );
 }

@@ -19,7 +19,9 @@
  * planned, which dunning makes with the same key (the provider answers the first outcome if the
  * charge was made after all). A process that dies before step 2 committed leaves the invoice
  * waiting with its plan: dunning cancels again with the same key (answered as the first time) and
- * charges.
+ * charges. A cancel that throws (the provider unreachable, or refusing it: a revoked key) leaves the
+ * invoice waiting with its plan moved CANCEL_RETRY_MS ahead, in a transaction of its own, so that
+ * dunning asks again then, not on every run.
  */
 import { retryingRaces } from "../subscriptions/races.js";
 import type { BillingStores } from "../subscriptions/ports.js";
@@ -30,6 +32,9 @@ import type { InvoicePayment, PaymentSettings } from "./types.js";
 
 /** How far ahead the attempt after a cancel is planned (step 1): longer than the cancel and the charge take. */
 export const CANCEL_FIRST_GRACE_MS = 60_000;
+
+/** How far ahead the attempt is planned again after its cancel threw (as an ended invoice's cancel, cancels.ts). */
+export const CANCEL_RETRY_MS = 5 * 60_000;
 
 /** What the attempt goes on with: the charge, a result (the waiting payment succeeded and paid it), or nothing now. */
 export type CancelFirst = { charge: true } | { result: AttemptResult } | undefined;
@@ -82,24 +87,46 @@ export async function cancelWaiting(
     if (!planned) return CHARGE;
   }
   const cancel = provider.cancel.bind(provider);
-  return retryingRaces(() =>
-    deps.stores.transaction(async (tx): Promise<CancelFirst> => {
+  let cancelThrew = false;
+  try {
+    return await retryingRaces(() =>
+      deps.stores.transaction(async (tx): Promise<CancelFirst> => {
+        const w = deps.writes(tx);
+        const i = await w.claim(ref.environmentId, ref.id, dueBy);
+        if (!i) return undefined;
+        const reference = waitingOn(i);
+        if (!isCollectible(i) || !reference || i.payment?.pendingPolicy) return CHARGE;
+        const n = Math.max(i.attemptCount ?? 1, 1);
+        const answer = await cancel(reference, cancelKey(i.id, n)).catch((err: unknown) => {
+          cancelThrew = true;
+          throw err;
+        });
+        if (answer === "succeeded") {
+          const [result] = await recordDecisions(tx, w, deps.now(), [{ i, d: decide(i, n, { ok: true, reference }, at(i), settings), at: at(i) }]);
+          return result && { result };
+        }
+        const p = i.payment ?? {};
+        const next = answer === "open" ? null : (i.nextPaymentAttempt ?? planAt(i));
+        const payment = answer === "open" ? p : { ...p, actionRequired: false, actionUrl: null, cancelled: reference };
+        await rewrite(w, i, next, payment, deps.now());
+        return answer === "open" ? undefined : CHARGE;
+      }),
+    );
+  } catch (err) {
+    // Not due again on every run: the plan moved ahead of this attempt's time (the error is the caller's to report).
+    if (cancelThrew) await later(deps, ref, (i) => new Date(Math.max(at(i).getTime(), dueBy?.getTime() ?? 0))).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** After the cancel threw: the invoice, still waiting, has its next attempt CANCEL_RETRY_MS after `base`, in a transaction of its own. */
+async function later(deps: WaitingDeps, ref: Pick<Invoice, "environmentId" | "id">, base: (i: Invoice) => Date): Promise<void> {
+  await retryingRaces(() =>
+    deps.stores.transaction(async (tx) => {
       const w = deps.writes(tx);
-      const i = await w.claim(ref.environmentId, ref.id, dueBy);
-      if (!i) return undefined;
-      const reference = waitingOn(i);
-      if (!isCollectible(i) || !reference || i.payment?.pendingPolicy) return CHARGE;
-      const n = Math.max(i.attemptCount ?? 1, 1);
-      const answer = await cancel(reference, cancelKey(i.id, n));
-      if (answer === "succeeded") {
-        const [result] = await recordDecisions(tx, w, deps.now(), [{ i, d: decide(i, n, { ok: true, reference }, at(i), settings), at: at(i) }]);
-        return result && { result };
-      }
-      const p = i.payment ?? {};
-      const next = answer === "open" ? null : (i.nextPaymentAttempt ?? planAt(i));
-      const payment = answer === "open" ? p : { ...p, actionRequired: false, actionUrl: null, cancelled: reference };
-      await rewrite(w, i, next, payment, deps.now());
-      return answer === "open" ? undefined : CHARGE;
+      const i = await w.claim(ref.environmentId, ref.id);
+      if (!i || !isCollectible(i) || !waitingOn(i)) return;
+      await rewrite(w, i, new Date(base(i).getTime() + CANCEL_RETRY_MS), i.payment ?? {}, deps.now());
     }),
   );
 }

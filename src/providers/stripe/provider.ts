@@ -204,13 +204,15 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   /**
    * Cancels the PaymentIntent `reference` waiting for the customer, keyed `idempotencyKey` (a retry
    * answers the first cancel). One Stripe no longer lets cancel (it succeeded, or was cancelled
-   * already) answers its status instead: Stripe refuses with payment_intent_unexpected_state.
+   * already) answers its status instead: Stripe refuses with payment_intent_unexpected_state. One
+   * Stripe does not know (404 resource_missing) can charge nothing: cancelled.
    */
   async function cancel(reference: string, idempotencyKey: string): Promise<CancelOutcome> {
     let pi: Stripe.PaymentIntent;
     try {
       pi = await stripe.paymentIntents.cancel(reference, {}, { idempotencyKey });
     } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === "resource_missing" && err.statusCode === 404) return "canceled";
       if (!(err instanceof Stripe.errors.StripeInvalidRequestError) || err.code !== "payment_intent_unexpected_state") throw err;
       pi = await stripe.paymentIntents.retrieve(reference);
     }
