@@ -17,119 +17,17 @@
  * know (404 resource_missing) is taken as cancelled: the new card is charged at once, once.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, createServer } from "node:http";
 import test, { type ExecutionContext } from "ava";
-import { STORES, withDatabase } from "../helpers/db.js";
-import { type StripeFront, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import { STORES } from "../helpers/db.js";
+import { stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
+import { cancelFront, cancelsOf, intentsOf, paymentState, waitingRenewal } from "../helpers/stripe-waiting.js";
 import type { Json } from "../helpers/subjects-api.js";
-import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
-const usd = (value: string) => ({ currency_code: "USD", value });
-const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
-
-/**
- * A proxy in front of the fake Stripe: while `charges` is set, every charge (POST
- * /v1/payment_intents) fails (Stripe's 503, or the connection dropped before an answer); while
- * `cancelAnswerLost`, every cancel reaches Stripe and its answer is lost (the connection dropped);
- * while `cancelRefused`, every cancel is answered Stripe's 401 for a revoked key (counted in `refused`).
- */
-interface Front extends StripeFront {
-  charges: "503" | "unreachable" | undefined;
-  cancelAnswerLost: boolean;
-  cancelRefused: boolean;
-  failed: number;
-  refused: number;
-}
-
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function front(target: string): Promise<Front> {
-  const proxy: Front = { url: "", charges: undefined, cancelAnswerLost: false, cancelRefused: false, failed: 0, refused: 0, stop: async () => {} };
-  const server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      const path = req.url?.split("?")[0] ?? "";
-      if (proxy.charges && req.method === "POST" && path === "/v1/payment_intents") {
-        proxy.failed++;
-        if (proxy.charges === "unreachable") return void req.socket.destroy();
-        res.writeHead(503, { "content-type": "application/json" });
-        return void res.end(JSON.stringify({ error: { type: "api_error", message: "Stripe is unavailable." } }));
-      }
-      if (proxy.cancelRefused && req.method === "POST" && path.endsWith("/cancel")) {
-        proxy.refused++;
-        res.writeHead(401, { "content-type": "application/json" });
-        return void res.end(JSON.stringify({ error: { type: "invalid_request_error", message: "Invalid API Key provided: sk_test_****oked" } }));
-      }
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const answer = Buffer.from(await out.arrayBuffer());
-      if (proxy.cancelAnswerLost && req.method === "POST" && path.endsWith("/cancel")) {
-        proxy.failed++;
-        return void req.socket.destroy();
-      }
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(answer);
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  proxy.stop = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return proxy;
-}
-
-/** The invoice's payment state as stored (payment_state), with its next_payment_attempt. */
-async function paymentState(url: string, invoiceId: string): Promise<Json> {
-  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p, next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
-  return { ...JSON.parse(String(row?.p ?? "{}")), next: row?.n ?? null };
-}
-
-const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
-
-/** The cancels of `intentId` Stripe received: [idempotency key, status]. */
-const cancelsOf = (fake: FakeStripe, intentId: string) =>
-  fake
-    .requests()
-    .filter((r) => r.operation === CANCEL && r.path === `/v1/payment_intents/${intentId}/cancel`)
-    .map((r) => [r.idempotencyKey, r.status]);
 
 for (const store of STORES) {
-  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, front);
-
-  /** A subject on Stripe whose renewal waits for the customer's authentication: the scenario, that invoice and its PaymentIntent (A). */
-  async function waitingRenewal(t: ExecutionContext): Promise<{ s: Scenario; inv: Json; a: Json }> {
-    const { server, fake } = ctx;
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
-    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
-    await d.replaceCard(s, "authentication");
-    await s.advance("2026-02-15T00:00:00Z");
-    await fake.settle();
-    const last = (await s.invoices()).at(-1) as Json;
-    const inv = await s.call("GET", `/invoices/${last.id}`);
-    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
-    const intents = intentsOf(fake, inv.id);
-    t.is(intents.length, 1, "one PaymentIntent, waiting");
-    return { s, inv, a: intents[0] as Json };
-  }
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelFront);
 
   /**
    * After the clock is advanced past the planned attempt: the invoice paid once, by a PaymentIntent
@@ -164,7 +62,7 @@ for (const store of STORES) {
   for (const outage of ["503", "unreachable"] as const) {
     test.serial(`${store}: Stripe's charge fails (${outage}) after the cancel of A succeeded: the invoice no longer waits on A, its next attempt planned; charged once later`, async (t) => {
       const { server, fake, front: proxy } = ctx;
-      const { s, inv, a } = await waitingRenewal(t);
+      const { s, inv, a } = await waitingRenewal(t, ctx);
       proxy.charges = outage;
       proxy.failed = 0;
       try {
@@ -190,7 +88,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: the cancel of A made at Stripe but its answer lost: the invoice waits with its next attempt planned; dunning cancels again with the same key and charges once`, async (t) => {
     const { server, fake, front: proxy } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     proxy.cancelAnswerLost = true;
     proxy.failed = 0;
     try {
@@ -218,7 +116,7 @@ for (const store of STORES) {
     `${store}: a cancel of A Stripe refuses (401, the key revoked) moves the invoice's next attempt 5 minutes ahead: dunning does not ask again on every run; the key back, cancelled and charged once`,
     async (t) => {
       const { server, fake, front: proxy } = ctx;
-      const { s, inv, a } = await waitingRenewal(t);
+      const { s, inv, a } = await waitingRenewal(t, ctx);
       proxy.cancelRefused = true;
       proxy.refused = 0;
       try {
@@ -250,7 +148,7 @@ for (const store of STORES) {
     `${store}: a cancel of A that Stripe answers 404 resource_missing (no such PaymentIntent) is taken as cancelled: the new card is charged at once, once, the cancel asked once`,
     async (t) => {
       const { server, fake } = ctx;
-      const { s, inv, a } = await waitingRenewal(t);
+      const { s, inv, a } = await waitingRenewal(t, ctx);
       // Stripe no longer knows A.
       fake.state.paymentIntents.delete(a.id);
       await stripeDriver(server, fake).replaceCard(s, "visa");

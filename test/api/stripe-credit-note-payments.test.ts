@@ -13,25 +13,18 @@
  *   pays the open invoice with A instead of keeping A recorded nowhere.
  */
 import { randomBytes } from "node:crypto";
-import test, { type ExecutionContext } from "ava";
+import test from "ava";
 import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
-import type { Scenario } from "../helpers/scenario.js";
-import type { Json } from "../helpers/subjects-api.js";
+import { useStripeServer } from "../helpers/payment-flows.js";
+import { intentsOf, paymentState, refundsOf, renewal, succeededEvent, waitingRenewal } from "../helpers/stripe-waiting.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
 
-async function paymentState(url: string, invoiceId: string): Promise<Json> {
-  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p FROM invoices WHERE id = ?", [invoiceId]));
-  return JSON.parse(String(row?.p ?? "{}"));
-}
-
-const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
-const refundsOf = (fake: FakeStripe, intentId: string) => [...fake.state.refunds.values()].filter((r) => r.payment_intent === intentId).map((r) => r.amount);
-const succeededEvent = (fake: FakeStripe, intentId: string) => fake.events().find((e) => e.type === "payment_intent.succeeded" && (e.data as Json).object.id === intentId) as Json;
+/** The refunded amounts of `intentId` at the fake Stripe. */
+const refundedOf = (fake: FakeStripe, intentId: string) => refundsOf(fake, intentId).map(([, amount]) => amount);
 const statusesOf = (fake: FakeStripe, eventId: string) =>
   fake
     .deliveries()
@@ -41,29 +34,8 @@ const statusesOf = (fake: FakeStripe, eventId: string) =>
 for (const store of STORES) {
   const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" });
 
-  async function renewal(card: "authentication" | "visa"): Promise<{ s: Scenario; inv: Json }> {
-    const { server, fake } = ctx;
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
-    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
-    if (card !== "visa") await d.replaceCard(s, card);
-    await s.advance("2026-02-15T00:00:00Z");
-    await fake.settle();
-    const last = (await s.invoices()).at(-1) as Json;
-    return { s, inv: await s.call("GET", `/invoices/${last.id}`) };
-  }
-
-  async function waitingRenewal(t: ExecutionContext): Promise<{ s: Scenario; inv: Json; a: Json }> {
-    const { s, inv } = await renewal("authentication");
-    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
-    const intents = intentsOf(ctx.fake, inv.id);
-    t.is(intents.length, 1, "one PaymentIntent, waiting");
-    return { s, inv, a: intents[0] as Json };
-  }
-
   test.serial(`${store}: a partial reduce_amount_due on a renewal waiting for the customer is refused (400 naming outcome), nothing written; the full amount is taken`, async (t) => {
-    const { s, inv } = await waitingRenewal(t);
+    const { s, inv } = await waitingRenewal(t, ctx);
     const r = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due", amount: "1000" });
     t.is(r.status, 400);
     t.is(r.body.code, "failed_precondition");
@@ -78,7 +50,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: an invoice credited to zero while its charge's answer was lost: that charge's webhook refunds it in full, keyed :full`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv } = await renewal("visa");
+    const { s, inv } = await renewal(ctx, "visa");
     const [pi] = intentsOf(fake, inv.id).filter((x) => x.status === "succeeded");
     const event = succeededEvent(fake, String(pi?.id));
     t.truthy(event);
@@ -92,7 +64,7 @@ for (const store of STORES) {
     t.like(await paymentState(server.db.url, inv.id), { paidBy: "credit_note" });
     await fake.redeliver(event.id);
     await fake.settle();
-    t.deepEqual(refundsOf(fake, String(pi?.id)), [pi?.amount], "refunded in full, once");
+    t.deepEqual(refundedOf(fake, String(pi?.id)), [pi?.amount], "refunded in full, once");
     const keys = fake
       .requests()
       .filter((r) => r.operation === "POST /v1/refunds")
@@ -100,13 +72,13 @@ for (const store of STORES) {
     t.deepEqual(keys, [`${inv.id}:refund-after-end:${pi?.id}:full`]);
     await fake.redeliver(event.id);
     await fake.settle();
-    t.deepEqual(refundsOf(fake, String(pi?.id)), [pi?.amount], "a repeat refunds nothing more");
+    t.deepEqual(refundedOf(fake, String(pi?.id)), [pi?.amount], "a repeat refunds nothing more");
     t.like(await paymentState(server.db.url, inv.id), { paidBy: "credit_note", refundedAfterEnd: [{ reference: pi?.id }] });
   });
 
   test.serial(`${store}: A's webhook finds the invoice no longer waiting on A under its row lock: 500, not recorded, and its redelivery pays the invoice with A`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     fake.webhookOptions({ outOfOrder: true });
     try {
       await fake.completeAuthentication(a.id);
@@ -143,6 +115,6 @@ for (const store of STORES) {
     t.deepEqual(statusesOf(fake, event.id), [500, 200]);
     t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid" });
     t.like(await paymentState(server.db.url, inv.id), { reference: a.id });
-    t.deepEqual(refundsOf(fake, a.id), []);
+    t.deepEqual(refundedOf(fake, a.id), []);
   });
 }

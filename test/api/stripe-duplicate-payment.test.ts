@@ -14,75 +14,14 @@
  *   which ends the cancel left pending.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, createServer } from "node:http";
-import test, { type ExecutionContext } from "ava";
-import { STORES, withDatabase } from "../helpers/db.js";
-import { type StripeFront, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import test from "ava";
+import { STORES } from "../helpers/db.js";
+import { stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
+import { cancelFront, cancelsOf, intentsOf, paymentState, refundsOf, waitingRenewal } from "../helpers/stripe-waiting.js";
 import type { Json } from "../helpers/subjects-api.js";
-import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
-const usd = (value: string) => ({ currency_code: "USD", value });
-const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
-
-/** A proxy in front of the fake Stripe that drops the connection of every cancel while `down` is set (Stripe unreachable). */
-interface CancelOutage extends StripeFront {
-  down: boolean;
-}
-
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function cancelOutage(target: string): Promise<CancelOutage> {
-  const proxy: CancelOutage = { url: "", down: false, stop: async () => {} };
-  const server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      if (proxy.down && req.method === "POST" && req.url?.endsWith("/cancel")) return void req.socket.destroy();
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(Buffer.from(await out.arrayBuffer()));
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  proxy.stop = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return proxy;
-}
-
-/** The invoice's payment state as stored (payment_state), with its next_payment_attempt. */
-async function paymentState(url: string, invoiceId: string): Promise<Json> {
-  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p, next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
-  return { ...JSON.parse(String(row?.p ?? "{}")), next: row?.n ?? null };
-}
-
-const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
-
-/** The cancel requests Stripe received for `intentId`: [idempotency key, status]. */
-const cancelsOf = (fake: FakeStripe, intentId: string) =>
-  fake
-    .requests()
-    .filter((r) => r.operation === CANCEL && r.path === `/v1/payment_intents/${intentId}/cancel`)
-    .map((r) => [r.idempotencyKey, r.status]);
-
-const refundsOf = (fake: FakeStripe, intentId: string) => [...fake.state.refunds.values()].filter((r) => r.payment_intent === intentId).map((r) => [String(r.id), r.amount]);
 
 /** The invoice.paid events of the invoice. */
 async function paidEvents(s: Scenario, invoiceId: string): Promise<number> {
@@ -90,25 +29,7 @@ async function paidEvents(s: Scenario, invoiceId: string): Promise<number> {
 }
 
 for (const store of STORES) {
-  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelOutage);
-
-  /** A subject on Stripe whose renewal waits for the customer's authentication: the scenario, that invoice and its PaymentIntent (A). */
-  async function waitingRenewal(t: ExecutionContext): Promise<{ s: Scenario; inv: Json; a: Json }> {
-    const { server, fake } = ctx;
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
-    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
-    await d.replaceCard(s, "authentication");
-    await s.advance("2026-02-15T00:00:00Z");
-    await fake.settle();
-    const last = (await s.invoices()).at(-1) as Json;
-    const inv = await s.call("GET", `/invoices/${last.id}`);
-    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
-    const intents = intentsOf(fake, inv.id);
-    t.is(intents.length, 1, "one PaymentIntent, waiting");
-    return { s, inv, a: intents[0] as Json };
-  }
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelFront);
 
   /** The invoice's PaymentIntents that succeeded. */
   const succeeded = (invoiceId: string) =>
@@ -118,7 +39,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: a new card saved in the portal charges the invoice: the PaymentIntent waiting for the customer is cancelled first, once; completing it later charges nothing`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await stripeDriver(server, fake).replaceCard(s, "visa");
     await fake.settle();
     t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", attempt_count: 2, payment_url: null });
@@ -142,7 +63,7 @@ for (const store of STORES) {
     `${store}: the customer completed A before the portal's new card charges the invoice: the cancel answers that A succeeded, which pays it; nothing else is charged nor refunded`,
     async (t) => {
       const { server, fake } = ctx;
-      const { s, inv, a } = await waitingRenewal(t);
+      const { s, inv, a } = await waitingRenewal(t, ctx);
       fake.webhookOptions({ outOfOrder: true });
       try {
         await fake.completeAuthentication(a.id);
@@ -165,7 +86,7 @@ for (const store of STORES) {
     `${store}: the lost race: A completed with its webhook held back while B pays the invoice: A refunded once, the invoice paid once; A's webhook, again, refunds nothing more`,
     async (t) => {
       const { server, fake } = ctx;
-      const { s, inv, a } = await waitingRenewal(t);
+      const { s, inv, a } = await waitingRenewal(t, ctx);
       fake.webhookOptions({ outOfOrder: true });
       try {
         // The customer authenticates A; Stripe's payment_intent.succeeded is held back.
@@ -206,7 +127,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: Stripe unreachable for the cancel after the pay link paid: A's webhook refunds the duplicate once, and the pending cancel ends with it`, async (t) => {
     const { server, fake, front: proxy } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     fake.webhookOptions({ outOfOrder: true });
     try {
       await fake.completeAuthentication(a.id);

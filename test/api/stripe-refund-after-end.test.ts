@@ -15,78 +15,14 @@
  * recorded): its payment_intent.succeeded, redelivered or new, refunds nothing.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, createServer } from "node:http";
-import test, { type ExecutionContext } from "ava";
+import test from "ava";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { STRIPE_SECRET_KEY, type StripeFront, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
-import type { Scenario } from "../helpers/scenario.js";
-import type { Json } from "../helpers/subjects-api.js";
+import { STRIPE_SECRET_KEY, useStripeServer } from "../helpers/payment-flows.js";
+import { cancelFront, cancelsOf, intentsOf, paymentState, refundsOf, renewal, succeededEvent, waitingRenewal } from "../helpers/stripe-waiting.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
-const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
-
-/** A proxy in front of the fake Stripe that drops the connection of every cancel while `down` is set (Stripe unreachable). */
-interface CancelOutage extends StripeFront {
-  down: boolean;
-}
-
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function cancelOutage(target: string): Promise<CancelOutage> {
-  const proxy: CancelOutage = { url: "", down: false, stop: async () => {} };
-  const server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      if (proxy.down && req.method === "POST" && req.url?.endsWith("/cancel")) return void req.socket.destroy();
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(Buffer.from(await out.arrayBuffer()));
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  proxy.stop = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return proxy;
-}
-
-/** The invoice's payment state as stored (payment_state), with its next_payment_attempt. */
-async function paymentState(url: string, invoiceId: string): Promise<Json> {
-  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p, next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
-  return { ...JSON.parse(String(row?.p ?? "{}")), next: row?.n ?? null };
-}
-
-const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
-
-/** The cancel requests Stripe received for `intentId`: [idempotency key, status]. */
-const cancelsOf = (fake: FakeStripe, intentId: string) =>
-  fake
-    .requests()
-    .filter((r) => r.operation === CANCEL && r.path === `/v1/payment_intents/${intentId}/cancel`)
-    .map((r) => [r.idempotencyKey, r.status]);
-
-const refundsOf = (fake: FakeStripe, intentId: string) => [...fake.state.refunds.values()].filter((r) => r.payment_intent === intentId).map((r) => [String(r.id), r.amount]);
-
-/** Stripe's payment_intent.succeeded event of `intentId`. */
-const succeededEvent = (fake: FakeStripe, intentId: string) => fake.events().find((e) => e.type === "payment_intent.succeeded" && (e.data as Json).object.id === intentId) as Json;
 
 /** The customer completes A's authentication; Stripe's payment_intent.succeeded is held back (fake.releaseHeld sends it). */
 async function completedHeld(fake: FakeStripe, intentId: string): Promise<void> {
@@ -99,34 +35,11 @@ async function completedHeld(fake: FakeStripe, intentId: string): Promise<void> 
 }
 
 for (const store of STORES) {
-  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelOutage);
-
-  /** A subject on Stripe whose renewal (card: `card`) is charged: the scenario and that invoice. */
-  async function renewal(card: "authentication" | "visa"): Promise<{ s: Scenario; inv: Json }> {
-    const { server, fake } = ctx;
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
-    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
-    if (card !== "visa") await d.replaceCard(s, card);
-    await s.advance("2026-02-15T00:00:00Z");
-    await fake.settle();
-    const last = (await s.invoices()).at(-1) as Json;
-    return { s, inv: await s.call("GET", `/invoices/${last.id}`) };
-  }
-
-  /** A renewal waiting for the customer's authentication: the scenario, that invoice and its PaymentIntent (A). */
-  async function waitingRenewal(t: ExecutionContext): Promise<{ s: Scenario; inv: Json; a: Json }> {
-    const { s, inv } = await renewal("authentication");
-    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
-    const intents = intentsOf(ctx.fake, inv.id);
-    t.is(intents.length, 1, "one PaymentIntent, waiting");
-    return { s, inv, a: intents[0] as Json };
-  }
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelFront);
 
   test.serial(`${store}: a credit note crediting a renewal waiting for the customer to zero pays it and cancels A once; authenticating later charges nothing`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due" });
     t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", amount_due: usd("0"), payment_url: null });
     t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 200]], "A cancelled once, with its attempt's cancel key");
@@ -139,7 +52,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: A completed before the credit note that credits it to zero: the cancel finds A succeeded, A refunded in full once; its webhook, twice, refunds nothing more`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await completedHeld(fake, a.id);
     await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due" });
     t.deepEqual(cancelsOf(fake, a.id), [[`${inv.id}:attempt-1:cancel`, 400]], "Stripe refused the cancel: A had succeeded");
@@ -159,7 +72,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: Stripe unreachable for the credit note's cancel: A's webhook refunds A (it paid nothing), once, and ends the pending cancel`, async (t) => {
     const { server, fake, front: proxy } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await completedHeld(fake, a.id);
     proxy.down = true;
     try {
@@ -183,7 +96,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: A completed after its amount due was lowered, the invoice then voided: A refunded in full (what Stripe took), not the amount due`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     // Lowered in the database: a partial credit note is refused while A waits (stripe-credit-note-payments.test.ts).
     await withDatabase(server.db.url, (db) => db.dataSource.query("UPDATE invoices SET amount_due = '3900' WHERE id = ?", [inv.id]));
     t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", amount_due: usd("3900") });
@@ -211,7 +124,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: the invoice voided while A's webhook waits for its row lock: A refunded, not kept`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await completedHeld(fake, a.id);
     // The invoice's row held by another transaction, which voids it once A's webhook waits for that row.
     const { delivering } = await withDatabase(server.db.url, (db) =>
@@ -243,7 +156,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: A refunded by hand at Stripe before the void: Stripe's refusal recorded, the cancel no longer pending, A's webhook answered 200`, async (t) => {
     const { server, fake } = ctx;
-    const { s, inv, a } = await waitingRenewal(t);
+    const { s, inv, a } = await waitingRenewal(t, ctx);
     await completedHeld(fake, a.id);
     const byHand = await fetch(`${fake.url}/v1/refunds`, {
       method: "POST",
@@ -272,7 +185,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: a paid invoice storing no payment (paid before payments were recorded): its payment's webhook, redelivered or new, refunds nothing`, async (t) => {
     const { server, fake } = ctx;
-    const { inv } = await renewal("visa");
+    const { inv } = await renewal(ctx, "visa");
     t.is(inv.status, "paid");
     const [pi] = intentsOf(fake, inv.id).filter((x) => x.status === "succeeded");
     t.truthy(pi);

@@ -13,86 +13,26 @@
  *   the webhook that arrives then (twice) refunds nothing more.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, createServer } from "node:http";
 import test, { type ExecutionContext } from "ava";
 import { STORES, withDatabase } from "../helpers/db.js";
-import { type StripeFront, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
-import type { Scenario } from "../helpers/scenario.js";
+import { stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import { cancelFront, cancelRequests, intentsOf, paymentState, refundsOf, waitingInvoice } from "../helpers/stripe-waiting.js";
 import type { Json } from "../helpers/subjects-api.js";
 import { dbTime } from "../../src/db/raw.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
-const CANCEL = "POST /v1/payment_intents/{intent}/cancel";
-
-/** A proxy in front of the fake Stripe that drops the connection of every cancel while `down` is set (Stripe unreachable). */
-interface CancelOutage extends StripeFront {
-  down: boolean;
-  /** The cancels it dropped. */
-  dropped: number;
-}
-
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-async function cancelOutage(target: string): Promise<CancelOutage> {
-  const proxy: CancelOutage = { url: "", down: false, dropped: 0, stop: async () => {} };
-  const server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      if (proxy.down && req.method === "POST" && req.url?.endsWith("/cancel")) {
-        proxy.dropped++;
-        return void req.socket.destroy();
-      }
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(Buffer.from(await out.arrayBuffer()));
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  proxy.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  proxy.stop = () =>
-    new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    });
-  return proxy;
-}
-
-/** The invoice's payment state as stored (payment_state). */
-async function paymentState(url: string, invoiceId: string): Promise<Json> {
-  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p, next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
-  return { ...JSON.parse(String(row?.p ?? "{}")), next: row?.n ?? null };
-}
 
 /** The invoice's one PaymentIntent at the fake Stripe. */
 function intentOf(t: ExecutionContext, fake: FakeStripe, invoiceId: string): Json {
-  const intents = fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
+  const intents = intentsOf(fake, invoiceId);
   t.is(intents.length, 1, "one PaymentIntent for the invoice");
   return intents[0] as Json;
 }
 
 /** The cancel requests Stripe received for `intentId`: [idempotency key, status, replayed]. */
-const cancelsOf = (fake: FakeStripe, intentId: string) =>
-  fake
-    .requests()
-    .filter((r) => r.operation === CANCEL && r.path === `/v1/payment_intents/${intentId}/cancel`)
-    .map((r) => [r.idempotencyKey, r.status, r.replayed]);
-
-const refundsOf = (fake: FakeStripe, intentId: string) => [...fake.state.refunds.values()].filter((r) => r.payment_intent === intentId).map((r) => [String(r.id), r.amount]);
+const cancelsOf = (fake: FakeStripe, intentId: string) => cancelRequests(fake, intentId).map((r) => [r.idempotencyKey, r.status, r.replayed]);
 
 /** The customer comes back and authenticates: refused by Stripe (the PaymentIntent was cancelled), nothing charged. */
 async function authenticationRefused(t: ExecutionContext, fake: FakeStripe, intentId: string): Promise<void> {
@@ -103,23 +43,7 @@ async function authenticationRefused(t: ExecutionContext, fake: FakeStripe, inte
 
 for (const store of STORES) {
   // The scheduler on real time every 100 ms: dunning's sweep of the cancels left pending.
-  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelOutage);
-
-  /** A subject on Stripe whose renewal waits for the customer's authentication: the scenario and that invoice. */
-  async function waitingRenewal(): Promise<{ s: Scenario; inv: Json }> {
-    const { server, fake } = ctx;
-    const d = stripeDriver(server, fake);
-    const s = await d.start(server);
-    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
-    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
-    await d.replaceCard(s, "authentication");
-    await s.advance("2026-02-15T00:00:00Z");
-    await fake.settle();
-    const last = (await s.invoices()).at(-1) as Json;
-    const inv = await s.call("GET", `/invoices/${last.id}`);
-    if (inv.status !== "open" || !inv.payment_url) throw new Error(`the renewal does not wait for the customer: ${JSON.stringify(inv)}`);
-    return { s, inv };
-  }
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" }, cancelFront);
 
   test.serial(`${store}: a credit purchase whose charge needs the customer's authentication: void, its PaymentIntent cancelled once; authenticating later charges nothing`, async (t) => {
     const { server, fake } = ctx;
@@ -139,7 +63,7 @@ for (const store of STORES) {
   for (const action of ["void", "mark_uncollectible"] as const)
     test.serial(`${store}: a renewal waiting for the customer, ${action === "void" ? "voided" : "marked uncollectible"}: its PaymentIntent cancelled once, repeats cancel nothing more`, async (t) => {
       const { server, fake } = ctx;
-      const { s, inv } = await waitingRenewal();
+      const { s, inv } = await waitingInvoice(ctx);
       const pi = intentOf(t, fake, inv.id);
       const send = () =>
         fetch(`${server.url}/invoices/${inv.id}/${action}`, { method: "POST", headers: { "x-api-key": s.key, "content-type": "application/json", "idempotency-key": `end-${inv.id}` }, body: "{}" });
@@ -158,7 +82,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: the cancel loses the race (the customer authenticated first): the payment refunded once, the invoice stays void`, async (t) => {
     const { fake } = ctx;
-    const { s, inv } = await waitingRenewal();
+    const { s, inv } = await waitingInvoice(ctx);
     const pi = intentOf(t, fake, inv.id);
     fake.webhookOptions({ outOfOrder: true });
     try {
@@ -194,7 +118,7 @@ for (const store of STORES) {
 
   test.serial(`${store}: Stripe unreachable when the renewal is voided: the void stands, the cancel stays pending, and dunning's sweep makes it once, with the same key`, async (t) => {
     const { server, fake, front: proxy } = ctx;
-    const { s, inv } = await waitingRenewal();
+    const { s, inv } = await waitingInvoice(ctx);
     const pi = intentOf(t, fake, inv.id);
     proxy.down = true;
     try {
