@@ -27,6 +27,14 @@ export const END_INSTANT = Date.UTC(2200, 0, 1);
 export const FORMAT_PROBLEM = "must be an RFC 3339 date-time, such as 2026-01-31T12:00:00Z";
 export const RANGE_PROBLEM = "must be from 2000-01-01T00:00:00Z (inclusive) to 2200-01-01T00:00:00Z (exclusive)";
 
+/**
+ * An instant as the API writes it everywhere (protobuf-es's Timestamp JSON): RFC 3339 in UTC, with
+ * milliseconds only when there are any (2026-01-31T12:00:00Z, 2026-01-31T12:00:00.250Z).
+ */
+export function formatInstant(d: Date): string {
+  return d.toISOString().replace(".000Z", "Z");
+}
+
 export type Parsed = { ok: true; ms: number } | { ok: false; problem: string };
 
 const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?$/;

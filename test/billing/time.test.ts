@@ -3,10 +3,13 @@
  * impossible date, leap years, offsets, fraction truncation, the range's bounds, and garbage.
  */
 import test from "ava";
+import { toJson } from "@bufbuild/protobuf";
+import { TimestampSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { prepare } from "../../src/billing/metering/events.js";
-import { END_INSTANT, MIN_INSTANT, RANGE_PROBLEM, checkInstant, parseInstant, parseRfc3339, readInstant } from "../../src/billing/time.js";
+import { eventBody } from "../../src/billing/events/delivery.js";
+import { END_INSTANT, MIN_INSTANT, RANGE_PROBLEM, checkInstant, formatInstant, parseInstant, parseRfc3339, readInstant } from "../../src/billing/time.js";
 import { storableTime } from "../../src/db/columns.js";
 import { dbTime } from "../../src/db/raw.js";
 import { instantOf } from "../../src/rpc/convert/common.js";
@@ -229,4 +232,13 @@ test("property: every text of an instant in range reads back as that millisecond
     { numRuns: 2000 },
   );
   t.pass();
+});
+
+test("an instant is written as the API's Timestamp JSON writes it: milliseconds only when there are any, in webhook bodies too", (t) => {
+  for (const ms of [Date.UTC(2026, 0, 31, 12), Date.UTC(2026, 0, 31, 12, 0, 0, 250), Date.UTC(2026, 0, 31, 12, 0, 0, 1), MIN_INSTANT, END_INSTANT - 1]) {
+    const d = new Date(ms);
+    t.is(formatInstant(d), toJson(TimestampSchema, timestampFromDate(d)) as string, d.toISOString());
+  }
+  const stored = { id: "evt_1", type: "subject.created", createdAt: new Date(Date.UTC(2026, 0, 31, 12)), environmentId: "env_1", data: "{}" };
+  t.is(JSON.parse(eventBody(stored as Parameters<typeof eventBody>[0], "test")).created_at, "2026-01-31T12:00:00Z");
 });

@@ -11,6 +11,7 @@
  */
 import { createHmac } from "node:crypto";
 import { newId } from "../ids.js";
+import { formatInstant } from "../time.js";
 import type { StoredEvent } from "./types.js";
 import type { AttemptOutcome, ClaimedDelivery, WebhookStore } from "./webhooks.js";
 
@@ -87,9 +88,9 @@ export function standardWebhookHeaders(secret: string, id: string, t: number, bo
   return { "webhook-id": id, "webhook-timestamp": String(t), "webhook-signature": `v1,${signature}` };
 }
 
-/** The body of a delivery: the event with its resource as stored (its JSON text, verbatim). */
+/** The body of a delivery: the event with its resource as stored (its JSON text, verbatim), its time written as the API writes it. */
 export function eventBody(e: StoredEvent, mode: string): string {
-  return `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"created_at":${JSON.stringify(e.createdAt.toISOString())},"environment_id":${JSON.stringify(e.environmentId)},"mode":${JSON.stringify(mode)},"data":${e.data}}`;
+  return `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"created_at":${JSON.stringify(formatInstant(e.createdAt))},"environment_id":${JSON.stringify(e.environmentId)},"mode":${JSON.stringify(mode)},"data":${e.data}}`;
 }
 
 /**
