@@ -33,9 +33,7 @@ import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentProvider, chargeKey } from "../subscriptions/types.js";
 import { CANCEL_GRACE_MS, type DunningStore, type DunningWrites, cancelKey } from "./dunning.js";
 import type { InvoicePayment, RefundAfterEnd } from "./types.js";
-
-/** How long after a failed cancel (the provider unreachable, the payment still processing) the sweep asks again. */
-const RETRY_MS = 5 * 60_000;
+import { CANCEL_RETRY_MS, waitingOn } from "./waiting.js";
 
 /** How many pending cancels one read of the sweep takes. */
 const DUE_BATCH = 50;
@@ -57,9 +55,9 @@ const ended = (i: Pick<Invoice, "status">) => i.status === "paid" || i.status ==
  * waiting, the cancel of that payment to make; undefined when nothing waits.
  */
 export function endedPayment(i: Pick<Invoice, "id" | "attemptCount" | "payment">): InvoicePayment | undefined {
-  const p = i.payment;
-  if (!p?.actionRequired || !p.reference) return undefined;
-  return { ...p, actionRequired: false, actionUrl: null, cancel: { reference: p.reference, key: cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)) } };
+  const reference = waitingOn(i);
+  if (!reference) return undefined;
+  return { ...i.payment, actionRequired: false, actionUrl: null, cancel: { reference, key: cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)) } };
 }
 
 /**
@@ -198,9 +196,9 @@ export class PaymentCancels {
     });
   }
 
-  /** The pending cancel of the invoice asked again by the sweep RETRY_MS from now. */
+  /** The pending cancel of the invoice (the provider unreachable, the payment still processing) asked again by the sweep CANCEL_RETRY_MS from now, as a waiting payment's cancel before a new charge is. */
   private later(ref: Ref): Promise<void> {
-    return this.rewrite(ref, (cur) => (cur.payment?.cancel ? { next: new Date(this.now().getTime() + RETRY_MS), payment: cur.payment } : undefined));
+    return this.rewrite(ref, (cur) => (cur.payment?.cancel ? { next: new Date(this.now().getTime() + CANCEL_RETRY_MS), payment: cur.payment } : undefined));
   }
 
   /** An ended invoice with no cancel pending is never due (a retry planned before it was voided is dropped). */
