@@ -9,13 +9,13 @@
  *   is not completed and the customer lands on its cancelled URL.
  */
 import { randomBytes } from "node:crypto";
-import { type IncomingMessage, type Server, createServer } from "node:http";
 import test from "ava";
 import mysql from "mysql2/promise";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { buyOnDyingServer, form, location303, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
+import { stripeProxy } from "../helpers/stripe-outage.js";
 import { type TestServer, childServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
@@ -33,41 +33,19 @@ interface HoldingProxy {
   stop(): Promise<void>;
 }
 
-async function readAll(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
 async function holdingProxy(target: string): Promise<HoldingProxy> {
   let hold: { arrive: (invoiceId: string) => void; released: Promise<void> } | undefined;
-  const server: Server = createServer((req, res) => {
-    void (async () => {
-      const body = await readAll(req);
-      if (hold && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
-        const h = hold;
-        hold = undefined;
-        h.arrive(new URLSearchParams(body.toString("utf8")).get("metadata[invoice_id]") ?? "");
-        await h.released;
-      }
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
-      const out = await fetch(`${target}${req.url}`, { method: req.method, headers, body: req.method === "GET" ? undefined : new Uint8Array(body) });
-      const answer = Buffer.from(await out.arrayBuffer());
-      const back: Record<string, string> = {};
-      out.headers.forEach((v, k) => {
-        if (!["content-encoding", "transfer-encoding", "content-length", "connection"].includes(k)) back[k] = v;
-      });
-      res.writeHead(out.status, back);
-      res.end(answer);
-    })().catch((err) => {
-      res.writeHead(502);
-      res.end(String(err));
-    });
+  const proxy = await stripeProxy(target, async (req, _res, body) => {
+    if (hold && req.method === "POST" && req.url?.startsWith("/v1/payment_intents")) {
+      const h = hold;
+      hold = undefined;
+      h.arrive(new URLSearchParams(body.toString("utf8")).get("metadata[invoice_id]") ?? "");
+      await h.released;
+    }
+    return undefined;
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    url: proxy.url,
     holdNextCharge() {
       let arrive: (invoiceId: string) => void = () => {};
       let release = () => {};
@@ -80,7 +58,7 @@ async function holdingProxy(target: string): Promise<HoldingProxy> {
       hold = { arrive, released };
       return { arrived, release };
     },
-    stop: () => new Promise<void>((r) => server.close(() => r())),
+    stop: () => proxy.stop(),
   };
 }
 

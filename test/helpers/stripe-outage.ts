@@ -36,11 +36,12 @@ export function answerJson(res: ServerResponse, status: number, body: Json): voi
 }
 
 /**
- * What a proxy does with one request (its body read), asked before passing it on: "answered" (the
- * rule answered it or dropped its connection itself), "answer-lost" (passed on to Stripe, the
- * connection then dropped without its answer), or undefined (passed through).
+ * What a proxy does with one request (its body read, and given), asked before passing it on:
+ * "answered" (the rule answered it or dropped its connection itself), "answer-lost" (passed on to
+ * Stripe, the connection then dropped without its answer), or undefined (passed through). A rule
+ * may wait (hold the request) before it says.
  */
-export type ProxyRule = (req: IncomingMessage, res: ServerResponse) => "answered" | "answer-lost" | undefined;
+export type ProxyRule = (req: IncomingMessage, res: ServerResponse, body: Buffer) => "answered" | "answer-lost" | undefined | Promise<"answered" | "answer-lost" | undefined>;
 
 /**
  * Starts a proxy in front of the fake Stripe at `target` that applies `rule` to each request and
@@ -50,7 +51,7 @@ export async function stripeProxy(target: string, rule: ProxyRule, lost: () => v
   const server: Server = createServer((req, res) => {
     void (async () => {
       const body = await readAll(req);
-      const ruled = rule(req, res);
+      const ruled = await rule(req, res, body);
       if (ruled === "answered") return;
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
