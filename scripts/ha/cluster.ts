@@ -8,10 +8,10 @@
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import os from "node:os";
 import { join } from "node:path";
 import mysql from "mysql2/promise";
-import { freePort } from "../../bench/lib.js";
 import { type NodePorts, haproxyConfig, nodeOptions } from "./config.js";
 import { exited, removeAtCleanup, signal, startProcess } from "./processes.js";
 
@@ -112,10 +112,21 @@ export class GaleraNode {
     const end = Date.now() + timeoutMs;
     while (Date.now() < end) {
       if ((await this.state()) === 4) return;
-      if (this.proc && this.proc.exitCode !== null) throw new Error(`${this.name} exited (code ${this.proc.exitCode}); see ${this.dir}/error.log`);
+      if (this.proc && this.proc.exitCode !== null) throw new Error(`${this.name} exited (code ${this.proc.exitCode}); ${this.errorLogTail()}`);
       await sleep(500);
     }
-    throw new Error(`${this.name} not Synced within ${timeoutMs} ms; see ${this.dir}/error.log`);
+    throw new Error(`${this.name} not Synced within ${timeoutMs} ms; ${this.errorLogTail()}`);
+  }
+
+  /** The last lines of the node's error.log, for a failure's message (the directory is removed at cleanup). */
+  errorLogTail(lines = 15): string {
+    const file = join(this.dir, "error.log");
+    try {
+      const tail = readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines);
+      return `the end of ${file}:\n    ${tail.join("\n    ")}`;
+    } catch {
+      return `no ${file}`;
+    }
   }
 }
 
@@ -133,8 +144,32 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-async function portsFor(n: number): Promise<NodePorts> {
-  return { n, client: await freePort(), gcomm: await freePort(), ist: await freePort(), sst: await freePort(), check: await freePort() };
+/**
+ * Listening ports for the cluster, distinct and below Linux's ephemeral range (32768 and up): a
+ * port the kernel hands out for port 0 can be taken, between the probe and mariadbd's bind, as the
+ * local end of one of the many outgoing connections the harness and the tests make.
+ */
+async function clusterPorts(count: number): Promise<number[]> {
+  const chosen = new Set<number>();
+  let candidate = 20_000 + Math.floor(Math.random() * 10_000);
+  while (chosen.size < count) {
+    candidate = candidate >= 32_000 ? 20_000 : candidate + 1;
+    if (!chosen.has(candidate) && (await listenable(candidate))) chosen.add(candidate);
+  }
+  return [...chosen];
+}
+
+function listenable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+}
+
+function portsFor(n: number, p: number[]): NodePorts {
+  const [client, gcomm, ist, sst, check] = p.slice((n - 1) * 5, n * 5) as [number, number, number, number, number];
+  return { n, client, gcomm, ist, sst, check };
 }
 
 /** One health-check port per node: 200 when the node is Synced, else 503. */
@@ -150,20 +185,46 @@ function healthServers(nodes: GaleraNode[]): http.Server[] {
   });
 }
 
-/** Starts the cluster and HAProxy; resolves when all three nodes are Synced and HAProxy answers. */
+/**
+ * Starts the cluster and HAProxy; resolves when all three nodes are Synced and HAProxy answers.
+ * A start that fails (a node that exits or never syncs) is logged with the node's error.log and
+ * made once more, in a new directory on new ports, before the harness gives up.
+ */
 export async function startCluster(): Promise<Cluster> {
   ensureHaproxy();
+  for (let attempt = 1; ; attempt++) {
+    const started: { cluster?: Partial<Cluster> & { stop(): Promise<void> } } = {};
+    try {
+      return await startClusterOnce(started);
+    } catch (err) {
+      if (attempt >= 2) throw err;
+      log(`the cluster did not start: ${(err as Error).message}`);
+      log("starting it once more, in a new directory on new ports");
+      await started.cluster?.stop();
+    }
+  }
+}
+
+async function startClusterOnce(started: { cluster?: { stop(): Promise<void> } }): Promise<Cluster> {
   const dir = mkdtempSync(join(os.tmpdir(), "billing-ha-"));
   removeAtCleanup(dir);
   // The nodes run as the mysql user (mariadbd drops to it): rsync SST's daemon, started by a
   // node, then runs as that user too (started by root it would switch to nobody, who cannot
   // write the data directory).
   chmodSync(dir, 0o755);
-  const ports = [await portsFor(1), await portsFor(2), await portsFor(3)];
+  const free = await clusterPorts(16);
+  const ports = [portsFor(1, free), portsFor(2, free), portsFor(3, free)];
   const nodes = ports.map((p) => new GaleraNode(p, ports, join(dir, `node${p.n}`)));
   log(`cluster in ${dir}: initialising three data directories`);
   for (const n of nodes) n.init();
   const checks = healthServers(nodes);
+  let haproxy: ChildProcess | undefined;
+  const stop = async () => {
+    for (const s of checks) s.close();
+    if (haproxy) signal(haproxy, "SIGKILL");
+    for (const n of nodes) await n.kill();
+  };
+  started.cluster = { stop };
   const first = nodes[0] as GaleraNode;
   first.start(true);
   await first.synced(120_000);
@@ -172,11 +233,10 @@ export async function startCluster(): Promise<Cluster> {
     n.start();
     await n.synced(Number(process.env.HA_JOIN_MS ?? 180_000));
   }
-  const front = await freePort();
+  const front = free[15] as number;
   const haproxyConfigText = haproxyConfig(front, ports, process.env.HA_WRITERS === "all" ? "all" : "one");
   const cfg = join(dir, "haproxy.cfg");
   writeFileSync(cfg, haproxyConfigText);
-  let haproxy: ChildProcess | undefined;
   const startHaproxy = async () => {
     haproxy = startProcess("/usr/sbin/haproxy", ["-db", "-f", cfg], join(dir, "haproxy.log"));
     await waitForSql(front, 30_000);
@@ -213,11 +273,7 @@ export async function startCluster(): Promise<Cluster> {
       }
       return undefined;
     },
-    stop: async () => {
-      for (const s of checks) s.close();
-      if (haproxy) signal(haproxy, "SIGKILL");
-      for (const n of nodes) await n.kill();
-    },
+    stop,
   };
 }
 
