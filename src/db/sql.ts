@@ -236,6 +236,16 @@ export class Sql {
   }
 
   /**
+   * One write outside an explicit transaction. In a call that holds an idempotency key and has not
+   * marked it yet, the write runs in a transaction that marks the key in the same commit (DESIGN
+   * §12): a lone INSERT whose answer was lost (committed, but heard as `unavailable`) must make a
+   * retry with that key hear IDEMPOTENCY_OUTCOME_LOST, never insert a second row. Otherwise as run.
+   */
+  write<T>(fn: (em: EntityManager) => Promise<T>): Promise<T> {
+    return pendingMark() === undefined ? this.run(fn) : this.transaction(fn);
+  }
+
+  /**
    * One plain statement outside a transaction: the hot reads (a subject, an API key, usage
    * totals). On MySQL it goes straight through the pool's mysql2 connection: TypeORM's per-query
    * bookkeeping cost the client as much CPU as the round trip itself (about 170 us each here).

@@ -88,13 +88,13 @@ export class SqlAuthStore implements AuthStore {
     if (limits.ingestRps !== undefined) set.rate_limit_ingest_rps = limits.ingestRps;
     if (limits.apiRps !== undefined) set.rate_limit_api_rps = limits.apiRps;
     if (Object.keys(set).length === 0) return (await this.sql.run((em) => em.countBy(this.entities.Environment, { id }))) > 0;
-    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Environment).set(set).where("id = :id", { id }).execute());
+    const res = await this.sql.write((em) => em.createQueryBuilder().update(this.entities.Environment).set(set).where("id = :id", { id }).execute());
     return (res.affected ?? 0) > 0;
   }
 
   /** How long the environment's invoices that bill usage stay drafts, in seconds (0: final at once). */
   async setInvoiceGraceSeconds(id: string, seconds: number): Promise<boolean> {
-    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Environment).set({ invoice_grace_seconds: seconds }).where("id = :id", { id }).execute());
+    const res = await this.sql.write((em) => em.createQueryBuilder().update(this.entities.Environment).set({ invoice_grace_seconds: seconds }).where("id = :id", { id }).execute());
     return (res.affected ?? 0) > 0;
   }
 
@@ -123,7 +123,7 @@ export class SqlAuthStore implements AuthStore {
   }
 
   async revokeKey(id: string, at: Date): Promise<boolean> {
-    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.ApiKey).set({ revoked_at: at }).where("id = :id AND revoked_at IS NULL", { id }).execute());
+    const res = await this.sql.write((em) => em.createQueryBuilder().update(this.entities.ApiKey).set({ revoked_at: at }).where("id = :id AND revoked_at IS NULL", { id }).execute());
     return (res.affected ?? 0) > 0;
   }
 }

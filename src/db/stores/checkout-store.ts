@@ -65,7 +65,7 @@ export class SqlCheckoutStore implements CheckoutStore {
   ) {}
 
   async insert(c: CheckoutSession): Promise<void> {
-    await this.sql.run((em) => em.insert(this.entities.Checkout, { ...checkoutToRow(c), payload: c.payload as never }));
+    await this.sql.write((em) => em.insert(this.entities.Checkout, { ...checkoutToRow(c), payload: c.payload as never }));
   }
 
   async get(token: string): Promise<CheckoutSession | undefined> {

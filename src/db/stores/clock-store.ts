@@ -34,7 +34,7 @@ export class SqlTestClockStore implements TestClockStore {
   ) {}
 
   async insert(c: TestClock): Promise<void> {
-    await this.sql.run((em) => em.insert(this.entities.TestClock, testClockToRow(c)));
+    await this.sql.write((em) => em.insert(this.entities.TestClock, testClockToRow(c)));
   }
 
   async get(environmentId: string, id: string): Promise<StoredTestClock | undefined> {
@@ -84,7 +84,7 @@ export class SqlTestClockStore implements TestClockStore {
   }
 
   private async update(set: Partial<TestClockRow>, where: string, params: Record<string, unknown>): Promise<boolean> {
-    const res = await this.sql.run((em) => em.createQueryBuilder().update(this.entities.TestClock).set(set).where(where, params).execute());
+    const res = await this.sql.write((em) => em.createQueryBuilder().update(this.entities.TestClock).set(set).where(where, params).execute());
     return (res.affected ?? 0) > 0;
   }
 }

@@ -37,7 +37,7 @@ export class SqlPortalSessionStore implements PortalSessionStore {
   ) {}
 
   async insert(s: PortalSession): Promise<void> {
-    await this.sql.run((em) => em.insert(this.entities.PortalSession, portalSessionToRow(s)));
+    await this.sql.write((em) => em.insert(this.entities.PortalSession, portalSessionToRow(s)));
   }
 
   async get(token: string): Promise<PortalSession | undefined> {

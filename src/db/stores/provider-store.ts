@@ -50,6 +50,7 @@ export class SqlProviderStore {
   /** Stores the subject's customer unless one is stored already; answers the one stored (the first wins). */
   async saveCustomerRef(environmentId: string, subjectId: string, provider: string, ref: string, at: Date): Promise<string> {
     try {
+      // Not a change of the calling request's own (Sql.write): a retry finds the one stored.
       await this.sql.run((em) => em.insert(this.entities.ProviderCustomer, { environment_id: environmentId, subject_id: subjectId, provider, customer_ref: ref, created_at: at }));
       return ref;
     } catch (err) {

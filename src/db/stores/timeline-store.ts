@@ -99,7 +99,7 @@ export class SqlTimelineStore implements TimelineStore {
   ) {}
 
   async insert(t: Timeline): Promise<void> {
-    await this.sql.run((em) => em.insert(this.entities.Timeline, timelineToRow(t)));
+    await this.sql.write((em) => em.insert(this.entities.Timeline, timelineToRow(t)));
   }
 
   async get(environmentId: string, id: string): Promise<Timeline | undefined> {
