@@ -12,6 +12,7 @@ import type { ConnectError } from "@connectrpc/connect";
 import { CreditNoteService } from "../../src/gen/billing/v1/credit_note_service_pb.js";
 import { seats } from "../helpers/catalog-bodies.js";
 import { PROTOCOLS, reasonOf, rpcClient, violatedFields } from "../helpers/clients.js";
+import { creditState } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -132,6 +133,37 @@ for (const store of STORES) {
     t.deepEqual([next.total_amount.value, (next.credits_applied as Json[]).map((c) => [c.credit_grant_id, c.amount.value]), next.amount_due.value], ["1500", [[grant.id, "600"]], "900"]);
   });
 
+  test(`${store}: credit_balance on an open invoice is refused (INVOICE_NOT_PAID naming outcome) and writes nothing: dunning then makes it uncollectible with no credit given for it`, async (t) => {
+    const s = await Scenario.start(server, AT);
+    await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1], set_retry_schedule: true, after_last_attempt: "leave_active", mark_uncollectible: true });
+    const inv = await firstInvoice(s, CARD_FAILS_LATER);
+    t.deepEqual([inv.status, inv.amount_due.value], ["open", "1500"]);
+    const nothing = async () => ({
+      state: await invoiceState(s, inv.id),
+      notes: (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes.length,
+      grants: (await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`)).credit_grants.length,
+      ledger: (await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries.length,
+    });
+    const before = await nothing();
+    t.deepEqual(before, { state: ["open", "1500", "0"], notes: 0, grants: 0, ledger: 0 });
+    // The whole invoice (1500) and a part of it (1000): both refused, pointing to reduce_amount_due.
+    for (const ask of [{}, { amount: "1000" }]) {
+      const r = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance", ...ask });
+      t.is(r.status, 400, JSON.stringify(r.body));
+      t.is(r.body.code, "failed_precondition");
+      t.is(reasonOf(r.body), "INVOICE_NOT_PAID");
+      t.deepEqual(violatedFields(r.body), ["outcome"]);
+      t.regex(String(r.body.message), /^outcome: credit_balance cannot credit invoice .* is open, not paid yet .*outcome reduce_amount_due instead/);
+    }
+    const err = await t.throwsAsync(rpcClient(CreditNoteService, server.url, "connect", s.key).createCreditNote({ invoiceId: inv.id, reason: "other", outcome: "credit_balance" }));
+    t.regex((err as ConnectError).rawMessage, /^outcome: credit_balance cannot credit invoice/);
+    t.deepEqual(await nothing(), before, "nothing written");
+    // The charge is retried a day later and fails again: uncollectible, and no credit on the balance for it.
+    await s.advance("2026-01-17T00:00:00Z");
+    t.deepEqual(await nothing(), { ...before, state: ["uncollectible", "1500", "0"] });
+    t.deepEqual(await creditState(s), ["0", "0"]);
+  });
+
   test(`${store}: a refund through the test provider; a replay with the same Idempotency-Key answers the same note and refunds once`, async (t) => {
     const s = await Scenario.start(server, AT);
     const inv = await firstInvoice(s, CARD_OK);
@@ -193,14 +225,15 @@ for (const store of STORES) {
       t.is(r.body.code, "failed_precondition");
       t.is(reasonOf(r.body), reason, JSON.stringify(body));
     };
-    await refuse({ invoice_id: open.id, outcome: "credit_balance", amount: "1501" }, "CREDIT_EXCEEDS_INVOICE");
+    await refuse({ invoice_id: open.id, outcome: "reduce_amount_due", amount: "1501" }, "CREDIT_EXCEEDS_INVOICE");
     await refuse({ invoice_id: open.id, outcome: "refund" }, "INVOICE_NOT_REFUNDABLE");
-    await s.call("POST", "/credit-notes", { invoice_id: open.id, reason: "other", outcome: "credit_balance", amount: "1000" });
+    await refuse({ invoice_id: open.id, outcome: "credit_balance" }, "INVOICE_NOT_PAID");
+    await s.call("POST", "/credit-notes", { invoice_id: open.id, reason: "other", outcome: "reduce_amount_due", amount: "1000" });
     await refuse({ invoice_id: open.id, outcome: "reduce_amount_due", amount: "501" }, "CREDIT_EXCEEDS_INVOICE");
-    t.deepEqual(await invoiceState(s, open.id), ["open", "1500", "1000"]);
-    // A credit to the balance leaves the amount due; the 500 left lowers it (not to 0: still open).
+    t.deepEqual(await invoiceState(s, open.id), ["open", "500", "1000"]); // 1500 − 1000 = 500 due
+    // The 500 left lowers the amount due to 0: paid, and nothing is left to credit another way.
     await s.call("POST", "/credit-notes", { invoice_id: open.id, reason: "other", outcome: "reduce_amount_due" });
-    t.deepEqual(await invoiceState(s, open.id), ["open", "1000", "1500"]);
+    t.deepEqual(await invoiceState(s, open.id), ["paid", "0", "1500"]);
     await refuse({ invoice_id: open.id, outcome: "credit_balance" }, "CREDIT_EXCEEDS_INVOICE");
 
     const paid = await Scenario.start(server, AT);

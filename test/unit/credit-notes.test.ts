@@ -6,11 +6,11 @@
  */
 import test from "ava";
 import { type CreditAsk, type CreditPlan, creditableLines, lineGross, lineTax, planCredit, taxPart } from "../../src/billing/credit-notes/arithmetic.js";
-import { creditNoteId } from "../../src/billing/credit-notes/credit-notes.js";
+import { checkCreditable, creditNoteId } from "../../src/billing/credit-notes/credit-notes.js";
 import { type CreateCreditNoteInput, checkCreditNote } from "../../src/billing/credit-notes/validation.js";
-import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
+import { FailedPreconditionError, type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { dec } from "../../src/billing/money.js";
-import type { InvoiceLine } from "../../src/billing/subscriptions/types.js";
+import type { Invoice, InvoiceLine } from "../../src/billing/subscriptions/types.js";
 
 /** A line of `amount`, with an optional discount and taxes [percentage-ish amount, inclusive]. */
 function line(description: string, amount: string, discount = "0", taxes: [string, boolean][] = []): InvoiceLine {
@@ -221,4 +221,44 @@ test("a void note credits nothing of its lines", (t) => {
     creditableLines([line("Seats", "1000")], notes).map((l) => l.left.toFixed()),
     ["900"],
   );
+});
+
+test("which outcomes an invoice's status takes: a balance credit only for money received (a paid invoice), an open one's amount due reduced instead", (t) => {
+  const inv = (status: Invoice["status"], over: Partial<Invoice> = {}) =>
+    ({ id: "inv_1", status, total: "1500", amountDue: "1500", subscriptionId: "sub_1", periodKey: "2026-01", ...over }) as Invoice;
+  const purchase = { subscriptionId: "", periodKey: "credit:cg_1" };
+  const rows: [Invoice, "reduce_amount_due" | "credit_balance" | "refund", string | null][] = [
+    [inv("open"), "reduce_amount_due", null],
+    [inv("open"), "credit_balance", "INVOICE_NOT_PAID"],
+    [inv("open"), "refund", "INVOICE_NOT_REFUNDABLE"],
+    [inv("paid"), "reduce_amount_due", "INVOICE_NOT_OPEN"],
+    [inv("paid"), "credit_balance", null],
+    [inv("paid"), "refund", null],
+    [inv("paid", { amountDue: "0" }), "refund", "INVOICE_NOT_REFUNDABLE"],
+    [inv("paid", { amountDue: "0" }), "credit_balance", null],
+    [inv("void"), "credit_balance", "INVOICE_NOT_CREDITABLE"],
+    [inv("uncollectible"), "credit_balance", "INVOICE_NOT_CREDITABLE"],
+    [inv("uncollectible"), "reduce_amount_due", "INVOICE_NOT_CREDITABLE"],
+    [inv("draft"), "reduce_amount_due", "INVOICE_NOT_CREDITABLE"],
+    [inv("open", purchase), "credit_balance", "INVOICE_NOT_CREDITABLE"],
+    [inv("paid", purchase), "credit_balance", "INVOICE_NOT_CREDITABLE"],
+    [inv("paid", purchase), "refund", null],
+  ];
+  for (const [invoice, outcome, reason] of rows) {
+    const label = `${invoice.status} ${invoice.periodKey} due ${invoice.amountDue}: ${outcome}`;
+    let got: string | null = null;
+    try {
+      checkCreditable(invoice, outcome);
+    } catch (err) {
+      t.true(err instanceof FailedPreconditionError, label);
+      got = (err as FailedPreconditionError).reason;
+      if (reason === "INVOICE_NOT_PAID")
+        t.deepEqual(
+          (err as FailedPreconditionError).violations.map((v) => v.field),
+          ["outcome"],
+          label,
+        );
+    }
+    t.is(got, reason, label);
+  }
 });

@@ -9,9 +9,10 @@
  *   for the customer (3-D Secure) is cancelled at the provider as a voided invoice's is: written in
  *   the note's transaction, made after its commit (payments/cancels.ts; the sweep if that fails).
  * - credit_balance: a promotional grant on the subject's balance in the invoice's currency (§14),
- *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice. Not
- *   on a credit purchase's invoice (INVOICE_NOT_CREDITABLE): its credit is on the balance already;
- *   a refund note takes it back instead.
+ *   priority 50, no expiry, for every rate, with a "credit_note" ledger entry on the invoice. Only
+ *   on a paid invoice (INVOICE_NOT_PAID): an open one's credit is reduce_amount_due, so that no
+ *   credit is spendable for money never received. Not on a credit purchase's invoice
+ *   (INVOICE_NOT_CREDITABLE): its credit is on the balance already; a refund note takes it back.
  * - refund: a paid invoice that was charged through the payment provider (an amount due above 0)
  *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
@@ -104,6 +105,16 @@ export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcom
       `outcome: credit_balance cannot credit invoice ${inv.id}: it bought credit grant ${grantId}, whose credit is on the balance already (a balance credit for it would be the same credit twice); issue a credit note with outcome refund instead, which takes the unspent credit back with the money`,
       { ...meta, field: "outcome", credit_grant_id: grantId },
       [{ field: "outcome", description: `cannot be credit_balance on a credit purchase's invoice (its credit is on the balance already); use refund` }],
+    );
+  }
+  // Money not received is not given back: an open invoice is credited by lowering what it asks (as
+  // Stripe's pre-payment credit note), never by balance credit that would outlive its voiding or dunning.
+  if (outcome === "credit_balance" && inv.status !== "paid") {
+    throw new FailedPreconditionError(
+      "INVOICE_NOT_PAID",
+      `outcome: credit_balance cannot credit invoice ${inv.id}: it is ${inv.status}, not paid yet (a balance credit would be credit for money not received, kept if the invoice is voided or never paid); issue a credit note with outcome reduce_amount_due instead, which lowers its amount due`,
+      { ...meta, field: "outcome" },
+      [{ field: "outcome", description: "cannot be credit_balance on an invoice that is not paid; use reduce_amount_due" }],
     );
   }
   if (outcome === "reduce_amount_due" && inv.status !== "open") {
