@@ -5,7 +5,7 @@
 import test from "ava";
 import Stripe from "stripe";
 import { outcomeOfError, outcomeOfIntent } from "../../src/providers/stripe/outcomes.js";
-import { stripeAmount } from "../../src/providers/stripe/provider.js";
+import { toStripeAmount } from "../../src/providers/stripe/amounts.js";
 
 const intent = (fields: Record<string, unknown>) => ({ id: "pi_1", object: "payment_intent", ...fields }) as unknown as Stripe.PaymentIntent;
 
@@ -72,6 +72,6 @@ test("a PaymentIntent found again whose off-session confirm asked for authentica
 });
 
 test("amounts: whole smallest units as Stripe's integer; anything else refused", (t) => {
-  t.is(stripeAmount("4900"), 4900);
-  for (const bad of ["49.5", "-1", "0", "1e3", "", "99999999999999999999"]) t.throws(() => stripeAmount(bad), undefined, bad);
+  t.is(toStripeAmount("4900", "USD"), 4900);
+  for (const bad of ["49.5", "-1", "0", "1e3", "", "99999999999999999999"]) t.throws(() => toStripeAmount(bad, "USD"), undefined, bad);
 });

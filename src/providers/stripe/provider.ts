@@ -8,6 +8,9 @@
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it).
  * - cancel: the cancel of a PaymentIntent waiting for the customer on an invoice that ended.
+ *
+ * Every amount sent or read back goes through amounts.ts: this service's ISO minor units are not
+ * always Stripe's (ISK, MGA, the three-decimal dinars), and one Stripe cannot take is refused.
  */
 import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
@@ -16,6 +19,7 @@ import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
+import { UnrepresentableAmount, fromStripeAmount, toStripeAmount } from "./amounts.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
 import { type CompletedPayment, completedPaymentOf, startPayment } from "./pay-link.js";
 
@@ -66,13 +70,6 @@ function invoiceOfKey(key: string): string {
   return at < 0 ? key : key.slice(0, at);
 }
 
-/** A whole number of smallest units as Stripe's integer amount; anything else is refused. */
-export function stripeAmount(amount: string): number {
-  const n = /^\d+$/.test(amount) ? Number(amount) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`Stripe charges whole smallest units: ${amount} is not a positive integer`);
-  return n;
-}
-
 /** A setup-mode Checkout Session of environment `env` once complete: the card saved and what it was for; else undefined. */
 async function completedSetupOf(stripe: Stripe, env: string, sessionId: string): Promise<CompletedSetup | undefined> {
   const s = await stripe.checkout.sessions.retrieve(sessionId, { expand: ["setup_intent"] });
@@ -117,6 +114,16 @@ async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, 
   return outcomeOfIntent(pi);
 }
 
+/** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
+function inStripeUnits(amount: string, currency: string): number | UnrepresentableAmount {
+  try {
+    return toStripeAmount(amount, currency);
+  } catch (err) {
+    if (err instanceof UnrepresentableAmount) return err;
+    throw err;
+  }
+}
+
 export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   const stripe = stripeClient(o.secretKey, o.api);
   const customers = new StripeCustomers(stripe, o.store, o.environmentId);
@@ -146,11 +153,13 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     const invoiceId = context?.invoiceId ?? invoiceOfKey(idempotencyKey);
     // No storage read here: dunning charges under the invoice's row lock (on SQLite, the one
     // connection's transaction), so the customer is the card's, synced when the card was set up.
+    const asked = inStripeUnits(amount, currency);
+    if (typeof asked !== "number") return { ok: false, refusedByProvider: true, message: asked.message, code: asked.code };
     let outcome: ChargeOutcome;
     try {
       const pi = await stripe.paymentIntents.create(
         {
-          amount: stripeAmount(amount),
+          amount: asked,
           currency: currency.toLowerCase(),
           customer: pm.customerRef,
           payment_method: pm.providerRef,
@@ -186,14 +195,16 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     return customer ? (await intentByKey(stripe, customer, chargeKey, true))?.id : undefined;
   }
 
-  async function refund(chargeKey: string, amount: string | null, _currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
+  async function refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
+    const asked = amount === null ? undefined : inStripeUnits(amount, currency);
+    if (asked instanceof UnrepresentableAmount) return { ok: false, message: asked.message };
     const intent = await intentOf(chargeKey, context?.reference);
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
     try {
       // No amount: Stripe refunds what is left of the PaymentIntent.
-      const r = await stripe.refunds.create({ payment_intent: intent, ...(amount === null ? {} : { amount: stripeAmount(amount) }) }, { idempotencyKey });
+      const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }) }, { idempotencyKey });
       if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
-      return { ok: true, refundId: r.id, amount: String(r.amount) };
+      return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency) };
     } catch (err) {
       // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
       if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };
@@ -230,7 +241,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     refund,
     cancel,
     completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
-    startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), stripeAmount(r.amount), r),
+    startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), toStripeAmount(r.amount, r.currency), r),
     completedPayment: (sessionId) => completedPaymentOf(stripe, env, sessionId),
   };
 }
