@@ -1,3 +1,4 @@
+import test from "ava";
 /**
  * DESIGN §15: the credit notes of an invoice never credit more than its total, whatever runs at
  * the same time. On MariaDB, eight servers (each its own connection pool) issue a credit note of
@@ -5,14 +6,25 @@
  * CREDIT_EXCEEDS_INVOICE, the numbers are gapless and amount_credited never passes the total.
  * Then the database alone: eight transactions that only raise amount_credited (no row lock
  * taken first) by 400 of a 1500 invoice: three succeed, the conditional UPDATE refuses the rest.
+ *
+ * A refund note whose transaction loses a race after the provider refunded (an AbortedError, run
+ * again), while another note of the invoice commits in between, on both stores: the retry keeps
+ * the note's ID, so the provider, asked again under the same key, answers the first refund and
+ * makes no second one; the same note committed in between (same state, same refund) took that
+ * refund as its own, and the retry is another note with a refund of its own.
  */
+import { CreditNotes } from "../../src/billing/credit-notes/credit-notes.js";
+import type { CreditNoteStore } from "../../src/billing/credit-notes/ports.js";
 import type { CreditNote } from "../../src/billing/credit-notes/types.js";
-import { FailedPreconditionError } from "../../src/billing/errors.js";
+import { AbortedError, FailedPreconditionError } from "../../src/billing/errors.js";
+import type { Lookups } from "../../src/billing/subscriptions/lookups.js";
+import type { PaymentProvider } from "../../src/billing/subscriptions/types.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { eventEncoder } from "../../src/rpc/event-payload.js";
 import { SqlCreditNoteStore } from "../../src/db/stores/credit-note-store.js";
 import { buildServices } from "../../src/wiring/services.js";
 import { seats } from "../helpers/catalog-bodies.js";
+import { STORES } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { startTestServer } from "../helpers/server.js";
@@ -91,3 +103,92 @@ mysqlOnly("mysql: eight credit notes of 40% of one invoice at once from eight se
     await server.stop();
   }
 });
+
+/** A provider that refunds anything once per idempotency key (a repeat answers the first refund), and keeps what it refunded. */
+function countingProvider(): { provider: PaymentProvider; refunds: Map<string, { refundId: string; amount: string }> } {
+  const refunds = new Map<string, { refundId: string; amount: string }>();
+  const refund = async (_charge: string, amount: string | null, _currency: string, key: string) => {
+    const done = refunds.get(key) ?? { refundId: `re_${refunds.size + 1}`, amount: amount ?? "" };
+    refunds.set(key, done);
+    return { ok: true as const, ...done };
+  };
+  return { provider: { refund } as unknown as PaymentProvider, refunds };
+}
+
+for (const store of STORES) {
+  for (const between of ["credit_balance", "refund"] as const) {
+    test(`${store}: a refund note's transaction lost a race after the provider refunded, and a ${between} note of the invoice committed before the retry: ${between === "refund" ? "that same note took the refund, the retry makes its own" : "the retry writes the note with that refund, never a second"}`, async (t) => {
+      const server = await startTestServer(store);
+      const db = await createDatabase(server.db.url, { poolSize: 2 });
+      try {
+        await db.dataSource.initialize();
+        const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+        const inv = await paidInvoice(s);
+        const [row] = (await db.dataSource.query("SELECT environment_id AS e FROM invoices WHERE id = ?", [inv.id])) as { e: string }[];
+        const caller = { environmentId: row?.e as string, mode: "test" as const, keyKind: "secret" as const };
+        const real = new SqlCreditNoteStore(
+          db.sql,
+          db.entities,
+          eventEncoder(() => "http://localhost"),
+        );
+        const { provider, refunds } = countingProvider();
+        const lookups = {
+          stores: { invoices: { get: (env: string, id: string) => real.transaction((tx) => tx.lockInvoice(env, id)) }, directory: { subject: async () => undefined } },
+          engine: { now: () => new Date("2026-01-15T00:00:00Z") },
+          paymentsFor: async () => provider,
+        } as unknown as Lookups;
+        const other = new CreditNotes(real, lookups, () => "http://localhost");
+        // The first attempt loses its race when it writes its events (after the refund, in any order of the writes); the other note commits before the retry.
+        let attempts = 0;
+        const losing: CreditNoteStore = {
+          get: (env, id) => real.get(env, id),
+          list: (env, filter, page) => real.list(env, filter, page),
+          transaction: async (fn) => {
+            attempts++;
+            if (attempts > 1) return real.transaction(fn);
+            try {
+              return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
+            } catch (err) {
+              await other.create(caller, { invoiceId: inv.id, reason: "other", outcome: between, amount: between === "refund" ? "500" : "100", lines: [], metadata: {} });
+              throw err;
+            }
+          },
+        };
+        const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, { invoiceId: inv.id, reason: "other", outcome: "refund", amount: "500", lines: [], metadata: {} });
+        t.is(attempts, 2);
+        const notes = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
+        const made = [...refunds.values()];
+        if (between === "credit_balance") {
+          // One refund of 500, the note's; 100 to the balance: 500 + 100 = 600 credited.
+          t.deepEqual(made, [{ refundId: "re_1", amount: "500" }]);
+          t.deepEqual(
+            notes.map((n) => [n.outcome, n.total.value, n.refund_id]),
+            [
+              ["credit_balance", "100", null],
+              ["refund", "500", "re_1"],
+            ],
+          );
+          t.is(note.refundId, "re_1");
+          t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "600");
+        } else {
+          // Two notes of 500, each its own refund: 500 + 500 = 1000 refunded and credited.
+          t.deepEqual(made, [
+            { refundId: "re_1", amount: "500" },
+            { refundId: "re_2", amount: "500" },
+          ]);
+          t.deepEqual(
+            notes.map((n) => [n.outcome, n.total.value, n.refund_id]),
+            [
+              ["refund", "500", "re_1"],
+              ["refund", "500", "re_2"],
+            ],
+          );
+          t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "1000");
+        }
+      } finally {
+        await db.dataSource.destroy().catch(() => undefined);
+        await server.stop();
+      }
+    });
+  }
+}

@@ -16,7 +16,9 @@
  * - refund: a paid invoice that was charged through the payment provider (an amount due above 0)
  *   is refunded through the environment's provider, against its charge (chargeKey of attempt 1),
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
- *   first refund, never a second one. A refusal fails the whole note (nothing is written). A
+ *   first refund, never a second one. The refund is the transaction's last call: after it only the
+ *   note's own row and events are written; a retry after a lost race keeps the note's ID (hence
+ *   the key) whatever committed meanwhile. A refusal fails the whole note (nothing is written). A
  *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent,
  *   with a "void" ledger entry on the purchase's invoice naming the note (purchase-refund.ts).
  */
@@ -48,7 +50,9 @@ const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
  * invoice had and what they credited, and what this one credits how. A note whose transaction
  * rolled back after its refund went through (the commit failed), asked again, gets the same ID,
  * hence the same refund idempotency key, and the provider answers with the first refund: never
- * refunded twice. Every committed note changes the count, so no two notes share an ID.
+ * refunded twice. Every committed note changes the count, so no two notes share an ID. Within
+ * one create(), a retry after the refund keeps the first attempt's ID even if another note of the
+ * invoice committed in between (which changes the count): see create().
  */
 export function creditNoteId(environmentId: string, invoiceId: string, notesBefore: number, creditedBefore: string, total: string, outcome: string): string {
   const bytes = createHash("sha256").update([environmentId, invoiceId, notesBefore, creditedBefore, total, outcome].join("\u0000")).digest();
@@ -172,7 +176,10 @@ export class CreditNotes {
     const subject = await this.lookups.stores.directory.subject(env, before.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
     // A deadlock or lock wait (AbortedError) runs the whole transaction again from the locking
-    // read; the note's ID and its refund key come from the invoice's state, so a retry refunds once.
+    // read. A refund the provider made in an attempt that then lost its race stays made: every
+    // later attempt of this call writes that note (its ID kept, whatever was committed meanwhile),
+    // so the provider, asked again under the same key, answers that refund and never makes a second.
+    let refunded: string | undefined;
     const done = await retryingRaces(() =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
@@ -184,9 +191,11 @@ export class CreditNotes {
         const credited = inv.amountCredited ?? "0";
         const left = dec(inv.total).minus(dec(credited));
         const earlier = await tx.ofInvoice(env, inv.id);
+        // The same note (same state, same credit) committed meanwhile took that ID, and with it that refund: this one is another.
+        if (earlier.some((n) => n.id === refunded)) refunded = undefined;
         const plan = planCredit(creditableLines(inv.lines, earlier), left, c.ask);
         if (Array.isArray(plan)) throw planError(inv, plan);
-        const id = creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
+        const id = refunded ?? creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
         if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
           throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
             invoice_id: inv.id,
@@ -195,9 +204,20 @@ export class CreditNotes {
         }
         if (c.outcome === "reduce_amount_due") checkNotWaiting(inv, plan.total);
         if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
-        const effects = await this.outcome(tx, c, inv, plan, id, provider, now);
-        const draft: Omit<CreditNote, "number"> = {
+        const effects = await this.outcome(tx, c, inv, plan, id, now);
+        // The number after the outcome's writes: the sequence row stays locked only from here to the commit.
+        const number = await tx.nextNumber(env);
+        // A refunded purchase's credit, checked before, is taken back under the note's number.
+        const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, { id, number, environmentId: env, invoiceId: inv.id, total: plan.total }, now);
+        // The refund last: after it only the note's own row and events are written (new rows, hardly a lock to wait on).
+        let refundId: string | null = null;
+        if (c.outcome === "refund") {
+          refundId = await this.refund(provider as PaymentProvider, inv, plan, id);
+          refunded = id;
+        }
+        const written: CreditNote = {
           id,
+          number,
           environmentId: env,
           invoiceId: inv.id,
           invoiceNumber: inv.number ?? "",
@@ -210,14 +230,10 @@ export class CreditNotes {
           status: "issued",
           createdAt: now,
           creditGrantId: effects.grant?.id ?? null,
-          refundId: effects.refundId,
+          refundId,
           metadata: c.metadata,
         };
-        // The number last: the sequence row stays locked only from here to the commit.
-        const written: CreditNote = { ...draft, number: await tx.nextNumber(env) };
         await tx.insert(written);
-        // A refunded purchase's credit, checked before the refund, is taken back under the note's number.
-        const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, written, now);
         await tx.emit([creditNoteEvent(written), ...effects.events, ...taken]);
         return { written, cancel: effects.cancel === true };
       }),
@@ -229,29 +245,28 @@ export class CreditNotes {
     return note;
   }
 
-  /** The outcome's writes in `tx`: what it made (a grant, a refund) and the events it adds. */
+  /** The outcome's writes in `tx` (a refund's is made last, by refund()): what it made (a grant) and the events it adds. */
   private async outcome(
     tx: CreditNoteTx,
     c: CheckedCreditNote,
     inv: Invoice,
     plan: CreditPlan,
     id: string,
-    provider: PaymentProvider | undefined,
     now: Date,
-  ): Promise<{ grant: CreditGrant | null; refundId: string | null; events: NewEvent[]; takeBackFrom?: string; cancel?: boolean }> {
+  ): Promise<{ grant: CreditGrant | null; events: NewEvent[]; takeBackFrom?: string; cancel?: boolean }> {
     if (c.outcome === "reduce_amount_due") {
       if (!(await tx.reduceAmountDue(inv.environmentId, inv.id, plan.total, now))) {
         throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `invoice ${inv.id}'s amount due changed; try again`, { invoice_id: inv.id });
       }
       const due = dec(amountDueOf(inv)).minus(dec(plan.total));
-      if (!due.isZero() || !(await tx.markPaid(inv.environmentId, inv.id, now))) return { grant: null, refundId: null, events: [] };
+      if (!due.isZero() || !(await tx.markPaid(inv.environmentId, inv.id, now))) return { grant: null, events: [] };
       const credited = formatDecimal(dec(inv.amountCredited ?? "0").plus(dec(plan.total)));
       const paid = { ...inv, amountDue: "0", amountCredited: credited };
       // Its charge waiting for the customer is to be cancelled (on real time, as the sweep reads it), as setInvoiceStatus does;
       // the note recorded as what paid it, so that any payment succeeding later is refunded (payments/cancels.ts paidAfterEnd).
       const realNow = this.lookups.engine.now();
       const cancel = tx.dunning ? (await recordCancels(tx.dunning, inv.environmentId, [inv.id], realNow, { paidBy: "credit_note" })).length > 0 : false;
-      return { grant: null, refundId: null, events: transitionEvents(checkTransition("open", "paid"), [paid]), cancel };
+      return { grant: null, events: transitionEvents(checkTransition("open", "paid"), [paid]), cancel };
     }
     if (c.outcome === "credit_balance") {
       const grant: CreditGrant = {
@@ -274,16 +289,20 @@ export class CreditNotes {
         expiredAt: null,
       };
       await tx.insertGrant(grant, { type: "credit_note", invoiceId: inv.id, creditNoteId: id, description: `Credit note on invoice ${inv.number ?? inv.id}` });
-      return { grant, refundId: null, events: [creditGrantEvent("credit_grant.created", grant)] };
+      return { grant, events: [creditGrantEvent("credit_grant.created", grant)] };
     }
-    // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
-    const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
     // A credit purchase's credit goes back with its money: whether it can is checked (its grant
     // locked) before the provider refunds; create() takes it back once the note has its number (purchase-refund.ts).
-    const takeBackFrom = await checkTakeBack(tx, c, inv, plan);
-    const out = await (provider as PaymentProvider).refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
+    return { grant: null, events: [], takeBackFrom: await checkTakeBack(tx, c, inv, plan) };
+  }
+
+  /** The provider's refund of note `id` (the refund's ID); a refusal fails the note (REFUND_FAILED: nothing is written). */
+  private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<string> {
+    // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
+    const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
+    const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
-    return { grant: null, refundId: out.refundId, events: [], takeBackFrom };
+    return out.refundId;
   }
 
   /** A credit note of the caller's environment (NOT_FOUND otherwise): what the PDF reads too. */

@@ -3,8 +3,9 @@
  * holds its invoice's row lock: the invoice is read locked, what earlier notes credited is read
  * under that lock, then `invoices.amount_credited` grows by one conditional statement that the
  * database refuses beyond the invoice's total (whatever runs at the same time), then the outcome
- * (an amount due lowered, a credit grant, a refund: of a credit purchase, with its credit taken back), then the number (last: the sequence row is
- * locked from then until commit), the note and its event. src/db implements it on SQL.
+ * (an amount due lowered, a credit grant; for a refund of a credit purchase, its credit checked),
+ * then the number (the sequence row is locked from then until commit), a purchase's credit taken
+ * back, the provider's refund, the note and its event. src/db implements it on SQL.
  */
 import type { CreditWrites } from "../credits/ports.js";
 import type { EventWrites } from "../events/types.js";
