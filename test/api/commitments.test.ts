@@ -2,7 +2,8 @@
  * Minimum commitment per billing period (DESIGN §14), golden cases through the public API on test
  * clocks, on MariaDB and SQLite: the commitment_true_up line at each cycle close, a PATCH that
  * takes effect from the next period, removal with "0", a draft whose true-up is sized again on
- * late usage, and bad input. Amounts in cents (USD); a line is [description, quantity, unit,
+ * late usage, what a change of rate card or a seat increase billed during the period counting
+ * towards it, and bad input. Amounts in cents (USD); a line is [description, quantity, unit,
  * amount]; an invoice [status, total, lines]. The clock starts on 2026-01-15: the first cycle is
  * [Jan 15, Feb 15), the second [Feb 15, Mar 15).
  */
@@ -31,6 +32,21 @@ async function subscribed(s: Scenario, quantity: number, extra: Json = {}): Prom
   if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
   subscriptionOf.set(s, r.result.subscription.id);
   return r.result.subscription.id;
+}
+
+/**
+ * Two cards of API calls at 1.00 (100 cents) each, no fixed fee, and the subscription on the first
+ * with `extra`, started at once (a card on file, as subscribed); the second card's ID.
+ */
+async function usageOnly(s: Scenario, extra: Json): Promise<{ id: string; other: string }> {
+  const m = await s.metric();
+  const [card, other] = [await s.card({ usage_based_rates: [simple(m, usd(100))] }), await s.card({ usage_based_rates: [simple(m, usd(100))] })];
+  const first = await s.subscribe({ rate_card_id: card, create_checkout_session: "always" });
+  await s.call("POST", `/subscriptions/${first.subscription.id}/cancel`, {});
+  const r = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, ...extra });
+  if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
+  subscriptionOf.set(s, r.result.subscription.id);
+  return { id: r.result.subscription.id, other };
 }
 
 /** Each case's subscription (cases run concurrently). */
@@ -138,6 +154,94 @@ const cases: Case[] = [
     },
     // the last period: 1000 fixed (billed Jan 15), no usage: true-up 2500 − 1000 = 1500, nothing in advance
     ["paid", "1500", [["Minimum commitment USD 25.00: charges of the period USD 10.00", "1", "1500", "1500"]]],
+  ],
+  [
+    "a change of rate card mid-period: what it billed counts; the period's charges reach the commitment, no true-up",
+    async (s) => {
+      const { id, other } = await usageOnly(s, { minimum_commitment: money(10000) });
+      await s.events([["2026-01-20T00:00:00Z", "80"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: other });
+      await s.events([["2026-02-05T00:00:00Z", "30"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return await bills(s);
+    },
+    [
+      // (the empty invoice that opened the period, with no fixed fee, is kept internal: not listed)
+      // Jan 30: the change bills the usage so far, 80 × 100 = 8000
+      ["paid", "8000", [["API calls", "80", "100", "8000"]]],
+      // the close: 30 × 100 = 3000; the period's charges 8000 + 3000 = 11000 ≥ 10000: no true-up (it
+      // was 10000 − 3000 = 7000 when only the close's usage counted: 18000 for a period of 11000)
+      ["paid", "3000", [["API calls", "30", "100", "3000"]]],
+    ],
+  ],
+  [
+    "a change of rate card that leaves the period below the commitment: the true-up is the rest",
+    async (s) => {
+      const { id, other } = await usageOnly(s, { minimum_commitment: money(10000) });
+      await s.events([["2026-01-20T00:00:00Z", "80"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: other });
+      await s.events([["2026-02-05T00:00:00Z", "10"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return await bills(s);
+    },
+    [
+      // 80 × 100 = 8000 on the change
+      ["paid", "8000", [["API calls", "80", "100", "8000"]]],
+      // 10 × 100 = 1000; the period's charges 8000 + 1000 = 9000: true-up 10000 − 9000 = 1000; total 1000 + 1000 = 2000
+      [
+        "paid",
+        "2000",
+        [
+          ["API calls", "10", "100", "1000"],
+          ["Minimum commitment USD 100.00: charges of the period USD 90.00", "1", "1000", "1000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "an immediate cancellation after a change of rate card: the prorated commitment counts what the change billed",
+    async (s) => {
+      const { id, other } = await usageOnly(s, { minimum_commitment: money(6200) });
+      await s.events([["2026-01-16T00:00:00Z", "10"]]);
+      await s.advance("2026-01-20T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: other });
+      await s.events([["2026-01-25T00:00:00Z", "5"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      await s.advance("2026-01-30T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      // Jan 20: 10 × 100 = 1000
+      ["paid", "1000", [["API calls", "10", "100", "1000"]]],
+      // Jan 15 → Jan 30 is 15 of the period's 31 days: 6200 × 15/31 = 3000; the period's charges
+      // 1000 (the change) + 5 × 100 = 1500; true-up 3000 − 1500 = 1500; total 500 + 1500 = 2000
+      [
+        "paid",
+        "2000",
+        [
+          ["API calls", "5", "100", "500"],
+          ["Minimum commitment USD 30.00 (prorated from USD 62.00): charges of the period USD 15.00", "1", "1500", "1500"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a seat increase mid-period: its proration invoice counts towards the commitment",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(5000) });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { seats: 2 } });
+      await s.advance("2026-02-15T00:00:00Z");
+      return (await bills(s)).map((b) => b[1]);
+    },
+    // Jan 15: 1 seat, 1000; Jan 30: 1 seat more for 16 of 31 days, 1000 × 16/31 = 516.13 → 516; the
+    // close: 2 seats 2000 (the next period) + usage 1500 + true-up 5000 − (1000 + 516 + 1500) = 1984
+    // = 5484 (the true-up was 5000 − 2500 = 2500 when the proration did not count)
+    ["1000", "516", "5484"],
   ],
   [
     "bad input: 400 naming minimum_commitment's fields, nothing written",

@@ -1,13 +1,14 @@
 /**
  * Minimum commitment (DESIGN §14) and credits on invoices, pure: the true-up line of a period
- * (with a prorated commitment), a draft's true-up sized again, the commitment in effect after a
+ * (with a prorated commitment), a draft's true-up sized again, what a period's invoices billed
+ * for it (the charges a true-up is sized on), the commitment in effect after a
  * close, the wire's minimum_commitment checked, and an invoice's lines as credit sees them (rate
  * code by line key). Amounts in cents; the arithmetic beside each case.
  */
 import test from "ava";
 import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
-import { checkCommitment, commitmentAfterClose, fixedCharges, pendingCommitment, resizedTrueUp, trueUpLine } from "../../src/billing/subscriptions/commitments.js";
+import { checkCommitment, commitmentAfterClose, pendingCommitment, periodCharges, type PeriodInvoice, resizedTrueUp, trueUpLine } from "../../src/billing/subscriptions/commitments.js";
 import { chargeLines, withApplications } from "../../src/billing/subscriptions/credit-application.js";
 import { storedLine } from "../../src/billing/subscriptions/invoice-building.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind } from "../../src/billing/subscriptions/types.js";
@@ -66,11 +67,84 @@ test("a draft's true-up is sized again on its recomputed usage from what its key
   t.is(resizedTrueUp(first, [{ amount: dec(4500), kind: "usage" }], "USD"), undefined);
 });
 
-test("a period's fixed charges are the fixed lines of the invoice that opened it", (t) => {
-  // 1000 + 500 fixed; usage and prorations of the invoice are not the period's fixed charges
-  t.is(formatDecimal(fixedCharges({ lines: [line("fixed", "1000"), line("fixed", "500"), line("usage", "700"), line("proration", "-300")] })), "1500");
-  t.is(formatDecimal(fixedCharges(undefined)), "0");
+// The period [Feb 1, Mar 1) of a subscription, and its invoices as the store reads them.
+const FEB = new Date("2026-02-01T00:00:00Z");
+const MAR = new Date("2026-03-01T00:00:00Z");
+const at = (day: string) => new Date(`2026-${day}T00:00:00Z`);
+const window = (from: Date, to: Date) => ({ from, to, rateCardId: "c", fixedRateQuantities: {}, rateMultipliers: {} });
+const inv = (id: string, start: Date, end: Date, lines: InvoiceLine[], w: [Date, Date] | null = null, status: Invoice["status"] = "paid"): PeriodInvoice => ({
+  id,
+  status,
+  periodStart: start,
+  periodEnd: end,
+  window: w ? window(w[0], w[1]) : null,
+  lines,
 });
+const adjustment = (amount: string, of: string): InvoiceLine => ({ ...line("adjustment", amount, "api|"), windowInvoiceId: of });
+// The invoice that opened the period: the seats of [Feb 1, Mar 1) and the usage of January (not this period's).
+const opening = inv("open", FEB, MAR, [line("fixed", "1000", "seats|"), line("usage", "700", "api|"), line("proration", "-300")], [at("01-01"), FEB]);
+
+// [case, invoices, late lines of the closing invoice, charges]
+const periods: [string, PeriodInvoice[], InvoiceLine[], string][] = [
+  // the opening invoice's fixed lines only: 1000 (January's usage 700 and a carried credit −300 are not this period's)
+  ["the opening invoice", [opening], [], "1000"],
+  // a change of rate card on Feb 15 billed the usage so far 8000, a minimum 200 and an upgrade 500: 1000 + 8000 + 200 + 500 = 9700
+  [
+    "a change's usage and upgrade",
+    [opening, inv("change", FEB, at("02-15"), [line("usage", "8000", "api|"), line("minimum", "200", "api|minimum"), line("fixed", "500")], [FEB, at("02-15")])],
+    [],
+    "9700",
+  ],
+  // a seat increase charged at once: 1000 + 400 − 100 (a decrease netted with it) = 1300
+  ["a seat change's proration", [opening, inv("proration", at("02-10"), MAR, [line("proration", "400", "seats|"), line("proration", "-100", "extra|")])], [], "1300"],
+  // a carried credit (no rate) on a period's invoice is a credit, not a charge: 1000 + 400 = 1400
+  ["a carried credit", [opening, inv("proration", at("02-10"), MAR, [line("proration", "400", "seats|"), line("proration", "-250")])], [], "1400"],
+  // a void invoice counts nothing: 1000
+  ["a void change invoice", [opening, inv("change", FEB, at("02-15"), [line("usage", "8000", "api|")], [FEB, at("02-15")], "void")], [], "1000"],
+  // late usage of the change's window (on the closing invoice) counts, of January's window not: 1000 + 8000 + 300 = 9300
+  [
+    "late usage of the period's window",
+    [opening, inv("change", FEB, at("02-15"), [line("usage", "8000", "api|")], [FEB, at("02-15")])],
+    [adjustment("300", "change"), adjustment("900", "january")],
+    "9300",
+  ],
+  // the previous period's invoices (the store gives only the period's, but were one given): 1000
+  ["an earlier period's invoice", [opening, inv("january", at("01-01"), FEB, [line("fixed", "1000"), line("usage", "50")], [at("01-01"), at("01-20")])], [], "1000"],
+];
+
+for (const [title, invoices, late, expected] of periods) {
+  test(`a period's charges: ${title}`, (t) => {
+    t.is(
+      formatDecimal(
+        periodCharges(
+          invoices,
+          FEB,
+          MAR,
+          late.map((l) => ({ ...l, amount: dec(l.amount) })),
+        ),
+      ),
+      expected,
+    );
+  });
+}
+
+// The defect's example: monthly, commitment 10000 (USD 100), no fixed fee, 100 a unit (USD 1).
+// [case, billed before the close, closing window's usage, true-up or null]
+const examples: [string, string, string, string | null][] = [
+  // day 15: a change of rate card billed 80 units = 8000; 30 more by the close = 3000: 8000 + 3000 = 11000 ≥ 10000: none
+  ["a change billed 8000, 3000 at the close", "8000", "3000", null],
+  // 8000 + 1000 = 9000 < 10000: the rest, 10000 − 9000 = 1000
+  ["a change billed 8000, 1000 at the close", "8000", "1000", "1000"],
+  // the old rule counted only the close's usage: 10000 − 3000 = 7000, billing 8000 + 3000 + 7000 = 18000
+];
+
+for (const [title, billed, usage, expected] of examples) {
+  test(`commitment 10000 with ${title}: true-up ${expected}`, (t) => {
+    const l = trueUpLine("10000", dec(billed), [{ amount: dec(usage), kind: "usage" }], "USD");
+    t.is(l ? formatDecimal(l.amount) : null, expected);
+    if (l) t.is(l.key, `commitment|10000|${billed}`);
+  });
+}
 
 test("a PATCH's commitment applies from the next period; 0 removes it then", (t) => {
   const card = { currency: "USD" };

@@ -1,23 +1,36 @@
 /**
- * Minimum commitment per billing period (DESIGN §14), pure.
+ * Minimum commitment per billing period (DESIGN §14), pure but for one read of the period's invoices.
  *
- * The rule: a period's charges are the fixed lines billed for it (in advance, on the invoice
- * that opened it) plus the usage lines billed for it at its close (usage, minimum and maximum
- * lines of its window), before credits are applied. When they are below the subscription's
- * commitment for that period, a `commitment_true_up` line bills the difference on the invoice
- * that closes the period. For a partial period the commitment is prorated by the part of the
- * period billed (remaining ms / period ms, exact), and the line rounds once, half-up.
+ * The rule: a period's charges are everything billed for it, before discounts (a coupon is a
+ * concession on the committed spend, not spend short of it) and before credits, on every invoice
+ * of the subscription that is not void:
+ * - fixed lines billed for the period: in advance on the invoice that opened it, and an upgrade's
+ *   charge on a change of rate card during it;
+ * - the usage, minimum and maximum lines of each usage window inside the period: those a change
+ *   of rate card or a timeline's switch billed up to that instant, and the window being closed;
+ * - a seat change's proration lines (the increase charged at once, net of decreases netted with
+ *   it), and adjustments for late usage of a window inside the period.
+ * A seat decrease's net credit goes to the subject's balance (DESIGN §13): a credit, like a
+ * grant, so it does not lower the period's charges; nor does a credit carried onto an invoice (a
+ * proration line without a rate, such as a resume's).
+ * When the charges are below the subscription's commitment for that period, a
+ * `commitment_true_up` line bills the difference on the invoice that closes the period (a cycle
+ * close, or an immediate cancellation). For a partial period (an immediate cancellation) the
+ * commitment is prorated by the part of the period billed (elapsed ms / period ms, exact), and
+ * the line rounds once, half-up. Discounts then apply to that invoice as to any: a coupon for
+ * every rate covers the true-up line too; one limited to rate codes does not (the line has no rate).
  *
- * The line carries what it was sized on in its key, `commitment|<commitment>|<fixed>`, so that
- * a draft's finalization (which recomputes its usage lines) sizes it again on the new usage.
+ * The line carries what it was sized on in its key, `commitment|<commitment>|<billed>`, where
+ * billed is the period's charges other than the closing window's usage, so that a draft's
+ * finalization (which recomputes its usage lines) sizes it again on the new usage.
  */
 import { checkAmount } from "../catalog/amounts.js";
 import type { RateCard } from "../catalog/types.js";
 import type { Violations } from "../errors.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
-import { type BillLine, cycleKey } from "./invoice-building.js";
+import type { BillLine } from "./invoice-building.js";
 import type { InvoiceStore } from "./ports.js";
-import type { Commitment, InvoiceLine, Subscription } from "./types.js";
+import type { Commitment, Invoice, InvoiceLine, Subscription } from "./types.js";
 
 /** Line kinds of a window that count as the period's usage charges. */
 const USAGE_KINDS = new Set(["usage", "minimum", "maximum"]);
@@ -59,56 +72,82 @@ export function commitmentAfterClose(c: Commitment | null | undefined): Commitme
 }
 
 /** The true-up line's key: what it was sized on. */
-function trueUpKey(commitment: Decimal, fixed: Decimal): string {
-  return `commitment|${formatDecimal(commitment)}|${formatDecimal(fixed)}`;
+function trueUpKey(commitment: Decimal, billed: Decimal): string {
+  return `commitment|${formatDecimal(commitment)}|${formatDecimal(billed)}`;
 }
 
 /**
- * The `commitment_true_up` line of a period whose fixed charges were `fixed` and whose usage
- * lines are `usage`, against `commitment` × `fraction` (the part of the period billed); none when
- * the charges reach it (or it rounds to 0).
+ * The `commitment_true_up` line of a period whose charges billed apart from its closing window
+ * are `billed` and whose closing window's usage lines are `usage`, against `commitment` ×
+ * `fraction` (the part of the period billed); none when the charges reach it (or it rounds to 0).
  */
-export function trueUpLine(commitment: string, fixed: Decimal, usage: readonly Pick<BillLine, "amount" | "kind">[], currency: string, fraction: Decimal = dec(1)): BillLine | undefined {
+export function trueUpLine(commitment: string, billed: Decimal, usage: readonly Pick<BillLine, "amount" | "kind">[], currency: string, fraction: Decimal = dec(1)): BillLine | undefined {
   const owed = dec(commitment).times(fraction);
-  const charges = usage.filter((l) => USAGE_KINDS.has(l.kind)).reduce((acc, l) => acc.plus(l.amount), fixed);
+  const charges = usage.filter((l) => USAGE_KINDS.has(l.kind)).reduce((acc, l) => acc.plus(l.amount), billed);
   const diff = roundAmount(owed.minus(charges));
   if (diff.lte(0)) return undefined;
   const whole = fraction.eq(1) ? "" : ` (prorated from ${displayMoney(formatDecimal(roundAmount(dec(commitment))), currency)})`;
   const description = `Minimum commitment ${displayMoney(formatDecimal(roundAmount(owed)), currency)}${whole}: charges of the period ${displayMoney(formatDecimal(charges), currency)}`;
-  return { description, quantity: dec(1), unitAmount: diff, amount: diff, kind: "commitment_true_up", key: trueUpKey(owed, fixed), windowInvoiceId: null };
+  return { description, quantity: dec(1), unitAmount: diff, amount: diff, kind: "commitment_true_up", key: trueUpKey(owed, billed), windowInvoiceId: null };
 }
 
 /** A stored true-up line sized again on a draft's recomputed usage lines (see the key). */
 export function resizedTrueUp(line: InvoiceLine, usage: readonly Pick<BillLine, "amount" | "kind">[], currency: string): BillLine | undefined {
-  const [, owed, fixed] = (line.key ?? "").split("|");
-  if (owed === undefined || fixed === undefined) return undefined;
-  return trueUpLine(owed, dec(fixed), usage, currency);
+  const [, owed, billed] = (line.key ?? "").split("|");
+  if (owed === undefined || billed === undefined) return undefined;
+  return trueUpLine(owed, dec(billed), usage, currency);
 }
 
-/** The fixed charges of a period as billed: the fixed lines of the invoice that opened it. */
-export function fixedCharges(opening: { lines: readonly InvoiceLine[] } | undefined): Decimal {
-  return (opening?.lines ?? []).filter((l) => l.kind === "fixed" || l.kind === "charge").reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+/** A proration line that is a seat change's own (keyed `<code>|`), not a credit carried onto the invoice (no key). */
+const isChangeProration = (l: Pick<InvoiceLine, "kind" | "key">): boolean => l.kind === "proration" && l.key !== null;
+
+/**
+ * What `invoices` billed for the period [start, end) (see the rule above), before discounts and
+ * credits: their fixed lines when the invoice's period lies inside it, their usage lines when
+ * its window does, seat changes' proration lines, and adjustments of those windows; void
+ * invoices count nothing. `late`: the adjustment lines of the invoice being written, counted when
+ * they adjust one of these windows.
+ */
+export function periodCharges(invoices: readonly PeriodInvoice[], start: Date, end: Date, late: readonly Pick<BillLine, "amount" | "kind" | "windowInvoiceId">[] = []): Decimal {
+  const inside = (from: Date, to: Date) => from.getTime() >= start.getTime() && to.getTime() <= end.getTime();
+  const counted = invoices.filter((i) => i.status !== "void");
+  const windows = new Set(counted.filter((i) => i.window && inside(i.window.from, i.window.to)).map((i) => i.id));
+  const adjusts = (l: { kind: string; windowInvoiceId: string | null }) => l.kind === "adjustment" && l.windowInvoiceId !== null && windows.has(l.windowInvoiceId);
+  let sum = ZERO;
+  for (const i of counted) {
+    const fixed = inside(i.periodStart, i.periodEnd);
+    for (const l of i.lines) {
+      const counts = USAGE_KINDS.has(l.kind) ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l)) && fixed) || adjusts(l);
+      if (counts) sum = sum.plus(dec(l.amount));
+    }
+  }
+  return late.filter(adjusts).reduce((acc, l) => acc.plus(l.amount), sum);
 }
+
+/** An invoice as periodCharges reads it. */
+export type PeriodInvoice = Pick<Invoice, "id" | "status" | "periodStart" | "periodEnd" | "window"> & { lines: readonly Pick<InvoiceLine, "amount" | "kind" | "key" | "windowInvoiceId">[] };
 
 /**
  * The `commitment_true_up` line (none, or one) of `s`'s current period billed up to `end`: the
  * period's end at a cycle close (all of the commitment), or an earlier instant when the period
  * is cut short (an immediate cancellation: the commitment prorated by the part of the period
- * up to `end`). Reads the invoice that opened the period only when there is a commitment.
+ * up to `end`). `usage`: the closing window's usage lines; `late`: the adjustments the closing
+ * invoice carries. Reads the period's invoices only when there is a commitment.
  */
 export async function commitmentTrueUp(
-  invoices: Pick<InvoiceStore, "byPeriodKey">,
+  invoices: Pick<InvoiceStore, "billedWithin">,
   s: Subscription,
   usage: readonly Pick<BillLine, "amount" | "kind">[],
   currency: string,
   end: Date,
+  late: readonly Pick<BillLine, "amount" | "kind" | "windowInvoiceId">[] = [],
 ): Promise<BillLine[]> {
   const commitment = s.commitment?.current;
   if (!commitment) return [];
   const span = s.periodEnd.getTime() - s.periodStart.getTime();
   const upTo = Math.min(Math.max(end.getTime(), s.periodStart.getTime()), s.periodEnd.getTime());
   const fraction = span > 0 ? dec(upTo - s.periodStart.getTime()).div(span) : dec(1);
-  const opening = await invoices.byPeriodKey(s.id, cycleKey(s, s.cycleIndex));
-  const line = trueUpLine(commitment, fixedCharges(opening), usage, currency, fraction);
+  const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late);
+  const line = trueUpLine(commitment, billed, usage, currency, fraction);
   return line ? [line] : [];
 }

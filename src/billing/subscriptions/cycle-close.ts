@@ -78,7 +78,7 @@ export class CycleClose {
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
     const fixed = s.cancelsAtEndOfCycle ? [] : keyedFixedLines(this.builder, rates.fixed, s);
     const terms = await this.builder.windowTerms(s, s.usageSince, s.periodEnd, s.periodEnd);
-    const trueUp = await this.trueUp(s, usageLines, card.currency ?? "USD");
+    const trueUp = await this.trueUp(s, usageLines, late.lines, card.currency ?? "USD");
     const invoice = this.builder.newInvoice(
       s,
       card,
@@ -93,8 +93,8 @@ export class CycleClose {
   }
 
   /** The period's `commitment_true_up` line, if its charges fall below the subscription's minimum commitment (commitments.ts). */
-  private trueUp(s: Subscription, usageLines: BillLine[], currency: string): Promise<BillLine[]> {
-    return commitmentTrueUp(this.ctx.stores.invoices, s, usageLines, currency, s.periodEnd);
+  private trueUp(s: Subscription, usageLines: BillLine[], late: BillLine[], currency: string): Promise<BillLine[]> {
+    return commitmentTrueUp(this.ctx.stores.invoices, s, usageLines, currency, s.periodEnd, late);
   }
 
   /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */

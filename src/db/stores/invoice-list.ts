@@ -1,6 +1,6 @@
 /**
  * The invoice lists' queries: GET /invoices across subjects with its filters (DESIGN §15), and
- * the dashboard's lists, newest first.
+ * the dashboard's lists, newest first; a subscription's invoices of one billing period.
  */
 import type { EntityManager } from "typeorm";
 import type { Page } from "../../billing/pagination.js";
@@ -34,4 +34,17 @@ export function invoiceListRows(em: EntityManager, E: Entities, environmentId: s
 export function newestFirstRows(em: EntityManager, E: Entities, environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<InvoiceRow[]> {
   const where = { environment_id: environmentId, ...(filter.status ? { status: filter.status } : {}), ...(filter.subscriptionId ? { subscription_id: filter.subscriptionId } : {}) };
   return em.find(E.Invoice, { where, order: { seq: "DESC" }, take: page.limit + 1, skip: page.offset });
+}
+
+/**
+ * A subscription's rows, not void, whose period lies within [from, to], oldest first: what was
+ * billed for one billing period (over ix_invoices_subscription_seq, one subscription's few rows).
+ */
+export function billedWithinRows(em: EntityManager, E: Entities, p: { subscriptionId: string; environmentId: string; from: Date; to: Date }): Promise<InvoiceRow[]> {
+  return em
+    .createQueryBuilder(E.Invoice, "i")
+    .where("i.environment_id = :env AND i.subscription_id = :sub AND i.status <> 'void'", { env: p.environmentId, sub: p.subscriptionId })
+    .andWhere("i.period_start >= :from AND i.period_end <= :to", { from: dbTime(p.from), to: dbTime(p.to) })
+    .orderBy("i.seq", "ASC")
+    .getMany();
 }

@@ -9,7 +9,7 @@ import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js"
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
-import { invoiceListRows, newestFirstRows } from "./invoice-list.js";
+import { billedWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
@@ -270,12 +270,8 @@ export class SqlInvoiceStore implements InvoiceStore {
   private async withLines(em: EntityManager, rows: InvoiceRow[]): Promise<Invoice[]> {
     if (rows.length === 0) return [];
     const lines = await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(rows.map((r) => r.id)) }, order: { invoice_id: "ASC", position: "ASC" } });
-    return rows.map((r) =>
-      invoiceFromRows(
-        r,
-        lines.filter((l) => l.invoice_id === r.id),
-      ),
-    );
+    const linesOf = (id: string) => lines.filter((l) => l.invoice_id === id);
+    return rows.map((r) => invoiceFromRows(r, linesOf(r.id)));
   }
 
   async get(environmentId: string, id: string): Promise<Invoice | undefined> {
@@ -297,6 +293,10 @@ export class SqlInvoiceStore implements InvoiceStore {
       const r = await em.findOneBy(this.entities.Invoice, { subscription_id: subscriptionId, period_key: periodKey });
       return r ? (await this.withLines(em, [r]))[0] : undefined;
     });
+  }
+
+  async billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<Invoice[]> {
+    return this.sql.run(async (em) => this.withLines(em, await billedWithinRows(em, this.entities, { subscriptionId, environmentId, from, to })));
   }
 
   private async paged(em: EntityManager, rows: InvoiceRow[], page: Page): Promise<PageResult<Invoice>> {
