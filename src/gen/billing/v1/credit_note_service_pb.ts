@@ -211,7 +211,8 @@ export const CreditNoteService: GenService<{
    * (400) for an invoice that is not open or paid (INVOICE_NOT_CREDITABLE), more than what is left
    * of its total (CREDIT_EXCEEDS_INVOICE), "reduce_amount_due" on an invoice that is not open or
    * beyond its amount due, "refund" on an invoice that is not paid or was paid by no provider
-   * (INVOICE_NOT_REFUNDABLE), a refund the provider refuses, e.g. beyond what the card paid of an
+   * (INVOICE_NOT_REFUNDABLE), "credit_balance" on an invoice not paid yet (INVOICE_NOT_PAID: an
+   * open invoice is credited with "reduce_amount_due"), a refund the provider refuses, e.g. beyond what the card paid of an
    * invoice credit partly paid (REFUND_FAILED). On a credit purchase's invoice: a note while it is
    * open or with outcome "credit_balance" (INVOICE_NOT_CREDITABLE: void it, or issue a "refund",
    * which takes the refunded credit back); a refund beyond the credit still unspent is
