@@ -3,12 +3,14 @@
  * clocks, on MariaDB and SQLite: the commitment_true_up line at each cycle close, a PATCH that
  * takes effect from the next period, removal with "0", a draft whose true-up is sized again on
  * late usage, what a change of rate card or a seat increase billed during the period counting
- * towards it, and bad input. Amounts in cents (USD); a line is [description, quantity, unit,
+ * towards it, coupons (the true-up is sized before discounts, and discounted like any line a
+ * coupon covers), and bad input. Amounts in cents (USD); a line is [description, quantity, unit,
  * amount]; an invoice [status, total, lines]. The clock starts on 2026-01-15: the first cycle is
  * [Jan 15, Feb 15), the second [Feb 15, Mar 15).
  */
 import test from "ava";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
+import { coupon } from "../helpers/coupon-bodies.js";
 import { violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { money } from "../helpers/price-bodies.js";
@@ -47,6 +49,11 @@ async function usageOnly(s: Scenario, extra: Json): Promise<{ id: string; other:
   if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
   subscriptionOf.set(s, r.result.subscription.id);
   return { id: r.result.subscription.id, other };
+}
+
+/** The case's invoices as [status, total, total discount], oldest first. */
+async function discounted(s: Scenario): Promise<[string, string, string][]> {
+  return (await s.invoices()).filter((i) => i.subscription_id === subscriptionOf.get(s)).map((i) => [i.status, i.total_amount.value, i.total_discount.value]);
 }
 
 /** Each case's subscription (cases run concurrently). */
@@ -242,6 +249,64 @@ const cases: Case[] = [
     // close: 2 seats 2000 (the next period) + usage 1500 + true-up 5000 − (1000 + 516 + 1500) = 1984
     // = 5484 (the true-up was 5000 − 2500 = 2500 when the proration did not count)
     ["1000", "516", "5484"],
+  ],
+  [
+    "a 50% coupon on a commitment met at list price: the charges count before discounts, no true-up",
+    async (s) => {
+      const half = await coupon(s, { name: "Half", percent_off: "50", duration: "forever" });
+      await subscribed(s, 10, { minimum_commitment: money(10000), coupon_id: half.id });
+      await s.advance("2026-02-15T00:00:00Z");
+      return await bills(s).then(async (b) => [b, await discounted(s)]);
+    },
+    [
+      [
+        // 10 seats 10000, 50% off
+        ["paid", "5000", [["Seats", "10", "1000", "10000"]]],
+        // the period's charges 10000 before discounts = the commitment: no true-up; the next
+        // period's seats 10000, 50% off: 5000 (after discounts the period came to 5000, which would have trued up 5000)
+        ["paid", "5000", [["Seats", "10", "1000", "10000"]]],
+      ],
+      [
+        ["paid", "5000", "5000"],
+        ["paid", "5000", "5000"],
+      ],
+    ],
+  ],
+  [
+    "a coupon for every rate discounts the true-up line like the others",
+    async (s) => {
+      const half = await coupon(s, { name: "Half", percent_off: "50", duration: "forever" });
+      await subscribed(s, 1, { minimum_commitment: money(10000), coupon_id: half.id });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return [(await bills(s)).at(-1), (await discounted(s)).at(-1)];
+    },
+    [
+      // the period's charges before discounts: seats 1000 + usage 1500 = 2500; true-up 10000 − 2500 = 7500;
+      // lines 1000 + 1500 + 7500 = 10000, 50% off every line: 5000 off, total 5000
+      [
+        "paid",
+        "5000",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["API calls", "1500", "1", "1500"],
+          ["Minimum commitment USD 100.00: charges of the period USD 25.00", "1", "7500", "7500"],
+        ],
+      ],
+      ["paid", "5000", "5000"],
+    ],
+  ],
+  [
+    "a coupon limited to rate codes leaves the true-up line whole (it has no rate)",
+    async (s) => {
+      const seatsOnly = await coupon(s, { name: "Half the seats", percent_off: "50", duration: "forever", applies_to_rate_codes: ["seats"] });
+      await subscribed(s, 1, { minimum_commitment: money(10000), coupon_id: seatsOnly.id });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-15T00:00:00Z");
+      return (await discounted(s)).at(-1);
+    },
+    // true-up 10000 − (1000 + 1500) = 7500 as above; 50% off the seats line only: 500 off; total 10000 − 500 = 9500
+    ["paid", "9500", "500"],
   ],
   [
     "bad input: 400 naming minimum_commitment's fields, nothing written",
