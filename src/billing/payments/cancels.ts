@@ -27,6 +27,10 @@
  * provider refunded (InvoicePayment.refundedAfterEnd). A refund the provider refuses for good (the
  * payment refunded by hand already, say) is recorded so, its cancel no longer pending: only a
  * provider that cannot be reached is asked again. The invoice stays as it is: no second invoice.paid.
+ *
+ * The payment that paid an invoice for more than its amount due (a pay link opened before a
+ * credit note lowered it: InvoicePayment.excess, written by provider-events.ts) has the
+ * difference refunded, once (refundExcessKey), recorded as refundedExcess.
  */
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
@@ -44,6 +48,12 @@ const DUE_BATCH = 50;
  * amount before, and a key is never sent again with other parameters (Stripe refuses it).
  */
 export const refundAfterEndKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-after-end:${reference}:full`;
+
+/**
+ * The provider's idempotency key of the refund of what payment `reference` took beyond the amount
+ * due of the invoice `invoiceId` it paid (InvoicePayment.excess): one per payment.
+ */
+export const refundExcessKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-excess:${reference}`;
 
 type Ref = Pick<Invoice, "environmentId" | "id">;
 
@@ -128,6 +138,7 @@ export class PaymentCancels {
     const p = i?.payment;
     if (!i || !ended(i)) return false;
     if (p?.refundedAfterEnd?.some((r) => r.reference === reference)) return true;
+    if (i.status === "paid" && p?.excess?.reference === reference) return this.refundExcess(i, p.excess);
     // The payment that paid it: its stored reference, unless the invoice still waits on it or has
     // it to cancel, or a credit note paid it (credited to zero: that payment paid nothing).
     const byNote = p?.paidBy === "credit_note";
@@ -139,6 +150,28 @@ export class PaymentCancels {
     const provider = await this.providerFor(i.environmentId);
     if (!provider) throw new Error(`invoice ${i.id} was paid after it ended, and its environment has no payment provider to refund it`);
     await this.record(i, reference, null, await this.refund(provider, i, reference));
+    return true;
+  }
+
+  /**
+   * Refunds what the payment that paid invoice `i` took beyond its amount due (`excess`, written
+   * when it paid), keyed by the invoice and the payment, and records it (refundedExcess), the
+   * excess no longer pending. A refusal is final (recorded, a warning); a provider that cannot be
+   * reached throws, the excess still pending, so the provider's next delivery refunds it.
+   */
+  private async refundExcess(i: Invoice, excess: { reference: string; amount: string }): Promise<boolean> {
+    const provider = await this.providerFor(i.environmentId);
+    if (!provider) throw new Error(`invoice ${i.id} was paid for more than its amount due, and its environment has no payment provider to refund the difference`);
+    const { reference, amount } = excess;
+    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), amount, i.currency, refundExcessKey(i.id, reference), { reference });
+    if (!out.ok) this.warn(i.id, `the provider refused for good to refund ${amount} that payment ${reference} took beyond the amount due of invoice ${i.id} (not asked again): ${out.message}`);
+    const refund: RefundAfterEnd = out.ok ? { reference, refundId: out.refundId, amount: out.amount ?? amount } : { reference, refundId: null, amount: null, refused: out.message };
+    await this.rewrite(i, (cur) => {
+      const p = cur.payment ?? {};
+      if (p.excess?.reference !== reference) return undefined;
+      const done = p.refundedExcess ?? [];
+      return { next: cur.nextPaymentAttempt ?? null, payment: { ...p, excess: null, refundedExcess: done.some((r) => r.reference === reference) ? done : [...done, refund] } };
+    });
     return true;
   }
 

@@ -11,14 +11,21 @@
 import { purchasesMoved } from "../credits/purchase-states.js";
 import { AbortedError } from "../errors.js";
 import { newId } from "../ids.js";
+import { dec, formatDecimal } from "../money.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
-import type { Invoice } from "../subscriptions/types.js";
+import { type Invoice, amountDueOf } from "../subscriptions/types.js";
 import type { ProviderEventRef } from "./event-writes.js";
 import type { ChargeOutcome, ProviderKind } from "./types.js";
 
 export type { ProviderEventRef, ProviderEventWrites } from "./event-writes.js";
+
+/** What a provider's payment took, as the provider reports it: the amount in the currency's smallest unit (exact decimal text), and the currency. */
+export interface Received {
+  amount: string;
+  currency: string;
+}
 
 /** A card saved on a provider's page, for our PaymentMethod. */
 export interface SavedCard {
@@ -108,7 +115,38 @@ export class ProviderEvents {
    * Dunning's resolution (and the refund) acts once; the event is recorded after it, so a refund
    * that failed (the provider unreachable) is made at the provider's next delivery.
    */
-  async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged" | "refunded"> {
+  async paymentSucceeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef, received?: Received): Promise<"paid" | "unchanged" | "refunded"> {
+    const out = await this.succeeded(environmentId, invoiceId, reference, event);
+    // Also on a repeat: a refund of the difference that failed is made at the provider's next delivery.
+    if (received && out !== "refunded") await this.overpaid(environmentId, invoiceId, reference, received);
+    return out;
+  }
+
+  /**
+   * The invoice paid by payment `reference`, which took `received`: more than its amount due (a
+   * pay link opened before a credit note lowered it), the difference is written on it
+   * (InvoicePayment.excess) and refunded once, keyed by the invoice and the payment
+   * (PaymentCancels.paidAfterEnd). A refund that fails throws: the provider delivers the event
+   * again, and the excess still written is refunded then.
+   */
+  private async overpaid(environmentId: string, invoiceId: string, reference: string, received: Received): Promise<void> {
+    const refund = this.refundAfterEnd;
+    const seen = await this.stores.invoices.get(environmentId, invoiceId);
+    if (!refund || !seen || !(seen.payment?.excess?.reference === reference || excessOf(seen, reference, received))) return;
+    await retryingRaces(() =>
+      this.stores.transaction(async (tx) => {
+        const cur = tx.dunning ? await tx.dunning.claim(environmentId, invoiceId) : undefined;
+        const excess = cur && cur.payment?.excess?.reference !== reference ? excessOf(cur, reference, received) : undefined;
+        if (!cur || !excess || !tx.dunning) return;
+        const attempt = { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: cur.nextPaymentAttempt ?? null, payment: { ...cur.payment, excess } };
+        await tx.dunning.recordAttempts(environmentId, [{ id: cur.id, attempt }], this.now());
+      }),
+    );
+    const cur = await this.stores.invoices.get(environmentId, invoiceId);
+    if (cur?.payment?.excess?.reference === reference) await refund(cur, reference);
+  }
+
+  private async succeeded(environmentId: string, invoiceId: string, reference: string, event: ProviderEventRef): Promise<"paid" | "unchanged" | "refunded"> {
     if (await this.recorded(environmentId, event)) return "unchanged";
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
     // Paid after it was voided or marked uncollectible, or a second time (a cancel that lost the
@@ -182,10 +220,18 @@ export class ProviderEvents {
    * session `pageId`): the card used becomes the subject's payment method when it is another
    * (once per page: dunning's next charges use it), then the invoice is paid as by paymentSucceeded.
    */
-  async paidOnPage(environmentId: string, invoiceId: string, reference: string, card: SavedCard | undefined, event: ProviderEventRef, pageId: string): Promise<"paid" | "unchanged" | "refunded"> {
+  async paidOnPage(
+    environmentId: string,
+    invoiceId: string,
+    reference: string,
+    card: SavedCard | undefined,
+    event: ProviderEventRef,
+    pageId: string,
+    received?: Received,
+  ): Promise<"paid" | "unchanged" | "refunded"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);
     if (card && invoice) await this.keepCard(environmentId, invoice.subjectId, card, pageId);
-    return this.paymentSucceeded(environmentId, invoiceId, reference, event);
+    return this.paymentSucceeded(environmentId, invoiceId, reference, event, received);
   }
 
   private async keepCard(environmentId: string, subjectId: string, card: SavedCard, pageId: string): Promise<void> {
@@ -216,6 +262,19 @@ export class ProviderEvents {
     await this.acknowledge(environmentId, event);
     return waiting ? "failed" : "unchanged";
   }
+}
+
+/**
+ * What the invoice `i`, paid by payment `reference`, is to refund of what it took (`received`):
+ * the amount beyond its amount due, in the currency's smallest unit; undefined when it took no
+ * more (or in another currency), when another payment paid it, or once refunded.
+ */
+export function excessOf(i: Invoice, reference: string, received: Received): { reference: string; amount: string } | undefined {
+  const p = i.payment;
+  if (i.status !== "paid" || p?.reference !== reference || p.paidBy === "credit_note") return undefined;
+  if (received.currency.toUpperCase() !== i.currency.toUpperCase() || p.refundedExcess?.some((r) => r.reference === reference)) return undefined;
+  const over = dec(received.amount).minus(dec(amountDueOf(i)));
+  return over.gt(0) ? { reference, amount: formatDecimal(over) } : undefined;
 }
 
 /** What an open invoice records when the provider's payment `reference` paid it. */

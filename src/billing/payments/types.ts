@@ -109,6 +109,14 @@ export interface InvoicePayment {
   paidBy?: "credit_note";
   /** Payments that succeeded on the ended invoice all the same (a cancel that lost the race, a pay link), each refunded. */
   refundedAfterEnd?: RefundAfterEnd[] | null;
+  /**
+   * The payment that paid the invoice took more than its amount due (a pay link opened before a
+   * credit note lowered it): the difference to refund (payments/cancels.ts), in the currency's
+   * smallest unit. Written once it paid, cleared once the provider answered the refund.
+   */
+  excess?: { reference: string; amount: string } | null;
+  /** The refunds of such differences, one per payment (made, or refused for good). */
+  refundedExcess?: RefundAfterEnd[] | null;
 }
 
 /** A payment waiting for the customer on an ended invoice, to be cancelled at the provider. */

@@ -9,8 +9,9 @@
  * `payment_intent.succeeded`, both with the invoice in their metadata.
  */
 import type Stripe from "stripe";
-import type { SavedCard } from "../../billing/payments/provider-events.js";
+import type { Received, SavedCard } from "../../billing/payments/provider-events.js";
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
+import { fromStripeAmount } from "./amounts.js";
 import type { StripeCustomers } from "./customers.js";
 
 /** A payment-mode Checkout Session once paid: the invoice, the PaymentIntent and the card it used. */
@@ -21,6 +22,20 @@ export interface CompletedPayment {
   /** The PaymentIntent (pi_…). */
   reference: string;
   card: SavedCard | undefined;
+  /** What the PaymentIntent took, in this service's unit (receivedOf). */
+  received: Received | undefined;
+}
+
+/**
+ * What a succeeded PaymentIntent took (amount_received), in this service's minor units
+ * (amounts.ts); undefined when Stripe's answer does not convert (never guessed).
+ */
+export function receivedOf(pi: Pick<Stripe.PaymentIntent, "amount_received" | "currency">): Received | undefined {
+  try {
+    return { amount: fromStripeAmount(pi.amount_received, pi.currency), currency: pi.currency.toUpperCase() };
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -65,5 +80,5 @@ export async function completedPaymentOf(stripe: Stripe, env: string, sessionId:
     pm && customer && (typeof pm.customer === "string" ? pm.customer : pm.customer?.id) === customer
       ? { provider: "stripe", brand: pm.card?.brand ?? "card", last4: pm.card?.last4 ?? "????", providerRef: pm.id, customerRef: customer }
       : undefined;
-  return { environmentId: env, sessionId: s.id, invoiceId, reference: pi.id, card };
+  return { environmentId: env, sessionId: s.id, invoiceId, reference: pi.id, card, received: receivedOf(pi) };
 }

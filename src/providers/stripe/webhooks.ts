@@ -20,6 +20,7 @@ import type { ProviderEventRef, ProviderEvents } from "../../billing/payments/pr
 import type { ProviderSettingsSource } from "../../billing/subscriptions/payments.js";
 import type { Logger } from "../../log.js";
 import { messagePage, type Req, type Res } from "../../pages/shell.js";
+import { receivedOf } from "./pay-link.js";
 import type { StripeProvider } from "./provider.js";
 
 /** The largest webhook body read (Stripe's events are far smaller). */
@@ -83,7 +84,7 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
           // An invoice's pay link (pay-link.ts), paid: the invoice paid once, the card kept.
           const paid = session.payment_status === "paid" ? await provider.completedPayment(session.id) : undefined;
           if (!paid) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
-          return ev.paidOnPage(env, paid.invoiceId, paid.reference, paid.card, ref, paid.sessionId);
+          return ev.paidOnPage(env, paid.invoiceId, paid.reference, paid.card, ref, paid.sessionId, paid.received);
         }
         const done = session.mode === "setup" ? await provider.completedSetup(session.id) : undefined;
         if (!done) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
@@ -94,7 +95,8 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         const pi = event.data.object as Stripe.PaymentIntent;
         const invoiceId = pi.metadata?.invoice_id;
         if (!invoiceId || pi.metadata?.environment_id !== env) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
-        return ev.paymentSucceeded(env, invoiceId, pi.id, ref);
+        // What it took: more than the amount due (a pay link opened before a credit note), the difference is refunded.
+        return ev.paymentSucceeded(env, invoiceId, pi.id, ref, receivedOf(pi));
       }
       case "payment_intent.payment_failed": {
         const pi = event.data.object as Stripe.PaymentIntent;
