@@ -18,6 +18,15 @@ export interface ChangeScope {
 
 export const changeScope = new AsyncLocalStorage<ChangeScope>();
 
+/**
+ * Runs `fn` outside the calling request's scope: its transactions do not mark the request's key.
+ * For work a request triggers that is not its own change (the scheduler's, made the same whoever
+ * triggers it: closing a cycle that ended before a cancel applies).
+ */
+export function outsideChangeScope<T>(fn: () => Promise<T>): Promise<T> {
+  return changeScope.exit(fn);
+}
+
 const MARK = "UPDATE idempotency_keys SET changed = 1 WHERE environment_id = ? AND idem_key = ? AND claim_token = ?";
 
 /**

@@ -290,6 +290,11 @@ export class FakeBillingStores implements BillingStores {
     return row && row.environmentId === env ? structuredClone(row) : undefined;
   }
 
+  /** No idempotency keys here: the work is simply run. */
+  asScheduler<T>(fn: () => Promise<T>): Promise<T> {
+    return fn();
+  }
+
   transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
     const run = this.running.then(async () => {
       const before = this.state.snapshot();

@@ -68,7 +68,8 @@ export class SubscriptionChanges {
     let current = s;
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
       const failedBefore = current.billingFailure?.attempts ?? 0;
-      await this.engine.cycles.closeCycles([current]);
+      // The scheduler's work, whoever triggers it: it does not count as this call's change.
+      await this.stores.asScheduler(() => this.engine.cycles.closeCycles([current]));
       const fresh = await this.stores.subscriptions.get(current.environmentId, current.id);
       const failure = fresh?.billingFailure;
       if (fresh && failure && failure.attempts > failedBefore && fresh.cycleIndex === current.cycleIndex) {

@@ -313,4 +313,11 @@ export interface BillingStores {
    * back in full) is an AbortedError, which callers may retry.
    */
   transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` as the scheduler's work, not the calling request's change: its commits do not mark
+   * the request's Idempotency-Key (DESIGN §12). A cancel first closes the cycle that ended
+   * (SubscriptionChanges.caughtUp), as the scheduler would have; a cancel that fails after that
+   * close is run again by a retry with its key, not answered IDEMPOTENCY_OUTCOME_LOST.
+   */
+  asScheduler<T>(fn: () => Promise<T>): Promise<T>;
 }

@@ -5,6 +5,7 @@
 import { providerEventWrites } from "./provider-store.js";
 import { AbortedError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
+import { outsideChangeScope } from "../change-scope.js";
 import type { BillingDirectory, BillingStores, BillingTx } from "../../billing/subscriptions/ports.js";
 import type { BillingSubject, SubjectProfile } from "../../billing/subscriptions/types.js";
 import type { EnvironmentMode } from "../../billing/tenancy.js";
@@ -72,6 +73,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
     timelines: new SqlTimelineStore(sql, entities),
     clocks: new SqlTestClockStore(sql, entities),
     directory: new SqlBillingDirectory(sql, entities),
+    asScheduler: outsideChangeScope,
     transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
       const run = sql.transaction((em) =>
         fn({
