@@ -155,15 +155,6 @@ export class FakeBillingStores implements BillingStores {
         .reverse()
         .slice(0, limit)
         .map((i) => structuredClone(i)),
-    setStatus: async (id, from, to) => {
-      const inv = this.state.invoices.get(id);
-      if (!inv || inv.status !== from) return false;
-      inv.status = to;
-      return true;
-    },
-    setStatuses: async (ids, from, to) => {
-      for (const id of ids) await this.invoices.setStatus(id, from, to, new Date());
-    },
     dueDrafts: async (now, clockId, limit) =>
       [...this.state.invoices.values()]
         .filter((i) => i.status === "draft" && i.finalizesAt !== null && i.finalizesAt <= now && i.clockId === clockId)

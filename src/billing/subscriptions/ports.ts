@@ -95,10 +95,6 @@ export interface InvoiceStore {
   listAll(environmentId: string, filter: { status?: InvoiceStatus; subscriptionId?: string }, page: Page): Promise<PageResult<Invoice>>;
   /** A subject's `limit` newest invoices, newest first (the customer portal's list). */
   recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
-  /** Sets the status if the invoice is in `from`; false otherwise. */
-  setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean>;
-  /** Moves these invoices from `from` to `to` (those still in `from`). */
-  setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void>;
   /** Drafts whose grace period ended by `now` on real time (clockId null) or one test clock, earliest first. */
   dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
   /**

@@ -385,15 +385,4 @@ export class SqlInvoiceStore implements InvoiceStore {
       return out;
     });
   }
-
-  async setStatus(id: string, from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<boolean> {
-    const res = await this.sql.run((em) => em.update(this.entities.Invoice, { id, status: from }, { status: to, updated_at: at }));
-    return (res.affected ?? 0) > 0;
-  }
-
-  async setStatuses(ids: string[], from: InvoiceStatus, to: InvoiceStatus, at: Date): Promise<void> {
-    for (const part of chunks(ids)) {
-      await this.sql.run((em) => em.createQueryBuilder().update(this.entities.Invoice).set({ status: to, updated_at: at }).where("id IN (:...ids) AND status = :from", { ids: part, from }).execute());
-    }
-  }
 }
