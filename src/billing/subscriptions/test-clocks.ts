@@ -69,11 +69,17 @@ export class TestClocks {
     if (to.getTime() < clock.frozenTime.getTime()) {
       invalid("frozen_time", `must not be before the clock's time ${clock.frozenTime.toISOString()}: clocks only move forward`);
     }
-    if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to, this.lookups.engine.now()))) {
-      throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
-    }
-    // Left `advancing` when cycles are still held by another transaction after the wait (runClockDue).
-    if (await this.scheduler.runClockDue(to, id, this.stop)) await this.stores.clocks.finish(caller.environmentId, id, to);
-    return this.clock(caller, id);
+    // An advance to a time is the same call however often it runs: run again, it finds the clock
+    // there and runs what is left (each part once). So it does not mark its Idempotency-Key: an
+    // advance cut short (`unavailable`, a database node lost) is run again by a retry with its key
+    // rather than answered IDEMPOTENCY_OUTCOME_LOST (DESIGN §12).
+    return this.stores.asScheduler(async () => {
+      if (to.getTime() > clock.frozenTime.getTime() && !(await this.stores.clocks.advance(caller.environmentId, id, to, this.lookups.engine.now()))) {
+        throw new AbortedError("TEST_CLOCK_MOVED", "the clock was moved past this time meanwhile");
+      }
+      // Left `advancing` when cycles are still held by another transaction after the wait (runClockDue).
+      if (await this.scheduler.runClockDue(to, id, this.stop)) await this.stores.clocks.finish(caller.environmentId, id, to);
+      return this.clock(caller, id);
+    });
   }
 }
