@@ -16,7 +16,8 @@
  * Stripe does, every request and answer validated against test/stripe/openapi-subset.json):
  * customers (create, list, retrieve, update, list payment methods), checkout sessions (setup
  * mode, and payment mode with `line_items[][price_data]`: create, retrieve with
- * `expand[]=setup_intent` / `expand[]=payment_intent`; a payment-mode session completed with a
+ * `expand[]=setup_intent` / `expand[]=payment_intent`, list by `customer`, expire:
+ * the page then refuses payment, `checkout.session.expired` sent; a payment-mode session completed with a
  * card makes a succeeded PaymentIntent, sends `payment_intent.succeeded` then
  * `checkout.session.completed`), setup intents (retrieve), payment methods
  * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve, cancel), refunds
@@ -55,7 +56,7 @@ import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
 import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
-import { cancelPaymentIntent, completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, listPaymentIntents, paymentIntent } from "./payments.js";
+import { cancelPaymentIntent, completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, expireSession, listPaymentIntents, listSessions, paymentIntent } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
 
@@ -130,6 +131,12 @@ function routes(st: FakeStripeState): Route[] {
     r("POST", "/v1/customers/{customer}", (p, [id]) => st.updateCustomer(id as string, p)),
     r("GET", "/v1/customers/{customer}/payment_methods", (p, [id]) => st.listPaymentMethods(id as string, p)),
     r("POST", "/v1/checkout/sessions", (p) => st.createSession(p)),
+    r("GET", "/v1/checkout/sessions", (p) => listSessions(st, p)),
+    r("POST", "/v1/checkout/sessions/{session}/expire", (_p, [id], { emit }) => {
+      const { session, events } = expireSession(st, id as string);
+      for (const e of events) emit(e.type, e.object);
+      return session;
+    }),
     r("GET", "/v1/checkout/sessions/{session}", (p, [id]) =>
       expand(
         expand(st.session(id as string), p, "setup_intent", (x) => st.setupIntent(x)),

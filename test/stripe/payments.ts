@@ -121,6 +121,20 @@ export function listPaymentIntents(st: FakeStripeState, q: Obj): Obj {
   return page(all, q, "/v1/payment_intents");
 }
 
+/** Checkout Sessions, newest first, of one customer when asked (`customer`). */
+export function listSessions(st: FakeStripeState, q: Obj): Obj {
+  const all = [...st.sessions.values()].filter((s) => q.customer === undefined || s.customer === q.customer).reverse();
+  return page(all, q, "/v1/checkout/sessions");
+}
+
+/** Expires an open Checkout Session (its page no longer takes a payment); Stripe refuses one complete or expired already. */
+export function expireSession(st: FakeStripeState, id: string): { session: Obj; events: ChargeResult["events"] } {
+  const s = st.session(id);
+  if (s.status !== "open") throw invalid('Only Checkout Sessions with a status in ["open"] can be expired.', "session");
+  Object.assign(s, { status: "expired", url: null });
+  return { session: s, events: [{ type: "checkout.session.expired", object: structuredClone(s) }] };
+}
+
 /** The customer came back and authenticated: the PaymentIntent succeeds. */
 export function completeAuthentication(st: FakeStripeState, id: string): ChargeResult {
   const pi = paymentIntent(st, id);

@@ -6,9 +6,11 @@
  * pays the invoice and is kept for later charges (`setup_future_usage: off_session`). Its
  * idempotency key is the invoice and its attempt count: double clicks make one session.
  * Completion arrives by `checkout.session.completed` (completedPayment) and by
- * `payment_intent.succeeded`, both with the invoice in their metadata.
+ * `payment_intent.succeeded`, both with the invoice in their metadata. When the PaymentIntent that
+ * waited is cancelled (a new card charged, the invoice ended or paid otherwise), its invoice's
+ * sessions still open are expired (expirePayLinks).
  */
-import type Stripe from "stripe";
+import Stripe from "stripe";
 import type { Received, SavedCard } from "../../billing/payments/provider-events.js";
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import { fromStripeAmount } from "./amounts.js";
@@ -63,6 +65,26 @@ export async function startPayment(stripe: Stripe, customers: StripeCustomers, e
   );
   if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
   return { url: session.url, reference: session.id };
+}
+
+/**
+ * Expires the pay links of invoice `invoiceId` (environment `env`) still open for `customer`, once
+ * the PaymentIntent they were made beside is cancelled or paid (provider.ts cancel): a session
+ * asks the amount due when it was made, and completing it later would take a payment the invoice
+ * no longer waits for. Each expire is keyed `key`:expire:<session>; a session completed or
+ * expired meanwhile (Stripe refuses to expire it) is left as it is, its payment handled by its
+ * webhooks. Anything else throws: the cancel is asked again, and so is this.
+ */
+export async function expirePayLinks(stripe: Stripe, env: string, customer: string, invoiceId: string, key: string): Promise<void> {
+  // All the customer's sessions (few: its card setups and pay links), the open ones picked here.
+  for await (const s of stripe.checkout.sessions.list({ customer, limit: 100 })) {
+    if (s.status !== "open" || s.mode !== "payment" || s.metadata?.invoice_id !== invoiceId || s.metadata?.environment_id !== env) continue;
+    try {
+      await stripe.checkout.sessions.expire(s.id, {}, { idempotencyKey: `${key}:expire:${s.id}` });
+    } catch (err) {
+      if (!(err instanceof Stripe.errors.StripeInvalidRequestError) || (await stripe.checkout.sessions.retrieve(s.id)).status === "open") throw err;
+    }
+  }
 }
 
 /** A payment-mode Checkout Session of environment `env` once paid; else undefined. */

@@ -7,7 +7,8 @@
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it).
- * - cancel: the cancel of a PaymentIntent waiting for the customer on an invoice that ended.
+ * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
+ *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
  *
  * Every amount sent or read back goes through amounts.ts: this service's ISO minor units are not
  * always Stripe's (ISK, MGA, the three-decimal dinars), and one Stripe cannot take is refused.
@@ -21,7 +22,7 @@ import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
 import { UnrepresentableAmount, fromStripeAmount, toStripeAmount } from "./amounts.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
-import { type CompletedPayment, completedPaymentOf, startPayment } from "./pay-link.js";
+import { type CompletedPayment, completedPaymentOf, expirePayLinks, startPayment } from "./pay-link.js";
 
 /** What the provider needs of storage: customers, and the PaymentIntent an invoice was charged with. */
 export interface StripeStore extends StripeCustomerStore {
@@ -216,7 +217,9 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
    * Cancels the PaymentIntent `reference` waiting for the customer, keyed `idempotencyKey` (a retry
    * answers the first cancel). One Stripe no longer lets cancel (it succeeded, or was cancelled
    * already) answers its status instead: Stripe refuses with payment_intent_unexpected_state. One
-   * Stripe does not know (404 resource_missing) can charge nothing: cancelled.
+   * Stripe does not know (404 resource_missing) can charge nothing: cancelled. Cancelled or
+   * succeeded, the invoice's pay links still open are expired (pay-link.ts expirePayLinks); one
+   * that cannot be expired now throws, and the cancel is asked again with the same key.
    */
   async function cancel(reference: string, idempotencyKey: string): Promise<CancelOutcome> {
     let pi: Stripe.PaymentIntent;
@@ -227,7 +230,11 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       if (!(err instanceof Stripe.errors.StripeInvalidRequestError) || err.code !== "payment_intent_unexpected_state") throw err;
       pi = await stripe.paymentIntents.retrieve(reference);
     }
-    return pi.status === "canceled" ? "canceled" : pi.status === "succeeded" ? "succeeded" : "open";
+    const answer = pi.status === "canceled" ? "canceled" : pi.status === "succeeded" ? "succeeded" : "open";
+    // The invoice no longer waits on it: its pay links are expired too, so none is paid later.
+    const customer = typeof pi.customer === "string" ? pi.customer : pi.customer?.id;
+    if (answer !== "open" && customer) await expirePayLinks(stripe, env, customer, pi.metadata?.invoice_id ?? invoiceOfKey(idempotencyKey), idempotencyKey);
+    return answer;
   }
 
   return {
