@@ -104,11 +104,15 @@ mysqlOnly("mysql: eight credit notes of 40% of one invoice at once from eight se
   }
 });
 
-/** A provider that refunds anything once per idempotency key (a repeat answers the first refund), and keeps what it refunded. */
+/**
+ * A provider that refunds anything once per idempotency key (a repeat answers the first refund),
+ * and keeps what it refunded; a key sent again with another amount is refused, as Stripe does.
+ */
 function countingProvider(): { provider: PaymentProvider; refunds: Map<string, { refundId: string; amount: string }> } {
   const refunds = new Map<string, { refundId: string; amount: string }>();
   const refund = async (_charge: string, amount: string | null, _currency: string, key: string) => {
     const done = refunds.get(key) ?? { refundId: `re_${refunds.size + 1}`, amount: amount ?? "" };
+    if (done.amount !== (amount ?? "")) return { ok: false as const, message: `idempotency key ${key} was used with amount ${done.amount}` };
     refunds.set(key, done);
     return { ok: true as const, ...done };
   };
@@ -116,8 +120,10 @@ function countingProvider(): { provider: PaymentProvider; refunds: Map<string, {
 }
 
 for (const store of STORES) {
-  for (const between of ["credit_balance", "refund"] as const) {
+  for (const between of ["credit_balance", "refund", "credit_balance (the refund asking all that is left)"] as const) {
     test(`${store}: a refund note's transaction lost a race after the provider refunded, and a ${between} note of the invoice committed before the retry: ${between === "refund" ? "that same note took the refund, the retry makes its own" : "the retry writes the note with that refund, never a second"}`, async (t) => {
+      // The last case: the note asks all that is left (1500), refunded; a balance note of 100 commits before the retry.
+      const whole = between === "credit_balance (the refund asking all that is left)";
       const server = await startTestServer(store);
       const db = await createDatabase(server.db.url, { poolSize: 2 });
       try {
@@ -149,16 +155,35 @@ for (const store of STORES) {
             try {
               return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
             } catch (err) {
-              await other.create(caller, { invoiceId: inv.id, reason: "other", outcome: between, amount: between === "refund" ? "500" : "100", lines: [], metadata: {} });
+              await other.create(caller, { invoiceId: inv.id, reason: "other", outcome: whole ? "credit_balance" : between, amount: between === "refund" ? "500" : "100", lines: [], metadata: {} });
               throw err;
             }
           },
         };
-        const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, { invoiceId: inv.id, reason: "other", outcome: "refund", amount: "500", lines: [], metadata: {} });
+        const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, {
+          invoiceId: inv.id,
+          reason: "other",
+          outcome: "refund",
+          amount: whole ? undefined : "500",
+          lines: [],
+          metadata: {},
+        });
         t.is(attempts, 2);
         const notes = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
         const made = [...refunds.values()];
-        if (between === "credit_balance") {
+        if (whole) {
+          // The refund of 1500 made, recorded as made: its note of 1500 with 100 on the balance, 1600 credited on 1500.
+          t.deepEqual(made, [{ refundId: "re_1", amount: "1500" }]);
+          t.deepEqual(
+            notes.map((n) => [n.outcome, n.total.value, n.refund_id]),
+            [
+              ["credit_balance", "100", null],
+              ["refund", "1500", "re_1"],
+            ],
+          );
+          t.is(note.refundId, "re_1");
+          t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "1600");
+        } else if (between === "credit_balance") {
           // One refund of 500, the note's; 100 to the balance: 500 + 100 = 600 credited.
           t.deepEqual(made, [{ refundId: "re_1", amount: "500" }]);
           t.deepEqual(

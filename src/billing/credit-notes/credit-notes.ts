@@ -177,25 +177,28 @@ export class CreditNotes {
     const now = subject ? await this.lookups.nowFor(subject) : this.lookups.engine.now();
     // A deadlock or lock wait (AbortedError) runs the whole transaction again from the locking
     // read. A refund the provider made in an attempt that then lost its race stays made: every
-    // later attempt of this call writes that note (its ID kept, whatever was committed meanwhile),
-    // so the provider, asked again under the same key, answers that refund and never makes a second.
-    let refunded: string | undefined;
+    // later attempt of this call writes that very note (its ID, lines and total kept, whatever was
+    // committed meanwhile, even beyond what is left to credit: the money went back), with that
+    // refund, and never asks the provider again, so there is never a second refund, nor a refund
+    // that no note records.
+    let refunded: { id: string; plan: CreditPlan; refundId: string } | undefined;
     const done = await retryingRaces(() =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
         if (!inv) throw notFound(c.invoiceId);
-        checkCreditable(inv, c.outcome);
+        const earlier = await tx.ofInvoice(env, inv.id);
+        // The same note (same state, same credit) committed meanwhile took that ID, and with it that refund: this one is another.
+        if (refunded && earlier.some((n) => n.id === refunded?.id)) refunded = undefined;
+        const kept = refunded;
+        if (!kept) checkCreditable(inv, c.outcome);
         const lv = new Violations();
         checkLineIndexes(c.ask, inv.lines.length, lv);
         lv.throwIfAny();
         const credited = inv.amountCredited ?? "0";
         const left = dec(inv.total).minus(dec(credited));
-        const earlier = await tx.ofInvoice(env, inv.id);
-        // The same note (same state, same credit) committed meanwhile took that ID, and with it that refund: this one is another.
-        if (earlier.some((n) => n.id === refunded)) refunded = undefined;
-        const plan = planCredit(creditableLines(inv.lines, earlier), left, c.ask);
+        const plan = kept?.plan ?? planCredit(creditableLines(inv.lines, earlier), left, c.ask);
         if (Array.isArray(plan)) throw planError(inv, plan);
-        const id = refunded ?? creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
+        const id = kept?.id ?? creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
         if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
           throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
             invoice_id: inv.id,
@@ -203,7 +206,7 @@ export class CreditNotes {
           });
         }
         if (c.outcome === "reduce_amount_due") checkNotWaiting(inv, plan.total);
-        if (!(await tx.addCredited(env, inv.id, plan.total))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
+        if (!(await tx.addCredited(env, inv.id, plan.total, kept !== undefined))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
         const effects = await this.outcome(tx, c, inv, plan, id, now);
         // The number after the outcome's writes: the sequence row stays locked only from here to the commit.
         const number = await tx.nextNumber(env);
@@ -212,8 +215,8 @@ export class CreditNotes {
         // The refund last: after it only the note's own row and events are written (new rows, hardly a lock to wait on).
         let refundId: string | null = null;
         if (c.outcome === "refund") {
-          refundId = await this.refund(provider as PaymentProvider, inv, plan, id);
-          refunded = id;
+          refundId = kept?.refundId ?? (await this.refund(provider as PaymentProvider, inv, plan, id));
+          refunded = { id, plan, refundId };
         }
         const written: CreditNote = {
           id,

@@ -26,9 +26,10 @@ export interface CreditNoteWrites {
   ofInvoice(environmentId: string, invoiceId: string): Promise<CreditNote[]>;
   /**
    * amount_credited += amount (NULL counting as 0), only if it stays within the invoice's total:
-   * one conditional UPDATE. False (nothing written) when it would not.
+   * one conditional UPDATE. False (nothing written) when it would not. `beyondTotal`: whatever it
+   * comes to (a refund the provider made already is recorded as made, never refused).
    */
-  addCredited(environmentId: string, invoiceId: string, amount: string): Promise<boolean>;
+  addCredited(environmentId: string, invoiceId: string, amount: string, beyondTotal?: boolean): Promise<boolean>;
   /** amount_due −= amount, only on an open invoice whose amount due is at least `amount`; false otherwise. */
   reduceAmountDue(environmentId: string, invoiceId: string, amount: string, at: Date): Promise<boolean>;
   /** An open invoice becomes paid at `at`; false when it was no longer open. */

@@ -89,21 +89,11 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
       const rows = await em.find(E.CreditNote, { where: { environment_id: environmentId, invoice_id: invoiceId }, order: { seq: "ASC" } });
       return rows.map(creditNoteFromRow);
     },
-    addCredited: async (environmentId, invoiceId, amount) => {
+    addCredited: async (environmentId, invoiceId, amount, beyondTotal = false) => {
       const a = formatDecimal(dec(amount));
-      const n =
-        d === "mysql"
-          ? await changed(em, `UPDATE invoices SET amount_credited = COALESCE(amount_credited, 0) + ${p} WHERE environment_id = ? AND id = ? AND COALESCE(amount_credited, 0) + ${p} <= total`, [
-              a,
-              environmentId,
-              invoiceId,
-              a,
-            ])
-          : await changed(
-              em,
-              "UPDATE invoices SET amount_credited = dec_add(COALESCE(amount_credited, '0'), ?) WHERE environment_id = ? AND id = ? AND dec_max(total, dec_add(COALESCE(amount_credited, '0'), ?)) = total",
-              [a, environmentId, invoiceId, a],
-            );
+      const within = d === "mysql" ? ` AND (? OR COALESCE(amount_credited, 0) + ${p} <= total)` : " AND (? OR dec_max(total, dec_add(COALESCE(amount_credited, '0'), ?)) = total)";
+      const set = d === "mysql" ? `amount_credited = COALESCE(amount_credited, 0) + ${p}` : "amount_credited = dec_add(COALESCE(amount_credited, '0'), ?)";
+      const n = await changed(em, `UPDATE invoices SET ${set} WHERE environment_id = ? AND id = ?${within}`, [a, environmentId, invoiceId, beyondTotal ? 1 : 0, a]);
       return n > 0;
     },
     reduceAmountDue: async (environmentId, invoiceId, amount, at) => {
