@@ -33,7 +33,7 @@ export class SqlRateCatalogStore implements RateCatalogStore {
   ) {}
 
   async insert(c: RateCatalog): Promise<void> {
-    await this.sql.run((em) =>
+    await this.sql.write((em) =>
       em.insert(this.entities.RateCatalog, {
         id: c.id,
         environment_id: c.environmentId,
