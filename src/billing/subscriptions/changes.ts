@@ -15,7 +15,7 @@ import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { withCredits } from "./proration.js";
+import { chargedTerms, sameTerms, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
 import { type BillLine, fixedBillLines } from "./invoice-building.js";
@@ -295,9 +295,12 @@ export class SubscriptionChanges {
     };
   }
 
-  /** What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge. */
+  /**
+   * What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge
+   * (from the fixed charges the period was billed at, chargedTerms, not the row's terms).
+   */
   private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
-    const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, current));
+    const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, chargedTerms(current)));
     const lines = await this.engine.builder.usageLines(oldCard, current, current.usageSince, at);
     let upgrade = ZERO;
     if (diff.gt(0)) {
@@ -358,11 +361,13 @@ export class SubscriptionChanges {
     const s = await tx.lockSubscription(current.environmentId, current.id);
     if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
     if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
-    if (!unmoved(s, current)) throw lostRace(current.id);
+    // The fence, and the fixed charges the upgrade was computed from.
+    if (!unmoved(s, current) || !sameTerms(chargedTerms(s), chargedTerms(current))) throw lostRace(current.id);
     checkCycleClosed(s, at, inCurrentPeriod);
     const credited = withCredits(invoice, s.prorationCredits);
     if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
-    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, usageSince: at, prorationCredits: credited.carried };
+    // The rest of the period is billed at the new card's terms (by the upgrade charge, or taken as paid on a downgrade).
+    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: null, usageSince: at, prorationCredits: credited.carried };
     await tx.updateSubscription(updated);
     await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
     return { subscription: updated, invoice: credited.invoice };

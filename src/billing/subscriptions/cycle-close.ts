@@ -99,12 +99,24 @@ export class CycleClose {
 
   /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */
   private async afterClose(s: Subscription, check: UsageCheck | null, carried: Subscription["prorationCredits"]): Promise<Subscription> {
-    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried };
+    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried, chargedTerms: null };
     // A minimum commitment asked for during the period takes effect with the next one.
     const commitment = commitmentAfterClose(s.commitment);
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const next = cycleBounds(s.anchor, s.cycleIndex + 1, card.billingInterval);
-    return { ...s, cycleIndex: s.cycleIndex + 1, periodStart: next.start, periodEnd: next.end, usageSince: next.start, billingFailure: null, usageCheck: check, prorationCredits: carried, commitment };
+    // The next period's fixed charges are billed at the row's terms (closingInvoice): chargedTerms null.
+    return {
+      ...s,
+      cycleIndex: s.cycleIndex + 1,
+      periodStart: next.start,
+      periodEnd: next.end,
+      usageSince: next.start,
+      billingFailure: null,
+      usageCheck: check,
+      prorationCredits: carried,
+      commitment,
+      chargedTerms: null,
+    };
   }
 
   /**

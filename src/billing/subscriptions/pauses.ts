@@ -29,7 +29,7 @@ import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
 import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
-import { cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
+import { chargedTerms, cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { checkProrationBehavior } from "./updates.js";
@@ -135,8 +135,9 @@ export class Pauses {
 
   /**
    * The credit for the unused part of the cycle a pause cut short: per fixed rate, its cycle
-   * charge at the paused terms × (period end − paused_at) / period, rounded once; none for a
-   * rate whose credit rounds to 0.
+   * charge at the terms that cycle was billed at (chargedTerms: not a change without proration
+   * made after) × (period end − paused_at) / period, rounded once; none for a rate whose credit
+   * rounds to 0.
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
@@ -144,10 +145,11 @@ export class Pauses {
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
     if (opening?.status === "void") return [];
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
+    const paid = chargedTerms(paused);
     const out: ProrationCredit[] = [];
-    for (const r of (await this.engine.reads.rates(card, paused.fixedRateQuantities)).fixed) {
-      const quantity = paused.fixedRateQuantities[r.code] ?? "0";
-      const amount = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paused, r.code))).times(part.fraction)).neg();
+    for (const r of (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed) {
+      const quantity = paid.fixedRateQuantities[r.code] ?? "0";
+      const amount = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction)).neg();
       if (!amount.isZero())
         out.push({ description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`, amount: formatDecimal(amount) });
     }
@@ -177,6 +179,8 @@ export class Pauses {
         periodEnd: period.end,
         usageSince: at,
         billingFailure: null,
+        // The new cycle's fixed charges are billed at the row's terms.
+        chargedTerms: null,
       };
       const lines = await this.engine.builder.fixedLines(card, next);
       const inv: Invoice = this.engine.builder.newInvoice(next, card, `cycle:${epoch}.0`, lines, period.start, period.end, at);

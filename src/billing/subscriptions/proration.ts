@@ -6,6 +6,8 @@
  * - A rate's cycle charge is the sum of its fixed lines' quantity × unit amount before rounding
  *   (the engine's fixed-line pricing: flat, package, tiered alike); a change's line is
  *   (new − old) × fraction, rounded once half-up.
+ * - The old charge is the one the period was billed at (chargedTerms), not the row's terms: a
+ *   change without proration moves the row's terms but not what the period was charged.
  * - A credit (a negative amount) goes onto an invoice only as far as the invoice can take it:
  *   never below zero, and on a draft never below the lines its finalization keeps as written
  *   (usage lines are recomputed then). What is left is carried to the next invoice.
@@ -13,7 +15,7 @@
 import type { Line } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
 import { type BillLine, storedLine } from "./invoice-building.js";
-import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit } from "./types.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
 const DAY_MS = 86_400_000;
 
@@ -147,6 +149,32 @@ export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | 
   const stored = lines.map(storedLine);
   const sum = stored.reduce((acc, l) => acc.plus(dec(l.amount)), dec(inv.total));
   return { invoice: { ...inv, lines: [...inv.lines, ...stored], total: formatDecimal(sum) }, carried };
+}
+
+/** A subscription's terms: what its fixed charges are priced at. */
+export type TermsOf = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
+
+/**
+ * The terms `s`'s current period's fixed charges were billed at (Subscription.chargedTerms): what
+ * a proration or an unused-time credit takes as paid; the row's terms unless a change without
+ * proration left them for the next cycle.
+ */
+export function chargedTerms(s: Subscription): TermsOf {
+  return s.chargedTerms ?? { fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers };
+}
+
+/**
+ * What `s`'s chargedTerms are after a change to `next` that bills nothing now (proration_behavior
+ * none): the period keeps the terms it was billed at; null when they are `next` again.
+ */
+export function chargedAfterUnbilled(s: Subscription, next: TermsOf): TermsOf | null {
+  const charged = chargedTerms(s);
+  return sameTerms(charged, next) ? null : { fixedRateQuantities: { ...charged.fixedRateQuantities }, rateMultipliers: { ...charged.rateMultipliers } };
+}
+
+/** Whether two sets of terms are the same. */
+export function sameTerms(a: TermsOf, b: TermsOf): boolean {
+  return sameEntries(a.fixedRateQuantities, b.fixedRateQuantities) && sameEntries(a.rateMultipliers, b.rateMultipliers);
 }
 
 /** Whether two maps of text hold the same entries (in any order). */

@@ -37,11 +37,16 @@ export interface Subscription {
   pausedAt: Date | null;
   resumesAt: Date | null;
   /**
-   * How many times it resumed. A resume starts cycles afresh from the resume instant (it becomes
-   * the anchor, the cycle index starts over), so the epoch keeps the new cycles' invoice keys
-   * apart from those before the pause.
+   * How many times it resumed. A resume starts cycles afresh from the resume instant (it becomes the
+   * anchor, the cycle index starts over): the epoch keeps the new cycles' invoice keys apart.
    */
   cycleEpoch: number;
+  /**
+   * The terms the current period's fixed charges were billed at where they differ from the terms above
+   * (a change with proration_behavior none applies from the next cycle's charges); every proration and
+   * unused-time credit is computed from them (proration.ts, chargedTerms). Absent or null: the above.
+   */
+  chargedTerms?: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers"> | null;
   /**
    * Proration credits no invoice could take yet (a seat decrease, unused time of a pause), oldest
    * first: each is a negative `proration` line of the subscription's next invoices, as much of it
@@ -57,9 +62,8 @@ export interface Subscription {
   createdAt: Date;
 }
 
-/** A subscription's minimum commitment per period: the one in effect, and one pending for the next period. */
+/** A subscription's minimum commitment per period in the card's currency (ISO 4217): the one in effect, and one pending for the next period. */
 export interface Commitment {
-  /** The card's currency (ISO 4217). */
   currency: string;
   current: string | null;
   next?: string | null;
@@ -67,15 +71,12 @@ export interface Commitment {
 
 /** The commitment a subscription shows: the newest asked for (pending, else in effect); null: none. */
 export function shownCommitment(s: Pick<Subscription, "commitment">): string | null {
-  const c = s.commitment;
-  if (!c) return null;
-  return c.next !== undefined ? c.next : c.current;
+  return !s.commitment ? null : s.commitment.next !== undefined ? s.commitment.next : s.commitment.current;
 }
 
 /** A proration credit carried to a subscription's next invoices: what its line says, and the amount left (negative, whole smallest units). */
 export interface ProrationCredit {
   description: string;
-  /** What is left of it, negative. */
   amount: string;
   /** The whole credit, negative, once part of it went onto an invoice; absent before. */
   whole?: string;
@@ -92,9 +93,8 @@ export interface BillingFailure {
 export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible";
 
 /**
- * What a line is: a fixed charge (in advance), usage of the invoice's window (in arrears), an
- * adjustment for late usage of an earlier, finalized window, or `charge` (written before lines
- * had kinds).
+ * What a line is: a fixed charge (in advance), usage of the invoice's window (in arrears), an adjustment
+ * for late usage of an earlier, finalized window, or `charge` (written before lines had kinds).
  */
 export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase";
 

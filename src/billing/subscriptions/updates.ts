@@ -7,7 +7,9 @@
  *   invoice charged now (finalized at once, settled like a rate-card upgrade; without a card on
  *   file it stays open, as a cycle's invoice does), taking carried credits first; a negative net
  *   is carried as credit to the next invoices (never making one negative).
- * - `none`: the new terms price the next cycle's charges; nothing is invoiced now.
+ * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
+ *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
+ *   change, a pause's unused time or a change of rate card is computed.
  * Usage rates are billed in arrears: a multiplier change (or an add-on's usage rate taken or
  * dropped) prices the current period's usage when the cycle closes, with either behaviour.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
@@ -26,7 +28,7 @@ import { checkCommitment, pendingCommitment } from "./commitments.js";
 import { grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
 import { noPaymentProvider } from "./payments.js";
-import { type RateChange, netOfChange, prorationLines, remainingPart, sameEntries, withCredits, cycleCharge } from "./proration.js";
+import { type RateChange, type TermsOf, chargedAfterUnbilled, chargedTerms, cycleCharge, netOfChange, prorationLines, remainingPart, sameEntries, sameTerms, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
@@ -55,8 +57,6 @@ export interface UpdateResult {
   /** The invoice that charged an increase now, if any. */
   prorationInvoice: Invoice | undefined;
 }
-
-type TermsOf = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
 
 /** `metadata` with the request's keys set, and those given "" removed. */
 function mergedMetadata(metadata: Metadata, changes: Metadata): Metadata {
@@ -125,6 +125,7 @@ export class TermUpdates {
           s.cycleEpoch !== current.cycleEpoch ||
           !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
           !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
+          !sameTerms(chargedTerms(s), chargedTerms(current)) ||
           s.periodEnd.getTime() <= now.getTime()
         ) {
           throw lostRace(id);
@@ -141,6 +142,8 @@ export class TermUpdates {
         const updated: Subscription = {
           ...s,
           ...next,
+          // A prorated change bills the period at the new terms; `none` (or no change of terms) leaves it at those it was billed at.
+          chargedTerms: behavior === "none" || !termsChange ? chargedAfterUnbilled(s, next) : null,
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
@@ -160,10 +163,12 @@ export class TermUpdates {
   /**
    * The proration lines of moving `current` to `next` at `at`: per fixed rate charged at either
    * terms (a card's own, or a catalog add-on taken or dropped), priced by the engine's fixed
-   * lines at the old and the new terms, for the part of the current period left.
+   * lines at the terms the period was billed at (chargedTerms) and the new terms, for the part of
+   * the current period left.
    */
   private async prorations(card: RateCard, current: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
-    const before = (await this.engine.reads.rates(card, current.fixedRateQuantities)).fixed;
+    const paid = chargedTerms(current);
+    const before = (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed;
     const after = (await this.engine.reads.rates(card, next.fixedRateQuantities)).fixed;
     const rates = new Map([...before, ...after].map((r) => [r.code, r]));
     const changes: RateChange[] = [];
@@ -172,12 +177,12 @@ export class TermUpdates {
       changes.push({
         code: r.code,
         name: r.name,
-        oldQuantity: current.fixedRateQuantities[r.code] ?? "0",
+        oldQuantity: paid.fixedRateQuantities[r.code] ?? "0",
         newQuantity: next.fixedRateQuantities[r.code] ?? "0",
-        oldMultiplier: current.rateMultipliers[r.code] ?? "1",
+        oldMultiplier: paid.rateMultipliers[r.code] ?? "1",
         newMultiplier: next.rateMultipliers[r.code] ?? "1",
         oldCharge: charge(
-          current,
+          paid,
           before.some((b) => b.code === r.code),
         ),
         newCharge: charge(

@@ -41,6 +41,7 @@ export interface SubscriptionRow {
   cycle_epoch?: number;
   proration_credits?: { description: string; amount: string }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
+  charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string> } | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -86,6 +87,8 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       proration_credits: jsonColumn(dialect, true),
       // Minimum commitment per period: in effect, and pending for the next period (JSON; NULL: none).
       commitment: jsonColumn(dialect, true),
+      // The terms the current period's fixed charges were billed at, where they differ from the row's (JSON; NULL: the row's).
+      charged_terms: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),

@@ -31,6 +31,7 @@ import { CreditNotes1795000000029 } from "./1795000000029-CreditNotes.js";
 import { Payments1795000000030 } from "./1795000000030-Payments.js";
 import { TestClockStatus1795000000031 } from "./1795000000031-TestClockStatus.js";
 import { LedgerCreditNotes1795000000032 } from "./1795000000032-LedgerCreditNotes.js";
+import { ChargedTerms1795000000033 } from "./1795000000033-ChargedTerms.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -68,6 +69,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   Payments1795000000030,
   TestClockStatus1795000000031,
   LedgerCreditNotes1795000000032,
+  ChargedTerms1795000000033,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -39,6 +39,7 @@ export function subscriptionFromRow(r: SubscriptionRow): Subscription {
     cycleEpoch: Number(r.cycle_epoch ?? 0),
     prorationCredits: r.proration_credits ?? [],
     commitment: r.commitment ?? null,
+    chargedTerms: r.charged_terms ?? null,
     createdAt: r.created_at,
   };
 }
@@ -74,13 +75,14 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
     cycle_epoch: s.cycleEpoch,
     proration_credits: s.prorationCredits?.length ? s.prorationCredits : null,
     commitment: s.commitment ?? null,
+    charged_terms: s.chargedTerms ?? null,
     created_at: s.createdAt,
     updated_at: at,
   };
 }
 
 const UPDATE_SUBSCRIPTION =
-  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
+  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, charged_terms = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
 
 /** A subscription's UPDATE statement (plain SQL: a cycle close updates every due subscription). */
 function updateStatement(s: Subscription, at: string): Statement {
@@ -109,6 +111,7 @@ function updateStatement(s: Subscription, at: string): Statement {
       s.cycleEpoch,
       s.prorationCredits?.length ? JSON.stringify(s.prorationCredits) : null,
       s.commitment ? JSON.stringify(s.commitment) : null,
+      s.chargedTerms ? JSON.stringify(s.chargedTerms) : null,
       dbTime(s.anchor),
       at,
       s.id,
