@@ -5,12 +5,13 @@
  * lock with a fence (races.ts): a cycle close racing them makes the attempt start over.
  */
 import type { RateCard } from "../catalog/types.js";
-import { FailedPreconditionError, NotFoundError, Violations, invalid } from "../errors.js";
+import { FailedPreconditionError, NotFoundError, UnavailableError, Violations, invalid } from "../errors.js";
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { line, total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
+import { formatInstant } from "../time.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
@@ -67,6 +68,7 @@ export class SubscriptionChanges {
   async caughtUp(s: Subscription, at: Date): Promise<Subscription> {
     let current = s;
     while (current.status === "active" && current.periodEnd.getTime() <= at.getTime()) {
+      await this.transitionFirst(current);
       const failedBefore = current.billingFailure?.attempts ?? 0;
       // The scheduler's work, whoever triggers it: it does not count as this call's change.
       await this.stores.asScheduler(() => this.engine.cycles.closeCycles([current]));
@@ -84,6 +86,14 @@ export class SubscriptionChanges {
       current = fresh;
     }
     return current;
+  }
+
+  /** A timeline's move at or before the cycle's end comes first, made by the scheduler alone (Scheduler.runDue): until then, `unavailable`. */
+  private async transitionFirst(s: Subscription): Promise<void> {
+    const at = s.timelineId ? (await this.stores.timelines.get(s.environmentId, s.timelineId))?.nextTransitionAt : undefined;
+    if (!at || at.getTime() > s.periodEnd.getTime()) return;
+    const msg = `subscription ${s.id} follows a timeline that moves on at ${formatInstant(at)}, before its cycle that ended at ${formatInstant(s.periodEnd)} closes (on the next item's card); retry shortly`;
+    throw new UnavailableError("TIMELINE_TRANSITION_DUE", msg, { subscription_timeline_id: s.timelineId ?? "" });
   }
 
   /**

@@ -244,6 +244,10 @@ export class SqlSubscriptionStore implements SubscriptionStore {
         .where(`s.status = 'active' AND s.period_end ${strict ? "<" : "<="} :now`, { now: dbTime(now) })
         .andWhere(clockId === null ? "s.test_clock_id IS NULL" : "s.test_clock_id = :clock", { clock: clockId })
         .andWhere("(s.billing_retry_at IS NULL OR s.billing_retry_at <= :realNow)", { realNow: dbTime(realNow) })
+        // A timeline's transition at or before the cycle's end comes first (Scheduler.runDue): one
+        // not made yet (it failed in this run, or runs later) holds the close back, so the cycle
+        // never opens on the card the timeline leaves.
+        .andWhere("NOT EXISTS (SELECT 1 FROM subscription_timelines t WHERE t.id = s.timeline_id AND t.next_transition_at <= s.period_end)")
         .orderBy("s.period_end", "ASC")
         .limit(limit)
         .getMany(),
