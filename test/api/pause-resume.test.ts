@@ -8,6 +8,7 @@ import test from "ava";
 import { buildServices } from "../../src/wiring/services.js";
 import { createDatabase } from "../../src/db/datasource.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
+import { promo } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
@@ -169,6 +170,28 @@ const cases: Case[] = [
       ["void", "1000", [["Seats", "1", "1000", "1000"]]],
       // The card's charges fail: the resume's invoice stays open, with no credit line.
       ["open", "1000", [["Seats", "1", "1000", "1000"]]],
+    ],
+  ],
+  [
+    "a resume's fixed charges carry their rate's code: a coupon and a grant limited to that rate apply to them as to a cycle's",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats(10000)] });
+      const coupon = (await s.call("POST", "/coupons", { name: "Seats 20%", percent_off: "20", duration: "forever", applies_to_rate_codes: ["seats"] })).id;
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, coupon_id: coupon })).subscription;
+      await s.advance("2026-01-25T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-02-01T00:00:00Z");
+      await promo(s, "seats-only", 3000, { applies_to_rate_codes: ["seats"] });
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, { proration_behavior: "none" });
+      await s.advance("2026-03-01T00:00:00Z");
+      return (await s.invoices()).map((i) => [i.created_at, i.total_amount.value, i.total_discount.value, (i.credits_applied as Json[]).map((c) => c.amount.value), i.amount_due.value]);
+    },
+    [
+      // 10000 less 20% = 8000, on the first invoice, the resume's and the cycle after it alike
+      ["2026-01-15T00:00:00Z", "8000", "2000", [], "8000"],
+      // the grant limited to seats pays 3000 of the resume's 8000: 5000 due
+      ["2026-02-01T00:00:00Z", "8000", "2000", ["3000"], "5000"],
+      ["2026-03-01T00:00:00Z", "8000", "2000", [], "8000"],
     ],
   ],
   [

@@ -27,6 +27,7 @@ import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
+import { keyedFixedLines } from "./credit-application.js";
 import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
 import { chargedTerms, cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
@@ -182,7 +183,8 @@ export class Pauses {
         // The new cycle's fixed charges are billed at the row's terms.
         chargedTerms: null,
       };
-      const lines = await this.engine.builder.fixedLines(card, next);
+      // Keyed by rate code, as a cycle close's: coupons and grants limited to rates apply to them.
+      const lines = keyedFixedLines(this.engine.builder, (await this.engine.reads.rates(card, next.fixedRateQuantities)).fixed, next);
       const inv: Invoice = this.engine.builder.newInvoice(next, card, `cycle:${epoch}.0`, lines, period.start, period.end, at);
       const resumed = await this.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(found.environmentId, found.id);
