@@ -506,6 +506,58 @@ const taxes: Case[] = [
     ],
   ],
   [
+    "a rate with a country is not applied to a buyer whose address is unknown",
+    async (s) => {
+      const de = await taxRate(s, "VAT DE", "19", { country: "DE" });
+      const fr = await taxRate(s, "VAT FR", "20", { country: "FR" });
+      await subscribe(s, await apiPlan(s, { taxes: [de, fr] }));
+      await cycles(s, ["1000"]);
+      return booked(s);
+    },
+    // No billing details: neither rate applies (not 1,900 + 2,000 = 3,900 of both countries). 1,000 × 10 = 10,000, total 10,000.
+    [want({ number: "INV-000001", lines: [plain("API calls", "10000")], subtotal: "10000", total: "10000" })],
+  ],
+  [
+    "a rate with a region applies only to a buyer whose state is known to be that region",
+    async (s) => {
+      const us = await taxRate(s, "US tax", "5", { country: "US" });
+      const tx = await taxRate(s, "Texas sales tax", "8.25", { country: "US", region: "TX" });
+      const plan = await apiPlan(s, { taxes: [us, tx] });
+      await buyer(s, { legal_name: "No State Inc.", address: { country: "US" } });
+      await subscribe(s, plan);
+      const texan = await another(s, "Texan");
+      await buyer(texan, { legal_name: "Lone Star LLC", address: { country: "US", state: "TX" } });
+      await subscribe(texan, plan);
+      await use(texan, JAN_20, "1000");
+      await cycles(s, ["1000"]);
+      return [await booked(s), (await booked(texan)).map((b) => [b.total_tax, b.tax_amounts, b.total])];
+    },
+    // Both 1,000 × 10 = 10,000. Without a state: US tax 5% = 500 only (not the Texan 825), total 10,500.
+    // In TX: 500 + 10,000 × 8.25% = 825, tax 1,325, total 11,325.
+    [
+      [
+        want({
+          number: "INV-000001",
+          lines: [["API calls", "10000", [], [["US tax", "10000", "500"]]]],
+          subtotal: "10000",
+          total_tax: "500",
+          tax_amounts: [["US tax", "5", false, "10000", "500"]],
+          total: "10500",
+        }),
+      ],
+      [
+        [
+          "1325",
+          [
+            ["US tax", "5", false, "10000", "500"],
+            ["Texas sales tax", "8.25", false, "10000", "825"],
+          ],
+          "11325",
+        ],
+      ],
+    ],
+  ],
+  [
     "tax is rounded per line, then summed",
     async (s) => {
       await subscribe(s, await twoRatePlan(s, [await taxRate(s, "VAT", "19")]));

@@ -17,12 +17,13 @@ export class BuiltInTaxProvider implements TaxProvider {
     const country = q.customer?.address?.country ?? null;
     const region = q.customer?.address?.state ?? null;
     const found = new Map((await this.rates(q.environmentId, ids)).map((r) => [r.id, r]));
-    // In the order they were set; a rate of another country (or region) than the buyer's does not apply.
+    // In the order they were set; a rate with a country (or region) applies only to a buyer known
+    // to be there: not to one of another country, nor to one whose address (or state) is unknown.
     const applied: AppliedTaxRate[] = ids.flatMap((id) => {
       const r = found.get(id);
       if (!r) return [];
-      if (r.country !== null && country !== null && r.country !== country) return [];
-      if (r.region !== null && region !== null && r.region !== region) return [];
+      if (r.country !== null && r.country !== country) return [];
+      if (r.region !== null && r.region !== region) return [];
       return [{ id: r.id, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive }];
     });
     return { exempt, ratesPerLine: q.lines.map(() => applied) };
