@@ -981,6 +981,46 @@ const changes: Case[] = [
 
 const parties: Case[] = [
   [
+    "a rate-card change's draft is taxed by the card it priced, not the card the subscription moved to",
+    async (s0) => {
+      const s = await Scenario.start(s0.server, JAN, { invoiceGraceSeconds: 3600 });
+      const a = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "20")] });
+      const b = await apiPlan(s);
+      const sub = await subscribe(s, a);
+      await use(s, JAN_20, "1000");
+      await s.advance("2026-01-25T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub}/change-rate-card`, { rate_card_id: b, upgrade_behavior: "prorate" });
+      const draft = await booked(s);
+      await s.advance("2026-01-25T02:00:00Z");
+      return [draft, await booked(s)];
+    },
+    // Card A (VAT 20%) billed 1,000 × 10 = 10,000 of usage up to the change on Jan 25; card B has
+    // no tax rates. The draft and the invoice it finalizes to: 10,000 + 2,000 VAT = 12,000.
+    [
+      [
+        want({
+          number: "",
+          status: "draft",
+          lines: [["API calls", "10000", [], [["VAT", "10000", "2000"]]]],
+          subtotal: "10000",
+          total_tax: "2000",
+          tax_amounts: [["VAT", "20", false, "10000", "2000"]],
+          total: "12000",
+        }),
+      ],
+      [
+        want({
+          number: "INV-000001",
+          lines: [["API calls", "10000", [], [["VAT", "10000", "2000"]]]],
+          subtotal: "10000",
+          total_tax: "2000",
+          tax_amounts: [["VAT", "20", false, "10000", "2000"]],
+          total: "12000",
+        }),
+      ],
+    ],
+  ],
+  [
     "the buyer is read when the invoice finalizes: a draft follows new billing details, a final invoice keeps its own",
     async (s0) => {
       const s = await Scenario.start(s0.server, JAN, { invoiceGraceSeconds: 3600 });

@@ -15,7 +15,7 @@ import { discountCandidates, discountsFor, recordDiscounted } from "./coupon-sto
 import { nextNumbers } from "./numbering.js";
 import { billingDetailsOf, cardTaxRateIds, cardTaxRateIdsOf, sellerFromJson, subjectsBillingOf, taxRatesOf } from "./tax-store.js";
 
-/** What one transaction reads once for many invoices (a cycle close books a hundred): sellers by environment, tax rates by card. */
+/** What one transaction reads once for many invoices (a cycle close books a hundred): sellers by environment, tax rates by `<environment> <card>`. */
 interface Memo {
   sellers: Map<string, SellerDetails | null>;
   cards: Map<string, string[]>;
@@ -24,7 +24,8 @@ interface Memo {
 /**
  * What a batch's prefetch read of its invoices, as the single reads would find it (nothing the
  * batch's booking writes changes it): subjects by `<environment> <ID>` (null: no such subject),
- * subscriptions' rate cards likewise (null: no such subscription), candidate discounts by invoice ID.
+ * subscriptions' rate cards likewise (null: no such subscription; read only for invoices without a
+ * usage window), candidate discounts by invoice ID.
  */
 interface Batch {
   subjects: Map<string, { name: string | null; details: BillingDetails | null } | null>;
@@ -51,15 +52,19 @@ async function parties(em: EntityManager, inv: Invoice, memo: Memo, batch?: Batc
     [subject] = (await em.query("SELECT name FROM subjects WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subjectId])) as { name: string | null }[];
   }
   const seller = await sellerOf(em, inv.environmentId, memo);
-  let card = batch?.cards.get(keyOf(inv.environmentId, inv.subscriptionId));
+  // The card the invoice priced: its usage window's (a change's invoice of the old card, finalized
+  // after the subscription moved on, is taxed as that card says), else its subscription's.
+  let card: string | null | undefined = inv.window?.rateCardId;
+  if (card === undefined) card = batch?.cards.get(keyOf(inv.environmentId, inv.subscriptionId));
   if (card === undefined) {
     const [sub] = (await em.query("SELECT rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id = ?", [inv.environmentId, inv.subscriptionId])) as { c: string }[];
     card = sub?.c ?? null;
   }
   let cardRates: string[] = [];
   if (card !== null) {
-    cardRates = memo.cards.get(card) ?? (await cardTaxRateIds(em, inv.environmentId, card));
-    memo.cards.set(card, cardRates);
+    const key = keyOf(inv.environmentId, card);
+    cardRates = memo.cards.get(key) ?? (await cardTaxRateIds(em, inv.environmentId, card));
+    memo.cards.set(key, cardRates);
   }
   const customer = known === undefined ? await billingDetailsOf(em, inv.environmentId, inv.subjectId) : (known?.details ?? null);
   return { customerName: subject?.name ?? null, customer, seller, cardTaxRateIds: cardRates };
@@ -74,15 +79,20 @@ async function prefetch(em: EntityManager, list: readonly Invoice[], memo: Memo)
     const subjectIds = [...new Set(invoices.map((i) => i.subjectId))];
     const subjects = await subjectsBillingOf(em, env, subjectIds);
     for (const id of subjectIds) batch.subjects.set(keyOf(env, id), subjects.get(id) ?? null);
-    const subIds = [...new Set(invoices.map((i) => i.subscriptionId))];
-    const rows = (await em.query(`SELECT id, rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id IN (${subIds.map(() => "?").join(", ")})`, [env, ...subIds])) as {
-      id: string;
-      c: string;
-    }[];
+    // Subscriptions' cards only for the invoices without a usage window (parties takes the window's).
+    const subIds = [...new Set(invoices.filter((i) => !i.window).map((i) => i.subscriptionId))];
+    const rows =
+      subIds.length === 0
+        ? []
+        : ((await em.query(`SELECT id, rate_card_id AS c FROM subscriptions WHERE environment_id = ? AND id IN (${subIds.map(() => "?").join(", ")})`, [env, ...subIds])) as {
+            id: string;
+            c: string;
+          }[]);
     const cardOf = new Map(rows.map((r) => [r.id, r.c]));
     for (const id of subIds) batch.cards.set(keyOf(env, id), cardOf.get(id) ?? null);
-    const unknown = [...new Set(rows.map((r) => r.c))].filter((c) => !memo.cards.has(c));
-    for (const [card, ids] of await cardTaxRateIdsOf(em, env, unknown)) memo.cards.set(card, ids);
+    const cards = [...rows.map((r) => r.c), ...invoices.flatMap((i) => (i.window ? [i.window.rateCardId] : []))];
+    const unknown = [...new Set(cards)].filter((c) => !memo.cards.has(keyOf(env, c)));
+    for (const [card, ids] of await cardTaxRateIdsOf(em, env, unknown)) memo.cards.set(keyOf(env, card), ids);
     await sellerOf(em, env, memo);
     for (const [invoiceId, ids] of await discountCandidates(em, env, invoices)) batch.discounts.set(invoiceId, ids);
   }
