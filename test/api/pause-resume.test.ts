@@ -195,6 +195,74 @@ const cases: Case[] = [
     ],
   ],
   [
+    "resume after dunning paused the subscription, the cycle's invoice uncollectible: nothing credited (never paid)",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats(10000)] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1, 2], set_retry_schedule: true, after_last_attempt: "pause", mark_uncollectible: true });
+      await s.saveCardInPortal(CARD_FAILS_LATER);
+      // Feb 15's renewal fails, then its retries on Feb 16 and 17; the last one pauses the subscription.
+      await s.advance("2026-02-20T00:00:00Z");
+      const paused = await only(s);
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      return [paused.status, paused.paused_at, await s.bills()];
+    },
+    [
+      "paused",
+      // the policy runs once the advance's retries are done, at the clock's time
+      "2026-02-20T00:00:00Z",
+      [
+        ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
+        ["uncollectible", "10000", [["Seats", "1", "10000", "10000"]]],
+        // Not 10000 × 23/28 (Feb 20 → Mar 15) = 8214.28… → 8214 credited: the cycle was never paid for. The card still fails.
+        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
+      ],
+    ],
+  ],
+  [
+    "resume after dunning paused the subscription, the cycle's invoice left open: nothing credited (never paid)",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats(10000)] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1, 2], set_retry_schedule: true, after_last_attempt: "pause", mark_uncollectible: false });
+      await s.saveCardInPortal(CARD_FAILS_LATER);
+      // Feb 15's renewal fails, then its retries on Feb 16 and 17; the last one pauses the subscription.
+      await s.advance("2026-02-20T00:00:00Z");
+      const paused = await only(s);
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      return [paused.status, paused.paused_at, await s.bills()];
+    },
+    [
+      "paused",
+      // the policy runs once the advance's retries are done, at the clock's time
+      "2026-02-20T00:00:00Z",
+      [
+        ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
+        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
+        // Not 10000 × 23/28 (Feb 20 → Mar 15) = 8214.28… → 8214 credited: the cycle was never paid for. The card still fails.
+        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
+      ],
+    ],
+  ],
+  [
+    "resume after a cycle paid nothing for (a 100% coupon): nothing credited, never more than was paid",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats(10000)] });
+      const coupon = (await s.call("POST", "/coupons", { name: "Free month", percent_off: "100", duration: "once" })).id;
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, coupon_id: coupon })).subscription;
+      await s.advance("2026-01-25T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/pause`, {});
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      return (await s.invoices()).map((i) => [i.status, i.total_amount.value, i.total_discount.value, i.line_items.map((l: Json) => l.amount.value)]);
+    },
+    [
+      ["paid", "0", "10000", ["10000"]],
+      // Not 10000 × 21/31 (Jan 25 → Feb 15) = 6774 credited: 0 was paid for that cycle
+      ["paid", "10000", "0", ["10000"]],
+    ],
+  ],
+  [
     "pause with resumes_at: a clock advance past it resumes at that instant, and closes the cycles since",
     async (s) => {
       const card = await s.card({ fixed_rates: [seats()] });

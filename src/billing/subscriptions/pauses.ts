@@ -10,10 +10,10 @@
  *   charges in advance; usage is billed from then on. With proration_behavior
  *   `create_prorations` (the default; also at `resumes_at`) the fixed charges paid in advance
  *   for the cycle the pause cut short are credited for its unused part, from paused_at to that
- *   cycle's end as a fraction of the cycle (nothing when the invoice that opened that cycle was
- *   voided: it was never owed), one negative `proration` line per fixed rate on the resume's
- *   invoice, after the credits carried from before; what that invoice cannot take is carried to
- *   the next ones (proration.ts). `none` credits nothing (carried credits still apply).
+ *   cycle's end as a fraction of the cycle (nothing unless the invoice that opened that cycle is
+ *   paid, and never more than was paid for it: see unusedTime), one negative `proration` line
+ *   per fixed rate on the resume's invoice, after the credits carried from before; what that
+ *   invoice cannot take is carried to the next ones (proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
@@ -22,7 +22,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
@@ -138,21 +138,29 @@ export class Pauses {
    * The credit for the unused part of the cycle a pause cut short: per fixed rate, its cycle
    * charge at the terms that cycle was billed at (chargedTerms: not a change without proration
    * made after) × (period end − paused_at) / period, rounded once; none for a rate whose credit
-   * rounds to 0.
+   * rounds to 0. Only fixed charges paid for are credited: nothing unless the invoice that opened
+   * the cycle is paid (a void one was never owed; an open or uncollectible one, e.g. after the
+   * dunning policy `pause`, was never received), and never more in all than the paid invoices of
+   * the cycle took for fixed charges (paidForFixed).
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
-    // A cycle whose fixed charges were voided was never owed: nothing to credit.
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
-    if (opening?.status === "void") return [];
+    if (opening?.status !== "paid") return [];
+    let room = paidForFixed(await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd));
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     const paid = chargedTerms(paused);
     const out: ProrationCredit[] = [];
     for (const r of (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed) {
       const quantity = paid.fixedRateQuantities[r.code] ?? "0";
-      const amount = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction)).neg();
-      if (!amount.isZero())
-        out.push({ description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`, amount: formatDecimal(amount) });
+      const unused = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction));
+      const amount = unused.lte(room) ? unused : room;
+      room = room.minus(amount);
+      if (amount.gt(0))
+        out.push({
+          description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`,
+          amount: formatDecimal(amount.neg()),
+        });
     }
     return out;
   }
@@ -226,4 +234,26 @@ export class Pauses {
       }
     }
   }
+}
+
+/**
+ * What the paid invoices among `billed` (a cycle's) took for fixed charges: per invoice, its fixed
+ * and proration lines less their discounts (before tax, as the credit's line is), never more than
+ * its total less what credit notes gave back; 0 at least.
+ */
+export function paidForFixed(billed: readonly Invoice[]): Decimal {
+  let sum = ZERO;
+  for (const inv of billed) {
+    if (inv.status !== "paid") continue;
+    let fixed = ZERO;
+    for (const l of inv.lines) {
+      if (l.kind !== "fixed" && l.kind !== "proration") continue;
+      fixed = fixed.plus(dec(l.amount));
+      for (const d of l.discountAmounts ?? []) fixed = fixed.minus(dec(d.amount));
+    }
+    const kept = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
+    const took = fixed.lte(kept) ? fixed : kept;
+    if (took.gt(0)) sum = sum.plus(took);
+  }
+  return sum;
 }
