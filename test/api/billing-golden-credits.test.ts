@@ -248,6 +248,28 @@ const applying: Case[] = [
     ],
   ],
   [
+    "a grant restricted to a rate capped by its maximum pays the rate's net, never the usage above the cap nor other rates with it",
+    async (s) => {
+      const calls = await s.metric();
+      const card = await s.card({ fixed_rates: [fixedRate(flat(1000))], usage_based_rates: [usageRate(calls, flat(10), { max: 1000 })] });
+      await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } });
+      await promo(s, "api-only", 5000, { applies_to_rate_codes: ["api"] });
+      await s.events([[JAN_20, "150"]]);
+      await s.advance(FEB);
+      return [await credited(s), await grantStates(s)];
+    },
+    // Feb 15: Seats 1,000 in advance; API calls 150 × 10 = 1,500 and its maximum's line −500 (a cap
+    // of 1,000): total 2,000. api-only pays the rate's net 1,000 (not 1,500, whose 500 would pay
+    // the seats); 2,000 − 1,000 = 1,000 due, charged. api-only keeps 5,000 − 1,000 = 4,000.
+    [
+      [
+        ["paid", "1000", [], "1000"],
+        ["paid", "2000", [["api-only", "1000"]], "1000"],
+      ],
+      [["api-only", "active", "5000", "4000"]],
+    ],
+  ],
+  [
     "a grant effective later is not spent on an invoice before it",
     async (s) => {
       await onUsagePlan(s);

@@ -70,6 +70,33 @@ const cases: [string, ChargeLine[], string, ApplicableGrant[], [string, string][
     ],
   ],
   ["a discount below the lines: the total bounds even restricted grants", [l("api", "1000")], "800", [g("a", "5000", ["api"])], [["a", "800"]]],
+  // A rate's lines net: usage 1500 with its maximum's line −500 (a cap of 1000) is 1000 of api to
+  // pay, not 1500 (whose 500 over the cap would pay the seats); 2000 − 1000 = 1000 due.
+  ["a rate's maximum line nets against its usage: a grant restricted to it pays the net", [l("api", "1500"), l("api", "-500"), l("seats", "1000")], "2000", [g("a", "5000", ["api"])], [["a", "1000"]]],
+  [
+    "two restricted grants on a capped rate: the second takes what is left of its net (1500 − 500 − 600 = 400)",
+    [l("api", "1500"), l("api", "-500"), l("seats", "1000")],
+    "2000",
+    [g("a", "600", ["api"]), g("b", "5000", ["api"])],
+    [
+      ["a", "600"],
+      ["b", "400"],
+    ],
+  ],
+  // 300 − 500 = −200 for api: nothing of it to pay.
+  ["a rate whose lines net ≤ 0 pays nothing", [l("api", "300"), l("api", "-500"), l("seats", "1000")], "800", [g("a", "5000", ["api"])], []],
+  // api nets 1000, seats 1000: 2000, the whole total.
+  ["restricted to two rates: each up to its net", [l("api", "1500"), l("seats", "1000"), l("api", "-500")], "2000", [g("a", "5000", ["api", "seats"])], [["a", "2000"]]],
+  [
+    "a restricted grant on a capped rate, then an unrestricted one takes the rest of the total",
+    [l("api", "1500"), l("api", "-500"), l("seats", "1000")],
+    "2000",
+    [g("a", "5000", ["api"]), g("b", "5000")],
+    [
+      ["a", "1000"],
+      ["b", "1000"],
+    ],
+  ],
   ["a fractional rest is taken down to a whole unit", [l("api", "1000")], "1000", [g("a", "10.75")], [["a", "10"]]],
   ["a rest below one unit pays nothing", [l("api", "1000")], "1000", [g("a", "0.5"), g("b", "3")], [["b", "3"]]],
   ["beyond JS numbers: exact", [l("api", "123456789012345678901")], "123456789012345678901", [g("a", "99999999999999999999")], [["a", "99999999999999999999"]]],

@@ -6,9 +6,12 @@
  * Rules:
  * - Grants are taken in the order given (the spend order: order.ts), each as far as it can.
  * - Nothing is applied beyond the invoice's total (after tax), nor when the total is ≤ 0.
- * - A grant restricted to rate codes pays only lines of those codes, and never more of a line
- *   than what is left of it: each line carries what is still unpaid of it by restricted grants.
- *   An unrestricted grant pays anything left of the total and is not tied to lines: the total
+ * - A grant restricted to rate codes pays only lines of those codes, and never more of a rate
+ *   than what is left of its net: the sum of all its lines as they cost the buyer (after
+ *   discounts and tax), a negative one (its maximum's, a credit) included, so a rate's gross
+ *   usage above its cap is never paid, nor other rates' charges with what it leaves. Each rate
+ *   carries what is still unpaid of it by restricted grants, taken in the order its first line
+ *   comes. An unrestricted grant pays anything left of the total and is not tied to lines: the total
  *   bounds every application together, so a restricted grant after it still finds its lines
  *   unpaid but is capped by what is left of the total.
  * - Every application is a whole number of the currency's smallest unit (lines and totals are
@@ -31,7 +34,7 @@ const whole = (d: Decimal): Decimal => (d.lte(0) ? ZERO : d.floor());
 /** The applications, in the grants' order, of the grants that pay something. */
 export function allocateCredits(lines: readonly ChargeLine[], total: string, grants: readonly ApplicableGrant[]): CreditApplication[] {
   let left = whole(dec(total));
-  const unpaid = lines.map((l) => whole(dec(l.amount)));
+  const unpaid = netByRate(lines);
   const out: CreditApplication[] = [];
   for (const g of grants) {
     if (left.lte(0)) break;
@@ -42,11 +45,11 @@ export function allocateCredits(lines: readonly ChargeLine[], total: string, gra
       paid = minOf(can, left);
     } else {
       const codes = new Set(g.appliesToRateCodes);
-      for (const [i, l] of lines.entries()) {
-        if (l.rateCode === null || !codes.has(l.rateCode)) continue;
-        const take = minOf(minOf(can, unpaid[i] as Decimal), left.minus(paid));
+      for (const [code, rest] of unpaid) {
+        if (!codes.has(code)) continue;
+        const take = minOf(minOf(can, rest), left.minus(paid));
         if (take.lte(0)) continue;
-        unpaid[i] = (unpaid[i] as Decimal).minus(take);
+        unpaid.set(code, rest.minus(take));
         can = can.minus(take);
         paid = paid.plus(take);
       }
@@ -57,6 +60,13 @@ export function allocateCredits(lines: readonly ChargeLine[], total: string, gra
     }
   }
   return out;
+}
+
+/** Per rate code, in the order of its first line: the net of its lines, taken down to a whole unit (0 when ≤ 0). */
+function netByRate(lines: readonly ChargeLine[]): Map<string, Decimal> {
+  const sums = new Map<string, Decimal>();
+  for (const l of lines) if (l.rateCode !== null) sums.set(l.rateCode, (sums.get(l.rateCode) ?? ZERO).plus(dec(l.amount)));
+  return new Map([...sums].map(([code, net]) => [code, whole(net)]));
 }
 
 function minOf(a: Decimal, b: Decimal): Decimal {
