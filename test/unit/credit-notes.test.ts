@@ -62,6 +62,39 @@ test("the tax part of a credit: round(credited × tax / gross), half-up; none on
   for (const [credited, gross, tax, part] of rows) t.is(taxPart(dec(credited), { gross: dec(gross), tax: dec(tax) }).toFixed(), part, `${credited} of ${gross} (${tax} tax)`);
 });
 
+test("the tax part is cumulative: round((before + credited) × tax / gross) − round(before × tax / gross), so partial notes reverse a line's tax exactly", (t) => {
+  const rows: [string, string, string, string, string][] = [
+    // credited, before, gross, tax → part
+    ["366", "0", "1100", "100", "33"], // round(33.27) − 0 = 33
+    ["367", "366", "1100", "100", "34"], // round(733 × 100 / 1100 = 66.64) − 33 = 67 − 33 = 34
+    ["367", "733", "1100", "100", "33"], // round(1100 × 100 / 1100) − 67 = 100 − 67 = 33: 33 + 34 + 33 = 100
+    ["550", "550", "1100", "100", "50"], // 100 − 50
+    ["1", "0", "1200", "200", "0"], // round(0.17) = 0
+    ["1", "5", "1200", "200", "0"], // round(6 × 200 / 1200 = 1) − round(5 × 200 / 1200 = 0.83 → 1) = 0
+    ["2", "1", "1200", "200", "1"], // round(3 × 200 / 1200 = 0.5 → 1) − round(0.17 → 0) = 1, half-up
+  ];
+  for (const [credited, before, gross, tax, part] of rows)
+    t.is(taxPart(dec(credited), { gross: dec(gross), tax: dec(tax) }, dec(before)).toFixed(), part, `${credited} after ${before} of ${gross} (${tax} tax)`);
+});
+
+test("three partial notes on a line of 1000 + 100 tax (366, 367, 367) reverse its 100 of tax exactly: 33, 34, 33", (t) => {
+  const lines = [line("Seats", "1000", "0", [["100", false]])];
+  const notes: { lines: CreditPlan["lines"] }[] = [];
+  const taxes: string[] = [];
+  for (const amount of ["366", "367", "367"]) {
+    const left = dec("1100").minus(notes.reduce((a, n) => a.plus(dec(n.lines[0]?.amount ?? "0")), dec(0)));
+    const p = planCredit(creditableLines(lines, notes), left, { kind: "lines", lines: [{ index: 0, amount: dec(amount) }] }) as CreditPlan;
+    notes.push({ lines: p.lines });
+    taxes.push(p.totalTax);
+  }
+  // Each on its own: round(366 × 100 / 1100) = round(367 × 100 / 1100) = 33, 99 in all, 1 of tax never reversed.
+  t.deepEqual(taxes, ["33", "34", "33"]);
+  t.deepEqual(
+    notes.map((n) => n.lines[0]?.taxAmount),
+    ["33", "34", "33"],
+  );
+});
+
 const plan = (r: CreditPlan | unknown) => {
   const p = r as CreditPlan;
   return [p.lines.map((l) => [l.invoiceLineIndex, l.amount, l.taxAmount]), p.subtotal, p.totalTax, p.total];

@@ -12,7 +12,11 @@
  *   line: the amount asked (all that is left of the line when absent), never beyond what is left.
  *   Spreads use splitInProportion (rounded down, the units left over to the largest remainders),
  *   so the parts sum exactly to what is credited.
- * - Each credited line's tax part is round(credited × line tax / line gross), half-up.
+ * - Each credited line's tax part is cumulative: round(after × line tax / line gross) −
+ *   round(before × line tax / line gross), half-up, where before is what earlier notes (and
+ *   earlier parts of this one) credited of the line and after = before + credited. So partial
+ *   notes on a line reverse its tax exactly once it is all credited (366, 367, 367 of 1000 + 100
+ *   tax: 33, 34, 33 = 100, not 33 + 33 + 33 = 99).
  */
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import { splitInProportion } from "../invoicing/booking.js";
@@ -57,10 +61,14 @@ export function creditableLines(lines: readonly InvoiceLine[], earlier: readonly
   });
 }
 
-/** The tax part of `credited` of a line: round(credited × tax / gross), half-up (0 for a line of no gross). */
-export function taxPart(credited: Decimal, line: Pick<CreditableLine, "gross" | "tax">): Decimal {
+/**
+ * The tax part of `credited` of a line of which `before` was credited already: round((before +
+ * credited) × tax / gross) − round(before × tax / gross), half-up (0 for a line of no gross).
+ */
+export function taxPart(credited: Decimal, line: Pick<CreditableLine, "gross" | "tax">, before: Decimal = ZERO): Decimal {
   if (line.gross.lte(0) || line.tax.isZero()) return ZERO;
-  return roundAmount(credited.times(line.tax).div(line.gross));
+  const share = (x: Decimal) => roundAmount(x.times(line.tax).div(line.gross));
+  return share(before.plus(credited)).minus(share(before));
 }
 
 /** What is asked: per line (index, and an amount or all that is left), or a total (absent: all left of the invoice). */
@@ -111,9 +119,12 @@ export function planCredit(lines: readonly CreditableLine[], invoiceLeft: Decima
   }
   let total = ZERO;
   let tax = ZERO;
+  // What is credited of each line before each part: earlier notes', then this note's earlier parts.
+  const before = lines.map((l) => l.gross.minus(l.left));
   const out: CreditNoteLine[] = parts.map(([i, amount]) => {
     const line = lines[i] as CreditableLine;
-    const t = taxPart(amount, line);
+    const t = taxPart(amount, line, before[i] as Decimal);
+    before[i] = (before[i] as Decimal).plus(amount);
     total = total.plus(amount);
     tax = tax.plus(t);
     return { invoiceLineIndex: i, description: line.description, amount: formatDecimal(amount), taxAmount: formatDecimal(t) };
