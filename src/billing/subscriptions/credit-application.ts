@@ -21,8 +21,8 @@
  *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
  * - Lines know their rate by their key (`<code>|…`): usage, minimum, maximum and adjustment lines
- *   always; fixed lines where the cycle close and a subscription's first invoice key them
- *   (keyedFixedLines); a seat change's proration lines (proration.ts). Other lines (a resume's
+ *   always; fixed lines where the cycle close, a subscription's first invoice and a resume key
+ *   them (keyedFixedLines); a seat change's proration lines (proration.ts). Other lines (a resume's
  *   credit, true-ups) are paid by unrestricted grants only. Coupons limited to rates (DESIGN §15)
  *   read the same keys.
  */
