@@ -11,7 +11,9 @@ import test from "ava";
  * again), while another note of the invoice commits in between, on both stores: the retry keeps
  * the note's ID, so the provider, asked again under the same key, answers the first refund and
  * makes no second one; the same note committed in between (same state, same refund) took that
- * refund as its own, and the retry is another note with a refund of its own.
+ * refund as its own, and the retry is another note with a refund of its own. On a credit
+ * purchase's invoice, a retry whose credit was voided in between (nothing left to take back)
+ * still writes the note of the refund made, rather than refusing it CREDIT_ALREADY_SPENT.
  */
 import { CreditNotes } from "../../src/billing/credit-notes/credit-notes.js";
 import type { CreditNoteStore } from "../../src/billing/credit-notes/ports.js";
@@ -26,6 +28,7 @@ import { buildServices } from "../../src/wiring/services.js";
 import { seats } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
+import { checkoutWithCard, paid } from "../helpers/credit-bodies.js";
 import { CARD_OK, Scenario } from "../helpers/scenario.js";
 import { startTestServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -216,4 +219,57 @@ for (const store of STORES) {
       }
     });
   }
+}
+
+for (const store of STORES) {
+  test(`${store}: a purchase's refund note whose race was lost after the refund, its credit voided before the retry: the note of the refund made is written`, async (t) => {
+    const server = await startTestServer(store);
+    const db = await createDatabase(server.db.url, { poolSize: 2 });
+    try {
+      await db.dataSource.initialize();
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+      await checkoutWithCard(s, await s.card({ fixed_rates: [seats(0)] }), CARD_OK);
+      const grant = (await paid(s, "bought", 2500)).credit_grant;
+      const inv = await s.call("GET", `/invoices/${grant.invoice_id}`);
+      t.deepEqual([inv.status, inv.total_amount.value], ["paid", "2500"]);
+      const [row] = (await db.dataSource.query("SELECT environment_id AS e FROM invoices WHERE id = ?", [inv.id])) as { e: string }[];
+      const caller = { environmentId: row?.e as string, mode: "test" as const, keyKind: "secret" as const };
+      const real = new SqlCreditNoteStore(
+        db.sql,
+        db.entities,
+        eventEncoder(() => "http://localhost"),
+      );
+      const { provider, refunds } = countingProvider();
+      const lookups = {
+        stores: { invoices: { get: (env: string, id: string) => real.transaction((tx) => tx.lockInvoice(env, id)) }, directory: { subject: async () => undefined } },
+        engine: { now: () => new Date("2026-01-15T00:00:00Z") },
+        paymentsFor: async () => provider,
+      } as unknown as Lookups;
+      let attempts = 0;
+      const losing: CreditNoteStore = {
+        get: (env, id) => real.get(env, id),
+        list: (env, filter, page) => real.list(env, filter, page),
+        transaction: async (fn) => {
+          attempts++;
+          if (attempts > 1) return real.transaction(fn);
+          try {
+            return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
+          } catch (err) {
+            await s.call("POST", `/credit-grants/${grant.id}/void`, {});
+            throw err;
+          }
+        },
+      };
+      const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, { invoiceId: inv.id, reason: "other", outcome: "refund", lines: [], metadata: {} });
+      t.is(attempts, 2);
+      // The refund of 2500 made once, and recorded: its note, 2500 credited; the credit was voided (nothing left to take back).
+      t.deepEqual([...refunds.values()], [{ refundId: "re_1", amount: "2500" }]);
+      t.deepEqual([note.outcome, note.total, note.refundId], ["refund", "2500", "re_1"]);
+      t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "2500");
+      t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "voided" });
+    } finally {
+      await db.dataSource.destroy().catch(() => undefined);
+      await server.stop();
+    }
+  });
 }

@@ -39,7 +39,7 @@ import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
-import { checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
+import { type TakeBack, checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
@@ -207,11 +207,11 @@ export class CreditNotes {
         }
         if (c.outcome === "reduce_amount_due") checkNotWaiting(inv, plan.total);
         if (!(await tx.addCredited(env, inv.id, plan.total, kept !== undefined))) throw planError(inv, [{ kind: "exceeds_invoice", asked: dec(plan.total), left }]);
-        const effects = await this.outcome(tx, c, inv, plan, id, now);
+        const effects = await this.outcome(tx, c, inv, plan, id, now, kept !== undefined);
         // The number after the outcome's writes: the sequence row stays locked only from here to the commit.
         const number = await tx.nextNumber(env);
         // A refunded purchase's credit, checked before, is taken back under the note's number.
-        const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, { id, number, environmentId: env, invoiceId: inv.id, total: plan.total }, now);
+        const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, { id, number, environmentId: env, invoiceId: inv.id }, now);
         // The refund last: after it only the note's own row and events are written (new rows, hardly a lock to wait on).
         let refundId: string | null = null;
         if (c.outcome === "refund") {
@@ -256,7 +256,8 @@ export class CreditNotes {
     plan: CreditPlan,
     id: string,
     now: Date,
-  ): Promise<{ grant: CreditGrant | null; events: NewEvent[]; takeBackFrom?: string; cancel?: boolean }> {
+    refunded = false,
+  ): Promise<{ grant: CreditGrant | null; events: NewEvent[]; takeBackFrom?: TakeBack; cancel?: boolean }> {
     if (c.outcome === "reduce_amount_due") {
       if (!(await tx.reduceAmountDue(inv.environmentId, inv.id, plan.total, now))) {
         throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `invoice ${inv.id}'s amount due changed; try again`, { invoice_id: inv.id });
@@ -296,7 +297,7 @@ export class CreditNotes {
     }
     // A credit purchase's credit goes back with its money: whether it can is checked (its grant
     // locked) before the provider refunds; create() takes it back once the note has its number (purchase-refund.ts).
-    return { grant: null, events: [], takeBackFrom: await checkTakeBack(tx, c, inv, plan) };
+    return { grant: null, events: [], takeBackFrom: await checkTakeBack(tx, c, inv, plan, refunded) };
   }
 
   /** The provider's refund of note `id` (the refund's ID); a refusal fails the note (REFUND_FAILED: nothing is written). */

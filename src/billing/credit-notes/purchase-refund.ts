@@ -32,17 +32,30 @@ function amountField(c: CheckedCreditNote): string {
   return `lines[${k}].amount`;
 }
 
+/** The credit a purchase's refund takes back: from grant `grantId`, `amount` (the note's total, or what was left of it). */
+export interface TakeBack {
+  grantId: string;
+  amount: string;
+}
+
 /**
  * Checks that a refund note of `plan` can take back the credit it refunds when `inv` is a credit
  * purchase's invoice, in the note's transaction, which holds the invoice's row lock; the grant is
- * locked here until the transaction ends. Returns the grant to take back from (undefined: not a
- * purchase); throws CREDIT_ALREADY_SPENT beyond what is unspent.
+ * locked here until the transaction ends. Returns what to take back (undefined: not a purchase,
+ * or nothing left to take); throws CREDIT_ALREADY_SPENT beyond what is unspent. `refunded`: the
+ * provider made this refund already (an earlier attempt of the call that lost its race after it),
+ * so nothing is refused: the credit still unspent is taken back, up to the note's total, and the
+ * note records the refund made (the credit spent meanwhile stays spent).
  */
-export async function checkTakeBack(tx: CreditNoteTx, c: CheckedCreditNote, inv: Invoice, plan: CreditPlan): Promise<string | undefined> {
+export async function checkTakeBack(tx: CreditNoteTx, c: CheckedCreditNote, inv: Invoice, plan: CreditPlan, refunded = false): Promise<TakeBack | undefined> {
   const grantId = purchasedGrantId(inv);
   if (grantId === undefined) return undefined;
   const g = await tx.lockGrant(inv.environmentId, grantId);
   const unspent = g?.status === "active" ? dec(g.remaining) : dec(0);
+  if (refunded) {
+    const amount = dec(plan.total).lt(unspent) ? dec(plan.total) : unspent;
+    return amount.isZero() ? undefined : { grantId, amount: formatDecimal(amount) };
+  }
   if (dec(plan.total).gt(unspent)) {
     const left = formatDecimal(unspent);
     const why = g && g.status !== "active" && g.status !== "depleted" ? `credit grant ${grantId} is ${g.status}` : `${left} of credit grant ${grantId}'s ${g?.amount ?? plan.total} is unspent`;
@@ -56,17 +69,17 @@ export async function checkTakeBack(tx: CreditNoteTx, c: CheckedCreditNote, inv:
       "CREDIT_ALREADY_SPENT",
     );
   }
-  return grantId;
+  return { grantId, amount: plan.total };
 }
 
 /**
- * Takes back `note`'s total from grant `grantId` (checked by checkTakeBack in the same
- * transaction): a "void" ledger entry on the purchase's invoice naming the note. Returns the
- * events to emit with the note.
+ * Takes back `what` (checked by checkTakeBack in the same transaction): a "void" ledger entry on
+ * the purchase's invoice naming the note. Returns the events to emit with the note.
  */
-export async function takeBackPurchased(tx: CreditNoteTx, grantId: string, note: Pick<CreditNote, "id" | "number" | "environmentId" | "invoiceId" | "total">, at: Date): Promise<NewEvent[]> {
+export async function takeBackPurchased(tx: CreditNoteTx, what: TakeBack, note: Pick<CreditNote, "id" | "number" | "environmentId" | "invoiceId">, at: Date): Promise<NewEvent[]> {
+  const { grantId, amount } = what;
   const entry = { invoiceId: note.invoiceId, creditNoteId: note.id, description: `Refunded by credit note ${note.number}` };
-  const after = await tx.takeBack(note.environmentId, grantId, note.total, entry, at);
+  const after = await tx.takeBack(note.environmentId, grantId, amount, entry, at);
   // Under the grant's lock it still has that much: only a store that lost the lock gets here.
   if (!after) throw new AbortedError("TRANSACTION_CONFLICT", `credit grant ${grantId} changed while its credit was being taken back; try again`);
   return after.status === "voided" ? [creditGrantEvent("credit_grant.voided", after)] : [];
