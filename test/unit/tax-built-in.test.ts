@@ -60,3 +60,36 @@ for (const [title, customer, want] of CASES) {
     );
   });
 }
+
+/** [case, the buyer's own rates, each line's card's rates (undefined: the invoice's card's: any, de), the rates that apply per line], for a buyer in DE. */
+const PER_LINE: [string, string[], (string[] | undefined)[], string[][]][] = [
+  [
+    "lines of the invoice's card",
+    [],
+    [undefined, undefined],
+    [
+      ["any", "de"],
+      ["any", "de"],
+    ],
+  ],
+  ["a line of another card (late usage of a card left by a change): that card's", [], [undefined, ["fr", "any"]], [["any", "de"], ["any"]]],
+  ["a line of another card without rates: none", [], [[], undefined], [[], ["any", "de"]]],
+  ["the buyer's own rates: on every line, whichever card priced it", ["de"], [undefined, ["any"]], [["de"], ["de"]]],
+];
+
+for (const [title, own, cards, want] of PER_LINE) {
+  test(`built-in tax rates per line: ${title}`, async (t) => {
+    const answer = await engine.taxesFor({
+      environmentId: "env_1",
+      subjectId: "sub_1",
+      currency: "USD",
+      customer: { ...buyer({ country: "DE" }), taxRateIds: own },
+      cardTaxRateIds: ["any", "de"],
+      lines: cards.map((c) => ({ rateCode: null, amount: "1000", ...(c ? { cardTaxRateIds: c } : {}) })),
+    });
+    t.deepEqual(
+      answer.ratesPerLine.map((rs) => rs.map((r) => r.id)),
+      want,
+    );
+  });
+}

@@ -57,7 +57,12 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
     currency: inv.currency,
     customer: parties.customer,
     cardTaxRateIds: parties.cardTaxRateIds,
-    lines,
+    // Late usage of a window of another card is taxed as that card says.
+    lines: lines.map((l, i) => {
+      const adjusted = inv.lines[i]?.windowInvoiceId;
+      const ids = adjusted ? parties.adjustedCardTaxRateIds?.get(adjusted) : undefined;
+      return ids ? { ...l, cardTaxRateIds: ids } : l;
+    }),
   });
   const booked = bookTotals({ lines, discounts, ratesPerLine: taxes.ratesPerLine, exempt: taxes.exempt });
   if (record && booked.discounts.length > 0) {

@@ -237,8 +237,13 @@ export interface InvoiceParties {
   customerName: string | null;
   customer: BillingDetails | null;
   seller: SellerDetails | null;
-  /** The default tax rates of the invoice's subscription's rate card (empty: none). */
+  /** The default tax rates of the rate card the invoice priced (its usage window's, else its subscription's; empty: none). */
   cardTaxRateIds: string[];
+  /**
+   * The default tax rates of the card of each earlier usage window its adjustment lines adjust, by
+   * that window's invoice ID, when another card priced it (a change of rate card came between).
+   */
+  adjustedCardTaxRateIds?: Map<string, string[]>;
 }
 
 /**

@@ -12,20 +12,25 @@ export class BuiltInTaxProvider implements TaxProvider {
 
   async taxesFor(q: TaxQuery): Promise<TaxAnswer> {
     const exempt = q.customer?.taxExempt ?? "none";
-    const ids = q.customer && q.customer.taxRateIds.length > 0 ? q.customer.taxRateIds : q.cardTaxRateIds;
-    if (exempt !== "none" || ids.length === 0) return { exempt, ratesPerLine: q.lines.map(() => []) };
+    if (exempt !== "none") return { exempt, ratesPerLine: q.lines.map(() => []) };
+    // The subject's own rates for every line; else each line's card's defaults (the invoice's card's, unless another priced it).
+    const own = q.customer && q.customer.taxRateIds.length > 0 ? q.customer.taxRateIds : null;
+    const idsOf = (line: TaxQuery["lines"][number]): readonly string[] => own ?? line.cardTaxRateIds ?? q.cardTaxRateIds;
+    const all = [...new Set(q.lines.flatMap(idsOf))];
+    if (all.length === 0) return { exempt, ratesPerLine: q.lines.map(() => []) };
     const country = q.customer?.address?.country ?? null;
     const region = q.customer?.address?.state ?? null;
-    const found = new Map((await this.rates(q.environmentId, ids)).map((r) => [r.id, r]));
+    const found = new Map((await this.rates(q.environmentId, all)).map((r) => [r.id, r]));
     // In the order they were set; a rate with a country (or region) applies only to a buyer known
     // to be there: not to one of another country, nor to one whose address (or state) is unknown.
-    const applied: AppliedTaxRate[] = ids.flatMap((id) => {
-      const r = found.get(id);
-      if (!r) return [];
-      if (r.country !== null && r.country !== country) return [];
-      if (r.region !== null && r.region !== region) return [];
-      return [{ id: r.id, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive }];
-    });
-    return { exempt, ratesPerLine: q.lines.map(() => applied) };
+    const applied = (ids: readonly string[]): AppliedTaxRate[] =>
+      ids.flatMap((id) => {
+        const r = found.get(id);
+        if (!r) return [];
+        if (r.country !== null && r.country !== country) return [];
+        if (r.region !== null && r.region !== region) return [];
+        return [{ id: r.id, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive }];
+      });
+    return { exempt, ratesPerLine: q.lines.map((l) => applied(idsOf(l))) };
   }
 }

@@ -71,10 +71,14 @@ export interface TaxQuery {
   currency: string;
   /** The buyer's billing details (null: none set). */
   customer: BillingDetails | null;
-  /** The default tax rates of the invoice's rate card (none for an invoice of no card). */
+  /** The default tax rates of the rate card the invoice priced (none for an invoice of no card). */
   cardTaxRateIds: readonly string[];
-  /** Each line: its rate code (null: none) and amount after discounts. */
-  lines: readonly { rateCode: string | null; amount: string }[];
+  /**
+   * Each line: its rate code (null: none) and amount after discounts; and the default tax rates of
+   * the card that priced it when that is another card (late usage of a window of a card left by a
+   * change), absent: the invoice's.
+   */
+  lines: readonly { rateCode: string | null; amount: string; cardTaxRateIds?: readonly string[] }[];
 }
 
 /** What it answers: per line (same order) the rates that apply, and whether the buyer is exempt. */

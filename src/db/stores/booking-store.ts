@@ -67,7 +67,33 @@ async function parties(em: EntityManager, inv: Invoice, memo: Memo, batch?: Batc
     memo.cards.set(key, cardRates);
   }
   const customer = known === undefined ? await billingDetailsOf(em, inv.environmentId, inv.subjectId) : (known?.details ?? null);
-  return { customerName: subject?.name ?? null, customer, seller, cardTaxRateIds: cardRates };
+  const adjustedCardTaxRateIds = await adjustedCards(em, inv, card, memo);
+  return { customerName: subject?.name ?? null, customer, seller, cardTaxRateIds: cardRates, ...(adjustedCardTaxRateIds.size > 0 ? { adjustedCardTaxRateIds } : {}) };
+}
+
+/**
+ * The default tax rates of the cards that priced the earlier windows `inv`'s adjustment lines
+ * adjust, by window invoice ID, where that card is not `card` (the invoice's): late usage of a
+ * card left by a change is taxed as that card says. One read, only for an invoice with adjustments.
+ */
+async function adjustedCards(em: EntityManager, inv: Invoice, card: string | null, memo: Memo): Promise<Map<string, string[]>> {
+  const windows = [...new Set(inv.lines.flatMap((l) => (l.kind === "adjustment" && l.windowInvoiceId ? [l.windowInvoiceId] : [])))];
+  const out = new Map<string, string[]>();
+  if (windows.length === 0) return out;
+  const rows = (await em.query(`SELECT id, basis FROM invoices WHERE environment_id = ? AND id IN (${windows.map(() => "?").join(", ")})`, [inv.environmentId, ...windows])) as {
+    id: string;
+    basis: unknown;
+  }[];
+  for (const r of rows) {
+    const basis = (typeof r.basis === "string" ? JSON.parse(r.basis) : r.basis) as { rateCardId?: string } | null;
+    const priced = basis?.rateCardId;
+    if (!priced || priced === card) continue;
+    const key = keyOf(inv.environmentId, priced);
+    const ids = memo.cards.get(key) ?? (await cardTaxRateIds(em, inv.environmentId, priced));
+    memo.cards.set(key, ids);
+    out.set(r.id, ids);
+  }
+  return out;
 }
 
 /** Reads for the batch `list` what parties and discountsFor read of each invoice, per environment with set-based reads. */
