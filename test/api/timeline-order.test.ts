@@ -7,7 +7,8 @@
  *   catch-up, SubscriptionChanges.caughtUp): now 503 TIMELINE_TRANSITION_DUE, nothing billed; the
  *   scheduler then ends the subscription on Feb 1.
  * - The transition failing in a scheduler run (a trigger refuses its write here): the run's later
- *   close of everything due passes that subscription by, until its transition is made.
+ *   close of everything due passes that subscription by, until its transition is made; a test
+ *   clock's advance tries the move again for a while, then leaves the clock `advancing`.
  */
 import test from "ava";
 import { STORES, withDatabase } from "../helpers/db.js";
@@ -76,6 +77,7 @@ for (const store of STORES) {
         await withDatabase(server.db.url, (db) => db.dataSource.query("DROP TRIGGER refuse_cancel"));
       }
       t.like(await s.call("GET", `/subscriptions/${id}`), { status: "active", current_period: { start: "2026-01-01T00:00:00Z" } }, "its cycle not closed on Pro");
+      t.like(await s.call("GET", `/test-clocks/${s.clockId}`), { status: "advancing" }, "not everything due ran: the advance is not over");
       t.deepEqual(await totals(s), [["2026-01-01T00:00:00Z", "10000"]]);
       await s.advance("2026-02-10T00:00:00Z");
       t.like(await s.call("GET", `/subscriptions/${id}`), { status: "cancelled" });
