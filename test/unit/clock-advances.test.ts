@@ -49,7 +49,7 @@ function memoryClocks(list: StoredTestClock[]): TestClockStore & { rows: Map<str
 function scheduler(clocks: TestClockStore, failing: string[] = []) {
   const runs: [string, string][] = [];
   // No subscription is left due after a run (runClockDue's check).
-  const engine = { stores: { clocks, subscriptions: { due: async () => [] } }, now: () => NOW } as unknown as BillingEngine;
+  const engine = { stores: { clocks, subscriptions: { due: async () => [] }, timelines: { due: async () => [] } }, now: () => NOW } as unknown as BillingEngine;
   const s = new (class extends Scheduler {
     override async runDue(now: Date, clockId: string | null): Promise<number> {
       runs.push([String(clockId), now.toISOString()]);
@@ -125,7 +125,7 @@ async function runClockDue(steps: { ms: number; closed: number; next: string }[]
   let i = 0;
   const sub = (id: string) => ({ id, periodEnd: at("2026-05-01T00:00:00Z") });
   const due = async () => (steps[Math.min(i, steps.length) - 1]?.next ? [sub(steps[i - 1]?.next as string)] : []);
-  const engine = { stores: { clocks: memoryClocks([]), subscriptions: { due } }, now: () => NOW } as unknown as BillingEngine;
+  const engine = { stores: { clocks: memoryClocks([]), subscriptions: { due }, timelines: { due: async () => [] } }, now: () => NOW } as unknown as BillingEngine;
   const s = new (class extends Scheduler {
     override async runDue(): Promise<number> {
       const step = steps[Math.min(i, steps.length - 1)] as { ms: number; closed: number };
