@@ -326,6 +326,7 @@ export class FakeBillingStores implements BillingStores {
         }
       },
       insertInvoice: (i) => tx.insertInvoices([i]),
+      lockDraft: async (_env, id) => s.invoices.get(id)?.status === "draft",
       finalizeDraft: async (i, at) => {
         write("finalizeDraft", i);
         const row = s.invoices.get(i.id);

@@ -87,6 +87,9 @@ export class Drafts {
     const final = await retryingRaces(() =>
       this.ctx.stores
         .transaction(async (tx) => {
+          // The draft's row first: a second run finalizing it waits here, then finds it open,
+          // rather than spending the grant on it too (its ledger's unique key then refused it).
+          if (!(await tx.lockDraft(recomputed.environmentId, recomputed.id))) throw NOT_MOVED;
           const credited = await finalizeOpen(tx, recomputed, spentAt);
           if (!(await tx.finalizeDraft(credited, at))) throw NOT_MOVED;
           // A draft kept internal while it was empty is announced now that a line landed on it.

@@ -200,6 +200,8 @@ export interface InvoiceWrites {
   insertInvoice(i: Invoice): Promise<void>;
   /** Several invoices at once (multi-row inserts); the same unique key applies. */
   insertInvoices(list: Invoice[]): Promise<void>;
+  /** Locks a draft's row before its credit is spent (two runs finalizing it meet there); false when it is no longer a draft. */
+  lockDraft(environmentId: string, id: string): Promise<boolean>;
   /** Writes a draft's final lines and total and makes it open, if it is still a draft; false otherwise. */
   finalizeDraft(i: Invoice, at: Date): Promise<boolean>;
   /**

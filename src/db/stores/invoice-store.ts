@@ -234,6 +234,11 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     }
     return moved;
   };
+  const lockDraft = async (environmentId: string, id: string) => {
+    const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
+    const rows: { status: string }[] = await em.query(`SELECT status FROM invoices WHERE environment_id = ? AND id = ?${lock}`, [environmentId, id]);
+    return rows[0]?.status === "draft";
+  };
   // A draft becomes open with its recomputed lines, once: only the run that moves it out of draft writes them.
   const finalizeDraft = async (i: Invoice, at: Date) => {
     const res = await em.update(
@@ -258,7 +263,7 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     await insertRows(em, INSERT_LINES, invoiceLineRows(i).map(lineValues));
     return true;
   };
-  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), finalizeDraft, moveInvoices };
+  return { insertInvoices, insertInvoice: (i) => insertInvoices([i]), lockDraft, finalizeDraft, moveInvoices };
 }
 
 export class SqlInvoiceStore implements InvoiceStore {
