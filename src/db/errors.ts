@@ -98,7 +98,9 @@ export function isUniqueViolation(err: unknown): boolean {
 export function isTransient(err: unknown): boolean {
   if (err instanceof StorageConflictError) return true;
   const { code, errno } = fieldsOf(err);
-  return errno === 1213 || errno === 1205 || code === "SQLITE_BUSY";
+  // SQLITE_BUSY and its extended codes: SQLITE_BUSY_SNAPSHOT is a WAL transaction that read, then
+  // could not write because another connection committed since its snapshot (only a new try helps).
+  return errno === 1213 || errno === 1205 || code?.startsWith("SQLITE_BUSY") === true;
 }
 
 /**
