@@ -209,6 +209,8 @@ async function insertRows(em: EntityManager, insert: string, rows: unknown[][]):
 
 /** The invoice writes of a billing transaction on `em`. */
 export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
+  // MySQL locks the rows read until the transaction ends; SQLite serialises writers anyway (one shared connection).
+  const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
   const insertInvoices = async (list: Invoice[]) => {
     if (list.length === 0) return;
     try {
@@ -225,7 +227,6 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     const moved: string[] = [];
     for (const part of chunks(ids)) {
       const marks = part.map(() => "?").join(", ");
-      const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
       const rows = (await em.query(`SELECT id FROM invoices WHERE environment_id = ? AND id IN (${marks}) AND status = ?${lock}`, [environmentId, ...part, from])) as { id: string }[];
       if (rows.length === 0) continue;
       const params = [to, dbTime(at), environmentId, ...rows.map((r) => r.id)];
@@ -235,7 +236,6 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
     return moved;
   };
   const lockDraft = async (environmentId: string, id: string) => {
-    const lock = em.connection.options.type === "better-sqlite3" ? "" : " FOR UPDATE";
     const rows: { status: string }[] = await em.query(`SELECT status FROM invoices WHERE environment_id = ? AND id = ?${lock}`, [environmentId, id]);
     return rows[0]?.status === "draft";
   };
