@@ -25,6 +25,7 @@ import test from "ava";
 import {
   amountOff,
   apiPlan,
+  type Booked,
   billed,
   booked,
   bookedOf,
@@ -74,6 +75,30 @@ async function cycles(s: Scenario, units: string[]): Promise<void> {
     await use(s, at[k] as string, n);
     await s.advance(ends[k] as string);
   }
+}
+
+/** The expected invoice of one API calls line of `amount` taxed by one exclusive rate [name, percent]; `more` sets the other fields. */
+function taxedApi(number: string, [name, percent]: [string, string], amount: string, tax: string, total: string, more: Partial<Booked> = {}): Booked {
+  return want({
+    number,
+    lines: [["API calls", amount, [], [[name, amount, tax]]]],
+    subtotal: amount,
+    total_tax: tax,
+    tax_amounts: [[name, percent, false, amount, tax]],
+    total,
+    ...more,
+  });
+}
+
+/** A subscription to card A (VAT 20%) with 1,000 units on Jan 20, changed on Jan 25 (prorated) to card B (GST 5%); its ID. */
+async function changedToGst(s: Scenario): Promise<string> {
+  const a = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "20")] });
+  const b = await apiPlan(s, { taxes: [await taxRate(s, "GST", "5")] });
+  const sub = await subscribe(s, a);
+  await use(s, JAN_20, "1000");
+  await s.advance("2026-01-25T00:00:00Z");
+  await s.call("POST", `/subscriptions/${sub}/change-rate-card`, { rate_card_id: b, upgrade_behavior: "prorate" });
+  return sub;
 }
 
 /** The same environment and clock, another subject. */
@@ -324,16 +349,7 @@ const taxes: Case[] = [
       return booked(s);
     },
     // 10,000 × 19% = 1,900; total 11,900.
-    [
-      want({
-        number: "INV-000001",
-        lines: [["API calls", "10000", [], [["VAT", "10000", "1900"]]]],
-        subtotal: "10000",
-        total_tax: "1900",
-        tax_amounts: [["VAT", "19", false, "10000", "1900"]],
-        total: "11900",
-      }),
-    ],
+    [taxedApi("INV-000001", ["VAT", "19"], "10000", "1900", "11900")],
   ],
   [
     "inclusive tax: inside the amount, the total unchanged",
@@ -494,16 +510,7 @@ const taxes: Case[] = [
       return booked(s);
     },
     // The buyer is in DE: USt 10,000 × 19% = 1,900; the US rate does not apply. Total 11,900.
-    [
-      want({
-        number: "INV-000001",
-        lines: [["API calls", "10000", [], [["USt", "10000", "1900"]]]],
-        subtotal: "10000",
-        total_tax: "1900",
-        tax_amounts: [["USt", "19", false, "10000", "1900"]],
-        total: "11900",
-      }),
-    ],
+    [taxedApi("INV-000001", ["USt", "19"], "10000", "1900", "11900")],
   ],
   [
     "a rate with a country is not applied to a buyer whose address is unknown",
@@ -680,16 +687,7 @@ const creditNotes: Case[] = [
       true,
       ["INV-CN-000002", "refund", "5000", "950", "5950", [[0, "5950", "950"]]],
       [400, "CREDIT_EXCEEDS_INVOICE"],
-      want({
-        number: "INV-000001",
-        status: "paid",
-        lines: [["API calls", "10000", [], [["VAT", "10000", "1900"]]]],
-        subtotal: "10000",
-        total_tax: "1900",
-        tax_amounts: [["VAT", "19", false, "10000", "1900"]],
-        total: "11900",
-        credited: "11900",
-      }),
+      taxedApi("INV-000001", ["VAT", "19"], "10000", "1900", "11900", { status: "paid", credited: "11900" }),
     ],
   ],
   [
@@ -1000,39 +998,12 @@ const parties: Case[] = [
     },
     // Card A (VAT 20%) billed 1,000 × 10 = 10,000 of usage up to the change on Jan 25; card B has
     // no tax rates. The draft and the invoice it finalizes to: 10,000 + 2,000 VAT = 12,000.
-    [
-      [
-        want({
-          number: "",
-          status: "draft",
-          lines: [["API calls", "10000", [], [["VAT", "10000", "2000"]]]],
-          subtotal: "10000",
-          total_tax: "2000",
-          tax_amounts: [["VAT", "20", false, "10000", "2000"]],
-          total: "12000",
-        }),
-      ],
-      [
-        want({
-          number: "INV-000001",
-          lines: [["API calls", "10000", [], [["VAT", "10000", "2000"]]]],
-          subtotal: "10000",
-          total_tax: "2000",
-          tax_amounts: [["VAT", "20", false, "10000", "2000"]],
-          total: "12000",
-        }),
-      ],
-    ],
+    [[taxedApi("", ["VAT", "20"], "10000", "2000", "12000", { status: "draft" })], [taxedApi("INV-000001", ["VAT", "20"], "10000", "2000", "12000")]],
   ],
   [
     "late usage of a card left by a change is taxed by that card, on the next card's invoice",
     async (s) => {
-      const a = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "20")] });
-      const b = await apiPlan(s, { taxes: [await taxRate(s, "GST", "5")] });
-      const sub = await subscribe(s, a);
-      await use(s, JAN_20, "1000");
-      await s.advance("2026-01-25T00:00:00Z");
-      await s.call("POST", `/subscriptions/${sub}/change-rate-card`, { rate_card_id: b, upgrade_behavior: "prorate" });
+      await changedToGst(s);
       await use(s, "2026-01-21T00:00:00Z", "100");
       await use(s, "2026-02-01T00:00:00Z", "500");
       await s.advance(FEB);
@@ -1057,12 +1028,7 @@ const parties: Case[] = [
   [
     "late usage of a card left by a change, after the subscription ended: its adjustment invoice is taxed by that card",
     async (s) => {
-      const a = await apiPlan(s, { taxes: [await taxRate(s, "VAT", "20")] });
-      const b = await apiPlan(s, { taxes: [await taxRate(s, "GST", "5")] });
-      const sub = await subscribe(s, a);
-      await use(s, JAN_20, "1000");
-      await s.advance("2026-01-25T00:00:00Z");
-      await s.call("POST", `/subscriptions/${sub}/change-rate-card`, { rate_card_id: b, upgrade_behavior: "prorate" });
+      const sub = await changedToGst(s);
       await s.advance("2026-01-28T00:00:00Z");
       await s.call("POST", `/subscriptions/${sub}/cancel`, {});
       await use(s, "2026-01-21T00:00:00Z", "100");
@@ -1390,29 +1356,7 @@ const numbers: Case[] = [
     },
     // Feb 15: no usage, an empty invoice kept internal (no number). Mar 15: 500 × 10 = 5,000 + 950
     // VAT = 5,950, a draft without a number; once final, the first number: INV-000001.
-    [
-      [
-        want({
-          number: "",
-          status: "draft",
-          lines: [["API calls", "5000", [], [["VAT", "5000", "950"]]]],
-          subtotal: "5000",
-          total_tax: "950",
-          tax_amounts: [["VAT", "19", false, "5000", "950"]],
-          total: "5950",
-        }),
-      ],
-      [
-        want({
-          number: "INV-000001",
-          lines: [["API calls", "5000", [], [["VAT", "5000", "950"]]]],
-          subtotal: "5000",
-          total_tax: "950",
-          tax_amounts: [["VAT", "19", false, "5000", "950"]],
-          total: "5950",
-        }),
-      ],
-    ],
+    [[taxedApi("", ["VAT", "19"], "5000", "950", "5950", { status: "draft" })], [taxedApi("INV-000001", ["VAT", "19"], "5000", "950", "5950")]],
   ],
   [
     "GET /invoices?number= finds one invoice across subjects",

@@ -24,6 +24,35 @@ const period = (sub: Json) => (sub.current_period ? [sub.current_period.start, s
 
 type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
 
+/** The case of a resume after dunning paused the subscription, its cycle's invoice marked uncollectible or left open: nothing credited. */
+function dunningPausedThenResumed(markUncollectible: boolean): Case {
+  return [
+    `resume after dunning paused the subscription, the cycle's invoice ${markUncollectible ? "uncollectible" : "left open"}: nothing credited (never paid)`,
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats(10000)] });
+      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
+      await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1, 2], set_retry_schedule: true, after_last_attempt: "pause", mark_uncollectible: markUncollectible });
+      await s.saveCardInPortal(CARD_FAILS_LATER);
+      // Feb 15's renewal fails, then its retries on Feb 16 and 17; the last one pauses the subscription.
+      await s.advance("2026-02-20T00:00:00Z");
+      const paused = await only(s);
+      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
+      return [paused.status, paused.paused_at, await s.bills()];
+    },
+    [
+      "paused",
+      // the policy runs once the advance's retries are done, at the clock's time
+      "2026-02-20T00:00:00Z",
+      [
+        ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
+        [markUncollectible ? "uncollectible" : "open", "10000", [["Seats", "1", "10000", "10000"]]],
+        // Not 10000 × 23/28 (Feb 20 → Mar 15) = 8214.28… → 8214 credited: the cycle was never paid for. The card still fails.
+        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
+      ],
+    ],
+  ];
+}
+
 const cases: Case[] = [
   [
     "pause mid-cycle, then resume by call: the cycle's usage so far is invoiced, usage while paused is not, a new cycle starts at the resume",
@@ -194,56 +223,8 @@ const cases: Case[] = [
       ["2026-03-01T00:00:00Z", "8000", "2000", [], "8000"],
     ],
   ],
-  [
-    "resume after dunning paused the subscription, the cycle's invoice uncollectible: nothing credited (never paid)",
-    async (s) => {
-      const card = await s.card({ fixed_rates: [seats(10000)] });
-      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
-      await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1, 2], set_retry_schedule: true, after_last_attempt: "pause", mark_uncollectible: true });
-      await s.saveCardInPortal(CARD_FAILS_LATER);
-      // Feb 15's renewal fails, then its retries on Feb 16 and 17; the last one pauses the subscription.
-      await s.advance("2026-02-20T00:00:00Z");
-      const paused = await only(s);
-      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
-      return [paused.status, paused.paused_at, await s.bills()];
-    },
-    [
-      "paused",
-      // the policy runs once the advance's retries are done, at the clock's time
-      "2026-02-20T00:00:00Z",
-      [
-        ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
-        ["uncollectible", "10000", [["Seats", "1", "10000", "10000"]]],
-        // Not 10000 × 23/28 (Feb 20 → Mar 15) = 8214.28… → 8214 credited: the cycle was never paid for. The card still fails.
-        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
-      ],
-    ],
-  ],
-  [
-    "resume after dunning paused the subscription, the cycle's invoice left open: nothing credited (never paid)",
-    async (s) => {
-      const card = await s.card({ fixed_rates: [seats(10000)] });
-      const sub = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 } })).subscription;
-      await s.call("PATCH", "/payment-settings", { retry_schedule_days: [1, 2], set_retry_schedule: true, after_last_attempt: "pause", mark_uncollectible: false });
-      await s.saveCardInPortal(CARD_FAILS_LATER);
-      // Feb 15's renewal fails, then its retries on Feb 16 and 17; the last one pauses the subscription.
-      await s.advance("2026-02-20T00:00:00Z");
-      const paused = await only(s);
-      await s.call("POST", `/subscriptions/${sub.id}/resume`, {});
-      return [paused.status, paused.paused_at, await s.bills()];
-    },
-    [
-      "paused",
-      // the policy runs once the advance's retries are done, at the clock's time
-      "2026-02-20T00:00:00Z",
-      [
-        ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
-        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
-        // Not 10000 × 23/28 (Feb 20 → Mar 15) = 8214.28… → 8214 credited: the cycle was never paid for. The card still fails.
-        ["open", "10000", [["Seats", "1", "10000", "10000"]]],
-      ],
-    ],
-  ],
+  dunningPausedThenResumed(true),
+  dunningPausedThenResumed(false),
   [
     "resume after a cycle paid nothing for (a 100% coupon): nothing credited, never more than was paid",
     async (s) => {

@@ -21,7 +21,7 @@ import type { CreditNote } from "../../src/billing/credit-notes/types.js";
 import { AbortedError, FailedPreconditionError } from "../../src/billing/errors.js";
 import type { Lookups } from "../../src/billing/subscriptions/lookups.js";
 import type { PaymentProvider } from "../../src/billing/subscriptions/types.js";
-import { createDatabase } from "../../src/db/datasource.js";
+import { type Database, createDatabase } from "../../src/db/datasource.js";
 import { eventEncoder } from "../../src/rpc/event-payload.js";
 import { SqlCreditNoteStore } from "../../src/db/stores/credit-note-store.js";
 import { buildServices } from "../../src/wiring/services.js";
@@ -122,6 +122,44 @@ function countingProvider(): { provider: PaymentProvider; refunds: Map<string, {
   return { provider: { refund } as unknown as PaymentProvider, refunds };
 }
 
+/** The invoice's caller, its SQL credit note store, a counting provider and the lookups the credit notes read through them. */
+async function refundRig(db: Database, invoiceId: string) {
+  const [row] = (await db.dataSource.query("SELECT environment_id AS e FROM invoices WHERE id = ?", [invoiceId])) as { e: string }[];
+  const caller = { environmentId: row?.e as string, mode: "test" as const, keyKind: "secret" as const };
+  const real = new SqlCreditNoteStore(
+    db.sql,
+    db.entities,
+    eventEncoder(() => "http://localhost"),
+  );
+  const { provider, refunds } = countingProvider();
+  const lookups = {
+    stores: { invoices: { get: (env: string, id: string) => real.transaction((tx) => tx.lockInvoice(env, id)) }, directory: { subject: async () => undefined } },
+    engine: { now: () => new Date("2026-01-15T00:00:00Z") },
+    paymentsFor: async () => provider,
+  } as unknown as Lookups;
+  return { caller, real, lookups, refunds };
+}
+
+/** A store over `real` whose first transaction loses its race when it writes its events (a deadlock), `between` run before it fails; the later ones are real. */
+function losingStore(real: CreditNoteStore, between: () => Promise<unknown>): { store: CreditNoteStore; attempts: () => number } {
+  let attempts = 0;
+  const store: CreditNoteStore = {
+    get: (env, id) => real.get(env, id),
+    list: (env, filter, page) => real.list(env, filter, page),
+    transaction: async (fn) => {
+      attempts++;
+      if (attempts > 1) return real.transaction(fn);
+      try {
+        return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
+      } catch (err) {
+        await between();
+        throw err;
+      }
+    },
+  };
+  return { store, attempts: () => attempts };
+}
+
 for (const store of STORES) {
   for (const between of ["credit_balance", "refund", "credit_balance (the refund asking all that is left)"] as const) {
     test(`${store}: a refund note's transaction lost a race after the provider refunded, and a ${between} note of the invoice committed before the retry: ${between === "refund" ? "that same note took the refund, the retry makes its own" : "the retry writes the note with that refund, never a second"}`, async (t) => {
@@ -133,37 +171,13 @@ for (const store of STORES) {
         await db.dataSource.initialize();
         const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
         const inv = await paidInvoice(s);
-        const [row] = (await db.dataSource.query("SELECT environment_id AS e FROM invoices WHERE id = ?", [inv.id])) as { e: string }[];
-        const caller = { environmentId: row?.e as string, mode: "test" as const, keyKind: "secret" as const };
-        const real = new SqlCreditNoteStore(
-          db.sql,
-          db.entities,
-          eventEncoder(() => "http://localhost"),
-        );
-        const { provider, refunds } = countingProvider();
-        const lookups = {
-          stores: { invoices: { get: (env: string, id: string) => real.transaction((tx) => tx.lockInvoice(env, id)) }, directory: { subject: async () => undefined } },
-          engine: { now: () => new Date("2026-01-15T00:00:00Z") },
-          paymentsFor: async () => provider,
-        } as unknown as Lookups;
+        const { caller, real, lookups, refunds } = await refundRig(db, inv.id);
         const other = new CreditNotes(real, lookups, () => "http://localhost");
         // The first attempt loses its race when it writes its events (after the refund, in any order of the writes); the other note commits before the retry.
-        let attempts = 0;
-        const losing: CreditNoteStore = {
-          get: (env, id) => real.get(env, id),
-          list: (env, filter, page) => real.list(env, filter, page),
-          transaction: async (fn) => {
-            attempts++;
-            if (attempts > 1) return real.transaction(fn);
-            try {
-              return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
-            } catch (err) {
-              await other.create(caller, { invoiceId: inv.id, reason: "other", outcome: whole ? "credit_balance" : between, amount: between === "refund" ? "500" : "100", lines: [], metadata: {} });
-              throw err;
-            }
-          },
-        };
-        const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, {
+        const losing = losingStore(real, () =>
+          other.create(caller, { invoiceId: inv.id, reason: "other", outcome: whole ? "credit_balance" : between, amount: between === "refund" ? "500" : "100", lines: [], metadata: {} }),
+        );
+        const note = await new CreditNotes(losing.store, lookups, () => "http://localhost").create(caller, {
           invoiceId: inv.id,
           reason: "other",
           outcome: "refund",
@@ -171,7 +185,7 @@ for (const store of STORES) {
           lines: [],
           metadata: {},
         });
-        t.is(attempts, 2);
+        t.is(losing.attempts(), 2);
         const notes = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
         const made = [...refunds.values()];
         if (whole) {
@@ -232,36 +246,10 @@ for (const store of STORES) {
       const grant = (await paid(s, "bought", 2500)).credit_grant;
       const inv = await s.call("GET", `/invoices/${grant.invoice_id}`);
       t.deepEqual([inv.status, inv.total_amount.value], ["paid", "2500"]);
-      const [row] = (await db.dataSource.query("SELECT environment_id AS e FROM invoices WHERE id = ?", [inv.id])) as { e: string }[];
-      const caller = { environmentId: row?.e as string, mode: "test" as const, keyKind: "secret" as const };
-      const real = new SqlCreditNoteStore(
-        db.sql,
-        db.entities,
-        eventEncoder(() => "http://localhost"),
-      );
-      const { provider, refunds } = countingProvider();
-      const lookups = {
-        stores: { invoices: { get: (env: string, id: string) => real.transaction((tx) => tx.lockInvoice(env, id)) }, directory: { subject: async () => undefined } },
-        engine: { now: () => new Date("2026-01-15T00:00:00Z") },
-        paymentsFor: async () => provider,
-      } as unknown as Lookups;
-      let attempts = 0;
-      const losing: CreditNoteStore = {
-        get: (env, id) => real.get(env, id),
-        list: (env, filter, page) => real.list(env, filter, page),
-        transaction: async (fn) => {
-          attempts++;
-          if (attempts > 1) return real.transaction(fn);
-          try {
-            return await real.transaction((tx) => fn({ ...tx, emit: async () => Promise.reject(new AbortedError("DEADLOCK", "deadlock")) }));
-          } catch (err) {
-            await s.call("POST", `/credit-grants/${grant.id}/void`, {});
-            throw err;
-          }
-        },
-      };
-      const note = await new CreditNotes(losing, lookups, () => "http://localhost").create(caller, { invoiceId: inv.id, reason: "other", outcome: "refund", lines: [], metadata: {} });
-      t.is(attempts, 2);
+      const { caller, real, lookups, refunds } = await refundRig(db, inv.id);
+      const losing = losingStore(real, () => s.call("POST", `/credit-grants/${grant.id}/void`, {}));
+      const note = await new CreditNotes(losing.store, lookups, () => "http://localhost").create(caller, { invoiceId: inv.id, reason: "other", outcome: "refund", lines: [], metadata: {} });
+      t.is(losing.attempts(), 2);
       // The refund of 2500 made once, and recorded: its note, 2500 credited; the credit was voided (nothing left to take back).
       t.deepEqual([...refunds.values()], [{ refundId: "re_1", amount: "2500" }]);
       t.deepEqual([note.outcome, note.total, note.refundId], ["refund", "2500", "re_1"]);
