@@ -115,7 +115,8 @@ export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promi
 }
 
 /**
- * finalizeOpen for a batch (a cycle close's invoices, in one transaction): credit in the order of
+ * finalizeOpen for a batch (a cycle close's invoices, in one transaction): booked in the order of
+ * their dates (then the batch's), so a subject's "once" discount goes to the earliest; credit in the order of
  * their subjects (credit-application.ts), then one take of numbers per environment, by date, then in the batch's order.
  * What booking and credit read of each invoice (parties, candidate discounts, spendable grants)
  * is read for the batch at once where the store can (BookingTx.prefetch, spendableOfBatch); the
@@ -124,8 +125,13 @@ export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promi
 export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
   const booking = tx.booking;
   const batch = booking?.prefetch ? await booking.prefetch(list) : booking;
-  const booked: Invoice[] = [];
-  for (const inv of list) booked.push(batch ? await bookInvoice(batch, inv, atOf(inv), inv.status === "open") : unbooked(inv));
+  // Booked in the order of their dates (then the batch's): a subject's "once" discount goes to its earliest invoice.
+  const booked: Invoice[] = [...list];
+  const byDate = [...list.keys()].sort((a, b) => atOf(list[a] as Invoice).getTime() - atOf(list[b] as Invoice).getTime() || a - b);
+  for (const k of byDate) {
+    const inv = list[k] as Invoice;
+    booked[k] = batch ? await bookInvoice(batch, inv, atOf(inv), inv.status === "open") : unbooked(inv);
+  }
   const order = [...booked.keys()].sort((a, b) => {
     const x = booked[a] as Invoice;
     const y = booked[b] as Invoice;
