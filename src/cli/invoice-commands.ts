@@ -24,12 +24,12 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ["environment", (r) => text(r.env.name)],
   ["environment_id", (r) => r.env.id],
   ["invoice_id", (r) => r.inv.id],
-  ["number", (r) => r.inv.number ?? ""],
+  ["number", (r) => text(r.inv.number ?? "")],
   ["status", (r) => r.inv.status],
-  ["subject_id", (r) => r.inv.subjectId],
+  ["subject_id", (r) => text(r.inv.subjectId)],
   ["customer_name", (r) => text(r.inv.customer?.legalName ?? r.inv.customerName ?? "")],
-  ["customer_country", (r) => r.inv.customer?.address?.country ?? ""],
-  ["customer_tax_id", (r) => (r.inv.customer?.taxIds ?? []).map((t) => `${t.type} ${t.value}`).join("; ")],
+  ["customer_country", (r) => text(r.inv.customer?.address?.country ?? "")],
+  ["customer_tax_id", (r) => text((r.inv.customer?.taxIds ?? []).map((t) => `${t.type} ${t.value}`).join("; "))],
   ["currency", (r) => r.inv.currency],
   ["created_at", (r) => r.inv.createdAt.toISOString()],
   ["finalized_at", (r) => r.inv.finalizedAt?.toISOString() ?? ""],
@@ -43,7 +43,7 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ["line_amount", (r) => exact(r.line.amount)],
   ["line_discount", (r) => total((r.line.discountAmounts ?? []).map((d) => d.amount))],
   ["line_tax", (r) => total((r.line.taxAmounts ?? []).map((t) => t.amount))],
-  ["line_tax_rates", (r) => (r.line.taxAmounts ?? []).map((t) => `${t.displayName} ${t.percentage}%${t.inclusive ? " inclusive" : ""}`).join("; ")],
+  ["line_tax_rates", (r) => text((r.line.taxAmounts ?? []).map((t) => `${t.displayName} ${t.percentage}%${t.inclusive ? " inclusive" : ""}`).join("; "))],
   ["invoice_subtotal", (r) => exact(r.inv.subtotal ?? r.inv.total)],
   ["invoice_total_discount", (r) => exact(r.inv.totalDiscount ?? "0")],
   ["invoice_total_tax", (r) => exact(r.inv.totalTax ?? "0")],
@@ -63,9 +63,10 @@ interface Row {
 
 const exact = (value: string) => formatDecimal(dec(value));
 /**
- * Free text (names, descriptions) that a spreadsheet would run as a formula (a leading =, +, -, @,
- * tab or carriage return: OWASP's CSV injection) starts with a quote mark instead. Amounts are
- * never free text, so a negative amount stays a number.
+ * Text a caller chose (names, descriptions, tax rates' names, IDs, numbers) that a spreadsheet
+ * would run as a formula (a leading =, +, -, @, tab or carriage return: OWASP's CSV injection)
+ * starts with a quote mark instead. Every text column goes through it; amounts and instants are
+ * the service's own, so a negative amount stays a number.
  */
 const text = (value: string) => (/^[=+\-@\t\r]/.test(value) ? `'${value}` : value);
 const total = (amounts: string[]) => formatDecimal(sum(amounts.map(dec)));
