@@ -79,8 +79,7 @@ export class Drafts {
    */
   async finalizeDraft(draft: Invoice, dueAt?: Date): Promise<Invoice | undefined> {
     const finalize = checkTransition("draft", "open");
-    const at = this.ctx.now();
-    const recomputed: Invoice = { ...(await this.recompute(draft)), status: finalize.to, finalizedAt: at };
+    const recomputed: Invoice = { ...(await this.recompute(draft)), status: finalize.to };
     const spentAt = this.finalizationTime(draft, dueAt);
     // Credit is spent in the transaction that makes it open; a run that finds it finalized
     // already rolls its spending back (NOT_MOVED). A grant that changed under it: tried again.
@@ -90,7 +89,11 @@ export class Drafts {
           // The draft's row first: a second run finalizing it waits here, then finds it open,
           // rather than spending the grant on it too (its ledger's unique key then refused it).
           if (!(await tx.lockDraft(recomputed.environmentId, recomputed.id))) throw NOT_MOVED;
-          const credited = await finalizeOpen(tx, recomputed, spentAt);
+          // Finalized as it commits, after its lock waits (the draft, its grants, the number
+          // sequence): a finance export up to an instant already past never misses it.
+          const booked = await finalizeOpen(tx, recomputed, spentAt);
+          const at = this.ctx.now();
+          const credited = { ...booked, finalizedAt: at };
           if (!(await tx.finalizeDraft(credited, at))) throw NOT_MOVED;
           // A draft kept internal while it was empty is announced now that a line landed on it.
           await tx.emit(isInternal(draft) && !isInternal(credited) ? newInvoiceEvents(credited) : transitionEvents(finalize, [credited]));
