@@ -8,7 +8,7 @@ import { newId, randomBase62 } from "../ids.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
 import { EVENT_TYPES, type EventType, isEventType } from "./types.js";
-import type { Delivery, DeliveryAttempt, DeliveryStatus, EndpointAttention, EndpointStatus, WebhookEndpoint, WebhookStore } from "./webhooks.js";
+import type { Delivery, DeliveryAttempt, DeliveryStatus, EndpointAttention, EndpointChanges, EndpointStatus, WebhookEndpoint, WebhookStore } from "./webhooks.js";
 
 export const MAX_URL = 2000;
 export const MAX_ENDPOINTS_PER_ENVIRONMENT = 100;
@@ -110,15 +110,19 @@ export class WebhookEndpoints {
     this.check(input, v, false);
     v.throwIfAny();
     const e = await this.get(caller, id);
-    const next: WebhookEndpoint = {
-      ...e,
-      url: input.url ?? e.url,
-      description: input.description === undefined ? e.description : input.description || null,
-      eventTypes: input.eventTypes === undefined ? e.eventTypes : ([...new Set(input.eventTypes)] as EventType[]),
-      status: (input.status as EndpointStatus | undefined) ?? e.status,
-      updatedAt: this.now(),
-    };
-    await this.store.updateEndpoint(next);
+    // Only the fields the input names: the status and failing mark are as the store has them when
+    // it writes (a disable or a worker's mark made since this read is kept).
+    const changes: EndpointChanges = {};
+    if (input.url !== undefined) changes.url = input.url;
+    if (input.description !== undefined) changes.description = input.description || null;
+    if (input.eventTypes !== undefined) changes.eventTypes = [...new Set(input.eventTypes)] as EventType[];
+    if (input.status !== undefined) changes.status = input.status as EndpointStatus;
+    return this.write(caller, e.id, changes);
+  }
+
+  private async write(caller: Caller, id: string, changes: EndpointChanges): Promise<WebhookEndpoint> {
+    const next = await this.store.updateEndpoint(caller.environmentId, id, changes, this.now());
+    if (!next) throw new NotFoundError("WEBHOOK_ENDPOINT_NOT_FOUND", `webhook endpoint ${JSON.stringify(id)} not found`, { endpoint_id: id });
     return next;
   }
 
@@ -133,9 +137,7 @@ export class WebhookEndpoints {
   /** A new secret at once: deliveries from now on are signed with it only. */
   async rotateSecret(caller: Caller, id: string): Promise<WebhookEndpoint> {
     const e = await this.get(caller, id);
-    const next = { ...e, secret: newSecret(), updatedAt: this.now() };
-    await this.store.updateEndpoint(next);
-    return next;
+    return this.write(caller, e.id, { secret: newSecret() });
   }
 
   async deliveries(caller: Caller, id: string, filter: { status: string; eventId: string }, limit?: number, offset?: number): Promise<PageResult<Delivery>> {

@@ -13,6 +13,9 @@ import type { WebhookStore } from "./webhooks.js";
 /** How long a missing event number holds readers back before it is taken for a rolled-back write. */
 export const GAP_WAIT_MS = 10_000;
 
+/** How many horizon windows (2,000 events of every environment each) one page reads at most. */
+const MAX_HORIZON_WINDOWS = 25;
+
 export interface FeedOptions {
   /** How often an open stream looks for new events. */
   pollMs: number;
@@ -53,9 +56,40 @@ export class EventFeed {
     const wanted = this.checkTypes(types, v);
     v.throwIfAny();
     const from = await this.position(caller, after, "after");
-    const upto = await this.store.horizon(from, this.options.gapWaitMs, this.now());
-    const rows = await this.store.eventsBetween(caller.environmentId, from, upto, wanted, page.limit + 1);
+    const now = this.now();
+    // The environment's next events (of the types asked for) by its own index, whatever the other
+    // environments wrote meanwhile; then how many of them can be given without skipping one not
+    // yet committed.
+    const next = await this.store.eventsBetween(caller.environmentId, from, Number.MAX_SAFE_INTEGER, wanted, page.limit + 1);
+    if (next.length === 0) return { events: [], hasMore: false };
+    const { readable, bounded } = await this.readable(next, from, now);
+    const rows = next.filter((e) => e.seq <= readable);
+    // Cut at the bound of work below (not at a gap): the rest is there, and a next call reaches it
+    // (from the last event given, or, with none given, once they are older than the gap wait).
+    if (bounded && rows.length < next.length) return { events: rows.slice(0, page.limit), hasMore: true };
     return { events: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+  }
+
+  /**
+   * How far `next` (an environment's events after `from`, in order) can be read: through the
+   * horizon, read on window after window while a window ends at its row limit rather than at a
+   * gap (events of other environments or other types in between), up to MAX_HORIZON_WINDOWS; and
+   * through any of them older than the gap wait (a gap before such an event is settled: see
+   * WebhookStore.horizon). `bounded`: the windows ran out before the last of `next`.
+   */
+  private async readable(next: StoredEvent[], from: number, now: Date): Promise<{ readable: number; bounded: boolean }> {
+    const settled = now.getTime() - this.options.gapWaitMs;
+    const last = (next[next.length - 1] as StoredEvent).seq;
+    let old = from;
+    for (const e of next) if (e.createdAt.getTime() <= settled) old = e.seq;
+    let upto = from;
+    for (let window = 0; upto < last; window++) {
+      if (window >= MAX_HORIZON_WINDOWS) return { readable: Math.max(upto, old), bounded: true };
+      const h = await this.store.horizon(upto, this.options.gapWaitMs, now);
+      upto = h.upto;
+      if (!h.limited) break;
+    }
+    return { readable: Math.max(upto, old), bounded: false };
   }
 
   /** Events after `after` (empty: from now on), then each new one, until `signal` aborts. */
@@ -65,7 +99,7 @@ export class EventFeed {
     v.throwIfAny();
     let cursor = after === "" ? await this.store.lastSeq() : await this.position(caller, after, "after");
     while (!signal.aborted) {
-      const upto = await this.store.horizon(cursor, this.options.gapWaitMs, this.now());
+      const { upto } = await this.store.horizon(cursor, this.options.gapWaitMs, this.now());
       if (upto > cursor) {
         let from = cursor;
         for (;;) {

@@ -86,6 +86,20 @@ export interface EndpointAttention {
   lastError: { at: Date; statusCode: number | null; error: string | null } | null;
 }
 
+/** The fields of an endpoint an update writes (absent: left as they are). */
+export type EndpointChanges = Partial<Pick<WebhookEndpoint, "url" | "description" | "eventTypes" | "secret" | "status">>;
+
+/** How far the feed can be read (WebhookStore.horizon). */
+export interface Horizon {
+  /** The last seq that can be read without missing one. */
+  upto: number;
+  /**
+   * True when the window ended at its row limit (more events follow, read on from `upto`);
+   * false when it ended at a gap not yet settled or at the last event.
+   */
+  limited: boolean;
+}
+
 export type ReplayTarget = { eventId: string } | { failedSince: Date };
 
 export interface WebhookStore {
@@ -97,7 +111,13 @@ export interface WebhookStore {
    * succeeded since), have deliveries being retried, or had a delivery fail since `since`.
    */
   endpointsNeedingAttention(environmentId: string, since: Date): Promise<EndpointAttention[]>;
-  updateEndpoint(e: WebhookEndpoint): Promise<void>;
+  /**
+   * Writes only the fields `changes` names (and updated_at) to the endpoint, under a row lock on
+   * it; when its status really changes, its deliveries flip in the same transaction (disabled:
+   * pending ones are held; enabled: held ones are due at `at`). failing_since is the delivery
+   * worker's and is never written here. Returns the endpoint as it is now (undefined: none).
+   */
+  updateEndpoint(environmentId: string, id: string, changes: EndpointChanges, at: Date): Promise<WebhookEndpoint | undefined>;
   /** Soft-deletes it; its pending deliveries are dropped. False when there is none. */
   deleteEndpoint(environmentId: string, id: string, at: Date): Promise<boolean>;
   /** An endpoint's deliveries, newest first, optionally of one status or one event. */
@@ -141,9 +161,10 @@ export interface WebhookStore {
    * How far events after `afterSeq` (of every environment) can be read without missing one: the
    * end of the run of consecutive seqs, where a missing seq is skipped once an event after it
    * is older than `gapWaitMs` (its transaction rolled back; one still open would be older than
-   * any transaction the service runs).
+   * any transaction the service runs). One window of a bounded number of events: `limited` says
+   * it ended at that bound rather than at a gap or the end.
    */
-  horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number>;
+  horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<Horizon>;
   /** The newest seq of all events (0 when none). */
   lastSeq(): Promise<number>;
   /** Writes events outside any other change (a transaction of their own). */

@@ -126,7 +126,7 @@ export class SqlDeliveryQueue {
    */
   async claimDue(now: Date, limit: number, leaseUntil: Date): Promise<ClaimedDelivery[]> {
     const candidates = await this.sql.query<{ seq: unknown; environment_id: string }[]>(
-      "SELECT seq, environment_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?",
+      "SELECT d.seq, d.environment_id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.environment_id = d.environment_id AND w.id = d.endpoint_id WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND w.status = 'enabled' AND w.deleted_at IS NULL ORDER BY d.next_attempt_at LIMIT ?",
       [dbTime(now), limit],
     );
     const out: ClaimedDelivery[] = [];
@@ -146,10 +146,22 @@ export class SqlDeliveryQueue {
     const token = randomBase62(24);
     const claimed = await this.sql.transactionReadCommitted(async (em) => {
       const lock = this.sql.dialect === "mysql" ? " FOR UPDATE SKIP LOCKED" : "";
-      const rows = (await em.query(
+      let rows = (await em.query(
         `SELECT seq, id, attempts, event_created_at FROM webhook_deliveries WHERE environment_id = ? AND seq IN (${seqs.map(() => "?").join(", ")}) AND status = 'pending' AND next_attempt_at <= ?${lock}`,
         [environmentId, ...seqs, dbTime(now)],
       )) as { seq: unknown; id: string; attempts: unknown; event_created_at: unknown }[];
+      if (rows.length === 0) return [];
+      // Only deliveries of enabled endpoints (a plain read: a disable committing after it waits
+      // for these rows' locks, then holds them, and their attempt's record keeps them held).
+      const enabled = new Set(
+        (
+          (await em.query(
+            `SELECT d.seq FROM webhook_deliveries d JOIN webhook_endpoints w ON w.environment_id = d.environment_id AND w.id = d.endpoint_id WHERE d.environment_id = ? AND d.seq IN (${rows.map(() => "?").join(", ")}) AND w.status = 'enabled' AND w.deleted_at IS NULL`,
+            [environmentId, ...rows.map((r) => Number(r.seq))],
+          )) as { seq: unknown }[]
+        ).map((r) => Number(r.seq)),
+      );
+      rows = rows.filter((r) => enabled.has(Number(r.seq)));
       if (rows.length === 0) return [];
       await em.query(`UPDATE webhook_deliveries SET lease_token = ?, next_attempt_at = ? WHERE environment_id = ? AND seq IN (${rows.map(() => "?").join(", ")})`, [
         token,
@@ -234,8 +246,10 @@ export class SqlDeliveryQueue {
           if (outcome.status === "succeeded") continue;
           const a = outcome.attempt;
           const at = dbTime(a.attemptedAt);
+          // A delivery held meanwhile (its endpoint was disabled while this attempt was out) stays
+          // held: it is sent again only once the endpoint is enabled.
           p.defer([
-            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE environment_id = ? AND seq = ?",
+            "UPDATE webhook_deliveries SET status = CASE WHEN status = 'held' THEN 'held' ELSE ? END, attempts = attempts + 1, next_attempt_at = ?, lease_token = NULL, last_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ? WHERE environment_id = ? AND seq = ?",
             [outcome.status, dbTime(outcome.nextAttemptAt ?? a.attemptedAt), at, a.statusCode, a.error, at, env, claim.seq],
           ]);
         }

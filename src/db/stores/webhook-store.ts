@@ -5,7 +5,19 @@
  */
 import type { EntityManager } from "typeorm";
 import type { EventEncoder, EventType, NewEvent, StoredEvent } from "../../billing/events/types.js";
-import type { AttemptOutcome, ClaimedDelivery, Delivery, DeliveryAttempt, DeliveryStatus, EndpointAttention, ReplayTarget, WebhookEndpoint, WebhookStore } from "../../billing/events/webhooks.js";
+import type {
+  AttemptOutcome,
+  ClaimedDelivery,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  EndpointAttention,
+  EndpointChanges,
+  Horizon,
+  ReplayTarget,
+  WebhookEndpoint,
+  WebhookStore,
+} from "../../billing/events/webhooks.js";
 import { newId } from "../../billing/ids.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
 import type { Entities } from "../entities/index.js";
@@ -106,21 +118,38 @@ export class SqlWebhookStore implements WebhookStore {
     return out;
   }
 
-  async updateEndpoint(e: WebhookEndpoint): Promise<void> {
-    await this.retried(async (em) => {
-      await em.query("UPDATE webhook_endpoints SET url = ?, description = ?, event_types = ?, secret = ?, status = ?, failing_since = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL", [
-        e.url,
-        e.description,
-        JSON.stringify(e.eventTypes),
-        e.secret,
-        e.status,
-        e.failingSince ? dbTime(e.failingSince) : null,
-        dbTime(e.updatedAt),
-        e.id,
-      ]);
+  /**
+   * The endpoint's row is locked first (FOR UPDATE: a fan-out holding it shared, a replay or
+   * another update waits), then only the named columns are written: a rotate or an update never
+   * writes back a status or failing_since it read earlier. The held/pending flip runs only when
+   * the status really changes, in the same transaction as the row it follows.
+   */
+  async updateEndpoint(environmentId: string, id: string, changes: EndpointChanges, at: Date): Promise<WebhookEndpoint | undefined> {
+    const lock = this.sql.dialect === "mysql" ? " FOR UPDATE" : "";
+    const select = `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE environment_id = ? AND id = ? AND deleted_at IS NULL`;
+    return this.retried(async (em) => {
+      const [before] = (await em.query(`${select}${lock}`, [environmentId, id])) as EndpointRaw[];
+      if (!before) return undefined;
+      const sets: string[] = ["updated_at = ?"];
+      const params: unknown[] = [dbTime(at)];
+      const set = (column: string, value: unknown) => {
+        sets.push(`${column} = ?`);
+        params.push(value);
+      };
+      if (changes.url !== undefined) set("url", changes.url);
+      if (changes.description !== undefined) set("description", changes.description);
+      if (changes.eventTypes !== undefined) set("event_types", JSON.stringify(changes.eventTypes));
+      if (changes.secret !== undefined) set("secret", changes.secret);
+      const flip = changes.status !== undefined && changes.status !== before.status;
+      if (flip) set("status", changes.status);
+      await em.query(`UPDATE webhook_endpoints SET ${sets.join(", ")} WHERE environment_id = ? AND id = ?`, [...params, environmentId, id]);
       // A disabled endpoint's pending deliveries are held (not attempted) until it is enabled again.
-      if (e.status === "disabled") await em.query("UPDATE webhook_deliveries SET status = 'held' WHERE endpoint_id = ? AND status = 'pending'", [e.id]);
-      else await em.query("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ? WHERE endpoint_id = ? AND status = 'held'", [dbTime(e.updatedAt), e.id]);
+      if (flip && changes.status === "disabled")
+        await em.query("UPDATE webhook_deliveries SET status = 'held' WHERE environment_id = ? AND endpoint_id = ? AND status = 'pending'", [environmentId, id]);
+      else if (flip)
+        await em.query("UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ? WHERE environment_id = ? AND endpoint_id = ? AND status = 'held'", [dbTime(at), environmentId, id]);
+      const [after] = (await em.query(select, [environmentId, id])) as EndpointRaw[];
+      return after ? endpointFromRow(after) : undefined;
     });
   }
 
@@ -175,8 +204,9 @@ export class SqlWebhookStore implements WebhookStore {
    */
   async replay(endpoint: WebhookEndpoint, target: ReplayTarget, at: Date): Promise<number> {
     const t = dbTime(at);
-    const status = endpoint.status === "enabled" ? "pending" : "held";
-    const ignore = this.sql.dialect === "mysql" ? "INSERT IGNORE" : "INSERT OR IGNORE";
+    const mysql = this.sql.dialect === "mysql";
+    const ignore = mysql ? "INSERT IGNORE" : "INSERT OR IGNORE";
+    let status = "pending";
     const insert = async (em: EntityManager, rows: { eventId: string; replayOf: string }[]) => {
       let n = 0;
       for (const part of chunks(rows, 200)) {
@@ -191,6 +221,14 @@ export class SqlWebhookStore implements WebhookStore {
     // The latest deliveries: those no other delivery replays.
     const latest = "NOT EXISTS (SELECT 1 FROM webhook_deliveries r WHERE r.endpoint_id = d.endpoint_id AND r.event_id = d.event_id AND r.replay_of = d.id)";
     return this.retried(async (em) => {
+      // The endpoint's status as it is now, held shared until the commit: an update that disables
+      // or enables it meanwhile waits, then flips what this wrote (the caller's read may be stale).
+      const [ep] = (await em.query(`SELECT status FROM webhook_endpoints WHERE environment_id = ? AND id = ? AND deleted_at IS NULL${mysql ? " LOCK IN SHARE MODE" : ""}`, [
+        endpoint.environmentId,
+        endpoint.id,
+      ])) as { status: string }[];
+      if (!ep) return 0;
+      status = ep.status === "enabled" ? "pending" : "held";
       if ("eventId" in target) {
         const [ev] = (await em.query("SELECT id FROM events WHERE environment_id = ? AND id = ?", [endpoint.environmentId, target.eventId])) as { id: string }[];
         if (!ev) return 0;
@@ -199,8 +237,13 @@ export class SqlWebhookStore implements WebhookStore {
           status: string;
         }[];
         if (d && (d.status === "pending" || d.status === "held")) {
-          // Not delivered yet: sent now, with a fresh retry window from now (event_created_at is its start).
-          await em.query("UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE id = ?", [status, t, t, t, d.id]);
+          // Not delivered yet: sent now, with a fresh retry window from now (event_created_at is its
+          // start). One a worker is sending (its lease still runs) is left alone: it is being sent
+          // already, and clearing its lease would drop that attempt's record and send it again.
+          await em.query(
+            "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_token = NULL, event_created_at = ?, updated_at = ? WHERE id = ? AND (lease_token IS NULL OR next_attempt_at <= ?)",
+            [status, t, t, t, d.id, t],
+          );
         } else {
           // The endpoint's first delivery of the event (it was created later, or filtered the type out), or a replay.
           await insert(em, [{ eventId: ev.id, replayOf: d ? d.id : "" }]);
@@ -247,16 +290,17 @@ export class SqlWebhookStore implements WebhookStore {
     return rows.map(eventFromRow);
   }
 
-  async horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<number> {
-    const rows = await this.sql.query<{ seq: unknown; created_at: unknown }[]>("SELECT seq, created_at FROM events WHERE seq > ? ORDER BY seq LIMIT 2000", [afterSeq]);
+  async horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<Horizon> {
+    const window = 2000;
+    const rows = await this.sql.query<{ seq: unknown; created_at: unknown }[]>("SELECT seq, created_at FROM events WHERE seq > ? ORDER BY seq LIMIT ?", [afterSeq, window]);
     const settled = now.getTime() - gapWaitMs;
     let upto = afterSeq;
     for (const r of rows) {
       const seq = Number(r.seq);
-      if (seq !== upto + 1 && fromDbTime(r.created_at).getTime() > settled) break;
+      if (seq !== upto + 1 && fromDbTime(r.created_at).getTime() > settled) return { upto, limited: false };
       upto = seq;
     }
-    return upto;
+    return { upto, limited: rows.length === window };
   }
 
   async lastSeq(): Promise<number> {
