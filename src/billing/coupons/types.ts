@@ -48,4 +48,6 @@ export interface BookingDiscount {
   /** In the invoice's currency (a coupon of another currency is not offered). */
   amountOff: string | null;
   appliesToRateCodes: readonly string[];
+  /** The coupon's duration, when known: a proration credit passes only through discounts that are not "once" (updates.ts). */
+  duration?: CouponDuration;
 }

@@ -16,7 +16,8 @@
  * - A voided invoice keeps what it spent (as Stripe does): voiding does not restore credit.
  * - A credit purchase's invoice is never paid with credit.
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
- *   the unused time) go to the subject's balance (DESIGN §13): each a promotional grant of
+ *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's less what the
+ *   subscription's discounts would take of it as a charge (discountsOnLines): each a promotional grant of
  *   priority 50 for no rate in particular, without expiry, with a "proration" ledger entry
  *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
@@ -27,12 +28,13 @@
  *   read the same keys.
  */
 import type { ChargedRates } from "../catalog/addons.js";
+import { bookTotals } from "../invoicing/booking.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
 import type { CreditApplication, CreditGrant } from "../credits/types.js";
 import { AbortedError } from "../errors.js";
 import { creditGrantEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
-import { ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import type { BillingStores, BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
@@ -127,6 +129,23 @@ export async function previewCredits(stores: BillingStores, inv: Invoice, at: Da
   if (!payable(inv)) return withApplications(inv, []);
   const grants = await stores.transaction(async (tx) => (tx.credits ? tx.credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at) : []));
   return withApplications(inv, allocateCredits(chargeLines(inv), inv.total, grants));
+}
+
+/**
+ * What the subscription's discounts take of each line of `mirror` (an invoice of `draft` status,
+ * never written: a change's proration credit as the charge it undoes, updates.ts) at `at`: the
+ * discounts that would apply to an invoice of those lines now, in their order and on their rate
+ * codes, as booking takes them (../invoicing/booking.ts), with the names of those that took
+ * something; "once" ones left out (one is spent on one invoice, and a credit is none); nothing
+ * without booking (the in-memory fake). Nothing is locked or recorded.
+ */
+export async function discountsOnLines(tx: BillingTx, mirror: Invoice, at: Date): Promise<{ amount: Decimal; names: string[] }[]> {
+  const none = () => mirror.lines.map(() => ({ amount: ZERO, names: [] }));
+  if (!tx.booking) return none();
+  const discounts = (await tx.booking.discountsFor({ ...mirror, status: "draft" }, at)).filter((d) => d.duration !== "once");
+  if (discounts.length === 0) return none();
+  const booked = bookTotals({ lines: chargeLines(mirror), discounts, ratesPerLine: [], exempt: "none" });
+  return booked.lines.map((l) => ({ amount: l.discountAmounts.reduce((a, d) => a.plus(dec(d.amount)), ZERO), names: l.discountAmounts.map((d) => d.name) }));
 }
 
 /**

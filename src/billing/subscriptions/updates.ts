@@ -6,7 +6,9 @@
  *   part of the current period left (proration.ts), netted per call: a positive net is one
  *   invoice charged now (finalized at once, settled like a rate-card upgrade; without a card on
  *   file it stays open, as a cycle's invoice does), taking carried credits first; a negative net
- *   is carried as credit to the next invoices (never making one negative).
+ *   goes to the subject's balance as credit for the next invoices, less what the subscription's
+ *   discounts (not "once" ones) would take of it as a charge (the credit for unused time is
+ *   discounted as its charge was: an increase then the same decrease nets to zero).
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
@@ -21,12 +23,13 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { fixedLine } from "../invoicing/lines.js";
 import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js";
-import { dec } from "../money.js";
+import { dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
 import { checkCommitment, pendingCommitment } from "./commitments.js";
-import { grantProrationCredits } from "./credit-application.js";
+import { discountsOnLines, grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
+import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
 import { type RateChange, type TermsOf, chargedAfterUnbilled, chargedTerms, cycleCharge, netOfChange, prorationLines, remainingPart, sameEntries, sameTerms, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
@@ -136,7 +139,8 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...credits], now);
+        const own = credits.length > 0 ? netOfChange(await this.lessDiscounts(tx, s, card, lines, now)).credits : [];
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const credited = invoice ? withCredits(invoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const updated: Subscription = {
@@ -158,6 +162,25 @@ export class TermUpdates {
     await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
     // The invoice as settling left it (paid, or open after a declined charge or without a card on file).
     return { ...done, prorationInvoice: (await this.engine.stores.invoices.get(caller.environmentId, done.prorationInvoice.id)) ?? done.prorationInvoice };
+  }
+
+  /**
+   * A change's proration `lines` (netting to a credit) as the subscription's discounts leave them:
+   * each less what the discounts that apply now (not "once" ones) would take of it as a charge
+   * (credit-application.ts discountsOnLines), so the credit for unused time is discounted as its
+   * charge was and an increase then the same decrease nets to zero; a line left at 0 is dropped.
+   */
+  private async lessDiscounts(tx: BillingTx, s: Subscription, card: RateCard, lines: readonly BillLine[], at: Date): Promise<BillLine[]> {
+    const mirrored = lines.map((l) => ({ ...l, unitAmount: l.unitAmount.neg(), amount: l.amount.neg() }));
+    const mirror = this.engine.builder.newInvoice(s, card, "proration-credit", mirrored, at, s.periodEnd, at, { finalizesAt: s.periodEnd });
+    const off = await discountsOnLines(tx, mirror, at);
+    return lines.flatMap((l, i) => {
+      const taken = off[i];
+      if (!taken || taken.amount.isZero()) return [l];
+      const amount = l.amount.plus(taken.amount);
+      const less = `${l.description}, less ${taken.names.join(", ")}: ${displayMoney(formatDecimal(taken.amount), mirror.currency)}`;
+      return amount.isZero() ? [] : [{ ...l, amount, description: less }];
+    });
   }
 
   /**

@@ -110,14 +110,27 @@ async function couponsById(em: EntityManager, environmentId: string, ids: string
 
 /** Whether discount `d` of coupon `c` discounts `inv` finalized at `at` (see discountsFor). */
 function applies(d: Discount, c: Coupon, inv: Invoice, at: Date): boolean {
-  if (d.status !== "active") return false;
+  // A "repeating" one marked ended (by an invoice dated at or past its end) still discounts an
+  // invoice dated before its end that is booked afterwards: its own `at` decides, not the mark.
+  if (d.status === "removed" || (d.status === "ended" && c.duration !== "repeating")) return false;
   if (c.duration === "once" && d.invoicesDiscounted > 0) return false;
   if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) return false;
   return c.amountOff === null || c.amountOff.currency === inv.currency;
 }
 
+/** Whether a discount row may still discount an invoice: active, or a "repeating" one (it has an end) marked ended, which the invoice's `at` then decides. */
+const live = (r: Pick<DiscountRow, "status" | "ends_at">): boolean => r.status === "active" || (r.status === "ended" && r.ends_at !== null);
+
+/** The where clauses of live rows (see `live`) matching `where`. */
+function liveWhere(where: FindOptionsWhere<DiscountRow>): FindOptionsWhere<DiscountRow>[] {
+  return [
+    { ...where, status: "active" },
+    { ...where, status: "ended", ends_at: Not(IsNull()) },
+  ];
+}
+
 /**
- * The active discounts of `inv`'s subscription and subject, oldest first. For a finalization on
+ * The live discounts (see `live`) of `inv`'s subscription and subject, oldest first. For a finalization on
  * MySQL they are then locked by ID (record locks only: a locking read over the secondary index
  * would lock its gaps too, and deadlock with other subscriptions' discounts being written) and read
  * again as the lock found them. `candidates`: the IDs discountCandidates found for its batch,
@@ -129,8 +142,8 @@ async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: bool
   if (ids === undefined) {
     const rows = await em.find<DiscountRow>("Discount", {
       where: [
-        { environment_id: inv.environmentId, subscription_id: inv.subscriptionId, status: "active" },
-        { environment_id: inv.environmentId, subscription_id: IsNull(), subject_id: inv.subjectId, status: "active" },
+        ...liveWhere({ environment_id: inv.environmentId, subscription_id: inv.subscriptionId }),
+        ...liveWhere({ environment_id: inv.environmentId, subscription_id: IsNull(), subject_id: inv.subjectId }),
       ],
       order: { seq: "ASC" },
     });
@@ -139,23 +152,23 @@ async function activeDiscounts(em: EntityManager, inv: Invoice, finalizing: bool
   }
   if (ids.length === 0) return [];
   const locked = await em.find<DiscountRow>("Discount", { where: { environment_id: inv.environmentId, id: In([...ids]) }, order: { seq: "ASC" }, lock });
-  return locked.filter((r) => r.status === "active").map(discountFromRow);
+  return locked.filter(live).map(discountFromRow);
 }
 
 /**
  * What activeDiscounts would find first of each of `list` (invoices of environment
- * `environmentId`), in one read: the IDs of the active discounts of its subscription or (of no
- * subscription) of its subject, oldest first, keyed by invoice ID. A discount only leaves
- * `active` while invoices are booked, so those found active later are among these: activeDiscounts
- * reads them again by ID (locked when finalizing) as they are then, and keeps the active ones.
+ * `environmentId`), in one read: the IDs of the live discounts of its subscription or (of no
+ * subscription) of its subject, oldest first, keyed by invoice ID. A discount only stops being
+ * live while invoices are booked, so those found live later are among these: activeDiscounts
+ * reads them again by ID (locked when finalizing) as they are then, and keeps the live ones.
  */
 export async function discountCandidates(em: EntityManager, environmentId: string, list: readonly Invoice[]): Promise<Map<string, string[]>> {
   if (list.length === 0) return new Map();
   const rows = await em.find<DiscountRow>("Discount", {
     select: { id: true, subscription_id: true, subject_id: true, seq: true },
     where: [
-      { environment_id: environmentId, subscription_id: In([...new Set(list.map((i) => i.subscriptionId))]), status: "active" },
-      { environment_id: environmentId, subscription_id: IsNull(), subject_id: In([...new Set(list.map((i) => i.subjectId))]), status: "active" },
+      ...liveWhere({ environment_id: environmentId, subscription_id: In([...new Set(list.map((i) => i.subscriptionId))]) }),
+      ...liveWhere({ environment_id: environmentId, subscription_id: IsNull(), subject_id: In([...new Set(list.map((i) => i.subjectId))]) }),
     ],
     order: { seq: "ASC" },
   });
@@ -164,11 +177,13 @@ export async function discountCandidates(em: EntityManager, environmentId: strin
 }
 
 /**
- * The discounts that apply to `inv` becoming open at `at`, in the order they apply: the active
+ * The discounts that apply to `inv` becoming open at `at`, in the order they apply: the live
  * discounts of its subscription, then of its subject, each oldest first; a "once" one only if it
- * discounted no invoice yet, a "repeating" one only while `at` is before its end, an amount
- * coupon only on an invoice of its currency. For an open invoice (a finalization) the rows are
- * locked until the transaction ends, and a "repeating" discount found past its end is marked ended.
+ * discounted no invoice yet, a "repeating" one only while `at` (the invoice's own date) is before
+ * its end, whatever an invoice booked before it marked (a batch or a later run may book an earlier-
+ * dated invoice after a later-dated one), an amount coupon only on an invoice of its currency.
+ * For an open invoice (a finalization) the rows are locked until the transaction ends, and a
+ * "repeating" discount found past its end is marked ended (what the API shows; not what decides).
  * `candidates`: the invoice's of discountCandidates (its batch's read), else read here.
  */
 export async function discountsFor(em: EntityManager, inv: Invoice, at: Date, candidates?: readonly string[]): Promise<BookingDiscount[]> {
@@ -184,7 +199,7 @@ export async function discountsFor(em: EntityManager, inv: Invoice, at: Date, ca
     if (!c) continue;
     if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) over.push(d.id);
     if (!applies(d, c, inv, at)) continue;
-    out.push({ discountId: d.id, couponId: c.id, name: c.name, percentOff: c.percentOff, amountOff: c.amountOff?.value ?? null, appliesToRateCodes: c.appliesToRateCodes });
+    out.push({ discountId: d.id, couponId: c.id, name: c.name, percentOff: c.percentOff, amountOff: c.amountOff?.value ?? null, appliesToRateCodes: c.appliesToRateCodes, duration: c.duration });
   }
   if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(over)})`, [inv.environmentId, ...over]);
   return out;
