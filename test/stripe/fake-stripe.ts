@@ -42,6 +42,10 @@
  *   nothing left: `charge_already_refunded`.
  * - Unknown parameters (nested ones too) and wrongly typed ones: 400 `invalid_request_error`
  *   naming the parameter as Stripe does (`address[planet]`).
+ * - Accounts: `fake.setAccount(secretKey, "acct_…")` puts a key's requests in another account
+ *   (every other key: one default account). A customer belongs to the account that made it: under
+ *   another account's key it is 404 `resource_missing` "No such customer" (retrieve, update,
+ *   Checkout, PaymentIntents) and absent from lists; idempotency keys are per account.
  * - Events are sent as they happen (webhooks after the answer, as Stripe may);
  *   `completeCheckout`/`completeAuthentication` wait for their deliveries; `settle()` waits for all.
  *   Webhook POSTs time out after 10 s (delivery status "error").
@@ -55,7 +59,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
-import { FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
+import { DEFAULT_ACCOUNT, FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
 import { cancelPaymentIntent, completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, expireSession, listPaymentIntents, listSessions, paymentIntent } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
@@ -93,6 +97,12 @@ export interface FakeStripe {
   /** Requests that Stripe's schema refused (answered 400; stop() throws if there are any, unless `invalidRequestsExpected`). */
   invalidRequests(): string[];
   state: FakeStripeState;
+  /**
+   * Requests with `secretKey` are made in `accountId` (every other key: one default account).
+   * Customers and idempotency keys belong to an account: another account's key is answered
+   * "No such customer" (404 resource_missing) for them, and replays none of its keys' answers.
+   */
+  setAccount(secretKey: string, accountId: string): void;
 }
 
 export interface FakeStripeOptions {
@@ -204,6 +214,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   const drift: string[] = [];
   const invalidRequests: string[] = [];
   const piKeys = new Map<string, string | null>();
+  const accounts = new Map<string, string>();
   let stopped = false;
   hooks.check = (event) => {
     const inner = checker.object(String(event.data.object.object), event.data.object).map((p) => `data.object${p}`);
@@ -233,6 +244,9 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     const raw = method === "GET" ? decodeForm(url.search.slice(1)) : decodeForm(await readBody(req));
     const checked = checker.request(operation, raw);
     const key = method === "POST" ? ((req.headers["idempotency-key"] as string | undefined) ?? null) : null;
+    const account = accounts.get(auth.replace(/^Bearer /, "")) ?? DEFAULT_ACCOUNT;
+    // Stripe keeps idempotency keys per account.
+    const idemKey = `${account}\u0000${key}`;
     const record = (status: number, replayed: boolean, params: Obj) => requests.push({ method, path: url.pathname, operation, params, idempotencyKey: key, status, replayed });
     if (checked.problems.length > 0) {
       invalidRequests.push(`${operation}: ${checked.problems.join("; ")}`);
@@ -243,7 +257,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     const params = checked.value as Obj;
     const fingerprint = `${operation} ${url.pathname} ${JSON.stringify(params)}`;
     if (key) {
-      const prior = idem.get(key);
+      const prior = idem.get(idemKey);
       if (prior && prior.params !== fingerprint) {
         record(400, false, params);
         return send(res, 400, {
@@ -261,6 +275,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     const emitted: { type: string; object: Obj }[] = [];
     let status = 200;
     let body: Obj;
+    st.account = account;
     try {
       body = structuredClone(route.handler(params, pathArgs, { emit: (type, object) => emitted.push({ type, object: structuredClone(object) }) }));
       if (body.object === "payment_intent" && operation === "POST /v1/payment_intents") piKeys.set(body.id, key);
@@ -269,6 +284,8 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       status = e.status;
       body = { error: e.error };
       if (e.error.payment_intent?.id) piKeys.set(e.error.payment_intent.id, key);
+    } finally {
+      st.account = undefined;
     }
     if (options.tamper) body = options.tamper(operation, body);
     const problems = checker.response(operation, status, body);
@@ -277,7 +294,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       record(500, false, params);
       return send(res, 500, { error: { type: "api_error", message: `The fake Stripe's answer drifted from Stripe's schema (${operation} ${status}): ${problems.join("; ")}` } });
     }
-    if (key && status !== 400) idem.set(key, { operation, params: fingerprint, status, body });
+    if (key && status !== 400) idem.set(idemKey, { operation, params: fingerprint, status, body });
     record(status, false, params);
     send(res, status, body);
     setImmediate(() => {
@@ -333,6 +350,9 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     requests: () => [...requests],
     drift: () => [...drift],
     invalidRequests: () => [...invalidRequests],
+    setAccount(secretKey, accountId) {
+      accounts.set(secretKey, accountId);
+    },
   };
 
   const server = createServer((req, res) => {

@@ -36,8 +36,19 @@ function mergeMetadata(old: Obj, patch: unknown): Obj {
 }
 const nullable = <T>(v: T | undefined | ""): T | null => (v === undefined || v === "" ? null : v);
 
+/** The account of every key not given one (fake.setAccount): the tests of one account need nothing else. */
+export const DEFAULT_ACCOUNT = "acct_fake";
+
 export class FakeStripeState {
   readonly customers = new Map<string, Obj>();
+  /**
+   * The account of the request being served (its key's, fake.setAccount); undefined outside a
+   * request (the checkout page, the control API). Customers belong to the account that made them:
+   * another account's key is answered 404 "No such customer", as Stripe does.
+   */
+  account: string | undefined;
+  /** The account each customer was made in. */
+  readonly accountOfCustomer = new Map<string, string>();
   readonly sessions = new Map<string, Obj>();
   readonly setupIntents = new Map<string, Obj>();
   /** A payment-mode session's `payment_intent_data` (the PaymentIntent its completion makes). */
@@ -77,11 +88,12 @@ export class FakeStripeState {
       test_clock: null,
     };
     this.customers.set(c.id, c);
+    this.accountOfCustomer.set(c.id, this.account ?? DEFAULT_ACCOUNT);
     return c;
   }
   customer(id: string, param = "id"): Obj {
     const c = this.customers.get(id);
-    if (!c) throw missing("customer", id, param);
+    if (!c || (this.account !== undefined && this.accountOfCustomer.get(id) !== this.account)) throw missing("customer", id, param);
     return c;
   }
   updateCustomer(id: string, p: Obj): Obj {
@@ -99,7 +111,8 @@ export class FakeStripeState {
     return c;
   }
   listCustomers(q: Obj): Obj {
-    const all = [...this.customers.values()].filter((c) => q.email === undefined || c.email === q.email).reverse();
+    const mine = (c: Obj) => this.account === undefined || this.accountOfCustomer.get(c.id) === this.account;
+    const all = [...this.customers.values()].filter((c) => mine(c) && (q.email === undefined || c.email === q.email)).reverse();
     return page(all, q, "/v1/customers");
   }
 

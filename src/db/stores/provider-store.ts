@@ -1,7 +1,8 @@
 /**
  * Storage of payment providers' own records (DESIGN §16; migration 30): the subject's customer at
- * a provider (Stripe `cus_…`, one per subject, the first stored wins) and the provider events
- * processed (their writes in a billing transaction: a repeat is told apart by the primary key).
+ * a provider (Stripe `cus_…`, one per subject, the first stored wins; replaced by a new one when
+ * the provider no longer knows it) and the provider events processed (their writes in a billing
+ * transaction: a repeat is told apart by the primary key).
  */
 import type { EntityManager } from "typeorm";
 import type { ProviderEventWrites } from "../../billing/payments/event-writes.js";
@@ -58,6 +59,18 @@ export class SqlProviderStore {
       if (stored !== undefined) return stored;
       throw err;
     }
+  }
+
+  /**
+   * Stores `ref` in place of `replaced` (a customer the provider no longer knows: the environment's
+   * Stripe key moved to another account) if that is still the one stored; answers the one stored
+   * after (a concurrent replacement's, if it came first).
+   */
+  async replaceCustomerRef(environmentId: string, subjectId: string, provider: string, replaced: string, ref: string, at: Date): Promise<string> {
+    await this.sql.run((em) =>
+      em.update(this.entities.ProviderCustomer, { environment_id: environmentId, subject_id: subjectId, provider, customer_ref: replaced }, { customer_ref: ref, created_at: at }),
+    );
+    return (await this.customerRef(environmentId, subjectId, provider)) ?? this.saveCustomerRef(environmentId, subjectId, provider, ref, at);
   }
 
   /** The provider's reference an invoice was paid with (its payment_state), if stored. */

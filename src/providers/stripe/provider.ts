@@ -1,7 +1,9 @@
 /**
  * The Stripe payment provider (DESIGN §16), every call through the official `stripe` library:
  *
- * - startCardSetup: a Checkout Session in setup mode for the subject's customer (customers.ts);
+ * - startCardSetup: a Checkout Session in setup mode for the subject's customer (customers.ts: one
+ *   Stripe does not know under the environment's key, as after a change of the key to another
+ *   Stripe account, is replaced by a new one in the key's account);
  *   Stripe sends the customer back to GET /providers/stripe/return/{environment} (webhooks.ts),
  *   and its `checkout.session.completed` webhook arrives too: both complete it, once (completeSetup).
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
@@ -19,7 +21,7 @@ import type { CancelOutcome, ChargeOutcome, RefundOutcome } from "../../billing/
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
-import { type StripeCustomerStore, StripeCustomers } from "./customers.js";
+import { type StripeCustomerStore, StripeCustomers, isMissingCustomer } from "./customers.js";
 import { UnrepresentableAmount, fromStripeAmount, toStripeAmount } from "./amounts.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
 import { type CompletedPayment, completedPaymentOf, expirePayLinks, startPayment } from "./pay-link.js";
@@ -125,17 +127,16 @@ function inStripeUnits(amount: string, currency: string): number | Unrepresentab
   }
 }
 
-export function stripeProvider(o: StripeProviderOptions): StripeProvider {
-  const stripe = stripeClient(o.secretKey, o.api);
-  const customers = new StripeCustomers(stripe, o.store, o.environmentId);
-  const env = o.environmentId;
-
-  async function startCardSetup(r: CardSetupRequest): Promise<{ url: string; reference: string }> {
-    const customer = await customers.forSubject(r.subjectId);
-    // {CHECKOUT_SESSION_ID} is Stripe's placeholder, filled in when it sends the customer back.
-    const back = `${o.publicBaseUrl()}/providers/stripe/return/${encodeURIComponent(env)}?ref=${encodeURIComponent(r.returnReference)}&session_id={CHECKOUT_SESSION_ID}`;
-    const metadata = { environment_id: env, subject_id: r.subjectId, return_reference: r.returnReference };
-    const session = await stripe.checkout.sessions.create({
+/**
+ * A setup-mode Checkout Session for the subject's customer (customers.ts): one synced earlier by
+ * this process but gone at Stripe since (deleted) is asked for again, and so replaced, once.
+ */
+async function startSetupSession(stripe: Stripe, customers: StripeCustomers, env: string, publicBaseUrl: string, r: CardSetupRequest): Promise<{ url: string; reference: string }> {
+  // {CHECKOUT_SESSION_ID} is Stripe's placeholder, filled in when it sends the customer back.
+  const back = `${publicBaseUrl}/providers/stripe/return/${encodeURIComponent(env)}?ref=${encodeURIComponent(r.returnReference)}&session_id={CHECKOUT_SESSION_ID}`;
+  const metadata = { environment_id: env, subject_id: r.subjectId, return_reference: r.returnReference };
+  const create = (customer: string) =>
+    stripe.checkout.sessions.create({
       mode: "setup",
       customer,
       // Setup mode without a list of method types takes a currency (Stripe shows the methods that fit it).
@@ -145,9 +146,24 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       metadata,
       setup_intent_data: { metadata },
     });
-    if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
-    return { url: session.url, reference: session.id };
+  const customer = await customers.forSubject(r.subjectId);
+  let session: Stripe.Checkout.Session;
+  try {
+    session = await create(customer);
+  } catch (err) {
+    // Synced earlier by this process but gone at Stripe since (deleted): asked again, it is replaced (customers.ts).
+    if (!isMissingCustomer(err) || (err as Stripe.errors.StripeInvalidRequestError).param !== "customer") throw err;
+    customers.forget(customer);
+    session = await create(await customers.forSubject(r.subjectId));
   }
+  if (!session.url) throw new Error(`Stripe gave checkout session ${session.id} no URL`);
+  return { url: session.url, reference: session.id };
+}
+
+export function stripeProvider(o: StripeProviderOptions): StripeProvider {
+  const stripe = stripeClient(o.secretKey, o.api);
+  const customers = new StripeCustomers(stripe, o.store, o.environmentId);
+  const env = o.environmentId;
 
   async function charge(pm: PaymentMethod, amount: string, currency: string, idempotencyKey: string, context?: ChargeContext): Promise<ChargeOutcome> {
     if (pm.provider !== "stripe" || !pm.providerRef || !pm.customerRef) return { ok: false, message: "This card was not saved through Stripe.", code: "payment_method_unknown" };
@@ -241,7 +257,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     kind: "stripe",
     test: isTestKey(o.secretKey),
     stripe,
-    startCardSetup,
+    startCardSetup: (r) => startSetupSession(stripe, customers, env, o.publicBaseUrl(), r),
     // Cards are never typed into our pages with Stripe: startCardSetup sends the customer to Stripe.
     tokenize: () => ({ ok: false, message: "Cards are entered on Stripe's page." }),
     charge,
