@@ -43,6 +43,9 @@ export function pageCsp(formTargets: readonly string[] = []): string {
   return `default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; script-src 'unsafe-hashes' '${PRINT_HASH}'; form-action ${forms}; frame-ancestors 'none'; base-uri 'none'`;
 }
 
+/** Where Stripe's card and payment pages are: a form whose POST is answered with a 303 there (the checkout's, the portal's card form, a hosted invoice's pay link) needs it in form-action. */
+export const STRIPE_CHECKOUT_ORIGIN = "https://checkout.stripe.com";
+
 /** The headers of every page (the hosted pages and the dashboard): see pageCsp. */
 export function pageHeaders(formTargets: readonly string[] = []): Record<string, string> {
   return {

@@ -19,7 +19,7 @@ import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import { type CheckoutSession, type PaymentProvider, amountDueOf } from "../../billing/subscriptions/types.js";
 import type { Logger } from "../../log.js";
 import { type Html, html } from "../html.js";
-import { type Req, type Res, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
+import { type Req, type Res, STRIPE_CHECKOUT_ORIGIN, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
 import { invoiceTitle } from "../pdf/invoice-pdf.js";
 import { sendInvoicePdf } from "../pdf/routes.js";
 import { invoiceHtml } from "./invoice.js";
@@ -63,9 +63,6 @@ ${form}
 ${cancelForm(token)}</main>`;
   page(res, status, s.description, body, provider?.kind === "stripe" ? [...callbackOrigins(s), STRIPE_CHECKOUT_ORIGIN] : callbackOrigins(s));
 }
-
-/** Where Stripe's card page is: the checkout form's POST is answered with a 303 there. */
-const STRIPE_CHECKOUT_ORIGIN = "https://checkout.stripe.com";
 
 /** GET on the cancel address: asks to confirm (a prefetch or a scanner changes nothing). */
 function cancelConfirmPage(res: Res, s: CheckoutSession, token: string): void {

@@ -24,7 +24,7 @@ import type { Logger } from "../../log.js";
 import type { Caller } from "../../billing/tenancy.js";
 import { type CreditReads, LEDGER_PAGE, balancesHtml, ledgerHtml, ledgerOffsetOf, ledgerPager } from "../credits.js";
 import { type Html, html, join } from "../html.js";
-import { type Req, type Res, messagePage, notAllowed, page, readForm, servePages } from "../shell.js";
+import { type Req, type Res, STRIPE_CHECKOUT_ORIGIN, messagePage, notAllowed, page, readForm, servePages } from "../shell.js";
 
 const day = (d: Date) => d.toISOString().slice(0, 10);
 
@@ -147,7 +147,8 @@ ${current}
 ${error ? html`<p class="error" role="alert" id="error">${error}</p>` : ""}
 ${form}
 ${backLink(base)}</main>`;
-  page(res, status, "Replace your card", body);
+  // A provider's own card page (Stripe Checkout): the form's POST is answered with a 303 there, which form-action must allow.
+  page(res, status, "Replace your card", body, v.canReplaceCard && v.cardOnProviderPage ? [STRIPE_CHECKOUT_ORIGIN] : []);
 }
 
 function confirmCancelPage(res: Res, p: OpenPortal, s: PortalSubscription): void {
