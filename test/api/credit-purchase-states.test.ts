@@ -1,10 +1,9 @@
 /**
  * A paid credit grant follows its invoice however the invoice ends (DESIGN §14), on MariaDB and
- * SQLite: paid by another way than the purchase's own charge (a card saved in the customer portal
- * pays the open purchase invoice) activates the grant once, with its ledger entry and
- * `credit_grant.activated`; voided or marked uncollectible through the API, or declined when a card
- * saved in the portal is tried on it (void at once, as the purchase's own charge: never retried on
- * the dunning schedule), the grant fails and grants nothing;
+ * SQLite: a card saved in the customer portal is never tried on a purchase awaiting its checkout
+ * (the customer's decision: dunning's retrySubject leaves it), whose completion then charges it
+ * and activates the grant once, with its ledger entry and `credit_grant.activated`; voided or
+ * marked uncollectible through the API, the grant fails and grants nothing;
  * a purchase waiting for its payment is voided, not credited (a credit note is refused).
  */
 import test from "ava";
@@ -24,23 +23,25 @@ const ledgerOf = async (s: Scenario): Promise<[string, string][]> => ((await s.c
 async function pendingPurchase(s: Scenario): Promise<Json> {
   const r = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("700"), category: "paid", checkout_callback_urls: CALLBACKS });
   if (r.credit_grant.status !== "pending_payment") throw new Error(`purchase: ${JSON.stringify(r)}`);
-  return r.credit_grant;
+  return { ...r.credit_grant, checkoutUrl: r.checkout_url };
 }
 
 for (const store of STORES) {
   const server = useServer(store);
 
-  test(`${store}: a purchase invoice paid by a card saved in the portal activates its grant, once`, async (t) => {
+  test(`${store}: a card saved in the portal leaves a purchase awaiting its checkout; the checkout's completion activates its grant, once`, async (t) => {
     const s = await Scenario.start(server, AT);
     const grant = await pendingPurchase(s);
     await s.saveCardInPortal(CARD_OK);
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "open", attempt_count: 0 });
+    t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "pending_payment" });
+    t.is((await s.payCheckout(grant.checkoutUrl, CARD_OK)).status, 303);
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "paid", amount_due: usd("700") });
     // 7.00 bought = 7.00 granted, with its one ledger entry.
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "active", remaining_amount: usd("700") });
     t.deepEqual(await ledgerOf(s), [["grant", "700"]]);
     const activated = ((await s.call("GET", "/events?types=credit_grant.activated&limit=100")).events as Json[]).filter((e) => e.data.id === grant.id);
     t.is(activated.length, 1);
-    // The checkout it was waiting on can no longer be completed (the purchase is paid).
     const r = await s.call("GET", `/credit-grants?subject_id=${s.subjectId}`);
     t.is((r.credit_grants as Json[]).length, 1);
   });
@@ -65,11 +66,13 @@ for (const store of STORES) {
     t.deepEqual(await ledgerOf(s), []);
   });
 
-  test(`${store}: a card saved in the portal and declined on a purchase invoice voids it as the purchase's own charge does: the grant fails, no retry planned`, async (t) => {
+  test(`${store}: a card declined on a purchase's checkout voids it as the purchase's own charge does: the grant fails, no retry planned`, async (t) => {
     const s = await Scenario.start(server, AT);
     // The default schedule (3, 5 and 7 days) is not a purchase's: it is charged once.
     const grant = await pendingPurchase(s);
-    await s.saveCardInPortal("4000 0000 0000 9995"); // insufficient funds: the portal's card is tried on the open invoice
+    await s.saveCardInPortal("4000 0000 0000 9995"); // insufficient funds: a card saved in the portal is not tried on it (it awaits its checkout)
+    t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "open", attempt_count: 0 });
+    await s.payCheckout(grant.checkoutUrl, "4000 0000 0000 9995"); // the checkout's card, declined when charged
     t.like(await s.call("GET", `/invoices/${grant.invoice_id}`), { status: "void", attempt_count: 1, next_payment_attempt: null });
     t.like(await s.call("GET", `/credit-grants/${grant.id}`), { status: "failed", remaining_amount: usd("0") });
     t.deepEqual(await ledgerOf(s), []);

@@ -18,6 +18,7 @@
  * (purchase-states.ts); declined, the invoice void and the grant failed, in the same transaction
  * (nothing was granted, nothing is owed), never a retry days later.
  */
+import { awaitsCheckout } from "./purchase-states.js";
 import { type DunningWrites, isCollectible, purchaseDecision } from "../payments/dunning.js";
 import { type AttemptResult, recordDecisions } from "../payments/record.js";
 import type { BillingStores } from "../subscriptions/ports.js";
@@ -25,7 +26,7 @@ import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 
 /** How far ahead the charge is planned: longer than any charge takes (as dunning plans a first charge). */
-const PLAN_AHEAD_MS = 60_000;
+export const PLAN_AHEAD_MS = 60_000;
 
 type Tx = Parameters<Parameters<BillingStores["transaction"]>[0]>[0];
 
@@ -68,4 +69,18 @@ export async function chargePurchase(
       return (await recordDecisions(tx, dunning(tx), realNow(), [{ i, d, at }]))[0];
     }),
   );
+}
+
+/**
+ * A purchase whose checkout was cancelled or expired (`message` says which), in that transaction:
+ * read under the invoice's row lock, still awaiting its checkout (awaitsCheckout), it ends as a
+ * declined charge ends it (purchaseDecision, recorded as dunning records it): the invoice void
+ * (`invoice.payment_failed`, `invoice.voided`), the grant failed; no attempt counted, nothing
+ * charged. One charged or planned meanwhile is left as it stands.
+ */
+export async function endUncharged(tx: Tx, environmentId: string, invoiceId: string, message: string, at: Date, realNow: Date): Promise<void> {
+  const i = await dunning(tx).claim(environmentId, invoiceId);
+  if (!i || !isCollectible(i) || !awaitsCheckout(i)) return;
+  const d = purchaseDecision(i, i.attemptCount ?? 0, { ok: false, message, code: "checkout_not_completed" });
+  if (d) await recordDecisions(tx, dunning(tx), realNow, [{ i, d, at }]);
 }

@@ -20,6 +20,16 @@ export function purchasedGrantId(inv: Pick<Invoice, "periodKey" | "subscriptionI
 }
 
 /**
+ * Whether `inv` is a purchase's invoice still awaiting its checkout: never charged, no charge
+ * planned. A purchase charged to the card on file plans its first charge as it is written, a
+ * checkout's as it is completed (purchase.ts), so only a checkout not completed leaves it so: the
+ * customer's decision, which dunning never makes for them (attempts.ts retrySubject).
+ */
+export function awaitsCheckout(inv: Pick<Invoice, "periodKey" | "subscriptionId" | "attemptCount" | "nextPaymentAttempt">): boolean {
+  return purchasedGrantId(inv) !== undefined && (inv.attemptCount ?? 0) === 0 && !inv.nextPaymentAttempt;
+}
+
+/**
  * The grants of the purchases among `moved` (invoices just moved to `to` in this transaction):
  * activated when paid (their ledger entry at `at`), failed when void or uncollectible. Returns the
  * events to emit with the move.

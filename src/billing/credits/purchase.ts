@@ -38,12 +38,15 @@ import { isCollectible } from "../payments/dunning.js";
 import type { AttemptResult } from "../payments/record.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
-import { chargePurchase, dunning } from "./purchase-charge.js";
+import { PLAN_AHEAD_MS, chargePurchase, dunning, endUncharged } from "./purchase-charge.js";
 import { purchasePeriodKey } from "./purchase-states.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
 
 export const newGrantId = (): string => newId("cg");
+
+/** When a purchase's first charge is planned: ahead of `now` by longer than the charge takes (purchase-charge.ts). */
+const firstChargeAt = (now: Date) => new Date(now.getTime() + PLAN_AHEAD_MS);
 
 /** The checkout kind of a credit purchase (its payload: the grant and its invoice). */
 export const CREDIT_CHECKOUT_KIND = "credit" as const;
@@ -125,6 +128,8 @@ export class CreditPurchases {
         const numbered = await finalizeOpen(tx, invoice, now);
         await tx.insertInvoice(numbered);
         await credits(tx).insertGrant(grant);
+        // Charged to the card on file: its first charge planned with it (awaitsCheckout: a purchase unplanned awaits its checkout).
+        if (subject.paymentMethodId) await dunning(tx).planFirsts(grant.environmentId, [{ id: numbered.id, at: firstChargeAt(now) }]);
         await tx.emit([...newInvoiceEvents(numbered), creditGrantEvent("credit_grant.created", grant)]);
       });
     } catch (err) {
@@ -180,10 +185,23 @@ export class CreditPurchases {
    * the purchase can still be paid (its invoice open with something due). A void or
    * mark-uncollectible that came first is seen here, so the checkout is not completed for it;
    * one that comes after the claim waits for that lock or is seen by the charge (purchase-charge.ts).
+   * Claimable, its first charge is planned in that transaction: a completed checkout's purchase no
+   * longer awaits it (awaitsCheckout), and dunning makes the charge should the process die first.
    */
-  async claimable(tx: BillingTx, environmentId: string, payload: CreditPayload): Promise<boolean> {
+  async claimable(tx: BillingTx, environmentId: string, payload: CreditPayload, at: Date): Promise<boolean> {
     const i = await dunning(tx).claim(environmentId, payload.invoiceId);
-    return i !== undefined && isCollectible(i);
+    if (i === undefined || !isCollectible(i)) return false;
+    if ((i.attemptCount ?? 0) === 0) await dunning(tx).planFirsts(environmentId, [{ id: i.id, at: firstChargeAt(at) }]);
+    return true;
+  }
+
+  /**
+   * Its checkout cancelled or found expired, in that transaction: the purchase ends as a declined
+   * one does, its invoice void and its grant failed (purchase-charge.ts endUncharged), unless it
+   * was charged or planned meanwhile. What a card saved later never charges (DESIGN §14).
+   */
+  async end(tx: BillingTx, environmentId: string, payload: CreditPayload, message: string, at: Date): Promise<void> {
+    await endUncharged(tx, environmentId, payload.invoiceId, message, at, this.lookups.engine.now());
   }
 
   /**

@@ -15,7 +15,7 @@ import type { EngineEvents } from "../subscriptions/engine-context.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
-import { purchasesMoved } from "../credits/purchase-states.js";
+import { awaitsCheckout, purchasesMoved } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
@@ -84,7 +84,7 @@ export class Dunning {
    * after its last attempt failed, applies the environment's policy to the subscription. `at`:
    * the attempt's time on the invoice's clock. `dueBy`: a scheduled retry (only if still due by
    * then; a row another runner holds is skipped). Undefined: nothing charged (not collectible, not
-   * due, held elsewhere, or no provider).
+   * due, held elsewhere, no provider, or a purchase awaiting its checkout: never planned either).
    */
   async attempt(ref: Pick<Invoice, "environmentId" | "id">, pm: PaymentMethod | undefined, at: (i: Invoice) => Date, dueBy?: Date): Promise<AttemptResult | undefined> {
     const provider = await this.reads.providerFor(ref.environmentId);
@@ -100,7 +100,7 @@ export class Dunning {
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
-        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || (waitingOn(i) && provider.cancel)) return undefined;
+        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || (waitingOn(i) && provider.cancel) || awaitsCheckout(i)) return undefined;
         // Its last attempt failed and the policy was never applied (the process died): no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
         const n = (i.attemptCount ?? 0) + 1;
@@ -121,7 +121,7 @@ export class Dunning {
   private async planFirsts(environmentId: string, ids: readonly string[], at: (i: Invoice) => Date): Promise<void> {
     await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
-        const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0);
+        const first = (await this.writes(tx).claimAll(environmentId, ids)).filter((i) => isCollectible(i) && (i.attemptCount ?? 0) === 0 && !awaitsCheckout(i));
         await this.writes(tx).planFirsts(
           environmentId,
           first.map((i) => ({ id: i.id, at: at(i) })),
@@ -305,13 +305,13 @@ export class Dunning {
   }
 
   /**
-   * A new card from the portal: the subject's open invoices with something due are charged to it at once
-   * (their next attempt; a payment waiting for the customer cancelled first), at `at` on the subject's clock. Returns how many were paid.
+   * A new card from the portal: the subject's open invoices with something due are charged to it at once (their next attempt; a payment waiting
+   * for the customer cancelled first), at `at` on the subject's clock; never a purchase awaiting its checkout (awaitsCheckout). Returns how many were paid.
    */
   async retrySubject(environmentId: string, subjectId: string, pm: PaymentMethod, at: Date): Promise<number> {
     let paid = 0;
     const { items } = await this.stores.invoices.list(environmentId, { subjectId, status: "open" }, { limit: 100, offset: 0 });
-    for (const i of items.filter(isCollectible)) {
+    for (const i of items.filter((x) => isCollectible(x) && !awaitsCheckout(x))) {
       try {
         if ((await this.attempt(i, pm, () => at))?.decision.status === "paid") paid++;
       } catch (err) {

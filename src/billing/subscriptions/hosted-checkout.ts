@@ -3,8 +3,7 @@
  * saved on the subject, then what the checkout was for happens: a subscription, a rate-card
  * change or a timeline start) and cancelling it. Opening one is checkout.ts.
  */
-import { AbortedError, BillingError, NotFoundError, UnavailableError } from "../errors.js";
-import type { NewEvent } from "../events/types.js";
+import { NotFoundError } from "../errors.js";
 import { newId } from "../ids.js";
 import { type SavedCard, cardSetupReference } from "../payments/provider-events.js";
 import { type Caller, systemCaller } from "../tenancy.js";
@@ -13,6 +12,7 @@ import { type ChargeStanding, chargeAfterCommit, chargeRefused, checkoutInvoiceI
 import type { SubscriptionChanges } from "./changes.js";
 import type { Lookups } from "./lookups.js";
 import { retryingRaces } from "./races.js";
+import { StaleEffect, checkoutEvent, staleOn } from "./hosted-checkout-parts.js";
 import type { CreateSubscriptionInput, Subscriptions } from "./subscribe.js";
 import type { TimelineService } from "./timelines.js";
 import type { BillingTx } from "./ports.js";
@@ -27,10 +27,12 @@ export type PurchaseOutcome = "paid" | "pending" | "ended";
 /** What completes a credit purchase's checkout (src/billing/credits/purchase.ts), set by the wiring. */
 export interface CreditCheckouts {
   outcome(environmentId: string, payload: CreditPayload): Promise<PurchaseOutcome>;
-  /** In the checkout's claiming transaction, under the purchase invoice's row lock: whether it can still be paid. */
-  claimable(tx: BillingTx, environmentId: string, payload: CreditPayload): Promise<boolean>;
+  /** In the checkout's claiming transaction, under the purchase invoice's row lock: whether it can still be paid (then its charge is planned at `at`'s). */
+  claimable(tx: BillingTx, environmentId: string, payload: CreditPayload, at: Date): Promise<boolean>;
   /** Charges the purchase to the saved card; answers where it stands after. */
   completeCheckout(caller: Caller, payload: CreditPayload, paymentMethodId: string, now: Date): Promise<PurchaseOutcome>;
+  /** In the transaction that cancels its open checkout (or finds it expired), under the checkout's lock: the purchase ends as a declined one does, nothing charged. */
+  end(tx: BillingTx, environmentId: string, payload: CreditPayload, message: string, at: Date): Promise<void>;
 }
 
 /**
@@ -60,23 +62,6 @@ interface CheckoutEffect {
   invoiceId: string | undefined;
   write(tx: BillingTx): Promise<unknown>;
   settle(paymentMethodId: string): Promise<unknown>;
-}
-
-/** What a checkout was for can no longer happen (a billing rule refuses it now): the checkout is stale. */
-class StaleEffect extends Error {
-  constructor(override readonly cause: BillingError) {
-    super(cause.message);
-  }
-}
-
-/** Runs `f`; a billing rule's refusal (not a lost race: retried) becomes a StaleEffect (inside a transaction: rolled back). */
-async function staleOn<T>(f: () => Promise<T>): Promise<T> {
-  try {
-    return await f();
-  } catch (err) {
-    if (err instanceof BillingError && !(err instanceof AbortedError) && !(err instanceof UnavailableError)) throw new StaleEffect(err);
-    throw err;
-  }
 }
 
 /** A card to save: typed in (tokenized) or saved on a provider's page (its ids there). */
@@ -117,7 +102,10 @@ export class HostedCheckout {
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     const now = subject ? await this.lookups.nowFor(subject) : this.engine.now();
     const provider = await this.engine.reads.providerFor(session.environmentId);
-    return { session, usable: session.status === "open" && now.getTime() < session.expiresAt.getTime(), now, provider };
+    const usable = session.status === "open" && now.getTime() < session.expiresAt.getTime();
+    // Found expired: its credit purchase ends unpaid (void, its grant failed), never charged later (endPurchase).
+    if (session.kind === "credit" && session.status === "open" && !usable) await this.stores.transaction((tx) => this.endPurchase(tx, session, "The checkout expired: nothing was charged.", now));
+    return { session, usable, now, provider };
   }
 
   /**
@@ -290,12 +278,12 @@ export class HostedCheckout {
     const caller = systemCaller(session.environmentId, (await this.engine.reads.modeOf(session.environmentId)) ?? "test");
     const purchase = session.kind === "credit" ? this.purchases : undefined;
     const attempt = async (): Promise<{ claimed: Finished; pmId: string; effect?: CheckoutEffect }> => {
-      const pmId = newId("pm_card");
+      const [pmId, at] = [newId("pm_card"), await this.lookups.nowFor(subject)];
       const effect = await this.effectOf(caller, session, { ...subject, paymentMethodId: pmId });
       const claimed = await this.stores.transaction(async (tx): Promise<Finished> => {
         const locked = await tx.lockCheckout(session.token);
         if (locked?.status !== "open") return "taken";
-        if (session.kind === "credit" && !(await purchase?.claimable(tx, session.environmentId, session.payload as CreditPayload))) return "stale";
+        if (session.kind === "credit" && !(await purchase?.claimable(tx, session.environmentId, session.payload as CreditPayload, at))) return "stale";
         if (record && !(await record(tx))) return "taken";
         await tx.insertPaymentMethod({
           id: pmId,
@@ -377,24 +365,35 @@ export class HostedCheckout {
     return undefined;
   }
 
-  /** Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to send the customer. */
-  async cancelCheckout(token: string): Promise<string> {
-    const { session } = await this.checkout(token);
-    if (session.status === "open") {
-      await this.stores.transaction(async (tx) => {
-        const locked = await tx.lockCheckout(token);
-        if (locked?.status === "open") await tx.updateCheckoutStatus(session.id, "cancelled", session.environmentId);
-      });
-    }
-    return session.cancelledUrl;
+  /**
+   * Cancels an open checkout (a POST from its page; a GET only asks to confirm); returns where to
+   * send the customer: the cancelled URL; a completed one (paid in another tab) where a completed
+   * checkout lands (landing); `gone` when it was cancelled or expired. A credit purchase's ends
+   * with it, in the same transaction (endPurchase): nothing was charged, and nothing will be.
+   */
+  async cancelCheckout(token: string): Promise<{ redirect: string } | { gone: true }> {
+    const { session, usable, now } = await this.checkout(token);
+    if (session.status === "completed") return { redirect: await this.landing(session) };
+    if (!usable) return { gone: true };
+    const cancelled = await this.stores.transaction(async (tx) => {
+      if ((await tx.lockCheckout(token))?.status !== "open") return false;
+      await tx.updateCheckoutStatus(session.id, "cancelled", session.environmentId);
+      await this.endPurchase(tx, session, "The checkout was cancelled: nothing was charged.", now, true);
+      return true;
+    });
+    if (cancelled) return { redirect: session.cancelledUrl };
+    const after = await this.stores.checkouts.get(token);
+    return after?.status === "completed" ? { redirect: await this.landing(after) } : { gone: true };
   }
-}
 
-/**
- * A checkout's event. `subscription_id` is the subscription a change checkout changes; a subscribe
- * checkout's subscription is created after the checkout completes, with its own `subscription.created`.
- */
-function checkoutEvent(type: "checkout.completed" | "checkout.failed", c: CheckoutSession, failure: string | null): NewEvent {
-  const subscriptionId = c.kind === "change" ? ((c.payload as { subscriptionId?: string }).subscriptionId ?? null) : null;
-  return { type, environmentId: c.environmentId, resource: { kind: "checkout", checkout: c, subscriptionId, failure } };
+  /**
+   * A credit checkout cancelled or found expired while open (checked under its lock, unless
+   * `locked`): its purchase ends as a declined one does (purchase.ts end: the invoice void, the
+   * grant failed), so no card saved later (dunning's retrySubject) charges it.
+   */
+  private async endPurchase(tx: BillingTx, session: CheckoutSession, message: string, at: Date, locked = false): Promise<void> {
+    if (session.kind !== "credit" || !this.purchases) return;
+    if (!locked && (await tx.lockCheckout(session.token))?.status !== "open") return;
+    await this.purchases.end(tx, session.environmentId, session.payload as CreditPayload, message, at);
+  }
 }

@@ -141,7 +141,9 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   if (cancel) {
     // GET asks to confirm; only the POST of its button cancels.
     if (req.method === "GET") return view.usable ? cancelConfirmPage(res, view.session, token) : gonePage(res);
-    return redirect(res, await subs.cancelCheckout(token), "Checkout cancelled");
+    // Only an open checkout is cancelled: one completed (in another tab) lands where a completed one does; cancelled or expired, gone.
+    const cancelled = await subs.cancelCheckout(token);
+    return "gone" in cancelled ? gonePage(res) : redirect(res, cancelled.redirect, view.session.status === "completed" ? "Payment complete" : "Checkout cancelled");
   }
   if (!view.usable) {
     // Completed, its charge waiting for the provider (or refused by it): the page that says so, on every reload (a GET, or the form sent again).
