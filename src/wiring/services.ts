@@ -20,6 +20,7 @@ import { CustomerPortal } from "../billing/subscriptions/portal.js";
 import { Pauses } from "../billing/subscriptions/pauses.js";
 import { type RunProgress, Scheduler, type SchedulerCredits } from "../billing/subscriptions/scheduler.js";
 import { Subscriptions } from "../billing/subscriptions/subscribe.js";
+import { CheckoutPreviews } from "../billing/subscriptions/checkout-preview.js";
 import { Terms } from "../billing/subscriptions/terms.js";
 import { TestClocks } from "../billing/subscriptions/test-clocks.js";
 import { TimelineService } from "../billing/subscriptions/timelines.js";
@@ -77,6 +78,9 @@ export function wireSubscriptions(
   const changes = new SubscriptionChanges(lookups, terms, checkouts);
   const timelines = new TimelineService({ lookups, terms, checkouts, subscriptions, changes });
   const hostedCheckout = new HostedCheckout(lookups, subscriptions, changes, timelines);
+  // What a checkout charges (discounts, tax, credit), shown on its page and as its `amount` when it opens.
+  const checkoutPreviews = new CheckoutPreviews(lookups, subscriptions, changes, timelines);
+  checkouts.amountOf = async (session) => (await checkoutPreviews.preview(session))?.amountDue;
   hostedCheckout.onStale = (c, reason) => log?.warn("checkout not completed: what it was for can no longer happen", { checkout: c.id, kind: c.kind, reason });
   hostedCheckout.onChargeFailed = (c, err) => log?.warn("checkout completed, its charge not made: planned for dunning", { checkout: c.id, kind: c.kind, err });
   hostedCheckout.publicBaseUrl = publicBaseUrl;
@@ -96,7 +100,7 @@ export function wireSubscriptions(
     credits?.runs,
   );
   const clocks = new TestClocks(lookups, scheduler, stopping);
-  return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, scheduler, clocks };
+  return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, checkoutPreviews, invoices, billingStates, portal, scheduler, clocks };
 }
 
 /** Credits (DESIGN §14) over their store; paid grants are bought through invoices and hosted checkouts. */
@@ -181,6 +185,13 @@ function wireOutgoingEvents(db: Database, encode: ReturnType<typeof eventEncoder
  * group commits) and what is told of the real-time scheduler's progress (readiness); `eventOptions`:
  * outgoing events (webhook host guard, usage thresholds).
  */
+/** The usage thresholds' checks (`usage.threshold_crossed` events) over their store. */
+function usageThresholds(db: Database, engine: BillingEngine, eventOptions: EventOptions, log?: Logger): UsageThresholds {
+  return new UsageThresholds(engine, new SqlThresholdStore(db.sql, db.entities), eventOptions.thresholdPercents ?? DEFAULT_THRESHOLD_PERCENTS, eventOptions.thresholdCheckMs ?? 60_000, (id, err) =>
+    log?.error("usage threshold check failed", { subscription: id, err }),
+  );
+}
+
 export function buildServices(
   db: Database,
   publicBaseUrl: () => string,
@@ -243,15 +254,9 @@ export function buildServices(
     finalizeFailed: (id, err) => log?.error("finalizing a draft invoice (or billing an ended subscription's late usage) failed; tried again on the next run", { id, err }),
     resumeFailed: (subscription, err) => log?.error("resuming a paused subscription failed; tried again on the next run", { subscription, err }),
   });
-  const thresholds = new UsageThresholds(
-    engine,
-    new SqlThresholdStore(db.sql, db.entities),
-    eventOptions.thresholdPercents ?? DEFAULT_THRESHOLD_PERCENTS,
-    eventOptions.thresholdCheckMs ?? 60_000,
-    (id, err) => log?.error("usage threshold check failed", { subscription: id, err }),
-  );
+  const thresholds = usageThresholds(db, engine, eventOptions, log);
   const late = creditsInRealTime(db, encode, engine, cardStore, ingest, log, ops.stopping);
-  const { subscriptions, changes, pauses, timelines, hostedCheckout, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
+  const { subscriptions, changes, pauses, timelines, hostedCheckout, checkoutPreviews, invoices, billingStates, portal, clocks, scheduler, lookups, checkouts } = wireSubscriptions(
     engine,
     cardStore,
     publicBaseUrl,
@@ -276,6 +281,7 @@ export function buildServices(
     changes,
     pauses,
     timelines,
+    checkoutPreviews,
     invoices,
     billingStates,
     clocks,

@@ -92,7 +92,7 @@ export function buildHandler({ config, db, services, verifier, idempotencyStore,
   const invoke = createInvoker(specs, interceptors);
   // The PDFs (pages/pdf/routes.ts): REST only, admitted as their resource's Get.
   const rest = createRestGateway(restServices, invoke, log, jsonOptions, pdfRoutes(services.invoices, services.creditNotes));
-  const checkoutPages = createPages(services.hostedCheckout, services.invoices, log, services.dunning);
+  const checkoutPages = createPages(services.hostedCheckout, services.invoices, log, services.dunning, services.checkoutPreviews);
   const portalPages = createPortalPages(services.portal, log, creditReads(services.credits, services.billingStates));
   // The operator dashboard (/dashboard): sessions opened with a secret key, checked by the API's own verifier.
   const operatorSessions = new OperatorSessions(new SqlDashboardSessionStore(db.sql, db.entities), (key) => verifier.verify(key), config.dashboardSessionSeconds * 1000, now);

@@ -336,12 +336,13 @@ export class SubscriptionChanges {
   /**
    * A paid change checkout's change, prepared before the transaction that completes the checkout
    * (hosted-checkout.ts), which writes it (writeSwitch): the checks and invoice of changeRateCard
-   * with a card on file, nothing written but the cycles that ended (caughtUp).
+   * with a card on file, nothing written but the cycles that ended (caughtUp); `readOnly` (its
+   * page's preview, checkout-preview.ts): not even those, a cycle due is refused (CYCLE_CLOSE_DUE).
    */
-  async prepareSwitch(caller: Caller, id: string, input: { rateCardId: string; behavior: string }): Promise<PreparedSwitch> {
+  async prepareSwitch(caller: Caller, id: string, input: { rateCardId: string; behavior: string }, readOnly = false): Promise<PreparedSwitch> {
     const found = await this.lookups.subscription(caller, id);
     const newCard = await this.lookups.cardForNewUse(caller, input.rateCardId);
-    const { current, next, now, plan } = await this.planChange(caller, found, newCard, input.behavior);
+    const { current, next, now, plan } = await this.planChange(caller, found, newCard, input.behavior, readOnly);
     return this.switchOf(current, newCard, next, now, plan.lines);
   }
 

@@ -71,6 +71,13 @@ export function checkUrls(c: CallbackUrls | undefined, v: Violations, why = "thi
 }
 
 export class Checkouts {
+  /**
+   * What completing a checkout about to open would charge now (checkout-preview.ts: discounts,
+   * tax and credit booked as its completion books them; set by the wiring); undefined, or
+   * answering undefined: the amount its opener gives (the raw lines), as it stands.
+   */
+  amountOf: ((session: CheckoutSession) => Promise<string | undefined>) | undefined = undefined;
+
   constructor(
     private readonly lookups: Lookups,
     private readonly publicBaseUrl: () => string,
@@ -97,8 +104,8 @@ export class Checkouts {
     const v = new Violations();
     const callbacks = checkUrls(given, v);
     v.throwIfAny();
-    const due = typeof amountDue === "string" ? dec(amountDue) : amountDue;
-    const tooLarge = amountProblem(due);
+    const raw = typeof amountDue === "string" ? dec(amountDue) : amountDue;
+    const tooLarge = amountProblem(raw);
     if (tooLarge) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${tooLarge}`);
     const session: CheckoutSession = {
       id: newId("cs"),
@@ -110,12 +117,16 @@ export class Checkouts {
       successUrl: callbacks.successUrl,
       cancelledUrl: callbacks.cancelledUrl,
       status: "open",
-      amountDue: formatDecimal(due),
+      amountDue: formatDecimal(raw),
       currency: card.currency ?? "USD",
       description,
       expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
       createdAt: now,
     };
+    // Its `amount`: what completing it now would charge, as its page shows it (a credit purchase's: its invoice's).
+    const booked = session.kind === "credit" ? undefined : await this.amountOf?.(session);
+    if (booked !== undefined && amountProblem(dec(booked))) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${amountProblem(dec(booked))}`);
+    if (booked !== undefined) session.amountDue = formatDecimal(dec(booked));
     await this.lookups.stores.checkouts.insert(session);
     return session;
   }

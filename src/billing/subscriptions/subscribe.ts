@@ -161,7 +161,7 @@ export class Subscriptions {
    * checkout, even for a free plan or a subject with a card on file. Completing it subscribes the
    * subject to the card at quantity 1 for each of the card's own fixed rates (the SDK call has no
    * quantities; catalog add-ons are left out, as they are opt-in) and no multipliers, exactly as
-   * a checkout of POST /subscriptions does. `amount` is the first cycle's fixed charges.
+   * a checkout of POST /subscriptions does. `amount`: what that charges (checkout-preview.ts).
    */
   async checkout(caller: Caller, input: { rateCardId: string; subjectId: string; callbacks?: CallbackUrls }): Promise<{ session: CheckoutSession; url: string }> {
     const v = new Violations();

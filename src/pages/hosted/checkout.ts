@@ -14,6 +14,7 @@
 import { NotFoundError } from "../../billing/errors.js";
 import { displayMoney } from "../../billing/money.js";
 import { NO_PROVIDER_PAGE_MESSAGE, normalizeCallbackUrl } from "../../billing/subscriptions/checkout.js";
+import type { CheckoutPreviews } from "../../billing/subscriptions/checkout-preview.js";
 import type { HostedCheckout, WaitingCharge } from "../../billing/subscriptions/hosted-checkout.js";
 import type { Invoices } from "../../billing/subscriptions/invoices.js";
 import { type CheckoutSession, type PaymentProvider, amountDueOf } from "../../billing/subscriptions/types.js";
@@ -22,6 +23,7 @@ import { type Html, html } from "../html.js";
 import { type Req, type Res, STRIPE_CHECKOUT_ORIGIN, messagePage, notAllowed, originOf, page, readForm, servePages } from "../shell.js";
 import { invoiceTitle } from "../pdf/invoice-pdf.js";
 import { sendInvoicePdf } from "../pdf/routes.js";
+import { dueTodayHtml } from "./checkout-summary.js";
 import { invoiceHtml } from "./invoice.js";
 import { type InvoicePayments, invoicePay } from "./invoice-pay.js";
 
@@ -42,8 +44,9 @@ function cancelForm(token: string): Html {
  * The checkout form. `provider` is the environment's payment provider: its card hint (the test
  * cards, in a test environment) is shown under the field. Without one (a live environment, no
  * processor configured) there is no card field at all: the page says why, and offers only cancel.
+ * `due`: what completing it charges, worked out now (checkout-summary.ts).
  */
-function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, provider: PaymentProvider | undefined, error?: string): void {
+function checkoutPage(res: Res, status: number, s: CheckoutSession, token: string, provider: PaymentProvider | undefined, error?: string, due?: Html): void {
   const hint = provider?.cardHint;
   // A provider with its own card page (Stripe Checkout, DESIGN §16): a button that leads there.
   const form = provider?.startCardSetup
@@ -57,7 +60,7 @@ ${hint ? html`<p class="muted" id="cards">${hint}</p>` : ""}
 </form>`
       : "";
   const body = html`<main><h1>${s.description}</h1>
-<p>Due today: <strong>${displayMoney(s.amountDue, s.currency)}</strong></p>
+${due ?? dueTodayHtml(s, undefined)}
 ${error ? html`<p class="error" role="alert" id="error">${error}</p>` : ""}
 ${form}
 ${cancelForm(token)}</main>`;
@@ -129,7 +132,7 @@ function gonePage(res: Res): void {
 }
 
 /** GET or POST on a checkout (`cancel`: its cancel address). */
-async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string, cancel: boolean): Promise<void> {
+async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string, cancel: boolean, previews?: CheckoutPreviews): Promise<void> {
   let view: Awaited<ReturnType<HostedCheckout["checkout"]>>;
   try {
     view = await subs.checkout(token);
@@ -151,9 +154,12 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
     if (waiting?.refused) return refusedPage(res, view.session, waiting);
     return waiting ? processingPage(res, view.session, waiting) : gonePage(res);
   }
+  // "Due today" is what completing it would charge now (checkout-preview.ts), worked out for the page shown (one that can take a payment).
+  const show = async (status: number, provider: PaymentProvider | undefined, error?: string) =>
+    checkoutPage(res, status, view.session, token, provider, error, dueTodayHtml(view.session, provider ? await previews?.preview(view.session) : undefined));
   // No payment provider (a live environment): 409, no card field, no test-card hints.
-  if (!view.provider) return checkoutPage(res, 409, view.session, token, undefined, NO_PROVIDER_PAGE_MESSAGE);
-  if (req.method === "GET") return checkoutPage(res, 200, view.session, token, view.provider);
+  if (!view.provider) return show(409, undefined, NO_PROVIDER_PAGE_MESSAGE);
+  if (req.method === "GET") return show(200, view.provider);
   // A provider with its own card page: the customer is sent there; its webhook or return completes the checkout.
   const setup = view.provider.startCardSetup ? await subs.startCardSetup(token) : undefined;
   if (setup?.ok) return redirect(res, setup.redirect, "Continue to card entry");
@@ -163,12 +169,12 @@ async function checkout(req: Req, res: Res, subs: HostedCheckout, token: string,
   // Completed with its charge waiting (the provider unreachable) or refused by it: the checkout's own page says so (processingPage, refusedPage).
   if (result.ok) return redirect(res, result.redirect, "cancelled" in result ? "Payment not completed" : "pending" in result ? "Payment status" : "Payment complete");
   if (result.gone) return gonePage(res);
-  if (result.noProvider) return checkoutPage(res, 409, view.session, token, undefined, result.message);
-  return checkoutPage(res, 402, view.session, token, view.provider, result.message);
+  if (result.noProvider) return show(409, undefined, result.message);
+  return show(402, view.provider, result.message);
 }
 
 /** Handles the hosted checkout and invoice routes; returns false for any other path. */
-export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger, dunning?: InvoicePayments) {
+export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logger, dunning?: InvoicePayments, previews?: CheckoutPreviews) {
   const handle = async (req: Req, res: Res, path: string): Promise<void> => {
     const inv = /^\/hosted\/invoices\/([0-9A-Za-z]{16,64})(\/pdf|\/pay)?$/.exec(path);
     if (inv) {
@@ -186,7 +192,7 @@ export function createPages(subs: HostedCheckout, invoices: Invoices, log: Logge
     }
     const m = /^\/hosted\/checkout\/([0-9A-Za-z]{16,64})(\/cancel)?$/.exec(path);
     if (!m) return messagePage(res, 404, "Not found", "Not found");
-    return checkout(req, res, subs, m[1] as string, m[2] !== undefined);
+    return checkout(req, res, subs, m[1] as string, m[2] !== undefined, previews);
   };
   return servePages("/hosted/", handle, log);
 }

@@ -1860,7 +1860,7 @@ export interface components {
             id: string;
             /** @description The hosted checkout page to send the customer to. */
             url: string;
-            /** @description Due when the checkout is completed: the first cycle's fixed charges (smallest currency unit). */
+            /** @description What completing the checkout charges, as of opening (smallest currency unit): the first cycle's fixed charges less discounts, plus tax, less credit balance; its page shows it as of when it is shown. */
             amount: components["schemas"]["Amount"];
         };
         /**

@@ -87,7 +87,7 @@ export type CheckoutSession = Message<"billing.v1.CheckoutSession"> & {
   url: string;
 
   /**
-   * Due when the checkout is completed: the first cycle's fixed charges (smallest currency unit).
+   * What completing the checkout charges, as of opening (smallest currency unit): the first cycle's fixed charges less discounts, plus tax, less credit balance; its page shows it as of when it is shown.
    *
    * @generated from field: billing.v1.Amount amount = 3;
    */
