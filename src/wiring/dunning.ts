@@ -48,6 +48,7 @@ export function wireDunning(
   );
   engine.settlement.attempts = dunning;
   subs.scheduler.dunning = dunning;
+  subs.scheduler.dunningDue = store;
   subs.portal.dunning = dunning;
   // Payments left waiting for the customer on invoices that ended: cancelled after the commit, the sweep on real time retries.
   const cancels = new PaymentCancels(

@@ -4,8 +4,8 @@
  * event carrying both), a test-clock advance retries it (attempt 2, next +5), a new card from the
  * portal pays it at once (attempt 3); a schedule exhausted applies the environment's policy
  * (cancel, pause, leave_active) and marks the invoice uncollectible if so configured; a charge
- * that needs authentication waits (not retried) with a pay link, and the hosted page's form
- * completes it; a voided invoice is never retried. The environment's dunning is set through
+ * that needs authentication is a failed attempt with a pay link, retried on the schedule, and the
+ * hosted page's form completes it; a voided invoice is never retried. The environment's dunning is set through
  * PATCH /payment-settings.
  */
 import test from "ava";
@@ -112,19 +112,33 @@ for (const store of STORES) {
     });
   }
 
-  test(`${store}: a charge needing authentication waits with a pay link; the hosted page's form completes it`, async (t) => {
+  test(`${store}: a charge needing authentication is a failed attempt with a pay link, retried on the schedule; the hosted page's form completes it`, async (t) => {
     const { s } = await subscribed(server);
     await s.saveCardInPortal(CARD_AUTH);
     await s.advance("2026-02-15T00:00:00Z");
     const inv = await renewal(s);
-    t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: null, payment_url: `${inv.hosted_url}#pay` });
+    t.like(inv, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z", payment_url: `${inv.hosted_url}#pay` });
     const waiting = await eventsOf(s, "invoice.payment_action_required", inv.id);
     t.is(waiting.length, 1);
     t.is(waiting[0]?.data.payment_url, `${inv.hosted_url}#pay`);
-    t.is((await eventsOf(s, "invoice.payment_failed", inv.id)).length, 0);
-    // Dunning leaves it to the customer.
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [[1, "2026-02-18T00:00:00Z"]],
+    );
+    // Dunning retries it (each retry cancels the waiting payment first, and waits again): the last
+    // attempt leaves it open (leave_active), its pay link still usable.
     await s.advance("2026-02-25T00:00:00Z");
-    t.like(await invoice(s, inv.id), { status: "open", attempt_count: 1 });
+    t.like(await invoice(s, inv.id), { status: "open", attempt_count: 4, next_payment_attempt: null, payment_url: `${inv.hosted_url}#pay` });
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [
+        [1, "2026-02-18T00:00:00Z"],
+        [2, "2026-02-20T00:00:00Z"],
+        [3, "2026-02-22T00:00:00Z"],
+        [4, null],
+      ],
+    );
+    t.is((await eventsOf(s, "invoice.payment_action_required", inv.id)).length, 4);
     const path = new URL(inv.hosted_url).pathname;
     const page = await (await fetch(`${server.url}${path}`)).text();
     t.regex(page, /<section id="pay"/);
@@ -133,7 +147,7 @@ for (const store of STORES) {
     await done.body?.cancel();
     t.is(done.status, 303);
     t.is(done.headers.get("location"), path);
-    t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 1, payment_url: null });
+    t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 4, payment_url: null });
     t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
     // The form again (a double submit): nothing more happens.
     const again = await post(server, `${path}/pay`);

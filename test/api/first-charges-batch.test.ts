@@ -48,15 +48,15 @@ for (const store of STORES) {
     // A decline: attempt 1, the next 3 days later (the default schedule 3, 5, 7).
     t.like(noFunds, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z" });
     t.like(fails, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z" });
-    // Authentication needed: waits for the customer (no retry planned) with a pay link.
-    t.like(auth, { status: "open", attempt_count: 1, next_payment_attempt: null });
+    // Authentication needed: a failed attempt too (its retry planned), waiting for the customer with a pay link.
+    t.like(auth, { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z" });
     t.truthy(auth.payment_url);
 
     const events = async (type: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).map((e) => e.data.id as string);
     const ids = renewals.map((i) => i.id as string);
     const paidEvents = (await events("invoice.paid")).filter((id) => ids.includes(id));
     t.deepEqual(paidEvents.sort(), [ok.id, ok2.id].sort());
-    t.deepEqual((await events("invoice.payment_failed")).filter((id) => ids.includes(id)).sort(), [noFunds.id, fails.id].sort());
+    t.deepEqual((await events("invoice.payment_failed")).filter((id) => ids.includes(id)).sort(), [noFunds.id, auth.id, fails.id].sort());
     t.deepEqual(
       (await events("invoice.payment_action_required")).filter((id) => ids.includes(id)),
       [auth.id],

@@ -12,8 +12,8 @@
  *   the first failure) by clock advances, then paid at once by a new card from the portal;
  * - the last attempt failed: the environment's policy (cancel, pause, leave_active) applied, the
  *   invoice uncollectible if so configured;
- * - authentication required: open with a pay link, invoice.payment_action_required, the customer
- *   pays from the hosted page: paid once;
+ * - authentication required: a failed attempt (its retry planned on the schedule), open with a pay
+ *   link, invoice.payment_action_required, the customer pays from the hosted page: paid once;
  * - a refund through a credit note: refunded once (an Idempotency-Key replay answers the same note).
  *
  * The plan: platform 49.00 (1 unit) + seats 0.50 × 3 = 50.50 a month, USD (amounts in cents).
@@ -187,21 +187,21 @@ const FLOWS: Flow[] = [
     }),
   ),
   {
-    name: "authentication required: open with a pay link and invoice.payment_action_required; paid from the hosted page",
+    name: "authentication required: a failed attempt, open with a pay link and invoice.payment_action_required; paid from the hosted page",
     async run(t, d, server) {
       const { s } = await subscribed(d, server);
       await d.replaceCard(s, "authentication");
       await advance(d, s, "2026-02-15T00:00:00Z");
       const inv = await lastInvoice(s);
-      t.like(inv, { status: "open", amount_due: usd(MONTHLY), attempt_count: 1, next_payment_attempt: null, payment_url: `${inv.hosted_url}#pay` });
+      t.like(inv, { status: "open", amount_due: usd(MONTHLY), attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z", payment_url: `${inv.hosted_url}#pay` });
       const waiting = await eventsOf(s, "invoice.payment_action_required", inv.id);
       t.deepEqual(
         waiting.map((e) => e.data.payment_url),
         [`${inv.hosted_url}#pay`],
       );
-      t.deepEqual(await failures(s, inv.id), [], "waiting for the customer is not a failure");
-      // Dunning leaves it to the customer.
-      await advance(d, s, "2026-02-25T00:00:00Z");
+      t.deepEqual(await failures(s, inv.id), [[1, "2026-02-18T00:00:00Z", "open"]], "a failed attempt, the next on the schedule");
+      // Short of the retry: the customer's to complete.
+      await advance(d, s, "2026-02-17T00:00:00Z");
       t.like(await invoice(s, inv.id), { status: "open", attempt_count: 1 });
       await charged(t, d, s, inv.id, 0);
       await d.completePayment(s, inv.hosted_url, "mastercard");
@@ -209,6 +209,10 @@ const FLOWS: Flow[] = [
       t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
       await charged(t, d, s, inv.id, 1);
       t.is((await eventsOf(s, "invoice.payment_action_required", inv.id)).length, 1);
+      // Paid: its planned retry charges nothing.
+      await advance(d, s, "2026-02-25T00:00:00Z");
+      t.like(await invoice(s, inv.id), { status: "paid", attempt_count: 1, next_payment_attempt: null });
+      await charged(t, d, s, inv.id, 1);
     },
   },
   {

@@ -76,15 +76,35 @@ test("paid: the next attempt cleared, a pending action with it", (t) => {
   t.like(d.payment, { reference: "pi_1", actionRequired: false, actionUrl: null, lastError: null });
 });
 
-test("waiting for the customer: open, no retry planned, the provider's reference and page kept", (t) => {
+test("waiting for the customer: a failed attempt, the next planned on the schedule, the provider's reference and page kept", (t) => {
   const d = decide(SUB, 1, { ok: false, requiresAction: true, reference: "pi_2", actionUrl: "https://pay.example/pi_2", message: "authenticate" }, T0, settings());
-  t.like(d, { status: "open", attemptCount: 1, nextPaymentAttempt: null, event: "invoice.payment_action_required", afterLast: null });
-  t.like(d.payment, { reference: "pi_2", actionRequired: true, actionUrl: "https://pay.example/pi_2" });
+  t.like(d, { status: "open", attemptCount: 1, nextPaymentAttempt: day(3), event: "invoice.payment_failed", also: "invoice.payment_action_required", afterLast: null });
+  t.like(d.payment, { reference: "pi_2", actionRequired: true, actionUrl: "https://pay.example/pi_2", firstFailedAt: T0.toISOString() });
   t.false(isRetryable({ status: "open", total: "100", payment: d.payment }));
-  // An attempt planned that cancels that payment first (a new card saved in the portal, payments/waiting.ts): dunning makes it.
-  t.true(isRetryable({ status: "open", total: "100", payment: d.payment, nextPaymentAttempt: T0 }));
+  // Its planned attempt (it cancels that payment first, payments/waiting.ts): dunning makes it.
+  t.true(isRetryable({ status: "open", total: "100", payment: d.payment, nextPaymentAttempt: d.nextPaymentAttempt }));
   t.true(isCollectible({ status: "open", total: "100" }));
 });
+
+for (const [policy, markUncollectible, status, waits] of [
+  ["cancel", true, "uncollectible", true],
+  ["leave_active", false, "open", true],
+  ["leave_active", true, "uncollectible", false],
+] as const) {
+  test(`the last attempt waiting for the customer: the policy ${policy}, the invoice ${status}, its payment ${waits ? "still waiting" : "cancelled"}`, (t) => {
+    const d = decide(
+      { ...SUB, id: "inv_1", payment: { firstFailedAt: T0.toISOString() } },
+      4,
+      { ok: false, requiresAction: true, reference: "pi_5", message: "authenticate" },
+      day(7),
+      settings({ afterLastAttempt: policy, markUncollectible }),
+    );
+    t.like(d, { status, attemptCount: 4, nextPaymentAttempt: null, event: "invoice.payment_failed", afterLast: policy });
+    t.is(d.also, waits ? "invoice.payment_action_required" : undefined);
+    t.is(d.payment.actionRequired, waits);
+    t.deepEqual(d.payment.cancel, waits ? undefined : { reference: "pi_5", key: "inv_1:attempt-4:cancel" });
+  });
+}
 
 for (const [what, outcome] of [
   ["declined", { ok: false, message: "declined", code: "card_declined" }],

@@ -4,8 +4,10 @@
  * a retry is a new attempt). A failed attempt records the count and plans the next one at the
  * first failure + schedule[n-1] days on the invoice's clock; after the last, the environment's
  * policy applies to the subscription, and the invoice becomes uncollectible if so configured. A
- * charge that needs the customer (authentication) leaves the invoice open, unplanned, until they
- * act. A credit purchase's invoice (DESIGN §14) has one rule of its own, whichever path makes
+ * charge that needs the customer (authentication) is a failed attempt as well, on the same
+ * schedule: the invoice stays open with its pay link meanwhile, and the next attempt cancels that
+ * payment before it charges (waiting.ts), so a customer who never authenticates still reaches the
+ * last attempt and its policy. A credit purchase's invoice (DESIGN §14) has one rule of its own, whichever path makes
  * its attempt (purchaseDecision). Pure functions here and the ports the use case (attempts.ts)
  * works through.
  */
@@ -48,7 +50,8 @@ export function isCollectible(i: Pick<Invoice, "status" | "total" | "amountDue">
 
 /**
  * Whether dunning may retry it on its own: collectible, and not waiting for the customer to
- * authenticate, unless an attempt that cancels that payment first was planned (payments/waiting.ts).
+ * authenticate, unless an attempt that cancels that payment first was planned (payments/waiting.ts:
+ * the schedule's next attempt after a charge that needed authentication, or a new card's).
  */
 export function isRetryable(i: Pick<Invoice, "status" | "total" | "amountDue" | "payment"> & { nextPaymentAttempt?: Date | null }): boolean {
   return isCollectible(i) && (!i.payment?.actionRequired || !!i.nextPaymentAttempt);
@@ -62,7 +65,9 @@ export interface AttemptDecision {
   nextPaymentAttempt: Date | null;
   payment: InvoicePayment;
   /** The event announcing it. */
-  event: "invoice.paid" | "invoice.payment_failed" | "invoice.payment_action_required";
+  event: "invoice.paid" | "invoice.payment_failed";
+  /** Announced after it: the charge waits for the customer (its pay link). */
+  also?: "invoice.payment_action_required";
   /** The last attempt failed: the subscription follows this policy. */
   afterLast: AfterLastAttempt | null;
 }
@@ -142,27 +147,27 @@ export function decide(
   if (purchase) return purchase;
   const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
-  if (outcome.requiresAction) {
-    return {
-      status: "open",
-      attemptCount: n,
-      nextPaymentAttempt: null,
-      payment: { ...before, reference: outcome.reference, actionRequired: true, actionUrl: outcome.actionUrl ?? null, lastError: outcome.message, provider: before.provider ?? settings.provider },
-      event: "invoice.payment_action_required",
-      afterLast: null,
-    };
-  }
   const first = before.firstFailedAt ? new Date(before.firstFailedAt) : at;
   const next = nextAttemptAt(first, settings.retryScheduleDays, n);
   const last = next === null;
-  return {
-    status: last && settings.markUncollectible ? "uncollectible" : "open",
-    attemptCount: n,
-    nextPaymentAttempt: next,
-    payment: { ...before, actionRequired: false, actionUrl: null, lastError: outcome.message, firstFailedAt: first.toISOString() },
-    event: "invoice.payment_failed",
-    afterLast: last ? settings.afterLastAttempt : null,
-  };
+  const status = last && settings.markUncollectible ? "uncollectible" : "open";
+  const failed = { status, attemptCount: n, nextPaymentAttempt: next, event: "invoice.payment_failed", afterLast: last ? settings.afterLastAttempt : null } as const;
+  if (outcome.requiresAction) {
+    // A failed attempt like any other (Stripe keeps its schedule for an invoice that needs action):
+    // counted, the next planned (its retry cancels this payment first, waiting.ts), the policy after
+    // the last. Until then the payment waits with its pay link. Made uncollectible by this attempt
+    // (no policy for the subscription to run first), its payment is cancelled (cancels.ts).
+    const ends = status === "uncollectible" && settings.afterLastAttempt === "leave_active" && i.id !== undefined;
+    const waiting = ends
+      ? { actionRequired: false, actionUrl: null, cancel: { reference: outcome.reference, key: cancelKey(i.id as string, n) } }
+      : { actionRequired: true, actionUrl: outcome.actionUrl ?? null };
+    return {
+      ...failed,
+      payment: { ...before, reference: outcome.reference, ...waiting, lastError: outcome.message, firstFailedAt: first.toISOString(), provider: before.provider ?? settings.provider },
+      ...(waiting.actionRequired ? { also: "invoice.payment_action_required" as const } : {}),
+    };
+  }
+  return { ...failed, payment: { ...before, actionRequired: false, actionUrl: null, lastError: outcome.message, firstFailedAt: first.toISOString() } };
 }
 
 /** An environment's payment settings, as dunning reads them (the payment settings store, settings.ts, once wired). */
@@ -186,6 +191,8 @@ export interface DueInvoice {
 export interface DunningStore {
   /** Open invoices whose next attempt is due by `now` on real time (clockId null) or one test clock, earliest first, none of `exclude`. */
   due(now: Date, clockId: string | null, limit: number, exclude: readonly string[]): Promise<DueInvoice[]>;
+  /** When the earliest retry of an open invoice on test clock `clockId` is due: after `after` (if given) and by `upTo`; null when none is (the scheduler steps an advance through them). */
+  nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null>;
   /**
    * Open invoices due to finalize (or made) by `before`, on real time or one test clock's time
    * (finalized_at is real time), with something

@@ -62,7 +62,9 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
     // invoice.paid comes with its move; a failure or a wait for the customer is announced first,
     // then the move it caused (the last failure's invoice maybe uncollectible).
     const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
-    events.push(...(d.event === "invoice.paid" ? moves : [invoiceEvent(d.event as EventType, announced), ...moves]));
+    // A charge that waits for the customer is a failure announced with its pay link after it.
+    const also = d.also ? [invoiceEvent(d.also as EventType, announced)] : [];
+    events.push(...(d.event === "invoice.paid" ? moves : [invoiceEvent(d.event as EventType, announced), ...also, ...moves]));
     // A credit purchase's grant follows its invoice (credits/purchase-states.ts).
     if (after.status !== "open") events.push(...(await purchasesMoved(tx, [after], after.status, at)));
     results.push({ decision: d, invoice: after });

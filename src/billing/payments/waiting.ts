@@ -80,7 +80,8 @@ export async function cancelWaiting(
         const w = deps.writes(tx);
         const i = await w.claim(ref.environmentId, ref.id);
         if (!i || !isCollectible(i) || !waitingOn(i)) return false;
-        if (!i.nextPaymentAttempt) await rewrite(w, i, planAt(i), i.payment ?? {}, deps.now());
+        // Planned a minute ahead, unless the schedule's next attempt comes sooner.
+        if (!i.nextPaymentAttempt || i.nextPaymentAttempt.getTime() > planAt(i).getTime()) await rewrite(w, i, planAt(i), i.payment ?? {}, deps.now());
         return true;
       }),
     );

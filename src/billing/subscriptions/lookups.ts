@@ -7,6 +7,7 @@ import type { RateCardStore } from "../catalog/rate-cards.js";
 import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, invalid } from "../errors.js";
 import type { Caller } from "../tenancy.js";
+import { steppedTime } from "./clock-step.js";
 import type { BillingEngine } from "./engine.js";
 import type { BillingSubject, PaymentProvider, Subscription } from "./types.js";
 
@@ -25,9 +26,11 @@ export class Lookups {
     return this.engine.stores;
   }
 
-  /** The subject's "now": its test clock's time, or real time. */
+  /** The subject's "now": its test clock's time (as of the advance's step running, clock-step.ts), or real time. */
   async nowFor(subject: Pick<BillingSubject, "environmentId" | "testClockId">): Promise<Date> {
     if (!subject.testClockId) return this.engine.now();
+    const stepped = steppedTime(subject.testClockId);
+    if (stepped) return stepped;
     const clock = await this.stores.clocks.get(subject.environmentId, subject.testClockId);
     return clock ? clock.frozenTime : this.engine.now();
   }

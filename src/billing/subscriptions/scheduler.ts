@@ -1,12 +1,14 @@
 /**
  * The scheduler: runs everything due up to a time T — billing cycles that ended, timeline
  * transitions, drafts whose grace period ended, late usage of ended subscriptions, credit grants
- * that expire (in time order with the cycle closes), failed payments' retries (dunning), then credit alerts and top-ups — on real
- * time (the server's interval) or on one test clock (when it is advanced).
+ * that expire (in time order with the cycle closes), failed payments' retries (dunning; on a test
+ * clock in time order with the closes too, each as of its own time), then credit alerts and
+ * top-ups — on real time (the server's interval) or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
 import { UnavailableError } from "../errors.js";
 import { yielder } from "../yielding.js";
+import { atClockTime } from "./clock-step.js";
 import type { BillingEngine } from "./engine.js";
 import type { Pauses } from "./pauses.js";
 import type { TimelineService } from "./timelines.js";
@@ -44,6 +46,8 @@ export class Scheduler {
 
   /** Dunning's retries due (payments/attempts.ts), each at its planned time, once wired. */
   dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> };
+  /** When dunning's next retry on a test clock is due (DunningStore.nextDue), once wired: an advance runs each at its instant (stepUpTo). */
+  dunningDue?: { nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null> };
   /** Payments of ended invoices whose cancel is still to make (payments/cancels.ts), on real time, once wired. */
   cancels?: { runDue(now: Date): Promise<number> };
 
@@ -64,6 +68,33 @@ export class Scheduler {
       await this.engine.finalizeDue(at, clockId, breathe);
       if ((await credits.expireDue(at, clockId)) === 0) return n;
     }
+  }
+
+  /**
+   * Closes the cycles due by `upTo` (strictly before it with `strict`), credit expiries interleaved
+   * (expireUpTo). On a test clock, dunning's retries due by then run first in time order, each at
+   * its own instant after the closes, expiries and finalizations due by that instant (at the same
+   * instant the close goes first), with the clock read as of that instant (clock-step.ts): a
+   * retry's policy cancels or pauses the subscription then, and a cycle that ends after a
+   * subscription was cancelled by it is never billed. Real time needs no steps (a retry is run
+   * within a tick of its time): its retries run after the closes (runDue).
+   */
+  private async stepUpTo(upTo: Date, clockId: string | null, strict: boolean, breathe: () => Promise<void>, onBatch: (closed: number) => void, check: () => void): Promise<number> {
+    const { dunning, dunningDue } = this;
+    let n = 0;
+    for (let after: Date | null = null; dunning && dunningDue && clockId !== null; ) {
+      const at: Date | null = await dunningDue.nextDue(after, upTo, clockId);
+      if (!at) break;
+      const closesStrictly = strict && at.getTime() === upTo.getTime();
+      n += await this.expireUpTo(at, clockId, breathe, onBatch);
+      n += await this.engine.closeDue(at, clockId, 8, closesStrictly, breathe, onBatch);
+      await this.engine.finalizeDue(at, clockId, breathe);
+      check();
+      await atClockTime(clockId, at, () => dunning.runDue(at, clockId, breathe));
+      after = at;
+    }
+    n += await this.expireUpTo(upTo, clockId, breathe, onBatch);
+    return n + (await this.engine.closeDue(upTo, clockId, 8, strict, breathe, onBatch));
   }
 
   /**
@@ -100,8 +131,7 @@ export class Scheduler {
         const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
         if (!timeline) break;
         seen.add(keyOf(timeline));
-        n += await this.expireUpTo(timeline.nextTransitionAt as Date, clockId, breathe, onBatch);
-        n += await this.engine.closeDue(timeline.nextTransitionAt as Date, clockId, 8, true, breathe, onBatch);
+        n += await this.stepUpTo(timeline.nextTransitionAt as Date, clockId, true, breathe, onBatch, check);
         try {
           await this.timelines.transition(timeline);
         } catch (err) {
@@ -114,13 +144,13 @@ export class Scheduler {
       // ended since (time jumped) close below.
       check();
       await this.pauses.resumeDue(now, clockId);
-      n += await this.expireUpTo(now, clockId, breathe, onBatch);
-      n += await this.engine.closeDue(now, clockId, 8, false, breathe, onBatch);
+      n += await this.stepUpTo(now, clockId, false, breathe, onBatch, check);
       // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
       check();
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
-      // Failed payments whose retry is due (DESIGN §16), after the invoices they could be.
+      // Failed payments whose retry is due (DESIGN §16), after the invoices they could be (on a
+      // test clock, those due before its last closes ran already, each at its time: stepUpTo).
       check();
       await this.dunning?.runDue(now, clockId, breathe);
       if (clockId === null) await this.cancels?.runDue(now);

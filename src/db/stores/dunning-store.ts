@@ -7,7 +7,7 @@
 import type { EntityManager, EntitySchema } from "typeorm";
 import type { DueInvoice, DunningStore, DunningWrites } from "../../billing/payments/dunning.js";
 import type { Entities, InvoiceLineRow } from "../entities/index.js";
-import { dbTime } from "../raw.js";
+import { dbTime, fromDbTime } from "../raw.js";
 import type { Sql } from "../sql.js";
 import { chunks } from "../statements.js";
 import { invoiceFromRows } from "./invoice-store.js";
@@ -108,6 +108,17 @@ export class SqlDunningStore implements DunningStore {
       params,
     );
     return rows.map((r) => ({ id: r.id, environmentId: r.environment_id, subjectId: r.subject_id }));
+  }
+
+  async nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null> {
+    const params: unknown[] = [dbTime(upTo), clockId];
+    let where = "status = 'open' AND next_payment_attempt IS NOT NULL AND next_payment_attempt <= ? AND clock_id = ?";
+    if (after) {
+      where += " AND next_payment_attempt > ?";
+      params.push(dbTime(after));
+    }
+    const [row] = await this.sql.query<{ at: unknown }[]>(`SELECT MIN(next_payment_attempt) AS at FROM invoices WHERE ${where}`, params);
+    return row?.at ? fromDbTime(row.at) : null;
   }
 
   async cancelsDue(now: Date, limit: number): Promise<DueInvoice[]> {
