@@ -197,7 +197,8 @@ export interface DunningStore {
    * Open invoices due to finalize (or made) by `before`, on real time or one test clock's time
    * (finalized_at is real time), with something
    * to charge, never attempted and with no attempt planned, whose subject has a card on file: a
-   * first charge cut short before its plan committed (the database went away under it). Oldest first.
+   * first charge cut short before its plan committed (the database went away under it). Never a
+   * credit purchase's (one without a plan awaits its checkout: awaitsCheckout). Oldest first.
    */
   unplanned(before: Date, clockId: string | null, limit: number): Promise<DueInvoice[]>;
   /** Paid, void and uncollectible invoices whose payment's cancel is pending and due by `now` (real time), earliest first (payments/cancels.ts). */

@@ -135,6 +135,9 @@ export class SqlDunningStore implements DunningStore {
       "SELECT i.id, i.environment_id, i.subject_id FROM invoices i JOIN subjects s ON s.environment_id = i.environment_id AND s.id = i.subject_id " +
         "WHERE i.status = 'open' AND i.next_payment_attempt IS NULL AND i.attempt_count = 0 AND COALESCE(i.finalizes_at, i.created_at) <= ? AND " +
         `${clockId === null ? "i.clock_id IS NULL" : "i.clock_id = ?"} AND COALESCE(i.amount_due, i.total) > 0 AND s.payment_method_id IS NOT NULL ` +
+        // A credit purchase unplanned awaits its checkout (awaitsCheckout): never dunning's to charge,
+        // and an abandoned one left here would fill every batch ahead of the invoices that are.
+        "AND NOT (i.subscription_id = '' AND i.period_key LIKE 'credit:%') " +
         `ORDER BY i.created_at, i.id LIMIT ${Math.max(1, Math.floor(limit))}`,
       clockId === null ? [dbTime(before)] : [dbTime(before), clockId],
     );
