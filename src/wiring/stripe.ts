@@ -78,8 +78,8 @@ export function wireStripeEndpoints(p: StripeEndpointParts) {
   const events = new ProviderEvents(
     p.stores,
     {
-      checkout: (token, card, record) => p.hostedCheckout.completeWithSavedCard(token, card, record),
-      portal: (token, card, record) => p.portal.saveProviderCard(token, card, record),
+      checkout: (env, token, card, record) => p.hostedCheckout.completeWithSavedCard(env, token, card, record),
+      portal: (env, token, card, record) => p.portal.saveProviderCard(env, token, card, record),
     },
     p.now,
   );

@@ -40,11 +40,13 @@ export interface SavedCard {
 /**
  * What a saved card completes: the hosted checkout (`checkout:<token>`) or the portal's card
  * replacement (`portal:<token>`), set by the wiring. Each completes once; a repeat answers where
- * the customer goes without saving the card again.
+ * the customer goes without saving the card again. `environmentId` is the environment the
+ * provider's event or the customer's return came in on: a checkout or portal session of another
+ * environment is left as it is, answered `redirect: null` as an unknown token (DESIGN §3).
  */
 export interface CardSetupTargets {
-  checkout(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }>;
-  portal(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }>;
+  checkout(environmentId: string, token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }>;
+  portal(environmentId: string, token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }>;
 }
 
 /**
@@ -92,12 +94,15 @@ export class ProviderEvents {
   /**
    * A card saved on the provider's page for `reference` (`checkout:<token>` or `portal:<token>`)
    * by its setup `setupId` (Stripe's Checkout Session): completes it once, whether the webhook
-   * (`event`) or the customer's return (no event) comes first, even both at once.
+   * (`event`) or the customer's return (no event) comes first, even both at once. Only a checkout
+   * or portal session of `environmentId` (where the event or return came in) is completed; one of
+   * another environment, like an unknown token, is left as it is (`redirect: null`).
    */
   async cardSaved(environmentId: string, reference: string, card: SavedCard, event: ProviderEventRef | null, setupId: string): Promise<{ redirect: string | null }> {
     const [kind, token] = splitReference(reference);
     const record = this.recorder(environmentId, event, { provider: card.provider, id: setupId });
-    const out = kind === "checkout" ? await this.targets.checkout(token, card, record) : kind === "portal" ? await this.targets.portal(token, card, record) : { redirect: null };
+    const out =
+      kind === "checkout" ? await this.targets.checkout(environmentId, token, card, record) : kind === "portal" ? await this.targets.portal(environmentId, token, card, record) : { redirect: null };
     // Completed already (by the return URL): the webhook is still recorded, so its repeat is one too.
     if (event) await this.acknowledge(environmentId, event);
     return out;

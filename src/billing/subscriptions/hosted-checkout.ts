@@ -171,16 +171,16 @@ export class HostedCheckout {
   }
 
   /**
-   * Completes a checkout with a card the provider saved on its own page (DESIGN §16), once:
-   * the webhook and the customer's return both call it; `record` records the provider's event
-   * in the same transaction (false: a repeat). Answers where the customer goes: the success URL
-   * once completed (now or before), the cancel URL when it can no longer complete, or completed
-   * for a credit purchase that then ended unpaid (declined, or voided meanwhile: landing); the
-   * checkout's own page when its charge could not be made (`pending`, now or before).
+   * Completes a checkout of `environmentId` (where the webhook or return came in; another's is left
+   * as it is, null as an unknown token) with a card the provider saved on its page (DESIGN §16), once:
+   * webhook and return both call it; `record` records the provider's event in the same transaction
+   * (false: a repeat). Answers where the customer goes: the success URL once completed (now or before),
+   * the cancel URL when it can no longer complete, or completed for a credit purchase that then ended
+   * unpaid (landing); the checkout's own page when its charge could not be made (`pending`).
    */
-  async completeWithSavedCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
+  async completeWithSavedCard(environmentId: string, token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
     const session = await this.stores.checkouts.get(token);
-    if (!session) return { redirect: null };
+    if (session?.environmentId !== environmentId) return { redirect: null };
     if (session.status === "completed") return { redirect: await this.landing(session) };
     if (session.status !== "open") return { redirect: session.cancelledUrl };
     const subject = await this.possible(session);

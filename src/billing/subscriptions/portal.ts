@@ -253,10 +253,13 @@ export class CustomerPortal {
   /**
    * Saves a card the provider saved on its page for the portal session `token`, once (`record`
    * false: the provider's event is a repeat, or the setup was completed already); it becomes the subject's payment method and open
-   * invoices are charged to it at once, as with a typed card.
+   * invoices are charged to it at once, as with a typed card. Only a session of `environmentId`
+   * (where the webhook or the return came in): another environment's is left as it is, as an
+   * unknown token (no redirect).
    */
-  async saveProviderCard(token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
+  async saveProviderCard(environmentId: string, token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
     const access = await this.access(token);
+    if ((access?.state === "open" ? access.portal.session : access?.session)?.environmentId !== environmentId) return { redirect: null };
     const back = `${this.publicBaseUrl()}/hosted/portal/${token}?done=card`;
     if (access?.state !== "open") return { redirect: access ? `${this.publicBaseUrl()}/hosted/portal/${token}` : null };
     const p = access.portal;

@@ -88,8 +88,10 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         }
         const done = session.mode === "setup" ? await provider.completedSetup(session.id) : undefined;
         if (!done) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
-        await ev.cardSaved(env, done.reference, done.card, ref, done.sessionId);
-        return "card_saved";
+        const { redirect } = await ev.cardSaved(env, done.reference, done.card, ref, done.sessionId);
+        // No checkout or portal session of this environment by that reference (unknown, or another environment's): nothing saved.
+        if (!redirect) log.warn("stripe card setup completes nothing in this environment", { environment_id: env, session_id: done.sessionId, reference: done.reference });
+        return redirect ? "card_saved" : "card_setup_ignored";
       }
       case "payment_intent.succeeded": {
         const pi = event.data.object as Stripe.PaymentIntent;
@@ -138,7 +140,10 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
     const done = found && sessionId.startsWith("cs_") ? await found.provider.completedSetup(sessionId) : undefined;
     if (!done || done.reference !== ref) return messagePage(res, 404, "Not found", "This card setup is not known", "Go back to the application and try again.");
     const { redirect } = await deps.events.cardSaved(env, done.reference, done.card, null, done.sessionId);
-    if (!redirect) return messagePage(res, 410, "Gone", "This checkout is no longer available");
+    if (!redirect) {
+      log.warn("stripe card setup completes nothing in this environment", { environment_id: env, session_id: done.sessionId, reference: done.reference });
+      return messagePage(res, 410, "Gone", "This checkout is no longer available");
+    }
     res.writeHead(303, { location: redirect, "cache-control": "no-store" });
     res.end();
   }
