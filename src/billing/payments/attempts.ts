@@ -12,14 +12,14 @@
  */
 import { FailedPreconditionError } from "../errors.js";
 import type { EngineEvents } from "../subscriptions/engine-context.js";
-import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
-import { awaitsCheckout, purchasesMoved } from "../credits/purchase-states.js";
+import { awaitsCheckout } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import type { PaymentCancels } from "./cancels.js";
+import { endAfterLast } from "./last-attempt.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
@@ -217,22 +217,12 @@ export class Dunning {
     const ended = await retryingRaces(() =>
       this.stores.transaction(async (tx) => {
         const cur = await this.writes(tx).claim(i.environmentId, i.id);
-        if (!cur?.payment?.pendingPolicy) return undefined;
-        const realNow = this.now();
-        const payment = { ...cur.payment, pendingPolicy: null };
-        await this.writes(tx).recordAttempts(cur.environmentId, [{ id: cur.id, attempt: { attemptCount: cur.attemptCount ?? 0, nextPaymentAttempt: null, payment } }], realNow);
-        let after: Invoice = { ...cur, nextPaymentAttempt: null, payment };
-        if (cur.status === "open" && pending.markUncollectible) {
-          const move = checkTransition("open", "uncollectible");
-          if ((await tx.moveInvoices([cur.id], move.from, move.to, realNow, cur.environmentId)).length > 0) {
-            after = { ...after, status: move.to };
-            await tx.emit([...transitionEvents(move, [after]), ...(await purchasesMoved(tx, [after], move.to, realNow))]);
-          }
-        }
-        return after;
+        return cur?.payment?.pendingPolicy ? endAfterLast(tx, this.writes(tx), cur, pending.markUncollectible, this.now()) : undefined;
       }),
     );
     if (!ended) return undefined;
+    // Made uncollectible while its payment waited for the customer: that payment cancelled after the commit (cancels.ts; the sweep if this fails).
+    if (ended.payment?.cancel) await this.cancels?.settle(ended);
     const status = ended.status === "uncollectible" ? "uncollectible" : "open";
     return {
       decision: decision ?? { status, attemptCount: ended.attemptCount ?? 0, nextPaymentAttempt: null, payment: ended.payment ?? {}, event: "invoice.payment_failed", afterLast: pending.policy },
