@@ -270,6 +270,10 @@ export function buildServices(
   const { credits, creditStore } = wireCredits(late, { lookups, checkouts, hostedCheckout }, dunning.cancels, log);
   const creditNotes = wireCreditNotes(db, encode, lookups, publicBaseUrl, late.watch, dunning.cancels);
   const { guard, webhookStore, webhookEndpoints, events } = wireOutgoingEvents(db, encode, publicBaseUrl, eventOptions);
+  // The hosted checkout and the portal, with Stripe's webhooks and return from Checkout (DESIGN §16).
+  const stripe = wireStripeEndpoints({ stores: engine.stores, paymentSettings, hostedCheckout, portal, stripe: ops.stripe, now, log, publicBaseUrl, dunning, customers: { db, subjects } });
+  // A provider's refund events move their credit note's refund status (credit-notes/refund-status.ts).
+  stripe.providerEvents.refunds = (environmentId, update, event) => creditNotes.refundUpdated(environmentId, update, event);
   return {
     subjects,
     metrics: pricingMetrics,
@@ -300,7 +304,6 @@ export function buildServices(
     invoiceSettings,
     paymentSettings,
     dunning,
-    // The hosted checkout and the portal, with Stripe's webhooks and return from Checkout (DESIGN §16).
-    ...wireStripeEndpoints({ stores: engine.stores, paymentSettings, hostedCheckout, portal, stripe: ops.stripe, now, log, publicBaseUrl, dunning, customers: { db, subjects } }),
+    ...stripe,
   };
 }

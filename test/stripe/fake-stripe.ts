@@ -21,7 +21,8 @@
  * card makes a succeeded PaymentIntent, sends `payment_intent.succeeded` then
  * `checkout.session.completed`), setup intents (retrieve), payment methods
  * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve, cancel), refunds
- * (create). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
+ * (create; made `succeeded`, or `pending` with `fake.state.refundStatus = "pending"`, then settled by
+ * `fake.settleRefund(id, status)`: refund.updated, and refund.failed for a failure). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
  * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
  * `fake.releaseHeld()`, `fake.redeliver(eventId, options)`.
@@ -60,7 +61,18 @@ import type { AddressInfo } from "node:net";
 import { controlRoute, handleCheckoutPage } from "./control.js";
 import { decodeForm } from "./form.js";
 import { DEFAULT_ACCOUNT, FakeStripeState, invalid, type Obj, StripeFail } from "./objects.js";
-import { cancelPaymentIntent, completeAuthentication, completePaymentSession, createPaymentIntent, createRefund, expireSession, listPaymentIntents, listSessions, paymentIntent } from "./payments.js";
+import {
+  cancelPaymentIntent,
+  completeAuthentication,
+  completePaymentSession,
+  createPaymentIntent,
+  createRefund,
+  expireSession,
+  listPaymentIntents,
+  listSessions,
+  paymentIntent,
+  settleRefund,
+} from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
 import { type Delivery, type DeliveryOptions, WebhookSender } from "./webhooks.js";
 
@@ -88,6 +100,11 @@ export interface FakeStripe {
   /** The customer completes a Checkout Session with `card`: setup mode saves it (`setupIntent`); payment mode pays with it (`paymentIntent`). */
   completeCheckout(sessionId: string, card: string): Promise<{ session: Obj; setupIntent?: Obj; paymentIntent?: Obj; paymentMethod: Obj }>;
   completeAuthentication(paymentIntentId: string): Promise<Obj>;
+  /**
+   * Refund `id` settles (`st.refundStatus = "pending"` makes refunds pending): its status becomes
+   * `status` (`failure_reason` for "failed"), `refund.updated` sent, then `refund.failed` for a failure.
+   */
+  settleRefund(id: string, status: "succeeded" | "failed" | "pending", failureReason?: string): Promise<Obj>;
   paymentIntents(): (Obj & { idempotency_key: string | null })[];
   events(): Obj[];
   deliveries(): Delivery[];
@@ -343,6 +360,11 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       const { intent, events } = completeAuthentication(st, id);
       for (const e of events) await hooks.emit(e.type, e.object, null);
       return structuredClone(intent);
+    },
+    async settleRefund(id, status, failureReason) {
+      const { refund, events } = settleRefund(st, id, status, failureReason);
+      for (const e of events) await hooks.emit(e.type, e.object, null);
+      return structuredClone(refund);
     },
     paymentIntents: () => [...st.paymentIntents.values()].map((pi) => ({ ...structuredClone(pi), idempotency_key: piKeys.get(pi.id) ?? null })),
     events: () => structuredClone(hooks.events),

@@ -56,6 +56,8 @@ export class FakeStripeState {
   readonly paymentMethods = new Map<string, Obj>();
   readonly paymentIntents = new Map<string, Obj>();
   readonly refunds = new Map<string, Obj>();
+  /** The status a new refund is made in: "succeeded" (the default), or "pending" as Stripe answers a card refund not settled yet. */
+  refundStatus: "succeeded" | "pending" = "succeeded";
   /** The test card behind each PaymentMethod id. */
   readonly cardOf = new Map<string, TestCard>();
 

@@ -190,11 +190,24 @@ export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events
     reason: nullable(p.reason),
     receipt_number: null,
     source_transfer_reversal: null,
-    status: "succeeded",
+    status: st.refundStatus,
     transfer_reversal: null,
   };
   st.refunds.set(refund.id, refund);
   return { refund, events: [{ type: "refund.created", object: structuredClone(refund) }] };
+}
+
+/**
+ * Refund `id` settles later, as Stripe's do: its status becomes `status` (with `failure_reason`
+ * when "failed") and `refund.updated` is sent, then `refund.failed` too for a failure.
+ */
+export function settleRefund(st: FakeStripeState, id: string, status: "succeeded" | "failed" | "pending", failureReason?: string): { refund: Obj; events: ChargeResult["events"] } {
+  const refund = st.refunds.get(id);
+  if (!refund) throw invalid(`No such refund: '${id}'`, "refund", "resource_missing");
+  Object.assign(refund, { status, ...(status === "failed" ? { failure_reason: failureReason ?? "unknown" } : {}) });
+  const events = [{ type: "refund.updated", object: structuredClone(refund) }];
+  if (status === "failed") events.push({ type: "refund.failed", object: structuredClone(refund) });
+  return { refund, events };
 }
 
 /**

@@ -179,6 +179,8 @@ test("a credit note: its number, invoice, reason, lines, totals and outcome", as
     createdAt: new Date("2026-02-20T00:00:00Z"),
     creditGrantId: null,
     refundId: "re_1",
+    refundStatus: "succeeded",
+    refundFailureReason: null,
     metadata: {},
   };
   const pdf = await creditNotePdf(note, invoice());

@@ -21,6 +21,9 @@
  *   the key) whatever committed meanwhile. A refusal fails the whole note (nothing is written). A
  *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent,
  *   with a "void" ledger entry on the purchase's invoice naming the note (purchase-refund.ts).
+ *   The note's refundStatus is the provider's answer (Stripe's refund may be `pending`: the money
+ *   not back yet), then moved by the provider's refund events, a failure announced
+ *   (`credit_note.refund_failed`) and the note left issued (refund-status.ts).
  */
 import { purchasedGrantId } from "../credits/purchase-states.js";
 import { createHash } from "node:crypto";
@@ -34,14 +37,20 @@ import type { Caller } from "../tenancy.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { checkTransition, transitionEvents } from "../subscriptions/invoice-states.js";
 import { recordCancels } from "../payments/cancels.js";
+import type { ProviderEventRef } from "../payments/event-writes.js";
+import type { RefundUpdate, RefundUpdated } from "../payments/types.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
 import { type TakeBack, checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
-import type { CreditNote } from "./types.js";
+import { refundUpdated } from "./refund-status.js";
+import type { CreditNote, RefundStatus } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
+
+/** The provider's refund of a note as made: its ID and where it stands then. */
+type MadeRefund = { refundId: string; status: Exclude<RefundStatus, "failed"> };
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -181,7 +190,7 @@ export class CreditNotes {
     // committed meanwhile, even beyond what is left to credit: the money went back), with that
     // refund, and never asks the provider again, so there is never a second refund, nor a refund
     // that no note records.
-    let refunded: { id: string; plan: CreditPlan; refundId: string } | undefined;
+    let refunded: { id: string; plan: CreditPlan; refund: MadeRefund } | undefined;
     const done = await retryingRaces(() =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
@@ -213,10 +222,10 @@ export class CreditNotes {
         // A refunded purchase's credit, checked before, is taken back under the note's number.
         const taken = effects.takeBackFrom === undefined ? [] : await takeBackPurchased(tx, effects.takeBackFrom, { id, number, environmentId: env, invoiceId: inv.id }, now);
         // The refund last: after it only the note's own row and events are written (new rows, hardly a lock to wait on).
-        let refundId: string | null = null;
+        let made: MadeRefund | null = null;
         if (c.outcome === "refund") {
-          refundId = kept?.refundId ?? (await this.refund(provider as PaymentProvider, inv, plan, id));
-          refunded = { id, plan, refundId };
+          made = kept?.refund ?? (await this.refund(provider as PaymentProvider, inv, plan, id));
+          refunded = { id, plan, refund: made };
         }
         const written: CreditNote = {
           id,
@@ -233,7 +242,9 @@ export class CreditNotes {
           status: "issued",
           createdAt: now,
           creditGrantId: effects.grant?.id ?? null,
-          refundId,
+          refundId: made?.refundId ?? null,
+          refundStatus: made?.status ?? null,
+          refundFailureReason: null,
           metadata: c.metadata,
         };
         await tx.insert(written);
@@ -300,13 +311,26 @@ export class CreditNotes {
     return { grant: null, events: [], takeBackFrom: await checkTakeBack(tx, c, inv, plan, refunded) };
   }
 
-  /** The provider's refund of note `id` (the refund's ID); a refusal fails the note (REFUND_FAILED: nothing is written). */
-  private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<string> {
+  /**
+   * The provider's refund of note `id`: its ID, and pending (Stripe's refund made `pending`: the
+   * money not back yet, its webhooks tell how it ends) or succeeded (the test provider's at once).
+   * A refusal fails the note (REFUND_FAILED: nothing is written).
+   */
+  private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<MadeRefund> {
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
     const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
     const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
-    return out.refundId;
+    return { refundId: out.refundId, status: out.pending === true ? "pending" : "succeeded" };
+  }
+
+  /**
+   * A provider's event about a refund (Stripe's refund.updated / refund.failed), in the
+   * environment it came in on: the note with that refund moves forward to its status, once per
+   * event (refund-status.ts); a failure emits `credit_note.refund_failed`. The note stays issued.
+   */
+  refundUpdated(environmentId: string, update: RefundUpdate, event: ProviderEventRef): Promise<RefundUpdated> {
+    return retryingRaces(() => refundUpdated(this.store, environmentId, update, event, this.lookups.engine.now()));
   }
 
   /** A credit note of the caller's environment (NOT_FOUND otherwise): what the PDF reads too. */

@@ -10,9 +10,10 @@
 import type { CreditWrites } from "../credits/ports.js";
 import type { EventWrites } from "../events/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
+import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { Page, PageResult } from "../pagination.js";
 import type { Invoice } from "../subscriptions/types.js";
-import type { CreditNote } from "./types.js";
+import type { CreditNote, RefundStatus } from "./types.js";
 
 export interface CreditNoteFilter {
   invoiceId?: string;
@@ -37,6 +38,10 @@ export interface CreditNoteWrites {
   /** The environment's next credit-note number, `PREFIX-CN-000001` (locks the sequence until commit). */
   nextNumber(environmentId: string): Promise<string>;
   insert(note: CreditNote): Promise<void>;
+  /** The environment's note whose refund is the provider's `refundId`, its row locked until the transaction ends. */
+  lockByRefund(environmentId: string, refundId: string): Promise<CreditNote | undefined>;
+  /** A refund note's refund status (and the provider's failure reason, null unless failed). */
+  setRefundStatus(environmentId: string, id: string, status: RefundStatus, failureReason: string | null): Promise<void>;
   /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */
   insertGrant: CreditWrites["insertGrant"];
   /** A credit grant, locked until the transaction ends (CreditWrites.lockGrant). */
@@ -45,8 +50,12 @@ export interface CreditNoteWrites {
   takeBack: CreditWrites["takeBack"];
 }
 
-/** `dunning`: the invoice's payment state, for the cancel of a charge waiting on an invoice a note pays (payments/cancels.ts). */
-export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningWrites };
+/**
+ * `dunning`: the invoice's payment state, for the cancel of a charge waiting on an invoice a note
+ * pays (payments/cancels.ts). `providerEvents`: a provider's refund webhook recorded with its
+ * effect (refund-status.ts).
+ */
+export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningWrites; providerEvents?: ProviderEventWrites };
 
 export interface CreditNoteStore {
   get(environmentId: string, id: string): Promise<CreditNote | undefined>;

@@ -7,6 +7,13 @@ export const CREDIT_NOTE_REASONS: readonly CreditNoteReason[] = ["duplicate", "f
 export type CreditNoteOutcome = "refund" | "credit_balance" | "reduce_amount_due";
 export const CREDIT_NOTE_OUTCOMES: readonly CreditNoteOutcome[] = ["refund", "credit_balance", "reduce_amount_due"];
 
+/**
+ * Where a refund note's refund stands at the provider: made and not settled yet, the money back,
+ * or failed (the money did not go back). Only forward: pending to succeeded or failed, succeeded
+ * to failed (Stripe may fail a refund it reported succeeded); never back to pending.
+ */
+export type RefundStatus = "pending" | "succeeded" | "failed";
+
 export interface CreditNoteLine {
   /** The invoice line credited (index in its lines); null: the whole invoice, no line in particular. */
   invoiceLineIndex: number | null;
@@ -36,5 +43,9 @@ export interface CreditNote {
   createdAt: Date;
   creditGrantId: string | null;
   refundId: string | null;
+  /** For outcome refund (null otherwise): where its refund stands (RefundStatus). */
+  refundStatus: RefundStatus | null;
+  /** The provider's reason of a failed refund (Stripe's failure_reason); null otherwise. */
+  refundFailureReason: string | null;
   metadata: Metadata;
 }

@@ -40,6 +40,7 @@ export const EVENT_TYPES = [
   "credit.balance_low",
   "credit.depleted",
   "credit_note.created",
+  "credit_note.refund_failed",
   "coupon.redeemed",
 ] as const;
 

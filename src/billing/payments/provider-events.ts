@@ -17,7 +17,7 @@ import type { BillingStores, BillingTx } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, amountDueOf } from "../subscriptions/types.js";
 import type { ProviderEventRef } from "./event-writes.js";
-import type { ChargeOutcome, ProviderKind } from "./types.js";
+import type { ChargeOutcome, ProviderKind, RefundUpdate, RefundUpdated } from "./types.js";
 
 export type { ProviderEventRef, ProviderEventWrites } from "./event-writes.js";
 
@@ -64,6 +64,11 @@ export class ProviderEvents {
    * another payment (PaymentCancels.paidAfterEnd, set by the wiring); false: not such a payment.
    */
   refundAfterEnd: ((invoice: Invoice, reference: string) => Promise<boolean>) | undefined = undefined;
+  /**
+   * A provider's refund event, recorded with its effect: the credit note of that refund (in that
+   * environment) moves forward to its status (credit-notes/refund-status.ts, set by the wiring).
+   */
+  refunds: ((environmentId: string, update: RefundUpdate, event: ProviderEventRef) => Promise<RefundUpdated>) | undefined = undefined;
 
   constructor(
     private readonly stores: BillingStores,
@@ -252,6 +257,16 @@ export class ProviderEvents {
         await tx.setSubjectPaymentMethod(subjectId, id, environmentId);
       }),
     );
+  }
+
+  /**
+   * The provider's refund `update.refundId` changed (Stripe's refund.updated / refund.failed): the
+   * credit note of that refund in `environmentId` moves forward to its status, a failure announced
+   * (`credit_note.refund_failed`), once per event; without credit notes wired, only recorded.
+   */
+  async refundUpdated(environmentId: string, update: RefundUpdate, event: ProviderEventRef): Promise<RefundUpdated> {
+    if (this.refunds) return this.refunds(environmentId, update, event);
+    return { outcome: (await this.acknowledge(environmentId, event)) ? "unknown" : "repeat" };
   }
 
   /**

@@ -138,8 +138,30 @@ export interface RefundAfterEnd {
   refused?: string | null;
 }
 
-/** What a provider's refund answers: made (its id, and the amount when the provider tells it), or refused for good. */
-export type RefundOutcome = { ok: true; refundId: string; amount?: string } | { ok: false; message: string };
+/** A provider's refund as its event tells it (Stripe's refund.updated / refund.failed). */
+export interface RefundUpdate {
+  refundId: string;
+  status: "pending" | "succeeded" | "failed";
+  /** The provider's reason of a failed refund (Stripe's failure_reason); null otherwise. */
+  failureReason: string | null;
+}
+
+/**
+ * What a refund event did (credit-notes/refund-status.ts): "repeat" (recorded already), "unknown"
+ * (no credit note of the environment has that refund), "unchanged" (its note's refund is there
+ * already, or further: a stale event), or the status its note's refund moved to.
+ */
+export interface RefundUpdated {
+  outcome: "repeat" | "unknown" | "unchanged" | RefundUpdate["status"];
+  creditNoteId?: string;
+}
+
+/**
+ * What a provider's refund answers: made (its id, the amount when the provider tells it, and
+ * `pending` when the money is not back yet: Stripe's refund in status pending, which may still
+ * fail days later, told by its webhooks), or refused for good.
+ */
+export type RefundOutcome = { ok: true; refundId: string; amount?: string; pending?: boolean } | { ok: false; message: string };
 
 /**
  * What a provider answers to the cancel of a payment waiting for the customer: cancelled (now or

@@ -1,7 +1,8 @@
 /**
  * Table of credit notes (DESIGN §15, migration 29). A note's lines are JSON (they are read and
  * written with the note, never queried alone); its number is unique per environment; its amounts
- * are sums (DECIMAL(65,12) on MySQL, canonical text on SQLite).
+ * are sums (DECIMAL(65,12) on MySQL, canonical text on SQLite). A refund note's refund status
+ * (migration 34) is found by its refund ID within its environment (a provider's refund webhook).
  */
 import { EntitySchema } from "typeorm";
 import { type Dialect, type ExactText, idColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
@@ -26,6 +27,9 @@ export interface CreditNoteRow {
   status: string;
   credit_grant_id: string | null;
   refund_id: string | null;
+  /** 'pending', 'succeeded' or 'failed' for outcome 'refund' (migration 34); NULL otherwise. */
+  refund_status: string | null;
+  refund_failure_reason: string | null;
   metadata: Record<string, string>;
   created_at: Date;
 }
@@ -53,6 +57,8 @@ export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
       status: textColumn(16, false),
       credit_grant_id: textColumn(32),
       refund_id: textColumn(255),
+      refund_status: textColumn(16),
+      refund_failure_reason: textColumn(255),
       metadata: jsonColumn(dialect),
       created_at: timeColumn(),
     }),
@@ -64,6 +70,7 @@ export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_credit_notes_env_seq", columns: ["environment_id", "seq"] },
       { name: "ix_credit_notes_invoice_seq", columns: ["invoice_id", "seq"] },
       { name: "ix_credit_notes_subject_seq", columns: ["subject_id", "seq"] },
+      { name: "ix_credit_notes_env_refund", columns: ["environment_id", "refund_id"] },
     ],
   });
   return { CreditNote };

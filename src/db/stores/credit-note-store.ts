@@ -24,6 +24,7 @@ import { creditWrites } from "./credit-store.js";
 import { dunningWrites } from "./dunning-store.js";
 import { invoiceFromRows } from "./invoice-store.js";
 import { nextNumbers } from "./numbering.js";
+import { providerEventWrites } from "./provider-store.js";
 import { changed, eventWrites } from "./outbox.js";
 
 export function creditNoteFromRow(r: CreditNoteRow): CreditNote {
@@ -46,6 +47,8 @@ export function creditNoteFromRow(r: CreditNoteRow): CreditNote {
     createdAt: r.created_at,
     creditGrantId: r.credit_grant_id,
     refundId: r.refund_id,
+    refundStatus: (r.refund_status ?? null) as CreditNote["refundStatus"],
+    refundFailureReason: r.refund_failure_reason ?? null,
     metadata: r.metadata ?? {},
   };
 }
@@ -69,6 +72,8 @@ function creditNoteToRow(n: CreditNote): CreditNoteRow {
     status: n.status,
     credit_grant_id: n.creditGrantId,
     refund_id: n.refundId,
+    refund_status: n.refundStatus,
+    refund_failure_reason: n.refundFailureReason === null ? null : n.refundFailureReason.slice(0, 255),
     metadata: n.metadata,
     created_at: n.createdAt,
   };
@@ -131,6 +136,13 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
         throw err;
       }
     },
+    lockByRefund: async (environmentId, refundId) => {
+      const r = await em.findOne(E.CreditNote, { where: { environment_id: environmentId, refund_id: refundId }, lock: rowLock(d) });
+      return r ? creditNoteFromRow(r) : undefined;
+    },
+    setRefundStatus: async (environmentId, id, status, failureReason) => {
+      await em.update(E.CreditNote, { environment_id: environmentId, id }, { refund_status: status, refund_failure_reason: failureReason === null ? null : failureReason.slice(0, 255) });
+    },
     insertGrant: (g, entry) => creditWrites(em, sql, E).insertGrant(g, entry),
     lockGrant: (environmentId, id) => creditWrites(em, sql, E).lockGrant(environmentId, id),
     takeBack: (environmentId, grantId, amount, entry, at) => creditWrites(em, sql, E).takeBack(environmentId, grantId, amount, entry, at),
@@ -160,7 +172,14 @@ export class SqlCreditNoteStore implements CreditNoteStore {
   }
 
   transaction<T>(fn: (tx: CreditNoteTx) => Promise<T>): Promise<T> {
-    const run = this.sql.transaction((em) => fn({ ...creditNoteWrites(em, this.sql, this.E), ...eventWrites(em, this.encode, this.now, this.sql.dialect), dunning: dunningWrites(em, this.E) }));
+    const run = this.sql.transaction((em) =>
+      fn({
+        ...creditNoteWrites(em, this.sql, this.E),
+        ...eventWrites(em, this.encode, this.now, this.sql.dialect),
+        dunning: dunningWrites(em, this.E),
+        providerEvents: providerEventWrites(em, this.E),
+      }),
+    );
     return run.catch((err: unknown) => {
       if (isTransient(err)) throw new AbortedError("TRANSACTION_CONFLICT", "the write conflicted with another one (deadlock or lock wait timeout); try again");
       throw err;

@@ -8,7 +8,8 @@
  *   and its `checkout.session.completed` webhook arrives too: both complete it, once (completeSetup).
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
- * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it).
+ * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
+ *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed).
  * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
  *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
  *
@@ -221,7 +222,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       // No amount: Stripe refunds what is left of the PaymentIntent.
       const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }) }, { idempotencyKey });
       if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
-      return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency) };
+      // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
+      return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
     } catch (err) {
       // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
       if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };

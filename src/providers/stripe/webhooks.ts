@@ -12,8 +12,11 @@
  * Handled events: checkout.session.completed (setup: the card saved, the checkout completed;
  * payment, an invoice's pay link: the invoice paid, the card used kept),
  * payment_intent.succeeded (the invoice paid), payment_intent.payment_failed (recorded; dunning
- * decides), and setup_intent.succeeded, payment_method.attached, charge.refunded, refund.updated
- * acknowledged (their effect is another event's). Any other type: 200, ignored.
+ * decides), refund.updated and refund.failed (the credit note of that refund in this environment
+ * takes its status: pending, succeeded or failed, only forward; a failure is announced with
+ * `credit_note.refund_failed` and logged as a warning), and setup_intent.succeeded,
+ * payment_method.attached, charge.refunded, refund.created acknowledged (their effect is another
+ * event's, or the refund's answer). Any other type: 200, ignored.
  */
 import Stripe from "stripe";
 import type { ProviderEventRef, ProviderEvents } from "../../billing/payments/provider-events.js";
@@ -31,13 +34,18 @@ const ACKNOWLEDGED = new Set([
   "setup_intent.setup_failed",
   "payment_method.attached",
   "charge.refunded",
-  "refund.updated",
   "refund.created",
   "charge.succeeded",
   "charge.failed",
   "payment_intent.created",
   "payment_intent.requires_action",
 ]);
+
+/** Stripe's refund status as a credit note keeps it: requires_action is still pending, canceled is failed. */
+function refundStatusOf(status: string | null): "pending" | "succeeded" | "failed" {
+  if (status === "succeeded") return "succeeded";
+  return status === "failed" || status === "canceled" ? "failed" : "pending";
+}
 
 export interface StripeEndpointsDeps {
   settings: ProviderSettingsSource;
@@ -108,6 +116,21 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         // The off-session charge asking for the customer's authentication: what made the invoice wait, not its outcome.
         if (e?.code === "authentication_required") return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
         return ev.paymentFailed(env, invoiceId, pi.id, { message: e?.message ?? "The payment failed.", code: e?.decline_code ?? e?.code ?? null }, ref);
+      }
+      case "refund.updated":
+      case "refund.failed": {
+        const refund = event.data.object as Stripe.Refund;
+        const update = { refundId: refund.id, status: refundStatusOf(refund.status), failureReason: refund.failure_reason ?? (refund.status === "canceled" ? "canceled" : null) };
+        const out = await ev.refundUpdated(env, update, ref);
+        if (out.outcome === "failed") {
+          log.warn("stripe refund of a credit note failed: the money did not go back", {
+            environment_id: env,
+            credit_note_id: out.creditNoteId,
+            refund_id: refund.id,
+            failure_reason: update.failureReason,
+          });
+        }
+        return `refund_${out.outcome}`;
       }
       default:
         if (ACKNOWLEDGED.has(event.type)) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";

@@ -2252,6 +2252,22 @@ export interface components {
             credit_grant_id: string | null;
             /** @description The provider's refund for outcome "refund"; absent (JSON null) otherwise. */
             refund_id: string | null;
+            /**
+             * @description Where the provider's refund stands, for outcome "refund"; absent (JSON null) otherwise:
+             *     "pending" (made, the money not back yet: Stripe may take days), "succeeded" (the money went
+             *     back) or "failed" (it did not: the card was closed, say; a "credit_note.refund_failed" event).
+             *     Set from the provider's answer when the note is issued, then from its refund webhooks (Stripe's
+             *     refund.updated and refund.failed); it only moves forward (pending to succeeded or failed,
+             *     succeeded to failed), never back to pending. A failed refund leaves the note issued: the money
+             *     is to be paid back by other means.
+             */
+            refund_status: string | null;
+            /**
+             * @description Why the provider's refund failed (Stripe's failure_reason: "expired_or_canceled_card",
+             *     "lost_or_stolen_card", "declined", "insufficient_funds", "unknown", ...), when refund_status is
+             *     "failed"; absent (JSON null) otherwise.
+             */
+            refund_failure_reason: string | null;
             /** @description GET /credit-notes/{id}/pdf, readable with the API key. */
             pdf_url: string;
             metadata: {

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/v1/credit_note.proto.
  */
 export const file_billing_v1_credit_note: GenFile = /*@__PURE__*/
-  fileDesc("ChxiaWxsaW5nL3YxL2NyZWRpdF9ub3RlLnByb3RvEgpiaWxsaW5nLnYxIuoECgpDcmVkaXROb3RlEgoKAmlkGAEgASgJEg4KBm51bWJlchgCIAEoCRISCgppbnZvaWNlX2lkGAMgASgJEhYKDmludm9pY2VfbnVtYmVyGAQgASgJEhIKCnN1YmplY3RfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEhEKBG1lbW8YByABKAlIAIgBARIPCgdvdXRjb21lGAggASgJEikKBWxpbmVzGAkgAygLMhouYmlsbGluZy52MS5DcmVkaXROb3RlTGluZRIqCghzdWJ0b3RhbBgKIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBEisKCXRvdGFsX3RheBgLIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBEicKBXRvdGFsGAwgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESDgoGc3RhdHVzGA0gASgJEjQKCmNyZWF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEhwKD2NyZWRpdF9ncmFudF9pZBgPIAEoCUgBiAEBEhYKCXJlZnVuZF9pZBgQIAEoCUgCiAEBEg8KB3BkZl91cmwYESABKAkSNgoIbWV0YWRhdGEYEiADKAsyJC5iaWxsaW5nLnYxLkNyZWRpdE5vdGUuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX21lbW9CEgoQX2NyZWRpdF9ncmFudF9pZEIMCgpfcmVmdW5kX2lkIrUBCg5DcmVkaXROb3RlTGluZRIfChJpbnZvaWNlX2xpbmVfaW5kZXgYASABKAVIAIgBARITCgtkZXNjcmlwdGlvbhgCIAEoCRIoCgZhbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIsCgp0YXhfYW1vdW50GAQgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAFCFQoTX2ludm9pY2VfbGluZV9pbmRleGIGcHJvdG8z", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
+  fileDesc("ChxiaWxsaW5nL3YxL2NyZWRpdF9ub3RlLnByb3RvEgpiaWxsaW5nLnYxItYFCgpDcmVkaXROb3RlEgoKAmlkGAEgASgJEg4KBm51bWJlchgCIAEoCRISCgppbnZvaWNlX2lkGAMgASgJEhYKDmludm9pY2VfbnVtYmVyGAQgASgJEhIKCnN1YmplY3RfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEhEKBG1lbW8YByABKAlIAIgBARIPCgdvdXRjb21lGAggASgJEikKBWxpbmVzGAkgAygLMhouYmlsbGluZy52MS5DcmVkaXROb3RlTGluZRIqCghzdWJ0b3RhbBgKIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBEisKCXRvdGFsX3RheBgLIAEoCzISLmJpbGxpbmcudjEuQW1vdW50QgSgtRgBEicKBXRvdGFsGAwgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAESDgoGc3RhdHVzGA0gASgJEjQKCmNyZWF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSgtRgBEhwKD2NyZWRpdF9ncmFudF9pZBgPIAEoCUgBiAEBEhYKCXJlZnVuZF9pZBgQIAEoCUgCiAEBEhoKDXJlZnVuZF9zdGF0dXMYEyABKAlIA4gBARIiChVyZWZ1bmRfZmFpbHVyZV9yZWFzb24YFCABKAlIBIgBARIPCgdwZGZfdXJsGBEgASgJEjYKCG1ldGFkYXRhGBIgAygLMiQuYmlsbGluZy52MS5DcmVkaXROb3RlLk1ldGFkYXRhRW50cnkaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgcKBV9tZW1vQhIKEF9jcmVkaXRfZ3JhbnRfaWRCDAoKX3JlZnVuZF9pZEIQCg5fcmVmdW5kX3N0YXR1c0IYChZfcmVmdW5kX2ZhaWx1cmVfcmVhc29uIrUBCg5DcmVkaXROb3RlTGluZRIfChJpbnZvaWNlX2xpbmVfaW5kZXgYASABKAVIAIgBARITCgtkZXNjcmlwdGlvbhgCIAEoCRIoCgZhbW91bnQYAyABKAsyEi5iaWxsaW5nLnYxLkFtb3VudEIEoLUYARIsCgp0YXhfYW1vdW50GAQgASgLMhIuYmlsbGluZy52MS5BbW91bnRCBKC1GAFCFQoTX2ludm9pY2VfbGluZV9pbmRleGIGcHJvdG8z", [file_billing_v1_common, file_billing_v1_options, file_google_protobuf_timestamp]);
 
 /**
  * A credit note (DESIGN §15): a booked correction of a finalized invoice, whole or per line. The
@@ -128,6 +128,28 @@ export type CreditNote = Message<"billing.v1.CreditNote"> & {
    * @generated from field: optional string refund_id = 16;
    */
   refundId?: string | undefined;
+
+  /**
+   * Where the provider's refund stands, for outcome "refund"; absent (JSON null) otherwise:
+   * "pending" (made, the money not back yet: Stripe may take days), "succeeded" (the money went
+   * back) or "failed" (it did not: the card was closed, say; a "credit_note.refund_failed" event).
+   * Set from the provider's answer when the note is issued, then from its refund webhooks (Stripe's
+   * refund.updated and refund.failed); it only moves forward (pending to succeeded or failed,
+   * succeeded to failed), never back to pending. A failed refund leaves the note issued: the money
+   * is to be paid back by other means.
+   *
+   * @generated from field: optional string refund_status = 19;
+   */
+  refundStatus?: string | undefined;
+
+  /**
+   * Why the provider's refund failed (Stripe's failure_reason: "expired_or_canceled_card",
+   * "lost_or_stolen_card", "declined", "insufficient_funds", "unknown", ...), when refund_status is
+   * "failed"; absent (JSON null) otherwise.
+   *
+   * @generated from field: optional string refund_failure_reason = 20;
+   */
+  refundFailureReason?: string | undefined;
 
   /**
    * GET /credit-notes/{id}/pdf, readable with the API key.
