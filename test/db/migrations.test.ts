@@ -157,6 +157,42 @@ for (const store of STORES) {
     }
   });
 
+  test(`${store}: the credit-note refunds migration backfills the refund notes already stored as succeeded, the others null`, async (t) => {
+    const tdb = await createTestDatabase(store);
+    const db = await createDatabase(tdb.url, { poolSize: 2 });
+    await db.dataSource.initialize();
+    try {
+      await db.dataSource.runMigrations({ transaction: "each" });
+      // Back to before refund_status (and the migrations after it).
+      await undoBackTo(db, "CreditNoteRefunds");
+      const q = (sql: string, params: unknown[] = []) => db.dataSource.query(sql, params);
+      const notes: [string, string, string, string | null][] = [
+        ["cn_1", "CN-000001", "refund", "re_1"],
+        ["cn_2", "CN-000002", "credit_balance", null],
+        ["cn_3", "CN-000003", "reduce_amount_due", null],
+      ];
+      for (const [id, number, outcome, refund] of notes) {
+        await q(
+          `INSERT INTO credit_notes (id, environment_id, number, invoice_id, invoice_number, subject_id, currency, reason, outcome, ${store === "mysql" ? "`lines`" : '"lines"'}, subtotal, total_tax, total, status, refund_id, metadata, created_at) VALUES (?, 'env_1', ?, 'inv_1', 'INV-1', 'subj_1', 'USD', 'other', ?, '[]', '1', '0', '1', 'issued', ?, '{}', '2026-01-15 00:00:00.000')`,
+          [id, number, outcome, refund],
+        );
+      }
+      await db.dataSource.runMigrations({ transaction: "each" });
+      const rows: { id: string; refund_status: string | null; refund_failure_reason: string | null }[] = await q("SELECT id, refund_status, refund_failure_reason FROM credit_notes ORDER BY seq");
+      t.deepEqual(
+        rows.map((r) => [r.id, r.refund_status, r.refund_failure_reason]),
+        [
+          ["cn_1", "succeeded", null],
+          ["cn_2", null, null],
+          ["cn_3", null, null],
+        ],
+      );
+    } finally {
+      await db.dataSource.destroy();
+      await tdb.drop();
+    }
+  });
+
   test(`${store}: the minute-totals migration adds the events already stored`, async (t) => {
     const tdb = await createTestDatabase(store);
     const db = await createDatabase(tdb.url, { poolSize: 2 });
