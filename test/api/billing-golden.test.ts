@@ -131,7 +131,8 @@ const cases: Case[] = [
   [
     "change up with prorate: the difference for the rest of the period",
     async (s) => {
-      // Period Jan 15 → Feb 15 (31 days); the change on Jan 31 leaves 15 days: 2000 × 15/31 = 967.74.
+      // Period Jan 15 → Feb 15 (31 days); the change on Jan 31 leaves 15 days: Basic's credit −1000 × 15/31 =
+      // −483.87 → −484, Pro's charge 3000 × 15/31 = 1451.61 → 1452; 968 in all.
       const a = await s.card({ name: "Basic", fixed_rates: [seats(1000)] });
       const b = await s.card({ name: "Pro", fixed_rates: [seats(3000)] });
       const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
@@ -146,7 +147,14 @@ const cases: Case[] = [
       true,
       [
         ["paid", "1000", [["Seats", "1000"]]],
-        ["paid", "968", [["Upgrade from Basic to Pro (prorated: 48.39% of the period left)", "968"]]],
+        [
+          "paid",
+          "968",
+          [
+            ["Unused time on Basic (prorated: 48.39% of the period left)", "-484"],
+            ["Remaining time on Pro (prorated: 48.39% of the period left)", "1452"],
+          ],
+        ],
         ["paid", "3000", [["Seats", "3000"]]],
       ],
     ],
@@ -163,7 +171,15 @@ const cases: Case[] = [
     },
     [
       ["paid", "2000", [["Seats", "2", "1000", "2000"]]],
-      ["paid", "4000", [["Upgrade from Basic to Pro", "1", "4000", "4000"]]],
+      // Basic's 2 × 1000 = 2000 credited, Pro's 2 × 3000 = 6000 charged: 4000.
+      [
+        "paid",
+        "4000",
+        [
+          ["Rate difference: credit for Basic", "1", "-2000", "-2000"],
+          ["Rate difference: charge for Pro", "1", "6000", "6000"],
+        ],
+      ],
     ],
   ],
   [

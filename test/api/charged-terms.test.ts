@@ -144,9 +144,19 @@ const cases: Case[] = [
     },
     [
       ["paid", "2000", [["Seats", "2", "1000", "2000"]], [], "2000"],
-      // Dear at the carried 5 seats: 5 × 1,500 = 7,500 a cycle, less the 2 × 1,000 = 2,000 paid: 5,500 × 14/28 = 2,750
+      // Dear at the carried 5 seats: 5 × 1,500 = 7,500 a cycle, less the 2 × 1,000 = 2,000 paid: the credit
+      // −2,000 × 14/28 = −1,000 and the charge 7,500 × 14/28 = 3,750, 2,750 in all
       // (the old code: 7,500 − 5 × 1,000 = 2,500 × 14/28 = 1,250)
-      ["paid", "2750", [["Upgrade from Team to Dear (prorated: 50% of the period left)", "1", "2750", "2750"]], [], "2750"],
+      [
+        "paid",
+        "2750",
+        [
+          ["Unused time on Team (prorated: 50% of the period left)", "1", "-1000", "-1000"],
+          ["Remaining time on Dear (prorated: 50% of the period left)", "1", "3750", "3750"],
+        ],
+        [],
+        "2750",
+      ],
       ["paid", "7500", [["Seats", "5", "1500", "7500"]], [], "7500"],
     ],
   ],

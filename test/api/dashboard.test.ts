@@ -316,7 +316,8 @@ for (const store of STORES) {
     const preview = await b.get(`/dashboard/subscriptions/${sub.id}/change?rate_card_id=${business}&behavior=prorate`);
     t.is(preview.status, 200);
     const html = await preview.text();
-    t.regex(html, /Upgrade from Team to Business \(prorated: 67\.74% of the period left\)/);
+    t.regex(html, /Unused time on Team \(prorated: 67\.74% of the period left\)/);
+    t.regex(html, /Remaining time on Business \(prorated: 67\.74% of the period left\)/);
     t.regex(html, /Total now: <strong>USD 21\.00<\/strong>/);
     t.is((await s.call("GET", `/subscriptions/${sub.id}`)).rate_card_id, team, "the preview changed nothing");
     t.is((await s.invoices()).length, 1);

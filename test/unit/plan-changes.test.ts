@@ -39,8 +39,9 @@ test("an upgrade mid-cycle invoices the old card's usage so far and the prorated
     change?.lines.map((l) => [l.description, l.quantity, l.amount]),
     [
       ["calls", "7", "7"],
-      // (2 × 30 − 2 × 10) × half the period left.
-      ["Upgrade from small to large (prorated: 50% of the period left)", "1", "20"],
+      // small's 2 × 10 credited and large's 2 × 30 charged, each for half the period left: −10 + 30 = 20.
+      ["Unused time on small (prorated: 50% of the period left)", "1", "-10"],
+      ["Remaining time on large (prorated: 50% of the period left)", "1", "30"],
     ],
   );
   t.is(change?.status, "paid");
@@ -71,7 +72,10 @@ test("rate_difference charges the whole difference; a downgrade charges none", a
       .invoicesOf(up.id)
       .find((i) => i.periodKey.startsWith("change:"))
       ?.lines.map((l) => [l.description, l.amount]),
-    [["Upgrade from small to large", "20"]],
+    [
+      ["Rate difference: credit for small", "-10"],
+      ["Rate difference: charge for large", "30"],
+    ],
   );
 
   await w.changes.changeRateCard(w.caller, up.id, { rateCardId: "small", behavior: "" });
@@ -144,7 +148,8 @@ test("the preview of a change shows what the change then invoices, and writes no
     p.lines.map((l) => [l.description, l.quantity, l.amount]),
     [
       ["calls", "7", "7"],
-      ["Upgrade from small to large (prorated: 50% of the period left)", "1", "20"],
+      ["Unused time on small (prorated: 50% of the period left)", "1", "-10"],
+      ["Remaining time on large (prorated: 50% of the period left)", "1", "30"],
     ],
   );
   t.deepEqual([p.total, p.upgrade, p.needsCheckout, p.from.id, p.to.id], ["27", "20", false, "small", "large"]);

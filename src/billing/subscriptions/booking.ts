@@ -14,6 +14,7 @@
  */
 import { ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
+import { cardOfKey } from "./line-cards.js";
 import { applyCredits, chargeLines, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
 import { type Invoice, isInternal } from "./types.js";
@@ -57,10 +58,12 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
     currency: inv.currency,
     customer: parties.customer,
     cardTaxRateIds: parties.cardTaxRateIds,
-    // Late usage of a window of another card is taxed as that card says.
+    // Late usage of a window of another card, and a change's credit and charge (each naming its
+    // card, change-lines.ts), are taxed as that card says.
     lines: lines.map((l, i) => {
-      const adjusted = inv.lines[i]?.windowInvoiceId;
-      const ids = adjusted ? parties.adjustedCardTaxRateIds?.get(adjusted) : undefined;
+      const { windowInvoiceId, key } = inv.lines[i] ?? {};
+      const priced = windowInvoiceId ?? (cardOfKey(key) !== null ? key : null);
+      const ids = priced ? parties.adjustedCardTaxRateIds?.get(priced) : undefined;
       return ids ? { ...l, cardTaxRateIds: ids } : l;
     }),
   });

@@ -8,8 +8,8 @@ import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, UnavailableError, Violations, invalid } from "../errors.js";
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
-import { line, total } from "../invoicing/lines.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { total } from "../invoicing/lines.js";
+import { type Decimal, ZERO, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { formatInstant } from "../time.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
@@ -19,7 +19,8 @@ import { noPaymentProvider } from "./payments.js";
 import { chargedTerms, sameTerms, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
-import { type BillLine, fixedBillLines } from "./invoice-building.js";
+import type { BillLine } from "./invoice-building.js";
+import { upgradeLines } from "./change-lines.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, Subscription } from "./types.js";
@@ -306,11 +307,14 @@ export class SubscriptionChanges {
   }
 
   /**
-   * What moving to `newCard` at `at` invoices: the old card's usage so far, and an upgrade charge
-   * (from the fixed charges the period was billed at, chargedTerms, not the row's terms).
+   * What moving to `newCard` at `at` invoices: the old card's usage so far, and for an upgrade
+   * the old card's credit and the new card's charge (change-lines.ts; the old charge is the one
+   * the period was billed at, chargedTerms, not the row's terms).
    */
   private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
-    const diff = (await this.fixedTotal(newCard, next)).minus(await this.fixedTotal(oldCard, chargedTerms(current)));
+    const oldFixed = await this.fixedTotal(oldCard, chargedTerms(current));
+    const newFixed = await this.fixedTotal(newCard, next);
+    const diff = newFixed.minus(oldFixed);
     const lines = await this.engine.builder.usageLines(oldCard, current, current.usageSince, at);
     let upgrade = ZERO;
     if (diff.gt(0)) {
@@ -318,17 +322,8 @@ export class SubscriptionChanges {
       const left = Math.max(0, current.periodEnd.getTime() - at.getTime());
       const prorate = behavior !== "rate_difference";
       upgrade = prorate ? diff.times(left).div(span) : diff;
-      if (upgrade.gt(0)) {
-        lines.push(
-          ...fixedBillLines([
-            line(
-              `Upgrade from ${oldCard.name} to ${newCard.name}${prorate ? ` (prorated: ${formatDecimal(dec(left).div(span).times(100).toDecimalPlaces(2))}% of the period left)` : ""}`,
-              dec(1),
-              upgrade,
-            ),
-          ]),
-        );
-      }
+      // The old card's credit and the new card's charge, each taxed by its own card (change-lines.ts).
+      if (upgrade.gt(0)) lines.push(...upgradeLines({ card: oldCard, fixed: oldFixed }, { card: newCard, fixed: newFixed }, prorate ? { left, span } : null));
     }
     return { lines, upgrade };
   }

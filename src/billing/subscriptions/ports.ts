@@ -243,7 +243,8 @@ export interface InvoiceParties {
   cardTaxRateIds: string[];
   /**
    * The default tax rates of the card of each earlier usage window its adjustment lines adjust, by
-   * that window's invoice ID, when another card priced it (a change of rate card came between).
+   * that window's invoice ID, when another card priced it (a change of rate card came between);
+   * and of the card a change's credit or charge line names, by the line's key (change-lines.ts).
    */
   adjustedCardTaxRateIds?: Map<string, string[]>;
 }

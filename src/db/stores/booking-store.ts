@@ -6,6 +6,7 @@
  * per environment instead of a few per invoice.
  */
 import type { EntityManager } from "typeorm";
+import { cardOfKey } from "../../billing/subscriptions/line-cards.js";
 import type { BookingTx, InvoiceParties } from "../../billing/subscriptions/ports.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
 import { BuiltInTaxProvider } from "../../billing/taxes/built-in.js";
@@ -72,13 +73,25 @@ async function parties(em: EntityManager, inv: Invoice, memo: Memo, batch?: Batc
 }
 
 /**
- * The default tax rates of the cards that priced the earlier windows `inv`'s adjustment lines
- * adjust, by window invoice ID, where that card is not `card` (the invoice's): late usage of a
- * card left by a change is taxed as that card says. One read, only for an invoice with adjustments.
+ * The default tax rates of the cards that priced lines of `inv` where that card is not `card`
+ * (the invoice's): by window invoice ID, the cards of the earlier windows its adjustment lines
+ * adjust (late usage of a card left by a change is taxed as that card says); by line key, the
+ * cards a change's credit and charge lines name (change-lines.ts). One read of windows, only for
+ * an invoice with adjustments.
  */
 async function adjustedCards(em: EntityManager, inv: Invoice, card: string | null, memo: Memo): Promise<Map<string, string[]>> {
-  const windows = [...new Set(inv.lines.flatMap((l) => (l.kind === "adjustment" && l.windowInvoiceId ? [l.windowInvoiceId] : [])))];
   const out = new Map<string, string[]>();
+  const ratesOf = async (priced: string): Promise<string[]> => {
+    const key = keyOf(inv.environmentId, priced);
+    const ids = memo.cards.get(key) ?? (await cardTaxRateIds(em, inv.environmentId, priced));
+    memo.cards.set(key, ids);
+    return ids;
+  };
+  for (const l of inv.lines) {
+    const priced = cardOfKey(l.key);
+    if (l.key && priced && priced !== card && !out.has(l.key)) out.set(l.key, await ratesOf(priced));
+  }
+  const windows = [...new Set(inv.lines.flatMap((l) => (l.kind === "adjustment" && l.windowInvoiceId ? [l.windowInvoiceId] : [])))];
   if (windows.length === 0) return out;
   const rows = (await em.query(`SELECT id, basis FROM invoices WHERE environment_id = ? AND id IN (${windows.map(() => "?").join(", ")})`, [inv.environmentId, ...windows])) as {
     id: string;
@@ -88,10 +101,7 @@ async function adjustedCards(em: EntityManager, inv: Invoice, card: string | nul
     const basis = (typeof r.basis === "string" ? JSON.parse(r.basis) : r.basis) as { rateCardId?: string } | null;
     const priced = basis?.rateCardId;
     if (!priced || priced === card) continue;
-    const key = keyOf(inv.environmentId, priced);
-    const ids = memo.cards.get(key) ?? (await cardTaxRateIds(em, inv.environmentId, priced));
-    memo.cards.set(key, ids);
-    out.set(r.id, ids);
+    out.set(r.id, await ratesOf(priced));
   }
   return out;
 }
