@@ -13,9 +13,6 @@ import type { WebhookStore } from "./webhooks.js";
 /** How long a missing event number holds readers back before it is taken for a rolled-back write. */
 export const GAP_WAIT_MS = 10_000;
 
-/** How many horizon windows (2,000 events of every environment each) one page reads at most. */
-const MAX_HORIZON_WINDOWS = 25;
-
 export interface FeedOptions {
   /** How often an open stream looks for new events. */
   pollMs: number;
@@ -62,34 +59,15 @@ export class EventFeed {
     // yet committed.
     const next = await this.store.eventsBetween(caller.environmentId, from, Number.MAX_SAFE_INTEGER, wanted, page.limit + 1);
     if (next.length === 0) return { events: [], hasMore: false };
-    const { readable, bounded } = await this.readable(next, from, now);
-    const rows = next.filter((e) => e.seq <= readable);
-    // Cut at the bound of work below (not at a gap): the rest is there, and a next call reaches it
-    // (from the last event given, or, with none given, once they are older than the gap wait).
-    if (bounded && rows.length < next.length) return { events: rows.slice(0, page.limit), hasMore: true };
-    return { events: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
-  }
-
-  /**
-   * How far `next` (an environment's events after `from`, in order) can be read: through the
-   * horizon, read on window after window while a window ends at its row limit rather than at a
-   * gap (events of other environments or other types in between), up to MAX_HORIZON_WINDOWS; and
-   * through any of them older than the gap wait (a gap before such an event is settled: see
-   * WebhookStore.horizon). `bounded`: the windows ran out before the last of `next`.
-   */
-  private async readable(next: StoredEvent[], from: number, now: Date): Promise<{ readable: number; bounded: boolean }> {
-    const settled = now.getTime() - this.options.gapWaitMs;
     const last = (next[next.length - 1] as StoredEvent).seq;
-    let old = from;
-    for (const e of next) if (e.createdAt.getTime() <= settled) old = e.seq;
-    let upto = from;
-    for (let window = 0; upto < last; window++) {
-      if (window >= MAX_HORIZON_WINDOWS) return { readable: Math.max(upto, old), bounded: true };
-      const h = await this.store.horizon(upto, this.options.gapWaitMs, now);
-      upto = h.upto;
-      if (!h.limited) break;
-    }
-    return { readable: Math.max(upto, old), bounded: false };
+    const h = await this.store.readableUpTo(from, last, this.options.gapWaitMs, now);
+    // An event older than the gap wait is readable whatever lies below it (WebhookStore.horizon).
+    const settled = now.getTime() - this.options.gapWaitMs;
+    const readable = next.reduce((upto, e) => (e.createdAt.getTime() <= settled ? Math.max(upto, e.seq) : upto), h.upto);
+    const rows = next.filter((e) => e.seq <= readable);
+    // Cut at the bound of the walk (not at a gap): the rest is there, and a next call reaches it.
+    if (h.limited && rows.length < next.length) return { events: rows.slice(0, page.limit), hasMore: true };
+    return { events: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
   }
 
   /** Events after `after` (empty: from now on), then each new one, until `signal` aborts. */

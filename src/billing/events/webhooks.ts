@@ -165,6 +165,13 @@ export interface WebhookStore {
    * it ended at that bound rather than at a gap or the end.
    */
   horizon(afterSeq: number, gapWaitMs: number, now: Date): Promise<Horizon>;
+  /**
+   * How far events in (afterSeq, lastSeq] can be read without missing one, by the same rule as
+   * horizon, read from lastSeq down through the events younger than `gapWaitMs` only (a gap below
+   * an older event is settled), so that a reader far behind does not read every event since its
+   * cursor. `limited`: more young events than it reads (nothing above afterSeq vouched for).
+   */
+  readableUpTo(afterSeq: number, lastSeq: number, gapWaitMs: number, now: Date): Promise<Horizon>;
   /** The newest seq of all events (0 when none). */
   lastSeq(): Promise<number>;
   /** Writes events outside any other change (a transaction of their own). */

@@ -28,6 +28,9 @@ import { changed, emOutbox, writeEvents } from "./outbox.js";
 import { SqlDeliveryQueue } from "./webhook-queue.js";
 import { type AttemptRaw, ENDPOINT_COLUMNS, EVENT_COLUMNS, type DeliveryRaw, type EndpointRaw, type EventRaw, attemptFromRow, deliveryFromRow, endpointFromRow, eventFromRow } from "./webhook-rows.js";
 
+/** How many windows of 2,000 events younger than the gap wait readableUpTo reads at most. */
+const MAX_FRESH_WINDOWS = 25;
+
 export class SqlWebhookStore implements WebhookStore {
   constructor(
     private readonly sql: Sql,
@@ -301,6 +304,32 @@ export class SqlWebhookStore implements WebhookStore {
       upto = seq;
     }
     return { upto, limited: rows.length === window };
+  }
+
+  async readableUpTo(afterSeq: number, lastSeq: number, gapWaitMs: number, now: Date): Promise<Horizon> {
+    // From `lastSeq` down: only a gap right below an event younger than gapWaitMs holds readers
+    // back, so the walk stops at the first older event (every gap below it is settled).
+    const window = 2000;
+    const settled = now.getTime() - gapWaitMs;
+    let upto = lastSeq;
+    let above: { seq: number; fresh: boolean } | undefined;
+    let below = lastSeq + 1;
+    for (let n = 0; n < MAX_FRESH_WINDOWS; n++) {
+      const rows = await this.sql.query<{ seq: unknown; created_at: unknown }[]>("SELECT seq, created_at FROM events WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?", [afterSeq, below, window]);
+      for (const r of rows) {
+        const seq = Number(r.seq);
+        if (above && above.seq - seq > 1 && above.fresh) upto = seq;
+        above = { seq, fresh: fromDbTime(r.created_at).getTime() > settled };
+        if (!above.fresh) return { upto, limited: false };
+      }
+      if (rows.length < window) {
+        if (above && above.seq - afterSeq > 1 && above.fresh) upto = afterSeq;
+        return { upto, limited: false };
+      }
+      below = above?.seq ?? afterSeq;
+    }
+    // More fresh events than the walk reads: nothing above afterSeq is vouched for.
+    return { upto: afterSeq, limited: true };
   }
 
   async lastSeq(): Promise<number> {
