@@ -145,17 +145,12 @@ const cases: Case[] = [
       const id = await subscribed(s, [seats(), seats(5000, "support", "Support")], { seats: 5, support: 1 });
       await s.advance("2026-01-31T00:00:00Z");
       const r = await patch(s, id, { fixed_rate_quantities: { seats: 3, support: 2 } });
-      return bill(r.proration_invoice);
+      return [bill(r.proration_invoice), r.proration_invoice.credits_applied.map((c: Json) => c.amount.value), r.proration_invoice.amount_due.value];
     },
-    // seats: −2000 × 15/31 = −967.74… → −968; support: +5000 × 15/31 = 2419.354838… → 2419; net 1451
-    [
-      "paid",
-      "1451",
-      [
-        ["Seats: 5 → 3 (remaining 15 of 31 days)", "1", "-967.741935483871", "-968"],
-        ["Support: 1 → 2 (remaining 15 of 31 days)", "1", "2419.354838709677", "2419"],
-      ],
-    ],
+    // seats: −2000 × 15/31 = −967.74… → −968; support: +5000 × 15/31 = 2419.354838… → 2419; net 1451:
+    // the increase is invoiced (booked with its discounts), the decrease's credit (valued at what the
+    // period's invoices took for seats) granted first and applied to it: 2419 − 968 = 1451 due
+    [["paid", "2419", [["Support: 1 → 2 (remaining 15 of 31 days)", "1", "2419.354838709677", "2419"]]], ["968"], "1451"],
   ],
   [
     "a net decrease is one credit naming both changes, in the balance; a later increase's invoice applies it",

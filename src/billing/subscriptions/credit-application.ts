@@ -16,8 +16,8 @@
  * - A voided invoice keeps what it spent (as Stripe does): voiding does not restore credit.
  * - A credit purchase's invoice is never paid with credit.
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
- *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's less what the
- *   subscription's discounts would take of it as a charge (discountsOnLines): each a promotional grant of
+ *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's valued at what
+ *   the period's invoices took for its rate net of discounts (unused-credit.ts): each a promotional grant of
  *   priority 50 for no rate in particular, without expiry, with a "proration" ledger entry
  *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
@@ -133,7 +133,7 @@ export async function previewCredits(stores: BillingStores, inv: Invoice, at: Da
 
 /**
  * What the subscription's discounts take of each line of `mirror` (an invoice of `draft` status,
- * never written: a change's proration credit as the charge it undoes, updates.ts) at `at`: the
+ * never written: a change's increases, to decide whether it nets to a charge, updates.ts) at `at`: the
  * discounts that would apply to an invoice of those lines now, in their order and on their rate
  * codes, as booking takes them (../invoicing/booking.ts), with the names of those that took
  * something; "once" ones left out (one is spent on one invoice, and a credit is none); nothing

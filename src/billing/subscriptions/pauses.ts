@@ -22,7 +22,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, dec, formatDecimal, roundAmount } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
@@ -33,6 +33,7 @@ import type { Lookups } from "./lookups.js";
 import { chargedTerms, cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
+import { fixedTaken } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
 
 export interface PauseResult {
@@ -239,21 +240,8 @@ export class Pauses {
 /**
  * What the paid invoices among `billed` (a cycle's) took for fixed charges: per invoice, its fixed
  * and proration lines less their discounts (before tax, as the credit's line is), never more than
- * its total less what credit notes gave back; 0 at least.
+ * its total less what credit notes gave back; 0 at least (the walk a seat decrease's credit shares, unused-credit.ts).
  */
 export function paidForFixed(billed: readonly Invoice[]): Decimal {
-  let sum = ZERO;
-  for (const inv of billed) {
-    if (inv.status !== "paid") continue;
-    let fixed = ZERO;
-    for (const l of inv.lines) {
-      if (l.kind !== "fixed" && l.kind !== "proration") continue;
-      fixed = fixed.plus(dec(l.amount));
-      for (const d of l.discountAmounts ?? []) fixed = fixed.minus(dec(d.amount));
-    }
-    const kept = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
-    const took = fixed.lte(kept) ? fixed : kept;
-    if (took.gt(0)) sum = sum.plus(took);
-  }
-  return sum;
+  return fixedTaken(billed).took;
 }

@@ -6,9 +6,11 @@
  *   part of the current period left (proration.ts), netted per call: a positive net is one
  *   invoice charged now (finalized at once, settled like a rate-card upgrade; without a card on
  *   file it stays open, as a cycle's invoice does), taking carried credits first; a negative net
- *   goes to the subject's balance as credit for the next invoices, less what the subscription's
- *   discounts (not "once" ones) would take of it as a charge (the credit for unused time is
- *   discounted as its charge was: an increase then the same decrease nets to zero).
+ *   goes to the subject's balance as credit for the next invoices. A decrease's credit for unused
+ *   time is valued first at what the period's invoices took for its rate net of their discounts
+ *   (unused-credit.ts), and the net is decided on the lines so valued, an increase counted as an
+ *   invoice would book it now: a net charge is invoiced (the increases, discounted by booking; the
+ *   valued credits granted first, which the invoice spends), a net credit is granted.
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
@@ -35,6 +37,7 @@ import { type RateChange, type TermsOf, chargedAfterUnbilled, chargedTerms, cycl
 import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
+import { sumOf, valuedCredits } from "./unused-credit.js";
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -115,9 +118,11 @@ export class TermUpdates {
       const commitmentChange = commitment.given && commitment.value !== shownCommitment(current);
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
-      const { charge, credits } = netOfChange(lines);
-      if (charge.length > 0 && !(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
-      const invoice = charge.length > 0 ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, charge, now, current.periodEnd, now) : undefined;
+      const increases = lines.filter((l) => l.amount.gt(0));
+      const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
+      // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
+      const billed = lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
+      const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
       return this.engine.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(current.environmentId, current.id);
         if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be updated`);
@@ -139,7 +144,14 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        const own = credits.length > 0 ? netOfChange(await this.lessDiscounts(tx, s, card, lines, now)).credits : [];
+        // The decision on the valued lines: the increases as an invoice would book them now, the decreases as valued.
+        const increasesNow = increases.length > 0 ? await this.asBookedNow(tx, s, card, increases, now) : [];
+        const decided = valued.map((l) => (l?.amount.gt(0) ? (increasesNow[increases.indexOf(l)] ?? l) : l)).filter((l) => l !== null);
+        const credits = decided.filter((l) => l.amount.isNegative());
+        const charged = sumOf(decided).gt(0);
+        if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
+        const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
+        const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
         const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const credited = invoice ? withCredits(invoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
@@ -165,21 +177,16 @@ export class TermUpdates {
   }
 
   /**
-   * A change's proration `lines` (netting to a credit) as the subscription's discounts leave them:
-   * each less what the discounts that apply now (not "once" ones) would take of it as a charge
-   * (credit-application.ts discountsOnLines), so the credit for unused time is discounted as its
-   * charge was and an increase then the same decrease nets to zero; a line left at 0 is dropped.
+   * A change's increase `lines` as an invoice of them would be booked now: each less what the
+   * subscription's discounts that apply now (not "once" ones: no invoice spends them here) take of
+   * it (credit-application.ts discountsOnLines); what decides whether the change nets to a charge.
    */
-  private async lessDiscounts(tx: BillingTx, s: Subscription, card: RateCard, lines: readonly BillLine[], at: Date): Promise<BillLine[]> {
-    const mirrored = lines.map((l) => ({ ...l, unitAmount: l.unitAmount.neg(), amount: l.amount.neg() }));
-    const mirror = this.engine.builder.newInvoice(s, card, "proration-credit", mirrored, at, s.periodEnd, at, { finalizesAt: s.periodEnd });
-    const off = await discountsOnLines(tx, mirror, at);
-    return lines.flatMap((l, i) => {
+  private async asBookedNow(tx: BillingTx, s: Subscription, card: RateCard, lines: readonly BillLine[], at: Date): Promise<BillLine[]> {
+    const preview = this.engine.builder.newInvoice(s, card, "proration-preview", [...lines], at, s.periodEnd, at, { finalizesAt: s.periodEnd });
+    const off = await discountsOnLines(tx, preview, at);
+    return lines.map((l, i) => {
       const taken = off[i];
-      if (!taken || taken.amount.isZero()) return [l];
-      const amount = l.amount.plus(taken.amount);
-      const less = `${l.description}, less ${taken.names.join(", ")}: ${displayMoney(formatDecimal(taken.amount), mirror.currency)}`;
-      return amount.isZero() ? [] : [{ ...l, amount, description: less }];
+      return taken && !taken.amount.isZero() ? { ...l, amount: l.amount.minus(taken.amount) } : l;
     });
   }
 

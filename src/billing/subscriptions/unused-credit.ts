@@ -1,0 +1,97 @@
+/**
+ * What the unused time of a fixed rate is worth (DESIGN §13, §15), pure: the period's invoices are
+ * walked once for what their fixed and proration lines took, net of discounts and of what credit
+ * notes gave back (fixedTaken; a pause's unused time is capped by it too, pauses.ts), and a seat
+ * decrease's credit for a rate is valued at what the period's paid invoices actually took for that
+ * rate (valuedCredits):
+ * - fraction = the discounts on the rate's fixed and proration charge lines (keyed `<code>|`) in
+ *   the period's paid invoices / those lines' amounts; credit = list-price unused × (1 − fraction),
+ *   rounded half up once per line. So a coupon that took half of what was billed halves the
+ *   credit, a 100% one (a `once` one too) leaves nothing, and a coupon added after the period was
+ *   paid at list takes nothing of it.
+ * - Lines the rate was billed on without its code (a rate-card change's lines name the card, not
+ *   a rate) stand for every rate that has none of its own in the period.
+ * - Nothing billed (or nothing paid) for the rate in the period: nothing to give back, credit 0.
+ * - Never more than what those lines took net of discounts and of what was given back for them
+ *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
+ *   one change in their order.
+ */
+import { type Decimal, ZERO, dec, roundAmount } from "../money.js";
+import type { BillLine } from "./invoice-building.js";
+import type { Invoice, InvoiceLine } from "./types.js";
+
+/** The rate code of a line keyed `<code>|…`; null for a line without one. */
+export function rateCodeOf(l: Pick<InvoiceLine, "key">): string | null {
+  const bar = l.key?.indexOf("|") ?? -1;
+  return l.key && bar > 0 ? l.key.slice(0, bar) : null;
+}
+
+/** A line's discounts. */
+const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
+
+/** Whether a line is a fixed charge (or a proration of one). */
+const isFixed = (l: InvoiceLine): boolean => l.kind === "fixed" || l.kind === "proration";
+
+/**
+ * What the paid invoices among `billed` took for their fixed and proration lines that `pick`
+ * selects (every one by default): per invoice, those lines less their discounts, never more than
+ * its total less what credit notes gave back; 0 at least. Also the charge lines' amounts and
+ * discounts (positive lines), from which a rate's discount fraction is read.
+ */
+export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean = () => true): { took: Decimal; charged: Decimal; discounted: Decimal } {
+  let took = ZERO;
+  let charged = ZERO;
+  let discounted = ZERO;
+  for (const inv of billed) {
+    if (inv.status !== "paid") continue;
+    let fixed = ZERO;
+    for (const l of inv.lines) {
+      if (!isFixed(l) || !pick(l)) continue;
+      fixed = fixed.plus(dec(l.amount)).minus(discountsOf(l));
+      if (dec(l.amount).gt(0)) {
+        charged = charged.plus(dec(l.amount));
+        discounted = discounted.plus(discountsOf(l));
+      }
+    }
+    const kept = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
+    const part = fixed.lte(kept) ? fixed : kept;
+    if (part.gt(0)) took = took.plus(part);
+  }
+  return { took, charged, discounted };
+}
+
+/** Which lines stand for rate `code` in `billed`: its own, or (when it has none) those of no rate. */
+function linesOf(billed: readonly Invoice[], code: string | null): (l: InvoiceLine) => boolean {
+  const own = (l: InvoiceLine) => code !== null && rateCodeOf(l) === code;
+  const paid = billed.filter((i) => i.status === "paid");
+  return paid.some((i) => i.lines.some((l) => isFixed(l) && own(l))) ? own : (l) => rateCodeOf(l) === null;
+}
+
+/**
+ * `lines` of a change with each negative one (list-price unused time, keyed `<code>|`) valued at
+ * what the period's invoices `billed` took for its rate (see the module's comment), in their
+ * order; null for one valued at 0, the others as they are. `money` prints an amount for the
+ * line's description.
+ */
+export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoice[], money: (d: Decimal) => string): (BillLine | null)[] {
+  const room = new Map<string, Decimal>();
+  return lines.map((l) => {
+    if (!l.amount.isNegative()) return l;
+    const pick = linesOf(billed, rateCodeOf(l));
+    const group = rateCodeOf(l) ?? "";
+    const taken = fixedTaken(billed, pick);
+    const fraction = taken.charged.gt(0) ? taken.discounted.div(taken.charged) : dec(1);
+    const left = room.get(group) ?? taken.took;
+    // The unused time before rounding (a proration line's unit amount, quantity 1), rounded once.
+    let value = roundAmount(l.unitAmount.neg().times(dec(1).minus(fraction)));
+    if (value.gt(left)) value = left;
+    room.set(group, left.minus(value));
+    if (value.lte(0)) return null;
+    const less = l.amount.neg().minus(value);
+    const description = less.isZero() ? l.description : `${l.description}, less the period's discounts on it: ${money(less)}`;
+    return { ...l, amount: value.neg(), unitAmount: value.neg(), description };
+  });
+}
+
+/** The sum of `lines`' amounts. */
+export const sumOf = (lines: readonly BillLine[]): Decimal => lines.reduce((a, l) => a.plus(l.amount), ZERO);
