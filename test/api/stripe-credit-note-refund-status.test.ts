@@ -8,7 +8,12 @@
  *   older refund.updated still pending, delivered after, changes nothing; the note stays issued;
  * - Stripe makes it `succeeded` at once: the note reads "succeeded"; the refund's events sent to
  *   another environment's webhook URL change nothing; one failing later (Stripe may fail a refund
- *   it reported succeeded) makes it "failed", announced once.
+ *   it reported succeeded) makes it "failed", announced once;
+ * - a refund's events that come before its note is written (the refund is made inside the note's
+ *   transaction; here: the note's first try refused, then Stripe makes that very refund, as when
+ *   the note's transaction rolled back after Stripe made it) are answered 409 and not recorded; once
+ *   the note is there (asked again: the same ID, the same refund), Stripe's redeliveries make it
+ *   "failed", announced once.
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
@@ -17,7 +22,9 @@ import { STRIPE_WEBHOOK_SECRET, useStripeServer } from "../helpers/payment-flows
 import { renewal } from "../helpers/stripe-waiting.js";
 import type { Scenario } from "../helpers/scenario.js";
 import type { Json } from "../helpers/subjects-api.js";
+import Stripe from "stripe";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
+import { invalid } from "../stripe/objects.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 
@@ -114,4 +121,61 @@ for (const store of STORES) {
     const listed = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
     t.like(listed[0], { id: note.id, refund_status: "failed" });
   });
+
+  test.serial(
+    `${store}: a refund's failure that comes before its credit note is written is answered 409, not recorded; redelivered once the note is there, the note fails, announced once`,
+    async (t) => {
+      const { fake } = ctx;
+      fake.state.refundStatus = "pending";
+      t.teardown(() => {
+        fake.state.refundStatus = "succeeded";
+        fake.state.beforeRefund = undefined;
+      });
+      const { s, inv } = await renewal(ctx, "visa");
+      const env = String((await s.call("GET", "/payment-settings")).stripe_webhook_url)
+        .split("/")
+        .pop();
+      // The note's first try: Stripe refuses the refund; nothing is written.
+      fake.state.beforeRefund = () => {
+        throw invalid("Refused once by the test.");
+      };
+      const before = fake.requests().length;
+      const refused = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund" });
+      t.is(refused.status, 400);
+      fake.state.beforeRefund = undefined;
+      t.deepEqual((await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes, []);
+      const asked = fake
+        .requests()
+        .slice(before)
+        .filter((r) => r.operation === "POST /v1/refunds");
+      t.is(asked.length, 1);
+      const first = asked[0] as (typeof asked)[number];
+      const noteId = String(first.params.metadata?.credit_note_id);
+      t.like(first.params.metadata, { credit_note_id: noteId, environment_id: env });
+      t.true(noteId.startsWith("cn_"));
+
+      // Stripe makes that very refund (the same key and parameters), and it fails before the note is written.
+      const stripe = new Stripe("sk_test_early", { host: fake.host, port: fake.port, protocol: "http", maxNetworkRetries: 0 });
+      const made = await stripe.refunds.create(first.params as Stripe.RefundCreateParams, { idempotencyKey: String(first.idempotencyKey) });
+      t.is(made.status, "pending");
+      await fake.settleRefund(made.id, "failed", "expired_or_canceled_card");
+      await fake.settle();
+      const sent = [...refundEvents(fake, made.id, "refund.updated"), ...refundEvents(fake, made.id, "refund.failed")];
+      t.is(sent.length, 2);
+      for (const e of sent) t.deepEqual(answers(fake, String(e.id)), [409], `${e.type} before its note: not handled, Stripe delivers it again`);
+
+      // The note asked again: the same ID, and Stripe answers the same refund (pending, as it was made).
+      const note = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund" });
+      t.like(note, { id: noteId, refund_id: made.id, refund_status: "pending" });
+      t.deepEqual(await refundFailedEvents(s, noteId), []);
+
+      // Stripe's redeliveries: the events were not recorded, so they take effect now, once.
+      for (const e of sent) await fake.redeliver(String(e.id));
+      for (const e of sent) await fake.redeliver(String(e.id));
+      await fake.settle();
+      for (const e of sent) t.deepEqual(answers(fake, String(e.id)), [409, 200, 200]);
+      t.like(await s.call("GET", `/credit-notes/${noteId}`), { status: "issued", refund_status: "failed", refund_failure_reason: "expired_or_canceled_card" });
+      t.is((await refundFailedEvents(s, noteId)).length, 1);
+    },
+  );
 }

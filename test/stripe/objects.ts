@@ -58,6 +58,8 @@ export class FakeStripeState {
   readonly refunds = new Map<string, Obj>();
   /** The status a new refund is made in: "succeeded" (the default), or "pending" as Stripe answers a card refund not settled yet. */
   refundStatus: "succeeded" | "pending" = "succeeded";
+  /** Called with a refund's parameters before it is made: it may refuse it (throw a StripeFail, e.g. `invalid(…)`), nothing made. */
+  beforeRefund: ((p: Obj) => void) | undefined = undefined;
   /** The test card behind each PaymentMethod id. */
   readonly cardOf = new Map<string, TestCard>();
 

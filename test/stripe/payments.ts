@@ -169,6 +169,7 @@ export function cancelPaymentIntent(st: FakeStripeState, id: string, p: Obj): Ch
 
 export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events: ChargeResult["events"] } {
   if (!p.payment_intent) throw invalid("One of `charge` or `payment_intent` is required.", "payment_intent");
+  st.beforeRefund?.(p);
   const pi = paymentIntent(st, p.payment_intent);
   if (pi.status !== "succeeded") throw invalid(`This PaymentIntent (${pi.id}) does not have a successful charge to refund.`, "payment_intent", "charge_not_refundable");
   const refunded = [...st.refunds.values()].filter((r) => r.payment_intent === pi.id).reduce((n, r) => n + (r.amount as number), 0);

@@ -319,7 +319,7 @@ export class CreditNotes {
   private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<MadeRefund> {
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
     const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
-    const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null });
+    const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null, creditNoteId: id });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
     return { refundId: out.refundId, status: out.pending === true ? "pending" : "succeeded" };
   }

@@ -6,9 +6,14 @@
  * within the environment the event came in on.
  *
  * Each provider event is recorded in the same transaction as its effect (a repeat changes
- * nothing). The status only moves forward, so events may arrive in any order: pending to succeeded
- * or failed, succeeded to failed (Stripe may fail a refund it reported succeeded), never back to
- * pending and never out of failed. A refund that fails emits `credit_note.refund_failed` with the
+ * nothing). The refund is made inside its note's transaction, before the note's row is written: an
+ * event that comes meanwhile (or while a retry of that transaction runs) finds no note of that
+ * refund. One whose refund names its note (Stripe: metadata.credit_note_id) is then "early":
+ * nothing recorded, and the provider is answered so that it delivers the event again later, when
+ * the note is there. A refund naming no note (a payment refunded after its invoice ended, an
+ * excess) has none to wait for: its event is recorded, "unknown". The status only moves forward,
+ * so events may arrive in any order: pending to succeeded or failed, succeeded to failed (Stripe
+ * may fail a refund it reported succeeded), never back to pending and never out of failed. A refund that fails emits `credit_note.refund_failed` with the
  * note, once. The note stays issued and nothing is undone: the money did not go back, and the
  * operator decides how to pay it back (by other means: a bank transfer, say).
  */
@@ -30,8 +35,9 @@ export const refundFailedEvent = (note: CreditNote): NewEvent => ({ type: "credi
 /** Records `event` and moves the refund note of `update.refundId` in `environmentId` forward to its status (see the file's comment). */
 export function refundUpdated(store: CreditNoteStore, environmentId: string, update: RefundUpdate, event: ProviderEventRef, now: Date): Promise<RefundUpdated> {
   return store.transaction(async (tx): Promise<RefundUpdated> => {
-    if (tx.providerEvents && !(await tx.providerEvents.recordProviderEvent(environmentId, event, now))) return { outcome: "repeat" };
     const note = await tx.lockByRefund(environmentId, update.refundId);
+    if (!note && update.creditNoteId) return { outcome: "early", creditNoteId: update.creditNoteId };
+    if (tx.providerEvents && !(await tx.providerEvents.recordProviderEvent(environmentId, event, now))) return { outcome: "repeat" };
     if (note?.outcome !== "refund") return { outcome: "unknown" };
     if (!refundMoves(note.refundStatus, update.status)) return { outcome: "unchanged", creditNoteId: note.id };
     const failureReason = update.status === "failed" ? (update.failureReason ?? "unknown") : null;

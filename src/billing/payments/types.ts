@@ -144,15 +144,18 @@ export interface RefundUpdate {
   status: "pending" | "succeeded" | "failed";
   /** The provider's reason of a failed refund (Stripe's failure_reason); null otherwise. */
   failureReason: string | null;
+  /** The credit note the refund was made for, as the refund names it (Stripe: its metadata); absent for other refunds. */
+  creditNoteId?: string | null;
 }
 
 /**
  * What a refund event did (credit-notes/refund-status.ts): "repeat" (recorded already), "unknown"
- * (no credit note of the environment has that refund), "unchanged" (its note's refund is there
- * already, or further: a stale event), or the status its note's refund moved to.
+ * (no credit note of the environment has that refund), "early" (the refund names a credit note not
+ * written yet: nothing recorded, the provider is to deliver it again), "unchanged" (its note's
+ * refund is there already, or further: a stale event), or the status its note's refund moved to.
  */
 export interface RefundUpdated {
-  outcome: "repeat" | "unknown" | "unchanged" | RefundUpdate["status"];
+  outcome: "repeat" | "unknown" | "early" | "unchanged" | RefundUpdate["status"];
   creditNoteId?: string;
 }
 

@@ -377,10 +377,8 @@ export interface CardSetupRequest {
   currency?: string;
 }
 
-/** What a refund refunds, beyond the charge's key: the provider's reference of the charge (Stripe `pi_…`), when the invoice kept it. */
-export interface RefundContext {
-  reference?: string | null;
-}
+/** What a refund refunds beyond the charge's key: the charge's provider reference (Stripe `pi_…`) when kept; the credit note it is for (the refund names it). */
+export type RefundContext = { reference?: string | null; creditNoteId?: string };
 
 /** What a charge is for, for the provider's records and its payment link (DESIGN §16). */
 export interface ChargeContext {

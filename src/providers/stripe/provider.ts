@@ -220,7 +220,9 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
     try {
       // No amount: Stripe refunds what is left of the PaymentIntent.
-      const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }) }, { idempotencyKey });
+      // A credit note's refund names its note (and environment): its events wait for the note (credit-notes/refund-status.ts).
+      const metadata = context?.creditNoteId ? { metadata: { credit_note_id: context.creditNoteId, environment_id: env } } : {};
+      const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }), ...metadata }, { idempotencyKey });
       if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
       // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
       return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };

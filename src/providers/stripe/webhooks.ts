@@ -4,7 +4,9 @@
  *
  *   POST /providers/stripe/webhooks/{environment_id}   Stripe's webhooks: checked with the library
  *        (constructEvent, the environment's signing secret; unknown environment or bad signature:
- *        400, nothing changes), then handled once per event id (ProviderEvents): 200.
+ *        400, nothing changes), then handled once per event id (ProviderEvents): 200; a refund event
+ *        that comes before the credit note its refund names is written (the refund is made inside
+ *        the note's transaction): 409, nothing recorded, and Stripe delivers it again later.
  *   GET  /providers/stripe/return/{environment_id}?ref=…&session_id=…   where Stripe Checkout
  *        sends the customer back: completes the card setup (if the webhook did not already), then
  *        on to the checkout's success URL or the portal.
@@ -45,6 +47,21 @@ const ACKNOWLEDGED = new Set([
 function refundStatusOf(status: string | null): "pending" | "succeeded" | "failed" {
   if (status === "succeeded") return "succeeded";
   return status === "failed" || status === "canceled" ? "failed" : "pending";
+}
+
+/**
+ * Stripe's refund.updated / refund.failed: the credit note of that refund in `env` takes its status
+ * (a failure logged as a warning). A credit note's refund names its note and environment
+ * (provider.ts refund): in this environment, its event waits for the note ("refund_early").
+ */
+async function refundEvent(ev: ProviderEvents, log: Logger, env: string, refund: Stripe.Refund, ref: ProviderEventRef): Promise<string> {
+  const creditNoteId = refund.metadata?.environment_id === env ? (refund.metadata.credit_note_id ?? null) : null;
+  const update = { refundId: refund.id, status: refundStatusOf(refund.status), failureReason: refund.failure_reason ?? (refund.status === "canceled" ? "canceled" : null), creditNoteId };
+  const out = await ev.refundUpdated(env, update, ref);
+  if (out.outcome === "failed") {
+    log.warn("stripe refund of a credit note failed: the money did not go back", { environment_id: env, credit_note_id: out.creditNoteId, refund_id: refund.id, failure_reason: update.failureReason });
+  }
+  return `refund_${out.outcome}`;
 }
 
 export interface StripeEndpointsDeps {
@@ -118,20 +135,8 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
         return ev.paymentFailed(env, invoiceId, pi.id, { message: e?.message ?? "The payment failed.", code: e?.decline_code ?? e?.code ?? null }, ref);
       }
       case "refund.updated":
-      case "refund.failed": {
-        const refund = event.data.object as Stripe.Refund;
-        const update = { refundId: refund.id, status: refundStatusOf(refund.status), failureReason: refund.failure_reason ?? (refund.status === "canceled" ? "canceled" : null) };
-        const out = await ev.refundUpdated(env, update, ref);
-        if (out.outcome === "failed") {
-          log.warn("stripe refund of a credit note failed: the money did not go back", {
-            environment_id: env,
-            credit_note_id: out.creditNoteId,
-            refund_id: refund.id,
-            failure_reason: update.failureReason,
-          });
-        }
-        return `refund_${out.outcome}`;
-      }
+      case "refund.failed":
+        return refundEvent(deps.events, log, env, event.data.object as Stripe.Refund, ref);
       default:
         if (ACKNOWLEDGED.has(event.type)) return (await ev.acknowledge(env, ref)) ? "acknowledged" : "repeat";
         return "ignored";
@@ -152,6 +157,8 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
     }
     const outcome = await handleEvent(env, found.provider, event);
     log.debug("stripe webhook", { environment_id: env, event_id: event.id, type: event.type, outcome });
+    // The credit note of that refund not committed yet: not handled, Stripe retries (with backoff, for days).
+    if (outcome === "refund_early") return json(res, 409, { error: "the credit note of this refund is not written yet; deliver it again later" });
     json(res, 200, { received: true });
   }
 
