@@ -21,6 +21,8 @@ import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
 import type { BillLine } from "./invoice-building.js";
 import { upgradeLines } from "./change-lines.js";
+import { changeCredit } from "./change-credit.js";
+import { grantProrationCredits } from "./credit-application.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, Subscription } from "./types.js";
@@ -370,7 +372,10 @@ export class SubscriptionChanges {
     // The fence, and the fixed charges the upgrade was computed from.
     if (!unmoved(s, current) || !sameTerms(chargedTerms(s), chargedTerms(current))) throw lostRace(current.id);
     checkCycleClosed(s, at, inCurrentPeriod);
-    const credited = withCredits(invoice, s.prorationCredits);
+    // An upgrade whose credit outweighs its charge once taxed: that net credit goes to the balance (change-credit.ts).
+    const change = await changeCredit(tx, invoice, at);
+    const own = await grantProrationCredits(tx, s, invoice.currency, change.credits, at);
+    const credited = withCredits(change.invoice, [...(s.prorationCredits ?? []), ...own]);
     if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
     // The rest of the period is billed at the new card's terms (by the upgrade charge, or taken as paid on a downgrade).
     const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: null, usageSince: at, prorationCredits: credited.carried };

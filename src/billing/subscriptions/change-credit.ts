@@ -1,0 +1,48 @@
+/**
+ * An upgrade of rate card whose credit outweighs its charge once taxed (DESIGN §13: a credit
+ * never becomes a negative invoice). The upgrade is decided on the fixed-price difference before
+ * tax, but its credit for the old card is taxed by the old card's rates and its charge for the
+ * new card by the new card's (change-lines.ts): where the old card's tax is higher, the two lines
+ * cost the buyer less than nothing (A 100.00 + 20% → B 110.00 untaxed with half left: −50.00 −
+ * 10.00 tax + 55.00 = −5.00).
+ * - As a seat decrease's net credit (updates.ts, proration.ts netOfChange): the two lines leave
+ *   the invoice and their net as booked (amount less discounts plus exclusive tax, as credit
+ *   sees a line: credit-application.ts chargeLines) goes to the subject's credit balance
+ *   (grantProrationCredits), one credit naming both ("Net of …"; the credit alone when the
+ *   charge rounded to nothing). The invoice keeps the old card's usage, if any, which that
+ *   credit then pays like any credit.
+ * - The lines are booked as the invoice would book them now, nothing recorded (a draft is booked
+ *   at its finalization, its proration lines as written); without booking (the in-memory fake)
+ *   nothing is taxed and the lines' pre-tax sum is the rounded difference, never negative.
+ */
+import { dec, formatDecimal, ZERO } from "../money.js";
+import { bookInvoice } from "./booking.js";
+import { chargeLines } from "./credit-application.js";
+import { cardOfKey } from "./line-cards.js";
+import type { BillingTx } from "./ports.js";
+import type { Invoice, InvoiceLine, ProrationCredit } from "./types.js";
+
+/** Whether `l` is a change's credit or charge line: a proration naming the card that priced it. */
+function isChangeLine(l: Pick<InvoiceLine, "kind" | "key">): boolean {
+  return l.kind === "proration" && cardOfKey(l.key) !== null;
+}
+
+/**
+ * `inv` (a change's invoice, `at` on the subscription's clock) without its change lines when they
+ * net to a credit once booked, and that credit (a negative amount) for the subject's balance;
+ * else `inv` as it is and no credit.
+ */
+export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promise<{ invoice: Invoice; credits: ProrationCredit[] }> {
+  const unchanged = { invoice: inv, credits: [] };
+  if (!tx.booking || !inv.lines.some(isChangeLine)) return unchanged;
+  const booked = await bookInvoice(tx.booking, inv, at, false);
+  const costs = chargeLines(booked);
+  const changeLines = inv.lines.filter(isChangeLine);
+  const net = inv.lines.reduce((acc, l, i) => (isChangeLine(l) ? acc.plus(dec(costs[i]?.amount ?? l.amount)) : acc), ZERO);
+  if (!net.isNegative()) return unchanged;
+  const kept = inv.lines.filter((l) => !isChangeLine(l));
+  const total = kept.reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+  const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
+  const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
+  return { invoice: { ...inv, lines: kept, total: formatDecimal(total) }, credits: [{ description, amount: formatDecimal(net) }] };
+}
