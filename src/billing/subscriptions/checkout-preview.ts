@@ -12,8 +12,11 @@
  * - A change carries the subscription's proration credits onto its invoice, as writeSwitch does;
  *   a change whose subscription has a cycle due but not yet closed cannot be priced without
  *   closing it (a write): no preview then (undefined), the figure kept when it opened stands.
- * - Nothing is charged at completion for an invoice that is not open (a draft in its grace
- *   period) or without lines, nor for a timeline that starts later: 0.
+ * - An invoice written as a draft (a change's invoice of the old card's usage, in the environment's
+ *   grace period) is charged when it finalizes, about the grace period after the completion: its
+ *   amount due is what it would book now (`chargedAfterSeconds` says when), not 0, so the page
+ *   and the checkout's `amount` show what completing it bills (usage reported meanwhile is added).
+ * - Nothing is charged for an invoice without lines, nor for a timeline that starts later: 0.
  * - A credit purchase's invoice exists from the start: its amount due as it stands.
  */
 import { refusal } from "../coupons/redeem.js";
@@ -34,8 +37,19 @@ import { type CheckoutSession, type Commitment, type Invoice, amountDueOf } from
 export interface CheckoutPreview {
   /** The invoice it would write and charge, booked and credited as of now; undefined: none now. */
   invoice: Invoice | undefined;
-  /** What is charged at completion (smallest units): the invoice's amount due, 0 when nothing is charged now. */
+  /** What completing it bills (smallest units): the invoice's amount due as booked now, 0 when it bills nothing. */
   amountDue: string;
+  /**
+   * When that is charged: null at completion (an open invoice); n: about n seconds after it, when
+   * the invoice, a draft for the environment's grace period, finalizes with its usage final.
+   */
+  chargedAfterSeconds: number | null;
+}
+
+/** Seconds from a draft's creation to its finalization (its grace period); null for an invoice final at once. */
+function graceOf(inv: Invoice): number | null {
+  if (inv.status !== "draft" || !inv.finalizesAt) return null;
+  return Math.max(0, Math.round((inv.finalizesAt.getTime() - inv.createdAt.getTime()) / 1000));
 }
 
 /** The discount a coupon not yet redeemed would give a new subscription (its ID a placeholder: nothing is recorded). */
@@ -72,7 +86,7 @@ export class CheckoutPreviews {
     if (session.kind === "credit") {
       const id = (session.payload as { invoiceId?: string }).invoiceId;
       const inv = id === undefined ? undefined : await this.stores.invoices.get(session.environmentId, id);
-      return inv && { invoice: inv, amountDue: amountDueOf(inv) };
+      return inv && { invoice: inv, amountDue: amountDueOf(inv), chargedAfterSeconds: null };
     }
     let planned: Planned | null;
     try {
@@ -81,10 +95,11 @@ export class CheckoutPreviews {
       if (err instanceof BillingError) return undefined;
       throw err;
     }
-    if (!planned) return { invoice: undefined, amountDue: "0" };
+    if (!planned) return { invoice: undefined, amountDue: "0", chargedAfterSeconds: null };
     const invoice = await this.booked(planned);
-    const charged = invoice.status === "open" && invoice.lines.length > 0;
-    return { invoice, amountDue: charged ? amountDueOf(invoice) : "0" };
+    // A draft is booked as it would finalize now: what its finalization charges, usage so far.
+    const charged = (invoice.status === "open" || invoice.status === "draft") && invoice.lines.length > 0;
+    return { invoice, amountDue: charged ? amountDueOf(invoice) : "0", chargedAfterSeconds: charged ? graceOf(invoice) : null };
   }
 
   /** The invoice completing `session` would write, built as effectOf builds it (null: none now). */

@@ -123,7 +123,7 @@ export class Checkouts {
       expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
       createdAt: now,
     };
-    // Its `amount`: what completing it now would charge, as its page shows it (a credit purchase's: its invoice's).
+    // Its `amount`: what completing it now would bill (a draft invoice: when its grace period ends), as its page shows it (a credit purchase's: its invoice's).
     const booked = session.kind === "credit" ? undefined : await this.amountOf?.(session);
     if (booked !== undefined && amountProblem(dec(booked))) throw new FailedPreconditionError("AMOUNT_TOO_LARGE", `the amount due ${amountProblem(dec(booked))}`);
     if (booked !== undefined) session.amountDue = formatDecimal(dec(booked));

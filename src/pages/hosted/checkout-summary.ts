@@ -1,8 +1,11 @@
 /**
  * What the hosted checkout page says is due (checkout.ts): what completing it charges, as
  * checkout-preview.ts books it now (DESIGN §15's order: the lines, their discounts, the subtotal,
- * the taxes, the total, the credit applied, then "Due today", the amount due). Without a preview
- * (none wired, or it cannot be priced now): the amount kept when the checkout opened.
+ * the taxes, the total, the credit applied, then "Due today", the amount due). An invoice that is
+ * a draft for the environment's grace period (a change's invoice of the old card's usage) is not
+ * charged today but when it finalizes: its amount is labelled so, with when (about the grace
+ * period after completing). Without a preview (none wired, or it cannot be priced now): the amount
+ * kept when the checkout opened.
  */
 import { dec, displayMoney } from "../../billing/money.js";
 import type { CheckoutPreview } from "../../billing/subscriptions/checkout-preview.js";
@@ -13,9 +16,30 @@ import { lineAmountHtml, lineDescriptionHtml } from "../prices.js";
 
 const negate = (v: string) => (v.startsWith("-") ? v.slice(1) : `-${v}`);
 
-/** The lines and booked rows of what the checkout charges, then "Due today". */
+/** A grace period in words, rounded to its largest unit: "1 hour", "30 minutes", "2 days". */
+export function durationText(seconds: number): string {
+  const units: [number, string][] = [
+    [86_400, "day"],
+    [3_600, "hour"],
+    [60, "minute"],
+  ];
+  for (const [size, name] of units) {
+    const n = Math.round(seconds / size);
+    if (seconds >= size && n >= 1) return `${n} ${name}${n === 1 ? "" : "s"}`;
+  }
+  const n = Math.max(1, Math.round(seconds));
+  return `${n} second${n === 1 ? "" : "s"}`;
+}
+
+/** The sentence before the amount: due at completion, or when the period's usage is final (a draft's grace period). */
+function dueLabel(afterSeconds: number | null | undefined): string {
+  if (afterSeconds === null || afterSeconds === undefined || afterSeconds <= 0) return "Due today";
+  return `Charged when this period's usage is final, about ${durationText(afterSeconds)} after you complete this checkout (usage reported until then is added)`;
+}
+
+/** The lines and booked rows of what the checkout charges, then "Due today" (or when it is charged). */
 export function dueTodayHtml(s: CheckoutSession, preview: CheckoutPreview | undefined): Html {
-  const due = html`<p>Due today: <strong>${displayMoney(preview?.amountDue ?? s.amountDue, s.currency)}</strong></p>`;
+  const due = html`<p>${dueLabel(preview?.chargedAfterSeconds)}: <strong>${displayMoney(preview?.amountDue ?? s.amountDue, s.currency)}</strong></p>`;
   const inv = preview?.invoice;
   if (!inv || inv.lines.length === 0 || dec(preview.amountDue).isZero()) return due;
   const row = (label: Html | string, amount: string, cls: string) => html`<tr class="${cls}"><td>${label}</td><td class="n">${lineAmountHtml(amount, inv.currency)}</td></tr>`;
