@@ -77,6 +77,8 @@ export class CreditPurchases {
   onChargeFailed: (grant: CreditGrant, err: unknown) => void = () => {};
   /** Told when the grant could not be read back after its charge (answered as known); set by the wiring (the log). */
   onReadFailed: (grant: CreditGrant, err: unknown) => void = () => {};
+  /** Told when a purchase whose checkout could not be opened could not be ended either (left awaiting it); set by the wiring (the log). */
+  onEndFailed: (grant: CreditGrant, err: unknown) => void = () => {};
 
   private get stores() {
     return this.lookups.stores;
@@ -138,20 +140,7 @@ export class CreditPurchases {
       if (first) return { grant: first, checkoutUrl: null };
       throw err;
     }
-    if (!subject.paymentMethodId) {
-      const session = await this.checkouts.open(
-        caller,
-        subject,
-        CREDIT_CHECKOUT_KIND,
-        { grantId: grant.id, invoiceId: invoice.id },
-        callbacks,
-        { currency: grant.currency },
-        invoice.total,
-        `Credit purchase: ${displayMoney(grant.amount, grant.currency)}`,
-        now,
-      );
-      return { grant, checkoutUrl: this.checkouts.url(session) };
-    }
+    if (!subject.paymentMethodId) return { grant, checkoutUrl: await this.openCheckout(caller, subject, grant, invoice, callbacks, now) };
     const pm = await this.stores.paymentMethods.get(subject.paymentMethodId, subject.environmentId);
     // Committed: a charge that cannot reach the provider is dunning's (planned, same key); the grant is answered as it stands (pending).
     let refused: string | undefined;
@@ -169,6 +158,26 @@ export class CreditPurchases {
       return refused === undefined ? grant : { ...grant, status: "failed" as const };
     });
     return { grant: after, checkoutUrl: null, ...(refused === undefined ? {} : { refused }) };
+  }
+
+  /**
+   * The checkout of a purchase just written without a payment method on file: its URL. One that
+   * cannot be opened (the database failing) would leave the purchase awaiting a checkout that does
+   * not exist (awaitsCheckout), which nothing charges nor ends: it ends as a cancelled checkout's
+   * does (end: the invoice void, the grant failed), in a transaction of its own, and the error is
+   * thrown (a failure of that end too is told to onEndFailed, and the first error thrown).
+   */
+  private async openCheckout(caller: Caller, subject: BillingSubject, grant: CreditGrant, invoice: Invoice, callbacks: CallbackUrls | undefined, now: Date): Promise<string> {
+    const payload: CreditPayload = { grantId: grant.id, invoiceId: invoice.id };
+    try {
+      const description = `Credit purchase: ${displayMoney(grant.amount, grant.currency)}`;
+      const session = await this.checkouts.open(caller, subject, CREDIT_CHECKOUT_KIND, { ...payload }, callbacks, { currency: grant.currency }, invoice.total, description, now);
+      return this.checkouts.url(session);
+    } catch (err) {
+      const message = "The checkout could not be opened: nothing was charged.";
+      await this.stores.transaction((tx) => this.end(tx, grant.environmentId, payload, message, now)).catch((e: unknown) => this.onEndFailed(grant, e));
+      throw err;
+    }
   }
 
   /**
