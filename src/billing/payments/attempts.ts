@@ -100,9 +100,10 @@ export class Dunning {
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
-        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || (waitingOn(i) && provider.cancel) || awaitsCheckout(i)) return undefined;
-        // Its last attempt failed and the policy was never applied (the process died): no charge, the policy below.
+        if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || awaitsCheckout(i)) return undefined;
+        // Its last attempt failed and the policy was never applied (the process died), its payment waiting or not: no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
+        if (waitingOn(i) && provider.cancel) return undefined;
         const n = (i.attemptCount ?? 0) + 1;
         const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD;
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
@@ -163,6 +164,8 @@ export class Dunning {
       try {
         const { results, pending } = await this.chargeFirsts(environmentId, part, pmOf, provider, settings, at);
         // Last attempts failed with a policy (a schedule of one attempt), and policies a dead process left.
+        // A last attempt that ended its invoice while its payment waits (leave_active, uncollectible): that payment cancelled after the commit.
+        for (const r of results) if (r.invoice.payment?.cancel) await this.cancels?.settle(r.invoice);
         for (const r of results) if (r.invoice.payment?.pendingPolicy) await this.finishLast(r.invoice, r.decision);
         for (const i of pending) await this.finishLast(i);
       } catch (err) {
@@ -256,11 +259,11 @@ export class Dunning {
   /**
    * Retries every invoice due by `now` on real time (clockId null) or one test clock, each at its
    * planned time; a retry that fails and plans the next by `now` is tried again in the same run.
+   * `skipped`: invoices not tried again (those skipped or deferred are added; an advance passes one list to all its steps).
    * Returns how many attempts were made.
    */
-  async runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> {
+  async runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>, skipped: string[] = []): Promise<number> {
     await this.planUnplanned(now, clockId);
-    const skipped: string[] = [];
     let n = 0;
     for (;;) {
       const due = await this.store.due(now, clockId, DUE_BATCH, skipped);
@@ -385,6 +388,7 @@ export class Dunning {
     );
     // Paid by another payment (a pay link's): the one that waited is cancelled after the commit (cancels.ts; the sweep if this fails).
     if (done?.invoice.payment?.cancel) await this.cancels?.settle(done.invoice);
-    return done?.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
+    // A policy only for an invoice still unpaid (paid() clears it).
+    return done?.invoice.payment?.pendingPolicy && done.decision.status !== "paid" ? this.finishLast(done.invoice, done.decision) : done;
   }
 }

@@ -89,6 +89,8 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
       actionRequired: false,
       actionUrl: null,
       lastError: null,
+      // Paid after its last attempt failed, before the policy ran (a pay link): no policy for a paid invoice.
+      ...(before.pendingPolicy ? { pendingPolicy: null } : {}),
       ...(waiting && id ? { cancel: { reference: waiting, key: cancelKey(id, n) } } : {}),
     },
     event: "invoice.paid",
@@ -164,7 +166,8 @@ export function decide(
     return {
       ...failed,
       payment: { ...before, reference: outcome.reference, ...waiting, lastError: outcome.message, firstFailedAt: first.toISOString(), provider: before.provider ?? settings.provider },
-      ...(waiting.actionRequired ? { also: "invoice.payment_action_required" as const } : {}),
+      // No pay link announced for an invoice this last attempt makes uncollectible (its payment is cancelled once the policy ran, last-attempt.ts).
+      ...(waiting.actionRequired && status !== "uncollectible" ? { also: "invoice.payment_action_required" as const } : {}),
     };
   }
   return { ...failed, payment: { ...before, actionRequired: false, actionUrl: null, lastError: outcome.message, firstFailedAt: first.toISOString() } };
@@ -191,8 +194,8 @@ export interface DueInvoice {
 export interface DunningStore {
   /** Open invoices whose next attempt is due by `now` on real time (clockId null) or one test clock, earliest first, none of `exclude`. */
   due(now: Date, clockId: string | null, limit: number, exclude: readonly string[]): Promise<DueInvoice[]>;
-  /** When the earliest retry of an open invoice on test clock `clockId` is due: after `after` (if given) and by `upTo`; null when none is (the scheduler steps an advance through them). */
-  nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null>;
+  /** When the earliest retry of an open invoice on test clock `clockId` is due: after `after` (if given) and by `upTo`, none of `exclude`; null when none is (the scheduler steps an advance through them). */
+  nextDue(after: Date | null, upTo: Date, clockId: string, exclude?: readonly string[]): Promise<Date | null>;
   /**
    * Open invoices due to finalize (or made) by `before`, on real time or one test clock's time
    * (finalized_at is real time), with something

@@ -45,9 +45,9 @@ export class Scheduler {
   ) {}
 
   /** Dunning's retries due (payments/attempts.ts), each at its planned time, once wired. */
-  dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>): Promise<number> };
+  dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>, skipped?: string[]): Promise<number> };
   /** When dunning's next retry on a test clock is due (DunningStore.nextDue), once wired: an advance runs each at its instant (stepUpTo). */
-  dunningDue?: { nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null> };
+  dunningDue?: { nextDue(after: Date | null, upTo: Date, clockId: string, exclude?: readonly string[]): Promise<Date | null> };
   /** Payments of ended invoices whose cancel is still to make (payments/cancels.ts), on real time, once wired. */
   cancels?: { runDue(now: Date): Promise<number> };
 
@@ -77,20 +77,23 @@ export class Scheduler {
    * instant the close goes first), with the clock read as of that instant (clock-step.ts): a
    * retry's policy cancels or pauses the subscription then, and a cycle that ends after a
    * subscription was cancelled by it is never billed. Real time needs no steps (a retry is run
-   * within a tick of its time): its retries run after the closes (runDue).
+   * within a tick of its time): its retries run after the closes (runDue). `skipped`: the run's
+   * retries skipped or deferred (a waiting payment's cancel that threw moves its retry 5 minutes
+   * ahead, waiting.ts): never stepped to again in this run, or an advance of 30 days would step
+   * every 5 minutes of it.
    */
-  private async stepUpTo(upTo: Date, clockId: string | null, strict: boolean, breathe: () => Promise<void>, onBatch: (closed: number) => void, check: () => void): Promise<number> {
+  private async stepUpTo(upTo: Date, clockId: string | null, strict: boolean, breathe: () => Promise<void>, onBatch: (closed: number) => void, check: () => void, skipped: string[]): Promise<number> {
     const { dunning, dunningDue } = this;
     let n = 0;
     for (let after: Date | null = null; dunning && dunningDue && clockId !== null; ) {
-      const at: Date | null = await dunningDue.nextDue(after, upTo, clockId);
+      const at: Date | null = await dunningDue.nextDue(after, upTo, clockId, skipped);
       if (!at) break;
       const closesStrictly = strict && at.getTime() === upTo.getTime();
       n += await this.expireUpTo(at, clockId, breathe, onBatch);
       n += await this.engine.closeDue(at, clockId, 8, closesStrictly, breathe, onBatch);
       await this.engine.finalizeDue(at, clockId, breathe);
       check();
-      await atClockTime(clockId, at, () => dunning.runDue(at, clockId, breathe));
+      await atClockTime(clockId, at, () => dunning.runDue(at, clockId, breathe, skipped));
       after = at;
     }
     n += await this.expireUpTo(upTo, clockId, breathe, onBatch);
@@ -118,6 +121,7 @@ export class Scheduler {
       check();
     };
     const seen = new Set<string>();
+    const skipped: string[] = [];
     // Usage thresholds of the periods as they are before anything closes (a jump past a period's
     // end must not skip that period's thresholds), and again after (the new periods).
     await this.thresholds?.check(clockId);
@@ -131,7 +135,7 @@ export class Scheduler {
         const timeline = (await this.engine.stores.timelines.due(now, clockId, 50)).find((t) => !seen.has(keyOf(t)));
         if (!timeline) break;
         seen.add(keyOf(timeline));
-        n += await this.stepUpTo(timeline.nextTransitionAt as Date, clockId, true, breathe, onBatch, check);
+        n += await this.stepUpTo(timeline.nextTransitionAt as Date, clockId, true, breathe, onBatch, check, skipped);
         try {
           await this.timelines.transition(timeline);
         } catch (err) {
@@ -144,7 +148,7 @@ export class Scheduler {
       // ended since (time jumped) close below.
       check();
       await this.pauses.resumeDue(now, clockId);
-      n += await this.stepUpTo(now, clockId, false, breathe, onBatch, check);
+      n += await this.stepUpTo(now, clockId, false, breathe, onBatch, check, skipped);
       // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
       check();
       await this.engine.finalizeDue(now, clockId, breathe);
@@ -152,7 +156,7 @@ export class Scheduler {
       // Failed payments whose retry is due (DESIGN §16), after the invoices they could be (on a
       // test clock, those due before its last closes ran already, each at its time: stepUpTo).
       check();
-      await this.dunning?.runDue(now, clockId, breathe);
+      await this.dunning?.runDue(now, clockId, breathe, skipped);
       if (clockId === null) await this.cancels?.runDue(now);
       if (n > 0) await this.thresholds?.check(clockId);
       // Usage lowers available credit between invoices; closes, finalizations and expiries spent

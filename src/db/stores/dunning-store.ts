@@ -110,12 +110,16 @@ export class SqlDunningStore implements DunningStore {
     return rows.map((r) => ({ id: r.id, environmentId: r.environment_id, subjectId: r.subject_id }));
   }
 
-  async nextDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null> {
+  async nextDue(after: Date | null, upTo: Date, clockId: string, exclude: readonly string[] = []): Promise<Date | null> {
     const params: unknown[] = [dbTime(upTo), clockId];
     let where = "status = 'open' AND next_payment_attempt IS NOT NULL AND next_payment_attempt <= ? AND clock_id = ?";
     if (after) {
       where += " AND next_payment_attempt > ?";
       params.push(dbTime(after));
+    }
+    if (exclude.length > 0) {
+      where += ` AND id NOT IN (${exclude.map(() => "?").join(", ")})`;
+      params.push(...exclude);
     }
     const [row] = await this.sql.query<{ at: unknown }[]>(`SELECT MIN(next_payment_attempt) AS at FROM invoices WHERE ${where}`, params);
     return row?.at ? fromDbTime(row.at) : null;
