@@ -114,6 +114,7 @@ function wireCredits(
   purchases.cancels = cancels;
   purchases.onChargeFailed = (g, err) => log?.warn("credit purchase written, its charge not made: planned for dunning", { grant: g.id, invoice: g.invoiceId, err });
   purchases.onReadFailed = (g, err) => log?.warn("credit purchase charged, its grant not read back: answered as known", { grant: g.id, invoice: g.invoiceId, err });
+  purchases.onEndFailed = (g, err) => log?.error("credit purchase whose checkout did not open could not be ended: its invoice stays open, never charged", { grant: g.id, invoice: g.invoiceId, err });
   subs.hostedCheckout.purchases = purchases;
   const credits = new Credits(late.store, subs.lookups, purchases);
   late.bind(credits);
