@@ -35,7 +35,7 @@ const FAST = { WEBHOOK_ALLOW_PRIVATE_HOSTS: "true", WEBHOOK_DELIVERY_INTERVAL_MS
 const ALLOWED: readonly { match: RegExp; reason: string }[] = [
   {
     match:
-      /^SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics( WHERE aggregation_type = \?)?$|^UPDATE invoices SET amount_due = total$|^INSERT INTO invoice_sequences \(environment_id, kind, last_number\) SELECT id, \? FROM environments|^UPDATE credit_ledger l JOIN credit_notes n ON n\.environment_id = l\.environment_id AND n\.(id = l\.invoice_id|credit_grant_id = l\.grant_id) SET /,
+      /^SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics( WHERE aggregation_type = \?)?$|^UPDATE invoices SET amount_due = total$|^INSERT INTO invoice_sequences \(environment_id, kind, last_number\) SELECT id, \? FROM environments|^UPDATE credit_ledger l JOIN credit_notes n ON n\.environment_id = l\.environment_id AND n\.(id = l\.invoice_id|credit_grant_id = l\.grant_id) SET |^UPDATE credit_notes SET refund_status = \? WHERE outcome = \?$/,
     reason: "migrations (data backfills): run once per database at start, so once per cluster, or per shard by Vitess's schema tooling",
   },
   {
@@ -60,14 +60,15 @@ const ALLOWED: readonly { match: RegExp; reason: string }[] = [
       "the scheduler's due-work scans (test clock advances cut short, past their lease): a plain read that returns each clock's environment; each is then taken over and run with statements of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess a scatter query over the shards",
   },
   {
-    match: /^SELECT environment_id FROM events WHERE fanout = \? ORDER BY seq LIMIT \?$|^SELECT seq, environment_id FROM webhook_deliveries WHERE status = \? AND next_attempt_at <= \?/,
+    match:
+      /^SELECT environment_id FROM events WHERE fanout = \? ORDER BY seq LIMIT \?$|^SELECT d\.seq, d\.environment_id FROM webhook_deliveries d JOIN webhook_endpoints w ON w\.environment_id = d\.environment_id AND w\.id = d\.endpoint_id WHERE d\.status = \? AND d\.next_attempt_at <= \?/,
     reason:
       "the webhook queue's discovery reads (events not yet fanned out, deliveries due): plain reads; each environment's events and deliveries are then claimed in a transaction of their own. A scatter query on Vitess; per cluster, each cluster's own servers",
   },
   {
-    match: /^SELECT seq, created_at FROM events WHERE seq > \? ORDER BY seq LIMIT \?$/,
+    match: /^SELECT seq, created_at FROM events WHERE seq > \?( AND seq < \? ORDER BY seq DESC| ORDER BY seq) LIMIT \?$/,
     reason:
-      "the event feed's horizon over the one events sequence (gaps are uncommitted transactions): per cluster placement each cluster has its own sequence; on Vitess it needs a Vitess sequence for seq and stays a scatter read (docs/operations/scaling.md)",
+      "the event feed's horizon (and a page's check below its last event) over the one events sequence (gaps are uncommitted transactions): per cluster placement each cluster has its own sequence; on Vitess it needs a Vitess sequence for seq and stays a scatter read (docs/operations/scaling.md)",
   },
 ];
 
