@@ -16,6 +16,7 @@ import { type Database, createDatabase } from "../../src/db/datasource.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { Scenario } from "../helpers/scenario.js";
 import { rest } from "../helpers/clients.js";
+import { eventually } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { type Receiver, startReceiver } from "../helpers/receiver.js";
 import { type TestServer, startAppOn, startTestServer } from "../helpers/server.js";
@@ -124,7 +125,11 @@ for (const store of STORES) {
       await hook.until((l) => l.length >= 2, 30_000);
       t.is(hook.received[1]?.json.id, eventId, "the same event, with the same id");
       const ep = (await rest(api.url, "GET", "/webhook-endpoints", key)).body.webhook_endpoints[0];
-      const [d] = (await rest(api.url, "GET", `/webhook-endpoints/${ep.id}/deliveries`, key)).body.deliveries;
+      // The receiver has the request before the server records its answer: read until it has.
+      const [d] = await eventually(
+        async () => (await rest(api.url, "GET", `/webhook-endpoints/${ep.id}/deliveries`, key)).body.deliveries,
+        (ds) => ds[0]?.status !== "pending",
+      );
       t.like(d, { status: "succeeded", event_id: eventId });
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL");
