@@ -27,6 +27,7 @@
  *   credit, true-ups) are paid by unrestricted grants only. Coupons limited to rates (DESIGN §15)
  *   read the same keys.
  */
+import { rateCodeOf } from "./line-cards.js";
 import type { ChargedRates } from "../catalog/addons.js";
 import { bookTotals } from "../invoicing/booking.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
@@ -53,12 +54,11 @@ export function keyedFixedLines<L extends { key: string | null }>(
 /** An invoice's lines as credits see them: each with its rate code (null: none) and amount. */
 export function chargeLines(inv: Pick<Invoice, "lines">): ChargeLine[] {
   return inv.lines.map((l) => {
-    const bar = l.key?.indexOf("|") ?? -1;
     // What the line costs the buyer (DESIGN §15): its amount less its discounts plus its exclusive tax.
     let amount = dec(l.amount);
     for (const d of l.discountAmounts ?? []) amount = amount.minus(dec(d.amount));
     for (const t of l.taxAmounts ?? []) if (!t.inclusive) amount = amount.plus(dec(t.amount));
-    return { rateCode: CODED.has(l.kind) && l.key && bar > 0 ? l.key.slice(0, bar) : null, amount: formatDecimal(amount) };
+    return { rateCode: CODED.has(l.kind) ? rateCodeOf(l) : null, amount: formatDecimal(amount) };
   });
 }
 

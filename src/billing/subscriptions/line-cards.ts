@@ -16,3 +16,9 @@ export function cardKey(id: string): string {
 export function cardOfKey(key: string | null | undefined): string | null {
   return key?.startsWith(CARD_KEY) ? key.slice(CARD_KEY.length) : null;
 }
+
+/** The rate code of a line keyed `<code>|…`; null for a line without one. */
+export function rateCodeOf(l: { key?: string | null }): string | null {
+  const bar = l.key?.indexOf("|") ?? -1;
+  return l.key && bar > 0 ? l.key.slice(0, bar) : null;
+}

@@ -18,13 +18,8 @@
  */
 import { type Decimal, ZERO, dec, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
+import { rateCodeOf } from "./line-cards.js";
 import type { Invoice, InvoiceLine } from "./types.js";
-
-/** The rate code of a line keyed `<code>|…`; null for a line without one. */
-export function rateCodeOf(l: Pick<InvoiceLine, "key">): string | null {
-  const bar = l.key?.indexOf("|") ?? -1;
-  return l.key && bar > 0 ? l.key.slice(0, bar) : null;
-}
 
 /** A line's discounts. */
 const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
