@@ -3,8 +3,8 @@
  * waits, not when its lines were computed: the finance export selects by finalized_at, so an
  * invoice stamped before a wait and committed after an export up to that instant had run would
  * be in no month's export. MariaDB: another transaction holds the environment's invoice number
- * sequence while a cycle close and a draft's finalization wait for it; each invoice's finalized_at
- * is no earlier than the moment that transaction let go.
+ * sequence while a cycle close, a draft's finalization and a seat change's immediate invoice wait
+ * for it; each invoice's finalized_at is no earlier than the moment that transaction let go.
  */
 import test from "ava";
 import mysql from "mysql2/promise";
@@ -66,4 +66,19 @@ mysqlOnly("mysql: a draft finalized while the invoice sequence is held stamps fi
   const final = await s.call("GET", `/invoices/${draft.id}`);
   t.is(final.status === "draft", false);
   t.true(new Date(final.finalized_at).getTime() >= released.getTime(), `finalized_at ${final.finalized_at} is not before ${released.toISOString()}`);
+});
+
+mysqlOnly("mysql: a seat increase's immediate invoice that waited on the invoice sequence stamps finalized_at after the wait", async (t) => {
+  if (!server) return t.fail();
+  const s = await Scenario.start(server, "2026-01-01T00:00:00Z");
+  const card = await s.card({ fixed_rates: [{ code: "seats", name: "Seats", price: { price_type: "flat", amount: { currency_code: "USD", value: "3100" } } }] });
+  await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, create_checkout_session: "always" }, CARD_OK);
+  const [first] = (await s.invoices()) as [Json];
+  await s.call("POST", `/test-clocks/${s.clockId}/advance`, { frozen_time: "2026-01-17T00:00:00Z" });
+  // 1 → 2 seats on day 16 of 31: 3100 × 15/31 = 1500.00 charged at once, numbered in the transaction of the change.
+  const released = await heldSequence(server.db.url, first.id, () => s.call("PATCH", `/subscriptions/${first.subscription_id}`, { fixed_rate_quantities: { seats: 2 } }));
+  const charge = ((await s.invoices()) as Json[]).find((i) => i.id !== first.id);
+  t.is(charge?.total_amount.value, "1500");
+  t.truthy(charge?.number, "the change's invoice is numbered");
+  t.true(new Date(charge?.finalized_at).getTime() >= released.getTime(), `finalized_at ${charge?.finalized_at} is not before ${released.toISOString()}`);
 });

@@ -127,7 +127,7 @@ export class CreditPurchases {
     try {
       await this.stores.transaction(async (tx) => {
         // Numbered like any invoice that becomes open (neither discounted nor taxed: subscriptions/booking.ts).
-        const numbered = await finalizeOpen(tx, invoice, now);
+        const numbered = await finalizeOpen(tx, invoice, now, this.lookups.engine.now);
         await tx.insertInvoice(numbered);
         await credits(tx).insertGrant(grant);
         // Charged to the card on file: its first charge planned with it (awaitsCheckout: a purchase unplanned awaits its checkout).

@@ -111,10 +111,11 @@ async function numberAll(booking: BookingTx, list: Invoice[]): Promise<Invoice[]
 /**
  * Books, credits and numbers `inv`, which becomes open in `tx` at `at` (the subscription's
  * clock): see the file's comment. Anything but an open invoice is returned booked as a preview
- * (nothing recorded, no credit, no number).
+ * (nothing recorded, no credit, no number). An open invoice's finalized_at is read from `now`
+ * (real time) once its locks are held, as it commits: see finalizeAllOpen.
  */
-export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice> {
-  return (await finalizeAllOpen(tx, [inv], () => at))[0] as Invoice;
+export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date, now: () => Date): Promise<Invoice> {
+  return (await finalizeAllOpen(tx, [inv], now, () => at))[0] as Invoice;
 }
 
 /**
@@ -125,7 +126,7 @@ export async function finalizeOpen(tx: BillingTx, inv: Invoice, at: Date): Promi
  * is read for the batch at once where the store can (BookingTx.prefetch, spendableOfBatch); the
  * locks (discounts, grants) are still taken per invoice, in the same order as one by one.
  */
-export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
+export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () => Date, atOf: (i: Invoice) => Date = (i) => i.createdAt): Promise<Invoice[]> {
   const booking = tx.booking;
   const batch = booking?.prefetch ? await booking.prefetch(list) : booking;
   // Booked in the order of their dates (then the batch's): a subject's "once" discount goes to its earliest invoice.
@@ -146,7 +147,11 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], atOf: (i: 
     const inv = booked[k] as Invoice;
     credited[k] = inv.status === "open" ? await applyCredits(tx, inv, atOf(inv), listed.get(inv.id)) : inv;
   }
-  return booking ? numberAll(booking, credited) : credited;
+  const numbered = booking ? await numberAll(booking, credited) : credited;
+  // Finalized as it commits, after the lock waits above (discounts, grants, the number sequence),
+  // not when its lines were computed: a finance export up to an instant already past never misses it.
+  const at = now();
+  return numbered.map((i) => (i.status === "open" ? { ...i, finalizedAt: at } : i));
 }
 
 /** A draft as it would be booked and credited if it finalized at `at`: read in a transaction of its own, nothing written. */

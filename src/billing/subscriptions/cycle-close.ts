@@ -218,14 +218,12 @@ export class CycleClose {
             credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
           }
           // Credit grants pay what they can of each invoice final at once (credit-application.ts).
-          const booked = await finalizeAllOpen(
+          // Finalized as it commits (finalizeAllOpen stamps finalized_at after this transaction's lock waits).
+          const out = await finalizeAllOpen(
             tx,
             ready.map((s) => credited.get(s.id)?.invoice as Invoice).filter((i) => i.lines.length > 0 || i.window !== null),
+            this.ctx.now,
           );
-          // Finalized as it commits, not when it was computed (before this transaction's lock waits
-          // and retries): a finance export up to an instant already past never misses it.
-          const at = this.ctx.now();
-          const out = booked.map((i) => (i.finalizedAt ? { ...i, finalizedAt: at } : i));
           await tx.insertInvoices(out);
           const events = out.flatMap(newInvoiceEvents);
           const updated: Subscription[] = [];

@@ -89,12 +89,9 @@ export class Drafts {
           // The draft's row first: a second run finalizing it waits here, then finds it open,
           // rather than spending the grant on it too (its ledger's unique key then refused it).
           if (!(await tx.lockDraft(recomputed.environmentId, recomputed.id))) throw NOT_MOVED;
-          // Finalized as it commits, after its lock waits (the draft, its grants, the number
-          // sequence): a finance export up to an instant already past never misses it.
-          const booked = await finalizeOpen(tx, recomputed, spentAt);
-          const at = this.ctx.now();
-          const credited = { ...booked, finalizedAt: at };
-          if (!(await tx.finalizeDraft(credited, at))) throw NOT_MOVED;
+          // Finalized as it commits, after its lock waits (the draft, its grants, the number sequence: finalizeOpen).
+          const credited = await finalizeOpen(tx, recomputed, spentAt, this.ctx.now);
+          if (!(await tx.finalizeDraft(credited, credited.finalizedAt ?? this.ctx.now()))) throw NOT_MOVED;
           // A draft kept internal while it was empty is announced now that a line landed on it.
           await tx.emit(isInternal(draft) && !isInternal(credited) ? newInvoiceEvents(credited) : transitionEvents(finalize, [credited]));
           return credited;

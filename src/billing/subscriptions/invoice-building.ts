@@ -231,7 +231,7 @@ export class InvoiceBuilder {
     // units, or none): late usage of that window can still land on it or be adjusted later.
     if (invoice.lines.length === 0 && !invoice.window) return true;
     // DESIGN §14, §15: an invoice open at once is booked, spends the subject's credit and is numbered here (booking.ts).
-    const credited = await finalizeOpen(tx, invoice, invoice.createdAt);
+    const credited = await finalizeOpen(tx, invoice, invoice.createdAt, this.now);
     try {
       await tx.insertInvoice(credited);
       await tx.emit(newInvoiceEvents(credited));

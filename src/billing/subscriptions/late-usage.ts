@@ -168,7 +168,7 @@ export class LateUsage {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
       if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return null;
       // The subject's credit pays an adjustment invoice like any other (DESIGN §14).
-      const applied = invoice ? await finalizeOpen(tx, invoice, invoice.createdAt) : undefined;
+      const applied = invoice ? await finalizeOpen(tx, invoice, invoice.createdAt, this.ctx.now) : undefined;
       if (applied) {
         await tx.insertInvoice(applied);
         await tx.emit(newInvoiceEvents(applied));
