@@ -343,6 +343,28 @@ const expiryAndVoid: Case[] = [
     ],
   ],
   [
+    "a grant expiring at a period's end still pays that period's invoice; the rest expires then",
+    async (s) => {
+      await onUsagePlan(s);
+      const id = await promo(s, "promo", 5000, { expires_at: FEB });
+      await use(s, JAN_20, "300");
+      await s.advance(FEB);
+      return [await credited(s), await ledger(s), await grantState(s, id), await creditState(s)];
+    },
+    // Feb 15: the cycle closes first, at the instant the grant expires: 300 × 10 = 3,000, all paid
+    // by the grant (it is spendable at its expires_at, not after). Then its other 2,000 expire.
+    [
+      [["paid", "3000", [["promo", "3000"]], "0"]],
+      [
+        ["grant", "5000"],
+        ["application", "-3000"],
+        ["expiry", "-2000"],
+      ],
+      ["promo", "expired", "5000", "0"],
+      ["0", "0"],
+    ],
+  ],
+  [
     "void takes only what is left; what an invoice spent stays spent",
     async (s) => {
       await onUsagePlan(s);

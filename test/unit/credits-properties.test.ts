@@ -42,7 +42,7 @@ class Book {
   now = Date.UTC(2026, 0, 1);
 
   spendable(): ModelGrant[] {
-    return spendOrder(this.grants.filter((g) => g.status === "active" && g.remaining > 0n && (g.expiresAt === null || g.expiresAt.getTime() > this.now)).map((g) => ({ ...g })));
+    return spendOrder(this.grants.filter((g) => g.status === "active" && g.remaining > 0n && (g.expiresAt === null || g.expiresAt.getTime() >= this.now)).map((g) => ({ ...g })));
   }
 
   /** The store's spend: remaining ≥ amount, else false (nothing changed). */

@@ -42,7 +42,8 @@ export interface CreditWrites {
   /**
    * The grants of a subject spendable at `at` in one currency, in the order of §14: priority
    * ascending, then the soonest expires_at (none last), then the oldest. Spendable: active,
-   * remaining > 0, effective_at ≤ at, and expires_at absent or after `at`.
+   * remaining > 0, effective_at ≤ at, and expires_at absent or not before `at` (a grant expiring
+   * at `at` pays an invoice final then: expiry runs after the closes of that instant).
    */
   spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]>;
   /**

@@ -134,8 +134,12 @@ async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type:
   return entryFromRow(row);
 }
 
-/** Whether `g` (active, effective by `at`) can be spent at `at`: something left, not expired. */
-const live = (g: CreditGrant, at: Date): boolean => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() > at.getTime());
+/**
+ * Whether `g` (active, effective by `at`) can be spent at `at`: something left, not expired by
+ * then. A grant expiring at `at` itself still pays an invoice final at `at` (a cycle closed at its
+ * expires_at: the scheduler closes before it expires, at the same instant).
+ */
+const live = (g: CreditGrant, at: Date): boolean => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() >= at.getTime());
 
 async function spendableOn(em: EntityManager, E: Entities, environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
   const rows = await em.find(E.CreditGrant, {
