@@ -13,7 +13,7 @@ import { buildServices } from "../../src/wiring/services.js";
 import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { rpcClient, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
-import { CARD_OK, Scenario } from "../helpers/scenario.js";
+import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { mysqlOnly } from "../helpers/mysql-only.js";
 import { startTestServer, useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -84,6 +84,31 @@ const cases: Case[] = [
         ["paid", "5000", [["Seats", "5", "1000", "5000"]], [], "5000"],
         // 3 × 1000 = 3000; credit (3 − 5) × 1000 × 15/31 = −967.741935… → 968 (half-up, away from zero) granted; 3000 − 968 = 2032 due
         ["paid", "3000", [["Seats", "3", "1000", "3000"]], ["968"], "2032"],
+      ],
+    ],
+  ],
+  [
+    "a decrease while the period's invoice is unpaid credits nothing and the period stays charged at the old quantity: increasing back charges nothing again",
+    async (s) => {
+      const card = await s.card({ fixed_rates: [seats()] });
+      const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 10 } }, CARD_FAILS_LATER)).subscription.id;
+      // The Feb 15 renewal's charge is declined: that period's 10000 stays open while dunning retries.
+      await s.advance("2026-03-01T00:00:00Z");
+      const down = await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+      const up = await patch(s, id, { fixed_rate_quantities: { seats: 10 } });
+      return [down.proration_invoice, up.proration_invoice, up.subscription.fixed_rate_quantities, (await s.invoices()).map((i) => [i.status, i.total_amount.value])];
+    },
+    [
+      // 10 → 2 on Mar 1 (14 of 28 days left): nothing of the period paid yet, so no credit (unused-credit.ts).
+      null,
+      // 2 → 10: the period is still charged at 10 seats (10000 open), so (10 − 10) × 1000 × 14/28 = 0: nothing invoiced,
+      // where an increase from 2 would have charged 8 × 1000 × 14/28 = 4000 on top of the 10000 being collected.
+      null,
+      { seats: "10" },
+      // The card on file declines every charge after the checkout: both periods' 10000 are open.
+      [
+        ["open", "10000"],
+        ["open", "10000"],
       ],
     ],
   ],

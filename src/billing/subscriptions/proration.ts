@@ -172,6 +172,25 @@ export function chargedAfterUnbilled(s: Subscription, next: TermsOf): TermsOf | 
   return sameTerms(charged, next) ? null : { fixedRateQuantities: { ...charged.fixedRateQuantities }, rateMultipliers: { ...charged.rateMultipliers } };
 }
 
+/**
+ * What `s`'s chargedTerms are after a prorated change to `next` that credited nothing for the
+ * decreases of rates `uncredited` (nothing of them paid in the period yet, unused-credit.ts): the
+ * period stays charged at the terms it was billed at for those rates, so a later increase is
+ * prorated from what was billed, not charged again; null when that is `next`.
+ */
+export function chargedKeeping(s: Subscription, next: TermsOf, uncredited: ReadonlySet<string>): TermsOf | null {
+  const charged = chargedTerms(s);
+  const kept: TermsOf = { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } };
+  for (const code of uncredited) {
+    for (const k of ["fixedRateQuantities", "rateMultipliers"] as const) {
+      const was = charged[k][code];
+      if (was === undefined) delete kept[k][code];
+      else kept[k][code] = was;
+    }
+  }
+  return sameTerms(kept, next) ? null : kept;
+}
+
 /** Whether two sets of terms are the same. */
 export function sameTerms(a: TermsOf, b: TermsOf): boolean {
   return sameEntries(a.fixedRateQuantities, b.fixedRateQuantities) && sameEntries(a.rateMultipliers, b.rateMultipliers);

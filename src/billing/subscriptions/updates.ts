@@ -29,11 +29,25 @@ import { dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
 import { checkCommitment, pendingCommitment } from "./commitments.js";
+import { rateCodeOf } from "./line-cards.js";
 import { discountsOnLines, grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { type RateChange, type TermsOf, chargedAfterUnbilled, chargedTerms, cycleCharge, netOfChange, prorationLines, remainingPart, sameEntries, sameTerms, withCredits } from "./proration.js";
+import {
+  type RateChange,
+  type TermsOf,
+  chargedAfterUnbilled,
+  chargedKeeping,
+  chargedTerms,
+  cycleCharge,
+  netOfChange,
+  prorationLines,
+  remainingPart,
+  sameEntries,
+  sameTerms,
+  withCredits,
+} from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
@@ -123,6 +137,8 @@ export class TermUpdates {
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
       const billed = lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
       const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
+      // Decreases credited nothing (nothing of the rate paid in the period yet): the period stays charged at the old terms for them.
+      const uncredited = new Set(lines.flatMap((l, i) => (l.amount.isNegative() && valued[i] === null ? [rateCodeOf(l) ?? ""] : [])));
       return this.engine.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(current.environmentId, current.id);
         if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be updated`);
@@ -158,8 +174,9 @@ export class TermUpdates {
         const updated: Subscription = {
           ...s,
           ...next,
-          // A prorated change bills the period at the new terms; `none` (or no change of terms) leaves it at those it was billed at.
-          chargedTerms: behavior === "none" || !termsChange ? chargedAfterUnbilled(s, next) : null,
+          // A prorated change bills the period at the new terms, but for a decrease credited nothing (chargedKeeping);
+          // `none` (or no change of terms) leaves it at those it was billed at.
+          chargedTerms: behavior === "none" || !termsChange ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
