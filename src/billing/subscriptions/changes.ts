@@ -25,11 +25,17 @@ import { changeCredit } from "./change-credit.js";
 import { grantProrationCredits } from "./credit-application.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
-import type { Invoice, Subscription } from "./types.js";
+import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { commitmentTrueUp } from "./commitments.js";
 import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
+
+/** `s` cancelled now, at `at`; `carried`: its proration credits left once given to the balance (none with a credit store). */
+function cancelledRow(s: Subscription, at: Date, reason: string | null, carried: ProrationCredit[]): Subscription {
+  const ended = { status: "cancelled", cancelsAtEndOfCycle: false, billingFailure: null, pausedAt: null, resumesAt: null } as const;
+  return { ...s, ...ended, cancelledAt: at, cancelReason: reason ?? s.cancelReason, prorationCredits: carried };
+}
 
 /** A change of rate card, built and not yet written (SubscriptionChanges.prepareSwitch, writeSwitch). */
 export interface PreparedSwitch {
@@ -139,15 +145,17 @@ export class SubscriptionChanges {
   /**
    * Cancels a paused subscription now: no cycle runs, so there is no end of cycle to wait for
    * and no usage to invoice (the pause invoiced its cycle's usage; usage while paused is not billed).
+   * Proration credits carried on the row go to the subject's balance (nothing reads a cancelled row's).
    */
   private async cancelPaused(current: Subscription, at: Date, input: { atEndOfCycle?: boolean; reason: string }): Promise<Subscription> {
     if (input.atEndOfCycle) {
       throw new FailedPreconditionError("SUBSCRIPTION_PAUSED", `subscription ${current.id} is paused: no cycle is running to end; cancel it now (without cancel_at_end_of_cycle)`);
     }
+    const currency = (await this.engine.reads.card(current.environmentId, current.rateCardId)).currency ?? "USD";
     return this.stores.transaction(async (tx) => {
       const s = await tx.lockSubscription(current.environmentId, current.id);
       if (s?.status !== "paused" || s.cycleEpoch !== current.cycleEpoch) throw lostRace(current.id);
-      const next: Subscription = { ...s, status: "cancelled", cancelsAtEndOfCycle: false, cancelledAt: at, cancelReason: input.reason || s.cancelReason, pausedAt: null, resumesAt: null };
+      const next = cancelledRow(s, at, input.reason || null, await grantProrationCredits(tx, s, currency, s.prorationCredits ?? [], at));
       await tx.updateSubscription(next);
       await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
       return next;
@@ -180,18 +188,11 @@ export class SubscriptionChanges {
       if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is already ${s?.status ?? "gone"}`);
       if (!unmoved(s, current)) throw lostRace(current.id);
       checkCycleClosed(s, at, inCurrentPeriod);
-      // Proration credits carried go onto the final invoice as far as it can take them; the rest stays on the row.
+      // Proration credits carried go onto the final invoice as far as it can take them (a draft's
+      // none: its lines are all recomputed, proration.ts); the rest to the subject's balance, which a draft then spends.
       const credited = withCredits(invoice, s.prorationCredits);
       if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
-      const next: Subscription = {
-        ...s,
-        status: "cancelled",
-        cancelsAtEndOfCycle: false,
-        cancelledAt: at,
-        cancelReason: reason ?? s.cancelReason,
-        billingFailure: null,
-        prorationCredits: credited.carried,
-      };
+      const next = cancelledRow(s, at, reason, await grantProrationCredits(tx, s, invoice.currency, credited.carried, at));
       await tx.updateSubscription(next);
       await tx.emit([subscriptionEvent("subscription.cancelled", next)]);
       return { subscription: next, invoice: credited.invoice };
