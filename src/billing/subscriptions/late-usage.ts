@@ -73,6 +73,11 @@ export class LateUsage {
     };
     const from = new Date(Math.min(...windows.map((w) => (w.invoice.window as UsageWindow).from.getTime())));
     const to = new Date(Math.max(...windows.map((w) => (w.invoice.window as UsageWindow).to.getTime())));
+    // The counts kept first, then those compared with the last run's: an event committed between
+    // the two reads is seen by the comparison (its window measured now) or left out of the kept
+    // counts (looked at again next run), never kept unmeasured.
+    const counts: Record<string, string> = {};
+    for (const metricId of allMetrics) counts[metricId] = await count(metricId, from, to);
     const prev = s.usageCheck;
     const recheck = new Set<string>();
     const known = new Set(prev?.windows ?? []);
@@ -85,8 +90,6 @@ export class LateUsage {
         }
       }
     }
-    const counts: Record<string, string> = {};
-    for (const metricId of allMetrics) counts[metricId] = await count(metricId, from, to);
     const check: UsageCheck = { windows: windows.map((w) => w.invoice.id), from: from.toISOString(), to: to.toISOString(), counts };
     const lines: BillLine[] = [];
     for (const { invoice, billed } of windows) {
