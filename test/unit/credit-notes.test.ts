@@ -5,11 +5,12 @@
  * the tax part of each credited line (half-up), refusals beyond a line or the invoice.
  */
 import test from "ava";
+import fc from "fast-check";
 import { type CreditAsk, type CreditPlan, creditableLines, lineGross, lineTax, planCredit, taxPart } from "../../src/billing/credit-notes/arithmetic.js";
 import { checkCreditable, creditNoteId } from "../../src/billing/credit-notes/credit-notes.js";
 import { type CreateCreditNoteInput, checkCreditNote } from "../../src/billing/credit-notes/validation.js";
 import { FailedPreconditionError, type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
-import { dec } from "../../src/billing/money.js";
+import { type Decimal, dec, roundAmount } from "../../src/billing/money.js";
 import type { Invoice, InvoiceLine } from "../../src/billing/subscriptions/types.js";
 
 /** A line of `amount`, with an optional discount and taxes [percentage-ish amount, inclusive]. */
@@ -198,12 +199,251 @@ test("an amount beyond what is left of the invoice is refused", planCase, LINES,
 
 test("nothing left of the invoice: the whole of it is refused", planCase, LINES, [], TOTAL, whole, [{ kind: "exceeds_invoice", asked: "0", left: "0" }]);
 
-test("a negative line (a credit on the invoice) is never credited; the rest spreads over the others", planCase, [line("Seats", "1000"), line("Proration credit", "-300")], [], "1400", whole, [
-  [[0, "700", "0"]],
+test("a whole note credits a negative line (a credit on the invoice) too, as a negative note line", planCase, [line("Seats", "1000"), line("Proration credit", "-300")], [], "1400", whole, [
+  // 2100 − 1400 = 700 left = 1000 − 300: every line all of it.
+  [
+    [0, "1000", "0"],
+    [1, "-300", "0"],
+  ],
   "700",
   "0",
   "700",
 ]);
+
+/**
+ * A rate-card change's invoice (test/api/change-tax.test.ts): the unused time on the old card, a
+ * negative line, taxed by the old card; the remaining time on the new one by the new card.
+ * UPGRADE: −5000 untaxed, 10000 + 2000 (20%): subtotal 5000, total_tax 2000, total 7000.
+ * DOWNGRADE_TAX (the mirror): −5000 − 1000 (20%) = −6000, 15000 untaxed: subtotal 10000, total_tax −1000, total 9000.
+ */
+const UPGRADE = [line("Unused time on A", "-5000"), line("Remaining time on B", "10000", "0", [["2000", false]])];
+const MIRROR = [line("Unused time on A", "-5000", "0", [["-1000", false]]), line("Remaining time on B", "15000")];
+
+/** planCredit on `lines` after earlier notes ([line, amount] each), of which what is left is their gross less those notes. */
+const mixedCase = test.macro({
+  exec(t, lines: InvoiceLine[], earlier: [number, string][], ask: CreditAsk, expected: unknown) {
+    const notes = [{ lines: earlier.map(([i, a]) => ({ invoiceLineIndex: i, description: "", amount: a, taxAmount: "0" })) }];
+    const total = lines.reduce((a, l) => a.plus(lineGross(l)), dec(0));
+    const left = earlier.reduce((a, [, amount]) => a.minus(dec(amount)), total);
+    const out = planCredit(creditableLines(lines, notes), left, ask);
+    t.deepEqual(Array.isArray(out) ? out.map((p) => ({ ...p, left: p.left.toFixed(), ...("asked" in p ? { asked: p.asked.toFixed() } : {}) })) : plan(out), expected);
+  },
+  title: (name) => name ?? "",
+});
+
+const rows: [string, InvoiceLine[], [number, string][], CreditAsk, unknown][] = [
+  [
+    // Every line all of it: −5000 (no tax), 12000 of which 2000 tax. The old code: 7000 on line 1, tax round(7000 × 2000 / 12000) = 1167.
+    "an upgrade's invoice, whole: −5000 untaxed and 12000 with its 2000 of tax; subtotal 5000, tax 2000, total 7000",
+    UPGRADE,
+    [],
+    whole,
+    [
+      [
+        [0, "-5000", "0"],
+        [1, "12000", "2000"],
+      ],
+      "5000",
+      "2000",
+      "7000",
+    ],
+  ],
+  [
+    // −6000 with its −1000 of tax, 15000 untaxed: tax −1000, subtotal 9000 − (−1000) = 10000. The old code: 9000 on line 1, tax 0.
+    "the mirror (a taxed negative line, an untaxed charge), whole: tax −1000, subtotal 10000, total 9000",
+    MIRROR,
+    [],
+    whole,
+    [
+      [
+        [0, "-6000", "-1000"],
+        [1, "15000", "0"],
+      ],
+      "10000",
+      "-1000",
+      "9000",
+    ],
+  ],
+  [
+    // Half (3500 of 7000): the negative line's share round(3500 × 5000 / 7000) = 2500, the positive 3500 + 2500 = 6000, tax round(6000 × 2000 / 12000) = 1000.
+    "an amount: the same fraction of every line, signed (half: −2500 and 6000 with 1000 of tax)",
+    UPGRADE,
+    [],
+    { kind: "amount", amount: dec("3500") },
+    [
+      [
+        [0, "-2500", "0"],
+        [1, "6000", "1000"],
+      ],
+      "2500",
+      "1000",
+      "3500",
+    ],
+  ],
+  [
+    // 1000 × 5000 / 7000 = 714.29 → 714; 1000 + 714 = 1714 on line 1, tax round(1714 × 2000 / 12000 = 285.67) = 286.
+    "an amount not a round fraction: the negative lines' share rounded half-up, the positive lines the rest",
+    UPGRADE,
+    [],
+    { kind: "amount", amount: dec("1000") },
+    [
+      [
+        [0, "-714", "0"],
+        [1, "1714", "286"],
+      ],
+      "714",
+      "286",
+      "1000",
+    ],
+  ],
+  [
+    // Mirror, 3000 of 9000: round(3000 × 6000 / 9000) = 2000 → −2000, tax round(−2000 × −1000 / −6000 = −333.33) = −333; 3000 + 2000 = 5000 untaxed.
+    "the mirror, an amount: the negative line's tax in proportion (−333)",
+    MIRROR,
+    [],
+    { kind: "amount", amount: dec("3000") },
+    [
+      [
+        [0, "-2000", "-333"],
+        [1, "5000", "0"],
+      ],
+      "3333",
+      "-333",
+      "3000",
+    ],
+  ],
+  [
+    // An amount equal to all that is left is the whole note: 7000 × 5000 / 7000 = 5000, 7000 + 5000 = 12000.
+    "an amount of all that is left is the whole note",
+    UPGRADE,
+    [],
+    { kind: "amount", amount: dec("7000") },
+    [
+      [
+        [0, "-5000", "0"],
+        [1, "12000", "2000"],
+      ],
+      "5000",
+      "2000",
+      "7000",
+    ],
+  ],
+  [
+    // After the half (−2500, 6000): left −2500 and 6000 (3500); tax 2000 − round(6000 × 2000 / 12000) = 2000 − 1000 = 1000: 1000 + 1000 = 2000 in all.
+    "the whole after an amount: what is left of every line; the two notes' tax 1000 + 1000 = 2000",
+    UPGRADE,
+    [
+      [0, "-2500"],
+      [1, "6000"],
+    ],
+    whole,
+    [
+      [
+        [0, "-2500", "0"],
+        [1, "6000", "1000"],
+      ],
+      "2500",
+      "1000",
+      "3500",
+    ],
+  ],
+  [
+    // A per-line note took 3000 of line 1 (tax round(3000 × 2000 / 12000) = 500): left −5000 and 9000 (4000); tax 2000 − 500 = 1500: 500 + 1500 = 2000.
+    "the whole after a per-line note: the rest of the taxed line and all of the negative one; 500 + 1500 = 2000 of tax",
+    UPGRADE,
+    [[1, "3000"]],
+    whole,
+    [
+      [
+        [0, "-5000", "0"],
+        [1, "9000", "1500"],
+      ],
+      "2500",
+      "1500",
+      "4000",
+    ],
+  ],
+  [
+    // Per line, unchanged: 3000 of line 1, round(3000 × 2000 / 12000) = 500.
+    "per line: a positive line as before",
+    UPGRADE,
+    [],
+    { kind: "lines", lines: [{ index: 1, amount: dec("3000") }] },
+    [[[1, "3000", "500"]], "2500", "500", "3000"],
+  ],
+  [
+    "per line: a negative line is not credited on its own (nothing left of it to credit)",
+    UPGRADE,
+    [],
+    { kind: "lines", lines: [{ index: 0, amount: null }] },
+    [{ kind: "line_exceeded", position: 0, field: "invoice_line_index", left: "0" }],
+  ],
+  ["an amount beyond what is left (7000 = −5000 + 12000) is refused", UPGRADE, [], { kind: "amount", amount: dec("7001") }, [{ kind: "exceeds_invoice", asked: "7001", left: "7000" }]],
+];
+for (const [name, lines, earlier, ask, expected] of rows) test(name, mixedCase, lines, earlier, ask, expected);
+
+/** Exact sums of what every note credited of each line, and of all their tax and totals. */
+function sums(lines: readonly InvoiceLine[], notes: readonly CreditPlan[]) {
+  const perLine = lines.map(() => dec(0));
+  for (const n of notes) for (const l of n.lines) perLine[l.invoiceLineIndex as number] = (perLine[l.invoiceLineIndex as number] as Decimal).plus(dec(l.amount));
+  const add = (f: (n: CreditPlan) => string) => notes.reduce((a, n) => a.plus(dec(f(n))), dec(0)).toFixed();
+  return { perLine: perLine.map((d) => d.toFixed()), subtotal: add((n) => n.subtotal), tax: add((n) => n.totalTax), total: add((n) => n.total) };
+}
+
+const least = (a: Decimal, b: Decimal): Decimal => (a.lt(b) ? a : b);
+const atLeastOne = (a: Decimal): Decimal => (a.lt(1) ? dec(1) : a);
+
+test("property: any partial notes (amounts, per line) then a whole note credit every line exactly and sum to the invoice's subtotal, total_tax and total", (t) => {
+  const rate = fc.constantFrom("0", "7", "20", "25");
+  const invoiceLine = fc.record({ amount: fc.integer({ min: -20000, max: 20000 }).filter((a) => a !== 0), rate, discount: fc.integer({ min: 0, max: 30 }) });
+  const step = fc.record({ perLine: fc.boolean(), pick: fc.nat(), fraction: fc.double({ min: 0, max: 1, noNaN: true }) });
+  fc.assert(
+    fc.property(fc.array(invoiceLine, { minLength: 1, maxLength: 5 }), fc.array(step, { maxLength: 6 }), (specs, steps) => {
+      // Each line: amount, a discount (percent of a positive line), an exclusive tax at its rate: round(net × rate / 100), half-up.
+      const lines = specs.map((sp, i) => {
+        const discount = sp.amount > 0 ? Math.floor((sp.amount * sp.discount) / 100) : 0;
+        const tax = roundAmount(
+          dec(sp.amount - discount)
+            .times(dec(sp.rate))
+            .div(100),
+        );
+        return line(`L${i}`, String(sp.amount), String(discount), tax.isZero() ? [] : [[tax.toFixed(), false]]);
+      });
+      const total = lines.reduce((a, l) => a.plus(lineGross(l)), dec(0));
+      fc.pre(total.gt(0));
+      const notes: CreditPlan[] = [];
+      const leftOf = () => total.minus(notes.reduce((a, n) => a.plus(dec(n.total)), dec(0)));
+      for (const s of steps) {
+        const left = leftOf();
+        if (left.lte(1)) break;
+        // Something is always left for the whole note: at most left − 1.
+        const cap = left.minus(1);
+        let ask: CreditAsk;
+        const credit = creditableLines(lines, notes);
+        const open = credit.flatMap((l, i) => (l.left.gt(0) ? [i] : []));
+        if (s.perLine && open.length > 0) {
+          const index = open[s.pick % open.length] as number;
+          const most = least((credit[index] as { left: Decimal }).left, cap);
+          ask = { kind: "lines", lines: [{ index, amount: atLeastOne(most.times(s.fraction).floor()) }] };
+        } else ask = { kind: "amount", amount: atLeastOne(cap.times(s.fraction).floor()) };
+        const p = planCredit(credit, left, ask);
+        if (Array.isArray(p)) return false;
+        notes.push(p);
+      }
+      const last = planCredit(creditableLines(lines, notes), leftOf(), whole);
+      if (Array.isArray(last)) return false;
+      notes.push(last);
+      const got = sums(lines, notes);
+      const subtotal = lines.reduce((a, l) => a.plus(lineGross(l)).minus(lineTax(l)), dec(0));
+      const tax = lines.reduce((a, l) => a.plus(lineTax(l)), dec(0));
+      // Every note credits a positive total; every line is credited all of it, within it all along.
+      const positive = notes.every((n) => dec(n.total).gt(0));
+      return positive && JSON.stringify(got) === JSON.stringify({ perLine: lines.map((l) => lineGross(l).toFixed()), subtotal: subtotal.toFixed(), tax: tax.toFixed(), total: total.toFixed() });
+    }),
+    { numRuns: 500, seed: 15 },
+  );
+  t.pass();
+});
 
 const input = (over: Partial<CreateCreditNoteInput>): CreateCreditNoteInput => ({ invoiceId: "inv_1", reason: "other", outcome: "credit_balance", lines: [], metadata: {}, ...over });
 

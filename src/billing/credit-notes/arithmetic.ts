@@ -5,18 +5,27 @@
  * - A line's gross is what it cost the buyer: its amount less its discounts plus its exclusive tax
  *   (as credits see it, chargeLines in subscriptions/credit-application.ts); its tax is the sum of
  *   its taxes, inclusive and exclusive (both are inside the gross).
- * - What is left of a line: its gross less what earlier credit notes credited of it (never below
- *   0 as a weight: a negative line, a proration credit, is never credited).
- * - No lines and no amount: everything left of the invoice (total − amount credited), spread over
- *   the lines in proportion to what is left of each; an amount: the same, of that amount; per
- *   line: the amount asked (all that is left of the line when absent), never beyond what is left.
+ * - What is left of a line: its gross less what earlier credit notes credited of it. A negative
+ *   line (a proration credit) has a negative gross: what is left of it is negative (or 0), and only
+ *   a whole or amount note credits it (a negative note line), never a per-line one.
+ * - No lines and no amount: everything left of the invoice (total − amount credited), every line
+ *   all that is left of it, negative lines included, so that the notes of a fully credited invoice
+ *   sum exactly to its subtotal and total_tax (a −5000 untaxed credit and 10000 + 2000 of tax:
+ *   −5000 and 12000 of which 2000 tax, not 7000 of the taxed line alone with 1167 of tax); an
+ *   amount: the same fraction (amount ÷ what is left) of every line, signed: the negative lines'
+ *   share first, round(amount × their left ÷ all left) half-up, split among them in proportion, the
+ *   rest over the positive lines in proportion (so with no negative line, exactly the positive
+ *   lines' proportional spread; an amount equal to what is left is the whole note); per line: the
+ *   amount asked (all that is left of the line when absent), never beyond what is left.
  *   Spreads use splitInProportion (rounded down, the units left over to the largest remainders),
  *   so the parts sum exactly to what is credited.
  * - Each credited line's tax part is cumulative: round(after × line tax / line gross) −
  *   round(before × line tax / line gross), half-up, where before is what earlier notes (and
  *   earlier parts of this one) credited of the line and after = before + credited. So partial
  *   notes on a line reverse its tax exactly once it is all credited (366, 367, 367 of 1000 + 100
- *   tax: 33, 34, 33 = 100, not 33 + 33 + 33 = 99).
+ *   tax: 33, 34, 33 = 100, not 33 + 33 + 33 = 99), a negative line's (negative) tax too; and as a
+ *   whole note credits all that is left of every line, any notes ending in a whole one reverse the
+ *   invoice's total_tax exactly.
  */
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import { splitInProportion } from "../invoicing/booking.js";
@@ -63,10 +72,11 @@ export function creditableLines(lines: readonly InvoiceLine[], earlier: readonly
 
 /**
  * The tax part of `credited` of a line of which `before` was credited already: round((before +
- * credited) × tax / gross) − round(before × tax / gross), half-up (0 for a line of no gross).
+ * credited) × tax / gross) − round(before × tax / gross), half-up (0 for a line of no gross). A
+ * negative line's credited, before and gross are negative, its tax negative (or 0) too.
  */
 export function taxPart(credited: Decimal, line: Pick<CreditableLine, "gross" | "tax">, before: Decimal = ZERO): Decimal {
-  if (line.gross.lte(0) || line.tax.isZero()) return ZERO;
+  if (line.gross.isZero() || line.tax.isZero()) return ZERO;
   const share = (x: Decimal) => roundAmount(x.times(line.tax).div(line.gross));
   return share(before.plus(credited)).minus(share(before));
 }
@@ -85,11 +95,25 @@ export interface CreditPlan {
 }
 
 const weight = (l: CreditableLine): Decimal => (l.left.gt(0) ? l.left : ZERO);
+/** What is left of a negative line, as a positive weight (0 for every other line). */
+const owed = (l: CreditableLine): Decimal => (l.left.lt(0) ? l.left.neg() : ZERO);
 
-/** `amount` spread over `lines` in proportion to what is left of each: [index, part] with part > 0. */
+/**
+ * `amount` spread over `lines` in proportion to what is left of each, signed: [index, part] with
+ * part ≠ 0, in line order. The negative lines take round(amount × their left ÷ all left) (half-up;
+ * 0 when there is none) split among them in proportion; the positive lines the rest, in proportion.
+ * With amount at most all that is left (> 0), every part lies between 0 and what is left of its line.
+ */
 export function spread(amount: Decimal, lines: readonly CreditableLine[]): [number, Decimal][] {
-  const parts = splitInProportion(amount, lines.map(weight));
-  return parts.flatMap((p, i) => (p.gt(0) ? [[i, p] as [number, Decimal]] : []));
+  const all = lines.reduce((a, l) => a.plus(l.left), ZERO);
+  const negative = lines.reduce((a, l) => a.plus(owed(l)), ZERO);
+  const theirs = negative.isZero() || all.lte(0) ? ZERO : roundAmount(amount.times(negative).div(all));
+  const minus = splitInProportion(theirs, lines.map(owed));
+  const plus = splitInProportion(amount.plus(theirs), lines.map(weight));
+  return plus.flatMap((p, i) => {
+    const part = p.minus(minus[i] as Decimal);
+    return part.isZero() ? [] : [[i, part] as [number, Decimal]];
+  });
 }
 
 /**
@@ -101,7 +125,8 @@ export function planCredit(lines: readonly CreditableLine[], invoiceLeft: Decima
   let parts: [number, Decimal][];
   if (ask.kind === "amount") {
     const amount = ask.amount ?? invoiceLeft;
-    const whole = lines.reduce((a, l) => a.plus(weight(l)), ZERO);
+    // All that is left of the lines, negative ones included (the invoice's left when its lines make its total).
+    const whole = lines.reduce((a, l) => a.plus(l.left), ZERO);
     if (amount.gt(invoiceLeft) || amount.gt(whole) || amount.lte(0)) return [{ kind: "exceeds_invoice", asked: amount, left: invoiceLeft.lt(whole) ? invoiceLeft : whole }];
     parts = spread(amount, lines);
   } else {
