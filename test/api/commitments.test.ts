@@ -115,6 +115,115 @@ const cases: Case[] = [
     ],
   ],
   [
+    "a pause trues up the period it cuts short, prorated as an immediate cancellation is; the resume starts a new period",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(5000) });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-14T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/pause`, {});
+      await s.advance("2026-02-14T00:00:01Z");
+      await s.call("POST", `/subscriptions/${id}/resume`, {});
+      return await bills(s);
+    },
+    [
+      ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+      // Jan 15 → Feb 14 is 30 of the period's 31 days: commitment 5000 × 30/31 = 4838.709…; the period's
+      // charges: seats 1000 + usage 1500 = 2500; true-up 4838.709… − 2500 = 2338.709… → 2339 (rounded once,
+      // half-up); the pause's invoice: usage 1500 + true-up 2339 = 3839 (the old code: 1500, no true-up,
+      // and the resume's new cycle left the period Jan 15 → Feb 14 at 2500 for good)
+      [
+        "paid",
+        "3839",
+        [
+          ["API calls", "1500", "1", "1500"],
+          ["Minimum commitment USD 48.39 (prorated from USD 50.00): charges of the period USD 25.00", "1", "2339", "2339"],
+        ],
+      ],
+      // The resume's new cycle: seats 1000, less the unused day paid for, 1000 × 1/31 = 32.26… → 32: 968
+      [
+        "paid",
+        "968",
+        [
+          ["Seats", "1", "1000", "1000"],
+          ["Seats × 1: unused time of the cycle paused at 2026-02-14T00:00:00Z (remaining 1 of 31 days)", "1", "-32", "-32"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a paused subscription cancelled: its period was trued up by the pause, the cancellation bills nothing more",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(5000) });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-14T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/pause`, {});
+      await s.advance("2026-02-20T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      await s.advance("2026-03-20T00:00:00Z");
+      return [(await s.call("GET", `/subscriptions/${id}`)).status, await bills(s)];
+    },
+    [
+      "cancelled",
+      [
+        ["paid", "1000", [["Seats", "1", "1000", "1000"]]],
+        // As above: 5000 × 30/31 − (1000 + 1500) = 2338.709… → 2339, once (the old code: none, ever)
+        [
+          "paid",
+          "3839",
+          [
+            ["API calls", "1500", "1", "1500"],
+            ["Minimum commitment USD 48.39 (prorated from USD 50.00): charges of the period USD 25.00", "1", "2339", "2339"],
+          ],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a commitment changed for the next period applies from a resume, which starts a new period",
+    async (s) => {
+      const id = await subscribed(s, 1, { minimum_commitment: money(5000) });
+      await s.events([["2026-01-20T00:00:00Z", "1500"]]);
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("PATCH", `/subscriptions/${id}`, { minimum_commitment: money(3000) });
+      await s.advance("2026-02-14T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/pause`, {});
+      await s.advance("2026-02-14T00:00:01Z");
+      await s.call("POST", `/subscriptions/${id}/resume`, {});
+      await s.advance("2026-03-14T00:00:01Z");
+      return (await bills(s)).slice(1).map(([status, amount, lines]) => [status, amount, lines.map((l) => [l[0], l[3]])]);
+    },
+    [
+      // The period cut short keeps the 5000 it started with: 5000 × 30/31 − 2500 = 2339, as above
+      [
+        "paid",
+        "3839",
+        [
+          ["API calls", "1500"],
+          ["Minimum commitment USD 48.39 (prorated from USD 50.00): charges of the period USD 25.00", "2339"],
+        ],
+      ],
+      [
+        "paid",
+        "968",
+        [
+          ["Seats", "1000"],
+          ["Seats × 1: unused time of the cycle paused at 2026-02-14T00:00:00Z (remaining 1 of 31 days)", "-32"],
+        ],
+      ],
+      // The resumed period Feb 14 00:00:01 → Mar 14 00:00:01 is on the new 3000: its charges are the seats
+      // 1000 (the unused-time credit is a credit, not lower charges), no usage: true-up 3000 − 1000 = 2000;
+      // total with the next period's seats 1000 + 2000 = 3000 (the old code kept 5000: 4000, 5000 in all)
+      [
+        "paid",
+        "3000",
+        [
+          ["Seats", "1000"],
+          ["Minimum commitment USD 30.00: charges of the period USD 10.00", "2000"],
+        ],
+      ],
+    ],
+  ],
+  [
     "charges at or above the commitment: no true-up",
     async (s) => {
       await subscribed(s, 2, { minimum_commitment: money(3000) });

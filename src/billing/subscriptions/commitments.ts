@@ -15,7 +15,8 @@
  * proration line without a rate, such as a resume's).
  * When the charges are below the subscription's commitment for that period, a
  * `commitment_true_up` line bills the difference on the invoice that closes the period (a cycle
- * close, or an immediate cancellation). For a partial period (an immediate cancellation) the
+ * close, an immediate cancellation, or a pause, which cuts the period short: the resume starts a
+ * new one, on a commitment changed for the next period). For a partial period (a cancellation or a pause) the
  * commitment is prorated by the part of the period billed (elapsed ms / period ms, exact), and
  * the line rounds once, half-up. Discounts then apply to that invoice as to any: a coupon for
  * every rate covers the true-up line too; one limited to rate codes does not (the line has no rate).
@@ -130,7 +131,7 @@ export type PeriodInvoice = Pick<Invoice, "id" | "status" | "periodStart" | "per
 /**
  * The `commitment_true_up` line (none, or one) of `s`'s current period billed up to `end`: the
  * period's end at a cycle close (all of the commitment), or an earlier instant when the period
- * is cut short (an immediate cancellation: the commitment prorated by the part of the period
+ * is cut short (an immediate cancellation or a pause: the commitment prorated by the part of the period
  * up to `end`). `usage`: the closing window's usage lines; `late`: the adjustments the closing
  * invoice carries. Reads the period's invoices only when there is a commitment.
  */

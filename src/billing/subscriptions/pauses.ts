@@ -1,13 +1,14 @@
 /**
  * Pausing and resuming a subscription (DESIGN §8, issue 20).
  * - Pause (active only): the usage of the current cycle so far is invoiced now, like a
- *   cancellation (a draft for the grace period); then no cycle runs and nothing is charged, and
+ *   cancellation (a draft for the grace period), with the minimum commitment's true-up prorated
+ *   to the part of the period before the pause (commitments.ts); then no cycle runs and nothing is charged, and
  *   usage is stored but not billed. A pending cancellation at the end of the cycle is cleared (the
  *   cycle it would end with is over) and the answer says so. A subscription that follows a
  *   timeline cannot be paused: the timeline decides its cards and dates.
  * - Resume (paused only; by a call, or at `resumes_at` through the scheduler and test clocks): a
  *   new cycle starts at the resume instant, which becomes the cycles' anchor, with the fixed
- *   charges in advance; usage is billed from then on. With proration_behavior
+ *   charges in advance and a commitment changed for the next period in effect; usage is billed from then on. With proration_behavior
  *   `create_prorations` (the default; also at `resumes_at`) the fixed charges paid in advance
  *   for the cycle the pause cut short are credited for its unused part, from paused_at to that
  *   cycle's end as a fraction of the cycle (nothing unless the invoice that opened that cycle is
@@ -35,6 +36,7 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { fixedTaken } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
+import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 
 export interface PauseResult {
   subscription: Subscription;
@@ -78,7 +80,9 @@ export class Pauses {
         );
       }
       const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
-      const lines = await this.engine.builder.usageLines(card, current, current.usageSince, now);
+      const usage = await this.engine.builder.usageLines(card, current, current.usageSince, now);
+      // The pause cuts the period short: its minimum commitment is trued up prorated to the part before the pause, as an immediate cancellation's (commitments.ts).
+      const lines = [...usage, ...(await commitmentTrueUp(this.stores.invoices, current, usage, card.currency ?? "USD", now))];
       const invoice = this.engine.builder.newInvoice(
         current,
         card,
@@ -203,7 +207,9 @@ export class Pauses {
         // Credits carried from before first, then the unused time of the cycle the pause cut short.
         const credited = withCredits(inv, [...(s.prorationCredits ?? []), ...unused]);
         await this.engine.builder.writeInvoice(tx, credited.invoice);
-        const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck, prorationCredits: credited.carried };
+        // A new period starts: a commitment changed for the next period takes effect, as at a cycle close.
+        const commitment = commitmentAfterClose(s.commitment);
+        const row = { ...s, ...next, metadata: s.metadata, usageCheck: s.usageCheck, prorationCredits: credited.carried, commitment };
         await tx.updateSubscription(row);
         await tx.emit([subscriptionEvent("subscription.resumed", row)]);
         return { row, invoice: credited.invoice };
