@@ -12,6 +12,13 @@
  * subject at once exactly one changes it and fires, and the others wait for that row's lock
  * rather than deadlock (the store says why).
  *
+ * An auto top-up buys at most once per crossing: the move below counts the crossing on the row
+ * (`crossings`, in the statement that moves it), and the purchase's key is derived from that
+ * number alone, so a purchase repeated for it finds the first one (its grant's ID is derived from
+ * the key, a primary key). A purchase that fails re-arms the row (a later evaluation tries again,
+ * as a new crossing) only when the crossing's grant does not exist: one written before the failure
+ * (a commit whose answer was lost) has bought, and a second crossing would buy again.
+ *
  * When it is evaluated (see `evaluate`): after an invoice's finalization spent credit, after a
  * grant, a void or an expiry, and by the scheduler on every run for the subjects with settings on
  * that clock or on real time (usage lowers available credit between invoices).
@@ -23,10 +30,14 @@ import type { CreditAlertPayload, NewEvent } from "../events/types.js";
 import type { Subscription } from "../subscriptions/types.js";
 import { type UsagePricing, currencyOf, usageCostSoFar } from "./available.js";
 import type { AlertKind, AlertState, CreditStore } from "./ports.js";
+import { purchaseIds } from "./purchase-keys.js";
 import type { CreditSettings } from "./types.js";
 
 /** What alerts read and write of credits (the credit store). */
-export type AlertStore = Pick<CreditStore, "balances" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
+export type AlertStore = Pick<CreditStore, "get" | "balances" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
+
+/** The purchase key of an auto top-up: the subject, currency and number of its crossing (never the wall clock). */
+export const topUpKey = (s: Pick<AlertState, "subjectId" | "currency">, crossing: number): string => `credit_top_up:${s.subjectId}:${s.currency}:${crossing}`;
 
 /** Buys the auto top-up of one crossing (top-up.ts); the number of grants bought (0 or 1). */
 export interface TopUpBuyer {
@@ -94,8 +105,8 @@ export class CreditAlerts {
       let bought = 0;
       for (const [currency, st] of now) {
         const top = st.settings?.autoTopUp;
-        if (!top || !(await this.cross({ environmentId, subjectId, currency, kind: "top_up", below: st.available.lt(dec(top.threshold)), changedAt: at }, st))) continue;
-        bought += await this.buy({ environmentId, subjectId, currency, kind: "top_up", below: true, changedAt: at }, st.settings as CreditSettings);
+        const moved = top ? await this.cross({ environmentId, subjectId, currency, kind: "top_up", below: st.available.lt(dec(top.threshold)), changedAt: at }, st) : undefined;
+        if (moved) bought += await this.buy(moved, st.settings as CreditSettings);
       }
       if (bought > 0) {
         n += bought;
@@ -117,11 +128,12 @@ export class CreditAlerts {
 
   /**
    * Moves the state row to `s.below` when it is not there yet, with `event` in the same
-   * transaction when it moves below. True when this call moved it below (the one to act on the
-   * crossing); re-arming (back above) writes the row alone and returns false.
+   * transaction when it moves below. The row as that move left it (its crossing counted) when
+   * this call moved it below (the one to act on the crossing); re-arming (back above) writes the
+   * row alone and returns undefined, as does a row another evaluation moved.
    */
-  private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<boolean> {
-    if (s.below === st.below.has(s.kind)) return false;
+  private async cross(s: AlertState, st: Standing, event?: NewEvent): Promise<AlertState | undefined> {
+    if (s.below === st.below.has(s.kind)) return undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         // The row exists before the transaction that moves it (its first write, a statement of its
@@ -129,29 +141,34 @@ export class CreditAlerts {
         // the retry: a conflict on that statement is retried like one on the transaction.
         if (s.below) await this.store.ensureAlertState(s);
         return await this.store.transaction(async (tx) => {
-          if (!(await tx.setAlertState(s)) || !s.below) return false;
+          if (!(await tx.setAlertState(s)) || !s.below) return undefined;
           if (event) await tx.emit([event]);
-          return true;
+          return (await tx.getAlertState(s.environmentId, s.subjectId, s.currency, s.kind)) ?? s;
         });
       } catch (err) {
         // A conflict the database reports (a lock wait timeout on a busy server): read what the
         // other writer left, and try again only when the row has still not moved.
         if (!(err instanceof AbortedError) || attempt >= 5) throw err;
         const now = await this.store.getAlertState(s.environmentId, s.subjectId, s.currency, s.kind);
-        if ((now?.below ?? false) === s.below) return false;
+        if ((now?.below ?? false) === s.below) return undefined;
       }
     }
   }
 
-  /** Buys one crossing's top-up; when that fails, the row is re-armed so a later evaluation tries again. */
+  /**
+   * Buys the top-up of the crossing `s` (the row as its move below left it), keyed by its number:
+   * a repeat for the same crossing finds the first purchase. When that fails, the row is re-armed
+   * (only at that crossing) so a later evaluation tries again, unless the crossing's grant exists:
+   * written before the failure, it was bought (its charge, if not made, is planned for dunning).
+   */
   private async buy(s: AlertState, settings: CreditSettings): Promise<number> {
-    // The crossing: its row's change, at the subject's time and on the wall clock (a test clock's
-    // frozen time may see several crossings).
-    const crossingKey = `credit_top_up:${s.subjectId}:${s.currency}:${s.changedAt.getTime()}:${Date.now()}`;
+    const crossing = s.crossings ?? 0;
+    const key = topUpKey(s, crossing);
     try {
-      return await (this.topUps as TopUpBuyer).topUp(s.environmentId, settings, crossingKey, s.changedAt);
+      return await (this.topUps as TopUpBuyer).topUp(s.environmentId, settings, key, s.changedAt);
     } catch (err) {
-      await this.store.transaction((tx) => tx.setAlertState({ ...s, below: false }));
+      if (await this.store.get(s.environmentId, purchaseIds(s.environmentId, key).grantId)) return 1;
+      await this.store.transaction((tx) => tx.setAlertState({ ...s, below: false }, crossing));
       throw err;
     }
   }

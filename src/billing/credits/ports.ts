@@ -23,6 +23,11 @@ export interface AlertState {
   kind: AlertKind;
   below: boolean;
   changedAt: Date;
+  /**
+   * As read: how many times the row moved below, so the number of its latest crossing (a move
+   * below counts it in the same statement). Not written from here.
+   */
+  crossings?: number;
 }
 
 export interface GrantFilter {
@@ -84,9 +89,11 @@ export interface CreditWrites {
    * Records the state if it changes `below`; true when it did: one conditional statement on the
    * row, so of two concurrent calls one wins and its caller fires the event (each crossing fires
    * once, even with N servers). An absent row counts as not below and is left absent: a move below
-   * needs the row written first (CreditStore.ensureAlertState).
+   * needs the row written first (CreditStore.ensureAlertState). A move below counts a crossing
+   * (`crossings` + 1). `crossing`: a move back above (a re-arm) only of the row still at that
+   * crossing (a later crossing is left as it is).
    */
-  setAlertState(s: AlertState): Promise<boolean>;
+  setAlertState(s: AlertState, crossing?: number): Promise<boolean>;
 }
 
 /** Everything a credit use case writes in one transaction, and its events. */

@@ -20,7 +20,6 @@
  * The purchase invoice belongs to the subject, not to a subscription: subscription_id '' and
  * period_key `credit:<grant id>` (unique like any period key).
  */
-import { createHash } from "node:crypto";
 import { FailedPreconditionError } from "../errors.js";
 import { creditGrantEvent, newInvoiceEvents } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
@@ -39,6 +38,7 @@ import type { AttemptResult } from "../payments/record.js";
 import { Violations } from "../errors.js";
 import type { CreditWrites } from "./ports.js";
 import { PLAN_AHEAD_MS, chargePurchase, dunning, endUncharged } from "./purchase-charge.js";
+import { purchaseIds } from "./purchase-keys.js";
 import { purchasePeriodKey } from "./purchase-states.js";
 import type { CheckedGrant } from "./validation.js";
 import type { CreditGrant } from "./types.js";
@@ -73,7 +73,7 @@ export class CreditPurchases {
 
   /** Cancels a payment left waiting for the customer on a purchase voided for it (payments/cancels.ts), once wired. */
   cancels?: { settle(ref: Pick<Invoice, "environmentId" | "id">): Promise<boolean> };
-  /** Told when the charge of a purchase to the card on file failed (the provider unreachable: dunning makes it); set by the wiring (the log). */
+  /** Told when the charge of a purchase to the card on file failed (the provider unreachable, its payment method unreadable: dunning makes it); set by the wiring (the log). */
   onChargeFailed: (grant: CreditGrant, err: unknown) => void = () => {};
   /** Told when the grant could not be read back after its charge (answered as known); set by the wiring (the log). */
   onReadFailed: (grant: CreditGrant, err: unknown) => void = () => {};
@@ -94,7 +94,7 @@ export class CreditPurchases {
    */
   async purchase(caller: Caller, subject: BillingSubject, g: CheckedGrant, callbacks: CallbackUrls | undefined, now: Date, idempotencyKey?: string): Promise<PurchaseResult> {
     if (!(await this.lookups.paymentsFor(caller))) throw noPaymentProvider("a paid credit grant cannot be charged");
-    const ids = idempotencyKey === undefined ? undefined : derivedIds(caller.environmentId, idempotencyKey);
+    const ids = idempotencyKey === undefined ? undefined : purchaseIds(caller.environmentId, idempotencyKey);
     if (ids) {
       const first = await this.stores.transaction((tx) => credits(tx).lockGrant(caller.environmentId, ids.grantId));
       if (first) return { grant: first, checkoutUrl: null };
@@ -141,11 +141,13 @@ export class CreditPurchases {
       throw err;
     }
     if (!subject.paymentMethodId) return { grant, checkoutUrl: await this.openCheckout(caller, subject, grant, invoice, callbacks, now) };
-    const pm = await this.stores.paymentMethods.get(subject.paymentMethodId, subject.environmentId);
-    // Committed: a charge that cannot reach the provider is dunning's (planned, same key); the grant is answered as it stands (pending).
+    // Committed: a charge that cannot be made now (the payment method unreadable, the provider
+    // unreachable) is dunning's (planned, same key); the grant is answered as it stands (pending).
+    const paymentMethodId = subject.paymentMethodId;
     let refused: string | undefined;
     await chargeAfterCommit(
       async () => {
+        const pm = await this.stores.paymentMethods.get(paymentMethodId, subject.environmentId);
         const done = await this.charge(caller, invoice, pm, now);
         if (done?.decision.payment.refusedByProvider) refused = done.decision.payment.lastError ?? "the payment provider refused the charge";
       },
@@ -248,19 +250,6 @@ export class CreditPurchases {
     return (await this.stores.transaction((tx) => credits(tx).lockGrant(grant.environmentId, grant.id))) ?? grant;
   }
 }
-
-/** IDs of a keyed purchase: 22 base62 characters of SHA-256 of the environment and key, each. */
-function derivedIds(environmentId: string, key: string): { grantId: string; invoiceId: string } {
-  const part = (what: string) => {
-    const bytes = createHash("sha256").update(`${environmentId}\u0000${what}\u0000${key}`).digest();
-    let out = "";
-    for (const b of bytes) if (b < 248 && out.length < 22) out += BASE62[b % 62];
-    return out.padEnd(22, "0");
-  };
-  return { grantId: `cg_${part("grant")}`, invoiceId: `inv_${part("invoice")}` };
-}
-
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** The credit writes of a billing transaction (every SQL one has them). */
 function credits(tx: { credits?: CreditWrites }): CreditWrites {

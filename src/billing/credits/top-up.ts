@@ -1,8 +1,9 @@
 /**
  * Auto top-up (DESIGN §14): when a subject's available credit falls below its top-up threshold
  * (alerts.ts decides the crossing, once, through the `top_up` state row), a paid grant of the set
- * amount is bought and charged to the payment method on file. The charge's idempotency key is
- * derived from the crossing, so a retried purchase of the same crossing never charges twice.
+ * amount is bought and charged to the payment method on file. The purchase's key (its grant's and
+ * invoice's IDs, its charge's idempotency key) is derived from the crossing's number on the state
+ * row (alerts.ts topUpKey), so a retried purchase of the same crossing never buys nor charges twice.
  * Without a payment method on file nothing is bought: the skip is told (logged), and the next
  * top-up is for the next crossing.
  */

@@ -68,6 +68,8 @@ export interface CreditAlertStateRow {
   kind: string;
   below: boolean;
   changed_at: Date;
+  /** How many times the row moved below (migration 35): the number of its latest crossing. */
+  crossings?: number;
 }
 
 /** The SQLite form of the grants' CHECK (MySQL's is `remaining >= 0 AND remaining <= amount`, in the migration). */
@@ -156,6 +158,7 @@ export function creditsEntities(dialect: Dialect, exact: ExactText) {
       kind: { ...textColumn(16, false), primary: true },
       below: { type: "boolean", nullable: false },
       changed_at: timeColumn(),
+      crossings: { type: "int", nullable: false, default: 0 },
     }),
   });
 

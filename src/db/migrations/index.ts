@@ -33,6 +33,7 @@ import { TestClockStatus1795000000031 } from "./1795000000031-TestClockStatus.js
 import { LedgerCreditNotes1795000000032 } from "./1795000000032-LedgerCreditNotes.js";
 import { ChargedTerms1795000000033 } from "./1795000000033-ChargedTerms.js";
 import { CreditNoteRefunds1795000000034 } from "./1795000000034-CreditNoteRefunds.js";
+import { TopUpCrossings1795000000035 } from "./1795000000035-TopUpCrossings.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -72,6 +73,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   LedgerCreditNotes1795000000032,
   ChargedTerms1795000000033,
   CreditNoteRefunds1795000000034,
+  TopUpCrossings1795000000035,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -33,11 +33,15 @@ export async function ensureAlertState(sql: Sql, s: AlertState): Promise<void> {
 
 /**
  * Moves the row to `s.below` when it is not there yet (in `em`'s transaction); true when this
- * statement moved it. A row that is not there is left so (not below, as it counts).
+ * statement moved it. A move below counts the crossing (crossings + 1) in the same statement; a
+ * move back above with `crossing` only changes the row still at that crossing. A row that is not
+ * there is left so (not below, as it counts).
  */
-export async function setAlertState(em: EntityManager, s: AlertState): Promise<boolean> {
+export async function setAlertState(em: EntityManager, s: AlertState, crossing?: number): Promise<boolean> {
   const below = s.below ? 1 : 0;
-  const n = await changed(em, "UPDATE credit_alert_state SET below = ?, changed_at = ? WHERE environment_id = ? AND subject_id = ? AND currency = ? AND kind = ? AND below <> ?", [
+  const count = s.below ? ", crossings = crossings + 1" : "";
+  const only = !s.below && crossing !== undefined ? " AND crossings = ?" : "";
+  const n = await changed(em, `UPDATE credit_alert_state SET below = ?, changed_at = ?${count} WHERE environment_id = ? AND subject_id = ? AND currency = ? AND kind = ? AND below <> ?${only}`, [
     below,
     dbTime(s.changedAt),
     s.environmentId,
@@ -45,6 +49,7 @@ export async function setAlertState(em: EntityManager, s: AlertState): Promise<b
     s.currency,
     s.kind,
     below,
+    ...(only ? [crossing] : []),
   ]);
   return n > 0;
 }

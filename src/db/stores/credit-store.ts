@@ -104,6 +104,7 @@ function alertFromRow(r: CreditAlertStateRow): AlertState {
     kind: r.kind as AlertKind,
     below: Boolean(r.below),
     changedAt: r.changed_at,
+    crossings: Number(r.crossings ?? 0),
   };
 }
 
@@ -286,7 +287,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       const r = await em.findOne(E.CreditAlertState, { where: { environment_id: environmentId, subject_id: subjectId, currency, kind }, lock });
       return r ? alertFromRow(r) : undefined;
     },
-    setAlertState: (s) => setAlertState(em, s),
+    setAlertState: (s, crossing) => setAlertState(em, s, crossing),
   };
   return writes;
 }
