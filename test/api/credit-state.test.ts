@@ -5,6 +5,7 @@
  * API; credit is wired as a second server has it (helpers/credit-realtime.ts).
  */
 import test from "ava";
+import { apiPlan, coupon, percentOff, taxRate } from "../helpers/booking-bodies.js";
 import { type CreditWiring, wireCredits } from "../helpers/credit-realtime.js";
 import { STORES } from "../helpers/db.js";
 import { flat, usageRate } from "../helpers/price-bodies.js";
@@ -89,6 +90,24 @@ for (const store of STORES) {
           ["400", "400"],
         ],
       );
+    } finally {
+      await w.close();
+    }
+  });
+
+  test.serial(`${store}: available credit is what the close's invoice will take: the usage after its discounts and tax`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const w = await wireCredits(s);
+    try {
+      const vat = await taxRate(s, "VAT", "20");
+      await s.subscribe({ rate_card_id: await apiPlan(s, { taxes: [vat] }), coupon_id: await coupon(s, "Quarter off", percentOff("25")) });
+      await w.grant("6000");
+      await w.use(JAN_20, "500");
+      // 500 × 10 = 5,000, less 25% = 3,750, plus 20% tax 750 = 4,500 taken of 6,000: 1,500 available (not 6,000 − 5,000 = 1,000).
+      t.deepEqual(await w.state(), ["6000", "1500"]);
+      await w.advance(FEB);
+      t.deepEqual(await applied(s), [["USD", "4500", "4500", "0"]]);
+      t.deepEqual(await w.state(), ["1500", "1500"]);
     } finally {
       await w.close();
     }

@@ -46,7 +46,7 @@ export interface TopUpBuyer {
 
 /** What an evaluation reads of billing: the engine's pricing and the subject's subscriptions. */
 export interface AlertBilling extends UsagePricing {
-  stores: { subscriptions: { running(environmentId: string, subjectId: string): Promise<Subscription[]> } };
+  stores: UsagePricing["stores"] & { subscriptions: { running(environmentId: string, subjectId: string): Promise<Subscription[]> } };
 }
 
 /** A currency's figures at one evaluation, its settings, and which of its alerts are below. */

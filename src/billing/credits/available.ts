@@ -7,8 +7,13 @@
  * and terms), on the usage committed so far. So it includes each usage rate's minimum and
  * maximum lines (a period's minimum is owed whatever the usage: it is counted from the first
  * day, in full) and leaves out fixed charges (billed in advance when the period opened, when
- * credit was applied to them already). The next invoice then applies min(balance, that cost)
- * of credit to it: balance − available credit, whenever available credit is ≥ 0.
+ * credit was applied to them already). Those lines are then booked as the close would book them
+ * at the period's end (booking.ts: the subscription's discounts, the card's and buyer's taxes),
+ * since credit pays an invoice's total after discounts and tax: with 20% tax, 5,000 of usage
+ * takes 6,000 of credit. An amount-off discount is counted as if the usage were the invoice's
+ * only lines (the close's invoice shares it with the next period's fixed charges). The next
+ * invoice then applies min(balance, that cost) of credit to it: balance − available credit,
+ * whenever available credit is ≥ 0.
  *
  * Not counted (documented in the README): a previous period's invoice still a draft in its grace
  * period (the credit it will take is still in the balance), a commitment true-up (known only at
@@ -17,8 +22,9 @@
 import type { RateCard } from "../catalog/types.js";
 import type { Decimal } from "../money.js";
 import { ZERO, dec, formatDecimal } from "../money.js";
-import { total } from "../invoicing/lines.js";
+import { bookedPreview } from "../subscriptions/booking.js";
 import type { InvoiceBuilder } from "../subscriptions/invoice-building.js";
+import type { BillingStores } from "../subscriptions/ports.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import type { Subscription } from "../subscriptions/types.js";
 
@@ -28,10 +34,11 @@ export interface CurrencyAmount {
   value: string;
 }
 
-/** What pricing usage so far reads: the engine's reads and invoice builder. */
+/** What pricing usage so far reads: the engine's reads, invoice builder and stores (booking a preview). */
 export interface UsagePricing {
   reads: Pick<BillingReads, "card" | "rates">;
-  builder: Pick<InvoiceBuilder, "usageLinesOf">;
+  builder: Pick<InvoiceBuilder, "usageLinesOf" | "newInvoice">;
+  stores: Pick<BillingStores, "transaction">;
 }
 
 /** The currency a card bills in (the engine's default when it names none). */
@@ -45,7 +52,11 @@ export async function usageCostSoFar(engine: UsagePricing, active: readonly Subs
     const card = await engine.reads.card(s.environmentId, s.rateCardId);
     const { usage } = await engine.reads.rates(card, s.fixedRateQuantities);
     const currency = currencyOf(card);
-    const cost = usage.length === 0 ? ZERO : total(await engine.builder.usageLinesOf(card, usage, s, s.usageSince, s.periodEnd));
+    const lines = usage.length === 0 ? [] : await engine.builder.usageLinesOf(card, usage, s, s.usageSince, s.periodEnd);
+    if (lines.length === 0) continue;
+    // As the close books it: a draft of those lines dated at the period's end, booked, nothing recorded.
+    const draft = engine.builder.newInvoice(s, card, "usage-so-far", lines, s.usageSince, s.periodEnd, s.periodEnd, { finalizesAt: s.periodEnd });
+    const cost = dec((await bookedPreview(engine.stores, draft, s.periodEnd)).total);
     out.set(currency, (out.get(currency) ?? ZERO).plus(cost));
   }
   return out;

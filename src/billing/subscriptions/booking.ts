@@ -154,10 +154,14 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () =>
   return numbered.map((i) => (i.status === "open" ? { ...i, finalizedAt: at } : i));
 }
 
+/** `inv` as it would be booked (discounts, taxes) if it finalized at `at`, before credit: read in a transaction of its own, nothing written. */
+export function bookedPreview(stores: Pick<BillingStores, "transaction">, inv: Invoice, at: Date): Promise<Invoice> {
+  return stores.transaction(async (tx) => (tx.booking ? bookInvoice(tx.booking, inv, at, false) : unbooked(inv)));
+}
+
 /** A draft as it would be booked and credited if it finalized at `at`: read in a transaction of its own, nothing written. */
 export async function previewBooking(stores: BillingStores, inv: Invoice, at: Date): Promise<Invoice> {
-  const booked = await stores.transaction(async (tx) => (tx.booking ? bookInvoice(tx.booking, inv, at, false) : unbooked(inv)));
-  return previewCredits(stores, booked, at);
+  return previewCredits(stores, await bookedPreview(stores, inv, at), at);
 }
 
 /** What is left to credit of an invoice: its total less what credit notes credited. */
