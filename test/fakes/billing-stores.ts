@@ -178,9 +178,10 @@ export class FakeBillingStores implements BillingStores {
       .filter((i) => i.subscriptionId === subscriptionId && i.status !== "draft" && i.window !== null)
       .map((i) => ({
         invoice: { ...structuredClone(i), lines: [] },
-        billed: [...i.lines.filter((l) => l.kind === "usage" || l.kind === "minimum" || l.kind === "maximum"), ...all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id))].map((l) =>
-          structuredClone(l),
-        ),
+        billed: [
+          ...i.lines.filter((l) => l.kind === "usage" || l.kind === "minimum" || l.kind === "maximum" || l.kind === "commitment_true_up"),
+          ...all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id)),
+        ].map((l) => structuredClone(l)),
       }));
   }
 

@@ -2,13 +2,23 @@
  * Minimum commitment (DESIGN §14) and credits on invoices, pure: the true-up line of a period
  * (with a prorated commitment), a draft's true-up sized again, what a period's invoices billed
  * for it (the charges a true-up is sized on), the commitment in effect after a
- * close, the wire's minimum_commitment checked, and an invoice's lines as credit sees them (rate
- * code by line key). Amounts in cents; the arithmetic beside each case.
+ * close, the correction of a trued-up period for late usage, the wire's minimum_commitment
+ * checked, and an invoice's lines as credit sees them (rate code by line key). Amounts in cents; the arithmetic beside each case.
  */
 import test from "ava";
 import { type InvalidArgumentError, Violations } from "../../src/billing/errors.js";
 import { dec, formatDecimal } from "../../src/billing/money.js";
-import { checkCommitment, commitmentAfterClose, pendingCommitment, periodCharges, type PeriodInvoice, resizedTrueUp, trueUpLine } from "../../src/billing/subscriptions/commitments.js";
+import {
+  checkCommitment,
+  commitmentAfterClose,
+  isTrueUpCorrection,
+  pendingCommitment,
+  periodCharges,
+  type PeriodInvoice,
+  resizedTrueUp,
+  trueUpCorrection,
+  trueUpLine,
+} from "../../src/billing/subscriptions/commitments.js";
 import { chargeLines, withApplications } from "../../src/billing/subscriptions/credit-application.js";
 import { storedLine } from "../../src/billing/subscriptions/invoice-building.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind } from "../../src/billing/subscriptions/types.js";
@@ -65,6 +75,51 @@ test("a draft's true-up is sized again on its recomputed usage from what its key
   t.is(first.amount, "3000");
   t.is(formatDecimal(resizedTrueUp(first, [{ amount: dec(1500), kind: "usage" }], "USD")?.amount ?? dec(0)), "2500");
   t.is(resizedTrueUp(first, [{ amount: dec(4500), kind: "usage" }], "USD"), undefined);
+});
+
+// January's window [Jan 15, Feb 15), closed by its invoice "jan" with 6000 of usage and a true-up of 10000 − 6000 = 4000.
+const JAN = { id: "jan", from: new Date("2026-01-15T00:00:00Z"), to: new Date("2026-02-15T00:00:00Z") };
+const tied = (l: InvoiceLine, to: string): InvoiceLine => ({ ...l, windowInvoiceId: to });
+const closed = [line("usage", "6000", "api|"), line("commitment_true_up", "4000", "commitment|10000|0")];
+const late = (amount: string) => [{ ...line("adjustment", amount, "api|"), amount: dec(amount) }];
+
+// [case, what was billed for the window, this run's late usage, the correction or null]
+const corrections: [string, InvoiceLine[], string[], string | null][] = [
+  // late 3000 ≤ 4000: all of it taken back (January costs max(9000, 10000) = 10000, not 13000)
+  ["late usage below the true-up", closed, ["3000"], "-3000"],
+  // late 5000 > 4000: −4000 (January costs 6000 + 4000 + 5000 − 4000 = 11000 = max(11000, 10000))
+  ["late usage above the true-up", closed, ["5000"], "-4000"],
+  // 3000 taken back before; late 2000 more: min(5000, 4000) − 3000 = 1000 left to take back
+  ["an earlier correction counts", [...closed, tied(line("adjustment", "3000", "api|"), "jan"), tied(line("commitment_true_up", "-3000"), "jan")], ["2000"], "-1000"],
+  // nothing new: nothing more
+  ["a run that finds no new late usage", [...closed, tied(line("adjustment", "3000", "api|"), "jan"), tied(line("commitment_true_up", "-3000"), "jan")], [], null],
+  // all 4000 taken back before: late usage past it is billed whole
+  ["nothing of the true-up left", [...closed, tied(line("adjustment", "5000", "api|"), "jan"), tied(line("commitment_true_up", "-4000"), "jan")], ["500"], null],
+  // the window's invoice also takes back another period's true-up (tied to that window): not this one's
+  ["another window's correction on the window's invoice", [...closed, tied(line("commitment_true_up", "-500"), "dec")], ["3000"], "-3000"],
+  // no true-up (the period reached the commitment): none
+  ["a period not trued up", [line("usage", "12000", "api|")], ["3000"], null],
+  // late usage credited after 3000 was taken back: 2000 late in all, −2000 due, +1000 back
+  ["late usage credited", [...closed, tied(line("adjustment", "3000", "api|"), "jan"), tied(line("commitment_true_up", "-3000"), "jan")], ["-1000"], "1000"],
+];
+
+for (const [title, billed, run, expected] of corrections) {
+  test(`a true-up's correction for late usage: ${title}`, (t) => {
+    const c = trueUpCorrection(
+      JAN,
+      billed,
+      run.flatMap((a) => late(a)),
+    );
+    t.is(c ? formatDecimal(c.amount) : null, expected);
+    if (c) t.like(c, { kind: "commitment_true_up", windowInvoiceId: "jan", key: null });
+  });
+}
+
+test("a true-up's correction says what it is, is told from a period's own true-up, and a draft's finalization keeps it", (t) => {
+  const c = trueUpCorrection(JAN, closed, late("3000")) as NonNullable<ReturnType<typeof trueUpCorrection>>;
+  t.is(c.description, "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)");
+  t.true(isTrueUpCorrection(storedLine(c)));
+  t.false(isTrueUpCorrection(closed[1] as InvoiceLine));
 });
 
 // The period [Feb 1, Mar 1) of a subscription, and its invoices as the store reads them.

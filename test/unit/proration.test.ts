@@ -143,6 +143,9 @@ test("creditRoom: an invoice's total, a draft's at most its lines kept as writte
   t.is(formatDecimal(creditRoom([stored("usage", "500")], true)), "0");
   t.is(formatDecimal(creditRoom([], false)), "0");
   t.is(formatDecimal(creditRoom([stored("fixed", "100"), stored("proration", "-300")], false)), "0");
+  // a correction of an earlier period's true-up (tied to its window) is kept as written: 1000 + 3000 − 3000 = 1000 on a draft (4000 were it recomputed)
+  const corrected = [stored("fixed", "1000"), stored("usage", "500"), stored("adjustment", "3000"), { ...stored("commitment_true_up", "-3000"), windowInvoiceId: "jan" }];
+  t.is(formatDecimal(creditRoom(corrected, true)), "1000");
 });
 
 test("takeCredits: oldest first, whole while they fit, the first that does not in part, the rest carried", (t) => {

@@ -21,6 +21,10 @@
  * the line rounds once, half-up. Discounts then apply to that invoice as to any: a coupon for
  * every rate covers the true-up line too; one limited to rate codes does not (the line has no rate).
  *
+ * Late usage of a period billed after its close is charged as adjustments on a later invoice;
+ * when the period was trued up, the true-up takes back what the late usage covers on that
+ * invoice (trueUpCorrection), so that the period costs max(commitment, charges) still.
+ *
  * The line carries what it was sized on in its key, `commitment|<commitment>|<billed>`, where
  * billed is the period's charges other than the closing window's usage, so that a draft's
  * finalization (which recomputes its usage lines) sizes it again on the new usage.
@@ -151,4 +155,39 @@ export async function commitmentTrueUp(
   const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late);
   const line = trueUpLine(commitment, billed, usage, currency, fraction);
   return line ? [line] : [];
+}
+
+/**
+ * The correction of a trued-up period's `commitment_true_up` for late usage of the window that
+ * closed it (late-usage.ts): the period then costs max(commitment, new charges) − max(commitment,
+ * old charges) more, where the true-up was commitment − old charges; with Δ the period's late
+ * usage so far, that is Δ less min(Δ, true-up), so the true-up takes back min(Δ, true-up) in all
+ * (a late usage above the true-up bills only the rest). `window`: the invoice that closed the
+ * period (its window and its own true-up); `billed`: what was billed for that window so far (its
+ * own lines, and every line tied to it: adjustments and earlier corrections); `late`: this run's
+ * adjustment lines of the window. The line is what is still to take back (earlier corrections
+ * counted, so a run that finds no new late usage writes none); none when the period was not trued up.
+ */
+export function trueUpCorrection(
+  window: { id: string; from: Date; to: Date },
+  billed: readonly Pick<InvoiceLine, "amount" | "kind" | "windowInvoiceId">[],
+  late: readonly Pick<BillLine, "amount" | "kind">[],
+): BillLine | undefined {
+  const sum = (lines: readonly { amount: Decimal | string }[]) => lines.reduce((acc, l) => acc.plus(typeof l.amount === "string" ? dec(l.amount) : l.amount), ZERO);
+  const trueUp = sum(billed.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null));
+  if (trueUp.lte(0)) return undefined;
+  const corrected = sum(billed.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === window.id));
+  const lateUsage = sum(billed.filter((l) => l.kind === "adjustment" && l.windowInvoiceId === window.id)).plus(sum(late.filter((l) => l.kind === "adjustment")));
+  const amount = (lateUsage.lt(trueUp) ? lateUsage : trueUp).neg().minus(corrected);
+  if (amount.isZero()) return undefined;
+  const period = `period ${stamp(window.from)} to ${stamp(window.to)}`;
+  const description = amount.isNegative() ? `Minimum commitment true-up, less late usage (${period})` : `Minimum commitment true-up, back for late usage credited (${period})`;
+  return { description, quantity: dec(1), unitAmount: amount, amount, kind: "commitment_true_up", key: null, windowInvoiceId: window.id };
+}
+
+/** Whether a `commitment_true_up` line is a correction for late usage (trueUpCorrection, kept as written) rather than a period's own true-up (sized on its usage). */
+export const isTrueUpCorrection = (l: Pick<InvoiceLine, "kind" | "windowInvoiceId">): boolean => l.kind === "commitment_true_up" && l.windowInvoiceId !== null;
+
+function stamp(d: Date): string {
+  return d.toISOString().replace(".000Z", "Z");
 }

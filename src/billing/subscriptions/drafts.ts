@@ -2,13 +2,14 @@
  * Drafts: an invoice of a usage window stays a draft for its environment's grace period, so that
  * late usage of the window lands on it; it is shown as it would finalize now, and finalized
  * (usage recomputed, open, charged) when the grace period ends or an operator asks. Its fixed,
- * adjustment and proration lines stay as written.
+ * adjustment and proration lines stay as written, and so do the corrections of earlier periods'
+ * true-ups that go with its adjustments (commitments.ts, trueUpCorrection).
  */
 import { FailedPreconditionError } from "../errors.js";
 import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
-import { resizedTrueUp } from "./commitments.js";
+import { isTrueUpCorrection, resizedTrueUp } from "./commitments.js";
 import { finalizeOpen, previewBooking } from "./booking.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
@@ -53,13 +54,14 @@ export class Drafts {
     if (inv.status !== "draft" || !inv.window) return inv;
     const usage = await this.builder.windowLines(inv.environmentId, inv.subjectId, inv.window);
     // A minimum commitment's true-up is sized again on the recomputed usage (commitments.ts).
-    const trueUp = inv.lines.filter((l) => l.kind === "commitment_true_up").flatMap((l) => resizedTrueUp(l, usage, inv.currency) ?? []);
+    // A correction of an earlier period's true-up for late usage is kept as written, like the adjustments it goes with.
+    const trueUp = inv.lines.filter((l) => l.kind === "commitment_true_up" && !isTrueUpCorrection(l)).flatMap((l) => resizedTrueUp(l, usage, inv.currency) ?? []);
     // Proration lines (credits) stay as written, last: the credit was sized on the lines kept here (proration.ts).
     const lines = [
       ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
       ...usage.map(storedLine),
       ...trueUp.map(storedLine),
-      ...inv.lines.filter((l) => l.kind === "adjustment"),
+      ...inv.lines.filter((l) => l.kind === "adjustment" || isTrueUpCorrection(l)),
       ...inv.lines.filter((l) => l.kind === "proration"),
     ];
     for (const l of lines) {

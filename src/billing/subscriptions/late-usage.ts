@@ -1,7 +1,9 @@
 /**
  * Late usage: events that arrive after a usage window was finalized are billed as adjustment
  * lines (on the next cycle's invoice, or on a final adjustment invoice of an ended subscription),
- * each the difference between what the window's usage costs now and what was billed for it.
+ * each the difference between what the window's usage costs now and what was billed for it; when
+ * the window closed a period that a minimum commitment trued up, a negative `commitment_true_up`
+ * line beside them takes back the part of the true-up the late usage now covers (commitments.ts).
  */
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { newInvoiceEvents } from "../events/types.js";
@@ -12,6 +14,7 @@ import type { EngineContext } from "./engine-context.js";
 import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js";
 import type { BillingStores } from "./ports.js";
 import { finalizeOpen } from "./booking.js";
+import { trueUpCorrection } from "./commitments.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -97,7 +100,9 @@ export class LateUsage {
       const w = invoice.window as UsageWindow;
       const now = await this.builder.windowLines(s.environmentId, s.subjectId, w);
       const was = new Map<string, { quantity: Decimal; amount: Decimal; unitAmount: Decimal; description: string }>();
+      // The usage billed by key; not the period's commitment true-up or its corrections (below).
       for (const l of billed) {
+        if (l.kind === "commitment_true_up") continue;
         const k = l.key ?? l.description;
         const p = was.get(k);
         was.set(k, {
@@ -108,6 +113,7 @@ export class LateUsage {
         });
       }
       const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
+      const first = lines.length;
       for (const k of keys) {
         const n = now.find((l) => (l.key ?? l.description) === k);
         const b = was.get(k);
@@ -125,6 +131,9 @@ export class LateUsage {
           windowInvoiceId: invoice.id,
         });
       }
+      // A period trued up at its close: its true-up takes back what late usage now covers (DESIGN §14, commitments.ts).
+      const correction = invoice.status === "void" ? undefined : trueUpCorrection({ id: invoice.id, from: w.from, to: w.to }, billed, lines.slice(first));
+      if (correction) lines.push(correction);
     }
     return { lines, check };
   }

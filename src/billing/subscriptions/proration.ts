@@ -97,14 +97,15 @@ const RECOMPUTED: ReadonlySet<InvoiceLineKind> = new Set(["usage", "minimum", "m
 
 /**
  * How much credit an invoice of `lines` can take: its total, and on a draft (`draft`) at most
- * the total of the lines its finalization keeps as written; never below 0.
+ * the total of the lines its finalization keeps as written (a correction of an earlier period's
+ * true-up, tied to that period's window, is kept as written); never below 0.
  */
-export function creditRoom(lines: readonly Pick<InvoiceLine, "amount" | "kind">[], draft: boolean): Decimal {
+export function creditRoom(lines: readonly (Pick<InvoiceLine, "amount" | "kind"> & { windowInvoiceId?: string | null })[], draft: boolean): Decimal {
   let all = ZERO;
   let kept = ZERO;
   for (const l of lines) {
     all = all.plus(dec(l.amount));
-    if (!RECOMPUTED.has(l.kind)) kept = kept.plus(dec(l.amount));
+    if (!RECOMPUTED.has(l.kind) || (l.windowInvoiceId ?? null) !== null) kept = kept.plus(dec(l.amount));
   }
   const room = draft && kept.lt(all) ? kept : all;
   return room.gt(0) ? room : ZERO;

@@ -145,8 +145,12 @@ const INSERT_INVOICES =
   "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis, credits_applied, amount_due, number, subtotal, total_discount, total_tax, amount_credited, booking) VALUES ";
 const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id, booking) VALUES ";
 
-/** The line kinds a usage window bills itself (what late usage is diffed against): usage, and the per-period minimum or maximum priced with it. */
-const WINDOW_KINDS: InvoiceLineKind[] = ["usage", "minimum", "maximum"];
+/**
+ * The line kinds a usage window's invoice bills for it: usage, and the per-period minimum or
+ * maximum priced with it (what late usage is diffed against); and the period's
+ * commitment_true_up when the window closed it (what late usage of the period takes back).
+ */
+const WINDOW_KINDS: InvoiceLineKind[] = ["usage", "minimum", "maximum", "commitment_true_up"];
 
 const timeOrNull = (d: Date | null | undefined) => (d ? dbTime(d) : null);
 
@@ -376,7 +380,7 @@ export class SqlInvoiceStore implements InvoiceStore {
         else m.set(key, [l]);
       };
       for (const part of chunks(rows.map((r) => r.id))) {
-        // A window's own usage lines and the per-period minimum or maximum lines priced with them.
+        // A window's own usage lines, the per-period minimum or maximum lines priced with them, and the period's true-up.
         for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: In(WINDOW_KINDS) }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
         for (const l of await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(part) }, order: { seq: "ASC" } })) add(adjustments, l.window_invoice_id as string, l);
       }

@@ -1,0 +1,201 @@
+/**
+ * Minimum commitment and late usage (DESIGN §14), golden cases through the public API on test
+ * clocks, on MariaDB and SQLite: late usage of a period that a commitment trued up costs
+ * max(commitment, new charges) − max(commitment, old charges), so the invoice that bills the
+ * late usage also takes back as much of the period's true-up as it now covers (a negative
+ * commitment_true_up line tied to that period), at a cycle close and on an ended subscription's
+ * final adjustment invoice; a later run takes back only what is left. Amounts in cents (USD):
+ * API calls at 1.00 (100 cents) each, no fixed fee; a line is [kind, description, quantity, unit,
+ * amount]; an invoice [status, total, lines]. Invoices are drafts for an hour. The clock starts
+ * on 2026-01-15: the first cycle is [Jan 15, Feb 15).
+ */
+import test from "ava";
+import { simple, usd } from "../helpers/catalog-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { money } from "../helpers/price-bodies.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
+
+const JAN = "(period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)";
+const FEB = "(period 2026-02-15T00:00:00Z to 2026-03-15T00:00:00Z)";
+
+/** Each case's subscription (cases run concurrently). */
+const subscriptionOf = new WeakMap<Scenario, string>();
+
+/**
+ * The subscription on a card of API calls at 100 cents each with `commitment`, started at once:
+ * a first subscription's checkout saved a card on file (the case reads only this subscription's
+ * invoices, see bills). Its ID.
+ */
+async function committed(s: Scenario, commitment: number): Promise<string> {
+  const m = await s.metric();
+  const card = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  const first = await s.subscribe({ rate_card_id: card, create_checkout_session: "always" });
+  await s.call("POST", `/subscriptions/${first.subscription.id}/cancel`, {});
+  const r = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, minimum_commitment: money(commitment) });
+  if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
+  subscriptionOf.set(s, r.result.subscription.id);
+  return r.result.subscription.id;
+}
+
+/** The invoices of the case's subscription as [status, total, lines], oldest first (the empty one that opened the first period is internal: not listed). */
+async function bills(s: Scenario): Promise<[string, string, string[][]][]> {
+  return (await s.invoices())
+    .filter((i) => i.subscription_id === subscriptionOf.get(s))
+    .map((i) => [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.kind, l.description, l.quantity, l.price_in_unit_amount.value, l.amount.value])]);
+}
+
+/** January's invoice, closed Feb 15 (a draft until 01:00): 60 × 100 = 6000 below 10000, true-up 10000 − 6000 = 4000. */
+const january: [string, string, string[][]] = [
+  "paid",
+  "10000",
+  [
+    ["usage", "API calls", "60", "100", "6000"],
+    ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 60.00", "1", "4000", "4000"],
+  ],
+];
+
+const cases: Case[] = [
+  [
+    "late usage below the true-up: the true-up takes it back; a later run takes back only what is left, then nothing",
+    async (s) => {
+      await committed(s, 10000);
+      await s.events([["2026-01-20T00:00:00Z", "60"]]);
+      await s.advance("2026-02-16T00:00:00Z");
+      // January's late 30; February's 100 (10000, the commitment: no true-up)
+      await s.events([
+        ["2026-01-20T00:00:00Z", "30"],
+        ["2026-02-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-03-16T00:00:00Z");
+      // January's late 20 more; March's 100
+      await s.events([
+        ["2026-01-25T00:00:00Z", "20"],
+        ["2026-03-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-04-16T00:00:00Z");
+      // February's late 10 (checks every window of the metric again, January's too); April's 100
+      await s.events([
+        ["2026-02-20T00:00:00Z", "10"],
+        ["2026-04-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-05-15T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      january,
+      // late 30 × 100 = 3000 ≤ the true-up 4000: all of it taken back; January costs 6000 + 4000 +
+      // 3000 − 3000 = 10000 = max(90 × 100, 10000) (13000 when the true-up stayed); total 10000 + 3000 − 3000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN}`, "30", "100", "3000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-3000", "-3000"],
+        ],
+      ],
+      // late 20 × 100 = 2000, of the true-up 4000 − 3000 = 1000 left: −1000; January costs 10000 +
+      // 2000 − 1000 = 11000 = max(110 × 100, 10000); total 10000 + 2000 − 1000 = 11000
+      [
+        "paid",
+        "11000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN}`, "20", "100", "2000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-1000", "-1000"],
+        ],
+      ],
+      // February's late 10 × 100 = 1000 (no true-up there); January looked at again: nothing more; total 10000 + 1000 = 11000
+      [
+        "paid",
+        "11000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${FEB}`, "10", "100", "1000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "late usage above the true-up: all of the true-up taken back, the rest billed",
+    async (s) => {
+      await committed(s, 10000);
+      await s.events([["2026-01-20T00:00:00Z", "60"]]);
+      await s.advance("2026-02-16T00:00:00Z");
+      await s.events([
+        ["2026-01-20T00:00:00Z", "50"],
+        ["2026-02-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-03-15T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      january,
+      // late 50 × 100 = 5000 > the true-up 4000: −4000, net +1000; January costs 6000 + 4000 + 5000 −
+      // 4000 = 11000 = max(110 × 100, 10000); total 10000 + 5000 − 4000 = 11000
+      [
+        "paid",
+        "11000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN}`, "50", "100", "5000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-4000", "-4000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "an immediate cancellation's prorated true-up: the final adjustment invoice takes it back",
+    async (s) => {
+      const id = await committed(s, 6200);
+      await s.events([["2026-01-20T00:00:00Z", "10"]]);
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      await s.advance("2026-01-30T02:00:00Z");
+      await s.events([["2026-01-25T00:00:00Z", "25"]]);
+      await s.advance("2026-01-30T03:00:00Z");
+      await s.events([["2026-01-26T00:00:00Z", "5"]]);
+      await s.advance("2026-01-30T04:00:00Z");
+      const [final, ...adjustments] = await bills(s);
+      // the final invoice's amounts (commitments.test.ts has its lines)
+      return [final?.[0], final?.[1], final?.[2].map((l) => [l[0], l[4]]), adjustments];
+    },
+    [
+      // Jan 15 → Jan 30 is 15 of the period's 31 days: 6200 × 15/31 = 3000; 10 × 100 = 1000: true-up 2000
+      "paid",
+      "3000",
+      [
+        ["usage", "1000"],
+        ["commitment_true_up", "2000"],
+      ],
+      [
+        // late 25 × 100 = 2500 > the true-up 2000: −2000; the period costs 1000 + 2000 + 2500 − 2000 =
+        // 3500 = max(35 × 100, 3000) (5500 when the true-up stayed); total 2500 − 2000 = 500
+        [
+          "paid",
+          "500",
+          [
+            ["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "25", "100", "2500"],
+            ["commitment_true_up", "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "1", "-2000", "-2000"],
+          ],
+        ],
+        // late 5 × 100 = 500, nothing of the true-up left: 500
+        ["paid", "500", [["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "5", "100", "500"]]],
+      ],
+    ],
+  ],
+];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, "2026-01-15T00:00:00Z", { invoiceGraceSeconds: 3600 });
+      t.deepEqual(await run(s), expected);
+    });
+  }
+}
