@@ -64,6 +64,7 @@ export const ENTRY_LABELS: Record<LedgerEntryType, string> = {
   void: "Voided",
   proration: "Proration credit",
   credit_note: "Credit note",
+  reinstatement: "Given back: invoice voided",
 };
 
 const CATEGORY_LABELS: Record<string, string> = { paid: "Paid", promotional: "Promotional" };

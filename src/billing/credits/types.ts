@@ -42,8 +42,12 @@ export interface CreditGrant {
   expiredAt: Date | null;
 }
 
-/** `grant`, `proration` and `credit_note` (a credit note's credit, DESIGN §15) are positive; `application`, `expiry` and `void` negative. */
-export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration" | "credit_note";
+/**
+ * `grant`, `proration`, `credit_note` (a credit note's credit, DESIGN §15) and `reinstatement` (an
+ * application given back when its invoice is voided) are positive; `application`, `expiry` and
+ * `void` negative.
+ */
+export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration" | "credit_note" | "reinstatement";
 
 export interface LedgerEntry {
   id: string;

@@ -13,7 +13,10 @@
  *   that still finds less than allocated (it cannot while the lock is held) fails the whole
  *   transaction as AbortedError (retryable: nothing was spent), never spending a credit twice.
  * - A draft shows what would be applied now: computed on read, nothing spent.
- * - A voided invoice keeps what it spent (as Stripe does): voiding does not restore credit.
+ * - A voided invoice gives back what it spent (as Stripe returns the balance applied to an invoice
+ *   it voids): in the transaction of the void, each application is matched by a "reinstatement"
+ *   entry and its grant's remaining restored; a grant expired or voided since lets it go again at
+ *   once (reinstateCredits). An uncollectible invoice keeps it.
  * - A credit purchase's invoice is never paid with credit.
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
  *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's valued at what
@@ -122,6 +125,17 @@ export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date, listed
     }
   }
   return withApplications(inv, applied);
+}
+
+/**
+ * Gives back the credit open invoice `inv`, just voided in `tx`, spent (BillingCreditWrites.reinstate)
+ * as of `at` on its clock; nothing where the store keeps no credits. The move's conditional UPDATE
+ * lets one void of an invoice get here, and the ledger's unique key a reinstatement once.
+ */
+export async function reinstateCredits(tx: BillingTx, inv: Pick<Invoice, "environmentId" | "subjectId" | "id">, at: Date): Promise<void> {
+  if (!tx.credits) return;
+  if (!tx.credits.reinstate) throw new Error("this store spends credit but cannot give it back");
+  await tx.credits.reinstate(inv.environmentId, inv.subjectId, inv.id, at);
 }
 
 /** What credit would pay of a draft if it finalized at `at`: read in a transaction of its own, nothing spent. */

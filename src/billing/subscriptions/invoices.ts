@@ -3,6 +3,7 @@
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
 import { purchasesMoved } from "../credits/purchase-states.js";
+import { reinstateCredits } from "./credit-application.js";
 import { recordCancels } from "../payments/cancels.js";
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
 import { type PageResult, checkPage } from "../pagination.js";
@@ -128,14 +129,19 @@ export class Invoices {
   /**
    * Marks an open invoice void or uncollectible. A charge of it waiting for the customer is to be
    * cancelled at the provider: written in the same transaction (the move locks the row), made
-   * after the commit (payments/cancels.ts; the sweep makes it if this process dies first).
+   * after the commit (payments/cancels.ts; the sweep makes it if this process dies first). A void
+   * gives back the credit the invoice spent (DESIGN §14, as Stripe returns an applied balance on
+   * void; an uncollectible invoice keeps it) in the transaction of the move, which only one of
+   * concurrent voids makes: the grants' remaining restored, at the time of the invoice's clock.
    */
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
     const move = checkTransition("open", to);
     const at = this.lookups.engine.now();
+    const clockAt = to === "void" ? await this.lookups.nowFor({ environmentId: inv.environmentId, testClockId: inv.clockId }) : at;
     const moved = await this.stores.transaction(async (tx) => {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
+      if (done && to === "void") await reinstateCredits(tx, inv, clockAt);
       // Announced: invoice.voided, invoice.marked_uncollectible.
       const events = done ? [...transitionEvents(move, [inv]), ...(await purchasesMoved(tx, [inv], move.to, at))] : [];
       if (events.length > 0) await tx.emit(events);

@@ -8,7 +8,7 @@ import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
-import type { CreditGrant } from "../credits/types.js";
+import type { CreditGrant, LedgerEntry } from "../credits/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
 import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
@@ -99,9 +99,7 @@ export interface InvoiceStore {
   dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
   /**
    * A subscription's finalized invoices that bill a usage window (without their lines), each
-   * with what was billed for its window so far: its usage lines, its commitment_true_up lines
-   * (the period's true-up when the window closed it), and every line tied to it (windowInvoiceId:
-   * adjustments of it, corrections of its period's true-up).
+   * with what was billed for its window so far: its usage lines and every adjustment of it.
    */
   windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
   /**
@@ -288,6 +286,16 @@ export interface SpendableQuery {
 export interface BillingCreditWrites extends CreditWrites {
   /** CreditWrites.spendable of each query (subjects of environment `environmentId`), in their order, from one read. */
   spendableOfAll?(environmentId: string, queries: readonly SpendableQuery[]): Promise<CreditGrant[][]>;
+  /**
+   * Gives back what invoice `invoiceId` of subject `subjectId` spent, in the transaction that
+   * voids it: for each of its "application" entries a "reinstatement" entry of the same amount at
+   * `at`, and the grant's remaining restored (depleted → active), each grant locked first. A grant
+   * expired, voided or past its expires_at by `at` lets the amount go again at once: an "expiry"
+   * (or "void") entry of −amount on the invoice, its remaining unchanged. At most once per
+   * application: a second reinstatement throws AlreadyExistsError (the ledger's unique key).
+   * The new entries.
+   */
+  reinstate?(environmentId: string, subjectId: string, invoiceId: string, at: Date): Promise<LedgerEntry[]>;
 }
 
 /**

@@ -16,6 +16,7 @@ import type { Sql } from "../sql.js";
 import { bookingWrites } from "./booking-store.js";
 import { couponWrites } from "./coupon-store.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
+import { reinstateWrites } from "./credit-reinstate.js";
 import { creditWrites } from "./credit-store.js";
 import { dunningWrites } from "./dunning-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
@@ -83,7 +84,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           ...paymentMethodWrites(em, entities),
           ...timelineWrites(em, sql, entities),
           ...eventWrites(em, encode, now, sql.dialect),
-          credits: creditWrites(em, sql, entities),
+          credits: { ...creditWrites(em, sql, entities), ...reinstateWrites(em, sql, entities) },
           booking: bookingWrites(em, sql),
           coupons: couponWrites(em, sql, entities),
           dunning: dunningWrites(em, entities),

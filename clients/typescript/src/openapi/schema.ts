@@ -1227,9 +1227,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A subject's credit ledger, oldest first: every grant, application, expiry, void and proration credit.
-         * @description A subject's credit ledger, oldest first: every grant, application, expiry, void and
-         *     proration credit. Errors: INVALID_ARGUMENT (400) for bad paging values; NOT_FOUND (404).
+         * A subject's credit ledger, oldest first: every grant, application, reinstatement (a voided invoice's application given back), expiry, void and proration credit.
+         * @description A subject's credit ledger, oldest first: every grant, application, reinstatement (a voided
+         *     invoice's application given back), expiry, void and proration credit. Errors:
+         *     INVALID_ARGUMENT (400) for bad paging values; NOT_FOUND (404).
          */
         get: operations["ListCreditLedger"];
         put?: never;
@@ -2203,8 +2204,10 @@ export interface components {
             /**
              * @description "grant" (positive), "application" (negative: an invoice spent it), "expiry", "void"
              *     (negative: the rest left the balance), "proration" (positive: a mid-cycle decrease
-             *     credited to the subject), or "credit_note" (positive: a credit note's credit to the balance,
-             *     DESIGN §15).
+             *     credited to the subject), "credit_note" (positive: a credit note's credit to the balance,
+             *     DESIGN §15), or "reinstatement" (positive: an application given back when its invoice was
+             *     voided; followed by an "expiry" or "void" of the same amount on that invoice when the grant
+             *     had expired or been voided by then).
              */
             entry_type: string;
             /** @description Signed, in the grant's currency. */

@@ -449,8 +449,9 @@ export const CreditService: GenService<{
     output: typeof VoidCreditGrantResponseSchema;
   },
   /**
-   * A subject's credit ledger, oldest first: every grant, application, expiry, void and
-   * proration credit. Errors: INVALID_ARGUMENT (400) for bad paging values; NOT_FOUND (404).
+   * A subject's credit ledger, oldest first: every grant, application, reinstatement (a voided
+   * invoice's application given back), expiry, void and proration credit. Errors:
+   * INVALID_ARGUMENT (400) for bad paging values; NOT_FOUND (404).
    *
    * @generated from rpc billing.v1.CreditService.ListCreditLedger
    */

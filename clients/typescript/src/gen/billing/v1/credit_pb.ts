@@ -156,8 +156,10 @@ export type CreditLedgerEntry = Message<"billing.v1.CreditLedgerEntry"> & {
   /**
    * "grant" (positive), "application" (negative: an invoice spent it), "expiry", "void"
    * (negative: the rest left the balance), "proration" (positive: a mid-cycle decrease
-   * credited to the subject), or "credit_note" (positive: a credit note's credit to the balance,
-   * DESIGN §15).
+   * credited to the subject), "credit_note" (positive: a credit note's credit to the balance,
+   * DESIGN §15), or "reinstatement" (positive: an application given back when its invoice was
+   * voided; followed by an "expiry" or "void" of the same amount on that invoice when the grant
+   * had expired or been voided by then).
    *
    * @generated from field: string entry_type = 4;
    */

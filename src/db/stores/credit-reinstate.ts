@@ -1,0 +1,96 @@
+/**
+ * Credit given back when an invoice is voided (DESIGN §14; BillingCreditWrites.reinstate): each
+ * "application" entry of the invoice is matched by a "reinstatement" entry of the same amount,
+ * positive, and the grant's `remaining` goes back up by it (a depleted grant active again). A grant
+ * that has since expired or been voided, or whose expires_at has passed, takes it back only to let
+ * it go at once: an "expiry" (or "void") entry of the same amount on the invoice, its `remaining`
+ * left as it is, so the balance (the ledger's sum, the remaining of active and depleted grants)
+ * stays right. The ledger's unique key (grant_id, invoice_id, entry_type, credit_note_id) lets
+ * each application be reinstated once, whatever runs at the same time.
+ */
+import type { EntityManager } from "typeorm";
+import type { CreditGrant, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
+import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
+import { dec, formatDecimal } from "../../billing/money.js";
+import type { Dialect } from "../columns.js";
+import type { CreditLedgerRow, Entities } from "../entities/index.js";
+import { isUniqueViolation } from "../errors.js";
+import { type Sql, rowLock } from "../sql.js";
+import { entryFromRow, grantFromRow, newLedgerId } from "./credit-store.js";
+import { changed } from "./outbox.js";
+
+/** A ledger row of `g` on invoice `invoiceId`; AlreadyExistsError when the grant has that movement for it already. */
+async function insertMovement(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string, text: string, at: Date): Promise<LedgerEntry> {
+  const row: CreditLedgerRow = {
+    id: newLedgerId(),
+    environment_id: g.environmentId,
+    subject_id: g.subjectId,
+    grant_id: g.id,
+    entry_type: type,
+    currency: g.currency,
+    amount,
+    invoice_id: invoiceId,
+    credit_note_id: "",
+    description: text.slice(0, 1000),
+    created_at: at,
+  };
+  try {
+    await em.insert(E.CreditLedgerEntry, row);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AlreadyExistsError("CREDIT_MOVEMENT_EXISTS", `grant ${g.id} already has a ${type} entry for invoice ${invoiceId}`);
+    throw err;
+  }
+  return entryFromRow(row);
+}
+
+/** The reinstatement of one application (−`spent` of `g`, locked) on invoice `invoiceId` at `at`: its entries. */
+async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: CreditGrant, spent: string, invoiceId: string, at: Date): Promise<LedgerEntry[]> {
+  const back = await insertMovement(em, E, g, "reinstatement", spent, invoiceId, `Reinstated: invoice ${invoiceId} was voided`, at);
+  const open = g.status === "active" || g.status === "depleted";
+  const lapsed = g.expiresAt !== null && g.expiresAt.getTime() <= at.getTime();
+  if (!open || lapsed) {
+    // Gone from the balance already (or due to go): what comes back leaves again at once.
+    const how = g.status === "voided" ? "void" : "expiry";
+    return [back, await insertMovement(em, E, g, how, `-${spent}`, invoiceId, how === "void" ? "Voided" : "Expired", at)];
+  }
+  const remaining = dec(g.remaining).plus(dec(spent));
+  if (remaining.gt(dec(g.amount))) throw new Error(`grant ${g.id} would hold ${formatDecimal(remaining)} of ${g.amount} after reinstating ${spent}`);
+  const p = d === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?";
+  const n = await changed(em, `UPDATE credit_grants SET status = 'active', remaining = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${p}`, [
+    formatDecimal(remaining),
+    g.environmentId,
+    g.id,
+    g.status,
+    g.remaining,
+  ]);
+  if (n === 0) throw new AbortedError("TRANSACTION_CONFLICT", "the grant changed while its credit was being reinstated; try again");
+  return [back];
+}
+
+/**
+ * BillingCreditWrites.reinstate on `em`: the applications of invoice `invoiceId` (subject
+ * `subjectId`) in the order they were made, each grant locked (the spend order, as finalizations
+ * lock them), then reinstated; the new ledger entries.
+ */
+export async function reinstateOn(em: EntityManager, E: Entities, sql: Sql, x: { environmentId: string; subjectId: string; invoiceId: string; at: Date }): Promise<LedgerEntry[]> {
+  const spent = await em.find(E.CreditLedgerEntry, {
+    where: { environment_id: x.environmentId, subject_id: x.subjectId, invoice_id: x.invoiceId, entry_type: "application" },
+    order: { seq: "ASC" },
+  });
+  const out: LedgerEntry[] = [];
+  for (const a of spent) {
+    const r = await em.findOne(E.CreditGrant, { where: { environment_id: x.environmentId, id: a.grant_id }, lock: rowLock(sql.dialect) });
+    if (!r) throw new Error(`grant ${a.grant_id} of an application to invoice ${x.invoiceId} not found`);
+    const amount = formatDecimal(dec(a.amount).neg());
+    if (!dec(amount).gt(0)) continue;
+    out.push(...(await reinstateOne(em, E, sql.dialect, grantFromRow(r), amount, x.invoiceId, x.at)));
+  }
+  return out;
+}
+
+/** The reinstatement writes of a billing transaction on `em`. */
+export function reinstateWrites(em: EntityManager, sql: Sql, E: Entities) {
+  return {
+    reinstate: (environmentId: string, subjectId: string, invoiceId: string, at: Date) => reinstateOn(em, E, sql, { environmentId, subjectId, invoiceId, at }),
+  };
+}
