@@ -17,6 +17,16 @@ export const traceKey = createContextKey<RequestTrace | undefined>(undefined, { 
  */
 export const replaySeamKey = createContextKey<boolean>(false, { description: "replay at the implementation" });
 
+/**
+ * The call's Idempotency-Key (DESIGN §12), set by the idempotency interceptor (idempotency.ts) once
+ * it claimed the key: the same on every protocol. Set only for a call that runs; a replay never
+ * reaches the method's work.
+ */
+export const idempotencyKeyKey = createContextKey<string | undefined>(undefined, { description: "idempotency key" });
+
+/** The Idempotency-Key the call runs under, if it has one (a write whose IDs derive from it: credit notes). */
+export const idempotencyKeyOf = (ctx: HandlerContext): string | undefined => ctx.values.get(idempotencyKeyKey);
+
 export function callerOf(ctx: HandlerContext): Caller {
   const caller = ctx.values.get(callerKey);
   if (!caller) throw new Error("no caller in context: the auth interceptor did not run");

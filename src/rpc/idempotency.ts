@@ -22,7 +22,7 @@ import { Code, ConnectError, type Interceptor, type ServiceImplSpec, createConte
 import { IDEMPOTENCY_IN_USE_WAIT_MS, type IdempotencyOutcome, type IdempotencyStore, idempotencyKeyProblem, settleLater } from "../billing/idempotency.js";
 import { AbortedError, FailedPreconditionError, InvalidArgumentError } from "../billing/errors.js";
 import type { Logger } from "../log.js";
-import { callerKey, replaySeamKey, traceKey } from "./context.js";
+import { callerKey, idempotencyKeyKey, replaySeamKey, traceKey } from "./context.js";
 import { publicError } from "./errors.js";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -131,6 +131,8 @@ export function idempotencyInterceptor(store: IdempotencyStore, log: Logger, now
         );
     }
     const claim = result.claim;
+    // The method may derive what it writes from the key (credit notes: their ID, hence a refund's key at the provider).
+    req.contextValues.set(idempotencyKeyKey, key);
     let res: Awaited<ReturnType<typeof next>>;
     try {
       res = await store.within(claim, () => next(req));

@@ -18,7 +18,8 @@
  *   with an idempotency key derived from the note's id: the provider answers a repeat with the
  *   first refund, never a second one. The refund is the transaction's last call: after it only the
  *   note's own row and events are written; a retry after a lost race keeps the note's ID (hence
- *   the key) whatever committed meanwhile. A refusal fails the whole note (nothing is written). A
+ *   the key) whatever committed meanwhile, and so does a request retried with its Idempotency-Key
+ *   after a 5xx (keyedCreditNoteId). A refusal fails the whole note (nothing is written). A
  *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent,
  *   with a "void" ledger entry on the purchase's invoice naming the note (purchase-refund.ts).
  *   The note's refundStatus is the provider's answer (Stripe's refund may be `pending`: the money
@@ -42,7 +43,7 @@ import type { RefundUpdate, RefundUpdated } from "../payments/types.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
 import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
-import { type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
+import { type CreditAsk, type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
 import { type TakeBack, checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
 import { refundUpdated } from "./refund-status.js";
@@ -54,20 +55,43 @@ type MadeRefund = { refundId: string; status: Exclude<RefundStatus, "failed"> };
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/**
- * A credit note's ID, derived from what it is written over: its invoice, how many notes the
- * invoice had and what they credited, and what this one credits how. A note whose transaction
- * rolled back after its refund went through (the commit failed), asked again, gets the same ID,
- * hence the same refund idempotency key, and the provider answers with the first refund: never
- * refunded twice. Every committed note changes the count, so no two notes share an ID. Within
- * one create(), a retry after the refund keeps the first attempt's ID even if another note of the
- * invoice committed in between (which changes the count): see create().
- */
-export function creditNoteId(environmentId: string, invoiceId: string, notesBefore: number, creditedBefore: string, total: string, outcome: string): string {
-  const bytes = createHash("sha256").update([environmentId, invoiceId, notesBefore, creditedBefore, total, outcome].join("\u0000")).digest();
+/** A credit note's ID from the parts it is derived from: `cn_` and 22 base62 characters of their hash. */
+function derivedId(parts: readonly (string | number)[]): string {
+  const bytes = createHash("sha256").update(parts.join("\u0000")).digest();
   let out = "";
   for (const b of bytes) if (b < 248 && out.length < 22) out += BASE62[b % 62];
   return `cn_${out.padEnd(22, "0")}`;
+}
+
+/**
+ * A credit note's ID asked without an Idempotency-Key, derived from what it is written over: its
+ * invoice, how many notes the invoice had and what they credited, and what this one credits how.
+ * A note whose transaction rolled back after its refund went through (the commit failed), asked
+ * again while the invoice is as it was, gets the same ID, hence the same refund idempotency key,
+ * and the provider answers with the first refund. Every committed note changes the count, so no
+ * two notes share an ID. Within one create(), a retry after the refund keeps the first attempt's
+ * ID even if another note of the invoice committed in between (which changes the count): see
+ * create(). A call asked again after another note committed is another note: with a key, see
+ * keyedCreditNoteId.
+ */
+export function creditNoteId(environmentId: string, invoiceId: string, notesBefore: number, creditedBefore: string, total: string, outcome: string): string {
+  return derivedId([environmentId, invoiceId, notesBefore, creditedBefore, total, outcome]);
+}
+
+/**
+ * A credit note's ID asked with an Idempotency-Key (DESIGN §12): derived from the environment, the
+ * invoice, that key and what the request asks (the outcome, and the amount or each line's amount,
+ * "all" where none is given), never from the notes before it. A call that failed with a 5xx after
+ * the provider refunded (the answer lost, the commit failed; its key let go), retried with its key
+ * after another note of the invoice committed, gets the same ID, hence the same refund key: the
+ * provider answers with the first refund, never a second. The request, not the total it comes to,
+ * so that a whole note asked again after the invoice changed keeps its ID too (the provider then
+ * refuses the other amount under the same key rather than refunding again). The same key reused
+ * for the same request once it expired meets the note it wrote, and is answered with it (create()).
+ */
+export function keyedCreditNoteId(environmentId: string, invoiceId: string, idempotencyKey: string, outcome: string, ask: CreditAsk): string {
+  const asked = ask.kind === "amount" ? `amount=${ask.amount?.toFixed() ?? "all"}` : ask.lines.map((l) => `line${l.index}=${l.amount?.toFixed() ?? "all"}`).join(",");
+  return derivedId(["idempotency-key", environmentId, invoiceId, idempotencyKey, outcome, asked]);
 }
 
 /** The provider's idempotency key of a credit note's refund. */
@@ -171,8 +195,11 @@ export class CreditNotes {
     return `${this.publicBaseUrl()}/credit-notes/${note.id}/pdf`;
   }
 
-  /** Issues a credit note; see the file's comment and the contract. */
-  async create(caller: Caller, input: CreateCreditNoteInput): Promise<CreditNote> {
+  /**
+   * Issues a credit note; see the file's comment and the contract. `idempotencyKey`, the request's
+   * (DESIGN §12), names the note (keyedCreditNoteId): a note of that ID already written is answered as it is.
+   */
+  async create(caller: Caller, input: CreateCreditNoteInput, idempotencyKey?: string): Promise<CreditNote> {
     const v = new Violations();
     const c = checkCreditNote(input, v);
     v.throwIfAny();
@@ -191,11 +218,15 @@ export class CreditNotes {
     // refund, and never asks the provider again, so there is never a second refund, nor a refund
     // that no note records.
     let refunded: { id: string; plan: CreditPlan; refund: MadeRefund } | undefined;
+    const keyed = idempotencyKey === undefined ? undefined : keyedCreditNoteId(env, c.invoiceId, idempotencyKey, c.outcome, c.ask);
     const done = await retryingRaces(() =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
         if (!inv) throw notFound(c.invoiceId);
         const earlier = await tx.ofInvoice(env, inv.id);
+        // The key's note is written already (the key reused for the same request once it expired): that note, nothing more.
+        const existing = keyed === undefined ? undefined : earlier.find((n) => n.id === keyed);
+        if (existing) return { written: existing, cancel: false };
         // The same note (same state, same credit) committed meanwhile took that ID, and with it that refund: this one is another.
         if (refunded && earlier.some((n) => n.id === refunded?.id)) refunded = undefined;
         const kept = refunded;
@@ -207,7 +238,7 @@ export class CreditNotes {
         const left = dec(inv.total).minus(dec(credited));
         const plan = kept?.plan ?? planCredit(creditableLines(inv.lines, earlier), left, c.ask);
         if (Array.isArray(plan)) throw planError(inv, plan);
-        const id = kept?.id ?? creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
+        const id = kept?.id ?? keyed ?? creditNoteId(env, inv.id, earlier.length, formatDecimal(dec(credited)), plan.total, c.outcome);
         if (c.outcome === "reduce_amount_due" && dec(plan.total).gt(dec(amountDueOf(inv)))) {
           throw new FailedPreconditionError("CREDIT_EXCEEDS_AMOUNT_DUE", `${plan.total} to credit is more than invoice ${inv.id}'s amount due ${amountDueOf(inv)}`, {
             invoice_id: inv.id,

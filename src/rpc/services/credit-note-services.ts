@@ -3,13 +3,14 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { CreditNotes } from "../../billing/credit-notes/credit-notes.js";
 import type { CreditNoteService } from "../../gen/billing/v1/credit_note_service_pb.js";
 import { pageOf } from "../convert/common.js";
-import { callerOf } from "../context.js";
+import { callerOf, idempotencyKeyOf } from "../context.js";
 import { createCreditNoteInput, creditNoteToPb, listCreditNotesInput } from "../convert/credit-notes.js";
 
 export function creditNoteService(notes: CreditNotes): ServiceImpl<typeof CreditNoteService> {
   return {
     async createCreditNote(req, ctx) {
-      const n = await notes.create(callerOf(ctx), createCreditNoteInput(req));
+      // The request's Idempotency-Key (REST and gRPC alike) names the note: its retry refunds once (credit-notes.ts).
+      const n = await notes.create(callerOf(ctx), createCreditNoteInput(req), idempotencyKeyOf(ctx));
       return { creditNote: creditNoteToPb(n, notes.pdfUrl(n)) };
     },
     async getCreditNote(req, ctx) {

@@ -1,0 +1,144 @@
+/**
+ * DESIGN §12 with §15: a refund credit note retried with its Idempotency-Key refunds once, even
+ * when another note of the invoice was issued between the attempts. Through the real server on a
+ * port, against the fake Stripe behind a proxy that drops the answers of its refunds (Stripe made
+ * the refund; the connection failed, on the library's retries too): the note's first call fails
+ * with a 5xx and writes nothing, so its key is let go. A balance credit note on the invoice then
+ * commits. The retry with the same key (over REST, or over gRPC with the key in its metadata) is
+ * the same note: the same ID, hence the same refund key at Stripe, which answers the first refund.
+ * One refund of 2,000 at Stripe, one refund note of 2,000 recording it, 2,000 + 1,000 credited. On
+ * the old code the note's ID came from the notes before it, so the retry's was another and
+ * Stripe made a second refund of 2,000 (4,000 refunded for one 2,000 note). The same request with
+ * the same key once the key expired (swept) is answered the note it wrote, and refunds nothing.
+ */
+import { randomBytes } from "node:crypto";
+import test, { type ExecutionContext } from "ava";
+import { CreditNoteService } from "../../src/gen/billing/v1/credit_note_service_pb.js";
+import { rpcClient } from "../helpers/clients.js";
+import { SqlIdempotencyStore } from "../../src/db/stores/idempotency-store.js";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { type StripeFront, type StripeServer, useStripeServer } from "../helpers/payment-flows.js";
+import { stripeProxy } from "../helpers/stripe-outage.js";
+import { intentsOf, refundsOf, renewal } from "../helpers/stripe-waiting.js";
+import type { Scenario } from "../helpers/scenario.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const usd = (value: string) => ({ currency_code: "USD", value });
+
+/** A front whose refunds (POST /v1/refunds) are made at Stripe and their answers dropped while `drop` is set. */
+interface DroppingFront extends StripeFront {
+  drop: boolean;
+  dropped: number;
+}
+
+async function droppingFront(target: string): Promise<DroppingFront> {
+  const front: DroppingFront = {
+    url: "",
+    drop: false,
+    dropped: 0,
+    stop: async () => {},
+  };
+  const proxy = await stripeProxy(
+    target,
+    (req) => (front.drop && req.method === "POST" && req.url?.startsWith("/v1/refunds") ? "answer-lost" : undefined),
+    () => {
+      front.dropped++;
+    },
+  );
+  front.url = proxy.url;
+  front.stop = () => proxy.stop();
+  return front;
+}
+
+const body = (invoiceId: string) => ({ invoice_id: invoiceId, reason: "order_change", outcome: "refund", amount: "2000" });
+
+/** POST /credit-notes with the Idempotency-Key `key`. */
+async function postNote(ctx: StripeServer<DroppingFront>, s: Scenario, key: string, b: Json): Promise<{ status: number; body: Json }> {
+  const res = await fetch(`${ctx.server.url}/credit-notes`, {
+    method: "POST",
+    headers: { "x-api-key": s.key, "content-type": "application/json", "idempotency-key": key },
+    body: JSON.stringify(b),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+/**
+ * The first attempt of a 2,000 refund note with `key` (Stripe refunds, the answer is lost: a 5xx,
+ * nothing written), then a 1,000 balance note that commits: the scenario, the invoice, its PaymentIntent.
+ */
+async function failedThenOther(t: ExecutionContext, ctx: StripeServer<DroppingFront>, key: string): Promise<{ s: Scenario; inv: Json; intent: string }> {
+  const { fake, front } = ctx;
+  const { s, inv } = await renewal(ctx, "visa");
+  t.is(inv.status, "paid");
+  const intents = intentsOf(fake, inv.id);
+  t.is(intents.length, 1);
+  const intent = String(intents[0]?.id);
+
+  front.drop = true;
+  t.teardown(() => {
+    front.drop = false;
+  });
+  const failed = await postNote(ctx, s, key, body(inv.id));
+  front.drop = false;
+  t.true(failed.status >= 500, `the first attempt fails with a 5xx: ${failed.status} ${JSON.stringify(failed.body)}`);
+  t.true(front.dropped > 0, "Stripe's answer was dropped");
+  t.is(refundsOf(fake, intent).length, 1, "Stripe made the first attempt's refund");
+  t.deepEqual((await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes, [], "nothing written");
+
+  // Another note of the invoice commits meanwhile.
+  const other = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance", amount: "1000" });
+  t.like(other, { outcome: "credit_balance", total: usd("1000") });
+  return { s, inv, intent };
+}
+
+/** What Stripe and the service hold after the retry answered `note`: one refund of 2,000, recorded by the note. */
+async function refundedOnce(t: ExecutionContext, ctx: StripeServer<DroppingFront>, s: Scenario, inv: Json, intent: string, note: Json): Promise<void> {
+  const refunds = refundsOf(ctx.fake, intent);
+  t.deepEqual(refunds, [[note.refund_id, 2000]], "one refund at Stripe, the first attempt's, recorded by the note");
+  const made = ctx.fake.state.refunds.get(String(note.refund_id)) as Json;
+  t.is(made.metadata?.credit_note_id, note.id, "the refund Stripe made names the note written (its webhooks find it)");
+  const notes = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
+  t.deepEqual(notes.map((n) => [n.outcome, n.total.value, n.refund_id ?? null]).sort(), [
+    ["credit_balance", "1000", null],
+    ["refund", "2000", note.refund_id],
+  ]);
+  t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "3000"); // 2,000 refunded + 1,000 on the balance
+}
+
+for (const store of STORES) {
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY }, droppingFront);
+
+  test.serial(`${store}: a refund note retried over REST with its Idempotency-Key after a 5xx, another note issued between, refunds once`, async (t) => {
+    const key = `refund-${randomBytes(6).toString("hex")}`;
+    const { s, inv, intent } = await failedThenOther(t, ctx, key);
+    const retried = await postNote(ctx, s, key, body(inv.id));
+    t.is(retried.status, 200, JSON.stringify(retried.body));
+    const note = retried.body;
+    t.like(note, { outcome: "refund", total: usd("2000"), status: "issued", refund_status: "succeeded" });
+    await refundedOnce(t, ctx, s, inv, intent, note);
+    // A repeat now is the stored answer.
+    const again = await postNote(ctx, s, key, body(inv.id));
+    t.deepEqual(again.body, note);
+    t.is(refundsOf(ctx.fake, intent).length, 1);
+    // Past the key's 24 hours (swept), the same request with the same key meets the note it wrote: that note, nothing more.
+    await withDatabase(ctx.server.db.url, async (db) => {
+      await db.sql.query("UPDATE idempotency_keys SET expires_at = '2001-01-01 00:00:00.000' WHERE idem_key = ?", [key]);
+      t.true((await new SqlIdempotencyStore(db.sql).sweep(new Date(), 1000)) >= 1);
+    });
+    const late = await postNote(ctx, s, key, body(inv.id));
+    t.is(late.status, 200, JSON.stringify(late.body));
+    t.like(late.body, { id: note.id, number: note.number, refund_id: note.refund_id, total: usd("2000") });
+    await refundedOnce(t, ctx, s, inv, intent, note);
+  });
+
+  test.serial(`${store}: the retry over gRPC with the key in its metadata is the same note: refunded once`, async (t) => {
+    const key = `refund-${randomBytes(6).toString("hex")}`;
+    const { s, inv, intent } = await failedThenOther(t, ctx, key);
+    const client = rpcClient(CreditNoteService, ctx.server.url, "grpc", s.key);
+    const out = await client.createCreditNote({ invoiceId: inv.id, reason: "order_change", outcome: "refund", amount: "2000" }, { headers: { "idempotency-key": key } });
+    const note = await s.call("GET", `/credit-notes/${out.creditNote?.id}`);
+    t.like(note, { outcome: "refund", total: usd("2000"), refund_id: out.creditNote?.refundId });
+    await refundedOnce(t, ctx, s, inv, intent, note);
+  });
+}
