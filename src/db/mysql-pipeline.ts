@@ -40,6 +40,8 @@ export const IN_TRANSACTION_GUARD =
 /** MySQL: one multi-statement packet per run (more when the statements are large); BEGIN goes with the first, COMMIT with the deferred. */
 export class MysqlPipeline implements Pipeline {
   private deferred: Statement[] = [];
+  /** Per deferred statement, the check of its result (Pipeline.defer). */
+  private checks: (((result: unknown) => void) | undefined)[] = [];
   readonly committed: (() => void)[] = [];
   private begin: Statement[];
   sent = false;
@@ -57,8 +59,10 @@ export class MysqlPipeline implements Pipeline {
     const opening = this.begin.length;
     const all = [...this.begin, ...this.deferred, ...statements];
     const skip = all.length - statements.length;
+    const checks = this.checks;
     this.begin = [];
     this.deferred = [];
+    this.checks = [];
     if (all.length === 0) return [];
     this.sent = true;
     for (const [sql, params] of all) auditSql(this, sql, params);
@@ -84,11 +88,13 @@ export class MysqlPipeline implements Pipeline {
         results.push(answers[at++]);
       }
     }
+    for (const [i, check] of checks.entries()) check?.(results[opening + i]);
     return results.slice(skip);
   }
 
-  defer(statement: Statement): void {
+  defer(statement: Statement, check?: (result: unknown) => void): void {
     this.deferred.push(statement);
+    this.checks.push(check);
   }
 
   async flush(): Promise<void> {
@@ -102,6 +108,8 @@ export class MysqlPipeline implements Pipeline {
   private finished = false;
 
   async finish(statements: readonly Statement[]): Promise<unknown[]> {
+    // A deferred statement whose result is checked goes before the COMMIT's packet.
+    if (this.checks.some((c) => c !== undefined)) await this.run([]);
     const out = await this.run([...statements, ["COMMIT", []]]);
     this.finished = true;
     return out.slice(0, statements.length);
@@ -110,6 +118,7 @@ export class MysqlPipeline implements Pipeline {
   async commit(): Promise<void> {
     if (this.finished) return;
     if (!this.sent && this.deferred.length === 0) return; // nothing was ever sent: no transaction to end
+    if (this.checks.some((c) => c !== undefined)) await this.run([]);
     await this.run([["COMMIT", []]]);
   }
 }

@@ -4,7 +4,7 @@
  * transactions in flight at once would run inside each other; so on SQLite every call is queued
  * behind the running transaction (SQLite serialises writers anyway).
  */
-import { markChange, pendingMark } from "./change-scope.js";
+import { markChange, pendingMark, rowsOf } from "./change-scope.js";
 import type { DataSource, EntityManager } from "typeorm";
 import { type Yielder, yielder } from "../billing/yielding.js";
 import { DEFAULT_BINARY_COLLATION, type Dialect } from "./columns.js";
@@ -58,7 +58,7 @@ const SQLITE_BUSY_ATTEMPTS = 7;
 
 /** SQLite (in-process, no round trips): the statements one by one inside an ordinary transaction. */
 class SequentialPipeline implements Pipeline {
-  private deferred: Statement[] = [];
+  private deferred: [Statement, ((result: unknown) => void) | undefined][] = [];
   readonly committed: (() => void)[] = [];
   private readonly breathe: Yielder = yielder(SQLITE_SLICE_MS);
   constructor(private readonly em: EntityManager) {}
@@ -73,8 +73,8 @@ class SequentialPipeline implements Pipeline {
     return out;
   }
 
-  defer(statement: Statement): void {
-    this.deferred.push(statement);
+  defer(statement: Statement, check?: (result: unknown) => void): void {
+    this.deferred.push([statement, check]);
   }
 
   afterCommit(fn: () => void): void {
@@ -89,9 +89,10 @@ class SequentialPipeline implements Pipeline {
   async flush(): Promise<void> {
     const list = this.deferred;
     this.deferred = [];
-    for (const [sql, params] of list) {
+    for (const [[sql, params], check] of list) {
       await this.breathe();
-      await this.em.query(sql, [...params]);
+      const result: unknown = await this.em.query(sql, [...params]);
+      check?.(result);
     }
   }
 }
@@ -318,7 +319,7 @@ export class Sql {
     // A call holding an idempotency key: the key is marked changed in this same transaction.
     const mark = pendingMark();
     if (mark) {
-      p.defer(mark.statement);
+      p.defer(mark.statement, (result) => mark.held(rowsOf(result) ?? 0));
       p.afterCommit(mark.committed);
     }
     let reusable = true;

@@ -16,8 +16,12 @@ export type Statement = readonly [sql: string, params: readonly unknown[]];
 export interface Pipeline {
   /** Sends whatever was deferred, then `statements`, in one round trip; returns their results, in order. */
   run(statements: readonly Statement[]): Promise<unknown[]>;
-  /** Queues a statement whose result is not needed: it goes with the next `run` or with the COMMIT. */
-  defer(statement: Statement): void;
+  /**
+   * Queues a statement whose result is not needed: it goes with the next `run` or with the COMMIT.
+   * With `check`, its result is checked before the COMMIT is sent (check throws: the transaction
+   * rolls back), so it does not go with the COMMIT.
+   */
+  defer(statement: Statement, check?: (result: unknown) => void): void;
   /** Sends what was deferred now (without committing). */
   flush(): Promise<void>;
   /** Runs `fn` once the transaction has committed (never when it rolls back). */
