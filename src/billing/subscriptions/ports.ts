@@ -99,7 +99,9 @@ export interface InvoiceStore {
   dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
   /**
    * A subscription's finalized invoices that bill a usage window (without their lines), each
-   * with what was billed for its window so far: its usage lines and every adjustment of it.
+   * with what was billed for its window so far: its usage lines, its commitment_true_up lines
+   * (the period's true-up when the window closed it), and every line tied to it (windowInvoiceId:
+   * adjustments of it, corrections of its period's true-up).
    */
   windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
   /**
