@@ -62,6 +62,6 @@ export function wireDunning(
   );
   dunning.cancels = cancels;
   subs.invoices.cancels = cancels;
-  subs.scheduler.cancels = cancels;
+  subs.scheduler.realTimeSweeps.push(cancels);
   return dunning;
 }

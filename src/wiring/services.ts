@@ -13,6 +13,7 @@ import { BillingEngine } from "../billing/subscriptions/engine.js";
 import { BillingStates } from "../billing/subscriptions/billing-state.js";
 import { SubscriptionChanges } from "../billing/subscriptions/changes.js";
 import { Checkouts } from "../billing/subscriptions/checkout.js";
+import { CheckoutExpiry } from "../billing/subscriptions/checkout-expiry.js";
 import { HostedCheckout } from "../billing/subscriptions/hosted-checkout.js";
 import { Invoices } from "../billing/subscriptions/invoices.js";
 import { Lookups } from "../billing/subscriptions/lookups.js";
@@ -99,6 +100,8 @@ export function wireSubscriptions(
     thresholds,
     credits?.runs,
   );
+  // Open checkouts past their expiry end on real time; a credit purchase's ends with its checkout.
+  scheduler.realTimeSweeps.push(new CheckoutExpiry(engine.stores, engine.stores.checkouts, (tx, c, at) => hostedCheckout.endPurchase(tx, c, "The checkout expired: nothing was charged.", at, true)));
   const clocks = new TestClocks(lookups, scheduler, stopping);
   return { lookups, terms, checkouts, subscriptions, changes, pauses, timelines, hostedCheckout, checkoutPreviews, invoices, billingStates, portal, scheduler, clocks };
 }

@@ -55,6 +55,11 @@ const ALLOWED: readonly { match: RegExp; reason: string }[] = [
       "the scheduler's due-work scans (cycle closes, resumes, usage and threshold checks, timeline transitions, grant expiry, draft finalization, payment retries and first charges never planned, cancels of an ended invoice's waiting payment, credit alerts): plain reads that return each row's environment; each item is then claimed and written in a transaction of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess each is a scatter query over the shards",
   },
   {
+    match: /^SELECT .* FROM checkout_sessions c WHERE c\.status = ('open'|\?) AND c\.expires_at <= \?/,
+    reason:
+      "the scheduler's due-work scans (open checkouts past their expiry): a plain read that returns each checkout's environment; each is then locked, marked expired and its purchase ended in a transaction of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess a scatter query over the shards",
+  },
+  {
     match: /^SELECT id, environment_id, name, frozen_time, created_at, status, advance_started_at FROM test_clocks WHERE status = \? AND advance_started_at <= \?/,
     reason:
       "the scheduler's due-work scans (test clock advances cut short, past their lease): a plain read that returns each clock's environment; each is then taken over and run with statements of its own environment. Per cluster placement each cluster runs its own scheduler; on Vitess a scatter query over the shards",

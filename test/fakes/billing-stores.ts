@@ -204,6 +204,12 @@ export class FakeBillingStores implements BillingStores {
   readonly checkouts: BillingStores["checkouts"] = {
     insert: async (c) => void this.state.checkouts.set(c.token, structuredClone(c)),
     get: async (token) => structuredClone(this.state.checkouts.get(token)),
+    expiredOpen: async (before, limit) =>
+      [...this.state.checkouts.values()]
+        .filter((c) => c.status === "open" && c.expiresAt.getTime() <= before.getTime())
+        .sort((a, b) => a.expiresAt.getTime() - b.expiresAt.getTime())
+        .slice(0, limit)
+        .map((c) => structuredClone(c)),
   };
 
   readonly portals: BillingStores["portals"] = {

@@ -391,7 +391,7 @@ export class HostedCheckout {
    * `locked`): its purchase ends as a declined one does (purchase.ts end: the invoice void, the
    * grant failed), so no card saved later (dunning's retrySubject) charges it.
    */
-  private async endPurchase(tx: BillingTx, session: CheckoutSession, message: string, at: Date, locked = false): Promise<void> {
+  async endPurchase(tx: BillingTx, session: CheckoutSession, message: string, at: Date, locked = false): Promise<void> {
     if (session.kind !== "credit" || !this.purchases) return;
     if (!locked && (await tx.lockCheckout(session.token))?.status !== "open") return;
     await this.purchases.end(tx, session.environmentId, session.payload as CreditPayload, message, at);

@@ -121,6 +121,8 @@ export interface PaymentMethodStore {
 export interface CheckoutStore {
   insert(c: CheckoutSession): Promise<void>;
   get(token: string): Promise<CheckoutSession | undefined>;
+  /** Open checkouts of subjects on real time whose expiry passed by `before`, oldest first, at most `limit`, in every environment (checkout-expiry.ts). */
+  expiredOpen(before: Date, limit: number): Promise<CheckoutSession[]>;
 }
 
 /** Customer portal sessions, found by their token (which is unique). */

@@ -48,8 +48,11 @@ export class Scheduler {
   dunning?: { runDue(now: Date, clockId: string | null, breathe?: () => Promise<void>, skipped?: string[]): Promise<number> };
   /** When dunning's next retry on a test clock is due (DunningStore.nextDue), once wired: an advance runs each at its instant (stepUpTo). */
   dunningDue?: { nextDue(after: Date | null, upTo: Date, clockId: string, exclude?: readonly string[]): Promise<Date | null> };
-  /** Payments of ended invoices whose cancel is still to make (payments/cancels.ts), on real time, once wired. */
-  cancels?: { runDue(now: Date): Promise<number> };
+  /**
+   * Sweeps run on real time only, after dunning, once wired: payments of ended invoices whose
+   * cancel is still to make (payments/cancels.ts), checkouts past their expiry (checkout-expiry.ts).
+   */
+  readonly realTimeSweeps: { runDue(now: Date): Promise<number> }[] = [];
 
   /**
    * Expires the credit due by `upTo`, each expiry instant in order: the cycles that end by it are
@@ -157,7 +160,7 @@ export class Scheduler {
       // test clock, those due before its last closes ran already, each at its time: stepUpTo).
       check();
       await this.dunning?.runDue(now, clockId, breathe, skipped);
-      if (clockId === null) await this.cancels?.runDue(now);
+      if (clockId === null) for (const sweep of this.realTimeSweeps) await sweep.runDue(now);
       if (n > 0) await this.thresholds?.check(clockId);
       // Usage lowers available credit between invoices; closes, finalizations and expiries spent
       // or took it: every subject with credit or settings on the clock is evaluated.

@@ -229,7 +229,7 @@ export interface PaymentMethod {
   customerRef?: string | null;
 }
 
-export type CheckoutStatus = "open" | "completed" | "cancelled";
+export type CheckoutStatus = "open" | "completed" | "cancelled" | "expired";
 
 export interface CheckoutSession {
   id: string;

@@ -45,6 +45,7 @@ export function checkoutsEntities(dialect: Dialect, exact: ExactText) {
       { name: "uq_checkout_sessions_id", columns: ["id"] },
       { name: "uq_checkout_sessions_token", columns: ["token"] },
     ],
+    indices: [{ name: "ix_checkout_sessions_status_expires", columns: ["status", "expires_at"] }],
   });
 
   return { Checkout };

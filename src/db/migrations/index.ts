@@ -34,6 +34,7 @@ import { LedgerCreditNotes1795000000032 } from "./1795000000032-LedgerCreditNote
 import { ChargedTerms1795000000033 } from "./1795000000033-ChargedTerms.js";
 import { CreditNoteRefunds1795000000034 } from "./1795000000034-CreditNoteRefunds.js";
 import { TopUpCrossings1795000000035 } from "./1795000000035-TopUpCrossings.js";
+import { CheckoutExpiry1795000000036 } from "./1795000000036-CheckoutExpiry.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -74,6 +75,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   ChargedTerms1795000000033,
   CreditNoteRefunds1795000000034,
   TopUpCrossings1795000000035,
+  CheckoutExpiry1795000000036,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -3,6 +3,7 @@ import type { EntityManager } from "typeorm";
 import type { CheckoutStore, CheckoutWrites } from "../../billing/subscriptions/ports.js";
 import type { CheckoutSession, CheckoutStatus } from "../../billing/subscriptions/types.js";
 import type { CheckoutRow, Entities } from "../entities/index.js";
+import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 
 /** Row → domain. */
@@ -71,5 +72,23 @@ export class SqlCheckoutStore implements CheckoutStore {
   async get(token: string): Promise<CheckoutSession | undefined> {
     const r = await this.sql.run((em) => em.findOneBy(this.entities.Checkout, { token }));
     return r ? checkoutFromRow(r) : undefined;
+  }
+
+  /**
+   * Open checkouts whose expiry passed by `before`, of subjects on real time (a test clock's
+   * expire on its time, when read), oldest expiry first, at most `limit`: across environments,
+   * for the scheduler's sweep (checkout-expiry.ts).
+   */
+  async expiredOpen(before: Date, limit: number): Promise<CheckoutSession[]> {
+    const rows = await this.sql.run((em) =>
+      em
+        .createQueryBuilder(this.entities.Checkout, "c")
+        .where("c.status = 'open' AND c.expires_at <= :before", { before: dbTime(before) })
+        .andWhere("NOT EXISTS (SELECT 1 FROM subjects s WHERE s.environment_id = c.environment_id AND s.id = c.subject_id AND s.test_clock_id IS NOT NULL)")
+        .orderBy("c.expires_at", "ASC")
+        .limit(Math.max(1, Math.floor(limit)))
+        .getMany(),
+    );
+    return rows.map(checkoutFromRow);
   }
 }
