@@ -113,6 +113,33 @@ for (const store of STORES) {
     }
   });
 
+  test.serial(`${store}: a subject's "once" discount counts in available credit once, on the period that closes first`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const w = await wireCredits(s);
+    try {
+      await plan(s, 10, "USD", "a");
+      await w.advance("2026-01-16T00:00:00Z");
+      await plan(s, 10, "USD", "b");
+      await w.grant("10000");
+      await s.call("POST", `/subjects/${s.subjectId}/discounts`, { coupon_id: await coupon(s, "Half once", percentOff("50", "once")) });
+      await s.events([[JAN_20, "400"]], "a");
+      await s.events([[JAN_20, "600"]], "b");
+      // a closes Feb 15 and takes the once discount: 4,000 less 50% = 2,000; b (Feb 16) pays 6,000 in full: 10,000 − 8,000 = 2,000.
+      t.deepEqual(await w.state(), ["10000", "2000"]);
+      await w.advance("2026-02-16T00:00:00Z");
+      t.deepEqual(
+        (await applied(s)).sort((x, y) => Number(x[1]) - Number(y[1])),
+        [
+          ["USD", "2000", "2000", "0"],
+          ["USD", "6000", "6000", "0"],
+        ],
+      );
+      t.deepEqual(await w.state(), ["2000", "2000"]);
+    } finally {
+      await w.close();
+    }
+  });
+
   test.serial(`${store}: overdrawn: available credit goes negative; the next invoice applies the whole balance`, async (t) => {
     const s = await Scenario.start(server, JAN);
     const w = await wireCredits(s);

@@ -47,7 +47,9 @@ export const currencyOf = (card: Pick<RateCard, "currency">): string => card.cur
 /** Per currency, what the usage of the current periods of `active` subscriptions costs so far. */
 export async function usageCostSoFar(engine: UsagePricing, active: readonly Subscription[]): Promise<Map<string, Decimal>> {
   const out = new Map<string, Decimal>();
-  for (const s of active) {
+  // The period that closes first first: a "once" discount goes to the earliest invoice, so it is counted once (spentOnce).
+  const spentOnce = new Set<string>();
+  for (const s of [...active].sort((a, b) => a.periodEnd.getTime() - b.periodEnd.getTime())) {
     if (s.status !== "active") continue;
     const card = await engine.reads.card(s.environmentId, s.rateCardId);
     const { usage } = await engine.reads.rates(card, s.fixedRateQuantities);
@@ -56,7 +58,7 @@ export async function usageCostSoFar(engine: UsagePricing, active: readonly Subs
     if (lines.length === 0) continue;
     // As the close books it: a draft of those lines dated at the period's end, booked, nothing recorded.
     const draft = engine.builder.newInvoice(s, card, "usage-so-far", lines, s.usageSince, s.periodEnd, s.periodEnd, { finalizesAt: s.periodEnd });
-    const cost = dec((await bookedPreview(engine.stores, draft, s.periodEnd)).total);
+    const cost = dec((await bookedPreview(engine.stores, draft, s.periodEnd, spentOnce)).total);
     out.set(currency, (out.get(currency) ?? ZERO).plus(cost));
   }
   return out;

@@ -154,9 +154,32 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () =>
   return numbered.map((i) => (i.status === "open" ? { ...i, finalizedAt: at } : i));
 }
 
-/** `inv` as it would be booked (discounts, taxes) if it finalized at `at`, before credit: read in a transaction of its own, nothing written. */
-export function bookedPreview(stores: Pick<BillingStores, "transaction">, inv: Invoice, at: Date): Promise<Invoice> {
-  return stores.transaction(async (tx) => (tx.booking ? bookInvoice(tx.booking, inv, at, false) : unbooked(inv)));
+/**
+ * `inv` as it would be booked (discounts, taxes) if it finalized at `at`, before credit: read in a
+ * transaction of its own, nothing written. `spentOnce`: "once" discounts an earlier preview of the
+ * same reading took (left out here: one is spent on one invoice), to which this one's are added.
+ */
+export function bookedPreview(stores: Pick<BillingStores, "transaction">, inv: Invoice, at: Date, spentOnce?: Set<string>): Promise<Invoice> {
+  return stores.transaction(async (tx) => {
+    const booking = tx.booking;
+    if (!booking) return unbooked(inv);
+    const once = new Set<string>();
+    const discountsFor = async (i: Invoice, when: Date) => {
+      const offered = (await booking.discountsFor(i, when)).filter((d) => d.duration !== "once" || !spentOnce?.has(d.discountId));
+      for (const d of offered) if (d.duration === "once") once.add(d.discountId);
+      return offered;
+    };
+    const view: BookingTx = {
+      discountsFor,
+      discounted: () => Promise.resolve(), // a preview records nothing
+      parties: (i) => booking.parties(i),
+      taxes: booking.taxes,
+      nextNumbers: (...a) => booking.nextNumbers(...a),
+    };
+    const booked = await bookInvoice(view, inv, at, false);
+    for (const d of booked.discounts ?? []) if (once.has(d.discountId)) spentOnce?.add(d.discountId);
+    return booked;
+  });
 }
 
 /** A draft as it would be booked and credited if it finalized at `at`: read in a transaction of its own, nothing written. */
