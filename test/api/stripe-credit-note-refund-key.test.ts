@@ -10,6 +10,10 @@
  * the old code the note's ID came from the notes before it, so the retry's was another and
  * Stripe made a second refund of 2,000 (4,000 refunded for one 2,000 note). The same request with
  * the same key once the key expired (swept) is answered the note it wrote, and refunds nothing.
+ * A whole note (no amount) retried so plans 3,900 where its first attempt refunded 4,900: Stripe
+ * refuses the key for the other amount, and the note is written at the 4,900 refunded (its
+ * refund found by the note it names), 5,900 credited; before, a 500 on every retry, the refund
+ * recorded by no note.
  */
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
@@ -67,7 +71,7 @@ async function postNote(ctx: StripeServer<DroppingFront>, s: Scenario, key: stri
  * The first attempt of a 2,000 refund note with `key` (Stripe refunds, the answer is lost: a 5xx,
  * nothing written), then a 1,000 balance note that commits: the scenario, the invoice, its PaymentIntent.
  */
-async function failedThenOther(t: ExecutionContext, ctx: StripeServer<DroppingFront>, key: string): Promise<{ s: Scenario; inv: Json; intent: string }> {
+async function failedThenOther(t: ExecutionContext, ctx: StripeServer<DroppingFront>, key: string, ask: (invoiceId: string) => Json = body): Promise<{ s: Scenario; inv: Json; intent: string }> {
   const { fake, front } = ctx;
   const { s, inv } = await renewal(ctx, "visa");
   t.is(inv.status, "paid");
@@ -79,7 +83,7 @@ async function failedThenOther(t: ExecutionContext, ctx: StripeServer<DroppingFr
   t.teardown(() => {
     front.drop = false;
   });
-  const failed = await postNote(ctx, s, key, body(inv.id));
+  const failed = await postNote(ctx, s, key, ask(inv.id));
   front.drop = false;
   t.true(failed.status >= 500, `the first attempt fails with a 5xx: ${failed.status} ${JSON.stringify(failed.body)}`);
   t.true(front.dropped > 0, "Stripe's answer was dropped");
@@ -140,5 +144,28 @@ for (const store of STORES) {
     const note = await s.call("GET", `/credit-notes/${out.creditNote?.id}`);
     t.like(note, { outcome: "refund", total: usd("2000"), refund_id: out.creditNote?.refundId });
     await refundedOnce(t, ctx, s, inv, intent, note);
+  });
+
+  test.serial(`${store}: a whole refund note retried with its key after a 1,000 balance note is the 4,900 refund Stripe made, not a 500`, async (t) => {
+    const key = `refund-${randomBytes(6).toString("hex")}`;
+    const whole = (invoiceId: string) => ({ invoice_id: invoiceId, reason: "order_change", outcome: "refund" });
+    const { s, inv, intent } = await failedThenOther(t, ctx, key, whole);
+    const retried = await postNote(ctx, s, key, whole(inv.id));
+    t.is(retried.status, 200, JSON.stringify(retried.body));
+    const note = retried.body;
+    t.like(note, { outcome: "refund", total: usd("4900"), status: "issued", refund_status: "succeeded" });
+    t.deepEqual(refundsOf(ctx.fake, intent), [[note.refund_id, 4900]], "one refund at Stripe, the first attempt's, recorded by the note");
+    const notes = (await s.call("GET", `/credit-notes?invoice_id=${inv.id}`)).credit_notes as Json[];
+    t.deepEqual(notes.map((n) => [n.outcome, n.total.value, n.refund_id ?? null]).sort(), [
+      ["credit_balance", "1000", null],
+      ["refund", "4900", note.refund_id],
+    ]);
+    // The money went back: 4,900 refunded and 1,000 on the balance, beyond the invoice's total.
+    t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "5900");
+    // Nothing more is refunded: a further note is refused, and the same call again answers the note.
+    const more = await postNote(ctx, s, `more-${key}`, { invoice_id: inv.id, reason: "order_change", outcome: "refund", amount: "3900" });
+    t.is(more.status, 400, JSON.stringify(more.body));
+    t.deepEqual((await postNote(ctx, s, key, whole(inv.id))).body, note);
+    t.is(refundsOf(ctx.fake, intent).length, 1);
   });
 }

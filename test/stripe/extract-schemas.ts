@@ -37,6 +37,7 @@ export const OPERATIONS = [
   "GET /v1/payment_intents",
   "GET /v1/payment_intents/{intent}",
   "POST /v1/payment_intents/{intent}/cancel",
+  "GET /v1/refunds",
   "POST /v1/refunds",
 ] as const;
 

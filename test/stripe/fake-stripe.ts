@@ -21,7 +21,7 @@
  * card makes a succeeded PaymentIntent, sends `payment_intent.succeeded` then
  * `checkout.session.completed`), setup intents (retrieve), payment methods
  * (retrieve, attach, detach), payment intents (create with confirm/off_session, retrieve, cancel), refunds
- * (create; made `succeeded`, or `pending` with `fake.state.refundStatus = "pending"`, then settled by
+ * (list by `payment_intent` or `charge`; create; made `succeeded`, or `pending` with `fake.state.refundStatus = "pending"`, then settled by
  * `fake.settleRefund(id, status)`: refund.updated, and refund.failed for a failure). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
  * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
@@ -69,6 +69,7 @@ import {
   createRefund,
   expireSession,
   listPaymentIntents,
+  listRefunds,
   listSessions,
   paymentIntent,
   settleRefund,
@@ -201,6 +202,7 @@ function routes(st: FakeStripeState): Route[] {
       for (const e of events) emit(e.type, e.object);
       return intent;
     }),
+    r("GET", "/v1/refunds", (p) => listRefunds(st, p)),
     r("POST", "/v1/refunds", (p, _path, { emit }) => {
       const { refund, events } = createRefund(st, p);
       for (const e of events) emit(e.type, e.object);

@@ -198,6 +198,12 @@ export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events
   return { refund, events: [{ type: "refund.created", object: structuredClone(refund) }] };
 }
 
+/** Refunds, newest first, of one PaymentIntent or charge when asked (`payment_intent`, `charge`; `created` filters are not served). */
+export function listRefunds(st: FakeStripeState, q: Obj): Obj {
+  const all = [...st.refunds.values()].filter((r) => (q.payment_intent === undefined || r.payment_intent === q.payment_intent) && (q.charge === undefined || r.charge === q.charge)).reverse();
+  return page(all, q, "/v1/refunds");
+}
+
 /**
  * Refund `id` settles later, as Stripe's do: its status becomes `status` (with `failure_reason`
  * when "failed") and `refund.updated` is sent, then `refund.failed` too for a failure.

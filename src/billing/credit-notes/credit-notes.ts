@@ -19,9 +19,11 @@
  *   first refund, never a second one. The refund is the transaction's last call: after it only the
  *   note's own row and events are written; a retry after a lost race keeps the note's ID (hence
  *   the key) whatever committed meanwhile, and so does a request retried with its Idempotency-Key
- *   after a 5xx (keyedCreditNoteId). A refusal fails the whole note (nothing is written). A
- *   refund of a credit purchase also takes back the credit it refunds, at most what is unspent,
- *   with a "void" ledger entry on the purchase's invoice naming the note (purchase-refund.ts).
+ *   after a 5xx (keyedCreditNoteId); a refund made under that key for another amount (the
+ *   invoice changed between the attempts) is written as made (refunded-earlier.ts). A refusal
+ *   fails the whole note (nothing is written). A refund of a credit purchase also takes back the
+ *   credit it refunds, at most what is unspent, with a "void" ledger entry on the purchase's
+ *   invoice naming the note (purchase-refund.ts).
  *   The note's refundStatus is the provider's answer (Stripe's refund may be `pending`: the money
  *   not back yet), then moved by the provider's refund events, a failure announced
  *   (`credit_note.refund_failed`) and the note left issued (refund-status.ts).
@@ -47,11 +49,9 @@ import { type CreditAsk, type CreditPlan, type PlanProblem, creditableLines, pla
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
 import { type TakeBack, checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
 import { refundUpdated } from "./refund-status.js";
-import type { CreditNote, RefundStatus } from "./types.js";
+import { type MadeRefund, RefundedEarlier, refundedEarlier } from "./refunded-earlier.js";
+import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
-
-/** The provider's refund of a note as made: its ID and where it stands then. */
-type MadeRefund = { refundId: string; status: Exclude<RefundStatus, "failed"> };
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -219,7 +219,7 @@ export class CreditNotes {
     // that no note records.
     let refunded: { id: string; plan: CreditPlan; refund: MadeRefund } | undefined;
     const keyed = idempotencyKey === undefined ? undefined : keyedCreditNoteId(env, c.invoiceId, idempotencyKey, c.outcome, c.ask);
-    const done = await retryingRaces(() =>
+    const attempt = () =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
         if (!inv) throw notFound(c.invoiceId);
@@ -281,8 +281,13 @@ export class CreditNotes {
         await tx.insert(written);
         await tx.emit([creditNoteEvent(written), ...effects.events, ...taken]);
         return { written, cancel: effects.cancel === true };
-      }),
-    );
+      });
+    // The provider answered a refund made under the note's key for another amount: the note is that refund (refunded-earlier.ts).
+    const done = await retryingRaces(attempt).catch((err: unknown) => {
+      if (!(err instanceof RefundedEarlier)) throw err;
+      refunded = err.kept;
+      return retryingRaces(attempt);
+    });
     if (done.cancel) await this.cancels?.settle(before);
     const note = done.written;
     // Credit alerts: a note's credit on the balance, or a purchase's credit taken back by its refund.
@@ -345,14 +350,17 @@ export class CreditNotes {
   /**
    * The provider's refund of note `id`: its ID, and pending (Stripe's refund made `pending`: the
    * money not back yet, its webhooks tell how it ends) or succeeded (the test provider's at once).
-   * A refusal fails the note (REFUND_FAILED: nothing is written).
+   * A refusal fails the note (REFUND_FAILED: nothing is written). One made earlier under its key for
+   * another amount is thrown (RefundedEarlier): create() writes the note at that amount.
    */
   private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<MadeRefund> {
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
     const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
     const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null, creditNoteId: id });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
-    return { refundId: out.refundId, status: out.pending === true ? "pending" : "succeeded" };
+    const made: MadeRefund = { refundId: out.refundId, status: out.pending === true ? "pending" : "succeeded" };
+    if (out.amount !== undefined && !dec(out.amount).eq(dec(plan.total))) throw refundedEarlier(inv, id, out.amount, made);
+    return made;
   }
 
   /**

@@ -132,11 +132,16 @@ export class TestPaymentProvider implements PaymentProvider {
     return this.made.get(key) ?? 0;
   }
 
-  /** `amount` null: what is left of the charge (refused when nothing is). */
+  /**
+   * `amount` null: what is left of the charge (refused when nothing is). A repeat of `idempotencyKey`
+   * answers the refund made under it, with its amount, even for another amount (as the Stripe
+   * provider does when Stripe refuses the key reused: the caller sees what was refunded); for
+   * another charge it is refused.
+   */
   async refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string) {
     const done = this.refunds.get(idempotencyKey);
     if (done) {
-      if (done.chargeKey !== chargeKey || (amount !== null && done.amount !== amount)) return { ok: false as const, message: "This idempotency key was used for another refund." };
+      if (done.chargeKey !== chargeKey) return { ok: false as const, message: "This idempotency key was used for another refund." };
       return { ok: true as const, refundId: done.refundId, amount: done.amount };
     }
     const c = this.charges.get(chargeKey);

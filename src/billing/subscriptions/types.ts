@@ -355,7 +355,8 @@ export interface PaymentProvider {
   /**
    * Refunds `amount` (null: what is left, payments/cancels.ts) of the charge made with key `chargeKey`
    * (DESIGN §15), never more than was charged in all. A repeat of `idempotencyKey` answers the
-   * first refund, never a second one. A refusal is final; the provider unreachable throws.
+   * first refund, never a second one, with its amount: a credit note's (context.creditNoteId) even
+   * when asked for another amount (the caller compares). A refusal is final; unreachable throws.
    */
   refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome>;
   /** Cancels the payment `reference` waiting for the customer (an invoice voided meanwhile, payments/cancels.ts); a repeat of `idempotencyKey` acts once. */

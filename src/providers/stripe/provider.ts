@@ -118,6 +118,27 @@ async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, 
   return outcomeOfIntent(pi);
 }
 
+/** A refund as Stripe holds it: made (pending until it settles), or refused when failed or canceled. */
+function outcomeOfRefund(r: Stripe.Refund, currency: string): RefundOutcome {
+  if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
+  // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
+  return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
+}
+
+/**
+ * The credit note's refund Stripe refused as its key reused with another amount (the note asked
+ * again after what is left of its invoice changed, an earlier request's answer lost): that request
+ * reached Stripe and made the note's refund, found among the PaymentIntent's refunds by the note
+ * it names (metadata.credit_note_id), and answered with its own amount, never a refusal. None
+ * found: `err` is thrown.
+ */
+async function refundedEarlier(stripe: Stripe, env: string, intent: string, creditNoteId: string, currency: string, err: unknown): Promise<RefundOutcome> {
+  for await (const r of stripe.refunds.list({ payment_intent: intent, limit: 100 })) {
+    if (r.metadata?.credit_note_id === creditNoteId && r.metadata?.environment_id === env) return outcomeOfRefund(r, currency);
+  }
+  throw err;
+}
+
 /** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
 function inStripeUnits(amount: string, currency: string): number | UnrepresentableAmount {
   try {
@@ -223,10 +244,10 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
       // A credit note's refund names its note (and environment): its events wait for the note (credit-notes/refund-status.ts).
       const metadata = context?.creditNoteId ? { metadata: { credit_note_id: context.creditNoteId, environment_id: env } } : {};
       const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }), ...metadata }, { idempotencyKey });
-      if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
-      // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
-      return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
+      return outcomeOfRefund(r, currency);
     } catch (err) {
+      // The key reused with another amount: the refund made under it is the answer (its amount; credit-notes.ts writes the note at it).
+      if (err instanceof Stripe.errors.StripeIdempotencyError && context?.creditNoteId) return refundedEarlier(stripe, env, intent, context.creditNoteId, currency, err);
       // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
       if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };
       throw err;
