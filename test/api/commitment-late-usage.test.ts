@@ -4,7 +4,9 @@
  * max(commitment, new charges) − max(commitment, old charges), so the invoice that bills the
  * late usage also takes back as much of the period's true-up as it now covers (a negative
  * commitment_true_up line tied to that period), at a cycle close and on an ended subscription's
- * final adjustment invoice; a later run takes back only what is left. Amounts in cents (USD):
+ * final adjustment invoice; a later run takes back only what is left. A period of several
+ * windows (a change of rate card on Feb 1 bills [Jan 15, Feb 1), the close [Feb 1, Feb 15)) has one
+ * true-up, on its closing invoice: late usage of any of its windows is taken back from it, up to it. Amounts in cents (USD):
  * API calls at 1.00 (100 cents) each, no fixed fee; a line is [kind, description, quantity, unit,
  * amount]; an invoice [status, total, lines]. Invoices are drafts for an hour. The clock starts
  * on 2026-01-15: the first cycle is [Jan 15, Feb 15).
@@ -21,6 +23,9 @@ type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
 
 const JAN = "(period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)";
 const FEB = "(period 2026-02-15T00:00:00Z to 2026-03-15T00:00:00Z)";
+/** The two windows of January's period when card A is changed to B on Feb 1. */
+const JAN_A = "(period 2026-01-15T00:00:00Z to 2026-02-01T00:00:00Z)";
+const JAN_B = "(period 2026-02-01T00:00:00Z to 2026-02-15T00:00:00Z)";
 
 /** Each case's subscription (cases run concurrently). */
 const subscriptionOf = new WeakMap<Scenario, string>();
@@ -32,13 +37,28 @@ const subscriptionOf = new WeakMap<Scenario, string>();
  */
 async function committed(s: Scenario, commitment: number): Promise<string> {
   const m = await s.metric();
-  const card = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  return committedOn(s, await s.card({ usage_based_rates: [simple(m, usd(100))] }), commitment);
+}
+
+/** The subscription on `card` with `commitment`, started at once (see committed). Its ID. */
+async function committedOn(s: Scenario, card: string, commitment: number): Promise<string> {
   const first = await s.subscribe({ rate_card_id: card, create_checkout_session: "always" });
   await s.call("POST", `/subscriptions/${first.subscription.id}/cancel`, {});
   const r = await s.call("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: card, minimum_commitment: money(commitment) });
   if (r.result.result_type !== "success") throw new Error("expected to start at once (card on file)");
   subscriptionOf.set(s, r.result.subscription.id);
   return r.result.subscription.id;
+}
+
+/**
+ * As committed, the subscription on card A (API calls at 100 cents each), with a card B pricing
+ * the same metric alike (100 cents a call, no fixed fee), to change to. Its ID and B's.
+ */
+async function committedWithB(s: Scenario, commitment: number): Promise<{ id: string; b: string }> {
+  const m = await s.metric();
+  const a = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  const b = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  return { id: await committedOn(s, a, commitment), b };
 }
 
 /** The invoices of the case's subscription as [status, total, lines], oldest first (the empty one that opened the first period is internal: not listed). */
@@ -185,6 +205,129 @@ const cases: Case[] = [
         ],
         // late 5 × 100 = 500, nothing of the true-up left: 500
         ["paid", "500", [["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "5", "100", "500"]]],
+      ],
+    ],
+  ],
+  [
+    "a period of two windows (a change of rate card): late usage of the first window takes back the true-up the second's invoice carries",
+    async (s) => {
+      const { id, b } = await committedWithB(s, 10000);
+      await s.events([["2026-01-20T00:00:00Z", "30"]]);
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.events([["2026-02-10T00:00:00Z", "30"]]);
+      await s.advance("2026-02-16T00:00:00Z");
+      // the first window's late 30 (both of the period's invoices final); February's 100 (10000, the commitment: no true-up)
+      await s.events([
+        ["2026-01-20T00:00:00Z", "30"],
+        ["2026-02-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-03-15T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      // Feb 1: the change bills the window [Jan 15, Feb 1), 30 × 100 = 3000
+      ["paid", "3000", [["usage", "API calls", "30", "100", "3000"]]],
+      // Feb 15: the window [Feb 1, Feb 15), 30 × 100 = 3000; the period's charges 3000 + 3000 = 6000: true-up 10000 − 6000 = 4000; total 7000
+      [
+        "paid",
+        "7000",
+        [
+          ["usage", "API calls", "30", "100", "3000"],
+          ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 60.00", "1", "4000", "4000"],
+        ],
+      ],
+      // late 30 × 100 = 3000 of the first window ≤ the true-up 4000: all of it taken back; January costs
+      // 3000 + 7000 + 3000 − 3000 = 10000 = max(90 × 100, 10000) (13000 when the true-up stayed); total 10000 + 3000 − 3000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "30", "100", "3000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-3000", "-3000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a period of two windows: late usage of both is taken back up to the period's true-up, not each window's",
+    async (s) => {
+      const { id, b } = await committedWithB(s, 10000);
+      await s.events([["2026-01-20T00:00:00Z", "30"]]);
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.events([["2026-02-10T00:00:00Z", "30"]]);
+      await s.advance("2026-02-16T00:00:00Z");
+      // late 20 in each window of the period
+      await s.events([
+        ["2026-01-20T00:00:00Z", "20"],
+        ["2026-02-10T00:00:00Z", "20"],
+        ["2026-02-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-03-15T02:00:00Z");
+      return (await bills(s)).slice(2);
+    },
+    [
+      // (Feb 1: 3000; Feb 15: 3000 + true-up 4000, as above) late 20 × 100 = 2000 in each window, 4000 in
+      // all ≤ the true-up 4000: −4000; January costs 3000 + 7000 + 2000 + 2000 − 4000 = 10000 = max(100 × 100,
+      // 10000) (12000 when each window took back only its own: −2000 on the second); total 10000 + 4000 − 4000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "20", "100", "2000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_B}`, "20", "100", "2000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-4000", "-4000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a period of two windows: late usage the true-up was sized on (billed at its close) is not taken back again",
+    async (s) => {
+      const { id, b } = await committedWithB(s, 10000);
+      await s.events([["2026-01-20T00:00:00Z", "30"]]);
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.advance("2026-02-05T00:00:00Z");
+      // the first window's late 10, after its invoice finalized (Feb 1 01:00), before the period's close
+      await s.events([
+        ["2026-01-20T00:00:00Z", "10"],
+        ["2026-02-10T00:00:00Z", "30"],
+      ]);
+      await s.advance("2026-02-16T00:00:00Z");
+      // 10 more late of the first window
+      await s.events([
+        ["2026-01-20T00:00:00Z", "10"],
+        ["2026-02-16T00:00:00Z", "100"],
+      ]);
+      await s.advance("2026-03-15T02:00:00Z");
+      return (await bills(s)).slice(1);
+    },
+    [
+      // (Feb 1: 30 × 100 = 3000) Feb 15: 30 × 100 = 3000 and the first window's late 10 × 100 = 1000; the
+      // period's charges 3000 + 1000 + 3000 = 7000: true-up 10000 − 7000 = 3000; total 3000 + 1000 + 3000 = 7000
+      [
+        "paid",
+        "7000",
+        [
+          ["usage", "API calls", "30", "100", "3000"],
+          ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 70.00", "1", "3000", "3000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "10", "100", "1000"],
+        ],
+      ],
+      // late 10 × 100 = 1000 more (the 1000 before was in the true-up's sizing): −1000; January costs 3000 + 7000 +
+      // 1000 − 1000 = 10000 = max(80 × 100, 10000) (9000 when the 1000 before counted again); total 10000 + 1000 − 1000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["usage", "API calls", "100", "100", "10000"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "10", "100", "1000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-1000", "-1000"],
+        ],
       ],
     ],
   ],

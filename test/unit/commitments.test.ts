@@ -77,11 +77,11 @@ test("a draft's true-up is sized again on its recomputed usage from what its key
   t.is(resizedTrueUp(first, [{ amount: dec(4500), kind: "usage" }], "USD"), undefined);
 });
 
-// January's window [Jan 15, Feb 15), closed by its invoice "jan" with 6000 of usage and a true-up of 10000 − 6000 = 4000.
-const JAN = { id: "jan", from: new Date("2026-01-15T00:00:00Z"), to: new Date("2026-02-15T00:00:00Z") };
+// January's period [Jan 15, Feb 15), one window closed by its invoice "jan" with 6000 of usage and a true-up of 10000 − 6000 = 4000.
+const JAN = { from: new Date("2026-01-15T00:00:00Z"), to: new Date("2026-02-15T00:00:00Z") };
 const tied = (l: InvoiceLine, to: string): InvoiceLine => ({ ...l, windowInvoiceId: to });
 const closed = [line("usage", "6000", "api|"), line("commitment_true_up", "4000", "commitment|10000|0")];
-const late = (amount: string) => [{ ...line("adjustment", amount, "api|"), amount: dec(amount) }];
+const late = (amount: string, of = "jan") => [{ ...line("adjustment", amount, "api|"), amount: dec(amount), windowInvoiceId: of }];
 
 // [case, what was billed for the window, this run's late usage, the correction or null]
 const corrections: [string, InvoiceLine[], string[], string | null][] = [
@@ -107,7 +107,8 @@ for (const [title, billed, run, expected] of corrections) {
   test(`a true-up's correction for late usage: ${title}`, (t) => {
     const c = trueUpCorrection(
       JAN,
-      billed,
+      { id: "jan", lines: billed.filter((l) => l.windowInvoiceId === null) },
+      [{ id: "jan", billed }],
       run.flatMap((a) => late(a)),
     );
     t.is(c ? formatDecimal(c.amount) : null, expected);
@@ -116,11 +117,70 @@ for (const [title, billed, run, expected] of corrections) {
 }
 
 test("a true-up's correction says what it is, is told from a period's own true-up, and a draft's finalization keeps it", (t) => {
-  const c = trueUpCorrection(JAN, closed, late("3000")) as NonNullable<ReturnType<typeof trueUpCorrection>>;
+  const c = trueUpCorrection(JAN, { id: "jan", lines: closed }, [{ id: "jan", billed: closed }], late("3000")) as NonNullable<ReturnType<typeof trueUpCorrection>>;
   t.is(c.description, "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)");
   t.true(isTrueUpCorrection(storedLine(c)));
   t.false(isTrueUpCorrection(closed[1] as InvoiceLine));
 });
+
+// January's period of two windows: a change of rate card's "a" [Jan 15, Feb 1) billed 3000, and "b" [Feb 1, Feb 15),
+// closed by its invoice with 3000 of usage and the period's true-up 10000 − (3000 + 3000) = 4000.
+const changed = [line("usage", "3000", "api|")];
+const closedB = [line("usage", "3000", "api|"), line("commitment_true_up", "4000", "commitment|10000|3000")];
+
+// [case, a's billed, b's billed, b's invoice's other lines, this run's late usage [amount, window], the correction or null]
+const periodCorrections: [string, InvoiceLine[], InvoiceLine[], InvoiceLine[], [string, string][], string | null][] = [
+  // late 3000 of "a", the true-up on "b": all of it taken back (the period costs max(9000, 10000) = 10000, not 13000)
+  ["late usage of the window before the one that closed the period", changed, closedB, [], [["3000", "a"]], "-3000"],
+  // 2000 late in each: 4000 ≤ 4000, all taken back (the period costs 10000, not 12000 with −2000 for "b" alone)
+  [
+    "late usage of both windows, up to the period's true-up",
+    changed,
+    closedB,
+    [],
+    [
+      ["2000", "a"],
+      ["2000", "b"],
+    ],
+    "-4000",
+  ],
+  // 3000 of "a" taken back before; 2000 more of "b": min(5000, 4000) − 3000 = 1000 left
+  [
+    "an earlier correction counts across the windows",
+    [...changed, tied(line("adjustment", "3000", "api|"), "a")],
+    [...closedB, tied(line("commitment_true_up", "-3000"), "b")],
+    [],
+    [["2000", "b"]],
+    "-1000",
+  ],
+  // b's invoice billed 1000 late of "a" at the close (the true-up, 10000 − 7000 = 3000, was sized on it): only the 1000 since counts
+  [
+    "late usage billed on the closing invoice itself was in the true-up's sizing",
+    [...changed, tied(line("adjustment", "1000", "api|"), "a")],
+    [line("usage", "3000", "api|"), line("commitment_true_up", "3000", "commitment|10000|4000")],
+    [tied(line("adjustment", "1000", "api|"), "a")],
+    [["1000", "a"]],
+    "-1000",
+  ],
+  // late usage of a window of another period: not this one's
+  ["late usage of another period's window", changed, closedB, [], [["3000", "dec"]], null],
+];
+
+for (const [title, a, b, onB, run, expected] of periodCorrections) {
+  test(`a period's true-up correction for late usage of its windows: ${title}`, (t) => {
+    const c = trueUpCorrection(
+      JAN,
+      { id: "b", lines: [...b.filter((l) => l.windowInvoiceId === null), ...onB] },
+      [
+        { id: "a", billed: a },
+        { id: "b", billed: b },
+      ],
+      run.flatMap(([amount, of]) => late(amount, of)),
+    );
+    t.is(c ? formatDecimal(c.amount) : null, expected);
+    if (c) t.like(c, { kind: "commitment_true_up", windowInvoiceId: "b", key: null, description: "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-02-15T00:00:00Z)" });
+  });
+}
 
 // The period [Feb 1, Mar 1) of a subscription, and its invoices as the store reads them.
 const FEB = new Date("2026-02-01T00:00:00Z");

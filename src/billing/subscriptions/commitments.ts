@@ -22,8 +22,8 @@
  * every rate covers the true-up line too; one limited to rate codes does not (the line has no rate).
  *
  * Late usage of a period billed after its close is charged as adjustments on a later invoice;
- * when the period was trued up, the true-up takes back what the late usage covers on that
- * invoice (trueUpCorrection), so that the period costs max(commitment, charges) still.
+ * when the period was trued up, the true-up takes back what the late usage of any of its windows
+ * covers on that invoice (trueUpCorrection), so that the period costs max(commitment, charges) still.
  *
  * The line carries what it was sized on in its key, `commitment|<commitment>|<billed>`, where
  * billed is the period's charges other than the closing window's usage, so that a draft's
@@ -157,32 +157,48 @@ export async function commitmentTrueUp(
   return line ? [line] : [];
 }
 
+/** A line as trueUpCorrection reads it. */
+type CorrectionLine = Pick<InvoiceLine, "amount" | "kind" | "windowInvoiceId">;
+
 /**
- * The correction of a trued-up period's `commitment_true_up` for late usage of the window that
- * closed it (late-usage.ts): the period then costs max(commitment, new charges) − max(commitment,
- * old charges) more, where the true-up was commitment − old charges; with Δ the period's late
- * usage so far, that is Δ less min(Δ, true-up), so the true-up takes back min(Δ, true-up) in all
- * (a late usage above the true-up bills only the rest). `window`: the invoice that closed the
- * period (its window and its own true-up); `billed`: what was billed for that window so far (its
- * own lines, and every line tied to it: adjustments and earlier corrections); `late`: this run's
- * adjustment lines of the window. The line is what is still to take back (earlier corrections
- * counted, so a run that finds no new late usage writes none); none when the period was not trued up.
+ * The correction of a trued-up period's `commitment_true_up` for its late usage (late-usage.ts):
+ * the period then costs max(commitment, new charges) − max(commitment, old charges) more, where
+ * the true-up was commitment − old charges; with Δ the period's late usage since the true-up was
+ * sized, that is Δ less min(Δ, true-up), so the true-up takes back min(Δ, true-up) in all (a late
+ * usage above the true-up bills only the rest). The period is every usage window inside it (a
+ * change of rate card's, a timeline switch's, the one its close billed): the true-up was sized on
+ * all of them. `period`: its bounds (for the description); `closing`: the invoice that closed it,
+ * with all its lines (its own true-up, windowInvoiceId null; and the adjustments it carried, of
+ * the period's earlier windows too: counted when the true-up was sized, not late since);
+ * `windows`: the period's windows (not void), each with what was billed for it so far (its own
+ * lines, and every line tied to it: adjustments and earlier corrections); `late`: this run's lines
+ * (those adjusting the period's windows count). The line, tied to the closing invoice, is what is
+ * still to take back (earlier corrections counted, so a run that finds no new late usage writes
+ * none); none when the period was not trued up.
  */
 export function trueUpCorrection(
-  window: { id: string; from: Date; to: Date },
-  billed: readonly Pick<InvoiceLine, "amount" | "kind" | "windowInvoiceId">[],
-  late: readonly Pick<BillLine, "amount" | "kind">[],
+  period: { from: Date; to: Date },
+  closing: { id: string; lines: readonly CorrectionLine[] },
+  windows: readonly { id: string; billed: readonly CorrectionLine[] }[],
+  late: readonly Pick<BillLine, "amount" | "kind" | "windowInvoiceId">[],
 ): BillLine | undefined {
   const sum = (lines: readonly { amount: Decimal | string }[]) => lines.reduce((acc, l) => acc.plus(typeof l.amount === "string" ? dec(l.amount) : l.amount), ZERO);
-  const trueUp = sum(billed.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null));
+  const trueUp = sum(closing.lines.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null));
   if (trueUp.lte(0)) return undefined;
-  const corrected = sum(billed.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === window.id));
-  const lateUsage = sum(billed.filter((l) => l.kind === "adjustment" && l.windowInvoiceId === window.id)).plus(sum(late.filter((l) => l.kind === "adjustment")));
+  const ids = new Set([closing.id, ...windows.map((w) => w.id)]);
+  const of = (kind: string) => (l: { kind: string; windowInvoiceId: string | null }) => l.kind === kind && l.windowInvoiceId !== null && ids.has(l.windowInvoiceId);
+  // Each tied line once: in the billed of the window it is tied to (a correction is also its own invoice's line).
+  const billed = windows.flatMap((w) => w.billed.filter((l) => l.windowInvoiceId === w.id));
+  const corrected = sum(billed.filter(of("commitment_true_up")));
+  // Late usage billed since the sizing: every adjustment of the period's windows, less those the closing invoice carried.
+  const lateUsage = sum(billed.filter(of("adjustment")))
+    .plus(sum(late.filter(of("adjustment"))))
+    .minus(sum(closing.lines.filter(of("adjustment"))));
   const amount = (lateUsage.lt(trueUp) ? lateUsage : trueUp).neg().minus(corrected);
   if (amount.isZero()) return undefined;
-  const period = `period ${stamp(window.from)} to ${stamp(window.to)}`;
-  const description = amount.isNegative() ? `Minimum commitment true-up, less late usage (${period})` : `Minimum commitment true-up, back for late usage credited (${period})`;
-  return { description, quantity: dec(1), unitAmount: amount, amount, kind: "commitment_true_up", key: null, windowInvoiceId: window.id };
+  const stated = `period ${stamp(period.from)} to ${stamp(period.to)}`;
+  const description = amount.isNegative() ? `Minimum commitment true-up, less late usage (${stated})` : `Minimum commitment true-up, back for late usage credited (${stated})`;
+  return { description, quantity: dec(1), unitAmount: amount, amount, kind: "commitment_true_up", key: null, windowInvoiceId: closing.id };
 }
 
 /** Whether a `commitment_true_up` line is a correction for late usage (trueUpCorrection, kept as written) rather than a period's own true-up (sized on its usage). */

@@ -2,8 +2,9 @@
  * Late usage: events that arrive after a usage window was finalized are billed as adjustment
  * lines (on the next cycle's invoice, or on a final adjustment invoice of an ended subscription),
  * each the difference between what the window's usage costs now and what was billed for it; when
- * the window closed a period that a minimum commitment trued up, a negative `commitment_true_up`
- * line beside them takes back the part of the true-up the late usage now covers (commitments.ts).
+ * the window lies in a period that a minimum commitment trued up, a negative `commitment_true_up`
+ * line beside them takes back the part of the period's true-up its late usage now covers
+ * (commitments.ts), one per period whichever of its windows the late usage fell in.
  */
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { newInvoiceEvents } from "../events/types.js";
@@ -113,7 +114,6 @@ export class LateUsage {
         });
       }
       const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
-      const first = lines.length;
       for (const k of keys) {
         const n = now.find((l) => (l.key ?? l.description) === k);
         const b = was.get(k);
@@ -131,11 +131,46 @@ export class LateUsage {
           windowInvoiceId: invoice.id,
         });
       }
-      // A period trued up at its close: its true-up takes back what late usage now covers (DESIGN §14, commitments.ts).
-      const correction = invoice.status === "void" ? undefined : trueUpCorrection({ id: invoice.id, from: w.from, to: w.to }, billed, lines.slice(first));
-      if (correction) lines.push(correction);
     }
+    // A period trued up at its close: its true-up takes back what late usage of its windows now covers (DESIGN §14, commitments.ts).
+    lines.push(...(await this.corrections(s.environmentId, windows, recheck, lines)));
     return { lines, check };
+  }
+
+  /**
+   * This run's corrections of trued-up periods (trueUpCorrection): one per billing period with a
+   * window looked at again (`recheck`) whose closing invoice (not void) carries its true-up, tied
+   * to that invoice, over the adjustments of all the period's windows (not void) and this run's
+   * (`late`). A window's period is the cycle it lies in (cycleStart, cycleEnd); a window stored
+   * without it is a period of its own. Reads the closing invoice's lines only for such a period.
+   */
+  private async corrections(environmentId: string, windows: WindowsOf, recheck: ReadonlySet<string>, late: readonly BillLine[]): Promise<BillLine[]> {
+    const periods = new Map<string, WindowsOf>();
+    for (const win of windows) {
+      const w = win.invoice.window as UsageWindow;
+      const key = w.cycleStart && w.cycleEnd ? `${new Date(w.cycleStart).toISOString()}|${new Date(w.cycleEnd).toISOString()}` : win.invoice.id;
+      const period = periods.get(key);
+      if (period) period.push(win);
+      else periods.set(key, [win]);
+    }
+    const out: BillLine[] = [];
+    for (const period of periods.values()) {
+      if (!period.some((w) => recheck.has(w.invoice.id))) continue;
+      const counted = period.filter((w) => w.invoice.status !== "void");
+      const closing = counted.find((w) => w.billed.some((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null && dec(l.amount).gt(0)));
+      const full = closing ? await this.ctx.stores.invoices.get(environmentId, closing.invoice.id) : undefined;
+      if (!full || full.status === "void") continue;
+      const w = full.window as UsageWindow;
+      const bounds = { from: w.cycleStart ? new Date(w.cycleStart) : w.from, to: w.to };
+      const correction = trueUpCorrection(
+        bounds,
+        full,
+        counted.map((c) => ({ id: c.invoice.id, billed: c.billed })),
+        late,
+      );
+      if (correction) out.push(correction);
+    }
+    return out;
   }
 
   /**
