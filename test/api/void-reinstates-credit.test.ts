@@ -12,7 +12,7 @@ import { seats } from "../helpers/catalog-bodies.js";
 import { reasonOf } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { money } from "../helpers/price-bodies.js";
-import { CARD_FAILS_LATER, Scenario } from "../helpers/scenario.js";
+import { CARD_FAILS_LATER, CARD_OK, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
@@ -142,5 +142,37 @@ for (const store of STORES) {
     t.is(marked.status, "uncollectible");
     t.is(await balance(u), "0");
     t.false((await ledger(u)).some(([type]) => type === "reinstatement"));
+  });
+  test(`${store}: a purchased grant a refund voided (its unspent credit refunded) gets back what a voided invoice spent`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const card = await s.card({ fixed_rates: [seats(8000), seats(2000, "support", "Support")] });
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1, support: 1 } }, CARD_OK);
+    // 10,000 bought with the card on file, for seats only; then a card whose charges fail, so the next invoice stays open.
+    const bought = await s.call("POST", "/credit-grants", { subject_id: s.subjectId, amount: money(10000), category: "paid", applies_to_rate_codes: ["seats"] });
+    t.is(bought.credit_grant.status, "active");
+    await s.saveCardInPortal(CARD_FAILS_LATER);
+    await s.advance("2026-02-15T00:00:00Z");
+    const inv = (await s.invoices()).find((i) => i.status === "open") as Json;
+    // Seats 8,000 paid by the grant, support 2,000 due: 2,000 of the grant unspent.
+    t.deepEqual([inv.total_amount.value, inv.amount_due.value], ["10000", "2000"]);
+    const note = await s.raw("POST", "/credit-notes", { invoice_id: bought.credit_grant.invoice_id, reason: "other", outcome: "refund", amount: "2000" });
+    t.is(note.status, 200, JSON.stringify(note.body));
+    const voidedGrant = await s.call("GET", `/credit-grants/${bought.credit_grant.id}`);
+    t.deepEqual([voidedGrant.status, voidedGrant.remaining_amount.value], ["voided", "0"]);
+
+    await s.call("POST", `/invoices/${inv.id}/void`, {});
+    // The 8,000 the void gives back was paid for and never refunded: spendable again, the grant active.
+    const g = await s.call("GET", `/credit-grants/${bought.credit_grant.id}`);
+    t.deepEqual([g.status, g.remaining_amount.value], ["active", "8000"]);
+    t.is(await balance(s), "8000"); // 10,000 − 8,000 spent − 2,000 refunded + 8,000 reinstated
+    t.deepEqual(
+      (await ledger(s)).map(([type, amount]) => [type, amount]),
+      [
+        ["grant", "10000"],
+        ["application", "-8000"],
+        ["void", "-2000"],
+        ["reinstatement", "8000"],
+      ],
+    );
   });
 }

@@ -5,7 +5,9 @@
  * that has since expired or been voided, or whose expires_at has passed, takes it back only to let
  * it go at once: an "expiry" (or "void") entry of the same amount on the invoice, its `remaining`
  * left as it is, so the balance (the ledger's sum, the remaining of active and depleted grants)
- * stays right. The ledger's unique key (grant_id, invoice_id, entry_type, credit_note_id) lets
+ * stays right. A grant voided by a refund of its purchase (the refund took back what was unspent,
+ * down to 0) is not let go: what was spent on the voided invoice was paid for and never refunded,
+ * so it comes back as spendable credit, the grant active again. The ledger's unique key (grant_id, invoice_id, entry_type, credit_note_id) lets
  * each application be reinstated once, whatever runs at the same time.
  */
 import type { EntityManager } from "typeorm";
@@ -15,6 +17,7 @@ import { dec, formatDecimal } from "../../billing/money.js";
 import type { Dialect } from "../columns.js";
 import type { CreditLedgerRow, Entities } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
+import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
 import { entryFromRow, grantFromRow, newLedgerId } from "./credit-store.js";
 import { changed } from "./outbox.js";
@@ -43,10 +46,21 @@ async function insertMovement(em: EntityManager, E: Entities, g: CreditGrant, ty
   return entryFromRow(row);
 }
 
+/** Whether voided grant `g` was voided by a refund of its purchase (the refund's "void" entry, naming its credit note, made at the grant's voided_at), not by an operator. */
+async function voidedByRefund(em: EntityManager, g: CreditGrant): Promise<boolean> {
+  if (g.status !== "voided" || !g.voidedAt) return false;
+  const rows = (await em.query("SELECT grant_id FROM credit_ledger WHERE environment_id = ? AND grant_id = ? AND entry_type = 'void' AND credit_note_id <> '' AND created_at = ? LIMIT 1", [
+    g.environmentId,
+    g.id,
+    dbTime(g.voidedAt),
+  ])) as unknown[];
+  return rows.length > 0;
+}
+
 /** The reinstatement of one application (−`spent` of `g`, locked) on invoice `invoiceId` at `at`: its entries. */
 async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: CreditGrant, spent: string, invoiceId: string, at: Date): Promise<LedgerEntry[]> {
   const back = await insertMovement(em, E, g, "reinstatement", spent, invoiceId, `Reinstated: invoice ${invoiceId} was voided`, at);
-  const open = g.status === "active" || g.status === "depleted";
+  const open = g.status === "active" || g.status === "depleted" || (await voidedByRefund(em, g));
   const lapsed = g.expiresAt !== null && g.expiresAt.getTime() <= at.getTime();
   if (!open || lapsed) {
     // Gone from the balance already (or due to go): what comes back leaves again at once.
@@ -56,7 +70,7 @@ async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: Credi
   const remaining = dec(g.remaining).plus(dec(spent));
   if (remaining.gt(dec(g.amount))) throw new Error(`grant ${g.id} would hold ${formatDecimal(remaining)} of ${g.amount} after reinstating ${spent}`);
   const p = d === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?";
-  const n = await changed(em, `UPDATE credit_grants SET status = 'active', remaining = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${p}`, [
+  const n = await changed(em, `UPDATE credit_grants SET status = 'active', voided_at = NULL, remaining = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${p}`, [
     formatDecimal(remaining),
     g.environmentId,
     g.id,
