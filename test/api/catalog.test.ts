@@ -251,6 +251,12 @@ for (const store of STORES) {
     const cat = await ok(server, key, "POST", "/rate-catalogs", { name: "Add-ons", description: "Optional extras" });
     t.deepEqual({ ...cat, id: "" }, { id: "", name: "Add-ons", description: "Optional extras", rate_count: 0 });
     t.deepEqual(await ok(server, key, "GET", `/rate-catalogs/${cat.id}`), cat);
+    // A card of a catalog with no priced rates yet, and none of its own, would have no currency (its
+    // invoices labelled USD whatever the catalog's rates are later priced in): refused, nothing written.
+    const currencyless = await rest(server.url, "POST", "/rate-cards", key, { billing_interval: "monthly", name: "Base", rate_catalog_id: cat.id });
+    t.is(currencyless.status, 400);
+    t.deepEqual(violatedFields(currencyless.body), ["rate_catalog_id"]);
+    t.deepEqual((await ok(server, key, "GET", "/rate-cards")).rate_cards, []);
 
     const monthly = await ok(server, key, "POST", `/rate-catalogs/${cat.id}/add_rates`, {
       billing_interval: "monthly",

@@ -67,6 +67,14 @@ export class RateCardService {
     }
     const metrics = await loadMetricsForNewRates(this.metrics, caller.environmentId, input, v);
     const rates = checkRates(input, { metrics, currency: catalogCurrency, owner: "rate card" }, v);
+    // A card's currency is its prices' (or its catalog's): a card of an empty catalog with no price of its own would have none,
+    // and its invoices would be labelled in the default currency whatever the catalog's rates are priced in later.
+    if (input.rateCatalogId && catalogCurrency === null && rates.currency === null) {
+      v.add(
+        "rate_catalog_id",
+        "the rate catalog has no priced rates yet, and this card has none of its own: add the catalog's rates first (the card takes their currency), or give the card a priced rate",
+      );
+    }
     const defaultTaxRateIds = input.defaultTaxRateIds ?? [];
     await checkTaxRateIds(this.taxRates, caller.environmentId, defaultTaxRateIds, v.at("default_tax_rate_ids"));
     v.throwIfAny();

@@ -80,9 +80,13 @@ export class BillingReads {
 
   /** Pricing metrics by ID (cached). */
   async metricsOf(environmentId: string, ids: string[]): Promise<Map<string, PricingMetric>> {
-    const missing = ids.filter((id) => !this.metricCache.has(`${environmentId}/${id}`));
+    let missing = ids.filter((id) => !this.metricCache.has(`${environmentId}/${id}`));
     if (missing.length > 0) {
-      if (this.metricCache.size > 10_000) this.metricCache.clear();
+      // A full cache is emptied before the read, and every one asked for read again (not only the missing: they were cleared too).
+      if (this.metricCache.size > 10_000) {
+        this.metricCache.clear();
+        missing = ids;
+      }
       for (const m of await this.metrics.getMany(environmentId, missing)) this.metricCache.set(`${environmentId}/${m.id}`, m);
     }
     return new Map(ids.map((id) => [id, this.metricCache.get(`${environmentId}/${id}`) as PricingMetric]));
