@@ -6,14 +6,15 @@
  * it go at once: an "expiry" (or "void") entry of the same amount on the invoice, its `remaining`
  * left as it is, so the balance (the ledger's sum, the remaining of active and depleted grants)
  * stays right. A grant voided by a refund of its purchase (the refund took back what was unspent,
- * down to 0) is not let go: what was spent on the voided invoice was paid for and never refunded,
- * so it comes back as spendable credit, the grant active again. The ledger's unique key (grant_id, invoice_id, entry_type, credit_note_id) lets
+ * down to 0) gets back as spendable credit, the grant active again, what was paid for and neither
+ * refunded nor spent elsewhere: at most its amount less its purchase's refund notes (money given
+ * back) less what it pays on other invoices; the rest is let go at once. The ledger's unique key (grant_id, invoice_id, entry_type, credit_note_id) lets
  * each application be reinstated once, whatever runs at the same time.
  */
 import type { EntityManager } from "typeorm";
 import type { CreditGrant, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
-import { dec, formatDecimal } from "../../billing/money.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../../billing/money.js";
 import type { Dialect } from "../columns.js";
 import type { CreditLedgerRow, Entities } from "../entities/index.js";
 import { isUniqueViolation } from "../errors.js";
@@ -57,17 +58,41 @@ async function voidedByRefund(em: EntityManager, g: CreditGrant): Promise<boolea
   return rows.length > 0;
 }
 
+/**
+ * What of `spent` (an application of refund-voided grant `g` to invoice `invoiceId`) comes back
+ * spendable: its amount less the refund notes of its purchase's invoice (money given back) less
+ * what it pays on other invoices (applications less reinstatements), at most `spent`.
+ */
+async function unrefunded(em: EntityManager, g: CreditGrant, spent: Decimal, invoiceId: string): Promise<Decimal> {
+  const refunds = g.invoiceId
+    ? ((await em.query("SELECT total FROM credit_notes WHERE environment_id = ? AND invoice_id = ? AND outcome = 'refund'", [g.environmentId, g.invoiceId])) as { total: string }[])
+    : [];
+  const moves = (await em.query("SELECT amount FROM credit_ledger WHERE environment_id = ? AND grant_id = ? AND entry_type IN ('application', 'reinstatement') AND invoice_id <> ?", [
+    g.environmentId,
+    g.id,
+    invoiceId,
+  ])) as { amount: string }[];
+  const refunded = refunds.reduce((a, r) => a.plus(dec(String(r.total))), ZERO);
+  const elsewhere = moves.reduce((a, m) => a.minus(dec(String(m.amount))), ZERO);
+  const left = dec(g.amount).minus(refunded).minus(elsewhere);
+  return left.lte(0) ? ZERO : left.lt(spent) ? left : spent;
+}
+
 /** The reinstatement of one application (−`spent` of `g`, locked) on invoice `invoiceId` at `at`: its entries. */
 async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: CreditGrant, spent: string, invoiceId: string, at: Date): Promise<LedgerEntry[]> {
   const back = await insertMovement(em, E, g, "reinstatement", spent, invoiceId, `Reinstated: invoice ${invoiceId} was voided`, at);
-  const open = g.status === "active" || g.status === "depleted" || (await voidedByRefund(em, g));
   const lapsed = g.expiresAt !== null && g.expiresAt.getTime() <= at.getTime();
-  if (!open || lapsed) {
-    // Gone from the balance already (or due to go): what comes back leaves again at once.
+  // What comes back spendable: all of it to an active or depleted grant; to one a refund voided, what was paid for and not given back.
+  const kept = lapsed ? ZERO : g.status === "active" || g.status === "depleted" ? dec(spent) : (await voidedByRefund(em, g)) ? await unrefunded(em, g, dec(spent), invoiceId) : ZERO;
+  const out = [back];
+  const gone = dec(spent).minus(kept);
+  if (gone.gt(0)) {
+    // Gone from the balance already (or due to go): what does not come back spendable leaves again at once.
     const how = g.status === "voided" ? "void" : "expiry";
-    return [back, await insertMovement(em, E, g, how, `-${spent}`, invoiceId, how === "void" ? "Voided" : "Expired", at)];
+    out.push(await insertMovement(em, E, g, how, formatDecimal(gone.neg()), invoiceId, how === "void" ? "Voided" : "Expired", at));
   }
-  const remaining = dec(g.remaining).plus(dec(spent));
+  if (!kept.gt(0)) return out;
+  const remaining = dec(g.remaining).plus(kept);
   if (remaining.gt(dec(g.amount))) throw new Error(`grant ${g.id} would hold ${formatDecimal(remaining)} of ${g.amount} after reinstating ${spent}`);
   const p = d === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?";
   const n = await changed(em, `UPDATE credit_grants SET status = 'active', voided_at = NULL, remaining = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${p}`, [
@@ -78,7 +103,7 @@ async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: Credi
     g.remaining,
   ]);
   if (n === 0) throw new AbortedError("TRANSACTION_CONFLICT", "the grant changed while its credit was being reinstated; try again");
-  return [back];
+  return out;
 }
 
 /**
