@@ -6,13 +6,15 @@
  * commitment_true_up line tied to that period), at a cycle close and on an ended subscription's
  * final adjustment invoice; a later run takes back only what is left. A period of several
  * windows (a change of rate card on Feb 1 bills [Jan 15, Feb 1), the close [Feb 1, Feb 15)) has one
- * true-up, on its closing invoice: late usage of any of its windows is taken back from it, up to it. Amounts in cents (USD):
+ * true-up, on its closing invoice: late usage of any of its windows is taken back from it, up to it; so too
+ * when that invoice bills no window (a change to a card without usage rates: the close, cancellation or
+ * pause that ended the period carries the true-up). Amounts in cents (USD):
  * API calls at 1.00 (100 cents) each, no fixed fee; a line is [kind, description, quantity, unit,
  * amount]; an invoice [status, total, lines]. Invoices are drafts for an hour. The clock starts
  * on 2026-01-15: the first cycle is [Jan 15, Feb 15).
  */
 import test from "ava";
-import { simple, usd } from "../helpers/catalog-bodies.js";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { money } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -58,6 +60,17 @@ async function committedWithB(s: Scenario, commitment: number): Promise<{ id: st
   const m = await s.metric();
   const a = await s.card({ usage_based_rates: [simple(m, usd(100))] });
   const b = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  return { id: await committedOn(s, a, commitment), b };
+}
+
+/**
+ * As committed, the subscription on card A (API calls at 100 cents each), with a card B of fixed
+ * rates only (seats at `seatPrice` cents, no usage rate) to change to. Its ID and B's.
+ */
+async function committedWithFixedB(s: Scenario, commitment: number, seatPrice: number): Promise<{ id: string; b: string }> {
+  const m = await s.metric();
+  const a = await s.card({ usage_based_rates: [simple(m, usd(100))] });
+  const b = await s.card({ fixed_rates: [seats(seatPrice)] });
   return { id: await committedOn(s, a, commitment), b };
 }
 
@@ -327,6 +340,160 @@ const cases: Case[] = [
           ["usage", "API calls", "100", "100", "10000"],
           ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "10", "100", "1000"],
           ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-1000", "-1000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a change to a card without usage rates: late usage of the change's window takes back the true-up of the period's close, which bills no window",
+    async (s) => {
+      const { id, b } = await committedWithFixedB(s, 10000, 3100);
+      await s.events([["2026-01-20T00:00:00Z", "30"]]);
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.advance("2026-02-16T00:00:00Z");
+      // the change window's late 30 (both of the period's invoices final)
+      await s.events([["2026-01-20T00:00:00Z", "30"]]);
+      await s.advance("2026-03-15T02:00:00Z");
+      // 10 more late: nothing of the true-up left to take back
+      await s.events([["2026-01-21T00:00:00Z", "10"]]);
+      await s.advance("2026-04-15T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      // Feb 1: the change bills the window [Jan 15, Feb 1), 30 × 100 = 3000, and B's seats for the 14 of the
+      // period's 31 days left, 3100 × 14/31 = 1400; total 4400
+      [
+        "paid",
+        "4400",
+        [
+          ["usage", "API calls", "30", "100", "3000"],
+          ["proration", "Remaining time on Plan (prorated: 45.16% of the period left)", "1", "1400", "1400"],
+        ],
+      ],
+      // Feb 15: B's seats for [Feb 15, Mar 15), 3100 (February's); no window (B has no usage rates); January's
+      // charges 3000 + 1400 = 4400: true-up 10000 − 4400 = 5600; total 3100 + 5600 = 8700
+      [
+        "paid",
+        "8700",
+        [
+          ["fixed", "Seats", "1", "3100", "3100"],
+          ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 44.00", "1", "5600", "5600"],
+        ],
+      ],
+      // Mar 15: seats 3100 and February's true-up 10000 − 3100 = 6900; late 30 × 100 = 3000 of the change's window ≤
+      // January's true-up 5600: all of it taken back (tied to the Feb 15 invoice); January costs 4400 + 5600 + 3000 −
+      // 3000 = 10000 = max(7400, 10000) (13000 when the true-up stayed); total 3100 + 6900 + 3000 − 3000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["fixed", "Seats", "1", "3100", "3100"],
+          ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 31.00", "1", "6900", "6900"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "30", "100", "3000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-3000", "-3000"],
+        ],
+      ],
+      // Apr 15: seats 3100 and March's true-up 6900; late 10 × 100 = 1000, of January's true-up 5600 − 3000 = 2600 left:
+      // −1000 (−4000 when the correction before was not counted); January costs 10000 + 1000 − 1000 = 10000 = max(8400,
+      // 10000); total 3100 + 6900 + 1000 − 1000 = 10000
+      [
+        "paid",
+        "10000",
+        [
+          ["fixed", "Seats", "1", "3100", "3100"],
+          ["commitment_true_up", "Minimum commitment USD 100.00: charges of the period USD 31.00", "1", "6900", "6900"],
+          ["adjustment", `Late usage adjustment: API calls ${JAN_A}`, "10", "100", "1000"],
+          ["commitment_true_up", `Minimum commitment true-up, less late usage ${JAN}`, "1", "-1000", "-1000"],
+        ],
+      ],
+    ],
+  ],
+  [
+    "a change to a card without usage rates, then an immediate cancellation: the final adjustment invoice takes back the final invoice's true-up",
+    async (s) => {
+      const { id, b } = await committedWithFixedB(s, 12400, 3100);
+      await s.events([["2026-01-16T00:00:00Z", "10"]]);
+      await s.advance("2026-01-20T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/cancel`, {});
+      await s.advance("2026-01-30T02:00:00Z");
+      await s.events([["2026-01-16T00:00:00Z", "30"]]);
+      await s.advance("2026-01-30T03:00:00Z");
+      await s.events([["2026-01-17T00:00:00Z", "5"]]);
+      await s.advance("2026-01-30T04:00:00Z");
+      return await bills(s);
+    },
+    [
+      // Jan 20: the change bills the window [Jan 15, Jan 20), 10 × 100 = 1000, and B's seats for the 26 of the
+      // period's 31 days left, 3100 × 26/31 = 2600; total 3600
+      [
+        "paid",
+        "3600",
+        [
+          ["usage", "API calls", "10", "100", "1000"],
+          ["proration", "Remaining time on Plan (prorated: 83.87% of the period left)", "1", "2600", "2600"],
+        ],
+      ],
+      // Jan 30: the final invoice, no window (B has no usage rates); Jan 15 → Jan 30 is 15 of the period's 31 days:
+      // 12400 × 15/31 = 6000; the period's charges 1000 + 2600 = 3600: true-up 6000 − 3600 = 2400
+      ["paid", "2400", [["commitment_true_up", "Minimum commitment USD 60.00 (prorated from USD 124.00): charges of the period USD 36.00", "1", "2400", "2400"]]],
+      // late 30 × 100 = 3000 of the change's window > the true-up 2400: −2400 (tied to the final invoice); the period
+      // costs 3600 + 2400 + 3000 − 2400 = 6600 = max(6600, 6000) (9000 when the true-up stayed); total 3000 − 2400 = 600
+      [
+        "paid",
+        "600",
+        [
+          ["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-20T00:00:00Z)", "30", "100", "3000"],
+          ["commitment_true_up", "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "1", "-2400", "-2400"],
+        ],
+      ],
+      // late 5 × 100 = 500, nothing of the true-up left: 500
+      ["paid", "500", [["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-20T00:00:00Z)", "5", "100", "500"]]],
+    ],
+  ],
+  [
+    "a change to a card without usage rates, then a pause: the close after the resume takes back the pause's true-up",
+    async (s) => {
+      const { id, b } = await committedWithFixedB(s, 12400, 3100);
+      await s.events([["2026-01-16T00:00:00Z", "10"]]);
+      await s.advance("2026-01-20T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b });
+      await s.advance("2026-01-30T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/pause`, {});
+      await s.advance("2026-02-01T00:00:00Z");
+      await s.call("POST", `/subscriptions/${id}/resume`, {});
+      await s.events([["2026-01-16T00:00:00Z", "30"]]);
+      await s.advance("2026-03-01T02:00:00Z");
+      return await bills(s);
+    },
+    [
+      // Jan 20: the change's window [Jan 15, Jan 20), 10 × 100 = 1000, and B's seats for 26 of 31 days, 3100 × 26/31 = 2600
+      [
+        "paid",
+        "3600",
+        [
+          ["usage", "API calls", "10", "100", "1000"],
+          ["proration", "Remaining time on Plan (prorated: 83.87% of the period left)", "1", "2600", "2600"],
+        ],
+      ],
+      // Jan 30: the pause's invoice, no window (B has no usage rates); 12400 × 15/31 = 6000; charges 1000 + 2600 = 3600:
+      // true-up 6000 − 3600 = 2400
+      ["paid", "2400", [["commitment_true_up", "Minimum commitment USD 60.00 (prorated from USD 124.00): charges of the period USD 36.00", "1", "2400", "2400"]]],
+      // Feb 1: the resume opens [Feb 1, Mar 1) with B's seats 3100 (nothing of the cut-short cycle's seats was paid as fixed)
+      ["paid", "3100", [["fixed", "Seats", "1", "3100", "3100"]]],
+      // Mar 1: seats 3100 and February's true-up 12400 − 3100 = 9300; late 30 × 100 = 3000 of the change's window > the
+      // pause's true-up 2400: −2400 (tied to the pause's invoice); January costs 3600 + 2400 + 3000 − 2400 = 6600 =
+      // max(6600, 6000) (9000 when the true-up stayed); total 3100 + 9300 + 3000 − 2400 = 13000
+      [
+        "paid",
+        "13000",
+        [
+          ["fixed", "Seats", "1", "3100", "3100"],
+          ["commitment_true_up", "Minimum commitment USD 124.00: charges of the period USD 31.00", "1", "9300", "9300"],
+          ["adjustment", "Late usage adjustment: API calls (period 2026-01-15T00:00:00Z to 2026-01-20T00:00:00Z)", "30", "100", "3000"],
+          ["commitment_true_up", "Minimum commitment true-up, less late usage (period 2026-01-15T00:00:00Z to 2026-01-30T00:00:00Z)", "1", "-2400", "-2400"],
         ],
       ],
     ],

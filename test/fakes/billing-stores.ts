@@ -170,6 +170,12 @@ export class FakeBillingStores implements BillingStores {
       }
       return out;
     },
+    createdWithin: async (subscriptionId, environmentId, from, to) => {
+      const all = [...this.state.invoices.values()].filter((i) => i.environmentId === environmentId);
+      return all
+        .filter((i) => i.subscriptionId === subscriptionId && i.createdAt > from && i.createdAt <= to)
+        .map((i) => ({ invoice: structuredClone(i), tied: all.flatMap((o) => o.lines.filter((l) => l.windowInvoiceId === i.id)).map((l) => structuredClone(l)) }));
+    },
   };
 
   private windowsOne(subscriptionId: string, environmentId: string): { invoice: Invoice; billed: InvoiceLine[] }[] {

@@ -18,7 +18,7 @@ import { finalizeOpen } from "./booking.js";
 import { trueUpCorrection } from "./commitments.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
-import type { Subscription, UsageCheck, UsageWindow } from "./types.js";
+import type { Invoice, InvoiceLine, Subscription, UsageCheck, UsageWindow } from "./types.js";
 
 /** An ended subscription's late usage is looked for again after this long (real time). */
 export const ENDED_RECHECK_MS = 3_600_000;
@@ -30,6 +30,9 @@ const ENDED_PER_RUN = 200;
 export function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
+
+/** Whether an invoice is one that closes a billing period: a cycle close's (keyed as cycleKey), a cancellation's ("final") or a pause's. */
+const closesPeriod = (i: Pick<Invoice, "periodKey">): boolean => i.periodKey === "final" || i.periodKey.startsWith("pause:") || i.periodKey.startsWith("cycle:");
 
 function day(d: Date): string {
   return d.toISOString().replace(".000Z", "Z");
@@ -133,7 +136,7 @@ export class LateUsage {
       }
     }
     // A period trued up at its close: its true-up takes back what late usage of its windows now covers (DESIGN §14, commitments.ts).
-    lines.push(...(await this.corrections(s.environmentId, windows, recheck, lines)));
+    lines.push(...(await this.corrections(s, windows, recheck, lines)));
     return { lines, check };
   }
 
@@ -142,9 +145,10 @@ export class LateUsage {
    * window looked at again (`recheck`) whose closing invoice (not void) carries its true-up, tied
    * to that invoice, over the adjustments of all the period's windows (not void) and this run's
    * (`late`). A window's period is the cycle it lies in (cycleStart, cycleEnd); a window stored
-   * without it is a period of its own. Reads the closing invoice's lines only for such a period.
+   * without it is a period of its own. Reads the closing invoice's lines only for such a period;
+   * when no window of the period closed it (closedWithoutWindow), the invoices created during it.
    */
-  private async corrections(environmentId: string, windows: WindowsOf, recheck: ReadonlySet<string>, late: readonly BillLine[]): Promise<BillLine[]> {
+  private async corrections(s: Subscription, windows: WindowsOf, recheck: ReadonlySet<string>, late: readonly BillLine[]): Promise<BillLine[]> {
     const periods = new Map<string, WindowsOf>();
     for (const win of windows) {
       const w = win.invoice.window as UsageWindow;
@@ -158,19 +162,33 @@ export class LateUsage {
       if (!period.some((w) => recheck.has(w.invoice.id))) continue;
       const counted = period.filter((w) => w.invoice.status !== "void");
       const closing = counted.find((w) => w.billed.some((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null && dec(l.amount).gt(0)));
-      const full = closing ? await this.ctx.stores.invoices.get(environmentId, closing.invoice.id) : undefined;
-      if (!full || full.status === "void") continue;
-      const w = full.window as UsageWindow;
-      const bounds = { from: w.cycleStart ? new Date(w.cycleStart) : w.from, to: w.to };
-      const correction = trueUpCorrection(
-        bounds,
-        full,
-        counted.map((c) => ({ id: c.invoice.id, billed: c.billed })),
-        late,
-      );
+      // A window's invoice that carries the true-up has the lines tied to it in its billed; an invoice without a window, in `tied`.
+      const found = closing ? { invoice: await this.ctx.stores.invoices.get(s.environmentId, closing.invoice.id), tied: [] } : await this.closedWithoutWindow(s, period);
+      const full = found?.invoice;
+      if (!full || full.status === "void" || full.status === "draft") continue;
+      const w = period[0]?.invoice.window as UsageWindow;
+      const bounds = { from: w.cycleStart ? new Date(w.cycleStart) : w.from, to: full.window?.to ?? full.createdAt };
+      const correction = trueUpCorrection(bounds, full, [...counted.map((c) => ({ id: c.invoice.id, billed: c.billed })), ...(closing ? [] : [{ id: full.id, billed: found?.tied ?? [] }])], late);
       if (correction) out.push(correction);
     }
     return out;
+  }
+
+  /**
+   * The invoice that closed `period` (the cycle its windows lie in) when none of its windows did,
+   * with the lines tied to it: a close on a card without usage rates bills no window
+   * (InvoiceBuilder.windowTerms) but may carry the period's true-up. The close is the first
+   * invoice created in (cycleStart, cycleEnd] that a cycle close, a cancellation or a pause wrote
+   * (a resume's opening invoice, or a cancellation's after a resume, comes after the pause that
+   * closed the period). None for a window stored without its cycle (its own period, closed by it),
+   * or when a window's invoice closed the period (its true-up, if any, is among the windows).
+   */
+  private async closedWithoutWindow(s: Subscription, period: WindowsOf): Promise<{ invoice: Invoice; tied: InvoiceLine[] } | undefined> {
+    const w = period[0]?.invoice.window as UsageWindow | undefined;
+    if (!w?.cycleStart || !w.cycleEnd || period.some((p) => closesPeriod(p.invoice))) return undefined;
+    const created = await this.ctx.stores.invoices.createdWithin(s.id, s.environmentId, new Date(w.cycleStart), new Date(w.cycleEnd));
+    const close = created.find((c) => closesPeriod(c.invoice));
+    return close?.invoice.lines.some((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null) ? close : undefined;
   }
 
   /**

@@ -109,6 +109,12 @@ export interface InvoiceStore {
    * what a cycle close of a batch needs. `environmentId`: theirs (the billing code gives it).
    */
   windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
+  /**
+   * A subscription's invoices created in (from, to], any status, oldest first (by seq), each with
+   * its lines and every line tied to it (windowInvoiceId, on any invoice): the invoice that closed
+   * the billing period [from, to) is among them, with the corrections of its true-up (late-usage.ts).
+   */
+  createdWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<{ invoice: Invoice; tied: InvoiceLine[] }[]>;
 }
 
 /** `environmentId`: the environment of the method or subjects, named in every statement (the sharding key); the billing code gives it. */

@@ -1,12 +1,13 @@
 /**
  * The invoice lists' queries: GET /invoices across subjects with its filters (DESIGN §15), and
- * the dashboard's lists, newest first; a subscription's invoices of one billing period.
+ * the dashboard's lists, newest first; a subscription's invoices of one billing period, and
+ * those created during one (the invoice that closed it among them).
  */
-import type { EntityManager } from "typeorm";
+import { type EntityManager, In } from "typeorm";
 import type { Page } from "../../billing/pagination.js";
 import type { InvoiceFilter } from "../../billing/subscriptions/ports.js";
 import type { InvoiceStatus } from "../../billing/subscriptions/types.js";
-import type { Entities, InvoiceRow } from "../entities/index.js";
+import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import { dbTime } from "../raw.js";
 
 /**
@@ -47,4 +48,27 @@ export function billedWithinRows(em: EntityManager, E: Entities, p: { subscripti
     .andWhere("i.period_start >= :from AND i.period_end <= :to", { from: dbTime(p.from), to: dbTime(p.to) })
     .orderBy("i.seq", "ASC")
     .getMany();
+}
+
+/**
+ * A subscription's rows created in (from, to], any status, oldest first, each with its line rows
+ * and the line rows tied to it (window_invoice_id, on any invoice): over
+ * ix_invoices_subscription_seq (one subscription's few rows), lines by invoice and by window invoice.
+ */
+export async function createdWithinRows(
+  em: EntityManager,
+  E: Entities,
+  p: { subscriptionId: string; environmentId: string; from: Date; to: Date },
+): Promise<{ row: InvoiceRow; lines: InvoiceLineRow[]; tied: InvoiceLineRow[] }[]> {
+  const rows = await em
+    .createQueryBuilder(E.Invoice, "i")
+    .where("i.environment_id = :env AND i.subscription_id = :sub", { env: p.environmentId, sub: p.subscriptionId })
+    .andWhere("i.created_at > :from AND i.created_at <= :to", { from: dbTime(p.from), to: dbTime(p.to) })
+    .orderBy("i.seq", "ASC")
+    .getMany();
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.id);
+  const lines = await em.find(E.InvoiceLine, { where: { invoice_id: In(ids) }, order: { invoice_id: "ASC", position: "ASC" } });
+  const tied = await em.find(E.InvoiceLine, { where: { window_invoice_id: In(ids) }, order: { seq: "ASC" } });
+  return rows.map((row) => ({ row, lines: lines.filter((l) => l.invoice_id === row.id), tied: tied.filter((l) => l.window_invoice_id === row.id) }));
 }

@@ -9,7 +9,8 @@ import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js"
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { dbTime } from "../raw.js";
-import { billedWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
+import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
+import { lineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
@@ -69,20 +70,6 @@ function bookingToRow(i: Invoice): InvoiceRow["booking"] {
   const b = { discounts: i.discounts ?? [], taxAmounts: i.taxAmounts ?? [], notes: i.notes ?? [], customer: i.customer ?? null, customerName: i.customerName ?? null, seller: i.seller ?? null };
   const empty = b.discounts.length === 0 && b.taxAmounts.length === 0 && b.notes.length === 0 && b.customer === null && b.customerName === null && b.seller === null;
   return empty ? null : b;
-}
-
-function lineFromRow(l: InvoiceLineRow): InvoiceLine {
-  return {
-    description: l.description,
-    quantity: l.quantity,
-    unitAmount: l.unit_amount,
-    amount: l.amount,
-    kind: (l.kind ?? "charge") as InvoiceLineKind,
-    key: l.line_key ?? null,
-    windowInvoiceId: l.window_invoice_id ?? null,
-    discountAmounts: (l.booking?.discountAmounts ?? []) as InvoiceLine["discountAmounts"],
-    taxAmounts: (l.booking?.taxAmounts ?? []) as InvoiceLine["taxAmounts"],
-  };
 }
 
 /** Domain → the invoice row (its lines are invoiceLineRows). */
@@ -306,6 +293,11 @@ export class SqlInvoiceStore implements InvoiceStore {
 
   async billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<Invoice[]> {
     return this.sql.run(async (em) => this.withLines(em, await billedWithinRows(em, this.entities, { subscriptionId, environmentId, from, to })));
+  }
+
+  async createdWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<{ invoice: Invoice; tied: InvoiceLine[] }[]> {
+    const found = await this.sql.run((em) => createdWithinRows(em, this.entities, { subscriptionId, environmentId, from, to }));
+    return found.map((f) => ({ invoice: invoiceFromRows(f.row, f.lines), tied: f.tied.map(lineFromRow) }));
   }
 
   private async paged(em: EntityManager, rows: InvoiceRow[], page: Page): Promise<PageResult<Invoice>> {
