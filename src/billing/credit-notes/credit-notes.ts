@@ -19,9 +19,10 @@
  *   first refund, never a second one. The refund is the transaction's last call: after it only the
  *   note's own row and events are written; a retry after a lost race keeps the note's ID (hence
  *   the key) whatever committed meanwhile, and so does a request retried with its Idempotency-Key
- *   after a 5xx (keyedCreditNoteId); a refund made under that key for another amount (the
- *   invoice changed between the attempts) is written as made (refunded-earlier.ts). A refusal
- *   fails the whole note (nothing is written). A refund of a credit purchase also takes back the
+ *   after a 5xx (keyedCreditNoteId): a refund the provider made under that key, asked for before
+ *   anything is planned, is the note, written as made whatever the invoice allows now, and the
+ *   provider is not asked to refund again (refunded-earlier.ts). A refusal fails the whole note
+ *   (nothing is written). A refund of a credit purchase also takes back the
  *   credit it refunds, at most what is unspent, with a "void" ledger entry on the purchase's
  *   invoice naming the note (purchase-refund.ts).
  *   The note's refundStatus is the provider's answer (Stripe's refund may be `pending`: the money
@@ -44,12 +45,12 @@ import type { ProviderEventRef } from "../payments/event-writes.js";
 import type { RefundUpdate, RefundUpdated } from "../payments/types.js";
 import type { Lookups } from "../subscriptions/lookups.js";
 import { noPaymentProvider } from "../subscriptions/payments.js";
-import { type Invoice, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type Invoice, type PaymentProvider, amountDueOf } from "../subscriptions/types.js";
 import { type CreditAsk, type CreditPlan, type PlanProblem, creditableLines, planCredit } from "./arithmetic.js";
 import type { CreditNoteStore, CreditNoteTx } from "./ports.js";
 import { type TakeBack, checkTakeBack, takeBackPurchased } from "./purchase-refund.js";
 import { refundUpdated } from "./refund-status.js";
-import { type MadeRefund, RefundedEarlier, refundedEarlier } from "./refunded-earlier.js";
+import { type KeptRefund, type MadeRefund, RefundedEarlier, madeUnderKey, paidBy, refundKey, refundedEarlier } from "./refunded-earlier.js";
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
@@ -93,9 +94,6 @@ export function keyedCreditNoteId(environmentId: string, invoiceId: string, idem
   const asked = ask.kind === "amount" ? `amount=${ask.amount?.toFixed() ?? "all"}` : ask.lines.map((l) => `line${l.index}=${l.amount?.toFixed() ?? "all"}`).join(",");
   return derivedId(["idempotency-key", environmentId, invoiceId, idempotencyKey, outcome, asked]);
 }
-
-/** The provider's idempotency key of a credit note's refund. */
-export const refundKey = (creditNoteId: string): string => `${creditNoteId}:refund`;
 
 export const creditNoteEvent = (note: CreditNote): NewEvent => ({ type: "credit_note.created", environmentId: note.environmentId, resource: { kind: "credit_note", creditNote: note } });
 
@@ -216,9 +214,10 @@ export class CreditNotes {
     // later attempt of this call writes that very note (its ID, lines and total kept, whatever was
     // committed meanwhile, even beyond what is left to credit: the money went back), with that
     // refund, and never asks the provider again, so there is never a second refund, nor a refund
-    // that no note records.
-    let refunded: { id: string; plan: CreditPlan; refund: MadeRefund } | undefined;
+    // that no note records. So is a keyed note's refund that the provider made for an earlier call
+    // whose answer was lost, asked for before anything is planned or refused (refunded-earlier.ts).
     const keyed = idempotencyKey === undefined ? undefined : keyedCreditNoteId(env, c.invoiceId, idempotencyKey, c.outcome, c.ask);
+    let refunded: KeptRefund | undefined = keyed && provider ? await madeUnderKey(provider, before, keyed, c.ask) : undefined;
     const attempt = () =>
       this.store.transaction(async (tx) => {
         const inv = await tx.lockInvoice(env, c.invoiceId);
@@ -355,8 +354,7 @@ export class CreditNotes {
    */
   private async refund(provider: PaymentProvider, inv: Invoice, plan: CreditPlan, id: string): Promise<MadeRefund> {
     // The charge that paid it: the invoice's last attempt (dunning may have taken several), by its provider reference when kept.
-    const paidBy = chargeKey(inv.id, Math.max(inv.attemptCount ?? 1, 1));
-    const out = await provider.refund(paidBy, plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null, creditNoteId: id });
+    const out = await provider.refund(paidBy(inv), plan.total, inv.currency, refundKey(id), { reference: inv.payment?.reference ?? null, creditNoteId: id });
     if (!out.ok) throw new FailedPreconditionError("REFUND_FAILED", `the payment provider refused the refund of invoice ${inv.id}: ${out.message}`, { invoice_id: inv.id });
     const made: MadeRefund = { refundId: out.refundId, status: out.pending === true ? "pending" : "succeeded" };
     if (out.amount !== undefined && !dec(out.amount).eq(dec(plan.total))) throw refundedEarlier(inv, id, out.amount, made);

@@ -166,6 +166,20 @@ export interface RefundUpdated {
  */
 export type RefundOutcome = { ok: true; refundId: string; amount?: string; pending?: boolean } | { ok: false; message: string };
 
+/** A refund the provider made and did not refuse or fail: its ID, its amount, and `pending` when the money is not back yet. */
+export type MadeRefundAnswer = { refundId: string; amount: string; pending?: boolean };
+
+/** The read-only side of a provider's refunds (PaymentProvider extends it). */
+export interface RefundLookup {
+  /**
+   * The refund of the charge made with key `chargeKey` that the provider made under
+   * `idempotencyKey`, for credit note `context.creditNoteId`, when it made one (one it refused, or
+   * that failed, is none): asked, never made (credit-notes/refunded-earlier.ts asks it before a keyed
+   * note is planned, its earlier attempt's answer lost). Unreachable throws. Absent: never asked.
+   */
+  refundMade?(chargeKey: string, idempotencyKey: string, context: { reference?: string | null; creditNoteId: string }): Promise<MadeRefundAnswer | undefined>;
+}
+
 /**
  * What a provider answers to the cancel of a payment waiting for the customer: cancelled (now or
  * before); succeeded (the customer completed it first: the money was taken); or still open (it is

@@ -16,7 +16,7 @@
  * refund's repeat with the same key answers the first refund. A charge waiting for the customer
  * can be cancelled (its invoice ended), and can no longer be confirmed then.
  */
-import type { CancelOutcome, ChargeOutcome } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome, MadeRefundAnswer } from "../payments/types.js";
 import { randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import type { PaymentMethod, PaymentProvider } from "./types.js";
@@ -155,5 +155,11 @@ export class TestPaymentProvider implements PaymentProvider {
     const refundId = `re_test_${randomBase62(22)}`;
     this.refunds.set(idempotencyKey, { chargeKey, amount: asked, refundId });
     return { ok: true as const, refundId, amount: asked };
+  }
+
+  /** The refund made under `idempotencyKey` of the charge `chargeKey`, if any: read, nothing refunded. */
+  async refundMade(chargeKey: string, idempotencyKey: string): Promise<MadeRefundAnswer | undefined> {
+    const done = this.refunds.get(idempotencyKey);
+    return done && done.chargeKey === chargeKey ? { refundId: done.refundId, amount: done.amount } : undefined;
   }
 }

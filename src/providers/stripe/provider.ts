@@ -10,6 +10,7 @@
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
  *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed).
+ *   refundMade: a credit note's refund made already, found by the note it names (nothing refunded).
  * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
  *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
  *
@@ -18,7 +19,7 @@
  */
 import Stripe from "stripe";
 import type { SavedCard } from "../../billing/payments/provider-events.js";
-import type { CancelOutcome, ChargeOutcome, RefundOutcome } from "../../billing/payments/types.js";
+import type { CancelOutcome, ChargeOutcome, MadeRefundAnswer, RefundOutcome } from "../../billing/payments/types.js";
 import type { PaymentPageRequest } from "../../billing/payments/types.js";
 import type { CardSetupRequest, ChargeContext, PaymentMethod, PaymentProvider, RefundContext } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
@@ -125,6 +126,14 @@ function outcomeOfRefund(r: Stripe.Refund, currency: string): RefundOutcome {
   return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
 }
 
+/** The refund of PaymentIntent `intent` that names credit note `creditNoteId` of environment `env` (its metadata), if Stripe made one. */
+async function refundNaming(stripe: Stripe, env: string, intent: string, creditNoteId: string): Promise<Stripe.Refund | undefined> {
+  for await (const r of stripe.refunds.list({ payment_intent: intent, limit: 100 })) {
+    if (r.metadata?.credit_note_id === creditNoteId && r.metadata?.environment_id === env) return r;
+  }
+  return undefined;
+}
+
 /**
  * The credit note's refund Stripe refused as its key reused with another amount (the note asked
  * again after what is left of its invoice changed, an earlier request's answer lost): that request
@@ -133,10 +142,9 @@ function outcomeOfRefund(r: Stripe.Refund, currency: string): RefundOutcome {
  * found: `err` is thrown.
  */
 async function refundedEarlier(stripe: Stripe, env: string, intent: string, creditNoteId: string, currency: string, err: unknown): Promise<RefundOutcome> {
-  for await (const r of stripe.refunds.list({ payment_intent: intent, limit: 100 })) {
-    if (r.metadata?.credit_note_id === creditNoteId && r.metadata?.environment_id === env) return outcomeOfRefund(r, currency);
-  }
-  throw err;
+  const r = await refundNaming(stripe, env, intent, creditNoteId);
+  if (!r) throw err;
+  return outcomeOfRefund(r, currency);
 }
 
 /** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
@@ -255,6 +263,19 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
   }
 
   /**
+   * The credit note's refund Stripe made, read (nothing refunded): Stripe cannot be asked by an
+   * idempotency key, but the note's refund names it (metadata.credit_note_id, as made with the key
+   * `<note>:refund`), found among the refunds of the PaymentIntent that paid `chargeKey`. One
+   * failed or canceled is none (no money went back).
+   */
+  async function refundMade(chargeKey: string, _idempotencyKey: string, context: { reference?: string | null; creditNoteId: string }): Promise<MadeRefundAnswer | undefined> {
+    const intent = await intentOf(chargeKey, context.reference);
+    const r = intent === undefined ? undefined : await refundNaming(stripe, env, intent, context.creditNoteId);
+    const out = r === undefined ? undefined : outcomeOfRefund(r, r.currency);
+    return out?.ok && out.amount !== undefined ? { refundId: out.refundId, amount: out.amount, ...(out.pending ? { pending: true } : {}) } : undefined;
+  }
+
+  /**
    * Cancels the PaymentIntent `reference` waiting for the customer, keyed `idempotencyKey` (a retry
    * answers the first cancel). One Stripe no longer lets cancel (it succeeded, or was cancelled
    * already) answers its status instead: Stripe refuses with payment_intent_unexpected_state. One
@@ -287,6 +308,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     tokenize: () => ({ ok: false, message: "Cards are entered on Stripe's page." }),
     charge,
     refund,
+    refundMade,
     cancel,
     completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
     startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), toStripeAmount(r.amount, r.currency), r),
