@@ -12,40 +12,15 @@
  * each application be reinstated once, whatever runs at the same time.
  */
 import type { EntityManager } from "typeorm";
-import type { CreditGrant, LedgerEntry, LedgerEntryType } from "../../billing/credits/types.js";
-import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
+import type { CreditGrant, LedgerEntry } from "../../billing/credits/types.js";
+import { AbortedError } from "../../billing/errors.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../../billing/money.js";
 import type { Dialect } from "../columns.js";
-import type { CreditLedgerRow, Entities } from "../entities/index.js";
-import { isUniqueViolation } from "../errors.js";
+import type { Entities } from "../entities/index.js";
 import { dbTime } from "../raw.js";
 import { type Sql, rowLock } from "../sql.js";
-import { entryFromRow, grantFromRow, newLedgerId } from "./credit-store.js";
+import { decParam, grantFromRow, insertEntry } from "./credit-store.js";
 import { changed } from "./outbox.js";
-
-/** A ledger row of `g` on invoice `invoiceId`; AlreadyExistsError when the grant has that movement for it already. */
-async function insertMovement(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string, text: string, at: Date): Promise<LedgerEntry> {
-  const row: CreditLedgerRow = {
-    id: newLedgerId(),
-    environment_id: g.environmentId,
-    subject_id: g.subjectId,
-    grant_id: g.id,
-    entry_type: type,
-    currency: g.currency,
-    amount,
-    invoice_id: invoiceId,
-    credit_note_id: "",
-    description: text.slice(0, 1000),
-    created_at: at,
-  };
-  try {
-    await em.insert(E.CreditLedgerEntry, row);
-  } catch (err) {
-    if (isUniqueViolation(err)) throw new AlreadyExistsError("CREDIT_MOVEMENT_EXISTS", `grant ${g.id} already has a ${type} entry for invoice ${invoiceId}`);
-    throw err;
-  }
-  return entryFromRow(row);
-}
 
 /** Whether voided grant `g` was voided by a refund of its purchase (the refund's "void" entry, naming its credit note, made at the grant's voided_at), not by an operator. */
 async function voidedByRefund(em: EntityManager, g: CreditGrant): Promise<boolean> {
@@ -80,7 +55,7 @@ async function unrefunded(em: EntityManager, g: CreditGrant, spent: Decimal, inv
 
 /** The reinstatement of one application (−`spent` of `g`, locked) on invoice `invoiceId` at `at`: its entries. */
 async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: CreditGrant, spent: string, invoiceId: string, at: Date): Promise<LedgerEntry[]> {
-  const back = await insertMovement(em, E, g, "reinstatement", spent, invoiceId, `Reinstated: invoice ${invoiceId} was voided`, at);
+  const back = await insertEntry(em, E, g, "reinstatement", spent, invoiceId, `Reinstated: invoice ${invoiceId} was voided`, at);
   const lapsed = g.expiresAt !== null && g.expiresAt.getTime() <= at.getTime();
   // What comes back spendable: all of it to an active or depleted grant; to one a refund voided, what was paid for and not given back.
   const kept = lapsed ? ZERO : g.status === "active" || g.status === "depleted" ? dec(spent) : (await voidedByRefund(em, g)) ? await unrefunded(em, g, dec(spent), invoiceId) : ZERO;
@@ -89,12 +64,12 @@ async function reinstateOne(em: EntityManager, E: Entities, d: Dialect, g: Credi
   if (gone.gt(0)) {
     // Gone from the balance already (or due to go): what does not come back spendable leaves again at once.
     const how = g.status === "voided" ? "void" : "expiry";
-    out.push(await insertMovement(em, E, g, how, formatDecimal(gone.neg()), invoiceId, how === "void" ? "Voided" : "Expired", at));
+    out.push(await insertEntry(em, E, g, how, formatDecimal(gone.neg()), invoiceId, how === "void" ? "Voided" : "Expired", at));
   }
   if (!kept.gt(0)) return out;
   const remaining = dec(g.remaining).plus(kept);
   if (remaining.gt(dec(g.amount))) throw new Error(`grant ${g.id} would hold ${formatDecimal(remaining)} of ${g.amount} after reinstating ${spent}`);
-  const p = d === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?";
+  const p = decParam(d);
   const n = await changed(em, `UPDATE credit_grants SET status = 'active', voided_at = NULL, remaining = ? WHERE environment_id = ? AND id = ? AND status = ? AND remaining = ${p}`, [
     formatDecimal(remaining),
     g.environmentId,

@@ -109,10 +109,20 @@ function alertFromRow(r: CreditAlertStateRow): AlertState {
 }
 
 /** A decimal parameter as the dialect's arithmetic needs it. */
-const decParam = (dialect: Dialect): string => (dialect === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?");
+export const decParam = (dialect: Dialect): string => (dialect === "mysql" ? "CAST(? AS DECIMAL(65,12))" : "?");
 
 /** A ledger row of `g`; `noteId`: the credit note that made it (credit_ledger.credit_note_id, '' for none). */
-async function insertEntry(em: EntityManager, E: Entities, g: CreditGrant, type: LedgerEntryType, amount: string, invoiceId: string | null, text: string, at: Date, noteId = ""): Promise<LedgerEntry> {
+export async function insertEntry(
+  em: EntityManager,
+  E: Entities,
+  g: CreditGrant,
+  type: LedgerEntryType,
+  amount: string,
+  invoiceId: string | null,
+  text: string,
+  at: Date,
+  noteId = "",
+): Promise<LedgerEntry> {
   const row: CreditLedgerRow = {
     id: newLedgerId(),
     environment_id: g.environmentId,
