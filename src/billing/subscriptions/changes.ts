@@ -7,6 +7,7 @@
 import type { RateCard } from "../catalog/types.js";
 import { FailedPreconditionError, NotFoundError, UnavailableError, Violations, invalid } from "../errors.js";
 import { subscriptionEvent } from "../events/types.js";
+import { randomBase62 } from "../ids.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
@@ -27,7 +28,6 @@ import type { Terms } from "./terms.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { commitmentTrueUp } from "./commitments.js";
 import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
-import { windowInvoice } from "./usage-windows.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
 
@@ -353,8 +353,11 @@ export class SubscriptionChanges {
   /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`. */
   private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: BillLine[]): Promise<PreparedSwitch> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
-    // The old card's usage window closes at `at` (usage-windows.ts); writeSwitch's fence keeps it from being applied twice.
-    const invoice = await windowInvoice(this.engine.builder, current, oldCard, "change", lines, at);
+    // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
+    // locked row's re-check in writeSwitch is what keeps one change from being applied twice.
+    const key = `change:${at.getTime()}:${randomBase62(8)}`;
+    const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
+    const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
     return { current, newCard, next, at, invoice };
   }
 

@@ -14,11 +14,8 @@
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
- * Usage rates are billed in arrears. A change that prices usage differently (a usage rate's
- * multiplier, or a usage-based add-on taken or dropped) closes the usage window at once, with
- * either behaviour: the usage so far is invoiced under the terms it was used under, as a change of
- * rate card's is (usage-windows.ts), and the new terms price the usage from now on. A change of
- * fixed rates alone leaves the window open.
+ * Usage rates are billed in arrears: a multiplier change (or an add-on's usage rate taken or
+ * dropped) prices the current period's usage when the cycle closes, with either behaviour.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -55,7 +52,6 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { sumOf, valuedCredits } from "./unused-credit.js";
-import { usageTermsChange, windowInvoice } from "./usage-windows.js";
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -80,8 +76,6 @@ export interface UpdateResult {
   subscription: Subscription;
   /** The invoice that charged an increase now, if any. */
   prorationInvoice: Invoice | undefined;
-  /** The invoice of the usage so far under the old terms, when the change prices usage differently (usage-windows.ts). */
-  usageInvoice?: Invoice | undefined;
 }
 
 /** `metadata` with the request's keys set, and those given "" removed. */
@@ -117,7 +111,7 @@ export class TermUpdates {
     v.throwIfAny();
     const found = await this.lookups.subscription(caller, id);
     const subject = await this.lookups.subject(caller, found.subjectId);
-    const done = await retryingRaces(async (n): Promise<UpdateResult> => {
+    const done = await retryingRaces(async (n) => {
       const now = await this.lookups.nowFor(subject);
       const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
       if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}; only an active subscription can be updated`);
@@ -138,8 +132,6 @@ export class TermUpdates {
       const commitmentChange = commitment.given && commitment.value !== shownCommitment(current);
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
-      // Usage priced differently from now on: the usage so far is invoiced under the terms it was used under.
-      const closing = termsChange && (await usageTermsChange(this.engine.reads, card, current, next)) ? await this.closingWindow(card, current, now) : undefined;
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
@@ -155,7 +147,6 @@ export class TermUpdates {
           s.rateCardId !== current.rateCardId ||
           s.cycleIndex !== current.cycleIndex ||
           s.cycleEpoch !== current.cycleEpoch ||
-          s.usageSince.getTime() !== current.usageSince.getTime() ||
           !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
           !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
           !sameTerms(chargedTerms(s), chargedTerms(current)) ||
@@ -178,9 +169,7 @@ export class TermUpdates {
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
         const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
-        const closed = closing ? withCredits(closing, toCarry) : { invoice: undefined, carried: toCarry };
-        if (closed.invoice && !(await this.engine.builder.writeInvoice(tx, closed.invoice))) throw lostRace(id);
-        const credited = invoice ? withCredits(invoice, closed.carried) : { invoice: undefined, carried: closed.carried };
+        const credited = invoice ? withCredits(invoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const updated: Subscription = {
           ...s,
@@ -192,25 +181,16 @@ export class TermUpdates {
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
           commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
-          // The usage window closed at `now` under the old terms: the new ones price the usage from here.
-          usageSince: closed.invoice ? now : s.usageSince,
         };
         await tx.updateSubscription(updated);
         await tx.emit([subscriptionEvent("subscription.updated", updated)]);
-        return { subscription: updated, prorationInvoice: credited.invoice, usageInvoice: closed.invoice };
+        return { subscription: updated, prorationInvoice: credited.invoice };
       });
     });
-    if (done.usageInvoice) await this.engine.settlement.settle(done.usageInvoice, subject.paymentMethodId);
     if (!done.prorationInvoice) return done;
     await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
     // The invoice as settling left it (paid, or open after a declined charge or without a card on file).
     return { ...done, prorationInvoice: (await this.engine.stores.invoices.get(caller.environmentId, done.prorationInvoice.id)) ?? done.prorationInvoice };
-  }
-
-  /** The invoice of `s`'s usage since usage_since up to `at`, priced by `card` at `s`'s terms (the old ones), closing its window. */
-  private async closingWindow(card: RateCard, s: Subscription, at: Date): Promise<Invoice> {
-    const lines = await this.engine.builder.usageLines(card, s, s.usageSince, at);
-    return windowInvoice(this.engine.builder, s, card, "update", lines, at);
   }
 
   /**
