@@ -80,16 +80,22 @@ export class BillingReads {
 
   /** Pricing metrics by ID (cached). */
   async metricsOf(environmentId: string, ids: string[]): Promise<Map<string, PricingMetric>> {
-    let missing = ids.filter((id) => !this.metricCache.has(`${environmentId}/${id}`));
-    if (missing.length > 0) {
-      // A full cache is emptied before the read, and every one asked for read again (not only the missing: they were cleared too).
-      if (this.metricCache.size > 10_000) {
-        this.metricCache.clear();
-        missing = ids;
-      }
-      for (const m of await this.metrics.getMany(environmentId, missing)) this.metricCache.set(`${environmentId}/${m.id}`, m);
+    // The hits are taken before any wait: another call may empty a full cache meanwhile.
+    const out = new Map<string, PricingMetric>();
+    for (const id of ids) {
+      const hit = this.metricCache.get(`${environmentId}/${id}`);
+      if (hit) out.set(id, hit);
     }
-    return new Map(ids.map((id) => [id, this.metricCache.get(`${environmentId}/${id}`) as PricingMetric]));
+    const missing = ids.filter((id) => !out.has(id));
+    if (missing.length > 0) {
+      const read = await this.metrics.getMany(environmentId, missing);
+      if (this.metricCache.size > 10_000) this.metricCache.clear();
+      for (const m of read) {
+        this.metricCache.set(`${environmentId}/${m.id}`, m);
+        out.set(m.id, m);
+      }
+    }
+    return new Map(ids.map((id) => [id, out.get(id) as PricingMetric]));
   }
 
   /** The card's rates a subscription is charged for, catalog add-ons included. */
