@@ -14,8 +14,10 @@
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
- * Usage rates are billed in arrears: a multiplier change (or an add-on's usage rate taken or
- * dropped) prices the current period's usage when the cycle closes, with either behaviour.
+ * Usage rates are billed in arrears, at the close, over the whole period at the row's terms then.
+ * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
+ * the usage before it at the terms it was used under, with either behaviour (usage-term-changes.ts):
+ * what the old terms charge more is invoiced at once, what they charge less is granted as credit.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -52,6 +54,7 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { sumOf, valuedCredits } from "./unused-credit.js";
+import { usageTermSettlement } from "./usage-term-changes.js";
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -76,6 +79,8 @@ export interface UpdateResult {
   subscription: Subscription;
   /** The invoice that charged an increase now, if any. */
   prorationInvoice: Invoice | undefined;
+  /** The invoice of the usage before a change of usage terms, at the old terms, when they charge more (usage-term-changes.ts). */
+  usageInvoice?: Invoice | undefined;
 }
 
 /** `metadata` with the request's keys set, and those given "" removed. */
@@ -111,7 +116,7 @@ export class TermUpdates {
     v.throwIfAny();
     const found = await this.lookups.subscription(caller, id);
     const subject = await this.lookups.subject(caller, found.subjectId);
-    const done = await retryingRaces(async (n) => {
+    const done = await retryingRaces(async (n): Promise<UpdateResult> => {
       const now = await this.lookups.nowFor(subject);
       const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
       if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}; only an active subscription can be updated`);
@@ -132,6 +137,8 @@ export class TermUpdates {
       const commitmentChange = commitment.given && commitment.value !== shownCommitment(current);
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
+      // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
+      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { charges: [], credits: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
@@ -147,6 +154,7 @@ export class TermUpdates {
           s.rateCardId !== current.rateCardId ||
           s.cycleIndex !== current.cycleIndex ||
           s.cycleEpoch !== current.cycleEpoch ||
+          s.usageSince.getTime() !== current.usageSince.getTime() ||
           !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
           !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
           !sameTerms(chargedTerms(s), chargedTerms(current)) ||
@@ -168,8 +176,11 @@ export class TermUpdates {
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
-        const credited = invoice ? withCredits(invoice, toCarry) : { invoice: undefined, carried: toCarry };
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usage.credits], now);
+        const usageInvoice = usage.charges.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.charges, s.usageSince, now, now) : undefined;
+        const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
+        if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
+        const credited = invoice ? withCredits(invoice, settled.carried) : { invoice: undefined, carried: settled.carried };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const updated: Subscription = {
           ...s,
@@ -184,9 +195,10 @@ export class TermUpdates {
         };
         await tx.updateSubscription(updated);
         await tx.emit([subscriptionEvent("subscription.updated", updated)]);
-        return { subscription: updated, prorationInvoice: credited.invoice };
+        return { subscription: updated, prorationInvoice: credited.invoice, usageInvoice: settled.invoice };
       });
     });
+    if (done.usageInvoice) await this.engine.settlement.settle(done.usageInvoice, subject.paymentMethodId);
     if (!done.prorationInvoice) return done;
     await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
     // The invoice as settling left it (paid, or open after a declined charge or without a card on file).

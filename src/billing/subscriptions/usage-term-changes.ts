@@ -1,0 +1,94 @@
+/**
+ * Usage before a mid-cycle change of usage terms (a `PATCH /subscriptions/{id}` that changes a
+ * usage rate's multiplier, or takes or drops a usage-based catalog add-on; updates.ts), priced
+ * at the terms it was used under, with either proration_behavior.
+ *
+ * The usage window stays whole: the cycle close prices [usage_since, period end) of each rate at
+ * the row's terms then, the new ones (one allowance of included units, tiers and limits over the
+ * whole window). So, per usage rate whose terms change, the change settles the part before it:
+ * over [usage_since, at), with the usage committed so far, `old` is the rate's charge at the old
+ * terms (0 when it was not charged) and `new` at the new terms (0 when it will not be charged),
+ * each priced as the close prices a window (InvoiceBuilder.usageLinesOf, within the period). The
+ * difference old − new is billed at once as an adjustment line when positive, and granted as a
+ * proration credit when negative, so the period costs old(before) + new(after) for that rate.
+ * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
+ */
+import type { ChargedRates } from "../catalog/addons.js";
+import type { RateCard } from "../catalog/types.js";
+import { total } from "../invoicing/lines.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { formatInstant } from "../time.js";
+import { type BillLine, type InvoiceBuilder, multiplierOf } from "./invoice-building.js";
+import type { TermsOf } from "./proration.js";
+import type { BillingReads } from "./reads.js";
+import type { ProrationCredit, Subscription } from "./types.js";
+
+type UsageRate = ChargedRates["usage"][number];
+
+/** What a change of usage terms settles at once: adjustment lines to bill, credits to grant (negative amounts). */
+export interface UsageTermSettlement {
+  charges: BillLine[];
+  credits: ProrationCredit[];
+}
+
+/** The usage rates charged at `before` and at `after`, by code. */
+async function chargedUsage(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf) {
+  const was = new Map((await reads.rates(card, before.fixedRateQuantities)).usage.map((r) => [r.code, r]));
+  const now = new Map((await reads.rates(card, after.fixedRateQuantities)).usage.map((r) => [r.code, r]));
+  return { was, now };
+}
+
+/** The usage rates whose terms change from `before` to `after`: taken, dropped, or another multiplier. */
+export async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf): Promise<{ code: string; old?: UsageRate; new?: UsageRate }[]> {
+  const { was, now } = await chargedUsage(reads, card, before, after);
+  const out: { code: string; old?: UsageRate; new?: UsageRate }[] = [];
+  for (const code of new Set([...was.keys(), ...now.keys()])) {
+    const o = was.get(code);
+    const n = now.get(code);
+    if (o && n && multiplierOf(before, code).eq(multiplierOf(after, code))) continue;
+    out.push({ code, old: o, new: n });
+  }
+  return out;
+}
+
+/**
+ * What moving `s` (at its row's terms, with usage since `s.usageSince`) to `next` at `at` settles
+ * for the usage before the change (see the module's comment). Nothing when no usage rate's terms
+ * change or the window is empty.
+ */
+export async function usageTermSettlement(builder: InvoiceBuilder, reads: Pick<BillingReads, "rates">, card: RateCard, s: Subscription, next: TermsOf, at: Date): Promise<UsageTermSettlement> {
+  const out: UsageTermSettlement = { charges: [], credits: [] };
+  const from = s.usageSince;
+  if (at.getTime() <= from.getTime()) return out;
+  const cycle = { start: s.periodStart, end: s.periodEnd };
+  const charge = async (rate: UsageRate | undefined, terms: TermsOf): Promise<Decimal> =>
+    rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers }, from, at, cycle)) : ZERO;
+  const span = `${formatInstant(from)} to ${formatInstant(at)}`;
+  for (const c of await changedUsageRates(reads, card, s, next)) {
+    const d = (await charge(c.old, s)).minus(await charge(c.new, next));
+    if (d.isZero()) continue;
+    const name = (c.old ?? c.new)?.name ?? c.code;
+    const what = describe(c.old !== undefined, c.new !== undefined, multiplierOf(s, c.code), multiplierOf(next, c.code));
+    if (d.gt(0)) {
+      out.charges.push({
+        description: `${name}: usage before the change (${what}) at the old terms (${span})`,
+        quantity: dec(1),
+        unitAmount: d,
+        amount: d,
+        kind: "adjustment",
+        key: `${c.code}|`,
+        windowInvoiceId: null,
+      });
+    } else {
+      out.credits.push({ description: `${name}: usage before the change (${what}) at the old terms, credited (${span})`, amount: formatDecimal(d) });
+    }
+  }
+  return out;
+}
+
+/** The change of one usage rate as a line says it: "dropped", "taken", or "multiplier 2 → 0.5". */
+function describe(was: boolean, now: boolean, m0: Decimal, m1: Decimal): string {
+  if (!now) return "dropped";
+  if (!was) return "taken";
+  return `multiplier ${formatDecimal(m0)} → ${formatDecimal(m1)}`;
+}

@@ -1,0 +1,189 @@
+/**
+ * A mid-cycle `PATCH /subscriptions/{id}` that changes a usage rate's terms (its multiplier, or a
+ * usage-based catalog add-on taken or dropped) prices the usage before the change at the terms it
+ * was used under, with either proration_behavior, and keeps the period's usage window whole: the
+ * close prices the whole period at the new terms (one allowance of included units), and the PATCH
+ * settles the difference for the part before the change, billed at once or granted as credit
+ * (DESIGN §13, docs/guides/pricing.md). Driven only through the public API on a test clock, on
+ * MariaDB and SQLite; every figure is worked out beside it. Monthly cards from 2026-01-01: the
+ * change is on Jan 30, the cycle closes on Feb 1; invoices are final at once and paid by card.
+ *
+ * An invoice reads [status, total, lines, credits applied, amount due], oldest first; a line
+ * [description, kind, quantity, unit price, amount].
+ */
+import test from "ava";
+import { seats, usd } from "../helpers/catalog-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { EXACT, flat, lineOf, patch, usageRate } from "../helpers/price-bodies.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const JAN = "2026-01-01T00:00:00Z";
+const CHANGE = "2026-01-30T00:00:00Z";
+const FEB = "2026-02-01T00:00:00Z";
+const BEFORE = `(${JAN} to ${CHANGE})`;
+
+async function bills(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices()).map((i) => [
+    i.status,
+    i.total_amount.value,
+    (i.line_items as Json[]).map((l) => lineOf(l, EXACT)),
+    (i.credits_applied as Json[]).map((c) => c.amount.value),
+    i.amount_due.value,
+  ]);
+}
+
+/** A card with usage rate `api` (2 per unit of a sum metric, `included` units), fixed seats at 1,000 and a catalog offering usage add-on `gpu` (100 per unit, event "gpu"). */
+async function plan(s: Scenario, quantities: Record<string, number>, included = 0): Promise<string> {
+  const api = await s.metric();
+  const g = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "gpu");
+  const cat = (await s.call("POST", "/rate-catalogs", { name: "Add-ons", description: "" })).id;
+  const gpu = { usage_based_rate_type: "simple", code: "gpu", name: "GPU hours", pricing_metric_id: g, included_units: 0, price: usd(100) };
+  await s.call("POST", `/rate-catalogs/${cat}/add_rates`, { billing_interval: "monthly", usage_based_rates: [gpu] });
+  const card = await s.card({ rate_catalog_id: cat, fixed_rates: [seats()], usage_based_rates: [usageRate(api, flat(2), { included })] });
+  return (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: quantities })).subscription.id;
+}
+
+type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
+
+const SEATS: [string, string, string, string, string] = ["Seats", "fixed", "1", "1000", "1000"];
+
+const cases: Case[] = [
+  [
+    "(1) api multiplier lowered to 0.5 (proration_behavior none): the usage before the change stays at ×1",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([
+        ["2026-01-10T00:00:00Z", "4000"],
+        ["2026-01-29T00:00:00Z", "6000"],
+      ]);
+      await s.advance(CHANGE);
+      const r = await patch(s, id, { rate_price_multipliers: { api: "0.5" }, proration_behavior: "none" });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return [r.subscription.rate_price_multipliers, r.proration_invoice, await bills(s)];
+    },
+    [
+      { api: "0.5" },
+      null,
+      [
+        ["paid", "1000", [SEATS], [], "1000"],
+        // Jan 30: 10,000 units before the change: 10,000 × 2 = 20,000 at ×1, less 10,000 × 2 × 0.5 = 10,000
+        // that the close bills for them at ×0.5: 10,000 (the old code billed nothing here).
+        ["paid", "10000", [[`API calls: usage before the change (multiplier 1 → 0.5) at the old terms ${BEFORE}`, "adjustment", "1", "10000", "10000"]], [], "10000"],
+        // Feb 1: 1 seat 1,000; the whole period at ×0.5: 11,000 × 2 × 0.5 = 11,000.
+        // API calls in all: 10,000 + 11,000 = 21,000 = 20,000 (before, ×1) + 1,000 (1,000 after × 2 × 0.5).
+        ["paid", "12000", [SEATS, ["API calls", "usage", "11000", "1", "11000"]], [], "12000"],
+      ],
+    ],
+  ],
+  [
+    "(2) the same with 1,000 units included: one allowance over the whole period",
+    async (s) => {
+      const id = await plan(s, { seats: 1 }, 1000);
+      await s.events([
+        ["2026-01-10T00:00:00Z", "4000"],
+        ["2026-01-29T00:00:00Z", "6000"],
+      ]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "0.5" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return bills(s);
+    },
+    [
+      ["paid", "1000", [SEATS], [], "1000"],
+      // Jan 30: (10,000 − 1,000) × 2 = 18,000 at ×1, less (10,000 − 1,000) × 1 = 9,000 at ×0.5: 9,000.
+      ["paid", "9000", [[`API calls: usage before the change (multiplier 1 → 0.5) at the old terms ${BEFORE}`, "adjustment", "1", "9000", "9000"]], [], "9000"],
+      // Feb 1: the whole period, one allowance: (11,000 − 1,000) × 2 × 0.5 = 10,000.
+      // API calls in all: 9,000 + 10,000 = 19,000 = 18,000 (before, ×1) + 1,000 (1,000 after × 1).
+      ["paid", "11000", [SEATS, ["API calls", "usage", "10000", "1", "10000"]], [], "11000"],
+    ],
+  ],
+  [
+    "(3) the gpu add-on dropped: its usage before the change billed at once; api keeps one allowance",
+    async (s) => {
+      const id = await plan(s, { seats: 1, gpu: 1 }, 1000);
+      await s.events(
+        [
+          ["2026-01-05T00:00:00Z", "200"],
+          ["2026-01-29T00:00:00Z", "300"],
+        ],
+        "gpu",
+      );
+      await s.events([["2026-01-10T00:00:00Z", "6000"]]);
+      await s.advance(CHANGE);
+      const r = await patch(s, id, { fixed_rate_quantities: { gpu: 0 } });
+      await s.events([["2026-01-31T00:00:00Z", "50"]], "gpu");
+      await s.events([["2026-01-31T00:00:00Z", "4000"]]);
+      await s.advance(FEB);
+      return [r.subscription.fixed_rate_quantities, r.proration_invoice, await bills(s)];
+    },
+    [
+      { seats: "1", gpu: "0" },
+      null,
+      [
+        ["paid", "1000", [SEATS], [], "1000"],
+        // Jan 30: gpu (200 + 300) × 100 = 50,000, less 0 (not charged after): 50,000 (the old code never billed it).
+        ["paid", "50000", [[`GPU hours: usage before the change (dropped) at the old terms ${BEFORE}`, "adjustment", "1", "50000", "50000"]], [], "50000"],
+        // Feb 1: 1 seat 1,000; api (6,000 + 4,000 − 1,000) × 2 = 18,000, one allowance for the period; no gpu (its 50 of Jan 31 not billed).
+        ["paid", "19000", [SEATS, ["API calls", "usage", "9000", "2", "18000"]], [], "19000"],
+      ],
+    ],
+  ],
+  [
+    "(4) the gpu add-on taken: its usage before the change credited at the PATCH",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-15T00:00:00Z", "500"]], "gpu");
+      await s.advance(CHANGE);
+      const r = await patch(s, id, { fixed_rate_quantities: { gpu: 1 } });
+      await s.events([["2026-01-31T00:00:00Z", "20"]], "gpu");
+      await s.advance(FEB);
+      return [r.subscription.fixed_rate_quantities, r.proration_invoice, await bills(s)];
+    },
+    [
+      { seats: "1", gpu: "1" },
+      null,
+      [
+        // Jan 30: gpu not charged before: 0, less 500 × 100 = 50,000 at the new terms: a credit of 50,000, no invoice.
+        ["paid", "1000", [SEATS], [], "1000"],
+        // Feb 1: 1 seat 1,000; gpu for the period (500 + 20) × 100 = 52,000; the 50,000 credit applied:
+        // due 1,000 + 2,000 = 3,000, gpu net 20 × 100 = 2,000 (the old code: 53,000 due, nothing credited).
+        ["paid", "53000", [SEATS, ["GPU hours", "usage", "520", "100", "52000"]], ["50000"], "3000"],
+      ],
+    ],
+  ],
+  [
+    "(5) api multiplier raised to 3: the usage before the change credited down to ×1",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-20T00:00:00Z", "10000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return bills(s);
+    },
+    [
+      // Jan 30: 10,000 × 2 = 20,000 at ×1, less 10,000 × 2 × 3 = 60,000 at ×3: a credit of 40,000, no invoice.
+      ["paid", "1000", [SEATS], [], "1000"],
+      // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 6 = 66,000; the 40,000 credit applied: due 27,000.
+      // API calls net 66,000 − 40,000 = 26,000 = 20,000 (before, ×1) + 1,000 × 6 (after) (the old code: 67,000 due).
+      ["paid", "67000", [SEATS, ["API calls", "usage", "11000", "6", "66000"]], ["40000"], "27000"],
+    ],
+  ],
+];
+
+for (const store of STORES) {
+  const server = useServer(store);
+  for (const [title, run, expected] of cases) {
+    test(`${store}: ${title}`, async (t) => {
+      const s = await Scenario.start(server, JAN);
+      const got = await run(s);
+      if (process.env.GOLDEN_LOG) t.log(JSON.stringify(got));
+      t.deepEqual(got, expected);
+    });
+  }
+}
