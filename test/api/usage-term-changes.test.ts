@@ -14,7 +14,7 @@
 import test from "ava";
 import { seats, usd } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
-import { EXACT, flat, lineOf, patch, usageRate } from "../helpers/price-bodies.js";
+import { EXACT, flat, lineOf, money, patch, usageRate } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
@@ -35,14 +35,14 @@ async function bills(s: Scenario): Promise<unknown[]> {
 }
 
 /** A card with usage rate `api` (2 per unit of a sum metric, `included` units), fixed seats at 1,000 and a catalog offering usage add-on `gpu` (100 per unit, event "gpu"). */
-async function plan(s: Scenario, quantities: Record<string, number>, included = 0): Promise<string> {
+async function plan(s: Scenario, quantities: Record<string, number>, included = 0, extra: Json = {}): Promise<string> {
   const api = await s.metric();
   const g = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "gpu");
   const cat = (await s.call("POST", "/rate-catalogs", { name: "Add-ons", description: "" })).id;
   const gpu = { usage_based_rate_type: "simple", code: "gpu", name: "GPU hours", pricing_metric_id: g, included_units: 0, price: usd(100) };
   await s.call("POST", `/rate-catalogs/${cat}/add_rates`, { billing_interval: "monthly", usage_based_rates: [gpu] });
   const card = await s.card({ rate_catalog_id: cat, fixed_rates: [seats()], usage_based_rates: [usageRate(api, flat(2), { included })] });
-  return (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: quantities })).subscription.id;
+  return (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: quantities, ...extra })).subscription.id;
 }
 
 type Case = [string, (s: Scenario) => Promise<unknown>, unknown];
@@ -173,6 +173,22 @@ const cases: Case[] = [
       // API calls net 66,000 − 40,000 = 26,000 = 20,000 (before, ×1) + 1,000 × 6 (after) (the old code: 67,000 due).
       ["paid", "67000", [SEATS, ["API calls", "usage", "11000", "6", "66000"]], ["40000"], "27000"],
     ],
+  ],
+  [
+    "(6) a minimum commitment counts the settlement of the usage before the change in the period's charges",
+    async (s) => {
+      const id = await plan(s, { seats: 1 }, 0, { minimum_commitment: money(30000) });
+      await s.events([["2026-01-10T00:00:00Z", "10000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "0.5" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      const close = (await s.invoices()).at(-1) as Json;
+      return (close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value);
+    },
+    // The period's charges: seats 1,000 (Jan 1) + 10,000 settled on Jan 30 + API calls 11,000 × 2 × 0.5 = 11,000 at the
+    // close = 22,000; true-up 30,000 − 22,000 = 8,000 (not 18,000, as if the settlement were not the period's).
+    ["8000"],
   ],
 ];
 

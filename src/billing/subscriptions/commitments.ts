@@ -106,10 +106,14 @@ export function resizedTrueUp(line: InvoiceLine, usage: readonly Pick<BillLine, 
 /** A proration line that is a seat change's own (keyed `<code>|`), not a credit carried onto the invoice (no key). */
 const isChangeProration = (l: Pick<InvoiceLine, "kind" | "key">): boolean => l.kind === "proration" && l.key !== null;
 
+/** A change of usage terms' settlement of the usage before it (usage-term-changes.ts): an adjustment of no window, keyed `<code>|`. */
+const isUsageTermSettlement = (l: Pick<InvoiceLine, "kind" | "key" | "windowInvoiceId">): boolean => l.kind === "adjustment" && l.windowInvoiceId === null && l.key !== null;
+
 /**
  * What `invoices` billed for the period [start, end) (see the rule above), before discounts and
  * credits: their fixed lines when the invoice's period lies inside it, their usage lines when
- * its window does, seat changes' proration lines, and adjustments of those windows; void
+ * its window does, seat changes' proration lines, changes of usage terms' settlements of the
+ * usage before them (usage-term-changes.ts), and adjustments of those windows; void
  * invoices count nothing. `late`: the adjustment lines of the invoice being written, counted when
  * they adjust one of these windows.
  */
@@ -122,7 +126,7 @@ export function periodCharges(invoices: readonly PeriodInvoice[], start: Date, e
   for (const i of counted) {
     const fixed = inside(i.periodStart, i.periodEnd);
     for (const l of i.lines) {
-      const counts = USAGE_KINDS.has(l.kind) ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l)) && fixed) || adjusts(l);
+      const counts = USAGE_KINDS.has(l.kind) ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l) || isUsageTermSettlement(l)) && fixed) || adjusts(l);
       if (counts) sum = sum.plus(dec(l.amount));
     }
   }
