@@ -138,7 +138,7 @@ export class TermUpdates {
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
       // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
-      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { charges: [], credits: [] };
+      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { charges: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
@@ -176,7 +176,7 @@ export class TermUpdates {
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usage.credits], now);
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const usageInvoice = usage.charges.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.charges, s.usageSince, now, now) : undefined;
         const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
