@@ -26,13 +26,9 @@ export interface CreditReads {
   ledger(caller: Caller, subjectId: string, page: Page): Promise<PageResult<LedgerEntry>>;
 }
 
-/** The most ledger entries a page reads to show them newest first (the credit use case lists them oldest first). */
-export const LEDGER_READ_LIMIT = 5000;
-
 /**
  * CreditReads on the use cases: the balance is billing state's `credit_balance`; the ledger is
- * the credit use case's (oldest first, by pages of 100), read whole up to LEDGER_READ_LIMIT
- * entries and turned newest first, then paged.
+ * the credit use case's, newest first, one page at a time.
  */
 export function creditReads(credits: Pick<Credits, "ledger">, states: Pick<BillingStates, "billingState">): CreditReads {
   return {
@@ -40,15 +36,8 @@ export function creditReads(credits: Pick<Credits, "ledger">, states: Pick<Billi
       const state = await states.billingState(caller, subjectId);
       return state.creditBalance.map((a) => ({ currency: a.currencyCode, balance: a.value }));
     },
-    async ledger(caller, subjectId, page) {
-      const all: LedgerEntry[] = [];
-      for (let offset = 0; offset < LEDGER_READ_LIMIT; offset += 100) {
-        const r = await credits.ledger(caller, subjectId, { limit: 100, offset, currency: "" });
-        all.push(...r.items);
-        if (!r.hasMore) break;
-      }
-      all.reverse();
-      return { items: all.slice(page.offset, page.offset + page.limit), hasMore: all.length > page.offset + page.limit };
+    ledger(caller, subjectId, page) {
+      return credits.ledger(caller, subjectId, { limit: page.limit, offset: page.offset, currency: "", newestFirst: true });
     },
   };
 }

@@ -9,7 +9,7 @@
  */
 import test from "ava";
 import { ledger, paid, promo } from "../helpers/credit-bodies.js";
-import { STORES } from "../helpers/db.js";
+import { STORES, withDatabase } from "../helpers/db.js";
 import { fixedRate, flat, money, usageRate } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
 import { type TestServer, useServer } from "../helpers/server.js";
@@ -177,6 +177,37 @@ for (const store of STORES) {
     t.is(rows(ledgerOf(second)), 11);
     t.regex(text(ledgerOf(second)), /Credit granted .*? USD 1\.00$/, "the oldest entry, g1's grant, is last");
     t.regex(second, /href="[^"]+#credit">← Newer/);
+  });
+
+  test(`${store}: past 5,000 ledger entries the portal still shows the newest first`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const first = await promo(s, "first", 100);
+    // 5,100 older movements written straight into the ledger (one per made-up invoice: the ledger's unique key).
+    await withDatabase(server.db.url, async (db) => {
+      const [row] = (await db.dataSource.query("SELECT environment_id, subject_id FROM credit_grants WHERE id = ?", [first])) as { environment_id: string; subject_id: string }[];
+      for (let part = 0; part < 5100; part += 300) {
+        const values = Array.from({ length: 300 }, (_, i) => [
+          `cle_bulk${part + i}`,
+          row?.environment_id,
+          row?.subject_id,
+          first,
+          "application",
+          "USD",
+          "0",
+          `inv_bulk${part + i}`,
+          "",
+          "older",
+          "2026-01-15 00:00:00.000",
+        ]);
+        await db.dataSource.query(
+          `INSERT INTO credit_ledger (id, environment_id, subject_id, grant_id, entry_type, currency, amount, invoice_id, credit_note_id, description, created_at) VALUES ${values.map(() => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+          values.flat(),
+        );
+      }
+    });
+    await promo(s, "latest", 4200);
+    const html = await (await fetch(`${server.url}${await portalPath(s)}`)).text();
+    t.regex(text(html), /Date Movement Description Amount 2026-01-15 Credit granted Promotional credit USD 42\.00/, "the newest entry first");
   });
 
   test(`${store}: the dashboard grants promotional credit through its form; the balance, grant and ledger show on the subject's page`, async (t) => {

@@ -42,6 +42,8 @@ export interface LedgerInput {
   limit?: number;
   offset?: number;
   currency: string;
+  /** Newest first (the pages); oldest first by default (the API). */
+  newestFirst?: boolean;
 }
 
 export interface SettingsInput {
@@ -149,7 +151,7 @@ export class Credits {
     const currency = input.currency === "" ? undefined : checkCurrency(input.currency, "currency_code", v);
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, subjectKey);
-    return this.store.ledger(caller.environmentId, subject.id, currency, page);
+    return this.store.ledger(caller.environmentId, subject.id, currency, page, input.newestFirst ?? false);
   }
 
   async settings(caller: Caller, subjectKey: string, currencyCode: string): Promise<CreditSettings> {

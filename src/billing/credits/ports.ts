@@ -104,7 +104,7 @@ export interface CreditStore {
   /** Grants in creation order (seq), of one subject and/or status. */
   list(environmentId: string, filter: GrantFilter, page: Page): Promise<PageResult<CreditGrant>>;
   /** A subject's ledger, oldest first, of one currency or every one. */
-  ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page): Promise<PageResult<LedgerEntry>>;
+  ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page, newestFirst?: boolean): Promise<PageResult<LedgerEntry>>;
   /**
    * A subject's balance per currency (the sum of its ledger: the remaining of its active and
    * depleted grants), for every currency it has had credit in, in code order.

@@ -322,10 +322,11 @@ export class SqlCreditStore implements CreditStore {
     return toPageResult(rows.map(grantFromRow), page);
   }
 
-  async ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page): Promise<PageResult<LedgerEntry>> {
+  async ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page, newestFirst = false): Promise<PageResult<LedgerEntry>> {
     const where: FindOptionsWhere<CreditLedgerRow> = { environment_id: environmentId, subject_id: subjectId };
     if (currency !== undefined) where.currency = currency;
-    const rows = await this.sql.run((em) => em.find(this.E.CreditLedgerEntry, { where, order: { seq: "ASC" }, skip: page.offset, take: page.limit + 1 }));
+    const order = { seq: newestFirst ? ("DESC" as const) : ("ASC" as const) };
+    const rows = await this.sql.run((em) => em.find(this.E.CreditLedgerEntry, { where, order, skip: page.offset, take: page.limit + 1 }));
     return toPageResult(rows.map(entryFromRow), page);
   }
 
