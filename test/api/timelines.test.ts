@@ -122,6 +122,26 @@ for (const store of STORES) {
     t.deepEqual(violatedFields(unknown.body), ["subscription_timeline_id"]);
   });
 
+  test(`${store}: linking on create needs an item covering the subscription's start, on its rate card; refused, nothing is written`, async (t) => {
+    const { s, trial, standard } = await setup("2026-01-15T00:00:00Z");
+    await s.saveCardInPortal(CARD_OK);
+    const tl = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: standard });
+    await s.call("POST", `/subscription-timelines/${tl.id}/items`, { items: [item("2026-02-01T00:00:00Z", "2026-04-01T00:00:00Z", standard)] });
+    // Linked on Jan 15, it would be active with no next transition, and billed on after Apr 1.
+    const uncovered = await s.raw("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: standard, fixed_rate_quantities: { seats: 1 }, subscription_timeline_id: tl.id });
+    t.deepEqual([uncovered.status, uncovered.body.code, violatedFields(uncovered.body)], [400, "invalid_argument", ["subscription_timeline_id"]]);
+    t.regex(JSON.stringify(uncovered.body), /no item of the timeline covers the subscription's start \(2026-01-15T00:00:00\.000Z\): start the timeline instead/);
+
+    const other = await s.call("POST", "/subscription-timelines", { subject_id: s.subjectId, rate_card_id: trial });
+    await s.call("POST", `/subscription-timelines/${other.id}/items`, { items: [item("2026-01-15T00:00:00Z", null, standard)] });
+    const wrongCard = await s.raw("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: trial, fixed_rate_quantities: { seats: 1 }, subscription_timeline_id: other.id });
+    t.deepEqual([wrongCard.status, violatedFields(wrongCard.body)], [400, ["subscription_timeline_id"]]);
+    t.regex(JSON.stringify(wrongCard.body), new RegExp(`is on rate card ${standard}, not rate_card_id ${trial}`));
+
+    t.deepEqual([(await s.call("GET", `/subscription-timelines/${tl.id}`)).status, (await s.call("GET", `/subscription-timelines/${other.id}`)).status], ["draft", "draft"]);
+    t.deepEqual([await s.subscriptions(), await s.invoices()], [[], []]);
+  });
+
   test(`${store}: bad timeline input is a 400 naming the field and changes nothing`, async (t) => {
     const { s, trial, standard } = await setup();
     const other = await Scenario.start(server, "2026-01-01T00:00:00Z");

@@ -113,18 +113,13 @@ export class Subscriptions {
     checkMetadata(input.metadata, v.at("metadata"));
     v.throwIfAny();
     const subject = await this.lookups.subject(caller, input.subjectId);
-    if (input.timelineId !== "") {
-      const tl = await this.stores.timelines.get(caller.environmentId, input.timelineId);
-      if (!tl) v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
-      else if (tl.subjectId !== subject.id) v.add("subscription_timeline_id", "belongs to another subject");
-      else if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
-    }
+    const now = await this.lookups.nowFor(subject);
+    if (input.timelineId !== "") await this.checkTimelineLink(caller, input, subject, now, v);
     const card = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const terms = await this.terms.checkTerms(card, input.fixedRateQuantities, input.rateMultipliers, v);
     const commitment = checkCommitment(input.minimumCommitment, card, v);
     v.throwIfAny();
 
-    const now = await this.lookups.nowFor(subject);
     if (input.couponId !== undefined) await this.coupons?.check(caller, input.couponId, card.currency, now);
     const withCommitment = { ...terms, commitment: newCommitment(commitment.given ? commitment.value : null, card) };
     const draft = { ...newSubscription(caller, subject, card, withCommitment, input.metadata, now), timelineId: input.timelineId || null };
@@ -154,6 +149,27 @@ export class Subscriptions {
       now,
     );
     return { kind: "requires_action", checkoutUrl: this.checkouts.url(session) };
+  }
+
+  /**
+   * A timeline linked on create: the subject's own draft, with an item covering the subscription's
+   * start (`now`) on the subscription's rate card, as starting the timeline would take (DESIGN §9).
+   * Without one, the timeline would be active with no next transition, never moved nor completed.
+   */
+  private async checkTimelineLink(caller: Caller, input: CreateSubscriptionInput, subject: BillingSubject, now: Date, v: Violations): Promise<void> {
+    const tl = await this.stores.timelines.get(caller.environmentId, input.timelineId);
+    if (!tl) return v.add("subscription_timeline_id", "no subscription timeline with this ID exists");
+    if (tl.subjectId !== subject.id) return v.add("subscription_timeline_id", "belongs to another subject");
+    if (tl.status !== "draft") throw new FailedPreconditionError("TIMELINE_NOT_DRAFT", `subscription timeline ${tl.id} is ${tl.status}; only a draft can be linked`);
+    const items = await this.stores.timelines.items(tl.id, tl.environmentId);
+    const current = items.find((i) => covers(i, now.getTime()));
+    if (!current) {
+      const start = now.toISOString();
+      return v.add("subscription_timeline_id", `no item of the timeline covers the subscription's start (${start}): start the timeline instead, or add an item covering ${start}`);
+    }
+    if (current.rateCardId !== input.rateCardId) {
+      v.add("subscription_timeline_id", `the timeline's item covering the subscription's start is on rate card ${current.rateCardId}, not rate_card_id ${input.rateCardId}`);
+    }
   }
 
   /**
