@@ -325,8 +325,7 @@ export class SqlCreditStore implements CreditStore {
   async ledger(environmentId: string, subjectId: string, currency: string | undefined, page: Page, newestFirst = false): Promise<PageResult<LedgerEntry>> {
     const where: FindOptionsWhere<CreditLedgerRow> = { environment_id: environmentId, subject_id: subjectId };
     if (currency !== undefined) where.currency = currency;
-    const order = { seq: newestFirst ? ("DESC" as const) : ("ASC" as const) };
-    const rows = await this.sql.run((em) => em.find(this.E.CreditLedgerEntry, { where, order, skip: page.offset, take: page.limit + 1 }));
+    const rows = await this.sql.run((em) => em.find(this.E.CreditLedgerEntry, { where, order: { seq: newestFirst ? "DESC" : "ASC" }, skip: page.offset, take: page.limit + 1 }));
     return toPageResult(rows.map(entryFromRow), page);
   }
 
