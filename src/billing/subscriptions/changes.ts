@@ -16,7 +16,7 @@ import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { chargedTerms, sameTerms, withCredits } from "./proration.js";
+import { chargedAfterSwitch, chargedCardTerms, sameCharged, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
 import type { BillLine } from "./invoice-building.js";
@@ -44,6 +44,7 @@ export interface PreparedSwitch {
   next: SubscriptionTerms;
   at: Date;
   invoice: Invoice;
+  charged: boolean; // it charges for the rest of the period (an upgrade); else that stays billed as it was (chargedAfterSwitch)
 }
 
 export class SubscriptionChanges {
@@ -234,7 +235,7 @@ export class SubscriptionChanges {
         );
         return { result: { kind: "requires_action", checkoutUrl: this.checkouts.url(session) } };
       }
-      const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan.lines, true);
+      const { subscription, invoice } = await this.trySwitch(current, newCard, next, now, plan, true);
       return { result: { kind: "success", subscription }, invoice, paymentMethodId: subject.paymentMethodId };
     });
     if (done.invoice) await this.engine.settlement.settle(done.invoice, done.paymentMethodId ?? null);
@@ -312,10 +313,12 @@ export class SubscriptionChanges {
   /**
    * What moving to `newCard` at `at` invoices: the old card's usage so far, and for an upgrade
    * the old card's credit and the new card's charge (change-lines.ts; the old charge is the one
-   * the period was billed at, chargedTerms, not the row's terms).
+   * the period was billed at, on the card it was billed on, chargedCardTerms, not the row's).
    */
   private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
-    const oldFixed = await this.fixedTotal(oldCard, chargedTerms(current));
+    const paid = chargedCardTerms(current);
+    const paidCard = paid.rateCardId === oldCard.id ? oldCard : await this.engine.reads.card(current.environmentId, paid.rateCardId);
+    const oldFixed = await this.fixedTotal(paidCard, paid);
     const newFixed = await this.fixedTotal(newCard, next);
     const diff = newFixed.minus(oldFixed);
     const lines = await this.engine.builder.usageLines(oldCard, current, current.usageSince, at);
@@ -326,7 +329,7 @@ export class SubscriptionChanges {
       const prorate = behavior !== "rate_difference";
       upgrade = prorate ? diff.times(left).div(span) : diff;
       // The old card's credit and the new card's charge, each taxed by its own card (change-lines.ts).
-      if (upgrade.gt(0)) lines.push(...upgradeLines({ card: oldCard, fixed: oldFixed }, { card: newCard, fixed: newFixed }, prorate ? { left, span } : null));
+      if (upgrade.gt(0)) lines.push(...upgradeLines({ card: paidCard, fixed: oldFixed }, { card: newCard, fixed: newFixed }, prorate ? { left, span } : null));
     }
     return { lines, upgrade };
   }
@@ -341,24 +344,24 @@ export class SubscriptionChanges {
     const found = await this.lookups.subscription(caller, id);
     const newCard = await this.lookups.cardForNewUse(caller, input.rateCardId);
     const { current, next, now, plan } = await this.planChange(caller, found, newCard, input.behavior, readOnly);
-    return this.switchOf(current, newCard, next, now, plan.lines);
+    return this.switchOf(current, newCard, next, now, plan);
   }
 
   /** One attempt at the switch, committed or not at all (writeSwitch). */
-  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: BillLine[], inCurrentPeriod: boolean) {
-    const prepared = await this.switchOf(current, newCard, next, at, lines);
+  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, plan: { lines: BillLine[]; upgrade: Decimal }, inCurrentPeriod: boolean) {
+    const prepared = await this.switchOf(current, newCard, next, at, plan);
     return this.stores.transaction((tx) => this.writeSwitch(tx, prepared, inCurrentPeriod));
   }
 
   /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`. */
-  private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, lines: BillLine[]): Promise<PreparedSwitch> {
+  private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, { lines, upgrade }: { lines: BillLine[]; upgrade: Decimal }): Promise<PreparedSwitch> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check in writeSwitch is what keeps one change from being applied twice.
     const key = `change:${at.getTime()}:${randomBase62(8)}`;
     const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
     const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
-    return { current, newCard, next, at, invoice };
+    return { current, newCard, next, at, invoice, charged: upgrade.gt(0) };
   }
 
   /**
@@ -366,20 +369,20 @@ export class SubscriptionChanges {
    * locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
    * `at` without being closed yet; SUBSCRIPTION_NOT_ACTIVE when it was cancelled or paused.
    */
-  async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+  async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice, charged }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const s = await tx.lockSubscription(current.environmentId, current.id);
     if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
     if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
     // The fence, and the fixed charges the upgrade was computed from.
-    if (!unmoved(s, current) || !sameTerms(chargedTerms(s), chargedTerms(current))) throw lostRace(current.id);
+    if (!unmoved(s, current) || !sameCharged(s, current)) throw lostRace(current.id);
     checkCycleClosed(s, at, inCurrentPeriod);
     // An upgrade whose credit outweighs its charge once taxed: that net credit goes to the balance (change-credit.ts).
     const change = await changeCredit(tx, invoice, at);
     const own = await grantProrationCredits(tx, s, invoice.currency, change.credits, at);
     const credited = withCredits(change.invoice, [...(s.prorationCredits ?? []), ...own]);
     if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
-    // The rest of the period is billed at the new card's terms (by the upgrade charge, or taken as paid on a downgrade).
-    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: null, usageSince: at, prorationCredits: credited.carried };
+    // An upgrade bills the rest of the period at the new card's terms; a change charging nothing keeps what the period was billed at.
+    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: chargedAfterSwitch(s, newCard.id, next, charged), usageSince: at, prorationCredits: credited.carried };
     await tx.updateSubscription(updated);
     await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
     return { subscription: updated, invoice: credited.invoice };
@@ -390,7 +393,7 @@ export class SubscriptionChanges {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     const subject = await this.stores.directory.subject(current.environmentId, current.subjectId);
     const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
-    const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan.lines, false);
+    const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan, false);
     await this.engine.settlement.settle(invoice, subject?.paymentMethodId ?? null);
     return subscription;
   }

@@ -161,7 +161,28 @@ export type TermsOf = Pick<Subscription, "fixedRateQuantities" | "rateMultiplier
  * proration left them for the next cycle.
  */
 export function chargedTerms(s: Subscription): TermsOf {
+  // Terms of another card (a change of rate card that charged nothing) are not the row's card's: per rate, the row's terms.
+  if (s.chargedTerms?.rateCardId !== undefined && s.chargedTerms.rateCardId !== s.rateCardId) return { fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers };
   return s.chargedTerms ?? { fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers };
+}
+
+/** The card and terms `s`'s current period's fixed charges were billed at: what a change of rate card takes as paid. */
+export function chargedCardTerms(s: Subscription): TermsOf & { rateCardId: string } {
+  const t = s.chargedTerms ?? s;
+  return { rateCardId: s.chargedTerms?.rateCardId ?? s.rateCardId, fixedRateQuantities: t.fixedRateQuantities, rateMultipliers: t.rateMultipliers };
+}
+
+/**
+ * `s`'s chargedTerms after a change of rate card to `cardId` at `next`: null when it charged for
+ * the rest of the period (`charged`, an upgrade) or the period was billed at those; otherwise the
+ * period keeps the card and terms it was billed at, so a later upgrade in it is computed from
+ * them, not from the card it was downgraded to (Pro → Basic → Pro charges nothing).
+ */
+export function chargedAfterSwitch(s: Subscription, cardId: string, next: TermsOf, charged: boolean): Subscription["chargedTerms"] {
+  const paid = chargedCardTerms(s);
+  if (charged || (paid.rateCardId === cardId && sameTerms(paid, next))) return null;
+  const terms = { fixedRateQuantities: { ...paid.fixedRateQuantities }, rateMultipliers: { ...paid.rateMultipliers } };
+  return paid.rateCardId === cardId ? terms : { ...terms, rateCardId: paid.rateCardId };
 }
 
 /**
@@ -190,6 +211,12 @@ export function chargedKeeping(s: Subscription, next: TermsOf, uncredited: Reado
     }
   }
   return sameTerms(kept, next) ? null : kept;
+}
+
+/** Whether `a` and `b`'s periods were billed on the same card at the same terms (chargedCardTerms). */
+export function sameCharged(a: Subscription, b: Subscription): boolean {
+  const [x, y] = [chargedCardTerms(a), chargedCardTerms(b)];
+  return x.rateCardId === y.rateCardId && sameTerms(x, y);
 }
 
 /** Whether two sets of terms are the same. */

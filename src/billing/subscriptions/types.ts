@@ -45,8 +45,9 @@ export interface Subscription {
    * The terms the current period's fixed charges were billed at where they differ from the terms above
    * (a change with proration_behavior none applies from the next cycle's charges); every proration and
    * unused-time credit is computed from them (proration.ts, chargedTerms). Absent or null: the above.
+   * `rateCardId`: the card they were billed on, where not the above (chargedAfterSwitch, proration.ts).
    */
-  chargedTerms?: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers"> | null;
+  chargedTerms?: (Pick<Subscription, "fixedRateQuantities" | "rateMultipliers"> & { rateCardId?: string }) | null;
   /**
    * Proration credits no invoice could take yet (a seat decrease, unused time of a pause), oldest
    * first: each is a negative `proration` line of the subscription's next invoices, as much of it

@@ -186,8 +186,9 @@ export class TermUpdates {
           ...s,
           ...next,
           // A prorated change bills the period at the new terms, but for a decrease credited nothing (chargedKeeping);
-          // `none` (or no change of terms) leaves it at those it was billed at.
-          chargedTerms: behavior === "none" || !termsChange ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
+          // `none` (or no change of terms) leaves it at those it was billed at (on another card after a change of rate card charging nothing: as is).
+          chargedTerms:
+            !termsChange || (behavior === "none" && s.chargedTerms?.rateCardId) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).

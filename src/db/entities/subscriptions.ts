@@ -41,7 +41,7 @@ export interface SubscriptionRow {
   cycle_epoch?: number;
   proration_credits?: { description: string; amount: string }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
-  charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string> } | null;
+  charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
   created_at: Date;
   updated_at: Date;
 }
