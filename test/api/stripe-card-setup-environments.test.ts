@@ -205,4 +205,22 @@ for (const store of STORES) {
       t.truthy(saved.current);
     });
   }
+
+  test.serial(`${store}: a portal card setup finished on Stripe after the portal link expired still saves the card`, async (t) => {
+    const { server, fake } = ctx;
+    fake.setAccount(SK_A, "acct_env_a");
+    const a = await stripeEnvironment(server, SK_A, WH_A);
+    webhookTo(server, fake, a, WH_A);
+    const token = await portalToken(a.s);
+    const stripeUrl = await location303(await form(local(server, `${server.url}/hosted/portal/${token}/card`)), "our page");
+    // The customer takes longer on Stripe's page than the portal link lives (60 minutes): it expired a minute ago.
+    const past = new Date(Date.now() - 60_000).toISOString().replace("T", " ").replace("Z", "");
+    await withDatabase(server.db.url, (db) => db.dataSource.query("UPDATE customer_portal_sessions SET expires_at = ? WHERE token = ?", [past, token]));
+    const back = await location303(await form(stripeUrl, { card: "pm_card_visa" }), "Stripe Checkout");
+    await fake.settle();
+    await returnTo(server, back);
+    const saved = await cardsOf(server, a.s.subjectId);
+    t.is(saved.cards.length, 1, "the card saved on Stripe is the subject's");
+    t.truthy(saved.current);
+  });
 }

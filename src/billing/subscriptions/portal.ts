@@ -23,6 +23,9 @@ import type { BillingSubject, Invoice, PortalSession, SubjectProfile, Subscripti
 /** How long a portal URL works: one hour, on real time. */
 export const PORTAL_SESSION_TTL_MS = 3_600_000;
 
+/** How long after its portal session expired a card setup started from it still completes: a provider page's life (Stripe Checkout's, 24 hours). */
+export const CARD_SETUP_GRACE_MS = 24 * 3_600_000;
+
 /** How many invoices the portal lists, newest first (three years of monthly invoices). */
 export const PORTAL_INVOICES_SHOWN = 36;
 
@@ -132,10 +135,10 @@ export class CustomerPortal {
   }
 
   /** What `token` opens (see PortalAccess); undefined for a token no session has. */
-  async access(token: string): Promise<PortalAccess | undefined> {
+  async access(token: string, graceMs = 0): Promise<PortalAccess | undefined> {
     const session = await this.stores.portals.get(token);
     if (!session) return undefined;
-    if (this.engine.now().getTime() >= session.expiresAt.getTime()) return { state: "expired", session };
+    if (this.engine.now().getTime() >= session.expiresAt.getTime() + graceMs) return { state: "expired", session };
     const subject = await this.stores.directory.subject(session.environmentId, session.subjectId);
     const mode = await this.engine.reads.modeOf(session.environmentId);
     if (!subject || subject.id !== session.subjectId || !mode) return { state: "gone", session };
@@ -258,7 +261,9 @@ export class CustomerPortal {
    * unknown token (no redirect).
    */
   async saveProviderCard(environmentId: string, token: string, card: SavedCard, record: (tx: BillingTx) => Promise<boolean>): Promise<{ redirect: string | null }> {
-    const access = await this.access(token);
+    // A setup starts only while the portal is open, and the provider's page lives on after it (Stripe's, 24 hours): its
+    // completion saves the card until then, or the customer's new card was dropped and dunning went on with the old one.
+    const access = await this.access(token, CARD_SETUP_GRACE_MS);
     if ((access?.state === "open" ? access.portal.session : access?.session)?.environmentId !== environmentId) return { redirect: null };
     const back = `${this.publicBaseUrl()}/hosted/portal/${token}?done=card`;
     if (access?.state !== "open") return { redirect: access ? `${this.publicBaseUrl()}/hosted/portal/${token}` : null };
