@@ -16,7 +16,7 @@
  * - a multiplier lowered on a rate whose charge grows with its usage in proportion to the
  *   multiplier over the period (no volume tiers, no minimum or maximum, a metric other than
  *   `last`): m_old·P(before) + m_new·(P(all) − P(before)).
- * Anything else is priced by the close at the new terms for the whole period, as before: a rate
+ * Anything else is priced by the close at the new terms for the whole period: a rate
  * taken bills its usage since the period's start, a multiplier raised its usage before the
  * change at the new one. Never a credit: a difference priced on a shape that is not additive
  * (volume tiers, `last`, limits) can come out larger than what the close takes back.
@@ -34,11 +34,6 @@ import type { Subscription } from "./types.js";
 
 type UsageRate = ChargedRates["usage"][number];
 
-/** What a change of usage terms settles at once: adjustment lines to bill. */
-export interface UsageTermSettlement {
-  charges: BillLine[];
-}
-
 /** Whether `rate`'s charge is its multiplier times a price that only adds up with usage: no volume tiers, no limit, a metric other than `last`. */
 function scalesWithUsage(rate: UsageRate, aggregation: string | undefined): boolean {
   if (rate.minimumAmount || rate.maximumAmount || aggregation === "last" || aggregation === undefined) return false;
@@ -46,22 +41,14 @@ function scalesWithUsage(rate: UsageRate, aggregation: string | undefined): bool
   return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
 }
 
-/** The usage rates charged at `before` and at `after`, by code. */
-async function chargedUsage(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf) {
-  const was = new Map((await reads.rates(card, before.fixedRateQuantities)).usage.map((r) => [r.code, r]));
+/** The usage rates charged at `before` whose terms change at `after`: dropped (`new` undefined), or another multiplier. */
+async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf): Promise<{ old: UsageRate; new?: UsageRate }[]> {
   const now = new Map((await reads.rates(card, after.fixedRateQuantities)).usage.map((r) => [r.code, r]));
-  return { was, now };
-}
-
-/** The usage rates whose terms change from `before` to `after`: taken, dropped, or another multiplier. */
-export async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf): Promise<{ code: string; old?: UsageRate; new?: UsageRate }[]> {
-  const { was, now } = await chargedUsage(reads, card, before, after);
-  const out: { code: string; old?: UsageRate; new?: UsageRate }[] = [];
-  for (const code of new Set([...was.keys(), ...now.keys()])) {
-    const o = was.get(code);
-    const n = now.get(code);
-    if (o && n && multiplierOf(before, code).eq(multiplierOf(after, code))) continue;
-    out.push({ code, old: o, new: n });
+  const out: { old: UsageRate; new?: UsageRate }[] = [];
+  for (const old of (await reads.rates(card, before.fixedRateQuantities)).usage) {
+    const n = now.get(old.code);
+    if (n && multiplierOf(before, old.code).eq(multiplierOf(after, old.code))) continue;
+    out.push({ old, new: n });
   }
   return out;
 }
@@ -69,17 +56,10 @@ export async function changedUsageRates(reads: Pick<BillingReads, "rates">, card
 /**
  * What moving `s` (at its row's terms, with usage since `s.usageSince`) to `next` at `at` settles
  * for the usage before the change (see the module's comment). Nothing when no usage rate's terms
- * change or the window is empty.
+ * change or the window is empty: the adjustment lines to bill at once.
  */
-export async function usageTermSettlement(
-  builder: InvoiceBuilder,
-  reads: Pick<BillingReads, "rates" | "metricsOf">,
-  card: RateCard,
-  s: Subscription,
-  next: TermsOf,
-  at: Date,
-): Promise<UsageTermSettlement> {
-  const out: UsageTermSettlement = { charges: [] };
+export async function usageTermSettlement(builder: InvoiceBuilder, reads: Pick<BillingReads, "rates" | "metricsOf">, card: RateCard, s: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
+  const out: BillLine[] = [];
   const from = s.usageSince;
   if (at.getTime() <= from.getTime()) return out;
   const cycle = { start: s.periodStart, end: s.periodEnd };
@@ -87,30 +67,22 @@ export async function usageTermSettlement(
     rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers }, from, at, cycle)) : ZERO;
   const span = `${formatInstant(from)} to ${formatInstant(at)}`;
   const changed = await changedUsageRates(reads, card, s, next);
-  const metrics = await reads.metricsOf(card.environmentId, [...new Set(changed.flatMap((c) => (c.old ? [c.old.pricingMetricId] : [])))]);
+  const metrics = await reads.metricsOf(card.environmentId, [...new Set(changed.map((c) => c.old.pricingMetricId))]);
   for (const c of changed) {
     // Settled: a rate dropped, or a multiplier lowered on a rate whose charge scales with it (see the module's comment).
-    if (!c.old || (c.new && !scalesWithUsage(c.old, metrics.get(c.old.pricingMetricId)?.aggregation.type))) continue;
+    if (c.new && !scalesWithUsage(c.old, metrics.get(c.old.pricingMetricId)?.aggregation.type)) continue;
     const d = (await charge(c.old, s)).minus(await charge(c.new, next));
     if (!d.gt(0)) continue;
-    const name = (c.old ?? c.new)?.name ?? c.code;
-    const what = describe(c.old !== undefined, c.new !== undefined, multiplierOf(s, c.code), multiplierOf(next, c.code));
-    out.charges.push({
-      description: `${name}: usage before the change (${what}) at the old terms (${span})`,
+    const what = c.new ? `multiplier ${formatDecimal(multiplierOf(s, c.old.code))} → ${formatDecimal(multiplierOf(next, c.old.code))}` : "dropped";
+    out.push({
+      description: `${c.old.name}: usage before the change (${what}) at the old terms (${span})`,
       quantity: dec(1),
       unitAmount: d,
       amount: d,
       kind: "adjustment",
-      key: `${c.code}|`,
+      key: `${c.old.code}|`,
       windowInvoiceId: null,
     });
   }
   return out;
-}
-
-/** The change of one usage rate as a line says it: "dropped", "taken", or "multiplier 2 → 0.5". */
-function describe(was: boolean, now: boolean, m0: Decimal, m1: Decimal): string {
-  if (!now) return "dropped";
-  if (!was) return "taken";
-  return `multiplier ${formatDecimal(m0)} → ${formatDecimal(m1)}`;
 }
