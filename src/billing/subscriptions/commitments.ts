@@ -33,6 +33,7 @@ import { checkAmount } from "../catalog/amounts.js";
 import type { RateCard } from "../catalog/types.js";
 import type { Violations } from "../errors.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
+import { formatInstant } from "../time.js";
 import type { BillLine } from "./invoice-building.js";
 import type { InvoiceStore } from "./ports.js";
 import type { Commitment, Invoice, InvoiceLine, Subscription } from "./types.js";
@@ -187,7 +188,7 @@ export function trueUpCorrection(
   late: readonly Pick<BillLine, "amount" | "kind" | "windowInvoiceId">[],
 ): BillLine | undefined {
   const sum = (lines: readonly { amount: Decimal | string }[]) => lines.reduce((acc, l) => acc.plus(typeof l.amount === "string" ? dec(l.amount) : l.amount), ZERO);
-  const trueUp = sum(closing.lines.filter((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null));
+  const trueUp = sum(closing.lines.filter(isOwnTrueUp));
   if (trueUp.lte(0)) return undefined;
   const ids = new Set([closing.id, ...windows.map((w) => w.id)]);
   const of = (kind: string) => (l: { kind: string; windowInvoiceId: string | null }) => l.kind === kind && l.windowInvoiceId !== null && ids.has(l.windowInvoiceId);
@@ -200,7 +201,7 @@ export function trueUpCorrection(
     .minus(sum(closing.lines.filter(of("adjustment"))));
   const amount = (lateUsage.lt(trueUp) ? lateUsage : trueUp).neg().minus(corrected);
   if (amount.isZero()) return undefined;
-  const stated = `period ${stamp(period.from)} to ${stamp(period.to)}`;
+  const stated = `period ${formatInstant(period.from)} to ${formatInstant(period.to)}`;
   const description = amount.isNegative() ? `Minimum commitment true-up, less late usage (${stated})` : `Minimum commitment true-up, back for late usage credited (${stated})`;
   return { description, quantity: dec(1), unitAmount: amount, amount, kind: "commitment_true_up", key: null, windowInvoiceId: closing.id };
 }
@@ -208,6 +209,5 @@ export function trueUpCorrection(
 /** Whether a `commitment_true_up` line is a correction for late usage (trueUpCorrection, kept as written) rather than a period's own true-up (sized on its usage). */
 export const isTrueUpCorrection = (l: Pick<InvoiceLine, "kind" | "windowInvoiceId">): boolean => l.kind === "commitment_true_up" && l.windowInvoiceId !== null;
 
-function stamp(d: Date): string {
-  return d.toISOString().replace(".000Z", "Z");
-}
+/** Whether a line is a period's own `commitment_true_up` (on the invoice that closed it), not a correction of one. */
+export const isOwnTrueUp = (l: Pick<InvoiceLine, "kind" | "windowInvoiceId">): boolean => l.kind === "commitment_true_up" && l.windowInvoiceId === null;

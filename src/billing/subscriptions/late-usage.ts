@@ -10,12 +10,13 @@ import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { newInvoiceEvents } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { formatInstant } from "../time.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js";
 import type { BillingStores } from "./ports.js";
 import { finalizeOpen } from "./booking.js";
-import { trueUpCorrection } from "./commitments.js";
+import { isOwnTrueUp, trueUpCorrection } from "./commitments.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Invoice, InvoiceLine, Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -33,10 +34,6 @@ export function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
 
 /** Whether an invoice is one that closes a billing period: a cycle close's (keyed as cycleKey), a cancellation's ("final") or a pause's. */
 const closesPeriod = (i: Pick<Invoice, "periodKey">): boolean => i.periodKey === "final" || i.periodKey.startsWith("pause:") || i.periodKey.startsWith("cycle:");
-
-function day(d: Date): string {
-  return d.toISOString().replace(".000Z", "Z");
-}
 
 /** A subscription's finalized usage windows as the invoice store reads them (InvoiceStore.windows). */
 export type WindowsOf = Awaited<ReturnType<BillingStores["invoices"]["windows"]>>;
@@ -125,7 +122,7 @@ export class LateUsage {
         if (dq.isZero() && da.isZero()) continue;
         const what = n?.description ?? b?.description ?? k;
         lines.push({
-          description: `Late usage adjustment: ${what.replace(/^Late usage adjustment: /, "").replace(/ \(period [^)]*\)$/, "")} (period ${day(w.from)} to ${day(w.to)})`,
+          description: `Late usage adjustment: ${what.replace(/^Late usage adjustment: /, "").replace(/ \(period [^)]*\)$/, "")} (period ${formatInstant(w.from)} to ${formatInstant(w.to)})`,
           quantity: dq,
           unitAmount: n?.unitAmount ?? b?.unitAmount ?? ZERO,
           amount: da,
@@ -161,7 +158,7 @@ export class LateUsage {
     for (const period of periods.values()) {
       if (!period.some((w) => recheck.has(w.invoice.id))) continue;
       const counted = period.filter((w) => w.invoice.status !== "void");
-      const closing = counted.find((w) => w.billed.some((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null && dec(l.amount).gt(0)));
+      const closing = counted.find((w) => w.billed.some((l) => isOwnTrueUp(l) && dec(l.amount).gt(0)));
       // A window's invoice that carries the true-up has the lines tied to it in its billed; an invoice without a window, in `tied`.
       const found = closing ? { invoice: await this.ctx.stores.invoices.get(s.environmentId, closing.invoice.id), tied: [] } : await this.closedWithoutWindow(s, period);
       const full = found?.invoice;
@@ -188,7 +185,7 @@ export class LateUsage {
     if (!w?.cycleStart || !w.cycleEnd || period.some((p) => closesPeriod(p.invoice))) return undefined;
     const created = await this.ctx.stores.invoices.createdWithin(s.id, s.environmentId, new Date(w.cycleStart), new Date(w.cycleEnd));
     const close = created.find((c) => closesPeriod(c.invoice));
-    return close?.invoice.lines.some((l) => l.kind === "commitment_true_up" && l.windowInvoiceId === null) ? close : undefined;
+    return close?.invoice.lines.some(isOwnTrueUp) ? close : undefined;
   }
 
   /**
