@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -21,6 +21,17 @@ export function randomBase62(n: number): string {
     if (b < 248) out += ALPHABET[b % 62];
   }
   return out;
+}
+
+/**
+ * 22 base62 characters derived from `text` (SHA-256, the same rejection of bytes ≥ 248 as
+ * randomBase62, padded with "0" in the rare case the digest runs out): the part of an ID that a
+ * retry must find again (a keyed purchase's, a credit note's).
+ */
+export function derivedBase62(text: string): string {
+  let out = "";
+  for (const b of createHash("sha256").update(text).digest()) if (b < 248 && out.length < 22) out += ALPHABET[b % 62];
+  return out.padEnd(22, "0");
 }
 
 /** Type prefixes of every resource ID (DESIGN §4). */

@@ -30,11 +30,10 @@
  *   (`credit_note.refund_failed`) and the note left issued (refund-status.ts).
  */
 import { purchasedGrantId } from "../credits/purchase-states.js";
-import { createHash } from "node:crypto";
 import { FailedPreconditionError, InvalidArgumentError, NotFoundError, Violations } from "../errors.js";
 import type { CreditGrant } from "../credits/types.js";
 import { type NewEvent, creditGrantEvent } from "../events/types.js";
-import { randomBase62 } from "../ids.js";
+import { derivedBase62, randomBase62 } from "../ids.js";
 import { dec, formatDecimal } from "../money.js";
 import { type PageResult, checkPage } from "../pagination.js";
 import type { Caller } from "../tenancy.js";
@@ -54,15 +53,8 @@ import { type KeptRefund, type MadeRefund, RefundedEarlier, madeUnderKey, paidBy
 import type { CreditNote } from "./types.js";
 import { type CheckedCreditNote, type CreateCreditNoteInput, checkCreditNote, checkLineIndexes } from "./validation.js";
 
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
 /** A credit note's ID from the parts it is derived from: `cn_` and 22 base62 characters of their hash. */
-function derivedId(parts: readonly (string | number)[]): string {
-  const bytes = createHash("sha256").update(parts.join("\u0000")).digest();
-  let out = "";
-  for (const b of bytes) if (b < 248 && out.length < 22) out += BASE62[b % 62];
-  return `cn_${out.padEnd(22, "0")}`;
-}
+const derivedId = (parts: readonly (string | number)[]): string => `cn_${derivedBase62(parts.join("\u0000"))}`;
 
 /**
  * A credit note's ID asked without an Idempotency-Key, derived from what it is written over: its
