@@ -3,7 +3,8 @@
  * usage-based catalog add-on taken or dropped) prices the usage before the change at the terms it
  * was used under, with either proration_behavior, and keeps the period's usage window whole: the
  * close prices the whole period at the new terms (one allowance of included units), and the PATCH
- * settles the difference for the part before the change, billed at once or granted as credit
+ * settles the difference for the part before the change: billed at once (a multiplier lowered, an
+ * add-on dropped) or granted as credit (raised, taken), so a change undone later nets out
  * (DESIGN §13, docs/guides/pricing.md). Driven only through the public API on a test clock, on
  * MariaDB and SQLite; every figure is worked out beside it. Monthly cards from 2026-01-01: the
  * change is on Jan 30, the cycle closes on Feb 1; invoices are final at once and paid by card.
@@ -32,6 +33,15 @@ async function bills(s: Scenario): Promise<unknown[]> {
     (i.credits_applied as Json[]).map((c) => c.amount.value),
     i.amount_due.value,
   ]);
+}
+
+/** The credits granted to the subject by changes (ledger entries `proration`) as [kind, description, amount], oldest first. */
+async function ledger(s: Scenario): Promise<unknown[]> {
+  const page = await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`);
+  return (page.entries as Json[])
+    .filter((e) => e.entry_type === "proration")
+    .reverse()
+    .map((e) => [e.entry_type, e.description, e.amount.value]);
 }
 
 /** A card with usage rate `api` (2 per unit of a sum metric, `included` units), fixed seats at 1,000 and a catalog offering usage add-on `gpu` (100 per unit, event "gpu"). */
@@ -133,7 +143,7 @@ const cases: Case[] = [
     ],
   ],
   [
-    "(4) the gpu add-on taken: nothing settled, the close bills its usage since the period's start (no credit)",
+    "(4) the gpu add-on taken: its usage before the change credited, the close bills its usage since the period's start",
     async (s) => {
       const id = await plan(s, { seats: 1 });
       await s.events([["2026-01-15T00:00:00Z", "500"]], "gpu");
@@ -141,22 +151,24 @@ const cases: Case[] = [
       const r = await patch(s, id, { fixed_rate_quantities: { gpu: 1 } });
       await s.events([["2026-01-31T00:00:00Z", "20"]], "gpu");
       await s.advance(FEB);
-      return [r.subscription.fixed_rate_quantities, r.proration_invoice, await bills(s)];
+      return [r.subscription.fixed_rate_quantities, r.proration_invoice, await ledger(s), await bills(s)];
     },
     [
       { seats: "1", gpu: "1" },
       null,
+      // Jan 30: its 500 units before the change cost 0 at the old terms (not taken) and 500 × 100 = 50,000 at the new
+      // ones, which the close bills: 50,000 credited (the old code credited nothing: 52,000 for 20 units used with it).
+      [["proration", `GPU hours: usage before the change (taken) at the old terms ${BEFORE}`, "50000"]],
       [
-        // Jan 30: nothing: a rate taken is not settled (a credit of its usage before the change, priced on a shape that
-        // is not additive, could exceed what the close takes back; docs/guides/pricing.md).
         ["paid", "1000", [SEATS], [], "1000"],
-        // Feb 1: 1 seat 1,000; gpu for the period (500 + 20) × 100 = 52,000.
-        ["paid", "53000", [SEATS, ["GPU hours", "usage", "520", "100", "52000"]], [], "53000"],
+        // Feb 1: 1 seat 1,000; gpu for the period (500 + 20) × 100 = 52,000; the credit pays 50,000: 3,000 due
+        // = 1,000 + 20 × 100, the 20 units used with the add-on.
+        ["paid", "53000", [SEATS, ["GPU hours", "usage", "520", "100", "52000"]], ["50000"], "3000"],
       ],
     ],
   ],
   [
-    "(5) api multiplier raised to 3: nothing settled, the close prices the period at ×3 (no credit)",
+    "(5) api multiplier raised to 3: the usage before the change credited back to ×1",
     async (s) => {
       const id = await plan(s, { seats: 1 });
       await s.events([["2026-01-20T00:00:00Z", "10000"]]);
@@ -164,12 +176,91 @@ const cases: Case[] = [
       await patch(s, id, { rate_price_multipliers: { api: "3" } });
       await s.events([["2026-01-31T00:00:00Z", "1000"]]);
       await s.advance(FEB);
-      return bills(s);
+      return [await ledger(s), await bills(s)];
     },
     [
-      ["paid", "1000", [SEATS], [], "1000"],
-      // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 2 × 3 = 66,000.
-      ["paid", "67000", [SEATS, ["API calls", "usage", "11000", "6", "66000"]], [], "67000"],
+      // Jan 30: 10,000 units before the change: 10,000 × 2 = 20,000 at ×1, 60,000 at ×3: 40,000 credited.
+      [["proration", `API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "40000"]],
+      [
+        ["paid", "1000", [SEATS], [], "1000"],
+        // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 2 × 3 = 66,000, less the credit 40,000: 27,000 due.
+        // API calls in all: 66,000 − 40,000 = 26,000 = 20,000 (before, ×1) + 6,000 (1,000 after × 2 × 3).
+        ["paid", "67000", [SEATS, ["API calls", "usage", "11000", "6", "66000"]], ["40000"], "27000"],
+      ],
+    ],
+  ],
+  [
+    "(5a) raised to 3, then lowered to 0.5 in the same period: each part of the usage at its own multiplier",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-10T00:00:00Z", "1000"]]);
+      await s.advance("2026-01-15T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.events([["2026-01-20T00:00:00Z", "1000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "0.5" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return [await ledger(s), (await bills(s)).slice(1)];
+    },
+    [
+      // Jan 15: 1,000 units: 2,000 at ×1, 6,000 at ×3: 4,000 credited.
+      [["proration", "API calls: usage before the change (multiplier 1 → 3) at the old terms (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z)", "4000"]],
+      [
+        // Jan 30: 2,000 units: 12,000 at ×3, 2,000 at ×0.5: 10,000 billed; the credit pays 4,000 of it.
+        ["paid", "10000", [[`API calls: usage before the change (multiplier 3 → 0.5) at the old terms ${BEFORE}`, "adjustment", "1", "10000", "10000"]], ["4000"], "6000"],
+        // Feb 1: 1 seat 1,000; 3,000 × 2 × 0.5 = 3,000.
+        // API calls in all: −4,000 + 10,000 + 3,000 = 9,000 = 2,000 (×1) + 6,000 (×3) + 1,000 (×0.5).
+        ["paid", "4000", [SEATS, ["API calls", "usage", "3000", "1", "3000"]], [], "4000"],
+      ],
+    ],
+  ],
+  [
+    "(5c) lowered to 0.5, then back to 1: the settlement of the first change is credited back by the second",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-10T00:00:00Z", "10000"]]);
+      await s.advance("2026-01-20T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "0.5" } });
+      await s.advance("2026-01-25T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "1" } });
+      await s.advance(FEB);
+      return [await ledger(s), (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1))];
+    },
+    [
+      // Jan 25: 10,000 units: 10,000 at ×0.5, 20,000 at ×1: 10,000 credited.
+      [["proration", "API calls: usage before the change (multiplier 0.5 → 1) at the old terms (2026-01-01T00:00:00Z to 2026-01-25T00:00:00Z)", "10000"]],
+      [
+        // Jan 20: 20,000 at ×1 less 10,000 at ×0.5: 10,000.
+        ["10000", [["API calls: usage before the change (multiplier 1 → 0.5) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "adjustment", "1", "10000", "10000"]], [], "10000"],
+        // Feb 1: 1 seat 1,000 + 10,000 × 2 = 20,000, less the credit 10,000: 11,000 due.
+        // API calls in all: 10,000 − 10,000 + 20,000 = 20,000, every unit at ×1 (the old code billed 30,000).
+        ["21000", [SEATS, ["API calls", "usage", "10000", "2", "20000"]], ["10000"], "11000"],
+      ],
+    ],
+  ],
+  [
+    "(3b) the gpu add-on dropped, then taken again: its usage billed once",
+    async (s) => {
+      const id = await plan(s, { seats: 1, gpu: 1 });
+      await s.events([["2026-01-05T00:00:00Z", "500"]], "gpu");
+      await s.advance("2026-01-15T00:00:00Z");
+      await patch(s, id, { fixed_rate_quantities: { gpu: 0 } });
+      await s.advance("2026-01-20T00:00:00Z");
+      await patch(s, id, { fixed_rate_quantities: { gpu: 1 } });
+      await s.advance(FEB);
+      return [await ledger(s), (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1))];
+    },
+    [
+      // Jan 20: 500 × 100 = 50,000 at the new terms, 0 at the old (not taken): 50,000 credited.
+      [["proration", "GPU hours: usage before the change (taken) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "50000"]],
+      [
+        // Jan 15: 500 × 100 = 50,000 (dropped).
+        ["50000", [["GPU hours: usage before the change (dropped) at the old terms (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z)", "adjustment", "1", "50000", "50000"]], [], "50000"],
+        // Feb 1: 1 seat 1,000 + gpu 500 × 100 = 50,000, less the credit 50,000: 1,000 due.
+        // GPU hours in all: 50,000 − 50,000 + 50,000 = 50,000 (the old code billed 100,000).
+        ["51000", [SEATS, ["GPU hours", "usage", "500", "100", "50000"]], ["50000"], "1000"],
+      ],
     ],
   ],
   [

@@ -16,8 +16,9 @@
  *   change, a pause's unused time or a change of rate card is computed.
  * Usage rates are billed in arrears, at the close, over the whole period at the row's terms then.
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
- * the usage before it with either behaviour where the close would bill it for less than it cost
- * (usage-term-changes.ts: a usage add-on dropped, a multiplier lowered): invoiced at once.
+ * the usage before it with either behaviour where the close would bill it at other terms
+ * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once; a
+ * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -138,7 +139,7 @@ export class TermUpdates {
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
       // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
-      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : [];
+      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], credits: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
@@ -176,8 +177,8 @@ export class TermUpdates {
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
-        const usageInvoice = usage.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage, s.usageSince, now, now) : undefined;
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usage.credits], now);
+        const usageInvoice = usage.lines.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.lines, s.usageSince, now, now) : undefined;
         const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
         const credited = invoice ? withCredits(invoice, settled.carried) : { invoice: undefined, carried: settled.carried };

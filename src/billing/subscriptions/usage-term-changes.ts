@@ -6,20 +6,21 @@
  * The usage window stays whole: the cycle close prices [usage_since, period end) of each rate at
  * the row's terms then, the new ones (one allowance of included units, tiers and limits over the
  * whole window). So the change settles, at once, the part before it that the close would bill
- * for less than it cost: over [usage_since, at), with the usage committed so far, `old` is the
- * rate's charge at the old terms and `new` at the new terms, each priced as the close prices a
- * window (InvoiceBuilder.usageLinesOf, within the period), and old − new is billed as an
- * adjustment line, so the period costs old(before) + new(after) for that rate. That sum is exact,
- * and so settled, in two cases only:
- * - a rate dropped (a usage add-on no longer taken): the close bills none of it, so its usage
- *   before the change is billed at once (old(before), new 0), whatever its price;
- * - a multiplier lowered on a rate whose charge grows with its usage in proportion to the
- *   multiplier over the period (no volume tiers, no minimum or maximum, a metric other than
- *   `last`): m_old·P(before) + m_new·(P(all) − P(before)).
- * Anything else is priced by the close at the new terms for the whole period: a rate
- * taken bills its usage since the period's start, a multiplier raised its usage before the
- * change at the new one. Never a credit: a difference priced on a shape that is not additive
- * (volume tiers, `last`, limits) can come out larger than what the close takes back.
+ * at other terms: over [usage_since, at), with the usage committed so far, `old` is the rate's
+ * charge at the old terms and `new` at the new terms, each priced as the close prices a window
+ * (InvoiceBuilder.usageLinesOf, within the period), and old − new is settled, so the period
+ * costs old(before) + new(after) for that rate. That sum is exact where the rate's charge grows
+ * with its usage in proportion to its multiplier over the period (no volume tiers, no minimum or
+ * maximum, a metric other than `last`): m_old·P(before) + m_new·(P(all) − P(before)). Settled:
+ * - a rate dropped (a usage add-on no longer taken), whatever its price: the close bills none of
+ *   it, so its usage before the change is billed at once (old(before), new 0);
+ * - on a rate whose charge so adds up, a multiplier lowered: old − new > 0 is billed at once as an
+ *   adjustment line; a multiplier raised, or a usage add-on taken: the close will bill the usage
+ *   before the change at the new terms, so new − old > 0 is credited (the subject's balance, as a
+ *   seat decrease's credit is; DESIGN §13), and the period costs what it used at each terms.
+ * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
+ * the close prices the rest at the new terms for the whole period, since a difference priced on
+ * such a shape can exceed what the close takes back.
  * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
  */
 import type { ChargedRates } from "../catalog/addons.js";
@@ -30,7 +31,7 @@ import { formatInstant } from "../time.js";
 import { type BillLine, type InvoiceBuilder, multiplierOf } from "./invoice-building.js";
 import type { TermsOf } from "./proration.js";
 import type { BillingReads } from "./reads.js";
-import type { Subscription } from "./types.js";
+import type { ProrationCredit, Subscription } from "./types.js";
 
 type UsageRate = ChargedRates["usage"][number];
 
@@ -41,25 +42,39 @@ function scalesWithUsage(rate: UsageRate, aggregation: string | undefined): bool
   return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
 }
 
-/** The usage rates charged at `before` whose terms change at `after`: dropped (`new` undefined), or another multiplier. */
-async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf): Promise<{ old: UsageRate; new?: UsageRate }[]> {
+/** The usage rates whose terms change from `before` to `after`: dropped (`new` undefined), taken (`old` undefined), or another multiplier. */
+async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateCard, before: TermsOf, after: TermsOf): Promise<{ old?: UsageRate; new?: UsageRate }[]> {
+  const was = new Map((await reads.rates(card, before.fixedRateQuantities)).usage.map((r) => [r.code, r]));
   const now = new Map((await reads.rates(card, after.fixedRateQuantities)).usage.map((r) => [r.code, r]));
-  const out: { old: UsageRate; new?: UsageRate }[] = [];
-  for (const old of (await reads.rates(card, before.fixedRateQuantities)).usage) {
-    const n = now.get(old.code);
-    if (n && multiplierOf(before, old.code).eq(multiplierOf(after, old.code))) continue;
-    out.push({ old, new: n });
+  const out: { old?: UsageRate; new?: UsageRate }[] = [];
+  for (const code of new Set([...was.keys(), ...now.keys()])) {
+    const [o, n] = [was.get(code), now.get(code)];
+    if (o && n && multiplierOf(before, code).eq(multiplierOf(after, code))) continue;
+    out.push({ old: o, new: n });
   }
   return out;
+}
+
+/** What a change of usage terms settles for the usage before it: adjustment lines billed at once, and credits for the subject's balance. */
+export interface UsageTermSettlement {
+  lines: BillLine[];
+  credits: ProrationCredit[];
 }
 
 /**
  * What moving `s` (at its row's terms, with usage since `s.usageSince`) to `next` at `at` settles
  * for the usage before the change (see the module's comment). Nothing when no usage rate's terms
- * change or the window is empty: the adjustment lines to bill at once.
+ * change or the window is empty.
  */
-export async function usageTermSettlement(builder: InvoiceBuilder, reads: Pick<BillingReads, "rates" | "metricsOf">, card: RateCard, s: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
-  const out: BillLine[] = [];
+export async function usageTermSettlement(
+  builder: InvoiceBuilder,
+  reads: Pick<BillingReads, "rates" | "metricsOf">,
+  card: RateCard,
+  s: Subscription,
+  next: TermsOf,
+  at: Date,
+): Promise<UsageTermSettlement> {
+  const out: UsageTermSettlement = { lines: [], credits: [] };
   const from = s.usageSince;
   if (at.getTime() <= from.getTime()) return out;
   const cycle = { start: s.periodStart, end: s.periodEnd };
@@ -67,22 +82,18 @@ export async function usageTermSettlement(builder: InvoiceBuilder, reads: Pick<B
     rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers }, from, at, cycle)) : ZERO;
   const span = `${formatInstant(from)} to ${formatInstant(at)}`;
   const changed = await changedUsageRates(reads, card, s, next);
-  const metrics = await reads.metricsOf(card.environmentId, [...new Set(changed.map((c) => c.old.pricingMetricId))]);
+  const metrics = await reads.metricsOf(card.environmentId, [...new Set(changed.map((c) => (c.old ?? c.new)?.pricingMetricId ?? ""))]);
+  const addsUp = (r: UsageRate | undefined) => r === undefined || scalesWithUsage(r, metrics.get(r.pricingMetricId)?.aggregation.type);
   for (const c of changed) {
-    // Settled: a rate dropped, or a multiplier lowered on a rate whose charge scales with it (see the module's comment).
-    if (c.new && !scalesWithUsage(c.old, metrics.get(c.old.pricingMetricId)?.aggregation.type)) continue;
+    const rate = (c.old ?? c.new) as UsageRate;
+    // Settled: a rate dropped, or another multiplier or a rate taken on a rate whose charge adds up (see the module's comment).
+    if (c.new && !(addsUp(c.old) && addsUp(c.new))) continue;
     const d = (await charge(c.old, s)).minus(await charge(c.new, next));
-    if (!d.gt(0)) continue;
-    const what = c.new ? `multiplier ${formatDecimal(multiplierOf(s, c.old.code))} → ${formatDecimal(multiplierOf(next, c.old.code))}` : "dropped";
-    out.push({
-      description: `${c.old.name}: usage before the change (${what}) at the old terms (${span})`,
-      quantity: dec(1),
-      unitAmount: d,
-      amount: d,
-      kind: "adjustment",
-      key: `${c.old.code}|`,
-      windowInvoiceId: null,
-    });
+    if (d.isZero()) continue;
+    const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(multiplierOf(s, rate.code))} → ${formatDecimal(multiplierOf(next, rate.code))}`;
+    const description = `${rate.name}: usage before the change (${what}) at the old terms (${span})`;
+    if (d.isNegative()) out.credits.push({ description, amount: formatDecimal(d) });
+    else out.lines.push({ description, quantity: dec(1), unitAmount: d, amount: d, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }
   return out;
 }
