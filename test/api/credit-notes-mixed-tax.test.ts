@@ -12,6 +12,7 @@
 import test from "ava";
 import { taxRate } from "../helpers/booking-bodies.js";
 import { seats } from "../helpers/catalog-bodies.js";
+import { reasonOf, violatedFields } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
@@ -73,6 +74,53 @@ for (const store of STORES) {
     const pdf = await fetch(`${server.url}/credit-notes/${note.id}/pdf`, { headers: { "x-api-key": s.key } });
     t.deepEqual([pdf.status, pdf.headers.get("content-type")], [200, "application/pdf"]);
     await pdf.arrayBuffer();
+  });
+
+  test(`${store}: per line, 7000 of the taxed charge is all that is left of the upgrade's invoice: the whole note, its tax 2000 all reversed`, async (t) => {
+    const s = await Scenario.start(server, APR);
+    const vat = await taxRate(s, "VAT", "20");
+    const inv = await changeInvoice(s, { default_tax_rate_ids: [] }, { fixed_rates: [seats(20000)], default_tax_rate_ids: [vat] });
+    t.deepEqual([inv.subtotal.value, inv.total_tax.value, inv.total_amount.value], ["5000", "2000", "7000"]);
+    const note = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund", lines: [{ invoice_line_index: 1, amount: "7000" }] });
+    // 7000 asked of line 1 = the invoice's 7000 left: every line all of it, −5000 (no tax) and 12000 of which 2000 tax; 7000 − 2000 = 5000.
+    // The old code: 7000 on line 1 alone, tax round(7000 × 2000 / 12000) = 1167, subtotal 5833: the invoice all credited, 833 of its tax never reversed.
+    t.deepEqual(noteFigures(note), [
+      [
+        [0, `Unused time on A ${HALF}`, "-5000", "0"],
+        [1, `Remaining time on B ${HALF}`, "12000", "2000"],
+      ],
+      "5000",
+      "2000",
+      "7000",
+    ]);
+    t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "7000");
+    // Nothing left: every line credited all of it (a line of its own refused, naming it), and the invoice (0 left).
+    const line = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund", lines: [{ invoice_line_index: 1, amount: "1" }] });
+    t.deepEqual([line.status, violatedFields(line.body)], [400, ["lines[0].amount"]]);
+    const more = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "refund", amount: "1" });
+    t.deepEqual([more.status, reasonOf(more.body)], [400, "CREDIT_EXCEEDS_INVOICE"]);
+  });
+
+  test(`${store}: per line 3000, then the rest (4000) of the same line: the second note folds in the negative line; the tax 500 + 1500 = 2000`, async (t) => {
+    const s = await Scenario.start(server, APR);
+    const vat = await taxRate(s, "VAT", "20");
+    const inv = await changeInvoice(s, { default_tax_rate_ids: [] }, { fixed_rates: [seats(20000)], default_tax_rate_ids: [vat] });
+    const first = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance", lines: [{ invoice_line_index: 1, amount: "3000" }] });
+    // 3000 of 12000 (2000 tax): round(3000 × 2000 / 12000) = 500; subtotal 2500.
+    t.deepEqual(noteFigures(first), [[[1, `Remaining time on B ${HALF}`, "3000", "500"]], "2500", "500", "3000"]);
+    const rest = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "credit_balance", lines: [{ invoice_line_index: 1, amount: "4000" }] });
+    // 4000 = 7000 − 3000, all that is left: −5000 and the line's 9000, tax 2000 − 500 = 1500; subtotal 4000 − 1500 = 2500.
+    // Both: subtotal 2500 + 2500 = 5000, tax 500 + 1500 = 2000, total 7000: the invoice's. The old code: 4000 with 667 of tax (1167 in all).
+    t.deepEqual(noteFigures(rest), [
+      [
+        [0, `Unused time on A ${HALF}`, "-5000", "0"],
+        [1, `Remaining time on B ${HALF}`, "9000", "1500"],
+      ],
+      "2500",
+      "1500",
+      "4000",
+    ]);
+    t.is((await s.call("GET", `/invoices/${inv.id}`)).amount_credited.value, "7000");
   });
 
   test(`${store}: the mirror (taxed credit, untaxed charge): half by amount, then the rest; the two notes reverse its tax −1000 exactly`, async (t) => {

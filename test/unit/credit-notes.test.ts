@@ -378,6 +378,70 @@ const rows: [string, InvoiceLine[], [number, string][], CreditAsk, unknown][] = 
     { kind: "lines", lines: [{ index: 0, amount: null }] },
     [{ kind: "line_exceeded", position: 0, field: "invoice_line_index", left: "0" }],
   ],
+  [
+    // 7000 of line 1 is all that is left of the invoice (7000): the whole note, −5000 folded in, so its 2000 of tax is all reversed.
+    // The old code: 7000 on line 1 alone, tax round(7000 × 2000 / 12000) = 1167, subtotal 5833; 0 left, 833 of tax never reversed.
+    "per line: asks taking all that is left of the invoice are the whole note (−5000 and 12000 with 2000 of tax), not 7000 with 1167",
+    UPGRADE,
+    [],
+    { kind: "lines", lines: [{ index: 1, amount: dec("7000") }] },
+    [
+      [
+        [0, "-5000", "0"],
+        [1, "12000", "2000"],
+      ],
+      "5000",
+      "2000",
+      "7000",
+    ],
+  ],
+  [
+    // After 3000 of line 1 (tax 500): left −5000 and 9000 (4000). 4000 of line 1 is all that is left: −5000 and 9000 with 2000 − 500 = 1500; 500 + 1500 = 2000.
+    "per line after a per-line note: the rest of the invoice asked of line 1 folds in the negative line; 500 + 1500 = 2000 of tax",
+    UPGRADE,
+    [[1, "3000"]],
+    { kind: "lines", lines: [{ index: 1, amount: dec("4000") }] },
+    [
+      [
+        [0, "-5000", "0"],
+        [1, "9000", "1500"],
+      ],
+      "2500",
+      "1500",
+      "4000",
+    ],
+  ],
+  [
+    // Mirror: 9000 of line 1 (15000 untaxed) is all that is left: −6000 with its −1000 of tax and 15000; subtotal 10000, tax −1000. The old code: 9000, tax 0.
+    "the mirror, per line: all that is left asked of the untaxed line reverses the negative line's −1000 of tax too",
+    MIRROR,
+    [],
+    { kind: "lines", lines: [{ index: 1, amount: dec("9000") }] },
+    [
+      [
+        [0, "-6000", "-1000"],
+        [1, "15000", "0"],
+      ],
+      "10000",
+      "-1000",
+      "9000",
+    ],
+  ],
+  [
+    // 6999 leaves 1: the note stays per line (round(6999 × 2000 / 12000 = 1166.5) = 1167); the last unit's whole note reverses the rest.
+    "per line: one unit short of all that is left stays a per-line note",
+    UPGRADE,
+    [],
+    { kind: "lines", lines: [{ index: 1, amount: dec("6999") }] },
+    [[[1, "6999", "1167"]], "5832", "1167", "6999"],
+  ],
+  [
+    "per line: beyond what is left of the invoice (7001 of 7000) is refused",
+    UPGRADE,
+    [],
+    { kind: "lines", lines: [{ index: 1, amount: dec("7001") }] },
+    [{ kind: "exceeds_invoice", asked: "7001", left: "7000" }],
+  ],
   ["an amount beyond what is left (7000 = −5000 + 12000) is refused", UPGRADE, [], { kind: "amount", amount: dec("7001") }, [{ kind: "exceeds_invoice", asked: "7001", left: "7000" }]],
 ];
 for (const [name, lines, earlier, ask, expected] of rows) test(name, mixedCase, lines, earlier, ask, expected);
@@ -439,6 +503,47 @@ test("property: any partial notes (amounts, per line) then a whole note credit e
       // Every note credits a positive total; every line is credited all of it, within it all along.
       const positive = notes.every((n) => dec(n.total).gt(0));
       return positive && JSON.stringify(got) === JSON.stringify({ perLine: lines.map((l) => lineGross(l).toFixed()), subtotal: subtotal.toFixed(), tax: tax.toFixed(), total: total.toFixed() });
+    }),
+    { numRuns: 500, seed: 15 },
+  );
+  t.pass();
+});
+
+test("property: per-line notes alone, the last taking all that is left of the invoice, credit every line exactly and sum to its subtotal, total_tax and total", (t) => {
+  const rate = fc.constantFrom("0", "7", "20", "25");
+  const invoiceLine = fc.record({ amount: fc.integer({ min: -20000, max: 20000 }).filter((a) => a !== 0), rate });
+  fc.assert(
+    fc.property(fc.array(invoiceLine, { minLength: 1, maxLength: 5 }), fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }), (specs, fractions) => {
+      const lines = specs.map((sp, i) => {
+        const tax = roundAmount(dec(sp.amount).times(dec(sp.rate)).div(100));
+        return line(`L${i}`, String(sp.amount), "0", tax.isZero() ? [] : [[tax.toFixed(), false]]);
+      });
+      const total = lines.reduce((a, l) => a.plus(lineGross(l)), dec(0));
+      fc.pre(total.gt(0));
+      const notes: CreditPlan[] = [];
+      const leftOf = () => total.minus(notes.reduce((a, n) => a.plus(dec(n.total)), dec(0)));
+      // Some partial asks, then each positive line in turn all it can take (at most what is left of the invoice), until nothing is left.
+      const asks = [...fractions.map((f) => ({ f })), ...lines.map(() => ({ f: 1 }))];
+      for (const [k, { f }] of asks.entries()) {
+        const left = leftOf();
+        if (left.isZero()) break;
+        const credit = creditableLines(lines, notes);
+        const open = credit.flatMap((l, i) => (l.left.gt(0) ? [i] : []));
+        const index = open[k % open.length] as number;
+        const amount = atLeastOne(
+          least((credit[index] as { left: Decimal }).left, left)
+            .times(f)
+            .floor(),
+        );
+        const p = planCredit(credit, left, { kind: "lines", lines: [{ index, amount }] });
+        if (Array.isArray(p)) return false;
+        notes.push(p);
+      }
+      if (!leftOf().isZero()) return true;
+      const got = sums(lines, notes);
+      const subtotal = lines.reduce((a, l) => a.plus(lineGross(l)).minus(lineTax(l)), dec(0));
+      const tax = lines.reduce((a, l) => a.plus(lineTax(l)), dec(0));
+      return JSON.stringify(got) === JSON.stringify({ perLine: lines.map((l) => lineGross(l).toFixed()), subtotal: subtotal.toFixed(), tax: tax.toFixed(), total: total.toFixed() });
     }),
     { numRuns: 500, seed: 15 },
   );

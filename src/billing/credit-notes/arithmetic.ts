@@ -16,7 +16,12 @@
  *   share first, round(amount × their left ÷ all left) half-up, split among them in proportion, the
  *   rest over the positive lines in proportion (so with no negative line, exactly the positive
  *   lines' proportional spread; an amount equal to what is left is the whole note); per line: the
- *   amount asked (all that is left of the line when absent), never beyond what is left.
+ *   amount asked (all that is left of the line when absent), never beyond what is left; asks that
+ *   together take all that is left of the invoice while a negative line still owes are the whole
+ *   note (as an amount equal to what is left is), the negative lines folded in: positive lines
+ *   alone would use up the invoice with part of their tax never reversed (7000 of the 10000 + 2000
+ *   tax line beside −5000: 7000 with round(7000 × 2000 / 12000) = 1167 of tax, subtotal 5833, the
+ *   invoice's 7000 all credited and 833 of its tax left booked; now −5000 and 12000 with 2000).
  *   Spreads use splitInProportion (rounded down, the units left over to the largest remainders),
  *   so the parts sum exactly to what is credited.
  * - Each credited line's tax part is cumulative: round(after × line tax / line gross) −
@@ -141,6 +146,9 @@ export function planCredit(lines: readonly CreditableLine[], invoiceLeft: Decima
     if (problems.length > 0) return problems;
     const asked = parts.reduce((a, [, p]) => a.plus(p), ZERO);
     if (asked.gt(invoiceLeft)) return [{ kind: "exceeds_invoice", asked, left: invoiceLeft }];
+    // All that is left of the invoice, while a negative line still owes: the whole note (see the file's comment).
+    const whole = lines.reduce((a, l) => a.plus(l.left), ZERO);
+    if (asked.eq(invoiceLeft) && asked.lte(whole) && lines.some((l) => l.left.lt(0))) parts = spread(asked, lines);
   }
   let total = ZERO;
   let tax = ZERO;
