@@ -342,8 +342,10 @@ for (const store of STORES) {
     t.deepEqual(
       state.usage_data.map((u: Json) => [u.rate_name, u.used_units]),
       [
+        // ann, bob, cat.
         ["Active users", "3"],
-        ["Regional users", "3"],
+        // Per cell, as the invoice bills it: eu {ann, cat} = 2 + us {bob, ann} = 2 = 4 (ann counts in each cell she is in).
+        ["Regional users", "4"],
       ],
     );
     await s.advance("2026-02-15T00:00:00Z");

@@ -81,19 +81,11 @@ function describe(coordinates: Record<string, string>): string {
     .join(", ");
 }
 
-/**
- * A dimensional rate's lines. `usage` is the used quantity per combination of the rate's
- * dimension keys (coordinates), in any order; cells are in matrix order.
- */
-export function dimensionalLines(
-  name: string,
-  cells: readonly MatrixCell[],
-  usage: readonly { coordinates: Record<string, string>; used: Decimal; events?: Decimal }[],
-  included: Decimal,
-  multiplier: Decimal,
-  keyOf: (coordinates: Record<string, string>) => string,
-): Line[] {
-  // Per combination: its coordinates, what was used, and whether any of it was non-zero.
+/** Used quantity per combination of a dimensional rate's dimension keys (coordinates), in any order. */
+type CombinationUsage = readonly { coordinates: Record<string, string>; used: Decimal; events?: Decimal }[];
+
+/** Per combination (by `keyOf`): its coordinates, what was used, its events, and whether any of it was non-zero. */
+function byCombination(usage: CombinationUsage, keyOf: (coordinates: Record<string, string>) => string) {
   const usedByKey = new Map<string, { coordinates: Record<string, string>; used: Decimal; events: Decimal; nonZero: boolean }>();
   for (const u of usage) {
     const k = keyOf(u.coordinates);
@@ -105,16 +97,47 @@ export function dimensionalLines(
       nonZero: (prev?.nonZero ?? false) || !u.used.isZero(),
     });
   }
+  return usedByKey;
+}
+
+/** Each cell's usage (matrix order) as its lines price it before included units: what its combination used, 0 when below. */
+function cellUsed(cells: readonly MatrixCell[], usedByKey: ReturnType<typeof byCombination>, keyOf: (coordinates: Record<string, string>) => string): Decimal[] {
+  return cells.map((cell) => Decimal0Max(usedByKey.get(keyOf(cell.coordinates))?.used ?? ZERO));
+}
+
+/**
+ * A dimensional rate's usage as its lines bill it, before included units: the sum of its cells'
+ * usage (see cellUsed). A combination without a cell is billed nothing and takes no included
+ * units, so it is not counted; billable units are max(0, this − included units).
+ */
+export function dimensionalUsed(cells: readonly MatrixCell[], usage: CombinationUsage, keyOf: (coordinates: Record<string, string>) => string): Decimal {
+  return sum(cellUsed(cells, byCombination(usage, keyOf), keyOf));
+}
+
+/**
+ * A dimensional rate's lines. `usage` is the used quantity per combination of the rate's
+ * dimension keys (coordinates), in any order; cells are in matrix order.
+ */
+export function dimensionalLines(
+  name: string,
+  cells: readonly MatrixCell[],
+  usage: CombinationUsage,
+  included: Decimal,
+  multiplier: Decimal,
+  keyOf: (coordinates: Record<string, string>) => string,
+): Line[] {
+  const usedByKey = byCombination(usage, keyOf);
+  const usedOf = cellUsed(cells, usedByKey, keyOf);
   const cellKeys = new Set(cells.map((c) => keyOf(c.coordinates)));
   // Included units go first to the most expensive cells (a stable sort keeps matrix order on ties).
   const ranked = cells.map((cell, i) => ({ cell, i })).sort((a, b) => perUnit(b.cell.price).cmp(perUnit(a.cell.price)) || a.i - b.i);
   let left = included;
   const billable = new Map<number, Decimal>();
-  for (const { cell, i } of ranked) {
-    const used = usedByKey.get(keyOf(cell.coordinates))?.used ?? ZERO;
-    const covered = Decimal0Max(used).lt(left) ? Decimal0Max(used) : left;
+  for (const { i } of ranked) {
+    const used = usedOf[i] as Decimal;
+    const covered = used.lt(left) ? used : left;
     left = left.minus(covered);
-    billable.set(i, Decimal0Max(used.minus(covered)));
+    billable.set(i, used.minus(covered));
   }
   const out: Line[] = [];
   cells.forEach((cell, i) => {

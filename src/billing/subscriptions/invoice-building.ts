@@ -10,7 +10,7 @@ import { AlreadyExistsError, FailedPreconditionError } from "../errors.js";
 import { newInvoiceEvents } from "../events/types.js";
 import { newId, randomBase62 } from "../ids.js";
 import { type Cycle, assumedCycle, limitLine, windowShare } from "../invoicing/limits.js";
-import { type Line, dimensionalLines, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
+import { type Line, dimensionalLines, dimensionalUsed, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { finalizeOpen } from "./booking.js";
@@ -117,34 +117,46 @@ export class InvoiceBuilder {
     return out;
   }
 
-  /**
-   * One usage rate's lines for [from, to). A percentage price also needs the period's count of
-   * events: the same meter with a count aggregation of the same metric, as a summary's count
-   * would be (only measured when a price of the rate is a percentage).
-   */
+  /** One usage rate's lines for [from, to) (see measureRate). */
   private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
     const included = dec(rate.includedUnits);
     const m = multiplierOf(s, rate.code);
-    const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
-    const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
-    const measured = await this.usage.measure(metric, s.subjectId, from, to, keys);
-    const counted = prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, s.subjectId, from, to, keys) : [];
-    if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, measured[0]?.value ?? ZERO, included, m, counted[0]?.value ?? ZERO);
-    const events = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
-    const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: events.get(coordinatesKey(x.coordinates)) ?? ZERO }));
-    // Combinations with events but no value (a sum of 0) still pay their fee per event.
-    for (const x of counted) if (!measured.some((y) => coordinatesKey(y.coordinates) === coordinatesKey(x.coordinates))) used.push({ coordinates: x.coordinates, used: ZERO, events: x.value });
+    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true);
+    if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, used[0]?.used ?? ZERO, included, m, used[0]?.events ?? ZERO);
     return dimensionalLines(rate.name, rate.cells, used, included, m, coordinatesKey);
   }
 
-  /** Used units per usage-based rate for [from, to) (dimensional: the total over every cell). */
+  /**
+   * One usage rate's usage of [from, to): a simple rate's one total, a dimensional rate's per
+   * combination of its dimension keys. With `events`, a percentage price also needs the period's
+   * count of events: the same meter with a count aggregation of the same metric, as a summary's
+   * count would be (only measured when a price of the rate is a percentage).
+   */
+  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean) {
+    const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
+    const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
+    const measured = await this.usage.measure(metric, subjectId, from, to, keys);
+    const counted = events && prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, from, to, keys) : [];
+    const eventsOf = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
+    const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: eventsOf.get(coordinatesKey(x.coordinates)) ?? ZERO }));
+    // Combinations with events but no value (a sum of 0) still pay their fee per event.
+    for (const x of counted) if (!measured.some((y) => coordinatesKey(y.coordinates) === coordinatesKey(x.coordinates))) used.push({ coordinates: x.coordinates, used: ZERO, events: x.value });
+    return used;
+  }
+
+  /**
+   * Used units per usage-based rate for [from, to), as its invoice lines measure them before
+   * included units: a simple rate's total; a dimensional rate's sum over its cells of each cell's
+   * usage (per combination of its dimension keys, so a unique_count counts a value once per cell
+   * it is in, a max or last is taken per cell; combinations without a cell are not counted).
+   */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.reads.rates(card, s.fixedRateQuantities);
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: { rate: (typeof usage)[number]; used: Decimal }[] = [];
     for (const rate of usage) {
-      const measured = await this.usage.measure(metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, []);
-      out.push({ rate, used: measured[0]?.value ?? ZERO });
+      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false);
+      out.push({ rate, used: rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey) });
     }
     return out;
   }
