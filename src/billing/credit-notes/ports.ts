@@ -42,6 +42,11 @@ export interface CreditNoteWrites {
   lockByRefund(environmentId: string, refundId: string): Promise<CreditNote | undefined>;
   /** A refund note's refund status (and the provider's failure reason, null unless failed). */
   setRefundStatus(environmentId: string, id: string, status: RefundStatus, failureReason: string | null): Promise<void>;
+  /**
+   * Its invoice voided (credit-notes/invoice-void.ts): these issued notes of the invoice become
+   * void and its amount_credited goes down by `total`, what they credited.
+   */
+  voidNotes(environmentId: string, invoiceId: string, ids: readonly string[], total: string): Promise<void>;
   /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */
   insertGrant: CreditWrites["insertGrant"];
   /** A credit grant, locked until the transaction ends (CreditWrites.lockGrant). */
@@ -56,6 +61,9 @@ export interface CreditNoteWrites {
  * effect (refund-status.ts).
  */
 export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningWrites; providerEvents?: ProviderEventWrites };
+
+/** What voiding an invoice writes of its credit notes, in the invoice's transaction (BillingTx.creditNotes). */
+export type InvoiceVoidNoteWrites = Pick<CreditNoteWrites, "ofInvoice" | "voidNotes">;
 
 export interface CreditNoteStore {
   get(environmentId: string, id: string): Promise<CreditNote | undefined>;

@@ -2,6 +2,7 @@
  * Reading invoices (by ID, a subject's, a hosted page's token; a draft as it would finalize now),
  * finalizing a draft early, and marking an open one void or uncollectible.
  */
+import { voidNotesWithInvoice } from "../credit-notes/invoice-void.js";
 import { purchasesMoved } from "../credits/purchase-states.js";
 import { reinstateCredits } from "./credit-application.js";
 import { recordCancels } from "../payments/cancels.js";
@@ -132,7 +133,9 @@ export class Invoices {
    * after the commit (payments/cancels.ts; the sweep makes it if this process dies first). A void
    * gives back the credit the invoice spent (DESIGN §14, as Stripe returns an applied balance on
    * void; an uncollectible invoice keeps it) in the transaction of the move, which only one of
-   * concurrent voids makes: the grants' remaining restored, at the time of the invoice's clock.
+   * concurrent voids makes: the grants' remaining restored, at the time of the invoice's clock;
+   * and its credit notes (reduce_amount_due) voided with it, so that the books do not reverse it
+   * twice (credit-notes/invoice-void.ts).
    */
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
@@ -142,6 +145,8 @@ export class Invoices {
     const moved = await this.stores.transaction(async (tx) => {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
       if (done && to === "void") await reinstateCredits(tx, inv, clockAt);
+      // Its reduce_amount_due notes go with it (refused if a note moved money): credit-notes/invoice-void.ts.
+      if (done && to === "void" && tx.creditNotes) await voidNotesWithInvoice(tx.creditNotes, inv);
       // Announced: invoice.voided, invoice.marked_uncollectible.
       const events = done ? [...transitionEvents(move, [inv]), ...(await purchasesMoved(tx, [inv], move.to, at))] : [];
       if (events.length > 0) await tx.emit(events);

@@ -7,6 +7,7 @@
 import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
+import type { InvoiceVoidNoteWrites } from "../credit-notes/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
 import type { CreditGrant, LedgerEntry } from "../credits/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
@@ -320,7 +321,15 @@ export type BillingTx = SubscriptionWrites &
   PaymentMethodWrites &
   TimelineWrites &
   EventWrites &
-  ThresholdWrites & { credits?: BillingCreditWrites; booking?: BookingTx; coupons?: CouponWrites; providerEvents?: ProviderEventWrites; dunning?: DunningWrites };
+  ThresholdWrites & {
+    credits?: BillingCreditWrites;
+    booking?: BookingTx;
+    coupons?: CouponWrites;
+    providerEvents?: ProviderEventWrites;
+    dunning?: DunningWrites;
+    /** The invoice's credit notes, voided with it (credit-notes/invoice-void.ts). */
+    creditNotes?: InvoiceVoidNoteWrites;
+  };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */
 export interface BillingStores {

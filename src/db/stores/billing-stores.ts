@@ -17,6 +17,7 @@ import { bookingWrites } from "./booking-store.js";
 import { couponWrites } from "./coupon-store.js";
 import { SqlCheckoutStore, checkoutWrites } from "./checkout-store.js";
 import { reinstateWrites } from "./credit-reinstate.js";
+import { creditNoteWrites } from "./credit-note-store.js";
 import { creditWrites } from "./credit-store.js";
 import { dunningWrites } from "./dunning-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
@@ -89,6 +90,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           coupons: couponWrites(em, sql, entities),
           dunning: dunningWrites(em, entities),
           providerEvents: providerEventWrites(em, entities),
+          creditNotes: creditNoteWrites(em, sql, entities),
         }),
       );
       return run.catch((err: unknown) => {

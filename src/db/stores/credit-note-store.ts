@@ -7,7 +7,7 @@
  * DECIMAL (a string in arithmetic would be a double); on SQLite decimals are canonical text and
  * the registered dec_add / dec_max functions do exact arithmetic.
  */
-import type { EntityManager, FindOptionsWhere } from "typeorm";
+import { type EntityManager, type FindOptionsWhere, In } from "typeorm";
 import type { CreditNoteFilter, CreditNoteStore, CreditNoteTx, CreditNoteWrites } from "../../billing/credit-notes/ports.js";
 import type { CreditNote, CreditNoteOutcome, CreditNoteReason } from "../../billing/credit-notes/types.js";
 import { AbortedError, AlreadyExistsError } from "../../billing/errors.js";
@@ -142,6 +142,13 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
     },
     setRefundStatus: async (environmentId, id, status, failureReason) => {
       await em.update(E.CreditNote, { environment_id: environmentId, id }, { refund_status: status, refund_failure_reason: failureReason === null ? null : failureReason.slice(0, 255) });
+    },
+    voidNotes: async (environmentId, invoiceId, ids, total) => {
+      if (ids.length === 0) return;
+      await em.update(E.CreditNote, { environment_id: environmentId, invoice_id: invoiceId, id: In([...ids]), status: "issued" }, { status: "void" });
+      const a = formatDecimal(dec(total));
+      const set = d === "mysql" ? `amount_credited = COALESCE(amount_credited, 0) - ${p}` : "amount_credited = dec_add(COALESCE(amount_credited, '0'), ?)";
+      await em.query(`UPDATE invoices SET ${set} WHERE environment_id = ? AND id = ?`, [d === "mysql" ? a : formatDecimal(dec(a).neg()), environmentId, invoiceId]);
     },
     insertGrant: (g, entry) => creditWrites(em, sql, E).insertGrant(g, entry),
     lockGrant: (environmentId, id) => creditWrites(em, sql, E).lockGrant(environmentId, id),
