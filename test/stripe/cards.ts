@@ -16,14 +16,20 @@
  *   `decline_code: "insufficient_funds"`.
  * - 4000 0000 0000 0341 (`pm_card_chargeCustomerFail`): attaches to a customer, then every charge
  *   fails 402 `card_declined`, `decline_code: "generic_decline"`.
+ * - SEPA Direct Debit, IBAN DE89 3704 0044 0532 0130 00: a `sepa_debit` PaymentMethod (Checkout's
+ *   setup mode offers it when no payment_method_types are given); its PaymentIntent answers
+ *   `processing`, then succeeds. IBAN DE62 3704 0044 0532 0130 01: `processing`, then fails
+ *   (`requires_payment_method`, `payment_intent.payment_failed`). Stripe settles them within
+ *   minutes; the fake when the test says so (fake.settleDebit).
  */
 
-export type Outcome = "succeed" | "authenticate" | "insufficient_funds" | "generic_decline";
+export type Outcome = "succeed" | "authenticate" | "insufficient_funds" | "generic_decline" | "debit_succeeds" | "debit_fails";
 
 export interface TestCard {
   token: string;
   number: string;
-  brand: "visa" | "mastercard";
+  /** sepa_debit: a bank account (`number` its IBAN), not a card. */
+  brand: "visa" | "mastercard" | "sepa_debit";
   last4: string;
   outcome: Outcome;
 }
@@ -35,6 +41,8 @@ export const TEST_CARDS: readonly TestCard[] = [
   { token: "pm_card_authenticationRequired", number: "4000002760003184", brand: "visa", last4: "3184", outcome: "authenticate" },
   { token: "pm_card_chargeDeclinedInsufficientFunds", number: "4000000000009995", brand: "visa", last4: "9995", outcome: "insufficient_funds" },
   { token: "pm_card_chargeCustomerFail", number: "4000000000000341", brand: "visa", last4: "0341", outcome: "generic_decline" },
+  { token: "pm_sepa_debit_succeeds", number: "DE89370400440532013000", brand: "sepa_debit", last4: "3000", outcome: "debit_succeeds" },
+  { token: "pm_sepa_debit_fails", number: "DE62370400440532013001", brand: "sepa_debit", last4: "3001", outcome: "debit_fails" },
 ];
 
 /** The test card named by its token (`pm_card_visa`), its number (spaces allowed) or its last four digits. */

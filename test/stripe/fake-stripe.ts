@@ -72,6 +72,7 @@ import {
   listRefunds,
   listSessions,
   paymentIntent,
+  settleDebit,
   settleRefund,
 } from "./payments.js";
 import { loadChecker, type SchemaChecker } from "./schema-check.js";
@@ -101,6 +102,8 @@ export interface FakeStripe {
   /** The customer completes a Checkout Session with `card`: setup mode saves it (`setupIntent`); payment mode pays with it (`paymentIntent`). */
   completeCheckout(sessionId: string, card: string): Promise<{ session: Obj; setupIntent?: Obj; paymentIntent?: Obj; paymentMethod: Obj }>;
   completeAuthentication(paymentIntentId: string): Promise<Obj>;
+  /** A processing bank debit (cards.ts: the SEPA test IBANs) settles as its IBAN says; its webhook sent. */
+  settleDebit(paymentIntentId: string): Promise<Obj>;
   /**
    * Refund `id` settles (`st.refundStatus = "pending"` makes refunds pending): its status becomes
    * `status` (`failure_reason` for "failed"), `refund.updated` sent, then `refund.failed` for a failure.
@@ -360,6 +363,11 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     },
     async completeAuthentication(id) {
       const { intent, events } = completeAuthentication(st, id);
+      for (const e of events) await hooks.emit(e.type, e.object, null);
+      return structuredClone(intent);
+    },
+    async settleDebit(id) {
+      const { intent, events } = settleDebit(st, id);
       for (const e of events) await hooks.emit(e.type, e.object, null);
       return structuredClone(intent);
     },

@@ -241,6 +241,7 @@ export class FakeStripeState {
 
   // --- payment methods ---
   newPaymentMethod(card: TestCard): Obj {
+    if (card.brand === "sepa_debit") return this.newDebitMethod(card);
     const year = new Date().getUTCFullYear() + 3;
     const pm: Obj = {
       id: newId("pm"),
@@ -265,6 +266,30 @@ export class FakeStripeState {
       livemode: false,
       metadata: {},
       type: "card",
+    };
+    this.paymentMethods.set(pm.id, pm);
+    this.cardOf.set(pm.id, card);
+    return pm;
+  }
+  /** A SEPA Direct Debit PaymentMethod for the test IBAN `card.number`. */
+  private newDebitMethod(card: TestCard): Obj {
+    const pm: Obj = {
+      id: newId("pm"),
+      object: "payment_method",
+      billing_details: { address: { city: null, country: null, line1: null, line2: null, postal_code: null, state: null }, email: "jenny@example.com", name: "Jenny Rosen", phone: null },
+      created: now(),
+      customer: null,
+      livemode: false,
+      metadata: {},
+      sepa_debit: {
+        bank_code: card.number.slice(4, 12),
+        branch_code: "",
+        country: card.number.slice(0, 2),
+        fingerprint: card.number.slice(-8).padStart(16, "e"),
+        generated_from: null,
+        last4: card.last4,
+      },
+      type: "sepa_debit",
     };
     this.paymentMethods.set(pm.id, pm);
     this.cardOf.set(pm.id, card);

@@ -21,9 +21,25 @@ const DECLINES = {
   generic_decline: { code: "card_declined", decline_code: "generic_decline", message: "Your card was declined." },
 } as const;
 
+/**
+ * Stripe's minimum charge per currency, in Stripe's unit (https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts),
+ * for the currencies the tests charge in; Stripe checks others after converting to the settlement
+ * currency, which the fake does not (no minimum).
+ */
+const MINIMUM_CHARGE: Record<string, number> = { usd: 50, eur: 50, gbp: 30, cad: 50, aud: 50, chf: 50, jpy: 50, sek: 300, nok: 300, dkk: 250, huf: 17500, mxn: 1000 };
+
+/** Below its currency's minimum: 400 `amount_too_small`, as Stripe answers (no PaymentIntent made). */
+function checkMinimum(amount: number, currency: string): void {
+  const min = MINIMUM_CHARGE[currency.toLowerCase()];
+  if (min === undefined || amount >= min) return;
+  const shown = currency.toLowerCase() === "jpy" ? `¥${min}` : `${(min / 100).toFixed(2)}`;
+  throw invalid(`Amount must be at least ${shown} ${currency.toLowerCase()}`, "amount", "amount_too_small");
+}
+
 export function createPaymentIntent(st: FakeStripeState, p: Obj): ChargeResult {
   if (!Number.isInteger(p.amount) || p.amount < 1) throw invalid("This value must be greater than or equal to 1.", "amount");
   if (!p.currency) throw invalid("Missing required param: currency.", "currency");
+  checkMinimum(p.amount, String(p.currency));
   if (p.customer) st.customer(p.customer, "customer");
   // A test token (`pm_card_visa`) makes a new PaymentMethod, usable once without being attached.
   const fromToken = typeof p.payment_method === "string" && !st.paymentMethods.has(p.payment_method);
@@ -79,6 +95,12 @@ export function createPaymentIntent(st: FakeStripeState, p: Obj): ChargeResult {
   if (p.confirm !== true) return { intent: pi, events };
   if (!pm) throw invalid("You cannot confirm this PaymentIntent because it's missing a payment method.", "payment_method");
   const card = st.cardOf.get(pm.id) as TestCard;
+  if (card.outcome === "debit_succeeds" || card.outcome === "debit_fails") {
+    // A bank debit: accepted and processing; settleDebit ends it as its IBAN says.
+    Object.assign(pi, { status: "processing", payment_method_types: ["sepa_debit"], payment_method_options: { sepa_debit: {} } });
+    events.push({ type: "payment_intent.processing", object: structuredClone(pi) });
+    return { intent: pi, events };
+  }
   if (card.outcome === "succeed" || (card.outcome === "authenticate" && p.off_session !== true)) {
     if (card.outcome === "authenticate") {
       // On-session: the customer is asked to authenticate (completeAuthentication finishes it).
@@ -142,6 +164,30 @@ export function completeAuthentication(st: FakeStripeState, id: string): ChargeR
   if (!waiting) throw invalid(`This PaymentIntent is ${pi.status}; it awaits no authentication.`, "intent");
   succeed(pi);
   return { intent: pi, events: [{ type: "payment_intent.succeeded", object: structuredClone(pi) }] };
+}
+
+/**
+ * A processing bank debit settles, as its test IBAN says (cards.ts): succeeded
+ * (`payment_intent.succeeded`), or failed (`requires_payment_method` with `last_payment_error`,
+ * `payment_intent.payment_failed`).
+ */
+export function settleDebit(st: FakeStripeState, id: string): ChargeResult {
+  const pi = paymentIntent(st, id);
+  if (pi.status !== "processing") throw invalid(`This PaymentIntent is ${pi.status}; it is not processing.`, "intent");
+  const card = st.cardOf.get(pi.payment_method) as TestCard | undefined;
+  if (card?.outcome !== "debit_fails") {
+    succeed(pi);
+    return { intent: pi, events: [{ type: "payment_intent.succeeded", object: structuredClone(pi) }] };
+  }
+  const lastError = {
+    type: "invalid_request_error",
+    code: "payment_intent_payment_attempt_failed",
+    message: "The latest payment attempt of this PaymentIntent has failed or been canceled, and the attached payment method has been removed.",
+    doc_url: "https://stripe.com/docs/error-codes/payment-intent-payment-attempt-failed",
+    payment_method: structuredClone(st.paymentMethod(pi.payment_method)),
+  };
+  Object.assign(pi, { status: "requires_payment_method", last_payment_error: lastError, latest_charge: newId("ch") });
+  return { intent: pi, events: [{ type: "payment_intent.payment_failed", object: structuredClone(pi) }] };
 }
 
 /** What Stripe lets cancel: a PaymentIntent not yet paid nor cancelled. */

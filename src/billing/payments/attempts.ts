@@ -103,7 +103,8 @@ export class Dunning {
         if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || awaitsCheckout(i)) return undefined;
         // Its last attempt failed and the policy was never applied (the process died), its payment waiting or not: no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
-        if (waitingOn(i) && provider.cancel) return undefined;
+        // Its payment still waiting, or processing (a bank debit its webhook resolves): no second charge next to it.
+        if ((waitingOn(i) && provider.cancel) || i.payment?.processing) return undefined;
         const n = (i.attemptCount ?? 0) + 1;
         const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD;
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
@@ -380,7 +381,7 @@ export class Dunning {
       this.stores.transaction(async (tx) => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id);
         const reference = i?.payment?.reference;
-        if (!i || !isCollectible(i) || !i.payment?.actionRequired || !reference) return undefined;
+        if (!i || !isCollectible(i) || !(i.payment?.actionRequired || i.payment?.processing) || !reference) return undefined;
         const outcome = await outcomeOf(reference);
         if (!outcome) return undefined;
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, Math.max(i.attemptCount ?? 1, 1), outcome, at, settings), at }]))[0];

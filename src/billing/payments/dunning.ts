@@ -64,8 +64,8 @@ export interface AttemptDecision {
   attemptCount: number;
   nextPaymentAttempt: Date | null;
   payment: InvoicePayment;
-  /** The event announcing it. */
-  event: "invoice.paid" | "invoice.payment_failed";
+  /** The event announcing it; null: none (an attempt neither paid nor failed: settling). */
+  event: "invoice.paid" | "invoice.payment_failed" | null;
   /** Announced after it: the charge waits for the customer (its pay link). */
   also?: "invoice.payment_action_required";
   /** The last attempt failed: the subscription follows this policy. */
@@ -99,12 +99,40 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
 }
 
 /**
+ * The invoice after attempt `n` answered neither paid nor failed: no failure counted against it
+ * (no invoice.payment_failed, no first failure, the retry schedule and the policy after the last
+ * attempt untouched), no retry planned, no pay link; it stays open. `n` is kept as its count: the
+ * provider was asked under chargeKey(invoice, n), and an invoice attempted is never planned again
+ * as a first charge lost (DunningStore.unplanned). Either
+ * - below the provider's minimum charge (Stripe refuses a PaymentIntent under USD 0.50 with
+ *   amount_too_small, whatever the card): `belowMinimum`, the reason in `lastError`. Stripe Billing
+ *   would mark such an invoice paid and debit the amount to the customer's balance for the next
+ *   invoice; this service's balance is never negative (DESIGN §14), so the amount stays due on
+ *   this invoice, seen by the operator (its payment's reason on the dashboard), who settles it
+ *   (void, credit note); a new card tries it again, or
+ * - processing (a bank debit): `processing` with its reference; no other charge is made meanwhile
+ *   (attempts.ts), and its webhook resolves it as this attempt (provider-events.ts): paid, or
+ *   failed attempt `n` on the schedule, its policy after the last.
+ */
+function settling(before: InvoicePayment, n: number, outcome: { message: string; processing?: true; reference?: string }): AttemptDecision {
+  const processing = outcome.processing && outcome.reference ? { reference: outcome.reference, processing: true as const, lastError: null } : undefined;
+  return {
+    status: "open",
+    attemptCount: n,
+    nextPaymentAttempt: null,
+    payment: { ...before, actionRequired: false, actionUrl: null, ...(processing ?? { belowMinimum: true as const, lastError: outcome.message }) },
+    event: null,
+    afterLast: null,
+  };
+}
+
+/**
  * The payment state an attempt's decision starts from: the invoice's, marked refusedByProvider
  * when `outcome` is such a failure (a failed attempt all the same: counted, on the schedule),
  * that mark dropped otherwise.
  */
 function stateBefore(payment: InvoicePayment | null | undefined, outcome: ChargeOutcome): InvoicePayment {
-  const { refusedByProvider: _, ...before } = payment ?? {};
+  const { refusedByProvider: _, belowMinimum: _b, processing: _p, ...before } = payment ?? {};
   return !outcome.ok && !outcome.requiresAction && outcome.refusedByProvider ? { ...before, refusedByProvider: true } : before;
 }
 
@@ -120,10 +148,11 @@ export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "sub
   if (purchasedGrantId(i) === undefined) return undefined;
   const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
-  // A charge waiting for authentication keeps its reference (what the provider holds), not waited
+  // A charge waiting for authentication (or processing) keeps its reference (what the provider holds), not waited
   // for: the invoice is void, so that payment is cancelled at the provider (payments/cancels.ts).
-  const reference = outcome.requiresAction ? outcome.reference : (before.reference ?? null);
-  const cancel = outcome.requiresAction && i.id ? { cancel: { reference: outcome.reference, key: cancelKey(i.id, n) } } : {};
+  const held = outcome.requiresAction ? outcome.reference : outcome.processing ? outcome.reference : undefined;
+  const reference = held ?? before.reference ?? null;
+  const cancel = held && i.id ? { cancel: { reference: held, key: cancelKey(i.id, n) } } : {};
   return {
     status: "void",
     attemptCount: n,
@@ -149,6 +178,7 @@ export function decide(
   if (purchase) return purchase;
   const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
+  if (!outcome.requiresAction && (outcome.belowMinimum || outcome.processing)) return settling(before, n, outcome);
   const first = before.firstFailedAt ? new Date(before.firstFailedAt) : at;
   const next = nextAttemptAt(first, settings.retryScheduleDays, n);
   const last = next === null;

@@ -271,7 +271,7 @@ export class ProviderEvents {
 
   /**
    * The provider's payment `reference` of `invoiceId` failed. Only a payment the invoice waits on
-   * (the customer's authentication failed) changes anything: dunning records the failure and plans
+   * (the customer's authentication failed, or a processing bank debit bounced) changes anything: dunning records the failure and plans
    * the next attempt. Any other failure was answered to the charge itself, and dunning recorded it
    * then (announcing it again would be a second `invoice.payment_failed`); a paid invoice stays paid.
    */
@@ -299,7 +299,8 @@ export function excessOf(i: Invoice, reference: string, received: Received): { r
 
 /** What an open invoice records when the provider's payment `reference` paid it. */
 function paidWith(i: Invoice, reference: string) {
-  return { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: { ...i.payment, reference, actionRequired: false, actionUrl: null, lastError: null } };
+  const { processing: _, belowMinimum: _b, ...payment } = i.payment ?? {};
+  return { attemptCount: i.attemptCount ?? 0, nextPaymentAttempt: null, payment: { ...payment, reference, actionRequired: false, actionUrl: null, lastError: null } };
 }
 
 /** Whether an invoice has ended: paid, void or uncollectible (never charged again). */
@@ -312,9 +313,9 @@ function waitingReference(i: Invoice): string | undefined {
   return i.status === "open" && i.payment?.actionRequired === true ? (i.payment.reference ?? undefined) : undefined;
 }
 
-/** Whether the invoice is open and waits for the customer on the provider's payment `reference`. */
+/** Whether the invoice is open and waits on the provider's payment `reference`: for the customer, or processing (a bank debit). */
 function waitsOn(i: Invoice, reference: string): boolean {
-  return i.status === "open" && i.payment?.actionRequired === true && i.payment.reference === reference;
+  return i.status === "open" && (i.payment?.actionRequired === true || i.payment?.processing === true) && i.payment.reference === reference;
 }
 
 /** A card setup's reference: `checkout:<token>` or `portal:<token>`. */

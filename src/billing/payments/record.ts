@@ -64,7 +64,8 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
     const announced = pendingPolicy ? { ...after, status: d.status, nextPaymentAttempt: null } : after;
     // A charge that waits for the customer is a failure announced with its pay link after it.
     const also = d.also ? [invoiceEvent(d.also as EventType, announced)] : [];
-    events.push(...(d.event === "invoice.paid" ? moves : [invoiceEvent(d.event as EventType, announced), ...also, ...moves]));
+    // Neither paid nor failed (dunning.ts settling): nothing announced.
+    events.push(...(d.event === "invoice.paid" || d.event === null ? moves : [invoiceEvent(d.event as EventType, announced), ...also, ...moves]));
     // A credit purchase's grant follows its invoice (credits/purchase-states.ts).
     if (after.status !== "open") events.push(...(await purchasesMoved(tx, [after], after.status, at)));
     results.push({ decision: d, invoice: after });

@@ -52,10 +52,14 @@ export function defaultPaymentSettings(environmentId: string, at: Date): Payment
  * attempt like a decline, which the same request would meet again until someone fixes it there.
  * A charge the provider could not answer (unreachable, timed out, a 5xx, rate limited) is no
  * outcome: the provider throws, and the attempt stays planned (the same key later).
+ * Two answers are neither paid nor failed (dunning.ts settling): `belowMinimum`, the amount is
+ * below the provider's minimum charge for its currency (Stripe's amount_too_small: USD 0.50), which
+ * no retry and no other card changes; `processing`, the payment (`reference`, a bank debit: SEPA,
+ * ACH, Bacs) was taken and settles later, its outcome told by the provider's webhook.
  */
 export type ChargeOutcome =
   | { ok: true; reference?: string }
-  | { ok: false; message: string; code?: string; requiresAction?: false; refusedByProvider?: true }
+  | { ok: false; message: string; code?: string; requiresAction?: false; refusedByProvider?: true; belowMinimum?: true; processing?: true; reference?: string }
   | { ok: false; message: string; code?: string; requiresAction: true; reference: string; actionUrl?: string };
 
 /** An invoice waiting for the customer, to be paid on the provider's own page (DESIGN §16, Stripe Checkout in payment mode). */
@@ -84,6 +88,18 @@ export interface InvoicePayment {
   lastError?: string | null;
   /** The last failed attempt was refused by the provider itself, not declined (ChargeOutcome.refusedByProvider); absent otherwise. */
   refusedByProvider?: true;
+  /**
+   * The last attempt was not made: its amount due is below the provider's minimum charge
+   * (ChargeOutcome.belowMinimum; `lastError` says so). No failure: no retry planned, no policy;
+   * the invoice stays open for the operator to settle (dunning.ts settling). Absent otherwise.
+   */
+  belowMinimum?: true;
+  /**
+   * The payment `reference` was taken and is processing (a bank debit): no retry, no pay link, no
+   * other charge until the provider's webhook says how it ended (payment_intent.succeeded: paid;
+   * payment_intent.payment_failed: this attempt failed, on the schedule). Absent otherwise.
+   */
+  processing?: true;
   provider?: string | null;
   /** When the first attempt failed, on the invoice's clock (ISO 8601): the retry schedule counts from it. */
   firstFailedAt?: string | null;

@@ -8,15 +8,18 @@ function actionUrl(pi: Stripe.PaymentIntent | undefined): string | undefined {
 }
 
 /**
- * A PaymentIntent as created (or found again by its charge key): succeeded → paid; waiting for the
- * customer (or still processing, settled later by its webhook; or an off-session confirm that
- * asked for authentication, as its 402 said) → requiresAction with its reference; else declined
- * with Stripe's message and code.
+ * A PaymentIntent as created (or found again by its charge key): succeeded → paid; processing (a
+ * bank debit: SEPA, ACH, Bacs, saved through Checkout's setup mode, which offers every method of
+ * the currency) → processing with its reference, settled later by its webhook
+ * (payment_intent.succeeded / payment_intent.payment_failed), never the customer's to act on;
+ * waiting for the customer (or an off-session confirm that asked for authentication, as its 402
+ * said) → requiresAction with its reference; else declined with Stripe's message and code.
  */
 export function outcomeOfIntent(pi: Stripe.PaymentIntent): ChargeOutcome {
   if (pi.status === "succeeded") return { ok: true, reference: pi.id };
+  if (pi.status === "processing") return { ok: false, processing: true, reference: pi.id, message: "The payment is processing; its outcome comes later.", code: "processing" };
   const authenticate = pi.status === "requires_payment_method" && pi.last_payment_error?.code === "authentication_required";
-  if (pi.status === "requires_action" || pi.status === "requires_confirmation" || pi.status === "processing" || authenticate) {
+  if (pi.status === "requires_action" || pi.status === "requires_confirmation" || authenticate) {
     const url = actionUrl(pi);
     return { ok: false, requiresAction: true, reference: pi.id, message: "The payment needs the customer's authentication.", code: "authentication_required", ...(url ? { actionUrl: url } : {}) };
   }
@@ -41,11 +44,16 @@ function refusedForGood(err: unknown): err is Stripe.errors.StripeError {
 
 /**
  * A card error as an outcome: authentication required → requiresAction (the PaymentIntent in the
- * error); other card errors → declined. Stripe refusing the request for good (refusedForGood) →
- * a failure refusedByProvider, with Stripe's message. Anything else (connection, timeout, 5xx,
+ * error); other card errors → declined. An amount below Stripe's minimum charge for its currency
+ * (400 amount_too_small: USD 0.50, https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts)
+ * → belowMinimum: no card and no retry changes it, so it is no failure (dunning.ts settling).
+ * Stripe refusing the request for good otherwise (refusedForGood) → a failure refusedByProvider, with Stripe's message. Anything else (connection, timeout, 5xx,
  * rate limit) is not an outcome: undefined, and the caller throws it (the attempt stays planned).
  */
 export function outcomeOfError(err: unknown): ChargeOutcome | undefined {
+  if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === "amount_too_small") {
+    return { ok: false, belowMinimum: true, message: `Not charged: the amount due is below Stripe's minimum charge for this currency (${err.message}).`, code: "amount_too_small" };
+  }
   if (refusedForGood(err)) return { ok: false, refusedByProvider: true, message: `Stripe refused the payment request: ${err.message}`, code: err.code ?? err.rawType ?? err.type };
   if (!(err instanceof Stripe.errors.StripeCardError)) return undefined;
   const pi = err.payment_intent;

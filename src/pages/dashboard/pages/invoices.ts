@@ -4,6 +4,7 @@
  */
 import { displayMoney } from "../../../billing/money.js";
 import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
+import type { Invoice } from "../../../billing/subscriptions/types.js";
 import { type Html, html, join } from "../../html.js";
 import { type CreditedInvoice, lineAmountHtml, lineDescriptionHtml } from "../../prices.js";
 import { INVOICE_HEAD, PAGE, type PageContext, type View, invoiceRows, notice, offsetOf, subLink, subjectNameLink, subjectNames } from "../common.js";
@@ -29,6 +30,16 @@ function creditsHtml(inv: CreditedInvoice): Html | "" {
   return html`<dt>${inv.status === "draft" ? "Credits to apply" : "Credits applied"}</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
 }
 
+/**
+ * An open invoice's payment as dunning left it (DESIGN §16): processing at the provider (a bank
+ * debit), not charged because below the provider's minimum, or the last failure's message.
+ */
+function paymentHtml(inv: Pick<Invoice, "status" | "payment">): Html | "" {
+  const p = inv.status === "open" ? inv.payment : undefined;
+  const why = p?.processing ? "Processing at the payment provider (a bank debit); its outcome comes by webhook." : p?.lastError;
+  return why ? html`<dt>Payment</dt><dd${p?.processing ? "" : html` class="err"`}>${why}</dd>` : "";
+}
+
 export async function invoicePage({ services: s, caller: c, open, params: [id], query: q }: PageContext): Promise<View> {
   const inv: Awaited<ReturnType<typeof s.invoices.invoice>> & CreditedInvoice = await s.invoices.invoice(c, id as string);
   const csrf = csrfField(open.session.csrfToken);
@@ -51,7 +62,7 @@ export async function invoicePage({ services: s, caller: c, open, params: [id], 
   const name = inv.customerName || (await subjectNames(s, c, [inv])).get(inv.subjectId);
   const body = html`<h1>Invoice <span class="mono">${inv.number || inv.id}</span></h1>${notice(q)}
 <div class="card"><dl><dt>Status</dt><dd>${badge(inv.status)}</dd>${inv.number ? html`<dt>ID</dt><dd class="mono">${inv.id}</dd>` : ""}<dt>Subject</dt><dd>${subjectNameLink(inv.subjectId, name)}</dd><dt>Subscription</dt><dd>${subLink(inv.subscriptionId)}</dd>
-<dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${creditsHtml(inv)}${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
+<dt>Period</dt><dd>${minute(inv.periodStart)} – ${minute(inv.periodEnd)}</dd><dt>Total</dt><dd><strong>${m(inv.total)}</strong></dd>${creditsHtml(inv)}${paymentHtml(inv)}${inv.status === "draft" && inv.finalizesAt ? html`<dt>Finalizes</dt><dd>${minute(inv.finalizesAt)}</dd>` : ""}</dl></div>
 ${lines}
 <p>${actions}</p>`;
   return { title: `Invoice ${inv.number || inv.id}`, body, current: "/dashboard/invoices" };

@@ -1,0 +1,163 @@
+/**
+ * DESIGN §16: two Stripe answers to a charge that are neither paid nor failed, through the real
+ * server on a port against the fake Stripe, both stores, dunning set to one retry after 3 days,
+ * then cancel and uncollectible:
+ * - below Stripe's minimum charge: a 4,900 renewal with 4,870 of credit applied leaves 30 due,
+ *   which Stripe refuses on every try (400 amount_too_small, USD 0.50 at least). No failed attempt:
+ *   no invoice.payment_failed, no retry, no policy (the subscription stays active past the
+ *   schedule), the invoice open with the reason on its payment;
+ * - a bank debit (SEPA, saved through Checkout's setup mode) that answers `processing`: no failed
+ *   attempt, no pay link (invoice.payment_action_required), no second charge, no policy, until its
+ *   webhook settles it: payment_intent.succeeded pays it; payment_intent.payment_failed is failed
+ *   attempt 1, its retry planned 3 days later.
+ */
+import { randomBytes } from "node:crypto";
+import test from "ava";
+import { STORES, withDatabase } from "../helpers/db.js";
+import { form, location303, RETURN_URL, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
+import type { Scenario } from "../helpers/scenario.js";
+import type { Json } from "../helpers/subjects-api.js";
+import type { FakeStripe } from "../stripe/fake-stripe.js";
+
+const SECRETS_KEY = randomBytes(32).toString("base64");
+const usd = (value: string) => ({ currency_code: "USD", value });
+const intentsOf = (fake: FakeStripe, invoiceId: string) => fake.paymentIntents().filter((pi) => (pi.metadata as Json)?.invoice_id === invoiceId);
+const eventsOf = async (s: Scenario, type: string, id: string) => ((await s.call("GET", `/events?types=${type}&limit=100`)).events as Json[]).filter((e) => e.data.id === id);
+
+async function setDunning(s: Scenario): Promise<void> {
+  const r = await s.call("PATCH", "/payment-settings", { retry_schedule_days: [3], set_retry_schedule: true, after_last_attempt: "cancel", mark_uncollectible: true });
+  if (r.after_last_attempt !== "cancel") throw new Error(`PATCH /payment-settings: ${JSON.stringify(r)}`);
+}
+
+/** The payment state as stored. */
+async function paymentState(url: string, invoiceId: string): Promise<Json> {
+  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p FROM invoices WHERE id = ?", [invoiceId]));
+  return JSON.parse(String(row?.p ?? "{}"));
+}
+
+/** The dashboard's page at `path`, signed in with API key `key`. */
+async function dashboardPage(base: string, key: string, path: string): Promise<string> {
+  const jar: string[] = [];
+  const keep = (res: Response) => {
+    for (const c of res.headers.getSetCookie()) jar.push(c.split(";")[0] as string);
+    return res;
+  };
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await keep(await fetch(`${base}/dashboard/sign-in`, { redirect: "manual" })).text())?.[1] ?? "";
+  const body = new URLSearchParams({ csrf, api_key: key }).toString();
+  keep(await fetch(`${base}/dashboard/sign-in`, { method: "POST", headers: { cookie: jar.join("; "), "content-type": "application/x-www-form-urlencoded" }, body, redirect: "manual" }));
+  return (await fetch(`${base}${path}`, { headers: { cookie: jar.join("; ") }, redirect: "manual" })).text();
+}
+
+for (const store of STORES) {
+  const ctx = useStripeServer(store, { SECRETS_ENCRYPTION_KEY: SECRETS_KEY, SCHEDULER_INTERVAL_MS: "100" });
+
+  /** A subject subscribed at 4,900 a month with a Visa, the dunning above set. */
+  async function subscribed(): Promise<{ s: Scenario; sub: string }> {
+    const { server, fake } = ctx;
+    const d = stripeDriver(server, fake);
+    const s = await d.start(server);
+    await setDunning(s);
+    const rateCard = await s.card({ fixed_rates: [{ code: "platform", name: "Platform", price: { price_type: "flat", amount: usd("4900") } }] });
+    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { platform: 1 } }, "visa");
+    await fake.settle();
+    const subs = (await s.call("GET", `/subscriptions?subject_id=${s.subjectId}`)) as Json;
+    return { s, sub: (subs.subscriptions ?? subs.items ?? subs.data)[0].id };
+  }
+
+  /** The subject's card replaced in the portal by the SEPA debit of test IBAN `token` (on Stripe Checkout). */
+  async function bankDebitInPortal(s: Scenario, token: string): Promise<void> {
+    const { server, fake } = ctx;
+    const r = await s.raw("POST", "/customer-portal/sessions", { subject_id: s.subjectId, return_url: RETURN_URL });
+    const ours = new URL(`${r.body.url}/card`);
+    const stripeUrl = await location303(await form(`${server.url}${ours.pathname}`), "the portal's card form");
+    const back = new URL(await location303(await form(stripeUrl, { card: token }), "Stripe Checkout"));
+    await fake.settle();
+    const res = await fetch(`${server.url}${back.pathname}${back.search}`, { redirect: "manual" });
+    await res.body?.cancel();
+  }
+
+  test.serial(`${store}: an amount due below Stripe's minimum charge (30 cents) is no failed attempt: no retry, no payment_failed, no cancel, the reason on the invoice`, async (t) => {
+    t.timeout(120_000);
+    const { server, fake } = ctx;
+    const { s, sub } = await subscribed();
+    const grant = await s.raw("POST", "/credit-grants", { subject_id: s.subjectId, amount: usd("4870"), category: "promotional" });
+    t.true(grant.status < 300, JSON.stringify(grant.body));
+    await s.advance("2026-02-15T00:00:00Z");
+    await fake.settle();
+    const inv = (await s.invoices()).at(-1) as Json;
+    const renewal = await s.call("GET", `/invoices/${inv.id}`);
+    t.like(renewal, { status: "open", amount_due: usd("30"), next_payment_attempt: null, payment_url: null });
+    const refused = fake.requests().filter((r) => r.operation === "POST /v1/payment_intents" && String(r.idempotencyKey).startsWith(`${inv.id}:`));
+    t.deepEqual(
+      refused.map((r) => r.status),
+      [400],
+      "Stripe refused it once (amount_too_small)",
+    );
+    const state = await paymentState(server.db.url, inv.id);
+    t.true(state.belowMinimum, "marked below the minimum");
+    t.regex(String(state.lastError), /below Stripe's minimum charge/);
+    t.falsy(state.firstFailedAt, "no failure");
+    t.falsy(state.refusedByProvider);
+    t.deepEqual(await eventsOf(s, "invoice.payment_failed", inv.id), [], "no invoice.payment_failed");
+    t.regex(
+      await dashboardPage(server.url, s.key, `/dashboard/invoices/${inv.id}`),
+      /<dt>Payment<\/dt><dd class="err">Not charged: the amount due is below Stripe&#39;s minimum charge/,
+      "the operator sees why",
+    );
+
+    // Past the schedule: never charged again, no policy: the subscription stays active.
+    await s.advance("2026-02-25T00:00:00Z");
+    await fake.settle();
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", next_payment_attempt: null });
+    t.is(fake.requests().filter((r) => r.operation === "POST /v1/payment_intents" && String(r.idempotencyKey).startsWith(`${inv.id}:`)).length, 1);
+    t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
+  });
+
+  test.serial(`${store}: a SEPA debit that is processing is no failed attempt and no pay link: no second charge, no policy, paid by its payment_intent.succeeded`, async (t) => {
+    t.timeout(120_000);
+    const { fake } = ctx;
+    const { s, sub } = await subscribed();
+    await bankDebitInPortal(s, "pm_sepa_debit_succeeds");
+    await s.advance("2026-02-15T00:00:00Z");
+    await fake.settle();
+    const inv = (await s.invoices()).at(-1) as Json;
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: null, payment_url: null });
+    const [pi, ...more] = intentsOf(fake, inv.id);
+    t.like(pi, { status: "processing", amount: 4900 });
+    t.is(more.length, 0);
+    t.deepEqual(await eventsOf(s, "invoice.payment_failed", inv.id), [], "no invoice.payment_failed");
+    t.deepEqual(await eventsOf(s, "invoice.payment_action_required", inv.id), [], "no pay link");
+
+    // Past the schedule: no second charge, no policy.
+    await s.advance("2026-02-20T00:00:00Z");
+    await fake.settle();
+    t.is(intentsOf(fake, inv.id).length, 1, "no second debit");
+    t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
+
+    // The debit settles: its webhook pays the invoice.
+    await fake.settleDebit(String(pi?.id));
+    await fake.settle();
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", attempt_count: 1 });
+    t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
+  });
+
+  test.serial(`${store}: a SEPA debit that bounces after processing is failed attempt 1 (its webhook), its retry planned 3 days later`, async (t) => {
+    t.timeout(120_000);
+    const { fake } = ctx;
+    const { s, sub } = await subscribed();
+    await bankDebitInPortal(s, "pm_sepa_debit_fails");
+    await s.advance("2026-02-15T00:00:00Z");
+    await fake.settle();
+    const inv = (await s.invoices()).at(-1) as Json;
+    const [pi] = intentsOf(fake, inv.id);
+    t.like(pi, { status: "processing" });
+    await fake.settleDebit(String(pi?.id));
+    await fake.settle();
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T00:00:00Z", payment_url: null });
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => e.data.attempt_count),
+      [1],
+    );
+    t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
+  });
+}
