@@ -161,6 +161,12 @@ export class FakeBillingStores implements BillingStores {
         .sort((a, b) => (a.finalizesAt as Date).getTime() - (b.finalizesAt as Date).getTime())
         .slice(0, limit)
         .map((i) => structuredClone(i)),
+    nextDraftDue: async (after, upTo, clockId) => {
+      const due = [...this.state.invoices.values()].flatMap((i) =>
+        i.status === "draft" && i.clockId === clockId && i.finalizesAt && i.finalizesAt <= upTo && (!after || i.finalizesAt > after) ? [i.finalizesAt.getTime()] : [],
+      );
+      return due.length > 0 ? new Date(Math.min(...due)) : null;
+    },
     windows: async (subscriptionId, environmentId) => (await this.invoices.windowsOf([subscriptionId], environmentId)).get(subscriptionId) ?? [],
     windowsOf: async (subscriptionIds, environmentId) => {
       const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();

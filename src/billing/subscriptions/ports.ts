@@ -98,6 +98,8 @@ export interface InvoiceStore {
   recent(environmentId: string, subjectId: string, limit: number): Promise<Invoice[]>;
   /** Drafts whose grace period ended by `now` on real time (clockId null) or one test clock, earliest first. */
   dueDrafts(now: Date, clockId: string | null, limit: number): Promise<Invoice[]>;
+  /** When the next of test clock `clockId`'s drafts is due: the earliest finalizes_at after `after` (if given) and by `upTo`; null if none (Scheduler.stepUpTo). */
+  nextDraftDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null>;
   /**
    * A subscription's finalized invoices that bill a usage window (without their lines), each
    * with what was billed for its window so far: its usage lines, its commitment_true_up lines

@@ -1,9 +1,10 @@
 /**
  * The scheduler: runs everything due up to a time T — billing cycles that ended, timeline
- * transitions, drafts whose grace period ended, late usage of ended subscriptions, credit grants
- * that expire (in time order with the cycle closes), failed payments' retries (dunning; on a test
- * clock in time order with the closes too, each as of its own time), then credit alerts and
- * top-ups — on real time (the server's interval) or on one test clock (when it is advanced).
+ * transitions, drafts whose grace period ended (on a test clock in time order with the cycle
+ * closes), late usage of ended subscriptions, credit grants that expire (in time order with the
+ * closes), failed payments' retries (dunning; on a test clock in time order with the closes too,
+ * each as of its own time), then credit alerts and top-ups — on real time (the server's interval)
+ * or on one test clock (when it is advanced).
  * Safe with several runners at once (row locks and the unique invoice key).
  */
 import { UnavailableError } from "../errors.js";
@@ -75,29 +76,49 @@ export class Scheduler {
 
   /**
    * Closes the cycles due by `upTo` (strictly before it with `strict`), credit expiries interleaved
-   * (expireUpTo). On a test clock, dunning's retries due by then run first in time order, each at
-   * its own instant after the closes, expiries and finalizations due by that instant (at the same
-   * instant the close goes first), with the clock read as of that instant (clock-step.ts): a
-   * retry's policy cancels or pauses the subscription then, and a cycle that ends after a
-   * subscription was cancelled by it is never billed. Real time needs no steps (a retry is run
-   * within a tick of its time): its retries run after the closes (runDue). `skipped`: the run's
-   * retries skipped or deferred (a waiting payment's cancel that threw moves its retry 5 minutes
-   * ahead, waiting.ts): never stepped to again in this run, or an advance of 30 days would step
-   * every 5 minutes of it.
+   * (expireUpTo). On a test clock it first steps through the instants before `upTo` at which an
+   * order shows, as real time runs each at its own time: each step runs the expiries, closes and
+   * finalizations due by its instant (at the same instant the close goes first), then dunning's
+   * retries due then. The instants: dunning's next retry (by `upTo`), run with the clock read as of
+   * that instant (clock-step.ts): a retry's policy cancels or pauses the subscription then, and a
+   * cycle that ends after a subscription was cancelled by it is never billed; the next draft due
+   * (its grace period's end), so that it is final before any cycle that ends after it is closed (a
+   * subject's "once" discount and its credit go to the invoice final first); and, while the
+   * environment's grace period is > 0, the earliest cycle end due plus that grace: the first
+   * instant a draft made by a close can be due, every cycle ending by then closed first in one
+   * batch (with a grace period of 0 a close makes no draft, and cycles need no steps). Real time
+   * needs no steps (each is run within a tick of its time): its retries run after the closes
+   * (runDue). `skipped`: the run's retries skipped or deferred (a waiting payment's cancel that
+   * threw moves its retry 5 minutes ahead, waiting.ts): never stepped to again in this run, or an
+   * advance of 30 days would step every 5 minutes of it.
    */
   private async stepUpTo(upTo: Date, clockId: string | null, strict: boolean, breathe: () => Promise<void>, onBatch: (closed: number) => void, check: () => void, skipped: string[]): Promise<number> {
     const { dunning, dunningDue } = this;
     let n = 0;
-    for (let after: Date | null = null; dunning && dunningDue && clockId !== null; ) {
-      const at: Date | null = await dunningDue.nextDue(after, upTo, clockId, skipped);
+    // `last`: the latest step so far (draft and cycle instants are only taken after it: a draft
+    // that failed to finalize, or a cycle another transaction holds, is not stepped to again);
+    // `retried`: the last retry instant run. `grace`: read with the first cycle due (the clock's environment).
+    let grace: number | undefined;
+    for (let last: Date | null = null, retried: Date | null = null; clockId !== null; ) {
+      const retryAt = dunning && dunningDue ? await dunningDue.nextDue(retried, upTo, clockId, skipped) : null;
+      const draftAt = await this.engine.stores.invoices.nextDraftDue(last, upTo, clockId);
+      let closeAt: Date | null = null;
+      if (grace !== 0) {
+        const [next] = await this.engine.stores.subscriptions.due(upTo, clockId, 1, strict, this.engine.now());
+        if (next) grace ??= await this.engine.reads.graceSeconds(next.environmentId);
+        if (next && grace) closeAt = new Date(next.periodEnd.getTime() + grace * 1000);
+      }
+      const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last))]);
       if (!at) break;
-      const closesStrictly = strict && at.getTime() === upTo.getTime();
       n += await this.expireUpTo(at, clockId, breathe, onBatch);
-      n += await this.engine.closeDue(at, clockId, 8, closesStrictly, breathe, onBatch);
+      n += await this.engine.closeDue(at, clockId, 8, strict && at.getTime() === upTo.getTime(), breathe, onBatch);
       await this.engine.finalizeDue(at, clockId, breathe);
       check();
-      await atClockTime(clockId, at, () => dunning.runDue(at, clockId, breathe, skipped));
-      after = at;
+      if (dunning && retryAt?.getTime() === at.getTime()) {
+        await atClockTime(clockId, at, () => dunning.runDue(at, clockId, breathe, skipped));
+        retried = at;
+      }
+      if (!last || at > last) last = at;
     }
     n += await this.expireUpTo(upTo, clockId, breathe, onBatch);
     return n + (await this.engine.closeDue(upTo, clockId, 8, strict, breathe, onBatch));
@@ -152,7 +173,8 @@ export class Scheduler {
       check();
       await this.pauses.resumeDue(now, clockId);
       n += await this.stepUpTo(now, clockId, false, breathe, onBatch, check, skipped);
-      // Drafts whose grace period ended, then late usage of subscriptions that ended (DESIGN §8).
+      // Drafts whose grace period ended (on a test clock, those due before its last closes were
+      // finalized already, each at its time: stepUpTo), then late usage of subscriptions that ended (DESIGN §8).
       check();
       await this.engine.finalizeDue(now, clockId, breathe);
       await this.engine.billEndedLateUsage(clockId, breathe);
@@ -238,4 +260,11 @@ export interface RunProgress {
   closed: number;
   startedAt: number;
   done: boolean;
+}
+
+/** The earliest of these instants (nulls left out), or null. */
+function earliest(instants: (Date | null)[]): Date | null {
+  let min: Date | null = null;
+  for (const d of instants) if (d && (!min || d < min)) min = d;
+  return min;
 }

@@ -8,7 +8,7 @@ import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatu
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime } from "../raw.js";
+import { dbTime, fromDbTime } from "../raw.js";
 import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
 import { lineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
@@ -343,6 +343,13 @@ export class SqlInvoiceStore implements InvoiceStore {
         .getMany();
       return this.withLines(em, rows);
     });
+  }
+
+  async nextDraftDue(after: Date | null, upTo: Date, clockId: string): Promise<Date | null> {
+    const since = after ? " AND i.finalizes_at > ?" : "";
+    const params = after ? [dbTime(upTo), clockId, dbTime(after)] : [dbTime(upTo), clockId];
+    const [row] = await this.sql.query<{ at: unknown }[]>(`SELECT MIN(i.finalizes_at) AS at FROM invoices i WHERE i.status = 'draft' AND i.finalizes_at <= ? AND i.clock_id = ?${since}`, params);
+    return row?.at ? fromDbTime(row.at) : null;
   }
 
   async windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]> {
