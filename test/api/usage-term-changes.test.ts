@@ -303,6 +303,24 @@ const cases: Case[] = [
     // close = 22,000; true-up 30,000 − 22,000 = 8,000 (not 18,000, as if the settlement were not the period's).
     ["8000"],
   ],
+  [
+    "(6b) a minimum commitment counts the credit of a raised multiplier less in the period's charges",
+    async (s) => {
+      const id = await plan(s, { seats: 1 }, 0, { minimum_commitment: money(100000) });
+      await s.events([["2026-01-10T00:00:00Z", "10000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      const close = (await s.invoices()).at(-1) as Json;
+      return [(close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value), close.amount_due.value];
+    },
+    // January's charges: seats 1,000 + API calls 11,000 × 2 × 3 = 66,000 at the close − 40,000 credited on Jan 30
+    // (10,000 × 2 × (3 − 1)) = 27,000; true-up 100,000 − 27,000 = 73,000 (the old code: 33,000, as if 67,000 were
+    // charged). Due: seats 1,000 (February's) + 66,000 + 73,000 − the 40,000 credit = 100,000: January costs
+    // 1,000 + 66,000 + 73,000 − 40,000 = 100,000, the commitment.
+    [["73000"], "100000"],
+  ],
 ];
 
 for (const store of STORES) {

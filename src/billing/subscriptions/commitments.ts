@@ -70,11 +70,28 @@ export function pendingCommitment(s: Pick<Subscription, "commitment">, value: st
   return { currency: s.commitment?.currency ?? card.currency ?? "USD", current, next: value };
 }
 
-/** The commitment of the period after a cycle closes: the pending one takes effect. */
+/** The commitment of the period after a cycle closes: the pending one takes effect (and the period's credits stay with it). */
 export function commitmentAfterClose(c: Commitment | null | undefined): Commitment | null {
   if (!c) return null;
-  if (c.next === undefined) return c;
+  if (c.next === undefined) return { currency: c.currency, current: c.current };
   return c.next === null ? null : { currency: c.currency, current: c.next };
+}
+
+/**
+ * What changes of usage terms credited for `s`'s period under way (usage-term-changes.ts: the
+ * usage before a raised multiplier or a usage add-on taken, which the close bills at the new
+ * terms): less of the period's charges for its commitment, as a settlement billed counts in them.
+ */
+export function creditedInPeriod(s: Pick<Subscription, "commitment" | "periodStart">): Decimal {
+  const c = s.commitment?.credited;
+  return c && c.periodStart === s.periodStart.toISOString() ? dec(c.amount) : ZERO;
+}
+
+/** `s`'s commitment with `amount` more credited for its period under way (none without a commitment in effect). */
+export function withPeriodCredit(c: Commitment | null, s: Pick<Subscription, "commitment" | "periodStart">, amount: Decimal): Commitment | null {
+  const total = creditedInPeriod(s).plus(amount);
+  if (!c || c.current === null || total.isZero()) return c;
+  return { ...c, credited: { periodStart: s.periodStart.toISOString(), amount: formatDecimal(total) } };
 }
 
 /** The true-up line's key: what it was sized on. */
@@ -157,7 +174,7 @@ export async function commitmentTrueUp(
   const span = s.periodEnd.getTime() - s.periodStart.getTime();
   const upTo = Math.min(Math.max(end.getTime(), s.periodStart.getTime()), s.periodEnd.getTime());
   const fraction = span > 0 ? dec(upTo - s.periodStart.getTime()).div(span) : dec(1);
-  const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late);
+  const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late).minus(creditedInPeriod(s));
   const line = trueUpLine(commitment, billed, usage, currency, fraction);
   return line ? [line] : [];
 }

@@ -36,10 +36,7 @@ export interface Subscription {
   /** While paused: since when, and when it resumes by itself (null: only by a call). */
   pausedAt: Date | null;
   resumesAt: Date | null;
-  /**
-   * How many times it resumed. A resume starts cycles afresh from the resume instant (it becomes the
-   * anchor, the cycle index starts over): the epoch keeps the new cycles' invoice keys apart.
-   */
+  /** How many times it resumed: a resume starts cycles afresh from its instant (the anchor; the index starts over), the epoch keeps their keys apart. */
   cycleEpoch: number;
   /**
    * The terms the current period's fixed charges were billed at where they differ from the terms above
@@ -68,6 +65,8 @@ export interface Commitment {
   currency: string;
   current: string | null;
   next?: string | null;
+  /** Credit granted for the usage of the period starting at `periodStart` (ISO) by changes of usage terms (usage-term-changes.ts): less of its charges. */
+  credited?: { periodStart: string; amount: string };
 }
 
 /** The commitment a subscription shows: the newest asked for (pending, else in effect); null: none. */

@@ -28,10 +28,10 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { fixedLine } from "../invoicing/lines.js";
 import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js";
-import { dec, displayMoney, formatDecimal } from "../money.js";
+import { ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
-import { checkCommitment, pendingCommitment } from "./commitments.js";
+import { checkCommitment, pendingCommitment, withPeriodCredit } from "./commitments.js";
 import { rateCodeOf } from "./line-cards.js";
 import { discountsOnLines, grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
@@ -55,7 +55,10 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { sumOf, valuedCredits } from "./unused-credit.js";
-import { usageTermSettlement } from "./usage-term-changes.js";
+import { type UsageTermSettlement, usageTermSettlement } from "./usage-term-changes.js";
+
+/** What a change of usage terms credits (its credits' amounts are negative). */
+const usageCredited = (u: UsageTermSettlement) => u.credits.reduce((sum, c) => sum.minus(dec(c.amount)), ZERO);
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -193,7 +196,8 @@ export class TermUpdates {
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
-          commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
+          // The usage-terms credit is less of the period's charges for its commitment (commitments.ts creditedInPeriod).
+          commitment: withPeriodCredit(commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null), s, usageCredited(usage)),
         };
         await tx.updateSubscription(updated);
         await tx.emit([subscriptionEvent("subscription.updated", updated)]);
