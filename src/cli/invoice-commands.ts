@@ -1,22 +1,22 @@
 /**
  * `billing invoices export`: the finance export (DESIGN §15). Finalized invoices (never drafts,
- * never the empty ones kept internal) whose finalized_at lies in [--from, --to), as CSV (RFC 4180,
- * CRLF), one row per invoice line, every amount an exact decimal in the currency's smallest unit,
- * plus the invoice total in major units. Read page by page: an export of any size holds one page.
+ * never the empty ones kept internal) whose finalized_at lies in [--from, --to) (with `--by voided`
+ * or `--by uncollectible`: those voided or written off in it, however long after they were
+ * finalized), as CSV (RFC 4180, CRLF), one row per invoice line, every amount an exact decimal in
+ * the currency's smallest unit, plus the invoice total in major units. Read page by page: an export
+ * of any size holds one page.
  */
-import { once } from "node:events";
-import { currencyExponent } from "../billing/currencies.js";
-import { type Decimal, dec, formatDecimal, sum } from "../billing/money.js";
+import { dec } from "../billing/money.js";
+import { type InvoiceLine, amountDueOf, isInternal } from "../billing/subscriptions/types.js";
 import type { Environment } from "../billing/tenancy.js";
-import { parseInstant } from "../billing/time.js";
-import { type Invoice, type InvoiceLine, amountDueOf, isInternal } from "../billing/subscriptions/types.js";
-import type { Database } from "../db/datasource.js";
-import { SqlAuthStore } from "../db/stores/auth-store.js";
-import { type ExportCursor, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
-import { type Command, type Context, Refusal, STDIO, withMigratedDatabase } from "./context.js";
+import { type ExportCursor, type ExportedBy, type ExportedInvoice, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
+import { type Command, type Context, Refusal, withMigratedDatabase } from "./context.js";
+import { environments, exact, major, record, text, timeRange, total, writer } from "./csv-export.js";
 
 /** The statuses a finalized invoice can have, which --status may name. */
 const FINALIZED_STATUSES = ["open", "paid", "void", "uncollectible"];
+/** What --by may name: the instant the range is of. */
+const BY: readonly ExportedBy[] = ["finalized", "voided", "uncollectible"];
 const PAGE = 200;
 
 /** The export's columns, in order, and each one's value for a line of an invoice. */
@@ -52,78 +52,26 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ["credits_applied", (r) => total((r.inv.creditsApplied ?? []).map((c) => c.amount))],
   ["amount_credited", (r) => exact(r.inv.amountCredited ?? "0")],
   ["amount_due", (r) => exact(amountDueOf(r.inv))],
+  ["voided_at", (r) => r.inv.voidedAt?.toISOString() ?? ""],
+  ["marked_uncollectible_at", (r) => r.inv.markedUncollectibleAt?.toISOString() ?? ""],
 ];
 
 interface Row {
   env: Environment;
-  inv: Invoice;
+  inv: ExportedInvoice;
   line: InvoiceLine;
   index: number;
 }
 
-const exact = (value: string) => formatDecimal(dec(value));
-/**
- * Text a caller chose (names, descriptions, tax rates' names, IDs, numbers) that a spreadsheet
- * would run as a formula (a leading =, +, -, @, tab or carriage return: OWASP's CSV injection)
- * starts with a quote mark instead. Every text column goes through it; amounts and instants are
- * the service's own, so a negative amount stays a number.
- */
-const text = (value: string) => (/^[=+\-@\t\r]/.test(value) ? `'${value}` : value);
-const total = (amounts: string[]) => formatDecimal(sum(amounts.map(dec)));
-/** Smallest units in major units by the currency's exponent: 11900 USD → "119.00", 500 JPY → "500". */
-const major = (minor: Decimal, currency: string) => {
-  const exp = currencyExponent(currency);
-  return minor.div(dec(10).pow(exp)).toFixed(exp);
-};
-
-/** A field as RFC 4180 writes it: in double quotes (quotes doubled) when it holds a comma, a quote or a line break. */
-export function csvField(value: string): string {
-  return /[",\r\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value;
-}
-
-/** A record without its line break (io.out adds "\n"; the "\r" before it makes CRLF). */
-const record = (fields: string[]) => `${fields.map(csvField).join(",")}\r`;
-
-/**
- * Writes a line as io.out does; on the process's stdout, waits while the pipe is full, so a slow
- * reader holds the export back instead of the rows piling up in memory.
- */
-function writer(ctx: Context): (line: string) => Promise<void> {
-  if (ctx.io !== STDIO) return async (line) => ctx.io.out(line);
-  return async (line) => {
-    if (!process.stdout.write(`${line}\n`)) await once(process.stdout, "drain");
-  };
-}
-
-/** An instant flag's value (RFC 3339), or a refusal of the command line. */
-function instantFlag(ctx: Context, flag: string): Date {
-  const raw = ctx.flags.get(flag);
-  if (raw === undefined) throw new Refusal(`billing invoices export needs ${flag} <time> (RFC 3339, e.g. 2026-01-01T00:00:00Z)`, 2);
-  const p = parseInstant(raw);
-  if (!p.ok) throw new Refusal(`${flag}: ${p.problem}`, 2);
-  return new Date(p.ms);
-}
-
-/** What the command line asks for: the range and the statuses. */
-function exportRange(ctx: Context): { from: Date; to: Date; statuses: string[] } {
-  if (ctx.json) throw new Refusal("billing invoices export writes CSV; it takes no --json", 2);
-  const from = instantFlag(ctx, "--from");
-  const to = instantFlag(ctx, "--to");
-  if (to.getTime() <= from.getTime()) throw new Refusal("--to must be after --from", 2);
+/** What the command line asks for: the range, the instant it is of, and the statuses. */
+function exportRange(ctx: Context): { from: Date; to: Date; by: ExportedBy; statuses: string[] } {
+  const range = timeRange(ctx, "invoices export");
+  const by = (ctx.flags.get("--by") ?? "finalized") as ExportedBy;
+  if (!BY.includes(by)) throw new Refusal(`--by: ${by} is not one of ${BY.join(", ")}`, 2);
   const statuses = (ctx.flags.get("--status") ?? "").split(",").filter((s) => s !== "");
   const bad = statuses.filter((s) => !FINALIZED_STATUSES.includes(s));
   if (bad.length > 0) throw new Refusal(`--status: ${bad.join(", ")} is not one of ${FINALIZED_STATUSES.join(", ")} (drafts are not exported)`, 2);
-  return { from, to, statuses };
-}
-
-/** The environments to export: the one --env names (by name or ID), else every one. */
-async function environments(db: Database, flag: string | undefined): Promise<Environment[]> {
-  const store = new SqlAuthStore(db.sql, db.entities);
-  const all = await store.listEnvironments();
-  if (flag === undefined) return all;
-  const env = (await store.findEnvironmentByName(flag)) ?? all.find((e) => e.id === flag);
-  if (!env) throw new Refusal(`no environment named or with ID ${flag}`, 1);
-  return [env];
+  return { ...range, by, statuses };
 }
 
 async function exportInvoices(ctx: Context): Promise<void> {
@@ -151,9 +99,9 @@ async function exportInvoices(ctx: Context): Promise<void> {
 export const INVOICE_COMMANDS: Record<string, Command> = {
   "invoices export": {
     positionals: [],
-    flags: { "--from": "value", "--to": "value", "--env": "value", "--status": "value" },
-    synopsis: "--from <time> --to <time> [--env <name|id>] [--status open,paid,void,uncollectible]",
-    summary: "finalized invoices as CSV for finance, one row per line (finalized in [from, to))",
+    flags: { "--from": "value", "--to": "value", "--env": "value", "--status": "value", "--by": "value" },
+    synopsis: "--from <time> --to <time> [--by finalized|voided|uncollectible] [--env <name|id>] [--status open,paid,void,uncollectible]",
+    summary: "finalized invoices as CSV for finance, one row per line (finalized, or voided or written off, in [from, to))",
     writes: false,
     run: exportInvoices,
   },

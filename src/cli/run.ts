@@ -14,6 +14,7 @@
  */
 import { type CommandSpec, type Parsed, commandWords, groupsOf, helpTopic, parseCommandLine } from "./args.js";
 import { type Command, type Context, type Io, Refusal, STDIO } from "./context.js";
+import { CREDIT_NOTE_COMMANDS } from "./credit-note-commands.js";
 import { INVOICE_COMMANDS } from "./invoice-commands.js";
 import { KEYS_COMMANDS } from "./keys-commands.js";
 import { OPERATOR_COMMANDS } from "./operator-commands.js";
@@ -23,7 +24,7 @@ import { cliSettings, databaseLine, takeEnvFile } from "./settings.js";
 export const PROGRAM = "billing";
 
 /** Every command by its words, in the order the usage lists them. */
-export const COMMANDS: Record<string, Command> = { ...OPERATOR_COMMANDS, ...INVOICE_COMMANDS, ...KEYS_COMMANDS, ...PAYMENT_COMMANDS };
+export const COMMANDS: Record<string, Command> = { ...OPERATOR_COMMANDS, ...INVOICE_COMMANDS, ...CREDIT_NOTE_COMMANDS, ...KEYS_COMMANDS, ...PAYMENT_COMMANDS };
 
 const JSON_FLAG = { "--json": "switch" } as const;
 const SPECS: Record<string, CommandSpec> = Object.fromEntries(Object.entries(COMMANDS).map(([words, c]) => [words, { positionals: c.positionals, flags: { ...JSON_FLAG, ...c.flags } }]));

@@ -35,7 +35,7 @@ const FAST = { WEBHOOK_ALLOW_PRIVATE_HOSTS: "true", WEBHOOK_DELIVERY_INTERVAL_MS
 const ALLOWED: readonly { match: RegExp; reason: string }[] = [
   {
     match:
-      /^SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics( WHERE aggregation_type = \?)?$|^UPDATE invoices SET amount_due = total$|^INSERT INTO invoice_sequences \(environment_id, kind, last_number\) SELECT id, \? FROM environments|^UPDATE credit_ledger l JOIN credit_notes n ON n\.environment_id = l\.environment_id AND n\.(id = l\.invoice_id|credit_grant_id = l\.grant_id) SET |^UPDATE credit_notes SET refund_status = \? WHERE outcome = \?$/,
+      /^SELECT id, environment_id, event_name, dimensions, aggregation_type, value_field FROM pricing_metrics( WHERE aggregation_type = \?)?$|^UPDATE invoices SET amount_due = total$|^INSERT INTO invoice_sequences \(environment_id, kind, last_number\) SELECT id, \? FROM environments|^UPDATE credit_ledger l JOIN credit_notes n ON n\.environment_id = l\.environment_id AND n\.(id = l\.invoice_id|credit_grant_id = l\.grant_id) SET |^UPDATE credit_notes SET refund_status = \? WHERE outcome = \?$|^UPDATE invoices SET (voided_at|marked_uncollectible_at) = updated_at WHERE status = \?$/,
     reason: "migrations (data backfills): run once per database at start, so once per cluster, or per shard by Vitess's schema tooling",
   },
   {

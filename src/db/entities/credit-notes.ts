@@ -3,6 +3,7 @@
  * written with the note, never queried alone); its number is unique per environment; its amounts
  * are sums (DECIMAL(65,12) on MySQL, canonical text on SQLite). A refund note's refund status
  * (migration 34) is found by its refund ID within its environment (a provider's refund webhook).
+ * The finance export reads notes by their date (migration 37).
  */
 import { EntitySchema } from "typeorm";
 import { type Dialect, type ExactText, idColumn, jsonColumn, seqColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
@@ -71,6 +72,7 @@ export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_credit_notes_invoice_seq", columns: ["invoice_id", "seq"] },
       { name: "ix_credit_notes_subject_seq", columns: ["subject_id", "seq"] },
       { name: "ix_credit_notes_env_refund", columns: ["environment_id", "refund_id"] },
+      { name: "ix_credit_notes_env_created", columns: ["environment_id", "created_at"] },
     ],
   });
   return { CreditNote };

@@ -19,6 +19,9 @@ export interface InvoiceRow {
   updated_at: Date;
   finalizes_at?: Date | null;
   finalized_at?: Date | null;
+  /** When it was voided, marked uncollectible (migration 37; NULL: not, or not yet). */
+  voided_at?: Date | null;
+  marked_uncollectible_at?: Date | null;
   clock_id?: string | null;
   usage_from?: Date | null;
   usage_to?: Date | null;
@@ -102,6 +105,9 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       // A draft finalizes at finalizes_at on its subscription's clock (clock_id; NULL: real time).
       finalizes_at: timeColumn(true),
       finalized_at: timeColumn(true),
+      // When it became void or uncollectible (migration 37): the finance export reads those by date.
+      voided_at: timeColumn(true),
+      marked_uncollectible_at: timeColumn(true),
       clock_id: textColumn(32),
       // The usage window the invoice bills, and what it was priced from.
       usage_from: timeColumn(true),
@@ -134,6 +140,8 @@ export function invoicesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_invoices_env_status_seq", columns: ["environment_id", "status", "seq"] },
       { name: "ix_invoices_env_finalized", columns: ["environment_id", "finalized_at"] },
       { name: "ix_invoices_env_created", columns: ["environment_id", "created_at"] },
+      { name: "ix_invoices_env_voided", columns: ["environment_id", "voided_at"] },
+      { name: "ix_invoices_env_uncollectible", columns: ["environment_id", "marked_uncollectible_at"] },
       { name: "ix_invoices_status_next_attempt", columns: ["status", "next_payment_attempt"] },
     ],
   });

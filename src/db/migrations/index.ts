@@ -35,6 +35,7 @@ import { ChargedTerms1795000000033 } from "./1795000000033-ChargedTerms.js";
 import { CreditNoteRefunds1795000000034 } from "./1795000000034-CreditNoteRefunds.js";
 import { TopUpCrossings1795000000035 } from "./1795000000035-TopUpCrossings.js";
 import { CheckoutExpiry1795000000036 } from "./1795000000036-CheckoutExpiry.js";
+import { FinanceExports1795000000037 } from "./1795000000037-FinanceExports.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -76,6 +77,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   CreditNoteRefunds1795000000034,
   TopUpCrossings1795000000035,
   CheckoutExpiry1795000000036,
+  FinanceExports1795000000037,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

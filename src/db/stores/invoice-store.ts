@@ -220,8 +220,10 @@ export function invoiceWrites(em: EntityManager, E: Entities): InvoiceWrites {
       const marks = part.map(() => "?").join(", ");
       const rows = (await em.query(`SELECT id FROM invoices WHERE environment_id = ? AND id IN (${marks}) AND status = ?${lock}`, [environmentId, ...part, from])) as { id: string }[];
       if (rows.length === 0) continue;
-      const params = [to, dbTime(at), environmentId, ...rows.map((r) => r.id)];
-      await em.query(`UPDATE invoices SET status = ?, updated_at = ? WHERE environment_id = ? AND id IN (${rows.map(() => "?").join(", ")})`, params);
+      // A void or a write-off keeps its instant (voided_at, marked_uncollectible_at): the finance export reads them by it.
+      const stamp = to === "void" ? ", voided_at = ?" : to === "uncollectible" ? ", marked_uncollectible_at = ?" : "";
+      const params = [to, dbTime(at), ...(stamp ? [dbTime(at)] : []), environmentId, ...rows.map((r) => r.id)];
+      await em.query(`UPDATE invoices SET status = ?, updated_at = ?${stamp} WHERE environment_id = ? AND id IN (${rows.map(() => "?").join(", ")})`, params);
       moved.push(...rows.map((r) => r.id));
     }
     return moved;

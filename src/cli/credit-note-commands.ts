@@ -1,0 +1,82 @@
+/**
+ * `billing credit-notes export`: the credit notes for finance (DESIGN §15), the documents that
+ * reverse part or all of an invoice. Notes dated in [--from, --to) (created_at), void ones too, as
+ * CSV (RFC 4180, CRLF), one row per note line: what it credits, tax included, its tax and its net,
+ * every amount a positive exact decimal in the currency's smallest unit (a credit: to book as a
+ * reversal of the invoice named), plus the note's total in major units. Read page by page.
+ */
+import type { CreditNote, CreditNoteLine } from "../billing/credit-notes/types.js";
+import { dec, formatDecimal } from "../billing/money.js";
+import type { Environment } from "../billing/tenancy.js";
+import { InvoiceExportStore, type NoteCursor } from "../db/stores/invoice-export-store.js";
+import { type Command, type Context, withMigratedDatabase } from "./context.js";
+import { environments, exact, major, record, text, timeRange, writer } from "./csv-export.js";
+
+const PAGE = 200;
+
+interface Row {
+  env: Environment;
+  note: CreditNote;
+  line: CreditNoteLine;
+  index: number;
+}
+
+/** The export's columns, in order, and each one's value for a line of a note. */
+const COLUMNS: [string, (r: Row) => string][] = [
+  ["environment", (r) => text(r.env.name)],
+  ["environment_id", (r) => r.env.id],
+  ["credit_note_id", (r) => r.note.id],
+  ["number", (r) => text(r.note.number)],
+  ["status", (r) => r.note.status],
+  ["invoice_id", (r) => r.note.invoiceId],
+  ["invoice_number", (r) => text(r.note.invoiceNumber)],
+  ["subject_id", (r) => text(r.note.subjectId)],
+  ["currency", (r) => r.note.currency],
+  ["created_at", (r) => r.note.createdAt.toISOString()],
+  ["reason", (r) => r.note.reason],
+  ["memo", (r) => text(r.note.memo ?? "")],
+  ["outcome", (r) => r.note.outcome],
+  ["refund_status", (r) => r.note.refundStatus ?? ""],
+  ["line_index", (r) => String(r.index)],
+  ["line_description", (r) => text(r.line.description)],
+  ["invoice_line_index", (r) => (r.line.invoiceLineIndex === null ? "" : String(r.line.invoiceLineIndex))],
+  ["line_amount", (r) => exact(r.line.amount)],
+  ["line_tax", (r) => exact(r.line.taxAmount)],
+  ["line_net", (r) => formatDecimal(dec(r.line.amount).minus(dec(r.line.taxAmount)))],
+  ["note_subtotal", (r) => exact(r.note.subtotal)],
+  ["note_total_tax", (r) => exact(r.note.totalTax)],
+  ["note_total", (r) => exact(r.note.total)],
+  ["note_total_major", (r) => major(dec(r.note.total), r.note.currency)],
+];
+
+async function exportCreditNotes(ctx: Context): Promise<void> {
+  const range = timeRange(ctx, "credit-notes export");
+  await withMigratedDatabase(ctx.databaseUrl, async (db) => {
+    const envs = await environments(db, ctx.flags.get("--env"));
+    const reader = new InvoiceExportStore(db);
+    const out = writer(ctx);
+    await out(record(COLUMNS.map(([name]) => name)));
+    for (const env of envs) {
+      let after: NoteCursor | undefined;
+      do {
+        const page = await reader.creditNotePage(env.id, range, after, PAGE);
+        for (const note of page.notes) {
+          for (const [index, line] of note.lines.entries()) await out(record(COLUMNS.map(([, value]) => value({ env, note, line, index }))));
+        }
+        after = page.next;
+      } while (after);
+    }
+  });
+}
+
+/** The credit-note commands of this file by their words. */
+export const CREDIT_NOTE_COMMANDS: Record<string, Command> = {
+  "credit-notes export": {
+    positionals: [],
+    flags: { "--from": "value", "--to": "value", "--env": "value" },
+    synopsis: "--from <time> --to <time> [--env <name|id>]",
+    summary: "credit notes as CSV for finance, one row per note line (dated in [from, to))",
+    writes: false,
+    run: exportCreditNotes,
+  },
+};
