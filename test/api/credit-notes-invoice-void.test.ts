@@ -39,6 +39,10 @@ for (const store of STORES) {
     // The old code: the note stayed issued, +10000 − 3000 − 10000 = −3000, amount_credited 3000.
     t.is(voided.status, "void");
     t.is(voided.amount_credited.value, "0");
+    // What the note took off amount_due goes back with it: total 10000 − credits applied 0 = 10000, as an invoice voided
+    // without notes keeps (the old code: 7000 due on a void invoice that nothing credits).
+    t.deepEqual(state(voided), ["void", "10000", "10000", "0"]);
+    t.deepEqual(state(await s.call("GET", `/invoices/${inv.id}`)), ["void", "10000", "10000", "0"]);
     t.deepEqual(note(await s.call("GET", `/credit-notes/${cn.id}`)), ["INV-CN-000001", "reduce_amount_due", "3000", "void"]);
     const listed = await s.call("GET", `/credit-notes?invoice_id=${inv.id}`);
     t.deepEqual(listed.credit_notes.map(note), [["INV-CN-000001", "reduce_amount_due", "3000", "void"]]);

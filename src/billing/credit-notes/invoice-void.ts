@@ -4,7 +4,9 @@
  * would reverse the invoice twice, by its notes and by its void (10000 invoiced, a note of 3000,
  * then voided: +10000 − 3000 − 10000 = −3000 where 0 is right). Only reduce_amount_due notes go:
  * they only lowered what the invoice asked, which the void cancels whole (the invoice's
- * amount_credited goes down by what they credited). A note that refunded money or put credit on
+ * amount_credited goes down by what they credited, and its amount_due goes back up by as much: a
+ * void invoice of 10000 with a note of 3000 keeps amount_due 10000 and amount_credited 0, as one
+ * voided without notes keeps total − credits applied). A note that refunded money or put credit on
  * the balance moved money the void does not give back: the void is refused (INVOICE_HAS_CREDIT_NOTES,
  * naming them) and nothing is written. Such a note needs a paid invoice, which is never voided, so
  * this is a guard. No `credit_note.voided` event: the events catalogue has none; `invoice.voided`

@@ -44,7 +44,8 @@ export interface CreditNoteWrites {
   setRefundStatus(environmentId: string, id: string, status: RefundStatus, failureReason: string | null): Promise<void>;
   /**
    * Its invoice voided (credit-notes/invoice-void.ts): these issued notes of the invoice become
-   * void and its amount_credited goes down by `total`, what they credited.
+   * void, its amount_credited goes down by `total`, what they credited, and its amount_due up by
+   * as much (what they had taken off it), back to total − credits applied.
    */
   voidNotes(environmentId: string, invoiceId: string, ids: readonly string[], total: string): Promise<void>;
   /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */

@@ -147,8 +147,14 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
       if (ids.length === 0) return;
       await em.update(E.CreditNote, { environment_id: environmentId, invoice_id: invoiceId, id: In([...ids]), status: "issued" }, { status: "void" });
       const a = formatDecimal(dec(total));
-      const set = d === "mysql" ? `amount_credited = COALESCE(amount_credited, 0) - ${p}` : "amount_credited = dec_add(COALESCE(amount_credited, '0'), ?)";
-      await em.query(`UPDATE invoices SET ${set} WHERE environment_id = ? AND id = ?`, [d === "mysql" ? a : formatDecimal(dec(a).neg()), environmentId, invoiceId]);
+      // What the notes took off amount_credited goes back on amount_due (they had lowered it by as much, reduceAmountDue):
+      // the void invoice keeps total − credits applied, as one voided without notes does.
+      const set =
+        d === "mysql"
+          ? `amount_credited = COALESCE(amount_credited, 0) - ${p}, amount_due = COALESCE(amount_due, total) + ${p}`
+          : "amount_credited = dec_add(COALESCE(amount_credited, '0'), ?), amount_due = dec_add(COALESCE(amount_due, total), ?)";
+      const params = d === "mysql" ? [a, a] : [formatDecimal(dec(a).neg()), a];
+      await em.query(`UPDATE invoices SET ${set} WHERE environment_id = ? AND id = ?`, [...params, environmentId, invoiceId]);
     },
     insertGrant: (g, entry) => creditWrites(em, sql, E).insertGrant(g, entry),
     lockGrant: (environmentId, id) => creditWrites(em, sql, E).lockGrant(environmentId, id),
