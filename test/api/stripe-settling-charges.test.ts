@@ -9,7 +9,13 @@
  * - a bank debit (SEPA, saved through Checkout's setup mode) that answers `processing`: no failed
  *   attempt, no pay link (invoice.payment_action_required), no second charge, no policy, until its
  *   webhook settles it: payment_intent.succeeded pays it; payment_intent.payment_failed is failed
- *   attempt 1, its retry planned 3 days later.
+ *   attempt 1, its retry planned 3 days later;
+ * - that webhook lost (Stripe gives up after about 3 days; a SEPA debit takes up to 14): dunning
+ *   looks the PaymentIntent up every 6 hours (payments/processing.ts) and resolves it as the
+ *   webhook would, paid, or failed attempt 1 with its retry; the old code left it open for ever;
+ * - an invoice voided while its debit is processing: Stripe refuses to cancel the debit, the
+ *   cancel stays pending, and once the debit succeeded (its webhook lost) the sweep refunds it; the
+ *   old code wrote no cancel for a processing payment, and the customer kept paying a void invoice.
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
@@ -18,6 +24,8 @@ import { form, location303, RETURN_URL, stripeDriver, useStripeServer } from "..
 import type { Scenario } from "../helpers/scenario.js";
 import type { Json } from "../helpers/subjects-api.js";
 import type { FakeStripe } from "../stripe/fake-stripe.js";
+import { refundsOf } from "../helpers/stripe-waiting.js";
+import { dbTime } from "../../src/db/raw.js";
 
 const SECRETS_KEY = randomBytes(32).toString("base64");
 const usd = (value: string) => ({ currency_code: "USD", value });
@@ -34,6 +42,21 @@ async function paymentState(url: string, invoiceId: string): Promise<Json> {
   const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT payment_state AS p FROM invoices WHERE id = ?", [invoiceId]));
   return JSON.parse(String(row?.p ?? "{}"));
 }
+
+/** The stored next_payment_attempt (ISO 8601), shown or not. */
+async function storedNext(url: string, invoiceId: string): Promise<string | null> {
+  const [row] = await withDatabase(url, (db) => db.dataSource.query("SELECT next_payment_attempt AS n FROM invoices WHERE id = ?", [invoiceId]));
+  return row?.n
+    ? new Date(
+        `${String(row.n instanceof Date ? row.n.toISOString() : row.n)
+          .replace(" ", "T")
+          .replace(/Z?$/, "Z")}`,
+      ).toISOString()
+    : null;
+}
+
+/** The look-ups of PaymentIntent `id` Stripe received (GET /v1/payment_intents/{id}). */
+const lookUps = (fake: FakeStripe, id: string) => fake.requests().filter((r) => r.operation === "GET /v1/payment_intents/{intent}" && r.path === `/v1/payment_intents/${id}`).length;
 
 /** The dashboard's page at `path`, signed in with API key `key`. */
 async function dashboardPage(base: string, key: string, path: string): Promise<string> {
@@ -160,4 +183,111 @@ for (const store of STORES) {
     );
     t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
   });
+
+  /** A renewal on Feb 15 whose SEPA debit (test IBAN `token`) is processing, and its PaymentIntent. */
+  async function processing(token: string): Promise<{ s: Scenario; sub: string; inv: Json; pi: Json }> {
+    const { fake } = ctx;
+    const { s, sub } = await subscribed();
+    await bankDebitInPortal(s, token);
+    await s.advance("2026-02-15T00:00:00Z");
+    await fake.settle();
+    const inv = (await s.invoices()).at(-1) as Json;
+    const [pi] = intentsOf(fake, inv.id);
+    if (pi?.status !== "processing") throw new Error(`not processing: ${JSON.stringify(pi)}`);
+    return { s, sub, inv, pi };
+  }
+
+  test.serial(`${store}: a processing debit whose webhook is lost is looked up every 6 hours: succeeded, the invoice paid`, async (t) => {
+    t.timeout(120_000);
+    const { server, fake } = ctx;
+    const { s, inv, pi } = await processing("pm_sepa_debit_succeeds");
+    // Its look-up planned 6 hours after the charge (Feb 15 00:00), not shown as a next attempt: no charge is planned.
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: null });
+    t.is(await storedNext(server.db.url, inv.id), "2026-02-15T06:00:00.000Z");
+    // Still processing at 06:00: looked up, nothing changed, the next look-up at 12:00.
+    await s.advance("2026-02-15T07:00:00Z");
+    t.is(lookUps(fake, pi.id), 1);
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: null });
+    t.is(await storedNext(server.db.url, inv.id), "2026-02-15T12:00:00.000Z");
+    fake.webhookOptions({ dropped: true });
+    try {
+      // The debit succeeds; Stripe's payment_intent.succeeded never arrives.
+      await fake.settleDebit(pi.id);
+      await fake.settle();
+      t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open" }, "no webhook came");
+      // The next look-up (12:00) finds it succeeded: paid by that attempt, once.
+      await s.advance("2026-02-15T14:00:00Z");
+      await fake.settle();
+    } finally {
+      fake.webhookOptions({});
+    }
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid", attempt_count: 1, next_payment_attempt: null });
+    t.is((await eventsOf(s, "invoice.paid", inv.id)).length, 1);
+    t.deepEqual(await eventsOf(s, "invoice.payment_failed", inv.id), []);
+    t.like(await paymentState(server.db.url, inv.id), { reference: pi.id });
+    t.falsy((await paymentState(server.db.url, inv.id)).processing);
+    t.is(intentsOf(fake, inv.id).length, 1, "no second debit");
+    t.is(await storedNext(server.db.url, inv.id), null, "no more look-ups");
+  });
+
+  test.serial(`${store}: a processing debit that bounces, its webhook lost, is failed attempt 1 by the look-up, its retry planned 3 days later`, async (t) => {
+    t.timeout(120_000);
+    const { fake } = ctx;
+    const { s, sub, inv, pi } = await processing("pm_sepa_debit_fails");
+    fake.webhookOptions({ dropped: true });
+    try {
+      await fake.settleDebit(pi.id);
+      await fake.settle();
+      t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: null }, "no webhook came");
+      // The look-up at 06:00 finds it failed: attempt 1 failed then, the retry 3 days after (schedule [3]).
+      await s.advance("2026-02-15T07:00:00Z");
+      await fake.settle();
+    } finally {
+      fake.webhookOptions({});
+    }
+    t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "open", attempt_count: 1, next_payment_attempt: "2026-02-18T06:00:00Z", payment_url: null });
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [[1, "2026-02-18T06:00:00Z"]],
+    );
+    t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
+    t.is(intentsOf(fake, inv.id).length, 1, "no second debit before the retry");
+  });
+
+  test.serial(
+    `${store}: an invoice voided while its debit is processing: the cancel Stripe refuses stays pending, and the debit that succeeds (its webhook lost) is refunded by the sweep`,
+    async (t) => {
+      t.timeout(120_000);
+      const { server, fake } = ctx;
+      const { s, inv, pi } = await processing("pm_sepa_debit_succeeds");
+      t.like(await s.call("POST", `/invoices/${inv.id}/void`, {}), { status: "void", next_payment_attempt: null });
+      // Stripe refuses to cancel a debit on its way: the cancel stays pending, for the sweep.
+      t.is(fake.state.paymentIntents.get(pi.id)?.status, "processing");
+      const pending = await paymentState(server.db.url, inv.id);
+      t.like(pending, { cancel: { reference: pi.id, key: `${inv.id}:attempt-1:cancel` } });
+      t.falsy(pending.processing);
+      t.truthy(await storedNext(server.db.url, inv.id), "due for the sweep");
+      fake.webhookOptions({ dropped: true });
+      try {
+        await fake.settleDebit(pi.id);
+        await fake.settle();
+        t.deepEqual(refundsOf(fake, pi.id), [], "no webhook came");
+        // The cancel's retry comes due (as five minutes passing would make it): the sweep finds the debit succeeded and refunds it.
+        await withDatabase(server.db.url, (db) => db.dataSource.query("UPDATE invoices SET next_payment_attempt = ? WHERE id = ?", [dbTime(new Date(Date.now() - 1000)), inv.id]));
+        for (let i = 0; i < 100 && (await paymentState(server.db.url, inv.id)).cancel; i++) await new Promise((r) => setTimeout(r, 100));
+      } finally {
+        fake.webhookOptions({});
+      }
+      t.deepEqual(
+        refundsOf(fake, pi.id).map(([, amount]) => amount),
+        [4900],
+        "the whole debit refunded, once",
+      );
+      const done = await paymentState(server.db.url, inv.id);
+      t.like(done, { cancel: null });
+      t.like(done.refundedAfterEnd, [{ reference: pi.id, amount: "4900" }]);
+      t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "void" });
+      t.deepEqual(await eventsOf(s, "invoice.paid", inv.id), []);
+    },
+  );
 }

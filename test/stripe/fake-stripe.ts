@@ -24,7 +24,7 @@
  * (list by `payment_intent` or `charge`; create; made `succeeded`, or `pending` with `fake.state.refundStatus = "pending"`, then settled by
  * `fake.settleRefund(id, status)`: refund.updated, and refund.failed for a failure). Not Stripe's: `GET /checkout/{id}` (the page the session's `url` points at: pick a
  * test card, then redirected to `success_url`) and `/__test/…` (the control API, JSON; see
- * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature })`,
+ * control.ts). Webhook switches: `fake.webhookOptions({ twice, outOfOrder, badSignature, dropped })`,
  * `fake.releaseHeld()`, `fake.redeliver(eventId, options)`.
  *
  * Stripe's behaviour, followed (see cards.ts for each test card):
@@ -37,7 +37,7 @@
  *   PaymentIntent; an Idempotency-Key replays the answer it first got (a decline too) with
  *   `Idempotent-Replayed: true`; other parameters under the same key: 400 `idempotency_error`.
  * - A PaymentIntent is cancelled only while unpaid (waiting for a method, a confirmation or the
- *   customer's authentication); a succeeded or cancelled one: 400 `payment_intent_unexpected_state`
+ *   customer's authentication); a succeeded or cancelled one, or a bank debit still processing: 400 `payment_intent_unexpected_state`
  *   with the PaymentIntent in the error. A cancelled one can no longer be authenticated.
  * - Refunds beyond what is left of the charge: 400 `amount_too_large` (`param: "amount"`);
  *   nothing left: `charge_already_refunded`.

@@ -190,8 +190,12 @@ export function settleDebit(st: FakeStripeState, id: string): ChargeResult {
   return { intent: pi, events: [{ type: "payment_intent.payment_failed", object: structuredClone(pi) }] };
 }
 
-/** What Stripe lets cancel: a PaymentIntent not yet paid nor cancelled. */
-const CANCELABLE = ["requires_payment_method", "requires_capture", "requires_confirmation", "requires_action", "processing"];
+/**
+ * What Stripe lets cancel: a PaymentIntent not yet paid nor cancelled. Its documentation adds
+ * "in rare cases, processing"; a bank debit on its way (the only processing PaymentIntent here) is
+ * not one of them: refused with payment_intent_unexpected_state until it settles.
+ */
+const CANCELABLE = ["requires_payment_method", "requires_capture", "requires_confirmation", "requires_action"];
 
 /**
  * Cancels a PaymentIntent (POST /v1/payment_intents/{id}/cancel): it can no longer be confirmed

@@ -22,6 +22,8 @@ export interface DeliveryOptions {
   outOfOrder?: boolean;
   /** Events are signed with a secret other than the configured one. */
   badSignature?: boolean;
+  /** Events are recorded, never sent (Stripe gave up on the endpoint). */
+  dropped?: boolean;
 }
 
 const signer = new Stripe("sk_test_signer");
@@ -53,7 +55,7 @@ export class WebhookSender {
     this.events.push(event);
     const problems = this.check?.(event) ?? [];
     if (problems.length > 0) return Promise.resolve(); // recorded as drift by `check`; never sent
-    if (!this.url) return Promise.resolve();
+    if (!this.url || this.options.dropped) return Promise.resolve();
     if (this.options.outOfOrder) {
       this.held.push(event);
       return Promise.resolve();

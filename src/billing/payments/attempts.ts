@@ -21,6 +21,7 @@ import { type Caller, systemCaller } from "../tenancy.js";
 import type { PaymentCancels } from "./cancels.js";
 import { endAfterLast } from "./last-attempt.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
+import { lookUpProcessing } from "./processing.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
 import { cancelWaiting, waitingOn } from "./waiting.js";
@@ -97,14 +98,16 @@ export class Dunning {
     // A payment still waiting for the customer is cancelled first, committed with the next attempt planned (waiting.ts).
     const first = await cancelWaiting({ stores: this.stores, writes: (tx) => this.writes(tx), now: this.now }, provider, ref, at, settings, dueBy);
     if (!first || "result" in first) return first?.result;
+    const lookUp = { provider, settings, now: this.now, failed: (id: string, err: unknown) => this.events.settleFailed?.(id, err) };
     const done = await retryingRaces(() =>
       this.stores.transaction(async (tx): Promise<AttemptResult | Invoice | undefined> => {
         const i = await this.writes(tx).claim(ref.environmentId, ref.id, dueBy);
         if (!i || !(dueBy ? isRetryable(i) : isCollectible(i)) || awaitsCheckout(i)) return undefined;
         // Its last attempt failed and the policy was never applied (the process died), its payment waiting or not: no charge, the policy below.
         if (i.payment?.pendingPolicy) return i;
-        // Its payment still waiting, or processing (a bank debit its webhook resolves): no second charge next to it.
-        if ((waitingOn(i) && provider.cancel) || i.payment?.processing) return undefined;
+        // No second charge next to a payment processing (a bank debit: a planned run looks it up, processing.ts) or waiting for the customer.
+        if (i.payment?.processing) return dueBy ? lookUpProcessing({ ...lookUp, tx, writes: this.writes(tx) }, i, at(i), dueBy) : undefined;
+        if (waitingOn(i) && provider.cancel) return undefined;
         const n = (i.attemptCount ?? 0) + 1;
         const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD;
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];

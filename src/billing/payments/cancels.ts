@@ -19,6 +19,10 @@
  * And for an open invoice a credit note pays (credited to zero) while its charge waits: the note's
  * transaction writes the cancel, made after its commit (credit-notes.ts).
  *
+ * And for a bank debit still processing (SEPA, ACH, Bacs) when its invoice ends: Stripe does not
+ * let it be cancelled, so the cancel stays pending, asked again every CANCEL_RETRY_MS until the
+ * debit ends: failed or cancelled, nothing taken; succeeded, refunded as below.
+ *
  * A cancel that lost the race (the customer completed the payment first), and any payment that
  * succeeds on an invoice that ended (void, uncollectible, or paid already by another payment: a
  * duplicate; the provider's webhook: paidAfterEnd), is refunded in full through the provider (what
@@ -61,13 +65,18 @@ type Ref = Pick<Invoice, "environmentId" | "id">;
 const ended = (i: Pick<Invoice, "status">) => i.status === "paid" || i.status === "void" || i.status === "uncollectible";
 
 /**
- * The payment state of an invoice as it ends while a charge waits for the customer: no longer
- * waiting, the cancel of that payment to make; undefined when nothing waits.
+ * The payment state of an invoice as it ends while a charge waits for the customer, or while its
+ * bank debit is processing (dunning.ts settling): no longer waiting nor processing, the cancel of
+ * that payment to make; undefined when nothing waits. Stripe refuses to cancel a processing debit
+ * (payment_intent_unexpected_state): the sweep asks again (later) until the debit ends, and
+ * refunds it if it succeeded, so that a debit on a void invoice is given back even when its
+ * payment_intent.succeeded webhook never comes (paidAfterEnd refunds it when it does).
  */
 export function endedPayment(i: Pick<Invoice, "id" | "attemptCount" | "payment">): InvoicePayment | undefined {
-  const reference = waitingOn(i);
+  const { processing, ...payment } = i.payment ?? {};
+  const reference = waitingOn(i) ?? (processing ? (payment.reference ?? undefined) : undefined);
   if (!reference) return undefined;
-  return { ...i.payment, actionRequired: false, actionUrl: null, cancel: { reference, key: cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)) } };
+  return { ...payment, actionRequired: false, actionUrl: null, cancel: { reference, key: cancelKey(i.id, Math.max(i.attemptCount ?? 1, 1)) } };
 }
 
 /**

@@ -25,6 +25,13 @@ export const DAY_MS = 86_400_000;
 /** How far ahead the sweep plans a cancel written with the move that ended its invoice (payments/cancels.ts): longer than the call after the commit takes. */
 export const CANCEL_GRACE_MS = 60_000;
 
+/**
+ * How often an open invoice whose bank debit is processing has that payment looked up at the
+ * provider (payments/processing.ts), in case its webhook never comes: Stripe stops sending a
+ * webhook after about 3 days, while a SEPA debit may take 14 to settle.
+ */
+export const PROCESSING_CHECK_MS = 6 * 3_600_000;
+
 /** The provider's idempotency key of the cancel of attempt `attempt`'s payment, waiting for the customer when its invoice ended. */
 export const cancelKey = (invoiceId: string, attempt: number) => `${invoiceId}:attempt-${attempt}:cancel`;
 
@@ -112,14 +119,16 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
  *   (void, credit note); a new card tries it again, or
  * - processing (a bank debit): `processing` with its reference; no other charge is made meanwhile
  *   (attempts.ts), and its webhook resolves it as this attempt (provider-events.ts): paid, or
- *   failed attempt `n` on the schedule, its policy after the last.
+ *   failed attempt `n` on the schedule, its policy after the last. In case that webhook never
+ *   comes, next_payment_attempt is its look-up at the provider, PROCESSING_CHECK_MS after `at`
+ *   (payments/processing.ts: a status check, never a charge; not shown as the invoice's next attempt).
  */
-function settling(before: InvoicePayment, n: number, outcome: { message: string; processing?: true; reference?: string }): AttemptDecision {
+function settling(before: InvoicePayment, n: number, outcome: { message: string; processing?: true; reference?: string }, at: Date): AttemptDecision {
   const processing = outcome.processing && outcome.reference ? { reference: outcome.reference, processing: true as const, lastError: null } : undefined;
   return {
     status: "open",
     attemptCount: n,
-    nextPaymentAttempt: null,
+    nextPaymentAttempt: processing ? new Date(at.getTime() + PROCESSING_CHECK_MS) : null,
     payment: { ...before, actionRequired: false, actionUrl: null, ...(processing ?? { belowMinimum: true as const, lastError: outcome.message }) },
     event: null,
     afterLast: null,
@@ -178,7 +187,7 @@ export function decide(
   if (purchase) return purchase;
   const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
-  if (!outcome.requiresAction && (outcome.belowMinimum || outcome.processing)) return settling(before, n, outcome);
+  if (!outcome.requiresAction && (outcome.belowMinimum || outcome.processing)) return settling(before, n, outcome, at);
   const first = before.firstFailedAt ? new Date(before.firstFailedAt) : at;
   const next = nextAttemptAt(first, settings.retryScheduleDays, n);
   const last = next === null;

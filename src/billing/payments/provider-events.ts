@@ -274,6 +274,10 @@ export class ProviderEvents {
    * (the customer's authentication failed, or a processing bank debit bounced) changes anything: dunning records the failure and plans
    * the next attempt. Any other failure was answered to the charge itself, and dunning recorded it
    * then (announcing it again would be a second `invoice.payment_failed`); a paid invoice stays paid.
+   * Read without a lock: a bank debit's payment_failed that arrives before the charge's transaction
+   * committed its processing state finds nothing waiting on it and is acknowledged unchanged; that
+   * failure is not lost, dunning's look-up of the processing debit (payments/processing.ts, planned
+   * with it) reads it from the provider and records it then, as it does when the webhook never comes.
    */
   async paymentFailed(environmentId: string, invoiceId: string, reference: string, failure: { message: string; code: string | null }, event: ProviderEventRef): Promise<"failed" | "unchanged"> {
     const invoice = await this.stores.invoices.get(environmentId, invoiceId);

@@ -185,6 +185,17 @@ export type RefundOutcome = { ok: true; refundId: string; amount?: string; pendi
 /** A refund the provider made and did not refuse or fail: its ID, its amount, and `pending` when the money is not back yet. */
 export type MadeRefundAnswer = { refundId: string; amount: string; pending?: boolean };
 
+/** The read-only side of a provider's payments (PaymentProvider extends it). */
+export interface PaymentLookup {
+  /**
+   * Where the payment `reference` stands at the provider now, read, nothing changed (Stripe: the
+   * PaymentIntent retrieved): paid, still processing, or failed, as a charge's outcome. Dunning's
+   * look-up of a processing bank debit whose webhook may never come (payments/processing.ts).
+   * Unreachable throws. Absent: never looked up.
+   */
+  paymentOutcome?(reference: string): Promise<ChargeOutcome>;
+}
+
 /** The read-only side of a provider's refunds (PaymentProvider extends it). */
 export interface RefundLookup {
   /**

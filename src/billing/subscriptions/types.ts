@@ -1,7 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentPageRequest, ProviderKind, RefundLookup, RefundOutcome } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentLookup, PaymentPageRequest, ProviderKind, RefundLookup, RefundOutcome } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -323,7 +323,7 @@ export interface BillingSubject {
 }
 
 /** A payment processor. The built-in test provider stands in for a real one. */
-export interface PaymentProvider extends RefundLookup {
+export interface PaymentProvider extends RefundLookup, PaymentLookup {
   /** A test provider (fake cards): never used by a live environment (see payments.ts). */
   readonly test: boolean;
   /** Which provider it is (DESIGN §16); absent: "test". */

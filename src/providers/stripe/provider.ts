@@ -13,6 +13,7 @@
  *   refundMade: a credit note's refund made already, found by the note it names (nothing refunded).
  * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
  *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
+ * - paymentOutcome: a PaymentIntent retrieved (a processing bank debit looked up, its webhook lost).
  *
  * Every amount sent or read back goes through amounts.ts: this service's ISO minor units are not
  * always Stripe's (ISK, MGA, the three-decimal dinars), and one Stripe cannot take is refused.
@@ -299,6 +300,15 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     return answer;
   }
 
+  /**
+   * Where the PaymentIntent `reference` stands now (retrieved, nothing changed), as a charge's
+   * outcome (outcomeOfIntent): a bank debit still processing, succeeded, or failed (Stripe puts a
+   * bounced debit back to requires_payment_method with its last_payment_error).
+   */
+  async function paymentOutcome(reference: string): Promise<ChargeOutcome> {
+    return outcomeOfIntent(await stripe.paymentIntents.retrieve(reference));
+  }
+
   return {
     kind: "stripe",
     test: isTestKey(o.secretKey),
@@ -310,6 +320,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     refund,
     refundMade,
     cancel,
+    paymentOutcome,
     completedSetup: (sessionId) => completedSetupOf(stripe, env, sessionId),
     startPayment: (r) => startPayment(stripe, customers, env, o.publicBaseUrl(), toStripeAmount(r.amount, r.currency), r),
     completedPayment: (sessionId) => completedPaymentOf(stripe, env, sessionId),

@@ -62,8 +62,9 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     seller: i.seller && toPb(SellerDetailsSchema, i.seller),
     amountCredited: money(i.amountCredited ?? "0"),
     pdfUrl: i.status === "draft" ? "" : `${base >= 0 ? hostedUrl.slice(0, base) : ""}/invoices/${i.id}/pdf`,
-    // DESIGN §16: only an open invoice is charged again (an ended one's retry time is its payment's cancel, payments/cancels.ts).
-    nextPaymentAttempt: i.status === "open" ? i.nextPaymentAttempt : undefined,
+    // DESIGN §16: only an open invoice is charged again (an ended one's retry time is its payment's cancel, payments/cancels.ts);
+    // a processing bank debit's is its look-up at the provider (payments/processing.ts), no charge.
+    nextPaymentAttempt: i.status === "open" && !i.payment?.processing ? i.nextPaymentAttempt : undefined,
     // DESIGN §16: a charge waiting for the customer: its hosted page's pay link.
     paymentUrl: i.status === "open" && i.payment?.actionRequired ? `${hostedUrl}#pay` : undefined,
   });
