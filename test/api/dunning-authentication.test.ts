@@ -105,4 +105,62 @@ for (const store of STORES) {
     );
     t.is(await renewalOf(s, "2026-03-15T00:00:00Z"), undefined);
   });
+
+  test(`${store}: one advance through the renewal's declined first charge, its retries and the next cycle's end cancels on the last retry's day`, async (t) => {
+    const { s, sub } = await subscribed(server);
+    await setDunning(s, [3, 5, 7], "cancel", false);
+    await s.saveCardInPortal(CARD_FAILS);
+    // From Jan 15 to day 40 in one call: the renewal of Feb 15 is declined in it (attempt 1), its retries of
+    // days 3, 5 and 7 run before the cycle of Mar 15 closes. The old code closed Mar 15 before any retry was
+    // planned: a renewal of 4,900 more billed and charged, and the cancel made on Mar 27.
+    await s.advance("2026-03-27T00:00:00Z");
+    const inv = await renewalOf(s, "2026-02-15T00:00:00Z");
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [
+        [1, "2026-02-18T00:00:00Z"],
+        [2, "2026-02-20T00:00:00Z"],
+        [3, "2026-02-22T00:00:00Z"],
+        [4, null],
+      ],
+    );
+    t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, "cancelled");
+    t.deepEqual(
+      (await s.invoices()).map((i) => [i.period_start, i.period_end]),
+      [
+        [AT, "2026-02-15T00:00:00Z"],
+        ["2026-02-15T00:00:00Z", "2026-03-15T00:00:00Z"],
+        ["2026-02-15T00:00:00Z", "2026-02-22T00:00:00Z"],
+      ],
+    );
+    t.is(await renewalOf(s, "2026-03-15T00:00:00Z"), undefined);
+  });
+
+  test(`${store}: a paused subscription's retries due before its resume run first: cancelled on the last retry's day, never resumed`, async (t) => {
+    const { s, sub } = await subscribed(server);
+    await setDunning(s, [3, 5, 7], "cancel", false);
+    await s.saveCardInPortal(CARD_FAILS);
+    // Feb 15: the renewal is declined (attempt 1, next Feb 18); paused on Feb 16 until Mar 1.
+    await s.advance("2026-02-16T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/pause`, { resumes_at: "2026-03-01T00:00:00Z" });
+    // To Mar 10 in one call: the retries of Feb 18, 20 and 22 run before the resume of Mar 1, and the last one's
+    // policy cancels the subscription on Feb 22. The old code resumed it on Mar 1 first (a new period from Mar 1).
+    await s.advance("2026-03-10T00:00:00Z");
+    const inv = await renewalOf(s, "2026-02-15T00:00:00Z");
+    t.deepEqual(
+      (await eventsOf(s, "invoice.payment_failed", inv.id)).map((e) => [e.data.attempt_count, e.data.next_payment_attempt]),
+      [
+        [1, "2026-02-18T00:00:00Z"],
+        [2, "2026-02-20T00:00:00Z"],
+        [3, "2026-02-22T00:00:00Z"],
+        [4, null],
+      ],
+    );
+    t.is((await s.call("GET", `/subscriptions/${sub.id}`)).status, "cancelled");
+    t.is((await eventsOf(s, "subscription.resumed")).filter((e) => e.data.id === sub.id).length, 0);
+    t.deepEqual(
+      (await s.invoices()).filter((i) => i.period_start >= "2026-03-01T00:00:00Z").map((i) => i.period_start),
+      [],
+    );
+  });
 }

@@ -41,8 +41,8 @@ function dunningPausedThenResumed(markUncollectible: boolean): Case {
     },
     [
       "paused",
-      // the policy runs once the advance's retries are done, at the clock's time
-      "2026-02-20T00:00:00Z",
+      // the policy runs with the last retry, at its time (as real time would): Feb 17
+      "2026-02-17T00:00:00Z",
       [
         ["paid", "10000", [["Seats", "1", "10000", "10000"]]],
         [markUncollectible ? "uncollectible" : "open", "10000", [["Seats", "1", "10000", "10000"]]],

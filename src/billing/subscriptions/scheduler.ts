@@ -83,10 +83,14 @@ export class Scheduler {
    * that instant (clock-step.ts): a retry's policy cancels or pauses the subscription then, and a
    * cycle that ends after a subscription was cancelled by it is never billed; the next draft due
    * (its grace period's end), so that it is final before any cycle that ends after it is closed (a
-   * subject's "once" discount and its credit go to the invoice final first); and, while the
-   * environment's grace period is > 0, the earliest cycle end due plus that grace: the first
-   * instant a draft made by a close can be due, every cycle ending by then closed first in one
-   * batch (with a grace period of 0 a close makes no draft, and cycles need no steps). Real time
+   * subject's "once" discount and its credit go to the invoice final first); and the earliest
+   * cycle end due plus the environment's grace period: the first instant a draft made by a close
+   * can be due (every cycle ending by then closed first in one batch), or, with a grace period of
+   * 0 and dunning wired, the close itself, whose first charge may fail and plan a retry due before
+   * the next cycle ends (so a renewal declined on Feb 15 is retried Feb 18, 20 and 22 and its
+   * policy cancels the subscription on Feb 22, before Mar 15 is billed); and the next resume of a
+   * paused subscription, so that a retry due before it (whose policy may cancel the subscription)
+   * runs first. Without dunning and with a grace period of 0 cycles need no steps. Real time
    * needs no steps (each is run within a tick of its time): its retries run after the closes
    * (runDue). `skipped`: the run's retries skipped or deferred (a waiting payment's cancel that
    * threw moves its retry 5 minutes ahead, waiting.ts): never stepped to again in this run, or an
@@ -103,13 +107,21 @@ export class Scheduler {
       const retryAt = dunning && dunningDue ? await dunningDue.nextDue(retried, upTo, clockId, skipped) : null;
       const draftAt = await this.engine.stores.invoices.nextDraftDue(last, upTo, clockId);
       let closeAt: Date | null = null;
-      if (grace !== 0) {
+      // With dunning wired, each cycle end is a step too (grace 0: its first charge, at the close,
+      // may fail and plan a retry before the next cycle ends, whose policy may end the subscription).
+      if (grace !== 0 || dunning) {
         const [next] = await this.engine.stores.subscriptions.due(upTo, clockId, 1, strict, this.engine.now());
         if (next) grace ??= await this.engine.reads.graceSeconds(next.environmentId);
-        if (next && grace) closeAt = new Date(next.periodEnd.getTime() + grace * 1000);
+        if (next && (grace || dunning)) closeAt = new Date(next.periodEnd.getTime() + (grace ?? 0) * 1000);
       }
-      const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last))]);
+      // A paused subscription due to resume (one whose resume failed is not stepped to again).
+      const [resuming] = await this.engine.stores.subscriptions.dueResumes(upTo, clockId, 1);
+      // A resume at `upTo` too, unless strictly before it (a timeline's transition at that instant goes first).
+      const resumeAt = resuming?.resumesAt && (!strict || resuming.resumesAt < upTo) ? resuming.resumesAt : null;
+      const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last)), resumeAt && (!last || resumeAt > last) ? resumeAt : null]);
       if (!at) break;
+      // At the same instant the resume first, as runDue orders them.
+      await this.pauses.resumeDue(at, clockId);
       n += await this.expireUpTo(at, clockId, breathe, onBatch);
       n += await this.engine.closeDue(at, clockId, 8, strict && at.getTime() === upTo.getTime(), breathe, onBatch);
       await this.engine.finalizeDue(at, clockId, breathe);
@@ -169,9 +181,9 @@ export class Scheduler {
         report?.({ clockId, closed: n, startedAt: started, done: false });
       }
       // Paused subscriptions due to resume start their new cycle at their resumes_at; cycles that
-      // ended since (time jumped) close below.
+      // ended since (time jumped) close below. On a test clock each is a step of stepUpTo, after the retries due before it.
       check();
-      await this.pauses.resumeDue(now, clockId);
+      if (clockId === null) await this.pauses.resumeDue(now, clockId);
       n += await this.stepUpTo(now, clockId, false, breathe, onBatch, check, skipped);
       // Drafts whose grace period ended (on a test clock, those due before its last closes were
       // finalized already, each at its time: stepUpTo), then late usage of subscriptions that ended (DESIGN §8).
