@@ -9,8 +9,8 @@ import type { CreditNote, CreditNoteLine } from "../billing/credit-notes/types.j
 import { dec, formatDecimal } from "../billing/money.js";
 import type { Environment } from "../billing/tenancy.js";
 import { InvoiceExportStore, type NoteCursor } from "../db/stores/invoice-export-store.js";
-import { type Command, type Context, withMigratedDatabase } from "./context.js";
-import { environments, exact, major, record, text, timeRange, writer } from "./csv-export.js";
+import type { Command, Context } from "./context.js";
+import { type Column, exact, major, text, timeRange, writeExport } from "./csv-export.js";
 
 const PAGE = 200;
 
@@ -22,7 +22,7 @@ interface Row {
 }
 
 /** The export's columns, in order, and each one's value for a line of a note. */
-const COLUMNS: [string, (r: Row) => string][] = [
+const COLUMNS: Column<Row>[] = [
   ["environment", (r) => text(r.env.name)],
   ["environment_id", (r) => r.env.id],
   ["credit_note_id", (r) => r.note.id],
@@ -51,22 +51,15 @@ const COLUMNS: [string, (r: Row) => string][] = [
 
 async function exportCreditNotes(ctx: Context): Promise<void> {
   const range = timeRange(ctx, "credit-notes export");
-  await withMigratedDatabase(ctx.databaseUrl, async (db) => {
-    const envs = await environments(db, ctx.flags.get("--env"));
-    const reader = new InvoiceExportStore(db);
-    const out = writer(ctx);
-    await out(record(COLUMNS.map(([name]) => name)));
-    for (const env of envs) {
-      let after: NoteCursor | undefined;
-      do {
-        const page = await reader.creditNotePage(env.id, range, after, PAGE);
-        for (const note of page.notes) {
-          for (const [index, line] of note.lines.entries()) await out(record(COLUMNS.map(([, value]) => value({ env, note, line, index }))));
-        }
-        after = page.next;
-      } while (after);
-    }
-  });
+  await writeExport(
+    ctx,
+    COLUMNS,
+    (db) => async (environmentId, after: NoteCursor | undefined) => {
+      const page = await new InvoiceExportStore(db).creditNotePage(environmentId, range, after, PAGE);
+      return { items: page.notes, next: page.next };
+    },
+    (env, note: CreditNote) => note.lines.map((line, index) => ({ env, note, line, index })),
+  );
 }
 
 /** The credit-note commands of this file by their words. */

@@ -11,7 +11,7 @@ import type { Environment } from "../billing/tenancy.js";
 import { parseInstant } from "../billing/time.js";
 import type { Database } from "../db/datasource.js";
 import { SqlAuthStore } from "../db/stores/auth-store.js";
-import { type Context, Refusal, STDIO } from "./context.js";
+import { type Context, Refusal, STDIO, withMigratedDatabase } from "./context.js";
 
 /** An amount as its exact decimal text. */
 export const exact = (value: string) => formatDecimal(dec(value));
@@ -78,4 +78,31 @@ export async function environments(db: Database, flag: string | undefined): Prom
   const env = (await store.findEnvironmentByName(flag)) ?? all.find((e) => e.id === flag);
   if (!env) throw new Refusal(`no environment named or with ID ${flag}`, 1);
   return [env];
+}
+
+/** A column of an export: its name, and its cell for a row. */
+export type Column<R> = [string, (row: R) => string];
+
+/** One page of an environment's documents after a cursor, and the cursor of the next (none: the last). */
+export type PageReader<D, C> = (environmentId: string, after: C | undefined) => Promise<{ items: D[]; next: C | undefined }>;
+
+/**
+ * Writes an export as CSV: its header, then per environment (--env, else every one) each page of
+ * documents `read` gives, each document's rows (`rowsOf`) as `columns` write them.
+ */
+export async function writeExport<D, C, R>(ctx: Context, columns: readonly Column<R>[], read: (db: Database) => PageReader<D, C>, rowsOf: (env: Environment, doc: D) => R[]): Promise<void> {
+  await withMigratedDatabase(ctx.databaseUrl, async (db) => {
+    const envs = await environments(db, ctx.flags.get("--env"));
+    const page = read(db);
+    const out = writer(ctx);
+    await out(record(columns.map(([name]) => name)));
+    for (const env of envs) {
+      let after: C | undefined;
+      do {
+        const p = await page(env.id, after);
+        for (const doc of p.items) for (const row of rowsOf(env, doc)) await out(record(columns.map(([, value]) => value(row))));
+        after = p.next;
+      } while (after);
+    }
+  });
 }

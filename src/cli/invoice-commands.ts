@@ -10,8 +10,8 @@ import { dec } from "../billing/money.js";
 import { type InvoiceLine, amountDueOf, isInternal } from "../billing/subscriptions/types.js";
 import type { Environment } from "../billing/tenancy.js";
 import { type ExportCursor, type ExportedBy, type ExportedInvoice, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
-import { type Command, type Context, Refusal, withMigratedDatabase } from "./context.js";
-import { environments, exact, major, record, text, timeRange, total, writer } from "./csv-export.js";
+import { type Command, type Context, Refusal } from "./context.js";
+import { type Column, exact, major, text, timeRange, total, writeExport } from "./csv-export.js";
 
 /** The statuses a finalized invoice can have, which --status may name. */
 const FINALIZED_STATUSES = ["open", "paid", "void", "uncollectible"];
@@ -20,7 +20,7 @@ const BY: readonly ExportedBy[] = ["finalized", "voided", "uncollectible"];
 const PAGE = 200;
 
 /** The export's columns, in order, and each one's value for a line of an invoice. */
-const COLUMNS: [string, (r: Row) => string][] = [
+const COLUMNS: Column<Row>[] = [
   ["environment", (r) => text(r.env.name)],
   ["environment_id", (r) => r.env.id],
   ["invoice_id", (r) => r.inv.id],
@@ -76,23 +76,16 @@ function exportRange(ctx: Context): { from: Date; to: Date; by: ExportedBy; stat
 
 async function exportInvoices(ctx: Context): Promise<void> {
   const range = exportRange(ctx);
-  await withMigratedDatabase(ctx.databaseUrl, async (db) => {
-    const envs = await environments(db, ctx.flags.get("--env"));
-    const reader = new InvoiceExportStore(db);
-    const out = writer(ctx);
-    await out(record(COLUMNS.map(([name]) => name)));
-    for (const env of envs) {
-      let after: ExportCursor | undefined;
-      do {
-        const page = await reader.page(env.id, range, after, PAGE);
-        for (const inv of page.invoices) {
-          if (isInternal(inv)) continue;
-          for (const [index, line] of inv.lines.entries()) await out(record(COLUMNS.map(([, value]) => value({ env, inv, line, index }))));
-        }
-        after = page.next;
-      } while (after);
-    }
-  });
+  await writeExport(
+    ctx,
+    COLUMNS,
+    (db) => async (environmentId, after: ExportCursor | undefined) => {
+      const page = await new InvoiceExportStore(db).page(environmentId, range, after, PAGE);
+      return { items: page.invoices, next: page.next };
+    },
+    // Never the empty invoices kept internal (DESIGN §15).
+    (env, inv: ExportedInvoice) => (isInternal(inv) ? [] : inv.lines.map((line, index) => ({ env, inv, line, index }))),
+  );
 }
 
 /** The invoice commands of this file by their words. */
