@@ -114,14 +114,14 @@ export class Scheduler {
         if (next) grace ??= await this.engine.reads.graceSeconds(next.environmentId);
         if (next && (grace || dunning)) closeAt = new Date(next.periodEnd.getTime() + (grace ?? 0) * 1000);
       }
-      // A paused subscription due to resume (one whose resume failed is not stepped to again).
-      const [resuming] = await this.engine.stores.subscriptions.dueResumes(upTo, clockId, 1);
+      // The next paused subscription due to resume after the last step (one whose resume failed is not stepped to again).
+      const resuming = (await this.engine.stores.subscriptions.dueResumes(upTo, clockId, 50)).find((r) => !last || (r.resumesAt as Date) > last);
       // A resume at `upTo` too, unless strictly before it (a timeline's transition at that instant goes first).
       const resumeAt = resuming?.resumesAt && (!strict || resuming.resumesAt < upTo) ? resuming.resumesAt : null;
       const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last)), resumeAt && (!last || resumeAt > last) ? resumeAt : null]);
       if (!at) break;
-      // At the same instant the resume first, as runDue orders them.
-      await this.pauses.resumeDue(at, clockId);
+      // At the same instant the resume first, as runDue orders them; but after a timeline's transition at `upTo` (strict).
+      await this.pauses.resumeDue(strict && at.getTime() === upTo.getTime() ? new Date(at.getTime() - 1) : at, clockId);
       n += await this.expireUpTo(at, clockId, breathe, onBatch);
       n += await this.engine.closeDue(at, clockId, 8, strict && at.getTime() === upTo.getTime(), breathe, onBatch);
       await this.engine.finalizeDue(at, clockId, breathe);
@@ -132,6 +132,8 @@ export class Scheduler {
       }
       if (!last || at > last) last = at;
     }
+    // Resumes not stepped to (beyond 50 failing ones): before the cycles that end after them, as before steps.
+    if (clockId !== null && !strict) await this.pauses.resumeDue(upTo, clockId);
     n += await this.expireUpTo(upTo, clockId, breathe, onBatch);
     return n + (await this.engine.closeDue(upTo, clockId, 8, strict, breathe, onBatch));
   }
