@@ -19,6 +19,7 @@
  */
 import { randomBytes } from "node:crypto";
 import test from "ava";
+import { reasonOf } from "../helpers/clients.js";
 import { STORES, withDatabase } from "../helpers/db.js";
 import { form, location303, RETURN_URL, stripeDriver, useStripeServer } from "../helpers/payment-flows.js";
 import type { Scenario } from "../helpers/scenario.js";
@@ -150,6 +151,9 @@ for (const store of STORES) {
     t.is(more.length, 0);
     t.deepEqual(await eventsOf(s, "invoice.payment_failed", inv.id), [], "no invoice.payment_failed");
     t.deepEqual(await eventsOf(s, "invoice.payment_action_required", inv.id), [], "no pay link");
+    // The debit is for 4,900: lowering the amount due to 2,000 is refused (the debit would take 2,900 too much).
+    const lowered = await s.raw("POST", "/credit-notes", { invoice_id: inv.id, reason: "order_change", outcome: "reduce_amount_due", amount: "2900" });
+    t.deepEqual([lowered.status, reasonOf(lowered.body)], [400, "INVOICE_PAYMENT_PROCESSING"], JSON.stringify(lowered.body));
 
     // Past the schedule: no second charge, no policy.
     await s.advance("2026-02-20T00:00:00Z");

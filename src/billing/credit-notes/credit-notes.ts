@@ -99,18 +99,21 @@ export interface ListCreditNotesInput {
 const notFound = (id: string) => new NotFoundError("INVOICE_NOT_FOUND", `invoice_id: invoice ${JSON.stringify(id)} not found`, { invoice_id: id });
 
 /**
- * A charge of the invoice waits for the customer (3-D Secure, a pay link) for its whole amount due:
- * lowering that amount would leave the customer paying the old one. Only a note crediting all of
- * it is taken (it pays the invoice and cancels the waiting payment).
+ * A charge of the invoice waits for the customer (3-D Secure, a pay link), or a bank debit of it is
+ * processing, for its whole amount due: lowering that amount would leave the customer paying the
+ * old one (a debit that succeeds is never refunded its difference when its webhook is lost, since
+ * the look-up that then pays it knows no amount received). Only a note crediting all of it is
+ * taken (it pays the invoice; the waiting payment is cancelled, a debit that succeeds refunded).
  */
 function checkNotWaiting(inv: Invoice, total: string): void {
   const due = amountDueOf(inv);
-  if (!inv.payment?.actionRequired || dec(total).gte(dec(due))) return;
+  if (!(inv.payment?.actionRequired || inv.payment?.processing) || dec(total).gte(dec(due))) return;
+  const [reason, what] = inv.payment?.processing ? ["INVOICE_PAYMENT_PROCESSING", "a bank debit of it is processing"] : ["INVOICE_PAYMENT_WAITS_FOR_CUSTOMER", "its payment waits for the customer"];
   throw new FailedPreconditionError(
-    "INVOICE_PAYMENT_WAITS_FOR_CUSTOMER",
-    `outcome: reduce_amount_due cannot lower invoice ${inv.id}'s amount due ${due} by ${total} while its payment waits for the customer (for the full amount); void the invoice or let that payment finish first, or credit the full amount due (which cancels the waiting payment)`,
+    reason,
+    `outcome: reduce_amount_due cannot lower invoice ${inv.id}'s amount due ${due} by ${total} while ${what} (for the full amount); void the invoice or let that payment finish first, or credit the full amount due`,
     { invoice_id: inv.id, amount_due: due, field: "outcome" },
-    [{ field: "outcome", description: "cannot be reduce_amount_due for less than the amount due while the invoice's payment waits for the customer" }],
+    [{ field: "outcome", description: `cannot be reduce_amount_due for less than the amount due while ${what}` }],
   );
 }
 
