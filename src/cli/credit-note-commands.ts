@@ -1,6 +1,7 @@
 /**
  * `billing credit-notes export`: the credit notes for finance (DESIGN §15), the documents that
- * reverse part or all of an invoice. Notes dated in [--from, --to) (created_at), void ones too, as
+ * reverse part or all of an invoice. Notes dated in [--from, --to) (created_at), void ones too (with
+ * `--by voided`: the notes voided with their invoice in it, to book as undoing the note), as
  * CSV (RFC 4180, CRLF), one row per note line: what it credits, tax included, its tax and its net,
  * every amount a positive exact decimal in the currency's smallest unit (a credit: to book as a
  * reversal of the invoice named), plus the note's total in major units. Read page by page.
@@ -9,7 +10,7 @@ import type { CreditNote, CreditNoteLine } from "../billing/credit-notes/types.j
 import { dec, formatDecimal } from "../billing/money.js";
 import type { Environment } from "../billing/tenancy.js";
 import { InvoiceExportStore, type NoteCursor } from "../db/stores/invoice-export-store.js";
-import type { Command, Context } from "./context.js";
+import { type Command, type Context, Refusal } from "./context.js";
 import { type Column, exact, major, text, timeRange, writeExport } from "./csv-export.js";
 
 const PAGE = 200;
@@ -47,10 +48,13 @@ const COLUMNS: Column<Row>[] = [
   ["note_total_tax", (r) => exact(r.note.totalTax)],
   ["note_total", (r) => exact(r.note.total)],
   ["note_total_major", (r) => major(dec(r.note.total), r.note.currency)],
+  ["voided_at", (r) => r.note.voidedAt?.toISOString() ?? ""],
 ];
 
 async function exportCreditNotes(ctx: Context): Promise<void> {
-  const range = timeRange(ctx, "credit-notes export");
+  const by = ctx.flags.get("--by") ?? "created";
+  if (by !== "created" && by !== "voided") throw new Refusal(`--by: ${by} is not one of created, voided`, 2);
+  const range = { ...timeRange(ctx, "credit-notes export"), by: by as "created" | "voided" };
   await writeExport(
     ctx,
     COLUMNS,
@@ -66,9 +70,9 @@ async function exportCreditNotes(ctx: Context): Promise<void> {
 export const CREDIT_NOTE_COMMANDS: Record<string, Command> = {
   "credit-notes export": {
     positionals: [],
-    flags: { "--from": "value", "--to": "value", "--env": "value" },
-    synopsis: "--from <time> --to <time> [--env <name|id>]",
-    summary: "credit notes as CSV for finance, one row per note line (dated in [from, to))",
+    flags: { "--from": "value", "--to": "value", "--env": "value", "--by": "value" },
+    synopsis: "--from <time> --to <time> [--by created|voided] [--env <name|id>]",
+    summary: "credit notes as CSV for finance, one row per note line (dated, or voided, in [from, to))",
     writes: false,
     run: exportCreditNotes,
   },

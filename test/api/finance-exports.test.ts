@@ -127,6 +127,32 @@ for (const store of STORES) {
     t.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "--by: paid is not one of finalized, voided, uncollectible"]);
   });
 
+  test(`${store}: credit-notes export --by voided: a note voided with its invoice later is in the range it was voided in`, async (t) => {
+    const s = await Scenario.start(server, JAN_15);
+    const card = await s.card({ fixed_rates: [{ code: "base", name: "Base plan", price: { amount: { currency_code: "USD", value: "10000" } } }] });
+    await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { base: 1 } }, CARD_FAILS_LATER);
+    const [inv] = (await s.invoices()) as [Json];
+    // Open, 10,000 due: a note lowers it by 3,000 (7,000 due), then the invoice is voided, the note with it.
+    const note = await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "order_change", outcome: "reduce_amount_due", amount: "3000" });
+    const voidFrom = new Date();
+    await s.call("POST", `/invoices/${inv.id}/void`, {});
+    const range = ["--from", voidFrom.toISOString(), "--to", new Date(Date.now() + 1000).toISOString()];
+    const voided = await exported(server.db.url, ["credit-notes", "export", ...range, "--by", "voided"]);
+    t.is(voided.code, 0, voided.stderr);
+    // Booked as undoing the note of 3,000 (its date is Jan 15, the clock's, outside the range: not listed by date).
+    t.deepEqual(
+      voided.rows.filter((r) => r.invoice_id === inv.id).map((r) => [r.number, r.status, r.note_total, r.voided_at !== ""]),
+      [[note.number, "void", "3000", true]],
+    );
+    const dated = await exported(server.db.url, ["credit-notes", "export", ...range]);
+    t.deepEqual(
+      dated.rows.filter((r) => r.invoice_id === inv.id),
+      [],
+    );
+    const bad = await exported(server.db.url, ["credit-notes", "export", ...range, "--by", "refunded"]);
+    t.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "--by: refunded is not one of created, voided"]);
+  });
+
   test(`${store}: credit-notes export refuses a bad command line before opening the database (exit 2)`, async (t) => {
     const bad = await exported("mysql://nobody@127.0.0.1:1/none", ["credit-notes", "export", "--from", "2026-02-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"]);
     t.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "--to must be after --from"]);

@@ -13,21 +13,22 @@ import { FailedPreconditionError } from "../../src/billing/errors.js";
 const cn = (id: string, outcome: CreditNote["outcome"], total: string, status: CreditNote["status"] = "issued") => ({ id, number: `INV-CN-${id}`, outcome, total, status }) as CreditNote;
 
 function tx(notes: CreditNote[]) {
-  const writes: [string[], string][] = [];
+  const writes: [string[], string, string][] = [];
   const t: InvoiceVoidNoteWrites = {
     ofInvoice: async () => notes,
-    voidNotes: async (_env, _inv, ids, total) => {
-      writes.push([[...ids], total]);
+    voidNotes: async (_env, _inv, ids, total, at) => {
+      writes.push([[...ids], total, at.toISOString()]);
     },
   };
   return { t, writes };
 }
 
 const inv = { environmentId: "env_1", id: "inv_1" };
+const AT = new Date("2026-03-05T00:00:00Z");
 
 test("issued reduce_amount_due notes are voided, what they credited (3000 + 1000 = 4000) taken off; a void one is left", async (t) => {
   const { t: x, writes } = tx([cn("1", "reduce_amount_due", "3000"), cn("2", "reduce_amount_due", "500", "void"), cn("3", "reduce_amount_due", "1000")]);
-  const out = await voidNotesWithInvoice(x, inv);
+  const out = await voidNotesWithInvoice(x, inv, AT);
   t.deepEqual(
     out.map((n) => [n.id, n.status]),
     [
@@ -35,19 +36,19 @@ test("issued reduce_amount_due notes are voided, what they credited (3000 + 1000
       ["3", "void"],
     ],
   );
-  t.deepEqual(writes, [[["1", "3"], "4000"]]);
+  t.deepEqual(writes, [[["1", "3"], "4000", "2026-03-05T00:00:00.000Z"]]);
 });
 
 test("no note: nothing written", async (t) => {
   const { t: x, writes } = tx([]);
-  t.deepEqual(await voidNotesWithInvoice(x, inv), []);
+  t.deepEqual(await voidNotesWithInvoice(x, inv, AT), []);
   t.deepEqual(writes, []);
 });
 
 for (const outcome of ["refund", "credit_balance"] as const) {
   test(`a ${outcome} note (money moved) refuses the void, naming it; nothing written`, async (t) => {
     const { t: x, writes } = tx([cn("1", "reduce_amount_due", "3000"), cn("2", outcome, "700")]);
-    const err = await t.throwsAsync(voidNotesWithInvoice(x, inv), { instanceOf: FailedPreconditionError });
+    const err = await t.throwsAsync(voidNotesWithInvoice(x, inv, AT), { instanceOf: FailedPreconditionError });
     t.is((err as FailedPreconditionError).reason, "INVOICE_HAS_CREDIT_NOTES");
     t.regex(err?.message ?? "", new RegExp(`INV-CN-2 \\(2, ${outcome} 700\\)`));
     t.deepEqual(writes, []);

@@ -18,8 +18,8 @@ import type { Invoice } from "../subscriptions/types.js";
 import type { InvoiceVoidNoteWrites } from "./ports.js";
 import type { CreditNote } from "./types.js";
 
-/** The invoice's issued notes made void with it (as they are now); throws when one of them moved money. */
-export async function voidNotesWithInvoice(tx: InvoiceVoidNoteWrites, inv: Pick<Invoice, "environmentId" | "id">): Promise<CreditNote[]> {
+/** The invoice's issued notes made void with it at `at` (as they are now); throws when one of them moved money. */
+export async function voidNotesWithInvoice(tx: InvoiceVoidNoteWrites, inv: Pick<Invoice, "environmentId" | "id">, at: Date): Promise<CreditNote[]> {
   const issued = (await tx.ofInvoice(inv.environmentId, inv.id)).filter((n) => n.status === "issued");
   const moved = issued.filter((n) => n.outcome !== "reduce_amount_due");
   if (moved.length > 0) {
@@ -36,6 +36,7 @@ export async function voidNotesWithInvoice(tx: InvoiceVoidNoteWrites, inv: Pick<
     inv.id,
     issued.map((n) => n.id),
     formatDecimal(total),
+    at,
   );
-  return issued.map((n) => ({ ...n, status: "void" }));
+  return issued.map((n) => ({ ...n, status: "void", voidedAt: at }));
 }

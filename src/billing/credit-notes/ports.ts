@@ -47,7 +47,7 @@ export interface CreditNoteWrites {
    * void, its amount_credited goes down by `total`, what they credited, and its amount_due up by
    * as much (what they had taken off it), back to total − credits applied.
    */
-  voidNotes(environmentId: string, invoiceId: string, ids: readonly string[], total: string): Promise<void>;
+  voidNotes(environmentId: string, invoiceId: string, ids: readonly string[], total: string, at: Date): Promise<void>;
   /** A credit grant and its positive ledger entry (CreditWrites.insertGrant). */
   insertGrant: CreditWrites["insertGrant"];
   /** A credit grant, locked until the transaction ends (CreditWrites.lockGrant). */

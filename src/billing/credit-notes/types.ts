@@ -41,6 +41,8 @@ export interface CreditNote {
   total: string;
   status: "issued" | "void";
   createdAt: Date;
+  /** When it was voided with its invoice (invoice-void.ts); absent or null: not. */
+  voidedAt?: Date | null;
   creditGrantId: string | null;
   refundId: string | null;
   /** For outcome refund (null otherwise): where its refund stands (RefundStatus). */

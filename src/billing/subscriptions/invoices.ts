@@ -146,7 +146,7 @@ export class Invoices {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
       if (done && to === "void") await reinstateCredits(tx, inv, clockAt);
       // Its reduce_amount_due notes go with it (refused if a note moved money): credit-notes/invoice-void.ts.
-      if (done && to === "void" && tx.creditNotes) await voidNotesWithInvoice(tx.creditNotes, inv);
+      if (done && to === "void" && tx.creditNotes) await voidNotesWithInvoice(tx.creditNotes, inv, at);
       // Announced: invoice.voided, invoice.marked_uncollectible.
       const events = done ? [...transitionEvents(move, [inv]), ...(await purchasesMoved(tx, [inv], move.to, at))] : [];
       if (events.length > 0) await tx.emit(events);

@@ -33,6 +33,8 @@ export interface CreditNoteRow {
   refund_failure_reason: string | null;
   metadata: Record<string, string>;
   created_at: Date;
+  /** When it was voided with its invoice (migration 37); NULL: issued, or voided before. */
+  voided_at?: Date | null;
 }
 
 export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
@@ -62,6 +64,7 @@ export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
       refund_failure_reason: textColumn(255),
       metadata: jsonColumn(dialect),
       created_at: timeColumn(),
+      voided_at: timeColumn(true),
     }),
     uniques: [
       { name: "uq_credit_notes_id", columns: ["id"] },
@@ -73,6 +76,7 @@ export function creditNotesEntities(dialect: Dialect, exact: ExactText) {
       { name: "ix_credit_notes_subject_seq", columns: ["subject_id", "seq"] },
       { name: "ix_credit_notes_env_refund", columns: ["environment_id", "refund_id"] },
       { name: "ix_credit_notes_env_created", columns: ["environment_id", "created_at"] },
+      { name: "ix_credit_notes_env_voided", columns: ["environment_id", "voided_at"] },
     ],
   });
   return { CreditNote };

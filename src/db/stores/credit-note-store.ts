@@ -45,6 +45,7 @@ export function creditNoteFromRow(r: CreditNoteRow): CreditNote {
     total: r.total,
     status: r.status as CreditNote["status"],
     createdAt: r.created_at,
+    voidedAt: r.voided_at ?? null,
     creditGrantId: r.credit_grant_id,
     refundId: r.refund_id,
     refundStatus: (r.refund_status ?? null) as CreditNote["refundStatus"],
@@ -143,9 +144,9 @@ export function creditNoteWrites(em: EntityManager, sql: Sql, E: Entities): Cred
     setRefundStatus: async (environmentId, id, status, failureReason) => {
       await em.update(E.CreditNote, { environment_id: environmentId, id }, { refund_status: status, refund_failure_reason: failureReason === null ? null : failureReason.slice(0, 255) });
     },
-    voidNotes: async (environmentId, invoiceId, ids, total) => {
+    voidNotes: async (environmentId, invoiceId, ids, total, at) => {
       if (ids.length === 0) return;
-      await em.update(E.CreditNote, { environment_id: environmentId, invoice_id: invoiceId, id: In([...ids]), status: "issued" }, { status: "void" });
+      await em.update(E.CreditNote, { environment_id: environmentId, invoice_id: invoiceId, id: In([...ids]), status: "issued" }, { status: "void", voided_at: at });
       const a = formatDecimal(dec(total));
       // What the notes took off amount_credited goes back on amount_due (they had lowered it by as much, reduceAmountDue):
       // the void invoice keeps total − credits applied, as one voided without notes does.

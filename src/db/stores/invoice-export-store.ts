@@ -11,9 +11,9 @@ import { dbTime } from "../raw.js";
 import { creditNoteFromRow } from "./credit-note-store.js";
 import { invoiceFromRows } from "./invoice-store.js";
 
-/** Where the previous page of credit notes ended: its last note's date and seq. */
+/** Where the previous page of credit notes ended: its last note's instant (the one the range is of) and seq. */
 export interface NoteCursor {
-  createdAt: Date;
+  at: Date;
   seq: string;
 }
 
@@ -80,21 +80,26 @@ export class InvoiceExportStore {
 
   /**
    * One page of the environment's credit notes dated in [from, to) (created_at: the note's date,
-   * on its subject's clock), void ones too, in date order then seq, after `after`: a range of
-   * ix_credit_notes_env_created (environment_id, created_at), seq its last part on InnoDB.
+   * on its subject's clock), void ones too, or with `by` "voided" those voided in it (voided_at:
+   * with their invoice, in real time), in that instant's order then seq, after `after`: a range of
+   * ix_credit_notes_env_created or _voided (environment_id, that instant), seq its last part on InnoDB.
    */
-  async creditNotePage(environmentId: string, range: { from: Date; to: Date }, after: NoteCursor | undefined, limit: number): Promise<{ notes: CreditNote[]; next: NoteCursor | undefined }> {
+  async creditNotePage(
+    environmentId: string,
+    range: { from: Date; to: Date; by?: "created" | "voided" },
+    after: NoteCursor | undefined,
+    limit: number,
+  ): Promise<{ notes: CreditNote[]; next: NoteCursor | undefined }> {
     const E = this.db.entities;
+    const at = range.by === "voided" ? "n.voided_at" : "n.created_at";
     return this.db.sql.run(async (em) => {
-      const q = em
-        .createQueryBuilder(E.CreditNote, "n")
-        .where("n.environment_id = :env AND n.created_at >= :from AND n.created_at < :to", { env: environmentId, from: dbTime(range.from), to: dbTime(range.to) });
-      if (after) q.andWhere("(n.created_at > :at OR (n.created_at = :at AND n.seq > :seq))", { at: dbTime(after.createdAt), seq: after.seq });
-      const rows = await q.orderBy("n.created_at", "ASC").addOrderBy("n.seq", "ASC").limit(limit).getMany();
+      const q = em.createQueryBuilder(E.CreditNote, "n").where(`n.environment_id = :env AND ${at} >= :from AND ${at} < :to`, { env: environmentId, from: dbTime(range.from), to: dbTime(range.to) });
+      if (after) q.andWhere(`(${at} > :at OR (${at} = :at AND n.seq > :seq))`, { at: dbTime(after.at), seq: after.seq });
+      const rows = await q.orderBy(at, "ASC").addOrderBy("n.seq", "ASC").limit(limit).getMany();
       const last = rows[rows.length - 1];
       return {
         notes: rows.map(creditNoteFromRow),
-        next: last === undefined || rows.length < limit ? undefined : { createdAt: last.created_at, seq: String(last.seq) },
+        next: last === undefined || rows.length < limit ? undefined : { at: (range.by === "voided" ? last.voided_at : last.created_at) as Date, seq: String(last.seq) },
       };
     });
   }
