@@ -78,26 +78,6 @@ export class UniqueMeter {
     }
   }
 
-  /**
-   * The values of `range` not seen in the part of its cycle before it, [cycleStart, range start),
-   * per combination: those of [cycleStart, range end) less those of [cycleStart, range start)
-   * (the earlier part's values are all among the longer's, so the difference is exact), the
-   * windows of one cycle summing to its distinct count. Both are cycle-anchored periods, kept
-   * and reused like any other. A range starting at or before `cycleStart` is read as is.
-   */
-  async measureFirstSeen(metric: PricingMetric, subjectId: string, cycleStart: number, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
-    if (cycleStart >= range.start) return this.measure(metric, subjectId, range, groupBy);
-    const [all, before] = await Promise.all([
-      this.measure(metric, subjectId, { ...range, start: cycleStart, inclusiveStart: true }, groupBy),
-      this.measure(metric, subjectId, { start: cycleStart, end: range.start, inclusiveStart: true, inclusiveEnd: !range.inclusiveStart }, groupBy),
-    ]);
-    const seen = new Map(before.map((g) => [g.key, g.count]));
-    return all.flatMap((g) => {
-      const count = g.count - (seen.get(g.key) ?? 0);
-      return count > 0 ? [{ ...g, count }] : [];
-    });
-  }
-
   private async read(key: string, metric: PricingMetric, subjectId: string, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
     const hit = this.kept.get(key);
     if (hit) {

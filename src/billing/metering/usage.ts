@@ -242,16 +242,12 @@ export class SummaryService {
   /**
    * The metric's value for a subject over [from, to), per combination of `groupBy` (a subset of
    * its dimensions); only combinations with events. What invoices and billing state read.
-   * `cycleStart`: the start of the billing cycle [from, to) lies in; a unique_count then counts
-   * only the values first seen in the cycle within [from, to) (none seen in [cycleStart, from)),
-   * so the usage windows of a cycle cut by a change sum to its distinct count (DESIGN §13).
-   * Other aggregations ignore it.
    */
-  async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[], cycleStart?: Date): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
+  async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[]): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
     if (to.getTime() <= from.getTime()) return [];
     const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
     if (metric.aggregation.type === "unique_count") {
-      const groups = cycleStart ? await this.unique.measureFirstSeen(metric, subjectId, cycleStart.getTime(), range, groupBy) : await this.unique.measure(metric, subjectId, range, groupBy);
+      const groups = await this.unique.measure(metric, subjectId, range, groupBy);
       return groups.map((g) => ({ coordinates: g.coordinates, value: dec(g.count) }));
     }
     const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();

@@ -96,18 +96,15 @@ export class InvoiceBuilder {
    * Usage of [from, to) priced by rates already looked up (see BillingReads.rates): per rate its
    * lines (kind "usage"), then its minimum or maximum line (kinds "minimum", "maximum"; see
    * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
-   * current period, which every usage window lies in when it is billed. A window starting after
-   * that cycle's start (after a change of rate card) counts a unique_count's values first seen
-   * in the cycle within it (SummaryService.measure); an assumed cycle (a window stored without
-   * its own) counts the window's values as they are.
+   * current period, which every usage window lies in when it is billed.
    */
   async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
-    const known = cycle ?? (s.periodStart && s.periodEnd ? { start: s.periodStart, end: s.periodEnd } : null);
-    const share = windowShare(from, to, known ?? assumedCycle(from, card.billingInterval));
+    const within = cycle ?? (s.periodStart && s.periodEnd ? { start: s.periodStart, end: s.periodEnd } : assumedCycle(from, card.billingInterval));
+    const share = windowShare(from, to, within);
     const out: BillLine[] = [];
     for (const rate of usage) {
-      const lines: BillLine[] = (await this.rateLines(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, to, known?.start)).map((l) => ({
+      const lines: BillLine[] = (await this.rateLines(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, to)).map((l) => ({
         ...l,
         kind: "usage",
         key: `${rate.code}|${l.cell ?? ""}`,
@@ -120,11 +117,11 @@ export class InvoiceBuilder {
     return out;
   }
 
-  /** One usage rate's lines for [from, to) of the cycle from `cycleStart` (see measureRate). */
-  private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date, cycleStart?: Date): Promise<Line[]> {
+  /** One usage rate's lines for [from, to) (see measureRate). */
+  private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
     const included = dec(rate.includedUnits);
     const m = multiplierOf(s, rate.code);
-    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true, cycleStart);
+    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true);
     if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, used[0]?.used ?? ZERO, included, m, used[0]?.events ?? ZERO);
     return dimensionalLines(rate.name, rate.cells, used, included, m, coordinatesKey);
   }
@@ -133,14 +130,12 @@ export class InvoiceBuilder {
    * One usage rate's usage of [from, to): a simple rate's one total, a dimensional rate's per
    * combination of its dimension keys. With `events`, a percentage price also needs the period's
    * count of events: the same meter with a count aggregation of the same metric, as a summary's
-   * count would be (only measured when a price of the rate is a percentage). `cycleStart`: the
-   * start of the cycle [from, to) lies in, for a unique_count's values first seen in it (per
-   * combination of the same keys; the events counted are the window's own).
+   * count would be (only measured when a price of the rate is a percentage).
    */
-  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean, cycleStart?: Date) {
+  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean) {
     const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
     const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
-    const measured = await this.usage.measure(metric, subjectId, from, to, keys, cycleStart);
+    const measured = await this.usage.measure(metric, subjectId, from, to, keys);
     const counted = events && prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, from, to, keys) : [];
     const eventsOf = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
     const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: eventsOf.get(coordinatesKey(x.coordinates)) ?? ZERO }));
@@ -154,15 +149,13 @@ export class InvoiceBuilder {
    * included units: a simple rate's total; a dimensional rate's sum over its cells of each cell's
    * usage (per combination of its dimension keys, so a unique_count counts a value once per cell
    * it is in, a max or last is taken per cell; combinations without a cell are not counted).
-   * Within `s`'s current period: a window starting after its start counts a unique_count's values
-   * first seen in the period (see usageLinesOf).
    */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.reads.rates(card, s.fixedRateQuantities);
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: { rate: (typeof usage)[number]; used: Decimal }[] = [];
     for (const rate of usage) {
-      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false, s.periodStart);
+      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false);
       out.push({ rate, used: rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey) });
     }
     return out;
