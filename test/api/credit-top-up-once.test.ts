@@ -104,6 +104,7 @@ for (const store of STORES) {
         if (calls === 2) throw new Error("connection lost after the commit");
         return n;
       },
+      canBuy: (environmentId, subjectId) => w.topUps.canBuy(environmentId, subjectId),
     };
     const alerts = new CreditAlerts(w.store, w.engine, buyer);
     const at = new Date(JAN);

@@ -18,6 +18,11 @@
  * the key, a primary key). A purchase that fails re-arms the row (a later evaluation tries again,
  * as a new crossing) only when the crossing's grant does not exist: one written before the failure
  * (a commit whose answer was lost) has bought, and a second crossing would buy again.
+ * A crossing whose move below committed but whose purchase did not (the process died between
+ * them, or the purchase failed and so did the re-arm; or no payment method was on file then) is
+ * bought by a later evaluation (a minute or more after the move, UNBOUGHT_AFTER_MS) that finds the
+ * row below, available credit still below the line and the crossing's grant absent, when a payment
+ * method is on file, with the crossing's own key.
  *
  * When it is evaluated (see `evaluate`): after an invoice's finalization spent credit, after a
  * grant, a void or an expiry, and by the scheduler on every run for the subjects with settings on
@@ -42,6 +47,8 @@ export const topUpKey = (s: Pick<AlertState, "subjectId" | "currency">, crossing
 /** Buys the auto top-up of one crossing (top-up.ts); the number of grants bought (0 or 1). */
 export interface TopUpBuyer {
   topUp(environmentId: string, settings: CreditSettings, crossingKey: string, at: Date): Promise<number>;
+  /** Whether a top-up of the subject would be bought (a payment method on file); reads, tells nothing. */
+  canBuy(environmentId: string, subjectId: string): Promise<boolean>;
 }
 
 /** What an evaluation reads of billing: the engine's pricing and the subject's subscriptions. */
@@ -55,9 +62,19 @@ interface Standing {
   available: Decimal;
   settings: CreditSettings | undefined;
   below: Set<AlertKind>;
+  /** The top_up state row as read (its crossing's number), when there is one. */
+  topUp: AlertState | undefined;
 }
 
 const KINDS: readonly AlertKind[] = ["top_up", "balance_low", "depleted"];
+
+/**
+ * How long after its move below (by the subject's clock) a crossing with no grant is taken as
+ * never bought: before that its mover may still be buying it, and another evaluation buying too
+ * (idempotent, it finds the first) would answer early with the top-up counted and re-arm alerts
+ * that slower concurrent evaluations, on figures read before the purchase, then fire again.
+ */
+export const UNBOUGHT_AFTER_MS = 60_000;
 
 export class CreditAlerts {
   constructor(
@@ -86,9 +103,14 @@ export class CreditAlerts {
     const out = new Map<string, Standing>();
     for (const [currency, found] of settings) {
       const below = new Set<AlertKind>();
-      for (const kind of KINDS) if ((await this.store.getAlertState(environmentId, subjectId, currency, kind))?.below) below.add(kind);
+      let topUp: AlertState | undefined;
+      for (const kind of KINDS) {
+        const row = await this.store.getAlertState(environmentId, subjectId, currency, kind);
+        if (row?.below) below.add(kind);
+        if (kind === "top_up") topUp = row;
+      }
       const balance = dec(balances.get(currency) ?? "0");
-      out.set(currency, { balance, available: balance.minus(cost.get(currency) ?? ZERO), settings: found, below });
+      out.set(currency, { balance, available: balance.minus(cost.get(currency) ?? ZERO), settings: found, below, topUp });
     }
     return out;
   }
@@ -105,8 +127,11 @@ export class CreditAlerts {
       let bought = 0;
       for (const [currency, st] of now) {
         const top = st.settings?.autoTopUp;
-        const moved = top ? await this.cross({ environmentId, subjectId, currency, kind: "top_up", below: st.available.lt(dec(top.threshold)), changedAt: at }, st) : undefined;
+        if (!top) continue;
+        const below = st.available.lt(dec(top.threshold));
+        const moved = await this.cross({ environmentId, subjectId, currency, kind: "top_up", below, changedAt: at }, st);
         if (moved) bought += await this.buy(moved, st.settings as CreditSettings);
+        else if (below && st.topUp?.below && at.getTime() - st.topUp.changedAt.getTime() >= UNBOUGHT_AFTER_MS) bought += await this.unbought(st.topUp, st.settings as CreditSettings);
       }
       if (bought > 0) {
         n += bought;
@@ -153,6 +178,24 @@ export class CreditAlerts {
         if ((now?.below ?? false) === s.below) return undefined;
       }
     }
+  }
+
+  /**
+   * The top-up of a crossing found below (`row`, as read, moved at least UNBOUGHT_AFTER_MS ago;
+   * available credit still below the line) whose purchase never committed: the move below
+   * committed, then the process died (or the purchase's transaction failed and so did the
+   * re-arm), or there was no payment method on file then and there is now. Bought with the crossing's own key (a repeat finds the first purchase).
+   * One primary-key read (the crossing's grant) when it was bought; when it was not, the payment
+   * method's check (nothing bought nor told without one) and the row read again (still below at
+   * that crossing: a stale read of an older crossing buys nothing).
+   */
+  private async unbought(row: AlertState, settings: CreditSettings): Promise<number> {
+    const key = topUpKey(row, row.crossings ?? 0);
+    if (await this.store.get(row.environmentId, purchaseIds(row.environmentId, key).grantId)) return 0;
+    if (!(await (this.topUps as TopUpBuyer).canBuy(row.environmentId, row.subjectId))) return 0;
+    const now = await this.store.getAlertState(row.environmentId, row.subjectId, row.currency, "top_up");
+    if (!now?.below || (now.crossings ?? 0) !== (row.crossings ?? 0)) return 0;
+    return this.buy(now, settings);
   }
 
   /**

@@ -4,8 +4,10 @@
  * amount is bought and charged to the payment method on file. The purchase's key (its grant's and
  * invoice's IDs, its charge's idempotency key) is derived from the crossing's number on the state
  * row (alerts.ts topUpKey), so a retried purchase of the same crossing never buys nor charges twice.
- * Without a payment method on file nothing is bought: the skip is told (logged), and the next
- * top-up is for the next crossing.
+ * Without a payment method on file nothing is bought: the skip is told (logged) once, at the
+ * crossing. A card saved while available credit is still below the line buys that crossing's
+ * top-up at the next evaluation (alerts.ts asks `canBuy` first, which tells nothing); otherwise the
+ * next top-up is for the next crossing.
  */
 import type { Caller } from "../tenancy.js";
 import type { BillingDirectory } from "../subscriptions/ports.js";
@@ -33,6 +35,10 @@ export class AutoTopUps implements TopUpBuyer {
     /** Told of a crossing that bought nothing (no payment method on file). */
     private readonly skipped: (environmentId: string, subjectId: string, currency: string, reason: string) => void = () => {},
   ) {}
+
+  async canBuy(environmentId: string, subjectId: string): Promise<boolean> {
+    return Boolean((await this.directory.subject(environmentId, subjectId))?.paymentMethodId);
+  }
 
   async topUp(environmentId: string, settings: CreditSettings, crossingKey: string, at: Date): Promise<number> {
     const top = settings.autoTopUp;
