@@ -9,7 +9,7 @@
 import type { CreditNote, CreditNoteLine } from "../billing/credit-notes/types.js";
 import { dec, formatDecimal } from "../billing/money.js";
 import type { Environment } from "../billing/tenancy.js";
-import { InvoiceExportStore, type NoteCursor } from "../db/stores/invoice-export-store.js";
+import { type ExportCursor, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
 import { type Command, type Context, Refusal } from "./context.js";
 import { type Column, exact, major, text, timeRange, writeExport } from "./csv-export.js";
 
@@ -58,7 +58,7 @@ async function exportCreditNotes(ctx: Context): Promise<void> {
   await writeExport(
     ctx,
     COLUMNS,
-    (db) => async (environmentId, after: NoteCursor | undefined) => {
+    (db) => async (environmentId, after: ExportCursor | undefined) => {
       const page = await new InvoiceExportStore(db).creditNotePage(environmentId, range, after, PAGE);
       return { items: page.notes, next: page.next };
     },

@@ -118,12 +118,13 @@ export class Scheduler {
       const resuming = (await this.engine.stores.subscriptions.dueResumes(upTo, clockId, 50)).find((r) => !last || (r.resumesAt as Date) > last);
       // A resume at `upTo` too, unless strictly before it (a timeline's transition at that instant goes first).
       const resumeAt = resuming?.resumesAt && (!strict || resuming.resumesAt < upTo) ? resuming.resumesAt : null;
-      const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last)), resumeAt && (!last || resumeAt > last) ? resumeAt : null]);
+      const at = earliest([retryAt, ...[draftAt, closeAt].filter((x) => x && x < upTo && (!last || x > last)), resumeAt]);
       if (!at) break;
+      const atStrictEnd = strict && at.getTime() === upTo.getTime();
       // At the same instant the resume first, as runDue orders them; but after a timeline's transition at `upTo` (strict).
-      await this.pauses.resumeDue(strict && at.getTime() === upTo.getTime() ? new Date(at.getTime() - 1) : at, clockId);
+      await this.pauses.resumeDue(atStrictEnd ? new Date(at.getTime() - 1) : at, clockId);
       n += await this.expireUpTo(at, clockId, breathe, onBatch);
-      n += await this.engine.closeDue(at, clockId, 8, strict && at.getTime() === upTo.getTime(), breathe, onBatch);
+      n += await this.engine.closeDue(at, clockId, 8, atStrictEnd, breathe, onBatch);
       await this.engine.finalizeDue(at, clockId, breathe);
       check();
       if (dunning && retryAt?.getTime() === at.getTime()) {

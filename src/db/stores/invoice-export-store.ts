@@ -11,13 +11,7 @@ import { dbTime } from "../raw.js";
 import { creditNoteFromRow } from "./credit-note-store.js";
 import { invoiceFromRows } from "./invoice-store.js";
 
-/** Where the previous page of credit notes ended: its last note's instant (the one the range is of) and seq. */
-export interface NoteCursor {
-  at: Date;
-  seq: string;
-}
-
-/** Where the previous page ended: its last row's time (the one the range is of) and seq. */
+/** Where the previous page (of invoices or of credit notes) ended: its last row's time (the one the range is of) and seq. */
 export interface ExportCursor {
   at: Date;
   seq: string;
@@ -87,9 +81,9 @@ export class InvoiceExportStore {
   async creditNotePage(
     environmentId: string,
     range: { from: Date; to: Date; by?: "created" | "voided" },
-    after: NoteCursor | undefined,
+    after: ExportCursor | undefined,
     limit: number,
-  ): Promise<{ notes: CreditNote[]; next: NoteCursor | undefined }> {
+  ): Promise<{ notes: CreditNote[]; next: ExportCursor | undefined }> {
     const E = this.db.entities;
     const at = range.by === "voided" ? "n.voided_at" : "n.created_at";
     return this.db.sql.run(async (em) => {
