@@ -118,6 +118,46 @@ export class GaleraNode {
     throw new Error(`${this.name} not Synced within ${timeoutMs} ms; ${this.errorLogTail()}`);
   }
 
+  /**
+   * Waits until the node has been Synced in a three-node primary view for `stableMs` without a
+   * break. A node continued after SIGSTOP reports its old Synced state until it has read the views
+   * it missed, and a node the others evicted meanwhile can abort some seconds later: one Synced
+   * answer does not show it is back.
+   */
+  async settled(timeoutMs: number, stableMs = 10_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    let since: number | undefined;
+    while (Date.now() < end) {
+      if (this.exitedOnItsOwn) throw new Error(`${this.name} exited (${this.proc?.exitCode ?? this.proc?.signalCode}); ${this.errorLogTail()}`);
+      const ok = (await this.state()) === 4 && (await this.clusterSize()) === this.all.length;
+      if (!ok) since = undefined;
+      else if (since === undefined) since = Date.now();
+      else if (Date.now() - since >= stableMs) return;
+      await sleep(500);
+    }
+    throw new Error(`${this.name} not settled in the cluster within ${timeoutMs} ms; ${this.errorLogTail()}`);
+  }
+
+  /** True when the node's process has ended without the harness stopping it. */
+  get exitedOnItsOwn(): boolean {
+    return this.proc !== undefined && (this.proc.exitCode !== null || this.proc.signalCode !== null);
+  }
+
+  private async clusterSize(): Promise<number | undefined> {
+    let conn: mysql.Connection | undefined;
+    try {
+      conn = await mysql.createConnection({ host: "127.0.0.1", port: this.ports.client, user: "root", connectTimeout: 1500 });
+      conn.on("error", () => {});
+      const [rows] = await conn.query({ sql: "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_size', 'wsrep_cluster_status')", timeout: 1500 });
+      const v = new Map((rows as { Variable_name: string; Value: string }[]).map((r) => [r.Variable_name, r.Value]));
+      return v.get("wsrep_cluster_status") === "Primary" ? Number(v.get("wsrep_cluster_size")) : undefined;
+    } catch {
+      return undefined;
+    } finally {
+      conn?.destroy();
+    }
+  }
+
   /** The last lines of the node's error.log, for a failure's message (the directory is removed at cleanup). */
   errorLogTail(lines = 15): string {
     const file = join(this.dir, "error.log");

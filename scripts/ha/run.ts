@@ -51,6 +51,8 @@ interface World {
   ack: Acknowledged;
   receiver: WebhookReceiver;
   catalog: Awaited<ReturnType<typeof setUpCatalog>>;
+  /** Nodes found stopped without a fault having stopped them (restarted before the next scenario). */
+  nodesStopped: string[];
 }
 
 async function startServers(cluster: Cluster, key: string, receiverDir: string): Promise<ServiceProcess[]> {
@@ -98,6 +100,7 @@ async function scenario(w: World, name: string, fault: (() => Promise<number | u
   const found = await readFindings(w);
   const problems = [...violations(found), ...load.errors.map((e) => `load: ${e}`)];
   for (const p of problems) log(`VIOLATION ${name}: ${p}`);
+  await restartStoppedNodes(w);
   return { scenario: name, refused, probeRecoveryMs, retryWaitMs: w.client.maxRetryWaitMs, repairMs, batches: load.batches, flows: load.flows, flowsAbandoned: load.flowsAbandoned, found, problems };
 }
 
@@ -130,7 +133,7 @@ async function killNode(node: GaleraNode): Promise<number> {
   const t0 = Date.now();
   const position = node.recoveredPosition();
   node.start(false, position);
-  await node.synced(300_000);
+  await node.settled(300_000);
   return Date.now() - t0;
 }
 
@@ -139,19 +142,35 @@ async function freezeNode(node: GaleraNode): Promise<number> {
   await sleep(FREEZE_SECONDS * 1000);
   const t0 = Date.now();
   node.thaw();
-  // Just continued, the node still reports Synced until it has read the views it missed.
-  await sleep(3000);
   try {
-    await node.synced(120_000);
-  } catch {
-    // Left out of the cluster while stopped (it stays non-primary): restarted, as an operator
-    // would, from its recovered position. The scenario is about the service, not the node.
-    log(`${node.name} did not rejoin within 120 s of SIGCONT; restarting it`);
-    await node.kill();
-    node.start(false, node.recoveredPosition());
-    await node.synced(300_000);
+    await node.settled(120_000);
+  } catch (err) {
+    // Left out of the cluster while stopped (it stays non-primary, or aborts once it reads that it
+    // was evicted): restarted, as an operator would, from its recovered position. The scenario is
+    // about the service, not the node.
+    log(`${node.name} did not rejoin after SIGCONT: ${(err as Error).message}; restarting it`);
+    await restartNode(node);
   }
   return Date.now() - t0;
+}
+
+async function restartNode(node: GaleraNode): Promise<void> {
+  await node.kill();
+  node.start(false, node.recoveredPosition());
+  await node.settled(300_000);
+}
+
+/**
+ * A node that stopped on its own since the last scenario is logged with the end of its error log
+ * and restarted, so that the next scenario starts with three nodes; the run's output counts it.
+ */
+async function restartStoppedNodes(w: World): Promise<void> {
+  for (const node of w.cluster.nodes) {
+    if (!node.exitedOnItsOwn) continue;
+    w.nodesStopped.push(node.name);
+    log(`${node.name} stopped on its own; ${node.errorLogTail()}`);
+    await restartNode(node);
+  }
 }
 
 async function killServer(server: ServiceProcess): Promise<number> {
@@ -230,7 +249,7 @@ async function main(): Promise<number> {
   const client = new Client(() => servers.map((s) => s.port), API_KEY);
   const catalog = await setUpCatalog(client, receiver.url);
   await db.end();
-  const w: World = { cluster, servers, client, ack: { eventKeys: new Set(), batchAnswers: new Map(), finishedFlows: new Map() }, receiver, catalog };
+  const w: World = { cluster, servers, client, ack: { eventKeys: new Set(), batchAnswers: new Map(), finishedFlows: new Map() }, receiver, catalog, nodesStopped: [] };
   const nodes = cluster.nodes as [GaleraNode, GaleraNode, GaleraNode];
   const rows: Row[] = [];
   const all: [string, string, (() => Promise<number>) | undefined][] = [
@@ -243,11 +262,12 @@ async function main(): Promise<number> {
   // HA_SCENARIOS=freeze,server runs only those (after the fault-free one).
   const only = process.env.HA_SCENARIOS?.split(",");
   for (const [id, name, fault] of all) if (!only || id === "none" || only.includes(id)) rows.push(await scenario(w, name, fault));
-  for (const [i, n] of nodes.entries()) {
+  await restartStoppedNodes(w);
+  for (const n of nodes) {
     const c = await mysql.createConnection({ host: "127.0.0.1", port: n.ports.client, user: "root" });
     const locks = await tableLocksTaken(c);
     await c.end();
-    if (locks > 0) setupProblems.push(`node${i + 1}: ${locks} LOCK TABLES statements since it started`);
+    if (locks > 0) setupProblems.push(`${n.name}: ${locks} LOCK TABLES statements since it started`);
   }
   client.close();
   receiver.close();
@@ -257,6 +277,7 @@ async function main(): Promise<number> {
     table(rows),
     "",
     `Events acknowledged: ${w.ack.eventKeys.size}; subscriptions finished: ${w.ack.finishedFlows.size}; webhook events received: ${receiver.arrivals.size} (${rows.at(-1)?.found.webhooksRepeated ?? 0} more than once); stored but unacknowledged events: ${rows.at(-1)?.found.eventsUnacknowledged ?? 0}.`,
+    `Database nodes that stopped on their own (restarted): ${w.nodesStopped.length === 0 ? "none" : w.nodesStopped.join(", ")}.`,
     `Schema and statements: ${setupProblems.length === 0 ? "every table InnoDB with a primary key; no GET_LOCK or table locks" : setupProblems.join("; ")}.`,
     `Total run time: ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
   ];
