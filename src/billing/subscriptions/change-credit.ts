@@ -14,12 +14,18 @@
  * - The lines are booked as the invoice would book them now, nothing recorded (a draft is booked
  *   at its finalization, its proration lines as written); without booking (the in-memory fake)
  *   nothing is taxed and the lines' pre-tax sum is the rounded difference, never negative.
+ * - Other credits to the balance are valued the same way (taxedLines): a seat decrease's valued
+ *   credit (updates.ts) and a change of usage terms' credit (usage-term-changes.ts) are what the
+ *   customer paid, or will pay, for the part credited: net of discounts plus its exclusive tax,
+ *   booked now, rounded per line as booking rounds (20% exclusive: 500.00 of unused seat time is
+ *   a credit of 600.00); an inclusive tax is inside the amount, which stays as it is.
  */
-import { dec, formatDecimal, ZERO } from "../money.js";
+import { type Decimal, dec, formatDecimal, ZERO } from "../money.js";
 import { bookInvoice } from "./booking.js";
 import { chargeLines } from "./credit-application.js";
+import type { BillLine } from "./invoice-building.js";
 import { cardOfKey } from "./line-cards.js";
-import type { BillingTx } from "./ports.js";
+import type { BillingTx, BookingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, ProrationCredit } from "./types.js";
 
 /** Whether `l` is a change's credit or charge line: a proration naming the card that priced it. */
@@ -45,4 +51,31 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
   return { invoice: { ...inv, lines: kept, total: formatDecimal(total) }, credits: [{ description, amount: formatDecimal(net) }] };
+}
+
+/**
+ * `lines` (already net of their discounts: a seat decrease's valued credits and its increases as
+ * booked now, a change of usage terms' credits) at what each costs the buyer once an invoice of
+ * them (`invoiceOf`) is booked at `at`, nothing recorded and no discount taken again: its amount plus its
+ * exclusive tax (chargeLines; an inclusive tax is inside the amount). A credit that gained tax
+ * says so in its description (`money` prints the tax). As they are without booking (the
+ * in-memory fake).
+ */
+export async function taxedLines(tx: BillingTx, invoiceOf: (lines: BillLine[]) => Invoice, lines: readonly BillLine[], at: Date, money: (d: Decimal) => string): Promise<BillLine[]> {
+  const booking = tx.booking;
+  if (!booking || lines.length === 0) return [...lines];
+  const undiscounted: BookingTx = {
+    discountsFor: () => Promise.resolve([]), // the lines are net of their discounts already
+    discounted: () => Promise.resolve(),
+    parties: (i) => booking.parties(i),
+    taxes: booking.taxes,
+    nextNumbers: (...a) => booking.nextNumbers(...a),
+  };
+  const costs = chargeLines(await bookInvoice(undiscounted, invoiceOf([...lines]), at, false));
+  return lines.map((l, i) => {
+    const amount = dec(costs[i]?.amount ?? l.amount);
+    const tax = amount.minus(l.amount).abs();
+    if (tax.isZero()) return l;
+    return { ...l, amount, description: l.amount.isNegative() ? `${l.description}, incl. tax: ${money(tax)}` : l.description };
+  });
 }

@@ -15,6 +15,7 @@
  * - Never more than what those lines took net of discounts and of what was given back for them
  *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
  *   one change in their order.
+ * - All before tax: the change adds the exclusive tax on the credit as booked now (updates.ts).
  */
 import { type Decimal, ZERO, dec, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";

@@ -10,7 +10,10 @@
  *   time is valued first at what the period's invoices took for its rate net of their discounts
  *   (unused-credit.ts), and the net is decided on the lines so valued, an increase counted as an
  *   invoice would book it now: a net charge is invoiced (the increases, discounted by booking; the
- *   valued credits granted first, which the invoice spends), a net credit is granted.
+ *   valued credits granted first, which the invoice spends), a net credit is granted. Each line
+ *   counts with its exclusive tax (change-credit.ts taxedLines): a credit to the balance is what
+ *   the customer paid for the time given back (2 → 1 seats at 1,000, half the period left, 20%
+ *   exclusive: 500 + 100 = 600); an inclusive tax is inside the amount.
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
@@ -18,7 +21,8 @@
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
  * the usage before it with either behaviour where the close would bill it at other terms
  * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once; a
- * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is.
+ * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is, with
+ * the exclusive tax the close will book on that usage (a commitment counts it before tax).
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -28,7 +32,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { fixedLine } from "../invoicing/lines.js";
 import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js";
-import { ZERO, dec, displayMoney, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
 import { checkCommitment, pendingCommitment, withPeriodCredit } from "./commitments.js";
@@ -55,10 +59,11 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { sumOf, valuedCredits } from "./unused-credit.js";
-import { type UsageTermSettlement, usageTermSettlement } from "./usage-term-changes.js";
+import { type UsageTermSettlement, usageCreditsAsBooked, usageTermSettlement } from "./usage-term-changes.js";
+import { taxedLines } from "./change-credit.js";
 
-/** What a change of usage terms credits (its credits' amounts are negative). */
-const usageCredited = (u: UsageTermSettlement) => u.credits.reduce((sum, c) => sum.minus(dec(c.amount)), ZERO);
+/** What a change of usage terms credits before tax (its credits' amounts are negative): less of the period's charges for its commitment. */
+const usageCredited = (u: UsageTermSettlement) => u.credits.reduce((sum, c) => sum.minus(c.amount), ZERO);
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -147,7 +152,8 @@ export class TermUpdates {
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
       const billed = lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
-      const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
+      const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
+      const valued = valuedCredits(lines, billed, money);
       // Decreases credited nothing (nothing of the rate paid in the period yet): the period stays charged at the old terms for them.
       const uncredited = new Set(lines.flatMap((l, i) => (l.amount.isNegative() && valued[i] === null ? [rateCodeOf(l) ?? ""] : [])));
       return this.engine.stores.transaction(async (tx) => {
@@ -172,15 +178,12 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        // The decision on the valued lines: the increases as an invoice would book them now, the decreases as valued.
-        const increasesNow = increases.length > 0 ? await this.asBookedNow(tx, s, card, increases, now) : [];
-        const decided = valued.map((l) => (l?.amount.gt(0) ? (increasesNow[increases.indexOf(l)] ?? l) : l)).filter((l) => l !== null);
-        const credits = decided.filter((l) => l.amount.isNegative());
-        const charged = sumOf(decided).gt(0);
+        const { charged, own } = await this.decided(tx, s, card, valued, increases, now, money);
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
-        const own = charged ? credits.map((l) => ({ description: l.description, amount: formatDecimal(l.amount) })) : netOfChange(decided).credits;
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usage.credits], now);
+        // The usage-terms credits as the close will book that usage (plus its exclusive tax).
+        const usageCredits = await usageCreditsAsBooked(tx, this.engine.builder, s, card, usage, now, money);
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usageCredits], now);
         const usageInvoice = usage.lines.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.lines, s.usageSince, now, now) : undefined;
         const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
@@ -209,6 +212,24 @@ export class TermUpdates {
     await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
     // The invoice as settling left it (paid, or open after a declined charge or without a card on file).
     return { ...done, prorationInvoice: (await this.engine.stores.invoices.get(caller.environmentId, done.prorationInvoice.id)) ?? done.prorationInvoice };
+  }
+
+  /**
+   * The decision on a change's `valued` lines (unused-credit.ts), each as the buyer would pay it
+   * now: an increase as an invoice would book it (its discounts, asBookedNow), a credit as valued,
+   * and each plus its exclusive tax (change-credit.ts taxedLines), so a credit to the balance is
+   * what the customer paid for the time given back (20% exclusive: 500.00 unused is 600.00).
+   * `charged`: the net is a charge, the increases are invoiced and `own` are the credits, granted
+   * first; else `own` is the change's net credit, if any.
+   */
+  private async decided(tx: BillingTx, s: Subscription, card: RateCard, valued: readonly (BillLine | null)[], increases: readonly BillLine[], at: Date, money: (d: Decimal) => string) {
+    const increasesNow = increases.length > 0 ? await this.asBookedNow(tx, s, card, increases, at) : [];
+    const net = valued.map((l) => (l?.amount.gt(0) ? (increasesNow[increases.indexOf(l)] ?? l) : l)).filter((l) => l !== null);
+    const preview = (lines: BillLine[]) => this.engine.builder.newInvoice(s, card, "proration-preview", lines, at, s.periodEnd, at, { finalizesAt: s.periodEnd });
+    const decided = await taxedLines(tx, preview, net, at, money);
+    const charged = sumOf(decided).gt(0);
+    const credits = decided.filter((l) => l.amount.isNegative()).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
+    return { charged, own: charged ? credits : netOfChange(decided).credits };
   }
 
   /**

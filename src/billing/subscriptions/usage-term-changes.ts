@@ -17,19 +17,26 @@
  * - on a rate whose charge so adds up, a multiplier lowered: old − new > 0 is billed at once as an
  *   adjustment line; a multiplier raised, or a usage add-on taken: the close will bill the usage
  *   before the change at the new terms, so new − old > 0 is credited (the subject's balance, as a
- *   seat decrease's credit is; DESIGN §13), and the period costs what it used at each terms.
+ *   seat decrease's credit is; DESIGN §13), and the period costs what it used at each terms. The
+ *   credit is valued as the close will book that usage: plus its exclusive tax at the
+ *   subscription's tax rates and the buyer's tax status then (usageCreditsAsBooked; an inclusive
+ *   tax is inside the amount). 10,000 units at 2, ×1 → ×3, 20% exclusive: the close bills 60,000
+ *   + 12,000 tax for them, the credit is 40,000 + 8,000 = 48,000, so they cost 20,000 + 4,000.
+ *   A minimum commitment counts the credit before tax (updates.ts, commitments.ts).
  * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
  * the close prices the rest at the new terms for the whole period, since a difference priced on
  * such a shape can exceed what the close takes back.
  * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
  */
 import type { ChargedRates } from "../catalog/addons.js";
+import { taxedLines } from "./change-credit.js";
 import type { RateCard } from "../catalog/types.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
 import { type BillLine, type InvoiceBuilder, multiplierOf } from "./invoice-building.js";
 import type { TermsOf } from "./proration.js";
+import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { ProrationCredit, Subscription } from "./types.js";
 
@@ -55,10 +62,14 @@ async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateC
   return out;
 }
 
-/** What a change of usage terms settles for the usage before it: adjustment lines billed at once, and credits for the subject's balance. */
+/**
+ * What a change of usage terms settles for the usage before it: adjustment lines billed at once,
+ * and credits for the subject's balance before tax (negative usage lines of their rates, keyed
+ * `<code>|`; usageCreditsAsBooked values them).
+ */
 export interface UsageTermSettlement {
   lines: BillLine[];
-  credits: ProrationCredit[];
+  credits: BillLine[];
 }
 
 /**
@@ -92,8 +103,27 @@ export async function usageTermSettlement(
     if (d.isZero()) continue;
     const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(multiplierOf(s, rate.code))} → ${formatDecimal(multiplierOf(next, rate.code))}`;
     const description = `${rate.name}: usage before the change (${what}) at the old terms (${span})`;
-    if (d.isNegative()) out.credits.push({ description, amount: formatDecimal(d) });
-    else out.lines.push({ description, quantity: dec(1), unitAmount: d, amount: d, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
+    const line = { description, quantity: dec(1), unitAmount: d, amount: d, key: `${rate.code}|`, windowInvoiceId: null };
+    if (d.isNegative()) out.credits.push({ ...line, kind: "usage" });
+    else out.lines.push({ ...line, kind: "adjustment" });
   }
   return out;
+}
+
+/**
+ * `u`'s credits for the subject's balance (`s` locked at its terms before the change, at `at`),
+ * each as the close will book the usage it gives back: plus its exclusive tax (change-credit.ts
+ * taxedLines; see the module's comment). `money` prints the tax in a credit's description.
+ */
+export async function usageCreditsAsBooked(
+  tx: BillingTx,
+  builder: InvoiceBuilder,
+  s: Subscription,
+  card: RateCard,
+  u: UsageTermSettlement,
+  at: Date,
+  money: (d: Decimal) => string,
+): Promise<ProrationCredit[]> {
+  const preview = (lines: BillLine[]) => builder.newInvoice(s, card, "usage-terms-preview", lines, s.usageSince, at, at);
+  return (await taxedLines(tx, preview, u.credits, at, money)).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
 }

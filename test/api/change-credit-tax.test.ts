@@ -1,0 +1,141 @@
+/**
+ * A credit to the balance for a mid-cycle change is what the customer paid (or will pay) for the
+ * part credited: net of discounts plus the exclusive tax on it (DESIGN §13, §15). A seat decrease's
+ * credit and a raised usage multiplier's credit were granted before tax while the invoices they
+ * give back were taxed: with 20% exclusive VAT the customer paid the tax on the part credited
+ * and never got it back. An inclusive tax is inside the amount: those credits are unchanged. A
+ * minimum commitment is on charges before tax and counts the usage-terms credit before tax.
+ * Through the real server (REST) on a test clock, on MariaDB and SQLite; every figure is worked
+ * out beside it. Amounts in cents (USD).
+ */
+import test from "ava";
+import { taxRate } from "../helpers/booking-bodies.js";
+import { seats } from "../helpers/catalog-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { flat, money, patch, usageRate } from "../helpers/price-bodies.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const FEB = "2026-02-01T00:00:00Z";
+/** Feb 15 00:00 leaves 14 of February's 28 days: half the period. */
+const FEB_15 = "2026-02-15T00:00:00Z";
+const MAR = "2026-03-01T00:00:00Z";
+const JAN = "2026-01-01T00:00:00Z";
+const JAN_30 = "2026-01-30T00:00:00Z";
+
+/** The credits granted by changes (ledger entries `proration`), oldest first, as [description, amount]. */
+async function proration(s: Scenario): Promise<[string, string][]> {
+  const page = await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`);
+  return (page.entries as Json[])
+    .filter((e) => e.entry_type === "proration")
+    .reverse()
+    .map((e) => [e.description, e.amount.value]);
+}
+
+/** Invoices, oldest first, as [subtotal, total_tax, total, credits applied, amount due]. */
+async function invoices(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices()).map((i) => [i.subtotal.value, i.total_tax.value, i.total_amount.value, (i.credits_applied as Json[]).map((c) => c.amount.value), i.amount_due.value]);
+}
+
+/** 2 seats at 1,000 a month from Feb 1 with tax rate `vat` (a card on file), down to 1 seat on Feb 15, renewed on Mar 1. */
+async function seatDecrease(s: Scenario, vat: string): Promise<{ patched: Json; credits: [string, string][]; invoices: unknown[] }> {
+  const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [vat] });
+  const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+  await s.advance(FEB_15);
+  const r = await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
+  await s.advance(MAR);
+  return { patched: r.proration_invoice, credits: await proration(s), invoices: await invoices(s) };
+}
+
+/** A card with seats at 1,000 and API calls at 2 a unit (tax rate `vat`), 1 seat from Jan 1 (and `extra`); its subscription's ID. */
+async function usagePlan(s: Scenario, vat: string, extra: Json = {}): Promise<string> {
+  const api = await s.metric();
+  const card = await s.card({ fixed_rates: [seats(1000)], usage_based_rates: [usageRate(api, flat(2))], default_tax_rate_ids: [vat] });
+  return (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, ...extra })).subscription.id;
+}
+
+/** 10,000 units on Jan 20, the api multiplier raised 1 → 3 on Jan 30, 1,000 units on Jan 31, closed on Feb 1. */
+async function raised(s: Scenario, id: string): Promise<void> {
+  await s.events([["2026-01-20T00:00:00Z", "10000"]]);
+  await s.advance(JAN_30);
+  await patch(s, id, { rate_price_multipliers: { api: "3" } });
+  await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+  await s.advance(FEB);
+}
+
+const RAISED = "API calls: usage before the change (multiplier 1 → 3) at the old terms (2026-01-01T00:00:00Z to 2026-01-30T00:00:00Z)";
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: a seat decrease with 20% exclusive tax credits the unused time plus its tax`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const got = await seatDecrease(s, await taxRate(s, "VAT", "20"));
+    t.deepEqual(got, {
+      patched: null,
+      // Feb 15: 1 seat × 1,000 × 14/28 = 500 unused, which cost 500 + 20% = 100 of VAT: 600 credited
+      // (the old code: 500, the 100 of VAT paid on Feb 1 lost).
+      credits: [["Seats: 2 → 1 (remaining 14 of 28 days), incl. tax: USD 1.00", "600"]],
+      invoices: [
+        // Feb 1: 2 × 1,000 = 2,000 + 400 VAT = 2,400, paid.
+        ["2000", "400", "2400", [], "2400"],
+        // Mar 1: 1,000 + 200 VAT = 1,200, less the 600 credit: 600 due (the old code: 700).
+        ["1000", "200", "1200", ["600"], "600"],
+      ],
+    });
+  });
+
+  test(`${store}: a seat decrease with 20% inclusive tax credits the unused time as it was (the tax is inside it)`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const got = await seatDecrease(s, await taxRate(s, "VAT incl.", "20", { inclusive: true }));
+    t.deepEqual(got, {
+      patched: null,
+      // Feb 15: 1,000 × 14/28 = 500 unused, its tax (83) inside it: 500 credited, as before.
+      credits: [["Seats: 2 → 1 (remaining 14 of 28 days)", "500"]],
+      invoices: [
+        // Feb 1: 2,000, of which 2,000 × 20/120 = 333 VAT; Mar 1: 1,000 (167 VAT) less the 500 credit: 500 due.
+        ["2000", "333", "2000", [], "2000"],
+        ["1000", "167", "1000", ["500"], "500"],
+      ],
+    });
+  });
+
+  test(`${store}: a raised usage multiplier with 20% exclusive tax credits the difference plus its tax`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20")));
+    t.deepEqual(
+      [await proration(s), await invoices(s)],
+      [
+        // Jan 30: 10,000 units × 2 = 20,000 at ×1, 60,000 at ×3: 40,000 + its 8,000 VAT = 48,000 credited (the old code: 40,000).
+        [[`${RAISED}, incl. tax: USD 80.00`, "48000"]],
+        [
+          // Jan 1: 1 seat 1,000 + 200 VAT.
+          ["1000", "200", "1200", [], "1200"],
+          // Feb 1: seat 1,000 + API calls 11,000 × 2 × 3 = 66,000: 67,000 + 13,400 VAT = 80,400, less 48,000: 32,400 due.
+          // API calls in all: 66,000 + 13,200 − 48,000 = 31,200 = 20,000 + 4,000 (before, ×1) + 6,000 + 1,200 (after, ×3).
+          ["67000", "13400", "80400", ["48000"], "32400"],
+        ],
+      ],
+    );
+  });
+
+  test(`${store}: a raised usage multiplier with 20% inclusive tax credits the difference as it was`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await raised(s, await usagePlan(s, await taxRate(s, "VAT incl.", "20", { inclusive: true })));
+    // Jan 30: 40,000 credited, its tax inside it; Feb 1: 67,000 (11,167 VAT inside) less 40,000: 27,000 due.
+    t.deepEqual(await proration(s), [[RAISED, "40000"]]);
+    t.deepEqual((await invoices(s)).at(-1), ["67000", "11167", "67000", ["40000"], "27000"]);
+  });
+
+  test(`${store}: a minimum commitment counts a raised multiplier's credit before tax (the commitment is on charges before tax)`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { minimum_commitment: money(100000) }));
+    const close = (await s.invoices()).at(-1) as Json;
+    const trueUp = (close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value);
+    // January's charges before tax: seat 1,000 + 66,000 at the close − 40,000 credited (not 48,000) = 27,000:
+    // true-up 100,000 − 27,000 = 73,000. Feb 1: 1,000 + 66,000 + 73,000 = 140,000 + 28,000 VAT = 168,000, less the
+    // 48,000 credit: 120,000 due. January costs 1,000 + 66,000 + 73,000 − 40,000 = 100,000 before tax, 120,000 with it.
+    t.deepEqual([trueUp, await proration(s), (await invoices(s)).at(-1)], [["73000"], [[`${RAISED}, incl. tax: USD 80.00`, "48000"]], ["140000", "28000", "168000", ["48000"], "120000"]]);
+  });
+}
