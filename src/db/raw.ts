@@ -73,3 +73,13 @@ export function fromDbTimeOrNull(v: unknown): Date | null {
 export function fromJsonText<T>(v: unknown): T {
   return (typeof v === "string" ? JSON.parse(v) : v) as T;
 }
+
+/** Instants by key (a usage window's first-seen anchors) as kept in JSON: ISO 8601 text. */
+export function isoAnchors(a: Record<string, Date>): Record<string, string> {
+  return Object.fromEntries(Object.entries(a).map(([k, at]) => [k, at.toISOString()]));
+}
+
+/** Instants by key read back from JSON (see isoAnchors). */
+export function anchorsOfIso(a: Record<string, string>): Record<string, Date> {
+  return Object.fromEntries(Object.entries(a).map(([k, at]) => [k, new Date(at)]));
+}

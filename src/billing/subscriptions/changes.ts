@@ -27,6 +27,7 @@ import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { commitmentTrueUp } from "./commitments.js";
+import { firstSeenAfterSwitch } from "./first-seen.js";
 import { TermUpdates, type UpdateInput, type UpdateResult } from "./updates.js";
 
 type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">;
@@ -41,7 +42,7 @@ function cancelledRow(s: Subscription, at: Date, reason: string | null, carried:
 export interface PreparedSwitch {
   current: Subscription;
   newCard: RateCard;
-  next: SubscriptionTerms;
+  next: SubscriptionTerms & Pick<Subscription, "firstSeen">; // with the new window's first-seen anchors (first-seen.ts)
   at: Date;
   invoice: Invoice;
   charged: boolean; // it charges for the rest of the period (an upgrade); else that stays billed as it was (chargedAfterSwitch)
@@ -127,8 +128,7 @@ export class SubscriptionChanges {
           const s = await tx.lockSubscription(caller.environmentId, id);
           if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}`);
           if (s.cancelsAtEndOfCycle) throw new FailedPreconditionError("SUBSCRIPTION_ALREADY_CANCELLING", `subscription ${id} already cancels at the end of its cycle`);
-          // A cycle that ended but is not closed yet (another runner holds it): wait for it, so
-          // that the flag applies to the cycle `now` is in.
+          // A cycle that ended but is not closed yet (another runner holds it): wait for it, so that the flag applies to the cycle `now` is in.
           if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
           const next = { ...s, cancelsAtEndOfCycle: true, cancelReason: input.reason || null };
           await tx.updateSubscription(next);
@@ -353,7 +353,7 @@ export class SubscriptionChanges {
     return this.stores.transaction((tx) => this.writeSwitch(tx, prepared, inCurrentPeriod));
   }
 
-  /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`. */
+  /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`, the new window's anchors. */
   private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, { lines, upgrade }: { lines: BillLine[]; upgrade: Decimal }): Promise<PreparedSwitch> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
@@ -361,13 +361,13 @@ export class SubscriptionChanges {
     const key = `change:${at.getTime()}:${randomBase62(8)}`;
     const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
     const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
-    return { current, newCard, next, at, invoice, charged: upgrade.gt(0) };
+    const firstSeen = await firstSeenAfterSwitch(this.engine.reads, current, oldCard, newCard, next.fixedRateQuantities, at);
+    return { current, newCard, next: { ...next, firstSeen }, at, invoice, charged: upgrade.gt(0) };
   }
 
   /**
-   * Writes a prepared switch in `tx`; `at` becomes the new usage_since. Throws lostRace when the
-   * locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by
-   * `at` without being closed yet; SUBSCRIPTION_NOT_ACTIVE when it was cancelled or paused.
+   * Writes a prepared switch in `tx`; `at` becomes the new usage_since (its window with next's first-seen anchors). Throws lostRace
+   * when the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by `at` without being closed yet; SUBSCRIPTION_NOT_ACTIVE when it was cancelled or paused.
    */
   async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice, charged }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const s = await tx.lockSubscription(current.environmentId, current.id);

@@ -111,6 +111,8 @@ export class CycleClose {
       periodStart: next.start,
       periodEnd: next.end,
       usageSince: next.start,
+      // A new cycle's window starts afresh: first-seen anchors never cross a cycle's start (first-seen.ts).
+      firstSeen: null,
       billingFailure: null,
       usageCheck: check,
       prorationCredits: carried,

@@ -58,11 +58,14 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
   return m === undefined ? ONE : dec(m);
 }
 
-/** What usage is priced for: the subject, the multipliers, and (when known) the current period, which usage windows lie in. */
-type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd">>;
+/**
+ * What usage is priced for: the subject, the multipliers, (when known) the current period, which
+ * usage windows lie in, and the first-seen anchors of the window measured (first-seen.ts).
+ */
+type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd" | "firstSeen">>;
 
-/** A usage window with the cycle it lies in (Dates when made, ISO text when read back from JSON). */
-type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string };
+/** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON). */
+type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Record<string, Date | string> };
 
 /** A minimum or maximum amount as a decimal, or null. */
 const money = (m: { value: string } | null): Decimal | null => (m === null ? null : dec(m.value));
@@ -96,7 +99,8 @@ export class InvoiceBuilder {
    * Usage of [from, to) priced by rates already looked up (see BillingReads.rates): per rate its
    * lines (kind "usage"), then its minimum or maximum line (kinds "minimum", "maximum"; see
    * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
-   * current period, which every usage window lies in when it is billed.
+   * current period, which every usage window lies in when it is billed. A unique_count rate of a
+   * metric `s` has a first-seen anchor for counts only the values not seen since it (first-seen.ts).
    */
   async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
@@ -117,11 +121,11 @@ export class InvoiceBuilder {
     return out;
   }
 
-  /** One usage rate's lines for [from, to) (see measureRate). */
+  /** One usage rate's lines for [from, to) (see measureRate), from the rate's metric's anchor in `s` if any. */
   private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
     const included = dec(rate.includedUnits);
     const m = multiplierOf(s, rate.code);
-    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true);
+    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true, s.firstSeen?.[rate.pricingMetricId]);
     if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, used[0]?.used ?? ZERO, included, m, used[0]?.events ?? ZERO);
     return dimensionalLines(rate.name, rate.cells, used, included, m, coordinatesKey);
   }
@@ -130,12 +134,14 @@ export class InvoiceBuilder {
    * One usage rate's usage of [from, to): a simple rate's one total, a dimensional rate's per
    * combination of its dimension keys. With `events`, a percentage price also needs the period's
    * count of events: the same meter with a count aggregation of the same metric, as a summary's
-   * count would be (only measured when a price of the rate is a percentage).
+   * count would be (only measured when a price of the rate is a percentage). `since`: the
+   * window's first-seen anchor for the metric, a unique_count's values seen since it before
+   * `from` not counted again (per combination of the same keys; the events counted are the window's own).
    */
-  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean) {
+  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean, since?: Date) {
     const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
     const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
-    const measured = await this.usage.measure(metric, subjectId, from, to, keys);
+    const measured = await this.usage.measure(metric, subjectId, from, to, keys, since);
     const counted = events && prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, from, to, keys) : [];
     const eventsOf = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
     const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: eventsOf.get(coordinatesKey(x.coordinates)) ?? ZERO }));
@@ -149,13 +155,14 @@ export class InvoiceBuilder {
    * included units: a simple rate's total; a dimensional rate's sum over its cells of each cell's
    * usage (per combination of its dimension keys, so a unique_count counts a value once per cell
    * it is in, a max or last is taken per cell; combinations without a cell are not counted).
+   * [from, to) is `s`'s window from usageSince, measured with its first-seen anchors.
    */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.reads.rates(card, s.fixedRateQuantities);
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: { rate: (typeof usage)[number]; used: Decimal }[] = [];
     for (const rate of usage) {
-      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false);
+      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false, s.firstSeen?.[rate.pricingMetricId]);
       out.push({ rate, used: rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey) });
     }
     return out;
@@ -211,8 +218,9 @@ export class InvoiceBuilder {
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     if ((await this.reads.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
     const grace = await this.reads.graceSeconds(s.environmentId);
-    // The cycle the window lies in goes with it, so a recomputation prorates minimums and maximums alike.
-    const window: CycledWindow = {
+    // The cycle the window lies in goes with it, so a recomputation prorates minimums and maximums
+    // alike, and its first-seen anchors, so it counts a unique_count alike (first-seen.ts).
+    const window: UsageWindow = {
       from,
       to,
       rateCardId: s.rateCardId,
@@ -220,6 +228,7 @@ export class InvoiceBuilder {
       rateMultipliers: s.rateMultipliers,
       cycleStart: s.periodStart,
       cycleEnd: s.periodEnd,
+      ...(s.firstSeen && Object.keys(s.firstSeen).length > 0 ? { firstSeen: s.firstSeen } : {}),
     };
     return { window, finalizesAt: grace > 0 ? new Date(at.getTime() + grace * 1000) : null };
   }
@@ -227,10 +236,12 @@ export class InvoiceBuilder {
   /** A window's usage lines as they are now, from the committed usage. */
   async windowLines(environmentId: string, subjectId: string, w: UsageWindow): Promise<BillLine[]> {
     const card = await this.reads.card(environmentId, w.rateCardId);
-    const { cycleStart, cycleEnd } = w as CycledWindow;
+    const { cycleStart, cycleEnd, firstSeen } = w as CycledWindow;
     // A window stored without its cycle (billed before cycles were kept): assumedCycle.
     const cycle = cycleStart && cycleEnd ? { start: new Date(cycleStart), end: new Date(cycleEnd) } : null;
-    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers }, w.from, w.to, cycle);
+    // A window stored without anchors (all those billed before them) is measured over itself alone.
+    const anchors = firstSeen ? Object.fromEntries(Object.entries(firstSeen).map(([id, at]) => [id, new Date(at)])) : null;
+    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers, firstSeen: anchors }, w.from, w.to, cycle);
   }
 
   /**

@@ -116,6 +116,7 @@ export class Pauses {
           resumesAt: resumesAt ?? null,
           cancelsAtEndOfCycle: false,
           usageSince: now,
+          firstSeen: null,
           billingFailure: null,
           prorationCredits: credited.carried,
         };
@@ -192,6 +193,7 @@ export class Pauses {
         periodStart: period.start,
         periodEnd: period.end,
         usageSince: at,
+        firstSeen: null,
         billingFailure: null,
         // The new cycle's fixed charges are billed at the row's terms.
         chargedTerms: null,

@@ -22,6 +22,8 @@ export interface Subscription {
   periodEnd: Date;
   /** Start of the usage not yet invoiced (the period start, or the last rate-card change). */
   usageSince: Date;
+  /** The first-seen anchors of the usage window from usageSince (see UsageWindow.firstSeen); absent or null: none. */
+  firstSeen?: Record<string, Date> | null;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
   metadata: Metadata;
@@ -113,10 +115,7 @@ export interface InvoiceLine {
   taxAmounts?: BookedTax[];
 }
 
-/**
- * The usage window an invoice bills, and what it was priced from: enough to recompute its
- * usage lines (a draft at finalization; a finalized one when late usage arrives).
- */
+/** The usage window an invoice bills, and what it was priced from: enough to recompute its usage lines (a draft at finalization; a finalized one when late usage arrives). */
 export interface UsageWindow {
   from: Date;
   to: Date;
@@ -129,6 +128,8 @@ export interface UsageWindow {
    */
   cycleStart?: Date;
   cycleEnd?: Date;
+  /** Per pricing metric ID, its first-seen anchor: a unique_count counts only values not seen in [anchor, from) (first-seen.ts); absent: none. */
+  firstSeen?: Record<string, Date>;
 }
 
 /**

@@ -90,7 +90,7 @@ export async function usageTermSettlement(
   if (at.getTime() <= from.getTime()) return out;
   const cycle = { start: s.periodStart, end: s.periodEnd };
   const charge = async (rate: UsageRate | undefined, terms: TermsOf): Promise<Decimal> =>
-    rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers }, from, at, cycle)) : ZERO;
+    rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers, firstSeen: s.firstSeen }, from, at, cycle)) : ZERO;
   const span = `${formatInstant(from)} to ${formatInstant(at)}`;
   const changed = await changedUsageRates(reads, card, s, next);
   const metrics = await reads.metricsOf(card.environmentId, [...new Set(changed.map((c) => (c.old ?? c.new)?.pricingMetricId ?? ""))]);

@@ -66,6 +66,8 @@ export interface InvoiceBasisRow {
   /** The cycle the window lies in, ISO 8601 (absent on windows written before it was kept). */
   cycleStart?: string;
   cycleEnd?: string;
+  /** Per pricing metric ID, the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before). */
+  firstSeen?: Record<string, string>;
 }
 
 export interface InvoiceLineRow {

@@ -42,6 +42,7 @@ export interface SubscriptionRow {
   proration_credits?: { description: string; amount: string }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
+  first_seen?: Record<string, string> | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -89,6 +90,8 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       commitment: jsonColumn(dialect, true),
       // The terms the current period's fixed charges were billed at, where they differ from the row's (JSON; NULL: the row's).
       charged_terms: jsonColumn(dialect, true),
+      // The first-seen anchors of the usage window from usage_since: per pricing metric ID, ISO 8601 (JSON; NULL: none).
+      first_seen: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
     }),

@@ -36,6 +36,7 @@ import { CreditNoteRefunds1795000000034 } from "./1795000000034-CreditNoteRefund
 import { TopUpCrossings1795000000035 } from "./1795000000035-TopUpCrossings.js";
 import { CheckoutExpiry1795000000036 } from "./1795000000036-CheckoutExpiry.js";
 import { FinanceExports1795000000037 } from "./1795000000037-FinanceExports.js";
+import { FirstSeenAnchors1795000000038 } from "./1795000000038-FirstSeenAnchors.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -78,6 +79,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   TopUpCrossings1795000000035,
   CheckoutExpiry1795000000036,
   FinanceExports1795000000037,
+  FirstSeenAnchors1795000000038,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

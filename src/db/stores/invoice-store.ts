@@ -8,16 +8,16 @@ import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatu
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
-import { dbTime, fromDbTime } from "../raw.js";
+import { anchorsOfIso, dbTime, fromDbTime, isoAnchors } from "../raw.js";
 import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
 import { lineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
-/** A usage window as stored: its bounds, and its basis (the cycle as ISO text in the JSON, absent on older rows). */
+/** A usage window as stored: its bounds, and its basis (the cycle and the first-seen anchors as ISO text in the JSON, absent on older rows). */
 function windowFromRow(from: Date, to: Date, b: InvoiceBasisRow): UsageWindow {
-  const { cycleStart, cycleEnd, ...basis } = b;
-  return { from, to, ...basis, ...(cycleStart && cycleEnd ? { cycleStart: new Date(cycleStart), cycleEnd: new Date(cycleEnd) } : {}) };
+  const { cycleStart, cycleEnd, firstSeen, ...basis } = b;
+  return { from, to, ...basis, ...(cycleStart && cycleEnd ? { cycleStart: new Date(cycleStart), cycleEnd: new Date(cycleEnd) } : {}), ...(firstSeen ? { firstSeen: anchorsOfIso(firstSeen) } : {}) };
 }
 
 /** Rows → domain: an invoice row with its line rows. */
@@ -99,6 +99,7 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
           fixedRateQuantities: i.window.fixedRateQuantities,
           rateMultipliers: i.window.rateMultipliers,
           ...(i.window.cycleStart && i.window.cycleEnd ? { cycleStart: i.window.cycleStart.toISOString(), cycleEnd: i.window.cycleEnd.toISOString() } : {}),
+          ...(i.window.firstSeen ? { firstSeen: isoAnchors(i.window.firstSeen) } : {}),
         }
       : null,
     credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,

@@ -5,7 +5,7 @@ import { toPageResult } from "../../billing/pagination.js";
 import type { SubscriptionStore, SubscriptionWrites } from "../../billing/subscriptions/ports.js";
 import type { BillingFailure, Subscription, SubscriptionStatus } from "../../billing/subscriptions/types.js";
 import type { Entities, SubscriptionRow } from "../entities/index.js";
-import { dbTime, findSubjectRow, mayBeSubjectId } from "../raw.js";
+import { anchorsOfIso, dbTime, findSubjectRow, isoAnchors, mayBeSubjectId } from "../raw.js";
 import { STATEMENT_BYTES, type Sql, type Statement, groupBySize, paramsBytes, rowLock } from "../sql.js";
 
 /** Row → domain. */
@@ -40,6 +40,7 @@ export function subscriptionFromRow(r: SubscriptionRow): Subscription {
     prorationCredits: r.proration_credits ?? [],
     commitment: r.commitment ?? null,
     chargedTerms: r.charged_terms ?? null,
+    firstSeen: r.first_seen ? anchorsOfIso(r.first_seen) : null,
     createdAt: r.created_at,
   };
 }
@@ -76,13 +77,14 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
     proration_credits: s.prorationCredits?.length ? s.prorationCredits : null,
     commitment: s.commitment ?? null,
     charged_terms: s.chargedTerms ?? null,
+    first_seen: s.firstSeen ? isoAnchors(s.firstSeen) : null,
     created_at: s.createdAt,
     updated_at: at,
   };
 }
 
 const UPDATE_SUBSCRIPTION =
-  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, charged_terms = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
+  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, charged_terms = ?, first_seen = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
 
 /** A subscription's UPDATE statement (plain SQL: a cycle close updates every due subscription). */
 function updateStatement(s: Subscription, at: string): Statement {
@@ -112,6 +114,7 @@ function updateStatement(s: Subscription, at: string): Statement {
       s.prorationCredits?.length ? JSON.stringify(s.prorationCredits) : null,
       s.commitment ? JSON.stringify(s.commitment) : null,
       s.chargedTerms ? JSON.stringify(s.chargedTerms) : null,
+      s.firstSeen ? JSON.stringify(isoAnchors(s.firstSeen)) : null,
       dbTime(s.anchor),
       at,
       s.id,
