@@ -323,14 +323,14 @@ const expiryAndVoid: Case[] = [
       return [await credited(s), before, after, await ledger(s), await grantState(s, id), g.expired_at, expiredEvents];
     },
     // Feb 15: 200 × 10 = 2,000 paid by the grant (3,000 left). Feb 20: balance 3,000, available
-    // 3,000 − 100 × 10 = 2,000. Mar 1 the 3,000 expire: balance 0, available −1,000. Mar 15:
-    // 1,000 due, no credit.
+    // already 0 − 100 × 10 = −1,000: the grant expires Mar 1, before the close on Mar 15 could
+    // spend it. Mar 1 the 3,000 expire: balance 0, available −1,000. Mar 15: 1,000 due, no credit.
     [
       [
         ["paid", "2000", [["promo", "2000"]], "0"],
         ["open", "1000", [], "1000"],
       ],
-      ["3000", "2000"],
+      ["3000", "-1000"],
       ["0", "-1000"],
       [
         ["grant", "5000"],

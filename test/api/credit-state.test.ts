@@ -165,9 +165,11 @@ for (const store of STORES) {
       await w.grant("3000", { expiresAt: new Date(FEB_1) });
       await w.grant("2000");
       await w.use(JAN_20, "250");
-      t.deepEqual(await w.state(), ["5000", "2500"]);
+      // The 3,000 grant expires before the close on Feb 15 can spend it: it is in the balance but
+      // not available already: 2,000 − 2,500 = −500 (not 5,000 − 2,500 = 2,500).
+      t.deepEqual(await w.state(), ["5000", "-500"]);
       await w.advance(FEB_2);
-      // Feb 1: the 3,000 grant expires unspent: 2,000 − 2,500 = −500 available.
+      // Feb 1: the 3,000 grant expires unspent: the balance drops, available credit stays −500.
       t.deepEqual(await w.state(), ["2000", "-500"]);
       t.deepEqual(await eventTypes(s, "credit_grant.expired"), ["credit_grant.expired"]);
       await w.advance(FEB);

@@ -33,13 +33,13 @@ import { ZERO, dec, formatDecimal } from "../money.js";
 import { AbortedError } from "../errors.js";
 import type { CreditAlertPayload, NewEvent } from "../events/types.js";
 import type { Subscription } from "../subscriptions/types.js";
-import { type UsagePricing, currencyOf, usageCostSoFar } from "./available.js";
+import { type UsagePricing, currencyOf, takenOffBalance } from "./available.js";
 import type { AlertKind, AlertState, CreditStore } from "./ports.js";
 import { purchaseIds } from "./purchase-keys.js";
 import type { CreditSettings } from "./types.js";
 
 /** What alerts read and write of credits (the credit store). */
-export type AlertStore = Pick<CreditStore, "get" | "balances" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
+export type AlertStore = Pick<CreditStore, "get" | "balances" | "spendable" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
 
 /** The purchase key of an auto top-up: the subject, currency and number of its crossing (never the wall clock). */
 export const topUpKey = (s: Pick<AlertState, "subjectId" | "currency">, crossing: number): string => `credit_top_up:${s.subjectId}:${s.currency}:${crossing}`;
@@ -99,7 +99,8 @@ export class CreditAlerts {
     }
     // Neither credit nor settings: nothing to evaluate, and no usage to price.
     if (settings.size === 0) return new Map();
-    const cost = await usageCostSoFar(this.billing, running);
+    // As billing state counts it (available.ts): the credit the closes can draw on less the usage so far.
+    const taken = await takenOffBalance(this.billing, this.store, running, balances);
     const out = new Map<string, Standing>();
     for (const [currency, found] of settings) {
       const below = new Set<AlertKind>();
@@ -110,7 +111,7 @@ export class CreditAlerts {
         if (kind === "top_up") topUp = row;
       }
       const balance = dec(balances.get(currency) ?? "0");
-      out.set(currency, { balance, available: balance.minus(cost.get(currency) ?? ZERO), settings: found, below, topUp });
+      out.set(currency, { balance, available: balance.minus(taken.get(currency) ?? ZERO), settings: found, below, topUp });
     }
     return out;
   }

@@ -1,9 +1,10 @@
 /**
  * A subject's billing state (customer access): its active subscriptions, each usage rate's units
  * used against those included, and per currency its credit balance and available credit
- * (credits/available.ts: the balance less what the current periods' usage costs so far).
+ * (credits/available.ts: the credit the current periods' closes can draw on less what their usage
+ * costs so far).
  */
-import { type CurrencyAmount, creditFields, usageCostSoFar } from "../credits/available.js";
+import { type CreditReads, type CurrencyAmount, creditFields, takenOffBalance } from "../credits/available.js";
 import { dec, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { invalid } from "../errors.js";
@@ -13,8 +14,8 @@ import type { Subscription } from "./types.js";
 export class BillingStates {
   constructor(
     private readonly lookups: Lookups,
-    /** Absent (credits not wired): no credit, available credit is less the usage so far. */
-    private readonly credits?: { balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]> },
+    /** Absent (credits not wired): no credit, no currency. */
+    private readonly credits?: CreditReads & { balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]> },
   ) {}
 
   async billingState(caller: Caller, subjectKey: string) {
@@ -49,11 +50,13 @@ export class BillingStates {
     };
   }
 
-  /** Balance (the ledger's sum) and available credit per currency. */
+  /** Balance (the ledger's sum) and available credit per currency (what the closes can draw on less the usage so far). */
   private async creditOf(environmentId: string, subjectId: string, active: Subscription[]): Promise<{ balance: CurrencyAmount[]; available: CurrencyAmount[] }> {
-    const balances = this.credits ? await this.credits.balances(environmentId, subjectId) : [];
+    const credits = this.credits;
+    const balances = credits ? await credits.balances(environmentId, subjectId) : [];
     // Without any credit there is nothing to subtract the usage from: the usage is not priced.
-    if (balances.length === 0) return { balance: [], available: [] };
-    return creditFields(new Map(balances.map((b) => [b.currency, b.balance])), await usageCostSoFar(this.lookups.engine, active));
+    if (!credits || balances.length === 0) return { balance: [], available: [] };
+    const byCurrency = new Map(balances.map((b) => [b.currency, b.balance]));
+    return creditFields(byCurrency, await takenOffBalance(this.lookups.engine, credits, active, byCurrency));
   }
 }

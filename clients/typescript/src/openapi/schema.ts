@@ -1813,8 +1813,10 @@ export interface components {
             /** @description Per currency: the sum of the subject's credit ledger (what its active grants have left). */
             credit_balance: components["schemas"]["Amount"][];
             /**
-             * @description Per currency: credit_balance less what the usage of the current periods costs so far, so an
-             *     app can stop a customer at zero; may be negative.
+             * @description Per currency: the credit the current periods' closes can draw on (grants in effect at a
+             *     period's end and not expired before it; a grant limited to rate codes only as far as it pays
+             *     the usage of those codes) less what the usage of the current periods costs so far, so an app
+             *     can stop a customer at zero; may be negative.
              */
             available_credit: components["schemas"]["Amount"][];
         };

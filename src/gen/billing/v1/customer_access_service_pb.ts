@@ -94,8 +94,10 @@ export type BillingState = Message<"billing.v1.BillingState"> & {
   creditBalance: Amount[];
 
   /**
-   * Per currency: credit_balance less what the usage of the current periods costs so far, so an
-   * app can stop a customer at zero; may be negative.
+   * Per currency: the credit the current periods' closes can draw on (grants in effect at a
+   * period's end and not expired before it; a grant limited to rate codes only as far as it pays
+   * the usage of those codes) less what the usage of the current periods costs so far, so an app
+   * can stop a customer at zero; may be negative.
    *
    * @generated from field: repeated billing.v1.Amount available_credit = 7;
    */
