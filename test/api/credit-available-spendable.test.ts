@@ -1,7 +1,8 @@
 /**
  * Billing state's available_credit (DESIGN §14) counts only the credit the period's close can
  * draw on: grants spendable at the period's end (in effect, not expired by then), a grant limited
- * to rate codes only as far as it pays the period's lines; credit_balance stays the ledger's sum.
+ * to rate codes the card does not bill as usage only as far as it pays the period's lines;
+ * credit_balance stays the ledger's sum.
  * Through the real server's API, on both stores and a test clock.
  *
  * A card with one usage rate `api` at 10 per unit, period Jan 15 → Feb 15, a grant of 5,000, 200
@@ -26,6 +27,8 @@ const FEB_20 = "2026-02-20T00:00:00Z";
 const cases: [string, Json, [string, string], [string, string, [string, string][], string]][] = [
   // Unaffected: the grant pays the 2,000; 3,000 left.
   ["an unrestricted grant in effect counts whole", {}, ["5000", "3000"], ["paid", "2000", [["grant", "2000"]], "0"]],
+  // Limited to the rate the card bills: it pays the 2,000, and its 3,000 left pays more api usage.
+  ["a grant limited to the billed rate code counts whole", { applies_to_rate_codes: ["api"] }, ["5000", "3000"], ["paid", "2000", [["grant", "2000"]], "0"]],
   // It cannot pay the api line: 2,000 due, as available credit says.
   ["a grant limited to another rate code counts nothing", { applies_to_rate_codes: ["other"] }, ["5000", "-2000"], ["open", "2000", [], "2000"]],
   // Not in effect at the close on Feb 15.

@@ -17,10 +17,14 @@
  * in the order the periods end, the grants spendable at its end (in effect by then, not expired
  * before it, not voided: the credit store's `spendable`), each with what the closes before left of
  * it. A grant limited to rate codes counts as far as allocateCredits gives it of the period's
- * booked lines (so never for another rate's usage, nor twice across periods); an unrestricted
- * one counts whole (what it pays of the usage, and what is left of it: the credit an app may let
- * the customer use). So available credit = applied + unrestricted left − cost: the closes apply
- * min(cost, counted) and leave −available credit due whenever it is < 0. Grants in effect only
+ * booked lines (so never for another rate's usage, nor twice across periods); what is left of a
+ * grant counts (the credit an app may let the customer use) when it is unrestricted, or limited
+ * to a rate code that one of those periods' cards bills as usage (more usage of that rate spends
+ * it). So available credit = applied + usable left − cost: the closes apply min(cost, counted)
+ * and leave at least −available credit due whenever it is < 0 (exactly that unless a limited
+ * grant has credit left for more of its own rates' usage). A grant limited to `api`, 5,000, with 2,000
+ * of `api` usage: 2,000 + 3,000 − 2,000 = 3,000; limited to `other` on a card billing only `api`:
+ * 0 + 0 − 2,000 = −2,000. Grants in effect only
  * after every period's end, or expiring before, stay in the balance and count nothing. A currency
  * no active subscription bills in has no close: its available credit is its balance.
  *
@@ -65,6 +69,8 @@ interface PricedPeriod {
   s: Subscription;
   currency: string;
   invoice: Invoice | undefined;
+  /** The codes of the usage rates its card bills (at its terms). */
+  usageCodes: readonly string[];
 }
 
 /** The usage so far of each of `active`'s current periods, priced and booked, the period that closes first first. */
@@ -83,29 +89,32 @@ async function pricedPeriods(engine: UsagePricing, active: readonly Subscription
       const draft = engine.builder.newInvoice(s, card, "usage-so-far", lines, s.usageSince, s.periodEnd, s.periodEnd, { finalizesAt: s.periodEnd });
       invoice = await bookedPreview(engine.stores, draft, s.periodEnd, spentOnce);
     }
-    out.push({ s, currency: currencyOf(card), invoice });
+    out.push({ s, currency: currencyOf(card), invoice, usageCodes: usage.map((r) => r.code) });
   }
   return out;
 }
 
 const limited = (g: Pick<CreditGrant, "appliesToRateCodes">): boolean => g.appliesToRateCodes.length > 0;
 
+/** Whether more usage of a period billing `codes` could spend what is left of `g`. */
+const usableBy = (g: Pick<CreditGrant, "appliesToRateCodes">, codes: readonly string[]): boolean => !limited(g) || g.appliesToRateCodes.some((c) => codes.includes(c));
+
 /**
  * What one currency's closes take of credit (see the file's comment), in the order the periods
  * end, each grant's remaining as the closes before took it: applied (what the closes apply in
- * all), cost (their totals) and headroom (what is left of unrestricted grants spendable at one of
- * those ends).
+ * all), cost (their totals) and headroom (what is left of the grants spendable at one of those ends
+ * that more usage could spend: usableBy).
  */
 async function closesOf(credits: CreditReads, periods: readonly PricedPeriod[], currency: string, hasCredit: boolean) {
   const left = new Map<string, Decimal>();
-  const unrestricted = new Set<string>();
+  const usable = new Set<string>();
   let applied = ZERO;
   let cost = ZERO;
-  for (const { s, invoice } of periods) {
+  for (const { s, invoice, usageCodes } of periods) {
     const spendable = hasCredit ? await credits.spendable(s.environmentId, s.subjectId, currency, s.periodEnd) : [];
     const grants = spendable.map((g) => {
       if (!left.has(g.id)) left.set(g.id, dec(g.remaining));
-      if (!limited(g)) unrestricted.add(g.id);
+      if (usableBy(g, usageCodes)) usable.add(g.id);
       return { ...g, remaining: formatDecimal(left.get(g.id) ?? ZERO) };
     });
     if (!invoice) continue;
@@ -127,14 +136,14 @@ async function closesOf(credits: CreditReads, periods: readonly PricedPeriod[], 
       applied = applied.plus(dec(a.amount));
     }
   }
-  const headroom = [...unrestricted].reduce((sum, id) => sum.plus(left.get(id) ?? ZERO), ZERO);
+  const headroom = [...usable].reduce((sum, id) => sum.plus(left.get(id) ?? ZERO), ZERO);
   return { applied, cost, headroom };
 }
 
 /**
  * Per currency of `balances` or of `active`'s cards: what is taken off the balance to give the
  * available credit, the cost so far of the current periods' usage plus the credit no close draws
- * on (the balance less what the closes apply and the unrestricted credit left). A currency none
+ * on (the balance less what the closes apply and the usable credit left). A currency none
  * of `active` bills in: nothing (no close, no cost: its available credit is its balance).
  */
 export async function takenOffBalance(engine: UsagePricing, credits: CreditReads, active: readonly Subscription[], balances: ReadonlyMap<string, string>): Promise<Map<string, Decimal>> {
