@@ -3,13 +3,17 @@
  * part credited: net of discounts plus the exclusive tax on it (DESIGN §13, §15). A seat decrease's
  * credit and a raised usage multiplier's credit were granted before tax while the invoices they
  * give back were taxed: with 20% exclusive VAT the customer paid the tax on the part credited
- * and never got it back. An inclusive tax is inside the amount: those credits are unchanged. A
- * minimum commitment is on charges before tax and counts the usage-terms credit before tax.
+ * and never got it back. A seat decrease gives back the tax booked on the time it gives back
+ * (not the tax the buyer's status at the change would charge), never more than was paid; a
+ * usage-terms credit is the usage booked at the new terms less at the old, with the
+ * subscription's discounts and tax. An inclusive tax is inside the amount: those credits are
+ * unchanged. A minimum commitment is on charges before discounts and tax and counts the
+ * usage-terms credit before both.
  * Through the real server (REST) on a test clock, on MariaDB and SQLite; every figure is worked
  * out beside it. Amounts in cents (USD).
  */
 import test from "ava";
-import { taxRate } from "../helpers/booking-bodies.js";
+import { buyer, coupon, percentOff, taxRate } from "../helpers/booking-bodies.js";
 import { seats } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { flat, money, patch, usageRate } from "../helpers/price-bodies.js";
@@ -18,6 +22,7 @@ import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
 const FEB = "2026-02-01T00:00:00Z";
+const FEB_10 = "2026-02-10T00:00:00Z";
 /** Feb 15 00:00 leaves 14 of February's 28 days: half the period. */
 const FEB_15 = "2026-02-15T00:00:00Z";
 const MAR = "2026-03-01T00:00:00Z";
@@ -38,10 +43,30 @@ async function invoices(s: Scenario): Promise<unknown[]> {
   return (await s.invoices()).map((i) => [i.subtotal.value, i.total_tax.value, i.total_amount.value, (i.credits_applied as Json[]).map((c) => c.amount.value), i.amount_due.value]);
 }
 
-/** 2 seats at 1,000 a month from Feb 1 with tax rate `vat` (a card on file), down to 1 seat on Feb 15, renewed on Mar 1. */
-async function seatDecrease(s: Scenario, vat: string): Promise<{ patched: Json; credits: [string, string][]; invoices: unknown[] }> {
+/** Invoices, oldest first, as [subtotal (after discounts), total_discount, total_tax, total, credits applied, amount due]. */
+async function discounted(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices()).map((i) => [
+    i.subtotal.value,
+    i.total_discount.value,
+    i.total_tax.value,
+    i.total_amount.value,
+    (i.credits_applied as Json[]).map((c) => c.amount.value),
+    i.amount_due.value,
+  ]);
+}
+
+/**
+ * 2 seats at 1,000 a month from Feb 1 with tax rate `vat` (a card on file), down to 1 seat on Feb 15, renewed on Mar 1;
+ * `taxStatus`: the buyer's tax_exempt when subscribing and from Feb 10 on.
+ */
+async function seatDecrease(s: Scenario, vat: string, taxStatus?: [string, string]): Promise<{ patched: Json; credits: [string, string][]; invoices: unknown[] }> {
   const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [vat] });
+  if (taxStatus) await buyer(s, { tax_exempt: taxStatus[0] });
   const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+  if (taxStatus) {
+    await s.advance(FEB_10);
+    await buyer(s, { tax_exempt: taxStatus[1] });
+  }
   await s.advance(FEB_15);
   const r = await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
   await s.advance(MAR);
@@ -137,5 +162,92 @@ for (const store of STORES) {
     // true-up 100,000 − 27,000 = 73,000. Feb 1: 1,000 + 66,000 + 73,000 = 140,000 + 28,000 VAT = 168,000, less the
     // 48,000 credit: 120,000 due. January costs 1,000 + 66,000 + 73,000 − 40,000 = 100,000 before tax, 120,000 with it.
     t.deepEqual([trueUp, await proration(s), (await invoices(s)).at(-1)], [["73000"], [[`${RAISED}, incl. tax: USD 80.00`, "48000"]], ["140000", "28000", "168000", ["48000"], "120000"]]);
+  });
+
+  test(`${store}: a seat decrease gives back the tax paid on the time, not the tax of the buyer's status at the change`, async (t) => {
+    // Exempt when Feb 1 was paid (2,000, no tax), taxable from Feb 10: the unused 500 gives back no tax
+    // (the old code: 600, 100 of VAT never paid). Mar 1: 1,000 + 200 VAT = 1,200, less 500: 700 due.
+    const exempt = await Scenario.start(server, FEB);
+    t.deepEqual(await seatDecrease(exempt, await taxRate(exempt, "VAT", "20"), ["exempt", "none"]), {
+      patched: null,
+      credits: [["Seats: 2 → 1 (remaining 14 of 28 days)", "500"]],
+      invoices: [
+        ["2000", "0", "2000", [], "2000"],
+        ["1000", "200", "1200", ["500"], "700"],
+      ],
+    });
+    // Taxed when Feb 1 was paid (2,000 + 400), reverse charge from Feb 10: the 100 of VAT paid on the unused 500
+    // comes back, 600 (the old code: 500). Mar 1: 1,000, no tax, less 600: 400 due.
+    const reverse = await Scenario.start(server, FEB);
+    t.deepEqual(await seatDecrease(reverse, await taxRate(reverse, "VAT", "20"), ["none", "reverse"]), {
+      patched: null,
+      credits: [["Seats: 2 → 1 (remaining 14 of 28 days), incl. tax: USD 1.00", "600"]],
+      invoices: [
+        ["2000", "400", "2400", [], "2400"],
+        ["1000", "0", "1000", ["600"], "400"],
+      ],
+    });
+  });
+
+  test(`${store}: one-seat decreases give back no more tax than was paid`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const vat = await taxRate(s, "VAT", "20");
+    const card = await s.card({ fixed_rates: [seats(3)], default_tax_rate_ids: [vat] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 10 } })).subscription.id;
+    // Feb 1: 10 seats at 3 = 30 + 6 VAT = 36, paid; then 10 → 9 → … → 0 at once (the whole period left).
+    for (let n = 9; n >= 0; n--) await patch(s, id, { fixed_rate_quantities: { seats: n } });
+    // In the order of the decreases (the ledger lists entries of one instant in any order).
+    const from = (d: string) => Number(/Seats: (\d+)/.exec(d)?.[1]);
+    const credits = (await proration(s)).sort(([a], [b]) => from(b) - from(a));
+    // Each gives back 3 and 6 × 3/30 = 0.6 of VAT, rounded to 1, until the 6 paid are given back: 6 × 4 + 4 × 3 = 36,
+    // what was paid (the old code: 10 × 4 = 40, 10 of VAT for 6 paid).
+    const tax = ", incl. tax: USD 0.01";
+    t.deepEqual(
+      credits,
+      [10, 9, 8, 7, 6, 5, 4, 3, 2, 1].map((n) => [`Seats: ${n} → ${n - 1} (remaining 28 of 28 days)${n > 4 ? tax : ""}`, n > 4 ? "4" : "3"]),
+    );
+    t.is(
+      credits.reduce((sum, [, amount]) => sum + Number(amount), 0),
+      36,
+    );
+    t.deepEqual((await discounted(s))[0], ["30", "0", "6", "36", [], "36"]);
+  });
+
+  test(`${store}: a raised usage multiplier under a coupon credits the usage's cost after discounts at each terms, with its tax`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const half = await coupon(s, "Half", percentOff("50"));
+    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { coupon_id: half }));
+    t.deepEqual(
+      [await proration(s), await discounted(s)],
+      [
+        // Jan 30: 10,000 units × 2 at ×3 = 60,000, half off 30,000 + 6,000 VAT = 36,000 (as the close books it);
+        // at ×1: 10,000 + 2,000 = 12,000: 24,000 credited (discounts 30,000 − 10,000 = 20,000, tax 6,000 − 2,000 = 4,000);
+        // the old code: 48,000, the whole 40,000 difference taxed, the coupon left out.
+        [[`${RAISED}, less discounts: USD 200.00, incl. tax: USD 40.00`, "24000"]],
+        [
+          // Jan 1: seat 1,000 half off: 500 + 100 VAT.
+          ["500", "500", "100", "600", [], "600"],
+          // Feb 1: seat 1,000 + API calls 66,000 = 67,000, half off 33,500 + 6,700 VAT = 40,200, less 24,000: 16,200 due
+          // (the old code: all of it paid by the 48,000, 7,800 left). API calls in all: 33,000 + 6,600 − 24,000 = 15,600
+          // = 10,000 + 2,000 (before, ×1, half off) + 3,000 + 600 (after, ×3, half off).
+          ["33500", "33500", "6700", "40200", ["24000"], "16200"],
+        ],
+      ],
+    );
+  });
+
+  test(`${store}: under a coupon, a minimum commitment counts a raised multiplier's credit before discounts and tax`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const half = await coupon(s, "Half", percentOff("50"));
+    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { coupon_id: half, minimum_commitment: money(100000) }));
+    const close = (await s.invoices()).at(-1) as Json;
+    const trueUp = (close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value);
+    // The commitment is on charges before discounts: 1,000 + 66,000 − 40,000 (the credit before discounts and tax) = 27,000,
+    // true-up 73,000. Feb 1: 1,000 + 66,000 + 73,000 = 140,000, half off 70,000 + 14,000 VAT = 84,000, less the 24,000
+    // credit: 60,000 due. January: 100,000 before discounts, half off, plus 20%: 60,000 = 600 + 84,000 − 600 (February's seat) − 24,000.
+    t.deepEqual(
+      [trueUp, await proration(s), (await discounted(s)).at(-1)],
+      [["73000"], [[`${RAISED}, less discounts: USD 200.00, incl. tax: USD 40.00`, "24000"]], ["70000", "70000", "14000", "84000", ["24000"], "60000"]],
+    );
   });
 }

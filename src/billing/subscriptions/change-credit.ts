@@ -14,11 +14,13 @@
  * - The lines are booked as the invoice would book them now, nothing recorded (a draft is booked
  *   at its finalization, its proration lines as written); without booking (the in-memory fake)
  *   nothing is taxed and the lines' pre-tax sum is the rounded difference, never negative.
- * - Other credits to the balance are valued the same way (taxedLines): a seat decrease's valued
- *   credit (updates.ts) and a change of usage terms' credit (usage-term-changes.ts) are what the
- *   customer paid, or will pay, for the part credited: net of discounts plus its exclusive tax,
- *   booked now, rounded per line as booking rounds (20% exclusive: 500.00 of unused seat time is
- *   a credit of 600.00); an inclusive tax is inside the amount, which stays as it is.
+ * - Other credits to the balance are what the customer paid, or will pay, for the part credited:
+ *   a seat decrease's credit is its unused time net of the period's discounts (unused-credit.ts)
+ *   plus the exclusive tax booked on what it gives back (paidTax: 20% exclusive, 500.00 of
+ *   unused seat time is a credit of 600.00); a change of usage terms' credit is the difference
+ *   between the usage before it booked at the new terms and at the old (bookedNow: discounts
+ *   and taxes, usage-term-changes.ts). A seat change's increases are taxed as booked now
+ *   (taxedLines). An inclusive tax is inside the amount, which stays as it is.
  */
 import { type Decimal, dec, formatDecimal, ZERO } from "../money.js";
 import { bookInvoice } from "./booking.js";
@@ -54,8 +56,32 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
 }
 
 /**
- * `lines` (already net of their discounts: a seat decrease's valued credits and its increases as
- * booked now, a change of usage terms' credits) at what each costs the buyer once an invoice of
+ * `inv` (a preview of positive lines, `at` on the subscription's clock) booked as an invoice of
+ * the subscription's would be at `at`, nothing recorded: its discounts but "once" ones (an
+ * invoice of its own spends one), and its taxes; undefined without booking (the in-memory fake).
+ */
+export async function bookedNow(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice | undefined> {
+  const booking = tx.booking;
+  if (!booking) return undefined;
+  const view: BookingTx = {
+    discountsFor: async (i, when) => (await booking.discountsFor({ ...i, status: "draft" }, when)).filter((d) => d.duration !== "once"),
+    discounted: () => Promise.resolve(), // a preview records nothing
+    parties: (i) => booking.parties(i),
+    taxes: booking.taxes,
+    nextNumbers: (...a) => booking.nextNumbers(...a),
+  };
+  return bookInvoice(view, inv, at, false);
+}
+
+/** A booked line's discounts, and its exclusive tax (an inclusive one is inside its amount). */
+export function discountAndTax(l: Pick<InvoiceLine, "discountAmounts" | "taxAmounts"> | undefined): { discount: Decimal; tax: Decimal } {
+  const discount = (l?.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
+  const tax = (l?.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
+  return { discount, tax };
+}
+
+/**
+ * `lines` (already net of their discounts: a seat change's increases as booked now) at what each costs the buyer once an invoice of
  * them (`invoiceOf`) is booked at `at`, nothing recorded and no discount taken again: its amount plus its
  * exclusive tax (chargeLines; an inclusive tax is inside the amount). A credit that gained tax
  * says so in its description (`money` prints the tax). As they are without booking (the

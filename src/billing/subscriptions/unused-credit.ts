@@ -15,12 +15,17 @@
  * - Never more than what those lines took net of discounts and of what was given back for them
  *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
  *   one change in their order.
- * - All before tax: the change adds the exclusive tax on the credit as booked now (updates.ts).
+ * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked,
+ *   not the buyer's tax details at the change (paidTax): tax × credited / their net of discounts,
+ *   rounded half up once per credit, never more than their tax less what the period's earlier
+ *   decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
+ *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
+ *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
  */
-import { type Decimal, ZERO, dec, roundAmount } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { rateCodeOf } from "./line-cards.js";
-import type { Invoice, InvoiceLine } from "./types.js";
+import type { Invoice, InvoiceLine, Subscription } from "./types.js";
 
 /** A line's discounts. */
 const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
@@ -91,3 +96,55 @@ export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoi
 
 /** The sum of `lines`' amounts. */
 export const sumOf = (lines: readonly BillLine[]): Decimal => lines.reduce((a, l) => a.plus(l.amount), ZERO);
+
+/**
+ * The charged terms of a period (Subscription.chargedTerms) with `taxCredited`: the exclusive tax
+ * seat decreases' credits gave back in the period starting at `periodStart` (ISO), per rate code
+ * ("" for lines of no rate; paidTax); a later decrease in that period gives back at most the tax
+ * paid less it. Kept in the row's charged_terms JSON, on the row's own terms where the period is
+ * charged at them (updates.ts); a new period (the close, a resume) or card drops it.
+ */
+export type TaxCreditedTerms = NonNullable<Subscription["chargedTerms"]> & { taxCredited?: { periodStart: string; amounts: Record<string, string> } };
+
+/** The exclusive tax seat decreases' credits gave back in `s`'s period under way, per rate code ("" for none). */
+export function taxCreditedIn(s: Pick<Subscription, "chargedTerms" | "periodStart" | "rateCardId">): Record<string, string> {
+  const t = s.chargedTerms as TaxCreditedTerms | null | undefined;
+  const same = t?.taxCredited?.periodStart === s.periodStart.toISOString() && (t.rateCardId === undefined || t.rateCardId === s.rateCardId);
+  return same ? { ...(t?.taxCredited?.amounts ?? {}) } : {};
+}
+
+/**
+ * The exclusive tax each of a change's `valued` credits (valuedCredits) gives back, in their
+ * order (0 for other lines): the tax the period's paid invoices `billed` booked on the lines the
+ * credit draws on (those valuedCredits reads) × the credit / those lines' amounts less their
+ * discounts, rounded half up; never more than that tax less what was given back before in the
+ * period (`credited`, per rate code) and by the change's earlier credits. Also the tax so given
+ * back in all, per rate code.
+ */
+export function paidTax(valued: readonly (BillLine | null)[], billed: readonly Invoice[], credited: Readonly<Record<string, string>>): { taxes: Decimal[]; credited: Record<string, string> } {
+  const given: Record<string, string> = { ...credited };
+  const taxes = valued.map((l) => {
+    if (!l?.amount.isNegative()) return ZERO;
+    const pick = linesOf(billed, rateCodeOf(l));
+    const group = rateCodeOf(l) ?? "";
+    let net = ZERO;
+    let tax = ZERO;
+    for (const inv of billed) {
+      if (inv.status !== "paid") continue;
+      for (const line of inv.lines) {
+        if (!isFixed(line) || !pick(line)) continue;
+        net = net.plus(dec(line.amount)).minus(discountsOf(line));
+        for (const t of line.taxAmounts ?? []) if (!t.inclusive) tax = tax.plus(dec(t.amount));
+      }
+    }
+    if (net.lte(0) || tax.lte(0)) return ZERO;
+    const before = dec(given[group] ?? "0");
+    const room = tax.minus(before);
+    let share = roundAmount(tax.times(l.amount.neg()).div(net));
+    if (share.gt(room)) share = room;
+    if (share.lte(0)) return ZERO;
+    given[group] = formatDecimal(before.plus(share));
+    return share;
+  });
+  return { taxes, credited: given };
+}

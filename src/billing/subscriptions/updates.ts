@@ -11,9 +11,13 @@
  *   (unused-credit.ts), and the net is decided on the lines so valued, an increase counted as an
  *   invoice would book it now: a net charge is invoiced (the increases, discounted by booking; the
  *   valued credits granted first, which the invoice spends), a net credit is granted. Each line
- *   counts with its exclusive tax (change-credit.ts taxedLines): a credit to the balance is what
- *   the customer paid for the time given back (2 → 1 seats at 1,000, half the period left, 20%
- *   exclusive: 500 + 100 = 600); an inclusive tax is inside the amount.
+ *   counts with its exclusive tax: an increase's as booked now (change-credit.ts taxedLines), a
+ *   credit's as booked on what it gives back (unused-credit.ts paidTax), so a credit to the
+ *   balance is what the customer paid for the time given back (2 → 1 seats at 1,000, half the
+ *   period left, 20% exclusive paid: 500 + 100 = 600; paid exempt: 500, whatever the buyer's tax
+ *   status at the change); an inclusive tax is inside the amount. The tax so given back is kept
+ *   for the period (unused-credit.ts TaxCreditedTerms) and a later decrease gives back at
+ *   most the rest of what was paid.
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
@@ -21,8 +25,9 @@
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
  * the usage before it with either behaviour where the close would bill it at other terms
  * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once; a
- * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is, with
- * the exclusive tax the close will book on that usage (a commitment counts it before tax).
+ * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is: what
+ * that usage costs booked at the new terms less at the old, with the subscription's discounts and
+ * taxes (a commitment counts the difference before discounts and tax, as its charges are).
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -58,12 +63,24 @@ import {
 import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
-import { sumOf, valuedCredits } from "./unused-credit.js";
+import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } from "./unused-credit.js";
 import { type UsageTermSettlement, usageCreditsAsBooked, usageTermSettlement } from "./usage-term-changes.js";
 import { taxedLines } from "./change-credit.js";
 
-/** What a change of usage terms credits before tax (its credits' amounts are negative): less of the period's charges for its commitment. */
+/** What a change of usage terms credits before discounts and tax (its credits' amounts are negative): less of the period's charges (before both) for its commitment. */
 const usageCredited = (u: UsageTermSettlement) => u.credits.reduce((sum, c) => sum.minus(c.amount), ZERO);
+
+/**
+ * `charged` (the period's charged terms after a change to `next`) keeping the exclusive tax seat
+ * decreases gave back in `s`'s period (`credited`, per rate code; unused-credit.ts paidTax), on the
+ * row's terms where `charged` is null (they are the row's); as it is when none was given back.
+ */
+function withTaxCredited(charged: Subscription["chargedTerms"], next: TermsOf, s: Subscription, credited: Record<string, string>): Subscription["chargedTerms"] {
+  if (Object.values(credited).every((v) => dec(v).isZero())) return charged;
+  const terms = charged ?? { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } };
+  const kept: TaxCreditedTerms = { ...terms, taxCredited: { periodStart: s.periodStart.toISOString(), amounts: credited } };
+  return kept;
+}
 
 export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
 
@@ -178,7 +195,7 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        const { charged, own } = await this.decided(tx, s, card, valued, increases, now, money);
+        const { charged, own, taxCredited } = await this.decided(tx, s, card, valued, increases, billed, now, money);
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         // The usage-terms credits as the close will book that usage (plus its exclusive tax).
@@ -194,8 +211,12 @@ export class TermUpdates {
           ...next,
           // A prorated change bills the period at the new terms, but for a decrease credited nothing (chargedKeeping);
           // `none` (or no change of terms) leaves it at those it was billed at (on another card after a change of rate card charging nothing: as is).
-          chargedTerms:
+          chargedTerms: withTaxCredited(
             !termsChange || (behavior === "none" && s.chargedTerms?.rateCardId) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
+            next,
+            s,
+            taxCredited,
+          ),
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
@@ -222,14 +243,30 @@ export class TermUpdates {
    * `charged`: the net is a charge, the increases are invoiced and `own` are the credits, granted
    * first; else `own` is the change's net credit, if any.
    */
-  private async decided(tx: BillingTx, s: Subscription, card: RateCard, valued: readonly (BillLine | null)[], increases: readonly BillLine[], at: Date, money: (d: Decimal) => string) {
+  private async decided(
+    tx: BillingTx,
+    s: Subscription,
+    card: RateCard,
+    valued: readonly (BillLine | null)[],
+    increases: readonly BillLine[],
+    billed: readonly Invoice[],
+    at: Date,
+    money: (d: Decimal) => string,
+  ) {
     const increasesNow = increases.length > 0 ? await this.asBookedNow(tx, s, card, increases, at) : [];
-    const net = valued.map((l) => (l?.amount.gt(0) ? (increasesNow[increases.indexOf(l)] ?? l) : l)).filter((l) => l !== null);
     const preview = (lines: BillLine[]) => this.engine.builder.newInvoice(s, card, "proration-preview", lines, at, s.periodEnd, at, { finalizesAt: s.periodEnd });
-    const decided = await taxedLines(tx, preview, net, at, money);
+    const taxedIncreases = await taxedLines(tx, preview, increasesNow, at, money);
+    // A credit gives back the tax booked on what it gives back (not the buyer's tax details now).
+    const paid = paidTax(valued, billed, taxCreditedIn(s));
+    const decided = valued.flatMap((l, i): BillLine[] => {
+      if (l === null) return [];
+      if (l.amount.gt(0)) return [taxedIncreases[increases.indexOf(l)] ?? l];
+      const tax = paid.taxes[i] ?? ZERO;
+      return [tax.isZero() ? l : { ...l, amount: l.amount.minus(tax), description: `${l.description}, incl. tax: ${money(tax)}` }];
+    });
     const charged = sumOf(decided).gt(0);
     const credits = decided.filter((l) => l.amount.isNegative()).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
-    return { charged, own: charged ? credits : netOfChange(decided).credits };
+    return { charged, own: charged ? credits : netOfChange(decided).credits, taxCredited: paid.credited };
   }
 
   /**

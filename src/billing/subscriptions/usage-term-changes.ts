@@ -18,18 +18,22 @@
  *   adjustment line; a multiplier raised, or a usage add-on taken: the close will bill the usage
  *   before the change at the new terms, so new − old > 0 is credited (the subject's balance, as a
  *   seat decrease's credit is; DESIGN §13), and the period costs what it used at each terms. The
- *   credit is valued as the close will book that usage: plus its exclusive tax at the
- *   subscription's tax rates and the buyer's tax status then (usageCreditsAsBooked; an inclusive
- *   tax is inside the amount). 10,000 units at 2, ×1 → ×3, 20% exclusive: the close bills 60,000
- *   + 12,000 tax for them, the credit is 40,000 + 8,000 = 48,000, so they cost 20,000 + 4,000.
- *   A minimum commitment counts the credit before tax (updates.ts, commitments.ts).
+ *   credit is the difference of what that usage costs booked at the new terms (as the close will
+ *   book it) and at the old: each priced as a preview invoice of positive lines booked now with
+ *   the subscription's discounts (not "once" ones) and its taxes (usageCreditsAsBooked,
+ *   change-credit.ts bookedNow; an inclusive tax is inside the amount). 10,000 units at 2, ×1 →
+ *   ×3, 20% exclusive: the close books 60,000 + 12,000 tax for them, at the old terms 20,000 +
+ *   4,000: the credit is 72,000 − 24,000 = 48,000; with a 50% coupon for ever, 30,000 + 6,000 at
+ *   the new terms and 10,000 + 2,000 at the old: 36,000 − 12,000 = 24,000. A minimum commitment,
+ *   on charges before discounts and tax, counts new − old before both (40,000; updates.ts,
+ *   commitments.ts).
  * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
  * the close prices the rest at the new terms for the whole period, since a difference priced on
  * such a shape can exceed what the close takes back.
  * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
  */
 import type { ChargedRates } from "../catalog/addons.js";
-import { taxedLines } from "./change-credit.js";
+import { bookedNow, discountAndTax } from "./change-credit.js";
 import type { RateCard } from "../catalog/types.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
@@ -63,13 +67,18 @@ async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateC
 }
 
 /**
+ * A credit of a change of usage terms before discounts and tax: a negative usage line of its
+ * rate (keyed `<code>|`) of new − old, and the usage's charge at the old and new terms.
+ */
+export type UsageCredit = BillLine & { old: Decimal; new: Decimal };
+
+/**
  * What a change of usage terms settles for the usage before it: adjustment lines billed at once,
- * and credits for the subject's balance before tax (negative usage lines of their rates, keyed
- * `<code>|`; usageCreditsAsBooked values them).
+ * and credits for the subject's balance before discounts and tax (usageCreditsAsBooked values them).
  */
 export interface UsageTermSettlement {
   lines: BillLine[];
-  credits: BillLine[];
+  credits: UsageCredit[];
 }
 
 /**
@@ -99,21 +108,26 @@ export async function usageTermSettlement(
     const rate = (c.old ?? c.new) as UsageRate;
     // Settled: a rate dropped, or another multiplier or a rate taken on a rate whose charge adds up (see the module's comment).
     if (c.new && !(addsUp(c.old) && addsUp(c.new))) continue;
-    const d = (await charge(c.old, s)).minus(await charge(c.new, next));
+    const [atOld, atNew] = [await charge(c.old, s), await charge(c.new, next)];
+    const d = atOld.minus(atNew);
     if (d.isZero()) continue;
     const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(multiplierOf(s, rate.code))} → ${formatDecimal(multiplierOf(next, rate.code))}`;
     const description = `${rate.name}: usage before the change (${what}) at the old terms (${span})`;
     const line = { description, quantity: dec(1), unitAmount: d, amount: d, key: `${rate.code}|`, windowInvoiceId: null };
-    if (d.isNegative()) out.credits.push({ ...line, kind: "usage" });
+    if (d.isNegative()) out.credits.push({ ...line, kind: "usage", old: atOld, new: atNew });
     else out.lines.push({ ...line, kind: "adjustment" });
   }
   return out;
 }
 
 /**
- * `u`'s credits for the subject's balance (`s` locked at its terms before the change, at `at`),
- * each as the close will book the usage it gives back: plus its exclusive tax (change-credit.ts
- * taxedLines; see the module's comment). `money` prints the tax in a credit's description.
+ * `u`'s credits for the subject's balance (`s` locked at its terms before the change, at `at`):
+ * per rate, what its usage before the change costs booked at the new terms less at the old, each
+ * a preview invoice of positive lines (no negative line is booked: a discount takes nothing of
+ * one) booked as the close would book it, now (change-credit.ts bookedNow: the subscription's
+ * discounts but "once" ones, and its taxes; see the module's comment). Before discounts and tax
+ * without booking (the in-memory fake). A credit says what discounts took and the exclusive tax
+ * it counts (`money` prints them); one that comes to nothing is left out.
  */
 export async function usageCreditsAsBooked(
   tx: BillingTx,
@@ -124,6 +138,20 @@ export async function usageCreditsAsBooked(
   at: Date,
   money: (d: Decimal) => string,
 ): Promise<ProrationCredit[]> {
-  const preview = (lines: BillLine[]) => builder.newInvoice(s, card, "usage-terms-preview", lines, s.usageSince, at, at);
-  return (await taxedLines(tx, preview, u.credits, at, money)).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
+  if (u.credits.length === 0) return [];
+  const previewAt = (terms: "old" | "new") => {
+    const lines = u.credits.map((c): BillLine => ({ description: c.description, quantity: dec(1), unitAmount: c[terms], amount: c[terms], kind: "usage", key: c.key, windowInvoiceId: null }));
+    return bookedNow(tx, builder.newInvoice(s, card, `usage-terms-preview-${terms}`, lines, s.usageSince, at, at), at);
+  };
+  const [old, now] = [await previewAt("old"), await previewAt("new")];
+  if (!old || !now) return u.credits.map((c) => ({ description: c.description, amount: formatDecimal(c.amount) }));
+  return u.credits.flatMap((c, i) => {
+    const [o, n] = [discountAndTax(old.lines[i]), discountAndTax(now.lines[i])];
+    const [discount, tax] = [n.discount.minus(o.discount), n.tax.minus(o.tax)];
+    const credit = c.amount.neg().minus(discount).plus(tax);
+    if (credit.lte(0)) return [];
+    const less = discount.isZero() ? "" : `, less discounts: ${money(discount)}`;
+    const taxed = tax.isZero() ? "" : `, incl. tax: ${money(tax)}`;
+    return [{ description: `${c.description}${less}${taxed}`, amount: formatDecimal(credit.neg()) }];
+  });
 }
