@@ -4,8 +4,9 @@
  * new window's first-seen anchor, src/billing/subscriptions/first-seen.ts); a card in between
  * that does not bill the metric starts afresh. Through the public API on test clocks, on MariaDB
  * and SQLite: change-rate-card and a timeline's move, billing state, available credit and late
- * usage. Monthly from January 1; active users at 100 each (dimensional: eu 10, us 20), API calls
- * at 1 each. A bill is [status, total, lines (each [description, quantity, unit price, amount])].
+ * usage; included units given once across the chain, and no anchor where the old card's rate
+ * differs (another shape, a cell it lacks, another code). Monthly from January 1; active users at
+ * 100 each (dimensional: eu 10, us 20), API calls at 1 each. A bill is [status, total, lines (each [description, quantity, unit price, amount])].
  */
 import test from "ava";
 import { usd } from "../helpers/catalog-bodies.js";
@@ -57,6 +58,19 @@ async function regionalCards(s: Scenario) {
     });
   return { basic: await card("Basic"), pro: await card("Pro") };
 }
+
+/** A dimensional rate by region on metric `m` with the cells given ([region, price]). */
+const regional = (m: string, cells: [string, number][]) => ({
+  usage_based_rate_type: "dimensional",
+  code: "regional",
+  name: "Regional users",
+  pricing_metric_id: m,
+  dimensions: [{ key: "region", values: ["eu", "us"] }],
+  pricing_matrix: { cells: cells.map(([region, price]) => ({ dimension_coordinates: { region }, price: usd(price) })) },
+});
+
+/** The simple rate "Active users" (code mau) on metric `m` at 100 a user, `included` included. */
+const mau = (m: string, included = 0) => ({ usage_based_rate_type: "simple", code: "mau", name: "Active users", pricing_metric_id: m, included_units: included, price: usd(100) });
 
 const change = (s: Scenario, id: string, card: string) => s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: card, upgrade_behavior: "prorate" });
 const usedUnits = async (s: Scenario) => (await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)).usage_data.map((u: Json) => u.used_units);
@@ -303,5 +317,115 @@ for (const store of STORES) {
     } finally {
       await w.close();
     }
+  });
+  test(`${store}: included units apply once across the chain: 2 included on Basic and Pro, ann and bob before Jan 15, ann, bob, cat and dan after: January bills 4 − 2 = 2 users, 200`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    const basic = await s.card({ name: "Basic", usage_based_rates: [mau(m, 2)] });
+    const pro = await s.card({ name: "Pro", usage_based_rates: [mau(m, 2)] });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    await s.events(
+      [
+        ["2026-01-05T10:00:00Z", "1", { user: "ann" }],
+        ["2026-01-05T11:00:00Z", "1", { user: "bob" }],
+      ],
+      "active",
+    );
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events(
+      [
+        ["2026-01-20T10:00:00Z", "1", { user: "ann" }],
+        ["2026-01-20T10:00:01Z", "1", { user: "bob" }],
+        ["2026-01-20T11:00:00Z", "1", { user: "cat" }],
+        ["2026-01-20T12:00:00Z", "1", { user: "dan" }],
+      ],
+      "active",
+    );
+    await s.advance("2026-01-25T00:00:00Z");
+    // 4 users since the anchor, none billed beyond the 2 included before: 4 used of 2 (the window bills 2).
+    t.deepEqual(await usedUnits(s), ["4"]);
+    await s.advance(FEB);
+    // Basic: ann, bob within the 2 included (0); Pro: f(4) − f(2) = 200 − 0 (14ee84c: 2 new − 2 included = 0).
+    t.deepEqual(await withLines(s), [["open", "200", [["Active users", "2", "100", "200"]]]]);
+  });
+
+  test(`${store}: the old card has no us cell: ann in us before and after the change is billed by Pro, 20; late us usage under the old card takes nothing off Pro`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, ["region"], "active");
+    const basic = await s.card({ name: "Basic", usage_based_rates: [regional(m, [["eu", 10]])] });
+    const pro = await s.card({
+      name: "Pro",
+      usage_based_rates: [
+        regional(m, [
+          ["eu", 10],
+          ["us", 20],
+        ]),
+      ],
+    });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    await s.events([["2026-01-05T10:00:00Z", "1", { user: "ann", region: "us" }]], "active");
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events(
+      [
+        ["2026-01-20T10:00:00Z", "1", { user: "ann", region: "us" }],
+        ["2026-01-20T11:00:00Z", "1", { user: "bob", region: "us" }],
+      ],
+      "active",
+    );
+    await s.advance(FEB);
+    // Basic billed ann at no price; Pro has no anchor (its us cell is not priced by Basic): ann and bob, 40 (14ee84c: bob only, 20).
+    t.deepEqual((await withLines(s)).at(-1), ["open", "40", [["Regional users (region=us)", "2", "20", "40"]]]);
+    // bob reported late for Jan 6, under Basic: Basic's window counts him at no price; Pro's still bills him (14ee84c: −20 on Pro's window).
+    await s.events([["2026-01-06T10:00:00Z", "1", { user: "bob", region: "us" }]], "active");
+    await s.advance("2026-03-01T00:00:00Z");
+    const adjustments = ((await s.invoices()) as Json[]).flatMap((i) => (i.line_items as Json[]).filter((l) => l.kind === "adjustment").map((l) => l.amount.value));
+    t.true(
+      adjustments.every((a) => a === "0"),
+      JSON.stringify(adjustments),
+    );
+  });
+
+  test(`${store}: an eu-only dimensional rate changed to a simple rate: ann in us before and after is billed by Pro, 100`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, ["region"], "active");
+    const basic = await s.card({ name: "Basic", usage_based_rates: [{ ...regional(m, [["eu", 10]]), code: "mau" }] });
+    const pro = await s.card({ name: "Pro", usage_based_rates: [mau(m)] });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    await s.events([["2026-01-05T10:00:00Z", "1", { user: "ann", region: "us" }]], "active");
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events([["2026-01-20T10:00:00Z", "1", { user: "ann", region: "us" }]], "active");
+    await s.advance(FEB);
+    // Not the same shape: no anchor, Pro bills ann (14ee84c: 0).
+    t.deepEqual((await withLines(s)).at(-1), ["open", "100", [["Active users", "1", "100", "100"]]]);
+  });
+
+  test(`${store}: a second rate on the metric that the old card lacks is not anchored by the first: ann in eu before and after, Pro's regional rate bills 10`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, ["region"], "active");
+    const basic = await s.card({ name: "Basic", usage_based_rates: [mau(m)] });
+    const pro = await s.card({
+      name: "Pro",
+      usage_based_rates: [
+        mau(m),
+        regional(m, [
+          ["eu", 10],
+          ["us", 20],
+        ]),
+      ],
+    });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    await s.events([["2026-01-05T10:00:00Z", "1", { user: "ann", region: "eu" }]], "active");
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events([["2026-01-20T10:00:00Z", "1", { user: "ann", region: "eu" }]], "active");
+    await s.advance(FEB);
+    // mau is anchored (ann billed by Basic: 0 more); regional is new on Pro: ann in eu, 10 (14ee84c: 0, one anchor per metric).
+    t.deepEqual(await withLines(s), [
+      ["open", "100", [["Active users", "1", "100", "100"]]],
+      ["open", "10", [["Regional users (region=eu)", "1", "10", "10"]]],
+    ]);
   });
 }

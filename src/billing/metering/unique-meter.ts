@@ -78,26 +78,6 @@ export class UniqueMeter {
     }
   }
 
-  /**
-   * The values of `range` not seen since `since` before it, [since, range start), per
-   * combination: those of [since, range end) less those of [since, range start) (the earlier
-   * part's values are all among the longer's, so the difference is exact), so consecutive windows
-   * measured from one `since` sum to its distinct count. Both are periods kept and reused like any
-   * other. A range starting at or before `since` is read as is.
-   */
-  async measureFirstSeen(metric: PricingMetric, subjectId: string, since: number, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
-    if (since >= range.start) return this.measure(metric, subjectId, range, groupBy);
-    const [all, before] = await Promise.all([
-      this.measure(metric, subjectId, { ...range, start: since, inclusiveStart: true }, groupBy),
-      this.measure(metric, subjectId, { start: since, end: range.start, inclusiveStart: true, inclusiveEnd: !range.inclusiveStart }, groupBy),
-    ]);
-    const seen = new Map(before.map((g) => [g.key, g.count]));
-    return all.flatMap((g) => {
-      const count = g.count - (seen.get(g.key) ?? 0);
-      return count > 0 ? [{ ...g, count }] : [];
-    });
-  }
-
   private async read(key: string, metric: PricingMetric, subjectId: string, range: Range, groupBy: readonly string[]): Promise<UniqueGroup[]> {
     const hit = this.kept.get(key);
     if (hit) {

@@ -242,16 +242,12 @@ export class SummaryService {
   /**
    * The metric's value for a subject over [from, to), per combination of `groupBy` (a subset of
    * its dimensions); only combinations with events. What invoices and billing state read.
-   * `firstSeenSince`: a unique_count then counts only the values first seen since that instant
-   * within [from, to) (none seen in [firstSeenSince, from)): a usage window after a change of rate
-   * card whose cards both bill the metric (its first-seen anchor, DESIGN §13). Other aggregations
-   * ignore it.
    */
-  async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[], firstSeenSince?: Date): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
+  async measure(metric: PricingMetric, subjectId: string, from: Date, to: Date, groupBy: readonly string[]): Promise<{ coordinates: Record<string, string>; value: Decimal }[]> {
     if (to.getTime() <= from.getTime()) return [];
     const range: Range = { start: from.getTime(), end: to.getTime(), inclusiveStart: true, inclusiveEnd: false };
     if (metric.aggregation.type === "unique_count") {
-      const groups = firstSeenSince ? await this.unique.measureFirstSeen(metric, subjectId, firstSeenSince.getTime(), range, groupBy) : await this.unique.measure(metric, subjectId, range, groupBy);
+      const groups = await this.unique.measure(metric, subjectId, range, groupBy);
       return groups.map((g) => ({ coordinates: g.coordinates, value: dec(g.count) }));
     }
     const groups = new Map<string, { coordinates: Record<string, string>; agg: Agg }>();

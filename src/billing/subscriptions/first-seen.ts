@@ -2,21 +2,37 @@
  * First-seen anchors of usage windows (DESIGN §13: a unique_count bills the distinct values of a
  * period). A change of rate card cuts a period into usage windows, each billed on its own card; a
  * value seen on both sides of the change was counted in both. When the ending window's card and
- * the new card both bill a metric with a unique_count rate, the switch gives the new window an
- * anchor for that metric: the ending window's own anchor for it if it had one, else the ending
- * window's start. The new window then counts the values first seen in [anchor, window end): the
- * distinct count of [anchor, end) less that of [anchor, window start) (SummaryService.measure, per
- * combination of the rate's dimension keys), so the windows of consecutive cards that bill the
- * metric add up to its distinct count over them. A card in between that does not bill it breaks
- * the chain (the next window has no anchor for it: what was seen under a card that did not bill
- * it was never billed). Anchors never cross a cycle's start: a cycle close, a pause and a resume
- * start the next window without any. A window without an anchor (every window stored before
- * anchors existed) is measured over itself alone, as before.
+ * the new card both have a unique_count rate of the same code on the same metric, of the same
+ * shape (both simple, or both dimensional by the same dimension keys with every cell of the new
+ * rate priced by a cell of the old: sameShape), the switch gives the new window an anchor for that
+ * rate: the ending window's own anchor for it if it had one, else the ending window's start. The
+ * new window then bills f(all) − f(before), where `all` is the distinct count of [anchor, window
+ * end), `before` that of [anchor, window start) and f prices a count with the rate's included
+ * units and price (chainLines), so a chain of such windows bills the price of the chain's distinct
+ * count once, included units given once. A card in between without such a rate breaks the chain
+ * (the next window has no anchor for it: what was seen under a card that did not bill it so was
+ * never billed), and so does a rate of another shape: the old rate did not bill what would be
+ * subtracted. Anchors never cross a cycle's start: a cycle close, a pause and a resume start the
+ * next window without any. A window without an anchor for a rate (every window stored before
+ * anchors existed, or with anchors keyed otherwise) is measured over itself alone, as before.
  */
 import type { PricingMetric, RateCard, UsageRate } from "../catalog/types.js";
+import { coordinatesKey } from "../catalog/rates.js";
+import type { Line } from "../invoicing/line.js";
+import { type Decimal, ZERO } from "../money.js";
 
-/** Per pricing metric ID, a window's first-seen anchor (see the module's comment). */
+/** Per rate (firstSeenKey: its metric and code), a window's first-seen anchor (see the module's comment). */
 export type FirstSeen = Record<string, Date>;
+
+/** The key of a rate's anchor: its pricing metric ID and its code (an ID never holds "/", so the key is unambiguous). */
+export function firstSeenKey(rate: Pick<UsageRate, "pricingMetricId" | "code">): string {
+  return `${rate.pricingMetricId}/${rate.code}`;
+}
+
+/** A rate's anchor among a window's, if any. */
+export function anchorOf(firstSeen: FirstSeen | null | undefined, rate: Pick<UsageRate, "pricingMetricId" | "code">): Date | undefined {
+  return firstSeen?.[firstSeenKey(rate)];
+}
 
 /** What the anchors are computed from: a card's usage rates (with a subscription's quantities) and the metrics they bill. */
 export interface FirstSeenReads {
@@ -33,11 +49,24 @@ export interface EndingWindow {
   firstSeen?: FirstSeen | null;
 }
 
-/** The metrics `card` bills with a unique_count rate (with `quantities`, for the add-ons it takes). */
-async function uniqueMetricsOf(reads: FirstSeenReads, card: RateCard, quantities: Record<string, string>): Promise<Set<string>> {
-  const ids = [...new Set((await reads.rates(card, quantities)).usage.map((r) => r.pricingMetricId))];
-  const metrics = await reads.metricsOf(card.environmentId, ids);
-  return new Set(ids.filter((id) => metrics.get(id)?.aggregation.type === "unique_count"));
+/** `card`'s unique_count rates (with `quantities`, for the add-ons it takes) by firstSeenKey. */
+async function uniqueRatesOf(reads: FirstSeenReads, card: RateCard, quantities: Record<string, string>): Promise<Map<string, UsageRate>> {
+  const { usage } = await reads.rates(card, quantities);
+  const metrics = await reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
+  return new Map(usage.filter((r) => metrics.get(r.pricingMetricId)?.aggregation.type === "unique_count").map((r) => [firstSeenKey(r), r]));
+}
+
+/**
+ * Whether `old` billed every value `next` would take off as seen before: both simple, or both
+ * dimensional by the same dimension keys with each of `next`'s cells priced by a cell of `old`
+ * (a combination without a cell was billed nothing).
+ */
+export function sameShape(old: UsageRate, next: UsageRate): boolean {
+  if (old.type === "simple" || next.type === "simple") return old.type === next.type;
+  const keys = (r: typeof old) => JSON.stringify(r.dimensions.map((d) => d.key).sort());
+  if (keys(old) !== keys(next)) return false;
+  const priced = new Set(old.cells.map((c) => coordinatesKey(c.coordinates)));
+  return next.cells.every((c) => priced.has(coordinatesKey(c.coordinates)));
 }
 
 /**
@@ -45,16 +74,50 @@ async function uniqueMetricsOf(reads: FirstSeenReads, card: RateCard, quantities
  * `quantities`) starts at `at`; null when none. Only within `w`'s cycle: a new window starting at
  * or after its end (a timeline's move at the cycle's end) starts afresh, and an anchor is never
  * before the cycle's start. An empty ending window (two changes at one instant) passes its own
- * anchors on for the metrics both cards bill.
+ * anchors on for the rates both cards have alike.
  */
 export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindow, oldCard: RateCard, newCard: RateCard, quantities: Record<string, string>, at: Date): Promise<FirstSeen | null> {
   if (at.getTime() >= w.periodEnd.getTime()) return null;
-  const [before, after] = await Promise.all([uniqueMetricsOf(reads, oldCard, w.fixedRateQuantities), uniqueMetricsOf(reads, newCard, quantities)]);
+  const [before, after] = await Promise.all([uniqueRatesOf(reads, oldCard, w.fixedRateQuantities), uniqueRatesOf(reads, newCard, quantities)]);
   const out: FirstSeen = {};
-  for (const id of after) {
-    if (!before.has(id)) continue;
-    const anchor = w.firstSeen?.[id] ?? w.usageSince;
-    if (anchor.getTime() >= w.periodStart.getTime() && anchor.getTime() < at.getTime()) out[id] = anchor;
+  for (const [key, rate] of after) {
+    const old = before.get(key);
+    if (!old || !sameShape(old, rate)) continue;
+    const anchor = w.firstSeen?.[key] ?? w.usageSince;
+    if (anchor.getTime() >= w.periodStart.getTime() && anchor.getTime() < at.getTime()) out[key] = anchor;
   }
   return Object.keys(out).length > 0 ? out : null;
+}
+
+/**
+ * An anchored window's lines: those of `all` (the count since the anchor) less those of `before`
+ * (the count since the anchor up to the window's start), each priced with the rate's included
+ * units, by line key (`cell`): what the chain costs now less what its earlier windows cost, so
+ * included units are given once across the chain and a tiered or package price telescopes alike.
+ * A line of `before` that `all` no longer has (a volume tier left behind) is taken back.
+ */
+export function chainLines(all: readonly Line[], before: readonly Line[]): Line[] {
+  const keyOf = (l: Line) => l.cell ?? "";
+  const was = new Map(before.map((l) => [keyOf(l), l]));
+  const out: Line[] = [];
+  const diff = (l: Line, b: Line | undefined, sign: 1 | -1) => {
+    const quantity = sign === 1 ? l.quantity.minus(b?.quantity ?? ZERO) : l.quantity.neg();
+    const amount = sign === 1 ? l.amount.minus(b?.amount ?? ZERO) : l.amount.neg();
+    if (!quantity.isZero() || !amount.isZero()) out.push({ ...l, quantity, amount });
+  };
+  for (const l of all) diff(l, was.get(keyOf(l)), 1);
+  const now = new Set(all.map(keyOf));
+  for (const b of before) if (!now.has(keyOf(b))) diff(b, undefined, -1);
+  return out;
+}
+
+/**
+ * An anchored window's used units as billing state reports them against included units: the
+ * chain's count less what its earlier windows billed beyond the included units, so that
+ * max(0, used − included) is what this window bills (4 users since the anchor, 2 before, 2
+ * included: 4; 3 since, 2 before, none included: 1).
+ */
+export function chainUsed(all: Decimal, before: Decimal, included: Decimal): Decimal {
+  const billedBefore = before.minus(included);
+  return billedBefore.gt(0) ? all.minus(billedBefore) : all;
 }

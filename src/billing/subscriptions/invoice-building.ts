@@ -14,6 +14,7 @@ import { type Line, dimensionalLines, dimensionalUsed, fixedLine, simpleUsageLin
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { finalizeOpen } from "./booking.js";
+import { anchorOf, chainLines, chainUsed } from "./first-seen.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageWindow } from "./types.js";
@@ -67,6 +68,15 @@ type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<
 /** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON). */
 type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Record<string, Date | string> };
 
+/** What a usage rate measured per combination of its dimension keys (see InvoiceBuilder.measureRate). */
+type Measured = { coordinates: Record<string, string>; used: Decimal; events: Decimal }[];
+
+/** The first-seen anchor a unique_count rate's window [from, …) is measured from (first-seen.ts), if it has one before `from`. */
+function chainStart(rate: ChargedRates["usage"][number], metric: PricingMetric, s: Pick<UsageTerms, "firstSeen">, from: Date): Date | undefined {
+  const since = anchorOf(s.firstSeen, rate);
+  return since && metric.aggregation.type === "unique_count" && since.getTime() < from.getTime() ? since : undefined;
+}
+
 /** A minimum or maximum amount as a decimal, or null. */
 const money = (m: { value: string } | null): Decimal | null => (m === null ? null : dec(m.value));
 
@@ -99,8 +109,8 @@ export class InvoiceBuilder {
    * Usage of [from, to) priced by rates already looked up (see BillingReads.rates): per rate its
    * lines (kind "usage"), then its minimum or maximum line (kinds "minimum", "maximum"; see
    * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
-   * current period, which every usage window lies in when it is billed. A unique_count rate of a
-   * metric `s` has a first-seen anchor for counts only the values not seen since it (first-seen.ts).
+   * current period, which every usage window lies in when it is billed. A unique_count rate with a
+   * first-seen anchor in `s` bills what its chain of windows adds to its earlier windows (first-seen.ts).
    */
   async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
@@ -121,27 +131,53 @@ export class InvoiceBuilder {
     return out;
   }
 
-  /** One usage rate's lines for [from, to) (see measureRate), from the rate's metric's anchor in `s` if any. */
+  /**
+   * One usage rate's lines for [from, to) (see measureRate). With a first-seen anchor for the rate
+   * in `s` (first-seen.ts), the lines of the count since the anchor less those of the count since
+   * it before `from` (chainLines), each with the rate's included units.
+   */
   private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
+    const since = chainStart(rate, metric, s, from);
+    if (since) {
+      const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, true);
+      return chainLines(this.linesOf(rate, all, s), this.linesOf(rate, before, s));
+    }
+    return this.linesOf(rate, await this.measureRate(rate, metric, s.subjectId, from, to, true), s);
+  }
+
+  /** A rate's lines for what it measured, with its included units and the multiplier of `s`. */
+  private linesOf(rate: ChargedRates["usage"][number], used: Measured, s: UsageTerms): Line[] {
     const included = dec(rate.includedUnits);
     const m = multiplierOf(s, rate.code);
-    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true, s.firstSeen?.[rate.pricingMetricId]);
     if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, used[0]?.used ?? ZERO, included, m, used[0]?.events ?? ZERO);
     return dimensionalLines(rate.name, rate.cells, used, included, m, coordinatesKey);
+  }
+
+  /**
+   * A rate's usage from its first-seen anchor `since`: `before` over [since, from) and `all` over
+   * [since, to). The shorter period is read first, then the longer, one after the other: events
+   * are only ever added, so every value `before` holds is in `all` too, and f(all) − f(before)
+   * never takes off a value `all` does not count. Read the other way round (or at once), an event
+   * committed between the two reads into [since, from) (late usage of an earlier window) could be
+   * in `before` and not in `all`, and the window would bill one value less than it first saw; read
+   * this way, such an event is at worst counted in `all` only, as if it had come after the reads.
+   */
+  private async measureChain(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, since: Date, from: Date, to: Date, events: boolean) {
+    const before = await this.measureRate(rate, metric, subjectId, since, from, events);
+    const all = await this.measureRate(rate, metric, subjectId, since, to, events);
+    return { before, all };
   }
 
   /**
    * One usage rate's usage of [from, to): a simple rate's one total, a dimensional rate's per
    * combination of its dimension keys. With `events`, a percentage price also needs the period's
    * count of events: the same meter with a count aggregation of the same metric, as a summary's
-   * count would be (only measured when a price of the rate is a percentage). `since`: the
-   * window's first-seen anchor for the metric, a unique_count's values seen since it before
-   * `from` not counted again (per combination of the same keys; the events counted are the window's own).
+   * count would be (only measured when a price of the rate is a percentage).
    */
-  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean, since?: Date) {
+  private async measureRate(rate: ChargedRates["usage"][number], metric: PricingMetric, subjectId: string, from: Date, to: Date, events: boolean): Promise<Measured> {
     const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
     const keys = rate.type === "simple" ? [] : rate.dimensions.map((d) => d.key);
-    const measured = await this.usage.measure(metric, subjectId, from, to, keys, since);
+    const measured = await this.usage.measure(metric, subjectId, from, to, keys);
     const counted = events && prices.some((p) => p.kind === "percentage") ? await this.usage.measure({ ...metric, aggregation: { type: "count", valueField: null } }, subjectId, from, to, keys) : [];
     const eventsOf = new Map(counted.map((x) => [coordinatesKey(x.coordinates), x.value]));
     const used = measured.map((x) => ({ coordinates: x.coordinates, used: x.value, events: eventsOf.get(coordinatesKey(x.coordinates)) ?? ZERO }));
@@ -155,15 +191,24 @@ export class InvoiceBuilder {
    * included units: a simple rate's total; a dimensional rate's sum over its cells of each cell's
    * usage (per combination of its dimension keys, so a unique_count counts a value once per cell
    * it is in, a max or last is taken per cell; combinations without a cell are not counted).
-   * [from, to) is `s`'s window from usageSince, measured with its first-seen anchors.
+   * [from, to) is `s`'s window from usageSince; a rate with a first-seen anchor there counts its
+   * chain's values less those its earlier windows billed beyond the included units (chainUsed),
+   * so that max(0, used − included) is what the window bills.
    */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.reads.rates(card, s.fixedRateQuantities);
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
     const out: { rate: (typeof usage)[number]; used: Decimal }[] = [];
+    const usedOf = (rate: (typeof usage)[number], used: Measured) => (rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey));
     for (const rate of usage) {
-      const used = await this.measureRate(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s.subjectId, from, to, false, s.firstSeen?.[rate.pricingMetricId]);
-      out.push({ rate, used: rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey) });
+      const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
+      const since = chainStart(rate, metric, s, from);
+      if (since) {
+        const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, false);
+        out.push({ rate, used: chainUsed(usedOf(rate, all), usedOf(rate, before), dec(rate.includedUnits)) });
+      } else {
+        out.push({ rate, used: usedOf(rate, await this.measureRate(rate, metric, s.subjectId, from, to, false)) });
+      }
     }
     return out;
   }

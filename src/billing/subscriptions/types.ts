@@ -128,7 +128,7 @@ export interface UsageWindow {
    */
   cycleStart?: Date;
   cycleEnd?: Date;
-  /** Per pricing metric ID, its first-seen anchor: a unique_count counts only values not seen in [anchor, from) (first-seen.ts); absent: none. */
+  /** Per unique_count rate (first-seen.ts firstSeenKey: its metric and code), its first-seen anchor: the window bills its chain's count since then less that before `from`; absent: none. */
   firstSeen?: Record<string, Date>;
 }
 

@@ -66,7 +66,7 @@ export interface InvoiceBasisRow {
   /** The cycle the window lies in, ISO 8601 (absent on windows written before it was kept). */
   cycleStart?: string;
   cycleEnd?: string;
-  /** Per pricing metric ID, the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before). */
+  /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before; a key of another form matches no rate). */
   firstSeen?: Record<string, string>;
 }
 

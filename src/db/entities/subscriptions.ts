@@ -90,7 +90,7 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       commitment: jsonColumn(dialect, true),
       // The terms the current period's fixed charges were billed at, where they differ from the row's (JSON; NULL: the row's).
       charged_terms: jsonColumn(dialect, true),
-      // The first-seen anchors of the usage window from usage_since: per pricing metric ID, ISO 8601 (JSON; NULL: none).
+      // The first-seen anchors of the usage window from usage_since: per rate (pricing metric ID "/" rate code), ISO 8601 (JSON; NULL: none).
       first_seen: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),

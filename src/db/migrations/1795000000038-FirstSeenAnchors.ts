@@ -3,9 +3,9 @@ import { runFor } from "./dialect.js";
 
 /**
  * DESIGN §13: a unique_count bills a value once across the usage windows of consecutive rate
- * cards that both bill its metric (src/billing/subscriptions/first-seen.ts). The switch gives the
- * new window a first-seen anchor per such metric: subscriptions.first_seen holds those of the
- * window from usage_since (JSON; NULL: none, as on every existing row, measured as before); a
+ * cards that both bill it with the same rate (src/billing/subscriptions/first-seen.ts). The switch
+ * gives the new window a first-seen anchor per such rate: subscriptions.first_seen holds those of
+ * the window from usage_since (JSON; NULL: none, as on every existing row, measured as before); a
  * billed window keeps its own in its invoice's basis JSON (no column).
  */
 const MYSQL_UP = ["ALTER TABLE `subscriptions` ADD `first_seen` mediumtext NULL DEFAULT NULL"];
