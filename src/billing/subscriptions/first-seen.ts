@@ -94,7 +94,11 @@ export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindo
  * (the count since the anchor up to the window's start), each priced with the rate's included
  * units, by line key (`cell`): what the chain costs now less what its earlier windows cost, so
  * included units are given once across the chain and a tiered or package price telescopes alike.
- * A line of `before` that `all` no longer has (a volume tier left behind) is taken back.
+ * A line of `before` that `all` no longer has (a volume tier left behind) is taken back, within
+ * the window: a window never takes back more than it adds, so when the chain's price now is below
+ * what its earlier windows cost (a volume tier reached lowers every unit's price: 10 users at 10
+ * billed 100 before, 11 at 5 cost 55 now) it bills nothing, never a negative amount on an invoice
+ * that may hold nothing else.
  */
 export function chainLines(all: readonly Line[], before: readonly Line[]): Line[] {
   const keyOf = (l: Line) => l.cell ?? "";
@@ -108,7 +112,7 @@ export function chainLines(all: readonly Line[], before: readonly Line[]): Line[
   for (const l of all) diff(l, was.get(keyOf(l)), 1);
   const now = new Set(all.map(keyOf));
   for (const b of before) if (!now.has(keyOf(b))) diff(b, undefined, -1);
-  return out;
+  return out.reduce((sum, l) => sum.plus(l.amount), ZERO).isNegative() ? [] : out;
 }
 
 /**
