@@ -82,7 +82,7 @@ for (const store of STORES) {
     const dying: AlertStore = {
       get: (environmentId, id) => w.store.get(environmentId, id),
       balances: (environmentId, subjectId) => w.store.balances(environmentId, subjectId),
-      spendable: (environmentId, subjectId, currency, at) => w.store.spendable(environmentId, subjectId, currency, at),
+      spendableOfAll: (environmentId, queries) => w.store.spendableOfAll(environmentId, queries),
       getSettings: (environmentId, subjectId, currency) => w.store.getSettings(environmentId, subjectId, currency),
       getAlertState: (environmentId, subjectId, currency, kind) => w.store.getAlertState(environmentId, subjectId, currency, kind),
       ensureAlertState: (st) => w.store.ensureAlertState(st),

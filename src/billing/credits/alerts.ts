@@ -39,7 +39,7 @@ import { purchaseIds } from "./purchase-keys.js";
 import type { CreditSettings } from "./types.js";
 
 /** What alerts read and write of credits (the credit store). */
-export type AlertStore = Pick<CreditStore, "get" | "balances" | "spendable" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
+export type AlertStore = Pick<CreditStore, "get" | "balances" | "spendableOfAll" | "getSettings" | "getAlertState" | "ensureAlertState" | "transaction">;
 
 /** The purchase key of an auto top-up: the subject, currency and number of its crossing (never the wall clock). */
 export const topUpKey = (s: Pick<AlertState, "subjectId" | "currency">, crossing: number): string => `credit_top_up:${s.subjectId}:${s.currency}:${crossing}`;

@@ -1,6 +1,6 @@
 /**
- * Available credit (DESIGN §14): per currency, a subject's credit balance less what the usage of
- * its active subscriptions' current periods costs so far, so an app can stop a customer at zero.
+ * Available credit (DESIGN §14): per currency, what a subject's credit leaves once the usage of
+ * its active subscriptions' current periods so far is paid, so an app can stop a customer at zero.
  *
  * The usage so far is priced exactly as the period's invoice will price it: the cycle close's
  * own call (InvoiceBuilder.usageLinesOf over [usage since, period end), the subscription's card
@@ -13,20 +13,24 @@
  * takes 6,000 of credit. An amount-off discount is counted as if the usage were the invoice's
  * only lines (the close's invoice shares it with the next period's fixed charges).
  *
- * Only the credit a close can draw on counts (credit-application.ts): per currency, each period
- * in the order the periods end, the grants spendable at its end (in effect by then, not expired
- * before it, not voided: the credit store's `spendable`), each with what the closes before left of
- * it. A grant limited to rate codes counts as far as allocateCredits gives it of the period's
- * booked lines (so never for another rate's usage, nor twice across periods); what is left of a
- * grant counts (the credit an app may let the customer use) when it is unrestricted, or limited
- * to a rate code that one of those periods' cards bills as usage (more usage of that rate spends
- * it). So available credit = applied + usable left − cost: the closes apply min(cost, counted)
- * and leave at least −available credit due whenever it is < 0 (exactly that unless a limited
- * grant has credit left for more of its own rates' usage). A grant limited to `api`, 5,000, with 2,000
- * of `api` usage: 2,000 + 3,000 − 2,000 = 3,000; limited to `other` on a card billing only `api`:
- * 0 + 0 − 2,000 = −2,000. Grants in effect only
- * after every period's end, or expiring before, stay in the balance and count nothing. A currency
- * no active subscription bills in has no close: its available credit is its balance.
+ * The closes are then played as they will spend credit (credit-application.ts applyCredits), per
+ * currency, in the order they finalize: at the period's end, or, when the card bills usage and
+ * the environment has a grace period, at the end of that grace (the draft spends credit then:
+ * drafts.ts). Each close takes, of the grants spendable at that instant (in effect by then, not
+ * expired before it, not voided: the credit store's `spendableOfAll`, one read for every instant)
+ * with what the closes before left of them, what allocateCredits gives it of its booked lines in
+ * the spend order (a grant limited to rate codes only on lines of those codes). applied = Σ
+ * allocated, cost = Σ totals, uncovered = cost − applied. When uncovered > 0 the closes leave
+ * that much due: available credit = −uncovered. Otherwise it is what is left of the grants a
+ * current close can still draw on: unrestricted ones spendable at one of those instants, and ones
+ * limited to a rate code that one of those periods' cards bills (a usage or a fixed rate: a close
+ * also bills the next period's fixed charges). A card billing `api` at 10, 200 units (2,000), a
+ * grant of 5,000 limited to `api`: 3,000; limited to `api` while the 200 units are of `calls`, or
+ * limited to `other`: −2,000 (the close charges 2,000). A seats-only card, a grant of 5,000
+ * limited to `seats`: 5,000. Grants in effect only after every close, or expired by then (one
+ * expiring at the period's end is gone at a finalization an hour of grace later), stay in the
+ * balance and count nothing. A currency no active subscription bills in has no close: its
+ * available credit is its balance.
  *
  * Not counted (documented in the README): a previous period's invoice still a draft in its grace
  * period (the credit it will take is still in the balance), a commitment true-up (known only at
@@ -41,7 +45,7 @@ import type { InvoiceBuilder } from "../subscriptions/invoice-building.js";
 import type { BillingStores } from "../subscriptions/ports.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import type { Invoice, Subscription } from "../subscriptions/types.js";
-import { allocateCredits, appliedTotal } from "./apply.js";
+import { allocateCredits } from "./apply.js";
 import type { CreditStore } from "./ports.js";
 import type { CreditGrant } from "./types.js";
 
@@ -53,13 +57,13 @@ export interface CurrencyAmount {
 
 /** What pricing usage so far reads: the engine's reads, invoice builder and stores (booking a preview). */
 export interface UsagePricing {
-  reads: Pick<BillingReads, "card" | "rates">;
+  reads: Pick<BillingReads, "card" | "rates" | "graceSeconds">;
   builder: Pick<InvoiceBuilder, "usageLinesOf" | "newInvoice">;
   stores: Pick<BillingStores, "transaction">;
 }
 
-/** What available credit reads of credits: the grants of a subject spendable at an instant, in spend order. */
-export type CreditReads = Pick<CreditStore, "spendable">;
+/** What available credit reads of credits: a subject's grants spendable at each of several instants, in spend order, from one read. */
+export type CreditReads = Pick<CreditStore, "spendableOfAll">;
 
 /** The currency a card bills in (the engine's default when it names none). */
 export const currencyOf = (card: Pick<RateCard, "currency">): string => card.currency ?? "USD";
@@ -69,19 +73,30 @@ interface PricedPeriod {
   s: Subscription;
   currency: string;
   invoice: Invoice | undefined;
-  /** The codes of the usage rates its card bills (at its terms). */
-  usageCodes: readonly string[];
+  /** When its close spends credit: the period's end, plus the grace period when its card bills usage. */
+  finalizesAt: Date;
+  /** The codes of the rates its card bills (usage and fixed, at its terms). */
+  codes: readonly string[];
 }
 
-/** The usage so far of each of `active`'s current periods, priced and booked, the period that closes first first. */
+/** The usage so far of each of `active`'s current periods, priced and booked, in the order their closes finalize. */
 async function pricedPeriods(engine: UsagePricing, active: readonly Subscription[]): Promise<PricedPeriod[]> {
-  const out: PricedPeriod[] = [];
-  // The period that closes first first: a "once" discount goes to the earliest invoice, so it is counted once (spentOnce).
-  const spentOnce = new Set<string>();
-  for (const s of [...active].sort((a, b) => a.periodEnd.getTime() - b.periodEnd.getTime())) {
-    if (s.status !== "active") continue;
+  const running = active.filter((s) => s.status === "active");
+  const first = running[0];
+  const grace = first ? await engine.reads.graceSeconds(first.environmentId) : 0;
+  const found = [];
+  for (const s of running) {
     const card = await engine.reads.card(s.environmentId, s.rateCardId);
-    const { usage } = await engine.reads.rates(card, s.fixedRateQuantities);
+    const { usage, fixed } = await engine.reads.rates(card, s.fixedRateQuantities);
+    // As InvoiceBuilder.windowTerms: a card billing usage closes into a draft that finalizes (and spends credit) after the grace period.
+    const finalizesAt = new Date(s.periodEnd.getTime() + (usage.length > 0 ? grace * 1000 : 0));
+    found.push({ s, card, usage, finalizesAt, codes: [...usage, ...fixed].map((r) => r.code) });
+  }
+  found.sort((a, b) => a.finalizesAt.getTime() - b.finalizesAt.getTime() || a.s.periodEnd.getTime() - b.s.periodEnd.getTime());
+  const out: PricedPeriod[] = [];
+  // The close that finalizes first first: a "once" discount goes to the earliest invoice, so it is counted once (spentOnce).
+  const spentOnce = new Set<string>();
+  for (const { s, card, usage, finalizesAt, codes } of found) {
     const lines = usage.length === 0 ? [] : await engine.builder.usageLinesOf(card, usage, s, s.usageSince, s.periodEnd);
     let invoice: Invoice | undefined;
     if (lines.length > 0) {
@@ -89,82 +104,65 @@ async function pricedPeriods(engine: UsagePricing, active: readonly Subscription
       const draft = engine.builder.newInvoice(s, card, "usage-so-far", lines, s.usageSince, s.periodEnd, s.periodEnd, { finalizesAt: s.periodEnd });
       invoice = await bookedPreview(engine.stores, draft, s.periodEnd, spentOnce);
     }
-    out.push({ s, currency: currencyOf(card), invoice, usageCodes: usage.map((r) => r.code) });
+    out.push({ s, currency: currencyOf(card), invoice, finalizesAt, codes });
   }
   return out;
 }
 
-const limited = (g: Pick<CreditGrant, "appliesToRateCodes">): boolean => g.appliesToRateCodes.length > 0;
-
-/** Whether more usage of a period billing `codes` could spend what is left of `g`. */
-const usableBy = (g: Pick<CreditGrant, "appliesToRateCodes">, codes: readonly string[]): boolean => !limited(g) || g.appliesToRateCodes.some((c) => codes.includes(c));
+/** Whether a close of a card billing `codes` could spend what is left of `g`. */
+const drawable = (g: Pick<CreditGrant, "appliesToRateCodes">, codes: readonly string[]): boolean => g.appliesToRateCodes.length === 0 || g.appliesToRateCodes.some((c) => codes.includes(c));
 
 /**
- * What one currency's closes take of credit (see the file's comment), in the order the periods
- * end, each grant's remaining as the closes before took it: applied (what the closes apply in
- * all), cost (their totals) and headroom (what is left of the grants spendable at one of those ends
- * that more usage could spend: usableBy).
+ * What one currency's closes take of credit (see the file's comment), in the order they finalize,
+ * each given `spendable` (the grants spendable at its finalization, in spend order) with what the
+ * closes before left of them: uncovered (their totals less what they apply) and left (what
+ * remains of the grants one of them can draw on: drawable).
  */
-async function closesOf(credits: CreditReads, periods: readonly PricedPeriod[], currency: string, hasCredit: boolean) {
-  const left = new Map<string, Decimal>();
-  const usable = new Set<string>();
-  let applied = ZERO;
-  let cost = ZERO;
-  for (const { s, invoice, usageCodes } of periods) {
-    const spendable = hasCredit ? await credits.spendable(s.environmentId, s.subjectId, currency, s.periodEnd) : [];
+function closesOf(periods: readonly (PricedPeriod & { spendable: readonly CreditGrant[] })[]): { uncovered: Decimal; left: Decimal } {
+  const remaining = new Map<string, Decimal>();
+  const drawn = new Set<string>();
+  let uncovered = ZERO;
+  for (const { invoice, codes, spendable } of periods) {
     const grants = spendable.map((g) => {
-      if (!left.has(g.id)) left.set(g.id, dec(g.remaining));
-      if (usableBy(g, usageCodes)) usable.add(g.id);
-      return { ...g, remaining: formatDecimal(left.get(g.id) ?? ZERO) };
+      if (!remaining.has(g.id)) remaining.set(g.id, dec(g.remaining));
+      if (drawable(g, codes)) drawn.add(g.id);
+      return { ...g, remaining: formatDecimal(remaining.get(g.id) ?? ZERO) };
     });
     if (!invoice) continue;
-    cost = cost.plus(dec(invoice.total));
-    // Grants limited to rate codes first, as if unrestricted ones had left the total to them: the
-    // close applies min(total, unrestricted + what they pay of their lines) whatever the spend order.
-    const lines = chargeLines(invoice);
-    const first = allocateCredits(lines, invoice.total, grants.filter(limited));
-    const rest = formatDecimal(dec(invoice.total).minus(dec(appliedTotal(first))));
-    for (const a of [
-      ...first,
-      ...allocateCredits(
-        lines,
-        rest,
-        grants.filter((g) => !limited(g)),
-      ),
-    ]) {
-      left.set(a.grantId, (left.get(a.grantId) ?? ZERO).minus(dec(a.amount)));
-      applied = applied.plus(dec(a.amount));
+    uncovered = uncovered.plus(dec(invoice.total));
+    // As applyCredits at finalization: the grants in spend order over the booked lines.
+    for (const a of allocateCredits(chargeLines(invoice), invoice.total, grants)) {
+      remaining.set(a.grantId, (remaining.get(a.grantId) ?? ZERO).minus(dec(a.amount)));
+      uncovered = uncovered.minus(dec(a.amount));
     }
   }
-  const headroom = [...usable].reduce((sum, id) => sum.plus(left.get(id) ?? ZERO), ZERO);
-  return { applied, cost, headroom };
+  const left = [...drawn].reduce((sum, id) => sum.plus(remaining.get(id) ?? ZERO), ZERO);
+  return { uncovered, left };
 }
 
 /**
  * Per currency of `balances` or of `active`'s cards: what is taken off the balance to give the
- * available credit, the cost so far of the current periods' usage plus the credit no close draws
- * on (the balance less what the closes apply and the usable credit left). A currency none
- * of `active` bills in: nothing (no close, no cost: its available credit is its balance).
+ * available credit (balance − available: see the file's comment). The grants are read once, for
+ * every close's instant. A currency none of `active` bills in: nothing (no close, no cost: its
+ * available credit is its balance).
  */
 export async function takenOffBalance(engine: UsagePricing, credits: CreditReads, active: readonly Subscription[], balances: ReadonlyMap<string, string>): Promise<Map<string, Decimal>> {
   const periods = await pricedPeriods(engine, active);
+  // Only where the subject has credit: elsewhere nothing is spendable (and nothing is shown).
+  const credited = periods.filter((p) => balances.has(p.currency));
+  const first = credited[0];
+  const spendable = first
+    ? await credits.spendableOfAll(
+        first.s.environmentId,
+        credited.map((p) => ({ subjectId: p.s.subjectId, currency: p.currency, at: p.finalizesAt })),
+      )
+    : [];
+  const withGrants = periods.map((p) => ({ ...p, spendable: spendable[credited.indexOf(p)] ?? [] }));
   const out = new Map<string, Decimal>();
   for (const currency of new Set(periods.map((p) => p.currency))) {
-    const balance = balances.get(currency);
-    const { applied, cost, headroom } = await closesOf(
-      credits,
-      periods.filter((p) => p.currency === currency),
-      currency,
-      balance !== undefined,
-    );
-    // available = applied + headroom − cost = balance − taken.
-    out.set(
-      currency,
-      dec(balance ?? "0")
-        .minus(applied)
-        .minus(headroom)
-        .plus(cost),
-    );
+    const { uncovered, left } = closesOf(withGrants.filter((p) => p.currency === currency));
+    const available = uncovered.gt(0) ? uncovered.negated() : left;
+    out.set(currency, dec(balances.get(currency) ?? "0").minus(available));
   }
   return out;
 }

@@ -112,6 +112,11 @@ export interface CreditStore {
   balances(environmentId: string, subjectId: string): Promise<{ currency: string; balance: string }[]>;
   /** As CreditWrites.spendable, outside a transaction (what a draft or billing state would apply). */
   spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]>;
+  /**
+   * `spendable` of each query (subjects of environment `environmentId`), in their order, from one
+   * read filtered per query (what billing state counts at each current close's finalization).
+   */
+  spendableOfAll(environmentId: string, queries: readonly { subjectId: string; currency: string; at: Date }[]): Promise<CreditGrant[][]>;
   /** A paid grant by the invoice that buys it. */
   byInvoice(environmentId: string, invoiceId: string): Promise<CreditGrant | undefined>;
   getSettings(environmentId: string, subjectId: string, currency: string): Promise<CreditSettings | undefined>;

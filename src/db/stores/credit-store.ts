@@ -152,17 +152,13 @@ export async function insertEntry(
  */
 const live = (g: CreditGrant, at: Date): boolean => dec(g.remaining).gt(0) && (g.expiresAt === null || g.expiresAt.getTime() >= at.getTime());
 
-async function spendableOn(em: EntityManager, E: Entities, environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
-  const rows = await em.find(E.CreditGrant, {
-    where: { environment_id: environmentId, subject_id: subjectId, currency, status: "active", effective_at: LessThanOrEqual(at) },
-  });
-  return spendOrder(rows.map(grantFromRow).filter((g) => live(g, at)));
-}
+/** The grants of a subject spendable at `at` in one currency, in spend order: spendableOfAll of one query. */
+const spendableOn = async (em: EntityManager, E: Entities, environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> =>
+  (await spendableOfAll(em, E, environmentId, [{ subjectId, currency, at }]))[0] ?? [];
 
 /**
- * spendableOn of each query (subjects of one environment), in one read: the active grants of
- * their subjects and currencies effective by the latest `at`, then each query's as spendableOn
- * filters them (its subject, currency, effective by its `at`, live) in spend order.
+ * The grants spendable at each query's `at` (subjects of one environment), in one read of the active grants
+ * of their subjects and currencies effective by the latest `at`, each query's then filtered in spend order.
  */
 async function spendableOfAll(em: EntityManager, E: Entities, environmentId: string, queries: readonly SpendableQuery[]): Promise<CreditGrant[][]> {
   if (queries.length === 0) return [];
@@ -348,6 +344,10 @@ export class SqlCreditStore implements CreditStore {
 
   spendable(environmentId: string, subjectId: string, currency: string, at: Date): Promise<CreditGrant[]> {
     return this.sql.run((em) => spendableOn(em, this.E, environmentId, subjectId, currency, at));
+  }
+
+  spendableOfAll(environmentId: string, queries: readonly SpendableQuery[]): Promise<CreditGrant[][]> {
+    return this.sql.run((em) => spendableOfAll(em, this.E, environmentId, queries));
   }
 
   async byInvoice(environmentId: string, invoiceId: string): Promise<CreditGrant | undefined> {

@@ -1813,10 +1813,12 @@ export interface components {
             /** @description Per currency: the sum of the subject's credit ledger (what its active grants have left). */
             credit_balance: components["schemas"]["Amount"][];
             /**
-             * @description Per currency: the credit the current periods' closes can draw on (grants in effect at a
-             *     period's end and not expired before it; a grant limited to rate codes only as far as it pays
-             *     the usage of those codes) less what the usage of the current periods costs so far, so an app
-             *     can stop a customer at zero; may be negative.
+             * @description Per currency: what the credit the current periods' closes can draw on leaves once the usage
+             *     of those periods so far is paid, so an app can stop a customer at zero. Each close takes, in
+             *     spend order, of the grants spendable when it finalizes (the period's end, after the grace
+             *     period when its card bills usage), what it would apply; negative (what the closes charge)
+             *     when they leave something due, else what is left of the grants a close can still draw on
+             *     (unrestricted, or limited to a rate code a current card bills).
              */
             available_credit: components["schemas"]["Amount"][];
         };

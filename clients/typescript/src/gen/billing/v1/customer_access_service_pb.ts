@@ -94,10 +94,12 @@ export type BillingState = Message<"billing.v1.BillingState"> & {
   creditBalance: Amount[];
 
   /**
-   * Per currency: the credit the current periods' closes can draw on (grants in effect at a
-   * period's end and not expired before it; a grant limited to rate codes only as far as it pays
-   * the usage of those codes) less what the usage of the current periods costs so far, so an app
-   * can stop a customer at zero; may be negative.
+   * Per currency: what the credit the current periods' closes can draw on leaves once the usage
+   * of those periods so far is paid, so an app can stop a customer at zero. Each close takes, in
+   * spend order, of the grants spendable when it finalizes (the period's end, after the grace
+   * period when its card bills usage), what it would apply; negative (what the closes charge)
+   * when they leave something due, else what is left of the grants a close can still draw on
+   * (unrestricted, or limited to a rate code a current card bills).
    *
    * @generated from field: repeated billing.v1.Amount available_credit = 7;
    */
