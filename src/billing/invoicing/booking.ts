@@ -4,8 +4,9 @@
  * each step is rounded to the smallest unit half-up (roundAmount), so JPY, USD and KWD differ only
  * in how the units are printed. Credits (§14) come after, on the total.
  *
- * - Discounts apply in their order, each to the lines it covers (its rate codes, or all), on what
- *   earlier discounts left: a percent of that base, rounded; an amount capped at that base. A
+ * - Discounts apply in their order, each to the lines it covers (its rate codes, or all; never a
+ *   line marked `undiscounted`, a credit for unused time, which is worth what was paid for that
+ *   time and no current coupon takes a part of), on what earlier discounts left: a percent of that base, rounded; an amount capped at that base. A
  *   base of zero or less takes nothing. Each discount is split over its lines in proportion to
  *   their amounts, rounded down, the units left over going to the largest remainders (the
  *   earlier line on a tie), so the split sums exactly to the discount.
@@ -54,7 +55,8 @@ export interface BookedTotals {
 }
 
 export interface BookingInput {
-  lines: readonly { rateCode: string | null; amount: string }[];
+  /** `undiscounted`: no discount covers the line (a credit for unused time, valued at what was paid). */
+  lines: readonly { rateCode: string | null; amount: string; undiscounted?: boolean }[];
   discounts: readonly BookingDiscount[];
   /** Per line, the rates that apply (empty: none). */
   ratesPerLine: readonly (readonly AppliedTaxRate[])[];
@@ -86,7 +88,8 @@ function applyDiscounts(input: BookingInput): { net: Decimal[]; perLine: BookedD
   const perLine: BookedDiscount[][] = input.lines.map(() => []);
   const taken: BookedDiscount[] = [];
   for (const d of input.discounts) {
-    const covered = input.lines.flatMap((l, i) => (d.appliesToRateCodes.length === 0 || (l.rateCode !== null && d.appliesToRateCodes.includes(l.rateCode)) ? [i] : []));
+    const covers = (l: BookingInput["lines"][number]) => !l.undiscounted && (d.appliesToRateCodes.length === 0 || (l.rateCode !== null && d.appliesToRateCodes.includes(l.rateCode)));
+    const covered = input.lines.flatMap((l, i) => (covers(l) ? [i] : []));
     const base = covered.reduce((a, i) => a.plus(net[i] as Decimal), ZERO);
     if (base.lte(0)) continue;
     let amount = d.percentOff !== null ? roundAmount(base.times(dec(d.percentOff)).div(HUNDRED)) : roundAmount(dec(d.amountOff ?? "0"));

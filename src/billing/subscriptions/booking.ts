@@ -12,10 +12,10 @@
  *   nothing recorded.
  * - A credit purchase is neither discounted nor taxed (the credit is, when it is spent).
  */
-import { ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
 import { cardOfKey } from "./line-cards.js";
-import { applyCredits, chargeLines, previewCredits, spendableOfBatch } from "./credit-application.js";
+import { applyCredits, chargeLines, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
 import { type Invoice, isInternal } from "./types.js";
 
@@ -67,7 +67,9 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
       return ids ? { ...l, cardTaxRateIds: ids } : l;
     }),
   });
-  const booked = bookTotals({ lines, discounts, ratesPerLine: taxes.ratesPerLine, exempt: taxes.exempt });
+  // A credit for unused time is worth what was paid for that time: no current coupon takes part of it (isCreditLine).
+  const undiscounted = lines.map((l, i) => (isCreditLine(inv.lines[i]) ? { ...l, undiscounted: true } : l));
+  const booked = bookTotals({ lines: undiscounted, discounts, ratesPerLine: taxes.ratesPerLine, exempt: taxes.exempt });
   if (record && booked.discounts.length > 0) {
     await booking.discounted(
       booked.discounts.map((d) => d.discountId),
@@ -87,6 +89,17 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
     taxAmounts: booked.taxAmounts,
     notes: booked.notes,
   };
+}
+
+/**
+ * What `inv`'s lines come to after the discounts booking would take of them at `at` (its subtotal
+ * booked now, nothing recorded): how much credit for unused time it can take (proration.ts
+ * withCredits); undefined without booking (the in-memory fake).
+ */
+export async function discountedSubtotal(tx: BillingTx, inv: Invoice, at: Date): Promise<Decimal | undefined> {
+  if (!tx.booking) return undefined;
+  const booked = await bookInvoice(tx.booking, inv, at, false);
+  return dec(booked.subtotal ?? booked.total);
 }
 
 /** Numbers `list` (by date, then in their order) from one take of the environment's sequence; internal ones get none. */

@@ -2,45 +2,94 @@
  * The lines an upgrade of rate card charges (DESIGN §8, change rate card), pure, as Stripe writes them: a credit
  * for the old card's fixed charges over the part of the period left (what the period was billed
  * at), and a charge for the new card's over the same part; the full period with
- * `rate_difference`. Their sum is the fixed-price difference rounded once half-up: the credit is
- * round(−old × fraction) and the charge round((new − old) × fraction) − credit, so rounding each
- * on its own never makes them sum to a cent more or less than the difference (10.00 → 20.00
- * with ⅓ left: −3.33 and +6.66, the 3.33 the difference costs; not −3.33 and +6.67). A line of 0
- * is left out.
+ * `rate_difference`. At list price their sum is the fixed-price difference rounded once half-up:
+ * the credit is round(−old × fraction) and the charge round((new − old) × fraction) − credit, so
+ * rounding each on its own never makes them sum to a cent more or less than the difference
+ * (10.00 → 20.00 with ⅓ left: −3.33 and +6.66, the 3.33 the difference costs; not −3.33 and
+ * +6.67). A line of 0 is left out.
+ * - The credit is worth what was paid for that time (as a seat decrease's, unused-credit.ts): the
+ *   list-price credit less the share the period's paid (or still open) invoices' discounts took
+ *   of their fixed charges, never more than those invoices took for them; its description says
+ *   what the discounts took. No current coupon discounts it (booking.ts:
+ *   a negative proration line is never covered), so a coupon added after the period was paid at
+ *   list takes nothing of it. A, 1,000 a month, paid at 500 under a 50% coupon, upgraded to B,
+ *   2,000, with half the month left: −250 for A, +1,000 for B, which the coupon takes to 500.
+ * - The charge is one line per fixed rate of the new card (its share of the charge in proportion
+ *   to the rate's cycle charge, the last taking the rounding), keyed by its rate code, so a coupon
+ *   limited to rates covers the lines of its rates, as on a cycle's invoice.
  * - Taxed, the credit can outweigh the charge (the old card's rates higher than the new one's):
  *   that net credit goes to the subject's credit balance, never onto the invoice
  *   (change-credit.ts).
- * - Each line names the card that priced it in its key (line-cards.ts: no rate code, so a coupon
- *   or grant limited to rate codes covers neither, as before), and booking taxes it by that
- *   card's default tax rates (DESIGN §15) as it taxes late usage of an earlier card: the
+ * - Each line names the card that priced it in its key (line-cards.ts), and booking taxes it by
+ *   that card's default tax rates (DESIGN §15) as it taxes late usage of an earlier card: the
  *   charge by the new card's, the credit by the old card's, so both net out when the cards have
  *   the same rates.
  */
 import type { RateCard } from "../catalog/types.js";
-import { type Decimal, dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { cardKey } from "./line-cards.js";
 import { prorationLine } from "./proration.js";
+import type { Invoice } from "./types.js";
+import { fixedTaken } from "./unused-credit.js";
 
-/** One card's side of an upgrade: the card and its fixed charges per cycle (unrounded). */
+/** One card's side of an upgrade: the card, its fixed charges per cycle (unrounded), and per fixed rate its code, name and cycle charge. */
 export interface ChangeSide {
   card: Pick<RateCard, "id" | "name">;
   fixed: Decimal;
+  rates?: readonly { code: string; name: string; fixed: Decimal }[];
+}
+
+/** What the credit for the old card's unused time is worth and how it is said: `billed`, the period's invoices; `money` prints an amount. */
+export interface PaidFor {
+  billed: readonly Invoice[];
+  money: (d: Decimal) => string;
 }
 
 /**
  * The credit for `from` and the charge for `to` of an upgrade: prorated to `left` of `span` (ms),
- * or, without `part`, the whole period (rate_difference).
+ * or, without `part`, the whole period (rate_difference); the credit valued at what `paid` says
+ * was paid (at list without it).
  */
-export function upgradeLines(from: ChangeSide, to: ChangeSide, part: { left: number; span: number } | null): BillLine[] {
+export function upgradeLines(from: ChangeSide, to: ChangeSide, part: { left: number; span: number } | null, paid?: PaidFor): BillLine[] {
   const fraction = part ? dec(part.left).div(part.span) : dec(1);
   const label = part ? ` (prorated: ${formatDecimal(fraction.times(100).toDecimalPlaces(2))}% of the period left)` : "";
   const credit = prorationLine(`${part ? "Unused time on" : "Rate difference: credit for"} ${from.card.name}${label}`, from.fixed.times(fraction).neg());
   // The charge is what is left of the rounded difference once the credit is rounded: they sum to it exactly.
   const difference = roundAmount(to.fixed.minus(from.fixed).times(fraction));
-  const charge = prorationLine(`${part ? "Remaining time on" : "Rate difference: charge for"} ${to.card.name}${label}`, difference.minus(credit.amount));
-  return [
-    { ...credit, key: cardKey(from.card.id) },
-    { ...charge, key: cardKey(to.card.id) },
-  ].filter((l) => !l.amount.isZero());
+  const charge = difference.minus(credit.amount);
+  const valued = paid ? paidCredit(credit, paid) : credit;
+  return [...(valued ? [{ ...valued, key: cardKey(from.card.id) }] : []), ...chargeLines(to, charge, `${part ? "Remaining time on" : "Rate difference: charge for"} ${to.card.name}`, label)].filter(
+    (l) => !l.amount.isZero(),
+  );
+}
+
+/** `charge` for `to` as one line per fixed rate of it (one line without rates), keyed by the rate's code and the card. */
+function chargeLines(to: ChangeSide, charge: Decimal, named: string, label: string): BillLine[] {
+  const rates = (to.rates ?? []).filter((r) => !r.fixed.isZero());
+  if (rates.length === 0) return [{ ...prorationLine(`${named}${label}`, charge), key: cardKey(to.card.id) }];
+  let left = charge;
+  return rates.map((r, i) => {
+    const share = i === rates.length - 1 ? left : roundAmount(charge.times(r.fixed).div(to.fixed));
+    left = left.minus(share);
+    return { ...prorationLine(`${named}${rates.length > 1 ? `: ${r.name}` : ""}${label}`, share), key: cardKey(to.card.id, r.code) };
+  });
+}
+
+/**
+ * `credit` (list-price unused time) valued at what the period's paid or still open invoices took
+ * for their fixed charges: less the share their discounts took of them, rounded once, never more
+ * than they took net of discounts; null when that is nothing. An open one counts as paid: the
+ * upgrade charges the new card for the rest of the period, so the old card's time that invoice
+ * still asks for is credited now, not charged twice once it is paid.
+ */
+function paidCredit(credit: BillLine, { billed, money }: PaidFor): BillLine | null {
+  const taken = fixedTaken(billed.filter((i) => i.status === "paid" || i.status === "open").map((i) => ({ ...i, status: "paid" as const })));
+  const share = taken.charged.gt(0) ? taken.discounted.div(taken.charged) : dec(1);
+  let value = roundAmount(credit.unitAmount.neg().times(dec(1).minus(share)));
+  if (value.gt(taken.took)) value = taken.took;
+  if (value.lte(ZERO)) return null;
+  const less = credit.amount.neg().minus(value);
+  if (less.isZero()) return credit;
+  return { ...credit, amount: value.neg(), unitAmount: value.neg(), description: `${credit.description}, less the period's discounts on it: ${money(less)}` };
 }

@@ -20,7 +20,7 @@ import { chargedAfterSwitch, chargedCardTerms, sameCharged, withCredits } from "
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
 import type { BillLine } from "./invoice-building.js";
-import { upgradeLines } from "./change-lines.js";
+import { pricedUpgradeLines } from "./upgrade-lines.js";
 import { changeCredit } from "./change-credit.js";
 import { grantProrationCredits } from "./credit-application.js";
 import type { StartResult } from "./subscribe.js";
@@ -329,7 +329,7 @@ export class SubscriptionChanges {
       const prorate = behavior !== "rate_difference";
       upgrade = prorate ? diff.times(left).div(span) : diff;
       // The old card's credit and the new card's charge, each taxed by its own card (change-lines.ts).
-      if (upgrade.gt(0)) lines.push(...upgradeLines({ card: paidCard, fixed: oldFixed }, { card: newCard, fixed: newFixed }, prorate ? { left, span } : null));
+      if (upgrade.gt(0)) lines.push(...(await pricedUpgradeLines(this.engine, current, [paidCard, paid], [newCard, next], prorate ? { left, span } : null)));
     }
     return { lines, upgrade };
   }

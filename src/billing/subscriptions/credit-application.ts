@@ -28,7 +28,7 @@
  *   always; fixed lines where the cycle close, a subscription's first invoice and a resume key
  *   them (keyedFixedLines); a seat change's proration lines (proration.ts). Other lines (a resume's
  *   credit, true-ups) are paid by unrestricted grants only. Coupons limited to rates (DESIGN §15)
- *   read the same keys.
+ *   read the same keys; no coupon covers a credit for unused time (isCreditLine).
  */
 import { rateCodeOf } from "./line-cards.js";
 import type { ChargedRates } from "../catalog/addons.js";
@@ -40,7 +40,7 @@ import { creditGrantEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import type { BillingStores, BillingTx } from "./ports.js";
-import type { Invoice, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
 /** Line kinds whose key starts with their rate's code. */
 const CODED: ReadonlySet<InvoiceLineKind> = new Set(["fixed", "usage", "minimum", "maximum", "adjustment", "proration"]);
@@ -52,6 +52,15 @@ export function keyedFixedLines<L extends { key: string | null }>(
   s: Pick<Subscription, "fixedRateQuantities" | "rateMultipliers">,
 ): L[] {
   return fixed.flatMap((r) => builder.fixedLinesOf([r], s).map((l) => ({ ...l, key: `${r.code}|` })));
+}
+
+/**
+ * Whether `l` is a credit for unused time (a negative proration line: a pause's or a change's
+ * credit, a seat decrease's, a credit carried from before): valued at what was paid for that time
+ * (unused-credit.ts), so booking lets no current coupon discount it (../invoicing/booking.ts).
+ */
+export function isCreditLine(l: Pick<InvoiceLine, "kind" | "amount"> | undefined): boolean {
+  return l?.kind === "proration" && dec(l.amount).isNegative();
 }
 
 /** An invoice's lines as credits see them: each with its rate code (null: none) and amount. */

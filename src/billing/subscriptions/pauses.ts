@@ -23,18 +23,19 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { type Decimal, dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
+import { discountedSubtotal } from "./booking.js";
 import { keyedFixedLines } from "./credit-application.js";
 import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
-import { chargedTerms, cycleCharge, remainingPart, sameEntries, withCredits } from "./proration.js";
+import { chargedTerms, cycleCharge, prorationLine, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
-import { fixedTaken } from "./unused-credit.js";
+import { fixedTaken, valuedCredits } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 
@@ -107,7 +108,7 @@ export class Pauses {
           throw lostRace(id);
         }
         if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
-        const credited = withCredits(invoice, s.prorationCredits);
+        const credited = withCredits(invoice, s.prorationCredits, await discountedSubtotal(tx, invoice, now));
         if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const next: Subscription = {
           ...s,
@@ -143,30 +144,34 @@ export class Pauses {
   /**
    * The credit for the unused part of the cycle a pause cut short: per fixed rate, its cycle
    * charge at the terms that cycle was billed at (chargedTerms: not a change without proration
-   * made after) × (period end − paused_at) / period, rounded once; none for a rate whose credit
-   * rounds to 0. Only fixed charges paid for are credited: nothing unless the invoice that opened
-   * the cycle is paid (a void one was never owed; an open or uncollectible one, e.g. after the
-   * dunning policy `pause`, was never received), and never more in all than the paid invoices of
-   * the cycle took for fixed charges (paidForFixed).
+   * made after) × (period end − paused_at) / period, valued at what the cycle's paid invoices took
+   * for the rate net of their discounts (valuedCredits, as a seat decrease's: a 50% coupon on the
+   * cycle halves it, one added after the cycle was paid at list takes nothing of it), rounded
+   * once; none for a rate whose credit rounds to 0. Only fixed charges paid for are credited:
+   * nothing unless the invoice that opened the cycle is paid (a void one was never owed; an open
+   * or uncollectible one, e.g. after the dunning policy `pause`, was never received), and never
+   * more in all than the paid invoices of the cycle took for fixed charges (paidForFixed).
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
     if (opening?.status !== "paid") return [];
-    let room = paidForFixed(await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd));
+    const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd);
+    let room = paidForFixed(billed);
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     const paid = chargedTerms(paused);
-    const out: ProrationCredit[] = [];
-    for (const r of (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed) {
+    const at = paused.pausedAt.toISOString().replace(".000Z", "Z");
+    const lines = (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed.map((r) => {
       const quantity = paid.fixedRateQuantities[r.code] ?? "0";
-      const unused = roundAmount(cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction));
-      const amount = unused.lte(room) ? unused : room;
+      const unused = cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction);
+      return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);
+    });
+    const out: ProrationCredit[] = [];
+    for (const l of valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"))) {
+      if (!l) continue;
+      const amount = l.amount.neg().lte(room) ? l.amount.neg() : room;
       room = room.minus(amount);
-      if (amount.gt(0))
-        out.push({
-          description: `${r.name} × ${quantity}: unused time of the cycle paused at ${paused.pausedAt.toISOString().replace(".000Z", "Z")} (${part.label})`,
-          amount: formatDecimal(amount.neg()),
-        });
+      if (amount.gt(0)) out.push({ description: l.description, amount: formatDecimal(amount.neg()) });
     }
     return out;
   }
@@ -207,7 +212,7 @@ export class Pauses {
           throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
         }
         // Credits carried from before first, then the unused time of the cycle the pause cut short.
-        const credited = withCredits(inv, [...(s.prorationCredits ?? []), ...unused]);
+        const credited = withCredits(inv, [...(s.prorationCredits ?? []), ...unused], await discountedSubtotal(tx, inv, at));
         await this.engine.builder.writeInvoice(tx, credited.invoice);
         // A new period starts: a commitment changed for the next period takes effect, as at a cycle close.
         const commitment = commitmentAfterClose(s.commitment);

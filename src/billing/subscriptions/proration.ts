@@ -141,11 +141,14 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, 
 
 /**
  * `inv` with as much of the carried `credits` as it can take (see creditRoom, takeCredits) as
- * its last lines, its total their sum; and the credits left for the next invoice.
+ * its last lines, its total their sum; and the credits left for the next invoice. `discounted`:
+ * what its lines come to after the discounts booking will take of them (booking.ts
+ * discountedSubtotal; a credit is never discounted), which it takes no more than.
  */
-export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | undefined): { invoice: Invoice; carried: ProrationCredit[] } {
+export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | undefined, discounted?: Decimal): { invoice: Invoice; carried: ProrationCredit[] } {
   if (!credits?.length) return { invoice: inv, carried: [] };
-  const { lines, carried } = takeCredits(credits, creditRoom(inv.lines, inv.status === "draft"), inv.currency);
+  const room = creditRoom(inv.lines, inv.status === "draft");
+  const { lines, carried } = takeCredits(credits, discounted?.lt(room) ? (discounted.gt(0) ? discounted : ZERO) : room, inv.currency);
   if (lines.length === 0) return { invoice: inv, carried };
   const stored = lines.map(storedLine);
   const sum = stored.reduce((acc, l) => acc.plus(dec(l.amount)), dec(inv.total));
