@@ -32,7 +32,7 @@ import { discountedSubtotal } from "./booking.js";
 import { keyedFixedLines } from "./credit-application.js";
 import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
-import { chargedTerms, cycleCharge, prorationLine, remainingPart, sameEntries, withCredits } from "./proration.js";
+import { chargedCardTerms, cycleCharge, prorationLine, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { fixedTaken, valuedCredits } from "./unused-credit.js";
@@ -143,14 +143,17 @@ export class Pauses {
 
   /**
    * The credit for the unused part of the cycle a pause cut short: per fixed rate, its cycle
-   * charge at the terms that cycle was billed at (chargedTerms: not a change without proration
-   * made after) × (period end − paused_at) / period, valued at what the cycle's paid invoices took
+   * charge on the card and at the terms that cycle was billed at (chargedCardTerms: not a change
+   * without proration made after, nor a downgrade of card that charged nothing: Pro at 10,000
+   * changed to Basic at 2,000 and paused with 30 of 31 days left credits 9,677, not 1,935) ×
+   * (period end − paused_at) / period, valued at what the cycle's paid invoices took
    * for the rate net of their discounts (valuedCredits, as a seat decrease's: a 50% coupon on the
    * cycle halves it, one added after the cycle was paid at list takes nothing of it), rounded
    * once; none for a rate whose credit rounds to 0. Only fixed charges paid for are credited:
    * nothing unless the invoice that opened the cycle is paid (a void one was never owed; an open
    * or uncollectible one, e.g. after the dunning policy `pause`, was never received), and never
-   * more in all than the paid invoices of the cycle took for fixed charges (paidForFixed).
+   * more in all than the paid invoices of the cycle took for fixed charges (paidForFixed; a
+   * credit carried onto one of them, as an earlier resume's, takes nothing of that).
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
@@ -159,9 +162,11 @@ export class Pauses {
     const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd);
     let room = paidForFixed(billed);
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
-    const paid = chargedTerms(paused);
+    // The card and terms the cycle was billed at: after a downgrade that charged nothing, the old card's (as switchPlan reads them).
+    const paid = chargedCardTerms(paused);
+    const paidCard = paid.rateCardId === card.id ? card : await this.engine.reads.card(paused.environmentId, paid.rateCardId);
     const at = paused.pausedAt.toISOString().replace(".000Z", "Z");
-    const lines = (await this.engine.reads.rates(card, paid.fixedRateQuantities)).fixed.map((r) => {
+    const lines = (await this.engine.reads.rates(paidCard, paid.fixedRateQuantities)).fixed.map((r) => {
       const quantity = paid.fixedRateQuantities[r.code] ?? "0";
       const unused = cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction);
       return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);

@@ -112,6 +112,15 @@ export function creditRoom(lines: readonly (Pick<InvoiceLine, "amount" | "kind">
 }
 
 /**
+ * Whether `l` is a credit carried onto its invoice (takeCredits: a proration line of no key), for
+ * time of another period (a paused cycle's unused time on the resume's invoice) or from before:
+ * what the invoice's period took for fixed charges leaves it out (unused-credit.ts fixedTaken).
+ */
+export function isCarriedCredit(l: Pick<InvoiceLine, "kind" | "amount"> & { key?: string | null }): boolean {
+  return l.kind === "proration" && (l.key ?? null) === null && dec(l.amount).isNegative();
+}
+
+/**
  * Puts carried `credits` (oldest first) onto an invoice with `room` to take them: each whole
  * while it fits, the first that does not fit in part ("part of …"), the rest carried as they
  * were (the part left of a split one under its own description).

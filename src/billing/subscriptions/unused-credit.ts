@@ -25,18 +25,30 @@
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { rateCodeOf } from "./line-cards.js";
+import { isCarriedCredit } from "./proration.js";
 import type { Invoice, InvoiceLine, Subscription } from "./types.js";
 
 /** A line's discounts. */
 const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
 
-/** Whether a line is a fixed charge (or a proration of one). */
-const isFixed = (l: InvoiceLine): boolean => l.kind === "fixed" || l.kind === "proration";
+/**
+ * Whether a line is a fixed charge (or a proration of one) of the invoice's period: not a credit
+ * carried onto it (isCarriedCredit: a resume's credit for the cycle the pause cut short lies on
+ * the new cycle's first invoice, but it gives back time of the old one).
+ */
+const isFixed = (l: InvoiceLine): boolean => (l.kind === "fixed" || l.kind === "proration") && !isCarriedCredit(l);
+
+/** What a carried credit's line took off its invoice's total: its amount and exclusive tax, negated (credits are never discounted). */
+const carriedOff = (inv: Invoice): Decimal =>
+  inv.lines.reduce((a, l) => (isCarriedCredit(l) ? (l.taxAmounts ?? []).reduce((b, t) => (t.inclusive ? b : b.plus(dec(t.amount))), a.plus(dec(l.amount))) : a), ZERO).neg();
 
 /**
  * What the paid invoices among `billed` took for their fixed and proration lines that `pick`
- * selects (every one by default): per invoice, those lines less their discounts, never more than
- * its total less what credit notes gave back; 0 at least. Also the charge lines' amounts and
+ * selects (every one by default; never a credit carried onto the invoice from another period,
+ * isCarriedCredit): per invoice, those lines less their discounts, never more than its total
+ * before those carried credits less what credit notes gave back; 0 at least. A resume's invoice
+ * (1,000 for the new cycle, −903 for the paused one's unused time: 97) took 1,000 for the new
+ * cycle, not 97. Also the charge lines' amounts and
  * discounts (positive lines), from which a rate's discount fraction is read.
  */
 export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean = () => true): { took: Decimal; charged: Decimal; discounted: Decimal } {
@@ -54,7 +66,10 @@ export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) =>
         discounted = discounted.plus(discountsOf(l));
       }
     }
-    const kept = dec(inv.total).minus(dec(inv.amountCredited ?? "0"));
+    // The invoice's total before the credits carried onto it: they pay for no time of this period.
+    const kept = dec(inv.total)
+      .plus(carriedOff(inv))
+      .minus(dec(inv.amountCredited ?? "0"));
     const part = fixed.lte(kept) ? fixed : kept;
     if (part.gt(0)) took = took.plus(part);
   }
