@@ -100,8 +100,8 @@ for (const store of STORES) {
       "active",
     );
     await s.advance("2026-01-25T00:00:00Z");
-    // The new card's window: cat only (ann was counted in the period already); the old code: ann and cat, 2.
-    t.deepEqual(await usedUnits(s), ["1"]);
+    // The period's users across both windows: ann, bob, cat (the window bills cat only; per window: ann, cat, 2).
+    t.deepEqual(await usedUnits(s), ["3"]);
     await s.advance(FEB);
     // Jan 1–15 at Basic: ann, bob = 200; Jan 15–Feb 1 at Pro: cat = 100; 300 for 3 users
     // (the old code billed ann again: 2 × 100 = 200 on Feb 1, 400 in all).
@@ -290,8 +290,9 @@ for (const store of STORES) {
       );
       await w.grant("1000");
       // New in the period per cell: eu cat (ann was in eu before), us ann (bob before): 10 + 20 = 30,
-      // 1,000 − 30 = 970 available (the old code: eu ann, cat = 20 + us ann = 20, 960).
-      t.deepEqual(await usedUnits(s), ["2"]);
+      // 1,000 − 30 = 970 available (the old code: eu ann, cat = 20 + us ann = 20, 960). Used: the
+      // period's per-cell count, eu {ann, cat} + us {bob, ann} = 4.
+      t.deepEqual(await usedUnits(s), ["4"]);
       t.deepEqual(await w.state(), ["1000", "970"]);
       await w.advance(FEB);
       // January per cell: eu {ann, cat} = 2 × 10, us {bob, ann} = 2 × 20: 60 = 30 + 30 (the old code 30 + 40 = 70).
@@ -400,6 +401,60 @@ for (const store of STORES) {
     await s.advance(FEB);
     // Not the same shape: no anchor, Pro bills ann (14ee84c: 0).
     t.deepEqual((await withLines(s)).at(-1), ["open", "100", [["Active users", "1", "100", "100"]]]);
+  });
+
+  test(`${store}: with a maximum amount, a rate is measured per window, each capped at its share: ten users before and after a change on Jan 15 bill 1,000 for January`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    const capped = { ...mau(m), maximum_amount: { currency_code: "USD", value: "1000" } };
+    const basic = await s.card({ name: "Basic", usage_based_rates: [capped] });
+    const pro = await s.card({ name: "Pro", usage_based_rates: [capped] });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    const users = Array.from({ length: 10 }, (_, i) => `u${i}`);
+    await s.events(
+      users.map((u, i): [string, string, Json] => [`2026-01-05T10:0${i}:00Z`, "1", { user: u }]),
+      "active",
+    );
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events(
+      users.map((u, i): [string, string, Json] => [`2026-01-20T10:0${i}:00Z`, "1", { user: u }]),
+      "active",
+    );
+    await s.advance(FEB);
+    // Jan 1–15 (14/31): 1,000 capped at 1,000 × 14/31 = 451.61 → 452 (−548); Jan 15–Feb 1 (17/31): the
+    // same ten, 1,000 capped at 548.39 → 548 (−452): 452 + 548 = 1,000, what the month costs without a
+    // change. Anchored (6c6119b), the second window took the uncapped 1,000 off and billed 0: 452.
+    t.deepEqual(
+      (await withLines(s)).map((b) => b[1]),
+      ["452", "548"],
+    );
+  });
+
+  test(`${store}: used_units after a change is the period's count: twelve users before and after, ten included, report 12 and an overage`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
+    const basic = await s.card({ name: "Basic", usage_based_rates: [mau(m, 10)] });
+    const pro = await s.card({ name: "Pro", usage_based_rates: [mau(m, 10)] });
+    const id = (await s.subscribe({ rate_card_id: basic })).subscription.id;
+    const users = Array.from({ length: 12 }, (_, i) => `u${String(i).padStart(2, "0")}`);
+    await s.events(
+      users.map((u, i): [string, string, Json] => [`2026-01-05T10:${String(i).padStart(2, "0")}:00Z`, "1", { user: u }]),
+      "active",
+    );
+    await s.advance(CHANGE);
+    await change(s, id, pro);
+    await s.events(
+      users.map((u, i): [string, string, Json] => [`2026-01-20T10:${String(i).padStart(2, "0")}:00Z`, "1", { user: u }]),
+      "active",
+    );
+    await s.advance("2026-01-25T00:00:00Z");
+    const state = await s.call("GET", `/customer-access/${s.subjectId}/billing-state`);
+    // 12 of 10 included in the period (2 billed as overage at the change); 6c6119b reported 12 − 2 = 10, no overage.
+    t.deepEqual([state.usage_data[0].used_units, state.has_overage_for_usage], ["12", true]);
+    await s.advance(FEB);
+    // Basic: 12 − 10 = 2 × 100 = 200; Pro: f(12) − f(12) = 0.
+    t.deepEqual(await withLines(s), [["open", "200", [["Active users", "2", "100", "200"]]]]);
   });
 
   test(`${store}: a second rate on the metric that the old card lacks is not anchored by the first: ann in eu before and after, Pro's regional rate bills 10`, async (t) => {

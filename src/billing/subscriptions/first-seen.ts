@@ -19,7 +19,7 @@
 import type { PricingMetric, RateCard, UsageRate } from "../catalog/types.js";
 import { coordinatesKey } from "../catalog/rates.js";
 import type { Line } from "../invoicing/line.js";
-import { type Decimal, ZERO } from "../money.js";
+import { ZERO } from "../money.js";
 
 /** Per rate (firstSeenKey: its metric and code), a window's first-seen anchor (see the module's comment). */
 export type FirstSeen = Record<string, Date>;
@@ -57,11 +57,26 @@ async function uniqueRatesOf(reads: FirstSeenReads, card: RateCard, quantities: 
 }
 
 /**
- * Whether `old` billed every value `next` would take off as seen before: both simple, or both
- * dimensional by the same dimension keys with each of `next`'s cells priced by a cell of `old`
- * (a combination without a cell was billed nothing).
+ * Whether a chain's price is the sum of its windows' differences for `rate`: no minimum or
+ * maximum amount (each window applies its own, prorated, to its own lines: a maximum of 1,000
+ * cut the first window's 1,000 to 452, and the second, subtracting the uncut 1,000, billed 0) and
+ * no volume-tiered price (reaching a tier lowers every unit's price, so f falls: 10 users at 10,
+ * 100; 11 at 5, 55). Those rates are measured per window, as without anchors.
+ */
+function telescopes(rate: UsageRate): boolean {
+  if (rate.minimumAmount || rate.maximumAmount) return false;
+  const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
+  return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
+}
+
+/**
+ * Whether `old` billed every value `next` would take off as seen before, and both price a chain
+ * as the sum of its windows (telescopes): both simple, or both dimensional by the same dimension
+ * keys with each of `next`'s cells priced by a cell of `old` (a combination without a cell was
+ * billed nothing).
  */
 export function sameShape(old: UsageRate, next: UsageRate): boolean {
+  if (!telescopes(old) || !telescopes(next)) return false;
   if (old.type === "simple" || next.type === "simple") return old.type === next.type;
   const keys = (r: typeof old) => JSON.stringify(r.dimensions.map((d) => d.key).sort());
   if (keys(old) !== keys(next)) return false;
@@ -94,11 +109,8 @@ export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindo
  * (the count since the anchor up to the window's start), each priced with the rate's included
  * units, by line key (`cell`): what the chain costs now less what its earlier windows cost, so
  * included units are given once across the chain and a tiered or package price telescopes alike.
- * A line of `before` that `all` no longer has (a volume tier left behind) is taken back, within
- * the window: a window never takes back more than it adds, so when the chain's price now is below
- * what its earlier windows cost (a volume tier reached lowers every unit's price: 10 users at 10
- * billed 100 before, 11 at 5 cost 55 now) it bills nothing, never a negative amount on an invoice
- * that may hold nothing else.
+ * A line of `before` that `all` no longer has is taken back. Never negative in all: sameShape
+ * anchors only rates whose price grows with the count (no volume tiers), so this is a guard.
  */
 export function chainLines(all: readonly Line[], before: readonly Line[]): Line[] {
   const keyOf = (l: Line) => l.cell ?? "";
@@ -113,15 +125,4 @@ export function chainLines(all: readonly Line[], before: readonly Line[]): Line[
   const now = new Set(all.map(keyOf));
   for (const b of before) if (!now.has(keyOf(b))) diff(b, undefined, -1);
   return out.reduce((sum, l) => sum.plus(l.amount), ZERO).isNegative() ? [] : out;
-}
-
-/**
- * An anchored window's used units as billing state reports them against included units: the
- * chain's count less what its earlier windows billed beyond the included units, so that
- * max(0, used − included) is what this window bills (4 users since the anchor, 2 before, 2
- * included: 4; 3 since, 2 before, none included: 1).
- */
-export function chainUsed(all: Decimal, before: Decimal, included: Decimal): Decimal {
-  const billedBefore = before.minus(included);
-  return billedBefore.gt(0) ? all.minus(billedBefore) : all;
 }

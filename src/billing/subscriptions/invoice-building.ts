@@ -14,7 +14,7 @@ import { type Line, dimensionalLines, dimensionalUsed, fixedLine, simpleUsageLin
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { finalizeOpen } from "./booking.js";
-import { anchorOf, chainLines, chainUsed } from "./first-seen.js";
+import { anchorOf, chainLines } from "./first-seen.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageWindow } from "./types.js";
@@ -191,9 +191,9 @@ export class InvoiceBuilder {
    * included units: a simple rate's total; a dimensional rate's sum over its cells of each cell's
    * usage (per combination of its dimension keys, so a unique_count counts a value once per cell
    * it is in, a max or last is taken per cell; combinations without a cell are not counted).
-   * [from, to) is `s`'s window from usageSince; a rate with a first-seen anchor there counts its
-   * chain's values less those its earlier windows billed beyond the included units (chainUsed),
-   * so that max(0, used − included) is what the window bills.
+   * [from, to) is `s`'s window from usageSince; a rate with a first-seen anchor there counts from
+   * the anchor (the period's distinct values across its chain of windows, as billed once: 12
+   * users before a change and the same 12 after, 10 included, report 12 and an overage).
    */
   async usedUnits(card: RateCard, s: Subscription, from: Date, to: Date) {
     const { usage } = await this.reads.rates(card, s.fixedRateQuantities);
@@ -202,13 +202,8 @@ export class InvoiceBuilder {
     const usedOf = (rate: (typeof usage)[number], used: Measured) => (rate.type === "simple" ? (used[0]?.used ?? ZERO) : dimensionalUsed(rate.cells, used, coordinatesKey));
     for (const rate of usage) {
       const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
-      const since = chainStart(rate, metric, s, from);
-      if (since) {
-        const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, false);
-        out.push({ rate, used: chainUsed(usedOf(rate, all), usedOf(rate, before), dec(rate.includedUnits)) });
-      } else {
-        out.push({ rate, used: usedOf(rate, await this.measureRate(rate, metric, s.subjectId, from, to, false)) });
-      }
+      const since = chainStart(rate, metric, s, from) ?? from;
+      out.push({ rate, used: usedOf(rate, await this.measureRate(rate, metric, s.subjectId, since, to, false)) });
     }
     return out;
   }
