@@ -100,7 +100,7 @@ export class CreditAlerts {
     // Neither credit nor settings: nothing to evaluate, and no usage to price.
     if (settings.size === 0) return new Map();
     // As billing state counts it (available.ts): the credit the closes can draw on less the usage so far.
-    const taken = await takenOffBalance(this.billing, this.store, running, balances);
+    const taken = await takenOffBalance(this.billing, this.store, { environmentId, subjectId }, running, balances);
     const out = new Map<string, Standing>();
     for (const [currency, found] of settings) {
       const below = new Set<AlertKind>();

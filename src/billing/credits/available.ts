@@ -22,19 +22,29 @@
  * the spend order (a grant limited to rate codes only on lines of those codes). applied = Σ
  * allocated, cost = Σ totals, uncovered = cost − applied. When uncovered > 0 the closes leave
  * that much due: available credit = −uncovered. Otherwise it is what is left of the grants a
- * current close can still draw on: unrestricted ones spendable at one of those instants, and ones
- * limited to a rate code that one of those periods' cards bills (a usage or a fixed rate: a close
- * also bills the next period's fixed charges). A card billing `api` at 10, 200 units (2,000), a
+ * close can still draw on: unrestricted ones spendable at one of those instants, and ones limited
+ * to a rate code that one of those periods' cards bills (a usage or a fixed rate: a close also
+ * bills the next period's fixed charges) or a draft's lines bill. A card billing `api` at 10, 200 units (2,000), a
  * grant of 5,000 limited to `api`: 3,000; limited to `api` while the 200 units are of `calls`, or
  * limited to `other`: −2,000 (the close charges 2,000). A seats-only card, a grant of 5,000
  * limited to `seats`: 5,000. Grants in effect only after every close, or expired by then (one
  * expiring at the period's end is gone at a finalization an hour of grace later), stay in the
- * balance and count nothing. A currency no active subscription bills in has no close: its
- * available credit is its balance.
+ * balance and count nothing. A currency no active subscription or draft bills in has no close:
+ * its available credit is its balance.
  *
- * Not counted (documented in the README): a previous period's invoice still a draft in its grace
- * period (the credit it will take is still in the balance), a commitment true-up (known only at
- * the period's end), and the fixed charges of the next period.
+ * A previous period's invoice still a draft in its grace period (the credit it will take is still
+ * in the balance) is a close too, and comes first: each of the subject's drafts in the currency
+ * (one read of them, only when the subject has credit) is priced as its finalization will price
+ * it (Drafts.preview, as the draft is shown: its usage recomputed from the usage committed so
+ * far, its other lines as written, booked; the credit that preview reads and applies is not used)
+ * and takes, at its finalizesAt, what allocateCredits gives it, before the current periods'
+ * closes. One hour of grace, a grant of 2,000, 250 units at 10 (2,500) on Jan 20: inside the
+ * grace on Feb 15 the draft will apply 2,000 and leave 500 due, so available is −500 (not the
+ * balance of 2,000), as on Jan 20.
+ *
+ * Not counted (documented in the credits guide): a commitment true-up (known only at the period's
+ * end), and the fixed charges of the next period, which a current close's invoice also bills: the
+ * figure counts the usage so far (DESIGN §14), not everything the closes will charge.
  */
 import type { RateCard } from "../catalog/types.js";
 import type { Decimal } from "../money.js";
@@ -43,6 +53,7 @@ import { bookedPreview } from "../subscriptions/booking.js";
 import { chargeLines } from "../subscriptions/credit-application.js";
 import type { InvoiceBuilder } from "../subscriptions/invoice-building.js";
 import type { BillingStores } from "../subscriptions/ports.js";
+import type { Drafts } from "../subscriptions/drafts.js";
 import type { BillingReads } from "../subscriptions/reads.js";
 import type { Invoice, Subscription } from "../subscriptions/types.js";
 import { allocateCredits } from "./apply.js";
@@ -55,11 +66,12 @@ export interface CurrencyAmount {
   value: string;
 }
 
-/** What pricing usage so far reads: the engine's reads, invoice builder and stores (booking a preview). */
+/** What pricing usage so far reads: the engine's reads, invoice builder and stores (booking a preview), and its drafts (previewing one). */
 export interface UsagePricing {
   reads: Pick<BillingReads, "card" | "rates" | "graceSeconds">;
   builder: Pick<InvoiceBuilder, "usageLinesOf" | "newInvoice">;
-  stores: Pick<BillingStores, "transaction">;
+  stores: Pick<BillingStores, "transaction"> & { invoices: Pick<BillingStores["invoices"], "list"> };
+  drafts: Pick<Drafts, "preview">;
 }
 
 /** What available credit reads of credits: a subject's grants spendable at each of several instants, in spend order, from one read. */
@@ -69,18 +81,50 @@ export type CreditReads = Pick<CreditStore, "spendableOfAll">;
 export const currencyOf = (card: Pick<RateCard, "currency">): string => card.currency ?? "USD";
 
 /** An active subscription's usage so far as its close would book it (absent: no usage line yet), in its card's currency. */
-interface PricedPeriod {
+interface PricedPeriod extends Close {
   s: Subscription;
+}
+
+/** A close: a current period's (PricedPeriod) or a previous period's draft, priced and booked (absent: nothing to pay). */
+interface Close {
   currency: string;
   invoice: Invoice | undefined;
-  /** When its close spends credit: the period's end, plus the grace period when its card bills usage. */
+  /** When it spends credit: a period's end, plus the grace period when its card bills usage; a draft's finalizesAt. */
   finalizesAt: Date;
-  /** The codes of the rates its card bills (usage and fixed, at its terms). */
+  /** The codes of the rates it bills (a current period: its card's, usage and fixed, at its terms; a draft: its lines'). */
   codes: readonly string[];
 }
 
+/** The most drafts a subject has read in one page (one per subscription's closed window, a few). */
+const DRAFTS_PAGE = 100;
+
+/**
+ * The subject's drafts in a currency of `credited`, one read (a page more only past DRAFTS_PAGE),
+ * each priced as its finalization will price it (Drafts.preview, nothing recorded; its credit
+ * preview is left out: the closes are played here), in the order they finalize. Their "once"
+ * discounts go into `spentOnce`: the draft, finalizing first, takes them.
+ */
+async function pricedDrafts(engine: UsagePricing, environmentId: string, subjectId: string, credited: ReadonlySet<string>, spentOnce: Set<string>): Promise<Close[]> {
+  const drafts: Invoice[] = [];
+  for (let offset = 0; ; offset += DRAFTS_PAGE) {
+    const page = await engine.stores.invoices.list(environmentId, { subjectId, status: "draft" }, { limit: DRAFTS_PAGE, offset });
+    drafts.push(...page.items.filter((i) => credited.has(i.currency)));
+    if (!page.hasMore) break;
+  }
+  const at = (i: Invoice) => (i.finalizesAt ?? i.createdAt).getTime();
+  drafts.sort((a, b) => at(a) - at(b));
+  const out: Close[] = [];
+  for (const draft of drafts) {
+    const invoice = await engine.drafts.preview(draft);
+    for (const d of invoice.discounts ?? []) spentOnce.add(d.discountId);
+    const codes = chargeLines(invoice).flatMap((l) => (l.rateCode === null ? [] : [l.rateCode]));
+    out.push({ currency: invoice.currency, invoice: dec(invoice.total).gt(0) ? invoice : undefined, finalizesAt: new Date(at(draft)), codes });
+  }
+  return out;
+}
+
 /** The usage so far of each of `active`'s current periods, priced and booked, in the order their closes finalize. */
-async function pricedPeriods(engine: UsagePricing, active: readonly Subscription[]): Promise<PricedPeriod[]> {
+async function pricedPeriods(engine: UsagePricing, active: readonly Subscription[], spentOnce: Set<string>): Promise<PricedPeriod[]> {
   const running = active.filter((s) => s.status === "active");
   const first = running[0];
   const grace = first ? await engine.reads.graceSeconds(first.environmentId) : 0;
@@ -95,7 +139,6 @@ async function pricedPeriods(engine: UsagePricing, active: readonly Subscription
   found.sort((a, b) => a.finalizesAt.getTime() - b.finalizesAt.getTime() || a.s.periodEnd.getTime() - b.s.periodEnd.getTime());
   const out: PricedPeriod[] = [];
   // The close that finalizes first first: a "once" discount goes to the earliest invoice, so it is counted once (spentOnce).
-  const spentOnce = new Set<string>();
   for (const { s, card, usage, finalizesAt, codes } of found) {
     const lines = usage.length === 0 ? [] : await engine.builder.usageLinesOf(card, usage, s, s.usageSince, s.periodEnd);
     let invoice: Invoice | undefined;
@@ -118,7 +161,7 @@ const drawable = (g: Pick<CreditGrant, "appliesToRateCodes">, codes: readonly st
  * closes before left of them: uncovered (their totals less what they apply) and left (what
  * remains of the grants one of them can draw on: drawable).
  */
-function closesOf(periods: readonly (PricedPeriod & { spendable: readonly CreditGrant[] })[]): { uncovered: Decimal; left: Decimal } {
+function closesOf(periods: readonly (Close & { spendable: readonly CreditGrant[] })[]): { uncovered: Decimal; left: Decimal } {
   const remaining = new Map<string, Decimal>();
   const drawn = new Set<string>();
   let uncovered = ZERO;
@@ -141,25 +184,35 @@ function closesOf(periods: readonly (PricedPeriod & { spendable: readonly Credit
 }
 
 /**
- * Per currency of `balances` or of `active`'s cards: what is taken off the balance to give the
- * available credit (balance − available: see the file's comment). The grants are read once, for
- * every close's instant. A currency none of `active` bills in: nothing (no close, no cost: its
- * available credit is its balance).
+ * Per currency of `balances`, of `active`'s cards or of the subject's drafts: what is taken off
+ * the balance to give the available credit (balance − available: see the file's comment). The
+ * drafts (only when the subject has credit) and the grants are read once each, the grants for
+ * every close's instant. A currency with no close: nothing (no cost: its available credit is its
+ * balance).
  */
-export async function takenOffBalance(engine: UsagePricing, credits: CreditReads, active: readonly Subscription[], balances: ReadonlyMap<string, string>): Promise<Map<string, Decimal>> {
-  const periods = await pricedPeriods(engine, active);
+export async function takenOffBalance(
+  engine: UsagePricing,
+  credits: CreditReads,
+  subject: { environmentId: string; subjectId: string },
+  active: readonly Subscription[],
+  balances: ReadonlyMap<string, string>,
+): Promise<Map<string, Decimal>> {
+  const spentOnce = new Set<string>();
+  // A previous period's drafts finalize before any current close: they come first (and take their "once" discounts).
+  const drafts = balances.size === 0 ? [] : await pricedDrafts(engine, subject.environmentId, subject.subjectId, new Set(balances.keys()), spentOnce);
+  const closes: Close[] = [...drafts, ...(await pricedPeriods(engine, active, spentOnce))];
   // Only where the subject has credit: elsewhere nothing is spendable (and nothing is shown).
-  const credited = periods.filter((p) => balances.has(p.currency));
-  const first = credited[0];
-  const spendable = first
-    ? await credits.spendableOfAll(
-        first.s.environmentId,
-        credited.map((p) => ({ subjectId: p.s.subjectId, currency: p.currency, at: p.finalizesAt })),
-      )
-    : [];
-  const withGrants = periods.map((p) => ({ ...p, spendable: spendable[credited.indexOf(p)] ?? [] }));
+  const credited = closes.filter((p) => balances.has(p.currency));
+  const spendable =
+    credited.length > 0
+      ? await credits.spendableOfAll(
+          subject.environmentId,
+          credited.map((p) => ({ subjectId: subject.subjectId, currency: p.currency, at: p.finalizesAt })),
+        )
+      : [];
+  const withGrants = closes.map((p) => ({ ...p, spendable: spendable[credited.indexOf(p)] ?? [] }));
   const out = new Map<string, Decimal>();
-  for (const currency of new Set(periods.map((p) => p.currency))) {
+  for (const currency of new Set(closes.map((p) => p.currency))) {
     const { uncovered, left } = closesOf(withGrants.filter((p) => p.currency === currency));
     const available = uncovered.gt(0) ? uncovered.negated() : left;
     out.set(currency, dec(balances.get(currency) ?? "0").minus(available));

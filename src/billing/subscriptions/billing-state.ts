@@ -57,6 +57,6 @@ export class BillingStates {
     // Without any credit there is nothing to subtract the usage from: the usage is not priced.
     if (!credits || balances.length === 0) return { balance: [], available: [] };
     const byCurrency = new Map(balances.map((b) => [b.currency, b.balance]));
-    return creditFields(byCurrency, await takenOffBalance(this.lookups.engine, credits, active, byCurrency));
+    return creditFields(byCurrency, await takenOffBalance(this.lookups.engine, credits, { environmentId, subjectId }, active, byCurrency));
   }
 }
