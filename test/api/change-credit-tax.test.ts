@@ -1,19 +1,19 @@
 /**
  * A credit to the balance for a mid-cycle change is what the customer paid (or will pay) for the
- * part credited: net of discounts plus the exclusive tax on it (DESIGN §13, §15). A seat decrease's
- * credit and a raised usage multiplier's credit were granted before tax while the invoices they
- * give back were taxed: with 20% exclusive VAT the customer paid the tax on the part credited
- * and never got it back. A seat decrease gives back the tax booked on the time it gives back
- * (not the tax the buyer's status at the change would charge), never more than was paid; a
- * usage-terms credit is the usage booked at the new terms less at the old, with the
- * subscription's discounts and tax. An inclusive tax is inside the amount: those credits are
- * unchanged. A minimum commitment is on charges before discounts and tax and counts the
- * usage-terms credit before both.
+ * part credited: net of discounts plus the exclusive tax on it (DESIGN §13, §15). A seat decrease
+ * gives back the tax booked on the time it gives back (not the tax the buyer's status at the
+ * change would charge), never more than was paid. A raised usage multiplier credits nothing to
+ * the balance: the usage before it, which the close bills at the new terms, is taken off on the
+ * close's invoice as a negative adjustment line of its rate (old − new before discounts and tax),
+ * so the close's own discounts and taxes book it as they book that usage, whatever they are then
+ * (a "once" coupon the close spends, a "repeating" one that ended, an amount off larger than the
+ * usage, the buyer's tax status at the close). An inclusive tax is inside the amount. A minimum
+ * commitment is on charges before discounts and tax and counts the line as the period's usage.
  * Through the real server (REST) on a test clock, on MariaDB and SQLite; every figure is worked
  * out beside it. Amounts in cents (USD).
  */
 import test from "ava";
-import { buyer, coupon, percentOff, taxRate } from "../helpers/booking-bodies.js";
+import { amountOff, buyer, coupon, discount, percentOff, taxRate } from "../helpers/booking-bodies.js";
 import { seats } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { flat, money, patch, usageRate } from "../helpers/price-bodies.js";
@@ -91,6 +91,13 @@ async function raised(s: Scenario, id: string): Promise<void> {
 
 const RAISED = "API calls: usage before the change (multiplier 1 → 3) at the old terms (2026-01-01T00:00:00Z to 2026-01-30T00:00:00Z)";
 
+/** The close's (last invoice's) lines as [description, amount, discounts, exclusive tax]. */
+async function closeLines(s: Scenario): Promise<unknown[]> {
+  const close = (await s.invoices()).at(-1) as Json;
+  const sum = (xs: Json[]) => xs.reduce((a, x) => a + Number(x.amount.value ?? x.amount), 0);
+  return (close.line_items as Json[]).map((l) => [l.description, l.amount.value, sum(l.discount_amounts ?? []), sum((l.tax_amounts ?? []).filter((x: Json) => !x.inclusive))]);
+}
+
 for (const store of STORES) {
   const server = useServer(store);
 
@@ -126,42 +133,46 @@ for (const store of STORES) {
     });
   });
 
-  test(`${store}: a raised usage multiplier with 20% exclusive tax credits the difference plus its tax`, async (t) => {
+  test(`${store}: a raised usage multiplier with 20% exclusive tax takes the difference off the close, taxed as the close taxes it`, async (t) => {
     const s = await Scenario.start(server, JAN);
     await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20")));
     t.deepEqual(
-      [await proration(s), await invoices(s)],
+      [await proration(s), await invoices(s), await closeLines(s)],
       [
-        // Jan 30: 10,000 units × 2 = 20,000 at ×1, 60,000 at ×3: 40,000 + its 8,000 VAT = 48,000 credited (the old code: 40,000).
-        [[`${RAISED}, incl. tax: USD 80.00`, "48000"]],
+        // Jan 30: nothing to the balance (the old code granted 40,000 + 8,000 VAT = 48,000).
+        [],
         [
           // Jan 1: 1 seat 1,000 + 200 VAT.
           ["1000", "200", "1200", [], "1200"],
-          // Feb 1: seat 1,000 + API calls 11,000 × 2 × 3 = 66,000: 67,000 + 13,400 VAT = 80,400, less 48,000: 32,400 due.
-          // API calls in all: 66,000 + 13,200 − 48,000 = 31,200 = 20,000 + 4,000 (before, ×1) + 6,000 + 1,200 (after, ×3).
-          ["67000", "13400", "80400", ["48000"], "32400"],
+          // Feb 1: seat 1,000 + API calls 11,000 × 2 × 3 = 66,000 − 40,000 (10,000 × 2 × (3 − 1)) = 27,000 + 5,400 VAT = 32,400.
+          // API calls in all: 26,000 + 5,200 = 20,000 + 4,000 (before, ×1) + 6,000 + 1,200 (after, ×3).
+          ["27000", "5400", "32400", [], "32400"],
+        ],
+        [
+          ["Seats", "1000", 0, 200],
+          ["API calls", "66000", 0, 13200],
+          [RAISED, "-40000", 0, -8000],
         ],
       ],
     );
   });
 
-  test(`${store}: a raised usage multiplier with 20% inclusive tax credits the difference as it was`, async (t) => {
+  test(`${store}: a raised usage multiplier with 20% inclusive tax takes the difference off the close, its tax inside`, async (t) => {
     const s = await Scenario.start(server, JAN);
     await raised(s, await usagePlan(s, await taxRate(s, "VAT incl.", "20", { inclusive: true })));
-    // Jan 30: 40,000 credited, its tax inside it; Feb 1: 67,000 (11,167 VAT inside) less 40,000: 27,000 due.
-    t.deepEqual(await proration(s), [[RAISED, "40000"]]);
-    t.deepEqual((await invoices(s)).at(-1), ["67000", "11167", "67000", ["40000"], "27000"]);
+    // Feb 1: 67,000 − 40,000 = 27,000 (4,500 VAT inside: 167 + 11,000 − 6,667), nothing granted (the old code: 40,000).
+    t.deepEqual(await proration(s), []);
+    t.deepEqual((await invoices(s)).at(-1), ["27000", "4500", "27000", [], "27000"]);
   });
 
-  test(`${store}: a minimum commitment counts a raised multiplier's credit before tax (the commitment is on charges before tax)`, async (t) => {
+  test(`${store}: a minimum commitment counts a raised multiplier's adjustment before tax (the commitment is on charges before tax)`, async (t) => {
     const s = await Scenario.start(server, JAN);
     await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { minimum_commitment: money(100000) }));
     const close = (await s.invoices()).at(-1) as Json;
     const trueUp = (close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value);
-    // January's charges before tax: seat 1,000 + 66,000 at the close − 40,000 credited (not 48,000) = 27,000:
-    // true-up 100,000 − 27,000 = 73,000. Feb 1: 1,000 + 66,000 + 73,000 = 140,000 + 28,000 VAT = 168,000, less the
-    // 48,000 credit: 120,000 due. January costs 1,000 + 66,000 + 73,000 − 40,000 = 100,000 before tax, 120,000 with it.
-    t.deepEqual([trueUp, await proration(s), (await invoices(s)).at(-1)], [["73000"], [[`${RAISED}, incl. tax: USD 80.00`, "48000"]], ["140000", "28000", "168000", ["48000"], "120000"]]);
+    // January's charges before tax: seat 1,000 + 66,000 − 40,000 at the close = 27,000: true-up 100,000 − 27,000 = 73,000.
+    // Feb 1: 1,000 + 66,000 − 40,000 + 73,000 = 100,000 + 20,000 VAT = 120,000 due, as before (120,000 after a 48,000 credit).
+    t.deepEqual([trueUp, await proration(s), (await invoices(s)).at(-1)], [["73000"], [], ["100000", "20000", "120000", [], "120000"]]);
   });
 
   test(`${store}: a seat decrease gives back the tax paid on the time, not the tax of the buyer's status at the change`, async (t) => {
@@ -213,41 +224,80 @@ for (const store of STORES) {
     t.deepEqual((await discounted(s))[0], ["30", "0", "6", "36", [], "36"]);
   });
 
-  test(`${store}: a raised usage multiplier under a coupon credits the usage's cost after discounts at each terms, with its tax`, async (t) => {
+  /** The raised multiplier's close under coupon `body` (applied from Jan 1, or on Jan 25 with `later`), 20% exclusive VAT: [ledger, invoices (discounted)]. */
+  const underCoupon = async (body: Json, later = false, extra: Json = {}) => {
     const s = await Scenario.start(server, JAN);
-    const half = await coupon(s, "Half", percentOff("50"));
-    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { coupon_id: half }));
-    t.deepEqual(
-      [await proration(s), await discounted(s)],
+    const c = await coupon(s, "Off", body);
+    const id = await usagePlan(s, await taxRate(s, "VAT", "20"), later ? extra : { coupon_id: c, ...extra });
+    if (later) {
+      await s.advance("2026-01-25T00:00:00Z");
+      await discount(s, id, c);
+    }
+    await raised(s, id);
+    return { s, got: [await proration(s), await discounted(s)] };
+  };
+
+  test(`${store}: a raised usage multiplier under a 50% coupon for ever: the close takes the difference off before its discount`, async (t) => {
+    const { got } = await underCoupon(percentOff("50"));
+    t.deepEqual(got, [
+      // Nothing to the balance (the old code: 24,000, valued at Jan 30).
+      [],
       [
-        // Jan 30: 10,000 units × 2 at ×3 = 60,000, half off 30,000 + 6,000 VAT = 36,000 (as the close books it);
-        // at ×1: 10,000 + 2,000 = 12,000: 24,000 credited (discounts 30,000 − 10,000 = 20,000, tax 6,000 − 2,000 = 4,000);
-        // the old code: 48,000, the whole 40,000 difference taxed, the coupon left out.
-        [[`${RAISED}, less discounts: USD 200.00, incl. tax: USD 40.00`, "24000"]],
-        [
-          // Jan 1: seat 1,000 half off: 500 + 100 VAT.
-          ["500", "500", "100", "600", [], "600"],
-          // Feb 1: seat 1,000 + API calls 66,000 = 67,000, half off 33,500 + 6,700 VAT = 40,200, less 24,000: 16,200 due
-          // (the old code: all of it paid by the 48,000, 7,800 left). API calls in all: 33,000 + 6,600 − 24,000 = 15,600
-          // = 10,000 + 2,000 (before, ×1, half off) + 3,000 + 600 (after, ×3, half off).
-          ["33500", "33500", "6700", "40200", ["24000"], "16200"],
-        ],
+        // Jan 1: seat 1,000 half off: 500 + 100 VAT.
+        ["500", "500", "100", "600", [], "600"],
+        // Feb 1: 1,000 + 66,000 − 40,000 = 27,000, half off 13,500 + 2,700 VAT = 16,200, as before (40,200 less the 24,000 credit).
+        ["13500", "13500", "2700", "16200", [], "16200"],
       ],
-    );
+    ]);
   });
 
-  test(`${store}: under a coupon, a minimum commitment counts a raised multiplier's credit before discounts and tax`, async (t) => {
-    const s = await Scenario.start(server, JAN);
-    const half = await coupon(s, "Half", percentOff("50"));
-    await raised(s, await usagePlan(s, await taxRate(s, "VAT", "20"), { coupon_id: half, minimum_commitment: money(100000) }));
+  test(`${store}: a raised usage multiplier under a 50% "once" coupon the close spends: 16,200 due, not 0`, async (t) => {
+    const { got } = await underCoupon(percentOff("50", "once"), true);
+    t.deepEqual(got, [
+      // The old code granted 48,000 (its preview left the "once" coupon out), which paid all of the close's 40,200 (7,800 left).
+      [],
+      [
+        // Jan 1: seat 1,000 + 200 VAT (the coupon is taken on Jan 25).
+        ["1000", "0", "200", "1200", [], "1200"],
+        // Feb 1: 27,000, half off (the coupon spent here) 13,500 + 2,700 VAT = 16,200.
+        ["13500", "13500", "2700", "16200", [], "16200"],
+      ],
+    ]);
+  });
+
+  test(`${store}: a raised usage multiplier under a 50% "repeating" coupon ending Feb 1: the close, undiscounted, 32,400`, async (t) => {
+    const { got } = await underCoupon(percentOff("50", "repeating", 1));
+    t.deepEqual(got, [
+      // The old code granted 24,000 (valued half off on Jan 30) while the close took no discount: 80,400 − 24,000 = 56,400 due.
+      [],
+      [
+        ["500", "500", "100", "600", [], "600"],
+        // Feb 1: the coupon ended: 27,000 + 5,400 VAT = 32,400.
+        ["27000", "0", "5400", "32400", [], "32400"],
+      ],
+    ]);
+  });
+
+  test(`${store}: a raised usage multiplier under a 25,000 amount-off coupon: 2,400 due, not 8,400`, async (t) => {
+    const { got } = await underCoupon(amountOff(25000));
+    t.deepEqual(got, [
+      // The old code granted 42,000: at ×1 the preview's 20,000 was all discounted, at ×3 60,000 − 25,000 + 7,000 VAT.
+      [],
+      [
+        // Jan 1: seat 1,000, all of it off.
+        ["0", "1000", "0", "0", [], "0"],
+        // Feb 1: 27,000 − 25,000 = 2,000 + 400 VAT = 2,400 (the old code: 50,400 − 42,000 = 8,400).
+        ["2000", "25000", "400", "2400", [], "2400"],
+      ],
+    ]);
+  });
+
+  test(`${store}: under a coupon, a minimum commitment counts a raised multiplier's adjustment before discounts and tax`, async (t) => {
+    const { s, got } = await underCoupon(percentOff("50"), false, { minimum_commitment: money(100000) });
     const close = (await s.invoices()).at(-1) as Json;
     const trueUp = (close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value);
-    // The commitment is on charges before discounts: 1,000 + 66,000 − 40,000 (the credit before discounts and tax) = 27,000,
-    // true-up 73,000. Feb 1: 1,000 + 66,000 + 73,000 = 140,000, half off 70,000 + 14,000 VAT = 84,000, less the 24,000
-    // credit: 60,000 due. January: 100,000 before discounts, half off, plus 20%: 60,000 = 600 + 84,000 − 600 (February's seat) − 24,000.
-    t.deepEqual(
-      [trueUp, await proration(s), (await discounted(s)).at(-1)],
-      [["73000"], [[`${RAISED}, less discounts: USD 200.00, incl. tax: USD 40.00`, "24000"]], ["70000", "70000", "14000", "84000", ["24000"], "60000"]],
-    );
+    // The commitment is on charges before discounts: 1,000 + 66,000 − 40,000 = 27,000, true-up 73,000. Feb 1: 100,000,
+    // half off 50,000 + 10,000 VAT = 60,000 due, as before (84,000 less the 24,000 credit).
+    t.deepEqual([trueUp, got[0], (got[1] as unknown[]).at(-1)], [["73000"], [], ["50000", "50000", "10000", "60000", [], "60000"]]);
   });
 }

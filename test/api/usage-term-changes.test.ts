@@ -4,7 +4,8 @@
  * was used under, with either proration_behavior, and keeps the period's usage window whole: the
  * close prices the whole period at the new terms (one allowance of included units), and the PATCH
  * settles the difference for the part before the change: billed at once (a multiplier lowered, an
- * add-on dropped) or granted as credit (raised, taken), so a change undone later nets out
+ * add-on dropped) or, raised or taken, as a negative adjustment line of the invoice that bills the
+ * window (no credit to the balance: the ledger gets nothing), so a change undone later nets out
  * (DESIGN §13, docs/guides/pricing.md). Driven only through the public API on a test clock, on
  * MariaDB and SQLite; every figure is worked out beside it. Monthly cards from 2026-01-01: the
  * change is on Jan 30, the cycle closes on Feb 1; invoices are final at once and paid by card.
@@ -143,7 +144,7 @@ const cases: Case[] = [
     ],
   ],
   [
-    "(4) the gpu add-on taken: its usage before the change credited, the close bills its usage since the period's start",
+    "(4) the gpu add-on taken: the close bills its usage since the period's start less its usage before the change",
     async (s) => {
       const id = await plan(s, { seats: 1 });
       await s.events([["2026-01-15T00:00:00Z", "500"]], "gpu");
@@ -157,18 +158,24 @@ const cases: Case[] = [
       { seats: "1", gpu: "1" },
       null,
       // Jan 30: its 500 units before the change cost 0 at the old terms (not taken) and 500 × 100 = 50,000 at the new
-      // ones, which the close bills: 50,000 credited (the old code credited nothing: 52,000 for 20 units used with it).
-      [["proration", `GPU hours: usage before the change (taken) at the old terms ${BEFORE}`, "50000"]],
+      // ones, which the close bills: −50,000 kept for the close's invoice; nothing granted to the balance.
+      [],
       [
         ["paid", "1000", [SEATS], [], "1000"],
-        // Feb 1: 1 seat 1,000; gpu for the period (500 + 20) × 100 = 52,000; the credit pays 50,000: 3,000 due
-        // = 1,000 + 20 × 100, the 20 units used with the add-on.
-        ["paid", "53000", [SEATS, ["GPU hours", "usage", "520", "100", "52000"]], ["50000"], "3000"],
+        // Feb 1: 1 seat 1,000; gpu for the period (500 + 20) × 100 = 52,000, less 50,000 for the usage before the
+        // change: 3,000 = 1,000 + 20 × 100, the 20 units used with the add-on.
+        [
+          "paid",
+          "3000",
+          [SEATS, ["GPU hours", "usage", "520", "100", "52000"], [`GPU hours: usage before the change (taken) at the old terms ${BEFORE}`, "adjustment", "1", "-50000", "-50000"]],
+          [],
+          "3000",
+        ],
       ],
     ],
   ],
   [
-    "(5) api multiplier raised to 3: the usage before the change credited back to ×1",
+    "(5) api multiplier raised to 3: the close takes the usage before the change back to ×1",
     async (s) => {
       const id = await plan(s, { seats: 1 });
       await s.events([["2026-01-20T00:00:00Z", "10000"]]);
@@ -179,13 +186,19 @@ const cases: Case[] = [
       return [await ledger(s), await bills(s)];
     },
     [
-      // Jan 30: 10,000 units before the change: 10,000 × 2 = 20,000 at ×1, 60,000 at ×3: 40,000 credited.
-      [["proration", `API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "40000"]],
+      // Jan 30: 10,000 units before the change: 10,000 × 2 = 20,000 at ×1, 60,000 at ×3: −40,000 for the close.
+      [],
       [
         ["paid", "1000", [SEATS], [], "1000"],
-        // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 2 × 3 = 66,000, less the credit 40,000: 27,000 due.
+        // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 2 × 3 = 66,000, less 40,000 for the usage before the change: 27,000.
         // API calls in all: 66,000 − 40,000 = 26,000 = 20,000 (before, ×1) + 6,000 (1,000 after × 2 × 3).
-        ["paid", "67000", [SEATS, ["API calls", "usage", "11000", "6", "66000"]], ["40000"], "27000"],
+        [
+          "paid",
+          "27000",
+          [SEATS, ["API calls", "usage", "11000", "6", "66000"], [`API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "adjustment", "1", "-40000", "-40000"]],
+          [],
+          "27000",
+        ],
       ],
     ],
   ],
@@ -204,13 +217,13 @@ const cases: Case[] = [
       return [await ledger(s), (await bills(s)).slice(1)];
     },
     [
-      // Jan 15: 1,000 units: 2,000 at ×1, 6,000 at ×3: 4,000 credited.
-      [["proration", "API calls: usage before the change (multiplier 1 → 3) at the old terms (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z)", "4000"]],
+      // Jan 15: 1,000 units: 2,000 at ×1, 6,000 at ×3: −4,000 kept for the window (priced for a close at ×3).
+      [],
       [
-        // Jan 30: 2,000 units: 12,000 at ×3, 2,000 at ×0.5: 10,000 billed; the credit pays 4,000 of it.
-        ["paid", "10000", [[`API calls: usage before the change (multiplier 3 → 0.5) at the old terms ${BEFORE}`, "adjustment", "1", "10000", "10000"]], ["4000"], "6000"],
-        // Feb 1: 1 seat 1,000; 3,000 × 2 × 0.5 = 3,000.
-        // API calls in all: −4,000 + 10,000 + 3,000 = 9,000 = 2,000 (×1) + 6,000 (×3) + 1,000 (×0.5).
+        // Jan 30: 2,000 units: 12,000 at ×3, 2,000 at ×0.5: 10,000, net of the −4,000 kept (the close no longer bills ×3): 6,000.
+        ["paid", "6000", [[`API calls: usage before the change (multiplier 3 → 0.5) at the old terms ${BEFORE}, net of earlier changes' USD -40.00`, "adjustment", "1", "6000", "6000"]], [], "6000"],
+        // Feb 1: 1 seat 1,000; 3,000 × 2 × 0.5 = 3,000, nothing kept to take off.
+        // API calls in all: 6,000 + 3,000 = 9,000 = 2,000 (×1) + 6,000 (×3) + 1,000 (×0.5).
         ["paid", "4000", [SEATS, ["API calls", "usage", "3000", "1", "3000"]], [], "4000"],
       ],
     ],
@@ -228,14 +241,23 @@ const cases: Case[] = [
       return [await ledger(s), (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1))];
     },
     [
-      // Jan 25: 10,000 units: 10,000 at ×0.5, 20,000 at ×1: 10,000 credited.
-      [["proration", "API calls: usage before the change (multiplier 0.5 → 1) at the old terms (2026-01-01T00:00:00Z to 2026-01-25T00:00:00Z)", "10000"]],
+      // Jan 25: 10,000 units: 10,000 at ×0.5, 20,000 at ×1: −10,000 for the close.
+      [],
       [
         // Jan 20: 20,000 at ×1 less 10,000 at ×0.5: 10,000.
         ["10000", [["API calls: usage before the change (multiplier 1 → 0.5) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "adjustment", "1", "10000", "10000"]], [], "10000"],
-        // Feb 1: 1 seat 1,000 + 10,000 × 2 = 20,000, less the credit 10,000: 11,000 due.
-        // API calls in all: 10,000 − 10,000 + 20,000 = 20,000, every unit at ×1 (the old code billed 30,000).
-        ["21000", [SEATS, ["API calls", "usage", "10000", "2", "20000"]], ["10000"], "11000"],
+        // Feb 1: 1 seat 1,000 + 10,000 × 2 = 20,000, less 10,000 for the usage before the change: 11,000.
+        // API calls in all: 10,000 + 20,000 − 10,000 = 20,000, every unit at ×1 (the old code billed 30,000).
+        [
+          "11000",
+          [
+            SEATS,
+            ["API calls", "usage", "10000", "2", "20000"],
+            ["API calls: usage before the change (multiplier 0.5 → 1) at the old terms (2026-01-01T00:00:00Z to 2026-01-25T00:00:00Z)", "adjustment", "1", "-10000", "-10000"],
+          ],
+          [],
+          "11000",
+        ],
       ],
     ],
   ],
@@ -252,14 +274,23 @@ const cases: Case[] = [
       return [await ledger(s), (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1))];
     },
     [
-      // Jan 20: 500 × 100 = 50,000 at the new terms, 0 at the old (not taken): 50,000 credited.
-      [["proration", "GPU hours: usage before the change (taken) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "50000"]],
+      // Jan 20: 500 × 100 = 50,000 at the new terms, 0 at the old (not taken): −50,000 for the close.
+      [],
       [
         // Jan 15: 500 × 100 = 50,000 (dropped).
         ["50000", [["GPU hours: usage before the change (dropped) at the old terms (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z)", "adjustment", "1", "50000", "50000"]], [], "50000"],
-        // Feb 1: 1 seat 1,000 + gpu 500 × 100 = 50,000, less the credit 50,000: 1,000 due.
-        // GPU hours in all: 50,000 − 50,000 + 50,000 = 50,000 (the old code billed 100,000).
-        ["51000", [SEATS, ["GPU hours", "usage", "500", "100", "50000"]], ["50000"], "1000"],
+        // Feb 1: 1 seat 1,000 + gpu 500 × 100 = 50,000, less 50,000 for the usage before the change: 1,000.
+        // GPU hours in all: 50,000 + 50,000 − 50,000 = 50,000 (the old code billed 100,000).
+        [
+          "1000",
+          [
+            SEATS,
+            ["GPU hours", "usage", "500", "100", "50000"],
+            ["GPU hours: usage before the change (taken) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "adjustment", "1", "-50000", "-50000"],
+          ],
+          [],
+          "1000",
+        ],
       ],
     ],
   ],
@@ -304,7 +335,7 @@ const cases: Case[] = [
     ["8000"],
   ],
   [
-    "(6b) a minimum commitment counts the credit of a raised multiplier less in the period's charges",
+    "(6b) a minimum commitment counts the adjustment of a raised multiplier less in the period's charges",
     async (s) => {
       const id = await plan(s, { seats: 1 }, 0, { minimum_commitment: money(100000) });
       await s.events([["2026-01-10T00:00:00Z", "10000"]]);
@@ -315,10 +346,10 @@ const cases: Case[] = [
       const close = (await s.invoices()).at(-1) as Json;
       return [(close.line_items as Json[]).filter((l) => l.kind === "commitment_true_up").map((l) => l.amount.value), close.amount_due.value];
     },
-    // January's charges: seats 1,000 + API calls 11,000 × 2 × 3 = 66,000 at the close − 40,000 credited on Jan 30
+    // January's charges: seats 1,000 + API calls 11,000 × 2 × 3 = 66,000 − 40,000 adjusted at the close
     // (10,000 × 2 × (3 − 1)) = 27,000; true-up 100,000 − 27,000 = 73,000 (the old code: 33,000, as if 67,000 were
-    // charged). Due: seats 1,000 (February's) + 66,000 + 73,000 − the 40,000 credit = 100,000: January costs
-    // 1,000 + 66,000 + 73,000 − 40,000 = 100,000, the commitment.
+    // charged). Due: seats 1,000 (February's) + 66,000 − 40,000 + 73,000 = 100,000: January costs
+    // 1,000 + 66,000 − 40,000 + 73,000 = 100,000, the commitment.
     [["73000"], "100000"],
   ],
 ];
@@ -333,4 +364,31 @@ for (const store of STORES) {
       t.deepEqual(got, expected);
     });
   }
+
+  test(`${store}: (5d) raised to 3 with a grace period: the draft keeps the adjustment once at finalization, and late usage adjusts only the usage`, async (t) => {
+    const s = await Scenario.start(server, JAN, { invoiceGraceSeconds: 3600 });
+    const id = await plan(s, { seats: 1 });
+    await s.events([["2026-01-20T00:00:00Z", "10000"]]);
+    await s.advance(CHANGE);
+    await patch(s, id, { rate_price_multipliers: { api: "3" } });
+    await s.advance(FEB);
+    // A late event of the period within the grace period (lands on the draft), then one after it (an adjustment next period).
+    await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+    await s.advance("2026-02-01T02:00:00Z");
+    await s.events([["2026-01-31T12:00:00Z", "500"]]);
+    await s.advance("2026-03-01T02:00:00Z");
+    const all = await bills(s);
+    t.deepEqual(all.slice(1), [
+      // Feb 1: 1,000 + 11,000 × 2 × 3 = 66,000 − 40,000 (10,000 × 2 × 2, once) = 27,000.
+      [
+        "paid",
+        "27000",
+        [SEATS, ["API calls", "usage", "11000", "6", "66000"], [`API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "adjustment", "1", "-40000", "-40000"]],
+        [],
+        "27000",
+      ],
+      // Mar 1: 1,000 (no usage in February) + the 500 late units at ×3: 3,000; the −40,000 is not adjusted again.
+      ["paid", "4000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "500", "6", "3000"]], [], "4000"],
+    ]);
+  });
 }

@@ -67,6 +67,9 @@ test("a true-up counts usage, minimum and maximum lines as the period's usage, n
   ];
   // 5000 − (1000 + 500 + 300 − 100) = 3300
   t.is(formatDecimal((trueUpLine("5000", dec(1000), usage, "USD") as { amount: ReturnType<typeof dec> }).amount), "3300");
+  // The window's own usage-terms adjustment (no window of its own) is its usage: 5000 − (1000 + 500 + 300 − 100 − 400) = 3700.
+  const adjusted = [...usage, { amount: dec(-400), kind: "adjustment" as const, windowInvoiceId: null }];
+  t.is(formatDecimal((trueUpLine("5000", dec(1000), adjusted, "USD") as { amount: ReturnType<typeof dec> }).amount), "3700");
 });
 
 test("a draft's true-up is sized again on its recomputed usage from what its key kept", (t) => {

@@ -17,10 +17,10 @@
  * - Other credits to the balance are what the customer paid, or will pay, for the part credited:
  *   a seat decrease's credit is its unused time net of the period's discounts (unused-credit.ts)
  *   plus the exclusive tax booked on what it gives back (paidTax: 20% exclusive, 500.00 of
- *   unused seat time is a credit of 600.00); a change of usage terms' credit is the difference
- *   between the usage before it booked at the new terms and at the old (bookedNow: discounts
- *   and taxes, usage-term-changes.ts). A seat change's increases are taxed as booked now
- *   (taxedLines). An inclusive tax is inside the amount, which stays as it is.
+ *   unused seat time is a credit of 600.00). (A change of usage terms' credit is no credit to the
+ *   balance: an adjustment line of the invoice that bills its window, usage-term-changes.ts.) A
+ *   seat change's increases are taxed as booked now (taxedLines). An inclusive tax is inside the
+ *   amount, which stays as it is.
  */
 import { type Decimal, dec, formatDecimal, ZERO } from "../money.js";
 import { bookInvoice } from "./booking.js";
@@ -53,31 +53,6 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
   return { invoice: { ...inv, lines: kept, total: formatDecimal(total) }, credits: [{ description, amount: formatDecimal(net) }] };
-}
-
-/**
- * `inv` (a preview of positive lines, `at` on the subscription's clock) booked as an invoice of
- * the subscription's would be at `at`, nothing recorded: its discounts but "once" ones (an
- * invoice of its own spends one), and its taxes; undefined without booking (the in-memory fake).
- */
-export async function bookedNow(tx: BillingTx, inv: Invoice, at: Date): Promise<Invoice | undefined> {
-  const booking = tx.booking;
-  if (!booking) return undefined;
-  const view: BookingTx = {
-    discountsFor: async (i, when) => (await booking.discountsFor({ ...i, status: "draft" }, when)).filter((d) => d.duration !== "once"),
-    discounted: () => Promise.resolve(), // a preview records nothing
-    parties: (i) => booking.parties(i),
-    taxes: booking.taxes,
-    nextNumbers: (...a) => booking.nextNumbers(...a),
-  };
-  return bookInvoice(view, inv, at, false);
-}
-
-/** A booked line's discounts, and its exclusive tax (an inclusive one is inside its amount). */
-export function discountAndTax(l: Pick<InvoiceLine, "discountAmounts" | "taxAmounts"> | undefined): { discount: Decimal; tax: Decimal } {
-  const discount = (l?.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
-  const tax = (l?.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
-  return { discount, tax };
 }
 
 /**

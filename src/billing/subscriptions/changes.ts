@@ -35,14 +35,14 @@ type SubscriptionTerms = Pick<Subscription, "fixedRateQuantities" | "rateMultipl
 /** `s` cancelled now, at `at`; `carried`: its proration credits left once given to the balance (none with a credit store). */
 function cancelledRow(s: Subscription, at: Date, reason: string | null, carried: ProrationCredit[]): Subscription {
   const ended = { status: "cancelled", cancelsAtEndOfCycle: false, billingFailure: null, pausedAt: null, resumesAt: null } as const;
-  return { ...s, ...ended, cancelledAt: at, cancelReason: reason ?? s.cancelReason, prorationCredits: carried };
+  return { ...s, ...ended, cancelledAt: at, cancelReason: reason ?? s.cancelReason, prorationCredits: carried, usageAdjustments: null };
 }
 
 /** A change of rate card, built and not yet written (SubscriptionChanges.prepareSwitch, writeSwitch). */
 export interface PreparedSwitch {
   current: Subscription;
   newCard: RateCard;
-  next: SubscriptionTerms & Pick<Subscription, "firstSeen">; // with the new window's first-seen anchors (first-seen.ts)
+  next: SubscriptionTerms & Pick<Subscription, "firstSeen" | "usageAdjustments">; // the new window's first-seen anchors (first-seen.ts), no usage-terms adjustments
   at: Date;
   invoice: Invoice;
   charged: boolean; // it charges for the rest of the period (an upgrade); else that stays billed as it was (chargedAfterSwitch)
@@ -362,7 +362,7 @@ export class SubscriptionChanges {
     const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
     const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
     const firstSeen = await firstSeenAfterSwitch(this.engine.reads, current, oldCard, newCard, next.fixedRateQuantities, at);
-    return { current, newCard, next: { ...next, firstSeen }, at, invoice, charged: upgrade.gt(0) };
+    return { current, newCard, next: { ...next, firstSeen, usageAdjustments: null }, at, invoice, charged: upgrade.gt(0) };
   }
 
   /**

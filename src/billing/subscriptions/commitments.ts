@@ -6,8 +6,9 @@
  * of the subscription that is not void:
  * - fixed lines billed for the period: in advance on the invoice that opened it, and an upgrade's
  *   charge on a change of rate card during it;
- * - the usage, minimum and maximum lines of each usage window inside the period: those a change
- *   of rate card or a timeline's switch billed up to that instant, and the window being closed;
+ * - the usage, minimum and maximum lines of each usage window inside the period (with its
+ *   adjustments for changes of usage terms, usage-term-changes.ts): those a change of rate card
+ *   or a timeline's switch billed up to that instant, and the window being closed;
  * - a seat change's proration lines (the increase charged at once, net of decreases netted with
  *   it), and adjustments for late usage of a window inside the period.
  * A seat decrease's net credit goes to the subject's balance (DESIGN §13): a credit, like a
@@ -70,29 +71,15 @@ export function pendingCommitment(s: Pick<Subscription, "commitment">, value: st
   return { currency: s.commitment?.currency ?? card.currency ?? "USD", current, next: value };
 }
 
-/** The commitment of the period after a cycle closes: the pending one takes effect (and the period's credits stay with it). */
+/** The commitment of the period after a cycle closes: the pending one takes effect. */
 export function commitmentAfterClose(c: Commitment | null | undefined): Commitment | null {
   if (!c) return null;
   if (c.next === undefined) return { currency: c.currency, current: c.current };
   return c.next === null ? null : { currency: c.currency, current: c.next };
 }
 
-/**
- * What changes of usage terms credited for `s`'s period under way (usage-term-changes.ts: the
- * usage before a raised multiplier or a usage add-on taken, which the close bills at the new
- * terms): less of the period's charges for its commitment, as a settlement billed counts in them.
- */
-export function creditedInPeriod(s: Pick<Subscription, "commitment" | "periodStart">): Decimal {
-  const c = s.commitment?.credited;
-  return c && c.periodStart === s.periodStart.toISOString() ? dec(c.amount) : ZERO;
-}
-
-/** `s`'s commitment with `amount` more credited for its period under way (none without a commitment in effect). */
-export function withPeriodCredit(c: Commitment | null, s: Pick<Subscription, "commitment" | "periodStart">, amount: Decimal): Commitment | null {
-  const total = creditedInPeriod(s).plus(amount);
-  if (!c || c.current === null || total.isZero()) return c;
-  return { ...c, credited: { periodStart: s.periodStart.toISOString(), amount: formatDecimal(total) } };
-}
+/** A closing window's line as a true-up reads it (an adjustment of its own has windowInvoiceId null). */
+type WindowLine = Pick<BillLine, "amount" | "kind"> & { windowInvoiceId?: string | null };
 
 /** The true-up line's key: what it was sized on. */
 function trueUpKey(commitment: Decimal, billed: Decimal): string {
@@ -104,9 +91,10 @@ function trueUpKey(commitment: Decimal, billed: Decimal): string {
  * are `billed` and whose closing window's usage lines are `usage`, against `commitment` ×
  * `fraction` (the part of the period billed); none when the charges reach it (or it rounds to 0).
  */
-export function trueUpLine(commitment: string, billed: Decimal, usage: readonly Pick<BillLine, "amount" | "kind">[], currency: string, fraction: Decimal = dec(1)): BillLine | undefined {
+export function trueUpLine(commitment: string, billed: Decimal, usage: readonly WindowLine[], currency: string, fraction: Decimal = dec(1)): BillLine | undefined {
   const owed = dec(commitment).times(fraction);
-  const charges = usage.filter((l) => USAGE_KINDS.has(l.kind)).reduce((acc, l) => acc.plus(l.amount), billed);
+  // The window's usage, with its own usage-terms adjustments (no window of their own: InvoiceBuilder.usageLinesOf).
+  const charges = usage.filter((l) => USAGE_KINDS.has(l.kind) || (l.kind === "adjustment" && l.windowInvoiceId === null)).reduce((acc, l) => acc.plus(l.amount), billed);
   const diff = roundAmount(owed.minus(charges));
   if (diff.lte(0)) return undefined;
   const whole = fraction.eq(1) ? "" : ` (prorated from ${displayMoney(formatDecimal(roundAmount(dec(commitment))), currency)})`;
@@ -115,7 +103,7 @@ export function trueUpLine(commitment: string, billed: Decimal, usage: readonly 
 }
 
 /** A stored true-up line sized again on a draft's recomputed usage lines (see the key). */
-export function resizedTrueUp(line: InvoiceLine, usage: readonly Pick<BillLine, "amount" | "kind">[], currency: string): BillLine | undefined {
+export function resizedTrueUp(line: InvoiceLine, usage: readonly WindowLine[], currency: string): BillLine | undefined {
   const [, owed, billed] = (line.key ?? "").split("|");
   if (owed === undefined || billed === undefined) return undefined;
   return trueUpLine(owed, dec(billed), usage, currency);
@@ -124,7 +112,7 @@ export function resizedTrueUp(line: InvoiceLine, usage: readonly Pick<BillLine, 
 /** A proration line that is a seat change's own (keyed `<code>|`), not a credit carried onto the invoice (no key). */
 const isChangeProration = (l: Pick<InvoiceLine, "kind" | "key">): boolean => l.kind === "proration" && l.key !== null;
 
-/** A change of usage terms' settlement of the usage before it (usage-term-changes.ts): an adjustment of no window, keyed `<code>|`. */
+/** A change of usage terms' settlement of the usage before it (usage-term-changes.ts): an adjustment of no window, keyed `<code>|` (billed at once, or on the invoice of the window it adjusts). */
 const isUsageTermSettlement = (l: Pick<InvoiceLine, "kind" | "key" | "windowInvoiceId">): boolean => l.kind === "adjustment" && l.windowInvoiceId === null && l.key !== null;
 
 /**
@@ -144,7 +132,9 @@ export function periodCharges(invoices: readonly PeriodInvoice[], start: Date, e
   for (const i of counted) {
     const fixed = inside(i.periodStart, i.periodEnd);
     for (const l of i.lines) {
-      const counts = USAGE_KINDS.has(l.kind) ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l) || isUsageTermSettlement(l)) && fixed) || adjusts(l);
+      // A window's usage-terms adjustment (no window of its own) is its usage; one billed at once (no window), of the period's.
+      const ofWindow = USAGE_KINDS.has(l.kind) || (isUsageTermSettlement(l) && i.window);
+      const counts = ofWindow ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l) || isUsageTermSettlement(l)) && fixed) || adjusts(l);
       if (counts) sum = sum.plus(dec(l.amount));
     }
   }
@@ -164,7 +154,7 @@ export type PeriodInvoice = Pick<Invoice, "id" | "status" | "periodStart" | "per
 export async function commitmentTrueUp(
   invoices: Pick<InvoiceStore, "billedWithin">,
   s: Subscription,
-  usage: readonly Pick<BillLine, "amount" | "kind">[],
+  usage: readonly WindowLine[],
   currency: string,
   end: Date,
   late: readonly Pick<BillLine, "amount" | "kind" | "windowInvoiceId">[] = [],
@@ -174,7 +164,7 @@ export async function commitmentTrueUp(
   const span = s.periodEnd.getTime() - s.periodStart.getTime();
   const upTo = Math.min(Math.max(end.getTime(), s.periodStart.getTime()), s.periodEnd.getTime());
   const fraction = span > 0 ? dec(upTo - s.periodStart.getTime()).div(span) : dec(1);
-  const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late).minus(creditedInPeriod(s));
+  const billed = periodCharges(await invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd), s.periodStart, s.periodEnd, late);
   const line = trueUpLine(commitment, billed, usage, currency, fraction);
   return line ? [line] : [];
 }

@@ -99,7 +99,8 @@ export class CycleClose {
 
   /** The subscription after its cycle closed: the next cycle, or cancelled (with the proration credits its invoice left). */
   private async afterClose(s: Subscription, check: UsageCheck | null, carried: Subscription["prorationCredits"]): Promise<Subscription> {
-    if (s.cancelsAtEndOfCycle) return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried, chargedTerms: null };
+    if (s.cancelsAtEndOfCycle)
+      return { ...s, status: "cancelled", cancelledAt: s.periodEnd, billingFailure: null, usageCheck: check, prorationCredits: carried, chargedTerms: null, usageAdjustments: null };
     // A minimum commitment asked for during the period takes effect with the next one.
     const commitment = commitmentAfterClose(s.commitment);
     const card = await this.reads.card(s.environmentId, s.rateCardId);
@@ -113,6 +114,8 @@ export class CycleClose {
       usageSince: next.start,
       // A new cycle's window starts afresh: first-seen anchors never cross a cycle's start (first-seen.ts).
       firstSeen: null,
+      // Its usage-terms adjustments were billed with the window (InvoiceBuilder.usageLinesOf).
+      usageAdjustments: null,
       billingFailure: null,
       usageCheck: check,
       prorationCredits: carried,

@@ -61,7 +61,8 @@ export class Drafts {
       ...inv.lines.filter((l) => l.kind === "fixed" || l.kind === "charge"),
       ...usage.map(storedLine),
       ...trueUp.map(storedLine),
-      ...inv.lines.filter((l) => l.kind === "adjustment" || isTrueUpCorrection(l)),
+      // Late usage of earlier windows as written; the window's own usage-terms adjustments (no window of their own) are in `usage`.
+      ...inv.lines.filter((l) => (l.kind === "adjustment" && l.windowInvoiceId !== null) || isTrueUpCorrection(l)),
       ...inv.lines.filter((l) => l.kind === "proration"),
     ];
     for (const l of lines) {

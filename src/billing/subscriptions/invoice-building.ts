@@ -61,12 +61,32 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
 
 /**
  * What usage is priced for: the subject, the multipliers, (when known) the current period, which
- * usage windows lie in, and the first-seen anchors of the window measured (first-seen.ts).
+ * usage windows lie in, the first-seen anchors of the window measured (first-seen.ts), and its
+ * adjustments for changes of usage terms (usage-term-changes.ts).
  */
-type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd" | "firstSeen">>;
+type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd" | "firstSeen" | "usageAdjustments">>;
 
 /** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON). */
 type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Record<string, Date | string> };
+
+/**
+ * The adjustment lines of `s`'s window from `from` for rate `code` (usage-term-changes.ts: old −
+ * new terms of the usage before a raised multiplier or a usage add-on taken, negative), keyed as
+ * the rate's usage (`<code>|`) so discounts and taxes book them as its usage; together never more
+ * than the rate's usage lines `billed` (both price the same usage), so a window never bills less than nothing.
+ */
+function adjustmentLines(s: Pick<UsageTerms, "usageAdjustments">, code: string, from: Date, billed: Decimal): BillLine[] {
+  let left = billed.gt(0) ? billed : ZERO;
+  const out: BillLine[] = [];
+  for (const a of s.usageAdjustments ?? []) {
+    if (a.code !== code || a.since !== from.toISOString()) continue;
+    const amount = dec(a.amount).lt(left.neg()) ? left.neg() : dec(a.amount);
+    if (amount.isZero()) continue;
+    left = left.plus(amount);
+    out.push({ description: a.description, quantity: ONE, unitAmount: amount, amount, kind: "adjustment", key: `${code}|`, windowInvoiceId: null });
+  }
+  return out;
+}
 
 /** What a usage rate measured per combination of its dimension keys (see InvoiceBuilder.measureRate). */
 type Measured = { coordinates: Record<string, string>; used: Decimal; events: Decimal }[];
@@ -75,6 +95,12 @@ type Measured = { coordinates: Record<string, string>; used: Decimal; events: De
 function chainStart(rate: ChargedRates["usage"][number], metric: PricingMetric, s: Pick<UsageTerms, "firstSeen">, from: Date): Date | undefined {
   const since = anchorOf(s.firstSeen, rate);
   return since && metric.aggregation.type === "unique_count" && since.getTime() < from.getTime() ? since : undefined;
+}
+
+/** `s`'s usage-terms adjustments of its window from `from`, for the window's basis (none: absent). */
+function windowAdjustments(s: Pick<Subscription, "usageAdjustments">, from: Date): Pick<UsageWindow, "usageAdjustments"> {
+  const of = (s.usageAdjustments ?? []).filter((a) => a.since === from.toISOString());
+  return of.length > 0 ? { usageAdjustments: of } : {};
 }
 
 /** A minimum or maximum amount as a decimal, or null. */
@@ -111,6 +137,7 @@ export class InvoiceBuilder {
    * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
    * current period, which every usage window lies in when it is billed. A unique_count rate with a
    * first-seen anchor in `s` bills what its chain of windows adds to its earlier windows (first-seen.ts).
+   * Then its adjustments in `s` for changes of usage terms of the window from `from` (adjustmentLines).
    */
   async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
@@ -127,6 +154,7 @@ export class InvoiceBuilder {
       out.push(...lines);
       const limit = limitLine(rate.name, total(lines), money(rate.minimumAmount), money(rate.maximumAmount), share);
       if (limit) out.push({ ...limit.line, kind: limit.kind, key: `${rate.code}|${limit.line.cell}`, windowInvoiceId: null });
+      out.push(...adjustmentLines(s, rate.code, from, total(lines)));
     }
     return out;
   }
@@ -259,7 +287,7 @@ export class InvoiceBuilder {
     if ((await this.reads.rates(card, s.fixedRateQuantities)).usage.length === 0) return {};
     const grace = await this.reads.graceSeconds(s.environmentId);
     // The cycle the window lies in goes with it, so a recomputation prorates minimums and maximums
-    // alike, and its first-seen anchors, so it counts a unique_count alike (first-seen.ts).
+    // alike, its first-seen anchors, so it counts a unique_count alike (first-seen.ts), and its usage-terms adjustments.
     const window: UsageWindow = {
       from,
       to,
@@ -269,6 +297,7 @@ export class InvoiceBuilder {
       cycleStart: s.periodStart,
       cycleEnd: s.periodEnd,
       ...(s.firstSeen && Object.keys(s.firstSeen).length > 0 ? { firstSeen: s.firstSeen } : {}),
+      ...windowAdjustments(s, from),
     };
     return { window, finalizesAt: grace > 0 ? new Date(at.getTime() + grace * 1000) : null };
   }
@@ -276,12 +305,12 @@ export class InvoiceBuilder {
   /** A window's usage lines as they are now, from the committed usage. */
   async windowLines(environmentId: string, subjectId: string, w: UsageWindow): Promise<BillLine[]> {
     const card = await this.reads.card(environmentId, w.rateCardId);
-    const { cycleStart, cycleEnd, firstSeen } = w as CycledWindow;
+    const { cycleStart, cycleEnd, firstSeen, usageAdjustments } = w as CycledWindow;
     // A window stored without its cycle (billed before cycles were kept): assumedCycle.
     const cycle = cycleStart && cycleEnd ? { start: new Date(cycleStart), end: new Date(cycleEnd) } : null;
     // A window stored without anchors (all those billed before them) is measured over itself alone.
     const anchors = firstSeen ? Object.fromEntries(Object.entries(firstSeen).map(([id, at]) => [id, new Date(at)])) : null;
-    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers, firstSeen: anchors }, w.from, w.to, cycle);
+    return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers, firstSeen: anchors, usageAdjustments }, w.from, w.to, cycle);
   }
 
   /**

@@ -113,9 +113,16 @@ export class LateUsage {
           description: p?.description ?? l.description,
         });
       }
-      const keys = new Set([...was.keys(), ...now.map((l) => l.key ?? l.description)]);
+      // What the window costs now by key (a rate's usage-terms adjustment shares its usage's key, InvoiceBuilder.usageLinesOf).
+      const nowByKey = new Map<string, BillLine>();
+      for (const l of now) {
+        const k = l.key ?? l.description;
+        const p = nowByKey.get(k);
+        nowByKey.set(k, p ? { ...p, quantity: p.quantity.plus(l.quantity), amount: p.amount.plus(l.amount) } : l);
+      }
+      const keys = new Set([...was.keys(), ...nowByKey.keys()]);
       for (const k of keys) {
-        const n = now.find((l) => (l.key ?? l.description) === k);
+        const n = nowByKey.get(k);
         const b = was.get(k);
         const dq = (n?.quantity ?? ZERO).minus(b?.quantity ?? ZERO);
         const da = (n?.amount ?? ZERO).minus(b?.amount ?? ZERO);

@@ -24,6 +24,8 @@ export interface Subscription {
   usageSince: Date;
   /** The first-seen anchors of the usage window from usageSince (see UsageWindow.firstSeen); absent or null: none. */
   firstSeen?: Record<string, Date> | null;
+  /** The usage window's adjustments for changes of its usage terms (UsageTermsAdjustment); absent or null: none. */
+  usageAdjustments?: UsageTermsAdjustment[] | null;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
   metadata: Metadata;
@@ -53,11 +55,7 @@ export interface Subscription {
    * as an invoice can take without going negative (see proration.ts). Absent or empty: none.
    */
   prorationCredits?: ProrationCredit[];
-  /**
-   * Minimum commitment per billing period (DESIGN §14), whole smallest units of the card's
-   * currency: `current` applies to the period under way (null: none), `next` (when present)
-   * replaces it from the next period on (null: removed). Absent: none, nothing pending.
-   */
+  /** Minimum commitment per period (DESIGN §14), in the card's currency's smallest units: `current` for the period under way (null: none), `next` (when present) from the next on (null: removed); absent: none. */
   commitment?: Commitment | null;
   createdAt: Date;
 }
@@ -67,8 +65,6 @@ export interface Commitment {
   currency: string;
   current: string | null;
   next?: string | null;
-  /** Credit granted for the usage of the period starting at `periodStart` (ISO) by changes of usage terms (usage-term-changes.ts): less of its charges. */
-  credited?: { periodStart: string; amount: string };
 }
 
 /** The commitment a subscription shows: the newest asked for (pending, else in effect); null: none. */
@@ -122,15 +118,17 @@ export interface UsageWindow {
   rateCardId: string;
   fixedRateQuantities: Record<string, string>;
   rateMultipliers: Record<string, string>;
-  /**
-   * The billing cycle the window lies in: minimums and maximums are prorated by the window's
-   * share of it. Absent on windows billed before it was kept.
-   */
+  /** The billing cycle the window lies in (minimums and maximums are prorated by the window's share of it); absent on windows billed before it was kept. */
   cycleStart?: Date;
   cycleEnd?: Date;
   /** Per unique_count rate (first-seen.ts firstSeenKey: its metric and code), its first-seen anchor: the window bills its chain's count since then less that before `from`; absent: none. */
   firstSeen?: Record<string, Date>;
+  /** The window's adjustments for changes of its usage terms (see UsageTermsAdjustment); absent: none. */
+  usageAdjustments?: UsageTermsAdjustment[];
 }
+
+/** A raised multiplier's or taken usage add-on's settlement (usage-term-changes.ts): a line of rate `code` (old − new terms, negative, before discounts and tax) on the invoice of the window from `since` (ISO). */
+export type UsageTermsAdjustment = { code: string; amount: string; description: string; since: string };
 
 /**
  * What a subscription's finalized usage windows were last reconciled with: the windows (invoice

@@ -25,9 +25,9 @@
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
  * the usage before it with either behaviour where the close would bill it at other terms
  * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once; a
- * multiplier raised or a usage add-on taken, credited to the balance as a seat decrease is: what
- * that usage costs booked at the new terms less at the old, with the subscription's discounts and
- * taxes (a commitment counts the difference before discounts and tax, as its charges are).
+ * multiplier raised or a usage add-on taken, old − new kept on the subscription for its window
+ * (usageAdjustments), an adjustment line of the invoice that bills the window, which books its
+ * discounts and taxes as that invoice books the rate's usage.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
  * cycle, on the card and at the terms the proration was computed from.
  */
@@ -40,7 +40,7 @@ import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js"
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
-import { checkCommitment, pendingCommitment, withPeriodCredit } from "./commitments.js";
+import { checkCommitment, pendingCommitment } from "./commitments.js";
 import { rateCodeOf } from "./line-cards.js";
 import { discountsOnLines, grantProrationCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
@@ -64,11 +64,8 @@ import { lostRace, retryingRaces } from "./races.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } from "./unused-credit.js";
-import { type UsageTermSettlement, usageCreditsAsBooked, usageTermSettlement } from "./usage-term-changes.js";
+import { usageTermSettlement } from "./usage-term-changes.js";
 import { taxedLines } from "./change-credit.js";
-
-/** What a change of usage terms credits before discounts and tax (its credits' amounts are negative): less of the period's charges (before both) for its commitment. */
-const usageCredited = (u: UsageTermSettlement) => u.credits.reduce((sum, c) => sum.minus(c.amount), ZERO);
 
 /**
  * `charged` (the period's charged terms after a change to `next`) keeping the exclusive tax seat
@@ -164,7 +161,7 @@ export class TermUpdates {
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
       // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
-      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], credits: [] };
+      const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], adjustments: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
@@ -198,9 +195,7 @@ export class TermUpdates {
         const { charged, own, taxCredited } = await this.decided(tx, s, card, valued, increases, billed, now, money);
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
-        // The usage-terms credits as the close will book that usage (plus its exclusive tax).
-        const usageCredits = await usageCreditsAsBooked(tx, this.engine.builder, s, card, usage, now, money);
-        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own, ...usageCredits], now);
+        const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const usageInvoice = usage.lines.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.lines, s.usageSince, now, now) : undefined;
         const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
@@ -220,8 +215,9 @@ export class TermUpdates {
           metadata,
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
-          // The usage-terms credit is less of the period's charges for its commitment (commitments.ts creditedInPeriod).
-          commitment: withPeriodCredit(commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null), s, usageCredited(usage)),
+          commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
+          // The usage before a raised multiplier or a usage add-on taken: adjustments of the invoice billing the window (usage-term-changes.ts).
+          usageAdjustments: !termsChange ? (s.usageAdjustments ?? null) : usage.adjustments.length > 0 ? usage.adjustments : null,
         };
         await tx.updateSubscription(updated);
         await tx.emit([subscriptionEvent("subscription.updated", updated)]);

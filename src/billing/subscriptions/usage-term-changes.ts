@@ -16,33 +16,34 @@
  *   it, so its usage before the change is billed at once (old(before), new 0);
  * - on a rate whose charge so adds up, a multiplier lowered: old − new > 0 is billed at once as an
  *   adjustment line; a multiplier raised, or a usage add-on taken: the close will bill the usage
- *   before the change at the new terms, so new − old > 0 is credited (the subject's balance, as a
- *   seat decrease's credit is; DESIGN §13), and the period costs what it used at each terms. The
- *   credit is the difference of what that usage costs booked at the new terms (as the close will
- *   book it) and at the old: each priced as a preview invoice of positive lines booked now with
- *   the subscription's discounts (not "once" ones) and its taxes (usageCreditsAsBooked,
- *   change-credit.ts bookedNow; an inclusive tax is inside the amount). 10,000 units at 2, ×1 →
- *   ×3, 20% exclusive: the close books 60,000 + 12,000 tax for them, at the old terms 20,000 +
- *   4,000: the credit is 72,000 − 24,000 = 48,000; with a 50% coupon for ever, 30,000 + 6,000 at
- *   the new terms and 10,000 + 2,000 at the old: 36,000 − 12,000 = 24,000. A minimum commitment,
- *   on charges before discounts and tax, counts new − old before both (40,000; updates.ts,
- *   commitments.ts).
+ *   before the change at the new terms, so old − new < 0 is kept on the subscription for its
+ *   window (Subscription.usageAdjustments, per rate, with the window's start) and becomes an
+ *   adjustment line of the invoice that bills the window (InvoiceBuilder.usageLinesOf: the close,
+ *   a change of rate card's or a cancellation's or a pause's invoice; drafts recompute it from
+ *   the window's basis), keyed `<code>|` as the rate's usage, so the discounts and taxes that
+ *   invoice books on the rate's usage book it too, and the period costs what it used at each
+ *   terms. 1 seat at 1,000, 10,000 units at 2, ×1 → ×3 on Jan 30, 1,000 more, 20% exclusive:
+ *   the close bills 1,000 + 66,000 − 40,000 = 27,000 + 5,400 tax = 32,400; with a 50% coupon
+ *   (once or forever) 16,200; with a 25,000 amount-off 2,000 + 400 = 2,400. A minimum
+ *   commitment counts the line as the window's usage (commitments.ts: true-up 100,000 − 27,000).
+ * A change billed at once nets the rate's adjustments kept for the window, which were priced for a
+ * close at terms it will no longer bill (×1 → ×3 on Jan 15, 1,000 units: −4,000 kept; ×3 → ×0.5 on
+ * Jan 30, 2,000 units: 12,000 − 2,000 = 10,000, billed 6,000 and nothing kept; the close bills 3,000
+ * units at ×0.5 = 3,000: 2,000 + 6,000 + 1,000 in all); a dropped rate's close bills none of them.
  * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
  * the close prices the rest at the new terms for the whole period, since a difference priced on
  * such a shape can exceed what the close takes back.
  * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
  */
 import type { ChargedRates } from "../catalog/addons.js";
-import { bookedNow, discountAndTax } from "./change-credit.js";
 import type { RateCard } from "../catalog/types.js";
 import { total } from "../invoicing/lines.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
 import { type BillLine, type InvoiceBuilder, multiplierOf } from "./invoice-building.js";
 import type { TermsOf } from "./proration.js";
-import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
-import type { ProrationCredit, Subscription } from "./types.js";
+import type { Subscription, UsageTermsAdjustment } from "./types.js";
 
 type UsageRate = ChargedRates["usage"][number];
 
@@ -67,18 +68,13 @@ async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateC
 }
 
 /**
- * A credit of a change of usage terms before discounts and tax: a negative usage line of its
- * rate (keyed `<code>|`) of new − old, and the usage's charge at the old and new terms.
- */
-export type UsageCredit = BillLine & { old: Decimal; new: Decimal };
-
-/**
  * What a change of usage terms settles for the usage before it: adjustment lines billed at once,
- * and credits for the subject's balance before discounts and tax (usageCreditsAsBooked values them).
+ * and the window's adjustments for the invoice that bills it (negative, before discounts and
+ * tax): those kept from earlier changes of the window with this change's.
  */
 export interface UsageTermSettlement {
   lines: BillLine[];
-  credits: UsageCredit[];
+  adjustments: UsageTermsAdjustment[];
 }
 
 /**
@@ -94,8 +90,9 @@ export async function usageTermSettlement(
   next: TermsOf,
   at: Date,
 ): Promise<UsageTermSettlement> {
-  const out: UsageTermSettlement = { lines: [], credits: [] };
   const from = s.usageSince;
+  // The window's adjustments kept from earlier changes (those of an earlier window were billed with it).
+  const out: UsageTermSettlement = { lines: [], adjustments: (s.usageAdjustments ?? []).filter((a) => a.since === from.toISOString()) };
   if (at.getTime() <= from.getTime()) return out;
   const cycle = { start: s.periodStart, end: s.periodEnd };
   const charge = async (rate: UsageRate | undefined, terms: TermsOf): Promise<Decimal> =>
@@ -113,45 +110,17 @@ export async function usageTermSettlement(
     if (d.isZero()) continue;
     const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(multiplierOf(s, rate.code))} → ${formatDecimal(multiplierOf(next, rate.code))}`;
     const description = `${rate.name}: usage before the change (${what}) at the old terms (${span})`;
-    const line = { description, quantity: dec(1), unitAmount: d, amount: d, key: `${rate.code}|`, windowInvoiceId: null };
-    if (d.isNegative()) out.credits.push({ ...line, kind: "usage", old: atOld, new: atNew });
-    else out.lines.push({ ...line, kind: "adjustment" });
+    if (d.isNegative()) {
+      out.adjustments.push({ code: rate.code, amount: formatDecimal(d), description, since: from.toISOString() });
+      continue;
+    }
+    // Billed at once, net of the rate's adjustments kept for the window (priced for a close at terms it no longer bills: see the module's comment).
+    const pending = out.adjustments.filter((a) => a.code === rate.code).reduce((sum, a) => sum.plus(dec(a.amount)), ZERO);
+    out.adjustments = out.adjustments.filter((a) => a.code !== rate.code);
+    const net = d.plus(pending);
+    const netted = pending.isZero() ? description : `${description}, net of earlier changes' ${displayMoney(formatDecimal(pending), card.currency ?? "USD")}`;
+    if (net.isNegative()) out.adjustments.push({ code: rate.code, amount: formatDecimal(net), description: netted, since: from.toISOString() });
+    else if (!net.isZero()) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }
   return out;
-}
-
-/**
- * `u`'s credits for the subject's balance (`s` locked at its terms before the change, at `at`):
- * per rate, what its usage before the change costs booked at the new terms less at the old, each
- * a preview invoice of positive lines (no negative line is booked: a discount takes nothing of
- * one) booked as the close would book it, now (change-credit.ts bookedNow: the subscription's
- * discounts but "once" ones, and its taxes; see the module's comment). Before discounts and tax
- * without booking (the in-memory fake). A credit says what discounts took and the exclusive tax
- * it counts (`money` prints them); one that comes to nothing is left out.
- */
-export async function usageCreditsAsBooked(
-  tx: BillingTx,
-  builder: InvoiceBuilder,
-  s: Subscription,
-  card: RateCard,
-  u: UsageTermSettlement,
-  at: Date,
-  money: (d: Decimal) => string,
-): Promise<ProrationCredit[]> {
-  if (u.credits.length === 0) return [];
-  const previewAt = (terms: "old" | "new") => {
-    const lines = u.credits.map((c): BillLine => ({ description: c.description, quantity: dec(1), unitAmount: c[terms], amount: c[terms], kind: "usage", key: c.key, windowInvoiceId: null }));
-    return bookedNow(tx, builder.newInvoice(s, card, `usage-terms-preview-${terms}`, lines, s.usageSince, at, at), at);
-  };
-  const [old, now] = [await previewAt("old"), await previewAt("new")];
-  if (!old || !now) return u.credits.map((c) => ({ description: c.description, amount: formatDecimal(c.amount) }));
-  return u.credits.flatMap((c, i) => {
-    const [o, n] = [discountAndTax(old.lines[i]), discountAndTax(now.lines[i])];
-    const [discount, tax] = [n.discount.minus(o.discount), n.tax.minus(o.tax)];
-    const credit = c.amount.neg().minus(discount).plus(tax);
-    if (credit.lte(0)) return [];
-    const less = discount.isZero() ? "" : `, less discounts: ${money(discount)}`;
-    const taxed = tax.isZero() ? "" : `, incl. tax: ${money(tax)}`;
-    return [{ description: `${c.description}${less}${taxed}`, amount: formatDecimal(credit.neg()) }];
-  });
 }

@@ -68,6 +68,8 @@ export interface InvoiceBasisRow {
   cycleEnd?: string;
   /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before; a key of another form matches no rate). */
   firstSeen?: Record<string, string>;
+  /** The window's adjustments for raised usage terms (UsageTermsAdjustment; absent: none). */
+  usageAdjustments?: { code: string; amount: string; description: string; since: string }[];
 }
 
 export interface InvoiceLineRow {

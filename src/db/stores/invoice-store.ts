@@ -1,5 +1,5 @@
 /** Storage of invoices and their lines. */
-import { type EntityManager, In } from "typeorm";
+import { type EntityManager, In, IsNull } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
@@ -100,6 +100,7 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
           rateMultipliers: i.window.rateMultipliers,
           ...(i.window.cycleStart && i.window.cycleEnd ? { cycleStart: i.window.cycleStart.toISOString(), cycleEnd: i.window.cycleEnd.toISOString() } : {}),
           ...(i.window.firstSeen ? { firstSeen: isoAnchors(i.window.firstSeen) } : {}),
+          ...(i.window.usageAdjustments?.length ? { usageAdjustments: i.window.usageAdjustments } : {}),
         }
       : null,
     credits_applied: i.creditsApplied?.length ? i.creditsApplied : null,
@@ -133,12 +134,13 @@ const INSERT_INVOICES =
   "INSERT INTO invoices (id, environment_id, subject_id, subscription_id, period_key, status, currency, total, hosted_token, period_start, period_end, created_at, updated_at, finalizes_at, finalized_at, clock_id, usage_from, usage_to, basis, credits_applied, amount_due, number, subtotal, total_discount, total_tax, amount_credited, booking) VALUES ";
 const INSERT_LINES = "INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit_amount, amount, kind, line_key, window_invoice_id, booking) VALUES ";
 
-/**
- * The line kinds a usage window's invoice bills for it: usage, and the per-period minimum or
- * maximum priced with it (what late usage is diffed against); and the period's
- * commitment_true_up when the window closed it (what late usage of the period takes back).
- */
+/** Kinds a window's invoice bills for it: usage, minimum, maximum (what late usage is diffed against), the true-up it closed the period with. */
 const WINDOW_KINDS: InvoiceLineKind[] = ["usage", "minimum", "maximum", "commitment_true_up"];
+/** A window's own lines (WINDOW_KINDS, and its usage-terms adjustments: adjustments of no earlier window) of invoices `part`. */
+const ownLinesOf = (part: string[]) => [
+  { invoice_id: In(part), kind: In(WINDOW_KINDS) },
+  { invoice_id: In(part), kind: "adjustment" as const, window_invoice_id: IsNull() },
+];
 
 const timeOrNull = (d: Date | null | undefined) => (d ? dbTime(d) : null);
 
@@ -382,8 +384,7 @@ export class SqlInvoiceStore implements InvoiceStore {
         else m.set(key, [l]);
       };
       for (const part of chunks(rows.map((r) => r.id))) {
-        // A window's own usage lines, the per-period minimum or maximum lines priced with them, and the period's true-up.
-        for (const l of await em.find(this.entities.InvoiceLine, { where: { invoice_id: In(part), kind: In(WINDOW_KINDS) }, order: { seq: "ASC" } })) add(own, l.invoice_id, l);
+        for (const l of await em.find(this.entities.InvoiceLine, { where: ownLinesOf(part), order: { seq: "ASC" } })) add(own, l.invoice_id, l);
         for (const l of await em.find(this.entities.InvoiceLine, { where: { window_invoice_id: In(part) }, order: { seq: "ASC" } })) add(adjustments, l.window_invoice_id as string, l);
       }
       // Lines in seq order per window, as one subscription's read gave them (chunks keep each window's lines in one part).

@@ -41,6 +41,7 @@ export function subscriptionFromRow(r: SubscriptionRow): Subscription {
     commitment: r.commitment ?? null,
     chargedTerms: r.charged_terms ?? null,
     firstSeen: r.first_seen ? anchorsOfIso(r.first_seen) : null,
+    usageAdjustments: r.usage_adjustments ?? null,
     createdAt: r.created_at,
   };
 }
@@ -78,13 +79,14 @@ export function subscriptionToRow(s: Subscription, at: Date): SubscriptionRow {
     commitment: s.commitment ?? null,
     charged_terms: s.chargedTerms ?? null,
     first_seen: s.firstSeen ? isoAnchors(s.firstSeen) : null,
+    usage_adjustments: s.usageAdjustments?.length ? s.usageAdjustments : null,
     created_at: s.createdAt,
     updated_at: at,
   };
 }
 
 const UPDATE_SUBSCRIPTION =
-  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, charged_terms = ?, first_seen = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
+  "UPDATE subscriptions SET rate_card_id = ?, status = ?, cancels_at_end_of_cycle = ?, cycle_index = ?, period_start = ?, period_end = ?, usage_since = ?, fixed_rate_quantities = ?, rate_multipliers = ?, metadata = ?, cancelled_at = ?, cancel_reason = ?, billing_error = ?, billing_attempts = ?, billing_failed_at = ?, billing_retry_at = ?, usage_check = ?, paused_at = ?, resumes_at = ?, cycle_epoch = ?, proration_credits = ?, commitment = ?, charged_terms = ?, first_seen = ?, usage_adjustments = ?, anchor = ?, updated_at = ? WHERE id = ? AND environment_id = ?";
 
 /** A subscription's UPDATE statement (plain SQL: a cycle close updates every due subscription). */
 function updateStatement(s: Subscription, at: string): Statement {
@@ -115,6 +117,7 @@ function updateStatement(s: Subscription, at: string): Statement {
       s.commitment ? JSON.stringify(s.commitment) : null,
       s.chargedTerms ? JSON.stringify(s.chargedTerms) : null,
       s.firstSeen ? JSON.stringify(isoAnchors(s.firstSeen)) : null,
+      s.usageAdjustments?.length ? JSON.stringify(s.usageAdjustments) : null,
       dbTime(s.anchor),
       at,
       s.id,
