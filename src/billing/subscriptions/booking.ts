@@ -96,7 +96,7 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
  * booked now, nothing recorded): how much credit for unused time it can take (proration.ts
  * withCredits); undefined without booking (the in-memory fake).
  */
-export async function discountedSubtotal(tx: BillingTx, inv: Invoice, at: Date): Promise<Decimal | undefined> {
+export async function discountedSubtotal(tx: Pick<BillingTx, "booking">, inv: Invoice, at: Date): Promise<Decimal | undefined> {
   if (!tx.booking) return undefined;
   const booked = await bookInvoice(tx.booking, inv, at, false);
   return dec(booked.subtotal ?? booked.total);

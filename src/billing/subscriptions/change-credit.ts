@@ -6,8 +6,11 @@
  * cost the buyer less than nothing (A 100.00 + 20% → B 110.00 untaxed with half left: −50.00 −
  * 10.00 tax + 55.00 = −5.00).
  * - As a seat decrease's net credit (updates.ts, proration.ts netOfChange): the two lines leave
- *   the invoice and their net as booked (amount less discounts plus exclusive tax, as credit
- *   sees a line: credit-application.ts chargeLines) goes to the subject's credit balance
+ *   the invoice and what they add to it as booked goes to the subject's credit balance: the
+ *   invoice's booked total less its booked total without them, so a discount the other lines
+ *   (the old card's usage) take again once they leave is not counted twice (an amount off spread
+ *   over the usage and the new card's charge would otherwise go to the balance in part and be
+ *   taken whole again by the usage)
  *   (grantProrationCredits), one credit naming both ("Net of …"; the credit alone when the
  *   charge rounded to nothing). The invoice keeps the old card's usage, if any, which that
  *   credit then pays like any credit.
@@ -43,16 +46,16 @@ function isChangeLine(l: Pick<InvoiceLine, "kind" | "key">): boolean {
 export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promise<{ invoice: Invoice; credits: ProrationCredit[] }> {
   const unchanged = { invoice: inv, credits: [] };
   if (!tx.booking || !inv.lines.some(isChangeLine)) return unchanged;
-  const booked = await bookInvoice(tx.booking, inv, at, false);
-  const costs = chargeLines(booked);
   const changeLines = inv.lines.filter(isChangeLine);
-  const net = inv.lines.reduce((acc, l, i) => (isChangeLine(l) ? acc.plus(dec(costs[i]?.amount ?? l.amount)) : acc), ZERO);
-  if (!net.isNegative()) return unchanged;
   const kept = inv.lines.filter((l) => !isChangeLine(l));
   const total = kept.reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
+  const without = { ...inv, lines: kept, total: formatDecimal(total) };
+  // What the change lines add to the invoice as booked, its discounts spread again over the lines that stay.
+  const net = dec((await bookInvoice(tx.booking, inv, at, false)).total).minus(dec((await bookInvoice(tx.booking, without, at, false)).total));
+  if (!net.isNegative()) return unchanged;
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
-  return { invoice: { ...inv, lines: kept, total: formatDecimal(total) }, credits: [{ description, amount: formatDecimal(net) }] };
+  return { invoice: without, credits: [{ description, amount: formatDecimal(net) }] };
 }
 
 /**

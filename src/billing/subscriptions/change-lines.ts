@@ -14,6 +14,8 @@
  *   a negative proration line is never covered), so a coupon added after the period was paid at
  *   list takes nothing of it. A, 1,000 a month, paid at 500 under a 50% coupon, upgraded to B,
  *   2,000, with half the month left: −250 for A, +1,000 for B, which the coupon takes to 500.
+ *   The line keeps the list-price credit as its unit amount (−500 here, quantity 1), which a
+ *   minimum commitment counts, as it counts every charge of the period before discounts.
  * - The charge is one line per fixed rate of the new card (its share of the charge in proportion
  *   to the rate's cycle charge, the last taking the rounding), keyed by its rate code, so a coupon
  *   limited to rates covers the lines of its rates, as on a cycle's invoice.
@@ -91,5 +93,6 @@ function paidCredit(credit: BillLine, { billed, money }: PaidFor): BillLine | nu
   if (value.lte(ZERO)) return null;
   const less = credit.amount.neg().minus(value);
   if (less.isZero()) return credit;
-  return { ...credit, amount: value.neg(), unitAmount: value.neg(), description: `${credit.description}, less the period's discounts on it: ${money(less)}` };
+  // The unit amount stays the list-price credit: a minimum commitment counts the period's charges before discounts (commitments.ts).
+  return { ...credit, amount: value.neg(), description: `${credit.description}, less the period's discounts on it: ${money(less)}` };
 }

@@ -191,7 +191,7 @@ export class SubscriptionChanges {
       checkCycleClosed(s, at, inCurrentPeriod);
       // Proration credits carried go onto the final invoice as far as it can take them (a draft's
       // none: its lines are all recomputed, proration.ts); the rest to the subject's balance, which a draft then spends.
-      const credited = withCredits(invoice, s.prorationCredits);
+      const credited = await withCredits(tx, invoice, s.prorationCredits, at);
       if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
       const next = cancelledRow(s, at, reason, await grantProrationCredits(tx, s, invoice.currency, credited.carried, at));
       await tx.updateSubscription(next);
@@ -379,7 +379,7 @@ export class SubscriptionChanges {
     // An upgrade whose credit outweighs its charge once taxed: that net credit goes to the balance (change-credit.ts).
     const change = await changeCredit(tx, invoice, at);
     const own = await grantProrationCredits(tx, s, invoice.currency, change.credits, at);
-    const credited = withCredits(change.invoice, [...(s.prorationCredits ?? []), ...own]);
+    const credited = await withCredits(tx, change.invoice, [...(s.prorationCredits ?? []), ...own], at);
     if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
     // An upgrade bills the rest of the period at the new card's terms; a change charging nothing keeps what the period was billed at.
     const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: chargedAfterSwitch(s, newCard.id, next, charged), usageSince: at, prorationCredits: credited.carried };

@@ -117,7 +117,7 @@ export class CheckoutPreviews {
     if (session.kind === "change") {
       const p = session.payload as { subscriptionId: string; rateCardId: string; behavior: string };
       const change = await this.changes.prepareSwitch(caller, p.subscriptionId, { rateCardId: p.rateCardId, behavior: p.behavior }, true);
-      return { invoice: withCredits(change.invoice, change.current.prorationCredits).invoice };
+      return { invoice: (await this.stores.transaction((tx) => withCredits(tx, change.invoice, change.current.prorationCredits, change.invoice.createdAt))).invoice };
     }
     const p = session.payload as { timelineId: string; effectiveAt: string };
     const begin = await this.timelines.prepareBegin(caller, p.timelineId, new Date(p.effectiveAt), subject);

@@ -5,7 +5,8 @@
  * concession on the committed spend, not spend short of it) and before credits, on every invoice
  * of the subscription that is not void:
  * - fixed lines billed for the period: in advance on the invoice that opened it, and an upgrade's
- *   charge on a change of rate card during it;
+ *   charge on a change of rate card during it, less its credit for the old card at list (the
+ *   line's unit amount: its amount is net of the period's discounts, change-lines.ts);
  * - the usage, minimum and maximum lines of each usage window inside the period (with its
  *   adjustments for changes of usage terms, usage-term-changes.ts): those a change of rate card
  *   or a timeline's switch billed up to that instant, and the window being closed;
@@ -36,6 +37,7 @@ import type { Violations } from "../errors.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
 import { formatInstant } from "../time.js";
 import type { BillLine } from "./invoice-building.js";
+import { cardOfKey } from "./line-cards.js";
 import type { InvoiceStore } from "./ports.js";
 import type { Commitment, Invoice, InvoiceLine, Subscription } from "./types.js";
 
@@ -112,6 +114,16 @@ export function resizedTrueUp(line: InvoiceLine, usage: readonly WindowLine[], c
 /** A proration line that is a seat change's own (keyed `<code>|`), not a credit carried onto the invoice (no key). */
 const isChangeProration = (l: Pick<InvoiceLine, "kind" | "key">): boolean => l.kind === "proration" && l.key !== null;
 
+/**
+ * A line's amount before discounts: a change of rate card's credit for the old card is valued net
+ * of the period's discounts (change-lines.ts) and keeps its list-price credit as its unit amount.
+ */
+function beforeDiscounts(l: Pick<InvoiceLine, "amount" | "kind" | "key" | "quantity" | "unitAmount">): Decimal {
+  const amount = dec(l.amount);
+  if (l.kind !== "proration" || cardOfKey(l.key) === null || !amount.isNegative()) return amount;
+  return roundAmount(dec(l.quantity).times(dec(l.unitAmount)));
+}
+
 /** A change of usage terms' settlement of the usage before it (usage-term-changes.ts): an adjustment of no window, keyed `<code>|` (billed at once, or on the invoice of the window it adjusts). */
 const isUsageTermSettlement = (l: Pick<InvoiceLine, "kind" | "key" | "windowInvoiceId">): boolean => l.kind === "adjustment" && l.windowInvoiceId === null && l.key !== null;
 
@@ -135,14 +147,16 @@ export function periodCharges(invoices: readonly PeriodInvoice[], start: Date, e
       // A window's usage-terms adjustment (no window of its own) is its usage; one billed at once (no window), of the period's.
       const ofWindow = USAGE_KINDS.has(l.kind) || (isUsageTermSettlement(l) && i.window);
       const counts = ofWindow ? windows.has(i.id) : ((l.kind === "fixed" || l.kind === "charge" || isChangeProration(l) || isUsageTermSettlement(l)) && fixed) || adjusts(l);
-      if (counts) sum = sum.plus(dec(l.amount));
+      if (counts) sum = sum.plus(beforeDiscounts(l));
     }
   }
   return late.filter(adjusts).reduce((acc, l) => acc.plus(l.amount), sum);
 }
 
 /** An invoice as periodCharges reads it. */
-export type PeriodInvoice = Pick<Invoice, "id" | "status" | "periodStart" | "periodEnd" | "window"> & { lines: readonly Pick<InvoiceLine, "amount" | "kind" | "key" | "windowInvoiceId">[] };
+export type PeriodInvoice = Pick<Invoice, "id" | "status" | "periodStart" | "periodEnd" | "window"> & {
+  lines: readonly Pick<InvoiceLine, "amount" | "kind" | "key" | "windowInvoiceId" | "quantity" | "unitAmount">[];
+};
 
 /**
  * The `commitment_true_up` line (none, or one) of `s`'s current period billed up to `end`: the

@@ -220,7 +220,7 @@ export class CycleClose {
           const credited = new Map<string, { invoice: Invoice; carried: ProrationCredit[] }>();
           for (const s of ready) {
             const inv = invoices.get(s.id) as Invoice;
-            credited.set(s.id, withCredits(inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd)));
+            credited.set(s.id, await withCredits(tx, inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd), s.periodEnd));
           }
           // Credit grants pay what they can of each invoice final at once (credit-application.ts).
           // Finalized as it commits (finalizeAllOpen stamps finalized_at after this transaction's lock waits).

@@ -28,7 +28,6 @@ import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
 import type { SubscriptionChanges } from "./changes.js";
-import { discountedSubtotal } from "./booking.js";
 import { keyedFixedLines } from "./credit-application.js";
 import { cycleKey, multiplierOf } from "./invoice-building.js";
 import type { Lookups } from "./lookups.js";
@@ -108,7 +107,7 @@ export class Pauses {
           throw lostRace(id);
         }
         if (s.periodEnd.getTime() <= now.getTime()) throw lostRace(id);
-        const credited = withCredits(invoice, s.prorationCredits, await discountedSubtotal(tx, invoice, now));
+        const credited = await withCredits(tx, invoice, s.prorationCredits, now);
         if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const next: Subscription = {
           ...s,
@@ -217,7 +216,7 @@ export class Pauses {
           throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
         }
         // Credits carried from before first, then the unused time of the cycle the pause cut short.
-        const credited = withCredits(inv, [...(s.prorationCredits ?? []), ...unused], await discountedSubtotal(tx, inv, at));
+        const credited = await withCredits(tx, inv, [...(s.prorationCredits ?? []), ...unused], at);
         await this.engine.builder.writeInvoice(tx, credited.invoice);
         // A new period starts: a commitment changed for the next period takes effect, as at a cycle close.
         const commitment = commitmentAfterClose(s.commitment);

@@ -14,7 +14,9 @@
  */
 import type { Line } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
+import { discountedSubtotal } from "./booking.js";
 import { type BillLine, storedLine } from "./invoice-building.js";
+import type { BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
 const DAY_MS = 86_400_000;
@@ -150,13 +152,16 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, 
 
 /**
  * `inv` with as much of the carried `credits` as it can take (see creditRoom, takeCredits) as
- * its last lines, its total their sum; and the credits left for the next invoice. `discounted`:
- * what its lines come to after the discounts booking will take of them (booking.ts
- * discountedSubtotal; a credit is never discounted), which it takes no more than.
+ * its last lines, its total their sum; and the credits left for the next invoice. It takes no
+ * more than its lines come to after the discounts booking will take of them at `at` (booking.ts
+ * discountedSubtotal; a credit is never discounted), so an invoice never totals less than
+ * nothing: 10,000 of charges under a 50% coupon take 5,000 of a 6,000 credit, not 6,000 (which
+ * would total −1,000). Without booking (the in-memory fake), its lines before discounts.
  */
-export function withCredits(inv: Invoice, credits: readonly ProrationCredit[] | undefined, discounted?: Decimal): { invoice: Invoice; carried: ProrationCredit[] } {
+export async function withCredits(tx: Pick<BillingTx, "booking">, inv: Invoice, credits: readonly ProrationCredit[] | undefined, at: Date): Promise<{ invoice: Invoice; carried: ProrationCredit[] }> {
   if (!credits?.length) return { invoice: inv, carried: [] };
   const room = creditRoom(inv.lines, inv.status === "draft");
+  const discounted = room.gt(0) ? await discountedSubtotal(tx, inv, at) : undefined;
   const { lines, carried } = takeCredits(credits, discounted?.lt(room) ? (discounted.gt(0) ? discounted : ZERO) : room, inv.currency);
   if (lines.length === 0) return { invoice: inv, carried };
   const stored = lines.map(storedLine);

@@ -197,9 +197,9 @@ export class TermUpdates {
         const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
         const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const usageInvoice = usage.lines.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.lines, s.usageSince, now, now) : undefined;
-        const settled = usageInvoice ? withCredits(usageInvoice, toCarry) : { invoice: undefined, carried: toCarry };
+        const settled = usageInvoice ? await withCredits(tx, usageInvoice, toCarry, now) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
-        const credited = invoice ? withCredits(invoice, settled.carried) : { invoice: undefined, carried: settled.carried };
+        const credited = invoice ? await withCredits(tx, invoice, settled.carried, now) : { invoice: undefined, carried: settled.carried };
         if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
         const updated: Subscription = {
           ...s,
