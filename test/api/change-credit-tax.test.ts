@@ -17,7 +17,7 @@ import { amountOff, buyer, coupon, discount, percentOff, taxRate } from "../help
 import { seats } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { flat, money, patch, usageRate } from "../helpers/price-bodies.js";
-import { Scenario } from "../helpers/scenario.js";
+import { CARD_FAILS_LATER, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 import type { Json } from "../helpers/subjects-api.js";
 
@@ -222,6 +222,61 @@ for (const store of STORES) {
       36,
     );
     t.deepEqual((await discounted(s))[0], ["30", "0", "6", "36", [], "36"]);
+  });
+
+  test(`${store}: a seat decrease gives back the tax of the seats it takes off, the last added first: none on seats added exempt`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [await taxRate(s, "VAT", "20")] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+    await s.advance(FEB_10);
+    await buyer(s, { tax_exempt: "exempt" });
+    await s.advance(FEB_15);
+    const up = await patch(s, id, { fixed_rate_quantities: { seats: 12 } });
+    await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+    t.deepEqual(
+      [[up.proration_invoice.status, up.proration_invoice.total_tax.value], await proration(s), await invoices(s)],
+      [
+        // Feb 15, exempt: 10 seats × 1,000 × 14/28 = 5,000, no tax, paid.
+        ["paid", "0"],
+        // 12 → 2 takes off the 10 seats just added (5,000, which paid no tax): 5,000 (the old code: 5,286, "incl. tax:
+        // USD 2.86", 400 × 5,000 / 7,000 of the VAT paid on Feb 1 for the 2 seats still in use).
+        [["Seats: 12 → 2 (remaining 14 of 28 days)", "5000"]],
+        [
+          ["2000", "400", "2400", [], "2400"],
+          ["5000", "0", "5000", [], "5000"],
+        ],
+      ],
+    );
+  });
+
+  test(`${store}: a seat decrease gives back no tax paid for the seats still in use when the seats it takes off are unpaid`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [await taxRate(s, "VAT", "20")] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+    await s.saveCardInPortal(CARD_FAILS_LATER);
+    await s.advance(FEB_15);
+    const up = await patch(s, id, { fixed_rate_quantities: { seats: 4 } });
+    await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+    await patch(s, id, { fixed_rate_quantities: { seats: 0 } });
+    const from = (d: string) => Number(/Seats: (\d+)/.exec(d)?.[1]);
+    t.deepEqual(
+      [[up.proration_invoice.status, up.proration_invoice.total_amount.value], (await proration(s)).sort(([a], [b]) => from(b) - from(a)), await invoices(s)],
+      [
+        // Feb 15: 2 → 4, 2 × 1,000 × 14/28 = 1,000 + 200 VAT, its charge declined: open, no tax paid on those seats.
+        ["open", "1200"],
+        [
+          // 4 → 2 takes off the 2 seats just added, whose 200 of VAT is unpaid: 1,000 (the old code: 1,200, 200 of the
+          // VAT paid on Feb 1 for the 2 seats still in use).
+          ["Seats: 4 → 2 (remaining 14 of 28 days)", "1000"],
+          // 2 → 0 takes off the 2 seats of Feb 1 (2,000 + 400 paid): 1,000 + 200 (the old code: 1,000 + 200, the rest of the 400).
+          ["Seats: 2 → 0 (remaining 14 of 28 days), incl. tax: USD 2.00", "1200"],
+        ],
+        [
+          ["2000", "400", "2400", [], "2400"],
+          ["1000", "200", "1200", [], "1200"],
+        ],
+      ],
+    );
   });
 
   /** The raised multiplier's close under coupon `body` (applied from Jan 1, or on Jan 25 with `later`), 20% exclusive VAT: [ledger, invoices (discounted)]. */

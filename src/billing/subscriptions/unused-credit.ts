@@ -15,10 +15,11 @@
  * - Never more than what those lines took net of discounts and of what was given back for them
  *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
  *   one change in their order.
- * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked,
- *   not the buyer's tax details at the change (paidTax): tax × credited / their net of discounts,
- *   rounded half up once per credit, never more than their tax less what the period's earlier
- *   decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
+ * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked on
+ *   what it takes off, not the buyer's tax details at the change (paidTax): drawn from the lines
+ *   newest first (the seats added last go first), each part at its own line's tax ÷ net of
+ *   discounts (none on an unpaid line), rounded half up once per credit, never more than the paid
+ *   lines' tax less what the period's earlier decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
  *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
  *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
  */
@@ -116,8 +117,10 @@ export const sumOf = (lines: readonly BillLine[]): Decimal => lines.reduce((a, l
  * The charged terms of a period (Subscription.chargedTerms) with `taxCredited`: the exclusive tax
  * seat decreases' credits gave back in the period starting at `periodStart` (ISO), per rate code
  * ("" for lines of no rate; paidTax); a later decrease in that period gives back at most the tax
- * paid less it. Kept in the row's charged_terms JSON, on the row's own terms where the period is
- * charged at them (updates.ts); a new period (the close, a resume) or card drops it.
+ * paid less it; and, keyed `|<invoice ID>#<line index>` (drawnKey), the net each decrease drew
+ * of each line, which a later one does not draw again. Kept in the row's charged_terms JSON, on
+ * the row's own terms where the period is charged at them (updates.ts); a new period (the close,
+ * a resume) or card drops it.
  */
 export type TaxCreditedTerms = NonNullable<Subscription["chargedTerms"]> & { taxCredited?: { periodStart: string; amounts: Record<string, string> } };
 
@@ -128,13 +131,63 @@ export function taxCreditedIn(s: Pick<Subscription, "chargedTerms" | "periodStar
   return same ? { ...(t?.taxCredited?.amounts ?? {}) } : {};
 }
 
+/** The lesser of two amounts. */
+const minOf = (a: Decimal, b: Decimal): Decimal => (a.lt(b) ? a : b);
+
+/** A line's exclusive tax (an inclusive one is inside its amount). */
+const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
+
+/**
+ * Where TaxCreditedTerms' amounts keep what the period's decreases drew of a line (the net they
+ * took off it, paidTax): `|<invoice ID>#<line index>`, which no rate code's total (`<code>`, or ""
+ * for lines of no rate) can be, a rate code having no `|` (line keys are `<code>|…`).
+ */
+const drawnKey = (inv: Invoice, index: number): string => `|${inv.id}#${index}`;
+
+/** A charge line a credit can draw on: what it has left (its net less what was drawn), its net and the exclusive tax paid on it. */
+type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal };
+
+/**
+ * The lines `pick` selects of the period's invoices `billed` (oldest first) as a stack, the last
+ * billed on top: each positive one with what it has left to give back (its amount less discounts,
+ * less what decreases drew of it before, `drawn`, and what negative lines of the rate billed after
+ * it took off the top), and the exclusive tax paid on it (none unless its invoice is paid: an open
+ * proration invoice's seats paid no tax yet).
+ */
+function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, drawn: Readonly<Record<string, string>>): Slot[] {
+  const stack: Slot[] = [];
+  for (const inv of billed) {
+    inv.lines.forEach((l, i) => {
+      if (!isFixed(l) || !pick(l)) return;
+      const net = dec(l.amount).minus(discountsOf(l));
+      if (net.isNegative()) {
+        let off = net.neg();
+        for (let j = stack.length - 1; j >= 0 && off.gt(0); j--) {
+          const took = minOf(stack[j].left, off);
+          stack[j].left = stack[j].left.minus(took);
+          off = off.minus(took);
+        }
+      } else if (net.gt(0)) {
+        const key = drawnKey(inv, i);
+        const left = net.minus(dec(drawn[key] ?? "0"));
+        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: inv.status === "paid" ? exclusiveTax(l) : ZERO });
+      }
+    });
+  }
+  return stack;
+}
+
 /**
  * The exclusive tax each of a change's `valued` credits (valuedCredits) gives back, in their
- * order (0 for other lines): the tax the period's paid invoices `billed` booked on the lines the
- * credit draws on (those valuedCredits reads) × the credit / those lines' amounts less their
- * discounts, rounded half up; never more than that tax less what was given back before in the
- * period (`credited`, per rate code) and by the change's earlier credits. Also the tax so given
- * back in all, per rate code.
+ * order (0 for other lines). A credit is drawn from the lines it stands for (those valuedCredits
+ * reads) newest first, what was added last being taken off first (stackOf), each part with its
+ * own line's tax: the exclusive tax its paid invoice booked on it × the part / its amount less
+ * discounts; an unpaid line's part gives back none. Summed, rounded half up once per credit, and
+ * never more than the tax the period's paid invoices booked on those lines less what was given
+ * back before in the period and by the change's earlier credits. `credited` (TaxCreditedTerms'
+ * amounts) is what earlier decreases in the period gave back per rate code and drew of each line
+ * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
+ * 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for the 2 seats kept.
  */
 export function paidTax(valued: readonly (BillLine | null)[], billed: readonly Invoice[], credited: Readonly<Record<string, string>>): { taxes: Decimal[]; credited: Record<string, string> } {
   const given: Record<string, string> = { ...credited };
@@ -142,20 +195,22 @@ export function paidTax(valued: readonly (BillLine | null)[], billed: readonly I
     if (!l?.amount.isNegative()) return ZERO;
     const pick = linesOf(billed, rateCodeOf(l));
     const group = rateCodeOf(l) ?? "";
-    let net = ZERO;
-    let tax = ZERO;
-    for (const inv of billed) {
-      if (inv.status !== "paid") continue;
-      for (const line of inv.lines) {
-        if (!isFixed(line) || !pick(line)) continue;
-        net = net.plus(dec(line.amount)).minus(discountsOf(line));
-        for (const t of line.taxAmounts ?? []) if (!t.inclusive) tax = tax.plus(dec(t.amount));
-      }
+    let paid = ZERO;
+    for (const inv of billed) if (inv.status === "paid") for (const line of inv.lines) if (isFixed(line) && pick(line)) paid = paid.plus(exclusiveTax(line));
+    const stack = stackOf(billed, pick, given);
+    let rest = l.amount.neg();
+    let exact = ZERO;
+    for (let j = stack.length - 1; j >= 0 && rest.gt(0); j--) {
+      const slot = stack[j];
+      const part = minOf(slot.left, rest);
+      if (part.lte(0)) continue;
+      exact = exact.plus(slot.tax.times(part).div(slot.net));
+      given[slot.key] = formatDecimal(dec(given[slot.key] ?? "0").plus(part));
+      rest = rest.minus(part);
     }
-    if (net.lte(0) || tax.lte(0)) return ZERO;
     const before = dec(given[group] ?? "0");
-    const room = tax.minus(before);
-    let share = roundAmount(tax.times(l.amount.neg()).div(net));
+    const room = paid.minus(before);
+    let share = roundAmount(exact);
     if (share.gt(room)) share = room;
     if (share.lte(0)) return ZERO;
     given[group] = formatDecimal(before.plus(share));
