@@ -26,13 +26,21 @@ export function checkCycleClosed(s: Subscription, at: Date, inCurrentPeriod: boo
   }
 }
 
-/** Whether the locked row `s` is still what `current` was read as: its card, its usage fence, its cycle and the terms its usage is priced at. */
+/**
+ * Whether the locked row `s` is still what `current` was read as: its card, its usage fence, its
+ * cycle, the terms its usage is priced at, and the usage-terms adjustments and first-seen anchors
+ * its window's lines carry (a multiplier raised and lowered back between the read and the lock
+ * leaves the terms equal but the adjustment changed: a final invoice computed from the read would
+ * net the old adjustment again).
+ */
 export function unmoved(s: Subscription, current: Subscription): boolean {
   return (
     s.rateCardId === current.rateCardId &&
     s.usageSince.getTime() === current.usageSince.getTime() &&
     s.cycleIndex === current.cycleIndex &&
     sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) &&
-    sameEntries(s.rateMultipliers, current.rateMultipliers)
+    sameEntries(s.rateMultipliers, current.rateMultipliers) &&
+    JSON.stringify(s.usageAdjustments ?? null) === JSON.stringify(current.usageAdjustments ?? null) &&
+    JSON.stringify(s.firstSeen ?? null) === JSON.stringify(current.firstSeen ?? null)
   );
 }
