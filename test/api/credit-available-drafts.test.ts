@@ -8,6 +8,7 @@
  * 01:00), a low-balance threshold of 100.
  */
 import test from "ava";
+import { coupon, percentOff } from "../helpers/booking-bodies.js";
 import { credited, creditState, eventTypes, promo, settings } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { flat, money, usageRate } from "../helpers/price-bodies.js";
@@ -73,5 +74,34 @@ for (const store of STORES) {
     await s.advance(FEB_16);
     t.deepEqual(await credited(s), [["paid", "2000", [["grant", "2000"]], "0"]]);
     t.deepEqual(await creditState(s), ["3000", "3000"], "Feb 16");
+  });
+
+  test.serial(`${store}: two drafts and a subject-level "once" coupon: the coupon is counted once, the alert fires once`, async (t) => {
+    // Two cards at 10 a unit, a grant of 5,000, 50% off once, 200 units on each (2,000 each): one close takes 1,000, the other 2,000.
+    const s = await Scenario.start(server, JAN, { invoiceGraceSeconds: 3600 });
+    const a = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "a");
+    const b = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "b");
+    await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(a, flat(10))] }) });
+    await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(b, flat(10))] }) });
+    await promo(s, "grant", 5000);
+    await s.call("POST", `/subjects/${s.subjectId}/discounts`, { coupon_id: await coupon(s, "Once 50%", percentOff("50", "once")) });
+    await settings(s, { low_balance_threshold: money(2500) });
+    await s.events([[JAN_20, "200"]], "a");
+    await s.events([[JAN_20, "200"]], "b");
+    t.deepEqual(await creditState(s), ["5000", "2000"], "Jan 20");
+    await s.advance(JAN_21);
+    await settle();
+    t.deepEqual(await eventTypes(s, ALERTS), ["credit.balance_low"]);
+    await s.advance(FEB_HALF_HOUR);
+    await settle();
+    // Was 3,000: each draft was priced with the coupon (1,000 each).
+    t.deepEqual(await creditState(s), ["5000", "2000"], "Feb 15 00:30, inside the grace");
+    await s.advance(FEB_16);
+    await settle();
+    const totals = (await credited(s)).map((i) => i[1]).sort();
+    t.deepEqual(totals, ["1000", "2000"]);
+    t.deepEqual(await creditState(s), ["2000", "2000"], "Feb 16");
+    // Once (was twice: re-armed inside the grace at 3,000, fired again on Feb 16).
+    t.deepEqual(await eventTypes(s, ALERTS), ["credit.balance_low"]);
   });
 }

@@ -35,10 +35,12 @@
  * A previous period's invoice still a draft in its grace period (the credit it will take is still
  * in the balance) is a close too, and comes first: each of the subject's drafts in the currency
  * (one read of them, only when the subject has credit) is priced as its finalization will price
- * it (Drafts.preview, as the draft is shown: its usage recomputed from the usage committed so
- * far, its other lines as written, booked; the credit that preview reads and applies is not used)
- * and takes, at its finalizesAt, what allocateCredits gives it, before the current periods'
- * closes. One hour of grace, a grant of 2,000, 250 units at 10 (2,500) on Jan 20: inside the
+ * it (Drafts.booked: its usage recomputed from the usage committed so far, its other lines as
+ * written, booked, no credit read) in the order they finalize, through the same spent "once"
+ * discounts as the current periods (drafts of every currency: a "once" coupon goes to the first
+ * invoice), and takes, at its finalizesAt, what allocateCredits gives it, before the current
+ * periods' closes. The drafts are read only when one may be in its grace period (mayHaveDrafts),
+ * and read again after the grants: one finalized meanwhile is dropped (spendableAfterDrafts). One hour of grace, a grant of 2,000, 250 units at 10 (2,500) on Jan 20: inside the
  * grace on Feb 15 the draft will apply 2,000 and leave 500 due, so available is −500 (not the
  * balance of 2,000), as on Jan 20.
  *
@@ -50,6 +52,7 @@ import type { RateCard } from "../catalog/types.js";
 import type { Decimal } from "../money.js";
 import { ZERO, dec, formatDecimal } from "../money.js";
 import { bookedPreview } from "../subscriptions/booking.js";
+import { steppedTime } from "../subscriptions/clock-step.js";
 import { chargeLines } from "../subscriptions/credit-application.js";
 import type { InvoiceBuilder } from "../subscriptions/invoice-building.js";
 import type { BillingStores } from "../subscriptions/ports.js";
@@ -70,8 +73,9 @@ export interface CurrencyAmount {
 export interface UsagePricing {
   reads: Pick<BillingReads, "card" | "rates" | "graceSeconds">;
   builder: Pick<InvoiceBuilder, "usageLinesOf" | "newInvoice">;
-  stores: Pick<BillingStores, "transaction"> & { invoices: Pick<BillingStores["invoices"], "list"> };
-  drafts: Pick<Drafts, "preview">;
+  stores: Pick<BillingStores, "transaction"> & { invoices: Pick<BillingStores["invoices"], "list">; clocks: Pick<BillingStores["clocks"], "get"> };
+  drafts: Pick<Drafts, "booked">;
+  now: () => Date;
 }
 
 /** What available credit reads of credits: a subject's grants spendable at each of several instants, in spend order, from one read. */
@@ -93,32 +97,67 @@ interface Close {
   finalizesAt: Date;
   /** The codes of the rates it bills (a current period: its card's, usage and fixed, at its terms; a draft: its lines'). */
   codes: readonly string[];
+  /** A draft's id (absent: a current period's close). */
+  draftId?: string;
 }
 
 /** The most drafts a subject has read in one page (one per subscription's closed window, a few). */
 const DRAFTS_PAGE = 100;
 
-/**
- * The subject's drafts in a currency of `credited`, one read (a page more only past DRAFTS_PAGE),
- * each priced as its finalization will price it (Drafts.preview, nothing recorded; its credit
- * preview is left out: the closes are played here), in the order they finalize. Their "once"
- * discounts go into `spentOnce`: the draft, finalizing first, takes them.
- */
-async function pricedDrafts(engine: UsagePricing, environmentId: string, subjectId: string, credited: ReadonlySet<string>, spentOnce: Set<string>): Promise<Close[]> {
+/** How long past the grace period a window's draft is still looked for: a close the scheduler ran late, a finalization tried again. */
+const DRAFT_SLACK_MS = 24 * 3600 * 1000;
+
+/** The subject's drafts, one read (a page more only past DRAFTS_PAGE). */
+async function draftsOf(engine: UsagePricing, environmentId: string, subjectId: string): Promise<Invoice[]> {
   const drafts: Invoice[] = [];
   for (let offset = 0; ; offset += DRAFTS_PAGE) {
     const page = await engine.stores.invoices.list(environmentId, { subjectId, status: "draft" }, { limit: DRAFTS_PAGE, offset });
-    drafts.push(...page.items.filter((i) => credited.has(i.currency)));
-    if (!page.hasMore) break;
+    drafts.push(...page.items);
+    if (!page.hasMore) return drafts;
   }
+}
+
+/** The time on a subscription's clock (as Lookups.nowFor): real time, or its test clock's. */
+async function nowOf(engine: UsagePricing, s: Subscription): Promise<Date> {
+  if (!s.testClockId) return engine.now();
+  const stepped = steppedTime(s.testClockId);
+  if (stepped) return stepped;
+  const clock = await engine.stores.clocks.get(s.environmentId, s.testClockId);
+  return clock ? clock.frozenTime : engine.now();
+}
+
+/**
+ * Whether the subject may have a draft in its grace period: a draft is made when a window closes
+ * (a period's end, a change of rate card, a pause, a cancellation) and finalizes a grace period
+ * later, so with an active subscription it may only when one of their windows started (the
+ * period's start, or usage since a change) within the grace period (and a day's slack) before
+ * now. Without an active subscription a cancellation's or a pause's draft may be its only close.
+ */
+async function mayHaveDrafts(engine: UsagePricing, environmentId: string, active: readonly Subscription[]): Promise<boolean> {
+  const running = active.filter((s) => s.status === "active");
+  const first = running[0];
+  if (!first) return true;
+  const grace = await engine.reads.graceSeconds(environmentId);
+  const since = (await nowOf(engine, first)).getTime() - grace * 1000 - DRAFT_SLACK_MS;
+  return running.some((s) => Math.max(s.periodStart.getTime(), s.usageSince.getTime()) > since);
+}
+
+/**
+ * The subject's drafts (one read), each booked as its finalization will book it (Drafts.booked:
+ * its usage recomputed, nothing recorded, no credit read: the closes are played here), in the
+ * order they finalize, through `spentOnce`: a "once" discount goes to the first, whatever its
+ * currency. Those in a currency of `credited` are returned as closes.
+ */
+async function pricedDrafts(engine: UsagePricing, environmentId: string, subjectId: string, credited: ReadonlySet<string>, spentOnce: Set<string>): Promise<Close[]> {
+  const drafts = await draftsOf(engine, environmentId, subjectId);
   const at = (i: Invoice) => (i.finalizesAt ?? i.createdAt).getTime();
-  drafts.sort((a, b) => at(a) - at(b));
+  drafts.sort((a, b) => at(a) - at(b) || a.createdAt.getTime() - b.createdAt.getTime());
   const out: Close[] = [];
   for (const draft of drafts) {
-    const invoice = await engine.drafts.preview(draft);
-    for (const d of invoice.discounts ?? []) spentOnce.add(d.discountId);
+    const invoice = await engine.drafts.booked(draft, spentOnce);
+    if (!credited.has(invoice.currency)) continue;
     const codes = chargeLines(invoice).flatMap((l) => (l.rateCode === null ? [] : [l.rateCode]));
-    out.push({ currency: invoice.currency, invoice: dec(invoice.total).gt(0) ? invoice : undefined, finalizesAt: new Date(at(draft)), codes });
+    out.push({ currency: invoice.currency, invoice: dec(invoice.total).gt(0) ? invoice : undefined, finalizesAt: new Date(at(draft)), codes, draftId: draft.id });
   }
   return out;
 }
@@ -184,6 +223,38 @@ function closesOf(periods: readonly (Close & { spendable: readonly CreditGrant[]
 }
 
 /**
+ * The closes in a currency the subject has credit in, and the grants spendable at each one's
+ * finalization (one read). A draft finalized while they were read is dropped: its credit is out of
+ * the grants already. The drafts counted are read again after the grants (one read); when one is
+ * no longer a draft it finalized before that read of the grants or after, so the grants are read
+ * again without it until every draft counted was still one after the grants were read.
+ */
+async function spendableAfterDrafts(
+  engine: UsagePricing,
+  credits: CreditReads,
+  subject: { environmentId: string; subjectId: string },
+  balances: ReadonlyMap<string, string>,
+  closes: readonly Close[],
+): Promise<{ credited: Close[]; spendable: CreditGrant[][] }> {
+  // Only where the subject has credit: elsewhere nothing is spendable (and nothing is shown).
+  let credited = closes.filter((p) => balances.has(p.currency));
+  for (;;) {
+    const spendable =
+      credited.length > 0
+        ? await credits.spendableOfAll(
+            subject.environmentId,
+            credited.map((p) => ({ subjectId: subject.subjectId, currency: p.currency, at: p.finalizesAt })),
+          )
+        : [];
+    if (!credited.some((p) => p.draftId)) return { credited, spendable };
+    const still = new Set((await draftsOf(engine, subject.environmentId, subject.subjectId)).map((i) => i.id));
+    const kept = credited.filter((p) => !p.draftId || still.has(p.draftId));
+    if (kept.length === credited.length) return { credited, spendable };
+    credited = kept;
+  }
+}
+
+/**
  * Per currency of `balances`, of `active`'s cards or of the subject's drafts: what is taken off
  * the balance to give the available credit (balance − available: see the file's comment). The
  * drafts (only when the subject has credit) and the grants are read once each, the grants for
@@ -198,19 +269,14 @@ export async function takenOffBalance(
   balances: ReadonlyMap<string, string>,
 ): Promise<Map<string, Decimal>> {
   const spentOnce = new Set<string>();
+  const { environmentId, subjectId } = subject;
   // A previous period's drafts finalize before any current close: they come first (and take their "once" discounts).
-  const drafts = balances.size === 0 ? [] : await pricedDrafts(engine, subject.environmentId, subject.subjectId, new Set(balances.keys()), spentOnce);
-  const closes: Close[] = [...drafts, ...(await pricedPeriods(engine, active, spentOnce))];
-  // Only where the subject has credit: elsewhere nothing is spendable (and nothing is shown).
-  const credited = closes.filter((p) => balances.has(p.currency));
-  const spendable =
-    credited.length > 0
-      ? await credits.spendableOfAll(
-          subject.environmentId,
-          credited.map((p) => ({ subjectId: subject.subjectId, currency: p.currency, at: p.finalizesAt })),
-        )
-      : [];
-  const withGrants = closes.map((p) => ({ ...p, spendable: spendable[credited.indexOf(p)] ?? [] }));
+  const drafts = balances.size > 0 && (await mayHaveDrafts(engine, environmentId, active)) ? await pricedDrafts(engine, environmentId, subjectId, new Set(balances.keys()), spentOnce) : [];
+  const all: Close[] = [...drafts, ...(await pricedPeriods(engine, active, spentOnce))];
+  const { credited, spendable } = await spendableAfterDrafts(engine, credits, subject, balances, all);
+  // A currency without credit: its closes, nothing spendable (drafts are only counted where there is credit).
+  const closes = [...credited, ...all.filter((p) => !balances.has(p.currency))];
+  const withGrants = closes.map((p, i) => ({ ...p, spendable: spendable[i] ?? [] }));
   const out = new Map<string, Decimal>();
   for (const currency of new Set(closes.map((p) => p.currency))) {
     const { uncovered, left } = closesOf(withGrants.filter((p) => p.currency === currency));

@@ -10,7 +10,7 @@ import { ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { type Yielder, yielder } from "../yielding.js";
 import type { EngineContext } from "./engine-context.js";
 import { isTrueUpCorrection, resizedTrueUp } from "./commitments.js";
-import { finalizeOpen, previewBooking } from "./booking.js";
+import { bookedPreview, finalizeOpen, previewBooking } from "./booking.js";
 import { type InvoiceBuilder, storedLine } from "./invoice-building.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
 import { retryingRaces } from "./races.js";
@@ -36,6 +36,16 @@ export class Drafts {
   async preview(inv: Invoice): Promise<Invoice> {
     if (inv.status !== "draft") return inv;
     return previewBooking(this.ctx.stores, await this.recompute(inv), this.finalizationTime(inv));
+  }
+
+  /**
+   * A draft as its finalization would book it now (see preview) without its credit (nothing
+   * read of grants): a "once" discount already in `spentOnce` is left out and its own are added
+   * (booking.ts bookedPreview), so drafts booked in the order they finalize take one once.
+   */
+  async booked(inv: Invoice, spentOnce: Set<string>): Promise<Invoice> {
+    if (inv.status !== "draft") return inv;
+    return bookedPreview(this.ctx.stores, await this.recompute(inv), this.finalizationTime(inv), spentOnce);
   }
 
   /**
