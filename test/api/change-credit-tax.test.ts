@@ -249,7 +249,7 @@ for (const store of STORES) {
     );
   });
 
-  test(`${store}: a seat decrease gives back no tax paid for the seats still in use when the seats it takes off are unpaid`, async (t) => {
+  test(`${store}: a seat decrease gives back the tax still asked for on the seats it takes off when their invoice is open`, async (t) => {
     const s = await Scenario.start(server, FEB);
     const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [await taxRate(s, "VAT", "20")] });
     const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
@@ -262,13 +262,14 @@ for (const store of STORES) {
     t.deepEqual(
       [[up.proration_invoice.status, up.proration_invoice.total_amount.value], (await proration(s)).sort(([a], [b]) => from(b) - from(a)), await invoices(s)],
       [
-        // Feb 15: 2 → 4, 2 × 1,000 × 14/28 = 1,000 + 200 VAT, its charge declined: open, no tax paid on those seats.
+        // Feb 15: 2 → 4, 2 × 1,000 × 14/28 = 1,000 + 200 VAT, its charge declined: open, 1,200 still owed.
         ["open", "1200"],
         [
-          // 4 → 2 takes off the 2 seats just added, whose 200 of VAT is unpaid: 1,000 (the old code: 1,200, 200 of the
-          // VAT paid on Feb 1 for the 2 seats still in use).
-          ["Seats: 4 → 2 (remaining 14 of 28 days)", "1000"],
-          // 2 → 0 takes off the 2 seats of Feb 1 (2,000 + 400 paid): 1,000 + 200 (the old code: 1,000 + 200, the rest of the 400).
+          // 4 → 2 takes off the 2 seats just added, whose open invoice still asks for their 200 of VAT: 1,000 + 200
+          // (the old code: 1,000, so 3,600 owed or paid less 2,200 back is 1,400 for 2 seats for half the period, 200 of
+          // VAT too much; now 3,600 − 2,400 = 1,200 = 1,000 + 200).
+          ["Seats: 4 → 2 (remaining 14 of 28 days), incl. tax: USD 2.00", "1200"],
+          // 2 → 0 takes off the 2 seats of Feb 1 (2,000 + 400 paid): 1,000 + 200.
           ["Seats: 2 → 0 (remaining 14 of 28 days), incl. tax: USD 2.00", "1200"],
         ],
         [

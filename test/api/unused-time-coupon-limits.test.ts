@@ -53,6 +53,25 @@ for (const store of STORES) {
     t.deepEqual(await ledger(s), []);
   });
 
+  test(`${store}: a 300 amount off "once" added before an upgrade 1,000 → 1,100 with half left is spent whole: 250 to the balance, 850 due in March`, async (t) => {
+    const s = await Scenario.start(server, "2026-02-01T00:00:00Z");
+    const a = await s.card({ name: "A", fixed_rates: [seats(1000)] });
+    const b = await s.card({ name: "B", fixed_rates: [seats(1100)] });
+    const c = (await s.call("POST", "/coupons", { name: "300 off", amount_off: { currency_code: "USD", value: 300 }, duration: "once" })).id;
+    const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
+    await s.advance("2026-02-15T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/discounts`, { coupon_id: c });
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: b, behavior: "prorate" });
+    await s.advance("2026-03-01T00:00:00Z");
+    // −500 + 550 − 300 = −250 to the balance (the coupon ends with the upgrade); March 1,100 − 250 = 850. The old code
+    // capped the coupon at the upgrade's 50 (total 0), ended it all the same and charged 1,100: 250 of it lost.
+    t.deepEqual((await bills(s)).at(-1), ["paid", "1100", [["Seats", "1100", []]], "850"]);
+    t.deepEqual(await ledger(s), [
+      ["proration", "250"],
+      ["application", "-250"],
+    ]);
+  });
+
   test(`${store}: a 1,000 amount off on an upgrade with 5,000 of usage is taken once: 5,000 + 550 − 500 − 1,000 = 4,050, nothing to the balance`, async (t) => {
     const s = await Scenario.start(server, "2026-02-01T00:00:00Z");
     const m = await s.metric();

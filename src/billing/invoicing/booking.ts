@@ -6,8 +6,10 @@
  *
  * - Discounts apply in their order, each to the lines it covers (its rate codes, or all; never a
  *   line marked `undiscounted`, a credit for unused time, which is worth what was paid for that
- *   time and no current coupon takes a part of), on what earlier discounts left: a percent of that base, rounded; an amount capped at that base and at what all the
- *   invoice's lines come to after earlier discounts, credit lines included (an amount off never takes more than the invoice's net). A
+ *   time and no current coupon takes a part of), on what earlier discounts left: a percent of that base, rounded; an amount capped at that base and, unless
+ *   it is "once", at what all the invoice's lines come to after earlier discounts, credit lines included (a forever or repeating amount off never takes
+ *   more than the invoice's net: its rest applies next period; a "once" one ends with this invoice, so it is spent whole and what the
+ *   change lines then net goes to the balance, change-credit.ts: 300 off once, −500 + 550 takes 300, 250 to the balance). A
  *   base of zero or less takes nothing. Each discount is split over its lines in proportion to
  *   their amounts, rounded down, the units left over going to the largest remainders (the
  *   earlier line on a tie), so the split sums exactly to the discount.
@@ -95,9 +97,10 @@ function applyDiscounts(input: BookingInput): { net: Decimal[]; perLine: BookedD
     if (base.lte(0)) continue;
     let amount = d.percentOff !== null ? roundAmount(base.times(dec(d.percentOff)).div(HUNDRED)) : roundAmount(dec(d.amountOff ?? "0"));
     if (amount.gt(base)) amount = base;
-    // An amount off never takes more than the invoice comes to, its credit lines included.
+    // A forever or repeating amount off never takes more than the invoice comes to, its credit lines included (its rest applies next
+    // period); a "once" one ends with this invoice, so it takes its whole base and the change lines' net goes to the balance.
     const whole = net.reduce((a, n) => a.plus(n), ZERO);
-    if (d.percentOff === null && amount.gt(whole)) amount = whole;
+    if (d.percentOff === null && d.duration !== "once" && amount.gt(whole)) amount = whole;
     if (amount.lte(0)) continue;
     const parts = splitInProportion(
       amount,

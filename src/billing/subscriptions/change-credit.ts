@@ -13,7 +13,9 @@
  *   taken whole again by the usage)
  *   (grantProrationCredits), one credit naming both ("Net of …"; the credit alone when the
  *   charge rounded to nothing). The invoice keeps the old card's usage, if any, which that
- *   credit then pays like any credit.
+ *   credit then pays like any credit. A "once" amount off is spent whole on the change lines
+ *   (booking caps only a forever or repeating one at the invoice's net) and ends with them:
+ *   1,000 → 1,100 with half left under 300 off once, −500 + 550 − 300: 250 to the balance.
  * - The lines are booked as the invoice would book them now, nothing recorded (a draft is booked
  *   at its finalization, its proration lines as written); without booking (the in-memory fake)
  *   nothing is taxed and the lines' pre-tax sum is the rounded difference, never negative.
@@ -39,6 +41,20 @@ function isChangeLine(l: Pick<InvoiceLine, "kind" | "key">): boolean {
 }
 
 /**
+ * Records the "once" discounts the change lines of `inv` took and the lines that stay do not
+ * (booked with them, `full`, not without, `rest`): their part goes to the balance with the change
+ * lines' net, so they have had their invoice and end; one the lines that stay take is recorded at
+ * the invoice's finalization. 300 off once, −500 + 550 takes 300: 250 to the balance, the coupon
+ * spent (not taken again by the next period's 1,100).
+ */
+async function spendOnce(booking: BookingTx, inv: Invoice, full: Invoice, rest: Invoice, at: Date): Promise<void> {
+  const once = new Set((await booking.discountsFor(inv, at)).filter((d) => d.duration === "once").map((d) => d.discountId));
+  const stays = new Set((rest.discounts ?? []).map((d) => d.discountId));
+  const spent = (full.discounts ?? []).map((d) => d.discountId).filter((id) => once.has(id) && !stays.has(id));
+  if (spent.length > 0) await booking.discounted(spent, inv.id, at, inv.environmentId);
+}
+
+/**
  * `inv` (a change's invoice, `at` on the subscription's clock) without its change lines when they
  * net to a credit once booked, and that credit (a negative amount) for the subject's balance;
  * else `inv` as it is and no credit.
@@ -51,8 +67,11 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
   const total = kept.reduce((acc, l) => acc.plus(dec(l.amount)), ZERO);
   const without = { ...inv, lines: kept, total: formatDecimal(total) };
   // What the change lines add to the invoice as booked, its discounts spread again over the lines that stay.
-  const net = dec((await bookInvoice(tx.booking, inv, at, false)).total).minus(dec((await bookInvoice(tx.booking, without, at, false)).total));
+  const full = await bookInvoice(tx.booking, inv, at, false);
+  const rest = await bookInvoice(tx.booking, without, at, false);
+  const net = dec(full.total).minus(dec(rest.total));
   if (!net.isNegative()) return unchanged;
+  await spendOnce(tx.booking, inv, full, rest, at);
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
   return { invoice: without, credits: [{ description, amount: formatDecimal(net) }] };

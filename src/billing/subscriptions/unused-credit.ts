@@ -18,8 +18,9 @@
  * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked on
  *   what it takes off, not the buyer's tax details at the change (paidTax): drawn from the lines
  *   newest first (the seats added last go first), each part at its own line's tax ÷ net of
- *   discounts (none on an unpaid line), rounded half up once per credit, never more than the paid
- *   lines' tax less what the period's earlier decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
+ *   discounts (an open invoice's line counts as paid, a void or uncollectible one's gives back
+ *   none), rounded half up once per credit, never more than the paid and open lines' tax less
+ *   what the period's earlier decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
  *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
  *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
  */
@@ -144,6 +145,13 @@ const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a
  */
 const drawnKey = (inv: Invoice, index: number): string => `|${inv.id}#${index}`;
 
+/**
+ * Whether an invoice's lines give back the tax they booked: a paid one's, and an open one's (it
+ * still asks for that tax: a credit to the balance is what the customer pays for the time given
+ * back, as change-lines.ts counts an open invoice as paid); a void or uncollectible one's none.
+ */
+const owesTax = (inv: Invoice): boolean => inv.status === "paid" || inv.status === "open";
+
 /** A charge line a credit can draw on: what it has left (its net less what was drawn), its net and the exclusive tax paid on it. */
 type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal };
 
@@ -151,8 +159,8 @@ type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal };
  * The lines `pick` selects of the period's invoices `billed` (oldest first) as a stack, the last
  * billed on top: each positive one with what it has left to give back (its amount less discounts,
  * less what decreases drew of it before, `drawn`, and what negative lines of the rate billed after
- * it took off the top), and the exclusive tax paid on it (none unless its invoice is paid: an open
- * proration invoice's seats paid no tax yet).
+ * it took off the top), and the exclusive tax booked on it (owesTax: none on a void or
+ * uncollectible invoice's line; an open proration invoice's seats still owe theirs).
  */
 function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, drawn: Readonly<Record<string, string>>): Slot[] {
   const stack: Slot[] = [];
@@ -170,7 +178,7 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
       } else if (net.gt(0)) {
         const key = drawnKey(inv, i);
         const left = net.minus(dec(drawn[key] ?? "0"));
-        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: inv.status === "paid" ? exclusiveTax(l) : ZERO });
+        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owesTax(inv) ? exclusiveTax(l) : ZERO });
       }
     });
   }
@@ -181,9 +189,10 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
  * The exclusive tax each of a change's `valued` credits (valuedCredits) gives back, in their
  * order (0 for other lines). A credit is drawn from the lines it stands for (those valuedCredits
  * reads) newest first, what was added last being taken off first (stackOf), each part with its
- * own line's tax: the exclusive tax its paid invoice booked on it × the part / its amount less
- * discounts; an unpaid line's part gives back none. Summed, rounded half up once per credit, and
- * never more than the tax the period's paid invoices booked on those lines less what was given
+ * own line's tax: the exclusive tax its paid or open invoice booked on it × the part / its amount
+ * less discounts; a void or uncollectible line's part gives back none. Summed, rounded half up
+ * once per credit, and never more than the tax the period's paid and open invoices booked on
+ * those lines less what was given
  * back before in the period and by the change's earlier credits. `credited` (TaxCreditedTerms'
  * amounts) is what earlier decreases in the period gave back per rate code and drew of each line
  * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
@@ -196,7 +205,7 @@ export function paidTax(valued: readonly (BillLine | null)[], billed: readonly I
     const pick = linesOf(billed, rateCodeOf(l));
     const group = rateCodeOf(l) ?? "";
     let paid = ZERO;
-    for (const inv of billed) if (inv.status === "paid") for (const line of inv.lines) if (isFixed(line) && pick(line)) paid = paid.plus(exclusiveTax(line));
+    for (const inv of billed) if (owesTax(inv)) for (const line of inv.lines) if (isFixed(line) && pick(line)) paid = paid.plus(exclusiveTax(line));
     const stack = stackOf(billed, pick, given);
     let rest = l.amount.neg();
     let exact = ZERO;
