@@ -183,6 +183,12 @@ export function chargedTerms(s: Subscription): TermsOf {
   return s.chargedTerms ?? { fixedRateQuantities: s.fixedRateQuantities, rateMultipliers: s.rateMultipliers };
 }
 
+/** The card `s`'s current period was paid on when it is not the row's (a change of rate card that charged nothing); else null. */
+export function paidOnOtherCard(s: Pick<Subscription, "chargedTerms" | "rateCardId">): string | null {
+  const id = s.chargedTerms?.rateCardId;
+  return id !== undefined && id !== s.rateCardId ? id : null;
+}
+
 /** The card and terms `s`'s current period's fixed charges were billed at: what a change of rate card takes as paid. */
 export function chargedCardTerms(s: Subscription): TermsOf & { rateCardId: string } {
   const t = s.chargedTerms ?? s;

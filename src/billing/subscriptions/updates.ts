@@ -21,6 +21,10 @@
  * - `none`: the new terms price the next cycle's charges; nothing is invoiced now. The period
  *   keeps the terms it was billed at (Subscription.chargedTerms), from which a later prorated
  *   change, a pause's unused time or a change of rate card is computed.
+ * After a change of rate card that charged nothing (the period paid on the card it was charged
+ * on, chargedTerms' rateCardId), a prorated change is priced from what was paid there, as a change
+ * of rate card is (pastPaid): no more per period than was paid charges nothing and the period
+ * stays paid there; more charges the paid card's credit and the new terms' charge for the rest.
  * Usage rates are billed in arrears, at the close, over the whole period at the row's terms then.
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
  * the usage before it with either behaviour where the close would bill it at other terms
@@ -50,12 +54,15 @@ import {
   type RateChange,
   type TermsOf,
   chargedAfterUnbilled,
+  chargedCardTerms,
   chargedKeeping,
   chargedTerms,
   cycleCharge,
   netOfChange,
   prorationLines,
+  paidOnOtherCard,
   remainingPart,
+  sameCharged,
   sameEntries,
   sameTerms,
   withCredits,
@@ -65,7 +72,8 @@ import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } from "./unused-credit.js";
 import { usageTermSettlement } from "./usage-term-changes.js";
-import { taxedLines } from "./change-credit.js";
+import { changeCredit, taxedLines } from "./change-credit.js";
+import { pricedUpgradeLines } from "./upgrade-lines.js";
 
 /**
  * `charged` (the period's charged terms after a change to `next`) keeping the exclusive tax seat
@@ -159,15 +167,18 @@ export class TermUpdates {
       const termsChange = !sameEntries(next.fixedRateQuantities, current.fixedRateQuantities) || !sameEntries(next.rateMultipliers, current.rateMultipliers);
       const commitmentChange = commitment.given && commitment.value !== shownCommitment(current);
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
-      const lines = behavior === "none" || !termsChange ? [] : await this.prorations(card, current, next, now);
+      // The period paid on another card (a change of rate card that charged nothing): priced from what was paid there.
+      const paidOn = paidOnOtherCard(current);
+      const lines = behavior === "none" || !termsChange ? [] : paidOn ? await this.pastPaid(card, current, next, now) : await this.prorations(card, current, next, now);
       // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
       const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], adjustments: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
       // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
-      const billed = lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
+      const billed =
+        !paidOn && lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
       const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
-      const valued = valuedCredits(lines, billed, money);
+      const valued = paidOn ? lines : valuedCredits(lines, billed, money);
       // Decreases credited nothing (nothing of the rate paid in the period yet): the period stays charged at the old terms for them.
       const uncredited = new Set(lines.flatMap((l, i) => (l.amount.isNegative() && valued[i] === null ? [rateCodeOf(l) ?? ""] : [])));
       return this.engine.stores.transaction(async (tx) => {
@@ -182,6 +193,7 @@ export class TermUpdates {
           !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
           !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
           !sameTerms(chargedTerms(s), chargedTerms(current)) ||
+          !sameCharged(s, current) ||
           s.periodEnd.getTime() <= now.getTime()
         ) {
           throw lostRace(id);
@@ -192,9 +204,14 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        const { charged, own, taxCredited } = await this.decided(tx, s, card, valued, increases, billed, now, money);
+        const decision = paidOn ? { charged: lines.length > 0, own: [], taxCredited: {} } : await this.decided(tx, s, card, valued, increases, billed, now, money);
+        const { charged, taxCredited } = decision;
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
-        const invoice = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, increases, now, current.periodEnd, now) : undefined;
+        const built = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, paidOn ? lines : increases, now, current.periodEnd, now) : undefined;
+        // Past what was paid on another card: its credit and the new terms' charge on one invoice; a net credit once taxed goes to the balance (change-credit.ts).
+        const change = paidOn && built ? await changeCredit(tx, built, now) : { invoice: built, credits: decision.own };
+        const invoice = change.invoice?.lines.length ? change.invoice : undefined;
+        const own = change.credits;
         const toCarry = await grantProrationCredits(tx, s, card.currency ?? "USD", [...(s.prorationCredits ?? []), ...own], now);
         const usageInvoice = usage.lines.length > 0 ? this.engine.builder.newInvoice(s, card, `usage-terms:${now.getTime()}:${randomBase62(8)}`, usage.lines, s.usageSince, now, now) : undefined;
         const settled = usageInvoice ? await withCredits(tx, usageInvoice, toCarry, now) : { invoice: undefined, carried: toCarry };
@@ -205,9 +222,10 @@ export class TermUpdates {
           ...s,
           ...next,
           // A prorated change bills the period at the new terms, but for a decrease credited nothing (chargedKeeping);
-          // `none` (or no change of terms) leaves it at those it was billed at (on another card after a change of rate card charging nothing: as is).
+          // `none` (or no change of terms) leaves it at those it was billed at; on another card after a change of rate card charging nothing,
+          // so does a change that costs no more than was paid there (pastPaid).
           chargedTerms: withTaxCredited(
-            !termsChange || (behavior === "none" && s.chargedTerms?.rateCardId) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
+            !termsChange || (paidOn && (behavior === "none" || !charged)) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
             next,
             s,
             taxCredited,
@@ -277,6 +295,24 @@ export class TermUpdates {
       const taken = off[i];
       return taken && !taken.amount.isZero() ? { ...l, amount: l.amount.minus(taken.amount) } : l;
     });
+  }
+
+  /**
+   * The lines of moving `current`, whose period was paid on another card (paidOnOtherCard), to
+   * `next` at `at`, as a change of rate card prices them (changes.ts switchPlan): from what was
+   * paid, on the card it was paid on (chargedCardTerms). New terms costing no more per period
+   * than was paid charge nothing (the period stays paid there); else the paid card's credit and
+   * the row's card's charge for the part of the period left (upgrade-lines.ts), which sum to the
+   * prorated difference. Pro at 10,000 paid, then Basic (2,000 a seat): Basic × 3 (6,000)
+   * charges nothing; Basic × 6 (12,000) charges the 2,000 more for the rest of the period.
+   */
+  private async pastPaid(card: RateCard, current: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
+    const paid = chargedCardTerms(current);
+    const paidCard = await this.engine.reads.card(current.environmentId, paid.rateCardId);
+    const fixed = async (c: RateCard, t: TermsOf) => cycleCharge(await this.engine.builder.fixedLines(c, t));
+    if (!(await fixed(card, next)).gt(await fixed(paidCard, paid))) return [];
+    const { left, span } = remainingPart(current.periodStart, current.periodEnd, at);
+    return pricedUpgradeLines(this.engine, current, [paidCard, paid], [card, next], { left, span });
   }
 
   /**
