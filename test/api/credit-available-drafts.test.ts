@@ -104,4 +104,22 @@ for (const store of STORES) {
     // Once (was twice: re-armed inside the grace at 3,000, fired again on Feb 16).
     t.deepEqual(await eventTypes(s, ALERTS), ["credit.balance_low"]);
   });
+
+  test.serial(`${store}: a cancelled subscription's draft in its grace counts beside an older active subscription`, async (t) => {
+    // A (no usage) and B at 10 a unit from Jan 15, a grant of 5,000, 200 units on B (2,000): B cancelled on Jan 20.
+    const s = await Scenario.start(server, JAN, { invoiceGraceSeconds: 3600 });
+    const a = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "a");
+    const b = await s.metric({ aggregation_type: "sum", value_field: "n" }, [], "b");
+    await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(a, flat(10))] }) });
+    const sb = (await s.subscribe({ rate_card_id: await s.card({ usage_based_rates: [usageRate(b, flat(10))] }) })).subscription.id;
+    await promo(s, "grant", 5000);
+    await s.events([["2026-01-16T00:00:00Z", "200"]], "b");
+    await s.advance(JAN_20);
+    t.deepEqual(await creditState(s), ["5000", "3000"], "Jan 20, before the cancel");
+    await s.call("POST", `/subscriptions/${sb}/cancel`, {});
+    await s.advance("2026-01-20T00:10:00Z");
+    t.deepEqual(await credited(s), [["draft", "2000", [["grant", "2000"]], "0"]]);
+    // Was 5,000: A's window began Jan 15, so the drafts were not read and B's was not counted.
+    t.deepEqual(await creditState(s), ["5000", "3000"], "Jan 20 00:10, B's draft inside its grace");
+  });
 }

@@ -39,8 +39,9 @@
  * written, booked, no credit read) in the order they finalize, through the same spent "once"
  * discounts as the current periods (drafts of every currency: a "once" coupon goes to the first
  * invoice), and takes, at its finalizesAt, what allocateCredits gives it, before the current
- * periods' closes. The drafts are read only when one may be in its grace period (mayHaveDrafts),
- * and read again after the grants: one finalized meanwhile is dropped (spendableAfterDrafts). One hour of grace, a grant of 2,000, 250 units at 10 (2,500) on Jan 20: inside the
+ * periods' closes. The drafts are read whenever the subject has credit (one indexed read: a draft
+ * of a cancelled or paused subscription, or one whose finalization is retried, may be there
+ * whatever the active subscriptions' windows), and read again after the grants: one finalized meanwhile is dropped (spendableAfterDrafts). One hour of grace, a grant of 2,000, 250 units at 10 (2,500) on Jan 20: inside the
  * grace on Feb 15 the draft will apply 2,000 and leave 500 due, so available is −500 (not the
  * balance of 2,000), as on Jan 20.
  *
@@ -52,7 +53,6 @@ import type { RateCard } from "../catalog/types.js";
 import type { Decimal } from "../money.js";
 import { ZERO, dec, formatDecimal } from "../money.js";
 import { bookedPreview } from "../subscriptions/booking.js";
-import { steppedTime } from "../subscriptions/clock-step.js";
 import { chargeLines } from "../subscriptions/credit-application.js";
 import type { InvoiceBuilder } from "../subscriptions/invoice-building.js";
 import type { BillingStores } from "../subscriptions/ports.js";
@@ -104,9 +104,6 @@ interface Close {
 /** The most drafts a subject has read in one page (one per subscription's closed window, a few). */
 const DRAFTS_PAGE = 100;
 
-/** How long past the grace period a window's draft is still looked for: a close the scheduler ran late, a finalization tried again. */
-const DRAFT_SLACK_MS = 24 * 3600 * 1000;
-
 /** The subject's drafts, one read (a page more only past DRAFTS_PAGE). */
 async function draftsOf(engine: UsagePricing, environmentId: string, subjectId: string): Promise<Invoice[]> {
   const drafts: Invoice[] = [];
@@ -115,31 +112,6 @@ async function draftsOf(engine: UsagePricing, environmentId: string, subjectId: 
     drafts.push(...page.items);
     if (!page.hasMore) return drafts;
   }
-}
-
-/** The time on a subscription's clock (as Lookups.nowFor): real time, or its test clock's. */
-async function nowOf(engine: UsagePricing, s: Subscription): Promise<Date> {
-  if (!s.testClockId) return engine.now();
-  const stepped = steppedTime(s.testClockId);
-  if (stepped) return stepped;
-  const clock = await engine.stores.clocks.get(s.environmentId, s.testClockId);
-  return clock ? clock.frozenTime : engine.now();
-}
-
-/**
- * Whether the subject may have a draft in its grace period: a draft is made when a window closes
- * (a period's end, a change of rate card, a pause, a cancellation) and finalizes a grace period
- * later, so with an active subscription it may only when one of their windows started (the
- * period's start, or usage since a change) within the grace period (and a day's slack) before
- * now. Without an active subscription a cancellation's or a pause's draft may be its only close.
- */
-async function mayHaveDrafts(engine: UsagePricing, environmentId: string, active: readonly Subscription[]): Promise<boolean> {
-  const running = active.filter((s) => s.status === "active");
-  const first = running[0];
-  if (!first) return true;
-  const grace = await engine.reads.graceSeconds(environmentId);
-  const since = (await nowOf(engine, first)).getTime() - grace * 1000 - DRAFT_SLACK_MS;
-  return running.some((s) => Math.max(s.periodStart.getTime(), s.usageSince.getTime()) > since);
 }
 
 /**
@@ -271,7 +243,7 @@ export async function takenOffBalance(
   const spentOnce = new Set<string>();
   const { environmentId, subjectId } = subject;
   // A previous period's drafts finalize before any current close: they come first (and take their "once" discounts).
-  const drafts = balances.size > 0 && (await mayHaveDrafts(engine, environmentId, active)) ? await pricedDrafts(engine, environmentId, subjectId, new Set(balances.keys()), spentOnce) : [];
+  const drafts = balances.size > 0 ? await pricedDrafts(engine, environmentId, subjectId, new Set(balances.keys()), spentOnce) : [];
   const all: Close[] = [...drafts, ...(await pricedPeriods(engine, active, spentOnce))];
   const { credited, spendable } = await spendableAfterDrafts(engine, credits, subject, balances, all);
   // A currency without credit: its closes, nothing spendable (drafts are only counted where there is credit).
