@@ -31,6 +31,28 @@ async function resumedOnce(s: Scenario, quantity: number): Promise<string> {
   return sub.id;
 }
 
+/** Pro, 1 seat at 10,000 a month from January 15 (31 days), changed on January 17 to Ent at 20,000 (29 days left), the clock on January 18 (28 left). */
+async function upgradedToEnt(s: Scenario): Promise<string> {
+  const pro = await s.card({ name: "Pro", fixed_rates: [seats(10000, "pro", "Pro")] });
+  const ent = await s.card({ name: "Ent", fixed_rates: [seats(20000, "ent", "Ent")] });
+  const sub = (await s.subscribe({ rate_card_id: pro, fixed_rate_quantities: { pro: 1 } })).subscription;
+  await s.advance("2026-01-17T00:00:00Z");
+  await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: ent });
+  await s.advance("2026-01-18T00:00:00Z");
+  return sub.id;
+}
+
+/** The upgrade's invoice: Pro's unused 10,000 × 29/31 back, Ent's 20,000 × 29/31 charged. */
+const UPGRADE = [
+  "paid",
+  "9355",
+  [
+    ["Unused time on Pro (prorated: 93.55% of the period left)", "-9355"],
+    ["Remaining time on Ent (prorated: 93.55% of the period left)", "18710"],
+  ],
+  "9355",
+];
+
 for (const store of STORES) {
   const server = useServer(store);
 
@@ -110,5 +132,34 @@ for (const store of STORES) {
       (await ledger(s)).filter(([type]) => type === "proration"),
       [["proration", "7677"]],
     );
+  });
+
+  test(`${store}: after an upgrade, a pause credits the new card's unused time in full: Ent 20,000 × 28/31 = 18,065, not the 9,355 its invoice came to after Pro's credit`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const id = await upgradedToEnt(s);
+    await s.call("POST", `/subscriptions/${id}/pause`, {});
+    await s.advance("2026-01-20T00:00:00Z");
+    await s.call("POST", `/subscriptions/${id}/resume`, {});
+    t.deepEqual((await bills(s)).slice(1), [
+      UPGRADE,
+      [
+        "paid",
+        "1935",
+        [
+          ["Ent", "20000"],
+          [unused("Ent × 1", "18", "28"), "-18065"],
+        ],
+        "1935",
+      ],
+    ]);
+    t.deepEqual(await ledger(s), []);
+  });
+
+  test(`${store}: after an upgrade, a seat decrease credits the new card's unused time in full: Ent 1 → 0 gives back 20,000 × 28/31 = 18,065, not 9,355`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const id = await upgradedToEnt(s);
+    await s.call("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { ent: 0 } });
+    t.deepEqual((await bills(s)).slice(1), [UPGRADE]);
+    t.deepEqual(await ledger(s), [["proration", "18065"]]);
   });
 }

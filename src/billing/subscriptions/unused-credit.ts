@@ -40,17 +40,26 @@ const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduc
  */
 const isFixed = (l: InvoiceLine): boolean => (l.kind === "fixed" || l.kind === "proration") && !isCarriedCredit(l);
 
-/** What a carried credit's line took off its invoice's total: its amount and exclusive tax, negated (credits are never discounted). */
-const carriedOff = (inv: Invoice): Decimal =>
-  inv.lines.reduce((a, l) => (isCarriedCredit(l) ? (l.taxAmounts ?? []).reduce((b, t) => (t.inclusive ? b : b.plus(dec(t.amount))), a.plus(dec(l.amount))) : a), ZERO).neg();
+/** A line's exclusive tax (an inclusive one is inside its amount). */
+const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
+
+/**
+ * What the credits of other time took off an invoice's total, their amounts and exclusive tax
+ * negated: its negative proration lines that are not among the lines `pick` counts as fixed (a
+ * carried credit, never a fixed line; with a rate's pick, another card's or rate's unused-time
+ * credit too, which gives back time an earlier invoice paid for). Credits are never discounted.
+ */
+const otherCreditsOff = (inv: Invoice, pick: (l: InvoiceLine) => boolean): Decimal =>
+  inv.lines.reduce((a, l) => (l.kind === "proration" && dec(l.amount).isNegative() && !(isFixed(l) && pick(l)) ? a.plus(dec(l.amount)).plus(exclusiveTax(l)) : a), ZERO).neg();
 
 /**
  * What the paid invoices among `billed` took for their fixed and proration lines that `pick`
  * selects (every one by default; never a credit carried onto the invoice from another period,
  * isCarriedCredit): per invoice, those lines less their discounts, never more than its total
- * before those carried credits less what credit notes gave back; 0 at least. A resume's invoice
- * (1,000 for the new cycle, −903 for the paused one's unused time: 97) took 1,000 for the new
- * cycle, not 97. Also the charge lines' amounts and
+ * before the credits of other time on it (otherCreditsOff) less what credit notes gave back; 0 at
+ * least. A resume's invoice (1,000 for the new cycle, −903 for the paused one's unused time: 97)
+ * took 1,000 for the new cycle, not 97; an upgrade's (Pro's unused −9,355, Ent's rest +18,710:
+ * 9,355) took 18,710 for Ent, not 9,355. Also the charge lines' amounts and
  * discounts (positive lines), from which a rate's discount fraction is read.
  */
 export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean = () => true): { took: Decimal; charged: Decimal; discounted: Decimal } {
@@ -68,9 +77,10 @@ export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) =>
         discounted = discounted.plus(discountsOf(l));
       }
     }
-    // The invoice's total before the credits carried onto it: they pay for no time of this period.
+    // The invoice's total before the credits of other time on it (carried credits; with a rate's
+    // pick, other cards' and rates' unused-time credits): they pay for none of the picked lines.
     const kept = dec(inv.total)
-      .plus(carriedOff(inv))
+      .plus(otherCreditsOff(inv, pick))
       .minus(dec(inv.amountCredited ?? "0"));
     const part = fixed.lte(kept) ? fixed : kept;
     if (part.gt(0)) took = took.plus(part);
@@ -83,6 +93,18 @@ function linesOf(billed: readonly Invoice[], code: string | null): (l: InvoiceLi
   const own = (l: InvoiceLine) => code !== null && rateCodeOf(l) === code;
   const paid = billed.filter((i) => i.status === "paid");
   return paid.some((i) => i.lines.some((l) => isFixed(l) && own(l))) ? own : (l) => rateCodeOf(l) === null;
+}
+
+/**
+ * A credit line's description once valued: what the period's discounts took of the list-price
+ * credit `l` (down to `net`), said only when they took something, and, when what the period's
+ * invoices took for the rate holds it to `value`, that cap.
+ */
+function describe(l: BillLine, net: Decimal, value: Decimal, money: (d: Decimal) => string): string {
+  const discounts = l.amount.neg().minus(net);
+  const less = discounts.gt(0) ? `, less the period's discounts on it: ${money(discounts)}` : "";
+  const capped = net.gt(value) ? `, at most what the period's invoices took for it: ${money(value)}` : "";
+  return `${l.description}${less}${capped}`;
 }
 
 /**
@@ -101,13 +123,11 @@ export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoi
     const fraction = taken.charged.gt(0) ? taken.discounted.div(taken.charged) : dec(1);
     const left = room.get(group) ?? taken.took;
     // The unused time before rounding (a proration line's unit amount, quantity 1), rounded once.
-    let value = roundAmount(l.unitAmount.neg().times(dec(1).minus(fraction)));
-    if (value.gt(left)) value = left;
+    const net = roundAmount(l.unitAmount.neg().times(dec(1).minus(fraction)));
+    const value = net.gt(left) ? left : net;
     room.set(group, left.minus(value));
     if (value.lte(0)) return null;
-    const less = l.amount.neg().minus(value);
-    const description = less.isZero() ? l.description : `${l.description}, less the period's discounts on it: ${money(less)}`;
-    return { ...l, amount: value.neg(), unitAmount: value.neg(), description };
+    return { ...l, amount: value.neg(), unitAmount: value.neg(), description: describe(l, net, value, money) };
   });
 }
 
@@ -134,9 +154,6 @@ export function taxCreditedIn(s: Pick<Subscription, "chargedTerms" | "periodStar
 
 /** The lesser of two amounts. */
 const minOf = (a: Decimal, b: Decimal): Decimal => (a.lt(b) ? a : b);
-
-/** A line's exclusive tax (an inclusive one is inside its amount). */
-const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
 
 /**
  * Where TaxCreditedTerms' amounts keep what the period's decreases drew of a line (the net they
