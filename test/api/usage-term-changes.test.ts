@@ -229,6 +229,126 @@ const cases: Case[] = [
     ],
   ],
   [
+    "(5e) raised to 3, then usage dated before the change sent after it: priced at ×1 as the rest before it",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-20T00:00:00Z", "10000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.advance("2026-01-31T00:00:00Z");
+      await s.events([["2026-01-25T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return (await bills(s)).slice(1);
+    },
+    [
+      // Feb 1: 1 seat 1,000; the period at ×3: 11,000 × 2 × 3 = 66,000, less the 11,000 units before the change at
+      // ×3 − ×1: 44,000 (priced at the close, the late 1,000 included): 22,000 = 11,000 × 2, all used at ×1
+      // (the old code kept −40,000 from the change: 26,000, 4,000 too much).
+      [
+        "paid",
+        "23000",
+        [SEATS, ["API calls", "usage", "11000", "6", "66000"], [`API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "adjustment", "1", "-44000", "-44000"]],
+        [],
+        "23000",
+      ],
+    ],
+  ],
+  [
+    "(5f) raised to 3, then a negative correction dated before the change: the adjustment shrinks with it",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-20T00:00:00Z", "10000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.advance("2026-01-31T00:00:00Z");
+      await s.events([
+        ["2026-01-20T00:00:00Z", "-8000"],
+        ["2026-01-31T00:00:00Z", "1000"],
+      ]);
+      await s.advance(FEB);
+      return (await bills(s)).slice(1);
+    },
+    [
+      // Feb 1: 1 seat 1,000; 3,000 × 2 × 3 = 18,000, less the 2,000 units before the change at ×3 − ×1: 8,000:
+      // 10,000 = 2,000 × 2 (×1) + 1,000 × 6 (×3) (the old code kept −40,000, capped at the 18,000: 0 for API calls).
+      [
+        "paid",
+        "11000",
+        [SEATS, ["API calls", "usage", "3000", "6", "18000"], [`API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "adjustment", "1", "-8000", "-8000"]],
+        [],
+        "11000",
+      ],
+    ],
+  ],
+  [
+    "(5g) raised to 3, lowered to 1, raised to 3, with late usage before the first: each part at its own multiplier",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-10T00:00:00Z", "1000"]]);
+      await s.advance("2026-01-15T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.events([["2026-01-20T00:00:00Z", "1000"]]);
+      await s.advance("2026-01-25T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "1" } });
+      await s.events([["2026-01-27T00:00:00Z", "1000"]]);
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.advance("2026-01-31T00:00:00Z");
+      await s.events([
+        ["2026-01-12T00:00:00Z", "1000"],
+        ["2026-01-31T00:00:00Z", "1000"],
+      ]);
+      await s.advance(FEB);
+      return (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1, 3));
+    },
+    [
+      // Jan 25: 2,000 units: 12,000 at ×3, 4,000 at ×1: 8,000, net of the Jan 15 change's (1 − 3) × 2 × 1,000 = −4,000: 4,000.
+      [
+        "4000",
+        [
+          [
+            "API calls: usage before the change (multiplier 3 → 1) at the old terms (2026-01-01T00:00:00Z to 2026-01-25T00:00:00Z), net of earlier changes' USD -40.00",
+            "adjustment",
+            "1",
+            "4000",
+            "4000",
+          ],
+        ],
+      ],
+      // Feb 1: 1 seat 1,000; 5,000 × 6 = 30,000, less the 4,000 units before Jan 30 (the late 1,000 of Jan 12 included) at
+      // ×3 − ×1: 16,000: 14,000. API calls in all: 4,000 + 14,000 = 18,000 = 3,000 × 2 (×1: Jan 10, 12, 27) + 2,000 × 6
+      // (×3: Jan 20, 31) (the old code kept −12,000: 22,000).
+      ["15000", [SEATS, ["API calls", "usage", "5000", "6", "30000"], [`API calls: usage before the change (multiplier 1 → 3) at the old terms ${BEFORE}`, "adjustment", "1", "-16000", "-16000"]]],
+    ],
+  ],
+  [
+    "(5h) raised to 3, lowered to 2 with no usage since: still negative, both kept for the close",
+    async (s) => {
+      const id = await plan(s, { seats: 1 });
+      await s.events([["2026-01-10T00:00:00Z", "1000"]]);
+      await s.advance("2026-01-15T00:00:00Z");
+      await patch(s, id, { rate_price_multipliers: { api: "3" } });
+      await s.advance(CHANGE);
+      await patch(s, id, { rate_price_multipliers: { api: "2" } });
+      await s.events([["2026-01-31T00:00:00Z", "1000"]]);
+      await s.advance(FEB);
+      return (await bills(s)).slice(1).map((b) => (b as unknown[]).slice(1, 3));
+    },
+    [
+      // Feb 1: 1 seat 1,000; 2,000 × 4 = 8,000, + (3 − 2) × 2 × 1,000 = 2,000 (Jan 30) − (3 − 1) × 2 × 1,000 = 4,000 (Jan 15):
+      // 6,000 = 1,000 × 2 (×1) + 1,000 × 4 (×2).
+      [
+        "7000",
+        [
+          SEATS,
+          ["API calls", "usage", "2000", "4", "8000"],
+          [`API calls: usage before the change (multiplier 3 → 2) at the old terms ${BEFORE}`, "adjustment", "1", "2000", "2000"],
+          ["API calls: usage before the change (multiplier 1 → 3) at the old terms (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z)", "adjustment", "1", "-4000", "-4000"],
+        ],
+      ],
+    ],
+  ],
+  [
     "(5c) lowered to 0.5, then back to 1: the settlement of the first change is credited back by the second",
     async (s) => {
       const id = await plan(s, { seats: 1 });

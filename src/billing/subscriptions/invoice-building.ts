@@ -17,7 +17,7 @@ import { finalizeOpen } from "./booking.js";
 import { anchorOf, chainLines } from "./first-seen.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
-import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageWindow } from "./types.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageTermsAdjustment, UsageWindow } from "./types.js";
 
 const ONE = dec(1);
 
@@ -69,18 +69,23 @@ type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<
 /** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON). */
 type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Record<string, Date | string> };
 
+/** `s`'s changes of usage terms of rate `code` settled on the window from `from` (usage-term-changes.ts). */
+function termChangesOf(s: Pick<UsageTerms, "usageAdjustments">, code: string, from: Date): UsageTermsAdjustment[] {
+  return (s.usageAdjustments ?? []).filter((a) => a.code === code && a.since === from.toISOString());
+}
+
 /**
- * The adjustment lines of `s`'s window from `from` for rate `code` (usage-term-changes.ts: old −
- * new terms of the usage before a raised multiplier or a usage add-on taken, negative), keyed as
- * the rate's usage (`<code>|`) so discounts and taxes book them as its usage; together never more
- * than the rate's usage lines `billed` (both price the same usage), so a window never bills less than nothing.
+ * The adjustment lines of rate `code` for its changes of usage terms (usage-term-changes.ts: old
+ * − new terms of its usage before each change, as priced now), keyed as the rate's usage
+ * (`<code>|`) so discounts and taxes book them as its usage; those that add first, so together
+ * they never take off more than the rate's usage lines `billed` (all price the same usage): a
+ * window never bills less than nothing.
  */
-function adjustmentLines(s: Pick<UsageTerms, "usageAdjustments">, code: string, from: Date, billed: Decimal): BillLine[] {
+function adjustmentLines(changes: { description: string; amount: Decimal }[], code: string, billed: Decimal): BillLine[] {
   let left = billed.gt(0) ? billed : ZERO;
   const out: BillLine[] = [];
-  for (const a of s.usageAdjustments ?? []) {
-    if (a.code !== code || a.since !== from.toISOString()) continue;
-    const amount = dec(a.amount).lt(left.neg()) ? left.neg() : dec(a.amount);
+  for (const a of [...changes.filter((c) => !c.amount.isNegative()), ...changes.filter((c) => c.amount.isNegative())]) {
+    const amount = a.amount.lt(left.neg()) ? left.neg() : a.amount;
     if (amount.isZero()) continue;
     left = left.plus(amount);
     out.push({ description: a.description, quantity: ONE, unitAmount: amount, amount, kind: "adjustment", key: `${code}|`, windowInvoiceId: null });
@@ -137,7 +142,8 @@ export class InvoiceBuilder {
    * limits.ts), prorated by the window's share of `cycle` — by default the subscription's
    * current period, which every usage window lies in when it is billed. A unique_count rate with a
    * first-seen anchor in `s` bills what its chain of windows adds to its earlier windows (first-seen.ts).
-   * Then its adjustments in `s` for changes of usage terms of the window from `from` (adjustmentLines).
+   * Then its adjustments for the changes of its usage terms in `s` settled on the window from
+   * `from` (adjustmentLines), each priced now from the committed usage before it (termChangeAmount).
    */
   async usageLinesOf(card: RateCard, usage: ChargedRates["usage"], s: UsageTerms, from: Date, to: Date, cycle?: Cycle | null): Promise<BillLine[]> {
     const metrics = await this.reads.metricsOf(card.environmentId, [...new Set(usage.map((r) => r.pricingMetricId))]);
@@ -145,7 +151,11 @@ export class InvoiceBuilder {
     const share = windowShare(from, to, within);
     const out: BillLine[] = [];
     for (const rate of usage) {
-      const lines: BillLine[] = (await this.rateLines(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, to)).map((l) => ({
+      const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
+      // Its changes' usage is measured before the window's (the shorter span first: see measureChain).
+      const changes: { description: string; amount: Decimal }[] = [];
+      for (const a of termChangesOf(s, rate.code, from)) changes.push({ description: a.description, amount: await this.termChangeAmount(rate, metric, s, from, a) });
+      const lines: BillLine[] = (await this.rateLines(rate, metric, s, from, to)).map((l) => ({
         ...l,
         kind: "usage",
         key: `${rate.code}|${l.cell ?? ""}`,
@@ -154,9 +164,20 @@ export class InvoiceBuilder {
       out.push(...lines);
       const limit = limitLine(rate.name, total(lines), money(rate.minimumAmount), money(rate.maximumAmount), share);
       if (limit) out.push({ ...limit.line, kind: limit.kind, key: `${rate.code}|${limit.line.cell}`, windowInvoiceId: null });
-      out.push(...adjustmentLines(s, rate.code, from, total(lines)));
+      out.push(...adjustmentLines(changes, rate.code, total(lines)));
     }
     return out;
+  }
+
+  /**
+   * What change `a` of `rate`'s usage terms settles on the window from `from`: its committed usage
+   * of [from, a.changedAt), measured once as the window's lines measure it, priced at the old
+   * terms (nothing when just taken) less at the new ones.
+   */
+  async termChangeAmount(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, a: UsageTermsAdjustment): Promise<Decimal> {
+    const priced = await this.rateUsage(rate, metric, s, from, new Date(a.changedAt));
+    const at = (m: string) => total(priced({ rateMultipliers: { [rate.code]: m } }));
+    return (a.old === "taken" ? ZERO : at(a.old)).minus(at(a.new));
   }
 
   /**
@@ -165,16 +186,22 @@ export class InvoiceBuilder {
    * it before `from` (chainLines), each with the rate's included units.
    */
   private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
+    return (await this.rateUsage(rate, metric, s, from, to))(s);
+  }
+
+  /** One usage rate's usage for [from, to), measured once (as rateLines measures it), to price at given multipliers. */
+  private async rateUsage(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<(terms: Pick<UsageTerms, "rateMultipliers">) => Line[]> {
     const since = chainStart(rate, metric, s, from);
     if (since) {
       const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, true);
-      return chainLines(this.linesOf(rate, all, s), this.linesOf(rate, before, s));
+      return (terms) => chainLines(this.linesOf(rate, all, terms), this.linesOf(rate, before, terms));
     }
-    return this.linesOf(rate, await this.measureRate(rate, metric, s.subjectId, from, to, true), s);
+    const used = await this.measureRate(rate, metric, s.subjectId, from, to, true);
+    return (terms) => this.linesOf(rate, used, terms);
   }
 
   /** A rate's lines for what it measured, with its included units and the multiplier of `s`. */
-  private linesOf(rate: ChargedRates["usage"][number], used: Measured, s: UsageTerms): Line[] {
+  private linesOf(rate: ChargedRates["usage"][number], used: Measured, s: Pick<UsageTerms, "rateMultipliers">): Line[] {
     const included = dec(rate.includedUnits);
     const m = multiplierOf(s, rate.code);
     if (rate.type === "simple") return simpleUsageLine(rate.name, rate.price, used[0]?.used ?? ZERO, included, m, used[0]?.events ?? ZERO);

@@ -127,8 +127,8 @@ export interface UsageWindow {
   usageAdjustments?: UsageTermsAdjustment[];
 }
 
-/** A raised multiplier's or taken usage add-on's settlement (usage-term-changes.ts): a line of rate `code` (old − new terms, negative, before discounts and tax) on the invoice of the window from `since` (ISO). */
-export type UsageTermsAdjustment = { code: string; amount: string; description: string; since: string };
+/** A change of usage terms kept for its window (usage-term-changes.ts): rate `code` from multiplier `old` ("taken": not charged) to `new` at `changedAt`, settled as old − new of its usage of [`since`, changedAt) on the window's invoice (priced then). */
+export type UsageTermsAdjustment = { code: string; since: string; changedAt: string; old: string; new: string; description: string };
 
 /**
  * What a subscription's finalized usage windows were last reconciled with: the windows (invoice

@@ -16,27 +16,33 @@
  *   it, so its usage before the change is billed at once (old(before), new 0);
  * - on a rate whose charge so adds up, a multiplier lowered: old − new > 0 is billed at once as an
  *   adjustment line; a multiplier raised, or a usage add-on taken: the close will bill the usage
- *   before the change at the new terms, so old − new < 0 is kept on the subscription for its
- *   window (Subscription.usageAdjustments, per rate, with the window's start) and becomes an
- *   adjustment line of the invoice that bills the window (InvoiceBuilder.usageLinesOf: the close,
- *   a change of rate card's or a cancellation's or a pause's invoice; drafts recompute it from
- *   the window's basis), keyed `<code>|` as the rate's usage, so the discounts and taxes that
- *   invoice books on the rate's usage book it too, and the period costs what it used at each
- *   terms. 1 seat at 1,000, 10,000 units at 2, ×1 → ×3 on Jan 30, 1,000 more, 20% exclusive:
- *   the close bills 1,000 + 66,000 − 40,000 = 27,000 + 5,400 tax = 32,400; with a 50% coupon
- *   (once or forever) 16,200; with a 25,000 amount-off 2,000 + 400 = 2,400. A minimum
- *   commitment counts the line as the window's usage (commitments.ts: true-up 100,000 − 27,000).
- * A change billed at once nets the rate's adjustments kept for the window, which were priced for a
- * close at terms it will no longer bill (×1 → ×3 on Jan 15, 1,000 units: −4,000 kept; ×3 → ×0.5 on
- * Jan 30, 2,000 units: 12,000 − 2,000 = 10,000, billed 6,000 and nothing kept; the close bills 3,000
- * units at ×0.5 = 3,000: 2,000 + 6,000 + 1,000 in all); a dropped rate's close bills none of them.
+ *   before the change at the new terms, so the change (rate, instant, old and new multiplier or
+ *   "taken") is kept on the subscription for its window (Subscription.usageAdjustments, with the
+ *   window's start), and the invoice that bills the window (InvoiceBuilder.usageLinesOf: the close,
+ *   a change of rate card's or a cancellation's or a pause's invoice; a draft's recomputation; the
+ *   late-usage diff) prices old − new (< 0) then, from the usage committed before the change by
+ *   then, as an adjustment line keyed `<code>|` as the rate's usage, so the discounts and taxes
+ *   that invoice books on the rate's usage book it too, and the period costs what it used at each
+ *   terms, usage that comes late included. 1 seat at 1,000, 10,000 units at 2, ×1 → ×3 on Jan 30,
+ *   1,000 more, 20% exclusive: the close bills 1,000 + 66,000 − 40,000 = 27,000 + 5,400 tax =
+ *   32,400; with a 50% coupon (once or forever) 16,200; with a 25,000 amount-off 2,000 + 400 =
+ *   2,400. 1,000 units dated Jan 25 sent on Jan 31: 66,000 + 2,000 − 44,000 (not − 40,000): 22,000
+ *   for API calls, all 11,000 units used at ×1. A minimum commitment counts the line as the
+ *   window's usage (commitments.ts: true-up 100,000 − 27,000). Several changes of a window each
+ *   settle their own old − new over [window start, their instant): they add up to each part at its
+ *   own terms.
+ * A change billed at once nets the rate's changes kept for the window, as priced at that instant
+ * (priced for a close at terms it will no longer bill: ×1 → ×3 on Jan 15, 1,000 units: −4,000;
+ * ×3 → ×0.5 on Jan 30, 2,000 units: 12,000 − 2,000 = 10,000, billed 6,000 and nothing kept; the
+ * close bills 3,000 units at ×0.5 = 3,000: 2,000 + 6,000 + 1,000 in all); when the net is still
+ * negative the change is kept too, and the close prices them all; a dropped rate's close bills none.
  * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
  * the close prices the rest at the new terms for the whole period, since a difference priced on
  * such a shape can exceed what the close takes back.
  * Rates whose terms do not change, and changes of fixed rates alone, settle nothing.
  */
 import type { ChargedRates } from "../catalog/addons.js";
-import type { RateCard } from "../catalog/types.js";
+import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
@@ -69,8 +75,8 @@ async function changedUsageRates(reads: Pick<BillingReads, "rates">, card: RateC
 
 /**
  * What a change of usage terms settles for the usage before it: adjustment lines billed at once,
- * and the window's adjustments for the invoice that bills it (negative, before discounts and
- * tax): those kept from earlier changes of the window with this change's.
+ * and the window's changes kept for the invoice that bills it, which prices them then (those
+ * kept from earlier changes of the window with this change's).
  */
 export interface UsageTermSettlement {
   lines: BillLine[];
@@ -91,7 +97,7 @@ export async function usageTermSettlement(
   at: Date,
 ): Promise<UsageTermSettlement> {
   const from = s.usageSince;
-  // The window's adjustments kept from earlier changes (those of an earlier window were billed with it).
+  // The window's changes kept from earlier (those of an earlier window were billed with it).
   const out: UsageTermSettlement = { lines: [], adjustments: (s.usageAdjustments ?? []).filter((a) => a.since === from.toISOString()) };
   if (at.getTime() <= from.getTime()) return out;
   const cycle = { start: s.periodStart, end: s.periodEnd };
@@ -105,22 +111,29 @@ export async function usageTermSettlement(
     const rate = (c.old ?? c.new) as UsageRate;
     // Settled: a rate dropped, or another multiplier or a rate taken on a rate whose charge adds up (see the module's comment).
     if (c.new && !(addsUp(c.old) && addsUp(c.new))) continue;
-    const [atOld, atNew] = [await charge(c.old, s), await charge(c.new, next)];
-    const d = atOld.minus(atNew);
-    if (d.isZero()) continue;
-    const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(multiplierOf(s, rate.code))} → ${formatDecimal(multiplierOf(next, rate.code))}`;
+    const [was, now] = [multiplierOf(s, rate.code), multiplierOf(next, rate.code)];
+    const what = !c.new ? "dropped" : !c.old ? "taken" : `multiplier ${formatDecimal(was)} → ${formatDecimal(now)}`;
     const description = `${rate.name}: usage before the change (${what}) at the old terms (${span})`;
-    if (d.isNegative()) {
-      out.adjustments.push({ code: rate.code, amount: formatDecimal(d), description, since: from.toISOString() });
+    const change = { code: rate.code, since: from.toISOString(), changedAt: at.toISOString(), old: c.old ? formatDecimal(was) : "taken", new: formatDecimal(now), description };
+    // Raised or taken: kept for the invoice that bills the window, which prices it then (InvoiceBuilder.termChangeAmount).
+    if (c.new && (!c.old || now.gt(was))) {
+      out.adjustments.push(change);
       continue;
     }
-    // Billed at once, net of the rate's adjustments kept for the window (priced for a close at terms it no longer bills: see the module's comment).
-    const pending = out.adjustments.filter((a) => a.code === rate.code).reduce((sum, a) => sum.plus(dec(a.amount)), ZERO);
-    out.adjustments = out.adjustments.filter((a) => a.code !== rate.code);
+    const d = (await charge(c.old, s)).minus(await charge(c.new, next));
+    // Billed at once, net of the rate's changes kept for the window, as priced now (priced for a close at terms it no longer bills: see the module's comment).
+    const kept = out.adjustments.filter((a) => a.code === rate.code);
+    let pending = ZERO;
+    for (const a of kept) pending = pending.plus(await builder.termChangeAmount(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, a));
     const net = d.plus(pending);
+    // Still negative on a rate the close bills: this change too is kept, and the close nets them all.
+    if (net.isNegative() && c.new) {
+      out.adjustments.push(change);
+      continue;
+    }
+    out.adjustments = out.adjustments.filter((a) => a.code !== rate.code);
     const netted = pending.isZero() ? description : `${description}, net of earlier changes' ${displayMoney(formatDecimal(pending), card.currency ?? "USD")}`;
-    if (net.isNegative()) out.adjustments.push({ code: rate.code, amount: formatDecimal(net), description: netted, since: from.toISOString() });
-    else if (!net.isZero()) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
+    if (net.gt(0)) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }
   return out;
 }

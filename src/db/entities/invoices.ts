@@ -68,8 +68,8 @@ export interface InvoiceBasisRow {
   cycleEnd?: string;
   /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before; a key of another form matches no rate). */
   firstSeen?: Record<string, string>;
-  /** The window's adjustments for raised usage terms (UsageTermsAdjustment; absent: none). */
-  usageAdjustments?: { code: string; amount: string; description: string; since: string }[];
+  /** The window's changes of usage terms it settles (UsageTermsAdjustment: rate, when, old and new multiplier; absent: none). */
+  usageAdjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string }[];
 }
 
 export interface InvoiceLineRow {

@@ -43,7 +43,7 @@ export interface SubscriptionRow {
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
   first_seen?: Record<string, string> | null;
-  usage_adjustments?: { code: string; amount: string; description: string; since: string }[] | null;
+  usage_adjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string }[] | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -93,7 +93,7 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       charged_terms: jsonColumn(dialect, true),
       // The first-seen anchors of the usage window from usage_since: per rate (pricing metric ID "/" rate code), ISO 8601 (JSON; NULL: none).
       first_seen: jsonColumn(dialect, true),
-      // The usage window's adjustments for raised usage terms: per rate, old − new, with the window's start (JSON; NULL: none).
+      // The usage window's changes of usage terms to settle on its invoice: per change, rate, instant, old and new multiplier, the window's start (JSON; NULL: none).
       usage_adjustments: jsonColumn(dialect, true),
       created_at: timeColumn(),
       updated_at: timeColumn(),
