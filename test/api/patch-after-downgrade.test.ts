@@ -81,4 +81,13 @@ for (const store of STORES) {
       ["paid", "12000", [["Basic", "12000"]], "12000"],
     ]);
   });
+
+  test(`${store}: Pro paid, → Basic, Basic 1 → 6, then 6 → 2 the same day: the decrease credits the period paid at Basic × 6`, async (t) => {
+    const { s, id } = await downgradedThenPatched(server, 6);
+    await s.call("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { basic: 2 } });
+    const ledger = (await s.call("GET", `/subjects/${s.subjectId}/credit-ledger`)).entries.map((e: Json) => [e.entry_type, e.amount.value]);
+    // The period is paid at Basic × 6 (Pro's 9,677 and the 1,935 charged): 4 seats less, (12,000 − 4,000) × 30/31 =
+    // 7,741.94, 7,742 (before 9fb3522 the cap was the change invoice's 1,935 alone, Pro's credit on it taking the rest).
+    t.deepEqual(ledger, [["proration", "7742"]]);
+  });
 }
