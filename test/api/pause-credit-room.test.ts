@@ -162,4 +162,18 @@ for (const store of STORES) {
     t.deepEqual((await bills(s)).slice(1), [UPGRADE]);
     t.deepEqual(await ledger(s), [["proration", "18065"]]);
   });
+
+  test(`${store}: after an upgrade, a seat decrease never credits more than the period's paid invoices took: Pro's 10,000 given back by a credit note, Ent 1 → 0 gives back 9,355, not 18,065`, async (t) => {
+    const s = await Scenario.start(server, "2026-01-15T00:00:00Z");
+    const id = await upgradedToEnt(s);
+    const [pro] = await s.invoices();
+    await s.call("POST", "/credit-notes", { invoice_id: pro?.id, reason: "other", outcome: "credit_balance" });
+    await s.call("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { ent: 0 } });
+    // Paid for the period: 10,000 (given back in full) + 9,355 = 9,355; Ent's unused 18,065 is held to it (9fb3522
+    // added Pro's credit on the upgrade's invoice back to Ent's room whatever became of Pro's payment: 18,065).
+    t.deepEqual(
+      (await ledger(s)).filter(([type]) => type === "proration"),
+      [["proration", "9355"]],
+    );
+  });
 }

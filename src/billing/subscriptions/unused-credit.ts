@@ -115,6 +115,9 @@ function describe(l: BillLine, net: Decimal, value: Decimal, money: (d: Decimal)
  */
 export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoice[], money: (d: Decimal) => string): (BillLine | null)[] {
   const room = new Map<string, Decimal>();
+  // In all, never more than the paid invoices took for fixed charges (an old card's credit on a
+  // change's invoice is added back for the new card's lines, but only paid invoices count here).
+  let paid = fixedTaken(billed).took;
   return lines.map((l) => {
     if (!l.amount.isNegative()) return l;
     const pick = linesOf(billed, rateCodeOf(l));
@@ -124,8 +127,10 @@ export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoi
     const left = room.get(group) ?? taken.took;
     // The unused time before rounding (a proration line's unit amount, quantity 1), rounded once.
     const net = roundAmount(l.unitAmount.neg().times(dec(1).minus(fraction)));
-    const value = net.gt(left) ? left : net;
+    const cap = left.lt(paid) ? left : paid;
+    const value = net.gt(cap) ? cap : net;
     room.set(group, left.minus(value));
+    paid = paid.minus(value);
     if (value.lte(0)) return null;
     return { ...l, amount: value.neg(), unitAmount: value.neg(), description: describe(l, net, value, money) };
   });
