@@ -40,7 +40,11 @@ export function unmoved(s: Subscription, current: Subscription): boolean {
     s.cycleIndex === current.cycleIndex &&
     sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) &&
     sameEntries(s.rateMultipliers, current.rateMultipliers) &&
-    JSON.stringify(s.usageAdjustments ?? null) === JSON.stringify(current.usageAdjustments ?? null) &&
-    JSON.stringify(s.firstSeen ?? null) === JSON.stringify(current.firstSeen ?? null)
+    sameWindowState(s, current)
   );
+}
+
+/** Whether `s` and `current` carry the same usage-terms changes and first-seen anchors for their window (what its lines are priced with besides the terms). */
+export function sameWindowState(s: Subscription, current: Subscription): boolean {
+  return JSON.stringify(s.usageAdjustments ?? null) === JSON.stringify(current.usageAdjustments ?? null) && JSON.stringify(s.firstSeen ?? null) === JSON.stringify(current.firstSeen ?? null);
 }

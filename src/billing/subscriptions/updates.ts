@@ -68,6 +68,7 @@ import {
   withCredits,
 } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
+import { sameWindowState } from "./change-fences.js";
 import type { Terms } from "./terms.js";
 import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } from "./unused-credit.js";
@@ -128,6 +129,26 @@ function checkMergedMetadata(merged: Metadata, v: Violations): void {
   if (Object.keys(merged).length > METADATA_MAX_KEYS) v.add("metadata", `would have ${Object.keys(merged).length} keys; at most ${METADATA_MAX_KEYS} are allowed`);
 }
 
+/**
+ * The fence of an update: whether the locked row `s` is no longer what `current` was read as —
+ * the cycle, card and terms the proration was computed from, the window's kept usage-terms
+ * changes and anchors (a lowering settles the changes at once), or its cycle ended (closed first).
+ */
+function moved(s: Subscription, current: Subscription, now: Date): boolean {
+  return (
+    s.rateCardId !== current.rateCardId ||
+    s.cycleIndex !== current.cycleIndex ||
+    s.cycleEpoch !== current.cycleEpoch ||
+    s.usageSince.getTime() !== current.usageSince.getTime() ||
+    !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
+    !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
+    !sameTerms(chargedTerms(s), chargedTerms(current)) ||
+    !sameCharged(s, current) ||
+    !sameWindowState(s, current) ||
+    s.periodEnd.getTime() <= now.getTime()
+  );
+}
+
 export class TermUpdates {
   constructor(
     private readonly lookups: Lookups,
@@ -184,20 +205,7 @@ export class TermUpdates {
       return this.engine.stores.transaction(async (tx) => {
         const s = await tx.lockSubscription(current.environmentId, current.id);
         if (s?.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${s?.status ?? "gone"}; only an active subscription can be updated`);
-        // The fence: the cycle, card and terms the proration was computed from; and a cycle that ended is closed first.
-        if (
-          s.rateCardId !== current.rateCardId ||
-          s.cycleIndex !== current.cycleIndex ||
-          s.cycleEpoch !== current.cycleEpoch ||
-          s.usageSince.getTime() !== current.usageSince.getTime() ||
-          !sameEntries(s.fixedRateQuantities, current.fixedRateQuantities) ||
-          !sameEntries(s.rateMultipliers, current.rateMultipliers) ||
-          !sameTerms(chargedTerms(s), chargedTerms(current)) ||
-          !sameCharged(s, current) ||
-          s.periodEnd.getTime() <= now.getTime()
-        ) {
-          throw lostRace(id);
-        }
+        if (moved(s, current, now)) throw lostRace(id);
         const metadata = mergedMetadata(s.metadata, input.metadata);
         checkMergedMetadata(metadata, v);
         v.throwIfAny();
