@@ -53,6 +53,19 @@ export function coordinatesKey(coordinates: Record<string, string>): string {
   );
 }
 
+/**
+ * Whether `rate`'s charge over a span is the sum of its charges over the span's parts, its usage
+ * only adding up: no minimum or maximum amount (each part would apply its own, prorated) and no
+ * volume-tiered price (reaching a tier lowers every unit's price: 10 users at 10, 100; 11 at 5,
+ * 55). What a usage window split at a change may be priced in parts for (usage-term-changes.ts,
+ * first-seen.ts).
+ */
+export function chargeAddsUp(rate: Pick<UsageRate, "minimumAmount" | "maximumAmount"> & ({ type: "simple"; price: Price } | { type: "dimensional"; cells: MatrixCell[] })): boolean {
+  if (rate.minimumAmount || rate.maximumAmount) return false;
+  const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
+  return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
+}
+
 /** The pricing metric IDs a rate input names, to load them in one query. */
 export function metricIdsOf(input: RatesInput): string[] {
   return [...new Set(input.usageBasedRates.map((r) => r.pricingMetricId).filter((id) => id !== ""))];

@@ -17,7 +17,7 @@
  * anchors existed, or with anchors keyed otherwise) is measured over itself alone, as before.
  */
 import type { PricingMetric, RateCard, UsageRate } from "../catalog/types.js";
-import { coordinatesKey } from "../catalog/rates.js";
+import { chargeAddsUp, coordinatesKey } from "../catalog/rates.js";
 import type { Line } from "../invoicing/line.js";
 import { ZERO } from "../money.js";
 
@@ -57,26 +57,15 @@ async function uniqueRatesOf(reads: FirstSeenReads, card: RateCard, quantities: 
 }
 
 /**
- * Whether a chain's price is the sum of its windows' differences for `rate`: no minimum or
- * maximum amount (each window applies its own, prorated, to its own lines: a maximum of 1,000
- * cut the first window's 1,000 to 452, and the second, subtracting the uncut 1,000, billed 0) and
- * no volume-tiered price (reaching a tier lowers every unit's price, so f falls: 10 users at 10,
- * 100; 11 at 5, 55). Those rates are measured per window, as without anchors.
- */
-function telescopes(rate: UsageRate): boolean {
-  if (rate.minimumAmount || rate.maximumAmount) return false;
-  const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
-  return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
-}
-
-/**
  * Whether `old` billed every value `next` would take off as seen before, and both price a chain
- * as the sum of its windows (telescopes): both simple, or both dimensional by the same dimension
+ * as the sum of its windows (chargeAddsUp: with a minimum or maximum each window applies its own,
+ * prorated, to its own lines — a maximum of 1,000 cut the first window's 1,000 to 452 and the
+ * second, subtracting the uncut 1,000, billed 0; a volume tier makes f fall): both simple, or both dimensional by the same dimension
  * keys with each of `next`'s cells priced by a cell of `old` (a combination without a cell was
  * billed nothing).
  */
 export function sameShape(old: UsageRate, next: UsageRate): boolean {
-  if (!telescopes(old) || !telescopes(next)) return false;
+  if (!chargeAddsUp(old) || !chargeAddsUp(next)) return false;
   if (old.type === "simple" || next.type === "simple") return old.type === next.type;
   const keys = (r: typeof old) => JSON.stringify(r.dimensions.map((d) => d.key).sort());
   if (keys(old) !== keys(next)) return false;

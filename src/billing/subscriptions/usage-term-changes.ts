@@ -43,6 +43,7 @@
  */
 import type { ChargedRates } from "../catalog/addons.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
+import { chargeAddsUp } from "../catalog/rates.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
@@ -55,9 +56,7 @@ type UsageRate = ChargedRates["usage"][number];
 
 /** Whether `rate`'s charge is its multiplier times a price that only adds up with usage: no volume tiers, no limit, a metric other than `last`. */
 function scalesWithUsage(rate: UsageRate, aggregation: string | undefined): boolean {
-  if (rate.minimumAmount || rate.maximumAmount || aggregation === "last" || aggregation === undefined) return false;
-  const prices = rate.type === "simple" ? [rate.price] : rate.cells.map((c) => c.price);
-  return prices.every((p) => p.kind !== "tiered" || p.mode !== "volume");
+  return aggregation !== "last" && aggregation !== undefined && chargeAddsUp(rate);
 }
 
 /** The usage rates whose terms change from `before` to `after`: dropped (`new` undefined), taken (`old` undefined), or another multiplier. */
