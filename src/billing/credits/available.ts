@@ -73,9 +73,8 @@ export interface CurrencyAmount {
 export interface UsagePricing {
   reads: Pick<BillingReads, "card" | "rates" | "graceSeconds">;
   builder: Pick<InvoiceBuilder, "usageLinesOf" | "newInvoice">;
-  stores: Pick<BillingStores, "transaction"> & { invoices: Pick<BillingStores["invoices"], "list">; clocks: Pick<BillingStores["clocks"], "get"> };
+  stores: Pick<BillingStores, "transaction"> & { invoices: Pick<BillingStores["invoices"], "list"> };
   drafts: Pick<Drafts, "booked">;
-  now: () => Date;
 }
 
 /** What available credit reads of credits: a subject's grants spendable at each of several instants, in spend order, from one read. */
