@@ -23,7 +23,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { type Decimal, dec, displayMoney, formatDecimal } from "../money.js";
+import { dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
@@ -34,7 +34,7 @@ import type { Lookups } from "./lookups.js";
 import { chargedCardTerms, cycleCharge, prorationLine, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
-import { fixedTaken, valuedCredits } from "./unused-credit.js";
+import { valuedCredits } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 
@@ -151,15 +151,15 @@ export class Pauses {
    * once; none for a rate whose credit rounds to 0. Only fixed charges paid for are credited:
    * nothing unless the invoice that opened the cycle is paid (a void one was never owed; an open
    * or uncollectible one, e.g. after the dunning policy `pause`, was never received), and never
-   * more in all than the paid invoices of the cycle took for fixed charges (paidForFixed; a
-   * credit carried onto one of them, as an earlier resume's, takes nothing of that).
+   * more in all than the paid invoices of the cycle took for fixed charges (valuedCredits holds
+   * its credits to that, as a seat decrease's; a credit carried onto one of them, as an earlier
+   * resume's, takes nothing of that).
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
     if (opening?.status !== "paid") return [];
     const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd);
-    let room = paidForFixed(billed);
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     // The card and terms the cycle was billed at: after a downgrade that charged nothing, the old card's (as switchPlan reads them).
     const paid = chargedCardTerms(paused);
@@ -172,10 +172,7 @@ export class Pauses {
     });
     const out: ProrationCredit[] = [];
     for (const l of valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"))) {
-      if (!l) continue;
-      const amount = l.amount.neg().lte(room) ? l.amount.neg() : room;
-      room = room.minus(amount);
-      if (amount.gt(0)) out.push({ description: l.description, amount: formatDecimal(amount.neg()) });
+      if (l) out.push({ description: l.description, amount: formatDecimal(l.amount) });
     }
     return out;
   }
@@ -252,13 +249,4 @@ export class Pauses {
       }
     }
   }
-}
-
-/**
- * What the paid invoices among `billed` (a cycle's) took for fixed charges: per invoice, its fixed
- * and proration lines less their discounts (before tax, as the credit's line is), never more than
- * its total less what credit notes gave back; 0 at least (the walk a seat decrease's credit shares, unused-credit.ts).
- */
-export function paidForFixed(billed: readonly Invoice[]): Decimal {
-  return fixedTaken(billed).took;
 }
