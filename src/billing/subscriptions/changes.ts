@@ -16,7 +16,7 @@ import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { chargedAfterSwitch, chargedCardTerms, sameCharged, withCredits } from "./proration.js";
+import { chargedAfterSwitch, chargedCardTerms, cycleCharge, sameCharged, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
 import type { BillLine } from "./invoice-building.js";
@@ -203,8 +203,7 @@ export class SubscriptionChanges {
 
   /** Per-cycle fixed total of a card at the given terms, unrounded. */
   private async fixedTotal(card: RateCard, s: SubscriptionTerms): Promise<Decimal> {
-    const lines = await this.engine.builder.fixedLines(card, s);
-    return lines.reduce((acc, l) => acc.plus(l.quantity.times(l.unitAmount)), ZERO);
+    return cycleCharge(await this.engine.builder.fixedLines(card, s));
   }
 
   async changeRateCard(caller: Caller, id: string, input: { rateCardId: string; behavior: string; callbacks?: CallbackUrls }): Promise<StartResult> {

@@ -14,7 +14,7 @@ import type { Subscription } from "./types.js";
 /** One side of an upgrade: the card and the terms its fixed charges are priced at. */
 export type PricedSide = [card: RateCard, terms: TermsOf];
 
-/** `side` with its fixed charges per cycle in all and per rate, as the engine prices them (the sum of its fixed lines, as changes.ts fixedTotal). */
+/** `side` with its fixed charges per cycle in all and per rate, as the engine prices them (proration.ts cycleCharge over its fixed lines). */
 async function perRate(engine: Pick<BillingEngine, "reads" | "builder">, [card, terms]: PricedSide): Promise<ChangeSide> {
   const fixed = (await engine.reads.rates(card, terms.fixedRateQuantities)).fixed;
   const rates = fixed.map((r) => ({ code: r.code, name: r.name, fixed: cycleCharge(engine.builder.fixedLinesOf([r], terms)) }));
