@@ -37,6 +37,13 @@ export interface Discount {
   status: DiscountStatus;
   invoicesDiscounted: number;
   removedAt: Date | null;
+  /**
+   * A "once" discount split by an upgrade whose change lines netted to a credit (change-credit.ts):
+   * the invoice that kept the other lines, the only one it still discounts; and what the change
+   * lines took of an amount off, which that invoice is offered less. Absent: neither.
+   */
+  heldFor?: string | null;
+  onceTaken?: string | null;
 }
 
 /** A discount as an invoice's arithmetic takes it (booking.ts), in the order it is applied. */

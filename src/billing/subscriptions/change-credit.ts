@@ -15,7 +15,8 @@
  *   charge rounded to nothing). The invoice keeps the old card's usage, if any, which that
  *   credit then pays like any credit. A "once" amount off is spent whole on the change lines
  *   (booking caps only a forever or repeating one at the invoice's net) and ends with them:
- *   1,000 → 1,100 with half left under 300 off once, −500 + 550 − 300: 250 to the balance.
+ *   1,000 → 1,100 with half left under 300 off once, −500 + 550 − 300: 250 to the balance; one
+ *   the lines that stay take too is split, its rest held for them (spendOnce).
  * - The lines are booked as the invoice would book them now, nothing recorded (a draft is booked
  *   at its finalization, its proration lines as written); without booking (the in-memory fake)
  *   nothing is taxed and the lines' pre-tax sum is the rounded difference, never negative.
@@ -41,17 +42,30 @@ function isChangeLine(l: Pick<InvoiceLine, "kind" | "key">): boolean {
 }
 
 /**
- * Records the "once" discounts the change lines of `inv` took and the lines that stay do not
- * (booked with them, `full`, not without, `rest`): their part goes to the balance with the change
- * lines' net, so they have had their invoice and end; one the lines that stay take is recorded at
- * the invoice's finalization. 300 off once, −500 + 550 takes 300: 250 to the balance, the coupon
- * spent (not taken again by the next period's 1,100).
+ * Records the "once" discounts the change lines of `inv` took (booked with them, `full`, not
+ * without, `rest`). One the lines that stay do not take has had its invoice: its part goes to the
+ * balance with the change lines' net, and it ends (300 off once, −500 + 550 takes 300: 250 to the
+ * balance, the coupon spent, not taken again by the next period's 1,100). One they take too is
+ * split: the change lines' part (what `full` took of it less what `rest` took) goes to the balance,
+ * and it is held for `inv` (which keeps the id), offered there less that part when it is booked
+ * again (late usage, its finalization) and to no other invoice. 3,000 off once, −500 + 1,000 for
+ * the upgrade and 500 of usage: 1,500 taken, 500 by the usage alone, so 1,000 held as taken and
+ * at most 2,000 off the usage at the close, however much late usage reaches it; a percent off,
+ * the usage lines of `inv` only (not the next period's invoice).
  */
 async function spendOnce(booking: BookingTx, inv: Invoice, full: Invoice, rest: Invoice, at: Date): Promise<void> {
   const once = new Set((await booking.discountsFor(inv, at)).filter((d) => d.duration === "once").map((d) => d.discountId));
-  const stays = new Set((rest.discounts ?? []).map((d) => d.discountId));
-  const spent = (full.discounts ?? []).map((d) => d.discountId).filter((id) => once.has(id) && !stays.has(id));
+  const took = (i: Invoice) => new Map((i.discounts ?? []).filter((d) => once.has(d.discountId)).map((d) => [d.discountId, dec(d.amount)]));
+  const [all, stays] = [took(full), took(rest)];
+  const spent = [...all.keys()].filter((id) => !stays.has(id));
   if (spent.length > 0) await booking.discounted(spent, inv.id, at, inv.environmentId);
+  const held = [...all].flatMap(([discountId, amount]) => {
+    const left = stays.get(discountId);
+    if (left === undefined) return [];
+    const taken = amount.minus(left);
+    return [{ discountId, taken: formatDecimal(taken.isNegative() ? ZERO : taken) }];
+  });
+  if (held.length > 0) await booking.holdOnce(held, inv.id, inv.environmentId);
 }
 
 /**
@@ -90,6 +104,7 @@ export async function taxedLines(tx: BillingTx, invoiceOf: (lines: BillLine[]) =
   const undiscounted: BookingTx = {
     discountsFor: () => Promise.resolve([]), // the lines are net of their discounts already
     discounted: () => Promise.resolve(),
+    holdOnce: () => Promise.resolve(),
     parties: (i) => booking.parties(i),
     taxes: booking.taxes,
     nextNumbers: (...a) => booking.nextNumbers(...a),

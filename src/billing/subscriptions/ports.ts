@@ -271,6 +271,13 @@ export interface BookingTx {
   discountsFor(inv: Invoice, at: Date): Promise<BookingDiscount[]>;
   /** Records that these discounts (of environment `environmentId`) discounted invoice `invoiceId` (a "once" discount ends). */
   discounted(discountIds: string[], invoiceId: string, at: Date, environmentId: string): Promise<void>;
+  /**
+   * Holds these "once" discounts (of environment `environmentId`) for invoice `invoiceId`, each
+   * with what an upgrade's change lines took of it (`taken`, a decimal string, added to what was
+   * taken before): they discount no other invoice, and an amount off is offered to that one less
+   * what was taken (change-credit.ts).
+   */
+  holdOnce(holds: readonly { discountId: string; taken: string }[], invoiceId: string, environmentId: string): Promise<void>;
   parties(inv: Invoice): Promise<InvoiceParties>;
   /**
    * This booking for a batch `list` booked together (finalizeAllOpen): what it reads of each of

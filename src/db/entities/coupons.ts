@@ -37,6 +37,10 @@ export interface DiscountRow {
   status: string;
   invoices_discounted: number;
   removed_at: Date | null;
+  /** A "once" discount split by an upgrade: the invoice it is held for (migration 1795000000040). */
+  held_for_invoice_id: string | null;
+  /** What the upgrade's change lines took of a "once" amount off held for an invoice. */
+  once_taken: string | null;
 }
 
 const nullableInt = { type: "int", nullable: true, default: null } as const;
@@ -83,6 +87,8 @@ export function couponsEntities(dialect: Dialect, exact: ExactText) {
       status: textColumn(16, false),
       invoices_discounted: intColumn(),
       removed_at: timeColumn(true),
+      held_for_invoice_id: textColumn(32),
+      once_taken: decimalColumn(dialect, true),
     }),
     uniques: [{ name: "uq_discounts_id", columns: ["id"] }],
     indices: [

@@ -38,6 +38,7 @@ import { CheckoutExpiry1795000000036 } from "./1795000000036-CheckoutExpiry.js";
 import { FinanceExports1795000000037 } from "./1795000000037-FinanceExports.js";
 import { FirstSeenAnchors1795000000038 } from "./1795000000038-FirstSeenAnchors.js";
 import { UsageAdjustments1795000000039 } from "./1795000000039-UsageAdjustments.js";
+import { OnceDiscountHolds1795000000040 } from "./1795000000040-OnceDiscountHolds.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -82,6 +83,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   FinanceExports1795000000037,
   FirstSeenAnchors1795000000038,
   UsageAdjustments1795000000039,
+  OnceDiscountHolds1795000000040,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

@@ -12,7 +12,7 @@ import type { Invoice } from "../../billing/subscriptions/types.js";
 import { BuiltInTaxProvider } from "../../billing/taxes/built-in.js";
 import type { BillingDetails, SellerDetails } from "../../billing/taxes/types.js";
 import type { Sql } from "../sql.js";
-import { discountCandidates, discountsFor, recordDiscounted } from "./coupon-store.js";
+import { discountCandidates, discountsFor, holdOnce, recordDiscounted } from "./coupon-store.js";
 import { nextNumbers } from "./numbering.js";
 import { billingDetailsOf, cardTaxRateIds, cardTaxRateIdsOf, sellerFromJson, subjectsBillingOf, taxRatesOf } from "./tax-store.js";
 
@@ -140,6 +140,7 @@ export function bookingWrites(em: EntityManager, sql: Sql): BookingTx {
   const booking: BookingTx = {
     discountsFor: (inv, at) => discountsFor(em, inv, at),
     discounted: (ids, invoiceId, at, environmentId) => recordDiscounted(em, ids, invoiceId, at, environmentId),
+    holdOnce: (holds, invoiceId, environmentId) => holdOnce(em, holds, invoiceId, environmentId),
     parties: (inv) => parties(em, inv, memo),
     prefetch: async (list) => {
       const batch = await prefetch(em, list, memo);

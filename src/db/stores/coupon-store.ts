@@ -11,6 +11,7 @@ import type { CouponStore, CouponTx, CouponWrites, DiscountFilter } from "../../
 import type { BookingDiscount, Coupon, CouponDuration, Discount, DiscountStatus } from "../../billing/coupons/types.js";
 import { AbortedError } from "../../billing/errors.js";
 import type { EventEncoder } from "../../billing/events/types.js";
+import { type Decimal, dec, formatDecimal } from "../../billing/money.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
@@ -72,6 +73,8 @@ export function discountFromRow(r: DiscountRow): Discount {
     status: r.status as DiscountStatus,
     invoicesDiscounted: Number(r.invoices_discounted),
     removedAt: r.removed_at,
+    heldFor: r.held_for_invoice_id ?? null,
+    onceTaken: r.once_taken ?? null,
   };
 }
 
@@ -87,6 +90,8 @@ function discountToRow(d: Discount): DiscountRow {
     status: d.status,
     invoices_discounted: d.invoicesDiscounted,
     removed_at: d.removedAt,
+    held_for_invoice_id: d.heldFor ?? null,
+    once_taken: d.onceTaken ?? null,
   };
 }
 
@@ -114,8 +119,17 @@ function applies(d: Discount, c: Coupon, inv: Invoice, at: Date): boolean {
   // invoice dated before its end that is booked afterwards: its own `at` decides, not the mark.
   if (d.status === "removed" || (d.status === "ended" && c.duration !== "repeating")) return false;
   if (c.duration === "once" && d.invoicesDiscounted > 0) return false;
+  // Split by an upgrade: only the invoice that kept the other lines, and an amount off only while some of it is left.
+  if (c.duration === "once" && d.heldFor && d.heldFor !== inv.id) return false;
+  if (c.amountOff !== null && onceLeft(d, c).lte(0)) return false;
   if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) return false;
   return c.amountOff === null || c.amountOff.currency === inv.currency;
+}
+
+/** What is left of `c`'s amount off for discount `d`: less what an upgrade's change lines took of a "once" one (change-credit.ts). */
+function onceLeft(d: Discount, c: Coupon): Decimal {
+  const whole = dec(c.amountOff?.value ?? "0");
+  return c.duration === "once" && d.onceTaken ? whole.minus(dec(d.onceTaken)) : whole;
 }
 
 /** Whether a discount row may still discount an invoice: active, or a "repeating" one (it has an end) marked ended, which the invoice's `at` then decides. */
@@ -199,7 +213,15 @@ export async function discountsFor(em: EntityManager, inv: Invoice, at: Date, ca
     if (!c) continue;
     if (c.duration === "repeating" && d.end !== null && at.getTime() >= d.end.getTime()) over.push(d.id);
     if (!applies(d, c, inv, at)) continue;
-    out.push({ discountId: d.id, couponId: c.id, name: c.name, percentOff: c.percentOff, amountOff: c.amountOff?.value ?? null, appliesToRateCodes: c.appliesToRateCodes, duration: c.duration });
+    out.push({
+      discountId: d.id,
+      couponId: c.id,
+      name: c.name,
+      percentOff: c.percentOff,
+      amountOff: c.amountOff ? formatDecimal(onceLeft(d, c)) : null,
+      appliesToRateCodes: c.appliesToRateCodes,
+      duration: c.duration,
+    });
   }
   if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(over)})`, [inv.environmentId, ...over]);
   return out;
@@ -220,6 +242,22 @@ export async function recordDiscounted(em: EntityManager, discountIds: string[],
   const coupons = first ? await couponsById(em, environmentId, [...new Set(rows.map((r) => r.coupon_id))]) : new Map<string, Coupon>();
   const once = rows.filter((r) => coupons.get(r.coupon_id)?.duration === "once").map((r) => r.id);
   if (once.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(once)})`, [environmentId, ...once]);
+}
+
+/**
+ * Holds these "once" discounts for `invoiceId` (of environment `environmentId`), each with what an
+ * upgrade's change lines took of it (`taken`, added to what earlier ones took): it discounts no
+ * other invoice, and that one is offered an amount off less what was taken (change-credit.ts).
+ * Each row is locked, read, and written with the sum in exact decimals.
+ */
+export async function holdOnce(em: EntityManager, holds: readonly { discountId: string; taken: string }[], invoiceId: string, environmentId: string): Promise<void> {
+  const lock = rowLock(dialectOf(em));
+  for (const { discountId, taken } of holds) {
+    const d = await readDiscount(em, environmentId, discountId, lock);
+    if (!d) continue;
+    const sum = dec(d.onceTaken ?? "0").plus(dec(taken));
+    await em.query("UPDATE discounts SET held_for_invoice_id = ?, once_taken = ? WHERE environment_id = ? AND id = ?", [invoiceId, formatDecimal(sum), environmentId, discountId]);
+  }
 }
 
 /** The coupon writes of a transaction on `em`. */
