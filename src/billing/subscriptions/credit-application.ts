@@ -20,7 +20,8 @@
  * - A credit purchase's invoice is never paid with credit.
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
  *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's valued at what
- *   the period's invoices took for its rate net of discounts (unused-credit.ts): each a promotional grant of
+ *   the period's invoices took for its rate net of discounts (unused-credit.ts), a carried one with
+ *   the exclusive tax it had on the invoice it was carried from (proration.ts): each a promotional grant of
  *   priority 50 for no rate in particular, without expiry, with a "proration" ledger entry
  *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
@@ -38,7 +39,7 @@ import type { CreditApplication, CreditGrant } from "../credits/types.js";
 import { AbortedError } from "../errors.js";
 import { creditGrantEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { BillingStores, BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
 
@@ -175,12 +176,18 @@ export async function discountsOnLines(tx: BillingTx, mirror: Invoice, at: Date)
  * Grants proration `credits` (negative amounts) of subscription `s` to its subject's balance in
  * `currency`, effective at `at`, in the transaction `tx`; what is left to carry on the
  * subscription: nothing, or all of them where the store keeps no credits (the in-memory fake).
+ * A credit carried from an invoice that could not take it is granted with the exclusive tax it
+ * had as a credit line there (ProrationCredit.tax, proration.ts withCredits), its description
+ * saying so: 1,774 carried from a resume's invoice at 10% is granted 1,774 + 177 = 1,951, what
+ * it would have given back had the invoice taken it.
  */
 export async function grantProrationCredits(tx: BillingTx, s: Subscription, currency: string, credits: readonly ProrationCredit[], at: Date): Promise<ProrationCredit[]> {
   if (!tx.credits) return [...credits];
   for (const c of credits) {
-    const amount = dec(c.amount).neg();
+    const tax = dec(c.tax ?? "0").neg();
+    const amount = dec(c.amount).neg().plus(tax);
     if (amount.lte(0)) continue;
+    const description = tax.isZero() ? c.description : `${c.description}, incl. tax: ${displayMoney(formatDecimal(tax), currency)}`;
     const grant = {
       id: `cg_${randomBase62(22)}`,
       environmentId: s.environmentId,
@@ -200,7 +207,7 @@ export async function grantProrationCredits(tx: BillingTx, s: Subscription, curr
       voidedAt: null,
       expiredAt: null,
     };
-    await tx.credits.insertGrant(grant, { type: "proration", invoiceId: null, description: c.description.slice(0, 1000) });
+    await tx.credits.insertGrant(grant, { type: "proration", invoiceId: null, description: description.slice(0, 1000) });
     await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
   }
   return [];

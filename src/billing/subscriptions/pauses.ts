@@ -14,7 +14,7 @@
  *   cycle's end as a fraction of the cycle (nothing unless the invoice that opened that cycle is
  *   paid, and never more than was paid for it: see unusedTime), one negative `proration` line
  *   per fixed rate on the resume's invoice, after the credits carried from before; what that
- *   invoice cannot take is carried to the next ones (proration.ts). `none` credits nothing (carried credits still apply).
+ *   invoice cannot take is carried to the next ones with the tax it would have had there (proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */

@@ -78,6 +78,8 @@ export interface ProrationCredit {
   amount: string;
   /** The whole credit, negative, once part of it went onto an invoice; absent before. */
   whole?: string;
+  /** Negative: `amount`'s exclusive tax as a credit line of the invoice it was carried from (proration.ts withCredits), granted with it; absent: none. */
+  tax?: string;
 }
 
 /** Why a subscription's cycle close failed, and when the scheduler tries it again (real time). */

@@ -39,7 +39,7 @@ export interface SubscriptionRow {
   paused_at?: Date | null;
   resumes_at?: Date | null;
   cycle_epoch?: number;
-  proration_credits?: { description: string; amount: string }[] | null;
+  proration_credits?: { description: string; amount: string; whole?: string; tax?: string }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
   first_seen?: Record<string, string> | null;
