@@ -15,6 +15,7 @@ import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { finalizeOpen } from "./booking.js";
 import { anchorOf, chainLines } from "./first-seen.js";
+import { storedKey } from "./line-keys.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageTermsAdjustment, UsageWindow } from "./types.js";
@@ -39,7 +40,7 @@ export function cycleKey(s: Pick<Subscription, "cycleEpoch">, n: number): string
   return s.cycleEpoch === 0 ? `cycle:${n}` : `cycle:${s.cycleEpoch}.${n}`;
 }
 
-/** A priced line as an invoice keeps it. */
+/** A priced line as an invoice keeps it (a key too long for the store as its fixed-length form, line-keys.ts). */
 export function storedLine(l: BillLine): InvoiceLine {
   return {
     description: l.description,
@@ -48,7 +49,7 @@ export function storedLine(l: BillLine): InvoiceLine {
     unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
     amount: formatDecimal(l.amount),
     kind: l.kind,
-    key: l.key,
+    key: storedKey(l.key),
     windowInvoiceId: l.windowInvoiceId,
   };
 }

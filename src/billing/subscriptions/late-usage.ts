@@ -17,6 +17,7 @@ import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js
 import type { BillingStores } from "./ports.js";
 import { finalizeOpen } from "./booking.js";
 import { isOwnTrueUp, trueUpCorrection } from "./commitments.js";
+import { comparedKey } from "./line-keys.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Invoice, InvoiceLine, Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -101,6 +102,8 @@ export class LateUsage {
       const w = invoice.window as UsageWindow;
       const now = await this.builder.windowLines(s.environmentId, s.subjectId, w);
       const was = new Map<string, { quantity: Decimal; amount: Decimal; unitAmount: Decimal; description: string }>();
+      // Recomputed lines are compared under their keys as stored (line-keys.ts), or as rows written before kept them.
+      const billedKeys = new Set(billed.map((l) => l.key));
       // The usage billed by key; not the period's commitment true-up or its corrections (below).
       for (const l of billed) {
         if (l.kind === "commitment_true_up") continue;
@@ -116,7 +119,7 @@ export class LateUsage {
       // What the window costs now by key (a rate's usage-terms adjustment shares its usage's key, InvoiceBuilder.usageLinesOf).
       const nowByKey = new Map<string, BillLine>();
       for (const l of now) {
-        const k = l.key ?? l.description;
+        const k = l.key === null ? l.description : comparedKey(l.key, billedKeys);
         const p = nowByKey.get(k);
         nowByKey.set(k, p ? { ...p, quantity: p.quantity.plus(l.quantity), amount: p.amount.plus(l.amount) } : l);
       }

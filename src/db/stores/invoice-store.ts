@@ -10,7 +10,7 @@ import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { anchorsOfIso, dbTime, fromDbTime, isoAnchors } from "../raw.js";
 import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
-import { lineFromRow } from "./invoice-line-rows.js";
+import { keyRow, lineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
@@ -114,7 +114,7 @@ export function invoiceToRow(i: Invoice): InvoiceRow {
   };
 }
 
-/** Domain → the line rows of an invoice, in order. */
+/** Domain → the line rows of an invoice, in order (each key whole: keyRow). */
 export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
   return i.lines.map((l, position) => ({
     invoice_id: i.id,
@@ -124,7 +124,7 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
     unit_amount: l.unitAmount,
     amount: l.amount,
     kind: l.kind,
-    line_key: l.key === null ? null : l.key.slice(0, 1000),
+    line_key: keyRow(i.id, l.key),
     window_invoice_id: l.windowInvoiceId,
     booking: l.discountAmounts?.length || l.taxAmounts?.length ? { discountAmounts: l.discountAmounts ?? [], taxAmounts: l.taxAmounts ?? [] } : null,
   }));
