@@ -13,6 +13,7 @@ import { type Cycle, assumedCycle, limitLine, windowShare } from "../invoicing/l
 import { type Line, dimensionalLines, dimensionalUsed, fixedLine, simpleUsageLine, total } from "../invoicing/lines.js";
 import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
+import { formatInstant } from "../time.js";
 import { finalizeOpen } from "./booking.js";
 import { anchorOf, chainLines } from "./first-seen.js";
 import { storedKey } from "./line-keys.js";
@@ -94,6 +95,24 @@ function adjustmentLines(changes: { description: string; amount: Decimal }[], co
   return out;
 }
 
+/**
+ * The adjustments of a rate's kept changes `kept`, each priced now (`amounts`): those up to the
+ * last billed at once (one with `settled`) as one, less what they billed at once: what the usage
+ * before them sent since adds at the terms it was used under (nothing when none came);
+ * the later ones each as priced.
+ */
+function netOfSettled(name: string, kept: UsageTermsAdjustment[], amounts: Decimal[]): { description: string; amount: Decimal }[] {
+  let last = -1;
+  for (const [i, a] of kept.entries()) if (a.settled !== undefined) last = i;
+  const rest = kept.slice(last + 1).map((a, i) => ({ description: a.description, amount: amounts[last + 1 + i] as Decimal }));
+  if (last < 0) return rest;
+  let amount = ZERO;
+  for (let i = 0; i <= last; i++) amount = amount.plus(amounts[i] as Decimal).minus(kept[i]?.settled ?? ZERO);
+  const at = (t: string | undefined) => formatInstant(new Date(t ?? ""));
+  const span = `${at(kept[last]?.since)} to ${at(kept[last]?.changedAt)}`;
+  return [{ description: `${name}: usage sent after changes of its terms billed at once, at the terms it was used under (${span})`, amount }, ...rest];
+}
+
 /** What a usage rate measured per combination of its dimension keys (see InvoiceBuilder.measureRate). */
 type Measured = { coordinates: Record<string, string>; used: Decimal; events: Decimal }[];
 
@@ -154,8 +173,10 @@ export class InvoiceBuilder {
     for (const rate of usage) {
       const metric = metrics.get(rate.pricingMetricId) as PricingMetric;
       // Its changes' usage is measured before the window's (the shorter span first: see measureChain).
-      const changes: { description: string; amount: Decimal }[] = [];
-      for (const a of termChangesOf(s, rate.code, from)) changes.push({ description: a.description, amount: await this.termChangeAmount(rate, metric, s, from, a) });
+      const kept = termChangesOf(s, rate.code, from);
+      const amounts: Decimal[] = [];
+      for (const a of kept) amounts.push(await this.termChangeAmount(rate, metric, s, from, a));
+      const changes = netOfSettled(rate.name, kept, amounts);
       const lines: BillLine[] = (await this.rateLines(rate, metric, s, from, to)).map((l) => ({
         ...l,
         kind: "usage",

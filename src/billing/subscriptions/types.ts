@@ -129,8 +129,8 @@ export interface UsageWindow {
   usageAdjustments?: UsageTermsAdjustment[];
 }
 
-/** A change of usage terms kept for its window (usage-term-changes.ts): rate `code` from multiplier `old` ("taken": not charged) to `new` at `changedAt`, settled as old − new of its usage of [`since`, changedAt) on the window's invoice (priced then). */
-export type UsageTermsAdjustment = { code: string; since: string; changedAt: string; old: string; new: string; description: string };
+/** A change of usage terms kept for its window (usage-term-changes.ts): rate `code` from multiplier `old` ("taken": not charged) to `new` at `changedAt`, settled as old − new of its usage of [`since`, changedAt) on the window's invoice (priced then); `settled`: what it billed at once for the rate's changes of the window up to it (a lowering), taken off their old − new priced then (netOfSettled). */
+export type UsageTermsAdjustment = { code: string; since: string; changedAt: string; old: string; new: string; description: string; settled?: string };
 
 /**
  * What a subscription's finalized usage windows were last reconciled with: the windows (invoice

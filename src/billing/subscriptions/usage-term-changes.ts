@@ -31,11 +31,18 @@
  *   window's usage (commitments.ts: true-up 100,000 − 27,000). Several changes of a window each
  *   settle their own old − new over [window start, their instant): they add up to each part at its
  *   own terms.
- * A change billed at once nets the rate's changes kept for the window, as priced at that instant
- * (priced for a close at terms it will no longer bill: ×1 → ×3 on Jan 15, 1,000 units: −4,000;
- * ×3 → ×0.5 on Jan 30, 2,000 units: 12,000 − 2,000 = 10,000, billed 6,000 and nothing kept; the
- * close bills 3,000 units at ×0.5 = 3,000: 2,000 + 6,000 + 1,000 in all); when the net is still
- * negative the change is kept too, and the close prices them all; a dropped rate's close bills none.
+ * A change billed at once nets the rate's changes kept for the window, as priced at that instant,
+ * less what earlier ones billed at once (priced for a close at terms it will no longer bill: ×1 →
+ * ×3 on Jan 15, 1,000 units: −4,000; ×3 → ×0.5 on Jan 30, 2,000 units: 12,000 − 2,000 = 10,000,
+ * billed 6,000; the close bills 3,000 units at ×0.5 = 3,000: 2,000 + 6,000 + 1,000 in all); when
+ * the net is still negative the change is kept too, and the close prices them all. Billed, it is
+ * kept with what it billed (`settled`) on a rate the close bills, and the invoice that bills the
+ * window prices it and the changes it netted again, less that (adjustmentLines via netOfSettled in
+ * invoice-building.ts): usage sent later and dated before it so adds at the terms it was used under
+ * (×3, 1,000 units on Jan 8, ×1 on Jan 10: 4,000 billed; 1,000 units dated Jan 5 sent on Jan 31:
+ * the close adds 8,000 − 4,000, all 2,000 at ×3; before, they were billed at ×1, and also after a
+ * raise later in the window, which prices its usage before it at the multiplier just before it).
+ * A dropped rate's close bills none: its changes are dropped with it.
  * On a rate whose charge does not add up (volume tiers, `last`, limits), only a drop is settled:
  * the close prices the rest at the new terms for the whole period, since a difference priced on
  * such a shape can exceed what the close takes back.
@@ -122,15 +129,17 @@ export async function usageTermSettlement(
     const d = (await charge(c.old, s)).minus(await charge(c.new, next));
     // Billed at once, net of the rate's changes kept for the window, as priced now (priced for a close at terms it no longer bills: see the module's comment).
     const kept = out.adjustments.filter((a) => a.code === rate.code);
+    // Each kept change as priced now, less what earlier changes billed at once for them.
     let pending = ZERO;
-    for (const a of kept) pending = pending.plus(await builder.termChangeAmount(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, a));
+    for (const a of kept) pending = pending.plus(await builder.termChangeAmount(rate, metrics.get(rate.pricingMetricId) as PricingMetric, s, from, a)).minus(a.settled ?? ZERO);
     const net = d.plus(pending);
     // Still negative on a rate the close bills: this change too is kept, and the close nets them all.
     if (net.isNegative() && c.new) {
       out.adjustments.push(change);
       continue;
     }
-    out.adjustments = out.adjustments.filter((a) => a.code !== rate.code);
+    // On a rate the close bills, kept with what it bills now, so that invoice prices again the usage before it sent later.
+    out.adjustments = c.new ? [...out.adjustments, { ...change, settled: formatDecimal(net) }] : out.adjustments.filter((a) => a.code !== rate.code);
     const netted = pending.isZero() ? description : `${description}, net of earlier changes' ${displayMoney(formatDecimal(pending), card.currency ?? "USD")}`;
     if (net.gt(0)) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }

@@ -69,7 +69,7 @@ export interface InvoiceBasisRow {
   /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before; a key of another form matches no rate). */
   firstSeen?: Record<string, string>;
   /** The window's changes of usage terms it settles (UsageTermsAdjustment: rate, when, old and new multiplier; absent: none). */
-  usageAdjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string }[];
+  usageAdjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string; settled?: string }[];
 }
 
 export interface InvoiceLineRow {

@@ -43,7 +43,7 @@ export interface SubscriptionRow {
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
   first_seen?: Record<string, string> | null;
-  usage_adjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string }[] | null;
+  usage_adjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string; settled?: string }[] | null;
   created_at: Date;
   updated_at: Date;
 }

