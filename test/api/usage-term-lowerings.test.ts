@@ -10,6 +10,7 @@
  */
 import test from "ava";
 import { seats } from "../helpers/catalog-bodies.js";
+import { reasonOf } from "../helpers/clients.js";
 import { STORES } from "../helpers/db.js";
 import { EXACT, flat, lineOf, patch, usageRate } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -92,5 +93,56 @@ for (const store of STORES) {
     await s.advance(FEB);
     // Feb 1: 1 seat 1,000; 1,000 × 2 × 1 = 2,000; the lowering priced again: 4,000 − 4,000 billed: no line. 6,000 in all = 1,000 × 6.
     t.deepEqual(await bills(s), [LOWERED, ["3000", [SEATS, ["API calls", "usage", "1000", "2", "2000"]]]]);
+  });
+
+  test(`${store}: lowered 3 → 1, then usage dated before it sent after the close: the next invoice adds it at ×3`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await lowered(s);
+    await s.advance("2026-02-10T00:00:00Z");
+    await s.events([["2026-01-05T00:00:00Z", "1000"]]);
+    await s.advance("2026-03-01T00:00:00Z");
+    t.deepEqual(await bills(s), [
+      LOWERED,
+      // Feb 1: 1 seat 1,000; 1,000 × 2 × 1 = 2,000 (the lowering priced again: 4,000 − 4,000 billed, no line).
+      ["3000", [SEATS, ["API calls", "usage", "1000", "2", "2000"]]],
+      // Mar 1: 1 seat 1,000; January's window again: usage 2,000 × 2 × 1 = 4,000 (+2,000) and the lowering (3 − 1) × 2 × 2,000
+      // = 8,000 less the 4,000 billed (+4,000): 6,000 = the late 1,000 at ×3 (the old code: 2,000, at ×1). One line per key,
+      // the usage's and its adjustment's quantities added (1,000 units + 1 line, as late-usage.ts sums a key).
+      ["7000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "1001", "2", "6000"]]],
+    ]);
+  });
+
+  test(`${store}: 20 changes of usage terms in a window, each usage part at its own multiplier; the 21st is refused until the close`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const id = await lowered(s);
+    // Changes 2 to 20 on Jan 11 to 29: ×3 on even ones, ×1 on odd ones (the 20th: ×3). Each lowering nets the raise
+    // before it: (3 − 1) × 2 × 1,000 − (3 − 1) × 2 × 1,000 = 0 billed, so only Jan 10's 4,000 is billed at once.
+    for (let n = 2; n <= 20; n++) {
+      await s.advance(`2026-01-${String(9 + n).padStart(2, "0")}T00:00:00Z`);
+      await patch(s, id, { rate_price_multipliers: { api: n % 2 === 0 ? "3" : "1" } });
+    }
+    await s.advance("2026-01-30T00:00:00Z");
+    const refused = await s.raw("PATCH", `/subscriptions/${id}`, { rate_price_multipliers: { api: "1" } });
+    await s.advance("2026-01-31T00:00:00Z");
+    await s.events([["2026-01-05T00:00:00Z", "1000"]]);
+    await s.advance(FEB);
+    const after = await patch(s, id, { rate_price_multipliers: { api: "1" } });
+    const b = await bills(s);
+    t.deepEqual(
+      [refused.status, reasonOf(refused.body as Json), (after.subscription as Json).rate_price_multipliers, b.length, b[0], (b[1] as unknown[])[0]],
+      [
+        400,
+        "TOO_MANY_USAGE_TERM_CHANGES",
+        { api: "1" },
+        // Jan 10, then the close (a lowering at Feb 1, the start of the next window, settles nothing).
+        2,
+        LOWERED,
+        // Feb 1: 1 seat 1,000; 2,000 units (the late 1,000 of Jan 5 included) × 2 × 3 = 12,000; the 19 changes up to Jan 28
+        // priced again: 10 lowerings × (3 − 1) × 2 × 2,000 − 9 raises × 8,000 = 8,000, less the 4,000 billed: 4,000; the
+        // raise of Jan 29: (1 − 3) × 2 × 2,000 = −8,000. API calls in all: 4,000 + 12,000 + 4,000 − 8,000 = 12,000 = 2,000 × 6,
+        // all used at ×3.
+        "9000",
+      ],
+    );
   });
 }

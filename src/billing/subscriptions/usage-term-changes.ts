@@ -51,6 +51,7 @@
 import type { ChargedRates } from "../catalog/addons.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { chargeAddsUp } from "../catalog/rates.js";
+import { FailedPreconditionError } from "../errors.js";
 import { total } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
@@ -106,6 +107,7 @@ export async function usageTermSettlement(
   // The window's changes kept from earlier (those of an earlier window were billed with it).
   const out: UsageTermSettlement = { lines: [], adjustments: (s.usageAdjustments ?? []).filter((a) => a.since === from.toISOString()) };
   if (at.getTime() <= from.getTime()) return out;
+  const had = out.adjustments.length;
   const cycle = { start: s.periodStart, end: s.periodEnd };
   const charge = async (rate: UsageRate | undefined, terms: TermsOf): Promise<Decimal> =>
     rate ? total(await builder.usageLinesOf(card, [rate], { subjectId: s.subjectId, rateMultipliers: terms.rateMultipliers, firstSeen: s.firstSeen }, from, at, cycle)) : ZERO;
@@ -143,5 +145,21 @@ export async function usageTermSettlement(
     const netted = pending.isZero() ? description : `${description}, net of earlier changes' ${displayMoney(formatDecimal(pending), card.currency ?? "USD")}`;
     if (net.gt(0)) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }
+  if (out.adjustments.length > had && out.adjustments.length > MAX_USAGE_TERM_CHANGES) throw tooManyChanges(s);
   return out;
+}
+
+/**
+ * The most changes of usage terms a usage window keeps (docs/reference/limits.md): each is priced
+ * again (its usage before it measured) by every invoice and preview of the window, and none can
+ * be merged without pricing some usage at other terms than it was used under.
+ */
+export const MAX_USAGE_TERM_CHANGES = 20;
+
+function tooManyChanges(s: Subscription): FailedPreconditionError {
+  return new FailedPreconditionError(
+    "TOO_MANY_USAGE_TERM_CHANGES",
+    `subscription ${s.id} has changed its usage terms (usage multipliers, usage add-ons) ${MAX_USAGE_TERM_CHANGES} times since ${formatInstant(s.usageSince)}, the most one usage window takes; the next can be made from ${formatInstant(s.periodEnd)}, when the period closes`,
+    { limit: String(MAX_USAGE_TERM_CHANGES), usage_since: formatInstant(s.usageSince), period_end: formatInstant(s.periodEnd) },
+  );
 }
