@@ -28,8 +28,9 @@
  * Usage rates are billed in arrears, at the close, over the whole period at the row's terms then.
  * A change of a usage rate's terms (its multiplier, or a usage add-on taken or dropped) settles
  * the usage before it with either behaviour where the close would bill it at other terms
- * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once; a
- * multiplier raised or a usage add-on taken, old − new kept on the subscription for its window
+ * (usage-term-changes.ts): a usage add-on dropped, or a multiplier lowered, invoiced at once (a
+ * lowering also kept, with what it billed, so usage before it sent later is priced at its terms);
+ * a multiplier raised or a usage add-on taken, old − new kept on the subscription for its window
  * (usageAdjustments), an adjustment line of the invoice that bills the window, which books its
  * discounts and taxes as that invoice books the rate's usage.
  * The change applies under the row lock with a fence (races.ts): the row must still be in the
@@ -242,7 +243,7 @@ export class TermUpdates {
           prorationCredits: credited.carried,
           // From the next period on (the period under way keeps the commitment it started with).
           commitment: commitment.given ? pendingCommitment(s, commitment.value, card) : (s.commitment ?? null),
-          // The usage before a raised multiplier or a usage add-on taken: adjustments of the invoice billing the window (usage-term-changes.ts).
+          // The window's kept changes of usage terms (raised, taken, or lowered with what it billed): priced by the invoice billing the window (usage-term-changes.ts).
           usageAdjustments: !termsChange ? (s.usageAdjustments ?? null) : usage.adjustments.length > 0 ? usage.adjustments : null,
         };
         await tx.updateSubscription(updated);
