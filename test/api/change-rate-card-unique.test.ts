@@ -403,7 +403,7 @@ for (const store of STORES) {
     t.deepEqual((await withLines(s)).at(-1), ["open", "100", [["Active users", "1", "100", "100"]]]);
   });
 
-  test(`${store}: with a maximum amount, a rate is measured per window, each capped at its share: ten users before and after a change on Jan 15 bill 1,000 for January`, async (t) => {
+  test(`${store}: with a maximum amount carried over alike: ten users before and after a change on Jan 15 bill 1,000 for January`, async (t) => {
     const s = await Scenario.start(server, JAN);
     const m = await s.metric({ aggregation_type: "unique_count", value_field: "user" }, [], "active");
     const capped = { ...mau(m), maximum_amount: { currency_code: "USD", value: "1000" } };
@@ -422,9 +422,10 @@ for (const store of STORES) {
       "active",
     );
     await s.advance(FEB);
-    // Jan 1–15 (14/31): 1,000 capped at 1,000 × 14/31 = 451.61 → 452 (−548); Jan 15–Feb 1 (17/31): the
-    // same ten, 1,000 capped at 548.39 → 548 (−452): 452 + 548 = 1,000, what the month costs without a
-    // change. Anchored (6c6119b), the second window took the uncapped 1,000 off and billed 0: 452.
+    // Jan 1–15 (14/31): 1,000 capped at 1,000 × 14/31 = 451.61 → 452 (−548); Jan 15–Feb 1: the chain
+    // since Jan 1 counts the same ten, 1,000 capped at 1,000 × 31/31, less the 452 billed: 548; 1,000,
+    // what the month costs without a change. Anchored as a rate that adds up (6c6119b), the second
+    // window took the uncapped 1,000 off and billed 0: 452 (change-rate-card-unique-limits.test.ts).
     t.deepEqual(
       (await withLines(s)).map((b) => b[1]),
       ["452", "548"],

@@ -6,7 +6,7 @@
 import test from "ava";
 import { line } from "../../src/billing/invoicing/line.js";
 import { dec } from "../../src/billing/money.js";
-import { chainLines } from "../../src/billing/subscriptions/first-seen.js";
+import { cappedChainLines, chainLines } from "../../src/billing/subscriptions/first-seen.js";
 
 const l = (quantity: string, unit: string, cell?: string) => ({ ...line("users", dec(quantity), dec(unit)), ...(cell ? { cell } : {}) });
 const shown = (lines: ReturnType<typeof chainLines>) => lines.map((x) => [x.cell ?? "", x.quantity.toString(), x.amount.toString()]);
@@ -29,5 +29,60 @@ const cases: [string, ReturnType<typeof l>[], ReturnType<typeof l>[], string[][]
 for (const [name, all, before, want] of cases) {
   test(name, (t) => {
     t.deepEqual(shown(chainLines(all, before)), want);
+  });
+}
+
+/** cappedChainLines: the chain's lines with its limit prorated by its share, less the earlier windows' with theirs. */
+const limited = (minimum: string | null, maximum: string | null) => ({ name: "users", minimum: minimum === null ? null : dec(minimum), maximum: maximum === null ? null : dec(maximum) });
+const cappedShown = (r: ReturnType<typeof cappedChainLines>) => [...r.usage, ...r.limits.map((x) => x.line)].map((x) => [x.cell ?? "", x.quantity.toString(), x.amount.toString()]);
+const half = dec("0.5");
+
+const cappedCases: [string, ReturnType<typeof limited>, ReturnType<typeof l>[], ReturnType<typeof l>[], string, string[][]][] = [
+  // Maximum 1,000, half the period before: 1,000 capped at 500 (−500) billed; the chain 1,000 capped at
+  // 1,000: the window gives the cut back, +500 (1,000 in all).
+  ["maximum, no new value", limited(null, "1000"), [l("10", "100")], [l("10", "100")], "1", [["maximum", "1", "500"]]],
+  // 6 before (600 − 100 = 500 billed), 8 now (800, under 1,000): +200 usage, +100 of the cut given back: 800 in all.
+  [
+    "maximum, two new values",
+    limited(null, "1000"),
+    [l("8", "100")],
+    [l("6", "100")],
+    "1",
+    [
+      ["", "2", "200"],
+      ["maximum", "1", "100"],
+    ],
+  ],
+  // Minimum 1,000: 5 before (500, at the half's 500: nothing raised), 6 now (600 raised to 1,000): +100, +400.
+  [
+    "minimum",
+    limited("1000", null),
+    [l("6", "100")],
+    [l("5", "100")],
+    "1",
+    [
+      ["", "1", "100"],
+      ["minimum", "1", "400"],
+    ],
+  ],
+  // 2 before (200 + 300 raised = 500 billed), 8 now (800 + 200 raised): +600 usage, −100 of the minimum: 1,000 in all.
+  [
+    "minimum covered by later usage",
+    limited("1000", null),
+    [l("8", "100")],
+    [l("2", "100")],
+    "1",
+    [
+      ["", "6", "600"],
+      ["minimum", "1", "-100"],
+    ],
+  ],
+  // Volume: 10 at 10 (100) before; 11 at 5 (55) now: −45; nothing.
+  ["volume tier reached", limited(null, null), [l("11", "5", "tier:2")], [l("10", "10", "tier:1")], "1", []],
+];
+
+for (const [name, rate, all, before, shareAll, want] of cappedCases) {
+  test(`capped: ${name}`, (t) => {
+    t.deepEqual(cappedShown(cappedChainLines(rate, all, before, dec(shareAll), half)), want);
   });
 }

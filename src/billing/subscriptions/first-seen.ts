@@ -9,7 +9,11 @@
  * new window then bills f(all) − f(before), where `all` is the distinct count of [anchor, window
  * end), `before` that of [anchor, window start) and f prices a count with the rate's included
  * units and price (chainLines), so a chain of such windows bills the price of the chain's distinct
- * count once, included units given once. A card in between without such a rate breaks the chain
+ * count once, included units given once. A rate with a minimum or maximum amount or volume tiers
+ * is anchored only when carried over on the same terms (sameTerms); its window bills the chain's
+ * count priced with its limits prorated over the chain, less the earlier windows' count priced
+ * with theirs (cappedChainLines), so the period costs its count priced once with the period's
+ * limits. A card in between without such a rate breaks the chain
  * (the next window has no anchor for it: what was seen under a card that did not bill it so was
  * never billed), and so does a rate of another shape: the old rate did not bill what would be
  * subtracted. Anchors never cross a cycle's start: a cycle close, a pause and a resume start the
@@ -18,8 +22,10 @@
  */
 import type { PricingMetric, RateCard, UsageRate } from "../catalog/types.js";
 import { chargeAddsUp, coordinatesKey } from "../catalog/rates.js";
+import { limitLine } from "../invoicing/limits.js";
 import type { Line } from "../invoicing/line.js";
-import { ZERO } from "../money.js";
+import { total } from "../invoicing/lines.js";
+import { type Decimal, ZERO, dec } from "../money.js";
 
 /** Per rate (firstSeenKey: its metric and code), a window's first-seen anchor (see the module's comment). */
 export type FirstSeen = Record<string, Date>;
@@ -57,20 +63,47 @@ async function uniqueRatesOf(reads: FirstSeenReads, card: RateCard, quantities: 
 }
 
 /**
- * Whether `old` billed every value `next` would take off as seen before, and both price a chain
- * as the sum of its windows (chargeAddsUp: with a minimum or maximum each window applies its own,
- * prorated, to its own lines — a maximum of 1,000 cut the first window's 1,000 to 452 and the
- * second, subtracting the uncut 1,000, billed 0; a volume tier makes f fall): both simple, or both dimensional by the same dimension
+ * Whether `old` billed every value `next` would take off as seen before, and what the earlier
+ * windows billed is known from `next` alone: both simple, or both dimensional by the same dimension
  * keys with each of `next`'s cells priced by a cell of `old` (a combination without a cell was
- * billed nothing).
+ * billed nothing); and either both charges add up over a chain's windows (chargeAddsUp: chainLines
+ * prices the chain at `next`'s price), or `old` is `next` on the same terms (sameTerms: a minimum,
+ * a maximum or volume tiers, which each window applied to its own lines, priced again for the
+ * earlier windows by cappedChainLines). A limited or volume-tiered rate whose terms changed at the
+ * switch is measured per window, as before: what its earlier windows billed is not what `next`
+ * would have billed them.
  */
 export function sameShape(old: UsageRate, next: UsageRate): boolean {
-  if (!chargeAddsUp(old) || !chargeAddsUp(next)) return false;
+  if (!(chargeAddsUp(old) && chargeAddsUp(next)) && !sameTerms(old, next)) return false;
   if (old.type === "simple" || next.type === "simple") return old.type === next.type;
   const keys = (r: typeof old) => JSON.stringify(r.dimensions.map((d) => d.key).sort());
   if (keys(old) !== keys(next)) return false;
   const priced = new Set(old.cells.map((c) => coordinatesKey(c.coordinates)));
   return next.cells.every((c) => priced.has(coordinatesKey(c.coordinates)));
+}
+
+/** JSON with object keys sorted, so two equal values give the same text whatever their key order. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** Whether two rates charge alike: the same included units, minimum, maximum and prices (per cell, whatever their order). */
+function sameTerms(a: UsageRate, b: UsageRate): boolean {
+  const terms = (r: UsageRate) => ({
+    includedUnits: r.includedUnits,
+    minimum: r.minimumAmount,
+    maximum: r.maximumAmount,
+    prices: r.type === "simple" ? [r.price] : [...r.cells].sort((x, y) => coordinatesKey(x.coordinates).localeCompare(coordinatesKey(y.coordinates))).map((c) => [c.coordinates, c.price]),
+  });
+  return a.type === b.type && canonical(terms(a)) === canonical(terms(b));
 }
 
 /**
@@ -93,15 +126,8 @@ export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindo
   return Object.keys(out).length > 0 ? out : null;
 }
 
-/**
- * An anchored window's lines: those of `all` (the count since the anchor) less those of `before`
- * (the count since the anchor up to the window's start), each priced with the rate's included
- * units, by line key (`cell`): what the chain costs now less what its earlier windows cost, so
- * included units are given once across the chain and a tiered or package price telescopes alike.
- * A line of `before` that `all` no longer has is taken back. Never negative in all: sameShape
- * anchors only rates whose price grows with the count (no volume tiers), so this is a guard.
- */
-export function chainLines(all: readonly Line[], before: readonly Line[]): Line[] {
+/** The lines of `all` less those of `before`, by line key (`cell`); a line of `before` that `all` no longer has is taken back. */
+function chainDiff(all: readonly Line[], before: readonly Line[]): Line[] {
   const keyOf = (l: Line) => l.cell ?? "";
   const was = new Map(before.map((l) => [keyOf(l), l]));
   const out: Line[] = [];
@@ -113,5 +139,59 @@ export function chainLines(all: readonly Line[], before: readonly Line[]): Line[
   for (const l of all) diff(l, was.get(keyOf(l)), 1);
   const now = new Set(all.map(keyOf));
   for (const b of before) if (!now.has(keyOf(b))) diff(b, undefined, -1);
-  return out.reduce((sum, l) => sum.plus(l.amount), ZERO).isNegative() ? [] : out;
+  return out;
+}
+
+/**
+ * An anchored window's lines: those of `all` (the count since the anchor) less those of `before`
+ * (the count since the anchor up to the window's start), each priced with the rate's included
+ * units, by line key (`cell`): what the chain costs now less what its earlier windows cost, so
+ * included units are given once across the chain and a tiered or package price telescopes alike.
+ * A line of `before` that `all` no longer has is taken back. Never negative in all: sameShape
+ * anchors this way only rates whose price grows with the count (no volume tiers), so this is a guard.
+ */
+export function chainLines(all: readonly Line[], before: readonly Line[]): Line[] {
+  const out = chainDiff(all, before);
+  return total(out).isNegative() ? [] : out;
+}
+
+/** A rate's minimum and maximum per period (null: none), and its name for their lines. */
+export interface RateLimits {
+  name: string;
+  minimum: Decimal | null;
+  maximum: Decimal | null;
+}
+
+/**
+ * An anchored window's lines for a rate with a minimum or maximum amount or volume tiers, carried
+ * over on the same terms (sameShape): the period's charge of the chain less what its earlier
+ * windows billed. The chain [anchor, window end) is priced as one window: the lines of its count
+ * `all`, raised to the minimum or capped at the maximum prorated by its share `shareAll` of the
+ * cycle (limits.ts); the earlier windows [anchor, window start) billed the lines of `before` with
+ * the limit prorated by their share `shareBefore` (each window billing what the chain then added,
+ * they add up to that). So the window bills the usage lines of all less before (chainDiff) and,
+ * for each of the minimum and maximum, the chain's limit line less the earlier windows' (kind
+ * "minimum" or "maximum", keyed so; positive when the period's maximum grows past what the
+ * earlier windows' share cut). A chain over a whole cycle costs the period's count priced once
+ * with the period's limits: ten users at 100 before and after a change on Jan 15, maximum 1,000:
+ * 452 (1,000 capped at 1,000 × 14/31) then 1,000 − 452 = 548. A volume tier reached makes the
+ * chain cheaper than what was billed: nothing then (never negative).
+ */
+export function cappedChainLines(
+  rate: RateLimits,
+  all: readonly Line[],
+  before: readonly Line[],
+  shareAll: Decimal,
+  shareBefore: Decimal,
+): { usage: Line[]; limits: { kind: "minimum" | "maximum"; line: Line }[] } {
+  const usage = chainDiff(all, before);
+  const [now, was] = [limitLine(rate.name, total(all), rate.minimum, rate.maximum, shareAll), limitLine(rate.name, total(before), rate.minimum, rate.maximum, shareBefore)];
+  const of = (l: typeof now, kind: "minimum" | "maximum") => (l?.kind === kind ? l.line.amount : ZERO);
+  const limits: { kind: "minimum" | "maximum"; line: Line }[] = [];
+  for (const kind of ["minimum", "maximum"] as const) {
+    const amount = of(now, kind).minus(of(was, kind));
+    if (amount.isZero()) continue;
+    limits.push({ kind, line: { description: `${rate.name} (${kind} per period, prorated, net of the earlier windows since the change)`, quantity: dec(1), unitAmount: amount, amount, cell: kind } });
+  }
+  return total([...usage, ...limits.map((l) => l.line)]).isNegative() ? { usage: [], limits: [] } : { usage, limits };
 }

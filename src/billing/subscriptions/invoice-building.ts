@@ -4,7 +4,7 @@
  * final at once), and writing a new invoice with its `invoice.created` event.
  */
 import type { ChargedRates } from "../catalog/addons.js";
-import { coordinatesKey } from "../catalog/rates.js";
+import { chargeAddsUp, coordinatesKey } from "../catalog/rates.js";
 import type { PricingMetric, RateCard } from "../catalog/types.js";
 import { AlreadyExistsError, FailedPreconditionError } from "../errors.js";
 import { newInvoiceEvents } from "../events/types.js";
@@ -15,7 +15,7 @@ import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
 import { finalizeOpen } from "./booking.js";
-import { anchorOf, chainLines } from "./first-seen.js";
+import { anchorOf, cappedChainLines, chainLines } from "./first-seen.js";
 import { storedKey } from "./line-keys.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
@@ -177,7 +177,10 @@ export class InvoiceBuilder {
       const amounts: Decimal[] = [];
       for (const a of kept) amounts.push(await this.termChangeAmount(rate, metric, s, from, a));
       const changes = netOfSettled(rate.name, kept, amounts);
-      const lines: BillLine[] = (await this.rateLines(rate, metric, s, from, to)).map((l) => ({
+      // A limited or volume-tiered rate anchored: the chain's charge less the earlier windows' (cappedChainLines).
+      const since = chainStart(rate, metric, s, from);
+      const capped = since && !chargeAddsUp(rate) ? await this.cappedChain(rate, metric, s, since, from, to, within) : undefined;
+      const lines: BillLine[] = (capped?.usage ?? (await this.rateLines(rate, metric, s, from, to))).map((l) => ({
         ...l,
         kind: "usage",
         key: `${rate.code}|${l.cell ?? ""}`,
@@ -185,7 +188,7 @@ export class InvoiceBuilder {
       }));
       out.push(...lines);
       const limit = limitLine(rate.name, total(lines), money(rate.minimumAmount), money(rate.maximumAmount), share);
-      if (limit) out.push({ ...limit.line, kind: limit.kind, key: `${rate.code}|${limit.line.cell}`, windowInvoiceId: null });
+      for (const l of capped ? capped.limits : limit ? [limit] : []) out.push({ ...l.line, kind: l.kind, key: `${rate.code}|${l.line.cell}`, windowInvoiceId: null });
       out.push(...adjustmentLines(changes, rate.code, total(lines)));
     }
     return out;
@@ -209,6 +212,17 @@ export class InvoiceBuilder {
    */
   private async rateLines(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, from: Date, to: Date): Promise<Line[]> {
     return (await this.rateUsage(rate, metric, s, from, to))(s);
+  }
+
+  /**
+   * An anchored window [from, to) of a rate with a minimum or maximum amount or volume tiers
+   * (first-seen.ts cappedChainLines): the chain from `since` priced with its limits prorated by its
+   * share of `cycle`, less the earlier windows [since, from) priced with theirs.
+   */
+  private async cappedChain(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, since: Date, from: Date, to: Date, cycle: Cycle) {
+    const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, true);
+    const limits = { name: rate.name, minimum: money(rate.minimumAmount), maximum: money(rate.maximumAmount) };
+    return cappedChainLines(limits, this.linesOf(rate, all, s), this.linesOf(rate, before, s), windowShare(since, to, cycle), windowShare(since, from, cycle));
   }
 
   /** One usage rate's usage for [from, to), measured once (as rateLines measures it), to price at given multipliers. */

@@ -2558,7 +2558,9 @@ export interface components {
             /**
              * @description "fixed" (in advance), "usage" (the usage of the invoice's window, in arrears), "minimum" (what
              *     raises a usage rate to its minimum amount for the period), "maximum" (negative: what a usage
-             *     rate's maximum amount takes off), "proration" (a mid-cycle change of quantities or
+             *     rate's maximum amount takes off; after a change of rate card, a unique_count window's minimum
+             *     or maximum net of the earlier windows' of the period, positive for a maximum that gives back
+             *     what their share of it cut), "proration" (a mid-cycle change of quantities or
              *     multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
              *     period; negative for a credit), "commitment_true_up" (what raises a period's charges to the
              *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "adjustment" (late usage of an earlier, already finalized
