@@ -107,8 +107,8 @@ for (const store of STORES) {
       ["3000", [SEATS, ["API calls", "usage", "1000", "2", "2000"]]],
       // Mar 1: 1 seat 1,000; January's window again: usage 2,000 × 2 × 1 = 4,000 (+2,000) and the lowering (3 − 1) × 2 × 2,000
       // = 8,000 less the 4,000 billed (+4,000): 6,000 = the late 1,000 at ×3 (the old code: 2,000, at ×1). One line per key,
-      // the usage's and its adjustment's quantities added (1,000 units + 1 line, as late-usage.ts sums a key).
-      ["7000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "1001", "2", "6000"]]],
+      // the late 1,000 units (the adjustment adds no units: late-usage.ts unitsOf).
+      ["7000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "1000", "2", "6000"]]],
     ]);
   });
 

@@ -37,6 +37,15 @@ export function sameCheck(a: UsageCheck | null, b: UsageCheck | null): boolean {
 const closesPeriod = (i: Pick<Invoice, "periodKey">): boolean => i.periodKey === "final" || i.periodKey.startsWith("pause:") || i.periodKey.startsWith("cycle:");
 
 /** A subscription's finalized usage windows as the invoice store reads them (InvoiceStore.windows). */
+/**
+ * The units a line adds to its key in a late-usage diff: a usage-terms adjustment of the window
+ * (InvoiceBuilder.usageLinesOf: kind adjustment, its usage's key, no window invoice, quantity 1)
+ * prices units already counted by the usage line, so it adds none.
+ */
+function unitsOf(l: { kind: string; quantity: Decimal | string; windowInvoiceId: string | null }): Decimal {
+  return l.kind === "adjustment" && l.windowInvoiceId === null ? ZERO : typeof l.quantity === "string" ? dec(l.quantity) : l.quantity;
+}
+
 export type WindowsOf = Awaited<ReturnType<BillingStores["invoices"]["windows"]>>;
 
 export class LateUsage {
@@ -110,7 +119,7 @@ export class LateUsage {
         const k = l.key ?? l.description;
         const p = was.get(k);
         was.set(k, {
-          quantity: (p?.quantity ?? ZERO).plus(dec(l.quantity)),
+          quantity: (p?.quantity ?? ZERO).plus(unitsOf(l)),
           amount: (p?.amount ?? ZERO).plus(dec(l.amount)),
           unitAmount: dec(l.unitAmount),
           description: p?.description ?? l.description,
@@ -121,7 +130,7 @@ export class LateUsage {
       for (const l of now) {
         const k = l.key === null ? l.description : comparedKey(l.key, billedKeys);
         const p = nowByKey.get(k);
-        nowByKey.set(k, p ? { ...p, quantity: p.quantity.plus(l.quantity), amount: p.amount.plus(l.amount) } : l);
+        nowByKey.set(k, p ? { ...p, quantity: p.quantity.plus(unitsOf(l)), amount: p.amount.plus(l.amount) } : { ...l, quantity: unitsOf(l) });
       }
       const keys = new Set([...was.keys(), ...nowByKey.keys()]);
       for (const k of keys) {
