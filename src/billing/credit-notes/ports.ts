@@ -66,6 +66,13 @@ export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningW
 /** What voiding an invoice writes of its credit notes, in the invoice's transaction (BillingTx.creditNotes). */
 export type InvoiceVoidNoteWrites = Pick<CreditNoteWrites, "ofInvoice" | "voidNotes">;
 
+/**
+ * What a seat decrease writes of the invoices its credit gives back (subscriptions/given-back.ts):
+ * each read under the row lock a credit note takes, and its amount credited grown by what the
+ * credit gives back of it, so that notes and credits together never give back more than it took.
+ */
+export type GivenBackWrites = Pick<CreditNoteWrites, "lockInvoice" | "addCredited">;
+
 export interface CreditNoteStore {
   get(environmentId: string, id: string): Promise<CreditNote | undefined>;
   /** Oldest first, of one invoice and/or one subject. */

@@ -7,7 +7,7 @@
 import type { ProviderEventWrites } from "../payments/event-writes.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import type { CouponWrites } from "../coupons/ports.js";
-import type { InvoiceVoidNoteWrites } from "../credit-notes/ports.js";
+import type { GivenBackWrites, InvoiceVoidNoteWrites } from "../credit-notes/ports.js";
 import type { CreditWrites } from "../credits/ports.js";
 import type { CreditGrant, LedgerEntry } from "../credits/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
@@ -336,8 +336,11 @@ export type BillingTx = SubscriptionWrites &
     coupons?: CouponWrites;
     providerEvents?: ProviderEventWrites;
     dunning?: DunningWrites;
-    /** The invoice's credit notes, voided with it (credit-notes/invoice-void.ts). */
-    creditNotes?: InvoiceVoidNoteWrites;
+    /**
+     * The invoice's credit notes, voided with it (credit-notes/invoice-void.ts); and what a seat
+     * decrease gives back of an invoice, on its amount credited under its row lock (given-back.ts).
+     */
+    creditNotes?: InvoiceVoidNoteWrites & GivenBackWrites;
   };
 
 /** Billing's storage: a port per aggregate, and the transaction that spans them. */

@@ -24,6 +24,7 @@
  *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
  *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
  */
+import { splitInProportion } from "../invoicing/booking.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { rateCodeOf } from "./line-cards.js";
@@ -174,8 +175,11 @@ const drawnKey = (inv: Invoice, index: number): string => `|${inv.id}#${index}`;
  */
 const owesTax = (inv: Invoice): boolean => inv.status === "paid" || inv.status === "open";
 
-/** A charge line a credit can draw on: what it has left (its net less what was drawn), its net and the exclusive tax paid on it. */
-type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal };
+/**
+ * A charge line a credit can draw on: what it has left (its net less what was drawn), its net and
+ * the exclusive tax paid on it, and its invoice (givenBack).
+ */
+type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal; invoice: Invoice };
 
 /**
  * The lines `pick` selects of the period's invoices `billed` (oldest first) as a stack, the last
@@ -200,7 +204,7 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
       } else if (net.gt(0)) {
         const key = drawnKey(inv, i);
         const left = net.minus(dec(drawn[key] ?? "0"));
-        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owesTax(inv) ? exclusiveTax(l) : ZERO });
+        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owesTax(inv) ? exclusiveTax(l) : ZERO, invoice: inv });
       }
     });
   }
@@ -220,8 +224,13 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
  * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
  * 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for the 2 seats kept.
  */
-export function paidTax(valued: readonly (BillLine | null)[], billed: readonly Invoice[], credited: Readonly<Record<string, string>>): { taxes: Decimal[]; credited: Record<string, string> } {
+export function paidTax(
+  valued: readonly (BillLine | null)[],
+  billed: readonly Invoice[],
+  credited: Readonly<Record<string, string>>,
+): { taxes: Decimal[]; credited: Record<string, string>; givenBack: Map<string, Decimal> } {
   const given: Record<string, string> = { ...credited };
+  const givenBack = new Map<string, Decimal>();
   const taxes = valued.map((l) => {
     if (!l?.amount.isNegative()) return ZERO;
     const pick = linesOf(billed, rateCodeOf(l));
@@ -231,11 +240,14 @@ export function paidTax(valued: readonly (BillLine | null)[], billed: readonly I
     const stack = stackOf(billed, pick, given);
     let rest = l.amount.neg();
     let exact = ZERO;
+    const parts: { invoice: Invoice; net: Decimal; tax: Decimal }[] = [];
     for (let j = stack.length - 1; j >= 0 && rest.gt(0); j--) {
       const slot = stack[j];
       const part = minOf(slot.left, rest);
       if (part.lte(0)) continue;
-      exact = exact.plus(slot.tax.times(part).div(slot.net));
+      const tax = slot.tax.times(part).div(slot.net);
+      parts.push({ invoice: slot.invoice, net: part, tax });
+      exact = exact.plus(tax);
       given[slot.key] = formatDecimal(dec(given[slot.key] ?? "0").plus(part));
       rest = rest.minus(part);
     }
@@ -243,9 +255,29 @@ export function paidTax(valued: readonly (BillLine | null)[], billed: readonly I
     const room = paid.minus(before);
     let share = roundAmount(exact);
     if (share.gt(room)) share = room;
-    if (share.lte(0)) return ZERO;
+    if (share.lt(0)) share = ZERO;
+    addGivenBack(givenBack, parts, share);
+    if (share.isZero()) return ZERO;
     given[group] = formatDecimal(before.plus(share));
     return share;
   });
-  return { taxes, credited: given };
+  return { taxes, credited: given, givenBack };
+}
+
+/**
+ * Adds to `givenBack` (per invoice ID) what one credit drawn in `parts` gives back of each paid
+ * or open invoice: the net it drew of the invoice's lines and its part of the credit's tax
+ * `share`, split in proportion to the exact tax of each part (so the parts sum to the share). A
+ * draft's, void or uncollectible invoice's part is no invoice's: no credit note can credit it.
+ */
+function addGivenBack(givenBack: Map<string, Decimal>, parts: readonly { invoice: Invoice; net: Decimal; tax: Decimal }[], share: Decimal): void {
+  const taxes = splitInProportion(
+    share,
+    parts.map((p) => p.tax),
+  );
+  parts.forEach((p, i) => {
+    if (!owesTax(p.invoice)) return;
+    const amount = p.net.plus(taxes[i] ?? ZERO);
+    givenBack.set(p.invoice.id, (givenBack.get(p.invoice.id) ?? ZERO).plus(amount));
+  });
 }
