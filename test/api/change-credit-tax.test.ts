@@ -265,16 +265,16 @@ for (const store of STORES) {
         // Feb 15: 2 → 4, 2 × 1,000 × 14/28 = 1,000 + 200 VAT, its charge declined: open, 1,200 still owed.
         ["open", "1200"],
         [
-          // 4 → 2 takes off the 2 seats just added, whose open invoice still asks for their 200 of VAT: 1,000 + 200
-          // (the old code: 1,000, so 3,600 owed or paid less 2,200 back is 1,400 for 2 seats for half the period, 200 of
-          // VAT too much; now 3,600 − 2,400 = 1,200 = 1,000 + 200).
-          ["Seats: 4 → 2 (remaining 14 of 28 days), incl. tax: USD 2.00", "1200"],
+          // 4 → 2 takes off the 2 seats just added, whose open invoice still asks for them with their 200 of VAT: 1,000
+          // + 200 off that invoice's amount due (given-back.ts), nothing to the balance (an earlier fix credited the
+          // 1,200 to the balance, which voiding the open invoice left with the customer). 3,600 billed − 1,200 taken
+          // off − 1,200 back = 1,200 = 1,000 + 200 for 2 seats for half the period.
           // 2 → 0 takes off the 2 seats of Feb 1 (2,000 + 400 paid): 1,000 + 200.
           ["Seats: 2 → 0 (remaining 14 of 28 days), incl. tax: USD 2.00", "1200"],
         ],
         [
           ["2000", "400", "2400", [], "2400"],
-          ["1000", "200", "1200", [], "1200"],
+          ["1000", "200", "1200", [], "0"],
         ],
       ],
     );

@@ -12,7 +12,7 @@ import { reasonOf } from "../helpers/clients.js";
 import { ledger } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { patch } from "../helpers/price-bodies.js";
-import { Scenario } from "../helpers/scenario.js";
+import { CARD_FAILS_LATER, Scenario } from "../helpers/scenario.js";
 import { useServer } from "../helpers/server.js";
 
 const FEB = "2026-02-01T00:00:00Z";
@@ -92,5 +92,41 @@ for (const store of STORES) {
     // The decrease first: 2,500 to the balance and 7,500 refunded; the note first: 10,000 refunded and nothing credited.
     t.true((back === 2500 && note.total.value === "7500") || (back === 0 && note.total.value === "10000"), `${back} credited, ${note.total.value} refunded`);
     t.deepEqual(await credited(s, invoice), ["paid", "10000", "10000"]);
+  });
+
+  test(`${store}: seats taken off while their invoice is open lower what it asks, not the balance: voiding it leaves no credit for money never received`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const card = await s.card({ fixed_rates: [seats(1000)], default_tax_rate_ids: [await taxRate(s, "VAT", "20")] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+    await s.saveCardInPortal(CARD_FAILS_LATER);
+    await s.advance(FEB_15);
+    // Feb 1: 2 × 1,000 + 20% = 2,400 paid. Feb 15: 2 → 4, 2 × 1,000 × 14/28 = 1,000 + 200, its charge declined: open.
+    const up = (await patch(s, id, { fixed_rate_quantities: { seats: 4 } })).proration_invoice;
+    t.deepEqual([up.status, up.total_amount.value, up.amount_due.value], ["open", "1200", "1200"]);
+    // 4 → 2 takes off the 2 seats of that open invoice: its 1,200 no longer asked (paid by the decrease), nothing to
+    // the balance (the old code: 1,200 to the balance, kept when the open invoice was then voided).
+    await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+    t.deepEqual(await ledger(s), []);
+    const after = await s.call("GET", `/invoices/${up.id}`);
+    t.deepEqual([after.status, after.amount_due.value, after.amount_credited.value], ["paid", "0", "1200"]);
+    // 2 → 0 takes off the 2 seats of Feb 1 (2,000 + 400 paid): 1,000 + 200 back, all the customer paid for the half not used.
+    await patch(s, id, { fixed_rate_quantities: { seats: 0 } });
+    t.deepEqual(await ledger(s), [["proration", "1200"]]);
+  });
+
+  test(`${store}: a decrease that takes off only part of an open invoice's seats lowers its amount due by that part; voiding it then leaves the balance as it was`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const card = await s.card({ fixed_rates: [seats(1000)] });
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 2 } })).subscription.id;
+    await s.saveCardInPortal(CARD_FAILS_LATER);
+    await s.advance(FEB_15);
+    // 2 → 4: 2 × 1,000 × 14/28 = 1,000 open. 4 → 3: 1,000 × 14/28 = 500 off it, 500 still asked.
+    const up = (await patch(s, id, { fixed_rate_quantities: { seats: 4 } })).proration_invoice;
+    await patch(s, id, { fixed_rate_quantities: { seats: 3 } });
+    const after = await s.call("GET", `/invoices/${up.id}`);
+    t.deepEqual([after.status, after.amount_due.value, after.amount_credited.value], ["open", "500", "500"]);
+    await s.call("POST", `/invoices/${up.id}/void`, {});
+    // Nothing was credited for the open invoice: voiding it leaves nothing on the balance (the old code: 500 kept).
+    t.deepEqual(await ledger(s), []);
   });
 }

@@ -71,7 +71,7 @@ export type InvoiceVoidNoteWrites = Pick<CreditNoteWrites, "ofInvoice" | "voidNo
  * each read under the row lock a credit note takes, and its amount credited grown by what the
  * credit gives back of it, so that notes and credits together never give back more than it took.
  */
-export type GivenBackWrites = Pick<CreditNoteWrites, "lockInvoice" | "addCredited">;
+export type GivenBackWrites = Pick<CreditNoteWrites, "lockInvoice" | "addCredited" | "reduceAmountDue" | "markPaid">;
 
 export interface CreditNoteStore {
   get(environmentId: string, id: string): Promise<CreditNote | undefined>;

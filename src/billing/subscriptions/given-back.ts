@@ -12,10 +12,47 @@
  * credit note takes (credit-notes/ports.ts lockInvoice), and loses its race (retried from a fresh
  * read) when one is not as it was valued (a note committed meanwhile); a note waits for the lock,
  * then reads the amount credited the decrease wrote.
+ *
+ * What a credit draws of an open invoice (seats added by a change whose charge is not paid yet) is
+ * not money received: it lowers that invoice's amount due instead of going to the balance, as a
+ * credit note's reduce_amount_due does (a credit_balance note is refused on an open invoice for
+ * the same reason), so it cannot outlive the invoice being voided or written off. 2 seats at
+ * 1,000 + 20% paid, 2 → 4 at half the period left on an invoice of 1,200 still open, 4 → 2: that
+ * invoice asks 0 (paid by the decrease) and the balance gets nothing, where it got 1,200 that
+ * voiding the invoice left with the customer. Not while a payment of the invoice waits for the
+ * customer or is processing for more (the credit then goes to the balance, as before), nor beyond
+ * its amount due (what credits applied to it paid goes to the balance).
  */
+import { recordCancels } from "../payments/cancels.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { checkTransition, transitionEvents } from "./invoice-states.js";
 import type { BillingTx } from "./ports.js";
-import type { Invoice } from "./types.js";
+import { type Invoice, amountDueOf } from "./types.js";
+
+/**
+ * Of each credit's draws (paidTax's `draws`, per invoice ID), what lowers an open invoice's
+ * amount due instead of going to the balance (see the file's comment), per credit and per invoice:
+ * an open invoice's amount due shared by the credits in their order; none of an invoice whose
+ * payment waits for the customer or is processing. Nothing without credit-note writes (`tx`).
+ */
+export function openReductions(tx: BillingTx, billed: readonly Invoice[], draws: readonly ReadonlyMap<string, Decimal>[]): { perCredit: Decimal[]; perInvoice: Map<string, Decimal> } {
+  const room = new Map<string, Decimal>();
+  if (tx.creditNotes) for (const i of billed) if (i.status === "open" && !i.payment?.actionRequired && !i.payment?.processing) room.set(i.id, dec(amountDueOf(i)));
+  const perInvoice = new Map<string, Decimal>();
+  const perCredit = draws.map((d) => {
+    let off = ZERO;
+    for (const [id, amount] of d) {
+      const left = room.get(id);
+      if (!left?.gt(0)) continue;
+      const take = amount.lt(left) ? amount : left;
+      room.set(id, left.minus(take));
+      perInvoice.set(id, (perInvoice.get(id) ?? ZERO).plus(take));
+      off = off.plus(take);
+    }
+    return off;
+  });
+  return { perCredit, perInvoice };
+}
 
 /**
  * Records on the period's invoices `billed` what the change's credit gives back of each
@@ -23,7 +60,14 @@ import type { Invoice } from "./types.js";
  * total. Throws `moved()` when an invoice the credit was valued on changed since it was read.
  * Nothing without credit-note writes (the in-memory fake).
  */
-export async function recordGivenBack(tx: BillingTx, billed: readonly Invoice[], givenBack: ReadonlyMap<string, Decimal>, moved: () => Error): Promise<void> {
+export async function recordGivenBack(
+  tx: BillingTx,
+  billed: readonly Invoice[],
+  givenBack: ReadonlyMap<string, Decimal>,
+  reductions: ReadonlyMap<string, Decimal>,
+  at: { clock: Date; real: Date },
+  moved: () => Error,
+): Promise<void> {
   const notes = tx.creditNotes;
   if (!notes || ![...givenBack.values()].some((a) => a.gt(0))) return;
   // In ID order, so that two changes lock the same invoices in the same order.
@@ -31,7 +75,8 @@ export async function recordGivenBack(tx: BillingTx, billed: readonly Invoice[],
   const locked = new Map<string, Invoice>();
   for (const inv of valuedOn) {
     const now = await notes.lockInvoice(inv.environmentId, inv.id);
-    if (!now || now.status !== inv.status || !dec(now.amountCredited ?? "0").eq(dec(inv.amountCredited ?? "0"))) throw moved();
+    const same = now?.status === inv.status && dec(now.amountCredited ?? "0").eq(dec(inv.amountCredited ?? "0")) && dec(amountDueOf(now)).eq(dec(amountDueOf(inv)));
+    if (!now || !same || Boolean(now.payment?.actionRequired) !== Boolean(inv.payment?.actionRequired) || Boolean(now.payment?.processing) !== Boolean(inv.payment?.processing)) throw moved();
     locked.set(inv.id, now);
   }
   for (const [id, amount] of givenBack) {
@@ -41,4 +86,20 @@ export async function recordGivenBack(tx: BillingTx, billed: readonly Invoice[],
     const add = amount.lt(room) ? amount : room;
     if (add.gt(ZERO) && !(await notes.addCredited(inv.environmentId, id, formatDecimal(add)))) throw moved();
   }
+  for (const [id, off] of reductions) {
+    const inv = locked.get(id);
+    if (inv) await reduce(tx, inv, off, at, moved);
+  }
+}
+
+/** Lowers open invoice `inv`'s amount due by `off` (its share of the credit); at 0 it is paid, as a reduce_amount_due note pays it. */
+async function reduce(tx: BillingTx, inv: Invoice, off: Decimal, { clock, real }: { clock: Date; real: Date }, moved: () => Error): Promise<void> {
+  const notes = tx.creditNotes;
+  if (!notes || off.lte(0)) return;
+  if (!(await notes.reduceAmountDue(inv.environmentId, inv.id, formatDecimal(off), clock))) throw moved();
+  if (!dec(amountDueOf(inv)).minus(off).isZero() || !(await notes.markPaid(inv.environmentId, inv.id, clock))) return;
+  const credited = formatDecimal(dec(inv.amountCredited ?? "0").plus(off));
+  await tx.emit(transitionEvents(checkTransition("open", "paid"), [{ ...inv, status: "paid", amountDue: "0", amountCredited: credited }]));
+  // Its dunning retries end, on real time as the sweep reads it (as for a note that pays it).
+  if (tx.dunning) await recordCancels(tx.dunning, inv.environmentId, [inv.id], real, { paidBy: "credit_note" });
 }

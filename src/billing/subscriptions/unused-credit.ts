@@ -228,10 +228,11 @@ export function paidTax(
   valued: readonly (BillLine | null)[],
   billed: readonly Invoice[],
   credited: Readonly<Record<string, string>>,
-): { taxes: Decimal[]; credited: Record<string, string>; givenBack: Map<string, Decimal> } {
+): { taxes: Decimal[]; credited: Record<string, string>; givenBack: Map<string, Decimal>; draws: Map<string, Decimal>[] } {
   const given: Record<string, string> = { ...credited };
   const givenBack = new Map<string, Decimal>();
-  const taxes = valued.map((l) => {
+  const draws = valued.map(() => new Map<string, Decimal>());
+  const taxes = valued.map((l, k) => {
     if (!l?.amount.isNegative()) return ZERO;
     const pick = linesOf(billed, rateCodeOf(l));
     const group = rateCodeOf(l) ?? "";
@@ -256,12 +257,13 @@ export function paidTax(
     let share = roundAmount(exact);
     if (share.gt(room)) share = room;
     if (share.lt(0)) share = ZERO;
-    addGivenBack(givenBack, parts, share);
+    addGivenBack(draws[k] as Map<string, Decimal>, parts, share);
+    for (const [id, a] of draws[k] ?? []) givenBack.set(id, (givenBack.get(id) ?? ZERO).plus(a));
     if (share.isZero()) return ZERO;
     given[group] = formatDecimal(before.plus(share));
     return share;
   });
-  return { taxes, credited: given, givenBack };
+  return { taxes, credited: given, givenBack, draws };
 }
 
 /**

@@ -76,7 +76,7 @@ import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } f
 import { usageTermSettlement } from "./usage-term-changes.js";
 import { changeCredit, taxedLines } from "./change-credit.js";
 import { pricedUpgradeLines } from "./upgrade-lines.js";
-import { recordGivenBack } from "./given-back.js";
+import { openReductions, recordGivenBack } from "./given-back.js";
 
 /**
  * `charged` (the period's charged terms after a change to `next`) keeping the exclusive tax seat
@@ -214,10 +214,12 @@ export class TermUpdates {
         // Credits carried from before and this change's own credits go to the subject's balance
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
-        const decision = paidOn ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: new Map() } : await this.decided(tx, s, card, valued, increases, billed, now, money);
+        const decision = paidOn
+          ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: new Map(), reductions: new Map() }
+          : await this.decided(tx, s, card, valued, increases, billed, now, money);
         const { charged, taxCredited } = decision;
         // What the credit gives back of each invoice it was drawn on, on its amount credited (a credit note's cap too).
-        await recordGivenBack(tx, billed, decision.givenBack, () => lostRace(id));
+        await recordGivenBack(tx, billed, decision.givenBack, decision.reductions, { clock: now, real: this.engine.now() }, () => lostRace(id));
         if (charged && !payments) throw noPaymentProvider("this change increases the fixed charges, which needs a payment");
         const built = charged ? this.engine.builder.newInvoice(current, card, `proration:${now.getTime()}:${randomBase62(8)}`, paidOn ? lines : increases, now, current.periodEnd, now) : undefined;
         // Past what was paid on another card: its credit and the new terms' charge on one invoice; a net credit once taxed goes to the balance (change-credit.ts).
@@ -284,15 +286,21 @@ export class TermUpdates {
     const taxedIncreases = await taxedLines(tx, preview, increasesNow, at, money);
     // A credit gives back the tax booked on what it gives back (not the buyer's tax details now).
     const paid = paidTax(valued, billed, taxCreditedIn(s));
+    // What a credit draws of an open invoice lowers its amount due, not the balance (given-back.ts).
+    const open = openReductions(tx, billed, paid.draws);
     const decided = valued.flatMap((l, i): BillLine[] => {
       if (l === null) return [];
       if (l.amount.gt(0)) return [taxedIncreases[increases.indexOf(l)] ?? l];
       const tax = paid.taxes[i] ?? ZERO;
-      return [tax.isZero() ? l : { ...l, amount: l.amount.minus(tax), description: `${l.description}, incl. tax: ${money(tax)}` }];
+      const taxed = tax.isZero() ? l : { ...l, amount: l.amount.minus(tax), description: `${l.description}, incl. tax: ${money(tax)}` };
+      const off = open.perCredit[i] ?? ZERO;
+      if (off.isZero()) return [taxed];
+      const rest = taxed.amount.plus(off);
+      return rest.isNegative() ? [{ ...taxed, amount: rest, description: `${taxed.description}, less ${money(off)} off the amount due of the open invoice it was charged on` }] : [];
     });
     const charged = sumOf(decided).gt(0);
     const credits = decided.filter((l) => l.amount.isNegative()).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
-    return { charged, own: charged ? credits : netOfChange(decided).credits, taxCredited: paid.credited, givenBack: paid.givenBack };
+    return { charged, own: charged ? credits : netOfChange(decided).credits, taxCredited: paid.credited, givenBack: paid.givenBack, reductions: open.perInvoice };
   }
 
   /**
