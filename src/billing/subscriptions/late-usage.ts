@@ -17,7 +17,7 @@ import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js
 import type { BillingStores } from "./ports.js";
 import { finalizeOpen } from "./booking.js";
 import { isOwnTrueUp, trueUpCorrection } from "./commitments.js";
-import { comparedKey } from "./line-keys.js";
+import { comparedKey, readBackKey } from "./line-keys.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
 import type { Invoice, InvoiceLine, Subscription, UsageCheck, UsageWindow } from "./types.js";
@@ -112,11 +112,11 @@ export class LateUsage {
       const now = await this.builder.windowLines(s.environmentId, s.subjectId, w);
       const was = new Map<string, { quantity: Decimal; amount: Decimal; unitAmount: Decimal; description: string }>();
       // Recomputed lines are compared under their keys as stored (line-keys.ts), or as rows written before kept them.
-      const billedKeys = new Set(billed.map((l) => l.key));
+      const billedKeys = new Set(billed.map((l) => (l.key === null ? null : readBackKey(l.key))));
       // The usage billed by key; not the period's commitment true-up or its corrections (below).
       for (const l of billed) {
         if (l.kind === "commitment_true_up") continue;
-        const k = l.key ?? l.description;
+        const k = l.key === null ? l.description : readBackKey(l.key);
         const p = was.get(k);
         was.set(k, {
           quantity: (p?.quantity ?? ZERO).plus(unitsOf(l)),

@@ -26,7 +26,18 @@ export function storedKey(key: string | null): string | null {
 
 /** What rows written before keys were hashed stored for `key`: its first MAX_LINE_KEY characters; null for a key that fits (stored as is). */
 export function legacyKeyOf(key: string): string | null {
-  return key.length > MAX_LINE_KEY ? key.slice(0, MAX_LINE_KEY) : null;
+  // A cut through a surrogate pair left half a character, which the drivers stored as U+FFFD (readBackKey drops it).
+  return key.length > MAX_LINE_KEY ? key.slice(0, MAX_LINE_KEY).replace(/[\uD800-\uDBFF]$/, "") : null;
+}
+
+/**
+ * A stored key as late usage compares it: without the replacement characters (U+FFFD) that end a
+ * key cut through a surrogate pair by rows written before keys were hashed (MariaDB stores one,
+ * SQLite three). No key priced today ends in one: a cell's coordinates end in `"]]`, a tier in its
+ * number.
+ */
+export function readBackKey(key: string): string {
+  return key.replace(/\uFFFD+$/, "");
 }
 
 /**

@@ -1,5 +1,5 @@
 /** An invoice line row as the domain reads it (the invoice store's reads, and the lines tied to a period's closing invoice), and its key as written. */
-import { MAX_LINE_KEY } from "../../billing/subscriptions/line-keys.js";
+import { storedKey } from "../../billing/subscriptions/line-keys.js";
 import type { InvoiceLine, InvoiceLineKind } from "../../billing/subscriptions/types.js";
 import type { InvoiceLineRow } from "../entities/index.js";
 
@@ -21,9 +21,10 @@ export function lineFromRow(l: InvoiceLineRow): InvoiceLine {
 /**
  * Domain → a line's key as stored: whole. Late usage compares it with the key of the line priced
  * again, so one cut to the column (varchar(1000)) would never match; the domain keeps keys to
- * MAX_LINE_KEY (storedLine, line-keys.ts), and a longer one is refused here, never cut.
+ * MAX_LINE_KEY (storedLine, line-keys.ts). A longer one can only be a row read back and written
+ * again (a draft finalized: a cut key SQLite read back longer, its half character replaced): it is
+ * stored in the domain's form (storedKey), never cut.
  */
-export function keyRow(invoiceId: string, key: string | null): string | null {
-  if (key !== null && key.length > MAX_LINE_KEY) throw new Error(`invoice ${invoiceId}: a line key of ${key.length} characters, over the ${MAX_LINE_KEY} stored (${key.slice(0, 100)}…)`);
-  return key;
+export function keyRow(key: string | null): string | null {
+  return storedKey(key);
 }

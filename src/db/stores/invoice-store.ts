@@ -124,7 +124,7 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
     unit_amount: l.unitAmount,
     amount: l.amount,
     kind: l.kind,
-    line_key: keyRow(i.id, l.key),
+    line_key: keyRow(l.key),
     window_invoice_id: l.windowInvoiceId,
     booking: l.discountAmounts?.length || l.taxAmounts?.length ? { discountAmounts: l.discountAmounts ?? [], taxAmounts: l.taxAmounts ?? [] } : null,
   }));
