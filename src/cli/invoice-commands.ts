@@ -54,6 +54,8 @@ const COLUMNS: Column<Row>[] = [
   ["amount_due", (r) => exact(amountDueOf(r.inv))],
   ["voided_at", (r) => r.inv.voidedAt?.toISOString() ?? ""],
   ["marked_uncollectible_at", (r) => r.inv.markedUncollectibleAt?.toISOString() ?? ""],
+  // DESIGN §16: an amount due below the provider's minimum charge, not collected: carried to the next invoice (a carried_balance line there).
+  ["amount_carried", (r) => exact(r.inv.payment?.carried ?? "0")],
 ];
 
 interface Row {

@@ -236,7 +236,7 @@ const BillingState = obj(
     has_overage_for_usage: bool,
     usage_data: array(obj({ rate_name: str, pricing_metric_id: str, included_units: int, used_units: str })),
   },
-  { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })), credit_balance: array(Amount), available_credit: array(Amount) },
+  { paused_subscriptions: array(obj({ subscription_id: str, rate_card_id: str })), credit_balance: array(Amount), available_credit: array(Amount), carried_balance: array(Amount) },
 );
 const Address = obj({ line1: nullable(str), line2: nullable(str), city: nullable(str), postal_code: nullable(str), state: nullable(str), country: str });
 const BillingDetails = obj({
@@ -295,6 +295,7 @@ const Invoice = obj(
     attempt_count: int,
     next_payment_attempt: nullable(datetime),
     payment_url: nullable(str),
+    amount_carried: Amount,
   },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });

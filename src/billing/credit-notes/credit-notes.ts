@@ -150,7 +150,8 @@ export function checkCreditable(inv: Invoice, outcome: CheckedCreditNote["outcom
   if (outcome === "reduce_amount_due" && inv.status !== "open") {
     throw new FailedPreconditionError("INVOICE_NOT_OPEN", `invoice ${inv.id} is ${inv.status}; only an open invoice's amount due can be reduced (use refund or credit_balance)`, meta);
   }
-  if (outcome === "refund" && (inv.status !== "paid" || !dec(amountDueOf(inv)).gt(0))) {
+  // Paid by carrying its amount due to the next invoice (below the provider's minimum charge, payments/carries.ts): nothing was charged either.
+  if (outcome === "refund" && (inv.status !== "paid" || !dec(amountDueOf(inv)).gt(0) || inv.payment?.carried)) {
     const why = inv.status !== "paid" ? `is ${inv.status}` : "was paid by no provider (nothing was charged)";
     throw new FailedPreconditionError("INVOICE_NOT_REFUNDABLE", `invoice ${inv.id} ${why}; only a paid invoice charged through the payment provider can be refunded`, meta);
   }

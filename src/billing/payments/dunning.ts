@@ -108,28 +108,31 @@ function paid(before: InvoicePayment, n: number, outcome: ChargeOutcome & { ok: 
 /**
  * The invoice after attempt `n` answered neither paid nor failed: no failure counted against it
  * (no invoice.payment_failed, no first failure, the retry schedule and the policy after the last
- * attempt untouched), no retry planned, no pay link; it stays open. `n` is kept as its count: the
- * provider was asked under chargeKey(invoice, n), and an invoice attempted is never planned again
- * as a first charge lost (DunningStore.unplanned). Either
+ * attempt untouched), no retry planned, no pay link. `n` is kept as its count: the provider was
+ * asked under chargeKey(invoice, n), and an invoice attempted is never planned again as a first
+ * charge lost (DunningStore.unplanned). Either
  * - below the provider's minimum charge (Stripe refuses a PaymentIntent under USD 0.50 with
- *   amount_too_small, whatever the card): `belowMinimum`, the reason in `lastError`. Stripe Billing
- *   would mark such an invoice paid and debit the amount to the customer's balance for the next
- *   invoice; this service's balance is never negative (DESIGN §14), so the amount stays due on
- *   this invoice, seen by the operator (its payment's reason on the dashboard), who settles it
- *   (void, credit note); a new card tries it again, or
- * - processing (a bank debit): `processing` with its reference; no other charge is made meanwhile
- *   (attempts.ts), and its webhook resolves it as this attempt (provider-events.ts): paid, or
+ *   amount_too_small, whatever the card): as Stripe Billing does, the invoice is paid (its
+ *   invoice.paid), settled by carrying its amount due `due` to the subject's next invoice
+ *   (payments/carries.ts: `belowMinimum`, `carried`, the reason in `lastError`; the debit is
+ *   written with the move, record.ts), or
+ * - processing (a bank debit): `processing` with its reference; it stays open, no other charge is
+ *   made meanwhile (attempts.ts), and its webhook resolves it as this attempt (provider-events.ts): paid, or
  *   failed attempt `n` on the schedule, its policy after the last. In case that webhook never
  *   comes, next_payment_attempt is its look-up at the provider, PROCESSING_CHECK_MS after `at`
  *   (payments/processing.ts: a status check, never a charge; not shown as the invoice's next attempt).
  */
-function settling(before: InvoicePayment, n: number, outcome: { message: string; processing?: true; reference?: string }, at: Date): AttemptDecision {
+function settling(before: InvoicePayment, n: number, outcome: { message: string; processing?: true; reference?: string }, at: Date, due: string): AttemptDecision {
   const processing = outcome.processing && outcome.reference ? { reference: outcome.reference, processing: true as const, lastError: null } : undefined;
+  if (!processing) {
+    const carried = { actionRequired: false, actionUrl: null, belowMinimum: true as const, carried: due, lastError: outcome.message };
+    return { status: "paid", attemptCount: n, nextPaymentAttempt: null, payment: { ...before, ...carried }, event: "invoice.paid", afterLast: null };
+  }
   return {
     status: "open",
     attemptCount: n,
-    nextPaymentAttempt: processing ? new Date(at.getTime() + PROCESSING_CHECK_MS) : null,
-    payment: { ...before, actionRequired: false, actionUrl: null, ...(processing ?? { belowMinimum: true as const, lastError: outcome.message }) },
+    nextPaymentAttempt: new Date(at.getTime() + PROCESSING_CHECK_MS),
+    payment: { ...before, actionRequired: false, actionUrl: null, ...processing },
     event: null,
     afterLast: null,
   };
@@ -141,7 +144,7 @@ function settling(before: InvoicePayment, n: number, outcome: { message: string;
  * that mark dropped otherwise.
  */
 function stateBefore(payment: InvoicePayment | null | undefined, outcome: ChargeOutcome): InvoicePayment {
-  const { refusedByProvider: _, belowMinimum: _b, processing: _p, ...before } = payment ?? {};
+  const { refusedByProvider: _, belowMinimum: _b, carried: _c, processing: _p, ...before } = payment ?? {};
   return !outcome.ok && !outcome.requiresAction && outcome.refusedByProvider ? { ...before, refusedByProvider: true } : before;
 }
 
@@ -177,7 +180,7 @@ export function purchaseDecision(i: Pick<Invoice, "payment" | "periodKey" | "sub
  * (a credit purchase's: purchaseDecision). Pure: the use case writes what it says.
  */
 export function decide(
-  i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & { id?: string },
+  i: Pick<Invoice, "payment" | "periodKey" | "subscriptionId"> & Partial<Pick<Invoice, "total" | "amountDue">> & { id?: string },
   n: number,
   outcome: ChargeOutcome,
   at: Date,
@@ -187,7 +190,7 @@ export function decide(
   if (purchase) return purchase;
   const before = stateBefore(i.payment, outcome);
   if (outcome.ok) return paid(before, n, outcome, i.id);
-  if (!outcome.requiresAction && (outcome.belowMinimum || outcome.processing)) return settling(before, n, outcome, at);
+  if (!outcome.requiresAction && (outcome.belowMinimum || outcome.processing)) return settling(before, n, outcome, at, i.amountDue ?? i.total ?? "0");
   const first = before.firstFailedAt ? new Date(before.firstFailedAt) : at;
   const next = nextAttemptAt(first, settings.retryScheduleDays, n);
   const last = next === null;

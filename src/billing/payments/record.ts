@@ -1,6 +1,7 @@
 /**
  * Recording what came of payment attempts (DESIGN §16), in the transaction that made them under
- * their invoices' row locks (attempts.ts): the attempts, the status moves and the events.
+ * their invoices' row locks (attempts.ts): the attempts, the status moves and the events, and the
+ * debit carried to the next invoice of an invoice paid so (below the minimum charge, carries.ts).
  */
 import { purchasesMoved } from "../credits/purchase-states.js";
 import { type EventType, type NewEvent, invoiceEvent } from "../events/types.js";
@@ -58,6 +59,8 @@ export async function recordDecisions(tx: Tx, writes: DunningWrites, realNow: Da
     if (s.status !== "open" && moved.has(i.id)) {
       after = { ...after, status: s.status };
       moves = transitionEvents(checkTransition("open", s.status), [after]);
+      // Paid by carrying its amount due to the subject's next invoice (below the minimum charge): the debit, once (its key).
+      if (s.status === "paid" && s.payment.carried) await tx.carries?.carry(i, s.payment.carried, realNow);
     }
     // invoice.paid comes with its move; a failure or a wait for the customer is announced first,
     // then the move it caused (the last failure's invoice maybe uncollectible).

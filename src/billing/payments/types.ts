@@ -91,9 +91,11 @@ export interface InvoicePayment {
   /**
    * The last attempt was not made: its amount due is below the provider's minimum charge
    * (ChargeOutcome.belowMinimum; `lastError` says so). No failure: no retry planned, no policy;
-   * the invoice stays open for the operator to settle (dunning.ts settling). Absent otherwise.
+   * the invoice is paid by carrying `carried` (its amount due) to the subject's next invoice
+   * (dunning.ts settling, payments/carries.ts). Absent otherwise.
    */
   belowMinimum?: true;
+  carried?: string;
   /**
    * The payment `reference` was taken and is processing (a bank debit): no retry, no pay link, no
    * other charge until the provider's webhook says how it ended (payment_intent.succeeded: paid;

@@ -39,6 +39,8 @@ export class BillingStates {
     const paused = running.filter((s) => s.status === "paused");
     const subjectId = running[0]?.subjectId ?? (await this.lookups.subject(caller, subjectKey)).id;
     const credit = await this.creditOf(caller.environmentId, subjectId, active);
+    // Still owed whatever became of its subscription: what was below the minimum charge, carried to the next invoice (payments/carries.ts).
+    const carried = (await stores.carried?.pending(caller.environmentId, subjectId)) ?? [];
     return {
       hasActiveSubscription: active.length > 0,
       paused: paused.map((s) => ({ rateCardId: s.rateCardId, subscriptionId: s.id })),
@@ -47,6 +49,7 @@ export class BillingStates {
       usage,
       creditBalance: credit.balance,
       availableCredit: credit.available,
+      carriedBalance: carried.map((c) => ({ currencyCode: c.currency, value: c.amount })),
     };
   }
 

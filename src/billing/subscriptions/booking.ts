@@ -1,7 +1,8 @@
 /**
  * Booking an invoice when it becomes open (DESIGN §15), in the transaction that makes it open:
  * its discounts and taxes (the pure arithmetic of ../invoicing/booking.ts), the buyer and seller
- * it prints, then the credit it spends (§14, credit-application.ts), then its number. Every path
+ * it prints, then what earlier invoices carried to it (payments/carries.ts), then the credit it
+ * spends (§14, credit-application.ts), then its number. Every path
  * that makes an invoice open goes through finalizeOpen or finalizeAllOpen: a cycle close, the
  * immediate invoice of a change, a draft at the end of its grace period, late usage's adjustment,
  * a credit purchase.
@@ -14,6 +15,7 @@
  */
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
+import { takeCarried } from "../payments/carries.js";
 import { cardOfKey } from "./line-cards.js";
 import { applyCredits, chargeLines, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
@@ -154,6 +156,8 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () =>
     const y = booked[b] as Invoice;
     return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
   });
+  // Amounts due below the provider's minimum charge on earlier invoices, carried here after discounts and taxes, before credit.
+  for (const k of order) booked[k] = await takeCarried(tx, booked[k] as Invoice, atOf(booked[k] as Invoice));
   const listed = await spendableOfBatch(tx, booked, atOf);
   const credited = [...booked];
   for (const k of order) {

@@ -11,6 +11,7 @@ import type { GivenBackWrites, InvoiceVoidNoteWrites } from "../credit-notes/por
 import type { CreditWrites } from "../credits/ports.js";
 import type { CreditGrant, LedgerEntry } from "../credits/types.js";
 import type { DunningWrites } from "../payments/dunning.js";
+import type { CarryReads, CarryWrites } from "../payments/carries.js";
 import type { BillingDetails, SellerDetails, TaxProvider } from "../taxes/types.js";
 import type { ThresholdWrites } from "../events/thresholds.js";
 import type { EventWrites } from "../events/types.js";
@@ -336,6 +337,8 @@ export type BillingTx = SubscriptionWrites &
     coupons?: CouponWrites;
     providerEvents?: ProviderEventWrites;
     dunning?: DunningWrites;
+    /** Amounts due below the provider's minimum charge, carried to the next invoice (payments/carries.ts). */
+    carries?: CarryWrites;
     /**
      * The invoice's credit notes, voided with it (credit-notes/invoice-void.ts); and what a seat
      * decrease gives back of an invoice, on its amount credited under its row lock (given-back.ts).
@@ -353,6 +356,8 @@ export interface BillingStores {
   timelines: TimelineStore;
   clocks: TestClockStore;
   directory: BillingDirectory;
+  /** Debits carried to a subject's next invoice and not taken yet (payments/carries.ts); absent: none kept. */
+  carried?: CarryReads;
   /**
    * `fn` in one transaction, committed or not at all. A deadlock or lock wait timeout (rolled
    * back in full) is an AbortedError, which callers may retry.

@@ -94,9 +94,10 @@ export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible"
 
 /**
  * What a line is: a fixed charge (in advance), usage of the invoice's window (in arrears), an adjustment
- * for late usage of an earlier, finalized window, or `charge` (written before lines had kinds).
+ * for late usage of an earlier, finalized window, `carried_balance` (an earlier invoice's amount due
+ * below the provider's minimum charge, payments/carries.ts), or `charge` (written before lines had kinds).
  */
-export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase";
+export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase" | "carried_balance";
 
 export interface InvoiceLine {
   description: string;

@@ -69,12 +69,13 @@ export function buildEntities(dialect: Dialect, binaryCollation: string = DEFAUL
   const { Coupon, Discount } = couponsEntities(dialect, exact);
   const { TaxRate } = taxesEntities(dialect, exact);
 
-  const { PaymentSettings, ProviderCustomer, ProviderEvent } = paymentsEntities(dialect, exact);
+  const { PaymentSettings, ProviderCustomer, ProviderEvent, CarriedDebit } = paymentsEntities(dialect, exact);
 
   return {
     PaymentSettings,
     ProviderCustomer,
     ProviderEvent,
+    CarriedDebit,
     Timeline,
     TimelineItem,
     Environment,

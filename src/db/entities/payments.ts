@@ -1,6 +1,6 @@
 /** Tables of payment providers and dunning (DESIGN §16; migration 30). */
 import { EntitySchema } from "typeorm";
-import { type Dialect, type ExactText, idColumn, jsonColumn, textColumn, timeColumn } from "../columns.js";
+import { type Dialect, type ExactText, idColumn, jsonColumn, sumColumn, textColumn, timeColumn } from "../columns.js";
 
 export interface PaymentSettingsRow {
   environment_id: string;
@@ -29,6 +29,25 @@ export interface ProviderEventRow {
   event_id: string;
   event_type: string;
   received_at: Date;
+}
+
+/**
+ * An invoice's amount due below the provider's minimum charge (Stripe's amount_too_small),
+ * settled by carrying it to the subject's next invoice in its currency (payments/carries.ts;
+ * migration 41): one row per such invoice (its ID is the key, so a retried or raced attempt
+ * carries it once), taken by the next invoice that finalizes (applied_invoice_id, set by one
+ * conditional UPDATE).
+ */
+export interface CarriedDebitRow {
+  source_invoice_id: string;
+  environment_id: string;
+  subject_id: string;
+  currency: string;
+  amount: string;
+  source_number: string | null;
+  applied_invoice_id: string | null;
+  created_at: Date;
+  applied_at: Date | null;
 }
 
 export function paymentsEntities(dialect: Dialect, exact: ExactText) {
@@ -72,5 +91,22 @@ export function paymentsEntities(dialect: Dialect, exact: ExactText) {
     }),
   });
 
-  return { PaymentSettings, ProviderCustomer, ProviderEvent };
+  const CarriedDebit = new EntitySchema<CarriedDebitRow>({
+    name: "CarriedDebit",
+    tableName: "carried_debits",
+    columns: exact({
+      source_invoice_id: idColumn(true),
+      environment_id: idColumn(),
+      subject_id: idColumn(),
+      currency: textColumn(3, false),
+      amount: sumColumn(dialect),
+      source_number: textColumn(40),
+      applied_invoice_id: textColumn(32),
+      created_at: timeColumn(),
+      applied_at: timeColumn(true),
+    }),
+    indices: [{ name: "ix_carried_debits_subject", columns: ["environment_id", "subject_id", "currency", "applied_invoice_id"] }],
+  });
+
+  return { PaymentSettings, ProviderCustomer, ProviderEvent, CarriedDebit };
 }

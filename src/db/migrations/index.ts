@@ -39,6 +39,7 @@ import { FinanceExports1795000000037 } from "./1795000000037-FinanceExports.js";
 import { FirstSeenAnchors1795000000038 } from "./1795000000038-FirstSeenAnchors.js";
 import { UsageAdjustments1795000000039 } from "./1795000000039-UsageAdjustments.js";
 import { OnceDiscountHolds1795000000040 } from "./1795000000040-OnceDiscountHolds.js";
+import { CarriedBelowMinimum1795000000041 } from "./1795000000041-CarriedBelowMinimum.js";
 import { Taxes1795000000027 } from "./1795000000027-Taxes.js";
 import { Coupons1795000000028 } from "./1795000000028-Coupons.js";
 
@@ -84,6 +85,7 @@ export const migrations: (new () => MigrationInterface)[] = [
   FirstSeenAnchors1795000000038,
   UsageAdjustments1795000000039,
   OnceDiscountHolds1795000000040,
+  CarriedBelowMinimum1795000000041,
 ];
 
 /** The table TypeORM records applied migrations in, on both stores. */

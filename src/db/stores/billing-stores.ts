@@ -20,6 +20,7 @@ import { reinstateWrites } from "./credit-reinstate.js";
 import { creditNoteWrites } from "./credit-note-store.js";
 import { creditWrites } from "./credit-store.js";
 import { dunningWrites } from "./dunning-store.js";
+import { carryReads, carryWrites } from "./carry-store.js";
 import { SqlTestClockStore } from "./clock-store.js";
 import { SqlInvoiceStore, invoiceWrites } from "./invoice-store.js";
 import { SqlPaymentMethodStore, paymentMethodWrites } from "./payment-method-store.js";
@@ -75,6 +76,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
     timelines: new SqlTimelineStore(sql, entities),
     clocks: new SqlTestClockStore(sql, entities),
     directory: new SqlBillingDirectory(sql, entities),
+    carried: carryReads(sql, entities),
     asScheduler: outsideChangeScope,
     transaction<T>(fn: (tx: BillingTx) => Promise<T>): Promise<T> {
       const run = sql.transaction((em) =>
@@ -89,6 +91,7 @@ export function sqlBillingStores(sql: Sql, entities: Entities, encode: EventEnco
           booking: bookingWrites(em, sql),
           coupons: couponWrites(em, sql, entities),
           dunning: dunningWrites(em, entities),
+          carries: carryWrites(em, entities),
           providerEvents: providerEventWrites(em, entities),
           creditNotes: creditNoteWrites(em, sql, entities),
         }),

@@ -67,6 +67,8 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     nextPaymentAttempt: i.status === "open" && !i.payment?.processing ? i.nextPaymentAttempt : undefined,
     // DESIGN §16: a charge waiting for the customer: its hosted page's pay link.
     paymentUrl: i.status === "open" && i.payment?.actionRequired ? `${hostedUrl}#pay` : undefined,
+    // DESIGN §16: below the provider's minimum charge, carried to the next invoice (payments/carries.ts).
+    amountCarried: money(i.payment?.carried ?? "0"),
   });
 }
 

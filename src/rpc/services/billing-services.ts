@@ -139,6 +139,7 @@ export function customerAccessService(subs: BillingStates): ServiceImpl<typeof C
           usageData: s.usage.map((u) => ({ includedUnits: Number(u.includedUnits), pricingMetricId: u.pricingMetricId, rateName: u.rateName, usedUnits: u.usedUnits })),
           creditBalance: s.creditBalance,
           availableCredit: s.availableCredit,
+          carriedBalance: s.carriedBalance,
         },
       };
     },

@@ -1821,6 +1821,12 @@ export interface components {
              *     (unrestricted, or limited to a rate code a current card bills).
              */
             available_credit: components["schemas"]["Amount"][];
+            /**
+             * @description Per currency: what earlier invoices left due below the payment provider's minimum charge
+             *     (Stripe's USD 0.50), carried to the subject's next invoice in that currency and not taken by
+             *     one yet: still owed, whatever became of the subscription (DESIGN §16).
+             */
+            carried_balance: components["schemas"]["Amount"][];
         };
         /** @description A rate of a catalog, discriminated by `type`. */
         CatalogRate: {
@@ -2544,6 +2550,12 @@ export interface components {
              *     page's pay link); absent (JSON null) otherwise.
              */
             payment_url: string | null;
+            /**
+             * @description DESIGN §16: an amount due below the payment provider's minimum charge (Stripe's USD 0.50) is
+             *     not charged: the invoice is paid by carrying it to the subject's next invoice in its currency
+             *     (a "carried_balance" line there). What it carried so; 0 otherwise.
+             */
+            amount_carried: components["schemas"]["Amount"];
         };
         InvoiceLineItem: {
             description: string;
@@ -2563,7 +2575,8 @@ export interface components {
              *     what their share of it cut), "proration" (a mid-cycle change of quantities or
              *     multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
              *     period; negative for a credit), "commitment_true_up" (what raises a period's charges to the
-             *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "adjustment" (late usage of an earlier, already finalized
+             *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "carried_balance" (an
+             *     earlier invoice's amount due below the payment provider's minimum charge, carried here), "adjustment" (late usage of an earlier, already finalized
              *     period: the difference between what that period's usage costs now and what was billed for
              *     it; its description names the period), or "charge" (written before lines had kinds).
              */

@@ -32,9 +32,12 @@ function creditsHtml(inv: CreditedInvoice): Html | "" {
 
 /**
  * An open invoice's payment as dunning left it (DESIGN §16): processing at the provider (a bank
- * debit), not charged because below the provider's minimum, or the last failure's message.
+ * debit), or the last failure's message; a paid one's amount due below the provider's minimum,
+ * carried to the next invoice (payments/carries.ts).
  */
-function paymentHtml(inv: Pick<Invoice, "status" | "payment">): Html | "" {
+function paymentHtml(inv: Pick<Invoice, "status" | "payment" | "currency">): Html | "" {
+  const carried = inv.status === "paid" ? inv.payment?.carried : undefined;
+  if (carried) return html`<dt>Payment</dt><dd>Carried to the subject's next invoice: ${displayMoney(carried, inv.currency)}. ${inv.payment?.lastError ?? ""}</dd>`;
   const p = inv.status === "open" ? inv.payment : undefined;
   const why = p?.processing ? "Processing at the payment provider (a bank debit); its outcome comes by webhook." : p?.lastError;
   return why ? html`<dt>Payment</dt><dd${p?.processing ? "" : html` class="err"`}>${why}</dd>` : "";

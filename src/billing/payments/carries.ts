@@ -1,0 +1,75 @@
+/**
+ * An amount due below the payment provider's minimum charge (Stripe refuses a PaymentIntent under
+ * USD 0.50 with amount_too_small, whatever the card), carried to the subject's next invoice as
+ * Stripe Billing does (https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts):
+ * - the attempt's decision marks the invoice paid, settled by the carry (dunning.ts settling,
+ *   InvoicePayment.carried): no charge, no failure, no retry, no policy; in the transaction that
+ *   makes it paid (record.ts) the amount is written as a carried debit keyed by the invoice's ID
+ *   (the database's primary key), so a retried attempt or two workers racing on it carry it once;
+ * - the subject's next invoice in that currency that becomes open (booking.ts finalizeAllOpen)
+ *   takes every debit still pending, by one conditional UPDATE (two finalizations never both take
+ *   one), as a `carried_balance` line after discounts and taxes (it was booked on its own invoice):
+ *   its total and amount due include it once, and credit may pay it like the rest;
+ * - until then it stays pending, owed, whatever becomes of the subscription (a cancelled one's
+ *   subject still owes it: its next invoice in that currency, of any subscription, takes it).
+ * Never on a credit purchase's invoice (neither discounted, taxed nor credited) or an invoice kept
+ * internal (no lines, zero total).
+ */
+import { dec, formatDecimal } from "../money.js";
+import type { Invoice, InvoiceLine } from "../subscriptions/types.js";
+
+/** A debit carried from invoice `sourceInvoiceId` (numbered `sourceNumber`), `amount` in its currency's smallest unit. */
+export interface CarriedDebit {
+  sourceInvoiceId: string;
+  sourceNumber: string | null;
+  amount: string;
+}
+
+/** The carried debits' writes of a billing transaction. */
+export interface CarryWrites {
+  /** Records invoice `i`'s amount due as carried at `at`; false when it already was (its key). */
+  carry(i: Pick<Invoice, "id" | "environmentId" | "subjectId" | "currency" | "number">, amount: string, at: Date): Promise<boolean>;
+  /** Takes for invoice `invoiceId` every debit of the subject in `currency` still pending, at `at`; the ones it took, oldest first. */
+  take(environmentId: string, subjectId: string, currency: string, invoiceId: string, at: Date): Promise<CarriedDebit[]>;
+}
+
+/** The carried debits' reads. */
+export interface CarryReads {
+  /** Per currency, the sum of the subject's debits not taken by an invoice yet (still owed), by currency code. */
+  pending(environmentId: string, subjectId: string): Promise<{ currency: string; amount: string }[]>;
+}
+
+/** What a carried debit's line says. */
+export function carriedDescription(d: Pick<CarriedDebit, "sourceNumber" | "sourceInvoiceId">): string {
+  return `Balance carried from invoice ${d.sourceNumber ?? d.sourceInvoiceId} (below the minimum charge)`;
+}
+
+/** Whether invoice `inv` (open) takes pending debits: not a credit purchase, not kept internal. */
+export function takesCarried(inv: Pick<Invoice, "status" | "lines" | "total">): boolean {
+  return inv.status === "open" && inv.lines.length > 0 && !inv.lines.some((l) => l.kind === "credit_purchase" || l.kind === "carried_balance");
+}
+
+/** `inv` (booked: discounts and taxes) with the carried `debits` as lines after them: its total raised by their sum. */
+export function withCarried(inv: Invoice, debits: readonly CarriedDebit[]): Invoice {
+  if (debits.length === 0) return inv;
+  const lines: InvoiceLine[] = debits.map((d) => ({
+    description: carriedDescription(d),
+    quantity: "1",
+    unitAmount: d.amount,
+    amount: d.amount,
+    kind: "carried_balance",
+    // Neither a rate's key nor a usage window's invoice: the description names where it comes from.
+    key: null,
+    windowInvoiceId: null,
+    discountAmounts: [],
+    taxAmounts: [],
+  }));
+  const total = debits.reduce((sum, d) => sum.plus(dec(d.amount)), dec(inv.total));
+  return { ...inv, lines: [...inv.lines, ...lines], total: formatDecimal(total) };
+}
+
+/** Takes the pending debits of `inv`'s subject onto it (open, see takesCarried), in transaction `tx`. */
+export async function takeCarried(tx: { carries?: CarryWrites }, inv: Invoice, at: Date): Promise<Invoice> {
+  if (!tx.carries || !takesCarried(inv)) return inv;
+  return withCarried(inv, await tx.carries.take(inv.environmentId, inv.subjectId, inv.currency, inv.id, at));
+}
