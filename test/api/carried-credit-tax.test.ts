@@ -2,17 +2,17 @@
  * A credit for unused time that the invoice it is booked on cannot take is carried on the
  * subscription (DESIGN §13) and is worth the same wherever it lands: booked as a credit line it
  * gives back its exclusive tax (booking taxes it at the invoice's tax, as an upgrade's old-card
- * credit line); carried, it keeps the tax it would have had as a credit line of the invoice it
- * was carried from, and is granted to the balance (ledger `proration`) with it; landing as a
- * line on a later invoice, it is taxed there instead (not twice). Through the real server (REST)
+ * credit line); carried, it keeps the exclusive tax paid for that time (the rest of a split one
+ * its share), and is granted to the balance (ledger `proration`) with it; landing as a line on a
+ * later invoice, it is taxed there instead (not twice); see carried-credit-paid-tax.test.ts. Through the real server (REST)
  * on a test clock, on MariaDB and SQLite; every figure is worked out beside it. Amounts in cents
  * (USD), tax 10% exclusive, each line's tax rounded half-up in cents.
  *
  * The set-up: 1 seat at 10,000 a month from Jan 15 (31 days), paused Jan 25 (21 of 31 days
  * unused: 10,000 × 21/31 = 6,774.19 → 6,774), a 50% forever coupon added while paused, resumed
  * Feb 1. The resume's invoice: seats 10,000 − 5,000 coupon = 5,000 (+500 tax), so it takes 5,000
- * of the 6,774 (−500 tax) and totals 0; 1,774 is carried with −177 tax (−1,774 × 10% = −177.4 →
- * −177). Without the coupon the invoice takes all 6,774 and its −677 tax (−677.4 → −677): with
+ * of the 6,774 (−500 tax) and totals 0; 1,774 is carried with −177 tax (tax paid on the 6,774:
+ * 1,000 × 6,774 / 10,000 = 677.4 → 677; its share on the 1,774: 677 × 1,774 / 6,774 = 177.3 → 177). Without the coupon the invoice takes all 6,774 and its −677 tax (−677.4 → −677): with
  * it, 500 + 177 = 677 comes back too.
  */
 import test from "ava";
@@ -107,7 +107,7 @@ for (const store of STORES) {
       OPENING,
       RESUME_HALF,
       // Feb 22 (7 of 28 days left, 25%): A's credit −2,500 net of the coupon's half = −1,250 (−125 tax); B 3,000 − 1,500 coupon = 1,500 (+150 tax);
-      // room 1,500 − 1,250 = 250 of the 1,774 carried (−25 tax, booked here): subtotal 0, tax −125 + 150 − 25 = 0. 1,524 carried on, its tax here −152.4 → −152.
+      // room 1,500 − 1,250 = 250 of the 1,774 carried (−25 tax, booked here): subtotal 0, tax −125 + 150 − 25 = 0. 1,524 carried on with its share of the −177: −177 × 1,524 / 1,774 = −152.06 → −152.
       ["0", "1500", "0", "0", [], "0"],
       // Mar 1: B 12,000 − 6,000 coupon = 6,000 + 600 tax = 6,600, less 1,524 + 152 = 1,676: 4,924 due (before: 1,524 granted, 5,076 due).
       ["6000", "6000", "600", "6600", ["1676"], "4924"],

@@ -21,7 +21,7 @@
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
  *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's valued at what
  *   the period's invoices took for its rate net of discounts (unused-credit.ts), a carried one with
- *   the exclusive tax it had on the invoice it was carried from (proration.ts): each a promotional grant of
+ *   the exclusive tax paid for the time it gives back (pauses.ts unusedTime): each a promotional grant of
  *   priority 50 for no rate in particular, without expiry, with a "proration" ledger entry
  *   (grantProrationCredits). Credits carried on a subscription from before (the earlier rule) move
  *   to the balance the same way at its next cycle close or change, then apply like any credit.
@@ -177,9 +177,10 @@ export async function discountsOnLines(tx: BillingTx, mirror: Invoice, at: Date)
  * `currency`, effective at `at`, in the transaction `tx`; what is left to carry on the
  * subscription: nothing, or all of them where the store keeps no credits (the in-memory fake).
  * A credit carried from an invoice that could not take it is granted with the exclusive tax it
- * had as a credit line there (ProrationCredit.tax, proration.ts withCredits), its description
- * saying so: 1,774 carried from a resume's invoice at 10% is granted 1,774 + 177 = 1,951, what
- * it would have given back had the invoice taken it.
+ * carries (ProrationCredit.tax: a paused cycle's unused time, the tax paid for that time,
+ * pauses.ts unusedTime), its description saying so: 6,774 unused of a cycle paid 10,000 + 1,000,
+ * of which a resume's invoice took 5,000, carries 1,774 with −177 (−677 × 1,774 / 6,774) and is
+ * granted 1,774 + 177 = 1,951; paid exempt or with the tax inside the price, 1,774.
  */
 export async function grantProrationCredits(tx: BillingTx, s: Subscription, currency: string, credits: readonly ProrationCredit[], at: Date): Promise<ProrationCredit[]> {
   if (!tx.credits) return [...credits];

@@ -14,7 +14,7 @@
  *   cycle's end as a fraction of the cycle (nothing unless the invoice that opened that cycle is
  *   paid, and never more than was paid for it: see unusedTime), one negative `proration` line
  *   per fixed rate on the resume's invoice, after the credits carried from before; what that
- *   invoice cannot take is carried to the next ones with the tax it would have had there (proration.ts). `none` credits nothing (carried credits still apply).
+ *   invoice cannot take is carried to the next ones with the exclusive tax paid for that time (unusedTime; proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
@@ -23,7 +23,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { dec, displayMoney, formatDecimal } from "../money.js";
+import { ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
@@ -34,7 +34,7 @@ import type { Lookups } from "./lookups.js";
 import { chargedCardTerms, cycleCharge, prorationLine, remainingPart, sameEntries, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
-import { valuedCredits } from "./unused-credit.js";
+import { paidTax, taxCreditedIn, valuedCredits } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 
@@ -153,7 +153,11 @@ export class Pauses {
    * or uncollectible one, e.g. after the dunning policy `pause`, was never received), and never
    * more in all than the paid invoices of the cycle took for fixed charges (valuedCredits holds
    * its credits to that, as a seat decrease's; a credit carried onto one of them, as an earlier
-   * resume's, takes nothing of that).
+   * resume's, takes nothing of that). Each records the exclusive tax paid for its time, as a seat
+   * decrease's (paidTax: the tax those invoices booked × the part / net; none on a void or
+   * uncollectible one's, an exempt or reverse-charge one's, or inside an inclusive price), "0"
+   * when none: what it is granted with if carried to the balance (10,000 + 1,000 paid, 6,774
+   * unused: −677), whatever the tax of the invoice it is carried from.
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
@@ -170,11 +174,9 @@ export class Pauses {
       const unused = cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction);
       return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);
     });
-    const out: ProrationCredit[] = [];
-    for (const l of valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"))) {
-      if (l) out.push({ description: l.description, amount: formatDecimal(l.amount) });
-    }
-    return out;
+    const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
+    const { taxes } = paidTax(valued, billed, taxCreditedIn(paused));
+    return valued.flatMap((l, i) => (l ? [{ description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()) }] : []));
   }
 
   /**

@@ -10,14 +10,15 @@
  *   change without proration moves the row's terms but not what the period was charged.
  * - A credit (a negative amount) goes onto an invoice only as far as the invoice can take it:
  *   never below zero, and on a draft never below the lines its finalization keeps as written
- *   (usage lines are recomputed then). What is left is carried to the next invoice, with the
- *   exclusive tax booking gives it as a credit line on the invoice it is carried from, so it is
- *   worth the same wherever it lands: as a line on a later invoice, taxed there; or granted to the
- *   balance with that tax (credit-application.ts grantProrationCredits).
+ *   (usage lines are recomputed then). What is left is carried to the next invoice with the
+ *   exclusive tax it carries (ProrationCredit.tax: for a paused cycle's unused time, the tax paid
+ *   for that time, unused-credit.ts paidTax), never worked out again from the invoice it is
+ *   carried from: as a line on a later invoice it is taxed there; granted to the balance it is
+ *   granted with that tax (credit-application.ts grantProrationCredits).
  */
 import type { Line } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
-import { bookInvoice, discountedSubtotal } from "./booking.js";
+import { discountedSubtotal } from "./booking.js";
 import { type BillLine, storedLine } from "./invoice-building.js";
 import type { BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
@@ -128,8 +129,10 @@ export function isCarriedCredit(l: Pick<InvoiceLine, "kind" | "amount"> & { key?
 /**
  * Puts carried `credits` (oldest first) onto an invoice with `room` to take them: each whole
  * while it fits, the first that does not fit in part ("part of …"), the rest carried as they
- * were (the part left of a split one under its own description, without a tax: withCredits
- * taxes what it carries).
+ * were, with their tax. The part left of a split one keeps its description and the share of its
+ * tax the rest is of it, round(tax × rest / amount) half up (1,774 with −177 of which 250 lands:
+ * 1,524 with −152, −152.06 rounded), never more than it had; one without a tax (carried before
+ * the tax was recorded) stays without. The part landing as a line is taxed where it lands.
  */
 export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, currency: string): { lines: BillLine[]; carried: ProrationCredit[] } {
   const lines: BillLine[] = [];
@@ -145,7 +148,9 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, 
       left = left.minus(want);
     } else if (left.gt(0)) {
       lines.push(prorationLine(`${c.description} (${money(left)} of ${money(whole)}; the rest on the next invoice)`, left.neg()));
-      carried.push({ description: c.description, amount: formatDecimal(want.minus(left).neg()), whole: formatDecimal(whole.neg()) });
+      const rest = want.minus(left);
+      const tax = c.tax === undefined ? {} : { tax: formatDecimal(roundAmount(dec(c.tax).times(rest).div(want))) };
+      carried.push({ description: c.description, amount: formatDecimal(rest.neg()), whole: formatDecimal(whole.neg()), ...tax });
       left = ZERO;
     } else {
       carried.push(c);
@@ -161,37 +166,17 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, 
  * discountedSubtotal; a credit is never discounted), so an invoice never totals less than
  * nothing: 10,000 of charges under a 50% coupon take 5,000 of a 6,000 credit, not 6,000 (which
  * would total −1,000). Without booking (the in-memory fake), its lines before discounts. The
- * credits it carries have their tax as credit lines of this invoice (carriedTax).
+ * credits it carries keep the tax they came with (takeCredits), whatever this invoice's tax.
  */
 export async function withCredits(tx: Pick<BillingTx, "booking">, inv: Invoice, credits: readonly ProrationCredit[] | undefined, at: Date): Promise<{ invoice: Invoice; carried: ProrationCredit[] }> {
   if (!credits?.length) return { invoice: inv, carried: [] };
   const room = creditRoom(inv.lines, inv.status === "draft");
   const discounted = room.gt(0) ? await discountedSubtotal(tx, inv, at) : undefined;
   const { lines, carried } = takeCredits(credits, discounted?.lt(room) ? (discounted.gt(0) ? discounted : ZERO) : room, inv.currency);
+  if (lines.length === 0) return { invoice: inv, carried };
   const stored = lines.map(storedLine);
   const sum = stored.reduce((acc, l) => acc.plus(dec(l.amount)), dec(inv.total));
-  const invoice = lines.length === 0 ? inv : { ...inv, lines: [...inv.lines, ...stored], total: formatDecimal(sum) };
-  return { invoice, carried: await carriedTax(tx, invoice, carried, at) };
-}
-
-/**
- * `carried` (credits `inv` could not take) each with the exclusive tax booking at `at` gives it as
- * a credit line of `inv` (no key, no discount: the tax of `inv`'s lines of no rate, each rate's
- * round(amount × p / 100) half-up in smallest units, booking.ts lineTaxes; none for an exempt or
- * reverse-charge buyer; an inclusive tax is inside the amount): a resume's invoice at 10% that
- * takes 5,000 of a 6,774 credit carries 1,774 with −177 (−177.4 rounded). Without booking (the
- * in-memory fake), as they are.
- */
-async function carriedTax(tx: Pick<BillingTx, "booking">, inv: Invoice, carried: ProrationCredit[], at: Date): Promise<ProrationCredit[]> {
-  if (!tx.booking || carried.length === 0) return carried;
-  const tail = carried.map((c) => storedLine(prorationLine(c.description, dec(c.amount))));
-  const booked = await bookInvoice(tx.booking, { ...inv, lines: [...inv.lines, ...tail] }, at, false);
-  const taxed = booked.lines.slice(inv.lines.length);
-  return carried.map((c, i) => {
-    const tax = (taxed[i]?.taxAmounts ?? []).reduce((acc, t) => (t.inclusive ? acc : acc.plus(dec(t.amount))), ZERO);
-    const { tax: _before, ...plain } = c;
-    return tax.isZero() ? plain : { ...plain, tax: formatDecimal(tax) };
-  });
+  return { invoice: { ...inv, lines: [...inv.lines, ...stored], total: formatDecimal(sum) }, carried };
 }
 
 /** A subscription's terms: what its fixed charges are priced at. */

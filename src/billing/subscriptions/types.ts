@@ -78,7 +78,7 @@ export interface ProrationCredit {
   amount: string;
   /** The whole credit, negative, once part of it went onto an invoice; absent before. */
   whole?: string;
-  /** Negative: `amount`'s exclusive tax as a credit line of the invoice it was carried from (proration.ts withCredits), granted with it; absent: none. */
+  /** Negative or "0": the exclusive tax paid for `amount` (pauses.ts unusedTime), kept when carried (proration.ts takeCredits), granted with it; absent (stored before): none. */
   tax?: string;
 }
 
