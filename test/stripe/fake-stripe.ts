@@ -124,6 +124,8 @@ export interface FakeStripe {
    * "No such customer" (404 resource_missing) for them, and replays none of its keys' answers.
    */
   setAccount(secretKey: string, accountId: string): void;
+  /** Forgets every idempotency key, as Stripe does 24 hours after a key was first sent: a request sent again with one makes a new object. */
+  forgetIdempotencyKeys(): void;
 }
 
 export interface FakeStripeOptions {
@@ -376,6 +378,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       for (const e of events) await hooks.emit(e.type, e.object, null);
       return structuredClone(refund);
     },
+    forgetIdempotencyKeys: () => idem.clear(),
     paymentIntents: () => [...st.paymentIntents.values()].map((pi) => ({ ...structuredClone(pi), idempotency_key: piKeys.get(pi.id) ?? null })),
     events: () => structuredClone(hooks.events),
     deliveries: () => [...hooks.deliveries],

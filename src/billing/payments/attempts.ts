@@ -8,7 +8,7 @@
  * The charge runs inside the transaction that holds the invoice's row lock, keyed
  * chargeKey(invoice, n) with n the attempt count read under that lock: a crash (or a rolled-back
  * transaction) between the charge and its commit leaves the count as it was, so the next try
- * sends the same key and the provider answers the first outcome instead of charging again.
+ * sends the same key, the provider first asked for a payment made under it (plan-ahead.ts).
  */
 import { FailedPreconditionError } from "../errors.js";
 import type { EngineEvents } from "../subscriptions/engine-context.js";
@@ -16,11 +16,12 @@ import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { awaitsCheckout } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
-import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type ChargeContext, type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import type { PaymentCancels } from "./cancels.js";
 import { endAfterLast } from "./last-attempt.js";
 import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
+import { maySendAgain, planAhead } from "./plan-ahead.js";
 import { lookUpProcessing } from "./processing.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
 import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
@@ -60,7 +61,7 @@ const CHARGES_AT_ONCE = 8;
 const CHARGE_BATCH = 25;
 
 /** What the provider is told of a charge of invoice `i`. */
-const metaOf = (i: Invoice) => ({ invoiceId: i.id, environmentId: i.environmentId, subjectId: i.subjectId, ...(i.number ? { description: i.number } : {}) });
+const metaOf = (i: Invoice, sentBefore = false): ChargeContext => ({ invoiceId: i.id, environmentId: i.environmentId, subjectId: i.subjectId, sentBefore, description: i.number ?? undefined });
 
 /** The invoice a charge waiting for the customer belongs to (its clock, when on a test clock). */
 export type ActionRef = Pick<Invoice, "environmentId" | "id"> & { clockId?: string | null };
@@ -91,12 +92,11 @@ export class Dunning {
     const provider = await this.reads.providerFor(ref.environmentId);
     if (!provider) return undefined;
     const settings = await this.settings.settingsOf(ref.environmentId);
-    // A first charge to a card is planned before it is made (a minute ahead, so the scheduler leaves
-    // it to this call): a process that dies between the provider's answer and the commit below leaves
-    // the plan, which dunning makes with the same key, answered the first outcome (DESIGN §12).
-    if (!dueBy && pm) await this.planFirsts(ref.environmentId, [ref.id], (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
+    // A charge dunning did not plan (a first one, a new card's) is planned a minute ahead first: a crash leaves it due (plan-ahead.ts).
+    const deps = { stores: this.stores, writes: (tx: Tx) => this.writes(tx), now: this.now };
+    if (!dueBy && pm) await planAhead(deps, ref, (i) => new Date(at(i).getTime() + FIRST_ATTEMPT_GRACE_MS));
     // A payment still waiting for the customer is cancelled first, committed with the next attempt planned (waiting.ts).
-    const first = await cancelWaiting({ stores: this.stores, writes: (tx) => this.writes(tx), now: this.now }, provider, ref, at, settings, dueBy);
+    const first = await cancelWaiting(deps, provider, ref, at, settings, dueBy);
     if (!first || "result" in first) return first?.result;
     const lookUp = { provider, settings, now: this.now, failed: (id: string, err: unknown) => this.events.settleFailed?.(id, err) };
     const done = await retryingRaces(() =>
@@ -109,7 +109,7 @@ export class Dunning {
         if (i.payment?.processing) return dueBy ? lookUpProcessing({ ...lookUp, tx, writes: this.writes(tx) }, i, at(i), dueBy) : undefined;
         if (waitingOn(i) && provider.cancel) return undefined;
         const n = (i.attemptCount ?? 0) + 1;
-        const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i)) : NO_METHOD;
+        const outcome = pm ? await provider.charge(pm, amountDueOf(i), i.currency, chargeKey(i.id, n), metaOf(i, maySendAgain(i, at(i), dueBy))) : NO_METHOD;
         return (await recordDecisions(tx, this.writes(tx), this.now(), [{ i, d: decide(i, n, outcome, at(i), settings), at: at(i) }]))[0];
       }),
     );
@@ -119,10 +119,7 @@ export class Dunning {
     return done.invoice.payment?.pendingPolicy ? this.finishLast(done.invoice, done.decision) : done;
   }
 
-  /**
-   * Plans the first charge of each of `ids` (invoices of one environment) at `at` (under their row
-   * locks), those collectible and never attempted nor planned; one transaction for them all.
-   */
+  /** Plans the first charge of each of `ids` (of one environment) at `at` under their row locks, those collectible and never attempted nor planned; one transaction. */
   private async planFirsts(environmentId: string, ids: readonly string[], at: (i: Invoice) => Date): Promise<void> {
     await retryingRaces(() =>
       this.stores.transaction(async (tx) => {

@@ -390,6 +390,8 @@ export interface ChargeContext {
   subjectId: string;
   /** The invoice's number, for the statement and the provider's dashboard. */
   description?: string;
+  /** The key may have been sent before, its answer lost (payments/plan-ahead.ts): a payment made under it is the outcome (Stripe forgets keys after 24 h). */
+  sentBefore?: boolean;
 }
 
 /**

@@ -7,7 +7,9 @@
  *   Stripe sends the customer back to GET /providers/stripe/return/{environment} (webhooks.ts),
  *   and its `checkout.session.completed` webhook arrives too: both complete it, once (completeSetup).
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
- *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge.
+ *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge;
+ *   a retry that may resend a key (ChargeContext.sentBefore) first looks for the PaymentIntent made
+ *   with it (metadata.charge_key), since Stripe forgets idempotency keys after 24 hours.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
  *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed).
  *   refundMade: a credit note's refund made already, found by the note it names (nothing refunded).
@@ -203,6 +205,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     // connection's transaction), so the customer is the card's, synced when the card was set up.
     const asked = inStripeUnits(amount, currency);
     if (typeof asked !== "number") return { ok: false, refusedByProvider: true, message: asked.message, code: asked.code };
+    const earlier = context?.sentBefore ? await intentByKey(stripe, pm.customerRef, idempotencyKey, false) : undefined; // Stripe replays a key for 24 hours only.
+    if (earlier) return outcomeOfIntent(earlier);
     let outcome: ChargeOutcome;
     try {
       const pi = await stripe.paymentIntents.create(
