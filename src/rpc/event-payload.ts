@@ -1,8 +1,8 @@
 /**
  * Event resources as the REST API returns them (the same converters and JSON writer as a GET of
  * that resource): the encoder the outbox store is given (src/billing never imports the wire), so
- * each event freezes the resource as it was when the change committed. Checkouts, credit alerts and
- * usage thresholds have no GET of their own: their JSON is written here, in the same conventions
+ * each event freezes the resource as it was when the change committed. Checkouts, credit alerts,
+ * invoice refunds and usage thresholds have no GET of their own: their JSON is written here, in the same conventions
  * (snake_case, every field present, `null` for absent values, RFC 3339 times, decimal strings).
  */
 import { toJson } from "@bufbuild/protobuf";
@@ -61,6 +61,20 @@ export function eventEncoder(publicBaseUrl: () => string): EventEncoder {
           credit_balance: { currency_code: a.currency, value: a.balance },
           available_credit: { currency_code: a.currency, value: a.available },
           low_balance_threshold: a.threshold === null ? null : { currency_code: a.currency, value: a.threshold },
+        });
+      }
+      case "invoice_refund": {
+        // invoice.refund_failed: a refund of one of the invoice's payments (not a credit note's) failed; the invoice as GET returns it.
+        const { invoice: i, refund: f } = r;
+        return JSON.stringify({
+          invoice_id: i.id,
+          subject_id: i.subjectId,
+          kind: r.refundKind,
+          payment_reference: f.reference,
+          refund_id: f.refundId,
+          amount: f.amount === null ? null : { currency_code: i.currency, value: f.amount },
+          failure_reason: f.failed ?? null,
+          invoice: JSON.parse(rest(InvoiceSchema, invoiceToPb(i, `${publicBaseUrl()}/hosted/invoices/${i.hostedToken}`))),
         });
       }
       case "credit_note":

@@ -88,6 +88,7 @@ export function wireStripeEndpoints(p: StripeEndpointParts) {
   if (dunning) events.resolveAction = (inv, reference, outcome) => dunning.actionResolved({ environmentId: inv.environmentId, id: inv.id, clockId: inv.clockId }, reference, outcome);
   const cancels = dunning?.cancels;
   if (cancels) events.refundAfterEnd = (inv, reference) => cancels.paidAfterEnd(inv, reference);
+  if (cancels) events.invoiceRefunds = (env, update, event) => cancels.refundUpdated(env, update, event);
   const factory = p.stripe;
   const stripePages = createStripeEndpoints({
     settings: p.paymentSettings,

@@ -12,6 +12,9 @@
  *   the customer pays, 4900: the invoice is paid, once, and the 19.00 taken beyond its amount due
  *   is refunded, once (4900 − 3000 = 1900), recorded on the invoice, not again when Stripe delivers
  *   the payment's events again.
+ * - That refund made `pending` by Stripe and failed later (a closed card): it names its invoice
+ *   (metadata refund_kind excess), is recorded failed on the invoice, and `invoice.refund_failed`
+ *   is sent once (kind excess, 1900 = 19.00, the reason): the 19.00 did not go back.
  */
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
@@ -118,4 +121,25 @@ for (const store of STORES) {
       t.like(await s.call("GET", `/invoices/${inv.id}`), { status: "paid" });
     },
   );
+
+  test.serial(`${store}: the refund of the difference (1900) that Stripe fails later is recorded failed and announced once (invoice.refund_failed, kind excess)`, async (t) => {
+    const { server, fake } = ctx;
+    ctx.front.hideSessions = true;
+    const { s, inv, stripeUrl } = await payLinkThenCreditNote(t);
+    ctx.front.hideSessions = false;
+    fake.state.refundStatus = "pending";
+    await location303(await form(stripeUrl, { card: "pm_card_visa" }), "Stripe Checkout (payment)");
+    await fake.settle();
+    const b = intentsOf(fake, inv.id).find((pi) => pi.status === "succeeded") as Json;
+    const [[refundId, amount] = []] = refundsOf(fake, b.id);
+    t.is(amount, 1900, "4900 taken − 3000 due = 1900 refunded");
+    t.like(fake.state.refunds.get(String(refundId)), { status: "pending", metadata: { invoice_id: inv.id, refund_kind: "excess" } });
+    await fake.settleRefund(String(refundId), "failed", "expired_or_canceled_card");
+    await fake.settle();
+    const state = await paymentState(server.db.url, inv.id);
+    t.deepEqual(state.refundedExcess, [{ reference: b.id, refundId, amount: "1900", failed: "expired_or_canceled_card" }]);
+    const events = ((await s.call("GET", "/events?types=invoice.refund_failed&limit=100")).events as Json[]).filter((e) => e.data.invoice_id === inv.id);
+    t.is(events.length, 1);
+    t.like(events[0]?.data, { kind: "excess", payment_reference: b.id, refund_id: refundId, amount: { currency_code: "USD", value: "1900" }, failure_reason: "expired_or_canceled_card" });
+  });
 }

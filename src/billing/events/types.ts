@@ -8,6 +8,7 @@
 import type { Coupon, Discount } from "../coupons/types.js";
 import type { CreditNote } from "../credit-notes/types.js";
 import type { CreditGrant } from "../credits/types.js";
+import type { InvoiceRefundKind, RefundAfterEnd } from "../payments/types.js";
 import type { Subject } from "../subject-types.js";
 import { type CheckoutSession, type Invoice, type Subscription, isInternal } from "../subscriptions/types.js";
 
@@ -32,6 +33,7 @@ export const EVENT_TYPES = [
   "invoice.payment_action_required",
   "invoice.voided",
   "invoice.marked_uncollectible",
+  "invoice.refund_failed",
   "usage.threshold_crossed",
   "credit_grant.created",
   "credit_grant.activated",
@@ -82,6 +84,7 @@ export type EventResource =
   | { kind: "checkout"; checkout: CheckoutSession; subscriptionId: string | null; failure: string | null }
   | { kind: "usage_threshold"; threshold: UsageThreshold }
   | { kind: "credit_note"; creditNote: CreditNote }
+  | { kind: "invoice_refund"; invoice: Invoice; refund: RefundAfterEnd; refundKind: InvoiceRefundKind }
   | { kind: "credit_grant"; grant: CreditGrant }
   | { kind: "credit_alert"; alert: CreditAlertPayload }
   | { kind: "discount"; discount: Discount; coupon: Coupon };

@@ -35,12 +35,18 @@
  * The payment that paid an invoice for more than its amount due (a pay link opened before a
  * credit note lowered it: InvoicePayment.excess, written by provider-events.ts) has the
  * difference refunded, once (refundExcessKey), recorded as refundedExcess.
+ *
+ * Each such refund names its invoice and kind at the provider; one the provider made pending and
+ * fails later is recorded failed and announced (`invoice.refund_failed`), never kept as given back
+ * (refund-failures.ts).
  */
 import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { type Invoice, type PaymentProvider, chargeKey } from "../subscriptions/types.js";
 import { CANCEL_GRACE_MS, type DunningStore, type DunningWrites, cancelKey } from "./dunning.js";
-import type { InvoicePayment, RefundAfterEnd } from "./types.js";
+import type { ProviderEventRef } from "./event-writes.js";
+import { invoiceRefundUpdated } from "./refund-failures.js";
+import type { InvoicePayment, RefundAfterEnd, RefundOutcome, RefundUpdate, RefundUpdated } from "./types.js";
 import { CANCEL_RETRY_MS, waitingOn } from "./waiting.js";
 
 /** How many pending cancels one read of the sweep takes. */
@@ -60,6 +66,9 @@ export const refundAfterEndKey = (invoiceId: string, reference: string) => `${in
 export const refundExcessKey = (invoiceId: string, reference: string) => `${invoiceId}:refund-excess:${reference}`;
 
 type Ref = Pick<Invoice, "environmentId" | "id">;
+
+/** A refund the provider made but has not settled (Stripe's `pending`): so recorded, its events tell how it ends (refund-failures.ts). */
+const pendingOf = (out: RefundOutcome): Pick<RefundAfterEnd, "pending"> => (out.ok && out.pending ? { pending: true } : {});
 
 /** Whether an invoice has ended: paid, void or uncollectible (never charged again). */
 const ended = (i: Pick<Invoice, "status">) => i.status === "paid" || i.status === "void" || i.status === "uncollectible";
@@ -126,6 +135,23 @@ export class PaymentCancels {
     }
   }
 
+  /**
+   * The provider's event of a refund made here (a payment refunded after its invoice ended, or an
+   * excess), the refund naming its invoice: recorded with its effect on the invoice's record of it;
+   * a failure recorded, announced (`invoice.refund_failed`) and told to people (payments/refund-failures.ts).
+   */
+  async refundUpdated(environmentId: string, update: RefundUpdate, event: ProviderEventRef): Promise<RefundUpdated> {
+    const out = await invoiceRefundUpdated(this.stores, environmentId, update, event, this.now());
+    const named = update.invoiceRefund;
+    if (out.outcome === "failed" && named) {
+      this.warn(
+        named.invoiceId,
+        `the provider failed refund ${update.refundId} (${named.kind}) of a payment of invoice ${named.invoiceId} after making it (${update.failureReason ?? "unknown"}): the money did not go back; pay the customer back by other means`,
+      );
+    }
+    return out;
+  }
+
   /** Dunning's sweep on real time: the cancels whose call after the commit never came or failed. Returns how many were done. */
   async runDue(now: Date): Promise<number> {
     let n = 0;
@@ -172,9 +198,12 @@ export class PaymentCancels {
     const provider = await this.providerFor(i.environmentId);
     if (!provider) throw new Error(`invoice ${i.id} was paid for more than its amount due, and its environment has no payment provider to refund the difference`);
     const { reference, amount } = excess;
-    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), amount, i.currency, refundExcessKey(i.id, reference), { reference });
+    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), amount, i.currency, refundExcessKey(i.id, reference), {
+      reference,
+      invoiceRefund: { invoiceId: i.id, kind: "excess" },
+    });
     if (!out.ok) this.warn(i.id, `the provider refused for good to refund ${amount} that payment ${reference} took beyond the amount due of invoice ${i.id} (not asked again): ${out.message}`);
-    const refund: RefundAfterEnd = out.ok ? { reference, refundId: out.refundId, amount: out.amount ?? amount } : { reference, refundId: null, amount: null, refused: out.message };
+    const refund: RefundAfterEnd = out.ok ? { reference, refundId: out.refundId, amount: out.amount ?? amount, ...pendingOf(out) } : { reference, refundId: null, amount: null, refused: out.message };
     await this.rewrite(i, (cur) => {
       const p = cur.payment ?? {};
       if (p.excess?.reference !== reference) return undefined;
@@ -210,8 +239,11 @@ export class PaymentCancels {
    * refusal is final (recorded as refused); a provider that cannot be reached throws.
    */
   private async refund(provider: PaymentProvider, i: Invoice, reference: string): Promise<RefundAfterEnd> {
-    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), null, i.currency, refundAfterEndKey(i.id, reference), { reference });
-    if (out.ok) return { reference, refundId: out.refundId, amount: out.amount ?? null };
+    const out = await provider.refund(chargeKey(i.id, Math.max(i.attemptCount ?? 1, 1)), null, i.currency, refundAfterEndKey(i.id, reference), {
+      reference,
+      invoiceRefund: { invoiceId: i.id, kind: "after_end" },
+    });
+    if (out.ok) return { reference, refundId: out.refundId, amount: out.amount ?? null, ...pendingOf(out) };
     this.warn(i.id, `the provider refused for good to refund payment ${reference} of invoice ${i.id}, which had ended (not asked again): ${out.message}`);
     return { reference, refundId: null, amount: null, refused: out.message };
   }

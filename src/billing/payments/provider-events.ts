@@ -69,6 +69,12 @@ export class ProviderEvents {
    * environment) moves forward to its status (credit-notes/refund-status.ts, set by the wiring).
    */
   refunds: ((environmentId: string, update: RefundUpdate, event: ProviderEventRef) => Promise<RefundUpdated>) | undefined = undefined;
+  /**
+   * A provider's event of a refund that names an invoice (a payment refunded after its invoice
+   * ended, or an excess): recorded on that invoice with its effect (PaymentCancels.refundUpdated,
+   * set by the wiring; payments/refund-failures.ts).
+   */
+  invoiceRefunds: ((environmentId: string, update: RefundUpdate, event: ProviderEventRef) => Promise<RefundUpdated>) | undefined = undefined;
 
   constructor(
     private readonly stores: BillingStores,
@@ -262,9 +268,11 @@ export class ProviderEvents {
   /**
    * The provider's refund `update.refundId` changed (Stripe's refund.updated / refund.failed): the
    * credit note of that refund in `environmentId` moves forward to its status, a failure announced
-   * (`credit_note.refund_failed`), once per event; without credit notes wired, only recorded.
+   * (`credit_note.refund_failed`), once per event; a refund naming an invoice, that invoice's record
+   * of it (`invoice.refund_failed`); without credit notes wired, only recorded.
    */
   async refundUpdated(environmentId: string, update: RefundUpdate, event: ProviderEventRef): Promise<RefundUpdated> {
+    if (update.invoiceRefund && !update.creditNoteId && this.invoiceRefunds) return this.invoiceRefunds(environmentId, update, event);
     if (this.refunds) return this.refunds(environmentId, update, event);
     return { outcome: (await this.acknowledge(environmentId, event)) ? "unknown" : "repeat" };
   }

@@ -154,7 +154,17 @@ export interface RefundAfterEnd {
   /** In the currency's smallest unit, exact decimal text; null when refused. */
   amount: string | null;
   refused?: string | null;
+  /** Made, the money not back yet (Stripe's refund `pending`): its events tell how it ends (payments/refund-failures.ts). */
+  pending?: true;
+  /**
+   * Made, then failed at the provider (Stripe's refund.failed: a closed card, say): the provider's
+   * reason. The money did not go back; `invoice.refund_failed` announced it, once.
+   */
+  failed?: string | null;
 }
+
+/** Why a payment of an invoice is refunded other than by a credit note (payments/cancels.ts): it succeeded on an ended invoice, or took more than the amount due. */
+export type InvoiceRefundKind = "after_end" | "excess";
 
 /** A provider's refund as its event tells it (Stripe's refund.updated / refund.failed). */
 export interface RefundUpdate {
@@ -164,17 +174,22 @@ export interface RefundUpdate {
   failureReason: string | null;
   /** The credit note the refund was made for, as the refund names it (Stripe: its metadata); absent for other refunds. */
   creditNoteId?: string | null;
+  /** The invoice whose payment the refund gives back, and why, as the refund names it (RefundContext.invoiceRefund); absent for other refunds. */
+  invoiceRefund?: { invoiceId: string; kind: InvoiceRefundKind } | null;
 }
 
 /**
- * What a refund event did (credit-notes/refund-status.ts): "repeat" (recorded already), "unknown"
- * (no credit note of the environment has that refund), "early" (the refund names a credit note not
- * written yet: nothing recorded, the provider is to deliver it again), "unchanged" (its note's
- * refund is there already, or further: a stale event), or the status its note's refund moved to.
+ * What a refund event did (credit-notes/refund-status.ts, payments/refund-failures.ts): "repeat"
+ * (recorded already), "unknown" (no credit note or invoice of the environment has that refund),
+ * "early" (the refund names a credit note not written yet, or an invoice that has not recorded it
+ * yet: nothing recorded, the provider is to deliver it again), "unchanged" (its refund is there
+ * already, or further: a stale event), or the status its refund moved to.
  */
 export interface RefundUpdated {
   outcome: "repeat" | "unknown" | "early" | "unchanged" | RefundUpdate["status"];
   creditNoteId?: string;
+  /** The invoice whose payment the refund gives back (a refund naming an invoice, payments/refund-failures.ts). */
+  invoiceId?: string;
 }
 
 /**

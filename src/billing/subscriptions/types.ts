@@ -1,7 +1,7 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { CancelOutcome, ChargeOutcome, InvoicePayment, PaymentLookup, PaymentPageRequest, ProviderKind, RefundLookup, RefundOutcome } from "../payments/types.js";
+import type { CancelOutcome, ChargeOutcome, InvoicePayment, InvoiceRefundKind, PaymentLookup, PaymentPageRequest, ProviderKind, RefundLookup, RefundOutcome } from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -380,8 +380,8 @@ export interface CardSetupRequest {
   currency?: string;
 }
 
-/** What a refund refunds beyond the charge's key: the charge's provider reference (Stripe `pi_…`) when kept; the credit note it is for (the refund names it). */
-export type RefundContext = { reference?: string | null; creditNoteId?: string };
+/** What a refund refunds beyond the charge's key: the charge's provider reference (Stripe `pi_…`) when kept; what it is for, named by the refund: its credit note, or the invoice whose payment it gives back and why (payments/cancels.ts). */
+export type RefundContext = { reference?: string | null; creditNoteId?: string; invoiceRefund?: { invoiceId: string; kind: InvoiceRefundKind } };
 
 /** What a charge is for, for the provider's records and its payment link (DESIGN §16). */
 export interface ChargeContext {

@@ -11,7 +11,8 @@
  *   a retry that may resend a key (ChargeContext.sentBefore) first looks for the PaymentIntent made
  *   with it (metadata.charge_key), since Stripe forgets idempotency keys after 24 hours.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
- *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed).
+ *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed),
+ *   so each names what it is for (metadata): its credit note, or its invoice and kind (after_end, excess).
  *   refundMade: a credit note's refund made already, found by the note it names (nothing refunded).
  * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
  *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
@@ -150,6 +151,17 @@ async function refundedEarlier(stripe: Stripe, env: string, intent: string, cred
   return outcomeOfRefund(r, currency);
 }
 
+/**
+ * What a refund names (its metadata): a credit note's, its note and environment (its events wait for
+ * the note, credit-notes/refund-status.ts); another refund of an invoice's payment, the environment,
+ * the invoice and why (after_end, excess), so that its failure is found (payments/refund-failures.ts).
+ */
+function refundNames(env: string, context: RefundContext | undefined): Stripe.MetadataParam | undefined {
+  if (context?.creditNoteId) return { credit_note_id: context.creditNoteId, environment_id: env };
+  const named = context?.invoiceRefund;
+  return named && { environment_id: env, invoice_id: named.invoiceId, refund_kind: named.kind };
+}
+
 /** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
 function inStripeUnits(amount: string, currency: string): number | UnrepresentableAmount {
   try {
@@ -254,8 +266,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
     try {
       // No amount: Stripe refunds what is left of the PaymentIntent.
-      // A credit note's refund names its note (and environment): its events wait for the note (credit-notes/refund-status.ts).
-      const metadata = context?.creditNoteId ? { metadata: { credit_note_id: context.creditNoteId, environment_id: env } } : {};
+      const names = refundNames(env, context);
+      const metadata = names ? { metadata: names } : {};
       const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }), ...metadata }, { idempotencyKey });
       return outcomeOfRefund(r, currency);
     } catch (err) {

@@ -6,7 +6,8 @@
  *        (constructEvent, the environment's signing secret; unknown environment or bad signature:
  *        400, nothing changes), then handled once per event id (ProviderEvents): 200; a refund event
  *        that comes before the credit note its refund names is written (the refund is made inside
- *        the note's transaction): 409, nothing recorded, and Stripe delivers it again later.
+ *        the note's transaction), or before the refund of an invoice's payment is recorded on it:
+ *        409, nothing recorded, and Stripe delivers it again later.
  *   GET  /providers/stripe/return/{environment_id}?ref=…&session_id=…   where Stripe Checkout
  *        sends the customer back: completes the card setup (if the webhook did not already), then
  *        on to the checkout's success URL or the portal.
@@ -16,12 +17,15 @@
  * payment_intent.succeeded (the invoice paid), payment_intent.payment_failed (recorded; dunning
  * decides), refund.updated and refund.failed (the credit note of that refund in this environment
  * takes its status: pending, succeeded or failed, only forward; a failure is announced with
- * `credit_note.refund_failed` and logged as a warning), and setup_intent.succeeded,
+ * `credit_note.refund_failed` and logged as a warning; a refund of a payment that succeeded on an
+ * ended invoice, or of an excess, is recorded failed on its invoice, announced with
+ * `invoice.refund_failed` and logged as a warning), and setup_intent.succeeded,
  * payment_method.attached, charge.refunded, refund.created acknowledged (their effect is another
  * event's, or the refund's answer). Any other type: 200, ignored.
  */
 import Stripe from "stripe";
 import type { ProviderEventRef, ProviderEvents } from "../../billing/payments/provider-events.js";
+import type { RefundUpdate } from "../../billing/payments/types.js";
 import type { ProviderSettingsSource } from "../../billing/subscriptions/payments.js";
 import type { Logger } from "../../log.js";
 import { messagePage, type Req, type Res } from "../../pages/shell.js";
@@ -49,17 +53,35 @@ function refundStatusOf(status: string | null): "pending" | "succeeded" | "faile
   return status === "failed" || status === "canceled" ? "failed" : "pending";
 }
 
+/** The invoice and kind a refund of an invoice's payment names in `env` (provider.ts refund), if it does. */
+function invoiceRefundOf(env: string, refund: Stripe.Refund): RefundUpdate["invoiceRefund"] {
+  const m = refund.metadata;
+  const kind = m?.refund_kind;
+  return m?.environment_id === env && m.invoice_id && (kind === "after_end" || kind === "excess") ? { invoiceId: m.invoice_id, kind } : null;
+}
+
 /**
- * Stripe's refund.updated / refund.failed: the credit note of that refund in `env` takes its status
- * (a failure logged as a warning). A credit note's refund names its note and environment
- * (provider.ts refund): in this environment, its event waits for the note ("refund_early").
+ * Stripe's refund.updated / refund.failed: the credit note of that refund in `env` takes its status,
+ * or the invoice whose payment it gives back (payments/refund-failures.ts); a failure is logged as a
+ * warning. A refund names its note or invoice and environment (provider.ts refund): in this
+ * environment, its event waits for the note, or for the refund recorded on the invoice ("refund_early").
  */
 async function refundEvent(ev: ProviderEvents, log: Logger, env: string, refund: Stripe.Refund, ref: ProviderEventRef): Promise<string> {
   const creditNoteId = refund.metadata?.environment_id === env ? (refund.metadata.credit_note_id ?? null) : null;
-  const update = { refundId: refund.id, status: refundStatusOf(refund.status), failureReason: refund.failure_reason ?? (refund.status === "canceled" ? "canceled" : null), creditNoteId };
+  const failureReason = refund.failure_reason ?? (refund.status === "canceled" ? "canceled" : null);
+  const update: RefundUpdate = { refundId: refund.id, status: refundStatusOf(refund.status), failureReason, creditNoteId, invoiceRefund: invoiceRefundOf(env, refund) };
   const out = await ev.refundUpdated(env, update, ref);
-  if (out.outcome === "failed") {
-    log.warn("stripe refund of a credit note failed: the money did not go back", { environment_id: env, credit_note_id: out.creditNoteId, refund_id: refund.id, failure_reason: update.failureReason });
+  if (out.outcome === "failed" && out.creditNoteId) {
+    log.warn("stripe refund of a credit note failed: the money did not go back", { environment_id: env, credit_note_id: out.creditNoteId, refund_id: refund.id, failure_reason: failureReason });
+  } else if (out.outcome === "failed") {
+    const named = update.invoiceRefund;
+    log.warn("stripe refund of an invoice's payment failed: the money did not go back", {
+      environment_id: env,
+      invoice_id: named?.invoiceId,
+      kind: named?.kind,
+      refund_id: refund.id,
+      failure_reason: failureReason,
+    });
   }
   return `refund_${out.outcome}`;
 }
@@ -158,7 +180,7 @@ export function createStripeEndpoints(deps: StripeEndpointsDeps) {
     const outcome = await handleEvent(env, found.provider, event);
     log.debug("stripe webhook", { environment_id: env, event_id: event.id, type: event.type, outcome });
     // The credit note of that refund not committed yet: not handled, Stripe retries (with backoff, for days).
-    if (outcome === "refund_early") return json(res, 409, { error: "the credit note of this refund is not written yet; deliver it again later" });
+    if (outcome === "refund_early") return json(res, 409, { error: "the credit note (or invoice record) of this refund is not written yet; deliver it again later" });
     json(res, 200, { received: true });
   }
 
