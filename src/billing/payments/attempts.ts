@@ -16,7 +16,7 @@ import type { BillingStores } from "../subscriptions/ports.js";
 import { retryingRaces } from "../subscriptions/races.js";
 import { awaitsCheckout } from "../credits/purchase-states.js";
 import type { BillingReads } from "../subscriptions/reads.js";
-import { type ChargeContext, type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
+import { type Invoice, type PaymentMethod, type PaymentProvider, amountDueOf, chargeKey } from "../subscriptions/types.js";
 import { type Caller, systemCaller } from "../tenancy.js";
 import type { PaymentCancels } from "./cancels.js";
 import { endAfterLast } from "./last-attempt.js";
@@ -24,7 +24,7 @@ import { type AttemptResult, type Tx, recordDecisions } from "./record.js";
 import { maySendAgain, planAhead } from "./plan-ahead.js";
 import { lookUpProcessing } from "./processing.js";
 import { type AttemptDecision, type DunningStore, type PaymentSettingsSource, decide, isCollectible, isRetryable } from "./dunning.js";
-import type { AfterLastAttempt, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
+import type { AfterLastAttempt, ChargeContext, ChargeOutcome, PaymentSettings, ProviderKind } from "./types.js";
 import { cancelWaiting, waitingOn } from "./waiting.js";
 
 export type { AttemptResult };

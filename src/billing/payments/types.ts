@@ -230,3 +230,32 @@ export interface RefundLookup {
  * being processed: asked again later).
  */
 export type CancelOutcome = "canceled" | "succeeded" | "open";
+
+/** What a provider with its own card page is asked to set up (DESIGN §16). */
+export interface CardSetupRequest {
+  environmentId: string;
+  subjectId: string;
+  /** The subject's email and name, for the provider's customer. */
+  email: string | null;
+  name: string | null;
+  /** The hosted checkout (or portal session) this completes, and where the provider sends the customer back. */
+  returnReference: string;
+  successUrl: string;
+  cancelUrl: string;
+  /** The currency the card will be charged in (lower or upper case), when known: Stripe shows the methods that fit it. */
+  currency?: string;
+}
+
+/** What a refund refunds beyond the charge's key: the charge's provider reference (Stripe `pi_…`) when kept; what it is for, named by the refund: its credit note, or the invoice whose payment it gives back and why (payments/cancels.ts). */
+export type RefundContext = { reference?: string | null; creditNoteId?: string; invoiceRefund?: { invoiceId: string; kind: InvoiceRefundKind } };
+
+/** What a charge is for, for the provider's records and its payment link (DESIGN §16). */
+export interface ChargeContext {
+  invoiceId: string;
+  environmentId: string;
+  subjectId: string;
+  /** The invoice's number, for the statement and the provider's dashboard. */
+  description?: string;
+  /** The key may have been sent before, its answer lost (payments/plan-ahead.ts): a payment made under it is the outcome (Stripe forgets keys after 24 h). */
+  sentBefore?: boolean;
+}

@@ -1,7 +1,19 @@
 /** Subscriptions, invoices, checkouts, payment methods and test clocks: domain types (their storage ports are ports.ts). */
 import type { CreditApplication } from "../credits/types.js";
 import type { BookedDiscount, BookedTax } from "../invoicing/booking.js";
-import type { CancelOutcome, ChargeOutcome, InvoicePayment, InvoiceRefundKind, PaymentLookup, PaymentPageRequest, ProviderKind, RefundLookup, RefundOutcome } from "../payments/types.js";
+import type {
+  CancelOutcome,
+  CardSetupRequest,
+  ChargeContext,
+  ChargeOutcome,
+  InvoicePayment,
+  PaymentLookup,
+  PaymentPageRequest,
+  ProviderKind,
+  RefundContext,
+  RefundLookup,
+  RefundOutcome,
+} from "../payments/types.js";
 import type { BillingDetails, SellerDetails } from "../taxes/types.js";
 import type { Metadata } from "../metadata.js";
 import { dec } from "../money.js";
@@ -363,35 +375,6 @@ export interface PaymentProvider extends RefundLookup, PaymentLookup {
   refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome>;
   /** Cancels the payment `reference` waiting for the customer (an invoice voided meanwhile, payments/cancels.ts); a repeat of `idempotencyKey` acts once. */
   cancel?(reference: string, idempotencyKey: string): Promise<CancelOutcome>;
-}
-
-/** What a provider with its own card page is asked to set up (DESIGN §16). */
-export interface CardSetupRequest {
-  environmentId: string;
-  subjectId: string;
-  /** The subject's email and name, for the provider's customer. */
-  email: string | null;
-  name: string | null;
-  /** The hosted checkout (or portal session) this completes, and where the provider sends the customer back. */
-  returnReference: string;
-  successUrl: string;
-  cancelUrl: string;
-  /** The currency the card will be charged in (lower or upper case), when known: Stripe shows the methods that fit it. */
-  currency?: string;
-}
-
-/** What a refund refunds beyond the charge's key: the charge's provider reference (Stripe `pi_…`) when kept; what it is for, named by the refund: its credit note, or the invoice whose payment it gives back and why (payments/cancels.ts). */
-export type RefundContext = { reference?: string | null; creditNoteId?: string; invoiceRefund?: { invoiceId: string; kind: InvoiceRefundKind } };
-
-/** What a charge is for, for the provider's records and its payment link (DESIGN §16). */
-export interface ChargeContext {
-  invoiceId: string;
-  environmentId: string;
-  subjectId: string;
-  /** The invoice's number, for the statement and the provider's dashboard. */
-  description?: string;
-  /** The key may have been sent before, its answer lost (payments/plan-ahead.ts): a payment made under it is the outcome (Stripe forgets keys after 24 h). */
-  sentBefore?: boolean;
 }
 
 /**
