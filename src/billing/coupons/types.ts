@@ -57,4 +57,9 @@ export interface BookingDiscount {
   appliesToRateCodes: readonly string[];
   /** The coupon's duration, when known: a proration credit passes only through discounts that are not "once" (updates.ts). */
   duration?: CouponDuration;
+  /**
+   * A "once" discount's once_taken as this read found it (null: none): what upgrades' change lines
+   * took of it. An upgrade holding or spending it checks the row is still so under its lock (change-credit.ts).
+   */
+  onceTaken?: string | null;
 }

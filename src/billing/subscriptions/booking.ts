@@ -189,7 +189,7 @@ export function bookedPreview(stores: Pick<BillingStores, "transaction">, inv: I
     const view: BookingTx = {
       discountsFor,
       discounted: () => Promise.resolve(), // a preview records nothing
-      holdOnce: () => Promise.resolve(),
+      holdOnce: () => Promise.resolve(true),
       parties: (i) => booking.parties(i),
       taxes: booking.taxes,
       nextNumbers: (...a) => booking.nextNumbers(...a),

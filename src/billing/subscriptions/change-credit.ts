@@ -34,6 +34,7 @@ import { chargeLines } from "./credit-application.js";
 import type { BillLine } from "./invoice-building.js";
 import { cardOfKey } from "./line-cards.js";
 import type { BillingTx, BookingTx } from "./ports.js";
+import { lostRace } from "./races.js";
 import type { Invoice, InvoiceLine, ProrationCredit } from "./types.js";
 
 /** Whether `l` is a change's credit or charge line: a proration naming the card that priced it. */
@@ -54,18 +55,22 @@ function isChangeLine(l: Pick<InvoiceLine, "kind" | "key">): boolean {
  * the usage lines of `inv` only (not the next period's invoice).
  */
 async function spendOnce(booking: BookingTx, inv: Invoice, full: Invoice, rest: Invoice, at: Date): Promise<void> {
-  const once = new Set((await booking.discountsFor(inv, at)).filter((d) => d.duration === "once").map((d) => d.discountId));
-  const took = (i: Invoice) => new Map((i.discounts ?? []).filter((d) => once.has(d.discountId)).map((d) => [d.discountId, dec(d.amount)]));
+  const read = new Map((await booking.discountsFor(inv, at)).filter((d) => d.duration === "once").map((d) => [d.discountId, d.onceTaken ?? null]));
+  const took = (i: Invoice) => new Map((i.discounts ?? []).filter((d) => read.has(d.discountId)).map((d) => [d.discountId, dec(d.amount)]));
   const [all, stays] = [took(full), took(rest)];
   const spent = [...all.keys()].filter((id) => !stays.has(id));
-  if (spent.length > 0) await booking.discounted(spent, inv.id, at, inv.environmentId);
   const held = [...all].flatMap(([discountId, amount]) => {
     const left = stays.get(discountId);
     if (left === undefined) return [];
     const taken = amount.minus(left);
-    return [{ discountId, taken: formatDecimal(taken.isNegative() ? ZERO : taken) }];
+    return [{ discountId, read: read.get(discountId) ?? null, taken: formatDecimal(taken.isNegative() ? ZERO : taken) }];
   });
-  if (held.length > 0) await booking.holdOnce(held, inv.id, inv.environmentId);
+  if (all.size === 0) return;
+  // The bookings read the discounts unlocked (a draft's): one another invoice's finalization, or
+  // another upgrade, took or held meanwhile is not this change's to take; it starts over from a fresh read.
+  const holds = [...spent.map((discountId) => ({ discountId, read: read.get(discountId) ?? null })), ...held];
+  if (!(await booking.holdOnce(holds, inv.id, inv.environmentId))) throw lostRace(inv.subscriptionId);
+  if (spent.length > 0) await booking.discounted(spent, inv.id, at, inv.environmentId);
 }
 
 /**
@@ -104,7 +109,7 @@ export async function taxedLines(tx: BillingTx, invoiceOf: (lines: BillLine[]) =
   const undiscounted: BookingTx = {
     discountsFor: () => Promise.resolve([]), // the lines are net of their discounts already
     discounted: () => Promise.resolve(),
-    holdOnce: () => Promise.resolve(),
+    holdOnce: () => Promise.resolve(true),
     parties: (i) => booking.parties(i),
     taxes: booking.taxes,
     nextNumbers: (...a) => booking.nextNumbers(...a),

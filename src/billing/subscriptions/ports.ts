@@ -263,6 +263,13 @@ export interface InvoiceParties {
   adjustedCardTaxRateIds?: Map<string, string[]>;
 }
 
+/** A "once" discount an upgrade's change lines took (BookingTx.holdOnce): its once_taken as booked (`read`), and what to hold (`taken`; absent: spent). */
+export interface OnceHold {
+  discountId: string;
+  read: string | null;
+  taken?: string;
+}
+
 /**
  * What booking an invoice reads and writes in its finalizing transaction (DESIGN §15; see
  * booking.ts in this folder): discounts, parties, taxes, numbers.
@@ -273,12 +280,14 @@ export interface BookingTx {
   /** Records that these discounts (of environment `environmentId`) discounted invoice `invoiceId` (a "once" discount ends). */
   discounted(discountIds: string[], invoiceId: string, at: Date, environmentId: string): Promise<void>;
   /**
-   * Holds these "once" discounts (of environment `environmentId`) for invoice `invoiceId`, each
-   * with what an upgrade's change lines took of it (`taken`, a decimal string, added to what was
-   * taken before): they discount no other invoice, and an amount off is offered to that one less
-   * what was taken (change-credit.ts).
+   * Locks these "once" discounts (of environment `environmentId`) that an upgrade's change lines
+   * took, booked for invoice `invoiceId` from an unlocked read, and answers false, writing nothing,
+   * unless each is still as that read found it: active, on no invoice yet, held for no other invoice,
+   * its once_taken `read`. Then holds those with a `taken` (a decimal string, added to what was
+   * taken before) for `invoiceId`: they discount no other invoice, and an amount off is offered to
+   * that one less what was taken; those without are spent (`discounted` records them) (change-credit.ts).
    */
-  holdOnce(holds: readonly { discountId: string; taken: string }[], invoiceId: string, environmentId: string): Promise<void>;
+  holdOnce(holds: readonly OnceHold[], invoiceId: string, environmentId: string): Promise<boolean>;
   parties(inv: Invoice): Promise<InvoiceParties>;
   /**
    * This booking for a batch `list` booked together (finalizeAllOpen): what it reads of each of

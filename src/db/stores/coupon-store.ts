@@ -14,6 +14,7 @@ import type { EventEncoder } from "../../billing/events/types.js";
 import { type Decimal, dec, formatDecimal } from "../../billing/money.js";
 import type { Page, PageResult } from "../../billing/pagination.js";
 import { toPageResult } from "../../billing/pagination.js";
+import type { OnceHold } from "../../billing/subscriptions/ports.js";
 import type { Invoice } from "../../billing/subscriptions/types.js";
 import { type Dialect, isMysql } from "../columns.js";
 import type { CouponRow, DiscountRow, Entities } from "../entities/index.js";
@@ -221,6 +222,7 @@ export async function discountsFor(em: EntityManager, inv: Invoice, at: Date, ca
       amountOff: c.amountOff ? formatDecimal(onceLeft(d, c)) : null,
       appliesToRateCodes: c.appliesToRateCodes,
       duration: c.duration,
+      ...(c.duration === "once" ? { onceTaken: d.onceTaken ?? null } : {}),
     });
   }
   if (finalizing && over.length > 0) await em.query(`UPDATE discounts SET status = 'ended' WHERE environment_id = ? AND status = 'active' AND id IN (${marks(over)})`, [inv.environmentId, ...over]);
@@ -245,19 +247,37 @@ export async function recordDiscounted(em: EntityManager, discountIds: string[],
 }
 
 /**
- * Holds these "once" discounts for `invoiceId` (of environment `environmentId`), each with what an
- * upgrade's change lines took of it (`taken`, added to what earlier ones took): it discounts no
- * other invoice, and that one is offered an amount off less what was taken (change-credit.ts).
- * Each row is locked, read, and written with the sum in exact decimals.
+ * Locks these "once" discounts an upgrade's change lines took (booked for `invoiceId`, of
+ * environment `environmentId`, from an unlocked read) and checks each is still as that read found
+ * it: active, on no invoice yet, held for no other invoice, its once_taken `read`. Any that is not
+ * (an invoice's finalization or another upgrade took or held it meanwhile): false, nothing
+ * written, and the upgrade starts over. Else each with a `taken` is held for `invoiceId` with it
+ * added to what earlier ones took, in exact decimals: it discounts no other invoice, and that one
+ * is offered an amount off less what was taken (change-credit.ts). Rows are locked by ID, oldest
+ * first, as a finalization locks them.
  */
-export async function holdOnce(em: EntityManager, holds: readonly { discountId: string; taken: string }[], invoiceId: string, environmentId: string): Promise<void> {
-  const lock = rowLock(dialectOf(em));
+export async function holdOnce(em: EntityManager, holds: readonly OnceHold[], invoiceId: string, environmentId: string): Promise<boolean> {
+  if (holds.length === 0) return true;
+  const rows = await em.find<DiscountRow>("Discount", {
+    where: { environment_id: environmentId, id: In(holds.map((h) => h.discountId)) },
+    order: { seq: "ASC" },
+    lock: rowLock(dialectOf(em)),
+  });
+  const found = new Map(rows.map((r) => [r.id, discountFromRow(r)]));
+  if (!holds.every((h) => asRead(found.get(h.discountId), h.read, invoiceId))) return false;
   for (const { discountId, taken } of holds) {
-    const d = await readDiscount(em, environmentId, discountId, lock);
-    if (!d) continue;
-    const sum = dec(d.onceTaken ?? "0").plus(dec(taken));
+    if (taken === undefined) continue;
+    const sum = dec(found.get(discountId)?.onceTaken ?? "0").plus(dec(taken));
     await em.query("UPDATE discounts SET held_for_invoice_id = ?, once_taken = ? WHERE environment_id = ? AND id = ?", [invoiceId, formatDecimal(sum), environmentId, discountId]);
   }
+  return true;
+}
+
+/** Whether "once" discount `d` is as a booking of `invoiceId` read it with once_taken `read` (holdOnce). */
+function asRead(d: Discount | undefined, read: string | null, invoiceId: string): boolean {
+  if (d?.status !== "active" || d.invoicesDiscounted > 0) return false;
+  if (d.heldFor && d.heldFor !== invoiceId) return false;
+  return dec(d.onceTaken ?? "0").eq(dec(read ?? "0"));
 }
 
 /** The coupon writes of a transaction on `em`. */
