@@ -78,7 +78,7 @@ async function spendOnce(booking: BookingTx, inv: Invoice, full: Invoice, rest: 
  * net to a credit once booked, and that credit (a negative amount) for the subject's balance;
  * else `inv` as it is and no credit.
  */
-export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promise<{ invoice: Invoice; credits: ProrationCredit[] }> {
+export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promise<{ invoice: Invoice; credits: ProrationCredit[]; charge?: NewCardCharge }> {
   const unchanged = { invoice: inv, credits: [] };
   if (!tx.booking || !inv.lines.some(isChangeLine)) return unchanged;
   const changeLines = inv.lines.filter(isChangeLine);
@@ -93,7 +93,21 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
   await spendOnce(tx.booking, inv, full, rest, at);
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
-  return { invoice: without, credits: [{ description, amount: formatDecimal(net) }] };
+  return { invoice: without, credits: [{ description, amount: formatDecimal(net) }], charge: newCardCharge(full) };
+}
+
+/** What a change charged for the new card's time and what discounts took of it (decimal strings), its lines gone to the balance (change-lines.ts ChangeChargeTerms). */
+export interface NewCardCharge {
+  charged: string;
+  discounted: string;
+}
+
+/** The new card's charge lines of `booked` (a change's invoice as booked with its lines): their amounts and their discounts. */
+function newCardCharge(booked: Invoice): NewCardCharge {
+  const lines = booked.lines.filter((l) => isChangeLine(l) && dec(l.amount).gt(0));
+  const sum = (f: (l: InvoiceLine) => Decimal) => lines.reduce((a, l) => a.plus(f(l)), ZERO);
+  const discounted = sum((l) => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO));
+  return { charged: formatDecimal(sum((l) => dec(l.amount))), discounted: formatDecimal(discounted) };
 }
 
 /**

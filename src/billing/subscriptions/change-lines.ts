@@ -31,8 +31,8 @@ import type { RateCard } from "../catalog/types.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { cardKey } from "./line-cards.js";
-import { prorationLine } from "./proration.js";
-import type { Invoice } from "./types.js";
+import { type ChangeChargeTerms, prorationLine } from "./proration.js";
+import type { Invoice, Subscription } from "./types.js";
 import { fixedTaken } from "./unused-credit.js";
 
 /** One card's side of an upgrade: the card, its fixed charges per cycle (unrounded), and per fixed rate its code, name and cycle charge. */
@@ -42,10 +42,23 @@ export interface ChangeSide {
   rates?: readonly { code: string; name: string; fixed: Decimal }[];
 }
 
-/** What the credit for the old card's unused time is worth and how it is said: `billed`, the period's invoices; `money` prints an amount. */
+/**
+ * What the credit for the old card's unused time is worth and how it is said: `billed`, the
+ * period's invoices; `money` prints an amount; `charge`, what an earlier change's charge for the
+ * old card took and its discounts took of it, when that charge left the invoices for the balance
+ * (ChangeChargeTerms): the old card's time in the period was paid by that charge alone.
+ */
 export interface PaidFor {
   billed: readonly Invoice[];
   money: (d: Decimal) => string;
+  charge?: { charged: Decimal; discounted: Decimal };
+}
+
+/** What a change's charge for `cardId` in `s`'s period under way took and its discounts took of it (ChangeChargeTerms), if kept. */
+export function changeChargeOf(s: Pick<Subscription, "chargedTerms" | "periodStart">, cardId: string): { charged: Decimal; discounted: Decimal } | undefined {
+  const c = (s.chargedTerms as ChangeChargeTerms | null | undefined)?.changeCharge;
+  if (!c || c.periodStart !== s.periodStart.toISOString() || c.rateCardId !== cardId) return undefined;
+  return { charged: dec(c.charged), discounted: dec(c.discounted) };
 }
 
 /**
@@ -85,8 +98,11 @@ function chargeLines(to: ChangeSide, charge: Decimal, named: string, label: stri
  * upgrade charges the new card for the rest of the period, so the old card's time that invoice
  * still asks for is credited now, not charged twice once it is paid.
  */
-function paidCredit(credit: BillLine, { billed, money }: PaidFor): BillLine | null {
-  const taken = fixedTaken(billed.filter((i) => i.status === "paid" || i.status === "open").map((i) => ({ ...i, status: "paid" as const })));
+function paidCredit(credit: BillLine, { billed, money, charge }: PaidFor): BillLine | null {
+  // The old card's time paid by a change's charge that left the invoices (ChangeChargeTerms): worth what that charge took.
+  const taken = charge
+    ? { ...charge, took: charge.charged.minus(charge.discounted) }
+    : fixedTaken(billed.filter((i) => i.status === "paid" || i.status === "open").map((i) => ({ ...i, status: "paid" as const })));
   const share = taken.charged.gt(0) ? taken.discounted.div(taken.charged) : dec(1);
   let value = roundAmount(credit.unitAmount.neg().times(dec(1).minus(share)));
   if (value.gt(taken.took)) value = taken.took;

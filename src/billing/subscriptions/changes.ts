@@ -380,8 +380,8 @@ export class SubscriptionChanges {
     const own = await grantProrationCredits(tx, s, invoice.currency, change.credits, at);
     const credited = await withCredits(tx, change.invoice, [...(s.prorationCredits ?? []), ...own], at);
     if (!(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(current.id);
-    // An upgrade bills the rest of the period at the new card's terms; a change charging nothing keeps what the period was billed at.
-    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms: chargedAfterSwitch(s, newCard.id, next, charged), usageSince: at, prorationCredits: credited.carried };
+    const chargedTerms = chargedAfterSwitch(s, newCard.id, next, charged, change.charge); // an upgrade's: the new card's (proration.ts)
+    const updated: Subscription = { ...s, rateCardId: newCard.id, ...next, chargedTerms, usageSince: at, prorationCredits: credited.carried };
     await tx.updateSubscription(updated);
     await tx.emit([subscriptionEvent(newCard.id === s.rateCardId ? "subscription.updated" : "subscription.rate_card_changed", updated)]);
     return { subscription: updated, invoice: credited.invoice };

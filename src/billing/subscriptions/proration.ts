@@ -211,12 +211,28 @@ export function chargedCardTerms(s: Subscription): TermsOf & { rateCardId: strin
  * period keeps the card and terms it was billed at, so a later upgrade in it is computed from
  * them, not from the card it was downgraded to (Pro → Basic → Pro charges nothing).
  */
-export function chargedAfterSwitch(s: Subscription, cardId: string, next: TermsOf, charged: boolean): Subscription["chargedTerms"] {
+export function chargedAfterSwitch(s: Subscription, cardId: string, next: TermsOf, charged: boolean, charge?: { charged: string; discounted: string }): Subscription["chargedTerms"] {
   const paid = chargedCardTerms(s);
-  if (charged || (paid.rateCardId === cardId && sameTerms(paid, next))) return null;
   const terms = { fixedRateQuantities: { ...paid.fixedRateQuantities }, rateMultipliers: { ...paid.rateMultipliers } };
-  return paid.rateCardId === cardId ? terms : { ...terms, rateCardId: paid.rateCardId };
+  const after = charged || (paid.rateCardId === cardId && sameTerms(paid, next)) ? null : paid.rateCardId === cardId ? terms : { ...terms, rateCardId: paid.rateCardId };
+  if (!charge) return after;
+  const kept: ChangeChargeTerms = {
+    ...(after ?? { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } }),
+    changeCharge: { periodStart: s.periodStart.toISOString(), rateCardId: cardId, ...charge },
+  };
+  return kept;
 }
+
+/**
+ * The period's charged terms with what a change of rate card charged for the new card's time and
+ * what discounts took of it (`changeCharge`, decimal strings), kept when the change's lines netted
+ * to a credit and left its invoice for the subject's balance (change-credit.ts `charge`): no
+ * invoice of the period then shows that charge, and a later upgrade values the new card's unused
+ * time from it (change-lines.ts paidCredit). For the period starting `periodStart` and card `rateCardId` only.
+ */
+export type ChangeChargeTerms = NonNullable<Subscription["chargedTerms"]> & {
+  changeCharge?: { periodStart: string; rateCardId: string; charged: string; discounted: string };
+};
 
 /**
  * What `s`'s chargedTerms are after a change to `next` that bills nothing now (proration_behavior

@@ -5,7 +5,7 @@
  */
 import type { RateCard } from "../catalog/types.js";
 import { ZERO, displayMoney, formatDecimal } from "../money.js";
-import { type ChangeSide, upgradeLines } from "./change-lines.js";
+import { type ChangeSide, changeChargeOf, upgradeLines } from "./change-lines.js";
 import type { BillingEngine } from "./engine.js";
 import type { BillLine } from "./invoice-building.js";
 import { cycleCharge, type TermsOf } from "./proration.js";
@@ -34,5 +34,6 @@ export async function pricedUpgradeLines(
 ): Promise<BillLine[]> {
   const billed = await engine.stores.invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd);
   const currency = from[0].currency ?? to[0].currency ?? "USD";
-  return upgradeLines(await perRate(engine, from), await perRate(engine, to), part, { billed, money: (d) => displayMoney(formatDecimal(d), currency) });
+  const charge = changeChargeOf(s, from[0].id);
+  return upgradeLines(await perRate(engine, from), await perRate(engine, to), part, { billed, money: (d) => displayMoney(formatDecimal(d), currency), ...(charge ? { charge } : {}) });
 }

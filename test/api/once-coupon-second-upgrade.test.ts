@@ -1,0 +1,76 @@
+/**
+ * A second upgrade in the period after one whose change lines went to the balance with the part of
+ * a "once" coupon that took the new card's charge (change-credit.ts): the new card's unused time is
+ * worth what was paid for it (change-lines.ts paidCredit, proration.ts ChangeChargeTerms), not its
+ * list price. Through the REST API on test clocks, on MariaDB and SQLite. Amounts in USD cents. An
+ * invoice (those with lines) is [status, total, lines as [description, amount, discounts], amount
+ * due], oldest first; the ledger is [entry type, amount].
+ */
+import test from "ava";
+import { seats, simple, usd } from "../helpers/catalog-bodies.js";
+import { ledger } from "../helpers/credit-bodies.js";
+import { STORES } from "../helpers/db.js";
+import { Scenario } from "../helpers/scenario.js";
+import { useServer } from "../helpers/server.js";
+import type { Json } from "../helpers/subjects-api.js";
+
+async function bills(s: Scenario): Promise<unknown[]> {
+  return (await s.invoices())
+    .filter((i) => i.line_items.length > 0)
+    .map((i) => [i.status, i.total_amount.value, i.line_items.map((l: Json) => [l.description, l.amount.value, (l.discount_amounts as Json[]).map((d) => d.amount.value)]), i.amount_due.value]);
+}
+
+for (const store of STORES) {
+  const server = useServer(store);
+
+  test(`${store}: B's charge taken whole by a 3,000 off once coupon, B's unused time at a second upgrade is worth 0, not 500 at list`, async (t) => {
+    const s = await Scenario.start(server, "2026-02-01T00:00:00Z", { invoiceGraceSeconds: 15 * 86400 });
+    const m = await s.metric();
+    const a = await s.card({ name: "A", fixed_rates: [seats(1000)], usage_based_rates: [simple(m, usd(1))] });
+    const b = await s.card({ name: "B", fixed_rates: [seats(2000)], usage_based_rates: [simple(m, usd(1))] });
+    const c = await s.card({ name: "C", fixed_rates: [seats(2800)], usage_based_rates: [simple(m, usd(1))] });
+    const coupon = (await s.call("POST", "/coupons", { name: "Once", duration: "once", amount_off: { currency_code: "USD", value: 3000 } })).id;
+    const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
+    await s.events([["2026-02-10T00:00:00Z", "500"]]);
+    await s.advance("2026-02-14T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/discounts`, { coupon_id: coupon });
+    await s.advance("2026-02-15T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: b, behavior: "prorate" });
+    // Feb 15 (half left): −500 for A + 1,000 for B + 500 of usage; the coupon takes 1,500, 1,000 of it B's whole charge. The
+    // change lines net −500 + 1,000 − 1,000 = −500, to the balance; B's time to Mar 1 was paid 0.
+    t.deepEqual((await bills(s)).at(-1), ["draft", "0", [["API calls", "500", ["500"]]], "0"]);
+    t.deepEqual(await ledger(s), [["proration", "500"]]);
+    await s.events([["2026-02-16T00:00:00Z", "100"]]);
+    await s.advance("2026-02-22T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: c, behavior: "prorate" });
+    // Feb 22 (25% left): 100 of usage + C's 700 (2,800 − 2,000 = 800 × 25% = 200 above B's 500 at list, 500 + 200), B's unused time
+    // worth 0: 800, 500 of it paid by the balance, 300 due. The old code credited B's 25% at list: 100 − 500 + 700 = 300, 0 due.
+    t.deepEqual((await bills(s)).at(-1), [
+      "draft",
+      "800",
+      [
+        ["API calls", "100", []],
+        ["Remaining time on C (prorated: 25% of the period left)", "700", []],
+      ],
+      "300",
+    ]);
+    await s.advance("2026-03-10T00:00:00Z");
+    const all = await bills(s);
+    t.deepEqual(all.slice(-2), [
+      [
+        "paid",
+        "800",
+        [
+          ["API calls", "100", []],
+          ["Remaining time on C (prorated: 25% of the period left)", "700", []],
+        ],
+        "300",
+      ],
+      ["draft", "2800", [["Seats", "2800", []]], "2800"],
+    ]);
+    t.deepEqual(await ledger(s), [
+      ["proration", "500"],
+      ["application", "-500"],
+    ]);
+  });
+}
