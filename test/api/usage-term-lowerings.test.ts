@@ -1,7 +1,7 @@
 /**
  * Usage sent late, dated before a lowered usage multiplier (billed at once), is priced at the
  * multiplier in force when it was used, also when a raise follows in the same window; and a usage
- * window keeps at most 20 changes of usage terms (a 409 past them). Through the public API on a
+ * window keeps at most 20 changes of usage terms (a 400 past them), however many rates each changes. Through the public API on a
  * test clock, on MariaDB and SQLite; every figure is worked out beside it. A monthly card from
  * 2026-01-01 with 1 seat at 1,000 and API calls at 2 a unit (a sum metric, nothing included),
  * subscribed at ×3; invoices are final at once and paid by card.
@@ -144,5 +144,22 @@ for (const store of STORES) {
         "9000",
       ],
     );
+  });
+
+  test(`${store}: one change lowering 21 usage rates' multipliers is one change of the window's 20, in every window`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    const api = await s.metric();
+    const codes = Array.from({ length: 21 }, (_, i) => `r${i}`);
+    const card = await s.card({ fixed_rates: [seats()], usage_based_rates: codes.map((c) => usageRate(api, flat(2), { code: c, name: c })) });
+    const at = (m: string) => Object.fromEntries(codes.map((c) => [c, m]));
+    const id = (await s.subscribe({ rate_card_id: card, fixed_rate_quantities: { seats: 1 }, rate_price_multipliers: at("3") })).subscription.id;
+    await s.events([["2026-01-08T00:00:00Z", "10"]]);
+    await s.advance("2026-01-10T00:00:00Z");
+    // 21 rates × 3 → 1, each 10 units × 2 × (3 − 1) = 40 billed at once: 840. The old code counted the 21 rates as 21 changes: 400.
+    const jan = await s.raw("PATCH", `/subscriptions/${id}`, { rate_price_multipliers: at("1") });
+    await s.advance("2026-02-10T00:00:00Z");
+    const raised = await s.raw("PATCH", `/subscriptions/${id}`, { rate_price_multipliers: at("2") });
+    const invoices = await s.invoices();
+    t.deepEqual([jan.status, raised.status, reasonOf(raised.body as Json), (invoices[1] as Json).total_amount.value], [200, 200, undefined, "840"]);
   });
 }

@@ -145,14 +145,17 @@ export async function usageTermSettlement(
     const netted = pending.isZero() ? description : `${description}, net of earlier changes' ${displayMoney(formatDecimal(pending), card.currency ?? "USD")}`;
     if (net.gt(0)) out.lines.push({ description: netted, quantity: dec(1), unitAmount: net, amount: net, kind: "adjustment", key: `${rate.code}|`, windowInvoiceId: null });
   }
-  if (out.adjustments.length > had && out.adjustments.length > MAX_USAGE_TERM_CHANGES) throw tooManyChanges(s);
+  // Changes are counted, not rates: one PATCH changing many rates' terms is one change (its entries share `changedAt`).
+  if (out.adjustments.length > had && new Set(out.adjustments.map((a) => a.changedAt)).size > MAX_USAGE_TERM_CHANGES) throw tooManyChanges(s);
   return out;
 }
 
 /**
  * The most changes of usage terms a usage window keeps (docs/reference/limits.md): each is priced
  * again (its usage before it measured) by every invoice and preview of the window, and none can
- * be merged without pricing some usage at other terms than it was used under.
+ * be merged without pricing some usage at other terms than it was used under. A change is one
+ * PATCH that kept something, whatever the number of rates it changed (its entries, one per rate,
+ * share its instant), so a window keeps at most this many times the card's usage rates entries.
  */
 export const MAX_USAGE_TERM_CHANGES = 20;
 
