@@ -112,6 +112,50 @@ for (const store of STORES) {
     ]);
   });
 
+  test(`${store}: lowered 3 → 1, then the usage before it withdrawn: the close takes back what the lowering billed for it`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await lowered(s);
+    await s.advance("2026-01-12T00:00:00Z");
+    await s.events([["2026-01-08T00:00:00Z", "-1000"]]);
+    await s.events([["2026-01-15T00:00:00Z", "1000"]]);
+    await s.advance(FEB);
+    const b = await bills(s);
+    const due = (await s.invoices()).map((i) => (i.amount_due as Json).value);
+    t.deepEqual(
+      [b, due[2]],
+      [
+        [
+          LOWERED,
+          // Feb 1: 1 seat 1,000; 1,000 units (Jan 8's withdrawn: 1,000 − 1,000 + 1,000 of Jan 15) × 2 × 1 = 2,000; the lowering
+          // priced again: (3 − 1) × 2 × 0 units before Jan 10 = 0, less the 4,000 billed on Jan 10: −4,000. API calls in all:
+          // 4,000 + 2,000 − 4,000 = 2,000 = 1,000 × 2 at ×1. The old code took off at most the window's 2,000 of usage:
+          // 4,000 for API calls. A total below 0 asks nothing, as a late-usage invoice's below 0 does.
+          ["-1000", [SEATS, ["API calls", "usage", "1000", "2", "2000"], [LATE, "adjustment", "1", "-4000", "-4000"]]],
+        ],
+        "0",
+      ],
+    );
+  });
+
+  test(`${store}: lowered 3 → 1, then the usage before it withdrawn after the close: the next invoice takes back what the lowering billed for it`, async (t) => {
+    const s = await Scenario.start(server, JAN);
+    await lowered(s);
+    await s.events([["2026-01-15T00:00:00Z", "1000"]]);
+    await s.advance("2026-02-10T00:00:00Z");
+    await s.events([["2026-01-08T00:00:00Z", "-1000"]]);
+    await s.advance("2026-03-01T00:00:00Z");
+    t.deepEqual(await bills(s), [
+      LOWERED,
+      // Feb 1: 1 seat 1,000; 2,000 units × 2 × 1 = 4,000; the lowering priced again: 4,000 − 4,000 billed, no line.
+      ["5000", [SEATS, ["API calls", "usage", "2000", "2", "4000"]]],
+      // Mar 1: 1 seat 1,000; January's window again: usage 1,000 × 2 × 1 = 2,000 (−2,000) and the lowering (3 − 1) × 2 × 0
+      // = 0 less the 4,000 billed (−4,000): −6,000, one line for the key, −1,000 units (unit price as the other late lines show it). API calls in all: 4,000 + 4,000 −
+      // 6,000 = 2,000 = 1,000 × 2 at ×1 (the old code: −2,000 here, the lowering's −4,000 capped at the window's usage, 4,000
+      // in all). Below 0, as late usage withdrawn makes any late-usage invoice.
+      ["-5000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "-1000", "2", "-6000"]]],
+    ]);
+  });
+
   test(`${store}: 20 changes of usage terms in a window, each usage part at its own multiplier; the 21st is refused until the close`, async (t) => {
     const s = await Scenario.start(server, JAN);
     const id = await lowered(s);

@@ -77,19 +77,20 @@ function termChangesOf(s: Pick<UsageTerms, "usageAdjustments">, code: string, fr
 }
 
 /**
- * The adjustment lines of rate `code` for its changes of usage terms (usage-term-changes.ts: old
- * − new terms of its usage before each change, as priced now), keyed as the rate's usage
- * (`<code>|`) so discounts and taxes book them as its usage; those that add first, so together
- * they never take off more than the rate's usage lines `billed` (all price the same usage): a
- * window never bills less than nothing.
+ * Rate `code`'s adjustment lines for its changes of usage terms (usage-term-changes.ts: old − new
+ * terms of its usage before each, as priced now), keyed as its usage (`<code>|`) so discounts and
+ * taxes book them as such; as priced, those that add first, never taking off more than its usage
+ * lines `billed`, less what they billed at once (`settled`) whole: ×3 → ×1 over 1,000 units (4,000
+ * billed), those withdrawn, 1,000 used after: 2,000 + 0 − 4,000, not − 2,000 (capped).
  */
-function adjustmentLines(changes: { description: string; amount: Decimal }[], code: string, billed: Decimal): BillLine[] {
+function adjustmentLines(changes: { description: string; amount: Decimal; settled: Decimal }[], code: string, billed: Decimal): BillLine[] {
   let left = billed.gt(0) ? billed : ZERO;
   const out: BillLine[] = [];
   for (const a of [...changes.filter((c) => !c.amount.isNegative()), ...changes.filter((c) => c.amount.isNegative())]) {
-    const amount = a.amount.lt(left.neg()) ? left.neg() : a.amount;
+    const priced = a.amount.lt(left.neg()) ? left.neg() : a.amount;
+    left = left.plus(priced);
+    const amount = priced.minus(a.settled);
     if (amount.isZero()) continue;
-    left = left.plus(amount);
     out.push({ description: a.description, quantity: ONE, unitAmount: amount, amount, kind: "adjustment", key: `${code}|`, windowInvoiceId: null });
   }
   return out;
@@ -97,20 +98,19 @@ function adjustmentLines(changes: { description: string; amount: Decimal }[], co
 
 /**
  * The adjustments of a rate's kept changes `kept`, each priced now (`amounts`): those up to the
- * last billed at once (one with `settled`) as one, less what they billed at once: what the usage
- * before them sent since adds at the terms it was used under (nothing when none came);
- * the later ones each as priced.
+ * last billed at once (one with `settled`) as one, with what they billed at once (`settled`), so
+ * usage sent since before them adds at the terms it was used under; the later ones as priced.
  */
-function netOfSettled(name: string, kept: UsageTermsAdjustment[], amounts: Decimal[]): { description: string; amount: Decimal }[] {
+function netOfSettled(name: string, kept: UsageTermsAdjustment[], amounts: Decimal[]): { description: string; amount: Decimal; settled: Decimal }[] {
   let last = -1;
   for (const [i, a] of kept.entries()) if (a.settled !== undefined) last = i;
-  const rest = kept.slice(last + 1).map((a, i) => ({ description: a.description, amount: amounts[last + 1 + i] as Decimal }));
+  const rest = kept.slice(last + 1).map((a, i) => ({ description: a.description, amount: amounts[last + 1 + i] as Decimal, settled: ZERO }));
   if (last < 0) return rest;
-  let amount = ZERO;
-  for (let i = 0; i <= last; i++) amount = amount.plus(amounts[i] as Decimal).minus(kept[i]?.settled ?? ZERO);
+  let [amount, settled] = [ZERO, ZERO];
+  for (let i = 0; i <= last; i++) [amount, settled] = [amount.plus(amounts[i] as Decimal), settled.plus(kept[i]?.settled ?? ZERO)];
   const at = (t: string | undefined) => formatInstant(new Date(t ?? ""));
   const span = `${at(kept[last]?.since)} to ${at(kept[last]?.changedAt)}`;
-  return [{ description: `${name}: usage sent after changes of its terms billed at once, at the terms it was used under (${span})`, amount }, ...rest];
+  return [{ description: `${name}: usage sent after changes of its terms billed at once, at the terms it was used under (${span})`, amount, settled }, ...rest];
 }
 
 /** What a usage rate measured per combination of its dimension keys (see InvoiceBuilder.measureRate). */
