@@ -3,6 +3,7 @@
  * 0.3 ms of CPU per query, more than the query itself). Plain SQL here uses only `?`
  * placeholders and unquoted, non-reserved identifiers, so it runs unchanged on MySQL and SQLite.
  */
+import { type FirstSeenAnchor, anchorsOfJson } from "../billing/subscriptions/first-seen.js";
 import { STORABLE_END, STORABLE_FROM, storableTime } from "./columns.js";
 import type { Sql } from "./sql.js";
 
@@ -74,12 +75,15 @@ export function fromJsonText<T>(v: unknown): T {
   return (typeof v === "string" ? JSON.parse(v) : v) as T;
 }
 
-/** Instants by key (a usage window's first-seen anchors) as kept in JSON: ISO 8601 text. */
-export function isoAnchors(a: Record<string, Date>): Record<string, string> {
-  return Object.fromEntries(Object.entries(a).map(([k, at]) => [k, at.toISOString()]));
+/** A first-seen anchor as kept in JSON: its instant as ISO 8601 text, with the multiplier its earlier windows were billed at when known (else the text alone, as kept before it was). */
+export type StoredAnchor = string | { at: string; billedMultiplier: string };
+
+/** A usage window's first-seen anchors by key as kept in JSON (StoredAnchor). */
+export function isoAnchors(a: Record<string, FirstSeenAnchor>): Record<string, StoredAnchor> {
+  return Object.fromEntries(Object.entries(a).map(([k, x]) => [k, x.billedMultiplier === undefined ? x.at.toISOString() : { at: x.at.toISOString(), billedMultiplier: x.billedMultiplier }]));
 }
 
-/** Instants by key read back from JSON (see isoAnchors). */
-export function anchorsOfIso(a: Record<string, string>): Record<string, Date> {
-  return Object.fromEntries(Object.entries(a).map(([k, at]) => [k, new Date(at)]));
+/** First-seen anchors read back from JSON (see isoAnchors; an instant alone: no multiplier kept). */
+export function anchorsOfIso(a: Record<string, StoredAnchor>): Record<string, FirstSeenAnchor> {
+  return anchorsOfJson(a);
 }

@@ -34,7 +34,7 @@ for (const [name, all, before, want] of cases) {
 
 /** cappedChainLines: the chain's lines with its limit prorated by its share, less the earlier windows' with theirs. */
 const limited = (minimum: string | null, maximum: string | null) => ({ name: "users", minimum: minimum === null ? null : dec(minimum), maximum: maximum === null ? null : dec(maximum) });
-const cappedShown = (r: ReturnType<typeof cappedChainLines>) => [...r.usage, ...r.limits.map((x) => x.line)].map((x) => [x.cell ?? "", x.quantity.toString(), x.amount.toString()]);
+const cappedShown = (r: ReturnType<typeof cappedChainLines>) => [...r.usage, ...r.extra.map((x) => x.line)].map((x) => [x.cell ?? "", x.quantity.toString(), x.amount.toString()]);
 const half = dec("0.5");
 
 const cappedCases: [string, ReturnType<typeof limited>, ReturnType<typeof l>[], ReturnType<typeof l>[], string, string[][]][] = [
@@ -84,5 +84,44 @@ const cappedCases: [string, ReturnType<typeof limited>, ReturnType<typeof l>[], 
 for (const [name, rate, all, before, shareAll, want] of cappedCases) {
   test(`capped: ${name}`, (t) => {
     t.deepEqual(cappedShown(cappedChainLines(rate, all, before, dec(shareAll), half)), want);
+  });
+}
+
+/**
+ * cappedChainLines with the earlier windows billed at another multiplier than the one now in force
+ * (`billed`, kept with the anchor): their limit is taken from what they billed, and their usage at
+ * the multiplier now in force less that is one adjustment line (cell "").
+ */
+const since = new Date("2026-01-01T00:00:00Z");
+const from = new Date("2026-01-15T00:00:00Z");
+const repricedCases: [string, ReturnType<typeof l>[], ReturnType<typeof l>[], ReturnType<typeof l>[], string, string, string[][]][] = [
+  // x1 -> x2, maximum 1,000, 4 users before, the same 4: the chain 800 (x2), the earlier window billed
+  // 400 at x1 (under 500): no new user, +400 repriced, no maximum either side: 400, 800 in all.
+  ["raised, no new value", [l("4", "200")], [l("4", "200")], [l("4", "100")], "1", "2", [["", "1", "400"]]],
+  // x2 -> x1, 3 users before (600 at x2, capped at 500: 500 billed), 6 now (600 at x1, under 1,000):
+  // +300 for 3 new, −300 for the earlier 3 at x1 (300 − 600), +100 of the cut given back: 100, 600 in all.
+  [
+    "lowered, three new values",
+    [l("6", "100")],
+    [l("3", "100")],
+    [l("3", "200")],
+    "2",
+    "1",
+    [
+      ["", "3", "300"],
+      ["", "1", "-300"],
+      ["maximum", "1", "100"],
+    ],
+  ],
+  // The same multiplier: nothing repriced (the earlier windows' lines are the ones billed).
+  ["same multiplier", [l("5", "100")], [l("4", "100")], [l("4", "100")], "1", "1", [["", "1", "100"]]],
+];
+
+for (const [name, all, before, billed, was, now, want] of repricedCases) {
+  test(`capped, repriced: ${name}`, (t) => {
+    const r = cappedChainLines(limited(null, "1000"), all, before, dec(1), half, { lines: billed, was, now: dec(now), since, from });
+    t.deepEqual(cappedShown(r), want);
+    const adjustment = r.extra.find((x) => x.kind === "adjustment");
+    if (adjustment) t.is(adjustment.line.description, `users: the earlier windows' usage since the change (2026-01-01T00:00:00Z to 2026-01-15T00:00:00Z) at multiplier ${now}, billed at ${was}`);
   });
 }

@@ -12,11 +12,11 @@
  * count once, included units given once. A rate with a minimum or maximum amount or volume tiers
  * is anchored only when carried over on the same terms (sameTerms); its window bills the chain's
  * count priced with its limits prorated over the chain, less the earlier windows' count priced
- * with theirs (cappedChainLines), so the period costs its count priced once with the period's
- * limits. A card in between without such a rate breaks the chain
- * (the next window has no anchor for it: what was seen under a card that did not bill it so was
- * never billed), and so does a rate of another shape: the old rate did not bill what would be
- * subtracted. Anchors never cross a cycle's start: a cycle close, a pause and a resume start the
+ * with theirs at the multiplier they were billed at, which the anchor keeps (cappedChainLines), so
+ * the period costs its count priced once with the period's limits. A card in between without such
+ * a rate breaks the chain (the next window has no anchor for it: what was seen under a card that
+ * did not bill it so was never billed), and so does a rate of another shape: the old rate did not
+ * bill what would be subtracted. Anchors never cross a cycle's start: a cycle close, a pause and a resume start the
  * next window without any. A window without an anchor for a rate (every window stored before
  * anchors existed, or with anchors keyed otherwise) is measured over itself alone, as before.
  */
@@ -25,10 +25,19 @@ import { chargeAddsUp, coordinatesKey } from "../catalog/rates.js";
 import { limitLine } from "../invoicing/limits.js";
 import type { Line } from "../invoicing/line.js";
 import { total } from "../invoicing/lines.js";
-import { type Decimal, ZERO, dec } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { formatInstant } from "../time.js";
+import type { UsageWindow } from "./types.js";
 
-/** Per rate (firstSeenKey: its metric and code), a window's first-seen anchor (see the module's comment). */
-export type FirstSeen = Record<string, Date>;
+/**
+ * A unique_count rate's first-seen anchor: the start `at` of its chain of windows, and the
+ * multiplier `billedMultiplier` its earlier windows [at, window start) were billed at, that of the
+ * window just before (absent on anchors kept before it was: priced at the one in force).
+ */
+export type FirstSeenAnchor = NonNullable<UsageWindow["firstSeen"]>[string];
+
+/** Per rate (firstSeenKey: its metric and code), a window's first-seen anchor and the multiplier its earlier windows were billed at (see the module's comment). */
+export type FirstSeen = Record<string, FirstSeenAnchor>;
 
 /** The key of a rate's anchor: its pricing metric ID and its code (an ID never holds "/", so the key is unambiguous). */
 export function firstSeenKey(rate: Pick<UsageRate, "pricingMetricId" | "code">): string {
@@ -37,7 +46,19 @@ export function firstSeenKey(rate: Pick<UsageRate, "pricingMetricId" | "code">):
 
 /** A rate's anchor among a window's, if any. */
 export function anchorOf(firstSeen: FirstSeen | null | undefined, rate: Pick<UsageRate, "pricingMetricId" | "code">): Date | undefined {
-  return firstSeen?.[firstSeenKey(rate)];
+  return firstSeen?.[firstSeenKey(rate)]?.at;
+}
+
+/** The multiplier a rate's earlier windows since its anchor were billed at, if kept (an anchor kept before it was: none). */
+export function billedMultiplierOf(firstSeen: FirstSeen | null | undefined, rate: Pick<UsageRate, "pricingMetricId" | "code">): string | undefined {
+  return firstSeen?.[firstSeenKey(rate)]?.billedMultiplier;
+}
+
+/** Anchors as read back from JSON: an instant's ISO text (kept before the multiplier was), or the instant with the multiplier. */
+export function anchorsOfJson(a: Record<string, Date | string | { at: Date | string; billedMultiplier?: string }>): FirstSeen {
+  const of = (x: Date | string | { at: Date | string; billedMultiplier?: string }): FirstSeenAnchor =>
+    typeof x === "string" || x instanceof Date ? { at: new Date(x) } : { at: new Date(x.at), ...(x.billedMultiplier === undefined ? {} : { billedMultiplier: x.billedMultiplier }) };
+  return Object.fromEntries(Object.entries(a).map(([k, x]) => [k, of(x)]));
 }
 
 /** What the anchors are computed from: a card's usage rates (with a subscription's quantities) and the metrics they bill. */
@@ -46,12 +67,13 @@ export interface FirstSeenReads {
   metricsOf(environmentId: string, ids: string[]): Promise<Map<string, PricingMetric>>;
 }
 
-/** The window ending at a switch: its start, the cycle it lies in, its anchors, and the quantities its rates were priced with. */
+/** The window ending at a switch: its start, the cycle it lies in, its anchors, and the quantities and multipliers its rates were priced with. */
 export interface EndingWindow {
   usageSince: Date;
   periodStart: Date;
   periodEnd: Date;
   fixedRateQuantities: Record<string, string>;
+  rateMultipliers: Record<string, string>;
   firstSeen?: FirstSeen | null;
 }
 
@@ -111,7 +133,11 @@ function sameTerms(a: UsageRate, b: UsageRate): boolean {
  * `quantities`) starts at `at`; null when none. Only within `w`'s cycle: a new window starting at
  * or after its end (a timeline's move at the cycle's end) starts afresh, and an anchor is never
  * before the cycle's start. An empty ending window (two changes at one instant) passes its own
- * anchors on for the rates both cards have alike.
+ * anchors on for the rates both cards have alike. Each anchor keeps the multiplier the chain's
+ * windows up to `at` were billed at: the ending window's for the rate (a rate that does not add up
+ * is priced whole at the multiplier in force at its window's end: usage-term-changes.ts), so with
+ * the earlier windows' billing telescoping, what they billed is the chain up to `at` at that
+ * multiplier (cappedChainLines); an empty ending window billed nothing and passes its own on.
  */
 export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindow, oldCard: RateCard, newCard: RateCard, quantities: Record<string, string>, at: Date): Promise<FirstSeen | null> {
   if (at.getTime() >= w.periodEnd.getTime()) return null;
@@ -120,8 +146,10 @@ export async function firstSeenAfterSwitch(reads: FirstSeenReads, w: EndingWindo
   for (const [key, rate] of after) {
     const old = before.get(key);
     if (!old || !sameShape(old, rate)) continue;
-    const anchor = w.firstSeen?.[key] ?? w.usageSince;
-    if (anchor.getTime() >= w.periodStart.getTime() && anchor.getTime() < at.getTime()) out[key] = anchor;
+    const own = w.firstSeen?.[key];
+    const anchor = own?.at ?? w.usageSince;
+    const billedMultiplier = own && w.usageSince.getTime() >= at.getTime() ? own.billedMultiplier : (w.rateMultipliers[old.code] ?? "1");
+    if (anchor.getTime() >= w.periodStart.getTime() && anchor.getTime() < at.getTime()) out[key] = { at: anchor, ...(billedMultiplier === undefined ? {} : { billedMultiplier }) };
   }
   return Object.keys(out).length > 0 ? out : null;
 }
@@ -176,6 +204,15 @@ export interface RateLimits {
  * with the period's limits: ten users at 100 before and after a change on Jan 15, maximum 1,000:
  * 452 (1,000 capped at 1,000 × 14/31) then 1,000 − 452 = 548. A volume tier reached makes the
  * chain cheaper than what was billed: nothing then (never negative).
+ * `all` and `before` are priced at the multiplier now in force (`billed.now`); `billed`, when the
+ * earlier windows [`since`, `from`) were billed at another, `was` (their anchor keeps it), has
+ * their lines at that one: their limit line is taken from those, and the difference before −
+ * billed is one more line, an adjustment (kind "adjustment", keyed `cell` ""): their usage at the
+ * multiplier now in force instead of theirs. ×1, 4 users before a change on Jan 15, ×2 after, the
+ * same 4, maximum 1,000: 400, then the chain's 800 less the 400 billed = 400 (no new user, +400
+ * repriced), 800 as without the change; priced at ×2, the earlier window would be 800 capped at
+ * 451.61, and a cut of 348 never made would be given back. The extra lines: that adjustment, then
+ * the minimum and maximum lines.
  */
 export function cappedChainLines(
   rate: RateLimits,
@@ -183,15 +220,21 @@ export function cappedChainLines(
   before: readonly Line[],
   shareAll: Decimal,
   shareBefore: Decimal,
-): { usage: Line[]; limits: { kind: "minimum" | "maximum"; line: Line }[] } {
+  billed?: { lines: readonly Line[]; was: string; now: Decimal; since: Date; from: Date },
+): { usage: Line[]; extra: { kind: "adjustment" | "minimum" | "maximum"; line: Line }[] } {
   const usage = chainDiff(all, before);
-  const [now, was] = [limitLine(rate.name, total(all), rate.minimum, rate.maximum, shareAll), limitLine(rate.name, total(before), rate.minimum, rate.maximum, shareBefore)];
+  const paid = billed?.lines ?? before;
+  const delta = total(before).minus(total(paid));
+  const span = billed ? `(${formatInstant(billed.since)} to ${formatInstant(billed.from)}) at multiplier ${formatDecimal(billed.now)}, billed at ${formatDecimal(dec(billed.was))}` : "";
+  const description = `${rate.name}: the earlier windows' usage since the change ${span}`;
+  const extra: { kind: "adjustment" | "minimum" | "maximum"; line: Line }[] = [];
+  if (!delta.isZero()) extra.push({ kind: "adjustment", line: { description, quantity: dec(1), unitAmount: delta, amount: delta, cell: "" } });
+  const [now, was] = [limitLine(rate.name, total(all), rate.minimum, rate.maximum, shareAll), limitLine(rate.name, total(paid), rate.minimum, rate.maximum, shareBefore)];
   const of = (l: typeof now, kind: "minimum" | "maximum") => (l?.kind === kind ? l.line.amount : ZERO);
-  const limits: { kind: "minimum" | "maximum"; line: Line }[] = [];
   for (const kind of ["minimum", "maximum"] as const) {
     const amount = of(now, kind).minus(of(was, kind));
     if (amount.isZero()) continue;
-    limits.push({ kind, line: { description: `${rate.name} (${kind} per period, prorated, net of the earlier windows since the change)`, quantity: dec(1), unitAmount: amount, amount, cell: kind } });
+    extra.push({ kind, line: { description: `${rate.name} (${kind} per period, prorated, net of the earlier windows since the change)`, quantity: dec(1), unitAmount: amount, amount, cell: kind } });
   }
-  return total([...usage, ...limits.map((l) => l.line)]).isNegative() ? { usage: [], limits: [] } : { usage, limits };
+  return total([...usage, ...extra.map((l) => l.line)]).isNegative() ? { usage: [], extra: [] } : { usage, extra };
 }

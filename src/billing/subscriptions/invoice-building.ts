@@ -15,7 +15,7 @@ import type { SummaryService } from "../metering/usage.js";
 import { type Decimal, SCALE, ZERO, amountProblem, dec, formatDecimal } from "../money.js";
 import { formatInstant } from "../time.js";
 import { finalizeOpen } from "./booking.js";
-import { anchorOf, cappedChainLines, chainLines } from "./first-seen.js";
+import { anchorOf, anchorsOfJson, billedMultiplierOf, cappedChainLines, chainLines } from "./first-seen.js";
 import { storedKey } from "./line-keys.js";
 import type { BillingTx } from "./ports.js";
 import type { BillingReads } from "./reads.js";
@@ -68,8 +68,8 @@ export function multiplierOf(s: Pick<Subscription, "rateMultipliers">, code: str
  */
 type UsageTerms = Pick<Subscription, "subjectId" | "rateMultipliers"> & Partial<Pick<Subscription, "periodStart" | "periodEnd" | "firstSeen" | "usageAdjustments">>;
 
-/** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON). */
-type CycledWindow = UsageWindow & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Record<string, Date | string> };
+/** A usage window with the cycle it lies in and its anchors (Dates when made, ISO text when read back from JSON: anchorsOfJson). */
+type CycledWindow = Omit<UsageWindow, "firstSeen"> & { cycleStart?: Date | string; cycleEnd?: Date | string; firstSeen?: Parameters<typeof anchorsOfJson>[0] };
 
 /** `s`'s changes of usage terms of rate `code` settled on the window from `from` (usage-term-changes.ts). */
 function termChangesOf(s: Pick<UsageTerms, "usageAdjustments">, code: string, from: Date): UsageTermsAdjustment[] {
@@ -188,7 +188,7 @@ export class InvoiceBuilder {
       }));
       out.push(...lines);
       const limit = limitLine(rate.name, total(lines), money(rate.minimumAmount), money(rate.maximumAmount), share);
-      for (const l of capped ? capped.limits : limit ? [limit] : []) out.push({ ...l.line, kind: l.kind, key: `${rate.code}|${l.line.cell}`, windowInvoiceId: null });
+      for (const l of capped ? capped.extra : limit ? [limit] : []) out.push({ ...l.line, kind: l.kind, key: `${rate.code}|${l.line.cell}`, windowInvoiceId: null });
       out.push(...adjustmentLines(changes, rate.code, total(lines)));
     }
     return out;
@@ -215,14 +215,14 @@ export class InvoiceBuilder {
   }
 
   /**
-   * An anchored window [from, to) of a rate with a minimum or maximum amount or volume tiers
-   * (first-seen.ts cappedChainLines): the chain from `since` priced with its limits prorated by its
-   * share of `cycle`, less the earlier windows [since, from) priced with theirs.
+   * An anchored window [from, to) of a limited or volume-tiered rate (first-seen.ts cappedChainLines): the chain from `since` less the earlier windows as billed, at the multiplier their anchor keeps.
    */
   private async cappedChain(rate: ChargedRates["usage"][number], metric: PricingMetric, s: UsageTerms, since: Date, from: Date, to: Date, cycle: Cycle) {
     const { before, all } = await this.measureChain(rate, metric, s.subjectId, since, from, to, true);
+    const was = billedMultiplierOf(s.firstSeen, rate);
+    const billed = was !== undefined && to > from ? { lines: this.linesOf(rate, before, { rateMultipliers: { [rate.code]: was } }), was, now: multiplierOf(s, rate.code), since, from } : undefined;
     const limits = { name: rate.name, minimum: money(rate.minimumAmount), maximum: money(rate.maximumAmount) };
-    return cappedChainLines(limits, this.linesOf(rate, all, s), this.linesOf(rate, before, s), windowShare(since, to, cycle), windowShare(since, from, cycle));
+    return cappedChainLines(limits, this.linesOf(rate, all, s), this.linesOf(rate, before, s), windowShare(since, to, cycle), windowShare(since, from, cycle), billed);
   }
 
   /** One usage rate's usage for [from, to), measured once (as rateLines measures it), to price at given multipliers. */
@@ -372,7 +372,7 @@ export class InvoiceBuilder {
     // A window stored without its cycle (billed before cycles were kept): assumedCycle.
     const cycle = cycleStart && cycleEnd ? { start: new Date(cycleStart), end: new Date(cycleEnd) } : null;
     // A window stored without anchors (all those billed before them) is measured over itself alone.
-    const anchors = firstSeen ? Object.fromEntries(Object.entries(firstSeen).map(([id, at]) => [id, new Date(at)])) : null;
+    const anchors = firstSeen ? anchorsOfJson(firstSeen) : null;
     return this.usageLines(card, { subjectId, fixedRateQuantities: w.fixedRateQuantities, rateMultipliers: w.rateMultipliers, firstSeen: anchors, usageAdjustments }, w.from, w.to, cycle);
   }
 

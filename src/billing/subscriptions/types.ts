@@ -35,7 +35,7 @@ export interface Subscription {
   /** Start of the usage not yet invoiced (the period start, or the last rate-card change). */
   usageSince: Date;
   /** The first-seen anchors of the usage window from usageSince (see UsageWindow.firstSeen); absent or null: none. */
-  firstSeen?: Record<string, Date> | null;
+  firstSeen?: Record<string, { at: Date; billedMultiplier?: string }> | null;
   /** The usage window's adjustments for changes of its usage terms (UsageTermsAdjustment); absent or null: none. */
   usageAdjustments?: UsageTermsAdjustment[] | null;
   fixedRateQuantities: Record<string, string>;
@@ -136,8 +136,8 @@ export interface UsageWindow {
   /** The billing cycle the window lies in (minimums and maximums are prorated by the window's share of it); absent on windows billed before it was kept. */
   cycleStart?: Date;
   cycleEnd?: Date;
-  /** Per unique_count rate (first-seen.ts firstSeenKey: its metric and code), its first-seen anchor: the window bills its chain's count since then less that before `from`; absent: none. */
-  firstSeen?: Record<string, Date>;
+  /** Per unique_count rate (first-seen.ts firstSeenKey: its metric and code), its first-seen anchor `at` and the multiplier `billedMultiplier` its earlier windows [at, from) were billed at (absent on anchors kept before it was: the one in force): the window bills its chain's count since `at` less that before `from`, as billed; absent: none. */
+  firstSeen?: Record<string, { at: Date; billedMultiplier?: string }>;
   /** The window's adjustments for changes of its usage terms (see UsageTermsAdjustment); absent: none. */
   usageAdjustments?: UsageTermsAdjustment[];
 }

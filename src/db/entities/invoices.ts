@@ -66,8 +66,8 @@ export interface InvoiceBasisRow {
   /** The cycle the window lies in, ISO 8601 (absent on windows written before it was kept). */
   cycleStart?: string;
   cycleEnd?: string;
-  /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601 (absent: none, as on every window written before; a key of another form matches no rate). */
-  firstSeen?: Record<string, string>;
+  /** Per rate (pricing metric ID "/" rate code), the window's first-seen anchor, ISO 8601, with the multiplier its earlier windows were billed at (text alone: kept before it was); absent: none, as on every window written before; a key of another form matches no rate. */
+  firstSeen?: Record<string, string | { at: string; billedMultiplier: string }>;
   /** The window's changes of usage terms it settles (UsageTermsAdjustment: rate, when, old and new multiplier; absent: none). */
   usageAdjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string; settled?: string }[];
 }

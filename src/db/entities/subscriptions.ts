@@ -42,7 +42,7 @@ export interface SubscriptionRow {
   proration_credits?: { description: string; amount: string; whole?: string; tax?: string }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
-  first_seen?: Record<string, string> | null;
+  first_seen?: Record<string, string | { at: string; billedMultiplier: string }> | null;
   usage_adjustments?: { code: string; since: string; changedAt: string; old: string; new: string; description: string; settled?: string }[] | null;
   created_at: Date;
   updated_at: Date;
@@ -91,7 +91,7 @@ export function subscriptionsEntities(dialect: Dialect, exact: ExactText) {
       commitment: jsonColumn(dialect, true),
       // The terms the current period's fixed charges were billed at, where they differ from the row's (JSON; NULL: the row's).
       charged_terms: jsonColumn(dialect, true),
-      // The first-seen anchors of the usage window from usage_since: per rate (pricing metric ID "/" rate code), ISO 8601 (JSON; NULL: none).
+      // The first-seen anchors of the usage window from usage_since: per rate (pricing metric ID "/" rate code), ISO 8601, with the multiplier its earlier windows were billed at (JSON; NULL: none).
       first_seen: jsonColumn(dialect, true),
       // The usage window's changes of usage terms to settle on its invoice: per change, rate, instant, old and new multiplier, the window's start (JSON; NULL: none).
       usage_adjustments: jsonColumn(dialect, true),
