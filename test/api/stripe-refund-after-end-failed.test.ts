@@ -111,4 +111,31 @@ for (const store of STORES) {
     t.deepEqual((await paymentState(server.db.url, inv.id)).refundedAfterEnd, [{ reference: a.id, refundId, amount: "4900" }]);
     t.is((await refundFailedEvents(s, inv.id)).length, 0);
   });
+
+  test.serial(
+    `${store}: a refund after the invoice ended that Stripe fails at once is recorded by its ID: its refund.failed is answered 200 and announced once, not 409 on every delivery`,
+    async (t) => {
+      const { server, fake } = ctx;
+      const { s, inv, a } = await waitingRenewal(t, ctx);
+      await completedHeld(fake, a.id);
+      (fake.state as { refundStatus: string }).refundStatus = "failed";
+      await s.call("POST", "/credit-notes", { invoice_id: inv.id, reason: "other", outcome: "reduce_amount_due" });
+      await fake.releaseHeld();
+      await fake.settle();
+      const refunds = refundsOf(fake, a.id);
+      t.is(refunds.length, 1);
+      const refundId = String(refunds[0]?.[0]);
+      await fake.settleRefund(refundId, "failed", "expired_or_canceled_card");
+      await fake.settle();
+      for (let k = 0; k < 2; k++) {
+        for (const e of fake.events().filter((e) => String(e.type).startsWith("refund.") && (e.data as Json).object.id === refundId)) await fake.redeliver(String(e.id));
+        await fake.settle();
+      }
+      const [recorded] = (await paymentState(server.db.url, inv.id)).refundedAfterEnd as Json[];
+      // Refused at once and named by its ID (it used to be recorded with none, so its events never found it: 409, redelivered for days).
+      t.deepEqual([recorded?.refundId, answers(fake, refundId).filter(([, st]) => st !== 200)], [refundId, []]);
+      t.is((await refundFailedEvents(s, inv.id)).length, 1);
+      t.is(refundsOf(fake, a.id).length, 1);
+    },
+  );
 }

@@ -197,7 +197,8 @@ export interface RefundUpdated {
  * `pending` when the money is not back yet: Stripe's refund in status pending, which may still
  * fail days later, told by its webhooks), or refused for good.
  */
-export type RefundOutcome = { ok: true; refundId: string; amount?: string; pending?: boolean } | { ok: false; message: string };
+/** A refusal may name the refund the provider made and failed at once (Stripe: a refund created `failed`), whose events name it later. */
+export type RefundOutcome = { ok: true; refundId: string; amount?: string; pending?: boolean } | { ok: false; message: string; refundId?: string };
 
 /** A refund the provider made and did not refuse or fail: its ID, its amount, and `pending` when the money is not back yet. */
 export type MadeRefundAnswer = { refundId: string; amount: string; pending?: boolean };

@@ -126,7 +126,7 @@ async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, 
 
 /** A refund as Stripe holds it: made (pending until it settles), or refused when failed or canceled. */
 function outcomeOfRefund(r: Stripe.Refund, currency: string): RefundOutcome {
-  if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).` };
+  if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).`, refundId: r.id };
   // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
   return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
 }
