@@ -73,4 +73,30 @@ for (const store of STORES) {
       ["application", "-500"],
     ]);
   });
+
+  test(`${store}: a 1,200 off once coupon split between B's charge and usage: B took 700 of it, so B's unused time at a second upgrade is worth 150`, async (t) => {
+    const s = await Scenario.start(server, "2026-02-01T00:00:00Z", { invoiceGraceSeconds: 15 * 86400 });
+    const m = await s.metric();
+    const a = await s.card({ name: "A", fixed_rates: [seats(1000)], usage_based_rates: [simple(m, usd(1))] });
+    const b = await s.card({ name: "B", fixed_rates: [seats(2000)], usage_based_rates: [simple(m, usd(1))] });
+    const c = await s.card({ name: "C", fixed_rates: [seats(2800)], usage_based_rates: [simple(m, usd(1))] });
+    const coupon = (await s.call("POST", "/coupons", { name: "Once", duration: "once", amount_off: { currency_code: "USD", value: 1200 } })).id;
+    const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
+    await s.events([["2026-02-10T00:00:00Z", "500"]]);
+    await s.advance("2026-02-14T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/discounts`, { coupon_id: coupon });
+    await s.advance("2026-02-15T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: b, behavior: "prorate" });
+    // Feb 15 (half left): −500 for A + 1,000 for B + 500 of usage. Booked with the change lines the 1,200 spreads 800 on B and
+    // 400 on usage; without them usage alone takes 500: the change lines took 1,200 − 500 = 700, B's 1,000 was paid 300, and
+    // −500 + 1,000 − 700 = −200 goes to the balance.
+    t.deepEqual(await ledger(s), [["proration", "200"]]);
+    await s.events([["2026-02-16T00:00:00Z", "100"]]);
+    await s.advance("2026-02-22T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: c, behavior: "prorate" });
+    // Feb 22 (25% left): B's unused time 2,000 × 25% = 500 at list, 70% of B's charge taken by the coupon: worth 500 × 30%
+    // = 150 (the share booked on B's line, 800, made it 100). 100 of usage − 150 + C's 700 = 650.
+    const last = (await bills(s)).at(-1) as [string, string, [string, string, string[]][], string];
+    t.deepEqual([last[1], last[2].map((l) => l[1])], ["650", ["100", "-150", "700"]]);
+  });
 }

@@ -93,7 +93,7 @@ export async function changeCredit(tx: BillingTx, inv: Invoice, at: Date): Promi
   await spendOnce(tx.booking, inv, full, rest, at);
   const named = changeLines.length === 1 ? (changeLines[0]?.description ?? "") : `Net of ${changeLines.map((l) => l.description).join("; ")}`;
   const description = named.length > 1000 ? `${named.slice(0, 997)}...` : named;
-  return { invoice: without, credits: [{ description, amount: formatDecimal(net) }], charge: newCardCharge(full) };
+  return { invoice: without, credits: [{ description, amount: formatDecimal(net) }], charge: newCardCharge(full, rest) };
 }
 
 /** What a change charged for the new card's time and what discounts took of it (decimal strings), its lines gone to the balance (change-lines.ts ChangeChargeTerms). */
@@ -102,12 +102,19 @@ export interface NewCardCharge {
   discounted: string;
 }
 
-/** The new card's charge lines of `booked` (a change's invoice as booked with its lines): their amounts and their discounts. */
-function newCardCharge(booked: Invoice): NewCardCharge {
-  const lines = booked.lines.filter((l) => isChangeLine(l) && dec(l.amount).gt(0));
-  const sum = (f: (l: InvoiceLine) => Decimal) => lines.reduce((a, l) => a.plus(f(l)), ZERO);
-  const discounted = sum((l) => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO));
-  return { charged: formatDecimal(sum((l) => dec(l.amount))), discounted: formatDecimal(discounted) };
+/**
+ * The new card's charge lines of `full` (a change's invoice as booked with its lines): their
+ * amounts, and what discounts took of them: what `full` took in all less what `rest` (booked
+ * without the change lines) took, at most their amount. A coupon the usage also takes is spread
+ * over both when booked with them, so the lines' own share of it is not what they took: 1,200 off
+ * once over B's 1,000 and 500 of usage books 800 on B, but usage alone takes 500, so B took 700.
+ */
+function newCardCharge(full: Invoice, rest: Invoice): NewCardCharge {
+  const charged = full.lines.filter((l) => isChangeLine(l) && dec(l.amount).gt(0)).reduce((a, l) => a.plus(dec(l.amount)), ZERO);
+  const discounts = (i: Invoice) => (i.discounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
+  const took = discounts(full).minus(discounts(rest));
+  const discounted = took.isNegative() ? ZERO : took.gt(charged) ? charged : took;
+  return { charged: formatDecimal(charged), discounted: formatDecimal(discounted) };
 }
 
 /**
