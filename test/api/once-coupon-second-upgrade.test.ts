@@ -99,4 +99,27 @@ for (const store of STORES) {
     const last = (await bills(s)).at(-1) as [string, string, [string, string, string[]][], string];
     t.deepEqual([last[1], last[2].map((l) => l[1])], ["650", ["100", "-150", "700"]]);
   });
+
+  test(`${store}: B's charge taken whole by the coupon, a downgrade back to A in between keeps B's time worth 0 at the upgrade to C`, async (t) => {
+    const s = await Scenario.start(server, "2026-02-01T00:00:00Z", { invoiceGraceSeconds: 15 * 86400 });
+    const m = await s.metric();
+    const a = await s.card({ name: "A", fixed_rates: [seats(1000)], usage_based_rates: [simple(m, usd(1))] });
+    const b = await s.card({ name: "B", fixed_rates: [seats(2000)], usage_based_rates: [simple(m, usd(1))] });
+    const c = await s.card({ name: "C", fixed_rates: [seats(2800)], usage_based_rates: [simple(m, usd(1))] });
+    const coupon = (await s.call("POST", "/coupons", { name: "Once", duration: "once", amount_off: { currency_code: "USD", value: 3000 } })).id;
+    const sub = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription;
+    await s.events([["2026-02-10T00:00:00Z", "500"]]);
+    await s.advance("2026-02-14T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/discounts`, { coupon_id: coupon });
+    await s.advance("2026-02-15T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: b, behavior: "prorate" });
+    await s.advance("2026-02-18T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: a, behavior: "prorate" });
+    await s.advance("2026-02-22T00:00:00Z");
+    await s.call("POST", `/subscriptions/${sub.id}/change-rate-card`, { rate_card_id: c, behavior: "prorate" });
+    // Feb 18: B → A charges nothing; the period stays paid on B, at 0 (the coupon took B's whole charge). Feb 22 (25% left):
+    // C's 2,800 × 25% = 700, B's unused time worth 0: 700 (it credited B's 25% at list again, −500: 200).
+    const last = (await bills(s)).at(-1) as [string, string, [string, string, string[]][], string];
+    t.deepEqual([last[1], last[2].map((l) => l[1])], ["700", ["700"]]);
+  });
 }

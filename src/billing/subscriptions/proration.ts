@@ -215,7 +215,13 @@ export function chargedAfterSwitch(s: Subscription, cardId: string, next: TermsO
   const paid = chargedCardTerms(s);
   const terms = { fixedRateQuantities: { ...paid.fixedRateQuantities }, rateMultipliers: { ...paid.rateMultipliers } };
   const after = charged || (paid.rateCardId === cardId && sameTerms(paid, next)) ? null : paid.rateCardId === cardId ? terms : { ...terms, rateCardId: paid.rateCardId };
-  if (!charge) return after;
+  if (!charge) {
+    // A change that charged nothing keeps the period's paid card, and what an earlier change charged for it (B → A → C: B's time paid 0 stays 0).
+    const prior = (s.chargedTerms as ChangeChargeTerms | null | undefined)?.changeCharge;
+    const keeps = after !== null && prior?.periodStart === s.periodStart.toISOString() && prior.rateCardId === ("rateCardId" in after ? after.rateCardId : cardId);
+    const kept: ChangeChargeTerms | null = keeps && after !== null && prior ? { ...after, changeCharge: prior } : after;
+    return kept;
+  }
   const kept: ChangeChargeTerms = {
     ...(after ?? { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } }),
     changeCharge: { periodStart: s.periodStart.toISOString(), rateCardId: cardId, ...charge },
