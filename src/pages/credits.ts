@@ -54,6 +54,7 @@ export const ENTRY_LABELS: Record<LedgerEntryType, string> = {
   proration: "Proration credit",
   credit_note: "Credit note",
   reinstatement: "Given back: invoice voided",
+  invoice_credit: "Credit from an invoice below zero",
 };
 
 const CATEGORY_LABELS: Record<string, string> = { paid: "Paid", promotional: "Promotional" };

@@ -11,6 +11,7 @@
 import test from "ava";
 import { seats } from "../helpers/catalog-bodies.js";
 import { reasonOf } from "../helpers/clients.js";
+import { creditState, ledger } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { EXACT, flat, lineOf, patch, usageRate } from "../helpers/price-bodies.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -121,8 +122,11 @@ for (const store of STORES) {
     await s.advance(FEB);
     const b = await bills(s);
     const due = (await s.invoices()).map((i) => (i.amount_due as Json).value);
+    const granted = await ledger(s);
+    await s.advance("2026-03-01T00:00:00Z");
+    const march = (await s.invoices())[3] as Json;
     t.deepEqual(
-      [b, due[2]],
+      [b, due[2], granted, [march.total_amount.value, march.amount_due.value], await ledger(s)],
       [
         [
           LOWERED,
@@ -133,6 +137,14 @@ for (const store of STORES) {
           ["-1000", [SEATS, ["API calls", "usage", "1000", "2", "2000"], [LATE, "adjustment", "1", "-4000", "-4000"]]],
         ],
         "0",
+        // The −1,000 goes to the balance (DESIGN §14: a credit never becomes a negative invoice), as it is finalized; the old code kept it on the invoice, lost.
+        [["invoice_credit", "1000"]],
+        // Mar 1: 1 seat 1,000, no usage; paid from the 1,000 granted: due 1,000 − 1,000 = 0, the balance 0.
+        ["1000", "0"],
+        [
+          ["invoice_credit", "1000"],
+          ["application", "-1000"],
+        ],
       ],
     );
   });
@@ -154,6 +166,26 @@ for (const store of STORES) {
       // in all). Below 0, as late usage withdrawn makes any late-usage invoice.
       ["-5000", [SEATS, ["Late usage adjustment: API calls (period 2026-01-01T00:00:00Z to 2026-02-01T00:00:00Z)", "adjustment", "-1000", "2", "-6000"]]],
     ]);
+    // Mar 1's −5,000 (1,000 − 6,000) asks nothing and goes to the balance (DESIGN §14); the old code kept it on the invoice, lost.
+    const march = (await s.invoices())[3] as Json;
+    const granted = await ledger(s);
+    await s.advance("2026-04-01T00:00:00Z");
+    const april = (await s.invoices())[4] as Json;
+    t.deepEqual(
+      [[march.status, march.amount_due.value], granted, [april.total_amount.value, april.amount_due.value], await ledger(s), await creditState(s)],
+      [
+        // Nothing due: paid at once (so it cannot be voided, which would have to take the credit back).
+        ["paid", "0"],
+        [["invoice_credit", "5000"]],
+        // Apr 1: 1 seat 1,000, no usage in March; paid from the 5,000: due 1,000 − 1,000 = 0, 5,000 − 1,000 = 4,000 left.
+        ["1000", "0"],
+        [
+          ["invoice_credit", "5000"],
+          ["application", "-1000"],
+        ],
+        ["4000", "4000"],
+      ],
+    );
   });
 
   test(`${store}: 20 changes of usage terms in a window, each usage part at its own multiplier; the 21st is refused until the close`, async (t) => {

@@ -39,9 +39,13 @@ export interface GrantFilter {
 export interface CreditWrites {
   /**
    * Inserts a grant and, unless it is pending payment (or failed), its positive ledger entry
-   * ("grant", "proration" for a proration credit, "credit_note" for a credit note's) of its whole amount.
+   * ("grant", "proration" for a proration credit, "credit_note" for a credit note's, "invoice_credit"
+   * for a negative invoice's) of its whole amount.
    */
-  insertGrant(g: CreditGrant, entry?: { type: "grant" | "proration" | "credit_note"; invoiceId: string | null; description: string; creditNoteId?: string }): Promise<LedgerEntry | undefined>;
+  insertGrant(
+    g: CreditGrant,
+    entry?: { type: "grant" | "proration" | "credit_note" | "invoice_credit"; invoiceId: string | null; description: string; creditNoteId?: string },
+  ): Promise<LedgerEntry | undefined>;
   /** The grant, locked until the transaction ends (on SQLite the transaction holds the file). */
   lockGrant(environmentId: string, id: string): Promise<CreditGrant | undefined>;
   /**

@@ -43,11 +43,12 @@ export interface CreditGrant {
 }
 
 /**
- * `grant`, `proration`, `credit_note` (a credit note's credit, DESIGN §15) and `reinstatement` (an
- * application given back when its invoice is voided) are positive; `application`, `expiry` and
- * `void` negative.
+ * `grant`, `proration`, `credit_note` (a credit note's credit, DESIGN §15), `reinstatement` (an
+ * application given back when its invoice is voided) and `invoice_credit` (an invoice that became
+ * open with a negative total: what it comes to below 0, DESIGN §14) are positive; `application`,
+ * `expiry` and `void` negative.
  */
-export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration" | "credit_note" | "reinstatement";
+export type LedgerEntryType = "grant" | "application" | "expiry" | "void" | "proration" | "credit_note" | "reinstatement" | "invoice_credit";
 
 export interface LedgerEntry {
   id: string;

@@ -17,7 +17,7 @@ import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
 import { takeCarried } from "../payments/carries.js";
 import { cardOfKey } from "./line-cards.js";
-import { applyCredits, chargeLines, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
+import { applyCredits, chargeLines, grantNegativeTotal, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
 import { type Invoice, isInternal } from "./types.js";
 
@@ -165,6 +165,8 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () =>
     credited[k] = inv.status === "open" ? await applyCredits(tx, inv, atOf(inv), listed.get(inv.id)) : inv;
   }
   const numbered = booking ? await numberAll(booking, credited) : credited;
+  // A total below 0 goes to the subject's balance, never to a negative amount due (DESIGN §14), named with its number.
+  for (const k of order) await grantNegativeTotal(tx, numbered[k] as Invoice, atOf(numbered[k] as Invoice));
   // Finalized as it commits, after the lock waits above (discounts, grants, the number sequence),
   // not when its lines were computed: a finance export up to an instant already past never misses it.
   const at = now();

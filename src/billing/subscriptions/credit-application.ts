@@ -38,7 +38,7 @@ import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply
 import type { CreditApplication, CreditGrant } from "../credits/types.js";
 import { AbortedError } from "../errors.js";
 import { creditGrantEvent } from "../events/types.js";
-import { randomBase62 } from "../ids.js";
+import { derivedBase62, randomBase62 } from "../ids.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { BillingStores, BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
@@ -212,4 +212,38 @@ export async function grantProrationCredits(tx: BillingTx, s: Subscription, curr
     await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
   }
   return [];
+}
+
+/**
+ * A credit never becomes a negative invoice (DESIGN §14): open invoice `inv`, booked with a total
+ * below 0 (late usage withdrawn after its period closed: a −6,000 adjustment on a 1,000 charge,
+ * total −5,000, amount due 0), grants −total (5,000) to its subject's balance in its currency as
+ * of `at`, in the transaction that makes it open, with an "invoice_credit" ledger entry naming it;
+ * the invoice keeps its total. The grant's ID is derived from the invoice's, so the store's unique
+ * key lets one invoice grant once. Nothing where the store keeps no credits.
+ */
+export async function grantNegativeTotal(tx: BillingTx, inv: Invoice, at: Date): Promise<void> {
+  const amount = dec(inv.total).neg();
+  if (!tx.credits || inv.status !== "open" || !amount.gt(0)) return;
+  const grant = {
+    id: `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`,
+    environmentId: inv.environmentId,
+    subjectId: inv.subjectId,
+    currency: inv.currency,
+    amount: formatDecimal(amount),
+    remaining: formatDecimal(amount),
+    category: "promotional" as const,
+    priority: 50,
+    effectiveAt: at,
+    expiresAt: null,
+    appliesToRateCodes: [],
+    metadata: { invoice_id: inv.id, subscription_id: inv.subscriptionId },
+    status: "active" as const,
+    invoiceId: null,
+    createdAt: at,
+    voidedAt: null,
+    expiredAt: null,
+  };
+  await tx.credits.insertGrant(grant, { type: "invoice_credit", invoiceId: inv.id, description: `Credit from invoice ${inv.number ?? inv.id} (total below zero)` });
+  await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
 }

@@ -159,7 +159,8 @@ export type CreditLedgerEntry = Message<"billing.v1.CreditLedgerEntry"> & {
    * credited to the subject), "credit_note" (positive: a credit note's credit to the balance,
    * DESIGN §15), or "reinstatement" (positive: an application given back when its invoice was
    * voided; followed by an "expiry" or "void" of the same amount on that invoice when the grant
-   * had expired or been voided by then).
+   * had expired or been voided by then), or "invoice_credit" (positive: what an invoice that
+   * became open with a total below 0 came to below 0, on the balance instead, DESIGN §14).
    *
    * @generated from field: string entry_type = 4;
    */
@@ -173,7 +174,7 @@ export type CreditLedgerEntry = Message<"billing.v1.CreditLedgerEntry"> & {
   amount?: Amount | undefined;
 
   /**
-   * The invoice an application spent on, or a proration came from; absent (JSON null) otherwise.
+   * The invoice an application spent on, a proration or an invoice credit came from; absent (JSON null) otherwise.
    *
    * @generated from field: optional string invoice_id = 6;
    */
