@@ -11,7 +11,10 @@
  *   one), as a `carried_balance` line after discounts and taxes (it was booked on its own invoice):
  *   its total and amount due include it once, and credit may pay it like the rest;
  * - until then it stays pending, owed, whatever becomes of the subscription (a cancelled one's
- *   subject still owes it: its next invoice in that currency, of any subscription, takes it).
+ *   subject still owes it: its next invoice in that currency, of any subscription, takes it);
+ * - an invoice that took it and is voided gives it back in the void's transaction (releaseCarried):
+ *   pending again, the next invoice takes it; one written off (uncollectible) keeps it, written
+ *   off with it.
  * Never on a credit purchase's invoice (neither discounted, taxed nor credited) or an invoice kept
  * internal (no lines, zero total).
  */
@@ -31,6 +34,8 @@ export interface CarryWrites {
   carry(i: Pick<Invoice, "id" | "environmentId" | "subjectId" | "currency" | "number">, amount: string, at: Date): Promise<boolean>;
   /** Takes for invoice `invoiceId` every debit of the subject in `currency` still pending, at `at`; the ones it took, oldest first. */
   take(environmentId: string, subjectId: string, currency: string, invoiceId: string, at: Date): Promise<CarriedDebit[]>;
+  /** Gives back the debits invoice `invoiceId` took (it was voided: it collects nothing), pending again for the subject's next invoice; how many. */
+  release(environmentId: string, invoiceId: string): Promise<number>;
 }
 
 /** The carried debits' reads. */
@@ -72,4 +77,9 @@ export function withCarried(inv: Invoice, debits: readonly CarriedDebit[]): Invo
 export async function takeCarried(tx: { carries?: CarryWrites }, inv: Invoice, at: Date): Promise<Invoice> {
   if (!tx.carries || !takesCarried(inv)) return inv;
   return withCarried(inv, await tx.carries.take(inv.environmentId, inv.subjectId, inv.currency, inv.id, at));
+}
+
+/** Gives back, in the transaction `tx` that voids invoice `inv`, the debits it took: pending again (owed, the next invoice takes them). */
+export async function releaseCarried(tx: { carries?: CarryWrites }, inv: Pick<Invoice, "environmentId" | "id">): Promise<void> {
+  await tx.carries?.release(inv.environmentId, inv.id);
 }

@@ -53,5 +53,9 @@ export function carryWrites(em: EntityManager, E: Entities): CarryWrites {
       const rows = await em.find(E.CarriedDebit, { where: { environment_id: environmentId, applied_invoice_id: invoiceId }, order: { created_at: "ASC", source_invoice_id: "ASC" } });
       return rows.map((r) => ({ sourceInvoiceId: r.source_invoice_id, sourceNumber: r.source_number, amount: r.amount }));
     },
+    async release(environmentId, invoiceId) {
+      const res = await em.update(E.CarriedDebit, { environment_id: environmentId, applied_invoice_id: invoiceId }, { applied_invoice_id: null, applied_at: null });
+      return res.affected ?? 0;
+    },
   };
 }
