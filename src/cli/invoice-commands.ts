@@ -6,7 +6,8 @@
  * the currency's smallest unit, plus the invoice total in major units. Read page by page: an export
  * of any size holds one page.
  */
-import { dec } from "../billing/money.js";
+import { dec, formatDecimal } from "../billing/money.js";
+import { carriedInOf } from "../billing/payments/carries.js";
 import { type InvoiceLine, amountDueOf, isInternal } from "../billing/subscriptions/types.js";
 import type { Environment } from "../billing/tenancy.js";
 import { type ExportCursor, type ExportedBy, type ExportedInvoice, InvoiceExportStore } from "../db/stores/invoice-export-store.js";
@@ -54,8 +55,10 @@ const COLUMNS: Column<Row>[] = [
   ["amount_due", (r) => exact(amountDueOf(r.inv))],
   ["voided_at", (r) => r.inv.voidedAt?.toISOString() ?? ""],
   ["marked_uncollectible_at", (r) => r.inv.markedUncollectibleAt?.toISOString() ?? ""],
-  // DESIGN §16: an amount due below the provider's minimum charge, not collected: carried to the next invoice (a carried_balance line there).
+  // DESIGN §16: an amount due below the provider's minimum charge, not collected: carried to the next invoice (its amount_carried_in there).
   ["amount_carried", (r) => exact(r.inv.payment?.carried ?? "0")],
+  // What it took of earlier invoices' amounts carried: in its amount_due, not its total (counted in theirs).
+  ["amount_carried_in", (r) => exact(formatDecimal(carriedInOf(r.inv)))],
 ];
 
 interface Row {

@@ -9,7 +9,8 @@
 import type { Money, Price, UsageRate } from "../billing/catalog/types.js";
 import type { CreditApplication } from "../billing/credits/types.js";
 import { displayMoney } from "../billing/money.js";
-import type { InvoiceLine, InvoiceLineKind } from "../billing/subscriptions/types.js";
+import { carriedDescription } from "../billing/payments/carries.js";
+import type { Invoice, InvoiceLine, InvoiceLineKind } from "../billing/subscriptions/types.js";
 import { type Html, type Value, html, join } from "./html.js";
 
 const money = (m: Money) => displayMoney(m.value, m.currency);
@@ -94,21 +95,24 @@ export interface CreditedInvoice {
   status?: string;
   creditsApplied?: readonly CreditApplication[];
   amountDue?: string;
+  /** Earlier invoices' amounts carried in (payments/carries.ts): after the total, in the amount due. */
+  carriedIn?: Invoice["carriedIn"];
 }
 
 /**
- * The rows under an invoice's total: one per grant that paid part of it (its ID, the amount
- * negative) and the amount due; nothing more when no credit was applied. `span`: the columns
- * before the amount column.
+ * The rows under an invoice's total: one per earlier invoice's balance carried in ("Balance
+ * carried from INV-…"), one per grant that paid part of it (its ID, the amount negative) and the
+ * amount due; nothing more when neither. `span`: the columns before the amount column.
  */
 export function creditRowsHtml(inv: CreditedInvoice, span: number): Html {
   const applied = inv.creditsApplied ?? [];
-  if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return html``;
+  const carried = (inv.carriedIn ?? []).map((d) => html`<tr class="carried-in"><td colspan="${span}">${carriedDescription(d)}</td><td class="n">${lineAmountHtml(d.amount, inv.currency)}</td></tr>`);
+  if (applied.length === 0 && carried.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return html``;
   const rows = applied.map(
     (a) =>
       html`<tr class="credit-applied"><td colspan="${span}">${inv.status === "draft" ? "Credit to apply" : "Credit applied"} <span class="mono">${a.grantId}</span></td><td class="n">${lineAmountHtml(negate(a.amount), inv.currency)}</td></tr>`,
   );
-  return html`${rows}<tr class="total amount-due"><td colspan="${span}">Amount due</td><td class="n"><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></td></tr>`;
+  return html`${carried}${rows}<tr class="total amount-due"><td colspan="${span}">Amount due</td><td class="n"><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></td></tr>`;
 }
 
 /** A positive decimal string written negative (a credit taken off). */

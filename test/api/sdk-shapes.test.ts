@@ -296,6 +296,7 @@ const Invoice = obj(
     next_payment_attempt: nullable(datetime),
     payment_url: nullable(str),
     amount_carried: Amount,
+    amount_carried_in: Amount,
   },
 );
 const CustomerPortalSession = obj({ url: str, subject_id: str, expires_at: datetime });

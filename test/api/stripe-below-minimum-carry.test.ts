@@ -4,9 +4,12 @@
  * Billing settles it (https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts): the
  * invoice is paid, its amount due carried to the subject's next invoice, which charges it once.
  * A 4,900 renewal with 4,870 of credit applied leaves 30 due on Feb 15; Stripe refuses it once;
- * the invoice is paid (invoice.paid), never charged again; Mar 15's renewal bills 4,900 + 30 =
- * 4,930 and Stripe is charged 4,930; Apr 15's 4,900 again (the 30 taken once). The old code left
- * the Feb 15 invoice open for ever with 30 due, and Mar 15 charged 4,900.
+ * the invoice is paid (invoice.paid), never charged again; Mar 15's renewal takes it as Stripe's
+ * starting_balance: total 4,900 (the 30 is in Feb's total already, not Mar's), amount_carried_in
+ * 30, amount due 4,900 + 30 = 4,930, and Stripe is charged 4,930; Apr 15's 4,900 again (the 30
+ * taken once). The finance export counts the 30 once: in Feb's invoice_total (4,900).
+ * A free plan's invoices (total 0) take it too: each is due 30, below the minimum again, carried
+ * on; their totals stay 0, so the export's paid totals are 4,900 + 4,900 = 9,800, not 9,920.
  * The carry is keyed by the invoice (the table's primary key): a second write of it is refused by
  * the database. Cancelling the subscription leaves it owed: the subject's billing state shows it,
  * and the subject's next invoice in USD (another subscription's) takes it.
@@ -88,7 +91,7 @@ for (const store of STORES) {
     return { s, sub, feb: (await s.invoices()).at(-1) as Json };
   }
 
-  test.serial(`${store}: 30 cents due (below Stripe's 0.50) is paid by carrying it: the next renewal bills and charges 4,900 + 30 = 4,930, once`, async (t) => {
+  test.serial(`${store}: 30 cents due (below Stripe's 0.50) is paid by carrying it: the next renewal, total 4,900, is due and charged 4,900 + 30 = 4,930, once`, async (t) => {
     t.timeout(180_000);
     const { server, fake } = ctx;
     const { s, sub, feb } = await carried();
@@ -128,20 +131,26 @@ for (const store of STORES) {
     t.is(chargesOf(fake, feb.id).length, 1);
     t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "active");
 
-    // Mar 15: 4,900 + the 30 carried = 4,930 (the credit is spent: 4,870 of 4,870), charged 4,930.
+    // Mar 15: total 4,900; amount due 4,900 + the 30 carried in = 4,930 (the credit is spent: 4,870 of 4,870), charged 4,930.
     await s.advance("2026-03-15T00:00:00Z");
     await fake.settle();
     const mar = (await s.invoices()).at(-1) as Json;
     t.not(mar.id, feb.id);
-    t.like(await s.call("GET", `/invoices/${mar.id}`), { status: "paid", total_amount: usd("4930"), amount_due: usd("4930"), amount_carried: usd("0") });
+    t.like(await s.call("GET", `/invoices/${mar.id}`), {
+      status: "paid",
+      subtotal: usd("4900"),
+      total_amount: usd("4900"),
+      amount_carried_in: usd("30"),
+      amount_due: usd("4930"),
+      amount_carried: usd("0"),
+    });
     t.deepEqual(
       mar.line_items.map((l: Json) => [l.kind, l.amount.value]),
-      [
-        ["fixed", "4900"],
-        ["carried_balance", "30"],
-      ],
+      [["fixed", "4900"]],
+      "no revenue line for the 30: Feb's total booked it",
     );
-    t.regex(mar.line_items[1].description, new RegExp(`Balance carried from invoice ${feb.number}`));
+    const hosted = await (await fetch(`${server.url}${new URL(mar.hosted_url).pathname}`)).text();
+    t.regex(hosted, new RegExp(`Balance carried from ${feb.number} \\(below the minimum charge\\)</td><td class="n">USD 0\\.30`));
     t.deepEqual(amountsOf(fake, mar.id), [["succeeded", 4930]]);
     t.deepEqual(await carriedOf(server.db.url, feb.id), [["30", mar.id]]);
     t.deepEqual(((await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)) as Json).carried_balance, []);
@@ -150,18 +159,19 @@ for (const store of STORES) {
     await s.advance("2026-04-15T00:00:00Z");
     await fake.settle();
     const apr = (await s.invoices()).at(-1) as Json;
-    t.like(await s.call("GET", `/invoices/${apr.id}`), { status: "paid", total_amount: usd("4900"), amount_due: usd("4900") });
+    t.like(await s.call("GET", `/invoices/${apr.id}`), { status: "paid", total_amount: usd("4900"), amount_due: usd("4900"), amount_carried_in: usd("0") });
     t.deepEqual(amountsOf(fake, apr.id), [["succeeded", 4900]]);
 
-    // The finance export: Feb's invoice carried 30 (nothing collected), Mar's line shows it.
+    // The finance export: Feb's invoice total 4,900 (30 of it carried, nothing collected); Mar's
+    // total 4,900, the 30 in its own column and its amount due 4,930 (counted once: in Feb's total).
     const rows = await exported(server.db.url);
     t.like(
       rows.find((r) => r.invoice_id === feb.id),
-      { status: "paid", amount_due: "30", amount_carried: "30" },
+      { status: "paid", invoice_total: "4900", amount_due: "30", amount_carried: "30", amount_carried_in: "0" },
     );
-    t.like(
-      rows.find((r) => r.invoice_id === mar.id && r.line_kind === "carried_balance"),
-      { line_amount: "30", invoice_total: "4930", amount_carried: "0" },
+    t.deepEqual(
+      rows.filter((r) => r.invoice_id === mar.id).map((r) => [r.line_kind, r.line_amount, r.invoice_subtotal, r.invoice_total, r.amount_carried_in, r.amount_due]),
+      [["fixed", "4900", "4900", "4900", "30", "4930"]],
     );
   });
 
@@ -174,21 +184,54 @@ for (const store of STORES) {
     t.is((await s.call("GET", `/subscriptions/${sub}`)).status, "cancelled");
     t.like((await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)) as Json, { carried_balance: [usd("30")] });
     t.deepEqual(await carriedOf(server.db.url, feb.id), [["30", null]], "still owed");
-    // The subject subscribes again (the card on file) to a 1,000 card: its first invoice bills 1,000 + the 30 carried = 1,030, charged 1,030.
+    // The subject subscribes again (the card on file) to a 1,000 card: its first invoice's total is 1,000, due 1,000 + the 30 carried in = 1,030, charged 1,030.
     const rateCard = await s.card({ fixed_rates: [{ code: "basic", name: "Basic", price: { price_type: "flat", amount: usd("1000") } }] });
     t.is((await s.raw("POST", "/subscriptions", { subject_id: s.subjectId, rate_card_id: rateCard, fixed_rate_quantities: { basic: 1 } })).status, 200);
     await fake.settle();
     const next = (await s.invoices()).at(-1) as Json;
-    t.like(next, { status: "paid", total_amount: usd("1030"), amount_due: usd("1030") });
+    t.like(next, { status: "paid", total_amount: usd("1000"), amount_carried_in: usd("30"), amount_due: usd("1030") });
     t.deepEqual(
       next.line_items.map((l: Json) => [l.kind, l.amount.value]),
-      [
-        ["fixed", "1000"],
-        ["carried_balance", "30"],
-      ],
+      [["fixed", "1000"]],
     );
     t.deepEqual(amountsOf(fake, next.id), [["succeeded", 1030]]);
     t.deepEqual(await carriedOf(server.db.url, feb.id), [["30", next.id]]);
     t.deepEqual(((await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)) as Json).carried_balance, []);
+  });
+  test.serial(`${store}: a free plan's invoices take the 30 and carry it on: their totals stay 0, the export's paid totals are 4,900 + 4,900 = 9,800`, async (t) => {
+    t.timeout(180_000);
+    const { server, fake } = ctx;
+    const d = stripeDriver(server, fake);
+    const { s, sub, feb } = await carried();
+    await s.call("POST", `/subscriptions/${sub}/cancel`, {});
+    const rateCard = await s.card({ fixed_rates: [{ code: "free", name: "Free", price: { price_type: "flat", amount: usd("0") } }] });
+    await d.subscribe(s, { rate_card_id: rateCard, fixed_rate_quantities: { free: 1 } }, "visa");
+    await fake.settle();
+    for (const at of ["2026-03-15T00:00:00Z", "2026-04-15T00:00:00Z", "2026-05-15T00:00:00Z"]) {
+      await s.advance(at);
+      await fake.settle();
+    }
+    const all = (await s.invoices()) as Json[];
+    const free = all.filter((i) => i.id !== feb.id && i.line_items.some((l: Json) => l.kind === "fixed" && l.amount.value === "0"));
+    t.is(free.length, 4, "the free plan's first invoice and three renewals");
+    // Each: total 0, 30 carried in, due 0 + 30 = 30 (below the minimum), paid by carrying the 30 on.
+    for (const i of free) t.like(await s.call("GET", `/invoices/${i.id}`), { status: "paid", total_amount: usd("0"), amount_carried_in: usd("30"), amount_due: usd("30"), amount_carried: usd("30") });
+    t.deepEqual(
+      fake
+        .paymentIntents()
+        .filter((pi) => pi.status === "succeeded" && all.some((i) => i.id === (pi.metadata as Json)?.invoice_id))
+        .map((pi) => pi.amount),
+      [4900],
+      "only Jan's 4,900 was collected (Feb's 4,900 was paid by 4,870 of credit and the 30 carried)",
+    );
+    t.like((await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)) as Json, { carried_balance: [usd("30")] });
+    // The finance export: the 30 is in one invoice's total (Feb's); the chain moves it without counting it again:
+    // paid totals 4,900 (Jan) + 4,900 (Feb) + 4 × 0 = 9,800 (the old model: 9,800 + 4 × 30 = 9,920);
+    // carried out 5 × 30 = 150 less carried in 4 × 30 = 120: 30 still owed.
+    const rows = new Map((await exported(server.db.url)).filter((r) => all.some((i) => i.id === r.invoice_id)).map((r) => [r.invoice_id, r]));
+    const paid = [...rows.values()].filter((r) => r.status === "paid");
+    const sum = (k: string) => paid.reduce((a, r) => a + Number(r[k]), 0);
+    t.is(sum("invoice_total"), 9800);
+    t.is(sum("amount_carried") - sum("amount_carried_in"), 30);
   });
 }

@@ -8,8 +8,11 @@
  *   (the database's primary key), so a retried attempt or two workers racing on it carry it once;
  * - the subject's next invoice in that currency that becomes open (booking.ts finalizeAllOpen)
  *   takes every debit still pending, by one conditional UPDATE (two finalizations never both take
- *   one), as a `carried_balance` line after discounts and taxes (it was booked on its own invoice):
- *   its total and amount due include it once, and credit may pay it like the rest;
+ *   one), after discounts and taxes, before credit, as Stripe's starting_balance: kept in its
+ *   `carriedIn`, outside its subtotal and total (the source invoice's total booked it: finance
+ *   counts it there, once), in its amount due; credit may pay it like the rest. An invoice whose
+ *   own total is 0 takes it too: its amount due, below the minimum again, is carried again (the
+ *   same amount, in no invoice's total but the first's);
  * - until then it stays pending, owed, whatever becomes of the subscription (a cancelled one's
  *   subject still owes it: its next invoice in that currency, of any subscription, takes it);
  * - an invoice that took it and is voided gives it back in the void's transaction (releaseCarried):
@@ -18,15 +21,11 @@
  * Never on a credit purchase's invoice (neither discounted, taxed nor credited) or an invoice kept
  * internal (no lines, zero total).
  */
-import { dec, formatDecimal } from "../money.js";
-import type { Invoice, InvoiceLine } from "../subscriptions/types.js";
+import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import type { Invoice } from "../subscriptions/types.js";
 
 /** A debit carried from invoice `sourceInvoiceId` (numbered `sourceNumber`), `amount` in its currency's smallest unit. */
-export interface CarriedDebit {
-  sourceInvoiceId: string;
-  sourceNumber: string | null;
-  amount: string;
-}
+export type CarriedDebit = NonNullable<Invoice["carriedIn"]>[number];
 
 /** The carried debits' writes of a billing transaction. */
 export interface CarryWrites {
@@ -44,9 +43,9 @@ export interface CarryReads {
   pending(environmentId: string, subjectId: string): Promise<{ currency: string; amount: string }[]>;
 }
 
-/** What a carried debit's line says. */
+/** What a carried debit says on the invoice that took it. */
 export function carriedDescription(d: Pick<CarriedDebit, "sourceNumber" | "sourceInvoiceId">): string {
-  return `Balance carried from invoice ${d.sourceNumber ?? d.sourceInvoiceId} (below the minimum charge)`;
+  return `Balance carried from ${d.sourceNumber ?? d.sourceInvoiceId} (below the minimum charge)`;
 }
 
 /** Whether invoice `inv` (open) takes pending debits: not a credit purchase, not kept internal. */
@@ -54,23 +53,16 @@ export function takesCarried(inv: Pick<Invoice, "status" | "lines" | "total">): 
   return inv.status === "open" && inv.lines.length > 0 && !inv.lines.some((l) => l.kind === "credit_purchase" || l.kind === "carried_balance");
 }
 
-/** `inv` (booked: discounts and taxes) with the carried `debits` as lines after them: its total raised by their sum. */
+/** The sum of what `inv` took of carried debits (0: none). */
+export function carriedInOf(inv: Pick<Invoice, "carriedIn">): Decimal {
+  return (inv.carriedIn ?? []).reduce((sum, d) => sum.plus(dec(d.amount)), ZERO);
+}
+
+/** `inv` (booked: discounts and taxes) with the carried `debits` taken: its total unchanged, its amount due (before credit) raised by their sum. */
 export function withCarried(inv: Invoice, debits: readonly CarriedDebit[]): Invoice {
   if (debits.length === 0) return inv;
-  const lines: InvoiceLine[] = debits.map((d) => ({
-    description: carriedDescription(d),
-    quantity: "1",
-    unitAmount: d.amount,
-    amount: d.amount,
-    kind: "carried_balance",
-    // Neither a rate's key nor a usage window's invoice: the description names where it comes from.
-    key: null,
-    windowInvoiceId: null,
-    discountAmounts: [],
-    taxAmounts: [],
-  }));
-  const total = debits.reduce((sum, d) => sum.plus(dec(d.amount)), dec(inv.total));
-  return { ...inv, lines: [...inv.lines, ...lines], total: formatDecimal(total) };
+  const carriedIn = [...(inv.carriedIn ?? []), ...debits];
+  return { ...inv, carriedIn, amountDue: formatDecimal(dec(inv.total).plus(carriedInOf({ carriedIn }))) };
 }
 
 /** Takes the pending debits of `inv`'s subject onto it (open, see takesCarried), in transaction `tx`. */

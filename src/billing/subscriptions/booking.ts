@@ -156,7 +156,7 @@ export async function finalizeAllOpen(tx: BillingTx, list: Invoice[], now: () =>
     const y = booked[b] as Invoice;
     return x.subjectId < y.subjectId ? -1 : x.subjectId > y.subjectId ? 1 : x.id < y.id ? -1 : x.id > y.id ? 1 : 0;
   });
-  // Amounts due below the provider's minimum charge on earlier invoices, carried here after discounts and taxes, before credit.
+  // Amounts due below the provider's minimum charge on earlier invoices, taken after discounts and taxes, before credit: in the amount due, not the total.
   for (const k of order) booked[k] = await takeCarried(tx, booked[k] as Invoice, atOf(booked[k] as Invoice));
   const listed = await spendableOfBatch(tx, booked, atOf);
   const credited = [...booked];

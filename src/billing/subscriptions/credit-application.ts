@@ -31,6 +31,7 @@
  *   credit, true-ups) are paid by unrestricted grants only. Coupons limited to rates (DESIGN §15)
  *   read the same keys; no coupon covers a credit for unused time (isCreditLine).
  */
+import { carriedInOf } from "../payments/carries.js";
 import { rateCodeOf } from "./line-cards.js";
 import type { ChargedRates } from "../catalog/addons.js";
 import { bookTotals } from "../invoicing/booking.js";
@@ -75,15 +76,26 @@ export function chargeLines(inv: Pick<Invoice, "lines">): ChargeLine[] {
   });
 }
 
-/** `inv` with `applied` and its amount due (total − applied, never negative). */
+/** `inv` with `applied` and its amount due (total + carried in − applied, never negative). */
 export function withApplications(inv: Invoice, applied: CreditApplication[]): Invoice {
-  const due = dec(inv.total).minus(dec(appliedTotal(applied)));
+  const due = payableTotal(inv).minus(dec(appliedTotal(applied)));
   return { ...inv, creditsApplied: applied, amountDue: formatDecimal(due.gt(0) ? due : ZERO) };
 }
 
-/** Whether credit can pay any of `inv`: an open (or draft) invoice of a positive total that buys no credit. */
+/** What credit may pay of `inv`: its total and what it took of carried debits (payments/carries.ts). */
+function payableTotal(inv: Invoice): Decimal {
+  return dec(inv.total).plus(carriedInOf(inv));
+}
+
+/** `inv`'s lines as credits see them (chargeLines), and what it took of carried debits as one of no rate (unrestricted grants pay it). */
+function creditedLines(inv: Invoice): ChargeLine[] {
+  const carried = carriedInOf(inv);
+  return [...chargeLines(inv), ...(carried.gt(0) ? [{ rateCode: null, amount: formatDecimal(carried) }] : [])];
+}
+
+/** Whether credit can pay any of `inv`: an open (or draft) invoice of a positive amount (total and carried) that buys no credit. */
 function payable(inv: Invoice): boolean {
-  return dec(inv.total).gt(0) && !inv.lines.some((l) => l.kind === "credit_purchase");
+  return payableTotal(inv).gt(0) && !inv.lines.some((l) => l.kind === "credit_purchase");
 }
 
 /**
@@ -128,7 +140,7 @@ export async function applyCredits(tx: BillingTx, inv: Invoice, at: Date, listed
     const locked = await credits.lockGrant(inv.environmentId, g.id);
     if (locked?.status === "active" && dec(locked.remaining).gt(0)) fresh.push(locked);
   }
-  const applied = allocateCredits(chargeLines(inv), inv.total, fresh);
+  const applied = allocateCredits(creditedLines(inv), formatDecimal(payableTotal(inv)), fresh);
   for (const a of applied) {
     if (!(await credits.spend(a.grantId, a.amount, inv.id, `Applied to invoice ${inv.id}`, at, inv.environmentId))) {
       throw new AbortedError("CREDIT_CHANGED", `credit grant ${a.grantId} changed while invoice ${inv.id} was finalized; try again`, { credit_grant_id: a.grantId });
@@ -152,7 +164,7 @@ export async function reinstateCredits(tx: BillingTx, inv: Pick<Invoice, "enviro
 export async function previewCredits(stores: BillingStores, inv: Invoice, at: Date): Promise<Invoice> {
   if (!payable(inv)) return withApplications(inv, []);
   const grants = await stores.transaction(async (tx) => (tx.credits ? tx.credits.spendable(inv.environmentId, inv.subjectId, inv.currency, at) : []));
-  return withApplications(inv, allocateCredits(chargeLines(inv), inv.total, grants));
+  return withApplications(inv, allocateCredits(creditedLines(inv), formatDecimal(payableTotal(inv)), grants));
 }
 
 /**

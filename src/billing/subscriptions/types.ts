@@ -184,8 +184,14 @@ export interface Invoice {
    * be spent if it finalized now (computed on read, nothing spent). Absent: none.
    */
   creditsApplied?: CreditApplication[];
-  /** What is charged: total less creditsApplied, never negative. Absent: the total. */
+  /** What is charged: total plus carriedIn less creditsApplied, never negative. Absent: the total. */
   amountDue?: string;
+  /**
+   * DESIGN §16 (payments/carries.ts): earlier invoices' amounts due below the minimum charge taken
+   * by it, oldest first: outside its subtotal and total (their own invoices booked them), in its
+   * amount due, as Stripe's starting_balance. Absent: none.
+   */
+  carriedIn?: { sourceInvoiceId: string; sourceNumber: string | null; amount: string }[];
   /**
    * DESIGN §15 (booking.ts): the number given at finalization (null on a draft and on an empty
    * invoice kept internal); the line amounts less totalDiscount make subtotal; total (above) is

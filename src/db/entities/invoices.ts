@@ -49,6 +49,8 @@ export interface InvoiceBookingRow {
   customer?: unknown;
   customerName?: string | null;
   seller?: unknown;
+  /** Earlier invoices' amounts carried in (payments/carries.ts): outside the total, in amount_due. */
+  carriedIn?: unknown[];
 }
 
 /** The last number given per (environment, kind): "invoice" or "credit_note". */

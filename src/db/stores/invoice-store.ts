@@ -62,14 +62,15 @@ function bookingFromRow(r: InvoiceRow): Partial<Invoice> {
     customer: (b.customer ?? null) as Invoice["customer"],
     customerName: b.customerName ?? null,
     seller: (b.seller ?? null) as Invoice["seller"],
+    ...(b.carriedIn?.length ? { carriedIn: b.carriedIn as Invoice["carriedIn"] } : {}),
   };
 }
 
-/** What an invoice prints besides its lines, as stored (JSON; NULL when there is nothing). */
+/** What an invoice prints besides its lines, and the carried debits it took (payments/carries.ts; outside its total), as stored (JSON; NULL when there is nothing). */
 function bookingToRow(i: Invoice): InvoiceRow["booking"] {
   const b = { discounts: i.discounts ?? [], taxAmounts: i.taxAmounts ?? [], notes: i.notes ?? [], customer: i.customer ?? null, customerName: i.customerName ?? null, seller: i.seller ?? null };
   const empty = b.discounts.length === 0 && b.taxAmounts.length === 0 && b.notes.length === 0 && b.customer === null && b.customerName === null && b.seller === null;
-  return empty ? null : b;
+  return i.carriedIn?.length ? { ...b, carriedIn: i.carriedIn } : empty ? null : b;
 }
 
 /** Domain → the invoice row (its lines are invoiceLineRows). */
@@ -193,8 +194,7 @@ function lineValues(l: InvoiceLineRow): unknown[] {
   ];
 }
 
-/** Multi-row INSERTs of `rows` (each a row's values for `insert`'s columns), as few statements as STATEMENT_BYTES allows, at most 200 rows each.
- * Plain SQL: a cycle close writes a hundred invoices and their lines at once, and TypeORM's insert builder cost more CPU than their round trips. */
+/** Multi-row INSERTs of `rows` (each a row's values for `insert`'s columns), as few statements as STATEMENT_BYTES allows, at most 200 rows each. Plain SQL: a cycle close writes a hundred invoices and their lines at once, and TypeORM's insert builder cost more CPU than their round trips. */
 async function insertRows(em: EntityManager, insert: string, rows: unknown[][]): Promise<void> {
   if (rows.length === 0) return;
   const width = (rows[0] as unknown[]).length;

@@ -7,6 +7,7 @@
 import type { CreditNote, CreditNoteOutcome, CreditNoteReason } from "../../billing/credit-notes/types.js";
 import type { BookedTax } from "../../billing/invoicing/booking.js";
 import { dec, displayMoney } from "../../billing/money.js";
+import { carriedDescription } from "../../billing/payments/carries.js";
 import { type Invoice, amountDueOf } from "../../billing/subscriptions/types.js";
 import { type Paper, PdfWriter, type Row, buyerLines, day, paperFor, sellerLines } from "./document.js";
 
@@ -52,6 +53,8 @@ export function invoicePdf(inv: Invoice, options: PdfOptions = {}): Promise<Buff
   for (const t of taxes) w.total(`${taxLabel(t)} on ${m(t.taxableAmount)}`, m(t.amount));
   if (taxes.length > 0 || nonZero(inv.totalTax)) w.total("Total tax", m(inv.totalTax ?? "0"));
   w.total("Total", m(inv.total), true);
+  // Earlier invoices' balances carried in (payments/carries.ts): outside the total, in the amount due.
+  for (const d of inv.carriedIn ?? []) w.total(carriedDescription(d), m(d.amount));
   for (const a of inv.creditsApplied ?? []) w.total(`Credit applied ${a.grantId}`, m(negate(a.amount)));
   if (nonZero(inv.amountCredited)) w.total("Amount credited", m(negate(inv.amountCredited as string)));
   w.total("Amount due", m(amountDueOf(inv)), true);

@@ -1,5 +1,7 @@
 /** Subscriptions, invoices, billing state and test clocks: wire ⇄ domain. */
 import type { BookedDiscount, BookedTax } from "../../billing/invoicing/booking.js";
+import { formatDecimal } from "../../billing/money.js";
+import { carriedInOf } from "../../billing/payments/carries.js";
 import type { CallbackUrls } from "../../billing/subscriptions/checkout.js";
 import type { StoredTestClock } from "../../billing/subscriptions/ports.js";
 import { type Invoice, type Subscription, amountDueOf, shownCommitment } from "../../billing/subscriptions/types.js";
@@ -69,6 +71,8 @@ export function invoiceToPb(i: Invoice, hostedUrl: string): InvoicePb {
     paymentUrl: i.status === "open" && i.payment?.actionRequired ? `${hostedUrl}#pay` : undefined,
     // DESIGN §16: below the provider's minimum charge, carried to the next invoice (payments/carries.ts).
     amountCarried: money(i.payment?.carried ?? "0"),
+    // Earlier invoices' amounts carried in: outside the total, in the amount due (payments/carries.ts).
+    amountCarriedIn: money(formatDecimal(carriedInOf(i))),
   });
 }
 

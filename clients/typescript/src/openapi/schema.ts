@@ -2554,9 +2554,16 @@ export interface components {
             /**
              * @description DESIGN §16: an amount due below the payment provider's minimum charge (Stripe's USD 0.50) is
              *     not charged: the invoice is paid by carrying it to the subject's next invoice in its currency
-             *     (a "carried_balance" line there). What it carried so; 0 otherwise.
+             *     (its amount_carried_in there). What it carried so; 0 otherwise.
              */
             amount_carried: components["schemas"]["Amount"];
+            /**
+             * @description DESIGN §16: what it took of earlier invoices' amounts carried (amount_carried there), as
+             *     Stripe's starting_balance: not part of its subtotal or total_amount (their own invoices' totals
+             *     count it), part of its amount_due (before credit); 0 otherwise. An invoice whose own total is 0
+             *     may take it: its amount due, below the minimum again, is carried on (amount_carried) once more.
+             */
+            amount_carried_in: components["schemas"]["Amount"];
         };
         InvoiceLineItem: {
             description: string;
