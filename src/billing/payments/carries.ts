@@ -41,6 +41,8 @@ export interface CarryWrites {
 export interface CarryReads {
   /** Per currency, the sum of the subject's debits not taken by an invoice yet (still owed), by currency code. */
   pending(environmentId: string, subjectId: string): Promise<{ currency: string; amount: string }[]>;
+  /** The subject's debits in `currency` not taken yet, oldest first (what its next invoice would take). */
+  pendingIn(environmentId: string, subjectId: string, currency: string): Promise<CarriedDebit[]>;
 }
 
 /** What a carried debit says on the invoice that took it. */
@@ -63,6 +65,16 @@ export function withCarried(inv: Invoice, debits: readonly CarriedDebit[]): Invo
   if (debits.length === 0) return inv;
   const carriedIn = [...(inv.carriedIn ?? []), ...debits];
   return { ...inv, carriedIn, amountDue: formatDecimal(dec(inv.total).plus(carriedInOf({ carriedIn }))) };
+}
+
+/**
+ * `inv` (booked, before credit) as it would be if it became open now: with the debits of its
+ * subject still pending in its currency, as takeCarried would take them; nothing taken. What a
+ * draft's preview and a checkout's quote show (booking.ts previewBooking, checkout-preview.ts).
+ */
+export async function withPendingCarried(reads: CarryReads | undefined, inv: Invoice): Promise<Invoice> {
+  if (!reads || !takesCarried({ ...inv, status: "open" })) return inv;
+  return withCarried(inv, await reads.pendingIn(inv.environmentId, inv.subjectId, inv.currency));
 }
 
 /** Takes the pending debits of `inv`'s subject onto it (open, see takesCarried), in transaction `tx`. */

@@ -15,7 +15,7 @@
  */
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { bookTotals } from "../invoicing/booking.js";
-import { takeCarried } from "../payments/carries.js";
+import { takeCarried, withPendingCarried } from "../payments/carries.js";
 import { cardOfKey } from "./line-cards.js";
 import { applyCredits, chargeLines, grantNegativeTotal, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
@@ -202,9 +202,18 @@ export function bookedPreview(stores: Pick<BillingStores, "transaction">, inv: I
   });
 }
 
+/**
+ * `booked` (discounts and taxes, as of `at`) as finalizeAllOpen would go on with it, nothing
+ * written: the amounts its subject still has carried in its currency (takeCarried), then the
+ * credit it would spend. A draft's preview and a checkout's quote (checkout-preview.ts).
+ */
+export async function carriedAndCredited(stores: BillingStores, booked: Invoice, at: Date): Promise<Invoice> {
+  return previewCredits(stores, await withPendingCarried(stores.carried, booked), at);
+}
+
 /** A draft as it would be booked and credited if it finalized at `at`: read in a transaction of its own, nothing written. */
 export async function previewBooking(stores: BillingStores, inv: Invoice, at: Date): Promise<Invoice> {
-  return previewCredits(stores, await bookedPreview(stores, inv, at), at);
+  return carriedAndCredited(stores, await bookedPreview(stores, inv, at), at);
 }
 
 /** What is left to credit of an invoice: its total less what credit notes credited. */

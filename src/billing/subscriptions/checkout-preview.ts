@@ -2,7 +2,7 @@
  * What a hosted checkout charges when it completes, previewed with nothing written (DESIGN §15):
  * the invoice its completion would write (hosted-checkout.ts effectOf: a subscription's first
  * invoice, a change's invoice, a timeline's start), booked and credited as finalizeOpen would book
- * it now: line amounts → discounts → subtotal → tax → total → credits → amount due. The page shows
+ * it now: line amounts → discounts → subtotal → tax → total → carried in → credits → amount due. The page shows
  * it, and a checkout's `amount` when it opens is the same as of then (checkout.ts).
  * - A subscribe checkout's coupon is not redeemed until the completion writes the subscription:
  *   the preview adds it first, as the subscription's own discount, before the subject's
@@ -23,9 +23,8 @@ import { refusal } from "../coupons/redeem.js";
 import type { BookingDiscount } from "../coupons/types.js";
 import { BillingError } from "../errors.js";
 import { type Caller, systemCaller } from "../tenancy.js";
-import { bookInvoice, unbooked } from "./booking.js";
+import { bookInvoice, carriedAndCredited, unbooked } from "./booking.js";
 import type { SubscriptionChanges } from "./changes.js";
-import { previewCredits } from "./credit-application.js";
 import type { Lookups } from "./lookups.js";
 import type { BookingTx } from "./ports.js";
 import { withCredits } from "./proration.js";
@@ -143,6 +142,7 @@ export class CheckoutPreviews {
       });
       return bookInvoice(booking, draft, at, false);
     });
-    return { ...(await previewCredits(this.stores, booked, at)), status: inv.status };
+    // What earlier invoices carried to the subject's next one (below the minimum charge), as finalizeOpen takes it: after booking, before credit.
+    return { ...(await carriedAndCredited(this.stores, booked, at)), status: inv.status };
   }
 }

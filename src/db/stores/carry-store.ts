@@ -21,6 +21,11 @@ export function carryReads(sql: Sql, E: Entities): CarryReads {
       for (const r of rows) sums.set(r.currency, (sums.get(r.currency) ?? dec(0)).plus(dec(r.amount)));
       return [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([currency, amount]) => ({ currency, amount: formatDecimal(amount) }));
     },
+    async pendingIn(environmentId, subjectId, currency) {
+      const where = { environment_id: environmentId, subject_id: subjectId, currency, applied_invoice_id: IsNull() };
+      const rows = await sql.run((em) => em.find(E.CarriedDebit, { where, order: { created_at: "ASC", source_invoice_id: "ASC" } }));
+      return rows.map((r) => ({ sourceInvoiceId: r.source_invoice_id, sourceNumber: r.source_number, amount: r.amount }));
+    },
   };
 }
 

@@ -1,13 +1,14 @@
 /**
  * What the hosted checkout page says is due (checkout.ts): what completing it charges, as
  * checkout-preview.ts books it now (DESIGN §15's order: the lines, their discounts, the subtotal,
- * the taxes, the total, the credit applied, then "Due today", the amount due). An invoice that is
+ * the taxes, the total, what earlier invoices carried, the credit applied, then "Due today", the amount due). An invoice that is
  * a draft for the environment's grace period (a change's invoice of the old card's usage) is not
  * charged today but when it finalizes: its amount is labelled so, with when (about the grace
  * period after completing). Without a preview (none wired, or it cannot be priced now): the amount
  * kept when the checkout opened.
  */
 import { dec, displayMoney } from "../../billing/money.js";
+import { carriedDescription } from "../../billing/payments/carries.js";
 import type { CheckoutPreview } from "../../billing/subscriptions/checkout-preview.js";
 import type { CheckoutSession } from "../../billing/subscriptions/types.js";
 import { type Html, html } from "../html.js";
@@ -46,13 +47,16 @@ export function dueTodayHtml(s: CheckoutSession, preview: CheckoutPreview | unde
   const discounts = inv.discounts ?? [];
   const taxes = inv.taxAmounts ?? [];
   const credits = inv.creditsApplied ?? [];
-  const booked = discounts.length > 0 || taxes.length > 0 || credits.length > 0;
+  const carried = inv.carriedIn ?? [];
+  const booked = discounts.length > 0 || taxes.length > 0 || credits.length > 0 || carried.length > 0;
   const rows = [
     ...inv.lines.map((l) => row(lineDescriptionHtml(l), l.amount, "line")),
     ...discounts.map((d) => row(`Discount: ${d.name}`, negate(d.amount), "discount")),
     ...(booked ? [row("Subtotal", inv.subtotal ?? inv.total, "subtotal")] : []),
     ...taxes.map((t) => row(taxLabel(t), t.amount, "tax")),
     ...(booked ? [row("Total", inv.total, "total")] : []),
+    // What earlier invoices carried (below the minimum charge): outside the total, in the amount due.
+    ...carried.map((d) => row(carriedDescription(d), d.amount, "carried-in")),
     ...credits.map((c) => row("Credit applied", negate(c.amount), "credit-applied")),
   ];
   return html`<table class="summary"><tbody>${rows}</tbody></table>
