@@ -151,6 +151,11 @@ for (const store of STORES) {
     );
     const hosted = await (await fetch(`${server.url}${new URL(mar.hosted_url).pathname}`)).text();
     t.regex(hosted, new RegExp(`Balance carried from ${feb.number} \\(below the minimum charge\\)</td><td class="n">USD 0\\.30`));
+    t.regex(
+      await dashboardPage(server.url, s.key, `/dashboard/invoices/${mar.id}`),
+      new RegExp(`<dt>Carried in</dt><dd><div>Balance carried from ${feb.number} \\(below the minimum charge\\) USD 0\\.30</div></dd>`),
+      "the operator sees the 30 carried in",
+    );
     t.deepEqual(amountsOf(fake, mar.id), [["succeeded", 4930]]);
     t.deepEqual(await carriedOf(server.db.url, feb.id), [["30", mar.id]]);
     t.deepEqual(((await s.call("GET", `/customer-access/${s.subjectId}/billing-state`)) as Json).carried_balance, []);

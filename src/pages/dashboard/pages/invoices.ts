@@ -3,6 +3,7 @@
  * void for an open one, the hosted page's link, and the credits applied with the amount due).
  */
 import { displayMoney } from "../../../billing/money.js";
+import { carriedDescription } from "../../../billing/payments/carries.js";
 import { INVOICE_STATUSES } from "../../../billing/subscriptions/invoices.js";
 import type { Invoice } from "../../../billing/subscriptions/types.js";
 import { type Html, html, join } from "../../html.js";
@@ -22,12 +23,13 @@ ${pager("/dashboard/invoices", q, offset, PAGE, result.hasMore)}`;
   return { title: "Invoices", body, current: "/dashboard/invoices" };
 }
 
-/** The credits an invoice applied, per grant (negative), and its amount due; nothing when none applied. */
+/** What earlier invoices carried to it (outside its total), the credits it applied, per grant (negative), and its amount due; nothing when neither. */
 function creditsHtml(inv: CreditedInvoice): Html | "" {
   const applied = inv.creditsApplied ?? [];
   if (applied.length === 0 && (inv.amountDue === undefined || inv.amountDue === inv.total)) return "";
   const rows = applied.map((a) => html`<div><span class="mono">${a.grantId}</span> ${lineAmountHtml(`-${a.amount}`, inv.currency)}</div>`);
-  return html`<dt>${inv.status === "draft" ? "Credits to apply" : "Credits applied"}</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
+  const carried = (inv.carriedIn ?? []).map((d) => html`<div>${carriedDescription(d)} ${displayMoney(d.amount, inv.currency)}</div>`);
+  return html`${carried.length > 0 ? html`<dt>Carried in</dt><dd>${carried}</dd>` : ""}<dt>${inv.status === "draft" ? "Credits to apply" : "Credits applied"}</dt><dd>${rows.length > 0 ? rows : "none"}</dd><dt>Amount due</dt><dd><strong>${displayMoney(inv.amountDue ?? inv.total, inv.currency)}</strong></dd>`;
 }
 
 /**
