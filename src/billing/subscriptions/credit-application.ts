@@ -231,11 +231,12 @@ export async function grantProrationCredits(tx: BillingTx, s: Subscription, curr
  * below 0 (late usage withdrawn after its period closed: a −6,000 adjustment on a 1,000 charge,
  * total −5,000, amount due 0), grants −total (5,000) to its subject's balance in its currency as
  * of `at`, in the transaction that makes it open, with an "invoice_credit" ledger entry naming it;
- * the invoice keeps its total. The grant's ID is derived from the invoice's, so the store's unique
+ * the invoice keeps its total; what it carries in is taken off first. The grant's ID is derived from the invoice's, so the store's unique
  * key lets one invoice grant once. Nothing where the store keeps no credits.
  */
 export async function grantNegativeTotal(tx: BillingTx, inv: Invoice, at: Date): Promise<void> {
-  const amount = dec(inv.total).neg();
+  // Amounts carried in (payments/carries.ts) are owed on top of the total: −1,000 with 30 carried in grants 970; −10 with 30, nothing (20 due).
+  const amount = dec(inv.total).plus(carriedInOf(inv)).neg();
   if (!tx.credits || inv.status !== "open" || !amount.gt(0)) return;
   const grant = {
     id: `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`,
