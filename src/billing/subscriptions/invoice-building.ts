@@ -392,8 +392,8 @@ export class InvoiceBuilder {
       await tx.emit(newInvoiceEvents(credited));
       return true;
     } catch (err) {
-      // Credit spent on an invoice that is not written must not stay spent: the transaction fails.
-      if (err instanceof AlreadyExistsError && !credited.creditsApplied?.length) return false;
+      // Credit spent, amounts carried in or a total below 0 granted (booking.ts) for an invoice not written must not stay: the transaction fails.
+      if (err instanceof AlreadyExistsError && !credited.creditsApplied?.length && !credited.carriedIn?.length && !dec(credited.total).isNegative()) return false;
       throw err;
     }
   }
