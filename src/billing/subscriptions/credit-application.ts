@@ -201,25 +201,7 @@ export async function grantProrationCredits(tx: BillingTx, s: Subscription, curr
     const amount = dec(c.amount).neg().plus(tax);
     if (amount.lte(0)) continue;
     const description = tax.isZero() ? c.description : `${c.description}, incl. tax: ${displayMoney(formatDecimal(tax), currency)}`;
-    const grant = {
-      id: `cg_${randomBase62(22)}`,
-      environmentId: s.environmentId,
-      subjectId: s.subjectId,
-      currency,
-      amount: formatDecimal(amount),
-      remaining: formatDecimal(amount),
-      category: "promotional" as const,
-      priority: 50,
-      effectiveAt: at,
-      expiresAt: null,
-      appliesToRateCodes: [],
-      metadata: { subscription_id: s.id },
-      status: "active" as const,
-      invoiceId: null,
-      createdAt: at,
-      voidedAt: null,
-      expiredAt: null,
-    };
+    const grant = balanceGrant(`cg_${randomBase62(22)}`, s, currency, amount, at, { subscription_id: s.id });
     await tx.credits.insertGrant(grant, { type: "proration", invoiceId: null, description: description.slice(0, 1000) });
     await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
   }
@@ -231,32 +213,43 @@ export async function grantProrationCredits(tx: BillingTx, s: Subscription, curr
  * below 0 (late usage withdrawn after its period closed: a −6,000 adjustment on a 1,000 charge,
  * total −5,000, amount due 0), grants −total (5,000) to its subject's balance in its currency as
  * of `at`, in the transaction that makes it open, with an "invoice_credit" ledger entry naming it;
- * the invoice keeps its total; what it carries in is taken off first. The grant's ID is derived from the invoice's, so the store's unique
- * key lets one invoice grant once. Nothing where the store keeps no credits.
+ * the invoice keeps its total; what it carries in is taken off first. The grant's ID is derived
+ * from the invoice's, so the store's unique key lets one invoice grant once. Nothing where the
+ * store keeps no credits.
  */
 export async function grantNegativeTotal(tx: BillingTx, inv: Invoice, at: Date): Promise<void> {
   // Amounts carried in (payments/carries.ts) are owed on top of the total: −1,000 with 30 carried in grants 970; −10 with 30, nothing (20 due).
   const amount = dec(inv.total).plus(carriedInOf(inv)).neg();
   if (!tx.credits || inv.status !== "open" || !amount.gt(0)) return;
-  const grant = {
-    id: `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`,
-    environmentId: inv.environmentId,
-    subjectId: inv.subjectId,
-    currency: inv.currency,
+  const id = `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`;
+  const grant = balanceGrant(id, inv, inv.currency, amount, at, { invoice_id: inv.id, subscription_id: inv.subscriptionId });
+  await tx.credits.insertGrant(grant, { type: "invoice_credit", invoiceId: inv.id, description: `Credit from invoice ${inv.number ?? inv.id} (total below zero)` });
+  await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
+}
+
+/**
+ * A credit grant of `amount` for `owner`'s subject in `currency` as of `at` that the service gives
+ * back (a change's proration credit, an invoice's total below 0): promotional, priority 50, no
+ * expiry, for any rate.
+ */
+function balanceGrant(id: string, owner: Pick<Subscription, "environmentId" | "subjectId">, currency: string, amount: Decimal, at: Date, metadata: Record<string, string>): CreditGrant {
+  return {
+    id,
+    environmentId: owner.environmentId,
+    subjectId: owner.subjectId,
+    currency,
     amount: formatDecimal(amount),
     remaining: formatDecimal(amount),
-    category: "promotional" as const,
+    category: "promotional",
     priority: 50,
     effectiveAt: at,
     expiresAt: null,
     appliesToRateCodes: [],
-    metadata: { invoice_id: inv.id, subscription_id: inv.subscriptionId },
-    status: "active" as const,
+    metadata,
+    status: "active",
     invoiceId: null,
     createdAt: at,
     voidedAt: null,
     expiredAt: null,
   };
-  await tx.credits.insertGrant(grant, { type: "invoice_credit", invoiceId: inv.id, description: `Credit from invoice ${inv.number ?? inv.id} (total below zero)` });
-  await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
 }
