@@ -67,6 +67,7 @@ mysqlOnly("mysql: every column that holds a sum is DECIMAL(65,12) and keeps 53 i
       "SELECT table_name AS t, column_name AS c, column_type AS type FROM information_schema.columns WHERE table_schema = DATABASE() AND data_type = 'decimal' ORDER BY table_name, column_name",
     );
     const sums = [
+      "carried_debits.amount",
       "checkout_sessions.amount_due",
       "credit_grants.amount",
       "credit_grants.remaining",
