@@ -103,6 +103,8 @@ for (const store of STORES) {
       // No credit ever: no currency (DESIGN §14), so an app stopping at zero credit lets it through.
       credit_balance: [],
       available_credit: [],
+      // Nothing carried from an invoice below the provider's minimum charge (payments/carries.ts).
+      carried_balance: [],
     });
     await s.events([
       ["2026-01-16T00:00:00Z", "60.5"],
