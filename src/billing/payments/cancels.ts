@@ -203,7 +203,9 @@ export class PaymentCancels {
       invoiceRefund: { invoiceId: i.id, kind: "excess" },
     });
     if (!out.ok) this.warn(i.id, `the provider refused for good to refund ${amount} that payment ${reference} took beyond the amount due of invoice ${i.id} (not asked again): ${out.message}`);
-    const refund: RefundAfterEnd = out.ok ? { reference, refundId: out.refundId, amount: out.amount ?? amount, ...pendingOf(out) } : { reference, refundId: out.refundId ?? null, amount: null, refused: out.message };
+    const refund: RefundAfterEnd = out.ok
+      ? { reference, refundId: out.refundId, amount: out.amount ?? amount, ...pendingOf(out) }
+      : { reference, refundId: out.refundId ?? null, amount: null, refused: out.message };
     await this.rewrite(i, (cur) => {
       const p = cur.payment ?? {};
       if (p.excess?.reference !== reference) return undefined;
