@@ -52,7 +52,7 @@ export function carriedDescription(d: Pick<CarriedDebit, "sourceNumber" | "sourc
 
 /** Whether invoice `inv` (open) takes pending debits: not a credit purchase, not kept internal. */
 export function takesCarried(inv: Pick<Invoice, "status" | "lines" | "total">): boolean {
-  return inv.status === "open" && inv.lines.length > 0 && !inv.lines.some((l) => l.kind === "credit_purchase" || l.kind === "carried_balance");
+  return inv.status === "open" && inv.lines.length > 0 && !inv.lines.some((l) => l.kind === "credit_purchase");
 }
 
 /** The sum of what `inv` took of carried debits (0: none). */

@@ -109,7 +109,7 @@ export type InvoiceStatus = "draft" | "open" | "paid" | "void" | "uncollectible"
  * for late usage of an earlier, finalized window, `carried_balance` (an earlier invoice's amount due
  * below the provider's minimum charge, payments/carries.ts), or `charge` (written before lines had kinds).
  */
-export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase" | "carried_balance";
+export type InvoiceLineKind = "fixed" | "usage" | "minimum" | "maximum" | "proration" | "adjustment" | "charge" | "commitment_true_up" | "credit_purchase";
 
 export interface InvoiceLine {
   description: string;

@@ -2583,9 +2583,8 @@ export interface components {
              *     what their share of it cut), "proration" (a mid-cycle change of quantities or
              *     multipliers, or the credit for unused fixed time at a resume: the remaining fraction of the
              *     period; negative for a credit), "commitment_true_up" (what raises a period's charges to the
-             *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "carried_balance" (an
-             *     earlier invoice's amount due below the payment provider's minimum charge, carried here), "adjustment" (late usage of an earlier, already finalized
-             *     period: the difference between what that period's usage costs now and what was billed for
+             *     subscription's minimum commitment), "credit_purchase" (a paid credit grant), "adjustment" (late
+             *     usage of an earlier, already finalized period: the difference between what that period's usage costs now and what was billed for
              *     it; its description names the period), or "charge" (written before lines had kinds).
              */
             kind: string;
