@@ -74,9 +74,10 @@ export interface CreditWrites {
   /**
    * What is left of an active or depleted grant leaves the balance: remaining → 0 with a "void"
    * (or "expiry") ledger entry of −remaining (none when nothing was left), status voided (or
-   * expired) and its time. Undefined when the grant was in neither status.
+   * expired) and its time. Undefined when the grant was in neither status. `entry`: the entry's
+   * invoice and description (the voided invoice whose total below 0 granted it); absent: none, "Voided" or "Expired".
    */
-  close(environmentId: string, grantId: string, how: "void" | "expiry", at: Date): Promise<CreditGrant | undefined>;
+  close(environmentId: string, grantId: string, how: "void" | "expiry", at: Date, entry?: { invoiceId: string; description: string }): Promise<CreditGrant | undefined>;
   /**
    * A refund takes back `amount` (> 0) of an active grant's remaining (a credit note refunding the
    * purchase that bought it, DESIGN §15): one conditional UPDATE (`remaining >= amount`), then a

@@ -16,7 +16,8 @@
  * - A voided invoice gives back what it spent (as Stripe returns the balance applied to an invoice
  *   it voids): in the transaction of the void, each application is matched by a "reinstatement"
  *   entry and its grant's remaining restored; a grant expired or voided since lets it go again at
- *   once (reinstateCredits). An uncollectible invoice keeps it.
+ *   once (reinstateCredits). An uncollectible invoice keeps it. What a voided invoice's total below
+ *   0 granted goes with it, refused when some was spent (takeBackNegativeTotal).
  * - A credit purchase's invoice is never paid with credit.
  * - Proration credits (a seat decrease's net credit, what a resume's invoice could not take of
  *   the unused time) go to the subject's balance (DESIGN §13), a seat decrease's valued at what
@@ -37,7 +38,7 @@ import type { ChargedRates } from "../catalog/addons.js";
 import { bookTotals } from "../invoicing/booking.js";
 import { allocateCredits, appliedTotal, type ChargeLine } from "../credits/apply.js";
 import type { CreditApplication, CreditGrant } from "../credits/types.js";
-import { AbortedError } from "../errors.js";
+import { AbortedError, FailedPreconditionError } from "../errors.js";
 import { creditGrantEvent } from "../events/types.js";
 import { derivedBase62, randomBase62 } from "../ids.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
@@ -221,10 +222,40 @@ export async function grantNegativeTotal(tx: BillingTx, inv: Invoice, at: Date):
   // Amounts carried in (payments/carries.ts) are owed on top of the total: −1,000 with 30 carried in grants 970; −10 with 30, nothing (20 due).
   const amount = dec(inv.total).plus(carriedInOf(inv)).neg();
   if (!tx.credits || inv.status !== "open" || !amount.gt(0)) return;
-  const id = `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`;
-  const grant = balanceGrant(id, inv, inv.currency, amount, at, { invoice_id: inv.id, subscription_id: inv.subscriptionId });
+  const grant = balanceGrant(invoiceCreditId(inv), inv, inv.currency, amount, at, { invoice_id: inv.id, subscription_id: inv.subscriptionId });
   await tx.credits.insertGrant(grant, { type: "invoice_credit", invoiceId: inv.id, description: `Credit from invoice ${inv.number ?? inv.id} (total below zero)` });
   await tx.emit([creditGrantEvent("credit_grant.created", grant)]);
+}
+
+/** The ID of the grant invoice `inv`'s total below 0 gave (grantNegativeTotal): derived from the invoice's, one per invoice. */
+function invoiceCreditId(inv: Pick<Invoice, "environmentId" | "id">): string {
+  return `cg_${derivedBase62(["invoice-credit", inv.environmentId, inv.id].join("\u0000"))}`;
+}
+
+/**
+ * Takes back, in the transaction `tx` that voids open invoice `inv` (as of `at` on its clock), the
+ * credit its total below 0 granted (grantNegativeTotal): the invoice no longer exists, so neither
+ * does its credit. The grant is voided, what is left of it off the balance with a "void" entry
+ * naming the invoice. Part of it spent already (a later invoice paid with it) refuses the void,
+ * nothing written (INVOICE_CREDIT_SPENT): the balance is never negative (DESIGN §14), so the spent
+ * part cannot be owed back through it, and the void would otherwise leave it with the customer. A
+ * grant voided already (POST /credit-grants/{id}/void: its operator's decision on what was left)
+ * or none (the invoice's total was not below 0) takes nothing.
+ */
+export async function takeBackNegativeTotal(tx: BillingTx, inv: Pick<Invoice, "environmentId" | "id" | "number" | "currency">, at: Date): Promise<void> {
+  const g = await tx.credits?.lockGrant(inv.environmentId, invoiceCreditId(inv));
+  if (!tx.credits || !g || (g.status !== "active" && g.status !== "depleted")) return;
+  const spent = dec(g.amount).minus(dec(g.remaining));
+  if (spent.gt(0)) {
+    const money = (d: Decimal) => displayMoney(formatDecimal(d), inv.currency);
+    throw new FailedPreconditionError(
+      "INVOICE_CREDIT_SPENT",
+      `invoice ${inv.id} cannot be voided: ${money(spent)} of the ${money(dec(g.amount))} credit its total below zero granted (credit grant ${g.id}) was spent on later invoices, which voiding it would not take back; void the credit grant to take back what is left (${money(dec(g.remaining))}), then the invoice`,
+      { invoice_id: inv.id, credit_grant_id: g.id, spent_amount: formatDecimal(spent) },
+    );
+  }
+  const voided = await tx.credits.close(inv.environmentId, g.id, "void", at, { invoiceId: inv.id, description: `Invoice ${inv.number ?? inv.id} voided: its credit taken back` });
+  if (voided) await tx.emit([creditGrantEvent("credit_grant.voided", voided)]);
 }
 
 /**

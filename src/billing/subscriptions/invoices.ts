@@ -4,7 +4,7 @@
  */
 import { voidNotesWithInvoice } from "../credit-notes/invoice-void.js";
 import { purchasesMoved } from "../credits/purchase-states.js";
-import { reinstateCredits } from "./credit-application.js";
+import { reinstateCredits, takeBackNegativeTotal } from "./credit-application.js";
 import { recordCancels } from "../payments/cancels.js";
 import { releaseCarried } from "../payments/carries.js";
 import { FailedPreconditionError, NotFoundError, Violations } from "../errors.js";
@@ -137,7 +137,9 @@ export class Invoices {
    * concurrent voids makes: the grants' remaining restored, at the time of the invoice's clock;
    * and its credit notes (reduce_amount_due) voided with it, so that the books do not reverse it
    * twice (credit-notes/invoice-void.ts); and the carried debits it took released, pending again
-   * for the subject's next invoice (payments/carries.ts; uncollectible keeps them, written off).
+   * for the subject's next invoice (payments/carries.ts; uncollectible keeps them, written off);
+   * and the credit its total below 0 granted taken back, refused when some of it was spent
+   * (INVOICE_CREDIT_SPENT, credit-application.ts takeBackNegativeTotal; uncollectible keeps it).
    */
   async setInvoiceStatus(caller: Caller, id: string, to: "void" | "uncollectible"): Promise<Invoice> {
     const inv = await this.stored(caller, id);
@@ -147,6 +149,8 @@ export class Invoices {
     const moved = await this.stores.transaction(async (tx) => {
       const done = (await tx.moveInvoices([inv.id], move.from, move.to, at, inv.environmentId)).length > 0;
       if (done && to === "void") await reinstateCredits(tx, inv, clockAt);
+      // What its total below 0 granted goes with it (refused if some was spent): credit-application.ts.
+      if (done && to === "void") await takeBackNegativeTotal(tx, inv, clockAt);
       // The carried debits it took are owed again (payments/carries.ts); written off, it keeps them.
       if (done && to === "void") await releaseCarried(tx, inv);
       // Its reduce_amount_due notes go with it (refused if a note moved money): credit-notes/invoice-void.ts.

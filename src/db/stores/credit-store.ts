@@ -253,7 +253,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
       const n = await changed(em, "UPDATE credit_grants SET status = 'failed', remaining = ? WHERE environment_id = ? AND id = ? AND status = 'pending_payment'", ["0", environmentId, grantId]);
       return n === 0 ? undefined : readGrant(em, E, environmentId, grantId);
     },
-    close: async (environmentId, grantId, how, at) => {
+    close: async (environmentId, grantId, how, at, entry) => {
       const g = await readGrant(em, E, environmentId, grantId, lock);
       if (!g || (g.status !== "active" && g.status !== "depleted")) return undefined;
       const status = how === "void" ? "voided" : "expired";
@@ -268,7 +268,7 @@ export function creditWrites(em: EntityManager, sql: Sql, E: Entities): BillingC
         g.remaining,
       ]);
       if (n === 0) throw new AbortedError("TRANSACTION_CONFLICT", "the grant changed while it was being closed; try again");
-      if (dec(g.remaining).gt(0)) await insertEntry(em, E, g, how, `-${g.remaining}`, null, how === "void" ? "Voided" : "Expired", at);
+      if (dec(g.remaining).gt(0)) await insertEntry(em, E, g, how, `-${g.remaining}`, entry?.invoiceId ?? null, entry?.description ?? (how === "void" ? "Voided" : "Expired"), at);
       return (await readGrant(em, E, environmentId, grantId)) as CreditGrant;
     },
     takeBack: (environmentId, grantId, amount, entry, at) => takeBackOn(em, E, d, { environmentId, grantId, amount, entry, at }),
