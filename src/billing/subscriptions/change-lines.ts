@@ -28,10 +28,10 @@
  *   the same rates.
  */
 import type { RateCard } from "../catalog/types.js";
-import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
+import { type Decimal, SCALE, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { cardKey } from "./line-cards.js";
-import { type ChangeChargeTerms, prorationLine } from "./proration.js";
+import { type ChangeChargeTerms, type TermsOf, prorationLine } from "./proration.js";
 import type { Invoice, Subscription } from "./types.js";
 import { fixedTaken } from "./unused-credit.js";
 
@@ -59,6 +59,58 @@ export function changeChargeOf(s: Pick<Subscription, "chargedTerms" | "periodSta
   const c = (s.chargedTerms as ChangeChargeTerms | null | undefined)?.changeCharge;
   if (!c || c.periodStart !== s.periodStart.toISOString() || c.rateCardId !== cardId) return undefined;
   return { charged: dec(c.charged), discounted: dec(c.discounted) };
+}
+
+/** What a prorated change of terms moved of the card's time an upgrade's charge paid, at list and net (movedTime). */
+export interface MovedTime {
+  left: Decimal;
+  givenBack: Decimal;
+  added: Decimal;
+  addedNet: Decimal;
+}
+
+/**
+ * What a prorated change of terms moved of the card's time an upgrade's charge paid (ChangeChargeTerms,
+ * chargeAfterTermsChange): `left`, the old terms' list price for the rest of the period; `givenBack`,
+ * its credited decreases at list (`valued` not null: a decrease credited nothing leaves that time
+ * paid, proration.ts chargedKeeping); `added`, its increases at list, and `addedNet`, what they cost
+ * net of discounts: as its invoice `written` booked them, else (netted into a credit) as `bookedNow`.
+ */
+export function movedTime(left: Decimal, lines: readonly BillLine[], valued: readonly (BillLine | null)[], written: Invoice | undefined, bookedNow: readonly BillLine[]): MovedTime {
+  const sum = (ls: readonly BillLine[]) => ls.reduce((a, l) => a.plus(l.amount), ZERO);
+  const net = (l: Invoice["lines"][number]) => (l.discountAmounts ?? []).reduce((a, d) => a.minus(dec(d.amount)), dec(l.amount));
+  const increases = written?.lines.filter((l) => l.kind === "proration" && dec(l.amount).gt(0));
+  return {
+    left,
+    givenBack: sum(lines.filter((l, i) => l.amount.isNegative() && valued[i] !== null)).neg(),
+    added: sum(lines.filter((l) => l.amount.gt(0))),
+    addedNet: increases ? increases.reduce((a, l) => a.plus(net(l)), ZERO) : sum(bookedNow),
+  };
+}
+
+/**
+ * `charged`, the period's charged terms after a change of `s`'s terms to `next` (null: the row's),
+ * keeping what an upgrade's charge paid for the row's card (ChangeChargeTerms), which they would drop:
+ * a later upgrade would then value the card's unused time from the period's invoices, which do not
+ * show that charge. `moved` (a prorated change, movedTime): the charge then covers the rest of the
+ * period at the new terms: what is left of the old terms' time, less what the change gave back, at
+ * the charge's discounted share, and what it added at what it cost. B charged 1,000 for half the
+ * period with 700 of it discounted, 1 → 2 seats at once (1,000 more at list, paid in full): 2,000
+ * charged, 700 discounted, so B's last quarter (1,000 at list) is worth 650 at an upgrade: 500 ×
+ * 30% + 500. Without `moved` (proration none: nothing charged or given back) it is kept as it is.
+ * Kept exact to the stored scale.
+ */
+export function chargeAfterTermsChange(charged: Subscription["chargedTerms"], s: Subscription, next: TermsOf, moved?: MovedTime): Subscription["chargedTerms"] {
+  const prior = changeChargeOf(s, s.rateCardId);
+  const raw = (s.chargedTerms as ChangeChargeTerms | null | undefined)?.changeCharge;
+  if (!prior || !raw) return charged;
+  const exact = (d: Decimal) => formatDecimal((d.isNegative() ? ZERO : d).toDecimalPlaces(SCALE));
+  const share = prior.charged.gt(0) ? prior.discounted.div(prior.charged) : dec(1);
+  const rest = moved ? moved.left.minus(moved.givenBack) : ZERO;
+  const kept = rest.isNegative() ? ZERO : rest;
+  const changeCharge = moved ? { ...raw, charged: exact(kept.plus(moved.added)), discounted: exact(kept.times(share).plus(moved.added).minus(moved.addedNet)) } : raw;
+  const terms: ChangeChargeTerms = { ...(charged ?? { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } }), changeCharge };
+  return terms;
 }
 
 /**

@@ -377,23 +377,23 @@ export class InvoiceBuilder {
   }
 
   /**
-   * Writes an invoice in the transaction unless it has no lines and no usage window; false when the subscription
-   * already has one for that period (a repeated or concurrent run), which the caller must treat
-   * as "done by someone else".
+   * Writes an invoice in the transaction unless it has no lines and no usage window; as written (booked, credited), or
+   * undefined when the subscription already has one for that period (a repeated or concurrent run), which the caller
+   * must treat as "done by someone else".
    */
-  async writeInvoice(tx: BillingTx, invoice: Invoice): Promise<boolean> {
+  async writeInvoice(tx: BillingTx, invoice: Invoice): Promise<Invoice | undefined> {
     // An invoice of a usage window is written even without lines (usage within the included
     // units, or none): late usage of that window can still land on it or be adjusted later.
-    if (invoice.lines.length === 0 && !invoice.window) return true;
+    if (invoice.lines.length === 0 && !invoice.window) return invoice;
     // DESIGN §14, §15: an invoice open at once is booked, spends the subject's credit and is numbered here (booking.ts).
     const credited = await finalizeOpen(tx, invoice, invoice.createdAt, this.now);
     try {
       await tx.insertInvoice(credited);
       await tx.emit(newInvoiceEvents(credited));
-      return true;
+      return credited;
     } catch (err) {
       // Credit spent, amounts carried in or a total below 0 granted (booking.ts) for an invoice not written must not stay: the transaction fails.
-      if (err instanceof AlreadyExistsError && !credited.creditsApplied?.length && !credited.carriedIn?.length && !dec(credited.total).isNegative()) return false;
+      if (err instanceof AlreadyExistsError && !credited.creditsApplied?.length && !credited.carriedIn?.length && !dec(credited.total).isNegative()) return undefined;
       throw err;
     }
   }

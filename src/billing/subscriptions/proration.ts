@@ -235,6 +235,8 @@ export function chargedAfterSwitch(s: Subscription, cardId: string, next: TermsO
  * to a credit and left its invoice for the subject's balance (change-credit.ts `charge`): no
  * invoice of the period then shows that charge, and a later upgrade values the new card's unused
  * time from it (change-lines.ts paidCredit). For the period starting `periodStart` and card `rateCardId` only.
+ * A change of that card's terms in the period keeps it, moved to the new terms when prorated
+ * (change-lines.ts chargeAfterTermsChange).
  */
 export type ChangeChargeTerms = NonNullable<Subscription["chargedTerms"]> & {
   changeCharge?: { periodStart: string; rateCardId: string; charged: string; discounted: string };

@@ -76,6 +76,7 @@ import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } f
 import { usageTermSettlement } from "./usage-term-changes.js";
 import { changeCredit, taxedLines } from "./change-credit.js";
 import { pricedUpgradeLines } from "./upgrade-lines.js";
+import { chargeAfterTermsChange, changeChargeOf, movedTime } from "./change-lines.js";
 import { openReductions, recordGivenBack } from "./given-back.js";
 
 /**
@@ -151,6 +152,19 @@ function moved(s: Subscription, current: Subscription, now: Date): boolean {
   );
 }
 
+/** `s` if it can be updated: active and not following a timeline. */
+function checkUpdatable(s: Subscription): Subscription {
+  if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${s.id} is ${s.status}; only an active subscription can be updated`);
+  if (s.timelineId) {
+    throw new FailedPreconditionError(
+      "SUBSCRIPTION_FOLLOWS_TIMELINE",
+      `subscription ${s.id} follows subscription timeline ${s.timelineId}, which decides its rate cards and terms; it cannot be updated`,
+      { subscription_timeline_id: s.timelineId },
+    );
+  }
+  return s;
+}
+
 export class TermUpdates {
   constructor(
     private readonly lookups: Lookups,
@@ -172,15 +186,7 @@ export class TermUpdates {
     const subject = await this.lookups.subject(caller, found.subjectId);
     const done = await retryingRaces(async (n): Promise<UpdateResult> => {
       const now = await this.lookups.nowFor(subject);
-      const current = await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now);
-      if (current.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${id} is ${current.status}; only an active subscription can be updated`);
-      if (current.timelineId) {
-        throw new FailedPreconditionError(
-          "SUBSCRIPTION_FOLLOWS_TIMELINE",
-          `subscription ${id} follows subscription timeline ${current.timelineId}, which decides its rate cards and terms; it cannot be updated`,
-          { subscription_timeline_id: current.timelineId },
-        );
-      }
+      const current = checkUpdatable(await this.caughtUp(n === 1 ? found : await this.lookups.subscription(caller, id), now));
       const card = await this.engine.reads.card(current.environmentId, current.rateCardId);
       const checked = await this.terms.checkTerms(card, { ...current.fixedRateQuantities, ...input.fixedRateQuantities }, { ...current.rateMultipliers, ...input.rateMultipliers }, v);
       checkMergedMetadata(mergedMetadata(current.metadata, input.metadata), v);
@@ -202,6 +208,8 @@ export class TermUpdates {
         !paidOn && lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
       const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
       const valued = paidOn ? lines : valuedCredits(lines, billed, money);
+      // The card's time an upgrade's charge paid (ChangeChargeTerms), which a prorated change moves: the old terms' list for the rest of the period.
+      const left = behavior === "none" || !termsChange || paidOn ? undefined : await this.paidTimeLeft(card, current, now);
       // Decreases credited nothing (nothing of the rate paid in the period yet): the period stays charged at the old terms for them.
       const uncredited = new Set(lines.flatMap((l, i) => (l.amount.isNegative() && valued[i] === null ? [rateCodeOf(l) ?? ""] : [])));
       return this.engine.stores.transaction(async (tx) => {
@@ -215,7 +223,7 @@ export class TermUpdates {
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
         const decision = paidOn
-          ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: new Map(), reductions: new Map() }
+          ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: new Map(), reductions: new Map(), bookedNow: [] }
           : await this.decided(tx, s, card, valued, increases, billed, now, money);
         const { charged, taxCredited } = decision;
         // What the credit gives back of each invoice it was drawn on, on its amount credited (a credit note's cap too).
@@ -231,15 +239,21 @@ export class TermUpdates {
         const settled = usageInvoice ? await withCredits(tx, usageInvoice, toCarry, now) : { invoice: undefined, carried: toCarry };
         if (settled.invoice && !(await this.engine.builder.writeInvoice(tx, settled.invoice))) throw lostRace(id);
         const credited = invoice ? await withCredits(tx, invoice, settled.carried, now) : { invoice: undefined, carried: settled.carried };
-        if (credited.invoice && !(await this.engine.builder.writeInvoice(tx, credited.invoice))) throw lostRace(id);
+        const written = credited.invoice ? await this.engine.builder.writeInvoice(tx, credited.invoice) : undefined;
+        if (credited.invoice && !written) throw lostRace(id);
         const updated: Subscription = {
           ...s,
           ...next,
           // A prorated change bills the period at the new terms, but for a decrease credited nothing (chargedKeeping);
           // `none` (or no change of terms) leaves it at those it was billed at; on another card after a change of rate card charging nothing,
-          // so does a change that costs no more than was paid there (pastPaid).
+          // so does a change that costs no more than was paid there (pastPaid). An upgrade's charge for the card stays, moved (change-lines.ts).
           chargedTerms: withTaxCredited(
-            !termsChange || (paidOn && (behavior === "none" || !charged)) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
+            chargeAfterTermsChange(
+              !termsChange || (paidOn && (behavior === "none" || !charged)) ? (s.chargedTerms ?? null) : behavior === "none" ? chargedAfterUnbilled(s, next) : chargedKeeping(s, next, uncredited),
+              s,
+              next,
+              left ? movedTime(left, lines, valued, written, decision.bookedNow) : undefined,
+            ),
             next,
             s,
             taxCredited,
@@ -300,7 +314,7 @@ export class TermUpdates {
     });
     const charged = sumOf(decided).gt(0);
     const credits = decided.filter((l) => l.amount.isNegative()).map((l) => ({ description: l.description, amount: formatDecimal(l.amount) }));
-    return { charged, own: charged ? credits : netOfChange(decided).credits, taxCredited: paid.credited, givenBack: paid.givenBack, reductions: open.perInvoice };
+    return { charged, own: charged ? credits : netOfChange(decided).credits, taxCredited: paid.credited, givenBack: paid.givenBack, reductions: open.perInvoice, bookedNow: increasesNow };
   }
 
   /**
@@ -315,6 +329,17 @@ export class TermUpdates {
       const taken = off[i];
       return taken && !taken.amount.isZero() ? { ...l, amount: l.amount.minus(taken.amount) } : l;
     });
+  }
+
+  /**
+   * The list price of `current`'s card at the terms its period was charged at for the part left at
+   * `at`, when an upgrade's charge paid that time (ChangeChargeTerms: what a change of terms moves,
+   * change-lines.ts chargeAfterTermsChange); undefined otherwise.
+   */
+  private async paidTimeLeft(card: RateCard, current: Subscription, at: Date): Promise<Decimal | undefined> {
+    if (!changeChargeOf(current, current.rateCardId)) return undefined;
+    const list = cycleCharge(await this.engine.builder.fixedLines(card, chargedTerms(current)));
+    return list.times(remainingPart(current.periodStart, current.periodEnd, at).fraction);
   }
 
   /**
