@@ -1,12 +1,15 @@
 /**
  * A seat decrease credits only seats that were paid for (DESIGN §13, §15): the seats an invoice
  * added that was then voided or written off give nothing back; after a partial credit note, a
- * decrease gives back at most what the note left of the invoice, its tax in proportion. Through
- * the real server (REST) on a test clock, on MariaDB and SQLite. Amounts in cents (USD).
+ * decrease gives back at most what the note left of the invoice, its tax in proportion; and a
+ * decrease that would take off seats whose invoice's payment waits for the customer (3-D Secure)
+ * is refused rather than credited to the balance. Through the real server (REST) on a test
+ * clock, on MariaDB and SQLite. Amounts in cents (USD).
  */
 import test from "ava";
 import { taxRate } from "../helpers/booking-bodies.js";
 import { seats } from "../helpers/catalog-bodies.js";
+import { reasonOf } from "../helpers/clients.js";
 import { ledger } from "../helpers/credit-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { patch } from "../helpers/price-bodies.js";
@@ -19,6 +22,7 @@ const FEB = "2026-02-01T00:00:00Z";
 const FEB_15 = "2026-02-15T00:00:00Z";
 /** Feb 22 00:00 leaves 7 of February's 28 days. */
 const FEB_22 = "2026-02-22T00:00:00Z";
+const CARD_AUTH = "4000 0025 0000 3155";
 
 /** `n` seats at `price` a month from Feb 1 (paid by card), `tax` exclusive if given: the subscription's and its first invoice's IDs. */
 async function subscribed(s: Scenario, n: number, price: number, tax?: string): Promise<{ id: string; invoice: string }> {
@@ -108,5 +112,30 @@ for (const store of STORES) {
     await patch(s, id, { fixed_rate_quantities: { seats: 1 } });
     t.deepEqual(await ledger(s), [["proration", "2400"]]);
     t.deepEqual(await state(s, invoice), ["paid", "12000", "12000", "12000"]);
+  });
+
+  test(`${store}: a seat decrease drawing on an invoice whose payment waits for the customer is refused; once voided it credits nothing`, async (t) => {
+    const s = await Scenario.start(server, FEB);
+    const { id, invoice } = await subscribed(s, 2, 1000);
+    await s.saveCardInPortal(CARD_AUTH);
+    await s.advance(FEB_15);
+    // 2 → 4: 2 × 1,000 × 14/28 = 1,000, its charge waiting for the customer's authentication.
+    const up = (await patch(s, id, { fixed_rate_quantities: { seats: 4 } })).proration_invoice;
+    t.deepEqual([up.status, up.amount_due.value, Boolean(up.payment_url)], ["open", "1000", true]);
+    // 4 → 2 would take off those 2 seats: refused (the old code credited 1,000 to the balance for money not received).
+    const down = await s.raw("PATCH", `/subscriptions/${id}`, { fixed_rate_quantities: { seats: 2 } });
+    t.is(down.status, 400);
+    t.is(reasonOf(down.body), "INVOICE_PAYMENT_WAITS_FOR_CUSTOMER");
+    t.regex(String(down.body.message), new RegExp(`invoice ${up.id}`));
+    t.deepEqual(await ledger(s), []);
+    t.is((await s.call("GET", `/subscriptions/${id}`)).fixed_rate_quantities.seats, "4");
+    t.deepEqual(await state(s, up.id), ["open", "1000", "1000", "0"]);
+    // Voided, the 2 seats were never paid: 4 → 2 credits nothing; 2 → 0 then 2 × 1,000 × 14/28 = 1,000.
+    await s.call("POST", `/invoices/${up.id}/void`, {});
+    await patch(s, id, { fixed_rate_quantities: { seats: 2 } });
+    t.deepEqual(await ledger(s), []);
+    await patch(s, id, { fixed_rate_quantities: { seats: 0 } });
+    t.deepEqual(await ledger(s), [["proration", "1000"]]);
+    t.deepEqual(await state(s, invoice), ["paid", "2000", "2000", "1000"]);
   });
 }
