@@ -123,9 +123,9 @@ export class FakeBillingStores implements BillingStores {
     get: async (env, id) => this.copy(this.state.invoices.get(id), env),
     byToken: async (token) => structuredClone([...this.state.invoices.values()].find((i) => i.hostedToken === token)),
     byPeriodKey: async (subscriptionId, periodKey) => structuredClone([...this.state.invoices.values()].find((i) => i.subscriptionId === subscriptionId && i.periodKey === periodKey)),
-    billedWithin: async (subscriptionId, environmentId, from, to, withVoid = false) =>
+    billedWithin: async (subscriptionId, environmentId, from, to) =>
       [...this.state.invoices.values()]
-        .filter((i) => i.subscriptionId === subscriptionId && i.environmentId === environmentId && (withVoid || i.status !== "void") && i.periodStart >= from && i.periodEnd <= to)
+        .filter((i) => i.subscriptionId === subscriptionId && i.environmentId === environmentId && i.status !== "void" && i.periodStart >= from && i.periodEnd <= to)
         .map((i) => structuredClone(i)),
     list: async (env, subjectId, p) =>
       page(

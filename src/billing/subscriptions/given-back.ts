@@ -19,19 +19,10 @@
  * the same reason), so it cannot outlive the invoice being voided or written off. 2 seats at
  * 1,000 + 20% paid, 2 → 4 at half the period left on an invoice of 1,200 still open, 4 → 2: that
  * invoice asks 0 (paid by the decrease) and the balance gets nothing, where it got 1,200 that
- * voiding the invoice left with the customer. Not beyond its amount due (what credits applied to
- * it paid goes to the balance).
- *
- * While a payment of that invoice waits for the customer (3-D Secure) or a bank debit of it is
- * processing, the decrease is refused (FAILED_PRECONDITION, as a credit note reducing part of its
- * amount due is, credit-notes.ts): its amount due cannot be lowered under the payment under way
- * (the customer would still pay the old one), and the seats are not paid for yet, so crediting
- * the balance would give back money not received (as it did: 2 seats at 1,000 paid, 2 → 4 at half
- * the period on an invoice of 1,000 waiting for authentication, 4 → 2 credited 1,000). Once that
- * payment finishes the decrease credits the balance; once it fails or is cancelled it lowers the
- * invoice; once the invoice is voided it credits nothing for those seats (unused-draws.ts).
+ * voiding the invoice left with the customer. Not while a payment of the invoice waits for the
+ * customer or is processing for more (the credit then goes to the balance, as before), nor beyond
+ * its amount due (what credits applied to it paid goes to the balance).
  */
-import { FailedPreconditionError } from "../errors.js";
 import { recordCancels } from "../payments/cancels.js";
 import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
@@ -41,14 +32,12 @@ import { type Invoice, amountDueOf } from "./types.js";
 /**
  * Of each credit's draws (paidTax's `draws`, per invoice ID), what lowers an open invoice's
  * amount due instead of going to the balance (see the file's comment), per credit and per invoice:
- * an open invoice's amount due shared by the credits in their order. Nothing without credit-note
- * writes (`tx`). FAILED_PRECONDITION when a credit draws on an invoice whose payment waits for the
- * customer or is processing (see the file's comment).
+ * an open invoice's amount due shared by the credits in their order; none of an invoice whose
+ * payment waits for the customer or is processing. Nothing without credit-note writes (`tx`).
  */
 export function openReductions(tx: BillingTx, billed: readonly Invoice[], draws: readonly ReadonlyMap<string, Decimal>[]): { perCredit: Decimal[]; perInvoice: Map<string, Decimal> } {
-  for (const d of draws) for (const [id, amount] of d) if (amount.gt(0)) checkNotWaiting(billed.find((i) => i.id === id));
   const room = new Map<string, Decimal>();
-  if (tx.creditNotes) for (const i of billed) if (i.status === "open") room.set(i.id, dec(amountDueOf(i)));
+  if (tx.creditNotes) for (const i of billed) if (i.status === "open" && !i.payment?.actionRequired && !i.payment?.processing) room.set(i.id, dec(amountDueOf(i)));
   const perInvoice = new Map<string, Decimal>();
   const perCredit = draws.map((d) => {
     let off = ZERO;
@@ -63,19 +52,6 @@ export function openReductions(tx: BillingTx, billed: readonly Invoice[], draws:
     return off;
   });
   return { perCredit, perInvoice };
-}
-
-/** Refuses a decrease whose credit draws on open invoice `inv` while a payment of it waits for the customer or is processing. */
-function checkNotWaiting(inv: Invoice | undefined): void {
-  if (inv?.status !== "open" || !(inv.payment?.actionRequired || inv.payment?.processing)) return;
-  const [reason, what] = inv.payment.processing
-    ? ["INVOICE_PAYMENT_PROCESSING", "a bank debit of it is processing"]
-    : ["INVOICE_PAYMENT_WAITS_FOR_CUSTOMER", "its payment waits for the customer's authentication"];
-  throw new FailedPreconditionError(
-    reason,
-    `this decrease takes off seats charged on invoice ${inv.id}, which is not paid yet: ${what}; let that payment finish, or void the invoice, then decrease again`,
-    { invoice_id: inv.id, amount_due: amountDueOf(inv) },
-  );
 }
 
 /**

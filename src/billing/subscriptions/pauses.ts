@@ -153,8 +153,7 @@ export class Pauses {
    * or uncollectible one, e.g. after the dunning policy `pause`, was never received), and never
    * more in all than the paid invoices of the cycle took for fixed charges (valuedCredits holds
    * its credits to that, as a seat decrease's; a credit carried onto one of them, as an earlier
-   * resume's, takes nothing of that), and nothing for seats added on an invoice then voided or
-   * written off (unused-draws.ts, as a seat decrease's). Each records the exclusive tax paid for its time, as a seat
+   * resume's, takes nothing of that). Each records the exclusive tax paid for its time, as a seat
    * decrease's (paidTax: the tax those invoices booked × the part / net; none on a void or
    * uncollectible one's, an exempt or reverse-charge one's, or inside an inclusive price), "0"
    * when none: what it is granted with if carried to the balance (10,000 + 1,000 paid, 6,774
@@ -164,7 +163,7 @@ export class Pauses {
     if (!paused.pausedAt) return [];
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
     if (opening?.status !== "paid") return [];
-    const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd, true);
+    const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd);
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     // The card and terms the cycle was billed at: after a downgrade that charged nothing, the old card's (as switchPlan reads them).
     const paid = chargedCardTerms(paused);
@@ -175,7 +174,7 @@ export class Pauses {
       const unused = cycleCharge(fixedLine(r.name, r.price, dec(quantity), multiplierOf(paid, r.code))).times(part.fraction);
       return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);
     });
-    const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"), { at: paused.pausedAt, periodEnd: paused.periodEnd, credited: taxCreditedIn(paused) });
+    const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
     const { taxes } = paidTax(valued, billed, taxCreditedIn(paused));
     return valued.flatMap((l, i) => (l ? [{ description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()) }] : []));
   }

@@ -87,8 +87,8 @@ export interface InvoiceStore {
   byToken(token: string): Promise<Invoice | undefined>;
   /** A subscription's invoice of one period key (e.g. the one that opened a cycle), with its lines. */
   byPeriodKey(subscriptionId: string, periodKey: string): Promise<Invoice | undefined>;
-  /** A subscription's invoices, not void (void ones too `withVoid`), whose period lies within [from, to], with their lines: what was billed for a billing period (commitments.ts). */
-  billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date, withVoid?: boolean): Promise<Invoice[]>;
+  /** A subscription's invoices, not void, whose period lies within [from, to], with their lines: what was billed for a billing period (commitments.ts). */
+  billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<Invoice[]>;
   /** The environment's invoices matching `filter` (every one when empty), oldest first (by seq). */
   list(environmentId: string, filter: InvoiceFilter, page: Page): Promise<PageResult<Invoice>>;
   /**

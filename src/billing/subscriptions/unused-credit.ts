@@ -15,16 +15,12 @@
  * - Never more than what those lines took net of discounts and of what was given back for them
  *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
  *   one change in their order.
- * - Only seats paid for: the credit is drawn from the rate's lines newest first (the seats added
- *   last go first, unused-draws.ts), and what it takes of a void or written-off invoice's lines,
- *   or beyond what is left of an invoice after its credit notes, is not credited. 1 seat at 5,000
- *   paid, 1 → 3 at half the period on an invoice then voided, 3 → 1: 0, not 5,000.
  * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked on
- *   what it takes off, not the buyer's tax details at the change (paidTax): each part at its own
- *   line's tax ÷ net of discounts (an open invoice's line counts as paid, a void or uncollectible
- *   one's gives back none), rounded half up once per credit, never more than the paid and open
- *   lines' tax less what the period's earlier decreases gave back (TaxCreditedTerms), nor than is
- *   left of the invoices drawn on once the credit is. 2 seats at 1,000 + 20% paid (2,400), half the
+ *   what it takes off, not the buyer's tax details at the change (paidTax): drawn from the lines
+ *   newest first (the seats added last go first), each part at its own line's tax ÷ net of
+ *   discounts (an open invoice's line counts as paid, a void or uncollectible one's gives back
+ *   none), rounded half up once per credit, never more than the paid and open lines' tax less
+ *   what the period's earlier decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
  *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
  *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
  */
@@ -32,8 +28,30 @@ import { splitInProportion } from "../invoicing/booking.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { rateCodeOf } from "./line-cards.js";
+import { isCarriedCredit } from "./proration.js";
 import type { Invoice, InvoiceLine, Subscription } from "./types.js";
-import { type Draw, type DrawnAt, drawFrom, exclusiveTax, isFixed, minOf, otherCreditsOff, owesTax, roomOf, stackOf, discountsOf } from "./unused-draws.js";
+
+/** A line's discounts. */
+const discountsOf = (l: InvoiceLine): Decimal => (l.discountAmounts ?? []).reduce((a, d) => a.plus(dec(d.amount)), ZERO);
+
+/**
+ * Whether a line is a fixed charge (or a proration of one) of the invoice's period: not a credit
+ * carried onto it (isCarriedCredit: a resume's credit for the cycle the pause cut short lies on
+ * the new cycle's first invoice, but it gives back time of the old one).
+ */
+const isFixed = (l: InvoiceLine): boolean => (l.kind === "fixed" || l.kind === "proration") && !isCarriedCredit(l);
+
+/** A line's exclusive tax (an inclusive one is inside its amount). */
+const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
+
+/**
+ * What the credits of other time took off an invoice's total, their amounts and exclusive tax
+ * negated: its negative proration lines that are not among the lines `pick` counts as fixed (a
+ * carried credit, never a fixed line; with a rate's pick, another card's or rate's unused-time
+ * credit too, which gives back time an earlier invoice paid for). Credits are never discounted.
+ */
+const otherCreditsOff = (inv: Invoice, pick: (l: InvoiceLine) => boolean): Decimal =>
+  inv.lines.reduce((a, l) => (l.kind === "proration" && dec(l.amount).isNegative() && !(isFixed(l) && pick(l)) ? a.plus(dec(l.amount)).plus(exclusiveTax(l)) : a), ZERO).neg();
 
 /**
  * What the paid invoices among `billed` took for their fixed and proration lines that `pick`
@@ -90,25 +108,14 @@ function describe(l: BillLine, net: Decimal, value: Decimal, money: (d: Decimal)
   return `${l.description}${less}${capped}`;
 }
 
-/** A credit valued by valuedCredits, with what it draws of the period's lines (unused-draws.ts), newest first. */
-export type ValuedLine = BillLine & { draws?: readonly Draw[] };
-
 /**
- * `lines` of a change at `from.at` with each negative one (list-price unused time, keyed
- * `<code>|`) valued at what the period's invoices `billed` (void ones too) took for its rate (see
- * the module's comment), in their order; null for one valued at 0, the others as they are.
- * `from.credited`: TaxCreditedTerms' amounts (what earlier decreases drew of each line).
- * `money` prints an amount for the line's description.
+ * `lines` of a change with each negative one (list-price unused time, keyed `<code>|`) valued at
+ * what the period's invoices `billed` took for its rate (see the module's comment), in their
+ * order; null for one valued at 0, the others as they are. `money` prints an amount for the
+ * line's description.
  */
-export function valuedCredits(
-  lines: readonly BillLine[],
-  billed: readonly Invoice[],
-  money: (d: Decimal) => string,
-  from: DrawnAt & { credited: Readonly<Record<string, string>> },
-): (ValuedLine | null)[] {
+export function valuedCredits(lines: readonly BillLine[], billed: readonly Invoice[], money: (d: Decimal) => string): (BillLine | null)[] {
   const room = new Map<string, Decimal>();
-  const drawn: Record<string, string> = { ...from.credited };
-  const rooms = new Map<string, Map<string, Decimal>>();
   // In all, never more than the paid invoices took for fixed charges (an old card's credit on a
   // change's invoice is added back for the new card's lines, but only paid invoices count here).
   let paid = fixedTaken(billed).took;
@@ -121,24 +128,12 @@ export function valuedCredits(
     const left = room.get(group) ?? taken.took;
     // The unused time before rounding (a proration line's unit amount, quantity 1), rounded once.
     const net = roundAmount(l.unitAmount.neg().times(dec(1).minus(fraction)));
-    // The seats it takes off, the last added first: what no money backs (never paid, or given back by a note) is not credited.
-    const backing = new Map(rooms.get(group) ?? []);
-    const draws = drawFrom(stackOf(billed, pick, drawn, from), net, (inv) => roomOf(inv, pick), backing);
-    const unbacked = draws.reduce((a, d) => a.plus(d.taken).minus(d.worth), ZERO);
     const cap = left.lt(paid) ? left : paid;
-    const value = minOf(roundAmount(net.minus(unbacked)), cap);
+    const value = net.gt(cap) ? cap : net;
     room.set(group, left.minus(value));
     paid = paid.minus(value);
     if (value.lte(0)) return null;
-    rooms.set(group, backing);
-    // Each invoice's part in whole units, together never more than the credit.
-    const worths = splitInProportion(
-      minOf(value, roundAmount(draws.reduce((a, d) => a.plus(d.worth), ZERO))),
-      draws.map((d) => d.worth),
-    );
-    for (const d of draws) drawn[d.key] = formatDecimal(dec(drawn[d.key] ?? "0").plus(d.full));
-    const valued: ValuedLine = { ...l, amount: value.neg(), unitAmount: value.neg(), description: describe(l, net, value, money) };
-    return { ...valued, draws: draws.map((d, i) => ({ ...d, worth: worths[i] ?? ZERO })) };
+    return { ...l, amount: value.neg(), unitAmount: value.neg(), description: describe(l, net, value, money) };
   });
 }
 
@@ -149,8 +144,8 @@ export const sumOf = (lines: readonly BillLine[]): Decimal => lines.reduce((a, l
  * The charged terms of a period (Subscription.chargedTerms) with `taxCredited`: the exclusive tax
  * seat decreases' credits gave back in the period starting at `periodStart` (ISO), per rate code
  * ("" for lines of no rate; paidTax); a later decrease in that period gives back at most the tax
- * paid less it; and, keyed `|<invoice ID>#<line index>` (unused-draws.ts), what each decrease
- * drew of each line in the line's own terms, which a later one does not draw again. Kept in the row's charged_terms JSON, on
+ * paid less it; and, keyed `|<invoice ID>#<line index>` (drawnKey), the net each decrease drew
+ * of each line, which a later one does not draw again. Kept in the row's charged_terms JSON, on
  * the row's own terms where the period is charged at them (updates.ts); a new period (the close,
  * a resume) or card drops it.
  */
@@ -163,23 +158,74 @@ export function taxCreditedIn(s: Pick<Subscription, "chargedTerms" | "periodStar
   return same ? { ...(t?.taxCredited?.amounts ?? {}) } : {};
 }
 
+/** The lesser of two amounts. */
+const minOf = (a: Decimal, b: Decimal): Decimal => (a.lt(b) ? a : b);
+
+/**
+ * Where TaxCreditedTerms' amounts keep what the period's decreases drew of a line (the net they
+ * took off it, paidTax): `|<invoice ID>#<line index>`, which no rate code's total (`<code>`, or ""
+ * for lines of no rate) can be, a rate code having no `|` (line keys are `<code>|…`).
+ */
+const drawnKey = (inv: Invoice, index: number): string => `|${inv.id}#${index}`;
+
+/**
+ * Whether an invoice's lines give back the tax they booked: a paid one's, and an open one's (it
+ * still asks for that tax: a credit to the balance is what the customer pays for the time given
+ * back, as change-lines.ts counts an open invoice as paid); a void or uncollectible one's none.
+ */
+const owesTax = (inv: Invoice): boolean => inv.status === "paid" || inv.status === "open";
+
+/**
+ * A charge line a credit can draw on: what it has left (its net less what was drawn), its net and
+ * the exclusive tax paid on it, and its invoice (givenBack).
+ */
+type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal; invoice: Invoice };
+
+/**
+ * The lines `pick` selects of the period's invoices `billed` (oldest first) as a stack, the last
+ * billed on top: each positive one with what it has left to give back (its amount less discounts,
+ * less what decreases drew of it before, `drawn`, and what negative lines of the rate billed after
+ * it took off the top), and the exclusive tax booked on it (owesTax: none on a void or
+ * uncollectible invoice's line; an open proration invoice's seats still owe theirs).
+ */
+function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, drawn: Readonly<Record<string, string>>): Slot[] {
+  const stack: Slot[] = [];
+  for (const inv of billed) {
+    inv.lines.forEach((l, i) => {
+      if (!isFixed(l) || !pick(l)) return;
+      const net = dec(l.amount).minus(discountsOf(l));
+      if (net.isNegative()) {
+        let off = net.neg();
+        for (let j = stack.length - 1; j >= 0 && off.gt(0); j--) {
+          const took = minOf(stack[j].left, off);
+          stack[j].left = stack[j].left.minus(took);
+          off = off.minus(took);
+        }
+      } else if (net.gt(0)) {
+        const key = drawnKey(inv, i);
+        const left = net.minus(dec(drawn[key] ?? "0"));
+        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owesTax(inv) ? exclusiveTax(l) : ZERO, invoice: inv });
+      }
+    });
+  }
+  return stack;
+}
+
 /**
  * The exclusive tax each of a change's `valued` credits (valuedCredits) gives back, in their
- * order (0 for other lines). A credit is drawn from the lines it stands for newest first, what
- * was added last being taken off first (valuedCredits' draws), each part with its own line's
- * tax: the exclusive tax its paid or open invoice booked on it × the part's worth / its amount
+ * order (0 for other lines). A credit is drawn from the lines it stands for (those valuedCredits
+ * reads) newest first, what was added last being taken off first (stackOf), each part with its
+ * own line's tax: the exclusive tax its paid or open invoice booked on it × the part / its amount
  * less discounts; a void or uncollectible line's part gives back none. Summed, rounded half up
  * once per credit, and never more than the tax the period's paid and open invoices booked on
- * those lines less what was given back before in the period and by the change's earlier
- * credits, nor more than is left to give back of the invoices drawn on once the credit is (their
- * total less amount credited: after a note of 9,600 on 10,000 + 2,000 of 20% VAT, 2,000 + 400).
- * `credited` (TaxCreditedTerms' amounts) is what earlier decreases in the period gave back per
- * rate code and drew of each line; returned with this change's added. 2 seats paid at 1,000 +
- * 20%, then exempt: 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for
- * the 2 seats kept.
+ * those lines less what was given
+ * back before in the period and by the change's earlier credits. `credited` (TaxCreditedTerms'
+ * amounts) is what earlier decreases in the period gave back per rate code and drew of each line
+ * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
+ * 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for the 2 seats kept.
  */
 export function paidTax(
-  valued: readonly (ValuedLine | null)[],
+  valued: readonly (BillLine | null)[],
   billed: readonly Invoice[],
   credited: Readonly<Record<string, string>>,
 ): { taxes: Decimal[]; credited: Record<string, string>; givenBack: Map<string, Decimal>; draws: Map<string, Decimal>[] } {
@@ -192,11 +238,24 @@ export function paidTax(
     const group = rateCodeOf(l) ?? "";
     let paid = ZERO;
     for (const inv of billed) if (owesTax(inv)) for (const line of inv.lines) if (isFixed(line) && pick(line)) paid = paid.plus(exclusiveTax(line));
-    const parts = (l.draws ?? []).filter((d) => d.worth.gt(0)).map((d) => ({ invoice: d.invoice, net: d.worth, tax: owesTax(d.invoice) ? d.worth.times(d.ratio) : ZERO }));
-    for (const d of l.draws ?? []) given[d.key] = formatDecimal(dec(given[d.key] ?? "0").plus(d.full));
-    const exact = parts.reduce((a, p) => a.plus(p.tax), ZERO);
+    const stack = stackOf(billed, pick, given);
+    let rest = l.amount.neg();
+    let exact = ZERO;
+    const parts: { invoice: Invoice; net: Decimal; tax: Decimal }[] = [];
+    for (let j = stack.length - 1; j >= 0 && rest.gt(0); j--) {
+      const slot = stack[j];
+      const part = minOf(slot.left, rest);
+      if (part.lte(0)) continue;
+      const tax = slot.tax.times(part).div(slot.net);
+      parts.push({ invoice: slot.invoice, net: part, tax });
+      exact = exact.plus(tax);
+      given[slot.key] = formatDecimal(dec(given[slot.key] ?? "0").plus(part));
+      rest = rest.minus(part);
+    }
     const before = dec(given[group] ?? "0");
-    let share = minOf(minOf(roundAmount(exact), paid.minus(before)), taxRoom(parts, pick, givenBack));
+    const room = paid.minus(before);
+    let share = roundAmount(exact);
+    if (share.gt(room)) share = room;
     if (share.lt(0)) share = ZERO;
     addGivenBack(draws[k] as Map<string, Decimal>, parts, share);
     for (const [id, a] of draws[k] ?? []) givenBack.set(id, (givenBack.get(id) ?? ZERO).plus(a));
@@ -205,23 +264,6 @@ export function paidTax(
     return share;
   });
   return { taxes, credited: given, givenBack, draws };
-}
-
-/**
- * The most tax a credit drawn in `parts` may give back: what is left to give back of the paid and
- * open invoices it draws on (roomOf with the tax, less what the change's earlier credits gave back
- * of them, `givenBack`) less the net it draws of them, in whole units.
- */
-function taxRoom(parts: readonly { invoice: Invoice; net: Decimal }[], pick: (l: InvoiceLine) => boolean, givenBack: ReadonlyMap<string, Decimal>): Decimal {
-  const seen = new Set<string>();
-  let room = ZERO;
-  for (const p of parts) {
-    if (!owesTax(p.invoice)) continue;
-    if (!seen.has(p.invoice.id)) room = room.plus(roomOf(p.invoice, pick, true)).minus(givenBack.get(p.invoice.id) ?? ZERO);
-    seen.add(p.invoice.id);
-    room = room.minus(p.net);
-  }
-  return room.gt(0) ? room.floor() : ZERO;
 }
 
 /**

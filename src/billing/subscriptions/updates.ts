@@ -203,11 +203,11 @@ export class TermUpdates {
       const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], adjustments: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
-      // What the period's invoices took (void ones: seats never paid for), for valuing the decreases (the fence below keeps the period and terms).
+      // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
       const billed =
-        !paidOn && lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd, true) : [];
+        !paidOn && lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
       const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
-      const valued = paidOn ? lines : valuedCredits(lines, billed, money, { at: now, periodEnd: current.periodEnd, credited: taxCreditedIn(current) });
+      const valued = paidOn ? lines : valuedCredits(lines, billed, money);
       // The card's time an upgrade's charge paid (ChangeChargeTerms), which a prorated change moves: the old terms' list for the rest of the period.
       const left = behavior === "none" || !termsChange || paidOn ? undefined : await this.paidTimeLeft(card, current, now);
       // Decreases credited nothing (nothing of the rate paid in the period yet): the period stays charged at the old terms for them.

@@ -38,13 +38,13 @@ export function newestFirstRows(em: EntityManager, E: Entities, environmentId: s
 }
 
 /**
- * A subscription's rows, not void (void ones too with `withVoid`), whose period lies within [from, to], oldest first: what was
+ * A subscription's rows, not void, whose period lies within [from, to], oldest first: what was
  * billed for one billing period (over ix_invoices_subscription_seq, one subscription's few rows).
  */
-export function billedWithinRows(em: EntityManager, E: Entities, p: { subscriptionId: string; environmentId: string; from: Date; to: Date; withVoid?: boolean }): Promise<InvoiceRow[]> {
+export function billedWithinRows(em: EntityManager, E: Entities, p: { subscriptionId: string; environmentId: string; from: Date; to: Date }): Promise<InvoiceRow[]> {
   return em
     .createQueryBuilder(E.Invoice, "i")
-    .where(`i.environment_id = :env AND i.subscription_id = :sub${p.withVoid ? "" : " AND i.status <> 'void'"}`, { env: p.environmentId, sub: p.subscriptionId })
+    .where("i.environment_id = :env AND i.subscription_id = :sub AND i.status <> 'void'", { env: p.environmentId, sub: p.subscriptionId })
     .andWhere("i.period_start >= :from AND i.period_end <= :to", { from: dbTime(p.from), to: dbTime(p.to) })
     .orderBy("i.seq", "ASC")
     .getMany();

@@ -296,8 +296,8 @@ export class SqlInvoiceStore implements InvoiceStore {
     });
   }
 
-  async billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date, withVoid = false): Promise<Invoice[]> {
-    return this.sql.run(async (em) => this.withLines(em, await billedWithinRows(em, this.entities, { subscriptionId, environmentId, from, to, withVoid })));
+  async billedWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<Invoice[]> {
+    return this.sql.run(async (em) => this.withLines(em, await billedWithinRows(em, this.entities, { subscriptionId, environmentId, from, to })));
   }
 
   async createdWithin(subscriptionId: string, environmentId: string, from: Date, to: Date): Promise<{ invoice: Invoice; tied: InvoiceLine[] }[]> {
