@@ -16,7 +16,10 @@
  * - Tax per line, on the line's amount after discounts: an exclusive rate p gives
  *   round(taxable × p / 100) on top; inclusive rates (P their sum) are inside the amount, each
  *   round(amount × p / (100 + P)), and the taxable amount is the amount less them. An exempt or
- *   reverse-charge buyer pays no tax; the invoice prints a note instead.
+ *   reverse-charge buyer pays no tax; the invoice prints a note instead. A credit for unused time
+ *   with the taxes paid for that time (`paidTax`) has those as its taxes, whatever the rates and
+ *   the buyer's exemption now: 6,774 unused of a cycle paid at 10% gives back 677 under the 10%
+ *   rate on an invoice taxed at 20% (not 1,355), or on an exempt one; paid exempt, none.
  * - subtotal = Σ lines − Σ discounts; total = subtotal + Σ exclusive tax; total_tax = Σ every tax.
  */
 import type { BookingDiscount } from "../coupons/types.js";
@@ -58,8 +61,8 @@ export interface BookedTotals {
 }
 
 export interface BookingInput {
-  /** `undiscounted`: no discount covers the line (a credit for unused time, valued at what was paid). */
-  lines: readonly { rateCode: string | null; amount: string; undiscounted?: boolean }[];
+  /** `undiscounted`: no discount covers the line (a credit for unused time, valued at what was paid); `paidTax`: its taxes, fixed (as paid). */
+  lines: readonly { rateCode: string | null; amount: string; undiscounted?: boolean; paidTax?: readonly BookedTax[] }[];
   discounts: readonly BookingDiscount[];
   /** Per line, the rates that apply (empty: none). */
   ratesPerLine: readonly (readonly AppliedTaxRate[])[];
@@ -134,7 +137,7 @@ export function lineTaxes(amount: Decimal, rates: readonly AppliedTaxRate[]): Bo
 export function bookTotals(input: BookingInput): BookedTotals {
   const { net, perLine, taken } = applyDiscounts(input);
   const taxed = input.exempt === "none";
-  const lineTax = net.map((amount, i) => (taxed ? lineTaxes(amount, input.ratesPerLine[i] ?? []) : []));
+  const lineTax = net.map((amount, i) => input.lines[i]?.paidTax?.map((t) => ({ ...t })) ?? (taxed ? lineTaxes(amount, input.ratesPerLine[i] ?? []) : []));
   const byRate = new Map<string, BookedTax>();
   let exclusive = ZERO;
   let allTax = ZERO;

@@ -19,7 +19,7 @@ import { takeCarried, withPendingCarried } from "../payments/carries.js";
 import { cardOfKey } from "./line-cards.js";
 import { applyCredits, chargeLines, grantNegativeTotal, isCreditLine, previewCredits, spendableOfBatch } from "./credit-application.js";
 import type { BillingStores, BillingTx, BookingTx } from "./ports.js";
-import { type Invoice, isInternal } from "./types.js";
+import { type Invoice, type InvoiceLine, isInternal } from "./types.js";
 
 /** `n` in the environment's sequence: `INV-000042`, `INV-CN-000042`. */
 export function formatNumber(prefix: string, kind: "invoice" | "credit_note", n: number): string {
@@ -43,6 +43,9 @@ export function unbooked(inv: Invoice): Invoice {
 function bookable(inv: Invoice): boolean {
   return !isInternal(inv) && !inv.lines.some((l) => l.kind === "credit_purchase");
 }
+
+/** A credit line's taxes as paid (InvoiceLine.paidTax), when known. */
+const paidTaxOf = (l: InvoiceLine | undefined) => (l?.paidTax ? { paidTax: l.paidTax } : {});
 
 /**
  * `inv` with its discounts, taxes and parties as of `at` (lines as they are, before any credit);
@@ -69,8 +72,9 @@ export async function bookInvoice(booking: BookingTx, inv: Invoice, at: Date, re
       return ids ? { ...l, cardTaxRateIds: ids } : l;
     }),
   });
-  // A credit for unused time is worth what was paid for that time: no current coupon takes part of it (isCreditLine).
-  const undiscounted = lines.map((l, i) => (isCreditLine(inv.lines[i]) ? { ...l, undiscounted: true } : l));
+  // A credit for unused time is worth what was paid for that time: no current coupon takes part of
+  // it (isCreditLine), and it gives back the taxes paid for it where they are known (paidTax).
+  const undiscounted = lines.map((l, i) => (isCreditLine(inv.lines[i]) ? { ...l, undiscounted: true, ...paidTaxOf(inv.lines[i]) } : l));
   const booked = bookTotals({ lines: undiscounted, discounts, ratesPerLine: taxes.ratesPerLine, exempt: taxes.exempt });
   if (record && booked.discounts.length > 0) {
     await booking.discounted(

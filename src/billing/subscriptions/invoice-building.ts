@@ -23,8 +23,8 @@ import type { Invoice, InvoiceLine, InvoiceLineKind, Subscription, UsageTermsAdj
 
 const ONE = dec(1);
 
-/** A priced line and what it is: fixed, usage of the invoice's window (keyed by rate and cell), or an adjustment of an earlier window. */
-export type BillLine = Line & { kind: InvoiceLineKind; key: string | null; windowInvoiceId: string | null };
+/** A priced line and what it is: fixed, usage of the invoice's window (keyed by rate and cell), or an adjustment of an earlier window; a credit's taxes as paid (InvoiceLine.paidTax). */
+export type BillLine = Line & { kind: InvoiceLineKind; key: string | null; windowInvoiceId: string | null; paidTax?: InvoiceLine["paidTax"] };
 
 export function fixedBillLines(lines: Line[]): BillLine[] {
   return lines.map((l) => ({ ...l, kind: "fixed", key: null, windowInvoiceId: null }));
@@ -46,12 +46,12 @@ export function storedLine(l: BillLine): InvoiceLine {
   return {
     description: l.description,
     quantity: formatDecimal(l.quantity),
-    // Unit prices are kept to 12 decimal places (DECIMAL(38,12)), the same on both stores.
-    unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)),
+    unitAmount: formatDecimal(l.unitAmount.toDecimalPlaces(SCALE)), // to 12 decimal places (DECIMAL(38,12)), the same on both stores
     amount: formatDecimal(l.amount),
     kind: l.kind,
     key: storedKey(l.key),
     windowInvoiceId: l.windowInvoiceId,
+    ...(l.paidTax ? { paidTax: l.paidTax } : {}),
   };
 }
 

@@ -124,6 +124,8 @@ export interface InvoiceLine {
   /** DESIGN §15: what discounts took off this line, and its tax per rate (absent: none). */
   discountAmounts?: BookedDiscount[];
   taxAmounts?: BookedTax[];
+  /** A credit for unused time: the taxes paid for that time, per rate (negative), booked as its taxes whatever the invoice's rates or the buyer's tax status now; absent: taxed as booked. */
+  paidTax?: BookedTax[];
 }
 
 /** The usage window an invoice bills, and what it was priced from: enough to recompute its usage lines (a draft at finalization; a finalized one when late usage arrives). */

@@ -85,8 +85,8 @@ export interface InvoiceLineRow {
   kind?: string;
   line_key?: string | null;
   window_invoice_id?: string | null;
-  /** A line's discount and tax amounts (JSON; NULL: none). */
-  booking?: { discountAmounts?: unknown[]; taxAmounts?: unknown[] } | null;
+  /** A line's discount and tax amounts, and a credit's taxes as paid (JSON; NULL: none). */
+  booking?: { discountAmounts?: unknown[]; taxAmounts?: unknown[]; paidTax?: unknown[] } | null;
 }
 
 export function invoicesEntities(dialect: Dialect, exact: ExactText) {

@@ -16,12 +16,19 @@ export function lineFromRow(l: InvoiceLineRow): InvoiceLine {
     windowInvoiceId: l.window_invoice_id ?? null,
     discountAmounts: (l.booking?.discountAmounts ?? []) as InvoiceLine["discountAmounts"],
     taxAmounts: (l.booking?.taxAmounts ?? []) as InvoiceLine["taxAmounts"],
+    ...(l.booking?.paidTax ? { paidTax: l.booking.paidTax as InvoiceLine["paidTax"] } : {}),
   };
 }
 
 /** A line tied to a usage window, naming the invoice it is on (InvoiceStore.windows: what late usage withdrawn gives back of it, late-reversals.ts). */
 export function tiedLineFromRow(l: InvoiceLineRow): WindowBilledLine {
   return { ...lineFromRow(l), invoiceId: l.invoice_id };
+}
+
+/** Domain → a line's booking JSON: its discounts and taxes, and a credit's taxes as paid (paidTax); null when it has none. */
+export function lineBookingRow(l: InvoiceLine): InvoiceLineRow["booking"] {
+  const paid = l.paidTax ? { paidTax: l.paidTax } : {};
+  return l.discountAmounts?.length || l.taxAmounts?.length || l.paidTax ? { discountAmounts: l.discountAmounts ?? [], taxAmounts: l.taxAmounts ?? [], ...paid } : null;
 }
 
 /**

@@ -10,7 +10,7 @@ import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { anchorsOfIso, dbTime, fromDbTime, isoAnchors } from "../raw.js";
 import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
-import { keyRow, lineFromRow, tiedLineFromRow } from "./invoice-line-rows.js";
+import { keyRow, lineBookingRow, lineFromRow, tiedLineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
@@ -127,7 +127,7 @@ export function invoiceLineRows(i: Invoice): InvoiceLineRow[] {
     kind: l.kind,
     line_key: keyRow(l.key),
     window_invoice_id: l.windowInvoiceId,
-    booking: l.discountAmounts?.length || l.taxAmounts?.length ? { discountAmounts: l.discountAmounts ?? [], taxAmounts: l.taxAmounts ?? [] } : null,
+    booking: lineBookingRow(l),
   }));
 }
 
