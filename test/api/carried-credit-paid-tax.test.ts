@@ -57,8 +57,13 @@ async function resumed(s: Scenario, card: string, hooks: { jan16?: (id: string) 
 
 /** Jan 15 exempt: 10,000, no tax. */
 const OPENING_EXEMPT = ["10000", "0", "0", "10000", [], "10000"];
-/** Feb 1: 10,000 − 5,000 coupon − 5,000 of the credit = 0 (with a tax on the lines, 500 − 500 = 0). */
+/** Feb 1: 10,000 − 5,000 coupon − 5,000 of the credit = 0 (with 10% paid and charged, 500 − 500 = 0). */
 const RESUME_HALF = ["0", "5000", "0", "0", [], "0"];
+/**
+ * Feb 1, the credit paid without exclusive tax, the charge taxed at 10%: 500 on the 5,000 charged,
+ * none given back with the 5,000 of the credit (credit-line-paid-tax.test.ts): total 500.
+ */
+const RESUME_HALF_TAXED = ["0", "5000", "500", "500", [], "500"];
 /** Mar 1 on a 10% exclusive card: 10,000 − 5,000 coupon = 5,000 + 500 tax = 5,500, less the 1,774 granted: 3,726 due. */
 const CLOSE_1774 = ["5000", "5000", "500", "5500", ["1774"], "3726"];
 
@@ -104,7 +109,10 @@ for (const store of STORES) {
     await resumed(s, a, { jan16: (id) => s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b, behavior: "none" }) });
     await s.advance("2026-03-01T00:00:00Z");
     // Jan 15: 10,000 with 909 of tax inside (10,000 − 10,000 / 1.1 = 909.09), no exclusive tax: none to give back on top of the 6,774.
-    t.deepEqual(await invoices(s), [["10000", "0", "909", "10000", [], "10000"], RESUME_HALF, CLOSE_1774]);
+    // Feb 1: the 5,000 of it on the invoice gives back the tax inside it as paid: 909 × 6,774 / 10,000 = 615.76 → 616 on the 6,774,
+    // 616 × 1,774 / 6,774 = 161.3 → 161 carried, 455 on the line; total tax 500 − 455 = 45, total 0 + 500 exclusive = 500.
+    const resume = ["0", "5000", "45", "500", [], "500"];
+    t.deepEqual(await invoices(s), [["10000", "0", "909", "10000", [], "10000"], resume, CLOSE_1774]);
     t.deepEqual(await proration(s), [[UNUSED, "1774"]]);
   });
 
@@ -114,7 +122,7 @@ for (const store of STORES) {
     await buyer(s, { tax_exempt: "exempt" });
     await resumed(s, card, { feb1: () => buyer(s, { tax_exempt: "none" }) });
     await s.advance("2026-03-01T00:00:00Z");
-    t.deepEqual(await invoices(s), [OPENING_EXEMPT, RESUME_HALF, CLOSE_1774]);
+    t.deepEqual(await invoices(s), [OPENING_EXEMPT, RESUME_HALF_TAXED, CLOSE_1774]);
     t.deepEqual(await proration(s), [[UNUSED, "1774"]]);
   });
 

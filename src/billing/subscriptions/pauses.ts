@@ -13,7 +13,8 @@
  *   for the cycle the pause cut short are credited for its unused part, from paused_at to that
  *   cycle's end as a fraction of the cycle (nothing unless the invoice that opened that cycle is
  *   paid, and never more than was paid for it: see unusedTime), one negative `proration` line
- *   per fixed rate on the resume's invoice, after the credits carried from before; what that
+ *   per fixed rate on the resume's invoice, after the credits carried from before, giving back the
+ *   taxes paid for that time, not those of the resume's invoice (proration.ts takeCredits); what that
  *   invoice cannot take is carried to the next ones with the exclusive tax paid for that time (unusedTime; proration.ts). `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
@@ -157,7 +158,9 @@ export class Pauses {
    * decrease's (paidTax: the tax those invoices booked × the part / net; none on a void or
    * uncollectible one's, an exempt or reverse-charge one's, or inside an inclusive price), "0"
    * when none: what it is granted with if carried to the balance (10,000 + 1,000 paid, 6,774
-   * unused: −677), whatever the tax of the invoice it is carried from.
+   * unused: −677), whatever the tax of the invoice it is carried from; and per rate as paid
+   * (taxAmounts), what its line gives back on the resume's invoice whatever that invoice's rates
+   * or the buyer's tax status now (paid at 10%, resumed at 20% or exempt: −677 under the 10% rate).
    */
   private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
     if (!paused.pausedAt) return [];
@@ -175,8 +178,8 @@ export class Pauses {
       return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);
     });
     const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
-    const { taxes } = paidTax(valued, billed, taxCreditedIn(paused));
-    return valued.flatMap((l, i) => (l ? [{ description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()) }] : []));
+    const { taxes, rates } = paidTax(valued, billed, taxCreditedIn(paused));
+    return valued.flatMap((l, i) => (l ? [{ description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()), taxAmounts: rates[i] ?? [] }] : []));
   }
 
   /**

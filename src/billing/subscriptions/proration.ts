@@ -13,12 +13,15 @@
  *   (usage lines are recomputed then). What is left is carried to the next invoice with the
  *   exclusive tax it carries (ProrationCredit.tax: for a paused cycle's unused time, the tax paid
  *   for that time, unused-credit.ts paidTax), never worked out again from the invoice it is
- *   carried from: as a line on a later invoice it is taxed there; granted to the balance it is
- *   granted with that tax (credit-application.ts grantProrationCredits).
+ *   carried from: as a line on a later invoice it gives back the taxes paid per rate
+ *   (ProrationCredit.taxAmounts, the line's paidTax), whatever that invoice's rates or the buyer's
+ *   tax status; granted to the balance it is granted with that tax (credit-application.ts
+ *   grantProrationCredits). One carried before its taxes per rate were kept is taxed where it lands.
  */
 import type { Line } from "../invoicing/lines.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal, roundAmount } from "../money.js";
 import { discountedSubtotal } from "./booking.js";
+import { splitTaxes } from "./paid-taxes.js";
 import { type BillLine, storedLine } from "./invoice-building.js";
 import type { BillingTx } from "./ports.js";
 import type { Invoice, InvoiceLine, InvoiceLineKind, ProrationCredit, Subscription } from "./types.js";
@@ -126,13 +129,18 @@ export function isCarriedCredit(l: Pick<InvoiceLine, "kind" | "amount"> & { key?
   return l.kind === "proration" && (l.key ?? null) === null && dec(l.amount).isNegative();
 }
 
+/** `line` giving back `taxes` as paid (InvoiceLine.paidTax), when known. */
+const paid = (line: BillLine, taxes: ProrationCredit["taxAmounts"]): BillLine => (taxes ? { ...line, paidTax: taxes } : line);
+
 /**
  * Puts carried `credits` (oldest first) onto an invoice with `room` to take them: each whole
  * while it fits, the first that does not fit in part ("part of …"), the rest carried as they
  * were, with their tax. The part left of a split one keeps its description and the share of its
  * tax the rest is of it, round(tax × rest / amount) half up (1,774 with −177 of which 250 lands:
  * 1,524 with −152, −152.06 rounded), never more than it had; one without a tax (carried before
- * the tax was recorded) stays without. The part landing as a line is taxed where it lands.
+ * the tax was recorded) stays without. The part landing as a line gives back the taxes paid for
+ * it, per rate (paid-taxes.ts splitTaxes: −177 of −677 carried, −500 on the line); without them
+ * (carried before they were kept) it is taxed where it lands.
  */
 export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, currency: string): { lines: BillLine[]; carried: ProrationCredit[] } {
   const lines: BillLine[] = [];
@@ -144,12 +152,14 @@ export function takeCredits(credits: readonly ProrationCredit[], room: Decimal, 
     if (want.lte(0)) continue;
     const whole = c.whole === undefined ? want : dec(c.whole).neg();
     if (left.gte(want)) {
-      lines.push(prorationLine(whole.eq(want) ? c.description : `${c.description} (the last ${money(want)} of ${money(whole)})`, want.neg()));
+      lines.push(paid(prorationLine(whole.eq(want) ? c.description : `${c.description} (the last ${money(want)} of ${money(whole)})`, want.neg()), c.taxAmounts));
       left = left.minus(want);
     } else if (left.gt(0)) {
-      lines.push(prorationLine(`${c.description} (${money(left)} of ${money(whole)}; the rest on the next invoice)`, left.neg()));
       const rest = want.minus(left);
-      const tax = c.tax === undefined ? {} : { tax: formatDecimal(roundAmount(dec(c.tax).times(rest).div(want))) };
+      const restTax = c.tax === undefined ? undefined : roundAmount(dec(c.tax).times(rest).div(want));
+      const split = c.taxAmounts && restTax ? splitTaxes(c.taxAmounts, want, rest, restTax.neg()) : undefined;
+      lines.push(paid(prorationLine(`${c.description} (${money(left)} of ${money(whole)}; the rest on the next invoice)`, left.neg()), split?.landed));
+      const tax = restTax === undefined ? {} : { tax: formatDecimal(restTax), ...(split ? { taxAmounts: split.rest } : {}) };
       carried.push({ description: c.description, amount: formatDecimal(rest.neg()), whole: formatDecimal(whole.neg()), ...tax });
       left = ZERO;
     } else {

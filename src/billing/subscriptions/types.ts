@@ -92,6 +92,8 @@ export interface ProrationCredit {
   whole?: string;
   /** Negative or "0": the exclusive tax paid for `amount` (pauses.ts unusedTime), kept when carried (proration.ts takeCredits), granted with it; absent (stored before): none. */
   tax?: string;
+  /** `tax` per rate as it was paid (negative; inclusive ones inside `amount`): the taxes of its line when it lands on an invoice (InvoiceLine.paidTax); absent (stored before): taxed there. */
+  taxAmounts?: BookedTax[];
 }
 
 /** Why a subscription's cycle close failed, and when the scheduler tries it again (real time). */

@@ -22,12 +22,14 @@
  *   none), rounded half up once per credit, never more than the paid and open lines' tax less
  *   what the period's earlier decreases gave back (TaxCreditedTerms). 2 seats at 1,000 + 20% paid (2,400), half the
  *   period left: 500 + 100; paid exempt (2,000), then taxable: 500; a thousand one-seat
- *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000.
+ *   decreases at 3 (3,000 + 600 paid) give back 600 of tax, not 1,000. Per rate as paid, those
+ *   taxes are what the credit's line books on the invoice it lands on (paid-taxes.ts).
  */
-import { splitInProportion } from "../invoicing/booking.js";
+import { type BookedTax, splitInProportion } from "../invoicing/booking.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
 import { rateCodeOf } from "./line-cards.js";
+import { type DrawnRate, creditTaxes, drawRates } from "./paid-taxes.js";
 import { isCarriedCredit } from "./proration.js";
 import type { Invoice, InvoiceLine, Subscription } from "./types.js";
 
@@ -179,7 +181,7 @@ const owesTax = (inv: Invoice): boolean => inv.status === "paid" || inv.status =
  * A charge line a credit can draw on: what it has left (its net less what was drawn), its net and
  * the exclusive tax paid on it, and its invoice (givenBack).
  */
-type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal; invoice: Invoice };
+type Slot = { key: string; left: Decimal; net: Decimal; tax: Decimal; rates: readonly BookedTax[]; invoice: Invoice };
 
 /**
  * The lines `pick` selects of the period's invoices `billed` (oldest first) as a stack, the last
@@ -204,7 +206,8 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
       } else if (net.gt(0)) {
         const key = drawnKey(inv, i);
         const left = net.minus(dec(drawn[key] ?? "0"));
-        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owesTax(inv) ? exclusiveTax(l) : ZERO, invoice: inv });
+        const owes = owesTax(inv);
+        stack.push({ key, left: left.isNegative() ? ZERO : left, net, tax: owes ? exclusiveTax(l) : ZERO, rates: owes ? (l.taxAmounts ?? []) : [], invoice: inv });
       }
     });
   }
@@ -223,18 +226,22 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
  * amounts) is what earlier decreases in the period gave back per rate code and drew of each line
  * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
  * 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for the 2 seats kept.
+ * `rates`: each credit's taxes per rate as paid (paid-taxes.ts), what its line books on an
+ * invoice; `pickOf`: the lines a credit stands for (by default those valuedCredits reads).
  */
 export function paidTax(
   valued: readonly (BillLine | null)[],
   billed: readonly Invoice[],
   credited: Readonly<Record<string, string>>,
-): { taxes: Decimal[]; credited: Record<string, string>; givenBack: Map<string, Decimal>; draws: Map<string, Decimal>[] } {
+  pickOf: (l: BillLine) => (line: InvoiceLine) => boolean = (l) => linesOf(billed, rateCodeOf(l)),
+): { taxes: Decimal[]; rates: BookedTax[][]; credited: Record<string, string>; givenBack: Map<string, Decimal>; draws: Map<string, Decimal>[] } {
   const given: Record<string, string> = { ...credited };
   const givenBack = new Map<string, Decimal>();
   const draws = valued.map(() => new Map<string, Decimal>());
+  const rates = valued.map((): BookedTax[] => []);
   const taxes = valued.map((l, k) => {
     if (!l?.amount.isNegative()) return ZERO;
-    const pick = linesOf(billed, rateCodeOf(l));
+    const pick = pickOf(l);
     const group = rateCodeOf(l) ?? "";
     let paid = ZERO;
     for (const inv of billed) if (owesTax(inv)) for (const line of inv.lines) if (isFixed(line) && pick(line)) paid = paid.plus(exclusiveTax(line));
@@ -242,6 +249,7 @@ export function paidTax(
     let rest = l.amount.neg();
     let exact = ZERO;
     const parts: { invoice: Invoice; net: Decimal; tax: Decimal }[] = [];
+    const drawn = new Map<string, DrawnRate>();
     for (let j = stack.length - 1; j >= 0 && rest.gt(0); j--) {
       const slot = stack[j];
       const part = minOf(slot.left, rest);
@@ -249,6 +257,7 @@ export function paidTax(
       const tax = slot.tax.times(part).div(slot.net);
       parts.push({ invoice: slot.invoice, net: part, tax });
       exact = exact.plus(tax);
+      drawRates(drawn, slot.rates, part, slot.net);
       given[slot.key] = formatDecimal(dec(given[slot.key] ?? "0").plus(part));
       rest = rest.minus(part);
     }
@@ -257,13 +266,14 @@ export function paidTax(
     let share = roundAmount(exact);
     if (share.gt(room)) share = room;
     if (share.lt(0)) share = ZERO;
+    rates[k] = creditTaxes(drawn, l.amount.neg(), share);
     addGivenBack(draws[k] as Map<string, Decimal>, parts, share);
     for (const [id, a] of draws[k] ?? []) givenBack.set(id, (givenBack.get(id) ?? ZERO).plus(a));
     if (share.isZero()) return ZERO;
     given[group] = formatDecimal(before.plus(share));
     return share;
   });
-  return { taxes, credited: given, givenBack, draws };
+  return { taxes, rates, credited: given, givenBack, draws };
 }
 
 /**

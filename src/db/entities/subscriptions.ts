@@ -2,6 +2,16 @@
 import { EntitySchema } from "typeorm";
 import { type Dialect, type ExactText, idColumn, intColumn, jsonColumn, seqColumn, textColumn, timeColumn } from "../columns.js";
 
+/** A tax as paid, per rate (see BookedTax in src/billing/invoicing/booking.ts). */
+export interface PaidTaxRow {
+  taxRateId: string;
+  displayName: string;
+  percentage: string;
+  inclusive: boolean;
+  taxableAmount: string;
+  amount: string;
+}
+
 /** See UsageCheck in src/billing/subscriptions/types.ts. */
 export interface UsageCheckRow {
   windows: string[];
@@ -39,7 +49,8 @@ export interface SubscriptionRow {
   paused_at?: Date | null;
   resumes_at?: Date | null;
   cycle_epoch?: number;
-  proration_credits?: { description: string; amount: string; whole?: string; tax?: string }[] | null;
+  /** Per credit, its taxes per rate as paid (see ProrationCredit.taxAmounts). */
+  proration_credits?: { description: string; amount: string; whole?: string; tax?: string; taxAmounts?: PaidTaxRow[] }[] | null;
   commitment?: { currency: string; current: string | null; next?: string | null } | null;
   charged_terms?: { fixedRateQuantities: Record<string, string>; rateMultipliers: Record<string, string>; rateCardId?: string } | null;
   first_seen?: Record<string, string | { at: string; billedMultiplier: string }> | null;
