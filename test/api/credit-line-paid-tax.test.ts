@@ -1,6 +1,6 @@
 /**
  * A credit for unused time that lands as a line on a new invoice (a resume's credit for the cycle
- * the pause cut short) gives back the tax PAID for that
+ * the pause cut short, an upgrade's credit for the old card) gives back the tax PAID for that
  * time, per rate as it was paid, not the tax the new invoice's rates or the buyer's tax status
  * would put on it now; the invoice's tax breakdown shows it under the rate it was paid at. The
  * same as such a credit carried to the balance (carried-credit-paid-tax.test.ts). Through the
@@ -13,7 +13,7 @@
  * 10,000 = 677.4 → 677 of tax for the unused time.
  */
 import test from "ava";
-import { type Booked, booked, buyer, taxRate } from "../helpers/booking-bodies.js";
+import { type Booked, booked, buyer, taxRate, want } from "../helpers/booking-bodies.js";
 import { seats } from "../helpers/catalog-bodies.js";
 import { STORES } from "../helpers/db.js";
 import { Scenario } from "../helpers/scenario.js";
@@ -94,5 +94,39 @@ for (const store of STORES) {
       tax_amounts: [["VAT 10", "10", false, "-6774", "-677"]],
       notes: ["Tax exempt."],
     });
+  });
+
+  test(`${store}: upgrade after a rate rise: the old card's credit gives back the 500 paid at 10%, total 6,500 (before: 1,000 at 20%, 6,000)`, async (t) => {
+    const s = await Scenario.start(server, "2026-02-01T00:00:00Z");
+    const vat10 = await taxRate(s, "VAT 10", "10");
+    const vat20 = await taxRate(s, "VAT 20", "20");
+    const a = await s.card({ name: "A", fixed_rates: [seats(10000)], default_tax_rate_ids: [vat10] });
+    const b = await s.card({ name: "B", fixed_rates: [seats(20000)], default_tax_rate_ids: [vat10] });
+    const id = (await s.subscribe({ rate_card_id: a, fixed_rate_quantities: { seats: 1 } })).subscription.id;
+    // Feb 15 00:00: 14 of February's 28 days left, half the period; the buyer's own rate is now 20%.
+    await s.advance("2026-02-15T00:00:00Z");
+    await buyer(s, { tax_rate_ids: [vat20] });
+    await s.call("POST", `/subscriptions/${id}/change-rate-card`, { rate_card_id: b, behavior: "prorate" });
+    const [opening, upgrade] = await booked(s);
+    t.is(opening?.total, "11000"); // 10,000 + 1,000 at 10%, paid
+    t.deepEqual(
+      totals(upgrade),
+      totals(
+        want({
+          number: "",
+          lines: [
+            ["Unused time on A (prorated: 50% of the period left)", "-5000", [], [["VAT 10", "-5000", "-500"]]], // 1,000 × 5,000 / 10,000 paid, not −5,000 × 20% = −1,000
+            ["Remaining time on B (prorated: 50% of the period left)", "10000", [], [["VAT 20", "10000", "2000"]]], // 20,000 × ½ at 20%
+          ],
+          subtotal: "5000", // −5,000 + 10,000
+          total_tax: "1500", // 2,000 − 500
+          total: "6500", // 5,000 + 1,500
+          tax_amounts: [
+            ["VAT 10", "10", false, "-5000", "-500"],
+            ["VAT 20", "20", false, "10000", "2000"],
+          ],
+        }),
+      ),
+    );
   });
 }

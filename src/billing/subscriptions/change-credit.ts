@@ -1,10 +1,10 @@
 /**
  * An upgrade of rate card whose credit outweighs its charge once taxed (DESIGN §13: a credit
  * never becomes a negative invoice). The upgrade is decided on the fixed-price difference before
- * tax, but its credit for the old card is taxed by the old card's rates and its charge for the
- * new card by the new card's (change-lines.ts): where the old card's tax is higher, the two lines
- * cost the buyer less than nothing (A 100.00 + 20% → B 110.00 untaxed with half left: −50.00 −
- * 10.00 tax + 55.00 = −5.00).
+ * tax, but its credit for the old card gives back the tax paid for that time and its charge for
+ * the new card is taxed by the new card's rates (change-lines.ts): where the tax paid is higher,
+ * the two lines cost the buyer less than nothing (A 100.00 paid + 20% → B 110.00 untaxed with
+ * half left: −50.00 − 10.00 tax + 55.00 = −5.00).
  * - As a seat decrease's net credit (updates.ts, proration.ts netOfChange): the two lines leave
  *   the invoice and what they add to it as booked goes to the subject's credit balance: the
  *   invoice's booked total less its booked total without them, so a discount the other lines

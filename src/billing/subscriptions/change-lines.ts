@@ -24,8 +24,12 @@
  *   (change-credit.ts).
  * - Each line names the card that priced it in its key (line-cards.ts), and booking taxes it by
  *   that card's default tax rates (DESIGN §15) as it taxes late usage of an earlier card: the
- *   charge by the new card's, the credit by the old card's, so both net out when the cards have
- *   the same rates.
+ *   charge by the new card's. The credit gives back the taxes paid for that time (paidTax: those
+ *   the period's paid or open invoices booked on the old card's fixed lines × the part it gives
+ *   back / their net, per rate), not those of the old card or the buyer now: paid 10,000 + 10%,
+ *   half the period left, the buyer's rate raised to 20%: −5,000 with −500 under the 10% rate,
+ *   not −1,000. Without them (the old card's time paid by a change's charge that went to the
+ *   balance, `charge`) it is taxed by the old card's rates.
  */
 import type { RateCard } from "../catalog/types.js";
 import { type Decimal, SCALE, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
@@ -33,7 +37,7 @@ import type { BillLine } from "./invoice-building.js";
 import { cardKey } from "./line-cards.js";
 import { type ChangeChargeTerms, type TermsOf, prorationLine } from "./proration.js";
 import type { Invoice, Subscription } from "./types.js";
-import { fixedTaken } from "./unused-credit.js";
+import { fixedTaken, paidTax } from "./unused-credit.js";
 
 /** One card's side of an upgrade: the card, its fixed charges per cycle (unrounded), and per fixed rate its code, name and cycle charge. */
 export interface ChangeSide {
@@ -52,6 +56,8 @@ export interface PaidFor {
   billed: readonly Invoice[];
   money: (d: Decimal) => string;
   charge?: { charged: Decimal; discounted: Decimal };
+  /** What the period's seat decreases gave back of tax and drew of each line (unused-credit.ts TaxCreditedTerms' amounts). */
+  credited?: Readonly<Record<string, string>>;
 }
 
 /** What a change's charge for `cardId` in `s`'s period under way took and its discounts took of it (ChangeChargeTerms), if kept. */
@@ -150,17 +156,19 @@ function chargeLines(to: ChangeSide, charge: Decimal, named: string, label: stri
  * upgrade charges the new card for the rest of the period, so the old card's time that invoice
  * still asks for is credited now, not charged twice once it is paid.
  */
-function paidCredit(credit: BillLine, { billed, money, charge }: PaidFor): BillLine | null {
+function paidCredit(credit: BillLine, { billed, money, charge, credited }: PaidFor): BillLine | null {
+  const owing = billed.filter((i) => i.status === "paid" || i.status === "open");
   // The old card's time paid by a change's charge that left the invoices (ChangeChargeTerms): worth what that charge took.
-  const taken = charge
-    ? { ...charge, took: charge.charged.minus(charge.discounted) }
-    : fixedTaken(billed.filter((i) => i.status === "paid" || i.status === "open").map((i) => ({ ...i, status: "paid" as const })));
+  const taken = charge ? { ...charge, took: charge.charged.minus(charge.discounted) } : fixedTaken(owing.map((i) => ({ ...i, status: "paid" as const })));
   const share = taken.charged.gt(0) ? taken.discounted.div(taken.charged) : dec(1);
   let value = roundAmount(credit.unitAmount.neg().times(dec(1).minus(share)));
   if (value.gt(taken.took)) value = taken.took;
   if (value.lte(ZERO)) return null;
   const less = credit.amount.neg().minus(value);
-  if (less.isZero()) return credit;
   // The unit amount stays the list-price credit: a minimum commitment counts the period's charges before discounts (commitments.ts).
-  return { ...credit, amount: value.neg(), description: `${credit.description}, less the period's discounts on it: ${money(less)}` };
+  const valued = less.isZero() ? credit : { ...credit, amount: value.neg(), description: `${credit.description}, less the period's discounts on it: ${money(less)}` };
+  if (charge) return valued;
+  // The taxes paid on what it gives back of the old card's fixed lines (any rate), newest first (unused-credit.ts paidTax).
+  const paid = paidTax([valued], owing, credited ?? {}, () => () => true).rates[0];
+  return paid ? { ...valued, paidTax: paid } : valued;
 }

@@ -4,12 +4,13 @@
  * what the current period's invoices took for its fixed charges (change-lines.ts, the pure part).
  */
 import type { RateCard } from "../catalog/types.js";
-import { ZERO, displayMoney, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, displayMoney, formatDecimal } from "../money.js";
 import { type ChangeSide, changeChargeOf, upgradeLines } from "./change-lines.js";
 import type { BillingEngine } from "./engine.js";
 import type { BillLine } from "./invoice-building.js";
 import { cycleCharge, type TermsOf } from "./proration.js";
 import type { Subscription } from "./types.js";
+import { taxCreditedIn } from "./unused-credit.js";
 
 /** One side of an upgrade: the card and the terms its fixed charges are priced at. */
 export type PricedSide = [card: RateCard, terms: TermsOf];
@@ -35,5 +36,6 @@ export async function pricedUpgradeLines(
   const billed = await engine.stores.invoices.billedWithin(s.id, s.environmentId, s.periodStart, s.periodEnd);
   const currency = from[0].currency ?? to[0].currency ?? "USD";
   const charge = changeChargeOf(s, from[0].id);
-  return upgradeLines(await perRate(engine, from), await perRate(engine, to), part, { billed, money: (d) => displayMoney(formatDecimal(d), currency), ...(charge ? { charge } : {}) });
+  const paid = { billed, money: (d: Decimal) => displayMoney(formatDecimal(d), currency), credited: taxCreditedIn(s), ...(charge ? { charge } : {}) };
+  return upgradeLines(await perRate(engine, from), await perRate(engine, to), part, paid);
 }
