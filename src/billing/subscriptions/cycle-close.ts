@@ -15,8 +15,6 @@ import { finalizeAllOpen } from "./booking.js";
 import { retryingRaces } from "./races.js";
 import { grantProrationCredits, keyedFixedLines } from "./credit-application.js";
 import { type BillLine, type InvoiceBuilder, cycleKey } from "./invoice-building.js";
-import { recordGivenBack } from "./given-back.js";
-import { type GivenBack, reversalMoved } from "./late-reversals.js";
 import { type LateUsage, type WindowsOf, sameCheck } from "./late-usage.js";
 import { sameEntries, withCredits } from "./proration.js";
 import type { BillingReads } from "./reads.js";
@@ -72,7 +70,7 @@ export class CycleClose {
    * period), and adjustments for late usage of earlier, finalized periods; with the
    * reconciliation state to keep.
    */
-  private async closingInvoice(s: Subscription, windows?: WindowsOf): Promise<{ invoice: Invoice; check: UsageCheck | null; givenBack: GivenBack }> {
+  private async closingInvoice(s: Subscription, windows?: WindowsOf): Promise<{ invoice: Invoice; check: UsageCheck | null }> {
     const late = await this.lateUsage.adjustments(s, windows);
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const rates = await this.reads.rates(card, s.fixedRateQuantities);
@@ -91,7 +89,7 @@ export class CycleClose {
       s.periodEnd,
       terms,
     );
-    return { invoice, check: late.check, givenBack: late.givenBack };
+    return { invoice, check: late.check };
   }
 
   /** The period's `commitment_true_up` line, if its charges fall below the subscription's minimum commitment (commitments.ts). */
@@ -163,7 +161,6 @@ export class CycleClose {
   private async closeBatchOf(environmentId: string, snapshots: Subscription[], concurrency: number, breathe: Yielder, settling?: Settling): Promise<CloseOutcome> {
     const invoices = new Map<string, Invoice>();
     const checks = new Map<string, UsageCheck | null>();
-    const givenBack = new Map<string, GivenBack>();
     const computed: Subscription[] = [];
     let setAside = 0;
     let next = 0;
@@ -178,10 +175,9 @@ export class CycleClose {
           const s = snapshots[next++] as Subscription;
           await breathe(); // between reads, outside any transaction
           try {
-            const { invoice, check, givenBack: given } = await this.closingInvoice(s, windows.get(s.id) ?? []);
+            const { invoice, check } = await this.closingInvoice(s, windows.get(s.id) ?? []);
             invoices.set(s.id, invoice);
             checks.set(s.id, check);
-            givenBack.set(s.id, given);
             computed.push(s);
           } catch (err) {
             if (isOutage(err)) throw err;
@@ -224,9 +220,6 @@ export class CycleClose {
           const credited = new Map<string, { invoice: Invoice; carried: ProrationCredit[] }>();
           for (const s of ready) {
             const inv = invoices.get(s.id) as Invoice;
-            // What its late usage withdrawn gives back, on the invoices it was drawn on as they were read (else the close is tried again).
-            const given = givenBack.get(s.id);
-            if (given) await recordGivenBack(tx, given.valuedOn, given.amounts, new Map(), { clock: s.periodEnd, real: this.ctx.now() }, () => reversalMoved(s.id));
             credited.set(s.id, await withCredits(tx, inv, await grantProrationCredits(tx, s, inv.currency, s.prorationCredits ?? [], s.periodEnd), s.periodEnd));
           }
           // Credit grants pay what they can of each invoice final at once (credit-application.ts).

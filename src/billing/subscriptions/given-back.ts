@@ -57,8 +57,7 @@ export function openReductions(tx: BillingTx, billed: readonly Invoice[], draws:
 /**
  * Records on the period's invoices `billed` what the change's credit gives back of each
  * (`givenBack`, per invoice ID: unused-credit.ts paidTax), in `tx`, never beyond an invoice's
- * total; and so what late usage withdrawn gives back of the invoices that billed it
- * (late-reversals.ts, no reductions). Throws `moved()` when an invoice the credit was valued on changed since it was read.
+ * total. Throws `moved()` when an invoice the credit was valued on changed since it was read.
  * Nothing without credit-note writes (the in-memory fake).
  */
 export async function recordGivenBack(

@@ -17,9 +17,6 @@ import type { BillLine, InvoiceBuilder, UsageMeter } from "./invoice-building.js
 import type { BillingStores } from "./ports.js";
 import { finalizeOpen } from "./booking.js";
 import { isOwnTrueUp, trueUpCorrection } from "./commitments.js";
-import { recordGivenBack } from "./given-back.js";
-import { type GivenBack, capReversals, reversalMoved } from "./late-reversals.js";
-import { retryingRaces } from "./races.js";
 import { comparedKey, readBackKey } from "./line-keys.js";
 import type { BillingReads } from "./reads.js";
 import type { Settlement } from "./settlement.js";
@@ -69,13 +66,10 @@ export class LateUsage {
    * means no late event). Counts are read before any usage is measured, so an event committed
    * meanwhile is at worst checked again next time, never missed. `read`: the subscription's
    * windows when the caller has read them already (a cycle close reads its batch's at once).
-   * An adjustment below 0 (usage withdrawn) gives back at most what is left to credit of the
-   * invoices that billed that usage; `givenBack`, what it gives back of each, is recorded on their
-   * amount credited by the transaction that writes the lines (late-reversals.ts, given-back.ts).
    */
-  async adjustments(s: Subscription, read?: WindowsOf): Promise<{ lines: BillLine[]; check: UsageCheck | null; givenBack: GivenBack }> {
+  async adjustments(s: Subscription, read?: WindowsOf): Promise<{ lines: BillLine[]; check: UsageCheck | null }> {
     const windows = read ?? (await this.ctx.stores.invoices.windows(s.id, s.environmentId));
-    if (windows.length === 0) return { lines: [], check: s.usageCheck, givenBack: { valuedOn: [], amounts: new Map() } };
+    if (windows.length === 0) return { lines: [], check: s.usageCheck };
     const cards = new Map<string, RateCard>();
     const metricIdsOf = new Map<string, string[]>();
     for (const { invoice } of windows) {
@@ -157,11 +151,9 @@ export class LateUsage {
         });
       }
     }
-    // Usage withdrawn gives back at most what credit notes left of the invoices that billed it (late-reversals.ts).
-    const capped = await capReversals(this.ctx.stores, s.environmentId, windows, lines);
     // A period trued up at its close: its true-up takes back what late usage of its windows now covers (DESIGN §14, commitments.ts).
-    capped.lines.push(...(await this.corrections(s, windows, recheck, capped.lines)));
-    return { lines: capped.lines, check, givenBack: capped.givenBack };
+    lines.push(...(await this.corrections(s, windows, recheck, lines)));
+    return { lines, check };
   }
 
   /**
@@ -234,8 +226,7 @@ export class LateUsage {
       for (const s of batch) {
         seen.add(s.id);
         try {
-          // Tried again from a fresh read when an invoice its withdrawn usage gives back was credited meanwhile.
-          if (await retryingRaces(() => this.billLateUsageOf(s))) n++;
+          if (await this.billLateUsageOf(s)) n++;
         } catch (err) {
           this.ctx.events.finalizeFailed?.(s.id, err);
         }
@@ -249,7 +240,7 @@ export class LateUsage {
 
   /** One ended subscription's late usage, as a final adjustment invoice; false when it had none (or another runner billed it). */
   private async billLateUsageOf(s: Subscription): Promise<boolean> {
-    const { lines, check, givenBack } = await this.adjustments(s);
+    const { lines, check } = await this.adjustments(s);
     if (lines.length === 0 && sameCheck(check, s.usageCheck)) return false;
     const card = await this.reads.card(s.environmentId, s.rateCardId);
     const at = s.testClockId ? ((await this.ctx.stores.clocks.get(s.environmentId, s.testClockId))?.frozenTime ?? this.ctx.now()) : this.ctx.now();
@@ -257,8 +248,6 @@ export class LateUsage {
     const written = await this.ctx.stores.transaction(async (tx) => {
       const locked = await tx.lockSubscription(s.environmentId, s.id);
       if (locked?.status !== "cancelled" || !sameCheck(locked.usageCheck, s.usageCheck)) return null;
-      // What withdrawn usage gives back, on the invoices it was drawn on (as read, else retried: billEnded).
-      if (invoice) await recordGivenBack(tx, givenBack.valuedOn, givenBack.amounts, new Map(), { clock: at, real: this.ctx.now() }, () => reversalMoved(s.id));
       // The subject's credit pays an adjustment invoice like any other (DESIGN §14).
       const applied = invoice ? await finalizeOpen(tx, invoice, invoice.createdAt, this.ctx.now) : undefined;
       if (applied) {

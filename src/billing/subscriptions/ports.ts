@@ -79,9 +79,6 @@ export interface InvoiceFilter {
   number?: string;
 }
 
-/** A line billed for a usage window (InvoiceStore.windows): a line tied to it names the invoice it is on. */
-export type WindowBilledLine = InvoiceLine & { invoiceId?: string };
-
 export interface InvoiceStore {
   get(environmentId: string, id: string): Promise<Invoice | undefined>;
   byToken(token: string): Promise<Invoice | undefined>;
@@ -108,15 +105,14 @@ export interface InvoiceStore {
    * A subscription's finalized invoices that bill a usage window (without their lines), each
    * with what was billed for its window so far: its usage lines, its commitment_true_up lines
    * (the period's true-up when the window closed it), and every line tied to it (windowInvoiceId:
-   * adjustments of it, corrections of its period's true-up), each of those naming the invoice it
-   * is on (`invoiceId`; absent where a store does not say).
+   * adjustments of it, corrections of its period's true-up).
    */
-  windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: WindowBilledLine[] }[]>;
+  windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]>;
   /**
    * The windows (as `windows`) of each of these subscriptions of one environment, in one read:
    * what a cycle close of a batch needs. `environmentId`: theirs (the billing code gives it).
    */
-  windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: WindowBilledLine[] }[]>>;
+  windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>>;
   /**
    * A subscription's invoices created in (from, to], any status, oldest first (by seq), each with
    * its lines and every line tied to it (windowInvoiceId, on any invoice): the invoice that closed

@@ -1,7 +1,6 @@
 /** An invoice line row as the domain reads it (the invoice store's reads, and the lines tied to a period's closing invoice), and its key as written. */
 import { storedKey } from "../../billing/subscriptions/line-keys.js";
 import type { InvoiceLine, InvoiceLineKind } from "../../billing/subscriptions/types.js";
-import type { WindowBilledLine } from "../../billing/subscriptions/ports.js";
 import type { InvoiceLineRow } from "../entities/index.js";
 
 /** Rows → domain: one invoice line. */
@@ -18,11 +17,6 @@ export function lineFromRow(l: InvoiceLineRow): InvoiceLine {
     taxAmounts: (l.booking?.taxAmounts ?? []) as InvoiceLine["taxAmounts"],
     ...(l.booking?.paidTax ? { paidTax: l.booking.paidTax as InvoiceLine["paidTax"] } : {}),
   };
-}
-
-/** A line tied to a usage window, naming the invoice it is on (InvoiceStore.windows: what late usage withdrawn gives back of it, late-reversals.ts). */
-export function tiedLineFromRow(l: InvoiceLineRow): WindowBilledLine {
-  return { ...lineFromRow(l), invoiceId: l.invoice_id };
 }
 
 /** Domain → a line's booking JSON: its discounts and taxes, and a credit's taxes as paid (paidTax); null when it has none. */

@@ -3,14 +3,14 @@ import { type EntityManager, In, IsNull } from "typeorm";
 import { AlreadyExistsError } from "../../billing/errors.js";
 import { canonicalDecimal, dec, formatDecimal } from "../../billing/money.js";
 import { type Page, type PageResult, toPageResult } from "../../billing/pagination.js";
-import type { InvoiceFilter, InvoiceStore, InvoiceWrites, WindowBilledLine } from "../../billing/subscriptions/ports.js";
+import type { InvoiceFilter, InvoiceStore, InvoiceWrites } from "../../billing/subscriptions/ports.js";
 import { type Invoice, type InvoiceLine, type InvoiceLineKind, type InvoiceStatus, type UsageWindow, amountDueOf } from "../../billing/subscriptions/types.js";
 import type { Entities, InvoiceLineRow, InvoiceRow } from "../entities/index.js";
 import type { InvoiceBasisRow } from "../entities/invoices.js";
 import { isUniqueViolation } from "../errors.js";
 import { anchorsOfIso, dbTime, fromDbTime, isoAnchors } from "../raw.js";
 import { billedWithinRows, createdWithinRows, invoiceListRows, newestFirstRows } from "./invoice-list.js";
-import { keyRow, lineBookingRow, lineFromRow, tiedLineFromRow } from "./invoice-line-rows.js";
+import { keyRow, lineBookingRow, lineFromRow } from "./invoice-line-rows.js";
 import { dunningFromRow } from "./invoice-payment-rows.js";
 import { STATEMENT_BYTES, type Sql, chunks, groupBySize, paramsBytes, placeholders } from "../sql.js";
 
@@ -357,12 +357,12 @@ export class SqlInvoiceStore implements InvoiceStore {
     return row?.at ? fromDbTime(row.at) : null;
   }
 
-  async windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: WindowBilledLine[] }[]> {
+  async windows(subscriptionId: string, environmentId: string): Promise<{ invoice: Invoice; billed: InvoiceLine[] }[]> {
     return (await this.windowsOf([subscriptionId], environmentId)).get(subscriptionId) ?? [];
   }
 
-  async windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: WindowBilledLine[] }[]>> {
-    const out = new Map<string, { invoice: Invoice; billed: WindowBilledLine[] }[]>();
+  async windowsOf(subscriptionIds: string[], environmentId: string): Promise<Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>> {
+    const out = new Map<string, { invoice: Invoice; billed: InvoiceLine[] }[]>();
     if (subscriptionIds.length === 0) return out;
     return this.sql.run(async (em) => {
       const rows: InvoiceRow[] = [];
@@ -391,7 +391,7 @@ export class SqlInvoiceStore implements InvoiceStore {
       rows.sort((x, y) => Number(x.seq) - Number(y.seq));
       for (const r of rows) {
         const list = out.get(r.subscription_id) ?? [];
-        list.push({ invoice: invoiceFromRows(r, []), billed: [...(own.get(r.id) ?? []).map(lineFromRow), ...(adjustments.get(r.id) ?? []).map(tiedLineFromRow)] });
+        list.push({ invoice: invoiceFromRows(r, []), billed: [...(own.get(r.id) ?? []), ...(adjustments.get(r.id) ?? [])].map(lineFromRow) });
         out.set(r.subscription_id, list);
       }
       return out;
