@@ -12,7 +12,9 @@
  *   with it (metadata.charge_key), since Stripe forgets idempotency keys after 24 hours.
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
  *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed),
- *   so each names what it is for (metadata): its credit note, or its invoice and kind (after_end, excess).
+ *   so each names what it is for (metadata): its credit note, or its invoice, kind (after_end, excess) and key;
+ *   such an invoice's refund made already under its key is found by it and answered, never made again
+ *   (Stripe forgets idempotency keys after 24 hours).
  *   refundMade: a credit note's refund made already, found by the note it names (nothing refunded).
  * - cancel: the cancel of a PaymentIntent waiting for the customer (its invoice ended, paid
  *   otherwise, or charged again), and the expiry of that invoice's pay links still open.
@@ -29,9 +31,10 @@ import type { CardSetupRequest, ChargeContext, RefundContext } from "../../billi
 import type { PaymentMethod, PaymentProvider } from "../../billing/subscriptions/types.js";
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers, isMissingCustomer } from "./customers.js";
-import { UnrepresentableAmount, fromStripeAmount, toStripeAmount } from "./amounts.js";
+import { UnrepresentableAmount, toStripeAmount } from "./amounts.js";
 import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
 import { type CompletedPayment, completedPaymentOf, expirePayLinks, startPayment } from "./pay-link.js";
+import { outcomeOfRefund, refundIntent, refundNaming } from "./refunds.js";
 
 /** What the provider needs of storage: customers, and the PaymentIntent an invoice was charged with. */
 export interface StripeStore extends StripeCustomerStore {
@@ -122,45 +125,6 @@ async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, 
   const pi = await intentByKey(stripe, customer, chargeKey, false);
   if (!pi) throw err;
   return outcomeOfIntent(pi);
-}
-
-/** A refund as Stripe holds it: made (pending until it settles), or refused when failed or canceled. */
-function outcomeOfRefund(r: Stripe.Refund, currency: string): RefundOutcome {
-  if (r.status === "failed" || r.status === "canceled") return { ok: false, message: `Stripe refused the refund (${r.status}).`, refundId: r.id };
-  // Pending (or requires_action): made, the money not back yet; its refund.updated / refund.failed tells how it ends.
-  return { ok: true, refundId: r.id, amount: fromStripeAmount(r.amount, r.currency || currency), ...(r.status === "succeeded" ? {} : { pending: true }) };
-}
-
-/** The refund of PaymentIntent `intent` that names credit note `creditNoteId` of environment `env` (its metadata), if Stripe made one. */
-async function refundNaming(stripe: Stripe, env: string, intent: string, creditNoteId: string): Promise<Stripe.Refund | undefined> {
-  for await (const r of stripe.refunds.list({ payment_intent: intent, limit: 100 })) {
-    if (r.metadata?.credit_note_id === creditNoteId && r.metadata?.environment_id === env) return r;
-  }
-  return undefined;
-}
-
-/**
- * The credit note's refund Stripe refused as its key reused with another amount (the note asked
- * again after what is left of its invoice changed, an earlier request's answer lost): that request
- * reached Stripe and made the note's refund, found among the PaymentIntent's refunds by the note
- * it names (metadata.credit_note_id), and answered with its own amount, never a refusal. None
- * found: `err` is thrown.
- */
-async function refundedEarlier(stripe: Stripe, env: string, intent: string, creditNoteId: string, currency: string, err: unknown): Promise<RefundOutcome> {
-  const r = await refundNaming(stripe, env, intent, creditNoteId);
-  if (!r) throw err;
-  return outcomeOfRefund(r, currency);
-}
-
-/**
- * What a refund names (its metadata): a credit note's, its note and environment (its events wait for
- * the note, credit-notes/refund-status.ts); another refund of an invoice's payment, the environment,
- * the invoice and why (after_end, excess), so that its failure is found (payments/refund-failures.ts).
- */
-function refundNames(env: string, context: RefundContext | undefined): Stripe.MetadataParam | undefined {
-  if (context?.creditNoteId) return { credit_note_id: context.creditNoteId, environment_id: env };
-  const named = context?.invoiceRefund;
-  return named && { environment_id: env, invoice_id: named.invoiceId, refund_kind: named.kind };
 }
 
 /** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
@@ -265,19 +229,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (asked instanceof UnrepresentableAmount) return { ok: false, message: asked.message };
     const intent = await intentOf(chargeKey, context?.reference);
     if (!intent) return { ok: false, message: `No Stripe payment was made for ${chargeKey}.` };
-    try {
-      // No amount: Stripe refunds what is left of the PaymentIntent.
-      const names = refundNames(env, context);
-      const metadata = names ? { metadata: names } : {};
-      const r = await stripe.refunds.create({ payment_intent: intent, ...(asked === undefined ? {} : { amount: asked }), ...metadata }, { idempotencyKey });
-      return outcomeOfRefund(r, currency);
-    } catch (err) {
-      // The key reused with another amount: the refund made under it is the answer (its amount; credit-notes.ts writes the note at it).
-      if (err instanceof Stripe.errors.StripeIdempotencyError && context?.creditNoteId) return refundedEarlier(stripe, env, intent, context.creditNoteId, currency, err);
-      // Refused by Stripe (more than was charged, a charge already refunded): an answer, not a failure.
-      if (err instanceof Stripe.errors.StripeInvalidRequestError) return { ok: false, message: err.message };
-      throw err;
-    }
+    return refundIntent(stripe, env, intent, asked, currency, idempotencyKey, context);
   }
 
   /**
