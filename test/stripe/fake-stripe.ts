@@ -34,7 +34,8 @@
  *   `completeAuthentication(id)` is the customer coming back: it succeeds and
  *   `payment_intent.succeeded` is sent. (An on-session confirm gets `requires_action`.)
  * - Declines are 402 `card_error` (`StripeCardError`) with `code`, `decline_code` and the
- *   PaymentIntent; an Idempotency-Key replays the answer it first got (a decline too) with
+ *   PaymentIntent, whose `payment_method` is then null (the declined card named by its
+ *   `last_payment_error.payment_method` only); an Idempotency-Key replays the answer it first got (a decline too) with
  *   `Idempotent-Replayed: true`; other parameters under the same key: 400 `idempotency_error`.
  * - A PaymentIntent is cancelled only while unpaid (waiting for a method, a confirmation or the
  *   customer's authentication); a succeeded or cancelled one, or a bank debit still processing: 400 `payment_intent_unexpected_state`

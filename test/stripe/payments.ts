@@ -122,6 +122,8 @@ export function createPaymentIntent(st: FakeStripeState, p: Obj): ChargeResult {
   };
   if (lastError.charge === undefined) delete lastError.charge;
   Object.assign(pi, { status: "requires_payment_method", last_payment_error: lastError, latest_charge: lastError.charge ?? null });
+  // A declined card is removed from the PaymentIntent, named by its last error only (as Stripe does).
+  if (card.outcome !== "authenticate") pi.payment_method = null;
   events.push({ type: "payment_intent.payment_failed", object: structuredClone(pi) });
   const { payment_method: _pm, ...errorBase } = lastError;
   throw Object.assign(new StripeFail(402, { ...errorBase, payment_intent: structuredClone(pi), payment_method: structuredClone(pm) }), { events });

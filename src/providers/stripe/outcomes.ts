@@ -35,7 +35,7 @@ export function outcomeOfIntent(pi: Stripe.PaymentIntent): ChargeOutcome {
  * timeouts (StripeConnectionError), 5xx and 409 (StripeAPIError), 429 (StripeRateLimitError) pass
  * later. Nor is StripeIdempotencyError (the key used before with other parameters: the amount or
  * the card changed since): it says an earlier request under that key reached Stripe, whose charge
- * may well have succeeded; the provider answers that PaymentIntent's outcome (provider.ts charge).
+ * may well have succeeded; the provider answers from what was made under the key (charges.ts).
  */
 function refusedForGood(err: unknown): err is Stripe.errors.StripeError {
   const e = Stripe.errors;

@@ -9,7 +9,8 @@
  * - charge: an off-session PaymentIntent confirmed at once, its idempotency key the invoice's
  *   attempt key, so a retry after a crash answers the first PaymentIntent, never a second charge;
  *   a retry that may resend a key (ChargeContext.sentBefore) first looks for the PaymentIntent made
- *   with it (metadata.charge_key), since Stripe forgets idempotency keys after 24 hours.
+ *   with it (metadata.charge_key), since Stripe forgets idempotency keys after 24 hours; one made to
+ *   another card that took nothing is no answer for a card saved since, charged under its own key (charges.ts).
  * - refund: a Refund of the PaymentIntent made with the charge key (no amount: what is left of it);
  *   one Stripe made `pending` is answered pending (its end comes by webhook: refund.updated / refund.failed),
  *   so each names what it is for (metadata): its credit note, or its invoice, kind (after_end, excess) and key;
@@ -32,7 +33,8 @@ import type { PaymentMethod, PaymentProvider } from "../../billing/subscriptions
 import { type StripeApi, isTestKey, stripeClient } from "./client.js";
 import { type StripeCustomerStore, StripeCustomers, isMissingCustomer } from "./customers.js";
 import { UnrepresentableAmount, toStripeAmount } from "./amounts.js";
-import { outcomeOfError, outcomeOfIntent } from "./outcomes.js";
+import { chargeCard, intentsOfAttempt } from "./charges.js";
+import { outcomeOfIntent } from "./outcomes.js";
 import { type CompletedPayment, completedPaymentOf, expirePayLinks, startPayment } from "./pay-link.js";
 import { outcomeOfRefund, refundIntent, refundNaming } from "./refunds.js";
 
@@ -101,32 +103,6 @@ async function completedSetupOf(stripe: Stripe, env: string, sessionId: string):
   };
 }
 
-/**
- * The PaymentIntent of `customer` made with `chargeKey` (its metadata.charge_key), the one that
- * succeeded if any; with `succeededOnly`, only that one.
- */
-async function intentByKey(stripe: Stripe, customer: string, chargeKey: string, succeededOnly: boolean): Promise<Stripe.PaymentIntent | undefined> {
-  let found: Stripe.PaymentIntent | undefined;
-  for await (const pi of stripe.paymentIntents.list({ customer, limit: 100 })) {
-    if (pi.metadata?.charge_key !== chargeKey) continue;
-    if (pi.status === "succeeded") return pi;
-    found ??= pi;
-  }
-  return succeededOnly ? undefined : found;
-}
-
-/**
- * The charge Stripe refused as the key `chargeKey` reused with other parameters (the amount or
- * the card changed since a request whose answer was lost): that request reached Stripe, so its
- * PaymentIntent's outcome is this charge's (paid, waiting, declined), never a refusal. None found:
- * `err` is thrown, the charge stays planned.
- */
-async function madeEarlier(stripe: Stripe, customer: string, chargeKey: string, err: unknown): Promise<ChargeOutcome> {
-  const pi = await intentByKey(stripe, customer, chargeKey, false);
-  if (!pi) throw err;
-  return outcomeOfIntent(pi);
-}
-
 /** `amount` in Stripe's units for `currency`; one Stripe cannot take is answered, never rounded into another amount (amounts.ts). */
 function inStripeUnits(amount: string, currency: string): number | UnrepresentableAmount {
   try {
@@ -182,29 +158,8 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     // connection's transaction), so the customer is the card's, synced when the card was set up.
     const asked = inStripeUnits(amount, currency);
     if (typeof asked !== "number") return { ok: false, refusedByProvider: true, message: asked.message, code: asked.code };
-    const earlier = context?.sentBefore ? await intentByKey(stripe, pm.customerRef, idempotencyKey, false) : undefined; // Stripe replays a key for 24 hours only.
-    if (earlier) return outcomeOfIntent(earlier);
-    let outcome: ChargeOutcome;
-    try {
-      const pi = await stripe.paymentIntents.create(
-        {
-          amount: asked,
-          currency: currency.toLowerCase(),
-          customer: pm.customerRef,
-          payment_method: pm.providerRef,
-          off_session: true,
-          confirm: true,
-          ...(context?.description ? { description: context.description } : {}),
-          metadata: { invoice_id: invoiceId, environment_id: env, charge_key: idempotencyKey },
-        },
-        { idempotencyKey },
-      );
-      outcome = outcomeOfIntent(pi);
-    } catch (err) {
-      const known = err instanceof Stripe.errors.StripeIdempotencyError ? await madeEarlier(stripe, pm.customerRef, idempotencyKey, err) : outcomeOfError(err);
-      if (!known) throw err;
-      outcome = known;
-    }
+    const request = { card: pm.providerRef, customer: pm.customerRef, amount: asked, currency, env, invoiceId, attemptKey: idempotencyKey, description: context?.description };
+    const outcome = await chargeCard(stripe, request, context?.sentBefore === true);
     // Tests of a crash between the charge and its commit (test/api/stripe-provider.test.ts).
     if (o.dieAfterCharge) process.kill(process.pid, "SIGKILL");
     return outcome;
@@ -221,7 +176,7 @@ export function stripeProvider(o: StripeProviderOptions): StripeProvider {
     if (stored?.startsWith("pi_")) return stored;
     const subjectId = await o.store.invoiceSubject(env, invoiceId);
     const customer = subjectId ? await o.store.customerRef(env, subjectId, "stripe") : undefined;
-    return customer ? (await intentByKey(stripe, customer, chargeKey, true))?.id : undefined;
+    return customer ? (await intentsOfAttempt(stripe, customer, chargeKey)).find((pi) => pi.status === "succeeded")?.id : undefined;
   }
 
   async function refund(chargeKey: string, amount: string | null, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
