@@ -71,8 +71,8 @@ async function changed(s: Scenario, aTaxes: string[], bTaxes: string[]): Promise
   return (await billed(s)).map((i: Json) => bookedOf(i));
 }
 
-/** The first invoice (Apr 1): A's 100.00, untaxed, paid. */
-const FIRST = want({ number: "INV-000001", status: "paid", lines: [["Seats", "10000", [], []]], subtotal: "10000", total: "10000" });
+/** The first invoice (Apr 1): A's 100.00, untaxed, paid; the upgrade's credit for A's unused half, 50.00, given back of it (given-back.ts). */
+const FIRST = want({ number: "INV-000001", status: "paid", lines: [["Seats", "10000", [], []]], subtotal: "10000", total: "10000", credited: "5000" });
 /** The renewal (May 1): B's 200.00 + 20% = 40.00 tax, 240.00. */
 const RENEWAL = want({
   number: "INV-000003",

@@ -67,9 +67,10 @@ export type CreditNoteTx = CreditNoteWrites & EventWrites & { dunning?: DunningW
 export type InvoiceVoidNoteWrites = Pick<CreditNoteWrites, "ofInvoice" | "voidNotes">;
 
 /**
- * What a seat decrease writes of the invoices its credit gives back (subscriptions/given-back.ts):
- * each read under the row lock a credit note takes, and its amount credited grown by what the
- * credit gives back of it, so that notes and credits together never give back more than it took.
+ * What a credit for unused time (a seat decrease's, a resume's, a change of rate card's) writes of
+ * the invoices it gives back (subscriptions/given-back.ts): each read under the row lock a credit
+ * note takes, and its amount credited grown by what the credit gives back of it, so that notes
+ * and credits together never give back more than it took.
  */
 export type GivenBackWrites = Pick<CreditNoteWrites, "lockInvoice" | "addCredited" | "reduceAmountDue" | "markPaid">;
 

@@ -9,19 +9,19 @@ import { FailedPreconditionError, NotFoundError, UnavailableError, Violations, i
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { total } from "../invoicing/lines.js";
-import { type Decimal, ZERO, formatDecimal } from "../money.js";
+import { formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { formatInstant } from "../time.js";
 import type { CallbackUrls, Checkouts } from "./checkout.js";
 import type { Lookups } from "./lookups.js";
 import type { BillingTx } from "./ports.js";
 import { noPaymentProvider } from "./payments.js";
-import { chargedAfterSwitch, chargedCardTerms, cycleCharge, sameCharged, withCredits } from "./proration.js";
+import { chargedAfterSwitch, sameCharged, withCredits } from "./proration.js";
 import { lostRace, retryingRaces } from "./races.js";
 import { checkCycleClosed, unmoved } from "./change-fences.js";
-import type { BillLine } from "./invoice-building.js";
-import { pricedUpgradeLines } from "./upgrade-lines.js";
+import { type ChangeGiven, type SwitchPlan, switchPlan } from "./upgrade-lines.js";
 import { changeCredit } from "./change-credit.js";
+import { recordGivenBack } from "./given-back.js";
 import { grantProrationCredits } from "./credit-application.js";
 import type { StartResult } from "./subscribe.js";
 import type { Terms } from "./terms.js";
@@ -46,6 +46,7 @@ export interface PreparedSwitch {
   at: Date;
   invoice: Invoice;
   charged: boolean; // it charges for the rest of the period (an upgrade); else that stays billed as it was (chargedAfterSwitch)
+  given: ChangeGiven; // what its credit for the old card gives back of the period's invoices, as they were read (given-back.ts)
 }
 
 export class SubscriptionChanges {
@@ -201,11 +202,6 @@ export class SubscriptionChanges {
     return cancelled;
   }
 
-  /** Per-cycle fixed total of a card at the given terms, unrounded. */
-  private async fixedTotal(card: RateCard, s: SubscriptionTerms): Promise<Decimal> {
-    return cycleCharge(await this.engine.builder.fixedLines(card, s));
-  }
-
   async changeRateCard(caller: Caller, id: string, input: { rateCardId: string; behavior: string; callbacks?: CallbackUrls }): Promise<StartResult> {
     const v = new Violations();
     if (input.rateCardId === "") v.add("rate_card_id", "is required");
@@ -278,7 +274,7 @@ export class SubscriptionChanges {
     this.terms.checkBillable(await this.engine.reads.rates(newCard, quantities), next, (kind, code, message) => refused.push(kind === "total" ? message : `${code}: ${message}`));
     if (refused.length > 0) invalid("rate_card_id", `at this subscription's quantities and multipliers, the new rate card cannot be invoiced: ${refused.join("; ")}`);
 
-    const plan = await this.switchPlan(current, oldCard, newCard, next, now, behavior);
+    const plan = await switchPlan(this.engine, current, oldCard, newCard, next, now, behavior);
     return { current, oldCard, newCard, next, subject, now, plan };
   }
 
@@ -310,30 +306,6 @@ export class SubscriptionChanges {
   }
 
   /**
-   * What moving to `newCard` at `at` invoices: the old card's usage so far, and for an upgrade
-   * the old card's credit and the new card's charge (change-lines.ts; the old charge is the one
-   * the period was billed at, on the card it was billed on, chargedCardTerms, not the row's).
-   */
-  private async switchPlan(current: Subscription, oldCard: RateCard, newCard: RateCard, next: SubscriptionTerms, at: Date, behavior: string) {
-    const paid = chargedCardTerms(current);
-    const paidCard = paid.rateCardId === oldCard.id ? oldCard : await this.engine.reads.card(current.environmentId, paid.rateCardId);
-    const oldFixed = await this.fixedTotal(paidCard, paid);
-    const newFixed = await this.fixedTotal(newCard, next);
-    const diff = newFixed.minus(oldFixed);
-    const lines = await this.engine.builder.usageLines(oldCard, current, current.usageSince, at);
-    let upgrade = ZERO;
-    if (diff.gt(0)) {
-      const span = current.periodEnd.getTime() - current.periodStart.getTime();
-      const left = Math.max(0, current.periodEnd.getTime() - at.getTime());
-      const prorate = behavior !== "rate_difference";
-      upgrade = prorate ? diff.times(left).div(span) : diff;
-      // The old card's credit and the new card's charge, each taxed by its own card (change-lines.ts).
-      if (upgrade.gt(0)) lines.push(...(await pricedUpgradeLines(this.engine, current, [paidCard, paid], [newCard, next], prorate ? { left, span } : null)));
-    }
-    return { lines, upgrade };
-  }
-
-  /**
    * A paid change checkout's change, prepared before the transaction that completes the checkout
    * (hosted-checkout.ts), which writes it (writeSwitch): the checks and invoice of changeRateCard
    * with a card on file, nothing written but the cycles that ended (caughtUp); `readOnly` (its
@@ -347,13 +319,13 @@ export class SubscriptionChanges {
   }
 
   /** One attempt at the switch, committed or not at all (writeSwitch). */
-  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, plan: { lines: BillLine[]; upgrade: Decimal }, inCurrentPeriod: boolean) {
+  private async trySwitch(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, plan: SwitchPlan, inCurrentPeriod: boolean) {
     const prepared = await this.switchOf(current, newCard, next, at, plan);
     return this.stores.transaction((tx) => this.writeSwitch(tx, prepared, inCurrentPeriod));
   }
 
   /** The switch of `current` to `newCard` at `at`, built and not yet written: its invoice of the old card's usage since usage_since (the fence) up to `at`, the new window's anchors. */
-  private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, { lines, upgrade }: { lines: BillLine[]; upgrade: Decimal }): Promise<PreparedSwitch> {
+  private async switchOf(current: Subscription, newCard: RateCard, next: SubscriptionTerms, at: Date, { lines, upgrade, given }: SwitchPlan): Promise<PreparedSwitch> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     // Several changes can happen at one instant (a frozen test clock): each gets its own key; the
     // locked row's re-check in writeSwitch is what keeps one change from being applied twice.
@@ -361,20 +333,22 @@ export class SubscriptionChanges {
     const terms = await this.engine.builder.windowTerms(current, current.usageSince, at, at);
     const invoice = this.engine.builder.newInvoice(current, oldCard, key, lines, current.usageSince, at, at, terms);
     const firstSeen = await firstSeenAfterSwitch(this.engine.reads, current, oldCard, newCard, next.fixedRateQuantities, at);
-    return { current, newCard, next: { ...next, firstSeen, usageAdjustments: null }, at, invoice, charged: upgrade.gt(0) };
+    return { current, newCard, next: { ...next, firstSeen, usageAdjustments: null }, at, invoice, charged: upgrade.gt(0), given };
   }
 
   /**
    * Writes a prepared switch in `tx`; `at` becomes the new usage_since (its window with next's first-seen anchors). Throws lostRace
    * when the locked row moved on, or — with `inCurrentPeriod`, the API's case — when its cycle ended by `at` without being closed yet; SUBSCRIPTION_NOT_ACTIVE when it was cancelled or paused.
    */
-  async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice, charged }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
+  async writeSwitch(tx: BillingTx, { current, newCard, next, at, invoice, charged, given }: PreparedSwitch, inCurrentPeriod: boolean): Promise<{ subscription: Subscription; invoice: Invoice }> {
     const s = await tx.lockSubscription(current.environmentId, current.id);
     if (!s) throw new NotFoundError("SUBSCRIPTION_NOT_FOUND", `subscription ${JSON.stringify(current.id)} not found`, { subscription_id: current.id });
     if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${current.id} is ${s.status}`);
     // The fence, and the fixed charges the upgrade was computed from.
     if (!unmoved(s, current) || !sameCharged(s, current)) throw lostRace(current.id);
     checkCycleClosed(s, at, inCurrentPeriod);
+    // What the old card's credit gives back of the invoices it was drawn on, on their amount credited (a credit note's cap too).
+    await recordGivenBack(tx, given.billed, given.amounts, new Map(), { clock: at, real: this.engine.now() }, () => lostRace(current.id));
     // An upgrade whose credit outweighs its charge once taxed: that net credit goes to the balance (change-credit.ts).
     const change = await changeCredit(tx, invoice, at);
     const own = await grantProrationCredits(tx, s, invoice.currency, change.credits, at);
@@ -391,7 +365,7 @@ export class SubscriptionChanges {
   async switchTo(current: Subscription, card: RateCard, terms: SubscriptionTerms, at: Date): Promise<Subscription> {
     const oldCard = await this.engine.reads.card(current.environmentId, current.rateCardId);
     const subject = await this.stores.directory.subject(current.environmentId, current.subjectId);
-    const plan = await this.switchPlan(current, oldCard, card, terms, at, "prorate");
+    const plan = await switchPlan(this.engine, current, oldCard, card, terms, at, "prorate");
     const { subscription, invoice } = await this.trySwitch(current, card, terms, at, plan, false);
     await this.engine.settlement.settle(invoice, subject?.paymentMethodId ?? null);
     return subscription;

@@ -1,17 +1,22 @@
 /**
- * What a seat decrease's credit gives back of the invoices it was drawn on (DESIGN §13, §15), on
- * their amount credited, as a credit note's does: a credit note may then credit (refund, credit
- * to the balance, reduce) only what is left of the invoice, and a later decrease is valued at what
- * is left (unused-credit.ts fixedTaken). 2 seats at 5,000 paid (10,000), 2 → 1 with half the
+ * What a credit for unused time gives back of the invoices it was drawn on (DESIGN §13, §15), on
+ * their amount credited, as a credit note's does — a seat decrease's (updates.ts), a resume's for
+ * the cycle a pause cut short (pauses.ts) and a change of rate card's for the old card (changes.ts
+ * writeSwitch; updates.ts past what was paid on another card): a credit note may then credit
+ * (refund, credit to the balance, reduce) only what is left of the invoice, and a later credit is
+ * valued at what is left (unused-credit.ts fixedTaken). 2 seats at 5,000 paid (10,000), 2 → 1 with half the
  * period left gives back 2,500 of it: a credit note may refund 7,500 more, not 10,000; a refund of
  * all 10,000 first leaves a later decrease nothing to credit. (Lago issues the downgrade's credit
- * as a credit note on the invoice; Stripe caps a credit note at what is left to credit.)
+ * as a credit note on the invoice; Stripe caps a credit note at what is left to credit.) 1 seat at
+ * 1,000 paid, paused with 28 of 31 days left, resumed: 903 off the resume's invoice, so a note may
+ * refund 97 more of the paused cycle's, not 1,000; Pro at 10,000 paid, upgraded to Ent with 29 of
+ * 31 days left: Pro's −9,355 on the change's invoice, so a note may refund 645 of Pro's.
  *
- * The database decides between a note and a decrease running at once: the decrease reads every
- * paid or open invoice of the period it valued its credit on (`billed`) under the row lock a
- * credit note takes (credit-notes/ports.ts lockInvoice), and loses its race (retried from a fresh
- * read) when one is not as it was valued (a note committed meanwhile); a note waits for the lock,
- * then reads the amount credited the decrease wrote.
+ * The database decides between a note and a credit made at once: the change (decrease, resume or
+ * change of card) reads every paid or open invoice of the period it valued its credit on (`billed`)
+ * under the row lock a credit note takes (credit-notes/ports.ts lockInvoice), and loses its race
+ * (retried from a fresh read) when one is not as it was valued (a note committed meanwhile); a
+ * note waits for the lock, then reads the amount credited the change wrote.
  *
  * What a credit draws of an open invoice (seats added by a change whose charge is not paid yet) is
  * not money received: it lowers that invoice's amount due instead of going to the balance, as a
@@ -21,13 +26,48 @@
  * invoice asks 0 (paid by the decrease) and the balance gets nothing, where it got 1,200 that
  * voiding the invoice left with the customer. Not while a payment of the invoice waits for the
  * customer or is processing for more (the credit then goes to the balance, as before), nor beyond
- * its amount due (what credits applied to it paid goes to the balance).
+ * its amount due (what credits applied to it paid goes to the balance). A resume's credit likewise
+ * (lessReduction): seats added while their charge is open, then paused, lower that invoice's
+ * amount due, and only the rest is credited on the resume's invoice. A change of rate card's
+ * credit is on the change's invoice itself, as its preview and checkout showed it: an open
+ * invoice it drew on stays as it asks (the old card's time it still asks for was credited now).
  */
 import { recordCancels } from "../payments/cancels.js";
-import { type Decimal, ZERO, dec, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import { checkTransition, transitionEvents } from "./invoice-states.js";
+import type { BillLine } from "./invoice-building.js";
+import { cardOfKey } from "./line-cards.js";
 import type { BillingTx } from "./ports.js";
-import { type Invoice, amountDueOf } from "./types.js";
+import { type Invoice, type ProrationCredit, type Subscription, amountDueOf } from "./types.js";
+import { paidTax, taxCreditedIn } from "./unused-credit.js";
+
+/**
+ * What a change of rate card's credit for the old card (its negative lines naming a card,
+ * change-lines.ts) gives back of the period's invoices `billed`, per invoice ID: drawn, as a seat
+ * decrease's is (unused-credit.ts paidTax), from every fixed and proration line of the period
+ * (those it was valued on), newest first, each part with the exclusive tax booked on it.
+ */
+export function changeGivenBack(lines: readonly BillLine[], billed: readonly Invoice[], s: Subscription): Map<string, Decimal> {
+  const credits = lines.map((l) => (l.amount.isNegative() && cardOfKey(l.key) !== null ? l : null));
+  return credits.some((l) => l !== null) ? paidTax(credits, billed, taxCreditedIn(s), () => () => true).givenBack : new Map();
+}
+
+/**
+ * `credit` (a resume's, its exclusive tax apart) less `off`, what it lowers an open invoice's
+ * amount due by (openReductions, net and tax): none when that is all of it; else the rest, its
+ * tax the share of it the rest is, round(tax × rest / whole) half up (as proration.ts takeCredits
+ * splits one). `money` prints an amount for its description.
+ */
+export function lessReduction(credit: ProrationCredit, off: Decimal, money: (d: Decimal) => string): ProrationCredit[] {
+  if (off.lte(0)) return [credit];
+  const tax = dec(credit.tax ?? "0");
+  const whole = dec(credit.amount).plus(tax).neg();
+  const rest = whole.minus(off);
+  if (rest.lte(0)) return [];
+  const restTax = roundAmount(tax.times(rest).div(whole));
+  const description = `${credit.description}, less ${money(off)} off the amount due of the open invoice it was charged on`;
+  return [{ description, amount: formatDecimal(rest.neg().minus(restTax)), ...(credit.tax === undefined ? {} : { tax: formatDecimal(restTax) }) }];
+}
 
 /**
  * Of each credit's draws (paidTax's `draws`, per invoice ID), what lowers an open invoice's

@@ -15,7 +15,10 @@
  *   paid, and never more than was paid for it: see unusedTime), one negative `proration` line
  *   per fixed rate on the resume's invoice, after the credits carried from before, giving back the
  *   taxes paid for that time, not those of the resume's invoice (proration.ts takeCredits); what that
- *   invoice cannot take is carried to the next ones with the exclusive tax paid for that time (unusedTime; proration.ts). `none` credits nothing (carried credits still apply).
+ *   invoice cannot take is carried to the next ones with the exclusive tax paid for that time (unusedTime; proration.ts). What
+ *   it gives back of the cycle's invoices is recorded on them (amount credited, given-back.ts), so a credit note credits
+ *   only the rest (1,000 paid, 903 credited: a note may refund 97); what it draws of an open one (seats added, not paid
+ *   yet) lowers that invoice's amount due instead. `none` credits nothing (carried credits still apply).
  * Both apply under the subscription's row lock with a fence, and a cycle close racing them makes
  * the attempt start over (races.ts), so a pause or resume and a close have one outcome.
  */
@@ -24,7 +27,7 @@ import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { cycleBounds } from "../invoicing/cycles.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { ZERO, dec, displayMoney, formatDecimal } from "../money.js";
+import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { checkInstant } from "../time.js";
 import type { RateCard } from "../catalog/types.js";
@@ -38,6 +41,16 @@ import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { paidTax, taxCreditedIn, valuedCredits } from "./unused-credit.js";
 import { checkProrationBehavior } from "./updates.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
+import { lessReduction, openReductions, recordGivenBack } from "./given-back.js";
+
+/** A resume's credit for the unused time of the cycle a pause cut short (unusedTime): per fixed rate (null: none), and what it gives back of the cycle's invoices `billed`. */
+interface UnusedTime {
+  credits: (ProrationCredit | null)[];
+  billed: Invoice[];
+  givenBack: Map<string, Decimal>;
+  /** Per credit, what it draws of each invoice (unused-credit.ts paidTax). */
+  draws: Map<string, Decimal>[];
+}
 
 export interface PauseResult {
   subscription: Subscription;
@@ -162,10 +175,11 @@ export class Pauses {
    * (taxAmounts), what its line gives back on the resume's invoice whatever that invoice's rates
    * or the buyer's tax status now (paid at 10%, resumed at 20% or exempt: −677 under the 10% rate).
    */
-  private async unusedTime(card: RateCard, paused: Subscription): Promise<ProrationCredit[]> {
-    if (!paused.pausedAt) return [];
+  private async unusedTime(card: RateCard, paused: Subscription): Promise<UnusedTime> {
+    const none: UnusedTime = { credits: [], billed: [], givenBack: new Map(), draws: [] };
+    if (!paused.pausedAt) return none;
     const opening = await this.stores.invoices.byPeriodKey(paused.id, cycleKey(paused, paused.cycleIndex));
-    if (opening?.status !== "paid") return [];
+    if (opening?.status !== "paid") return none;
     const billed = await this.stores.invoices.billedWithin(paused.id, paused.environmentId, paused.periodStart, paused.periodEnd);
     const part = remainingPart(paused.periodStart, paused.periodEnd, paused.pausedAt);
     // The card and terms the cycle was billed at: after a downgrade that charged nothing, the old card's (as switchPlan reads them).
@@ -178,8 +192,9 @@ export class Pauses {
       return prorationLine(`${r.name} × ${quantity}: unused time of the cycle paused at ${at} (${part.label})`, unused.neg(), r.code);
     });
     const valued = valuedCredits(lines, billed, (d) => displayMoney(formatDecimal(d), card.currency ?? "USD"));
-    const { taxes, rates } = paidTax(valued, billed, taxCreditedIn(paused));
-    return valued.flatMap((l, i) => (l ? [{ description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()), taxAmounts: rates[i] ?? [] }] : []));
+    const { taxes, rates, givenBack, draws } = paidTax(valued, billed, taxCreditedIn(paused));
+    const credits = valued.map((l, i) => (l ? { description: l.description, amount: formatDecimal(l.amount), tax: formatDecimal((taxes[i] ?? ZERO).neg()), taxAmounts: rates[i] ?? [] } : null));
+    return { credits, billed, givenBack, draws };
   }
 
   /**
@@ -189,8 +204,10 @@ export class Pauses {
    */
   async resumeAt(found: Subscription, at: Date, paymentMethodId: string | null, behavior: "create_prorations" | "none" = "create_prorations"): Promise<Subscription> {
     const card = await this.engine.reads.card(found.environmentId, found.rateCardId);
-    const unused = behavior === "none" ? [] : await this.unusedTime(card, found);
+    const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
     const { invoice, subscription } = await retryingRaces(async () => {
+      // Valued again on each attempt: what it gives back of the cycle's invoices is recorded on them as they were read (given-back.ts).
+      const unused = behavior === "none" ? undefined : await this.unusedTime(card, found);
       const epoch = found.cycleEpoch + 1;
       const period = cycleBounds(at, 0, card.billingInterval);
       const next: Subscription = {
@@ -217,8 +234,12 @@ export class Pauses {
         if (s?.status !== "paused" || s.cycleEpoch !== found.cycleEpoch) {
           throw new FailedPreconditionError("SUBSCRIPTION_NOT_PAUSED", `subscription ${found.id} is ${s?.status ?? "gone"}; only a paused subscription can be resumed`);
         }
+        // What the unused time draws of an open invoice lowers what it asks (given-back.ts); the rest is credited, and all it gives back is recorded.
+        const open = openReductions(tx, unused?.billed ?? [], unused?.draws ?? []);
+        const own = (unused?.credits ?? []).flatMap((c, i) => (c ? lessReduction(c, open.perCredit[i] ?? ZERO, money) : []));
+        await recordGivenBack(tx, unused?.billed ?? [], unused?.givenBack ?? new Map(), open.perInvoice, { clock: at, real: this.engine.now() }, () => lostRace(found.id));
         // Credits carried from before first, then the unused time of the cycle the pause cut short.
-        const credited = await withCredits(tx, inv, [...(s.prorationCredits ?? []), ...unused], at);
+        const credited = await withCredits(tx, inv, [...(s.prorationCredits ?? []), ...own], at);
         await this.engine.builder.writeInvoice(tx, credited.invoice);
         // A new period starts: a commitment changed for the next period takes effect, as at a cycle close.
         const commitment = commitmentAfterClose(s.commitment);

@@ -1,7 +1,8 @@
 /**
  * What the unused time of a fixed rate is worth (DESIGN §13, §15), pure: the period's invoices are
  * walked once for what their fixed and proration lines took, net of discounts and of what credit
- * notes gave back (fixedTaken; a pause's unused time is capped by it too, pauses.ts), and a seat
+ * notes and earlier credits for unused time gave back of them, their amount credited (fixedTaken,
+ * given-back.ts; a pause's unused time is capped by it too, pauses.ts), and a seat
  * decrease's credit for a rate is valued at what the period's paid invoices actually took for that
  * rate (valuedCredits):
  * - fraction = the discounts on the rate's fixed and proration charge lines (keyed `<code>|`) in
@@ -13,7 +14,7 @@
  *   a rate) stand for every rate that has none of its own in the period.
  * - Nothing billed (or nothing paid) for the rate in the period: nothing to give back, credit 0.
  * - Never more than what those lines took net of discounts and of what was given back for them
- *   before on the invoices (credit notes; negative lines of the rate), shared by the credits of
+ *   before on the invoices (amount credited; negative lines of the rate), shared by the credits of
  *   one change in their order.
  * - All before tax. The exclusive tax a credit gives back is the tax those same lines booked on
  *   what it takes off, not the buyer's tax details at the change (paidTax): drawn from the lines
@@ -28,7 +29,7 @@
 import { type BookedTax, splitInProportion } from "../invoicing/booking.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 import type { BillLine } from "./invoice-building.js";
-import { rateCodeOf } from "./line-cards.js";
+import { cardOfKey, rateCodeOf } from "./line-cards.js";
 import { type DrawnRate, creditTaxes, drawRates } from "./paid-taxes.js";
 import { isCarriedCredit } from "./proration.js";
 import type { Invoice, InvoiceLine, Subscription } from "./types.js";
@@ -47,20 +48,31 @@ const isFixed = (l: InvoiceLine): boolean => (l.kind === "fixed" || l.kind === "
 const exclusiveTax = (l: InvoiceLine): Decimal => (l.taxAmounts ?? []).reduce((a, t) => (t.inclusive ? a : a.plus(dec(t.amount))), ZERO);
 
 /**
+ * Whether `l` is a change of rate card's credit for the old card (a negative proration line naming
+ * the card, change-lines.ts): what it gives back is recorded on the invoices it was drawn on, on
+ * their amount credited (given-back.ts), so the invoice it lies on took it as a credit of other time.
+ */
+const isChangeCredit = (l: InvoiceLine): boolean => l.kind === "proration" && dec(l.amount).isNegative() && cardOfKey(l.key) !== null;
+
+/** Whether `pick` counts `l` as a fixed line whose net an invoice took: never a change's credit for the old card (isChangeCredit). */
+const takenLine = (l: InvoiceLine, pick: (l: InvoiceLine) => boolean): boolean => isFixed(l) && pick(l) && !isChangeCredit(l);
+
+/**
  * What the credits of other time took off an invoice's total, their amounts and exclusive tax
- * negated: its negative proration lines that are not among the lines `pick` counts as fixed (a
- * carried credit, never a fixed line; with a rate's pick, another card's or rate's unused-time
+ * negated: its negative proration lines that are not among the lines `pick` counts as taken (a
+ * carried credit, never a fixed line; a change's credit for the old card, which the invoices it
+ * was drawn on count in their amount credited; with a rate's pick, another rate's unused-time
  * credit too, which gives back time an earlier invoice paid for). Credits are never discounted.
  */
 const otherCreditsOff = (inv: Invoice, pick: (l: InvoiceLine) => boolean): Decimal =>
-  inv.lines.reduce((a, l) => (l.kind === "proration" && dec(l.amount).isNegative() && !(isFixed(l) && pick(l)) ? a.plus(dec(l.amount)).plus(exclusiveTax(l)) : a), ZERO).neg();
+  inv.lines.reduce((a, l) => (l.kind === "proration" && dec(l.amount).isNegative() && !takenLine(l, pick) ? a.plus(dec(l.amount)).plus(exclusiveTax(l)) : a), ZERO).neg();
 
 /**
  * What the paid invoices among `billed` took for their fixed and proration lines that `pick`
  * selects (every one by default; never a credit carried onto the invoice from another period,
  * isCarriedCredit): per invoice, those lines less their discounts, never more than its total
- * before the credits of other time on it (otherCreditsOff) less what credit notes gave back; 0 at
- * least. A resume's invoice (1,000 for the new cycle, −903 for the paused one's unused time: 97)
+ * before the credits of other time on it (otherCreditsOff) less its amount credited (what credit
+ * notes and unused-time credits drawn on it gave back, given-back.ts); 0 at least. A resume's invoice (1,000 for the new cycle, −903 for the paused one's unused time: 97)
  * took 1,000 for the new cycle, not 97; an upgrade's (Pro's unused −9,355, Ent's rest +18,710:
  * 9,355) took 18,710 for Ent, not 9,355. Also the charge lines' amounts and
  * discounts (positive lines), from which a rate's discount fraction is read.
@@ -73,7 +85,7 @@ export function fixedTaken(billed: readonly Invoice[], pick: (l: InvoiceLine) =>
     if (inv.status !== "paid") continue;
     let fixed = ZERO;
     for (const l of inv.lines) {
-      if (!isFixed(l) || !pick(l)) continue;
+      if (!takenLine(l, pick)) continue;
       fixed = fixed.plus(dec(l.amount)).minus(discountsOf(l));
       if (dec(l.amount).gt(0)) {
         charged = charged.plus(dec(l.amount));
@@ -227,7 +239,9 @@ function stackOf(billed: readonly Invoice[], pick: (l: InvoiceLine) => boolean, 
  * (drawnKey); returned with this change's added. 2 seats paid at 1,000 + 20%, then exempt:
  * 2 → 12 (5,000, no tax), 12 → 2 gives back 5,000, none of the 400 paid for the 2 seats kept.
  * `rates`: each credit's taxes per rate as paid (paid-taxes.ts), what its line books on an
- * invoice; `pickOf`: the lines a credit stands for (by default those valuedCredits reads).
+ * invoice; `pickOf`: the lines a credit stands for (by default those valuedCredits reads; every
+ * fixed and proration line of the period, whatever its rate or card, for a change of rate card's
+ * credit for the old card, valued on them all: change-lines.ts, given-back.ts changeGivenBack).
  */
 export function paidTax(
   valued: readonly (BillLine | null)[],

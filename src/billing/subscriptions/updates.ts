@@ -75,7 +75,7 @@ import { type Invoice, type Subscription, shownCommitment } from "./types.js";
 import { type TaxCreditedTerms, paidTax, sumOf, taxCreditedIn, valuedCredits } from "./unused-credit.js";
 import { usageTermSettlement } from "./usage-term-changes.js";
 import { changeCredit, taxedLines } from "./change-credit.js";
-import { pricedUpgradeLines } from "./upgrade-lines.js";
+import { type ChangeGiven, type SwitchPlan, pricedUpgradeLines } from "./upgrade-lines.js";
 import { chargeAfterTermsChange, changeChargeOf, movedTime } from "./change-lines.js";
 import { openReductions, recordGivenBack } from "./given-back.js";
 
@@ -198,14 +198,11 @@ export class TermUpdates {
       if (!termsChange && !commitmentChange && sameEntries(mergedMetadata(current.metadata, input.metadata), current.metadata)) return { subscription: current, prorationInvoice: undefined };
       // The period paid on another card (a change of rate card that charged nothing): priced from what was paid there.
       const paidOn = paidOnOtherCard(current);
-      const lines = behavior === "none" || !termsChange ? [] : paidOn ? await this.pastPaid(card, current, next, now) : await this.prorations(card, current, next, now);
+      const { lines, billed, given } = await this.changeLines(card, current, next, now, behavior !== "none" && termsChange);
       // The usage before a change of usage terms, settled at the terms it was used under (either behaviour).
       const usage = termsChange ? await usageTermSettlement(this.engine.builder, this.engine.reads, card, current, next, now) : { lines: [], adjustments: [] };
       const increases = lines.filter((l) => l.amount.gt(0));
       const payments = increases.length === 0 || Boolean(await this.lookups.paymentsFor(caller));
-      // What the period's invoices took, for valuing the decreases (the fence below keeps the period and terms).
-      const billed =
-        !paidOn && lines.some((l) => l.amount.isNegative()) ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [];
       const money = (d: Decimal) => displayMoney(formatDecimal(d), card.currency ?? "USD");
       const valued = paidOn ? lines : valuedCredits(lines, billed, money);
       // The card's time an upgrade's charge paid (ChangeChargeTerms), which a prorated change moves: the old terms' list for the rest of the period.
@@ -223,7 +220,7 @@ export class TermUpdates {
         // (DESIGN §13), before the invoice (if any) is written, which then spends them like any
         // credit. Without a credit store: carried as before, onto this invoice first.
         const decision = paidOn
-          ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: new Map(), reductions: new Map(), bookedNow: [] }
+          ? { charged: lines.length > 0, own: [], taxCredited: {}, givenBack: given?.amounts ?? new Map(), reductions: new Map(), bookedNow: [] }
           : await this.decided(tx, s, card, valued, increases, billed, now, money);
         const { charged, taxCredited } = decision;
         // What the credit gives back of each invoice it was drawn on, on its amount credited (a credit note's cap too).
@@ -275,6 +272,23 @@ export class TermUpdates {
     await this.engine.settlement.settle(done.prorationInvoice, subject.paymentMethodId);
     // The invoice as settling left it (paid, or open after a declined charge or without a card on file).
     return { ...done, prorationInvoice: (await this.engine.stores.invoices.get(caller.environmentId, done.prorationInvoice.id)) ?? done.prorationInvoice };
+  }
+
+  /**
+   * The lines of moving `current` to `next` at `at` (none unless `prorated`: create_prorations and
+   * a change of terms), and the period's invoices they are valued on (the fence keeps the period
+   * and terms): on another card (paidOnOtherCard) priced from what was paid there, with what its
+   * credit gives back of them (pastPaid); else the prorations, read only for a decrease to value.
+   */
+  private async changeLines(card: RateCard, current: Subscription, next: TermsOf, at: Date, prorated: boolean): Promise<{ lines: BillLine[]; billed: readonly Invoice[]; given?: ChangeGiven }> {
+    if (!prorated) return { lines: [], billed: [] };
+    if (paidOnOtherCard(current)) {
+      const past = await this.pastPaid(card, current, next, at);
+      return { lines: past.lines, billed: past.given.billed, given: past.given };
+    }
+    const lines = await this.prorations(card, current, next, at);
+    const decreases = lines.some((l) => l.amount.isNegative());
+    return { lines, billed: decreases ? await this.engine.stores.invoices.billedWithin(current.id, current.environmentId, current.periodStart, current.periodEnd) : [] };
   }
 
   /**
@@ -349,13 +363,14 @@ export class TermUpdates {
    * than was paid charge nothing (the period stays paid there); else the paid card's credit and
    * the row's card's charge for the part of the period left (upgrade-lines.ts), which sum to the
    * prorated difference. Pro at 10,000 paid, then Basic (2,000 a seat): Basic × 3 (6,000)
-   * charges nothing; Basic × 6 (12,000) charges the 2,000 more for the rest of the period.
+   * charges nothing; Basic × 6 (12,000) charges the 2,000 more for the rest of the period. With
+   * what the paid card's credit gives back of the period's invoices (upgrade-lines.ts).
    */
-  private async pastPaid(card: RateCard, current: Subscription, next: TermsOf, at: Date): Promise<BillLine[]> {
+  private async pastPaid(card: RateCard, current: Subscription, next: TermsOf, at: Date): Promise<Omit<SwitchPlan, "upgrade">> {
     const paid = chargedCardTerms(current);
     const paidCard = await this.engine.reads.card(current.environmentId, paid.rateCardId);
     const fixed = async (c: RateCard, t: TermsOf) => cycleCharge(await this.engine.builder.fixedLines(c, t));
-    if (!(await fixed(card, next)).gt(await fixed(paidCard, paid))) return [];
+    if (!(await fixed(card, next)).gt(await fixed(paidCard, paid))) return { lines: [], given: { billed: [], amounts: new Map() } };
     const { left, span } = remainingPart(current.periodStart, current.periodEnd, at);
     return pricedUpgradeLines(this.engine, current, [paidCard, paid], [card, next], { left, span });
   }
