@@ -250,8 +250,13 @@ export function createRefund(st: FakeStripeState, p: Obj): { refund: Obj; events
   return { refund, events: [{ type: "refund.created", object: structuredClone(refund) }] };
 }
 
-/** Refunds, newest first, of one PaymentIntent or charge when asked (`payment_intent`, `charge`; `created` filters are not served). */
+/**
+ * Refunds, newest first, of one PaymentIntent or charge when asked (`payment_intent`, `charge`;
+ * `created` filters are not served). A PaymentIntent it does not know is 404 resource_missing, as
+ * Stripe answers a list filtered on one.
+ */
 export function listRefunds(st: FakeStripeState, q: Obj): Obj {
+  if (typeof q.payment_intent === "string") paymentIntent(st, q.payment_intent);
   const all = [...st.refunds.values()].filter((r) => (q.payment_intent === undefined || r.payment_intent === q.payment_intent) && (q.charge === undefined || r.charge === q.charge)).reverse();
   return page(all, q, "/v1/refunds");
 }

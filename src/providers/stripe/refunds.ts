@@ -38,6 +38,17 @@ function refundUnderKey(stripe: Stripe, env: string, intent: string, key: string
 }
 
 /**
+ * A lookup Stripe refused (a PaymentIntent it does not know or this key cannot see): no refund
+ * can have been made of it, so the refund is asked and answered as Stripe answers it (refused:
+ * recorded with a warning to refund by hand), not retried forever. What Stripe could not answer
+ * (a connection error, a 5xx) throws, to be asked again.
+ */
+function noneWhenRefused(err: unknown): undefined {
+  if (err instanceof Stripe.errors.StripeInvalidRequestError) return undefined;
+  throw err;
+}
+
+/**
  * The credit note's refund Stripe refused as its key reused with another amount (the note asked
  * again after what is left of its invoice changed, an earlier request's answer lost): that request
  * reached Stripe and made the note's refund, found among the PaymentIntent's refunds by the note
@@ -69,7 +80,7 @@ function refundNames(env: string, key: string, context: RefundContext | undefine
  */
 export async function refundIntent(stripe: Stripe, env: string, intent: string, asked: number | undefined, currency: string, idempotencyKey: string, context?: RefundContext): Promise<RefundOutcome> {
   const named = context?.invoiceRefund;
-  const made = named ? await refundUnderKey(stripe, env, intent, idempotencyKey, named) : undefined;
+  const made = named ? await refundUnderKey(stripe, env, intent, idempotencyKey, named).catch(noneWhenRefused) : undefined;
   if (made) return outcomeOfRefund(made, currency);
   try {
     // No amount: Stripe refunds what is left of the PaymentIntent.
