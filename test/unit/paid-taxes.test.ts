@@ -40,6 +40,23 @@ test("splitTaxes: the rest keeps its exclusive tax split in proportion and its s
   t.deepEqual(landed, [rate("incl", "10", true, "-2121", "-212"), rate("state", "6", false, "-2121", "-128"), rate("city", "2.5", false, "-2121", "-53")]);
 });
 
+test("creditTaxes: a credit drawn from lines at two rates is taxable at each on the part drawn from the lines it taxed, not on the whole credit", (t) => {
+  const drawn = new Map<string, DrawnRate>();
+  // −10,000 drawn newest first: 7,500 of a 7,500 line at 20% (1,500), then 2,500 of a 10,000 line at 10% (1,000 × 2,500 / 10,000 = 250).
+  drawRates(drawn, [rate("vat20", "20", false, "7500", "1500")], dec(7500), dec(7500));
+  drawRates(drawn, [rate("vat10", "10", false, "10000", "1000")], dec(2500), dec(10000));
+  t.deepEqual(creditTaxes(drawn, dec(10000), dec(1750), dec(10000)), [rate("vat20", "20", false, "-7500", "-1500"), rate("vat10", "10", false, "-2500", "-250")]);
+});
+
+test("splitTaxes: a credit taxed at two rates on different parts splits each rate's taxable amount in proportion", (t) => {
+  const taxes = [rate("vat20", "20", false, "-7500", "-1500"), rate("vat10", "10", false, "-2500", "-250")];
+  // 4,000 of the 10,000 carried with 1,750 × 4,000 / 10,000 = 700, split 1,500 : 250 → 600 and 100; taxable 4,000 × 7,500 / 10,000 = 3,000
+  // and 4,000 × 2,500 / 10,000 = 1,000. Landed: what is left of each, −4,500 (−900) and −1,500 (−150).
+  const { rest, landed } = splitTaxes(taxes, dec(10000), dec(4000), dec(700));
+  t.deepEqual(rest, [rate("vat20", "20", false, "-3000", "-600"), rate("vat10", "10", false, "-1000", "-100")]);
+  t.deepEqual(landed, [rate("vat20", "20", false, "-4500", "-900"), rate("vat10", "10", false, "-1500", "-150")]);
+});
+
 test("takeCredits: the landed part's line gives back its taxes as paid; one carried without them (stored before) is taxed where it lands", (t) => {
   const taxes = [rate("vat", "10", false, "-6774", "-677")];
   const credits = [

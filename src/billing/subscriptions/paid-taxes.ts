@@ -18,8 +18,8 @@ import { splitInProportion } from "../invoicing/booking.js";
 import type { BookedTax } from "../invoicing/booking.js";
 import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js";
 
-/** One rate's exact tax drawn by a credit (positive), with how the rate was applied. */
-export type DrawnRate = { rate: BookedTax; exact: Decimal };
+/** One rate's exact tax drawn by a credit (positive), with how the rate was applied, and the part of the credit drawn from lines it taxed (`base`). */
+export type DrawnRate = { rate: BookedTax; exact: Decimal; base: Decimal };
 
 /** A rate's key: its id and whether it is inclusive. */
 const keyOf = (t: BookedTax): string => `${t.taxRateId}|${t.inclusive}`;
@@ -29,15 +29,22 @@ export function drawRates(drawn: Map<string, DrawnRate>, rates: readonly BookedT
   for (const t of rates) {
     const exact = dec(t.amount).times(part).div(net);
     const seen = drawn.get(keyOf(t));
-    drawn.set(keyOf(t), { rate: t, exact: (seen?.exact ?? ZERO).plus(exact) });
+    drawn.set(keyOf(t), { rate: t, exact: (seen?.exact ?? ZERO).plus(exact), base: (seen?.base ?? ZERO).plus(part) });
   }
 }
 
 /** −d, never "−0". */
 const negated = (d: Decimal): string => formatDecimal(d.isZero() ? ZERO : d.neg());
 
-/** Rates as a credit of `value` books them (negative): the exclusive ones' `share` split in proportion, each inclusive one `inclusive(rate)`. */
-function asCredit(rates: readonly DrawnRate[], value: Decimal, share: Decimal, inclusive: (r: DrawnRate) => Decimal): BookedTax[] {
+/**
+ * Rates as a credit of `value` books them (negative): the exclusive ones' `share` split in
+ * proportion, each inclusive one `inclusive(rate)`. Each rate's taxable amount is the credit less
+ * the inclusive taxes inside it, × the part drawn from lines that rate taxed (`base`) / all that was
+ * drawn (`drawnTotal`): −10,000 drawn −7,500 from lines at 20% and −2,500 at 10% is taxable −7,500
+ * at 20% and −2,500 at 10%, not −10,000 at each. Rates that all taxed the same lines: the credit
+ * less the inclusive taxes, each.
+ */
+function asCredit(rates: readonly DrawnRate[], value: Decimal, share: Decimal, inclusive: (r: DrawnRate) => Decimal, drawnTotal?: Decimal): BookedTax[] {
   const exclusive = rates.filter((r) => !r.rate.inclusive);
   const parts = splitInProportion(
     share,
@@ -45,15 +52,17 @@ function asCredit(rates: readonly DrawnRate[], value: Decimal, share: Decimal, i
   );
   const inside = rates.map((r) => (r.rate.inclusive ? inclusive(r) : ZERO));
   const taxable = value.minus(inside.reduce((a, t) => a.plus(t), ZERO));
+  const whole = (r: DrawnRate) => !drawnTotal?.gt(0) || r.base.eq(drawnTotal);
   return rates.map((r, i) => {
     const amount = r.rate.inclusive ? (inside[i] as Decimal) : (parts[exclusive.indexOf(r)] ?? ZERO);
-    return { ...r.rate, taxableAmount: negated(taxable), amount: negated(amount) };
+    const base = whole(r) ? taxable : roundAmount(taxable.times(r.base).div(drawnTotal as Decimal));
+    return { ...r.rate, taxableAmount: negated(base), amount: negated(amount) };
   });
 }
 
-/** The taxes of a credit of `value` (positive) that gives back `share` of exclusive tax (rounded), from its `drawn` rates. */
-export function creditTaxes(drawn: ReadonlyMap<string, DrawnRate>, value: Decimal, share: Decimal): BookedTax[] {
-  return asCredit([...drawn.values()], value, share, (r) => roundAmount(r.exact));
+/** The taxes of a credit of `value` (positive) that gives back `share` of exclusive tax (rounded), from its `drawn` rates, drawn `drawnTotal` in all (taxed lines or not). */
+export function creditTaxes(drawn: ReadonlyMap<string, DrawnRate>, value: Decimal, share: Decimal, drawnTotal?: Decimal): BookedTax[] {
+  return asCredit([...drawn.values()], value, share, (r) => roundAmount(r.exact), drawnTotal);
 }
 
 /**
@@ -61,10 +70,18 @@ export function creditTaxes(drawn: ReadonlyMap<string, DrawnRate>, value: Decima
  * exclusive tax `restTax` (positive, rounded): the rest's taxes and those of the part that lands.
  */
 export function splitTaxes(taxes: readonly BookedTax[], want: Decimal, rest: Decimal, restTax: Decimal): { rest: BookedTax[]; landed: BookedTax[] } {
-  const rates = taxes.map((t) => ({ rate: t, exact: dec(t.amount).neg() }));
-  const kept = asCredit(rates, rest, restTax, (r) => roundAmount(r.exact.times(rest).div(want)));
+  // Each rate's taxable part of the whole credit (want less the inclusive taxes inside it), as its base.
+  const inside = taxes.reduce((a, t) => (t.inclusive ? a.plus(dec(t.amount).neg()) : a), ZERO);
+  const rates = taxes.map((t) => ({ rate: t, exact: dec(t.amount).neg(), base: dec(t.taxableAmount).neg() }));
+  const kept = asCredit(rates, rest, restTax, (r) => roundAmount(r.exact.times(rest).div(want)), want.minus(inside));
   const insideLanded = taxes.reduce((a, t, i) => (t.inclusive ? a.plus(dec(t.amount).neg()).minus(dec(kept[i]?.amount ?? "0").neg()) : a), ZERO);
   const taxable = want.minus(rest).minus(insideLanded);
-  const landed = taxes.map((t, i) => ({ ...t, taxableAmount: negated(taxable), amount: formatDecimal(dec(t.amount).minus(dec(kept[i]?.amount ?? "0"))) }));
+  // Rates that taxed the same lines: the part landed less its inclusive taxes, each; others what the rest did not keep of theirs.
+  const whole = rates.every((r) => r.base.eq(want.minus(inside)));
+  const landed = taxes.map((t, i) => ({
+    ...t,
+    taxableAmount: whole ? negated(taxable) : formatDecimal(dec(t.taxableAmount).minus(dec(kept[i]?.taxableAmount ?? "0"))),
+    amount: formatDecimal(dec(t.amount).minus(dec(kept[i]?.amount ?? "0"))),
+  }));
   return { rest: kept, landed };
 }

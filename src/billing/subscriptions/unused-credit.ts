@@ -280,7 +280,12 @@ export function paidTax(
     let share = roundAmount(exact);
     if (share.gt(room)) share = room;
     if (share.lt(0)) share = ZERO;
-    rates[k] = creditTaxes(drawn, l.amount.neg(), share);
+    rates[k] = creditTaxes(
+      drawn,
+      l.amount.neg(),
+      share,
+      parts.reduce((a, p) => a.plus(p.net), ZERO),
+    );
     addGivenBack(draws[k] as Map<string, Decimal>, parts, share);
     for (const [id, a] of draws[k] ?? []) givenBack.set(id, (givenBack.get(id) ?? ZERO).plus(a));
     if (share.isZero()) return ZERO;
