@@ -748,7 +748,9 @@ export interface paths {
         put?: never;
         /**
          * Voids an open invoice.
-         * @description Voids an open invoice. Errors: FAILED_PRECONDITION (400) unless it is open.
+         * @description Voids an open invoice. Errors: FAILED_PRECONDITION (400) unless it is open; with reason
+         *     INVOICE_HAS_CREDIT_NOTES when credit notes gave money or credit back on it, and
+         *     INVOICE_CREDIT_SPENT when its total below 0 was granted as credit and some of it was spent.
          */
         post: operations["VoidInvoice"];
         delete?: never;

@@ -380,7 +380,9 @@ export const InvoiceService: GenService<{
     output: typeof FinalizeInvoiceResponseSchema;
   },
   /**
-   * Voids an open invoice. Errors: FAILED_PRECONDITION (400) unless it is open.
+   * Voids an open invoice. Errors: FAILED_PRECONDITION (400) unless it is open; with reason
+   * INVOICE_HAS_CREDIT_NOTES when credit notes gave money or credit back on it, and
+   * INVOICE_CREDIT_SPENT when its total below 0 was granted as credit and some of it was spent.
    *
    * @generated from rpc billing.v1.InvoiceService.VoidInvoice
    */
