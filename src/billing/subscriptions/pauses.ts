@@ -39,7 +39,7 @@ import { chargedCardTerms, cycleCharge, prorationLine, remainingPart, sameEntrie
 import { lostRace, retryingRaces } from "./races.js";
 import type { Invoice, ProrationCredit, Subscription } from "./types.js";
 import { paidTax, taxCreditedIn, valuedCredits } from "./unused-credit.js";
-import { checkProrationBehavior } from "./updates.js";
+import { checkProrationBehavior } from "./update-input.js";
 import { commitmentAfterClose, commitmentTrueUp } from "./commitments.js";
 import { lessReduction, openReductions, recordGivenBack } from "./given-back.js";
 

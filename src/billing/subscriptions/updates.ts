@@ -41,7 +41,7 @@ import { FailedPreconditionError, Violations } from "../errors.js";
 import { subscriptionEvent } from "../events/types.js";
 import { randomBase62 } from "../ids.js";
 import { fixedLine } from "../invoicing/lines.js";
-import { METADATA_MAX_KEYS, type Metadata, checkMetadata } from "../metadata.js";
+import { checkMetadata } from "../metadata.js";
 import { type Decimal, ZERO, dec, displayMoney, formatDecimal } from "../money.js";
 import type { Caller } from "../tenancy.js";
 import { type BillLine, multiplierOf } from "./invoice-building.js";
@@ -78,6 +78,9 @@ import { changeCredit, taxedLines } from "./change-credit.js";
 import { type ChangeGiven, type SwitchPlan, pricedUpgradeLines } from "./upgrade-lines.js";
 import { chargeAfterTermsChange, changeChargeOf, movedTime } from "./change-lines.js";
 import { openReductions, recordGivenBack } from "./given-back.js";
+import { type UpdateInput, type UpdateResult, checkMergedMetadata, checkProrationBehavior, checkUpdatable, mergedMetadata } from "./update-input.js";
+
+export type { UpdateInput, UpdateResult } from "./update-input.js";
 
 /**
  * `charged` (the period's charged terms after a change to `next`) keeping the exclusive tax seat
@@ -89,47 +92,6 @@ function withTaxCredited(charged: Subscription["chargedTerms"], next: TermsOf, s
   const terms = charged ?? { fixedRateQuantities: { ...next.fixedRateQuantities }, rateMultipliers: { ...next.rateMultipliers } };
   const kept: TaxCreditedTerms = { ...terms, taxCredited: { periodStart: s.periodStart.toISOString(), amounts: credited } };
   return kept;
-}
-
-export const PRORATION_BEHAVIORS = ["create_prorations", "none"] as const;
-
-/** Checks a proration_behavior ("" is the default, create_prorations). */
-export function checkProrationBehavior(behavior: string, v: Violations): "create_prorations" | "none" {
-  if (behavior === "" || behavior === "create_prorations") return "create_prorations";
-  if (behavior === "none") return "none";
-  v.add("proration_behavior", `must be ${PRORATION_BEHAVIORS.join(" or ")}`);
-  return "create_prorations";
-}
-
-export interface UpdateInput {
-  fixedRateQuantities: Record<string, string>;
-  rateMultipliers: Record<string, string>;
-  metadata: Metadata;
-  prorationBehavior: string;
-  /** A new minimum commitment per period, from the next period on ("0": removed); absent: unchanged. */
-  minimumCommitment?: { currencyCode: string; value: string };
-}
-
-export interface UpdateResult {
-  subscription: Subscription;
-  /** The invoice that charged an increase now, if any. */
-  prorationInvoice: Invoice | undefined;
-  /** The invoice of the usage before a change of usage terms, at the old terms, when they charge more (usage-term-changes.ts). */
-  usageInvoice?: Invoice | undefined;
-}
-
-/** `metadata` with the request's keys set, and those given "" removed. */
-function mergedMetadata(metadata: Metadata, changes: Metadata): Metadata {
-  const out: Metadata = { ...metadata };
-  for (const [k, value] of Object.entries(changes)) {
-    if (value === "") delete out[k];
-    else out[k] = value;
-  }
-  return out;
-}
-
-function checkMergedMetadata(merged: Metadata, v: Violations): void {
-  if (Object.keys(merged).length > METADATA_MAX_KEYS) v.add("metadata", `would have ${Object.keys(merged).length} keys; at most ${METADATA_MAX_KEYS} are allowed`);
 }
 
 /**
@@ -150,19 +112,6 @@ function moved(s: Subscription, current: Subscription, now: Date): boolean {
     !sameWindowState(s, current) ||
     s.periodEnd.getTime() <= now.getTime()
   );
-}
-
-/** `s` if it can be updated: active and not following a timeline. */
-function checkUpdatable(s: Subscription): Subscription {
-  if (s.status !== "active") throw new FailedPreconditionError("SUBSCRIPTION_NOT_ACTIVE", `subscription ${s.id} is ${s.status}; only an active subscription can be updated`);
-  if (s.timelineId) {
-    throw new FailedPreconditionError(
-      "SUBSCRIPTION_FOLLOWS_TIMELINE",
-      `subscription ${s.id} follows subscription timeline ${s.timelineId}, which decides its rate cards and terms; it cannot be updated`,
-      { subscription_timeline_id: s.timelineId },
-    );
-  }
-  return s;
 }
 
 export class TermUpdates {
