@@ -37,6 +37,7 @@ import { type Decimal, ZERO, dec, formatDecimal, roundAmount } from "../money.js
 import { checkTransition, transitionEvents } from "./invoice-states.js";
 import type { BillLine } from "./invoice-building.js";
 import { cardOfKey } from "./line-cards.js";
+import { splitTaxes } from "./paid-taxes.js";
 import type { BillingTx } from "./ports.js";
 import { type Invoice, type ProrationCredit, type Subscription, amountDueOf } from "./types.js";
 import { paidTax, taxCreditedIn } from "./unused-credit.js";
@@ -56,7 +57,8 @@ export function changeGivenBack(lines: readonly BillLine[], billed: readonly Inv
  * `credit` (a resume's, its exclusive tax apart) less `off`, what it lowers an open invoice's
  * amount due by (openReductions, net and tax): none when that is all of it; else the rest, its
  * tax the share of it the rest is, round(tax × rest / whole) half up (as proration.ts takeCredits
- * splits one). `money` prints an amount for its description.
+ * splits one), and its share of the taxes paid per rate (taxAmounts), which its line gives back
+ * wherever it lands, whatever that invoice's rates. `money` prints an amount for its description.
  */
 export function lessReduction(credit: ProrationCredit, off: Decimal, money: (d: Decimal) => string): ProrationCredit[] {
   if (off.lte(0)) return [credit];
@@ -66,7 +68,10 @@ export function lessReduction(credit: ProrationCredit, off: Decimal, money: (d: 
   if (rest.lte(0)) return [];
   const restTax = roundAmount(tax.times(rest).div(whole));
   const description = `${credit.description}, less ${money(off)} off the amount due of the open invoice it was charged on`;
-  return [{ description, amount: formatDecimal(rest.neg().minus(restTax)), ...(credit.tax === undefined ? {} : { tax: formatDecimal(restTax) }) }];
+  // The rest keeps its share of the taxes paid, per rate (paid-taxes.ts splitTaxes), which its line books wherever it lands.
+  const net = rest.plus(restTax);
+  const taxAmounts = credit.taxAmounts ? { taxAmounts: splitTaxes(credit.taxAmounts, dec(credit.amount).neg(), net, restTax.neg()).rest } : {};
+  return [{ description, amount: formatDecimal(net.neg()), ...(credit.tax === undefined ? {} : { tax: formatDecimal(restTax) }), ...taxAmounts }];
 }
 
 /**
